@@ -1,0 +1,42 @@
+# ebb front door. `make test` and `make demo` work on a fresh Debian machine:
+# each installs what is missing, configures build/ and builds.
+BUILD      ?= build
+ASAN_BUILD ?= build-asan
+JOBS       ?= $(shell nproc 2>/dev/null || echo 2)
+CMAKE_ARGS ?=
+WERROR     ?= $(if $(CI),ON,OFF)
+
+.PHONY: all deps build test demo bench asan clean nocuda-build
+
+all: build
+
+deps:
+	@./scripts/install-deps.sh
+
+$(BUILD)/CMakeCache.txt: | deps
+	cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=RelWithDebInfo -DEBB_WERROR=$(WERROR) $(CMAKE_ARGS)
+
+build: deps $(BUILD)/CMakeCache.txt
+	cmake --build $(BUILD) -j $(JOBS)
+
+test: build
+	cd $(BUILD) && ctest --output-on-failure -j $(JOBS) --timeout 300
+
+demo: build
+	@./scripts/demo.sh $(BUILD)
+
+bench: build
+	@./scripts/bench.sh $(BUILD)
+
+asan: deps
+	cmake -S . -B $(ASAN_BUILD) -DCMAKE_BUILD_TYPE=Debug -DEBB_SANITIZE=ON -DEBB_WERROR=$(WERROR) $(CMAKE_ARGS)
+	cmake --build $(ASAN_BUILD) -j $(JOBS)
+	cd $(ASAN_BUILD) && ctest --output-on-failure -j $(JOBS) --timeout 600
+
+# Proves ebb builds where no CUDA toolkit exists: nvcc and cuda.h hidden.
+nocuda-build: deps
+	cmake -S . -B build-nocuda -DCMAKE_BUILD_TYPE=Release -DEBB_WERROR=$(WERROR) -DEBB_CUDA_KERNELS=OFF -DEBB_HIDE_CUDA_TOOLKIT=ON
+	cmake --build build-nocuda -j $(JOBS)
+
+clean:
+	rm -rf $(BUILD) $(ASAN_BUILD) build-nocuda

@@ -1,0 +1,39 @@
+/* `ebb`: dispatches to one subcommand. */
+#include <stdio.h>
+#include <string.h>
+
+#include "cli/commands.h"
+
+static const ebb_command commands[] = {
+    {"version", "print ebb's version, the driver's and how it was found", ebb_cmd_version},
+    {"devices", "list the devices ebb can use and their memory", ebb_cmd_devices},
+};
+#define NCOMMANDS (sizeof commands / sizeof commands[0])
+
+static void usage(FILE *f) {
+  fprintf(f, "usage: ebb COMMAND [OPTIONS]\n\n"
+             "ebb runs pipelines of GPU model stages and gives device memory back\n"
+             "to the driver after every stage.\n\ncommands:\n");
+  for (size_t i = 0; i < NCOMMANDS; i++)
+    fprintf(f, "  %-10s %s\n", commands[i].name, commands[i].summary);
+  fprintf(f, "\n`ebb COMMAND --help` describes a command.\n");
+}
+
+int main(int argc, char **argv) {
+  if (argc < 2) {
+    usage(stderr);
+    return EBB_EXIT_USAGE;
+  }
+  if (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h") || !strcmp(argv[1], "help")) {
+    usage(stdout);
+    return EBB_EXIT_OK;
+  }
+  if (!strcmp(argv[1], "--version"))
+    return ebb_cmd_version(1, argv + 1);
+  for (size_t i = 0; i < NCOMMANDS; i++)
+    if (!strcmp(argv[1], commands[i].name))
+      return commands[i].main(argc - 1, argv + 1);
+  fprintf(stderr, "ebb: unknown command '%s'\n\n", argv[1]);
+  usage(stderr);
+  return EBB_EXIT_USAGE;
+}

@@ -1,0 +1,1 @@
+int fakegpu_placeholder_;
