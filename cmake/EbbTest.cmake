@@ -20,6 +20,8 @@ function(ebb_c_test name)
   add_executable(${name} ${T_UNPARSED_ARGUMENTS})
   target_include_directories(${name} PRIVATE ${CMAKE_SOURCE_DIR}/tests)
   target_link_libraries(${name} PRIVATE ${T_LIBS} Threads::Threads)
+  # Kernel host twins (fakegpu_twin_*) must be visible to the fake's dlsym.
+  set_target_properties(${name} PROPERTIES ENABLE_EXPORTS ON)
   add_test(NAME ${name} COMMAND ${name})
   ebb_test_env(${name})
 endfunction()
