@@ -1,0 +1,333 @@
+/* The memory room: one caching device allocator per ebb_device, owners that
+ * every block belongs to, a pinned host pool, the release registry and the
+ * ledger (events -> JSON / SVG timeline). Internal API: the pipeline runner,
+ * the manager and the server call this; stages reach it through the host
+ * table in include/ebb/stage.h.
+ *
+ * Allocator design (docs/memory.md has the long form):
+ *   - Segments come from ebb_device_seg_alloc (VMM where the device supports
+ *     it, else plain); their sizes are multiples of the driver granularity.
+ *   - Requests are rounded up to 512 bytes (EBB_MEM_ALIGN). Requests under
+ *     1 MiB (EBB_MEM_SMALL_LIMIT) are carved from 2 MiB small segments; larger
+ *     ones from large segments of at least the request rounded up to the
+ *     granularity (and at least EBB_MEM_LARGE_SEG_MIN). Blocks are split
+ *     best-fit out of free blocks and coalesced with free neighbours on free;
+ *     a segment whose blocks are all free is "cached" until trim.
+ *   - On out-of-memory from the driver the allocator trims its cache and
+ *     retries once, then fails with EBB_EOOM and a message naming the owner,
+ *     the request and the numbers.
+ *
+ * Locking: each allocator has one mutex that guards its segments, blocks,
+ * owners, stats and ledger; every function below may be called from any
+ * thread. Driver calls (segment alloc/free) are made with that mutex held, so
+ * allocation is serialised per device (ebb's allocations are few and large;
+ * see bench/ for the cost). The release registry has its own mutex; release
+ * callbacks run with NO memory lock held, so a callback may free blocks and
+ * even register/unregister callbacks. The leak handler and log lines are also
+ * emitted with no lock held. Owner handles must not be used after
+ * ebb_owner_destroy (debug builds check a signature and abort).
+ *
+ * Debug builds (EBB_DEBUG): freed blocks are poisoned with 0xDB via
+ * ebb_device_memset8 where device memory is host-addressable (CPU device, the
+ * fake GPU); handles carry a signature checked on every call. */
+#ifndef EBB_MEMORY_MEMORY_H
+#define EBB_MEMORY_MEMORY_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include "device/device.h"
+#include "ebb/error.h"
+
+#define EBB_MEM_ALIGN 512u
+#define EBB_MEM_SMALL_LIMIT (1u << 20)      /* requests below: small segments */
+#define EBB_MEM_SMALL_SEG (2u << 20)        /* small segment size */
+#define EBB_MEM_LARGE_SEG_MIN (20u << 20)   /* smallest large segment */
+#define EBB_MEM_STATS_VERSION 1u
+
+typedef struct ebb_allocator ebb_allocator;
+typedef struct ebb_owner ebb_owner;
+typedef struct ebb_ledger ebb_ledger;
+
+/* --- counters ------------------------------------------------------------- */
+/* One counter: what is held now, the most ever held, the sum of everything
+ * ever taken (mimalloc's mi_stat_count_t). */
+typedef struct ebb_stat_count {
+  uint64_t current, peak, total;
+} ebb_stat_count;
+
+/* Per-owner counters; X(name, description). Counted for the owner's own
+ * blocks (not its children's). */
+#define EBB_OWNER_STAT_FIELDS(X)                                               \
+  X(bytes, "device bytes in live blocks (rounded to 512)")                     \
+  X(blocks, "live device blocks")                                              \
+  X(pinned_bytes, "pinned host bytes in live buffers")                         \
+  X(pinned_blocks, "live pinned host buffers")
+
+typedef struct ebb_owner_stats {
+  uint32_t size;    /* sizeof(ebb_owner_stats): set by the caller */
+  uint32_t version; /* EBB_MEM_STATS_VERSION: set by ebb */
+#define EBB_X_(name, doc) ebb_stat_count name;
+  EBB_OWNER_STAT_FIELDS(EBB_X_)
+#undef EBB_X_
+  uint64_t tree_bytes;  /* current device bytes of this owner and all descendants */
+  uint64_t quota;       /* 0: none */
+  uint64_t refused;     /* allocations refused (quota or out of memory) */
+} ebb_owner_stats;
+
+/* Per-device counters of one allocator. */
+#define EBB_ALLOC_STAT_FIELDS(X)                                               \
+  X(reserved, "device bytes held from the driver (segments)")                  \
+  X(allocated, "device bytes in live blocks")                                  \
+  X(cached, "reserved - allocated: held but not in use")                       \
+  X(segments, "segments held")                                                 \
+  X(blocks, "live blocks")                                                     \
+  X(pinned_reserved, "pinned host bytes held from the driver (pool)")          \
+  X(pinned_allocated, "pinned host bytes in live buffers")
+
+typedef struct ebb_alloc_stats {
+  uint32_t size;    /* sizeof(ebb_alloc_stats): set by the caller */
+  uint32_t version; /* EBB_MEM_STATS_VERSION */
+#define EBB_X_(name, doc) ebb_stat_count name;
+  EBB_ALLOC_STAT_FIELDS(EBB_X_)
+#undef EBB_X_
+  /* the driver's view (ebb_device_mem_info: never initialises a context) */
+  uint64_t driver_free, driver_total;
+  ebb_meminfo_source driver_source;
+  int ctx_active;              /* this process holds the device context */
+  uint64_t context_estimate;   /* bytes the context costs (measured or assumed) */
+  uint64_t seg_allocs, seg_frees;  /* driver calls made */
+  uint64_t oom_retries;        /* driver OOMs answered by trim + retry */
+  uint64_t trimmed_bytes;      /* bytes returned by trim, all time */
+} ebb_alloc_stats;
+
+/* --- allocator ------------------------------------------------------------ */
+typedef enum {
+  EBB_SEG_AUTO = -1, /* VMM where ebb_device_supports_vmm, else plain */
+} ebb_seg_kind_auto;
+
+typedef struct ebb_alloc_opts {
+  uint32_t size;            /* sizeof(ebb_alloc_opts) */
+  int seg_kind;             /* EBB_SEG_AUTO (default), EBB_SEG_PLAIN, EBB_SEG_VMM */
+  size_t ledger_events;     /* ring capacity; 0: 65536 */
+  int backtraces;           /* 1: capture a backtrace at every alloc (leak
+                               reports show it); -1: from env EBB_MEM_BACKTRACE
+                               (default); 0: never */
+  uint64_t context_estimate;/* bytes a context costs when it cannot be
+                               measured; 0: 300 MiB on CUDA, 0 on CPU */
+} ebb_alloc_opts;
+
+/* opts may be NULL (defaults). Takes nothing from the driver (segments are
+ * taken on the first allocation). *out is owned by the caller. dev is
+ * borrowed and must outlive the allocator. */
+int ebb_allocator_create(ebb_device *dev, const ebb_alloc_opts *opts, ebb_allocator **out);
+/* Destroys every owner (leaks reported and freed), gives every segment and
+ * pinned buffer back to the driver. Does not release the context. NULL: no-op. */
+void ebb_allocator_destroy(ebb_allocator *a);
+ebb_device *ebb_allocator_device(const ebb_allocator *a);
+/* st->size must be set. Queries the driver (mem_info) without initialising. */
+int ebb_allocator_get_stats(ebb_allocator *a, ebb_alloc_stats *st);
+/* Returns every segment with no live block (and every idle pinned buffer if
+ * pinned is 1) to the driver; *bytes (may be NULL) = device bytes returned. */
+int ebb_allocator_trim(ebb_allocator *a, uint64_t *bytes);
+
+/* --- owners --------------------------------------------------------------- */
+/* name is copied ("separate", "pipeline songtrace", "job 17"). parent may be
+ * NULL; it must belong to the same allocator. *out is owned by the caller. */
+int ebb_owner_create(ebb_allocator *a, const char *name, ebb_owner *parent, ebb_owner **out);
+const char *ebb_owner_name(const ebb_owner *o);
+ebb_owner *ebb_owner_parent(const ebb_owner *o);
+ebb_allocator *ebb_owner_allocator(const ebb_owner *o);
+/* st->size must be set. */
+int ebb_owner_get_stats(ebb_owner *o, ebb_owner_stats *st);
+/* bytes: limit on the owner's tree_bytes (its own and descendants'); 0 none.
+ * An allocation over it fails with EBB_EQUOTA naming the owner and numbers. */
+int ebb_owner_set_quota(ebb_owner *o, uint64_t bytes);
+
+/* A leaked block: what an owner did not free itself. */
+typedef struct ebb_leak {
+  uint64_t addr;
+  size_t size;              /* bytes the caller asked for */
+  const char *owner;        /* the owner that allocated it (maybe a child) */
+  const char *site;         /* "file.c:123" given at alloc, or "?" */
+  const char *backtrace;    /* symbolised frames, one per line, or NULL when
+                               capture was off */
+  int pinned;               /* 1: a pinned host buffer */
+} ebb_leak;
+typedef struct ebb_leak_report {
+  const char *owner;        /* the owner reclaimed/destroyed */
+  size_t nleaks;
+  uint64_t bytes;           /* total leaked device bytes (requested sizes) */
+  uint64_t pinned_bytes;
+  ebb_leak *leaks;          /* nleaks entries, largest first */
+} ebb_leak_report;
+/* Writes the fixed log lines for a report through src/base/log.h, scope =
+ * owner name: `[owner] leaked N MiB in M blocks; freed by ebb` then one
+ * `[owner]   <size> at <site>` line per block (with backtrace frames indented
+ * when present). Nothing when the report is empty. */
+void ebb_leak_report_log(const ebb_leak_report *r);
+void ebb_leak_report_free(ebb_leak_report *r);
+/* Called for every non-empty report from owner reclaim/destroy (and from
+ * allocator destroy), with no lock held. Default (fn NULL):
+ * ebb_leak_report_log. The report is valid during the call only. */
+typedef void (*ebb_leak_fn)(const ebb_leak_report *r, void *ctx);
+void ebb_allocator_on_leak(ebb_allocator *a, ebb_leak_fn fn, void *ctx);
+
+/* Frees every live block and pinned buffer of o and its descendants; they are
+ * leaks. If out is non-NULL and something leaked, *out receives a report the
+ * caller frees with ebb_leak_report_free (and the leak handler is not called);
+ * else the leak handler runs. *out is NULL when nothing leaked. */
+int ebb_owner_reclaim(ebb_owner *o, ebb_leak_report **out);
+/* Destroys the owner's children first, reclaims (as above), frees the handle.
+ * NULL: no-op. */
+void ebb_owner_destroy(ebb_owner *o, ebb_leak_report **out);
+
+/* --- device blocks -------------------------------------------------------- */
+/* bytes > 0. site: "file.c:123" (copied pointer: pass a string literal or one
+ * that outlives the block; NULL = "?"). *addr: device address, 512-aligned;
+ * on the CPU device a host pointer. Errors: EBB_EQUOTA (owner over quota),
+ * EBB_EOOM (driver out of memory after trim + one retry), EBB_ENOMEM. */
+int ebb_mem_alloc(ebb_owner *o, size_t bytes, const char *site, uint64_t *addr);
+/* Frees a block from ebb_mem_alloc. EBB_ENOTFOUND if addr is not a live
+ * block of this allocator (double free included). */
+int ebb_mem_free(ebb_allocator *a, uint64_t addr);
+/* Who owns addr (the block's start) and its requested size. */
+int ebb_mem_lookup(ebb_allocator *a, uint64_t addr, ebb_owner **owner, size_t *size);
+
+/* --- parking (VMM segments) ----------------------------------------------- */
+/* Parks every segment whose live blocks all belong to o (or descendants):
+ * copies the live bytes to host memory, releases the physical memory, keeps
+ * the address range. *parked (may be NULL): device bytes given back. Segments
+ * shared with other owners, and plain segments, stay resident. Allocation
+ * never uses a parked segment. */
+int ebb_owner_park(ebb_owner *o, uint64_t *parked);
+/* Maps new physical memory at the same addresses and copies the bytes back. */
+int ebb_owner_wake(ebb_owner *o);
+
+/* --- pinned host pool ----------------------------------------------------- */
+/* Page-locked host memory from ebb_device_host_alloc, cached by size (rounded
+ * up to 4 KiB below 1 MiB, to 1 MiB above; a freed buffer is kept idle and
+ * reused for the next request of the same rounded size), counted per owner.
+ * *p is owned by o until ebb_pinned_free; release (EBB_RELEASE_PINNED) and
+ * trim give the idle buffers back. */
+int ebb_pinned_alloc(ebb_owner *o, size_t bytes, void **p);
+int ebb_pinned_free(ebb_allocator *a, void *p);
+
+/* --- release registry ----------------------------------------------------- */
+/* Same type as ebb_release_fn in include/ebb/stage.h (which cannot be
+ * included next to device/device.h: both define ebb_device_kind). */
+typedef void (*ebb_mem_release_fn)(void *arg);
+/* Process-wide. fn(arg) drops something cached. Run by ebb_release in
+ * registration order. name is copied (it names the callback in reports).
+ * *handle (never 0) is for ebb_off_release. */
+int ebb_on_release(const char *name, ebb_mem_release_fn fn, void *arg, uint64_t *handle);
+/* Internal variant whose callback can fail: nonzero return = failure, reported
+ * with ebb_errmsg() (the callback may ebb_seterr); the others still run. */
+typedef int (*ebb_release_fn_int)(void *arg);
+int ebb_on_release_int(const char *name, ebb_release_fn_int fn, void *arg, uint64_t *handle);
+/* EBB_ENOTFOUND for an unknown or already removed handle. */
+int ebb_off_release(uint64_t handle);
+
+enum {
+  EBB_RELEASE_CALLBACKS = 1u << 0, /* run the registry's callbacks */
+  EBB_RELEASE_TRIM = 1u << 1,      /* trim the device allocator */
+  EBB_RELEASE_PINNED = 1u << 2,    /* empty the pinned pool's idle buffers */
+  EBB_RELEASE_CONTEXT = 1u << 3,   /* then release the device context if no
+                                      segment is left (else: reported, EBUSY
+                                      in result.context_error, not fatal) */
+  EBB_RELEASE_DEFAULT = EBB_RELEASE_CALLBACKS | EBB_RELEASE_TRIM | EBB_RELEASE_PINNED,
+};
+typedef struct ebb_release_result {
+  uint32_t size;              /* sizeof(ebb_release_result), set by caller */
+  uint64_t released_bytes;    /* device bytes handed back to the driver:
+                                 segments + the context (if released) */
+  uint64_t segment_bytes;     /* of which: segments trimmed */
+  uint64_t context_bytes;     /* of which: the context (measured via the
+                                 driver/NVML when possible, else estimate) */
+  uint64_t pinned_bytes;      /* pinned host bytes freed */
+  int callbacks_run, callbacks_failed;
+  int context_released;       /* 1: the context was released by this call */
+  int context_error;          /* 0 or the EBB_E... code of ctx release */
+} ebb_release_result;
+/* Runs what flags say, in this order: callbacks, trim, pinned, context. a
+ * may be NULL (callbacks only). Never initialises a device whose context is
+ * not active. Returns 0 even when callbacks fail (they are logged and
+ * counted); an error only for bad arguments. out may be NULL. Adds a
+ * RELEASE event to the ledger labelled with the bytes handed back. */
+int ebb_release(ebb_allocator *a, unsigned flags, ebb_release_result *out);
+
+/* --- unattributed memory ---------------------------------------------------- */
+typedef struct ebb_unattributed {
+  uint32_t size;            /* sizeof(ebb_unattributed), set by caller */
+  int per_process;          /* 1: driver_used is this process's own (NVML);
+                               0: whole-device used (total - free) */
+  int known;                /* 0: the driver could not say (no NVML, no ctx) */
+  uint64_t driver_used;     /* what the driver says we (or the device) hold */
+  uint64_t ebb_reserved;    /* segments ebb holds */
+  uint64_t context_estimate;/* 0 when the context is not active */
+  int64_t unattributed;     /* driver_used - ebb_reserved - context_estimate:
+                               memory taken from the driver behind ebb's back */
+} ebb_unattributed;
+int ebb_allocator_unattributed(ebb_allocator *a, ebb_unattributed *out);
+
+/* --- ledger ----------------------------------------------------------------- */
+#define EBB_LEDGER_KINDS(X)                                                    \
+  X(SEG_MAP, "seg_map")                                                        \
+  X(SEG_UNMAP, "seg_unmap")                                                    \
+  X(ALLOC, "alloc")                                                            \
+  X(FREE, "free")                                                              \
+  X(LEAK_FREE, "leak_free")                                                    \
+  X(PIN_ALLOC, "pinned_alloc")                                                 \
+  X(PIN_FREE, "pinned_free")                                                   \
+  X(TRIM, "trim")                                                              \
+  X(RELEASE, "release")                                                        \
+  X(CTX_CREATE, "ctx_create")                                                  \
+  X(CTX_RELEASE, "ctx_release")                                                \
+  X(OOM, "oom")                                                                \
+  X(PARK, "park")                                                              \
+  X(WAKE, "wake")                                                              \
+  X(MARK, "mark")
+
+typedef enum {
+#define EBB_X_(k, s) EBB_EV_##k,
+  EBB_LEDGER_KINDS(EBB_X_)
+#undef EBB_X_
+} ebb_ledger_kind;
+const char *ebb_ledger_kind_name(ebb_ledger_kind k);
+
+typedef struct ebb_ledger_event {
+  uint64_t t_ns;            /* CLOCK_MONOTONIC */
+  ebb_ledger_kind kind;
+  uint32_t owner_id;        /* 0: none (segment, release...) */
+  uint64_t addr;
+  uint64_t bytes;           /* the event's size (bytes returned for TRIM/RELEASE) */
+  uint64_t owner_bytes;     /* the owner's current bytes after the event */
+  uint64_t reserved;        /* allocator reserved after the event */
+  uint64_t allocated;       /* allocator allocated after the event */
+  const char *label;        /* owner name or mark text (interned, lives as
+                               long as the ledger) */
+} ebb_ledger_event;
+
+/* The allocator's ledger (borrowed; lives as long as the allocator). */
+ebb_ledger *ebb_allocator_ledger(ebb_allocator *a);
+/* A labelled point in time ("separate start"); shown on the SVG. */
+void ebb_ledger_mark(ebb_ledger *l, const char *label);
+/* Copies up to cap of the newest events, oldest first; *n = copied. *dropped
+ * (may be NULL) = events lost to the ring's bound. */
+int ebb_ledger_events(ebb_ledger *l, ebb_ledger_event *out, size_t cap, size_t *n,
+                      uint64_t *dropped);
+size_t ebb_ledger_count(ebb_ledger *l);
+/* {"device":"cuda:0","t0_ns":...,"dropped":0,"owners":[{"id":1,"name":"a"}...],
+ *  "events":[{"t_ns":..,"kind":"alloc","owner":"a","addr":..,"bytes":..,
+ *  "owner_bytes":..,"reserved":..,"allocated":..}...]} */
+int ebb_ledger_write_json(ebb_ledger *l, FILE *f);
+/* Timeline: device bytes over time stacked by owner (one colour each, with
+ * a legend), reserved as a line, release points marked with the bytes
+ * returned, marks as labelled ticks, axes in seconds and MiB. title may be
+ * NULL. */
+int ebb_ledger_write_svg(ebb_ledger *l, FILE *f, const char *title);
+/* Writes JSON or SVG chosen by the path's extension (.json / .svg). */
+int ebb_ledger_write(ebb_ledger *l, const char *path);
+
+#endif
