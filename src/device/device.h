@@ -11,7 +11,9 @@
  *
  * Threads: every function may be called from any thread; calls that touch the
  * driver make the device's context current on the calling thread first.
- * Never fork after a CUDA device is opened; start children with posix_spawn. */
+ * Never fork after a CUDA device is opened (or ebb_device_probe ran): cuInit
+ * has been called and the driver does not survive fork in the child. ebb
+ * starts workers with posix_spawn (fork+exec), never a bare fork. */
 #ifndef EBB_DEVICE_DEVICE_H
 #define EBB_DEVICE_DEVICE_H
 
@@ -39,6 +41,11 @@ const char *ebb_device_label(const ebb_device *dev);
 /* The device's name ("NVIDIA H200", "fakegpu ..." or the CPU model). */
 const char *ebb_device_name(const ebb_device *dev);
 uint64_t ebb_device_total_bytes(const ebb_device *dev);
+/* "auto" that fell back to the CPU: why (the CUDA open's message), else NULL.
+ * Valid while dev lives. */
+const char *ebb_device_note(const ebb_device *dev);
+/* The CUDA device number; -1 for the CPU device. */
+int ebb_device_ordinal(const ebb_device *dev);
 
 /* --- context ------------------------------------------------------------ */
 /* Retains the primary context once (first call) and makes it current on the
@@ -109,6 +116,8 @@ typedef struct ebb_kernel ebb_kernel;
  * host twins). */
 int ebb_device_module_load(ebb_device *dev, const void *image, ebb_module **out);
 void ebb_device_module_unload(ebb_device *dev, ebb_module *m);
+/* *out is owned by the module: valid until ebb_device_module_unload(m). Look
+ * kernels up from one thread per module (launching them is thread-safe). */
 int ebb_device_kernel(ebb_device *dev, ebb_module *m, const char *name, ebb_kernel **out);
 int ebb_device_launch(ebb_device *dev, ebb_kernel *k, const unsigned grid[3],
                       const unsigned block[3], unsigned shared_bytes, void **params);

@@ -1,0 +1,376 @@
+/* The device front: spec parsing ("auto", "cpu", "cuda", "cuda:N"), the
+ * registry of segments every backend shares, and dispatch to the backend. */
+#include "device/device_impl.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "base/log.h"
+
+struct ebb_module {
+  void *h;
+  ebb_kernel **kernels; /* owned: freed by ebb_device_module_unload */
+  size_t nkernels;
+};
+struct ebb_kernel {
+  void *fn;
+  char name[128];
+};
+
+const char *ebb_fmt_bytes(uint64_t bytes, char *buf, size_t len) {
+  if (bytes >= (1ull << 30))
+    snprintf(buf, len, "%.2f GiB", (double)bytes / (double)(1ull << 30));
+  else
+    snprintf(buf, len, "%.1f MiB", (double)bytes / (double)(1ull << 20));
+  return buf;
+}
+
+/* Parses "cuda" / "cuda:N"; -1 when spec is not a CUDA spec, -2 when malformed. */
+static int parse_cuda(const char *spec) {
+  if (!strcmp(spec, "cuda"))
+    return 0;
+  if (strncmp(spec, "cuda:", 5))
+    return -1;
+  const char *p = spec + 5;
+  if (*p < '0' || *p > '9')
+    return -2;
+  errno = 0;
+  char *end;
+  long n = strtol(p, &end, 10);
+  if (*end || errno || n > 1024)
+    return -2;
+  return (int)n;
+}
+
+static ebb_device *dev_new(void) {
+  ebb_device *dev = calloc(1, sizeof *dev);
+  if (!dev)
+    return NULL;
+  pthread_mutex_init(&dev->mu, NULL);
+  dev->ordinal = -1;
+  return dev;
+}
+
+static void dev_free(ebb_device *dev) {
+  pthread_mutex_destroy(&dev->mu);
+  free(dev->segs);
+  free(dev);
+}
+
+static int open_cpu(ebb_device **out) {
+  ebb_device *dev = dev_new();
+  if (!dev)
+    return ebb_seterr(EBB_ENOMEM, "out of host memory opening the CPU device");
+  int rc = ebb_cpu_backend_open(dev);
+  if (rc) {
+    dev_free(dev);
+    return rc;
+  }
+  *out = dev;
+  return 0;
+}
+
+static int open_cuda(int ordinal, ebb_device **out) {
+  ebb_device *dev = dev_new();
+  if (!dev)
+    return ebb_seterr(EBB_ENOMEM, "out of host memory opening cuda:%d", ordinal);
+  int rc = ebb_cuda_backend_open(dev, ordinal);
+  if (rc) {
+    dev_free(dev);
+    return rc;
+  }
+  *out = dev;
+  return 0;
+}
+
+int ebb_device_open(const char *spec, ebb_device **out) {
+  if (!out)
+    return ebb_seterr(EBB_EINVAL, "ebb_device_open: out is NULL");
+  *out = NULL;
+  if (!spec || !*spec || !strcmp(spec, "auto")) {
+    int rc = open_cuda(0, out);
+    if (rc == 0)
+      return 0;
+    if (rc == EBB_ENOMEM)
+      return rc;
+    char why[512];
+    snprintf(why, sizeof why, "%s", ebb_errmsg());
+    rc = open_cpu(out);
+    if (rc)
+      return rc;
+    snprintf((*out)->note, sizeof (*out)->note, "%s", why);
+    ebb_log(EBB_LOG_INFO, "device", "auto: no usable CUDA device (%s); using the CPU device", why);
+    ebb_clearerr();
+    return 0;
+  }
+  if (!strcmp(spec, "cpu"))
+    return open_cpu(out);
+  int n = parse_cuda(spec);
+  if (n >= 0) {
+    int rc = open_cuda(n, out);
+    return rc ? ebb_errctx(rc, "device '%s': ", spec) : 0;
+  }
+  return ebb_seterr(EBB_EINVAL, "bad device '%s': expected auto, cpu, cuda or cuda:N", spec);
+}
+
+void ebb_device_close(ebb_device *dev) {
+  if (!dev)
+    return;
+  pthread_mutex_lock(&dev->mu);
+  /* Mapped segments exist only with an active context, so freeing them
+   * creates nothing; parked ones are freed quietly (no context made). */
+  for (size_t i = dev->nsegs; i-- > 0;) {
+    if (dev->ops->seg_free(dev, &dev->segs[i], 1))
+      ebb_log(EBB_LOG_WARN, "device", "%s: freeing a segment at close: %s", dev->label,
+              ebb_errmsg());
+  }
+  dev->nsegs = 0;
+  if (dev->ops->ctx_release(dev))
+    ebb_log(EBB_LOG_WARN, "device", "%s: releasing the context at close: %s", dev->label,
+            ebb_errmsg());
+  pthread_mutex_unlock(&dev->mu);
+  dev->ops->destroy(dev);
+  dev_free(dev);
+}
+
+ebb_device_kind ebb_device_kind_of(const ebb_device *dev) { return dev->kind; }
+const char *ebb_device_label(const ebb_device *dev) { return dev->label; }
+const char *ebb_device_name(const ebb_device *dev) { return dev->name; }
+uint64_t ebb_device_total_bytes(const ebb_device *dev) { return dev->total; }
+const char *ebb_device_note(const ebb_device *dev) { return dev->note[0] ? dev->note : NULL; }
+int ebb_device_ordinal(const ebb_device *dev) { return dev->ordinal; }
+
+int ebb_device_ctx_active(const ebb_device *dev) { return dev->ops->ctx_active(dev); }
+
+int ebb_device_activate(ebb_device *dev) {
+  pthread_mutex_lock(&dev->mu);
+  int rc = dev->ops->activate(dev);
+  pthread_mutex_unlock(&dev->mu);
+  return rc;
+}
+
+size_t ebb_device_mapped_segments(const ebb_device *dev) {
+  size_t n = 0;
+  for (size_t i = 0; i < dev->nsegs; i++)
+    n += !dev->segs[i].parked;
+  return n;
+}
+
+int ebb_device_ctx_release(ebb_device *dev) {
+  pthread_mutex_lock(&dev->mu);
+  size_t mapped = ebb_device_mapped_segments(dev);
+  int rc;
+  if (dev->kind == EBB_DEVICE_CUDA && (mapped || dev->nhost || dev->nmodules)) {
+    rc = ebb_seterr(EBB_EBUSY,
+                    "cannot release the context of %s: it still holds %zu mapped segments, "
+                    "%zu pinned host buffers and %zu modules",
+                    dev->label, mapped, dev->nhost, dev->nmodules);
+  } else {
+    rc = dev->ops->ctx_release(dev);
+  }
+  pthread_mutex_unlock(&dev->mu);
+  return rc;
+}
+
+int ebb_device_mem_info(ebb_device *dev, ebb_dev_meminfo *out) {
+  memset(out, 0, sizeof *out);
+  pthread_mutex_lock(&dev->mu);
+  int rc = dev->ops->mem_info(dev, out);
+  pthread_mutex_unlock(&dev->mu);
+  return rc;
+}
+
+int ebb_device_process_used(ebb_device *dev, pid_t pid, uint64_t *bytes) {
+  *bytes = 0;
+  return dev->ops->process_used(dev, pid, bytes);
+}
+
+int ebb_device_granularity(ebb_device *dev, size_t *out) {
+  pthread_mutex_lock(&dev->mu);
+  int rc = dev->ops->granularity(dev, out);
+  pthread_mutex_unlock(&dev->mu);
+  return rc;
+}
+
+int ebb_device_supports_vmm(ebb_device *dev) { return dev->ops->supports_vmm(dev); }
+
+static ebb_dseg *find_seg(ebb_device *dev, uint64_t addr) {
+  for (size_t i = 0; i < dev->nsegs; i++)
+    if (dev->segs[i].addr == addr)
+      return &dev->segs[i];
+  return NULL;
+}
+
+int ebb_device_seg_alloc(ebb_device *dev, size_t size, ebb_seg_kind kind, ebb_dseg *out) {
+  memset(out, 0, sizeof *out);
+  if (size == 0)
+    return ebb_seterr(EBB_EINVAL, "%s: a segment of 0 bytes", dev->label);
+  if (kind != EBB_SEG_PLAIN && kind != EBB_SEG_VMM)
+    return ebb_seterr(EBB_EINVAL, "%s: unknown segment kind %d", dev->label, (int)kind);
+  pthread_mutex_lock(&dev->mu);
+  int rc = 0;
+  if (dev->nsegs == dev->capsegs) {
+    size_t cap = dev->capsegs ? dev->capsegs * 2 : 16;
+    ebb_dseg *s = realloc(dev->segs, cap * sizeof *s);
+    if (!s) {
+      rc = ebb_seterr(EBB_ENOMEM, "out of host memory tracking segments of %s", dev->label);
+      goto out;
+    }
+    dev->segs = s;
+    dev->capsegs = cap;
+  }
+  rc = dev->ops->seg_alloc(dev, size, kind, out);
+  if (rc == 0)
+    dev->segs[dev->nsegs++] = *out;
+out:
+  pthread_mutex_unlock(&dev->mu);
+  return rc;
+}
+
+int ebb_device_seg_free(ebb_device *dev, ebb_dseg *seg) {
+  pthread_mutex_lock(&dev->mu);
+  int rc;
+  ebb_dseg *s = find_seg(dev, seg->addr);
+  if (!s) {
+    rc = ebb_seterr(EBB_EINVAL, "%s: no segment at 0x%llx", dev->label,
+                    (unsigned long long)seg->addr);
+    goto out;
+  }
+  rc = dev->ops->seg_free(dev, s, 0);
+  if (rc == 0) {
+    *s = dev->segs[--dev->nsegs];
+    memset(seg, 0, sizeof *seg);
+  }
+out:
+  pthread_mutex_unlock(&dev->mu);
+  return rc;
+}
+
+static int park_or_wake(ebb_device *dev, ebb_dseg *seg, int park) {
+  pthread_mutex_lock(&dev->mu);
+  int rc;
+  ebb_dseg *s = find_seg(dev, seg->addr);
+  if (!s) {
+    rc = ebb_seterr(EBB_EINVAL, "%s: no segment at 0x%llx", dev->label,
+                    (unsigned long long)seg->addr);
+  } else if (s->kind != EBB_SEG_VMM) {
+    rc = ebb_seterr(EBB_EINVAL, "%s: the segment at 0x%llx is not a VMM segment; only VMM "
+                    "segments can be parked", dev->label, (unsigned long long)s->addr);
+  } else if (s->parked == park) {
+    rc = 0; /* already so */
+  } else {
+    rc = park ? dev->ops->seg_park(dev, s) : dev->ops->seg_wake(dev, s);
+  }
+  if (s)
+    *seg = *s;
+  pthread_mutex_unlock(&dev->mu);
+  return rc;
+}
+
+int ebb_device_seg_park(ebb_device *dev, ebb_dseg *seg) { return park_or_wake(dev, seg, 1); }
+int ebb_device_seg_wake(ebb_device *dev, ebb_dseg *seg) { return park_or_wake(dev, seg, 0); }
+
+int ebb_device_host_alloc(ebb_device *dev, size_t size, void **out) {
+  *out = NULL;
+  pthread_mutex_lock(&dev->mu);
+  int rc = dev->ops->host_alloc(dev, size, out);
+  dev->nhost += rc == 0;
+  pthread_mutex_unlock(&dev->mu);
+  return rc;
+}
+
+int ebb_device_host_free(ebb_device *dev, void *p) {
+  if (!p)
+    return 0;
+  pthread_mutex_lock(&dev->mu);
+  int rc = dev->ops->host_free(dev, p);
+  if (rc == 0 && dev->nhost)
+    dev->nhost--;
+  pthread_mutex_unlock(&dev->mu);
+  return rc;
+}
+
+int ebb_device_copy_htod(ebb_device *dev, uint64_t dst, const void *src, size_t n) {
+  return n ? dev->ops->copy_htod(dev, dst, src, n) : 0;
+}
+int ebb_device_copy_dtoh(ebb_device *dev, void *dst, uint64_t src, size_t n) {
+  return n ? dev->ops->copy_dtoh(dev, dst, src, n) : 0;
+}
+int ebb_device_copy_dtod(ebb_device *dev, uint64_t dst, uint64_t src, size_t n) {
+  return n ? dev->ops->copy_dtod(dev, dst, src, n) : 0;
+}
+int ebb_device_memset8(ebb_device *dev, uint64_t dst, unsigned char v, size_t n) {
+  return n ? dev->ops->memset8(dev, dst, v, n) : 0;
+}
+int ebb_device_synchronize(ebb_device *dev) { return dev->ops->synchronize(dev); }
+
+int ebb_device_module_load(ebb_device *dev, const void *image, ebb_module **out) {
+  *out = NULL;
+  ebb_module *m = calloc(1, sizeof *m);
+  if (!m)
+    return ebb_seterr(EBB_ENOMEM, "out of host memory loading a module on %s", dev->label);
+  pthread_mutex_lock(&dev->mu);
+  int rc = dev->ops->module_load(dev, image, &m->h);
+  dev->nmodules += rc == 0;
+  pthread_mutex_unlock(&dev->mu);
+  if (rc) {
+    free(m);
+    return rc;
+  }
+  *out = m;
+  return 0;
+}
+
+void ebb_device_module_unload(ebb_device *dev, ebb_module *m) {
+  if (!m)
+    return;
+  pthread_mutex_lock(&dev->mu);
+  dev->ops->module_unload(dev, m->h);
+  if (dev->nmodules)
+    dev->nmodules--;
+  pthread_mutex_unlock(&dev->mu);
+  for (size_t i = 0; i < m->nkernels; i++)
+    free(m->kernels[i]);
+  free(m->kernels);
+  free(m);
+}
+
+int ebb_device_kernel(ebb_device *dev, ebb_module *m, const char *name, ebb_kernel **out) {
+  *out = NULL;
+  if (!m || !name || !*name)
+    return ebb_seterr(EBB_EINVAL, "%s: kernel lookup without a module or a name", dev->label);
+  for (size_t i = 0; i < m->nkernels; i++)
+    if (!strcmp(m->kernels[i]->name, name)) {
+      *out = m->kernels[i];
+      return 0;
+    }
+  ebb_kernel *k = calloc(1, sizeof *k);
+  ebb_kernel **ks = realloc(m->kernels, (m->nkernels + 1) * sizeof *ks);
+  if (!k || !ks) {
+    free(k);
+    if (ks)
+      m->kernels = ks;
+    return ebb_seterr(EBB_ENOMEM, "out of host memory looking up kernel %s", name);
+  }
+  m->kernels = ks;
+  snprintf(k->name, sizeof k->name, "%s", name);
+  int rc = dev->ops->kernel(dev, m->h, name, &k->fn);
+  if (rc) {
+    free(k);
+    return rc;
+  }
+  m->kernels[m->nkernels++] = k;
+  *out = k;
+  return 0;
+}
+
+int ebb_device_launch(ebb_device *dev, ebb_kernel *k, const unsigned grid[3],
+                      const unsigned block[3], unsigned shared_bytes, void **params) {
+  if (!k)
+    return ebb_seterr(EBB_EINVAL, "%s: launch of a NULL kernel", dev->label);
+  ebb_launch_dims d = {{grid[0], grid[1], grid[2]}, {block[0], block[1], block[2]}, shared_bytes};
+  int rc = dev->ops->launch(dev, k->fn, &d, params);
+  return rc ? ebb_errctx(rc, "kernel %s: ", k->name) : 0;
+}

@@ -1,1 +1,0 @@
-int fakegpu_placeholder_;
