@@ -128,8 +128,8 @@ void ebb_allocator_destroy(ebb_allocator *a);
 ebb_device *ebb_allocator_device(const ebb_allocator *a);
 /* st->size must be set. Queries the driver (mem_info) without initialising. */
 int ebb_allocator_get_stats(ebb_allocator *a, ebb_alloc_stats *st);
-/* Returns every segment with no live block (and every idle pinned buffer if
- * pinned is 1) to the driver; *bytes (may be NULL) = device bytes returned. */
+/* Returns every segment with no live block and every idle pinned buffer to
+ * the driver; *bytes (may be NULL) = device bytes returned (segments). */
 int ebb_allocator_trim(ebb_allocator *a, uint64_t *bytes);
 
 /* --- owners --------------------------------------------------------------- */
@@ -144,6 +144,9 @@ int ebb_owner_get_stats(ebb_owner *o, ebb_owner_stats *st);
 /* bytes: limit on the owner's tree_bytes (its own and descendants'); 0 none.
  * An allocation over it fails with EBB_EQUOTA naming the owner and numbers. */
 int ebb_owner_set_quota(ebb_owner *o, uint64_t bytes);
+/* The word used for the owner in messages: "stage" gives "stage 'separate'
+ * asked for 2.0 GiB; ...". kind must be a static string. Default "owner". */
+void ebb_owner_set_kind(ebb_owner *o, const char *kind);
 
 /* A leaked block: what an owner did not free itself. */
 typedef struct ebb_leak {

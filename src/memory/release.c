@@ -1,0 +1,236 @@
+/* The release registry and ebb_release; unattributed memory. The registry is
+ * process-wide with its own mutex; callbacks run with no lock held (the list
+ * is copied first), so a callback may free memory and (un)register. */
+#include <inttypes.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "base/log.h"
+#include "memory/internal.h"
+
+typedef struct rel_cb {
+  uint64_t handle;
+  char *name;
+  ebb_mem_release_fn fn;
+  ebb_release_fn_int fn_int;
+  void *arg;
+} rel_cb;
+
+static pthread_mutex_t reg_mu = PTHREAD_MUTEX_INITIALIZER;
+static rel_cb *reg;
+static size_t reg_n, reg_cap;
+static uint64_t reg_next = 1;
+
+static int reg_add(const char *name, ebb_mem_release_fn fn, ebb_release_fn_int fn_int, void *arg,
+                   uint64_t *handle) {
+  if ((!fn && !fn_int) || !handle)
+    return ebb_seterr(EBB_EINVAL, "ebb_on_release('%s'): a function and a handle out-param are "
+                                  "required", name ? name : "?");
+  char *nm = strdup(name && *name ? name : "anonymous");
+  if (!nm)
+    return ebb_seterr(EBB_ENOMEM, "ebb_on_release: no host memory");
+  pthread_mutex_lock(&reg_mu);
+  if (reg_n == reg_cap) {
+    size_t ncap = reg_cap ? reg_cap * 2 : 16;
+    rel_cb *n = realloc(reg, ncap * sizeof *n);
+    if (!n) {
+      pthread_mutex_unlock(&reg_mu);
+      free(nm);
+      return ebb_seterr(EBB_ENOMEM, "ebb_on_release: no host memory");
+    }
+    reg = n;
+    reg_cap = ncap;
+  }
+  rel_cb *c = &reg[reg_n++];
+  c->handle = reg_next++;
+  c->name = nm;
+  c->fn = fn;
+  c->fn_int = fn_int;
+  c->arg = arg;
+  *handle = c->handle;
+  pthread_mutex_unlock(&reg_mu);
+  return 0;
+}
+
+int ebb_on_release(const char *name, ebb_mem_release_fn fn, void *arg, uint64_t *handle) {
+  return reg_add(name, fn, NULL, arg, handle);
+}
+
+int ebb_on_release_int(const char *name, ebb_release_fn_int fn, void *arg, uint64_t *handle) {
+  return reg_add(name, NULL, fn, arg, handle);
+}
+
+int ebb_off_release(uint64_t handle) {
+  pthread_mutex_lock(&reg_mu);
+  for (size_t i = 0; i < reg_n; i++)
+    if (reg[i].handle == handle) {
+      free(reg[i].name);
+      memmove(&reg[i], &reg[i + 1], (reg_n - i - 1) * sizeof *reg);
+      reg_n--;
+      if (!reg_n) { /* nothing left: give the array back too */
+        free(reg);
+        reg = NULL;
+        reg_cap = 0;
+      }
+      pthread_mutex_unlock(&reg_mu);
+      return 0;
+    }
+  pthread_mutex_unlock(&reg_mu);
+  return ebb_seterr(EBB_ENOTFOUND, "ebb_off_release: no release callback with handle %" PRIu64,
+                    handle);
+}
+
+/* Runs every callback registered now, in registration order. One that is
+ * unregistered by an earlier callback during the run is skipped. */
+static void run_callbacks(int *run, int *failed) {
+  pthread_mutex_lock(&reg_mu);
+  size_t n = reg_n;
+  uint64_t *handles = n ? malloc(n * sizeof *handles) : NULL;
+  for (size_t i = 0; handles && i < n; i++)
+    handles[i] = reg[i].handle;
+  pthread_mutex_unlock(&reg_mu);
+  if (n && !handles) {
+    ebb_log(EBB_LOG_ERROR, "release", "no host memory to run %zu release callbacks", n);
+    *failed += (int)n;
+    return;
+  }
+  for (size_t i = 0; i < n; i++) {
+    rel_cb c;
+    int found = 0;
+    char name[128];
+    pthread_mutex_lock(&reg_mu);
+    for (size_t j = 0; j < reg_n; j++)
+      if (reg[j].handle == handles[i]) {
+        c = reg[j];
+        snprintf(name, sizeof name, "%s", c.name);
+        found = 1;
+        break;
+      }
+    pthread_mutex_unlock(&reg_mu);
+    if (!found)
+      continue;
+    (*run)++;
+    if (c.fn) {
+      c.fn(c.arg);
+      continue;
+    }
+    ebb_clearerr();
+    int rc = c.fn_int(c.arg);
+    if (rc) {
+      (*failed)++;
+      ebb_log(EBB_LOG_ERROR, "release", "release callback '%s' failed: %s (%s); the others still run",
+              name, ebb_errmsg(), ebb_errname(rc < 0 ? rc : EBB_ESTAGE));
+    }
+  }
+  free(handles);
+}
+
+static int live_segments(ebb_allocator *a) {
+  mem_lock(a);
+  int n = (int)a->segments.current;
+  int pins = a->pinned_reserved.current > 0;
+  mem_unlock(a);
+  return n + pins;
+}
+
+int ebb_release(ebb_allocator *a, unsigned flags, ebb_release_result *out) {
+  ebb_release_result r;
+  memset(&r, 0, sizeof r);
+  r.size = sizeof r;
+  if (out && out->size < sizeof(uint32_t))
+    return ebb_seterr(EBB_EINVAL, "ebb_release: out->size must be set");
+  if (a)
+    mem_check_alloc(a);
+  if (flags & EBB_RELEASE_CALLBACKS)
+    run_callbacks(&r.callbacks_run, &r.callbacks_failed);
+  if (a) {
+    mem_lock(a);
+    if (flags & EBB_RELEASE_TRIM) {
+      r.segment_bytes = mem_trim_locked(a);
+      if (r.segment_bytes)
+        ledger_add(a->ledger, EBB_EV_TRIM, 0, 0, r.segment_bytes, 0, a->reserved.current,
+                   a->allocated.current);
+    }
+    if (flags & EBB_RELEASE_PINNED)
+      r.pinned_bytes = pin_trim_locked(a);
+    mem_unlock(a);
+    ebb_device *dev = a->dev;
+    if ((flags & EBB_RELEASE_CONTEXT) && ebb_device_kind_of(dev) == EBB_DEVICE_CUDA &&
+        ebb_device_ctx_active(dev)) {
+      if (live_segments(a)) {
+        r.context_error = EBB_EBUSY;
+        ebb_log(EBB_LOG_WARN, "release",
+                "%s: context kept: ebb still holds live device blocks or pinned buffers",
+                ebb_device_label(dev));
+      } else {
+        uint64_t before = 0, after = 0;
+        int measured = ebb_device_process_used(dev, getpid(), &before) == 0;
+        int rc = ebb_device_ctx_release(dev);
+        if (rc) {
+          r.context_error = rc;
+          ebb_log(EBB_LOG_WARN, "release", "%s: releasing the context failed: %s",
+                  ebb_device_label(dev), ebb_errmsg());
+        } else {
+          r.context_released = 1;
+          measured = measured && ebb_device_process_used(dev, getpid(), &after) == 0;
+          mem_lock(a);
+          if (measured && before >= after) {
+            r.context_bytes = before - after;
+            a->context_estimate = r.context_bytes;
+            a->ctx_measured = 1;
+          } else {
+            r.context_bytes = a->context_estimate;
+          }
+          ledger_add(a->ledger, EBB_EV_CTX_RELEASE, 0, 0, r.context_bytes, 0,
+                     a->reserved.current, a->allocated.current);
+          mem_unlock(a);
+        }
+      }
+    }
+    r.released_bytes = r.segment_bytes + r.context_bytes;
+    mem_lock(a);
+    ledger_add(a->ledger, EBB_EV_RELEASE, 0, 0, r.released_bytes, 0, a->reserved.current,
+               a->allocated.current);
+    mem_unlock(a);
+  }
+  if (out) {
+    uint32_t keep = out->size;
+    memcpy(out, &r, keep < sizeof r ? keep : sizeof r);
+    out->size = keep;
+  }
+  return 0;
+}
+
+int ebb_allocator_unattributed(ebb_allocator *a, ebb_unattributed *out) {
+  if (!a || !out || out->size < sizeof(uint32_t))
+    return ebb_seterr(EBB_EINVAL, "ebb_allocator_unattributed: out->size must be set");
+  ebb_unattributed u;
+  memset(&u, 0, sizeof u);
+  u.size = sizeof u;
+  mem_lock(a);
+  u.ebb_reserved = a->reserved.current;
+  int cuda = ebb_device_kind_of(a->dev) == EBB_DEVICE_CUDA;
+  u.context_estimate = cuda && ebb_device_ctx_active(a->dev) ? a->context_estimate : 0;
+  mem_unlock(a);
+  uint64_t used = 0;
+  if (cuda && ebb_device_process_used(a->dev, getpid(), &used) == 0) {
+    u.per_process = 1;
+    u.known = 1;
+    u.driver_used = used;
+  } else {
+    ebb_dev_meminfo mi = {0};
+    if (ebb_device_mem_info(a->dev, &mi) == 0 && mi.source != EBB_MEMINFO_NONE &&
+        mi.total_bytes >= mi.free_bytes) {
+      u.known = 1;
+      u.driver_used = mi.total_bytes - mi.free_bytes;
+    }
+  }
+  if (u.known)
+    u.unattributed = (int64_t)u.driver_used - (int64_t)u.ebb_reserved - (int64_t)u.context_estimate;
+  uint32_t keep = out->size;
+  memcpy(out, &u, keep < sizeof u ? keep : sizeof u);
+  out->size = keep;
+  return 0;
+}
