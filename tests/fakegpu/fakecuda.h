@@ -1,0 +1,120 @@
+/* Internals of the fake libcuda.so.1, shared by its files:
+ *   fakecuda_init.c     cuInit, fork rule, devices, errors, versions
+ *   fakecuda_procaddr.c cuGetProcAddress
+ *   fakecuda_ctx.c      primary and created contexts, the current stack
+ *   fakecuda_mem.c      plain allocations, host memory, copies, IPC
+ *   fakecuda_vmm.c      virtual memory management
+ *   fakecuda_exec.c     streams, events, modules, kernel launches
+ * One process-wide mutex (fk_lock) guards every list here; the state file has
+ * its own lock (fg_state.h). Exported functions are FK_API; everything else is
+ * hidden (-fvisibility=hidden). */
+#ifndef FAKEGPU_FAKECUDA_H
+#define FAKEGPU_FAKECUDA_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "device/cuda_api.h"
+#include "fg_state.h"
+
+#define FK_API __attribute__((visibility("default")))
+#define FK_DRIVER_VERSION 13000
+#define FK_DEVICE_NAME "fakegpu (ebb test device)"
+
+/* Types of the entry points that are not in EBB_CUDA_ENTRY_POINTS. */
+typedef struct CUexecAffinityParam_st CUexecAffinityParam;
+typedef struct CUctxCreateParams_st CUctxCreateParams;
+
+typedef struct fk_alloc fk_alloc;
+typedef struct fk_obj fk_obj;
+
+/* A context: the primary context of a device (one per device, its handle
+ * never changes) or one made by cuCtxCreate. */
+struct CUctx_st {
+  uint32_t magic;
+  int device;
+  int primary;
+  int active;        /* created, context memory charged */
+  int dead;          /* created context destroyed (kept so stale handles are caught) */
+  unsigned refcount; /* primary: retains */
+  CUresult sticky;   /* 700 etc. once raised, until destroy/reset */
+  struct CUctx_st *next_created;
+};
+#define FK_CTX_MAGIC 0xc0de7c7u
+
+/* What a context holds in memory: a plain allocation (cuMemAlloc, backed by
+ * a memfd), pinned host memory (cuMemHostAlloc) or a mapping opened from an
+ * IPC handle. All of them die with their context. */
+enum { FK_ALLOC_DEVICE = 1, FK_ALLOC_HOST, FK_ALLOC_IPC };
+struct fk_alloc {
+  int kind;
+  uint64_t addr;
+  size_t size;    /* mapped bytes */
+  size_t charged; /* bytes counted against the device (rounded up) */
+  int fd;         /* memfd of a device allocation; -1 otherwise */
+  struct CUctx_st *ctx;
+  fk_alloc *next;
+};
+
+enum { FK_OBJ_STREAM = 1, FK_OBJ_EVENT, FK_OBJ_MODULE, FK_OBJ_FUNCTION };
+struct fk_obj {
+  uint32_t magic; /* FK_OBJ_MAGIC + kind */
+  int kind;
+  struct CUctx_st *ctx;
+  fk_obj *next;
+  /* events */
+  unsigned flags;
+  int recorded;
+  double t_ms;
+  /* functions */
+  fk_obj *module;
+  ebb_kernel_twin_fn twin; /* NULL: the built-in faulting kernel */
+  char name[128];
+};
+#define FK_OBJ_MAGIC 0x0b1ec700u
+
+/* Global state. */
+extern fg_config fk_cfg;
+extern int fk_initialized; /* cuInit succeeded in this process */
+extern int fk_forked;      /* this is a child forked after cuInit */
+extern CUresult fk_init_error; /* what cuInit answered if it failed */
+extern unsigned fk_ndevices;
+extern uint64_t fk_total_bytes;
+extern uint64_t fk_granularity;
+
+void fk_lock(void);
+void fk_unlock(void);
+
+/* 0 when the driver may be used: cuInit done, not a forked child. */
+CUresult fk_check_init(void);
+CUresult fk_check_device(CUdevice dev);
+uint64_t fk_round_up(uint64_t bytes);
+
+/* The calling thread's current context (NULL if none). Caller holds fk_lock. */
+struct CUctx_st *fk_current(void);
+/* For calls that need a context: checks init, that there is a current,
+ * live context, activates a reset primary context that is still retained,
+ * and answers the context's sticky error. Caller holds fk_lock. */
+CUresult fk_need_ctx(struct CUctx_st **out);
+/* Frees everything a context holds and takes back its memory. Holds fk_lock. */
+void fk_ctx_teardown(struct CUctx_st *ctx);
+/* Marks ctx faulted: every later call on it answers err. */
+void fk_ctx_raise(struct CUctx_st *ctx, CUresult err);
+
+/* Device allocation counter for FAKEGPU_FAIL_ALLOC_AT: 1 when this
+ * allocation is the one to fail. Caller holds fk_lock. */
+int fk_alloc_should_fail(void);
+
+/* Device memory ranges: 1 when [addr, addr+n) lies inside one accessible
+ * device range of this process (plain, VMM mapped with access, IPC opened). */
+int fk_mem_range_ok(uint64_t addr, size_t n);
+int fk_vmm_range_ok(uint64_t addr, size_t n);
+/* Free everything ctx holds (memory, streams, events, modules). */
+void fk_mem_free_ctx(struct CUctx_st *ctx);
+void fk_exec_free_ctx(struct CUctx_st *ctx);
+fk_obj *fk_obj_check(void *h, int kind);
+
+/* Poison freed device memory (FAKEGPU_POISON=1) so late readers see it. */
+#define FK_POISON_BYTE 0xdb
+
+#endif

@@ -1,0 +1,289 @@
+/* Streams, events, modules and kernel launches. Work runs synchronously at
+ * the call, so streams only have to exist and events only record the time.
+ *
+ * Kernels: cuModuleLoadData takes any image without parsing it; the module's
+ * functions are the process's host twins, cuModuleGetFunction(name) looking
+ * up `fakegpu_twin_<name>` with dlsym(RTLD_DEFAULT), and cuLaunchKernel calls
+ * the twin once per launch. Faults (see README.md): the built-in kernel
+ * "fakegpu_illegal_address", a twin that calls fakegpu_kernel_fault(), or
+ * FAKEGPU_FAULT_LAUNCH_AT=N make the launch return CUDA_SUCCESS and leave the
+ * context with CUDA_ERROR_ILLEGAL_ADDRESS for every later call, as a kernel
+ * that touched a bad address does on a real GPU. */
+#include <dlfcn.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "fakecuda.h"
+
+#define FK_FAULT_KERNEL "fakegpu_illegal_address"
+#define FK_EVENT_DISABLE_TIMING 0x2
+
+static fk_obj *g_objs;
+static long g_launches;
+static __thread int t_fault;
+
+/* A twin calls this (through dlsym, or by linking) to report that the kernel
+ * touched memory it must not: the launch faults with 700. */
+FK_API void fakegpu_kernel_fault(void) { t_fault = 1; }
+
+fk_obj *fk_obj_check(void *h, int kind) {
+  for (fk_obj *o = g_objs; o; o = o->next)
+    if (o == h && o->kind == kind && o->magic == FK_OBJ_MAGIC + (uint32_t)kind)
+      return o;
+  return NULL;
+}
+
+static void free_obj(fk_obj *o) {
+  o->magic = 0;
+  free(o);
+}
+
+void fk_exec_free_ctx(struct CUctx_st *ctx) {
+  fk_obj **pp = &g_objs;
+  while (*pp) {
+    fk_obj *o = *pp;
+    if (o->ctx == ctx) {
+      *pp = o->next;
+      free_obj(o);
+    } else {
+      pp = &o->next;
+    }
+  }
+}
+
+static CUresult new_obj(int kind, fk_obj **out) {
+  struct CUctx_st *c;
+  CUresult rc = fk_need_ctx(&c);
+  if (rc)
+    return rc;
+  fk_obj *o = calloc(1, sizeof *o);
+  if (!o)
+    return CUDA_ERROR_OUT_OF_MEMORY;
+  o->magic = FK_OBJ_MAGIC + (uint32_t)kind;
+  o->kind = kind;
+  o->ctx = c;
+  o->next = g_objs;
+  g_objs = o;
+  *out = o;
+  return CUDA_SUCCESS;
+}
+
+/* Destroys h if it is a live object of this kind (and, for a module, its
+ * functions). */
+static CUresult destroy_obj(void *h, int kind) {
+  fk_lock();
+  struct CUctx_st *c;
+  CUresult rc = fk_need_ctx(&c);
+  if (rc == CUDA_SUCCESS && !fk_obj_check(h, kind))
+    rc = CUDA_ERROR_INVALID_HANDLE;
+  if (rc == CUDA_SUCCESS) {
+    fk_obj **pp = &g_objs;
+    while (*pp) {
+      fk_obj *o = *pp;
+      if (o == h || (kind == FK_OBJ_MODULE && o->module == h)) {
+        *pp = o->next;
+        free_obj(o);
+      } else {
+        pp = &o->next;
+      }
+    }
+  }
+  fk_unlock();
+  return rc;
+}
+
+/* --- streams ---------------------------------------------------------------- */
+FK_API CUresult cuStreamCreate(CUstream *s, unsigned int flags) {
+  if (!s || (flags & ~1u))
+    return fk_check_init() ? fk_check_init() : CUDA_ERROR_INVALID_VALUE;
+  fk_lock();
+  fk_obj *o;
+  CUresult rc = new_obj(FK_OBJ_STREAM, &o);
+  if (rc == CUDA_SUCCESS)
+    *s = (CUstream)o;
+  fk_unlock();
+  return rc;
+}
+
+FK_API CUresult cuStreamDestroy_v2(CUstream s) { return destroy_obj(s, FK_OBJ_STREAM); }
+
+FK_API CUresult cuStreamSynchronize(CUstream s) {
+  fk_lock();
+  struct CUctx_st *c;
+  CUresult rc = fk_need_ctx(&c);
+  if (rc == CUDA_SUCCESS && s && !fk_obj_check(s, FK_OBJ_STREAM))
+    rc = CUDA_ERROR_INVALID_HANDLE;
+  fk_unlock();
+  return rc;
+}
+
+/* --- events ----------------------------------------------------------------- */
+static double now_ms(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
+}
+
+FK_API CUresult cuEventCreate(CUevent *e, unsigned int flags) {
+  if (!e || (flags & ~0xfu))
+    return fk_check_init() ? fk_check_init() : CUDA_ERROR_INVALID_VALUE;
+  fk_lock();
+  fk_obj *o;
+  CUresult rc = new_obj(FK_OBJ_EVENT, &o);
+  if (rc == CUDA_SUCCESS) {
+    o->flags = flags;
+    *e = (CUevent)o;
+  }
+  fk_unlock();
+  return rc;
+}
+
+FK_API CUresult cuEventRecord(CUevent e, CUstream s) {
+  fk_lock();
+  struct CUctx_st *c;
+  CUresult rc = fk_need_ctx(&c);
+  fk_obj *o = rc ? NULL : fk_obj_check(e, FK_OBJ_EVENT);
+  if (rc == CUDA_SUCCESS && (!o || (s && !fk_obj_check(s, FK_OBJ_STREAM))))
+    rc = CUDA_ERROR_INVALID_HANDLE;
+  if (rc == CUDA_SUCCESS) {
+    o->recorded = 1;
+    o->t_ms = now_ms();
+  }
+  fk_unlock();
+  return rc;
+}
+
+FK_API CUresult cuEventSynchronize(CUevent e) {
+  fk_lock();
+  struct CUctx_st *c;
+  CUresult rc = fk_need_ctx(&c);
+  if (rc == CUDA_SUCCESS && !fk_obj_check(e, FK_OBJ_EVENT))
+    rc = CUDA_ERROR_INVALID_HANDLE;
+  fk_unlock();
+  return rc;
+}
+
+FK_API CUresult cuEventDestroy_v2(CUevent e) { return destroy_obj(e, FK_OBJ_EVENT); }
+
+FK_API CUresult cuEventElapsedTime(float *ms, CUevent a, CUevent b) {
+  fk_lock();
+  struct CUctx_st *c;
+  CUresult rc = fk_need_ctx(&c);
+  fk_obj *ea = rc ? NULL : fk_obj_check(a, FK_OBJ_EVENT);
+  fk_obj *eb = rc ? NULL : fk_obj_check(b, FK_OBJ_EVENT);
+  if (rc == CUDA_SUCCESS && !ms)
+    rc = CUDA_ERROR_INVALID_VALUE;
+  else if (rc == CUDA_SUCCESS && (!ea || !eb || (ea->flags & FK_EVENT_DISABLE_TIMING) ||
+                                  (eb->flags & FK_EVENT_DISABLE_TIMING)))
+    rc = CUDA_ERROR_INVALID_HANDLE;
+  else if (rc == CUDA_SUCCESS && (!ea->recorded || !eb->recorded))
+    rc = CUDA_ERROR_NOT_READY;
+  if (rc == CUDA_SUCCESS)
+    *ms = (float)(eb->t_ms - ea->t_ms);
+  fk_unlock();
+  return rc;
+}
+
+/* --- modules and kernels ----------------------------------------------------- */
+FK_API CUresult cuModuleLoadData(CUmodule *m, const void *image) {
+  fk_lock();
+  struct CUctx_st *c;
+  CUresult rc = fk_need_ctx(&c);
+  fk_obj *o = NULL;
+  if (rc == CUDA_SUCCESS && (!m || !image))
+    rc = CUDA_ERROR_INVALID_VALUE;
+  if (rc == CUDA_SUCCESS)
+    rc = new_obj(FK_OBJ_MODULE, &o);
+  if (rc == CUDA_SUCCESS)
+    *m = (CUmodule)o;
+  fk_unlock();
+  return rc;
+}
+
+FK_API CUresult cuModuleUnload(CUmodule m) { return destroy_obj(m, FK_OBJ_MODULE); }
+
+FK_API CUresult cuModuleGetFunction(CUfunction *f, CUmodule m, const char *name) {
+  fk_lock();
+  struct CUctx_st *c;
+  CUresult rc = fk_need_ctx(&c);
+  if (rc)
+    goto out;
+  if (!f || !name) {
+    rc = CUDA_ERROR_INVALID_VALUE;
+    goto out;
+  }
+  fk_obj *mod = fk_obj_check(m, FK_OBJ_MODULE);
+  if (!mod) {
+    rc = CUDA_ERROR_INVALID_HANDLE;
+    goto out;
+  }
+  ebb_kernel_twin_fn twin = NULL;
+  if (strcmp(name, FK_FAULT_KERNEL) != 0) {
+    char sym[256];
+    if (snprintf(sym, sizeof sym, "%s%s", EBB_TWIN_PREFIX, name) >= (int)sizeof sym) {
+      rc = CUDA_ERROR_NOT_FOUND;
+      goto out;
+    }
+    void *p = dlsym(RTLD_DEFAULT, sym);
+    if (!p) {
+      rc = CUDA_ERROR_NOT_FOUND;
+      goto out;
+    }
+    memcpy(&twin, &p, sizeof twin);
+  }
+  fk_obj *fn;
+  rc = new_obj(FK_OBJ_FUNCTION, &fn);
+  if (rc)
+    goto out;
+  fn->module = mod;
+  fn->twin = twin;
+  snprintf(fn->name, sizeof fn->name, "%s", name);
+  *f = (CUfunction)fn;
+out:
+  fk_unlock();
+  return rc;
+}
+
+FK_API CUresult cuLaunchKernel(CUfunction f, unsigned int gx, unsigned int gy, unsigned int gz,
+                               unsigned int bx, unsigned int by, unsigned int bz,
+                               unsigned int shmem, CUstream s, void **params, void **extra) {
+  fk_lock();
+  struct CUctx_st *c;
+  CUresult rc = fk_need_ctx(&c);
+  if (rc)
+    goto out_locked;
+  fk_obj *fn = fk_obj_check(f, FK_OBJ_FUNCTION);
+  if (!fn || fn->ctx != c || (s && !fk_obj_check(s, FK_OBJ_STREAM))) {
+    rc = CUDA_ERROR_INVALID_HANDLE;
+    goto out_locked;
+  }
+  if (!gx || !gy || !gz || !bx || !by || !bz || gy > 65535 || gz > 65535 || bx > 1024 ||
+      by > 1024 || bz > 64 || (uint64_t)bx * by * bz > 1024 || extra) {
+    rc = CUDA_ERROR_INVALID_VALUE;
+    goto out_locked;
+  }
+  if (shmem > 49152) {
+    rc = CUDA_ERROR_INVALID_VALUE;
+    goto out_locked;
+  }
+  ebb_kernel_twin_fn twin = fn->twin;
+  int injected = fk_cfg.fault_launch_at > 0 && ++g_launches == fk_cfg.fault_launch_at;
+  fk_unlock();
+
+  t_fault = 0;
+  if (twin && !injected) {
+    ebb_launch_dims dims = {{gx, gy, gz}, {bx, by, bz}, shmem};
+    twin(&dims, params);
+  }
+  int fault = !twin || injected || t_fault;
+
+  fk_lock();
+  /* The error shows up on the next call, like an asynchronous kernel fault. */
+  if (fault)
+    fk_ctx_raise(c, CUDA_ERROR_ILLEGAL_ADDRESS);
+out_locked:
+  fk_unlock();
+  return rc;
+}

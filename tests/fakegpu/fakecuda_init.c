@@ -1,0 +1,277 @@
+/* cuInit, the fork rule, device queries, errors and versions. */
+#include <errno.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <unistd.h>
+
+#include "fakecuda.h"
+
+fg_config fk_cfg;
+int fk_initialized;
+int fk_forked;
+CUresult fk_init_error = CUDA_ERROR_NOT_INITIALIZED;
+unsigned fk_ndevices;
+uint64_t fk_total_bytes;
+uint64_t fk_granularity;
+static pid_t g_init_pid;
+static pthread_mutex_t g_lock = PTHREAD_MUTEX_INITIALIZER;
+
+void fk_lock(void) { pthread_mutex_lock(&g_lock); }
+void fk_unlock(void) { pthread_mutex_unlock(&g_lock); }
+
+/* Like the real driver, a child forked after cuInit cannot use CUDA: every
+ * call answers CUDA_ERROR_NOT_INITIALIZED, cuInit included. */
+static void on_fork_child(void) {
+  pthread_mutex_t fresh = PTHREAD_MUTEX_INITIALIZER;
+  g_lock = fresh;
+  if (fk_initialized) {
+    fk_forked = 1;
+    fk_initialized = 0;
+    fg_state_forget();
+  }
+}
+
+__attribute__((constructor)) static void fk_load(void) {
+  fg_config_from_env(&fk_cfg);
+  pthread_atfork(NULL, NULL, on_fork_child);
+}
+
+/* A process that exits gives everything back, as with the real driver. */
+__attribute__((destructor)) static void fk_unload(void) {
+  if (fk_initialized && !fk_forked && getpid() == g_init_pid)
+    fg_state_detach();
+}
+
+CUresult fk_check_init(void) {
+  if (fk_cfg.stub)
+    return CUDA_ERROR_STUB_LIBRARY;
+  if (fk_forked || !fk_initialized)
+    return CUDA_ERROR_NOT_INITIALIZED;
+  return CUDA_SUCCESS;
+}
+
+CUresult fk_check_device(CUdevice dev) {
+  CUresult rc = fk_check_init();
+  if (rc)
+    return rc;
+  if (dev < 0 || (unsigned)dev >= fk_ndevices)
+    return CUDA_ERROR_INVALID_DEVICE;
+  return CUDA_SUCCESS;
+}
+
+uint64_t fk_round_up(uint64_t bytes) {
+  return (bytes + fk_granularity - 1) / fk_granularity * fk_granularity;
+}
+
+FK_API CUresult cuInit(unsigned int flags) {
+  if (fk_cfg.stub)
+    return CUDA_ERROR_STUB_LIBRARY;
+  if (fk_forked)
+    return CUDA_ERROR_NOT_INITIALIZED;
+  if (flags != 0)
+    return CUDA_ERROR_INVALID_VALUE;
+  fk_lock();
+  CUresult rc = CUDA_SUCCESS;
+  if (fk_initialized)
+    goto out;
+  if (fk_cfg.ndevices == 0) {
+    rc = fk_init_error = CUDA_ERROR_NO_DEVICE;
+    goto out;
+  }
+  int err = fg_state_attach(&fk_cfg, 1);
+  if (err) {
+    fprintf(stderr, "fakegpu: cannot use state file %s: %s\n", fk_cfg.state_path,
+            strerror(-err));
+    rc = fk_init_error = CUDA_ERROR_UNKNOWN;
+    goto out;
+  }
+  fg_device_usage u;
+  fg_state_device(0, &u);
+  fk_ndevices = u.ndevices ? u.ndevices : fk_cfg.ndevices;
+  fk_total_bytes = u.total_bytes;
+  fk_granularity = u.granularity ? u.granularity : fk_cfg.granularity;
+  /* Every allocation holds a memfd (so IPC can reach it): allow many. */
+  struct rlimit rl;
+  if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < rl.rlim_max) {
+    rl.rlim_cur = rl.rlim_max < 65536 ? rl.rlim_max : 65536;
+    setrlimit(RLIMIT_NOFILE, &rl);
+  }
+  g_init_pid = getpid();
+  fk_initialized = 1;
+out:
+  fk_unlock();
+  return rc;
+}
+
+FK_API CUresult cuDriverGetVersion(int *version) {
+  if (fk_cfg.stub)
+    return CUDA_ERROR_STUB_LIBRARY;
+  if (!version)
+    return CUDA_ERROR_INVALID_VALUE;
+  *version = FK_DRIVER_VERSION;
+  return CUDA_SUCCESS;
+}
+
+FK_API CUresult cuDeviceGetCount(int *count) {
+  CUresult rc = fk_check_init();
+  if (rc)
+    return rc;
+  if (!count)
+    return CUDA_ERROR_INVALID_VALUE;
+  *count = (int)fk_ndevices;
+  return CUDA_SUCCESS;
+}
+
+FK_API CUresult cuDeviceGet(CUdevice *dev, int ordinal) {
+  CUresult rc = fk_check_init();
+  if (rc)
+    return rc;
+  if (!dev)
+    return CUDA_ERROR_INVALID_VALUE;
+  if (ordinal < 0 || (unsigned)ordinal >= fk_ndevices)
+    return CUDA_ERROR_INVALID_DEVICE;
+  *dev = ordinal;
+  return CUDA_SUCCESS;
+}
+
+FK_API CUresult cuDeviceGetName(char *name, int len, CUdevice dev) {
+  CUresult rc = fk_check_device(dev);
+  if (rc)
+    return rc;
+  if (!name || len <= 0)
+    return CUDA_ERROR_INVALID_VALUE;
+  snprintf(name, (size_t)len, "%s", FK_DEVICE_NAME);
+  return CUDA_SUCCESS;
+}
+
+FK_API CUresult cuDeviceTotalMem_v2(size_t *bytes, CUdevice dev) {
+  CUresult rc = fk_check_device(dev);
+  if (rc)
+    return rc;
+  if (!bytes)
+    return CUDA_ERROR_INVALID_VALUE;
+  *bytes = fk_total_bytes;
+  return CUDA_SUCCESS;
+}
+
+static int attribute_value(int attr, CUdevice dev, int *ok) {
+  *ok = 1;
+  switch (attr) {
+  case CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_BLOCK: return 1024;
+  case 2: case 3: return 1024;   /* max block dim x, y */
+  case 4: return 64;             /* max block dim z */
+  case 5: return 2147483647;     /* max grid dim x */
+  case 6: case 7: return 65535;  /* max grid dim y, z */
+  case 8: return 49152;          /* shared memory per block */
+  case 9: return 65536;          /* constant memory */
+  case 10: return 32;            /* warp size */
+  case 12: return 65536;         /* registers per block */
+  case 13: return 1980000;       /* clock rate, kHz */
+  case CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT: return 132;
+  case 19: return 1;             /* can map host memory */
+  case 31: return 1;             /* concurrent kernels */
+  case 32: return 1;             /* ECC */
+  case CU_DEVICE_ATTRIBUTE_PCI_BUS_ID: return 0x18 + dev;
+  case CU_DEVICE_ATTRIBUTE_PCI_DEVICE_ID: return 0;
+  case 36: return 2619000;       /* memory clock, kHz */
+  case 37: return 5120;          /* bus width */
+  case 38: return 52428800;      /* L2 */
+  case 39: return 2048;          /* threads per SM */
+  case 40: return 2;             /* async engines */
+  case CU_DEVICE_ATTRIBUTE_UNIFIED_ADDRESSING: return 1;
+  case CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR: return 9;
+  case CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR: return 0;
+  case 83: return 1;             /* managed memory */
+  case CU_DEVICE_ATTRIBUTE_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED: return 1;
+  case CU_DEVICE_ATTRIBUTE_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR_SUPPORTED: return 1;
+  default:
+    if (attr > 0 && attr < 150)
+      return 0; /* a real attribute the fake does not model */
+    *ok = 0;
+    return 0;
+  }
+}
+
+FK_API CUresult cuDeviceGetAttribute(int *value, CUdevice_attribute attrib, CUdevice dev) {
+  CUresult rc = fk_check_device(dev);
+  if (rc)
+    return rc;
+  if (!value)
+    return CUDA_ERROR_INVALID_VALUE;
+  int ok;
+  int v = attribute_value(attrib, dev, &ok);
+  if (!ok)
+    return CUDA_ERROR_INVALID_VALUE;
+  *value = v;
+  return CUDA_SUCCESS;
+}
+
+static CUresult device_uuid(CUuuid *uuid, CUdevice dev) {
+  CUresult rc = fk_check_device(dev);
+  if (rc)
+    return rc;
+  if (!uuid)
+    return CUDA_ERROR_INVALID_VALUE;
+  static const char base[16] = {'f', 'a', 'k', 'e', 'g', 'p', 'u', '-',
+                                'e', 'b', 'b', 0x10, 0x42, 0x13, 0x37, 0};
+  memcpy(uuid->bytes, base, 16);
+  uuid->bytes[15] = (char)dev;
+  return CUDA_SUCCESS;
+}
+
+FK_API CUresult cuDeviceGetUuid(CUuuid *uuid, CUdevice dev) { return device_uuid(uuid, dev); }
+FK_API CUresult cuDeviceGetUuid_v2(CUuuid *uuid, CUdevice dev) { return device_uuid(uuid, dev); }
+
+/* --- errors ---------------------------------------------------------------- */
+#define FK_ERRORS(X)                                                            \
+  X(CUDA_SUCCESS, 0, "no error")                                                \
+  X(CUDA_ERROR_INVALID_VALUE, 1, "invalid argument")                            \
+  X(CUDA_ERROR_OUT_OF_MEMORY, 2, "out of memory")                               \
+  X(CUDA_ERROR_NOT_INITIALIZED, 3, "initialization error")                      \
+  X(CUDA_ERROR_DEINITIALIZED, 4, "driver shutting down")                        \
+  X(CUDA_ERROR_STUB_LIBRARY, 34, "CUDA driver is a stub library")               \
+  X(CUDA_ERROR_NO_DEVICE, 100, "no CUDA-capable device is detected")            \
+  X(CUDA_ERROR_INVALID_DEVICE, 101, "invalid device ordinal")                   \
+  X(CUDA_ERROR_INVALID_IMAGE, 200, "device kernel image is invalid")            \
+  X(CUDA_ERROR_INVALID_CONTEXT, 201, "invalid device context")                  \
+  X(CUDA_ERROR_CONTEXT_ALREADY_CURRENT, 202, "context already current")         \
+  X(CUDA_ERROR_ALREADY_MAPPED, 208, "resource already mapped")                  \
+  X(CUDA_ERROR_NOT_MAPPED, 211, "resource not mapped")                          \
+  X(CUDA_ERROR_INVALID_PTX, 218, "a PTX JIT compilation failed")                \
+  X(CUDA_ERROR_INVALID_HANDLE, 400, "invalid resource handle")                  \
+  X(CUDA_ERROR_NOT_FOUND, 500, "named symbol not found")                        \
+  X(CUDA_ERROR_NOT_READY, 600, "device not ready")                              \
+  X(CUDA_ERROR_ILLEGAL_ADDRESS, 700, "an illegal memory access was encountered") \
+  X(CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES, 701, "too many resources requested for launch") \
+  X(CUDA_ERROR_PRIMARY_CONTEXT_ACTIVE, 708, "primary context active")           \
+  X(CUDA_ERROR_CONTEXT_IS_DESTROYED, 709, "context is destroyed")               \
+  X(CUDA_ERROR_LAUNCH_FAILED, 719, "unspecified launch failure")                \
+  X(CUDA_ERROR_NOT_PERMITTED, 800, "operation not permitted")                   \
+  X(CUDA_ERROR_NOT_SUPPORTED, 801, "operation not supported")                   \
+  X(CUDA_ERROR_UNKNOWN, 999, "unknown error")
+
+FK_API CUresult cuGetErrorName(CUresult error, const char **str) {
+  if (!str)
+    return CUDA_ERROR_INVALID_VALUE;
+  switch (error) {
+#define FK_NAME_(name, v, s) case v: *str = #name; return CUDA_SUCCESS;
+    FK_ERRORS(FK_NAME_)
+#undef FK_NAME_
+  }
+  *str = NULL;
+  return CUDA_ERROR_INVALID_VALUE;
+}
+
+FK_API CUresult cuGetErrorString(CUresult error, const char **str) {
+  if (!str)
+    return CUDA_ERROR_INVALID_VALUE;
+  switch (error) {
+#define FK_STR_(name, v, s) case v: *str = s; return CUDA_SUCCESS;
+    FK_ERRORS(FK_STR_)
+#undef FK_STR_
+  }
+  *str = NULL;
+  return CUDA_ERROR_INVALID_VALUE;
+}

@@ -1,0 +1,365 @@
+/* Plain device memory, pinned host memory, copies, memset and IPC handles.
+ * A CUdeviceptr is a host address: every device allocation is a memfd mapped
+ * into this process, so copies and kernel twins really read and write it and
+ * another process can map the same pages (IPC, VMM export). */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "fakecuda.h"
+
+static fk_alloc *g_allocs;
+static long g_alloc_count;
+
+int fk_alloc_should_fail(void) {
+  g_alloc_count++;
+  return fk_cfg.fail_alloc_at > 0 && g_alloc_count == fk_cfg.fail_alloc_at;
+}
+
+static void release_alloc(fk_alloc *a) {
+  if (a->kind == FK_ALLOC_DEVICE && fk_cfg.poison)
+    memset((void *)(uintptr_t)a->addr, FK_POISON_BYTE, a->size);
+  munmap((void *)(uintptr_t)a->addr, a->size);
+  if (a->fd >= 0)
+    close(a->fd);
+  if (a->charged)
+    fg_state_uncharge((unsigned)a->ctx->device, a->charged, 0);
+  free(a);
+}
+
+static void unlink_alloc(fk_alloc *a) {
+  for (fk_alloc **pp = &g_allocs; *pp; pp = &(*pp)->next)
+    if (*pp == a) {
+      *pp = a->next;
+      return;
+    }
+}
+
+void fk_mem_free_ctx(struct CUctx_st *ctx) {
+  fk_alloc **pp = &g_allocs;
+  while (*pp) {
+    fk_alloc *a = *pp;
+    if (a->ctx == ctx) {
+      *pp = a->next;
+      release_alloc(a);
+    } else {
+      pp = &a->next;
+    }
+  }
+}
+
+static fk_alloc *find_alloc(int kind, uint64_t addr, int containing) {
+  for (fk_alloc *a = g_allocs; a; a = a->next) {
+    if (a->kind != kind)
+      continue;
+    if (a->addr == addr || (containing && addr > a->addr && addr < a->addr + a->size))
+      return a;
+  }
+  return NULL;
+}
+
+int fk_mem_range_ok(uint64_t addr, size_t n) {
+  for (fk_alloc *a = g_allocs; a; a = a->next) {
+    if (a->kind == FK_ALLOC_HOST)
+      continue;
+    if (addr >= a->addr && addr - a->addr <= a->size && n <= a->size - (addr - a->addr))
+      return 1;
+  }
+  return fk_vmm_range_ok(addr, n);
+}
+
+static fk_alloc *new_alloc(int kind, struct CUctx_st *ctx) {
+  fk_alloc *a = calloc(1, sizeof *a);
+  if (a) {
+    a->kind = kind;
+    a->fd = -1;
+    a->ctx = ctx;
+  }
+  return a;
+}
+
+FK_API CUresult cuMemAlloc_v2(CUdeviceptr *dptr, size_t bytes) {
+  fk_lock();
+  struct CUctx_st *c;
+  CUresult rc = fk_need_ctx(&c);
+  if (rc)
+    goto out;
+  if (!dptr || bytes == 0) {
+    rc = CUDA_ERROR_INVALID_VALUE;
+    goto out;
+  }
+  rc = CUDA_ERROR_OUT_OF_MEMORY;
+  if (fk_alloc_should_fail())
+    goto out;
+  uint64_t charged = fk_round_up(bytes);
+  if (charged < bytes || fg_state_charge((unsigned)c->device, charged, 0) != 0)
+    goto out;
+  fk_alloc *a = new_alloc(FK_ALLOC_DEVICE, c);
+  int fd = a ? memfd_create("fakegpu-mem", MFD_CLOEXEC) : -1;
+  void *p = MAP_FAILED;
+  if (fd >= 0 && ftruncate(fd, (off_t)charged) == 0)
+    p = mmap(NULL, charged, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  if (p == MAP_FAILED) {
+    if (fd >= 0)
+      close(fd);
+    free(a);
+    fg_state_uncharge((unsigned)c->device, charged, 0);
+    goto out;
+  }
+  a->addr = (uint64_t)(uintptr_t)p;
+  a->size = charged;
+  a->charged = charged;
+  a->fd = fd;
+  a->next = g_allocs;
+  g_allocs = a;
+  *dptr = a->addr;
+  rc = CUDA_SUCCESS;
+out:
+  fk_unlock();
+  return rc;
+}
+
+FK_API CUresult cuMemFree_v2(CUdeviceptr dptr) {
+  fk_lock();
+  struct CUctx_st *c;
+  CUresult rc = fk_need_ctx(&c);
+  if (rc == CUDA_SUCCESS) {
+    fk_alloc *a = find_alloc(FK_ALLOC_DEVICE, dptr, 0);
+    if (!a) {
+      rc = CUDA_ERROR_INVALID_VALUE;
+    } else {
+      unlink_alloc(a);
+      release_alloc(a);
+    }
+  }
+  fk_unlock();
+  return rc;
+}
+
+FK_API CUresult cuMemGetInfo_v2(size_t *free_bytes, size_t *total_bytes) {
+  fk_lock();
+  struct CUctx_st *c;
+  CUresult rc = fk_need_ctx(&c);
+  if (rc == CUDA_SUCCESS && (!free_bytes || !total_bytes))
+    rc = CUDA_ERROR_INVALID_VALUE;
+  fg_device_usage u;
+  if (rc == CUDA_SUCCESS && fg_state_device((unsigned)c->device, &u) != 0)
+    rc = CUDA_ERROR_UNKNOWN;
+  if (rc == CUDA_SUCCESS) {
+    *total_bytes = u.total_bytes;
+    *free_bytes = u.used_bytes < u.total_bytes ? u.total_bytes - u.used_bytes : 0;
+  }
+  fk_unlock();
+  return rc;
+}
+
+/* --- pinned host memory --------------------------------------------------- */
+FK_API CUresult cuMemHostAlloc(void **p, size_t bytes, unsigned int flags) {
+  fk_lock();
+  struct CUctx_st *c;
+  CUresult rc = fk_need_ctx(&c);
+  if (rc)
+    goto out;
+  if (!p || bytes == 0 || (flags & ~0x7u)) {
+    rc = CUDA_ERROR_INVALID_VALUE;
+    goto out;
+  }
+  fk_alloc *a = new_alloc(FK_ALLOC_HOST, c);
+  void *m = a ? mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0)
+              : MAP_FAILED;
+  if (m == MAP_FAILED) {
+    free(a);
+    rc = CUDA_ERROR_OUT_OF_MEMORY;
+    goto out;
+  }
+  a->addr = (uint64_t)(uintptr_t)m;
+  a->size = bytes;
+  a->next = g_allocs;
+  g_allocs = a;
+  *p = m;
+out:
+  fk_unlock();
+  return rc;
+}
+
+FK_API CUresult cuMemFreeHost(void *p) {
+  CUresult rc = fk_check_init();
+  if (rc)
+    return rc;
+  fk_lock();
+  fk_alloc *a = find_alloc(FK_ALLOC_HOST, (uint64_t)(uintptr_t)p, 0);
+  if (!a) {
+    rc = CUDA_ERROR_INVALID_VALUE;
+  } else {
+    unlink_alloc(a);
+    release_alloc(a);
+  }
+  fk_unlock();
+  return rc;
+}
+
+/* --- copies and memset (synchronous; the async forms check the stream) ------ */
+enum { DEV_DST = 1, DEV_SRC = 2 };
+
+static CUresult copy(uint64_t dst, uint64_t src, size_t n, int dev_sides, CUstream s,
+                     int check_stream) {
+  fk_lock();
+  struct CUctx_st *c;
+  CUresult rc = fk_need_ctx(&c);
+  if (rc)
+    goto out;
+  if (check_stream && s && !fk_obj_check(s, FK_OBJ_STREAM)) {
+    rc = CUDA_ERROR_INVALID_HANDLE;
+    goto out;
+  }
+  if (n == 0)
+    goto out;
+  if (!dst || !src || ((dev_sides & DEV_DST) && !fk_mem_range_ok(dst, n)) ||
+      ((dev_sides & DEV_SRC) && !fk_mem_range_ok(src, n))) {
+    rc = CUDA_ERROR_INVALID_VALUE;
+    goto out;
+  }
+  memmove((void *)(uintptr_t)dst, (const void *)(uintptr_t)src, n);
+out:
+  fk_unlock();
+  return rc;
+}
+
+#define U64(p) ((uint64_t)(uintptr_t)(p))
+
+FK_API CUresult cuMemcpyHtoD_v2(CUdeviceptr dst, const void *src, size_t n) {
+  return copy(dst, U64(src), n, DEV_DST, NULL, 0);
+}
+FK_API CUresult cuMemcpyDtoH_v2(void *dst, CUdeviceptr src, size_t n) {
+  return copy(U64(dst), src, n, DEV_SRC, NULL, 0);
+}
+FK_API CUresult cuMemcpyDtoD_v2(CUdeviceptr dst, CUdeviceptr src, size_t n) {
+  return copy(dst, src, n, DEV_DST | DEV_SRC, NULL, 0);
+}
+FK_API CUresult cuMemcpyHtoDAsync_v2(CUdeviceptr dst, const void *src, size_t n, CUstream s) {
+  return copy(dst, U64(src), n, DEV_DST, s, 1);
+}
+FK_API CUresult cuMemcpyDtoHAsync_v2(void *dst, CUdeviceptr src, size_t n, CUstream s) {
+  return copy(U64(dst), src, n, DEV_SRC, s, 1);
+}
+FK_API CUresult cuMemcpyDtoDAsync_v2(CUdeviceptr dst, CUdeviceptr src, size_t n, CUstream s) {
+  return copy(dst, src, n, DEV_DST | DEV_SRC, s, 1);
+}
+
+FK_API CUresult cuMemsetD8_v2(CUdeviceptr dst, unsigned char v, size_t n) {
+  fk_lock();
+  struct CUctx_st *c;
+  CUresult rc = fk_need_ctx(&c);
+  if (rc == CUDA_SUCCESS && n > 0) {
+    if (!fk_mem_range_ok(dst, n))
+      rc = CUDA_ERROR_INVALID_VALUE;
+    else
+      memset((void *)(uintptr_t)dst, v, n);
+  }
+  fk_unlock();
+  return rc;
+}
+
+/* --- IPC: the handle names the owner's memfd; the opener maps
+ * /proc/<pid>/fd/<fd>, checked against pid reuse and fd reuse. ------------- */
+#define FK_IPC_MAGIC 0x46495043u
+typedef struct fk_ipc {
+  uint32_t magic;
+  int32_t pid;
+  uint64_t start_time;
+  int32_t fd;
+  uint32_t pad;
+  uint64_t size;
+  uint64_t st_dev;
+  uint64_t st_ino;
+} fk_ipc;
+_Static_assert(sizeof(fk_ipc) <= CU_IPC_HANDLE_SIZE, "IPC handle too big");
+
+FK_API CUresult cuIpcGetMemHandle(CUipcMemHandle *h, CUdeviceptr dptr) {
+  fk_lock();
+  struct CUctx_st *c;
+  CUresult rc = fk_need_ctx(&c);
+  if (rc)
+    goto out;
+  fk_alloc *a = h ? find_alloc(FK_ALLOC_DEVICE, dptr, 1) : NULL;
+  struct stat sb;
+  if (!a || fstat(a->fd, &sb) != 0) {
+    rc = CUDA_ERROR_INVALID_VALUE;
+    goto out;
+  }
+  fk_ipc ipc = {FK_IPC_MAGIC, (int32_t)getpid(), fg_proc_start_time(getpid()), a->fd, 0,
+                a->size, (uint64_t)sb.st_dev, (uint64_t)sb.st_ino};
+  memset(h, 0, sizeof *h);
+  memcpy(h->reserved, &ipc, sizeof ipc);
+out:
+  fk_unlock();
+  return rc;
+}
+
+FK_API CUresult cuIpcOpenMemHandle_v2(CUdeviceptr *dptr, CUipcMemHandle h, unsigned int flags) {
+  fk_lock();
+  struct CUctx_st *c;
+  CUresult rc = fk_need_ctx(&c);
+  if (rc)
+    goto out;
+  fk_ipc ipc;
+  memcpy(&ipc, h.reserved, sizeof ipc);
+  if (!dptr || (flags & ~1u) || ipc.magic != FK_IPC_MAGIC) {
+    rc = CUDA_ERROR_INVALID_VALUE;
+    goto out;
+  }
+  if (ipc.pid == getpid()) { /* the real driver refuses its own handles */
+    rc = CUDA_ERROR_INVALID_CONTEXT;
+    goto out;
+  }
+  rc = CUDA_ERROR_INVALID_VALUE;
+  if (fg_proc_start_time(ipc.pid) != ipc.start_time)
+    goto out;
+  char path[64];
+  snprintf(path, sizeof path, "/proc/%d/fd/%d", (int)ipc.pid, (int)ipc.fd);
+  int fd = open(path, O_RDWR | O_CLOEXEC);
+  if (fd < 0)
+    goto out;
+  struct stat sb;
+  void *p = MAP_FAILED;
+  if (fstat(fd, &sb) == 0 && (uint64_t)sb.st_dev == ipc.st_dev &&
+      (uint64_t)sb.st_ino == ipc.st_ino)
+    p = mmap(NULL, ipc.size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  close(fd);
+  fk_alloc *a = p != MAP_FAILED ? new_alloc(FK_ALLOC_IPC, c) : NULL;
+  if (!a) {
+    if (p != MAP_FAILED)
+      munmap(p, ipc.size);
+    goto out;
+  }
+  a->addr = U64(p);
+  a->size = ipc.size;
+  a->next = g_allocs;
+  g_allocs = a;
+  *dptr = a->addr;
+  rc = CUDA_SUCCESS;
+out:
+  fk_unlock();
+  return rc;
+}
+
+FK_API CUresult cuIpcCloseMemHandle(CUdeviceptr dptr) {
+  CUresult rc = fk_check_init();
+  if (rc)
+    return rc;
+  fk_lock();
+  fk_alloc *a = find_alloc(FK_ALLOC_IPC, dptr, 0);
+  if (!a) {
+    rc = CUDA_ERROR_INVALID_VALUE;
+  } else {
+    unlink_alloc(a);
+    release_alloc(a);
+  }
+  fk_unlock();
+  return rc;
+}

@@ -1,0 +1,94 @@
+/* cuGetProcAddress: (base name, CUDA version) -> the versioned entry point,
+ * built from the same table ebb's loader uses (EBB_CUDA_ENTRY_POINTS) plus
+ * the versions of a few entry points that ebb does not pin. */
+
+#include <dlfcn.h>
+#include <pthread.h>
+#include <string.h>
+
+#include "fakecuda.h"
+
+typedef struct fk_entry {
+  const char *base;
+  int version; /* the CUDA version that introduced this ABI */
+  const char *symbol;
+  void *fn;
+} fk_entry;
+
+FK_API CUresult cuCtxCreate_v3(CUcontext *ctx, CUexecAffinityParam *params, int n,
+                               unsigned int flags, CUdevice dev);
+FK_API CUresult cuCtxCreate_v4(CUcontext *ctx, CUctxCreateParams *params,
+                               unsigned int flags, CUdevice dev);
+FK_API CUresult cuDeviceGetUuid(CUuuid *uuid, CUdevice dev);
+FK_API CUresult cuGetProcAddress(const char *symbol, void **pfn, int cuda_version,
+                                 cuuint64_t flags);
+FK_API CUresult cuGetProcAddress_v2(const char *symbol, void **pfn, int cuda_version,
+                                    cuuint64_t flags,
+                                    CUdriverProcAddressQueryResult *status);
+
+#define FK_ENTRY_(base, sym, ver, params) {#base, ver, sym, NULL},
+static fk_entry g_table[] = {
+    EBB_CUDA_ENTRY_POINTS(FK_ENTRY_)
+    {"cuCtxCreate", 11040, "cuCtxCreate_v3", NULL},
+    {"cuCtxCreate", 12050, "cuCtxCreate_v4", NULL},
+    {"cuDeviceGetUuid", 9020, "cuDeviceGetUuid", NULL},
+    {"cuGetProcAddress", 11030, "cuGetProcAddress", NULL},
+    {"cuGetProcAddress", 12000, "cuGetProcAddress_v2", NULL},
+};
+#undef FK_ENTRY_
+#define FK_NTABLE (sizeof g_table / sizeof g_table[0])
+
+static pthread_once_t g_once = PTHREAD_ONCE_INIT;
+
+/* Resolves every versioned symbol through this library's own exports, so a
+ * name in the table that the fake does not export answers NOT_FOUND instead
+ * of a wrong function. */
+static void resolve_table(void) {
+  Dl_info info;
+  void *self = NULL;
+  if (dladdr((void *)&cuGetProcAddress_v2, &info) && info.dli_fname)
+    self = dlopen(info.dli_fname, RTLD_NOW | RTLD_NOLOAD);
+  for (size_t i = 0; i < FK_NTABLE; i++)
+    g_table[i].fn = self ? dlsym(self, g_table[i].symbol) : NULL;
+  /* The handle stays open: the library is in use while we answer. */
+}
+
+static CUresult get_proc(const char *symbol, void **pfn, int cuda_version,
+                         cuuint64_t flags, CUdriverProcAddressQueryResult *status) {
+  if (fk_cfg.stub)
+    return CUDA_ERROR_STUB_LIBRARY;
+  if (!symbol || !pfn || flags > 2)
+    return CUDA_ERROR_INVALID_VALUE;
+  *pfn = NULL;
+  if (cuda_version > FK_DRIVER_VERSION)
+    return CUDA_ERROR_INVALID_VALUE;
+  pthread_once(&g_once, resolve_table);
+  const fk_entry *best = NULL;
+  int known = 0;
+  for (size_t i = 0; i < FK_NTABLE; i++) {
+    const fk_entry *e = &g_table[i];
+    if (strcmp(e->base, symbol) != 0 || !e->fn)
+      continue;
+    known = 1;
+    if (e->version <= cuda_version && (!best || e->version > best->version))
+      best = e;
+  }
+  if (best)
+    *pfn = best->fn;
+  if (status)
+    *status = best    ? CU_GET_PROC_ADDRESS_SUCCESS
+              : known ? CU_GET_PROC_ADDRESS_VERSION_NOT_SUFFICIENT
+                      : CU_GET_PROC_ADDRESS_SYMBOL_NOT_FOUND;
+  return CUDA_SUCCESS;
+}
+
+FK_API CUresult cuGetProcAddress(const char *symbol, void **pfn, int cuda_version,
+                                 cuuint64_t flags) {
+  return get_proc(symbol, pfn, cuda_version, flags, NULL);
+}
+
+FK_API CUresult cuGetProcAddress_v2(const char *symbol, void **pfn, int cuda_version,
+                                    cuuint64_t flags,
+                                    CUdriverProcAddressQueryResult *status) {
+  return get_proc(symbol, pfn, cuda_version, flags, status);
+}

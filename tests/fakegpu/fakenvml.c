@@ -1,0 +1,166 @@
+/* The fake libnvidia-ml.so.1: device totals and per-process usage read from
+ * the fake GPU's state file. It never creates a context and never takes a
+ * slot in the state file, so querying costs the caller nothing on the device. */
+#include <stdio.h>
+#include <string.h>
+
+#include "device/cuda_api.h"
+#include "fg_state.h"
+
+#define NV_API __attribute__((visibility("default")))
+
+struct nvmlDevice_st {
+  unsigned index;
+};
+
+static struct nvmlDevice_st g_devs[FG_MAX_DEVICES];
+static int g_init_count;
+static unsigned g_ndevices;
+
+NV_API nvmlReturn_t nvmlInit_v2(void) {
+  fg_config cfg;
+  fg_config_from_env(&cfg);
+  if (cfg.stub)
+    return NVML_ERROR_DRIVER_NOT_LOADED;
+  if (cfg.ndevices > 0 && fg_state_attach(&cfg, 0) != 0)
+    return NVML_ERROR_UNKNOWN;
+  fg_device_usage u = {0};
+  g_ndevices = cfg.ndevices > 0 && fg_state_device(0, &u) == 0 ? u.ndevices : 0;
+  for (unsigned i = 0; i < FG_MAX_DEVICES; i++)
+    g_devs[i].index = i;
+  g_init_count++;
+  return NVML_SUCCESS;
+}
+
+NV_API nvmlReturn_t nvmlShutdown(void) {
+  if (g_init_count == 0)
+    return NVML_ERROR_UNINITIALIZED;
+  if (--g_init_count == 0)
+    fg_state_detach();
+  return NVML_SUCCESS;
+}
+
+NV_API const char *nvmlErrorString(nvmlReturn_t r) {
+  switch (r) {
+  case NVML_SUCCESS: return "Success";
+  case NVML_ERROR_UNINITIALIZED: return "Uninitialized";
+  case NVML_ERROR_INVALID_ARGUMENT: return "Invalid Argument";
+  case NVML_ERROR_NOT_SUPPORTED: return "Not Supported";
+  case NVML_ERROR_NOT_FOUND: return "Not Found";
+  case NVML_ERROR_INSUFFICIENT_SIZE: return "Insufficient Size";
+  case NVML_ERROR_DRIVER_NOT_LOADED: return "Driver Not Loaded";
+  case NVML_ERROR_LIBRARY_NOT_FOUND: return "NVML Shared Library Not Found";
+  default: return "Unknown Error";
+  }
+}
+
+static nvmlReturn_t check_dev(nvmlDevice_t dev) {
+  if (g_init_count == 0)
+    return NVML_ERROR_UNINITIALIZED;
+  if (!dev || dev < &g_devs[0] || dev >= &g_devs[g_ndevices])
+    return NVML_ERROR_INVALID_ARGUMENT;
+  return NVML_SUCCESS;
+}
+
+NV_API nvmlReturn_t nvmlDeviceGetCount_v2(unsigned int *count) {
+  if (g_init_count == 0)
+    return NVML_ERROR_UNINITIALIZED;
+  if (!count)
+    return NVML_ERROR_INVALID_ARGUMENT;
+  *count = g_ndevices;
+  return NVML_SUCCESS;
+}
+
+NV_API nvmlReturn_t nvmlDeviceGetHandleByIndex_v2(unsigned int index, nvmlDevice_t *dev) {
+  if (g_init_count == 0)
+    return NVML_ERROR_UNINITIALIZED;
+  if (!dev || index >= g_ndevices)
+    return NVML_ERROR_INVALID_ARGUMENT;
+  *dev = &g_devs[index];
+  return NVML_SUCCESS;
+}
+
+NV_API nvmlReturn_t nvmlDeviceGetName(nvmlDevice_t dev, char *name, unsigned int len) {
+  nvmlReturn_t r = check_dev(dev);
+  if (r)
+    return r;
+  if (!name)
+    return NVML_ERROR_INVALID_ARGUMENT;
+  static const char n[] = "fakegpu (ebb test device)";
+  if (len < sizeof n)
+    return NVML_ERROR_INSUFFICIENT_SIZE;
+  memcpy(name, n, sizeof n);
+  return NVML_SUCCESS;
+}
+
+static nvmlReturn_t usage(nvmlDevice_t dev, fg_device_usage *u) {
+  nvmlReturn_t r = check_dev(dev);
+  if (r)
+    return r;
+  return fg_state_device(dev->index, u) == 0 ? NVML_SUCCESS : NVML_ERROR_UNKNOWN;
+}
+
+NV_API nvmlReturn_t nvmlDeviceGetMemoryInfo(nvmlDevice_t dev, nvmlMemory_t *mem) {
+  fg_device_usage u;
+  nvmlReturn_t r = mem ? usage(dev, &u) : NVML_ERROR_INVALID_ARGUMENT;
+  if (r)
+    return r;
+  mem->total = u.total_bytes;
+  mem->used = u.used_bytes;
+  mem->free = u.used_bytes < u.total_bytes ? u.total_bytes - u.used_bytes : 0;
+  return NVML_SUCCESS;
+}
+
+NV_API nvmlReturn_t nvmlDeviceGetMemoryInfo_v2(nvmlDevice_t dev, nvmlMemory_v2_t *mem) {
+  if (!mem || mem->version != nvmlMemory_v2)
+    return g_init_count ? NVML_ERROR_INVALID_ARGUMENT : NVML_ERROR_UNINITIALIZED;
+  fg_device_usage u;
+  nvmlReturn_t r = usage(dev, &u);
+  if (r)
+    return r;
+  mem->total = u.total_bytes;
+  mem->reserved = 0;
+  mem->used = u.used_bytes;
+  mem->free = u.used_bytes < u.total_bytes ? u.total_bytes - u.used_bytes : 0;
+  return NVML_SUCCESS;
+}
+
+/* The NVML protocol: with *count too small (0 and infos NULL to ask),
+ * answers INSUFFICIENT_SIZE and the count needed; otherwise fills infos and
+ * sets *count to how many it wrote. */
+NV_API nvmlReturn_t nvmlDeviceGetComputeRunningProcesses_v3(nvmlDevice_t dev, unsigned int *count,
+                                                            nvmlProcessInfo_t *infos) {
+  nvmlReturn_t r = check_dev(dev);
+  if (r)
+    return r;
+  if (!count || (*count > 0 && !infos))
+    return NVML_ERROR_INVALID_ARGUMENT;
+  fg_proc_usage procs[FG_MAX_PROCS];
+  unsigned n = 0;
+  if (fg_state_procs(dev->index, procs, FG_MAX_PROCS, &n) != 0)
+    return NVML_ERROR_UNKNOWN;
+  if (*count < n) {
+    *count = n;
+    return NVML_ERROR_INSUFFICIENT_SIZE;
+  }
+  for (unsigned i = 0; i < n; i++) {
+    infos[i].pid = (unsigned)procs[i].pid;
+    infos[i].usedGpuMemory = procs[i].used_bytes;
+    infos[i].gpuInstanceId = 0xFFFFFFFFu;
+    infos[i].computeInstanceId = 0xFFFFFFFFu;
+  }
+  *count = n;
+  return NVML_SUCCESS;
+}
+
+NV_API nvmlReturn_t nvmlSystemGetDriverVersion(char *version, unsigned int len) {
+  if (g_init_count == 0)
+    return NVML_ERROR_UNINITIALIZED;
+  if (!version)
+    return NVML_ERROR_INVALID_ARGUMENT;
+  static const char v[] = "580.00.00-fakegpu";
+  if (len < sizeof v)
+    return NVML_ERROR_INSUFFICIENT_SIZE;
+  memcpy(version, v, sizeof v);
+  return NVML_SUCCESS;
+}

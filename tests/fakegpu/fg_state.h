@@ -1,0 +1,75 @@
+/* The simulated device's shared state: one file (FAKEGPU_STATE) mapped by
+ * every process that uses the fake driver, NVML or fakegpu-smi, so they all
+ * see one device. Per-process accounting: each process that called cuInit
+ * owns one slot; its usage per device is its contexts plus its allocations
+ * (rounded to the granularity). Slots of processes that died (or exec'd)
+ * without cleaning up are reclaimed by the next reader or allocator.
+ *
+ * Locking: flock on the file for other processes plus a mutex for other
+ * threads of this process. Every function here takes both itself. */
+#ifndef FAKEGPU_FG_STATE_H
+#define FAKEGPU_FG_STATE_H
+
+#include <stdint.h>
+#include <sys/types.h>
+
+#define FG_MAX_DEVICES 8
+#define FG_MAX_PROCS 512
+#define FG_MIB (1024ull * 1024ull)
+
+/* Configuration of the device, read from the environment. The device-wide
+ * part (devices, memory, granularity) is written into the state file by the
+ * first process that attaches while no other live process holds a slot. */
+typedef struct fg_config {
+  unsigned ndevices;
+  uint64_t total_bytes;   /* per device */
+  uint64_t granularity;   /* bytes */
+  uint64_t context_bytes; /* this process's cost of one context */
+  long fail_alloc_at;     /* 0: never */
+  long fault_launch_at;   /* 0: never */
+  int stub;
+  int poison;
+  char state_path[4096];
+} fg_config;
+
+/* Reads the environment (defaults as documented in README.md). */
+void fg_config_from_env(fg_config *cfg);
+
+typedef struct fg_proc_usage {
+  pid_t pid;
+  uint64_t used_bytes;
+  unsigned contexts;
+} fg_proc_usage;
+
+typedef struct fg_device_usage {
+  unsigned ndevices;
+  uint64_t total_bytes;
+  uint64_t granularity;
+  uint64_t used_bytes; /* all live processes together */
+} fg_device_usage;
+
+/* Opens (creates if absent) the state file. With register_self, also takes a
+ * slot for this process (the driver does, NVML and fakegpu-smi do not).
+ * Returns 0 or -errno. Idempotent. */
+int fg_state_attach(const fg_config *cfg, int register_self);
+/* Frees this process's slot (its memory goes back) and unmaps the file. */
+void fg_state_detach(void);
+/* Forget the mapping without touching the slot (a forked child). */
+void fg_state_forget(void);
+
+/* Adds bytes to this process's usage on dev if the device has room; else
+ * returns -ENOMEM and changes nothing. is_ctx counts one more context. */
+int fg_state_charge(unsigned dev, uint64_t bytes, int is_ctx);
+/* Takes bytes back (never below 0). is_ctx counts one context less. */
+void fg_state_uncharge(unsigned dev, uint64_t bytes, int is_ctx);
+
+/* Device totals after reclaiming dead processes. */
+int fg_state_device(unsigned dev, fg_device_usage *out);
+/* The processes with a context or memory on dev (at most max; *n is how
+ * many there are in all, which can be more than max). */
+int fg_state_procs(unsigned dev, fg_proc_usage *out, unsigned max, unsigned *n);
+
+/* Start time of pid (field 22 of /proc/pid/stat), 0 if it is gone. */
+uint64_t fg_proc_start_time(pid_t pid);
+
+#endif
