@@ -224,9 +224,10 @@ static void seg_unlink(ebb_allocator *a, mem_seg *s) {
 static uint64_t seg_drop_locked(ebb_allocator *a, mem_seg *s) {
   mem_block *b = s->first;
   int parked = s->d.parked;
+  ebb_dseg d = s->d; /* seg_free clears what it is given */
   if (!parked)
     bin_remove(pool_of(a, s), b);
-  int rc = ebb_device_seg_free(a->dev, &s->d);
+  int rc = ebb_device_seg_free(a->dev, &d);
   if (rc) {
     ebb_log(EBB_LOG_WARN, "memory", "%s: giving a segment of %zu bytes back failed: %s",
             ebb_device_label(a->dev), s->d.size, ebb_errmsg());
