@@ -1,0 +1,79 @@
+/* Parking an owner: its VMM segments lose their physical memory but keep
+ * their addresses; waking maps new memory at the same addresses and puts the
+ * bytes back. Checked with fakegpu-smi on the fake GPU. */
+#include "memory_util.h"
+#include "test.h"
+
+static void run(const char *spec) {
+  ebb_device *d = mt_open(spec);
+  int fake = ebb_device_kind_of(d) == EBB_DEVICE_CUDA;
+  REQUIRE(ebb_device_supports_vmm(d));
+  ebb_allocator *a = NULL;
+  REQUIRE(ebb_allocator_create(d, NULL, &a) == 0);
+  ebb_owner *w = NULL, *other = NULL;
+  REQUIRE(ebb_owner_create(a, "whisper", NULL, &w) == 0);
+  REQUIRE(ebb_owner_create(a, "other", NULL, &other) == 0);
+  uint64_t big = 0, mid = 0, shared = 0, mine_small = 0;
+  CHECK_EQ_INT(ebb_mem_alloc(w, 64 * MiB, "w.c:1", &big), 0);    /* own segment */
+  CHECK_EQ_INT(ebb_mem_alloc(w, 3 * MiB, "w.c:2", &mid), 0);     /* 20 MiB segment, alone */
+  CHECK_EQ_INT(ebb_mem_alloc(w, 4096, "w.c:3", &mine_small), 0); /* small segment... */
+  CHECK_EQ_INT(ebb_mem_alloc(other, 4096, "o.c:1", &shared), 0); /* ...shared with other */
+  unsigned char *pat = malloc(64 * MiB), *back = malloc(64 * MiB);
+  REQUIRE(pat && back);
+  for (size_t i = 0; i < 64 * MiB; i++)
+    pat[i] = (unsigned char)(i * 131 + (i >> 20));
+  CHECK_EQ_INT(ebb_device_copy_htod(d, big, pat, 64 * MiB), 0);
+  CHECK_EQ_INT(ebb_device_copy_htod(d, mid, pat + 7, 3 * MiB), 0);
+  long before = fake ? mt_smi_used_mib(getpid()) : 0;
+  uint64_t parked = 0;
+  CHECK_EQ_INT(ebb_owner_park(w, &parked), 0);
+  CHECK_EQ_U64(parked, 84 * MiB); /* 64 + 20; the shared small segment stays */
+  CHECK_EQ_U64(mt_reserved(a), 2 * MiB);
+  if (fake)
+    CHECK_EQ_INT(mt_smi_used_mib(getpid()), before - 84);
+  /* new allocations never land in a parked segment */
+  uint64_t n = 0;
+  CHECK_EQ_INT(ebb_mem_alloc(other, 2 * MiB, "o.c:2", &n), 0);
+  CHECK(n < mid || n >= mid + 20 * MiB);
+  CHECK_EQ_INT(ebb_mem_free(a, n), 0);
+  CHECK_EQ_INT(ebb_owner_wake(w), 0);
+  CHECK_EQ_U64(mt_reserved(a), (2 + 84 + 20) * MiB);
+  if (fake)
+    CHECK_EQ_INT(mt_smi_used_mib(getpid()), before + 20);
+  CHECK_EQ_INT(ebb_device_copy_dtoh(d, back, big, 64 * MiB), 0);
+  CHECK_MSG(memcmp(back, pat, 64 * MiB) == 0, "64 MiB block changed across park/wake on %s", spec);
+  CHECK_EQ_INT(ebb_device_copy_dtoh(d, back, mid, 3 * MiB), 0);
+  CHECK_MSG(memcmp(back, pat + 7, 3 * MiB) == 0, "3 MiB block changed across park/wake on %s", spec);
+  ebb_owner *who = NULL;
+  CHECK_EQ_INT(ebb_mem_lookup(a, big, &who, NULL), 0); /* same address, same owner */
+  CHECK(who == w);
+  /* freeing while parked, then trim, gives the address range back too */
+  CHECK_EQ_INT(ebb_owner_park(w, &parked), 0);
+  CHECK_EQ_INT(ebb_mem_free(a, big), 0);
+  uint64_t got = 0;
+  CHECK_EQ_INT(ebb_allocator_trim(a, &got), 0);
+  CHECK_EQ_INT(ebb_owner_wake(w), 0);
+  CHECK_EQ_INT(ebb_device_copy_dtoh(d, back, mid, 3 * MiB), 0);
+  CHECK(memcmp(back, pat + 7, 3 * MiB) == 0);
+  ebb_alloc_stats st = {.size = sizeof st};
+  ebb_allocator_get_stats(a, &st);
+  CHECK_EQ_U64(st.segments.current, 2); /* small + the 3 MiB block's; the rest trimmed */
+  free(pat);
+  free(back);
+  ebb_mem_free(a, mid);
+  ebb_mem_free(a, mine_small);
+  ebb_mem_free(a, shared);
+  ebb_owner_destroy(w, NULL);
+  ebb_owner_destroy(other, NULL);
+  ebb_allocator_destroy(a);
+  ebb_device_close(d);
+}
+
+static void test_cpu(void) { run("cpu"); }
+static void test_fake(void) { run("cuda:0"); }
+
+int main(void) {
+  RUN(test_cpu);
+  RUN(test_fake);
+  return TEST_END();
+}
