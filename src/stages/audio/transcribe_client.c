@@ -1,0 +1,407 @@
+/* The HTTP side of the transcribe stage: one multipart POST per attempt
+ * through libcurl, retries with exponential backoff for failures that may
+ * pass (connection errors, timeouts, 5xx, 429), cancellation through the
+ * transfer's progress callback. */
+#include <curl/curl.h>
+#include <jansson.h>
+#include <math.h>
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "ebb/error.h"
+#include "stages/audio/transcribe.h"
+#include "stages/audio/wav_encode.h"
+
+#define WHISPER_RATE 16000u
+#define MAX_ANSWER_BYTES (64u << 20)
+
+typedef struct membuf {
+  char *p;
+  size_t n, cap;
+  int too_big;
+} membuf;
+
+typedef struct xfer {
+  const ebb_transcribe_opts *o;
+  int cancelled;
+} xfer;
+
+static pthread_once_t curl_once = PTHREAD_ONCE_INIT;
+static CURLcode curl_init_rc;
+static void curl_init(void) { curl_init_rc = curl_global_init(CURL_GLOBAL_DEFAULT); }
+
+static size_t on_write(char *ptr, size_t size, size_t nmemb, void *ud) {
+  membuf *b = ud;
+  size_t n = size * nmemb;
+  if (b->n + n + 1 > MAX_ANSWER_BYTES) {
+    b->too_big = 1;
+    return 0;
+  }
+  if (b->n + n + 1 > b->cap) {
+    size_t cap = b->cap ? b->cap : 4096;
+    while (cap < b->n + n + 1)
+      cap *= 2;
+    char *p = realloc(b->p, cap);
+    if (!p)
+      return 0;
+    b->p = p;
+    b->cap = cap;
+  }
+  memcpy(b->p + b->n, ptr, n);
+  b->n += n;
+  b->p[b->n] = 0;
+  return n;
+}
+
+static int is_cancelled(const ebb_transcribe_opts *o) {
+  return o->cancelled && o->cancelled(o->cancel_arg);
+}
+
+static int on_xferinfo(void *ud, curl_off_t dltotal, curl_off_t dlnow, curl_off_t ultotal,
+                       curl_off_t ulnow) {
+  (void)dltotal;
+  (void)dlnow;
+  xfer *x = ud;
+  if (is_cancelled(x->o)) {
+    x->cancelled = 1;
+    return 1;
+  }
+  if (x->o->progress && ultotal > 0)
+    x->o->progress(x->o->progress_arg, (double)ulnow / (double)ultotal);
+  return 0;
+}
+
+static void logf_(const ebb_transcribe_opts *o, int level, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+static void logf_(const ebb_transcribe_opts *o, int level, const char *fmt, ...) {
+  if (!o->log)
+    return;
+  char msg[2048];
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(msg, sizeof msg, fmt, ap);
+  va_end(ap);
+  o->log(o->log_arg, level, msg);
+}
+
+/* The URL without "user:password@", for messages and the transcript. */
+static void redact_url(const char *url, char *out, size_t n) {
+  const char *scheme = strstr(url, "://");
+  const char *host = scheme ? scheme + 3 : url;
+  size_t hostlen = strcspn(host, "/?#");
+  const char *at = memchr(host, '@', hostlen);
+  if (!at) {
+    snprintf(out, n, "%s", url);
+    return;
+  }
+  snprintf(out, n, "%.*s***@%s", (int)(host - url), url, at + 1);
+}
+
+/* The server's message from an error body: OpenAI's {"error":{"message"}},
+ * whisper.cpp's {"error":"..."}, FastAPI's {"detail":"..."}, else the text. */
+static void error_message(const membuf *b, char *out, size_t n) {
+  if (!b->n) {
+    snprintf(out, n, "(empty body)");
+    return;
+  }
+  json_t *root = json_loadb(b->p, b->n, 0, NULL);
+  const char *msg = NULL;
+  if (json_is_object(root)) {
+    json_t *e = json_object_get(root, "error");
+    if (json_is_object(e))
+      e = json_object_get(e, "message");
+    if (!json_is_string(e))
+      e = json_object_get(root, "detail");
+    if (!json_is_string(e))
+      e = json_object_get(root, "message");
+    if (json_is_string(e))
+      msg = json_string_value(e);
+  }
+  if (msg) {
+    snprintf(out, n, "%s", msg);
+  } else {
+    size_t k = 0;
+    for (size_t i = 0; i < b->n && k + 4 < n && i < 300; i++) {
+      unsigned char c = (unsigned char)b->p[i];
+      out[k++] = (c == '\n' || c == '\r' || c == '\t') ? ' ' : (c < 0x20 ? '?' : (char)c);
+    }
+    if (b->n > 300 && k + 4 < n) {
+      memcpy(out + k, "...", 3);
+      k += 3;
+    }
+    out[k] = 0;
+  }
+  json_decref(root);
+}
+
+static int retryable_curl(CURLcode cc) {
+  switch (cc) {
+  case CURLE_COULDNT_CONNECT:
+  case CURLE_COULDNT_RESOLVE_HOST:
+  case CURLE_COULDNT_RESOLVE_PROXY:
+  case CURLE_OPERATION_TIMEDOUT:
+  case CURLE_SEND_ERROR:
+  case CURLE_RECV_ERROR:
+  case CURLE_GOT_NOTHING:
+  case CURLE_PARTIAL_FILE:
+  case CURLE_HTTP2:
+  case CURLE_HTTP2_STREAM:
+    return 1;
+  default:
+    return 0;
+  }
+}
+
+/* Sleeps `s` seconds in small steps; 1 when cancelled meanwhile. */
+static int backoff_sleep(const ebb_transcribe_opts *o, double s) {
+  struct timespec t0, now;
+  clock_gettime(CLOCK_MONOTONIC, &t0);
+  for (;;) {
+    if (is_cancelled(o))
+      return 1;
+    clock_gettime(CLOCK_MONOTONIC, &now);
+    double el = (double)(now.tv_sec - t0.tv_sec) + (double)(now.tv_nsec - t0.tv_nsec) * 1e-9;
+    if (el >= s)
+      return 0;
+    double step = s - el < 0.02 ? s - el : 0.02;
+    struct timespec ts = {0, (long)(step * 1e9)};
+    nanosleep(&ts, NULL);
+  }
+}
+
+static int add_field(curl_mime *m, const char *name, const char *value) {
+  curl_mimepart *p = curl_mime_addpart(m);
+  if (!p || curl_mime_name(p, name) != CURLE_OK ||
+      curl_mime_data(p, value, CURL_ZERO_TERMINATED) != CURLE_OK)
+    return ebb_seterr(EBB_ENOMEM, "transcribe: cannot build the form field %s", name);
+  return 0;
+}
+
+static int build_form(CURL *h, const ebb_transcribe_opts *o, ebb_whisper_protocol proto,
+                      const unsigned char *wav, size_t wav_len, curl_mime **out) {
+  curl_mime *m = curl_mime_init(h);
+  if (!m)
+    return ebb_seterr(EBB_ENOMEM, "transcribe: cannot build the upload form");
+  curl_mimepart *p = curl_mime_addpart(m);
+  int rc = 0;
+  if (!p || curl_mime_name(p, "file") != CURLE_OK ||
+      curl_mime_data(p, (const char *)wav, wav_len) != CURLE_OK ||
+      curl_mime_filename(p, "audio.wav") != CURLE_OK || curl_mime_type(p, "audio/wav") != CURLE_OK) {
+    rc = ebb_seterr(EBB_ENOMEM, "transcribe: cannot attach %zu bytes of WAV", wav_len);
+    goto fail;
+  }
+  if (proto == EBB_WHISPER_OPENAI) {
+    if ((rc = add_field(m, "model", o->model && *o->model ? o->model : "whisper-1")) ||
+        (rc = add_field(m, "timestamp_granularities[]", "word")) ||
+        (rc = add_field(m, "timestamp_granularities[]", "segment")))
+      goto fail;
+  }
+  if ((rc = add_field(m, "response_format", "verbose_json")))
+    goto fail;
+  if (o->language && *o->language && (rc = add_field(m, "language", o->language)))
+    goto fail;
+  if (o->prompt && *o->prompt && (rc = add_field(m, "prompt", o->prompt)))
+    goto fail;
+  *out = m;
+  return 0;
+fail:
+  curl_mime_free(m);
+  return rc;
+}
+
+/* Fills in the language from the request when the server named none. */
+static int apply_language_hint(char **json, const char *language) {
+  if (!language || !*language)
+    return 0;
+  json_t *root = json_loads(*json, 0, NULL);
+  if (!root)
+    return ebb_seterr(EBB_ENOMEM, "transcribe: cannot reread the transcript");
+  int rc = 0;
+  if (json_is_null(json_object_get(root, "language"))) {
+    char *s = NULL;
+    if (json_object_set_new(root, "language", json_string(language)) ||
+        !(s = json_dumps(root, JSON_COMPACT | JSON_REAL_PRECISION(12)))) {
+      rc = ebb_seterr(EBB_ENOMEM, "transcribe: cannot rewrite the transcript");
+    } else {
+      free(*json);
+      *json = s;
+    }
+  }
+  json_decref(root);
+  return rc;
+}
+
+int ebb_transcribe_request(const ebb_transcribe_opts *o, const float *mono, uint64_t frames,
+                           uint32_t rate, char **transcript_json, ebb_transcribe_stats *stats) {
+  ebb_transcribe_stats st_local;
+  ebb_transcribe_stats *st = stats ? stats : &st_local;
+  memset(st, 0, sizeof *st);
+  if (!o || !transcript_json || (frames && !mono) || rate == 0)
+    return ebb_seterr(EBB_EINVAL, "transcribe: bad arguments");
+  if (!o->url || !*o->url)
+    return ebb_seterr(EBB_ECONFIG, "transcribe: no Whisper server URL");
+  if (strncmp(o->url, "http://", 7) && strncmp(o->url, "https://", 8))
+    return ebb_seterr(EBB_ECONFIG, "transcribe: url \"%s\" is not an http:// or https:// URL",
+                      o->url);
+
+  char url[512];
+  redact_url(o->url, url, sizeof url);
+  ebb_whisper_protocol proto = ebb_whisper_protocol_resolve(o->protocol, o->url);
+  double timeout = o->timeout_s > 0 ? o->timeout_s : 600.0;
+  double ctimeout = o->connect_timeout_s > 0 ? o->connect_timeout_s : 10.0;
+  int retries = o->retries > 0 ? o->retries : 0;
+  double backoff = o->backoff_s > 0 ? o->backoff_s : 0.5;
+
+  int rc = 0;
+  float *pcm16k = NULL;
+  uint64_t n16k = 0;
+  unsigned char *wav = NULL;
+  size_t wav_len = 0;
+  CURL *h = NULL;
+  curl_mime *form = NULL;
+  struct curl_slist *hdrs = NULL;
+  char *auth = NULL;
+  membuf body = {0};
+  char errbuf[CURL_ERROR_SIZE];
+
+  if ((rc = ebb_pcm_to_mono_rate(mono, frames, 1, rate, WHISPER_RATE, &pcm16k, &n16k)) ||
+      (rc = ebb_wav_encode_s16(pcm16k, n16k, 1, WHISPER_RATE, &wav, &wav_len))) {
+    ebb_errctx(rc, "transcribe: ");
+    goto done;
+  }
+  free(pcm16k);
+  pcm16k = NULL;
+  st->upload_bytes = wav_len;
+
+  pthread_once(&curl_once, curl_init);
+  if (curl_init_rc != CURLE_OK) {
+    rc = ebb_seterr(EBB_ENOLIB, "transcribe: libcurl failed to initialise: %s",
+                    curl_easy_strerror(curl_init_rc));
+    goto done;
+  }
+  if (!(h = curl_easy_init())) {
+    rc = ebb_seterr(EBB_ENOMEM, "transcribe: cannot create a libcurl handle");
+    goto done;
+  }
+  if ((rc = build_form(h, o, proto, wav, wav_len, &form)))
+    goto done;
+  free(wav); /* curl_mime_data copied it */
+  wav = NULL;
+
+  hdrs = curl_slist_append(hdrs, "Expect:"); /* no 1 s wait for "100 Continue" */
+  hdrs = hdrs ? curl_slist_append(hdrs, "Accept: application/json") : NULL;
+  if (hdrs && o->api_key && *o->api_key) {
+    size_t n = strlen(o->api_key) + 32;
+    if ((auth = malloc(n))) {
+      snprintf(auth, n, "Authorization: Bearer %s", o->api_key);
+      struct curl_slist *t = curl_slist_append(hdrs, auth);
+      if (!t) {
+        curl_slist_free_all(hdrs);
+        hdrs = NULL;
+      } else {
+        hdrs = t;
+      }
+    }
+  }
+  if (!hdrs || (o->api_key && *o->api_key && !auth)) {
+    rc = ebb_seterr(EBB_ENOMEM, "transcribe: cannot build request headers");
+    goto done;
+  }
+
+  xfer x = {.o = o};
+  curl_easy_setopt(h, CURLOPT_URL, o->url);
+  curl_easy_setopt(h, CURLOPT_MIMEPOST, form);
+  curl_easy_setopt(h, CURLOPT_HTTPHEADER, hdrs);
+  curl_easy_setopt(h, CURLOPT_USERAGENT, "ebb-transcribe/1");
+  curl_easy_setopt(h, CURLOPT_NOSIGNAL, 1L);
+  curl_easy_setopt(h, CURLOPT_TIMEOUT_MS, (long)(timeout * 1000.0));
+  curl_easy_setopt(h, CURLOPT_CONNECTTIMEOUT_MS, (long)(ctimeout * 1000.0));
+  curl_easy_setopt(h, CURLOPT_NOPROGRESS, 0L);
+  curl_easy_setopt(h, CURLOPT_XFERINFOFUNCTION, on_xferinfo);
+  curl_easy_setopt(h, CURLOPT_XFERINFODATA, &x);
+  curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, on_write);
+  curl_easy_setopt(h, CURLOPT_WRITEDATA, &body);
+  curl_easy_setopt(h, CURLOPT_ERRORBUFFER, errbuf);
+#if LIBCURL_VERSION_NUM >= 0x075500
+  curl_easy_setopt(h, CURLOPT_PROTOCOLS_STR, "http,https");
+#endif
+
+  for (int attempt = 1;; attempt++) {
+    body.n = 0;
+    body.too_big = 0;
+    errbuf[0] = 0;
+    st->http_status = 0;
+    st->attempts = attempt;
+    CURLcode cc = curl_easy_perform(h);
+    if (x.cancelled || cc == CURLE_ABORTED_BY_CALLBACK) {
+      rc = ebb_seterr(EBB_ECANCELED, "transcribe: cancelled while waiting for %s (attempt %d)",
+                      url, attempt);
+      goto done;
+    }
+    char what[1400];
+    int retry = 0, code = EBB_EIO;
+    if (cc == CURLE_OK) {
+      long status = 0;
+      curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &status);
+      st->http_status = status;
+      if (status >= 200 && status < 300) {
+        rc = ebb_transcribe_parse(body.p, body.n, proto, url, transcript_json, &st->words_dropped,
+                                  o->log, o->log_arg);
+        if (!rc)
+          rc = apply_language_hint(transcript_json, o->language);
+        goto done;
+      }
+      char msg[400];
+      error_message(&body, msg, sizeof msg);
+      snprintf(what, sizeof what, "%s answered HTTP %ld: %s", url, status, msg);
+      retry = status >= 500 || status == 429;
+      code = (status == 401 || status == 403 || status == 404) ? EBB_ECONFIG : EBB_EPROTO;
+    } else if (body.too_big) {
+      snprintf(what, sizeof what, "%s answered more than %u MiB", url, MAX_ANSWER_BYTES >> 20);
+      code = EBB_EPROTO;
+    } else {
+      const char *detail = errbuf[0] ? errbuf : curl_easy_strerror(cc);
+      retry = retryable_curl(cc);
+      if (cc == CURLE_OPERATION_TIMEDOUT) {
+        code = EBB_ETIMEDOUT;
+        snprintf(what, sizeof what, "%s timed out (timeout_s %.3g, connect_timeout_s %.3g): %s",
+                 url, timeout, ctimeout, detail);
+      } else if (cc == CURLE_COULDNT_CONNECT) {
+        snprintf(what, sizeof what, "cannot connect to %s: %s", url, detail);
+      } else if (cc == CURLE_GOT_NOTHING) {
+        snprintf(what, sizeof what, "%s closed the connection without an answer: %s", url,
+                 detail);
+      } else {
+        snprintf(what, sizeof what, "request to %s failed: %s", url, detail);
+      }
+    }
+    if (!retry || attempt > retries) {
+      if (attempt > 1)
+        rc = ebb_seterr(code, "transcribe: %s (after %d attempts)", what, attempt);
+      else
+        rc = ebb_seterr(code, "transcribe: %s", what);
+      goto done;
+    }
+    logf_(o, 2, "attempt %d of %d failed: %s; retrying in %.2g s", attempt, retries + 1, what,
+          backoff);
+    if (backoff_sleep(o, backoff)) {
+      rc = ebb_seterr(EBB_ECANCELED, "transcribe: cancelled while waiting to retry %s", url);
+      goto done;
+    }
+    backoff *= 2;
+  }
+
+done:
+  free(body.p);
+  free(auth);
+  curl_easy_cleanup(h); /* before the form and headers it points at */
+  curl_mime_free(form);
+  curl_slist_free_all(hdrs);
+  free(wav);
+  free(pcm16k);
+  return rc;
+}
