@@ -256,7 +256,11 @@ static int cuda_seg_alloc_locked(ebb_device *dev, size_t size, ebb_seg_kind kind
                       "%s (%s) does not support virtual memory management; use plain segments",
                       dev->label, dev->name);
   size_t g;
-  int rc = cuda_granularity_locked(dev, &g); /* activates */
+  /* makes the context current on this thread (granularity activates only on
+   * its first call) */
+  int rc = cuda_activate_locked(dev);
+  if (!rc)
+    rc = cuda_granularity_locked(dev, &g);
   if (rc)
     return rc;
   size_t sz = (size + g - 1) / g * g;
@@ -392,8 +396,12 @@ static int cuda_module_load_locked(ebb_device *dev, const void *image, void **ou
   int rc = cuda_activate_locked(dev);
   if (rc)
     return rc;
+  /* Without an image (no nvcc at build time) the fake still needs one to
+   * accept: it resolves kernels by name to host twins. A real driver rejects
+   * this placeholder with CUDA_ERROR_INVALID_IMAGE, and the message says why. */
+  static const char no_image[] = "ebb: no kernel image (built without nvcc)";
   CUmodule m = NULL;
-  CUresult r = CU(CI(dev), cuModuleLoadData, &m, image);
+  CUresult r = CU(CI(dev), cuModuleLoadData, &m, image ? image : (const void *)no_image);
   if (r != CUDA_SUCCESS)
     return fail(dev, r, "cuModuleLoadData",
                 image ? NULL : "no kernel image (ebb was built without nvcc)");

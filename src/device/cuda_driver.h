@@ -8,6 +8,7 @@
 #define EBB_DEVICE_CUDA_DRIVER_H
 
 #include "device/cuda_api.h"
+#include "ebb/error.h"
 
 typedef struct ebb_cuda_fns {
 #define EBB_CUDA_FN_FIELD_(name, sym, ver, params) CUresult (*name) params;
