@@ -6,3 +6,5 @@ pkg_check_modules(MPG123 REQUIRED IMPORTED_TARGET libmpg123)
 pkg_check_modules(CURL REQUIRED IMPORTED_TARGET libcurl)
 target_link_libraries(ebb_stages PUBLIC PkgConfig::SNDFILE PkgConfig::SAMPLERATE
   PkgConfig::FFTW3F PkgConfig::MPG123 PkgConfig::CURL PkgConfig::JANSSON)
+# GPU kernels (nvcc -> one embedded fatbin, or an empty image without nvcc).
+include(${CMAKE_CURRENT_SOURCE_DIR}/kernels/CMakeLists.txt)

@@ -1,0 +1,468 @@
+#include "stages/audio/decode.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <jansson.h>
+#include <math.h>
+#include <mpg123.h>
+#include <pthread.h>
+#include <samplerate.h>
+#include <sndfile.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/stat.h>
+
+#include "ebb/error.h"
+#include "ebb/stage.h"
+
+#define READ_BLOCK 4096 /* frames per read */
+
+/* --- resampling ------------------------------------------------------------ */
+
+int ebb_audio_resample(const float *in, uint64_t n, uint32_t from, uint32_t to, float **out,
+                       uint64_t *nout) {
+  *out = NULL;
+  *nout = 0;
+  if (from == 0 || to == 0)
+    return ebb_seterr(EBB_EINVAL, "resample: rate 0 (%u Hz -> %u Hz)", from, to);
+  double ratio = (double)to / (double)from;
+  uint64_t want = (uint64_t)llround((double)n * ratio);
+  float *y = malloc(sizeof(float) * (size_t)(want + 1));
+  if (!y)
+    return ebb_seterr(EBB_ENOMEM, "resample: out of host memory for %" PRIu64 " samples", want);
+  if (from == to) {
+    memcpy(y, in, sizeof(float) * (size_t)n);
+  } else {
+    /* Room for the converter's rounding; then trimmed or padded to want. */
+    uint64_t room = want + 64;
+    float *tmp = malloc(sizeof(float) * (size_t)room);
+    if (!tmp) {
+      free(y);
+      return ebb_seterr(EBB_ENOMEM, "resample: out of host memory for %" PRIu64 " samples", room);
+    }
+    SRC_DATA d;
+    memset(&d, 0, sizeof d);
+    d.data_in = in;
+    d.input_frames = (long)n;
+    d.data_out = tmp;
+    d.output_frames = (long)room;
+    d.src_ratio = ratio;
+    int err = src_simple(&d, SRC_SINC_MEDIUM_QUALITY, 1);
+    if (err) {
+      free(tmp);
+      free(y);
+      return ebb_seterr(EBB_EIO, "resample %u Hz -> %u Hz: libsamplerate: %s", from, to,
+                        src_strerror(err));
+    }
+    uint64_t got = (uint64_t)d.output_frames_gen;
+    uint64_t keep = got < want ? got : want;
+    memcpy(y, tmp, sizeof(float) * (size_t)keep);
+    for (uint64_t i = keep; i < want; i++)
+      y[i] = 0.0f;
+    free(tmp);
+  }
+  *out = y;
+  *nout = want;
+  return 0;
+}
+
+/* --- checks ---------------------------------------------------------------- */
+
+static int check_header(const char *path, uint32_t rate, uint32_t channels, double max_seconds,
+                        int64_t frames_known) {
+  if (channels == 0)
+    return ebb_seterr(EBB_EINPUT, "%s: the file declares 0 audio channels", path);
+  if (channels > 256)
+    return ebb_seterr(EBB_EINPUT, "%s: the file declares %u audio channels (at most 256)", path,
+                      channels);
+  if (rate == 0)
+    return ebb_seterr(EBB_EINPUT, "%s: the file declares a sample rate of 0 Hz", path);
+  if (rate > EBB_DECODE_MAX_RATE)
+    return ebb_seterr(EBB_EINPUT, "%s: sample rate %u Hz is absurd (at most %u)", path, rate,
+                      EBB_DECODE_MAX_RATE);
+  if (frames_known >= 0 && (double)frames_known / rate > max_seconds)
+    return ebb_seterr(EBB_EINPUT, "%s: %.1f s of audio is longer than max_seconds (%g s)", path,
+                      (double)frames_known / rate, max_seconds);
+  return 0;
+}
+
+static uint32_t le32(const unsigned char *b) {
+  return (uint32_t)b[0] | (uint32_t)b[1] << 8 | (uint32_t)b[2] << 16 | (uint32_t)b[3] << 24;
+}
+
+/* A RIFF/WAVE file whose data chunk claims more bytes than the file holds is
+ * truncated (libsndfile silently reads what is there). Unknown sizes
+ * (0 or 0xFFFFFFFF, written by streaming encoders) are accepted. */
+static int check_wav_truncation(const char *path, long long file_size) {
+  FILE *f = fopen(path, "rb");
+  if (!f)
+    return ebb_seterr(EBB_EINPUT, "%s: cannot open: %s", path, strerror(errno));
+  unsigned char hdr[12];
+  int rc = 0;
+  if (fread(hdr, 1, 12, f) != 12 || memcmp(hdr, "RIFF", 4) != 0 || memcmp(hdr + 8, "WAVE", 4) != 0)
+    goto done; /* RF64, RIFX, ...: leave it to libsndfile */
+  long long pos = 12;
+  while (pos + 8 <= file_size) {
+    unsigned char ch[8];
+    if (fseek(f, (long)pos, SEEK_SET) != 0 || fread(ch, 1, 8, f) != 8)
+      break;
+    uint32_t size = le32(ch + 4);
+    if (memcmp(ch, "data", 4) == 0) {
+      long long have = file_size - (pos + 8);
+      if (size != 0 && size != 0xFFFFFFFFu && (long long)size > have)
+        rc = ebb_seterr(EBB_EINPUT,
+                        "%s: truncated: the WAV header claims %u bytes of audio data but the "
+                        "file holds only %lld",
+                        path, size, have < 0 ? 0 : have);
+      break;
+    }
+    pos += 8 + (long long)size + (size & 1);
+  }
+done:
+  fclose(f);
+  return rc;
+}
+
+static int file_checks(const char *path, long long *size) {
+  struct stat st;
+  if (!path || !*path)
+    return ebb_seterr(EBB_EINPUT, "decode: no input path");
+  if (stat(path, &st) != 0)
+    return ebb_seterr(EBB_EINPUT, "%s: cannot read: %s", path, strerror(errno));
+  if (!S_ISREG(st.st_mode))
+    return ebb_seterr(EBB_EINPUT, "%s: not a regular file", path);
+  if (st.st_size == 0)
+    return ebb_seterr(EBB_EINPUT, "%s: empty file (0 bytes)", path);
+  *size = (long long)st.st_size;
+  return 0;
+}
+
+/* Appends the mono mixdown of `got` interleaved frames to *buf. */
+static int append_mono(float **buf, uint64_t *n, uint64_t *cap, const float *inter, uint64_t got,
+                       uint32_t channels, const char *path) {
+  if (*n + got > *cap) {
+    uint64_t nc = *cap ? *cap * 2 : 65536;
+    while (nc < *n + got)
+      nc *= 2;
+    float *nb = realloc(*buf, sizeof(float) * (size_t)nc);
+    if (!nb)
+      return ebb_seterr(EBB_ENOMEM, "%s: out of host memory for %" PRIu64 " samples", path, nc);
+    *buf = nb;
+    *cap = nc;
+  }
+  float inv = 1.0f / (float)channels;
+  for (uint64_t i = 0; i < got; i++) {
+    float s = 0;
+    for (uint32_t c = 0; c < channels; c++)
+      s += inter[i * channels + c];
+    (*buf)[*n + i] = channels == 1 ? s : s * inv;
+  }
+  *n += got;
+  return 0;
+}
+
+static int finish(const char *path, float *mono, uint64_t n, uint32_t src_rate, uint32_t rate,
+                  float **out, uint64_t *frames) {
+  if (n == 0) {
+    free(mono);
+    return ebb_seterr(EBB_EINPUT, "%s: empty: the file holds no audio frames", path);
+  }
+  int rc = ebb_audio_resample(mono, n, src_rate, rate, out, frames);
+  free(mono);
+  return rc < 0 ? ebb_errctx(rc, "%s: ", path) : 0;
+}
+
+/* --- libmpg123 ------------------------------------------------------------- */
+
+static pthread_once_t mpg123_once = PTHREAD_ONCE_INIT;
+static int mpg123_init_rc;
+static void mpg123_init_once(void) { mpg123_init_rc = mpg123_init(); }
+
+int ebb_audio_decode_mpg123(const char *path, uint32_t rate, double max_seconds, float **out,
+                            uint64_t *frames, ebb_decode_info *info) {
+  *out = NULL;
+  *frames = 0;
+  long long fsize;
+  int rc = file_checks(path, &fsize);
+  if (rc < 0)
+    return rc;
+  pthread_once(&mpg123_once, mpg123_init_once);
+  if (mpg123_init_rc != MPG123_OK)
+    return ebb_seterr(EBB_ENOLIB, "%s: libmpg123 failed to initialise: %s", path,
+                      mpg123_plain_strerror(mpg123_init_rc));
+  int err = MPG123_OK;
+  mpg123_handle *mh = mpg123_new(NULL, &err);
+  if (!mh)
+    return ebb_seterr(EBB_ENOMEM, "%s: libmpg123: %s", path, mpg123_plain_strerror(err));
+  float *mono = NULL, *buf = NULL;
+  uint64_t n = 0, cap = 0;
+  long src_rate = 0;
+  int channels = 0, enc = 0;
+  mpg123_param(mh, MPG123_ADD_FLAGS, MPG123_FORCE_FLOAT | MPG123_QUIET, 0.0);
+  if (mpg123_open(mh, path) != MPG123_OK) {
+    rc = ebb_seterr(EBB_EINPUT, "%s: cannot open as MP3: %s", path, mpg123_strerror(mh));
+    goto done;
+  }
+  if (mpg123_getformat(mh, &src_rate, &channels, &enc) != MPG123_OK) {
+    rc = ebb_seterr(EBB_EINPUT, "%s: not a readable MP3 (no MPEG audio frame found): %s", path,
+                    mpg123_strerror(mh));
+    goto done;
+  }
+  if (enc != MPG123_ENC_FLOAT_32) {
+    rc = ebb_seterr(EBB_EIO, "%s: libmpg123 did not give float samples (encoding 0x%x)", path, enc);
+    goto done;
+  }
+  if ((rc = check_header(path, (uint32_t)src_rate, (uint32_t)channels, max_seconds, -1)) < 0)
+    goto done;
+  /* Fix the output format so a stream that changes it mid-way is refused. */
+  mpg123_format_none(mh);
+  mpg123_format(mh, src_rate, channels, MPG123_ENC_FLOAT_32);
+  size_t bytes = sizeof(float) * READ_BLOCK * (size_t)channels;
+  if (!(buf = malloc(bytes))) {
+    rc = ebb_seterr(EBB_ENOMEM, "%s: out of host memory", path);
+    goto done;
+  }
+  uint64_t limit = (uint64_t)(max_seconds * (double)src_rate) + 1;
+  for (;;) {
+    size_t done_bytes = 0;
+    int r = mpg123_read(mh, buf, bytes, &done_bytes);
+    uint64_t got = done_bytes / (sizeof(float) * (size_t)channels);
+    if (got && (rc = append_mono(&mono, &n, &cap, buf, got, (uint32_t)channels, path)) < 0)
+      goto done;
+    if (n > limit) {
+      rc = ebb_seterr(EBB_EINPUT, "%s: more than max_seconds (%g s) of audio", path, max_seconds);
+      goto done;
+    }
+    if (r == MPG123_DONE)
+      break;
+    if (r == MPG123_NEW_FORMAT) {
+      long r2;
+      int c2, e2;
+      mpg123_getformat(mh, &r2, &c2, &e2);
+      if (r2 != src_rate || c2 != channels) {
+        rc = ebb_seterr(EBB_EINPUT, "%s: the MP3 changes format mid-stream (%ld Hz %d ch -> %ld Hz %d ch)",
+                        path, src_rate, channels, r2, c2);
+        goto done;
+      }
+      continue;
+    }
+    if (r != MPG123_OK) {
+      rc = ebb_seterr(EBB_EINPUT, "%s: MP3 decoding failed after %" PRIu64 " frames: %s", path, n,
+                      mpg123_strerror(mh));
+      goto done;
+    }
+  }
+  if (info) {
+    info->rate = (uint32_t)src_rate;
+    info->channels = (uint32_t)channels;
+    info->frames = n;
+    info->via = "libmpg123";
+  }
+  rc = finish(path, mono, n, (uint32_t)src_rate, rate, out, frames);
+  mono = NULL;
+done:
+  free(buf);
+  free(mono);
+  mpg123_close(mh);
+  mpg123_delete(mh);
+  return rc;
+}
+
+/* --- libsndfile ------------------------------------------------------------ */
+
+static int looks_like_mp3(const char *path) {
+  const char *dot = strrchr(path, '.');
+  if (dot && strcasecmp(dot, ".mp3") == 0)
+    return 1;
+  unsigned char b[3] = {0};
+  FILE *f = fopen(path, "rb");
+  if (!f)
+    return 0;
+  size_t got = fread(b, 1, 3, f);
+  fclose(f);
+  return got == 3 && (memcmp(b, "ID3", 3) == 0 || (b[0] == 0xFF && (b[1] & 0xE0) == 0xE0));
+}
+
+int ebb_audio_decode(const char *path, uint32_t rate, double max_seconds, float **out,
+                     uint64_t *frames, ebb_decode_info *info) {
+  *out = NULL;
+  *frames = 0;
+  if (rate < 1000 || rate > EBB_DECODE_MAX_RATE)
+    return ebb_seterr(EBB_EINVAL, "decode: working rate %u Hz out of range (1000..%u)", rate,
+                      EBB_DECODE_MAX_RATE);
+  if (!(max_seconds > 0))
+    return ebb_seterr(EBB_EINVAL, "decode: max_seconds must be > 0 (got %g)", max_seconds);
+  long long fsize;
+  int rc = file_checks(path, &fsize);
+  if (rc < 0)
+    return rc;
+  SF_INFO sfi;
+  memset(&sfi, 0, sizeof sfi);
+  SNDFILE *sf = sf_open(path, SFM_READ, &sfi);
+  if (!sf) {
+    const char *why = sf_strerror(NULL);
+    if (looks_like_mp3(path))
+      return ebb_audio_decode_mpg123(path, rate, max_seconds, out, frames, info);
+    return ebb_seterr(EBB_EINPUT, "%s: unreadable audio file: %s", path, why);
+  }
+  float *mono = NULL, *buf = NULL;
+  uint64_t n = 0, cap = 0;
+  int major = sfi.format & SF_FORMAT_TYPEMASK;
+  if ((rc = check_header(path, (uint32_t)(sfi.samplerate < 0 ? 0 : sfi.samplerate),
+                         (uint32_t)(sfi.channels < 0 ? 0 : sfi.channels), max_seconds,
+                         sfi.frames)) < 0)
+    goto done;
+  if (sfi.frames == 0) {
+    rc = ebb_seterr(EBB_EINPUT, "%s: empty: the file holds no audio frames", path);
+    goto done;
+  }
+  if ((major == SF_FORMAT_WAV || major == SF_FORMAT_WAVEX) &&
+      (rc = check_wav_truncation(path, fsize)) < 0)
+    goto done;
+  if (!(buf = malloc(sizeof(float) * READ_BLOCK * (size_t)sfi.channels))) {
+    rc = ebb_seterr(EBB_ENOMEM, "%s: out of host memory", path);
+    goto done;
+  }
+  for (;;) {
+    sf_count_t got = sf_readf_float(sf, buf, READ_BLOCK);
+    if (got <= 0)
+      break;
+    if ((rc = append_mono(&mono, &n, &cap, buf, (uint64_t)got, (uint32_t)sfi.channels, path)) < 0)
+      goto done;
+  }
+  if (sf_error(sf) != SF_ERR_NO_ERROR) {
+    rc = ebb_seterr(EBB_EINPUT, "%s: read failed after %" PRIu64 " frames: %s", path, n,
+                    sf_strerror(sf));
+    goto done;
+  }
+  /* Compressed formats whose length is only an estimate (MPEG) may differ;
+   * anything else that delivers fewer frames than it declares is cut short. */
+  if (major != SF_FORMAT_MPEG && sfi.frames > 0 && n < (uint64_t)sfi.frames) {
+    rc = ebb_seterr(EBB_EINPUT, "%s: truncated: the header declares %lld frames, the file holds %" PRIu64,
+                    path, (long long)sfi.frames, n);
+    goto done;
+  }
+  if ((double)n / sfi.samplerate > max_seconds) {
+    rc = ebb_seterr(EBB_EINPUT, "%s: %.1f s of audio is longer than max_seconds (%g s)", path,
+                    (double)n / sfi.samplerate, max_seconds);
+    goto done;
+  }
+  if (info) {
+    info->rate = (uint32_t)sfi.samplerate;
+    info->channels = (uint32_t)sfi.channels;
+    info->frames = n;
+    info->via = "libsndfile";
+  }
+  rc = finish(path, mono, n, (uint32_t)sfi.samplerate, rate, out, frames);
+  mono = NULL;
+done:
+  free(buf);
+  free(mono);
+  sf_close(sf);
+  return rc;
+}
+
+/* --- the stage ------------------------------------------------------------- */
+
+typedef struct dec_state {
+  uint32_t rate;
+  double max_seconds;
+} dec_state;
+
+static const char dec_schema[] =
+    "{"
+    "\"rate\": {\"type\": \"integer\", \"default\": 16000, \"description\": \"working sample rate in Hz (mono)\"},"
+    "\"max_seconds\": {\"type\": \"number\", \"default\": 900, \"description\": \"longest input accepted, seconds\"}"
+    "}";
+
+static int dec_fail(ebb_stage_ctx *ctx, int rc) {
+  ebb_set_error(ctx, rc, ebb_errmsg());
+  return rc;
+}
+
+static int dec_load(ebb_stage_ctx *ctx, const char *options_json, void **state) {
+  dec_state *st = calloc(1, sizeof *st);
+  if (!st)
+    return ebb_set_error(ctx, EBB_ENOMEM, "decode: out of host memory");
+  st->rate = 16000;
+  st->max_seconds = 900;
+  int rc = 0;
+  if (options_json && *options_json) {
+    json_error_t jerr;
+    json_t *root = json_loads(options_json, 0, &jerr), *v;
+    if (!root || !json_is_object(root)) {
+      rc = ebb_seterr(EBB_ECONFIG, "decode: options are not a JSON object (line %d: %s)",
+                      jerr.line, jerr.text);
+    } else {
+      if ((v = json_object_get(root, "rate")) && json_is_integer(v)) {
+        json_int_t r = json_integer_value(v);
+        if (r < 1000 || r > (json_int_t)EBB_DECODE_MAX_RATE)
+          rc = ebb_seterr(EBB_ECONFIG, "decode: option rate=%lld must be in 1000..%u",
+                          (long long)r, EBB_DECODE_MAX_RATE);
+        else
+          st->rate = (uint32_t)r;
+      }
+      if ((v = json_object_get(root, "max_seconds")) && json_is_number(v)) {
+        double m = json_number_value(v);
+        if (!(m > 0 && m <= 86400))
+          rc = ebb_seterr(EBB_ECONFIG, "decode: option max_seconds=%g must be in (0, 86400]", m);
+        else
+          st->max_seconds = m;
+      }
+    }
+    json_decref(root);
+  }
+  if (rc < 0) {
+    free(st);
+    return dec_fail(ctx, rc);
+  }
+  *state = st;
+  return 0;
+}
+
+static int dec_run(ebb_stage_ctx *ctx, void *state, const ebb_items *in, ebb_items *out) {
+  dec_state *st = state;
+  ebb_item_info it;
+  memset(&it, 0, sizeof it);
+  it.size = sizeof it;
+  if (ctx->host->item_find(in, "input", &it) < 0 || it.kind != EBB_ITEM_FILE || !it.text)
+    return ebb_set_error(ctx, EBB_EINPUT, "decode: the job has no FILE item \"input\"");
+  float *pcm = NULL;
+  uint64_t n = 0;
+  ebb_decode_info info;
+  memset(&info, 0, sizeof info);
+  int rc = ebb_audio_decode(it.text, st->rate, st->max_seconds, &pcm, &n, &info);
+  if (rc < 0)
+    return dec_fail(ctx, rc);
+  rc = ctx->host->add_audio(out, "audio", pcm, n, 1, st->rate);
+  free(pcm);
+  if (rc < 0)
+    return dec_fail(ctx, ebb_errctx(rc, "decode: adding \"audio\": "));
+  char msg[768];
+  snprintf(msg, sizeof msg, "%s: %.2f s, %u Hz x %u ch via %s -> %u Hz mono", it.text,
+           (double)info.frames / info.rate, info.rate, info.channels, info.via, st->rate);
+  ebb_stage_log(ctx, 1, msg);
+  return 0;
+}
+
+static void dec_unload(ebb_stage_ctx *ctx, void *state) {
+  (void)ctx;
+  free(state);
+}
+
+const ebb_stage ebb_stage_decode = {
+    .abi_version = EBB_STAGE_ABI_VERSION,
+    .size = sizeof(ebb_stage),
+    .name = "decode",
+    .version = 1,
+    .description = "audio file (WAV, FLAC, OGG, MP3) -> mono float PCM at the working rate",
+    .options_schema = dec_schema,
+    .needs_gpu = 0,
+    .load = dec_load,
+    .run = dec_run,
+    .unload = dec_unload,
+    .release = NULL,
+};

@@ -1,0 +1,219 @@
+#include "stages/audio/dsp_repet.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "ebb/error.h"
+
+/* k-th smallest (0-based) of v[0..n-1], partially reordering v (Hoare's
+ * selection with a median-of-three pivot; insertion sort for short runs). */
+static float select_kth(float *v, int n, int k) {
+  int lo = 0, hi = n - 1;
+  while (hi - lo > 16) {
+    int mid = lo + (hi - lo) / 2;
+    float a = v[lo], b = v[mid], c = v[hi];
+    float pivot = (a < b) ? ((b < c) ? b : (a < c ? c : a)) : ((a < c) ? a : (b < c ? c : b));
+    int i = lo, j = hi;
+    while (i <= j) {
+      while (v[i] < pivot)
+        i++;
+      while (v[j] > pivot)
+        j--;
+      if (i <= j) {
+        float t = v[i];
+        v[i] = v[j];
+        v[j] = t;
+        i++;
+        j--;
+      }
+    }
+    if (k <= j)
+      hi = j;
+    else if (k >= i)
+      lo = i;
+    else
+      return v[k];
+  }
+  for (int i = lo + 1; i <= hi; i++) {
+    float x = v[i];
+    int j = i - 1;
+    while (j >= lo && v[j] > x) {
+      v[j + 1] = v[j];
+      j--;
+    }
+    v[j + 1] = x;
+  }
+  return v[k];
+}
+
+float ebb_dsp_median(float *v, int n) {
+  if (n % 2)
+    return select_kth(v, n, n / 2);
+  float hi = select_kth(v, n, n / 2);
+  /* after selection everything below n/2 is <= hi: the lower middle is their max */
+  float lo = v[0];
+  for (int i = 1; i < n / 2; i++)
+    if (v[i] > lo)
+      lo = v[i];
+  return 0.5f * (lo + hi);
+}
+
+/* Unit-norm similarity features: sums over `pool` adjacent bins. */
+static void make_features(const float *mag, int nframes, int nbins, int pool, int nfeat,
+                          float *feat) {
+  for (int f = 0; f < nframes; f++) {
+    const float *m = mag + (long long)f * nbins;
+    float *o = feat + (long long)f * nfeat;
+    double norm = 0;
+    for (int b = 0; b < nfeat; b++) {
+      float s = 0;
+      int k1 = (b + 1) * pool < nbins ? (b + 1) * pool : nbins;
+      for (int k = b * pool; k < k1; k++)
+        s += m[k];
+      o[b] = s;
+      norm += (double)s * s;
+    }
+    float inv = norm > 0 ? (float)(1.0 / sqrt(norm)) : 0.0f;
+    for (int b = 0; b < nfeat; b++)
+      o[b] *= inv;
+  }
+}
+
+/* The repeating frames of frame j: itself, then the highest local maxima of
+ * its similarity row (similarity > 0) at least min_dist from every frame
+ * already chosen. Returns how many (<= k) went into picks. */
+static int pick_similar(const float *feat, int nfeat, int nframes, int j,
+                        const ebb_repet_params *p, float *row, int *cand, int *picks) {
+  int lo = j - p->max_lag < 0 ? 0 : j - p->max_lag;
+  int hi = j + p->max_lag > nframes - 1 ? nframes - 1 : j + p->max_lag;
+  const float *fj = feat + (long long)j * nfeat;
+  for (int i = lo; i <= hi; i++) {
+    const float *fi = feat + (long long)i * nfeat;
+    float s = 0;
+    for (int b = 0; b < nfeat; b++)
+      s += fj[b] * fi[b];
+    row[i - lo] = s;
+  }
+  int ncand = 0;
+  for (int i = lo; i <= hi; i++) {
+    float s = row[i - lo];
+    if (s <= 0 || abs(i - j) < p->min_dist)
+      continue;
+    if (i > lo && row[i - lo - 1] > s)
+      continue;
+    if (i < hi && row[i - lo + 1] >= s)
+      continue;
+    cand[ncand++] = i;
+  }
+  int npick = 0;
+  picks[npick++] = j;
+  while (npick < p->k) {
+    int best = -1;
+    for (int c = 0; c < ncand; c++) {
+      if (cand[c] < 0)
+        continue;
+      if (best < 0 || row[cand[c] - lo] > row[cand[best] - lo] ||
+          (row[cand[c] - lo] == row[cand[best] - lo] && cand[c] < cand[best]))
+        best = c;
+    }
+    if (best < 0)
+      break;
+    int chosen = cand[best];
+    picks[npick++] = chosen;
+    for (int c = 0; c < ncand; c++)
+      if (cand[c] >= 0 && abs(cand[c] - chosen) < p->min_dist)
+        cand[c] = -1;
+  }
+  return npick;
+}
+
+/* H (median along time) and P (median along frequency) -> vocal *= H^2/(H^2+P^2). */
+static int apply_hpss(const float *mag, int nframes, int nbins, const ebb_repet_params *p,
+                      float *mask) {
+  int ht = p->hpss_time / 2, hf = p->hpss_freq / 2;
+  float *win = malloc(sizeof(float) * (size_t)(p->hpss_time + p->hpss_freq + 2));
+  float *harm = malloc(sizeof(float) * (size_t)nframes * (size_t)nbins);
+  if (!win || !harm) {
+    free(win);
+    free(harm);
+    return ebb_seterr(EBB_ENOMEM, "separate: out of host memory for the harmonic mask (%d x %d)",
+                      nframes, nbins);
+  }
+  for (int k = 0; k < nbins; k++)
+    for (int f = 0; f < nframes; f++) {
+      int n = 0;
+      for (int g = f - ht; g <= f + ht; g++)
+        if (g >= 0 && g < nframes)
+          win[n++] = mag[(long long)g * nbins + k];
+      harm[(long long)f * nbins + k] = ebb_dsp_median(win, n);
+    }
+  for (int f = 0; f < nframes; f++)
+    for (int k = 0; k < nbins; k++) {
+      int n = 0;
+      const float *m = mag + (long long)f * nbins;
+      for (int q = k - hf; q <= k + hf; q++)
+        if (q >= 0 && q < nbins)
+          win[n++] = m[q];
+      float perc = ebb_dsp_median(win, n);
+      float h = harm[(long long)f * nbins + k];
+      float h2 = h * h, p2 = perc * perc;
+      float mh = h2 + p2 > 0 ? h2 / (h2 + p2) : 0.0f;
+      mask[(long long)f * nbins + k] *= mh;
+    }
+  free(harm);
+  free(win);
+  return 0;
+}
+
+int ebb_repet_vocal_mask(const float *mag, int nframes, int nbins, const ebb_repet_params *p,
+                         float *mask) {
+  if (nframes < 1 || nbins < 2 || p->k < 1 || p->min_dist < 1 || p->max_lag < 1 ||
+      p->pool < 1 || (p->hpss && (p->hpss_time < 1 || p->hpss_freq < 1)) ||
+      !(p->outside_gain >= 0 && p->outside_gain <= 1))
+    return ebb_seterr(EBB_EINVAL,
+                      "separate: bad mask parameters (frames %d, bins %d, k %d, min_dist %d, "
+                      "max_lag %d, pool %d, outside_gain %g)",
+                      nframes, nbins, p->k, p->min_dist, p->max_lag, p->pool,
+                      (double)p->outside_gain);
+  int rc = 0;
+  int nfeat = (nbins + p->pool - 1) / p->pool;
+  int wlen = 2 * p->max_lag + 1;
+  float *feat = malloc(sizeof(float) * (size_t)nframes * (size_t)nfeat);
+  float *row = malloc(sizeof(float) * (size_t)wlen);
+  int *cand = malloc(sizeof(int) * (size_t)wlen);
+  int *picks = malloc(sizeof(int) * (size_t)p->k);
+  float *vals = malloc(sizeof(float) * (size_t)p->k);
+  if (!feat || !row || !cand || !picks || !vals) {
+    rc = ebb_seterr(EBB_ENOMEM, "separate: out of host memory for the similarity of %d frames",
+                    nframes);
+    goto done;
+  }
+  make_features(mag, nframes, nbins, p->pool, nfeat, feat);
+  for (int j = 0; j < nframes; j++) {
+    int np = pick_similar(feat, nfeat, nframes, j, p, row, cand, picks);
+    const float *v = mag + (long long)j * nbins;
+    float *m = mask + (long long)j * nbins;
+    for (int k = 0; k < nbins; k++) {
+      for (int q = 0; q < np; q++)
+        vals[q] = mag[(long long)picks[q] * nbins + k];
+      float w = ebb_dsp_median(vals, np);
+      if (w > v[k])
+        w = v[k];
+      m[k] = v[k] > 0 ? 1.0f - w / v[k] : 0.0f;
+    }
+  }
+  if (p->hpss && (rc = apply_hpss(mag, nframes, nbins, p, mask)) < 0)
+    goto done;
+  for (int f = 0; f < nframes; f++)
+    for (int k = 0; k < nbins; k++)
+      if (k < p->band_lo || k > p->band_hi)
+        mask[(long long)f * nbins + k] *= p->outside_gain;
+done:
+  free(vals);
+  free(picks);
+  free(cand);
+  free(row);
+  free(feat);
+  return rc;
+}

@@ -1,0 +1,45 @@
+/* The time-frequency mask of the `separate` stage, computed on the host from
+ * a magnitude spectrogram (frame-major: mag[f * nbins + k]).
+ *
+ * Method: REPET-SIM (Z. Rafii and B. Pardo, "Music/Voice Separation using the
+ * Similarity Matrix", ISMIR 2012). The accompaniment of popular music repeats;
+ * for every frame, the k frames most similar to it (cosine similarity of
+ * magnitude spectra, peaks at least min_dist frames apart, the frame itself
+ * included) are found, their element-wise median is the repeating-background
+ * model W = min(median, V), and W / V is a soft background mask; the vocal
+ * mask is 1 - W / V. Two refinements, both optional:
+ *  - harmonic/percussive separation by median filtering (D. Fitzgerald,
+ *    "Harmonic/Percussive Separation using Median Filtering", DAFx 2010): the
+ *    vocal mask is multiplied by the harmonic Wiener-like mask H^2/(H^2+P^2)
+ *    (H: median along time, P: median along frequency), since a voice is
+ *    harmonic and drum hits are not;
+ *  - a vocal band: outside [band_lo, band_hi] bins the vocal mask is scaled
+ *    by outside_gain.
+ * Engineering limits (documented in docs/songtrace.md): similarity is taken
+ * over bands of `pool` adjacent bins and within +-max_lag frames, so a whole
+ * song costs O(frames * max_lag * bins / pool) instead of O(frames^2 * bins). */
+#ifndef EBB_STAGES_AUDIO_DSP_REPET_H
+#define EBB_STAGES_AUDIO_DSP_REPET_H
+
+typedef struct ebb_repet_params {
+  int k;              /* repeating frames per frame, self included (>= 1) */
+  int min_dist;       /* frames between two chosen frames (>= 1) */
+  int max_lag;        /* search window half-width in frames (>= 1) */
+  int pool;           /* bins per similarity band (>= 1) */
+  int hpss;           /* 1: apply the harmonic mask */
+  int hpss_time;      /* harmonic median length in frames (odd) */
+  int hpss_freq;      /* percussive median length in bins (odd) */
+  int band_lo, band_hi; /* vocal band, bins (inclusive) */
+  float outside_gain; /* vocal mask gain outside the band, 0..1 */
+} ebb_repet_params;
+
+/* Writes the vocal soft mask (values in [0, 1], nframes * nbins floats) for
+ * mag. Caller owns both buffers. EBB_EINVAL for bad parameters, EBB_ENOMEM. */
+int ebb_repet_vocal_mask(const float *mag, int nframes, int nbins, const ebb_repet_params *p,
+                         float *mask);
+
+/* The median of v[0..n-1] (n >= 1; mean of the two middle values when n is
+ * even). Reorders v. */
+float ebb_dsp_median(float *v, int n);
+
+#endif

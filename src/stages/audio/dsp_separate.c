@@ -1,0 +1,288 @@
+/* The separation algorithm behind the `separate` stage (separate.h): the CPU
+ * path (FFTW) and the GPU path (ebb's kernels through ctx->host). Both compute
+ * the mask with ebb_repet_vocal_mask on the host from the magnitudes. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "stages/audio/separate.h"
+#include "stages/kernels/kernels.h"
+#include "stages/kernels/sep_kernels.h"
+
+void ebb_sep_options_default(ebb_sep_options *o) {
+  o->n_fft = 1024;
+  o->hop = 256;
+  o->repeats = 10;
+  o->min_distance_s = 1.0;
+  o->max_lag_s = 30.0;
+  o->pool = 4;
+  o->hpss = 1;
+  o->hpss_time_s = 0.2;
+  o->hpss_freq_hz = 500.0;
+  o->vocal_low_hz = 80.0;
+  o->vocal_high_hz = 6000.0;
+  o->outside_gain = 0.3;
+}
+
+static int odd_at_least_1(double v) {
+  int n = (int)lround(v);
+  if (n < 1)
+    n = 1;
+  return n | 1;
+}
+
+int ebb_sep_plan(const ebb_sep_options *o, uint32_t rate, long long nx, ebb_stft_shape *shape,
+                 ebb_repet_params *rp) {
+  if (rate == 0)
+    return ebb_seterr(EBB_EINVAL, "separate: sample rate 0");
+  int rc = ebb_stft_shape_init(shape, o->n_fft, o->hop, nx);
+  if (rc < 0)
+    return rc;
+  if (o->repeats < 1 || o->repeats > 100)
+    return ebb_seterr(EBB_EINVAL, "separate: option repeats=%d must be in 1..100", o->repeats);
+  if (!(o->min_distance_s >= 0 && o->min_distance_s <= 60))
+    return ebb_seterr(EBB_EINVAL, "separate: option min_distance=%g s must be in 0..60",
+                      o->min_distance_s);
+  if (!(o->max_lag_s > 0 && o->max_lag_s <= 600))
+    return ebb_seterr(EBB_EINVAL, "separate: option max_lag=%g s must be in (0, 600]",
+                      o->max_lag_s);
+  if (o->pool < 1 || o->pool > shape->nbins)
+    return ebb_seterr(EBB_EINVAL, "separate: option similarity_pool=%d must be in 1..%d", o->pool,
+                      shape->nbins);
+  if (!(o->vocal_low_hz >= 0 && o->vocal_high_hz > o->vocal_low_hz))
+    return ebb_seterr(EBB_EINVAL, "separate: vocal band %g..%g Hz is empty", o->vocal_low_hz,
+                      o->vocal_high_hz);
+  if (!(o->outside_gain >= 0 && o->outside_gain <= 1))
+    return ebb_seterr(EBB_EINVAL, "separate: option outside_gain=%g must be in 0..1",
+                      o->outside_gain);
+  double fps = (double)rate / o->hop, hz_per_bin = (double)rate / o->n_fft;
+  memset(rp, 0, sizeof *rp);
+  rp->k = o->repeats;
+  rp->min_dist = (int)lround(o->min_distance_s * fps);
+  if (rp->min_dist < 1)
+    rp->min_dist = 1;
+  double lag = o->max_lag_s * fps;
+  rp->max_lag = lag > shape->nframes ? shape->nframes : (int)lround(lag);
+  if (rp->max_lag < 1)
+    rp->max_lag = 1;
+  rp->pool = o->pool;
+  rp->hpss = o->hpss;
+  rp->hpss_time = odd_at_least_1(o->hpss_time_s * fps);
+  rp->hpss_freq = odd_at_least_1(o->hpss_freq_hz / hz_per_bin);
+  rp->band_lo = (int)floor(o->vocal_low_hz / hz_per_bin);
+  rp->band_hi = (int)ceil(o->vocal_high_hz / hz_per_bin);
+  rp->outside_gain = (float)o->outside_gain;
+  return 0;
+}
+
+/* --- CPU path ------------------------------------------------------------ */
+
+int ebb_separate_cpu(const ebb_sep_options *o, uint32_t rate, const float *x, long long nx,
+                     float *voc, float *acc, float *mag_out) {
+  ebb_stft_shape s;
+  ebb_repet_params rp;
+  int rc = ebb_sep_plan(o, rate, nx, &s, &rp);
+  if (rc < 0)
+    return rc;
+  size_t cells = (size_t)s.nframes * (size_t)s.nbins;
+  float *spec = malloc(sizeof(float) * 2 * cells);
+  float *vspec = malloc(sizeof(float) * 2 * cells);
+  float *mag = mag_out ? mag_out : malloc(sizeof(float) * cells);
+  float *mask = malloc(sizeof(float) * cells);
+  if (!spec || !vspec || !mag || !mask) {
+    rc = ebb_seterr(EBB_ENOMEM, "separate: out of host memory for a %d x %d spectrogram",
+                    s.nframes, s.nbins);
+    goto done;
+  }
+  if ((rc = ebb_stft_forward_cpu(&s, x, spec, mag)) < 0)
+    goto done;
+  if ((rc = ebb_repet_vocal_mask(mag, s.nframes, s.nbins, &rp, mask)) < 0)
+    goto done;
+  for (size_t c = 0; c < cells; c++) {
+    float m = mask[c], am = 1.0f - m;
+    float re = spec[2 * c], im = spec[2 * c + 1];
+    vspec[2 * c] = re * m;
+    vspec[2 * c + 1] = im * m;
+    spec[2 * c] = re * am;
+    spec[2 * c + 1] = im * am;
+  }
+  if ((rc = ebb_stft_inverse_cpu(&s, vspec, voc)) < 0)
+    goto done;
+  rc = ebb_stft_inverse_cpu(&s, spec, acc);
+done:
+  free(mask);
+  if (mag != mag_out)
+    free(mag);
+  free(vspec);
+  free(spec);
+  return rc;
+}
+
+/* --- GPU path ------------------------------------------------------------ */
+
+typedef struct gpu_run {
+  ebb_stage_ctx *ctx;
+  const void *image;
+  int launched; /* a launch has succeeded */
+  uint64_t d_x, d_win, d_tw, d_mix, d_voc, d_mag, d_mask, d_y;
+} gpu_run;
+
+static int host_err(gpu_run *g, int rc, const char *what) {
+  (void)g;
+  if (rc == 0)
+    return 0;
+  return ebb_errctx(rc, "separate (GPU path): %s: ", what);
+}
+
+static int launch(gpu_run *g, const char *name, unsigned grid, unsigned block, unsigned shmem,
+                  void **params) {
+  const unsigned gr[3] = {grid, 1, 1}, bl[3] = {block, 1, 1};
+  /* Launching by name runs the host twin on the fake GPU: every kernel must
+   * have one (this reference also keeps the twins linked in). */
+  if (!g->image && !ebb_sep_kernel_has_twin(name))
+    return ebb_seterr(EBB_EINVAL, "separate: kernel %s has no host twin", name);
+  int rc = g->ctx->host->launch(g->ctx, g->image, name, gr, bl, shmem, params);
+  if (rc < 0) {
+    if (!g->launched && !g->image)
+      return ebb_seterr(EBB_EUNSUPPORTED,
+                        "separate: kernel %s cannot be launched by name (no kernel image was "
+                        "built: nvcc absent) on this device",
+                        name);
+    return ebb_errctx(rc, "separate: kernel %s (grid %u, block %u): ", name, grid, block);
+  }
+  g->launched = 1;
+  return 0;
+}
+
+static int alloc(gpu_run *g, size_t bytes, uint64_t *d) {
+  int rc = ebb_dev_alloc(g->ctx, bytes ? bytes : 4, d);
+  if (rc < 0)
+    return ebb_errctx(rc, "separate: device allocation of %zu bytes: ", bytes);
+  return 0;
+}
+
+static int inverse_to_host(gpu_run *g, const ebb_stft_shape *s, uint64_t d_frames, float *out) {
+  int n = s->n, log2n = s->log2n, hop = s->hop, pad = s->pad, nf = s->nframes;
+  unsigned bs = (unsigned)(n / 2 < EBB_KERNEL_MAX_THREADS ? n / 2 : EBB_KERNEL_MAX_THREADS);
+  float sign = -1.0f, scale = 1.0f / (float)n;
+  void *fp[] = {&d_frames, &g->d_tw, &n, &log2n, &sign, &scale};
+  int rc = launch(g, "ebb_fft_radix2", (unsigned)nf, bs, (unsigned)(sizeof(float) * 2 * n), fp);
+  if (rc < 0)
+    return rc;
+  long long ny = s->nx;
+  if (ny == 0)
+    return 0;
+  void *op[] = {&d_frames, &g->d_win, &g->d_y, &ny, &n, &hop, &pad, &nf};
+  unsigned blocks = (unsigned)((ny + EBB_KERNEL_OLA_THREADS - 1) / EBB_KERNEL_OLA_THREADS);
+  if ((rc = launch(g, "ebb_istft_overlap_add", blocks, EBB_KERNEL_OLA_THREADS, 0, op)) < 0)
+    return rc;
+  return host_err(g, g->ctx->host->copy_dtoh(g->ctx, out, g->d_y, sizeof(float) * (size_t)ny),
+                  "copying the output to the host");
+}
+
+uint64_t ebb_separate_gpu_bytes(const ebb_sep_options *o, uint32_t rate, long long nx) {
+  ebb_stft_shape s;
+  ebb_repet_params rp;
+  if (ebb_sep_plan(o, rate, nx, &s, &rp) < 0)
+    return 0;
+  uint64_t cells = (uint64_t)s.nframes * (uint64_t)s.nbins;
+  uint64_t frames = (uint64_t)s.nframes * (uint64_t)s.n * 2;
+  return 4 * (2 * (uint64_t)nx + 2 * (uint64_t)s.n + 2 * frames + 2 * cells);
+}
+
+int ebb_separate_gpu(ebb_stage_ctx *ctx, const void *image, const ebb_sep_options *o,
+                     uint32_t rate, const float *x, long long nx, float *voc, float *acc,
+                     float *mag_out) {
+  ebb_stft_shape s;
+  ebb_repet_params rp;
+  int rc = ebb_sep_plan(o, rate, nx, &s, &rp);
+  if (rc < 0)
+    return rc;
+  gpu_run g = {.ctx = ctx, .image = image};
+  int n = s.n, nbins = s.nbins, hop = s.hop, pad = s.pad, log2n = s.log2n, nf = s.nframes;
+  size_t cells = (size_t)nf * (size_t)nbins;
+  size_t frame_bytes = sizeof(float) * 2 * (size_t)n * (size_t)nf;
+  unsigned bs = (unsigned)(n / 2 < EBB_KERNEL_MAX_THREADS ? n / 2 : EBB_KERNEL_MAX_THREADS);
+  float *tables = malloc(sizeof(float) * 2 * (size_t)n);
+  float *mag = mag_out ? mag_out : malloc(sizeof(float) * cells);
+  float *mask = malloc(sizeof(float) * cells);
+  if (!tables || !mag || !mask) {
+    rc = ebb_seterr(EBB_ENOMEM, "separate: out of host memory for a %d x %d spectrogram", nf,
+                    nbins);
+    goto done;
+  }
+  ebb_stft_hann(n, tables);
+  ebb_stft_twiddles(n, tables + n);
+  if ((rc = alloc(&g, sizeof(float) * (size_t)nx, &g.d_x)) < 0 ||
+      (rc = alloc(&g, sizeof(float) * (size_t)n, &g.d_win)) < 0 ||
+      (rc = alloc(&g, sizeof(float) * (size_t)n, &g.d_tw)) < 0 ||
+      (rc = alloc(&g, frame_bytes, &g.d_mix)) < 0 || (rc = alloc(&g, frame_bytes, &g.d_voc)) < 0 ||
+      (rc = alloc(&g, sizeof(float) * cells, &g.d_mag)) < 0 ||
+      (rc = alloc(&g, sizeof(float) * cells, &g.d_mask)) < 0 ||
+      (rc = alloc(&g, sizeof(float) * (size_t)nx, &g.d_y)) < 0)
+    goto done;
+  if ((rc = host_err(&g, ctx->host->copy_htod(ctx, g.d_x, x, sizeof(float) * (size_t)nx),
+                     "copying the signal")) < 0 ||
+      (rc = host_err(&g, ctx->host->copy_htod(ctx, g.d_win, tables, sizeof(float) * (size_t)n),
+                     "copying the window")) < 0 ||
+      (rc = host_err(&g, ctx->host->copy_htod(ctx, g.d_tw, tables + n, sizeof(float) * (size_t)n),
+                     "copying the twiddles")) < 0)
+    goto done;
+
+  /* forward STFT and magnitudes */
+  long long nxl = nx;
+  void *wp[] = {&g.d_x, &nxl, &g.d_win, &g.d_mix, &n, &hop, &pad};
+  if ((rc = launch(&g, "ebb_stft_window", (unsigned)nf, bs, 0, wp)) < 0)
+    goto done;
+  float fwd = 1.0f, one = 1.0f;
+  void *fp[] = {&g.d_mix, &g.d_tw, &n, &log2n, &fwd, &one};
+  if ((rc = launch(&g, "ebb_fft_radix2", (unsigned)nf, bs, (unsigned)(sizeof(float) * 2 * n), fp)) < 0)
+    goto done;
+  void *mp[] = {&g.d_mix, &g.d_mag, &n, &nbins};
+  if ((rc = launch(&g, "ebb_stft_magnitude", (unsigned)nf, bs, 0, mp)) < 0)
+    goto done;
+  if ((rc = host_err(&g, ctx->host->copy_dtoh(ctx, mag, g.d_mag, sizeof(float) * cells),
+                     "copying the magnitudes")) < 0)
+    goto done;
+  if (ctx->host->progress)
+    ctx->host->progress(ctx, 0.2);
+  if (ebb_cancelled(ctx)) {
+    rc = ebb_seterr(EBB_ECANCELED, "separate: cancelled after the forward STFT");
+    goto done;
+  }
+
+  /* the mask, on the host (similarity search and medians) */
+  if ((rc = ebb_repet_vocal_mask(mag, nf, nbins, &rp, mask)) < 0)
+    goto done;
+  if (ctx->host->progress)
+    ctx->host->progress(ctx, 0.8);
+  if (ebb_cancelled(ctx)) {
+    rc = ebb_seterr(EBB_ECANCELED, "separate: cancelled after the mask");
+    goto done;
+  }
+  if ((rc = host_err(&g, ctx->host->copy_htod(ctx, g.d_mask, mask, sizeof(float) * cells),
+                     "copying the mask")) < 0)
+    goto done;
+
+  /* vocals into d_voc, accompaniment in place of the mixture */
+  void *ap[] = {&g.d_mix, &g.d_mask, &g.d_voc, &g.d_mix, &n, &nbins};
+  if ((rc = launch(&g, "ebb_sep_apply_mask", (unsigned)nf, bs, 0, ap)) < 0)
+    goto done;
+  if ((rc = inverse_to_host(&g, &s, g.d_voc, voc)) < 0)
+    goto done;
+  rc = inverse_to_host(&g, &s, g.d_mix, acc);
+done:
+  /* reverse order of allocation; a zero handle was never allocated */
+  uint64_t *bufs[] = {&g.d_y, &g.d_mask, &g.d_mag, &g.d_voc, &g.d_mix, &g.d_tw, &g.d_win, &g.d_x};
+  for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++)
+    if (*bufs[i]) {
+      ebb_dev_free(ctx, *bufs[i]);
+      *bufs[i] = 0;
+    }
+  free(mask);
+  if (mag != mag_out)
+    free(mag);
+  free(tables);
+  return rc;
+}

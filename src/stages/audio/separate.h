@@ -1,0 +1,66 @@
+/* The `separate` stage: vocals vs accompaniment from a mono mixture.
+ *
+ * Method: REPET-SIM (Rafii & Pardo, ISMIR 2012) with Fitzgerald's (DAFx 2010)
+ * median-filter harmonic mask and a vocal band, over an STFT (dsp_repet.h has
+ * the details). The mask is computed on the host from magnitudes; the STFT,
+ * magnitudes, mask application and inverse STFT run either on the CPU (FFTW,
+ * stft.h) or as ebb's own kernels (src/stages/kernels/separate.cu) launched
+ * through ctx->host (host twins on the fake GPU). The two paths agree to
+ * float rounding (tests/unit/stages_separate_paths.c).
+ *
+ * The functions below are the algorithm without the stage around it, so tests
+ * and bench/bench_separate.c call them directly. */
+#ifndef EBB_STAGES_AUDIO_SEPARATE_H
+#define EBB_STAGES_AUDIO_SEPARATE_H
+
+#include <stdint.h>
+
+#include "ebb/stage.h"
+#include "stages/audio/dsp_repet.h"
+#include "stages/audio/stft.h"
+
+/* Options in natural units (the stage's option names in brackets). */
+typedef struct ebb_sep_options {
+  int n_fft;             /* [n_fft] 1024 */
+  int hop;               /* [hop] 256 */
+  int repeats;           /* [repeats] k of REPET-SIM, 10 */
+  double min_distance_s; /* [min_distance] between repeating frames, 1.0 s */
+  double max_lag_s;      /* [max_lag] similarity search radius, 30 s */
+  int pool;              /* [similarity_pool] bins per similarity band, 4 */
+  int hpss;              /* [hpss] harmonic mask on, 1 */
+  double hpss_time_s;    /* harmonic median length, 0.2 s */
+  double hpss_freq_hz;   /* percussive median length, 500 Hz */
+  double vocal_low_hz;   /* [vocal_low_hz] 80 */
+  double vocal_high_hz;  /* [vocal_high_hz] 6000 */
+  double outside_gain;   /* [outside_gain] 0.3 */
+} ebb_sep_options;
+
+void ebb_sep_options_default(ebb_sep_options *o);
+
+/* The STFT shape and mask parameters for a signal of nx samples at rate.
+ * EBB_EINVAL naming the option when one is out of range. */
+int ebb_sep_plan(const ebb_sep_options *o, uint32_t rate, long long nx, ebb_stft_shape *shape,
+                 ebb_repet_params *rp);
+
+/* CPU path (FFTW). x, voc, acc: nx samples each, caller-owned; mag (optional,
+ * may be NULL): receives the mixture's magnitude spectrogram
+ * (shape.nframes * shape.nbins). */
+int ebb_separate_cpu(const ebb_sep_options *o, uint32_t rate, const float *x, long long nx,
+                     float *voc, float *acc, float *mag);
+
+/* GPU path: the same through ctx's device (ctx->host dev_alloc, copies,
+ * launch). image: the kernel image (ebb_kernels_image()), NULL to launch by
+ * name. Every device buffer (signal, the whole song's complex spectrogram
+ * twice, magnitudes, mask, output) is allocated through ctx, so the stage
+ * instance owns it, and freed before return on every path. When image is NULL
+ * and the first launch fails (a real GPU without a built image), returns
+ * EBB_EUNSUPPORTED so the caller can run the CPU path. */
+int ebb_separate_gpu(ebb_stage_ctx *ctx, const void *image, const ebb_sep_options *o,
+                     uint32_t rate, const float *x, long long nx, float *voc, float *acc,
+                     float *mag);
+
+/* Bytes of device memory ebb_separate_gpu takes for nx samples (0 when the
+ * options are invalid). */
+uint64_t ebb_separate_gpu_bytes(const ebb_sep_options *o, uint32_t rate, long long nx);
+
+#endif

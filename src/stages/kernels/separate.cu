@@ -1,0 +1,46 @@
+// STFT, masking and inverse STFT kernels of the `separate` stage. The
+// per-thread arithmetic lives in sep_kernels.h and is shared with the host
+// twins in sep_twins.c (the fake GPU runs those); keep the phase structure of
+// each kernel identical to its twin.
+#include "sep_kernels.h"
+
+// grid.x = frames, one block per frame.
+extern "C" __global__ void ebb_stft_window(const float *x, long long nx, const float *win,
+                                           float *frames, int n, int hop, int pad) {
+  ebb_k_window(threadIdx.x, blockDim.x, blockIdx.x, x, nx, win, frames, n, hop, pad);
+}
+
+// In-place radix-2 complex FFT of n = 2^log2n points, one frame per block,
+// n * 2 floats of dynamic shared memory.
+extern "C" __global__ void ebb_fft_radix2(float *frames, const float *tw, int n, int log2n,
+                                          float sign, float scale) {
+  extern __shared__ float sh[];
+  float *fr = frames + (long long)blockIdx.x * n * 2;
+  ebb_k_fft_load(threadIdx.x, blockDim.x, fr, sh, n, log2n);
+  __syncthreads();
+  for (int half = 1; half < n; half <<= 1) {
+    ebb_k_fft_stage(threadIdx.x, blockDim.x, sh, tw, n, half, sign);
+    __syncthreads();
+  }
+  ebb_k_fft_store(threadIdx.x, blockDim.x, fr, sh, n, scale);
+}
+
+// grid.x = frames.
+extern "C" __global__ void ebb_stft_magnitude(const float *frames, float *mag, int n,
+                                              int nbins) {
+  ebb_k_magnitude(threadIdx.x, blockDim.x, blockIdx.x, frames, mag, n, nbins);
+}
+
+// grid.x = frames.
+extern "C" __global__ void ebb_sep_apply_mask(const float *mix, const float *mask, float *voc,
+                                              float *acc, int n, int nbins) {
+  ebb_k_apply_mask(threadIdx.x, blockDim.x, blockIdx.x, mix, mask, voc, acc, n, nbins);
+}
+
+// grid.x = ceil(ny / blockDim.x), one thread per output sample.
+extern "C" __global__ void ebb_istft_overlap_add(const float *frames, const float *win,
+                                                 float *y, long long ny, int n, int hop,
+                                                 int pad, int nframes) {
+  long long s = (long long)blockIdx.x * blockDim.x + threadIdx.x;
+  ebb_k_overlap_add(s, frames, win, y, ny, n, hop, pad, nframes);
+}
