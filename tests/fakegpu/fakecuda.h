@@ -49,7 +49,8 @@ enum { FK_ALLOC_DEVICE = 1, FK_ALLOC_HOST, FK_ALLOC_IPC };
 struct fk_alloc {
   int kind;
   uint64_t addr;
-  size_t size;    /* mapped bytes */
+  size_t size;    /* bytes asked for: the range copies may touch */
+  size_t mapped;  /* bytes mapped (a device allocation: rounded up) */
   size_t charged; /* bytes counted against the device (rounded up) */
   int fd;         /* memfd of a device allocation; -1 otherwise */
   struct CUctx_st *ctx;

@@ -23,8 +23,8 @@ int fk_alloc_should_fail(void) {
 
 static void release_alloc(fk_alloc *a) {
   if (a->kind == FK_ALLOC_DEVICE && fk_cfg.poison)
-    memset((void *)(uintptr_t)a->addr, FK_POISON_BYTE, a->size);
-  munmap((void *)(uintptr_t)a->addr, a->size);
+    memset((void *)(uintptr_t)a->addr, FK_POISON_BYTE, a->mapped);
+  munmap((void *)(uintptr_t)a->addr, a->mapped);
   if (a->fd >= 0)
     close(a->fd);
   if (a->charged)
@@ -112,7 +112,8 @@ FK_API CUresult cuMemAlloc_v2(CUdeviceptr *dptr, size_t bytes) {
     goto out;
   }
   a->addr = (uint64_t)(uintptr_t)p;
-  a->size = charged;
+  a->size = bytes;
+  a->mapped = charged;
   a->charged = charged;
   a->fd = fd;
   a->next = g_allocs;
@@ -178,7 +179,7 @@ FK_API CUresult cuMemHostAlloc(void **p, size_t bytes, unsigned int flags) {
     goto out;
   }
   a->addr = (uint64_t)(uintptr_t)m;
-  a->size = bytes;
+  a->size = a->mapped = bytes;
   a->next = g_allocs;
   g_allocs = a;
   *p = m;
@@ -293,7 +294,7 @@ FK_API CUresult cuIpcGetMemHandle(CUipcMemHandle *h, CUdeviceptr dptr) {
     goto out;
   }
   fk_ipc ipc = {FK_IPC_MAGIC, (int32_t)getpid(), fg_proc_start_time(getpid()), a->fd, 0,
-                a->size, (uint64_t)sb.st_dev, (uint64_t)sb.st_ino};
+                a->mapped, (uint64_t)sb.st_dev, (uint64_t)sb.st_ino};
   memset(h, 0, sizeof *h);
   memcpy(h->reserved, &ipc, sizeof ipc);
 out:
@@ -338,7 +339,7 @@ FK_API CUresult cuIpcOpenMemHandle_v2(CUdeviceptr *dptr, CUipcMemHandle h, unsig
     goto out;
   }
   a->addr = U64(p);
-  a->size = ipc.size;
+  a->size = a->mapped = ipc.size;
   a->next = g_allocs;
   g_allocs = a;
   *dptr = a->addr;
