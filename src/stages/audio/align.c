@@ -1,0 +1,422 @@
+/* The `align` stage (align.h). */
+#include "stages/audio/align.h"
+
+#include <errno.h>
+#include <jansson.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "stages/audio/st_util.h"
+
+typedef struct align_state {
+  char *lyrics_path; /* NULL: none */
+  double snap_s;
+  ebb_vad_params vad;
+} align_state;
+
+static const char align_schema[] =
+    "{"
+    "\"lyrics\":{\"type\":\"string\",\"default\":\"\",\"description\":\"path of a text file with "
+    "the lyrics, one line per lyric line (relative to the current directory); empty: none\"},"
+    "\"snap_ms\":{\"type\":\"number\",\"default\":150,\"description\":\"word boundaries move to a "
+    "voice-activity onset/offset this close\"},"
+    "\"vad_range_db\":{\"type\":\"number\",\"default\":30,\"description\":\"active: within this "
+    "many dB of the vocals' loud level\"},"
+    "\"vad_floor_db\":{\"type\":\"number\",\"default\":-55,\"description\":\"active: above this "
+    "level, dBFS\"},"
+    "\"phrase_gap_ms\":{\"type\":\"number\",\"default\":350,\"description\":\"activity closer "
+    "than this is one phrase\"}"
+    "}";
+
+static int align_load(ebb_stage_ctx *ctx, const char *options_json, void **state) {
+  json_t *o = NULL;
+  int rc = ebb_st_options(ctx, options_json, &o);
+  if (rc)
+    return rc;
+  const char *lyr = NULL;
+  double snap_ms = 150, gap_ms = 350;
+  align_state *s = calloc(1, sizeof *s);
+  if (!s) {
+    rc = ebb_st_fail(ctx, EBB_ENOMEM, "out of memory");
+    goto done;
+  }
+  s->vad = ebb_vad_defaults();
+  if ((rc = ebb_st_opt_string(ctx, o, "lyrics", "", &lyr)) ||
+      (rc = ebb_st_opt_number(ctx, o, "snap_ms", 150, 0, 5000, &snap_ms)) ||
+      (rc = ebb_st_opt_number(ctx, o, "vad_range_db", 30, 1, 120, &s->vad.range_db)) ||
+      (rc = ebb_st_opt_number(ctx, o, "vad_floor_db", -55, -160, 0, &s->vad.floor_db)) ||
+      (rc = ebb_st_opt_number(ctx, o, "phrase_gap_ms", 350, 0, 60000, &gap_ms)))
+    goto done;
+  s->snap_s = snap_ms / 1000.0;
+  s->vad.phrase_gap_s = gap_ms / 1000.0;
+  if (*lyr && !(s->lyrics_path = strdup(lyr))) {
+    rc = ebb_st_fail(ctx, EBB_ENOMEM, "out of memory");
+    goto done;
+  }
+  *state = s;
+  s = NULL;
+done:
+  if (s)
+    free(s->lyrics_path);
+  free(s);
+  json_decref(o);
+  return rc;
+}
+
+static void align_unload(ebb_stage_ctx *ctx, void *state) {
+  (void)ctx;
+  align_state *s = state;
+  if (s)
+    free(s->lyrics_path);
+  free(s);
+}
+
+/* --- word lists ------------------------------------------------------------ */
+
+typedef struct wlist {
+  char **word;
+  double *start, *end;
+  int *line, *matched;
+  size_t n, cap;
+} wlist;
+
+static void wlist_free(wlist *w) {
+  for (size_t i = 0; i < w->n; i++)
+    free(w->word[i]);
+  free(w->word);
+  free(w->start);
+  free(w->end);
+  free(w->line);
+  free(w->matched);
+  memset(w, 0, sizeof *w);
+}
+
+static int wlist_add(wlist *w, const char *word, size_t len, double start, double end, int line) {
+  if (w->n == w->cap) {
+    size_t cap = w->cap ? w->cap * 2 : 64;
+    char **a = realloc(w->word, cap * sizeof *a);
+    if (a)
+      w->word = a;
+    double *b = realloc(w->start, cap * sizeof *b);
+    if (b)
+      w->start = b;
+    double *c = realloc(w->end, cap * sizeof *c);
+    if (c)
+      w->end = c;
+    int *d = realloc(w->line, cap * sizeof *d);
+    if (d)
+      w->line = d;
+    int *e = realloc(w->matched, cap * sizeof *e);
+    if (e)
+      w->matched = e;
+    if (!a || !b || !c || !d || !e)
+      return ebb_seterr(EBB_ENOMEM, "align: out of memory for words");
+    w->cap = cap;
+  }
+  char *s = strndup(word, len);
+  if (!s)
+    return ebb_seterr(EBB_ENOMEM, "align: out of memory for words");
+  w->word[w->n] = s;
+  w->start[w->n] = start;
+  w->end[w->n] = end;
+  w->line[w->n] = line;
+  w->matched[w->n] = 0;
+  w->n++;
+  return 0;
+}
+
+/* Lyrics: whitespace-separated words, lines numbered from 0 over non-empty
+ * lines; lines that are only a [section marker] are skipped. */
+static int read_lyrics(ebb_stage_ctx *ctx, const char *path, wlist *w) {
+  FILE *f = fopen(path, "r");
+  if (!f)
+    return ebb_st_fail(ctx, EBB_EINPUT, "option lyrics: cannot open %s: %s", path,
+                       strerror(errno));
+  char *line = NULL;
+  size_t cap = 0;
+  int lineno = 0, rc = 0;
+  while (getline(&line, &cap, f) >= 0) {
+    char *p = line + strspn(line, " \t\r\n");
+    size_t len = strcspn(p, "\r\n");
+    while (len && (p[len - 1] == ' ' || p[len - 1] == '\t'))
+      len--;
+    if (len == 0 || (p[0] == '[' && p[len - 1] == ']'))
+      continue;
+    size_t i = 0;
+    while (i < len) {
+      while (i < len && (p[i] == ' ' || p[i] == '\t'))
+        i++;
+      size_t j = i;
+      while (j < len && p[j] != ' ' && p[j] != '\t')
+        j++;
+      if (j > i && (rc = wlist_add(w, p + i, j - i, 0, 0, lineno))) {
+        rc = ebb_st_fail(ctx, rc, "%s", ebb_errmsg());
+        goto done;
+      }
+      i = j;
+    }
+    lineno++;
+  }
+  if (ferror(f))
+    rc = ebb_st_fail(ctx, EBB_EIO, "option lyrics: reading %s failed", path);
+done:
+  free(line);
+  fclose(f);
+  return rc;
+}
+
+/* Transcript words: "words" when present, else each segment's text split on
+ * spaces with times spread over the segment by length. */
+static int transcript_words(ebb_stage_ctx *ctx, json_t *tr, wlist *w) {
+  json_t *words = json_object_get(tr, "words");
+  int rc = 0;
+  if (json_array_size(words) > 0) {
+    for (size_t i = 0; i < json_array_size(words) && !rc; i++) {
+      json_t *e = json_array_get(words, i);
+      const char *t = json_string_value(json_object_get(e, "word"));
+      json_t *a = json_object_get(e, "start"), *b = json_object_get(e, "end");
+      if (!t || !json_is_number(a) || !json_is_number(b))
+        continue;
+      while (*t == ' ')
+        t++;
+      size_t len = strlen(t);
+      while (len && t[len - 1] == ' ')
+        len--;
+      if (len)
+        rc = wlist_add(w, t, len, json_number_value(a), json_number_value(b), -1);
+    }
+    return rc ? ebb_st_fail(ctx, rc, "%s", ebb_errmsg()) : 0;
+  }
+  json_t *segs = json_object_get(tr, "segments");
+  for (size_t i = 0; i < json_array_size(segs) && !rc; i++) {
+    json_t *e = json_array_get(segs, i);
+    const char *t = json_string_value(json_object_get(e, "text"));
+    json_t *a = json_object_get(e, "start"), *b = json_object_get(e, "end");
+    if (!t || !json_is_number(a) || !json_is_number(b))
+      continue;
+    double s0 = json_number_value(a), s1 = json_number_value(b);
+    size_t total = 0, len = strlen(t);
+    for (size_t k = 0; k < len; k++)
+      total += t[k] != ' ';
+    double pos = 0;
+    for (size_t k = 0; k < len && !rc;) {
+      while (k < len && t[k] == ' ')
+        k++;
+      size_t j = k;
+      while (j < len && t[j] != ' ')
+        j++;
+      if (j > k && total) {
+        double a0 = s0 + (s1 - s0) * pos / total;
+        pos += (double)(j - k);
+        rc = wlist_add(w, t + k, j - k, a0, s0 + (s1 - s0) * pos / total, -1);
+      }
+      k = j;
+    }
+  }
+  return rc ? ebb_st_fail(ctx, rc, "%s", ebb_errmsg()) : 0;
+}
+
+/* --- timing ----------------------------------------------------------------- */
+
+/* Unmatched lyric words in [a, b] share (lo, hi) by length. */
+static void interpolate(wlist *w, size_t a, size_t b, double lo, double hi) {
+  if (hi < lo)
+    hi = lo;
+  double total = 0, pos = 0;
+  for (size_t i = a; i <= b; i++)
+    total += (double)strlen(w->word[i]) + 1.0;
+  for (size_t i = a; i <= b; i++) {
+    w->start[i] = lo + (hi - lo) * pos / total;
+    pos += (double)strlen(w->word[i]) + 1.0;
+    w->end[i] = lo + (hi - lo) * pos / total;
+  }
+}
+
+/* The nearest boundary to t within snap; t when none. */
+static double snap(double t, const ebb_span *s, size_t n, int use_end, double win) {
+  double best = t, bd = win;
+  for (size_t i = 0; i < n; i++) {
+    double b = use_end ? s[i].end : s[i].start, d = fabs(b - t);
+    if (d <= bd) {
+      bd = d;
+      best = b;
+    }
+  }
+  return best;
+}
+
+static void snap_words(wlist *w, const ebb_span *segs, size_t nseg, double win) {
+  double prev_end = 0;
+  for (size_t i = 0; i < w->n; i++) {
+    if (!w->matched[i])
+      continue;
+    double s = snap(w->start[i], segs, nseg, 0, win), e = snap(w->end[i], segs, nseg, 1, win);
+    if (s < prev_end)
+      s = prev_end > w->start[i] ? prev_end : w->start[i];
+    if (e <= s)
+      e = w->end[i] > s ? w->end[i] : s + 0.01;
+    w->start[i] = s;
+    w->end[i] = e;
+    prev_end = e;
+  }
+}
+
+static double r3(double x) { return round(x * 1000.0) / 1000.0; }
+
+static char *lyrics_json(const wlist *w, int with_lines, const ebb_span *ph, size_t nph,
+                         const char *source) {
+  json_t *root = json_object(), *words = json_array(), *phrases = json_array();
+  for (size_t i = 0; i < w->n; i++) {
+    json_t *e = json_pack("{s:s,s:f,s:f,s:b}", "word", w->word[i], "start", r3(w->start[i]),
+                          "end", r3(w->end[i]), "matched", w->matched[i]);
+    if (with_lines)
+      json_object_set_new(e, "line", json_integer(w->line[i]));
+    json_array_append_new(words, e);
+  }
+  for (size_t i = 0; i < nph; i++)
+    json_array_append_new(phrases, json_pack("{s:f,s:f}", "start", r3(ph[i].start), "end",
+                                             r3(ph[i].end)));
+  json_object_set_new(root, "words", words);
+  json_object_set_new(root, "phrases", phrases);
+  json_object_set_new(root, "source", json_string(source));
+  char *s = json_dumps(root, JSON_INDENT(1) | JSON_REAL_PRECISION(10));
+  json_decref(root);
+  return s;
+}
+
+static json_t *find_transcript(ebb_stage_ctx *ctx, const ebb_items *in) {
+  ebb_item_info info;
+  memset(&info, 0, sizeof info);
+  info.size = sizeof info;
+  if (ctx->host->item_find(in, "transcript", &info) || info.kind != EBB_ITEM_JSON || !info.text)
+    return NULL;
+  json_t *j = json_loads(info.text, 0, NULL);
+  if (!j || !json_is_object(j)) {
+    ebb_st_log(ctx, 2, "item \"transcript\" is not a JSON object; ignored");
+    json_decref(j);
+    return NULL;
+  }
+  return j;
+}
+
+static int align_run(ebb_stage_ctx *ctx, void *state, const ebb_items *in, ebb_items *out) {
+  align_state *s = state;
+  static const char *const names[] = {"vocals", "audio", NULL};
+  float *mono = NULL;
+  uint64_t n = 0;
+  uint32_t rate = 0;
+  const char *used = NULL;
+  ebb_span *segs = NULL, *ph = NULL;
+  size_t nseg = 0, nph = 0;
+  wlist lyr = {0}, tr = {0};
+  int *map = NULL;
+  char *text = NULL;
+  json_t *transcript = NULL;
+  const char *source = "vad";
+  double dur = 0;
+  int rc = ebb_st_find_mono(ctx, in, names, &mono, &n, &rate, &used);
+  if (rc == EBB_ENOTFOUND) {
+    ebb_st_log(ctx, 2, "no AUDIO item \"vocals\" or \"audio\": no voice activity, no snapping");
+    rc = 0;
+  } else if (rc) {
+    return rc;
+  } else {
+    dur = (double)n / rate;
+    rc = ebb_vad(mono, n, rate, &s->vad, &segs, &nseg, &ph, &nph);
+    free(mono);
+    if (rc)
+      return ebb_st_fail(ctx, rc, "%s", ebb_errmsg());
+  }
+  if (s->lyrics_path && (rc = read_lyrics(ctx, s->lyrics_path, &lyr)))
+    goto done;
+  transcript = find_transcript(ctx, in);
+  if (transcript && (rc = transcript_words(ctx, transcript, &tr)))
+    goto done;
+  const wlist *result = &lyr;
+  int with_lines = 0;
+  if (transcript && tr.n && lyr.n) {
+    source = "transcript+lyrics";
+    with_lines = 1;
+    map = malloc(lyr.n * sizeof *map);
+    if (!map) {
+      rc = ebb_st_fail(ctx, EBB_ENOMEM, "out of memory");
+      goto done;
+    }
+    if ((rc = ebb_align_words((const char *const *)lyr.word, lyr.n, (const char *const *)tr.word,
+                              tr.n, map))) {
+      rc = ebb_st_fail(ctx, rc, "%s", ebb_errmsg());
+      goto done;
+    }
+    size_t matched = 0;
+    for (size_t i = 0; i < lyr.n; i++)
+      if (map[i] >= 0) {
+        lyr.matched[i] = 1;
+        lyr.start[i] = tr.start[map[i]];
+        lyr.end[i] = tr.end[map[i]];
+        matched++;
+      }
+    snap_words(&lyr, segs, nseg, s->snap_s);
+    double first = nph ? ph[0].start : tr.start[0];
+    double last = nph ? ph[nph - 1].end : (dur > 0 ? dur : tr.end[tr.n - 1]);
+    for (size_t i = 0; i < lyr.n;) {
+      if (lyr.matched[i]) {
+        i++;
+        continue;
+      }
+      size_t j = i;
+      while (j + 1 < lyr.n && !lyr.matched[j + 1])
+        j++;
+      double lo = i > 0 ? lyr.end[i - 1] : fmin(first, j + 1 < lyr.n ? lyr.start[j + 1] : first);
+      double hi = j + 1 < lyr.n ? lyr.start[j + 1] : fmax(last, lo);
+      interpolate(&lyr, i, j, lo, hi);
+      i = j + 1;
+    }
+    ebb_st_log(ctx, 1, "%zu of %zu lyric words matched to %zu transcript words", matched, lyr.n,
+               tr.n);
+  } else if (transcript && tr.n) {
+    source = "transcript";
+    for (size_t i = 0; i < tr.n; i++)
+      tr.matched[i] = 1;
+    snap_words(&tr, segs, nseg, s->snap_s);
+    result = &tr;
+    ebb_st_log(ctx, 1, "%zu transcript words%s", tr.n, s->lyrics_path ? " (lyrics file empty)" : "");
+  } else {
+    static const wlist none = {0};
+    result = &none;
+    ebb_st_log(ctx, 1, "no transcript: %zu vocal phrases from voice activity only%s", nph,
+               lyr.n ? "; lyrics not aligned" : "");
+  }
+  text = lyrics_json(result, with_lines, ph, nph, source);
+  if (!text) {
+    rc = ebb_st_fail(ctx, EBB_ENOMEM, "out of memory for the lyrics JSON");
+    goto done;
+  }
+  rc = ctx->host->add_json(out, "lyrics", text);
+  if (rc)
+    rc = ebb_st_fail(ctx, rc, "cannot add the JSON item \"lyrics\"");
+done:
+  free(text);
+  free(map);
+  free(segs);
+  free(ph);
+  wlist_free(&lyr);
+  wlist_free(&tr);
+  json_decref(transcript);
+  return rc;
+}
+
+const ebb_stage ebb_stage_align = {
+    .abi_version = EBB_STAGE_ABI_VERSION,
+    .size = sizeof(ebb_stage),
+    .name = "align",
+    .version = 1,
+    .description = "lyrics to transcript word alignment (edit distance) refined by vocal activity",
+    .options_schema = align_schema,
+    .needs_gpu = 0,
+    .load = align_load,
+    .run = align_run,
+    .unload = align_unload,
+    .release = NULL,
+};

@@ -1,0 +1,31 @@
+/* A Standard MIDI File writer for a monophonic melody: format 0, one track,
+ * 480 ticks per quarter note, tempo 120 bpm (so 960 ticks per second and
+ * note times map exactly to 1/960 s). */
+#ifndef EBB_STAGES_AUDIO_MIDI_H
+#define EBB_STAGES_AUDIO_MIDI_H
+
+#include <stddef.h>
+
+#define EBB_MIDI_TPQ 480
+#define EBB_MIDI_TEMPO_US 500000 /* per quarter: 120 bpm */
+
+typedef struct ebb_midi_note {
+  double onset, offset; /* seconds, offset > onset */
+  int key;              /* 0..127 */
+  int velocity;         /* 1..127 */
+} ebb_midi_note;
+
+/* Seconds to ticks at the fixed tempo (rounded to the nearest tick). */
+long ebb_midi_ticks(double seconds);
+
+/* Encodes the notes (any order; each is clamped to keys 0..127, a note
+ * shorter than one tick lasts one tick) as an SMF: header MThd (format 0,
+ * 1 track, division 480), track MTrk with a track name, tempo and time
+ * signature meta events, note on/off on channel 1, end of track. Note offs
+ * sort before note ons at the same tick. *out is malloc'd (caller frees). */
+int ebb_midi_encode(const ebb_midi_note *notes, size_t n, unsigned char **out, size_t *len);
+
+/* ebb_midi_encode to a file; EBB_EIO names the path. */
+int ebb_midi_write(const char *path, const ebb_midi_note *notes, size_t n);
+
+#endif

@@ -1,0 +1,87 @@
+/* The `pitch` stage and its analysis: the fundamental frequency of the vocal
+ * track by pYIN (Mauch & Dixon, "pYIN: a fundamental frequency estimator using
+ * probabilistic threshold distributions", ICASSP 2014) on top of YIN's
+ * cumulative mean normalised difference (de Cheveigne & Kawahara, "YIN, a
+ * fundamental frequency estimator for speech and music", JASA 111(4), 2002),
+ * then note segmentation.
+ *
+ * The expensive part, the difference function d(tau) and its cumulative mean
+ * normalisation d'(tau) for every frame, has three interchangeable backends:
+ * the CPU loop here, the GPU kernel src/stages/kernels/pitch.cu (one frame per
+ * block) and that kernel's host twin (the same float32 arithmetic, run on the
+ * host; the fake GPU runs it too). Everything after d' runs on the host. */
+#ifndef EBB_STAGES_AUDIO_PITCH_H
+#define EBB_STAGES_AUDIO_PITCH_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "ebb/stage.h"
+
+extern const ebb_stage ebb_stage_pitch;
+
+typedef enum { EBB_PITCH_PYIN = 0, EBB_PITCH_YIN = 1 } ebb_pitch_method;
+
+typedef struct ebb_pitch_params {
+  double fmin, fmax;      /* Hz search range (65, 1000) */
+  int hop;                /* samples between frames (160) */
+  int frame;              /* analysis frame in samples (1024): window = frame/2 */
+  double threshold;       /* YIN: the absolute threshold; pYIN: mean of the Beta prior (0.1) */
+  ebb_pitch_method method;
+  double silence_db;      /* frames quieter than this (dBFS RMS) are unvoiced (-60) */
+  double min_note_s;      /* shorter notes are dropped (0.06) */
+  double split_semitones; /* a jump this large ... (0.7) */
+  double split_s;         /* ... held this long starts a new note (0.03) */
+} ebb_pitch_params;
+
+ebb_pitch_params ebb_pitch_defaults(void);
+
+/* Frame layout. Frame f is centred on sample f*hop of the input; the kernels
+ * read padded[f*hop .. f*hop + w + tau_max) of the zero-padded signal. */
+typedef struct ebb_pitch_geom {
+  uint32_t rate;
+  int hop, w, tau_min, tau_max;
+  size_t n_frames;
+  size_t pad_left, padded_len;
+} ebb_pitch_geom;
+
+/* Checks params against the rate and fills *g. EBB_EINVAL names the value. */
+int ebb_pitch_geometry(const ebb_pitch_params *p, uint32_t rate, uint64_t n_samples,
+                       ebb_pitch_geom *g);
+/* *padded: malloc'd g->padded_len floats (caller frees). */
+int ebb_pitch_pad(const float *x, uint64_t n, const ebb_pitch_geom *g, float **padded);
+
+/* d'(tau) for every frame into out[f * (tau_max + 1) + tau], tau 0..tau_max
+ * (d'(0) = 1). cpu: an 8-lane loop; twin: the GPU kernel's host twin. */
+void ebb_pitch_cmndf_cpu(const float *padded, const ebb_pitch_geom *g, float *out);
+void ebb_pitch_cmndf_twin(const float *padded, const ebb_pitch_geom *g, float *out);
+/* The kernel's name in the fatbin (its twin is fakegpu_twin_<name>), block size. */
+#define EBB_PITCH_KERNEL "pitch_cmndf"
+#define EBB_PITCH_BLOCK 128u
+
+/* From d' to the f0 track: frames[3*f + 0..2] = time s, f0 Hz (0 unvoiced),
+ * voicing probability. frames holds g->n_frames * 3 floats. */
+int ebb_pitch_track(const float *cmndf, const float *padded, const ebb_pitch_geom *g,
+                    const ebb_pitch_params *p, float *frames);
+
+typedef struct ebb_pitch_note {
+  double onset, offset; /* seconds */
+  double hz;            /* median f0 of the note */
+  int midi;             /* round(69 + 12 log2(hz / 440)) */
+} ebb_pitch_note;
+
+/* Segments an f0 track (layout as above) into notes. *notes is malloc'd
+ * (caller frees; NULL when *n == 0). */
+int ebb_pitch_notes(const float *frames, size_t n_frames, const ebb_pitch_params *p,
+                    ebb_pitch_note **notes, size_t *n);
+/* {"notes":[{"onset","offset","midi","hz","name"}],"count":N}; *out malloc'd. */
+int ebb_pitch_notes_json(const ebb_pitch_note *notes, size_t n, char **out);
+
+typedef enum { EBB_PITCH_BACKEND_CPU = 0, EBB_PITCH_BACKEND_TWIN = 1 } ebb_pitch_backend;
+
+/* The whole analysis on the host: mono samples -> f0 track. *frames is
+ * malloc'd (*n_frames * 3 floats; caller frees). */
+int ebb_pitch_analyze(const float *mono, uint64_t n, uint32_t rate, const ebb_pitch_params *p,
+                      ebb_pitch_backend backend, float **frames, size_t *n_frames);
+
+#endif

@@ -1,0 +1,145 @@
+/* Note segmentation of an f0 track (pitch.h). A note is a run of voiced
+ * frames; it ends at an unvoiced frame or where the pitch leaves the note's
+ * running median by more than split_semitones for split_s or longer (shorter
+ * excursions, e.g. vibrato overshoot or an octave blip, are skipped, not
+ * counted). Its MIDI pitch is the rounded median of its frames in semitones;
+ * runs shorter than min_note_s are dropped. */
+#include <jansson.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "ebb/error.h"
+#include "stages/audio/pitch.h"
+
+static double hz_midi(double hz) { return 69.0 + 12.0 * log2(hz / 440.0); }
+
+static int cmp_double(const void *a, const void *b) {
+  double x = *(const double *)a, y = *(const double *)b;
+  return (x > y) - (x < y);
+}
+
+static double median(const double *v, size_t n, double *tmp) {
+  memcpy(tmp, v, n * sizeof *v);
+  qsort(tmp, n, sizeof *tmp, cmp_double);
+  return n % 2 ? tmp[n / 2] : 0.5 * (tmp[n / 2 - 1] + tmp[n / 2]);
+}
+
+typedef struct note_list {
+  ebb_pitch_note *v;
+  size_t n, cap;
+} note_list;
+
+static int push(note_list *l, ebb_pitch_note n) {
+  if (l->n == l->cap) {
+    size_t cap = l->cap ? 2 * l->cap : 32;
+    ebb_pitch_note *v = realloc(l->v, cap * sizeof *v);
+    if (!v)
+      return ebb_seterr(EBB_ENOMEM, "pitch: out of memory for notes");
+    l->v = v;
+    l->cap = cap;
+  }
+  l->v[l->n++] = n;
+  return 0;
+}
+
+int ebb_pitch_notes(const float *frames, size_t nf, const ebb_pitch_params *p,
+                    ebb_pitch_note **notes, size_t *n_notes) {
+  *notes = NULL;
+  *n_notes = 0;
+  if (nf == 0)
+    return 0;
+  double hop_s = nf > 1 ? frames[3] - frames[0] : 0.01;
+  if (hop_s <= 0.0)
+    hop_s = 0.01;
+  size_t sustain = (size_t)ceil(p->split_s / hop_s - 1e-9);
+  if (sustain < 1)
+    sustain = 1;
+  double *vals = malloc(nf * sizeof *vals), *tmp = malloc(nf * sizeof *tmp);
+  note_list l = {0};
+  int rc = 0;
+  if (!vals || !tmp) {
+    rc = ebb_seterr(EBB_ENOMEM, "pitch: out of memory for %zu frames", nf);
+    goto done;
+  }
+#define VOICED(i) (frames[3 * (i) + 1] > 0.0f)
+#define MIDI(i) hz_midi(frames[3 * (i) + 1])
+  size_t i = 0;
+  while (i < nf) {
+    if (!VOICED(i)) {
+      i++;
+      continue;
+    }
+    size_t start = i, nv = 0, end = i;
+    vals[nv++] = MIDI(i);
+    double ref = vals[0];
+    size_t j = i + 1;
+    end = j;
+    while (j < nf && VOICED(j)) {
+      if (fabs(MIDI(j) - ref) > p->split_semitones) {
+        size_t k = j; /* how long does the excursion last (same side)? */
+        double side = MIDI(j) - ref;
+        while (k < nf && VOICED(k) && fabs(MIDI(k) - ref) > p->split_semitones &&
+               (MIDI(k) - ref) * side > 0)
+          k++;
+        if (k - j >= sustain)
+          break; /* a new note starts at j */
+        j = k;   /* a blip: skip it */
+        end = j;
+        continue;
+      }
+      vals[nv++] = MIDI(j);
+      if (nv <= 8 || nv % 4 == 0)
+        ref = median(vals, nv, tmp);
+      j++;
+      end = j;
+    }
+    double dur = (double)(end - start) * hop_s;
+    if (dur + 1e-9 >= p->min_note_s) {
+      double m = median(vals, nv, tmp);
+      ebb_pitch_note n = {.onset = frames[3 * start],
+                          .offset = frames[3 * start] + dur,
+                          .hz = 440.0 * pow(2.0, (m - 69.0) / 12.0),
+                          .midi = (int)lround(m)};
+      if ((rc = push(&l, n)))
+        goto done;
+    }
+    i = end;
+  }
+#undef VOICED
+#undef MIDI
+  *notes = l.v;
+  *n_notes = l.n;
+  l.v = NULL;
+done:
+  free(l.v);
+  free(vals);
+  free(tmp);
+  return rc;
+}
+
+static void note_name(int midi, char *buf, size_t n) {
+  static const char *const names[12] = {"C",  "C#", "D",  "D#", "E",  "F",
+                                        "F#", "G",  "G#", "A",  "A#", "B"};
+  int pc = ((midi % 12) + 12) % 12, oct = (midi - pc) / 12 - 1;
+  snprintf(buf, n, "%s%d", names[pc], oct);
+}
+
+int ebb_pitch_notes_json(const ebb_pitch_note *notes, size_t n, char **out) {
+  json_t *root = json_object(), *arr = json_array();
+  for (size_t i = 0; i < n; i++) {
+    char name[16];
+    note_name(notes[i].midi, name, sizeof name);
+    json_array_append_new(arr, json_pack("{s:f,s:f,s:i,s:f,s:s}", "onset",
+                                         round(notes[i].onset * 1000.0) / 1000.0, "offset",
+                                         round(notes[i].offset * 1000.0) / 1000.0, "midi",
+                                         notes[i].midi, "hz", round(notes[i].hz * 100.0) / 100.0,
+                                         "name", name));
+  }
+  json_object_set_new(root, "notes", arr);
+  json_object_set_new(root, "count", json_integer((json_int_t)n));
+  *out = json_dumps(root, JSON_INDENT(1) | JSON_REAL_PRECISION(10));
+  json_decref(root);
+  return *out ? 0 : ebb_seterr(EBB_ENOMEM, "pitch: out of memory for the notes JSON");
+}

@@ -1,0 +1,439 @@
+/* YIN / pYIN f0 estimation on the host: frame geometry, the CPU difference
+ * function, and the step from d'(tau) to an f0 track (pitch.h).
+ *
+ * pYIN (Mauch & Dixon 2014), as implemented here:
+ *  1. For 100 thresholds s_i = 0.01..1.00 with prior P(s_i) from a Beta(a, b)
+ *     distribution (a = 2, mean = `threshold`, so 0.1 gives the paper's
+ *     Beta(2, 18)), the YIN estimate is the first trough of d' below s_i;
+ *     that trough collects P(s_i). When no trough is below s_i, the global
+ *     minimum collects 0.01 P(s_i) (the paper's p_a). The sum over troughs is
+ *     the frame's voicing probability.
+ *  2. A hidden Markov model over 2 x B states (B pitch bins of 10 cents from
+ *     fmin to fmax, voiced and unvoiced), pitch moves of at most 25 bins per
+ *     frame with triangular weights, voicing switches with probability 0.01;
+ *     voiced observation = candidate mass in the bin, unvoiced = (1 - voicing
+ *     probability) / B (as in librosa.pyin). Viterbi gives the path; a voiced
+ *     frame reports the strongest candidate near the chosen bin (parabolic
+ *     interpolation of the trough), else the bin centre. */
+#include <float.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "ebb/error.h"
+#include "stages/audio/pitch.h"
+#include "stages/kernels/pitch_twin.h"
+
+#define PY_NTHR 100
+#define PY_CENTS_PER_BIN 10.0
+#define PY_MAX_STEP 25
+#define PY_SWITCH 0.01
+#define PY_PA 0.01
+#define PY_BETA_A 2.0
+
+ebb_pitch_params ebb_pitch_defaults(void) {
+  return (ebb_pitch_params){.fmin = 65.0,
+                            .fmax = 1000.0,
+                            .hop = 160,
+                            .frame = 1024,
+                            .threshold = 0.1,
+                            .method = EBB_PITCH_PYIN,
+                            .silence_db = -60.0,
+                            .min_note_s = 0.06,
+                            .split_semitones = 0.7,
+                            .split_s = 0.03};
+}
+
+int ebb_pitch_geometry(const ebb_pitch_params *p, uint32_t rate, uint64_t n_samples,
+                       ebb_pitch_geom *g) {
+  if (rate < 1000)
+    return ebb_seterr(EBB_EINVAL, "pitch: sample rate %u Hz is too low", rate);
+  if (p->hop < 1 || p->hop > 1 << 16)
+    return ebb_seterr(EBB_EINVAL, "pitch: hop %d is outside 1..65536", p->hop);
+  if (p->frame < 64 || p->frame > 1 << 16)
+    return ebb_seterr(EBB_EINVAL, "pitch: frame %d is outside 64..65536", p->frame);
+  if (!(p->fmin > 0.0 && p->fmax > p->fmin))
+    return ebb_seterr(EBB_EINVAL, "pitch: fmin %g / fmax %g: need 0 < fmin < fmax", p->fmin,
+                      p->fmax);
+  if (p->fmax >= rate / 2.0)
+    return ebb_seterr(EBB_EINVAL, "pitch: fmax %g Hz is not below half the sample rate %u",
+                      p->fmax, rate);
+  if (!(p->threshold > 0.0 && p->threshold < 1.0))
+    return ebb_seterr(EBB_EINVAL, "pitch: threshold %g is outside (0, 1)", p->threshold);
+  g->rate = rate;
+  g->hop = p->hop;
+  g->w = p->frame / 2;
+  g->tau_max = (int)ceil(rate / p->fmin);
+  if (g->tau_max > p->frame - g->w)
+    return ebb_seterr(EBB_EINVAL,
+                      "pitch: fmin %g Hz needs a lag of %d samples; frame %d allows %d "
+                      "(raise frame or fmin)",
+                      p->fmin, g->tau_max, p->frame, p->frame - g->w);
+  g->tau_min = (int)floor(rate / p->fmax);
+  if (g->tau_min < 2)
+    g->tau_min = 2;
+  g->n_frames = (size_t)(n_samples / (uint64_t)p->hop) + 1;
+  g->pad_left = (size_t)(g->w + g->tau_max) / 2;
+  g->padded_len = (g->n_frames - 1) * (size_t)p->hop + (size_t)(g->w + g->tau_max) + 1;
+  return 0;
+}
+
+int ebb_pitch_pad(const float *x, uint64_t n, const ebb_pitch_geom *g, float **padded) {
+  float *p = calloc(g->padded_len, sizeof *p);
+  if (!p)
+    return ebb_seterr(EBB_ENOMEM, "pitch: out of memory for %zu padded samples", g->padded_len);
+  size_t take = n;
+  if (take > g->padded_len - g->pad_left)
+    take = g->padded_len - g->pad_left;
+  memcpy(p + g->pad_left, x, take * sizeof *p);
+  *padded = p;
+  return 0;
+}
+
+static void normalise_row(float *o, int tau_max) {
+  o[0] = 1.0f;
+  float run = 0.0f;
+  for (int tau = 1; tau <= tau_max; tau++) {
+    run += o[tau];
+    o[tau] = run > 0.0f ? o[tau] * (float)tau / run : 1.0f;
+  }
+}
+
+/* Eight independent partial sums per lag so the compiler can vectorise
+ * without reassociating (a different order from the kernel's: results agree
+ * to float rounding, which the tests bound). */
+void ebb_pitch_cmndf_cpu(const float *padded, const ebb_pitch_geom *g, float *out) {
+  int w = g->w, tm = g->tau_max;
+  for (size_t f = 0; f < g->n_frames; f++) {
+    const float *fr = padded + f * (size_t)g->hop;
+    float *o = out + f * (size_t)(tm + 1);
+    for (int tau = 1; tau <= tm; tau++) {
+      float acc[8] = {0};
+      const float *y = fr + tau;
+      int j = 0;
+      for (; j + 8 <= w; j += 8)
+        for (int l = 0; l < 8; l++) {
+          float d = fr[j + l] - y[j + l];
+          acc[l] += d * d;
+        }
+      float s = ((acc[0] + acc[1]) + (acc[2] + acc[3])) + ((acc[4] + acc[5]) + (acc[6] + acc[7]));
+      for (; j < w; j++) {
+        float d = fr[j] - y[j];
+        s += d * d;
+      }
+      o[tau] = s;
+    }
+    normalise_row(o, tm);
+  }
+}
+
+void ebb_pitch_cmndf_twin(const float *padded, const ebb_pitch_geom *g, float *out) {
+  int nf = (int)g->n_frames, hop = g->hop, w = g->w, tm = g->tau_max;
+  const float *x = padded;
+  float *o = out;
+  void *params[] = {&x, &o, &nf, &hop, &w, &tm};
+  ebb_launch_dims dims = {.grid = {(unsigned)nf, 1, 1}, .block = {EBB_PITCH_BLOCK, 1, 1}};
+  fakegpu_twin_pitch_cmndf(&dims, params);
+}
+
+/* --- per-frame candidates --------------------------------------------------- */
+
+typedef struct cand {
+  float hz, prob;
+} cand;
+
+typedef struct pyin_ctx {
+  double prior[PY_NTHR]; /* P(s_i) */
+  int nb;                /* pitch bins */
+  double fmin;
+} pyin_ctx;
+
+/* Beta(a, b) mass over [i/100, (i+1)/100], by Simpson integration of the
+ * density (b need not be an integer). */
+static void beta_prior(double mean, double *prior) {
+  double a = PY_BETA_A, b = a * (1.0 - mean) / mean, total = 0.0;
+  const int sub = 64;
+  for (int i = 0; i < PY_NTHR; i++) {
+    double lo = i / (double)PY_NTHR, h = 1.0 / (PY_NTHR * sub), m = 0.0;
+    for (int k = 0; k <= sub; k++) {
+      double x = lo + k * h;
+      double d = (x <= 0.0 || x >= 1.0) ? 0.0 : pow(x, a - 1.0) * pow(1.0 - x, b - 1.0);
+      m += d * (k == 0 || k == sub ? 1.0 : (k % 2 ? 4.0 : 2.0));
+    }
+    prior[i] = m * h / 3.0;
+    total += prior[i];
+  }
+  for (int i = 0; i < PY_NTHR; i++)
+    prior[i] = total > 0.0 ? prior[i] / total : 1.0 / PY_NTHR;
+}
+
+/* The lag of the trough at tau refined by a parabola through its neighbours. */
+static double refine(const float *d, int tau, int tau_max) {
+  if (tau <= 0 || tau >= tau_max)
+    return tau;
+  double a = d[tau - 1], b = d[tau], c = d[tau + 1], den = a - 2.0 * b + c;
+  if (den <= 0.0)
+    return tau;
+  double off = 0.5 * (a - c) / den;
+  if (off > 0.5)
+    off = 0.5;
+  if (off < -0.5)
+    off = -0.5;
+  return tau + off;
+}
+
+/* Troughs of d' within [tau_min, tau_max): returns how many. */
+static int troughs(const float *d, const ebb_pitch_geom *g, int *tau) {
+  int n = 0;
+  for (int t = g->tau_min; t < g->tau_max; t++) {
+    int left = t == g->tau_min ? 1 : d[t] < d[t - 1];
+    if (left && d[t] <= d[t + 1])
+      tau[n++] = t;
+  }
+  return n;
+}
+
+static int pyin_frame(const pyin_ctx *pc, const float *d, const ebb_pitch_geom *g, int *tbuf,
+                      double *pbuf, cand *out) {
+  int nt = troughs(d, g, tbuf);
+  if (nt == 0)
+    return 0;
+  int gmin = 0;
+  for (int i = 0; i < nt; i++) {
+    pbuf[i] = 0.0;
+    if (d[tbuf[i]] < d[tbuf[gmin]])
+      gmin = i;
+  }
+  for (int i = 0; i < PY_NTHR; i++) {
+    float s = (float)(i + 1) / PY_NTHR;
+    int first = 0; /* the first trough below s_i */
+    while (first < nt && !(d[tbuf[first]] < s))
+      first++;
+    if (first < nt)
+      pbuf[first] += pc->prior[i];
+    else
+      pbuf[gmin] += PY_PA * pc->prior[i];
+  }
+  int n = 0;
+  for (int i = 0; i < nt; i++)
+    if (pbuf[i] > 0.0)
+      out[n++] = (cand){.hz = (float)(g->rate / refine(d, tbuf[i], g->tau_max)),
+                        .prob = (float)pbuf[i]};
+  return n;
+}
+
+static int hz_bin(const pyin_ctx *pc, double hz) {
+  int b = (int)lround(1200.0 * log2(hz / pc->fmin) / PY_CENTS_PER_BIN);
+  return b < 0 ? 0 : b >= pc->nb ? pc->nb - 1 : b;
+}
+
+static double frame_db(const float *padded, const ebb_pitch_geom *g, size_t f) {
+  const float *x = padded + f * (size_t)g->hop;
+  int n = g->w + g->tau_max;
+  double e = 0.0;
+  for (int j = 0; j < n; j++)
+    e += (double)x[j] * x[j];
+  return 10.0 * log10(e / n + 1e-20);
+}
+
+/* --- the Viterbi pass ------------------------------------------------------- */
+
+static int pyin_track(const float *cmndf, const float *padded, const ebb_pitch_geom *g,
+                      const ebb_pitch_params *p, float *frames) {
+  pyin_ctx pc = {.fmin = p->fmin};
+  beta_prior(p->threshold, pc.prior);
+  pc.nb = (int)floor(1200.0 * log2(p->fmax / p->fmin) / PY_CENTS_PER_BIN) + 1;
+  int nb = pc.nb, ns = 2 * nb, row = g->tau_max + 1, width = 2 * PY_MAX_STEP + 1;
+  size_t nf = g->n_frames;
+  int rc = EBB_ENOMEM;
+  int *tbuf = malloc((size_t)row * sizeof *tbuf);
+  double *pbuf = malloc((size_t)row * sizeof *pbuf);
+  cand *cands = malloc((size_t)row * sizeof *cands);
+  int *ncand = calloc(nf, sizeof *ncand);
+  cand *all = malloc(nf * 8 * sizeof *all); /* the 8 strongest per frame */
+  double *logt = malloc((size_t)nb * width * sizeof *logt);
+  double *obs = malloc((size_t)ns * sizeof *obs);
+  double *delta = malloc((size_t)ns * sizeof *delta), *next = malloc((size_t)ns * sizeof *next);
+  uint16_t *back = malloc(nf * (size_t)ns * sizeof *back);
+  if (!tbuf || !pbuf || !cands || !ncand || !all || !logt || !obs || !delta || !next || !back) {
+    ebb_seterr(rc, "pitch: out of memory for the pYIN model of %zu frames", nf);
+    goto done;
+  }
+  /* log transition weights per source bin (rows renormalised at the edges) */
+  for (int j = 0; j < nb; j++) {
+    double tot = 0.0;
+    for (int k = -PY_MAX_STEP; k <= PY_MAX_STEP; k++)
+      if (j + k >= 0 && j + k < nb)
+        tot += PY_MAX_STEP + 1 - abs(k);
+    for (int k = -PY_MAX_STEP; k <= PY_MAX_STEP; k++)
+      logt[(size_t)j * width + k + PY_MAX_STEP] =
+          (j + k >= 0 && j + k < nb) ? log((PY_MAX_STEP + 1 - abs(k)) / tot) : -INFINITY;
+  }
+  const double lstay = log(1.0 - PY_SWITCH), lswitch = log(PY_SWITCH);
+  for (size_t f = 0; f < nf; f++) {
+    const float *d = cmndf + f * (size_t)row;
+    int n = frame_db(padded, g, f) < p->silence_db ? 0 : pyin_frame(&pc, d, g, tbuf, pbuf, cands);
+    /* keep the 8 most probable */
+    for (int a = 0; a < n; a++)
+      for (int b = a + 1; b < n; b++)
+        if (cands[b].prob > cands[a].prob) {
+          cand t = cands[a];
+          cands[a] = cands[b];
+          cands[b] = t;
+        }
+    if (n > 8)
+      n = 8;
+    ncand[f] = n;
+    memcpy(all + f * 8, cands, (size_t)n * sizeof *cands);
+    double vp = 0.0;
+    for (int s = 0; s < ns; s++)
+      obs[s] = 0.0;
+    for (int c = 0; c < n; c++) {
+      obs[hz_bin(&pc, cands[c].hz)] += cands[c].prob;
+      vp += cands[c].prob;
+    }
+    if (vp > 1.0)
+      vp = 1.0;
+    frames[3 * f + 0] = (float)((double)f * g->hop / g->rate);
+    frames[3 * f + 2] = (float)vp;
+    for (int s = 0; s < nb; s++) {
+      obs[s] = log(obs[s] + 1e-30);
+      obs[nb + s] = log((1.0 - vp) / nb + 1e-30);
+    }
+    uint16_t *bk = back + f * (size_t)ns;
+    if (f == 0) {
+      for (int s = 0; s < ns; s++) {
+        delta[s] = -log((double)ns) + obs[s];
+        bk[s] = (uint16_t)s;
+      }
+      continue;
+    }
+    for (int v = 0; v < 2; v++)
+      for (int k = 0; k < nb; k++) {
+        double best = -INFINITY;
+        int arg = v * nb + k;
+        int lo = k - PY_MAX_STEP < 0 ? 0 : k - PY_MAX_STEP;
+        int hi = k + PY_MAX_STEP >= nb ? nb - 1 : k + PY_MAX_STEP;
+        for (int j = lo; j <= hi; j++) {
+          double lt = logt[(size_t)j * width + (k - j) + PY_MAX_STEP];
+          double same = delta[v * nb + j] + lt + lstay;
+          double other = delta[(1 - v) * nb + j] + lt + lswitch;
+          if (same > best) {
+            best = same;
+            arg = v * nb + j;
+          }
+          if (other > best) {
+            best = other;
+            arg = (1 - v) * nb + j;
+          }
+        }
+        next[v * nb + k] = best + obs[v * nb + k];
+        bk[v * nb + k] = (uint16_t)arg;
+      }
+    double *t = delta;
+    delta = next;
+    next = t;
+  }
+  int s = 0;
+  for (int k = 1; k < ns; k++)
+    if (delta[k] > delta[s])
+      s = k;
+  for (size_t f = nf; f-- > 0;) {
+    float hz = 0.0f;
+    if (s < nb) {
+      hz = (float)(p->fmin * pow(2.0, s * PY_CENTS_PER_BIN / 1200.0));
+      float bestp = 0.0f;
+      for (int c = 0; c < ncand[f]; c++) {
+        const cand *cc = &all[f * 8 + c];
+        if (abs(hz_bin(&pc, cc->hz) - s) <= 2 && cc->prob > bestp) {
+          bestp = cc->prob;
+          hz = cc->hz;
+        }
+      }
+    }
+    frames[3 * f + 1] = hz;
+    s = back[f * (size_t)ns + s];
+  }
+  rc = 0;
+done:
+  free(tbuf);
+  free(pbuf);
+  free(cands);
+  free(ncand);
+  free(all);
+  free(logt);
+  free(obs);
+  free(delta);
+  free(next);
+  free(back);
+  return rc;
+}
+
+/* Plain YIN (steps 4-5 of the paper): the first trough below the threshold,
+ * else unvoiced; voicing probability 1 - d'. */
+static int yin_track(const float *cmndf, const float *padded, const ebb_pitch_geom *g,
+                     const ebb_pitch_params *p, float *frames) {
+  int row = g->tau_max + 1;
+  int *tbuf = malloc((size_t)row * sizeof *tbuf);
+  if (!tbuf)
+    return ebb_seterr(EBB_ENOMEM, "pitch: out of memory");
+  for (size_t f = 0; f < g->n_frames; f++) {
+    const float *d = cmndf + f * (size_t)row;
+    frames[3 * f + 0] = (float)((double)f * g->hop / g->rate);
+    frames[3 * f + 1] = 0.0f;
+    frames[3 * f + 2] = 0.0f;
+    if (frame_db(padded, g, f) < p->silence_db)
+      continue;
+    int nt = troughs(d, g, tbuf);
+    for (int i = 0; i < nt; i++)
+      if (d[tbuf[i]] < p->threshold) {
+        frames[3 * f + 1] = (float)(g->rate / refine(d, tbuf[i], g->tau_max));
+        frames[3 * f + 2] = 1.0f - d[tbuf[i]];
+        break;
+      }
+  }
+  free(tbuf);
+  return 0;
+}
+
+int ebb_pitch_track(const float *cmndf, const float *padded, const ebb_pitch_geom *g,
+                    const ebb_pitch_params *p, float *frames) {
+  if (p->method == EBB_PITCH_YIN)
+    return yin_track(cmndf, padded, g, p, frames);
+  if (2 * (1200.0 * log2(p->fmax / p->fmin) / PY_CENTS_PER_BIN + 1) > 65535)
+    return ebb_seterr(EBB_EINVAL, "pitch: fmin..fmax spans too many octaves for pYIN");
+  return pyin_track(cmndf, padded, g, p, frames);
+}
+
+int ebb_pitch_analyze(const float *mono, uint64_t n, uint32_t rate, const ebb_pitch_params *p,
+                      ebb_pitch_backend backend, float **frames, size_t *n_frames) {
+  ebb_pitch_geom g;
+  float *padded = NULL, *cm = NULL, *fr = NULL;
+  int rc = ebb_pitch_geometry(p, rate, n, &g);
+  if (rc)
+    return rc;
+  if ((rc = ebb_pitch_pad(mono, n, &g, &padded)))
+    return rc;
+  cm = malloc(g.n_frames * (size_t)(g.tau_max + 1) * sizeof *cm);
+  fr = malloc(g.n_frames * 3 * sizeof *fr);
+  if (!cm || !fr) {
+    rc = ebb_seterr(EBB_ENOMEM, "pitch: out of memory for %zu frames", g.n_frames);
+    goto fail;
+  }
+  if (backend == EBB_PITCH_BACKEND_TWIN)
+    ebb_pitch_cmndf_twin(padded, &g, cm);
+  else
+    ebb_pitch_cmndf_cpu(padded, &g, cm);
+  if ((rc = ebb_pitch_track(cm, padded, &g, p, fr)))
+    goto fail;
+  free(padded);
+  free(cm);
+  *frames = fr;
+  *n_frames = g.n_frames;
+  return 0;
+fail:
+  free(padded);
+  free(cm);
+  free(fr);
+  return rc;
+}

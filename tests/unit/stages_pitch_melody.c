@@ -1,0 +1,63 @@
+/* pitch: the notes of a generated melody (songgen's ground truth) come back:
+ * onsets within 50 ms with the exact MIDI pitch for at least 90 % of the
+ * notes, and raw pitch accuracy on the vocal stem of at least 95 %. */
+#include <math.h>
+
+#include "stages/audio/pitch.h"
+#include "stages/audio/songgen.h"
+#include "test.h"
+
+static void check_song(uint64_t seed, double min_notes, double min_rpa) {
+  ebb_songgen_params sp = ebb_songgen_defaults();
+  sp.seed = seed;
+  sp.seconds = 14.0;
+  ebb_song *s = NULL;
+  REQUIRE(ebb_songgen_create(&sp, &s) == 0);
+  ebb_pitch_params p = ebb_pitch_defaults();
+  float *fr = NULL;
+  size_t nf = 0;
+  REQUIRE(ebb_pitch_analyze(s->vocals, s->frames, s->rate, &p, EBB_PITCH_BACKEND_CPU, &fr, &nf) ==
+          0);
+  size_t tv = 0, ok = 0;
+  for (size_t i = 0; i < s->n_f0 && i < nf; i++)
+    if (s->f0_hz[i] > 0) {
+      tv++;
+      ok += fr[3 * i + 1] > 0 && fabs(1200 * log2(fr[3 * i + 1] / s->f0_hz[i])) < 50;
+    }
+  double rpa = (double)ok / (double)tv;
+  CHECK_MSG(rpa >= min_rpa, "seed %llu: raw pitch accuracy %.3f < %.2f",
+            (unsigned long long)seed, rpa, min_rpa);
+  ebb_pitch_note *notes = NULL;
+  size_t nn = 0;
+  REQUIRE(ebb_pitch_notes(fr, nf, &p, &notes, &nn) == 0);
+  size_t hit = 0;
+  for (size_t i = 0; i < s->n_notes; i++) {
+    int found = 0;
+    for (size_t j = 0; j < nn && !found; j++)
+      found = fabs(notes[j].onset - s->notes[i].onset) <= 0.05 && notes[j].midi == s->notes[i].midi;
+    if (!found)
+      fprintf(stderr, "  seed %llu: truth note %zu (%.2f s, midi %d) not recovered\n",
+              (unsigned long long)seed, i, s->notes[i].onset, s->notes[i].midi);
+    hit += found;
+  }
+  double frac = (double)hit / (double)s->n_notes;
+  CHECK_MSG(s->n_notes >= 10, "seed %llu: only %zu notes generated", (unsigned long long)seed,
+            s->n_notes);
+  CHECK_MSG(frac >= min_notes, "seed %llu: %zu of %zu notes recovered (%.2f < %.2f)",
+            (unsigned long long)seed, hit, s->n_notes, frac, min_notes);
+  /* no invented notes: at most 10 % more notes than the truth */
+  CHECK_MSG(nn <= s->n_notes + s->n_notes / 10, "seed %llu: %zu notes found for %zu true",
+            (unsigned long long)seed, nn, s->n_notes);
+  free(notes);
+  free(fr);
+  ebb_song_destroy(s);
+}
+
+static void test_melody_seed1(void) { check_song(1, 0.9, 0.95); }
+static void test_melody_seed7(void) { check_song(7, 0.9, 0.95); }
+
+int main(void) {
+  RUN(test_melody_seed1);
+  RUN(test_melody_seed7);
+  return TEST_END();
+}
