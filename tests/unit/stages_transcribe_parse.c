@@ -218,6 +218,42 @@ static void test_protocol_helpers(void) {
   CHECK_EQ_STR(ebb_whisper_language_code("klingon"), "klingon");
 }
 
+/* Every truncation and single-byte corruption of a valid answer either
+ * parses or fails with EBB_EPROTO; never anything else (run under ASan). */
+static void test_truncated_and_corrupted(void) {
+  const char *body =
+      "{\"text\":\" Hi there\",\"language\":\"english\",\"segments\":[{\"start\":0,\"end\":2.5,"
+      "\"text\":\" Hi there\",\"words\":[{\"word\":\" Hi\",\"start\":0.12,\"end\":0.4},"
+      "{\"word\":\" the\",\"start\":0.5,\"end\":0.8},{\"word\":\"re\",\"start\":0.8,\"end\":1.2}]}]}";
+  size_t n = strlen(body);
+  int bad = 0, ok = 0;
+  char *buf = malloc(n + 1);
+  REQUIRE(buf != NULL);
+  for (size_t len = 0; len <= n; len++) {
+    char *out = NULL;
+    int rc = ebb_transcribe_parse(body, len, EBB_WHISPER_WHISPERCPP, "u", &out, NULL, NULL, NULL);
+    if (rc != 0 && rc != EBB_EPROTO)
+      bad++;
+    ok += rc == 0;
+    free(out);
+  }
+  CHECK_EQ_INT(ok, 1); /* only the whole answer parses */
+  const char subst[] = "\"{}[],:-0 x";
+  for (size_t i = 0; i < n; i++) {
+    for (size_t k = 0; k < sizeof subst - 1; k++) {
+      memcpy(buf, body, n + 1);
+      buf[i] = subst[k];
+      char *out = NULL;
+      int rc = ebb_transcribe_parse(buf, n, EBB_WHISPER_WHISPERCPP, "u", &out, NULL, NULL, NULL);
+      if (rc != 0 && rc != EBB_EPROTO)
+        bad++;
+      free(out);
+    }
+  }
+  free(buf);
+  CHECK_EQ_INT(bad, 0);
+}
+
 int main(void) {
   RUN(test_openai_words);
   RUN(test_openai_segment_words);
@@ -226,5 +262,6 @@ int main(void) {
   RUN(test_bad_times_dropped);
   RUN(test_errors);
   RUN(test_protocol_helpers);
+  RUN(test_truncated_and_corrupted);
   return TEST_END();
 }

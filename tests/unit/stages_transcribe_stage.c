@@ -279,6 +279,28 @@ static void test_errors_reach_host(void) {
   items_free(&in);
 }
 
+static void test_api_key_from_env(void) {
+  whisper_server *keyed;
+  REQUIRE(whisper_server_start(0, "sekret", &keyed) == 0);
+  char o[200];
+  snprintf(o, sizeof o, "{\"url\":\"http://127.0.0.1:%u/v1/audio/transcriptions\"}",
+           whisper_server_port(keyed));
+  ebb_items in = {0}, out = {0};
+  items_add_audio(&in, "vocals", 1.0, 1, 16000);
+  reset();
+  setenv("EBB_WHISPER_API_KEY", "wrong", 1);
+  CHECK_EQ_INT(run_stage(o, &in, &out), EBB_ECONFIG);
+  CHECK_MSG(strstr(last_msg, "HTTP 401") != NULL, "%s", last_msg);
+  reset();
+  setenv("EBB_WHISPER_API_KEY", "sekret", 1);
+  CHECK_EQ_INT(run_stage(o, &in, &out), 0);
+  CHECK_EQ_INT(out.n, 1);
+  unsetenv("EBB_WHISPER_API_KEY");
+  items_free(&in);
+  items_free(&out);
+  whisper_server_stop(keyed);
+}
+
 static void *cancel_later(void *arg) {
   (void)arg;
   struct timespec ts = {0, 300 * 1000 * 1000};
@@ -331,6 +353,7 @@ int main(void) {
   RUN(test_transcribes_vocals);
   RUN(test_fallback_to_audio_and_env);
   RUN(test_errors_reach_host);
+  RUN(test_api_key_from_env);
   RUN(test_cancel_and_deadline);
   whisper_server_stop(srv);
   return TEST_END();
