@@ -93,24 +93,37 @@ static uint32_t le32(const unsigned char *b) {
   return (uint32_t)b[0] | (uint32_t)b[1] << 8 | (uint32_t)b[2] << 16 | (uint32_t)b[3] << 24;
 }
 
-/* A RIFF/WAVE file whose data chunk claims more bytes than the file holds is
- * truncated (libsndfile silently reads what is there). Unknown sizes
- * (0 or 0xFFFFFFFF, written by streaming encoders) are accepted. */
-static int check_wav_truncation(const char *path, long long file_size) {
+static uint16_t le16(const unsigned char *b) { return (uint16_t)(b[0] | b[1] << 8); }
+
+/* Reads a RIFF/WAVE header ourselves before libsndfile does, for clear
+ * reasons: a fmt chunk with 0 channels or an absurd rate (libsndfile would
+ * only say "unreadable"), and a data chunk that claims more bytes than the
+ * file holds (libsndfile silently reads what is there). Unknown data sizes
+ * (0 or 0xFFFFFFFF, written by streaming encoders) are accepted. Other
+ * containers (RF64, RIFX, FLAC, ...) are left to libsndfile. */
+static int check_riff(const char *path, long long file_size, double max_seconds) {
   FILE *f = fopen(path, "rb");
   if (!f)
     return ebb_seterr(EBB_EINPUT, "%s: cannot open: %s", path, strerror(errno));
   unsigned char hdr[12];
   int rc = 0;
   if (fread(hdr, 1, 12, f) != 12 || memcmp(hdr, "RIFF", 4) != 0 || memcmp(hdr + 8, "WAVE", 4) != 0)
-    goto done; /* RF64, RIFX, ...: leave it to libsndfile */
+    goto done;
   long long pos = 12;
   while (pos + 8 <= file_size) {
     unsigned char ch[8];
     if (fseek(f, (long)pos, SEEK_SET) != 0 || fread(ch, 1, 8, f) != 8)
       break;
     uint32_t size = le32(ch + 4);
-    if (memcmp(ch, "data", 4) == 0) {
+    if (memcmp(ch, "fmt ", 4) == 0 && size >= 16) {
+      unsigned char fmt[16];
+      if (fread(fmt, 1, 16, f) != 16) {
+        rc = ebb_seterr(EBB_EINPUT, "%s: truncated: the WAV fmt chunk is cut short", path);
+        break;
+      }
+      if ((rc = check_header(path, le32(fmt + 4), le16(fmt + 2), max_seconds, -1)) < 0)
+        break;
+    } else if (memcmp(ch, "data", 4) == 0) {
       long long have = file_size - (pos + 8);
       if (size != 0 && size != 0xFFFFFFFFu && (long long)size > have)
         rc = ebb_seterr(EBB_EINPUT,
@@ -201,7 +214,9 @@ int ebb_audio_decode_mpg123(const char *path, uint32_t rate, double max_seconds,
   uint64_t n = 0, cap = 0;
   long src_rate = 0;
   int channels = 0, enc = 0;
-  mpg123_param(mh, MPG123_ADD_FLAGS, MPG123_FORCE_FLOAT | MPG123_QUIET, 0.0);
+  mpg123_param(mh, MPG123_ADD_FLAGS, MPG123_FORCE_FLOAT, 0.0);
+  mpg123_param(mh, MPG123_ADD_FLAGS, MPG123_QUIET, 0.0);
+  mpg123_param(mh, MPG123_VERBOSE, 0, 0.0);
   if (mpg123_open(mh, path) != MPG123_OK) {
     rc = ebb_seterr(EBB_EINPUT, "%s: cannot open as MP3: %s", path, mpg123_strerror(mh));
     goto done;
@@ -299,6 +314,8 @@ int ebb_audio_decode(const char *path, uint32_t rate, double max_seconds, float 
   int rc = file_checks(path, &fsize);
   if (rc < 0)
     return rc;
+  if ((rc = check_riff(path, fsize, max_seconds)) < 0)
+    return rc;
   SF_INFO sfi;
   memset(&sfi, 0, sizeof sfi);
   SNDFILE *sf = sf_open(path, SFM_READ, &sfi);
@@ -319,9 +336,6 @@ int ebb_audio_decode(const char *path, uint32_t rate, double max_seconds, float 
     rc = ebb_seterr(EBB_EINPUT, "%s: empty: the file holds no audio frames", path);
     goto done;
   }
-  if ((major == SF_FORMAT_WAV || major == SF_FORMAT_WAVEX) &&
-      (rc = check_wav_truncation(path, fsize)) < 0)
-    goto done;
   if (!(buf = malloc(sizeof(float) * READ_BLOCK * (size_t)sfi.channels))) {
     rc = ebb_seterr(EBB_ENOMEM, "%s: out of host memory", path);
     goto done;

@@ -144,11 +144,11 @@ static int launch(gpu_run *g, const char *name, unsigned grid, unsigned block, u
     return ebb_seterr(EBB_EINVAL, "separate: kernel %s has no host twin", name);
   int rc = g->ctx->host->launch(g->ctx, g->image, name, gr, bl, shmem, params);
   if (rc < 0) {
-    if (!g->launched && !g->image)
-      return ebb_seterr(EBB_EUNSUPPORTED,
-                        "separate: kernel %s cannot be launched by name (no kernel image was "
-                        "built: nvcc absent) on this device",
-                        name);
+    if (!g->launched)
+      return ebb_errctx(EBB_EUNSUPPORTED, "separate: the device cannot run kernel %s (%s): ",
+                        name,
+                        g->image ? "the embedded kernel image does not load here"
+                                 : "no kernel image was built (nvcc absent)");
     return ebb_errctx(rc, "separate: kernel %s (grid %u, block %u): ", name, grid, block);
   }
   g->launched = 1;

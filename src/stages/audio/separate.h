@@ -52,9 +52,9 @@ int ebb_separate_cpu(const ebb_sep_options *o, uint32_t rate, const float *x, lo
  * launch). image: the kernel image (ebb_kernels_image()), NULL to launch by
  * name. Every device buffer (signal, the whole song's complex spectrogram
  * twice, magnitudes, mask, output) is allocated through ctx, so the stage
- * instance owns it, and freed before return on every path. When image is NULL
- * and the first launch fails (a real GPU without a built image), returns
- * EBB_EUNSUPPORTED so the caller can run the CPU path. */
+ * instance owns it, and freed before return on every path. When the first
+ * launch fails (a real GPU and no image built, or an image without code for
+ * this GPU), returns EBB_EUNSUPPORTED so the caller can run the CPU path. */
 int ebb_separate_gpu(ebb_stage_ctx *ctx, const void *image, const ebb_sep_options *o,
                      uint32_t rate, const float *x, long long nx, float *voc, float *acc,
                      float *mag);

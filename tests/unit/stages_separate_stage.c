@@ -1,0 +1,126 @@
+/* The `separate` stage through its vtable (a shim host, no runner): "audio"
+ * -> "vocals" + "accompaniment" of the same rate and length on the CPU device
+ * (FFTW) and on a CUDA device (kernels as twins, every device byte freed);
+ * a CUDA device that cannot launch the kernels falls back to the CPU with a
+ * log line; bad options are refused at load; a missing input is EINPUT. */
+#include "stages/audio/separate.h"
+#include "stages_separate_mix.h"
+#include "stages_separate_shim.h"
+#include "test.h"
+
+extern const ebb_stage ebb_stage_separate;
+
+static sep_mix clip;
+
+static void run_stage(ebb_dev_kind kind, int no_twins, float **voc_out) {
+  shim_ctx sh;
+  shim_init(&sh, kind);
+  sh.no_twins = no_twins;
+  ebb_items in = {0}, out = {0};
+  REQUIRE(shim_add_audio(&in, "audio", clip.mix, (uint64_t)clip.n, 1, clip.rate) == 0);
+  void *state = NULL;
+  REQUIRE(ebb_stage_separate.load(&sh.base, "{\"n_fft\": 1024, \"hop\": 256, \"hpss\": true}", &state) == 0);
+  int rc = ebb_stage_separate.run(&sh.base, state, &in, &out);
+  CHECK_MSG(rc == 0, "separate failed: %s", sh.err);
+  ebb_item_info v = {0}, a = {0};
+  CHECK(shim_item_find(&out, "vocals", &v) == 0);
+  CHECK(shim_item_find(&out, "accompaniment", &a) == 0);
+  CHECK_EQ_INT(v.kind, EBB_ITEM_AUDIO);
+  CHECK_EQ_U64(v.frames, clip.n);
+  CHECK_EQ_U64(a.frames, clip.n);
+  CHECK_EQ_INT(v.rate, clip.rate);
+  CHECK_EQ_INT(a.channels, 1);
+  if (v.samples) {
+    double gain = sep_sdr(clip.voice, v.samples, clip.n) - sep_sdr(clip.voice, clip.mix, clip.n);
+    CHECK_MSG(gain > 3.0, "vocal SDR improvement %.2f dB", gain);
+    *voc_out = malloc(sizeof(float) * clip.n);
+    memcpy(*voc_out, v.samples, sizeof(float) * clip.n);
+  }
+  if (kind == EBB_DEV_KIND_CUDA && !no_twins) {
+    CHECK_MSG(sh.launches == 8, "launches %d", sh.launches);
+    CHECK_MSG(sh.peak_bytes > 0 && sh.live_bytes == 0, "device bytes peak %llu live %llu",
+              (unsigned long long)sh.peak_bytes, (unsigned long long)sh.live_bytes);
+  } else {
+    CHECK_EQ_INT(sh.launches, 0);
+    CHECK_EQ_U64(sh.live_bytes, 0);
+    if (kind == EBB_DEV_KIND_CPU)
+      CHECK_EQ_U64(sh.peak_bytes, 0);
+  }
+  if (no_twins)
+    CHECK_MSG(strstr(sh.log, "running separation on the CPU") != NULL, "log: %s", sh.log);
+  ebb_stage_separate.unload(&sh.base, state);
+  shim_items_free(&in);
+  shim_items_free(&out);
+}
+
+static void test_devices_agree(void) {
+  float *cpu = NULL, *gpu = NULL, *fallback = NULL;
+  run_stage(EBB_DEV_KIND_CPU, 0, &cpu);
+  run_stage(EBB_DEV_KIND_CUDA, 0, &gpu);
+  run_stage(EBB_DEV_KIND_CUDA, 1, &fallback);
+  REQUIRE(cpu && gpu && fallback);
+  double num = 0, den = 0;
+  for (long long i = 0; i < clip.n; i++) {
+    num += ((double)gpu[i] - cpu[i]) * ((double)gpu[i] - cpu[i]);
+    den += (double)cpu[i] * cpu[i];
+  }
+  CHECK_MSG(sqrt(num / den) < 1e-4, "CPU and CUDA vocals differ: %g", sqrt(num / den));
+  CHECK(memcmp(cpu, fallback, sizeof(float) * clip.n) == 0);
+  free(cpu), free(gpu), free(fallback);
+}
+
+static void test_bad_options(void) {
+  shim_ctx sh;
+  shim_init(&sh, EBB_DEV_KIND_CPU);
+  void *state = NULL;
+  CHECK_EQ_INT(ebb_stage_separate.load(&sh.base, "{\"n_fft\": 1000}", &state), EBB_ECONFIG);
+  CHECK_MSG(strstr(sh.err, "n_fft=1000") != NULL, "error: %s", sh.err);
+  CHECK_EQ_INT(ebb_stage_separate.load(&sh.base, "{\"hop\": 0}", &state), EBB_ECONFIG);
+  CHECK_MSG(strstr(sh.err, "hop=0") != NULL, "error: %s", sh.err);
+  CHECK_EQ_INT(ebb_stage_separate.load(&sh.base, "{\"outside_gain\": 2}", &state), EBB_ECONFIG);
+  CHECK_MSG(strstr(sh.err, "outside_gain") != NULL, "error: %s", sh.err);
+  CHECK(state == NULL);
+}
+
+static void test_missing_audio(void) {
+  shim_ctx sh;
+  shim_init(&sh, EBB_DEV_KIND_CPU);
+  void *state = NULL;
+  REQUIRE(ebb_stage_separate.load(&sh.base, "{}", &state) == 0);
+  ebb_items in = {0}, out = {0};
+  CHECK_EQ_INT(ebb_stage_separate.run(&sh.base, state, &in, &out), EBB_EINPUT);
+  CHECK_MSG(strstr(sh.err, "\"audio\"") != NULL, "error: %s", sh.err);
+  CHECK_EQ_INT(out.n, 0);
+  ebb_stage_separate.unload(&sh.base, state);
+}
+
+static void test_short_and_silent_inputs(void) {
+  /* shorter than one frame, and all zeros: outputs of the same length, no NaN */
+  float x[100] = {0};
+  float v[100], a[100];
+  ebb_sep_options o;
+  ebb_sep_options_default(&o);
+  CHECK_EQ_INT(ebb_separate_cpu(&o, 16000, x, 100, v, a, NULL), 0);
+  int finite = 1;
+  for (int i = 0; i < 100; i++)
+    finite &= isfinite(v[i]) && isfinite(a[i]) && v[i] == 0 && a[i] == 0;
+  CHECK(finite);
+  shim_ctx sh;
+  shim_init(&sh, EBB_DEV_KIND_CUDA);
+  CHECK_EQ_INT(ebb_separate_gpu(&sh.base, NULL, &o, 16000, x, 100, v, a, NULL), 0);
+  finite = 1;
+  for (int i = 0; i < 100; i++)
+    finite &= isfinite(v[i]) && isfinite(a[i]) && v[i] == 0 && a[i] == 0;
+  CHECK(finite);
+  CHECK_EQ_INT(sh.live_blocks, 0);
+}
+
+int main(void) {
+  REQUIRE(sep_mix_make(&clip, 3, 16000, 6.0) == 0);
+  RUN(test_devices_agree);
+  RUN(test_bad_options);
+  RUN(test_missing_audio);
+  RUN(test_short_and_silent_inputs);
+  sep_mix_free(&clip);
+  return TEST_END();
+}
