@@ -491,6 +491,23 @@ static size_t seg_size_for(const ebb_allocator *a, size_t size, int small) {
   return round_up(EBB_MEM_LARGE_SEG_MIN > size ? EBB_MEM_LARGE_SEG_MIN : size, a->gran);
 }
 
+/* Before growing by a large segment of ssz bytes: empty large segments
+ * smaller than that could not have served the request (else pool_find would
+ * have found them), and keeping them while growing is how reserved memory
+ * drifts away from allocated memory as request sizes change (a model's
+ * activations growing with the sequence length). Give them back now; the
+ * driver call is made on a path that calls the driver anyway. */
+static uint64_t drop_useless_locked(ebb_allocator *a, size_t ssz) {
+  uint64_t bytes = 0;
+  mem_seg *next;
+  for (mem_seg *s = a->segs; s; s = next) {
+    next = s->next;
+    if (!s->small && s->nlive == 0 && !s->d.parked && s->d.size < ssz)
+      bytes += seg_drop_locked(a, s);
+  }
+  return bytes;
+}
+
 static int oom_message(ebb_allocator *a, ebb_owner *o, size_t req, uint64_t trimmed) {
   char ask[32], fr[32], tr[32], res[32];
   ebb_dev_meminfo mi = {0};
@@ -534,6 +551,8 @@ int ebb_mem_alloc(ebb_owner *o, size_t bytes, const char *site, uint64_t *addr) 
   if (!b) {
     mem_seg *s = NULL;
     size_t ssz = seg_size_for(a, size, small);
+    if (!small)
+      a->trimmed_bytes += drop_useless_locked(a, ssz);
     rc = seg_new_locked(a, ssz, small, &s);
     if (rc == EBB_EOOM) {
       uint64_t trimmed = mem_trim_locked(a);

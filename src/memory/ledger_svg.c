@@ -19,8 +19,9 @@
 #define PW (W - ML - MR)
 #define PH (H - MT - MB)
 
-static const char *palette[] = {"#4e79a7", "#f28e2b", "#59a14f", "#e15759", "#76b7b2",
-                                "#edc948", "#b07aa1", "#ff9da7", "#9c755f", "#bab0ac"};
+/* Tableau-like, without green: green is kept for the release marks */
+static const char *palette[] = {"#4e79a7", "#f28e2b", "#b07aa1", "#e15759", "#76b7b2",
+                                "#edc948", "#9c755f", "#ff9da7", "#2f4b7c", "#bab0ac"};
 #define NPAL (sizeof palette / sizeof *palette)
 
 static void xml_str(FILE *f, const char *s) {
@@ -190,8 +191,8 @@ int ebb_ledger_write_svg(ebb_ledger *l, FILE *f, const char *title) {
 
   /* stacked areas, one path per owner */
   for (size_t k = 0; k < nown; k++) {
-    fprintf(f, "<path fill=\"%s\" fill-opacity=\"0.85\" stroke=\"%s\" stroke-width=\"0.6\" d=\"",
-            palette[k % NPAL], palette[k % NPAL]);
+    fprintf(f, "<path fill=\"%s\" fill-opacity=\"0.85\" stroke=\"none\" d=\"",
+            palette[k % NPAL]);
     for (int c = 0; c < ncols; c++) {
       double lo = 0;
       for (size_t j = 0; j < k; j++)
@@ -232,14 +233,16 @@ int ebb_ledger_write_svg(ebb_ledger *l, FILE *f, const char *title) {
       double y = MT + 14 + 14 * (nrel++ % 3);
       char b[32];
       mem_fmt_bytes(b, sizeof b, e->bytes);
-      fprintf(f, "<line x1=\"%.1f\" y1=\"%d\" x2=\"%.1f\" y2=\"%d\" stroke=\"#2ca02c\" "
+      fprintf(f, "<line x1=\"%.1f\" y1=\"%d\" x2=\"%.1f\" y2=\"%d\" stroke=\"#1b7a1b\" "
                  "stroke-width=\"1.5\"/>\n",
               x, MT, x, MT + PH);
-      fprintf(f, "<polygon points=\"%.1f,%d %.1f,%d %.1f,%d\" fill=\"#2ca02c\"/>\n", x - 5,
+      fprintf(f, "<polygon points=\"%.1f,%d %.1f,%d %.1f,%d\" fill=\"#1b7a1b\"/>\n", x - 5,
               MT + PH, x + 5, MT + PH, x, MT + PH - 8);
+      /* labels near the right edge go to the left of their line */
+      int left = x > ML + PW - 130;
       fprintf(f, "<text x=\"%.1f\" y=\"%.1f\" font-size=\"11\" fill=\"#1b7a1b\" "
-                 "font-weight=\"bold\">released %s</text>\n",
-              x + 4, y, b);
+                 "font-weight=\"bold\" text-anchor=\"%s\">released %s</text>\n",
+              left ? x - 4 : x + 4, y, left ? "end" : "start", b);
     }
   }
   /* frame */
@@ -269,7 +272,7 @@ int ebb_ledger_write_svg(ebb_ledger *l, FILE *f, const char *title) {
             lx, y - 4, lx + 13, y - 4);
     fprintf(f, "<text x=\"%d\" y=\"%d\" font-size=\"11\" fill=\"#222\">reserved</text>\n", lx + 19,
             y);
-    fprintf(f, "<rect x=\"%d\" y=\"%d\" width=\"3\" height=\"13\" fill=\"#2ca02c\"/>\n", lx + 5,
+    fprintf(f, "<rect x=\"%d\" y=\"%d\" width=\"3\" height=\"13\" fill=\"#1b7a1b\"/>\n", lx + 5,
             y + 9);
     fprintf(f, "<text x=\"%d\" y=\"%d\" font-size=\"11\" fill=\"#222\">release</text>\n", lx + 19,
             y + 19);
