@@ -143,6 +143,11 @@ struct ebb_host_api {
   /* where outputs go (the job's output directory) and scratch space */
   const char *(*output_dir)(ebb_stage_ctx *ctx);
   const char *(*stage_name)(ebb_stage_ctx *ctx); /* the instance name in logs */
+
+  /* --- appended after the first release (check host->size before use) --- */
+  /* Gives back memory from raw_driver_alloc. What a stage does not give back
+   * is freed by ebb when the stage is released. */
+  int (*raw_driver_free)(ebb_stage_ctx *ctx, uint64_t dptr);
 };
 
 /* The first member of every context is the host table, so the wrappers below

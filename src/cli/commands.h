@@ -12,6 +12,17 @@ typedef struct ebb_command {
 
 int ebb_cmd_version(int argc, char **argv);
 int ebb_cmd_devices(int argc, char **argv);
+int ebb_cmd_run(int argc, char **argv);
+int ebb_cmd_pipelines(int argc, char **argv);
+int ebb_cmd_stages(int argc, char **argv);
+
+/* Loads the config (NULL: built-ins only) and the stage registry with the
+ * config's plugin_dirs and EBB_PLUGIN_PATH. On failure prints one message to
+ * stderr and returns EBB_EXIT_USAGE (nothing to free); else EBB_EXIT_OK and
+ * the caller frees both. (cmd_common.c) */
+struct ebb_config;
+struct ebb_registry;
+int ebb_cli_load(const char *config_path, struct ebb_config **cfg, struct ebb_registry **reg);
 
 #define EBB_EXIT_OK 0
 #define EBB_EXIT_FAILED 1

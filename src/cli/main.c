@@ -7,6 +7,10 @@
 static const ebb_command commands[] = {
     {"version", "print ebb's version, the driver's and how it was found", ebb_cmd_version},
     {"devices", "list the devices ebb can use and their memory", ebb_cmd_devices},
+    {"run", "run one job through a pipeline: ebb run --pipeline NAME INPUT", ebb_cmd_run},
+    {"pipelines", "list the pipelines (built-in and from --config) and their stages",
+     ebb_cmd_pipelines},
+    {"stages", "list the stages (built-in and plugins) and their options", ebb_cmd_stages},
 };
 #define NCOMMANDS (sizeof commands / sizeof commands[0])
 

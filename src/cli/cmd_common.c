@@ -1,0 +1,29 @@
+/* What `ebb run`, `ebb pipelines` and `ebb stages` share: the config file and
+ * the stage registry with its plugins. */
+#include <stdio.h>
+
+#include "cli/commands.h"
+#include "pipeline/config.h"
+#include "pipeline/registry.h"
+
+int ebb_cli_load(const char *config_path, ebb_config **cfg, ebb_registry **reg) {
+  *cfg = NULL;
+  *reg = NULL;
+  int rc = ebb_config_load(config_path, cfg);
+  if (!rc)
+    rc = ebb_registry_create(reg);
+  for (size_t i = 0; !rc && i < (*cfg)->nplugin_dirs; i++)
+    if ((rc = ebb_registry_load_dir(*reg, (*cfg)->plugin_dirs[i])) && config_path)
+      ebb_errctx(rc, "%s: plugin_dirs: ", config_path);
+  if (!rc)
+    rc = ebb_registry_load_env(*reg);
+  if (rc) {
+    fprintf(stderr, "ebb: %s\n", ebb_errmsg());
+    ebb_registry_destroy(*reg);
+    ebb_config_free(*cfg);
+    *reg = NULL;
+    *cfg = NULL;
+    return EBB_EXIT_USAGE;
+  }
+  return EBB_EXIT_OK;
+}

@@ -1,0 +1,100 @@
+/* `ebb pipelines`: the built-in pipelines and those of --config, with their
+ * stages; stages this build does not have are marked. */
+#include <getopt.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli/commands.h"
+#include "pipeline/config.h"
+#include "pipeline/registry.h"
+
+static void usage(FILE *f) {
+  fprintf(f, "usage: ebb pipelines [--config FILE] [--json]\n\n"
+             "Lists the built-in pipelines and those of FILE (which replace built-in ones\n"
+             "of the same name), their release policy and stages. A stage that is neither\n"
+             "built in nor in a plugin (plugin_dirs, EBB_PLUGIN_PATH) is marked missing.\n");
+}
+
+int ebb_cmd_pipelines(int argc, char **argv) {
+  static const struct option longopts[] = {{"config", required_argument, NULL, 'c'},
+                                           {"json", no_argument, NULL, 'j'},
+                                           {"help", no_argument, NULL, 'h'},
+                                           {NULL, 0, NULL, 0}};
+  const char *config = NULL;
+  int json = 0, c;
+  optind = 1;
+  opterr = 0;
+  while ((c = getopt_long(argc, argv, "h", longopts, NULL)) != -1) {
+    if (c == 'c')
+      config = optarg;
+    else if (c == 'j')
+      json = 1;
+    else if (c == 'h') {
+      usage(stdout);
+      return EBB_EXIT_OK;
+    } else {
+      fprintf(stderr, "ebb pipelines: bad option '%s'\n", argv[optind - 1]);
+      usage(stderr);
+      return EBB_EXIT_USAGE;
+    }
+  }
+  if (optind != argc) {
+    fprintf(stderr, "ebb pipelines: unexpected argument '%s'\n", argv[optind]);
+    return EBB_EXIT_USAGE;
+  }
+  ebb_config *cfg;
+  ebb_registry *reg;
+  int status = ebb_cli_load(config, &cfg, &reg);
+  if (status)
+    return status;
+  json_t *arr = json_array();
+  for (size_t i = 0; i < cfg->npipelines; i++) {
+    const ebb_pipeline_def *p = &cfg->pipelines[i];
+    char pol[64];
+    ebb_policy def = {EBB_POLICY_AFTER_STAGE, 0};
+    ebb_policy_format(p->has_policy ? &p->policy : &def, pol, sizeof pol);
+    json_t *jp = json_object(), *js = json_array();
+    if (!json) {
+      printf("%s  (%s, release %s)\n", p->name, p->origin, pol);
+      if (p->description)
+        printf("  %s\n", p->description);
+    }
+    for (size_t k = 0; k < p->nstages; k++) {
+      const ebb_stage_def *d = &p->stages[k];
+      int have = ebb_registry_find(reg, d->stage, NULL) != NULL;
+      if (!json) {
+        printf("  %zu. %s", k + 1, d->name);
+        if (strcmp(d->name, d->stage))
+          printf(" (%s)", d->stage);
+        if (d->timeout_s > 0)
+          printf("  timeout %g s", d->timeout_s);
+        if (!have)
+          printf("  [missing: no stage '%s' in this build]", d->stage);
+        printf("\n");
+      }
+      json_t *o = json_object();
+      json_object_set_new(o, "name", json_string(d->name));
+      json_object_set_new(o, "stage", json_string(d->stage));
+      json_object_set_new(o, "available", json_boolean(have));
+      json_object_set(o, "options", d->options);
+      json_array_append_new(js, o);
+    }
+    json_object_set_new(jp, "name", json_string(p->name));
+    json_object_set_new(jp, "origin", json_string(p->origin));
+    json_object_set_new(jp, "release", json_string(pol));
+    if (p->description)
+      json_object_set_new(jp, "description", json_string(p->description));
+    json_object_set_new(jp, "stages", js);
+    json_array_append_new(arr, jp);
+  }
+  if (json) {
+    char *s = json_dumps(arr, JSON_INDENT(2));
+    printf("%s\n", s ? s : "[]");
+    free(s);
+  }
+  json_decref(arr);
+  ebb_registry_destroy(reg);
+  ebb_config_free(cfg);
+  return EBB_EXIT_OK;
+}

@@ -1,0 +1,97 @@
+/* `ebb stages`: the built-in stages and the plugins' (config plugin_dirs and
+ * EBB_PLUGIN_PATH): name, version, where it comes from, description, options. */
+#include <getopt.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "cli/commands.h"
+#include "pipeline/config.h"
+#include "pipeline/registry.h"
+
+static void usage(FILE *f) {
+  fprintf(f, "usage: ebb stages [--config FILE] [--json]\n\n"
+             "Lists every stage ebb can run: the built-in ones and those of the plugins\n"
+             "in FILE's plugin_dirs and in EBB_PLUGIN_PATH (colon-separated), with their\n"
+             "version, description and options (type, default).\n");
+}
+
+static void print_default(const json_t *v) {
+  char *s = v ? json_dumps(v, JSON_ENCODE_ANY | JSON_COMPACT) : NULL;
+  if (s)
+    printf(", default %s", s);
+  free(s);
+}
+
+int ebb_cmd_stages(int argc, char **argv) {
+  static const struct option longopts[] = {{"config", required_argument, NULL, 'c'},
+                                           {"json", no_argument, NULL, 'j'},
+                                           {"help", no_argument, NULL, 'h'},
+                                           {NULL, 0, NULL, 0}};
+  const char *config = NULL;
+  int json = 0, c;
+  optind = 1;
+  opterr = 0;
+  while ((c = getopt_long(argc, argv, "h", longopts, NULL)) != -1) {
+    if (c == 'c')
+      config = optarg;
+    else if (c == 'j')
+      json = 1;
+    else if (c == 'h') {
+      usage(stdout);
+      return EBB_EXIT_OK;
+    } else {
+      fprintf(stderr, "ebb stages: bad option '%s'\n", argv[optind - 1]);
+      usage(stderr);
+      return EBB_EXIT_USAGE;
+    }
+  }
+  if (optind != argc) {
+    fprintf(stderr, "ebb stages: unexpected argument '%s'\n", argv[optind]);
+    return EBB_EXIT_USAGE;
+  }
+  ebb_config *cfg;
+  ebb_registry *reg;
+  int status = ebb_cli_load(config, &cfg, &reg);
+  if (status)
+    return status;
+  json_t *arr = json_array();
+  for (size_t i = 0; i < ebb_registry_count(reg); i++) {
+    const char *origin;
+    const ebb_stage *st = ebb_registry_at(reg, i, &origin);
+    json_t *schema = st->options_schema ? json_loads(st->options_schema, 0, NULL) : json_object();
+    if (json) {
+      json_t *o = json_object();
+      json_object_set_new(o, "name", json_string(st->name));
+      json_object_set_new(o, "version", json_integer(st->version));
+      json_object_set_new(o, "origin", json_string(origin));
+      json_object_set_new(o, "description", json_string(st->description ? st->description : ""));
+      json_object_set_new(o, "needs_gpu", json_boolean(st->needs_gpu));
+      json_object_set(o, "options", schema ? schema : json_object());
+      json_array_append_new(arr, o);
+    } else {
+      printf("%s  v%u  (%s)%s\n", st->name, st->version, origin, st->needs_gpu ? "  GPU" : "");
+      if (st->description)
+        printf("  %s\n", st->description);
+      const char *k;
+      json_t *spec;
+      json_object_foreach(schema, k, spec) {
+        json_t *t = json_object_get(spec, "type"), *d = json_object_get(spec, "description");
+        printf("    %-16s %s", k, json_is_string(t) ? json_string_value(t) : "any");
+        print_default(json_object_get(spec, "default"));
+        if (json_is_string(d))
+          printf("  %s", json_string_value(d));
+        printf("\n");
+      }
+    }
+    json_decref(schema);
+  }
+  if (json) {
+    char *s = json_dumps(arr, JSON_INDENT(2));
+    printf("%s\n", s ? s : "[]");
+    free(s);
+  }
+  json_decref(arr);
+  ebb_registry_destroy(reg);
+  ebb_config_free(cfg);
+  return EBB_EXIT_OK;
+}

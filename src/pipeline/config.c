@@ -1,0 +1,361 @@
+#include "pipeline/config.h"
+
+#include <errno.h>
+#include <libgen.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "ebb/error.h"
+
+/* The built-in pipelines. `synthetic` is the "does release work on my GPU?"
+ * check; its sizes are modest so the same pipeline is quick on the CPU device
+ * (use a config with larger weights_mib for a real GPU, see
+ * examples/configs/synthetic-gpu.json). Its stages bypass the result cache:
+ * a diagnostic must run every time. */
+static const char builtin_json[] =
+    "{\"pipelines\": {\n"
+    "  \"synthetic\": {\n"
+    "    \"description\": \"three synthetic stages (a, b, c): allocate, touch and release "
+    "device memory\",\n"
+    "    \"release\": \"after-stage\",\n"
+    "    \"stages\": [\n"
+    "      {\"stage\": \"synthetic\", \"name\": \"a\", \"cache\": false, \"options\": "
+    "{\"weights_mib\": 256, \"activations_mib\": 128, \"cache_mib\": 128}},\n"
+    "      {\"stage\": \"synthetic\", \"name\": \"b\", \"cache\": false, \"options\": "
+    "{\"weights_mib\": 512, \"activations_mib\": 128, \"cache_mib\": 128}},\n"
+    "      {\"stage\": \"synthetic\", \"name\": \"c\", \"cache\": false, \"options\": "
+    "{\"weights_mib\": 384, \"activations_mib\": 128, \"cache_mib\": 128}}\n"
+    "    ]\n"
+    "  },\n"
+    "  \"songtrace\": {\n"
+    "    \"description\": \"audio: decode, separate vocals, transcribe, align words, track "
+    "pitch, export\",\n"
+    "    \"release\": \"after-stage\",\n"
+    "    \"stages\": [\n"
+    "      {\"stage\": \"decode\"}, {\"stage\": \"separate\"}, {\"stage\": \"transcribe\"},\n"
+    "      {\"stage\": \"align\"}, {\"stage\": \"pitch\"}, {\"stage\": \"export\"}\n"
+    "    ]\n"
+    "  }\n"
+    "}}\n";
+
+const char *ebb_builtin_pipelines_json(void) { return builtin_json; }
+
+int ebb_policy_parse(const char *s, ebb_policy *out) {
+  if (!s)
+    return ebb_seterr(EBB_EINVAL, "release policy: none given");
+  if (!strcmp(s, "after-stage")) {
+    *out = (ebb_policy){EBB_POLICY_AFTER_STAGE, 0};
+    return 0;
+  }
+  if (!strcmp(s, "after-job")) {
+    *out = (ebb_policy){EBB_POLICY_AFTER_JOB, 0};
+    return 0;
+  }
+  if (!strcmp(s, "never")) {
+    *out = (ebb_policy){EBB_POLICY_NEVER, 0};
+    return 0;
+  }
+  if (!strncmp(s, "idle:", 5)) {
+    char *end;
+    errno = 0;
+    double v = strtod(s + 5, &end);
+    if (s[5] && !*end && !errno && isfinite(v) && v >= 0) {
+      *out = (ebb_policy){EBB_POLICY_IDLE, v};
+      return 0;
+    }
+  }
+  return ebb_seterr(EBB_EINVAL,
+                    "release policy '%s': expected after-stage, after-job, idle:SECONDS "
+                    "(SECONDS >= 0) or never",
+                    s);
+}
+
+const char *ebb_policy_format(const ebb_policy *p, char *buf, size_t n) {
+  switch (p->kind) {
+  case EBB_POLICY_AFTER_STAGE: snprintf(buf, n, "after-stage"); break;
+  case EBB_POLICY_AFTER_JOB: snprintf(buf, n, "after-job"); break;
+  case EBB_POLICY_IDLE: snprintf(buf, n, "idle:%g", p->idle_s); break;
+  case EBB_POLICY_NEVER: snprintf(buf, n, "never"); break;
+  }
+  return buf;
+}
+
+static void stage_def_free(ebb_stage_def *s) {
+  free(s->stage);
+  free(s->name);
+  json_decref(s->options);
+}
+
+static void pipeline_def_free(ebb_pipeline_def *p) {
+  for (size_t i = 0; i < p->nstages; i++)
+    stage_def_free(&p->stages[i]);
+  free(p->stages);
+  free(p->name);
+  free(p->description);
+  free(p->origin);
+}
+
+void ebb_config_free(ebb_config *c) {
+  if (!c)
+    return;
+  for (size_t i = 0; i < c->npipelines; i++)
+    pipeline_def_free(&c->pipelines[i]);
+  free(c->pipelines);
+  for (size_t i = 0; i < c->nplugin_dirs; i++)
+    free(c->plugin_dirs[i]);
+  free(c->plugin_dirs);
+  free(c->path);
+  free(c);
+}
+
+const ebb_pipeline_def *ebb_config_pipeline(const ebb_config *c, const char *name) {
+  for (size_t i = 0; c && name && i < c->npipelines; i++)
+    if (!strcmp(c->pipelines[i].name, name))
+      return &c->pipelines[i];
+  return NULL;
+}
+
+static int only_keys(json_t *obj, const char *const *allowed, const char *where) {
+  const char *k;
+  json_t *v;
+  json_object_foreach(obj, k, v) {
+    int ok = 0;
+    for (const char *const *a = allowed; *a; a++)
+      ok |= !strcmp(*a, k);
+    if (!ok) {
+      char list[256] = "";
+      for (const char *const *a = allowed; *a; a++)
+        snprintf(list + strlen(list), sizeof list - strlen(list), "%s%s", a == allowed ? "" : ", ",
+                 *a);
+      return ebb_seterr(EBB_ECONFIG, "%s: unknown key \"%s\" (allowed: %s)", where, k, list);
+    }
+  }
+  return 0;
+}
+
+static int parse_stage(json_t *js, const char *where, ebb_stage_def *out) {
+  static const char *const keys[] = {"stage", "name", "options", "isolate", "timeout_s", "cache",
+                                     NULL};
+  if (!json_is_object(js))
+    return ebb_seterr(EBB_ECONFIG, "%s: a stage entry must be an object", where);
+  int rc = only_keys(js, keys, where);
+  if (rc)
+    return rc;
+  json_t *st = json_object_get(js, "stage"), *nm = json_object_get(js, "name");
+  json_t *op = json_object_get(js, "options"), *iso = json_object_get(js, "isolate");
+  json_t *to = json_object_get(js, "timeout_s"), *ca = json_object_get(js, "cache");
+  if (!json_is_string(st) || !*json_string_value(st))
+    return ebb_seterr(EBB_ECONFIG, "%s: \"stage\" (the stage's registry name) is required", where);
+  if (nm && (!json_is_string(nm) || !*json_string_value(nm)))
+    return ebb_seterr(EBB_ECONFIG, "%s: \"name\" must be a non-empty string", where);
+  if (op && !json_is_object(op))
+    return ebb_seterr(EBB_ECONFIG, "%s: \"options\" must be an object", where);
+  if (iso && !json_is_boolean(iso))
+    return ebb_seterr(EBB_ECONFIG, "%s: \"isolate\" must be true or false", where);
+  if (ca && !json_is_boolean(ca))
+    return ebb_seterr(EBB_ECONFIG, "%s: \"cache\" must be true or false", where);
+  if (to && (!json_is_number(to) || !(json_number_value(to) > 0)))
+    return ebb_seterr(EBB_ECONFIG, "%s: \"timeout_s\" must be a number of seconds > 0", where);
+  out->stage = strdup(json_string_value(st));
+  out->name = strdup(nm ? json_string_value(nm) : json_string_value(st));
+  out->options = op ? json_incref(op) : json_object();
+  out->isolate = iso ? json_is_true(iso) : 0;
+  out->timeout_s = to ? json_number_value(to) : 0;
+  out->cache = ca ? json_is_true(ca) : 1;
+  if (!out->stage || !out->name || !out->options)
+    return ebb_seterr(EBB_ENOMEM, "%s: out of host memory", where);
+  return 0;
+}
+
+static int parse_pipeline(const char *name, json_t *jp, const char *origin, ebb_pipeline_def *p) {
+  static const char *const keys[] = {"stages", "release", "description", NULL};
+  char where[768];
+  snprintf(where, sizeof where, "%s: pipeline '%s'", origin, name);
+  p->name = strdup(name);
+  p->origin = strdup(origin);
+  if (!p->name || !p->origin)
+    return ebb_seterr(EBB_ENOMEM, "%s: out of host memory", where);
+  if (!json_is_object(jp))
+    return ebb_seterr(EBB_ECONFIG, "%s: must be an object", where);
+  int rc = only_keys(jp, keys, where);
+  if (rc)
+    return rc;
+  json_t *stages = json_object_get(jp, "stages"), *rel = json_object_get(jp, "release");
+  json_t *desc = json_object_get(jp, "description");
+  if (!json_is_array(stages) || json_array_size(stages) == 0)
+    return ebb_seterr(EBB_ECONFIG, "%s: \"stages\" must be a non-empty array", where);
+  if (desc && !json_is_string(desc))
+    return ebb_seterr(EBB_ECONFIG, "%s: \"description\" must be a string", where);
+  if (desc && !(p->description = strdup(json_string_value(desc))))
+    return ebb_seterr(EBB_ENOMEM, "%s: out of host memory", where);
+  if (rel) {
+    if (!json_is_string(rel))
+      return ebb_seterr(EBB_ECONFIG, "%s: \"release\" must be a string", where);
+    if ((rc = ebb_policy_parse(json_string_value(rel), &p->policy)))
+      return ebb_errctx(EBB_ECONFIG, "%s: ", where);
+    p->has_policy = 1;
+  }
+  p->stages = calloc(json_array_size(stages), sizeof *p->stages);
+  if (!p->stages)
+    return ebb_seterr(EBB_ENOMEM, "%s: out of host memory", where);
+  for (size_t i = 0; i < json_array_size(stages); i++) {
+    char sw[900];
+    snprintf(sw, sizeof sw, "%s stage #%zu", where, i + 1);
+    p->nstages++;
+    if ((rc = parse_stage(json_array_get(stages, i), sw, &p->stages[i])))
+      return rc;
+    for (size_t j = 0; j < i; j++)
+      if (!strcmp(p->stages[j].name, p->stages[i].name))
+        return ebb_seterr(EBB_ECONFIG,
+                          "%s: two stages are named '%s' (give one a different \"name\")", where,
+                          p->stages[i].name);
+  }
+  return 0;
+}
+
+/* Adds (or replaces) the pipelines of root. */
+static int merge(ebb_config *c, json_t *root, const char *origin, const char *base_dir) {
+  if (!json_is_object(root))
+    return ebb_seterr(EBB_ECONFIG, "%s: the top level must be a JSON object", origin);
+  json_t *pipes = json_object_get(root, "pipelines");
+  json_t *dirs = json_object_get(root, "plugin_dirs");
+  if (pipes && !json_is_object(pipes))
+    return ebb_seterr(EBB_ECONFIG, "%s: \"pipelines\" must be an object of NAME: {...}", origin);
+  if (dirs && !json_is_array(dirs))
+    return ebb_seterr(EBB_ECONFIG, "%s: \"plugin_dirs\" must be an array of directories", origin);
+  const char *name;
+  json_t *jp;
+  json_object_foreach(pipes, name, jp) {
+    ebb_pipeline_def def = {0};
+    int rc = parse_pipeline(name, jp, origin, &def);
+    if (rc) {
+      pipeline_def_free(&def);
+      return rc;
+    }
+    ebb_pipeline_def *old = (ebb_pipeline_def *)ebb_config_pipeline(c, name);
+    if (old) {
+      pipeline_def_free(old);
+      *old = def;
+      continue;
+    }
+    ebb_pipeline_def *v = realloc(c->pipelines, (c->npipelines + 1) * sizeof *v);
+    if (!v) {
+      pipeline_def_free(&def);
+      return ebb_seterr(EBB_ENOMEM, "%s: out of host memory", origin);
+    }
+    c->pipelines = v;
+    c->pipelines[c->npipelines++] = def;
+  }
+  for (size_t i = 0; dirs && i < json_array_size(dirs); i++) {
+    json_t *d = json_array_get(dirs, i);
+    if (!json_is_string(d) || !*json_string_value(d))
+      return ebb_seterr(EBB_ECONFIG, "%s: plugin_dirs[%zu] must be a non-empty string", origin, i);
+    const char *s = json_string_value(d);
+    char *full;
+    if (s[0] == '/' || !base_dir)
+      full = strdup(s);
+    else if ((full = malloc(strlen(base_dir) + strlen(s) + 2)))
+      sprintf(full, "%s/%s", base_dir, s);
+    char **v = full ? realloc(c->plugin_dirs, (c->nplugin_dirs + 1) * sizeof *v) : NULL;
+    if (!v) {
+      free(full);
+      return ebb_seterr(EBB_ENOMEM, "%s: out of host memory", origin);
+    }
+    c->plugin_dirs = v;
+    c->plugin_dirs[c->nplugin_dirs++] = full;
+  }
+  return 0;
+}
+
+static int parse_text(ebb_config *c, const char *text, const char *origin, const char *base_dir) {
+  json_error_t e;
+  json_t *root = json_loads(text, JSON_REJECT_DUPLICATES, &e);
+  if (!root)
+    return ebb_seterr(EBB_ECONFIG, "%s:%d:%d: JSON syntax error: %s", origin, e.line, e.column,
+                      e.text);
+  int rc = merge(c, root, origin, base_dir);
+  json_decref(root);
+  return rc;
+}
+
+static int config_new(ebb_config **out) {
+  ebb_config *c = calloc(1, sizeof *c);
+  if (!c)
+    return ebb_seterr(EBB_ENOMEM, "config: out of host memory");
+  int rc = parse_text(c, builtin_json, "built-in", NULL);
+  if (rc) {
+    ebb_config_free(c);
+    return rc;
+  }
+  *out = c;
+  return 0;
+}
+
+int ebb_config_load_string(const char *text, const char *name, ebb_config **out) {
+  ebb_config *c;
+  int rc = config_new(&c);
+  if (rc)
+    return rc;
+  if (text && (rc = parse_text(c, text, name ? name : "config", NULL))) {
+    ebb_config_free(c);
+    return rc;
+  }
+  *out = c;
+  return 0;
+}
+
+int ebb_config_load(const char *path, ebb_config **out) {
+  ebb_config *c;
+  int rc = config_new(&c);
+  if (rc || !path) {
+    if (!rc)
+      *out = c;
+    return rc;
+  }
+  char *text = NULL, *dircopy = NULL;
+  FILE *f = fopen(path, "rb");
+  if (!f) {
+    rc = ebb_seterr(EBB_ECONFIG, "config %s: cannot open: %s", path, strerror(errno));
+    goto done;
+  }
+  size_t cap = 4096, n = 0;
+  text = malloc(cap);
+  for (size_t got; text && (got = fread(text + n, 1, cap - n - 1, f)) > 0;) {
+    n += got;
+    if (n + 1 == cap) {
+      char *t = realloc(text, cap *= 2);
+      if (!t) {
+        free(text);
+        text = NULL;
+      }
+      text = t;
+    }
+  }
+  int rerr = ferror(f);
+  fclose(f);
+  if (!text) {
+    rc = ebb_seterr(EBB_ENOMEM, "config %s: out of host memory", path);
+    goto done;
+  }
+  if (rerr) {
+    rc = ebb_seterr(EBB_ECONFIG, "config %s: read error", path);
+    goto done;
+  }
+  text[n] = '\0';
+  if (!(c->path = strdup(path)) || !(dircopy = strdup(path))) {
+    rc = ebb_seterr(EBB_ENOMEM, "config %s: out of host memory", path);
+    goto done;
+  }
+  rc = parse_text(c, text, path, dirname(dircopy));
+done:
+  free(text);
+  free(dircopy);
+  if (rc) {
+    ebb_config_free(c);
+    return rc;
+  }
+  *out = c;
+  return 0;
+}

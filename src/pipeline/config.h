@@ -1,0 +1,75 @@
+/* Pipeline definitions: the built-in pipelines and config files (DESIGN.md):
+ *   {"pipelines": {"NAME": {"stages": [{"stage": "synthetic", "name": "a",
+ *        "options": {...}, "isolate": false, "timeout_s": 30, "cache": true}],
+ *      "release": "after-stage", "description": "..."}},
+ *    "plugin_dirs": ["dir", ...]}
+ * Stage entry keys: stage (required), name (default: the stage), options
+ * (object), isolate (bool; true is not supported yet), timeout_s (number > 0:
+ * load + run deadline), cache (bool, default true). Pipeline keys: stages
+ * (required, non-empty), release, description. Unknown keys inside a
+ * pipeline or stage entry are errors; other top-level keys belong to other
+ * rooms (the server) and are ignored here. Relative plugin_dirs are relative
+ * to the config file's directory. A config pipeline replaces a built-in one
+ * of the same name. Every error is EBB_ECONFIG with a message naming the
+ * file and, for JSON syntax, the line and column. */
+#ifndef EBB_PIPELINE_CONFIG_H
+#define EBB_PIPELINE_CONFIG_H
+
+#include <jansson.h>
+#include <stddef.h>
+
+/* --- release policy ---------------------------------------------------------- */
+typedef enum {
+  EBB_POLICY_AFTER_STAGE = 0, /* default */
+  EBB_POLICY_AFTER_JOB,
+  EBB_POLICY_IDLE,
+  EBB_POLICY_NEVER,
+} ebb_policy_kind;
+typedef struct ebb_policy {
+  ebb_policy_kind kind;
+  double idle_s; /* EBB_POLICY_IDLE */
+} ebb_policy;
+/* "after-stage" | "after-job" | "idle:SECONDS" | "never"; EBB_EINVAL names s. */
+int ebb_policy_parse(const char *s, ebb_policy *out);
+/* Writes the policy's text form into buf; returns buf. */
+const char *ebb_policy_format(const ebb_policy *p, char *buf, size_t n);
+
+/* --- definitions ------------------------------------------------------------------ */
+typedef struct ebb_stage_def {
+  char *stage;      /* registry name */
+  char *name;       /* instance name (log scope), unique in the pipeline */
+  json_t *options;  /* object (owned reference), never NULL */
+  int isolate;
+  double timeout_s; /* 0: none */
+  int cache;        /* 1: the stage result cache may serve it */
+} ebb_stage_def;
+
+typedef struct ebb_pipeline_def {
+  char *name;
+  char *description; /* may be NULL */
+  ebb_stage_def *stages;
+  size_t nstages;
+  int has_policy;
+  ebb_policy policy;
+  char *origin; /* "built-in" or the config path */
+} ebb_pipeline_def;
+
+typedef struct ebb_config {
+  char *path; /* NULL: built-ins only */
+  ebb_pipeline_def *pipelines;
+  size_t npipelines;
+  char **plugin_dirs; /* resolved against the config's directory */
+  size_t nplugin_dirs;
+} ebb_config;
+
+/* The built-in pipelines plus, when path is non-NULL, the file's. */
+int ebb_config_load(const char *path, ebb_config **out);
+/* Same, from a JSON text (name is used in messages). */
+int ebb_config_load_string(const char *text, const char *name, ebb_config **out);
+void ebb_config_free(ebb_config *c);
+const ebb_pipeline_def *ebb_config_pipeline(const ebb_config *c, const char *name);
+
+/* The JSON text of the built-in pipelines (for docs and `ebb pipelines`). */
+const char *ebb_builtin_pipelines_json(void);
+
+#endif

@@ -1,0 +1,279 @@
+#include "pipeline/host.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "base/log.h"
+#include "pipeline/items.h"
+
+double ebb_now(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+#define C(ctx) ebb_sctx_of(ctx)
+
+static void h_log(ebb_stage_ctx *ctx, int level, const char *msg) {
+  if (level < 0)
+    level = 0;
+  if (level > 3)
+    level = 3;
+  ebb_log((ebb_log_level)level, C(ctx)->name, "%s", msg ? msg : "");
+}
+
+static int h_set_error(ebb_stage_ctx *ctx, int code, const char *msg) {
+  ebb_sctx *c = C(ctx);
+  if (code >= 0)
+    code = EBB_ESTAGE;
+  c->err_code = code;
+  snprintf(c->err_msg, sizeof c->err_msg, "%s", msg ? msg : ebb_strerror(code));
+  return ebb_seterr(code, "%s", c->err_msg);
+}
+
+static int h_cancelled(ebb_stage_ctx *ctx) {
+  ebb_sctx *c = C(ctx);
+  if (c->cancel && atomic_load(c->cancel))
+    return 1;
+  if (c->deadline > 0 && ebb_now() >= c->deadline) {
+    atomic_store(&c->timed_out, 1);
+    return 1;
+  }
+  return 0;
+}
+
+static double h_seconds_left(ebb_stage_ctx *ctx) {
+  ebb_sctx *c = C(ctx);
+  if (c->deadline <= 0)
+    return -1;
+  double left = c->deadline - ebb_now();
+  return left > 0 ? left : 0;
+}
+
+static void h_progress(ebb_stage_ctx *ctx, double f) { C(ctx)->progress = f; }
+
+static ebb_dev_kind h_device_kind(ebb_stage_ctx *ctx) {
+  return ebb_device_kind_of(C(ctx)->dev) == EBB_DEVICE_CUDA ? EBB_DEV_KIND_CUDA
+                                                             : EBB_DEV_KIND_CPU;
+}
+
+static int h_dev_alloc(ebb_stage_ctx *ctx, size_t bytes, const char *site, uint64_t *dptr) {
+  ebb_sctx *c = C(ctx);
+  if (!dptr || !bytes)
+    return ebb_seterr(EBB_EINVAL, "%s: dev_alloc of %zu bytes", c->name, bytes);
+  int rc = ebb_mem_alloc(c->owner, bytes, site, dptr);
+  /* Out of memory after the allocator's own trim: evict idle stages, retry. */
+  if (rc == EBB_EOOM && c->on_oom && c->on_oom(c->on_oom_arg, c))
+    rc = ebb_mem_alloc(c->owner, bytes, site, dptr);
+  return rc;
+}
+
+static int h_dev_free(ebb_stage_ctx *ctx, uint64_t dptr) {
+  ebb_sctx *c = C(ctx);
+  ebb_owner *o = NULL;
+  size_t sz;
+  if (!dptr)
+    return 0;
+  if (ebb_mem_lookup(c->alloc, dptr, &o, &sz) != 0 || o != c->owner)
+    return ebb_seterr(EBB_EINVAL, "%s: dev_free(0x%llx): not a block of this stage", c->name,
+                      (unsigned long long)dptr);
+  return ebb_mem_free(c->alloc, dptr);
+}
+
+static int h_copy_htod(ebb_stage_ctx *ctx, uint64_t dst, const void *src, size_t n) {
+  return ebb_device_copy_htod(C(ctx)->dev, dst, src, n);
+}
+static int h_copy_dtoh(ebb_stage_ctx *ctx, void *dst, uint64_t src, size_t n) {
+  return ebb_device_copy_dtoh(C(ctx)->dev, dst, src, n);
+}
+static int h_memset8(ebb_stage_ctx *ctx, uint64_t dst, unsigned char v, size_t n) {
+  return ebb_device_memset8(C(ctx)->dev, dst, v, n);
+}
+
+static int h_launch(ebb_stage_ctx *ctx, const void *image, const char *name,
+                    const unsigned grid[3], const unsigned block[3], unsigned shared_bytes,
+                    void **params) {
+  ebb_sctx *c = C(ctx);
+  ebb_module *m = NULL;
+  for (size_t i = 0; i < c->nmods; i++)
+    if (c->mods[i].image == image)
+      m = c->mods[i].module;
+  if (!m) {
+    ebb_sctx_mod *v = realloc(c->mods, (c->nmods + 1) * sizeof *v);
+    if (!v)
+      return ebb_seterr(EBB_ENOMEM, "%s: out of host memory", c->name);
+    c->mods = v;
+    int rc = ebb_device_module_load(c->dev, image, &m);
+    if (rc)
+      return ebb_errctx(rc, "%s: loading the kernels for '%s': ", c->name, name);
+    c->mods[c->nmods++] = (ebb_sctx_mod){image, m};
+  }
+  ebb_kernel *k;
+  int rc = ebb_device_kernel(c->dev, m, name, &k);
+  if (rc)
+    return ebb_errctx(rc, "%s: kernel '%s': ", c->name, name);
+  return ebb_device_launch(c->dev, k, grid, block, shared_bytes, params);
+}
+
+static int h_pinned_alloc(ebb_stage_ctx *ctx, size_t bytes, void **p) {
+  return ebb_pinned_alloc(C(ctx)->owner, bytes, p);
+}
+static int h_pinned_free(ebb_stage_ctx *ctx, void *p) {
+  return ebb_pinned_free(C(ctx)->alloc, p);
+}
+
+static int h_raw_alloc(ebb_stage_ctx *ctx, size_t bytes, uint64_t *dptr) {
+  ebb_sctx *c = C(ctx);
+  if (!dptr || !bytes)
+    return ebb_seterr(EBB_EINVAL, "%s: raw_driver_alloc of %zu bytes", c->name, bytes);
+  if (c->nraw == c->capraw) {
+    size_t cap = c->capraw ? c->capraw * 2 : 4;
+    ebb_dseg *v = realloc(c->raw, cap * sizeof *v);
+    if (!v)
+      return ebb_seterr(EBB_ENOMEM, "%s: out of host memory", c->name);
+    c->raw = v;
+    c->capraw = cap;
+  }
+  ebb_dseg seg;
+  int rc = ebb_device_seg_alloc(c->dev, bytes, EBB_SEG_PLAIN, &seg);
+  if (rc)
+    return ebb_errctx(rc, "%s: raw driver allocation of %zu MiB: ", c->name, bytes >> 20);
+  c->raw[c->nraw++] = seg;
+  c->raw_bytes += seg.size;
+  *dptr = seg.addr;
+  return 0;
+}
+
+static int raw_free_at(ebb_sctx *c, size_t i) {
+  ebb_dseg seg = c->raw[i];
+  c->raw[i] = c->raw[--c->nraw];
+  c->raw_bytes -= seg.size;
+  c->raw_freed += seg.size;
+  return ebb_device_seg_free(c->dev, &seg);
+}
+
+static int h_raw_free(ebb_stage_ctx *ctx, uint64_t dptr) {
+  ebb_sctx *c = C(ctx);
+  for (size_t i = 0; i < c->nraw; i++)
+    if (c->raw[i].addr == dptr)
+      return raw_free_at(c, i);
+  return ebb_seterr(EBB_EINVAL, "%s: raw_driver_free(0x%llx): not from raw_driver_alloc",
+                    c->name, (unsigned long long)dptr);
+}
+
+static int h_on_release(ebb_stage_ctx *ctx, const char *name, ebb_release_fn fn, void *arg,
+                        uint64_t *handle) {
+  ebb_sctx *c = C(ctx);
+  if (c->nhandles == c->caphandles) {
+    size_t cap = c->caphandles ? c->caphandles * 2 : 4;
+    uint64_t *v = realloc(c->handles, cap * sizeof *v);
+    if (!v)
+      return ebb_seterr(EBB_ENOMEM, "%s: out of host memory", c->name);
+    c->handles = v;
+    c->caphandles = cap;
+  }
+  char full[256];
+  snprintf(full, sizeof full, "%s: %s", c->name, name ? name : "cache");
+  uint64_t h;
+  int rc = ebb_on_release(full, fn, arg, &h);
+  if (rc)
+    return rc;
+  c->handles[c->nhandles++] = h;
+  if (handle)
+    *handle = h;
+  return 0;
+}
+
+static int h_off_release(ebb_stage_ctx *ctx, uint64_t handle) {
+  ebb_sctx *c = C(ctx);
+  for (size_t i = 0; i < c->nhandles; i++)
+    if (c->handles[i] == handle) {
+      c->handles[i] = c->handles[--c->nhandles];
+      return ebb_off_release(handle);
+    }
+  return ebb_seterr(EBB_ENOTFOUND, "%s: off_release: handle %llu is not this stage's", c->name,
+                    (unsigned long long)handle);
+}
+
+static int h_item_count(const ebb_items *items) { return ebb_items_count(items); }
+static int h_item_get(const ebb_items *items, int i, ebb_item_info *out) {
+  return ebb_items_get(items, i, out);
+}
+static int h_item_find(const ebb_items *items, const char *name, ebb_item_info *out) {
+  return ebb_items_find(items, name, out);
+}
+
+static const char *h_output_dir(ebb_stage_ctx *ctx) {
+  return C(ctx)->output_dir ? C(ctx)->output_dir : ".";
+}
+static const char *h_stage_name(ebb_stage_ctx *ctx) { return C(ctx)->name; }
+
+static const ebb_host_api host_table = {
+    .abi_version = EBB_STAGE_ABI_VERSION,
+    .size = sizeof(ebb_host_api),
+    .log = h_log,
+    .set_error = h_set_error,
+    .cancelled = h_cancelled,
+    .seconds_left = h_seconds_left,
+    .progress = h_progress,
+    .device_kind = h_device_kind,
+    .dev_alloc = h_dev_alloc,
+    .dev_free = h_dev_free,
+    .copy_htod = h_copy_htod,
+    .copy_dtoh = h_copy_dtoh,
+    .memset8 = h_memset8,
+    .launch = h_launch,
+    .pinned_alloc = h_pinned_alloc,
+    .pinned_free = h_pinned_free,
+    .raw_driver_alloc = h_raw_alloc,
+    .on_release = h_on_release,
+    .off_release = h_off_release,
+    .item_count = h_item_count,
+    .item_get = h_item_get,
+    .item_find = h_item_find,
+    .add_audio = ebb_items_add_audio,
+    .add_tensor = ebb_items_add_tensor,
+    .add_json = ebb_items_add_json,
+    .add_file = ebb_items_add_file,
+    .output_dir = h_output_dir,
+    .stage_name = h_stage_name,
+    .raw_driver_free = h_raw_free,
+};
+
+const ebb_host_api *ebb_host_table(void) { return &host_table; }
+
+void ebb_sctx_init(ebb_sctx *c, ebb_device *dev, ebb_owner *owner, const char *name,
+                   const char *output_dir) {
+  memset(c, 0, sizeof *c);
+  c->pub.host = &host_table;
+  c->dev = dev;
+  c->owner = owner;
+  c->alloc = owner ? ebb_owner_allocator(owner) : NULL;
+  snprintf(c->name, sizeof c->name, "%s", name);
+  c->output_dir = output_dir;
+  atomic_init(&c->timed_out, 0);
+}
+
+void ebb_sctx_cleanup(ebb_sctx *c) {
+  for (size_t i = 0; i < c->nhandles; i++)
+    ebb_off_release(c->handles[i]);
+  c->nhandles = 0;
+  while (c->nraw)
+    raw_free_at(c, c->nraw - 1);
+  for (size_t i = 0; i < c->nmods; i++)
+    ebb_device_module_unload(c->dev, c->mods[i].module);
+  free(c->handles);
+  free(c->raw);
+  free(c->mods);
+  c->handles = NULL;
+  c->raw = NULL;
+  c->mods = NULL;
+  c->caphandles = c->capraw = c->nmods = 0;
+}
+
+void ebb_sctx_clear_error(ebb_sctx *c) {
+  c->err_code = 0;
+  c->err_msg[0] = '\0';
+}

@@ -1,0 +1,75 @@
+/* The host side of the stage ABI: the ebb_host_api table every stage gets and
+ * the context behind an ebb_stage_ctx pointer. One ebb_sctx per loaded stage
+ * instance; the runner creates it with the instance's owner and keeps it until
+ * the instance is released.
+ *
+ * What a context gives a stage: the device; an owner of its own in the
+ * device allocator (all device memory and pinned buffers a stage takes are
+ * that owner's, so the runner can account, leak-check and free them); the
+ * release registry (callbacks are tracked so they are removed when the stage
+ * goes); a logger scoped to the instance name; cancellation (the job's flag)
+ * and a deadline (timeout_s). */
+#ifndef EBB_PIPELINE_HOST_H
+#define EBB_PIPELINE_HOST_H
+
+#include <stdatomic.h>
+
+#include "pipeline/stage_api.h"
+
+typedef struct ebb_sctx ebb_sctx;
+
+/* Called when an allocation ran out of device memory; answers 1 if it freed
+ * something (idle stages evicted) so the allocation is worth retrying. */
+typedef int (*ebb_sctx_oom_fn)(void *arg, ebb_sctx *who);
+
+typedef struct ebb_sctx_mod {
+  const void *image;
+  ebb_module *module;
+} ebb_sctx_mod;
+
+struct ebb_sctx {
+  ebb_stage_ctx pub; /* first: what the stage sees (pub.host) */
+  ebb_device *dev;   /* borrowed */
+  ebb_allocator *alloc;
+  ebb_owner *owner;  /* borrowed: the runner creates and destroys it */
+  char name[128];    /* instance name (log scope) */
+  const char *output_dir;
+
+  const atomic_int *cancel; /* the job's flag (nonzero: cancelled), may be NULL */
+  double deadline;          /* CLOCK_MONOTONIC seconds; 0: none */
+  atomic_int timed_out;     /* set when cancelled() saw the deadline pass */
+  double progress;
+
+  int err_code;             /* last set_error of the stage */
+  char err_msg[1024];
+
+  uint64_t *handles;        /* release-registry handles it registered */
+  size_t nhandles, caphandles;
+  ebb_dseg *raw;            /* raw_driver_alloc segments still held */
+  size_t nraw, capraw;
+  uint64_t raw_bytes;       /* held now */
+  uint64_t raw_freed;       /* given back (by the stage or ebb), all time */
+  ebb_sctx_mod *mods;
+  size_t nmods;
+
+  ebb_sctx_oom_fn on_oom;
+  void *on_oom_arg;
+};
+
+/* The one host table (static storage). */
+const ebb_host_api *ebb_host_table(void);
+static inline ebb_sctx *ebb_sctx_of(ebb_stage_ctx *c) { return (ebb_sctx *)c; }
+
+/* Fills c for a stage instance; name is copied, the rest borrowed. */
+void ebb_sctx_init(ebb_sctx *c, ebb_device *dev, ebb_owner *owner, const char *name,
+                   const char *output_dir);
+/* Drops what the stage left registered or held outside the allocator:
+ * removes its release callbacks, frees raw driver segments (counted in
+ * raw_freed), unloads kernel modules, frees the context's own storage. The
+ * owner is not touched. */
+void ebb_sctx_cleanup(ebb_sctx *c);
+/* Clears the error set by the stage. */
+void ebb_sctx_clear_error(ebb_sctx *c);
+double ebb_now(void); /* CLOCK_MONOTONIC seconds */
+
+#endif

@@ -1,0 +1,246 @@
+#include "pipeline/items.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+struct ebb_items {
+  ebb_item_rec *v;
+  int n, cap;
+  ebb_owner *owner;
+  const ebb_items *parent;
+};
+
+int ebb_items_create(ebb_owner *job_owner, const ebb_items *parent, ebb_items **out) {
+  ebb_items *it = calloc(1, sizeof *it);
+  if (!it)
+    return ebb_seterr(EBB_ENOMEM, "items: out of host memory");
+  it->owner = job_owner;
+  it->parent = parent;
+  *out = it;
+  return 0;
+}
+
+static void rec_free(ebb_items *items, ebb_item_rec *r) {
+  free(r->name);
+  free(r->samples);
+  free(r->data);
+  free(r->text);
+  if (r->dptr && items->owner)
+    ebb_mem_free(ebb_owner_allocator(items->owner), r->dptr);
+  memset(r, 0, sizeof *r);
+}
+
+void ebb_items_destroy(ebb_items *items) {
+  if (!items)
+    return;
+  for (int i = 0; i < items->n; i++)
+    rec_free(items, &items->v[i]);
+  free(items->v);
+  free(items);
+}
+
+int ebb_items_count(const ebb_items *items) { return items ? items->n : 0; }
+
+const ebb_item_rec *ebb_items_rec(const ebb_items *items, int i) {
+  return items && i >= 0 && i < items->n ? &items->v[i] : NULL;
+}
+
+static void to_info(const ebb_item_rec *r, ebb_item_info *o) {
+  memset(o, 0, sizeof *o);
+  o->size = sizeof *o;
+  o->kind = r->kind;
+  o->name = r->name;
+  o->samples = r->samples;
+  o->frames = r->frames;
+  o->channels = r->channels;
+  o->rate = r->rate;
+  o->data = r->data;
+  o->dptr = r->dptr;
+  o->ndim = r->ndim;
+  memcpy(o->shape, r->shape, sizeof o->shape);
+  o->text = r->text;
+}
+
+int ebb_items_get(const ebb_items *items, int i, ebb_item_info *out) {
+  const ebb_item_rec *r = ebb_items_rec(items, i);
+  if (!r || !out)
+    return ebb_seterr(EBB_ENOTFOUND, "item %d: no such item (the job has %d)", i,
+                      ebb_items_count(items));
+  to_info(r, out);
+  return 0;
+}
+
+static const ebb_item_rec *find(const ebb_items *items, const char *name) {
+  for (const ebb_items *c = items; c; c = c->parent)
+    for (int i = 0; i < c->n; i++)
+      if (!strcmp(c->v[i].name, name))
+        return &c->v[i];
+  return NULL;
+}
+
+int ebb_items_find(const ebb_items *items, const char *name, ebb_item_info *out) {
+  const ebb_item_rec *r = name && items ? find(items, name) : NULL;
+  if (!r || !out)
+    return ebb_seterr(EBB_ENOTFOUND, "item '%s': no such item", name ? name : "(null)");
+  to_info(r, out);
+  return 0;
+}
+
+/* Reserves a slot for an item called name; the caller fills the payload. */
+static int add_rec(ebb_items *items, const char *name, ebb_item_kind kind, ebb_item_rec **out) {
+  if (!items || !name || !*name)
+    return ebb_seterr(EBB_EINVAL, "item: a name is required");
+  if (find(items, name))
+    return ebb_seterr(EBB_EINVAL, "item '%s': the job already has an item of that name", name);
+  if (items->n == items->cap) {
+    int cap = items->cap ? items->cap * 2 : 8;
+    ebb_item_rec *v = realloc(items->v, (size_t)cap * sizeof *v);
+    if (!v)
+      return ebb_seterr(EBB_ENOMEM, "item '%s': out of host memory", name);
+    items->v = v;
+    items->cap = cap;
+  }
+  ebb_item_rec *r = &items->v[items->n];
+  memset(r, 0, sizeof *r);
+  r->name = strdup(name);
+  if (!r->name)
+    return ebb_seterr(EBB_ENOMEM, "item '%s': out of host memory", name);
+  r->kind = kind;
+  *out = r;
+  return 0;
+}
+
+/* Drops the slot add_rec reserved (payload failed). */
+static int drop_last(ebb_items *items, int rc) {
+  rec_free(items, &items->v[items->n]);
+  return rc;
+}
+
+int ebb_items_add_audio(ebb_items *out, const char *name, const float *samples, uint64_t frames,
+                        uint32_t channels, uint32_t rate) {
+  ebb_item_rec *r;
+  int rc = add_rec(out, name, EBB_ITEM_AUDIO, &r);
+  if (rc)
+    return rc;
+  if (channels == 0 || rate == 0 || (frames && !samples) || frames > (UINT64_MAX / 4) / channels)
+    return drop_last(out, ebb_seterr(EBB_EINVAL, "item '%s': bad audio (frames %llu, channels "
+                                                 "%u, rate %u)", name,
+                                     (unsigned long long)frames, channels, rate));
+  size_t n = (size_t)(frames * channels);
+  r->samples = malloc(n ? n * sizeof(float) : 1);
+  if (!r->samples)
+    return drop_last(out, ebb_seterr(EBB_ENOMEM, "item '%s': out of host memory", name));
+  if (n)
+    memcpy(r->samples, samples, n * sizeof(float));
+  r->frames = frames;
+  r->channels = channels;
+  r->rate = rate;
+  out->n++;
+  return 0;
+}
+
+uint64_t ebb_tensor_elems(uint32_t ndim, const uint64_t *shape) {
+  if (ndim > 8 || (ndim && !shape))
+    return UINT64_MAX;
+  uint64_t n = 1;
+  for (uint32_t i = 0; i < ndim; i++) {
+    if (shape[i] && n > (UINT64_MAX / 8) / shape[i])
+      return UINT64_MAX;
+    n *= shape[i];
+  }
+  return n;
+}
+
+int ebb_items_add_tensor(ebb_items *out, const char *name, const float *data, uint32_t ndim,
+                         const uint64_t *shape) {
+  ebb_item_rec *r;
+  int rc = add_rec(out, name, EBB_ITEM_TENSOR, &r);
+  if (rc)
+    return rc;
+  uint64_t n = ebb_tensor_elems(ndim, shape);
+  if (ndim > 8 || (ndim && !shape) || n == UINT64_MAX || (n && !data))
+    return drop_last(out, ebb_seterr(EBB_EINVAL, "item '%s': bad tensor (ndim %u, at most 8)",
+                                     name, ndim));
+  r->data = malloc(n ? (size_t)n * sizeof(float) : 1);
+  if (!r->data)
+    return drop_last(out, ebb_seterr(EBB_ENOMEM, "item '%s': out of host memory", name));
+  if (n)
+    memcpy(r->data, data, (size_t)n * sizeof(float));
+  r->ndim = ndim;
+  if (ndim)
+    memcpy(r->shape, shape, ndim * sizeof *shape);
+  out->n++;
+  return 0;
+}
+
+static int add_text(ebb_items *out, const char *name, ebb_item_kind kind, const char *text) {
+  ebb_item_rec *r;
+  int rc = add_rec(out, name, kind, &r);
+  if (rc)
+    return rc;
+  if (!text)
+    return drop_last(out, ebb_seterr(EBB_EINVAL, "item '%s': no text", name));
+  r->text = strdup(text);
+  if (!r->text)
+    return drop_last(out, ebb_seterr(EBB_ENOMEM, "item '%s': out of host memory", name));
+  out->n++;
+  return 0;
+}
+
+int ebb_items_add_json(ebb_items *out, const char *name, const char *json) {
+  return add_text(out, name, EBB_ITEM_JSON, json);
+}
+
+int ebb_items_add_file(ebb_items *out, const char *name, const char *path) {
+  return add_text(out, name, EBB_ITEM_FILE, path);
+}
+
+int ebb_items_add_device_tensor(ebb_items *out, ebb_device *dev, const char *name, uint64_t src,
+                                uint32_t ndim, const uint64_t *shape) {
+  if (!out || !out->owner)
+    return ebb_seterr(EBB_EINVAL, "item '%s': this collection takes no device tensors",
+                      name ? name : "(null)");
+  ebb_item_rec *r;
+  int rc = add_rec(out, name, EBB_ITEM_TENSOR, &r);
+  if (rc)
+    return rc;
+  uint64_t n = ebb_tensor_elems(ndim, shape);
+  if (ndim > 8 || (ndim && !shape) || n == UINT64_MAX || (n && !src))
+    return drop_last(out, ebb_seterr(EBB_EINVAL, "item '%s': bad device tensor", name));
+  size_t bytes = n ? (size_t)n * sizeof(float) : sizeof(float);
+  rc = ebb_mem_alloc(out->owner, bytes, __FILE__ ":device-tensor-item", &r->dptr);
+  if (rc) {
+    r->dptr = 0;
+    return drop_last(out, ebb_errctx(rc, "item '%s': ", name));
+  }
+  if (n && (rc = ebb_device_copy_dtod(dev, r->dptr, src, bytes)))
+    return drop_last(out, ebb_errctx(rc, "item '%s': copy to the job: ", name));
+  r->ndim = ndim;
+  if (ndim)
+    memcpy(r->shape, shape, ndim * sizeof *shape);
+  out->n++;
+  return 0;
+}
+
+int ebb_items_take(ebb_items *dst, ebb_items *src) {
+  for (int i = 0; i < src->n; i++)
+    for (const ebb_items *c = dst; c; c = c->parent)
+      for (int j = 0; j < c->n; j++)
+        if (!strcmp(c->v[j].name, src->v[i].name))
+          return ebb_seterr(EBB_EINVAL, "item '%s': the job already has an item of that name",
+                            src->v[i].name);
+  if (dst->n + src->n > dst->cap) {
+    int cap = dst->n + src->n + 8;
+    ebb_item_rec *v = realloc(dst->v, (size_t)cap * sizeof *v);
+    if (!v)
+      return ebb_seterr(EBB_ENOMEM, "items: out of host memory");
+    dst->v = v;
+    dst->cap = cap;
+  }
+  /* Device tensors are already blocks of the job's owner (a stage's output
+   * collection is created with it), so moving the record moves ownership. */
+  for (int i = 0; i < src->n; i++)
+    dst->v[dst->n++] = src->v[i];
+  src->n = 0;
+  return 0;
+}

@@ -1,0 +1,68 @@
+/* Typed items between stages (struct ebb_items of include/ebb/stage.h).
+ *
+ * Ownership: an ebb_items collection owns every item in it; add_* copy what
+ * they are given (samples, tensor data, text, path). The job's collection
+ * lives as long as the job; a stage's output collection is merged into the
+ * job's (ebb_items_take) when the stage succeeds, so an item that outlives its
+ * stage is owned by the job, never by the stage that made it.
+ *
+ * Device tensors: the ABI's add_tensor takes host data only. Inside ebb,
+ * ebb_items_add_device_tensor copies a device tensor into a block owned by
+ * the job's owner (device to device), so the stage's owner can be torn down
+ * without touching the item; the block is freed when the collection is. */
+#ifndef EBB_PIPELINE_ITEMS_H
+#define EBB_PIPELINE_ITEMS_H
+
+#include "pipeline/stage_api.h"
+
+typedef struct ebb_item_rec {
+  ebb_item_kind kind;
+  char *name;
+  /* AUDIO */
+  float *samples;
+  uint64_t frames;
+  uint32_t channels, rate;
+  /* TENSOR: data (host) or dptr (device, a block of the job's owner) */
+  float *data;
+  uint64_t dptr;
+  uint32_t ndim;
+  uint64_t shape[8];
+  /* JSON text / FILE path */
+  char *text;
+} ebb_item_rec;
+
+/* job_owner: owner for device tensors (may be NULL: no device tensors).
+ * parent: another collection whose names must not be reused (the job's
+ * items, for a stage's output), borrowed; may be NULL. */
+int ebb_items_create(ebb_owner *job_owner, const ebb_items *parent, ebb_items **out);
+/* Frees every item (device tensors back to the allocator). NULL: no-op. */
+void ebb_items_destroy(ebb_items *items);
+
+int ebb_items_count(const ebb_items *items);
+/* The stored record (borrowed, valid until the collection changes). */
+const ebb_item_rec *ebb_items_rec(const ebb_items *items, int i);
+/* The ABI view of item i / of the item named name (EBB_ENOTFOUND). */
+int ebb_items_get(const ebb_items *items, int i, ebb_item_info *out);
+int ebb_items_find(const ebb_items *items, const char *name, ebb_item_info *out);
+
+/* Copying adders (the host table's add_*). Names must be non-empty and
+ * unique in the collection and its parent (EBB_EINVAL names the item). */
+int ebb_items_add_audio(ebb_items *out, const char *name, const float *samples, uint64_t frames,
+                        uint32_t channels, uint32_t rate);
+int ebb_items_add_tensor(ebb_items *out, const char *name, const float *data, uint32_t ndim,
+                         const uint64_t *shape);
+int ebb_items_add_json(ebb_items *out, const char *name, const char *json);
+int ebb_items_add_file(ebb_items *out, const char *name, const char *path);
+/* Copies the device tensor at src (on dev) into a block of the collection's
+ * job owner. */
+int ebb_items_add_device_tensor(ebb_items *out, ebb_device *dev, const char *name, uint64_t src,
+                                uint32_t ndim, const uint64_t *shape);
+/* Moves every item of src to the end of dst (src is left empty). Fails
+ * without moving anything if a name is already in dst. */
+int ebb_items_take(ebb_items *dst, ebb_items *src);
+
+/* Elements of a tensor with this shape (1 for ndim 0); UINT64_MAX on
+ * overflow or ndim > 8. */
+uint64_t ebb_tensor_elems(uint32_t ndim, const uint64_t *shape);
+
+#endif

@@ -1,0 +1,49 @@
+/* The stage registry: the built-in stages (src/stages/builtin.h) and plugin
+ * stages loaded from .so files with dlopen. A plugin exports
+ * ebb_plugin_init (EBB_PLUGIN_INIT_SYMBOL), gets the host function table and
+ * returns its stages; it never links against ebb's symbols.
+ *
+ * Plugins are found in directories: every "*.so" file in each one (a path
+ * that names a .so file directly is loaded as is). ebb run/stages/pipelines
+ * use the config's "plugin_dirs" and EBB_PLUGIN_PATH (colon-separated).
+ * Any plugin that cannot be used is an error naming its file: dlopen
+ * failure, no ebb_plugin_init, init failing, a stage built for another ABI
+ * version, a stage missing load/run/unload, a name already registered. */
+#ifndef EBB_PIPELINE_REGISTRY_H
+#define EBB_PIPELINE_REGISTRY_H
+
+#include <jansson.h>
+#include <stddef.h>
+
+#include "pipeline/stage_api.h"
+
+typedef struct ebb_registry ebb_registry;
+
+/* A registry holding the built-in stages. *out owned by the caller. */
+int ebb_registry_create(ebb_registry **out);
+/* dlclose's the plugins. Stages from it must no longer be loaded. NULL: no-op. */
+void ebb_registry_destroy(ebb_registry *r);
+
+/* Loads one plugin file. */
+int ebb_registry_load_plugin(ebb_registry *r, const char *path);
+/* Loads every *.so in dir (sorted by name), or dir itself if it is a file. */
+int ebb_registry_load_dir(ebb_registry *r, const char *dir);
+/* Loads the directories of EBB_PLUGIN_PATH (colon-separated; empty parts are
+ * skipped). No variable: nothing. */
+int ebb_registry_load_env(ebb_registry *r);
+
+/* The stage named name or NULL. *origin (may be NULL): "built-in" or the
+ * plugin's path; borrowed from the registry. */
+const ebb_stage *ebb_registry_find(const ebb_registry *r, const char *name, const char **origin);
+size_t ebb_registry_count(const ebb_registry *r);
+const ebb_stage *ebb_registry_at(const ebb_registry *r, size_t i, const char **origin);
+
+/* Checks options (a JSON object or NULL) against st->options_schema: every
+ * name must be in the schema and of its type ("number" takes integers too).
+ * *merged (new reference, caller decrefs) is the schema's defaults overlaid
+ * with options. The message names the stage and the option; where is a
+ * prefix for it ("config.json: pipeline 'p' stage 'a'"), may be NULL. */
+int ebb_stage_validate_options(const ebb_stage *st, const json_t *options, const char *where,
+                               json_t **merged);
+
+#endif

@@ -1,0 +1,110 @@
+/* The runner: takes a job through its pipeline's stages in order.
+ *
+ * For each stage instance: result cache lookup (a hit is neither run nor
+ * released: "[a] cached") -> load (unless an instance with the same
+ * pipeline, name and options is still loaded and kept by the policy) -> run
+ * -> release per policy. The job input is the FILE item "input" added
+ * before the first stage; a stage's outputs join the job's items (owned by
+ * the job) when it succeeds.
+ *
+ * Release (in every exit path: success, error, cancel, timeout) is, per
+ * instance: the stage's own release callback, the release registry, unload,
+ * removal of what the stage left registered or took from the driver
+ * directly, teardown of its owner (what it did not free is reported as a
+ * leak and freed by ebb), trim of the allocator and pinned pool. Then
+ *   [a] released N MiB of GPU memory      (only when N > 0)
+ * with N = bytes handed back to the driver, rounded down, confirmed against
+ * the driver's free-memory figure (debug line and JSON fields).
+ *
+ * Policies: after-stage (default: release after each stage), after-job
+ * (stages stay loaded until the job ends), idle:S (a stage stays loaded S
+ * seconds after its last use, is reused by a later job with the same
+ * definition, and is evicted first when an allocation runs out of memory;
+ * with opts.oneshot, as in `ebb run`, no later job can come, so idle stages
+ * are released at job end; a server calls ebb_runner_evict_idle from its
+ * timer), never (nothing released, no release lines). At the end of a job
+ * under any policy but never, when no stage remains loaded, the device
+ * context is released too ("[pipeline P] released N MiB of GPU memory"), so
+ * the process holds 0 bytes on the GPU.
+ *
+ * Cancellation: the job's cancel flag (a signal handler may set it) makes
+ * ebb_cancelled() answer 1; the runner waits for the stage to return,
+ * releases, and fails the job with EBB_ECANCELED. Deadline: a stage entry's
+ * timeout_s covers its load + run; when it passes, ebb_cancelled() answers 1
+ * and the job fails with EBB_ETIMEDOUT naming the stage and the timeout.
+ *
+ * Threads: one job at a time per runner (a server serialises jobs per
+ * runner or holds one runner per device). */
+#ifndef EBB_PIPELINE_RUNNER_H
+#define EBB_PIPELINE_RUNNER_H
+
+#include <stdatomic.h>
+#include <stdint.h>
+
+#include "pipeline/config.h"
+#include "pipeline/registry.h"
+#include "pipeline/stage_api.h"
+
+typedef struct ebb_runner ebb_runner;
+
+typedef struct ebb_runner_opts {
+  uint32_t size;          /* sizeof(ebb_runner_opts) */
+  ebb_device *dev;        /* borrowed; must outlive the runner */
+  ebb_allocator *alloc;   /* borrowed, on dev */
+  const ebb_registry *reg;/* borrowed */
+  const char *cache_dir;  /* NULL: no result cache. Copied. */
+  const char *hook;       /* NULL: $EBB_STAGE_HOOK (see hook.h). Copied. */
+  int oneshot;            /* 1: no other job will come (ebb run) */
+} ebb_runner_opts;
+
+int ebb_runner_create(const ebb_runner_opts *o, ebb_runner **out);
+/* Releases every stage still loaded (quietly for policy never), not the
+ * context. NULL: no-op. */
+void ebb_runner_destroy(ebb_runner *r);
+
+/* Checks that p can run: every stage is registered, options are valid
+ * against the stage's schema, no stage asks for isolation. Errors are
+ * EBB_ECONFIG / EBB_ENOTFOUND / EBB_EUNSUPPORTED with a message naming the
+ * pipeline's origin, the stage and the option (`ebb run` exits 2). */
+int ebb_runner_check(const ebb_runner *r, const ebb_pipeline_def *p);
+/* The same check against a registry alone (no device needed). */
+int ebb_pipeline_check(const ebb_registry *reg, const ebb_pipeline_def *p);
+
+/* Called at each stage's start (done 0) and end (done 1). */
+typedef void (*ebb_progress_fn)(void *arg, int index, int count, const char *stage, int done);
+
+typedef struct ebb_job {
+  uint32_t size;                    /* sizeof(ebb_job) */
+  const ebb_pipeline_def *pipeline; /* borrowed */
+  const char *input;                /* must exist (EBB_EINPUT) */
+  const char *output_dir;           /* created if absent; NULL: "ebb-out" */
+  const ebb_policy *policy;         /* NULL: the pipeline's, else after-stage */
+  const atomic_int *cancel;         /* nonzero: cancel; may be NULL */
+  ebb_progress_fn progress;
+  void *progress_arg;
+} ebb_job;
+
+typedef struct ebb_job_result {
+  int code;                 /* 0 or the EBB_E... the job failed with */
+  char stage[128];          /* the failing stage instance, or "" */
+  char message[1024];       /* names the stage and what went wrong */
+  uint64_t released_bytes;  /* handed back to the driver during the job */
+  double seconds;
+  int stages_run, stages_cached;
+} ebb_job_result;
+
+/* Runs one job. Returns 0 when every stage succeeded; otherwise the job's
+ * error code (res->message says why). Errors before any stage starts
+ * (unknown stage, bad options, missing input) come back the same way with
+ * res->stage empty and a configuration/input code. On success the job's
+ * items are summarised in OUTDIR/result.json. */
+int ebb_runner_run(ebb_runner *r, const ebb_job *job, ebb_job_result *res);
+
+/* Releases idle stages whose time is up at now (CLOCK_MONOTONIC seconds);
+ * now < 0: every idle stage. Then, if nothing remains loaded, the context.
+ * *released (may be NULL): bytes handed back. */
+int ebb_runner_evict_idle(ebb_runner *r, double now, uint64_t *released);
+/* Stage instances loaded now. */
+int ebb_runner_loaded(const ebb_runner *r);
+
+#endif

@@ -1,0 +1,336 @@
+/* The synthetic stage: a diagnostic for any GPU (DESIGN.md "Stages that ship").
+ * It takes device memory the way a model stage does and checks it is really
+ * there: every block is written with a pattern (memset8 over the whole block,
+ * copy_htod of patterned windows every 16 MiB) and read back (copy_dtoh) and
+ * checksummed; a mismatch fails the stage naming the block and offset.
+ *
+ *   weights_mib      allocated at load, freed at unload
+ *   activations_mib  allocated during each run, freed before it returns
+ *   cache_mib        built on the first run and kept in a cache that only the
+ *                    release registry drops (an on_release callback)
+ *   leak_mib         allocated on every run and never freed by the stage
+ *   outside_mib      taken at load straight from the driver (raw_driver_alloc),
+ *                    bypassing ebb's allocator; given back at unload
+ *   fail             "load" | "run" | "unload" | "" (none): fail there
+ *   run_ms           how long a run lasts (polls ebb_cancelled every 10 ms)
+ *   touch            "full" (default: memset8 over every byte, then the
+ *                    windows) or "sample" (only the windows: cheap on the fake
+ *                    GPU, where device memory is host memory)
+ * Output: a JSON item named after the stage instance describing what it did. */
+#include <jansson.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "ebb/stage.h"
+
+#define MIB_BYTES 1048576.0
+#define WINDOW (64u << 10)   /* patterned window written/read back */
+#define STRIDE (16u << 20)   /* one window every 16 MiB */
+
+typedef struct syn {
+  ebb_stage_ctx *ctx;
+  size_t weights_bytes, act_bytes, cache_bytes, leak_bytes, outside_bytes;
+  char fail[16];
+  double run_ms;
+  int sample; /* touch: "sample" */
+  uint64_t weights, cache, outside;
+  uint64_t cache_handle;
+  uint64_t leaked;   /* bytes leaked so far */
+  unsigned runs;
+  uint32_t checksum; /* of everything read back */
+} syn;
+
+static const char schema[] =
+    "{"
+    "\"weights_mib\": {\"type\": \"number\", \"default\": 256, \"description\": "
+    "\"device memory allocated at load (the model's weights)\"},"
+    "\"activations_mib\": {\"type\": \"number\", \"default\": 64, \"description\": "
+    "\"device memory allocated during each run and freed before it ends\"},"
+    "\"cache_mib\": {\"type\": \"number\", \"default\": 0, \"description\": "
+    "\"device memory kept in a cache that only the release registry drops\"},"
+    "\"leak_mib\": {\"type\": \"number\", \"default\": 0, \"description\": "
+    "\"device memory allocated on each run and never freed by the stage\"},"
+    "\"outside_mib\": {\"type\": \"number\", \"default\": 0, \"description\": "
+    "\"device memory taken straight from the driver, bypassing ebb\"},"
+    "\"fail\": {\"type\": \"string\", \"default\": \"\", \"description\": "
+    "\"fail at 'load', 'run' or 'unload'; empty: never\"},"
+    "\"run_ms\": {\"type\": \"number\", \"default\": 0, \"description\": "
+    "\"how long each run takes in milliseconds (cancellable)\"},"
+    "\"touch\": {\"type\": \"string\", \"default\": \"full\", \"description\": "
+    "\"'full': write every byte and check windows; 'sample': write and check only a 64 KiB "
+    "window every 16 MiB\"}"
+    "}";
+
+static int err(ebb_stage_ctx *ctx, int code, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+static int err(ebb_stage_ctx *ctx, int code, const char *fmt, ...) {
+  char msg[512];
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(msg, sizeof msg, fmt, ap);
+  va_end(ap);
+  return ebb_set_error(ctx, code, msg);
+}
+
+static uint8_t pat(uint32_t seed, size_t off) {
+  uint32_t x = seed * 2654435761u ^ (uint32_t)off * 40503u ^ (uint32_t)(off >> 16);
+  x ^= x >> 13;
+  return (uint8_t)(x * 0x5bd1e995u >> 24);
+}
+
+static uint32_t fnv(uint32_t h, const uint8_t *p, size_t n) {
+  for (size_t i = 0; i < n; i++)
+    h = (h ^ p[i]) * 16777619u;
+  return h;
+}
+
+/* Writes the block and reads it back; *sum accumulates the checksum. */
+static int touch(syn *s, const char *what, uint64_t dptr, size_t bytes, uint32_t seed) {
+  ebb_stage_ctx *ctx = s->ctx;
+  const ebb_host_api *h = ctx->host;
+  uint8_t fill = (uint8_t)(0x40 + (seed & 0x3f));
+  int rc = 0;
+  if (!s->sample)
+    rc = h->memset8(ctx, dptr, fill, bytes);
+  for (size_t off = 0; s->sample && !rc && off < bytes; off += STRIDE)
+    rc = h->memset8(ctx, dptr + off, fill, bytes - off < WINDOW ? bytes - off : WINDOW);
+  if (rc)
+    return err(ctx, rc, "synthetic: %s: memset of %zu MiB failed", what, bytes >> 20);
+  void *buf = NULL;
+  rc = h->pinned_alloc(ctx, 2 * WINDOW, &buf);
+  if (rc)
+    return err(ctx, rc, "synthetic: %s: pinned buffer of %u KiB failed", what, 2 * WINDOW >> 10);
+  uint8_t *wbuf = buf, *rbuf = wbuf + WINDOW;
+  for (size_t off = 0; off < bytes && !rc; off += STRIDE) {
+    size_t n = bytes - off < WINDOW ? bytes - off : WINDOW;
+    /* the first half of the window gets a pattern, the second keeps the fill */
+    size_t half = n / 2;
+    for (size_t i = 0; i < half; i++)
+      wbuf[i] = pat(seed, off + i);
+    if (half && (rc = h->copy_htod(ctx, dptr + off, wbuf, half)))
+      break;
+    if ((rc = h->copy_dtoh(ctx, rbuf, dptr + off, n)))
+      break;
+    for (size_t i = 0; i < n; i++) {
+      uint8_t want = i < half ? wbuf[i] : fill;
+      if (rbuf[i] != want) {
+        h->pinned_free(ctx, buf);
+        return err(ctx, EBB_ESTAGE,
+                   "synthetic: %s: read back 0x%02x at offset %zu, wrote 0x%02x: device memory "
+                   "does not hold what was written",
+                   what, rbuf[i], off + i, want);
+      }
+    }
+    s->checksum = fnv(s->checksum, rbuf, n);
+  }
+  h->pinned_free(ctx, buf);
+  if (rc)
+    return err(ctx, rc, "synthetic: %s: copy failed", what);
+  return 0;
+}
+
+static int alloc_touched(syn *s, const char *what, size_t bytes, uint32_t seed, uint64_t *out) {
+  *out = 0;
+  if (!bytes)
+    return 0;
+  int rc = ebb_dev_alloc(s->ctx, bytes, out);
+  if (rc) {
+    *out = 0;
+    return err(s->ctx, rc, "synthetic: %s: allocating %.0f MiB failed: %s", what,
+               bytes / MIB_BYTES, ebb_strerror(rc));
+  }
+  return touch(s, what, *out, bytes, seed);
+}
+
+static int mib_opt(ebb_stage_ctx *ctx, json_t *o, const char *key, size_t *out) {
+  json_t *v = json_object_get(o, key);
+  double mib = v ? json_number_value(v) : 0;
+  if (mib < 0 || mib > 1024.0 * 1024.0)
+    return err(ctx, EBB_EINVAL, "synthetic: option '%s' must be between 0 and 1048576 MiB, got %g",
+               key, mib);
+  *out = (size_t)(mib * MIB_BYTES);
+  return 0;
+}
+
+static void drop_cache(void *arg) {
+  syn *s = arg;
+  if (s->cache) {
+    ebb_dev_free(s->ctx, s->cache);
+    s->cache = 0;
+  }
+}
+
+static void free_all(syn *s) {
+  if (s->cache_handle)
+    s->ctx->host->off_release(s->ctx, s->cache_handle);
+  drop_cache(s);
+  if (s->weights)
+    ebb_dev_free(s->ctx, s->weights);
+  if (s->outside)
+    s->ctx->host->raw_driver_free(s->ctx, s->outside);
+  free(s);
+}
+
+static int syn_load(ebb_stage_ctx *ctx, const char *options_json, void **state) {
+  json_error_t je;
+  json_t *o = json_loads(options_json ? options_json : "{}", 0, &je);
+  if (!o || !json_is_object(o)) {
+    json_decref(o);
+    return err(ctx, EBB_EINVAL, "synthetic: options are not a JSON object: %s", je.text);
+  }
+  syn *s = calloc(1, sizeof *s);
+  if (!s) {
+    json_decref(o);
+    return err(ctx, EBB_ENOMEM, "synthetic: out of host memory");
+  }
+  s->ctx = ctx;
+  int rc = 0;
+  if ((rc = mib_opt(ctx, o, "weights_mib", &s->weights_bytes)) ||
+      (rc = mib_opt(ctx, o, "activations_mib", &s->act_bytes)) ||
+      (rc = mib_opt(ctx, o, "cache_mib", &s->cache_bytes)) ||
+      (rc = mib_opt(ctx, o, "leak_mib", &s->leak_bytes)) ||
+      (rc = mib_opt(ctx, o, "outside_mib", &s->outside_bytes)))
+    goto fail;
+  json_t *f = json_object_get(o, "fail"), *ms = json_object_get(o, "run_ms");
+  const char *fv = json_is_string(f) ? json_string_value(f) : "";
+  if (*fv && strcmp(fv, "none") && strcmp(fv, "load") && strcmp(fv, "run") &&
+      strcmp(fv, "unload")) {
+    rc = err(ctx, EBB_EINVAL, "synthetic: option 'fail' must be \"load\", \"run\" or \"unload\", "
+                              "got \"%s\"", fv);
+    goto fail;
+  }
+  snprintf(s->fail, sizeof s->fail, "%s", fv);
+  s->run_ms = ms ? json_number_value(ms) : 0;
+  json_t *tv = json_object_get(o, "touch");
+  const char *ts = json_is_string(tv) ? json_string_value(tv) : "full";
+  if (strcmp(ts, "full") && strcmp(ts, "sample")) {
+    rc = err(ctx, EBB_EINVAL, "synthetic: option 'touch' must be \"full\" or \"sample\", got "
+                              "\"%s\"", ts);
+    goto fail;
+  }
+  s->sample = !strcmp(ts, "sample");
+  if (s->run_ms < 0) {
+    rc = err(ctx, EBB_EINVAL, "synthetic: option 'run_ms' must be >= 0, got %g", s->run_ms);
+    goto fail;
+  }
+  json_decref(o);
+  o = NULL;
+  s->checksum = 2166136261u;
+  if ((rc = alloc_touched(s, "weights", s->weights_bytes, 1, &s->weights)))
+    goto fail;
+  if (s->outside_bytes) {
+    if ((rc = ctx->host->raw_driver_alloc(ctx, s->outside_bytes, &s->outside))) {
+      s->outside = 0;
+      rc = err(ctx, rc, "synthetic: outside: taking %.0f MiB from the driver failed: %s",
+               s->outside_bytes / MIB_BYTES, ebb_strerror(rc));
+      goto fail;
+    }
+    if ((rc = touch(s, "outside", s->outside, s->outside_bytes, 2)))
+      goto fail;
+  }
+  if (!strcmp(s->fail, "load")) {
+    rc = err(ctx, EBB_ESTAGE, "synthetic: failing at load as asked (fail=load)");
+    goto fail;
+  }
+  *state = s;
+  return 0;
+fail:
+  json_decref(o);
+  free_all(s);
+  return rc;
+}
+
+static int sleep_cancellable(ebb_stage_ctx *ctx, double ms) {
+  struct timespec t0, now;
+  clock_gettime(CLOCK_MONOTONIC, &t0);
+  for (;;) {
+    clock_gettime(CLOCK_MONOTONIC, &now);
+    double el = (now.tv_sec - t0.tv_sec) * 1e3 + (now.tv_nsec - t0.tv_nsec) / 1e6;
+    if (ebb_cancelled(ctx))
+      return err(ctx, EBB_ECANCELED, "synthetic: cancelled after %.0f ms of %.0f", el, ms);
+    if (el >= ms)
+      return 0;
+    double left = ms - el < 10 ? ms - el : 10;
+    struct timespec d = {0, (long)(left * 1e6)};
+    nanosleep(&d, NULL);
+  }
+}
+
+static int syn_run(ebb_stage_ctx *ctx, void *state, const ebb_items *in, ebb_items *out) {
+  syn *s = state;
+  const ebb_host_api *h = ctx->host;
+  uint64_t act = 0, leak = 0;
+  int rc;
+  if (ebb_cancelled(ctx))
+    return err(ctx, EBB_ECANCELED, "synthetic: cancelled before running");
+  if ((rc = alloc_touched(s, "activations", s->act_bytes, 3 + s->runs, &act)))
+    goto done;
+  if (s->cache_bytes && !s->cache) {
+    if ((rc = alloc_touched(s, "cache", s->cache_bytes, 4, &s->cache)))
+      goto done;
+    if (!s->cache_handle &&
+        (rc = h->on_release(ctx, "synthetic cache", drop_cache, s, &s->cache_handle))) {
+      rc = err(ctx, rc, "synthetic: registering the cache's release callback failed");
+      goto done;
+    }
+  }
+  if (s->leak_bytes) {
+    if ((rc = alloc_touched(s, "leak", s->leak_bytes, 5, &leak)))
+      goto done;
+    s->leaked += s->leak_bytes; /* never freed: ebb must find and free it */
+  }
+  if (s->run_ms > 0 && (rc = sleep_cancellable(ctx, s->run_ms)))
+    goto done;
+  if (!strcmp(s->fail, "run")) {
+    rc = err(ctx, EBB_ESTAGE, "synthetic: failing at run as asked (fail=run)");
+    goto done;
+  }
+  /* the weights must still hold their pattern */
+  if (s->weights && (rc = touch(s, "weights", s->weights, s->weights_bytes, 1)))
+    goto done;
+  s->runs++;
+  char json[768];
+  snprintf(json, sizeof json,
+           "{\"stage\": \"%s\", \"weights_mib\": %.0f, \"activations_mib\": %.0f, "
+           "\"cache_mib\": %.0f, \"leaked_mib\": %.0f, \"outside_mib\": %.0f, \"runs\": %u, "
+           "\"inputs\": %d, \"checksum\": \"%08x\", \"device\": \"%s\"}",
+           h->stage_name(ctx), s->weights_bytes / MIB_BYTES, s->act_bytes / MIB_BYTES,
+           s->cache_bytes / MIB_BYTES, s->leaked / MIB_BYTES, s->outside_bytes / MIB_BYTES, s->runs,
+           h->item_count(in), s->checksum,
+           h->device_kind(ctx) == EBB_DEV_KIND_CUDA ? "cuda" : "cpu");
+  if ((rc = h->add_json(out, h->stage_name(ctx), json)))
+    rc = err(ctx, rc, "synthetic: adding the output item failed");
+done:
+  if (act)
+    ebb_dev_free(ctx, act);
+  return rc;
+}
+
+static void syn_unload(ebb_stage_ctx *ctx, void *state) {
+  syn *s = state;
+  if (!strcmp(s->fail, "unload")) {
+    /* a broken unload: everything stays behind for ebb to find */
+    err(ctx, EBB_ESTAGE, "synthetic: failing at unload as asked (fail=unload)");
+    free(s);
+    return;
+  }
+  free_all(s);
+}
+
+const ebb_stage ebb_stage_synthetic = {
+    .abi_version = EBB_STAGE_ABI_VERSION,
+    .size = sizeof(ebb_stage),
+    .name = "synthetic",
+    .version = 1,
+    .description = "diagnostic: allocates, touches and checks device memory (weights, "
+                   "activations, a cache, leaks, memory outside ebb) and can fail on demand",
+    .options_schema = schema,
+    .needs_gpu = 1,
+    .load = syn_load,
+    .run = syn_run,
+    .unload = syn_unload,
+    .release = NULL,
+};
