@@ -8,10 +8,11 @@
  *    "phrases":[{"start","end"}], "source":"transcript+lyrics"|"transcript"|"vad"}
  *
  * With lyrics and a transcript, the lyric words are aligned to the
- * transcript's words by a Needleman-Wunsch alignment whose substitution cost
- * is the Levenshtein distance of the normalised words divided by the longer
- * length (gap cost 1). Aligned pairs with cost <= 0.5 are matches and take the
- * transcript word's times; the other lyric words get times interpolated
+ * transcript's words by a Needleman-Wunsch alignment: gap cost 1, substitution
+ * cost 2 d where d is the Levenshtein distance of the normalised words divided
+ * by the longer length (so two unrelated words cost as much as a deletion plus
+ * an insertion, and the alignment never pairs them to save a gap). Aligned
+ * pairs with d <= 0.4 are matches and take the transcript word's times; the other lyric words get times interpolated
  * between their matched neighbours (weighted by length) and "matched": false.
  * Word boundaries are then snapped to the nearest voice-activity onset/offset
  * (RMS energy VAD on the vocals) within `snap_ms`. Without lyrics the

@@ -7,7 +7,7 @@
 #include "ebb/error.h"
 #include "stages/audio/align.h"
 
-#define AL_MATCH_MAX 0.5 /* word distance at or below which an aligned pair matches */
+#define AL_MATCH_MAX 0.4 /* word distance at or below which an aligned pair matches */
 
 void ebb_align_normalise(const char *word, char *out, size_t n) {
   size_t k = 0;
@@ -72,7 +72,7 @@ int ebb_align_words(const char *const *a, size_t na, const char *const *b, size_
   }
   for (size_t i = 0; i < na; i++)
     for (size_t j = 0; j < nb; j++)
-      sub[i * nb + j] = (float)ebb_align_word_distance(a[i], b[j]);
+      sub[i * nb + j] = (float)(2.0 * ebb_align_word_distance(a[i], b[j]));
   for (size_t j = 0; j <= nb; j++)
     D[j] = (float)j;
   for (size_t i = 1; i <= na; i++) {
@@ -91,7 +91,7 @@ int ebb_align_words(const char *const *a, size_t na, const char *const *b, size_
   while (i > 0 && j > 0) {
     float s = sub[(i - 1) * nb + j - 1];
     if (D[i * w + j] == D[(i - 1) * w + j - 1] + s) {
-      if (s <= AL_MATCH_MAX)
+      if (s <= 2.0f * (float)AL_MATCH_MAX)
         map[i - 1] = (int)(j - 1);
       i--, j--;
     } else if (D[i * w + j] == D[(i - 1) * w + j] + 1.0f) {

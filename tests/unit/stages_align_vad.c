@@ -1,0 +1,88 @@
+/* align: voice-activity phrases on clips with known silences, and the
+ * stage's "vad" result when there is no transcript. */
+#include <jansson.h>
+#include <math.h>
+
+#include "stages/audio/align.h"
+#include "stages/audio/songgen.h"
+#include "stages_pitch_host.h"
+#include "test.h"
+
+static void test_bursts(void) {
+  const uint32_t rate = 16000;
+  /* three phrases; the second has a 100 ms breath inside (joined: < 350 ms),
+   * and a 30 ms click (dropped: shorter than min activity) at 6.0 s */
+  const double spans[][2] = {{0.50, 1.50}, {2.20, 2.80}, {2.90, 3.60}, {4.40, 5.10}, {6.0, 6.03}};
+  uint64_t n = 7 * rate;
+  float *x = calloc(n, sizeof *x);
+  for (int k = 0; k < 5; k++)
+    for (uint64_t i = (uint64_t)(spans[k][0] * rate); i < (uint64_t)(spans[k][1] * rate); i++)
+      x[i] = (float)(0.25 * sin(2 * M_PI * 330.0 * i / rate));
+  /* a noise floor 50 dB down */
+  uint32_t r = 1;
+  for (uint64_t i = 0; i < n; i++) {
+    r = r * 1664525u + 1013904223u;
+    x[i] += (float)(((double)(r >> 8) / 16777216.0 - 0.5) * 0.0016);
+  }
+  ebb_vad_params p = ebb_vad_defaults();
+  ebb_span *seg = NULL, *ph = NULL;
+  size_t ns = 0, np = 0;
+  REQUIRE(ebb_vad(x, n, rate, &p, &seg, &ns, &ph, &np) == 0);
+  CHECK_EQ_INT(ns, 4);
+  REQUIRE(np == 3);
+  const double want[3][2] = {{0.50, 1.50}, {2.20, 3.60}, {4.40, 5.10}};
+  for (size_t i = 0; i < np; i++) {
+    CHECK_NEAR(ph[i].start, want[i][0], 0.02);
+    CHECK_NEAR(ph[i].end, want[i][1], 0.02);
+  }
+  free(seg);
+  free(ph);
+  /* silence: nothing */
+  memset(x, 0, n * sizeof *x);
+  REQUIRE(ebb_vad(x, n, rate, &p, &seg, &ns, &ph, &np) == 0);
+  CHECK_EQ_INT(ns, 0);
+  CHECK_EQ_INT(np, 0);
+  free(x);
+}
+
+static void test_song_phrases(void) {
+  ebb_songgen_params sp = ebb_songgen_defaults();
+  sp.seconds = 18.0;
+  sp.seed = 11;
+  ebb_song *s = NULL;
+  REQUIRE(ebb_songgen_create(&sp, &s) == 0);
+  th_ctx t;
+  th_init(&t, EBB_DEV_KIND_CPU);
+  ebb_items in = {0}, out = {0};
+  REQUIRE(th_add_audio(&in, "vocals", s->vocals, s->frames, 1, s->rate) == 0);
+  CHECK_EQ_INT(th_run_stage(&t, &ebb_stage_align, "{}", &in, &out), 0);
+  ebb_item_info info;
+  REQUIRE(th_item_find(&out, "lyrics", &info) == 0);
+  json_t *j = json_loads(info.text, 0, NULL);
+  REQUIRE(j != NULL);
+  CHECK_EQ_STR(json_string_value(json_object_get(j, "source")), "vad");
+  CHECK_EQ_INT(json_array_size(json_object_get(j, "words")), 0);
+  json_t *ph = json_object_get(j, "phrases");
+  CHECK_EQ_INT(json_array_size(ph), s->n_lines);
+  for (int line = 0; line < s->n_lines && (size_t)line < json_array_size(ph); line++) {
+    double a = 1e9, b = 0;
+    for (size_t i = 0; i < s->n_notes; i++)
+      if (s->notes[i].line == line) {
+        a = fmin(a, s->notes[i].onset);
+        b = fmax(b, s->notes[i].offset);
+      }
+    json_t *p = json_array_get(ph, (size_t)line);
+    CHECK_NEAR(json_number_value(json_object_get(p, "start")), a, 0.05);
+    CHECK_NEAR(json_number_value(json_object_get(p, "end")), b, 0.08);
+  }
+  json_decref(j);
+  th_items_free(&in);
+  th_items_free(&out);
+  ebb_song_destroy(s);
+}
+
+int main(void) {
+  RUN(test_bursts);
+  RUN(test_song_phrases);
+  return TEST_END();
+}
