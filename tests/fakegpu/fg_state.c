@@ -360,3 +360,30 @@ int fg_state_procs(unsigned dev, fg_proc_usage *out, unsigned max, unsigned *n) 
   unlock();
   return 0;
 }
+
+int fg_state_debug_clone_slot(pid_t pid, int64_t start_delta, uint64_t used) {
+  lock();
+  int rc = -ENOENT;
+  if (!g_file)
+    goto out;
+  const fg_slot *src = NULL;
+  for (int i = 0; i < FG_MAX_PROCS; i++)
+    if (g_file->slots[i].pid == pid)
+      src = &g_file->slots[i];
+  if (!src)
+    goto out;
+  rc = -ENOSPC;
+  for (int i = 0; i < FG_MAX_PROCS; i++) {
+    fg_slot *s = &g_file->slots[i];
+    if (s->pid == 0) {
+      *s = *src;
+      s->start_time += (uint64_t)start_delta;
+      s->used[0] = used;
+      rc = 0;
+      break;
+    }
+  }
+out:
+  unlock();
+  return rc;
+}

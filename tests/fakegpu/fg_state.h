@@ -69,6 +69,11 @@ int fg_state_device(unsigned dev, fg_device_usage *out);
  * many there are in all, which can be more than max). */
 int fg_state_procs(unsigned dev, fg_proc_usage *out, unsigned max, unsigned *n);
 
+/* Tests only: adds a copy of pid's slot with its start time moved by
+ * start_delta and `used` bytes on device 0, as if a process with that pid
+ * (delta 0) or an earlier process with the same pid (delta != 0) held it. */
+int fg_state_debug_clone_slot(pid_t pid, int64_t start_delta, uint64_t used);
+
 /* Start time of pid (field 22 of /proc/pid/stat), 0 if it is gone. */
 uint64_t fg_proc_start_time(pid_t pid);
 

@@ -6,3 +6,9 @@ foreach(src ${FAKEGPU_UNIT_TESTS})
   set_property(TARGET ${name} PROPERTY LINK_LIBRARIES Threads::Threads ${CMAKE_DL_LIBS})
   add_dependencies(${name} fakecuda fakenvml fakegpu-smi fakegpu-hold)
 endforeach()
+
+# The liveness test drives the state file directly.
+if(TARGET fakegpu_state_liveness)
+  target_sources(fakegpu_state_liveness PRIVATE ${CMAKE_SOURCE_DIR}/tests/fakegpu/fg_state.c)
+  target_include_directories(fakegpu_state_liveness PRIVATE ${CMAKE_SOURCE_DIR}/tests/fakegpu)
+endif()
