@@ -20,11 +20,12 @@ trap cleanup EXIT
 # start_server OUTFILE [args]: starts it, waits for "PORT n", sets PORT and PID
 start_server() {
   local out=$1; shift
+  : >"$out" # exists before the server's shell opens it, so sed can read it
   "$SERVER" "$@" >"$out" 2>"$out.err" &
   PID=$!
   pids+=("$PID")
   for _ in $(seq 100); do
-    PORT=$(sed -n 's/^PORT \([0-9][0-9]*\)$/\1/p' "$out")
+    PORT=$(sed -n 's/^PORT \([0-9][0-9]*\)$/\1/p' "$out" || true)
     [ -n "$PORT" ] && return 0
     sleep 0.05
   done

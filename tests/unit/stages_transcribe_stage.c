@@ -127,7 +127,7 @@ static void items_add_audio(ebb_items *in, const char *name, double secs, uint32
   it->frames = (uint64_t)(secs * rate);
   it->channels = ch;
   it->rate = rate;
-  it->samples = malloc(it->frames * ch * sizeof(float));
+  it->samples = malloc((it->frames * ch + 1) * sizeof(float));
   REQUIRE(it->samples != NULL);
   for (uint64_t i = 0; i < it->frames * ch; i++)
     it->samples[i] = 0.2f * (float)sin((double)i * 0.05);
@@ -249,6 +249,12 @@ static void test_fallback_to_audio_and_env(void) {
   CHECK_EQ_INT(run_stage(opts("/inference", NULL), &in, &out), EBB_EINPUT);
   CHECK_EQ_INT(last_err, EBB_EINPUT);
   CHECK_MSG(strstr(last_msg, "no AUDIO item \"vocals\" (nor \"audio\")") != NULL, "%s", last_msg);
+  items_free(&in);
+
+  reset();
+  items_add_audio(&in, "vocals", 0.0, 1, 16000);
+  CHECK_EQ_INT(run_stage(opts("/inference", NULL), &in, &out), EBB_EINPUT);
+  CHECK_MSG(strstr(last_msg, "item \"vocals\" is empty (0 frames)") != NULL, "%s", last_msg);
   items_free(&in);
 }
 

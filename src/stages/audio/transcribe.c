@@ -198,6 +198,8 @@ static int find_audio(ebb_stage_ctx *ctx, const transcribe_state *s, const ebb_i
       (info->frames && !info->samples))
     return fail(ctx, EBB_EINPUT, "item \"%s\" is not usable AUDIO (kind %d, %u channels, %u Hz)",
                 name, (int)info->kind, info->channels, info->rate);
+  if (info->frames == 0)
+    return fail(ctx, EBB_EINPUT, "item \"%s\" is empty (0 frames): nothing to transcribe", name);
   return 0;
 }
 
