@@ -551,8 +551,8 @@ int ebb_mem_alloc(ebb_owner *o, size_t bytes, const char *site, uint64_t *addr) 
   if (!b) {
     mem_seg *s = NULL;
     size_t ssz = seg_size_for(a, size, small);
-    if (!small)
-      a->trimmed_bytes += drop_useless_locked(a, ssz);
+    uint64_t dropped = small ? 0 : drop_useless_locked(a, ssz);
+    a->trimmed_bytes += dropped;
     rc = seg_new_locked(a, ssz, small, &s);
     if (rc == EBB_EOOM) {
       uint64_t trimmed = mem_trim_locked(a);
@@ -563,7 +563,7 @@ int ebb_mem_alloc(ebb_owner *o, size_t bytes, const char *site, uint64_t *addr) 
       if (rc == EBB_EOOM) {
         o->refused++;
         ev(a, EBB_EV_OOM, o, 0, size);
-        rc = oom_message(a, o, bytes, trimmed);
+        rc = oom_message(a, o, bytes, dropped + trimmed);
         goto fail;
       }
     }
