@@ -349,17 +349,17 @@ out:
   return rc;
 }
 
+/* Needs a current context, as with the real driver (201 otherwise). */
 FK_API CUresult cuIpcCloseMemHandle(CUdeviceptr dptr) {
-  CUresult rc = fk_check_init();
-  if (rc)
-    return rc;
   fk_lock();
-  fk_alloc *a = find_alloc(FK_ALLOC_IPC, dptr, 0);
-  if (!a) {
-    rc = CUDA_ERROR_INVALID_VALUE;
-  } else {
+  struct CUctx_st *c;
+  CUresult rc = fk_need_ctx(&c);
+  fk_alloc *a = rc ? NULL : find_alloc(FK_ALLOC_IPC, dptr, 0);
+  if (a) {
     unlink_alloc(a);
     release_alloc(a);
+  } else if (rc == CUDA_SUCCESS) {
+    rc = CUDA_ERROR_INVALID_VALUE;
   }
   fk_unlock();
   return rc;

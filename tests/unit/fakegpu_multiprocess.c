@@ -128,6 +128,11 @@ static void test_ipc_between_processes(void) {
   CHECK_EQ_INT(b, 0x42);
   /* Opening costs this process nothing on the device. */
   CHECK_EQ_U64(fgt_nvml_used_by(getpid()), 300 * MIB);
+  /* Closing needs a context too. */
+  CUcontext cur;
+  REQUIRE(cu_cuCtxPopCurrent(&cur) == CUDA_SUCCESS);
+  CHECK_EQ_INT(cu_cuIpcCloseMemHandle(p), CUDA_ERROR_INVALID_CONTEXT);
+  REQUIRE(cu_cuCtxPushCurrent(cur) == CUDA_SUCCESS);
   CHECK_EQ_INT(cu_cuIpcCloseMemHandle(p), CUDA_SUCCESS);
   CHECK_EQ_INT(cu_cuIpcCloseMemHandle(p), CUDA_ERROR_INVALID_VALUE);
   /* The other way round; and a process cannot open its own handle. */
