@@ -137,7 +137,7 @@ static int cuda_mem_info_locked(ebb_device *dev, ebb_dev_meminfo *out) {
     out->source = EBB_MEMINFO_DRIVER;
     return 0;
   }
-  nvmlDevice_t nd;
+  nvmlDevice_t nd = NULL;
   if (nvml_dev(dev, &nd) == 0 && ebb_nvml_meminfo(nd, &out->free_bytes, &out->total_bytes) == 0) {
     out->source = EBB_MEMINFO_NVML;
     return 0;
@@ -151,7 +151,7 @@ static int cuda_mem_info_locked(ebb_device *dev, ebb_dev_meminfo *out) {
 
 static int cuda_process_used(ebb_device *dev, pid_t pid, uint64_t *bytes) {
   pthread_mutex_lock(&dev->mu);
-  nvmlDevice_t nd;
+  nvmlDevice_t nd = NULL;
   int rc = nvml_dev(dev, &nd);
   pthread_mutex_unlock(&dev->mu);
   if (rc)

@@ -31,7 +31,7 @@ static void probe_one(const ebb_cuda_driver *drv, int i, ebb_probe_device *d) {
   CUuuid u;
   if (CU(drv, cuDeviceGetUuid, &u, dev) == CUDA_SUCCESS)
     ebb_cuda_format_uuid(&u, d->uuid, sizeof d->uuid);
-  nvmlDevice_t nd;
+  nvmlDevice_t nd = NULL;
   uint64_t fr, tot;
   if (ebb_nvml_device(i, d->uuid, &nd) == 0 && ebb_nvml_meminfo(nd, &fr, &tot) == 0)
     d->free_bytes = fr;

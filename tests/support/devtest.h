@@ -62,7 +62,7 @@ static inline char **dt_env_with(char *const changes[]) {
   return env;
 }
 
-/* Runs argv (argv[0] a path) with env changes; stdout and stderr go to out
+/* Runs argv (argv[0] a path, or a name searched in PATH) with env changes; stdout and stderr go to out
  * (NUL-terminated, truncated to len). Returns the wait status, -1 if it could
  * not start. */
 static inline int dt_run(char *const argv[], char *const env_changes[], char *out, size_t len) {
@@ -76,7 +76,7 @@ static inline int dt_run(char *const argv[], char *const env_changes[], char *ou
   posix_spawn_file_actions_addclose(&fa, fds[0]);
   char **env = dt_env_with(env_changes);
   pid_t pid;
-  int rc = posix_spawn(&pid, argv[0], &fa, NULL, argv, env);
+  int rc = posix_spawnp(&pid, argv[0], &fa, NULL, argv, env);
   free(env);
   posix_spawn_file_actions_destroy(&fa);
   close(fds[1]);
@@ -122,7 +122,7 @@ static inline int dt_run_self(const char *mode, char *const env_changes[], char 
 static inline const char *dt_smi(void) {
   const char *v = getenv("EBB_REAL_GPU");
   if (v && !strcmp(v, "1"))
-    return "/usr/bin/nvidia-smi";
+    return "nvidia-smi"; /* from PATH (posix_spawnp) */
   const char *s = getenv("FAKEGPU_SMI");
   return s ? s : "fakegpu-smi";
 }

@@ -105,9 +105,19 @@ static void vmm_park_wake(const char *spec) {
   CHECK_EQ_INT(ebb_device_copy_htod(d, s.addr, pat, mib64), 0);
   uint64_t addr = s.addr;
 
+  uint64_t rss_before = 0, rss_after = 0;
+  if (ebb_device_kind_of(d) == EBB_DEVICE_CPU)
+    ebb_device_process_used(d, getpid(), &rss_before);
   CHECK_EQ_INT(ebb_device_seg_park(d, &s), 0);
   CHECK_EQ_U64(s.addr, addr);
   CHECK(s.parked);
+  if (ebb_device_kind_of(d) == EBB_DEVICE_CPU) {
+    /* The pages went back to the kernel: the resident set shrank by ~64 MiB. */
+    ebb_device_process_used(d, getpid(), &rss_after);
+    CHECK_MSG(rss_before >= rss_after + (48u << 20),
+              "cpu park did not give the pages back: resident %llu -> %llu bytes",
+              (unsigned long long)rss_before, (unsigned long long)rss_after);
+  }
   CHECK_EQ_U64(s.handle, 0);
   if (ebb_device_kind_of(d) == EBB_DEVICE_CUDA && !real)
     CHECK_MSG(process_bytes(d) == mapped - mib64,
