@@ -12,7 +12,9 @@
  *   free               cuMemFree every allocation, release every VMM range
  *   release            free + primary context release
  *   pid                -> "ok PID"
- *   exit               exit(0) without cleaning up (the driver reclaims)
+ *   exit               _exit(0) without cleaning up (the driver reclaims)
+ *   exec               exec this program again (same pid, fresh image): the
+ *                      new image answers "ok" when it starts
  * Errors answer "err CODE". The library is EBB_LIBCUDA (or the fake built
  * next to this program). Used by the fake's own tests and scripts. */
 #include <dlfcn.h>
@@ -107,9 +109,11 @@ static CUresult vmm(size_t size) {
   return CUDA_SUCCESS;
 }
 
-int main(void) {
+int main(int argc, char **argv) {
   load();
   setvbuf(stdout, NULL, _IOLBF, 0);
+  if (argc > 1 && !strcmp(argv[1], "--announce"))
+    printf("ok\n");
   char line[512];
   while (fgets(line, sizeof line, stdin)) {
     char cmd[32] = "", arg[256] = "";
@@ -188,6 +192,10 @@ int main(void) {
         printf("ok\n");
     } else if (!strcmp(cmd, "pid")) {
       printf("ok %d\n", (int)getpid());
+    } else if (!strcmp(cmd, "exec")) {
+      char *args[] = {argv[0], "--announce", NULL};
+      execv("/proc/self/exe", args);
+      printf("err exec\n");
     } else if (!strcmp(cmd, "exit")) {
       printf("ok\n");
       fflush(stdout);

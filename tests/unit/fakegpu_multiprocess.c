@@ -103,6 +103,22 @@ static void test_exit_without_cleanup_and_clean_exit(void) {
   CHECK_EQ_U64(fgt_used() - base, 428 * MIB);
   fgt_hold_wait(&h);
   CHECK_EQ_U64(fgt_used(), base);
+  /* exec: same pid, same start time, but the image that held the memory is
+   * gone (and the new one has not called cuInit). */
+  fgt_hold_start(&h);
+  HOLD_OK(&h, "init");
+  HOLD_OK(&h, "ctx");
+  HOLD_OK(&h, "alloc 64");
+  CHECK_EQ_U64(fgt_used() - base, 364 * MIB);
+  HOLD_OK(&h, "exec");
+  CHECK_EQ_U64(fgt_used(), base);
+  CHECK_EQ_U64(fgt_nvml_used_by(h.pid), 0);
+  /* The new image can use the device again under the same pid. */
+  HOLD_OK(&h, "init");
+  HOLD_OK(&h, "ctx");
+  CHECK_EQ_U64(fgt_nvml_used_by(h.pid), 300 * MIB);
+  HOLD_OK(&h, "release");
+  fgt_hold_wait(&h);
 }
 
 static void test_ipc_between_processes(void) {
