@@ -18,6 +18,8 @@
 #include <jansson.h>
 #include <stddef.h>
 
+#include "ebb/error.h"
+
 /* --- release policy ---------------------------------------------------------- */
 typedef enum {
   EBB_POLICY_AFTER_STAGE = 0, /* default */

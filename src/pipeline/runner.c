@@ -467,7 +467,11 @@ static int run_stage(job_state *js, int idx) {
       rc = fail(res, rc, d->name, "stage '%s' (%s) %s: %s", d->name, st->name, phase, why);
     goto release;
   }
-  if (use_cache && ebb_cache_store(r->cache_dir, key, out, r->dev) != 0)
+  /* A stage that added nothing is not stored: it may have been skipped for
+   * want of something outside the key (transcribe without EBB_WHISPER_URL),
+   * and rerunning it costs nothing worth caching. */
+  if (use_cache && ebb_items_count(out) > 0 &&
+      ebb_cache_store(r->cache_dir, key, out, r->dev) != 0)
     ebb_log(EBB_LOG_WARN, d->name, "result not cached: %s", ebb_errmsg());
   if ((rc = ebb_items_take(js->items, out)) != 0) {
     rc = fail(res, rc, d->name, "stage '%s': %s", d->name, ebb_errmsg());

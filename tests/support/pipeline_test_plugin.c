@@ -1,0 +1,64 @@
+/* Broken plugins for the pipeline room's plugin-loading tests, one source
+ * built several ways (tests/unit/pipeline.cmake):
+ *   PLUGIN_BAD_ABI    a stage that says it speaks stage ABI version 99
+ *   PLUGIN_NO_INIT    no ebb_plugin_init symbol at all
+ *   PLUGIN_INIT_FAILS ebb_plugin_init answers EBB_EABI (as a plugin built
+ *                     for another host ABI does)
+ *   PLUGIN_NO_RUN     a stage without a run entry point
+ *   (none)            a good plugin with one stage, "echo", that copies the
+ *                     input path into a JSON item */
+#include <stdio.h>
+#include <string.h>
+
+#include "ebb/stage.h"
+
+static int load(ebb_stage_ctx *ctx, const char *o, void **s) {
+  *s = NULL;
+  return 0;
+}
+__attribute__((unused)) static int run(ebb_stage_ctx *ctx, void *s, const ebb_items *in,
+                                      ebb_items *out) {
+  ebb_item_info it = {.size = sizeof it};
+  if (ctx->host->item_find(in, "input", &it))
+    return ebb_set_error(ctx, EBB_EINPUT, "echo: no input");
+  char json[1024];
+  snprintf(json, sizeof json, "{\"input_kind\": %d}", (int)it.kind);
+  return ctx->host->add_json(out, "echo", json);
+}
+static void unload(ebb_stage_ctx *ctx, void *s) {}
+
+static const ebb_stage stage = {
+#ifdef PLUGIN_BAD_ABI
+    .abi_version = 99,
+#else
+    .abi_version = EBB_STAGE_ABI_VERSION,
+#endif
+    .size = sizeof(ebb_stage),
+    .name = "echo",
+    .version = 1,
+    .description = "test plugin",
+    .options_schema = "{}",
+    .load = load,
+#ifndef PLUGIN_NO_RUN
+    .run = run,
+#endif
+    .unload = unload,
+};
+__attribute__((unused)) static const ebb_stage *const stages[] = {&stage};
+
+#ifndef PLUGIN_NO_INIT
+__attribute__((visibility("default"))) int ebb_plugin_init(const ebb_host_api *h,
+                                                           const ebb_stage *const **out,
+                                                           size_t *n) {
+#ifdef PLUGIN_INIT_FAILS
+  return EBB_EABI;
+#endif
+  if (h->abi_version != EBB_STAGE_ABI_VERSION)
+    return EBB_EABI;
+  *out = stages;
+  *n = 1;
+  return 0;
+}
+#else
+__attribute__((visibility("default"))) int not_an_ebb_plugin(void) { return stage.version; }
+#endif
