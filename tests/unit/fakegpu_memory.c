@@ -34,6 +34,19 @@ static int child_small_granularity(void) {
   return fgt_used() - base == 64 * 1024 ? 0 : 11;
 }
 
+/* FAKEGPU_CONTEXT_MIB=500: what a context costs this process. */
+static int child_ctx_mib(void) {
+  fgt_init_ctx();
+  if (fgt_used() != 500 * MIB)
+    return 10;
+  CUcontext c;
+  if (cu_cuCtxCreate(&c, 0, 0) != CUDA_SUCCESS || fgt_used() != 1000 * MIB)
+    return 11;
+  if (cu_cuCtxDestroy(c) != CUDA_SUCCESS || fgt_used() != 500 * MIB)
+    return 12;
+  return 0;
+}
+
 /* FAKEGPU_MEMORY_MIB=1024: the context takes 300, so 724 MiB are left. */
 static int child_oom(void) {
   fgt_init_ctx();
@@ -95,6 +108,9 @@ static void test_env_children(void) {
   snprintf(state, sizeof state, "FAKEGPU_STATE=%s.child", getenv("FAKEGPU_STATE"));
   const char *gran[] = {"FAKEGPU_GRANULARITY_KIB=64", state, NULL};
   CHECK_EQ_INT(fgt_run_self("granularity", gran), 0);
+  CHECK_EQ_INT(fgt_run_self("ctx_mib", (const char *[]){"FAKEGPU_CONTEXT_MIB=500", state, NULL}),
+               0);
+  CHECK_EQ_INT(fgt_run_self("ctx_mib", (const char *[]){state, NULL}), 10);
   const char *oom[] = {"FAKEGPU_MEMORY_MIB=1024", state, NULL};
   CHECK_EQ_INT(fgt_run_self("oom", oom), 0);
   const char *fail[] = {"FAKEGPU_FAIL_ALLOC_AT=3", state, NULL};
@@ -162,6 +178,8 @@ int main(int argc, char **argv) {
   if (argc > 1) {
     if (!strcmp(argv[1], "granularity"))
       return child_small_granularity();
+    if (!strcmp(argv[1], "ctx_mib"))
+      return child_ctx_mib();
     if (!strcmp(argv[1], "oom"))
       return child_oom();
     if (!strcmp(argv[1], "fail_at"))
