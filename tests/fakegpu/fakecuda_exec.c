@@ -96,11 +96,13 @@ static CUresult destroy_obj(void *h, int kind) {
 
 /* --- streams ---------------------------------------------------------------- */
 FK_API CUresult cuStreamCreate(CUstream *s, unsigned int flags) {
-  if (!s || (flags & ~1u))
-    return fk_check_init() ? fk_check_init() : CUDA_ERROR_INVALID_VALUE;
   fk_lock();
   fk_obj *o;
-  CUresult rc = new_obj(FK_OBJ_STREAM, &o);
+  CUresult rc = fk_check_init();
+  if (rc == CUDA_SUCCESS && (!s || (flags & ~1u)))
+    rc = CUDA_ERROR_INVALID_VALUE;
+  if (rc == CUDA_SUCCESS)
+    rc = new_obj(FK_OBJ_STREAM, &o);
   if (rc == CUDA_SUCCESS)
     *s = (CUstream)o;
   fk_unlock();
@@ -127,11 +129,13 @@ static double now_ms(void) {
 }
 
 FK_API CUresult cuEventCreate(CUevent *e, unsigned int flags) {
-  if (!e || (flags & ~0xfu))
-    return fk_check_init() ? fk_check_init() : CUDA_ERROR_INVALID_VALUE;
   fk_lock();
   fk_obj *o;
-  CUresult rc = new_obj(FK_OBJ_EVENT, &o);
+  CUresult rc = fk_check_init();
+  if (rc == CUDA_SUCCESS && (!e || (flags & ~0xfu)))
+    rc = CUDA_ERROR_INVALID_VALUE;
+  if (rc == CUDA_SUCCESS)
+    rc = new_obj(FK_OBJ_EVENT, &o);
   if (rc == CUDA_SUCCESS) {
     o->flags = flags;
     *e = (CUevent)o;
