@@ -49,6 +49,10 @@ static void test_twin_matches_cpu(void) {
   REQUIRE(ebb_songgen_create(&sp, &s) == 0);
   compare("songgen vocals", s->vocals, s->frames, s->rate);
   compare("songgen mix", s->mix, s->frames, s->rate);
+  float *emph = NULL; /* what the stage feeds the kernel: the pre-emphasised signal */
+  REQUIRE(ebb_pitch_preemphasis(s->mix, s->frames, 0.97, &emph) == 0);
+  compare("songgen mix, pre-emphasised", emph, s->frames, s->rate);
+  free(emph);
   float *tone = malloc(16000 * sizeof *tone);
   for (int i = 0; i < 16000; i++)
     tone[i] = (float)(0.3 * sin(2 * M_PI * 196.0 * i / 16000.0));

@@ -31,6 +31,8 @@ static const char pitch_schema[] =
     "on d'; pyin: mean of the Beta(2, b) threshold prior\"},"
     "\"method\":{\"type\":\"string\",\"default\":\"pyin\",\"description\":\"pyin (HMM-smoothed, "
     "Mauch & Dixon 2014) or yin (de Cheveigne & Kawahara 2002)\"},"
+    "\"preemphasis\":{\"type\":\"number\",\"default\":0.97,\"description\":\"d' is computed "
+    "on x[n] - a x[n-1], which favours the voice over bass and drums in a mix; 0: off\"},"
     "\"silence_db\":{\"type\":\"number\",\"default\":-60,\"description\":\"frames below this RMS "
     "level (dBFS) are unvoiced\"},"
     "\"min_note_ms\":{\"type\":\"number\",\"default\":60,\"description\":\"shortest note kept\"},"
@@ -60,6 +62,7 @@ static int pitch_load(ebb_stage_ctx *ctx, const char *options_json, void **state
       (rc = ebb_st_opt_int(ctx, o, "frame", 1024, 64, 65536, &s->p.frame)) ||
       (rc = ebb_st_opt_number(ctx, o, "threshold", 0.1, 0.01, 0.99, &s->p.threshold)) ||
       (rc = ebb_st_opt_number(ctx, o, "silence_db", -60, -200, 0, &s->p.silence_db)) ||
+      (rc = ebb_st_opt_number(ctx, o, "preemphasis", 0.97, 0, 0.999, &s->p.preemphasis)) ||
       (rc = ebb_st_opt_number(ctx, o, "min_note_ms", 60, 0, 10000, &min_ms)) ||
       (rc = ebb_st_opt_number(ctx, o, "split_semitones", 0.7, 0.05, 48, &s->p.split_semitones)) ||
       (rc = ebb_st_opt_number(ctx, o, "split_ms", 30, 0, 10000, &split_ms)) ||
@@ -134,7 +137,7 @@ done:
 static int pitch_run(ebb_stage_ctx *ctx, void *state, const ebb_items *in, ebb_items *out) {
   pitch_state *s = state;
   static const char *const names[] = {"vocals", "audio", NULL};
-  float *mono = NULL, *padded = NULL, *cm = NULL, *frames = NULL;
+  float *mono = NULL, *padded = NULL, *emph = NULL, *cm = NULL, *frames = NULL;
   ebb_pitch_note *notes = NULL;
   char *notes_json = NULL;
   size_t n_notes = 0;
@@ -152,7 +155,8 @@ static int pitch_run(ebb_stage_ctx *ctx, void *state, const ebb_items *in, ebb_i
     goto done;
   }
   size_t ncm = g.n_frames * (size_t)(g.tau_max + 1);
-  if ((rc = ebb_pitch_pad(mono, n, &g, &padded)))
+  if ((rc = ebb_pitch_pad(mono, n, &g, &padded)) ||
+      (rc = ebb_pitch_preemphasis(padded, g.padded_len, s->p.preemphasis, &emph)))
     goto oom;
   cm = malloc(ncm * sizeof *cm);
   frames = malloc(g.n_frames * 3 * sizeof *frames);
@@ -161,7 +165,7 @@ static int pitch_run(ebb_stage_ctx *ctx, void *state, const ebb_items *in, ebb_i
   const char *how = "cpu";
   int on_gpu = ebb_device_kind(ctx) == EBB_DEV_KIND_CUDA;
   if (s->backend != BK_CPU && on_gpu) {
-    if ((rc = cmndf_device(ctx, padded, &g, cm)) == 0)
+    if ((rc = cmndf_device(ctx, emph, &g, cm)) == 0)
       how = "gpu kernel";
     else if (rc == EBB_EOOM || rc == EBB_ECANCELED)
       goto done;
@@ -170,10 +174,10 @@ static int pitch_run(ebb_stage_ctx *ctx, void *state, const ebb_items *in, ebb_i
   }
   if (!strcmp(how, "cpu")) {
     if (s->backend == BK_KERNEL && !on_gpu) {
-      ebb_pitch_cmndf_twin(padded, &g, cm);
+      ebb_pitch_cmndf_twin(emph, &g, cm);
       how = "kernel host twin";
     } else {
-      ebb_pitch_cmndf_cpu(padded, &g, cm);
+      ebb_pitch_cmndf_cpu(emph, &g, cm);
     }
   }
   if (ctx->host->progress)
@@ -204,6 +208,7 @@ oom:
 done:
   free(mono);
   free(padded);
+  free(emph);
   free(cm);
   free(frames);
   free(notes);

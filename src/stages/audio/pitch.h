@@ -29,6 +29,7 @@ typedef struct ebb_pitch_params {
   double threshold;       /* YIN: the absolute threshold; pYIN: mean of the Beta prior (0.1) */
   ebb_pitch_method method;
   double silence_db;      /* frames quieter than this (dBFS RMS) are unvoiced (-60) */
+  double preemphasis;     /* d' is computed on y[n] = x[n] - a x[n-1] (0.97; 0 = off) */
   double min_note_s;      /* shorter notes are dropped (0.06) */
   double split_semitones; /* a jump this large ... (0.7) */
   double split_s;         /* ... held this long starts a new note (0.03) */
@@ -50,6 +51,12 @@ int ebb_pitch_geometry(const ebb_pitch_params *p, uint32_t rate, uint64_t n_samp
                        ebb_pitch_geom *g);
 /* *padded: malloc'd g->padded_len floats (caller frees). */
 int ebb_pitch_pad(const float *x, uint64_t n, const ebb_pitch_geom *g, float **padded);
+/* The first-order pre-emphasis y[n] = x[n] - a x[n-1] of a padded signal, the
+ * input of d'. It tilts the spectrum towards the voice's formant region and
+ * away from bass, kick and pad fundamentals (like the spectral weighting of
+ * aubio's yinfft); the silence gate still uses the unfiltered signal.
+ * *out: malloc'd len floats (caller frees). */
+int ebb_pitch_preemphasis(const float *padded, size_t len, double a, float **out);
 
 /* d'(tau) for every frame into out[f * (tau_max + 1) + tau], tau 0..tau_max
  * (d'(0) = 1). cpu: an 8-lane loop; twin: the GPU kernel's host twin. */
@@ -60,7 +67,8 @@ void ebb_pitch_cmndf_twin(const float *padded, const ebb_pitch_geom *g, float *o
 #define EBB_PITCH_BLOCK 128u
 
 /* From d' to the f0 track: frames[3*f + 0..2] = time s, f0 Hz (0 unvoiced),
- * voicing probability. frames holds g->n_frames * 3 floats. */
+ * voicing probability. frames holds g->n_frames * 3 floats. padded is the
+ * unfiltered padded signal (for the silence gate). */
 int ebb_pitch_track(const float *cmndf, const float *padded, const ebb_pitch_geom *g,
                     const ebb_pitch_params *p, float *frames);
 

@@ -39,6 +39,7 @@ ebb_pitch_params ebb_pitch_defaults(void) {
                             .threshold = 0.1,
                             .method = EBB_PITCH_PYIN,
                             .silence_db = -60.0,
+                            .preemphasis = 0.97,
                             .min_note_s = 0.06,
                             .split_semitones = 0.7,
                             .split_s = 0.03};
@@ -58,6 +59,8 @@ int ebb_pitch_geometry(const ebb_pitch_params *p, uint32_t rate, uint64_t n_samp
   if (p->fmax >= rate / 2.0)
     return ebb_seterr(EBB_EINVAL, "pitch: fmax %g Hz is not below half the sample rate %u",
                       p->fmax, rate);
+  if (!(p->preemphasis >= 0.0 && p->preemphasis < 1.0))
+    return ebb_seterr(EBB_EINVAL, "pitch: preemphasis %g is outside [0, 1)", p->preemphasis);
   if (!(p->threshold > 0.0 && p->threshold < 1.0))
     return ebb_seterr(EBB_EINVAL, "pitch: threshold %g is outside (0, 1)", p->threshold);
   g->rate = rate;
@@ -87,6 +90,19 @@ int ebb_pitch_pad(const float *x, uint64_t n, const ebb_pitch_geom *g, float **p
     take = g->padded_len - g->pad_left;
   memcpy(p + g->pad_left, x, take * sizeof *p);
   *padded = p;
+  return 0;
+}
+
+int ebb_pitch_preemphasis(const float *padded, size_t len, double a, float **out) {
+  float *y = malloc((len ? len : 1) * sizeof *y);
+  if (!y)
+    return ebb_seterr(EBB_ENOMEM, "pitch: out of memory for %zu samples", len);
+  float prev = 0.0f, fa = (float)a;
+  for (size_t i = 0; i < len; i++) {
+    y[i] = padded[i] - fa * prev;
+    prev = padded[i];
+  }
+  *out = y;
   return 0;
 }
 
@@ -408,12 +424,13 @@ int ebb_pitch_track(const float *cmndf, const float *padded, const ebb_pitch_geo
 int ebb_pitch_analyze(const float *mono, uint64_t n, uint32_t rate, const ebb_pitch_params *p,
                       ebb_pitch_backend backend, float **frames, size_t *n_frames) {
   ebb_pitch_geom g;
-  float *padded = NULL, *cm = NULL, *fr = NULL;
+  float *padded = NULL, *emph = NULL, *cm = NULL, *fr = NULL;
   int rc = ebb_pitch_geometry(p, rate, n, &g);
   if (rc)
     return rc;
-  if ((rc = ebb_pitch_pad(mono, n, &g, &padded)))
-    return rc;
+  if ((rc = ebb_pitch_pad(mono, n, &g, &padded)) ||
+      (rc = ebb_pitch_preemphasis(padded, g.padded_len, p->preemphasis, &emph)))
+    goto fail;
   cm = malloc(g.n_frames * (size_t)(g.tau_max + 1) * sizeof *cm);
   fr = malloc(g.n_frames * 3 * sizeof *fr);
   if (!cm || !fr) {
@@ -421,18 +438,20 @@ int ebb_pitch_analyze(const float *mono, uint64_t n, uint32_t rate, const ebb_pi
     goto fail;
   }
   if (backend == EBB_PITCH_BACKEND_TWIN)
-    ebb_pitch_cmndf_twin(padded, &g, cm);
+    ebb_pitch_cmndf_twin(emph, &g, cm);
   else
-    ebb_pitch_cmndf_cpu(padded, &g, cm);
+    ebb_pitch_cmndf_cpu(emph, &g, cm);
   if ((rc = ebb_pitch_track(cm, padded, &g, p, fr)))
     goto fail;
   free(padded);
+  free(emph);
   free(cm);
   *frames = fr;
   *n_frames = g.n_frames;
   return 0;
 fail:
   free(padded);
+  free(emph);
   free(cm);
   free(fr);
   return rc;
