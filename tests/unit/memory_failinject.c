@@ -28,8 +28,9 @@ static void scenario(ebb_device *d, int seg_kind) {
       ebb_owner_create(a, "s2", p, &s2))
     exit(2);
   uint64_t x[12] = {0};
-  static const size_t sizes[12] = {1000, 3 << 20, 64 << 20, 5000, 512, 12 << 20,
-                                   1 << 20, 700 << 10, 30 << 20, 2 << 20, 100, 40 << 20};
+  /* small, large (shared 20 MiB segments) and own-segment (>= 10 MiB) sizes */
+  static const size_t sizes[12] = {1000, 3 << 20, 24 << 20, 5000, 512, 12 << 20,
+                                   1 << 20, 700 << 10, 11 << 20, 2 << 20, 100, 16 << 20};
   for (int i = 0; i < 12; i++)
     note(ebb_mem_alloc(i % 2 ? s1 : s2, sizes[i], "fi.c:1", &x[i]));
   void *pin = NULL;
