@@ -190,6 +190,9 @@ int main(void) {
   snprintf(tmp, sizeof tmp, "%s", t);
   mkdir(tmp, 0755);
   snprintf(cdir, sizeof cdir, "%s/cache/deeper", tmp); /* created by store */
+  char cmd[1200];
+  snprintf(cmd, sizeof cmd, "rm -rf '%s/cache'", tmp);
+  REQUIRE(system(cmd) == 0);
   snprintf(odir, sizeof odir, "%s/out", tmp);
   mkdir(odir, 0755);
   RUN(test_keys);

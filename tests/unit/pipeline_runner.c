@@ -1,0 +1,447 @@
+/* The runner on the fake GPU, in-process: release policies (after-stage,
+ * after-job, idle with reuse, expiry and eviction on out-of-memory, never),
+ * failures at load/run/unload, cancellation, timeouts, leaks, memory outside
+ * ebb, the result cache, and errors found before any stage runs. After every
+ * job under a releasing policy the allocator holds nothing and the context is
+ * released. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "base/log.h"
+#include "pipeline/host.h"
+#include "pipeline/runner.h"
+#include "test.h"
+
+static ebb_device *dev;
+static ebb_allocator *alloc;
+static ebb_registry *reg;
+static char tmp[1024], input[1100], outdir[1100], cachedir[1100];
+static FILE *cap;
+
+static void capture(void) {
+  cap = tmpfile();
+  REQUIRE(cap);
+  ebb_log_set_stream(cap);
+}
+/* Returns what was logged since capture() (malloc'ed). */
+static char *captured(void) {
+  ebb_log_set_stream(NULL);
+  long n = ftell(cap);
+  char *s = calloc(1, (size_t)n + 1);
+  rewind(cap);
+  if (n > 0 && fread(s, 1, (size_t)n, cap) != (size_t)n)
+    s[0] = '\0';
+  fclose(cap);
+  fputs(s, stderr); /* visible in the test's output */
+  return s;
+}
+
+static ebb_config *cfg_of(const char *json) {
+  ebb_config *c = NULL;
+  if (ebb_config_load_string(json, "test.json", &c) != 0) {
+    fprintf(stderr, "config: %s\n", ebb_errmsg());
+    exit(1);
+  }
+  return c;
+}
+
+static ebb_runner *runner(int oneshot, const char *cache) {
+  ebb_runner_opts o = {.size = sizeof o, .dev = dev, .alloc = alloc, .reg = reg,
+                       .cache_dir = cache, .hook = "", .oneshot = oneshot};
+  ebb_runner *r = NULL;
+  REQUIRE(ebb_runner_create(&o, &r) == 0);
+  return r;
+}
+
+static int run_job(ebb_runner *r, ebb_config *c, const char *pipe, const char *policy,
+                   const atomic_int *cancel, ebb_job_result *res) {
+  ebb_policy pol;
+  if (policy)
+    REQUIRE(ebb_policy_parse(policy, &pol) == 0);
+  const ebb_pipeline_def *p = ebb_config_pipeline(c, pipe);
+  REQUIRE(p);
+  ebb_job job = {.size = sizeof job, .pipeline = p, .input = input, .output_dir = outdir,
+                 .policy = policy ? &pol : NULL, .cancel = cancel};
+  return ebb_runner_run(r, &job, res);
+}
+
+static uint64_t reserved(void) {
+  ebb_alloc_stats st = {.size = sizeof st};
+  ebb_allocator_get_stats(alloc, &st);
+  return st.reserved.current;
+}
+
+static int has(const char *hay, const char *needle) { return hay && strstr(hay, needle) != NULL; }
+
+static const char *two = "{\"pipelines\": {\"two\": {\"stages\": ["
+                         "{\"stage\": \"synthetic\", \"name\": \"a\", \"cache\": false, "
+                         "\"options\": {\"weights_mib\": 64, \"activations_mib\": 16, "
+                         "\"cache_mib\": 16}},"
+                         "{\"stage\": \"synthetic\", \"name\": \"b\", \"cache\": false, "
+                         "\"options\": {\"weights_mib\": 96, \"activations_mib\": 16, "
+                         "\"cache_mib\": 16}}]}}}";
+
+static void test_after_stage(void) {
+  ebb_config *c = cfg_of(two);
+  ebb_runner *r = runner(1, NULL);
+  ebb_job_result res;
+  capture();
+  CHECK_EQ_INT(run_job(r, c, "two", NULL, NULL, &res), 0);
+  char *log = captured();
+  CHECK_EQ_INT(res.stages_run, 2);
+  CHECK_EQ_INT(ebb_runner_loaded(r), 0);
+  CHECK_EQ_U64(reserved(), 0);
+  CHECK_MSG(!ebb_device_ctx_active(dev), "the context is released after the job");
+  /* weights + activations + cache of each stage went back, and the context */
+  CHECK(res.released_bytes >= (uint64_t)(96 + 32 + 64 + 32 + 300) << 20);
+  CHECK(has(log, "[a] done in "));
+  CHECK(has(log, "[a] released ") && has(log, "[b] released "));
+  CHECK(has(log, "[pipeline two] released 300 MiB of GPU memory"));
+  char rj[1200];
+  snprintf(rj, sizeof rj, "%s/result.json", outdir);
+  json_t *j = json_load_file(rj, 0, NULL);
+  CHECK_MSG(j != NULL, "result.json written");
+  json_decref(j);
+  free(log);
+  ebb_runner_destroy(r);
+  ebb_config_free(c);
+}
+
+typedef struct probe {
+  int loaded_at_b;
+  uint64_t reserved_at_b;
+  ebb_runner *r;
+} probe;
+static void probe_cb(void *arg, int index, int count, const char *stage, int done) {
+  probe *p = arg;
+  if (index == 1 && !done) {
+    p->loaded_at_b = ebb_runner_loaded(p->r);
+    p->reserved_at_b = reserved();
+  }
+}
+
+static void test_after_job(void) {
+  ebb_config *c = cfg_of(two);
+  ebb_runner *r = runner(1, NULL);
+  probe pr = {.r = r};
+  ebb_policy pol = {EBB_POLICY_AFTER_JOB, 0};
+  ebb_job job = {.size = sizeof job, .pipeline = ebb_config_pipeline(c, "two"), .input = input,
+                 .output_dir = outdir, .policy = &pol, .progress = probe_cb, .progress_arg = &pr};
+  ebb_job_result res;
+  capture();
+  CHECK_EQ_INT(ebb_runner_run(r, &job, &res), 0);
+  char *log = captured();
+  CHECK_EQ_INT(pr.loaded_at_b, 1);            /* a stayed loaded while b ran */
+  CHECK(pr.reserved_at_b >= (uint64_t)64 << 20); /* its weights at least */
+  CHECK_EQ_INT(ebb_runner_loaded(r), 0);
+  CHECK_EQ_U64(reserved(), 0);
+  CHECK(!ebb_device_ctx_active(dev));
+  /* the release lines come at the job's end, in pipeline order */
+  const char *ra = strstr(log, "[a] released"), *db = strstr(log, "[b] done");
+  CHECK(ra && db && db < ra);
+  free(log);
+  ebb_runner_destroy(r);
+  ebb_config_free(c);
+}
+
+static int runs_of(const char *item) {
+  char rj[1200];
+  snprintf(rj, sizeof rj, "%s/result.json", outdir);
+  json_t *j = json_load_file(rj, 0, NULL), *items = json_object_get(j, "items");
+  int runs = -1;
+  for (size_t i = 0; i < json_array_size(items); i++) {
+    json_t *it = json_array_get(items, i);
+    if (!strcmp(json_string_value(json_object_get(it, "name")), item))
+      runs = (int)json_integer_value(json_object_get(json_object_get(it, "value"), "runs"));
+  }
+  json_decref(j);
+  return runs;
+}
+
+static void test_idle_reuse_and_expiry(void) {
+  ebb_config *c = cfg_of(two);
+  ebb_runner *r = runner(0, NULL); /* a server: more jobs may come */
+  ebb_job_result res;
+  CHECK_EQ_INT(run_job(r, c, "two", "idle:1000", NULL, &res), 0);
+  CHECK_EQ_INT(ebb_runner_loaded(r), 2);
+  CHECK(ebb_device_ctx_active(dev));
+  CHECK_EQ_INT(runs_of("a"), 1);
+  CHECK_EQ_INT(run_job(r, c, "two", "idle:1000", NULL, &res), 0);
+  CHECK_EQ_INT(runs_of("a"), 2); /* the same loaded instance ran again */
+  uint64_t rel = 0;
+  CHECK(ebb_runner_evict_idle(r, ebb_now(), &rel) == 0);
+  CHECK_EQ_INT(ebb_runner_loaded(r), 2); /* not yet expired */
+  CHECK_EQ_U64(rel, 0);
+  CHECK(ebb_runner_evict_idle(r, ebb_now() + 2000, &rel) == 0);
+  CHECK_EQ_INT(ebb_runner_loaded(r), 0);
+  CHECK(rel >= (uint64_t)(160 + 300) << 20);
+  CHECK_EQ_U64(reserved(), 0);
+  CHECK(!ebb_device_ctx_active(dev));
+  ebb_runner_destroy(r);
+  ebb_config_free(c);
+
+  /* ebb run (oneshot): idle stages go at job end */
+  c = cfg_of(two);
+  r = runner(1, NULL);
+  CHECK_EQ_INT(run_job(r, c, "two", "idle:1000", NULL, &res), 0);
+  CHECK_EQ_INT(ebb_runner_loaded(r), 0);
+  CHECK(!ebb_device_ctx_active(dev));
+  ebb_runner_destroy(r);
+  ebb_config_free(c);
+}
+
+static void test_idle_evicted_on_oom(void) {
+  /* the device has 2048 MiB: 300 context + 1200 + 1200 does not fit */
+  ebb_config *c = cfg_of("{\"pipelines\": {"
+                         "\"p1\": {\"release\": \"idle:1000\", \"stages\": [{\"stage\": "
+                         "\"synthetic\", \"name\": \"x\", \"cache\": false, \"options\": "
+                         "{\"weights_mib\": 1200, \"activations_mib\": 0, \"touch\": \"sample\"}}]},"
+                         "\"p2\": {\"stages\": [{\"stage\": \"synthetic\", \"name\": \"y\", "
+                         "\"cache\": false, \"options\": {\"weights_mib\": 1200, "
+                         "\"activations_mib\": 0, \"touch\": \"sample\"}}]}}}");
+  ebb_runner *r = runner(0, NULL);
+  ebb_job_result res;
+  CHECK_EQ_INT(run_job(r, c, "p1", NULL, NULL, &res), 0);
+  CHECK_EQ_INT(ebb_runner_loaded(r), 1);
+  capture();
+  CHECK_EQ_INT(run_job(r, c, "p2", NULL, NULL, &res), 0);
+  char *log = captured();
+  CHECK_MSG(res.code == 0, "p2 failed: %s", res.message);
+  CHECK(has(log, "[x] evicted: y needs the memory"));
+  CHECK_EQ_INT(ebb_runner_loaded(r), 0);
+  CHECK(!ebb_device_ctx_active(dev));
+  free(log);
+  ebb_runner_destroy(r);
+  ebb_config_free(c);
+}
+
+static void test_never(void) {
+  ebb_config *c = cfg_of(two);
+  ebb_runner *r = runner(1, NULL);
+  ebb_job_result res;
+  capture();
+  CHECK_EQ_INT(run_job(r, c, "two", "never", NULL, &res), 0);
+  char *log = captured();
+  CHECK_EQ_INT(ebb_runner_loaded(r), 2);
+  CHECK(reserved() >= (uint64_t)(64 + 96 + 32) << 20);
+  CHECK(ebb_device_ctx_active(dev));
+  CHECK_MSG(!has(log, "released"), "no release line under never");
+  CHECK_EQ_U64(res.released_bytes, 0);
+  free(log);
+  capture();
+  ebb_runner_destroy(r); /* quietly takes everything back */
+  log = captured();
+  CHECK(!has(log, "released") && !has(log, "leaked"));
+  free(log);
+  CHECK_EQ_U64(reserved(), 0);
+  uint64_t rel;
+  ebb_release_result rr = {.size = sizeof rr};
+  ebb_release(alloc, EBB_RELEASE_DEFAULT | EBB_RELEASE_CONTEXT, &rr);
+  (void)rel;
+  CHECK(!ebb_device_ctx_active(dev));
+  ebb_config_free(c);
+}
+
+static void fail_case(const char *where, int position) {
+  char json[1024];
+  const char *names[] = {"a", "b", "c"};
+  snprintf(json, sizeof json,
+           "{\"pipelines\": {\"f\": {\"stages\": ["
+           "{\"stage\": \"synthetic\", \"name\": \"a\", \"cache\": false, \"options\": "
+           "{\"weights_mib\": 32, \"cache_mib\": 8, \"fail\": \"%s\"}},"
+           "{\"stage\": \"synthetic\", \"name\": \"b\", \"cache\": false, \"options\": "
+           "{\"weights_mib\": 48, \"cache_mib\": 8, \"fail\": \"%s\"}},"
+           "{\"stage\": \"synthetic\", \"name\": \"c\", \"cache\": false, \"options\": "
+           "{\"weights_mib\": 16, \"cache_mib\": 8, \"fail\": \"%s\"}}]}}}",
+           position == 0 ? where : "", position == 1 ? where : "", position == 2 ? where : "");
+  ebb_config *c = cfg_of(json);
+  const char *policies[] = {NULL, "after-job", "idle:100"};
+  for (int k = 0; k < 3; k++) {
+    ebb_runner *r = runner(1, NULL);
+    ebb_job_result res;
+    capture();
+    int rc = run_job(r, c, "f", policies[k], NULL, &res);
+    char *log = captured();
+    char want[128];
+    snprintf(want, sizeof want, "fail=%s", where);
+    CHECK_MSG(rc == EBB_ESTAGE, "fail=%s at %s (%s): rc %d", where, names[position],
+              policies[k] ? policies[k] : "after-stage", rc);
+    CHECK_EQ_STR(res.stage, names[position]);
+    CHECK_MSG(has(res.message, want) && has(res.message, names[position]), "message: %s",
+              res.message);
+    /* unload follows the run under after-stage, the job's end otherwise */
+    int unload = !strcmp(where, "unload");
+    CHECK_EQ_INT(res.stages_run, unload ? (k == 0 ? position + 1 : 3) : position);
+    CHECK_EQ_INT(ebb_runner_loaded(r), 0);
+    CHECK_MSG(reserved() == 0, "fail=%s at %s: %llu bytes still reserved", where,
+              names[position], (unsigned long long)reserved());
+    CHECK(!ebb_device_ctx_active(dev));
+    if (!strcmp(where, "unload"))
+      CHECK_MSG(has(log, "leaked 32") || has(log, "leaked 48") || has(log, "leaked 16"),
+                "a broken unload's weights are a leak ebb frees");
+    free(log);
+    ebb_runner_destroy(r);
+  }
+  ebb_config_free(c);
+}
+
+static void test_failures(void) {
+  const char *w[] = {"load", "run", "unload"};
+  for (int i = 0; i < 3; i++)
+    for (int pos = 0; pos < 3; pos++)
+      fail_case(w[i], pos);
+}
+
+static atomic_int cancel_flag;
+static void cancel_cb(void *arg, int index, int count, const char *stage, int done) {
+  if (index == 1 && !done)
+    atomic_store(&cancel_flag, 2);
+}
+
+static void test_cancel_and_timeout(void) {
+  ebb_config *c = cfg_of("{\"pipelines\": {\"slow\": {\"stages\": ["
+                         "{\"stage\": \"synthetic\", \"name\": \"a\", \"cache\": false, "
+                         "\"options\": {\"weights_mib\": 8}},"
+                         "{\"stage\": \"synthetic\", \"name\": \"b\", \"cache\": false, "
+                         "\"options\": {\"weights_mib\": 8, \"run_ms\": 20000}}]},"
+                         "\"late\": {\"stages\": [{\"stage\": \"synthetic\", \"name\": \"t\", "
+                         "\"cache\": false, \"timeout_s\": 0.3, \"options\": "
+                         "{\"weights_mib\": 8, \"run_ms\": 20000}}]}}}");
+  ebb_runner *r = runner(1, NULL);
+  ebb_job_result res;
+  atomic_store(&cancel_flag, 0);
+  ebb_job job = {.size = sizeof job, .pipeline = ebb_config_pipeline(c, "slow"), .input = input,
+                 .output_dir = outdir, .cancel = &cancel_flag, .progress = cancel_cb};
+  double t0 = ebb_now();
+  CHECK_EQ_INT(ebb_runner_run(r, &job, &res), EBB_ECANCELED);
+  CHECK(ebb_now() - t0 < 5);
+  CHECK_EQ_STR(res.stage, "b");
+  CHECK(has(res.message, "cancelled"));
+  CHECK_EQ_INT(ebb_runner_loaded(r), 0);
+  CHECK_EQ_U64(reserved(), 0);
+  CHECK(!ebb_device_ctx_active(dev));
+
+  /* cancelled before the job starts: no stage runs */
+  atomic_store(&cancel_flag, 1);
+  job.progress = NULL;
+  CHECK_EQ_INT(ebb_runner_run(r, &job, &res), EBB_ECANCELED);
+  CHECK_EQ_INT(res.stages_run, 0);
+  CHECK(!ebb_device_ctx_active(dev));
+
+  t0 = ebb_now();
+  CHECK_EQ_INT(run_job(r, c, "late", NULL, NULL, &res), EBB_ETIMEDOUT);
+  CHECK(ebb_now() - t0 < 5);
+  CHECK_EQ_STR(res.stage, "t");
+  CHECK_MSG(has(res.message, "stage 't' timed out") && has(res.message, "0.3 s"), "message: %s",
+            res.message);
+  CHECK_EQ_U64(reserved(), 0);
+  CHECK(!ebb_device_ctx_active(dev));
+  ebb_runner_destroy(r);
+  ebb_config_free(c);
+}
+
+static void test_leak_and_outside(void) {
+  ebb_config *c = cfg_of("{\"pipelines\": {\"l\": {\"stages\": ["
+                         "{\"stage\": \"synthetic\", \"name\": \"leaky\", \"cache\": false, "
+                         "\"options\": {\"weights_mib\": 8, \"leak_mib\": 24}},"
+                         "{\"stage\": \"synthetic\", \"name\": \"outsider\", \"cache\": false, "
+                         "\"options\": {\"weights_mib\": 8, \"outside_mib\": 64}}]}}}");
+  ebb_runner *r = runner(1, NULL);
+  ebb_job_result res;
+  capture();
+  CHECK_EQ_INT(run_job(r, c, "l", NULL, NULL, &res), 0);
+  char *log = captured();
+  CHECK(has(log, "[leaky] leaked 24 MiB in 1 blocks; freed by ebb"));
+  CHECK(has(log, "synthetic.c:")); /* the allocation site follows */
+  CHECK(has(log, "[outsider] 64 MiB held outside ebb (taken from the driver directly)"));
+  CHECK_EQ_U64(reserved(), 0);
+  CHECK(!ebb_device_ctx_active(dev));
+  free(log);
+  ebb_runner_destroy(r);
+  ebb_config_free(c);
+}
+
+static void test_result_cache(void) {
+  ebb_config *c = cfg_of("{\"pipelines\": {\"k\": {\"stages\": ["
+                         "{\"stage\": \"synthetic\", \"name\": \"a\", "
+                         "\"options\": {\"weights_mib\": 8}}]}}}");
+  ebb_runner *r = runner(1, cachedir);
+  ebb_job_result res;
+  CHECK_EQ_INT(run_job(r, c, "k", NULL, NULL, &res), 0);
+  CHECK_EQ_INT(res.stages_run, 1);
+  capture();
+  CHECK_EQ_INT(run_job(r, c, "k", NULL, NULL, &res), 0);
+  char *log = captured();
+  CHECK_EQ_INT(res.stages_run, 0);
+  CHECK_EQ_INT(res.stages_cached, 1);
+  CHECK(has(log, "[a] cached"));
+  CHECK_MSG(!has(log, "[a] released") && !has(log, "[a] done"), "a cached stage is neither "
+                                                                 "run nor released");
+  CHECK(!ebb_device_ctx_active(dev)); /* nothing touched the GPU */
+  CHECK_EQ_INT(runs_of("a"), 1);      /* its item came from the cache */
+  free(log);
+  ebb_runner_destroy(r);
+  ebb_config_free(c);
+}
+
+static void test_errors_before_stages(void) {
+  ebb_config *c = cfg_of("{\"pipelines\": {"
+                         "\"u\": {\"stages\": [{\"stage\": \"nonesuch\"}]},"
+                         "\"i\": {\"stages\": [{\"stage\": \"synthetic\", \"isolate\": true}]},"
+                         "\"o\": {\"stages\": [{\"stage\": \"synthetic\", \"options\": "
+                         "{\"weights_mb\": 1}}]}}}");
+  ebb_runner *r = runner(1, NULL);
+  ebb_job_result res;
+  CHECK_EQ_INT(run_job(r, c, "u", NULL, NULL, &res), EBB_ENOTFOUND);
+  CHECK(has(res.message, "unknown stage 'nonesuch'") && res.stage[0] == '\0');
+  CHECK_EQ_INT(run_job(r, c, "i", NULL, NULL, &res), EBB_EUNSUPPORTED);
+  CHECK(has(res.message, "not supported yet: worker isolation"));
+  CHECK_EQ_INT(run_job(r, c, "o", NULL, NULL, &res), EBB_ECONFIG);
+  CHECK(has(res.message, "no option 'weights_mb'"));
+  const ebb_pipeline_def *p = ebb_config_pipeline(c, "o");
+  ebb_job job = {.size = sizeof job, .pipeline = ebb_config_pipeline(c, "synthetic"),
+                 .input = "/no/such/input", .output_dir = outdir};
+  (void)p;
+  CHECK_EQ_INT(ebb_runner_run(r, &job, &res), EBB_EINPUT);
+  CHECK(has(res.message, "/no/such/input"));
+  CHECK(!ebb_device_ctx_active(dev));
+  ebb_runner_destroy(r);
+  ebb_config_free(c);
+}
+
+int main(void) {
+  const char *t = getenv("EBB_TEST_TMP");
+  REQUIRE(t);
+  snprintf(tmp, sizeof tmp, "%s", t);
+  mkdir(tmp, 0755);
+  snprintf(input, sizeof input, "%s/input.bin", tmp);
+  snprintf(outdir, sizeof outdir, "%s/out", tmp);
+  snprintf(cachedir, sizeof cachedir, "%s/cache", tmp);
+  char cmd[1300];
+  snprintf(cmd, sizeof cmd, "rm -rf '%s'", cachedir); /* a fresh cache every run */
+  REQUIRE(system(cmd) == 0);
+  FILE *f = fopen(input, "w");
+  REQUIRE(f);
+  fputs("any input\n", f);
+  fclose(f);
+  setenv("FAKEGPU_MEMORY_MIB", "2048", 1);
+  REQUIRE(ebb_device_open("cuda", &dev) == 0);
+  REQUIRE(ebb_allocator_create(dev, NULL, &alloc) == 0);
+  REQUIRE(ebb_registry_create(&reg) == 0);
+  RUN(test_after_stage);
+  RUN(test_after_job);
+  RUN(test_idle_reuse_and_expiry);
+  RUN(test_idle_evicted_on_oom);
+  RUN(test_never);
+  RUN(test_failures);
+  RUN(test_cancel_and_timeout);
+  RUN(test_leak_and_outside);
+  RUN(test_result_cache);
+  RUN(test_errors_before_stages);
+  ebb_registry_destroy(reg);
+  ebb_allocator_destroy(alloc);
+  ebb_device_close(dev);
+  return TEST_END();
+}
