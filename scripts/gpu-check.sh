@@ -79,13 +79,15 @@ gpu_mem "after devices/version"
 # --- 4. device tests against the real driver ---------------------------------
 step "4. device tests with EBB_REAL_GPU=1"
 echo "(fake-only checks are skipped with a message; see the test output)"
+device_test_summary() { # the per-test lines and what each test said about the GPU
+  grep -E "^ *[0-9]+/[0-9]+ Test|^[0-9]+: (ok|FAIL|note|SKIP|real driver|plain:|VMM:|.*:[0-9]+: )|% tests passed" \
+    "$BUILD/device-tests.log" | sed 's/^[0-9]*: //'
+}
 if (cd "$BUILD" && EBB_REAL_GPU=1 ctest -R '^device_' --output-on-failure --timeout 300 -V \
       >"$BUILD/device-tests.log" 2>&1); then
-  grep -E "^[0-9]+: (ok|FAIL|note|SKIP|real driver|plain:|VMM:)|checks, |tests passed|Skipped" \
-    "$BUILD/device-tests.log" | sed 's/^[0-9]*: //'
+  device_test_summary
 else
-  grep -E "^[0-9]+: (ok|FAIL|note|SKIP|real driver|plain:|VMM:)|checks, |failed|Failed|tests passed" \
-    "$BUILD/device-tests.log" | sed 's/^[0-9]*: //'
+  device_test_summary
   fail "device tests (log: $BUILD/device-tests.log)"
 fi
 gpu_mem "after the device tests"

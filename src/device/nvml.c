@@ -2,6 +2,7 @@
 #include "device/nvml.h"
 
 #include <dlfcn.h>
+#include <link.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -54,6 +55,9 @@ static void load_once(void) {
     load_rc = EBB_ENOLIB;
     return;
   }
+  struct link_map *lm = NULL;
+  if (dlinfo(lib, RTLD_DI_LINKMAP, &lm) == 0 && lm && lm->l_name && lm->l_name[0])
+    snprintf(path, sizeof path, "%s", lm->l_name); /* where it was found */
   nvmlReturn_t r = fn.nvmlInit_v2();
   if (r != NVML_SUCCESS) {
     snprintf(why, sizeof why, "%s: nvmlInit_v2 failed: %s (%d)", path, nvml_err(r), r);

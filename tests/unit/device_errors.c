@@ -28,7 +28,7 @@ static void run_case(const char *spec, const char *libcuda, const char *extra_en
   snprintf(e_spec, sizeof e_spec, "DT_SPEC=%s", spec);
   snprintf(e_lib, sizeof e_lib, "EBB_LIBCUDA=%s", libcuda);
   snprintf(e_state, sizeof e_state, "FAKEGPU_STATE=%s", dt_tmp(state));
-  char *env[] = {e_spec, e_lib, e_state, (char *)extra_env, NULL};
+  char *env[] = {e_spec, e_lib, e_state, "-EBB_REAL_GPU", (char *)extra_env, NULL};
   int st = dt_run_self("child-open", env, out, len);
   CHECK_MSG(WIFEXITED(st) && WEXITSTATUS(st) == 0, "child for %s exited with status %d: %s", spec,
             st, out);

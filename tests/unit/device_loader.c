@@ -141,8 +141,8 @@ int main(void) {
   if (!real)
     RUN(test_fake_all_through_procaddr);
   else
-    fprintf(stderr, "note: EBB_REAL_GPU=1: the real driver's table is checked by "
-                    "test_real_driver_table\n");
+    fprintf(stderr, "note: EBB_REAL_GPU=1: the fake's table is not checked; the real "
+                    "driver's table is checked at the end\n");
   RUN(test_pinned_versions);
   RUN(test_fallback_when_procaddr_answers_null);
   RUN(test_fallback_without_procaddr);

@@ -93,7 +93,7 @@ static int child_auto(void) {
 
 static void test_auto_falls_back(void) {
   char out[8192];
-  char *env[] = {"EBB_LIBCUDA=/nonexistent/libcuda.so.1", NULL};
+  char *env[] = {"EBB_LIBCUDA=/nonexistent/libcuda.so.1", "-EBB_REAL_GPU", NULL};
   int st = dt_run_self("child-auto", env, out, sizeof out);
   CHECK_MSG(WIFEXITED(st) && WEXITSTATUS(st) == 0, "child exited with status %d: %s", st, out);
   CHECK_MSG(strstr(out, "label=cpu\n") != NULL, "auto did not fall back to cpu: %s", out);
