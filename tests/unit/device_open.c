@@ -106,6 +106,7 @@ int main(int argc, char **argv) {
   real = dt_real_gpu();
   if (argc > 1 && !strcmp(argv[1], "child-auto"))
     return child_auto();
+  ebb_device_close(NULL); /* a no-op */
   RUN(test_cpu_loads_no_driver);
   RUN(test_bad_specs);
   RUN(test_auto_falls_back);

@@ -3,6 +3,7 @@
  * address kept) and wake (new memory at the same address: the old data is
  * gone), EBB_EBUSY releasing a context under mapped segments, EBB_EOOM with a
  * message naming the device and sizes, kernels through host twins. */
+#include <pthread.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -285,10 +286,68 @@ static void test_close_frees(void) {
   CHECK_MSG(mib == 0, "after close the smi still lists %lld MiB for this process", mib);
 }
 
+/* Several threads allocating, copying and freeing on one device at once: the
+ * registry stays consistent and every thread finds the context current. */
+typedef struct thread_arg {
+  ebb_device *d;
+  int id, errors;
+  char last[256];
+} thread_arg;
+
+static void *thread_body(void *p) {
+  thread_arg *a = p;
+  unsigned char buf[4096], back[4096];
+  for (int i = 0; i < 40; i++) {
+    ebb_dseg s;
+    if (ebb_device_seg_alloc(a->d, 4096 + (size_t)i * 1000, i % 2 ? EBB_SEG_VMM : EBB_SEG_PLAIN,
+                             &s)) {
+      a->errors++;
+      snprintf(a->last, sizeof a->last, "%s", ebb_errmsg());
+      continue;
+    }
+    memset(buf, a->id * 40 + i, sizeof buf);
+    if (ebb_device_copy_htod(a->d, s.addr, buf, sizeof buf) ||
+        ebb_device_copy_dtoh(a->d, back, s.addr, sizeof back) || memcmp(buf, back, sizeof buf)) {
+      a->errors++;
+      snprintf(a->last, sizeof a->last, "copy: %s", ebb_errmsg());
+    }
+    if (ebb_device_seg_free(a->d, &s)) {
+      a->errors++;
+      snprintf(a->last, sizeof a->last, "free: %s", ebb_errmsg());
+    }
+  }
+  return NULL;
+}
+
+static void threads_on(const char *spec) {
+  ebb_device *d = NULL;
+  REQUIRE(ebb_device_open(spec, &d) == 0);
+  pthread_t t[4];
+  thread_arg a[4];
+  for (int i = 0; i < 4; i++) {
+    a[i] = (thread_arg){.d = d, .id = i};
+    pthread_create(&t[i], NULL, thread_body, &a[i]);
+  }
+  for (int i = 0; i < 4; i++) {
+    pthread_join(t[i], NULL);
+    CHECK_MSG(a[i].errors == 0, "%s: thread %d saw %d errors (last: %s)", spec, i, a[i].errors,
+              a[i].last);
+  }
+  /* Everything was freed, so the context can go. */
+  CHECK_EQ_INT(ebb_device_ctx_release(d), 0);
+  ebb_device_close(d);
+}
+
+static void test_threads(void) {
+  threads_on("cpu");
+  threads_on("cuda:0");
+}
+
 int main(void) {
   real = dt_real_gpu();
   RUN(test_cpu);
   RUN(test_cuda);
   RUN(test_close_frees);
+  RUN(test_threads);
   return TEST_END();
 }
