@@ -79,7 +79,7 @@ static void run_stage(ebb_dev_kind kind, const char *opts, const float *x, uint6
 
 static void test_stage_device_path(void) {
   ebb_songgen_params sp = ebb_songgen_defaults();
-  sp.seconds = 8.0;
+  sp.seconds = 6.0;
   ebb_song *s = NULL;
   REQUIRE(ebb_songgen_create(&sp, &s) == 0);
   th_ctx tc, tg, tk;
