@@ -148,8 +148,10 @@ int ebb_registry_load_plugin(ebb_registry *r, const char *path) {
                                      : "");
   if (n && !stages)
     return ebb_seterr(EBB_EABI, "plugin %s: returned %zu stages but no array", path, n);
+  char where[4200];
+  snprintf(where, sizeof where, "plugin %s", pl->path);
   for (size_t i = 0; i < n; i++) {
-    if ((rc = check_stage(stages[i], pl->path, i)) || (rc = add_entry(r, stages[i], pl->path)))
+    if ((rc = check_stage(stages[i], where, i)) || (rc = add_entry(r, stages[i], pl->path)))
       return rc;
   }
   return 0;
