@@ -508,6 +508,17 @@ static uint64_t drop_useless_locked(ebb_allocator *a, size_t ssz) {
   return bytes;
 }
 
+/* Old interned site texts stay readable until the allocator goes. */
+static void site_retire(ebb_allocator *a, char *old) {
+  char **n = realloc(a->retired_sites, (a->nretired + 1) * sizeof *n);
+  if (!n) { /* keep it reachable through the map under a fake key */
+    mem_map_put(&a->sites, (uint64_t)(uintptr_t)old | 1, old);
+    return;
+  }
+  a->retired_sites = n;
+  a->retired_sites[a->nretired++] = old;
+}
+
 static int oom_message(ebb_allocator *a, ebb_owner *o, size_t req, uint64_t trimmed) {
   char ask[32], fr[32], tr[32], res[32];
   ebb_dev_meminfo mi = {0};
@@ -591,6 +602,21 @@ int ebb_mem_alloc(ebb_owner *o, size_t bytes, const char *site, uint64_t *addr) 
     b->size = size;
     bin_insert(pool, rest);
   }
+  /* interned by pointer; the strcmp catches a pointer reused for another
+   * text (a plugin unloaded and another loaded at the same address) */
+  const char *st = site ? mem_map_get(&a->sites, (uint64_t)(uintptr_t)site) : "?";
+  if (!st || strcmp(st, site) != 0) {
+    char *copy = strdup(site);
+    char *old = copy ? mem_map_del(&a->sites, (uint64_t)(uintptr_t)site) : NULL;
+    if (!copy || mem_map_put(&a->sites, (uint64_t)(uintptr_t)site, copy)) {
+      free(copy);
+      copy = NULL;
+    }
+    /* blocks still pointing at the old copy keep it: park it on a list */
+    if (old)
+      site_retire(a, old);
+    st = copy ? copy : "?";
+  }
   rc = mem_map_put(&a->live, b->addr, b);
   if (rc) {
     /* put it back as a free block; coalescing happens on the next free */
@@ -601,7 +627,7 @@ int ebb_mem_alloc(ebb_owner *o, size_t bytes, const char *site, uint64_t *addr) 
   b->free = 0;
   b->req = bytes;
   b->owner = o;
-  b->site = site ? site : "?";
+  b->site = st;
   b->bt = bt;
   b->nbt = nbt;
   b->seg->nlive++;
@@ -893,6 +919,12 @@ void ebb_allocator_destroy(ebb_allocator *a) {
   mem_unlock(a);
   mem_map_free(&a->live);
   mem_map_free(&a->pin_live);
+  for (size_t i = 0; i < a->sites.cap; i++)
+    free(a->sites.vals[i]);
+  mem_map_free(&a->sites);
+  for (size_t i = 0; i < a->nretired; i++)
+    free(a->retired_sites[i]);
+  free(a->retired_sites);
   ledger_destroy(a->ledger);
   pthread_mutex_destroy(&a->mu);
   a->sig = EBB_SIG_DEAD;

@@ -97,6 +97,9 @@ struct ebb_allocator {
   mem_seg *segs;
   mem_pool small, large;
   mem_map live;
+  mem_map sites; /* site pointer -> interned copy (sites outlive plugins) */
+  char **retired_sites;
+  size_t nretired;
   ebb_owner *owners;
   uint32_t next_owner_id;
 #define EBB_X_(name, doc) ebb_stat_count name;

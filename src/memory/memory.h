@@ -187,8 +187,9 @@ int ebb_owner_reclaim(ebb_owner *o, ebb_leak_report **out);
 void ebb_owner_destroy(ebb_owner *o, ebb_leak_report **out);
 
 /* --- device blocks -------------------------------------------------------- */
-/* bytes > 0. site: "file.c:123" (copied pointer: pass a string literal or one
- * that outlives the block; NULL = "?"). *addr: device address, 512-aligned;
+/* bytes > 0. site: "file.c:123" (copied once per distinct pointer and kept
+ * until the allocator goes, so a plugin's string literals may go away with
+ * the plugin; pass literals, not strings built per call; NULL = "?"). *addr: device address, 512-aligned;
  * on the CPU device a host pointer. Errors: EBB_EQUOTA (owner over quota),
  * EBB_EOOM (driver out of memory after trim + one retry), EBB_ENOMEM. */
 int ebb_mem_alloc(ebb_owner *o, size_t bytes, const char *site, uint64_t *addr);
@@ -265,7 +266,9 @@ typedef struct ebb_unattributed {
   uint32_t size;            /* sizeof(ebb_unattributed), set by caller */
   int per_process;          /* 1: driver_used is this process's own (NVML);
                                0: whole-device used (total - free) */
-  int known;                /* 0: the driver could not say (no NVML, no ctx) */
+  int known;                /* 0: the driver could not say (no NVML, no ctx;
+                               always 0 on the CPU device, which has no
+                               memory of its own to compare) */
   uint64_t driver_used;     /* what the driver says we (or the device) hold */
   uint64_t ebb_reserved;    /* segments ebb holds */
   uint64_t context_estimate;/* 0 when the context is not active */

@@ -219,7 +219,7 @@ int ebb_allocator_unattributed(ebb_allocator *a, ebb_unattributed *out) {
     u.per_process = 1;
     u.known = 1;
     u.driver_used = used;
-  } else {
+  } else if (cuda) {
     ebb_dev_meminfo mi = {0};
     if (ebb_device_mem_info(a->dev, &mi) == 0 && mi.source != EBB_MEMINFO_NONE &&
         mi.total_bytes >= mi.free_bytes) {

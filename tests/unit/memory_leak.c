@@ -116,8 +116,34 @@ static void test_handler_children_and_reclaim(void) {
   ebb_device_close(d);
 }
 
+/* Sites are copied: a site buffer that changes (a plugin unloaded and another
+ * loaded at the same address) does not change what earlier blocks report. */
+static void test_sites_copied(void) {
+  ebb_device *d = mt_open("cpu");
+  ebb_allocator *a = NULL;
+  REQUIRE(ebb_allocator_create(d, NULL, &a) == 0);
+  ebb_owner *o = NULL;
+  REQUIRE(ebb_owner_create(a, "plugin", NULL, &o) == 0);
+  char site[32];
+  uint64_t x, y;
+  snprintf(site, sizeof site, "first.c:1");
+  CHECK_EQ_INT(ebb_mem_alloc(o, 8192, site, &x), 0);
+  snprintf(site, sizeof site, "second.c:2");
+  CHECK_EQ_INT(ebb_mem_alloc(o, 4096, site, &y), 0);
+  memset(site, 'X', sizeof site - 1);
+  ebb_leak_report *r = NULL;
+  ebb_owner_destroy(o, &r);
+  REQUIRE(r != NULL && r->nleaks == 2);
+  CHECK_EQ_STR(r->leaks[0].site, "first.c:1");
+  CHECK_EQ_STR(r->leaks[1].site, "second.c:2");
+  ebb_leak_report_free(r);
+  ebb_allocator_destroy(a);
+  ebb_device_close(d);
+}
+
 int main(void) {
   RUN(test_report);
+  RUN(test_sites_copied);
   RUN(test_handler_children_and_reclaim);
   return TEST_END();
 }
