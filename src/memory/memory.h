@@ -8,11 +8,14 @@
  *   - Segments come from ebb_device_seg_alloc (VMM where the device supports
  *     it, else plain); their sizes are multiples of the driver granularity.
  *   - Requests are rounded up to 512 bytes (EBB_MEM_ALIGN). Requests under
- *     1 MiB (EBB_MEM_SMALL_LIMIT) are carved from 2 MiB small segments; larger
- *     ones from large segments of at least the request rounded up to the
- *     granularity (and at least EBB_MEM_LARGE_SEG_MIN). Blocks are split
- *     best-fit out of free blocks and coalesced with free neighbours on free;
- *     a segment whose blocks are all free is "cached" until trim.
+ *     1 MiB (EBB_MEM_SMALL_LIMIT) are carved from 2 MiB small segments;
+ *     requests under 10 MiB from 20 MiB (EBB_MEM_LARGE_SEG_MIN) large
+ *     segments; requests of 10 MiB or more get a segment of their own size
+ *     rounded up to the granularity. Blocks are split best-fit out of free
+ *     blocks and coalesced with free neighbours on free; a segment whose
+ *     blocks are all free is "cached" until trim. Before growing by a large
+ *     segment, empty large segments too small to have served the request
+ *     are given back (keeps reserved close to allocated).
  *   - On out-of-memory from the driver the allocator trims its cache and
  *     retries once, then fails with EBB_EOOM and a message naming the owner,
  *     the request and the numbers.

@@ -161,7 +161,7 @@ int ebb_release(ebb_allocator *a, unsigned flags, ebb_release_result *out) {
         ebb_device_ctx_active(dev)) {
       if (live_segments(a)) {
         r.context_error = EBB_EBUSY;
-        ebb_log(EBB_LOG_WARN, "release",
+        ebb_log(EBB_LOG_DEBUG, "release",
                 "%s: context kept: ebb still holds live device blocks or pinned buffers",
                 ebb_device_label(dev));
       } else {
