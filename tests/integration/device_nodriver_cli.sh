@@ -28,6 +28,17 @@ check "version --short loads nothing" test ! -e "$ABORTCUDA_MARK"
 check "devices --help exits 0" test $rc -eq 0
 check "devices --help loads nothing" test ! -e "$ABORTCUDA_MARK"
 
+# A whole CPU pipeline run (the synthetic stages) calls nothing in the driver.
+if "$EBB" run --help >/dev/null 2>&1; then
+  echo "any input" >"$EBB_TEST_TMP/input.txt"
+  out=$("$EBB" run --pipeline synthetic --device cpu "$EBB_TEST_TMP/input.txt" -o "$EBB_TEST_TMP/out" 2>&1); rc=$?
+  echo "$out"
+  check "run --pipeline synthetic --device cpu exits 0 under the trap" test $rc -eq 0
+  check "run --device cpu never loaded the driver" test ! -e "$ABORTCUDA_MARK"
+else
+  echo "note: this ebb has no 'run' command yet; the pipeline run under the trap is not checked"
+fi
+
 "$EBB" devices >/dev/null 2>&1; rc=$?
 check "plain devices (probe) hits the trap: SIGABRT (rc 134)" test $rc -eq 134
 check "plain devices loaded the trap library" test -e "$ABORTCUDA_MARK"
