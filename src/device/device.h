@@ -54,7 +54,11 @@ int ebb_device_activate(ebb_device *dev);
 /* 1 when this process holds the device's primary context. */
 int ebb_device_ctx_active(const ebb_device *dev);
 /* Gives the context back (primary context release) so that the process holds
- * 0 bytes on the device. Fails with EBB_EBUSY if segments are still mapped.
+ * 0 bytes on the device. Fails with EBB_EBUSY if segments are still mapped or
+ * pinned host buffers or modules are held (the message counts each). Parked
+ * VMM segments do not block it: they hold no physical memory, and wake
+ * retains the context again. (That a reserved range survives the context on
+ * a real driver is checked by scripts/gpu-check.sh, not yet on real hardware.)
  * No-op when the context is not active. */
 int ebb_device_ctx_release(ebb_device *dev);
 
