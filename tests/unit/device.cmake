@@ -13,7 +13,7 @@ foreach(lib abortcuda markcuda_gpa markcuda_nogpa)
 endforeach()
 set_target_properties(markcuda_gpa markcuda_nogpa PROPERTIES C_VISIBILITY_PRESET hidden)
 
-foreach(t device_loader device_nodriver device_open device_errors device_lazy
+foreach(t device_loader device_nodriver device_open device_errors device_lazy device_probe
           device_segments device_release)
   if(TARGET ${t})
     target_compile_definitions(${t} PRIVATE
