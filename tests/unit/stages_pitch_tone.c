@@ -99,6 +99,47 @@ static void test_stage_items(void) {
   free(st);
 }
 
+/* Other input rates are resampled to the analysis rate (16 kHz): hop and
+ * frame keep their meaning, times stay in seconds. rate 0 analyses at the
+ * input's rate, where the default frame is too short for fmin 65 Hz. */
+static void test_other_rates(void) {
+  const uint32_t r = 44100;
+  float *x = malloc(r * sizeof *x);
+  for (uint32_t i = 0; i < r; i++)
+    x[i] = (float)(0.4 * sin(2.0 * M_PI * 246.94 * i / r));
+  th_ctx t;
+  th_init(&t, EBB_DEV_KIND_CPU);
+  ebb_items in = {0}, out = {0};
+  REQUIRE(th_add_audio(&in, "vocals", x, r, 1, r) == 0);
+  int rc = th_run_stage(&t, &ebb_stage_pitch, "{}", &in, &out);
+  CHECK_MSG(rc == 0, "pitch at 44.1 kHz failed: %s", t.err);
+  ebb_item_info f0;
+  REQUIRE(th_item_find(&out, "f0", &f0) == 0);
+  /* 1 s at 100 frames/s, give or take the resampler's last sample */
+  CHECK_MSG(f0.shape[0] == 100 || f0.shape[0] == 101, "%llu frames for 1 s",
+            (unsigned long long)f0.shape[0]);
+  CHECK_NEAR(f0.data[3 * 99], 0.99, 1e-6);
+  int off = 0, voiced = 0;
+  for (uint64_t f = 5; f < 95 && f < f0.shape[0]; f++) {
+    double hz = f0.data[3 * f + 1];
+    voiced += hz > 0;
+    off += !(hz > 0 && fabs(cents(hz, 246.94)) <= 10.0);
+  }
+  CHECK_MSG(off == 0 && voiced == 90, "44.1 kHz B3: %d of 90 frames off or unvoiced", off);
+  th_items_free(&out);
+  CHECK_EQ_INT(th_run_stage(&t, &ebb_stage_pitch, "{\"rate\":0}", &in, &out), EBB_EINVAL);
+  CHECK(strstr(t.err, "frame 1024") != NULL);
+  CHECK_EQ_INT(th_run_stage(&t, &ebb_stage_pitch, "{\"rate\":0,\"frame\":2048,\"hop\":441}", &in,
+                            &out),
+               0);
+  REQUIRE(th_item_find(&out, "f0", &f0) == 0);
+  CHECK_EQ_U64(f0.shape[0], 101);
+  CHECK(fabs(cents(f0.data[3 * 50 + 1], 246.94)) <= 10.0);
+  th_items_free(&in);
+  th_items_free(&out);
+  free(x);
+}
+
 static void test_bad_options(void) {
   th_ctx t;
   th_init(&t, EBB_DEV_KIND_CPU);
@@ -129,6 +170,7 @@ int main(void) {
   RUN(test_tones_pyin);
   RUN(test_tones_yin);
   RUN(test_stage_items);
+  RUN(test_other_rates);
   RUN(test_bad_options);
   return TEST_END();
 }

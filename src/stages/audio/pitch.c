@@ -10,12 +10,14 @@
 #include <string.h>
 
 #include "stages/audio/st_util.h"
+#include "stages/audio/wav_encode.h"
 #include "stages/kernels/kernels.h"
 
 typedef enum { BK_AUTO, BK_CPU, BK_KERNEL } pitch_backend_opt;
 
 typedef struct pitch_state {
   ebb_pitch_params p;
+  int rate; /* analysis rate; 0: the input's */
   pitch_backend_opt backend;
 } pitch_state;
 
@@ -23,6 +25,9 @@ static const char pitch_schema[] =
     "{"
     "\"fmin\":{\"type\":\"number\",\"default\":65,\"description\":\"lowest f0 searched, Hz\"},"
     "\"fmax\":{\"type\":\"number\",\"default\":1000,\"description\":\"highest f0 searched, Hz\"},"
+    "\"rate\":{\"type\":\"integer\",\"default\":16000,\"description\":\"analysis sample rate: "
+    "other input rates are resampled to it (hop and frame are samples at this rate); 0: analyse at "
+    "the input's rate\"},"
     "\"hop\":{\"type\":\"integer\",\"default\":160,\"description\":\"samples between frames "
     "(10 ms at 16 kHz)\"},"
     "\"frame\":{\"type\":\"integer\",\"default\":1024,\"description\":\"analysis frame, samples; "
@@ -58,6 +63,7 @@ static int pitch_load(ebb_stage_ctx *ctx, const char *options_json, void **state
   s->p = ebb_pitch_defaults();
   if ((rc = ebb_st_opt_number(ctx, o, "fmin", 65, 20, 4000, &s->p.fmin)) ||
       (rc = ebb_st_opt_number(ctx, o, "fmax", 1000, 40, 20000, &s->p.fmax)) ||
+      (rc = ebb_st_opt_int(ctx, o, "rate", 16000, 0, 384000, &s->rate)) ||
       (rc = ebb_st_opt_int(ctx, o, "hop", 160, 1, 65536, &s->p.hop)) ||
       (rc = ebb_st_opt_int(ctx, o, "frame", 1024, 64, 65536, &s->p.frame)) ||
       (rc = ebb_st_opt_number(ctx, o, "threshold", 0.1, 0.01, 0.99, &s->p.threshold)) ||
@@ -88,6 +94,10 @@ static int pitch_load(ebb_stage_ctx *ctx, const char *options_json, void **state
   else {
     rc = ebb_st_fail(ctx, EBB_ECONFIG, "option backend: \"%s\" is not auto, cpu or kernel",
                      backend);
+    goto done;
+  }
+  if (s->rate != 0 && s->rate < 1000) {
+    rc = ebb_st_fail(ctx, EBB_ECONFIG, "option rate: %d Hz is too low (0 or >= 1000)", s->rate);
     goto done;
   }
   if (s->p.fmin >= s->p.fmax) {
@@ -149,6 +159,20 @@ static int pitch_run(ebb_stage_ctx *ctx, void *state, const ebb_items *in, ebb_i
     return ebb_st_fail(ctx, EBB_EINPUT, "no AUDIO item \"vocals\" or \"audio\" in the job");
   if (rc)
     return rc;
+  if (s->rate && (uint32_t)s->rate != rate) {
+    float *res = NULL;
+    uint64_t nres = 0;
+    rc = ebb_pcm_to_mono_rate(mono, n, 1, rate, (uint32_t)s->rate, &res, &nres);
+    if (rc) {
+      rc = ebb_st_fail(ctx, rc, "resampling \"%s\" from %u to %d Hz: %s", used, rate, s->rate,
+                       ebb_errmsg());
+      goto done;
+    }
+    free(mono);
+    mono = res;
+    n = nres;
+    rate = (uint32_t)s->rate;
+  }
   ebb_pitch_geom g;
   if ((rc = ebb_pitch_geometry(&s->p, rate, n, &g))) {
     rc = ebb_st_fail(ctx, rc, "%s", ebb_errmsg());
