@@ -24,7 +24,14 @@
 
 static atomic_int run_cancel;
 
-static void on_signal(int sig) { atomic_store(&run_cancel, sig); }
+/* The first SIGINT/SIGTERM cancels the job (the stage sees ebb_cancelled(),
+ * ebb releases and exits 1); a second one kills ebb at once. */
+static void on_signal(int sig) {
+  if (atomic_exchange(&run_cancel, sig)) {
+    signal(sig, SIG_DFL);
+    raise(sig);
+  }
+}
 
 static void usage(FILE *f) {
   fprintf(f,
@@ -32,7 +39,7 @@ static void usage(FILE *f) {
           "               [--device auto|cpu|cuda|cuda:N]\n"
           "               [--release after-stage|after-job|idle:SECONDS|never]\n"
           "               [--timeline FILE.svg|FILE.json] [--log-format text|json]\n"
-          "               [--cache-dir DIR] [--no-cache]\n\n"
+          "               [--cache-dir DIR] [--no-cache] [--verbose]\n\n"
           "Runs INPUT through the pipeline's stages in order and gives device memory\n"
           "back to the driver after each stage (by default), logging\n"
           "  [STAGE] released N MiB of GPU memory\n\n"
@@ -45,11 +52,13 @@ static void usage(FILE *f) {
           "  --log-format F    text (default) or json (one object per line, on stdout)\n"
           "  --cache-dir DIR   stage result cache (default: $XDG_CACHE_HOME/ebb or\n"
           "                    ~/.cache/ebb)\n"
-          "  --no-cache        do not read or write the stage result cache\n\n"
+          "  --no-cache        do not read or write the stage result cache\n"
+          "  -v, --verbose     debug lines too (each release checked against the driver)\n\n"
           "Environment: EBB_PLUGIN_PATH (plugin directories, colon-separated),\n"
           "EBB_STAGE_HOOK (a command run after each stage; see docs/stage-abi.md).\n"
           "Exit status: 0 success, 1 the job failed (stage error, out of memory,\n"
-          "timeout, cancelled by SIGINT/SIGTERM), 2 bad usage or bad input.\n");
+          "timeout, cancelled by SIGINT/SIGTERM: a second signal kills ebb at once),\n"
+          "2 bad usage or bad input.\n");
 }
 
 /* --- progress on stderr ------------------------------------------------------ */
@@ -126,13 +135,14 @@ int ebb_cmd_run(int argc, char **argv) {
       {"release", required_argument, NULL, 'r'},  {"timeline", required_argument, NULL, 't'},
       {"log-format", required_argument, NULL, 'l'}, {"cache-dir", required_argument, NULL, 'C'},
       {"no-cache", no_argument, NULL, 'N'},       {"help", no_argument, NULL, 'h'},
+      {"verbose", no_argument, NULL, 'v'},
       {NULL, 0, NULL, 0}};
   const char *pipeline = NULL, *config = NULL, *outdir = NULL, *device = "auto";
   const char *release = NULL, *timeline = NULL, *logfmt = "text", *cache_dir = NULL;
-  int no_cache = 0, c;
+  int no_cache = 0, verbose = 0, c;
   optind = 1;
   opterr = 0;
-  while ((c = getopt_long(argc, argv, ":o:h", longopts, NULL)) != -1) {
+  while ((c = getopt_long(argc, argv, ":o:hv", longopts, NULL)) != -1) {
     switch (c) {
     case 'p': pipeline = optarg; break;
     case 'c': config = optarg; break;
@@ -143,6 +153,7 @@ int ebb_cmd_run(int argc, char **argv) {
     case 'l': logfmt = optarg; break;
     case 'C': cache_dir = optarg; break;
     case 'N': no_cache = 1; break;
+    case 'v': verbose = 1; break;
     case 'h': usage(stdout); return EBB_EXIT_OK;
     case ':':
       fprintf(stderr, "ebb run: %s needs a value (see ebb run --help)\n", argv[optind - 1]);
@@ -176,7 +187,7 @@ int ebb_cmd_run(int argc, char **argv) {
     return EBB_EXIT_USAGE;
   }
   ebb_log_set_format(!strcmp(logfmt, "json") ? EBB_LOG_JSON : EBB_LOG_TEXT);
-  if (getenv("EBB_DEBUG_LOG"))
+  if (verbose)
     ebb_log_set_level(EBB_LOG_DEBUG);
   char cachebuf[4096];
   if (no_cache)

@@ -24,6 +24,10 @@ cat > "$T/cfg.json" <<'JSON'
   {"stage": "synthetic", "name": "c", "cache": false, "options":
     {"weights_mib": 2048, "activations_mib": 512, "cache_mib": 256, "touch": "sample"}}]}}}
 JSON
+# the same shape at a tenth of the size, for the JSON and never runs (debug
+# builds poison freed device memory, which touches every byte on the fake)
+sed -e 's/"weights_mib": 1024/"weights_mib": 128/; s/"weights_mib": 4096/"weights_mib": 256/' \
+    -e 's/"weights_mib": 2048/"weights_mib": 192/' "$T/cfg.json" > "$T/small.json"
 echo "any input" > "$T/input.txt"
 
 # The hook: what fakegpu-smi says this ebb process holds (0 when it is not
@@ -38,7 +42,7 @@ export EBB_STAGE_HOOK="bash $T/hook.sh"
 
 # --- after-stage (the default) -------------------------------------------------
 "$EBB" run --pipeline big --config "$T/cfg.json" --device cuda --no-cache -o "$T/out" \
-  "$T/input.txt" > "$T/stdout" 2> "$T/stderr"
+  --verbose "$T/input.txt" > "$T/stdout" 2> "$T/stderr"
 rc=$?
 cat "$T/stdout" "$T/hook.log"
 [ "$rc" = 0 ] || { fail "ebb run exited $rc: $(cat "$T/stderr")"; }
@@ -57,6 +61,12 @@ for s in a b c; do
   diff=$((n - drop)); diff=${diff#-}
   echo "stage $s: held $before MiB before release, $after after; measured drop $drop MiB, log says $n MiB"
   [ "$diff" -le 2 ] || fail "stage $s: log says $n MiB, fakegpu-smi measured $drop MiB"
+  # the debug line: the driver's own free-memory delta confirms the figure
+  conf=$(grep -E "^\[$s\] driver confirms: .*\(\+[0-9]+ MiB; ebb handed back $n MiB\)$" "$T/stdout")
+  [ -n "$conf" ] || fail "stage $s: no driver confirmation line"
+  dd=$(echo "$conf" | sed -E 's/.*\(\+([0-9]+) MiB;.*/\1/')
+  d2=$((dd - n)); d2=${d2#-}
+  [ "${d2:-9}" -le 2 ] || fail "stage $s: the driver's free memory rose $dd MiB, ebb says $n"
 done
 # the memory was really held: b's weights and cache at least
 b_before=$(used_at before-release b)
@@ -74,7 +84,7 @@ used_total=$("$FAKEGPU_SMI" --query-gpu=memory.used --format=csv,noheader,nounit
 
 # --- JSON log format: the same fields ------------------------------------------------
 : > "$HOOK_LOG"
-"$EBB" run --pipeline big --config "$T/cfg.json" --device cuda --no-cache -o "$T/out" \
+"$EBB" run --pipeline big --config "$T/small.json" --device cuda --no-cache -o "$T/out" \
   --log-format json "$T/input.txt" > "$T/json.out" 2> "$T/json.err" ||
   fail "json run exited $?: $(cat "$T/json.err")"
 python3 - "$T/json.out" <<'PY' || fail "JSON log lines"
@@ -103,14 +113,14 @@ PY
 # --- --release never: the memory stays, no release lines --------------------------
 rm -f "$FAKEGPU_STATE"
 : > "$HOOK_LOG"
-"$EBB" run --pipeline big --config "$T/cfg.json" --device cuda --no-cache -o "$T/out" \
+"$EBB" run --pipeline big --config "$T/small.json" --device cuda --no-cache -o "$T/out" \
   --release never "$T/input.txt" > "$T/never.out" 2> "$T/never.err"
 rc=$?
 cat "$T/never.out" "$HOOK_LOG"
 [ "$rc" = 0 ] || fail "never: ebb run exited $rc: $(cat "$T/never.err")"
 grep -q "released" "$T/never.out" && fail "never: release lines present"
 held=$(used_at after-stage c)
-want=$((300 + 1024 + 256 + 4096 + 512 + 2048 + 256))
+want=$((300 + 128 + 256 + 256 + 512 + 192 + 256))
 [ "${held:-0}" -ge "$want" ] || fail "never: after c the process holds ${held:-?} MiB, want >= $want"
 held=$(used_at after-job big)
 [ "${held:-0}" -ge "$want" ] || fail "never: after the job the process holds ${held:-?} MiB"
