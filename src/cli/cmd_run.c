@@ -108,6 +108,20 @@ static void *progress_thread(void *arg) {
   return NULL;
 }
 
+/* On a terminal the log lines (stdout) and the progress line (stderr) share
+ * the screen: every log write first clears the progress line; the progress
+ * thread redraws it on its next tick. */
+static ssize_t log_write(void *cookie, const char *buf, size_t n) {
+  progress *p = cookie;
+  pthread_mutex_lock(&p->lock);
+  fputs("\r\033[K", stderr);
+  fflush(stderr);
+  size_t w = fwrite(buf, 1, n, stdout);
+  fflush(stdout);
+  pthread_mutex_unlock(&p->lock);
+  return (ssize_t)w;
+}
+
 static int ends_with(const char *s, const char *suf) {
   size_t n = strlen(s), m = strlen(suf);
   return n >= m && !strcmp(s + n - m, suf);
@@ -254,6 +268,14 @@ int ebb_cmd_run(int argc, char **argv) {
   pthread_cond_init(&pr.cond, NULL);
   pthread_t th;
   int have_thread = pr.tty && pthread_create(&th, NULL, progress_thread, &pr) == 0;
+  FILE *logf = NULL;
+  if (have_thread && isatty(1)) {
+    cookie_io_functions_t io = {.write = log_write};
+    if ((logf = fopencookie(&pr, "w", io))) {
+      setvbuf(logf, NULL, _IOFBF, 8192);
+      ebb_log_set_stream(logf);
+    }
+  }
 
   ebb_job job = {.size = sizeof job, .pipeline = p, .input = input, .output_dir = outdir,
                  .policy = release ? &policy : NULL, .cancel = &run_cancel,
@@ -267,6 +289,10 @@ int ebb_cmd_run(int argc, char **argv) {
     pthread_cond_signal(&pr.cond);
     pthread_mutex_unlock(&pr.lock);
     pthread_join(th, NULL);
+  }
+  if (logf) {
+    ebb_log_set_stream(NULL);
+    fclose(logf);
   }
   pthread_cond_destroy(&pr.cond);
   pthread_mutex_destroy(&pr.lock);
