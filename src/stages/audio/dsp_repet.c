@@ -59,41 +59,57 @@ float ebb_dsp_median(float *v, int n) {
   return 0.5f * (lo + hi);
 }
 
-/* Unit-norm similarity features: sums over `pool` adjacent bins. */
+/* Unit-norm similarity features: sums over `pool` adjacent bins, stored
+ * feature-major (feat[b * nframes + f]) so that a similarity row is a run of
+ * contiguous multiply-adds the compiler vectorises. */
 static void make_features(const float *mag, int nframes, int nbins, int pool, int nfeat,
                           float *feat) {
   for (int f = 0; f < nframes; f++) {
     const float *m = mag + (long long)f * nbins;
-    float *o = feat + (long long)f * nfeat;
     double norm = 0;
     for (int b = 0; b < nfeat; b++) {
       float s = 0;
       int k1 = (b + 1) * pool < nbins ? (b + 1) * pool : nbins;
       for (int k = b * pool; k < k1; k++)
         s += m[k];
-      o[b] = s;
+      feat[(long long)b * nframes + f] = s;
       norm += (double)s * s;
     }
     float inv = norm > 0 ? (float)(1.0 / sqrt(norm)) : 0.0f;
     for (int b = 0; b < nfeat; b++)
-      o[b] *= inv;
+      feat[(long long)b * nframes + f] *= inv;
   }
 }
 
+typedef struct cand {
+  float sim;
+  int frame;
+} cand;
+
+/* Highest similarity first; the earlier frame first among equals. */
+static int cand_cmp(const void *a, const void *b) {
+  const cand *x = a, *y = b;
+  if (x->sim != y->sim)
+    return x->sim > y->sim ? -1 : 1;
+  return (x->frame > y->frame) - (x->frame < y->frame);
+}
+
 /* The repeating frames of frame j: itself, then the highest local maxima of
- * its similarity row (similarity > 0) at least min_dist from every frame
- * already chosen. Returns how many (<= k) went into picks. */
+ * its similarity row (similarity > 0), greedily, each at least min_dist from
+ * every frame already chosen. Returns how many (<= k) went into picks. */
 static int pick_similar(const float *feat, int nfeat, int nframes, int j,
-                        const ebb_repet_params *p, float *row, int *cand, int *picks) {
+                        const ebb_repet_params *p, float *row, cand *cands, int *picks) {
   int lo = j - p->max_lag < 0 ? 0 : j - p->max_lag;
   int hi = j + p->max_lag > nframes - 1 ? nframes - 1 : j + p->max_lag;
-  const float *fj = feat + (long long)j * nfeat;
-  for (int i = lo; i <= hi; i++) {
-    const float *fi = feat + (long long)i * nfeat;
-    float s = 0;
-    for (int b = 0; b < nfeat; b++)
-      s += fj[b] * fi[b];
-    row[i - lo] = s;
+  int len = hi - lo + 1;
+  for (int i = 0; i < len; i++)
+    row[i] = 0.0f;
+  for (int b = 0; b < nfeat; b++) {
+    const float *fb = feat + (long long)b * nframes;
+    float fj = fb[j];
+    const float *fi = fb + lo;
+    for (int i = 0; i < len; i++)
+      row[i] += fj * fi[i];
   }
   int ncand = 0;
   for (int i = lo; i <= hi; i++) {
@@ -104,26 +120,19 @@ static int pick_similar(const float *feat, int nfeat, int nframes, int j,
       continue;
     if (i < hi && row[i - lo + 1] >= s)
       continue;
-    cand[ncand++] = i;
+    cands[ncand].sim = s;
+    cands[ncand].frame = i;
+    ncand++;
   }
+  qsort(cands, (size_t)ncand, sizeof *cands, cand_cmp);
   int npick = 0;
   picks[npick++] = j;
-  while (npick < p->k) {
-    int best = -1;
-    for (int c = 0; c < ncand; c++) {
-      if (cand[c] < 0)
-        continue;
-      if (best < 0 || row[cand[c] - lo] > row[cand[best] - lo] ||
-          (row[cand[c] - lo] == row[cand[best] - lo] && cand[c] < cand[best]))
-        best = c;
-    }
-    if (best < 0)
-      break;
-    int chosen = cand[best];
-    picks[npick++] = chosen;
-    for (int c = 0; c < ncand; c++)
-      if (cand[c] >= 0 && abs(cand[c] - chosen) < p->min_dist)
-        cand[c] = -1;
+  for (int c = 0; c < ncand && npick < p->k; c++) {
+    int f = cands[c].frame, near = 0;
+    for (int q = 1; q < npick && !near; q++)
+      near = abs(picks[q] - f) < p->min_dist;
+    if (!near)
+      picks[npick++] = f;
   }
   return npick;
 }
@@ -181,17 +190,17 @@ int ebb_repet_vocal_mask(const float *mag, int nframes, int nbins, const ebb_rep
   int wlen = 2 * p->max_lag + 1;
   float *feat = malloc(sizeof(float) * (size_t)nframes * (size_t)nfeat);
   float *row = malloc(sizeof(float) * (size_t)wlen);
-  int *cand = malloc(sizeof(int) * (size_t)wlen);
+  cand *cands = malloc(sizeof(cand) * (size_t)wlen);
   int *picks = malloc(sizeof(int) * (size_t)p->k);
   float *vals = malloc(sizeof(float) * (size_t)p->k);
-  if (!feat || !row || !cand || !picks || !vals) {
+  if (!feat || !row || !cands || !picks || !vals) {
     rc = ebb_seterr(EBB_ENOMEM, "separate: out of host memory for the similarity of %d frames",
                     nframes);
     goto done;
   }
   make_features(mag, nframes, nbins, p->pool, nfeat, feat);
   for (int j = 0; j < nframes; j++) {
-    int np = pick_similar(feat, nfeat, nframes, j, p, row, cand, picks);
+    int np = pick_similar(feat, nfeat, nframes, j, p, row, cands, picks);
     const float *v = mag + (long long)j * nbins;
     float *m = mask + (long long)j * nbins;
     for (int k = 0; k < nbins; k++) {
@@ -212,7 +221,7 @@ int ebb_repet_vocal_mask(const float *mag, int nframes, int nbins, const ebb_rep
 done:
   free(vals);
   free(picks);
-  free(cand);
+  free(cands);
   free(row);
   free(feat);
   return rc;

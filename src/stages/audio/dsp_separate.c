@@ -13,7 +13,7 @@
 void ebb_sep_options_default(ebb_sep_options *o) {
   o->n_fft = 1024;
   o->hop = 256;
-  o->repeats = 10;
+  o->repeats = 30;
   o->min_distance_s = 1.0;
   o->max_lag_s = 30.0;
   o->pool = 4;

@@ -20,7 +20,7 @@ static const char sep_schema[] =
     "{"
     "\"n_fft\": {\"type\": \"integer\", \"default\": 1024, \"description\": \"STFT size (power of two, 64..4096)\"},"
     "\"hop\": {\"type\": \"integer\", \"default\": 256, \"description\": \"STFT hop in samples\"},"
-    "\"repeats\": {\"type\": \"integer\", \"default\": 10, \"description\": \"REPET-SIM k: most similar frames per frame\"},"
+    "\"repeats\": {\"type\": \"integer\", \"default\": 30, \"description\": \"REPET-SIM k: most similar frames per frame\"},"
     "\"min_distance\": {\"type\": \"number\", \"default\": 1.0, \"description\": \"seconds between two repeating frames\"},"
     "\"max_lag\": {\"type\": \"number\", \"default\": 30.0, \"description\": \"similarity search radius in seconds\"},"
     "\"similarity_pool\": {\"type\": \"integer\", \"default\": 4, \"description\": \"STFT bins per similarity band\"},"

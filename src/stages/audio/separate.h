@@ -23,7 +23,7 @@
 typedef struct ebb_sep_options {
   int n_fft;             /* [n_fft] 1024 */
   int hop;               /* [hop] 256 */
-  int repeats;           /* [repeats] k of REPET-SIM, 10 */
+  int repeats;           /* [repeats] k of REPET-SIM, 30 */
   double min_distance_s; /* [min_distance] between repeating frames, 1.0 s */
   double max_lag_s;      /* [max_lag] similarity search radius, 30 s */
   int pool;              /* [similarity_pool] bins per similarity band, 4 */
