@@ -135,7 +135,7 @@ void ebb_device_close(ebb_device *dev) {
   dev_free(dev);
 }
 
-ebb_device_kind ebb_device_kind_of(const ebb_device *dev) { return dev->kind; }
+ebb_device_type ebb_device_kind_of(const ebb_device *dev) { return dev->kind; }
 const char *ebb_device_label(const ebb_device *dev) { return dev->label; }
 const char *ebb_device_name(const ebb_device *dev) { return dev->name; }
 uint64_t ebb_device_total_bytes(const ebb_device *dev) { return dev->total; }

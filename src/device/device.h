@@ -23,7 +23,7 @@
 
 #include "ebb/error.h"
 
-typedef enum { EBB_DEVICE_CPU = 0, EBB_DEVICE_CUDA = 1 } ebb_device_kind;
+typedef enum { EBB_DEVICE_CPU = 0, EBB_DEVICE_CUDA = 1 } ebb_device_type;
 typedef struct ebb_device ebb_device;
 
 /* Opens "auto" (first CUDA device if the driver loads and reports one, else
@@ -35,7 +35,7 @@ int ebb_device_open(const char *spec, ebb_device **out);
 /* Frees every segment still held, releases the context if held. NULL: no-op. */
 void ebb_device_close(ebb_device *dev);
 
-ebb_device_kind ebb_device_kind_of(const ebb_device *dev);
+ebb_device_type ebb_device_kind_of(const ebb_device *dev);
 /* "cpu" or "cuda:N"; valid while dev lives. */
 const char *ebb_device_label(const ebb_device *dev);
 /* The device's name ("NVIDIA H200", "fakegpu ..." or the CPU model). */

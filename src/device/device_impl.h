@@ -40,7 +40,7 @@ typedef struct ebb_device_ops {
 
 struct ebb_device {
   const ebb_device_ops *ops;
-  ebb_device_kind kind;
+  ebb_device_type kind;
   int ordinal;          /* CUDA device number; -1 for the CPU */
   char label[16];       /* "cpu" / "cuda:N" */
   char name[128];

@@ -222,8 +222,8 @@ int ebb_pinned_alloc(ebb_owner *o, size_t bytes, void **p);
 int ebb_pinned_free(ebb_allocator *a, void *p);
 
 /* --- release registry ----------------------------------------------------- */
-/* Same type as ebb_release_fn in include/ebb/stage.h (which cannot be
- * included next to device/device.h: both define ebb_device_kind). */
+/* Same type as ebb_release_fn in include/ebb/stage.h; declared here so the
+ * memory room does not depend on the stage ABI. */
 typedef void (*ebb_mem_release_fn)(void *arg);
 /* Process-wide. fn(arg) drops something cached. Run by ebb_release in
  * registration order. name is copied (it names the callback in reports).
