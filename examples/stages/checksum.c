@@ -74,7 +74,7 @@ static int run(ebb_stage_ctx *ctx, void *st, const ebb_items *in, ebb_items *out
     return ebb_set_error(ctx, rc, "checksum: no pinned host memory");
   }
   unsigned char *hbuf = pin, *back = hbuf + s->chunk;
-  uint64_t hash = 1469598103934665603ull, total = 0;
+  uint64_t hash = 14695981039346656037ull, total = 0; /* FNV-1a 64 offset basis */
   size_t n;
   while ((n = fread(hbuf, 1, s->chunk, f)) > 0) {
     if (ebb_cancelled(ctx)) {
