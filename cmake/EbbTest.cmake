@@ -11,7 +11,10 @@ function(ebb_test_env name)
     "FAKEGPU_STATE=${EBB_TEST_STATE_DIR}/${name}.state"
     "EBB_BUILD_DIR=${CMAKE_BINARY_DIR}"
     "EBB_SOURCE_DIR=${CMAKE_SOURCE_DIR}"
-    "EBB_TEST_TMP=${EBB_TEST_STATE_DIR}/${name}.tmp")
+    "EBB_TEST_TMP=${EBB_TEST_STATE_DIR}/${name}.tmp"
+    # the stage result cache of `ebb run` defaults to $XDG_CACHE_HOME/ebb:
+    # keep tests out of the user's home
+    "XDG_CACHE_HOME=${EBB_TEST_STATE_DIR}/${name}.cache")
 endfunction()
 
 # ebb_c_test(NAME SOURCES... [LIBS libs...]): one executable, one ctest test.

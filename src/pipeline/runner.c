@@ -105,9 +105,13 @@ static void pool_unlink(ebb_runner *r, inst *in) {
 }
 
 /* The release sequence for one instance; frees it. *unload_err gets the
- * stage's set_error from release/unload (0 if none). Returns the bytes handed
- * back to the driver. */
-static uint64_t inst_release(ebb_runner *r, inst *in, int *unload_err, char *msg, size_t msgn) {
+ * stage's set_error from release/unload (0 if none). with_context: when this
+ * was the last loaded instance, the device context goes back too and is
+ * counted in the stage's line (the runner asks for it when the next stage
+ * does not use the GPU, so a process waiting on e.g. a transcription server
+ * holds 0 bytes). Returns the bytes handed back to the driver. */
+static uint64_t inst_release(ebb_runner *r, inst *in, int with_context, int *unload_err, char *msg,
+                             size_t msgn) {
   const char *name = in->ctx.name;
   uint64_t before = driver_free(r), released = 0, raw0 = in->ctx.raw_freed;
   if (unload_err)
@@ -149,11 +153,16 @@ static uint64_t inst_release(ebb_runner *r, inst *in, int *unload_err, char *msg
     ebb_leak_report_free(rep);
   }
   rr = (ebb_release_result){.size = sizeof rr};
-  ebb_release(r->alloc, EBB_RELEASE_TRIM | EBB_RELEASE_PINNED, &rr);
+  int flags = EBB_RELEASE_TRIM | EBB_RELEASE_PINNED;
+  if (with_context && r->pool == in && !in->next && ebb_device_ctx_active(r->dev))
+    flags |= EBB_RELEASE_CONTEXT;
+  ebb_release(r->alloc, flags, &rr);
+  if ((flags & EBB_RELEASE_CONTEXT) && rr.context_error)
+    ebb_log(EBB_LOG_DEBUG, name, "device context kept: %s", ebb_strerror(rr.context_error));
   released += rr.released_bytes;
   uint64_t after = driver_free(r);
   if (!in->quiet)
-    log_released(r, name, released, before, after, 0);
+    log_released(r, name, released, before, after, rr.context_bytes);
   pool_unlink(r, in);
   free(in->opts);
   free(in);
@@ -181,7 +190,7 @@ static int on_oom(void *arg, ebb_sctx *who) {
     next = in->next;
     if (in->policy.kind == EBB_POLICY_IDLE && !in->running && &in->ctx != who) {
       ebb_log(EBB_LOG_INFO, in->ctx.name, "evicted: %s needs the memory", who->name);
-      inst_release(r, in, NULL, NULL, 0);
+      inst_release(r, in, 0, NULL, NULL, 0);
       freed = 1;
     }
   }
@@ -213,7 +222,7 @@ void ebb_runner_destroy(ebb_runner *r) {
   if (!r)
     return;
   while (r->pool)
-    inst_release(r, r->pool, NULL, NULL, 0);
+    inst_release(r, r->pool, 0, NULL, NULL, 0);
   free(r->cache_dir);
   free(r->hook);
   free(r);
@@ -231,7 +240,7 @@ int ebb_runner_evict_idle(ebb_runner *r, double now, uint64_t *released) {
   for (inst *in = r->pool, *next; in; in = next) {
     next = in->next;
     if (in->policy.kind == EBB_POLICY_IDLE && !in->running && (now < 0 || now >= in->idle_until))
-      total += inst_release(r, in, NULL, NULL, 0);
+      total += inst_release(r, in, 0, NULL, NULL, 0);
   }
   if (!r->pool)
     total += release_context(r, "runner");
@@ -324,7 +333,7 @@ static int cancelled(const ebb_job *job) { return job->cancel && atomic_load(job
 
 /* After a stage: the before-release hook, the release per policy, the
  * after-stage hook. */
-static void after_stage(job_state *js, inst *in, int failed) {
+static void after_stage(job_state *js, inst *in, int failed, int next_uses_gpu) {
   ebb_runner *r = js->r;
   char name[128];
   snprintf(name, sizeof name, "%s", in->ctx.name);
@@ -338,12 +347,21 @@ static void after_stage(job_state *js, inst *in, int failed) {
   if (release_now) {
     int uerr;
     char umsg[1024] = "";
-    released = inst_release(r, in, &uerr, umsg, sizeof umsg);
+    released = inst_release(r, in, !failed && !next_uses_gpu, &uerr, umsg, sizeof umsg);
     js->res->released_bytes += released;
     if (uerr)
       fail(js->res, uerr, name, "stage '%s' failed to unload: %s", name, umsg);
   }
   ebb_hook_run(r->hook, "after-stage", name, released);
+}
+
+/* Whether the stage after idx may use the GPU (unknown stages count as yes;
+ * the last stage's "next" is the job's end, which releases anyway). */
+static int next_uses_gpu(const ebb_runner *r, const ebb_pipeline_def *p, int idx) {
+  if ((size_t)idx + 1 >= p->nstages)
+    return 1;
+  const ebb_stage *next = ebb_registry_find(r->reg, p->stages[idx + 1].stage, NULL);
+  return !next || next->needs_gpu;
 }
 
 static int run_stage(job_state *js, int idx) {
@@ -392,7 +410,7 @@ static int run_stage(job_state *js, int idx) {
   /* an instance: reuse one kept loaded by the policy, else load */
   in = find_inst(r, p->name, d->name);
   if (in && (in->st != st || strcmp(in->opts, opts) != 0)) {
-    js->res->released_bytes += inst_release(r, in, NULL, NULL, 0);
+    js->res->released_bytes += inst_release(r, in, 0, NULL, NULL, 0);
     in = NULL;
   }
   double t0 = ebb_now(), t_loaded = t0;
@@ -489,7 +507,7 @@ static int run_stage(job_state *js, int idx) {
   report_outside(r, in, base, base_known);
 release:
   if (in)
-    after_stage(js, in, rc != 0);
+    after_stage(js, in, rc != 0, next_uses_gpu(r, p, idx));
 done:
   ebb_items_destroy(out);
   json_decref(merged);
@@ -571,7 +589,7 @@ static void job_end(job_state *js) {
       char umsg[1024] = "";
       char name[128];
       snprintf(name, sizeof name, "%s", in->ctx.name);
-      released += inst_release(r, in, &uerr, umsg, sizeof umsg);
+      released += inst_release(r, in, 0, &uerr, umsg, sizeof umsg);
       if (uerr)
         fail(js->res, uerr, name, "stage '%s' failed to unload: %s", name, umsg);
     }
