@@ -1,5 +1,5 @@
-/* The public stage ABI (ebb/stage.h) together with the internal device and
- * memory rooms: what every host-side file of the pipeline room includes. */
+/* The public stage ABI (ebb/stage.h) next to the device and memory rooms the
+ * host side implements it with. */
 #ifndef EBB_PIPELINE_STAGE_API_H
 #define EBB_PIPELINE_STAGE_API_H
 
