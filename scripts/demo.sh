@@ -45,8 +45,60 @@ demo_step_devices() {
   "$EBB" version
 }
 
-# Later steps (the synthetic and songtrace pipelines) are appended here.
-DEMO_STEPS=(devices)
+demo_step_songtrace() {
+  local wav=$BUILD_DIR/samples/demo.wav out=$DEMO_OUT/songtrace
+  say "songtrace: a generated song -> melody and lyric timing (ebb run --pipeline songtrace)"
+  [ -f "$wav" ] || { echo "demo: $wav is missing (the build generates it: make build)" >&2; exit 1; }
+  echo "input: $wav (26 s: a sung melody with vibrato over chords and drums; truth in demo.truth.json)"
+  if [ -z "${EBB_WHISPER_URL:-}" ]; then
+    echo "(no Whisper server: set EBB_WHISPER_URL=http://HOST:PORT/v1/audio/transcriptions or"
+    echo " .../inference to transcribe lyrics too; the transcribe stage says it skipped)"
+  fi
+  rm -rf "$out"
+  local t0=$SECONDS
+  "$EBB" run --pipeline songtrace --device "$DEMO_DEVICE" --no-cache -o "$out" \
+    --timeline "$out/timeline.svg" "$wav"
+  echo
+  echo "demo: songtrace took $((SECONDS - t0)) s on $DEMO_DEVICE; outputs in $out:"
+  ls -l "$out" | awk 'NR > 1 {printf "  %-18s %8d bytes\n", $9, $5}'
+  if command -v python3 >/dev/null 2>&1 && [ -f "$out/songtrace.json" ]; then
+    python3 - "$out/songtrace.json" "$BUILD_DIR/samples/demo.truth.json" <<'PY' || true
+import json, sys
+est = json.load(open(sys.argv[1])); truth = json.load(open(sys.argv[2]))
+notes = est.get("notes", {})
+notes = notes.get("notes", notes) if isinstance(notes, dict) else notes
+tn = truth.get("notes", [])
+print(f"  melody: {len(notes)} notes found; the generated song has {len(tn)}")
+for n in notes[:5]:
+    print(f"    {n.get('onset', 0):6.2f} s - {n.get('offset', 0):6.2f} s  MIDI {n.get('midi')}")
+PY
+  fi
+}
+
+# Without a GPU, the same pipeline once more on ebb's fake GPU, so the release
+# lines show and fakegpu-smi (nvidia-smi's twin) confirms them from outside.
+demo_step_fakegpu() {
+  [ "$DEMO_DEVICE" = cpu ] || return 0
+  local fg=$BUILD_DIR/fakegpu out=$DEMO_OUT/songtrace-fakegpu
+  [ -f "$fg/libcuda.so.1" ] || return 0
+  say "songtrace on the fake GPU (no GPU here): release after every stage, checked with fakegpu-smi"
+  rm -rf "$out" && mkdir -p "$out"
+  local hooklog=$out/fakegpu-smi.log
+  cat > "$out/hook.sh" <<'SH'
+used=$("$FAKEGPU_SMI" --query-compute-apps=pid,used_memory --format=csv,noheader,nounits |
+       awk -F', *' -v p="$EBB_HOOK_PID" '$1 == p {s += $2} END {print s + 0}')
+printf '  fakegpu-smi %-14s %-10s ebb holds %5d MiB\n' "$EBB_HOOK_EVENT" "$EBB_HOOK_STAGE" "$used" >> "$HOOK_LOG"
+SH
+  EBB_LIBCUDA=$fg/libcuda.so.1 EBB_LIBNVML=$fg/libnvidia-ml.so.1 FAKEGPU_SMI=$fg/fakegpu-smi \
+    FAKEGPU_STATE=$out/device.state HOOK_LOG=$hooklog EBB_STAGE_HOOK="bash $out/hook.sh" \
+    "$EBB" run --pipeline songtrace --device cuda --no-cache -o "$out" \
+      --timeline "$out/timeline.svg" "$BUILD_DIR/samples/demo.wav" | grep -E 'released|done in'
+  echo "what fakegpu-smi saw from outside, around each release:"
+  cat "$hooklog"
+  echo "timeline of device memory: $out/timeline.svg"
+}
+
+DEMO_STEPS=(devices songtrace fakegpu)
 
 mkdir -p "$DEMO_OUT"
 for step in "${DEMO_STEPS[@]}"; do
