@@ -32,6 +32,7 @@ typedef struct shim_ctx {
   ebb_stage_ctx base; /* first: the stage sees only this */
   ebb_dev_kind kind;
   int no_twins;     /* 1: launch fails like a real GPU without an image */
+  int cancel;       /* what cancelled() answers */
   int fail_alloc_at; /* N > 0: the Nth dev_alloc fails with EBB_EOOM */
   int allocs, launches;
   uint64_t live_bytes, peak_bytes;
@@ -57,7 +58,7 @@ static inline int shim_set_error(ebb_stage_ctx *c, int code, const char *msg) {
   snprintf(s->err, sizeof s->err, "%s", msg ? msg : "");
   return code;
 }
-static inline int shim_cancelled(ebb_stage_ctx *c) { return 0; }
+static inline int shim_cancelled(ebb_stage_ctx *c) { return shim_of(c)->cancel; }
 static inline double shim_seconds_left(ebb_stage_ctx *c) { return -1; }
 static inline void shim_progress(ebb_stage_ctx *c, double f) {}
 static inline ebb_dev_kind shim_kind(ebb_stage_ctx *c) { return shim_of(c)->kind; }

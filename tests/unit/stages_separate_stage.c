@@ -94,6 +94,24 @@ static void test_missing_audio(void) {
   ebb_stage_separate.unload(&sh.base, state);
 }
 
+static void test_cancel(void) {
+  for (int kind = EBB_DEV_KIND_CPU; kind <= EBB_DEV_KIND_CUDA; kind++) {
+    shim_ctx sh;
+    shim_init(&sh, (ebb_dev_kind)kind);
+    sh.cancel = 1;
+    ebb_items in = {0}, out = {0};
+    REQUIRE(shim_add_audio(&in, "audio", clip.mix, (uint64_t)clip.n, 1, clip.rate) == 0);
+    void *state = NULL;
+    REQUIRE(ebb_stage_separate.load(&sh.base, "{}", &state) == 0);
+    CHECK_EQ_INT(ebb_stage_separate.run(&sh.base, state, &in, &out), EBB_ECANCELED);
+    CHECK_MSG(strstr(sh.err, "cancelled") != NULL, "error: %s", sh.err);
+    CHECK_EQ_INT(out.n, 0);
+    CHECK_EQ_INT(sh.live_blocks, 0);
+    ebb_stage_separate.unload(&sh.base, state);
+    shim_items_free(&in);
+  }
+}
+
 static void test_short_and_silent_inputs(void) {
   /* shorter than one frame, and all zeros: outputs of the same length, no NaN */
   float x[100] = {0};
@@ -120,6 +138,7 @@ int main(void) {
   RUN(test_devices_agree);
   RUN(test_bad_options);
   RUN(test_missing_audio);
+  RUN(test_cancel);
   RUN(test_short_and_silent_inputs);
   sep_mix_free(&clip);
   return TEST_END();

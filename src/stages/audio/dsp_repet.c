@@ -200,6 +200,10 @@ int ebb_repet_vocal_mask(const float *mag, int nframes, int nbins, const ebb_rep
   }
   make_features(mag, nframes, nbins, p->pool, nfeat, feat);
   for (int j = 0; j < nframes; j++) {
+    if (p->cancelled && j % 256 == 0 && p->cancelled(p->cancel_arg)) {
+      rc = ebb_seterr(EBB_ECANCELED, "separate: cancelled at frame %d of %d", j, nframes);
+      goto done;
+    }
     int np = pick_similar(feat, nfeat, nframes, j, p, row, cands, picks);
     const float *v = mag + (long long)j * nbins;
     float *m = mask + (long long)j * nbins;

@@ -31,6 +31,10 @@ typedef struct ebb_repet_params {
   int hpss_freq;      /* percussive median length in bins (odd) */
   int band_lo, band_hi; /* vocal band, bins (inclusive) */
   float outside_gain; /* vocal mask gain outside the band, 0..1 */
+  /* Optional: polled every few hundred frames; when it answers 1 the mask
+   * stops with EBB_ECANCELED. NULL: never. */
+  int (*cancelled)(void *arg);
+  void *cancel_arg;
 } ebb_repet_params;
 
 /* Writes the vocal soft mask (values in [0, 1], nframes * nbins floats) for

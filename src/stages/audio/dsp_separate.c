@@ -23,6 +23,8 @@ void ebb_sep_options_default(ebb_sep_options *o) {
   o->vocal_low_hz = 80.0;
   o->vocal_high_hz = 6000.0;
   o->outside_gain = 0.3;
+  o->cancelled = NULL;
+  o->cancel_arg = NULL;
 }
 
 static int odd_at_least_1(double v) {
@@ -73,6 +75,8 @@ int ebb_sep_plan(const ebb_sep_options *o, uint32_t rate, long long nx, ebb_stft
   rp->band_lo = (int)floor(o->vocal_low_hz / hz_per_bin);
   rp->band_hi = (int)ceil(o->vocal_high_hz / hz_per_bin);
   rp->outside_gain = (float)o->outside_gain;
+  rp->cancelled = o->cancelled;
+  rp->cancel_arg = o->cancel_arg;
   return 0;
 }
 

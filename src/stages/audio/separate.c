@@ -103,8 +103,13 @@ static int sep_load(ebb_stage_ctx *ctx, const char *options_json, void **state) 
   return 0;
 }
 
+static int sep_cancelled(void *arg) { return ebb_cancelled((ebb_stage_ctx *)arg); }
+
 static int sep_run(ebb_stage_ctx *ctx, void *state, const ebb_items *in, ebb_items *out) {
   sep_state *st = state;
+  ebb_sep_options o = st->o;
+  o.cancelled = sep_cancelled;
+  o.cancel_arg = ctx;
   ebb_item_info info;
   memset(&info, 0, sizeof info);
   info.size = sizeof info;
@@ -135,13 +140,13 @@ static int sep_run(ebb_stage_ctx *ctx, void *state, const ebb_items *in, ebb_ite
     x = mono;
   }
   if (ebb_device_kind(ctx) == EBB_DEV_KIND_CUDA) {
-    rc = ebb_separate_gpu(ctx, ebb_kernels_image(), &st->o, info.rate, x, nx, voc, acc, NULL);
+    rc = ebb_separate_gpu(ctx, ebb_kernels_image(), &o, info.rate, x, nx, voc, acc, NULL);
     if (rc == EBB_EUNSUPPORTED) {
       sep_log(ctx, 2, "%s; running separation on the CPU (FFTW) instead", ebb_errmsg());
-      rc = ebb_separate_cpu(&st->o, info.rate, x, nx, voc, acc, NULL);
+      rc = ebb_separate_cpu(&o, info.rate, x, nx, voc, acc, NULL);
     }
   } else {
-    rc = ebb_separate_cpu(&st->o, info.rate, x, nx, voc, acc, NULL);
+    rc = ebb_separate_cpu(&o, info.rate, x, nx, voc, acc, NULL);
   }
   if (rc < 0)
     goto done;

@@ -33,6 +33,10 @@ typedef struct ebb_sep_options {
   double vocal_low_hz;   /* [vocal_low_hz] 80 */
   double vocal_high_hz;  /* [vocal_high_hz] 6000 */
   double outside_gain;   /* [outside_gain] 0.3 */
+  /* Not an option: polled during the long host part; 1 stops the run with
+   * EBB_ECANCELED. NULL (the default): never. */
+  int (*cancelled)(void *arg);
+  void *cancel_arg;
 } ebb_sep_options;
 
 void ebb_sep_options_default(ebb_sep_options *o);
