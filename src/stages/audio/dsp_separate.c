@@ -31,8 +31,7 @@ static int odd_at_least_1(double v) {
   int n = (int)lround(v);
   if (n < 1)
     n = 1;
-  n |= 1;
-  return n > EBB_REPET_MAX_MEDIAN ? EBB_REPET_MAX_MEDIAN : n;
+  return n | 1;
 }
 
 int ebb_sep_plan(const ebb_sep_options *o, uint32_t rate, long long nx, ebb_stft_shape *shape,
