@@ -126,7 +126,7 @@ static int read_times(json_t *o, double *start, double *end, char *why, size_t w
     return 0;
   }
   double s = json_number_value(a) * scale, e = json_number_value(b) * scale;
-  if (!isfinite(s) || !isfinite(e)) {
+  if (!isfinite(round_ms(s)) || !isfinite(round_ms(e))) { /* ms overflow: json_real(inf) fails */
     snprintf(why, whysz, "time is not a finite number");
     return 0;
   }
