@@ -262,7 +262,9 @@ static int type_ok(const char *type, const json_t *v) {
   if (!strcmp(type, "number"))
     return json_is_number(v);
   if (!strcmp(type, "integer"))
-    return json_is_integer(v) || (json_is_real(v) && json_real_value(v) == (double)(long long)json_real_value(v));
+    return json_is_integer(v) || (json_is_real(v) && json_real_value(v) > -0x1p63 &&
+                                  json_real_value(v) < 0x1p63 && /* the cast below is UB outside */
+                                  json_real_value(v) == (double)(long long)json_real_value(v));
   if (!strcmp(type, "string"))
     return json_is_string(v);
   if (!strcmp(type, "boolean"))
