@@ -33,16 +33,18 @@ cmake -S . -B "$B" -DCMAKE_C_COMPILER="$CC" -DCMAKE_BUILD_TYPE=RelWithDebInfo \
   -DCMAKE_C_FLAGS="-fsanitize=fuzzer-no-link -fsanitize=float-cast-overflow" >/dev/null
 cmake --build "$B" -j "${FUZZ_JOBS:-2}" --target "${TARGETS[@]/#/fuzz_}"
 found=0
+bin=$(cd "$B/tests" && pwd)
 for t in "${TARGETS[@]}"; do
   out="$B/fuzz-out/$t"
-  mkdir -p "$out/corpus"
+  mkdir -p "$out/corpus" "$out/tmp"
+  out=$(cd "$out" && pwd)
   find "tests/fuzz/corpus/$t" -maxdepth 1 -type f ! -name 'crash-*' -exec cp {} "$out/corpus/" \;
   dict=()
   [ -f "tests/fuzz/dict/$t.dict" ] && dict=(-dict="$PWD/tests/fuzz/dict/$t.dict")
   echo "== fuzz_$t for ${SECS}s"
-  export EBB_TEST_TMP="$PWD/$out/tmp"
+  export EBB_TEST_TMP="$out/tmp"
   set +e
-  (cd "$out" && "../../tests/fuzz_$t" -max_total_time="$SECS" -max_len=65536 -timeout=10 \
+  (cd "$out" && "$bin/fuzz_$t" -max_total_time="$SECS" -max_len=65536 -timeout=10 \
      -rss_limit_mb=4096 -print_final_stats=1 "${dict[@]}" corpus \
      >log.txt 2>&1)
   rc=$?
