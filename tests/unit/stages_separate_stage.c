@@ -37,7 +37,7 @@ static void run_stage(ebb_dev_kind kind, int no_twins, float **voc_out) {
     memcpy(*voc_out, v.samples, sizeof(float) * clip.n);
   }
   if (kind == EBB_DEV_KIND_CUDA && !no_twins) {
-    CHECK_MSG(sh.launches == 8, "launches %d", sh.launches);
+    CHECK_MSG(sh.launches == 11, "launches %d", sh.launches);
     CHECK_MSG(sh.peak_bytes > 0 && sh.live_bytes == 0, "device bytes peak %llu live %llu",
               (unsigned long long)sh.peak_bytes, (unsigned long long)sh.live_bytes);
   } else {

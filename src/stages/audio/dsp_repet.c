@@ -175,25 +175,31 @@ static int apply_hpss(const float *mag, int nframes, int nbins, const ebb_repet_
   return 0;
 }
 
-int ebb_repet_vocal_mask(const float *mag, int nframes, int nbins, const ebb_repet_params *p,
-                         float *mask) {
-  if (nframes < 1 || nbins < 2 || p->k < 1 || p->min_dist < 1 || p->max_lag < 1 ||
-      p->pool < 1 || (p->hpss && (p->hpss_time < 1 || p->hpss_freq < 1)) ||
+static int check_params(int nframes, int nbins, const ebb_repet_params *p) {
+  if (nframes < 1 || nbins < 2 || p->k < 1 || p->k > EBB_REPET_MAX_K || p->min_dist < 1 ||
+      p->max_lag < 1 || p->pool < 1 ||
+      (p->hpss && (p->hpss_time < 1 || p->hpss_time > EBB_REPET_MAX_MEDIAN || p->hpss_freq < 1 ||
+                   p->hpss_freq > EBB_REPET_MAX_MEDIAN)) ||
       !(p->outside_gain >= 0 && p->outside_gain <= 1))
     return ebb_seterr(EBB_EINVAL,
                       "separate: bad mask parameters (frames %d, bins %d, k %d, min_dist %d, "
-                      "max_lag %d, pool %d, outside_gain %g)",
-                      nframes, nbins, p->k, p->min_dist, p->max_lag, p->pool,
-                      (double)p->outside_gain);
-  int rc = 0;
+                      "max_lag %d, pool %d, hpss %d x %d, outside_gain %g)",
+                      nframes, nbins, p->k, p->min_dist, p->max_lag, p->pool, p->hpss_time,
+                      p->hpss_freq, (double)p->outside_gain);
+  return 0;
+}
+
+int ebb_repet_picks(const float *mag, int nframes, int nbins, const ebb_repet_params *p,
+                    int *picks, int *npicks) {
+  int rc = check_params(nframes, nbins, p);
+  if (rc < 0)
+    return rc;
   int nfeat = (nbins + p->pool - 1) / p->pool;
   int wlen = 2 * p->max_lag + 1;
   float *feat = malloc(sizeof(float) * (size_t)nframes * (size_t)nfeat);
   float *row = malloc(sizeof(float) * (size_t)wlen);
   cand *cands = malloc(sizeof(cand) * (size_t)wlen);
-  int *picks = malloc(sizeof(int) * (size_t)p->k);
-  float *vals = malloc(sizeof(float) * (size_t)p->k);
-  if (!feat || !row || !cands || !picks || !vals) {
+  if (!feat || !row || !cands) {
     rc = ebb_seterr(EBB_ENOMEM, "separate: out of host memory for the similarity of %d frames",
                     nframes);
     goto done;
@@ -204,12 +210,41 @@ int ebb_repet_vocal_mask(const float *mag, int nframes, int nbins, const ebb_rep
       rc = ebb_seterr(EBB_ECANCELED, "separate: cancelled at frame %d of %d", j, nframes);
       goto done;
     }
-    int np = pick_similar(feat, nfeat, nframes, j, p, row, cands, picks);
+    int *pj = picks + (long long)j * p->k;
+    npicks[j] = pick_similar(feat, nfeat, nframes, j, p, row, cands, pj);
+    for (int q = npicks[j]; q < p->k; q++)
+      pj[q] = j; /* unused slots: defined values */
+  }
+done:
+  free(cands);
+  free(row);
+  free(feat);
+  return rc;
+}
+
+int ebb_repet_vocal_mask(const float *mag, int nframes, int nbins, const ebb_repet_params *p,
+                         float *mask) {
+  int rc = check_params(nframes, nbins, p);
+  if (rc < 0)
+    return rc;
+  int *picks = malloc(sizeof(int) * (size_t)nframes * (size_t)p->k);
+  int *npicks = malloc(sizeof(int) * (size_t)nframes);
+  float *vals = malloc(sizeof(float) * (size_t)p->k);
+  if (!picks || !npicks || !vals) {
+    rc = ebb_seterr(EBB_ENOMEM, "separate: out of host memory for the picks of %d frames",
+                    nframes);
+    goto done;
+  }
+  if ((rc = ebb_repet_picks(mag, nframes, nbins, p, picks, npicks)) < 0)
+    goto done;
+  for (int j = 0; j < nframes; j++) {
+    const int *pj = picks + (long long)j * p->k;
+    int np = npicks[j];
     const float *v = mag + (long long)j * nbins;
     float *m = mask + (long long)j * nbins;
     for (int k = 0; k < nbins; k++) {
       for (int q = 0; q < np; q++)
-        vals[q] = mag[(long long)picks[q] * nbins + k];
+        vals[q] = mag[(long long)pj[q] * nbins + k];
       float w = ebb_dsp_median(vals, np);
       if (w > v[k])
         w = v[k];
@@ -224,9 +259,7 @@ int ebb_repet_vocal_mask(const float *mag, int nframes, int nbins, const ebb_rep
         mask[(long long)f * nbins + k] *= p->outside_gain;
 done:
   free(vals);
+  free(npicks);
   free(picks);
-  free(cands);
-  free(row);
-  free(feat);
   return rc;
 }

@@ -1,6 +1,7 @@
 /* The separation algorithm behind the `separate` stage (separate.h): the CPU
- * path (FFTW) and the GPU path (ebb's kernels through ctx->host). Both compute
- * the mask with ebb_repet_vocal_mask on the host from the magnitudes. */
+ * path (FFTW, the whole mask on the host) and the GPU path (ebb's kernels
+ * through ctx->host; only the similarity search, which chooses each frame's
+ * repeating frames, runs on the host). */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -9,6 +10,10 @@
 #include "stages/audio/separate.h"
 #include "stages/kernels/kernels.h"
 #include "stages/kernels/sep_kernels.h"
+
+_Static_assert(EBB_REPET_MAX_K <= EBB_KERNEL_MAX_MEDIAN &&
+                   EBB_REPET_MAX_MEDIAN <= EBB_KERNEL_MAX_MEDIAN,
+               "the mask kernels' median buffers must hold every median the host allows");
 
 void ebb_sep_options_default(ebb_sep_options *o) {
   o->n_fft = 1024;
@@ -31,7 +36,8 @@ static int odd_at_least_1(double v) {
   int n = (int)lround(v);
   if (n < 1)
     n = 1;
-  return n | 1;
+  n |= 1;
+  return n > EBB_REPET_MAX_MEDIAN ? EBB_REPET_MAX_MEDIAN : n;
 }
 
 int ebb_sep_plan(const ebb_sep_options *o, uint32_t rate, long long nx, ebb_stft_shape *shape,
@@ -129,7 +135,7 @@ typedef struct gpu_run {
   ebb_stage_ctx *ctx;
   const void *image;
   int launched; /* a launch has succeeded */
-  uint64_t d_x, d_win, d_tw, d_mix, d_voc, d_mag, d_mask, d_y;
+  uint64_t d_x, d_win, d_tw, d_mix, d_voc, d_mag, d_mask, d_y, d_picks, d_npicks, d_harm;
 } gpu_run;
 
 static int host_err(gpu_run *g, int rc, const char *what) {
@@ -192,7 +198,9 @@ uint64_t ebb_separate_gpu_bytes(const ebb_sep_options *o, uint32_t rate, long lo
     return 0;
   uint64_t cells = (uint64_t)s.nframes * (uint64_t)s.nbins;
   uint64_t frames = (uint64_t)s.nframes * (uint64_t)s.n * 2;
-  return 4 * (2 * (uint64_t)nx + 2 * (uint64_t)s.n + 2 * frames + 2 * cells);
+  uint64_t picks = (uint64_t)s.nframes * ((uint64_t)rp.k + 1);
+  return 4 * (2 * (uint64_t)nx + 2 * (uint64_t)s.n + 2 * frames + 2 * cells + picks +
+              (rp.hpss ? cells : 1));
 }
 
 int ebb_separate_gpu(ebb_stage_ctx *ctx, const void *image, const ebb_sep_options *o,
@@ -210,8 +218,10 @@ int ebb_separate_gpu(ebb_stage_ctx *ctx, const void *image, const ebb_sep_option
   unsigned bs = (unsigned)(n / 2 < EBB_KERNEL_MAX_THREADS ? n / 2 : EBB_KERNEL_MAX_THREADS);
   float *tables = malloc(sizeof(float) * 2 * (size_t)n);
   float *mag = mag_out ? mag_out : malloc(sizeof(float) * cells);
-  float *mask = malloc(sizeof(float) * cells);
-  if (!tables || !mag || !mask) {
+  size_t pick_cells = (size_t)nf * (size_t)rp.k;
+  int *picks = malloc(sizeof(int) * pick_cells);
+  int *npicks = malloc(sizeof(int) * (size_t)nf);
+  if (!tables || !mag || !picks || !npicks) {
     rc = ebb_seterr(EBB_ENOMEM, "separate: out of host memory for a %d x %d spectrogram", nf,
                     nbins);
     goto done;
@@ -224,7 +234,10 @@ int ebb_separate_gpu(ebb_stage_ctx *ctx, const void *image, const ebb_sep_option
       (rc = alloc(&g, frame_bytes, &g.d_mix)) < 0 || (rc = alloc(&g, frame_bytes, &g.d_voc)) < 0 ||
       (rc = alloc(&g, sizeof(float) * cells, &g.d_mag)) < 0 ||
       (rc = alloc(&g, sizeof(float) * cells, &g.d_mask)) < 0 ||
-      (rc = alloc(&g, sizeof(float) * (size_t)nx, &g.d_y)) < 0)
+      (rc = alloc(&g, sizeof(float) * (size_t)nx, &g.d_y)) < 0 ||
+      (rc = alloc(&g, sizeof(int) * pick_cells, &g.d_picks)) < 0 ||
+      (rc = alloc(&g, sizeof(int) * (size_t)nf, &g.d_npicks)) < 0 ||
+      (rc = alloc(&g, sizeof(float) * (rp.hpss ? cells : 1), &g.d_harm)) < 0)
     goto done;
   if ((rc = host_err(&g, ctx->host->copy_htod(ctx, g.d_x, x, sizeof(float) * (size_t)nx),
                      "copying the signal")) < 0 ||
@@ -256,17 +269,34 @@ int ebb_separate_gpu(ebb_stage_ctx *ctx, const void *image, const ebb_sep_option
     goto done;
   }
 
-  /* the mask, on the host (similarity search and medians) */
-  if ((rc = ebb_repet_vocal_mask(mag, nf, nbins, &rp, mask)) < 0)
+  /* the similarity search on the host (which frames repeat which), then the
+   * medians and the mask arithmetic as kernels */
+  if ((rc = ebb_repet_picks(mag, nf, nbins, &rp, picks, npicks)) < 0)
     goto done;
   if (ctx->host->progress)
-    ctx->host->progress(ctx, 0.8);
+    ctx->host->progress(ctx, 0.7);
   if (ebb_cancelled(ctx)) {
-    rc = ebb_seterr(EBB_ECANCELED, "separate: cancelled after the mask");
+    rc = ebb_seterr(EBB_ECANCELED, "separate: cancelled after the similarity search");
     goto done;
   }
-  if ((rc = host_err(&g, ctx->host->copy_htod(ctx, g.d_mask, mask, sizeof(float) * cells),
-                     "copying the mask")) < 0)
+  if ((rc = host_err(&g, ctx->host->copy_htod(ctx, g.d_picks, picks, sizeof(int) * pick_cells),
+                     "copying the repeating frames")) < 0 ||
+      (rc = host_err(&g, ctx->host->copy_htod(ctx, g.d_npicks, npicks, sizeof(int) * (size_t)nf),
+                     "copying the repeating frame counts")) < 0)
+    goto done;
+  int k = rp.k, hpss = rp.hpss, ht = rp.hpss_time / 2, hf = rp.hpss_freq / 2;
+  int band_lo = rp.band_lo, band_hi = rp.band_hi;
+  float gain = rp.outside_gain;
+  void *rmp[] = {&g.d_mag, &g.d_picks, &g.d_npicks, &k, &g.d_mask, &nbins};
+  if ((rc = launch(&g, "ebb_repet_mask", (unsigned)nf, bs, 0, rmp)) < 0)
+    goto done;
+  if (hpss) {
+    void *hp[] = {&g.d_mag, &g.d_harm, &nf, &nbins, &ht};
+    if ((rc = launch(&g, "ebb_hpss_harmonic", (unsigned)nf, bs, 0, hp)) < 0)
+      goto done;
+  }
+  void *fp2[] = {&g.d_mag, &g.d_harm, &g.d_mask, &nbins, &hpss, &hf, &band_lo, &band_hi, &gain};
+  if ((rc = launch(&g, "ebb_mask_finish", (unsigned)nf, bs, 0, fp2)) < 0)
     goto done;
 
   /* vocals into d_voc, accompaniment in place of the mixture */
@@ -278,13 +308,15 @@ int ebb_separate_gpu(ebb_stage_ctx *ctx, const void *image, const ebb_sep_option
   rc = inverse_to_host(&g, &s, g.d_mix, acc);
 done:
   /* reverse order of allocation; a zero handle was never allocated */
-  uint64_t *bufs[] = {&g.d_y, &g.d_mask, &g.d_mag, &g.d_voc, &g.d_mix, &g.d_tw, &g.d_win, &g.d_x};
+  uint64_t *bufs[] = {&g.d_harm, &g.d_npicks, &g.d_picks, &g.d_y,   &g.d_mask, &g.d_mag,
+                      &g.d_voc,  &g.d_mix,    &g.d_tw,    &g.d_win, &g.d_x};
   for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++)
     if (*bufs[i]) {
       ebb_dev_free(ctx, *bufs[i]);
       *bufs[i] = 0;
     }
-  free(mask);
+  free(npicks);
+  free(picks);
   if (mag != mag_out)
     free(mag);
   free(tables);

@@ -2,11 +2,13 @@
  *
  * Method: REPET-SIM (Rafii & Pardo, ISMIR 2012) with Fitzgerald's (DAFx 2010)
  * median-filter harmonic mask and a vocal band, over an STFT (dsp_repet.h has
- * the details). The mask is computed on the host from magnitudes; the STFT,
- * magnitudes, mask application and inverse STFT run either on the CPU (FFTW,
- * stft.h) or as ebb's own kernels (src/stages/kernels/separate.cu) launched
- * through ctx->host (host twins on the fake GPU). The two paths agree to
- * float rounding (tests/unit/stages_separate_paths.c).
+ * the details). Either everything runs on the CPU (FFTW, stft.h; mask in
+ * dsp_repet.c), or the STFT, magnitudes, mask medians and arithmetic, mask
+ * application and inverse STFT run as ebb's own kernels
+ * (src/stages/kernels/separate.cu) launched through ctx->host (host twins on
+ * the fake GPU) and only the similarity search (which frames repeat which)
+ * runs on the host. The two paths agree to float rounding
+ * (tests/unit/stages_separate_paths.c).
  *
  * The functions below are the algorithm without the stage around it, so tests
  * and bench/bench_separate.c call them directly. */

@@ -138,4 +138,81 @@ EBB_KFN void ebb_k_overlap_add(long long s, const float *frames, const float *wi
   y[s] = wss > 1e-8f ? acc / wss : 0.0f;
 }
 
+/* --- the REPET-SIM / HPSS mask (dsp_repet.h has the method) --------------
+ * The host chooses each frame's repeating frames (similarity search); these
+ * kernels do the per-bin medians and the mask arithmetic, with the same
+ * formulas as the CPU path (a median is a selection, so the insertion sort
+ * here and the host's quickselect give the same value). */
+#define EBB_KERNEL_MAX_MEDIAN 128 /* >= EBB_REPET_MAX_K and EBB_REPET_MAX_MEDIAN */
+
+/* Median of v[0..n-1] (1 <= n <= EBB_KERNEL_MAX_MEDIAN); sorts v. */
+EBB_KFN float ebb_k_median(float *v, int n) {
+  for (int i = 1; i < n; i++) {
+    float x = v[i];
+    int j = i - 1;
+    while (j >= 0 && v[j] > x) {
+      v[j + 1] = v[j];
+      j--;
+    }
+    v[j + 1] = x;
+  }
+  return (n & 1) ? v[n / 2] : 0.5f * (v[n / 2 - 1] + v[n / 2]);
+}
+
+/* ebb_repet_mask: vocal mask 1 - W/V of frame f, W = min(median of the
+ * frame's repeating frames, V). picks: k ints per frame, npicks[f] used. */
+EBB_KFN void ebb_k_repet_mask(int tid, int nthreads, int f, const float *mag, const int *picks,
+                              const int *npicks, int k, float *mask, int nbins) {
+  float vals[EBB_KERNEL_MAX_MEDIAN];
+  const int *pf = picks + (long long)f * k;
+  int np = npicks[f];
+  for (int b = tid; b < nbins; b += nthreads) {
+    for (int q = 0; q < np; q++)
+      vals[q] = mag[(long long)pf[q] * nbins + b];
+    float w = ebb_k_median(vals, np);
+    float v = mag[(long long)f * nbins + b];
+    if (w > v)
+      w = v;
+    mask[(long long)f * nbins + b] = v > 0 ? 1.0f - w / v : 0.0f;
+  }
+}
+
+/* ebb_hpss_harmonic: H = |X| median-filtered along time (+-ht frames). */
+EBB_KFN void ebb_k_hpss_harm(int tid, int nthreads, int f, const float *mag, float *harm,
+                             int nframes, int nbins, int ht) {
+  float vals[EBB_KERNEL_MAX_MEDIAN];
+  for (int b = tid; b < nbins; b += nthreads) {
+    int n = 0;
+    for (int g = f - ht; g <= f + ht; g++)
+      if (g >= 0 && g < nframes)
+        vals[n++] = mag[(long long)g * nbins + b];
+    harm[(long long)f * nbins + b] = ebb_k_median(vals, n);
+  }
+}
+
+/* ebb_mask_finish: with hpss, P = |X| median-filtered along frequency
+ * (+-hf bins) and mask *= H^2 / (H^2 + P^2); then the vocal band gain. */
+EBB_KFN void ebb_k_mask_finish(int tid, int nthreads, int f, const float *mag, const float *harm,
+                               float *mask, int nbins, int hpss, int hf, int band_lo,
+                               int band_hi, float gain) {
+  float vals[EBB_KERNEL_MAX_MEDIAN];
+  const float *m = mag + (long long)f * nbins;
+  for (int b = tid; b < nbins; b += nthreads) {
+    long long c = (long long)f * nbins + b;
+    if (hpss) {
+      int n = 0;
+      for (int q = b - hf; q <= b + hf; q++)
+        if (q >= 0 && q < nbins)
+          vals[n++] = m[q];
+      float perc = ebb_k_median(vals, n);
+      float h = harm[c];
+      float h2 = h * h, p2 = perc * perc;
+      float mh = h2 + p2 > 0 ? h2 / (h2 + p2) : 0.0f;
+      mask[c] *= mh;
+    }
+    if (b < band_lo || b > band_hi)
+      mask[c] *= gain;
+  }
+}
+
 #endif

@@ -25,6 +25,9 @@ void fakegpu_twin_ebb_fft_radix2(const ebb_launch_dims *d, void **p);
 void fakegpu_twin_ebb_stft_magnitude(const ebb_launch_dims *d, void **p);
 void fakegpu_twin_ebb_sep_apply_mask(const ebb_launch_dims *d, void **p);
 void fakegpu_twin_ebb_istft_overlap_add(const ebb_launch_dims *d, void **p);
+void fakegpu_twin_ebb_repet_mask(const ebb_launch_dims *d, void **p);
+void fakegpu_twin_ebb_hpss_harmonic(const ebb_launch_dims *d, void **p);
+void fakegpu_twin_ebb_mask_finish(const ebb_launch_dims *d, void **p);
 
 void fakegpu_twin_ebb_stft_window(const ebb_launch_dims *d, void **p) {
   const float *x = TW_PTR(p[0]);
@@ -93,6 +96,42 @@ void fakegpu_twin_ebb_istft_overlap_add(const ebb_launch_dims *d, void **p) {
       ebb_k_overlap_add((long long)b * bs + t, frames, win, y, ny, n, hop, pad, nframes);
 }
 
+void fakegpu_twin_ebb_repet_mask(const ebb_launch_dims *d, void **p) {
+  const float *mag = TW_PTR(p[0]);
+  const int *picks = (const int *)TW_PTR(p[1]);
+  const int *npicks = (const int *)TW_PTR(p[2]);
+  int k = TW_I32(p[3]);
+  float *mask = TW_PTR(p[4]);
+  int nbins = TW_I32(p[5]);
+  int bs = (int)d->block[0];
+  for (unsigned b = 0; b < d->grid[0]; b++)
+    for (int t = 0; t < bs; t++)
+      ebb_k_repet_mask(t, bs, (int)b, mag, picks, npicks, k, mask, nbins);
+}
+
+void fakegpu_twin_ebb_hpss_harmonic(const ebb_launch_dims *d, void **p) {
+  const float *mag = TW_PTR(p[0]);
+  float *harm = TW_PTR(p[1]);
+  int nframes = TW_I32(p[2]), nbins = TW_I32(p[3]), ht = TW_I32(p[4]);
+  int bs = (int)d->block[0];
+  for (unsigned b = 0; b < d->grid[0]; b++)
+    for (int t = 0; t < bs; t++)
+      ebb_k_hpss_harm(t, bs, (int)b, mag, harm, nframes, nbins, ht);
+}
+
+void fakegpu_twin_ebb_mask_finish(const ebb_launch_dims *d, void **p) {
+  const float *mag = TW_PTR(p[0]);
+  const float *harm = TW_PTR(p[1]);
+  float *mask = TW_PTR(p[2]);
+  int nbins = TW_I32(p[3]), hpss = TW_I32(p[4]), hf = TW_I32(p[5]);
+  int band_lo = TW_I32(p[6]), band_hi = TW_I32(p[7]);
+  float gain = TW_F32(p[8]);
+  int bs = (int)d->block[0];
+  for (unsigned b = 0; b < d->grid[0]; b++)
+    for (int t = 0; t < bs; t++)
+      ebb_k_mask_finish(t, bs, (int)b, mag, harm, mask, nbins, hpss, hf, band_lo, band_hi, gain);
+}
+
 static const struct {
   const char *name;
   ebb_kernel_twin_fn fn;
@@ -102,6 +141,9 @@ static const struct {
     {"ebb_stft_magnitude", fakegpu_twin_ebb_stft_magnitude},
     {"ebb_sep_apply_mask", fakegpu_twin_ebb_sep_apply_mask},
     {"ebb_istft_overlap_add", fakegpu_twin_ebb_istft_overlap_add},
+    {"ebb_repet_mask", fakegpu_twin_ebb_repet_mask},
+    {"ebb_hpss_harmonic", fakegpu_twin_ebb_hpss_harmonic},
+    {"ebb_mask_finish", fakegpu_twin_ebb_mask_finish},
 };
 
 int ebb_sep_kernel_has_twin(const char *name) {

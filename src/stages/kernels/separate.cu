@@ -44,3 +44,23 @@ extern "C" __global__ void ebb_istft_overlap_add(const float *frames, const floa
   long long s = (long long)blockIdx.x * blockDim.x + threadIdx.x;
   ebb_k_overlap_add(s, frames, win, y, ny, n, hop, pad, nframes);
 }
+
+// grid.x = frames. The REPET-SIM median of the host-chosen frames -> mask.
+extern "C" __global__ void ebb_repet_mask(const float *mag, const int *picks, const int *npicks,
+                                          int k, float *mask, int nbins) {
+  ebb_k_repet_mask(threadIdx.x, blockDim.x, blockIdx.x, mag, picks, npicks, k, mask, nbins);
+}
+
+// grid.x = frames. Harmonic spectrogram (median along time).
+extern "C" __global__ void ebb_hpss_harmonic(const float *mag, float *harm, int nframes,
+                                             int nbins, int ht) {
+  ebb_k_hpss_harm(threadIdx.x, blockDim.x, blockIdx.x, mag, harm, nframes, nbins, ht);
+}
+
+// grid.x = frames. Harmonic mask (median along frequency) and vocal band.
+extern "C" __global__ void ebb_mask_finish(const float *mag, const float *harm, float *mask,
+                                           int nbins, int hpss, int hf, int band_lo,
+                                           int band_hi, float gain) {
+  ebb_k_mask_finish(threadIdx.x, blockDim.x, blockIdx.x, mag, harm, mask, nbins, hpss, hf,
+                    band_lo, band_hi, gain);
+}
