@@ -402,7 +402,7 @@ int ebb_cache_load(const char *dir, const uint8_t key[32], ebb_items *out, const
     }
   }
   free(data);
-  if (rc == EBB_EIO) {
+  if (rc == EBB_EIO || rc == EBB_EINVAL) { /* EINVAL: items the entry names badly (empty, twice) */
     *corrupt = 1;
     unlink(path);
     return 0;
