@@ -105,7 +105,7 @@ def u32(v): return struct.pack("<I", v)
 def u64(v): return struct.pack("<Q", v)
 def item(kind, name, payload):
     return u32(kind) + u32(len(name)) + name + payload
-AUDIO, TENSOR, JSON_, FILE_ = 0, 1, 2, 3
+AUDIO, TENSOR, JSON_, FILE_ = 1, 2, 3, 4  # include/ebb/stage.h ebb_item_kind
 def entry(items):
     return b"EBBCACHE" + u32(1) + u32(len(items)) + b"".join(items)
 audio = item(AUDIO, b"audio", u64(3) + u32(2) + u32(16000) + struct.pack("<6f", 0, .5, -.5, 1, 0, 0))
