@@ -139,6 +139,14 @@ static void test_rate_absurd(void) {
   expect_refused(p, 900, "absurd");
 }
 
+static void test_rate_too_low_to_resample(void) {
+  /* 50 Hz -> 16 kHz is beyond libsamplerate's ratio of 256 (found by fuzz_decode) */
+  char p[600];
+  path_of(p, sizeof p, "rate50.wav");
+  write_raw_wav(p, 1, 50, 200, 200);
+  expect_refused(p, 900, "cannot be resampled to the working rate 16000 Hz");
+}
+
 static void test_too_long(void) {
   char p[600];
   path_of(p, sizeof p, "long.wav");
@@ -194,6 +202,7 @@ int main(void) {
   RUN(test_zero_channels);
   RUN(test_rate_zero);
   RUN(test_rate_absurd);
+  RUN(test_rate_too_low_to_resample);
   RUN(test_too_long);
   RUN(test_broken_mp3);
   RUN(test_bad_arguments);

@@ -19,6 +19,8 @@
 #include "ebb/stage.h"
 
 #define READ_BLOCK 4096 /* frames per read */
+/* libsamplerate converts by ratios in [1/256, 256] (SRC_MAX_RATIO). */
+#define MAX_RESAMPLE_RATIO 256.0
 
 /* --- resampling ------------------------------------------------------------ */
 
@@ -29,6 +31,9 @@ int ebb_audio_resample(const float *in, uint64_t n, uint32_t from, uint32_t to, 
   if (from == 0 || to == 0)
     return ebb_seterr(EBB_EINVAL, "resample: rate 0 (%u Hz -> %u Hz)", from, to);
   double ratio = (double)to / (double)from;
+  if (ratio > MAX_RESAMPLE_RATIO || ratio < 1.0 / MAX_RESAMPLE_RATIO)
+    return ebb_seterr(EBB_EINVAL, "resample %u Hz -> %u Hz: ratio beyond %g", from, to,
+                      MAX_RESAMPLE_RATIO);
   uint64_t want = (uint64_t)llround((double)n * ratio);
   float *y = malloc(sizeof(float) * (size_t)(want + 1));
   if (!y)
@@ -72,7 +77,7 @@ int ebb_audio_resample(const float *in, uint64_t n, uint32_t from, uint32_t to, 
 /* --- checks ---------------------------------------------------------------- */
 
 static int check_header(const char *path, uint32_t rate, uint32_t channels, double max_seconds,
-                        int64_t frames_known) {
+                        int64_t frames_known, uint32_t target) {
   if (channels == 0)
     return ebb_seterr(EBB_EINPUT, "%s: the file declares 0 audio channels", path);
   if (channels > 256)
@@ -83,6 +88,11 @@ static int check_header(const char *path, uint32_t rate, uint32_t channels, doub
   if (rate > EBB_DECODE_MAX_RATE)
     return ebb_seterr(EBB_EINPUT, "%s: sample rate %u Hz is absurd (at most %u)", path, rate,
                       EBB_DECODE_MAX_RATE);
+  if ((double)target / rate > MAX_RESAMPLE_RATIO || (double)rate / target > MAX_RESAMPLE_RATIO)
+    return ebb_seterr(EBB_EINPUT,
+                      "%s: sample rate %u Hz cannot be resampled to the working rate %u Hz "
+                      "(ratio beyond %g)",
+                      path, rate, target, MAX_RESAMPLE_RATIO);
   if (frames_known >= 0 && (double)frames_known / rate > max_seconds)
     return ebb_seterr(EBB_EINPUT, "%s: %.1f s of audio is longer than max_seconds (%g s)", path,
                       (double)frames_known / rate, max_seconds);
@@ -101,7 +111,8 @@ static uint16_t le16(const unsigned char *b) { return (uint16_t)(b[0] | b[1] << 
  * file holds (libsndfile silently reads what is there). Unknown data sizes
  * (0 or 0xFFFFFFFF, written by streaming encoders) are accepted. Other
  * containers (RF64, RIFX, FLAC, ...) are left to libsndfile. */
-static int check_riff(const char *path, long long file_size, double max_seconds) {
+static int check_riff(const char *path, long long file_size, double max_seconds,
+                      uint32_t target) {
   FILE *f = fopen(path, "rb");
   if (!f)
     return ebb_seterr(EBB_EINPUT, "%s: cannot open: %s", path, strerror(errno));
@@ -121,7 +132,7 @@ static int check_riff(const char *path, long long file_size, double max_seconds)
         rc = ebb_seterr(EBB_EINPUT, "%s: truncated: the WAV fmt chunk is cut short", path);
         break;
       }
-      if ((rc = check_header(path, le32(fmt + 4), le16(fmt + 2), max_seconds, -1)) < 0)
+      if ((rc = check_header(path, le32(fmt + 4), le16(fmt + 2), max_seconds, -1, target)) < 0)
         break;
     } else if (memcmp(ch, "data", 4) == 0) {
       long long have = file_size - (pos + 8);
@@ -230,7 +241,8 @@ int ebb_audio_decode_mpg123(const char *path, uint32_t rate, double max_seconds,
     rc = ebb_seterr(EBB_EIO, "%s: libmpg123 did not give float samples (encoding 0x%x)", path, enc);
     goto done;
   }
-  if ((rc = check_header(path, (uint32_t)src_rate, (uint32_t)channels, max_seconds, -1)) < 0)
+  if ((rc = check_header(path, (uint32_t)src_rate, (uint32_t)channels, max_seconds, -1, rate)) <
+      0)
     goto done;
   /* Fix the output format so a stream that changes it mid-way is refused. */
   mpg123_format_none(mh);
@@ -314,7 +326,7 @@ int ebb_audio_decode(const char *path, uint32_t rate, double max_seconds, float 
   int rc = file_checks(path, &fsize);
   if (rc < 0)
     return rc;
-  if ((rc = check_riff(path, fsize, max_seconds)) < 0)
+  if ((rc = check_riff(path, fsize, max_seconds, rate)) < 0)
     return rc;
   SF_INFO sfi;
   memset(&sfi, 0, sizeof sfi);
@@ -330,7 +342,7 @@ int ebb_audio_decode(const char *path, uint32_t rate, double max_seconds, float 
   int major = sfi.format & SF_FORMAT_TYPEMASK;
   if ((rc = check_header(path, (uint32_t)(sfi.samplerate < 0 ? 0 : sfi.samplerate),
                          (uint32_t)(sfi.channels < 0 ? 0 : sfi.channels), max_seconds,
-                         sfi.frames)) < 0)
+                         sfi.frames, rate)) < 0)
     goto done;
   if (sfi.frames == 0) {
     rc = ebb_seterr(EBB_EINPUT, "%s: empty: the file holds no audio frames", path);
