@@ -127,10 +127,11 @@ static int ends_with(const char *s, const char *suf) {
   return n >= m && !strcmp(s + n - m, suf);
 }
 
-/* Configuration and input errors found before any stage ran: exit 2. */
+/* Configuration and input errors found before any stage ran, and a stage
+ * refusing its input or options (decode on a file that is not audio): exit 2. */
 static int is_usage_error(const ebb_job_result *res) {
   if (res->stage[0])
-    return 0;
+    return res->code == EBB_EINPUT || res->code == EBB_ECONFIG;
   switch (res->code) {
   case EBB_ECONFIG:
   case EBB_ENOTFOUND:

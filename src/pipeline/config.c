@@ -294,7 +294,7 @@ static int config_new(ebb_config **out) {
 }
 
 int ebb_config_load_string(const char *text, const char *name, ebb_config **out) {
-  ebb_config *c;
+  ebb_config *c = NULL;
   int rc = config_new(&c);
   if (rc)
     return rc;
@@ -307,7 +307,7 @@ int ebb_config_load_string(const char *text, const char *name, ebb_config **out)
 }
 
 int ebb_config_load(const char *path, ebb_config **out) {
-  ebb_config *c;
+  ebb_config *c = NULL;
   int rc = config_new(&c);
   if (rc || !path) {
     if (!rc)
