@@ -139,7 +139,7 @@ assert o["weights_mib"]["type"] == "number" and "default" in o["weights_mib"]' |
 # a stage refusing its input (decode on a file that is not audio) is bad
 # input too: exit 2, with the stage and the file named
 echo "not audio at all" > "$T/notaudio.wav"
-"$EBB" run --pipeline songtrace --no-cache -o "$T/o" "$T/notaudio.wav" > "$T/out" 2> "$T/err"
+"$EBB" run --pipeline songtrace --device cpu --no-cache -o "$T/o" "$T/notaudio.wav" > "$T/out" 2> "$T/err"
 rc=$?
 [ "$rc" = 2 ] || fail "decode on a non-audio file: exit $rc, want 2; stderr: $(cat "$T/err")"
 grep -q "stage 'decode'.*$T/notaudio.wav" "$T/err" || fail "decode on a non-audio file: $(cat "$T/err")"
