@@ -37,6 +37,7 @@ asan: deps
 nocuda-build: deps
 	cmake -S . -B build-nocuda -DCMAKE_BUILD_TYPE=Release -DEBB_WERROR=$(WERROR) -DEBB_CUDA_KERNELS=OFF -DEBB_HIDE_CUDA_TOOLKIT=ON
 	cmake --build build-nocuda -j $(JOBS)
+	cd build-nocuda && ctest --output-on-failure -j $(JOBS) --timeout 300
 
 clean:
 	rm -rf $(BUILD) $(ASAN_BUILD) build-nocuda
