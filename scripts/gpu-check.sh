@@ -10,8 +10,9 @@
 # 4. runs the device tests against the real driver (EBB_REAL_GPU=1: the tests
 #    drop the fake driver's paths and skip, saying so, only what needs the fake)
 # 5. prints the GPU's memory.used/free/total before and after
-# Later steps (the synthetic and songtrace pipelines, the released-vs-nvidia-smi
-# table) go in the marked place below.
+# 5. the synthetic pipeline and 6. songtrace on cuda:0, each followed by a
+#    table of what ebb logged as released against what nvidia-smi saw
+# 7. what the process holds after a job
 #
 # It never changes the card's settings: no persistence mode, clocks, resets or
 # compute mode; only nvidia-smi queries. Everything it prints is also written
@@ -92,14 +93,79 @@ else
 fi
 gpu_mem "after the device tests"
 
-# ============================================================================
-# LATER STEPS GO HERE (added by later issues; keep each one a numbered step):
-#   5. synthetic pipeline: ebb run --pipeline synthetic on cuda:0, its
-#      "[stage] released N MiB" lines
-#   6. songtrace pipeline on a generated song
-#   7. the released-vs-nvidia-smi table: per stage, what ebb says it released
-#      and what nvidia-smi's memory.used says went back
-# ============================================================================
+# --- 5-7. pipelines, measured from outside with nvidia-smi ---------------------
+# The hook runs nvidia-smi as a separate process around every release (ebb
+# starts it with posix_spawn after the stage's release). Per-process figures
+# come from --query-compute-apps; where the container hides processes from
+# nvidia-smi, the GPU-wide memory.used is used instead (and said so).
+cat > "$BUILD/gpu-check-hook.sh" <<'SH'
+used=$(nvidia-smi --query-compute-apps=pid,used_memory --format=csv,noheader,nounits |
+       awk -F', *' -v p="$EBB_HOOK_PID" '$1 == p {s += $2; n++} END {if (n) print s; else print "-"}')
+gpu=$(nvidia-smi --query-gpu=memory.used --format=csv,noheader,nounits | head -1)
+echo "$EBB_HOOK_EVENT $EBB_HOOK_STAGE ${EBB_HOOK_RELEASED_BYTES:-0} $used $gpu" >> "$HOOK_LOG"
+SH
+
+# run_measured LABEL EBB-RUN-ARGS...: runs ebb with the hook, then prints the
+# table of what ebb logged as released against what nvidia-smi saw go back.
+run_measured() {
+  local label=$1; shift
+  local out=$BUILD/gpu-check-$label
+  rm -rf "$out" && mkdir -p "$out"
+  export HOOK_LOG=$out/hook.log
+  EBB_STAGE_HOOK="bash $BUILD/gpu-check-hook.sh" "$BUILD/ebb" run --device cuda:0 --no-cache \
+    -o "$out" --timeline "$out/timeline.svg" "$@" >"$out/stdout" 2>"$out/stderr"
+  local rc=$?
+  cat "$out/stdout"
+  [ "$rc" = 0 ] || { tail -5 "$out/stderr"; fail "$label: ebb run exited $rc"; }
+  echo
+  echo "$label: released by ebb (its log line) against nvidia-smi (MiB)"
+  awk -v logf="$out/stdout" '
+    BEGIN {
+      while ((getline l < logf) > 0)
+        if (match(l, /^\[[^]]+\] released [0-9]+ MiB of GPU memory$/)) {
+          split(l, w, " "); st = substr(w[1], 2, length(w[1]) - 2); logged[st] = w[3]
+        }
+      printf "  %-22s %12s %14s %14s %8s\n", "stage", "ebb logged", "process drop", "GPU-wide drop", "differ"
+    }
+    $1 == "before-release" { pb[$2] = $4; gb[$2] = $5 }
+    $1 == "after-stage" || $1 == "after-job" {
+      st = $2; key = ($1 == "after-job") ? "pipeline " st : st
+      l = (key in logged) ? logged[key] : 0
+      if ($1 == "after-job") { pd = "-"; gd = "-" } else {
+        # listed before the release and gone after it: it holds 0
+        pd = (pb[st] != "-") ? pb[st] - ($4 == "-" ? 0 : $4) : "-"
+        gd = gb[st] - $5
+      }
+      ref = (pd != "-") ? pd : gd
+      d = (ref != "-") ? l - ref : "-"
+      if (l > 0 || (ref != "-" && ref != 0))
+        printf "  %-22s %12s %14s %14s %8s\n", key, l, pd, gd, d
+    }' "$HOOK_LOG"
+  echo "  (hook log: $HOOK_LOG; timeline: $out/timeline.svg)"
+  gpu_mem "after $label"
+}
+
+step "5. synthetic pipeline on cuda:0 (weights 1, 4 and 2 GiB with caches)"
+cat > "$BUILD/gpu-check-synthetic.json" <<'JSON'
+{"pipelines": {"gpucheck": {"stages": [
+  {"stage": "synthetic", "name": "a", "cache": false, "options":
+    {"weights_mib": 1024, "activations_mib": 256, "cache_mib": 256}},
+  {"stage": "synthetic", "name": "b", "cache": false, "options":
+    {"weights_mib": 4096, "activations_mib": 512, "cache_mib": 512, "leak_mib": 64}},
+  {"stage": "synthetic", "name": "c", "cache": false, "options":
+    {"weights_mib": 2048, "activations_mib": 256, "cache_mib": 256, "outside_mib": 128}}]}}}
+JSON
+run_measured synthetic --pipeline gpucheck --config "$BUILD/gpu-check-synthetic.json" "$ROOT/README.md"
+echo "(also the built-in one: ebb run --pipeline synthetic)"
+run_measured synthetic-builtin --pipeline synthetic "$ROOT/README.md"
+
+step "6. songtrace on the generated song (GPU kernels from the fatbin)"
+run_measured songtrace --pipeline songtrace "$BUILD/samples/demo.wav"
+grep -E "^\[(separate|pitch)\]" "$BUILD/gpu-check-songtrace/stdout" | grep -iE "kernel|cpu|fall" || true
+
+step "7. idle: the process holds nothing after a job (checked while it is still alive)"
+awk '$1 == "after-job" {print "  after the job ebb holds (per process, MiB): " $4 "; GPU-wide used: " $5}' \
+  "$BUILD/gpu-check-songtrace/hook.log"
 
 # --- end -------------------------------------------------------------------------
 step "summary"
