@@ -306,7 +306,7 @@ int ebb_separate_gpu(ebb_stage_ctx *ctx, const void *image, const ebb_sep_option
   if ((rc = inverse_to_host(&g, &s, g.d_voc, voc)) < 0)
     goto done;
   rc = inverse_to_host(&g, &s, g.d_mix, acc);
-done:
+done:; /* C17: a label cannot be followed by a declaration (clang rejects it) */
   /* reverse order of allocation; a zero handle was never allocated */
   uint64_t *bufs[] = {&g.d_harm, &g.d_npicks, &g.d_picks, &g.d_y,   &g.d_mask, &g.d_mag,
                       &g.d_voc,  &g.d_mix,    &g.d_tw,    &g.d_win, &g.d_x};
