@@ -1,4 +1,5 @@
 #include "base/log.h"
+#include "base/text.h"
 
 #include <pthread.h>
 #include <stdarg.h>
@@ -17,22 +18,6 @@ ebb_log_format ebb_log_get_format(void) { return log_format; }
 void ebb_log_set_level(ebb_log_level min) { log_min = min; }
 void ebb_log_set_stream(FILE *f) { log_stream = f; }
 
-static void json_str(FILE *f, const char *s) {
-  fputc('"', f);
-  for (; s && *s; s++) {
-    unsigned char c = (unsigned char)*s;
-    if (c == '"' || c == '\\')
-      fprintf(f, "\\%c", c);
-    else if (c == '\n')
-      fputs("\\n", f);
-    else if (c < 0x20)
-      fprintf(f, "\\u%04x", c);
-    else
-      fputc(c, f);
-  }
-  fputc('"', f);
-}
-
 static void emit(ebb_log_level level, const char *scope, const ebb_log_field *fields,
                  int nfields, const char *fmt, va_list ap) {
   if (level < log_min)
@@ -48,16 +33,16 @@ static void emit(ebb_log_level level, const char *scope, const ebb_log_field *fi
             (double)ts.tv_sec + (double)ts.tv_nsec / 1e9, level_names[level]);
     if (scope) {
       fputs(",\"scope\":", f);
-      json_str(f, scope);
+      ebb_write_json_str(f, scope);
     }
     fputs(",\"msg\":", f);
-    json_str(f, msg);
+    ebb_write_json_str(f, msg);
     for (int i = 0; i < nfields; i++) {
       fputc(',', f);
-      json_str(f, fields[i].key);
+      ebb_write_json_str(f, fields[i].key);
       fputc(':', f);
       switch (fields[i].type) {
-      case EBB_LF_STR: json_str(f, fields[i].v.s); break;
+      case EBB_LF_STR: ebb_write_json_str(f, fields[i].v.s); break;
       case EBB_LF_I64: fprintf(f, "%lld", (long long)fields[i].v.i); break;
       case EBB_LF_U64: fprintf(f, "%llu", (unsigned long long)fields[i].v.u); break;
       case EBB_LF_F64: fprintf(f, "%.6g", fields[i].v.f); break;

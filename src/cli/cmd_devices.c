@@ -3,6 +3,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "base/text.h"
 #include "cli/commands.h"
 #include "device/device.h"
 
@@ -23,19 +24,6 @@ static void fmt_mem(uint64_t b, char *buf, size_t len) {
     snprintf(buf, len, "%llu MiB", (unsigned long long)(b >> 20));
 }
 
-static void json_str(const char *s) {
-  putchar('"');
-  for (; s && *s; s++) {
-    unsigned char c = (unsigned char)*s;
-    if (c == '"' || c == '\\')
-      printf("\\%c", c);
-    else if (c < 0x20)
-      printf("\\u%04x", c);
-    else
-      putchar(c);
-  }
-  putchar('"');
-}
 
 typedef struct cpu_info {
   int ok;
@@ -97,11 +85,11 @@ static void print_text(const ebb_probe *p, int want, const cpu_info *cpu, int sh
 static void print_json(const ebb_probe *p, int want, const cpu_info *cpu, int show_cuda,
                        int show_cpu) {
   printf("{\"driver\":{\"loaded\":%s,\"path\":", p->driver_loaded ? "true" : "false");
-  json_str(show_cuda ? p->driver_path : "");
+  ebb_write_json_str(stdout, show_cuda ? p->driver_path : "");
   printf(",\"version\":%d,\"why\":", p->driver_version);
-  json_str(show_cuda ? p->why : "not probed (--device cpu)");
+  ebb_write_json_str(stdout, show_cuda ? p->why : "not probed (--device cpu)");
   printf("},\"nvml\":{\"loaded\":%s,\"driver\":", p->nvml_loaded ? "true" : "false");
-  json_str(p->nvml_driver);
+  ebb_write_json_str(stdout, p->nvml_driver);
   printf("},\"devices\":[");
   int first = 1;
   for (int i = 0; show_cuda && p->driver_loaded && i < p->ndevices; i++) {
@@ -110,9 +98,9 @@ static void print_json(const ebb_probe *p, int want, const cpu_info *cpu, int sh
       continue;
     printf("%s{\"device\":\"cuda:%d\",\"index\":%d,\"name\":", first ? "" : ",", d->index,
            d->index);
-    json_str(d->name);
+    ebb_write_json_str(stdout, d->name);
     printf(",\"uuid\":");
-    json_str(d->uuid);
+    ebb_write_json_str(stdout, d->uuid);
     printf(",\"total_bytes\":%llu,\"free_bytes\":", (unsigned long long)d->total_bytes);
     if (p->nvml_loaded && d->free_bytes)
       printf("%llu", (unsigned long long)d->free_bytes);
@@ -120,13 +108,13 @@ static void print_json(const ebb_probe *p, int want, const cpu_info *cpu, int sh
       printf("null");
     printf(",\"compute_capability\":\"%d.%d\",\"vmm\":%s,\"found_through\":", d->cc_major,
            d->cc_minor, d->vmm ? "true" : "false");
-    json_str(p->driver_path);
+    ebb_write_json_str(stdout, p->driver_path);
     printf("}");
     first = 0;
   }
   if (show_cpu && cpu->ok) {
     printf("%s{\"device\":\"cpu\",\"index\":-1,\"name\":", first ? "" : ",");
-    json_str(cpu->name);
+    ebb_write_json_str(stdout, cpu->name);
     printf(",\"total_bytes\":%llu,\"free_bytes\":%llu,\"vmm\":true,\"found_through\":\"host "
            "memory\"}",
            (unsigned long long)cpu->total, (unsigned long long)cpu->free_bytes);

@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "memory/internal.h"
+#include "base/text.h"
 #include "memory/ledger_internal.h"
 
 static const char *kind_names[] = {
@@ -187,19 +188,6 @@ void ledger_snap_free(ledger_snap *s) {
   memset(s, 0, sizeof *s);
 }
 
-void json_str(FILE *f, const char *s) {
-  fputc('"', f);
-  for (const unsigned char *p = (const unsigned char *)(s ? s : ""); *p; p++) {
-    if (*p == '"' || *p == '\\')
-      fprintf(f, "\\%c", *p);
-    else if (*p < 0x20)
-      fprintf(f, "\\u%04x", *p);
-    else
-      fputc(*p, f);
-  }
-  fputc('"', f);
-}
-
 int ebb_ledger_write_json(ebb_ledger *l, FILE *f) {
   if (!l || !f)
     return ebb_seterr(EBB_EINVAL, "ebb_ledger_write_json: ledger and stream are required");
@@ -208,13 +196,13 @@ int ebb_ledger_write_json(ebb_ledger *l, FILE *f) {
   if (rc)
     return rc;
   fprintf(f, "{\"device\":");
-  json_str(f, s.device);
+  ebb_write_json_str(f, s.device);
   fprintf(f, ",\"t0_ns\":%" PRIu64 ",\"dropped\":%" PRIu64 ",\"owners\":[", s.t0, s.dropped);
   int first = 1;
   for (size_t i = 0; i < s.nnames; i++)
     if (s.names[i]) {
       fprintf(f, "%s{\"id\":%zu,\"name\":", first ? "" : ",", i);
-      json_str(f, s.names[i]);
+      ebb_write_json_str(f, s.names[i]);
       fputc('}', f);
       first = 0;
     }
@@ -225,10 +213,10 @@ int ebb_ledger_write_json(ebb_ledger *l, FILE *f) {
             ebb_ledger_kind_name(e->kind));
     if (e->kind == EBB_EV_MARK) {
       fprintf(f, ",\"label\":");
-      json_str(f, e->label);
+      ebb_write_json_str(f, e->label);
     } else if (e->owner_id) {
       fprintf(f, ",\"owner\":");
-      json_str(f, e->label);
+      ebb_write_json_str(f, e->label);
     }
     fprintf(f,
             ",\"addr\":%" PRIu64 ",\"bytes\":%" PRIu64 ",\"owner_bytes\":%" PRIu64

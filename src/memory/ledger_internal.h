@@ -33,6 +33,5 @@ typedef struct ledger_snap {
 int ledger_snapshot(ebb_ledger *l, ledger_snap *s);
 void ledger_snap_free(ledger_snap *s);
 const char *ledger_name_locked(const ebb_ledger *l, uint32_t id);
-void json_str(FILE *f, const char *s);
 
 #endif

@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "memory/internal.h"
+#include "base/text.h"
 #include "memory/ledger_internal.h"
 
 #define W 1000
@@ -24,19 +25,6 @@ static const char *palette[] = {"#4e79a7", "#f28e2b", "#b07aa1", "#e15759", "#76
                                 "#edc948", "#9c755f", "#ff9da7", "#2f4b7c", "#bab0ac"};
 #define NPAL (sizeof palette / sizeof *palette)
 
-static void xml_str(FILE *f, const char *s) {
-  for (const char *p = s ? s : ""; *p; p++) {
-    switch (*p) {
-    case '<': fputs("&lt;", f); break;
-    case '>': fputs("&gt;", f); break;
-    case '&': fputs("&amp;", f); break;
-    case '"': fputs("&quot;", f); break;
-    default:
-      if ((unsigned char)*p >= 0x20)
-        fputc(*p, f);
-    }
-  }
-}
 
 /* A "nice" tick step for a range: 1, 2 or 5 times a power of ten. */
 static double nice_step(double range, int want) {
@@ -155,10 +143,10 @@ int ebb_ledger_write_svg(ebb_ledger *l, FILE *f, const char *title) {
   fprintf(f, "<rect width=\"%d\" height=\"%d\" fill=\"#ffffff\"/>\n", W, H);
   fprintf(f, "<text x=\"%d\" y=\"26\" font-size=\"17\" font-weight=\"bold\" fill=\"#222\">", ML);
   if (title)
-    xml_str(f, title);
+    ebb_write_xml_text(f, title);
   else {
     fputs("Device memory on ", f);
-    xml_str(f, s.device);
+    ebb_write_xml_text(f, s.device);
   }
   fprintf(f, "</text>\n<text x=\"%d\" y=\"44\" font-size=\"11\" fill=\"#666\">"
              "bytes in live blocks, stacked by owner; dashed: reserved from the driver; "
@@ -227,7 +215,7 @@ int ebb_ledger_write_svg(ebb_ledger *l, FILE *f, const char *title) {
       fprintf(f, "<text transform=\"translate(%.1f %d) rotate(-90)\" font-size=\"10\" "
                  "text-anchor=\"end\" fill=\"#555\">",
               x + 11, MT + 4);
-      xml_str(f, e->label);
+      ebb_write_xml_text(f, e->label);
       fprintf(f, "</text>\n");
     } else if (e->kind == EBB_EV_RELEASE && e->bytes) {
       double y = MT + 14 + 14 * (nrel++ % 3);
@@ -259,7 +247,7 @@ int ebb_ledger_write_svg(ebb_ledger *l, FILE *f, const char *title) {
     fprintf(f, "<rect x=\"%d\" y=\"%d\" width=\"13\" height=\"13\" fill=\"%s\"/>\n", lx, y - 10,
             palette[k % NPAL]);
     fprintf(f, "<text x=\"%d\" y=\"%d\" font-size=\"11\" fill=\"#222\">", lx + 19, y);
-    xml_str(f, ids[k] < s.nnames && s.names[ids[k]] ? s.names[ids[k]] : "?");
+    ebb_write_xml_text(f, ids[k] < s.nnames && s.names[ids[k]] ? s.names[ids[k]] : "?");
     fprintf(f, " (%s)</text>\n", b);
   }
   if (nown > 24)

@@ -196,7 +196,17 @@ static int finish(const char *path, float *mono, uint64_t n, uint32_t src_rate, 
   }
   int rc = ebb_audio_resample(mono, n, src_rate, rate, out, frames);
   free(mono);
-  return rc < 0 ? ebb_errctx(rc, "%s: ", path) : 0;
+  if (rc < 0)
+    return ebb_errctx(rc, "%s: ", path);
+  if (*frames == 0) { /* shorter than one sample at the working rate */
+    free(*out);
+    *out = NULL;
+    return ebb_seterr(EBB_EINPUT,
+                      "%s: too short: %" PRIu64 " frames at %u Hz are less than one sample at "
+                      "%u Hz",
+                      path, n, src_rate, rate);
+  }
+  return 0;
 }
 
 /* --- libmpg123 ------------------------------------------------------------- */
