@@ -1,5 +1,6 @@
 /* What `ebb run`, `ebb pipelines` and `ebb stages` share: the config file and
  * the stage registry with its plugins. */
+#include <getopt.h>
 #include <stdio.h>
 
 #include "cli/commands.h"
@@ -26,4 +27,36 @@ int ebb_cli_load(const char *config_path, ebb_config **cfg, ebb_registry **reg) 
     return EBB_EXIT_USAGE;
   }
   return EBB_EXIT_OK;
+}
+
+int ebb_cli_list_options(int argc, char **argv, void (*usage)(FILE *), const char **config,
+                         int *json) {
+  static const struct option longopts[] = {{"config", required_argument, NULL, 'c'},
+                                           {"json", no_argument, NULL, 'j'},
+                                           {"help", no_argument, NULL, 'h'},
+                                           {NULL, 0, NULL, 0}};
+  int c;
+  *config = NULL;
+  *json = 0;
+  optind = 1;
+  opterr = 0;
+  while ((c = getopt_long(argc, argv, "h", longopts, NULL)) != -1) {
+    if (c == 'c')
+      *config = optarg;
+    else if (c == 'j')
+      *json = 1;
+    else if (c == 'h') {
+      usage(stdout);
+      return EBB_EXIT_OK;
+    } else {
+      fprintf(stderr, "ebb %s: bad option '%s'\n", argv[0], argv[optind - 1]);
+      usage(stderr);
+      return EBB_EXIT_USAGE;
+    }
+  }
+  if (optind != argc) {
+    fprintf(stderr, "ebb %s: unexpected argument '%s'\n", argv[0], argv[optind]);
+    return EBB_EXIT_USAGE;
+  }
+  return -1;
 }

@@ -23,32 +23,11 @@ static void print_default(const json_t *v) {
 }
 
 int ebb_cmd_stages(int argc, char **argv) {
-  static const struct option longopts[] = {{"config", required_argument, NULL, 'c'},
-                                           {"json", no_argument, NULL, 'j'},
-                                           {"help", no_argument, NULL, 'h'},
-                                           {NULL, 0, NULL, 0}};
-  const char *config = NULL;
-  int json = 0, c;
-  optind = 1;
-  opterr = 0;
-  while ((c = getopt_long(argc, argv, "h", longopts, NULL)) != -1) {
-    if (c == 'c')
-      config = optarg;
-    else if (c == 'j')
-      json = 1;
-    else if (c == 'h') {
-      usage(stdout);
-      return EBB_EXIT_OK;
-    } else {
-      fprintf(stderr, "ebb stages: bad option '%s'\n", argv[optind - 1]);
-      usage(stderr);
-      return EBB_EXIT_USAGE;
-    }
-  }
-  if (optind != argc) {
-    fprintf(stderr, "ebb stages: unexpected argument '%s'\n", argv[optind]);
-    return EBB_EXIT_USAGE;
-  }
+  const char *config;
+  int json;
+  int stop = ebb_cli_list_options(argc, argv, usage, &config, &json);
+  if (stop >= 0)
+    return stop;
   ebb_config *cfg;
   ebb_registry *reg;
   int status = ebb_cli_load(config, &cfg, &reg);

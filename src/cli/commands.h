@@ -4,6 +4,8 @@
 #ifndef EBB_CLI_COMMANDS_H
 #define EBB_CLI_COMMANDS_H
 
+#include <stdio.h>
+
 typedef struct ebb_command {
   const char *name;
   const char *summary;
@@ -23,6 +25,12 @@ int ebb_cmd_stages(int argc, char **argv);
 struct ebb_config;
 struct ebb_registry;
 int ebb_cli_load(const char *config_path, struct ebb_config **cfg, struct ebb_registry **reg);
+
+/* The options `ebb pipelines` and `ebb stages` share: [--config FILE]
+ * [--json] [--help]. Returns -1 to go on, else the exit status to return
+ * (0 after --help, EBB_EXIT_USAGE with a message). (cmd_common.c) */
+int ebb_cli_list_options(int argc, char **argv, void (*usage)(FILE *), const char **config,
+                         int *json);
 
 #define EBB_EXIT_OK 0
 #define EBB_EXIT_FAILED 1
