@@ -46,7 +46,7 @@ static size_t ndict;
 /* The input being run, for the crash handlers. */
 static const uint8_t *cur_data;
 static size_t cur_size;
-static char cur_what[700];
+static char cur_what[800];
 static char crash_path[700];
 static volatile sig_atomic_t reported;
 
