@@ -668,3 +668,125 @@ out:
   }
   return res->code;
 }
+
+/* --- pipelines kept loaded (for the manager, src/pipeline/manager.c) --------- */
+int ebb_runner_load_pipeline(ebb_runner *r, const ebb_pipeline_def *p, const char *outdir,
+                             ebb_job_result *res) {
+  memset(res, 0, sizeof *res);
+  if (!r || !p || !outdir)
+    return fail(res, EBB_EINVAL, NULL, "runner: no pipeline or output directory to load");
+  int rc = ebb_runner_check(r, p);
+  if (rc)
+    return fail(res, rc, NULL, "%s", ebb_errmsg());
+  if (mkdir_p(outdir) != 0)
+    return fail(res, EBB_EINPUT, NULL, "output directory %s: %s", outdir, strerror(errno));
+  for (size_t i = 0; i < p->nstages && !rc; i++) {
+    const ebb_stage_def *d = &p->stages[i];
+    const ebb_stage *st;
+    json_t *merged = NULL;
+    if ((rc = check_stage(r->reg, p, d, &st, &merged)) != 0) {
+      fail(res, rc, d->name, "%s", ebb_errmsg());
+      break;
+    }
+    char *opts = json_dumps(merged, JSON_COMPACT | JSON_SORT_KEYS);
+    json_decref(merged);
+    if (!opts) {
+      rc = fail(res, EBB_ENOMEM, d->name, "stage '%s': out of host memory", d->name);
+      break;
+    }
+    inst *in = find_inst(r, p->name, d->name);
+    if (in && (in->st != st || strcmp(in->opts, opts) != 0)) {
+      res->released_bytes += inst_release(r, in, 0, NULL, NULL, 0);
+      in = NULL;
+    }
+    if (!in) {
+      in = calloc(1, sizeof *in);
+      if (!in || !(in->opts = strdup(opts)) ||
+          (rc = ebb_owner_create(r->alloc, d->name, NULL, &in->owner)) != 0) {
+        if (in)
+          free(in->opts);
+        free(in);
+        free(opts);
+        rc = fail(res, rc ? rc : EBB_ENOMEM, d->name, "stage '%s': %s", d->name,
+                  rc ? ebb_errmsg() : "out of host memory");
+        break;
+      }
+      snprintf(in->pipeline, sizeof in->pipeline, "%s", p->name);
+      in->st = st;
+      ebb_sctx_init(&in->ctx, r->dev, in->owner, d->name, outdir);
+      in->ctx.on_oom = on_oom;
+      in->ctx.on_oom_arg = r;
+      in->next = r->pool;
+      r->pool = in;
+    }
+    free(opts);
+    in->policy = (ebb_policy){EBB_POLICY_NEVER, 0};
+    in->quiet = 0;
+    if (in->loaded)
+      continue;
+    in->running = 1;
+    ebb_sctx_clear_error(&in->ctx);
+    mark(r, d->name, "load");
+    ebb_clearerr();
+    rc = st->load(&in->ctx.pub, in->opts, &in->state);
+    in->running = 0;
+    in->last_used = ebb_now();
+    if (rc == 0) {
+      in->loaded = 1;
+    } else {
+      const char *why = in->ctx.err_msg[0] ? in->ctx.err_msg : ebb_errmsg();
+      fail(res, rc, d->name, "stage '%s' (%s) failed to load: %s", d->name, st->name, why);
+    }
+  }
+  return res->code;
+}
+
+int ebb_runner_unload_pipeline(ebb_runner *r, const char *pipeline, int with_context,
+                               uint64_t *released) {
+  uint64_t total = 0;
+  int err = 0;
+  /* the pool is newest first: release from the tail so stages go in load order */
+  for (;;) {
+    inst *last = NULL;
+    for (inst *in = r->pool; in; in = in->next)
+      if (!strcmp(in->pipeline, pipeline))
+        last = in;
+    if (!last)
+      break;
+    int uerr;
+    char umsg[1024] = "";
+    last->quiet = 0; /* leaks are reported whatever the policy was */
+    total += inst_release(r, last, 0, &uerr, umsg, sizeof umsg);
+    if (uerr && !err)
+      err = ebb_seterr(uerr, "pipeline '%s': a stage failed to unload: %s", pipeline, umsg);
+  }
+  if (with_context && !r->pool) {
+    char scope[160];
+    snprintf(scope, sizeof scope, "pipeline %s", pipeline);
+    total += release_context(r, scope);
+  }
+  if (released)
+    *released = total;
+  return err;
+}
+
+int ebb_runner_pipeline_bytes(ebb_runner *r, const char *pipeline, uint64_t *current,
+                              uint64_t *peak) {
+  uint64_t cur = 0, pk = 0;
+  int n = 0;
+  for (inst *in = r->pool; in; in = in->next) {
+    if (strcmp(in->pipeline, pipeline) || !in->owner)
+      continue;
+    ebb_owner_stats os = {.size = sizeof os};
+    if (ebb_owner_get_stats(in->owner, &os) == 0) {
+      cur += os.tree_bytes;
+      pk += os.bytes.peak;
+    }
+    n += in->loaded;
+  }
+  if (current)
+    *current = cur;
+  if (peak)
+    *peak = pk;
+  return n;
+}

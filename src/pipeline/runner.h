@@ -108,3 +108,23 @@ int ebb_runner_evict_idle(ebb_runner *r, double now, uint64_t *released);
 int ebb_runner_loaded(const ebb_runner *r);
 
 #endif
+
+/* --- pipelines kept loaded (for the manager) ---------------------------------
+ * Loads every stage instance of p (reusing instances already loaded with the
+ * same definition) and keeps them under policy never, without running
+ * anything: a later job of p with policy never runs them without reloading.
+ * outdir (borrowed; must outlive the instances) is where the stages write.
+ * On failure res says which stage; instances loaded so far stay loaded (call
+ * ebb_runner_unload_pipeline). */
+int ebb_runner_load_pipeline(ebb_runner *r, const ebb_pipeline_def *p, const char *outdir,
+                             ebb_job_result *res);
+/* Releases every instance of the pipeline named (in load order; leaks are
+ * reported and freed by ebb), then, when with_context and nothing remains
+ * loaded, the device context. *released (may be NULL): bytes handed back.
+ * Returns the first unload error (the instances are released anyway). */
+int ebb_runner_unload_pipeline(ebb_runner *r, const char *pipeline, int with_context,
+                               uint64_t *released);
+/* Device bytes held now (owners' trees) and the sum of the owners' peaks of
+ * the pipeline's instances; returns how many are loaded. */
+int ebb_runner_pipeline_bytes(ebb_runner *r, const char *pipeline, uint64_t *current,
+                              uint64_t *peak);
