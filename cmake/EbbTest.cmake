@@ -34,5 +34,6 @@ function(ebb_sh_test name script)
   add_test(NAME ${name} COMMAND bash ${script})
   ebb_test_env(${name})
   set_property(TEST ${name} APPEND PROPERTY ENVIRONMENT
-    "EBB=$<TARGET_FILE:ebb>")
+    "EBB=$<TARGET_FILE:ebb>"
+    "EBB_WORKER=$<TARGET_FILE:ebb-worker>")
 endfunction()

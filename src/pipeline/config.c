@@ -86,6 +86,8 @@ static void stage_def_free(ebb_stage_def *s) {
   free(s->stage);
   free(s->name);
   json_decref(s->options);
+  free(s->worker);
+  json_decref(s->worker_args);
 }
 
 static void pipeline_def_free(ebb_pipeline_def *p) {
@@ -135,9 +137,38 @@ static int only_keys(json_t *obj, const char *const *allowed, const char *where)
   return 0;
 }
 
-static int parse_stage(json_t *js, const char *where, ebb_stage_def *out) {
+/* "worker": a path with a '/' is relative to the config's directory; a bare
+ * name is looked up in PATH when the worker starts. */
+static int parse_worker(json_t *js, const char *where, const char *base_dir, ebb_stage_def *out) {
+  json_t *wk = json_object_get(js, "worker"), *wa = json_object_get(js, "worker_args");
+  if (wk && (!json_is_string(wk) || !*json_string_value(wk)))
+    return ebb_seterr(EBB_ECONFIG, "%s: \"worker\" must be the path of an executable", where);
+  if (wa && !wk)
+    return ebb_seterr(EBB_ECONFIG, "%s: \"worker_args\" needs \"worker\"", where);
+  if (wa && !json_is_array(wa))
+    return ebb_seterr(EBB_ECONFIG, "%s: \"worker_args\" must be an array of strings", where);
+  for (size_t i = 0; wa && i < json_array_size(wa); i++)
+    if (!json_is_string(json_array_get(wa, i)))
+      return ebb_seterr(EBB_ECONFIG, "%s: worker_args[%zu] must be a string", where, i);
+  if (!wk)
+    return 0;
+  const char *s = json_string_value(wk);
+  if (s[0] != '/' && strchr(s, '/') && base_dir) {
+    if ((out->worker = malloc(strlen(base_dir) + strlen(s) + 2)))
+      sprintf(out->worker, "%s/%s", base_dir, s);
+  } else {
+    out->worker = strdup(s);
+  }
+  out->worker_args = wa ? json_incref(wa) : json_array();
+  out->isolate = 1;
+  if (!out->worker || !out->worker_args)
+    return ebb_seterr(EBB_ENOMEM, "%s: out of host memory", where);
+  return 0;
+}
+
+static int parse_stage(json_t *js, const char *where, const char *base_dir, ebb_stage_def *out) {
   static const char *const keys[] = {"stage", "name", "options", "isolate", "timeout_s", "cache",
-                                     NULL};
+                                     "worker", "worker_args", NULL};
   if (!json_is_object(js))
     return ebb_seterr(EBB_ECONFIG, "%s: a stage entry must be an object", where);
   int rc = only_keys(js, keys, where);
@@ -166,10 +197,14 @@ static int parse_stage(json_t *js, const char *where, ebb_stage_def *out) {
   out->cache = ca ? json_is_true(ca) : 1;
   if (!out->stage || !out->name || !out->options)
     return ebb_seterr(EBB_ENOMEM, "%s: out of host memory", where);
-  return 0;
+  if (iso && !json_is_true(iso) && json_object_get(js, "worker"))
+    return ebb_seterr(EBB_ECONFIG, "%s: a \"worker\" stage always runs isolated (\"isolate\": "
+                      "false contradicts it)", where);
+  return parse_worker(js, where, base_dir, out);
 }
 
-static int parse_pipeline(const char *name, json_t *jp, const char *origin, ebb_pipeline_def *p) {
+static int parse_pipeline(const char *name, json_t *jp, const char *origin, const char *base_dir,
+                          ebb_pipeline_def *p) {
   static const char *const keys[] = {"stages", "release", "description", NULL};
   char where[768];
   snprintf(where, sizeof where, "%s: pipeline '%s'", origin, name);
@@ -204,7 +239,7 @@ static int parse_pipeline(const char *name, json_t *jp, const char *origin, ebb_
     char sw[900];
     snprintf(sw, sizeof sw, "%s stage #%zu", where, i + 1);
     p->nstages++;
-    if ((rc = parse_stage(json_array_get(stages, i), sw, &p->stages[i])))
+    if ((rc = parse_stage(json_array_get(stages, i), sw, base_dir, &p->stages[i])))
       return rc;
     for (size_t j = 0; j < i; j++)
       if (!strcmp(p->stages[j].name, p->stages[i].name))
@@ -229,7 +264,7 @@ static int merge(ebb_config *c, json_t *root, const char *origin, const char *ba
   json_t *jp;
   json_object_foreach(pipes, name, jp) {
     ebb_pipeline_def def = {0};
-    int rc = parse_pipeline(name, jp, origin, &def);
+    int rc = parse_pipeline(name, jp, origin, base_dir, &def);
     if (rc) {
       pipeline_def_free(&def);
       return rc;

@@ -4,8 +4,12 @@
  *      "release": "after-stage", "description": "..."}},
  *    "plugin_dirs": ["dir", ...]}
  * Stage entry keys: stage (required), name (default: the stage), options
- * (object), isolate (bool; true is not supported yet), timeout_s (number > 0:
- * load + run deadline), cache (bool, default true). Pipeline keys: stages
+ * (object), isolate (bool: run it in an ebb-worker process, see
+ * docs/worker-protocol.md), worker (path of any executable that speaks the
+ * worker protocol; implies isolate; a path with '/' is relative to the
+ * config's directory, a bare name is found in PATH), worker_args (array of
+ * strings, its arguments), timeout_s (number > 0: load + run deadline),
+ * cache (bool, default true). Pipeline keys: stages
  * (required, non-empty), release, description. Unknown keys inside a
  * pipeline or stage entry are errors; other top-level keys belong to other
  * rooms (the server) and are ignored here. Relative plugin_dirs are relative
@@ -41,7 +45,9 @@ typedef struct ebb_stage_def {
   char *stage;      /* registry name */
   char *name;       /* instance name (log scope), unique in the pipeline */
   json_t *options;  /* object (owned reference), never NULL */
-  int isolate;
+  int isolate;      /* run in a worker process */
+  char *worker;     /* NULL: ebb-worker; else the executable (implies isolate) */
+  json_t *worker_args; /* array of strings (owned) when worker is set, else NULL */
   double timeout_s; /* 0: none */
   int cache;        /* 1: the stage result cache may serve it */
 } ebb_stage_def;

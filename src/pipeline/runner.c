@@ -12,6 +12,7 @@
 #include "pipeline/cache.h"
 #include "pipeline/hook.h"
 #include "pipeline/host.h"
+#include "pipeline/isolated.h"
 #include "pipeline/items.h"
 
 #define MIB(x) ((unsigned long long)((x) >> 20))
@@ -254,18 +255,26 @@ static int check_stage(const ebb_registry *reg, const ebb_pipeline_def *p,
                        const ebb_stage_def *d, const ebb_stage **st, json_t **merged) {
   char where[768];
   snprintf(where, sizeof where, "%s: pipeline '%s' stage '%s'", p->origin, p->name, d->name);
-  if (d->isolate)
-    return ebb_seterr(EBB_EUNSUPPORTED,
-                      "%s: \"isolate\": true is not supported yet: worker isolation comes with "
-                      "ebb-worker (remove \"isolate\" to run it in-process)",
-                      where);
-  *st = ebb_registry_find(reg, d->stage, NULL);
-  if (!*st)
+  const char *origin = NULL;
+  *st = d->worker ? NULL : ebb_registry_find(reg, d->stage, &origin);
+  if (!*st && !d->worker)
     return ebb_seterr(EBB_ENOTFOUND,
                       "%s: unknown stage '%s' (not built in and not in any plugin; see `ebb "
                       "stages`)",
                       where, d->stage);
-  return ebb_stage_validate_options(*st, d->options, where, merged);
+  int rc = d->worker ? 0 : ebb_stage_validate_options(*st, d->options, where, merged);
+  if (rc || !d->isolate)
+    return rc;
+  /* isolated (src/pipeline/isolated.h): the proxy stage runs it in a worker;
+   * its options are the spec (stage, options, worker); a "worker" entry's
+   * options are the worker's to check */
+  json_t *spec = ebb_isolated_spec(d, *st, *merged);
+  json_decref(*merged);
+  *merged = spec;
+  *st = ebb_isolated_stage();
+  if (spec && origin && strcmp(origin, "built-in")) /* the worker loads the same plugin */
+    json_object_set_new(spec, "plugin", json_string(origin));
+  return spec ? 0 : ebb_seterr(EBB_ENOMEM, "%s: out of host memory", where);
 }
 
 int ebb_runner_check(const ebb_runner *r, const ebb_pipeline_def *p) {
@@ -360,6 +369,8 @@ static void after_stage(job_state *js, inst *in, int failed, int next_uses_gpu) 
 static int next_uses_gpu(const ebb_runner *r, const ebb_pipeline_def *p, int idx) {
   if ((size_t)idx + 1 >= p->nstages)
     return 1;
+  if (p->stages[idx + 1].isolate) /* its worker has a context of its own */
+    return 0;
   const ebb_stage *next = ebb_registry_find(r->reg, p->stages[idx + 1].stage, NULL);
   return !next || next->needs_gpu;
 }
@@ -384,7 +395,7 @@ static int run_stage(job_state *js, int idx) {
 
   /* the result cache */
   uint8_t key[32];
-  int use_cache = r->cache_dir && d->cache;
+  int use_cache = r->cache_dir && d->cache && !d->worker; /* a worker has no version */
   if (use_cache && ebb_cache_key(st, merged, js->items, key) != 0) {
     ebb_log(EBB_LOG_DEBUG, d->name, "not cacheable: %s", ebb_errmsg());
     use_cache = 0;
@@ -480,9 +491,11 @@ static int run_stage(job_state *js, int idx) {
       rc = fail(res, EBB_ECANCELED, d->name, "stage '%s' was cancelled (job cancelled)", d->name);
     else if (atomic_load(&in->ctx.timed_out) || (in->ctx.deadline > 0 && t1 >= in->ctx.deadline))
       rc = fail(res, EBB_ETIMEDOUT, d->name,
-                "stage '%s' timed out: it ran past its timeout_s of %g s", d->name, d->timeout_s);
+                "stage '%s' timed out: it ran past its timeout_s of %g s%s%s", d->name,
+                d->timeout_s, d->isolate && in->ctx.err_msg[0] ? ": " : "",
+                d->isolate ? in->ctx.err_msg : "");
     else
-      rc = fail(res, rc, d->name, "stage '%s' (%s) %s: %s", d->name, st->name, phase, why);
+      rc = fail(res, rc, d->name, "stage '%s' (%s) %s: %s", d->name, d->stage, phase, why);
     goto release;
   }
   /* A stage that added nothing is not stored: it may have been skipped for
@@ -498,13 +511,16 @@ static int run_stage(job_state *js, int idx) {
   res->stages_run++;
   ebb_owner_stats os = {.size = sizeof os};
   ebb_owner_get_stats(in->owner, &os);
+  if (d->isolate) /* the worker's own allocator, as it reported it */
+    os.bytes.peak = ebb_isolated_peak(in->state);
   ebb_log_field f[] = {EBB_LF_S("event", "stage_done"), EBB_LF_S("stage", d->name),
                        EBB_LF_F("seconds", t1 - t0), EBB_LF_F("load_seconds", t_loaded - t0),
                        EBB_LF_F("run_seconds", t1 - t_loaded),
                        EBB_LF_U("peak_bytes", os.bytes.peak)};
   ebb_log_ev(EBB_LOG_INFO, d->name, f, 6, "done in %.2f s, peak %llu MiB", t1 - t0,
              MIB(os.bytes.peak));
-  report_outside(r, in, base, base_known);
+  if (!d->isolate) /* a worker's memory is its own, not held outside ebb */
+    report_outside(r, in, base, base_known);
 release:
   if (in)
     after_stage(js, in, rc != 0, next_uses_gpu(r, p, idx));
@@ -735,7 +751,7 @@ int ebb_runner_load_pipeline(ebb_runner *r, const ebb_pipeline_def *p, const cha
       in->loaded = 1;
     } else {
       const char *why = in->ctx.err_msg[0] ? in->ctx.err_msg : ebb_errmsg();
-      fail(res, rc, d->name, "stage '%s' (%s) failed to load: %s", d->name, st->name, why);
+      fail(res, rc, d->name, "stage '%s' (%s) failed to load: %s", d->name, d->stage, why);
     }
   }
   return res->code;

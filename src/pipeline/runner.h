@@ -63,7 +63,7 @@ int ebb_runner_create(const ebb_runner_opts *o, ebb_runner **out);
 void ebb_runner_destroy(ebb_runner *r);
 
 /* Checks that p can run: every stage is registered, options are valid
- * against the stage's schema, no stage asks for isolation. Errors are
+ * against the stage's schema ("worker" entries: checked by the worker). Errors are
  * EBB_ECONFIG / EBB_ENOTFOUND / EBB_EUNSUPPORTED with a message naming the
  * pipeline's origin, the stage and the option (`ebb run` exits 2). */
 int ebb_runner_check(const ebb_runner *r, const ebb_pipeline_def *p);

@@ -63,8 +63,8 @@ expect2 "wrong option type" "$T/type.json" "stage 'w'" "option 'weights_mib'" "m
 cfg optname.json '{"pipelines": {"p": {"stages": [{"stage": "synthetic", "options": {"weight_mib": 1}}]}}}'
 expect2 "unknown option name" "no option 'weight_mib'" "weights_mib" -- \
   run --pipeline p --config "$T/optname.json" "$T/in.txt"
-cfg iso.json '{"pipelines": {"p": {"stages": [{"stage": "synthetic", "isolate": true}]}}}'
-expect2 "isolate" "not supported yet: worker isolation" "stage 'synthetic'" -- \
+cfg iso.json '{"pipelines": {"p": {"stages": [{"stage": "synthetic", "isolate": true, "options": {"weight_mib": 1}}]}}}'
+expect2 "isolate" "no option 'weight_mib'" "stage 'synthetic'" -- \
   run --pipeline p --config "$T/iso.json" "$T/in.txt"
 cfg badkey.json '{"pipelines": {"p": {"stages": [{"stage": "synthetic", "timeout": 3}]}}}'
 expect2 "unknown stage key" "unknown key \"timeout\"" "timeout_s" -- \

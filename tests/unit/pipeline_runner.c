@@ -389,15 +389,17 @@ static void test_result_cache(void) {
 static void test_errors_before_stages(void) {
   ebb_config *c = cfg_of("{\"pipelines\": {"
                          "\"u\": {\"stages\": [{\"stage\": \"nonesuch\"}]},"
-                         "\"i\": {\"stages\": [{\"stage\": \"synthetic\", \"isolate\": true}]},"
+                         "\"i\": {\"stages\": [{\"stage\": \"synthetic\", \"isolate\": true,"
+                         " \"options\": {\"weight_mib\": 1}}]},"
                          "\"o\": {\"stages\": [{\"stage\": \"synthetic\", \"options\": "
                          "{\"weights_mb\": 1}}]}}}");
   ebb_runner *r = runner(1, NULL);
   ebb_job_result res;
   CHECK_EQ_INT(run_job(r, c, "u", NULL, NULL, &res), EBB_ENOTFOUND);
   CHECK(has(res.message, "unknown stage 'nonesuch'") && res.stage[0] == '\0');
-  CHECK_EQ_INT(run_job(r, c, "i", NULL, NULL, &res), EBB_EUNSUPPORTED);
-  CHECK(has(res.message, "not supported yet: worker isolation"));
+  /* an isolated stage's options are checked here, before any worker starts */
+  CHECK_EQ_INT(run_job(r, c, "i", NULL, NULL, &res), EBB_ECONFIG);
+  CHECK(has(res.message, "no option 'weight_mib'"));
   CHECK_EQ_INT(run_job(r, c, "o", NULL, NULL, &res), EBB_ECONFIG);
   CHECK(has(res.message, "no option 'weights_mb'"));
   const ebb_pipeline_def *p = ebb_config_pipeline(c, "o");

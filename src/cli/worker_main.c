@@ -1,0 +1,418 @@
+/* ebb-worker: runs one stage instance (built-in or plugin) in a process of
+ * its own, driven by ebb over the worker protocol (docs/worker-protocol.md).
+ * It opens its own device from the spec the host sends and has its own
+ * allocator, so everything it takes on the device, its context included,
+ * goes back when it exits.
+ *
+ * Started by ebb with the protocol socket as fd $EBB_WORKER_FD (3) and
+ * $EBB_WORKER_PARENT; it dies with its parent (PR_SET_PDEATHSIG) and exits
+ * when the socket closes. Not meant to be run by hand. */
+#include <errno.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <unistd.h>
+
+#include "base/log.h"
+#include "pipeline/host.h"
+#include "pipeline/items.h"
+#include "pipeline/registry.h"
+#include "worker/wire.h"
+
+#ifndef EBB_VERSION
+#define EBB_VERSION "0.0.0-unknown"
+#endif
+
+typedef struct wk {
+  int fd;
+  char prefix[128]; /* shm names of our outputs */
+  char name[128];   /* instance name (log scope) */
+  unsigned seq;
+  ebb_registry *reg;
+  ebb_device *dev;
+  ebb_allocator *alloc;
+  ebb_owner *owner;
+  ebb_sctx ctx;
+  int have_ctx;
+  const ebb_stage *st;
+  void *state;
+  int loaded;
+  char outdir[4096];
+} wk;
+
+static int send_msg(wk *w, json_t *m) {
+  int rc = m ? ebb_wire_send(w->fd, m) : EBB_ENOMEM;
+  json_decref(m);
+  return rc;
+}
+
+static int send_error(wk *w, int code, const char *msg) {
+  if (code >= 0)
+    code = EBB_ESTAGE;
+  return send_msg(w, json_pack("{s:s, s:s, s:s}", "type", "error", "code", ebb_errname(code),
+                               "message", msg && *msg ? msg : ebb_strerror(code)));
+}
+
+static json_t *memory(wk *w) {
+  ebb_owner_stats os = {.size = sizeof os};
+  ebb_alloc_stats as = {.size = sizeof as};
+  if (w->owner)
+    ebb_owner_get_stats(w->owner, &os);
+  if (w->alloc)
+    ebb_allocator_get_stats(w->alloc, &as);
+  json_t *m = json_pack("{s:I, s:I, s:I}", "peak_bytes", (json_int_t)os.bytes.peak,
+                        "allocated_bytes", (json_int_t)os.bytes.current, "reserved_bytes",
+                        (json_int_t)as.reserved.current);
+  uint64_t used;
+  if (w->dev && ebb_device_kind_of(w->dev) == EBB_DEVICE_CUDA &&
+      ebb_device_process_used(w->dev, getpid(), &used) == 0)
+    json_object_set_new(m, "process_bytes", json_integer((json_int_t)used));
+  return m;
+}
+
+static void set_deadline(wk *w, json_t *msg) {
+  json_t *left = json_object_get(msg, "seconds_left");
+  w->ctx.deadline = json_is_number(left) ? ebb_now() + json_number_value(left) : 0;
+  atomic_store(&w->ctx.timed_out, 0);
+}
+
+/* The stage's message if it set one, else the thread's. */
+static const char *why(wk *w) { return w->ctx.err_msg[0] ? w->ctx.err_msg : ebb_errmsg(); }
+
+/* --- load --------------------------------------------------------------------- */
+static int on_load(wk *w, json_t *msg) {
+  if (w->have_ctx)
+    return send_error(w, EBB_ESTATE, "ebb-worker: a stage is already loaded");
+  const char *stage = json_string_value(json_object_get(msg, "stage"));
+  const char *device = json_string_value(json_object_get(msg, "device"));
+  const char *plugin = json_string_value(json_object_get(msg, "plugin"));
+  const char *outdir = json_string_value(json_object_get(msg, "output_dir"));
+  const char *logfmt = json_string_value(json_object_get(msg, "log_format"));
+  json_t *options = json_object_get(msg, "options"), *merged = NULL;
+  if (!stage)
+    return send_error(w, EBB_EPROTO, "ebb-worker: load needs a string \"stage\"");
+  if (logfmt)
+    ebb_log_set_format(!strcmp(logfmt, "json") ? EBB_LOG_JSON : EBB_LOG_TEXT);
+  snprintf(w->outdir, sizeof w->outdir, "%s", outdir ? outdir : ".");
+  int rc = ebb_registry_create(&w->reg);
+  if (!rc && plugin)
+    rc = ebb_registry_load_plugin(w->reg, plugin);
+  if (!rc)
+    rc = ebb_registry_load_env(w->reg);
+  if (rc)
+    return send_error(w, rc, ebb_errmsg());
+  w->st = ebb_registry_find(w->reg, stage, NULL);
+  if (!w->st) {
+    char m[512];
+    snprintf(m, sizeof m, "ebb-worker: unknown stage '%s'", stage);
+    return send_error(w, EBB_ENOTFOUND, m);
+  }
+  char where[300];
+  snprintf(where, sizeof where, "ebb-worker: stage '%s'", w->name);
+  if ((rc = ebb_stage_validate_options(w->st, options, where, &merged)))
+    return send_error(w, rc, ebb_errmsg());
+  char *opts = json_dumps(merged, JSON_COMPACT | JSON_SORT_KEYS);
+  json_decref(merged);
+  if (!opts)
+    return send_error(w, EBB_ENOMEM, "ebb-worker: out of host memory");
+  ebb_alloc_opts ao = {.size = sizeof ao, .seg_kind = EBB_SEG_AUTO, .backtraces = -1};
+  if ((rc = ebb_device_open(device ? device : "cpu", &w->dev)) ||
+      (rc = ebb_allocator_create(w->dev, &ao, &w->alloc)) ||
+      (rc = ebb_owner_create(w->alloc, w->name, NULL, &w->owner))) {
+    free(opts);
+    return send_error(w, rc, ebb_errmsg());
+  }
+  ebb_owner_set_kind(w->owner, "stage");
+  ebb_sctx_init(&w->ctx, w->dev, w->owner, w->name, w->outdir);
+  w->have_ctx = 1;
+  set_deadline(w, msg);
+  ebb_clearerr();
+  rc = w->st->load(&w->ctx.pub, opts, &w->state);
+  free(opts);
+  if (rc)
+    return send_error(w, rc, why(w));
+  w->loaded = 1;
+  return send_msg(w, json_pack("{s:s, s:o}", "type", "loaded", "memory", memory(w)));
+}
+
+/* --- run ------------------------------------------------------------------------ */
+static int read_item(wk *w, json_t *o, ebb_items *in) {
+  const char *kind = json_string_value(json_object_get(o, "kind"));
+  const char *name = json_string_value(json_object_get(o, "name"));
+  if (!kind || !name)
+    return ebb_seterr(EBB_EPROTO, "ebb-worker: an input item needs \"kind\" and \"name\"");
+  if (!strcmp(kind, "json"))
+    return ebb_items_add_json(in, name, json_string_value(json_object_get(o, "text")));
+  if (!strcmp(kind, "file"))
+    return ebb_items_add_file(in, name, json_string_value(json_object_get(o, "path")));
+  const char *shm = json_string_value(json_object_get(o, "shm"));
+  size_t bytes = (size_t)json_integer_value(json_object_get(o, "bytes"));
+  const void *p = NULL;
+  int rc = bytes ? ebb_shm_map(shm, bytes, &p) : 0;
+  if (rc)
+    return rc;
+  if (!strcmp(kind, "audio")) {
+    uint64_t frames = (uint64_t)json_integer_value(json_object_get(o, "frames"));
+    uint32_t ch = (uint32_t)json_integer_value(json_object_get(o, "channels"));
+    uint32_t rate = (uint32_t)json_integer_value(json_object_get(o, "rate"));
+    if (frames * ch * sizeof(float) != bytes)
+      rc = ebb_seterr(EBB_EPROTO, "ebb-worker: audio item '%s': %zu bytes for %llu frames x %u",
+                      name, bytes, (unsigned long long)frames, ch);
+    else
+      rc = ebb_items_add_audio(in, name, p, frames, ch, rate);
+  } else if (!strcmp(kind, "tensor")) {
+    json_t *sh = json_object_get(o, "shape");
+    uint64_t shape[8] = {0};
+    uint32_t nd = (uint32_t)json_array_size(sh);
+    for (uint32_t d = 0; d < nd && d < 8; d++)
+      shape[d] = (uint64_t)json_integer_value(json_array_get(sh, d));
+    if (nd > 8 || ebb_tensor_elems(nd, shape) * sizeof(float) != bytes)
+      rc = ebb_seterr(EBB_EPROTO, "ebb-worker: tensor item '%s': shape and bytes disagree", name);
+    else
+      rc = ebb_items_add_tensor(in, name, p, nd, shape);
+  } else {
+    rc = ebb_seterr(EBB_EPROTO, "ebb-worker: item '%s' has unknown kind '%s'", name, kind);
+  }
+  ebb_shm_unmap(p, bytes);
+  (void)w;
+  return rc;
+}
+
+static int put_out(wk *w, const void *p, size_t n, json_t *o) {
+  char name[200];
+  snprintf(name, sizeof name, "%so%u", w->prefix, w->seq++);
+  int rc = ebb_shm_put(name, p, n);
+  if (!rc) {
+    json_object_set_new(o, "shm", json_string(name));
+    json_object_set_new(o, "bytes", json_integer((json_int_t)n));
+  }
+  return rc;
+}
+
+static int write_item(wk *w, const ebb_item_rec *it, json_t *arr) {
+  json_t *o = json_pack("{s:s}", "name", it->name);
+  int rc = 0;
+  switch (it->kind) {
+  case EBB_ITEM_AUDIO:
+    json_object_set_new(o, "kind", json_string("audio"));
+    json_object_set_new(o, "frames", json_integer((json_int_t)it->frames));
+    json_object_set_new(o, "channels", json_integer(it->channels));
+    json_object_set_new(o, "rate", json_integer(it->rate));
+    rc = put_out(w, it->samples, (size_t)(it->frames * it->channels) * sizeof(float), o);
+    break;
+  case EBB_ITEM_TENSOR: {
+    json_t *sh = json_array();
+    for (uint32_t d = 0; d < it->ndim; d++)
+      json_array_append_new(sh, json_integer((json_int_t)it->shape[d]));
+    json_object_set_new(o, "kind", json_string("tensor"));
+    json_object_set_new(o, "shape", sh);
+    size_t n = (size_t)ebb_tensor_elems(it->ndim, it->shape) * sizeof(float);
+    if (it->data || !n) {
+      rc = put_out(w, it->data, n, o);
+    } else {
+      float *tmp = malloc(n);
+      rc = tmp ? ebb_device_copy_dtoh(w->dev, tmp, it->dptr, n) : EBB_ENOMEM;
+      if (!rc)
+        rc = put_out(w, tmp, n, o);
+      free(tmp);
+    }
+    break;
+  }
+  case EBB_ITEM_JSON:
+    json_object_set_new(o, "kind", json_string("json"));
+    json_object_set_new(o, "text", json_string(it->text));
+    break;
+  case EBB_ITEM_FILE:
+    json_object_set_new(o, "kind", json_string("file"));
+    json_object_set_new(o, "path", json_string(it->text));
+    break;
+  }
+  json_array_append_new(arr, o);
+  return rc;
+}
+
+static int on_run(wk *w, json_t *msg) {
+  if (!w->loaded)
+    return send_error(w, EBB_ESTATE, "ebb-worker: run before a successful load");
+  ebb_items *in = NULL, *out = NULL;
+  json_t *items = json_object_get(msg, "items"), *res = NULL;
+  int rc = ebb_items_create(NULL, NULL, &in);
+  for (size_t i = 0; !rc && i < json_array_size(items); i++)
+    rc = read_item(w, json_array_get(items, i), in);
+  if (!rc)
+    rc = ebb_items_create(w->owner, in, &out);
+  if (rc) {
+    rc = send_error(w, rc, ebb_errmsg());
+    goto out;
+  }
+  set_deadline(w, msg);
+  ebb_sctx_clear_error(&w->ctx);
+  ebb_clearerr();
+  rc = w->st->run(&w->ctx.pub, w->state, in, out);
+  if (rc) {
+    rc = send_error(w, rc, why(w));
+    goto out;
+  }
+  json_t *arr = json_array();
+  for (int i = 0; !rc && i < ebb_items_count(out); i++)
+    rc = write_item(w, ebb_items_rec(out, i), arr);
+  if (rc) {
+    json_decref(arr);
+    rc = send_error(w, rc, ebb_errmsg());
+    goto out;
+  }
+  ebb_items_destroy(out); /* device tensors back before the memory figures */
+  out = NULL;
+  res = json_pack("{s:s, s:o, s:o}", "type", "result", "items", arr, "memory", memory(w));
+  rc = send_msg(w, res);
+out:
+  ebb_items_destroy(out);
+  ebb_items_destroy(in);
+  return rc;
+}
+
+/* --- release / exit --------------------------------------------------------- */
+static int on_release(wk *w) {
+  if (w->loaded && w->st->release) {
+    int rc = w->st->release(&w->ctx.pub, w->state);
+    if (rc)
+      ebb_log(EBB_LOG_WARN, w->name, "the stage's release failed: %s", why(w));
+    ebb_sctx_clear_error(&w->ctx);
+  }
+  ebb_release_result rr = {.size = sizeof rr};
+  if (w->alloc)
+    ebb_release(w->alloc, EBB_RELEASE_DEFAULT, &rr);
+  return send_msg(w, json_pack("{s:s, s:I, s:o}", "type", "released", "released_bytes",
+                               (json_int_t)rr.released_bytes, "memory", memory(w)));
+}
+
+/* Unloads and gives everything back; answers bye (or the unload's error). */
+static int on_exit_msg(wk *w) {
+  int err = 0;
+  char msg[1024] = "";
+  uint64_t released = 0, leaked = 0;
+  if (w->loaded) {
+    ebb_sctx_clear_error(&w->ctx);
+    w->st->unload(&w->ctx.pub, w->state);
+    w->loaded = 0;
+    if (w->ctx.err_code) {
+      err = w->ctx.err_code;
+      snprintf(msg, sizeof msg, "%s", w->ctx.err_msg);
+    }
+  }
+  if (w->have_ctx) {
+    uint64_t raw0 = w->ctx.raw_freed;
+    ebb_sctx_cleanup(&w->ctx);
+    released += w->ctx.raw_freed - raw0;
+    w->have_ctx = 0;
+  }
+  if (w->owner) {
+    ebb_leak_report *rep = NULL;
+    ebb_owner_destroy(w->owner, &rep);
+    w->owner = NULL;
+    if (rep) {
+      leaked = rep->bytes;
+      ebb_leak_report_log(rep);
+      ebb_leak_report_free(rep);
+    }
+  }
+  if (w->alloc) {
+    ebb_release_result rr = {.size = sizeof rr};
+    ebb_release(w->alloc, EBB_RELEASE_DEFAULT | EBB_RELEASE_CONTEXT, &rr);
+    released += rr.released_bytes;
+  }
+  if (err)
+    return send_error(w, err, msg);
+  return send_msg(w, json_pack("{s:s, s:I, s:I}", "type", "bye", "released_bytes",
+                               (json_int_t)released, "leaked_bytes", (json_int_t)leaked));
+}
+
+static void teardown(wk *w) {
+  if (w->have_ctx)
+    ebb_sctx_cleanup(&w->ctx);
+  ebb_owner_destroy(w->owner, NULL);
+  ebb_allocator_destroy(w->alloc);
+  ebb_device_close(w->dev);
+  ebb_registry_destroy(w->reg);
+}
+
+static int on_hello(wk *w, json_t *msg) {
+  const char *prefix = json_string_value(json_object_get(msg, "shm_prefix"));
+  const char *name = json_string_value(json_object_get(msg, "name"));
+  const char *stage = json_string_value(json_object_get(msg, "stage"));
+  snprintf(w->prefix, sizeof w->prefix, "%s", prefix && ebb_shm_name_ok(prefix) ? prefix
+                                                                                : "ebb-worker-");
+  snprintf(w->name, sizeof w->name, "%s", name ? name : stage ? stage : "worker");
+  return send_msg(w, json_pack("{s:s, s:i, s:s, s:s, s:I, s:{s:[ssss], s:[ss]}}", "type",
+                               "hello", "protocol", EBB_WORKER_PROTOCOL, "worker", "ebb-worker",
+                               "version", EBB_VERSION, "pid", (json_int_t)getpid(),
+                               "capabilities", "items", "audio", "tensor", "json", "file",
+                               "devices", "cpu", "cuda"));
+}
+
+static void usage(FILE *f) {
+  fprintf(f, "usage: ebb-worker  (started by ebb for stages with \"isolate\": true)\n\n"
+             "Runs one stage instance in a process of its own, driven over the worker\n"
+             "protocol (docs/worker-protocol.md) on the socket $EBB_WORKER_FD.\n");
+}
+
+int main(int argc, char **argv) {
+  if (argc > 1 && (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h"))) {
+    usage(stdout);
+    return 0;
+  }
+  if (argc > 1 && !strcmp(argv[1], "--version")) {
+    printf("ebb-worker %s (protocol %d)\n", EBB_VERSION, EBB_WORKER_PROTOCOL);
+    return 0;
+  }
+  const char *fds = getenv("EBB_WORKER_FD"), *parent = getenv("EBB_WORKER_PARENT");
+  if (!fds) {
+    fprintf(stderr, "ebb-worker: EBB_WORKER_FD is not set: ebb starts this program itself\n");
+    usage(stderr);
+    return 2;
+  }
+  /* die with the host, even when it is SIGKILLed; it may have died already */
+  prctl(PR_SET_PDEATHSIG, SIGKILL);
+  if (parent && atol(parent) != (long)getppid())
+    return 1;
+  signal(SIGPIPE, SIG_IGN);
+  wk w = {.fd = atoi(fds)};
+  snprintf(w.name, sizeof w.name, "worker");
+  int status = 0;
+  for (;;) {
+    json_t *msg = NULL;
+    int rc = ebb_wire_recv(w.fd, 0, NULL, &msg);
+    if (rc == EBB_EIO) /* the host closed: we are done */
+      break;
+    if (rc) {
+      fprintf(stderr, "ebb-worker: %s\n", ebb_errmsg());
+      send_error(&w, EBB_EPROTO, ebb_errmsg());
+      status = 1;
+      break;
+    }
+    const char *type = json_string_value(json_object_get(msg, "type"));
+    int done = 0;
+    if (!strcmp(type, "hello"))
+      rc = on_hello(&w, msg);
+    else if (!strcmp(type, "load"))
+      rc = on_load(&w, msg);
+    else if (!strcmp(type, "run"))
+      rc = on_run(&w, msg);
+    else if (!strcmp(type, "release"))
+      rc = on_release(&w);
+    else if (!strcmp(type, "exit"))
+      rc = on_exit_msg(&w), done = 1;
+    else {
+      char m[200];
+      snprintf(m, sizeof m, "ebb-worker: unknown message type '%.64s'", type);
+      rc = send_error(&w, EBB_EPROTO, m);
+    }
+    json_decref(msg);
+    if (done || (rc && rc != EBB_EPROTO)) /* cannot answer: the host is gone */
+      break;
+  }
+  teardown(&w);
+  return status;
+}

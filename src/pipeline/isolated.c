@@ -1,0 +1,501 @@
+/* The proxy stage that runs a stage in a worker process (isolated.h). */
+#include "pipeline/isolated.h"
+
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "base/log.h"
+#include "pipeline/host.h"
+#include "pipeline/items.h"
+#include "worker/proc.h"
+#include "worker/wire.h"
+
+#ifndef EBB_VERSION
+#define EBB_VERSION "0.0.0-unknown"
+#endif
+
+#define HELLO_S 30.0 /* a worker that does not say hello by then is hung */
+#define EXIT_GRACE_S 5.0
+
+typedef struct iso {
+  ebb_wproc *w;
+  long pid;
+  char exe[PATH_MAX];
+  char label[128];
+  uint64_t peak;          /* as the worker reported it */
+  int measured;           /* usage taken before the release began */
+  int used_known;
+  uint64_t used;          /* the worker process's usage then (NVML) */
+  uint64_t free_before;   /* the driver's free memory then (0: unknown) */
+  uint64_t reported;      /* bytes the worker says it handed back */
+  unsigned seq;           /* shm names */
+} iso;
+
+/* --- small helpers ------------------------------------------------------- */
+const char *ebb_isolated_worker_path(char *buf, size_t n) {
+  const char *env = getenv("EBB_WORKER");
+  if (env && *env) {
+    snprintf(buf, n, "%s", env);
+    return buf;
+  }
+  char self[PATH_MAX];
+  ssize_t k = readlink("/proc/self/exe", self, sizeof self - 1);
+  if (k > 0) {
+    self[k] = '\0';
+    char *slash = strrchr(self, '/');
+    if (slash) {
+      *slash = '\0';
+      snprintf(buf, n, "%s/ebb-worker", self);
+      if (access(buf, X_OK) == 0)
+        return buf;
+    }
+  }
+  snprintf(buf, n, "ebb-worker");
+  return buf;
+}
+
+static double default_timeout(void) {
+  const char *e = getenv("EBB_WORKER_TIMEOUT_S");
+  double v = e ? strtod(e, NULL) : 0;
+  return v > 0 ? v : 300.0;
+}
+
+static double deadline_of(ebb_sctx *c, double cap_s) {
+  double now = ebb_now();
+  double d = c->deadline > 0 ? c->deadline : now + default_timeout();
+  if (cap_s > 0 && d > now + cap_s)
+    d = now + cap_s;
+  return d;
+}
+
+static int cuda(ebb_sctx *c) { return ebb_device_kind_of(c->dev) == EBB_DEVICE_CUDA; }
+
+static uint64_t driver_free(ebb_sctx *c) {
+  ebb_dev_meminfo mi;
+  if (!cuda(c) || ebb_device_mem_info(c->dev, &mi) != 0 || mi.source == EBB_MEMINFO_NONE)
+    return 0;
+  return mi.free_bytes;
+}
+
+static uint64_t u64_of(json_t *o, const char *k) {
+  json_t *v = json_object_get(o, k);
+  return json_is_integer(v) && json_integer_value(v) > 0 ? (uint64_t)json_integer_value(v) : 0;
+}
+
+static void note_memory(iso *s, json_t *reply) {
+  json_t *m = json_object_get(reply, "memory");
+  uint64_t pk = u64_of(m, "peak_bytes");
+  if (pk > s->peak)
+    s->peak = pk;
+}
+
+/* Fails the stage with the worker room's message (it names the pid). */
+static int fail_with(ebb_stage_ctx *ctx, int rc) {
+  char msg[1024];
+  snprintf(msg, sizeof msg, "%s", ebb_errmsg());
+  return ebb_set_error(ctx, rc, msg);
+}
+
+/* Takes the worker's usage once, before anything is released. */
+static void measure(ebb_sctx *c, iso *s) {
+  if (s->measured || !s->w)
+    return;
+  s->measured = 1;
+  s->free_before = driver_free(c);
+  if (cuda(c) && ebb_device_process_used(c->dev, (pid_t)s->pid, &s->used) == 0)
+    s->used_known = 1;
+}
+
+/* Ends the worker (asking it to exit when ask), and counts what its exit
+ * handed back in c->raw_freed (see isolated.h). */
+static void finish(ebb_sctx *c, iso *s, int ask, int log_line) {
+  if (!s->w)
+    return;
+  measure(c, s);
+  if (ask && ebb_wproc_alive(s->w)) {
+    json_t *m = json_pack("{s:s}", "type", "exit"), *r = NULL;
+    int rc = m ? ebb_wproc_call(s->w, m, ebb_now() + EXIT_GRACE_S + 30, NULL, &r) : EBB_ENOMEM;
+    if (rc && r) { /* the stage's unload failed in the worker: the runner reports it */
+      char msg[1024];
+      snprintf(msg, sizeof msg, "%s (worker pid %ld)", ebb_errmsg(), s->pid);
+      ebb_set_error(&c->pub, rc, msg);
+    } else if (rc) {
+      ebb_log(EBB_LOG_WARN, c->name, "%s", ebb_errmsg());
+    }
+    if (r)
+      s->reported += u64_of(r, "released_bytes");
+    json_decref(r);
+    json_decref(m);
+  }
+  char how[256];
+  int unclean = ebb_wproc_stop(s->w, ask ? EXIT_GRACE_S : 0, how);
+  s->w = NULL;
+  if (ask && unclean)
+    ebb_log(EBB_LOG_WARN, c->name, "worker pid %ld %s at exit", s->pid, how);
+  else
+    ebb_log(EBB_LOG_DEBUG, c->name, "worker pid %ld %s", s->pid, how);
+  uint64_t back = 0;
+  if (s->used_known) {
+    back = s->used;
+  } else if (s->free_before) {
+    uint64_t after = driver_free(c);
+    back = after > s->free_before ? after - s->free_before : 0;
+  } else if (!cuda(c)) {
+    back = s->reported;
+  }
+  c->raw_freed += back;
+  if (log_line && back >> 20) /* a failed load: the runner has no instance to log */
+    ebb_log_ev(EBB_LOG_INFO, c->name,
+               (ebb_log_field[]){EBB_LF_S("event", "released"), EBB_LF_S("stage", c->name),
+                                 EBB_LF_U("released_bytes", back),
+                                 EBB_LF_U("released_mib", back >> 20)},
+               4, "released %llu MiB of %s", (unsigned long long)(back >> 20),
+               cuda(c) ? "GPU memory" : "device memory (cpu)");
+}
+
+/* --- load --------------------------------------------------------------- */
+static int iso_load(ebb_stage_ctx *ctx, const char *spec_json, void **state) {
+  ebb_sctx *c = ebb_sctx_of(ctx);
+  json_error_t je;
+  json_t *spec = json_loads(spec_json ? spec_json : "", 0, &je), *m = NULL, *r = NULL;
+  iso *s = calloc(1, sizeof *s);
+  const char **args = NULL;
+  int rc = 0;
+  if (!s || !spec) {
+    rc = ebb_set_error(ctx, s ? EBB_EINVAL : EBB_ENOMEM,
+                       s ? "isolated stage: bad spec" : "isolated stage: out of host memory");
+    goto out;
+  }
+  const char *stage = json_string_value(json_object_get(spec, "stage"));
+  const char *worker = json_string_value(json_object_get(spec, "worker"));
+  json_t *wargs = json_object_get(spec, "worker_args");
+  if (worker)
+    snprintf(s->exe, sizeof s->exe, "%s", worker);
+  else
+    ebb_isolated_worker_path(s->exe, sizeof s->exe);
+  const char *base = strrchr(s->exe, '/');
+  snprintf(s->label, sizeof s->label, "%.100s", base ? base + 1 : s->exe);
+  size_t nargs = json_array_size(wargs);
+  if (nargs && !(args = calloc(nargs, sizeof *args))) {
+    rc = ebb_set_error(ctx, EBB_ENOMEM, "isolated stage: out of host memory");
+    goto out;
+  }
+  for (size_t i = 0; i < nargs; i++)
+    args[i] = json_string_value(json_array_get(wargs, i));
+  if ((rc = ebb_wproc_spawn(s->exe, args, nargs, s->label, &s->w))) {
+    rc = fail_with(ctx, rc);
+    goto out;
+  }
+  s->pid = (long)ebb_wproc_pid(s->w);
+  ebb_log(EBB_LOG_DEBUG, c->name, "running in worker pid %ld (%s)", s->pid, s->exe);
+
+  m = json_pack("{s:s, s:i, s:s, s:s, s:s, s:s, s:I}", "type", "hello", "protocol",
+                EBB_WORKER_PROTOCOL, "ebb_version", EBB_VERSION, "stage", stage, "name", c->name,
+                "shm_prefix", ebb_wproc_shm_prefix(s->w), "host_pid", (json_int_t)getpid());
+  if (!m) {
+    rc = ebb_set_error(ctx, EBB_ENOMEM, "isolated stage: out of host memory");
+    goto out;
+  }
+  if ((rc = ebb_wproc_call(s->w, m, deadline_of(c, HELLO_S), c->cancel, &r))) {
+    rc = fail_with(ctx, rc);
+    goto out;
+  }
+  json_t *proto = json_object_get(r, "protocol");
+  if (strcmp(json_string_value(json_object_get(r, "type")), "hello") ||
+      json_integer_value(proto) != EBB_WORKER_PROTOCOL) {
+    char msg[1024];
+    snprintf(msg, sizeof msg,
+             "worker pid %ld (%s): protocol error: expected a hello for protocol %d, got "
+             "type '%s' protocol %lld",
+             s->pid, s->label, EBB_WORKER_PROTOCOL, json_string_value(json_object_get(r, "type")),
+             (long long)json_integer_value(proto));
+    rc = ebb_set_error(ctx, EBB_EPROTO, msg);
+    goto out;
+  }
+  json_decref(m);
+  json_decref(r);
+  r = NULL;
+  json_t *opts = json_object_get(spec, "options");
+  m = json_pack("{s:s, s:s, s:o, s:s, s:s, s:s}", "type", "load", "stage", stage, "options",
+                opts ? json_incref(opts) : json_object(), "device", ebb_device_label(c->dev), "output_dir",
+                c->output_dir ? c->output_dir : ".", "log_format",
+                ebb_log_get_format() == EBB_LOG_JSON ? "json" : "text");
+  if (!m) {
+    rc = ebb_set_error(ctx, EBB_ENOMEM, "isolated stage: out of host memory");
+    goto out;
+  }
+  if (c->deadline > 0)
+    json_object_set_new(m, "seconds_left", json_real(c->deadline - ebb_now()));
+  if (json_is_string(json_object_get(spec, "plugin")))
+    json_object_set(m, "plugin", json_object_get(spec, "plugin"));
+  if ((rc = ebb_wproc_call(s->w, m, deadline_of(c, 0), c->cancel, &r))) {
+    if (r) { /* the stage's own error, answered */
+      char msg[1024];
+      snprintf(msg, sizeof msg, "%s (worker pid %ld)", ebb_errmsg(), s->pid);
+      rc = ebb_set_error(ctx, rc, msg);
+    } else {
+      rc = fail_with(ctx, rc);
+    }
+    goto out;
+  }
+  note_memory(s, r);
+out:
+  json_decref(m);
+  json_decref(r);
+  json_decref(spec);
+  free(args);
+  if (rc && s) {
+    /* no instance is loaded, so no release follows: end the worker now */
+    int code = c->err_code;
+    char msg[1024];
+    snprintf(msg, sizeof msg, "%s", c->err_msg);
+    finish(c, s, ebb_wproc_alive(s->w), 1);
+    c->err_code = code;
+    snprintf(c->err_msg, sizeof c->err_msg, "%s", msg);
+    free(s);
+    s = NULL;
+  }
+  *state = s;
+  return rc;
+}
+
+/* --- run ------------------------------------------------------------------ */
+static int put_payload(iso *s, const void *p, size_t n, json_t *item, json_t *names) {
+  char name[128];
+  snprintf(name, sizeof name, "%si%u", ebb_wproc_shm_prefix(s->w), s->seq++);
+  int rc = ebb_shm_put(name, p, n);
+  if (rc)
+    return rc;
+  json_array_append_new(names, json_string(name));
+  json_object_set_new(item, "shm", json_string(name));
+  json_object_set_new(item, "bytes", json_integer((json_int_t)n));
+  return 0;
+}
+
+static int encode_item(ebb_sctx *c, iso *s, const ebb_item_rec *it, json_t *arr, json_t *names) {
+  json_t *o = json_object();
+  int rc = 0;
+  json_object_set_new(o, "name", json_string(it->name));
+  switch (it->kind) {
+  case EBB_ITEM_AUDIO:
+    json_object_set_new(o, "kind", json_string("audio"));
+    json_object_set_new(o, "frames", json_integer((json_int_t)it->frames));
+    json_object_set_new(o, "channels", json_integer(it->channels));
+    json_object_set_new(o, "rate", json_integer(it->rate));
+    rc = put_payload(s, it->samples, (size_t)(it->frames * it->channels) * sizeof(float), o, names);
+    break;
+  case EBB_ITEM_TENSOR: {
+    uint64_t elems = ebb_tensor_elems(it->ndim, it->shape);
+    json_t *shape = json_array();
+    for (uint32_t d = 0; d < it->ndim; d++)
+      json_array_append_new(shape, json_integer((json_int_t)it->shape[d]));
+    json_object_set_new(o, "kind", json_string("tensor"));
+    json_object_set_new(o, "shape", shape);
+    size_t n = (size_t)elems * sizeof(float);
+    if (it->data || !n) {
+      rc = put_payload(s, it->data, n, o, names);
+    } else { /* a device tensor crosses as host bytes */
+      float *tmp = malloc(n);
+      rc = tmp ? ebb_device_copy_dtoh(c->dev, tmp, it->dptr, n) : EBB_ENOMEM;
+      if (!rc)
+        rc = put_payload(s, tmp, n, o, names);
+      free(tmp);
+    }
+    break;
+  }
+  case EBB_ITEM_JSON:
+    json_object_set_new(o, "kind", json_string("json"));
+    json_object_set_new(o, "text", json_string(it->text));
+    break;
+  case EBB_ITEM_FILE:
+    json_object_set_new(o, "kind", json_string("file"));
+    json_object_set_new(o, "path", json_string(it->text));
+    break;
+  }
+  json_array_append_new(arr, o);
+  return rc;
+}
+
+static int bad_output(iso *s, size_t i, const char *what) {
+  return ebb_seterr(EBB_EPROTO, "worker pid %ld (%s): protocol error: result item #%zu %s", s->pid,
+                    s->label, i + 1, what);
+}
+
+/* Adds one output item of the worker's result to out. */
+static int decode_item(iso *s, json_t *o, size_t i, ebb_items *out) {
+  const char *kind = json_string_value(json_object_get(o, "kind"));
+  const char *name = json_string_value(json_object_get(o, "name"));
+  if (!json_is_object(o) || !kind || !name || !*name)
+    return bad_output(s, i, "needs a string \"kind\" and a non-empty \"name\"");
+  if (!strcmp(kind, "json") || !strcmp(kind, "file")) {
+    const char *text = json_string_value(json_object_get(o, *kind == 'j' ? "text" : "path"));
+    if (!text)
+      return bad_output(s, i, *kind == 'j' ? "(json) has no string \"text\""
+                                           : "(file) has no string \"path\"");
+    return *kind == 'j' ? ebb_items_add_json(out, name, text) : ebb_items_add_file(out, name, text);
+  }
+  int audio = !strcmp(kind, "audio");
+  if (!audio && strcmp(kind, "tensor"))
+    return bad_output(s, i, "has an unknown kind (audio, tensor, json, file)");
+  const char *shm = json_string_value(json_object_get(o, "shm"));
+  uint64_t shape[8], elems;
+  uint32_t ndim = 0;
+  if (audio) {
+    uint64_t frames = u64_of(o, "frames"), ch = u64_of(o, "channels"), rate = u64_of(o, "rate");
+    if (!ch || !rate || ch > 64 || rate > 10000000 || frames > (1ull << 40))
+      return bad_output(s, i, "(audio) needs frames >= 0, channels 1..64 and rate > 0");
+    elems = frames * ch;
+    shape[0] = frames;
+    shape[1] = ch;
+    shape[2] = rate;
+  } else {
+    json_t *sh = json_object_get(o, "shape");
+    if (!json_is_array(sh) || json_array_size(sh) > 8)
+      return bad_output(s, i, "(tensor) needs a \"shape\" array of at most 8 sizes");
+    ndim = (uint32_t)json_array_size(sh);
+    for (uint32_t d = 0; d < ndim; d++) {
+      json_t *v = json_array_get(sh, d);
+      if (!json_is_integer(v) || json_integer_value(v) < 0)
+        return bad_output(s, i, "(tensor) has a shape entry that is not a size");
+      shape[d] = (uint64_t)json_integer_value(v);
+    }
+    elems = ebb_tensor_elems(ndim, shape);
+    if (elems == UINT64_MAX || elems > (1ull << 40))
+      return bad_output(s, i, "(tensor) has a shape too large");
+  }
+  size_t bytes = (size_t)elems * sizeof(float);
+  if (bytes && (!shm || strncmp(shm, ebb_wproc_shm_prefix(s->w), strlen(ebb_wproc_shm_prefix(s->w)))))
+    return bad_output(s, i, "needs \"shm\": a name starting with the hello's shm_prefix");
+  if (json_object_get(o, "bytes") && u64_of(o, "bytes") != bytes)
+    return bad_output(s, i, "has \"bytes\" that do not match its shape");
+  const void *p = NULL;
+  int rc = bytes ? ebb_shm_map(shm, bytes, &p) : 0;
+  if (rc)
+    return ebb_seterr(EBB_EPROTO, "worker pid %ld (%s): result item '%s': %s", s->pid, s->label,
+                      name, ebb_errmsg());
+  rc = audio ? ebb_items_add_audio(out, name, p, shape[0], (uint32_t)shape[1], (uint32_t)shape[2])
+             : ebb_items_add_tensor(out, name, p, ndim, shape);
+  ebb_shm_unmap(p, bytes);
+  if (shm)
+    ebb_shm_unlink(shm);
+  return rc;
+}
+
+static int iso_run(ebb_stage_ctx *ctx, void *state, const ebb_items *in, ebb_items *out) {
+  ebb_sctx *c = ebb_sctx_of(ctx);
+  iso *s = state;
+  if (!ebb_wproc_alive(s->w)) {
+    char msg[1024];
+    snprintf(msg, sizeof msg, "worker pid %ld (%s) is no longer running", s->pid, s->label);
+    return ebb_set_error(ctx, EBB_ESTATE, msg);
+  }
+  json_t *items = json_array(), *names = json_array(), *m = NULL, *r = NULL;
+  int rc = 0;
+  for (int i = 0; !rc && i < ebb_items_count(in); i++)
+    rc = encode_item(c, s, ebb_items_rec(in, i), items, names);
+  if (rc) {
+    rc = fail_with(ctx, rc);
+    goto out;
+  }
+  m = json_pack("{s:s, s:O}", "type", "run", "items", items);
+  if (c->deadline > 0)
+    json_object_set_new(m, "seconds_left", json_real(c->deadline - ebb_now()));
+  rc = ebb_wproc_call(s->w, m, deadline_of(c, 0), c->cancel, &r);
+  if (rc && r) {
+    char msg[1024];
+    snprintf(msg, sizeof msg, "%s (worker pid %ld)", ebb_errmsg(), s->pid);
+    rc = ebb_set_error(ctx, rc, msg);
+    goto out;
+  } else if (rc) {
+    rc = fail_with(ctx, rc);
+    goto out;
+  }
+  note_memory(s, r);
+  json_t *outs = json_object_get(r, "items");
+  if (strcmp(json_string_value(json_object_get(r, "type")), "result") ||
+      (outs && !json_is_array(outs))) {
+    char msg[1024];
+    snprintf(msg, sizeof msg, "worker pid %ld (%s): protocol error: expected a result with an "
+             "\"items\" array, got type '%s'", s->pid, s->label,
+             json_string_value(json_object_get(r, "type")));
+    rc = ebb_set_error(ctx, EBB_EPROTO, msg);
+    goto out;
+  }
+  for (size_t i = 0; !rc && i < json_array_size(outs); i++)
+    if ((rc = decode_item(s, json_array_get(outs, i), i, out)))
+      rc = fail_with(ctx, rc);
+out:
+  for (size_t i = 0; i < json_array_size(names); i++)
+    ebb_shm_unlink(json_string_value(json_array_get(names, i)));
+  json_decref(items);
+  json_decref(names);
+  json_decref(m);
+  json_decref(r);
+  return rc;
+}
+
+/* --- release / unload ----------------------------------------------------- */
+static int iso_release(ebb_stage_ctx *ctx, void *state) {
+  ebb_sctx *c = ebb_sctx_of(ctx);
+  iso *s = state;
+  if (!ebb_wproc_alive(s->w))
+    return 0;
+  measure(c, s);
+  json_t *m = json_pack("{s:s}", "type", "release"), *r = NULL;
+  int rc = ebb_wproc_call(s->w, m, ebb_now() + 30, NULL, &r);
+  if (!rc)
+    s->reported += u64_of(r, "released_bytes");
+  else if (r)
+    rc = fail_with(ctx, rc);
+  else
+    ebb_log(EBB_LOG_WARN, c->name, "%s", ebb_errmsg());
+  int answered = r != NULL;
+  json_decref(m);
+  json_decref(r);
+  return answered ? rc : 0;
+}
+
+static void iso_unload(ebb_stage_ctx *ctx, void *state) {
+  iso *s = state;
+  if (!s)
+    return;
+  finish(ebb_sctx_of(ctx), s, 1, 0);
+  free(s);
+}
+
+uint64_t ebb_isolated_peak(const void *state) { return state ? ((const iso *)state)->peak : 0; }
+long ebb_isolated_pid(const void *state) {
+  const iso *s = state;
+  return s && s->w ? s->pid : 0;
+}
+
+static const ebb_stage proxy = {
+    .abi_version = EBB_STAGE_ABI_VERSION,
+    .size = sizeof(ebb_stage),
+    .name = "isolated",
+    .version = 1,
+    .description = "runs a stage in a worker process (docs/worker-protocol.md)",
+    .options_schema = "{}",
+    .needs_gpu = 0, /* this process needs no GPU for it: the worker does */
+    .load = iso_load,
+    .run = iso_run,
+    .unload = iso_unload,
+    .release = iso_release,
+};
+
+const ebb_stage *ebb_isolated_stage(void) { return &proxy; }
+
+json_t *ebb_isolated_spec(const ebb_stage_def *d, const ebb_stage *real, json_t *merged) {
+  json_t *o = json_pack("{s:s, s:O, s:I}", "stage", d->stage, "options",
+                        merged ? merged : d->options, "version",
+                        (json_int_t)(real ? real->version : 0));
+  if (o && d->worker) {
+    json_object_set_new(o, "worker", json_string(d->worker));
+    json_object_set_new(o, "worker_args",
+                        d->worker_args ? json_incref(d->worker_args) : json_array());
+  }
+  return o;
+}

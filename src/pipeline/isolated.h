@@ -1,0 +1,49 @@
+/* Isolated stages: a proxy stage vtable that runs the real stage in a worker
+ * process (ebb-worker, or any executable that speaks docs/worker-protocol.md)
+ * through the worker room (src/worker/).
+ *
+ * The runner instantiates the proxy instead of the real stage when a stage
+ * entry has "isolate": true or "worker": PATH. The proxy's options are the
+ * spec built by ebb_isolated_spec; its load starts the worker (hello, load),
+ * run ships the job's items over (payloads in shared memory) and adds the
+ * outputs, release asks the worker to drop its caches, unload tells it to
+ * exit and reaps it (SIGKILL after a grace period). What the worker held on
+ * the device (its allocations and its context) is measured as the worker
+ * process's usage just before it is told to release (NVML per-process usage;
+ * else the driver's free-memory delta; on the CPU device what the worker
+ * reports) and counted, when its exit gives it back, in the stage context's
+ * raw_freed: memory taken from the driver outside this process's allocator,
+ * handed back, so the runner's "[a] released N MiB" line includes it.
+ *
+ * A worker that crashes, hangs past the deadline (timeout_s, else
+ * $EBB_WORKER_TIMEOUT_S, else 300 s), closes early or speaks garbage makes
+ * load/run fail with a message naming the worker's pid and what happened;
+ * the worker is killed and reaped, never left behind. */
+#ifndef EBB_PIPELINE_ISOLATED_H
+#define EBB_PIPELINE_ISOLATED_H
+
+#include <jansson.h>
+
+#include "pipeline/config.h"
+#include "pipeline/stage_api.h"
+
+/* The proxy vtable (static storage), registry name "isolated". */
+const ebb_stage *ebb_isolated_stage(void);
+
+/* The proxy's options for stage entry d: {"stage", "options" (merged, new
+ * reference taken), "version" (the real stage's, 0 for a "worker" entry),
+ * "worker", "worker_args"}. Returns a new reference or NULL (out of
+ * memory). real: the registered stage, NULL for a "worker" entry. */
+json_t *ebb_isolated_spec(const ebb_stage_def *d, const ebb_stage *real, json_t *merged);
+
+/* The worker's peak device bytes as it last reported them (state: the
+ * proxy's loaded state). */
+uint64_t ebb_isolated_peak(const void *state);
+/* The worker's pid, 0 when none runs. */
+long ebb_isolated_pid(const void *state);
+
+/* The executable for "isolate": true: $EBB_WORKER, else ebb-worker next to
+ * the running program, else "ebb-worker" (PATH). Writes into buf. */
+const char *ebb_isolated_worker_path(char *buf, size_t n);
+
+#endif

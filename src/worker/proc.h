@@ -1,0 +1,63 @@
+/* Worker processes, host side: spawning (posix_spawn, never fork: ebb may
+ * have called cuInit), one request/answer at a time over the protocol's
+ * socket, and supervision (a worker that dies, hangs or answers garbage is
+ * reported with its pid and what happened; it is killed and reaped).
+ *
+ * The worker gets its end of a socketpair as fd 3 and the environment
+ *   EBB_WORKER_FD=3          the protocol socket
+ *   EBB_WORKER_PARENT=PID    the host's pid (for PR_SET_PDEATHSIG checks)
+ * plus everything the host has (FAKEGPU_STATE, EBB_LIBCUDA, ...). It runs in
+ * its own process group, so a terminal's Ctrl-C reaches only the host, which
+ * cancels the job and stops its workers. Workers still alive at the host's
+ * exit() are killed by an atexit handler; a host killed outright (SIGKILL) is
+ * covered by the worker's PR_SET_PDEATHSIG (docs/worker-protocol.md). */
+#ifndef EBB_WORKER_PROC_H
+#define EBB_WORKER_PROC_H
+
+#include <jansson.h>
+#include <stdatomic.h>
+#include <sys/types.h>
+
+#include "ebb/error.h"
+
+typedef struct ebb_wproc ebb_wproc;
+
+/* Starts exe with args (argv[1..nargs], may be NULL/0). label names the
+ * worker in messages ("stage 'a'"); copied. *out owned by the caller: end it
+ * with ebb_wproc_stop. */
+int ebb_wproc_spawn(const char *exe, const char *const *args, size_t nargs, const char *label,
+                    ebb_wproc **out);
+pid_t ebb_wproc_pid(const ebb_wproc *w);
+/* The prefix of /dev/shm names that belong to this worker ("ebb-w<host>-<pid>-"). */
+const char *ebb_wproc_shm_prefix(const ebb_wproc *w);
+
+/* Sends msg (borrowed) and waits for the answer: *reply (new reference) is
+ * the first message whose type is not "heartbeat" or "log" ("log" messages
+ * are written to ebb's log under the label). deadline: CLOCK_MONOTONIC
+ * seconds (0: none). An answer of type "error" returns its code (its
+ * "code" name, EBB_ESTAGE if unknown) with its message, and *reply set.
+ * When the worker dies, hangs past the deadline, closes the socket or sends
+ * garbage, the worker is killed and reaped and the error names the label,
+ * the pid and what happened ("was killed by signal SIGSEGV (Segmentation
+ * fault)", "did not answer within 5 s", "protocol error: ..."); after that
+ * the worker is dead (ebb_wproc_alive answers 0). */
+int ebb_wproc_call(ebb_wproc *w, const json_t *msg, double deadline, const atomic_int *cancel,
+                   json_t **reply);
+/* Waits for a message without sending one (the worker's hello). */
+int ebb_wproc_recv(ebb_wproc *w, double deadline, const atomic_int *cancel, json_t **reply);
+int ebb_wproc_alive(const ebb_wproc *w);
+
+/* Ends the worker: closes the socket (a worker exits when it reads EOF),
+ * waits up to grace_s for it to exit, then SIGKILLs it; reaps it; unlinks
+ * its shm leftovers; frees w. Ask it to exit first with ebb_wproc_call and
+ * {"type": "exit"}. *how (may be NULL, 256 bytes) says how it ended
+ * ("exited with status 0"). Returns 0 when it exited with status 0 on its
+ * own. NULL: no-op. */
+int ebb_wproc_stop(ebb_wproc *w, double grace_s, char *how);
+
+/* "SIGSEGV" for SIGSEGV. */
+const char *ebb_signal_name(int sig);
+/* "exited with status 3" / "was killed by signal SIGSEGV (Segmentation fault)". */
+void ebb_wait_status_describe(int status, char *buf, size_t n);
+
+#endif

@@ -1,0 +1,298 @@
+/* Frames and shared-memory payloads of the worker protocol (wire.h). */
+#include "worker/wire.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+static double mono_now(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+static uint32_t le32(const unsigned char *p) {
+  return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
+}
+
+static int check_body(const unsigned char *body, size_t len, json_t **msg) {
+  json_error_t je;
+  json_t *v = json_loadb((const char *)body, len, JSON_REJECT_DUPLICATES, &je);
+  if (!v)
+    return ebb_seterr(EBB_EPROTO, "invalid JSON in a %zu-byte frame (column %d): %s", len,
+                      je.column, je.text);
+  if (!json_is_object(v)) {
+    json_decref(v);
+    return ebb_seterr(EBB_EPROTO, "a frame's JSON must be an object, got a %s",
+                      json_is_array(v) ? "array" : "scalar");
+  }
+  const char *type = json_string_value(json_object_get(v, "type"));
+  if (!type || !*type) {
+    json_decref(v);
+    return ebb_seterr(EBB_EPROTO, "a frame's JSON object has no string \"type\"");
+  }
+  *msg = v;
+  return 0;
+}
+
+int ebb_wire_decode(const void *buf, size_t n, size_t max, json_t **msg, size_t *used) {
+  const unsigned char *b = buf;
+  *msg = NULL;
+  *used = 0;
+  if (!max)
+    max = EBB_WIRE_MAX_FRAME;
+  if (n < 4)
+    return 0;
+  uint32_t len = le32(b);
+  if (len == 0)
+    return ebb_seterr(EBB_EPROTO, "empty frame (length 0)");
+  if (len > max)
+    return ebb_seterr(EBB_EPROTO, "oversized frame: length %u bytes, the limit is %zu", len, max);
+  if (n - 4 < len)
+    return 0;
+  int rc = check_body(b + 4, len, msg);
+  if (rc)
+    return rc;
+  *used = 4 + (size_t)len;
+  return 0;
+}
+
+int ebb_wire_encode(const json_t *msg, unsigned char **out, size_t *n) {
+  char *text = json_dumps(msg, JSON_COMPACT);
+  if (!text)
+    return ebb_seterr(EBB_ENOMEM, "encoding a protocol message failed");
+  size_t len = strlen(text);
+  if (len > EBB_WIRE_MAX_FRAME) {
+    free(text);
+    return ebb_seterr(EBB_EINVAL, "protocol message of %zu bytes is over the %u-byte limit", len,
+                      EBB_WIRE_MAX_FRAME);
+  }
+  unsigned char *f = malloc(4 + len);
+  if (!f) {
+    free(text);
+    return ebb_seterr(EBB_ENOMEM, "encoding a protocol message failed: out of host memory");
+  }
+  f[0] = (unsigned char)len;
+  f[1] = (unsigned char)(len >> 8);
+  f[2] = (unsigned char)(len >> 16);
+  f[3] = (unsigned char)(len >> 24);
+  memcpy(f + 4, text, len);
+  free(text);
+  *out = f;
+  *n = 4 + len;
+  return 0;
+}
+
+int ebb_wire_send(int fd, const json_t *msg) {
+  unsigned char *f;
+  size_t n;
+  int rc = ebb_wire_encode(msg, &f, &n);
+  if (rc)
+    return rc;
+  size_t off = 0;
+  while (off < n) {
+    ssize_t w = send(fd, f + off, n - off, MSG_NOSIGNAL);
+    if (w < 0 && errno == EINTR)
+      continue;
+    if (w < 0) {
+      int e = errno;
+      free(f);
+      return ebb_seterr(EBB_EIO, "sending a protocol message failed: %s",
+                        e == EPIPE || e == ECONNRESET ? "the peer closed the connection"
+                                                      : strerror(e));
+    }
+    off += (size_t)w;
+  }
+  free(f);
+  return 0;
+}
+
+/* Reads exactly n bytes. *got: bytes read before an error or EOF. */
+static int read_full(int fd, unsigned char *buf, size_t n, size_t *got, double deadline,
+                     const atomic_int *cancel) {
+  *got = 0;
+  while (*got < n) {
+    if (cancel && atomic_load(cancel))
+      return EBB_ECANCELED;
+    int wait_ms = 100;
+    if (deadline > 0) {
+      double left = deadline - mono_now();
+      if (left <= 0)
+        return EBB_ETIMEDOUT;
+      if (left * 1000 < wait_ms)
+        wait_ms = (int)(left * 1000) + 1;
+    }
+    struct pollfd pf = {.fd = fd, .events = POLLIN};
+    int pr = poll(&pf, 1, wait_ms);
+    if (pr < 0 && errno != EINTR)
+      return ebb_seterr(EBB_EIO, "waiting for a protocol message: %s", strerror(errno));
+    if (pr <= 0)
+      continue;
+    ssize_t r = recv(fd, buf + *got, n - *got, 0);
+    if (r < 0 && (errno == EINTR || errno == EAGAIN))
+      continue;
+    if (r < 0)
+      return errno == ECONNRESET ? 1 : ebb_seterr(EBB_EIO, "reading: %s", strerror(errno));
+    if (r == 0)
+      return 1; /* EOF */
+    *got += (size_t)r;
+  }
+  return 0;
+}
+
+int ebb_wire_recv(int fd, double deadline, const atomic_int *cancel, json_t **msg) {
+  unsigned char hdr[4];
+  size_t got;
+  *msg = NULL;
+  int rc = read_full(fd, hdr, 4, &got, deadline, cancel);
+  if (rc == 1 && got == 0)
+    return ebb_seterr(EBB_EIO, "the peer closed the connection");
+  if (rc == 1)
+    return ebb_seterr(EBB_EPROTO, "truncated frame: the connection closed after %zu of 4 "
+                                  "length bytes", got);
+  if (rc == EBB_ETIMEDOUT || rc == EBB_ECANCELED)
+    return ebb_seterr(rc, "%s while waiting for a message",
+                      rc == EBB_ETIMEDOUT ? "timed out" : "cancelled");
+  if (rc)
+    return rc;
+  uint32_t len = le32(hdr);
+  if (len == 0)
+    return ebb_seterr(EBB_EPROTO, "empty frame (length 0)");
+  if (len > EBB_WIRE_MAX_FRAME)
+    return ebb_seterr(EBB_EPROTO, "oversized frame: length %u bytes, the limit is %u", len,
+                      EBB_WIRE_MAX_FRAME);
+  unsigned char *body = malloc(len);
+  if (!body)
+    return ebb_seterr(EBB_ENOMEM, "a %u-byte frame: out of host memory", len);
+  rc = read_full(fd, body, len, &got, deadline, cancel);
+  if (rc == 1)
+    rc = ebb_seterr(EBB_EPROTO, "truncated frame: the connection closed after %zu of %u bytes",
+                    got, len);
+  else if (rc == EBB_ETIMEDOUT || rc == EBB_ECANCELED)
+    rc = ebb_seterr(rc, "%s in the middle of a %u-byte frame",
+                    rc == EBB_ETIMEDOUT ? "timed out" : "cancelled", len);
+  else if (!rc)
+    rc = check_body(body, len, msg);
+  free(body);
+  return rc;
+}
+
+/* --- shared memory ------------------------------------------------------ */
+int ebb_shm_name_ok(const char *name) {
+  if (!name || !*name || strlen(name) > 200 || name[0] == '.')
+    return 0;
+  for (const char *c = name; *c; c++)
+    if (!((*c >= 'a' && *c <= 'z') || (*c >= 'A' && *c <= 'Z') || (*c >= '0' && *c <= '9') ||
+          *c == '-' || *c == '_' || *c == '.'))
+      return 0;
+  return 1;
+}
+
+static void shm_path(const char *name, char *buf, size_t n) {
+  snprintf(buf, n, "/dev/shm/%s", name);
+}
+
+int ebb_shm_put(const char *name, const void *data, size_t n) {
+  if (!ebb_shm_name_ok(name))
+    return ebb_seterr(EBB_EINVAL, "shared memory name '%s' is not valid", name ? name : "");
+  char path[256];
+  shm_path(name, path, sizeof path);
+  int fd = open(path, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+  if (fd < 0)
+    return ebb_seterr(EBB_EIO, "%s: %s", path, strerror(errno));
+  int rc = 0;
+  if (n && ftruncate(fd, (off_t)n) != 0) {
+    rc = ebb_seterr(EBB_EIO, "%s: sizing to %zu bytes: %s", path, n, strerror(errno));
+    goto fail;
+  }
+  if (n) {
+    void *p = mmap(NULL, n, PROT_WRITE, MAP_SHARED, fd, 0);
+    if (p == MAP_FAILED) {
+      rc = ebb_seterr(EBB_EIO, "%s: mapping %zu bytes: %s", path, n, strerror(errno));
+      goto fail;
+    }
+    memcpy(p, data, n);
+    munmap(p, n);
+  }
+  close(fd);
+  return 0;
+fail:
+  close(fd);
+  unlink(path);
+  return rc;
+}
+
+int ebb_shm_map(const char *name, size_t n, const void **p) {
+  *p = NULL;
+  if (!ebb_shm_name_ok(name))
+    return ebb_seterr(EBB_EPROTO, "shared memory name '%s' is not valid", name ? name : "");
+  char path[256];
+  shm_path(name, path, sizeof path);
+  int fd = open(path, O_RDONLY | O_CLOEXEC);
+  if (fd < 0)
+    return ebb_seterr(EBB_EPROTO, "%s: %s", path, strerror(errno));
+  struct stat sb;
+  if (fstat(fd, &sb) != 0 || (uint64_t)sb.st_size < n) {
+    close(fd);
+    return ebb_seterr(EBB_EPROTO, "%s holds %lld bytes, the message says %zu", path,
+                      (long long)sb.st_size, n);
+  }
+  if (n) {
+    void *m = mmap(NULL, n, PROT_READ, MAP_SHARED, fd, 0);
+    if (m == MAP_FAILED) {
+      close(fd);
+      return ebb_seterr(EBB_EIO, "%s: mapping %zu bytes: %s", path, n, strerror(errno));
+    }
+    *p = m;
+  }
+  close(fd);
+  return 0;
+}
+
+void ebb_shm_unmap(const void *p, size_t n) {
+  if (p && n)
+    munmap((void *)p, n);
+}
+
+void ebb_shm_unlink(const char *name) {
+  if (!ebb_shm_name_ok(name))
+    return;
+  char path[256];
+  shm_path(name, path, sizeof path);
+  unlink(path);
+}
+
+int ebb_shm_unlink_prefix(const char *prefix) {
+  DIR *d = opendir("/dev/shm");
+  int n = 0;
+  size_t pl = strlen(prefix);
+  if (!d || !pl)
+    goto out;
+  struct dirent *e;
+  while ((e = readdir(d)))
+    if (!strncmp(e->d_name, prefix, pl) && ebb_shm_name_ok(e->d_name)) {
+      ebb_shm_unlink(e->d_name);
+      n++;
+    }
+out:
+  if (d)
+    closedir(d);
+  return n;
+}
+
+int ebb_wire_code(const char *name) {
+#define EBB_WIRE_CODE_(sym, value, msg)                                                            \
+  if (name && !strcmp(name, #sym))                                                                 \
+    return value;
+  EBB_ERRORS(EBB_WIRE_CODE_)
+#undef EBB_WIRE_CODE_
+  return EBB_ESTAGE;
+}

@@ -1,0 +1,60 @@
+/* The worker protocol's wire format (docs/worker-protocol.md): frames of a
+ * 4-byte little-endian length followed by that many bytes of UTF-8 JSON (one
+ * object with a string "type"), over a Unix stream socket; bulk payloads
+ * (float PCM, tensors) travel in shared-memory files under /dev/shm whose
+ * names are sent in the JSON.
+ *
+ * Both ends use these: the host (src/worker/proc.c, src/pipeline/isolated.c)
+ * and ebb-worker (src/cli/worker_main.c). */
+#ifndef EBB_WORKER_WIRE_H
+#define EBB_WORKER_WIRE_H
+
+#include <jansson.h>
+#include <stdatomic.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "ebb/error.h"
+
+#define EBB_WORKER_PROTOCOL 1
+/* Largest JSON body either side accepts (payloads go through shm). */
+#define EBB_WIRE_MAX_FRAME (16u << 20)
+
+/* Decodes one frame from buf[0..n). Returns 0 with *msg (new reference, a
+ * JSON object with a string "type") and *used (bytes consumed); 0 with *msg
+ * NULL and *used 0 when buf holds only part of a frame; EBB_EPROTO when the
+ * frame is invalid (length 0 or over max, not UTF-8 JSON, not an object, no
+ * "type"), with a message saying which. max 0: EBB_WIRE_MAX_FRAME. */
+int ebb_wire_decode(const void *buf, size_t n, size_t max, json_t **msg, size_t *used);
+/* Encodes msg into a new frame: *out (malloc'd, caller frees), *n bytes. */
+int ebb_wire_encode(const json_t *msg, unsigned char **out, size_t *n);
+
+/* Writes one frame (all of it; EPIPE is EBB_EIO, SIGPIPE is not raised). */
+int ebb_wire_send(int fd, const json_t *msg);
+/* Reads one frame. deadline: CLOCK_MONOTONIC seconds (0: none) ->
+ * EBB_ETIMEDOUT; cancel (may be NULL) nonzero -> EBB_ECANCELED; the peer
+ * closing between frames -> EBB_EIO ("closed the connection"); closing in
+ * the middle of a frame or a bad frame -> EBB_EPROTO. *msg: new reference. */
+int ebb_wire_recv(int fd, double deadline, const atomic_int *cancel, json_t **msg);
+
+/* --- shared memory ------------------------------------------------------ */
+/* Creates /dev/shm/NAME (exclusive, mode 0600) holding a copy of data[0..n).
+ * name: letters, digits, '-', '_', '.' only (EBB_EINVAL otherwise). */
+int ebb_shm_put(const char *name, const void *data, size_t n);
+/* Maps /dev/shm/NAME read-only; it must hold at least n bytes (EBB_EPROTO
+ * otherwise). *p is unmapped with ebb_shm_unmap(*p, n). n 0: *p NULL. */
+int ebb_shm_map(const char *name, size_t n, const void **p);
+void ebb_shm_unmap(const void *p, size_t n);
+/* Unlinks /dev/shm/NAME; missing is not an error. */
+void ebb_shm_unlink(const char *name);
+/* Unlinks every /dev/shm entry whose name starts with prefix (a worker's
+ * leftovers after it died). Returns how many. */
+int ebb_shm_unlink_prefix(const char *prefix);
+/* 1 when name is a valid shm name for ebb_shm_put/map. */
+int ebb_shm_name_ok(const char *name);
+
+/* "EBB_EOOM" <-> code, for the error messages of the protocol. Unknown
+ * names map to EBB_ESTAGE. */
+int ebb_wire_code(const char *name);
+
+#endif
