@@ -11,6 +11,8 @@ static const ebb_command commands[] = {
     {"pipelines", "list the pipelines (built-in and from --config) and their stages",
      ebb_cmd_pipelines},
     {"stages", "list the stages (built-in and plugins) and their options", ebb_cmd_stages},
+    {"serve", "serve the HTTP API: jobs, pipelines, sessions, memory (docs/api.md)",
+     ebb_cmd_serve},
 };
 #define NCOMMANDS (sizeof commands / sizeof commands[0])
 

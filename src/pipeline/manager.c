@@ -1,0 +1,619 @@
+#include "pipeline/manager.h"
+
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "base/log.h"
+#include "pipeline/host.h"
+
+#define MIB(x) ((unsigned long long)((x) >> 20))
+#define GIB(x) ((double)(x) / (1024.0 * 1024.0 * 1024.0))
+
+typedef struct mpipe {
+  const ebb_pipeline_def *def; /* borrowed from the config */
+  int loaded;
+  uint64_t need;  /* last measured peak; 0: unknown */
+  char *outdir;   /* WORK/pipelines/NAME (kept while instances live) */
+} mpipe;
+
+struct ebb_manager {
+  ebb_device *dev;
+  ebb_allocator *alloc;
+  const ebb_registry *reg;
+  const ebb_config *cfg;
+  char *work_dir;
+  ebb_policy policy;
+  double load_wait_s;
+  ebb_runner *runner;
+  ebb_sessions *sessions;
+  pthread_mutex_t run_lock;    /* the runner: one burst at a time */
+  pthread_mutex_t switch_lock; /* loads and unloads, one at a time */
+  pthread_mutex_t lock;        /* pipes[].loaded/need, released_total */
+  mpipe *pipes;
+  size_t npipes;
+  uint64_t released_total;
+};
+
+/* --- helpers --------------------------------------------------------------- */
+static uint64_t driver_free(ebb_manager *m, int *known) {
+  ebb_dev_meminfo mi;
+  int ok = ebb_device_mem_info(m->dev, &mi) == 0 && mi.source != EBB_MEMINFO_NONE;
+  if (known)
+    *known = ok;
+  return ok ? mi.free_bytes : 0;
+}
+
+static void log_free(const char *name, const char *when, uint64_t bytes) {
+  char scope[160];
+  snprintf(scope, sizeof scope, "pipeline %s", name);
+  ebb_log_field f[] = {EBB_LF_S("event", "pipeline_memory"), EBB_LF_S("pipeline", name),
+                       EBB_LF_S("when", when), EBB_LF_U("driver_free_bytes", bytes)};
+  ebb_log_ev(EBB_LOG_INFO, scope, f, 4, "GPU memory free %s: %.2f GiB", when, GIB(bytes));
+}
+
+static mpipe *find_pipe(ebb_manager *m, const char *name) {
+  for (size_t i = 0; i < m->npipes; i++)
+    if (!strcmp(m->pipes[i].def->name, name))
+      return &m->pipes[i];
+  return NULL;
+}
+
+static int unknown_pipeline(ebb_manager *m, const char *name) {
+  char known[1024] = "";
+  for (size_t i = 0; i < m->npipes; i++)
+    snprintf(known + strlen(known), sizeof known - strlen(known), "%s%s", i ? ", " : "",
+             m->pipes[i].def->name);
+  return ebb_seterr(EBB_ENOTFOUND, "unknown pipeline '%s' (known: %s)", name, known);
+}
+
+static int loaded_count(ebb_manager *m) {
+  int n = 0;
+  pthread_mutex_lock(&m->lock);
+  for (size_t i = 0; i < m->npipes; i++)
+    n += m->pipes[i].loaded;
+  pthread_mutex_unlock(&m->lock);
+  return n;
+}
+
+static void add_released(ebb_manager *m, uint64_t b) {
+  pthread_mutex_lock(&m->lock);
+  m->released_total += b;
+  pthread_mutex_unlock(&m->lock);
+}
+
+/* A copy of def with options[stage name] merged over each stage's options.
+ * Unknown stage names are EBB_ECONFIG. Free with free_def. */
+static int merge_def(const ebb_pipeline_def *def, json_t *options, ebb_pipeline_def *out) {
+  *out = *def;
+  out->stages = calloc(def->nstages ? def->nstages : 1, sizeof *out->stages);
+  if (!out->stages)
+    return ebb_seterr(EBB_ENOMEM, "out of host memory");
+  for (size_t i = 0; i < def->nstages; i++) {
+    out->stages[i] = def->stages[i];
+    out->stages[i].options = json_deep_copy(def->stages[i].options);
+  }
+  if (!options || json_is_null(options))
+    return 0;
+  if (!json_is_object(options))
+    return ebb_seterr(EBB_ECONFIG, "\"options\" must be an object {stage name: {option: value}}");
+  const char *key;
+  json_t *val;
+  json_object_foreach(options, key, val) {
+    size_t i = 0;
+    while (i < def->nstages && strcmp(def->stages[i].name, key))
+      i++;
+    if (i == def->nstages)
+      return ebb_seterr(EBB_ECONFIG, "\"options\": pipeline '%s' has no stage named '%s'",
+                        def->name, key);
+    if (!json_is_object(val))
+      return ebb_seterr(EBB_ECONFIG, "\"options\".\"%s\" must be an object of stage options",
+                        key);
+    json_object_update(out->stages[i].options, val);
+  }
+  return 0;
+}
+
+static void free_def(ebb_pipeline_def *d) {
+  if (!d->stages)
+    return;
+  for (size_t i = 0; i < d->nstages; i++)
+    json_decref(d->stages[i].options);
+  free(d->stages);
+  d->stages = NULL;
+}
+
+/* --- create / destroy --------------------------------------------------------- */
+int ebb_manager_create(const ebb_manager_opts *o, ebb_manager **out) {
+  if (!o || !o->dev || !o->alloc || !o->reg || !o->cfg || !o->work_dir)
+    return ebb_seterr(EBB_EINVAL, "manager: device, allocator, registry, config and work "
+                                  "directory are required");
+  ebb_manager *m = calloc(1, sizeof *m);
+  if (!m)
+    return ebb_seterr(EBB_ENOMEM, "manager: out of host memory");
+  m->dev = o->dev;
+  m->alloc = o->alloc;
+  m->reg = o->reg;
+  m->cfg = o->cfg;
+  m->policy = o->policy ? *o->policy : (ebb_policy){EBB_POLICY_AFTER_STAGE, 0};
+  m->load_wait_s = o->load_wait_s > 0 ? o->load_wait_s : 10;
+  pthread_mutex_init(&m->run_lock, NULL);
+  pthread_mutex_init(&m->switch_lock, NULL);
+  pthread_mutex_init(&m->lock, NULL);
+  int rc = EBB_ENOMEM;
+  if (!(m->work_dir = strdup(o->work_dir)))
+    goto fail;
+  m->npipes = o->cfg->npipelines;
+  if (!(m->pipes = calloc(m->npipes ? m->npipes : 1, sizeof *m->pipes)))
+    goto fail;
+  for (size_t i = 0; i < m->npipes; i++) {
+    const ebb_pipeline_def *d = &o->cfg->pipelines[i];
+    m->pipes[i].def = d;
+    size_t n = strlen(m->work_dir) + strlen(d->name) + 32;
+    if (!(m->pipes[i].outdir = malloc(n)))
+      goto fail;
+    snprintf(m->pipes[i].outdir, n, "%s/pipelines/%s", m->work_dir, d->name);
+  }
+  if ((rc = ebb_sessions_create(&m->sessions)) != 0)
+    goto fail;
+  ebb_runner_opts ro = {.size = sizeof ro, .dev = o->dev, .alloc = o->alloc, .reg = o->reg,
+                        .cache_dir = o->cache_dir, .oneshot = 0};
+  if ((rc = ebb_runner_create(&ro, &m->runner)) != 0)
+    goto fail;
+  *out = m;
+  return 0;
+fail:
+  if (rc == EBB_ENOMEM)
+    ebb_seterr(rc, "manager: out of host memory");
+  ebb_manager_destroy(m);
+  return rc;
+}
+
+static int unload_locked(ebb_manager *m, mpipe *pp, uint64_t *released);
+
+void ebb_manager_destroy(ebb_manager *m) {
+  if (!m)
+    return;
+  if (m->sessions)
+    ebb_sessions_stop_all(m->sessions, "the server is shutting down");
+  pthread_mutex_lock(&m->switch_lock);
+  for (size_t i = 0; i < m->npipes && m->runner; i++)
+    if (m->pipes[i].loaded)
+      unload_locked(m, &m->pipes[i], NULL);
+  pthread_mutex_unlock(&m->switch_lock);
+  if (m->runner) {
+    pthread_mutex_lock(&m->run_lock);
+    ebb_runner_evict_idle(m->runner, -1, NULL);
+    ebb_runner_destroy(m->runner);
+    ebb_release_result rr = {.size = sizeof rr};
+    ebb_release(m->alloc, EBB_RELEASE_DEFAULT | EBB_RELEASE_CONTEXT, &rr);
+    pthread_mutex_unlock(&m->run_lock);
+  }
+  ebb_sessions_destroy(m->sessions);
+  for (size_t i = 0; i < m->npipes; i++)
+    free(m->pipes[i].outdir);
+  free(m->pipes);
+  free(m->work_dir);
+  pthread_mutex_destroy(&m->lock);
+  pthread_mutex_destroy(&m->switch_lock);
+  pthread_mutex_destroy(&m->run_lock);
+  free(m);
+}
+
+ebb_sessions *ebb_manager_sessions(ebb_manager *m) { return m->sessions; }
+
+const ebb_pipeline_def *ebb_manager_pipeline(ebb_manager *m, const char *name) {
+  mpipe *pp = find_pipe(m, name);
+  return pp ? pp->def : NULL;
+}
+
+int ebb_manager_is_loaded(ebb_manager *m, const char *name) {
+  pthread_mutex_lock(&m->lock);
+  mpipe *pp = find_pipe(m, name);
+  int l = pp && pp->loaded;
+  pthread_mutex_unlock(&m->lock);
+  return l;
+}
+
+uint64_t ebb_manager_released_total(ebb_manager *m) {
+  pthread_mutex_lock(&m->lock);
+  uint64_t b = m->released_total;
+  pthread_mutex_unlock(&m->lock);
+  return b;
+}
+
+/* --- unload ----------------------------------------------------------------- */
+/* switch_lock held. */
+static int unload_locked(ebb_manager *m, mpipe *pp, uint64_t *released) {
+  const char *name = pp->def->name;
+  char scope[160], reason[256];
+  snprintf(scope, sizeof scope, "pipeline %s", name);
+  snprintf(reason, sizeof reason, "pipeline '%s' was unloaded", name);
+  if (released)
+    *released = 0;
+  /* 1. no new items; 2. the items in flight finish; the leases go */
+  int stopped = 0;
+  ebb_sessions_stop_pipeline(m->sessions, name, reason, &stopped);
+  if (stopped)
+    ebb_log(EBB_LOG_INFO, scope, "stopped %d session%s (drained)", stopped,
+            stopped == 1 ? "" : "s");
+  pthread_mutex_lock(&m->run_lock);
+  uint64_t held = 0;
+  int was_loaded = pp->loaded;
+  int n = ebb_runner_pipeline_bytes(m->runner, name, &held, NULL);
+  if (!was_loaded && n == 0) {
+    pthread_mutex_unlock(&m->run_lock);
+    return 0;
+  }
+  int known;
+  uint64_t before = driver_free(m, &known);
+  log_free(name, "before unload", before);
+  pthread_mutex_lock(&m->lock);
+  pp->loaded = 0;
+  int others = 0;
+  for (size_t i = 0; i < m->npipes; i++)
+    others += m->pipes[i].loaded;
+  pthread_mutex_unlock(&m->lock);
+  /* 3. unload the stages: the runner destroys their owners, reporting and
+   * freeing whatever they still held (a leak); then trim, pinned, and the
+   * context when nothing else is loaded */
+  uint64_t rel = 0, more = 0;
+  int rc = ebb_runner_unload_pipeline(m->runner, name, !others, &rel);
+  if (rc)
+    ebb_log(EBB_LOG_WARN, scope, "%s", ebb_errmsg());
+  if (!others)
+    ebb_runner_evict_idle(m->runner, -1, &more); /* idle job stages + context */
+  rel += more;
+  uint64_t left = 0;
+  ebb_runner_pipeline_bytes(m->runner, name, &left, NULL);
+  if (left)
+    ebb_log(EBB_LOG_ERROR, scope, "its stages still hold %llu MiB after unload", MIB(left));
+  /* 4. confirm against the driver */
+  uint64_t after = driver_free(m, NULL);
+  log_free(name, "after unload", after);
+  if (known) {
+    int64_t seen = (int64_t)after - (int64_t)before;
+    if (seen + (2 << 20) < (int64_t)rel)
+      ebb_log(EBB_LOG_WARN, scope,
+              "the driver shows %lld MiB more free memory but ebb handed back %llu MiB",
+              (long long)(seen / (1 << 20)), MIB(rel));
+    else
+      ebb_log(EBB_LOG_DEBUG, scope, "driver confirms: +%lld MiB free (ebb handed back %llu MiB)",
+              (long long)(seen / (1 << 20)), MIB(rel));
+  }
+  pthread_mutex_unlock(&m->run_lock);
+  add_released(m, rel);
+  if (released)
+    *released = rel;
+  return rc;
+}
+
+int ebb_manager_unload(ebb_manager *m, const char *name, uint64_t *released) {
+  if (released)
+    *released = 0;
+  mpipe *pp = find_pipe(m, name);
+  if (!pp)
+    return unknown_pipeline(m, name);
+  pthread_mutex_lock(&m->switch_lock);
+  int rc = unload_locked(m, pp, released);
+  pthread_mutex_unlock(&m->switch_lock);
+  return rc;
+}
+
+/* --- load ------------------------------------------------------------------- */
+static int load_locked(ebb_manager *m, mpipe *pp) {
+  const char *name = pp->def->name;
+  char scope[160];
+  snprintf(scope, sizeof scope, "pipeline %s", name);
+  pthread_mutex_lock(&m->lock);
+  int loaded = pp->loaded;
+  uint64_t need = pp->need;
+  pthread_mutex_unlock(&m->lock);
+  if (loaded)
+    return 0;
+  int known;
+  uint64_t free_now = driver_free(m, &known);
+  /* a switch: unknown need, or more than is free now */
+  if (need == 0 || (known && need > free_now)) {
+    for (size_t i = 0; i < m->npipes; i++) {
+      mpipe *o = &m->pipes[i];
+      if (o == pp || !ebb_manager_is_loaded(m, o->def->name))
+        continue;
+      ebb_log(EBB_LOG_INFO, scope, "switching: unloading pipeline '%s' first", o->def->name);
+      unload_locked(m, o, NULL);
+    }
+    pthread_mutex_lock(&m->run_lock);
+    uint64_t more = 0;
+    ebb_runner_evict_idle(m->runner, -1, &more);
+    pthread_mutex_unlock(&m->run_lock);
+    add_released(m, more);
+  }
+  if (need && known) {
+    uint64_t total = ebb_device_total_bytes(m->dev);
+    if (total && need > total)
+      return ebb_seterr(EBB_EOOM,
+                        "pipeline '%s' needs about %llu MiB (its last measured peak) but the "
+                        "device %s has only %llu MiB in all; not loading it",
+                        name, MIB(need), ebb_device_label(m->dev), MIB(total));
+    double until = ebb_now() + m->load_wait_s;
+    while ((free_now = driver_free(m, NULL)) < need && ebb_now() < until) {
+      struct timespec ts = {0, 100 * 1000000L};
+      nanosleep(&ts, NULL);
+    }
+    if (free_now < need)
+      return ebb_seterr(EBB_EOOM,
+                        "pipeline '%s' needs about %llu MiB (its last measured peak) but %s has "
+                        "%llu MiB free after unloading the other pipelines and waiting %.0f s; "
+                        "not loading it (something else holds the memory)",
+                        name, MIB(need), ebb_device_label(m->dev), MIB(free_now), m->load_wait_s);
+  }
+  pthread_mutex_lock(&m->run_lock);
+  uint64_t before = driver_free(m, NULL);
+  int had_ctx = ebb_device_ctx_active(m->dev);
+  ebb_job_result res;
+  int rc = ebb_runner_load_pipeline(m->runner, pp->def, pp->outdir, &res);
+  if (rc) {
+    uint64_t rel = 0;
+    ebb_runner_unload_pipeline(m->runner, name, loaded_count(m) == 0, &rel);
+    pthread_mutex_unlock(&m->run_lock);
+    add_released(m, rel);
+    return ebb_seterr(rc, "loading pipeline '%s': %s", name, res.message);
+  }
+  uint64_t after = driver_free(m, NULL), peak = 0;
+  ebb_runner_pipeline_bytes(m->runner, name, NULL, &peak);
+  ebb_alloc_stats st = {.size = sizeof st};
+  ebb_allocator_get_stats(m->alloc, &st);
+  uint64_t measured = before > after ? before - after : 0;
+  uint64_t owners = peak + (had_ctx ? 0 : st.context_estimate);
+  pthread_mutex_lock(&m->lock);
+  pp->loaded = 1;
+  pp->need = measured > owners ? measured : owners;
+  pthread_mutex_unlock(&m->lock);
+  log_free(name, "after load", after);
+  pthread_mutex_unlock(&m->run_lock);
+  return 0;
+}
+
+int ebb_manager_load(ebb_manager *m, const char *name) {
+  mpipe *pp = find_pipe(m, name);
+  if (!pp)
+    return unknown_pipeline(m, name);
+  pthread_mutex_lock(&m->switch_lock);
+  int rc = load_locked(m, pp);
+  pthread_mutex_unlock(&m->switch_lock);
+  return rc;
+}
+
+/* --- jobs and items ---------------------------------------------------------------- */
+int ebb_manager_check_job(ebb_manager *m, const char *pipeline, json_t *options) {
+  mpipe *pp = find_pipe(m, pipeline);
+  if (!pp)
+    return unknown_pipeline(m, pipeline);
+  ebb_pipeline_def d;
+  int rc = merge_def(pp->def, options, &d);
+  if (!rc)
+    rc = ebb_pipeline_check(m->reg, &d);
+  free_def(&d);
+  return rc;
+}
+
+/* run_lock held by the caller. */
+static int run_locked(ebb_manager *m, mpipe *pp, const char *input, const char *outdir,
+                      json_t *options, const atomic_int *cancel, ebb_progress_fn progress,
+                      void *progress_arg, ebb_job_result *res) {
+  memset(res, 0, sizeof *res);
+  ebb_pipeline_def d;
+  int rc = merge_def(pp->def, options, &d);
+  if (rc) {
+    res->code = rc;
+    snprintf(res->message, sizeof res->message, "%s", ebb_errmsg());
+    free_def(&d);
+    return rc;
+  }
+  pthread_mutex_lock(&m->lock);
+  int loaded = pp->loaded;
+  pthread_mutex_unlock(&m->lock);
+  ebb_policy never = {EBB_POLICY_NEVER, 0};
+  const ebb_policy *pol = loaded ? &never : (pp->def->has_policy ? &pp->def->policy : &m->policy);
+  ebb_job job = {.size = sizeof job, .pipeline = &d, .input = input, .output_dir = outdir,
+                 .policy = pol, .cancel = cancel,
+                 .progress = progress, .progress_arg = progress_arg};
+  rc = ebb_runner_run(m->runner, &job, res);
+  if (loaded) {
+    uint64_t peak = 0;
+    ebb_runner_pipeline_bytes(m->runner, pp->def->name, NULL, &peak);
+    ebb_alloc_stats st = {.size = sizeof st};
+    ebb_allocator_get_stats(m->alloc, &st);
+    peak += st.context_estimate;
+    pthread_mutex_lock(&m->lock);
+    if (peak > pp->need)
+      pp->need = peak;
+    pthread_mutex_unlock(&m->lock);
+  }
+  free_def(&d);
+  add_released(m, res->released_bytes);
+  return rc;
+}
+
+int ebb_manager_run_job(ebb_manager *m, const char *pipeline, const char *input,
+                        const char *outdir, json_t *options, const atomic_int *cancel,
+                        ebb_progress_fn progress, void *progress_arg, ebb_job_result *res) {
+  memset(res, 0, sizeof *res);
+  mpipe *pp = find_pipe(m, pipeline);
+  if (!pp) {
+    res->code = unknown_pipeline(m, pipeline);
+    snprintf(res->message, sizeof res->message, "%s", ebb_errmsg());
+    return res->code;
+  }
+  pthread_mutex_lock(&m->run_lock);
+  int rc = run_locked(m, pp, input, outdir, options, cancel, progress, progress_arg, res);
+  pthread_mutex_unlock(&m->run_lock);
+  return rc;
+}
+
+int ebb_manager_session_open(ebb_manager *m, const char *pipeline, char *id) {
+  mpipe *pp = find_pipe(m, pipeline);
+  if (!pp)
+    return unknown_pipeline(m, pipeline);
+  pthread_mutex_lock(&m->switch_lock);
+  int rc = load_locked(m, pp);
+  if (!rc)
+    rc = ebb_sessions_open(m->sessions, pipeline, id);
+  pthread_mutex_unlock(&m->switch_lock);
+  return rc;
+}
+
+int ebb_manager_session_item(ebb_manager *m, const char *id, const char *input,
+                             const char *outdir, json_t *options, const atomic_int *cancel,
+                             ebb_job_result *res) {
+  memset(res, 0, sizeof *res);
+  char pipeline[128];
+  int rc = ebb_sessions_item_begin(m->sessions, id, pipeline);
+  if (rc) {
+    res->code = rc;
+    snprintf(res->message, sizeof res->message, "%s", ebb_errmsg());
+    return rc;
+  }
+  mpipe *pp = find_pipe(m, pipeline);
+  pthread_mutex_lock(&m->run_lock);
+  rc = run_locked(m, pp, input, outdir, options, cancel, NULL, NULL, res);
+  pthread_mutex_unlock(&m->run_lock);
+  ebb_sessions_item_end(m->sessions, id, rc != 0);
+  return rc;
+}
+
+int ebb_manager_session_close(ebb_manager *m, const char *id) {
+  return ebb_sessions_close(m->sessions, id);
+}
+
+/* --- release ---------------------------------------------------------------- */
+void ebb_manager_tick(ebb_manager *m) {
+  if (pthread_mutex_trylock(&m->run_lock) != 0)
+    return;
+  uint64_t rel = 0;
+  ebb_runner_evict_idle(m->runner, ebb_now(), &rel);
+  pthread_mutex_unlock(&m->run_lock);
+  add_released(m, rel);
+}
+
+int ebb_manager_release(ebb_manager *m, uint64_t *released) {
+  pthread_mutex_lock(&m->run_lock);
+  ebb_release_result rr = {.size = sizeof rr};
+  ebb_release(m->alloc, EBB_RELEASE_DEFAULT, &rr);
+  uint64_t more = 0;
+  ebb_runner_evict_idle(m->runner, -1, &more);
+  pthread_mutex_unlock(&m->run_lock);
+  uint64_t total = rr.released_bytes + more;
+  add_released(m, total);
+  if (total >> 20)
+    ebb_log(EBB_LOG_INFO, "server", "released %llu MiB of GPU memory", MIB(total));
+  if (released)
+    *released = total;
+  return 0;
+}
+
+/* --- JSON views ---------------------------------------------------------------- */
+json_t *ebb_manager_pipelines_json(ebb_manager *m) {
+  json_t *arr = json_array();
+  for (size_t i = 0; i < m->npipes; i++) {
+    mpipe *pp = &m->pipes[i];
+    const ebb_pipeline_def *d = pp->def;
+    json_t *o = json_object(), *st = json_array();
+    for (size_t k = 0; k < d->nstages; k++)
+      json_array_append_new(st, json_pack("{s:s,s:s}", "name", d->stages[k].name, "stage",
+                                          d->stages[k].stage));
+    char pol[64];
+    ebb_policy_format(d->has_policy ? &d->policy : &m->policy, pol, sizeof pol);
+    pthread_mutex_lock(&m->lock);
+    int loaded = pp->loaded;
+    uint64_t need = pp->need;
+    pthread_mutex_unlock(&m->lock);
+    json_object_set_new(o, "name", json_string(d->name));
+    json_object_set_new(o, "description", d->description ? json_string(d->description) : json_null());
+    json_object_set_new(o, "origin", json_string(d->origin ? d->origin : ""));
+    json_object_set_new(o, "release", json_string(pol));
+    json_object_set_new(o, "stages", st);
+    json_object_set_new(o, "loaded", json_boolean(loaded));
+    json_object_set_new(o, "sessions", json_integer(ebb_sessions_leases(m->sessions, d->name)));
+    json_object_set_new(o, "need_bytes", need ? json_integer((json_int_t)need) : json_null());
+    json_array_append_new(arr, o);
+  }
+  return arr;
+}
+
+/* Per-owner current bytes from the ledger (thread-safe, never waits for a
+ * job): an owner's last event carries its bytes after it. */
+static json_t *owners_json(ebb_manager *m) {
+  ebb_ledger *l = ebb_allocator_ledger(m->alloc);
+  size_t cap = ebb_ledger_count(l) + 64, n = 0;
+  ebb_ledger_event *ev = malloc(cap * sizeof *ev);
+  json_t *arr = json_array();
+  if (!ev || ebb_ledger_events(l, ev, cap, &n, NULL) != 0) {
+    free(ev);
+    return arr;
+  }
+  typedef struct { uint32_t id; const char *label; uint64_t bytes; } row;
+  row *rows = calloc(n + 1, sizeof *rows);
+  size_t nr = 0;
+  for (size_t i = 0; rows && i < n; i++) {
+    if (!ev[i].owner_id || ev[i].kind == EBB_EV_MARK)
+      continue;
+    size_t k = 0;
+    while (k < nr && rows[k].id != ev[i].owner_id)
+      k++;
+    if (k == nr)
+      rows[nr++] = (row){ev[i].owner_id, ev[i].label, 0};
+    rows[k].bytes = ev[i].owner_bytes;
+  }
+  for (size_t k = 0; k < nr; k++)
+    if (rows[k].bytes)
+      json_array_append_new(arr, json_pack("{s:s,s:I}", "name", rows[k].label ? rows[k].label : "?",
+                                           "bytes", (json_int_t)rows[k].bytes));
+  free(rows);
+  free(ev);
+  return arr;
+}
+
+json_t *ebb_manager_memory_json(ebb_manager *m) {
+  ebb_alloc_stats st = {.size = sizeof st};
+  ebb_allocator_get_stats(m->alloc, &st);
+  ebb_unattributed un = {.size = sizeof un};
+  int un_ok = ebb_allocator_unattributed(m->alloc, &un) == 0;
+  json_t *loaded = json_array();
+  pthread_mutex_lock(&m->lock);
+  for (size_t i = 0; i < m->npipes; i++)
+    if (m->pipes[i].loaded)
+      json_array_append_new(loaded, json_string(m->pipes[i].def->name));
+  pthread_mutex_unlock(&m->lock);
+  static const char *src[] = {"none", "driver", "nvml", "host"};
+  json_t *dev = json_pack("{s:s,s:s,s:I,s:I,s:I,s:s}", "label", ebb_device_label(m->dev), "name",
+                          ebb_device_name(m->dev), "total_bytes",
+                          (json_int_t)ebb_device_total_bytes(m->dev), "driver_free_bytes",
+                          (json_int_t)st.driver_free, "driver_total_bytes",
+                          (json_int_t)st.driver_total, "driver_source",
+                          src[st.driver_source <= EBB_MEMINFO_HOST ? st.driver_source : 0]);
+  json_t *al = json_pack("{s:I,s:I,s:I,s:I,s:I,s:I,s:I}", "reserved_bytes",
+                         (json_int_t)st.reserved.current, "allocated_bytes",
+                         (json_int_t)st.allocated.current, "cached_bytes",
+                         (json_int_t)st.cached.current, "reserved_peak_bytes",
+                         (json_int_t)st.reserved.peak, "segments", (json_int_t)st.segments.current,
+                         "blocks", (json_int_t)st.blocks.current, "trimmed_bytes",
+                         (json_int_t)st.trimmed_bytes);
+  json_t *ctx = json_pack("{s:b,s:I}", "held", st.ctx_active, "estimate_bytes",
+                          (json_int_t)st.context_estimate);
+  json_t *pin = json_pack("{s:I,s:I}", "reserved_bytes", (json_int_t)st.pinned_reserved.current,
+                          "allocated_bytes", (json_int_t)st.pinned_allocated.current);
+  json_t *una = un_ok && un.known
+                    ? json_pack("{s:b,s:b,s:I,s:I,s:I,s:I}", "known", 1, "per_process",
+                                un.per_process, "driver_used_bytes", (json_int_t)un.driver_used,
+                                "ebb_reserved_bytes", (json_int_t)un.ebb_reserved,
+                                "context_estimate_bytes", (json_int_t)un.context_estimate,
+                                "unattributed_bytes", (json_int_t)un.unattributed)
+                    : json_pack("{s:b}", "known", 0);
+  return json_pack("{s:o,s:o,s:o,s:o,s:o,s:o,s:o,s:I}", "device", dev, "allocator", al, "owners",
+                   owners_json(m), "context", ctx, "pinned", pin, "unattributed", una, "loaded",
+                   loaded, "released_total_bytes", (json_int_t)ebb_manager_released_total(m));
+}

@@ -1,0 +1,111 @@
+/* The pipeline manager: one device, one allocator, one runner, and the
+ * pipelines a long-lived process (ebb serve) keeps loaded.
+ *
+ * Loaded: the pipeline's stage instances are loaded and kept (runner policy
+ * never) so session items and jobs of that pipeline run without reloading.
+ * Sessions (sessions.h) hold counted leases on a loaded pipeline.
+ *
+ * Unload (also the first half of a switch): stop the sessions on it, wait
+ * until their items in flight are drained, drop their leases, unload the
+ * stages (the runner reports leaks and frees them: owners end at 0 bytes),
+ * release (the device context too when nothing else is loaded) and confirm
+ * the drop against the driver's free memory, logging
+ *   [pipeline NAME] GPU memory free before unload: X.XX GiB
+ *   [pipeline NAME] GPU memory free after unload: X.XX GiB
+ * Load: when the pipeline's need is unknown (never measured) or larger than
+ * the driver's free memory, every other loaded pipeline is unloaded first (a
+ * switch). A need that still does not fit waits (bounded by load_wait_s) for
+ * the driver's free memory, then fails with EBB_EOOM naming the numbers; a
+ * load predicted to run out is never started. Then
+ *   [pipeline NAME] GPU memory free after load: X.XX GiB
+ * The need is the last measured peak: the larger of the driver's free-memory
+ * drop across the load and the stage owners' peak bytes (+ the context when
+ * it had to be created). Stages declare no memory needs in the ABI yet.
+ *
+ * Jobs: ebb_manager_run_job runs one job through the runner as `ebb run`
+ * does (the pipeline's or the server's release policy); a job of a loaded
+ * pipeline uses the kept instances (policy never) instead.
+ *
+ * Threads: one runner call at a time (a device runs one burst at a time): a
+ * run lock serialises jobs, items, loads and unloads; loads/unloads are also
+ * serialised among themselves. Queries (list, memory) never wait for a job. */
+#ifndef EBB_PIPELINE_MANAGER_H
+#define EBB_PIPELINE_MANAGER_H
+
+#include <jansson.h>
+#include <stdatomic.h>
+#include <stdint.h>
+
+#include "memory/memory.h"
+#include "pipeline/config.h"
+#include "pipeline/registry.h"
+#include "pipeline/runner.h"
+#include "pipeline/sessions.h"
+
+typedef struct ebb_manager ebb_manager;
+
+typedef struct ebb_manager_opts {
+  uint32_t size;              /* sizeof(ebb_manager_opts) */
+  ebb_device *dev;            /* borrowed; outlives the manager */
+  ebb_allocator *alloc;       /* borrowed, on dev */
+  const ebb_registry *reg;    /* borrowed */
+  const ebb_config *cfg;      /* borrowed: the pipelines known */
+  const char *work_dir;       /* loaded pipelines write under WORK/pipelines/NAME. Copied. */
+  const char *cache_dir;      /* stage result cache; NULL: none. Copied. */
+  const ebb_policy *policy;   /* default for pipelines without one; NULL: after-stage */
+  double load_wait_s;         /* how long a load waits for memory; <= 0: 10 s */
+} ebb_manager_opts;
+
+int ebb_manager_create(const ebb_manager_opts *o, ebb_manager **out);
+/* Stops every session, unloads every pipeline, releases everything the
+ * runner holds and the context. NULL: no-op. */
+void ebb_manager_destroy(ebb_manager *m);
+
+ebb_sessions *ebb_manager_sessions(ebb_manager *m);
+const ebb_pipeline_def *ebb_manager_pipeline(ebb_manager *m, const char *name);
+
+/* Load (switching if needed, see above). EBB_ENOTFOUND unknown pipeline,
+ * EBB_EOOM would not fit, a stage's error otherwise (its message). */
+int ebb_manager_load(ebb_manager *m, const char *name);
+/* Unload; *released (may be NULL) bytes handed back. EBB_ENOTFOUND unknown
+ * pipeline; unloading a pipeline that is not loaded is not an error. */
+int ebb_manager_unload(ebb_manager *m, const char *name, uint64_t *released);
+int ebb_manager_is_loaded(ebb_manager *m, const char *name);
+
+/* Runs one job (synchronously, holding the run lock). outdir is created.
+ * options: {stage name -> options object} merged over the pipeline's
+ * (may be NULL). progress (may be NULL) as in ebb_job. Returns res->code. */
+int ebb_manager_run_job(ebb_manager *m, const char *pipeline, const char *input,
+                        const char *outdir, json_t *options, const atomic_int *cancel,
+                        ebb_progress_fn progress, void *progress_arg, ebb_job_result *res);
+
+/* Checks a job before it is queued: the pipeline exists (EBB_ENOTFOUND),
+ * options names only its stages and every merged option is valid
+ * (EBB_ECONFIG, naming the stage and option). */
+int ebb_manager_check_job(ebb_manager *m, const char *pipeline, json_t *options);
+
+/* Sessions: open loads the pipeline if needed and takes a lease. */
+int ebb_manager_session_open(ebb_manager *m, const char *pipeline, char *id);
+/* Runs one item (the input file) through the session's loaded pipeline. */
+int ebb_manager_session_item(ebb_manager *m, const char *id, const char *input,
+                             const char *outdir, json_t *options, const atomic_int *cancel,
+                             ebb_job_result *res);
+int ebb_manager_session_close(ebb_manager *m, const char *id);
+
+/* Releases idle stages whose time is up and, when nothing is loaded, the
+ * context (a server's timer; skipped while a job runs). */
+void ebb_manager_tick(ebb_manager *m);
+/* Waits for the device, then: release callbacks, trim, pinned pool, idle
+ * stages, and the context when nothing is loaded. *released: bytes back. */
+int ebb_manager_release(ebb_manager *m, uint64_t *released);
+
+/* [{"name","description","origin","stages":[..],"loaded":bool,"sessions":N,
+ *   "need_bytes":N|null}] (new reference). */
+json_t *ebb_manager_pipelines_json(ebb_manager *m);
+/* {"device":{...},"allocator":{...},"owners":[{"name","bytes"}],"context":{...},
+ *  "pinned":{...},"unattributed":{...},"loaded":[names]} (new reference). */
+json_t *ebb_manager_memory_json(ebb_manager *m);
+/* Bytes released by the manager's jobs, items, unloads and releases. */
+uint64_t ebb_manager_released_total(ebb_manager *m);
+
+#endif

@@ -1,0 +1,172 @@
+#include "pipeline/sessions.h"
+
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+typedef struct sess {
+  struct sess *next;
+  ebb_session_info info;
+} sess;
+
+struct ebb_sessions {
+  pthread_mutex_t lock;
+  pthread_cond_t drained;
+  sess *list;
+  uint64_t next_id;
+};
+
+int ebb_sessions_create(ebb_sessions **out) {
+  ebb_sessions *s = calloc(1, sizeof *s);
+  if (!s)
+    return ebb_seterr(EBB_ENOMEM, "sessions: out of host memory");
+  pthread_mutex_init(&s->lock, NULL);
+  pthread_cond_init(&s->drained, NULL);
+  /* ids differ across server restarts: a client holding an old id gets 404 */
+  struct timespec ts;
+  clock_gettime(CLOCK_REALTIME, &ts);
+  s->next_id = ((uint64_t)ts.tv_sec << 20) ^ (uint64_t)(ts.tv_nsec >> 10);
+  *out = s;
+  return 0;
+}
+
+void ebb_sessions_destroy(ebb_sessions *s) {
+  if (!s)
+    return;
+  for (sess *x = s->list, *n; x; x = n) {
+    n = x->next;
+    free(x);
+  }
+  pthread_cond_destroy(&s->drained);
+  pthread_mutex_destroy(&s->lock);
+  free(s);
+}
+
+static sess *find(ebb_sessions *s, const char *id) {
+  for (sess *x = s->list; x; x = x->next)
+    if (!strcmp(x->info.id, id))
+      return x;
+  return NULL;
+}
+
+int ebb_sessions_open(ebb_sessions *s, const char *pipeline, char *id) {
+  sess *x = calloc(1, sizeof *x);
+  if (!x)
+    return ebb_seterr(EBB_ENOMEM, "sessions: out of host memory");
+  struct timespec ts;
+  clock_gettime(CLOCK_REALTIME, &ts);
+  x->info.created = ts.tv_sec + ts.tv_nsec / 1e9;
+  snprintf(x->info.pipeline, sizeof x->info.pipeline, "%s", pipeline);
+  pthread_mutex_lock(&s->lock);
+  snprintf(x->info.id, sizeof x->info.id, "s%llx", (unsigned long long)s->next_id++);
+  x->next = s->list;
+  s->list = x;
+  snprintf(id, 40, "%s", x->info.id);
+  pthread_mutex_unlock(&s->lock);
+  return 0;
+}
+
+int ebb_sessions_close(ebb_sessions *s, const char *id) {
+  pthread_mutex_lock(&s->lock);
+  sess *x = find(s, id);
+  if (!x) {
+    pthread_mutex_unlock(&s->lock);
+    return ebb_seterr(EBB_ENOTFOUND, "no session '%s'", id);
+  }
+  x->info.state = EBB_SESSION_STOPPED;
+  snprintf(x->info.stop_reason, sizeof x->info.stop_reason, "closed");
+  while (x->info.inflight)
+    pthread_cond_wait(&s->drained, &s->lock);
+  for (sess **p = &s->list; *p; p = &(*p)->next)
+    if (*p == x) {
+      *p = x->next;
+      break;
+    }
+  pthread_mutex_unlock(&s->lock);
+  free(x);
+  return 0;
+}
+
+int ebb_sessions_item_begin(ebb_sessions *s, const char *id, char *pipeline) {
+  int rc = 0;
+  pthread_mutex_lock(&s->lock);
+  sess *x = find(s, id);
+  if (!x)
+    rc = ebb_seterr(EBB_ENOTFOUND, "no session '%s'", id);
+  else if (x->info.state != EBB_SESSION_OPEN)
+    rc = ebb_seterr(EBB_EBUSY, "session '%s' is stopped: %s", id, x->info.stop_reason);
+  else if (x->info.inflight)
+    rc = ebb_seterr(EBB_EBUSY, "session '%s' is already running an item (one at a time)", id);
+  else {
+    x->info.inflight = 1;
+    snprintf(pipeline, 128, "%s", x->info.pipeline);
+  }
+  pthread_mutex_unlock(&s->lock);
+  return rc;
+}
+
+void ebb_sessions_item_end(ebb_sessions *s, const char *id, int failed) {
+  pthread_mutex_lock(&s->lock);
+  sess *x = find(s, id);
+  if (x) {
+    x->info.inflight = 0;
+    if (failed)
+      x->info.items_failed++;
+    else
+      x->info.items_done++;
+  }
+  pthread_cond_broadcast(&s->drained);
+  pthread_mutex_unlock(&s->lock);
+}
+
+static int busy_on(ebb_sessions *s, const char *pipeline) {
+  for (sess *x = s->list; x; x = x->next)
+    if (x->info.inflight && (!pipeline || !strcmp(x->info.pipeline, pipeline)))
+      return 1;
+  return 0;
+}
+
+int ebb_sessions_stop_pipeline(ebb_sessions *s, const char *pipeline, const char *reason,
+                               int *stopped) {
+  int n = 0;
+  pthread_mutex_lock(&s->lock);
+  for (sess *x = s->list; x; x = x->next)
+    if (x->info.state == EBB_SESSION_OPEN && (!pipeline || !strcmp(x->info.pipeline, pipeline))) {
+      x->info.state = EBB_SESSION_STOPPED;
+      snprintf(x->info.stop_reason, sizeof x->info.stop_reason, "%s", reason);
+      n++;
+    }
+  while (busy_on(s, pipeline))
+    pthread_cond_wait(&s->drained, &s->lock);
+  pthread_mutex_unlock(&s->lock);
+  if (stopped)
+    *stopped = n;
+  return 0;
+}
+
+void ebb_sessions_stop_all(ebb_sessions *s, const char *reason) {
+  ebb_sessions_stop_pipeline(s, NULL, reason, NULL);
+}
+
+int ebb_sessions_leases(ebb_sessions *s, const char *pipeline) {
+  int n = 0;
+  pthread_mutex_lock(&s->lock);
+  for (sess *x = s->list; x; x = x->next)
+    n += x->info.state == EBB_SESSION_OPEN && (!pipeline || !strcmp(x->info.pipeline, pipeline));
+  pthread_mutex_unlock(&s->lock);
+  return n;
+}
+
+int ebb_sessions_info(ebb_sessions *s, const char *id, ebb_session_info *out) {
+  int rc = 0;
+  pthread_mutex_lock(&s->lock);
+  sess *x = find(s, id);
+  if (x)
+    *out = x->info;
+  else
+    rc = ebb_seterr(EBB_ENOTFOUND, "no session '%s'", id);
+  pthread_mutex_unlock(&s->lock);
+  return rc;
+}

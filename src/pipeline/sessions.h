@@ -1,0 +1,60 @@
+/* Sessions: clients that hold a counted lease on a loaded pipeline and run
+ * items through it one at a time (POST /v1/sessions/ID/items).
+ *
+ * A session is open (takes items), stopping/stopped (its pipeline is being or
+ * was unloaded: new items are refused with EBB_EBUSY, items in flight finish)
+ * or gone (closed). The table only counts; the manager (manager.h) decides
+ * what a lease means (the pipeline stays loaded while a session holds it)
+ * and drains sessions before an unload.
+ *
+ * Threads: every function may be called from any thread (one mutex, one
+ * condition variable for the drain). */
+#ifndef EBB_PIPELINE_SESSIONS_H
+#define EBB_PIPELINE_SESSIONS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "ebb/error.h"
+
+typedef struct ebb_sessions ebb_sessions;
+
+typedef enum { EBB_SESSION_OPEN = 0, EBB_SESSION_STOPPED = 1 } ebb_session_state;
+
+typedef struct ebb_session_info {
+  char id[40];
+  char pipeline[128];
+  ebb_session_state state;
+  char stop_reason[256]; /* why it stopped ("pipeline A was unloaded") */
+  int inflight;          /* items running now (0 or 1) */
+  uint64_t items_done, items_failed;
+  double created;        /* CLOCK_REALTIME seconds */
+} ebb_session_info;
+
+/* *out is owned by the caller. */
+int ebb_sessions_create(ebb_sessions **out);
+/* Frees the table (callers must have drained it). NULL: no-op. */
+void ebb_sessions_destroy(ebb_sessions *s);
+
+/* Opens a session holding a lease on pipeline; id (>= 40 bytes) gets its id. */
+int ebb_sessions_open(ebb_sessions *s, const char *pipeline, char *id);
+/* Stops the session, waits for its item in flight, removes it.
+ * EBB_ENOTFOUND for an unknown id. */
+int ebb_sessions_close(ebb_sessions *s, const char *id);
+/* Starts an item: EBB_ENOTFOUND (unknown id), EBB_EBUSY (stopped, or an item
+ * is already in flight: one item at a time per session). pipeline (>= 128
+ * bytes) gets the session's pipeline. Pair with ebb_sessions_item_end. */
+int ebb_sessions_item_begin(ebb_sessions *s, const char *id, char *pipeline);
+void ebb_sessions_item_end(ebb_sessions *s, const char *id, int failed);
+/* Stops every open session on pipeline (reason is copied into each), then
+ * waits until none of them has an item in flight. *stopped (may be NULL):
+ * how many were stopped. Stopped sessions keep no lease. */
+int ebb_sessions_stop_pipeline(ebb_sessions *s, const char *pipeline, const char *reason,
+                               int *stopped);
+/* Open sessions (leases) on pipeline; NULL: on any pipeline. */
+int ebb_sessions_leases(ebb_sessions *s, const char *pipeline);
+int ebb_sessions_info(ebb_sessions *s, const char *id, ebb_session_info *out);
+/* Stops every session and waits for their items (server shutdown). */
+void ebb_sessions_stop_all(ebb_sessions *s, const char *reason);
+
+#endif

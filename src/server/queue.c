@@ -1,0 +1,232 @@
+#include "server/queue.h"
+
+#include <dirent.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "base/log.h"
+
+typedef struct qjob {
+  struct qjob *next;
+  int64_t id;
+  char *pipeline, *input, *outdir;
+  json_t *options;
+  atomic_int cancel;
+} qjob;
+
+struct ebb_queue {
+  ebb_store *store;
+  ebb_manager *m;
+  ebb_allocator *alloc;
+  pthread_mutex_t lock;
+  pthread_cond_t cond;
+  qjob *head, *tail;
+  qjob *running;
+  int stop;
+  pthread_t worker;
+  int started;
+};
+
+static void qjob_free(qjob *j) {
+  if (!j)
+    return;
+  free(j->pipeline);
+  free(j->input);
+  free(j->outdir);
+  json_decref(j->options);
+  free(j);
+}
+
+/* --- per-stage released bytes: RELEASE events in the ledger between a stage's
+ * start and end (the runner releases before it reports the stage done) ---- */
+typedef struct stage_track {
+  ebb_ledger *ledger;
+  uint64_t t0;
+  json_t *stages;
+} stage_track;
+
+static uint64_t mono_ns(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+static void on_progress(void *arg, int index, int count, const char *stage, int done) {
+  (void)index;
+  (void)count;
+  stage_track *t = arg;
+  if (!done) {
+    t->t0 = mono_ns();
+    return;
+  }
+  size_t cap = ebb_ledger_count(t->ledger) + 16, n = 0;
+  ebb_ledger_event *ev = malloc(cap * sizeof *ev);
+  uint64_t bytes = 0;
+  if (ev && ebb_ledger_events(t->ledger, ev, cap, &n, NULL) == 0)
+    for (size_t i = 0; i < n; i++)
+      if (ev[i].kind == EBB_EV_RELEASE && ev[i].t_ns >= t->t0)
+        bytes += ev[i].bytes;
+  free(ev);
+  json_array_append_new(t->stages, json_pack("{s:s,s:I}", "name", stage, "released_bytes",
+                                             (json_int_t)bytes));
+}
+
+/* {"result": <result.json>, "files": [paths under the job directory]} */
+static char *result_text(const char *outdir) {
+  char path[4096];
+  snprintf(path, sizeof path, "%s/result.json", outdir);
+  json_t *res = json_load_file(path, 0, NULL);
+  json_t *files = json_array();
+  DIR *d = opendir(outdir);
+  struct dirent *e;
+  while (d && (e = readdir(d)))
+    if (e->d_name[0] != '.') {
+      snprintf(path, sizeof path, "%s/%s", outdir, e->d_name);
+      json_array_append_new(files, json_string(path));
+    }
+  if (d)
+    closedir(d);
+  json_t *o = json_pack("{s:o,s:o}", "result", res ? res : json_null(), "files", files);
+  char *t = json_dumps(o, JSON_COMPACT);
+  json_decref(o);
+  return t;
+}
+
+static void run_one(ebb_queue *q, qjob *j) {
+  ebb_store_set_running(q->store, j->id);
+  ebb_log(EBB_LOG_INFO, "server", "job %lld: running pipeline '%s'", (long long)j->id,
+          j->pipeline);
+  stage_track t = {.ledger = ebb_allocator_ledger(q->alloc), .stages = json_array()};
+  ebb_job_result res;
+  int rc = ebb_manager_run_job(q->m, j->pipeline, j->input, j->outdir, j->options,
+                                        &j->cancel, on_progress, &t, &res);
+  ebb_job_state st = rc == 0                   ? EBB_JOB_SUCCEEDED
+                     : rc == EBB_ECANCELED &&
+                               atomic_load(&j->cancel) ? EBB_JOB_CANCELLED
+                                                       : EBB_JOB_FAILED;
+  char *result = rc == 0 ? result_text(j->outdir) : NULL;
+  char *stages = json_dumps(t.stages, JSON_COMPACT);
+  ebb_store_finish(q->store, j->id, st, rc ? ebb_errname(rc) : NULL, rc ? res.message : NULL,
+                   result, res.released_bytes, stages);
+  ebb_log(rc ? EBB_LOG_WARN : EBB_LOG_INFO, "server", "job %lld: %s%s%s", (long long)j->id,
+          ebb_job_state_name(st), rc ? ": " : "", rc ? res.message : "");
+  free(result);
+  free(stages);
+  json_decref(t.stages);
+}
+
+static void *worker(void *arg) {
+  ebb_queue *q = arg;
+  pthread_mutex_lock(&q->lock);
+  for (;;) {
+    while (!q->stop && !q->head)
+      pthread_cond_wait(&q->cond, &q->lock);
+    if (q->stop)
+      break;
+    qjob *j = q->head;
+    q->head = j->next;
+    if (!q->head)
+      q->tail = NULL;
+    q->running = j;
+    pthread_mutex_unlock(&q->lock);
+    run_one(q, j);
+    pthread_mutex_lock(&q->lock);
+    q->running = NULL;
+    qjob_free(j);
+  }
+  pthread_mutex_unlock(&q->lock);
+  return NULL;
+}
+
+int ebb_queue_create(ebb_store *store, ebb_manager *m, ebb_allocator *alloc, ebb_queue **out) {
+  ebb_queue *q = calloc(1, sizeof *q);
+  if (!q)
+    return ebb_seterr(EBB_ENOMEM, "queue: out of host memory");
+  q->store = store;
+  q->m = m;
+  q->alloc = alloc;
+  pthread_mutex_init(&q->lock, NULL);
+  pthread_cond_init(&q->cond, NULL);
+  if (pthread_create(&q->worker, NULL, worker, q) != 0) {
+    ebb_queue_destroy(q);
+    return ebb_seterr(EBB_ENOMEM, "queue: cannot start the worker thread");
+  }
+  q->started = 1;
+  *out = q;
+  return 0;
+}
+
+void ebb_queue_destroy(ebb_queue *q) {
+  if (!q)
+    return;
+  pthread_mutex_lock(&q->lock);
+  q->stop = 1;
+  if (q->running)
+    atomic_store(&q->running->cancel, 1);
+  pthread_cond_broadcast(&q->cond);
+  pthread_mutex_unlock(&q->lock);
+  if (q->started)
+    pthread_join(q->worker, NULL);
+  for (qjob *j = q->head, *n; j; j = n) {
+    n = j->next;
+    qjob_free(j);
+  }
+  pthread_cond_destroy(&q->cond);
+  pthread_mutex_destroy(&q->lock);
+  free(q);
+}
+
+int ebb_queue_push(ebb_queue *q, int64_t id, const char *pipeline, const char *input,
+                   const char *outdir, json_t *options) {
+  qjob *j = calloc(1, sizeof *j);
+  if (!j || !(j->pipeline = strdup(pipeline)) || !(j->input = strdup(input)) ||
+      !(j->outdir = strdup(outdir))) {
+    qjob_free(j);
+    return ebb_seterr(EBB_ENOMEM, "queue: out of host memory");
+  }
+  j->id = id;
+  j->options = options ? json_deep_copy(options) : NULL;
+  pthread_mutex_lock(&q->lock);
+  if (q->tail)
+    q->tail->next = j;
+  else
+    q->head = j;
+  q->tail = j;
+  pthread_cond_signal(&q->cond);
+  pthread_mutex_unlock(&q->lock);
+  return 0;
+}
+
+int ebb_queue_cancel(ebb_queue *q, int64_t id, int *running) {
+  *running = 0;
+  pthread_mutex_lock(&q->lock);
+  if (q->running && q->running->id == id) {
+    atomic_store(&q->running->cancel, 1);
+    *running = 1;
+    pthread_mutex_unlock(&q->lock);
+    return 0;
+  }
+  qjob *found = NULL, *prev = NULL;
+  for (qjob *j = q->head; j; prev = j, j = j->next)
+    if (j->id == id) {
+      found = j;
+      if (prev)
+        prev->next = j->next;
+      else
+        q->head = j->next;
+      if (q->tail == j)
+        q->tail = prev;
+      break;
+    }
+  pthread_mutex_unlock(&q->lock);
+  if (!found)
+    return ebb_seterr(EBB_ENOTFOUND, "job %lld is not queued or running", (long long)id);
+  ebb_store_finish(q->store, id, EBB_JOB_CANCELLED, "EBB_ECANCELED", "cancelled before it ran",
+                   NULL, 0, "[]");
+  qjob_free(found);
+  return 0;
+}
