@@ -131,9 +131,10 @@ static void finish(ebb_sctx *c, iso *s, int ask, int log_line) {
     json_decref(m);
   }
   char how[256];
+  int was_alive = ebb_wproc_alive(s->w);
   int unclean = ebb_wproc_stop(s->w, ask ? EXIT_GRACE_S : 0, how);
   s->w = NULL;
-  if (ask && unclean)
+  if (ask && was_alive && unclean)
     ebb_log(EBB_LOG_WARN, c->name, "worker pid %ld %s at exit", s->pid, how);
   else
     ebb_log(EBB_LOG_DEBUG, c->name, "worker pid %ld %s", s->pid, how);

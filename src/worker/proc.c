@@ -218,8 +218,8 @@ static void reap(ebb_wproc *w, double grace_s) {
 static int worker_failed(ebb_wproc *w, int rc, const char *during) {
   char why[1200], how[256];
   snprintf(why, sizeof why, "%s", ebb_errmsg());
-  int died_by_itself = rc == EBB_EIO || rc == EBB_EPROTO;
-  reap(w, died_by_itself ? 2.0 : 0.0);
+  /* closed: it is probably dying, let it say how; garbage: no more chances */
+  reap(w, rc == EBB_EIO ? 2.0 : rc == EBB_EPROTO ? 0.1 : 0.0);
   ebb_wait_status_describe(w->status, how, sizeof how);
   switch (rc) {
   case EBB_ETIMEDOUT:
