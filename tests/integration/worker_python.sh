@@ -1,0 +1,48 @@
+#!/usr/bin/env bash
+# The Python example worker (examples/workers/gain_worker.py) through its
+# config (examples/workers/gain.json): decode runs in ebb, "gain" in the
+# Python process; audio crosses both ways in shared memory. The output is
+# the input at half the level, and nothing is left in /dev/shm.
+set -u
+: "${EBB:?}" "${EBB_SOURCE_DIR:?}" "${EBB_TEST_TMP:?}"
+T=$EBB_TEST_TMP
+rm -rf "$T" && mkdir -p "$T"
+fails=0
+fail() { echo "FAIL: $*" >&2; fails=$((fails + 1)); }
+python3 - "$T/tone.wav" <<'PY'
+import math, struct, sys, wave
+w = wave.open(sys.argv[1], "wb")
+w.setnchannels(1); w.setsampwidth(2); w.setframerate(16000)
+w.writeframes(b"".join(struct.pack("<h", int(16000 * math.sin(2 * math.pi * 440 * i / 16000)))
+                       for i in range(16000)))
+w.close()
+PY
+"$EBB" run --pipeline gain --config "$EBB_SOURCE_DIR/examples/workers/gain.json" \
+  "$T/tone.wav" -o "$T/out" --no-cache --device cpu > "$T/log" 2>&1
+rc=$?
+cat "$T/log"
+[ $rc -eq 0 ] || fail "ebb run exited $rc"
+grep -q '^\[gain\] done in' "$T/log" || fail "no '[gain] done' line"
+python3 - "$T/out/result.json" <<'PY' || fail "result.json"
+import json, sys
+r = json.load(open(sys.argv[1]))
+items = {i["name"]: i for i in r["items"]}
+g = items["gain"]["value"]
+a = items["audio_gain"]
+assert a["kind"] == "audio" and a["frames"] == 16000 and a["rate"] == 16000, a
+assert g["gain"] == 0.5, g
+assert 0.3 < g["rms_in"] < 0.4, g  # a 440 Hz sine at half scale: 0.3536
+assert abs(g["rms_out"] - g["rms_in"] / 2) < 1e-4, g
+print("gain: rms %.4f -> %.4f" % (g["rms_in"], g["rms_out"]))
+PY
+# a bad option is the worker's to refuse (EBB_ECONFIG): bad input, exit 2, its message
+sed 's/"gain": 0.5/"gain": 0.5, "colour": 1/' "$EBB_SOURCE_DIR/examples/workers/gain.json" \
+  | sed "s#\./gain_worker.py#$EBB_SOURCE_DIR/examples/workers/gain_worker.py#" > "$T/bad.json"
+"$EBB" run --pipeline gain --config "$T/bad.json" "$T/tone.wav" -o "$T/out2" --no-cache \
+  --device cpu > "$T/log2" 2>&1
+rc=$?
+[ $rc -eq 2 ] || fail "bad option: exit $rc, expected 2 (bad configuration)"
+grep -q "unknown option(s) colour" "$T/log2" || fail "bad option: $(cat "$T/log2")"
+ls /dev/shm | grep -q "^ebb-w" && fail "shared memory left behind: $(ls /dev/shm | grep '^ebb-w')"
+[ $fails -eq 0 ] && echo "worker_python: ok"
+exit $((fails > 0))
