@@ -1,0 +1,232 @@
+/* The worker protocol's frame parser and reader reject what is not a frame
+ * of a JSON object with a "type" (truncated, oversized, empty, invalid JSON
+ * or UTF-8, not an object, no type) with a clear error, and never read past
+ * what they were given; shared-memory payloads round-trip and are cleaned
+ * up by prefix. */
+#include <errno.h>
+#include <signal.h>
+#include <stdint.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "test.h"
+#include "worker/proc.h"
+#include "worker/wire.h"
+
+static int has(const char *s, const char *sub) { return s && strstr(s, sub) != NULL; }
+
+static double now(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+/* A frame: 4-byte little-endian length + body (len may lie). */
+static size_t frame(unsigned char *buf, uint32_t len, const char *body, size_t bodyn) {
+  buf[0] = (unsigned char)len;
+  buf[1] = (unsigned char)(len >> 8);
+  buf[2] = (unsigned char)(len >> 16);
+  buf[3] = (unsigned char)(len >> 24);
+  memcpy(buf + 4, body, bodyn);
+  return 4 + bodyn;
+}
+
+static void expect_bad(const char *body, size_t n, const char *what) {
+  unsigned char buf[256];
+  size_t len = frame(buf, (uint32_t)n, body, n), used = 99;
+  json_t *m = (json_t *)1;
+  int rc = ebb_wire_decode(buf, len, 0, &m, &used);
+  CHECK_MSG(rc == EBB_EPROTO, "frame '%.*s': rc %d, expected EBB_EPROTO", (int)n, body, rc);
+  CHECK_MSG(has(ebb_errmsg(), what), "frame '%.*s': message '%s' lacks '%s'", (int)n, body,
+            ebb_errmsg(), what);
+  CHECK(m == NULL && used == 0);
+}
+
+static void test_decode_good(void) {
+  unsigned char buf[512];
+  const char *a = "{\"type\":\"hello\",\"protocol\":1}", *b = "{\"type\":\"run\",\"items\":[]}";
+  size_t n = frame(buf, (uint32_t)strlen(a), a, strlen(a));
+  n += frame(buf + n, (uint32_t)strlen(b), b, strlen(b));
+  json_t *m;
+  size_t used;
+  REQUIRE(ebb_wire_decode(buf, n, 0, &m, &used) == 0 && m);
+  CHECK_EQ_STR(json_string_value(json_object_get(m, "type")), "hello");
+  CHECK_EQ_U64(used, 4 + strlen(a));
+  json_decref(m);
+  REQUIRE(ebb_wire_decode(buf + used, n - used, 0, &m, &used) == 0 && m);
+  CHECK_EQ_STR(json_string_value(json_object_get(m, "type")), "run");
+  json_decref(m);
+  /* round trip through the encoder */
+  json_t *o = json_pack("{s:s, s:s}", "type", "log", "message", "h\xc3\xa9");
+  unsigned char *f;
+  size_t fn;
+  REQUIRE(ebb_wire_encode(o, &f, &fn) == 0);
+  REQUIRE(ebb_wire_decode(f, fn, 0, &m, &used) == 0 && m);
+  CHECK_EQ_U64(used, fn);
+  CHECK_EQ_STR(json_string_value(json_object_get(m, "message")), "h\xc3\xa9");
+  json_decref(m);
+  json_decref(o);
+  free(f);
+}
+
+static void test_decode_partial(void) {
+  unsigned char buf[128];
+  const char *a = "{\"type\":\"hello\"}";
+  size_t n = frame(buf, (uint32_t)strlen(a), a, strlen(a));
+  for (size_t k = 0; k < n; k++) { /* every prefix is "not yet", never an error */
+    json_t *m = (json_t *)1;
+    size_t used = 99;
+    CHECK_EQ_INT(ebb_wire_decode(buf, k, 0, &m, &used), 0);
+    CHECK(m == NULL && used == 0);
+  }
+}
+
+static void test_decode_bad(void) {
+  expect_bad("not json", 8, "invalid JSON");
+  expect_bad("{\"type\":", 8, "invalid JSON");                 /* truncated JSON */
+  expect_bad("[1,2]", 5, "must be an object");
+  expect_bad("42", 2, "invalid JSON");                         /* scalars are not decoded */
+  expect_bad("{\"kind\":\"x\"}", 12, "no string \"type\"");
+  expect_bad("{\"type\":7}", 10, "no string \"type\"");
+  expect_bad("{\"type\":\"\"}", 11, "no string \"type\"");
+  expect_bad("{\"type\":\"\xff\xfe\"}", 13, "invalid JSON");  /* not UTF-8 */
+  expect_bad("{\"type\":\"a\",\"type\":\"b\"}", 23, "invalid JSON"); /* duplicate keys */
+  expect_bad("{\"type\":\"a\"}\0junk", 17, "invalid JSON");     /* NUL inside */
+  /* length 0 and oversized lengths, whatever follows */
+  unsigned char buf[16];
+  json_t *m;
+  size_t used;
+  size_t n = frame(buf, 0, "", 0);
+  CHECK_EQ_INT(ebb_wire_decode(buf, n, 0, &m, &used), EBB_EPROTO);
+  CHECK(has(ebb_errmsg(), "empty frame"));
+  n = frame(buf, EBB_WIRE_MAX_FRAME + 1, "{", 1);
+  CHECK_EQ_INT(ebb_wire_decode(buf, n, 0, &m, &used), EBB_EPROTO);
+  CHECK(has(ebb_errmsg(), "oversized frame"));
+  n = frame(buf, 0xffffffffu, "{", 1);
+  CHECK_EQ_INT(ebb_wire_decode(buf, n, 0, &m, &used), EBB_EPROTO);
+  CHECK(has(ebb_errmsg(), "4294967295"));
+  n = frame(buf, 64, "{", 1); /* a caller's smaller limit */
+  CHECK_EQ_INT(ebb_wire_decode(buf, n, 32, &m, &used), EBB_EPROTO);
+  CHECK(has(ebb_errmsg(), "limit is 32"));
+}
+
+/* Writes bytes into one end of a socketpair, closes it when close_after,
+ * and reads a message from the other. */
+static int recv_from(const void *bytes, size_t n, int close_after, double timeout_s, json_t **m) {
+  int sv[2];
+  REQUIRE(socketpair(AF_UNIX, SOCK_STREAM, 0, sv) == 0);
+  if (n)
+    REQUIRE(write(sv[1], bytes, n) == (ssize_t)n);
+  if (close_after)
+    close(sv[1]);
+  int rc = ebb_wire_recv(sv[0], timeout_s > 0 ? now() + timeout_s : 0, NULL, m);
+  close(sv[0]);
+  if (!close_after)
+    close(sv[1]);
+  return rc;
+}
+
+static void test_recv(void) {
+  unsigned char buf[256];
+  json_t *m = NULL;
+  const char *a = "{\"type\":\"result\",\"items\":[]}";
+  size_t n = frame(buf, (uint32_t)strlen(a), a, strlen(a));
+  CHECK_EQ_INT(recv_from(buf, n, 1, 2, &m), 0);
+  CHECK(m && !strcmp(json_string_value(json_object_get(m, "type")), "result"));
+  json_decref(m);
+  /* closed between frames: EIO, the peer went away */
+  CHECK_EQ_INT(recv_from(buf, 0, 1, 2, &m), EBB_EIO);
+  CHECK(has(ebb_errmsg(), "closed the connection"));
+  /* closed inside the length or the body: truncated */
+  CHECK_EQ_INT(recv_from(buf, 2, 1, 2, &m), EBB_EPROTO);
+  CHECK(has(ebb_errmsg(), "truncated frame") && has(ebb_errmsg(), "2 of 4"));
+  CHECK_EQ_INT(recv_from(buf, n - 5, 1, 2, &m), EBB_EPROTO);
+  CHECK(has(ebb_errmsg(), "truncated frame"));
+  /* oversized: refused from the header alone, no allocation of 1 GiB */
+  n = frame(buf, 1u << 30, "{", 1);
+  CHECK_EQ_INT(recv_from(buf, n, 0, 2, &m), EBB_EPROTO);
+  CHECK(has(ebb_errmsg(), "oversized frame"));
+  /* garbage body */
+  n = frame(buf, 5, "hello", 5);
+  CHECK_EQ_INT(recv_from(buf, n, 0, 2, &m), EBB_EPROTO);
+  CHECK(has(ebb_errmsg(), "invalid JSON"));
+  /* silence: the deadline */
+  double t0 = now();
+  CHECK_EQ_INT(recv_from(buf, 0, 0, 0.2, &m), EBB_ETIMEDOUT);
+  CHECK(now() - t0 < 2.0);
+  CHECK(m == NULL);
+  /* half a frame then silence: timed out in the middle of it */
+  n = frame(buf, 40, "{\"ty", 4);
+  CHECK_EQ_INT(recv_from(buf, n, 0, 0.2, &m), EBB_ETIMEDOUT);
+  CHECK(has(ebb_errmsg(), "middle of a 40-byte frame"));
+  /* cancel */
+  int sv[2];
+  REQUIRE(socketpair(AF_UNIX, SOCK_STREAM, 0, sv) == 0);
+  atomic_int cancel = 1;
+  CHECK_EQ_INT(ebb_wire_recv(sv[0], now() + 5, &cancel, &m), EBB_ECANCELED);
+  close(sv[0]);
+  /* sending to a closed peer is an error, not SIGPIPE */
+  json_t *o = json_pack("{s:s}", "type", "exit");
+  CHECK_EQ_INT(ebb_wire_send(sv[1], o), EBB_EIO);
+  json_decref(o);
+  close(sv[1]);
+}
+
+static void test_shm(void) {
+  char prefix[64], name[96];
+  snprintf(prefix, sizeof prefix, "ebb-wtest-%ld-", (long)getpid());
+  snprintf(name, sizeof name, "%sa", prefix);
+  float data[1000];
+  for (int i = 0; i < 1000; i++)
+    data[i] = (float)i * 0.5f;
+  REQUIRE(ebb_shm_put(name, data, sizeof data) == 0);
+  CHECK_EQ_INT(ebb_shm_put(name, data, sizeof data), EBB_EIO); /* exclusive */
+  const void *p;
+  REQUIRE(ebb_shm_map(name, sizeof data, &p) == 0 && p);
+  CHECK(memcmp(p, data, sizeof data) == 0);
+  ebb_shm_unmap(p, sizeof data);
+  CHECK_EQ_INT(ebb_shm_map(name, sizeof data + 4, &p), EBB_EPROTO); /* shorter than claimed */
+  CHECK(has(ebb_errmsg(), "holds 4000 bytes"));
+  CHECK_EQ_INT(ebb_shm_map("../etc/passwd", 4, &p), EBB_EPROTO);   /* names stay in /dev/shm */
+  CHECK_EQ_INT(ebb_shm_put("a/b", data, 4), EBB_EINVAL);
+  CHECK(!ebb_shm_name_ok("..") && !ebb_shm_name_ok("") && ebb_shm_name_ok("ebb-w1-2-o3"));
+  snprintf(name, sizeof name, "%sb", prefix);
+  REQUIRE(ebb_shm_put(name, data, 8) == 0);
+  CHECK_EQ_INT(ebb_shm_unlink_prefix(prefix), 2);
+  CHECK_EQ_INT(ebb_shm_map(name, 8, &p), EBB_EPROTO);
+  CHECK_EQ_INT(ebb_shm_unlink_prefix(prefix), 0);
+}
+
+static void test_codes_and_status(void) {
+  CHECK_EQ_INT(ebb_wire_code("EBB_EOOM"), EBB_EOOM);
+  CHECK_EQ_INT(ebb_wire_code("EBB_ECONFIG"), EBB_ECONFIG);
+  CHECK_EQ_INT(ebb_wire_code("whatever"), EBB_ESTAGE);
+  CHECK_EQ_INT(ebb_wire_code(NULL), EBB_ESTAGE);
+  char buf[256];
+  ebb_wait_status_describe(3 << 8, buf, sizeof buf);
+  CHECK_EQ_STR(buf, "exited with status 3");
+  pid_t p = fork(); /* no CUDA in this test process: a plain fork is fine */
+  if (p == 0) {
+    signal(SIGSEGV, SIG_DFL);
+    raise(SIGSEGV);
+    _exit(0);
+  }
+  int st;
+  REQUIRE(waitpid(p, &st, 0) == p);
+  ebb_wait_status_describe(st, buf, sizeof buf);
+  CHECK_MSG(has(buf, "was killed by signal SIGSEGV (Segmentation fault)"), "got '%s'", buf);
+  CHECK_EQ_STR(ebb_signal_name(SIGABRT), "SIGABRT");
+}
+
+int main(void) {
+  signal(SIGPIPE, SIG_IGN);
+  RUN(test_decode_good);
+  RUN(test_decode_partial);
+  RUN(test_decode_bad);
+  RUN(test_recv);
+  RUN(test_shm);
+  RUN(test_codes_and_status);
+  return TEST_END();
+}
