@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include "base/log.h"
+#include "pipeline/hook.h"
 #include "pipeline/host.h"
 
 #define MIB(x) ((unsigned long long)((x) >> 20))
@@ -26,6 +27,7 @@ struct ebb_manager {
   const ebb_registry *reg;
   const ebb_config *cfg;
   char *work_dir;
+  char *hook; /* $EBB_STAGE_HOOK: also run at pipeline-unloaded / pipeline-loaded */
   ebb_policy policy;
   double load_wait_s;
   ebb_runner *runner;
@@ -146,6 +148,9 @@ int ebb_manager_create(const ebb_manager_opts *o, ebb_manager **out) {
   int rc = EBB_ENOMEM;
   if (!(m->work_dir = strdup(o->work_dir)))
     goto fail;
+  const char *hook = getenv("EBB_STAGE_HOOK");
+  if (hook && *hook && !(m->hook = strdup(hook)))
+    goto fail;
   m->npipes = o->cfg->npipelines;
   if (!(m->pipes = calloc(m->npipes ? m->npipes : 1, sizeof *m->pipes)))
     goto fail;
@@ -197,6 +202,7 @@ void ebb_manager_destroy(ebb_manager *m) {
     free(m->pipes[i].outdir);
   free(m->pipes);
   free(m->work_dir);
+  free(m->hook);
   pthread_mutex_destroy(&m->lock);
   pthread_mutex_destroy(&m->switch_lock);
   pthread_mutex_destroy(&m->run_lock);
@@ -284,6 +290,7 @@ static int unload_locked(ebb_manager *m, mpipe *pp, uint64_t *released) {
       ebb_log(EBB_LOG_DEBUG, scope, "driver confirms: +%lld MiB free (ebb handed back %llu MiB)",
               (long long)(seen / (1 << 20)), MIB(rel));
   }
+  ebb_hook_run(m->hook, "pipeline-unloaded", name, rel);
   pthread_mutex_unlock(&m->run_lock);
   add_released(m, rel);
   if (released)
@@ -373,6 +380,7 @@ static int load_locked(ebb_manager *m, mpipe *pp) {
   pp->need = measured > owners ? measured : owners;
   pthread_mutex_unlock(&m->lock);
   log_free(name, "after load", after);
+  ebb_hook_run(m->hook, "pipeline-loaded", name, 0);
   pthread_mutex_unlock(&m->run_lock);
   return 0;
 }

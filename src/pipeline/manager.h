@@ -22,6 +22,11 @@
  * drop across the load and the stage owners' peak bytes (+ the context when
  * it had to be created). Stages declare no memory needs in the ABI yet.
  *
+ * EBB_STAGE_HOOK (hook.h), when set, also runs after each unload (event
+ * pipeline-unloaded, EBB_HOOK_STAGE = the pipeline, EBB_HOOK_RELEASED_BYTES)
+ * and after each load (pipeline-loaded), while the switch waits for it, so a
+ * script can measure the device from outside between the two.
+ *
  * Jobs: ebb_manager_run_job runs one job through the runner as `ebb run`
  * does (the pipeline's or the server's release policy); a job of a loaded
  * pipeline uses the kept instances (policy never) instead.
