@@ -1,0 +1,103 @@
+#!/usr/bin/env bash
+# Uploads: a WAV sent as multipart/form-data runs songtrace (decode ->
+# separate -> transcribe -> align -> pitch -> export) and its outputs land in
+# DATA_DIR/jobs/ID/out; a raw body with Content-Type audio/wav
+# (?pipeline=NAME) and a session item upload work too; an upload over the
+# configured limit is 413; a file that is not audio fails its job (decode),
+# not the server.
+set -u
+: "${EBB:?}" "${FAKEGPU_SMI:?}" "${FAKEGPU_STATE:?}" "${EBB_TEST_TMP:?}" "${EBB_BUILD_DIR:?}"
+T=$EBB_TEST_TMP
+rm -rf "$T" && mkdir -p "$T"
+rm -f "$FAKEGPU_STATE"
+export FAKEGPU_MEMORY_MIB=16384
+unset EBB_WHISPER_URL
+WAV=$EBB_BUILD_DIR/samples/demo.wav
+[ -f "$WAV" ] || { echo "FAIL: $WAV missing (built by the samples target)"; exit 1; }
+fails=0
+fail() { echo "FAIL: $*" >&2; fails=$((fails + 1)); }
+SERVER=
+trap '[ -n "$SERVER" ] && kill -TERM "$SERVER" 2>/dev/null && wait "$SERVER"' EXIT
+cat > "$T/cfg.json" <<'JSON'
+{"pipelines": {"echo": {"stages": [{"stage": "synthetic", "name": "e", "options": {"weights_mib": 8}}]}},
+ "server": {"max_upload_mib": 1}}
+JSON
+"$EBB" serve --config "$T/cfg.json" --listen 127.0.0.1:0 --data-dir "$T/data" --no-cache > "$T/log" 2>&1 &
+SERVER=$!
+for _ in $(seq 100); do grep -q '^ebb: listening on' "$T/log" 2>/dev/null && break; sleep 0.1; done
+URL=$(head -1 "$T/log" | sed -n 's/^ebb: listening on //p')
+[ -n "$URL" ] || { echo "FAIL: no listening line"; cat "$T/log"; exit 1; }
+req() {
+  local m=$1 p=$2; shift 2
+  BODY=$(curl -s -o - -w '\n%{http_code}' -X "$m" "$URL$p" "$@")
+  CODE=${BODY##*$'\n'}
+  BODY=${BODY%$'\n'*}
+}
+jget() { python3 -c 'import json,sys; d=json.loads(sys.argv[1]); print(eval("d"+sys.argv[2]))' "$1" "$2" 2>/dev/null; }
+wait_done() { # id -> final state in STATE
+  for _ in $(seq 300); do
+    req GET "/v1/jobs/$1"
+    STATE=$(jget "$BODY" '["state"]')
+    case $STATE in succeeded|failed|cancelled) return 0 ;; esac
+    sleep 0.1
+  done
+  fail "job $1 did not finish in 30 s: $BODY"
+}
+
+# multipart: songtrace on the demo song
+req POST /v1/jobs -F pipeline=songtrace -F "file=@$WAV;type=audio/wav"
+[ "$CODE" = 202 ] || fail "multipart upload: $CODE $BODY"
+J=$(jget "$BODY" '["id"]')
+wait_done "$J"
+[ "$STATE" = succeeded ] || fail "songtrace on the upload: $STATE: $BODY"
+in=$(jget "$BODY" '["input"]')
+case $in in "$T/data/jobs/$J/input-demo.wav") ;; *) fail "upload stored at '$in'" ;; esac
+cmp -s "$in" "$WAV" || fail "the stored upload differs from the file sent"
+req GET "/v1/jobs/$J/result"
+for f in pitch.csv songtrace.json result.json; do
+  case $BODY in *"/jobs/$J/out/$f"*) ;; *) fail "result lacks $f: $BODY" ;; esac
+  [ -s "$T/data/jobs/$J/out/$f" ] || fail "$f not written in the job directory"
+done
+req GET "/v1/jobs/$J"
+n=$(python3 -c 'import json,sys; print(len(json.loads(sys.argv[1])["stages"]))' "$BODY")
+[ "$n" = 6 ] || fail "songtrace job lists $n stages' released bytes, expected 6: $BODY"
+
+# raw body, Content-Type audio/wav, pipeline in the query
+req POST "/v1/jobs?pipeline=echo" -H 'Content-Type: audio/wav' --data-binary "@$WAV"
+[ "$CODE" = 202 ] || fail "raw audio upload: $CODE $BODY"
+J2=$(jget "$BODY" '["id"]')
+wait_done "$J2"
+[ "$STATE" = succeeded ] || fail "raw upload job: $STATE $BODY"
+cmp -s "$(jget "$BODY" '["input"]')" "$WAV" || fail "raw upload stored wrongly: $BODY"
+req POST "/v1/jobs" -H 'Content-Type: audio/wav' --data-binary "@$WAV"
+[ "$CODE" = 400 ] && [ "$(jget "$BODY" '["error"]["code"]')" = bad_request ] || fail "raw upload without pipeline: $CODE $BODY"
+
+# too large (limit 1 MiB)
+head -c $((2 << 20)) /dev/zero > "$T/big.wav"
+req POST "/v1/jobs?pipeline=echo" -H 'Content-Type: audio/wav' --data-binary "@$T/big.wav"
+[ "$CODE" = 413 ] && [ "$(jget "$BODY" '["error"]["code"]')" = body_too_large ] || fail "big upload: $CODE $BODY"
+req POST /v1/jobs -F pipeline=echo -F "file=@$T/big.wav;type=audio/wav"
+[ "$CODE" = 413 ] || fail "big multipart upload: $CODE $BODY"
+[ -z "$(ls "$T/data/uploads")" ] || fail "temp uploads left behind: $(ls "$T/data/uploads")"
+
+# not audio: the job fails at decode, the server goes on
+echo "not a wav" > "$T/notes.wav"
+req POST /v1/jobs -F pipeline=songtrace -F "file=@$T/notes.wav;type=audio/wav"
+J3=$(jget "$BODY" '["id"]')
+wait_done "$J3"
+[ "$STATE" = failed ] || fail "songtrace on a text file: $STATE"
+case $(jget "$BODY" '["error"]["message"]') in *decode*) ;; *) fail "the failure does not name decode: $BODY" ;; esac
+
+# a session item by upload
+req POST /v1/sessions -d '{"pipeline": "echo"}'
+S=$(jget "$BODY" '["id"]')
+req POST "/v1/sessions/$S/items" -F "file=@$WAV;type=audio/wav"
+[ "$CODE" = 200 ] && [ "$(jget "$BODY" '["state"]')" = succeeded ] || fail "session item upload: $CODE $BODY"
+[ "$(jget "$BODY" '["result"]["items"][1]["value"]["stage"]')" = e ] || fail "item result: $BODY"
+req DELETE "/v1/sessions/$S"
+req GET /healthz
+[ "$CODE" = 200 ] || fail "healthz at the end: $CODE"
+kill -TERM "$SERVER"; wait "$SERVER"; rc=$?; SERVER=
+[ "$rc" = 0 ] || fail "ebb serve exited $rc on SIGTERM"
+if [ "$fails" -ne 0 ]; then echo "--- server log"; cat "$T/log"; exit 1; fi
+echo "server_upload: all checks passed"
