@@ -1,0 +1,122 @@
+/* The job store (SQLite): insert / running / finish / get / counts / queued;
+ * a reopened store keeps the history, marks jobs left running as failed
+ * ("server restarted") and keeps queued ones queued; ids keep growing;
+ * errors name the path. */
+#include <jansson.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "server/store.h"
+#include "test.h"
+
+static char db[1200];
+
+static const char *sget(json_t *o, const char *k) { return json_string_value(json_object_get(o, k)); }
+
+static void test_lifecycle_and_restart(void) {
+  ebb_store *s = NULL;
+  int interrupted = -1;
+  REQUIRE(ebb_store_open(db, &s, &interrupted) == 0);
+  CHECK_EQ_INT(interrupted, 0);
+  int64_t a = 0, b = 0, c = 0;
+  CHECK_EQ_INT(ebb_store_insert(s, "syn", "/in/a", "{\"x\":{\"run_ms\":5}}", &a), 0);
+  CHECK_EQ_INT(ebb_store_insert(s, "syn", "/in/b", NULL, &b), 0);
+  CHECK_EQ_INT(ebb_store_insert(s, "songtrace", NULL, NULL, &c), 0);
+  CHECK(a > 0 && b > a && c > b);
+  CHECK_EQ_INT(ebb_store_set_input(s, c, "/data/jobs/3/input-x.wav", "/data/jobs/3/out"), 0);
+  CHECK_EQ_INT(ebb_store_set_running(s, a), 0);
+  CHECK_EQ_INT(ebb_store_finish(s, a, EBB_JOB_SUCCEEDED, NULL, NULL, "{\"files\":[\"f\"]}",
+                                123456789, "[{\"name\":\"x\",\"released_bytes\":7}]"),
+               0);
+  CHECK_EQ_INT(ebb_store_set_running(s, b), 0);
+
+  json_t *o = NULL;
+  REQUIRE(ebb_store_get(s, a, &o) == 0);
+  CHECK_EQ_STR(sget(o, "state"), "succeeded");
+  CHECK_EQ_STR(sget(o, "pipeline"), "syn");
+  CHECK_EQ_STR(sget(o, "input"), "/in/a");
+  CHECK_EQ_INT(json_integer_value(json_object_get(json_object_get(json_object_get(o, "options"), "x"), "run_ms")), 5);
+  CHECK_EQ_U64(json_integer_value(json_object_get(o, "released_bytes")), 123456789);
+  CHECK(json_is_null(json_object_get(o, "error")));
+  CHECK(json_is_number(json_object_get(o, "started")) && json_is_number(json_object_get(o, "finished")));
+  CHECK_EQ_STR(json_string_value(json_array_get(json_object_get(json_object_get(o, "result"), "files"), 0)), "f");
+  CHECK_EQ_INT(json_integer_value(json_object_get(json_array_get(json_object_get(o, "stages"), 0), "released_bytes")), 7);
+  json_decref(o);
+  REQUIRE(ebb_store_get(s, c, &o) == 0);
+  CHECK_EQ_STR(sget(o, "output_dir"), "/data/jobs/3/out");
+  CHECK_EQ_STR(sget(o, "state"), "queued");
+  CHECK(json_is_array(json_object_get(o, "stages")));
+  json_decref(o);
+
+  uint64_t n[EBB_JOB_NSTATES];
+  CHECK_EQ_INT(ebb_store_counts(s, n), 0);
+  CHECK_EQ_U64(n[EBB_JOB_SUCCEEDED], 1);
+  CHECK_EQ_U64(n[EBB_JOB_RUNNING], 1);
+  CHECK_EQ_U64(n[EBB_JOB_QUEUED], 1);
+  CHECK_EQ_INT(ebb_store_get(s, 999, &o), EBB_ENOTFOUND);
+  ebb_job_state st;
+  CHECK_EQ_INT(ebb_store_state(s, 999, &st), EBB_ENOTFOUND);
+  ebb_store_close(s);
+
+  /* restart: b was running */
+  REQUIRE(ebb_store_open(db, &s, &interrupted) == 0);
+  CHECK_EQ_INT(interrupted, 1);
+  CHECK_EQ_INT(ebb_store_state(s, b, &st), 0);
+  CHECK_EQ_INT(st, EBB_JOB_FAILED);
+  REQUIRE(ebb_store_get(s, b, &o) == 0);
+  const char *msg = json_string_value(json_object_get(json_object_get(o, "error"), "message"));
+  CHECK_MSG(msg && strstr(msg, "server restarted"), "restart message: %s", msg ? msg : "(none)");
+  json_decref(o);
+  CHECK_EQ_INT(ebb_store_state(s, a, &st), 0);
+  CHECK_EQ_INT(st, EBB_JOB_SUCCEEDED);
+  int64_t *ids = NULL;
+  size_t nq = 0;
+  CHECK_EQ_INT(ebb_store_queued(s, &ids, &nq), 0);
+  CHECK_EQ_INT(nq, 1);
+  CHECK(nq == 1 && ids[0] == c);
+  free(ids);
+  int64_t d = 0;
+  CHECK_EQ_INT(ebb_store_insert(s, "syn", "/in/d", NULL, &d), 0);
+  CHECK(d > c);
+  CHECK_EQ_INT(ebb_store_finish(s, d, EBB_JOB_FAILED, "EBB_ESTAGE", "stage 'x' failed", NULL, 0,
+                                "[]"),
+               0);
+  REQUIRE(ebb_store_get(s, d, &o) == 0);
+  CHECK_EQ_STR(json_string_value(json_object_get(json_object_get(o, "error"), "code")), "EBB_ESTAGE");
+  json_decref(o);
+  ebb_store_close(s);
+  ebb_store_close(NULL);
+}
+
+static void test_bad_path(void) {
+  ebb_store *s = NULL;
+  char p[1300];
+  snprintf(p, sizeof p, "%s.missing-dir/jobs.db", db);
+  int rc = ebb_store_open(p, &s, NULL);
+  CHECK_EQ_INT(rc, EBB_EIO);
+  CHECK_MSG(strstr(ebb_errmsg(), p) != NULL, "message does not name the path: %s", ebb_errmsg());
+  CHECK(s == NULL);
+}
+
+static void test_state_names(void) {
+  CHECK_EQ_STR(ebb_job_state_name(EBB_JOB_QUEUED), "queued");
+  CHECK_EQ_STR(ebb_job_state_name(EBB_JOB_CANCELLED), "cancelled");
+  CHECK_EQ_STR(ebb_job_state_name(EBB_JOB_NSTATES), "unknown");
+}
+
+int main(void) {
+  const char *t = getenv("EBB_TEST_TMP");
+  REQUIRE(t);
+  mkdir(t, 0755);
+  snprintf(db, sizeof db, "%s/jobs.db", t);
+  remove(db);
+  char w[1300];
+  snprintf(w, sizeof w, "%s-wal", db);
+  remove(w);
+  RUN(test_lifecycle_and_restart);
+  RUN(test_bad_path);
+  RUN(test_state_names);
+  return TEST_END();
+}
