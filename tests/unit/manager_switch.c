@@ -1,0 +1,211 @@
+/* The manager on a 2048 MiB fake device (context 300 MiB): A and B each
+ * take ~1200 MiB, so they never fit together.
+ *   - load A, a session on A, load B: A's session is stopped, A unloaded
+ *     with the three fixed log lines (free before/after unload, after load)
+ *     and the context released in between; no out-of-memory.
+ *   - a known need that does not fit (memory held elsewhere) waits, bounded,
+ *     then fails with EBB_EOOM naming the numbers, without starting the load;
+ *     a wait that sees the memory come back succeeds.
+ *   - a job of a loaded pipeline reuses its stages (no reload); unload of
+ *     everything leaves 0 reserved and no context. */
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+
+#include "base/log.h"
+#include "pipeline/manager.h"
+#include "test.h"
+
+static ebb_device *dev;
+static ebb_allocator *alloc;
+static ebb_registry *reg;
+static ebb_config *cfg;
+static char tmp[1024], input[1100];
+static FILE *cap;
+
+static void capture(void) {
+  cap = tmpfile();
+  REQUIRE(cap);
+  ebb_log_set_stream(cap);
+}
+static char *captured(void) {
+  ebb_log_set_stream(NULL);
+  long n = ftell(cap);
+  char *s = calloc(1, (size_t)n + 1);
+  rewind(cap);
+  if (n > 0 && fread(s, 1, (size_t)n, cap) != (size_t)n)
+    s[0] = '\0';
+  fclose(cap);
+  fputs(s, stderr);
+  return s;
+}
+static int has(const char *hay, const char *needle) { return hay && strstr(hay, needle) != NULL; }
+static uint64_t allocated(void) {
+  ebb_alloc_stats st = {.size = sizeof st};
+  ebb_allocator_get_stats(alloc, &st);
+  return st.allocated.current;
+}
+static uint64_t reserved(void) {
+  ebb_alloc_stats st = {.size = sizeof st};
+  ebb_allocator_get_stats(alloc, &st);
+  return st.reserved.current;
+}
+/* the X.XX figure of "[pipeline P] GPU memory free WHEN: X.XX GiB" */
+static double gib(const char *log, const char *p, const char *when) {
+  char key[256];
+  snprintf(key, sizeof key, "[pipeline %s] GPU memory free %s: ", p, when);
+  const char *s = strstr(log, key);
+  return s ? atof(s + strlen(key)) : -1;
+}
+
+static ebb_manager *manager(double wait_s) {
+  ebb_manager_opts o = {.size = sizeof o, .dev = dev, .alloc = alloc, .reg = reg, .cfg = cfg,
+                        .work_dir = tmp, .load_wait_s = wait_s};
+  ebb_manager *m = NULL;
+  REQUIRE(ebb_manager_create(&o, &m) == 0);
+  return m;
+}
+
+static void test_switch(void) {
+  ebb_manager *m = manager(1);
+  capture();
+  char sid[40];
+  CHECK_EQ_INT(ebb_manager_session_open(m, "A", sid), 0);
+  CHECK(ebb_manager_is_loaded(m, "A"));
+  uint64_t held_a = allocated();
+  CHECK_MSG(held_a >= (900ull << 20), "A holds %llu MiB", (unsigned long long)(held_a >> 20));
+  ebb_job_result res;
+  CHECK_EQ_INT(ebb_manager_session_item(m, sid, input, tmp, NULL, NULL, &res), 0);
+  CHECK_EQ_U64(allocated(), held_a); /* kept loaded, not reloaded */
+  CHECK_EQ_INT(ebb_manager_load(m, "B"), 0);
+  char *log = captured();
+  CHECK(ebb_manager_is_loaded(m, "B"));
+  CHECK(!ebb_manager_is_loaded(m, "A"));
+  const char *b4 = strstr(log, "[pipeline A] GPU memory free before unload: ");
+  const char *af = strstr(log, "[pipeline A] GPU memory free after unload: ");
+  const char *ld = strstr(log, "[pipeline B] GPU memory free after load: ");
+  CHECK_MSG(b4 && af && ld && b4 < af && af < ld, "the three lines are missing or out of order");
+  CHECK_NEAR(gib(log, "A", "after unload"), 2.00, 0.001);
+  CHECK_NEAR(gib(log, "A", "before unload"), 0.77, 0.05);
+  CHECK_NEAR(gib(log, "B", "after load"), 0.83, 0.05);
+  CHECK(has(log, "[pipeline A] stopped 1 session (drained)"));
+  CHECK(!has(log, "out of device memory"));
+  free(log);
+  /* the session on A is stopped */
+  CHECK_EQ_INT(ebb_manager_session_item(m, sid, input, tmp, NULL, NULL, &res), EBB_EBUSY);
+  CHECK(has(res.message, "pipeline 'A' was unloaded"));
+  CHECK_EQ_INT(ebb_manager_session_close(m, sid), 0);
+  /* a job of the loaded B reuses its stage: nothing is loaded again */
+  capture();
+  uint64_t before = allocated();
+  CHECK_EQ_INT(ebb_manager_run_job(m, "B", input, tmp, NULL, NULL, NULL, NULL, &res), 0);
+  log = captured();
+  CHECK_EQ_U64(allocated(), before);
+  CHECK(ebb_manager_is_loaded(m, "B"));
+  CHECK_MSG(!has(log, "released"), "a job on a loaded pipeline released its stages");
+  free(log);
+  /* unknown names */
+  CHECK_EQ_INT(ebb_manager_load(m, "nosuch"), EBB_ENOTFOUND);
+  CHECK(has(ebb_errmsg(), "known: "));
+  uint64_t rel = 0;
+  CHECK_EQ_INT(ebb_manager_unload(m, "B", &rel), 0);
+  CHECK_MSG(rel >= (1100ull << 20), "unload B released %llu MiB", (unsigned long long)(rel >> 20));
+  CHECK_EQ_U64(reserved(), 0);
+  CHECK(!ebb_device_ctx_active(dev));
+  CHECK_EQ_INT(ebb_manager_unload(m, "B", &rel), 0); /* not loaded: nothing to do */
+  CHECK_EQ_U64(rel, 0);
+  ebb_manager_destroy(m);
+}
+
+typedef struct { ebb_manager *m; int rc; } load_arg;
+static void *loader(void *p) {
+  load_arg *a = p;
+  a->rc = ebb_manager_load(a->m, "A");
+  return NULL;
+}
+
+static void test_wait_or_fail(void) {
+  ebb_manager *m = manager(0.5);
+  REQUIRE(ebb_manager_load(m, "A") == 0); /* measures A's need */
+  REQUIRE(ebb_manager_unload(m, "A", NULL) == 0);
+  /* something else takes 1000 MiB: A's ~1264 MiB cannot fit in ~748 */
+  ebb_owner *other = NULL;
+  uint64_t blk = 0;
+  REQUIRE(ebb_owner_create(alloc, "someone else", NULL, &other) == 0);
+  REQUIRE(ebb_mem_alloc(other, 1000u << 20, "test", &blk) == 0);
+  ebb_alloc_stats st = {.size = sizeof st};
+  ebb_allocator_get_stats(alloc, &st);
+  uint64_t seg_allocs = st.seg_allocs;
+  capture();
+  int rc = ebb_manager_load(m, "A");
+  char *log = captured();
+  CHECK_EQ_INT(rc, EBB_EOOM);
+  CHECK_MSG(has(ebb_errmsg(), "needs about") && has(ebb_errmsg(), "MiB free"),
+            "message: %s", ebb_errmsg());
+  ebb_allocator_get_stats(alloc, &st);
+  CHECK_MSG(st.seg_allocs == seg_allocs, "a load predicted not to fit was started");
+  CHECK(!has(log, "after load"));
+  CHECK(!ebb_manager_is_loaded(m, "A"));
+  free(log);
+  ebb_manager_destroy(m);
+
+  /* the same with a longer wait: the memory comes back after 300 ms */
+  REQUIRE(ebb_mem_free(alloc, blk) == 0);
+  ebb_allocator_trim(alloc, NULL);
+  m = manager(5);
+  REQUIRE(ebb_manager_load(m, "A") == 0);
+  REQUIRE(ebb_manager_unload(m, "A", NULL) == 0);
+  REQUIRE(ebb_mem_alloc(other, 1000u << 20, "test", &blk) == 0);
+  load_arg a = {m, 1};
+  pthread_t th;
+  REQUIRE(pthread_create(&th, NULL, loader, &a) == 0);
+  struct timespec ts = {0, 300 * 1000000L};
+  nanosleep(&ts, NULL);
+  CHECK_MSG(!ebb_manager_is_loaded(m, "A"), "A was loaded while the memory was held elsewhere");
+  REQUIRE(ebb_mem_free(alloc, blk) == 0);
+  ebb_owner_destroy(other, NULL);
+  ebb_allocator_trim(alloc, NULL);
+  pthread_join(th, NULL);
+  CHECK_EQ_INT(a.rc, 0);
+  CHECK(ebb_manager_is_loaded(m, "A"));
+  ebb_manager_destroy(m); /* unloads A, releases the context */
+  CHECK_EQ_U64(reserved(), 0);
+  CHECK(!ebb_device_ctx_active(dev));
+}
+
+int main(void) {
+  const char *t = getenv("EBB_TEST_TMP");
+  REQUIRE(t);
+  snprintf(tmp, sizeof tmp, "%s", t);
+  mkdir(tmp, 0755);
+  snprintf(input, sizeof input, "%s/input.txt", tmp);
+  FILE *f = fopen(input, "w");
+  REQUIRE(f);
+  fputs("any input\n", f);
+  fclose(f);
+  setenv("FAKEGPU_MEMORY_MIB", "2048", 1);
+  setenv("FAKEGPU_CONTEXT_MIB", "300", 1);
+  remove(getenv("FAKEGPU_STATE") ? getenv("FAKEGPU_STATE") : "/nonexistent");
+  unsetenv("EBB_STAGE_HOOK");
+  REQUIRE(ebb_device_open("cuda", &dev) == 0);
+  REQUIRE(ebb_allocator_create(dev, NULL, &alloc) == 0);
+  REQUIRE(ebb_registry_create(&reg) == 0);
+  REQUIRE(ebb_config_load_string(
+              "{\"pipelines\": {"
+              "\"A\": {\"stages\": [{\"stage\": \"synthetic\", \"name\": \"a1\", \"cache\": false,"
+              " \"options\": {\"weights_mib\": 600}}, {\"stage\": \"synthetic\", \"name\": \"a2\","
+              " \"cache\": false, \"options\": {\"weights_mib\": 300}}]},"
+              "\"B\": {\"stages\": [{\"stage\": \"synthetic\", \"name\": \"b1\", \"cache\": false,"
+              " \"options\": {\"weights_mib\": 900}}]}}}",
+              "test.json", &cfg) == 0);
+  RUN(test_switch);
+  RUN(test_wait_or_fail);
+  ebb_config_free(cfg);
+  ebb_registry_destroy(reg);
+  ebb_allocator_destroy(alloc);
+  ebb_device_close(dev);
+  return TEST_END();
+}
