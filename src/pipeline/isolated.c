@@ -368,7 +368,8 @@ static int decode_item(iso *s, json_t *o, size_t i, ebb_items *out) {
       return bad_output(s, i, "(tensor) has a shape too large");
   }
   size_t bytes = (size_t)elems * sizeof(float);
-  if (bytes && (!shm || strncmp(shm, ebb_wproc_shm_prefix(s->w), strlen(ebb_wproc_shm_prefix(s->w)))))
+  const char *prefix = ebb_wproc_shm_prefix(s->w);
+  if ((bytes || shm) && (!shm || strncmp(shm, prefix, strlen(prefix)))) /* never another's file */
     return bad_output(s, i, "needs \"shm\": a name starting with the hello's shm_prefix");
   if (json_object_get(o, "bytes") && u64_of(o, "bytes") != bytes)
     return bad_output(s, i, "has \"bytes\" that do not match its shape");

@@ -236,11 +236,16 @@ int ebb_shm_map(const char *name, size_t n, const void **p) {
     return ebb_seterr(EBB_EPROTO, "shared memory name '%s' is not valid", name ? name : "");
   char path[256];
   shm_path(name, path, sizeof path);
-  int fd = open(path, O_RDONLY | O_CLOEXEC);
+  /* a peer could name a FIFO (open would block) or a symlink: plain files only */
+  int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOFOLLOW);
   if (fd < 0)
     return ebb_seterr(EBB_EPROTO, "%s: %s", path, strerror(errno));
   struct stat sb;
-  if (fstat(fd, &sb) != 0 || (uint64_t)sb.st_size < n) {
+  if (fstat(fd, &sb) != 0 || !S_ISREG(sb.st_mode)) {
+    close(fd);
+    return ebb_seterr(EBB_EPROTO, "%s is not a regular file", path);
+  }
+  if ((uint64_t)sb.st_size < n) {
     close(fd);
     return ebb_seterr(EBB_EPROTO, "%s holds %lld bytes, the message says %zu", path,
                       (long long)sb.st_size, n);

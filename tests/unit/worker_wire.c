@@ -7,6 +7,7 @@
 #include <signal.h>
 #include <stdint.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -191,6 +192,14 @@ static void test_shm(void) {
   CHECK(has(ebb_errmsg(), "holds 4000 bytes"));
   CHECK_EQ_INT(ebb_shm_map("../etc/passwd", 4, &p), EBB_EPROTO);   /* names stay in /dev/shm */
   CHECK_EQ_INT(ebb_shm_put("a/b", data, 4), EBB_EINVAL);
+  /* a FIFO under the name must not block the reader */
+  char fifo[160];
+  snprintf(name, sizeof name, "%sfifo", prefix);
+  snprintf(fifo, sizeof fifo, "/dev/shm/%s", name);
+  REQUIRE(mkfifo(fifo, 0600) == 0);
+  CHECK_EQ_INT(ebb_shm_map(name, 4, &p), EBB_EPROTO);
+  CHECK(has(ebb_errmsg(), "not a regular file"));
+  unlink(fifo);
   CHECK(!ebb_shm_name_ok("..") && !ebb_shm_name_ok("") && ebb_shm_name_ok("ebb-w1-2-o3"));
   snprintf(name, sizeof name, "%sb", prefix);
   REQUIRE(ebb_shm_put(name, data, 8) == 0);
