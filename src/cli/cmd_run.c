@@ -39,7 +39,7 @@ static void usage(FILE *f) {
           "               [--device auto|cpu|cuda|cuda:N]\n"
           "               [--release after-stage|after-job|idle:SECONDS|never]\n"
           "               [--timeline FILE.svg|FILE.json] [--log-format text|json]\n"
-          "               [--cache-dir DIR] [--no-cache] [--verbose]\n\n"
+          "               [--cache] [--cache-dir DIR] [--no-cache] [--verbose]\n\n"
           "Runs INPUT through the pipeline's stages in order and gives device memory\n"
           "back to the driver after each stage (by default), logging\n"
           "  [STAGE] released N MiB of GPU memory\n\n"
@@ -50,9 +50,13 @@ static void usage(FILE *f) {
           "  --release POLICY  overrides the pipeline's release policy\n"
           "  --timeline FILE   write the memory timeline (.svg picture or .json events)\n"
           "  --log-format F    text (default) or json (one object per line, on stdout)\n"
-          "  --cache-dir DIR   stage result cache (default: $XDG_CACHE_HOME/ebb or\n"
-          "                    ~/.cache/ebb)\n"
-          "  --no-cache        do not read or write the stage result cache\n"
+          "  --cache           serve stages from the stage result cache when their\n"
+          "                    stage, version, options and inputs are the same (a cached\n"
+          "                    stage is neither run nor released); off by default, and\n"
+          "                    per stage with \"cache\": true|false in a config\n"
+          "  --cache-dir DIR   where the cache lives (default: $XDG_CACHE_HOME/ebb or\n"
+          "                    ~/.cache/ebb); implies --cache\n"
+          "  --no-cache        never read or write the cache, whatever the config says\n"
           "  -v, --verbose     debug lines too (each release checked against the driver)\n\n"
           "Environment: EBB_PLUGIN_PATH (plugin directories, colon-separated),\n"
           "EBB_STAGE_HOOK (a command run after each stage; see docs/stage-abi.md).\n"
@@ -150,11 +154,12 @@ int ebb_cmd_run(int argc, char **argv) {
       {"release", required_argument, NULL, 'r'},  {"timeline", required_argument, NULL, 't'},
       {"log-format", required_argument, NULL, 'l'}, {"cache-dir", required_argument, NULL, 'C'},
       {"no-cache", no_argument, NULL, 'N'},       {"help", no_argument, NULL, 'h'},
+      {"cache", no_argument, NULL, 'K'},
       {"verbose", no_argument, NULL, 'v'},
       {NULL, 0, NULL, 0}};
   const char *pipeline = NULL, *config = NULL, *outdir = NULL, *device = "auto";
   const char *release = NULL, *timeline = NULL, *logfmt = "text", *cache_dir = NULL;
-  int no_cache = 0, verbose = 0, c;
+  int no_cache = 0, use_cache = 0, verbose = 0, c;
   optind = 1;
   opterr = 0;
   while ((c = getopt_long(argc, argv, ":o:hv", longopts, NULL)) != -1) {
@@ -166,7 +171,8 @@ int ebb_cmd_run(int argc, char **argv) {
     case 'r': release = optarg; break;
     case 't': timeline = optarg; break;
     case 'l': logfmt = optarg; break;
-    case 'C': cache_dir = optarg; break;
+    case 'C': cache_dir = optarg; use_cache = 1; break;
+    case 'K': use_cache = 1; break;
     case 'N': no_cache = 1; break;
     case 'v': verbose = 1; break;
     case 'h': usage(stdout); return EBB_EXIT_OK;
@@ -251,7 +257,8 @@ int ebb_cmd_run(int argc, char **argv) {
     goto out;
   }
   ebb_runner_opts ro = {.size = sizeof ro, .dev = dev, .alloc = alloc, .reg = reg,
-                        .cache_dir = cache_dir, .oneshot = 1};
+                        .cache_dir = cache_dir, .oneshot = 1,
+                        .cache_default = use_cache};
   if ((rc = ebb_runner_create(&ro, &runner))) {
     fprintf(stderr, "ebb run: %s\n", ebb_errmsg());
     goto out;

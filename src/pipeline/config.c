@@ -194,7 +194,7 @@ static int parse_stage(json_t *js, const char *where, const char *base_dir, ebb_
   out->options = op ? json_incref(op) : json_object();
   out->isolate = iso ? json_is_true(iso) : 0;
   out->timeout_s = to ? json_number_value(to) : 0;
-  out->cache = ca ? json_is_true(ca) : 1;
+  out->cache = ca ? json_is_true(ca) : -1;
   if (!out->stage || !out->name || !out->options)
     return ebb_seterr(EBB_ENOMEM, "%s: out of host memory", where);
   if (iso && !json_is_true(iso) && json_object_get(js, "worker"))

@@ -9,7 +9,7 @@
  * worker protocol; implies isolate; a path with '/' is relative to the
  * config's directory, a bare name is found in PATH), worker_args (array of
  * strings, its arguments), timeout_s (number > 0: load + run deadline),
- * cache (bool, default true). Pipeline keys: stages
+ * cache (bool; unset: off unless `ebb run --cache`). Pipeline keys: stages
  * (required, non-empty), release, description. Unknown keys inside a
  * pipeline or stage entry are errors; other top-level keys belong to other
  * rooms (the server) and are ignored here. Relative plugin_dirs are relative
@@ -49,7 +49,8 @@ typedef struct ebb_stage_def {
   char *worker;     /* NULL: ebb-worker; else the executable (implies isolate) */
   json_t *worker_args; /* array of strings (owned) when worker is set, else NULL */
   double timeout_s; /* 0: none */
-  int cache;        /* 1: the stage result cache may serve it */
+  int cache;        /* 1: the result cache may serve it; 0: never; -1: unset,
+                       the run decides (ebb run --cache) */
 } ebb_stage_def;
 
 typedef struct ebb_pipeline_def {

@@ -41,6 +41,7 @@ struct ebb_runner {
   char *cache_dir;
   char *hook;
   int oneshot;
+  int cache_default;
   inst *pool;
 };
 
@@ -209,6 +210,7 @@ int ebb_runner_create(const ebb_runner_opts *o, ebb_runner **out) {
   r->alloc = o->alloc;
   r->reg = o->reg;
   r->oneshot = o->oneshot;
+  r->cache_default = o->cache_default;
   const char *hook = o->hook ? o->hook : getenv("EBB_STAGE_HOOK");
   if ((o->cache_dir && !(r->cache_dir = strdup(o->cache_dir))) ||
       (hook && *hook && !(r->hook = strdup(hook)))) {
@@ -395,7 +397,8 @@ static int run_stage(job_state *js, int idx) {
 
   /* the result cache */
   uint8_t key[32];
-  int use_cache = r->cache_dir && d->cache && !d->worker; /* a worker has no version */
+  int use_cache = r->cache_dir && (d->cache > 0 || (d->cache < 0 && r->cache_default)) &&
+                  !d->worker; /* a worker has no version */
   if (use_cache && ebb_cache_key(st, merged, js->items, key) != 0) {
     ebb_log(EBB_LOG_DEBUG, d->name, "not cacheable: %s", ebb_errmsg());
     use_cache = 0;

@@ -55,6 +55,8 @@ typedef struct ebb_runner_opts {
   const char *cache_dir;  /* NULL: no result cache. Copied. */
   const char *hook;       /* NULL: $EBB_STAGE_HOOK (see hook.h). Copied. */
   int oneshot;            /* 1: no other job will come (ebb run) */
+  int cache_default;      /* 1: stages whose entry says nothing about "cache"
+                             use the result cache; 0: only "cache": true ones */
 } ebb_runner_opts;
 
 int ebb_runner_create(const ebb_runner_opts *o, ebb_runner **out);

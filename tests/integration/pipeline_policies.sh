@@ -89,8 +89,15 @@ grep -qE '^\[.*\] cached$' "$T/stdout" && fail "--no-cache still used the cache"
 echo "x" >> "$T/input.bin"
 run --pipeline cached --cache-dir "$C" "$T/input.bin"
 grep -q '^\[checksum\] cached' "$T/stdout" && fail "cache: other input content, same entry"
-XDG_CACHE_HOME="$T/xdg" run --pipeline cached "$T/input.bin"
+XDG_CACHE_HOME="$T/xdg" run --pipeline cached --cache "$T/input.bin"
 ls "$T/xdg/ebb/"*.ebbc > /dev/null 2>&1 || fail "cache: default dir \$XDG_CACHE_HOME/ebb unused"
+# without --cache (and no "cache": true in the config) nothing is cached:
+# running twice runs every stage twice
+for i in 1 2; do
+  XDG_CACHE_HOME="$T/xdg2" run --pipeline cached "$T/input.bin"
+  grep -qE '^\[.*\] cached$' "$T/stdout" && fail "cache off by default: run $i was served from the cache"
+done
+[ -e "$T/xdg2/ebb" ] && ls "$T/xdg2/ebb/"*.ebbc > /dev/null 2>&1 && fail "cache off by default: entries were written"
 
 # a stage timeout
 start=$(date +%s)

@@ -56,7 +56,7 @@ static void test_full_entry(void) {
   CHECK_NEAR(p->stages[0].timeout_s, 30, 1e-9);
   CHECK_EQ_INT(p->stages[0].cache, 0);
   CHECK_EQ_STR(p->stages[1].name, "synthetic");
-  CHECK_EQ_INT(p->stages[1].cache, 1);
+  CHECK_EQ_INT(p->stages[1].cache, -1); /* unset: the run decides */
   CHECK(json_is_object(p->stages[1].options));
   CHECK_EQ_STR(p->origin, "test.json");
   CHECK(ebb_config_pipeline(c, "synthetic") != NULL); /* built-ins stay */

@@ -49,7 +49,8 @@ static ebb_config *cfg_of(const char *json) {
 
 static ebb_runner *runner(int oneshot, const char *cache) {
   ebb_runner_opts o = {.size = sizeof o, .dev = dev, .alloc = alloc, .reg = reg,
-                       .cache_dir = cache, .hook = "", .oneshot = oneshot};
+                       .cache_dir = cache, .hook = "", .oneshot = oneshot,
+                       .cache_default = cache != NULL};
   ebb_runner *r = NULL;
   REQUIRE(ebb_runner_create(&o, &r) == 0);
   return r;
