@@ -146,9 +146,19 @@ int ebb_cmd_serve(int argc, char **argv) {
   }
   /* absolute, so job records and result file lists stay valid from anywhere */
   char abs_dd[4096];
-  if (mkdir(data_dir, 0755) != 0 && errno != EEXIST) {
-    fprintf(stderr, "ebb serve: --data-dir %s: %s\n", data_dir, strerror(errno));
-    return EBB_EXIT_USAGE;
+  {
+    char tmp[4096];
+    snprintf(tmp, sizeof tmp, "%s", data_dir);
+    for (char *q = tmp + 1; *q; q++)
+      if (*q == '/') {
+        *q = '\0';
+        mkdir(tmp, 0755);
+        *q = '/';
+      }
+    if (mkdir(tmp, 0755) != 0 && errno != EEXIST) {
+      fprintf(stderr, "ebb serve: --data-dir %s: %s\n", data_dir, strerror(errno));
+      return EBB_EXIT_USAGE;
+    }
   }
   if (realpath(data_dir, abs_dd))
     data_dir = abs_dd;

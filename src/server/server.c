@@ -44,6 +44,8 @@ typedef struct req {
   FILE *f;   /* BODY_FILE / the multipart file field */
   char tmp[4096];   /* the upload's temp path ("" if none) */
   char filename[256];
+  char file_key[64]; /* the multipart field the file came in */
+  int two_files;     /* a second file field: refused */
   char ctype[128];
   struct MHD_PostProcessor *pp;
   char *field_pipeline, *field_options, *field_input;
@@ -168,8 +170,13 @@ static enum MHD_Result post_iter(void *cls, enum MHD_ValueKind kind, const char 
   if (filename) {
     if (r->too_large || r->io_error || !r->f)
       return MHD_YES;
+    if (r->filename[0] && (strcmp(r->file_key, key) || strcmp(r->filename, filename))) {
+      r->two_files = 1;
+      return MHD_YES;
+    }
     if (!r->filename[0]) {
-      snprintf(r->filename, sizeof r->filename, "%s", filename);
+      snprintf(r->filename, sizeof r->filename, "%s", filename[0] ? filename : "upload");
+      snprintf(r->file_key, sizeof r->file_key, "%s", key);
       if (content_type)
         snprintf(r->ctype, sizeof r->ctype, "%s", content_type);
     }
@@ -351,6 +358,11 @@ static int parse_input(ebb_server *s, struct MHD_Connection *c, req *r, int want
     }
     const char *opt_text;
     if (r->kind == BODY_MULTIPART) {
+      if (r->two_files) {
+        *ret = send_err(c, MHD_HTTP_BAD_REQUEST, "bad_request",
+                        "the multipart body has more than one file; send one input per job");
+        return 1;
+      }
       in->pipeline = r->field_pipeline;
       in->path = r->field_input;
       opt_text = r->field_options;
@@ -954,7 +966,7 @@ int ebb_server_start(const ebb_server_opts *o, ebb_server **out) {
   if ((rc = ebb_queue_create(s->store, s->m, s->alloc, &s->queue)) != 0)
     goto fail;
   s->d = MHD_start_daemon(MHD_USE_THREAD_PER_CONNECTION | MHD_USE_INTERNAL_POLLING_THREAD |
-                              MHD_USE_ERROR_LOG | (ss.ss_family == AF_INET6 ? MHD_USE_IPv6 : 0),
+                              MHD_USE_ERROR_LOG | MHD_USE_ITC | (ss.ss_family == AF_INET6 ? MHD_USE_IPv6 : 0),
                           (uint16_t)port, NULL, NULL, on_request, s, MHD_OPTION_SOCK_ADDR,
                           (struct sockaddr *)&ss, MHD_OPTION_NOTIFY_COMPLETED, on_completed,
                           NULL, MHD_OPTION_END);
@@ -986,8 +998,11 @@ void ebb_server_stop(ebb_server *s) {
   if (!s)
     return;
   atomic_store(&s->stop, 1);
-  if (s->d)
-    MHD_quiesce_daemon(s->d);
+  if (s->d) {
+    MHD_socket fd = MHD_quiesce_daemon(s->d); /* no new connections; ours to close */
+    if (fd != MHD_INVALID_SOCKET)
+      close(fd);
+  }
   ebb_queue_destroy(s->queue); /* cancels the running job */
   s->queue = NULL;
   if (s->d)

@@ -200,9 +200,23 @@ used=$("$FAKEGPU_SMI" --query-compute-apps=pid,used_memory --format=csv,noheader
 req POST /v1/release
 [ "$(jget "$BODY" '["released_bytes"]')" = 0 ] || fail "release on an idle server: $BODY"
 
-stop_server || fail "ebb serve exited $? on SIGTERM, expected 0"
+# SIGINT with a job running and one queued: the running one is cancelled,
+# the queued one stays queued for the next server; exit status 0
+req POST /v1/jobs -d "{\"pipeline\": \"long\", \"input\": \"$T/input.txt\"}"
+JR=$(jget "$BODY" '["id"]')
+req POST /v1/jobs -d "{\"pipeline\": \"quick\", \"input\": \"$T/input.txt\"}"
+JQ=$(jget "$BODY" '["id"]')
+wait_state "$JR" running
+kill -INT "$SERVER"; wait "$SERVER"; rc=$?; SERVER=
+[ "$rc" = 0 ] || fail "ebb serve exited $rc on SIGINT, expected 0"
+grep -q '^\[server\] SIGINT: stopping' "$T/log1" || fail "no SIGINT line in the log"
+grep -q '^\[server\] stopped: 0 MiB reserved, context released' "$T/log1" ||
+  fail "the server did not end with everything released: $(tail -3 "$T/log1")"
 # restart on the same data directory: the history is kept
 start_server "$T/log2"
+req GET "/v1/jobs/$JR"
+[ "$(jget "$BODY" '["state"]')" = cancelled ] || fail "after restart, the job running at SIGINT: $BODY"
+wait_state "$JQ" succeeded
 req GET "/v1/jobs/$J1"
 [ "$CODE" = 200 ] && [ "$(jget "$BODY" '["state"]')" = succeeded ] || fail "after restart, job $J1: $CODE $BODY"
 req GET "/v1/jobs/$JF"
