@@ -30,9 +30,9 @@ static int check_body(const unsigned char *body, size_t len, json_t **msg) {
     return ebb_seterr(EBB_EPROTO, "invalid JSON in a %zu-byte frame (column %d): %s", len,
                       je.column, je.text);
   if (!json_is_object(v)) {
+    const char *what = json_is_array(v) ? "an array" : "a scalar";
     json_decref(v);
-    return ebb_seterr(EBB_EPROTO, "a frame's JSON must be an object, got a %s",
-                      json_is_array(v) ? "array" : "scalar");
+    return ebb_seterr(EBB_EPROTO, "a frame's JSON must be an object, got %s", what);
   }
   const char *type = json_string_value(json_object_get(v, "type"));
   if (!type || !*type) {
