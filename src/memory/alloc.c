@@ -528,7 +528,8 @@ static int oom_message(ebb_allocator *a, ebb_owner *o, size_t req, uint64_t trim
   mem_fmt_bytes(tr, sizeof tr, trimmed);
   mem_fmt_bytes(res, sizeof res, a->reserved.current);
   return ebb_seterr(EBB_EOOM,
-                    "%s '%s' asked for %s; %s free on %s after trimming %s of cache "
+                    "out of device memory: %s '%s' asked for %s; %s free on %s after "
+                    "trimming %s of cache "
                     "(request %zu bytes, free %" PRIu64 " of %" PRIu64
                     " bytes, ebb holds %s in %" PRIu64 " segments)",
                     o->kind, o->name, ask, fr, ebb_device_label(a->dev), tr, req, mi.free_bytes,
@@ -566,11 +567,14 @@ int ebb_mem_alloc(ebb_owner *o, size_t bytes, const char *site, uint64_t *addr) 
     a->trimmed_bytes += dropped;
     rc = seg_new_locked(a, ssz, small, &s);
     if (rc == EBB_EOOM) {
+      /* Trim and retry once; with nothing to trim a retry would only hide a
+       * real out-of-memory (or an injected one) behind a second attempt. */
       uint64_t trimmed = mem_trim_locked(a);
-      if (trimmed)
+      if (trimmed) {
         ev(a, EBB_EV_TRIM, NULL, 0, trimmed);
-      a->oom_retries++;
-      rc = seg_new_locked(a, ssz, small, &s);
+        a->oom_retries++;
+        rc = seg_new_locked(a, ssz, small, &s);
+      }
       if (rc == EBB_EOOM) {
         o->refused++;
         ev(a, EBB_EV_OOM, o, 0, size);

@@ -251,6 +251,8 @@ void ebb_sctx_init(ebb_sctx *c, ebb_device *dev, ebb_owner *owner, const char *n
   c->dev = dev;
   c->owner = owner;
   c->alloc = owner ? ebb_owner_allocator(owner) : NULL;
+  if (owner)
+    ebb_owner_set_kind(owner, "stage"); /* "stage 'separate' asked for ..." */
   snprintf(c->name, sizeof c->name, "%s", name);
   c->output_dir = output_dir;
   atomic_init(&c->timed_out, 0);

@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include "base/log.h"
 #include "pipeline/cache.h"
@@ -181,7 +182,17 @@ static uint64_t release_context(ebb_runner *r, const char *scope) {
   if (rr.context_error)
     ebb_log(EBB_LOG_WARN, scope, "could not release the device context: %s",
             ebb_strerror(rr.context_error));
-  log_released(r, scope, rr.released_bytes, before, driver_free(r), rr.context_bytes);
+  /* Not the per-stage line's shape: this is the job's end, not a stage. */
+  uint64_t after = driver_free(r);
+  ebb_log_field f[] = {
+      EBB_LF_S("event", "context_released"), EBB_LF_S("scope", scope),
+      EBB_LF_U("released_bytes", rr.released_bytes), EBB_LF_U("context_bytes", rr.context_bytes),
+      EBB_LF_U("driver_free_before", before), EBB_LF_U("driver_free_after", after)};
+  if (rr.context_released)
+    ebb_log_ev(EBB_LOG_INFO, scope, f, 6,
+               "idle: device context released, %llu MiB of GPU memory back to the driver; "
+               "ebb holds nothing on %s",
+               MIB(rr.released_bytes), ebb_device_label(r->dev));
   return rr.released_bytes;
 }
 
@@ -638,12 +649,19 @@ int ebb_runner_run(ebb_runner *r, const ebb_job *job, ebb_job_result *res) {
                 job->input ? strerror(errno) : "no input given");
   if (S_ISDIR(sb.st_mode))
     return fail(res, EBB_EINPUT, NULL, "input %s: is a directory, expected a file", job->input);
+  if (!S_ISREG(sb.st_mode))
+    return fail(res, EBB_EINPUT, NULL, "input %s: not a regular file (a pipe or device?)",
+                job->input);
   if (mkdir_p(js.outdir) != 0)
     return fail(res, EBB_EINPUT, NULL, "output directory %s: %s", js.outdir, strerror(errno));
+  if (stat(js.outdir, &sb) != 0 || !S_ISDIR(sb.st_mode) || access(js.outdir, W_OK) != 0)
+    return fail(res, EBB_EINPUT, NULL, "output directory %s: %s", js.outdir,
+                S_ISDIR(sb.st_mode) ? "not writable" : "exists and is not a directory");
 
   char jname[200];
   snprintf(jname, sizeof jname, "job %s", p->name);
   if ((rc = ebb_owner_create(r->alloc, jname, NULL, &js.job_owner)) ||
+      (ebb_owner_set_kind(js.job_owner, "job"), 0) ||
       (rc = ebb_items_create(js.job_owner, NULL, &js.items)) ||
       (rc = ebb_items_add_file(js.items, "input", job->input))) {
     fail(res, rc, NULL, "job: %s", ebb_errmsg());

@@ -139,8 +139,9 @@ static int alloc_touched(syn *s, const char *what, size_t bytes, uint32_t seed, 
   int rc = ebb_dev_alloc(s->ctx, bytes, out);
   if (rc) {
     *out = 0;
+    /* the allocator's message names the owner, the request and the numbers */
     return err(s->ctx, rc, "synthetic: %s: allocating %.0f MiB failed: %s", what,
-               bytes / MIB_BYTES, ebb_strerror(rc));
+               bytes / MIB_BYTES, ebb_errmsg());
   }
   return touch(s, what, *out, bytes, seed);
 }
@@ -149,7 +150,7 @@ static int mib_opt(ebb_stage_ctx *ctx, json_t *o, const char *key, size_t *out) 
   json_t *v = json_object_get(o, key);
   double mib = v ? json_number_value(v) : 0;
   if (mib < 0 || mib > 1024.0 * 1024.0)
-    return err(ctx, EBB_EINVAL, "synthetic: option '%s' must be between 0 and 1048576 MiB, got %g",
+    return err(ctx, EBB_ECONFIG, "synthetic: option '%s' must be between 0 and 1048576 MiB, got %g",
                key, mib);
   *out = (size_t)(mib * MIB_BYTES);
   return 0;
@@ -179,7 +180,7 @@ static int syn_load(ebb_stage_ctx *ctx, const char *options_json, void **state) 
   json_t *o = json_loads(options_json ? options_json : "{}", 0, &je);
   if (!o || !json_is_object(o)) {
     json_decref(o);
-    return err(ctx, EBB_EINVAL, "synthetic: options are not a JSON object: %s", je.text);
+    return err(ctx, EBB_ECONFIG, "synthetic: options are not a JSON object: %s", je.text);
   }
   syn *s = calloc(1, sizeof *s);
   if (!s) {
@@ -198,7 +199,7 @@ static int syn_load(ebb_stage_ctx *ctx, const char *options_json, void **state) 
   const char *fv = json_is_string(f) ? json_string_value(f) : "";
   if (*fv && strcmp(fv, "none") && strcmp(fv, "load") && strcmp(fv, "run") &&
       strcmp(fv, "unload")) {
-    rc = err(ctx, EBB_EINVAL, "synthetic: option 'fail' must be \"load\", \"run\" or \"unload\", "
+    rc = err(ctx, EBB_ECONFIG, "synthetic: option 'fail' must be \"load\", \"run\" or \"unload\", "
                               "got \"%s\"", fv);
     goto fail;
   }
@@ -207,13 +208,13 @@ static int syn_load(ebb_stage_ctx *ctx, const char *options_json, void **state) 
   json_t *tv = json_object_get(o, "touch");
   const char *ts = json_is_string(tv) ? json_string_value(tv) : "full";
   if (strcmp(ts, "full") && strcmp(ts, "sample")) {
-    rc = err(ctx, EBB_EINVAL, "synthetic: option 'touch' must be \"full\" or \"sample\", got "
+    rc = err(ctx, EBB_ECONFIG, "synthetic: option 'touch' must be \"full\" or \"sample\", got "
                               "\"%s\"", ts);
     goto fail;
   }
   s->sample = !strcmp(ts, "sample");
   if (s->run_ms < 0) {
-    rc = err(ctx, EBB_EINVAL, "synthetic: option 'run_ms' must be >= 0, got %g", s->run_ms);
+    rc = err(ctx, EBB_ECONFIG, "synthetic: option 'run_ms' must be >= 0, got %g", s->run_ms);
     goto fail;
   }
   json_decref(o);

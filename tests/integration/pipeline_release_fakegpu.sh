@@ -74,7 +74,7 @@ b_before=$(used_at before-release b)
 # after the job: nothing, and the context's line says so
 job_used=$(used_at after-job big)
 [ "${job_used:-x}" = 0 ] || fail "after the job the process holds ${job_used:-?} MiB (want 0)"
-grep -qE '^\[pipeline big\] released 300 MiB of GPU memory$' "$T/stdout" ||
+grep -qE "^\[pipeline big\] idle: device context released, 300 MiB of GPU memory back to the driver; ebb holds nothing on cuda:0$" "$T/stdout" ||
   fail "no context release line"
 # after exit: fakegpu-smi lists no process and the device is empty
 apps=$("$FAKEGPU_SMI" --query-compute-apps=pid,used_memory --format=csv,noheader,nounits)

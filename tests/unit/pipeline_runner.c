@@ -99,7 +99,8 @@ static void test_after_stage(void) {
   CHECK(res.released_bytes >= (uint64_t)(96 + 32 + 64 + 32 + 300) << 20);
   CHECK(has(log, "[a] done in "));
   CHECK(has(log, "[a] released ") && has(log, "[b] released "));
-  CHECK(has(log, "[pipeline two] released 300 MiB of GPU memory"));
+  CHECK(has(log, "[pipeline two] idle: device context released, 300 MiB of GPU memory back to the driver"));
+  CHECK(!has(log, "[pipeline two] released")); /* not a stage line */
   char rj[1200];
   snprintf(rj, sizeof rj, "%s/result.json", outdir);
   json_t *j = json_load_file(rj, 0, NULL);
