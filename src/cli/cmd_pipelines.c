@@ -41,13 +41,18 @@ int ebb_cmd_pipelines(int argc, char **argv) {
     }
     for (size_t k = 0; k < p->nstages; k++) {
       const ebb_stage_def *d = &p->stages[k];
-      int have = ebb_registry_find(reg, d->stage, NULL) != NULL;
+      /* a "worker" entry's stage lives in its executable, not the registry */
+      int have = d->worker || ebb_registry_find(reg, d->stage, NULL) != NULL;
       if (!json) {
         printf("  %zu. %s", k + 1, d->name);
         if (strcmp(d->name, d->stage))
           printf(" (%s)", d->stage);
         if (d->timeout_s > 0)
           printf("  timeout %g s", d->timeout_s);
+        if (d->worker)
+          printf("  worker %s", d->worker);
+        else if (d->isolate)
+          printf("  isolated");
         if (!have)
           printf("  [missing: no stage '%s' in this build]", d->stage);
         printf("\n");
@@ -56,6 +61,9 @@ int ebb_cmd_pipelines(int argc, char **argv) {
       json_object_set_new(o, "name", json_string(d->name));
       json_object_set_new(o, "stage", json_string(d->stage));
       json_object_set_new(o, "available", json_boolean(have));
+      json_object_set_new(o, "isolate", json_boolean(d->isolate));
+      if (d->worker)
+        json_object_set_new(o, "worker", json_string(d->worker));
       json_object_set(o, "options", d->options);
       json_array_append_new(js, o);
     }

@@ -154,6 +154,8 @@ static int parse_worker(json_t *js, const char *where, const char *base_dir, ebb
     return 0;
   const char *s = json_string_value(wk);
   if (s[0] != '/' && strchr(s, '/') && base_dir) {
+    while (s[0] == '.' && s[1] == '/')
+      s += 2;
     if ((out->worker = malloc(strlen(base_dir) + strlen(s) + 2)))
       sprintf(out->worker, "%s/%s", base_dir, s);
   } else {

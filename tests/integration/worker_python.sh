@@ -35,6 +35,12 @@ assert 0.3 < g["rms_in"] < 0.4, g  # a 440 Hz sine at half scale: 0.3536
 assert abs(g["rms_out"] - g["rms_in"] / 2) < 1e-4, g
 print("gain: rms %.4f -> %.4f" % (g["rms_in"], g["rms_out"]))
 PY
+# `ebb pipelines` shows the entry as a worker (resolved against the config's
+# directory), not as a missing stage
+"$EBB" pipelines --config "$EBB_SOURCE_DIR/examples/workers/gain.json" > "$T/pipelines" 2>&1
+grep -q "gain  timeout 60 s  worker $EBB_SOURCE_DIR/examples/workers/gain_worker.py\$" "$T/pipelines" ||
+  fail "ebb pipelines: $(grep -A3 '^gain' "$T/pipelines")"
+grep -q "missing" "$T/pipelines" && fail "ebb pipelines calls a stage missing: $(cat "$T/pipelines")"
 # a bad option is the worker's to refuse (EBB_ECONFIG): bad input, exit 2, its message
 sed 's/"gain": 0.5/"gain": 0.5, "colour": 1/' "$EBB_SOURCE_DIR/examples/workers/gain.json" \
   | sed "s#\./gain_worker.py#$EBB_SOURCE_DIR/examples/workers/gain_worker.py#" > "$T/bad.json"
