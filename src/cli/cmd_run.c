@@ -199,6 +199,18 @@ int ebb_cmd_run(int argc, char **argv) {
     fprintf(stderr, "ebb run: --release: %s\n", ebb_errmsg());
     return EBB_EXIT_USAGE;
   }
+  if (timeline && (ends_with(timeline, ".svg") || ends_with(timeline, ".json"))) {
+    /* find out now, not after the job, that the file cannot be written */
+    int existed = access(timeline, F_OK) == 0;
+    FILE *tf = fopen(timeline, "a");
+    if (!tf) {
+      fprintf(stderr, "ebb run: --timeline %s: %s\n", timeline, strerror(errno));
+      return EBB_EXIT_USAGE;
+    }
+    fclose(tf);
+    if (!existed)
+      unlink(timeline);
+  }
   if (timeline && !ends_with(timeline, ".svg") && !ends_with(timeline, ".json")) {
     fprintf(stderr, "ebb run: --timeline %s: the file must end in .svg or .json\n", timeline);
     return EBB_EXIT_USAGE;

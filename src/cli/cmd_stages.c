@@ -16,7 +16,7 @@ static void usage(FILE *f) {
 }
 
 static void print_default(const json_t *v) {
-  char *s = v ? json_dumps(v, JSON_ENCODE_ANY | JSON_COMPACT) : NULL;
+  char *s = v ? json_dumps(v, JSON_ENCODE_ANY | JSON_COMPACT | JSON_REAL_PRECISION(10)) : NULL;
   if (s)
     printf(", default %s", s);
   free(s);
@@ -65,7 +65,7 @@ int ebb_cmd_stages(int argc, char **argv) {
     json_decref(schema);
   }
   if (json) {
-    char *s = json_dumps(arr, JSON_INDENT(2));
+    char *s = json_dumps(arr, JSON_INDENT(2) | JSON_REAL_PRECISION(10));
     printf("%s\n", s ? s : "[]");
     free(s);
   }

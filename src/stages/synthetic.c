@@ -105,6 +105,10 @@ static int touch(syn *s, const char *what, uint64_t dptr, size_t bytes, uint32_t
     return err(ctx, rc, "synthetic: %s: pinned buffer of %u KiB failed", what, 2 * WINDOW >> 10);
   uint8_t *wbuf = buf, *rbuf = wbuf + WINDOW;
   for (size_t off = 0; off < bytes && !rc; off += STRIDE) {
+    if (h->cancelled(ctx)) { /* a SIGINT during a 4 GiB load should not wait for it */
+      h->pinned_free(ctx, buf);
+      return err(ctx, EBB_ECANCELED, "synthetic: %s: cancelled while touching memory", what);
+    }
     size_t n = bytes - off < WINDOW ? bytes - off : WINDOW;
     /* the first half of the window gets a pattern, the second keeps the fill */
     size_t half = n / 2;
