@@ -229,12 +229,58 @@ static void test_codes_and_status(void) {
   CHECK_EQ_STR(ebb_signal_name(SIGABRT), "SIGABRT");
 }
 
+/* Seeded mutations of valid frames (bytes flipped, lengths changed,
+ * truncations): decode answers a well-formed message, "need more", or
+ * EBB_EPROTO, and never consumes more than it was given. */
+static void test_mutations(void) {
+  const char *seeds[] = {"{\"type\":\"hello\",\"protocol\":1,\"shm_prefix\":\"ebb-w1-2-\"}",
+                         "{\"type\":\"result\",\"items\":[{\"kind\":\"audio\",\"name\":\"a\","
+                         "\"frames\":4,\"channels\":1,\"rate\":8000,\"shm\":\"x\",\"bytes\":16}]}",
+                         "{\"type\":\"error\",\"code\":\"EBB_EOOM\",\"message\":\"\u00e9\"}"};
+  unsigned seed = 12345;
+  int ok = 0, more = 0, bad = 0;
+  for (int iter = 0; iter < 30000; iter++) {
+    const char *b = seeds[iter % 3];
+    unsigned char buf[512];
+    size_t n = frame(buf, (uint32_t)strlen(b), b, strlen(b));
+    int edits = 1 + (int)((seed = seed * 1103515245u + 12345u) >> 16) % 4;
+    for (int e = 0; e < edits; e++) {
+      seed = seed * 1103515245u + 12345u;
+      size_t at = (seed >> 8) % n;
+      switch ((seed >> 4) % 4) {
+      case 0: buf[at] ^= (unsigned char)(1u << ((seed >> 20) % 8)); break;
+      case 1: buf[at] = (unsigned char)(seed >> 24); break;
+      case 2: n = at ? at : 1; break;                       /* truncate */
+      case 3: buf[(seed >> 12) % 4] = (unsigned char)(seed >> 16); break; /* length */
+      }
+    }
+    json_t *m = NULL;
+    size_t used = 0;
+    int rc = ebb_wire_decode(buf, n, 0, &m, &used);
+    if (rc == 0 && m) {
+      ok++;
+      CHECK(used <= n && json_is_object(m) &&
+            json_string_value(json_object_get(m, "type")) != NULL);
+    } else if (rc == 0) {
+      more++;
+      CHECK(used == 0);
+    } else {
+      bad++;
+      CHECK_MSG(rc == EBB_EPROTO && m == NULL && ebb_errmsg()[0], "iteration %d: rc %d", iter, rc);
+    }
+    json_decref(m);
+  }
+  fprintf(stderr, "mutations: %d decoded, %d incomplete, %d refused\n", ok, more, bad);
+  CHECK(ok > 0 && more > 0 && bad > 0); /* every outcome was exercised */
+}
+
 int main(void) {
   signal(SIGPIPE, SIG_IGN);
   RUN(test_decode_good);
   RUN(test_decode_partial);
   RUN(test_decode_bad);
   RUN(test_recv);
+  RUN(test_mutations);
   RUN(test_shm);
   RUN(test_codes_and_status);
   return TEST_END();
