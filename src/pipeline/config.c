@@ -1,3 +1,4 @@
+#include <ctype.h>
 #include "pipeline/config.h"
 
 #include <errno.h>
@@ -168,6 +169,27 @@ static int parse_worker(json_t *js, const char *where, const char *base_dir, ebb
   return 0;
 }
 
+/* Pipeline and stage instance names go into log lines ("[name] released
+ * ...") and URLs (/v1/pipelines/NAME/load): letters, digits, '_', '-', '.',
+ * starting with a letter or digit, at most 64 characters. */
+static int check_name(const char *s, const char *what, const char *where) {
+  size_t n = strlen(s);
+  int ok = n > 0 && n <= 64 && isalnum((unsigned char)s[0]);
+  for (size_t i = 0; ok && i < n; i++)
+    ok = isalnum((unsigned char)s[i]) || s[i] == '_' || s[i] == '-' || s[i] == '.';
+  if (ok)
+    return 0;
+  char shown[80];
+  size_t k = 0;
+  for (size_t i = 0; s[i] && k + 1 < sizeof shown; i++)
+    shown[k++] = (unsigned char)s[i] >= 0x20 && s[i] != 0x7f ? s[i] : '?';
+  shown[k] = '\0';
+  return ebb_seterr(EBB_ECONFIG,
+                    "%s: %s name '%s' is not allowed: use 1 to 64 letters, digits, '_', '-' or "
+                    "'.', starting with a letter or digit",
+                    where, what, shown);
+}
+
 static int parse_stage(json_t *js, const char *where, const char *base_dir, ebb_stage_def *out) {
   static const char *const keys[] = {"stage", "name", "options", "isolate", "timeout_s", "cache",
                                      "worker", "worker_args", NULL};
@@ -183,6 +205,8 @@ static int parse_stage(json_t *js, const char *where, const char *base_dir, ebb_
     return ebb_seterr(EBB_ECONFIG, "%s: \"stage\" (the stage's registry name) is required", where);
   if (nm && (!json_is_string(nm) || !*json_string_value(nm)))
     return ebb_seterr(EBB_ECONFIG, "%s: \"name\" must be a non-empty string", where);
+  if (nm && (rc = check_name(json_string_value(nm), "stage", where)))
+    return rc;
   if (op && !json_is_object(op))
     return ebb_seterr(EBB_ECONFIG, "%s: \"options\" must be an object", where);
   if (iso && !json_is_boolean(iso))
@@ -210,6 +234,9 @@ static int parse_pipeline(const char *name, json_t *jp, const char *origin, cons
   static const char *const keys[] = {"stages", "release", "description", NULL};
   char where[768];
   snprintf(where, sizeof where, "%s: pipeline '%s'", origin, name);
+  int brc = check_name(name, "pipeline", origin);
+  if (brc)
+    return brc;
   p->name = strdup(name);
   p->origin = strdup(origin);
   if (!p->name || !p->origin)

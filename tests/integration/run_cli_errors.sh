@@ -136,6 +136,14 @@ o = s["synthetic"]["options"]
 assert o["weights_mib"]["type"] == "number" and "default" in o["weights_mib"]' || fail "stages --json"
 [ -e "$T/loaded" ] && fail "the driver library was loaded: $(cat "$T/loaded")"
 
+# names go into log lines and URLs: odd characters are refused
+cfg badname.json '{"pipelines": {"my pipe": {"stages": [{"stage": "synthetic"}]}}}'
+expect2 "bad pipeline name" "$T/badname.json" "pipeline name 'my pipe' is not allowed" -- \
+  run --pipeline synthetic --config "$T/badname.json" "$T/in.txt"
+cfg badstage.json '{"pipelines": {"p": {"stages": [{"stage": "synthetic", "name": "a]\nb"}]}}}'
+expect2 "bad stage name" "$T/badstage.json" "stage name 'a]?b' is not allowed" -- \
+  run --pipeline p --config "$T/badstage.json" "$T/in.txt"
+
 # a stage refusing its input (decode on a file that is not audio) is bad
 # input too: exit 2, with the stage and the file named
 echo "not audio at all" > "$T/notaudio.wav"
