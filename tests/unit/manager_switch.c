@@ -176,6 +176,26 @@ static void test_wait_or_fail(void) {
   CHECK(!ebb_device_ctx_active(dev));
 }
 
+/* unload finds what a stage leaked, reports it and frees it: owners end at 0 */
+static void test_unload_reports_leaks(void) {
+  ebb_manager *m = manager(1);
+  char sid[40];
+  REQUIRE(ebb_manager_session_open(m, "L", sid) == 0);
+  ebb_job_result res;
+  CHECK_EQ_INT(ebb_manager_session_item(m, sid, input, tmp, NULL, NULL, &res), 0);
+  capture();
+  uint64_t rel = 0;
+  CHECK_EQ_INT(ebb_manager_unload(m, "L", &rel), 0);
+  char *log = captured();
+  CHECK_MSG(has(log, "[l1] leaked 16 MiB in 1 blocks; freed by ebb"), "no leak report");
+  CHECK(has(log, "[pipeline L] GPU memory free after unload: 2.00 GiB"));
+  CHECK_EQ_U64(reserved(), 0);
+  CHECK(!ebb_device_ctx_active(dev));
+  CHECK_EQ_INT(ebb_manager_session_close(m, sid), 0);
+  free(log);
+  ebb_manager_destroy(m);
+}
+
 int main(void) {
   const char *t = getenv("EBB_TEST_TMP");
   REQUIRE(t);
@@ -199,10 +219,13 @@ int main(void) {
               " \"options\": {\"weights_mib\": 600}}, {\"stage\": \"synthetic\", \"name\": \"a2\","
               " \"cache\": false, \"options\": {\"weights_mib\": 300}}]},"
               "\"B\": {\"stages\": [{\"stage\": \"synthetic\", \"name\": \"b1\", \"cache\": false,"
-              " \"options\": {\"weights_mib\": 900}}]}}}",
+              " \"options\": {\"weights_mib\": 900}}]},"
+              "\"L\": {\"stages\": [{\"stage\": \"synthetic\", \"name\": \"l1\", \"cache\": false,"
+              " \"options\": {\"weights_mib\": 32, \"leak_mib\": 16}}]}}}",
               "test.json", &cfg) == 0);
   RUN(test_switch);
   RUN(test_wait_or_fail);
+  RUN(test_unload_reports_leaks);
   ebb_config_free(cfg);
   ebb_registry_destroy(reg);
   ebb_allocator_destroy(alloc);
