@@ -22,10 +22,14 @@ static const char align_schema[] =
     "the lyrics, one line per lyric line (relative to the current directory); empty: none\"},"
     "\"snap_ms\":{\"type\":\"number\",\"default\":150,\"description\":\"word boundaries move to a "
     "voice-activity onset/offset this close\"},"
-    "\"vad_range_db\":{\"type\":\"number\",\"default\":30,\"description\":\"active: within this "
+    "\"vad_range_db\":{\"type\":\"number\",\"default\":20,\"description\":\"active: within this "
     "many dB of the vocals' loud level\"},"
     "\"vad_floor_db\":{\"type\":\"number\",\"default\":-55,\"description\":\"active: above this "
     "level, dBFS\"},"
+    "\"vad_max_aperiodicity\":{\"type\":\"number\",\"default\":0.2,\"description\":\"active: "
+    "YIN aperiodicity (min d', 5-frame median) at most this; 1: energy only\"},"
+    "\"min_phrase_ms\":{\"type\":\"number\",\"default\":450,\"description\":\"shorter "
+    "phrases are dropped\"},"
     "\"phrase_gap_ms\":{\"type\":\"number\",\"default\":350,\"description\":\"activity closer "
     "than this is one phrase\"}"
     "}";
@@ -36,7 +40,7 @@ static int align_load(ebb_stage_ctx *ctx, const char *options_json, void **state
   if (rc)
     return rc;
   const char *lyr = NULL;
-  double snap_ms = 150, gap_ms = 350;
+  double snap_ms = 150, gap_ms = 350, min_phrase_ms = 450;
   align_state *s = calloc(1, sizeof *s);
   if (!s) {
     rc = ebb_st_fail(ctx, EBB_ENOMEM, "out of memory");
@@ -45,10 +49,14 @@ static int align_load(ebb_stage_ctx *ctx, const char *options_json, void **state
   s->vad = ebb_vad_defaults();
   if ((rc = ebb_st_opt_string(ctx, o, "lyrics", "", &lyr)) ||
       (rc = ebb_st_opt_number(ctx, o, "snap_ms", 150, 0, 5000, &snap_ms)) ||
-      (rc = ebb_st_opt_number(ctx, o, "vad_range_db", 30, 1, 120, &s->vad.range_db)) ||
+      (rc = ebb_st_opt_number(ctx, o, "vad_range_db", 20, 1, 120, &s->vad.range_db)) ||
       (rc = ebb_st_opt_number(ctx, o, "vad_floor_db", -55, -160, 0, &s->vad.floor_db)) ||
+      (rc = ebb_st_opt_number(ctx, o, "vad_max_aperiodicity", 0.2, 0.01, 1,
+                              &s->vad.max_aperiodicity)) ||
+      (rc = ebb_st_opt_number(ctx, o, "min_phrase_ms", 450, 0, 60000, &min_phrase_ms)) ||
       (rc = ebb_st_opt_number(ctx, o, "phrase_gap_ms", 350, 0, 60000, &gap_ms)))
     goto done;
+  s->vad.min_phrase_s = min_phrase_ms / 1000.0;
   s->snap_s = snap_ms / 1000.0;
   s->vad.phrase_gap_s = gap_ms / 1000.0;
   if (*lyr && !(s->lyrics_path = strdup(lyr))) {

@@ -15,7 +15,7 @@
  * pairs with d <= 0.4 are matches and take the transcript word's times; the other lyric words get times interpolated
  * between their matched neighbours (weighted by length) and "matched": false.
  * Word boundaries are then snapped to the nearest voice-activity onset/offset
- * (RMS energy VAD on the vocals) within `snap_ms`. Without lyrics the
+ * (energy + periodicity VAD on the vocals, align_vad.c) within `snap_ms`. Without lyrics the
  * transcript's words are used as they are (snapped); without a transcript
  * only the vocal phrases are reported. */
 #ifndef EBB_STAGES_AUDIO_ALIGN_H
@@ -46,12 +46,14 @@ typedef struct ebb_span {
 
 typedef struct ebb_vad_params {
   double win_s, hop_s;  /* analysis window/hop (0.02, 0.01) */
-  double range_db;      /* active: within this much of the loud level (the 95th percentile) (30) */
+  double range_db;      /* active: within this much of the loud level (the 95th percentile) (20) */
   double floor_db;      /* ... and above this absolute level, dBFS (-55) */
   double fill_s;        /* gaps shorter than this inside activity are filled (0.03) */
   double min_active_s;  /* shorter activity is dropped (0.05) */
   double phrase_gap_s;  /* activity closer than this joins one phrase (0.35) */
-  double min_phrase_s;  /* shorter phrases are dropped (0.2) */
+  double min_phrase_s;  /* shorter phrases are dropped (0.45) */
+  double max_aperiodicity; /* ... and active only where YIN's aperiodicity (min d', 5-frame
+                            * median) is at most this (0.2); >= 1 turns the cue off */
 } ebb_vad_params;
 
 ebb_vad_params ebb_vad_defaults(void);

@@ -40,6 +40,12 @@ static const char pitch_schema[] =
     "on x[n] - a x[n-1], which favours the voice over bass and drums in a mix; 0: off\"},"
     "\"silence_db\":{\"type\":\"number\",\"default\":-60,\"description\":\"frames below this RMS "
     "level (dBFS) are unvoiced\"},"
+    "\"gate_voicing\":{\"type\":\"number\",\"default\":0.1,\"description\":\"pyin: a "
+    "note-length voiced run whose mean voicing probability is below this becomes unvoiced "
+    "(separation residue in rests); 0: off\"},"
+    "\"gate_range_db\":{\"type\":\"number\",\"default\":20,\"description\":\"pyin: a "
+    "note-length voiced run whose mean level is more than this many dB below the track's loud "
+    "level (95th percentile) becomes unvoiced; 0: off\"},"
     "\"min_note_ms\":{\"type\":\"number\",\"default\":60,\"description\":\"shortest note kept\"},"
     "\"split_semitones\":{\"type\":\"number\",\"default\":0.7,\"description\":\"a pitch jump this "
     "large, held for split_ms, starts a new note\"},"
@@ -69,6 +75,8 @@ static int pitch_load(ebb_stage_ctx *ctx, const char *options_json, void **state
       (rc = ebb_st_opt_number(ctx, o, "threshold", 0.1, 0.01, 0.99, &s->p.threshold)) ||
       (rc = ebb_st_opt_number(ctx, o, "silence_db", -60, -200, 0, &s->p.silence_db)) ||
       (rc = ebb_st_opt_number(ctx, o, "preemphasis", 0.97, 0, 0.999, &s->p.preemphasis)) ||
+      (rc = ebb_st_opt_number(ctx, o, "gate_voicing", 0.1, 0, 1, &s->p.gate_voicing)) ||
+      (rc = ebb_st_opt_number(ctx, o, "gate_range_db", 20, 0, 200, &s->p.gate_range_db)) ||
       (rc = ebb_st_opt_number(ctx, o, "min_note_ms", 60, 0, 10000, &min_ms)) ||
       (rc = ebb_st_opt_number(ctx, o, "split_semitones", 0.7, 0.05, 48, &s->p.split_semitones)) ||
       (rc = ebb_st_opt_number(ctx, o, "split_ms", 30, 0, 10000, &split_ms)) ||

@@ -33,6 +33,11 @@ typedef struct ebb_pitch_params {
   double min_note_s;      /* shorter notes are dropped (0.06) */
   double split_semitones; /* a jump this large ... (0.7) */
   double split_s;         /* ... held this long starts a new note (0.03) */
+  /* pYIN only: a note-length run of voiced frames (segmented as for notes)
+   * is made unvoiced when its mean voicing probability is below gate_voicing
+   * (0.1) or its mean level is more than gate_range_db (20) below the track's
+   * loud level (the 95th percentile of frame levels). 0 turns either off. */
+  double gate_voicing, gate_range_db;
 } ebb_pitch_params;
 
 ebb_pitch_params ebb_pitch_defaults(void);
@@ -77,6 +82,12 @@ typedef struct ebb_pitch_note {
   double hz;            /* median f0 of the note */
   int midi;             /* round(69 + 12 log2(hz / 440)) */
 } ebb_pitch_note;
+
+/* The gate above, in place on an f0 track (frames[3 f + 1] set to 0 for the
+ * runs it drops). level_db[f]: frame f's RMS level, dBFS. Returns 0 or
+ * EBB_ENOMEM. */
+int ebb_pitch_gate(float *frames, size_t n_frames, const float *level_db,
+                   const ebb_pitch_params *p);
 
 /* Segments an f0 track (layout as above) into notes. *notes is malloc'd
  * (caller frees; NULL when *n == 0). */

@@ -44,18 +44,101 @@ static int push(note_list *l, ebb_pitch_note n) {
   return 0;
 }
 
+/* The next run of voiced frames from *i: [*start, *end), its frames' MIDI
+ * values in vals[0..*nv). *i moves past it; returns 0 at the end. */
+static int next_run(const float *frames, size_t nf, size_t sustain, const ebb_pitch_params *p,
+                    size_t *i, size_t *start, size_t *end, double *vals, double *tmp,
+                    size_t *nv) {
+#define VOICED(k) (frames[3 * (k) + 1] > 0.0f)
+#define MIDI(k) hz_midi(frames[3 * (k) + 1])
+  while (*i < nf && !VOICED(*i))
+    (*i)++;
+  if (*i >= nf)
+    return 0;
+  size_t n = 0;
+  *start = *i;
+  vals[n++] = MIDI(*i);
+  double ref = vals[0];
+  size_t j = *i + 1, e = j;
+  while (j < nf && VOICED(j)) {
+    if (fabs(MIDI(j) - ref) > p->split_semitones) {
+      size_t k = j; /* how long does the excursion last (same side)? */
+      double side = MIDI(j) - ref;
+      while (k < nf && VOICED(k) && fabs(MIDI(k) - ref) > p->split_semitones &&
+             (MIDI(k) - ref) * side > 0)
+        k++;
+      if (k - j >= sustain)
+        break; /* a new note starts at j */
+      j = k;   /* a blip: skip it */
+      e = j;
+      continue;
+    }
+    vals[n++] = MIDI(j);
+    if (n <= 8 || n % 4 == 0)
+      ref = median(vals, n, tmp);
+    j++;
+    e = j;
+  }
+#undef VOICED
+#undef MIDI
+  *end = e;
+  *nv = n;
+  *i = e;
+  return 1;
+}
+
+static size_t sustain_frames(const float *frames, size_t nf, const ebb_pitch_params *p,
+                             double *hop_s) {
+  double h = nf > 1 ? frames[3] - frames[0] : 0.01;
+  if (h <= 0.0)
+    h = 0.01;
+  *hop_s = h;
+  size_t sustain = (size_t)ceil(p->split_s / h - 1e-9);
+  return sustain < 1 ? 1 : sustain;
+}
+
+int ebb_pitch_gate(float *frames, size_t nf, const float *level_db, const ebb_pitch_params *p) {
+  if (nf == 0 || !(p->gate_voicing > 0.0 || p->gate_range_db > 0.0))
+    return 0;
+  double hop_s;
+  size_t sustain = sustain_frames(frames, nf, p, &hop_s);
+  double *vals = malloc(nf * sizeof *vals), *tmp = malloc(nf * sizeof *tmp);
+  if (!vals || !tmp) {
+    free(vals);
+    free(tmp);
+    return ebb_seterr(EBB_ENOMEM, "pitch: out of memory for %zu frames", nf);
+  }
+  for (size_t f = 0; f < nf; f++)
+    tmp[f] = level_db[f];
+  qsort(tmp, nf, sizeof *tmp, cmp_double);
+  double loud = tmp[(size_t)(0.95 * (double)(nf - 1))];
+  size_t i = 0, start, end, nv;
+  while (next_run(frames, nf, sustain, p, &i, &start, &end, vals, tmp, &nv)) {
+    double vp = 0.0, db = 0.0;
+    for (size_t f = start; f < end; f++) {
+      vp += frames[3 * f + 2];
+      db += level_db[f];
+    }
+    vp /= (double)(end - start);
+    db /= (double)(end - start);
+    if ((p->gate_voicing > 0.0 && vp < p->gate_voicing) ||
+        (p->gate_range_db > 0.0 && db < loud - p->gate_range_db))
+      for (size_t f = start; f < end; f++)
+        frames[3 * f + 1] = 0.0f;
+  }
+  free(vals);
+  free(tmp);
+  return 0;
+}
+
 int ebb_pitch_notes(const float *frames, size_t nf, const ebb_pitch_params *p,
                     ebb_pitch_note **notes, size_t *n_notes) {
   *notes = NULL;
   *n_notes = 0;
   if (nf == 0)
     return 0;
-  double hop_s = nf > 1 ? frames[3] - frames[0] : 0.01;
-  if (hop_s <= 0.0)
-    hop_s = 0.01;
-  size_t sustain = (size_t)ceil(p->split_s / hop_s - 1e-9);
-  if (sustain < 1)
-    sustain = 1;
+  double hop_s;
+  size_t sustain = sustain_frames(frames, nf, p, &hop_s);
   double *vals = malloc(nf * sizeof *vals), *tmp = malloc(nf * sizeof *tmp);
   note_list l = {0};
   int rc = 0;
@@ -63,38 +146,8 @@ int ebb_pitch_notes(const float *frames, size_t nf, const ebb_pitch_params *p,
     rc = ebb_seterr(EBB_ENOMEM, "pitch: out of memory for %zu frames", nf);
     goto done;
   }
-#define VOICED(i) (frames[3 * (i) + 1] > 0.0f)
-#define MIDI(i) hz_midi(frames[3 * (i) + 1])
-  size_t i = 0;
-  while (i < nf) {
-    if (!VOICED(i)) {
-      i++;
-      continue;
-    }
-    size_t start = i, nv = 0, end = i;
-    vals[nv++] = MIDI(i);
-    double ref = vals[0];
-    size_t j = i + 1;
-    end = j;
-    while (j < nf && VOICED(j)) {
-      if (fabs(MIDI(j) - ref) > p->split_semitones) {
-        size_t k = j; /* how long does the excursion last (same side)? */
-        double side = MIDI(j) - ref;
-        while (k < nf && VOICED(k) && fabs(MIDI(k) - ref) > p->split_semitones &&
-               (MIDI(k) - ref) * side > 0)
-          k++;
-        if (k - j >= sustain)
-          break; /* a new note starts at j */
-        j = k;   /* a blip: skip it */
-        end = j;
-        continue;
-      }
-      vals[nv++] = MIDI(j);
-      if (nv <= 8 || nv % 4 == 0)
-        ref = median(vals, nv, tmp);
-      j++;
-      end = j;
-    }
+  size_t i = 0, start, end, nv;
+  while (next_run(frames, nf, sustain, p, &i, &start, &end, vals, tmp, &nv)) {
     double dur = (double)(end - start) * hop_s;
     if (dur + 1e-9 >= p->min_note_s) {
       double m = median(vals, nv, tmp);
@@ -105,10 +158,7 @@ int ebb_pitch_notes(const float *frames, size_t nf, const ebb_pitch_params *p,
       if ((rc = push(&l, n)))
         goto done;
     }
-    i = end;
   }
-#undef VOICED
-#undef MIDI
   *notes = l.v;
   *n_notes = l.n;
   l.v = NULL;

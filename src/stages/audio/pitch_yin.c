@@ -42,7 +42,9 @@ ebb_pitch_params ebb_pitch_defaults(void) {
                             .preemphasis = 0.97,
                             .min_note_s = 0.06,
                             .split_semitones = 0.7,
-                            .split_s = 0.03};
+                            .split_s = 0.03,
+                            .gate_voicing = 0.1,
+                            .gate_range_db = 20.0};
 }
 
 int ebb_pitch_geometry(const ebb_pitch_params *p, uint32_t rate, uint64_t n_samples,
@@ -418,7 +420,17 @@ int ebb_pitch_track(const float *cmndf, const float *padded, const ebb_pitch_geo
     return yin_track(cmndf, padded, g, p, frames);
   if (2 * (1200.0 * log2(p->fmax / p->fmin) / PY_CENTS_PER_BIN + 1) > 65535)
     return ebb_seterr(EBB_EINVAL, "pitch: fmin..fmax spans too many octaves for pYIN");
-  return pyin_track(cmndf, padded, g, p, frames);
+  int rc = pyin_track(cmndf, padded, g, p, frames);
+  if (rc || !(p->gate_voicing > 0.0 || p->gate_range_db > 0.0))
+    return rc;
+  float *db = malloc((g->n_frames ? g->n_frames : 1) * sizeof *db);
+  if (!db)
+    return ebb_seterr(EBB_ENOMEM, "pitch: out of memory for %zu frame levels", g->n_frames);
+  for (size_t f = 0; f < g->n_frames; f++)
+    db[f] = (float)frame_db(padded, g, f);
+  rc = ebb_pitch_gate(frames, g->n_frames, db, p);
+  free(db);
+  return rc;
 }
 
 int ebb_pitch_analyze(const float *mono, uint64_t n, uint32_t rate, const ebb_pitch_params *p,
