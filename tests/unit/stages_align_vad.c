@@ -4,6 +4,7 @@
 #include <math.h>
 
 #include "stages/audio/align.h"
+#include "stages/audio/decode.h"
 #include "stages/audio/songgen.h"
 #include "stages_pitch_host.h"
 #include "test.h"
@@ -45,6 +46,55 @@ static void test_bursts(void) {
   free(x);
 }
 
+/* Harmonic bursts with loud noise (10 dB below them, like a separator's
+ * residue of drums and smeared pad) in the gaps: the energy cue alone sees
+ * one phrase; with the aperiodicity cue the three bursts are three phrases. */
+static void test_noisy_rests(void) {
+  const uint32_t rate = 16000;
+  const double spans[][2] = {{0.5, 1.7}, {2.4, 3.6}, {4.3, 5.5}};
+  uint64_t n = 6 * rate;
+  float *x = calloc(n, sizeof *x);
+  uint32_t r = 7;
+  for (uint64_t i = 0; i < n; i++) {
+    r = r * 1664525u + 1013904223u;
+    x[i] = (float)(((double)(r >> 8) / 16777216.0 - 0.5) * 0.2); /* RMS ~0.058 */
+  }
+  for (int k = 0; k < 3; k++)
+    for (uint64_t i = (uint64_t)(spans[k][0] * rate); i < (uint64_t)(spans[k][1] * rate); i++) {
+      double t = (double)i / rate, v = 0;
+      for (int h = 1; h <= 4; h++)
+        v += sin(2 * M_PI * 220.0 * h * t) / h;
+      x[i] = (float)(0.2 * v); /* RMS ~0.18: 10 dB above the noise */
+    }
+  ebb_vad_params p = ebb_vad_defaults();
+  ebb_span *seg = NULL, *ph = NULL;
+  size_t ns = 0, np = 0;
+  REQUIRE(ebb_vad(x, n, rate, &p, &seg, &ns, &ph, &np) == 0);
+  CHECK_EQ_INT(np, 3);
+  for (size_t i = 0; i < np && i < 3; i++) {
+    CHECK_NEAR(ph[i].start, spans[i][0], 0.04);
+    CHECK_NEAR(ph[i].end, spans[i][1], 0.04);
+  }
+  free(seg);
+  free(ph);
+  p.max_aperiodicity = 1.0; /* energy only */
+  REQUIRE(ebb_vad(x, n, rate, &p, &seg, &ns, &ph, &np) == 0);
+  CHECK_EQ_INT(np, 1);
+  free(seg);
+  free(ph);
+  /* the cue also works at another input rate (resampled to 16 kHz) */
+  float *y = NULL;
+  uint64_t ny = 0;
+  REQUIRE(ebb_audio_resample(x, n, rate, 44100, &y, &ny) == 0);
+  p = ebb_vad_defaults();
+  REQUIRE(ebb_vad(y, ny, 44100, &p, &seg, &ns, &ph, &np) == 0);
+  CHECK_EQ_INT(np, 3);
+  free(seg);
+  free(ph);
+  free(y);
+  free(x);
+}
+
 static void test_song_phrases(void) {
   ebb_songgen_params sp = ebb_songgen_defaults();
   sp.seconds = 18.0;
@@ -83,6 +133,7 @@ static void test_song_phrases(void) {
 
 int main(void) {
   RUN(test_bursts);
+  RUN(test_noisy_rests);
   RUN(test_song_phrases);
   return TEST_END();
 }
