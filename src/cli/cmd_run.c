@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "base/log.h"
@@ -147,6 +148,23 @@ static int is_usage_error(const ebb_job_result *res) {
   return 0;
 }
 
+/* mkdir -p of path's directory; failures show up when the file is opened. */
+static void make_parent_dirs(const char *path) {
+  char tmp[4096];
+  snprintf(tmp, sizeof tmp, "%s", path);
+  char *slash = strrchr(tmp, '/');
+  if (!slash || slash == tmp)
+    return;
+  *slash = '\0';
+  for (char *q = tmp + 1; *q; q++)
+    if (*q == '/') {
+      *q = '\0';
+      mkdir(tmp, 0755);
+      *q = '/';
+    }
+  mkdir(tmp, 0755);
+}
+
 int ebb_cmd_run(int argc, char **argv) {
   static const struct option longopts[] = {
       {"pipeline", required_argument, NULL, 'p'}, {"config", required_argument, NULL, 'c'},
@@ -200,7 +218,9 @@ int ebb_cmd_run(int argc, char **argv) {
     return EBB_EXIT_USAGE;
   }
   if (timeline && (ends_with(timeline, ".svg") || ends_with(timeline, ".json"))) {
-    /* find out now, not after the job, that the file cannot be written */
+    /* find out now, not after the job, that the file cannot be written (its
+     * directory is made like -o's, e.g. --timeline OUTDIR/timeline.svg) */
+    make_parent_dirs(timeline);
     int existed = access(timeline, F_OK) == 0;
     FILE *tf = fopen(timeline, "a");
     if (!tf) {
