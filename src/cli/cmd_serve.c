@@ -44,9 +44,30 @@ static void usage(FILE *f) {
           "unloaded and all device memory (the context too) goes back; exit status 0.\n");
 }
 
+/* Log lines written before the server listens (the device note of `auto`
+ * falling back to the CPU, config warnings) wait here, so that the listening
+ * line is the first line on stdout. */
+static FILE *early;
+static char *early_buf;
+static size_t early_len;
+
+static void flush_early(void) {
+  if (!early)
+    return;
+  ebb_log_set_stream(NULL);
+  fclose(early);
+  early = NULL;
+  if (early_len)
+    fwrite(early_buf, 1, early_len, stdout);
+  fflush(stdout);
+  free(early_buf);
+  early_buf = NULL;
+}
+
 static void print_listen(const char *url) {
   printf("ebb: listening on %s\n", url);
   fflush(stdout);
+  flush_early();
 }
 
 /* The optional "server" object of the config file. */
@@ -170,6 +191,8 @@ int ebb_cmd_serve(int argc, char **argv) {
     cache_dir = cd;
   }
 
+  if ((early = open_memstream(&early_buf, &early_len)))
+    ebb_log_set_stream(early);
   ebb_config *cfg = NULL;
   ebb_registry *reg = NULL;
   ebb_device *dev = NULL;
@@ -177,8 +200,10 @@ int ebb_cmd_serve(int argc, char **argv) {
   ebb_manager *m = NULL;
   ebb_server *srv = NULL;
   int status = ebb_cli_load(config, &cfg, &reg);
-  if (status)
+  if (status) {
+    flush_early();
     return status;
+  }
   ebb_server_opts so = {.size = sizeof so, .listen = listen, .data_dir = data_dir,
                         .on_listen = print_listen};
   ebb_manager_opts mo = {.size = sizeof mo, .cfg = cfg, .reg = reg, .work_dir = data_dir,
@@ -245,6 +270,7 @@ int ebb_cmd_serve(int argc, char **argv) {
           (unsigned long long)(st.reserved.current >> 20), st.ctx_active ? "held" : "released");
   status = EBB_EXIT_OK;
 out:
+  flush_early(); /* when the server never listened */
   ebb_server_stop(srv);
   ebb_manager_destroy(m);
   ebb_allocator_destroy(alloc);
