@@ -32,7 +32,16 @@ struct ebb_manager {
   double load_wait_s;
   ebb_runner *runner;
   ebb_sessions *sessions;
-  pthread_mutex_t run_lock;    /* the runner: one burst at a time */
+  /* Every runner call runs on one long-lived device thread: a burst at a
+   * time, and worker processes (isolated stages, which die with the thread
+   * that started them: PR_SET_PDEATHSIG) outlive the HTTP connection that
+   * loaded them. Callers wait for their task. */
+  pthread_t dev_thread;
+  int dev_started;
+  pthread_mutex_t dev_lock;
+  pthread_cond_t dev_cond, dev_done;
+  struct task *head, *tail;
+  int dev_busy, dev_stop;
   pthread_mutex_t switch_lock; /* loads and unloads, one at a time */
   pthread_mutex_t lock;        /* pipes[].loaded/need, released_total */
   mpipe *pipes;
@@ -128,6 +137,69 @@ static void free_def(ebb_pipeline_def *d) {
   d->stages = NULL;
 }
 
+
+/* --- the device thread --------------------------------------------------------- */
+typedef struct task {
+  struct task *next;
+  int (*fn)(void *);
+  void *arg;
+  int rc, done;
+  char err[1024];
+} task;
+
+static void *device_thread(void *arg) {
+  ebb_manager *m = arg;
+  pthread_mutex_lock(&m->dev_lock);
+  for (;;) {
+    while (!m->head && !m->dev_stop)
+      pthread_cond_wait(&m->dev_cond, &m->dev_lock);
+    if (!m->head)
+      break;
+    task *t = m->head;
+    m->head = t->next;
+    if (!m->head)
+      m->tail = NULL;
+    m->dev_busy = 1;
+    pthread_mutex_unlock(&m->dev_lock);
+    ebb_clearerr();
+    t->rc = t->fn(t->arg);
+    if (t->rc)
+      snprintf(t->err, sizeof t->err, "%s", ebb_errmsg());
+    pthread_mutex_lock(&m->dev_lock);
+    m->dev_busy = 0;
+    t->done = 1;
+    pthread_cond_broadcast(&m->dev_done);
+  }
+  pthread_mutex_unlock(&m->dev_lock);
+  return NULL;
+}
+
+/* Runs fn(arg) on the device thread and waits; the error message comes back
+ * to the calling thread. try: do nothing (return 1) when the thread is busy. */
+static int on_device_(ebb_manager *m, int (*fn)(void *), void *arg, int try) {
+  if (!m->dev_started || pthread_equal(pthread_self(), m->dev_thread))
+    return fn(arg);
+  task t = {.fn = fn, .arg = arg};
+  pthread_mutex_lock(&m->dev_lock);
+  if (try && (m->dev_busy || m->head)) {
+    pthread_mutex_unlock(&m->dev_lock);
+    return 1;
+  }
+  if (m->tail)
+    m->tail->next = &t;
+  else
+    m->head = &t;
+  m->tail = &t;
+  pthread_cond_signal(&m->dev_cond);
+  while (!t.done)
+    pthread_cond_wait(&m->dev_done, &m->dev_lock);
+  pthread_mutex_unlock(&m->dev_lock);
+  if (t.rc)
+    ebb_seterr(t.rc, "%s", t.err);
+  return t.rc;
+}
+#define on_device(m, fn, arg) on_device_((m), (fn), (arg), 0)
+
 /* --- create / destroy --------------------------------------------------------- */
 int ebb_manager_create(const ebb_manager_opts *o, ebb_manager **out) {
   if (!o || !o->dev || !o->alloc || !o->reg || !o->cfg || !o->work_dir)
@@ -142,7 +214,9 @@ int ebb_manager_create(const ebb_manager_opts *o, ebb_manager **out) {
   m->cfg = o->cfg;
   m->policy = o->policy ? *o->policy : (ebb_policy){EBB_POLICY_AFTER_STAGE, 0};
   m->load_wait_s = o->load_wait_s > 0 ? o->load_wait_s : 10;
-  pthread_mutex_init(&m->run_lock, NULL);
+  pthread_mutex_init(&m->dev_lock, NULL);
+  pthread_cond_init(&m->dev_cond, NULL);
+  pthread_cond_init(&m->dev_done, NULL);
   pthread_mutex_init(&m->switch_lock, NULL);
   pthread_mutex_init(&m->lock, NULL);
   int rc = EBB_ENOMEM;
@@ -168,6 +242,11 @@ int ebb_manager_create(const ebb_manager_opts *o, ebb_manager **out) {
                         .cache_dir = o->cache_dir, .oneshot = 0};
   if ((rc = ebb_runner_create(&ro, &m->runner)) != 0)
     goto fail;
+  if (pthread_create(&m->dev_thread, NULL, device_thread, m) != 0) {
+    rc = ebb_seterr(EBB_ENOMEM, "manager: cannot start the device thread");
+    goto fail;
+  }
+  m->dev_started = 1;
   *out = m;
   return 0;
 fail:
@@ -179,6 +258,16 @@ fail:
 
 static int unload_locked(ebb_manager *m, mpipe *pp, uint64_t *released);
 
+static int final_release(void *arg) {
+  ebb_manager *m = arg;
+  ebb_runner_evict_idle(m->runner, -1, NULL);
+  ebb_runner_destroy(m->runner);
+  m->runner = NULL;
+  ebb_release_result rr = {.size = sizeof rr};
+  ebb_release(m->alloc, EBB_RELEASE_DEFAULT | EBB_RELEASE_CONTEXT, &rr);
+  return 0;
+}
+
 void ebb_manager_destroy(ebb_manager *m) {
   if (!m)
     return;
@@ -189,13 +278,14 @@ void ebb_manager_destroy(ebb_manager *m) {
     if (m->pipes[i].loaded)
       unload_locked(m, &m->pipes[i], NULL);
   pthread_mutex_unlock(&m->switch_lock);
-  if (m->runner) {
-    pthread_mutex_lock(&m->run_lock);
-    ebb_runner_evict_idle(m->runner, -1, NULL);
-    ebb_runner_destroy(m->runner);
-    ebb_release_result rr = {.size = sizeof rr};
-    ebb_release(m->alloc, EBB_RELEASE_DEFAULT | EBB_RELEASE_CONTEXT, &rr);
-    pthread_mutex_unlock(&m->run_lock);
+  if (m->runner)
+    on_device(m, final_release, m);
+  if (m->dev_started) {
+    pthread_mutex_lock(&m->dev_lock);
+    m->dev_stop = 1;
+    pthread_cond_signal(&m->dev_cond);
+    pthread_mutex_unlock(&m->dev_lock);
+    pthread_join(m->dev_thread, NULL);
   }
   ebb_sessions_destroy(m->sessions);
   for (size_t i = 0; i < m->npipes; i++)
@@ -205,7 +295,9 @@ void ebb_manager_destroy(ebb_manager *m) {
   free(m->hook);
   pthread_mutex_destroy(&m->lock);
   pthread_mutex_destroy(&m->switch_lock);
-  pthread_mutex_destroy(&m->run_lock);
+  pthread_cond_destroy(&m->dev_done);
+  pthread_cond_destroy(&m->dev_cond);
+  pthread_mutex_destroy(&m->dev_lock);
   free(m);
 }
 
@@ -232,6 +324,13 @@ uint64_t ebb_manager_released_total(ebb_manager *m) {
 }
 
 /* --- unload ----------------------------------------------------------------- */
+typedef struct unload_args {
+  ebb_manager *m;
+  mpipe *pp;
+  uint64_t rel;
+} unload_args;
+static int unload_body(void *arg);
+
 /* switch_lock held. */
 static int unload_locked(ebb_manager *m, mpipe *pp, uint64_t *released) {
   const char *name = pp->def->name;
@@ -246,14 +345,27 @@ static int unload_locked(ebb_manager *m, mpipe *pp, uint64_t *released) {
   if (stopped)
     ebb_log(EBB_LOG_INFO, scope, "stopped %d session%s (drained)", stopped,
             stopped == 1 ? "" : "s");
-  pthread_mutex_lock(&m->run_lock);
+  unload_args a = {m, pp, 0};
+  int rc = on_device(m, unload_body, &a);
+  add_released(m, a.rel);
+  if (released)
+    *released = a.rel;
+  return rc;
+}
+
+/* On the device thread: the stages go, the driver confirms. */
+static int unload_body(void *arg) {
+  unload_args *a = arg;
+  ebb_manager *m = a->m;
+  mpipe *pp = a->pp;
+  const char *name = pp->def->name;
+  char scope[160];
+  snprintf(scope, sizeof scope, "pipeline %s", name);
   uint64_t held = 0;
   int was_loaded = pp->loaded;
   int n = ebb_runner_pipeline_bytes(m->runner, name, &held, NULL);
-  if (!was_loaded && n == 0) {
-    pthread_mutex_unlock(&m->run_lock);
+  if (!was_loaded && n == 0)
     return 0;
-  }
   int known;
   uint64_t before = driver_free(m, &known);
   log_free(name, "before unload", before);
@@ -291,10 +403,7 @@ static int unload_locked(ebb_manager *m, mpipe *pp, uint64_t *released) {
               (long long)(seen / (1 << 20)), MIB(rel));
   }
   ebb_hook_run(m->hook, "pipeline-unloaded", name, rel);
-  pthread_mutex_unlock(&m->run_lock);
-  add_released(m, rel);
-  if (released)
-    *released = rel;
+  a->rel = rel;
   return rc;
 }
 
@@ -311,6 +420,51 @@ int ebb_manager_unload(ebb_manager *m, const char *name, uint64_t *released) {
 }
 
 /* --- load ------------------------------------------------------------------- */
+typedef struct evict_args {
+  ebb_manager *m;
+  double now;
+  uint64_t rel;
+} evict_args;
+
+static int evict_body(void *arg) {
+  evict_args *a = arg;
+  return ebb_runner_evict_idle(a->m->runner, a->now, &a->rel);
+}
+
+typedef struct load_args {
+  ebb_manager *m;
+  mpipe *pp;
+  uint64_t rel;
+} load_args;
+
+/* On the device thread: load, measure, log. */
+static int load_body(void *arg) {
+  load_args *a = arg;
+  ebb_manager *m = a->m;
+  mpipe *pp = a->pp;
+  const char *name = pp->def->name;
+  uint64_t before = driver_free(m, NULL);
+  int had_ctx = ebb_device_ctx_active(m->dev);
+  ebb_job_result res;
+  int rc = ebb_runner_load_pipeline(m->runner, pp->def, pp->outdir, &res);
+  if (rc) {
+    ebb_runner_unload_pipeline(m->runner, name, loaded_count(m) == 0, &a->rel);
+    return ebb_seterr(rc, "loading pipeline '%s': %s", name, res.message);
+  }
+  uint64_t after = driver_free(m, NULL), peak = 0;
+  ebb_runner_pipeline_bytes(m->runner, name, NULL, &peak);
+  ebb_alloc_stats st = {.size = sizeof st};
+  ebb_allocator_get_stats(m->alloc, &st);
+  uint64_t measured = before > after ? before - after : 0;
+  uint64_t owners = peak + (had_ctx ? 0 : st.context_estimate);
+  pthread_mutex_lock(&m->lock);
+  pp->loaded = 1;
+  pp->need = measured > owners ? measured : owners;
+  pthread_mutex_unlock(&m->lock);
+  log_free(name, "after load", after);
+  ebb_hook_run(m->hook, "pipeline-loaded", name, 0);
+  return 0;
+}
 static int load_locked(ebb_manager *m, mpipe *pp) {
   const char *name = pp->def->name;
   char scope[160];
@@ -332,11 +486,9 @@ static int load_locked(ebb_manager *m, mpipe *pp) {
       ebb_log(EBB_LOG_INFO, scope, "switching: unloading pipeline '%s' first", o->def->name);
       unload_locked(m, o, NULL);
     }
-    pthread_mutex_lock(&m->run_lock);
-    uint64_t more = 0;
-    ebb_runner_evict_idle(m->runner, -1, &more);
-    pthread_mutex_unlock(&m->run_lock);
-    add_released(m, more);
+    evict_args ev = {m, -1, 0};
+    on_device(m, evict_body, &ev);
+    add_released(m, ev.rel);
   }
   if (need && known) {
     uint64_t total = ebb_device_total_bytes(m->dev);
@@ -357,32 +509,10 @@ static int load_locked(ebb_manager *m, mpipe *pp) {
                         "not loading it (something else holds the memory)",
                         name, MIB(need), ebb_device_label(m->dev), MIB(free_now), m->load_wait_s);
   }
-  pthread_mutex_lock(&m->run_lock);
-  uint64_t before = driver_free(m, NULL);
-  int had_ctx = ebb_device_ctx_active(m->dev);
-  ebb_job_result res;
-  int rc = ebb_runner_load_pipeline(m->runner, pp->def, pp->outdir, &res);
-  if (rc) {
-    uint64_t rel = 0;
-    ebb_runner_unload_pipeline(m->runner, name, loaded_count(m) == 0, &rel);
-    pthread_mutex_unlock(&m->run_lock);
-    add_released(m, rel);
-    return ebb_seterr(rc, "loading pipeline '%s': %s", name, res.message);
-  }
-  uint64_t after = driver_free(m, NULL), peak = 0;
-  ebb_runner_pipeline_bytes(m->runner, name, NULL, &peak);
-  ebb_alloc_stats st = {.size = sizeof st};
-  ebb_allocator_get_stats(m->alloc, &st);
-  uint64_t measured = before > after ? before - after : 0;
-  uint64_t owners = peak + (had_ctx ? 0 : st.context_estimate);
-  pthread_mutex_lock(&m->lock);
-  pp->loaded = 1;
-  pp->need = measured > owners ? measured : owners;
-  pthread_mutex_unlock(&m->lock);
-  log_free(name, "after load", after);
-  ebb_hook_run(m->hook, "pipeline-loaded", name, 0);
-  pthread_mutex_unlock(&m->run_lock);
-  return 0;
+  load_args la = {m, pp, 0};
+  int rc = on_device(m, load_body, &la);
+  add_released(m, la.rel);
+  return rc;
 }
 
 int ebb_manager_load(ebb_manager *m, const char *name) {
@@ -408,7 +538,7 @@ int ebb_manager_check_job(ebb_manager *m, const char *pipeline, json_t *options)
   return rc;
 }
 
-/* run_lock held by the caller. */
+/* On the device thread. */
 static int run_locked(ebb_manager *m, mpipe *pp, const char *input, const char *outdir,
                       json_t *options, const atomic_int *cancel, ebb_progress_fn progress,
                       void *progress_arg, ebb_job_result *res) {
@@ -446,6 +576,23 @@ static int run_locked(ebb_manager *m, mpipe *pp, const char *input, const char *
   return rc;
 }
 
+typedef struct run_args {
+  ebb_manager *m;
+  mpipe *pp;
+  const char *input, *outdir;
+  json_t *options;
+  const atomic_int *cancel;
+  ebb_progress_fn progress;
+  void *progress_arg;
+  ebb_job_result *res;
+} run_args;
+
+static int run_body(void *arg) {
+  run_args *a = arg;
+  return run_locked(a->m, a->pp, a->input, a->outdir, a->options, a->cancel, a->progress,
+                    a->progress_arg, a->res);
+}
+
 int ebb_manager_run_job(ebb_manager *m, const char *pipeline, const char *input,
                         const char *outdir, json_t *options, const atomic_int *cancel,
                         ebb_progress_fn progress, void *progress_arg, ebb_job_result *res) {
@@ -456,9 +603,12 @@ int ebb_manager_run_job(ebb_manager *m, const char *pipeline, const char *input,
     snprintf(res->message, sizeof res->message, "%s", ebb_errmsg());
     return res->code;
   }
-  pthread_mutex_lock(&m->run_lock);
-  int rc = run_locked(m, pp, input, outdir, options, cancel, progress, progress_arg, res);
-  pthread_mutex_unlock(&m->run_lock);
+  run_args a = {m, pp, input, outdir, options, cancel, progress, progress_arg, res};
+  int rc = on_device(m, run_body, &a);
+  if (rc && !res->code) { /* failed before the runner could say why */
+    res->code = rc;
+    snprintf(res->message, sizeof res->message, "%s", ebb_errmsg());
+  }
   return rc;
 }
 
@@ -486,9 +636,8 @@ int ebb_manager_session_item(ebb_manager *m, const char *id, const char *input,
     return rc;
   }
   mpipe *pp = find_pipe(m, pipeline);
-  pthread_mutex_lock(&m->run_lock);
-  rc = run_locked(m, pp, input, outdir, options, cancel, NULL, NULL, res);
-  pthread_mutex_unlock(&m->run_lock);
+  run_args a = {m, pp, input, outdir, options, cancel, NULL, NULL, res};
+  rc = on_device(m, run_body, &a);
   ebb_sessions_item_end(m->sessions, id, rc != 0);
   return rc;
 }
@@ -499,22 +648,30 @@ int ebb_manager_session_close(ebb_manager *m, const char *id) {
 
 /* --- release ---------------------------------------------------------------- */
 void ebb_manager_tick(ebb_manager *m) {
-  if (pthread_mutex_trylock(&m->run_lock) != 0)
-    return;
-  uint64_t rel = 0;
-  ebb_runner_evict_idle(m->runner, ebb_now(), &rel);
-  pthread_mutex_unlock(&m->run_lock);
-  add_released(m, rel);
+  evict_args ev = {m, ebb_now(), 0};
+  if (on_device_(m, evict_body, &ev, 1) == 0) /* skipped while busy */
+    add_released(m, ev.rel);
+}
+
+typedef struct release_args {
+  ebb_manager *m;
+  uint64_t rel;
+} release_args;
+
+static int release_body(void *arg) {
+  release_args *a = arg;
+  ebb_release_result rr = {.size = sizeof rr};
+  ebb_release(a->m->alloc, EBB_RELEASE_DEFAULT, &rr);
+  uint64_t more = 0;
+  ebb_runner_evict_idle(a->m->runner, -1, &more);
+  a->rel = rr.released_bytes + more;
+  return 0;
 }
 
 int ebb_manager_release(ebb_manager *m, uint64_t *released) {
-  pthread_mutex_lock(&m->run_lock);
-  ebb_release_result rr = {.size = sizeof rr};
-  ebb_release(m->alloc, EBB_RELEASE_DEFAULT, &rr);
-  uint64_t more = 0;
-  ebb_runner_evict_idle(m->runner, -1, &more);
-  pthread_mutex_unlock(&m->run_lock);
-  uint64_t total = rr.released_bytes + more;
+  release_args a = {m, 0};
+  on_device(m, release_body, &a);
+  uint64_t total = a.rel;
   add_released(m, total);
   if (total >> 20)
     ebb_log(EBB_LOG_INFO, "server", "released %llu MiB of GPU memory", MIB(total));

@@ -31,8 +31,13 @@
  * does (the pipeline's or the server's release policy); a job of a loaded
  * pipeline uses the kept instances (policy never) instead.
  *
- * Threads: one runner call at a time (a device runs one burst at a time): a
- * run lock serialises jobs, items, loads and unloads; loads/unloads are also
+ * Threads: every runner call (jobs, items, loads, unloads, releases) runs on
+ * the manager's own device thread, one at a time (a device runs one burst at
+ * a time), while the calling thread waits. That thread lives as long as the
+ * manager, so the worker processes of isolated stages kept loaded, which die
+ * with the thread that started them (PR_SET_PDEATHSIG), are not killed when
+ * the HTTP connection that loaded them ends. Draining sessions happens in the
+ * calling thread, before the unload is handed over. Loads/unloads are also
  * serialised among themselves. Queries (list, memory) never wait for a job. */
 #ifndef EBB_PIPELINE_MANAGER_H
 #define EBB_PIPELINE_MANAGER_H
