@@ -472,6 +472,7 @@ static int run_stage(job_state *js, int idx) {
   in->policy = js->policy;
   in->quiet = js->policy.kind == EBB_POLICY_NEVER;
   in->ctx.cancel = js->job->cancel;
+  in->ctx.output_dir = js->outdir; /* a kept instance writes where this job writes */
   in->ctx.deadline = d->timeout_s > 0 ? t0 + d->timeout_s : 0;
   atomic_store(&in->ctx.timed_out, 0);
   ebb_sctx_clear_error(&in->ctx);

@@ -2,7 +2,8 @@
 # Uploads: a WAV sent as multipart/form-data runs songtrace (decode ->
 # separate -> transcribe -> align -> pitch -> export) and its outputs land in
 # DATA_DIR/jobs/ID/out; a raw body with Content-Type audio/wav
-# (?pipeline=NAME) and a session item upload work too; an upload over the
+# (?pipeline=NAME) and session item uploads work too (songtrace kept loaded
+# writes each item's files in that item's directory); an upload over the
 # configured limit is 413; a file that is not audio fails its job (decode),
 # not the server.
 set -u
@@ -95,6 +96,19 @@ req POST "/v1/sessions/$S/items" -F "file=@$WAV;type=audio/wav"
 [ "$CODE" = 200 ] && [ "$(jget "$BODY" '["state"]')" = succeeded ] || fail "session item upload: $CODE $BODY"
 [ "$(jget "$BODY" '["result"]["items"][1]["value"]["stage"]')" = e ] || fail "item result: $BODY"
 req DELETE "/v1/sessions/$S"
+# songtrace kept loaded: an item's files land in that item's directory
+req POST /v1/sessions -d '{"pipeline": "songtrace"}'
+[ "$CODE" = 201 ] || fail "session on songtrace: $CODE $BODY"
+S=$(jget "$BODY" '["id"]')
+for i in 1 2; do
+  req POST "/v1/sessions/$S/items" -F "file=@$WAV;type=audio/wav"
+  [ "$CODE" = 200 ] || fail "songtrace item $i: $CODE $BODY"
+  d=$(jget "$BODY" '["output_dir"]')
+  [ -s "$d/songtrace.json" ] && [ -s "$d/pitch.csv" ] || fail "songtrace item $i: no outputs in its directory $d: $(ls "$d" 2>&1)"
+done
+req DELETE "/v1/sessions/$S"
+req POST /v1/pipelines/songtrace/unload
+[ "$CODE" = 200 ] || fail "unload songtrace: $CODE $BODY"
 req GET /healthz
 [ "$CODE" = 200 ] || fail "healthz at the end: $CODE"
 kill -TERM "$SERVER"; wait "$SERVER"; rc=$?; SERVER=
