@@ -180,7 +180,8 @@ static int read_item(wk *w, json_t *o, ebb_items *in) {
   return rc;
 }
 
-static int put_out(wk *w, const void *p, size_t n, json_t *o) {
+static int put_out(void *arg, const void *p, size_t n, json_t *o) {
+  wk *w = arg;
   char name[200];
   snprintf(name, sizeof name, "%so%u", w->prefix, w->seq++);
   int rc = ebb_shm_put(name, p, n);
@@ -191,47 +192,6 @@ static int put_out(wk *w, const void *p, size_t n, json_t *o) {
   return rc;
 }
 
-static int write_item(wk *w, const ebb_item_rec *it, json_t *arr) {
-  json_t *o = json_pack("{s:s}", "name", it->name);
-  int rc = 0;
-  switch (it->kind) {
-  case EBB_ITEM_AUDIO:
-    json_object_set_new(o, "kind", json_string("audio"));
-    json_object_set_new(o, "frames", json_integer((json_int_t)it->frames));
-    json_object_set_new(o, "channels", json_integer(it->channels));
-    json_object_set_new(o, "rate", json_integer(it->rate));
-    rc = put_out(w, it->samples, (size_t)(it->frames * it->channels) * sizeof(float), o);
-    break;
-  case EBB_ITEM_TENSOR: {
-    json_t *sh = json_array();
-    for (uint32_t d = 0; d < it->ndim; d++)
-      json_array_append_new(sh, json_integer((json_int_t)it->shape[d]));
-    json_object_set_new(o, "kind", json_string("tensor"));
-    json_object_set_new(o, "shape", sh);
-    size_t n = (size_t)ebb_tensor_elems(it->ndim, it->shape) * sizeof(float);
-    if (it->data || !n) {
-      rc = put_out(w, it->data, n, o);
-    } else {
-      float *tmp = malloc(n);
-      rc = tmp ? ebb_device_copy_dtoh(w->dev, tmp, it->dptr, n) : EBB_ENOMEM;
-      if (!rc)
-        rc = put_out(w, tmp, n, o);
-      free(tmp);
-    }
-    break;
-  }
-  case EBB_ITEM_JSON:
-    json_object_set_new(o, "kind", json_string("json"));
-    json_object_set_new(o, "text", json_string(it->text));
-    break;
-  case EBB_ITEM_FILE:
-    json_object_set_new(o, "kind", json_string("file"));
-    json_object_set_new(o, "path", json_string(it->text));
-    break;
-  }
-  json_array_append_new(arr, o);
-  return rc;
-}
 
 static int on_run(wk *w, json_t *msg) {
   if (!w->loaded)
@@ -257,7 +217,7 @@ static int on_run(wk *w, json_t *msg) {
   }
   json_t *arr = json_array();
   for (int i = 0; !rc && i < ebb_items_count(out); i++)
-    rc = write_item(w, ebb_items_rec(out, i), arr);
+    rc = ebb_item_to_wire(ebb_items_rec(out, i), w->dev, put_out, w, arr);
   if (rc) {
     json_decref(arr);
     rc = send_error(w, rc, ebb_errmsg());

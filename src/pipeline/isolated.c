@@ -276,49 +276,16 @@ static int put_payload(iso *s, const void *p, size_t n, json_t *item, json_t *na
   return 0;
 }
 
-static int encode_item(ebb_sctx *c, iso *s, const ebb_item_rec *it, json_t *arr, json_t *names) {
-  json_t *o = json_object();
-  int rc = 0;
-  json_object_set_new(o, "name", json_string(it->name));
-  switch (it->kind) {
-  case EBB_ITEM_AUDIO:
-    json_object_set_new(o, "kind", json_string("audio"));
-    json_object_set_new(o, "frames", json_integer((json_int_t)it->frames));
-    json_object_set_new(o, "channels", json_integer(it->channels));
-    json_object_set_new(o, "rate", json_integer(it->rate));
-    rc = put_payload(s, it->samples, (size_t)(it->frames * it->channels) * sizeof(float), o, names);
-    break;
-  case EBB_ITEM_TENSOR: {
-    uint64_t elems = ebb_tensor_elems(it->ndim, it->shape);
-    json_t *shape = json_array();
-    for (uint32_t d = 0; d < it->ndim; d++)
-      json_array_append_new(shape, json_integer((json_int_t)it->shape[d]));
-    json_object_set_new(o, "kind", json_string("tensor"));
-    json_object_set_new(o, "shape", shape);
-    size_t n = (size_t)elems * sizeof(float);
-    if (it->data || !n) {
-      rc = put_payload(s, it->data, n, o, names);
-    } else { /* a device tensor crosses as host bytes */
-      float *tmp = malloc(n);
-      rc = tmp ? ebb_device_copy_dtoh(c->dev, tmp, it->dptr, n) : EBB_ENOMEM;
-      if (!rc)
-        rc = put_payload(s, tmp, n, o, names);
-      free(tmp);
-    }
-    break;
-  }
-  case EBB_ITEM_JSON:
-    json_object_set_new(o, "kind", json_string("json"));
-    json_object_set_new(o, "text", json_string(it->text));
-    break;
-  case EBB_ITEM_FILE:
-    json_object_set_new(o, "kind", json_string("file"));
-    json_object_set_new(o, "path", json_string(it->text));
-    break;
-  }
-  json_array_append_new(arr, o);
-  return rc;
+typedef struct put_ctx {
+  iso *s;
+  json_t *names;
+} put_ctx;
+
+static int put_input(void *arg, const void *p, size_t n, json_t *item) {
+  put_ctx *pc = arg;
+  return put_payload(pc->s, p, n, item, pc->names);
 }
+
 
 static int bad_output(iso *s, size_t i, const char *what) {
   return ebb_seterr(EBB_EPROTO, "worker pid %ld (%s): protocol error: result item #%zu %s", s->pid,
@@ -397,7 +364,7 @@ static int iso_run(ebb_stage_ctx *ctx, void *state, const ebb_items *in, ebb_ite
   json_t *items = json_array(), *names = json_array(), *m = NULL, *r = NULL;
   int rc = 0;
   for (int i = 0; !rc && i < ebb_items_count(in); i++)
-    rc = encode_item(c, s, ebb_items_rec(in, i), items, names);
+    rc = ebb_item_to_wire(ebb_items_rec(in, i), c->dev, put_input, &(put_ctx){s, names}, items);
   if (rc) {
     rc = fail_with(ctx, rc);
     goto out;

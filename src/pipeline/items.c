@@ -244,3 +244,50 @@ int ebb_items_take(ebb_items *dst, ebb_items *src) {
   src->n = 0;
   return 0;
 }
+
+int ebb_item_to_wire(const ebb_item_rec *it, ebb_device *dev, ebb_item_put_fn put, void *arg,
+                     json_t *arr) {
+  json_t *o = json_object();
+  if (!o)
+    return ebb_seterr(EBB_ENOMEM, "item '%s': out of host memory", it->name);
+  int rc = 0;
+  json_object_set_new(o, "name", json_string(it->name));
+  switch (it->kind) {
+  case EBB_ITEM_AUDIO:
+    json_object_set_new(o, "kind", json_string("audio"));
+    json_object_set_new(o, "frames", json_integer((json_int_t)it->frames));
+    json_object_set_new(o, "channels", json_integer(it->channels));
+    json_object_set_new(o, "rate", json_integer(it->rate));
+    rc = put(arg, it->samples, (size_t)(it->frames * it->channels) * sizeof(float), o);
+    break;
+  case EBB_ITEM_TENSOR: {
+    json_t *shape = json_array();
+    for (uint32_t d = 0; d < it->ndim; d++)
+      json_array_append_new(shape, json_integer((json_int_t)it->shape[d]));
+    json_object_set_new(o, "kind", json_string("tensor"));
+    json_object_set_new(o, "shape", shape);
+    size_t n = (size_t)ebb_tensor_elems(it->ndim, it->shape) * sizeof(float);
+    if (it->data || !n) {
+      rc = put(arg, it->data, n, o);
+    } else { /* a device tensor crosses as host bytes */
+      float *tmp = malloc(n);
+      rc = tmp ? ebb_device_copy_dtoh(dev, tmp, it->dptr, n)
+               : ebb_seterr(EBB_ENOMEM, "item '%s': out of host memory", it->name);
+      if (!rc)
+        rc = put(arg, tmp, n, o);
+      free(tmp);
+    }
+    break;
+  }
+  case EBB_ITEM_JSON:
+    json_object_set_new(o, "kind", json_string("json"));
+    json_object_set_new(o, "text", json_string(it->text));
+    break;
+  case EBB_ITEM_FILE:
+    json_object_set_new(o, "kind", json_string("file"));
+    json_object_set_new(o, "path", json_string(it->text));
+    break;
+  }
+  json_array_append_new(arr, o);
+  return rc;
+}

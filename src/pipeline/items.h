@@ -13,6 +13,8 @@
 #ifndef EBB_PIPELINE_ITEMS_H
 #define EBB_PIPELINE_ITEMS_H
 
+#include <jansson.h>
+
 #include "pipeline/stage_api.h"
 
 typedef struct ebb_item_rec {
@@ -60,6 +62,16 @@ int ebb_items_add_device_tensor(ebb_items *out, ebb_device *dev, const char *nam
 /* Moves every item of src to the end of dst (src is left empty). Fails
  * without moving anything if a name is already in dst. */
 int ebb_items_take(ebb_items *dst, ebb_items *src);
+
+/* The worker protocol's description of an item (docs/worker-protocol.md):
+ * a new JSON object with name, kind and metadata (audio: frames, channels,
+ * rate; tensor: shape; json: text; file: path) appended to arr. Audio and
+ * tensor bytes are handed to put(arg, bytes, n, obj), which stores them
+ * (shared memory) and adds their reference to obj; a device tensor is copied
+ * to the host first (dev). */
+typedef int (*ebb_item_put_fn)(void *arg, const void *bytes, size_t n, json_t *obj);
+int ebb_item_to_wire(const ebb_item_rec *it, ebb_device *dev, ebb_item_put_fn put, void *arg,
+                     json_t *arr);
 
 /* Elements of a tensor with this shape (1 for ndim 0); UINT64_MAX on
  * overflow or ndim > 8. */
