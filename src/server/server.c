@@ -941,7 +941,7 @@ int ebb_server_start(const ebb_server_opts *o, ebb_server **out) {
                                   "required");
   struct sockaddr_storage ss;
   char host[256];
-  int port, rc;
+  int port = 0, rc;
   if ((rc = parse_listen(o->listen, &ss, host, sizeof host, &port)) != 0)
     return rc;
   ebb_server *s = calloc(1, sizeof *s);
