@@ -280,7 +280,10 @@ int ebb_cmd_run(int argc, char **argv) {
   int rc = ebb_device_open(device, &dev);
   if (rc) {
     fprintf(stderr, "ebb run: --device %s: %s\n", device, ebb_errmsg());
-    status = rc == EBB_EINVAL ? EBB_EXIT_USAGE : EBB_EXIT_FAILED;
+    /* a device that is not there (no driver, cuda:1 on a one-GPU box) is a
+     * bad argument; a driver that fails is a failed job */
+    status = rc == EBB_EINVAL || rc == EBB_ENODEV || rc == EBB_ENOLIB ? EBB_EXIT_USAGE
+                                                                      : EBB_EXIT_FAILED;
     goto out;
   }
   ebb_alloc_opts ao = {.size = sizeof ao, .seg_kind = EBB_SEG_AUTO, .backtraces = -1};

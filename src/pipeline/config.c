@@ -283,6 +283,11 @@ static int parse_pipeline(const char *name, json_t *jp, const char *origin, cons
 static int merge(ebb_config *c, json_t *root, const char *origin, const char *base_dir) {
   if (!json_is_object(root))
     return ebb_seterr(EBB_ECONFIG, "%s: the top level must be a JSON object", origin);
+  /* a typo ("pipelins") would otherwise surface as "unknown pipeline" */
+  static const char *const top_keys[] = {"pipelines", "plugin_dirs", "server", NULL};
+  int krc = only_keys(root, top_keys, origin);
+  if (krc)
+    return krc;
   json_t *pipes = json_object_get(root, "pipelines");
   json_t *dirs = json_object_get(root, "plugin_dirs");
   if (pipes && !json_is_object(pipes))

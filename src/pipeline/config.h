@@ -11,8 +11,8 @@
  * strings, its arguments), timeout_s (number > 0: load + run deadline),
  * cache (bool; unset: off unless `ebb run --cache`). Pipeline keys: stages
  * (required, non-empty), release, description. Unknown keys inside a
- * pipeline or stage entry are errors; other top-level keys belong to other
- * rooms (the server) and are ignored here. Relative plugin_dirs are relative
+ * pipeline or stage entry are errors, and so are top-level keys other than
+ * pipelines, plugin_dirs and server (the server's settings, read by it). Relative plugin_dirs are relative
  * to the config file's directory. A config pipeline replaces a built-in one
  * of the same name. Every error is EBB_ECONFIG with a message naming the
  * file and, for JSON syntax, the line and column. */

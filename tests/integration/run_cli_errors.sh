@@ -136,6 +136,11 @@ o = s["synthetic"]["options"]
 assert o["weights_mib"]["type"] == "number" and "default" in o["weights_mib"]' || fail "stages --json"
 [ -e "$T/loaded" ] && fail "the driver library was loaded: $(cat "$T/loaded")"
 
+# a top-level typo is named, not reported as an unknown pipeline
+cfg typo.json '{"pipelins": {"p": {"stages": [{"stage": "synthetic"}]}}}'
+expect2 "top-level typo" "$T/typo.json" 'unknown key "pipelins"' -- \
+  run --pipeline p --config "$T/typo.json" "$T/in.txt"
+
 # names go into log lines and URLs: odd characters are refused
 cfg badname.json '{"pipelines": {"my pipe": {"stages": [{"stage": "synthetic"}]}}}'
 expect2 "bad pipeline name" "$T/badname.json" "pipeline name 'my pipe' is not allowed" -- \
