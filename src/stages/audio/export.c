@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 #include <sys/stat.h>
 
 #include "stages/audio/midi.h"
@@ -308,7 +309,11 @@ static int export_run(ebb_stage_ctx *ctx, void *state, const ebb_items *in, ebb_
   }
   if (s->formats & FMT_LRC) {
     if (json_array_size(words) == 0) {
-      ebb_st_log(ctx, 1, "no lyric words: lyrics.lrc not written");
+      /* an earlier run's lyrics in the same directory would pass for this
+       * song's */
+      int stale = join_path(ctx, dir, "lyrics.lrc", path, sizeof path) == 0 && unlink(path) == 0;
+      ebb_st_log(ctx, 1, "no lyric words: lyrics.lrc not written%s",
+                 stale ? " (removed the one an earlier run left in the output directory)" : "");
     } else {
       size_t lines = 0;
       if ((rc = join_path(ctx, dir, "lyrics.lrc", path, sizeof path)) ||
