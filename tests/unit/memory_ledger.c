@@ -2,6 +2,7 @@
  * ring bounded, JSON export that parses (jansson) and matches the events, an
  * SVG timeline that is well-formed XML with one colour per owner, a legend,
  * release labels and axes. Writes $EBB_TEST_TMP/timeline.svg for a look. */
+#include <inttypes.h>
 #include <jansson.h>
 #include <sys/stat.h>
 #include <time.h>
@@ -108,6 +109,42 @@ static size_t count(const char *s, const char *needle) {
   for (const char *p = s; (p = strstr(p, needle)); p++)
     n++;
   return n;
+}
+
+/* The y axis's top in bytes: the largest class="ytick" label times the unit
+ * named in the axis title; -1 when the SVG has no such ticks or unit. */
+static double svg_ytop_bytes(const char *svg) {
+  double unit = strstr(svg, "device memory (GiB)")   ? 1024.0 * 1024 * 1024
+                : strstr(svg, "device memory (MiB)") ? 1024.0 * 1024
+                                                     : -1;
+  double top = -1;
+  for (const char *p = svg; (p = strstr(p, "class=\"ytick\"")); p++) {
+    const char *gt = strchr(p, '>');
+    if (!gt)
+      break;
+    double v = strtod(gt + 1, NULL);
+    if (v > top)
+      top = v;
+  }
+  return unit < 0 || top < 0 ? -1 : top * unit;
+}
+
+/* Every "released ..." label starts inside the picture and, at about 7 px a
+ * character (11 px bold), ends inside it too (width 1000). */
+static int release_labels_inside(const char *svg) {
+  for (const char *p = svg; (p = strstr(p, ">released ")); p++) {
+    const char *t = p;
+    while (t > svg && strncmp(t, "<text", 5) != 0)
+      t--;
+    const char *x = strstr(t, " x=\"");
+    const char *end = strchr(p, '<');
+    if (!x || x > p || !end)
+      return 0;
+    double x0 = strtod(x + 4, NULL);
+    if (x0 < 0 || x0 + 7.0 * (double)(end - p - 1) > 1000)
+      return 0;
+  }
+  return 1;
 }
 
 static void test_events_and_exports(void) {
@@ -220,6 +257,20 @@ static void test_events_and_exports(void) {
   CHECK(strstr(svg, "time (ms)") != NULL || strstr(svg, "time (s)") != NULL);
   CHECK(strstr(svg, "device memory (MiB)") != NULL);
   CHECK(strstr(svg, "separate start") != NULL);
+  /* the context (created on the first allocation, released by the third
+   * release) is drawn as its own band, and the axis reaches what the
+   * largest release handed back (that one includes the context) */
+  CHECK_MSG(count(svg, "class=\"context-band\"") >= 1, "no context band in the timeline SVG");
+  CHECK_MSG(strstr(svg, ">context (300 MiB)<") != NULL, "legend does not name the context and its size");
+  uint64_t rel_max = 0;
+  for (size_t i = 0; i < got; i++)
+    if (ev[i].kind == EBB_EV_RELEASE && ev[i].bytes > rel_max)
+      rel_max = ev[i].bytes;
+  CHECK(rel_max >= 300 * MiB);
+  double ytop = svg_ytop_bytes(svg);
+  CHECK_MSG(ytop >= (double)rel_max, "y axis tops out at %.0f bytes, below the %" PRIu64
+            " bytes released", ytop, rel_max);
+  CHECK_MSG(release_labels_inside(svg), "a release label is cut off at the picture's edge");
   free(svg);
   fprintf(stderr, "timeline written to %s\n", path);
   CHECK_EQ_INT(ebb_ledger_write(l, "/nonexistent-dir/x.svg"), EBB_EIO);
@@ -261,8 +312,60 @@ static void test_ring_bound(void) {
   ebb_device_close(d);
 }
 
+/* Marks in a burst (short stages) do not pile up: their labels are merged
+ * into one per cluster; the release label stays whole and inside the
+ * picture even at the right edge; owner and mark names with markup stay
+ * well-formed. */
+static void test_crowded_marks(void) {
+  const char *tmp = getenv("EBB_TEST_TMP");
+  REQUIRE(tmp != NULL);
+  mkdir(tmp, 0755);
+  ebb_device *d = mt_open("cuda:0");
+  ebb_allocator *a = NULL;
+  REQUIRE(ebb_allocator_create(d, NULL, &a) == 0);
+  ebb_ledger *l = ebb_allocator_ledger(a);
+  ebb_owner *o;
+  REQUIRE(ebb_owner_create(a, "a<b>&c", NULL, &o) == 0);
+  uint64_t x;
+  CHECK_EQ_INT(ebb_mem_alloc(o, 64 * MiB, "c.c:1", &x), 0);
+  struct timespec ts = {0, 20000000};
+  nanosleep(&ts, NULL);
+  for (int i = 0; i < 20; i++) {
+    char m[64];
+    snprintf(m, sizeof m, "st%d <&> %s", i, i % 2 ? "load" : "run");
+    ebb_ledger_mark(l, m);
+  }
+  CHECK_EQ_INT(ebb_mem_free(a, x), 0);
+  ebb_release_result r = {.size = sizeof r};
+  CHECK_EQ_INT(ebb_release(a, EBB_RELEASE_DEFAULT | EBB_RELEASE_CONTEXT, &r), 0);
+  CHECK(r.context_released);
+  char path[4096];
+  snprintf(path, sizeof path, "%s/crowded.svg", tmp);
+  CHECK_EQ_INT(ebb_ledger_write(l, path), 0);
+  char *svg = read_all(path);
+  REQUIRE(svg != NULL);
+  const char *why = xml_check(svg);
+  CHECK_MSG(why == NULL, "crowded timeline SVG is not well-formed: %s", why ? why : "");
+  size_t nlab = count(svg, "class=\"mark\"");
+  CHECK_MSG(nlab >= 1 && nlab <= 2, "20 marks within a few px drew %zu labels (want 1 or 2)", nlab);
+  CHECK(strstr(svg, "st0 &lt;&amp;&gt; run") != NULL);
+  CHECK(strstr(svg, "<&>") == NULL);
+  CHECK_EQ_INT((int)count(svg, ">released "), 1);
+  CHECK(release_labels_inside(svg));
+  CHECK(count(svg, "class=\"context-band\"") == 1);
+  double ytop = svg_ytop_bytes(svg);
+  CHECK_MSG(ytop >= (double)r.released_bytes, "y axis top %.0f below released %" PRIu64, ytop,
+            r.released_bytes);
+  free(svg);
+  fprintf(stderr, "crowded timeline written to %s\n", path);
+  ebb_owner_destroy(o, NULL);
+  ebb_allocator_destroy(a);
+  ebb_device_close(d);
+}
+
 int main(void) {
   RUN(test_events_and_exports);
+  RUN(test_crowded_marks);
   RUN(test_ring_bound);
   return TEST_END();
 }
