@@ -186,6 +186,13 @@ int ebb_ledger_write_svg(ebb_ledger *l, FILE *f, const char *title) {
     if (e->kind == EBB_EV_CTX_CREATE) {
       ctx_on = 1;
       ctx_b = (double)e->bytes;
+      /* not measured at create: the size its release measured, if any */
+      for (size_t j = i + 1; !ctx_b && j < s.n; j++)
+        if (s.ev[j].kind == EBB_EV_CTX_RELEASE || s.ev[j].kind == EBB_EV_CTX_CREATE) {
+          if (s.ev[j].kind == EBB_EV_CTX_RELEASE)
+            ctx_b = (double)s.ev[j].bytes;
+          break;
+        }
     }
     int ctx_was = ctx_on;
     res = (double)e->reserved;
@@ -208,11 +215,8 @@ int ebb_ledger_write_svg(ebb_ledger *l, FILE *f, const char *title) {
       ymax = tot + ctxv;
     if (res + ctxv > ymax)
       ymax = res + ctxv;
-    if (e->kind == EBB_EV_CTX_RELEASE) {
-      if (!ctx_b)
-        ctx_b = (double)e->bytes; /* size known only now: still drawn up to here */
+    if (e->kind == EBB_EV_CTX_RELEASE)
       ctx_on = 0;
-    }
   }
   for (int c = last_c + 1; c < ncols && last_c >= 0; c++) {
     memcpy(&colv[(size_t)c * (s.nnames + 1)], &colv[(size_t)last_c * (s.nnames + 1)],
