@@ -331,10 +331,11 @@ size_t ebb_ledger_count(ebb_ledger *l);
  *  "events":[{"t_ns":..,"kind":"alloc","owner":"a","addr":..,"bytes":..,
  *  "owner_bytes":..,"reserved":..,"allocated":..}...]} */
 int ebb_ledger_write_json(ebb_ledger *l, FILE *f);
-/* Timeline: device bytes over time stacked by owner (one colour each, with
- * a legend), reserved as a line, release points marked with the bytes
- * returned, marks as labelled ticks, axes in seconds and MiB. title may be
- * NULL. */
+/* Timeline: the device context as a grey band from its creation to its
+ * release, device bytes over time stacked by owner on top of it (one colour
+ * each, with a legend), reserved as a dashed line, release points marked with
+ * the bytes returned, marks as labelled ticks (close ones merged into one
+ * label), axes in seconds and MiB/GiB. title may be NULL. */
 int ebb_ledger_write_svg(ebb_ledger *l, FILE *f, const char *title);
 /* Writes JSON or SVG chosen by the path's extension (.json / .svg). */
 int ebb_ledger_write(ebb_ledger *l, const char *path);
