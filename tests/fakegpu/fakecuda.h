@@ -15,6 +15,7 @@
 #include <stdint.h>
 
 #include "device/cuda_api.h"
+#include "device/kernel_twin.h"
 #include "fg_state.h"
 
 #define FK_API __attribute__((visibility("default")))
