@@ -220,6 +220,8 @@ int ebb_pinned_free_for(ebb_gpu *g, void *p);
 enum {
   EBB_GPU_RELEASE_CONTEXT = 1u << 0, /* also give the device context back
                                         when nothing is left on the device */
+  EBB_GPU_RELEASE_NO_HOOKS = 1u << 1, /* skip the release callbacks (a caller
+                                         that ran them in a first pass) */
 };
 /* Runs the release callbacks, gives every cached segment and idle pinned
  * buffer back to the driver, and with EBB_GPU_RELEASE_CONTEXT the context

@@ -495,15 +495,18 @@ static int gpu_release_one(ebb_gpu *g, unsigned flags, ebb_released *res) {
 }
 
 int ebb_gpu_release(ebb_gpu *g, unsigned flags, ebb_released *out) {
-  if (flags & ~(unsigned)EBB_GPU_RELEASE_CONTEXT)
+  if (flags & ~(unsigned)(EBB_GPU_RELEASE_CONTEXT | EBB_GPU_RELEASE_NO_HOOKS))
     return ebb_seterr(EBB_EINVAL, "ebb_gpu_release: unknown flags 0x%x", flags);
   ebb_released res = {.size = sizeof res};
-  /* the callbacks once, not once per device */
-  ebb_release_result cb = {.size = sizeof cb};
-  int rc = ebb_release(NULL, EBB_RELEASE_CALLBACKS, &cb);
-  if (rc)
-    return rc;
-  released_from(&cb, &res);
+  int rc = 0;
+  if (!(flags & EBB_GPU_RELEASE_NO_HOOKS)) {
+    /* the callbacks once, not once per device */
+    ebb_release_result cb = {.size = sizeof cb};
+    rc = ebb_release(NULL, EBB_RELEASE_CALLBACKS, &cb);
+    if (rc)
+      return rc;
+    released_from(&cb, &res);
+  }
   if (g) {
     rc = gpu_release_one(g, flags, &res);
   } else {
