@@ -135,4 +135,20 @@ def load():
     return lib
 
 
-lib = load()
+class _LazyLib:
+    """libebb.so, loaded on first use: `import ebb` (and the worker SDK, which
+    needs no library) works where it is not built; the first call says why
+    it cannot be loaded."""
+
+    def __getattr__(self, name):
+        real = _loaded[0] if _loaded else None
+        if real is None:
+            real = load()
+            _loaded.append(real)
+        v = getattr(real, name)
+        setattr(self, name, v)
+        return v
+
+
+_loaded = []
+lib = _LazyLib()

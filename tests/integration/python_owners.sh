@@ -20,8 +20,8 @@ python3 -m pip install -q --no-build-isolation --no-deps --no-index --target "$T
 (cd "$T" && PYTHONPATH=$T/site python3 -c 'import ebb, sys; sys.exit(0 if ebb.__file__.startswith(sys.argv[1]) and ebb.api_version() // 1000 == 1 else 1)' "$T/site") ||
   fail "the installed package does not import"
 # without the library: a clear error naming what was tried
-(cd "$T" && EBB_LIB=$T/nope.so PYTHONPATH=$T/site python3 -c 'import ebb' > "$T/nolib" 2>&1) &&
-  fail "import ebb without a library succeeded"
+(cd "$T" && EBB_LIB=$T/nope.so PYTHONPATH=$T/site python3 -c 'import ebb; ebb.device()' > "$T/nolib" 2>&1) &&
+  fail "ebb.device() without a library succeeded"
 grep -q "cannot load libebb.so; tried: $T/nope.so" "$T/nolib" || fail "no-library message: $(tail -1 "$T/nolib")"
 [ $fails -eq 0 ] && echo "python_owners: ok"
 exit $((fails > 0))
