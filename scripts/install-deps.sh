@@ -9,6 +9,7 @@ PKGS=(
   libsndfile1-dev libsamplerate0-dev libfftw3-dev libmpg123-dev
   python3 aubio-tools
   curl  # the curl tool: tests/integration/stages_transcribe_server.sh
+  python3-numba python3-numpy  # /usr/bin/python3: the Numba plug-in and worker SDK tests
 )
 
 missing=()
@@ -17,6 +18,12 @@ for p in "${PKGS[@]}"; do
     missing+=("$p")
   fi
 done
+# `pip install ./python` (tests/integration/python_owners.sh) builds a wheel:
+# the python3 first on PATH needs the wheel package (PyPI: Debian's
+# python3-wheel belongs to /usr/bin/python3).
+if command -v python3 >/dev/null && ! python3 -c 'import wheel' 2>/dev/null; then
+  python3 -m pip install -q wheel || echo "install-deps: pip install wheel failed" >&2
+fi
 [ ${#missing[@]} -eq 0 ] && exit 0
 
 echo "install-deps: installing ${missing[*]}"
