@@ -189,12 +189,15 @@ def make_clip(work, sf2, name, program, base, bg, level_db, seed, seconds):
 
 
 # --- estimators --------------------------------------------------------------
+EBB_EXTRA = []  # --config FILE --pipeline NAME for experiments
+
+
 def run_ebb(ebb, wav, out):
     shutil.rmtree(out, ignore_errors=True)
     cmd = ["taskset", "-c", "0"] if shutil.which("taskset") else []
     t0 = time.monotonic()
-    subprocess.run(cmd + [ebb, "run", "--pipeline", "songtrace", "--device", "cpu", "--no-cache",
-                          "-o", out, wav], check=True, stdout=subprocess.DEVNULL,
+    pipe = EBB_EXTRA or ["--pipeline", "songtrace"]
+    subprocess.run(cmd + [ebb, "run"] + pipe + ["--device", "cpu", "--no-cache", "-o", out, wav], check=True, stdout=subprocess.DEVNULL,
                    stderr=subprocess.DEVNULL, env=dict(os.environ, EBB_WHISPER_URL=""))
     wall = time.monotonic() - t0
     with open(os.path.join(out, "songtrace.json")) as f:
@@ -254,7 +257,11 @@ def main():
     ap.add_argument("--only", default="")
     ap.add_argument("--keep", default="")
     ap.add_argument("--floors", default="")
+    ap.add_argument("--config", default="", help="experiments: ebb run --config FILE --pipeline P")
+    ap.add_argument("--pipeline", default="songtrace")
     a = ap.parse_args()
+    if a.config:
+        EBB_EXTRA.extend(["--config", a.config, "--pipeline", a.pipeline])
     for tool in ("fluidsynth", "aubionotes", "aubiopitch"):
         if not shutil.which(tool):
             sys.exit(f"songtrace_real: {tool} is not installed (scripts/install-deps.sh installs it)")
