@@ -20,12 +20,16 @@ enum { FMT_JSON = 1, FMT_MIDI = 2, FMT_LRC = 4, FMT_CSV = 8 };
 
 typedef struct export_state {
   unsigned formats;
+  int stems; /* EBB_STEMS_* (export_stems.c) */
 } export_state;
 
 static const char export_schema[] =
     "{\"formats\":{\"type\":\"string\",\"default\":\"json,midi,lrc,csv\",\"description\":"
     "\"comma-separated: json (songtrace.json), midi (melody.mid), lrc (lyrics.lrc), csv "
-    "(pitch.csv)\"}}";
+    "(pitch.csv)\"},"
+    /* stems: kept apart from the table above (export_stems.c) */
+    "\"stems\":{\"type\":\"string\",\"default\":\"flac\",\"description\":\"the separated "
+    "vocals and accompaniment: flac (vocals.flac, accompaniment.flac), wav, or none\"}}";
 
 static int parse_formats(ebb_stage_ctx *ctx, const char *s, unsigned *out) {
   unsigned f = 0;
@@ -64,6 +68,9 @@ static int export_load(ebb_stage_ctx *ctx, const char *options_json, void **stat
     rc = ebb_st_fail(ctx, EBB_ENOMEM, "out of memory");
   else if (!(rc = ebb_st_opt_string(ctx, o, "formats", "json,midi,lrc,csv", &formats)))
     rc = parse_formats(ctx, formats, &s->formats);
+  const char *stems = NULL;
+  if (!rc && !(rc = ebb_st_opt_string(ctx, o, "stems", "flac", &stems)))
+    rc = ebb_export_stems_parse(ctx, stems, &s->stems);
   json_decref(o);
   if (rc) {
     free(s);
@@ -333,6 +340,8 @@ static int export_run(ebb_stage_ctx *ctx, void *state, const ebb_items *in, ebb_
       ebb_st_log(ctx, 1, "wrote %s (%zu frames)", path, f0.n);
     }
   }
+  if (s->stems != EBB_STEMS_NONE && (rc = ebb_export_stems(ctx, in, out, dir, s->stems)))
+    goto done;
   if (s->formats & FMT_JSON) {
     if ((rc = join_path(ctx, dir, "songtrace.json", path, sizeof path)) ||
         (rc = write_json(ctx, in, path, notes, lyrics, transcript, &f0, s->formats)) ||
@@ -352,7 +361,7 @@ const ebb_stage ebb_stage_export = {
     .size = sizeof(ebb_stage),
     .name = "export",
     .version = 1,
-    .description = "writes songtrace.json, melody.mid, lyrics.lrc and pitch.csv",
+    .description = "writes songtrace.json, melody.mid, lyrics.lrc, pitch.csv and the stems",
     .options_schema = export_schema,
     .needs_gpu = 0,
     .load = export_load,
