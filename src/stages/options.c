@@ -13,11 +13,11 @@ static int read_number(const char *stage, const ebb_opt_def *d, const json_t *v,
       return ebb_seterr(EBB_ECONFIG, "%s: option '%s' must be a number", stage, d->name);
     x = json_number_value(v);
     if (!(x >= d->min && x <= d->max))
-      return ebb_seterr(EBB_ECONFIG, "%s: option '%s' must be between %g and %g, got %g", stage,
-                        d->name, d->min, d->max, x);
+      return ebb_seterr(EBB_ECONFIG, "%s: option %s=%g must be in %g..%g", stage, d->name, x,
+                        d->min, d->max);
     if (d->kind == EBB_OPT_INT && x != floor(x))
-      return ebb_seterr(EBB_ECONFIG, "%s: option '%s' must be a whole number, got %g", stage,
-                        d->name, x);
+      return ebb_seterr(EBB_ECONFIG, "%s: option %s=%g must be a whole number", stage, d->name,
+                        x);
   }
   if (d->kind == EBB_OPT_INT)
     *(int *)field = (int)x;
@@ -57,4 +57,14 @@ int ebb_stage_opts_read(const char *stage, const ebb_opt_def *defs, size_t n, co
       return rc;
   }
   return 0;
+}
+
+int ebb_stage_opts_parse(const char *stage, const ebb_opt_def *defs, size_t n,
+                         const char *options_json, json_t **root, void *out) {
+  json_error_t je;
+  *root = NULL;
+  if (options_json && *options_json && !(*root = json_loads(options_json, 0, &je)))
+    return ebb_seterr(EBB_ECONFIG, "%s: options are not a JSON object (line %d: %s)", stage,
+                      je.line, je.text);
+  return ebb_stage_opts_read(stage, defs, n, *root, out);
 }

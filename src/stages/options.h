@@ -18,8 +18,11 @@
  *   stage_opts_read(stage, json, &opts)
  *                            fills opts: each option from json (an object, or NULL), its
  *                            default when absent or null; EBB_ECONFIG with
- *                            "STAGE: option 'NAME' ..." for a wrong type or a number
- *                            outside [minimum, maximum]. Strings point into json.
+ *                            "STAGE: option NAME=V must be in MIN..MAX" for a number
+ *                            outside its bounds ("STAGE: option 'NAME' must be ..." for
+ *                            a wrong type). Strings point into json.
+ *   stage_opts_parse(stage, options_json, &root, &opts)
+ *                            the same from the text a stage's load is given.
  *
  * Rows are separated by SEP (no SEP after the last). Defaults and bounds are
  * plain literals written as JSON numbers (no C suffixes: they are copied into
@@ -46,6 +49,12 @@ typedef struct ebb_opt_def {
  * struct at out; see stage_opts_read above. */
 int ebb_stage_opts_read(const char *stage, const ebb_opt_def *defs, size_t n, const json_t *opts,
                         void *out);
+
+/* Parses options_json (NULL or "": *root NULL, all defaults) into *root
+ * (caller json_decref, also on failure) and reads it as above: EBB_ECONFIG
+ * "STAGE: options are not a JSON object ..." when it is not one. */
+int ebb_stage_opts_parse(const char *stage, const ebb_opt_def *defs, size_t n,
+                         const char *options_json, json_t **root, void *out);
 
 #define EBB_OPT_S_(x) #x
 #define EBB_OPT_STR_(x) EBB_OPT_S_(x)
@@ -89,6 +98,12 @@ int ebb_stage_opts_read(const char *stage, const ebb_opt_def *defs, size_t n, co
   static inline int stage_opts_read(const char *stage, const json_t *opts, stage_opts *out) {     \
     return ebb_stage_opts_read(stage, stage_opts_defs,                                            \
                                sizeof stage_opts_defs / sizeof stage_opts_defs[0], opts, out);    \
+  }                                                                                               \
+  static inline int stage_opts_parse(const char *stage, const char *options_json, json_t **root,  \
+                                     stage_opts *out) {                                           \
+    return ebb_stage_opts_parse(stage, stage_opts_defs,                                           \
+                                sizeof stage_opts_defs / sizeof stage_opts_defs[0], options_json, \
+                                root, out);                                                       \
   }
 
 #endif
