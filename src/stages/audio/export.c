@@ -15,6 +15,7 @@
 
 #include "stages/audio/midi.h"
 #include "stages/audio/st_util.h"
+#include "stages/options.h"
 
 enum { FMT_JSON = 1, FMT_MIDI = 2, FMT_LRC = 4, FMT_CSV = 8 };
 
@@ -23,13 +24,15 @@ typedef struct export_state {
   int stems; /* EBB_STEMS_* (export_stems.c) */
 } export_state;
 
-static const char export_schema[] =
-    "{\"formats\":{\"type\":\"string\",\"default\":\"json,midi,lrc,csv\",\"description\":"
-    "\"comma-separated: json (songtrace.json), midi (melody.mid), lrc (lyrics.lrc), csv "
-    "(pitch.csv)\"},"
-    /* stems: kept apart from the table above (export_stems.c) */
-    "\"stems\":{\"type\":\"string\",\"default\":\"flac\",\"description\":\"the separated "
-    "vocals and accompaniment: flac (vocals.flac, accompaniment.flac), wav, or none\"}}";
+/* The options, written once (stages/options.h). */
+#define EXPORT_OPTIONS(NUM, INT, STR, BOOL, SEP)                                                  \
+  STR(formats, "json,midi,lrc,csv",                                                               \
+      "comma-separated: json (songtrace.json), midi (melody.mid), lrc (lyrics.lrc), csv "         \
+      "(pitch.csv)") SEP                                                                          \
+  STR(stems, "flac",                                                                              \
+      "the separated vocals and accompaniment: flac (vocals.flac, accompaniment.flac), wav, or "  \
+      "none")
+EBB_STAGE_OPTIONS(EXPORT_OPTIONS)
 
 static int parse_formats(ebb_stage_ctx *ctx, const char *s, unsigned *out) {
   unsigned f = 0;
@@ -59,18 +62,15 @@ static int parse_formats(ebb_stage_ctx *ctx, const char *s, unsigned *out) {
 
 static int export_load(ebb_stage_ctx *ctx, const char *options_json, void **state) {
   json_t *o = NULL;
-  int rc = ebb_st_options(ctx, options_json, &o);
+  stage_opts v;
+  int rc = stage_opts_parse("export", options_json, &o, &v);
+  export_state *s = rc ? NULL : calloc(1, sizeof *s);
   if (rc)
-    return rc;
-  const char *formats = NULL;
-  export_state *s = calloc(1, sizeof *s);
-  if (!s)
+    rc = ebb_st_fail(ctx, rc, "%s", ebb_errmsg());
+  else if (!s)
     rc = ebb_st_fail(ctx, EBB_ENOMEM, "out of memory");
-  else if (!(rc = ebb_st_opt_string(ctx, o, "formats", "json,midi,lrc,csv", &formats)))
-    rc = parse_formats(ctx, formats, &s->formats);
-  const char *stems = NULL;
-  if (!rc && !(rc = ebb_st_opt_string(ctx, o, "stems", "flac", &stems)))
-    rc = ebb_export_stems_parse(ctx, stems, &s->stems);
+  else if (!(rc = parse_formats(ctx, v.formats, &s->formats)))
+    rc = ebb_export_stems_parse(ctx, v.stems, &s->stems);
   json_decref(o);
   if (rc) {
     free(s);
@@ -362,7 +362,7 @@ const ebb_stage ebb_stage_export = {
     .name = "export",
     .version = 1,
     .description = "writes songtrace.json, melody.mid, lyrics.lrc, pitch.csv and the stems",
-    .options_schema = export_schema,
+    .options_schema = stage_opts_schema,
     .needs_gpu = 0,
     .load = export_load,
     .run = export_run,
