@@ -109,8 +109,6 @@ int ebb_runner_evict_idle(ebb_runner *r, double now, uint64_t *released);
 /* Stage instances loaded now. */
 int ebb_runner_loaded(const ebb_runner *r);
 
-#endif
-
 /* --- pipelines kept loaded (for the manager) ---------------------------------
  * Loads every stage instance of p (reusing instances already loaded with the
  * same definition) and keeps them under policy never, without running
@@ -130,3 +128,5 @@ int ebb_runner_unload_pipeline(ebb_runner *r, const char *pipeline, int with_con
  * the pipeline's instances; returns how many are loaded. */
 int ebb_runner_pipeline_bytes(ebb_runner *r, const char *pipeline, uint64_t *current,
                               uint64_t *peak);
+
+#endif
