@@ -58,14 +58,17 @@ static const char *hint(ebb_instance_state from, ebb_instance_state to) {
                                 : "that change is not one of an instance's";
 }
 
+static int refuse(const ebb_instance *in, ebb_instance_state to) {
+  return ebb_seterr(EBB_ESTATE, "stage '%s' of pipeline '%s': cannot go from %s to %s: %s",
+                    in->ctx.name, in->pipeline, ebb_instance_state_name(in->state),
+                    ebb_instance_state_name(to), hint(in->state, to));
+}
+
 int ebb_instance_enter(ebb_instance *in, ebb_instance_state to) {
   if (!in)
     return ebb_seterr(EBB_EINVAL, "stage instance: none given");
-  ebb_instance_state from = in->state;
-  if ((unsigned)to >= N_ || !allowed[from][to])
-    return ebb_seterr(EBB_ESTATE, "stage '%s' of pipeline '%s': cannot go from %s to %s: %s",
-                      in->ctx.name, in->pipeline, ebb_instance_state_name(from),
-                      ebb_instance_state_name(to), hint(from, to));
+  if ((unsigned)to >= N_ || !allowed[in->state][to])
+    return refuse(in, to);
   in->state = to;
   return 0;
 }
@@ -134,7 +137,7 @@ int ebb_instance_load(ebb_instance *in) {
 
 int ebb_instance_run(ebb_instance *in, const ebb_items *inputs, ebb_items *outputs) {
   if (in->state != EBB_INSTANCE_LOADED && in->state != EBB_INSTANCE_IDLE)
-    return ebb_instance_enter(in, EBB_INSTANCE_RUNNING); /* refused: says why */
+    return refuse(in, EBB_INSTANCE_RUNNING); /* (new -> running is a load's) */
   ebb_instance_enter(in, EBB_INSTANCE_RUNNING);
   mark(in, "run");
   ebb_sctx_clear_error(&in->ctx);
@@ -267,7 +270,7 @@ int ebb_instance_release(ebb_instance *in, const ebb_instance_plan *plan,
   if (!plan)
     plan = &plain;
   if (in->state == EBB_INSTANCE_RUNNING || in->state == EBB_INSTANCE_RELEASED)
-    return ebb_instance_enter(in, EBB_INSTANCE_RELEASED); /* refused: says why */
+    return refuse(in, EBB_INSTANCE_RELEASED);
   ebb_instance_report rep = {.size = sizeof rep};
   uint64_t raw0 = in->ctx.raw_freed;
   rep.driver_free_before = driver_free(in);
