@@ -38,6 +38,19 @@
  *   vacate   the device context goes back because nothing is loaded (the
  *            runner's, at a job's end or after the last eviction/unload)
  *
+ * Room for what comes next, without reshaping:
+ *   - own callbacks (issue 17): `drop` (instance.c) runs the release registry
+ *     process-wide today; it becomes "run this instance's handles"
+ *     (ctx.handles already lists them) and the rest gets an owner and a line
+ *     of its own. Plan and report stay as they are: the report is already
+ *     per instance, so its bytes become exactly this stage's.
+ *   - sleep (issue 12): ebb_instance_park (LOADED|IDLE -> PARKED: drop, then
+ *     ebb_owner_park, the context vacated when nothing else holds it) and
+ *     ebb_instance_wake (PARKED -> LOADED via ebb_owner_wake; a failed wake
+ *     stays PARKED and may be retried), each with the same report. The table
+ *     in instance.c already allows exactly these changes; a release from
+ *     PARKED runs the same sequence (the owner's teardown frees the backup).
+ *
  * Threads: an instance is used by one thread at a time (the runner's); no
  * function here takes a lock of its own. The memory room's calls take the
  * allocator's mutex and the release registry's themselves. */
