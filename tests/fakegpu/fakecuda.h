@@ -96,7 +96,6 @@ extern int fk_initialized; /* cuInit succeeded in this process */
 extern int fk_forked;      /* this is a child forked after cuInit */
 extern CUresult fk_init_error; /* what cuInit answered if it failed */
 extern unsigned fk_ndevices;
-extern uint64_t fk_total_bytes;
 extern uint64_t fk_granularity;
 
 void fk_lock(void);
