@@ -9,6 +9,7 @@ PKGS=(
   libjansson-dev libsqlite3-dev libmicrohttpd-dev libcurl4-openssl-dev
   libsndfile1-dev libsamplerate0-dev libfftw3-dev libmpg123-dev
   python3 aubio-tools
+  python3-numba  # for /usr/bin/python3: tests/integration/fakegpu_numba*.sh
   curl  # the curl tool: tests/integration/stages_transcribe_server.sh
   python3-numba python3-numpy  # /usr/bin/python3: the Numba plug-in and worker SDK tests
   # songtrace on real instrument samples (bench/songtrace_real.py, test
