@@ -10,6 +10,11 @@ fails=0
 fail() { echo "FAIL: $*" >&2; fails=$((fails + 1)); }
 export EBB_LIB=$EBB_BUILD_DIR/libebb.so
 export PYTHONDONTWRITEBYTECODE=1  # nothing written into the source tree
+# an ASan build's library needs its runtime loaded first into Python
+if grep -q '^EBB_SANITIZE:BOOL=ON' "$EBB_BUILD_DIR/CMakeCache.txt" 2>/dev/null; then
+  export LD_PRELOAD="$(gcc -print-file-name=libasan.so) $(gcc -print-file-name=libubsan.so)"
+  export ASAN_OPTIONS=detect_leaks=0
+fi
 PYTHONPATH=$EBB_SOURCE_DIR/python:$EBB_SOURCE_DIR/tests/python python3 \
   "$EBB_SOURCE_DIR/tests/python/owners_check.py" || fail "owners_check.py"
 # installable as a plain package (no compile step, nothing downloaded); built
