@@ -235,19 +235,27 @@ FK_API CUresult cuDeviceGetUuid_v2(CUuuid *uuid, CUdevice dev) { return device_u
   X(CUDA_ERROR_NO_DEVICE, 100, "no CUDA-capable device is detected")            \
   X(CUDA_ERROR_INVALID_DEVICE, 101, "invalid device ordinal")                   \
   X(CUDA_ERROR_INVALID_IMAGE, 200, "device kernel image is invalid")            \
+  X(CUDA_ERROR_NO_BINARY_FOR_GPU, 209, "no kernel image is available for execution on the device") \
   X(CUDA_ERROR_INVALID_CONTEXT, 201, "invalid device context")                  \
   X(CUDA_ERROR_CONTEXT_ALREADY_CURRENT, 202, "context already current")         \
   X(CUDA_ERROR_ALREADY_MAPPED, 208, "resource already mapped")                  \
   X(CUDA_ERROR_NOT_MAPPED, 211, "resource not mapped")                          \
   X(CUDA_ERROR_INVALID_PTX, 218, "a PTX JIT compilation failed")                \
+  X(CUDA_ERROR_FILE_NOT_FOUND, 301, "file not found")                           \
   X(CUDA_ERROR_INVALID_HANDLE, 400, "invalid resource handle")                  \
   X(CUDA_ERROR_NOT_FOUND, 500, "named symbol not found")                        \
   X(CUDA_ERROR_NOT_READY, 600, "device not ready")                              \
   X(CUDA_ERROR_ILLEGAL_ADDRESS, 700, "an illegal memory access was encountered") \
   X(CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES, 701, "too many resources requested for launch") \
+  X(CUDA_ERROR_PEER_ACCESS_ALREADY_ENABLED, 704, "peer access is already enabled") \
+  X(CUDA_ERROR_PEER_ACCESS_NOT_ENABLED, 705, "peer access has not been enabled") \
   X(CUDA_ERROR_PRIMARY_CONTEXT_ACTIVE, 708, "primary context active")           \
   X(CUDA_ERROR_CONTEXT_IS_DESTROYED, 709, "context is destroyed")               \
+  X(CUDA_ERROR_TOO_MANY_PEERS, 711, "peer mapping resources exhausted")         \
+  X(CUDA_ERROR_HOST_MEMORY_ALREADY_REGISTERED, 712, "part or all of the requested memory range is already mapped") \
+  X(CUDA_ERROR_HOST_MEMORY_NOT_REGISTERED, 713, "pointer does not correspond to a registered memory region") \
   X(CUDA_ERROR_LAUNCH_FAILED, 719, "unspecified launch failure")                \
+  X(CUDA_ERROR_COOPERATIVE_LAUNCH_TOO_LARGE, 720, "too many blocks in cooperative launch") \
   X(CUDA_ERROR_NOT_PERMITTED, 800, "operation not permitted")                   \
   X(CUDA_ERROR_NOT_SUPPORTED, 801, "operation not supported")                   \
   X(CUDA_ERROR_UNKNOWN, 999, "unknown error")
