@@ -24,6 +24,9 @@ python3 -m pip install -q --no-build-isolation --no-deps --no-index --target "$T
   "$T/src" > "$T/pip.log" 2>&1 || fail "pip install ./python: $(cat "$T/pip.log")"
 (cd "$T" && PYTHONPATH=$T/site python3 -c 'import ebb, sys; sys.exit(0 if ebb.__file__.startswith(sys.argv[1]) and ebb.api_version() // 1000 == 1 else 1)' "$T/site") ||
   fail "the installed package does not import"
+# installed, with no EBB_LIB: found next to the `ebb` on PATH
+(cd "$T" && env -u EBB_LIB PATH="$EBB_BUILD_DIR:$PATH" PYTHONPATH=$T/site python3 -c 'import ebb, sys; ebb.device(); sys.exit(0 if ebb._lib.lib._name == sys.argv[1] else 1)' "$EBB_BUILD_DIR/libebb.so") ||
+  fail "the installed package does not find libebb.so next to the ebb on PATH"
 # without the library: a clear error naming what was tried
 (cd "$T" && EBB_LIB=$T/nope.so PYTHONPATH=$T/site python3 -c 'import ebb; ebb.device()' > "$T/nolib" 2>&1) &&
   fail "ebb.device() without a library succeeded"
