@@ -2,6 +2,7 @@
 include/ebb/ebb.h, and the function prototypes. Internal to the package."""
 import ctypes
 import os
+import shutil
 import sys
 
 c_u32, c_u64, c_i64, c_int = ctypes.c_uint32, ctypes.c_uint64, ctypes.c_int64, ctypes.c_int
@@ -103,6 +104,13 @@ def _candidates():
     # running from the checkout: python/ebb/ -> build/
     checkout = os.path.dirname(os.path.dirname(here))
     out.append(os.path.join(checkout, "build", "libebb.so"))
+    # next to the `ebb` on PATH: build/ebb -> build/libebb.so; P/bin/ebb -> P/lib
+    exe = shutil.which("ebb")
+    if exe:
+        d = os.path.dirname(os.path.realpath(exe))
+        out += [os.path.join(d, "libebb.so"), os.path.join(d, "..", "lib", "libebb.so")]
+    # run from the checkout's root
+    out.append(os.path.join(os.getcwd(), "build", "libebb.so"))
     # `cmake --install --prefix P` then `pip install ./python` into P's Python
     for prefix in (sys.prefix, "/usr/local", "/usr"):
         out.append(os.path.join(prefix, "lib", "libebb.so"))

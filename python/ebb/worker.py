@@ -356,8 +356,9 @@ class _Runner:
                 r = o.release()
             if r.leaks:  # the fixed leak lines, through ebb's log
                 for line in r.leaks.lines():
-                    self.conn.send({"type": "log", "level": LOG_WARN, "scope": None,
-                                    "message": line})
+                    tag = "[%s] " % r.leaks.owner
+                    self.conn.send({"type": "log", "level": LOG_WARN, "scope": r.leaks.owner,
+                                    "message": line[len(tag):] if line.startswith(tag) else line})
                 leaked = r.leaks.bytes
             got = int(r) + int(ebb.release(context=True, device=o.device))
         return {"type": "bye", "released_bytes": got, "leaked_bytes": leaked}
