@@ -9,6 +9,8 @@ PKGS=(
   libsndfile1-dev libsamplerate0-dev libfftw3-dev libmpg123-dev
   python3 aubio-tools
   curl  # the curl tool: tests/integration/stages_transcribe_server.sh
+  chromium chromium-driver python3-selenium  # tests/integration/server_page.sh (the live page)
+  libncurses-dev tmux  # ebb top (curses); tests/integration/server_top.sh
 )
 
 missing=()
