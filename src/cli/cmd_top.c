@@ -190,7 +190,7 @@ static void frame_server(top *t, frame_buf *f) {
     fmt_bytes(a, sizeof a, num(x, "bytes"));
     fmt_bytes(b, sizeof b, num(x, "driver_free_bytes"));
     const char *st = str(x, "stage");
-    add(f, L_GOOD, " %02d:%02d:%02d  %s  -%s released%s%s  (driver free after: %s)", tm.tm_hour,
+    add(f, L_GOOD, " %02d:%02d:%02d  %s  -%s released%s%s  (driver free then: %s)", tm.tm_hour,
         tm.tm_min, tm.tm_sec, str(x, "device"), a, *st ? " by " : "",
         *st ? st : (num(x, "context_bytes") > 0 ? " (context)" : ""), b);
   }

@@ -90,7 +90,7 @@ def snap():
 opts = Options()
 opts.binary_location = "/usr/bin/chromium"
 for a in ("--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
-          "--window-size=1280,1100", "--no-first-run", "--disable-extensions",
+          "--window-size=1280,1500", "--no-first-run", "--disable-extensions",
           "--user-data-dir=" + os.path.join(TMP, "chromium-profile")):
     opts.add_argument(a)
 opts.set_capability("goog:loggingPrefs", {"browser": "ALL"})

@@ -332,9 +332,11 @@ function drawChart(g, x) {
   for (const l of layers) {
     const top = vis.map((s, i) => base[i] + l.get(s));
     if (top.some((v, i) => v !== base[i])) {
+      // steps: a sample holds until the next one (what the allocator held)
+      const xe = (i) => X(i + 1 < vis.length ? vis[i + 1].t : vis[i].t).toFixed(1);
       let d = '';
-      vis.forEach((s, i) => { d += (i ? 'L' : 'M') + X(s.t).toFixed(1) + ',' + Y(top[i]).toFixed(1); });
-      for (let i = vis.length - 1; i >= 0; i--) d += 'L' + X(vis[i].t).toFixed(1) + ',' + Y(base[i]).toFixed(1);
+      vis.forEach((s, i) => { d += (i ? 'L' : 'M') + X(s.t).toFixed(1) + ',' + Y(top[i]).toFixed(1) + 'L' + xe(i) + ',' + Y(top[i]).toFixed(1); });
+      for (let i = vis.length - 1; i >= 0; i--) d += 'L' + xe(i) + ',' + Y(base[i]).toFixed(1) + 'L' + X(vis[i].t).toFixed(1) + ',' + Y(base[i]).toFixed(1);
       const attrs = {d: d + 'Z', fill: l.colour, 'fill-opacity': l.owner ? 0.85 : 0.9, class: l.owner ? 'series' : 'band'};
       const p = svg('path', attrs);
       p.setAttribute('data-key', l.key);
@@ -351,7 +353,10 @@ function drawChart(g, x) {
   // the driver's used line and ebb's own line
   const line = (get, cls) => {
     let d = '';
-    vis.forEach((s, i) => { d += (i ? 'L' : 'M') + X(s.t).toFixed(1) + ',' + Y(get(s)).toFixed(1); });
+    vis.forEach((s, i) => {
+      const x2 = X(i + 1 < vis.length ? vis[i + 1].t : s.t).toFixed(1);
+      d += (i ? 'L' : 'M') + X(s.t).toFixed(1) + ',' + Y(get(s)).toFixed(1) + 'L' + x2 + ',' + Y(get(s)).toFixed(1);
+    });
     g.append(svg('path', {d, class: cls}));
   };
   line((s) => s.driver_used_bytes || 0, 'driver');
@@ -365,7 +370,8 @@ function drawChart(g, x) {
     if (row === 0) lastX = mx;
     const mg = svg('g', {class: 'mark', 'data-label': m.label});
     mg.append(svg('line', {x1: mx, x2: mx, y1: T - 4, y2: H - B}));
-    mg.append(svg('text', {x: mx + 3, y: 9 + row * 10}, m.label));
+    const nearEnd = mx > W - R - 7 * m.label.length;
+    mg.append(svg('text', {x: nearEnd ? mx - 3 : mx + 3, y: 9 + row * 10, 'text-anchor': nearEnd ? 'end' : 'start'}, m.label));
     g.append(mg);
   }
   // releases: a point on the stack's top where the bytes went back, labelled
@@ -380,10 +386,12 @@ function drawChart(g, x) {
     const rg = svg('g', {class: 'release', 'data-bytes': r.bytes, 'data-stage': r.stage || ''});
     rg.append(svg('circle', {cx: rx, cy: ry, r: 4}));
     const text = `−${fmtBytes(r.bytes)}` + (r.stage ? ` ${r.stage}` : r.context_bytes ? ' context' : '');
-    rg.append(svg('text', {class: 'release-label', x: rx + 5, y: Math.max(T + 8, ry - 6 - rrow * 12), 'data-bytes': r.bytes}, text));
+    const rEnd = rx > W - R - 7 * text.length;
+    rg.append(svg('text', {class: 'release-label', x: rEnd ? rx - 5 : rx + 5, y: Math.max(T + 8, ry - 6 - rrow * 12),
+      'text-anchor': rEnd ? 'end' : 'start', 'data-bytes': r.bytes}, text));
     rg.append(svg('title', {}, `${fmtBytes(r.bytes)} handed back to the driver at ${fmtTime(r.t)}` +
       (r.context_bytes ? ` (context ${fmtBytes(r.context_bytes)})` : '') +
-      `; driver free afterwards ${fmtBytes(r.driver_free_bytes)}`));
+      `; driver free then ${fmtBytes(r.driver_free_bytes)}`));
     g.append(rg);
   }
 }
