@@ -11,11 +11,13 @@ PKGS=(
   python3 aubio-tools
   python3-numba  # for /usr/bin/python3: tests/integration/fakegpu_numba*.sh
   curl  # the curl tool: tests/integration/stages_transcribe_server.sh
-  python3-numba python3-numpy  # /usr/bin/python3: the Numba plug-in and worker SDK tests
+  python3-numpy  # /usr/bin/python3: the Numba plug-in and worker SDK tests
   # songtrace on real instrument samples (bench/songtrace_real.py, test
   # stages_songtrace_real): a GM soundfont rendered by fluidsynth, scored by
   # mir_eval (PyPI, below) on Debian's numpy/scipy for /usr/bin/python3
   fluidsynth fluid-soundfont-gm python3-scipy python3-pip
+  chromium chromium-driver python3-selenium  # tests/integration/server_page.sh (the live page)
+  libncurses-dev tmux  # ebb top (curses); tests/integration/server_top.sh
 )
 
 # PyPI-only packages, each installed for the interpreter that uses it.

@@ -16,6 +16,8 @@
 #include <unistd.h>
 
 #include "base/log.h"
+#include "server/events.h"
+#include "server/page.h"
 #include "server/queue.h"
 #include "server/store.h"
 
@@ -25,6 +27,7 @@ struct ebb_server {
   ebb_allocator *alloc;
   ebb_store *store;
   ebb_queue *queue;
+  ebb_events *events; /* GET /v1/events (events.h) */
   char *data_dir;
   char url[320];
   size_t max_json, max_upload;
@@ -490,6 +493,8 @@ static enum MHD_Result h_jobs_post(ebb_server *s, struct MHD_Connection *c, req 
     rc = ebb_store_set_input(s->store, id, path, out);
   if (!rc)
     rc = ebb_queue_push(s->queue, id, in.pipeline, path, out, in.options);
+  if (!rc)
+    ebb_events_watch_job(s->events, id);
   if (rc) {
     if (id)
       ebb_store_finish(s->store, id, EBB_JOB_FAILED, ebb_errname(rc), ebb_errmsg(), NULL, 0,
@@ -640,6 +645,7 @@ static enum MHD_Result h_sessions_post(ebb_server *s, struct MHD_Connection *c, 
   if (rc)
     ret = send_ebb_err(c, rc, ebb_errmsg());
   else {
+    ebb_events_watch_session(s->events, id);
     ebb_log(EBB_LOG_INFO, "server", "session %s: opened on pipeline '%s'", id,
             json_string_value(p));
     ret = send_json(c, MHD_HTTP_CREATED,
@@ -800,6 +806,10 @@ static enum MHD_Result route(ebb_server *s, struct MHD_Connection *c, req *r, co
   if (!(cond))                                                                                 \
   return send_err(c, MHD_HTTP_METHOD_NOT_ALLOWED, "method_not_allowed", "%s %s: only %s",     \
                   method, url, what)
+  if (np == 0 || (np == 2 && !strcmp(parts[0], "page"))) { /* the live page (page.h) */
+    ONLY(get, "GET");
+    return ebb_page_serve(c, np ? parts[1] : "index.html");
+  }
   if (np == 1 && !strcmp(parts[0], "healthz")) {
     ONLY(get, "GET");
     return send_json(c, MHD_HTTP_OK, json_pack("{s:s}", "status", "ok"));
@@ -829,6 +839,10 @@ static enum MHD_Result route(ebb_server *s, struct MHD_Connection *c, req *r, co
     }
     if (!strcmp(what, "sessions") && (np == 3 || np == 4))
       return h_session(s, c, r, method, parts[2], np == 4 ? parts[3] : NULL);
+    if (!strcmp(what, "events") && np == 2) {
+      ONLY(get, "GET");
+      return ebb_events_serve(s->events, c);
+    }
     if (!strcmp(what, "memory") && np == 2) {
       ONLY(get, "GET");
       return send_json(c, MHD_HTTP_OK, ebb_manager_memory_json(s->m));
@@ -965,6 +979,10 @@ int ebb_server_start(const ebb_server_opts *o, ebb_server **out) {
     goto fail;
   if ((rc = ebb_queue_create(s->store, s->m, s->alloc, &s->queue)) != 0)
     goto fail;
+  if ((rc = ebb_events_create(&(ebb_events_opts){.size = sizeof(ebb_events_opts), .manager = s->m,
+                                                 .alloc = s->alloc, .store = s->store},
+                              &s->events)) != 0)
+    goto fail;
   s->d = MHD_start_daemon(MHD_USE_THREAD_PER_CONNECTION | MHD_USE_INTERNAL_POLLING_THREAD |
                               MHD_USE_ERROR_LOG | MHD_USE_ITC | (ss.ss_family == AF_INET6 ? MHD_USE_IPv6 : 0),
                           (uint16_t)port, NULL, NULL, on_request, s, MHD_OPTION_SOCK_ADDR,
@@ -1003,10 +1021,12 @@ void ebb_server_stop(ebb_server *s) {
     if (fd != MHD_INVALID_SOCKET)
       close(fd);
   }
+  ebb_events_stop(s->events); /* ends the event streams */
   ebb_queue_destroy(s->queue); /* cancels the running job */
   s->queue = NULL;
   if (s->d)
     MHD_stop_daemon(s->d); /* waits for the connection threads (items see s->stop) */
+  ebb_events_destroy(s->events);
   ebb_store_close(s->store);
   free(s->data_dir);
   free(s);
