@@ -21,9 +21,9 @@ static void test_lifecycle_and_restart(void) {
   REQUIRE(ebb_store_open(db, &s, &interrupted) == 0);
   CHECK_EQ_INT(interrupted, 0);
   int64_t a = 0, b = 0, c = 0;
-  CHECK_EQ_INT(ebb_store_insert(s, "syn", "/in/a", "{\"x\":{\"run_ms\":5}}", &a), 0);
-  CHECK_EQ_INT(ebb_store_insert(s, "syn", "/in/b", NULL, &b), 0);
-  CHECK_EQ_INT(ebb_store_insert(s, "songtrace", NULL, NULL, &c), 0);
+  CHECK_EQ_INT(ebb_store_insert(s, "uid-a", "", "syn", "/in/a", "{\"x\":{\"run_ms\":5}}", &a), 0);
+  CHECK_EQ_INT(ebb_store_insert(s, "uid-b", "t1", "syn", "/in/b", NULL, &b), 0);
+  CHECK_EQ_INT(ebb_store_insert(s, "uid-c", "", "songtrace", NULL, NULL, &c), 0);
   CHECK(a > 0 && b > a && c > b);
   CHECK_EQ_INT(ebb_store_set_input(s, c, "/data/jobs/3/input-x.wav", "/data/jobs/3/out"), 0);
   CHECK_EQ_INT(ebb_store_set_running(s, a), 0);
@@ -78,7 +78,7 @@ static void test_lifecycle_and_restart(void) {
   CHECK(nq == 1 && ids[0] == c);
   free(ids);
   int64_t d = 0;
-  CHECK_EQ_INT(ebb_store_insert(s, "syn", "/in/d", NULL, &d), 0);
+  CHECK_EQ_INT(ebb_store_insert(s, "uid-d", "", "syn", "/in/d", NULL, &d), 0);
   CHECK(d > c);
   CHECK_EQ_INT(ebb_store_finish(s, d, EBB_JOB_FAILED, "EBB_ESTAGE", "stage 'x' failed", NULL, 0,
                                 "[]"),
