@@ -9,6 +9,7 @@ PKGS=(
   libsndfile1-dev libsamplerate0-dev libfftw3-dev libmpg123-dev
   python3 aubio-tools
   curl  # the curl tool: tests/integration/stages_transcribe_server.sh
+  prometheus  # promtool checks /metrics: tests/integration/server_security.sh
 )
 
 missing=()
