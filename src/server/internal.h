@@ -179,7 +179,8 @@ SRV_HANDLER(srv_h_session_item);
 /* --- "snapshot.c": what the read side shows ---------------------------------------- */
 /* The read side (/metrics, /v1/memory, /v1/pipelines) never waits on the
  * manager or the allocator: a thread takes a snapshot on request and a
- * reader waits at most 50 ms for a fresh one, else it gets the last one.
+ * reader waits at most 30 ms for a fresh one (none while the thread has
+ * been stuck taking one for 20 ms), else it gets the last one.
  * {"memory": ..., "pipelines": [...], "sessions": N, "released_total": N,
  *  "taken": unix seconds} (new reference). */
 json_t *srv_snapshot(ebb_server *s);
