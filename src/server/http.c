@@ -104,8 +104,14 @@ enum MHD_Result srv_send_err(struct MHD_Connection *c, srv_req *r, unsigned stat
   va_start(ap, fmt);
   vsnprintf(msg, sizeof msg, fmt, ap);
   va_end(ap);
-  return srv_send_json(c, r, status,
-                       json_pack("{s:{s:s,s:s}}", "error", "code", code, "message", msg));
+  json_t *o = json_pack("{s:{s:s,s:s}}", "error", "code", code, "message", msg);
+  if (!o) { /* the message quotes bytes that are not UTF-8 (a header, a path) */
+    for (char *p = msg; *p; p++)
+      if ((unsigned char)*p >= 0x80)
+        *p = '?';
+    o = json_pack("{s:{s:s,s:s}}", "error", "code", code, "message", msg);
+  }
+  return srv_send_json(c, r, status, o);
 }
 
 enum MHD_Result srv_send_ebb_err(struct MHD_Connection *c, srv_req *r, int rc, const char *msg) {

@@ -229,8 +229,12 @@ n=$(ls "$T/data/jobs" | wc -l)
 # --- partial uploads a killed server left are removed at start
 kill -KILL "$SERVER"; wait "$SERVER" 2>/dev/null; SERVER=
 echo partial > "$T/data/uploads/tmp-99999-1"
-start "$T/log2"
+start "$T/log2" --metrics-public
 [ ! -e "$T/data/uploads/tmp-99999-1" ] || fail "a partial upload survived the restart"
+req "" GET /metrics; expect "/metrics without a token under --metrics-public" 200
+req "" GET /v1/memory; expect "/v1/memory without a token under --metrics-public" 401 unauthorized
+out=$(python3 "$RAW" "$PORT" send "GET /v1/pipelines HTTP/1.1\r\nHost: \xff\xfe.example\r\nAuthorization: Bearer $ADMIN\r\nConnection: close\r\n\r\n")
+case $out in "HTTP/1.1 403"*'"forbidden"'*) ;; *) fail "a Host that is not UTF-8: $out" ;; esac
 req "" GET /healthz; expect "healthz after the restart" 200
 kill -TERM "$SERVER"; wait "$SERVER"; rc=$?; SERVER=
 [ "$rc" = 0 ] || fail "ebb serve exited $rc on SIGTERM"
