@@ -180,13 +180,16 @@ SRV_HANDLER(srv_h_session_item);
 /* The read side (/metrics, /v1/memory, /v1/pipelines) never waits on the
  * manager or the allocator: a thread takes a snapshot on request and a
  * reader waits at most 30 ms for a fresh one (none while the thread has
- * been stuck taking one for 20 ms), else it gets the last one.
+ * been stuck taking one for 20 ms), else it gets the last one. A snapshot
+ * younger than 100 ms with no change marked since serves without waiting.
  * {"memory": ..., "pipelines": [...], "sessions": N, "released_total": N,
  *  "taken": unix seconds} (new reference). */
 json_t *srv_snapshot(ebb_server *s);
 /* After a change (load, unload, release, a job's end): the next snapshot is
  * taken before a reader gets one (waits up to 1 s). */
 void srv_snapshot_changed(ebb_server *s);
+/* Marks a change (a job ended, a second passed) without waiting. */
+void srv_snapshot_dirty(ebb_server *s);
 int srv_snapshot_start(ebb_server *s);
 void srv_snapshot_stop(ebb_server *s);
 

@@ -31,6 +31,8 @@ struct ebb_queue {
   int stop;
   atomic_int stopping; /* the server is stopping: a cancelled running job is requeued */
   double timeout_s;
+  void (*on_state)(void *arg);
+  void *arg;
   pthread_t worker, watchdog;
   int started, watching;
 };
@@ -193,7 +195,11 @@ static void *worker(void *arg) {
     j->deadline = timeout > 0 ? mono_s() + timeout : 0;
     q->running = j;
     pthread_mutex_unlock(&q->lock);
+    if (q->on_state)
+      q->on_state(q->arg);
     run_one(q, j);
+    if (q->on_state)
+      q->on_state(q->arg);
     pthread_mutex_lock(&q->lock);
     q->running = NULL;
     qjob_free(j);
@@ -211,6 +217,8 @@ int ebb_queue_create(ebb_store *store, ebb_manager *m, ebb_allocator *alloc,
   q->m = m;
   q->alloc = alloc;
   q->timeout_s = o ? o->timeout_s : 0;
+  q->on_state = o ? o->on_state : NULL;
+  q->arg = o ? o->arg : NULL;
   pthread_mutex_init(&q->lock, NULL);
   pthread_cond_init(&q->cond, NULL);
   if (pthread_create(&q->worker, NULL, worker, q) != 0) {

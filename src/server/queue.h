@@ -21,6 +21,8 @@ typedef struct ebb_queue ebb_queue;
 
 typedef struct ebb_queue_opts {
   double timeout_s; /* a job's deadline when its pipeline sets no timeout_s; 0: none */
+  void (*on_state)(void *arg); /* after a job starts and after it ends (may be NULL) */
+  void *arg;
 } ebb_queue_opts;
 
 /* Starts the worker. store, manager and alloc are borrowed; o may be NULL.

@@ -222,6 +222,8 @@ static int set_callers(ebb_server *s, const ebb_server_opts *o, const char *list
   return 0;
 }
 
+static void on_job_state(void *arg) { srv_snapshot_dirty(arg); }
+
 static int open_data(ebb_server *s, const ebb_server_opts *o) {
   char p[4200];
   int rc = srv_mkdirs(s->data_dir);
@@ -240,7 +242,7 @@ static int open_data(ebb_server *s, const ebb_server_opts *o) {
   if (interrupted)
     ebb_log(EBB_LOG_INFO, "server", "%d job%s left running by the last server marked failed",
             interrupted, interrupted == 1 ? "" : "s");
-  ebb_queue_opts qo = {.timeout_s = o->job_timeout_s};
+  ebb_queue_opts qo = {.timeout_s = o->job_timeout_s, .on_state = on_job_state, .arg = s};
   return ebb_queue_create(s->store, s->m, s->alloc, &qo, &s->queue);
 }
 
@@ -323,8 +325,10 @@ int ebb_server_start(const ebb_server_opts *o, ebb_server **out) {
 const char *ebb_server_url(const ebb_server *s) { return s->url; }
 
 void ebb_server_tick(ebb_server *s) {
-  if (s)
-    srv_retention(s);
+  if (!s)
+    return;
+  srv_snapshot_dirty(s); /* idle releases may have run */
+  srv_retention(s);
 }
 
 void ebb_server_stop(ebb_server *s) {

@@ -14,6 +14,9 @@ struct srv_snap {
   pthread_cond_t cond;
   json_t *cur;
   uint64_t want, done;
+  uint64_t changes;  /* srv_snapshot_dirty calls */
+  uint64_t clean_at; /* the changes value the current snapshot has seen */
+  double taken_at;   /* when it was taken (monotonic seconds) */
   int busy;          /* a snapshot is being taken */
   double busy_since; /* since when (monotonic seconds) */
   int stop, started;
@@ -57,7 +60,7 @@ static void *taker(void *arg) {
         sn->want++; /* a fresh one every second anyway */
     if (sn->stop)
       break;
-    uint64_t w = sn->want;
+    uint64_t w = sn->want, c0 = sn->changes;
     sn->busy = 1;
     sn->busy_since = mono_s();
     pthread_mutex_unlock(&sn->lock);
@@ -67,6 +70,8 @@ static void *taker(void *arg) {
     if (j) {
       json_decref(sn->cur);
       sn->cur = j;
+      sn->clean_at = c0;
+      sn->taken_at = mono_s();
     }
     sn->done = w;
     pthread_cond_broadcast(&sn->cond);
@@ -107,11 +112,20 @@ void srv_snapshot_stop(ebb_server *s) {
   s->snap = NULL;
 }
 
+enum { FRESH_MS = 30 };
+
 static json_t *fresh(ebb_server *s, long wait_ms) {
   struct srv_snap *sn = s->snap;
   struct timespec ts;
   deadline(&ts, wait_ms);
   pthread_mutex_lock(&sn->lock);
+  /* nothing changed since a snapshot taken within 100 ms: that one will do */
+  if (wait_ms <= FRESH_MS && sn->cur && sn->clean_at == sn->changes &&
+      mono_s() - sn->taken_at < 0.1) {
+    json_t *j = json_incref(sn->cur);
+    pthread_mutex_unlock(&sn->lock);
+    return j;
+  }
   uint64_t w = ++sn->want;
   pthread_cond_broadcast(&sn->cond);
   /* a snapshot stuck for 20 ms waits on the device: the last one will do */
@@ -124,5 +138,18 @@ static json_t *fresh(ebb_server *s, long wait_ms) {
   return j ? j : json_object();
 }
 
-json_t *srv_snapshot(ebb_server *s) { return fresh(s, 30); }
-void srv_snapshot_changed(ebb_server *s) { json_decref(fresh(s, 1000)); }
+json_t *srv_snapshot(ebb_server *s) { return fresh(s, FRESH_MS); }
+
+void srv_snapshot_dirty(ebb_server *s) {
+  struct srv_snap *sn = s->snap;
+  if (!sn)
+    return;
+  pthread_mutex_lock(&sn->lock);
+  sn->changes++;
+  pthread_mutex_unlock(&sn->lock);
+}
+
+void srv_snapshot_changed(ebb_server *s) {
+  srv_snapshot_dirty(s);
+  json_decref(fresh(s, 1000));
+}
