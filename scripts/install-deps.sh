@@ -18,6 +18,7 @@ PKGS=(
   fluidsynth fluid-soundfont-gm python3-scipy python3-pip
   chromium chromium-driver python3-selenium  # tests/integration/server_page.sh (the live page)
   libncurses-dev tmux  # ebb top (curses); tests/integration/server_top.sh
+  prometheus  # promtool checks /metrics: tests/integration/server_security.sh
 )
 
 # PyPI-only packages, each installed for the interpreter that uses it.

@@ -137,15 +137,7 @@ static int ends_with(const char *s, const char *suf) {
 static int is_usage_error(const ebb_job_result *res) {
   if (res->stage[0])
     return res->code == EBB_EINPUT || res->code == EBB_ECONFIG;
-  switch (res->code) {
-  case EBB_ECONFIG:
-  case EBB_ENOTFOUND:
-  case EBB_EINPUT:
-  case EBB_EUNSUPPORTED:
-  case EBB_EABI:
-  case EBB_EINVAL: return 1;
-  }
-  return 0;
+  return ebb_exit_status(res->code) == EBB_EXIT_USAGE;
 }
 
 /* mkdir -p of path's directory; failures show up when the file is opened. */
@@ -308,8 +300,7 @@ static int open_device(const run_args *a, const ebb_registry *reg, run_env *e) {
     fprintf(stderr, "ebb run: --device %s: %s\n", a->device, ebb_errmsg());
     /* a device that is not there (no driver, cuda:1 on a one-GPU box) is a
      * bad argument; a driver that fails is a failed job */
-    return rc == EBB_EINVAL || rc == EBB_ENODEV || rc == EBB_ENOLIB ? EBB_EXIT_USAGE
-                                                                    : EBB_EXIT_FAILED;
+    return ebb_exit_status(rc) == EBB_EXIT_USAGE ? EBB_EXIT_USAGE : EBB_EXIT_FAILED;
   }
   ebb_alloc_opts ao = {.size = sizeof ao, .seg_kind = EBB_SEG_AUTO, .backtraces = -1};
   if ((rc = ebb_allocator_create(e->dev, &ao, &e->alloc))) {
