@@ -27,7 +27,7 @@ static void set_time(ebb_ledger *l, uint64_t t_ns) {
 
 static void ev(ebb_ledger *l, uint64_t t_ns, ebb_ledger_kind k, uint32_t owner, uint64_t bytes,
                uint64_t owner_bytes, uint64_t reserved, uint64_t allocated) {
-  ledger_add(l, k, owner, 0x7f0000000000ull + owner * 0x1000000ull, bytes, owner_bytes, reserved,
+  mem__ledger_add(l, k, owner, 0x7f0000000000ull + owner * 0x1000000ull, bytes, owner_bytes, reserved,
              allocated);
   set_time(l, t_ns);
 }
@@ -39,8 +39,8 @@ static void mark(ebb_ledger *l, uint64_t t_ns, const char *label) {
 
 static ebb_ledger *new_ledger(size_t cap, const char *device) {
   ebb_ledger *l = NULL;
-  if (ledger_create(cap, device, &l)) {
-    fprintf(stderr, "ledger_create(%zu): %s\n", cap, ebb_errmsg());
+  if (mem__ledger_create(cap, device, &l)) {
+    fprintf(stderr, "mem__ledger_create(%zu): %s\n", cap, ebb_errmsg());
     exit(1);
   }
   return l;
@@ -51,9 +51,9 @@ static ebb_ledger *scene_empty(void) { return new_ledger(16, "cpu"); }
 /* Three stages in turn on a GPU whose context was measured at 300 MiB. */
 static ebb_ledger *scene_stages(void) {
   ebb_ledger *l = new_ledger(256, "cuda:0");
-  ledger_owner_name(l, 1, "decode");
-  ledger_owner_name(l, 2, "separate");
-  ledger_owner_name(l, 3, "transcribe <&> \"q\"");
+  mem__ledger_owner_name(l, 1, "decode");
+  mem__ledger_owner_name(l, 2, "separate");
+  mem__ledger_owner_name(l, 3, "transcribe <&> \"q\"");
   uint64_t res = 0, al = 0;
   ev(l, 0, EBB_EV_CTX_CREATE, 0, 300 * MB, 0, 0, 0);
   mark(l, 1 * MS, "decode start");
@@ -91,7 +91,7 @@ static ebb_ledger *scene_crowded(void) {
   char name[64];
   for (uint32_t id = 1; id <= 6; id++) {
     snprintf(name, sizeof name, id % 5 ? "stage %u" : "st%u <&> caf\xc3\xa9", id);
-    ledger_owner_name(l, id, name);
+    mem__ledger_owner_name(l, id, name);
   }
   uint64_t res = 0, al = 0, t = 0;
   uint64_t held[7] = {0};
@@ -136,7 +136,7 @@ static ebb_ledger *scene_many_owners(void) {
   uint64_t res = 0, al = 0;
   for (uint32_t id = 1; id <= 26; id++) {
     snprintf(name, sizeof name, "owner %u", id);
-    ledger_owner_name(l, id, name);
+    mem__ledger_owner_name(l, id, name);
     ev(l, id * 3 * MS, EBB_EV_SEG_MAP, 0, 20 * MB, 0, res += 20 * MB, al);
     ev(l, id * 3 * MS + MS, EBB_EV_ALLOC, id, id * MB, id * MB, res, al += id * MB);
   }
@@ -150,7 +150,7 @@ static ebb_ledger *scene_many_owners(void) {
 /* A context created and released without a measured size: a thin strip. */
 static ebb_ledger *scene_unknown_context(void) {
   ebb_ledger *l = new_ledger(64, "cuda:0");
-  ledger_owner_name(l, 1, "only");
+  mem__ledger_owner_name(l, 1, "only");
   ev(l, 0, EBB_EV_SEG_MAP, 0, 2 * MB, 0, 2 * MB, 0);
   ev(l, 1 * MS, EBB_EV_CTX_CREATE, 0, 0, 0, 2 * MB, 0);
   ev(l, 2 * MS, EBB_EV_ALLOC, 1, MB, MB, 2 * MB, MB);
@@ -167,7 +167,7 @@ static ebb_ledger *scene_unknown_context(void) {
  * created unmeasured whose release says its size. */
 static ebb_ledger *scene_context_sizes(void) {
   ebb_ledger *l = new_ledger(64, "cuda:0");
-  ledger_owner_name(l, 1, "small");
+  mem__ledger_owner_name(l, 1, "small");
   ev(l, 0, EBB_EV_CTX_CREATE, 0, 50 * MB, 0, 0, 0);
   ev(l, 1 * MS, EBB_EV_SEG_MAP, 0, 2 * MB, 0, 2 * MB, 0);
   ev(l, 2 * MS, EBB_EV_ALLOC, 1, MB, MB, 2 * MB, MB);
@@ -270,7 +270,7 @@ static void check_scene(const char *name, ebb_ledger *l, const char *title, int 
     return;
   CHECK_EQ_INT(ebb_ledger_write_svg(l, f, title), 0);
   fclose(f);
-  ledger_destroy(l);
+  mem__ledger_destroy(l);
   size_t ng = 0, nw = 0;
   char *got = read_all(got_path, &ng);
   REQUIRE(got != NULL);
