@@ -1,19 +1,20 @@
 /* Shared internals of the memory room (not for other rooms).
  *
  * Names: `ebb_` is public (memory.h); `mem__` (two underscores, libuv's
- * `uv__`) is a function or variable defined in one file of this room and
- * called from another, declared below under the file that defines it;
- * everything else is `static`. The files call each other in one direction
- * only, from the top of this list down (the ctest `memory_layering` derives
- * the call graph from the object files and fails on a cycle):
+ * `uv__`) is a function defined in one file of this room and called from
+ * another, declared below under the file that defines it (or, for the hot
+ * path's one-liners, defined inline at the end of this header); everything
+ * else is `static`. The files call each other in one direction only: a file
+ * calls only files on lower lines (what the ctest `memory_layering` prints;
+ * it derives the call graph from the object files and fails on a cycle):
  *
- *   allocator.c  release.c  park.c
- *   leak.c       (reclaim: calls block.c, pinned.c, owner.c, backtrace.c)
- *   block.c      (calls segment.c, owner.c, site.c, bins.c)
- *   pinned.c  segment.c  context.c  owner.c  site.c
- *   books.c   bins.c  backtrace.c  map.c
- *   ledger_export.c -> ledger_svg.c -> ledger_svg_replay.c -> ledger.c
- *   util.c
+ *   allocator.c
+ *   leak.c                 (reclaims owners: block.c, pinned.c, owner.c)
+ *   block.c  release.c
+ *   segment.c  pinned.c  park.c  ledger_export.c
+ *   context.c  owner.c  ledger_svg.c
+ *   ledger.c  site.c
+ *   util.c  map.c  bins.c  backtrace.c  ledger_svg_replay.c
  *
  * Locks. `_locked` (and only that suffix) means: the caller holds the
  * allocator's mutex, a->mu (mem__lock). The ledger's own mutex, a leaf taken
@@ -159,11 +160,7 @@ struct ebb_allocator {
   ebb_ledger *ledger;
 };
 
-/* --- "util.c": counters, clock, byte text, handles and the allocator lock - */
-void mem__stat_add(ebb_stat_count *c, uint64_t n);
-void mem__stat_sub(ebb_stat_count *c, uint64_t n);
-void mem__stat_set(ebb_stat_count *c, uint64_t v);
-size_t mem__round_up(size_t v, size_t m);
+/* --- "util.c": clock, byte text, sized copies, handles, the allocator lock */
 uint64_t mem__now_ns(void);
 /* "2.0 GiB", "300 MiB", "512 B" */
 void mem__fmt_bytes(char *buf, size_t n, uint64_t bytes);
@@ -192,20 +189,10 @@ void mem__ledger_add(ebb_ledger *l, ebb_ledger_kind k, uint32_t owner_id, uint64
                      uint64_t bytes, uint64_t owner_bytes, uint64_t reserved,
                      uint64_t allocated);
 
-/* --- "books.c": the allocator's derived counter and its ledger events ----- */
-/* a->cached = reserved - allocated. Expects a->mu. */
-void mem__update_cached_locked(ebb_allocator *a);
-/* One ledger event carrying o's bytes (0 without an owner) and a's reserved
- * and allocated after it. Expects a->mu (the numbers are a's). */
-void mem__event_locked(ebb_allocator *a, ebb_ledger_kind k, const ebb_owner *o, uint64_t addr,
-                       uint64_t bytes);
-
 /* --- "bins.c": free blocks in power-of-two bins (a->mu held by callers) --- */
-void mem__bin_insert(mem_pool *p, mem_block *b);
-void mem__bin_remove(mem_pool *p, mem_block *b);
-/* Best fit in the request's bin, else the smallest of the next non-empty. */
+/* Best fit in the request's bin, else the smallest of the next non-empty
+ * (insert and remove are inline, below). */
 mem_block *mem__pool_find(mem_pool *p, size_t size);
-mem_pool *mem__pool_of(ebb_allocator *a, const mem_seg *s);
 
 /* --- "backtrace.c": capture at alloc, symbolise for leak reports --------- */
 int mem__bt_capture(void ***frames);
@@ -240,9 +227,7 @@ const char *mem__site_intern_locked(ebb_allocator *a, const char *site);
 /* Frees every interned copy (allocator destroy; no lock needed then). */
 void mem__sites_free(ebb_allocator *a);
 
-/* --- "owner.c": owner handles, their lists and quota (a->mu held) -------- */
-void mem__owner_link_locked(ebb_owner *o, mem_block *b);
-void mem__owner_unlink_locked(ebb_owner *o, mem_block *b);
+/* --- "owner.c": owner handles, their tree and quota (a->mu held) -------- */
 /* 0, or EBB_EQUOTA with the message naming o (or the ancestor whose quota it
  * is) and the numbers; counts the refusal. */
 int mem__owner_check_quota_locked(ebb_owner *o, size_t size, size_t req);
@@ -262,5 +247,71 @@ void mem__block_free_locked(ebb_allocator *a, mem_block *b, ebb_ledger_kind kind
 void mem__pin_release_locked(ebb_allocator *a, pin_buf *b);
 /* Gives every idle pinned buffer back to the driver; bytes given back. */
 uint64_t mem__pin_trim_locked(ebb_allocator *a);
+
+/* --- internal.h itself: the hot path's one-liners, inlined into callers --
+ * (an allocation and a free go through each of these; as calls into another
+ * file they cost about a tenth of the pair). No lock of their own: the
+ * _locked ones expect a->mu like the rest. */
+static inline void mem__stat_add(ebb_stat_count *c, uint64_t n) {
+  c->current += n;
+  c->total += n;
+  if (c->current > c->peak)
+    c->peak = c->current;
+}
+
+static inline void mem__stat_sub(ebb_stat_count *c, uint64_t n) {
+  c->current = c->current >= n ? c->current - n : 0;
+}
+
+static inline void mem__stat_set(ebb_stat_count *c, uint64_t v) {
+  if (v > c->current)
+    c->total += v - c->current;
+  c->current = v;
+  if (v > c->peak)
+    c->peak = v;
+}
+
+static inline size_t mem__round_up(size_t v, size_t m) { return (v + m - 1) / m * m; }
+
+/* a->cached = reserved - allocated. */
+static inline void mem__update_cached_locked(ebb_allocator *a) {
+  uint64_t r = a->reserved.current, al = a->allocated.current;
+  mem__stat_set(&a->cached, r > al ? r - al : 0);
+}
+
+/* One ledger event carrying o's bytes (0 without an owner) and a's reserved
+ * and allocated after it (which is why it expects a->mu). */
+static inline void mem__event_locked(ebb_allocator *a, ebb_ledger_kind k, const ebb_owner *o,
+                                     uint64_t addr, uint64_t bytes) {
+  mem__ledger_add(a->ledger, k, o ? o->id : 0, addr, bytes, o ? o->bytes.current : 0,
+                  a->reserved.current, a->allocated.current);
+}
+
+/* The bin of a free block: its size's power of two. */
+static inline int mem__bin_of(size_t size) {
+  return 63 - __builtin_clzll((unsigned long long)size);
+}
+
+static inline void mem__bin_insert(mem_pool *p, mem_block *b) {
+  b->bin = mem__bin_of(b->size);
+  MEM_DLIST_PUSH(p->bins[b->bin], b, fprev, fnext);
+}
+
+static inline void mem__bin_remove(mem_pool *p, mem_block *b) {
+  MEM_DLIST_UNLINK(p->bins[b->bin], b, fprev, fnext);
+}
+
+static inline mem_pool *mem__pool_of(ebb_allocator *a, const mem_seg *s) {
+  return s->small ? &a->small : &a->large;
+}
+
+/* An owner's list of live blocks. */
+static inline void mem__owner_link_locked(ebb_owner *o, mem_block *b) {
+  MEM_DLIST_PUSH(o->live, b, oprev, onext);
+}
+
+static inline void mem__owner_unlink_locked(ebb_owner *o, mem_block *b) {
+  MEM_DLIST_UNLINK(o->live, b, oprev, onext);
+}
 
 #endif

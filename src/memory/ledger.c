@@ -69,7 +69,7 @@ static const char *name_ledger_locked(const ebb_ledger *l, uint32_t id) {
   return id && id < l->nnames && l->names[id] ? l->names[id] : NULL;
 }
 
-static void push_ledger_locked(ebb_ledger *l, const ebb_ledger_event *e) {
+static inline void push_ledger_locked(ebb_ledger *l, const ebb_ledger_event *e) {
   l->ev[l->head] = *e;
   l->head = (l->head + 1) % l->cap;
   if (l->n < l->cap)

@@ -82,14 +82,6 @@ int ebb_owner_get_stats(ebb_owner *o, ebb_owner_stats *st) {
   return 0;
 }
 
-void mem__owner_link_locked(ebb_owner *o, mem_block *b) {
-  MEM_DLIST_PUSH(o->live, b, oprev, onext);
-}
-
-void mem__owner_unlink_locked(ebb_owner *o, mem_block *b) {
-  MEM_DLIST_UNLINK(o->live, b, oprev, onext);
-}
-
 static int quota_error(const ebb_owner *o, const ebb_owner *q, size_t req) {
   char ask[32], holds[32], quota[32];
   mem__fmt_bytes(ask, sizeof ask, req);

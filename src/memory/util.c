@@ -1,5 +1,6 @@
-/* The memory room's lowest file: counters, the clock, bytes as text, sized
- * struct copies, handle checks and the allocator lock. Calls nothing else in
+/* The memory room's lowest file: the clock, bytes as text, sized struct
+ * copies, handle checks and the allocator lock (the counters' helpers are
+ * inline in internal.h). Calls nothing else in
  * the room, so every other file may call it. */
 #include <inttypes.h>
 #include <stdlib.h>
@@ -8,27 +9,6 @@
 
 #include "base/log.h"
 #include "memory/internal.h"
-
-void mem__stat_add(ebb_stat_count *c, uint64_t n) {
-  c->current += n;
-  c->total += n;
-  if (c->current > c->peak)
-    c->peak = c->current;
-}
-
-void mem__stat_sub(ebb_stat_count *c, uint64_t n) {
-  c->current = c->current >= n ? c->current - n : 0;
-}
-
-void mem__stat_set(ebb_stat_count *c, uint64_t v) {
-  if (v > c->current)
-    c->total += v - c->current;
-  c->current = v;
-  if (v > c->peak)
-    c->peak = v;
-}
-
-size_t mem__round_up(size_t v, size_t m) { return (v + m - 1) / m * m; }
 
 uint64_t mem__now_ns(void) {
   struct timespec ts;
