@@ -51,7 +51,16 @@ static const char pitch_schema[] =
     "large, held for split_ms, starts a new note\"},"
     "\"split_ms\":{\"type\":\"number\",\"default\":30,\"description\":\"see split_semitones\"},"
     "\"backend\":{\"type\":\"string\",\"default\":\"auto\",\"description\":\"auto (the GPU kernel "
-    "on a CUDA device, else CPU), cpu, or kernel (the kernel; its host twin on the CPU device)\"}"
+    "on a CUDA device, else CPU), cpu, or kernel (the kernel; its host twin on the CPU device)\"},"
+    /* note onsets (pitch_onsets.c), kept apart from the table above */
+    "\"onset_threshold\":{\"type\":\"number\",\"default\":0.4,\"description\":\"a note is "
+    "split at a re-attack: an onset (spectral flux, 1 = its 90th percentile) this strong where "
+    "the level rises again after a dip; 0: off\"},"
+    "\"onset_dip_db\":{\"type\":\"number\",\"default\":8,\"description\":\"see "
+    "onset_threshold: how deep the dip before a re-attack is\"},"
+    "\"onset_lookback_ms\":{\"type\":\"number\",\"default\":80,\"description\":\"after a "
+    "pitch change the note starts at the strongest onset up to this long before the pitch "
+    "turns\"}"
     "}";
 
 static int pitch_load(ebb_stage_ctx *ctx, const char *options_json, void **state) {
@@ -83,6 +92,14 @@ static int pitch_load(ebb_stage_ctx *ctx, const char *options_json, void **state
       (rc = ebb_st_opt_string(ctx, o, "method", "pyin", &method)) ||
       (rc = ebb_st_opt_string(ctx, o, "backend", "auto", &backend)))
     goto done;
+  double look_ms = 80;
+  if ((rc = ebb_st_opt_number(ctx, o, "onset_threshold", s->p.onset_threshold, 0, 100,
+                              &s->p.onset_threshold)) ||
+      (rc = ebb_st_opt_number(ctx, o, "onset_dip_db", s->p.onset_dip_db, 0, 100,
+                              &s->p.onset_dip_db)) ||
+      (rc = ebb_st_opt_number(ctx, o, "onset_lookback_ms", 80, 0, 1000, &look_ms)))
+    goto done;
+  s->p.onset_lookback_s = look_ms / 1000.0;
   s->p.min_note_s = min_ms / 1000.0;
   s->p.split_s = split_ms / 1000.0;
   if (!strcmp(method, "pyin"))
@@ -149,6 +166,22 @@ done:
     ebb_dev_free(ctx, dout);
   if (dx)
     ebb_dev_free(ctx, dx);
+  return rc;
+}
+
+/* Splits re-attacks and moves late onsets (pitch_onsets.c). */
+static int refine_notes(const float *mono, uint64_t n, uint32_t rate, const ebb_pitch_params *p,
+                        const float *frames, size_t nf, ebb_pitch_note **notes, size_t *n_notes) {
+  if (!(p->onset_threshold > 0.0) || *n_notes == 0)
+    return 0;
+  float *odf = malloc(nf * sizeof *odf), *db = malloc(nf * sizeof *db);
+  int rc = odf && db ? 0 : ebb_seterr(EBB_ENOMEM, "pitch: out of memory for %zu onset frames", nf);
+  if (!rc)
+    rc = ebb_pitch_onset_strength(mono, n, rate, p->hop, nf, odf, db);
+  if (!rc)
+    rc = ebb_pitch_notes_onsets(frames, nf, odf, db, p, notes, n_notes);
+  free(odf);
+  free(db);
   return rc;
 }
 
@@ -220,6 +253,7 @@ static int pitch_run(ebb_stage_ctx *ctx, void *state, const ebb_items *in, ebb_i
   }
   if ((rc = ebb_pitch_track(cm, padded, &g, &s->p, frames)) ||
       (rc = ebb_pitch_notes(frames, g.n_frames, &s->p, &notes, &n_notes)) ||
+      (rc = refine_notes(mono, n, rate, &s->p, frames, g.n_frames, &notes, &n_notes)) ||
       (rc = ebb_pitch_notes_json(notes, n_notes, &notes_json))) {
     rc = ebb_st_fail(ctx, rc, "%s", ebb_errmsg());
     goto done;

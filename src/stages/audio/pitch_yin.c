@@ -44,7 +44,10 @@ ebb_pitch_params ebb_pitch_defaults(void) {
                             .split_semitones = 0.7,
                             .split_s = 0.03,
                             .gate_voicing = 0.1,
-                            .gate_range_db = 20.0};
+                            .gate_range_db = 20.0,
+                            .onset_threshold = 0.4,
+                            .onset_dip_db = 8.0,
+                            .onset_lookback_s = 0.08};
 }
 
 int ebb_pitch_geometry(const ebb_pitch_params *p, uint32_t rate, uint64_t n_samples,
