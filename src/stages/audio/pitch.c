@@ -53,7 +53,15 @@ typedef struct pitch_state {
   NUM(split_ms, 30, 0, 10000, "see split_semitones") SEP                                          \
   STR(backend, "auto",                                                                            \
       "auto (the GPU kernel on a CUDA device, else CPU), cpu, or kernel (the kernel; its host "    \
-      "twin on the CPU device)")
+      "twin on the CPU device)") SEP                                                              \
+  /* note onsets (pitch_onsets.c) */                                                              \
+  NUM(onset_threshold, 0.4, 0, 100,                                                               \
+      "a note is split at a re-attack: an onset (spectral flux, 1 = its 90th percentile) this "   \
+      "strong where the level rises again after a dip; 0: off") SEP                               \
+  NUM(onset_dip_db, 8, 0, 100, "see onset_threshold: how deep the dip before a re-attack is") SEP \
+  NUM(onset_lookback_ms, 80, 0, 1000,                                                             \
+      "after a pitch change the note starts at the strongest onset up to this long before the "   \
+      "pitch turns")
 EBB_STAGE_OPTIONS(PITCH_OPTIONS)
 
 /* The analysis parameters of the table's values (the method is set apart). */
@@ -70,6 +78,9 @@ static void set_params(const stage_opts *v, ebb_pitch_params *p) {
   p->min_note_s = v->min_note_ms / 1000.0;
   p->split_semitones = v->split_semitones;
   p->split_s = v->split_ms / 1000.0;
+  p->onset_threshold = v->onset_threshold;
+  p->onset_dip_db = v->onset_dip_db;
+  p->onset_lookback_s = v->onset_lookback_ms / 1000.0;
 }
 
 void ebb_pitch_table_defaults(ebb_pitch_params *p) {
@@ -163,6 +174,22 @@ done:
   return rc;
 }
 
+/* Splits re-attacks and moves late onsets (pitch_onsets.c). */
+static int refine_notes(const float *mono, uint64_t n, uint32_t rate, const ebb_pitch_params *p,
+                        const float *frames, size_t nf, ebb_pitch_note **notes, size_t *n_notes) {
+  if (!(p->onset_threshold > 0.0) || *n_notes == 0)
+    return 0;
+  float *odf = malloc(nf * sizeof *odf), *db = malloc(nf * sizeof *db);
+  int rc = odf && db ? 0 : ebb_seterr(EBB_ENOMEM, "pitch: out of memory for %zu onset frames", nf);
+  if (!rc)
+    rc = ebb_pitch_onset_strength(mono, n, rate, p->hop, nf, odf, db);
+  if (!rc)
+    rc = ebb_pitch_notes_onsets(frames, nf, odf, db, p, notes, n_notes);
+  free(odf);
+  free(db);
+  return rc;
+}
+
 static int pitch_run(ebb_stage_ctx *ctx, void *state, const ebb_items *in, ebb_items *out) {
   pitch_state *s = state;
   static const char *const names[] = {"vocals", "audio", NULL};
@@ -231,6 +258,7 @@ static int pitch_run(ebb_stage_ctx *ctx, void *state, const ebb_items *in, ebb_i
   }
   if ((rc = ebb_pitch_track(cm, padded, &g, &s->p, frames)) ||
       (rc = ebb_pitch_notes(frames, g.n_frames, &s->p, &notes, &n_notes)) ||
+      (rc = refine_notes(mono, n, rate, &s->p, frames, g.n_frames, &notes, &n_notes)) ||
       (rc = ebb_pitch_notes_json(notes, n_notes, &notes_json))) {
     rc = ebb_st_fail(ctx, rc, "%s", ebb_errmsg());
     goto done;
