@@ -148,24 +148,24 @@ json_t *ebb_wire_item_encode(const ebb_wire_item *it) {
   if (it->kind < EBB_ITEM_AUDIO || it->kind > EBB_ITEM_FILE)
     return NULL;
   json_t *o = json_object();
-  int bad = !o || json_object_set_new(o, "name", json_string(it->name)) ||
+  int err = !o || json_object_set_new(o, "name", json_string(it->name)) ||
             json_object_set_new(o, "kind", json_string(kinds[it->kind]));
-  switch (bad ? 0 : it->kind) {
+  switch (err ? 0 : it->kind) {
   case EBB_ITEM_AUDIO:
-    bad = json_object_set_new(o, "frames", json_integer((json_int_t)it->frames)) ||
+    err = json_object_set_new(o, "frames", json_integer((json_int_t)it->frames)) ||
           json_object_set_new(o, "channels", json_integer(it->channels)) ||
           json_object_set_new(o, "rate", json_integer(it->rate));
     break;
   case EBB_ITEM_TENSOR:
-    bad = set_shape(o, it->ndim, it->shape);
+    err = set_shape(o, it->ndim, it->shape);
     break;
   case EBB_ITEM_JSON:
   case EBB_ITEM_FILE:
-    bad = json_object_set_new(o, it->kind == EBB_ITEM_JSON ? "text" : "path",
+    err = json_object_set_new(o, it->kind == EBB_ITEM_JSON ? "text" : "path",
                               json_string(it->text));
     break;
   }
-  if (bad) {
+  if (err) {
     json_decref(o);
     return NULL;
   }
