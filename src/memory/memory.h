@@ -231,19 +231,36 @@ int ebb_pinned_free(ebb_allocator *a, void *p);
 /* Same type as ebb_release_fn in include/ebb/stage.h; declared here so the
  * memory room does not depend on the stage ABI. */
 typedef void (*ebb_mem_release_fn)(void *arg);
-/* Process-wide. fn(arg) drops something cached. Run by ebb_release in
- * registration order. name is copied (it names the callback in reports).
- * *handle (never 0) is for ebb_off_release. */
+/* Every registration belongs to an owner: a stage instance's
+ * (ebb_on_release_for), or the process (ebb_on_release, owner NULL: a
+ * library's cache that belongs to nobody; its release is logged under the
+ * name EBB_RELEASE_PROCESS_OWNER). fn(arg) drops something cached.
+ * ebb_release_callbacks_of(o) runs o's callbacks only; ebb_release with
+ * EBB_RELEASE_CALLBACKS runs every owner's (a whole-process release). Both
+ * in registration order. name is copied (it names the callback in reports).
+ * *handle (never 0) is for ebb_off_release. The owner is compared, never
+ * dereferenced: whoever registered for it unregisters before destroying it. */
+#define EBB_RELEASE_PROCESS_OWNER "process"
 int ebb_on_release(const char *name, ebb_mem_release_fn fn, void *arg, uint64_t *handle);
+int ebb_on_release_for(ebb_owner *owner, const char *name, ebb_mem_release_fn fn, void *arg,
+                       uint64_t *handle);
 /* Internal variant whose callback can fail: nonzero return = failure, reported
  * with ebb_errmsg() (the callback may ebb_seterr); the others still run. */
 typedef int (*ebb_release_fn_int)(void *arg);
 int ebb_on_release_int(const char *name, ebb_release_fn_int fn, void *arg, uint64_t *handle);
+int ebb_on_release_int_for(ebb_owner *owner, const char *name, ebb_release_fn_int fn, void *arg,
+                           uint64_t *handle);
 /* EBB_ENOTFOUND for an unknown or already removed handle. */
 int ebb_off_release(uint64_t handle);
+/* Runs owner's callbacks only (NULL: the process-wide ones), in
+ * registration order; a failing one is logged and counted. *run / *failed
+ * (may be NULL) get the counts. Returns the number run. */
+int ebb_release_callbacks_of(ebb_owner *owner, int *run, int *failed);
+/* How many callbacks owner (NULL: the process) has registered now. */
+size_t ebb_release_count_of(ebb_owner *owner);
 
 enum {
-  EBB_RELEASE_CALLBACKS = 1u << 0, /* run the registry's callbacks */
+  EBB_RELEASE_CALLBACKS = 1u << 0, /* run every owner's callbacks (the process's too) */
   EBB_RELEASE_TRIM = 1u << 1,      /* trim the device allocator */
   EBB_RELEASE_PINNED = 1u << 2,    /* empty the pinned pool's idle buffers */
   EBB_RELEASE_CONTEXT = 1u << 3,   /* then release the device context if no

@@ -1,6 +1,10 @@
-/* The release registry and ebb_release; unattributed memory. The registry is
- * process-wide with its own mutex; callbacks run with no lock held (the list
- * is copied first), so a callback may free memory and (un)register. */
+/* The release registry and ebb_release; unattributed memory. The registry
+ * has its own mutex; callbacks run with no lock held (the list is copied
+ * first), so a callback may free memory and (un)register. Every registration
+ * belongs to an owner (a stage instance's, ebb_on_release_for) or to the
+ * process (ebb_on_release: owner NULL, released under the name
+ * EBB_RELEASE_PROCESS_OWNER), so releasing one stage runs its own callbacks
+ * only (ebb_release_callbacks_of). */
 #include <inttypes.h>
 #include <pthread.h>
 #include <stdlib.h>
@@ -12,6 +16,7 @@
 
 typedef struct rel_cb {
   uint64_t handle;
+  const ebb_owner *owner; /* NULL: process-wide; compared, never dereferenced */
   char *name;
   ebb_mem_release_fn fn;
   ebb_release_fn_int fn_int;
@@ -23,8 +28,8 @@ static rel_cb *reg;
 static size_t reg_n, reg_cap;
 static uint64_t reg_next = 1;
 
-static int reg_add(const char *name, ebb_mem_release_fn fn, ebb_release_fn_int fn_int, void *arg,
-                   uint64_t *handle) {
+static int reg_add(const ebb_owner *owner, const char *name, ebb_mem_release_fn fn,
+                   ebb_release_fn_int fn_int, void *arg, uint64_t *handle) {
   if ((!fn && !fn_int) || !handle)
     return ebb_seterr(EBB_EINVAL, "ebb_on_release('%s'): a function and a handle out-param are "
                                   "required", name ? name : "?");
@@ -45,6 +50,7 @@ static int reg_add(const char *name, ebb_mem_release_fn fn, ebb_release_fn_int f
   }
   rel_cb *c = &reg[reg_n++];
   c->handle = reg_next++;
+  c->owner = owner;
   c->name = nm;
   c->fn = fn;
   c->fn_int = fn_int;
@@ -55,11 +61,21 @@ static int reg_add(const char *name, ebb_mem_release_fn fn, ebb_release_fn_int f
 }
 
 int ebb_on_release(const char *name, ebb_mem_release_fn fn, void *arg, uint64_t *handle) {
-  return reg_add(name, fn, NULL, arg, handle);
+  return reg_add(NULL, name, fn, NULL, arg, handle);
 }
 
 int ebb_on_release_int(const char *name, ebb_release_fn_int fn, void *arg, uint64_t *handle) {
-  return reg_add(name, NULL, fn, arg, handle);
+  return reg_add(NULL, name, NULL, fn, arg, handle);
+}
+
+int ebb_on_release_for(ebb_owner *owner, const char *name, ebb_mem_release_fn fn, void *arg,
+                       uint64_t *handle) {
+  return reg_add(owner, name, fn, NULL, arg, handle);
+}
+
+int ebb_on_release_int_for(ebb_owner *owner, const char *name, ebb_release_fn_int fn, void *arg,
+                           uint64_t *handle) {
+  return reg_add(owner, name, NULL, fn, arg, handle);
 }
 
 int ebb_off_release(uint64_t handle) {
@@ -82,14 +98,19 @@ int ebb_off_release(uint64_t handle) {
                     handle);
 }
 
-/* Runs every callback registered now, in registration order. One that is
- * unregistered by an earlier callback during the run is skipped. */
-static void run_callbacks(int *run, int *failed) {
+/* Runs the callbacks registered now (all of them, or only `owner`'s when
+ * only_owner), in registration order. One that is unregistered by an earlier
+ * callback during the run is skipped; one registered during the run waits
+ * for the next release. */
+static void run_callbacks(int only_owner, const ebb_owner *owner, int *run, int *failed) {
   pthread_mutex_lock(&reg_mu);
-  size_t n = reg_n;
-  uint64_t *handles = n ? malloc(n * sizeof *handles) : NULL;
-  for (size_t i = 0; handles && i < n; i++)
-    handles[i] = reg[i].handle;
+  size_t n = 0;
+  uint64_t *handles = reg_n ? malloc(reg_n * sizeof *handles) : NULL;
+  for (size_t i = 0; handles && i < reg_n; i++)
+    if (!only_owner || reg[i].owner == owner)
+      handles[n++] = reg[i].handle;
+  if (!handles)
+    n = reg_n;
   pthread_mutex_unlock(&reg_mu);
   if (n && !handles) {
     ebb_log(EBB_LOG_ERROR, "release", "no host memory to run %zu release callbacks", n);
@@ -136,7 +157,7 @@ int ebb_release(ebb_allocator *a, unsigned flags, ebb_release_result *out) {
   if (a)
     mem__check_alloc(a);
   if (flags & EBB_RELEASE_CALLBACKS)
-    run_callbacks(&r.callbacks_run, &r.callbacks_failed);
+    run_callbacks(0, NULL, &r.callbacks_run, &r.callbacks_failed);
   if (a) {
     mem__lock(a);
     if (flags & EBB_RELEASE_TRIM) {
@@ -158,6 +179,25 @@ int ebb_release(ebb_allocator *a, unsigned flags, ebb_release_result *out) {
     mem__copy_sized(out, &r, sizeof r);
   return 0;
 }
+int ebb_release_callbacks_of(ebb_owner *owner, int *run, int *failed) {
+  int r = 0, f = 0;
+  run_callbacks(1, owner, &r, &f);
+  if (run)
+    *run = r;
+  if (failed)
+    *failed = f;
+  return r;
+}
+
+size_t ebb_release_count_of(ebb_owner *owner) {
+  size_t n = 0;
+  pthread_mutex_lock(&reg_mu);
+  for (size_t i = 0; i < reg_n; i++)
+    n += reg[i].owner == owner;
+  pthread_mutex_unlock(&reg_mu);
+  return n;
+}
+
 int ebb_allocator_unattributed(ebb_allocator *a, ebb_unattributed *out) {
   if (!a || !out || out->size < sizeof(uint32_t))
     return ebb_seterr(EBB_EINVAL, "ebb_allocator_unattributed: out->size must be set");

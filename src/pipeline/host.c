@@ -185,7 +185,7 @@ static int h_on_release(ebb_stage_ctx *ctx, const char *name, ebb_release_fn fn,
   char full[256];
   snprintf(full, sizeof full, "%s: %s", c->name, name ? name : "cache");
   uint64_t h;
-  int rc = ebb_on_release(full, fn, arg, &h);
+  int rc = ebb_on_release_for(c->owner, full, fn, arg, &h); /* this instance's own */
   if (rc)
     return rc;
   c->handles[c->nhandles++] = h;

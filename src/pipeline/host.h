@@ -54,6 +54,10 @@ struct ebb_sctx {
 
   ebb_sctx_oom_fn on_oom;
   void *on_oom_arg;
+
+  /* Appended to the release line in parentheses when set (the isolated
+   * proxy: "worker exited: killed by SIGKILL"); cleared by the release. */
+  char release_note[160];
 };
 
 /* The one host table (static storage). */

@@ -163,9 +163,10 @@ static const char *mem_word(const ebb_instance *in) {
   return ebb_device_kind_of(in->dev) == EBB_DEVICE_CUDA ? "GPU memory" : "device memory (cpu)";
 }
 
-/* 1. drop: the stage's own release, then the release registry (process-wide
- * today, so every loaded stage's callbacks run; issue 17 makes it this
- * instance's handles, in->ctx.handles, and a separate owner for the rest). */
+/* 1. drop: the stage's own release, then the callbacks this instance
+ * registered (its owner's in the release registry): never a neighbour's,
+ * never the process-wide ones (those are the runner's, released on a line of
+ * their own: runner.c release_process). */
 static void drop(ebb_instance *in, ebb_instance_report *rep) {
   if (in->loaded && in->st->release) {
     rep->drop_error = in->st->release(&in->ctx.pub, in->stage_state);
@@ -174,11 +175,7 @@ static void drop(ebb_instance *in, ebb_instance_report *rep) {
               in->ctx.err_msg[0] ? in->ctx.err_msg : ebb_strerror(rep->drop_error));
     ebb_sctx_clear_error(&in->ctx);
   }
-  ebb_release_result rr = {.size = sizeof rr};
-  ebb_release(in->alloc, EBB_RELEASE_CALLBACKS, &rr);
-  rep->released_bytes += rr.released_bytes;
-  rep->callbacks_run = rr.callbacks_run;
-  rep->callbacks_failed = rr.callbacks_failed;
+  ebb_release_callbacks_of(in->owner, &rep->callbacks_run, &rep->callbacks_failed);
 }
 
 /* 2. unload: the stage frees its loaded state. */
@@ -253,9 +250,12 @@ static void log_released(ebb_instance *in, const ebb_instance_report *rep) {
       EBB_LF_U("released_bytes", bytes),     EBB_LF_U("released_mib", bytes >> 20),
       EBB_LF_U("context_bytes", rep->context_bytes), EBB_LF_U("driver_free_before", before),
       EBB_LF_U("driver_free_after", after),  EBB_LF_I("driver_freed_bytes", delta),
+      EBB_LF_S("note", in->ctx.release_note),
   };
+  const char *note = in->ctx.release_note;
   if (bytes >> 20)
-    ebb_log_ev(EBB_LOG_INFO, name, f, 8, "released %llu MiB of %s", MIB(bytes), mem_word(in));
+    ebb_log_ev(EBB_LOG_INFO, name, f, note[0] ? 9 : 8, "released %llu MiB of %s%s%s%s",
+               MIB(bytes), mem_word(in), note[0] ? " (" : "", note, note[0] ? ")" : "");
   if (before || after)
     ebb_log(EBB_LOG_DEBUG, name,
             "driver confirms: free memory %.2f GiB -> %.2f GiB (%+lld MiB; ebb handed back "
@@ -286,6 +286,7 @@ int ebb_instance_release(ebb_instance *in, const ebb_instance_plan *plan,
   if (!plan->quiet)
     log_released(in, &rep);               /* 7. [name] released N MiB of GPU memory */
 
+  in->ctx.release_note[0] = '\0';
   ebb_instance_enter(in, EBB_INSTANCE_RELEASED);
   if (out) {
     uint32_t keep = out->size && out->size < sizeof rep ? out->size : sizeof rep;

@@ -32,18 +32,17 @@
  *   release  the whole sequence of ebb_instance_release, ending in RELEASED
  *            and the line `[name] released N MiB of GPU memory`
  *   drop     the stage's own `release` entry of the ABI plus the release
- *            registry's callbacks: caches go, the stage stays loaded
+ *            callbacks this instance registered (its owner's, never a
+ *            neighbour's): caches go, the stage stays loaded
  *   hand back  the memory room's ebb_release (trim, pinned pool, context):
  *            bytes go back to the driver
  *   vacate   the device context goes back because nothing is loaded (the
  *            runner's, at a job's end or after the last eviction/unload)
  *
  * Room for what comes next, without reshaping:
- *   - own callbacks (issue 17): `drop` (instance.c) runs the release registry
- *     process-wide today; it becomes "run this instance's handles"
- *     (ctx.handles already lists them) and the rest gets an owner and a line
- *     of its own. Plan and report stay as they are: the report is already
- *     per instance, so its bytes become exactly this stage's.
+ *   - own callbacks (issue 17, done): `drop` runs this instance's owner's
+ *     callbacks only; process-wide ones are the runner's "process" owner,
+ *     released when it vacates, on a line of their own.
  *   - sleep (issue 12): ebb_instance_park (LOADED|IDLE -> PARKED: drop, then
  *     ebb_owner_park, the context vacated when nothing else holds it) and
  *     ebb_instance_wake (PARKED -> LOADED via ebb_owner_wake; a failed wake
@@ -152,7 +151,7 @@ void ebb_instance_bind(ebb_instance *in, const atomic_int *cancel, const char *o
                        double deadline);
 
 /* Releases the instance: NEW, LOADED, IDLE or PARKED -> RELEASED. In order:
- *   1. drop: the stage's own release (if loaded), then the release registry;
+ *   1. drop: the stage's own release (if loaded), then its own callbacks;
  *   2. unload (if loaded); an error it sets goes to rep->unload_error;
  *   3. stage-context cleanup: callbacks it left registered, segments it took
  *      from the driver directly (unattributed: a warning), kernel modules;
@@ -160,7 +159,9 @@ void ebb_instance_bind(ebb_instance *in, const atomic_int *cancel, const char *o
  *      (`[name] leaked N MiB in M blocks; freed by ebb`) and freed;
  *   5. hand back: trim, pinned pool, and the context when plan->with_context;
  *   6. the driver's free memory before and after, checked (debug line);
- *   7. `[name] released N MiB of GPU memory` when N > 0 and not quiet.
+ *   7. `[name] released N MiB of GPU memory` when N > 0 and not quiet, with
+ *      " (ctx.release_note)" appended when the stage left one (a worker's
+ *      death: "worker exited: killed by SIGKILL").
  * plan may be NULL (not quiet, no context); rep may be NULL. Returns 0 once
  * the sequence ran (even when the stage's release or unload failed: the
  * report says so), or EBB_ESTATE without doing anything when the instance is

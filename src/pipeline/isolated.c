@@ -2,6 +2,8 @@
 #include "pipeline/isolated.h"
 
 #include <limits.h>
+#include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -32,7 +34,18 @@ typedef struct iso {
   uint64_t free_before;   /* the driver's free memory then (0: unknown) */
   uint64_t reported;      /* bytes the worker says it handed back */
   unsigned seq;           /* shm names */
+  /* while a request is in flight, a sampler thread notes what the worker
+   * holds (NVML per-process usage), so that what a worker's death gives back
+   * can be said: the driver frees it as the process dies, before any reap */
+  pthread_mutex_t mu;
+  uint64_t last_used;     /* the last sample (guarded by mu) */
+  uint64_t last_free;     /* the driver's free memory at that sample */
+  int last_known;
+  int died;               /* the worker ended without being asked */
+  uint64_t death_bytes;   /* what its death gave back */
 } iso;
+
+#define SAMPLE_MS 50
 
 /* --- small helpers ------------------------------------------------------- */
 const char *ebb_isolated_worker_path(char *buf, size_t n) {
@@ -109,11 +122,101 @@ static void measure(ebb_sctx *c, iso *s) {
     s->used_known = 1;
 }
 
+/* --- what a worker holds while it works, and what its death gave back --------- */
+static void sample(ebb_sctx *c, iso *s) {
+  uint64_t used = 0;
+  if (!cuda(c) || ebb_device_process_used(c->dev, (pid_t)s->pid, &used) != 0 || !used)
+    return; /* a dead worker is no longer listed: keep the last figure */
+  uint64_t fr = driver_free(c);
+  pthread_mutex_lock(&s->mu);
+  s->last_used = used;
+  s->last_free = fr;
+  s->last_known = 1;
+  pthread_mutex_unlock(&s->mu);
+}
+
+typedef struct sampler {
+  ebb_sctx *c;
+  iso *s;
+  atomic_int stop;
+} sampler;
+
+static void *sampler_main(void *arg) {
+  sampler *sp = arg;
+  while (!atomic_load(&sp->stop)) {
+    sample(sp->c, sp->s);
+    struct timespec ts = {0, SAMPLE_MS * 1000000L};
+    nanosleep(&ts, NULL);
+  }
+  return NULL;
+}
+
+/* The worker ended without being asked (crashed, killed from outside, or by
+ * the worker room on a timeout or cancel): what it held at its last sample
+ * went back to the driver with it (else the driver's free memory from that
+ * sample to now says it), counted and noted for the release line. */
+static void note_death(ebb_sctx *c, iso *s) {
+  int status = 0;
+  if (s->died || !ebb_wproc_reaped(s->w, &status))
+    return;
+  s->died = 1;
+  pthread_mutex_lock(&s->mu);
+  uint64_t used = s->last_used, fr = s->last_free;
+  int known = s->last_known;
+  pthread_mutex_unlock(&s->mu);
+  uint64_t now = driver_free(c);
+  uint64_t delta = fr && now > fr ? now - fr : 0;
+  s->death_bytes = known ? used : delta;
+  char how[96];
+  ebb_wait_status_short(status, how, sizeof how);
+  snprintf(c->release_note, sizeof c->release_note, "worker exited: %s", how);
+  ebb_log(EBB_LOG_DEBUG, c->name,
+          "worker pid %ld %s; it held %llu MiB (NVML, last sample%s); the driver's free memory "
+          "rose %llu MiB since",
+          s->pid, how, (unsigned long long)(used >> 20), known ? "" : ": none",
+          (unsigned long long)(delta >> 20));
+}
+
+/* ebb_wproc_call with the sampler running; notes the worker's death. */
+static int watched_call(ebb_sctx *c, iso *s, const json_t *m, double deadline,
+                        const atomic_int *cancel, json_t **r) {
+  sampler sp = {.c = c, .s = s};
+  atomic_init(&sp.stop, 0);
+  pthread_t th;
+  int started = cuda(c) && pthread_create(&th, NULL, sampler_main, &sp) == 0;
+  int rc = ebb_wproc_call(s->w, m, deadline, cancel, r);
+  if (started) {
+    atomic_store(&sp.stop, 1);
+    pthread_join(th, NULL);
+  }
+  if (rc)
+    note_death(c, s);
+  return rc;
+}
+
 /* Ends the worker (asking it to exit when ask), and counts what its exit
  * handed back in c->raw_freed (see isolated.h). */
 static void finish(ebb_sctx *c, iso *s, int ask, int log_line) {
   if (!s->w)
     return;
+  note_death(c, s);
+  if (s->died) { /* its death gave it back already: counted once, noted */
+    char how[256];
+    ebb_wproc_stop(s->w, 0, how);
+    s->w = NULL;
+    c->raw_freed += s->death_bytes;
+    if (log_line && s->death_bytes >> 20)
+      ebb_log_ev(EBB_LOG_INFO, c->name,
+                 (ebb_log_field[]){EBB_LF_S("event", "released"), EBB_LF_S("stage", c->name),
+                                   EBB_LF_U("released_bytes", s->death_bytes),
+                                   EBB_LF_U("released_mib", s->death_bytes >> 20),
+                                   EBB_LF_S("note", c->release_note)},
+                 5, "released %llu MiB of GPU memory (%s)",
+                 (unsigned long long)(s->death_bytes >> 20), c->release_note);
+    if (log_line) /* said here: the instance's own release has nothing of it */
+      c->release_note[0] = '\0';
+    return;
+  }
   measure(c, s);
   if (ask && ebb_wproc_alive(s->w)) {
     json_t *m = json_pack("{s:s}", "type", "exit"), *r = NULL;
@@ -163,6 +266,8 @@ static int iso_load(ebb_stage_ctx *ctx, const char *spec_json, void **state) {
   json_error_t je;
   json_t *spec = json_loads(spec_json ? spec_json : "", 0, &je), *m = NULL, *r = NULL;
   iso *s = calloc(1, sizeof *s);
+  if (s)
+    pthread_mutex_init(&s->mu, NULL);
   const char **args = NULL;
   int rc = 0;
   if (!s || !spec) {
@@ -200,7 +305,7 @@ static int iso_load(ebb_stage_ctx *ctx, const char *spec_json, void **state) {
     rc = ebb_set_error(ctx, EBB_ENOMEM, "isolated stage: out of host memory");
     goto out;
   }
-  if ((rc = ebb_wproc_call(s->w, m, deadline_of(c, HELLO_S), c->cancel, &r))) {
+  if ((rc = watched_call(c, s, m, deadline_of(c, HELLO_S), c->cancel, &r))) {
     rc = fail_with(ctx, rc);
     goto out;
   }
@@ -232,7 +337,7 @@ static int iso_load(ebb_stage_ctx *ctx, const char *spec_json, void **state) {
     json_object_set_new(m, "seconds_left", json_real(c->deadline - ebb_now()));
   if (json_is_string(json_object_get(spec, "plugin")))
     json_object_set(m, "plugin", json_object_get(spec, "plugin"));
-  if ((rc = ebb_wproc_call(s->w, m, deadline_of(c, 0), c->cancel, &r))) {
+  if ((rc = watched_call(c, s, m, deadline_of(c, 0), c->cancel, &r))) {
     if (r) { /* the stage's own error, answered */
       char msg[1024];
       snprintf(msg, sizeof msg, "%s (worker pid %ld)", ebb_errmsg(), s->pid);
@@ -256,6 +361,7 @@ out:
     finish(c, s, ebb_wproc_alive(s->w), 1);
     c->err_code = code;
     snprintf(c->err_msg, sizeof c->err_msg, "%s", msg);
+    pthread_mutex_destroy(&s->mu);
     free(s);
     s = NULL;
   }
@@ -316,7 +422,7 @@ static int iso_run(ebb_stage_ctx *ctx, void *state, const ebb_items *in, ebb_ite
   m = json_pack("{s:s, s:O}", "type", "run", "items", items);
   if (c->deadline > 0)
     json_object_set_new(m, "seconds_left", json_real(c->deadline - ebb_now()));
-  rc = ebb_wproc_call(s->w, m, deadline_of(c, 0), c->cancel, &r);
+  rc = watched_call(c, s, m, deadline_of(c, 0), c->cancel, &r);
   if (rc && r) {
     char msg[1024];
     snprintf(msg, sizeof msg, "%s (worker pid %ld)", ebb_errmsg(), s->pid);
@@ -358,7 +464,7 @@ static int iso_release(ebb_stage_ctx *ctx, void *state) {
     return 0;
   measure(c, s);
   json_t *m = json_pack("{s:s}", "type", "release"), *r = NULL;
-  int rc = ebb_wproc_call(s->w, m, ebb_now() + 30, NULL, &r);
+  int rc = watched_call(c, s, m, ebb_now() + 30, NULL, &r);
   if (!rc)
     s->reported += u64_of(r, "released_bytes");
   else if (r)
@@ -376,6 +482,7 @@ static void iso_unload(ebb_stage_ctx *ctx, void *state) {
   if (!s)
     return;
   finish(ebb_sctx_of(ctx), s, 1, 0);
+  pthread_mutex_destroy(&s->mu);
   free(s);
 }
 

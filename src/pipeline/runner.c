@@ -83,21 +83,54 @@ static uint64_t release_slot(ebb_runner *r, slot *s, int with_context, ebb_insta
     rep = &local;
   ebb_instance_plan plan = {.quiet = s->quiet,
                             .with_context = with_context && r->pool == s && !s->next};
+  char name[128];
+  snprintf(name, sizeof name, "%s", ebb_instance_name(s->inst));
+  /* the hook measures the device around this one release (any path) */
+  ebb_hook_run(r->hook, "release-start", name, 0);
   if (ebb_instance_release(s->inst, &plan, rep) != 0) /* running: a bug; destroy forces it */
-    ebb_log(EBB_LOG_ERROR, ebb_instance_name(s->inst), "%s", ebb_errmsg());
+    ebb_log(EBB_LOG_ERROR, name, "%s", ebb_errmsg());
+  ebb_hook_run(r->hook, "release-end", name, rep->released_bytes);
   pool_unlink(r, s);
   ebb_instance_destroy(s->inst);
   free(s);
   return rep->released_bytes;
 }
 
-/* Vacates the device when no instance is left: the release registry, trim,
- * pinned pool and the device context go back to the driver, so the process
- * holds 0 bytes on the GPU. Not the per-stage line's shape: this is a job's
- * (or an unload's, or the idle timer's) end, not a stage. */
+/* The process-wide owner: callbacks registered for nobody (a library's
+ * cache, ebb_on_release) are dropped and what they freed is trimmed, on a
+ * line of their own ("[process] released N MiB of GPU memory"), never in a
+ * stage's. Returns the bytes handed back. */
+static uint64_t release_process(ebb_runner *r) {
+  if (!ebb_release_count_of(NULL))
+    return 0;
+  uint64_t before = ebb_driver_free(r->dev, NULL);
+  int run = 0, failed = 0;
+  ebb_release_callbacks_of(NULL, &run, &failed);
+  ebb_release_result rr = {.size = sizeof rr};
+  ebb_release(r->alloc, EBB_RELEASE_TRIM | EBB_RELEASE_PINNED, &rr);
+  uint64_t after = ebb_driver_free(r->dev, NULL);
+  const char *name = EBB_RELEASE_PROCESS_OWNER;
+  ebb_log_field f[] = {
+      EBB_LF_S("event", "released"),          EBB_LF_S("stage", name),
+      EBB_LF_U("released_bytes", rr.released_bytes), EBB_LF_U("released_mib", rr.released_bytes >> 20),
+      EBB_LF_U("driver_free_before", before), EBB_LF_U("driver_free_after", after),
+      EBB_LF_I("callbacks_run", run),        EBB_LF_I("callbacks_failed", failed)};
+  if (rr.released_bytes >> 20)
+    ebb_log_ev(EBB_LOG_INFO, name, f, 8, "released %llu MiB of %s", MIB(rr.released_bytes),
+               ebb_device_kind_of(r->dev) == EBB_DEVICE_CUDA ? "GPU memory"
+                                                             : "device memory (cpu)");
+  return rr.released_bytes;
+}
+
+/* Vacates the device when no instance is left: the process-wide owner's
+ * callbacks (release_process), trim, pinned pool and the device context go
+ * back to the driver, so the process holds 0 bytes on the GPU. Not the
+ * per-stage line's shape: this is a job's (or an unload's, or the idle
+ * timer's) end, not a stage. */
 static uint64_t vacate(ebb_runner *r, const char *scope) {
   if (r->pool || !ebb_device_ctx_active(r->dev))
     return 0;
+  uint64_t process = release_process(r);
   uint64_t before = ebb_driver_free(r->dev, NULL);
   ebb_release_result rr = {.size = sizeof rr};
   ebb_release(r->alloc, EBB_RELEASE_DEFAULT | EBB_RELEASE_CONTEXT, &rr);
@@ -114,7 +147,7 @@ static uint64_t vacate(ebb_runner *r, const char *scope) {
                "idle: device context released, %llu MiB of GPU memory back to the driver; "
                "ebb holds nothing on %s",
                MIB(rr.released_bytes), ebb_device_label(r->dev));
-  return rr.released_bytes;
+  return process + rr.released_bytes;
 }
 
 /* Out of device memory in stage `who`: idle instances go first. */

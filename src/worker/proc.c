@@ -186,6 +186,22 @@ fail:
 pid_t ebb_wproc_pid(const ebb_wproc *w) { return w->pid; }
 const char *ebb_wproc_shm_prefix(const ebb_wproc *w) { return w->prefix; }
 int ebb_wproc_alive(const ebb_wproc *w) { return w && w->alive && w->fd >= 0; }
+int ebb_wproc_reaped(const ebb_wproc *w, int *status) {
+  if (!w || w->alive)
+    return 0;
+  if (status)
+    *status = w->status;
+  return 1;
+}
+
+void ebb_wait_status_short(int status, char *buf, size_t n) {
+  if (WIFSIGNALED(status))
+    snprintf(buf, n, "killed by %s", ebb_signal_name(WTERMSIG(status)));
+  else if (WIFEXITED(status))
+    snprintf(buf, n, "exited with status %d", WEXITSTATUS(status));
+  else
+    snprintf(buf, n, "ended (wait status 0x%x)", (unsigned)status);
+}
 
 /* Waits up to grace_s for the worker to end by itself; else SIGKILL. */
 static void reap(ebb_wproc *w, double grace_s) {

@@ -46,6 +46,9 @@ int ebb_wproc_call(ebb_wproc *w, const json_t *msg, double deadline, const atomi
 /* Waits for a message without sending one (the worker's hello). */
 int ebb_wproc_recv(ebb_wproc *w, double deadline, const atomic_int *cancel, json_t **reply);
 int ebb_wproc_alive(const ebb_wproc *w);
+/* 1 and *status (a waitpid status) once the worker has been reaped (it died,
+ * was killed or stopped), else 0. */
+int ebb_wproc_reaped(const ebb_wproc *w, int *status);
 
 /* Ends the worker: closes the socket (a worker exits when it reads EOF),
  * waits up to grace_s for it to exit, then SIGKILLs it; reaps it; unlinks
@@ -55,6 +58,9 @@ int ebb_wproc_alive(const ebb_wproc *w);
  * own. NULL: no-op. */
 int ebb_wproc_stop(ebb_wproc *w, double grace_s, char *how);
 
+/* How a reaped worker ended, short, for the release line's note:
+ * "killed by SIGKILL", "exited with status 3". */
+void ebb_wait_status_short(int status, char *buf, size_t n);
 /* "SIGSEGV" for SIGSEGV. */
 const char *ebb_signal_name(int sig);
 /* "exited with status 3" / "was killed by signal SIGSEGV (Segmentation fault)". */

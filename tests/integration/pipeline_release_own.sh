@@ -1,0 +1,108 @@
+#!/usr/bin/env bash
+# Issue 17: every release line is that stage's own bytes. Three synthetic
+# stages (s1: weights 512 + cache 100 MiB, s2: 1024 + 200, s3: 256 + 300)
+# kept loaded until the end: each "[sN] released N MiB of GPU memory" is its
+# weights + cache plus at most its 64 MiB of cached activations (s1 612-676,
+# s2 1224-1288, s3 556-620), and equals (+-2 MiB) the drop fakegpu-smi
+# measures from outside around that release (the EBB_STAGE_HOOK events
+# release-start / release-end). Under `ebb run --release after-job`, under
+# idle:S eviction in `ebb serve` (the server's timer), and under an unload
+# (`ebb serve`, POST /v1/pipelines/NAME/unload) of a loaded pipeline.
+set -u
+: "${EBB:?}" "${FAKEGPU_SMI:?}" "${FAKEGPU_STATE:?}" "${EBB_TEST_TMP:?}"
+T=$EBB_TEST_TMP
+rm -rf "$T" && mkdir -p "$T"
+rm -f "$FAKEGPU_STATE"
+export FAKEGPU_CONTEXT_MIB=300 FAKEGPU_MEMORY_MIB=16384
+fails=0
+fail() { echo "FAIL: $*" >&2; fails=$((fails + 1)); }
+SERVER=
+trap '[ -n "$SERVER" ] && kill -TERM "$SERVER" 2>/dev/null && wait "$SERVER"' EXIT
+
+stages='[
+  {"stage": "synthetic", "name": "s1", "cache": false,
+   "options": {"weights_mib": 512, "cache_mib": 100, "touch": "sample"}},
+  {"stage": "synthetic", "name": "s2", "cache": false,
+   "options": {"weights_mib": 1024, "cache_mib": 200, "touch": "sample"}},
+  {"stage": "synthetic", "name": "s3", "cache": false,
+   "options": {"weights_mib": 256, "cache_mib": 300, "touch": "sample"}}]'
+cat > "$T/cfg.json" <<JSON
+{"pipelines": {"three": {"stages": $stages},
+               "idle3": {"stages": $stages, "release": "idle:1"}}}
+JSON
+echo "any input" > "$T/input.txt"
+cat > "$T/hook.sh" <<'SH'
+case $EBB_HOOK_EVENT in release-*) ;; *) exit 0 ;; esac
+used=$("$FAKEGPU_SMI" --query-compute-apps=pid,used_memory --format=csv,noheader,nounits |
+       awk -F', *' -v p="$EBB_HOOK_PID" '$1 == p {s += $2} END {print s + 0}')
+echo "$EBB_HOOK_EVENT $EBB_HOOK_STAGE $EBB_HOOK_RELEASED_BYTES $used" >> "$HOOK_LOG"
+SH
+export HOOK_LOG="$T/hook.log" EBB_STAGE_HOOK="sh $T/hook.sh"
+used_at() { awk -v e="$1" -v s="$2" '$1 == e && $2 == s {print $4}' "$HOOK_LOG" | tail -1; }
+
+# check WHAT LOG: each stage's line in range and equal to fakegpu-smi's drop
+check() {
+  local what=$1 log=$2 s lo hi
+  for spec in "s1 612 676" "s2 1224 1288" "s3 556 620"; do
+    set -- $spec
+    s=$1 lo=$2 hi=$3
+    n=$(grep -E "^\[$s\] released [0-9]+ MiB of GPU memory$" "$log" | tail -1 | awk '{print $3}')
+    [ -n "$n" ] || { fail "$what: no release line for $s: $(grep "^\[$s\]" "$log")"; continue; }
+    [ "$n" -ge "$lo" ] && [ "$n" -le "$hi" ] ||
+      fail "$what: $s released $n MiB, want its own weights + cache: $lo-$hi MiB"
+    b=$(used_at release-start "$s") a=$(used_at release-end "$s")
+    [ -n "$b" ] && [ -n "$a" ] || { fail "$what: no hook lines around $s's release"; continue; }
+    drop=$((b - a)) d=$((n - (b - a)))
+    echo "$what: $s says $n MiB; fakegpu-smi $b -> $a MiB (drop $drop)"
+    [ "${d#-}" -le 2 ] || fail "$what: $s says $n MiB, fakegpu-smi measured a drop of $drop MiB"
+  done
+}
+
+# --- ebb run --release after-job ----------------------------------------------------
+: > "$HOOK_LOG"
+"$EBB" run --pipeline three --config "$T/cfg.json" --device cuda --no-cache -o "$T/out" \
+  --release after-job "$T/input.txt" > "$T/run.out" 2> "$T/run.err"
+rc=$?
+cat "$T/run.out" "$HOOK_LOG"
+[ "$rc" = 0 ] || fail "after-job: ebb run exited $rc: $(cat "$T/run.err")"
+check after-job "$T/run.out"
+
+# --- ebb serve: idle:1 eviction, then an unload -------------------------------------
+: > "$HOOK_LOG"
+"$EBB" serve --config "$T/cfg.json" --listen 127.0.0.1:0 --data-dir "$T/data" \
+  --input-dir "$T" > "$T/serve.log" 2>&1 &
+SERVER=$!
+for _ in $(seq 100); do grep -q '^ebb: listening on' "$T/serve.log" 2>/dev/null && break; sleep 0.1; done
+URL=$(head -1 "$T/serve.log" | sed -n 's/^ebb: listening on //p')
+[ -n "$URL" ] || { echo "FAIL: no listening line"; cat "$T/serve.log"; exit 1; }
+post() { curl -s -X POST -H 'Content-Type: application/json' "$URL$1" ${2:+-d "$2"}; }
+state() { curl -s "$URL/v1/jobs/$1" | python3 -c 'import json,sys; print(json.load(sys.stdin)["state"])' 2>/dev/null; }
+wait_job() {
+  local id st=
+  id=$(echo "$1" | python3 -c 'import json,sys; print(json.load(sys.stdin)["id"])' 2>/dev/null)
+  [ -n "$id" ] || { fail "$2: no job id in: $1"; return; }
+  for _ in $(seq 300); do
+    st=$(state "$id")
+    case $st in succeeded|failed|cancelled) break ;; esac
+    sleep 0.1
+  done
+  [ "$st" = succeeded ] || fail "$2: job $id ended $st"
+}
+
+wait_job "$(post /v1/jobs "{\"pipeline\": \"idle3\", \"input\": \"$T/input.txt\"}")" idle
+for _ in $(seq 100); do grep -q '^\[s3\] released' "$T/serve.log" && break; sleep 0.1; done
+cp "$HOOK_LOG" "$T/hook.idle"
+check idle:1 "$T/serve.log"
+
+: > "$HOOK_LOG"
+: > "$T/serve.log.mark"
+lines=$(wc -l < "$T/serve.log")
+post /v1/pipelines/three/load > "$T/load.json"
+wait_job "$(post /v1/jobs "{\"pipeline\": \"three\", \"input\": \"$T/input.txt\"}")" loaded
+post /v1/pipelines/three/unload > "$T/unload.json"
+tail -n +$((lines + 1)) "$T/serve.log" > "$T/unload.log"
+cat "$T/unload.log" "$HOOK_LOG"
+check unload "$T/unload.log"
+
+[ "$fails" = 0 ] && echo "PASS" || echo "$fails failure(s)"
+exit $((fails > 0))
