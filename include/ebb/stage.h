@@ -18,6 +18,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <stdlib.h>
 
 #include "ebb/error.h"
 
@@ -31,6 +32,7 @@ typedef struct ebb_stage_ctx ebb_stage_ctx;
 typedef struct ebb_item ebb_item;
 typedef struct ebb_items ebb_items;
 typedef struct ebb_host_api ebb_host_api;
+struct ebb_estimate;
 
 /* --- items ------------------------------------------------------------------ */
 typedef enum {
@@ -81,7 +83,32 @@ typedef struct ebb_stage {
   void (*unload)(ebb_stage_ctx *ctx, void *state);
   /* Optional: drop caches but keep the loaded state usable. */
   int (*release)(ebb_stage_ctx *ctx, void *state);
+
+  /* --- appended after the first release: a stage built against the older,
+   * shorter struct (size EBB_STAGE_SIZE_V1) still loads; read these only
+   * through EBB_STAGE_HAS(st, field). --- */
+  /* Optional: the memory a run of this stage will need, declared before it
+   * runs (placement, "will it fit", `ebb stages`), checked by ebb against
+   * the measured peak after every run. options_json: the merged options;
+   * in: the job's items so far (NULL when no job is known: answer for no
+   * input). Fills out (out->size is set by ebb; write only what fits). */
+  int (*estimate)(const ebb_host_api *host, const char *options_json, const ebb_items *in,
+                  struct ebb_estimate *out);
 } ebb_stage;
+
+/* What estimate answers. Grows by appending (size first). */
+typedef struct ebb_estimate {
+  uint32_t size;             /* sizeof(ebb_estimate), set by ebb */
+  uint64_t device_bytes;     /* peak device bytes of the stage's owner for this input */
+  uint64_t host_bytes;       /* peak host bytes (pinned + host_alloc) for this input */
+  double device_bytes_per_s; /* of which: per second of audio input (0: not per second) */
+  double host_bytes_per_s;   /* likewise, host */
+} ebb_estimate;
+
+#define EBB_STAGE_SIZE_V1 ((uint32_t)offsetof(ebb_stage, estimate))
+/* 1 when stage st is new enough to have field (and it may still be NULL). */
+#define EBB_STAGE_HAS(st, field)                                                                   \
+  ((st)->size >= offsetof(ebb_stage, field) + sizeof((st)->field))
 
 /* A plugin .so exports this one symbol. It checks host->abi_version, keeps the
  * host table and returns its stages (static storage) in *stages / *n. */
@@ -148,6 +175,13 @@ struct ebb_host_api {
   /* Gives back memory from raw_driver_alloc. What a stage does not give back
    * is freed by ebb when the stage is released. */
   int (*raw_driver_free)(ebb_stage_ctx *ctx, uint64_t dptr);
+  /* Pageable host memory owned by this stage instance, counted like its
+   * pinned buffers (current, peak; `ebb run` reports the host peak beside
+   * the device peak); what it does not free by unload is a leak, reported
+   * and freed by ebb. zero: cleared like calloc. site: "file.c:123".
+   * 16-byte aligned. host_free(NULL) is a no-op. */
+  int (*host_alloc)(ebb_stage_ctx *ctx, size_t bytes, int zero, const char *site, void **p);
+  int (*host_free)(ebb_stage_ctx *ctx, void *p);
 };
 
 /* The first member of every context is the host table, so the wrappers below
@@ -163,6 +197,28 @@ struct ebb_stage_ctx {
 /* Wrappers: ebb_dev_alloc(ctx, n, &p) records the caller's file:line. */
 #define ebb_dev_alloc(ctx, bytes, dptr) ((ctx)->host->dev_alloc((ctx), (bytes), EBB_SITE, (dptr)))
 static inline int ebb_dev_free(ebb_stage_ctx *c, uint64_t p) { return c->host->dev_free(c, p); }
+/* ebb_host_alloc(ctx, n, &p) / ebb_host_calloc: pageable host memory owned by
+ * the stage (the caller's file:line recorded); NULL ctx or a host table
+ * older than host_alloc: plain malloc/calloc, uncounted. ebb_host_free
+ * likewise. */
+#define EBB_HOST_HAS_ALLOC_(c)                                                                     \
+  ((c) && (c)->host->size >= offsetof(ebb_host_api, host_free) + sizeof(void *))
+static inline void *ebb_host_alloc_at_(ebb_stage_ctx *c, size_t n, int zero, const char *site) {
+  void *p = NULL;
+  if (!EBB_HOST_HAS_ALLOC_(c))
+    return zero ? calloc(1, n ? n : 1) : malloc(n ? n : 1);
+  return c->host->host_alloc(c, n, zero, site, &p) == 0 ? p : NULL;
+}
+#define ebb_host_alloc(ctx, bytes) ebb_host_alloc_at_((ctx), (bytes), 0, EBB_SITE)
+#define ebb_host_calloc(ctx, count, size) ebb_host_alloc_at_((ctx), (count) * (size), 1, EBB_SITE)
+static inline void ebb_host_free(ebb_stage_ctx *c, void *p) {
+  if (!p)
+    return;
+  if (!EBB_HOST_HAS_ALLOC_(c))
+    free(p);
+  else
+    c->host->host_free(c, p);
+}
 static inline ebb_dev_kind ebb_device_kind(ebb_stage_ctx *c) { return c->host->device_kind(c); }
 static inline int ebb_set_error(ebb_stage_ctx *c, int code, const char *msg) {
   return c->host->set_error(c, code, msg);

@@ -34,6 +34,29 @@ static void print_range(const json_t *lo, const json_t *hi) {
     printf("%.10g", json_number_value(hi));
 }
 
+/* The stage's declared needs with its default options and no input (NULL:
+ * it declares none). */
+static json_t *estimate_of(const ebb_stage *st) {
+  ebb_estimate e = {.size = sizeof e};
+  if (ebb_stage_estimate(st, NULL, NULL, &e) != 0)
+    return NULL;
+  return json_pack("{s:I, s:I, s:f, s:f}", "device_bytes", (json_int_t)e.device_bytes,
+                   "host_bytes", (json_int_t)e.host_bytes, "device_bytes_per_s",
+                   e.device_bytes_per_s, "host_bytes_per_s", e.host_bytes_per_s);
+}
+
+static void print_estimate(const json_t *e) {
+  double mib = 1048576.0;
+  printf("  needs (declared, default options): device %.1f MiB, host %.1f MiB",
+         (double)json_integer_value(json_object_get(e, "device_bytes")) / mib,
+         (double)json_integer_value(json_object_get(e, "host_bytes")) / mib);
+  double dps = json_real_value(json_object_get(e, "device_bytes_per_s"));
+  double hps = json_real_value(json_object_get(e, "host_bytes_per_s"));
+  if (dps > 0 || hps > 0)
+    printf(", + %.2f MiB device and %.2f MiB host per second of audio", dps / mib, hps / mib);
+  printf("\n");
+}
+
 int ebb_cmd_stages(int argc, char **argv) {
   const char *config;
   int json;
@@ -50,6 +73,7 @@ int ebb_cmd_stages(int argc, char **argv) {
     const char *origin;
     const ebb_stage *st = ebb_registry_at(reg, i, &origin);
     json_t *schema = st->options_schema ? json_loads(st->options_schema, 0, NULL) : json_object();
+    json_t *est = estimate_of(st);
     if (json) {
       json_t *o = json_object();
       json_object_set_new(o, "name", json_string(st->name));
@@ -58,11 +82,14 @@ int ebb_cmd_stages(int argc, char **argv) {
       json_object_set_new(o, "description", json_string(st->description ? st->description : ""));
       json_object_set_new(o, "needs_gpu", json_boolean(st->needs_gpu));
       json_object_set(o, "options", schema ? schema : json_object());
+      json_object_set(o, "estimate", est ? est : json_null());
       json_array_append_new(arr, o);
     } else {
       printf("%s  v%u  (%s)%s\n", st->name, st->version, origin, st->needs_gpu ? "  GPU" : "");
       if (st->description)
         printf("  %s\n", st->description);
+      if (est)
+        print_estimate(est);
       const char *k;
       json_t *spec;
       json_object_foreach(schema, k, spec) {
@@ -76,6 +103,7 @@ int ebb_cmd_stages(int argc, char **argv) {
       }
     }
     json_decref(schema);
+    json_decref(est);
   }
   if (json) {
     char *s = json_dumps(arr, JSON_INDENT(2) | JSON_REAL_PRECISION(10));

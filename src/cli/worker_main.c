@@ -62,9 +62,10 @@ static json_t *memory(wk *w) {
     ebb_owner_get_stats(w->owner, &os);
   if (w->alloc)
     ebb_allocator_get_stats(w->alloc, &as);
-  json_t *m = json_pack("{s:I, s:I, s:I}", "peak_bytes", (json_int_t)os.bytes.peak,
+  json_t *m = json_pack("{s:I, s:I, s:I, s:I}", "peak_bytes", (json_int_t)os.bytes.peak,
                         "allocated_bytes", (json_int_t)os.bytes.current, "reserved_bytes",
-                        (json_int_t)as.reserved.current);
+                        (json_int_t)as.reserved.current, "host_peak_bytes",
+                        (json_int_t)(w->owner ? ebb_sctx_host_peak(&w->ctx) : 0));
   uint64_t used;
   if (w->dev && ebb_device_kind_of(w->dev) == EBB_DEVICE_CUDA &&
       ebb_device_process_used(w->dev, getpid(), &used) == 0)

@@ -1,5 +1,6 @@
 #include "pipeline/host.h"
 
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -205,6 +206,89 @@ static int h_off_release(ebb_stage_ctx *ctx, uint64_t handle) {
                     (unsigned long long)handle);
 }
 
+/* --- pageable host memory, owned by the stage instance ---------------------------- */
+typedef struct ebb_hblock { /* 32 bytes before the stage's bytes: they stay 16-aligned */
+  struct ebb_hblock *prev, *next;
+  size_t size;
+  const char *site;         /* static storage (EBB_SITE) */
+} ebb_hblock;
+
+static int h_host_alloc(ebb_stage_ctx *ctx, size_t bytes, int zero, const char *site, void **p) {
+  ebb_sctx *c = C(ctx);
+  if (!p)
+    return ebb_seterr(EBB_EINVAL, "%s: host_alloc without an out-param", c->name);
+  *p = NULL;
+  if (bytes > SIZE_MAX - sizeof(ebb_hblock))
+    return ebb_seterr(EBB_ENOMEM, "%s: host_alloc of %zu bytes: too large", c->name, bytes);
+  ebb_hblock *b = zero ? calloc(1, sizeof *b + bytes) : malloc(sizeof *b + bytes);
+  if (!b)
+    return ebb_seterr(EBB_ENOMEM, "%s: out of host memory (asked for %zu MiB at %s)", c->name,
+                      bytes >> 20, site ? site : "?");
+  b->size = bytes;
+  b->site = site;
+  b->prev = NULL;
+  b->next = c->host_blocks;
+  if (b->next)
+    b->next->prev = b;
+  c->host_blocks = b;
+  c->host_nblocks++;
+  c->host_bytes += bytes;
+  c->host_total += bytes;
+  if (c->host_bytes > c->host_peak)
+    c->host_peak = c->host_bytes;
+  *p = b + 1;
+  return 0;
+}
+
+static void hblock_unlink(ebb_sctx *c, ebb_hblock *b) {
+  if (b->prev)
+    b->prev->next = b->next;
+  else
+    c->host_blocks = b->next;
+  if (b->next)
+    b->next->prev = b->prev;
+  c->host_nblocks--;
+  c->host_bytes -= b->size;
+}
+
+static int h_host_free(ebb_stage_ctx *ctx, void *p) {
+  if (!p)
+    return 0;
+  ebb_sctx *c = C(ctx);
+  ebb_hblock *b = (ebb_hblock *)p - 1;
+  hblock_unlink(c, b);
+  free(b);
+  return 0;
+}
+
+uint64_t ebb_sctx_host_peak(ebb_sctx *c) {
+  ebb_owner_stats os = {.size = sizeof os};
+  uint64_t pinned = c->owner && ebb_owner_get_stats(c->owner, &os) == 0 ? os.pinned_bytes.peak : 0;
+  return c->host_peak + pinned;
+}
+
+void ebb_sctx_host_reset_peak(ebb_sctx *c) { c->host_peak = c->host_bytes; }
+
+uint64_t ebb_sctx_host_reclaim(ebb_sctx *c, int quiet, uint32_t *blocks) {
+  uint64_t bytes = c->host_bytes;
+  uint32_t n = c->host_nblocks;
+  if (n && !quiet) {
+    ebb_log(EBB_LOG_WARN, c->name, "leaked %llu MiB of host memory in %u blocks; freed by ebb",
+            (unsigned long long)(bytes >> 20), n);
+    int shown = 0;
+    for (ebb_hblock *b = c->host_blocks; b && shown < 5; b = b->next, shown++)
+      ebb_log(EBB_LOG_WARN, c->name, "  %zu bytes at %s", b->size, b->site ? b->site : "?");
+  }
+  while (c->host_blocks) {
+    ebb_hblock *b = c->host_blocks;
+    hblock_unlink(c, b);
+    free(b);
+  }
+  if (blocks)
+    *blocks = n;
+  return bytes;
+}
+
 static int h_item_count(const ebb_items *items) { return ebb_items_count(items); }
 static int h_item_get(const ebb_items *items, int i, ebb_item_info *out) {
   return ebb_items_get(items, i, out);
@@ -248,6 +332,8 @@ static const ebb_host_api host_table = {
     .output_dir = h_output_dir,
     .stage_name = h_stage_name,
     .raw_driver_free = h_raw_free,
+    .host_alloc = h_host_alloc,
+    .host_free = h_host_free,
 };
 
 const ebb_host_api *ebb_host_table(void) { return &host_table; }
@@ -267,6 +353,7 @@ void ebb_sctx_init(ebb_sctx *c, ebb_device *dev, ebb_owner *owner, const char *n
 }
 
 void ebb_sctx_cleanup(ebb_sctx *c) {
+  ebb_sctx_host_reclaim(c, 1, NULL); /* the instance reported them already */
   for (size_t i = 0; i < c->nhandles; i++)
     ebb_off_release(c->handles[i]);
   c->nhandles = 0;

@@ -52,6 +52,10 @@ struct ebb_sctx {
   ebb_sctx_mod *mods;
   size_t nmods;
 
+  struct ebb_hblock *host_blocks; /* host_alloc's live blocks (a list) */
+  uint64_t host_bytes, host_peak, host_total; /* pageable host bytes: now, peak, all time */
+  uint32_t host_nblocks;
+
   ebb_sctx_oom_fn on_oom;
   void *on_oom_arg;
 
@@ -72,6 +76,14 @@ void ebb_sctx_init(ebb_sctx *c, ebb_device *dev, ebb_owner *owner, const char *n
  * raw_freed), unloads kernel modules, frees the context's own storage. The
  * owner is not touched. */
 void ebb_sctx_cleanup(ebb_sctx *c);
+/* Frees the host_alloc blocks the stage did not free and answers their
+ * bytes (*blocks: how many); quiet: no log line, else "[name] leaked N MiB
+ * of host memory in M blocks; freed by ebb" and the largest sites. */
+uint64_t ebb_sctx_host_reclaim(ebb_sctx *c, int quiet, uint32_t *blocks);
+/* Peak host bytes of the stage: pageable (host_alloc) + its owner's pinned peak. */
+uint64_t ebb_sctx_host_peak(ebb_sctx *c);
+/* Restarts the host peak at what is held now (before a run). */
+void ebb_sctx_host_reset_peak(ebb_sctx *c);
 /* Clears the error set by the stage. */
 void ebb_sctx_clear_error(ebb_sctx *c);
 double ebb_now(void); /* CLOCK_MONOTONIC seconds */

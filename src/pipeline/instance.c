@@ -201,6 +201,7 @@ static void cleanup_context(ebb_instance *in, const ebb_instance_plan *plan, uin
     ebb_log(plan->quiet ? EBB_LOG_DEBUG : EBB_LOG_WARN, in->ctx.name,
             "%llu MiB taken from the driver directly were not given back; freed by ebb",
             MIB(rep->unattributed_bytes));
+  rep->leaked_host_bytes = ebb_sctx_host_reclaim(&in->ctx, plan->quiet, NULL);
   ebb_sctx_cleanup(&in->ctx);
   rep->released_bytes += in->ctx.raw_freed - raw0;
 }

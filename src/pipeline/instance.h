@@ -122,6 +122,7 @@ typedef struct ebb_instance_report {
   int unload_error;              /* the stage's unload set an error: */
   char unload_message[1024];     /* its message */
   int context_error;             /* with_context, and the context was kept: why */
+  uint64_t leaked_host_bytes;    /* pageable host_alloc blocks not freed: reported, freed */
 } ebb_instance_report;
 
 /* NEW. The owner (named spec->name, kind "stage") and the stage context are

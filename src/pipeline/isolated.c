@@ -28,6 +28,7 @@ typedef struct iso {
   char exe[PATH_MAX];
   char label[128];
   uint64_t peak;          /* as the worker reported it */
+  uint64_t host_peak;     /* likewise, host (pageable + pinned) */
   int measured;           /* usage taken before the release began */
   int used_known;
   uint64_t used;          /* the worker process's usage then (NVML) */
@@ -100,9 +101,11 @@ static uint64_t u64_of(json_t *o, const char *k) {
 
 static void note_memory(iso *s, json_t *reply) {
   json_t *m = json_object_get(reply, "memory");
-  uint64_t pk = u64_of(m, "peak_bytes");
+  uint64_t pk = u64_of(m, "peak_bytes"), hp = u64_of(m, "host_peak_bytes");
   if (pk > s->peak)
     s->peak = pk;
+  if (hp > s->host_peak)
+    s->host_peak = hp;
 }
 
 /* Fails the stage with the worker room's message (it names the pid). */
@@ -487,6 +490,9 @@ static void iso_unload(ebb_stage_ctx *ctx, void *state) {
 }
 
 uint64_t ebb_isolated_peak(const void *state) { return state ? ((const iso *)state)->peak : 0; }
+uint64_t ebb_isolated_host_peak(const void *state) {
+  return state ? ((const iso *)state)->host_peak : 0;
+}
 long ebb_isolated_pid(const void *state) {
   const iso *s = state;
   return s && s->w ? s->pid : 0;

@@ -39,6 +39,9 @@ json_t *ebb_isolated_spec(const ebb_stage_def *d, const ebb_stage *real, json_t 
 /* The worker's peak device bytes as it last reported them (state: the
  * proxy's loaded state). */
 uint64_t ebb_isolated_peak(const void *state);
+/* Its peak host bytes likewise ("host_peak_bytes"; 0 from a worker that does
+ * not say). */
+uint64_t ebb_isolated_host_peak(const void *state);
 /* The worker's pid, 0 when none runs. */
 long ebb_isolated_pid(const void *state);
 

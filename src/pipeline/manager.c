@@ -484,13 +484,26 @@ static int load_in_switch(ebb_manager *m, mpipe *pp) {
     on_device(m, evict_on_dev, &ev);
     add_released(m, ev.rel);
   }
+  /* before its first measured load: what its stages declare (the stage
+   * ABI's estimate), plus the context if there is none yet */
+  const char *why = "its last measured peak";
+  if (!need) {
+    uint64_t declared = 0;
+    ebb_manager_pipeline_need(m, name, &declared, NULL);
+    if (declared) {
+      ebb_alloc_stats st = {.size = sizeof st};
+      ebb_allocator_get_stats(m->alloc, &st);
+      need = declared + (ebb_device_ctx_active(m->dev) ? 0 : st.context_estimate);
+      why = "declared by its stages";
+    }
+  }
   if (need && known) {
     uint64_t total = ebb_device_total_bytes(m->dev);
     if (total && need > total)
       return ebb_seterr(EBB_EOOM,
-                        "pipeline '%s' needs about %llu MiB (its last measured peak) but the "
+                        "pipeline '%s' needs about %llu MiB (%s) but the "
                         "device %s has only %llu MiB in all; not loading it",
-                        name, MIB(need), ebb_device_label(m->dev), MIB(total));
+                        name, MIB(need), why, ebb_device_label(m->dev), MIB(total));
     double until = ebb_now() + m->load_wait_s;
     while ((free_now = driver_free(m, NULL)) < need && ebb_now() < until) {
       struct timespec ts = {0, 100 * 1000000L};
@@ -498,15 +511,45 @@ static int load_in_switch(ebb_manager *m, mpipe *pp) {
     }
     if (free_now < need)
       return ebb_seterr(EBB_EOOM,
-                        "pipeline '%s' needs about %llu MiB (its last measured peak) but %s has "
+                        "pipeline '%s' needs about %llu MiB (%s) but %s has "
                         "%llu MiB free after unloading the other pipelines and waiting %.0f s; "
                         "not loading it (something else holds the memory)",
-                        name, MIB(need), ebb_device_label(m->dev), MIB(free_now), m->load_wait_s);
+                        name, MIB(need), why, ebb_device_label(m->dev), MIB(free_now),
+                        m->load_wait_s);
   }
   load_args la = {m, pp, 0};
   int rc = on_device(m, load_on_dev, &la);
   add_released(m, la.rel);
   return rc;
+}
+
+int ebb_manager_stage_need(ebb_manager *m, const char *pipeline, const char *stage,
+                           ebb_stage_need *out) {
+  mpipe *pp = m ? find_pipe(m, pipeline) : NULL;
+  if (!pp)
+    return m ? unknown_pipeline(m, pipeline) : ebb_seterr(EBB_EINVAL, "no manager");
+  return ebb_runner_stage_need(m->runner, pp->def, stage, out);
+}
+
+int ebb_manager_pipeline_need(ebb_manager *m, const char *pipeline, uint64_t *device_bytes,
+                              int *complete) {
+  mpipe *pp = m ? find_pipe(m, pipeline) : NULL;
+  if (!pp)
+    return m ? unknown_pipeline(m, pipeline) : ebb_seterr(EBB_EINVAL, "no manager");
+  uint64_t sum = 0;
+  int all = 1;
+  for (size_t i = 0; i < pp->def->nstages; i++) {
+    ebb_stage_need n = {.size = sizeof n};
+    if (ebb_runner_stage_need(m->runner, pp->def, pp->def->stages[i].name, &n) == 0)
+      sum += n.device_bytes;
+    else
+      all = 0;
+  }
+  if (device_bytes)
+    *device_bytes = sum;
+  if (complete)
+    *complete = all;
+  return 0;
 }
 
 int ebb_manager_load(ebb_manager *m, const char *name) {

@@ -120,6 +120,20 @@ void ebb_manager_tick(ebb_manager *m);
  * bytes handed back to the driver. */
 int ebb_manager_release(ebb_manager *m, uint64_t *released);
 
+/* What stage `stage` of pipeline `pipeline` needs (placement, "will it fit",
+ * the multi-GPU work): its last measured peak when it has run here, else
+ * its declared estimate (the stage ABI's `estimate`, default input: none).
+ * See ebb_runner_stage_need. Any thread; never waits for a job.
+ * EBB_ENOTFOUND unknown pipeline or stage; EBB_EUNSUPPORTED never run and
+ * no estimate declared. */
+int ebb_manager_stage_need(ebb_manager *m, const char *pipeline, const char *stage,
+                           ebb_stage_need *out);
+/* The sum over the pipeline's stages of ebb_manager_stage_need's device
+ * bytes (stages that declare nothing and never ran count 0; *complete (may
+ * be NULL) is then 0). */
+int ebb_manager_pipeline_need(ebb_manager *m, const char *pipeline, uint64_t *device_bytes,
+                              int *complete);
+
 /* [{"name","description","origin","stages":[..],"loaded":bool,"sessions":N,
  *   "need_bytes":N|null}] (new reference). */
 json_t *ebb_manager_pipelines_json(ebb_manager *m);

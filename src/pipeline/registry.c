@@ -53,9 +53,11 @@ static int check_stage(const ebb_stage *st, const char *origin, size_t index) {
                       "%s: stage #%zu was built for stage ABI version %u; this ebb speaks "
                       "version %u (rebuild the plugin against this ebb's include/ebb/stage.h)",
                       origin, index, st->abi_version, EBB_STAGE_ABI_VERSION);
-  if (st->size < sizeof(ebb_stage))
-    return ebb_seterr(EBB_EABI, "%s: stage #%zu has size %u, expected at least %zu", origin,
-                      index, st->size, sizeof(ebb_stage));
+  /* a stage built against an older, shorter struct still loads: the fields
+   * appended since are read through EBB_STAGE_HAS */
+  if (st->size < EBB_STAGE_SIZE_V1)
+    return ebb_seterr(EBB_EABI, "%s: stage #%zu has size %u, expected at least %u", origin,
+                      index, st->size, EBB_STAGE_SIZE_V1);
   if (!st->name || !*st->name)
     return ebb_seterr(EBB_EABI, "%s: stage #%zu has no name", origin, index);
   const char *missing = !st->load ? "load" : !st->run ? "run" : !st->unload ? "unload" : NULL;
@@ -358,4 +360,31 @@ fail:
   json_decref(schema);
   json_decref(out);
   return rc;
+}
+
+int ebb_stage_estimate(const ebb_stage *st, const char *options, const ebb_items *in,
+                       ebb_estimate *out) {
+  if (!st || !out || out->size < sizeof(uint32_t))
+    return ebb_seterr(EBB_EINVAL, "ebb_stage_estimate: a stage and out->size are required");
+  uint32_t size = out->size < sizeof(ebb_estimate) ? out->size : (uint32_t)sizeof(ebb_estimate);
+  if (!EBB_STAGE_HAS(st, estimate) || !st->estimate)
+    return ebb_seterr(EBB_EUNSUPPORTED, "stage '%s' declares no memory needs", st->name);
+  ebb_estimate e;
+  memset(&e, 0, sizeof e);
+  e.size = sizeof e;
+  char *defaults = NULL;
+  if (!options) { /* the schema's defaults */
+    json_t *merged = NULL;
+    if (ebb_stage_validate_options(st, NULL, NULL, &merged) == 0)
+      defaults = json_dumps(merged, JSON_COMPACT | JSON_SORT_KEYS);
+    json_decref(merged);
+  }
+  ebb_clearerr();
+  int rc = st->estimate(ebb_host_table(), options ? options : defaults ? defaults : "{}", in, &e);
+  free(defaults);
+  if (rc)
+    return ebb_errctx(rc, "stage '%s': estimate: ", st->name);
+  memcpy(out, &e, size);
+  out->size = size;
+  return 0;
 }

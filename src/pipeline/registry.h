@@ -46,4 +46,12 @@ const ebb_stage *ebb_registry_at(const ebb_registry *r, size_t i, const char **o
 int ebb_stage_validate_options(const ebb_stage *st, const json_t *options, const char *where,
                                json_t **merged);
 
+/* The stage's declared needs (its optional `estimate`) for options (the
+ * merged options, JSON text; NULL: its defaults) and the job's items so far
+ * (NULL: no input). 0 and *out filled (out->size set by the caller);
+ * EBB_EUNSUPPORTED when the stage declares none (an older struct, or no
+ * estimate); the stage's error otherwise. */
+int ebb_stage_estimate(const ebb_stage *st, const char *options, const ebb_items *in,
+                       ebb_estimate *out);
+
 #endif

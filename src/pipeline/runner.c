@@ -3,6 +3,7 @@
 #include <errno.h>
 #include <stdarg.h>
 #include <limits.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -29,7 +30,16 @@ typedef struct slot {
   int quiet;           /* policy never: its release lines go to debug */
 } slot;
 
+/* What the runner learned of a stage entry: its last measured peaks. */
+typedef struct stage_note {
+  char pipeline[128], name[128];
+  uint64_t peak, host_peak, estimate;
+} stage_note;
+
 struct ebb_runner {
+  pthread_mutex_t notes_mu; /* leaf: notes only (ebb_runner_stage_need, any thread) */
+  stage_note *notes;
+  size_t nnotes;
   ebb_device *dev;
   ebb_allocator *alloc;
   const ebb_registry *reg;
@@ -203,6 +213,7 @@ int ebb_runner_create(const ebb_runner_opts *o, ebb_runner **out) {
   ebb_runner *r = calloc(1, sizeof *r);
   if (!r)
     return ebb_seterr(EBB_ENOMEM, "runner: out of host memory");
+  pthread_mutex_init(&r->notes_mu, NULL);
   r->dev = o->dev;
   r->alloc = o->alloc;
   r->reg = o->reg;
@@ -225,6 +236,8 @@ void ebb_runner_destroy(ebb_runner *r) {
     release_slot(r, r->pool, 0, NULL);
   free(r->cache_dir);
   free(r->hook);
+  free(r->notes);
+  pthread_mutex_destroy(&r->notes_mu);
   free(r);
 }
 
@@ -486,6 +499,99 @@ static int stage_failed(job_state *js, stage_run *sr, int rc) {
   return fail(js->res, rc, d->name, "stage '%s' (%s) %s: %s", d->name, d->stage, phase, why);
 }
 
+/* --- declared needs and measured peaks ------------------------------------------ */
+static void note_peak(ebb_runner *r, const char *pipeline, const char *name, uint64_t peak,
+                      uint64_t host_peak, uint64_t estimate) {
+  pthread_mutex_lock(&r->notes_mu);
+  stage_note *n = NULL;
+  for (size_t i = 0; i < r->nnotes && !n; i++)
+    if (!strcmp(r->notes[i].pipeline, pipeline) && !strcmp(r->notes[i].name, name))
+      n = &r->notes[i];
+  if (!n) {
+    stage_note *v = realloc(r->notes, (r->nnotes + 1) * sizeof *v);
+    if (v) {
+      r->notes = v;
+      n = &v[r->nnotes++];
+      memset(n, 0, sizeof *n);
+      snprintf(n->pipeline, sizeof n->pipeline, "%s", pipeline);
+      snprintf(n->name, sizeof n->name, "%s", name);
+    }
+  }
+  if (n) {
+    n->peak = peak;
+    n->host_peak = host_peak;
+    n->estimate = estimate;
+  }
+  pthread_mutex_unlock(&r->notes_mu);
+}
+
+/* The stage's estimate for this job's items (0: it declares none); off from
+ * the measured peak by more than 10 %: a debug line. */
+static uint64_t check_estimate(job_state *js, stage_run *sr, uint64_t peak) {
+  ebb_estimate e = {.size = sizeof e};
+  const ebb_stage *real = ebb_registry_find(js->r->reg, sr->d->stage, NULL);
+  if (!real || ebb_stage_estimate(real, sr->d->isolate ? NULL : sr->opts, js->items, &e) != 0)
+    return 0;
+  if (sr->d->isolate) { /* the proxy's options are a spec: ask with the real stage's */
+    char *o = json_dumps(json_object_get(sr->merged, "options"), JSON_COMPACT | JSON_SORT_KEYS);
+    e.size = sizeof e;
+    int rc = o ? ebb_stage_estimate(real, o, js->items, &e) : EBB_ENOMEM;
+    free(o);
+    if (rc)
+      return 0;
+  }
+  double off = peak ? ((double)e.device_bytes - (double)peak) / (double)peak : 0;
+  if (off > 0.10 || off < -0.10)
+    ebb_log(EBB_LOG_DEBUG, sr->d->name,
+            "estimate %llu MiB, measured peak %llu MiB (off by %+.0f %%)", MIB(e.device_bytes),
+            MIB(peak), off * 100);
+  return e.device_bytes ? e.device_bytes : 1;
+}
+
+int ebb_runner_stage_need(ebb_runner *r, const ebb_pipeline_def *p, const char *stage,
+                          ebb_stage_need *out) {
+  if (!r || !p || !stage || !out || out->size < sizeof(uint32_t))
+    return ebb_seterr(EBB_EINVAL, "ebb_runner_stage_need: runner, pipeline, stage and out->size "
+                                  "are required");
+  const ebb_stage_def *d = NULL;
+  for (size_t i = 0; i < p->nstages && !d; i++)
+    if (!strcmp(p->stages[i].name, stage))
+      d = &p->stages[i];
+  if (!d)
+    return ebb_seterr(EBB_ENOTFOUND, "pipeline '%s' has no stage '%s'", p->name, stage);
+  ebb_stage_need n = {.size = sizeof n};
+  int found = 0;
+  pthread_mutex_lock(&r->notes_mu);
+  for (size_t i = 0; i < r->nnotes && !found; i++)
+    if (!strcmp(r->notes[i].pipeline, p->name) && !strcmp(r->notes[i].name, stage)) {
+      n.device_bytes = r->notes[i].peak;
+      n.host_bytes = r->notes[i].host_peak;
+      n.estimate_device_bytes = r->notes[i].estimate;
+      n.measured = found = 1;
+    }
+  pthread_mutex_unlock(&r->notes_mu);
+  if (!found) {
+    const ebb_stage *st = ebb_registry_find(r->reg, d->stage, NULL);
+    json_t *merged = NULL;
+    int rc = st ? ebb_stage_validate_options(st, d->options, NULL, &merged)
+                : ebb_seterr(EBB_ENOTFOUND, "unknown stage '%s'", d->stage);
+    char *o = rc ? NULL : json_dumps(merged, JSON_COMPACT | JSON_SORT_KEYS);
+    json_decref(merged);
+    ebb_estimate e = {.size = sizeof e};
+    if (!rc)
+      rc = o ? ebb_stage_estimate(st, o, NULL, &e) : ebb_seterr(EBB_ENOMEM, "out of host memory");
+    free(o);
+    if (rc)
+      return rc;
+    n.device_bytes = n.estimate_device_bytes = e.device_bytes;
+    n.host_bytes = e.host_bytes;
+  }
+  uint32_t keep = out->size < sizeof n ? out->size : (uint32_t)sizeof n;
+  memcpy(out, &n, keep);
+  out->size = keep;
+  return 0;
+}
+
 /* A stage that succeeded: its result cached, its items the job's, its line. */
 static int stage_done(job_state *js, stage_run *sr) {
   ebb_runner *r = js->r;
@@ -496,21 +602,29 @@ static int stage_done(job_state *js, stage_run *sr) {
   if (sr->use_cache && ebb_items_count(sr->out) > 0 &&
       ebb_cache_store(r->cache_dir, sr->key, sr->out, r->dev) != 0)
     ebb_log(EBB_LOG_WARN, d->name, "result not cached: %s", ebb_errmsg());
+  ebb_owner_stats os = {.size = sizeof os};
+  ebb_owner_get_stats(ebb_instance_owner(sr->s->inst), &os);
+  uint64_t host_peak = ebb_sctx_host_peak(ebb_instance_ctx(sr->s->inst));
+  if (d->isolate) { /* the worker's own allocator, as it reported it */
+    os.bytes.peak = ebb_isolated_peak(ebb_instance_stage_state(sr->s->inst));
+    host_peak = ebb_isolated_host_peak(ebb_instance_stage_state(sr->s->inst));
+  }
+  /* the estimate is for the inputs the stage was given: before its outputs join */
+  uint64_t est = check_estimate(js, sr, os.bytes.peak);
+  note_peak(r, js->job->pipeline->name, d->name, os.bytes.peak, host_peak, est);
   int rc = ebb_items_take(js->items, sr->out);
   if (rc)
     return fail(js->res, rc, d->name, "stage '%s': %s", d->name, ebb_errmsg());
   js->res->stages_run++;
-  ebb_owner_stats os = {.size = sizeof os};
-  ebb_owner_get_stats(ebb_instance_owner(sr->s->inst), &os);
-  if (d->isolate) /* the worker's own allocator, as it reported it */
-    os.bytes.peak = ebb_isolated_peak(ebb_instance_stage_state(sr->s->inst));
   ebb_log_field f[] = {EBB_LF_S("event", "stage_done"), EBB_LF_S("stage", d->name),
                        EBB_LF_F("seconds", sr->t1 - sr->t0),
                        EBB_LF_F("load_seconds", sr->t_loaded - sr->t0),
                        EBB_LF_F("run_seconds", sr->t1 - sr->t_loaded),
-                       EBB_LF_U("peak_bytes", os.bytes.peak)};
-  ebb_log_ev(EBB_LOG_INFO, d->name, f, 6, "done in %.2f s, peak %llu MiB", sr->t1 - sr->t0,
-             MIB(os.bytes.peak));
+                       EBB_LF_U("peak_bytes", os.bytes.peak),
+                       EBB_LF_U("host_peak_bytes", host_peak),
+                       EBB_LF_U("estimate_bytes", est > 1 ? est : 0)};
+  ebb_log_ev(EBB_LOG_INFO, d->name, f, 8, "done in %.2f s, peak %llu MiB, host peak %llu MiB",
+             sr->t1 - sr->t0, MIB(os.bytes.peak), MIB(host_peak));
   if (!d->isolate) /* a worker's memory is its own, not held outside ebb */
     report_outside(r, sr);
   return 0;

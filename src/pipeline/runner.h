@@ -37,7 +37,13 @@
  *
  * Threads: one job at a time per runner (a server serialises jobs per
  * runner or holds one runner per device); the runner takes no lock of its
- * own, so nothing here is named _locked. */
+ * own but one leaf mutex around its per-stage notes (last measured peaks,
+ * read by ebb_runner_stage_need from any thread), so nothing here is named
+ * _locked.
+ *
+ * Declared needs: after every run the stage's estimate (ebb_stage_estimate
+ * with the job's items) is checked against the measured peak; off by more
+ * than 10 %: a debug line "[a] estimate N MiB, measured peak M MiB". */
 #ifndef EBB_PIPELINE_RUNNER_H
 #define EBB_PIPELINE_RUNNER_H
 
@@ -128,6 +134,22 @@ int ebb_runner_load_pipeline(ebb_runner *r, const ebb_pipeline_def *p, const cha
  * instances are released anyway). */
 int ebb_runner_unload_pipeline(ebb_runner *r, const char *pipeline, int with_context,
                                uint64_t *released);
+/* What a stage needs, for placement and "will it fit" before it loads: the
+ * last measured peak of that stage (pipeline, stage entry name) when it has
+ * run in this runner, else its declared estimate (ebb_stage_estimate with
+ * its merged options and no input). */
+typedef struct ebb_stage_need {
+  uint32_t size;         /* sizeof(ebb_stage_need), set by the caller */
+  uint64_t device_bytes; /* peak device bytes of the stage's owner */
+  uint64_t host_bytes;   /* peak host bytes (pageable host_alloc + pinned) */
+  int measured;          /* 1: the last measured peak; 0: the estimate */
+  uint64_t estimate_device_bytes; /* the estimate for the last run's input (0: none) */
+} ebb_stage_need;
+/* EBB_ENOTFOUND: no such stage in p; EBB_EUNSUPPORTED: never run and no
+ * estimate declared. Any thread (the notes have a leaf lock of their own). */
+int ebb_runner_stage_need(ebb_runner *r, const ebb_pipeline_def *p, const char *stage,
+                          ebb_stage_need *out);
+
 /* Device bytes held now (owners' trees) and the sum of the owners' peaks of
  * the pipeline's instances; returns how many are loaded. */
 int ebb_runner_pipeline_bytes(ebb_runner *r, const char *pipeline, uint64_t *current,

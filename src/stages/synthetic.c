@@ -311,6 +311,26 @@ static void syn_unload(ebb_stage_ctx *ctx, void *state) {
   free_all(s);
 }
 
+/* Exact: the owner's peak is the first run's weights + activations + cache
+ * + leak (all live at once); host: the pinned window buffer of touch(). */
+static int syn_estimate(const ebb_host_api *host, const char *options_json, const ebb_items *in,
+                        ebb_estimate *out) {
+  (void)host;
+  (void)in;
+  json_t *root = NULL;
+  stage_opts v;
+  int rc = stage_opts_parse("synthetic", options_json, &root, &v);
+  json_decref(root);
+  if (rc)
+    return rc;
+  out->device_bytes = (uint64_t)(size_t)(v.weights_mib * MIB_BYTES) +
+                      (uint64_t)(size_t)(v.activations_mib * MIB_BYTES) +
+                      (uint64_t)(size_t)(v.cache_mib * MIB_BYTES) +
+                      (uint64_t)(size_t)(v.leak_mib * MIB_BYTES);
+  out->host_bytes = 2 * WINDOW;
+  return 0;
+}
+
 const ebb_stage ebb_stage_synthetic = {
     .abi_version = EBB_STAGE_ABI_VERSION,
     .size = sizeof(ebb_stage),
@@ -324,4 +344,5 @@ const ebb_stage ebb_stage_synthetic = {
     .run = syn_run,
     .unload = syn_unload,
     .release = NULL,
+    .estimate = syn_estimate,
 };

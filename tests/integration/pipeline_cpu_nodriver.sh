@@ -23,7 +23,7 @@ cat "$T/out.log"
 [ "$rc" = 0 ] || fail "ebb run --device cpu exited $rc: $(cat "$T/err")"
 [ -e "$T/loaded" ] && fail "the driver library was loaded: $(cat "$T/loaded")"
 for s in a b c; do
-  grep -qE "^\[$s\] done in [0-9.]+ s, peak [0-9]+ MiB$" "$T/out.log" || fail "no done line for $s"
+  grep -qE "^\[$s\] done in [0-9.]+ s, peak [0-9]+ MiB, host peak [0-9]+ MiB$" "$T/out.log" || fail "no done line for $s"
   grep -qE "^\[$s\] released [0-9]+ MiB of device memory \(cpu\)$" "$T/out.log" ||
     fail "no release line for $s"
 done

@@ -23,7 +23,7 @@ echo x > "$T/any-file.txt"
 "$EBB" run --pipeline hello --config "$T/hello.json" --device cuda --no-cache -o "$T/out" \
   "$T/any-file.txt" > "$T/stdout" 2> "$T/stderr" || fail "run exited $?: $(cat "$T/stderr")"
 cat "$T/stdout"
-grep -q '^\[hello\] done in [0-9.]* s, peak 65 MiB$' "$T/stdout" || fail "no done line"
+grep -q '^\[hello\] done in [0-9.]* s, peak 65 MiB, host peak [0-9]* MiB$' "$T/stdout" || fail "no done line"
 grep -q '^\[hello\] released [0-9]* MiB of GPU memory$' "$T/stdout" || fail "no release line"
 grep -q '"mib": 64' "$T/out/result.json" || fail "no hello item"
 [ "$fails" = 0 ] && echo "PASS" || echo "$fails failure(s)"

@@ -47,7 +47,7 @@ export HOOK_LOG="$T/hook.log" EBB_STAGE_HOOK="bash $T/hook.sh"
 rc=$?
 cat "$T/log" "$T/hook.log"
 [ $rc -eq 0 ] || fail "ebb run exited $rc"
-peak=$(sed -n 's/^\[numba_gain\] done in .*, peak \([0-9]*\) MiB$/\1/p' "$T/log")
+peak=$(sed -n 's/^\[numba_gain\] done in .*, peak \([0-9]*\) MiB, host peak [0-9]* MiB$/\1/p' "$T/log")
 [ -n "$peak" ] && [ "$peak" -ge 640 ] || fail "done line: peak '${peak}' MiB, expected >= 640 (weights 512 + activations 128)"
 grep -q '^\[numba_gain\] scaled 16000 frames by 0.5 on cuda:0$' "$T/log" || fail "no log line from the worker"
 n=$(sed -n 's/^\[numba_gain\] released \([0-9]*\) MiB of GPU memory$/\1/p' "$T/log")

@@ -287,6 +287,47 @@ done:
   return rc;
 }
 
+/* Declared needs (issue 17): the device buffers of cmndf_device exactly (the
+ * padded input and the difference function, each rounded to the
+ * allocator's 512 bytes) for the job's "vocals" (else "audio") at the
+ * analysis rate; host: the same buffers' host copies (mono, padded,
+ * pre-emphasised, cmndf, frames), roughly. No input: 0 bytes plus the
+ * per-second figures. */
+static uint64_t round512(uint64_t n) { return (n + 511) & ~(uint64_t)511; }
+
+static int pitch_estimate(const ebb_host_api *host, const char *options_json, const ebb_items *in,
+                          ebb_estimate *out) {
+  json_t *o = NULL;
+  stage_opts v;
+  int rc = stage_opts_parse("pitch", options_json, &o, &v);
+  json_decref(o);
+  if (rc)
+    return rc;
+  ebb_pitch_params p = ebb_pitch_defaults();
+  set_params(&v, &p);
+  ebb_item_info it = {.size = sizeof it};
+  uint64_t n = 0;
+  uint32_t rate = v.rate ? (uint32_t)v.rate : 16000;
+  if (in && (host->item_find(in, "vocals", &it) >= 0 || host->item_find(in, "audio", &it) >= 0) &&
+      it.kind == EBB_ITEM_AUDIO && it.rate) {
+    uint32_t r = v.rate ? (uint32_t)v.rate : it.rate;
+    n = (uint64_t)((double)it.frames * r / it.rate);
+    rate = r;
+  }
+  ebb_pitch_geom g, g1;
+  if (ebb_pitch_geometry(&p, rate, n, &g) || ebb_pitch_geometry(&p, rate, rate, &g1))
+    return EBB_ECONFIG;
+  uint64_t ncm = (uint64_t)g.n_frames * (uint64_t)(g.tau_max + 1) * sizeof(float);
+  out->device_bytes = n ? round512(g.padded_len * sizeof(float)) + round512(ncm) : 0;
+  out->host_bytes = n ? 3 * g.padded_len * sizeof(float) + ncm + g.n_frames * 3 * sizeof(float)
+                      : 0;
+  double per_frame_dev = (double)(g1.tau_max + 1) * sizeof(float);
+  out->device_bytes_per_s = (double)rate / p.hop * per_frame_dev + rate * sizeof(float);
+  out->host_bytes_per_s = out->device_bytes_per_s + 2.0 * rate * sizeof(float) +
+                          (double)rate / p.hop * 3 * sizeof(float);
+  return 0;
+}
+
 const ebb_stage ebb_stage_pitch = {
     .abi_version = EBB_STAGE_ABI_VERSION,
     .size = sizeof(ebb_stage),
@@ -299,4 +340,5 @@ const ebb_stage ebb_stage_pitch = {
     .run = pitch_run,
     .unload = pitch_unload,
     .release = NULL,
+    .estimate = pitch_estimate,
 };

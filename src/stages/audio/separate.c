@@ -165,6 +165,34 @@ static void sep_unload(ebb_stage_ctx *ctx, void *state) {
   free(state);
 }
 
+/* Declared needs (issue 17): the GPU path's device buffers for the job's
+ * "audio" item (ebb_separate_gpu_bytes, exact but for the allocator's
+ * 512-byte rounding: about 1.47 MiB per second of 16 kHz audio at the
+ * default options); host: the outputs, the signal and the host spectrogram,
+ * roughly. No input: 0 bytes plus the per-second figures. */
+static int sep_estimate(const ebb_host_api *host, const char *options_json, const ebb_items *in,
+                        ebb_estimate *out) {
+  ebb_sep_options o;
+  int rc = read_options(options_json, &o);
+  if (rc < 0)
+    return EBB_ECONFIG;
+  ebb_item_info info;
+  memset(&info, 0, sizeof info);
+  info.size = sizeof info;
+  long long nx = 0;
+  uint32_t rate = 16000;
+  if (in && host->item_find(in, "audio", &info) >= 0 && info.kind == EBB_ITEM_AUDIO && info.rate) {
+    nx = (long long)info.frames;
+    rate = info.rate;
+  }
+  uint64_t minute = ebb_separate_gpu_bytes(&o, rate, 60LL * rate);
+  out->device_bytes = nx ? ebb_separate_gpu_bytes(&o, rate, nx) : 0;
+  out->host_bytes = nx ? out->device_bytes / 2 + 3 * sizeof(float) * (uint64_t)nx : 0;
+  out->device_bytes_per_s = (double)minute / 60.0;
+  out->host_bytes_per_s = (double)minute / 120.0 + 3.0 * sizeof(float) * rate;
+  return 0;
+}
+
 const ebb_stage ebb_stage_separate = {
     .abi_version = EBB_STAGE_ABI_VERSION,
     .size = sizeof(ebb_stage),
@@ -178,4 +206,5 @@ const ebb_stage ebb_stage_separate = {
     .run = sep_run,
     .unload = sep_unload,
     .release = NULL,
+    .estimate = sep_estimate,
 };
