@@ -199,10 +199,11 @@ struct ebb_stage_ctx {
 static inline int ebb_dev_free(ebb_stage_ctx *c, uint64_t p) { return c->host->dev_free(c, p); }
 /* ebb_host_alloc(ctx, n, &p) / ebb_host_calloc: pageable host memory owned by
  * the stage (the caller's file:line recorded); NULL ctx or a host table
- * older than host_alloc: plain malloc/calloc, uncounted. ebb_host_free
+ * older than host_alloc (or without it): plain malloc/calloc, uncounted. ebb_host_free
  * likewise. */
 #define EBB_HOST_HAS_ALLOC_(c)                                                                     \
-  ((c) && (c)->host->size >= offsetof(ebb_host_api, host_free) + sizeof(void *))
+  ((c) && (c)->host->size >= offsetof(ebb_host_api, host_free) + sizeof(void *) &&                \
+   (c)->host->host_alloc && (c)->host->host_free)
 static inline void *ebb_host_alloc_at_(ebb_stage_ctx *c, size_t n, int zero, const char *site) {
   void *p = NULL;
   if (!EBB_HOST_HAS_ALLOC_(c))

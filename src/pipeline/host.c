@@ -4,6 +4,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <time.h>
 
 #include "base/log.h"
@@ -209,9 +210,32 @@ static int h_off_release(ebb_stage_ctx *ctx, uint64_t handle) {
 /* --- pageable host memory, owned by the stage instance ---------------------------- */
 typedef struct ebb_hblock { /* 32 bytes before the stage's bytes: they stay 16-aligned */
   struct ebb_hblock *prev, *next;
-  size_t size;
+  size_t size;              /* the stage's bytes; top bit: the block is its own mapping */
   const char *site;         /* static storage (EBB_SITE) */
 } ebb_hblock;
+
+/* Blocks this large get a mapping of their own: freeing one gives its pages
+ * back to the kernel at once (malloc's heap may keep them), so the host
+ * peak a stage reports is memory it really made resident. */
+#define HOST_MAP_MIN ((size_t)256 << 10)
+#define HOST_MAPPED ((size_t)1 << (sizeof(size_t) * 8 - 1))
+
+static void *hblock_get(size_t bytes, int zero, int *mapped) {
+  size_t total = sizeof(ebb_hblock) + bytes;
+  *mapped = bytes >= HOST_MAP_MIN;
+  if (!*mapped)
+    return zero ? calloc(1, total) : malloc(total);
+  void *m = mmap(NULL, total, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  return m == MAP_FAILED ? NULL : m; /* zeroed by the kernel */
+}
+
+static void hblock_put(ebb_hblock *b) {
+  if (b->size & HOST_MAPPED)
+    munmap(b, sizeof *b + (b->size & ~HOST_MAPPED));
+  else
+    free(b);
+}
+#define HSIZE(b) ((b)->size & ~HOST_MAPPED)
 
 static int h_host_alloc(ebb_stage_ctx *ctx, size_t bytes, int zero, const char *site, void **p) {
   ebb_sctx *c = C(ctx);
@@ -220,11 +244,12 @@ static int h_host_alloc(ebb_stage_ctx *ctx, size_t bytes, int zero, const char *
   *p = NULL;
   if (bytes > SIZE_MAX - sizeof(ebb_hblock))
     return ebb_seterr(EBB_ENOMEM, "%s: host_alloc of %zu bytes: too large", c->name, bytes);
-  ebb_hblock *b = zero ? calloc(1, sizeof *b + bytes) : malloc(sizeof *b + bytes);
+  int mapped;
+  ebb_hblock *b = hblock_get(bytes, zero, &mapped);
   if (!b)
     return ebb_seterr(EBB_ENOMEM, "%s: out of host memory (asked for %zu MiB at %s)", c->name,
                       bytes >> 20, site ? site : "?");
-  b->size = bytes;
+  b->size = bytes | (mapped ? HOST_MAPPED : 0);
   b->site = site;
   b->prev = NULL;
   b->next = c->host_blocks;
@@ -248,17 +273,23 @@ static void hblock_unlink(ebb_sctx *c, ebb_hblock *b) {
   if (b->next)
     b->next->prev = b->prev;
   c->host_nblocks--;
-  c->host_bytes -= b->size;
+  c->host_bytes -= HSIZE(b);
 }
 
+/* Looks p up among the live blocks (never reads memory that is not its
+ * own): EBB_ENOTFOUND, nothing done, for a pointer host_alloc did not give. */
 static int h_host_free(ebb_stage_ctx *ctx, void *p) {
   if (!p)
     return 0;
   ebb_sctx *c = C(ctx);
-  ebb_hblock *b = (ebb_hblock *)p - 1;
-  hblock_unlink(c, b);
-  free(b);
-  return 0;
+  for (ebb_hblock *b = c->host_blocks; b; b = b->next)
+    if ((void *)(b + 1) == p) {
+      hblock_unlink(c, b);
+      hblock_put(b);
+      return 0;
+    }
+  return ebb_seterr(EBB_ENOTFOUND, "%s: host_free(%p): not from this stage's host_alloc", c->name,
+                    p);
 }
 
 uint64_t ebb_sctx_host_peak(ebb_sctx *c) {
@@ -277,12 +308,12 @@ uint64_t ebb_sctx_host_reclaim(ebb_sctx *c, int quiet, uint32_t *blocks) {
             (unsigned long long)(bytes >> 20), n);
     int shown = 0;
     for (ebb_hblock *b = c->host_blocks; b && shown < 5; b = b->next, shown++)
-      ebb_log(EBB_LOG_WARN, c->name, "  %zu bytes at %s", b->size, b->site ? b->site : "?");
+      ebb_log(EBB_LOG_WARN, c->name, "  %zu bytes at %s", HSIZE(b), b->site ? b->site : "?");
   }
   while (c->host_blocks) {
     ebb_hblock *b = c->host_blocks;
     hblock_unlink(c, b);
-    free(b);
+    hblock_put(b);
   }
   if (blocks)
     *blocks = n;

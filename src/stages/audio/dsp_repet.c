@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "ebb/error.h"
+#include "stages/audio/st_util.h"
 
 /* k-th smallest (0-based) of v[0..n-1], partially reordering v (Hoare's
  * selection with a median-of-three pivot; insertion sort for short runs). */
@@ -141,11 +142,11 @@ static int pick_similar(const float *feat, int nfeat, int nframes, int j,
 static int apply_hpss(const float *mag, int nframes, int nbins, const ebb_repet_params *p,
                       float *mask) {
   int ht = p->hpss_time / 2, hf = p->hpss_freq / 2;
-  float *win = malloc(sizeof(float) * (size_t)(p->hpss_time + p->hpss_freq + 2));
-  float *harm = malloc(sizeof(float) * (size_t)nframes * (size_t)nbins);
+  float *win = ebb_st_malloc(sizeof(float) * (size_t)(p->hpss_time + p->hpss_freq + 2));
+  float *harm = ebb_st_malloc(sizeof(float) * (size_t)nframes * (size_t)nbins);
   if (!win || !harm) {
-    free(win);
-    free(harm);
+    ebb_st_free(win);
+    ebb_st_free(harm);
     return ebb_seterr(EBB_ENOMEM, "separate: out of host memory for the harmonic mask (%d x %d)",
                       nframes, nbins);
   }
@@ -170,8 +171,8 @@ static int apply_hpss(const float *mag, int nframes, int nbins, const ebb_repet_
       float mh = h2 + p2 > 0 ? h2 / (h2 + p2) : 0.0f;
       mask[(long long)f * nbins + k] *= mh;
     }
-  free(harm);
-  free(win);
+  ebb_st_free(harm);
+  ebb_st_free(win);
   return 0;
 }
 
@@ -196,9 +197,9 @@ int ebb_repet_picks(const float *mag, int nframes, int nbins, const ebb_repet_pa
     return rc;
   int nfeat = (nbins + p->pool - 1) / p->pool;
   int wlen = 2 * p->max_lag + 1;
-  float *feat = malloc(sizeof(float) * (size_t)nframes * (size_t)nfeat);
-  float *row = malloc(sizeof(float) * (size_t)wlen);
-  cand *cands = malloc(sizeof(cand) * (size_t)wlen);
+  float *feat = ebb_st_malloc(sizeof(float) * (size_t)nframes * (size_t)nfeat);
+  float *row = ebb_st_malloc(sizeof(float) * (size_t)wlen);
+  cand *cands = ebb_st_malloc(sizeof(cand) * (size_t)wlen);
   if (!feat || !row || !cands) {
     rc = ebb_seterr(EBB_ENOMEM, "separate: out of host memory for the similarity of %d frames",
                     nframes);
@@ -216,9 +217,9 @@ int ebb_repet_picks(const float *mag, int nframes, int nbins, const ebb_repet_pa
       pj[q] = j; /* unused slots: defined values */
   }
 done:
-  free(cands);
-  free(row);
-  free(feat);
+  ebb_st_free(cands);
+  ebb_st_free(row);
+  ebb_st_free(feat);
   return rc;
 }
 
@@ -227,9 +228,9 @@ int ebb_repet_vocal_mask(const float *mag, int nframes, int nbins, const ebb_rep
   int rc = check_params(nframes, nbins, p);
   if (rc < 0)
     return rc;
-  int *picks = malloc(sizeof(int) * (size_t)nframes * (size_t)p->k);
-  int *npicks = malloc(sizeof(int) * (size_t)nframes);
-  float *vals = malloc(sizeof(float) * (size_t)p->k);
+  int *picks = ebb_st_malloc(sizeof(int) * (size_t)nframes * (size_t)p->k);
+  int *npicks = ebb_st_malloc(sizeof(int) * (size_t)nframes);
+  float *vals = ebb_st_malloc(sizeof(float) * (size_t)p->k);
   if (!picks || !npicks || !vals) {
     rc = ebb_seterr(EBB_ENOMEM, "separate: out of host memory for the picks of %d frames",
                     nframes);
@@ -258,8 +259,8 @@ int ebb_repet_vocal_mask(const float *mag, int nframes, int nbins, const ebb_rep
       if (k < p->band_lo || k > p->band_hi)
         mask[(long long)f * nbins + k] *= p->outside_gain;
 done:
-  free(vals);
-  free(npicks);
-  free(picks);
+  ebb_st_free(vals);
+  ebb_st_free(npicks);
+  ebb_st_free(picks);
   return rc;
 }

@@ -10,6 +10,7 @@
 #include "stages/audio/separate.h"
 #include "stages/kernels/kernels.h"
 #include "stages/kernels/sep_kernels.h"
+#include "stages/audio/st_util.h"
 
 _Static_assert(EBB_REPET_MAX_K <= EBB_KERNEL_MAX_MEDIAN &&
                    EBB_REPET_MAX_MEDIAN <= EBB_KERNEL_MAX_MEDIAN,
@@ -87,10 +88,10 @@ int ebb_separate_cpu(const ebb_sep_options *o, uint32_t rate, const float *x, lo
   if (rc < 0)
     return rc;
   size_t cells = (size_t)s.nframes * (size_t)s.nbins;
-  float *spec = malloc(sizeof(float) * 2 * cells);
-  float *vspec = malloc(sizeof(float) * 2 * cells);
-  float *mag = mag_out ? mag_out : malloc(sizeof(float) * cells);
-  float *mask = malloc(sizeof(float) * cells);
+  float *spec = ebb_st_malloc(sizeof(float) * 2 * cells);
+  float *vspec = ebb_st_malloc(sizeof(float) * 2 * cells);
+  float *mag = mag_out ? mag_out : ebb_st_malloc(sizeof(float) * cells);
+  float *mask = ebb_st_malloc(sizeof(float) * cells);
   if (!spec || !vspec || !mag || !mask) {
     rc = ebb_seterr(EBB_ENOMEM, "separate: out of host memory for a %d x %d spectrogram",
                     s.nframes, s.nbins);
@@ -112,11 +113,11 @@ int ebb_separate_cpu(const ebb_sep_options *o, uint32_t rate, const float *x, lo
     goto done;
   rc = ebb_stft_inverse_cpu(&s, spec, acc);
 done:
-  free(mask);
+  ebb_st_free(mask);
   if (mag != mag_out)
-    free(mag);
-  free(vspec);
-  free(spec);
+    ebb_st_free(mag);
+  ebb_st_free(vspec);
+  ebb_st_free(spec);
   return rc;
 }
 
@@ -207,11 +208,11 @@ int ebb_separate_gpu(ebb_stage_ctx *ctx, const void *image, const ebb_sep_option
   size_t cells = (size_t)nf * (size_t)nbins;
   size_t frame_bytes = sizeof(float) * 2 * (size_t)n * (size_t)nf;
   unsigned bs = (unsigned)(n / 2 < EBB_KERNEL_MAX_THREADS ? n / 2 : EBB_KERNEL_MAX_THREADS);
-  float *tables = malloc(sizeof(float) * 2 * (size_t)n);
-  float *mag = mag_out ? mag_out : malloc(sizeof(float) * cells);
+  float *tables = ebb_st_malloc(sizeof(float) * 2 * (size_t)n);
+  float *mag = mag_out ? mag_out : ebb_st_malloc(sizeof(float) * cells);
   size_t pick_cells = (size_t)nf * (size_t)rp.k;
-  int *picks = malloc(sizeof(int) * pick_cells);
-  int *npicks = malloc(sizeof(int) * (size_t)nf);
+  int *picks = ebb_st_malloc(sizeof(int) * pick_cells);
+  int *npicks = ebb_st_malloc(sizeof(int) * (size_t)nf);
   if (!tables || !mag || !picks || !npicks) {
     rc = ebb_seterr(EBB_ENOMEM, "separate: out of host memory for a %d x %d spectrogram", nf,
                     nbins);
@@ -306,10 +307,10 @@ done:; /* C17: a label cannot be followed by a declaration (clang rejects it) */
       ebb_dev_free(ctx, *bufs[i]);
       *bufs[i] = 0;
     }
-  free(npicks);
-  free(picks);
+  ebb_st_free(npicks);
+  ebb_st_free(picks);
   if (mag != mag_out)
-    free(mag);
-  free(tables);
+    ebb_st_free(mag);
+  ebb_st_free(tables);
   return rc;
 }

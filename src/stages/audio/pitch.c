@@ -100,7 +100,7 @@ static int pitch_load(ebb_stage_ctx *ctx, const char *options_json, void **state
     goto done;
   }
   const char *method = v.method, *backend = v.backend;
-  if (!(s = calloc(1, sizeof *s))) {
+  if (!(s = ebb_st_calloc(1, sizeof *s))) {
     rc = ebb_st_fail(ctx, EBB_ENOMEM, "out of memory");
     goto done;
   }
@@ -138,14 +138,14 @@ static int pitch_load(ebb_stage_ctx *ctx, const char *options_json, void **state
   *state = s;
   s = NULL;
 done:
-  free(s);
+  ebb_st_free(s);
   json_decref(o);
   return rc;
 }
 
 static void pitch_unload(ebb_stage_ctx *ctx, void *state) {
   (void)ctx;
-  free(state);
+  ebb_st_free(state);
 }
 
 /* d' on the device: x and out in stage-owned device memory, one block per
@@ -179,18 +179,18 @@ static int refine_notes(const float *mono, uint64_t n, uint32_t rate, const ebb_
                         const float *frames, size_t nf, ebb_pitch_note **notes, size_t *n_notes) {
   if (!(p->onset_threshold > 0.0) || *n_notes == 0)
     return 0;
-  float *odf = malloc(nf * sizeof *odf), *db = malloc(nf * sizeof *db);
+  float *odf = ebb_st_malloc(nf * sizeof *odf), *db = ebb_st_malloc(nf * sizeof *db);
   int rc = odf && db ? 0 : ebb_seterr(EBB_ENOMEM, "pitch: out of memory for %zu onset frames", nf);
   if (!rc)
     rc = ebb_pitch_onset_strength(mono, n, rate, p->hop, nf, odf, db);
   if (!rc)
     rc = ebb_pitch_notes_onsets(frames, nf, odf, db, p, notes, n_notes);
-  free(odf);
-  free(db);
+  ebb_st_free(odf);
+  ebb_st_free(db);
   return rc;
 }
 
-static int pitch_run(ebb_stage_ctx *ctx, void *state, const ebb_items *in, ebb_items *out) {
+static int pitch_run_counted(ebb_stage_ctx *ctx, void *state, const ebb_items *in, ebb_items *out) {
   pitch_state *s = state;
   static const char *const names[] = {"vocals", "audio", NULL};
   float *mono = NULL, *padded = NULL, *emph = NULL, *cm = NULL, *frames = NULL;
@@ -214,7 +214,7 @@ static int pitch_run(ebb_stage_ctx *ctx, void *state, const ebb_items *in, ebb_i
                        ebb_errmsg());
       goto done;
     }
-    free(mono);
+    ebb_st_free(mono);
     mono = res;
     n = nres;
     rate = (uint32_t)s->rate;
@@ -228,8 +228,8 @@ static int pitch_run(ebb_stage_ctx *ctx, void *state, const ebb_items *in, ebb_i
   if ((rc = ebb_pitch_pad(mono, n, &g, &padded)) ||
       (rc = ebb_pitch_preemphasis(padded, g.padded_len, s->p.preemphasis, &emph)))
     goto oom;
-  cm = malloc(ncm * sizeof *cm);
-  frames = malloc(g.n_frames * 3 * sizeof *frames);
+  cm = ebb_st_malloc(ncm * sizeof *cm);
+  frames = ebb_st_malloc(g.n_frames * 3 * sizeof *frames);
   if (!cm || !frames)
     goto oom;
   const char *how = "cpu";
@@ -277,13 +277,13 @@ oom:
   rc = ebb_st_fail(ctx, EBB_ENOMEM, "out of memory for the pitch analysis of %llu samples",
                    (unsigned long long)n);
 done:
-  free(mono);
-  free(padded);
-  free(emph);
-  free(cm);
-  free(frames);
-  free(notes);
-  free(notes_json);
+  ebb_st_free(mono);
+  ebb_st_free(padded);
+  ebb_st_free(emph);
+  ebb_st_free(cm);
+  ebb_st_free(frames);
+  ebb_st_free(notes);
+  ebb_st_free(notes_json);
   return rc;
 }
 
@@ -326,6 +326,14 @@ static int pitch_estimate(const ebb_host_api *host, const char *options_json, co
   out->host_bytes_per_s = out->device_bytes_per_s + 2.0 * rate * sizeof(float) +
                           (double)rate / p.hop * 3 * sizeof(float);
   return 0;
+}
+
+/* Its host working buffers are the stage's (ebb_st_malloc: host_alloc). */
+static int pitch_run(ebb_stage_ctx *ctx, void *state, const ebb_items *in, ebb_items *out) {
+  ebb_st_host_begin(ctx);
+  int rc = pitch_run_counted(ctx, state, in, out);
+  ebb_st_host_end();
+  return rc;
 }
 
 const ebb_stage ebb_stage_pitch = {

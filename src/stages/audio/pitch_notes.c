@@ -12,6 +12,7 @@
 
 #include "ebb/error.h"
 #include "stages/audio/pitch.h"
+#include "stages/audio/st_util.h"
 
 static double hz_midi(double hz) { return 69.0 + 12.0 * log2(hz / 440.0); }
 
@@ -102,10 +103,10 @@ int ebb_pitch_gate(float *frames, size_t nf, const float *level_db, const ebb_pi
     return 0;
   double hop_s;
   size_t sustain = sustain_frames(frames, nf, p, &hop_s);
-  double *vals = malloc(nf * sizeof *vals), *tmp = malloc(nf * sizeof *tmp);
+  double *vals = ebb_st_malloc(nf * sizeof *vals), *tmp = ebb_st_malloc(nf * sizeof *tmp);
   if (!vals || !tmp) {
-    free(vals);
-    free(tmp);
+    ebb_st_free(vals);
+    ebb_st_free(tmp);
     return ebb_seterr(EBB_ENOMEM, "pitch: out of memory for %zu frames", nf);
   }
   for (size_t f = 0; f < nf; f++)
@@ -126,8 +127,8 @@ int ebb_pitch_gate(float *frames, size_t nf, const float *level_db, const ebb_pi
       for (size_t f = start; f < end; f++)
         frames[3 * f + 1] = 0.0f;
   }
-  free(vals);
-  free(tmp);
+  ebb_st_free(vals);
+  ebb_st_free(tmp);
   return 0;
 }
 
@@ -139,7 +140,7 @@ int ebb_pitch_notes(const float *frames, size_t nf, const ebb_pitch_params *p,
     return 0;
   double hop_s;
   size_t sustain = sustain_frames(frames, nf, p, &hop_s);
-  double *vals = malloc(nf * sizeof *vals), *tmp = malloc(nf * sizeof *tmp);
+  double *vals = ebb_st_malloc(nf * sizeof *vals), *tmp = ebb_st_malloc(nf * sizeof *tmp);
   note_list l = {0};
   int rc = 0;
   if (!vals || !tmp) {
@@ -163,9 +164,9 @@ int ebb_pitch_notes(const float *frames, size_t nf, const ebb_pitch_params *p,
   *n_notes = l.n;
   l.v = NULL;
 done:
-  free(l.v);
-  free(vals);
-  free(tmp);
+  ebb_st_free(l.v);
+  ebb_st_free(vals);
+  ebb_st_free(tmp);
   return rc;
 }
 

@@ -22,6 +22,7 @@
 #include "ebb/error.h"
 #include "stages/audio/pitch.h"
 #include "stages/audio/stft.h"
+#include "stages/audio/st_util.h"
 
 static int cmp_float(const void *a, const void *b) {
   float x = *(const float *)a, y = *(const float *)b;
@@ -52,7 +53,7 @@ static void flux_from_mag(const float *mag, int nframes, int nb, int klo, int kh
 
 /* odf /= its 90th percentile over frames within 40 dB of the loud level */
 static int normalise_odf(float *odf, const float *level_db, size_t n) {
-  float *tmp = malloc((n ? n : 1) * sizeof *tmp);
+  float *tmp = ebb_st_malloc((n ? n : 1) * sizeof *tmp);
   if (!tmp)
     return ebb_seterr(EBB_ENOMEM, "pitch: out of memory for %zu onset frames", n);
   memcpy(tmp, level_db, n * sizeof *tmp);
@@ -66,7 +67,7 @@ static int normalise_odf(float *odf, const float *level_db, size_t n) {
   float scale = k ? tmp[(size_t)(0.9 * (double)(k - 1))] : 0.0f;
   for (size_t f = 0; f < n; f++)
     odf[f] = scale > 0.0f ? odf[f] / scale : 0.0f;
-  free(tmp);
+  ebb_st_free(tmp);
   return 0;
 }
 
@@ -79,8 +80,8 @@ int ebb_pitch_onset_strength(const float *x, uint64_t n, uint32_t rate, int hop,
   int rc = ebb_stft_shape_init(&s, nfft, hop < nfft ? hop : nfft, (long long)n);
   if (rc)
     return rc;
-  float *mag = malloc((size_t)s.nframes * s.nbins * sizeof *mag);
-  float *o = malloc((size_t)s.nframes * sizeof *o), *l = malloc((size_t)s.nframes * sizeof *l);
+  float *mag = ebb_st_malloc((size_t)s.nframes * s.nbins * sizeof *mag);
+  float *o = ebb_st_malloc((size_t)s.nframes * sizeof *o), *l = ebb_st_malloc((size_t)s.nframes * sizeof *l);
   if (!mag || !o || !l) {
     rc = ebb_seterr(EBB_ENOMEM, "pitch: out of memory for the onset spectrogram (%d frames)",
                     s.nframes);
@@ -102,9 +103,9 @@ int ebb_pitch_onset_strength(const float *x, uint64_t n, uint32_t rate, int hop,
   }
   rc = normalise_odf(odf, level_db, n_frames);
 done:
-  free(mag);
-  free(o);
-  free(l);
+  ebb_st_free(mag);
+  ebb_st_free(o);
+  ebb_st_free(l);
   return rc;
 }
 
@@ -201,11 +202,11 @@ int ebb_pitch_notes_onsets(const float *frames, size_t nf, const float *odf,
   size_t look = (size_t)ceil(p->onset_lookback_s / c.hop_s - 1e-9);
   /* at most one note per minf frames */
   size_t cap = *n + nf / (c.minf ? c.minf : 1) + 1, k = 0;
-  ebb_pitch_note *out = malloc(cap * sizeof *out);
-  double *tmp = malloc(nf * sizeof *tmp);
+  ebb_pitch_note *out = ebb_st_malloc(cap * sizeof *out);
+  double *tmp = ebb_st_malloc(nf * sizeof *tmp);
   if (!out || !tmp) {
-    free(out);
-    free(tmp);
+    ebb_st_free(out);
+    ebb_st_free(tmp);
     return ebb_seterr(EBB_ENOMEM, "pitch: out of memory for %zu notes", cap);
   }
   ebb_pitch_note *in = *notes;
@@ -226,8 +227,8 @@ int ebb_pitch_notes_onsets(const float *frames, size_t nf, const float *odf,
     if (b > a)
       split_note(&c, a, b, in[i].hz, out, &k, tmp);
   }
-  free(tmp);
-  free(in);
+  ebb_st_free(tmp);
+  ebb_st_free(in);
   *notes = out;
   *n = k;
   return 0;

@@ -23,6 +23,7 @@
 #include "ebb/error.h"
 #include "stages/audio/pitch.h"
 #include "stages/kernels/pitch_twin.h"
+#include "stages/audio/st_util.h"
 
 #define PY_NTHR 100
 #define PY_CENTS_PER_BIN 10.0
@@ -74,7 +75,7 @@ int ebb_pitch_geometry(const ebb_pitch_params *p, uint32_t rate, uint64_t n_samp
 }
 
 int ebb_pitch_pad(const float *x, uint64_t n, const ebb_pitch_geom *g, float **padded) {
-  float *p = calloc(g->padded_len, sizeof *p);
+  float *p = ebb_st_calloc(g->padded_len, sizeof *p);
   if (!p)
     return ebb_seterr(EBB_ENOMEM, "pitch: out of memory for %zu padded samples", g->padded_len);
   size_t take = n;
@@ -86,7 +87,7 @@ int ebb_pitch_pad(const float *x, uint64_t n, const ebb_pitch_geom *g, float **p
 }
 
 int ebb_pitch_preemphasis(const float *padded, size_t len, double a, float **out) {
-  float *y = malloc((len ? len : 1) * sizeof *y);
+  float *y = ebb_st_malloc((len ? len : 1) * sizeof *y);
   if (!y)
     return ebb_seterr(EBB_ENOMEM, "pitch: out of memory for %zu samples", len);
   float prev = 0.0f, fa = (float)a;
@@ -254,15 +255,15 @@ static int pyin_track(const float *cmndf, const float *padded, const ebb_pitch_g
   int nb = pc.nb, ns = 2 * nb, row = g->tau_max + 1, width = 2 * PY_MAX_STEP + 1;
   size_t nf = g->n_frames;
   int rc = EBB_ENOMEM;
-  int *tbuf = malloc((size_t)row * sizeof *tbuf);
-  double *pbuf = malloc((size_t)row * sizeof *pbuf);
-  cand *cands = malloc((size_t)row * sizeof *cands);
-  int *ncand = calloc(nf, sizeof *ncand);
-  cand *all = malloc(nf * 8 * sizeof *all); /* the 8 strongest per frame */
-  double *logt = malloc((size_t)nb * width * sizeof *logt);
-  double *obs = malloc((size_t)ns * sizeof *obs);
-  double *delta = malloc((size_t)ns * sizeof *delta), *next = malloc((size_t)ns * sizeof *next);
-  uint16_t *back = malloc(nf * (size_t)ns * sizeof *back);
+  int *tbuf = ebb_st_malloc((size_t)row * sizeof *tbuf);
+  double *pbuf = ebb_st_malloc((size_t)row * sizeof *pbuf);
+  cand *cands = ebb_st_malloc((size_t)row * sizeof *cands);
+  int *ncand = ebb_st_calloc(nf, sizeof *ncand);
+  cand *all = ebb_st_malloc(nf * 8 * sizeof *all); /* the 8 strongest per frame */
+  double *logt = ebb_st_malloc((size_t)nb * width * sizeof *logt);
+  double *obs = ebb_st_malloc((size_t)ns * sizeof *obs);
+  double *delta = ebb_st_malloc((size_t)ns * sizeof *delta), *next = ebb_st_malloc((size_t)ns * sizeof *next);
+  uint16_t *back = ebb_st_malloc(nf * (size_t)ns * sizeof *back);
   if (!tbuf || !pbuf || !cands || !ncand || !all || !logt || !obs || !delta || !next || !back) {
     ebb_seterr(rc, "pitch: out of memory for the pYIN model of %zu frames", nf);
     goto done;
@@ -364,16 +365,16 @@ static int pyin_track(const float *cmndf, const float *padded, const ebb_pitch_g
   }
   rc = 0;
 done:
-  free(tbuf);
-  free(pbuf);
-  free(cands);
-  free(ncand);
-  free(all);
-  free(logt);
-  free(obs);
-  free(delta);
-  free(next);
-  free(back);
+  ebb_st_free(tbuf);
+  ebb_st_free(pbuf);
+  ebb_st_free(cands);
+  ebb_st_free(ncand);
+  ebb_st_free(all);
+  ebb_st_free(logt);
+  ebb_st_free(obs);
+  ebb_st_free(delta);
+  ebb_st_free(next);
+  ebb_st_free(back);
   return rc;
 }
 
@@ -382,7 +383,7 @@ done:
 static int yin_track(const float *cmndf, const float *padded, const ebb_pitch_geom *g,
                      const ebb_pitch_params *p, float *frames) {
   int row = g->tau_max + 1;
-  int *tbuf = malloc((size_t)row * sizeof *tbuf);
+  int *tbuf = ebb_st_malloc((size_t)row * sizeof *tbuf);
   if (!tbuf)
     return ebb_seterr(EBB_ENOMEM, "pitch: out of memory");
   for (size_t f = 0; f < g->n_frames; f++) {
@@ -400,7 +401,7 @@ static int yin_track(const float *cmndf, const float *padded, const ebb_pitch_ge
         break;
       }
   }
-  free(tbuf);
+  ebb_st_free(tbuf);
   return 0;
 }
 
@@ -413,13 +414,13 @@ int ebb_pitch_track(const float *cmndf, const float *padded, const ebb_pitch_geo
   int rc = pyin_track(cmndf, padded, g, p, frames);
   if (rc || !(p->gate_voicing > 0.0 || p->gate_range_db > 0.0))
     return rc;
-  float *db = malloc((g->n_frames ? g->n_frames : 1) * sizeof *db);
+  float *db = ebb_st_malloc((g->n_frames ? g->n_frames : 1) * sizeof *db);
   if (!db)
     return ebb_seterr(EBB_ENOMEM, "pitch: out of memory for %zu frame levels", g->n_frames);
   for (size_t f = 0; f < g->n_frames; f++)
     db[f] = (float)frame_db(padded, g, f);
   rc = ebb_pitch_gate(frames, g->n_frames, db, p);
-  free(db);
+  ebb_st_free(db);
   return rc;
 }
 
@@ -433,8 +434,8 @@ int ebb_pitch_analyze(const float *mono, uint64_t n, uint32_t rate, const ebb_pi
   if ((rc = ebb_pitch_pad(mono, n, &g, &padded)) ||
       (rc = ebb_pitch_preemphasis(padded, g.padded_len, p->preemphasis, &emph)))
     goto fail;
-  cm = malloc(g.n_frames * (size_t)(g.tau_max + 1) * sizeof *cm);
-  fr = malloc(g.n_frames * 3 * sizeof *fr);
+  cm = ebb_st_malloc(g.n_frames * (size_t)(g.tau_max + 1) * sizeof *cm);
+  fr = ebb_st_malloc(g.n_frames * 3 * sizeof *fr);
   if (!cm || !fr) {
     rc = ebb_seterr(EBB_ENOMEM, "pitch: out of memory for %zu frames", g.n_frames);
     goto fail;
@@ -445,16 +446,16 @@ int ebb_pitch_analyze(const float *mono, uint64_t n, uint32_t rate, const ebb_pi
     ebb_pitch_cmndf_cpu(emph, &g, cm);
   if ((rc = ebb_pitch_track(cm, padded, &g, p, fr)))
     goto fail;
-  free(padded);
-  free(emph);
-  free(cm);
+  ebb_st_free(padded);
+  ebb_st_free(emph);
+  ebb_st_free(cm);
   *frames = fr;
   *n_frames = g.n_frames;
   return 0;
 fail:
-  free(padded);
-  free(emph);
-  free(cm);
-  free(fr);
+  ebb_st_free(padded);
+  ebb_st_free(emph);
+  ebb_st_free(cm);
+  ebb_st_free(fr);
   return rc;
 }

@@ -12,6 +12,7 @@
 #include "ebb/stage.h"
 #include "stages/options.h"
 #include "stages/kernels/kernels.h"
+#include "stages/audio/st_util.h"
 
 typedef struct sep_state {
   ebb_sep_options o;
@@ -84,12 +85,12 @@ static int read_options(const char *json, ebb_sep_options *o) {
 }
 
 static int sep_load(ebb_stage_ctx *ctx, const char *options_json, void **state) {
-  sep_state *st = calloc(1, sizeof *st);
+  sep_state *st = ebb_st_calloc(1, sizeof *st);
   if (!st)
     return ebb_set_error(ctx, EBB_ENOMEM, "separate: out of host memory");
   int rc = read_options(options_json, &st->o);
   if (rc < 0) {
-    free(st);
+    ebb_st_free(st);
     return sep_fail(ctx, rc);
   }
   /* The twins are the kernels' definition on the fake GPU; referencing their
@@ -102,7 +103,7 @@ static int sep_load(ebb_stage_ctx *ctx, const char *options_json, void **state) 
 
 static int sep_cancelled(void *arg) { return ebb_cancelled((ebb_stage_ctx *)arg); }
 
-static int sep_run(ebb_stage_ctx *ctx, void *state, const ebb_items *in, ebb_items *out) {
+static int sep_run_counted(ebb_stage_ctx *ctx, void *state, const ebb_items *in, ebb_items *out) {
   sep_state *st = state;
   ebb_sep_options o = st->o;
   o.cancelled = sep_cancelled;
@@ -116,15 +117,15 @@ static int sep_run(ebb_stage_ctx *ctx, void *state, const ebb_items *in, ebb_ite
     return ebb_set_error(ctx, EBB_EINPUT, "separate: item \"audio\" has no channels or rate 0");
   long long nx = (long long)info.frames;
   int rc = 0;
-  float *mono = NULL, *voc = malloc(sizeof(float) * (size_t)(nx ? nx : 1));
-  float *acc = malloc(sizeof(float) * (size_t)(nx ? nx : 1));
+  float *mono = NULL, *voc = ebb_st_malloc(sizeof(float) * (size_t)(nx ? nx : 1));
+  float *acc = ebb_st_malloc(sizeof(float) * (size_t)(nx ? nx : 1));
   const float *x = info.samples;
   if (!voc || !acc) {
     rc = ebb_seterr(EBB_ENOMEM, "separate: out of host memory for %lld samples", nx);
     goto done;
   }
   if (info.channels > 1) { /* decode gives mono; mix down anything else */
-    if (!(mono = malloc(sizeof(float) * (size_t)(nx ? nx : 1)))) {
+    if (!(mono = ebb_st_malloc(sizeof(float) * (size_t)(nx ? nx : 1)))) {
       rc = ebb_seterr(EBB_ENOMEM, "separate: out of host memory for %lld samples", nx);
       goto done;
     }
@@ -154,15 +155,15 @@ static int sep_run(ebb_stage_ctx *ctx, void *state, const ebb_items *in, ebb_ite
   }
   sep_log(ctx, 0, "separated %.1f s of audio", (double)nx / info.rate);
 done:
-  free(mono);
-  free(acc);
-  free(voc);
+  ebb_st_free(mono);
+  ebb_st_free(acc);
+  ebb_st_free(voc);
   return rc < 0 ? sep_fail(ctx, rc) : 0;
 }
 
 static void sep_unload(ebb_stage_ctx *ctx, void *state) {
   (void)ctx;
-  free(state);
+  ebb_st_free(state);
 }
 
 /* Declared needs (issue 17): the GPU path's device buffers for the job's
@@ -191,6 +192,14 @@ static int sep_estimate(const ebb_host_api *host, const char *options_json, cons
   out->device_bytes_per_s = (double)minute / 60.0;
   out->host_bytes_per_s = (double)minute / 120.0 + 3.0 * sizeof(float) * rate;
   return 0;
+}
+
+/* Its host working buffers are the stage's (ebb_st_malloc: host_alloc). */
+static int sep_run(ebb_stage_ctx *ctx, void *state, const ebb_items *in, ebb_items *out) {
+  ebb_st_host_begin(ctx);
+  int rc = sep_run_counted(ctx, state, in, out);
+  ebb_st_host_end();
+  return rc;
 }
 
 const ebb_stage ebb_stage_separate = {

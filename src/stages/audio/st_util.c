@@ -93,7 +93,7 @@ int ebb_st_find_mono(ebb_stage_ctx *ctx, const ebb_items *in, const char *const 
       return ebb_st_fail(ctx, EBB_EINPUT,
                          "item \"%s\" is not usable AUDIO (kind %d, %u channels, %u Hz)", *names,
                          (int)info.kind, info.channels, info.rate);
-    float *m = malloc((info.frames ? info.frames : 1) * sizeof *m);
+    float *m = ebb_st_malloc((info.frames ? info.frames : 1) * sizeof *m);
     if (!m)
       return ebb_st_fail(ctx, EBB_ENOMEM, "out of memory for %llu samples of \"%s\"",
                          (unsigned long long)info.frames, *names);
@@ -110,4 +110,17 @@ int ebb_st_find_mono(ebb_stage_ctx *ctx, const ebb_items *in, const char *const 
     return 0;
   }
   return EBB_ENOTFOUND;
+}
+
+/* --- host working buffers counted for the running stage ------------------------- */
+static __thread ebb_stage_ctx *st_host;
+void ebb_st_host_begin(ebb_stage_ctx *ctx) { st_host = ctx; }
+void ebb_st_host_end(void) { st_host = NULL; }
+ebb_stage_ctx *ebb_st_host_ctx(void) { return st_host; }
+void ebb_st_free(void *p) {
+  if (!p)
+    return;
+  if (EBB_HOST_HAS_ALLOC_(st_host) && st_host->host->host_free(st_host, p) == 0)
+    return;
+  free(p);
 }

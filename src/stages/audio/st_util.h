@@ -33,4 +33,17 @@ int ebb_st_opt_string(ebb_stage_ctx *ctx, json_t *opts, const char *key, const c
 int ebb_st_find_mono(ebb_stage_ctx *ctx, const ebb_items *in, const char *const *names,
                      float **mono, uint64_t *frames, uint32_t *rate, const char **used);
 
+/* Host working buffers counted for the running stage (issue 17): between
+ * ebb_st_host_begin(ctx) and ebb_st_host_end() on this thread (separate's and
+ * pitch's run), ebb_st_malloc/ebb_st_calloc take pageable host memory
+ * through the stage's host_alloc (its owner's peak, leaks); outside, or
+ * from another thread, plain malloc/calloc. ebb_st_free frees either kind
+ * (a pointer that is not the stage's goes to free()). */
+void ebb_st_host_begin(ebb_stage_ctx *ctx);
+void ebb_st_host_end(void);
+ebb_stage_ctx *ebb_st_host_ctx(void);
+#define ebb_st_malloc(n) ebb_host_alloc_at_(ebb_st_host_ctx(), (n), 0, EBB_SITE)
+#define ebb_st_calloc(k, n) ebb_host_alloc_at_(ebb_st_host_ctx(), (size_t)(k) * (n), 1, EBB_SITE)
+void ebb_st_free(void *p);
+
 #endif

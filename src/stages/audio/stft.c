@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "ebb/error.h"
+#include "stages/audio/st_util.h"
 
 /* FFTW's planner is not thread-safe (executing a plan is): stages may run in
  * parallel jobs, so planning and destroying plans is serialised. */
@@ -52,7 +53,7 @@ void ebb_stft_twiddles(int n, float *tw) {
 
 int ebb_stft_forward_cpu(const ebb_stft_shape *s, const float *x, float *spec, float *mag) {
   int rc = 0, n = s->n, nb = s->nbins;
-  float *win = malloc(sizeof(float) * (size_t)n);
+  float *win = ebb_st_malloc(sizeof(float) * (size_t)n);
   float *in = fftwf_malloc(sizeof(float) * (size_t)n);
   fftwf_complex *out = fftwf_malloc(sizeof(fftwf_complex) * (size_t)nb);
   fftwf_plan plan = NULL;
@@ -93,17 +94,17 @@ done:
   }
   fftwf_free(out);
   fftwf_free(in);
-  free(win);
+  ebb_st_free(win);
   return rc;
 }
 
 int ebb_stft_inverse_cpu(const ebb_stft_shape *s, const float *spec, float *y) {
   int rc = 0, n = s->n, nb = s->nbins;
-  float *win = malloc(sizeof(float) * (size_t)n);
+  float *win = ebb_st_malloc(sizeof(float) * (size_t)n);
   /* Overlap-add by scatter, frame by frame in increasing order: per sample
    * the same additions in the same order as the kernels' gather
    * (ebb_k_overlap_add), without holding every frame. */
-  float *wss = calloc((size_t)s->nx + 1, sizeof(float));
+  float *wss = ebb_st_calloc((size_t)s->nx + 1, sizeof(float));
   fftwf_complex *in = fftwf_malloc(sizeof(fftwf_complex) * (size_t)nb);
   float *out = fftwf_malloc(sizeof(float) * (size_t)n);
   fftwf_plan plan = NULL;
@@ -149,7 +150,7 @@ done:
   }
   fftwf_free(out);
   fftwf_free(in);
-  free(wss);
-  free(win);
+  ebb_st_free(wss);
+  ebb_st_free(win);
   return rc;
 }
