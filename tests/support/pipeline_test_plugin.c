@@ -5,6 +5,8 @@
  *   PLUGIN_INIT_FAILS ebb_plugin_init answers EBB_EABI (as a plugin built
  *                     for another host ABI does)
  *   PLUGIN_NO_RUN     a stage without a run entry point
+ *   PLUGIN_OLD_SIZE   a good stage built against the first, shorter
+ *                     ebb_stage (no estimate): it must still load
  *   (none)            a good plugin with one stage, "echo", that copies the
  *                     input path into a JSON item */
 #include <stdio.h>
@@ -33,7 +35,11 @@ static const ebb_stage stage = {
 #else
     .abi_version = EBB_STAGE_ABI_VERSION,
 #endif
+#ifdef PLUGIN_OLD_SIZE
+    .size = EBB_STAGE_SIZE_V1,
+#else
     .size = sizeof(ebb_stage),
+#endif
     .name = "echo",
     .version = 1,
     .description = "test plugin",

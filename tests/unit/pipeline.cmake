@@ -2,12 +2,13 @@
 # several ways), each alone in a directory under build/tests/plugins/, and the
 # tests' knowledge of where they and the example plugin are.
 set(EBB_TEST_PLUGIN_DIR ${CMAKE_BINARY_DIR}/tests/plugins)
-set(EBB_TEST_PLUGINS good bad_abi no_init init_fails no_run)
+set(EBB_TEST_PLUGINS good bad_abi no_init init_fails no_run old_size)
 set(EBB_TEST_PLUGIN_DEFS_good "")
 set(EBB_TEST_PLUGIN_DEFS_bad_abi PLUGIN_BAD_ABI=1)
 set(EBB_TEST_PLUGIN_DEFS_no_init PLUGIN_NO_INIT=1)
 set(EBB_TEST_PLUGIN_DEFS_init_fails PLUGIN_INIT_FAILS=1)
 set(EBB_TEST_PLUGIN_DEFS_no_run PLUGIN_NO_RUN=1)
+set(EBB_TEST_PLUGIN_DEFS_old_size PLUGIN_OLD_SIZE=1)
 foreach(p ${EBB_TEST_PLUGINS})
   add_library(pipeline_plugin_${p} MODULE ${CMAKE_SOURCE_DIR}/tests/support/pipeline_test_plugin.c)
   set_target_properties(pipeline_plugin_${p} PROPERTIES PREFIX "" OUTPUT_NAME ${p}
