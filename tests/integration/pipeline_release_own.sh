@@ -90,7 +90,12 @@ wait_job() {
 }
 
 wait_job "$(post /v1/jobs "{\"pipeline\": \"idle3\", \"input\": \"$T/input.txt\"}")" idle
-for _ in $(seq 100); do grep -q '^\[s3\] released' "$T/serve.log" && break; sleep 0.1; done
+# the server's timer evicts them all (newest first: s3, s2, s1)
+for _ in $(seq 300); do
+  [ "$(grep -cE '^\[s[123]\] released' "$T/serve.log")" -ge 3 ] &&
+    [ "$(grep -c '^release-end ' "$HOOK_LOG")" -ge 3 ] && break
+  sleep 0.1
+done
 cp "$HOOK_LOG" "$T/hook.idle"
 check idle:1 "$T/serve.log"
 
