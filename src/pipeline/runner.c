@@ -138,9 +138,11 @@ static uint64_t release_process(ebb_runner *r) {
  * per-stage line's shape: this is a job's (or an unload's, or the idle
  * timer's) end, not a stage. */
 static uint64_t vacate(ebb_runner *r, const char *scope) {
-  if (r->pool || !ebb_device_ctx_active(r->dev))
+  if (r->pool)
     return 0;
   uint64_t process = release_process(r);
+  if (!ebb_device_ctx_active(r->dev))
+    return process;
   uint64_t before = ebb_driver_free(r->dev, NULL);
   ebb_release_result rr = {.size = sizeof rr};
   ebb_release(r->alloc, EBB_RELEASE_DEFAULT | EBB_RELEASE_CONTEXT, &rr);

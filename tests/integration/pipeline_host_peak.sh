@@ -25,8 +25,14 @@ export HOOK_LOG="$T/hook.log" EBB_STAGE_HOOK="sh $T/hook.sh"
 "$EBB" run --pipeline songtrace --device cpu --no-cache --log-format json -o "$T/out" "$WAV" \
   > "$T/run.log" 2> "$T/run.err" || fail "ebb run exited $?: $(cat "$T/run.err")"
 cat "$HOOK_LOG"
-python3 - "$T/run.log" "$HOOK_LOG" <<'PY' || fail "host peaks"
-import json, sys
+# under AddressSanitizer the process's RSS is ASan's too (shadow memory, the
+# quarantine of freed blocks): only the non-zero peaks are checked there
+ASAN=0
+ldd "$EBB" 2>/dev/null | grep -q libasan && ASAN=1 &&
+  echo "NOTE: $EBB is built with AddressSanitizer: RSS comparison not checked"
+ASAN=$ASAN python3 - "$T/run.log" "$HOOK_LOG" <<'PY' || fail "host peaks"
+import json, os, sys
+asan = os.environ.get("ASAN") == "1"
 done = {}
 for l in open(sys.argv[1]):
     try: e = json.loads(l)
@@ -45,7 +51,7 @@ for s in ("separate", "pitch"):
     grew, said = peak - start, done[s]["host_peak_bytes"]
     off = (said - grew) / grew if grew > 0 else 1
     print("%s: host peak %.1f MiB, RSS grew %.1f MiB during it (%+.1f %%)" % (s, said / 2**20, grew / 2**20, off * 100))
-    if said <= 0 or abs(off) > 0.10:
+    if said <= 0 or (abs(off) > 0.10 and not asan):
         print("FAIL: %s's host peak is not within 10 %% of the RSS growth" % s); ok = False
 sys.exit(0 if ok else 1)
 PY

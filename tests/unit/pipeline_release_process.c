@@ -1,0 +1,104 @@
+/* Process-wide release callbacks (issue 17): a cache registered for nobody
+ * (ebb_on_release) is never dropped by a stage's release, so no stage's
+ * line carries its bytes; it is the "process" owner's, released when the
+ * runner vacates at the job's end, on a line of its own:
+ * "[process] released N MiB of ...". On the CPU device. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "base/log.h"
+#include "pipeline/runner.h"
+#include "test.h"
+
+#define MiB (1ull << 20)
+
+typedef struct lib_cache {
+  ebb_allocator *a;
+  uint64_t addr;
+  int dropped;
+} lib_cache;
+static void drop(void *arg) {
+  lib_cache *c = arg;
+  c->dropped++;
+  ebb_mem_free(c->a, c->addr);
+  c->addr = 0;
+}
+
+static void test_process_owner(void) {
+  ebb_device *dev = NULL;
+  ebb_allocator *alloc = NULL;
+  ebb_registry *reg = NULL;
+  REQUIRE(ebb_device_open("cpu", &dev) == 0);
+  REQUIRE(ebb_allocator_create(dev, NULL, &alloc) == 0);
+  REQUIRE(ebb_registry_create(&reg) == 0);
+  ebb_owner *lib = NULL;
+  REQUIRE(ebb_owner_create(alloc, "a library", NULL, &lib) == 0);
+  lib_cache lc = {alloc, 0, 0};
+  REQUIRE(ebb_mem_alloc(lib, 24 * MiB, "lib.c:1", &lc.addr) == 0);
+  uint64_t h = 0;
+  REQUIRE(ebb_on_release("a library's cache", drop, &lc, &h) == 0);
+
+  ebb_config *c = NULL;
+  REQUIRE(ebb_config_load_string(
+              "{\"pipelines\": {\"p\": {\"stages\": ["
+              "{\"stage\": \"synthetic\", \"name\": \"a\", \"cache\": false, \"options\": "
+              "{\"weights_mib\": 30, \"activations_mib\": 0, \"cache_mib\": 12, \"touch\": \"sample\"}},"
+              "{\"stage\": \"synthetic\", \"name\": \"b\", \"cache\": false, \"options\": "
+              "{\"weights_mib\": 40, \"activations_mib\": 0, \"touch\": \"sample\"}}]}}}",
+              "test.json", &c) == 0);
+  ebb_runner_opts o = {.size = sizeof o, .dev = dev, .alloc = alloc, .reg = reg, .hook = "",
+                       .oneshot = 1};
+  ebb_runner *r = NULL;
+  REQUIRE(ebb_runner_create(&o, &r) == 0);
+  char tmp[] = "/tmp/ebb-proc-XXXXXX";
+  REQUIRE(mkdtemp(tmp));
+  char in[600], out[600];
+  snprintf(in, sizeof in, "%s/in.txt", tmp);
+  snprintf(out, sizeof out, "%s/out", tmp);
+  FILE *f = fopen(in, "w");
+  REQUIRE(f);
+  fputs("x\n", f);
+  fclose(f);
+  ebb_policy pol;
+  REQUIRE(ebb_policy_parse("after-job", &pol) == 0);
+  ebb_job job = {.size = sizeof job, .pipeline = ebb_config_pipeline(c, "p"), .input = in,
+                 .output_dir = out, .policy = &pol};
+  FILE *cap = tmpfile();
+  REQUIRE(cap);
+  ebb_log_set_stream(cap);
+  ebb_job_result res;
+  int rc = ebb_runner_run(r, &job, &res);
+  ebb_log_set_stream(NULL);
+  CHECK_EQ_INT(rc, 0);
+  char log[8192] = {0};
+  rewind(cap);
+  size_t n = fread(log, 1, sizeof log - 1, cap);
+  log[n] = 0;
+  fclose(cap);
+  fputs(log, stderr);
+  CHECK_EQ_INT(lc.dropped, 1);
+  /* a's line: its weights + cache (30 + 12), never the library's 24 */
+  CHECK_MSG(strstr(log, "[a] released 42 MiB of device memory (cpu)") != NULL, "a's line: %s", log);
+  CHECK_MSG(strstr(log, "[b] released 40 MiB of device memory (cpu)") != NULL, "b's line: %s", log);
+  CHECK_MSG(strstr(log, "[process] released 24 MiB of device memory (cpu)") != NULL,
+            "no line of the process owner: %s", log);
+  const char *pa = strstr(log, "[a] released"), *pp = strstr(log, "[process] released");
+  CHECK(pa && pp && pa < pp);
+  ebb_off_release(h);
+  ebb_runner_destroy(r);
+  ebb_config_free(c);
+  char cmd[700];
+  snprintf(cmd, sizeof cmd, "rm -rf '%s'", tmp);
+  CHECK_EQ_INT(system(cmd), 0);
+  ebb_owner_destroy(lib, NULL);
+  ebb_registry_destroy(reg);
+  ebb_allocator_destroy(alloc);
+  ebb_device_close(dev);
+}
+
+int main(void) {
+  RUN(test_process_owner);
+  return TEST_END();
+}
