@@ -13,6 +13,7 @@ function(ebb_server_tests_env)
       # side 100 ms) are for optimised builds; sanitizers run ~4x slower
       if(EBB_SANITIZE)
         set_property(TEST ${t} APPEND PROPERTY ENVIRONMENT "EBB_TEST_SLOWDOWN=4")
+        set_tests_properties(${t} PROPERTIES TIMEOUT 400) # songtrace on a busy 2-core box
       endif()
     endif()
   endforeach()
