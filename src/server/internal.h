@@ -69,7 +69,6 @@ typedef struct srv_req {
   srv_role role;
   char owner[24]; /* the token's owner tag ("" without tokens) */
   int kind;
-  int head;       /* HEAD: answered as GET, without the body */
   char *buf;      /* BODY_BUFFER: the body (NUL-terminated) */
   size_t len, cap, limit;
   size_t field_limit; /* a multipart field that is not the file */
