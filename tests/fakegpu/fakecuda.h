@@ -104,6 +104,9 @@ void fk_unlock(void);
 /* 0 when the driver may be used: cuInit done, not a forked child. */
 CUresult fk_check_init(void);
 CUresult fk_check_device(CUdevice dev);
+/* The fake's device (its index in the state file, fakegpu-smi and NVML)
+ * behind this process's ordinal: CUDA_VISIBLE_DEVICES reorders and hides. */
+unsigned fk_device_of(int ordinal);
 uint64_t fk_round_up(uint64_t bytes);
 
 /* The calling thread's current context (NULL if none). Caller holds fk_lock. */

@@ -30,7 +30,7 @@ static void release_alloc(fk_alloc *a) {
   if (a->fd >= 0)
     close(a->fd);
   if (a->charged)
-    fg_state_uncharge((unsigned)a->ctx->device, a->charged, 0);
+    fg_state_uncharge(fk_device_of(a->ctx->device), a->charged, 0);
   free(a);
 }
 
@@ -118,7 +118,7 @@ static CUresult alloc_memfd(int kind, struct CUctx_st *c, size_t bytes, unsigned
   if (fk_alloc_should_fail())
     goto out;
   uint64_t charged = fk_round_up(bytes);
-  if (charged < bytes || fg_state_charge((unsigned)c->device, charged, 0) != 0)
+  if (charged < bytes || fg_state_charge(fk_device_of(c->device), charged, 0) != 0)
     goto out;
   fk_alloc *a = new_alloc(kind, c);
   int fd = a ? memfd_create("fakegpu-mem", MFD_CLOEXEC) : -1;
@@ -129,7 +129,7 @@ static CUresult alloc_memfd(int kind, struct CUctx_st *c, size_t bytes, unsigned
     if (fd >= 0)
       close(fd);
     free(a);
-    fg_state_uncharge((unsigned)c->device, charged, 0);
+    fg_state_uncharge(fk_device_of(c->device), charged, 0);
     goto out;
   }
   a->addr = (uint64_t)(uintptr_t)p;
@@ -211,7 +211,7 @@ FK_API CUresult cuMemGetInfo_v2(size_t *free_bytes, size_t *total_bytes) {
   if (rc == CUDA_SUCCESS && (!free_bytes || !total_bytes))
     rc = CUDA_ERROR_INVALID_VALUE;
   fg_device_usage u;
-  if (rc == CUDA_SUCCESS && fg_state_device((unsigned)c->device, &u) != 0)
+  if (rc == CUDA_SUCCESS && fg_state_device(fk_device_of(c->device), &u) != 0)
     rc = CUDA_ERROR_UNKNOWN;
   if (rc == CUDA_SUCCESS) {
     *total_bytes = u.total_bytes;
