@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Numba's own driver-level tests (numba.cuda.tests.cudadrv, Debian's
 # python3-numba 0.56, which reaches libcuda.so.1 through ctypes only) run
-# against the fake driver, one `python3 -m unittest` per module. Fails when a
+# against the fake driver: `python3 -m unittest` with every module. Fails when a
 # test fails that needs no PTX kernel, when an expected failure fails for
 # another reason than the listed one, or when fewer pass than the floor.
 # The expected failures: tests/fakegpu/numba_expected_failures.txt.
@@ -24,15 +24,18 @@ export NUMBA_CACHE_DIR="$EBB_TEST_TMP/cache"
 export FAKEGPU_MEMORY_MIB=1024 FAKEGPU_DEVICES=2
 unset CUDA_VISIBLE_DEVICES
 dir=$("$PY" -c 'import os, numba.cuda.tests.cudadrv as m; print(os.path.dirname(m.__file__))')
-cd "$EBB_TEST_TMP"
-n=0
+modules=()
 for f in "$dir"/test_*.py; do
-  m=$(basename "$f" .py)
-  n=$((n + 1))
-  # A module that hangs is cut off; its log then has no "Ran" line: a failure.
-  timeout 300 "$PY" -m unittest -v "numba.cuda.tests.cudadrv.$m" >"logs/$m.log" 2>&1 || true
+  modules+=("numba.cuda.tests.cudadrv.$(basename "$f" .py)")
 done
-[ "$n" -gt 0 ] || fail "no test modules in $dir"
+[ "${#modules[@]}" -gt 0 ] || fail "no test modules in $dir"
+echo "running ${#modules[@]} modules of numba.cuda.tests.cudadrv"
+# Every module in one process, as Numba's own runner does: the driver's
+# state must survive one module's context resets into the next, and one
+# interpreter start instead of 27 keeps the test fast. A hang is cut off; its
+# log then has no "Ran" line, which fails the check.
+cd "$EBB_TEST_TMP"
+timeout 600 "$PY" -m unittest -v "${modules[@]}" >logs/cudadrv.log 2>&1 || true
 "$PY" "$EBB_SOURCE_DIR/tests/fakegpu/numba_cudadrv_check.py" logs \
   "$EBB_SOURCE_DIR/tests/fakegpu/numba_expected_failures.txt" "$FLOOR"
 # Every process is gone: the device is empty again.
