@@ -17,13 +17,20 @@ if ! "$PY" -c 'import numba.cuda' 2>/dev/null; then
 fi
 rm -rf "$EBB_TEST_TMP" "$FAKEGPU_STATE"
 mkdir -p "$EBB_TEST_TMP/logs"
+# Under `make asan` the fake is built with the sanitizers: Python, which is
+# not, must load their runtimes first (and not report its own leaks).
+PYENV=()
+san=$(ldd "$EBB_LIBCUDA" 2>/dev/null | awk '/lib(asan|ubsan)\.so/ { printf "%s%s", sep, $3; sep = ":" }')
+if [ -n "$san" ]; then
+  PYENV=(LD_PRELOAD="$san" ASAN_OPTIONS="detect_leaks=0:${ASAN_OPTIONS:-}")
+fi
 export NUMBA_CUDA_DRIVER="$EBB_LIBCUDA"
 export NUMBA_CACHE_DIR="$EBB_TEST_TMP/cache"
 # Numba's managed-memory test fills half the device: keep the devices small.
 # Two devices, so that its multi-GPU tests (context switches, CUDA_VISIBLE_DEVICES) run.
 export FAKEGPU_MEMORY_MIB=1024 FAKEGPU_DEVICES=2
 unset CUDA_VISIBLE_DEVICES
-dir=$("$PY" -c 'import os, numba.cuda.tests.cudadrv as m; print(os.path.dirname(m.__file__))')
+dir=$(env "${PYENV[@]}" "$PY" -c 'import os, numba.cuda.tests.cudadrv as m; print(os.path.dirname(m.__file__))')
 modules=()
 for f in "$dir"/test_*.py; do
   modules+=("numba.cuda.tests.cudadrv.$(basename "$f" .py)")
@@ -35,7 +42,7 @@ echo "running ${#modules[@]} modules of numba.cuda.tests.cudadrv"
 # interpreter start instead of 27 keeps the test fast. A hang is cut off; its
 # log then has no "Ran" line, which fails the check.
 cd "$EBB_TEST_TMP"
-timeout 600 "$PY" -m unittest -v "${modules[@]}" >logs/cudadrv.log 2>&1 || true
+timeout 600 env "${PYENV[@]}" "$PY" -m unittest -v "${modules[@]}" >logs/cudadrv.log 2>&1 || true
 "$PY" "$EBB_SOURCE_DIR/tests/fakegpu/numba_cudadrv_check.py" logs \
   "$EBB_SOURCE_DIR/tests/fakegpu/numba_expected_failures.txt" "$FLOOR"
 # Every process is gone: the device is empty again.
