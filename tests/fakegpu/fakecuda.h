@@ -146,6 +146,9 @@ CUresult fk_image_check(const void *image, char *msg, size_t msg_len);
 /* Waits until every stream callback queued before the call has run. Called
  * without fk_lock. */
 void fk_callbacks_drain(void);
+/* 1 on the driver thread that runs stream callbacks: a callback must not
+ * call the driver (800, NOT_PERMITTED). */
+int fk_in_callback(void);
 /* Pinned/registered host memory containing [p, p+n): its alloc or NULL.
  * Caller holds fk_lock. */
 fk_alloc *fk_alloc_containing(uint64_t addr, size_t n);

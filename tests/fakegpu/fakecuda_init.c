@@ -104,6 +104,8 @@ CUresult fk_check_init(void) {
     return CUDA_ERROR_STUB_LIBRARY;
   if (fk_forked || !fk_initialized)
     return CUDA_ERROR_NOT_INITIALIZED;
+  if (fk_in_callback())
+    return CUDA_ERROR_NOT_PERMITTED;
   return CUDA_SUCCESS;
 }
 

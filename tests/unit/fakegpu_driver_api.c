@@ -285,7 +285,7 @@ static void test_host_register(void) {
 
 /* --- stream callbacks ------------------------------------------------------- */
 static pthread_mutex_t g_mu = PTHREAD_MUTEX_INITIALIZER;
-static int g_order[8], g_n, g_on_caller;
+static int g_order[8], g_n, g_on_caller, g_inner = -1;
 static pthread_t g_caller;
 
 static void on_done(CUstream s, CUresult status, void *user) {
@@ -296,6 +296,8 @@ static void on_done(CUstream s, CUresult status, void *user) {
     g_on_caller++;
   if (g_n < 8 && status == CUDA_SUCCESS)
     g_order[g_n++] = (int)(intptr_t)user;
+  if (g_n == 1)
+    g_inner = cu_cuCtxSynchronize(); /* callbacks may not call the driver */
   pthread_mutex_unlock(&g_mu);
 }
 
@@ -314,6 +316,7 @@ static void test_stream_callbacks(void) {
   CHECK_EQ_INT(g_n, 3);
   CHECK(g_order[0] == 1 && g_order[1] == 2 && g_order[2] == 3);
   CHECK_EQ_INT(g_on_caller, 0);
+  CHECK_EQ_INT(g_inner, CUDA_ERROR_NOT_PERMITTED);
   pthread_mutex_unlock(&g_mu);
   CHECK_EQ_INT(x_cuStreamQuery(s), CUDA_SUCCESS);
   CHECK_EQ_INT(x_cuStreamAddCallback(CU_STREAM_LEGACY, on_done, (void *)4, 0), CUDA_SUCCESS);
