@@ -115,6 +115,10 @@ struct CUctx_st *fk_current(void);
  * live context, activates a reset primary context that is still retained,
  * and answers the context's sticky error. Caller holds fk_lock. */
 CUresult fk_need_ctx(struct CUctx_st **out);
+/* A context handed in as an argument (not the current one): 201 unless it
+ * is live (a reset, still retained primary comes back), else its sticky
+ * error. Caller holds fk_lock. */
+CUresult fk_ctx_usable(struct CUctx_st *c);
 /* Frees everything a context holds and takes back its memory. Holds fk_lock. */
 void fk_ctx_teardown(struct CUctx_st *ctx);
 /* Marks ctx faulted: every later call on it answers err. */

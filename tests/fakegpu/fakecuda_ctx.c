@@ -81,6 +81,21 @@ static void maybe_fail_device(struct CUctx_st *c) {
     fk_ctx_raise(c, CUDA_ERROR_ILLEGAL_ADDRESS);
 }
 
+CUresult fk_ctx_usable(struct CUctx_st *c) {
+  if (!c || !ctx_known(c) || c->dead)
+    return CUDA_ERROR_INVALID_CONTEXT;
+  if (fg_state_lost(fk_device_of(c->device)))
+    return CUDA_ERROR_UNKNOWN;
+  if (!c->active) {
+    if (!c->primary || c->refcount == 0)
+      return CUDA_ERROR_INVALID_CONTEXT;
+    CUresult rc = ctx_activate(c);
+    if (rc)
+      return rc;
+  }
+  return c->sticky;
+}
+
 CUresult fk_need_ctx(struct CUctx_st **out) {
   CUresult rc = fk_check_init();
   if (rc)

@@ -314,6 +314,36 @@ FK_API CUresult cuMemcpyDtoHAsync_v2(void *dst, CUdeviceptr src, size_t n, CUstr
 FK_API CUresult cuMemcpyDtoDAsync_v2(CUdeviceptr dst, CUdeviceptr src, size_t n, CUstream s) {
   return copy(dst, src, n, DEV_DST | DEV_SRC, s, 1);
 }
+/* Between two contexts (two devices, peers or not): both must be live and
+ * each range inside memory of this process; no current context needed. */
+static CUresult copy_peer(CUdeviceptr dst, CUcontext dctx, CUdeviceptr src, CUcontext sctx,
+                          size_t n, CUstream s, int check_stream) {
+  CUresult rc = fk_check_init();
+  if (rc)
+    return rc;
+  fk_lock();
+  rc = fk_ctx_usable(dctx);
+  if (rc == CUDA_SUCCESS)
+    rc = fk_ctx_usable(sctx);
+  if (rc == CUDA_SUCCESS && check_stream && !fk_stream_ok(s))
+    rc = CUDA_ERROR_INVALID_HANDLE;
+  if (rc == CUDA_SUCCESS && n > 0 && (!fk_mem_range_ok(dst, n) || !fk_mem_range_ok(src, n)))
+    rc = CUDA_ERROR_INVALID_VALUE;
+  if (rc == CUDA_SUCCESS && n > 0)
+    memmove((void *)(uintptr_t)dst, (const void *)(uintptr_t)src, n);
+  fk_unlock();
+  return rc;
+}
+
+FK_API CUresult cuMemcpyPeer(CUdeviceptr dst, CUcontext dctx, CUdeviceptr src, CUcontext sctx,
+                             size_t n) {
+  return copy_peer(dst, dctx, src, sctx, n, NULL, 0);
+}
+FK_API CUresult cuMemcpyPeerAsync(CUdeviceptr dst, CUcontext dctx, CUdeviceptr src,
+                                  CUcontext sctx, size_t n, CUstream s) {
+  return copy_peer(dst, dctx, src, sctx, n, s, 1);
+}
+
 /* Unified addressing: either side may be host or device memory. */
 FK_API CUresult cuMemcpy(CUdeviceptr dst, CUdeviceptr src, size_t n) {
   return copy(dst, src, n, 0, NULL, 0);

@@ -46,6 +46,14 @@ static const char ptx_twin[] = "//\n.version 7.8\n.target sm_90\n.address_size 6
 static const char ptx_none[] = "//\n.version 7.8\n.target sm_90\n.address_size 64\n"
                                ".visible .entry no_twin_here(\n)\n{\n ret;\n}\n";
 
+/* The current context, or a bogus handle where there is none (so that the
+ * peer copy's context check answers 201 like the others). */
+static CUcontext fk_cur(void) {
+  CUcontext c = NULL;
+  cu_cuCtxGetCurrent(&c);
+  return c ? c : (CUcontext)0x10;
+}
+
 /* Every extra function that needs a context, called with harmless
  * arguments; each must answer `want`. Answers the number that did not. */
 static int calls_needing_ctx(CUresult want, CUstream s, CUevent e, CUfunction f) {
@@ -76,6 +84,8 @@ static int calls_needing_ctx(CUresult want, CUstream s, CUevent e, CUfunction f)
   EXPECT_(x_cuMemAllocManaged(&p, 4096, CU_MEM_ATTACH_GLOBAL));
   EXPECT_(x_cuMemcpy((CUdeviceptr)(uintptr_t)host, (CUdeviceptr)(uintptr_t)host, 8));
   EXPECT_(x_cuMemcpyAsync((CUdeviceptr)(uintptr_t)host, (CUdeviceptr)(uintptr_t)host, 8, s));
+  EXPECT_(x_cuMemcpyPeerAsync((CUdeviceptr)(uintptr_t)host, fk_cur(),
+                              (CUdeviceptr)(uintptr_t)host, fk_cur(), 8, s));
   EXPECT_(x_cuMemsetD16(0x1000, 0, 1));
   EXPECT_(x_cuMemsetD32(0x1000, 0, 1));
   EXPECT_(x_cuMemsetD8Async(0x1000, 0, 1, s));
@@ -460,6 +470,17 @@ static int child_peers(void) {
   CUdevice d = -1;
   if (cu_cuCtxSetCurrent(c1) || x_cuCtxGetDevice(&d) || d != 1)
     return 11;
+  /* A copy from device 0 to device 1, with no context current. */
+  CUdeviceptr a, b;
+  if (cu_cuMemAlloc(&b, 4096) || cu_cuCtxSetCurrent(c0) || cu_cuMemAlloc(&a, 4096) ||
+      cu_cuMemsetD8(a, 0x5a, 4096) || cu_cuCtxSetCurrent(NULL))
+    return 12;
+  if (x_cuMemcpyPeer(b, c1, a, c0, 4096) || ((unsigned char *)(uintptr_t)b)[4095] != 0x5a)
+    return 13;
+  if (x_cuMemcpyPeer(b, c1, a, c0, 8192) != CUDA_ERROR_INVALID_VALUE)
+    return 14;
+  if (x_cuMemcpyPeer(b, (CUcontext)0x10, a, c0, 16) != CUDA_ERROR_INVALID_CONTEXT)
+    return 15;
   return 0;
 }
 
