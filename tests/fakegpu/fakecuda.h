@@ -67,7 +67,7 @@ struct fk_alloc {
   fk_alloc *next;
 };
 
-enum { FK_OBJ_STREAM = 1, FK_OBJ_EVENT, FK_OBJ_MODULE, FK_OBJ_FUNCTION, FK_OBJ_LINK };
+enum { FK_OBJ_STREAM = 1, FK_OBJ_EVENT, FK_OBJ_MODULE, FK_OBJ_FUNCTION };
 struct fk_obj {
   uint32_t magic; /* FK_OBJ_MAGIC + kind */
   int kind;
@@ -81,12 +81,6 @@ struct fk_obj {
   fk_obj *module;
   ebb_kernel_twin_fn twin; /* NULL: the built-in faulting kernel */
   char name[128];
-  /* link states (cuLinkCreate): the PTX added so far, the error log */
-  char *image;
-  size_t image_len;
-  char *err_log;
-  size_t err_log_size;
-  int completed;
 };
 #define FK_OBJ_MAGIC 0x0b1ec700u
 
