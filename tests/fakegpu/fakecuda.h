@@ -18,6 +18,7 @@
 #include <stdint.h>
 
 #include "device/cuda_api.h"
+#include "device/kernel_twin.h"
 #include "fakecuda_extra.h"
 #include "fg_state.h"
 
