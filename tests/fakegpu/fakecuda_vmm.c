@@ -190,7 +190,7 @@ FK_API CUresult cuMemCreate(CUmemGenericAllocationHandle *h, size_t size,
   rc = CUDA_ERROR_OUT_OF_MEMORY;
   if (fk_alloc_should_fail())
     goto out;
-  unsigned dev = (unsigned)prop->location.id;
+  unsigned dev = fk_device_of(prop->location.id); /* p->device: the fake's index */
   if (fg_state_charge(dev, size, 0) != 0)
     goto out;
   fk_phys *p = calloc(1, sizeof *p);
