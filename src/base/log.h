@@ -36,6 +36,14 @@ void ebb_log_set_level(ebb_log_level min);
 /* The stream is borrowed, not closed by ebb. NULL restores stdout. */
 void ebb_log_set_stream(FILE *f);
 
+/* A tap sees every line written (after the level filter), with the log's lock
+ * held: it must not log, and should be quick (the server's event stream uses
+ * it to pick up leak reports with their allocation sites). One tap; NULL
+ * removes it. */
+typedef void (*ebb_log_tap_fn)(void *ctx, ebb_log_level level, const char *scope,
+                               const char *msg);
+void ebb_log_set_tap(ebb_log_tap_fn fn, void *ctx);
+
 void ebb_log(ebb_log_level level, const char *scope, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 void ebb_log_ev(ebb_log_level level, const char *scope, const ebb_log_field *fields,

@@ -13,6 +13,8 @@ static const ebb_command commands[] = {
     {"stages", "list the stages (built-in and plugins) and their options", ebb_cmd_stages},
     {"serve", "serve the HTTP API: jobs, pipelines, sessions, memory (docs/api.md)",
      ebb_cmd_serve},
+    {"top", "live device memory by owner in the terminal, like nvtop (a server's or the driver's)",
+     ebb_cmd_top},
 };
 #define NCOMMANDS (sizeof commands / sizeof commands[0])
 

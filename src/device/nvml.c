@@ -178,3 +178,38 @@ int ebb_nvml_process_used(nvmlDevice_t d, pid_t pid, uint64_t *bytes) {
   }
   return ebb_seterr(EBB_EDRIVER, "nvmlDeviceGetComputeRunningProcesses_v3 kept growing");
 }
+
+int ebb_nvml_count(unsigned *count) {
+  int rc = ebb_nvml_load();
+  if (rc)
+    return rc;
+  nvmlReturn_t r = fn.nvmlDeviceGetCount_v2(count);
+  if (r != NVML_SUCCESS)
+    return ebb_seterr(EBB_EDRIVER, "nvmlDeviceGetCount_v2: %s (%d)", nvml_err(r), r);
+  return 0;
+}
+
+int ebb_nvml_processes(nvmlDevice_t d, unsigned *pids, uint64_t *bytes, unsigned cap,
+                       unsigned *n) {
+  *n = 0;
+  if (!fn.nvmlDeviceGetComputeRunningProcesses_v3)
+    return ebb_seterr(EBB_EUNSUPPORTED, "%s lacks nvmlDeviceGetComputeRunningProcesses_v3", path);
+  unsigned want = cap + 16;
+  nvmlProcessInfo_t *infos = calloc(want, sizeof *infos);
+  if (!infos)
+    return ebb_seterr(EBB_ENOMEM, "out of host memory listing GPU processes");
+  unsigned got = want;
+  nvmlReturn_t r = fn.nvmlDeviceGetComputeRunningProcesses_v3(d, &got, infos);
+  if (r != NVML_SUCCESS && r != NVML_ERROR_INSUFFICIENT_SIZE) {
+    free(infos);
+    return ebb_seterr(EBB_EDRIVER, "nvmlDeviceGetComputeRunningProcesses_v3: %s (%d)",
+                      nvml_err(r), r);
+  }
+  for (unsigned i = 0; r == NVML_SUCCESS && i < got && *n < cap; i++) {
+    pids[*n] = infos[i].pid;
+    bytes[*n] = infos[i].usedGpuMemory;
+    (*n)++;
+  }
+  free(infos);
+  return 0;
+}

@@ -24,5 +24,12 @@ int ebb_nvml_device(int cuda_ordinal, const char *uuid, nvmlDevice_t *out);
 int ebb_nvml_meminfo(nvmlDevice_t d, uint64_t *free_bytes, uint64_t *total_bytes);
 /* Bytes pid holds on d (0 when it holds nothing). */
 int ebb_nvml_process_used(nvmlDevice_t d, pid_t pid, uint64_t *bytes);
+/* Every process with a context on d (compute processes): up to cap of them
+ * into pids/bytes (bytes ~0ull when NVML cannot say), *n = how many were
+ * written. For `ebb top --local`. */
+int ebb_nvml_processes(nvmlDevice_t d, unsigned *pids, uint64_t *bytes, unsigned cap,
+                       unsigned *n);
+/* Devices NVML sees. */
+int ebb_nvml_count(unsigned *count);
 
 #endif

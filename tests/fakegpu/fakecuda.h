@@ -18,6 +18,7 @@
 #include <stdint.h>
 
 #include "device/cuda_api.h"
+#include "device/kernel_twin.h"
 #include "fakecuda_extra.h"
 #include "fg_state.h"
 
@@ -96,7 +97,6 @@ extern int fk_initialized; /* cuInit succeeded in this process */
 extern int fk_forked;      /* this is a child forked after cuInit */
 extern CUresult fk_init_error; /* what cuInit answered if it failed */
 extern unsigned fk_ndevices;
-extern uint64_t fk_total_bytes;
 extern uint64_t fk_granularity;
 
 void fk_lock(void);

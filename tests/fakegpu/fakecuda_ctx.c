@@ -28,6 +28,8 @@ static int ctx_known(const struct CUctx_st *c) {
 }
 
 static CUresult ctx_activate(struct CUctx_st *c) {
+  if (fg_state_lost((unsigned)c->device))
+    return CUDA_ERROR_UNKNOWN;
   if (fg_state_charge((unsigned)c->device, fk_cfg.context_bytes, 1) != 0)
     return CUDA_ERROR_OUT_OF_MEMORY;
   c->active = 1;
@@ -63,6 +65,22 @@ void fk_ctx_raise(struct CUctx_st *c, CUresult err) {
     c->sticky = err;
 }
 
+/* FAKEGPU_FAIL_DEVICE: the (N+1)th call on the device that needs a context
+ * fails it once: a sticky 700 on the context, or the device lost for every
+ * process (999 from then on, as a GPU that fell off the bus). */
+static long g_fail_calls;
+static int g_fail_fired;
+
+static void maybe_fail_device(struct CUctx_st *c) {
+  if (fk_cfg.fail_device != c->device || g_fail_fired || ++g_fail_calls <= fk_cfg.fail_after)
+    return;
+  g_fail_fired = 1;
+  if (fk_cfg.fail_lost)
+    fg_state_set_lost((unsigned)c->device);
+  else
+    fk_ctx_raise(c, CUDA_ERROR_ILLEGAL_ADDRESS);
+}
+
 CUresult fk_need_ctx(struct CUctx_st **out) {
   CUresult rc = fk_check_init();
   if (rc)
@@ -70,6 +88,10 @@ CUresult fk_need_ctx(struct CUctx_st **out) {
   struct CUctx_st *c = fk_current();
   if (!c || c->dead)
     return CUDA_ERROR_INVALID_CONTEXT;
+  if (fk_cfg.fail_device >= 0)
+    maybe_fail_device(c);
+  if (fg_state_lost((unsigned)c->device))
+    return CUDA_ERROR_UNKNOWN;
   if (!c->active) {
     /* A primary context that was reset but is still retained comes back on
      * first use; one released to count 0 is gone. */

@@ -13,7 +13,6 @@ int fk_initialized;
 int fk_forked;
 CUresult fk_init_error = CUDA_ERROR_NOT_INITIALIZED;
 unsigned fk_ndevices;
-uint64_t fk_total_bytes;
 uint64_t fk_granularity;
 static pid_t g_init_pid;
 static pthread_mutex_t g_lock = PTHREAD_MUTEX_INITIALIZER;
@@ -76,6 +75,11 @@ FK_API CUresult cuInit(unsigned int flags) {
   CUresult rc = CUDA_SUCCESS;
   if (fk_initialized)
     goto out;
+  if (fk_cfg.error[0]) {
+    fprintf(stderr, "fakegpu: %s\n", fk_cfg.error);
+    rc = fk_init_error = CUDA_ERROR_INVALID_VALUE;
+    goto out;
+  }
   if (fk_cfg.ndevices == 0) {
     rc = fk_init_error = CUDA_ERROR_NO_DEVICE;
     goto out;
@@ -90,7 +94,6 @@ FK_API CUresult cuInit(unsigned int flags) {
   fg_device_usage u;
   fg_state_device(0, &u);
   fk_ndevices = u.ndevices ? u.ndevices : fk_cfg.ndevices;
-  fk_total_bytes = u.total_bytes;
   fk_granularity = u.granularity ? u.granularity : fk_cfg.granularity;
   /* Every allocation holds a memfd (so IPC can reach it): allow many. */
   struct rlimit rl;
@@ -152,7 +155,10 @@ FK_API CUresult cuDeviceTotalMem_v2(size_t *bytes, CUdevice dev) {
     return rc;
   if (!bytes)
     return CUDA_ERROR_INVALID_VALUE;
-  *bytes = fk_total_bytes;
+  fg_device_usage u;
+  if (fg_state_device((unsigned)dev, &u) != 0)
+    return CUDA_ERROR_UNKNOWN;
+  *bytes = u.total_bytes;
   return CUDA_SUCCESS;
 }
 

@@ -1,0 +1,22 @@
+/* GET / and GET /page/NAME: the live page, plain HTML, CSS and JavaScript
+ * from src/server/page/, compiled into the binary at build time
+ * (cmake/EmbedFiles.cmake writes page_assets.c). Nothing is fetched from
+ * anywhere else: the page reads /v1/events and calls the API. */
+#ifndef EBB_SERVER_PAGE_H
+#define EBB_SERVER_PAGE_H
+
+#include <microhttpd.h>
+#include <stddef.h>
+
+typedef struct ebb_page_asset {
+  const char *name;            /* file name under src/server/page/ */
+  const unsigned char *data;
+  size_t size;
+} ebb_page_asset;
+/* Ends with {NULL, NULL, 0}. (the generated page_assets.c) */
+extern const ebb_page_asset ebb_page_assets[];
+
+/* Answers with the asset named (404 not_found naming it when there is none). */
+enum MHD_Result ebb_page_serve(struct MHD_Connection *c, const char *name);
+
+#endif

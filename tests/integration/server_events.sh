@@ -1,0 +1,36 @@
+#!/usr/bin/env bash
+# GET /v1/events on the fake GPU (server_events.py): hello, a job's events
+# matching GET /v1/jobs/ID, a slow reader dropped while others go on, the
+# client cap. Small buffers and a fast interval make the bounds show quickly.
+set -u
+: "${EBB:?}" "${FAKEGPU_STATE:?}" "${EBB_TEST_TMP:?}" "${EBB_SOURCE_DIR:?}"
+T=$EBB_TEST_TMP
+rm -rf "$T" && mkdir -p "$T"
+rm -f "$FAKEGPU_STATE"
+export FAKEGPU_MEMORY_MIB=4096 FAKEGPU_CONTEXT_MIB=300
+export EBB_EVENTS_INTERVAL_MS=10 EBB_EVENTS_CLIENT_BUFFER=8192 EBB_EVENTS_MAX_CLIENTS=4
+cat > "$T/cfg.json" <<'JSON'
+{"pipelines": {
+  "demo": {"stages": [{"stage": "synthetic", "name": "a", "options": {"weights_mib": 64, "activations_mib": 32, "run_ms": 300}},
+                      {"stage": "synthetic", "name": "b", "options": {"weights_mib": 128, "activations_mib": 64, "leak_mib": 4, "run_ms": 300}}]}}}
+JSON
+echo "any input" > "$T/input.txt"
+"$EBB" serve --config "$T/cfg.json" --listen 127.0.0.1:0 --data-dir "$T/data" --input-dir "$T" --no-cache \
+  > "$T/log" 2>&1 &
+SERVER=$!
+trap 'kill -TERM $SERVER 2>/dev/null; wait $SERVER 2>/dev/null' EXIT
+for _ in $(seq 100); do
+  grep -q '^ebb: listening on http://' "$T/log" 2>/dev/null && break
+  sleep 0.1
+done
+URL=$(head -1 "$T/log" | sed -n 's/^ebb: listening on //p')
+[ -n "$URL" ] || { echo "FAIL: no listening line; log:"; cat "$T/log"; exit 1; }
+timeout 200 python3 "$EBB_SOURCE_DIR/tests/integration/server_events.py" "$URL" "$T/input.txt"
+rc=$?
+kill -TERM $SERVER; wait $SERVER; src=$?
+trap - EXIT
+[ $src -eq 0 ] || { echo "FAIL: ebb serve exited $src on SIGTERM with streams open"; rc=1; }
+if [ $rc -ne 0 ]; then
+  echo "--- server log"; cat "$T/log"; exit 1
+fi
+echo "server_events: all checks passed"

@@ -1,0 +1,43 @@
+#!/usr/bin/env bash
+# The live page in a real headless chromium (Debian's chromium +
+# chromium-driver + python3-selenium, for /usr/bin/python3) while a synthetic
+# pipeline runs on the fake GPU: server_page.py checks owners, release labels,
+# job rows, the leak, the buttons and the console; the screenshot lands in
+# build/artifacts/page.png (EBB_UPDATE_DOCS_IMG=1 also copies it to docs/img/).
+set -u
+: "${EBB:?}" "${FAKEGPU_STATE:?}" "${EBB_TEST_TMP:?}" "${EBB_BUILD_DIR:?}" "${EBB_SOURCE_DIR:?}"
+T=$EBB_TEST_TMP
+rm -rf "$T" && mkdir -p "$T"
+rm -f "$FAKEGPU_STATE"
+export FAKEGPU_MEMORY_MIB=4096 FAKEGPU_CONTEXT_MIB=300
+for tool in /usr/bin/chromium /usr/bin/chromedriver; do
+  [ -x "$tool" ] || { echo "FAIL: $tool is missing (scripts/install-deps.sh installs chromium chromium-driver)"; exit 1; }
+done
+/usr/bin/python3 -c 'import selenium' 2>/dev/null ||
+  { echo "FAIL: selenium is missing for /usr/bin/python3 (install-deps.sh installs python3-selenium)"; exit 1; }
+
+cat > "$T/cfg.json" <<'JSON'
+{"pipelines": {
+  "demo": {"description": "two synthetic stages, the second leaks 8 MiB",
+           "stages": [{"stage": "synthetic", "name": "a", "options": {"weights_mib": 256, "activations_mib": 128, "run_ms": 2500}},
+                      {"stage": "synthetic", "name": "b", "options": {"weights_mib": 512, "activations_mib": 256, "leak_mib": 8, "run_ms": 2500}}]},
+  "other": {"stages": [{"stage": "synthetic", "name": "o", "options": {"weights_mib": 320}}]}}}
+JSON
+echo "any input" > "$T/input.txt"
+"$EBB" serve --config "$T/cfg.json" --listen 127.0.0.1:0 --data-dir "$T/data" --input-dir "$T" --no-cache \
+  > "$T/log" 2>&1 &
+SERVER=$!
+trap 'kill -TERM $SERVER 2>/dev/null; wait $SERVER 2>/dev/null' EXIT
+for _ in $(seq 100); do
+  grep -q '^ebb: listening on http://' "$T/log" 2>/dev/null && break
+  sleep 0.1
+done
+URL=$(head -1 "$T/log" | sed -n 's/^ebb: listening on //p')
+[ -n "$URL" ] || { echo "FAIL: no listening line; log:"; cat "$T/log"; exit 1; }
+timeout 240 /usr/bin/python3 "$EBB_SOURCE_DIR/tests/integration/server_page.py" "$URL" "$T" \
+  "$EBB_BUILD_DIR/artifacts/page.png"
+rc=$?
+if [ $rc -ne 0 ]; then
+  echo "--- server log"; cat "$T/log"; exit 1
+fi
+echo "server_page: all checks passed"

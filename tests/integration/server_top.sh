@@ -1,0 +1,96 @@
+#!/usr/bin/env bash
+# `ebb top` in tmux against a server on the fake GPU, read with capture-pane:
+# the owners (pipeline ▸ stage) appear while a job runs, the release figures
+# of its stages appear, a narrow terminal (30x12) shows clipped lines and no
+# wrapping, `q` quits. Then `ebb top --local --once` lists the server process
+# from NVML, and with no server reachable `ebb top --once` shows the driver's
+# view. The last screen is saved as build/artifacts/top.txt.
+set -u
+: "${EBB:?}" "${FAKEGPU_STATE:?}" "${EBB_TEST_TMP:?}" "${EBB_BUILD_DIR:?}"
+T=$EBB_TEST_TMP
+rm -rf "$T" && mkdir -p "$T"
+rm -f "$FAKEGPU_STATE"
+export FAKEGPU_MEMORY_MIB=4096 FAKEGPU_CONTEXT_MIB=300
+command -v tmux >/dev/null || { echo "FAIL: tmux is missing (scripts/install-deps.sh installs it)"; exit 1; }
+fails=0
+fail() { echo "FAIL: $*" >&2; fails=$((fails + 1)); }
+TM="tmux -L ebb-top-test-$$ -f /dev/null"
+cat > "$T/cfg.json" <<'JSON'
+{"pipelines": {
+  "demo": {"stages": [{"stage": "synthetic", "name": "a", "options": {"weights_mib": 256, "activations_mib": 128, "run_ms": 2500}},
+                      {"stage": "synthetic", "name": "b", "options": {"weights_mib": 512, "run_ms": 1500}}]}}}
+JSON
+echo "any input" > "$T/input.txt"
+"$EBB" serve --config "$T/cfg.json" --listen 127.0.0.1:0 --data-dir "$T/data" --input-dir "$T" --no-cache \
+  > "$T/log" 2>&1 &
+SERVER=$!
+trap '$TM kill-server 2>/dev/null; kill -TERM $SERVER 2>/dev/null; wait $SERVER 2>/dev/null' EXIT
+for _ in $(seq 100); do
+  grep -q '^ebb: listening on http://' "$T/log" 2>/dev/null && break
+  sleep 0.1
+done
+URL=$(head -1 "$T/log" | sed -n 's/^ebb: listening on //p')
+[ -n "$URL" ] || { echo "FAIL: no listening line; log:"; cat "$T/log"; exit 1; }
+
+$TM new-session -d -s top -x 120 -y 45 "env LANG=C.UTF-8 LC_ALL=C.UTF-8 TERM=xterm-256color $EBB top --server $URL; echo top-exited-\$? > $T/exit; sleep 30"
+screen() { $TM capture-pane -p -t top > "$T/screen" 2>/dev/null; cat "$T/screen"; }
+wait_screen() { # grep-pattern what [tries]
+  for _ in $(seq "${3:-100}"); do
+    screen | grep -q -- "$1" && return 0
+    sleep 0.1
+  done
+  fail "$2 never appeared on ebb top's screen; last screen:"; cat "$T/screen" >&2
+  return 1
+}
+wait_screen "$URL · live" "the live header"
+curl -s -X POST "$URL/v1/jobs" -H 'Content-Type: application/json' \
+  -d "{\"pipeline\": \"demo\", \"input\": \"$T/input.txt\"}" > "$T/job"
+JOB=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["id"])' "$T/job" 2>/dev/null)
+[ -n "$JOB" ] || { fail "POST /v1/jobs answered $(cat "$T/job")"; JOB=none; }
+wait_screen "demo ▸ a .*384 MiB" "owner 'demo ▸ a' holding 384 MiB" 150
+wait_screen "demo ▸ b .*512 MiB" "owner 'demo ▸ b' holding 512 MiB" 150
+# the release figures of both stages, as GET /v1/jobs/1 reports them
+for _ in $(seq 200); do
+  S=$(curl -s "$URL/v1/jobs/$JOB" | python3 -c 'import json,sys; print(json.load(sys.stdin)["state"])')
+  [ "$S" = succeeded ] && break
+  sleep 0.1
+done
+[ "$S" = succeeded ] || fail "job 1 ended $S"
+for st in a b; do
+  MIB=$(curl -s "$URL/v1/jobs/$JOB" | python3 -c "import json,sys; print([s for s in json.load(sys.stdin)['stages'] if s['name']=='$st'][0]['released_bytes'] >> 20)")
+  wait_screen "-$MIB MiB released by $st" "the release of stage $st (-$MIB MiB)"
+done
+cp "$T/screen" "$EBB_BUILD_DIR/artifacts/top.txt" 2>/dev/null ||
+  { mkdir -p "$EBB_BUILD_DIR/artifacts" && cp "$T/screen" "$EBB_BUILD_DIR/artifacts/top.txt"; }
+
+# a narrow, short terminal: lines are clipped to 30 columns, nothing wraps
+$TM resize-window -t top -x 30 -y 12 2>/dev/null || $TM resize-pane -t top -x 30 -y 12
+sleep 1.2
+screen > /dev/null
+W=$(python3 -c 'import sys; print(max([len(l.rstrip("\n")) for l in open(sys.argv[1], encoding="utf-8")] + [0]))' "$T/screen")
+[ "$W" -le 30 ] || fail "narrow terminal: a line is $W columns wide: $(cat "$T/screen")"
+grep -q "^ebb top" "$T/screen" || fail "narrow terminal: no header line: $(cat "$T/screen")"
+[ "$(wc -l < "$T/screen")" -le 12 ] || fail "narrow terminal: more than 12 rows"
+[ -f "$T/exit" ] && fail "ebb top exited in a narrow terminal: $(cat "$T/exit")"
+$TM resize-window -t top -x 120 -y 45 2>/dev/null || true
+
+# q quits with status 0
+$TM send-keys -t top q
+for _ in $(seq 50); do [ -f "$T/exit" ] && break; sleep 0.1; done
+[ "$(cat "$T/exit" 2>/dev/null)" = top-exited-0 ] || fail "q did not quit ebb top (exit: $(cat "$T/exit" 2>/dev/null))"
+$TM kill-server 2>/dev/null
+
+# the driver's view: NVML lists the server (it holds the context while a
+# pipeline is loaded)
+curl -s -X POST -H "Content-Type: application/json" "$URL/v1/pipelines/demo/load" > /dev/null
+OUT=$(COLUMNS=100 "$EBB" top --local --once)
+echo "$OUT" | grep -Eq "^ +$SERVER +ebb +[0-9.]+ [MG]iB" || fail "ebb top --local does not list the server (pid $SERVER): $OUT"
+OUT=$(COLUMNS=100 "$EBB" top --server http://127.0.0.1:1 --once)
+echo "$OUT" | grep -q "no ebb server at http://127.0.0.1:1" || fail "no-server header missing: $OUT"
+echo "$OUT" | grep -Eq "^ +$SERVER +ebb" || fail "with no server, the driver's view lacks pid $SERVER: $OUT"
+"$EBB" top --server nonsense > /dev/null 2>&1; [ $? = 2 ] || fail "ebb top --server nonsense: exit not 2"
+
+if [ "$fails" -ne 0 ]; then
+  echo "--- server log"; cat "$T/log"; exit 1
+fi
+echo "server_top: all checks passed"
