@@ -60,7 +60,10 @@ static const char pitch_schema[] =
     "onset_threshold: how deep the dip before a re-attack is\"},"
     "\"onset_lookback_ms\":{\"type\":\"number\",\"default\":80,\"description\":\"after a "
     "pitch change the note starts at the strongest onset up to this long before the pitch "
-    "turns\"}"
+    "turns\"},"
+    "\"salience\":{\"type\":\"number\",\"default\":0.5,\"description\":\"pyin: share of "
+    "the observation taken from the harmonic-summation melody salience of the analysed signal, "
+    "which follows a melody that pYIN loses under the band; 0: off\"}"
     "}";
 
 static int pitch_load(ebb_stage_ctx *ctx, const char *options_json, void **state) {
@@ -97,7 +100,9 @@ static int pitch_load(ebb_stage_ctx *ctx, const char *options_json, void **state
                               &s->p.onset_threshold)) ||
       (rc = ebb_st_opt_number(ctx, o, "onset_dip_db", s->p.onset_dip_db, 0, 100,
                               &s->p.onset_dip_db)) ||
-      (rc = ebb_st_opt_number(ctx, o, "onset_lookback_ms", 80, 0, 1000, &look_ms)))
+      (rc = ebb_st_opt_number(ctx, o, "onset_lookback_ms", 80, 0, 1000, &look_ms)) ||
+      (rc = ebb_st_opt_number(ctx, o, "salience", s->p.salience_weight, 0, 1,
+                              &s->p.salience_weight)))
     goto done;
   s->p.onset_lookback_s = look_ms / 1000.0;
   s->p.min_note_s = min_ms / 1000.0;
@@ -188,7 +193,7 @@ static int refine_notes(const float *mono, uint64_t n, uint32_t rate, const ebb_
 static int pitch_run(ebb_stage_ctx *ctx, void *state, const ebb_items *in, ebb_items *out) {
   pitch_state *s = state;
   static const char *const names[] = {"vocals", "audio", NULL};
-  float *mono = NULL, *padded = NULL, *emph = NULL, *cm = NULL, *frames = NULL;
+  float *mono = NULL, *padded = NULL, *emph = NULL, *cm = NULL, *frames = NULL, *sal = NULL;
   ebb_pitch_note *notes = NULL;
   char *notes_json = NULL;
   size_t n_notes = 0;
@@ -251,7 +256,14 @@ static int pitch_run(ebb_stage_ctx *ctx, void *state, const ebb_items *in, ebb_i
     rc = ebb_st_fail(ctx, EBB_ECANCELED, "cancelled");
     goto done;
   }
-  if ((rc = ebb_pitch_track(cm, padded, &g, &s->p, frames)) ||
+  /* the salience of the same signal: on the separated vocals the repeating
+   * accompaniment is already weaker than in the mix (pitch_salience.c) */
+  if (s->p.method == EBB_PITCH_PYIN && s->p.salience_weight > 0.0 &&
+      (rc = ebb_pitch_salience(mono, n, rate, &s->p, g.n_frames, &sal))) {
+    rc = ebb_st_fail(ctx, rc, "%s", ebb_errmsg());
+    goto done;
+  }
+  if ((rc = ebb_pitch_track_salience(cm, padded, &g, &s->p, sal, frames)) ||
       (rc = ebb_pitch_notes(frames, g.n_frames, &s->p, &notes, &n_notes)) ||
       (rc = refine_notes(mono, n, rate, &s->p, frames, g.n_frames, &notes, &n_notes)) ||
       (rc = ebb_pitch_notes_json(notes, n_notes, &notes_json))) {
@@ -277,6 +289,7 @@ done:
   free(emph);
   free(cm);
   free(frames);
+  free(sal);
   free(notes);
   free(notes_json);
   return rc;
