@@ -510,14 +510,14 @@ static void poll_sessions(ebb_events *e) {
 
 /* The store's job with per-stage peaks merged into its stages. */
 static json_t *job_json(json_t *o, json_t *peaks) {
-  json_t *j = json_pack("{s:O,s:O,s:O,s:O,s:O,s:O,s:O,s:O,s:O}", "id", json_object_get(o, "id"),
+  json_t *rel = json_object_get(o, "released_bytes");
+  json_t *j = json_pack("{s:O,s:O,s:O,s:O,s:O,s:O,s:O,s:o,s:o}", "id", json_object_get(o, "id"),
                         "pipeline", json_object_get(o, "pipeline"), "state",
                         json_object_get(o, "state"), "created", json_object_get(o, "created"),
                         "started", json_object_get(o, "started") ?: json_null(), "finished",
                         json_object_get(o, "finished") ?: json_null(), "error",
                         json_object_get(o, "error") ?: json_null(), "released_bytes",
-                        json_object_get(o, "released_bytes") ?: json_integer(0), "stages",
-                        json_array());
+                        rel ? json_incref(rel) : json_integer(0), "stages", json_array());
   json_t *stages = json_object_get(j, "stages"), *s;
   size_t i;
   json_array_foreach(json_object_get(o, "stages"), i, s) {
