@@ -23,8 +23,9 @@ function(ebb_c_test name)
   add_executable(${name} ${T_UNPARSED_ARGUMENTS})
   target_include_directories(${name} PRIVATE ${CMAKE_SOURCE_DIR}/tests)
   target_link_libraries(${name} PRIVATE ${T_LIBS} Threads::Threads)
-  # Kernel host twins (fakegpu_twin_*) must be visible to the fake's dlsym.
-  set_target_properties(${name} PROPERTIES ENABLE_EXPORTS ON)
+  # Kernel host twins (fakegpu_twin_*) must be visible to the fake's dlsym;
+  # nothing else is exported (cmake/ebb.dynamic-list).
+  ebb_room_exports(${name})
   add_test(NAME ${name} COMMAND ${name})
   ebb_test_env(${name})
 endfunction()

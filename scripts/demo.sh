@@ -61,6 +61,15 @@ demo_step_songtrace() {
   echo
   echo "demo: songtrace took $((SECONDS - t0)) s on $DEMO_DEVICE; outputs in $out:"
   ls -l "$out" | awk 'NR > 1 {printf "  %-18s %8d bytes\n", $9, $5}'
+  local stem
+  for stem in vocals accompaniment; do
+    if [ -f "$out/$stem.flac" ]; then
+      echo "demo: separated $stem written to $out/$stem.flac"
+    else
+      echo "demo: $out/$stem.flac is missing (the export stage writes the stems)" >&2
+      exit 1
+    fi
+  done
   if command -v python3 >/dev/null 2>&1 && [ -f "$out/songtrace.json" ]; then
     python3 - "$out/songtrace.json" "$BUILD_DIR/samples/demo.truth.json" <<'PY' || true
 import json, sys

@@ -13,6 +13,8 @@
 # 5. the synthetic pipeline and 6. songtrace on cuda:0, each followed by a
 #    table of what ebb logged as released against what nvidia-smi saw
 # 7. what the process holds after a job
+# 8. libebb.so and the Python package: owners against nvidia-smi, and a small
+#    PyTorch model through ebb.torch.use() where PyTorch with CUDA is installed
 #
 # It never changes the card's settings: no persistence mode, clocks, resets or
 # compute mode; only nvidia-smi queries. Everything it prints is also written
@@ -166,6 +168,17 @@ grep -E "^\[(separate|pitch)\]" "$BUILD/gpu-check-songtrace/stdout" | grep -iE "
 step "7. idle: the process holds nothing after a job (checked while it is still alive)"
 awk '$1 == "after-job" {print "  after the job ebb holds (per process, MiB): " $4 "; GPU-wide used: " $5}' \
   "$BUILD/gpu-check-songtrace/hook.log"
+
+# --- 8. libebb and the Python package on the real GPU ---------------------------
+step "8. libebb.so + python/ebb: owners (1, 2, 3 GiB) and PyTorch through ebb.torch.use()"
+PYENV=(env EBB_LIB="$BUILD/libebb.so" FAKEGPU_SMI="$(command -v nvidia-smi)"
+       PYTHONPATH="$ROOT/python:$ROOT/tests/python" PYTHONDONTWRITEBYTECODE=1)
+"${PYENV[@]}" python3 "$ROOT/tests/python/owners_check.py" || fail "python owners on the GPU"
+if python3 -c 'import torch, sys; sys.exit(0 if torch.cuda.is_available() else 1)' 2>/dev/null; then
+  "${PYENV[@]}" python3 "$ROOT/tests/python/torch_check.py" || fail "PyTorch through ebb.torch.use()"
+else
+  echo "PyTorch with CUDA is not installed for $(command -v python3): the ebb.torch.use() step is skipped"
+fi
 
 # --- end -------------------------------------------------------------------------
 step "summary"

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# Installs the Debian packages ebb builds and tests with. Idempotent: it only
-# calls apt-get when something is missing, so `make test` stays fast.
+# Installs the Debian packages ebb builds and tests with, then the few PyPI
+# packages Debian does not have. Idempotent: it only calls apt-get or pip when
+# something is missing, so `make test` stays fast.
 set -euo pipefail
 
 PKGS=(
@@ -8,10 +9,34 @@ PKGS=(
   libjansson-dev libsqlite3-dev libmicrohttpd-dev libcurl4-openssl-dev
   libsndfile1-dev libsamplerate0-dev libfftw3-dev libmpg123-dev
   python3 aubio-tools
+  python3-numba  # for /usr/bin/python3: tests/integration/fakegpu_numba*.sh
   curl  # the curl tool: tests/integration/stages_transcribe_server.sh
+  python3-numpy  # /usr/bin/python3: the Numba plug-in and worker SDK tests
+  # songtrace on real instrument samples (bench/songtrace_real.py, test
+  # stages_songtrace_real): a GM soundfont rendered by fluidsynth, scored by
+  # mir_eval (PyPI, below) on Debian's numpy/scipy for /usr/bin/python3
+  fluidsynth fluid-soundfont-gm python3-scipy python3-pip
   chromium chromium-driver python3-selenium  # tests/integration/server_page.sh (the live page)
   libncurses-dev tmux  # ebb top (curses); tests/integration/server_top.sh
+  prometheus  # promtool checks /metrics: tests/integration/server_security.sh
 )
+
+# PyPI-only packages, each installed for the interpreter that uses it.
+pip_steps() {
+  # mir_eval (Debian has no package) for /usr/bin/python3, the interpreter
+  # bench/songtrace_real.py runs under.
+  if ! /usr/bin/python3 -c 'import mir_eval' 2>/dev/null; then
+    echo "install-deps: installing mir_eval for /usr/bin/python3 (pip)"
+    /usr/bin/python3 -m pip install -q --break-system-packages mir_eval ||
+      echo "install-deps: pip could not install mir_eval; stages_songtrace_real will fail" >&2
+  fi
+  # `pip install ./python` (tests/integration/python_owners.sh) builds a
+  # wheel: the python3 first on PATH needs the wheel package (PyPI: Debian's
+  # python3-wheel belongs to /usr/bin/python3).
+  if command -v python3 >/dev/null && ! python3 -c 'import wheel' 2>/dev/null; then
+    python3 -m pip install -q wheel || echo "install-deps: pip install wheel failed" >&2
+  fi
+}
 
 missing=()
 for p in "${PKGS[@]}"; do
@@ -19,17 +44,20 @@ for p in "${PKGS[@]}"; do
     missing+=("$p")
   fi
 done
-[ ${#missing[@]} -eq 0 ] && exit 0
 
-echo "install-deps: installing ${missing[*]}"
-SUDO=""
-if [ "$(id -u)" -ne 0 ]; then
-  if command -v sudo >/dev/null 2>&1; then SUDO="sudo"; else
-    echo "install-deps: need root (or sudo) to install: ${missing[*]}" >&2
-    exit 1
+if [ ${#missing[@]} -gt 0 ]; then
+  echo "install-deps: installing ${missing[*]}"
+  SUDO=""
+  if [ "$(id -u)" -ne 0 ]; then
+    if command -v sudo >/dev/null 2>&1; then SUDO="sudo"; else
+      echo "install-deps: need root (or sudo) to install: ${missing[*]}" >&2
+      exit 1
+    fi
   fi
+  export DEBIAN_FRONTEND=noninteractive
+  # An apt list that was never fetched finds nothing; update once, then install.
+  $SUDO apt-get update -qq || echo "install-deps: apt-get update failed; trying with the lists we have" >&2
+  $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}"
 fi
-export DEBIAN_FRONTEND=noninteractive
-# An apt list that was never fetched finds nothing; update once, then install.
-$SUDO apt-get update -qq || echo "install-deps: apt-get update failed; trying with the lists we have" >&2
-$SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}"
+pip_steps
+exit 0

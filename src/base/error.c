@@ -7,27 +7,51 @@
 static _Thread_local char err_msg[1024];
 static _Thread_local int err_code;
 
+/* One row of EBB_ERRORS, found by code. */
+typedef struct err_row {
+  int value, exit;
+  unsigned http;
+  const char *name, *wire, *msg;
+} err_row;
+
+static const err_row rows[] = {
+#define EBB_ERROR_ROW_(name, value, exit, http, wire, msg) {value, exit, http, #name, wire, msg},
+    EBB_ERRORS(EBB_ERROR_ROW_)
+#undef EBB_ERROR_ROW_
+};
+
+static const err_row *row_of(int code) {
+  for (size_t i = 0; i < sizeof rows / sizeof rows[0]; i++)
+    if (rows[i].value == code)
+      return &rows[i];
+  return NULL;
+}
+
+static const err_row *row_or_stage(int code) {
+  const err_row *r = row_of(code);
+  return r ? r : row_of(EBB_ESTAGE);
+}
+
 const char *ebb_strerror(int code) {
-  switch (code) {
-#define EBB_ERROR_STR_(name, value, msg)                                       \
-  case value:                                                                  \
-    return msg;
-    EBB_ERRORS(EBB_ERROR_STR_)
-#undef EBB_ERROR_STR_
-  }
-  return "unknown error";
+  const err_row *r = row_of(code);
+  return r ? r->msg : "unknown error";
 }
 
 const char *ebb_errname(int code) {
-  switch (code) {
-#define EBB_ERROR_NAME_(name, value, msg)                                      \
-  case value:                                                                  \
-    return #name;
-    EBB_ERRORS(EBB_ERROR_NAME_)
-#undef EBB_ERROR_NAME_
-  }
-  return "EBB_E?";
+  const err_row *r = row_of(code);
+  return r ? r->name : "EBB_E?";
 }
+
+int ebb_errcode(const char *name, int fallback) {
+  for (size_t i = 0; name && i < sizeof rows / sizeof rows[0]; i++)
+    if (!strcmp(rows[i].name, name))
+      return rows[i].value;
+  return fallback;
+}
+
+int ebb_exit_status(int code) { return row_or_stage(code)->exit; }
+unsigned ebb_http_status(int code) { return row_or_stage(code)->http; }
+const char *ebb_wire_name(int code) { return row_or_stage(code)->wire; }
 
 int ebb_seterr(int code, const char *fmt, ...) {
   va_list ap;

@@ -137,15 +137,7 @@ static int ends_with(const char *s, const char *suf) {
 static int is_usage_error(const ebb_job_result *res) {
   if (res->stage[0])
     return res->code == EBB_EINPUT || res->code == EBB_ECONFIG;
-  switch (res->code) {
-  case EBB_ECONFIG:
-  case EBB_ENOTFOUND:
-  case EBB_EINPUT:
-  case EBB_EUNSUPPORTED:
-  case EBB_EABI:
-  case EBB_EINVAL: return 1;
-  }
-  return 0;
+  return ebb_exit_status(res->code) == EBB_EXIT_USAGE;
 }
 
 /* mkdir -p of path's directory; failures show up when the file is opened. */
@@ -165,7 +157,17 @@ static void make_parent_dirs(const char *path) {
   mkdir(tmp, 0755);
 }
 
-int ebb_cmd_run(int argc, char **argv) {
+/* --- the command line --------------------------------------------------------- */
+typedef struct run_args {
+  const char *pipeline, *config, *outdir, *device, *release, *timeline, *logfmt, *cache_dir;
+  const char *input;
+  int no_cache, use_cache, verbose;
+  ebb_policy policy;          /* when release */
+  char cachebuf[4096];
+} run_args;
+
+/* Reads argv into a. Returns -1 to go on, else the exit status (--help, bad usage). */
+static int parse_args(int argc, char **argv, run_args *a) {
   static const struct option longopts[] = {
       {"pipeline", required_argument, NULL, 'p'}, {"config", required_argument, NULL, 'c'},
       {"output", required_argument, NULL, 'o'},   {"device", required_argument, NULL, 'd'},
@@ -175,24 +177,22 @@ int ebb_cmd_run(int argc, char **argv) {
       {"cache", no_argument, NULL, 'K'},
       {"verbose", no_argument, NULL, 'v'},
       {NULL, 0, NULL, 0}};
-  const char *pipeline = NULL, *config = NULL, *outdir = NULL, *device = "auto";
-  const char *release = NULL, *timeline = NULL, *logfmt = "text", *cache_dir = NULL;
-  int no_cache = 0, use_cache = 0, verbose = 0, c;
+  int c;
   optind = 1;
   opterr = 0;
   while ((c = getopt_long(argc, argv, ":o:hv", longopts, NULL)) != -1) {
     switch (c) {
-    case 'p': pipeline = optarg; break;
-    case 'c': config = optarg; break;
-    case 'o': outdir = optarg; break;
-    case 'd': device = optarg; break;
-    case 'r': release = optarg; break;
-    case 't': timeline = optarg; break;
-    case 'l': logfmt = optarg; break;
-    case 'C': cache_dir = optarg; use_cache = 1; break;
-    case 'K': use_cache = 1; break;
-    case 'N': no_cache = 1; break;
-    case 'v': verbose = 1; break;
+    case 'p': a->pipeline = optarg; break;
+    case 'c': a->config = optarg; break;
+    case 'o': a->outdir = optarg; break;
+    case 'd': a->device = optarg; break;
+    case 'r': a->release = optarg; break;
+    case 't': a->timeline = optarg; break;
+    case 'l': a->logfmt = optarg; break;
+    case 'C': a->cache_dir = optarg; a->use_cache = 1; break;
+    case 'K': a->use_cache = 1; break;
+    case 'N': a->no_cache = 1; break;
+    case 'v': a->verbose = 1; break;
     case 'h': usage(stdout); return EBB_EXIT_OK;
     case ':':
       fprintf(stderr, "ebb run: %s needs a value (see ebb run --help)\n", argv[optind - 1]);
@@ -202,7 +202,7 @@ int ebb_cmd_run(int argc, char **argv) {
       return EBB_EXIT_USAGE;
     }
   }
-  if (!pipeline) {
+  if (!a->pipeline) {
     fprintf(stderr, "ebb run: --pipeline NAME is required (see `ebb pipelines`)\n");
     return EBB_EXIT_USAGE;
   }
@@ -211,13 +211,13 @@ int ebb_cmd_run(int argc, char **argv) {
             argc - optind);
     return EBB_EXIT_USAGE;
   }
-  const char *input = argv[optind];
-  ebb_policy policy;
-  if (release && ebb_policy_parse(release, &policy) != 0) {
-    fprintf(stderr, "ebb run: --release: %s\n", ebb_errmsg());
-    return EBB_EXIT_USAGE;
-  }
-  if (timeline && (ends_with(timeline, ".svg") || ends_with(timeline, ".json"))) {
+  a->input = argv[optind];
+  return -1;
+}
+
+/* --timeline: a .svg or .json file that can be written. */
+static int check_timeline(const char *timeline) {
+  if (ends_with(timeline, ".svg") || ends_with(timeline, ".json")) {
     /* find out now, not after the job, that the file cannot be written (its
      * directory is made like -o's, e.g. --timeline OUTDIR/timeline.svg) */
     make_parent_dirs(timeline);
@@ -230,75 +230,135 @@ int ebb_cmd_run(int argc, char **argv) {
     fclose(tf);
     if (!existed)
       unlink(timeline);
+    return -1;
   }
-  if (timeline && !ends_with(timeline, ".svg") && !ends_with(timeline, ".json")) {
-    fprintf(stderr, "ebb run: --timeline %s: the file must end in .svg or .json\n", timeline);
-    return EBB_EXIT_USAGE;
-  }
-  if (strcmp(logfmt, "text") && strcmp(logfmt, "json")) {
-    fprintf(stderr, "ebb run: --log-format %s: expected text or json\n", logfmt);
-    return EBB_EXIT_USAGE;
-  }
-  ebb_log_set_format(!strcmp(logfmt, "json") ? EBB_LOG_JSON : EBB_LOG_TEXT);
-  if (verbose)
-    ebb_log_set_level(EBB_LOG_DEBUG);
-  char cachebuf[4096];
-  if (no_cache)
-    cache_dir = NULL;
-  else if (!cache_dir)
-    cache_dir = ebb_cache_default_dir(cachebuf, sizeof cachebuf);
+  fprintf(stderr, "ebb run: --timeline %s: the file must end in .svg or .json\n", timeline);
+  return EBB_EXIT_USAGE;
+}
 
-  ebb_config *cfg = NULL;
-  ebb_registry *reg = NULL;
-  ebb_device *dev = NULL;
-  ebb_allocator *alloc = NULL;
-  ebb_runner *runner = NULL;
-  int status = ebb_cli_load(config, &cfg, &reg);
-  if (status)
-    return status;
-  status = EBB_EXIT_USAGE;
-  const ebb_pipeline_def *p = ebb_config_pipeline(cfg, pipeline);
-  if (!p) {
+/* Checks the values, sets up logging and the cache directory. Returns -1 to
+ * go on, else the exit status. */
+static int check_args(run_args *a) {
+  if (a->release && ebb_policy_parse(a->release, &a->policy) != 0) {
+    fprintf(stderr, "ebb run: --release: %s\n", ebb_errmsg());
+    return EBB_EXIT_USAGE;
+  }
+  int st = a->timeline ? check_timeline(a->timeline) : -1;
+  if (st >= 0)
+    return st;
+  if (strcmp(a->logfmt, "text") && strcmp(a->logfmt, "json")) {
+    fprintf(stderr, "ebb run: --log-format %s: expected text or json\n", a->logfmt);
+    return EBB_EXIT_USAGE;
+  }
+  ebb_log_set_format(!strcmp(a->logfmt, "json") ? EBB_LOG_JSON : EBB_LOG_TEXT);
+  if (a->verbose)
+    ebb_log_set_level(EBB_LOG_DEBUG);
+  if (a->no_cache)
+    a->cache_dir = NULL;
+  else if (!a->cache_dir)
+    a->cache_dir = ebb_cache_default_dir(a->cachebuf, sizeof a->cachebuf);
+  return -1;
+}
+
+/* The pipeline (known and valid) and the input (readable); *p gets it.
+ * Returns -1 to go on, else EBB_EXIT_USAGE. */
+static int check_job(const run_args *a, const ebb_config *cfg, const ebb_registry *reg,
+                     const ebb_pipeline_def **p) {
+  if (!(*p = ebb_config_pipeline(cfg, a->pipeline))) {
     char known[1024] = "";
     for (size_t i = 0; i < cfg->npipelines; i++)
       snprintf(known + strlen(known), sizeof known - strlen(known), "%s%s", i ? ", " : "",
                cfg->pipelines[i].name);
-    fprintf(stderr, "ebb run: unknown pipeline '%s' (known: %s%s)\n", pipeline, known,
-            config ? "" : "; pass --config FILE for others");
-    goto out;
+    fprintf(stderr, "ebb run: unknown pipeline '%s' (known: %s%s)\n", a->pipeline, known,
+            a->config ? "" : "; pass --config FILE for others");
+    return EBB_EXIT_USAGE;
   }
-  if (ebb_pipeline_check(reg, p) != 0) {
+  if (ebb_pipeline_check(reg, *p) != 0) {
     fprintf(stderr, "ebb run: %s\n", ebb_errmsg());
-    goto out;
+    return EBB_EXIT_USAGE;
   }
-  if (access(input, R_OK) != 0) {
-    fprintf(stderr, "ebb run: input %s: %s\n", input, strerror(errno));
-    goto out;
+  if (access(a->input, R_OK) != 0) {
+    fprintf(stderr, "ebb run: input %s: %s\n", a->input, strerror(errno));
+    return EBB_EXIT_USAGE;
   }
+  return -1;
+}
 
-  status = EBB_EXIT_FAILED;
-  int rc = ebb_device_open(device, &dev);
+/* --- the device ------------------------------------------------------------------ */
+typedef struct run_env {
+  ebb_config *cfg;
+  ebb_registry *reg;
+  ebb_device *dev;
+  ebb_allocator *alloc;
+  ebb_runner *runner;
+} run_env;
+
+/* Device, allocator, runner. Returns -1 to go on, else the exit status. */
+static int open_device(const run_args *a, const ebb_registry *reg, run_env *e) {
+  int rc = ebb_device_open(a->device, &e->dev);
   if (rc) {
-    fprintf(stderr, "ebb run: --device %s: %s\n", device, ebb_errmsg());
+    fprintf(stderr, "ebb run: --device %s: %s\n", a->device, ebb_errmsg());
     /* a device that is not there (no driver, cuda:1 on a one-GPU box) is a
      * bad argument; a driver that fails is a failed job */
-    status = rc == EBB_EINVAL || rc == EBB_ENODEV || rc == EBB_ENOLIB ? EBB_EXIT_USAGE
-                                                                      : EBB_EXIT_FAILED;
-    goto out;
+    return ebb_exit_status(rc) == EBB_EXIT_USAGE ? EBB_EXIT_USAGE : EBB_EXIT_FAILED;
   }
   ebb_alloc_opts ao = {.size = sizeof ao, .seg_kind = EBB_SEG_AUTO, .backtraces = -1};
-  if ((rc = ebb_allocator_create(dev, &ao, &alloc))) {
+  if ((rc = ebb_allocator_create(e->dev, &ao, &e->alloc))) {
     fprintf(stderr, "ebb run: %s\n", ebb_errmsg());
-    goto out;
+    return EBB_EXIT_FAILED;
   }
-  ebb_runner_opts ro = {.size = sizeof ro, .dev = dev, .alloc = alloc, .reg = reg,
-                        .cache_dir = cache_dir, .oneshot = 1,
-                        .cache_default = use_cache};
-  if ((rc = ebb_runner_create(&ro, &runner))) {
+  ebb_runner_opts ro = {.size = sizeof ro, .dev = e->dev, .alloc = e->alloc, .reg = reg,
+                        .cache_dir = a->cache_dir, .oneshot = 1,
+                        .cache_default = a->use_cache};
+  if ((rc = ebb_runner_create(&ro, &e->runner))) {
     fprintf(stderr, "ebb run: %s\n", ebb_errmsg());
-    goto out;
+    return EBB_EXIT_FAILED;
   }
+  return -1;
+}
 
+/* --- the job ------------------------------------------------------------------- */
+typedef struct progress_view {
+  progress pr;
+  pthread_t th;
+  int have_thread;
+  FILE *logf;
+} progress_view;
+
+/* The progress line on a terminal (stderr), with log lines routed around it. */
+static void progress_start(progress_view *v) {
+  v->pr = (progress){.tty = isatty(2)};
+  pthread_mutex_init(&v->pr.lock, NULL);
+  pthread_cond_init(&v->pr.cond, NULL);
+  v->have_thread = v->pr.tty && pthread_create(&v->th, NULL, progress_thread, &v->pr) == 0;
+  v->logf = NULL;
+  if (v->have_thread && isatty(1)) {
+    cookie_io_functions_t io = {.write = log_write};
+    if ((v->logf = fopencookie(&v->pr, "w", io))) {
+      setvbuf(v->logf, NULL, _IOFBF, 8192);
+      ebb_log_set_stream(v->logf);
+    }
+  }
+}
+
+static void progress_stop(progress_view *v) {
+  if (v->have_thread) {
+    pthread_mutex_lock(&v->pr.lock);
+    v->pr.stop = 1;
+    pthread_cond_signal(&v->pr.cond);
+    pthread_mutex_unlock(&v->pr.lock);
+    pthread_join(v->th, NULL);
+  }
+  if (v->logf) {
+    ebb_log_set_stream(NULL);
+    fclose(v->logf);
+  }
+  pthread_cond_destroy(&v->pr.cond);
+  pthread_mutex_destroy(&v->pr.lock);
+}
+
+/* Runs the job (SIGINT/SIGTERM cancel it) and answers the exit status. */
+static int run_job(const run_args *a, const ebb_pipeline_def *p, run_env *e) {
   struct sigaction sa;
   memset(&sa, 0, sizeof sa);
   sa.sa_handler = on_signal;
@@ -306,61 +366,52 @@ int ebb_cmd_run(int argc, char **argv) {
   sigaction(SIGINT, &sa, NULL);
   sigaction(SIGTERM, &sa, NULL);
 
-  progress pr = {.tty = isatty(2)};
-  pthread_mutex_init(&pr.lock, NULL);
-  pthread_cond_init(&pr.cond, NULL);
-  pthread_t th;
-  int have_thread = pr.tty && pthread_create(&th, NULL, progress_thread, &pr) == 0;
-  FILE *logf = NULL;
-  if (have_thread && isatty(1)) {
-    cookie_io_functions_t io = {.write = log_write};
-    if ((logf = fopencookie(&pr, "w", io))) {
-      setvbuf(logf, NULL, _IOFBF, 8192);
-      ebb_log_set_stream(logf);
-    }
-  }
-
-  ebb_job job = {.size = sizeof job, .pipeline = p, .input = input, .output_dir = outdir,
-                 .policy = release ? &policy : NULL, .cancel = &run_cancel,
-                 .progress = progress_cb, .progress_arg = &pr};
+  progress_view v;
+  progress_start(&v);
+  ebb_job job = {.size = sizeof job, .pipeline = p, .input = a->input, .output_dir = a->outdir,
+                 .policy = a->release ? &a->policy : NULL, .cancel = &run_cancel,
+                 .progress = progress_cb, .progress_arg = &v.pr};
   ebb_job_result res;
-  rc = ebb_runner_run(runner, &job, &res);
+  int rc = ebb_runner_run(e->runner, &job, &res);
+  progress_stop(&v);
 
-  if (have_thread) {
-    pthread_mutex_lock(&pr.lock);
-    pr.stop = 1;
-    pthread_cond_signal(&pr.cond);
-    pthread_mutex_unlock(&pr.lock);
-    pthread_join(th, NULL);
-  }
-  if (logf) {
-    ebb_log_set_stream(NULL);
-    fclose(logf);
-  }
-  pthread_cond_destroy(&pr.cond);
-  pthread_mutex_destroy(&pr.lock);
-
-  if (timeline && ebb_ledger_write(ebb_allocator_ledger(alloc), timeline) != 0)
-    fprintf(stderr, "ebb run: --timeline %s: %s\n", timeline, ebb_errmsg());
+  if (a->timeline && ebb_ledger_write(ebb_allocator_ledger(e->alloc), a->timeline) != 0)
+    fprintf(stderr, "ebb run: --timeline %s: %s\n", a->timeline, ebb_errmsg());
   int sig = atomic_load(&run_cancel);
-  if (rc == 0) {
-    status = EBB_EXIT_OK;
-  } else if (is_usage_error(&res)) {
+  if (rc == 0)
+    return EBB_EXIT_OK;
+  if (is_usage_error(&res)) {
     fprintf(stderr, "ebb run: %s\n", res.message);
-    status = EBB_EXIT_USAGE;
-  } else {
-    if (sig)
-      fprintf(stderr, "ebb run: job cancelled by %s: %s\n", sig == SIGINT ? "SIGINT" : "SIGTERM",
-              res.message);
-    else
-      fprintf(stderr, "ebb run: job failed: %s\n", res.message);
-    status = EBB_EXIT_FAILED;
+    return EBB_EXIT_USAGE;
   }
-out:
-  ebb_runner_destroy(runner);
-  ebb_allocator_destroy(alloc);
-  ebb_device_close(dev);
-  ebb_registry_destroy(reg);
-  ebb_config_free(cfg);
+  if (sig)
+    fprintf(stderr, "ebb run: job cancelled by %s: %s\n", sig == SIGINT ? "SIGINT" : "SIGTERM",
+            res.message);
+  else
+    fprintf(stderr, "ebb run: job failed: %s\n", res.message);
+  return EBB_EXIT_FAILED;
+}
+
+int ebb_cmd_run(int argc, char **argv) {
+  run_args a = {.device = "auto", .logfmt = "text"};
+  int status = parse_args(argc, argv, &a);
+  if (status < 0)
+    status = check_args(&a);
+  if (status >= 0)
+    return status;
+  run_env e = {0};
+  if ((status = ebb_cli_load(a.config, &e.cfg, &e.reg)) != 0)
+    return status;
+  const ebb_pipeline_def *p = NULL;
+  status = check_job(&a, e.cfg, e.reg, &p);
+  if (status < 0)
+    status = open_device(&a, e.reg, &e);
+  if (status < 0)
+    status = run_job(&a, p, &e);
+  ebb_runner_destroy(e.runner);
+  ebb_allocator_destroy(e.alloc);
+  ebb_device_close(e.dev);
+  ebb_registry_destroy(e.reg);
+  ebb_config_free(e.cfg);
   return status;
 }

@@ -1,8 +1,8 @@
 /* `ebb serve`: the long-lived server (src/server/, docs/api.md). One device,
  * one allocator, one pipeline manager; jobs run one at a time.
- * SIGINT/SIGTERM: stop accepting, cancel the running job and session items,
- * unload every pipeline, release everything (the device context included),
- * exit 0. */
+ * SIGINT/SIGTERM: stop accepting, stop the running job (it goes back to the
+ * queue) and session items, unload every pipeline, release everything (the
+ * device context included), exit 0. */
 #include <errno.h>
 #include <pthread.h>
 #include <getopt.h>
@@ -25,23 +25,40 @@ static void usage(FILE *f) {
           "usage: ebb serve [--config FILE] [--listen HOST:PORT] [--data-dir DIR]\n"
           "                 [--device auto|cpu|cuda|cuda:N]\n"
           "                 [--release after-stage|after-job|idle:SECONDS|never]\n"
-          "                 [--log-format text|json] [--cache-dir DIR | --no-cache]\n\n"
+          "                 [--log-format text|json] [--cache-dir DIR | --no-cache]\n"
+          "                 [--token-file FILE] [--metrics-public] [--allow-host NAME]...\n"
+          "                 [--input-dir DIR]... [--job-timeout S] [--keep-jobs N|DURATION]\n\n"
           "Serves the HTTP API of docs/api.md: jobs (queued, run one at a time), pipelines\n"
           "kept loaded for sessions, memory and metrics. The first line on stdout is\n"
           "  ebb: listening on http://HOST:PORT\n\n"
           "  --config FILE     pipelines (and an optional \"server\" object: max_json_kib,\n"
-          "                    max_upload_mib, load_wait_s)\n"
+          "                    max_upload_mib, max_field_kib, load_wait_s, max_connections,\n"
+          "                    max_connections_per_ip, idle_timeout_s, header_timeout_s,\n"
+          "                    min_body_rate)\n"
           "  --listen H:P      address to listen on (default 127.0.0.1:8470; port 0: any free\n"
-          "                    port, printed on the first line)\n"
+          "                    port, printed on the first line). An address other than\n"
+          "                    loopback needs a token.\n"
           "  --data-dir DIR    job store (jobs.db), job and session files (default\n"
-          "                    $XDG_DATA_HOME/ebb when XDG_DATA_HOME is set, else ./ebb-data)\n"
+          "                    $XDG_DATA_HOME/ebb when XDG_DATA_HOME is set, else ./ebb-data);\n"
+          "                    one server per directory\n"
           "  --device SPEC     auto (default), cpu, cuda, cuda:N\n"
           "  --release POLICY  default release policy for pipelines that set none\n"
           "  --log-format F    text (default) or json\n"
           "  --cache-dir DIR   stage result cache (default DATA_DIR/cache); --no-cache: none\n"
+          "  --token-file FILE tokens, one per line: TOKEN [admin|submit] (also EBB_TOKEN,\n"
+          "                    admin); requests send 'Authorization: Bearer TOKEN'\n"
+          "  --metrics-public  /metrics without a token\n"
+          "  --allow-host NAME a name the Host header may give besides IP addresses,\n"
+          "                    localhost and the listen host (repeatable)\n"
+          "  --input-dir DIR   JSON jobs may name files under DIR (repeatable); without it\n"
+          "                    inputs are uploads\n"
+          "  --job-timeout S   cancel and release a job after S seconds (a pipeline's\n"
+          "                    \"timeout_s\" wins)\n"
+          "  --keep-jobs N|D   keep the newest N finished jobs, or those finished within\n"
+          "                    D (30s, 90m, 12h, 7d); older ones and their files go\n"
           "  -v, --verbose     debug lines too\n\n"
-          "SIGINT/SIGTERM stop the server: the running job is cancelled, every pipeline is\n"
-          "unloaded and all device memory (the context too) goes back; exit status 0.\n");
+          "SIGINT/SIGTERM stop the server: the running job goes back to the queue, every\n"
+          "pipeline is unloaded and all device memory (the context too) goes back; exit 0.\n");
 }
 
 /* Log lines written before the server listens (the device note of `auto`
@@ -70,6 +87,42 @@ static void print_listen(const char *url) {
   flush_early();
 }
 
+#define MAX_LIST 32
+typedef struct serve_args {
+  const char *config, *listen, *data_dir, *device, *release, *logfmt, *cache_dir;
+  int no_cache, verbose;
+  ebb_policy policy;
+  const char *allow[MAX_LIST], *inputs[MAX_LIST];
+  size_t nallow, ninputs;
+  char dd[4096], abs_dd[4096], cd[4200];
+  ebb_server_opts so;
+} serve_args;
+
+/* One number of the config's "server" object. */
+static int server_key(const char *key, double v, ebb_server_opts *so, ebb_manager_opts *mo) {
+  if (!strcmp(key, "max_json_kib"))
+    so->max_json_bytes = (size_t)(v * 1024);
+  else if (!strcmp(key, "max_upload_mib"))
+    so->max_upload_bytes = (size_t)(v * 1024 * 1024);
+  else if (!strcmp(key, "max_field_kib"))
+    so->max_field_bytes = (size_t)(v * 1024);
+  else if (!strcmp(key, "load_wait_s"))
+    mo->load_wait_s = v;
+  else if (!strcmp(key, "max_connections"))
+    so->max_connections = (unsigned)v;
+  else if (!strcmp(key, "max_connections_per_ip"))
+    so->max_per_ip = (unsigned)v;
+  else if (!strcmp(key, "idle_timeout_s"))
+    so->idle_timeout_s = v;
+  else if (!strcmp(key, "header_timeout_s"))
+    so->header_timeout_s = v;
+  else if (!strcmp(key, "min_body_rate"))
+    so->min_body_rate = v;
+  else
+    return -1;
+  return 0;
+}
+
 /* The optional "server" object of the config file. */
 static int server_config(const char *path, ebb_server_opts *so, ebb_manager_opts *mo) {
   if (!path)
@@ -87,18 +140,14 @@ static int server_config(const char *path, ebb_server_opts *so, ebb_manager_opts
   const char *key;
   json_t *v;
   json_object_foreach(sv, key, v) {
-    if (!json_is_number(v) || json_number_value(v) <= 0) {
+    if (!json_is_number(v) || json_number_value(v) <= 0 || json_number_value(v) > 1e12) {
       fprintf(stderr, "ebb serve: %s: \"server\".\"%s\" must be a positive number\n", path, key);
       rc = -1;
-    } else if (!strcmp(key, "max_json_kib"))
-      so->max_json_bytes = (size_t)(json_number_value(v) * 1024);
-    else if (!strcmp(key, "max_upload_mib"))
-      so->max_upload_bytes = (size_t)(json_number_value(v) * 1024 * 1024);
-    else if (!strcmp(key, "load_wait_s"))
-      mo->load_wait_s = json_number_value(v);
-    else {
+    } else if (server_key(key, json_number_value(v), so, mo) != 0) {
       fprintf(stderr, "ebb serve: %s: unknown key \"server\".\"%s\" (known: max_json_kib, "
-                      "max_upload_mib, load_wait_s)\n", path, key);
+                      "max_upload_mib, max_field_kib, load_wait_s, max_connections, "
+                      "max_connections_per_ip, idle_timeout_s, header_timeout_s, "
+                      "min_body_rate)\n", path, key);
       rc = -1;
     }
   }
@@ -106,176 +155,280 @@ static int server_config(const char *path, ebb_server_opts *so, ebb_manager_opts
   return rc;
 }
 
-int ebb_cmd_serve(int argc, char **argv) {
+/* "30", "30s", "90m", "12h", "7d" -> seconds; a plain number for
+ * --keep-jobs is a count. */
+static int parse_keep(const char *v, ebb_server_opts *so) {
+  char *end;
+  errno = 0;
+  double n = strtod(v, &end);
+  if (end == v || errno || n <= 0 || n > 1e12)
+    return -1;
+  double mul = !*end ? 0 : !strcmp(end, "s") ? 1 : !strcmp(end, "m") ? 60
+               : !strcmp(end, "h") ? 3600 : !strcmp(end, "d") ? 86400 : -1;
+  if (mul < 0)
+    return -1;
+  if (mul == 0) {
+    if (n != (double)(uint64_t)n)
+      return -1;
+    so->keep_jobs = (uint64_t)n;
+  } else
+    so->keep_jobs_s = n * mul;
+  return 0;
+}
+
+static int parse_seconds(const char *v, double *out) {
+  char *end;
+  errno = 0;
+  double n = strtod(v, &end);
+  if (end == v || *end || errno || n <= 0 || n > 31536000.0)
+    return -1;
+  *out = n;
+  return 0;
+}
+
+static int add_list(const char **list, size_t *n, const char *v, const char *flag) {
+  if (*n == MAX_LIST) {
+    fprintf(stderr, "ebb serve: at most %d %s\n", MAX_LIST, flag);
+    return -1;
+  }
+  list[(*n)++] = v;
+  return 0;
+}
+
+enum { O_TOKEN = 256, O_METRICS, O_ALLOW, O_INPUT, O_JOBTO, O_KEEP };
+
+/* One option; 0 to go on, else the exit status (-1: --help). */
+static int take_opt(serve_args *a, int c, char **argv) {
+  switch (c) {
+  case 'c': a->config = optarg; return 0;
+  case 'L': a->listen = optarg; return 0;
+  case 'D': a->data_dir = optarg; return 0;
+  case 'd': a->device = optarg; return 0;
+  case 'r': a->release = optarg; return 0;
+  case 'l': a->logfmt = optarg; return 0;
+  case 'C': a->cache_dir = optarg; return 0;
+  case 'N': a->no_cache = 1; return 0;
+  case 'v': a->verbose = 1; return 0;
+  case O_TOKEN: a->so.token_file = optarg; return 0;
+  case O_METRICS: a->so.metrics_public = 1; return 0;
+  case O_ALLOW: return add_list(a->allow, &a->nallow, optarg, "--allow-host") ? EBB_EXIT_USAGE : 0;
+  case O_INPUT: return add_list(a->inputs, &a->ninputs, optarg, "--input-dir") ? EBB_EXIT_USAGE : 0;
+  case O_JOBTO:
+    if (parse_seconds(optarg, &a->so.job_timeout_s) == 0)
+      return 0;
+    fprintf(stderr, "ebb serve: --job-timeout %s: expected seconds > 0 (at most a year)\n",
+            optarg);
+    return EBB_EXIT_USAGE;
+  case O_KEEP:
+    if (parse_keep(optarg, &a->so) == 0)
+      return 0;
+    fprintf(stderr, "ebb serve: --keep-jobs %s: expected a count (100) or a duration (30s, "
+                    "90m, 12h, 7d)\n", optarg);
+    return EBB_EXIT_USAGE;
+  case 'h': usage(stdout); return -1;
+  case ':':
+    fprintf(stderr, "ebb serve: %s needs a value (see ebb serve --help)\n", argv[optind - 1]);
+    return EBB_EXIT_USAGE;
+  default:
+    fprintf(stderr, "ebb serve: unknown option '%s' (see ebb serve --help)\n", argv[optind - 1]);
+    return EBB_EXIT_USAGE;
+  }
+}
+
+static int parse_args(int argc, char **argv, serve_args *a) {
   static const struct option longopts[] = {
       {"config", required_argument, NULL, 'c'},     {"listen", required_argument, NULL, 'L'},
       {"data-dir", required_argument, NULL, 'D'},   {"device", required_argument, NULL, 'd'},
       {"release", required_argument, NULL, 'r'},    {"log-format", required_argument, NULL, 'l'},
       {"cache-dir", required_argument, NULL, 'C'},  {"no-cache", no_argument, NULL, 'N'},
       {"help", no_argument, NULL, 'h'},             {"verbose", no_argument, NULL, 'v'},
+      {"token-file", required_argument, NULL, O_TOKEN},
+      {"metrics-public", no_argument, NULL, O_METRICS},
+      {"allow-host", required_argument, NULL, O_ALLOW},
+      {"input-dir", required_argument, NULL, O_INPUT},
+      {"job-timeout", required_argument, NULL, O_JOBTO},
+      {"keep-jobs", required_argument, NULL, O_KEEP},
       {NULL, 0, NULL, 0}};
-  const char *config = NULL, *listen = "127.0.0.1:8470", *data_dir = NULL, *device = "auto";
-  const char *release = NULL, *logfmt = "text", *cache_dir = NULL;
-  int no_cache = 0, verbose = 0, c;
+  int c, st;
   optind = 1;
   opterr = 0;
-  while ((c = getopt_long(argc, argv, ":hv", longopts, NULL)) != -1) {
-    switch (c) {
-    case 'c': config = optarg; break;
-    case 'L': listen = optarg; break;
-    case 'D': data_dir = optarg; break;
-    case 'd': device = optarg; break;
-    case 'r': release = optarg; break;
-    case 'l': logfmt = optarg; break;
-    case 'C': cache_dir = optarg; break;
-    case 'N': no_cache = 1; break;
-    case 'v': verbose = 1; break;
-    case 'h': usage(stdout); return EBB_EXIT_OK;
-    case ':':
-      fprintf(stderr, "ebb serve: %s needs a value (see ebb serve --help)\n", argv[optind - 1]);
-      return EBB_EXIT_USAGE;
-    default:
-      fprintf(stderr, "ebb serve: unknown option '%s' (see ebb serve --help)\n",
-              argv[optind - 1]);
-      return EBB_EXIT_USAGE;
-    }
-  }
+  while ((c = getopt_long(argc, argv, ":hv", longopts, NULL)) != -1)
+    if ((st = take_opt(a, c, argv)) != 0)
+      return st;
   if (optind != argc) {
     fprintf(stderr, "ebb serve: unexpected argument '%s' (see ebb serve --help)\n", argv[optind]);
     return EBB_EXIT_USAGE;
   }
-  ebb_policy policy;
-  if (release && ebb_policy_parse(release, &policy) != 0) {
+  if (a->release && ebb_policy_parse(a->release, &a->policy) != 0) {
     fprintf(stderr, "ebb serve: --release: %s\n", ebb_errmsg());
     return EBB_EXIT_USAGE;
   }
-  if (strcmp(logfmt, "text") && strcmp(logfmt, "json")) {
-    fprintf(stderr, "ebb serve: --log-format %s: expected text or json\n", logfmt);
+  if (strcmp(a->logfmt, "text") && strcmp(a->logfmt, "json")) {
+    fprintf(stderr, "ebb serve: --log-format %s: expected text or json\n", a->logfmt);
     return EBB_EXIT_USAGE;
   }
-  ebb_log_set_format(!strcmp(logfmt, "json") ? EBB_LOG_JSON : EBB_LOG_TEXT);
-  if (verbose)
-    ebb_log_set_level(EBB_LOG_DEBUG);
-  char dd[4096];
-  if (!data_dir) {
-    const char *xdg = getenv("XDG_DATA_HOME");
-    if (xdg && *xdg)
-      snprintf(dd, sizeof dd, "%s/ebb", xdg);
-    else
-      snprintf(dd, sizeof dd, "ebb-data");
-    data_dir = dd;
-  }
-  /* absolute, so job records and result file lists stay valid from anywhere */
-  char abs_dd[4096];
-  {
-    char tmp[4096];
-    snprintf(tmp, sizeof tmp, "%s", data_dir);
-    for (char *q = tmp + 1; *q; q++)
-      if (*q == '/') {
-        *q = '\0';
-        mkdir(tmp, 0755);
-        *q = '/';
-      }
-    if (mkdir(tmp, 0755) != 0 && errno != EEXIST) {
-      fprintf(stderr, "ebb serve: --data-dir %s: %s\n", data_dir, strerror(errno));
-      return EBB_EXIT_USAGE;
-    }
-  }
-  if (realpath(data_dir, abs_dd))
-    data_dir = abs_dd;
-  char cd[4200];
-  if (no_cache)
-    cache_dir = NULL;
-  else if (!cache_dir) {
-    snprintf(cd, sizeof cd, "%s/cache", data_dir);
-    cache_dir = cd;
-  }
+  return 0;
+}
 
-  if ((early = open_memstream(&early_buf, &early_len)))
-    ebb_log_set_stream(early);
-  ebb_config *cfg = NULL;
-  ebb_registry *reg = NULL;
-  ebb_device *dev = NULL;
-  ebb_allocator *alloc = NULL;
-  ebb_manager *m = NULL;
-  ebb_server *srv = NULL;
-  int status = ebb_cli_load(config, &cfg, &reg);
-  if (status) {
-    flush_early();
-    return status;
+/* The data directory made and absolute, so job records and result file
+ * lists stay valid from anywhere; the cache directory under it. */
+static int resolve_dirs(serve_args *a) {
+  if (!a->data_dir) {
+    const char *xdg = getenv("XDG_DATA_HOME");
+    snprintf(a->dd, sizeof a->dd, "%s%s", xdg && *xdg ? xdg : "ebb-data",
+             xdg && *xdg ? "/ebb" : "");
+    a->data_dir = a->dd;
   }
-  ebb_server_opts so = {.size = sizeof so, .listen = listen, .data_dir = data_dir,
-                        .on_listen = print_listen};
-  ebb_manager_opts mo = {.size = sizeof mo, .cfg = cfg, .reg = reg, .work_dir = data_dir,
-                         .cache_dir = cache_dir, .policy = release ? &policy : NULL};
-  status = EBB_EXIT_USAGE;
-  if (server_config(config, &so, &mo) != 0)
-    goto out;
-  for (size_t i = 0; i < cfg->npipelines; i++)
-    if (ebb_pipeline_check(reg, &cfg->pipelines[i]) != 0)
-      ebb_log(EBB_LOG_WARN, "server", "pipeline '%s' cannot run: %s", cfg->pipelines[i].name,
-              ebb_errmsg());
-  status = EBB_EXIT_FAILED;
-  int rc = ebb_device_open(device, &dev);
+  char tmp[4096];
+  snprintf(tmp, sizeof tmp, "%s", a->data_dir);
+  for (char *q = tmp + 1; *q; q++)
+    if (*q == '/') {
+      *q = '\0';
+      mkdir(tmp, 0755);
+      *q = '/';
+    }
+  if (mkdir(tmp, 0755) != 0 && errno != EEXIST) {
+    fprintf(stderr, "ebb serve: --data-dir %s: %s\n", a->data_dir, strerror(errno));
+    return EBB_EXIT_USAGE;
+  }
+  if (realpath(a->data_dir, a->abs_dd))
+    a->data_dir = a->abs_dd;
+  if (a->no_cache)
+    a->cache_dir = NULL;
+  else if (!a->cache_dir) {
+    snprintf(a->cd, sizeof a->cd, "%s/cache", a->data_dir);
+    a->cache_dir = a->cd;
+  }
+  return 0;
+}
+
+typedef struct serve_state {
+  ebb_config *cfg;
+  ebb_registry *reg;
+  ebb_device *dev;
+  ebb_allocator *alloc;
+  ebb_manager *m;
+  ebb_server *srv;
+} serve_state;
+
+/* Device, allocator, manager. 0 or the exit status. */
+static int open_runtime(serve_args *a, serve_state *st, ebb_manager_opts *mo) {
+  int rc = ebb_device_open(a->device, &st->dev);
   if (rc) {
-    fprintf(stderr, "ebb serve: --device %s: %s\n", device, ebb_errmsg());
-    status = rc == EBB_EINVAL ? EBB_EXIT_USAGE : EBB_EXIT_FAILED;
-    goto out;
+    fprintf(stderr, "ebb serve: --device %s: %s\n", a->device, ebb_errmsg());
+    return ebb_exit_status(rc) == EBB_EXIT_USAGE ? EBB_EXIT_USAGE : EBB_EXIT_FAILED;
   }
   ebb_alloc_opts ao = {.size = sizeof ao, .seg_kind = EBB_SEG_AUTO, .backtraces = -1};
-  if ((rc = ebb_allocator_create(dev, &ao, &alloc)) != 0) {
+  if ((rc = ebb_allocator_create(st->dev, &ao, &st->alloc)) != 0) {
     fprintf(stderr, "ebb serve: %s\n", ebb_errmsg());
-    goto out;
+    return EBB_EXIT_FAILED;
   }
-  mo.dev = dev;
-  mo.alloc = alloc;
-  if ((rc = ebb_manager_create(&mo, &m)) != 0) {
+  mo->dev = st->dev;
+  mo->alloc = st->alloc;
+  if ((rc = ebb_manager_create(mo, &st->m)) != 0) {
     fprintf(stderr, "ebb serve: %s\n", ebb_errmsg());
-    goto out;
+    return EBB_EXIT_FAILED;
   }
-  /* The signals are taken by sigtimedwait below: every thread started from
-   * here on inherits the mask. */
+  return 0;
+}
+
+/* Until SIGINT or SIGTERM; idle releases and retention once a second. */
+static void serve_loop(serve_state *st, const sigset_t *set) {
+  int sig;
+  for (;;) {
+    struct timespec ts = {1, 0};
+    sig = sigtimedwait(set, NULL, &ts);
+    if (sig == SIGINT || sig == SIGTERM)
+      break;
+    ebb_manager_tick(st->m); /* idle:S stages whose time is up, then the context */
+    ebb_server_tick(st->srv);
+  }
+  ebb_log(EBB_LOG_INFO, "server", "%s: stopping (the running job goes back to the queue, "
+                                  "releasing all)", sig == SIGINT ? "SIGINT" : "SIGTERM");
+  ebb_server_stop(st->srv);
+  st->srv = NULL;
+  ebb_manager_destroy(st->m);
+  st->m = NULL;
+  ebb_alloc_stats as = {.size = sizeof as};
+  ebb_allocator_get_stats(st->alloc, &as);
+  ebb_log(EBB_LOG_INFO, "server", "stopped: %llu MiB reserved, context %s",
+          (unsigned long long)(as.reserved.current >> 20), as.ctx_active ? "held" : "released");
+}
+
+static int start_and_serve(serve_args *a, serve_state *st, ebb_manager_opts *mo) {
+  int status = open_runtime(a, st, mo);
+  if (status)
+    return status;
+  /* The signals are taken by sigtimedwait: every thread started from here
+   * on inherits the mask. */
   sigset_t set;
   sigemptyset(&set);
   sigaddset(&set, SIGINT);
   sigaddset(&set, SIGTERM);
   pthread_sigmask(SIG_BLOCK, &set, NULL);
   signal(SIGPIPE, SIG_IGN);
-  so.manager = m;
-  so.alloc = alloc;
-  if ((rc = ebb_server_start(&so, &srv)) != 0) {
+  a->so.manager = st->m;
+  a->so.alloc = st->alloc;
+  int rc = ebb_server_start(&a->so, &st->srv);
+  if (rc) {
     fprintf(stderr, "ebb serve: %s\n", ebb_errmsg());
-    status = rc == EBB_EINVAL ? EBB_EXIT_USAGE : EBB_EXIT_FAILED;
-    goto out;
+    /* a second server on a held data directory is bad usage too */
+    return rc == EBB_EBUSY || ebb_exit_status(rc) == EBB_EXIT_USAGE ? EBB_EXIT_USAGE
+                                                                    : EBB_EXIT_FAILED;
   }
-  ebb_log(EBB_LOG_INFO, "server", "device %s (%s), data in %s", ebb_device_label(dev),
-          ebb_device_name(dev), data_dir);
-  int sig;
-  for (;;) {
-    struct timespec ts = {1, 0};
-    sig = sigtimedwait(&set, NULL, &ts);
-    if (sig == SIGINT || sig == SIGTERM)
-      break;
-    ebb_manager_tick(m); /* idle:S stages whose time is up, then the context */
+  ebb_log(EBB_LOG_INFO, "server", "device %s (%s), data in %s", ebb_device_label(st->dev),
+          ebb_device_name(st->dev), a->data_dir);
+  serve_loop(st, &set);
+  return EBB_EXIT_OK;
+}
+
+static int serve(serve_args *a) {
+  serve_state st = {0};
+  int status = ebb_cli_load(a->config, &st.cfg, &st.reg);
+  if (status)
+    return status;
+  a->so = (ebb_server_opts){.size = sizeof a->so, .listen = a->listen, .data_dir = a->data_dir,
+                            .on_listen = print_listen, .token_file = a->so.token_file,
+                            .token = getenv("EBB_TOKEN"), .metrics_public = a->so.metrics_public,
+                            .allow_hosts = a->allow, .nallow_hosts = a->nallow,
+                            .input_dirs = a->inputs, .ninput_dirs = a->ninputs,
+                            .job_timeout_s = a->so.job_timeout_s, .keep_jobs = a->so.keep_jobs,
+                            .keep_jobs_s = a->so.keep_jobs_s};
+  ebb_manager_opts mo = {.size = sizeof mo, .cfg = st.cfg, .reg = st.reg, .work_dir = a->data_dir,
+                         .cache_dir = a->cache_dir, .policy = a->release ? &a->policy : NULL};
+  status = EBB_EXIT_USAGE;
+  if (server_config(a->config, &a->so, &mo) == 0) {
+    for (size_t i = 0; i < st.cfg->npipelines; i++)
+      if (ebb_pipeline_check(st.reg, &st.cfg->pipelines[i]) != 0)
+        ebb_log(EBB_LOG_WARN, "server", "pipeline '%s' cannot run: %s",
+                st.cfg->pipelines[i].name, ebb_errmsg());
+    status = start_and_serve(a, &st, &mo);
   }
-  ebb_log(EBB_LOG_INFO, "server", "%s: stopping (cancelling the running job, releasing all)",
-          sig == SIGINT ? "SIGINT" : "SIGTERM");
-  ebb_server_stop(srv);
-  srv = NULL;
-  ebb_manager_destroy(m);
-  m = NULL;
-  ebb_alloc_stats st = {.size = sizeof st};
-  ebb_allocator_get_stats(alloc, &st);
-  ebb_log(EBB_LOG_INFO, "server", "stopped: %llu MiB reserved, context %s",
-          (unsigned long long)(st.reserved.current >> 20), st.ctx_active ? "held" : "released");
-  status = EBB_EXIT_OK;
-out:
   flush_early(); /* when the server never listened */
-  ebb_server_stop(srv);
-  ebb_manager_destroy(m);
-  ebb_allocator_destroy(alloc);
-  ebb_device_close(dev);
-  ebb_registry_destroy(reg);
-  ebb_config_free(cfg);
+  ebb_server_stop(st.srv);
+  ebb_manager_destroy(st.m);
+  ebb_allocator_destroy(st.alloc);
+  ebb_device_close(st.dev);
+  ebb_registry_destroy(st.reg);
+  ebb_config_free(st.cfg);
   return status;
+}
+
+int ebb_cmd_serve(int argc, char **argv) {
+  static serve_args a;
+  memset(&a, 0, sizeof a);
+  a.listen = "127.0.0.1:8470";
+  a.device = "auto";
+  a.logfmt = "text";
+  int st = parse_args(argc, argv, &a);
+  if (st)
+    return st < 0 ? EBB_EXIT_OK : st;
+  ebb_log_set_format(!strcmp(a.logfmt, "json") ? EBB_LOG_JSON : EBB_LOG_TEXT);
+  if (a.verbose)
+    ebb_log_set_level(EBB_LOG_DEBUG);
+  if ((st = resolve_dirs(&a)) != 0)
+    return st;
+  if ((early = open_memstream(&early_buf, &early_len)))
+    ebb_log_set_stream(early);
+  return serve(&a);
 }

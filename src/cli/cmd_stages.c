@@ -22,6 +22,18 @@ static void print_default(const json_t *v) {
   free(s);
 }
 
+/* ", 0..1048576" from the schema's JSON-schema bounds, when it has them. */
+static void print_range(const json_t *lo, const json_t *hi) {
+  if (!json_is_number(lo) && !json_is_number(hi))
+    return;
+  printf(", ");
+  if (json_is_number(lo))
+    printf("%.10g", json_number_value(lo));
+  printf("..");
+  if (json_is_number(hi))
+    printf("%.10g", json_number_value(hi));
+}
+
 int ebb_cmd_stages(int argc, char **argv) {
   const char *config;
   int json;
@@ -57,6 +69,7 @@ int ebb_cmd_stages(int argc, char **argv) {
         json_t *t = json_object_get(spec, "type"), *d = json_object_get(spec, "description");
         printf("    %-16s %s", k, json_is_string(t) ? json_string_value(t) : "any");
         print_default(json_object_get(spec, "default"));
+        print_range(json_object_get(spec, "minimum"), json_object_get(spec, "maximum"));
         if (json_is_string(d))
           printf("  %s", json_string_value(d));
         printf("\n");

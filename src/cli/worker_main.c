@@ -138,45 +138,12 @@ static int on_load(wk *w, json_t *msg) {
 }
 
 /* --- run ------------------------------------------------------------------------ */
-static int read_item(wk *w, json_t *o, ebb_items *in) {
-  const char *kind = json_string_value(json_object_get(o, "kind"));
-  const char *name = json_string_value(json_object_get(o, "name"));
-  if (!kind || !name)
-    return ebb_seterr(EBB_EPROTO, "ebb-worker: an input item needs \"kind\" and \"name\"");
-  if (!strcmp(kind, "json"))
-    return ebb_items_add_json(in, name, json_string_value(json_object_get(o, "text")));
-  if (!strcmp(kind, "file"))
-    return ebb_items_add_file(in, name, json_string_value(json_object_get(o, "path")));
-  const char *shm = json_string_value(json_object_get(o, "shm"));
-  size_t bytes = (size_t)json_integer_value(json_object_get(o, "bytes"));
-  const void *p = NULL;
-  int rc = bytes ? ebb_shm_map(shm, bytes, &p) : 0;
-  if (rc)
-    return rc;
-  if (!strcmp(kind, "audio")) {
-    uint64_t frames = (uint64_t)json_integer_value(json_object_get(o, "frames"));
-    uint32_t ch = (uint32_t)json_integer_value(json_object_get(o, "channels"));
-    uint32_t rate = (uint32_t)json_integer_value(json_object_get(o, "rate"));
-    if (frames * ch * sizeof(float) != bytes)
-      rc = ebb_seterr(EBB_EPROTO, "ebb-worker: audio item '%s': %zu bytes for %llu frames x %u",
-                      name, bytes, (unsigned long long)frames, ch);
-    else
-      rc = ebb_items_add_audio(in, name, p, frames, ch, rate);
-  } else if (!strcmp(kind, "tensor")) {
-    json_t *sh = json_object_get(o, "shape");
-    uint64_t shape[8] = {0};
-    uint32_t nd = (uint32_t)json_array_size(sh);
-    for (uint32_t d = 0; d < nd && d < 8; d++)
-      shape[d] = (uint64_t)json_integer_value(json_array_get(sh, d));
-    if (nd > 8 || ebb_tensor_elems(nd, shape) * sizeof(float) != bytes)
-      rc = ebb_seterr(EBB_EPROTO, "ebb-worker: tensor item '%s': shape and bytes disagree", name);
-    else
-      rc = ebb_items_add_tensor(in, name, p, nd, shape);
-  } else {
-    rc = ebb_seterr(EBB_EPROTO, "ebb-worker: item '%s' has unknown kind '%s'", name, kind);
-  }
-  ebb_shm_unmap(p, bytes);
-  (void)w;
+/* Adds input item #i of a run to in (the protocol's item codec checks it;
+ * its payload must carry the hello's shm_prefix, as ebb names them). */
+static int read_item(wk *w, json_t *o, size_t i, ebb_items *in) {
+  int rc = ebb_item_from_wire(in, o, i, w->prefix, 0);
+  if (rc == EBB_EPROTO)
+    return ebb_errctx(rc, "ebb-worker: protocol error: input ");
   return rc;
 }
 
@@ -200,7 +167,7 @@ static int on_run(wk *w, json_t *msg) {
   json_t *items = json_object_get(msg, "items"), *res = NULL;
   int rc = ebb_items_create(NULL, NULL, &in);
   for (size_t i = 0; !rc && i < json_array_size(items); i++)
-    rc = read_item(w, json_array_get(items, i), in);
+    rc = read_item(w, json_array_get(items, i), i, in);
   if (!rc)
     rc = ebb_items_create(w->owner, in, &out);
   if (rc) {

@@ -220,18 +220,7 @@ typedef CUresult (*ebb_pfn_cuGetProcAddress_v2)(const char *symbol, void **pfn,
                                                  int cuda_version, cuuint64_t flags,
                                                  CUdriverProcAddressQueryResult *status);
 
-/* Kernel host twins. On the fake driver, cuModuleGetFunction(name) looks up
- * the symbol `fakegpu_twin_<name>` in the process (dlsym RTLD_DEFAULT, so the
- * executable must export it) and cuLaunchKernel calls it once per launch with
- * the grid, the block and the kernel parameters; the twin loops over the
- * threads itself. Device pointers on the fake are host addresses. */
-typedef struct ebb_launch_dims {
-  unsigned int grid[3];
-  unsigned int block[3];
-  unsigned int shared_bytes;
-} ebb_launch_dims;
-typedef void (*ebb_kernel_twin_fn)(const ebb_launch_dims *dims, void **params);
-#define EBB_TWIN_PREFIX "fakegpu_twin_"
+/* Kernel host twins: device/kernel_twin.h (ebb_launch_dims, EBB_TWIN_PREFIX). */
 
 /* NVML subset. */
 typedef int nvmlReturn_t;

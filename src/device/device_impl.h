@@ -9,6 +9,7 @@
 
 #include "device/cuda_api.h"
 #include "device/device.h"
+#include "device/kernel_twin.h"
 
 typedef struct ebb_device_ops {
   void (*destroy)(ebb_device *dev); /* frees impl; segments are gone already */

@@ -1,4 +1,26 @@
-/* Shared internals of the memory room (not for other rooms). */
+/* Shared internals of the memory room (not for other rooms).
+ *
+ * Names: `ebb_` is public (memory.h); `mem__` (two underscores, libuv's
+ * `uv__`) is a function defined in one file of this room and called from
+ * another, declared below under the file that defines it (or, for the hot
+ * path's one-liners, defined inline at the end of this header); everything
+ * else is `static`. The files call each other in one direction only: a file
+ * calls only files on lower lines (what the ctest `memory_layering` prints;
+ * it derives the call graph from the object files and fails on a cycle):
+ *
+ *   allocator.c
+ *   leak.c                 (reclaims owners: block.c, pinned.c, owner.c)
+ *   block.c  release.c
+ *   segment.c  pinned.c  park.c  ledger_export.c
+ *   context.c  owner.c  ledger_svg.c
+ *   ledger.c  site.c
+ *   util.c  map.c  bins.c  backtrace.c  ledger_svg_replay.c
+ *
+ * Locks. `_locked` (and only that suffix) means: the caller holds the
+ * allocator's mutex, a->mu (mem__lock). The ledger's own mutex, a leaf taken
+ * inside a->mu and never the other way, is only ever held inside ledger.c;
+ * its static helpers end in `_ledger_locked`. The release registry's mutex
+ * (release.c) is never held while anything else is called. */
 #ifndef EBB_MEMORY_INTERNAL_H
 #define EBB_MEMORY_INTERNAL_H
 
@@ -12,6 +34,29 @@
 #define EBB_MEM_BT_MAX 16
 #define EBB_MEM_NBINS 64
 #define EBB_MEM_LARGE_OWN (10u << 20) /* requests >= this get their own segment */
+
+/* Intrusive doubly linked lists (the segment list, an owner's blocks and
+ * pinned buffers, the free bins, owner trees): push n at the front of the
+ * list whose first node is head, or unlink n from it (its links cleared),
+ * through the fields named prev and next. */
+#define MEM_DLIST_PUSH(head, n, prev, next)                                    \
+  do {                                                                         \
+    (n)->prev = NULL;                                                          \
+    (n)->next = (head);                                                        \
+    if ((n)->next)                                                             \
+      (n)->next->prev = (n);                                                   \
+    (head) = (n);                                                              \
+  } while (0)
+#define MEM_DLIST_UNLINK(head, n, prev, next)                                  \
+  do {                                                                         \
+    if ((n)->prev)                                                             \
+      (n)->prev->next = (n)->next;                                             \
+    else                                                                       \
+      (head) = (n)->next;                                                      \
+    if ((n)->next)                                                             \
+      (n)->next->prev = (n)->prev;                                             \
+    (n)->prev = (n)->next = NULL;                                              \
+  } while (0)
 
 typedef struct mem_seg mem_seg;
 typedef struct mem_block mem_block;
@@ -52,10 +97,6 @@ typedef struct mem_map {
   void **vals;
   size_t cap, n;
 } mem_map;
-int mem_map_put(mem_map *m, uint64_t k, void *v);
-void *mem_map_get(const mem_map *m, uint64_t k);
-void *mem_map_del(mem_map *m, uint64_t k);
-void mem_map_free(mem_map *m);
 
 typedef struct pin_buf pin_buf;
 struct pin_buf {
@@ -86,6 +127,8 @@ struct ebb_owner {
   pin_buf *pins;    /* live pinned buffers */
 };
 
+/* Everything below `mu` is guarded by it, except ledger (its own mutex) and
+ * what is set once at create (sig, dev, opts). */
 struct ebb_allocator {
   uint32_t sig;
   ebb_device *dev;
@@ -117,37 +160,158 @@ struct ebb_allocator {
   ebb_ledger *ledger;
 };
 
-void stat_add(ebb_stat_count *c, uint64_t n);
-void stat_sub(ebb_stat_count *c, uint64_t n);
-
-/* Allocator lock helpers (check signatures in debug builds). */
-void mem_lock(ebb_allocator *a);
-void mem_unlock(ebb_allocator *a);
-void mem_check_owner(const ebb_owner *o);
-void mem_check_alloc(const ebb_allocator *a);
-
-/* Activates the context (lock held), recording CTX_CREATE once per activation. */
-int mem_ctx_ensure_locked(ebb_allocator *a);
-/* Trim with the lock held; returns bytes given back. */
-uint64_t mem_trim_locked(ebb_allocator *a);
-uint64_t pin_trim_locked(ebb_allocator *a);
-/* Frees one pinned buffer of an owner (lock held) as a leak or not. */
-void pin_release_locked(ebb_allocator *a, pin_buf *b);
-
-/* Leaks: capture and symbolise. */
-int mem_bt_enabled(const ebb_allocator *a);
-int mem_bt_capture(void ***frames);
-char *mem_bt_symbolise(void **frames, int n);
-
-/* Ledger (the ledger has its own leaf lock). */
-int ledger_create(size_t cap, const char *device, ebb_ledger **out);
-void ledger_destroy(ebb_ledger *l);
-void ledger_owner_name(ebb_ledger *l, uint32_t id, const char *name);
-void ledger_add(ebb_ledger *l, ebb_ledger_kind k, uint32_t owner_id, uint64_t addr,
-                uint64_t bytes, uint64_t owner_bytes, uint64_t reserved, uint64_t allocated);
-uint64_t mem_now_ns(void);
-
+/* --- "util.c": clock, byte text, sized copies, handles, the allocator lock */
+uint64_t mem__now_ns(void);
 /* "2.0 GiB", "300 MiB", "512 B" */
-void mem_fmt_bytes(char *buf, size_t n, uint64_t bytes);
+void mem__fmt_bytes(char *buf, size_t n, uint64_t bytes);
+/* Copies a stats/result struct whose first field is `uint32_t size` into the
+ * caller's, which may be older and shorter: min(dst->size, n) bytes, and
+ * dst->size keeps what the caller set. */
+void mem__copy_sized(void *dst, const void *src, size_t n);
+/* Debug builds abort on a bad signature (a freed or foreign handle). */
+void mem__check_alloc(const ebb_allocator *a);
+void mem__check_owner(const ebb_owner *o);
+/* Takes / drops a->mu (checks the handle first). */
+void mem__lock(ebb_allocator *a);
+void mem__unlock(ebb_allocator *a);
+
+/* --- "map.c": address -> pointer hash map (no lock of its own) ----------- */
+int mem__map_put(mem_map *m, uint64_t k, void *v);
+void *mem__map_get(const mem_map *m, uint64_t k);
+void *mem__map_del(mem_map *m, uint64_t k);
+void mem__map_free(mem_map *m);
+
+/* --- "ledger.c": the event ring (takes its own leaf mutex inside) -------- */
+int mem__ledger_create(size_t cap, const char *device, ebb_ledger **out);
+void mem__ledger_destroy(ebb_ledger *l);
+void mem__ledger_owner_name(ebb_ledger *l, uint32_t id, const char *name);
+void mem__ledger_add(ebb_ledger *l, ebb_ledger_kind k, uint32_t owner_id, uint64_t addr,
+                     uint64_t bytes, uint64_t owner_bytes, uint64_t reserved,
+                     uint64_t allocated);
+
+/* --- "bins.c": free blocks in power-of-two bins (a->mu held by callers) --- */
+/* Best fit in the request's bin, else the smallest of the next non-empty
+ * (insert and remove are inline, below). */
+mem_block *mem__pool_find(mem_pool *p, size_t size);
+
+/* --- "backtrace.c": capture at alloc, symbolise for leak reports --------- */
+int mem__bt_capture(void ***frames);
+char *mem__bt_symbolise(void **frames, int n);
+
+/* --- "context.c": the device context seen from the allocator ------------- */
+/* Activates the context if needed, recording CTX_CREATE and what it costs.
+ * Expects a->mu. */
+int mem__ctx_ensure_locked(ebb_allocator *a);
+/* EBB_RELEASE_CONTEXT for ebb_release: gives the context back when no
+ * segment or pinned buffer is left, filling r's context fields. Takes a->mu
+ * itself (the driver call is made without it). */
+void mem__ctx_release(ebb_allocator *a, ebb_release_result *r);
+
+/* --- "segment.c": segments from the driver (all expect a->mu) ------------ */
+/* Context, granularity and segment kind resolved (once). */
+int mem__seg_ready_locked(ebb_allocator *a);
+/* Bytes of the segment a request of `size` grows the pool by. */
+size_t mem__seg_size_for(const ebb_allocator *a, size_t size, int small);
+int mem__seg_new_locked(ebb_allocator *a, size_t size, int small, mem_seg **out);
+/* Gives an empty segment back; the physical bytes returned (0 on failure). */
+uint64_t mem__seg_drop_locked(ebb_allocator *a, mem_seg *s);
+void mem__seg_unlink_locked(ebb_allocator *a, mem_seg *s);
+/* Before growing by ssz: drops empty large segments smaller than ssz. */
+uint64_t mem__seg_drop_useless_locked(ebb_allocator *a, size_t ssz);
+/* Every segment with no live block back to the driver; bytes given back. */
+uint64_t mem__trim_locked(ebb_allocator *a);
+
+/* --- "site.c": allocation sites interned per allocator (a->mu held) ------ */
+/* The allocator's lasting copy of site ("?" for NULL or no memory). */
+const char *mem__site_intern_locked(ebb_allocator *a, const char *site);
+/* Frees every interned copy (allocator destroy; no lock needed then). */
+void mem__sites_free(ebb_allocator *a);
+
+/* --- "owner.c": owner handles, their tree and quota (a->mu held) -------- */
+/* 0, or EBB_EQUOTA with the message naming o (or the ancestor whose quota it
+ * is) and the numbers; counts the refusal. */
+int mem__owner_check_quota_locked(ebb_owner *o, size_t size, size_t req);
+/* Unlinks o and its descendants from the tree and the allocator's list and
+ * frees the handles (their blocks must be gone: leak.c reclaims first). */
+void mem__owner_free_tree_locked(ebb_allocator *a, ebb_owner *o);
+/* 1 when x is root or one of its descendants. */
+int mem__owner_in_tree(const ebb_owner *x, const ebb_owner *root);
+
+/* --- "block.c": carving and freeing blocks ------------------------------- */
+/* Frees a live block already taken out of a->live: accounting, the ledger
+ * event `kind`, poison (debug), coalescing. Expects a->mu. */
+void mem__block_free_locked(ebb_allocator *a, mem_block *b, ebb_ledger_kind kind);
+
+/* --- "pinned.c": the pinned host pool (a->mu held) ----------------------- */
+/* Frees one live pinned buffer of an owner back to the idle list. */
+void mem__pin_release_locked(ebb_allocator *a, pin_buf *b);
+/* Gives every idle pinned buffer back to the driver; bytes given back. */
+uint64_t mem__pin_trim_locked(ebb_allocator *a);
+
+/* --- internal.h itself: the hot path's one-liners, inlined into callers --
+ * (an allocation and a free go through each of these; as calls into another
+ * file they cost about a tenth of the pair). No lock of their own: the
+ * _locked ones expect a->mu like the rest. */
+static inline void mem__stat_add(ebb_stat_count *c, uint64_t n) {
+  c->current += n;
+  c->total += n;
+  if (c->current > c->peak)
+    c->peak = c->current;
+}
+
+static inline void mem__stat_sub(ebb_stat_count *c, uint64_t n) {
+  c->current = c->current >= n ? c->current - n : 0;
+}
+
+static inline void mem__stat_set(ebb_stat_count *c, uint64_t v) {
+  if (v > c->current)
+    c->total += v - c->current;
+  c->current = v;
+  if (v > c->peak)
+    c->peak = v;
+}
+
+static inline size_t mem__round_up(size_t v, size_t m) { return (v + m - 1) / m * m; }
+
+/* a->cached = reserved - allocated. */
+static inline void mem__update_cached_locked(ebb_allocator *a) {
+  uint64_t r = a->reserved.current, al = a->allocated.current;
+  mem__stat_set(&a->cached, r > al ? r - al : 0);
+}
+
+/* One ledger event carrying o's bytes (0 without an owner) and a's reserved
+ * and allocated after it (which is why it expects a->mu). */
+static inline void mem__event_locked(ebb_allocator *a, ebb_ledger_kind k, const ebb_owner *o,
+                                     uint64_t addr, uint64_t bytes) {
+  mem__ledger_add(a->ledger, k, o ? o->id : 0, addr, bytes, o ? o->bytes.current : 0,
+                  a->reserved.current, a->allocated.current);
+}
+
+/* The bin of a free block: its size's power of two. */
+static inline int mem__bin_of(size_t size) {
+  return 63 - __builtin_clzll((unsigned long long)size);
+}
+
+static inline void mem__bin_insert(mem_pool *p, mem_block *b) {
+  b->bin = mem__bin_of(b->size);
+  MEM_DLIST_PUSH(p->bins[b->bin], b, fprev, fnext);
+}
+
+static inline void mem__bin_remove(mem_pool *p, mem_block *b) {
+  MEM_DLIST_UNLINK(p->bins[b->bin], b, fprev, fnext);
+}
+
+static inline mem_pool *mem__pool_of(ebb_allocator *a, const mem_seg *s) {
+  return s->small ? &a->small : &a->large;
+}
+
+/* An owner's list of live blocks. */
+static inline void mem__owner_link_locked(ebb_owner *o, mem_block *b) {
+  MEM_DLIST_PUSH(o->live, b, oprev, onext);
+}
+
+static inline void mem__owner_unlink_locked(ebb_owner *o, mem_block *b) {
+  MEM_DLIST_UNLINK(o->live, b, oprev, onext);
+}
 
 #endif

@@ -28,13 +28,13 @@ static int grow(mem_map *m) {
   m->n = 0;
   for (size_t i = 0; i < old.cap; i++)
     if (old.keys[i])
-      mem_map_put(m, old.keys[i], old.vals[i]);
+      mem__map_put(m, old.keys[i], old.vals[i]);
   free(old.keys);
   free(old.vals);
   return 0;
 }
 
-int mem_map_put(mem_map *m, uint64_t k, void *v) {
+int mem__map_put(mem_map *m, uint64_t k, void *v) {
   if ((m->n + 1) * 4 > m->cap * 3) {
     int rc = grow(m);
     if (rc)
@@ -50,7 +50,7 @@ int mem_map_put(mem_map *m, uint64_t k, void *v) {
   return 0;
 }
 
-void *mem_map_get(const mem_map *m, uint64_t k) {
+void *mem__map_get(const mem_map *m, uint64_t k) {
   if (!m->cap || !k)
     return NULL;
   size_t i = slot_of(m, k);
@@ -62,7 +62,7 @@ void *mem_map_get(const mem_map *m, uint64_t k) {
   return NULL;
 }
 
-void *mem_map_del(mem_map *m, uint64_t k) {
+void *mem__map_del(mem_map *m, uint64_t k) {
   if (!m->cap || !k)
     return NULL;
   size_t mask = m->cap - 1, i = slot_of(m, k);
@@ -92,7 +92,7 @@ void *mem_map_del(mem_map *m, uint64_t k) {
   return v;
 }
 
-void mem_map_free(mem_map *m) {
+void mem__map_free(mem_map *m) {
   free(m->keys);
   free(m->vals);
   m->keys = NULL;

@@ -21,10 +21,16 @@
  *     the request and the numbers.
  *
  * Locking: each allocator has one mutex that guards its segments, blocks,
- * owners, stats and ledger; every function below may be called from any
- * thread. Driver calls (segment alloc/free) are made with that mutex held, so
- * allocation is serialised per device (ebb's allocations are few and large;
- * see bench/ for the cost). The release registry has its own mutex; release
+ * owners, counters and pinned pool; every function below may be called from
+ * any thread. Driver calls (segment alloc/free) are made with that mutex held,
+ * so allocation is serialised per device (ebb's allocations are few and
+ * large; see bench/ for the cost). The ledger is NOT guarded by it: it has a
+ * mutex of its own, a leaf that the allocator takes inside its own to record
+ * an event (so an event's numbers are consistent) and that is never held
+ * while another lock is taken; the ebb_ledger_* functions take only that one,
+ * so they never wait for an allocation's driver call. No function declared
+ * here expects a lock held (the _locked helpers are internal.h's). The
+ * release registry has its own mutex; release
  * callbacks run with NO memory lock held, so a callback may free blocks and
  * even register/unregister callbacks. The leak handler and log lines are also
  * emitted with no lock held. Owner handles must not be used after

@@ -10,87 +10,87 @@ static size_t pin_round(size_t n) {
   return (n + m - 1) / m * m;
 }
 
+/* An idle buffer of exactly size bytes, taken off the idle list, or NULL. */
+static pin_buf *idle_take_locked(ebb_allocator *a, size_t size) {
+  for (pin_buf **pp = &a->pin_idle; *pp; pp = &(*pp)->next)
+    if ((*pp)->size == size) {
+      pin_buf *b = *pp;
+      *pp = b->next;
+      return b;
+    }
+  return NULL;
+}
+
+/* A new buffer from the driver (the idle ones given back and one retry when
+ * it says no). */
+static int driver_take_locked(ebb_allocator *a, ebb_owner *o, size_t size, size_t bytes,
+                              pin_buf **out) {
+  pin_buf *b = calloc(1, sizeof *b);
+  if (!b)
+    return ebb_seterr(EBB_ENOMEM, "memory: no host memory for a pinned buffer record");
+  int rc = mem__ctx_ensure_locked(a);
+  if (!rc) {
+    rc = ebb_device_host_alloc(a->dev, size, &b->p);
+    if (rc && mem__pin_trim_locked(a))
+      rc = ebb_device_host_alloc(a->dev, size, &b->p);
+  }
+  if (rc) {
+    free(b);
+    return ebb_errctx(rc, "%s '%s' asked for %zu bytes of pinned host memory: ", o->kind,
+                      o->name, bytes);
+  }
+  b->size = size;
+  mem__stat_add(&a->pinned_reserved, size);
+  *out = b;
+  return 0;
+}
+
+static int alloc_locked(ebb_allocator *a, ebb_owner *o, size_t bytes, void **out) {
+  size_t size = pin_round(bytes);
+  pin_buf *b = idle_take_locked(a, size);
+  int rc = b ? 0 : driver_take_locked(a, o, size, bytes, &b);
+  if (rc)
+    return rc;
+  if (mem__map_put(&a->pin_live, (uint64_t)(uintptr_t)b->p, b)) {
+    b->next = a->pin_idle;
+    a->pin_idle = b;
+    return ebb_seterr(EBB_ENOMEM, "memory: no host memory for the pinned table");
+  }
+  b->req = bytes;
+  b->owner = o;
+  b->next = NULL;
+  MEM_DLIST_PUSH(o->pins, b, oprev, onext);
+  mem__stat_add(&o->pinned_bytes, size);
+  mem__stat_add(&o->pinned_blocks, 1);
+  mem__stat_add(&a->pinned_allocated, size);
+  mem__event_locked(a, EBB_EV_PIN_ALLOC, o, (uint64_t)(uintptr_t)b->p, size);
+  *out = b->p;
+  return 0;
+}
+
 int ebb_pinned_alloc(ebb_owner *o, size_t bytes, void **out) {
   if (!o || !out || !bytes)
     return ebb_seterr(EBB_EINVAL, "ebb_pinned_alloc: owner, a size > 0 and out are required");
-  mem_check_owner(o);
+  mem__check_owner(o);
   *out = NULL;
   if (bytes > SIZE_MAX - (1u << 20))
     return ebb_seterr(EBB_ENOMEM, "%s '%s' asked for %zu pinned bytes: too large", o->kind,
                       o->name, bytes);
   ebb_allocator *a = o->a;
-  size_t size = pin_round(bytes);
-  int rc = 0;
-  mem_lock(a);
-  pin_buf *b = NULL, **pp;
-  for (pp = &a->pin_idle; *pp; pp = &(*pp)->next)
-    if ((*pp)->size == size) {
-      b = *pp;
-      *pp = b->next;
-      break;
-    }
-  if (!b) {
-    b = calloc(1, sizeof *b);
-    if (!b) {
-      rc = ebb_seterr(EBB_ENOMEM, "memory: no host memory for a pinned buffer record");
-      goto out;
-    }
-    rc = mem_ctx_ensure_locked(a);
-    if (!rc) {
-      rc = ebb_device_host_alloc(a->dev, size, &b->p);
-      if (rc && pin_trim_locked(a))
-        rc = ebb_device_host_alloc(a->dev, size, &b->p);
-    }
-    if (rc) {
-      free(b);
-      ebb_errctx(rc, "%s '%s' asked for %zu bytes of pinned host memory: ", o->kind, o->name,
-                 bytes);
-      goto out;
-    }
-    b->size = size;
-    stat_add(&a->pinned_reserved, size);
-  }
-  rc = mem_map_put(&a->pin_live, (uint64_t)(uintptr_t)b->p, b);
-  if (rc) {
-    b->next = a->pin_idle;
-    a->pin_idle = b;
-    rc = ebb_seterr(EBB_ENOMEM, "memory: no host memory for the pinned table");
-    goto out;
-  }
-  b->req = bytes;
-  b->owner = o;
-  b->next = NULL;
-  b->oprev = NULL;
-  b->onext = o->pins;
-  if (o->pins)
-    o->pins->oprev = b;
-  o->pins = b;
-  stat_add(&o->pinned_bytes, size);
-  stat_add(&o->pinned_blocks, 1);
-  stat_add(&a->pinned_allocated, size);
-  ledger_add(a->ledger, EBB_EV_PIN_ALLOC, o->id, (uint64_t)(uintptr_t)b->p, size,
-             o->bytes.current, a->reserved.current, a->allocated.current);
-  *out = b->p;
-out:
-  mem_unlock(a);
+  mem__lock(a);
+  int rc = alloc_locked(a, o, bytes, out);
+  mem__unlock(a);
   return rc;
 }
 
-void pin_release_locked(ebb_allocator *a, pin_buf *b) {
+void mem__pin_release_locked(ebb_allocator *a, pin_buf *b) {
   ebb_owner *o = b->owner;
-  mem_map_del(&a->pin_live, (uint64_t)(uintptr_t)b->p);
-  if (b->oprev)
-    b->oprev->onext = b->onext;
-  else
-    o->pins = b->onext;
-  if (b->onext)
-    b->onext->oprev = b->oprev;
-  b->oprev = b->onext = NULL;
-  stat_sub(&o->pinned_bytes, b->size);
-  stat_sub(&o->pinned_blocks, 1);
-  stat_sub(&a->pinned_allocated, b->size);
-  ledger_add(a->ledger, EBB_EV_PIN_FREE, o->id, (uint64_t)(uintptr_t)b->p, b->size,
-             o->bytes.current, a->reserved.current, a->allocated.current);
+  mem__map_del(&a->pin_live, (uint64_t)(uintptr_t)b->p);
+  MEM_DLIST_UNLINK(o->pins, b, oprev, onext);
+  mem__stat_sub(&o->pinned_bytes, b->size);
+  mem__stat_sub(&o->pinned_blocks, 1);
+  mem__stat_sub(&a->pinned_allocated, b->size);
+  mem__event_locked(a, EBB_EV_PIN_FREE, o, (uint64_t)(uintptr_t)b->p, b->size);
   b->owner = NULL;
   b->req = 0;
   b->next = a->pin_idle;
@@ -100,24 +100,24 @@ void pin_release_locked(ebb_allocator *a, pin_buf *b) {
 int ebb_pinned_free(ebb_allocator *a, void *p) {
   if (!a || !p)
     return ebb_seterr(EBB_EINVAL, "ebb_pinned_free: allocator and pointer are required");
-  mem_lock(a);
-  pin_buf *b = mem_map_get(&a->pin_live, (uint64_t)(uintptr_t)p);
+  mem__lock(a);
+  pin_buf *b = mem__map_get(&a->pin_live, (uint64_t)(uintptr_t)p);
   if (!b) {
-    mem_unlock(a);
+    mem__unlock(a);
     return ebb_seterr(EBB_ENOTFOUND, "ebb_pinned_free: %p is not a live pinned buffer", p);
   }
-  pin_release_locked(a, b);
-  mem_unlock(a);
+  mem__pin_release_locked(a, b);
+  mem__unlock(a);
   return 0;
 }
 
-uint64_t pin_trim_locked(ebb_allocator *a) {
+uint64_t mem__pin_trim_locked(ebb_allocator *a) {
   uint64_t bytes = 0;
   while (a->pin_idle) {
     pin_buf *b = a->pin_idle;
     a->pin_idle = b->next;
     ebb_device_host_free(a->dev, b->p);
-    stat_sub(&a->pinned_reserved, b->size);
+    mem__stat_sub(&a->pinned_reserved, b->size);
     bytes += b->size;
     free(b);
   }

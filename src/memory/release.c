@@ -127,14 +127,6 @@ static void run_callbacks(int *run, int *failed) {
   free(handles);
 }
 
-static int live_segments(ebb_allocator *a) {
-  mem_lock(a);
-  int n = (int)a->segments.current;
-  int pins = a->pinned_reserved.current > 0;
-  mem_unlock(a);
-  return n + pins;
-}
-
 int ebb_release(ebb_allocator *a, unsigned flags, ebb_release_result *out) {
   ebb_release_result r;
   memset(&r, 0, sizeof r);
@@ -142,78 +134,41 @@ int ebb_release(ebb_allocator *a, unsigned flags, ebb_release_result *out) {
   if (out && out->size < sizeof(uint32_t))
     return ebb_seterr(EBB_EINVAL, "ebb_release: out->size must be set");
   if (a)
-    mem_check_alloc(a);
+    mem__check_alloc(a);
   if (flags & EBB_RELEASE_CALLBACKS)
     run_callbacks(&r.callbacks_run, &r.callbacks_failed);
   if (a) {
-    mem_lock(a);
+    mem__lock(a);
     if (flags & EBB_RELEASE_TRIM) {
-      r.segment_bytes = mem_trim_locked(a);
+      r.segment_bytes = mem__trim_locked(a);
       if (r.segment_bytes)
-        ledger_add(a->ledger, EBB_EV_TRIM, 0, 0, r.segment_bytes, 0, a->reserved.current,
-                   a->allocated.current);
+        mem__event_locked(a, EBB_EV_TRIM, NULL, 0, r.segment_bytes);
     }
     if (flags & EBB_RELEASE_PINNED)
-      r.pinned_bytes = pin_trim_locked(a);
-    mem_unlock(a);
-    ebb_device *dev = a->dev;
-    if ((flags & EBB_RELEASE_CONTEXT) && ebb_device_kind_of(dev) == EBB_DEVICE_CUDA &&
-        ebb_device_ctx_active(dev)) {
-      if (live_segments(a)) {
-        r.context_error = EBB_EBUSY;
-        ebb_log(EBB_LOG_DEBUG, "release",
-                "%s: context kept: ebb still holds live device blocks or pinned buffers",
-                ebb_device_label(dev));
-      } else {
-        uint64_t before = 0, after = 0;
-        int measured = ebb_device_process_used(dev, getpid(), &before) == 0;
-        int rc = ebb_device_ctx_release(dev);
-        if (rc) {
-          r.context_error = rc;
-          ebb_log(EBB_LOG_WARN, "release", "%s: releasing the context failed: %s",
-                  ebb_device_label(dev), ebb_errmsg());
-        } else {
-          r.context_released = 1;
-          measured = measured && ebb_device_process_used(dev, getpid(), &after) == 0;
-          mem_lock(a);
-          if (measured && before >= after) {
-            r.context_bytes = before - after;
-            a->context_estimate = r.context_bytes;
-            a->ctx_measured = 1;
-          } else {
-            r.context_bytes = a->context_estimate;
-          }
-          ledger_add(a->ledger, EBB_EV_CTX_RELEASE, 0, 0, r.context_bytes, 0,
-                     a->reserved.current, a->allocated.current);
-          mem_unlock(a);
-        }
-      }
-    }
+      r.pinned_bytes = mem__pin_trim_locked(a);
+    mem__unlock(a);
+    if (flags & EBB_RELEASE_CONTEXT)
+      mem__ctx_release(a, &r);
     r.released_bytes = r.segment_bytes + r.context_bytes;
-    mem_lock(a);
-    ledger_add(a->ledger, EBB_EV_RELEASE, 0, 0, r.released_bytes, 0, a->reserved.current,
-               a->allocated.current);
-    mem_unlock(a);
+    mem__lock(a);
+    mem__event_locked(a, EBB_EV_RELEASE, NULL, 0, r.released_bytes);
+    mem__unlock(a);
   }
-  if (out) {
-    uint32_t keep = out->size;
-    memcpy(out, &r, keep < sizeof r ? keep : sizeof r);
-    out->size = keep;
-  }
+  if (out)
+    mem__copy_sized(out, &r, sizeof r);
   return 0;
 }
-
 int ebb_allocator_unattributed(ebb_allocator *a, ebb_unattributed *out) {
   if (!a || !out || out->size < sizeof(uint32_t))
     return ebb_seterr(EBB_EINVAL, "ebb_allocator_unattributed: out->size must be set");
   ebb_unattributed u;
   memset(&u, 0, sizeof u);
   u.size = sizeof u;
-  mem_lock(a);
+  mem__lock(a);
   u.ebb_reserved = a->reserved.current;
   int cuda = ebb_device_kind_of(a->dev) == EBB_DEVICE_CUDA;
   u.context_estimate = cuda && ebb_device_ctx_active(a->dev) ? a->context_estimate : 0;
-  mem_unlock(a);
+  mem__unlock(a);
   uint64_t used = 0;
   if (cuda && ebb_device_process_used(a->dev, getpid(), &used) == 0) {
     u.per_process = 1;
@@ -229,8 +184,6 @@ int ebb_allocator_unattributed(ebb_allocator *a, ebb_unattributed *out) {
   }
   if (u.known)
     u.unattributed = (int64_t)u.driver_used - (int64_t)u.ebb_reserved - (int64_t)u.context_estimate;
-  uint32_t keep = out->size;
-  memcpy(out, &u, keep < sizeof u ? keep : sizeof u);
-  out->size = keep;
+  mem__copy_sized(out, &u, sizeof u);
   return 0;
 }

@@ -231,7 +231,7 @@ static int parse_stage(json_t *js, const char *where, const char *base_dir, ebb_
 
 static int parse_pipeline(const char *name, json_t *jp, const char *origin, const char *base_dir,
                           ebb_pipeline_def *p) {
-  static const char *const keys[] = {"stages", "release", "description", NULL};
+  static const char *const keys[] = {"stages", "release", "description", "timeout_s", NULL};
   char where[768];
   snprintf(where, sizeof where, "%s: pipeline '%s'", origin, name);
   int brc = check_name(name, "pipeline", origin);
@@ -254,6 +254,12 @@ static int parse_pipeline(const char *name, json_t *jp, const char *origin, cons
     return ebb_seterr(EBB_ECONFIG, "%s: \"description\" must be a string", where);
   if (desc && !(p->description = strdup(json_string_value(desc))))
     return ebb_seterr(EBB_ENOMEM, "%s: out of host memory", where);
+  json_t *to = json_object_get(jp, "timeout_s");
+  if (to && (!json_is_number(to) || json_number_value(to) <= 0 ||
+             json_number_value(to) > 31536000.0))
+    return ebb_seterr(EBB_ECONFIG, "%s: \"timeout_s\" must be a number of seconds in "
+                                   "(0, 31536000]", where);
+  p->timeout_s = to ? json_number_value(to) : 0;
   if (rel) {
     if (!json_is_string(rel))
       return ebb_seterr(EBB_ECONFIG, "%s: \"release\" must be a string", where);

@@ -60,6 +60,7 @@ typedef struct ebb_pipeline_def {
   size_t nstages;
   int has_policy;
   ebb_policy policy;
+  double timeout_s; /* a job's deadline on the server (0: --job-timeout) */
   char *origin; /* "built-in" or the config path */
 } ebb_pipeline_def;
 

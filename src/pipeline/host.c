@@ -14,6 +14,14 @@ double ebb_now(void) {
   return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
 }
 
+uint64_t ebb_driver_free(ebb_device *dev, int *known) {
+  ebb_dev_meminfo mi;
+  int ok = ebb_device_mem_info(dev, &mi) == 0 && mi.source != EBB_MEMINFO_NONE;
+  if (known)
+    *known = ok;
+  return ok ? mi.free_bytes : 0;
+}
+
 #define C(ctx) ebb_sctx_of(ctx)
 
 static void h_log(ebb_stage_ctx *ctx, int level, const char *msg) {

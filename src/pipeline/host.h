@@ -71,5 +71,8 @@ void ebb_sctx_cleanup(ebb_sctx *c);
 /* Clears the error set by the stage. */
 void ebb_sctx_clear_error(ebb_sctx *c);
 double ebb_now(void); /* CLOCK_MONOTONIC seconds */
+/* The driver's free memory on dev (never initialises a context); 0 when it
+ * cannot say, and then *known (may be NULL) is 0. */
+uint64_t ebb_driver_free(ebb_device *dev, int *known);
 
 #endif

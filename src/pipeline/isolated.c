@@ -287,69 +287,13 @@ static int put_input(void *arg, const void *p, size_t n, json_t *item) {
 }
 
 
-static int bad_output(iso *s, size_t i, const char *what) {
-  return ebb_seterr(EBB_EPROTO, "worker pid %ld (%s): protocol error: result item #%zu %s", s->pid,
-                    s->label, i + 1, what);
-}
-
-/* Adds one output item of the worker's result to out. */
+/* Adds output item #i of the worker's result to out (the protocol's item
+ * codec checks it; its payload must carry the hello's shm_prefix). */
 static int decode_item(iso *s, json_t *o, size_t i, ebb_items *out) {
-  const char *kind = json_string_value(json_object_get(o, "kind"));
-  const char *name = json_string_value(json_object_get(o, "name"));
-  if (!json_is_object(o) || !kind || !name || !*name)
-    return bad_output(s, i, "needs a string \"kind\" and a non-empty \"name\"");
-  if (!strcmp(kind, "json") || !strcmp(kind, "file")) {
-    const char *text = json_string_value(json_object_get(o, *kind == 'j' ? "text" : "path"));
-    if (!text)
-      return bad_output(s, i, *kind == 'j' ? "(json) has no string \"text\""
-                                           : "(file) has no string \"path\"");
-    return *kind == 'j' ? ebb_items_add_json(out, name, text) : ebb_items_add_file(out, name, text);
-  }
-  int audio = !strcmp(kind, "audio");
-  if (!audio && strcmp(kind, "tensor"))
-    return bad_output(s, i, "has an unknown kind (audio, tensor, json, file)");
-  const char *shm = json_string_value(json_object_get(o, "shm"));
-  uint64_t shape[8], elems;
-  uint32_t ndim = 0;
-  if (audio) {
-    uint64_t frames = u64_of(o, "frames"), ch = u64_of(o, "channels"), rate = u64_of(o, "rate");
-    if (!ch || !rate || ch > 64 || rate > 10000000 || frames > (1ull << 40))
-      return bad_output(s, i, "(audio) needs frames >= 0, channels 1..64 and rate > 0");
-    elems = frames * ch;
-    shape[0] = frames;
-    shape[1] = ch;
-    shape[2] = rate;
-  } else {
-    json_t *sh = json_object_get(o, "shape");
-    if (!json_is_array(sh) || json_array_size(sh) > 8)
-      return bad_output(s, i, "(tensor) needs a \"shape\" array of at most 8 sizes");
-    ndim = (uint32_t)json_array_size(sh);
-    for (uint32_t d = 0; d < ndim; d++) {
-      json_t *v = json_array_get(sh, d);
-      if (!json_is_integer(v) || json_integer_value(v) < 0)
-        return bad_output(s, i, "(tensor) has a shape entry that is not a size");
-      shape[d] = (uint64_t)json_integer_value(v);
-    }
-    elems = ebb_tensor_elems(ndim, shape);
-    if (elems == UINT64_MAX || elems > (1ull << 40))
-      return bad_output(s, i, "(tensor) has a shape too large");
-  }
-  size_t bytes = (size_t)elems * sizeof(float);
-  const char *prefix = ebb_wproc_shm_prefix(s->w);
-  if ((bytes || shm) && (!shm || strncmp(shm, prefix, strlen(prefix)))) /* never another's file */
-    return bad_output(s, i, "needs \"shm\": a name starting with the hello's shm_prefix");
-  if (json_object_get(o, "bytes") && u64_of(o, "bytes") != bytes)
-    return bad_output(s, i, "has \"bytes\" that do not match its shape");
-  const void *p = NULL;
-  int rc = bytes ? ebb_shm_map(shm, bytes, &p) : 0;
-  if (rc)
-    return ebb_seterr(EBB_EPROTO, "worker pid %ld (%s): result item '%s': %s", s->pid, s->label,
-                      name, ebb_errmsg());
-  rc = audio ? ebb_items_add_audio(out, name, p, shape[0], (uint32_t)shape[1], (uint32_t)shape[2])
-             : ebb_items_add_tensor(out, name, p, ndim, shape);
-  ebb_shm_unmap(p, bytes);
-  if (shm)
-    ebb_shm_unlink(shm);
+  int rc = ebb_item_from_wire(out, o, i, ebb_wproc_shm_prefix(s->w), 1);
+  if (rc == EBB_EPROTO)
+    return ebb_errctx(EBB_EPROTO, "worker pid %ld (%s): protocol error: result ", s->pid,
+                      s->label);
   return rc;
 }
 

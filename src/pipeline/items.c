@@ -3,6 +3,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "worker/item_wire.h"
+#include "worker/wire.h"
+
 struct ebb_items {
   ebb_item_rec *v;
   int n, cap;
@@ -140,15 +143,7 @@ int ebb_items_add_audio(ebb_items *out, const char *name, const float *samples, 
 }
 
 uint64_t ebb_tensor_elems(uint32_t ndim, const uint64_t *shape) {
-  if (ndim > 8 || (ndim && !shape))
-    return UINT64_MAX;
-  uint64_t n = 1;
-  for (uint32_t i = 0; i < ndim; i++) {
-    if (shape[i] && n > (UINT64_MAX / 8) / shape[i])
-      return UINT64_MAX;
-    n *= shape[i];
-  }
-  return n;
+  return ebb_wire_tensor_elems(ndim, shape);
 }
 
 int ebb_items_add_tensor(ebb_items *out, const char *name, const float *data, uint32_t ndim,
@@ -245,49 +240,68 @@ int ebb_items_take(ebb_items *dst, ebb_items *src) {
   return 0;
 }
 
+/* The payload of an audio or tensor item as host bytes: it->samples or
+ * it->data, or a device tensor copied into *tmp (caller frees). */
+static int host_payload(const ebb_item_rec *it, ebb_device *dev, size_t n, const void **p,
+                        float **tmp) {
+  *tmp = NULL;
+  *p = it->kind == EBB_ITEM_AUDIO ? (const void *)it->samples : (const void *)it->data;
+  if (*p || !n)
+    return 0;
+  /* a device tensor crosses as host bytes */
+  if (!(*tmp = malloc(n)))
+    return ebb_seterr(EBB_ENOMEM, "item '%s': out of host memory", it->name);
+  *p = *tmp;
+  return ebb_device_copy_dtoh(dev, *tmp, it->dptr, n);
+}
+
 int ebb_item_to_wire(const ebb_item_rec *it, ebb_device *dev, ebb_item_put_fn put, void *arg,
                      json_t *arr) {
-  json_t *o = json_object();
-  if (!o)
+  ebb_wire_item w = {.kind = it->kind, .name = it->name, .text = it->text,
+                     .frames = it->frames, .channels = it->channels, .rate = it->rate,
+                     .ndim = it->ndim};
+  memcpy(w.shape, it->shape, sizeof w.shape);
+  json_t *o = ebb_wire_item_encode(&w);
+  if (!o || json_array_append_new(arr, o))
     return ebb_seterr(EBB_ENOMEM, "item '%s': out of host memory", it->name);
-  int rc = 0;
-  json_object_set_new(o, "name", json_string(it->name));
-  switch (it->kind) {
-  case EBB_ITEM_AUDIO:
-    json_object_set_new(o, "kind", json_string("audio"));
-    json_object_set_new(o, "frames", json_integer((json_int_t)it->frames));
-    json_object_set_new(o, "channels", json_integer(it->channels));
-    json_object_set_new(o, "rate", json_integer(it->rate));
-    rc = put(arg, it->samples, (size_t)(it->frames * it->channels) * sizeof(float), o);
-    break;
-  case EBB_ITEM_TENSOR: {
-    json_t *shape = json_array();
-    for (uint32_t d = 0; d < it->ndim; d++)
-      json_array_append_new(shape, json_integer((json_int_t)it->shape[d]));
-    json_object_set_new(o, "kind", json_string("tensor"));
-    json_object_set_new(o, "shape", shape);
-    size_t n = (size_t)ebb_tensor_elems(it->ndim, it->shape) * sizeof(float);
-    if (it->data || !n) {
-      rc = put(arg, it->data, n, o);
-    } else { /* a device tensor crosses as host bytes */
-      float *tmp = malloc(n);
-      rc = tmp ? ebb_device_copy_dtoh(dev, tmp, it->dptr, n)
-               : ebb_seterr(EBB_ENOMEM, "item '%s': out of host memory", it->name);
-      if (!rc)
-        rc = put(arg, tmp, n, o);
-      free(tmp);
+  if (it->kind != EBB_ITEM_AUDIO && it->kind != EBB_ITEM_TENSOR)
+    return 0;
+  uint64_t elems = it->kind == EBB_ITEM_AUDIO ? it->frames * it->channels
+                                              : ebb_tensor_elems(it->ndim, it->shape);
+  size_t n = (size_t)elems * sizeof(float);
+  const void *p;
+  float *tmp;
+  int rc = host_payload(it, dev, n, &p, &tmp);
+  if (!rc)
+    rc = put(arg, p, n, o);
+  free(tmp);
+  return rc;
+}
+
+int ebb_item_from_wire(ebb_items *out, const json_t *o, size_t index, const char *shm_prefix,
+                       int unlink_payload) {
+  ebb_wire_item w;
+  int rc = ebb_wire_item_decode(o, index, shm_prefix, &w);
+  if (!rc)
+    rc = ebb_wire_item_map(&w);
+  if (!rc) {
+    switch (w.kind) {
+    case EBB_ITEM_AUDIO:
+      rc = ebb_items_add_audio(out, w.name, w.data, w.frames, w.channels, w.rate);
+      break;
+    case EBB_ITEM_TENSOR:
+      rc = ebb_items_add_tensor(out, w.name, w.data, w.ndim, w.shape);
+      break;
+    case EBB_ITEM_JSON:
+      rc = ebb_items_add_json(out, w.name, w.text);
+      break;
+    case EBB_ITEM_FILE:
+      rc = ebb_items_add_file(out, w.name, w.text);
+      break;
     }
-    break;
   }
-  case EBB_ITEM_JSON:
-    json_object_set_new(o, "kind", json_string("json"));
-    json_object_set_new(o, "text", json_string(it->text));
-    break;
-  case EBB_ITEM_FILE:
-    json_object_set_new(o, "kind", json_string("file"));
-    json_object_set_new(o, "path", json_string(it->text));
-    break;
-  }
-  json_array_append_new(arr, o);
+  ebb_wire_item_unmap(&w);
+  if (unlink_payload && w.shm) /* decoded, so its name has the peer's prefix */
+    ebb_shm_unlink(w.shm);
   return rc;
 }

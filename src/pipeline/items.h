@@ -63,7 +63,8 @@ int ebb_items_add_device_tensor(ebb_items *out, ebb_device *dev, const char *nam
  * without moving anything if a name is already in dst. */
 int ebb_items_take(ebb_items *dst, ebb_items *src);
 
-/* The worker protocol's description of an item (docs/worker-protocol.md):
+/* The worker protocol's description of an item (docs/worker-protocol.md),
+ * through the protocol's one item codec (src/worker/item_wire.h):
  * a new JSON object with name, kind and metadata (audio: frames, channels,
  * rate; tensor: shape; json: text; file: path) appended to arr. Audio and
  * tensor bytes are handed to put(arg, bytes, n, obj), which stores them
@@ -72,6 +73,13 @@ int ebb_items_take(ebb_items *dst, ebb_items *src);
 typedef int (*ebb_item_put_fn)(void *arg, const void *bytes, size_t n, json_t *obj);
 int ebb_item_to_wire(const ebb_item_rec *it, ebb_device *dev, ebb_item_put_fn put, void *arg,
                      json_t *arr);
+/* The other way: decodes and range-checks the item object o (the index-th
+ * of its message; ebb_wire_item_decode), copies its payload out of shared
+ * memory and adds it to out. A payload must be named with shm_prefix (NULL:
+ * any valid name); unlink_payload: unlink its file once copied (the host,
+ * for a worker's results). EBB_EPROTO "item #N ..." for a bad item. */
+int ebb_item_from_wire(ebb_items *out, const json_t *o, size_t index, const char *shm_prefix,
+                       int unlink_payload);
 
 /* Elements of a tensor with this shape (1 for ndim 0); UINT64_MAX on
  * overflow or ndim > 8. */

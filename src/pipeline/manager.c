@@ -50,13 +50,7 @@ struct ebb_manager {
 };
 
 /* --- helpers --------------------------------------------------------------- */
-static uint64_t driver_free(ebb_manager *m, int *known) {
-  ebb_dev_meminfo mi;
-  int ok = ebb_device_mem_info(m->dev, &mi) == 0 && mi.source != EBB_MEMINFO_NONE;
-  if (known)
-    *known = ok;
-  return ok ? mi.free_bytes : 0;
-}
+static uint64_t driver_free(ebb_manager *m, int *known) { return ebb_driver_free(m->dev, known); }
 
 static void log_free(const char *name, const char *when, uint64_t bytes) {
   char scope[160];
@@ -256,9 +250,9 @@ fail:
   return rc;
 }
 
-static int unload_locked(ebb_manager *m, mpipe *pp, uint64_t *released);
+static int unload_in_switch(ebb_manager *m, mpipe *pp, uint64_t *released);
 
-static int final_release(void *arg) {
+static int final_vacate_on_dev(void *arg) {
   ebb_manager *m = arg;
   ebb_runner_evict_idle(m->runner, -1, NULL);
   ebb_runner_destroy(m->runner);
@@ -276,10 +270,10 @@ void ebb_manager_destroy(ebb_manager *m) {
   pthread_mutex_lock(&m->switch_lock);
   for (size_t i = 0; i < m->npipes && m->runner; i++)
     if (m->pipes[i].loaded)
-      unload_locked(m, &m->pipes[i], NULL);
+      unload_in_switch(m, &m->pipes[i], NULL);
   pthread_mutex_unlock(&m->switch_lock);
   if (m->runner)
-    on_device(m, final_release, m);
+    on_device(m, final_vacate_on_dev, m);
   if (m->dev_started) {
     pthread_mutex_lock(&m->dev_lock);
     m->dev_stop = 1;
@@ -329,10 +323,10 @@ typedef struct unload_args {
   mpipe *pp;
   uint64_t rel;
 } unload_args;
-static int unload_body(void *arg);
+static int unload_on_dev(void *arg);
 
-/* switch_lock held. */
-static int unload_locked(ebb_manager *m, mpipe *pp, uint64_t *released) {
+/* switch_lock held (the _in_switch functions). */
+static int unload_in_switch(ebb_manager *m, mpipe *pp, uint64_t *released) {
   const char *name = pp->def->name;
   char scope[160], reason[256];
   snprintf(scope, sizeof scope, "pipeline %s", name);
@@ -346,7 +340,7 @@ static int unload_locked(ebb_manager *m, mpipe *pp, uint64_t *released) {
     ebb_log(EBB_LOG_INFO, scope, "stopped %d session%s (drained)", stopped,
             stopped == 1 ? "" : "s");
   unload_args a = {m, pp, 0};
-  int rc = on_device(m, unload_body, &a);
+  int rc = on_device(m, unload_on_dev, &a);
   add_released(m, a.rel);
   if (released)
     *released = a.rel;
@@ -354,7 +348,7 @@ static int unload_locked(ebb_manager *m, mpipe *pp, uint64_t *released) {
 }
 
 /* On the device thread: the stages go, the driver confirms. */
-static int unload_body(void *arg) {
+static int unload_on_dev(void *arg) {
   unload_args *a = arg;
   ebb_manager *m = a->m;
   mpipe *pp = a->pp;
@@ -414,7 +408,7 @@ int ebb_manager_unload(ebb_manager *m, const char *name, uint64_t *released) {
   if (!pp)
     return unknown_pipeline(m, name);
   pthread_mutex_lock(&m->switch_lock);
-  int rc = unload_locked(m, pp, released);
+  int rc = unload_in_switch(m, pp, released);
   pthread_mutex_unlock(&m->switch_lock);
   return rc;
 }
@@ -426,7 +420,7 @@ typedef struct evict_args {
   uint64_t rel;
 } evict_args;
 
-static int evict_body(void *arg) {
+static int evict_on_dev(void *arg) {
   evict_args *a = arg;
   return ebb_runner_evict_idle(a->m->runner, a->now, &a->rel);
 }
@@ -438,7 +432,7 @@ typedef struct load_args {
 } load_args;
 
 /* On the device thread: load, measure, log. */
-static int load_body(void *arg) {
+static int load_on_dev(void *arg) {
   load_args *a = arg;
   ebb_manager *m = a->m;
   mpipe *pp = a->pp;
@@ -465,7 +459,7 @@ static int load_body(void *arg) {
   ebb_hook_run(m->hook, "pipeline-loaded", name, 0);
   return 0;
 }
-static int load_locked(ebb_manager *m, mpipe *pp) {
+static int load_in_switch(ebb_manager *m, mpipe *pp) {
   const char *name = pp->def->name;
   char scope[160];
   snprintf(scope, sizeof scope, "pipeline %s", name);
@@ -484,10 +478,10 @@ static int load_locked(ebb_manager *m, mpipe *pp) {
       if (o == pp || !ebb_manager_is_loaded(m, o->def->name))
         continue;
       ebb_log(EBB_LOG_INFO, scope, "switching: unloading pipeline '%s' first", o->def->name);
-      unload_locked(m, o, NULL);
+      unload_in_switch(m, o, NULL);
     }
     evict_args ev = {m, -1, 0};
-    on_device(m, evict_body, &ev);
+    on_device(m, evict_on_dev, &ev);
     add_released(m, ev.rel);
   }
   if (need && known) {
@@ -510,7 +504,7 @@ static int load_locked(ebb_manager *m, mpipe *pp) {
                         name, MIB(need), ebb_device_label(m->dev), MIB(free_now), m->load_wait_s);
   }
   load_args la = {m, pp, 0};
-  int rc = on_device(m, load_body, &la);
+  int rc = on_device(m, load_on_dev, &la);
   add_released(m, la.rel);
   return rc;
 }
@@ -520,7 +514,7 @@ int ebb_manager_load(ebb_manager *m, const char *name) {
   if (!pp)
     return unknown_pipeline(m, name);
   pthread_mutex_lock(&m->switch_lock);
-  int rc = load_locked(m, pp);
+  int rc = load_in_switch(m, pp);
   pthread_mutex_unlock(&m->switch_lock);
   return rc;
 }
@@ -538,13 +532,26 @@ int ebb_manager_check_job(ebb_manager *m, const char *pipeline, json_t *options)
   return rc;
 }
 
-/* On the device thread. */
-static int run_locked(ebb_manager *m, mpipe *pp, const char *input, const char *outdir,
-                      json_t *options, const atomic_int *cancel, ebb_progress_fn progress,
-                      void *progress_arg, ebb_job_result *res) {
+typedef struct run_args {
+  ebb_manager *m;
+  mpipe *pp;
+  const char *input, *outdir;
+  json_t *options;
+  const atomic_int *cancel;
+  ebb_progress_fn progress;
+  void *progress_arg;
+  ebb_job_result *res;
+} run_args;
+
+/* On the device thread: one job (or session item) through the runner. */
+static int run_on_dev(void *arg) {
+  run_args *a = arg;
+  ebb_manager *m = a->m;
+  mpipe *pp = a->pp;
+  ebb_job_result *res = a->res;
   memset(res, 0, sizeof *res);
   ebb_pipeline_def d;
-  int rc = merge_def(pp->def, options, &d);
+  int rc = merge_def(pp->def, a->options, &d);
   if (rc) {
     res->code = rc;
     snprintf(res->message, sizeof res->message, "%s", ebb_errmsg());
@@ -556,9 +563,9 @@ static int run_locked(ebb_manager *m, mpipe *pp, const char *input, const char *
   pthread_mutex_unlock(&m->lock);
   ebb_policy never = {EBB_POLICY_NEVER, 0};
   const ebb_policy *pol = loaded ? &never : (pp->def->has_policy ? &pp->def->policy : &m->policy);
-  ebb_job job = {.size = sizeof job, .pipeline = &d, .input = input, .output_dir = outdir,
-                 .policy = pol, .cancel = cancel,
-                 .progress = progress, .progress_arg = progress_arg};
+  ebb_job job = {.size = sizeof job, .pipeline = &d, .input = a->input, .output_dir = a->outdir,
+                 .policy = pol, .cancel = a->cancel,
+                 .progress = a->progress, .progress_arg = a->progress_arg};
   rc = ebb_runner_run(m->runner, &job, res);
   if (loaded) {
     uint64_t peak = 0;
@@ -576,23 +583,6 @@ static int run_locked(ebb_manager *m, mpipe *pp, const char *input, const char *
   return rc;
 }
 
-typedef struct run_args {
-  ebb_manager *m;
-  mpipe *pp;
-  const char *input, *outdir;
-  json_t *options;
-  const atomic_int *cancel;
-  ebb_progress_fn progress;
-  void *progress_arg;
-  ebb_job_result *res;
-} run_args;
-
-static int run_body(void *arg) {
-  run_args *a = arg;
-  return run_locked(a->m, a->pp, a->input, a->outdir, a->options, a->cancel, a->progress,
-                    a->progress_arg, a->res);
-}
-
 int ebb_manager_run_job(ebb_manager *m, const char *pipeline, const char *input,
                         const char *outdir, json_t *options, const atomic_int *cancel,
                         ebb_progress_fn progress, void *progress_arg, ebb_job_result *res) {
@@ -604,7 +594,7 @@ int ebb_manager_run_job(ebb_manager *m, const char *pipeline, const char *input,
     return res->code;
   }
   run_args a = {m, pp, input, outdir, options, cancel, progress, progress_arg, res};
-  int rc = on_device(m, run_body, &a);
+  int rc = on_device(m, run_on_dev, &a);
   if (rc && !res->code) { /* failed before the runner could say why */
     res->code = rc;
     snprintf(res->message, sizeof res->message, "%s", ebb_errmsg());
@@ -617,7 +607,7 @@ int ebb_manager_session_open(ebb_manager *m, const char *pipeline, char *id) {
   if (!pp)
     return unknown_pipeline(m, pipeline);
   pthread_mutex_lock(&m->switch_lock);
-  int rc = load_locked(m, pp);
+  int rc = load_in_switch(m, pp);
   if (!rc)
     rc = ebb_sessions_open(m->sessions, pipeline, id);
   pthread_mutex_unlock(&m->switch_lock);
@@ -637,7 +627,7 @@ int ebb_manager_session_item(ebb_manager *m, const char *id, const char *input,
   }
   mpipe *pp = find_pipe(m, pipeline);
   run_args a = {m, pp, input, outdir, options, cancel, NULL, NULL, res};
-  rc = on_device(m, run_body, &a);
+  rc = on_device(m, run_on_dev, &a);
   ebb_sessions_item_end(m->sessions, id, rc != 0);
   return rc;
 }
@@ -649,7 +639,7 @@ int ebb_manager_session_close(ebb_manager *m, const char *id) {
 /* --- release ---------------------------------------------------------------- */
 void ebb_manager_tick(ebb_manager *m) {
   evict_args ev = {m, ebb_now(), 0};
-  if (on_device_(m, evict_body, &ev, 1) == 0) /* skipped while busy */
+  if (on_device_(m, evict_on_dev, &ev, 1) == 0) /* skipped while busy */
     add_released(m, ev.rel);
 }
 
@@ -658,7 +648,7 @@ typedef struct release_args {
   uint64_t rel;
 } release_args;
 
-static int release_body(void *arg) {
+static int release_on_dev(void *arg) {
   release_args *a = arg;
   ebb_release_result rr = {.size = sizeof rr};
   ebb_release(a->m->alloc, EBB_RELEASE_DEFAULT, &rr);
@@ -670,7 +660,7 @@ static int release_body(void *arg) {
 
 int ebb_manager_release(ebb_manager *m, uint64_t *released) {
   release_args a = {m, 0};
-  on_device(m, release_body, &a);
+  on_device(m, release_on_dev, &a);
   uint64_t total = a.rel;
   add_released(m, total);
   if (total >> 20)

@@ -38,7 +38,16 @@
  * with the thread that started them (PR_SET_PDEATHSIG), are not killed when
  * the HTTP connection that loaded them ends. Draining sessions happens in the
  * calling thread, before the unload is handed over. Loads/unloads are also
- * serialised among themselves. Queries (list, memory) never wait for a job. */
+ * serialised among themselves. Queries (list, memory) never wait for a job.
+ *
+ * Locks (manager.c): `lock` guards each pipeline's loaded flag and need and
+ * the released total; it is taken inside small helpers and never held across
+ * a call. `switch_lock` serialises loads and unloads: the functions named
+ * *_in_switch expect it held. `dev_lock` guards the device thread's task
+ * queue only. Functions named *_on_dev run on the device thread, the only
+ * thread that calls the runner. No pipeline-room function is named _locked
+ * (in src/memory that suffix means the allocator's mutex; in src/device the
+ * device's). */
 #ifndef EBB_PIPELINE_MANAGER_H
 #define EBB_PIPELINE_MANAGER_H
 
@@ -105,8 +114,10 @@ int ebb_manager_session_close(ebb_manager *m, const char *id);
 /* Releases idle stages whose time is up and, when nothing is loaded, the
  * context (a server's timer; skipped while a job runs). */
 void ebb_manager_tick(ebb_manager *m);
-/* Waits for the device, then: release callbacks, trim, pinned pool, idle
- * stages, and the context when nothing is loaded. *released: bytes back. */
+/* POST /v1/release. Waits for the device, then drops every cache (the
+ * release registry), hands back (trim, pinned pool), releases idle stages
+ * and vacates the device (its context) when nothing is loaded. *released:
+ * bytes handed back to the driver. */
 int ebb_manager_release(ebb_manager *m, uint64_t *released);
 
 /* [{"name","description","origin","stages":[..],"loaded":bool,"sessions":N,

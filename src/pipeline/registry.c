@@ -276,6 +276,29 @@ static int type_ok(const char *type, const json_t *v) {
   return !strcmp(type, "any");
 }
 
+/* The schema's "minimum" / "maximum" for a number (JSON Schema keys). */
+static int bounds_ok(const ebb_stage *st, const char *key, const json_t *spec, const json_t *v,
+                     const char *where) {
+  if (!json_is_number(v) || !json_is_object(spec))
+    return 0;
+  json_t *lo = json_object_get(spec, "minimum"), *hi = json_object_get(spec, "maximum");
+  double x = json_number_value(v);
+  if ((json_is_number(lo) && x < json_number_value(lo)) ||
+      (json_is_number(hi) && x > json_number_value(hi))) {
+    char range[96];
+    if (json_is_number(lo) && json_is_number(hi))
+      snprintf(range, sizeof range, "between %g and %g", json_number_value(lo),
+               json_number_value(hi));
+    else if (json_is_number(lo))
+      snprintf(range, sizeof range, "at least %g", json_number_value(lo));
+    else
+      snprintf(range, sizeof range, "at most %g", json_number_value(hi));
+    return ebb_seterr(EBB_ECONFIG, "%s: option '%s' of stage '%s' must be %s, got %g", where,
+                      key, st->name, range, x);
+  }
+  return 0;
+}
+
 int ebb_stage_validate_options(const ebb_stage *st, const json_t *options, const char *where,
                                json_t **merged) {
   const char *w = where ? where : "options";
@@ -324,6 +347,8 @@ int ebb_stage_validate_options(const ebb_stage *st, const json_t *options, const
                       json_type_name(v));
       goto fail;
     }
+    if ((rc = bounds_ok(st, key, spec, v, w)) != 0)
+      goto fail;
     json_object_set(out, key, v);
   }
   json_decref(schema);

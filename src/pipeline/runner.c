@@ -13,27 +13,21 @@
 #include "pipeline/cache.h"
 #include "pipeline/hook.h"
 #include "pipeline/host.h"
+#include "pipeline/instance.h"
 #include "pipeline/isolated.h"
 #include "pipeline/items.h"
 
 #define MIB(x) ((unsigned long long)((x) >> 20))
 
-/* A stage instance: one entry of a pipeline, loaded or about to be. */
-typedef struct inst {
-  struct inst *next;
-  char pipeline[128];
-  char *opts;          /* canonical merged options (reuse key) */
-  const ebb_stage *st;
-  ebb_owner *owner;
-  ebb_sctx ctx;
-  void *state;
-  int loaded;
-  ebb_policy policy;
-  double last_used;
+/* A stage instance in the runner's pool, with the runner's notes on it: the
+ * runner decides when it is released, instance.c what a release is. */
+typedef struct slot {
+  struct slot *next;
+  ebb_instance *inst;
+  ebb_policy policy;   /* of the job that used it last */
   double idle_until;   /* policy idle: evictable after this */
-  int running;         /* inside load/run now: never evicted */
-  int quiet;           /* policy never: teardown logs at debug only */
-} inst;
+  int quiet;           /* policy never: its release lines go to debug */
+} slot;
 
 struct ebb_runner {
   ebb_device *dev;
@@ -43,27 +37,10 @@ struct ebb_runner {
   char *hook;
   int oneshot;
   int cache_default;
-  inst *pool;
+  slot *pool;          /* newest first */
 };
 
 /* --- helpers ------------------------------------------------------------------ */
-static const char *mem_word(const ebb_runner *r) {
-  return ebb_device_kind_of(r->dev) == EBB_DEVICE_CUDA ? "GPU memory" : "device memory (cpu)";
-}
-
-static uint64_t driver_free(ebb_runner *r) {
-  ebb_dev_meminfo mi;
-  if (ebb_device_mem_info(r->dev, &mi) != 0 || mi.source == EBB_MEMINFO_NONE)
-    return 0;
-  return mi.free_bytes;
-}
-
-static void mark(ebb_runner *r, const char *stage, const char *what) {
-  char buf[200];
-  snprintf(buf, sizeof buf, "%s %s", stage, what);
-  ebb_ledger_mark(ebb_allocator_ledger(r->alloc), buf);
-}
-
 static int fail(ebb_job_result *res, int code, const char *stage, const char *fmt, ...)
     __attribute__((format(printf, 4, 5)));
 static int fail(ebb_job_result *res, int code, const char *stage, const char *fmt, ...) {
@@ -79,111 +56,55 @@ static int fail(ebb_job_result *res, int code, const char *stage, const char *fm
   return res->code;
 }
 
-static void log_released(ebb_runner *r, const char *scope, uint64_t bytes, uint64_t free_before,
-                         uint64_t free_after, uint64_t context_bytes) {
-  int64_t delta = (int64_t)free_after - (int64_t)free_before;
-  ebb_log_field f[] = {
-      EBB_LF_S("event", "released"),         EBB_LF_S("stage", scope),
-      EBB_LF_U("released_bytes", bytes),     EBB_LF_U("released_mib", bytes >> 20),
-      EBB_LF_U("context_bytes", context_bytes), EBB_LF_U("driver_free_before", free_before),
-      EBB_LF_U("driver_free_after", free_after), EBB_LF_I("driver_freed_bytes", delta),
-  };
-  if (bytes >> 20)
-    ebb_log_ev(EBB_LOG_INFO, scope, f, 8, "released %llu MiB of %s", MIB(bytes), mem_word(r));
-  if (free_before || free_after)
-    ebb_log(EBB_LOG_DEBUG, scope,
-            "driver confirms: free memory %.2f GiB -> %.2f GiB (%+lld MiB; ebb handed back "
-            "%llu MiB)",
-            (double)free_before / (1 << 30), (double)free_after / (1 << 30),
-            (long long)(delta / (1 << 20)), MIB(bytes));
+/* --- the pool ---------------------------------------------------------------- */
+static slot *find_slot(ebb_runner *r, const char *pipeline, const char *name) {
+  for (slot *s = r->pool; s; s = s->next)
+    if (!strcmp(ebb_instance_pipeline(s->inst), pipeline) && !strcmp(ebb_instance_name(s->inst), name))
+      return s;
+  return NULL;
 }
 
-/* --- instances ------------------------------------------------------------- */
-static void pool_unlink(ebb_runner *r, inst *in) {
-  for (inst **p = &r->pool; *p; p = &(*p)->next)
-    if (*p == in) {
-      *p = in->next;
+static void pool_unlink(ebb_runner *r, slot *s) {
+  for (slot **p = &r->pool; *p; p = &(*p)->next)
+    if (*p == s) {
+      *p = s->next;
       return;
     }
 }
 
-/* The release sequence for one instance; frees it. *unload_err gets the
- * stage's set_error from release/unload (0 if none). with_context: when this
- * was the last loaded instance, the device context goes back too and is
- * counted in the stage's line (the runner asks for it when the next stage
- * does not use the GPU, so a process waiting on e.g. a transcription server
- * holds 0 bytes). Returns the bytes handed back to the driver. */
-static uint64_t inst_release(ebb_runner *r, inst *in, int with_context, int *unload_err, char *msg,
-                             size_t msgn) {
-  const char *name = in->ctx.name;
-  uint64_t before = driver_free(r), released = 0, raw0 = in->ctx.raw_freed;
-  if (unload_err)
-    *unload_err = 0;
-  ebb_sctx_clear_error(&in->ctx);
-  mark(r, name, "release");
-  if (in->loaded && in->st->release) {
-    int rc = in->st->release(&in->ctx.pub, in->state);
-    if (rc)
-      ebb_log(EBB_LOG_WARN, name, "the stage's release failed: %s",
-              in->ctx.err_msg[0] ? in->ctx.err_msg : ebb_strerror(rc));
-    ebb_sctx_clear_error(&in->ctx);
-  }
-  ebb_release_result rr = {.size = sizeof rr};
-  ebb_release(r->alloc, EBB_RELEASE_CALLBACKS, &rr);
-  released += rr.released_bytes;
-  if (in->loaded) {
-    in->st->unload(&in->ctx.pub, in->state);
-    in->loaded = 0;
-    in->state = NULL;
-    if (in->ctx.err_code && unload_err) {
-      *unload_err = in->ctx.err_code;
-      snprintf(msg, msgn, "%s", in->ctx.err_msg);
-    }
-  }
-  uint64_t raw_held = in->ctx.raw_bytes;
-  if (raw_held)
-    ebb_log(in->quiet ? EBB_LOG_DEBUG : EBB_LOG_WARN, name,
-            "%llu MiB taken from the driver directly were not given back; freed by ebb",
-            MIB(raw_held));
-  ebb_sctx_cleanup(&in->ctx);
-  released += in->ctx.raw_freed - raw0;
-  ebb_leak_report *rep = NULL;
-  ebb_owner_destroy(in->owner, &rep);
-  in->owner = NULL;
-  if (rep) {
-    if (!in->quiet)
-      ebb_leak_report_log(rep);
-    ebb_leak_report_free(rep);
-  }
-  rr = (ebb_release_result){.size = sizeof rr};
-  int flags = EBB_RELEASE_TRIM | EBB_RELEASE_PINNED;
-  if (with_context && r->pool == in && !in->next && ebb_device_ctx_active(r->dev))
-    flags |= EBB_RELEASE_CONTEXT;
-  ebb_release(r->alloc, flags, &rr);
-  if ((flags & EBB_RELEASE_CONTEXT) && rr.context_error)
-    ebb_log(EBB_LOG_DEBUG, name, "device context kept: %s", ebb_strerror(rr.context_error));
-  released += rr.released_bytes;
-  uint64_t after = driver_free(r);
-  if (!in->quiet)
-    log_released(r, name, released, before, after, rr.context_bytes);
-  pool_unlink(r, in);
-  free(in->opts);
-  free(in);
-  return released;
+/* Every path that ends an instance comes here: after a stage, a job's end,
+ * idle expiry, eviction, an unload, the runner's end. The release itself is
+ * ebb_instance_release (instance.c). with_context: the device context goes
+ * too when this is the last instance in the pool. rep (may be NULL) gets the
+ * report. Returns the bytes handed back to the driver. */
+static uint64_t release_slot(ebb_runner *r, slot *s, int with_context, ebb_instance_report *rep) {
+  ebb_instance_report local = {.size = sizeof local};
+  if (!rep)
+    rep = &local;
+  ebb_instance_plan plan = {.quiet = s->quiet,
+                            .with_context = with_context && r->pool == s && !s->next};
+  if (ebb_instance_release(s->inst, &plan, rep) != 0) /* running: a bug; destroy forces it */
+    ebb_log(EBB_LOG_ERROR, ebb_instance_name(s->inst), "%s", ebb_errmsg());
+  pool_unlink(r, s);
+  ebb_instance_destroy(s->inst);
+  free(s);
+  return rep->released_bytes;
 }
 
-/* Releases the context when nothing is loaded. */
-static uint64_t release_context(ebb_runner *r, const char *scope) {
+/* Vacates the device when no instance is left: the release registry, trim,
+ * pinned pool and the device context go back to the driver, so the process
+ * holds 0 bytes on the GPU. Not the per-stage line's shape: this is a job's
+ * (or an unload's, or the idle timer's) end, not a stage. */
+static uint64_t vacate(ebb_runner *r, const char *scope) {
   if (r->pool || !ebb_device_ctx_active(r->dev))
     return 0;
-  uint64_t before = driver_free(r);
+  uint64_t before = ebb_driver_free(r->dev, NULL);
   ebb_release_result rr = {.size = sizeof rr};
   ebb_release(r->alloc, EBB_RELEASE_DEFAULT | EBB_RELEASE_CONTEXT, &rr);
   if (rr.context_error)
     ebb_log(EBB_LOG_WARN, scope, "could not release the device context: %s",
             ebb_strerror(rr.context_error));
-  /* Not the per-stage line's shape: this is the job's end, not a stage. */
-  uint64_t after = driver_free(r);
+  uint64_t after = ebb_driver_free(r->dev, NULL);
   ebb_log_field f[] = {
       EBB_LF_S("event", "context_released"), EBB_LF_S("scope", scope),
       EBB_LF_U("released_bytes", rr.released_bytes), EBB_LF_U("context_bytes", rr.context_bytes),
@@ -196,18 +117,50 @@ static uint64_t release_context(ebb_runner *r, const char *scope) {
   return rr.released_bytes;
 }
 
+/* Out of device memory in stage `who`: idle instances go first. */
 static int on_oom(void *arg, ebb_sctx *who) {
   ebb_runner *r = arg;
   int freed = 0;
-  for (inst *in = r->pool, *next; in; in = next) {
-    next = in->next;
-    if (in->policy.kind == EBB_POLICY_IDLE && !in->running && &in->ctx != who) {
-      ebb_log(EBB_LOG_INFO, in->ctx.name, "evicted: %s needs the memory", who->name);
-      inst_release(r, in, 0, NULL, NULL, 0);
+  for (slot *s = r->pool, *next; s; s = next) {
+    next = s->next;
+    if (ebb_instance_state_of(s->inst) == EBB_INSTANCE_IDLE && ebb_instance_ctx(s->inst) != who) {
+      ebb_log(EBB_LOG_INFO, ebb_instance_name(s->inst), "evicted: %s needs the memory", who->name);
+      release_slot(r, s, 0, NULL);
       freed = 1;
     }
   }
   return freed;
+}
+
+/* The instance for stage d of pipeline p with these options: the one kept
+ * loaded with the same definition, else a new one in the pool (one kept with
+ * another definition is released first). NULL: res says why. */
+static slot *slot_for(ebb_runner *r, const ebb_pipeline_def *p, const ebb_stage_def *d,
+                      const ebb_stage *st, const char *opts, const char *outdir,
+                      ebb_job_result *res) {
+  slot *s = find_slot(r, p->name, d->name);
+  if (s && (ebb_instance_stage(s->inst) != st || strcmp(ebb_instance_options(s->inst), opts))) {
+    res->released_bytes += release_slot(r, s, 0, NULL);
+    s = NULL;
+  }
+  if (s)
+    return s;
+  ebb_instance_spec spec = {.size = sizeof spec, .dev = r->dev, .alloc = r->alloc, .stage = st,
+                            .pipeline = p->name, .name = d->name, .options = opts,
+                            .output_dir = outdir, .on_oom = on_oom, .on_oom_arg = r};
+  if (!(s = calloc(1, sizeof *s))) {
+    fail(res, EBB_ENOMEM, d->name, "stage '%s': out of host memory", d->name);
+    return NULL;
+  }
+  int rc = ebb_instance_create(&spec, &s->inst);
+  if (rc) {
+    free(s);
+    fail(res, rc, d->name, "%s", ebb_errmsg());
+    return NULL;
+  }
+  s->next = r->pool;
+  r->pool = s;
+  return s;
 }
 
 /* --- runner ------------------------------------------------------------------ */
@@ -236,7 +189,7 @@ void ebb_runner_destroy(ebb_runner *r) {
   if (!r)
     return;
   while (r->pool)
-    inst_release(r, r->pool, 0, NULL, NULL, 0);
+    release_slot(r, r->pool, 0, NULL);
   free(r->cache_dir);
   free(r->hook);
   free(r);
@@ -244,20 +197,20 @@ void ebb_runner_destroy(ebb_runner *r) {
 
 int ebb_runner_loaded(const ebb_runner *r) {
   int n = 0;
-  for (inst *in = r ? r->pool : NULL; in; in = in->next)
-    n += in->loaded;
+  for (slot *s = r ? r->pool : NULL; s; s = s->next)
+    n += ebb_instance_is_loaded(s->inst);
   return n;
 }
 
 int ebb_runner_evict_idle(ebb_runner *r, double now, uint64_t *released) {
   uint64_t total = 0;
-  for (inst *in = r->pool, *next; in; in = next) {
-    next = in->next;
-    if (in->policy.kind == EBB_POLICY_IDLE && !in->running && (now < 0 || now >= in->idle_until))
-      total += inst_release(r, in, 0, NULL, NULL, 0);
+  for (slot *s = r->pool, *next; s; s = next) {
+    next = s->next;
+    if (ebb_instance_state_of(s->inst) == EBB_INSTANCE_IDLE && (now < 0 || now >= s->idle_until))
+      total += release_slot(r, s, 0, NULL);
   }
   if (!r->pool)
-    total += release_context(r, "runner");
+    total += vacate(r, "runner");
   if (released)
     *released = total;
   return 0;
@@ -317,12 +270,21 @@ typedef struct job_state {
   ebb_items *items;
 } job_state;
 
-static inst *find_inst(ebb_runner *r, const char *pipeline, const char *name) {
-  for (inst *in = r->pool; in; in = in->next)
-    if (!strcmp(in->pipeline, pipeline) && !strcmp(in->ctx.name, name))
-      return in;
-  return NULL;
-}
+/* One stage of a job, as it goes. */
+typedef struct stage_run {
+  int idx;
+  const ebb_stage_def *d;
+  const ebb_stage *st;       /* the stage, or the isolated proxy */
+  json_t *merged;            /* its options, merged over the schema's defaults */
+  char *opts;                /* the same, canonical: the instance's reuse key */
+  int use_cache;
+  uint8_t key[32];           /* the result cache's key, when use_cache */
+  slot *s;
+  ebb_items *out;
+  double t0, t_loaded, t1;
+  int64_t base;              /* memory held outside ebb before the stage */
+  int base_known;
+} stage_run;
 
 static int64_t outside_now(ebb_runner *r, int *known) {
   ebb_unattributed u = {.size = sizeof u};
@@ -337,42 +299,61 @@ static int64_t outside_now(ebb_runner *r, int *known) {
   return u.unattributed;
 }
 
-static void report_outside(ebb_runner *r, inst *in, int64_t base, int base_known) {
+/* The baseline for report_outside, taken before the stage loads. */
+static void outside_base(ebb_runner *r, stage_run *sr) {
+  sr->base_known = 0;
+  sr->base = ebb_device_ctx_active(r->dev) ? outside_now(r, &sr->base_known) : 0;
+  if (!ebb_device_ctx_active(r->dev))
+    sr->base_known = 1; /* no context: nothing is held, the baseline is 0 */
+}
+
+static void report_outside(ebb_runner *r, const stage_run *sr) {
+  ebb_sctx *c = ebb_instance_ctx(sr->s->inst);
   int known;
   int64_t now = outside_now(r, &known);
-  int64_t outside = known && base_known ? now - base : (int64_t)in->ctx.raw_bytes;
+  int64_t outside = known && sr->base_known ? now - sr->base : (int64_t)c->raw_bytes;
   if (outside < (1 << 20))
     return;
-  ebb_log_field f[] = {EBB_LF_S("event", "outside"), EBB_LF_S("stage", in->ctx.name),
+  ebb_log_field f[] = {EBB_LF_S("event", "outside"), EBB_LF_S("stage", c->name),
                        EBB_LF_I("outside_bytes", outside),
-                       EBB_LF_S("measured_by", known && base_known ? "driver" : "ebb")};
-  ebb_log_ev(EBB_LOG_WARN, in->ctx.name, f, 4,
+                       EBB_LF_S("measured_by", known && sr->base_known ? "driver" : "ebb")};
+  ebb_log_ev(EBB_LOG_WARN, c->name, f, 4,
              "%llu MiB held outside ebb (taken from the driver directly)",
              MIB((uint64_t)outside));
 }
 
 static int cancelled(const ebb_job *job) { return job->cancel && atomic_load(job->cancel); }
 
-/* After a stage: the before-release hook, the release per policy, the
+/* A release for the job: its bytes count for the job, a failed unload fails it. */
+static uint64_t release_for_job(job_state *js, slot *s, int with_context) {
+  char name[128];
+  snprintf(name, sizeof name, "%s", ebb_instance_name(s->inst));
+  ebb_instance_report rep = {.size = sizeof rep};
+  uint64_t released = release_slot(js->r, s, with_context, &rep);
+  if (rep.unload_error)
+    fail(js->res, rep.unload_error, name, "stage '%s' failed to unload: %s", name,
+         rep.unload_message);
+  return released;
+}
+
+/* After a stage: the before-release hook, the release per policy (else the
+ * instance is kept: idle under policy idle, loaded otherwise), the
  * after-stage hook. */
-static void after_stage(job_state *js, inst *in, int failed, int next_uses_gpu) {
+static void after_stage(job_state *js, slot *s, int failed, int next_uses_gpu) {
   ebb_runner *r = js->r;
   char name[128];
-  snprintf(name, sizeof name, "%s", in->ctx.name);
+  snprintf(name, sizeof name, "%s", ebb_instance_name(s->inst));
   ebb_hook_run(r->hook, "before-release", name, 0);
   uint64_t released = 0;
   int release_now = js->policy.kind == EBB_POLICY_AFTER_STAGE ||
                     (failed && js->policy.kind != EBB_POLICY_NEVER);
-  in->running = 0;
-  in->last_used = ebb_now();
-  in->idle_until = in->last_used + (in->policy.kind == EBB_POLICY_IDLE ? in->policy.idle_s : 0);
+  s->idle_until = ebb_now() + (s->policy.kind == EBB_POLICY_IDLE ? s->policy.idle_s : 0);
   if (release_now) {
-    int uerr;
-    char umsg[1024] = "";
-    released = inst_release(r, in, !failed && !next_uses_gpu, &uerr, umsg, sizeof umsg);
+    released = release_for_job(js, s, !failed && !next_uses_gpu);
     js->res->released_bytes += released;
-    if (uerr)
-      fail(js->res, uerr, name, "stage '%s' failed to unload: %s", name, umsg);
+  } else if (s->policy.kind == EBB_POLICY_IDLE &&
+             ebb_instance_state_of(s->inst) == EBB_INSTANCE_LOADED) {
+    ebb_instance_idle(s->inst);
   }
   ebb_hook_run(r->hook, "after-stage", name, released);
 }
@@ -388,161 +369,160 @@ static int next_uses_gpu(const ebb_runner *r, const ebb_pipeline_def *p, int idx
   return !next || next->needs_gpu;
 }
 
-static int run_stage(job_state *js, int idx) {
-  ebb_runner *r = js->r;
-  const ebb_pipeline_def *p = js->job->pipeline;
-  const ebb_stage_def *d = &p->stages[idx];
-  ebb_job_result *res = js->res;
-  const ebb_stage *st;
-  json_t *merged = NULL;
-  int rc = check_stage(r->reg, p, d, &st, &merged);
+/* Takes s for a job (or a kept pipeline) under policy pol: an idle instance
+ * is claimed (loaded again: no longer evictable). */
+static void claim(slot *s, ebb_policy pol, int quiet) {
+  if (ebb_instance_state_of(s->inst) == EBB_INSTANCE_IDLE)
+    ebb_instance_enter(s->inst, EBB_INSTANCE_LOADED);
+  s->policy = pol;
+  s->quiet = quiet;
+}
+
+/* The stage's options, checked (the proxy stage's when isolated) and
+ * canonical. */
+static int stage_options(job_state *js, stage_run *sr) {
+  const ebb_stage_def *d = sr->d;
+  int rc = check_stage(js->r->reg, js->job->pipeline, d, &sr->st, &sr->merged);
   if (rc)
-    return fail(res, rc, d->name, "%s", ebb_errmsg());
-  char *opts = json_dumps(merged, JSON_COMPACT | JSON_SORT_KEYS);
-  ebb_items *out = NULL;
-  inst *in = NULL;
-  if (!opts) {
-    rc = fail(res, EBB_ENOMEM, d->name, "stage '%s': out of host memory", d->name);
-    goto done;
-  }
+    return fail(js->res, rc, d->name, "%s", ebb_errmsg());
+  if (!(sr->opts = json_dumps(sr->merged, JSON_COMPACT | JSON_SORT_KEYS)))
+    return fail(js->res, EBB_ENOMEM, d->name, "stage '%s': out of host memory", d->name);
+  return 0;
+}
 
-  /* the result cache */
-  uint8_t key[32];
-  int use_cache = r->cache_dir && (d->cache > 0 || (d->cache < 0 && r->cache_default)) &&
+/* The result cache: *hit when the stage's result came from it (the stage is
+ * then neither run nor released: "[a] cached"). */
+static int cache_lookup(job_state *js, stage_run *sr, int *hit) {
+  ebb_runner *r = js->r;
+  const ebb_stage_def *d = sr->d;
+  *hit = 0;
+  sr->use_cache = r->cache_dir && (d->cache > 0 || (d->cache < 0 && r->cache_default)) &&
                   !d->worker; /* a worker has no version */
-  if (use_cache && ebb_cache_key(st, merged, js->items, key) != 0) {
+  if (sr->use_cache && ebb_cache_key(sr->st, sr->merged, js->items, sr->key) != 0) {
     ebb_log(EBB_LOG_DEBUG, d->name, "not cacheable: %s", ebb_errmsg());
-    use_cache = 0;
+    sr->use_cache = 0;
   }
-  if (use_cache) {
-    int hit = 0, corrupt = 0;
-    rc = ebb_cache_load(r->cache_dir, key, js->items, js->outdir, &hit, &corrupt);
-    if (corrupt)
-      ebb_log(EBB_LOG_WARN, d->name, "%s; recomputing", ebb_errmsg());
-    if (rc) {
-      rc = fail(res, rc, d->name, "stage '%s': reading its cached result: %s", d->name,
+  if (!sr->use_cache)
+    return 0;
+  int corrupt = 0;
+  int rc = ebb_cache_load(r->cache_dir, sr->key, js->items, js->outdir, hit, &corrupt);
+  if (corrupt)
+    ebb_log(EBB_LOG_WARN, d->name, "%s; recomputing", ebb_errmsg());
+  if (rc)
+    return fail(js->res, rc, d->name, "stage '%s': reading its cached result: %s", d->name,
                 ebb_errmsg());
-      goto done;
-    }
-    if (hit) {
-      ebb_log_field f[] = {EBB_LF_S("event", "cached"), EBB_LF_S("stage", d->name)};
-      ebb_log_ev(EBB_LOG_INFO, d->name, f, 2, "cached");
-      res->stages_cached++;
-      goto done;
-    }
+  if (*hit) {
+    ebb_log_field f[] = {EBB_LF_S("event", "cached"), EBB_LF_S("stage", d->name)};
+    ebb_log_ev(EBB_LOG_INFO, d->name, f, 2, "cached");
+    js->res->stages_cached++;
   }
+  return 0;
+}
 
-  /* an instance: reuse one kept loaded by the policy, else load */
-  in = find_inst(r, p->name, d->name);
-  if (in && (in->st != st || strcmp(in->opts, opts) != 0)) {
-    js->res->released_bytes += inst_release(r, in, 0, NULL, NULL, 0);
-    in = NULL;
-  }
-  double t0 = ebb_now(), t_loaded = t0;
-  int base_known = 0;
-  int64_t base = ebb_device_ctx_active(r->dev) ? outside_now(r, &base_known) : 0;
-  if (!ebb_device_ctx_active(r->dev))
-    base_known = 1; /* no context: nothing is held, the baseline is 0 */
-  if (!in) {
-    in = calloc(1, sizeof *in);
-    if (!in || !(in->opts = strdup(opts))) {
-      free(in);
-      in = NULL;
-      rc = fail(res, EBB_ENOMEM, d->name, "stage '%s': out of host memory", d->name);
-      goto done;
-    }
-    snprintf(in->pipeline, sizeof in->pipeline, "%s", p->name);
-    in->st = st;
-    in->policy = js->policy;
-    in->quiet = js->policy.kind == EBB_POLICY_NEVER;
-    if ((rc = ebb_owner_create(r->alloc, d->name, NULL, &in->owner)) != 0) {
-      free(in->opts);
-      free(in);
-      in = NULL;
-      rc = fail(res, rc, d->name, "stage '%s': %s", d->name, ebb_errmsg());
-      goto done;
-    }
-    ebb_sctx_init(&in->ctx, r->dev, in->owner, d->name, js->outdir);
-    in->ctx.on_oom = on_oom;
-    in->ctx.on_oom_arg = r;
-    in->next = r->pool;
-    r->pool = in;
-  }
-  in->running = 1;
-  in->policy = js->policy;
-  in->quiet = js->policy.kind == EBB_POLICY_NEVER;
-  in->ctx.cancel = js->job->cancel;
-  in->ctx.output_dir = js->outdir; /* a kept instance writes where this job writes */
-  in->ctx.deadline = d->timeout_s > 0 ? t0 + d->timeout_s : 0;
-  atomic_store(&in->ctx.timed_out, 0);
-  ebb_sctx_clear_error(&in->ctx);
+/* The instance (reused when kept loaded with the same definition), bound to
+ * this job: its cancel flag, output directory and deadline. */
+static int stage_instance(job_state *js, stage_run *sr) {
+  ebb_runner *r = js->r;
+  const ebb_stage_def *d = sr->d;
+  if (!(sr->s = slot_for(r, js->job->pipeline, d, sr->st, sr->opts, js->outdir, js->res)))
+    return js->res->code;
+  sr->t0 = sr->t_loaded = ebb_now();
+  outside_base(r, sr);
+  claim(sr->s, js->policy, js->policy.kind == EBB_POLICY_NEVER);
+  /* a kept instance writes where this job writes */
+  ebb_instance_bind(sr->s->inst, js->job->cancel, js->outdir,
+                    d->timeout_s > 0 ? sr->t0 + d->timeout_s : 0);
+  return 0;
+}
 
-  if (!in->loaded) {
-    mark(r, d->name, "load");
-    ebb_clearerr();
-    rc = st->load(&in->ctx.pub, opts, &in->state);
-    t_loaded = ebb_now();
-    if (rc == 0)
-      in->loaded = 1;
-    ebb_log(EBB_LOG_DEBUG, d->name, "load: %s in %.2f s", rc ? "failed" : "done", t_loaded - t0);
-  }
-  if (!rc) {
-    if ((rc = ebb_items_create(js->job_owner, js->items, &out)) != 0) {
-      rc = fail(res, rc, d->name, "stage '%s': %s", d->name, ebb_errmsg());
-      goto release;
-    }
-    mark(r, d->name, "run");
-    ebb_sctx_clear_error(&in->ctx);
-    ebb_clearerr();
-    rc = st->run(&in->ctx.pub, in->state, js->items, out);
-  }
-  double t1 = ebb_now();
-  const char *phase = in->loaded ? "failed" : "failed to load";
-  if (rc == 0 && in->ctx.deadline > 0 && t1 >= in->ctx.deadline)
-    rc = EBB_ETIMEDOUT;
-  if (rc) {
-    const char *why = in->ctx.err_msg[0] ? in->ctx.err_msg : ebb_errmsg();
-    if (cancelled(js->job))
-      rc = fail(res, EBB_ECANCELED, d->name, "stage '%s' was cancelled (job cancelled)", d->name);
-    else if (atomic_load(&in->ctx.timed_out) || (in->ctx.deadline > 0 && t1 >= in->ctx.deadline))
-      rc = fail(res, EBB_ETIMEDOUT, d->name,
+/* A failed load or run (or one past its deadline) becomes the job's error. */
+static int stage_failed(job_state *js, stage_run *sr, int rc) {
+  const ebb_stage_def *d = sr->d;
+  ebb_instance *in = sr->s->inst;
+  ebb_sctx *c = ebb_instance_ctx(in);
+  const char *phase = ebb_instance_is_loaded(in) ? "failed" : "failed to load";
+  const char *why = ebb_instance_error(in);
+  if (cancelled(js->job))
+    return fail(js->res, EBB_ECANCELED, d->name, "stage '%s' was cancelled (job cancelled)",
+                d->name);
+  if (atomic_load(&c->timed_out) || (c->deadline > 0 && sr->t1 >= c->deadline))
+    return fail(js->res, EBB_ETIMEDOUT, d->name,
                 "stage '%s' timed out: it ran past its timeout_s of %g s%s%s", d->name,
-                d->timeout_s, d->isolate && in->ctx.err_msg[0] ? ": " : "",
-                d->isolate ? in->ctx.err_msg : "");
-    else
-      rc = fail(res, rc, d->name, "stage '%s' (%s) %s: %s", d->name, d->stage, phase, why);
-    goto release;
-  }
+                d->timeout_s, d->isolate && c->err_msg[0] ? ": " : "",
+                d->isolate ? c->err_msg : "");
+  return fail(js->res, rc, d->name, "stage '%s' (%s) %s: %s", d->name, d->stage, phase, why);
+}
+
+/* A stage that succeeded: its result cached, its items the job's, its line. */
+static int stage_done(job_state *js, stage_run *sr) {
+  ebb_runner *r = js->r;
+  const ebb_stage_def *d = sr->d;
   /* A stage that added nothing is not stored: it may have been skipped for
    * want of something outside the key (transcribe without EBB_WHISPER_URL),
    * and rerunning it costs nothing worth caching. */
-  if (use_cache && ebb_items_count(out) > 0 &&
-      ebb_cache_store(r->cache_dir, key, out, r->dev) != 0)
+  if (sr->use_cache && ebb_items_count(sr->out) > 0 &&
+      ebb_cache_store(r->cache_dir, sr->key, sr->out, r->dev) != 0)
     ebb_log(EBB_LOG_WARN, d->name, "result not cached: %s", ebb_errmsg());
-  if ((rc = ebb_items_take(js->items, out)) != 0) {
-    rc = fail(res, rc, d->name, "stage '%s': %s", d->name, ebb_errmsg());
-    goto release;
-  }
-  res->stages_run++;
+  int rc = ebb_items_take(js->items, sr->out);
+  if (rc)
+    return fail(js->res, rc, d->name, "stage '%s': %s", d->name, ebb_errmsg());
+  js->res->stages_run++;
   ebb_owner_stats os = {.size = sizeof os};
-  ebb_owner_get_stats(in->owner, &os);
+  ebb_owner_get_stats(ebb_instance_owner(sr->s->inst), &os);
   if (d->isolate) /* the worker's own allocator, as it reported it */
-    os.bytes.peak = ebb_isolated_peak(in->state);
+    os.bytes.peak = ebb_isolated_peak(ebb_instance_stage_state(sr->s->inst));
   ebb_log_field f[] = {EBB_LF_S("event", "stage_done"), EBB_LF_S("stage", d->name),
-                       EBB_LF_F("seconds", t1 - t0), EBB_LF_F("load_seconds", t_loaded - t0),
-                       EBB_LF_F("run_seconds", t1 - t_loaded),
+                       EBB_LF_F("seconds", sr->t1 - sr->t0),
+                       EBB_LF_F("load_seconds", sr->t_loaded - sr->t0),
+                       EBB_LF_F("run_seconds", sr->t1 - sr->t_loaded),
                        EBB_LF_U("peak_bytes", os.bytes.peak)};
-  ebb_log_ev(EBB_LOG_INFO, d->name, f, 6, "done in %.2f s, peak %llu MiB", t1 - t0,
+  ebb_log_ev(EBB_LOG_INFO, d->name, f, 6, "done in %.2f s, peak %llu MiB", sr->t1 - sr->t0,
              MIB(os.bytes.peak));
   if (!d->isolate) /* a worker's memory is its own, not held outside ebb */
-    report_outside(r, in, base, base_known);
-release:
-  if (in)
-    after_stage(js, in, rc != 0, next_uses_gpu(r, p, idx));
-done:
-  ebb_items_destroy(out);
-  json_decref(merged);
-  free(opts);
+    report_outside(r, sr);
+  return 0;
+}
+
+/* Load (unless kept loaded), run, and the outcome. */
+static int load_and_run(job_state *js, stage_run *sr) {
+  const ebb_stage_def *d = sr->d;
+  ebb_instance *in = sr->s->inst;
+  int rc = 0;
+  if (!ebb_instance_is_loaded(in)) {
+    rc = ebb_instance_load(in);
+    sr->t_loaded = ebb_now();
+    ebb_log(EBB_LOG_DEBUG, d->name, "load: %s in %.2f s", rc ? "failed" : "done",
+            sr->t_loaded - sr->t0);
+  }
+  if (!rc) {
+    if ((rc = ebb_items_create(js->job_owner, js->items, &sr->out)) != 0)
+      return fail(js->res, rc, d->name, "stage '%s': %s", d->name, ebb_errmsg());
+    rc = ebb_instance_run(in, js->items, sr->out);
+  }
+  sr->t1 = ebb_now();
+  ebb_sctx *c = ebb_instance_ctx(in);
+  if (rc == 0 && c->deadline > 0 && sr->t1 >= c->deadline)
+    rc = EBB_ETIMEDOUT;
+  return rc ? stage_failed(js, sr, rc) : stage_done(js, sr);
+}
+
+/* One stage of a job: options, the result cache, the instance, load and run,
+ * then the release the policy asks for (after_stage), in every exit path
+ * once an instance exists. */
+static int run_stage(job_state *js, int idx) {
+  const ebb_pipeline_def *p = js->job->pipeline;
+  stage_run sr = {.idx = idx, .d = &p->stages[idx]};
+  int hit = 0;
+  int rc = stage_options(js, &sr);
+  if (!rc)
+    rc = cache_lookup(js, &sr, &hit);
+  if (!rc && !hit && !(rc = stage_instance(js, &sr))) {
+    rc = load_and_run(js, &sr);
+    after_stage(js, sr.s, rc != 0, next_uses_gpu(js->r, p, idx));
+  }
+  ebb_items_destroy(sr.out);
+  json_decref(sr.merged);
+  free(sr.opts);
   return rc;
 }
 
@@ -603,32 +583,47 @@ static void write_result(job_state *js) {
   json_decref(root);
 }
 
+/* The job's end: under after-job (and idle in a one-shot process) the
+ * instances go, in pipeline order; then, under any policy but never, the
+ * device is vacated when nothing is left. */
 static void job_end(job_state *js) {
   ebb_runner *r = js->r;
-  const char *pname = js->job->pipeline->name;
+  const ebb_pipeline_def *p = js->job->pipeline;
   char scope[160];
-  snprintf(scope, sizeof scope, "pipeline %s", pname);
+  snprintf(scope, sizeof scope, "pipeline %s", p->name);
   uint64_t released = 0;
   if (js->policy.kind == EBB_POLICY_AFTER_JOB ||
       (js->policy.kind == EBB_POLICY_IDLE && r->oneshot)) {
-    /* in pipeline order */
-    for (size_t i = 0; i < js->job->pipeline->nstages; i++) {
-      inst *in = find_inst(r, pname, js->job->pipeline->stages[i].name);
-      if (!in)
-        continue;
-      int uerr;
-      char umsg[1024] = "";
-      char name[128];
-      snprintf(name, sizeof name, "%s", in->ctx.name);
-      released += inst_release(r, in, 0, &uerr, umsg, sizeof umsg);
-      if (uerr)
-        fail(js->res, uerr, name, "stage '%s' failed to unload: %s", name, umsg);
+    for (size_t i = 0; i < p->nstages; i++) {
+      slot *s = find_slot(r, p->name, p->stages[i].name);
+      if (s)
+        released += release_for_job(js, s, 0);
     }
   }
   if (js->policy.kind != EBB_POLICY_NEVER)
-    released += release_context(r, scope);
+    released += vacate(r, scope);
   js->res->released_bytes += released;
-  ebb_hook_run(r->hook, "after-job", pname, released);
+  ebb_hook_run(r->hook, "after-job", p->name, released);
+}
+
+/* The job's input is a regular file; its output directory exists (made if
+ * absent) and is writable. */
+static int check_paths(const ebb_job *job, const char *outdir, ebb_job_result *res) {
+  struct stat sb;
+  if (!job->input || stat(job->input, &sb) != 0)
+    return fail(res, EBB_EINPUT, NULL, "input %s: %s", job->input ? job->input : "(none)",
+                job->input ? strerror(errno) : "no input given");
+  if (S_ISDIR(sb.st_mode))
+    return fail(res, EBB_EINPUT, NULL, "input %s: is a directory, expected a file", job->input);
+  if (!S_ISREG(sb.st_mode))
+    return fail(res, EBB_EINPUT, NULL, "input %s: not a regular file (a pipe or device?)",
+                job->input);
+  if (mkdir_p(outdir) != 0)
+    return fail(res, EBB_EINPUT, NULL, "output directory %s: %s", outdir, strerror(errno));
+  if (stat(outdir, &sb) != 0 || !S_ISDIR(sb.st_mode) || access(outdir, W_OK) != 0)
+    return fail(res, EBB_EINPUT, NULL, "output directory %s: %s", outdir,
+                S_ISDIR(sb.st_mode) ? "not writable" : "exists and is not a directory");
+  return 0;
 }
 
 int ebb_runner_run(ebb_runner *r, const ebb_job *job, ebb_job_result *res) {
@@ -644,20 +639,8 @@ int ebb_runner_run(ebb_runner *r, const ebb_job *job, ebb_job_result *res) {
   int rc = ebb_runner_check(r, p);
   if (rc)
     return fail(res, rc, NULL, "%s", ebb_errmsg());
-  struct stat sb;
-  if (!job->input || stat(job->input, &sb) != 0)
-    return fail(res, EBB_EINPUT, NULL, "input %s: %s", job->input ? job->input : "(none)",
-                job->input ? strerror(errno) : "no input given");
-  if (S_ISDIR(sb.st_mode))
-    return fail(res, EBB_EINPUT, NULL, "input %s: is a directory, expected a file", job->input);
-  if (!S_ISREG(sb.st_mode))
-    return fail(res, EBB_EINPUT, NULL, "input %s: not a regular file (a pipe or device?)",
-                job->input);
-  if (mkdir_p(js.outdir) != 0)
-    return fail(res, EBB_EINPUT, NULL, "output directory %s: %s", js.outdir, strerror(errno));
-  if (stat(js.outdir, &sb) != 0 || !S_ISDIR(sb.st_mode) || access(js.outdir, W_OK) != 0)
-    return fail(res, EBB_EINPUT, NULL, "output directory %s: %s", js.outdir,
-                S_ISDIR(sb.st_mode) ? "not writable" : "exists and is not a directory");
+  if ((rc = check_paths(job, js.outdir, res)) != 0)
+    return rc;
 
   char jname[200];
   snprintf(jname, sizeof jname, "job %s", p->name);
@@ -708,6 +691,34 @@ out:
 }
 
 /* --- pipelines kept loaded (for the manager, src/pipeline/manager.c) --------- */
+/* Loads stage d of p and keeps it under policy never (no-op when an instance
+ * with the same definition is loaded). A failure is left in res. */
+static void load_kept(ebb_runner *r, const ebb_pipeline_def *p, const ebb_stage_def *d,
+                      const char *outdir, ebb_job_result *res) {
+  const ebb_stage *st;
+  json_t *merged = NULL;
+  int rc = check_stage(r->reg, p, d, &st, &merged);
+  char *opts = rc ? NULL : json_dumps(merged, JSON_COMPACT | JSON_SORT_KEYS);
+  json_decref(merged);
+  if (rc || !opts) {
+    if (rc)
+      fail(res, rc, d->name, "%s", ebb_errmsg());
+    else
+      fail(res, EBB_ENOMEM, d->name, "stage '%s': out of host memory", d->name);
+    return;
+  }
+  slot *s = slot_for(r, p, d, st, opts, outdir, res);
+  free(opts);
+  if (!s)
+    return;
+  claim(s, (ebb_policy){EBB_POLICY_NEVER, 0}, 0);
+  if (ebb_instance_is_loaded(s->inst))
+    return;
+  if ((rc = ebb_instance_load(s->inst)) != 0)
+    fail(res, rc, d->name, "stage '%s' (%s) failed to load: %s", d->name, d->stage,
+         ebb_instance_error(s->inst));
+}
+
 int ebb_runner_load_pipeline(ebb_runner *r, const ebb_pipeline_def *p, const char *outdir,
                              ebb_job_result *res) {
   memset(res, 0, sizeof *res);
@@ -718,64 +729,8 @@ int ebb_runner_load_pipeline(ebb_runner *r, const ebb_pipeline_def *p, const cha
     return fail(res, rc, NULL, "%s", ebb_errmsg());
   if (mkdir_p(outdir) != 0)
     return fail(res, EBB_EINPUT, NULL, "output directory %s: %s", outdir, strerror(errno));
-  for (size_t i = 0; i < p->nstages && !rc; i++) {
-    const ebb_stage_def *d = &p->stages[i];
-    const ebb_stage *st;
-    json_t *merged = NULL;
-    if ((rc = check_stage(r->reg, p, d, &st, &merged)) != 0) {
-      fail(res, rc, d->name, "%s", ebb_errmsg());
-      break;
-    }
-    char *opts = json_dumps(merged, JSON_COMPACT | JSON_SORT_KEYS);
-    json_decref(merged);
-    if (!opts) {
-      rc = fail(res, EBB_ENOMEM, d->name, "stage '%s': out of host memory", d->name);
-      break;
-    }
-    inst *in = find_inst(r, p->name, d->name);
-    if (in && (in->st != st || strcmp(in->opts, opts) != 0)) {
-      res->released_bytes += inst_release(r, in, 0, NULL, NULL, 0);
-      in = NULL;
-    }
-    if (!in) {
-      in = calloc(1, sizeof *in);
-      if (!in || !(in->opts = strdup(opts)) ||
-          (rc = ebb_owner_create(r->alloc, d->name, NULL, &in->owner)) != 0) {
-        if (in)
-          free(in->opts);
-        free(in);
-        free(opts);
-        rc = fail(res, rc ? rc : EBB_ENOMEM, d->name, "stage '%s': %s", d->name,
-                  rc ? ebb_errmsg() : "out of host memory");
-        break;
-      }
-      snprintf(in->pipeline, sizeof in->pipeline, "%s", p->name);
-      in->st = st;
-      ebb_sctx_init(&in->ctx, r->dev, in->owner, d->name, outdir);
-      in->ctx.on_oom = on_oom;
-      in->ctx.on_oom_arg = r;
-      in->next = r->pool;
-      r->pool = in;
-    }
-    free(opts);
-    in->policy = (ebb_policy){EBB_POLICY_NEVER, 0};
-    in->quiet = 0;
-    if (in->loaded)
-      continue;
-    in->running = 1;
-    ebb_sctx_clear_error(&in->ctx);
-    mark(r, d->name, "load");
-    ebb_clearerr();
-    rc = st->load(&in->ctx.pub, in->opts, &in->state);
-    in->running = 0;
-    in->last_used = ebb_now();
-    if (rc == 0) {
-      in->loaded = 1;
-    } else {
-      const char *why = in->ctx.err_msg[0] ? in->ctx.err_msg : ebb_errmsg();
-      fail(res, rc, d->name, "stage '%s' (%s) failed to load: %s", d->name, d->stage, why);
-    }
-  }
+  for (size_t i = 0; i < p->nstages && !res->code; i++)
+    load_kept(r, p, &p->stages[i], outdir, res);
   return res->code;
 }
 
@@ -785,23 +740,23 @@ int ebb_runner_unload_pipeline(ebb_runner *r, const char *pipeline, int with_con
   int err = 0;
   /* the pool is newest first: release from the tail so stages go in load order */
   for (;;) {
-    inst *last = NULL;
-    for (inst *in = r->pool; in; in = in->next)
-      if (!strcmp(in->pipeline, pipeline))
-        last = in;
+    slot *last = NULL;
+    for (slot *s = r->pool; s; s = s->next)
+      if (!strcmp(ebb_instance_pipeline(s->inst), pipeline))
+        last = s;
     if (!last)
       break;
-    int uerr;
-    char umsg[1024] = "";
     last->quiet = 0; /* leaks are reported whatever the policy was */
-    total += inst_release(r, last, 0, &uerr, umsg, sizeof umsg);
-    if (uerr && !err)
-      err = ebb_seterr(uerr, "pipeline '%s': a stage failed to unload: %s", pipeline, umsg);
+    ebb_instance_report rep = {.size = sizeof rep};
+    total += release_slot(r, last, 0, &rep);
+    if (rep.unload_error && !err)
+      err = ebb_seterr(rep.unload_error, "pipeline '%s': a stage failed to unload: %s", pipeline,
+                       rep.unload_message);
   }
   if (with_context && !r->pool) {
     char scope[160];
     snprintf(scope, sizeof scope, "pipeline %s", pipeline);
-    total += release_context(r, scope);
+    total += vacate(r, scope);
   }
   if (released)
     *released = total;
@@ -812,15 +767,15 @@ int ebb_runner_pipeline_bytes(ebb_runner *r, const char *pipeline, uint64_t *cur
                               uint64_t *peak) {
   uint64_t cur = 0, pk = 0;
   int n = 0;
-  for (inst *in = r->pool; in; in = in->next) {
-    if (strcmp(in->pipeline, pipeline) || !in->owner)
+  for (slot *s = r->pool; s; s = s->next) {
+    if (strcmp(ebb_instance_pipeline(s->inst), pipeline))
       continue;
     ebb_owner_stats os = {.size = sizeof os};
-    if (ebb_owner_get_stats(in->owner, &os) == 0) {
+    if (ebb_owner_get_stats(ebb_instance_owner(s->inst), &os) == 0) {
       cur += os.tree_bytes;
       pk += os.bytes.peak;
     }
-    n += in->loaded;
+    n += ebb_instance_is_loaded(s->inst);
   }
   if (current)
     *current = cur;

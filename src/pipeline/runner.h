@@ -7,14 +7,13 @@
  * before the first stage; a stage's outputs join the job's items (owned by
  * the job) when it succeeds.
  *
- * Release (in every exit path: success, error, cancel, timeout) is, per
- * instance: the stage's own release callback, the release registry, unload,
- * removal of what the stage left registered or took from the driver
- * directly, teardown of its owner (what it did not free is reported as a
- * leak and freed by ebb), trim of the allocator and pinned pool. Then
+ * The runner decides WHEN an instance is released (in every exit path:
+ * success, error, cancel, timeout; per policy; never for a cached stage);
+ * what a release IS, and its line
  *   [a] released N MiB of GPU memory      (only when N > 0)
- * with N = bytes handed back to the driver, rounded down, confirmed against
- * the driver's free-memory figure (debug line and JSON fields).
+ * is ebb_instance_release (instance.h), the one function every path calls:
+ * after a stage, at the job's end, idle expiry, eviction on out-of-memory,
+ * a pipeline's unload, the runner's destruction.
  *
  * Policies: after-stage (default: release after each stage), after-job
  * (stages stay loaded until the job ends), idle:S (a stage stays loaded S
@@ -23,9 +22,12 @@
  * with opts.oneshot, as in `ebb run`, no later job can come, so idle stages
  * are released at job end; a server calls ebb_runner_evict_idle from its
  * timer), never (nothing released, no release lines). At the end of a job
- * under any policy but never, when no stage remains loaded, the device
- * context is released too ("[pipeline P] released N MiB of GPU memory"), so
- * the process holds 0 bytes on the GPU.
+ * under any policy but never, when no stage remains loaded, the runner
+ * vacates the device: its context goes back too ("[pipeline P] idle: device
+ * context released, N MiB of GPU memory back to the driver; ..."), so the
+ * process holds 0 bytes on the GPU. After a stage whose successor needs no
+ * GPU, the context goes with the stage's own release and is counted in its
+ * line.
  *
  * Cancellation: the job's cancel flag (a signal handler may set it) makes
  * ebb_cancelled() answer 1; the runner waits for the stage to return,
@@ -34,7 +36,8 @@
  * and the job fails with EBB_ETIMEDOUT naming the stage and the timeout.
  *
  * Threads: one job at a time per runner (a server serialises jobs per
- * runner or holds one runner per device). */
+ * runner or holds one runner per device); the runner takes no lock of its
+ * own, so nothing here is named _locked. */
 #ifndef EBB_PIPELINE_RUNNER_H
 #define EBB_PIPELINE_RUNNER_H
 
@@ -103,13 +106,11 @@ typedef struct ebb_job_result {
 int ebb_runner_run(ebb_runner *r, const ebb_job *job, ebb_job_result *res);
 
 /* Releases idle stages whose time is up at now (CLOCK_MONOTONIC seconds);
- * now < 0: every idle stage. Then, if nothing remains loaded, the context.
- * *released (may be NULL): bytes handed back. */
+ * now < 0: every idle stage. Then, if nothing remains loaded, vacates the
+ * device (its context). *released (may be NULL): bytes handed back. */
 int ebb_runner_evict_idle(ebb_runner *r, double now, uint64_t *released);
 /* Stage instances loaded now. */
 int ebb_runner_loaded(const ebb_runner *r);
-
-#endif
 
 /* --- pipelines kept loaded (for the manager) ---------------------------------
  * Loads every stage instance of p (reusing instances already loaded with the
@@ -121,12 +122,15 @@ int ebb_runner_loaded(const ebb_runner *r);
 int ebb_runner_load_pipeline(ebb_runner *r, const ebb_pipeline_def *p, const char *outdir,
                              ebb_job_result *res);
 /* Releases every instance of the pipeline named (in load order; leaks are
- * reported and freed by ebb), then, when with_context and nothing remains
- * loaded, the device context. *released (may be NULL): bytes handed back.
- * Returns the first unload error (the instances are released anyway). */
+ * reported and freed by ebb, whatever the policy), then, when with_context
+ * and nothing remains loaded, vacates the device (its context). *released
+ * (may be NULL): bytes handed back. Returns the first unload error (the
+ * instances are released anyway). */
 int ebb_runner_unload_pipeline(ebb_runner *r, const char *pipeline, int with_context,
                                uint64_t *released);
 /* Device bytes held now (owners' trees) and the sum of the owners' peaks of
  * the pipeline's instances; returns how many are loaded. */
 int ebb_runner_pipeline_bytes(ebb_runner *r, const char *pipeline, uint64_t *current,
                               uint64_t *peak);
+
+#endif

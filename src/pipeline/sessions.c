@@ -4,6 +4,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/random.h>
 #include <time.h>
 
 typedef struct sess {
@@ -59,8 +60,17 @@ int ebb_sessions_open(ebb_sessions *s, const char *pipeline, char *id) {
   clock_gettime(CLOCK_REALTIME, &ts);
   x->info.created = ts.tv_sec + ts.tv_nsec / 1e9;
   snprintf(x->info.pipeline, sizeof x->info.pipeline, "%s", pipeline);
+  /* an id grants access to the session: 128 random bits, "s" + 32 hex */
+  unsigned char rnd[16];
+  if (getrandom(rnd, sizeof rnd, 0) != (ssize_t)sizeof rnd) {
+    free(x);
+    return ebb_seterr(EBB_EIO, "sessions: no random bytes for an id");
+  }
+  x->info.id[0] = 's';
+  for (size_t i = 0; i < sizeof rnd; i++)
+    snprintf(x->info.id + 1 + 2 * i, 3, "%02x", rnd[i]);
   pthread_mutex_lock(&s->lock);
-  snprintf(x->info.id, sizeof x->info.id, "s%llx", (unsigned long long)s->next_id++);
+  s->next_id++;
   x->next = s->list;
   s->list = x;
   snprintf(id, 40, "%s", x->info.id);

@@ -16,6 +16,8 @@ typedef struct qjob {
   char *pipeline, *input, *outdir;
   json_t *options;
   atomic_int cancel;
+  atomic_int timed_out;
+  double deadline; /* monotonic seconds; 0: none */
 } qjob;
 
 struct ebb_queue {
@@ -27,8 +29,12 @@ struct ebb_queue {
   qjob *head, *tail;
   qjob *running;
   int stop;
-  pthread_t worker;
-  int started;
+  atomic_int stopping; /* the server is stopping: a cancelled running job is requeued */
+  double timeout_s;
+  void (*on_state)(void *arg);
+  void *arg;
+  pthread_t worker, watchdog;
+  int started, watching;
 };
 
 static void qjob_free(qjob *j) {
@@ -96,6 +102,56 @@ static char *result_text(const char *outdir) {
   return t;
 }
 
+static double mono_s(void) { return mono_ns() / 1e9; }
+
+/* Cancels the running job once its deadline has passed. */
+static void *watchdog(void *arg) {
+  ebb_queue *q = arg;
+  pthread_mutex_lock(&q->lock);
+  while (!q->stop) {
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    ts.tv_nsec += 100 * 1000000L;
+    if (ts.tv_nsec >= 1000000000L) {
+      ts.tv_sec++;
+      ts.tv_nsec -= 1000000000L;
+    }
+    pthread_cond_timedwait(&q->cond, &q->lock, &ts);
+    qjob *j = q->running;
+    if (j && j->deadline > 0 && mono_s() > j->deadline && !atomic_load(&j->timed_out)) {
+      atomic_store(&j->timed_out, 1);
+      atomic_store(&j->cancel, 1);
+    }
+  }
+  pthread_mutex_unlock(&q->lock);
+  return NULL;
+}
+
+static double timeout_of(ebb_queue *q, const char *pipeline) {
+  const ebb_pipeline_def *d = ebb_manager_pipeline(q->m, pipeline);
+  return d && d->timeout_s > 0 ? d->timeout_s : q->timeout_s;
+}
+
+/* Stopped by the server's stop: back to queued. Past its deadline: failed,
+ * EBB_ETIMEDOUT. */
+static int ended_early(ebb_queue *q, qjob *j, int rc, double timeout) {
+  if (rc == EBB_ECANCELED && atomic_load(&q->stopping) && !atomic_load(&j->timed_out)) {
+    ebb_store_requeue(q->store, j->id);
+    ebb_log(EBB_LOG_INFO, "server", "job %lld: stopped by the server's stop; queued again",
+            (long long)j->id);
+    return 1;
+  }
+  if (rc && atomic_load(&j->timed_out)) {
+    char msg[160];
+    snprintf(msg, sizeof msg, "the job ran past its %.0f s deadline; it was cancelled and its "
+                              "memory released", timeout);
+    ebb_store_finish(q->store, j->id, EBB_JOB_FAILED, "EBB_ETIMEDOUT", msg, NULL, 0, "[]");
+    ebb_log(EBB_LOG_WARN, "server", "job %lld: failed: %s", (long long)j->id, msg);
+    return 1;
+  }
+  return 0;
+}
+
 static void run_one(ebb_queue *q, qjob *j) {
   ebb_store_set_running(q->store, j->id);
   ebb_log(EBB_LOG_INFO, "server", "job %lld: running pipeline '%s'", (long long)j->id,
@@ -104,6 +160,10 @@ static void run_one(ebb_queue *q, qjob *j) {
   ebb_job_result res;
   int rc = ebb_manager_run_job(q->m, j->pipeline, j->input, j->outdir, j->options,
                                         &j->cancel, on_progress, &t, &res);
+  if (ended_early(q, j, rc, timeout_of(q, j->pipeline))) {
+    json_decref(t.stages);
+    return;
+  }
   ebb_job_state st = rc == 0                   ? EBB_JOB_SUCCEEDED
                      : rc == EBB_ECANCELED &&
                                atomic_load(&j->cancel) ? EBB_JOB_CANCELLED
@@ -131,9 +191,15 @@ static void *worker(void *arg) {
     q->head = j->next;
     if (!q->head)
       q->tail = NULL;
+    double timeout = timeout_of(q, j->pipeline);
+    j->deadline = timeout > 0 ? mono_s() + timeout : 0;
     q->running = j;
     pthread_mutex_unlock(&q->lock);
+    if (q->on_state)
+      q->on_state(q->arg);
     run_one(q, j);
+    if (q->on_state)
+      q->on_state(q->arg);
     pthread_mutex_lock(&q->lock);
     q->running = NULL;
     qjob_free(j);
@@ -142,13 +208,17 @@ static void *worker(void *arg) {
   return NULL;
 }
 
-int ebb_queue_create(ebb_store *store, ebb_manager *m, ebb_allocator *alloc, ebb_queue **out) {
+int ebb_queue_create(ebb_store *store, ebb_manager *m, ebb_allocator *alloc,
+                     const ebb_queue_opts *o, ebb_queue **out) {
   ebb_queue *q = calloc(1, sizeof *q);
   if (!q)
     return ebb_seterr(EBB_ENOMEM, "queue: out of host memory");
   q->store = store;
   q->m = m;
   q->alloc = alloc;
+  q->timeout_s = o ? o->timeout_s : 0;
+  q->on_state = o ? o->on_state : NULL;
+  q->arg = o ? o->arg : NULL;
   pthread_mutex_init(&q->lock, NULL);
   pthread_cond_init(&q->cond, NULL);
   if (pthread_create(&q->worker, NULL, worker, q) != 0) {
@@ -156,6 +226,11 @@ int ebb_queue_create(ebb_store *store, ebb_manager *m, ebb_allocator *alloc, ebb
     return ebb_seterr(EBB_ENOMEM, "queue: cannot start the worker thread");
   }
   q->started = 1;
+  if (pthread_create(&q->watchdog, NULL, watchdog, q) != 0) {
+    ebb_queue_destroy(q);
+    return ebb_seterr(EBB_ENOMEM, "queue: cannot start the watchdog thread");
+  }
+  q->watching = 1;
   *out = q;
   return 0;
 }
@@ -163,6 +238,7 @@ int ebb_queue_create(ebb_store *store, ebb_manager *m, ebb_allocator *alloc, ebb
 void ebb_queue_destroy(ebb_queue *q) {
   if (!q)
     return;
+  atomic_store(&q->stopping, 1);
   pthread_mutex_lock(&q->lock);
   q->stop = 1;
   if (q->running)
@@ -171,6 +247,8 @@ void ebb_queue_destroy(ebb_queue *q) {
   pthread_mutex_unlock(&q->lock);
   if (q->started)
     pthread_join(q->worker, NULL);
+  if (q->watching)
+    pthread_join(q->watchdog, NULL);
   for (qjob *j = q->head, *n; j; j = n) {
     n = j->next;
     qjob_free(j);
@@ -196,7 +274,7 @@ int ebb_queue_push(ebb_queue *q, int64_t id, const char *pipeline, const char *i
   else
     q->head = j;
   q->tail = j;
-  pthread_cond_signal(&q->cond);
+  pthread_cond_broadcast(&q->cond); /* the worker, not the watchdog */
   pthread_mutex_unlock(&q->lock);
   return 0;
 }

@@ -19,10 +19,20 @@
 
 typedef struct ebb_queue ebb_queue;
 
-/* Starts the worker. store, manager and alloc are borrowed. */
-int ebb_queue_create(ebb_store *store, ebb_manager *m, ebb_allocator *alloc, ebb_queue **out);
-/* Cancels the running job, leaves queued ones queued in the store (a later
- * server runs them), joins the worker. NULL: no-op. */
+typedef struct ebb_queue_opts {
+  double timeout_s; /* a job's deadline when its pipeline sets no timeout_s; 0: none */
+  void (*on_state)(void *arg); /* after a job starts and after it ends (may be NULL) */
+  void *arg;
+} ebb_queue_opts;
+
+/* Starts the worker. store, manager and alloc are borrowed; o may be NULL.
+ * A job past its deadline (its pipeline's timeout_s, else o->timeout_s) is
+ * cancelled, released and ends failed with EBB_ETIMEDOUT. */
+int ebb_queue_create(ebb_store *store, ebb_manager *m, ebb_allocator *alloc,
+                     const ebb_queue_opts *o, ebb_queue **out);
+/* Stops the running job and puts it back in the store as queued (it did not
+ * fail: a later server runs it, like the ones still queued), joins the
+ * worker. NULL: no-op. */
 void ebb_queue_destroy(ebb_queue *q);
 /* options: borrowed (copied). */
 int ebb_queue_push(ebb_queue *q, int64_t id, const char *pipeline, const char *input,

@@ -22,19 +22,43 @@ typedef struct ebb_server_opts {
   ebb_manager *manager;   /* borrowed */
   ebb_allocator *alloc;   /* borrowed (the manager's) */
   size_t max_json_bytes;  /* a JSON body larger than this is 413; 0: 1 MiB */
-  size_t max_upload_bytes;/* an upload larger than this is 413; 0: 1 GiB */
+  size_t max_upload_bytes;/* a request with an upload larger than this is 413; 0: 1 GiB */
   void (*on_listen)(const char *url); /* called once bound, before any log line */
+  /* Who may call (docs/api.md, "Security"). A non-loopback listen address
+   * without a token is refused (EBB_EINVAL). */
+  const char *token_file; /* lines `TOKEN [admin|submit]`; NULL: none */
+  const char *token;      /* EBB_TOKEN (admin); NULL or "": none */
+  int metrics_public;     /* /metrics without a token */
+  const char *const *allow_hosts; /* more names the Host header may give */
+  size_t nallow_hosts;
+  const char *const *input_dirs;  /* JSON jobs may name files under these */
+  size_t ninput_dirs;
+  /* Limits; 0 takes the default. */
+  size_t max_field_bytes;      /* a multipart field other than the file: 1 MiB */
+  unsigned max_connections;    /* in all: 1024 (capped by RLIMIT_NOFILE) */
+  unsigned max_per_ip;         /* from one address: 64 */
+  double idle_timeout_s;       /* a connection with no traffic: 60 */
+  double header_timeout_s;     /* headers complete after accept / the last answer: 10 */
+  double min_body_rate;        /* bytes/s a body averages after header_timeout_s: 4096 */
+  double job_timeout_s;        /* a job's deadline (a pipeline's timeout_s wins): none */
+  uint64_t keep_jobs;          /* keep the newest N finished jobs: all */
+  double keep_jobs_s;          /* keep finished jobs this long: forever */
 } ebb_server_opts;
 
-/* Opens the store (jobs a previous server left running become failed; queued
- * ones are queued again), starts the worker and the HTTP daemon. *out owned
- * by the caller. Errors name the address or the path. */
+/* Locks the data directory (EBB_EBUSY naming the holder's pid when another
+ * server has it), removes partial uploads, opens the store (jobs a previous
+ * server left running become failed; queued ones are queued again), starts
+ * the worker and the HTTP daemon. *out owned by the caller. Errors name the
+ * address or the path. */
 int ebb_server_start(const ebb_server_opts *o, ebb_server **out);
 /* "http://HOST:PORT" with the port actually bound. */
 const char *ebb_server_url(const ebb_server *s);
-/* Stops accepting connections, cancels the running job and session items,
- * waits for the connection threads and the worker, closes the store (the
- * manager is the caller's). NULL: no-op. */
+/* Once a second from the serve loop: --keep-jobs retention. */
+void ebb_server_tick(ebb_server *s);
+/* Stops accepting connections, stops the running job and puts it back in
+ * the queue (a later server runs it), cancels session items, waits for the
+ * connection threads and the worker, closes the store (the manager is the
+ * caller's). NULL: no-op. */
 void ebb_server_stop(ebb_server *s);
 
 #endif

@@ -51,6 +51,16 @@ static const char *schema =
     " released_stages TEXT);"
     "CREATE INDEX IF NOT EXISTS jobs_state ON jobs(state);";
 
+/* Columns added since the first schema: a store made by an older server
+ * gains them (its jobs keep their number as their public id). */
+static void migrate(sqlite3 *db) {
+  sqlite3_exec(db, "ALTER TABLE jobs ADD COLUMN uid TEXT", NULL, NULL, NULL);
+  sqlite3_exec(db, "ALTER TABLE jobs ADD COLUMN owner TEXT", NULL, NULL, NULL);
+  sqlite3_exec(db, "UPDATE jobs SET uid=CAST(id AS TEXT) WHERE uid IS NULL;"
+                   "CREATE UNIQUE INDEX IF NOT EXISTS jobs_uid ON jobs(uid);",
+               NULL, NULL, NULL);
+}
+
 int ebb_store_open(const char *path, ebb_store **out, int *interrupted) {
   ebb_store *s = calloc(1, sizeof *s);
   if (!s)
@@ -71,6 +81,7 @@ int ebb_store_open(const char *path, ebb_store **out, int *interrupted) {
     sqlite3_free(msg);
     goto fail;
   }
+  migrate(s->db);
   sqlite3_stmt *st;
   if (sqlite3_prepare_v2(s->db,
                          "UPDATE jobs SET state='failed', finished=?1, error_code='EBB_ECANCELED',"
@@ -139,14 +150,14 @@ out:
   return rc;
 }
 
-int ebb_store_insert(ebb_store *s, const char *pipeline, const char *input, const char *options,
-                     int64_t *id) {
+int ebb_store_insert(ebb_store *s, const char *uid, const char *owner, const char *pipeline,
+                     const char *input, const char *options, int64_t *id) {
   pthread_mutex_lock(&s->lock);
   sqlite3_stmt *st = NULL;
   int rc = 0;
   if (sqlite3_prepare_v2(s->db,
-                         "INSERT INTO jobs(pipeline,input,options,state,created)"
-                         " VALUES(?1,?2,?3,'queued',?4)",
+                         "INSERT INTO jobs(pipeline,input,options,state,created,uid,owner)"
+                         " VALUES(?1,?2,?3,'queued',?4,?5,?6)",
                          -1, &st, NULL) != SQLITE_OK) {
     rc = dberr(s, "insert");
     goto out;
@@ -157,6 +168,8 @@ int ebb_store_insert(ebb_store *s, const char *pipeline, const char *input, cons
   if (options)
     sqlite3_bind_text(st, 3, options, -1, SQLITE_TRANSIENT);
   sqlite3_bind_double(st, 4, now_s());
+  sqlite3_bind_text(st, 5, uid, -1, SQLITE_TRANSIENT);
+  sqlite3_bind_text(st, 6, owner ? owner : "", -1, SQLITE_TRANSIENT);
   if (sqlite3_step(st) != SQLITE_DONE)
     rc = dberr(s, "insert");
   else
@@ -209,7 +222,7 @@ int ebb_store_get(ebb_store *s, int64_t id, json_t **out) {
   if (sqlite3_prepare_v2(s->db,
                          "SELECT id,pipeline,input,options,state,created,started,finished,"
                          "error_code,error_message,result,output_dir,released_bytes,"
-                         "released_stages FROM jobs WHERE id=?1",
+                         "released_stages,uid FROM jobs WHERE id=?1",
                          -1, &st, NULL) != SQLITE_OK) {
     rc = dberr(s, "get");
     goto out;
@@ -224,10 +237,8 @@ int ebb_store_get(ebb_store *s, int64_t id, json_t **out) {
     rc = dberr(s, "get");
     goto out;
   }
-  char ids[32];
-  snprintf(ids, sizeof ids, "%lld", (long long)sqlite3_column_int64(st, 0));
   json_t *o = json_object();
-  json_object_set_new(o, "id", json_string(ids));
+  json_object_set_new(o, "id", col_json(st, 14));
   json_object_set_new(o, "pipeline", col_json(st, 1));
   json_object_set_new(o, "input", col_json(st, 2));
   json_object_set_new(o, "options", parsed(st, 3));
@@ -320,6 +331,70 @@ int ebb_store_queued(ebb_store *s, int64_t **ids, size_t *n) {
     }
     (*ids)[(*n)++] = sqlite3_column_int64(st, 0);
   }
+out:
+  sqlite3_finalize(st);
+  pthread_mutex_unlock(&s->lock);
+  return rc;
+}
+
+int ebb_store_find(ebb_store *s, const char *uid, int64_t *id, char *owner, size_t n) {
+  pthread_mutex_lock(&s->lock);
+  sqlite3_stmt *st = NULL;
+  int rc = 0;
+  if (sqlite3_prepare_v2(s->db, "SELECT id, owner FROM jobs WHERE uid=?1", -1, &st, NULL) !=
+      SQLITE_OK) {
+    rc = dberr(s, "find");
+    goto out;
+  }
+  sqlite3_bind_text(st, 1, uid, -1, SQLITE_TRANSIENT);
+  if (sqlite3_step(st) != SQLITE_ROW) {
+    rc = ebb_seterr(EBB_ENOTFOUND, "no job '%s'", uid);
+    goto out;
+  }
+  *id = sqlite3_column_int64(st, 0);
+  const char *o = (const char *)sqlite3_column_text(st, 1);
+  snprintf(owner, n, "%s", o ? o : "");
+out:
+  sqlite3_finalize(st);
+  pthread_mutex_unlock(&s->lock);
+  return rc;
+}
+
+int ebb_store_requeue(ebb_store *s, int64_t id) {
+  return exec_bind(s, "requeue", "UPDATE jobs SET state='queued', started=NULL WHERE id=?1", "i",
+                   id);
+}
+
+/* Finished jobs past the count or the age, oldest first. */
+int ebb_store_prune(ebb_store *s, uint64_t keep, double max_age_s, ebb_store_prune_fn fn,
+                    void *arg) {
+  pthread_mutex_lock(&s->lock);
+  sqlite3_stmt *st = NULL;
+  int rc = 0, n = 0;
+  if (sqlite3_prepare_v2(s->db,
+                         "SELECT id, output_dir FROM jobs WHERE state IN ('succeeded','failed',"
+                         "'cancelled') AND (finished < ?1 OR id NOT IN (SELECT id FROM jobs "
+                         "WHERE state IN ('succeeded','failed','cancelled') ORDER BY id DESC "
+                         "LIMIT ?2)) ORDER BY id",
+                         -1, &st, NULL) != SQLITE_OK) {
+    rc = dberr(s, "prune");
+    goto out;
+  }
+  sqlite3_bind_double(st, 1, max_age_s > 0 ? now_s() - max_age_s : -1.0);
+  sqlite3_bind_int64(st, 2, keep ? (sqlite3_int64)keep : -1);
+  sqlite3_stmt *del = NULL;
+  sqlite3_prepare_v2(s->db, "DELETE FROM jobs WHERE id=?1", -1, &del, NULL);
+  while (del && sqlite3_step(st) == SQLITE_ROW) {
+    const char *dir = (const char *)sqlite3_column_text(st, 1);
+    if (fn)
+      fn(arg, sqlite3_column_int64(st, 0), dir);
+    sqlite3_bind_int64(del, 1, sqlite3_column_int64(st, 0));
+    sqlite3_step(del);
+    sqlite3_reset(del);
+    n++;
+  }
+  sqlite3_finalize(del);
+  rc = n;
 out:
   sqlite3_finalize(st);
   pthread_mutex_unlock(&s->lock);

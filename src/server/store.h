@@ -14,6 +14,7 @@
 #define EBB_SERVER_STORE_H
 
 #include <jansson.h>
+#include <stddef.h>
 #include <stdint.h>
 
 #include "ebb/error.h"
@@ -36,9 +37,21 @@ const char *ebb_job_state_name(ebb_job_state s);
 int ebb_store_open(const char *path, ebb_store **out, int *interrupted);
 void ebb_store_close(ebb_store *s); /* NULL: no-op */
 
-/* A new queued job; *id gets its id (> 0). options: a JSON text or NULL. */
-int ebb_store_insert(ebb_store *s, const char *pipeline, const char *input,
-                     const char *options, int64_t *id);
+/* A new queued job; *id gets its row id (> 0). uid: its public id (the one
+ * GET /v1/jobs/ID takes, 128 random bits); owner: the token tag that made it
+ * ("" without tokens). options: a JSON text or NULL. */
+int ebb_store_insert(ebb_store *s, const char *uid, const char *owner, const char *pipeline,
+                     const char *input, const char *options, int64_t *id);
+/* The row id and owner of a public id; EBB_ENOTFOUND. */
+int ebb_store_find(ebb_store *s, const char *uid, int64_t *id, char *owner, size_t n);
+/* A job the server stopped while it ran goes back to queued. */
+int ebb_store_requeue(ebb_store *s, int64_t id);
+/* Deletes finished jobs beyond the newest keep (0: no count limit) or
+ * finished more than max_age_s ago (0: no age limit); fn sees each one's
+ * output directory first. Returns how many, or a negative code. */
+typedef void (*ebb_store_prune_fn)(void *arg, int64_t id, const char *output_dir);
+int ebb_store_prune(ebb_store *s, uint64_t keep, double max_age_s, ebb_store_prune_fn fn,
+                    void *arg);
 int ebb_store_set_input(ebb_store *s, int64_t id, const char *input, const char *outdir);
 int ebb_store_set_running(ebb_store *s, int64_t id);
 /* Final state with its error (code NULL when none), result JSON text
@@ -46,7 +59,8 @@ int ebb_store_set_running(ebb_store *s, int64_t id);
 int ebb_store_finish(ebb_store *s, int64_t id, ebb_job_state state, const char *err_code,
                      const char *err_msg, const char *result, uint64_t released,
                      const char *released_stages);
-/* EBB_ENOTFOUND for an unknown id. *out: a new object with every field. */
+/* EBB_ENOTFOUND for an unknown id. *out: a new object with every field
+ * ("id" is the public id). */
 int ebb_store_get(ebb_store *s, int64_t id, json_t **out);
 int ebb_store_state(ebb_store *s, int64_t id, ebb_job_state *state);
 /* Jobs per state (counts[EBB_JOB_NSTATES]). */

@@ -25,6 +25,7 @@
 #include <time.h>
 
 #include "ebb/stage.h"
+#include "stages/options.h"
 
 #define MIB_BYTES 1048576.0
 #define WINDOW (64u << 10)   /* patterned window written/read back */
@@ -43,26 +44,24 @@ typedef struct syn {
   uint32_t checksum; /* of everything read back */
 } syn;
 
-static const char schema[] =
-    "{"
-    "\"weights_mib\": {\"type\": \"number\", \"default\": 256, \"description\": "
-    "\"device memory allocated at load (the model's weights)\"},"
-    "\"activations_mib\": {\"type\": \"number\", \"default\": 64, \"description\": "
-    "\"device memory allocated during each run and freed before it ends\"},"
-    "\"cache_mib\": {\"type\": \"number\", \"default\": 0, \"description\": "
-    "\"device memory kept in a cache that only the release registry drops\"},"
-    "\"leak_mib\": {\"type\": \"number\", \"default\": 0, \"description\": "
-    "\"device memory allocated on each run and never freed by the stage\"},"
-    "\"outside_mib\": {\"type\": \"number\", \"default\": 0, \"description\": "
-    "\"device memory taken straight from the driver, bypassing ebb\"},"
-    "\"fail\": {\"type\": \"string\", \"default\": \"\", \"description\": "
-    "\"fail at 'load', 'run' or 'unload'; empty: never\"},"
-    "\"run_ms\": {\"type\": \"number\", \"default\": 0, \"description\": "
-    "\"how long each run takes in milliseconds (cancellable)\"},"
-    "\"touch\": {\"type\": \"string\", \"default\": \"full\", \"description\": "
-    "\"'full': write every byte and check windows; 'sample': write and check only a 64 KiB "
-    "window every 16 MiB\"}"
-    "}";
+/* The options, each written once: the schema and the values load reads
+ * both come from this table (stages/options.h). */
+#define SYN_OPTIONS(NUM, INT, STR, BOOL, SEP)                                                     \
+  NUM(weights_mib, 256, 0, 1048576, "device memory allocated at load (the model's weights)") SEP  \
+  NUM(activations_mib, 64, 0, 1048576,                                                            \
+      "device memory allocated during each run and freed before it ends") SEP                     \
+  NUM(cache_mib, 0, 0, 1048576,                                                                   \
+      "device memory kept in a cache that only the release registry drops") SEP                   \
+  NUM(leak_mib, 0, 0, 1048576,                                                                    \
+      "device memory allocated on each run and never freed by the stage") SEP                     \
+  NUM(outside_mib, 0, 0, 1048576,                                                                 \
+      "device memory taken straight from the driver, bypassing ebb") SEP                          \
+  STR(fail, "", "fail at 'load', 'run' or 'unload'; empty: never") SEP                            \
+  NUM(run_ms, 0, 0, 86400000, "how long each run takes in milliseconds (cancellable)") SEP        \
+  STR(touch, "full",                                                                              \
+      "'full': write every byte and check windows; 'sample': write and check only a 64 KiB "      \
+      "window every 16 MiB")
+EBB_STAGE_OPTIONS(SYN_OPTIONS)
 
 static int err(ebb_stage_ctx *ctx, int code, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
@@ -150,15 +149,6 @@ static int alloc_touched(syn *s, const char *what, size_t bytes, uint32_t seed, 
   return touch(s, what, *out, bytes, seed);
 }
 
-static int mib_opt(ebb_stage_ctx *ctx, json_t *o, const char *key, size_t *out) {
-  json_t *v = json_object_get(o, key);
-  double mib = v ? json_number_value(v) : 0;
-  if (mib < 0 || mib > 1024.0 * 1024.0)
-    return err(ctx, EBB_ECONFIG, "synthetic: option '%s' must be between 0 and 1048576 MiB, got %g",
-               key, mib);
-  *out = (size_t)(mib * MIB_BYTES);
-  return 0;
-}
 
 static void drop_cache(void *arg) {
   syn *s = arg;
@@ -192,35 +182,31 @@ static int syn_load(ebb_stage_ctx *ctx, const char *options_json, void **state) 
     return err(ctx, EBB_ENOMEM, "synthetic: out of host memory");
   }
   s->ctx = ctx;
-  int rc = 0;
-  if ((rc = mib_opt(ctx, o, "weights_mib", &s->weights_bytes)) ||
-      (rc = mib_opt(ctx, o, "activations_mib", &s->act_bytes)) ||
-      (rc = mib_opt(ctx, o, "cache_mib", &s->cache_bytes)) ||
-      (rc = mib_opt(ctx, o, "leak_mib", &s->leak_bytes)) ||
-      (rc = mib_opt(ctx, o, "outside_mib", &s->outside_bytes)))
+  stage_opts v;
+  int rc = stage_opts_read("synthetic", o, &v);
+  if (rc) {
+    rc = err(ctx, rc, "%s", ebb_errmsg());
     goto fail;
-  json_t *f = json_object_get(o, "fail"), *ms = json_object_get(o, "run_ms");
-  const char *fv = json_is_string(f) ? json_string_value(f) : "";
-  if (*fv && strcmp(fv, "none") && strcmp(fv, "load") && strcmp(fv, "run") &&
-      strcmp(fv, "unload")) {
+  }
+  s->weights_bytes = (size_t)(v.weights_mib * MIB_BYTES);
+  s->act_bytes = (size_t)(v.activations_mib * MIB_BYTES);
+  s->cache_bytes = (size_t)(v.cache_mib * MIB_BYTES);
+  s->leak_bytes = (size_t)(v.leak_mib * MIB_BYTES);
+  s->outside_bytes = (size_t)(v.outside_mib * MIB_BYTES);
+  s->run_ms = v.run_ms;
+  if (*v.fail && strcmp(v.fail, "none") && strcmp(v.fail, "load") && strcmp(v.fail, "run") &&
+      strcmp(v.fail, "unload")) {
     rc = err(ctx, EBB_ECONFIG, "synthetic: option 'fail' must be \"load\", \"run\" or \"unload\", "
-                              "got \"%s\"", fv);
+                              "got \"%s\"", v.fail);
     goto fail;
   }
-  snprintf(s->fail, sizeof s->fail, "%s", fv);
-  s->run_ms = ms ? json_number_value(ms) : 0;
-  json_t *tv = json_object_get(o, "touch");
-  const char *ts = json_is_string(tv) ? json_string_value(tv) : "full";
-  if (strcmp(ts, "full") && strcmp(ts, "sample")) {
+  snprintf(s->fail, sizeof s->fail, "%s", v.fail);
+  if (strcmp(v.touch, "full") && strcmp(v.touch, "sample")) {
     rc = err(ctx, EBB_ECONFIG, "synthetic: option 'touch' must be \"full\" or \"sample\", got "
-                              "\"%s\"", ts);
+                              "\"%s\"", v.touch);
     goto fail;
   }
-  s->sample = !strcmp(ts, "sample");
-  if (s->run_ms < 0) {
-    rc = err(ctx, EBB_ECONFIG, "synthetic: option 'run_ms' must be >= 0, got %g", s->run_ms);
-    goto fail;
-  }
+  s->sample = !strcmp(v.touch, "sample");
   json_decref(o);
   o = NULL;
   s->checksum = 2166136261u;
@@ -332,7 +318,7 @@ const ebb_stage ebb_stage_synthetic = {
     .version = 1,
     .description = "diagnostic: allocates, touches and checks device memory (weights, "
                    "activations, a cache, leaks, memory outside ebb) and can fail on demand",
-    .options_schema = schema,
+    .options_schema = stage_opts_schema,
     .needs_gpu = 1,
     .load = syn_load,
     .run = syn_run,

@@ -293,11 +293,4 @@ out:
   return n;
 }
 
-int ebb_wire_code(const char *name) {
-#define EBB_WIRE_CODE_(sym, value, msg)                                                            \
-  if (name && !strcmp(name, #sym))                                                                 \
-    return value;
-  EBB_ERRORS(EBB_WIRE_CODE_)
-#undef EBB_WIRE_CODE_
-  return EBB_ESTAGE;
-}
+int ebb_wire_code(const char *name) { return ebb_errcode(name, EBB_ESTAGE); }

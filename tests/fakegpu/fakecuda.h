@@ -2,9 +2,12 @@
  *   fakecuda_init.c     cuInit, fork rule, devices, errors, versions
  *   fakecuda_procaddr.c cuGetProcAddress
  *   fakecuda_ctx.c      primary and created contexts, the current stack
- *   fakecuda_mem.c      plain allocations, host memory, copies, IPC
+ *   fakecuda_mem.c      plain and managed allocations, host memory, copies, IPC
+ *   fakecuda_ptr.c      host registration, pointer and address-range queries
  *   fakecuda_vmm.c      virtual memory management
  *   fakecuda_exec.c     streams, events, modules, kernel launches
+ *   fakecuda_stream.c   stream callbacks, waits and queries, the profiler
+ *   fakecuda_module.c   JIT images (PTX check), the linker, function queries
  * One process-wide mutex (fk_lock) guards every list here; the state file has
  * its own lock (fg_state.h). Exported functions are FK_API; everything else is
  * hidden (-fvisibility=hidden). */
@@ -15,6 +18,8 @@
 #include <stdint.h>
 
 #include "device/cuda_api.h"
+#include "device/kernel_twin.h"
+#include "fakecuda_extra.h"
 #include "fg_state.h"
 
 #define FK_API __attribute__((visibility("default")))
@@ -28,6 +33,8 @@ typedef struct CUctxCreateParams_st CUctxCreateParams;
 typedef struct fk_alloc fk_alloc;
 typedef struct fk_obj fk_obj;
 
+#define FK_MAX_PEERS 16
+
 /* A context: the primary context of a device (one per device, its handle
  * never changes) or one made by cuCtxCreate. */
 struct CUctx_st {
@@ -38,6 +45,8 @@ struct CUctx_st {
   int dead;          /* created context destroyed (kept so stale handles are caught) */
   unsigned refcount; /* primary: retains */
   CUresult sticky;   /* 700 etc. once raised, until destroy/reset */
+  unsigned flags;    /* primary: cuDevicePrimaryCtxSetFlags */
+  struct CUctx_st *peers[FK_MAX_PEERS]; /* cuCtxEnablePeerAccess */
   struct CUctx_st *next_created;
 };
 #define FK_CTX_MAGIC 0xc0de7c7u
@@ -45,7 +54,7 @@ struct CUctx_st {
 /* What a context holds in memory: a plain allocation (cuMemAlloc, backed by
  * a memfd), pinned host memory (cuMemHostAlloc) or a mapping opened from an
  * IPC handle. All of them die with their context. */
-enum { FK_ALLOC_DEVICE = 1, FK_ALLOC_HOST, FK_ALLOC_IPC };
+enum { FK_ALLOC_DEVICE = 1, FK_ALLOC_HOST, FK_ALLOC_IPC, FK_ALLOC_MANAGED, FK_ALLOC_REGISTERED };
 struct fk_alloc {
   int kind;
   uint64_t addr;
@@ -53,11 +62,13 @@ struct fk_alloc {
   size_t mapped;  /* bytes mapped (a device allocation: rounded up) */
   size_t charged; /* bytes counted against the device (rounded up) */
   int fd;         /* memfd of a device allocation; -1 otherwise */
+  unsigned flags; /* cuMemHostAlloc / cuMemHostRegister / cuMemAllocManaged flags */
+  uint64_t id;    /* CU_POINTER_ATTRIBUTE_BUFFER_ID: unique in the process */
   struct CUctx_st *ctx;
   fk_alloc *next;
 };
 
-enum { FK_OBJ_STREAM = 1, FK_OBJ_EVENT, FK_OBJ_MODULE, FK_OBJ_FUNCTION };
+enum { FK_OBJ_STREAM = 1, FK_OBJ_EVENT, FK_OBJ_MODULE, FK_OBJ_FUNCTION, FK_OBJ_LINK };
 struct fk_obj {
   uint32_t magic; /* FK_OBJ_MAGIC + kind */
   int kind;
@@ -71,6 +82,12 @@ struct fk_obj {
   fk_obj *module;
   ebb_kernel_twin_fn twin; /* NULL: the built-in faulting kernel */
   char name[128];
+  /* link states (cuLinkCreate): the PTX added so far, the error log */
+  char *image;
+  size_t image_len;
+  char *err_log;
+  size_t err_log_size;
+  int completed;
 };
 #define FK_OBJ_MAGIC 0x0b1ec700u
 
@@ -80,7 +97,6 @@ extern int fk_initialized; /* cuInit succeeded in this process */
 extern int fk_forked;      /* this is a child forked after cuInit */
 extern CUresult fk_init_error; /* what cuInit answered if it failed */
 extern unsigned fk_ndevices;
-extern uint64_t fk_total_bytes;
 extern uint64_t fk_granularity;
 
 void fk_lock(void);
@@ -114,6 +130,28 @@ int fk_vmm_range_ok(uint64_t addr, size_t n);
 void fk_mem_free_ctx(struct CUctx_st *ctx);
 void fk_exec_free_ctx(struct CUctx_st *ctx);
 fk_obj *fk_obj_check(void *h, int kind);
+/* A new object of kind on the current context. Caller holds fk_lock. */
+CUresult fk_new_obj(int kind, fk_obj **out);
+/* A stream argument: NULL, CU_STREAM_LEGACY, CU_STREAM_PER_THREAD or a live
+ * stream. Caller holds fk_lock. */
+int fk_stream_ok(CUstream s);
+/* The host twin of kernel `name`, NULL if the process has none. */
+ebb_kernel_twin_fn fk_find_twin(const char *name);
+/* An image the fake cannot run (PTX whose kernels have no host twin) answers
+ * CUDA_ERROR_INVALID_PTX and says why in msg (also on stderr). Any other
+ * image is accepted: its kernels are resolved by name at cuModuleGetFunction. */
+CUresult fk_image_check(const void *image, char *msg, size_t msg_len);
+/* Waits until every stream callback queued before the call has run. Called
+ * without fk_lock. */
+void fk_callbacks_drain(void);
+/* Pinned/registered host memory containing [p, p+n): its alloc or NULL.
+ * Caller holds fk_lock. */
+fk_alloc *fk_alloc_containing(uint64_t addr, size_t n);
+/* A new record of kind for ctx (not yet listed), NULL without memory. */
+fk_alloc *fk_alloc_new(int kind, struct CUctx_st *ctx);
+/* Lists a; unlists and frees a (unmapping and uncharging what it holds). */
+void fk_alloc_link(fk_alloc *a);
+void fk_alloc_unlink_free(fk_alloc *a);
 
 /* Poison freed device memory (FAKEGPU_POISON=1) so late readers see it. */
 #define FK_POISON_BYTE 0xdb

@@ -28,6 +28,8 @@ static int ctx_known(const struct CUctx_st *c) {
 }
 
 static CUresult ctx_activate(struct CUctx_st *c) {
+  if (fg_state_lost((unsigned)c->device))
+    return CUDA_ERROR_UNKNOWN;
   if (fg_state_charge((unsigned)c->device, fk_cfg.context_bytes, 1) != 0)
     return CUDA_ERROR_OUT_OF_MEMORY;
   c->active = 1;
@@ -35,7 +37,21 @@ static CUresult ctx_activate(struct CUctx_st *c) {
   return CUDA_SUCCESS;
 }
 
+/* Peer access ends with either context. */
+static void drop_peers(struct CUctx_st *c) {
+  memset(c->peers, 0, sizeof c->peers);
+  for (int i = 0; i < FG_MAX_DEVICES; i++)
+    for (int k = 0; k < FK_MAX_PEERS; k++)
+      if (g_primary[i].peers[k] == c)
+        g_primary[i].peers[k] = NULL;
+  for (struct CUctx_st *o = g_created; o; o = o->next_created)
+    for (int k = 0; k < FK_MAX_PEERS; k++)
+      if (o->peers[k] == c)
+        o->peers[k] = NULL;
+}
+
 void fk_ctx_teardown(struct CUctx_st *c) {
+  drop_peers(c);
   fk_exec_free_ctx(c);
   fk_mem_free_ctx(c);
   if (c->active)
@@ -49,6 +65,22 @@ void fk_ctx_raise(struct CUctx_st *c, CUresult err) {
     c->sticky = err;
 }
 
+/* FAKEGPU_FAIL_DEVICE: the (N+1)th call on the device that needs a context
+ * fails it once: a sticky 700 on the context, or the device lost for every
+ * process (999 from then on, as a GPU that fell off the bus). */
+static long g_fail_calls;
+static int g_fail_fired;
+
+static void maybe_fail_device(struct CUctx_st *c) {
+  if (fk_cfg.fail_device != c->device || g_fail_fired || ++g_fail_calls <= fk_cfg.fail_after)
+    return;
+  g_fail_fired = 1;
+  if (fk_cfg.fail_lost)
+    fg_state_set_lost((unsigned)c->device);
+  else
+    fk_ctx_raise(c, CUDA_ERROR_ILLEGAL_ADDRESS);
+}
+
 CUresult fk_need_ctx(struct CUctx_st **out) {
   CUresult rc = fk_check_init();
   if (rc)
@@ -56,6 +88,10 @@ CUresult fk_need_ctx(struct CUctx_st **out) {
   struct CUctx_st *c = fk_current();
   if (!c || c->dead)
     return CUDA_ERROR_INVALID_CONTEXT;
+  if (fk_cfg.fail_device >= 0)
+    maybe_fail_device(c);
+  if (fg_state_lost((unsigned)c->device))
+    return CUDA_ERROR_UNKNOWN;
   if (!c->active) {
     /* A primary context that was reset but is still retained comes back on
      * first use; one released to count 0 is gone. */
@@ -125,7 +161,7 @@ FK_API CUresult cuDevicePrimaryCtxGetState(CUdevice dev, unsigned int *flags, in
   if (!flags || !active)
     return CUDA_ERROR_INVALID_VALUE;
   fk_lock();
-  *flags = 0;
+  *flags = g_primary[dev].flags;
   *active = g_primary[dev].active;
   fk_unlock();
   return CUDA_SUCCESS;
@@ -259,6 +295,110 @@ FK_API CUresult cuCtxSynchronize(void) {
   fk_lock();
   struct CUctx_st *c;
   CUresult rc = fk_need_ctx(&c);
+  fk_unlock();
+  if (rc == CUDA_SUCCESS)
+    fk_callbacks_drain();
+  return rc;
+}
+
+FK_API CUresult cuCtxGetDevice(CUdevice *dev) {
+  fk_lock();
+  struct CUctx_st *c;
+  CUresult rc = fk_need_ctx(&c);
+  if (rc == CUDA_SUCCESS && !dev)
+    rc = CUDA_ERROR_INVALID_VALUE;
+  if (rc == CUDA_SUCCESS)
+    *dev = c->device;
+  fk_unlock();
+  return rc;
+}
+
+/* Scheduling flags (0..7 minus 3), MAP_HOST 0x08, LMEM_RESIZE_TO_MAX 0x10,
+ * COREDUMP 0x20, USER_COREDUMP 0x40, SYNC_MEMOPS 0x80. The _v2 form may be
+ * called while the context is active (the v1 form answered 708 then). */
+#define FK_CTX_FLAGS_MASK 0xffu
+FK_API CUresult cuDevicePrimaryCtxSetFlags_v2(CUdevice dev, unsigned int flags) {
+  CUresult rc = fk_check_device(dev);
+  if (rc)
+    return rc;
+  if ((flags & ~FK_CTX_FLAGS_MASK) || (flags & 0x7u) == 3 || (flags & 0x7u) > 4)
+    return CUDA_ERROR_INVALID_VALUE;
+  fk_lock();
+  g_primary[dev].flags = flags;
+  fk_unlock();
+  return CUDA_SUCCESS;
+}
+
+FK_API CUresult cuDeviceComputeCapability(int *major, int *minor, CUdevice dev) {
+  CUresult rc = fk_check_device(dev);
+  if (rc)
+    return rc;
+  if (!major || !minor)
+    return CUDA_ERROR_INVALID_VALUE;
+  *major = 9;
+  *minor = 0;
+  return CUDA_SUCCESS;
+}
+
+/* Every pair of distinct fake devices can reach each other (NVLink); a
+ * device is not its own peer. */
+FK_API CUresult cuDeviceCanAccessPeer(int *can, CUdevice dev, CUdevice peer) {
+  CUresult rc = fk_check_device(dev);
+  if (rc == CUDA_SUCCESS)
+    rc = fk_check_device(peer);
+  if (rc)
+    return rc;
+  if (!can)
+    return CUDA_ERROR_INVALID_VALUE;
+  *can = dev != peer;
+  return CUDA_SUCCESS;
+}
+
+static int peer_slot(struct CUctx_st *c, struct CUctx_st *peer) {
+  for (int k = 0; k < FK_MAX_PEERS; k++)
+    if (c->peers[k] == peer)
+      return k;
+  return -1;
+}
+
+FK_API CUresult cuCtxEnablePeerAccess(CUcontext peer, unsigned int flags) {
+  fk_lock();
+  struct CUctx_st *c;
+  CUresult rc = fk_need_ctx(&c);
+  if (rc)
+    goto out;
+  if (flags != 0) {
+    rc = CUDA_ERROR_INVALID_VALUE;
+  } else if (!peer || !ctx_known(peer) || peer->dead ||
+             (!peer->active && !(peer->primary && peer->refcount))) {
+    rc = CUDA_ERROR_INVALID_CONTEXT;
+  } else if (peer->device == c->device) {
+    rc = CUDA_ERROR_INVALID_DEVICE; /* cuDeviceCanAccessPeer says no */
+  } else if (peer_slot(c, peer) >= 0) {
+    rc = CUDA_ERROR_PEER_ACCESS_ALREADY_ENABLED;
+  } else {
+    int k = peer_slot(c, NULL);
+    if (k < 0)
+      rc = CUDA_ERROR_TOO_MANY_PEERS;
+    else
+      c->peers[k] = peer;
+  }
+out:
+  fk_unlock();
+  return rc;
+}
+
+FK_API CUresult cuCtxDisablePeerAccess(CUcontext peer) {
+  fk_lock();
+  struct CUctx_st *c;
+  CUresult rc = fk_need_ctx(&c);
+  if (rc == CUDA_SUCCESS) {
+    int k = peer ? peer_slot(c, peer) : -1;
+    if (k < 0)
+      rc = CUDA_ERROR_PEER_ACCESS_NOT_ENABLED;
+    else
+      c->peers[k] = NULL;
+  }
   fk_unlock();
   return rc;
 }

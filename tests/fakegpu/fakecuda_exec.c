@@ -35,8 +35,14 @@ fk_obj *fk_obj_check(void *h, int kind) {
   return NULL;
 }
 
+int fk_stream_ok(CUstream s) {
+  return !s || s == CU_STREAM_LEGACY || s == CU_STREAM_PER_THREAD ||
+         fk_obj_check(s, FK_OBJ_STREAM);
+}
+
 static void free_obj(fk_obj *o) {
   o->magic = 0;
+  free(o->image);
   free(o);
 }
 
@@ -53,7 +59,7 @@ void fk_exec_free_ctx(struct CUctx_st *ctx) {
   }
 }
 
-static CUresult new_obj(int kind, fk_obj **out) {
+CUresult fk_new_obj(int kind, fk_obj **out) {
   struct CUctx_st *c;
   CUresult rc = fk_need_ctx(&c);
   if (rc)
@@ -71,12 +77,16 @@ static CUresult new_obj(int kind, fk_obj **out) {
 }
 
 /* Destroys h if it is a live object of this kind (and, for a module, its
- * functions). */
+ * functions). Like cuMemFree, works with no current context. */
 static CUresult destroy_obj(void *h, int kind) {
   fk_lock();
   struct CUctx_st *c;
   CUresult rc = fk_need_ctx(&c);
-  if (rc == CUDA_SUCCESS && !fk_obj_check(h, kind))
+  fk_obj *o = fk_obj_check(h, kind);
+  /* The handle names its context: with none current it may still go. */
+  if (rc == CUDA_ERROR_INVALID_CONTEXT && !fk_current() && o && o->ctx->active && !o->ctx->sticky)
+    rc = CUDA_SUCCESS;
+  if (rc == CUDA_SUCCESS && !o)
     rc = CUDA_ERROR_INVALID_HANDLE;
   if (rc == CUDA_SUCCESS) {
     fk_obj **pp = &g_objs;
@@ -102,7 +112,7 @@ FK_API CUresult cuStreamCreate(CUstream *s, unsigned int flags) {
   if (rc == CUDA_SUCCESS && (!s || (flags & ~1u)))
     rc = CUDA_ERROR_INVALID_VALUE;
   if (rc == CUDA_SUCCESS)
-    rc = new_obj(FK_OBJ_STREAM, &o);
+    rc = fk_new_obj(FK_OBJ_STREAM, &o);
   if (rc == CUDA_SUCCESS)
     *s = (CUstream)o;
   fk_unlock();
@@ -115,9 +125,11 @@ FK_API CUresult cuStreamSynchronize(CUstream s) {
   fk_lock();
   struct CUctx_st *c;
   CUresult rc = fk_need_ctx(&c);
-  if (rc == CUDA_SUCCESS && s && !fk_obj_check(s, FK_OBJ_STREAM))
+  if (rc == CUDA_SUCCESS && !fk_stream_ok(s))
     rc = CUDA_ERROR_INVALID_HANDLE;
   fk_unlock();
+  if (rc == CUDA_SUCCESS)
+    fk_callbacks_drain(); /* its callbacks have run when it returns */
   return rc;
 }
 
@@ -135,7 +147,7 @@ FK_API CUresult cuEventCreate(CUevent *e, unsigned int flags) {
   if (rc == CUDA_SUCCESS && (!e || (flags & ~0xfu)))
     rc = CUDA_ERROR_INVALID_VALUE;
   if (rc == CUDA_SUCCESS)
-    rc = new_obj(FK_OBJ_EVENT, &o);
+    rc = fk_new_obj(FK_OBJ_EVENT, &o);
   if (rc == CUDA_SUCCESS) {
     o->flags = flags;
     *e = (CUevent)o;
@@ -149,7 +161,7 @@ FK_API CUresult cuEventRecord(CUevent e, CUstream s) {
   struct CUctx_st *c;
   CUresult rc = fk_need_ctx(&c);
   fk_obj *o = rc ? NULL : fk_obj_check(e, FK_OBJ_EVENT);
-  if (rc == CUDA_SUCCESS && (!o || (s && !fk_obj_check(s, FK_OBJ_STREAM))))
+  if (rc == CUDA_SUCCESS && (!o || !fk_stream_ok(s)))
     rc = CUDA_ERROR_INVALID_HANDLE;
   if (rc == CUDA_SUCCESS) {
     o->recorded = 1;
@@ -191,6 +203,16 @@ FK_API CUresult cuEventElapsedTime(float *ms, CUevent a, CUevent b) {
 }
 
 /* --- modules and kernels ----------------------------------------------------- */
+ebb_kernel_twin_fn fk_find_twin(const char *name) {
+  char sym[256];
+  if (snprintf(sym, sizeof sym, "%s%s", EBB_TWIN_PREFIX, name) >= (int)sizeof sym)
+    return NULL;
+  void *p = dlsym(RTLD_DEFAULT, sym);
+  ebb_kernel_twin_fn twin = NULL;
+  memcpy(&twin, &p, sizeof twin);
+  return twin;
+}
+
 FK_API CUresult cuModuleLoadData(CUmodule *m, const void *image) {
   fk_lock();
   struct CUctx_st *c;
@@ -199,7 +221,9 @@ FK_API CUresult cuModuleLoadData(CUmodule *m, const void *image) {
   if (rc == CUDA_SUCCESS && (!m || !image))
     rc = CUDA_ERROR_INVALID_VALUE;
   if (rc == CUDA_SUCCESS)
-    rc = new_obj(FK_OBJ_MODULE, &o);
+    rc = fk_image_check(image, NULL, 0);
+  if (rc == CUDA_SUCCESS)
+    rc = fk_new_obj(FK_OBJ_MODULE, &o);
   if (rc == CUDA_SUCCESS)
     *m = (CUmodule)o;
   fk_unlock();
@@ -225,20 +249,14 @@ FK_API CUresult cuModuleGetFunction(CUfunction *f, CUmodule m, const char *name)
   }
   ebb_kernel_twin_fn twin = NULL;
   if (strcmp(name, FK_FAULT_KERNEL) != 0) {
-    char sym[256];
-    if (snprintf(sym, sizeof sym, "%s%s", EBB_TWIN_PREFIX, name) >= (int)sizeof sym) {
+    twin = fk_find_twin(name);
+    if (!twin) {
       rc = CUDA_ERROR_NOT_FOUND;
       goto out;
     }
-    void *p = dlsym(RTLD_DEFAULT, sym);
-    if (!p) {
-      rc = CUDA_ERROR_NOT_FOUND;
-      goto out;
-    }
-    memcpy(&twin, &p, sizeof twin);
   }
   fk_obj *fn;
-  rc = new_obj(FK_OBJ_FUNCTION, &fn);
+  rc = fk_new_obj(FK_OBJ_FUNCTION, &fn);
   if (rc)
     goto out;
   fn->module = mod;
@@ -259,7 +277,7 @@ FK_API CUresult cuLaunchKernel(CUfunction f, unsigned int gx, unsigned int gy, u
   if (rc)
     goto out_locked;
   fk_obj *fn = fk_obj_check(f, FK_OBJ_FUNCTION);
-  if (!fn || fn->ctx != c || (s && !fk_obj_check(s, FK_OBJ_STREAM))) {
+  if (!fn || fn->ctx != c || !fk_stream_ok(s)) {
     rc = CUDA_ERROR_INVALID_HANDLE;
     goto out_locked;
   }

@@ -13,7 +13,6 @@ int fk_initialized;
 int fk_forked;
 CUresult fk_init_error = CUDA_ERROR_NOT_INITIALIZED;
 unsigned fk_ndevices;
-uint64_t fk_total_bytes;
 uint64_t fk_granularity;
 static pid_t g_init_pid;
 static pthread_mutex_t g_lock = PTHREAD_MUTEX_INITIALIZER;
@@ -76,6 +75,11 @@ FK_API CUresult cuInit(unsigned int flags) {
   CUresult rc = CUDA_SUCCESS;
   if (fk_initialized)
     goto out;
+  if (fk_cfg.error[0]) {
+    fprintf(stderr, "fakegpu: %s\n", fk_cfg.error);
+    rc = fk_init_error = CUDA_ERROR_INVALID_VALUE;
+    goto out;
+  }
   if (fk_cfg.ndevices == 0) {
     rc = fk_init_error = CUDA_ERROR_NO_DEVICE;
     goto out;
@@ -90,7 +94,6 @@ FK_API CUresult cuInit(unsigned int flags) {
   fg_device_usage u;
   fg_state_device(0, &u);
   fk_ndevices = u.ndevices ? u.ndevices : fk_cfg.ndevices;
-  fk_total_bytes = u.total_bytes;
   fk_granularity = u.granularity ? u.granularity : fk_cfg.granularity;
   /* Every allocation holds a memfd (so IPC can reach it): allow many. */
   struct rlimit rl;
@@ -152,7 +155,10 @@ FK_API CUresult cuDeviceTotalMem_v2(size_t *bytes, CUdevice dev) {
     return rc;
   if (!bytes)
     return CUDA_ERROR_INVALID_VALUE;
-  *bytes = fk_total_bytes;
+  fg_device_usage u;
+  if (fg_state_device((unsigned)dev, &u) != 0)
+    return CUDA_ERROR_UNKNOWN;
+  *bytes = u.total_bytes;
   return CUDA_SUCCESS;
 }
 
@@ -235,19 +241,27 @@ FK_API CUresult cuDeviceGetUuid_v2(CUuuid *uuid, CUdevice dev) { return device_u
   X(CUDA_ERROR_NO_DEVICE, 100, "no CUDA-capable device is detected")            \
   X(CUDA_ERROR_INVALID_DEVICE, 101, "invalid device ordinal")                   \
   X(CUDA_ERROR_INVALID_IMAGE, 200, "device kernel image is invalid")            \
+  X(CUDA_ERROR_NO_BINARY_FOR_GPU, 209, "no kernel image is available for execution on the device") \
   X(CUDA_ERROR_INVALID_CONTEXT, 201, "invalid device context")                  \
   X(CUDA_ERROR_CONTEXT_ALREADY_CURRENT, 202, "context already current")         \
   X(CUDA_ERROR_ALREADY_MAPPED, 208, "resource already mapped")                  \
   X(CUDA_ERROR_NOT_MAPPED, 211, "resource not mapped")                          \
   X(CUDA_ERROR_INVALID_PTX, 218, "a PTX JIT compilation failed")                \
+  X(CUDA_ERROR_FILE_NOT_FOUND, 301, "file not found")                           \
   X(CUDA_ERROR_INVALID_HANDLE, 400, "invalid resource handle")                  \
   X(CUDA_ERROR_NOT_FOUND, 500, "named symbol not found")                        \
   X(CUDA_ERROR_NOT_READY, 600, "device not ready")                              \
   X(CUDA_ERROR_ILLEGAL_ADDRESS, 700, "an illegal memory access was encountered") \
   X(CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES, 701, "too many resources requested for launch") \
+  X(CUDA_ERROR_PEER_ACCESS_ALREADY_ENABLED, 704, "peer access is already enabled") \
+  X(CUDA_ERROR_PEER_ACCESS_NOT_ENABLED, 705, "peer access has not been enabled") \
   X(CUDA_ERROR_PRIMARY_CONTEXT_ACTIVE, 708, "primary context active")           \
   X(CUDA_ERROR_CONTEXT_IS_DESTROYED, 709, "context is destroyed")               \
+  X(CUDA_ERROR_TOO_MANY_PEERS, 711, "peer mapping resources exhausted")         \
+  X(CUDA_ERROR_HOST_MEMORY_ALREADY_REGISTERED, 712, "part or all of the requested memory range is already mapped") \
+  X(CUDA_ERROR_HOST_MEMORY_NOT_REGISTERED, 713, "pointer does not correspond to a registered memory region") \
   X(CUDA_ERROR_LAUNCH_FAILED, 719, "unspecified launch failure")                \
+  X(CUDA_ERROR_COOPERATIVE_LAUNCH_TOO_LARGE, 720, "too many blocks in cooperative launch") \
   X(CUDA_ERROR_NOT_PERMITTED, 800, "operation not permitted")                   \
   X(CUDA_ERROR_NOT_SUPPORTED, 801, "operation not supported")                   \
   X(CUDA_ERROR_UNKNOWN, 999, "unknown error")

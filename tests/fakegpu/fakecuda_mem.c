@@ -15,6 +15,7 @@
 
 static fk_alloc *g_allocs;
 static long g_alloc_count;
+static fk_alloc *new_alloc(int kind, struct CUctx_st *ctx);
 
 int fk_alloc_should_fail(void) {
   g_alloc_count++;
@@ -22,9 +23,10 @@ int fk_alloc_should_fail(void) {
 }
 
 static void release_alloc(fk_alloc *a) {
-  if (a->kind == FK_ALLOC_DEVICE && fk_cfg.poison)
+  if ((a->kind == FK_ALLOC_DEVICE || a->kind == FK_ALLOC_MANAGED) && fk_cfg.poison)
     memset((void *)(uintptr_t)a->addr, FK_POISON_BYTE, a->mapped);
-  munmap((void *)(uintptr_t)a->addr, a->mapped);
+  if (a->kind != FK_ALLOC_REGISTERED) /* the caller's memory stays theirs */
+    munmap((void *)(uintptr_t)a->addr, a->mapped);
   if (a->fd >= 0)
     close(a->fd);
   if (a->charged)
@@ -63,19 +65,44 @@ static fk_alloc *find_alloc(int kind, uint64_t addr, int containing) {
   return NULL;
 }
 
+static int alloc_contains(const fk_alloc *a, uint64_t addr, size_t n) {
+  return addr >= a->addr && addr - a->addr <= a->size && n <= a->size - (addr - a->addr);
+}
+
+/* With unified addressing, pinned and registered host memory is mapped into
+ * the device's address space at the same address: it is a valid device
+ * range too. */
 int fk_mem_range_ok(uint64_t addr, size_t n) {
-  for (fk_alloc *a = g_allocs; a; a = a->next) {
-    if (a->kind == FK_ALLOC_HOST)
-      continue;
-    if (addr >= a->addr && addr - a->addr <= a->size && n <= a->size - (addr - a->addr))
+  for (fk_alloc *a = g_allocs; a; a = a->next)
+    if (alloc_contains(a, addr, n))
       return 1;
-  }
   return fk_vmm_range_ok(addr, n);
 }
 
+fk_alloc *fk_alloc_containing(uint64_t addr, size_t n) {
+  for (fk_alloc *a = g_allocs; a; a = a->next)
+    if (alloc_contains(a, addr, n) && (n > 0 || addr < a->addr + a->size))
+      return a;
+  return NULL;
+}
+
+fk_alloc *fk_alloc_new(int kind, struct CUctx_st *ctx) { return new_alloc(kind, ctx); }
+
+void fk_alloc_link(fk_alloc *a) {
+  a->next = g_allocs;
+  g_allocs = a;
+}
+
+void fk_alloc_unlink_free(fk_alloc *a) {
+  unlink_alloc(a);
+  release_alloc(a);
+}
+
 static fk_alloc *new_alloc(int kind, struct CUctx_st *ctx) {
+  static uint64_t next_id;
   fk_alloc *a = calloc(1, sizeof *a);
   if (a) {
+    a->id = ++next_id;
     a->kind = kind;
     a->fd = -1;
     a->ctx = ctx;
@@ -83,23 +110,17 @@ static fk_alloc *new_alloc(int kind, struct CUctx_st *ctx) {
   return a;
 }
 
-FK_API CUresult cuMemAlloc_v2(CUdeviceptr *dptr, size_t bytes) {
-  fk_lock();
-  struct CUctx_st *c;
-  CUresult rc = fk_need_ctx(&c);
-  if (rc)
-    goto out;
-  if (!dptr || bytes == 0) {
-    rc = CUDA_ERROR_INVALID_VALUE;
-    goto out;
-  }
-  rc = CUDA_ERROR_OUT_OF_MEMORY;
+/* A device (or managed) allocation: a memfd mapped here, charged rounded up
+ * to the granularity. Caller holds fk_lock and checked the arguments. */
+static CUresult alloc_memfd(int kind, struct CUctx_st *c, size_t bytes, unsigned flags,
+                            CUdeviceptr *dptr) {
+  CUresult rc = CUDA_ERROR_OUT_OF_MEMORY;
   if (fk_alloc_should_fail())
     goto out;
   uint64_t charged = fk_round_up(bytes);
   if (charged < bytes || fg_state_charge((unsigned)c->device, charged, 0) != 0)
     goto out;
-  fk_alloc *a = new_alloc(FK_ALLOC_DEVICE, c);
+  fk_alloc *a = new_alloc(kind, c);
   int fd = a ? memfd_create("fakegpu-mem", MFD_CLOEXEC) : -1;
   void *p = MAP_FAILED;
   if (fd >= 0 && ftruncate(fd, (off_t)charged) == 0)
@@ -116,21 +137,62 @@ FK_API CUresult cuMemAlloc_v2(CUdeviceptr *dptr, size_t bytes) {
   a->mapped = charged;
   a->charged = charged;
   a->fd = fd;
+  a->flags = flags;
   a->next = g_allocs;
   g_allocs = a;
   *dptr = a->addr;
   rc = CUDA_SUCCESS;
 out:
+  return rc;
+}
+
+FK_API CUresult cuMemAlloc_v2(CUdeviceptr *dptr, size_t bytes) {
+  fk_lock();
+  struct CUctx_st *c;
+  CUresult rc = fk_need_ctx(&c);
+  if (rc == CUDA_SUCCESS && (!dptr || bytes == 0))
+    rc = CUDA_ERROR_INVALID_VALUE;
+  if (rc == CUDA_SUCCESS)
+    rc = alloc_memfd(FK_ALLOC_DEVICE, c, bytes, 0, dptr);
   fk_unlock();
   return rc;
 }
 
+/* Managed memory is a device allocation the host may touch too: on the fake
+ * every device allocation is host memory, so it only differs in its
+ * attributes. It is counted on the device like cuMemAlloc. */
+FK_API CUresult cuMemAllocManaged(CUdeviceptr *dptr, size_t bytes, unsigned int flags) {
+  fk_lock();
+  struct CUctx_st *c;
+  CUresult rc = fk_need_ctx(&c);
+  if (rc == CUDA_SUCCESS &&
+      (!dptr || bytes == 0 || (flags != CU_MEM_ATTACH_GLOBAL && flags != CU_MEM_ATTACH_HOST)))
+    rc = CUDA_ERROR_INVALID_VALUE;
+  if (rc == CUDA_SUCCESS)
+    rc = alloc_memfd(FK_ALLOC_MANAGED, c, bytes, flags, dptr);
+  fk_unlock();
+  return rc;
+}
+
+/* With unified addressing the pointer names its context: with no current
+ * context at all, cuMemFree frees an allocation of any live context (Numba's
+ * context reset relies on this). A current context that is gone or faulted
+ * still answers 201 / its sticky error. */
 FK_API CUresult cuMemFree_v2(CUdeviceptr dptr) {
   fk_lock();
   struct CUctx_st *c;
   CUresult rc = fk_need_ctx(&c);
+  if (rc == CUDA_ERROR_INVALID_CONTEXT && !fk_current()) {
+    fk_alloc *a = find_alloc(FK_ALLOC_DEVICE, dptr, 0);
+    if (!a)
+      a = find_alloc(FK_ALLOC_MANAGED, dptr, 0);
+    if (a && a->ctx->active && !a->ctx->sticky)
+      rc = CUDA_SUCCESS;
+  }
   if (rc == CUDA_SUCCESS) {
     fk_alloc *a = find_alloc(FK_ALLOC_DEVICE, dptr, 0);
+    if (!a)
+      a = find_alloc(FK_ALLOC_MANAGED, dptr, 0);
     if (!a) {
       rc = CUDA_ERROR_INVALID_VALUE;
     } else {
@@ -180,6 +242,7 @@ FK_API CUresult cuMemHostAlloc(void **p, size_t bytes, unsigned int flags) {
   }
   a->addr = (uint64_t)(uintptr_t)m;
   a->size = a->mapped = bytes;
+  a->flags = flags;
   a->next = g_allocs;
   g_allocs = a;
   *p = m;
@@ -214,7 +277,7 @@ static CUresult copy(uint64_t dst, uint64_t src, size_t n, int dev_sides, CUstre
   CUresult rc = fk_need_ctx(&c);
   if (rc)
     goto out;
-  if (check_stream && s && !fk_obj_check(s, FK_OBJ_STREAM)) {
+  if (check_stream && !fk_stream_ok(s)) {
     rc = CUDA_ERROR_INVALID_HANDLE;
     goto out;
   }
@@ -251,19 +314,53 @@ FK_API CUresult cuMemcpyDtoHAsync_v2(void *dst, CUdeviceptr src, size_t n, CUstr
 FK_API CUresult cuMemcpyDtoDAsync_v2(CUdeviceptr dst, CUdeviceptr src, size_t n, CUstream s) {
   return copy(dst, src, n, DEV_DST | DEV_SRC, s, 1);
 }
+/* Unified addressing: either side may be host or device memory. */
+FK_API CUresult cuMemcpy(CUdeviceptr dst, CUdeviceptr src, size_t n) {
+  return copy(dst, src, n, 0, NULL, 0);
+}
+FK_API CUresult cuMemcpyAsync(CUdeviceptr dst, CUdeviceptr src, size_t n, CUstream s) {
+  return copy(dst, src, n, 0, s, 1);
+}
 
-FK_API CUresult cuMemsetD8_v2(CUdeviceptr dst, unsigned char v, size_t n) {
+/* n elements of width bytes (1, 2, 4); dst aligned to the width. */
+static CUresult memset_n(CUdeviceptr dst, uint32_t v, size_t n, unsigned width, CUstream s,
+                         int check_stream) {
   fk_lock();
   struct CUctx_st *c;
   CUresult rc = fk_need_ctx(&c);
+  if (rc == CUDA_SUCCESS && check_stream && !fk_stream_ok(s))
+    rc = CUDA_ERROR_INVALID_HANDLE;
   if (rc == CUDA_SUCCESS && n > 0) {
-    if (!fk_mem_range_ok(dst, n))
+    if (dst % width || n > SIZE_MAX / width || !fk_mem_range_ok(dst, n * width)) {
       rc = CUDA_ERROR_INVALID_VALUE;
-    else
-      memset((void *)(uintptr_t)dst, v, n);
+    } else if (width == 1) {
+      memset((void *)(uintptr_t)dst, (int)v, n);
+    } else {
+      for (size_t i = 0; i < n; i++)
+        memcpy((char *)(uintptr_t)dst + i * width, &v, width); /* little endian */
+    }
   }
   fk_unlock();
   return rc;
+}
+
+FK_API CUresult cuMemsetD8_v2(CUdeviceptr dst, unsigned char v, size_t n) {
+  return memset_n(dst, v, n, 1, NULL, 0);
+}
+FK_API CUresult cuMemsetD16_v2(CUdeviceptr dst, unsigned short v, size_t n) {
+  return memset_n(dst, v, n, 2, NULL, 0);
+}
+FK_API CUresult cuMemsetD32_v2(CUdeviceptr dst, unsigned int v, size_t n) {
+  return memset_n(dst, v, n, 4, NULL, 0);
+}
+FK_API CUresult cuMemsetD8Async(CUdeviceptr dst, unsigned char v, size_t n, CUstream s) {
+  return memset_n(dst, v, n, 1, s, 1);
+}
+FK_API CUresult cuMemsetD16Async(CUdeviceptr dst, unsigned short v, size_t n, CUstream s) {
+  return memset_n(dst, v, n, 2, s, 1);
+}
+FK_API CUresult cuMemsetD32Async(CUdeviceptr dst, unsigned int v, size_t n, CUstream s) {
+  return memset_n(dst, v, n, 4, s, 1);
 }
 
 /* --- IPC: the handle names the owner's memfd; the opener maps

@@ -29,6 +29,7 @@ FK_API CUresult cuGetProcAddress_v2(const char *symbol, void **pfn, int cuda_ver
 #define FK_ENTRY_(base, sym, ver, params) {#base, ver, sym, NULL},
 static fk_entry g_table[] = {
     EBB_CUDA_ENTRY_POINTS(FK_ENTRY_)
+    FK_EXTRA_ENTRY_POINTS(FK_ENTRY_)
     {"cuCtxCreate", 11040, "cuCtxCreate_v3", NULL},
     {"cuCtxCreate", 12050, "cuCtxCreate_v4", NULL},
     {"cuDeviceGetUuid", 9020, "cuDeviceGetUuid", NULL},

@@ -1,7 +1,9 @@
 /* fakegpu-hold: a tiny process that holds memory on the fake GPU, driven by
  * commands on stdin (one per line), answering one line each on stdout:
  *   init               cuInit(0)
- *   ctx                retain the primary context of device 0, make it current
+ *   ctx [DEV]          retain the primary context of device DEV (default: the
+ *                      --device given, else 0), make it current; later
+ *                      commands act on that device
  *   alloc MIB          cuMemAlloc(MIB MiB)            -> "ok 0xPTR"
  *   vmm MIB            reserve + create + map + set access (MIB MiB)
  *   fill BYTE          memset every allocation to BYTE
@@ -16,8 +18,15 @@
  *   exec               exec this program again (same pid, fresh image): the
  *                      new image answers "ok" when it starts
  * Errors answer "err CODE". The library is EBB_LIBCUDA (or the fake built
- * next to this program). Used by the fake's own tests and scripts. */
+ * next to this program). Used by the fake's own tests and scripts.
+ *
+ * Options, run before the commands: --device N (the device `ctx` takes),
+ * --alloc MIB (init, ctx and alloc at start, answering as the commands do;
+ * repeatable), --wait (at the end of stdin, hold until killed instead of
+ * exiting). So `fakegpu-hold --device 2 --alloc 7168 --wait </dev/null &`
+ * holds 7 GiB of device 2 (plus its context) until it is killed. */
 #include <dlfcn.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -39,6 +48,7 @@ static struct {
 } g_vmm[MAXA];
 static int g_nv;
 static CUcontext g_ctx;
+static int g_dev;
 
 static void load(void) {
   const char *path = getenv("EBB_LIBCUDA");
@@ -88,7 +98,7 @@ static CUresult vmm(size_t size) {
   memset(&prop, 0, sizeof prop);
   prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
   prop.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
-  prop.location.id = 0;
+  prop.location.id = g_dev;
   prop.requestedHandleTypes = CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR;
   CUdeviceptr va;
   CUmemGenericAllocationHandle h;
@@ -99,7 +109,7 @@ static CUresult vmm(size_t size) {
     p_cuMemAddressFree(va, size);
     return rc;
   }
-  CUmemAccessDesc acc = {{CU_MEM_LOCATION_TYPE_DEVICE, 0}, CU_MEM_ACCESS_FLAGS_PROT_READWRITE};
+  CUmemAccessDesc acc = {{CU_MEM_LOCATION_TYPE_DEVICE, g_dev}, CU_MEM_ACCESS_FLAGS_PROT_READWRITE};
   if ((rc = p_cuMemMap(va, size, 0, h, 0)) != 0 || (rc = p_cuMemSetAccess(va, size, &acc, 1)) != 0)
     return rc;
   g_vmm[g_nv].va = va;
@@ -109,27 +119,72 @@ static CUresult vmm(size_t size) {
   return CUDA_SUCCESS;
 }
 
+static void run(const char *line);
+
+/* A number option's value; exits 2 naming the option when it is not one. */
+static long number_arg(const char *opt, const char *v) {
+  char *end;
+  long x = v ? strtol(v, &end, 10) : -1;
+  if (!v || end == v || *end || x < 0) {
+    fprintf(stderr, "fakegpu-hold: %s wants a number, got '%s'\n", opt, v ? v : "");
+    exit(2);
+  }
+  return x;
+}
+
 int main(int argc, char **argv) {
   load();
   setvbuf(stdout, NULL, _IOLBF, 0);
-  if (argc > 1 && !strcmp(argv[1], "--announce"))
-    printf("ok\n");
+  int wait = 0, started = 0;
+  for (int i = 1; i < argc; i++) {
+    if (!strcmp(argv[i], "--announce")) {
+      printf("ok\n");
+    } else if (!strcmp(argv[i], "--device")) {
+      g_dev = (int)number_arg("--device", i + 1 < argc ? argv[++i] : NULL);
+    } else if (!strcmp(argv[i], "--alloc")) {
+      long mib = number_arg("--alloc", i + 1 < argc ? argv[++i] : NULL);
+      char cmd[64];
+      if (!started) {
+        run("init");
+        run("ctx");
+        started = 1;
+      }
+      snprintf(cmd, sizeof cmd, "alloc %ld", mib);
+      run(cmd);
+    } else if (!strcmp(argv[i], "--wait")) {
+      wait = 1;
+    } else {
+      fprintf(stderr, "fakegpu-hold: unknown option '%s' (want --device N, --alloc MIB, --wait)\n",
+              argv[i]);
+      return 2;
+    }
+  }
   char line[512];
-  while (fgets(line, sizeof line, stdin)) {
+  while (fgets(line, sizeof line, stdin))
+    run(line);
+  while (wait)
+    pause();
+  return 0;
+}
+
+static void run(const char *line) {
+  {
     char cmd[32] = "", arg[256] = "";
     if (sscanf(line, "%31s %255s", cmd, arg) < 1)
-      continue;
+      return;
     CUresult rc;
     if (!strcmp(cmd, "init")) {
       if (!answer(p_cuInit(0)))
         printf("ok\n");
     } else if (!strcmp(cmd, "ctx")) {
-      if (!answer(p_cuDevicePrimaryCtxRetain(&g_ctx, 0)) && !answer(p_cuCtxSetCurrent(g_ctx)))
+      if (arg[0])
+        g_dev = atoi(arg);
+      if (!answer(p_cuDevicePrimaryCtxRetain(&g_ctx, g_dev)) && !answer(p_cuCtxSetCurrent(g_ctx)))
         printf("ok\n");
     } else if (!strcmp(cmd, "alloc")) {
       if (g_n == MAXA) {
         printf("err full\n");
-        continue;
+        return;
       }
       size_t mib = strtoull(arg, NULL, 10);
       if (!answer(p_cuMemAlloc(&g_ptr[g_n], mib << 20)))
@@ -137,7 +192,7 @@ int main(int argc, char **argv) {
     } else if (!strcmp(cmd, "vmm")) {
       if (g_nv == MAXA) {
         printf("err full\n");
-        continue;
+        return;
       }
       if (!answer(vmm(strtoull(arg, NULL, 10) << 20)))
         printf("ok 0x%llx\n", g_vmm[g_nv - 1].va);
@@ -188,12 +243,12 @@ int main(int argc, char **argv) {
       if (!answer(free_all()))
         printf("ok\n");
     } else if (!strcmp(cmd, "release")) {
-      if (!answer(free_all()) && !answer(p_cuDevicePrimaryCtxRelease(0)))
+      if (!answer(free_all()) && !answer(p_cuDevicePrimaryCtxRelease(g_dev)))
         printf("ok\n");
     } else if (!strcmp(cmd, "pid")) {
       printf("ok %d\n", (int)getpid());
     } else if (!strcmp(cmd, "exec")) {
-      char *args[] = {argv[0], "--announce", NULL};
+      char *args[] = {(char *)"fakegpu-hold", (char *)"--announce", NULL};
       execv("/proc/self/exe", args);
       printf("err exec\n");
     } else if (!strcmp(cmd, "exit")) {
@@ -204,5 +259,4 @@ int main(int argc, char **argv) {
       printf("err unknown command %s\n", cmd);
     }
   }
-  return 0;
 }

@@ -119,7 +119,9 @@ static void gpu_row(unsigned dev, const fg_device_usage *u, const field **q, int
     char uuid[64];
     if (i)
       printf(", ");
-    if (!strcmp(name, "index"))
+    if (u->lost && !strncmp(name, "memory.", 7))
+      printf("[GPU is lost]"); /* what NVML answers for a device off the bus */
+    else if (!strcmp(name, "index"))
       printf("%u", dev);
     else if (!strcmp(name, "name"))
       printf("%s", NAME);
@@ -167,16 +169,32 @@ static void app_row(unsigned dev, const fg_proc_usage *p, const field **q, int n
 
 static int usage(void) {
   fprintf(stderr,
-          "usage: fakegpu-smi [-i ID] --query-gpu=FIELDS --format=csv[,noheader][,nounits]\n"
-          "       fakegpu-smi [-i ID] --query-compute-apps=FIELDS --format=csv[,noheader][,nounits]\n"
-          "       fakegpu-smi -L\n"
+          "usage: fakegpu-smi [-i ID[,ID...]] --query-gpu=FIELDS --format=csv[,noheader][,nounits]\n"
+          "       fakegpu-smi [-i ID[,ID...]] --query-compute-apps=FIELDS --format=csv[,noheader][,nounits]\n"
+          "       fakegpu-smi [-i ID] -L\n"
+          "ID: a device index (--id=ID is the same).\n"
           "Reads the fake GPU named by FAKEGPU_STATE.\n");
   return 2;
 }
 
+/* "0,2" -> a mask of device indices; -1 on anything that is not one. */
+static int parse_ids(const char *s, unsigned *mask) {
+  *mask = 0;
+  for (;;) {
+    char *end;
+    long v = strtol(s, &end, 10);
+    if (end == s || v < 0 || v >= FG_MAX_DEVICES || (*end && *end != ','))
+      return -1;
+    *mask |= 1u << v;
+    if (!*end)
+      return 0;
+    s = end + 1;
+  }
+}
+
 int main(int argc, char **argv) {
-  const char *query_gpu = NULL, *query_apps = NULL, *format = NULL;
-  int list = 0, only = -1;
+  const char *query_gpu = NULL, *query_apps = NULL, *format = NULL, *ids = NULL;
+  int list = 0;
   for (int i = 1; i < argc; i++) {
     const char *a = argv[i];
     if (!strncmp(a, "--query-gpu=", 12))
@@ -188,9 +206,11 @@ int main(int argc, char **argv) {
     else if (!strcmp(a, "-L") || !strcmp(a, "--list-gpus"))
       list = 1;
     else if (!strncmp(a, "--id=", 5))
-      only = atoi(a + 5);
-    else if (!strcmp(a, "-i") && i + 1 < argc)
-      only = atoi(argv[++i]);
+      ids = a + 5;
+    else if (!strncmp(a, "-i=", 3))
+      ids = a + 3;
+    else if ((!strcmp(a, "-i") || !strcmp(a, "--id")) && i + 1 < argc)
+      ids = argv[++i];
     else if (!strcmp(a, "-h") || !strcmp(a, "--help"))
       return usage(), 0;
     else
@@ -199,6 +219,10 @@ int main(int argc, char **argv) {
 
   fg_config cfg;
   fg_config_from_env(&cfg);
+  if (cfg.error[0]) {
+    fprintf(stderr, "fakegpu-smi: %s\n", cfg.error);
+    return 2;
+  }
   if (cfg.stub) {
     printf("NVIDIA-SMI has failed because it couldn't communicate with the NVIDIA driver.\n");
     return 9;
@@ -214,14 +238,23 @@ int main(int argc, char **argv) {
   fg_device_usage u0;
   fg_state_device(0, &u0);
   unsigned ndev = u0.ndevices;
-  if (only >= 0 && (unsigned)only >= ndev) {
-    fprintf(stderr, "No devices were found\n");
-    return 6;
+  unsigned mask = (1u << ndev) - 1;
+  if (ids) {
+    if (parse_ids(ids, &mask) != 0) {
+      fprintf(stderr, "Invalid device ID '%s': want an index or a list like 0,2\n", ids);
+      return 2;
+    }
+    if (mask >> ndev) { /* nvidia-smi: an index that is not there */
+      fprintf(stderr, "No devices were found\n");
+      return 6;
+    }
   }
-  unsigned first = only >= 0 ? (unsigned)only : 0, last = only >= 0 ? (unsigned)only + 1 : ndev;
+  unsigned first = 0, last = ndev;
+#define SKIP_(d) if (!(mask & (1u << (d)))) continue
 
   if (list) {
     for (unsigned d = first; d < last; d++) {
+      SKIP_(d);
       char uuid[64];
       uuid_of(d, uuid, sizeof uuid);
       printf("GPU %u: %s (UUID: %s)\n", d, NAME, uuid);
@@ -231,8 +264,13 @@ int main(int argc, char **argv) {
 
   if (!query_gpu && !query_apps) {
     for (unsigned d = first; d < last; d++) {
+      SKIP_(d);
       fg_device_usage u;
       fg_state_device(d, &u);
+      if (u.lost) {
+        printf("GPU %u: %s  [GPU is lost]\n", d, NAME);
+        continue;
+      }
       printf("GPU %u: %s  %llu MiB / %llu MiB used\n", d, NAME,
              (unsigned long long)(u.used_bytes / FG_MIB),
              (unsigned long long)(u.total_bytes / FG_MIB));
@@ -261,6 +299,7 @@ int main(int argc, char **argv) {
     if (header)
       print_header(q, n);
     for (unsigned d = first; d < last; d++) {
+      SKIP_(d);
       fg_device_usage u;
       fg_state_device(d, &u);
       gpu_row(d, &u, q, n, units);
@@ -273,6 +312,7 @@ int main(int argc, char **argv) {
     if (header)
       print_header(q, n);
     for (unsigned d = first; d < last; d++) {
+      SKIP_(d);
       fg_proc_usage procs[FG_MAX_PROCS];
       unsigned np = 0;
       fg_state_procs(d, procs, FG_MAX_PROCS, &np);

@@ -8,6 +8,7 @@
 #include "fg_state.h"
 
 #define NV_API __attribute__((visibility("default")))
+#define NVML_ERROR_GPU_IS_LOST 15
 
 struct nvmlDevice_st {
   unsigned index;
@@ -50,6 +51,7 @@ NV_API const char *nvmlErrorString(nvmlReturn_t r) {
   case NVML_ERROR_INSUFFICIENT_SIZE: return "Insufficient Size";
   case NVML_ERROR_DRIVER_NOT_LOADED: return "Driver Not Loaded";
   case NVML_ERROR_LIBRARY_NOT_FOUND: return "NVML Shared Library Not Found";
+  case NVML_ERROR_GPU_IS_LOST: return "GPU is lost";
   default: return "Unknown Error";
   }
 }
@@ -97,7 +99,40 @@ static nvmlReturn_t usage(nvmlDevice_t dev, fg_device_usage *u) {
   nvmlReturn_t r = check_dev(dev);
   if (r)
     return r;
-  return fg_state_device(dev->index, u) == 0 ? NVML_SUCCESS : NVML_ERROR_UNKNOWN;
+  if (fg_state_device(dev->index, u) != 0)
+    return NVML_ERROR_UNKNOWN;
+  return u->lost ? NVML_ERROR_GPU_IS_LOST : NVML_SUCCESS;
+}
+
+NV_API nvmlReturn_t nvmlDeviceGetIndex(nvmlDevice_t dev, unsigned int *index) {
+  nvmlReturn_t r = check_dev(dev);
+  if (r)
+    return r;
+  if (!index)
+    return NVML_ERROR_INVALID_ARGUMENT;
+  *index = dev->index;
+  return NVML_SUCCESS;
+}
+
+/* "GPU-66616b65-6770-752d-6562-6210421337NN", as fakegpu-smi and
+ * cuDeviceGetUuid spell it. */
+NV_API nvmlReturn_t nvmlDeviceGetUUID(nvmlDevice_t dev, char *uuid, unsigned int len) {
+  nvmlReturn_t r = check_dev(dev);
+  if (r)
+    return r;
+  if (!uuid)
+    return NVML_ERROR_INVALID_ARGUMENT;
+  static const unsigned char b[15] = {'f', 'a', 'k', 'e', 'g', 'p', 'u', '-',
+                                      'e', 'b', 'b', 0x10, 0x42, 0x13, 0x37};
+  char buf[64];
+  snprintf(buf, sizeof buf,
+           "GPU-%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-%02x%02x%02x%02x%02x%02x", b[0], b[1],
+           b[2], b[3], b[4], b[5], b[6], b[7], b[8], b[9], b[10], b[11], b[12], b[13], b[14],
+           dev->index);
+  if (len < strlen(buf) + 1)
+    return NVML_ERROR_INSUFFICIENT_SIZE;
+  memcpy(uuid, buf, strlen(buf) + 1);
+  return NVML_SUCCESS;
 }
 
 NV_API nvmlReturn_t nvmlDeviceGetMemoryInfo(nvmlDevice_t dev, nvmlMemory_t *mem) {
@@ -137,6 +172,8 @@ NV_API nvmlReturn_t nvmlDeviceGetComputeRunningProcesses_v3(nvmlDevice_t dev, un
     return NVML_ERROR_INVALID_ARGUMENT;
   fg_proc_usage procs[FG_MAX_PROCS];
   unsigned n = 0;
+  if (fg_state_lost(dev->index))
+    return NVML_ERROR_GPU_IS_LOST;
   if (fg_state_procs(dev->index, procs, FG_MAX_PROCS, &n) != 0)
     return NVML_ERROR_UNKNOWN;
   if (*count < n) {

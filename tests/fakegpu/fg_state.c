@@ -13,7 +13,7 @@
 #include <unistd.h>
 
 #define FG_MAGIC 0x3054534750474b46ull /* "FKGPGST0" */
-#define FG_VERSION 1u
+#define FG_VERSION 2u
 
 typedef struct fg_slot {
   int32_t pid;
@@ -27,8 +27,9 @@ typedef struct fg_file {
   uint64_t magic;
   uint32_t version;
   uint32_t ndevices;
-  uint64_t total_bytes;
+  uint64_t total_bytes[FG_MAX_DEVICES];
   uint64_t granularity;
+  uint32_t lost[FG_MAX_DEVICES];
   fg_slot slots[FG_MAX_PROCS];
 } fg_file;
 
@@ -52,12 +53,83 @@ static uint64_t env_u64(const char *name, uint64_t def) {
   return x;
 }
 
+/* FAKEGPU_MEMORY_MIB: one figure for every device, or a list with one per
+ * device ("8192,8192,4096,4096"); a list alone sets the number of devices. */
+static void parse_memory(fg_config *cfg, int devices_set) {
+  const char *v = getenv("FAKEGPU_MEMORY_MIB");
+  uint64_t mib[FG_MAX_DEVICES];
+  unsigned n = 0;
+  if (v && *v) {
+    const char *p = v;
+    for (;;) {
+      char *end;
+      errno = 0;
+      unsigned long long x = strtoull(p, &end, 10);
+      if (end == p || errno || x == 0 || n == FG_MAX_DEVICES || (*end && *end != ',')) {
+        snprintf(cfg->error, sizeof cfg->error,
+                 "FAKEGPU_MEMORY_MIB='%.100s' is not a list of at most %d positive MiB "
+                 "figures, one per device", v, FG_MAX_DEVICES);
+        n = 0;
+        break;
+      }
+      mib[n++] = x;
+      if (!*end)
+        break;
+      p = end + 1;
+    }
+  }
+  if (n == 0)
+    mib[n++] = 81920;
+  if (n > 1 && !devices_set)
+    cfg->ndevices = n;
+  if (n > 1 && n != cfg->ndevices && !cfg->error[0])
+    snprintf(cfg->error, sizeof cfg->error,
+             "FAKEGPU_MEMORY_MIB has %u figures but FAKEGPU_DEVICES=%u", n, cfg->ndevices);
+  for (unsigned d = 0; d < FG_MAX_DEVICES; d++)
+    cfg->total_bytes[d] = mib[d < n ? d : n - 1] * FG_MIB;
+}
+
+/* FAKEGPU_FAIL_DEVICE=D[:after=N][:lost] */
+static void parse_fail_device(fg_config *cfg) {
+  cfg->fail_device = -1;
+  const char *v = getenv("FAKEGPU_FAIL_DEVICE");
+  if (!v || !*v)
+    return;
+  char *end;
+  long d = strtol(v, &end, 10);
+  long after = 0;
+  int lost = 0, ok = end != v && d >= 0 && d < (long)cfg->ndevices;
+  while (ok && *end == ':') {
+    const char *opt = end + 1;
+    if (!strncmp(opt, "after=", 6)) {
+      after = strtol(opt + 6, &end, 10);
+      ok = end != opt + 6 && after >= 0;
+    } else if (!strncmp(opt, "lost", 4)) {
+      lost = 1;
+      end = (char *)opt + 4;
+    } else {
+      ok = 0;
+    }
+  }
+  if (!ok || *end) {
+    snprintf(cfg->error, sizeof cfg->error,
+             "FAKEGPU_FAIL_DEVICE='%.100s': want D[:after=N][:lost] with D a device below %u", v,
+             cfg->ndevices);
+    return;
+  }
+  cfg->fail_device = (int)d;
+  cfg->fail_after = after;
+  cfg->fail_lost = lost;
+}
+
 void fg_config_from_env(fg_config *cfg) {
   memset(cfg, 0, sizeof *cfg);
   cfg->ndevices = (unsigned)env_u64("FAKEGPU_DEVICES", 1);
   if (cfg->ndevices > FG_MAX_DEVICES)
     cfg->ndevices = FG_MAX_DEVICES;
-  cfg->total_bytes = env_u64("FAKEGPU_MEMORY_MIB", 81920) * FG_MIB;
+  const char *devs = getenv("FAKEGPU_DEVICES");
+  parse_memory(cfg, devs && *devs);
+  parse_fail_device(cfg);
   cfg->granularity = env_u64("FAKEGPU_GRANULARITY_KIB", 2048) * 1024;
   if (cfg->granularity == 0)
     cfg->granularity = 2048 * 1024;
@@ -164,8 +236,9 @@ static void write_config_locked(void) {
   g_file->magic = FG_MAGIC;
   g_file->version = FG_VERSION;
   g_file->ndevices = g_cfg.ndevices;
-  g_file->total_bytes = g_cfg.total_bytes;
+  memcpy(g_file->total_bytes, g_cfg.total_bytes, sizeof g_file->total_bytes);
   g_file->granularity = g_cfg.granularity;
+  memset(g_file->lost, 0, sizeof g_file->lost);
 }
 
 static int open_locked(void) {
@@ -291,12 +364,13 @@ int fg_state_charge(unsigned dev, uint64_t bytes, int is_ctx) {
     return -ENOENT;
   }
   uint64_t used = used_locked(dev);
-  if (used + bytes > g_file->total_bytes || used + bytes < used) {
+  uint64_t total = g_file->total_bytes[dev];
+  if (used + bytes > total || used + bytes < used) {
     reap_locked(); /* a dead process may still hold memory */
     used = used_locked(dev);
   }
   int rc = 0;
-  if (used + bytes > g_file->total_bytes || used + bytes < used) {
+  if (used + bytes > total || used + bytes < used) {
     rc = -ENOMEM;
   } else {
     g_file->slots[g_slot].used[dev] += bytes;
@@ -328,11 +402,26 @@ int fg_state_device(unsigned dev, fg_device_usage *out) {
   }
   reap_locked();
   out->ndevices = g_file->ndevices;
-  out->total_bytes = g_file->total_bytes;
+  out->total_bytes = dev < FG_MAX_DEVICES ? g_file->total_bytes[dev] : 0;
   out->granularity = g_file->granularity;
   out->used_bytes = dev < FG_MAX_DEVICES ? used_locked(dev) : 0;
+  out->lost = dev < FG_MAX_DEVICES && g_file->lost[dev];
   unlock();
   return 0;
+}
+
+void fg_state_set_lost(unsigned dev) {
+  if (dev >= FG_MAX_DEVICES)
+    return;
+  lock();
+  if (g_file)
+    g_file->lost[dev] = 1;
+  unlock();
+}
+
+int fg_state_lost(unsigned dev) {
+  const volatile fg_file *f = g_file;
+  return f && dev < FG_MAX_DEVICES && f->lost[dev];
 }
 
 int fg_state_procs(unsigned dev, fg_proc_usage *out, unsigned max, unsigned *n) {

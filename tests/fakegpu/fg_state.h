@@ -22,17 +22,24 @@
  * first process that attaches while no other live process holds a slot. */
 typedef struct fg_config {
   unsigned ndevices;
-  uint64_t total_bytes;   /* per device */
+  uint64_t total_bytes[FG_MAX_DEVICES]; /* memory of each device */
   uint64_t granularity;   /* bytes */
   uint64_t context_bytes; /* this process's cost of one context */
   long fail_alloc_at;     /* 0: never */
   long fault_launch_at;   /* 0: never */
   int stub;
   int poison;
+  /* FAKEGPU_FAIL_DEVICE=D[:after=N][:lost]: device D fails at this process's
+   * (N+1)th call on it that needs a context. */
+  int fail_device;        /* -1: none */
+  long fail_after;
+  int fail_lost;          /* 1: the device is lost for everyone; 0: sticky 700 */
+  char error[256];        /* a bad setting, named; "" when the environment is fine */
   char state_path[4096];
 } fg_config;
 
-/* Reads the environment (defaults as documented in README.md). */
+/* Reads the environment (defaults as documented in README.md). A setting
+ * that cannot be used is described in cfg->error. */
 void fg_config_from_env(fg_config *cfg);
 
 typedef struct fg_proc_usage {
@@ -43,9 +50,10 @@ typedef struct fg_proc_usage {
 
 typedef struct fg_device_usage {
   unsigned ndevices;
-  uint64_t total_bytes;
+  uint64_t total_bytes; /* of this device */
   uint64_t granularity;
   uint64_t used_bytes; /* all live processes together */
+  int lost;            /* the device fell off the bus (FAKEGPU_FAIL_DEVICE ...:lost) */
 } fg_device_usage;
 
 /* Opens (creates if absent) the state file. With register_self, also takes a
@@ -62,6 +70,11 @@ void fg_state_forget(void);
 int fg_state_charge(unsigned dev, uint64_t bytes, int is_ctx);
 /* Takes bytes back (never below 0). is_ctx counts one context less. */
 void fg_state_uncharge(unsigned dev, uint64_t bytes, int is_ctx);
+
+/* Marks dev lost for every process on this state file, until no live
+ * process is left. fg_state_lost reads the mark without taking the lock. */
+void fg_state_set_lost(unsigned dev);
+int fg_state_lost(unsigned dev);
 
 /* Device totals after reclaiming dead processes. */
 int fg_state_device(unsigned dev, fg_device_usage *out);

@@ -16,6 +16,7 @@
 #include <unistd.h>
 
 #include "device/cuda_api.h"
+#include "device/kernel_twin.h"
 #include "test.h"
 
 extern char **environ;

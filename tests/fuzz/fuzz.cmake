@@ -4,7 +4,7 @@
 #    EBB_FUZZ_REPLAY_ITERS seeded mutations (under ASan in `make asan`);
 #  - EBB_FUZZ_LIBFUZZER=ON (clang; scripts/fuzz.sh sets it): fuzz_<target>,
 #    a libFuzzer binary.
-set(EBB_FUZZ_TARGETS config options policy cache transcribe decode ledger)
+set(EBB_FUZZ_TARGETS config options policy cache transcribe decode ledger wire)
 set(EBB_FUZZ_REPLAY_ITERS 2000 CACHE STRING "mutations per fuzz_<target> ctest run")
 option(EBB_FUZZ_LIBFUZZER "Also build libFuzzer binaries (needs clang)" OFF)
 set(EBB_FUZZ_DIR ${CMAKE_CURRENT_LIST_DIR})

@@ -24,7 +24,7 @@ cat > "$T/cfg.json" <<'JSON'
   "other": {"stages": [{"stage": "synthetic", "name": "o", "options": {"weights_mib": 320}}]}}}
 JSON
 echo "any input" > "$T/input.txt"
-"$EBB" serve --config "$T/cfg.json" --listen 127.0.0.1:0 --data-dir "$T/data" --no-cache \
+"$EBB" serve --config "$T/cfg.json" --listen 127.0.0.1:0 --data-dir "$T/data" --input-dir "$T" --no-cache \
   > "$T/log" 2>&1 &
 SERVER=$!
 trap 'kill -TERM $SERVER 2>/dev/null; wait $SERVER 2>/dev/null' EXIT

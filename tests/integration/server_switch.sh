@@ -44,14 +44,16 @@ used=$("$FAKEGPU_SMI" --query-compute-apps=pid,used_memory --format=csv,noheader
 echo "$EBB_HOOK_EVENT $EBB_HOOK_STAGE $EBB_HOOK_RELEASED_BYTES $used" >> "$HOOK_LOG"
 SH
 export HOOK_LOG="$T/hook.log" EBB_STAGE_HOOK="sh $T/hook.sh"
-"$EBB" serve --config "$T/cfg.json" --listen 127.0.0.1:0 --data-dir "$T/data" > "$T/log" 2>&1 &
+"$EBB" serve --config "$T/cfg.json" --listen 127.0.0.1:0 --data-dir "$T/data" --input-dir "$T" > "$T/log" 2>&1 &
 SERVER=$!
 for _ in $(seq 100); do grep -q '^ebb: listening on' "$T/log" 2>/dev/null && break; sleep 0.1; done
 URL=$(head -1 "$T/log" | sed -n 's/^ebb: listening on //p')
 [ -n "$URL" ] || { echo "FAIL: no listening line"; cat "$T/log"; exit 1; }
 req() {
   local m=$1 p=$2; shift 2
-  BODY=$(curl -s -o - -w '\n%{http_code}' -X "$m" "$URL$p" "$@")
+  local ct=() # JSON bodies say so (the server refuses other types for them)
+  case " $* " in *" -d "*) ct=(-H 'Content-Type: application/json') ;; esac
+  BODY=$(curl -s -o - -w '\n%{http_code}' -X "$m" "$URL$p" "${ct[@]}" "$@")
   CODE=${BODY##*$'\n'}
   BODY=${BODY%$'\n'*}
 }
@@ -78,7 +80,7 @@ nloads=$(grep -c 'a1 load\|\[a1\] load' "$T/log")
 
 # an item in flight (1.5 s) while B is loaded
 curl -s -o "$T/item2" -w '%{http_code}' -X POST "$URL/v1/sessions/$SID/items" \
-  -d "{\"input\": \"$T/input.txt\"}" > "$T/item2.code" &
+  -H 'Content-Type: application/json' -d "{\"input\": \"$T/input.txt\"}" > "$T/item2.code" &
 ITEM=$!
 # sample fakegpu-smi from outside during the switch
 ( while :; do smi_used; sleep 0.02; done ) > "$T/samples" &

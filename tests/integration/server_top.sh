@@ -21,7 +21,7 @@ cat > "$T/cfg.json" <<'JSON'
                       {"stage": "synthetic", "name": "b", "options": {"weights_mib": 512, "run_ms": 1500}}]}}}
 JSON
 echo "any input" > "$T/input.txt"
-"$EBB" serve --config "$T/cfg.json" --listen 127.0.0.1:0 --data-dir "$T/data" --no-cache \
+"$EBB" serve --config "$T/cfg.json" --listen 127.0.0.1:0 --data-dir "$T/data" --input-dir "$T" --no-cache \
   > "$T/log" 2>&1 &
 SERVER=$!
 trap '$TM kill-server 2>/dev/null; kill -TERM $SERVER 2>/dev/null; wait $SERVER 2>/dev/null' EXIT
@@ -43,18 +43,21 @@ wait_screen() { # grep-pattern what [tries]
   return 1
 }
 wait_screen "$URL · live" "the live header"
-curl -s -X POST "$URL/v1/jobs" -d "{\"pipeline\": \"demo\", \"input\": \"$T/input.txt\"}" > "$T/job"
+curl -s -X POST "$URL/v1/jobs" -H 'Content-Type: application/json' \
+  -d "{\"pipeline\": \"demo\", \"input\": \"$T/input.txt\"}" > "$T/job"
+JOB=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["id"])' "$T/job" 2>/dev/null)
+[ -n "$JOB" ] || { fail "POST /v1/jobs answered $(cat "$T/job")"; JOB=none; }
 wait_screen "demo ▸ a .*384 MiB" "owner 'demo ▸ a' holding 384 MiB" 150
 wait_screen "demo ▸ b .*512 MiB" "owner 'demo ▸ b' holding 512 MiB" 150
 # the release figures of both stages, as GET /v1/jobs/1 reports them
 for _ in $(seq 200); do
-  S=$(curl -s "$URL/v1/jobs/1" | python3 -c 'import json,sys; print(json.load(sys.stdin)["state"])')
+  S=$(curl -s "$URL/v1/jobs/$JOB" | python3 -c 'import json,sys; print(json.load(sys.stdin)["state"])')
   [ "$S" = succeeded ] && break
   sleep 0.1
 done
 [ "$S" = succeeded ] || fail "job 1 ended $S"
 for st in a b; do
-  MIB=$(curl -s "$URL/v1/jobs/1" | python3 -c "import json,sys; print([s for s in json.load(sys.stdin)['stages'] if s['name']=='$st'][0]['released_bytes'] >> 20)")
+  MIB=$(curl -s "$URL/v1/jobs/$JOB" | python3 -c "import json,sys; print([s for s in json.load(sys.stdin)['stages'] if s['name']=='$st'][0]['released_bytes'] >> 20)")
   wait_screen "-$MIB MiB released by $st" "the release of stage $st (-$MIB MiB)"
 done
 cp "$T/screen" "$EBB_BUILD_DIR/artifacts/top.txt" 2>/dev/null ||
@@ -79,7 +82,7 @@ $TM kill-server 2>/dev/null
 
 # the driver's view: NVML lists the server (it holds the context while a
 # pipeline is loaded)
-curl -s -X POST "$URL/v1/pipelines/demo/load" > /dev/null
+curl -s -X POST -H "Content-Type: application/json" "$URL/v1/pipelines/demo/load" > /dev/null
 OUT=$(COLUMNS=100 "$EBB" top --local --once)
 echo "$OUT" | grep -Eq "^ +$SERVER +ebb +[0-9.]+ [MG]iB" || fail "ebb top --local does not list the server (pid $SERVER): $OUT"
 OUT=$(COLUMNS=100 "$EBB" top --server http://127.0.0.1:1 --once)

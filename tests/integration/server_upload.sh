@@ -23,14 +23,16 @@ cat > "$T/cfg.json" <<'JSON'
 {"pipelines": {"echo": {"stages": [{"stage": "synthetic", "name": "e", "options": {"weights_mib": 8}}]}},
  "server": {"max_upload_mib": 1}}
 JSON
-"$EBB" serve --config "$T/cfg.json" --listen 127.0.0.1:0 --data-dir "$T/data" --no-cache > "$T/log" 2>&1 &
+"$EBB" serve --config "$T/cfg.json" --listen 127.0.0.1:0 --data-dir "$T/data" --input-dir "$T" --no-cache > "$T/log" 2>&1 &
 SERVER=$!
 for _ in $(seq 100); do grep -q '^ebb: listening on' "$T/log" 2>/dev/null && break; sleep 0.1; done
 URL=$(head -1 "$T/log" | sed -n 's/^ebb: listening on //p')
 [ -n "$URL" ] || { echo "FAIL: no listening line"; cat "$T/log"; exit 1; }
 req() {
   local m=$1 p=$2; shift 2
-  BODY=$(curl -s -o - -w '\n%{http_code}' -X "$m" "$URL$p" "$@")
+  local ct=() # JSON bodies say so (the server refuses other types for them)
+  case " $* " in *" -d "*) ct=(-H 'Content-Type: application/json') ;; esac
+  BODY=$(curl -s -o - -w '\n%{http_code}' -X "$m" "$URL$p" "${ct[@]}" "$@")
   CODE=${BODY##*$'\n'}
   BODY=${BODY%$'\n'*}
 }

@@ -12,6 +12,7 @@
 
 #include "device/cuda_api.h"
 #include "device/cuda_driver.h"
+#include "device/kernel_twin.h"
 #include "device/device.h"
 #include "support/devtest.h"
 #include "test.h"

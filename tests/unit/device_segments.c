@@ -7,7 +7,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "device/cuda_api.h"
+#include "device/kernel_twin.h"
 #include "device/device.h"
 #include "support/devtest.h"
 #include "test.h"

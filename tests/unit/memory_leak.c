@@ -141,9 +141,28 @@ static void test_sites_copied(void) {
   ebb_device_close(d);
 }
 
+/* No site (NULL, as memory.h allows) is reported as "?". */
+static void test_no_site(void) {
+  ebb_device *d = mt_open("cpu");
+  ebb_allocator *a = NULL;
+  REQUIRE(ebb_allocator_create(d, NULL, &a) == 0);
+  ebb_owner *o = NULL;
+  REQUIRE(ebb_owner_create(a, "anon", NULL, &o) == 0);
+  uint64_t x;
+  CHECK_EQ_INT(ebb_mem_alloc(o, 4096, NULL, &x), 0);
+  ebb_leak_report *r = NULL;
+  ebb_owner_destroy(o, &r);
+  REQUIRE(r != NULL && r->nleaks == 1);
+  CHECK_EQ_STR(r->leaks[0].site, "?");
+  ebb_leak_report_free(r);
+  ebb_allocator_destroy(a);
+  ebb_device_close(d);
+}
+
 int main(void) {
   RUN(test_report);
   RUN(test_sites_copied);
+  RUN(test_no_site);
   RUN(test_handler_children_and_reclaim);
   return TEST_END();
 }

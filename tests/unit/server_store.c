@@ -1,10 +1,12 @@
 /* The job store (SQLite): insert / running / finish / get / counts / queued;
  * a reopened store keeps the history, marks jobs left running as failed
  * ("server restarted") and keeps queued ones queued; ids keep growing;
+ * public ids and owners, requeue, retention by count and age;
  * errors name the path. */
 #include <jansson.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <time.h>
 #include <string.h>
 #include <sys/stat.h>
 
@@ -21,9 +23,9 @@ static void test_lifecycle_and_restart(void) {
   REQUIRE(ebb_store_open(db, &s, &interrupted) == 0);
   CHECK_EQ_INT(interrupted, 0);
   int64_t a = 0, b = 0, c = 0;
-  CHECK_EQ_INT(ebb_store_insert(s, "syn", "/in/a", "{\"x\":{\"run_ms\":5}}", &a), 0);
-  CHECK_EQ_INT(ebb_store_insert(s, "syn", "/in/b", NULL, &b), 0);
-  CHECK_EQ_INT(ebb_store_insert(s, "songtrace", NULL, NULL, &c), 0);
+  CHECK_EQ_INT(ebb_store_insert(s, "uid-a", "", "syn", "/in/a", "{\"x\":{\"run_ms\":5}}", &a), 0);
+  CHECK_EQ_INT(ebb_store_insert(s, "uid-b", "t1", "syn", "/in/b", NULL, &b), 0);
+  CHECK_EQ_INT(ebb_store_insert(s, "uid-c", "", "songtrace", NULL, NULL, &c), 0);
   CHECK(a > 0 && b > a && c > b);
   CHECK_EQ_INT(ebb_store_set_input(s, c, "/data/jobs/3/input-x.wav", "/data/jobs/3/out"), 0);
   CHECK_EQ_INT(ebb_store_set_running(s, a), 0);
@@ -78,7 +80,7 @@ static void test_lifecycle_and_restart(void) {
   CHECK(nq == 1 && ids[0] == c);
   free(ids);
   int64_t d = 0;
-  CHECK_EQ_INT(ebb_store_insert(s, "syn", "/in/d", NULL, &d), 0);
+  CHECK_EQ_INT(ebb_store_insert(s, "uid-d", "", "syn", "/in/d", NULL, &d), 0);
   CHECK(d > c);
   CHECK_EQ_INT(ebb_store_finish(s, d, EBB_JOB_FAILED, "EBB_ESTAGE", "stage 'x' failed", NULL, 0,
                                 "[]"),
@@ -88,6 +90,61 @@ static void test_lifecycle_and_restart(void) {
   json_decref(o);
   ebb_store_close(s);
   ebb_store_close(NULL);
+}
+
+/* public ids and owners, requeue, retention by count and by age */
+static int pruned;
+static void on_prune(void *arg, int64_t id, const char *dir) {
+  (void)arg;
+  (void)id;
+  (void)dir;
+  pruned++;
+}
+
+static void test_ids_requeue_prune(void) {
+  char p[1300];
+  snprintf(p, sizeof p, "%s.ids", db);
+  remove(p);
+  ebb_store *s = NULL;
+  REQUIRE(ebb_store_open(p, &s, NULL) == 0);
+  int64_t ids[6] = {0}, id = 0;
+  char uid[16], owner[32];
+  for (int i = 0; i < 6; i++) {
+    snprintf(uid, sizeof uid, "u%d", i);
+    CHECK_EQ_INT(ebb_store_insert(s, uid, i % 2 ? "tok" : "", "syn", "/in", NULL, &ids[i]), 0);
+  }
+  CHECK_EQ_INT(ebb_store_find(s, "u3", &id, owner, sizeof owner), 0);
+  CHECK(id == ids[3]);
+  CHECK_EQ_STR(owner, "tok");
+  CHECK_EQ_INT(ebb_store_find(s, "3", &id, owner, sizeof owner), EBB_ENOTFOUND);
+  json_t *o = NULL;
+  REQUIRE(ebb_store_get(s, ids[3], &o) == 0);
+  CHECK_EQ_STR(sget(o, "id"), "u3");
+  CHECK(!json_object_get(o, "owner")); /* never shown */
+  json_decref(o);
+  /* a job stopped by the server goes back to queued */
+  CHECK_EQ_INT(ebb_store_set_running(s, ids[5]), 0);
+  CHECK_EQ_INT(ebb_store_requeue(s, ids[5]), 0);
+  ebb_job_state st;
+  CHECK_EQ_INT(ebb_store_state(s, ids[5], &st), 0);
+  CHECK_EQ_INT(st, EBB_JOB_QUEUED);
+  for (int i = 0; i < 5; i++)
+    ebb_store_finish(s, ids[i], EBB_JOB_SUCCEEDED, NULL, NULL, NULL, 0, "[]");
+  /* keep the newest 2 finished: 0, 1, 2 go; the queued one stays */
+  pruned = 0;
+  CHECK_EQ_INT(ebb_store_prune(s, 2, 0, on_prune, NULL), 3);
+  CHECK_EQ_INT(pruned, 3);
+  CHECK_EQ_INT(ebb_store_state(s, ids[2], &st), EBB_ENOTFOUND);
+  CHECK_EQ_INT(ebb_store_state(s, ids[3], &st), 0);
+  CHECK_EQ_INT(ebb_store_state(s, ids[5], &st), 0);
+  CHECK_EQ_INT(ebb_store_prune(s, 2, 0, NULL, NULL), 0);
+  /* by age: finished more than an hour ago: none; 1 ms: both */
+  CHECK_EQ_INT(ebb_store_prune(s, 0, 3600, NULL, NULL), 0);
+  struct timespec ts = {0, 5 * 1000000L};
+  nanosleep(&ts, NULL);
+  CHECK_EQ_INT(ebb_store_prune(s, 0, 0.001, NULL, NULL), 2);
+  CHECK_EQ_INT(ebb_store_state(s, ids[5], &st), 0);
+  ebb_store_close(s);
 }
 
 static void test_bad_path(void) {
@@ -116,6 +173,7 @@ int main(void) {
   snprintf(w, sizeof w, "%s-wal", db);
   remove(w);
   RUN(test_lifecycle_and_restart);
+  RUN(test_ids_requeue_prune);
   RUN(test_bad_path);
   RUN(test_state_names);
   return TEST_END();

@@ -3,6 +3,7 @@
  * the CSV has one row per f0 frame, and songtrace.json holds everything. */
 #include <jansson.h>
 #include <math.h>
+#include <sndfile.h>
 #include <sys/stat.h>
 
 #include "stages/audio/export.h"
@@ -196,6 +197,79 @@ static void test_formats_option(void) {
   th_items_free(&in);
 }
 
+/* Reads a stem back with libsndfile: format, rate, channels, frames and the
+ * samples within 16-bit rounding. */
+static void check_stem(const char *path, int major, const float *x, sf_count_t frames) {
+  SF_INFO si = {0};
+  SNDFILE *f = sf_open(path, SFM_READ, &si);
+  CHECK(f != NULL);
+  if (!f)
+    return;
+  CHECK_EQ_INT(si.format & SF_FORMAT_TYPEMASK, major);
+  CHECK_EQ_INT(si.samplerate, 16000);
+  CHECK_EQ_INT(si.channels, 1);
+  CHECK_EQ_INT((int)si.frames, (int)frames);
+  float *y = calloc((size_t)frames, sizeof *y);
+  CHECK_EQ_INT((int)sf_readf_float(f, y, frames), (int)frames);
+  double worst = 0;
+  for (sf_count_t i = 0; i < frames; i++)
+    worst = fmax(worst, fabs((double)y[i] - x[i]));
+  CHECK(worst < 1.0 / 16384);
+  free(y);
+  sf_close(f);
+}
+
+static void test_stems(void) {
+  th_ctx t;
+  th_init(&t, EBB_DEV_KIND_CPU);
+  const char *tmp = getenv("EBB_TEST_TMP");
+  snprintf(t.outdir, sizeof t.outdir, "%s/out3", tmp ? tmp : "/tmp/stages_export_files");
+  enum { N = 8000 };
+  static float v[N], a[N];
+  for (int i = 0; i < N; i++) {
+    v[i] = (float)(0.5 * sin(2 * M_PI * 220.0 * i / 16000.0));
+    a[i] = (float)(0.25 * sin(2 * M_PI * 55.0 * i / 16000.0));
+  }
+  ebb_items in = {0}, out = {0};
+  th_add_audio(&in, "vocals", v, N, 1, 16000);
+  th_add_audio(&in, "accompaniment", a, N, 1, 16000);
+  /* default: FLAC stems, each a FILE item */
+  CHECK_EQ_INT(th_run_stage(&t, &ebb_stage_export, "{\"formats\":\"json\"}", &in, &out), 0);
+  char p1[4200], p2[4200];
+  snprintf(p1, sizeof p1, "%s/vocals.flac", t.outdir);
+  snprintf(p2, sizeof p2, "%s/accompaniment.flac", t.outdir);
+  check_stem(p1, SF_FORMAT_FLAC, v, N);
+  check_stem(p2, SF_FORMAT_FLAC, a, N);
+  CHECK_EQ_INT(out.n, 3);
+  CHECK_EQ_STR(out.name[0], "vocals.flac");
+  CHECK_EQ_STR(out.name[1], "accompaniment.flac");
+  CHECK(strstr(t.log, "vocals.flac (0.5 s, 16000 Hz, 1 channel)") != NULL);
+  th_items_free(&out);
+  /* WAV on request */
+  CHECK_EQ_INT(th_run_stage(&t, &ebb_stage_export, "{\"formats\":\"json\",\"stems\":\"wav\"}",
+                            &in, &out), 0);
+  snprintf(p1, sizeof p1, "%s/vocals.wav", t.outdir);
+  check_stem(p1, SF_FORMAT_WAV, v, N);
+  th_items_free(&out);
+  /* off: no stem files; without the items, a stale stem is removed */
+  CHECK_EQ_INT(th_run_stage(&t, &ebb_stage_export, "{\"formats\":\"json\",\"stems\":\"none\"}",
+                            &in, &out), 0);
+  CHECK_EQ_INT(out.n, 1);
+  th_items_free(&out);
+  th_items_free(&in);
+  th_add_json(&in, "notes", notes_json);
+  CHECK_EQ_INT(th_run_stage(&t, &ebb_stage_export, "{\"formats\":\"json\"}", &in, &out), 0);
+  snprintf(p2, sizeof p2, "%s/vocals.flac", t.outdir);
+  struct stat st;
+  CHECK(stat(p2, &st) != 0);
+  CHECK(strstr(t.log, "removed the one an earlier run left") != NULL);
+  th_items_free(&out);
+  th_items_free(&in);
+  void *s = NULL;
+  CHECK_EQ_INT(ebb_stage_export.load(&t.base, "{\"stems\":\"mp3\"}", &s), EBB_ECONFIG);
+  CHECK(strstr(t.err, "option stems: \"mp3\"") != NULL);
+}
+
 static void test_lrc_timestamp(void) {
   char b[32];
   ebb_lrc_timestamp(0.0, b, sizeof b);
@@ -226,6 +300,7 @@ static void test_midi_edge(void) {
 int main(void) {
   RUN(test_all_formats);
   RUN(test_formats_option);
+  RUN(test_stems);
   RUN(test_lrc_timestamp);
   RUN(test_midi_edge);
   return TEST_END();

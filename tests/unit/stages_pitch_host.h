@@ -13,7 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "device/cuda_api.h"
+#include "device/kernel_twin.h"
 #include "ebb/stage.h"
 
 #define TH_MAX_ITEMS 32

@@ -15,7 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "device/cuda_api.h"
+#include "device/kernel_twin.h"
 #include "ebb/stage.h"
 
 #define SHIM_MAX_ITEMS 16

@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "test.h"
+#include "worker/item_wire.h"
 #include "worker/proc.h"
 #include "worker/wire.h"
 
@@ -238,7 +239,7 @@ static void test_mutations(void) {
                          "\"frames\":4,\"channels\":1,\"rate\":8000,\"shm\":\"x\",\"bytes\":16}]}",
                          "{\"type\":\"error\",\"code\":\"EBB_EOOM\",\"message\":\"\u00e9\"}"};
   unsigned seed = 12345;
-  int ok = 0, more = 0, bad = 0;
+  int ok = 0, more = 0, bad = 0, items_ok = 0;
   for (int iter = 0; iter < 30000; iter++) {
     const char *b = seeds[iter % 3];
     unsigned char buf[512];
@@ -261,6 +262,17 @@ static void test_mutations(void) {
       ok++;
       CHECK(used <= n && json_is_object(m) &&
             json_string_value(json_object_get(m, "type")) != NULL);
+      /* and the items of a decoded frame through the one item codec */
+      json_t *items = json_object_get(m, "items");
+      for (size_t i = 0; i < json_array_size(items); i++) {
+        ebb_wire_item it;
+        int irc = ebb_wire_item_decode(json_array_get(items, i), i, NULL, &it);
+        items_ok += irc == 0;
+        CHECK_MSG(irc == 0 || (irc == EBB_EPROTO && has(ebb_errmsg(), "item #")),
+                  "iteration %d: item rc %d '%s'", iter, irc, ebb_errmsg());
+        CHECK_MSG(irc || it.kind != EBB_ITEM_AUDIO || (it.channels >= 1 && it.channels <= 64),
+                  "iteration %d: accepted %u channels", iter, it.channels);
+      }
     } else if (rc == 0) {
       more++;
       CHECK(used == 0);
@@ -270,8 +282,9 @@ static void test_mutations(void) {
     }
     json_decref(m);
   }
-  fprintf(stderr, "mutations: %d decoded, %d incomplete, %d refused\n", ok, more, bad);
-  CHECK(ok > 0 && more > 0 && bad > 0); /* every outcome was exercised */
+  fprintf(stderr, "mutations: %d decoded (%d items accepted), %d incomplete, %d refused\n", ok,
+          items_ok, more, bad);
+  CHECK(ok > 0 && more > 0 && bad > 0 && items_ok > 0); /* every outcome was exercised */
 }
 
 int main(void) {

@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "stages/audio/st_util.h"
+#include "stages/options.h"
 
 typedef struct align_state {
   char *lyrics_path; /* NULL: none */
@@ -16,49 +17,53 @@ typedef struct align_state {
   ebb_vad_params vad;
 } align_state;
 
-static const char align_schema[] =
-    "{"
-    "\"lyrics\":{\"type\":\"string\",\"default\":\"\",\"description\":\"path of a text file with "
-    "the lyrics, one line per lyric line (relative to the current directory); empty: none\"},"
-    "\"snap_ms\":{\"type\":\"number\",\"default\":150,\"description\":\"word boundaries move to a "
-    "voice-activity onset/offset this close\"},"
-    "\"vad_range_db\":{\"type\":\"number\",\"default\":20,\"description\":\"active: within this "
-    "many dB of the vocals' loud level\"},"
-    "\"vad_floor_db\":{\"type\":\"number\",\"default\":-55,\"description\":\"active: above this "
-    "level, dBFS\"},"
-    "\"vad_max_aperiodicity\":{\"type\":\"number\",\"default\":0.2,\"description\":\"active: "
-    "YIN aperiodicity (min d', 5-frame median) at most this; 1: energy only\"},"
-    "\"min_phrase_ms\":{\"type\":\"number\",\"default\":450,\"description\":\"shorter "
-    "phrases are dropped\"},"
-    "\"phrase_gap_ms\":{\"type\":\"number\",\"default\":350,\"description\":\"activity closer "
-    "than this is one phrase\"}"
-    "}";
+/* The options, each written once (stages/options.h); ebb_vad_defaults takes
+ * its defaults from here too. */
+#define ALIGN_OPTIONS(NUM, INT, STR, BOOL, SEP)                                                   \
+  STR(lyrics, "",                                                                                 \
+      "path of a text file with the lyrics, one line per lyric line (relative to the current "    \
+      "directory); empty: none") SEP                                                              \
+  NUM(snap_ms, 150, 0, 5000, "word boundaries move to a voice-activity onset/offset this close")  \
+  SEP                                                                                             \
+  NUM(vad_range_db, 20, 1, 120, "active: within this many dB of the vocals' loud level") SEP      \
+  NUM(vad_floor_db, -55, -160, 0, "active: above this level, dBFS") SEP                           \
+  NUM(vad_max_aperiodicity, 0.2, 0.01, 1,                                                         \
+      "active: YIN aperiodicity (min d', 5-frame median) at most this; 1: energy only") SEP       \
+  NUM(min_phrase_ms, 450, 0, 60000, "shorter phrases are dropped") SEP                            \
+  NUM(phrase_gap_ms, 350, 0, 60000, "activity closer than this is one phrase")
+EBB_STAGE_OPTIONS(ALIGN_OPTIONS)
+
+static void set_vad(const stage_opts *v, ebb_vad_params *vad) {
+  vad->range_db = v->vad_range_db;
+  vad->floor_db = v->vad_floor_db;
+  vad->max_aperiodicity = v->vad_max_aperiodicity;
+  vad->min_phrase_s = v->min_phrase_ms / 1000.0;
+  vad->phrase_gap_s = v->phrase_gap_ms / 1000.0;
+}
+
+void ebb_vad_table_defaults(ebb_vad_params *vad) {
+  stage_opts v;
+  stage_opts_read("align", NULL, &v); /* no JSON: the defaults, cannot fail */
+  set_vad(&v, vad);
+}
 
 static int align_load(ebb_stage_ctx *ctx, const char *options_json, void **state) {
   json_t *o = NULL;
-  int rc = ebb_st_options(ctx, options_json, &o);
-  if (rc)
-    return rc;
-  const char *lyr = NULL;
-  double snap_ms = 150, gap_ms = 350, min_phrase_ms = 450;
-  align_state *s = calloc(1, sizeof *s);
-  if (!s) {
+  stage_opts v;
+  int rc = stage_opts_parse("align", options_json, &o, &v);
+  align_state *s = NULL;
+  if (rc) {
+    rc = ebb_st_fail(ctx, rc, "%s", ebb_errmsg());
+    goto done;
+  }
+  const char *lyr = v.lyrics;
+  if (!(s = calloc(1, sizeof *s))) {
     rc = ebb_st_fail(ctx, EBB_ENOMEM, "out of memory");
     goto done;
   }
   s->vad = ebb_vad_defaults();
-  if ((rc = ebb_st_opt_string(ctx, o, "lyrics", "", &lyr)) ||
-      (rc = ebb_st_opt_number(ctx, o, "snap_ms", 150, 0, 5000, &snap_ms)) ||
-      (rc = ebb_st_opt_number(ctx, o, "vad_range_db", 20, 1, 120, &s->vad.range_db)) ||
-      (rc = ebb_st_opt_number(ctx, o, "vad_floor_db", -55, -160, 0, &s->vad.floor_db)) ||
-      (rc = ebb_st_opt_number(ctx, o, "vad_max_aperiodicity", 0.2, 0.01, 1,
-                              &s->vad.max_aperiodicity)) ||
-      (rc = ebb_st_opt_number(ctx, o, "min_phrase_ms", 450, 0, 60000, &min_phrase_ms)) ||
-      (rc = ebb_st_opt_number(ctx, o, "phrase_gap_ms", 350, 0, 60000, &gap_ms)))
-    goto done;
-  s->vad.min_phrase_s = min_phrase_ms / 1000.0;
-  s->snap_s = snap_ms / 1000.0;
-  s->vad.phrase_gap_s = gap_ms / 1000.0;
+  set_vad(&v, &s->vad);
+  s->snap_s = v.snap_ms / 1000.0;
   if (*lyr && !(s->lyrics_path = strdup(lyr))) {
     rc = ebb_st_fail(ctx, EBB_ENOMEM, "out of memory");
     goto done;
@@ -421,7 +426,7 @@ const ebb_stage ebb_stage_align = {
     .name = "align",
     .version = 1,
     .description = "lyrics to transcript word alignment (edit distance) refined by vocal activity",
-    .options_schema = align_schema,
+    .options_schema = stage_opts_schema,
     .needs_gpu = 0,
     .load = align_load,
     .run = align_run,

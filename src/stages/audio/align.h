@@ -57,6 +57,9 @@ typedef struct ebb_vad_params {
 } ebb_vad_params;
 
 ebb_vad_params ebb_vad_defaults(void);
+/* Sets the fields of vad that are align options to the defaults of the
+ * stage's option table (align.c): ebb_vad_defaults uses it. */
+void ebb_vad_table_defaults(ebb_vad_params *vad);
 
 /* Voice activity segments and phrases (segments joined across short gaps).
  * *segs and *phrases are malloc'd (caller frees; may be NULL when the count

@@ -16,15 +16,9 @@
 #include "stages/audio/pitch.h"
 
 ebb_vad_params ebb_vad_defaults(void) {
-  return (ebb_vad_params){.win_s = 0.02,
-                          .hop_s = 0.01,
-                          .range_db = 20.0,
-                          .floor_db = -55.0,
-                          .fill_s = 0.03,
-                          .min_active_s = 0.05,
-                          .phrase_gap_s = 0.35,
-                          .min_phrase_s = 0.45,
-                          .max_aperiodicity = 0.2};
+  ebb_vad_params p = {.win_s = 0.02, .hop_s = 0.01, .fill_s = 0.03, .min_active_s = 0.05};
+  ebb_vad_table_defaults(&p); /* the rest are align options (align.c's table) */
+  return p;
 }
 
 static int cmp_double(const void *a, const void *b) {

@@ -17,6 +17,7 @@
 
 #include "ebb/error.h"
 #include "ebb/stage.h"
+#include "stages/options.h"
 
 #define READ_BLOCK 4096 /* frames per read */
 /* libsamplerate converts by ratios in [1/256, 256] (SRC_MAX_RATIO). */
@@ -408,11 +409,12 @@ typedef struct dec_state {
   double max_seconds;
 } dec_state;
 
-static const char dec_schema[] =
-    "{"
-    "\"rate\": {\"type\": \"integer\", \"default\": 16000, \"description\": \"working sample rate in Hz (mono)\"},"
-    "\"max_seconds\": {\"type\": \"number\", \"default\": 900, \"description\": \"longest input accepted, seconds\"}"
-    "}";
+/* The options, each written once (stages/options.h). */
+#define DEC_OPTIONS(NUM, INT, STR, BOOL, SEP)                                                     \
+  INT(rate, 16000, 1000, 768000, "working sample rate in Hz (mono)") SEP                          \
+  NUM(max_seconds, 900, 0.001, 86400, "longest input accepted, seconds")
+EBB_STAGE_OPTIONS(DEC_OPTIONS)
+_Static_assert(EBB_DECODE_MAX_RATE == 768000, "decode: the rate option's maximum");
 
 static int dec_fail(ebb_stage_ctx *ctx, int rc) {
   ebb_set_error(ctx, rc, ebb_errmsg());
@@ -423,33 +425,13 @@ static int dec_load(ebb_stage_ctx *ctx, const char *options_json, void **state) 
   dec_state *st = calloc(1, sizeof *st);
   if (!st)
     return ebb_set_error(ctx, EBB_ENOMEM, "decode: out of host memory");
-  st->rate = 16000;
-  st->max_seconds = 900;
-  int rc = 0;
-  if (options_json && *options_json) {
-    json_error_t jerr;
-    json_t *root = json_loads(options_json, 0, &jerr), *v;
-    if (!root || !json_is_object(root)) {
-      rc = ebb_seterr(EBB_ECONFIG, "decode: options are not a JSON object (line %d: %s)",
-                      jerr.line, jerr.text);
-    } else {
-      if ((v = json_object_get(root, "rate")) && json_is_integer(v)) {
-        json_int_t r = json_integer_value(v);
-        if (r < 1000 || r > (json_int_t)EBB_DECODE_MAX_RATE)
-          rc = ebb_seterr(EBB_ECONFIG, "decode: option rate=%lld must be in 1000..%u",
-                          (long long)r, EBB_DECODE_MAX_RATE);
-        else
-          st->rate = (uint32_t)r;
-      }
-      if ((v = json_object_get(root, "max_seconds")) && json_is_number(v)) {
-        double m = json_number_value(v);
-        if (!(m > 0 && m <= 86400))
-          rc = ebb_seterr(EBB_ECONFIG, "decode: option max_seconds=%g must be in (0, 86400]", m);
-        else
-          st->max_seconds = m;
-      }
-    }
-    json_decref(root);
+  json_t *root;
+  stage_opts v;
+  int rc = stage_opts_parse("decode", options_json, &root, &v);
+  json_decref(root);
+  if (!rc) {
+    st->rate = (uint32_t)v.rate;
+    st->max_seconds = v.max_seconds;
   }
   if (rc < 0) {
     free(st);
@@ -495,7 +477,7 @@ const ebb_stage ebb_stage_decode = {
     .name = "decode",
     .version = 1,
     .description = "audio file (WAV, FLAC, OGG, MP3) -> mono float PCM at the working rate",
-    .options_schema = dec_schema,
+    .options_schema = stage_opts_schema,
     .needs_gpu = 0,
     .load = dec_load,
     .run = dec_run,

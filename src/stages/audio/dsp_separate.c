@@ -16,18 +16,9 @@ _Static_assert(EBB_REPET_MAX_K <= EBB_KERNEL_MAX_MEDIAN &&
                "the mask kernels' median buffers must hold every median the host allows");
 
 void ebb_sep_options_default(ebb_sep_options *o) {
-  o->n_fft = 1024;
-  o->hop = 256;
-  o->repeats = 30;
-  o->min_distance_s = 1.0;
-  o->max_lag_s = 30.0;
-  o->pool = 4;
-  o->hpss = 1;
+  ebb_sep_options_table_defaults(o); /* the option table's (separate.c) */
   o->hpss_time_s = 0.2;
   o->hpss_freq_hz = 500.0;
-  o->vocal_low_hz = 80.0;
-  o->vocal_high_hz = 6000.0;
-  o->outside_gain = 0.3;
   o->cancelled = NULL;
   o->cancel_arg = NULL;
 }

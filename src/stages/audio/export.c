@@ -15,17 +15,24 @@
 
 #include "stages/audio/midi.h"
 #include "stages/audio/st_util.h"
+#include "stages/options.h"
 
 enum { FMT_JSON = 1, FMT_MIDI = 2, FMT_LRC = 4, FMT_CSV = 8 };
 
 typedef struct export_state {
   unsigned formats;
+  int stems; /* EBB_STEMS_* (export_stems.c) */
 } export_state;
 
-static const char export_schema[] =
-    "{\"formats\":{\"type\":\"string\",\"default\":\"json,midi,lrc,csv\",\"description\":"
-    "\"comma-separated: json (songtrace.json), midi (melody.mid), lrc (lyrics.lrc), csv "
-    "(pitch.csv)\"}}";
+/* The options, written once (stages/options.h). */
+#define EXPORT_OPTIONS(NUM, INT, STR, BOOL, SEP)                                                  \
+  STR(formats, "json,midi,lrc,csv",                                                               \
+      "comma-separated: json (songtrace.json), midi (melody.mid), lrc (lyrics.lrc), csv "         \
+      "(pitch.csv)") SEP                                                                          \
+  STR(stems, "flac",                                                                              \
+      "the separated vocals and accompaniment: flac (vocals.flac, accompaniment.flac), wav, or "  \
+      "none")
+EBB_STAGE_OPTIONS(EXPORT_OPTIONS)
 
 static int parse_formats(ebb_stage_ctx *ctx, const char *s, unsigned *out) {
   unsigned f = 0;
@@ -55,15 +62,15 @@ static int parse_formats(ebb_stage_ctx *ctx, const char *s, unsigned *out) {
 
 static int export_load(ebb_stage_ctx *ctx, const char *options_json, void **state) {
   json_t *o = NULL;
-  int rc = ebb_st_options(ctx, options_json, &o);
+  stage_opts v;
+  int rc = stage_opts_parse("export", options_json, &o, &v);
+  export_state *s = rc ? NULL : calloc(1, sizeof *s);
   if (rc)
-    return rc;
-  const char *formats = NULL;
-  export_state *s = calloc(1, sizeof *s);
-  if (!s)
+    rc = ebb_st_fail(ctx, rc, "%s", ebb_errmsg());
+  else if (!s)
     rc = ebb_st_fail(ctx, EBB_ENOMEM, "out of memory");
-  else if (!(rc = ebb_st_opt_string(ctx, o, "formats", "json,midi,lrc,csv", &formats)))
-    rc = parse_formats(ctx, formats, &s->formats);
+  else if (!(rc = parse_formats(ctx, v.formats, &s->formats)))
+    rc = ebb_export_stems_parse(ctx, v.stems, &s->stems);
   json_decref(o);
   if (rc) {
     free(s);
@@ -333,6 +340,8 @@ static int export_run(ebb_stage_ctx *ctx, void *state, const ebb_items *in, ebb_
       ebb_st_log(ctx, 1, "wrote %s (%zu frames)", path, f0.n);
     }
   }
+  if (s->stems != EBB_STEMS_NONE && (rc = ebb_export_stems(ctx, in, out, dir, s->stems)))
+    goto done;
   if (s->formats & FMT_JSON) {
     if ((rc = join_path(ctx, dir, "songtrace.json", path, sizeof path)) ||
         (rc = write_json(ctx, in, path, notes, lyrics, transcript, &f0, s->formats)) ||
@@ -352,8 +361,8 @@ const ebb_stage ebb_stage_export = {
     .size = sizeof(ebb_stage),
     .name = "export",
     .version = 1,
-    .description = "writes songtrace.json, melody.mid, lyrics.lrc and pitch.csv",
-    .options_schema = export_schema,
+    .description = "writes songtrace.json, melody.mid, lyrics.lrc, pitch.csv and the stems",
+    .options_schema = stage_opts_schema,
     .needs_gpu = 0,
     .load = export_load,
     .run = export_run,

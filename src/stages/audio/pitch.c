@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "stages/audio/st_util.h"
+#include "stages/options.h"
 #include "stages/audio/wav_encode.h"
 #include "stages/kernels/kernels.h"
 
@@ -21,70 +22,91 @@ typedef struct pitch_state {
   pitch_backend_opt backend;
 } pitch_state;
 
-static const char pitch_schema[] =
-    "{"
-    "\"fmin\":{\"type\":\"number\",\"default\":65,\"description\":\"lowest f0 searched, Hz\"},"
-    "\"fmax\":{\"type\":\"number\",\"default\":1000,\"description\":\"highest f0 searched, Hz\"},"
-    "\"rate\":{\"type\":\"integer\",\"default\":16000,\"description\":\"analysis sample rate: "
-    "other input rates are resampled to it (hop and frame are samples at this rate); 0: analyse at "
-    "the input's rate\"},"
-    "\"hop\":{\"type\":\"integer\",\"default\":160,\"description\":\"samples between frames "
-    "(10 ms at 16 kHz)\"},"
-    "\"frame\":{\"type\":\"integer\",\"default\":1024,\"description\":\"analysis frame, samples; "
-    "the YIN integration window is half of it\"},"
-    "\"threshold\":{\"type\":\"number\",\"default\":0.1,\"description\":\"yin: absolute threshold "
-    "on d'; pyin: mean of the Beta(2, b) threshold prior\"},"
-    "\"method\":{\"type\":\"string\",\"default\":\"pyin\",\"description\":\"pyin (HMM-smoothed, "
-    "Mauch & Dixon 2014) or yin (de Cheveigne & Kawahara 2002)\"},"
-    "\"preemphasis\":{\"type\":\"number\",\"default\":0.97,\"description\":\"d' is computed "
-    "on x[n] - a x[n-1], which favours the voice over bass and drums in a mix; 0: off\"},"
-    "\"silence_db\":{\"type\":\"number\",\"default\":-60,\"description\":\"frames below this RMS "
-    "level (dBFS) are unvoiced\"},"
-    "\"gate_voicing\":{\"type\":\"number\",\"default\":0.1,\"description\":\"pyin: a "
-    "note-length voiced run whose mean voicing probability is below this becomes unvoiced "
-    "(separation residue in rests); 0: off\"},"
-    "\"gate_range_db\":{\"type\":\"number\",\"default\":20,\"description\":\"pyin: a "
-    "note-length voiced run whose mean level is more than this many dB below the track's loud "
-    "level (95th percentile) becomes unvoiced; 0: off\"},"
-    "\"min_note_ms\":{\"type\":\"number\",\"default\":60,\"description\":\"shortest note kept\"},"
-    "\"split_semitones\":{\"type\":\"number\",\"default\":0.7,\"description\":\"a pitch jump this "
-    "large, held for split_ms, starts a new note\"},"
-    "\"split_ms\":{\"type\":\"number\",\"default\":30,\"description\":\"see split_semitones\"},"
-    "\"backend\":{\"type\":\"string\",\"default\":\"auto\",\"description\":\"auto (the GPU kernel "
-    "on a CUDA device, else CPU), cpu, or kernel (the kernel; its host twin on the CPU device)\"}"
-    "}";
+/* The options, each written once (stages/options.h); ebb_pitch_defaults
+ * takes its defaults from here too. */
+#define PITCH_OPTIONS(NUM, INT, STR, BOOL, SEP)                                                   \
+  NUM(fmin, 65, 20, 4000, "lowest f0 searched, Hz") SEP                                           \
+  NUM(fmax, 1000, 40, 20000, "highest f0 searched, Hz") SEP                                       \
+  INT(rate, 16000, 0, 384000,                                                                     \
+      "analysis sample rate: other input rates are resampled to it (hop and frame are samples "   \
+      "at this rate); 0: analyse at the input's rate") SEP                                        \
+  INT(hop, 160, 1, 65536, "samples between frames (10 ms at 16 kHz)") SEP                         \
+  INT(frame, 1024, 64, 65536, "analysis frame, samples; the YIN integration window is half of it") \
+  SEP                                                                                             \
+  NUM(threshold, 0.1, 0.01, 0.99,                                                                 \
+      "yin: absolute threshold on d'; pyin: mean of the Beta(2, b) threshold prior") SEP          \
+  STR(method, "pyin", "pyin (HMM-smoothed, Mauch & Dixon 2014) or yin (de Cheveigne & Kawahara 2002)") \
+  SEP                                                                                             \
+  NUM(preemphasis, 0.97, 0, 0.999,                                                                \
+      "d' is computed on x[n] - a x[n-1], which favours the voice over bass and drums in a mix; "  \
+      "0: off") SEP                                                                               \
+  NUM(silence_db, -60, -200, 0, "frames below this RMS level (dBFS) are unvoiced") SEP            \
+  NUM(gate_voicing, 0.1, 0, 1,                                                                    \
+      "pyin: a note-length voiced run whose mean voicing probability is below this becomes "      \
+      "unvoiced (separation residue in rests); 0: off") SEP                                       \
+  NUM(gate_range_db, 20, 0, 200,                                                                  \
+      "pyin: a note-length voiced run whose mean level is more than this many dB below the "      \
+      "track's loud level (95th percentile) becomes unvoiced; 0: off") SEP                        \
+  NUM(min_note_ms, 60, 0, 10000, "shortest note kept") SEP                                        \
+  NUM(split_semitones, 0.7, 0.05, 48, "a pitch jump this large, held for split_ms, starts a new note") \
+  SEP                                                                                             \
+  NUM(split_ms, 30, 0, 10000, "see split_semitones") SEP                                          \
+  STR(backend, "auto",                                                                            \
+      "auto (the GPU kernel on a CUDA device, else CPU), cpu, or kernel (the kernel; its host "    \
+      "twin on the CPU device)") SEP                                                              \
+  /* note onsets (pitch_onsets.c) */                                                              \
+  NUM(onset_threshold, 0.4, 0, 100,                                                               \
+      "a note is split at a re-attack: an onset (spectral flux, 1 = its 90th percentile) this "   \
+      "strong where the level rises again after a dip; 0: off") SEP                               \
+  NUM(onset_dip_db, 8, 0, 100, "see onset_threshold: how deep the dip before a re-attack is") SEP \
+  NUM(onset_lookback_ms, 80, 0, 1000,                                                             \
+      "after a pitch change the note starts at the strongest onset up to this long before the "   \
+      "pitch turns")
+EBB_STAGE_OPTIONS(PITCH_OPTIONS)
+
+/* The analysis parameters of the table's values (the method is set apart). */
+static void set_params(const stage_opts *v, ebb_pitch_params *p) {
+  p->fmin = v->fmin;
+  p->fmax = v->fmax;
+  p->hop = v->hop;
+  p->frame = v->frame;
+  p->threshold = v->threshold;
+  p->silence_db = v->silence_db;
+  p->preemphasis = v->preemphasis;
+  p->gate_voicing = v->gate_voicing;
+  p->gate_range_db = v->gate_range_db;
+  p->min_note_s = v->min_note_ms / 1000.0;
+  p->split_semitones = v->split_semitones;
+  p->split_s = v->split_ms / 1000.0;
+  p->onset_threshold = v->onset_threshold;
+  p->onset_dip_db = v->onset_dip_db;
+  p->onset_lookback_s = v->onset_lookback_ms / 1000.0;
+}
+
+void ebb_pitch_table_defaults(ebb_pitch_params *p) {
+  stage_opts v;
+  stage_opts_read("pitch", NULL, &v); /* no JSON: the defaults, cannot fail */
+  set_params(&v, p);
+  p->method = strcmp(v.method, "yin") ? EBB_PITCH_PYIN : EBB_PITCH_YIN;
+}
 
 static int pitch_load(ebb_stage_ctx *ctx, const char *options_json, void **state) {
   json_t *o = NULL;
-  int rc = ebb_st_options(ctx, options_json, &o);
-  if (rc)
-    return rc;
-  pitch_state *s = calloc(1, sizeof *s);
-  const char *method = NULL, *backend = NULL;
-  double min_ms = 60, split_ms = 30;
-  if (!s) {
+  stage_opts v;
+  int rc = stage_opts_parse("pitch", options_json, &o, &v);
+  pitch_state *s = NULL;
+  if (rc) {
+    rc = ebb_st_fail(ctx, rc, "%s", ebb_errmsg());
+    goto done;
+  }
+  const char *method = v.method, *backend = v.backend;
+  if (!(s = calloc(1, sizeof *s))) {
     rc = ebb_st_fail(ctx, EBB_ENOMEM, "out of memory");
     goto done;
   }
   s->p = ebb_pitch_defaults();
-  if ((rc = ebb_st_opt_number(ctx, o, "fmin", 65, 20, 4000, &s->p.fmin)) ||
-      (rc = ebb_st_opt_number(ctx, o, "fmax", 1000, 40, 20000, &s->p.fmax)) ||
-      (rc = ebb_st_opt_int(ctx, o, "rate", 16000, 0, 384000, &s->rate)) ||
-      (rc = ebb_st_opt_int(ctx, o, "hop", 160, 1, 65536, &s->p.hop)) ||
-      (rc = ebb_st_opt_int(ctx, o, "frame", 1024, 64, 65536, &s->p.frame)) ||
-      (rc = ebb_st_opt_number(ctx, o, "threshold", 0.1, 0.01, 0.99, &s->p.threshold)) ||
-      (rc = ebb_st_opt_number(ctx, o, "silence_db", -60, -200, 0, &s->p.silence_db)) ||
-      (rc = ebb_st_opt_number(ctx, o, "preemphasis", 0.97, 0, 0.999, &s->p.preemphasis)) ||
-      (rc = ebb_st_opt_number(ctx, o, "gate_voicing", 0.1, 0, 1, &s->p.gate_voicing)) ||
-      (rc = ebb_st_opt_number(ctx, o, "gate_range_db", 20, 0, 200, &s->p.gate_range_db)) ||
-      (rc = ebb_st_opt_number(ctx, o, "min_note_ms", 60, 0, 10000, &min_ms)) ||
-      (rc = ebb_st_opt_number(ctx, o, "split_semitones", 0.7, 0.05, 48, &s->p.split_semitones)) ||
-      (rc = ebb_st_opt_number(ctx, o, "split_ms", 30, 0, 10000, &split_ms)) ||
-      (rc = ebb_st_opt_string(ctx, o, "method", "pyin", &method)) ||
-      (rc = ebb_st_opt_string(ctx, o, "backend", "auto", &backend)))
-    goto done;
-  s->p.min_note_s = min_ms / 1000.0;
-  s->p.split_s = split_ms / 1000.0;
+  set_params(&v, &s->p);
+  s->rate = v.rate;
   if (!strcmp(method, "pyin"))
     s->p.method = EBB_PITCH_PYIN;
   else if (!strcmp(method, "yin"))
@@ -149,6 +171,22 @@ done:
     ebb_dev_free(ctx, dout);
   if (dx)
     ebb_dev_free(ctx, dx);
+  return rc;
+}
+
+/* Splits re-attacks and moves late onsets (pitch_onsets.c). */
+static int refine_notes(const float *mono, uint64_t n, uint32_t rate, const ebb_pitch_params *p,
+                        const float *frames, size_t nf, ebb_pitch_note **notes, size_t *n_notes) {
+  if (!(p->onset_threshold > 0.0) || *n_notes == 0)
+    return 0;
+  float *odf = malloc(nf * sizeof *odf), *db = malloc(nf * sizeof *db);
+  int rc = odf && db ? 0 : ebb_seterr(EBB_ENOMEM, "pitch: out of memory for %zu onset frames", nf);
+  if (!rc)
+    rc = ebb_pitch_onset_strength(mono, n, rate, p->hop, nf, odf, db);
+  if (!rc)
+    rc = ebb_pitch_notes_onsets(frames, nf, odf, db, p, notes, n_notes);
+  free(odf);
+  free(db);
   return rc;
 }
 
@@ -220,6 +258,7 @@ static int pitch_run(ebb_stage_ctx *ctx, void *state, const ebb_items *in, ebb_i
   }
   if ((rc = ebb_pitch_track(cm, padded, &g, &s->p, frames)) ||
       (rc = ebb_pitch_notes(frames, g.n_frames, &s->p, &notes, &n_notes)) ||
+      (rc = refine_notes(mono, n, rate, &s->p, frames, g.n_frames, &notes, &n_notes)) ||
       (rc = ebb_pitch_notes_json(notes, n_notes, &notes_json))) {
     rc = ebb_st_fail(ctx, rc, "%s", ebb_errmsg());
     goto done;
@@ -254,7 +293,7 @@ const ebb_stage ebb_stage_pitch = {
     .name = "pitch",
     .version = 1,
     .description = "vocal f0 by pYIN/YIN (GPU difference function) and note segmentation",
-    .options_schema = pitch_schema,
+    .options_schema = stage_opts_schema,
     .needs_gpu = 1,
     .load = pitch_load,
     .run = pitch_run,

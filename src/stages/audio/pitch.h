@@ -38,9 +38,17 @@ typedef struct ebb_pitch_params {
    * (0.1) or its mean level is more than gate_range_db (20) below the track's
    * loud level (the 95th percentile of frame levels). 0 turns either off. */
   double gate_voicing, gate_range_db;
+  /* Onsets (pitch_onsets.c): a note is split at a re-attack, an onset peak
+   * of at least onset_threshold (0: off) where the level rises by
+   * onset_dip_db after a dip; a note that follows a pitch change starts at
+   * the strongest onset peak up to onset_lookback_s before the pitch turns. */
+  double onset_threshold, onset_dip_db, onset_lookback_s;
 } ebb_pitch_params;
 
 ebb_pitch_params ebb_pitch_defaults(void);
+/* Sets the fields of p that are stage options to the defaults of the
+ * stage's option table (pitch.c): ebb_pitch_defaults uses it. */
+void ebb_pitch_table_defaults(ebb_pitch_params *p);
 
 /* Frame layout. Frame f is centred on sample f*hop of the input; the kernels
  * read padded[f*hop .. f*hop + w + tau_max) of the zero-padded signal. */
@@ -93,6 +101,18 @@ int ebb_pitch_gate(float *frames, size_t n_frames, const float *level_db,
  * (caller frees; NULL when *n == 0). */
 int ebb_pitch_notes(const float *frames, size_t n_frames, const ebb_pitch_params *p,
                     ebb_pitch_note **notes, size_t *n);
+/* The onset detection function of x (SuperFlux, normalised to the 90th
+ * percentile of its sounding frames) and each frame's level (dBFS) at the
+ * pitch frames (frame f centred on sample f*hop): odf and level_db hold
+ * n_frames floats each. */
+int ebb_pitch_onset_strength(const float *x, uint64_t n, uint32_t rate, int hop, size_t n_frames,
+                             float *odf, float *level_db);
+/* Refines notes from ebb_pitch_notes with the onsets (see the params): may
+ * split notes and move onsets earlier; *notes is replaced (realloc'd). */
+int ebb_pitch_notes_onsets(const float *frames, size_t n_frames, const float *odf,
+                           const float *level_db, const ebb_pitch_params *p,
+                           ebb_pitch_note **notes, size_t *n);
+
 /* {"notes":[{"onset","offset","midi","hz","name"}],"count":N}; *out malloc'd. */
 int ebb_pitch_notes_json(const ebb_pitch_note *notes, size_t n, char **out);
 

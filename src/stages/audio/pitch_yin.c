@@ -32,19 +32,9 @@
 #define PY_BETA_A 2.0
 
 ebb_pitch_params ebb_pitch_defaults(void) {
-  return (ebb_pitch_params){.fmin = 65.0,
-                            .fmax = 1000.0,
-                            .hop = 160,
-                            .frame = 1024,
-                            .threshold = 0.1,
-                            .method = EBB_PITCH_PYIN,
-                            .silence_db = -60.0,
-                            .preemphasis = 0.97,
-                            .min_note_s = 0.06,
-                            .split_semitones = 0.7,
-                            .split_s = 0.03,
-                            .gate_voicing = 0.1,
-                            .gate_range_db = 20.0};
+  ebb_pitch_params p = {0};
+  ebb_pitch_table_defaults(&p); /* every field is an option (pitch.c's table) */
+  return p;
 }
 
 int ebb_pitch_geometry(const ebb_pitch_params *p, uint32_t rate, uint64_t n_samples,

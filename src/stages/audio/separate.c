@@ -10,25 +10,46 @@
 #include <string.h>
 
 #include "ebb/stage.h"
+#include "stages/options.h"
 #include "stages/kernels/kernels.h"
 
 typedef struct sep_state {
   ebb_sep_options o;
 } sep_state;
 
-static const char sep_schema[] =
-    "{"
-    "\"n_fft\": {\"type\": \"integer\", \"default\": 1024, \"description\": \"STFT size (power of two, 64..4096)\"},"
-    "\"hop\": {\"type\": \"integer\", \"default\": 256, \"description\": \"STFT hop in samples\"},"
-    "\"repeats\": {\"type\": \"integer\", \"default\": 30, \"description\": \"REPET-SIM k: most similar frames per frame\"},"
-    "\"min_distance\": {\"type\": \"number\", \"default\": 1.0, \"description\": \"seconds between two repeating frames\"},"
-    "\"max_lag\": {\"type\": \"number\", \"default\": 30.0, \"description\": \"similarity search radius in seconds\"},"
-    "\"similarity_pool\": {\"type\": \"integer\", \"default\": 4, \"description\": \"STFT bins per similarity band\"},"
-    "\"hpss\": {\"type\": \"boolean\", \"default\": true, \"description\": \"apply a median-filter harmonic mask (Fitzgerald 2010)\"},"
-    "\"vocal_low_hz\": {\"type\": \"number\", \"default\": 80, \"description\": \"vocal band low edge\"},"
-    "\"vocal_high_hz\": {\"type\": \"number\", \"default\": 6000, \"description\": \"vocal band high edge\"},"
-    "\"outside_gain\": {\"type\": \"number\", \"default\": 0.3, \"description\": \"vocal mask gain outside the band\"}"
-    "}";
+/* The options, each written once (stages/options.h); ebb_sep_options_default
+ * takes its defaults from here too. Finer checks: ebb_sep_plan. */
+#define SEP_OPTIONS(NUM, INT, STR, BOOL, SEP)                                                     \
+  INT(n_fft, 1024, 64, 4096, "STFT size (power of two, 64..4096)") SEP                            \
+  INT(hop, 256, 1, 4096, "STFT hop in samples") SEP                                               \
+  INT(repeats, 30, 1, 100, "REPET-SIM k: most similar frames per frame") SEP                      \
+  NUM(min_distance, 1.0, 0, 60, "seconds between two repeating frames") SEP                       \
+  NUM(max_lag, 30.0, 0.001, 600, "similarity search radius in seconds") SEP                       \
+  INT(similarity_pool, 4, 1, 2049, "STFT bins per similarity band") SEP                           \
+  BOOL(hpss, 1, "apply a median-filter harmonic mask (Fitzgerald 2010)") SEP                      \
+  NUM(vocal_low_hz, 80, 0, 100000, "vocal band low edge") SEP                                     \
+  NUM(vocal_high_hz, 6000, 0, 100000, "vocal band high edge") SEP                                 \
+  NUM(outside_gain, 0.3, 0, 1, "vocal mask gain outside the band")
+EBB_STAGE_OPTIONS(SEP_OPTIONS)
+
+static void set_options(const stage_opts *v, ebb_sep_options *o) {
+  o->n_fft = v->n_fft;
+  o->hop = v->hop;
+  o->repeats = v->repeats;
+  o->min_distance_s = v->min_distance;
+  o->max_lag_s = v->max_lag;
+  o->pool = v->similarity_pool;
+  o->hpss = v->hpss;
+  o->vocal_low_hz = v->vocal_low_hz;
+  o->vocal_high_hz = v->vocal_high_hz;
+  o->outside_gain = v->outside_gain;
+}
+
+void ebb_sep_options_table_defaults(ebb_sep_options *o) {
+  stage_opts v;
+  stage_opts_read("separate", NULL, &v); /* no JSON: the defaults, cannot fail */
+  set_options(&v, o);
+}
 
 static void sep_log(ebb_stage_ctx *ctx, int level, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
@@ -48,41 +69,17 @@ static int sep_fail(ebb_stage_ctx *ctx, int rc) {
 
 static int read_options(const char *json, ebb_sep_options *o) {
   ebb_sep_options_default(o);
-  if (!json || !*json)
-    return 0;
-  json_error_t jerr;
-  json_t *root = json_loads(json, 0, &jerr);
-  if (!root || !json_is_object(root)) {
-    json_decref(root);
-    return ebb_seterr(EBB_ECONFIG, "separate: options are not a JSON object (line %d: %s)",
-                      jerr.line, jerr.text);
-  }
-  json_t *v;
-  if ((v = json_object_get(root, "n_fft")) && json_is_integer(v))
-    o->n_fft = (int)json_integer_value(v);
-  if ((v = json_object_get(root, "hop")) && json_is_integer(v))
-    o->hop = (int)json_integer_value(v);
-  if ((v = json_object_get(root, "repeats")) && json_is_integer(v))
-    o->repeats = (int)json_integer_value(v);
-  if ((v = json_object_get(root, "similarity_pool")) && json_is_integer(v))
-    o->pool = (int)json_integer_value(v);
-  if ((v = json_object_get(root, "min_distance")) && json_is_number(v))
-    o->min_distance_s = json_number_value(v);
-  if ((v = json_object_get(root, "max_lag")) && json_is_number(v))
-    o->max_lag_s = json_number_value(v);
-  if ((v = json_object_get(root, "hpss")) && json_is_boolean(v))
-    o->hpss = json_is_true(v);
-  if ((v = json_object_get(root, "vocal_low_hz")) && json_is_number(v))
-    o->vocal_low_hz = json_number_value(v);
-  if ((v = json_object_get(root, "vocal_high_hz")) && json_is_number(v))
-    o->vocal_high_hz = json_number_value(v);
-  if ((v = json_object_get(root, "outside_gain")) && json_is_number(v))
-    o->outside_gain = json_number_value(v);
+  json_t *root;
+  stage_opts v;
+  int rc = stage_opts_parse("separate", json, &root, &v);
   json_decref(root);
+  if (rc)
+    return rc;
+  set_options(&v, o);
   /* Check the ranges now, at load, against the default working rate. */
   ebb_stft_shape s;
   ebb_repet_params rp;
-  int rc = ebb_sep_plan(o, 16000, 0, &s, &rp);
+  rc = ebb_sep_plan(o, 16000, 0, &s, &rp);
   return rc < 0 ? ebb_errctx(EBB_ECONFIG, "bad options: ") : 0;
 }
 
@@ -175,7 +172,7 @@ const ebb_stage ebb_stage_separate = {
     .version = 1,
     .description = "vocals vs accompaniment: REPET-SIM (Rafii & Pardo 2012) + median-filter "
                    "harmonic mask (Fitzgerald 2010) over an STFT; ebb's own GPU kernels or FFTW",
-    .options_schema = sep_schema,
+    .options_schema = stage_opts_schema,
     .needs_gpu = 1,
     .load = sep_load,
     .run = sep_run,

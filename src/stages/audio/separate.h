@@ -42,6 +42,9 @@ typedef struct ebb_sep_options {
 } ebb_sep_options;
 
 void ebb_sep_options_default(ebb_sep_options *o);
+/* Sets the fields of o that are stage options to the defaults of the
+ * stage's option table (separate.c): ebb_sep_options_default uses it. */
+void ebb_sep_options_table_defaults(ebb_sep_options *o);
 
 /* The STFT shape and mask parameters for a signal of nx samples at rate.
  * EBB_EINVAL naming the option when one is out of range. */

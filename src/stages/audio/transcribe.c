@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "ebb/stage.h"
+#include "stages/options.h"
 #include "stages/audio/transcribe.h"
 #include "stages/audio/wav_encode.h"
 
@@ -22,30 +23,29 @@ typedef struct transcribe_state {
   int retries;
 } transcribe_state;
 
-static const char options_schema[] =
-    "{"
-    "\"url\":{\"type\":\"string\",\"default\":\"\",\"description\":\"Whisper server endpoint, e.g. "
-    "http://host:8080/inference (whisper.cpp) or https://api.openai.com/v1/audio/transcriptions; "
-    "empty: the environment variable EBB_WHISPER_URL; neither: the stage is skipped\"},"
-    "\"protocol\":{\"type\":\"string\",\"default\":\"auto\",\"description\":\"auto (a URL ending in "
-    "/inference is whisper.cpp, anything else OpenAI), openai or whispercpp\"},"
-    "\"model\":{\"type\":\"string\",\"default\":\"whisper-1\",\"description\":\"model field sent "
-    "to OpenAI-style servers\"},"
-    "\"language\":{\"type\":\"string\",\"default\":\"\",\"description\":\"ISO 639-1 code of the "
-    "sung language; empty: the server detects it\"},"
-    "\"prompt\":{\"type\":\"string\",\"default\":\"\",\"description\":\"optional prompt (lyrics "
-    "vocabulary)\"},"
-    "\"api_key\":{\"type\":\"string\",\"default\":\"\",\"description\":\"sent as Authorization: "
-    "Bearer; empty: the environment variable EBB_WHISPER_API_KEY, if set\"},"
-    "\"source\":{\"type\":\"string\",\"default\":\"vocals\",\"description\":\"AUDIO item to "
-    "transcribe; when absent the item audio is used\"},"
-    "\"timeout_s\":{\"type\":\"number\",\"default\":600,\"description\":\"per attempt, whole "
-    "request (transcription takes minutes)\"},"
-    "\"connect_timeout_s\":{\"type\":\"number\",\"default\":10,\"description\":\"per attempt\"},"
-    "\"retries\":{\"type\":\"integer\",\"default\":2,\"description\":\"extra attempts after "
-    "connection errors, timeouts, HTTP 5xx and 429 (backoff 0.5 s, 1 s, ...); never after "
-    "another 4xx\"}"
-    "}";
+/* The options, each written once (stages/options.h). */
+#define TRANSCRIBE_OPTIONS(NUM, INT, STR, BOOL, SEP)                                              \
+  STR(url, "",                                                                                    \
+      "Whisper server endpoint, e.g. http://host:8080/inference (whisper.cpp) or "                \
+      "https://api.openai.com/v1/audio/transcriptions; empty: the environment variable "          \
+      "EBB_WHISPER_URL; neither: the stage is skipped") SEP                                       \
+  STR(protocol, "auto",                                                                           \
+      "auto (a URL ending in /inference is whisper.cpp, anything else OpenAI), openai or "        \
+      "whispercpp") SEP                                                                           \
+  STR(model, "whisper-1", "model field sent to OpenAI-style servers") SEP                         \
+  STR(language, "", "ISO 639-1 code of the sung language; empty: the server detects it") SEP     \
+  STR(prompt, "", "optional prompt (lyrics vocabulary)") SEP                                      \
+  STR(api_key, "",                                                                                \
+      "sent as Authorization: Bearer; empty: the environment variable EBB_WHISPER_API_KEY, if "   \
+      "set") SEP                                                                                  \
+  STR(source, "vocals", "AUDIO item to transcribe; when absent the item audio is used") SEP      \
+  NUM(timeout_s, 600, 0.001, 86400, "per attempt, whole request (transcription takes minutes)")   \
+  SEP                                                                                             \
+  NUM(connect_timeout_s, 10, 0.001, 3600, "per attempt") SEP                                      \
+  INT(retries, 2, 0, 20,                                                                          \
+      "extra attempts after connection errors, timeouts, HTTP 5xx and 429 (backoff 0.5 s, 1 s, "  \
+      "...); never after another 4xx")
+EBB_STAGE_OPTIONS(TRANSCRIBE_OPTIONS)
 
 static void state_free(transcribe_state *s) {
   if (!s)
@@ -70,22 +70,18 @@ static int fail(ebb_stage_ctx *ctx, int code, const char *fmt, ...) {
   return ebb_set_error(ctx, code, msg);
 }
 
-/* A string option, else the environment variable `env` (may be NULL), else
- * `def` (may be NULL). Empty strings count as unset. *out is malloc'd or NULL. */
-static int opt_string(ebb_stage_ctx *ctx, json_t *opts, const char *key, const char *env,
+/* A string option's value, where empty counts as unset: else the
+ * environment variable `env` (may be NULL), else the table's default `def`
+ * when it is not empty. *out is malloc'd or NULL. */
+static int set_string(ebb_stage_ctx *ctx, const char *key, const char *value, const char *env,
                       const char *def, char **out) {
-  json_t *v = json_object_get(opts, key);
-  const char *s = NULL;
-  if (v && !json_is_string(v) && !json_is_null(v))
-    return fail(ctx, EBB_ECONFIG, "option %s: expected a string", key);
-  if (json_is_string(v) && *json_string_value(v))
-    s = json_string_value(v);
+  const char *s = value && *value ? value : NULL;
   if (!s && env) {
     const char *e = getenv(env);
     if (e && *e)
       s = e;
   }
-  if (!s)
+  if (!s && def && *def)
     s = def;
   *out = NULL;
   if (s && !(*out = strdup(s)))
@@ -93,56 +89,33 @@ static int opt_string(ebb_stage_ctx *ctx, json_t *opts, const char *key, const c
   return 0;
 }
 
-static int opt_number(ebb_stage_ctx *ctx, json_t *opts, const char *key, double def, double min,
-                      double max, double *out) {
-  json_t *v = json_object_get(opts, key);
-  if (!v || json_is_null(v)) {
-    *out = def;
-    return 0;
-  }
-  if (!json_is_number(v))
-    return fail(ctx, EBB_ECONFIG, "option %s: expected a number", key);
-  double d = json_number_value(v);
-  if (!(d >= min && d <= max))
-    return fail(ctx, EBB_ECONFIG, "option %s: %g is outside [%g, %g]", key, d, min, max);
-  *out = d;
-  return 0;
-}
-
 static int transcribe_load(ebb_stage_ctx *ctx, const char *options_json, void **state) {
-  json_error_t jerr;
-  json_t *opts = options_json && *options_json ? json_loads(options_json, 0, &jerr) : json_object();
-  if (!opts)
-    return fail(ctx, EBB_ECONFIG, "options: malformed JSON at line %d column %d: %s", jerr.line,
-                jerr.column, jerr.text);
-  int rc = 0;
+  json_t *opts = NULL;
+  stage_opts v, d;
   char *proto = NULL;
-  double retries = 0;
-  transcribe_state *s = calloc(1, sizeof *s);
-  if (!s) {
+  transcribe_state *s = NULL;
+  int rc = stage_opts_parse("transcribe", options_json, &opts, &v);
+  stage_opts_read("transcribe", NULL, &d); /* the defaults, for options given as "" */
+  if (rc) {
+    rc = fail(ctx, rc, "%s", ebb_errmsg());
+    goto done;
+  }
+  if (!(s = calloc(1, sizeof *s))) {
     rc = fail(ctx, EBB_ENOMEM, "out of memory");
     goto done;
   }
-  if (!json_is_object(opts)) {
-    rc = fail(ctx, EBB_ECONFIG, "options: expected a JSON object");
+  if ((rc = set_string(ctx, "url", v.url, "EBB_WHISPER_URL", d.url, &s->url)) ||
+      (rc = set_string(ctx, "protocol", v.protocol, NULL, d.protocol, &proto)) ||
+      (rc = set_string(ctx, "model", v.model, NULL, d.model, &s->model)) ||
+      (rc = set_string(ctx, "language", v.language, NULL, d.language, &s->language)) ||
+      (rc = set_string(ctx, "prompt", v.prompt, NULL, d.prompt, &s->prompt)) ||
+      (rc = set_string(ctx, "api_key", v.api_key, "EBB_WHISPER_API_KEY", d.api_key,
+                       &s->api_key)) ||
+      (rc = set_string(ctx, "source", v.source, NULL, d.source, &s->source)))
     goto done;
-  }
-  if ((rc = opt_string(ctx, opts, "url", "EBB_WHISPER_URL", NULL, &s->url)) ||
-      (rc = opt_string(ctx, opts, "protocol", NULL, "auto", &proto)) ||
-      (rc = opt_string(ctx, opts, "model", NULL, "whisper-1", &s->model)) ||
-      (rc = opt_string(ctx, opts, "language", NULL, NULL, &s->language)) ||
-      (rc = opt_string(ctx, opts, "prompt", NULL, NULL, &s->prompt)) ||
-      (rc = opt_string(ctx, opts, "api_key", "EBB_WHISPER_API_KEY", NULL, &s->api_key)) ||
-      (rc = opt_string(ctx, opts, "source", NULL, "vocals", &s->source)) ||
-      (rc = opt_number(ctx, opts, "timeout_s", 600, 0.001, 86400, &s->timeout_s)) ||
-      (rc = opt_number(ctx, opts, "connect_timeout_s", 10, 0.001, 3600, &s->connect_timeout_s)) ||
-      (rc = opt_number(ctx, opts, "retries", 2, 0, 20, &retries)))
-    goto done;
-  if (retries != (double)(int)retries) {
-    rc = fail(ctx, EBB_ECONFIG, "option retries: %g is not a whole number", retries);
-    goto done;
-  }
-  s->retries = (int)retries;
+  s->timeout_s = v.timeout_s;
+  s->connect_timeout_s = v.connect_timeout_s;
+  s->retries = v.retries;
   if (ebb_whisper_protocol_parse(proto, &s->protocol)) {
     rc = fail(ctx, EBB_ECONFIG, "%s", ebb_errmsg());
     goto done;
@@ -287,7 +260,7 @@ const ebb_stage ebb_stage_transcribe = {
     .description = "Transcribes the vocals through a Whisper-compatible HTTP server (OpenAI "
                    "/v1/audio/transcriptions or whisper.cpp /inference): words with times, "
                    "segments, language. Uses no GPU memory while it waits.",
-    .options_schema = options_schema,
+    .options_schema = stage_opts_schema,
     .needs_gpu = 0,
     .load = transcribe_load,
     .run = transcribe_run,

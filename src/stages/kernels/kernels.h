@@ -10,7 +10,7 @@
  *
  * Without nvcc the image is empty (ebb_kernels_fatbin_size == 0): launch with
  * image NULL (by name); the fake GPU then runs each kernel's host twin
- * (`fakegpu_twin_<name>`, see src/device/cuda_api.h), and on a real GPU the
+ * (`fakegpu_twin_<name>`, see src/device/kernel_twin.h), and on a real GPU the
  * launch fails, so a stage falls back to its CPU path and says so in its log.
  *
  * Every kernel needs a host twin in a .c file next to it that runs the same

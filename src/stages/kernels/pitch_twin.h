@@ -3,7 +3,7 @@
 #ifndef EBB_STAGES_KERNELS_PITCH_TWIN_H
 #define EBB_STAGES_KERNELS_PITCH_TWIN_H
 
-#include "device/cuda_api.h"
+#include "device/kernel_twin.h"
 
 /* params: {const float **x, float **out, int *n_frames, int *hop, int *w, int *tau_max} */
 void fakegpu_twin_pitch_cmndf(const ebb_launch_dims *dims, void **params);

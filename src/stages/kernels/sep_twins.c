@@ -9,7 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "device/cuda_api.h"
+#include "device/kernel_twin.h"
 #include "stages/kernels/kernels.h"
 #include "stages/kernels/sep_kernels.h"
 

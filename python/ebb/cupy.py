@@ -1,0 +1,43 @@
+"""CuPy allocates through ebb: ebb.cupy.use() sets CuPy's allocator
+(cupy.cuda.set_allocator) to one that takes device memory from ebb for the
+thread's current owner, with the Python line that asked as the site. CuPy's
+own memory pool is bypassed, so o.release() gives memory back."""
+from . import _device_for_ordinal, caller_site
+from .torch import Unavailable
+
+_installed = False
+
+
+class _Block:
+    """Frees the block when CuPy drops the memory (quietly if ebb already
+    freed it as a leak of a released owner)."""
+    __slots__ = ("dev", "addr")
+
+    def __init__(self, dev, addr):
+        self.dev, self.addr = dev, addr
+
+    def __del__(self):
+        try:
+            self.dev.free(self.addr, missing_ok=True)
+        except Exception:  # interpreter shutdown
+            pass
+
+
+def _alloc(size):
+    import cupy
+    dev = _device_for_ordinal(cupy.cuda.runtime.getDevice())
+    addr = dev.alloc(max(int(size), 1), site=caller_site())
+    mem = cupy.cuda.memory.UnownedMemory(addr, size, _Block(dev, addr), dev.ordinal)
+    return cupy.cuda.memory.MemoryPointer(mem, 0)
+
+
+def use():
+    """Installs the allocator. Raises Unavailable when CuPy is not installed."""
+    global _installed
+    try:
+        import cupy
+    except ImportError as e:
+        raise Unavailable("ebb.cupy.use(): CuPy is not installed in this Python (%s)" % e) from e
+    cupy.get_default_memory_pool().free_all_blocks()
+    cupy.cuda.set_allocator(_alloc)
+    _installed = True

@@ -1,0 +1,404 @@
+"""The worker SDK: a Python stage run by ebb in a process of its own
+(docs/worker-protocol.md), written as a class.
+
+    from ebb.worker import Stage, StageError, serve
+
+    class Gain(Stage):
+        name = "gain"
+        def load(self, options, ctx):
+            self.gain = float(options.get("gain", 0.5))
+        def run(self, items, ctx):
+            a = items["audio"]                       # audio from shared memory, not copied
+            out = ctx.new_audio("audio_gain", a.frames, a.channels, a.rate)
+            out.data[:] = a.data * self.gain          # written in place in shared memory
+            return [out, ctx.json("gain", {"gain": self.gain})]
+
+    serve(Gain)
+
+Items arrive as Item objects: .kind, .name, and for audio .frames,
+.channels, .rate, .data (frames x channels float32), for tensors .shape,
+.data, for JSON .value (parsed) and .text, for files .path. .data is a NumPy
+array mapped read-only from shared memory when NumPy is importable, else a
+memoryview of float32 (also mapped, never copied). The SDK answers the
+protocol (hello, load, run, release, exit), dies with ebb, turns a StageError
+(or any exception) into an error answer, and reports device memory when the
+stage uses ebb's allocator (uses_gpu = True: an ebb owner named after the
+stage is current during load/run/release, so Numba arrays made through
+NUMBA_CUDA_MEMORY_MANAGER=ebb.numba are counted, leak-checked at exit and
+given back, context included)."""
+import ctypes
+import json
+import mmap
+import os
+import signal
+import socket
+import struct
+import sys
+import traceback
+
+PROTOCOL = 1
+MAX_FRAME = 16 << 20
+LOG_DEBUG, LOG_INFO, LOG_WARN, LOG_ERROR = range(4)
+
+try:
+    import numpy as _np
+except ImportError:  # the SDK works without NumPy (memoryviews)
+    _np = None
+
+
+class StageError(Exception):
+    """An answer {"type": "error", "code": code, "message": message}.
+    EBB_ECONFIG / EBB_EINPUT make `ebb run` exit 2 (bad usage or input)."""
+
+    def __init__(self, code, message):
+        super().__init__(message)
+        self.code, self.message = code, message
+
+
+class Stage:
+    """Subclass and override. name: the stage this worker runs (load's
+    "stage" must match; None accepts any). uses_gpu: open ebb's device and
+    make an owner current around load/run/release."""
+    name = None
+    version = "1"
+    uses_gpu = False
+
+    def load(self, options, ctx):
+        pass
+
+    def run(self, items, ctx):
+        return []
+
+    def release(self, ctx):
+        """Drop caches, keep the loaded state."""
+
+    def unload(self, ctx):
+        """Drop everything (the process exits next)."""
+
+
+# --- items ------------------------------------------------------------------------
+def _map(name, nbytes):
+    """A read-only view of /dev/shm/NAME: no copy."""
+    fd = os.open("/dev/shm/" + name, os.O_RDONLY)
+    try:
+        size = os.fstat(fd).st_size
+        if size < nbytes:
+            raise StageError("EBB_EPROTO", "shared memory %s holds %d bytes, the item says %d"
+                             % (name, size, nbytes))
+        return mmap.mmap(fd, nbytes, mmap.MAP_SHARED, mmap.PROT_READ)
+    finally:
+        os.close(fd)
+
+
+def _floats(buf, shape, writable=False):
+    if _np is not None:
+        a = _np.frombuffer(buf, dtype="<f4") if buf is not None else _np.zeros(0, "<f4")
+        return a.reshape(shape)
+    mv = memoryview(buf if buf is not None else bytearray(0)).cast("B").cast("f")
+    return mv
+
+
+class Item:
+    """One of the job's items (see the module doc)."""
+
+    def __init__(self, d):
+        self.raw = d
+        self.kind, self.name = d.get("kind"), d.get("name")
+        self.data = None
+        if self.kind == "audio":
+            self.frames, self.channels, self.rate = d["frames"], d["channels"], d["rate"]
+            self.shape = (self.frames, self.channels)
+        elif self.kind == "tensor":
+            self.shape = tuple(d.get("shape", ()))
+        if self.kind in ("audio", "tensor"):
+            n = d.get("bytes", 0)
+            self._mm = _map(d["shm"], n) if n else None
+            self.data = _floats(self._mm, self.shape)
+        elif self.kind == "json":
+            self.text = d.get("text", "null")
+            self._value = None
+        elif self.kind == "file":
+            self.path = d.get("path")
+
+    @property
+    def value(self):
+        if self._value is None:
+            self._value = json.loads(self.text)
+        return self._value
+
+    def __repr__(self):
+        return "<Item %s %r>" % (self.kind, self.name)
+
+
+class Items(list):
+    """The job's items: a list, also indexable by name (items["vocals"])."""
+
+    def __getitem__(self, k):
+        if isinstance(k, str):
+            for it in self:
+                if it.name == k:
+                    return it
+            raise StageError("EBB_EINPUT", "no item named '%s' (items: %s)"
+                             % (k, ", ".join(str(i.name) for i in self)))
+        return list.__getitem__(self, k)
+
+    def get(self, name, kind=None):
+        for it in self:
+            if it.name == name and (kind is None or it.kind == kind):
+                return it
+        return None
+
+
+class Output:
+    """An item the stage adds; its payload (if any) is already in shared memory."""
+
+    def __init__(self, d, data=None):
+        self.raw, self.data = d, data
+        self.name, self.kind = d["name"], d["kind"]
+
+
+class Context:
+    """What a stage gets besides its items: the device ebb asked for, the
+    output directory, logging, and the makers of output items."""
+
+    def __init__(self, conn):
+        self._conn = conn
+        self.shm_prefix = "ebb-py-%d-" % os.getpid()
+        self._seq = 0
+        self.device = "cpu"
+        self.output_dir = "."
+        self.stage_name = None
+        self.owner = None  # an ebb.Owner when the stage uses_gpu
+
+    def log(self, message, level=LOG_INFO):
+        self._conn.send({"type": "log", "level": level, "scope": self.stage_name,
+                         "message": str(message)})
+
+    def _new_shm(self, nbytes):
+        self._seq += 1
+        name = "%so%d" % (self.shm_prefix, self._seq)
+        fd = os.open("/dev/shm/" + name, os.O_CREAT | os.O_EXCL | os.O_RDWR, 0o600)
+        try:
+            os.ftruncate(fd, nbytes)
+            mm = mmap.mmap(fd, nbytes, mmap.MAP_SHARED, mmap.PROT_READ | mmap.PROT_WRITE)
+        finally:
+            os.close(fd)
+        return name, mm
+
+    def _new_floats(self, d, shape, count):
+        nbytes = 4 * count
+        if not nbytes:
+            d["bytes"] = 0
+            return Output(d, _floats(None, shape))
+        name, mm = self._new_shm(nbytes)
+        d["shm"], d["bytes"] = name, nbytes
+        return Output(d, _floats(mm, shape))
+
+    def new_audio(self, name, frames, channels, rate):
+        """An audio output whose .data (frames x channels) lives in shared
+        memory: fill it in place, return it from run."""
+        d = {"kind": "audio", "name": name, "frames": int(frames), "channels": int(channels),
+             "rate": int(rate)}
+        return self._new_floats(d, (int(frames), int(channels)), int(frames) * int(channels))
+
+    def new_tensor(self, name, shape):
+        shape = tuple(int(s) for s in shape)
+        count = 1
+        for s in shape:
+            count *= s
+        return self._new_floats({"kind": "tensor", "name": name, "shape": list(shape)}, shape,
+                                count)
+
+    def _copy_in(self, out, data):
+        if _np is not None:
+            out.data[...] = _np.asarray(data, dtype="<f4").reshape(out.data.shape)
+        else:
+            src = memoryview(data).cast("B") if not hasattr(data, "tobytes") else \
+                memoryview(data.tobytes())
+            out.data.cast("B")[:] = src
+        return out
+
+    def audio(self, name, data, rate, channels=1):
+        """An audio output copied from data (a float32 array or buffer)."""
+        n = (data.size if hasattr(data, "size") else len(memoryview(data).cast("B")) // 4)
+        return self._copy_in(self.new_audio(name, n // channels, channels, rate), data)
+
+    def tensor(self, name, data, shape=None):
+        if shape is None:
+            shape = data.shape
+        return self._copy_in(self.new_tensor(name, shape), data)
+
+    def json(self, name, value):
+        return Output({"kind": "json", "name": name, "text": json.dumps(value)})
+
+    def file(self, name, path):
+        return Output({"kind": "file", "name": name, "path": os.fspath(path)})
+
+    # device memory (uses_gpu stages)
+    def memory(self):
+        if self.owner is None:
+            return {"peak_bytes": 0}
+        st, dev = self.owner.stats(), self.owner.device.stats()
+        return {"peak_bytes": st["bytes_peak"], "allocated_bytes": st["tree_bytes"],
+                "reserved_bytes": dev["reserved"],
+                "process_bytes": dev["driver_used_by_process"]}
+
+
+# --- the protocol -----------------------------------------------------------------
+class _Conn:
+    def __init__(self, fd):
+        self.sock = socket.socket(fileno=fd)
+
+    def _read(self, n):
+        buf = bytearray()
+        while len(buf) < n:
+            chunk = self.sock.recv(n - len(buf))
+            if not chunk:
+                if not buf:
+                    return None
+                raise EOFError("ebb closed the connection in the middle of a frame")
+            buf += chunk
+        return bytes(buf)
+
+    def recv(self):
+        hdr = self._read(4)
+        if hdr is None:
+            return None
+        (n,) = struct.unpack("<I", hdr)
+        if n == 0 or n > MAX_FRAME:
+            raise ValueError("bad frame length %d" % n)
+        body = self._read(n)
+        if body is None:
+            raise EOFError("ebb closed the connection in the middle of a frame")
+        return json.loads(body.decode("utf-8"))
+
+    def send(self, msg):
+        body = json.dumps(msg, separators=(",", ":")).encode("utf-8")
+        self.sock.sendall(struct.pack("<I", len(body)) + body)
+
+
+def _die_with_parent():
+    try:
+        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+    except (OSError, AttributeError):
+        pass
+    parent = os.environ.get("EBB_WORKER_PARENT")
+    if parent and int(parent) != os.getppid():
+        sys.exit(1)
+
+
+class _Runner:
+    def __init__(self, cls, conn):
+        self.cls, self.conn = cls, conn
+        self.ctx = Context(conn)
+        self.stage = None
+
+    def _owned(self, fn, *args):
+        if self.ctx.owner is None:
+            return fn(*args)
+        with self.ctx.owner:
+            return fn(*args)
+
+    def hello(self, msg):
+        self.ctx.shm_prefix = msg.get("shm_prefix", self.ctx.shm_prefix)
+        self.ctx.stage_name = msg.get("name") or msg.get("stage")
+        devices = ["cpu", "cuda"] if self.cls.uses_gpu else ["cpu"]
+        return {"type": "hello", "protocol": PROTOCOL,
+                "worker": os.path.basename(sys.argv[0]) or "python",
+                "version": str(self.cls.version), "pid": os.getpid(),
+                "capabilities": {"items": ["audio", "tensor", "json", "file"],
+                                 "devices": devices}}
+
+    def load(self, msg):
+        want = self.cls.name
+        if want is not None and msg.get("stage") != want:
+            raise StageError("EBB_ENOTFOUND", "%s runs stage '%s', not '%s'"
+                             % (os.path.basename(sys.argv[0]), want, msg.get("stage")))
+        self.ctx.device = msg.get("device", "cpu")
+        self.ctx.output_dir = msg.get("output_dir", ".")
+        if self.cls.uses_gpu and self.ctx.device.startswith("cuda"):
+            import ebb
+            dev = ebb.Device(self.ctx.device)
+            self.ctx.owner = dev.owner(self.ctx.stage_name or want or "stage")
+        self.stage = self.cls()
+        self._owned(self.stage.load, msg.get("options") or {}, self.ctx)
+        return {"type": "loaded", "memory": self.ctx.memory()}
+
+    def run(self, msg):
+        if self.stage is None:
+            raise StageError("EBB_ESTATE", "run before load")
+        items = Items(Item(d) for d in msg.get("items", []))
+        outs = self._owned(self.stage.run, items, self.ctx) or []
+        return {"type": "result", "items": [o.raw if isinstance(o, Output) else o for o in outs],
+                "memory": self.ctx.memory()}
+
+    def release(self, msg):
+        if self.stage is not None:
+            self._owned(self.stage.release, self.ctx)
+        got = 0
+        if self.ctx.owner is not None:
+            import ebb
+            got = int(ebb.release(device=self.ctx.owner.device))
+        return {"type": "released", "released_bytes": got, "memory": self.ctx.memory()}
+
+    def exit(self, msg):
+        if self.stage is not None:
+            self._owned(self.stage.unload, self.ctx)
+            self.stage = None
+        got = leaked = 0
+        o = self.ctx.owner
+        if o is not None:
+            import warnings
+
+            import ebb
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                r = o.release()
+            if r.leaks:  # the fixed leak lines, through ebb's log
+                for line in r.leaks.lines():
+                    tag = "[%s] " % r.leaks.owner
+                    self.conn.send({"type": "log", "level": LOG_WARN, "scope": r.leaks.owner,
+                                    "message": line[len(tag):] if line.startswith(tag) else line})
+                leaked = r.leaks.bytes
+            got = int(r) + int(ebb.release(context=True, device=o.device))
+        return {"type": "bye", "released_bytes": got, "leaked_bytes": leaked}
+
+
+def _error_answer(e, stage):
+    if isinstance(e, StageError):
+        return {"type": "error", "code": e.code, "message": e.message}
+    tb = traceback.extract_tb(e.__traceback__)
+    where = "%s:%d" % (os.path.basename(tb[-1].filename), tb[-1].lineno) if tb else "?"
+    return {"type": "error", "code": "EBB_ESTAGE",
+            "message": "%s: %s: %s (at %s)" % (stage or "stage", type(e).__name__, e, where)}
+
+
+def serve(stage_class, fd=None):
+    """Runs the protocol on $EBB_WORKER_FD until ebb says exit or closes the
+    socket; returns the process exit status (use sys.exit(serve(Cls)))."""
+    if fd is None:
+        env = os.environ.get("EBB_WORKER_FD")
+        if env is None:
+            print("%s: EBB_WORKER_FD is not set: ebb starts this program itself (a stage "
+                  "entry with \"worker\": PATH)" % os.path.basename(sys.argv[0]), file=sys.stderr)
+            return 2
+        fd = int(env)
+        _die_with_parent()
+    conn = _Conn(fd)
+    r = _Runner(stage_class, conn)
+    handlers = {"hello": r.hello, "load": r.load, "run": r.run, "release": r.release,
+                "exit": r.exit}
+    while True:
+        msg = conn.recv()
+        if msg is None:
+            return 0
+        t = msg.get("type")
+        try:
+            h = handlers.get(t)
+            if h is None:
+                raise StageError("EBB_EPROTO", "unknown message type %r" % t)
+            conn.send(h(msg))
+        except Exception as e:  # noqa: BLE001 - every failure is an answer
+            conn.send(_error_answer(e, r.ctx.stage_name))
+        if t == "exit":
+            return 0

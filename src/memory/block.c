@@ -1,0 +1,249 @@
+/* Blocks: requests rounded to 512 bytes, carved best fit out of free blocks
+ * of the small or large pool (a new segment when none fits), split, and on
+ * free coalesced with free neighbours. Out of memory from the driver: trim,
+ * retry once, then an error naming the owner and the numbers. Functions
+ * ending in _locked expect a->mu. */
+#include <inttypes.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "memory/internal.h"
+
+static int oom_message(ebb_allocator *a, ebb_owner *o, size_t req, uint64_t trimmed) {
+  char ask[32], fr[32], tr[32], res[32];
+  ebb_dev_meminfo mi = {0};
+  ebb_device_mem_info(a->dev, &mi);
+  mem__fmt_bytes(ask, sizeof ask, req);
+  mem__fmt_bytes(fr, sizeof fr, mi.free_bytes);
+  mem__fmt_bytes(tr, sizeof tr, trimmed);
+  mem__fmt_bytes(res, sizeof res, a->reserved.current);
+  return ebb_seterr(EBB_EOOM,
+                    "out of device memory: %s '%s' asked for %s; %s free on %s after "
+                    "trimming %s of cache "
+                    "(request %zu bytes, free %" PRIu64 " of %" PRIu64
+                    " bytes, ebb holds %s in %" PRIu64 " segments)",
+                    o->kind, o->name, ask, fr, ebb_device_label(a->dev), tr, req, mi.free_bytes,
+                    mi.total_bytes, res, a->segments.current);
+}
+
+/* A new segment for a request of size (bytes asked): empty large segments
+ * too small for it go first; on the driver's out-of-memory the cache is
+ * trimmed and the driver asked once more. *out: its one free block. */
+static int grow_locked(ebb_allocator *a, ebb_owner *o, size_t size, size_t bytes, int small,
+                       mem_block **out) {
+  mem_seg *s = NULL;
+  size_t ssz = mem__seg_size_for(a, size, small);
+  uint64_t dropped = small ? 0 : mem__seg_drop_useless_locked(a, ssz);
+  a->trimmed_bytes += dropped;
+  int rc = mem__seg_new_locked(a, ssz, small, &s);
+  if (rc == EBB_EOOM) {
+    /* Trim and retry once; with nothing to trim a retry would only hide a
+     * real out-of-memory (or an injected one) behind a second attempt. */
+    uint64_t trimmed = mem__trim_locked(a);
+    if (trimmed) {
+      mem__event_locked(a, EBB_EV_TRIM, NULL, 0, trimmed);
+      a->oom_retries++;
+      rc = mem__seg_new_locked(a, ssz, small, &s);
+    }
+    if (rc == EBB_EOOM) {
+      o->refused++;
+      mem__event_locked(a, EBB_EV_OOM, o, 0, size);
+      return oom_message(a, o, bytes, dropped + trimmed);
+    }
+  }
+  if (rc)
+    return rc;
+  *out = s->first;
+  return 0;
+}
+
+/* Cuts the free block b (out of the bins) to size; what is left, when 512
+ * bytes or more, becomes a free block after it. */
+static int split_locked(mem_pool *pool, mem_block *b, size_t size) {
+  if (b->size - size < EBB_MEM_ALIGN)
+    return 0;
+  mem_block *rest = calloc(1, sizeof *rest);
+  if (!rest)
+    return ebb_seterr(EBB_ENOMEM, "memory: no host memory for a block record");
+  rest->addr = b->addr + size;
+  rest->size = b->size - size;
+  rest->seg = b->seg;
+  rest->free = 1;
+  rest->prev = b;
+  rest->next = b->next;
+  if (b->next)
+    b->next->prev = rest;
+  b->next = rest;
+  b->size = size;
+  mem__bin_insert(pool, rest);
+  return 0;
+}
+
+/* b becomes o's live block: its record, the counters, the ledger. */
+static void take_locked(ebb_allocator *a, ebb_owner *o, mem_block *b, size_t bytes,
+                        const char *site, void **bt, int nbt) {
+  b->free = 0;
+  b->req = bytes;
+  b->owner = o;
+  b->site = site;
+  b->bt = bt;
+  b->nbt = nbt;
+  b->seg->nlive++;
+  mem__owner_link_locked(o, b);
+  mem__stat_add(&o->bytes, b->size);
+  mem__stat_add(&o->blocks, 1);
+  for (ebb_owner *q = o; q; q = q->parent)
+    q->tree_bytes += b->size;
+  mem__stat_add(&a->allocated, b->size);
+  mem__stat_add(&a->blocks, 1);
+  mem__update_cached_locked(a);
+  mem__event_locked(a, EBB_EV_ALLOC, o, b->addr, b->size);
+}
+
+/* The allocation with a->mu held; bt (captured before the lock) becomes the
+ * block's on success. */
+static int alloc_locked(ebb_owner *o, size_t bytes, size_t size, const char *site, void **bt,
+                        int nbt, uint64_t *addr) {
+  ebb_allocator *a = o->a;
+  int rc = mem__owner_check_quota_locked(o, size, bytes);
+  if (!rc)
+    rc = mem__seg_ready_locked(a);
+  if (rc)
+    return rc;
+  int small = size < EBB_MEM_SMALL_LIMIT;
+  mem_pool *pool = small ? &a->small : &a->large;
+  mem_block *b = mem__pool_find(pool, size);
+  if (!b && (rc = grow_locked(a, o, size, bytes, small, &b)))
+    return rc;
+  mem__bin_remove(pool, b);
+  rc = split_locked(pool, b, size);
+  if (rc) {
+    mem__bin_insert(pool, b);
+    return rc;
+  }
+  const char *st = mem__site_intern_locked(a, site);
+  if (mem__map_put(&a->live, b->addr, b)) {
+    /* put it back as a free block; coalescing happens on the next free */
+    mem__bin_insert(pool, b);
+    return ebb_seterr(EBB_ENOMEM, "memory: no host memory for the block table");
+  }
+  take_locked(a, o, b, bytes, st, bt, nbt);
+  *addr = b->addr;
+  return 0;
+}
+
+int ebb_mem_alloc(ebb_owner *o, size_t bytes, const char *site, uint64_t *addr) {
+  if (!o || !addr || bytes == 0)
+    return ebb_seterr(EBB_EINVAL, "ebb_mem_alloc: owner, a size > 0 and addr are required");
+  mem__check_owner(o);
+  *addr = 0;
+  if (bytes > SIZE_MAX - EBB_MEM_ALIGN)
+    return ebb_seterr(EBB_EOOM, "%s '%s' asked for %zu bytes: too large", o->kind, o->name, bytes);
+  size_t size = mem__round_up(bytes, EBB_MEM_ALIGN);
+  ebb_allocator *a = o->a;
+  void **bt = NULL;
+  int nbt = 0;
+  if (a->opts.backtraces)
+    nbt = mem__bt_capture(&bt);
+  mem__lock(a);
+  int rc = alloc_locked(o, bytes, size, site, bt, nbt, addr);
+  mem__unlock(a);
+  if (rc)
+    free(bt);
+  return rc;
+}
+
+/* Merges q, a free block, into p, the free block just before it. */
+static void merge_into(mem_block *p, mem_block *q) {
+  p->size += q->size;
+  p->next = q->next;
+  if (q->next)
+    q->next->prev = p;
+  free(q);
+}
+
+/* The freed block b merged with free neighbours; the result back in the
+ * bins (a parked segment's free blocks stay out of them). */
+static void coalesce_locked(ebb_allocator *a, mem_block *b) {
+  mem_seg *s = b->seg;
+  mem_pool *pool = mem__pool_of(a, s);
+  int in_bins = !s->d.parked;
+  mem_block *n = b->next;
+  if (n && n->free) {
+    if (in_bins)
+      mem__bin_remove(pool, n);
+    merge_into(b, n);
+  }
+  mem_block *p = b->prev;
+  if (p && p->free) {
+    if (in_bins)
+      mem__bin_remove(pool, p);
+    merge_into(p, b);
+    b = p;
+  }
+  if (in_bins)
+    mem__bin_insert(pool, b);
+}
+
+void mem__block_free_locked(ebb_allocator *a, mem_block *b, ebb_ledger_kind kind) {
+  ebb_owner *o = b->owner;
+  mem_seg *s = b->seg;
+  mem__owner_unlink_locked(o, b);
+  mem__stat_sub(&o->bytes, b->size);
+  mem__stat_sub(&o->blocks, 1);
+  for (ebb_owner *q = o; q; q = q->parent)
+    q->tree_bytes -= b->size;
+  if (!s->d.parked)
+    mem__stat_sub(&a->allocated, b->size);
+  mem__stat_sub(&a->blocks, 1);
+  mem__event_locked(a, kind, o, b->addr, b->size);
+#ifdef EBB_DEBUG
+  if (!s->d.parked)
+    ebb_device_memset8(a->dev, b->addr, 0xDB, b->size);
+#endif
+  free(b->bt);
+  b->bt = NULL;
+  b->nbt = 0;
+  b->owner = NULL;
+  b->site = NULL;
+  b->req = 0;
+  b->free = 1;
+  s->nlive--;
+  coalesce_locked(a, b);
+  mem__update_cached_locked(a);
+}
+
+int ebb_mem_free(ebb_allocator *a, uint64_t addr) {
+  if (!a)
+    return ebb_seterr(EBB_EINVAL, "ebb_mem_free: no allocator");
+  mem__lock(a);
+  mem_block *b = mem__map_del(&a->live, addr);
+  if (!b) {
+    mem__unlock(a);
+    return ebb_seterr(EBB_ENOTFOUND,
+                      "ebb_mem_free: 0x%" PRIx64 " is not a live block on %s (double free or "
+                      "not from ebb_mem_alloc)",
+                      addr, ebb_device_label(a->dev));
+  }
+  mem__block_free_locked(a, b, EBB_EV_FREE);
+  mem__unlock(a);
+  return 0;
+}
+
+int ebb_mem_lookup(ebb_allocator *a, uint64_t addr, ebb_owner **owner, size_t *size) {
+  if (!a)
+    return ebb_seterr(EBB_EINVAL, "ebb_mem_lookup: no allocator");
+  mem__lock(a);
+  mem_block *b = mem__map_get(&a->live, addr);
+  if (b) {
+    if (owner)
+      *owner = b->owner;
+    if (size)
+      *size = b->req;
+  }
+  mem__unlock(a);
+  if (!b)
+    return ebb_seterr(EBB_ENOTFOUND, "0x%" PRIx64 " is not a live block on %s", addr,
+                      ebb_device_label(a->dev));
+  return 0;
+}

@@ -1,0 +1,72 @@
+/* The device context as the allocator sees it: activated (and measured) on
+ * the first thing that needs the device, given back by ebb_release when no
+ * segment or pinned buffer is left, its cost measured both ways (NVML's
+ * per-process usage, else the driver's free memory, else the estimate). */
+#include <unistd.h>
+
+#include "base/log.h"
+#include "memory/internal.h"
+
+int mem__ctx_ensure_locked(ebb_allocator *a) {
+  if (ebb_device_kind_of(a->dev) == EBB_DEVICE_CPU || ebb_device_ctx_active(a->dev))
+    return 0;
+  ebb_dev_meminfo before = {0}, after = {0};
+  ebb_device_mem_info(a->dev, &before);
+  int rc = ebb_device_activate(a->dev);
+  if (rc)
+    return rc;
+  uint64_t used = 0;
+  if (ebb_device_process_used(a->dev, getpid(), &used) == 0 && used > a->reserved.current) {
+    a->context_estimate = used - a->reserved.current;
+    a->ctx_measured = 1;
+  } else if (ebb_device_mem_info(a->dev, &after) == 0 && before.source != EBB_MEMINFO_NONE &&
+             after.source != EBB_MEMINFO_NONE && before.free_bytes > after.free_bytes) {
+    a->context_estimate = before.free_bytes - after.free_bytes;
+    a->ctx_measured = 1;
+  }
+  mem__event_locked(a, EBB_EV_CTX_CREATE, NULL, 0, a->context_estimate);
+  return 0;
+}
+
+/* Segments plus 1 when pinned buffers are held: what keeps the context. */
+static int holds_device_memory(ebb_allocator *a) {
+  mem__lock(a);
+  int n = (int)a->segments.current;
+  int pins = a->pinned_reserved.current > 0;
+  mem__unlock(a);
+  return n + pins;
+}
+
+void mem__ctx_release(ebb_allocator *a, ebb_release_result *r) {
+  ebb_device *dev = a->dev;
+  if (ebb_device_kind_of(dev) != EBB_DEVICE_CUDA || !ebb_device_ctx_active(dev))
+    return;
+  if (holds_device_memory(a)) {
+    r->context_error = EBB_EBUSY;
+    ebb_log(EBB_LOG_DEBUG, "release",
+            "%s: context kept: ebb still holds live device blocks or pinned buffers",
+            ebb_device_label(dev));
+    return;
+  }
+  uint64_t before = 0, after = 0;
+  int measured = ebb_device_process_used(dev, getpid(), &before) == 0;
+  int rc = ebb_device_ctx_release(dev);
+  if (rc) {
+    r->context_error = rc;
+    ebb_log(EBB_LOG_WARN, "release", "%s: releasing the context failed: %s",
+            ebb_device_label(dev), ebb_errmsg());
+    return;
+  }
+  r->context_released = 1;
+  measured = measured && ebb_device_process_used(dev, getpid(), &after) == 0;
+  mem__lock(a);
+  if (measured && before >= after) {
+    r->context_bytes = before - after;
+    a->context_estimate = r->context_bytes;
+    a->ctx_measured = 1;
+  } else {
+    r->context_bytes = a->context_estimate;
+  }
+  mem__event_locked(a, EBB_EV_CTX_RELEASE, NULL, 0, r->context_bytes);
+  mem__unlock(a);
+}

@@ -1,0 +1,66 @@
+/* The memory room's lowest file: the clock, bytes as text, sized struct
+ * copies, handle checks and the allocator lock (the counters' helpers are
+ * inline in internal.h). Calls nothing else in
+ * the room, so every other file may call it. */
+#include <inttypes.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "base/log.h"
+#include "memory/internal.h"
+
+uint64_t mem__now_ns(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+void mem__fmt_bytes(char *buf, size_t n, uint64_t b) {
+  if (b >= (1ull << 30))
+    snprintf(buf, n, "%.1f GiB", (double)b / (double)(1ull << 30));
+  else if (b >= (1ull << 20))
+    snprintf(buf, n, "%.0f MiB", (double)b / (double)(1ull << 20));
+  else if (b >= 1024)
+    snprintf(buf, n, "%.0f KiB", (double)b / 1024.0);
+  else
+    snprintf(buf, n, "%" PRIu64 " B", b);
+}
+
+void mem__copy_sized(void *dst, const void *src, size_t n) {
+  uint32_t keep;
+  memcpy(&keep, dst, sizeof keep);
+  memcpy(dst, src, keep < n ? keep : n);
+  memcpy(dst, &keep, sizeof keep);
+}
+
+void mem__check_alloc(const ebb_allocator *a) {
+#ifdef EBB_DEBUG
+  if (a->sig != EBB_SIG_ALLOC) {
+    ebb_log(EBB_LOG_ERROR, "memory", "bad allocator handle %p (signature %08x)", (const void *)a,
+            a->sig);
+    abort();
+  }
+#else
+  (void)a;
+#endif
+}
+
+void mem__check_owner(const ebb_owner *o) {
+#ifdef EBB_DEBUG
+  if (o->sig != EBB_SIG_OWNER) {
+    ebb_log(EBB_LOG_ERROR, "memory", "bad owner handle %p (signature %08x%s)", (const void *)o,
+            o->sig, o->sig == EBB_SIG_DEAD ? ": used after ebb_owner_destroy" : "");
+    abort();
+  }
+#else
+  (void)o;
+#endif
+}
+
+void mem__lock(ebb_allocator *a) {
+  mem__check_alloc(a);
+  pthread_mutex_lock(&a->mu);
+}
+
+void mem__unlock(ebb_allocator *a) { pthread_mutex_unlock(&a->mu); }

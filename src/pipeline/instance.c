@@ -1,0 +1,310 @@
+/* A stage instance and its release (instance.h). Read ebb_instance_release
+ * from top to bottom: it is the whole of what "released" means. */
+#include "pipeline/instance.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "base/log.h"
+
+#define MIB(x) ((unsigned long long)((x) >> 20))
+
+struct ebb_instance {
+  ebb_instance_state state;  /* changed only by ebb_instance_enter */
+  int loaded;          /* the stage's load succeeded and its unload has not run */
+  ebb_device *dev;     /* borrowed */
+  ebb_allocator *alloc;/* borrowed */
+  const ebb_stage *st; /* borrowed */
+  char pipeline[128];
+  char *opts;          /* canonical merged options (load's argument, reuse key) */
+  ebb_owner *owner;    /* the stage's device memory; destroyed by the release */
+  ebb_sctx ctx;        /* what the stage sees; ctx.name is the instance name */
+  void *stage_state;   /* the stage's loaded state (its load's *state) */
+};
+
+/* --- states ------------------------------------------------------------------ */
+const char *ebb_instance_state_name(ebb_instance_state s) {
+  static const char *const names[] = {
+#define EBB_X_(s, name) name,
+      EBB_INSTANCE_STATES(EBB_X_)
+#undef EBB_X_
+  };
+  return (unsigned)s < sizeof names / sizeof *names ? names[s] : "?";
+}
+
+/* allowed[from][to]: the diagram in instance.h. */
+#define N_ (EBB_INSTANCE_RELEASED + 1)
+static const unsigned char allowed[N_][N_] = {
+    [EBB_INSTANCE_NEW] = {[EBB_INSTANCE_RUNNING] = 1, [EBB_INSTANCE_RELEASED] = 1},
+    [EBB_INSTANCE_RUNNING] = {[EBB_INSTANCE_NEW] = 1, [EBB_INSTANCE_LOADED] = 1},
+    [EBB_INSTANCE_LOADED] = {[EBB_INSTANCE_RUNNING] = 1, [EBB_INSTANCE_IDLE] = 1,
+                             [EBB_INSTANCE_PARKED] = 1, [EBB_INSTANCE_RELEASED] = 1},
+    [EBB_INSTANCE_IDLE] = {[EBB_INSTANCE_LOADED] = 1, [EBB_INSTANCE_RUNNING] = 1,
+                           [EBB_INSTANCE_PARKED] = 1, [EBB_INSTANCE_RELEASED] = 1},
+    [EBB_INSTANCE_PARKED] = {[EBB_INSTANCE_LOADED] = 1, [EBB_INSTANCE_RELEASED] = 1},
+};
+
+/* What to do instead, by the state that refuses. */
+static const char *hint(ebb_instance_state from, ebb_instance_state to) {
+  switch (from) {
+  case EBB_INSTANCE_NEW: return "it is not loaded; load it first";
+  case EBB_INSTANCE_RUNNING: return "it is inside its load or run; wait until that returns";
+  case EBB_INSTANCE_PARKED: return "its memory is parked; wake it first";
+  case EBB_INSTANCE_RELEASED: return "a released instance is finished; create another";
+  default: break;
+  }
+  return to == EBB_INSTANCE_NEW ? "an instance is new only until it loads"
+                                : "that change is not one of an instance's";
+}
+
+static int refuse(const ebb_instance *in, ebb_instance_state to) {
+  return ebb_seterr(EBB_ESTATE, "stage '%s' of pipeline '%s': cannot go from %s to %s: %s",
+                    in->ctx.name, in->pipeline, ebb_instance_state_name(in->state),
+                    ebb_instance_state_name(to), hint(in->state, to));
+}
+
+int ebb_instance_enter(ebb_instance *in, ebb_instance_state to) {
+  if (!in)
+    return ebb_seterr(EBB_EINVAL, "stage instance: none given");
+  if ((unsigned)to >= N_ || !allowed[in->state][to])
+    return refuse(in, to);
+  in->state = to;
+  return 0;
+}
+
+/* --- create / destroy ------------------------------------------------------------ */
+int ebb_instance_create(const ebb_instance_spec *s, ebb_instance **out) {
+  if (!s || !s->dev || !s->alloc || !s->stage || !s->name || !s->pipeline || !out)
+    return ebb_seterr(EBB_EINVAL, "stage instance: device, allocator, stage, pipeline and name "
+                                  "are required");
+  ebb_instance *in = calloc(1, sizeof *in);
+  if (!in || !(in->opts = strdup(s->options ? s->options : "{}"))) {
+    free(in);
+    return ebb_seterr(EBB_ENOMEM, "stage '%s': out of host memory", s->name);
+  }
+  int rc = ebb_owner_create(s->alloc, s->name, NULL, &in->owner);
+  if (rc) {
+    free(in->opts);
+    free(in);
+    return ebb_errctx(rc, "stage '%s': ", s->name);
+  }
+  in->state = EBB_INSTANCE_NEW;
+  in->dev = s->dev;
+  in->alloc = s->alloc;
+  in->st = s->stage;
+  snprintf(in->pipeline, sizeof in->pipeline, "%s", s->pipeline);
+  ebb_sctx_init(&in->ctx, s->dev, in->owner, s->name, s->output_dir);
+  in->ctx.on_oom = s->on_oom;
+  in->ctx.on_oom_arg = s->on_oom_arg;
+  *out = in;
+  return 0;
+}
+
+void ebb_instance_destroy(ebb_instance *in) {
+  if (!in)
+    return;
+  if (in->state == EBB_INSTANCE_RUNNING) /* a caller's bug; the memory still goes */
+    in->state = in->loaded ? EBB_INSTANCE_LOADED : EBB_INSTANCE_NEW;
+  if (in->state != EBB_INSTANCE_RELEASED)
+    ebb_instance_release(in, &(ebb_instance_plan){.quiet = 1}, NULL);
+  free(in->opts);
+  free(in);
+}
+
+/* --- load, run, idle ---------------------------------------------------------- */
+static void mark(ebb_instance *in, const char *what) {
+  char buf[200];
+  snprintf(buf, sizeof buf, "%s %s", in->ctx.name, what);
+  ebb_ledger_mark(ebb_allocator_ledger(in->alloc), buf);
+}
+
+int ebb_instance_load(ebb_instance *in) {
+  if (in->state != EBB_INSTANCE_NEW)
+    return ebb_seterr(EBB_ESTATE, "stage '%s' of pipeline '%s': cannot load: it is %s, not new",
+                      in->ctx.name, in->pipeline, ebb_instance_state_name(in->state));
+  ebb_instance_enter(in, EBB_INSTANCE_RUNNING);
+  ebb_sctx_clear_error(&in->ctx);
+  mark(in, "load");
+  ebb_clearerr();
+  int rc = in->st->load(&in->ctx.pub, in->opts, &in->stage_state);
+  in->loaded = rc == 0;
+  if (rc)
+    in->stage_state = NULL;
+  ebb_instance_enter(in, rc ? EBB_INSTANCE_NEW : EBB_INSTANCE_LOADED);
+  return rc;
+}
+
+int ebb_instance_run(ebb_instance *in, const ebb_items *inputs, ebb_items *outputs) {
+  if (in->state != EBB_INSTANCE_LOADED && in->state != EBB_INSTANCE_IDLE)
+    return refuse(in, EBB_INSTANCE_RUNNING); /* (new -> running is a load's) */
+  ebb_instance_enter(in, EBB_INSTANCE_RUNNING);
+  mark(in, "run");
+  ebb_sctx_clear_error(&in->ctx);
+  ebb_clearerr();
+  int rc = in->st->run(&in->ctx.pub, in->stage_state, inputs, outputs);
+  ebb_instance_enter(in, EBB_INSTANCE_LOADED);
+  return rc;
+}
+
+int ebb_instance_idle(ebb_instance *in) { return ebb_instance_enter(in, EBB_INSTANCE_IDLE); }
+
+void ebb_instance_bind(ebb_instance *in, const atomic_int *cancel, const char *output_dir,
+                       double deadline) {
+  in->ctx.cancel = cancel;
+  in->ctx.output_dir = output_dir;
+  in->ctx.deadline = deadline;
+  atomic_store(&in->ctx.timed_out, 0);
+  ebb_sctx_clear_error(&in->ctx);
+}
+
+/* --- release: the steps, in the order ebb_instance_release takes them ----------- */
+static const char *mem_word(const ebb_instance *in) {
+  return ebb_device_kind_of(in->dev) == EBB_DEVICE_CUDA ? "GPU memory" : "device memory (cpu)";
+}
+
+/* 1. drop: the stage's own release, then the release registry (process-wide
+ * today, so every loaded stage's callbacks run; issue 17 makes it this
+ * instance's handles, in->ctx.handles, and a separate owner for the rest). */
+static void drop(ebb_instance *in, ebb_instance_report *rep) {
+  if (in->loaded && in->st->release) {
+    rep->drop_error = in->st->release(&in->ctx.pub, in->stage_state);
+    if (rep->drop_error)
+      ebb_log(EBB_LOG_WARN, in->ctx.name, "the stage's release failed: %s",
+              in->ctx.err_msg[0] ? in->ctx.err_msg : ebb_strerror(rep->drop_error));
+    ebb_sctx_clear_error(&in->ctx);
+  }
+  ebb_release_result rr = {.size = sizeof rr};
+  ebb_release(in->alloc, EBB_RELEASE_CALLBACKS, &rr);
+  rep->released_bytes += rr.released_bytes;
+  rep->callbacks_run = rr.callbacks_run;
+  rep->callbacks_failed = rr.callbacks_failed;
+}
+
+/* 2. unload: the stage frees its loaded state. */
+static void unload(ebb_instance *in, ebb_instance_report *rep) {
+  if (!in->loaded)
+    return;
+  in->st->unload(&in->ctx.pub, in->stage_state);
+  in->loaded = 0;
+  in->stage_state = NULL;
+  if (in->ctx.err_code) {
+    rep->unload_error = in->ctx.err_code;
+    snprintf(rep->unload_message, sizeof rep->unload_message, "%s", in->ctx.err_msg);
+  }
+}
+
+/* 3. what the stage left outside its owner. raw_freed counts every raw
+ * segment given back (by the stage during unload, by ebb here, by a worker's
+ * exit: isolated.h), so the bytes are taken as a difference from raw0. */
+static void cleanup_context(ebb_instance *in, const ebb_instance_plan *plan, uint64_t raw0,
+                            ebb_instance_report *rep) {
+  rep->unattributed_bytes = in->ctx.raw_bytes;
+  if (rep->unattributed_bytes)
+    ebb_log(plan->quiet ? EBB_LOG_DEBUG : EBB_LOG_WARN, in->ctx.name,
+            "%llu MiB taken from the driver directly were not given back; freed by ebb",
+            MIB(rep->unattributed_bytes));
+  ebb_sctx_cleanup(&in->ctx);
+  rep->released_bytes += in->ctx.raw_freed - raw0;
+}
+
+/* 4. the owner goes: what is still in it is a leak, reported and freed. */
+static void teardown_owner(ebb_instance *in, const ebb_instance_plan *plan,
+                           ebb_instance_report *rep) {
+  ebb_leak_report *leaks = NULL;
+  ebb_owner_destroy(in->owner, &leaks);
+  in->owner = NULL;
+  if (!leaks)
+    return;
+  rep->leaked_bytes = leaks->bytes;
+  rep->leaked_pinned_bytes = leaks->pinned_bytes;
+  rep->leaked_blocks = (uint32_t)leaks->nleaks;
+  if (!plan->quiet)
+    ebb_leak_report_log(leaks);
+  ebb_leak_report_free(leaks);
+}
+
+/* 5. hand back: trim, pinned pool, and the context when nothing else holds it. */
+static void hand_back(ebb_instance *in, const ebb_instance_plan *plan, ebb_instance_report *rep) {
+  unsigned flags = EBB_RELEASE_TRIM | EBB_RELEASE_PINNED;
+  if (plan->with_context && ebb_device_ctx_active(in->dev))
+    flags |= EBB_RELEASE_CONTEXT;
+  ebb_release_result rr = {.size = sizeof rr};
+  ebb_release(in->alloc, flags, &rr);
+  if ((flags & EBB_RELEASE_CONTEXT) && rr.context_error) {
+    rep->context_error = rr.context_error;
+    ebb_log(EBB_LOG_DEBUG, in->ctx.name, "device context kept: %s",
+            ebb_strerror(rr.context_error));
+  }
+  rep->released_bytes += rr.released_bytes;
+  rep->context_bytes = rr.context_bytes;
+}
+
+static uint64_t driver_free(const ebb_instance *in) { return ebb_driver_free(in->dev, NULL); }
+
+/* 6 and 7. The line (only N > 0), and the driver's own figures (debug). */
+static void log_released(ebb_instance *in, const ebb_instance_report *rep) {
+  const char *name = in->ctx.name;
+  uint64_t bytes = rep->released_bytes, before = rep->driver_free_before,
+           after = rep->driver_free_after;
+  int64_t delta = (int64_t)after - (int64_t)before;
+  ebb_log_field f[] = {
+      EBB_LF_S("event", "released"),         EBB_LF_S("stage", name),
+      EBB_LF_U("released_bytes", bytes),     EBB_LF_U("released_mib", bytes >> 20),
+      EBB_LF_U("context_bytes", rep->context_bytes), EBB_LF_U("driver_free_before", before),
+      EBB_LF_U("driver_free_after", after),  EBB_LF_I("driver_freed_bytes", delta),
+  };
+  if (bytes >> 20)
+    ebb_log_ev(EBB_LOG_INFO, name, f, 8, "released %llu MiB of %s", MIB(bytes), mem_word(in));
+  if (before || after)
+    ebb_log(EBB_LOG_DEBUG, name,
+            "driver confirms: free memory %.2f GiB -> %.2f GiB (%+lld MiB; ebb handed back "
+            "%llu MiB)",
+            (double)before / (1 << 30), (double)after / (1 << 30),
+            (long long)(delta / (1 << 20)), MIB(bytes));
+}
+
+int ebb_instance_release(ebb_instance *in, const ebb_instance_plan *plan,
+                         ebb_instance_report *out) {
+  static const ebb_instance_plan plain = {0};
+  if (!plan)
+    plan = &plain;
+  if (in->state == EBB_INSTANCE_RUNNING || in->state == EBB_INSTANCE_RELEASED)
+    return refuse(in, EBB_INSTANCE_RELEASED);
+  ebb_instance_report rep = {.size = sizeof rep};
+  uint64_t raw0 = in->ctx.raw_freed;
+  rep.driver_free_before = driver_free(in);
+  ebb_sctx_clear_error(&in->ctx);
+  mark(in, "release");
+
+  drop(in, &rep);                         /* 1. caches: the stage's, the registry's */
+  unload(in, &rep);                       /* 2. the loaded state */
+  cleanup_context(in, plan, raw0, &rep);  /* 3. raw segments, callbacks, modules */
+  teardown_owner(in, plan, &rep);         /* 4. leaks reported and freed */
+  hand_back(in, plan, &rep);              /* 5. trim, pinned, maybe the context */
+  rep.driver_free_after = driver_free(in);/* 6. the driver's view */
+  if (!plan->quiet)
+    log_released(in, &rep);               /* 7. [name] released N MiB of GPU memory */
+
+  ebb_instance_enter(in, EBB_INSTANCE_RELEASED);
+  if (out) {
+    uint32_t keep = out->size && out->size < sizeof rep ? out->size : sizeof rep;
+    memcpy(out, &rep, keep);
+    out->size = keep;
+  }
+  return 0;
+}
+
+/* --- accessors --------------------------------------------------------------- */
+ebb_instance_state ebb_instance_state_of(const ebb_instance *in) { return in->state; }
+int ebb_instance_is_loaded(const ebb_instance *in) { return in->loaded; }
+const char *ebb_instance_name(const ebb_instance *in) { return in->ctx.name; }
+const char *ebb_instance_pipeline(const ebb_instance *in) { return in->pipeline; }
+const ebb_stage *ebb_instance_stage(const ebb_instance *in) { return in->st; }
+const char *ebb_instance_options(const ebb_instance *in) { return in->opts; }
+ebb_owner *ebb_instance_owner(const ebb_instance *in) { return in->owner; }
+ebb_sctx *ebb_instance_ctx(ebb_instance *in) { return &in->ctx; }
+void *ebb_instance_stage_state(const ebb_instance *in) { return in->stage_state; }
+const char *ebb_instance_error(ebb_instance *in) {
+  return in->ctx.err_msg[0] ? in->ctx.err_msg : ebb_errmsg();
+}

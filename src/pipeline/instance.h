@@ -1,0 +1,187 @@
+/* A stage instance: one entry of a pipeline (a stage, its options, its owner
+ * in the device allocator, its stage context), from creation to release.
+ * The runner (runner.h) decides WHEN an instance is loaded, run and
+ * released (policy, result cache, items); the manager (manager.h) decides
+ * WHAT is scheduled. What a release IS lives here, in one function,
+ * ebb_instance_release, that every path calls: after a stage, at the job's
+ * end, idle expiry, eviction on out-of-memory, a pipeline's unload, the
+ * runner's destruction.
+ *
+ * States (ebb_instance_state; every change goes through ebb_instance_enter,
+ * which refuses the others with EBB_ESTATE and a message naming the instance
+ * and both states):
+ *
+ *   NEW --load--> RUNNING --(load ok, run returned)--> LOADED --run--> RUNNING
+ *    ^               |                                  |  ^  \
+ *    +--load failed--+                    keep for reuse |  |   park (issue 12)
+ *                                                       v  |     v
+ *                                                      IDLE   PARKED --wake--> LOADED
+ *   NEW | LOADED | IDLE | PARKED --release--> RELEASED (terminal)
+ *
+ *   NEW      created: owner and stage context exist, nothing loaded
+ *   RUNNING  inside the stage's load or run: never released or evicted
+ *   LOADED   loaded, held by a job or kept by its pipeline (not evictable)
+ *   IDLE     loaded, kept between jobs (policy idle:S): the first to go when
+ *            memory runs out or its time is up; a job may claim it (run)
+ *   PARKED   loaded, its device memory parked at the same addresses
+ *            (ebb_owner_park). Reserved for the sleep level of issue 12: no
+ *            verb enters it yet; wake goes back to LOADED
+ *   RELEASED unloaded, owner destroyed; only ebb_instance_destroy is left
+ *
+ * Words (each means one thing in the pipeline room):
+ *   release  the whole sequence of ebb_instance_release, ending in RELEASED
+ *            and the line `[name] released N MiB of GPU memory`
+ *   drop     the stage's own `release` entry of the ABI plus the release
+ *            registry's callbacks: caches go, the stage stays loaded
+ *   hand back  the memory room's ebb_release (trim, pinned pool, context):
+ *            bytes go back to the driver
+ *   vacate   the device context goes back because nothing is loaded (the
+ *            runner's, at a job's end or after the last eviction/unload)
+ *
+ * Room for what comes next, without reshaping:
+ *   - own callbacks (issue 17): `drop` (instance.c) runs the release registry
+ *     process-wide today; it becomes "run this instance's handles"
+ *     (ctx.handles already lists them) and the rest gets an owner and a line
+ *     of its own. Plan and report stay as they are: the report is already
+ *     per instance, so its bytes become exactly this stage's.
+ *   - sleep (issue 12): ebb_instance_park (LOADED|IDLE -> PARKED: drop, then
+ *     ebb_owner_park, the context vacated when nothing else holds it) and
+ *     ebb_instance_wake (PARKED -> LOADED via ebb_owner_wake; a failed wake
+ *     stays PARKED and may be retried), each with the same report. The table
+ *     in instance.c already allows exactly these changes; a release from
+ *     PARKED runs the same sequence (the owner's teardown frees the backup).
+ *
+ * Threads: an instance is used by one thread at a time (the runner's); no
+ * function here takes a lock of its own. The memory room's calls take the
+ * allocator's mutex and the release registry's themselves. */
+#ifndef EBB_PIPELINE_INSTANCE_H
+#define EBB_PIPELINE_INSTANCE_H
+
+#include <stdatomic.h>
+#include <stdint.h>
+
+#include "pipeline/host.h"
+#include "pipeline/stage_api.h"
+
+typedef struct ebb_instance ebb_instance;
+
+#define EBB_INSTANCE_STATES(X)                                                 \
+  X(NEW, "new")                                                                \
+  X(LOADED, "loaded")                                                          \
+  X(RUNNING, "running")                                                        \
+  X(IDLE, "idle")                                                              \
+  X(PARKED, "parked")                                                          \
+  X(RELEASED, "released")
+
+typedef enum {
+#define EBB_X_(s, name) EBB_INSTANCE_##s,
+  EBB_INSTANCE_STATES(EBB_X_)
+#undef EBB_X_
+} ebb_instance_state;
+
+const char *ebb_instance_state_name(ebb_instance_state s);
+
+typedef struct ebb_instance_spec {
+  uint32_t size;              /* sizeof(ebb_instance_spec) */
+  ebb_device *dev;            /* borrowed; outlives the instance */
+  ebb_allocator *alloc;       /* borrowed, on dev: the instance's owner lives here */
+  const ebb_stage *stage;     /* borrowed (built-in, plugin, or the isolated proxy) */
+  const char *pipeline;       /* copied */
+  const char *name;           /* instance name: owner name and log scope. Copied */
+  const char *options;        /* canonical merged options JSON: what load gets, and
+                                 the reuse key (ebb_instance_options). Copied */
+  const char *output_dir;     /* borrowed; ebb_instance_bind replaces it */
+  ebb_sctx_oom_fn on_oom;     /* out of device memory in this stage: may evict others */
+  void *on_oom_arg;
+} ebb_instance_spec;
+
+/* What a release should do beyond the sequence every release runs. */
+typedef struct ebb_instance_plan {
+  int quiet;        /* 1: the release and leak lines go to debug (policy never,
+                       a runner's final clean-up) */
+  int with_context; /* 1: the caller knows no other instance is loaded: the
+                       device context goes back too and is counted in this
+                       instance's line (the next stage needs no GPU) */
+} ebb_instance_plan;
+
+/* What a release did. Every field is filled (0 when nothing happened). */
+typedef struct ebb_instance_report {
+  uint32_t size;                 /* sizeof(ebb_instance_report): set by the caller */
+  uint64_t released_bytes;       /* handed back to the driver: the line's N (segments
+                                    trimmed after the drop and after the owner's
+                                    teardown, raw segments, a worker's exit, the context) */
+  uint64_t context_bytes;        /* of which: the device context */
+  uint64_t unattributed_bytes;   /* taken from the driver directly (raw_driver_alloc)
+                                    and not given back by the stage: freed by ebb */
+  uint64_t leaked_bytes;         /* device blocks the stage did not free: reported, freed */
+  uint64_t leaked_pinned_bytes;  /* pinned host buffers likewise */
+  uint32_t leaked_blocks;
+  uint64_t driver_free_before;   /* the driver's free memory around the release */
+  uint64_t driver_free_after;    /* (both 0: the driver could not say) */
+  int callbacks_run, callbacks_failed; /* the release registry's, during the drop */
+  int drop_error;                /* the stage's own release failed (logged; not fatal) */
+  int unload_error;              /* the stage's unload set an error: */
+  char unload_message[1024];     /* its message */
+  int context_error;             /* with_context, and the context was kept: why */
+} ebb_instance_report;
+
+/* NEW. The owner (named spec->name, kind "stage") and the stage context are
+ * created here. *out is the caller's; free it with ebb_instance_destroy. */
+int ebb_instance_create(const ebb_instance_spec *spec, ebb_instance **out);
+/* Releases quietly if not released yet, then frees. NULL: no-op. */
+void ebb_instance_destroy(ebb_instance *in);
+
+/* The one place a state changes. EBB_ESTATE (nothing changes) for a change
+ * the diagram above does not draw; the message names the instance, both
+ * states and what to do instead. The verbs below use it; a state with no verb
+ * yet (PARKED) is entered through it by the code that parked the memory. */
+int ebb_instance_enter(ebb_instance *in, ebb_instance_state to);
+
+/* NEW -> RUNNING -> LOADED; on failure back to NEW with the stage's error
+ * (message: ebb_instance_error). Marks "NAME load" on the ledger. */
+int ebb_instance_load(ebb_instance *in);
+/* LOADED or IDLE -> RUNNING -> LOADED, whatever the stage answers (its error
+ * is returned; message: ebb_instance_error). Marks "NAME run". */
+int ebb_instance_run(ebb_instance *in, const ebb_items *inputs, ebb_items *outputs);
+/* LOADED -> IDLE: kept for reuse, evictable. */
+int ebb_instance_idle(ebb_instance *in);
+/* Points the stage at the job about to use it: its cancel flag (may be
+ * NULL), output directory (borrowed until the next bind) and deadline
+ * (CLOCK_MONOTONIC seconds, 0 none). Clears a previous timeout and error. */
+void ebb_instance_bind(ebb_instance *in, const atomic_int *cancel, const char *output_dir,
+                       double deadline);
+
+/* Releases the instance: NEW, LOADED, IDLE or PARKED -> RELEASED. In order:
+ *   1. drop: the stage's own release (if loaded), then the release registry;
+ *   2. unload (if loaded); an error it sets goes to rep->unload_error;
+ *   3. stage-context cleanup: callbacks it left registered, segments it took
+ *      from the driver directly (unattributed: a warning), kernel modules;
+ *   4. owner teardown: what the stage did not free is a leak, reported
+ *      (`[name] leaked N MiB in M blocks; freed by ebb`) and freed;
+ *   5. hand back: trim, pinned pool, and the context when plan->with_context;
+ *   6. the driver's free memory before and after, checked (debug line);
+ *   7. `[name] released N MiB of GPU memory` when N > 0 and not quiet.
+ * plan may be NULL (not quiet, no context); rep may be NULL. Returns 0 once
+ * the sequence ran (even when the stage's release or unload failed: the
+ * report says so), or EBB_ESTATE without doing anything when the instance is
+ * RUNNING or already RELEASED. */
+int ebb_instance_release(ebb_instance *in, const ebb_instance_plan *plan,
+                         ebb_instance_report *rep);
+
+ebb_instance_state ebb_instance_state_of(const ebb_instance *in);
+/* 1 from a successful load until the unload (also while RUNNING a run). */
+int ebb_instance_is_loaded(const ebb_instance *in);
+const char *ebb_instance_name(const ebb_instance *in);
+const char *ebb_instance_pipeline(const ebb_instance *in);
+const ebb_stage *ebb_instance_stage(const ebb_instance *in);
+const char *ebb_instance_options(const ebb_instance *in);
+/* NULL once released. */
+ebb_owner *ebb_instance_owner(const ebb_instance *in);
+/* The stage context (borrowed): error, timeout flag, raw bytes held. */
+ebb_sctx *ebb_instance_ctx(ebb_instance *in);
+/* The stage's loaded state (NULL when not loaded). */
+void *ebb_instance_stage_state(const ebb_instance *in);
+/* The stage's last error message, else the thread's (ebb_errmsg). */
+const char *ebb_instance_error(ebb_instance *in);
+
+#endif

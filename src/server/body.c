@@ -1,0 +1,383 @@
+/* Request bodies and a job's input. A body is taken only after its route,
+ * token and content type were checked (routes.c); JSON bodies go to memory
+ * (max_json), uploads straight to DATA_DIR/uploads (max_upload, which the
+ * whole request counts against); a multipart field that is not the file is
+ * kept in memory up to max_field bytes, appended in linear time. */
+#include <ctype.h>
+#include <errno.h>
+#include <limits.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "server/internal.h"
+
+static int open_upload(ebb_server *s, srv_req *r) {
+  unsigned long n = atomic_fetch_add(&s->counter, 1);
+  snprintf(r->tmp, sizeof r->tmp, "%s/uploads/tmp-%ld-%lu", s->data_dir, (long)getpid(), n);
+  if (!(r->f = fopen(r->tmp, "wb"))) {
+    r->tmp[0] = '\0';
+    r->io_error = errno;
+    return -1;
+  }
+  return 0;
+}
+
+/* Appends to a field; 0, or -1 when it would pass max bytes. */
+static int text_append(srv_text *t, const char *data, size_t n, size_t max) {
+  if (t->len + n > max)
+    return -1;
+  if (t->len + n + 1 > t->cap) {
+    size_t cap = t->cap ? t->cap : 256;
+    while (cap < t->len + n + 1)
+      cap *= 2;
+    char *p = realloc(t->p, cap);
+    if (!p)
+      return -1;
+    t->p = p;
+    t->cap = cap;
+  }
+  memcpy(t->p + t->len, data, n);
+  t->len += n;
+  t->p[t->len] = '\0';
+  return 0;
+}
+
+static enum MHD_Result file_part(srv_req *r, const char *key, const char *filename,
+                                 const char *content_type, const char *data, size_t size) {
+  if (r->too_large || r->io_error || !r->f)
+    return MHD_YES;
+  if (r->filename[0] && (strcmp(r->file_key, key) || strcmp(r->filename, filename))) {
+    r->two_files = 1;
+    return MHD_YES;
+  }
+  if (!r->filename[0]) {
+    snprintf(r->filename, sizeof r->filename, "%s", filename[0] ? filename : "upload");
+    snprintf(r->file_key, sizeof r->file_key, "%s", key);
+    if (content_type)
+      snprintf(r->ctype, sizeof r->ctype, "%s", content_type);
+  }
+  r->len += size;
+  if (size && fwrite(data, 1, size, r->f) != size)
+    r->io_error = errno ? errno : EIO;
+  return MHD_YES;
+}
+
+static enum MHD_Result post_iter(void *cls, enum MHD_ValueKind kind, const char *key,
+                                 const char *filename, const char *content_type,
+                                 const char *transfer_encoding, const char *data, uint64_t off,
+                                 size_t size) {
+  (void)kind;
+  (void)transfer_encoding;
+  (void)off;
+  srv_req *r = cls;
+  if (filename)
+    return file_part(r, key, filename, content_type, data, size);
+  srv_text *t = !strcmp(key, "pipeline") ? &r->field_pipeline
+                : !strcmp(key, "options") ? &r->field_options
+                : !strcmp(key, "input")   ? &r->field_input
+                                          : NULL;
+  if (!t || r->too_large)
+    return MHD_YES;
+  if (text_append(t, data, size, r->field_limit) != 0) {
+    r->too_large = 2;
+    snprintf(r->big_field, sizeof r->big_field, "%s", key);
+  }
+  return MHD_YES;
+}
+
+static int upload_failed(ebb_server *s, struct MHD_Connection *c, srv_req *r,
+                         enum MHD_Result *ret) {
+  *ret = srv_send_err(c, r, MHD_HTTP_INTERNAL_SERVER_ERROR, "internal",
+                      "cannot store the upload under %s/uploads: %s", s->data_dir,
+                      strerror(r->io_error));
+  return 1;
+}
+
+int srv_begin_body(ebb_server *s, struct MHD_Connection *c, srv_req *r, enum MHD_Result *ret) {
+  const char *ct = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Content-Type");
+  const char *cl = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Content-Length");
+  if (ct)
+    snprintf(r->ctype, sizeof r->ctype, "%s", ct);
+  if (srv_starts_with(ct, "multipart/form-data")) {
+    r->kind = BODY_MULTIPART;
+    r->limit = s->max_upload;
+    r->field_limit = s->max_field;
+    r->pp = MHD_create_post_processor(c, 64 * 1024, post_iter, r);
+    r->ctype[0] = '\0';
+    if (!r->pp) {
+      *ret = srv_send_err(c, r, MHD_HTTP_BAD_REQUEST, "bad_request",
+                          "multipart/form-data body without a boundary");
+      return 1;
+    }
+  } else if (srv_starts_with(ct, "audio/") || srv_starts_with(ct, "application/octet-stream")) {
+    r->kind = BODY_FILE;
+    r->limit = s->max_upload;
+  } else {
+    r->kind = BODY_BUFFER;
+    r->limit = s->max_json;
+  }
+  if (cl) {
+    unsigned long long n = strtoull(cl, NULL, 10);
+    if (n > r->limit) {
+      *ret = srv_send_err(c, r, MHD_HTTP_CONTENT_TOO_LARGE, "body_too_large",
+                          "the body is %llu bytes; this server takes at most %zu bytes for %s", n,
+                          r->limit, r->kind == BODY_BUFFER ? "a JSON body" : "an upload");
+      return 1;
+    }
+  }
+  if (r->kind != BODY_BUFFER && open_upload(s, r) != 0)
+    return upload_failed(s, c, r, ret);
+  return 0;
+}
+
+static void buffer_take(srv_req *r, const char *data, size_t n) {
+  if (r->len + n + 1 > r->cap) {
+    size_t cap = (r->len + n + 1) * 2;
+    char *p = realloc(r->buf, cap);
+    if (!p) {
+      r->io_error = ENOMEM;
+      return;
+    }
+    r->buf = p;
+    r->cap = cap;
+  }
+  memcpy(r->buf + r->len, data, n);
+  r->len += n;
+  r->buf[r->len] = '\0';
+}
+
+void srv_take_body(srv_req *r, const char *data, size_t n) {
+  if (r->too_large || r->io_error)
+    return;
+  r->total += n;
+  if (r->total > r->limit) {
+    r->too_large = 1;
+    return;
+  }
+  if (r->kind == BODY_MULTIPART) {
+    if (MHD_post_process(r->pp, data, n) != MHD_YES && !r->too_large)
+      r->io_error = EPROTO;
+  } else if (r->kind == BODY_FILE) {
+    if (fwrite(data, 1, n, r->f) != n)
+      r->io_error = errno ? errno : EIO;
+    r->len += n;
+  } else
+    buffer_take(r, data, n);
+}
+
+/* --- a job's (or item's) input ------------------------------------------------ */
+void srv_input_free(srv_input *in) {
+  json_decref(in->options);
+  json_decref(in->body);
+}
+
+/* A path a JSON job names: resolved with realpath, it must be a regular
+ * file under one of the --input-dir directories. The refusal is the same
+ * whether the file exists or not. */
+static int input_path_ok(ebb_server *s, const char *path, char *real) {
+  if (!s->ninput_dirs)
+    return 0;
+  char buf[PATH_MAX];
+  if (!realpath(path, buf) || access(buf, R_OK) != 0)
+    return 0;
+  for (size_t i = 0; i < s->ninput_dirs; i++) {
+    size_t n = strlen(s->input_dirs[i]);
+    if (!strncmp(buf, s->input_dirs[i], n) && (buf[n] == '/' || n == 1)) {
+      snprintf(real, 4096, "%s", buf);
+      return 1;
+    }
+  }
+  return 0;
+}
+
+static int bad(struct MHD_Connection *c, srv_req *r, enum MHD_Result *ret, const char *code,
+               const char *msg) {
+  *ret = srv_send_err(c, r, MHD_HTTP_BAD_REQUEST, code, "%s", msg);
+  return 1;
+}
+
+static int refuse_path(ebb_server *s, struct MHD_Connection *c, srv_req *r, const char *path,
+                       enum MHD_Result *ret) {
+  if (!s->ninput_dirs)
+    *ret = srv_send_err(c, r, MHD_HTTP_BAD_REQUEST, "bad_input",
+                        "input %s: this server reads no paths named in a request (it was "
+                        "started without --input-dir); upload the file instead "
+                        "(multipart/form-data field \"file\", or Content-Type audio/*)",
+                        path);
+  else
+    *ret = srv_send_err(c, r, MHD_HTTP_BAD_REQUEST, "bad_input",
+                        "input %s: not a readable file under the server's --input-dir "
+                        "directories; upload the file instead", path);
+  return 1;
+}
+
+static int check_json_keys(json_t *body, int want_pipeline, struct MHD_Connection *c,
+                           srv_req *r, enum MHD_Result *ret) {
+  const char *key;
+  json_t *v;
+  json_object_foreach(body, key, v) {
+    if (strcmp(key, "pipeline") && strcmp(key, "input") && strcmp(key, "options")) {
+      *ret = srv_send_err(c, r, MHD_HTTP_BAD_REQUEST, "bad_request",
+                          "unknown key \"%s\" in the body (known: %sinput, options)", key,
+                          want_pipeline ? "pipeline, " : "");
+      return 1;
+    }
+  }
+  return 0;
+}
+
+static int parse_json_input(struct MHD_Connection *c, srv_req *r, int want_pipeline,
+                            srv_input *in, enum MHD_Result *ret) {
+  json_error_t je;
+  if (!r->len) {
+    *ret = srv_send_err(c, r, MHD_HTTP_BAD_REQUEST, "bad_request",
+                        "empty body: expected JSON {%s\"input\": PATH, \"options\": {...}} or an "
+                        "upload (multipart/form-data field \"file\", or Content-Type audio/*)",
+                        want_pipeline ? "\"pipeline\": NAME, " : "");
+    return 1;
+  }
+  if (!(in->body = json_loadb(r->buf, r->len, 0, &je))) {
+    *ret = srv_send_err(c, r, MHD_HTTP_BAD_REQUEST, "bad_json",
+                        "the body is not valid JSON: %s at line %d, column %d (byte %d)",
+                        je.text, je.line, je.column, je.position);
+    return 1;
+  }
+  if (!json_is_object(in->body))
+    return bad(c, r, ret, "bad_json",
+               json_is_array(in->body) ? "the body must be a JSON object, not an array"
+                                       : "the body must be a JSON object, not a scalar");
+  if (check_json_keys(in->body, want_pipeline, c, r, ret))
+    return 1;
+  json_t *p = json_object_get(in->body, "pipeline"), *i = json_object_get(in->body, "input");
+  json_t *o = json_object_get(in->body, "options");
+  if (p && !json_is_string(p))
+    return bad(c, r, ret, "bad_request", "\"pipeline\" must be a string");
+  if (!i || !json_is_string(i))
+    return bad(c, r, ret, "bad_request",
+               "\"input\" must be a path (a string) on the server; to send a file, upload it "
+               "(multipart/form-data or Content-Type audio/*)");
+  if (o && !json_is_object(o) && !json_is_null(o))
+    return bad(c, r, ret, "bad_request",
+               "\"options\" must be an object {stage name: {option: value}}");
+  in->pipeline = p ? json_string_value(p) : NULL;
+  in->path = json_string_value(i);
+  in->options = json_is_object(o) ? json_incref(o) : NULL;
+  return 0;
+}
+
+static int parse_options_text(const char *opt_text, struct MHD_Connection *c, srv_req *r,
+                              srv_input *in, enum MHD_Result *ret) {
+  if (!opt_text || !*opt_text)
+    return 0;
+  json_error_t je;
+  if (!(in->options = json_loads(opt_text, 0, &je))) {
+    *ret = srv_send_err(c, r, MHD_HTTP_BAD_REQUEST, "bad_json",
+                        "\"options\" is not valid JSON: %s at line %d, column %d", je.text,
+                        je.line, je.column);
+    return 1;
+  }
+  if (!json_is_object(in->options))
+    return bad(c, r, ret, "bad_request",
+               "\"options\" must be an object {stage name: {option: value}}");
+  return 0;
+}
+
+static int parse_upload_input(struct MHD_Connection *c, srv_req *r, srv_input *in,
+                              enum MHD_Result *ret) {
+  if (r->f) {
+    if (fclose(r->f) != 0 && !r->io_error)
+      r->io_error = errno;
+    r->f = NULL;
+  }
+  const char *opt_text;
+  if (r->kind == BODY_MULTIPART) {
+    if (r->two_files)
+      return bad(c, r, ret, "bad_request",
+                 "the multipart body has more than one file; send one input per job");
+    in->pipeline = r->field_pipeline.p;
+    in->path = r->field_input.p;
+    opt_text = r->field_options.p;
+    if (!r->filename[0] && !in->path)
+      return bad(c, r, ret, "bad_request",
+                 "the multipart body has no file field (with a filename) and no \"input\" "
+                 "field");
+    in->upload = r->filename[0] != '\0';
+    if (in->upload)
+      in->path = NULL;
+  } else {
+    in->pipeline = MHD_lookup_connection_value(c, MHD_GET_ARGUMENT_KIND, "pipeline");
+    opt_text = MHD_lookup_connection_value(c, MHD_GET_ARGUMENT_KIND, "options");
+    in->upload = 1;
+  }
+  if (in->upload && r->len == 0)
+    return bad(c, r, ret, "bad_request", "the uploaded file is empty");
+  return parse_options_text(opt_text, c, r, in, ret);
+}
+
+int srv_parse_input(ebb_server *s, struct MHD_Connection *c, srv_req *r, int want_pipeline,
+                    srv_input *in, enum MHD_Result *ret) {
+  memset(in, 0, sizeof *in);
+  if (r->io_error) {
+    *ret = srv_send_err(c, r, MHD_HTTP_INTERNAL_SERVER_ERROR, "internal",
+                        "storing the request body failed: %s", strerror(r->io_error));
+    return 1;
+  }
+  int rc = r->kind == BODY_MULTIPART || r->kind == BODY_FILE
+               ? parse_upload_input(c, r, in, ret)
+               : parse_json_input(c, r, want_pipeline, in, ret);
+  if (rc)
+    return rc;
+  if (want_pipeline && (!in->pipeline || !*in->pipeline))
+    return bad(c, r, ret, "bad_request", "\"pipeline\" is required (see GET /v1/pipelines)");
+  if (in->path) {
+    if (!input_path_ok(s, in->path, in->real))
+      return refuse_path(s, c, r, in->path, ret);
+    in->path = in->real;
+  }
+  return 0;
+}
+
+static const char *ext_of(const char *ctype) {
+  if (srv_starts_with(ctype, "audio/wav") || srv_starts_with(ctype, "audio/x-wav") ||
+      srv_starts_with(ctype, "audio/wave") || srv_starts_with(ctype, "audio/vnd.wave"))
+    return ".wav";
+  if (srv_starts_with(ctype, "audio/flac") || srv_starts_with(ctype, "audio/x-flac"))
+    return ".flac";
+  if (srv_starts_with(ctype, "audio/mpeg") || srv_starts_with(ctype, "audio/mp3"))
+    return ".mp3";
+  if (srv_starts_with(ctype, "audio/ogg"))
+    return ".ogg";
+  return ".bin";
+}
+
+/* The sent name made safe (letters, digits, . - _) and short: at most 96
+ * characters, its extension kept, so "input-NAME" fits any file system. */
+static void safe_name(const char *sent, const char *ctype, char *name, size_t cap) {
+  enum { KEEP = 96 };
+  const char *base = strrchr(sent, '/');
+  base = base ? base + 1 : sent;
+  size_t k = 0;
+  for (const char *p = base; *p && k + 1 < cap; p++)
+    name[k++] = (isalnum((unsigned char)*p) || *p == '.' || *p == '-' || *p == '_') ? *p : '_';
+  name[k] = '\0';
+  if (!k || name[0] == '.') {
+    snprintf(name, cap, "upload%s", ext_of(ctype));
+    return;
+  }
+  if (k > KEEP) {
+    const char *dot = strrchr(name, '.');
+    size_t ext = dot && strlen(dot) <= 16 ? strlen(dot) : 0;
+    memmove(name + KEEP - ext, name + k - ext, ext + 1);
+  }
+}
+
+int srv_place_upload(srv_req *r, const char *dir, char *path, size_t n) {
+  char name[256];
+  safe_name(r->filename, r->ctype, name, sizeof name);
+  snprintf(path, n, "%s/input-%s", dir, name);
+  if (rename(r->tmp, path) != 0)
+    return ebb_seterr(EBB_EIO, "moving the upload to %s: %s", path, strerror(errno));
+  r->tmp[0] = '\0';
+  return 0;
+}

@@ -1,0 +1,102 @@
+/* The data directory: one server at a time (an exclusive flock on
+ * DATA_DIR/lock, which holds the holder's pid), partial uploads a killed
+ * server left, and retention (--keep-jobs). */
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/file.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "base/log.h"
+#include "server/internal.h"
+
+int srv_datadir_lock(const char *dir, int *fd) {
+  char path[4200];
+  snprintf(path, sizeof path, "%s/lock", dir);
+  int f = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+  if (f < 0)
+    return ebb_seterr(EBB_EIO, "--data-dir %s: cannot open %s: %s", dir, path, strerror(errno));
+  if (flock(f, LOCK_EX | LOCK_NB) != 0) {
+    char pid[32] = "";
+    ssize_t n = pread(f, pid, sizeof pid - 1, 0);
+    pid[n > 0 ? n : 0] = '\0';
+    pid[strcspn(pid, "\n")] = '\0';
+    close(f);
+    return ebb_seterr(EBB_EBUSY, "--data-dir %s is in use by another ebb server (pid %s); "
+                                 "stop it or give this one another --data-dir", dir,
+                      pid[0] ? pid : "unknown");
+  }
+  char pid[32];
+  int n = snprintf(pid, sizeof pid, "%ld\n", (long)getpid());
+  if (ftruncate(f, 0) != 0 || pwrite(f, pid, (size_t)n, 0) != n)
+    ebb_log(EBB_LOG_WARN, "server", "%s: cannot write the pid: %s", path, strerror(errno));
+  *fd = f;
+  return 0;
+}
+
+void srv_datadir_clean_uploads(const char *dir) {
+  char path[4200];
+  snprintf(path, sizeof path, "%s/uploads", dir);
+  DIR *d = opendir(path);
+  struct dirent *e;
+  int n = 0;
+  while (d && (e = readdir(d)))
+    if (!strncmp(e->d_name, "tmp-", 4)) {
+      char f[4500];
+      snprintf(f, sizeof f, "%s/%s", path, e->d_name);
+      n += unlink(f) == 0;
+    }
+  if (d)
+    closedir(d);
+  if (n)
+    ebb_log(EBB_LOG_INFO, "server", "removed %d partial upload%s left by the last server", n,
+            n == 1 ? "" : "s");
+}
+
+static int rm_tree(const char *path) {
+  struct stat st;
+  if (lstat(path, &st) != 0)
+    return 0;
+  if (S_ISDIR(st.st_mode)) {
+    DIR *d = opendir(path);
+    struct dirent *e;
+    while (d && (e = readdir(d))) {
+      if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, ".."))
+        continue;
+      char sub[4500];
+      snprintf(sub, sizeof sub, "%s/%s", path, e->d_name);
+      rm_tree(sub);
+    }
+    if (d)
+      closedir(d);
+    return rmdir(path);
+  }
+  return unlink(path);
+}
+
+/* A pruned job's directory: the parent of its output directory, when that
+ * lies under DATA_DIR/jobs/. */
+static void remove_job_dir(void *arg, int64_t id, const char *outdir) {
+  (void)id;
+  const ebb_server *s = arg;
+  char jobs[4200], dir[4200];
+  snprintf(jobs, sizeof jobs, "%s/jobs/", s->data_dir);
+  if (!outdir || strncmp(outdir, jobs, strlen(jobs)))
+    return;
+  snprintf(dir, sizeof dir, "%s", outdir);
+  char *slash = strrchr(dir, '/');
+  if (slash && slash > dir + strlen(jobs))
+    *slash = '\0';
+  rm_tree(dir);
+}
+
+void srv_retention(ebb_server *s) {
+  if (!s->keep_jobs && s->keep_jobs_s <= 0)
+    return;
+  int n = ebb_store_prune(s->store, s->keep_jobs, s->keep_jobs_s, remove_job_dir, s);
+  if (n > 0)
+    ebb_log(EBB_LOG_INFO, "server", "--keep-jobs: removed %d old job%s", n, n == 1 ? "" : "s");
+}

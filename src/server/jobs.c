@@ -1,0 +1,269 @@
+/* Jobs and sessions over HTTP. A job's public id is 128 random bits; a job
+ * is visible to the token that made it and to admin tokens (to anyone else
+ * it does not exist: 404). */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "base/log.h"
+#include "server/internal.h"
+
+/* The job's files: DATA_DIR/jobs/UID (the upload, out/). */
+static int job_files(ebb_server *s, srv_req *r, const srv_input *in, const char *uid,
+                     char *path, size_t pn, char *out, size_t on) {
+  char dir[4096];
+  snprintf(dir, sizeof dir, "%s/jobs/%s", s->data_dir, uid);
+  snprintf(out, on, "%s/out", dir);
+  int rc = srv_mkdirs(dir);
+  if (!rc && in->upload)
+    rc = srv_place_upload(r, dir, path, pn);
+  else if (!rc)
+    snprintf(path, pn, "%s", in->path);
+  return rc;
+}
+
+static int enqueue(ebb_server *s, srv_req *r, const srv_input *in, const char *uid, int64_t *id,
+                   char *path, size_t pn) {
+  char *opts = in->options ? json_dumps(in->options, JSON_COMPACT) : NULL;
+  char out[4200];
+  int rc = ebb_store_insert(s->store, uid, r->owner, in->pipeline, in->path, opts, id);
+  free(opts);
+  if (!rc)
+    rc = job_files(s, r, in, uid, path, pn, out, sizeof out);
+  if (!rc)
+    rc = ebb_store_set_input(s->store, *id, path, out);
+  if (!rc)
+    rc = ebb_queue_push(s->queue, *id, in->pipeline, path, out, in->options);
+  if (!rc)
+    ebb_events_watch_job(s->events, *id);
+  return rc;
+}
+
+enum MHD_Result srv_h_jobs_post(ebb_server *s, struct MHD_Connection *c, srv_req *r,
+                                const char *method) {
+  (void)method;
+  srv_input in;
+  enum MHD_Result ret;
+  if (srv_parse_input(s, c, r, 1, &in, &ret)) {
+    srv_input_free(&in);
+    return ret;
+  }
+  int rc = ebb_manager_check_job(s->m, in.pipeline, in.options);
+  if (rc) {
+    ret = srv_send_ebb_err(c, r, rc, ebb_errmsg());
+    srv_input_free(&in);
+    return ret;
+  }
+  char uid[33], path[4400];
+  int64_t id = 0;
+  rc = srv_random_id(uid);
+  if (!rc)
+    rc = enqueue(s, r, &in, uid, &id, path, sizeof path);
+  if (rc) {
+    if (id)
+      ebb_store_finish(s->store, id, EBB_JOB_FAILED, ebb_errname(rc), ebb_errmsg(), NULL, 0,
+                       "[]");
+    ret = srv_send_ebb_err(c, r, EBB_EIO, ebb_errmsg());
+  } else {
+    char url[64];
+    snprintf(url, sizeof url, "/v1/jobs/%s", uid);
+    ebb_log(EBB_LOG_INFO, "server", "job %s: queued (pipeline '%s', input %s)", uid,
+            in.pipeline, path);
+    ret = srv_send_json(c, r, MHD_HTTP_ACCEPTED,
+                        json_pack("{s:s,s:s,s:s}", "id", uid, "state", "queued", "url", url));
+  }
+  srv_input_free(&in);
+  return ret;
+}
+
+/* The job the path names, if this caller may see it. */
+static int find_job(ebb_server *s, srv_req *r, int64_t *id) {
+  char owner[64];
+  const char *uid = r->parts[2];
+  if (ebb_store_find(s->store, uid, id, owner, sizeof owner) != 0 ||
+      (r->role != SRV_ROLE_ADMIN && strcmp(owner, r->owner)))
+    return ebb_seterr(EBB_ENOTFOUND, "no job '%s'", uid);
+  return 0;
+}
+
+static enum MHD_Result result_of(struct MHD_Connection *c, srv_req *r, const char *uid,
+                                 json_t *o) {
+  const char *state = json_string_value(json_object_get(o, "state"));
+  if (state && !strcmp(state, "succeeded")) {
+    json_t *res = json_object_get(o, "result");
+    json_t *v = json_object_get(res, "result"), *files = json_object_get(res, "files");
+    return srv_send_json(c, r, MHD_HTTP_OK,
+                         json_pack("{s:s,s:s,s:O,s:O}", "id", uid, "state", state, "result",
+                                   v ? v : json_null(), "files", files ? files : json_array()));
+  }
+  if (state && (!strcmp(state, "queued") || !strcmp(state, "running")))
+    return srv_send_err(c, r, MHD_HTTP_CONFLICT, "not_finished",
+                        "job %s is %s; its result is there once it has succeeded", uid, state);
+  const char *msg = json_string_value(json_object_get(json_object_get(o, "error"), "message"));
+  return srv_send_err(c, r, MHD_HTTP_CONFLICT, "no_result", "job %s %s and has no result: %s",
+                      uid, state ? state : "ended", msg ? msg : "(no message)");
+}
+
+enum MHD_Result srv_h_job_result(ebb_server *s, struct MHD_Connection *c, srv_req *r,
+                                 const char *method) {
+  (void)method;
+  int64_t id;
+  json_t *o = NULL;
+  int rc = find_job(s, r, &id);
+  if (!rc)
+    rc = ebb_store_get(s->store, id, &o);
+  if (rc)
+    return srv_send_ebb_err(c, r, rc, ebb_errmsg());
+  enum MHD_Result ret = result_of(c, r, r->parts[2], o);
+  json_decref(o);
+  return ret;
+}
+
+static enum MHD_Result cancel_job(ebb_server *s, struct MHD_Connection *c, srv_req *r,
+                                  int64_t id) {
+  const char *uid = r->parts[2];
+  ebb_job_state st;
+  int rc = ebb_store_state(s->store, id, &st);
+  if (rc)
+    return srv_send_ebb_err(c, r, rc, ebb_errmsg());
+  int running = 0;
+  if (st == EBB_JOB_QUEUED || st == EBB_JOB_RUNNING)
+    rc = ebb_queue_cancel(s->queue, id, &running);
+  if (rc || (st != EBB_JOB_QUEUED && st != EBB_JOB_RUNNING)) {
+    ebb_store_state(s->store, id, &st);
+    return srv_send_err(c, r, MHD_HTTP_CONFLICT, "already_finished",
+                        "job %s has already finished (%s); nothing to cancel", uid,
+                        ebb_job_state_name(st));
+  }
+  ebb_log(EBB_LOG_INFO, "server", "job %s: %s", uid,
+          running ? "cancelling (the running stage stops, ebb releases)" : "cancelled");
+  return srv_send_json(c, r, MHD_HTTP_ACCEPTED,
+                       json_pack("{s:s,s:s}", "id", uid, "state",
+                                 running ? "cancelling" : "cancelled"));
+}
+
+enum MHD_Result srv_h_job(ebb_server *s, struct MHD_Connection *c, srv_req *r,
+                          const char *method) {
+  int64_t id;
+  int rc = find_job(s, r, &id);
+  if (rc)
+    return srv_send_ebb_err(c, r, rc, ebb_errmsg());
+  if (!strcmp(method, "DELETE"))
+    return cancel_job(s, c, r, id);
+  json_t *o = NULL;
+  if ((rc = ebb_store_get(s->store, id, &o)) != 0)
+    return srv_send_ebb_err(c, r, rc, ebb_errmsg());
+  return srv_send_json(c, r, MHD_HTTP_OK, o);
+}
+
+/* --- sessions ---------------------------------------------------------------------- */
+enum MHD_Result srv_h_sessions_post(ebb_server *s, struct MHD_Connection *c, srv_req *r,
+                                    const char *method) {
+  (void)method;
+  if (r->kind != BODY_BUFFER || !r->len)
+    return srv_send_err(c, r, MHD_HTTP_BAD_REQUEST, "bad_request",
+                        "expected a JSON body {\"pipeline\": NAME}");
+  json_error_t je;
+  json_t *b = json_loadb(r->buf, r->len, 0, &je);
+  if (!b)
+    return srv_send_err(c, r, MHD_HTTP_BAD_REQUEST, "bad_json",
+                        "the body is not valid JSON: %s at line %d, column %d (byte %d)", je.text,
+                        je.line, je.column, je.position);
+  json_t *p = json_object_get(b, "pipeline");
+  if (!json_is_string(p)) {
+    json_decref(b);
+    return srv_send_err(c, r, MHD_HTTP_BAD_REQUEST, "bad_request",
+                        "\"pipeline\" (a string) is required: {\"pipeline\": NAME}");
+  }
+  char id[40];
+  int rc = ebb_manager_session_open(s->m, json_string_value(p), id);
+  srv_snapshot_changed(s);
+  enum MHD_Result ret;
+  if (rc)
+    ret = srv_send_ebb_err(c, r, rc, ebb_errmsg());
+  else {
+    ebb_events_watch_session(s->events, id);
+    ebb_log(EBB_LOG_INFO, "server", "session %s: opened on pipeline '%s'", id,
+            json_string_value(p));
+    ret = srv_send_json(c, r, MHD_HTTP_CREATED,
+                        json_pack("{s:s,s:s}", "id", id, "pipeline", json_string_value(p)));
+  }
+  json_decref(b);
+  return ret;
+}
+
+enum MHD_Result srv_h_session(ebb_server *s, struct MHD_Connection *c, srv_req *r,
+                              const char *method) {
+  const char *id = r->parts[2];
+  if (!strcmp(method, "DELETE")) {
+    int rc = ebb_manager_session_close(s->m, id);
+    srv_snapshot_changed(s);
+    if (rc)
+      return srv_send_ebb_err(c, r, rc, ebb_errmsg());
+    ebb_log(EBB_LOG_INFO, "server", "session %s: closed", id);
+    return srv_send_json(c, r, MHD_HTTP_OK, json_pack("{s:s,s:b}", "id", id, "closed", 1));
+  }
+  ebb_session_info si;
+  int rc = ebb_sessions_info(ebb_manager_sessions(s->m), id, &si);
+  if (rc)
+    return srv_send_ebb_err(c, r, rc, ebb_errmsg());
+  return srv_send_json(c, r, MHD_HTTP_OK,
+                       json_pack("{s:s,s:s,s:s,s:s,s:i,s:I,s:I,s:f}", "id", si.id, "pipeline",
+                                 si.pipeline, "state",
+                                 si.state == EBB_SESSION_OPEN ? "open" : "stopped", "stop_reason",
+                                 si.stop_reason, "inflight", si.inflight, "items_done",
+                                 (json_int_t)si.items_done, "items_failed",
+                                 (json_int_t)si.items_failed, "created", si.created));
+}
+
+static enum MHD_Result item_done(struct MHD_Connection *c, srv_req *r, const char *id,
+                                 const char *pipeline, const char *dir,
+                                 const ebb_job_result *res) {
+  char rp[4500];
+  snprintf(rp, sizeof rp, "%s/result.json", dir);
+  json_t *result = json_load_file(rp, 0, NULL);
+  return srv_send_json(c, r, MHD_HTTP_OK,
+                       json_pack("{s:s,s:s,s:s,s:o,s:I,s:f,s:s}", "session", id, "pipeline",
+                                 pipeline, "state", "succeeded", "result",
+                                 result ? result : json_null(), "released_bytes",
+                                 (json_int_t)res->released_bytes, "seconds", res->seconds,
+                                 "output_dir", dir));
+}
+
+enum MHD_Result srv_h_session_item(ebb_server *s, struct MHD_Connection *c, srv_req *r,
+                                   const char *method) {
+  (void)method;
+  const char *id = r->parts[2];
+  ebb_session_info si;
+  int rc = ebb_sessions_info(ebb_manager_sessions(s->m), id, &si);
+  if (rc)
+    return srv_send_ebb_err(c, r, rc, ebb_errmsg());
+  srv_input in;
+  enum MHD_Result ret;
+  if (srv_parse_input(s, c, r, 0, &in, &ret)) {
+    srv_input_free(&in);
+    return ret;
+  }
+  unsigned long n = atomic_fetch_add(&s->counter, 1);
+  char dir[4096], path[4400];
+  snprintf(dir, sizeof dir, "%s/sessions/%s/%lu", s->data_dir, id, n);
+  rc = srv_mkdirs(dir);
+  if (!rc && in.upload)
+    rc = srv_place_upload(r, dir, path, sizeof path);
+  else if (!rc)
+    snprintf(path, sizeof path, "%s", in.path);
+  if (rc) {
+    srv_input_free(&in);
+    return srv_send_ebb_err(c, r, EBB_EIO, ebb_errmsg());
+  }
+  ebb_job_result res;
+  rc = ebb_manager_session_item(s->m, id, path, dir, in.options, &s->stop, &res);
+  srv_input_free(&in);
+  srv_snapshot_changed(s);
+  if (rc == EBB_ENOTFOUND || rc == EBB_EBUSY || rc == EBB_ECONFIG)
+    return srv_send_ebb_err(c, r, rc, res.message);
+  if (rc)
+    return srv_send_err(c, r, 422, "item_failed", "session %s: the item failed: %s", id,
+                        res.message);
+  return item_done(c, r, id, si.pipeline, dir, &res);
+}

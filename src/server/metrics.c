@@ -1,0 +1,89 @@
+/* GET /metrics: Prometheus text format, every family with HELP and TYPE
+ * (promtool check metrics passes), read from the snapshot and the store. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "server/internal.h"
+
+static void label_value(FILE *f, const char *v) {
+  for (const char *p = v; p && *p; p++)
+    fprintf(f, *p == '"' || *p == '\\' ? "\\%c" : (*p == '\n' ? "\\n" : "%c"), *p);
+}
+
+static void family(FILE *f, const char *name, const char *type, const char *help) {
+  fprintf(f, "# HELP %s %s\n# TYPE %s %s\n", name, help, name, type);
+}
+
+static void jobs_and_release(ebb_server *s, FILE *f, json_t *snap) {
+  uint64_t counts[EBB_JOB_NSTATES];
+  ebb_store_counts(s->store, counts);
+  family(f, "ebb_jobs", "gauge", "Jobs in the store by state.");
+  for (int i = 0; i < EBB_JOB_NSTATES; i++)
+    fprintf(f, "ebb_jobs{state=\"%s\"} %llu\n", ebb_job_state_name(i),
+            (unsigned long long)counts[i]);
+  family(f, "ebb_released_bytes_total", "counter",
+         "Device bytes ebb handed back to the driver.");
+  fprintf(f, "ebb_released_bytes_total %lld\n",
+          (long long)json_integer_value(json_object_get(snap, "released_total")));
+}
+
+static void device(FILE *f, json_t *mem) {
+  json_t *al = json_object_get(mem, "allocator"), *dev = json_object_get(mem, "device");
+  static const char *gauges[][4] = {
+      {"ebb_device_reserved_bytes", "allocator", "reserved_bytes",
+       "Device bytes ebb's allocator holds from the driver."},
+      {"ebb_device_allocated_bytes", "allocator", "allocated_bytes",
+       "Device bytes in live blocks."},
+      {"ebb_device_cached_bytes", "allocator", "cached_bytes",
+       "Device bytes held but not in use (given back by a release)."},
+      {"ebb_device_free_bytes", "device", "driver_free_bytes",
+       "Free device memory as the driver reports it."},
+      {"ebb_device_total_bytes", "device", "driver_total_bytes",
+       "Total device memory as the driver reports it."},
+  };
+  for (size_t i = 0; i < sizeof gauges / sizeof gauges[0]; i++) {
+    json_t *src = !strcmp(gauges[i][1], "allocator") ? al : dev;
+    family(f, gauges[i][0], "gauge", gauges[i][3]);
+    fprintf(f, "%s{device=\"", gauges[i][0]);
+    label_value(f, json_string_value(json_object_get(dev, "label")));
+    fprintf(f, "\"} %lld\n", (long long)json_integer_value(json_object_get(src, gauges[i][2])));
+  }
+  family(f, "ebb_context_held", "gauge", "1 while this process holds the device context.");
+  fprintf(f, "ebb_context_held %d\n",
+          json_is_true(json_object_get(json_object_get(mem, "context"), "held")));
+}
+
+static void owners_and_pipelines(FILE *f, json_t *snap) {
+  size_t i;
+  json_t *o;
+  family(f, "ebb_owner_bytes", "gauge", "Device bytes each owner holds now.");
+  json_array_foreach(json_object_get(json_object_get(snap, "memory"), "owners"), i, o) {
+    fprintf(f, "ebb_owner_bytes{owner=\"");
+    label_value(f, json_string_value(json_object_get(o, "name")));
+    fprintf(f, "\"} %lld\n", (long long)json_integer_value(json_object_get(o, "bytes")));
+  }
+  family(f, "ebb_pipeline_loaded", "gauge", "1 while the pipeline is loaded.");
+  json_array_foreach(json_object_get(snap, "pipelines"), i, o) {
+    fprintf(f, "ebb_pipeline_loaded{pipeline=\"");
+    label_value(f, json_string_value(json_object_get(o, "name")));
+    fprintf(f, "\"} %d\n", json_is_true(json_object_get(o, "loaded")));
+  }
+  family(f, "ebb_sessions", "gauge", "Open sessions (leases on loaded pipelines).");
+  fprintf(f, "ebb_sessions %lld\n",
+          (long long)json_integer_value(json_object_get(snap, "sessions")));
+}
+
+enum MHD_Result srv_metrics(ebb_server *s, struct MHD_Connection *c, srv_req *r) {
+  char *buf = NULL;
+  size_t n = 0;
+  FILE *f = open_memstream(&buf, &n);
+  if (!f)
+    return srv_send_err(c, r, MHD_HTTP_INTERNAL_SERVER_ERROR, "internal", "out of host memory");
+  json_t *snap = srv_snapshot(s);
+  jobs_and_release(s, f, snap);
+  device(f, json_object_get(snap, "memory"));
+  owners_and_pipelines(f, snap);
+  json_decref(snap);
+  fclose(f);
+  return srv_send_text(c, r, MHD_HTTP_OK, "text/plain; version=0.0.4", buf);
+}

@@ -1,0 +1,155 @@
+/* The read side's snapshot (internal.h, "snapshot.c"). Taking one calls the
+ * manager and the allocator, which may wait while a stage holds the device;
+ * only this thread waits then, never a connection thread for more than
+ * 30 ms. */
+#include <errno.h>
+#include <stdlib.h>
+#include <time.h>
+
+#include "server/internal.h"
+
+struct srv_snap {
+  ebb_server *s;
+  pthread_mutex_t lock;
+  pthread_cond_t cond;
+  json_t *cur;
+  uint64_t want, done;
+  uint64_t changes;  /* srv_snapshot_dirty calls */
+  uint64_t clean_at; /* the changes value the current snapshot has seen */
+  double taken_at;   /* when it was taken (monotonic seconds) */
+  int busy;          /* a snapshot is being taken */
+  double busy_since; /* since when (monotonic seconds) */
+  int stop, started;
+  pthread_t th;
+};
+
+static json_t *take(ebb_server *s) {
+  struct timespec ts;
+  clock_gettime(CLOCK_REALTIME, &ts);
+  return json_pack("{s:o,s:o,s:i,s:I,s:f}", "memory", ebb_manager_memory_json(s->m),
+                   "pipelines", ebb_manager_pipelines_json(s->m), "sessions",
+                   ebb_sessions_leases(ebb_manager_sessions(s->m), NULL), "released_total",
+                   (json_int_t)ebb_manager_released_total(s->m), "taken",
+                   ts.tv_sec + ts.tv_nsec / 1e9);
+}
+
+static double mono_s(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return ts.tv_sec + ts.tv_nsec / 1e9;
+}
+
+static void deadline(struct timespec *ts, long ms) {
+  clock_gettime(CLOCK_REALTIME, ts);
+  ts->tv_sec += ms / 1000;
+  ts->tv_nsec += (ms % 1000) * 1000000L;
+  if (ts->tv_nsec >= 1000000000L) {
+    ts->tv_sec++;
+    ts->tv_nsec -= 1000000000L;
+  }
+}
+
+static void *taker(void *arg) {
+  struct srv_snap *sn = arg;
+  pthread_mutex_lock(&sn->lock);
+  while (!sn->stop) {
+    struct timespec ts;
+    deadline(&ts, 1000);
+    while (!sn->stop && sn->done >= sn->want)
+      if (pthread_cond_timedwait(&sn->cond, &sn->lock, &ts) == ETIMEDOUT)
+        sn->want++; /* a fresh one every second anyway */
+    if (sn->stop)
+      break;
+    uint64_t w = sn->want, c0 = sn->changes;
+    sn->busy = 1;
+    sn->busy_since = mono_s();
+    pthread_mutex_unlock(&sn->lock);
+    json_t *j = take(sn->s);
+    pthread_mutex_lock(&sn->lock);
+    sn->busy = 0;
+    if (j) {
+      json_decref(sn->cur);
+      sn->cur = j;
+      sn->clean_at = c0;
+      sn->taken_at = mono_s();
+    }
+    sn->done = w;
+    pthread_cond_broadcast(&sn->cond);
+  }
+  pthread_mutex_unlock(&sn->lock);
+  return NULL;
+}
+
+int srv_snapshot_start(ebb_server *s) {
+  struct srv_snap *sn = calloc(1, sizeof *sn);
+  if (!sn)
+    return ebb_seterr(EBB_ENOMEM, "server: out of host memory");
+  sn->s = s;
+  pthread_mutex_init(&sn->lock, NULL);
+  pthread_cond_init(&sn->cond, NULL);
+  sn->cur = take(s);
+  s->snap = sn;
+  if (pthread_create(&sn->th, NULL, taker, sn) != 0)
+    return ebb_seterr(EBB_ENOMEM, "server: cannot start the snapshot thread");
+  sn->started = 1;
+  return 0;
+}
+
+void srv_snapshot_stop(ebb_server *s) {
+  struct srv_snap *sn = s->snap;
+  if (!sn)
+    return;
+  pthread_mutex_lock(&sn->lock);
+  sn->stop = 1;
+  pthread_cond_broadcast(&sn->cond);
+  pthread_mutex_unlock(&sn->lock);
+  if (sn->started)
+    pthread_join(sn->th, NULL);
+  json_decref(sn->cur);
+  pthread_cond_destroy(&sn->cond);
+  pthread_mutex_destroy(&sn->lock);
+  free(sn);
+  s->snap = NULL;
+}
+
+enum { FRESH_MS = 30 };
+
+static json_t *fresh(ebb_server *s, long wait_ms) {
+  struct srv_snap *sn = s->snap;
+  struct timespec ts;
+  deadline(&ts, wait_ms);
+  pthread_mutex_lock(&sn->lock);
+  /* nothing changed since a snapshot taken within 100 ms: that one will do */
+  if (wait_ms <= FRESH_MS && sn->cur && sn->clean_at == sn->changes &&
+      mono_s() - sn->taken_at < 0.1) {
+    json_t *j = json_incref(sn->cur);
+    pthread_mutex_unlock(&sn->lock);
+    return j;
+  }
+  uint64_t w = ++sn->want;
+  pthread_cond_broadcast(&sn->cond);
+  /* a snapshot stuck for 20 ms waits on the device: the last one will do */
+  int stuck = sn->busy && mono_s() - sn->busy_since > 0.02;
+  while (!stuck && sn->done < w)
+    if (pthread_cond_timedwait(&sn->cond, &sn->lock, &ts) == ETIMEDOUT)
+      break;
+  json_t *j = json_incref(sn->cur);
+  pthread_mutex_unlock(&sn->lock);
+  return j ? j : json_object();
+}
+
+json_t *srv_snapshot(ebb_server *s) { return fresh(s, FRESH_MS); }
+
+void srv_snapshot_dirty(ebb_server *s) {
+  struct srv_snap *sn = s->snap;
+  if (!sn)
+    return;
+  pthread_mutex_lock(&sn->lock);
+  sn->changes++;
+  pthread_mutex_unlock(&sn->lock);
+}
+
+void srv_snapshot_changed(ebb_server *s) {
+  srv_snapshot_dirty(s);
+  json_decref(fresh(s, 1000));
+}

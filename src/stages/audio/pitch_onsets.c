@@ -1,0 +1,234 @@
+/* Note onsets for the pitch stage (pitch.h): an onset detection function on
+ * the analysed signal and the note refinement that uses it.
+ *
+ * Why: pYIN follows the pitch, not the attacks. Two equal notes in a row stay
+ * one voiced run when the instrument's release (or the room) fills the gap
+ * between them, and after a pitch change the old note's release holds the
+ * track on the old pitch for 30-60 ms, so the new note starts late. The
+ * attack of a note is a burst of new spectral energy, which a spectral flux
+ * finds.
+ *
+ * The detection function is SuperFlux (S. Böck and G. Widmer, "Maximum
+ * filter vibrato suppression for onset detection", DAFx 2013): the positive
+ * difference of log magnitudes against the frame two hops back, maximum-
+ * filtered over 3 bins so vibrato and glides do not count as new energy. It is
+ * normalised by its 90th percentile over the track's sounding frames, so the
+ * thresholds do not depend on the level. Frames are centred like the pitch
+ * frames (frame f on sample f*hop). */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "ebb/error.h"
+#include "stages/audio/pitch.h"
+#include "stages/audio/stft.h"
+
+static int cmp_float(const void *a, const void *b) {
+  float x = *(const float *)a, y = *(const float *)b;
+  return (x > y) - (x < y);
+}
+
+/* flux and level of every frame from the magnitudes (nb bins per frame) */
+static void flux_from_mag(const float *mag, int nframes, int nb, int klo, int khi, float *odf,
+                          float *level_db, double norm) {
+  for (int f = 0; f < nframes; f++) {
+    const float *m = mag + (size_t)f * nb;
+    double e = 0.0, fl = 0.0;
+    for (int k = 0; k < nb; k++)
+      e += (double)m[k] * m[k];
+    level_db[f] = (float)(10.0 * log10(e * norm + 1e-20));
+    if (f >= 2) {
+      const float *q = mag + (size_t)(f - 2) * nb;
+      for (int k = klo; k < khi; k++) {
+        double prev = fmax(fmax(q[k - 1], q[k]), q[k + 1]);
+        double d = log1p(m[k]) - log1p(prev);
+        if (d > 0.0)
+          fl += d;
+      }
+    }
+    odf[f] = (float)fl;
+  }
+}
+
+/* odf /= its 90th percentile over frames within 40 dB of the loud level */
+static int normalise_odf(float *odf, const float *level_db, size_t n) {
+  float *tmp = malloc((n ? n : 1) * sizeof *tmp);
+  if (!tmp)
+    return ebb_seterr(EBB_ENOMEM, "pitch: out of memory for %zu onset frames", n);
+  memcpy(tmp, level_db, n * sizeof *tmp);
+  qsort(tmp, n, sizeof *tmp, cmp_float);
+  float loud = n ? tmp[(size_t)(0.95 * (double)(n - 1))] : 0.0f;
+  size_t k = 0;
+  for (size_t f = 0; f < n; f++)
+    if (level_db[f] > loud - 40.0f)
+      tmp[k++] = odf[f];
+  qsort(tmp, k, sizeof *tmp, cmp_float);
+  float scale = k ? tmp[(size_t)(0.9 * (double)(k - 1))] : 0.0f;
+  for (size_t f = 0; f < n; f++)
+    odf[f] = scale > 0.0f ? odf[f] / scale : 0.0f;
+  free(tmp);
+  return 0;
+}
+
+int ebb_pitch_onset_strength(const float *x, uint64_t n, uint32_t rate, int hop, size_t n_frames,
+                             float *odf, float *level_db) {
+  int nfft = 64;
+  while (nfft < 4096 && nfft < (int)(0.032 * rate))
+    nfft *= 2;
+  ebb_stft_shape s;
+  int rc = ebb_stft_shape_init(&s, nfft, hop < nfft ? hop : nfft, (long long)n);
+  if (rc)
+    return rc;
+  float *mag = malloc((size_t)s.nframes * s.nbins * sizeof *mag);
+  float *o = malloc((size_t)s.nframes * sizeof *o), *l = malloc((size_t)s.nframes * sizeof *l);
+  if (!mag || !o || !l) {
+    rc = ebb_seterr(EBB_ENOMEM, "pitch: out of memory for the onset spectrogram (%d frames)",
+                    s.nframes);
+    goto done;
+  }
+  if ((rc = ebb_stft_forward_cpu(&s, x, NULL, mag)))
+    goto done;
+  int klo = (int)(30.0 * nfft / rate) + 1, khi = (int)(6000.0 * nfft / rate);
+  if (khi > s.nbins - 1)
+    khi = s.nbins - 1;
+  if (klo >= khi)
+    klo = 1;
+  /* Hann-windowed energy to mean square: 1 / (sum w^2 * nfft / 2) ~ 8 / (3 nfft^2) */
+  flux_from_mag(mag, s.nframes, s.nbins, klo, khi, o, l, 8.0 / (3.0 * (double)nfft * nfft));
+  for (size_t f = 0; f < n_frames; f++) {
+    size_t g = f < (size_t)s.nframes ? f : (size_t)s.nframes - 1;
+    odf[f] = o[g];
+    level_db[f] = l[g];
+  }
+  rc = normalise_odf(odf, level_db, n_frames);
+done:
+  free(mag);
+  free(o);
+  free(l);
+  return rc;
+}
+
+/* --- notes refined by the onsets ---------------------------------------------- */
+
+typedef struct seg_ctx {
+  const float *frames, *odf, *level_db;
+  size_t nf;
+  const ebb_pitch_params *p;
+  double hop_s;
+  size_t minf; /* frames of the shortest note */
+} seg_ctx;
+
+/* odf[t] is the largest of [t-3, t+3] */
+static int is_peak(const seg_ctx *c, size_t t) {
+  size_t lo = t >= 3 ? t - 3 : 0, hi = t + 3 < c->nf ? t + 3 : c->nf - 1;
+  for (size_t k = lo; k <= hi; k++)
+    if (c->odf[k] > c->odf[t])
+      return 0;
+  return 1;
+}
+
+/* A re-attack at t: a strong onset where the level rises again after a dip
+ * (the release of the note before it). */
+static int reattack(const seg_ctx *c, size_t t) {
+  if (c->odf[t] < c->p->onset_threshold || !is_peak(c, t))
+    return 0;
+  float lo = INFINITY, hi = -INFINITY;
+  for (size_t k = t >= 6 ? t - 6 : 0; k < c->nf && k <= t + 2; k++)
+    lo = fminf(lo, c->level_db[k]);
+  for (size_t k = t; k < c->nf && k <= t + 6; k++)
+    hi = fmaxf(hi, c->level_db[k]);
+  return hi - lo >= c->p->onset_dip_db;
+}
+
+/* The strongest onset peak in [a, b] at or above thr, or (size_t)-1. */
+static size_t best_onset(const seg_ctx *c, size_t a, size_t b, double thr) {
+  size_t best = (size_t)-1;
+  for (size_t t = a; t <= b && t < c->nf; t++)
+    if (c->odf[t] >= thr && is_peak(c, t) && (best == (size_t)-1 || c->odf[t] > c->odf[best]))
+      best = t;
+  return best;
+}
+
+static int cmp_double(const void *a, const void *b) {
+  double x = *(const double *)a, y = *(const double *)b;
+  return (x > y) - (x < y);
+}
+
+/* The note over frames [a, b): median pitch of its voiced frames (hz0 when
+ * none are voiced). */
+static ebb_pitch_note make_note(const seg_ctx *c, size_t a, size_t b, double hz0, double *tmp) {
+  size_t n = 0;
+  for (size_t f = a; f < b; f++)
+    if (c->frames[3 * f + 1] > 0.0f)
+      tmp[n++] = 69.0 + 12.0 * log2(c->frames[3 * f + 1] / 440.0);
+  double m = 69.0 + 12.0 * log2(hz0 / 440.0);
+  if (n) {
+    qsort(tmp, n, sizeof *tmp, cmp_double);
+    m = n % 2 ? tmp[n / 2] : 0.5 * (tmp[n / 2 - 1] + tmp[n / 2]);
+  }
+  return (ebb_pitch_note){.onset = (double)a * c->hop_s,
+                          .offset = (double)b * c->hop_s,
+                          .hz = 440.0 * pow(2.0, (m - 69.0) / 12.0),
+                          .midi = (int)lround(m)};
+}
+
+static size_t frame_of(const seg_ctx *c, double t) {
+  double f = floor(t / c->hop_s + 0.5);
+  return f <= 0 ? 0 : (size_t)f >= c->nf ? c->nf : (size_t)f;
+}
+
+/* Splits note [a, b) at its re-attacks into out (*k notes so far). */
+static void split_note(const seg_ctx *c, size_t a, size_t b, double hz, ebb_pitch_note *out,
+                       size_t *k, double *tmp) {
+  size_t start = a;
+  for (size_t t = a + c->minf; t + c->minf <= b; t++)
+    if (reattack(c, t)) {
+      out[(*k)++] = make_note(c, start, t, hz, tmp);
+      start = t;
+      t += c->minf - 1;
+    }
+  out[(*k)++] = make_note(c, start, b, hz, tmp);
+}
+
+int ebb_pitch_notes_onsets(const float *frames, size_t nf, const float *odf,
+                           const float *level_db, const ebb_pitch_params *p,
+                           ebb_pitch_note **notes, size_t *n) {
+  if (*n == 0 || nf < 2 || !(p->onset_threshold > 0.0))
+    return 0;
+  seg_ctx c = {.frames = frames, .odf = odf, .level_db = level_db, .nf = nf, .p = p};
+  c.hop_s = frames[3] - frames[0] > 0.0f ? frames[3] - frames[0] : 0.01;
+  c.minf = (size_t)ceil(fmax(p->min_note_s, 0.05) / c.hop_s - 1e-9);
+  size_t look = (size_t)ceil(p->onset_lookback_s / c.hop_s - 1e-9);
+  /* at most one note per minf frames */
+  size_t cap = *n + nf / (c.minf ? c.minf : 1) + 1, k = 0;
+  ebb_pitch_note *out = malloc(cap * sizeof *out);
+  double *tmp = malloc(nf * sizeof *tmp);
+  if (!out || !tmp) {
+    free(out);
+    free(tmp);
+    return ebb_seterr(EBB_ENOMEM, "pitch: out of memory for %zu notes", cap);
+  }
+  ebb_pitch_note *in = *notes;
+  for (size_t i = 0; i < *n; i++) {
+    size_t a = frame_of(&c, in[i].onset), b = frame_of(&c, in[i].offset);
+    /* a pitch change inside a voiced run: the new note's attack is earlier
+     * than where the pitch track turns (the old note's release masks it) */
+    if (k > 0 && frame_of(&c, out[k - 1].offset) + 2 >= a) {
+      size_t pa = frame_of(&c, out[k - 1].onset), lo = a > look ? a - look : 0;
+      if (lo < pa + c.minf)
+        lo = pa + c.minf;
+      size_t t = lo <= a ? best_onset(&c, lo, a + 2, p->onset_threshold) : (size_t)-1;
+      if (t != (size_t)-1 && t < a) {
+        a = t;
+        out[k - 1].offset = (double)t * c.hop_s;
+      }
+    }
+    if (b > a)
+      split_note(&c, a, b, in[i].hz, out, &k, tmp);
+  }
+  free(tmp);
+  free(in);
+  *notes = out;
+  *n = k;
+  return 0;
+}

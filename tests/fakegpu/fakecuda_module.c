@@ -1,0 +1,489 @@
+/* Images, the JIT linker and what can be asked of a function.
+ *
+ * The fake runs kernels as host twins (fakegpu_twin_<name>, see
+ * fakecuda_exec.c), so it can take an image only if it can run what the image
+ * holds. A binary image (fatbin, cubin, ELF) is never parsed: its kernels are
+ * looked up by name when asked for. A PTX image is text, so the fake reads its
+ * `.entry` names: if one of them has no host twin the image is refused with
+ * CUDA_ERROR_INVALID_PTX (218, "a PTX JIT compilation failed", what a driver
+ * answers for PTX it cannot turn into code for the device), the reason in the
+ * JIT error log (CU_JIT_ERROR_LOG_BUFFER) and on stderr. */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "fakecuda.h"
+
+#define FK_SMS 132
+#define FK_THREADS_PER_SM 2048
+#define FK_BLOCKS_PER_SM 32
+#define FK_REGS_PER_SM 65536
+#define FK_REGS_PER_THREAD 32
+#define FK_SMEM_PER_SM 233472
+#define FK_SMEM_PER_BLOCK 49152
+
+FK_API CUresult cuLaunchKernel(CUfunction f, unsigned int gx, unsigned int gy, unsigned int gz,
+                               unsigned int bx, unsigned int by, unsigned int bz,
+                               unsigned int shmem, CUstream s, void **params, void **extra);
+
+/* --- images ----------------------------------------------------------------- */
+/* PTX is NUL-terminated text with .version and .target directives; a binary
+ * image has a non-text byte before any NUL (a fatbin's magic, ELF's 0x7f). */
+static int is_ptx(const char *t) {
+  const unsigned char *p = (const unsigned char *)t;
+  for (; *p; p++)
+    if (*p < 0x20 && *p != '\n' && *p != '\r' && *p != '\t')
+      return 0;
+    else if (*p >= 0x7f)
+      return 0;
+  return strstr(t, ".version") && strstr(t, ".target");
+}
+
+CUresult fk_image_check(const void *image, char *msg, size_t msg_len) {
+  const char *t = image;
+  if (!is_ptx(t))
+    return CUDA_SUCCESS;
+  for (const char *e = strstr(t, ".entry"); e; e = strstr(e + 6, ".entry")) {
+    const char *n = e + 6;
+    if (*n != ' ' && *n != '\t' && *n != '\n')
+      continue;
+    while (*n == ' ' || *n == '\t' || *n == '\n' || *n == '\r')
+      n++;
+    size_t len = strcspn(n, " \t\r\n(");
+    char name[256];
+    if (len == 0 || len >= sizeof name)
+      continue;
+    memcpy(name, n, len);
+    name[len] = 0;
+    if (fk_find_twin(name))
+      continue;
+    char buf[800];
+    snprintf(buf, sizeof buf,
+             "fakegpu: cannot run this PTX: kernel '%s' has no host twin "
+             "(the fake driver runs a kernel only as a host function %s%s)",
+             name, EBB_TWIN_PREFIX, name);
+    fprintf(stderr, "%s\n", buf);
+    if (msg && msg_len) {
+      size_t k = strlen(buf) < msg_len - 1 ? strlen(buf) : msg_len - 1;
+      memcpy(msg, buf, k);
+      msg[k] = 0;
+    }
+    return CUDA_ERROR_INVALID_PTX;
+  }
+  return CUDA_SUCCESS;
+}
+
+/* The JIT options a caller passes: where the logs go. */
+typedef struct jit_logs {
+  char *err, *info;
+  size_t err_size, info_size;
+  void **err_size_val, **info_size_val; /* written back: bytes used */
+} jit_logs;
+
+static CUresult parse_jit_options(unsigned n, CUjit_option *opts, void **vals, jit_logs *l) {
+  memset(l, 0, sizeof *l);
+  if (n && (!opts || !vals))
+    return CUDA_ERROR_INVALID_VALUE;
+  for (unsigned i = 0; i < n; i++) {
+    if (opts[i] < 0 || opts[i] >= CU_JIT_NUM_OPTIONS)
+      return CUDA_ERROR_INVALID_VALUE;
+    switch (opts[i]) {
+    case CU_JIT_ERROR_LOG_BUFFER: l->err = vals[i]; break;
+    case CU_JIT_INFO_LOG_BUFFER: l->info = vals[i]; break;
+    case CU_JIT_ERROR_LOG_BUFFER_SIZE_BYTES:
+      l->err_size = (size_t)(uintptr_t)vals[i];
+      l->err_size_val = &vals[i];
+      break;
+    case CU_JIT_INFO_LOG_BUFFER_SIZE_BYTES:
+      l->info_size = (size_t)(uintptr_t)vals[i];
+      l->info_size_val = &vals[i];
+      break;
+    default: break;
+    }
+  }
+  return CUDA_SUCCESS;
+}
+
+static void write_log(char *buf, size_t size, void **size_val, const char *text) {
+  if (!buf || !size)
+    return;
+  snprintf(buf, size, "%s", text);
+  if (size_val)
+    *size_val = (void *)(uintptr_t)(strlen(buf) + (*text ? 1 : 0));
+}
+
+FK_API CUresult cuModuleLoadDataEx(CUmodule *m, const void *image, unsigned int n,
+                                   CUjit_option *opts, void **vals) {
+  fk_lock();
+  struct CUctx_st *c;
+  jit_logs logs;
+  char msg[800] = "";
+  CUresult rc = fk_need_ctx(&c);
+  if (rc == CUDA_SUCCESS && (!m || !image))
+    rc = CUDA_ERROR_INVALID_VALUE;
+  if (rc == CUDA_SUCCESS)
+    rc = parse_jit_options(n, opts, vals, &logs);
+  if (rc == CUDA_SUCCESS) {
+    rc = fk_image_check(image, msg, sizeof msg);
+    write_log(logs.err, logs.err_size, logs.err_size_val, msg);
+    write_log(logs.info, logs.info_size, logs.info_size_val, "");
+  }
+  fk_obj *o;
+  if (rc == CUDA_SUCCESS)
+    rc = fk_new_obj(FK_OBJ_MODULE, &o);
+  if (rc == CUDA_SUCCESS)
+    *m = (CUmodule)o;
+  fk_unlock();
+  return rc;
+}
+
+/* Modules on the fake carry no device variables. */
+FK_API CUresult cuModuleGetGlobal_v2(CUdeviceptr *dptr, size_t *bytes, CUmodule m,
+                                     const char *name) {
+  fk_lock();
+  struct CUctx_st *c;
+  CUresult rc = fk_need_ctx(&c);
+  if (rc == CUDA_SUCCESS && !name)
+    rc = CUDA_ERROR_INVALID_VALUE;
+  if (rc == CUDA_SUCCESS && !fk_obj_check(m, FK_OBJ_MODULE))
+    rc = CUDA_ERROR_INVALID_HANDLE;
+  if (rc == CUDA_SUCCESS)
+    rc = CUDA_ERROR_NOT_FOUND;
+  (void)dptr;
+  (void)bytes;
+  fk_unlock();
+  return rc;
+}
+
+/* --- the linker: collects PTX (checked as it is added) and binaries, and
+ * completes to one image that cuModuleLoadData takes. A link state is not
+ * tied to a context's life. ----------------------------------------------------- */
+#define FK_LINK_MAGIC 0x4c494e4bu
+typedef struct fk_link {
+  uint32_t magic;
+  char *image; /* the PTX added, concatenated, NUL-terminated */
+  size_t len;
+  int inputs;
+  jit_logs logs;
+  struct fk_link *next;
+} fk_link;
+
+static fk_link *g_links;
+
+static fk_link *link_check(CUlinkState s) {
+  for (fk_link *l = g_links; l; l = l->next)
+    if ((CUlinkState)l == s && l->magic == FK_LINK_MAGIC)
+      return l;
+  return NULL;
+}
+
+FK_API CUresult cuLinkCreate_v2(unsigned int n, CUjit_option *opts, void **vals,
+                                CUlinkState *state) {
+  fk_lock();
+  struct CUctx_st *c;
+  fk_link *l = NULL;
+  CUresult rc = fk_need_ctx(&c);
+  if (rc == CUDA_SUCCESS && !state)
+    rc = CUDA_ERROR_INVALID_VALUE;
+  if (rc == CUDA_SUCCESS) {
+    l = calloc(1, sizeof *l);
+    rc = l ? parse_jit_options(n, opts, vals, &l->logs) : CUDA_ERROR_OUT_OF_MEMORY;
+  }
+  if (rc == CUDA_SUCCESS) {
+    l->magic = FK_LINK_MAGIC;
+    l->next = g_links;
+    g_links = l;
+    *state = (CUlinkState)l;
+    write_log(l->logs.err, l->logs.err_size, NULL, "");
+    write_log(l->logs.info, l->logs.info_size, NULL, "");
+  } else {
+    free(l);
+  }
+  fk_unlock();
+  return rc;
+}
+
+/* Caller holds fk_lock; data is size bytes, not necessarily NUL-terminated. */
+static CUresult link_add(fk_link *l, CUjitInputType type, const void *data, size_t size) {
+  if (!data || size == 0 || type < CU_JIT_INPUT_CUBIN || type > CU_JIT_INPUT_LIBRARY)
+    return CUDA_ERROR_INVALID_VALUE;
+  l->inputs++;
+  if (type != CU_JIT_INPUT_PTX)
+    return CUDA_SUCCESS; /* binaries: kernels resolved by name later */
+  char *text = malloc(size + 1);
+  if (!text)
+    return CUDA_ERROR_OUT_OF_MEMORY;
+  memcpy(text, data, size);
+  text[size] = 0;
+  char msg[800] = "";
+  CUresult rc = is_ptx(text) ? fk_image_check(text, msg, sizeof msg) : CUDA_ERROR_INVALID_PTX;
+  if (rc == CUDA_ERROR_INVALID_PTX && !*msg)
+    snprintf(msg, sizeof msg, "fakegpu: input is not PTX text (no .version/.target)");
+  if (rc) {
+    write_log(l->logs.err, l->logs.err_size, l->logs.err_size_val, msg);
+    free(text);
+    return rc;
+  }
+  size_t n = strlen(text);
+  char *img = realloc(l->image, l->len + n + 2);
+  if (!img) {
+    free(text);
+    return CUDA_ERROR_OUT_OF_MEMORY;
+  }
+  memcpy(img + l->len, text, n);
+  l->len += n;
+  img[l->len++] = '\n';
+  img[l->len] = 0;
+  l->image = img;
+  free(text);
+  return CUDA_SUCCESS;
+}
+
+FK_API CUresult cuLinkAddData_v2(CUlinkState state, CUjitInputType type, void *data,
+                                 size_t size, const char *name, unsigned int n,
+                                 CUjit_option *opts, void **vals) {
+  (void)name;
+  fk_lock();
+  jit_logs unused;
+  CUresult rc = fk_check_init();
+  fk_link *l = rc ? NULL : link_check(state);
+  if (rc == CUDA_SUCCESS && !l)
+    rc = CUDA_ERROR_INVALID_HANDLE;
+  if (rc == CUDA_SUCCESS)
+    rc = parse_jit_options(n, opts, vals, &unused);
+  if (rc == CUDA_SUCCESS)
+    rc = link_add(l, type, data, size);
+  fk_unlock();
+  return rc;
+}
+
+FK_API CUresult cuLinkAddFile_v2(CUlinkState state, CUjitInputType type, const char *path,
+                                 unsigned int n, CUjit_option *opts, void **vals) {
+  fk_lock();
+  jit_logs unused;
+  char *buf = NULL;
+  CUresult rc = fk_check_init();
+  fk_link *l = rc ? NULL : link_check(state);
+  if (rc == CUDA_SUCCESS && !l)
+    rc = CUDA_ERROR_INVALID_HANDLE;
+  if (rc == CUDA_SUCCESS && !path)
+    rc = CUDA_ERROR_INVALID_VALUE;
+  if (rc == CUDA_SUCCESS)
+    rc = parse_jit_options(n, opts, vals, &unused);
+  int fd = rc == CUDA_SUCCESS ? open(path, O_RDONLY | O_CLOEXEC) : -1;
+  if (rc == CUDA_SUCCESS && fd < 0)
+    rc = CUDA_ERROR_FILE_NOT_FOUND;
+  struct stat sb;
+  if (rc == CUDA_SUCCESS) {
+    buf = fstat(fd, &sb) == 0 ? malloc((size_t)sb.st_size + 1) : NULL;
+    if (!buf || read(fd, buf, (size_t)sb.st_size) != sb.st_size)
+      rc = CUDA_ERROR_INVALID_VALUE;
+  }
+  if (fd >= 0)
+    close(fd);
+  if (rc == CUDA_SUCCESS)
+    rc = link_add(l, type, buf, (size_t)sb.st_size);
+  free(buf);
+  fk_unlock();
+  return rc;
+}
+
+FK_API CUresult cuLinkComplete(CUlinkState state, void **cubin, size_t *size) {
+  fk_lock();
+  CUresult rc = fk_check_init();
+  fk_link *l = rc ? NULL : link_check(state);
+  if (rc == CUDA_SUCCESS && !l)
+    rc = CUDA_ERROR_INVALID_HANDLE;
+  if (rc == CUDA_SUCCESS && (!cubin || !size || l->inputs == 0))
+    rc = CUDA_ERROR_INVALID_VALUE;
+  if (rc == CUDA_SUCCESS && !l->image) {
+    /* Only binaries went in: an image that names no PTX entry. */
+    static const char bin[] = "fakegpu: linked binary image";
+    l->image = strdup(bin);
+    l->len = l->image ? strlen(bin) : 0;
+    if (!l->image)
+      rc = CUDA_ERROR_OUT_OF_MEMORY;
+  }
+  if (rc == CUDA_SUCCESS) {
+    *cubin = l->image;
+    *size = l->len + 1;
+  }
+  fk_unlock();
+  return rc;
+}
+
+FK_API CUresult cuLinkDestroy(CUlinkState state) {
+  fk_lock();
+  CUresult rc = fk_check_init();
+  fk_link *l = rc ? NULL : link_check(state);
+  if (rc == CUDA_SUCCESS && !l)
+    rc = CUDA_ERROR_INVALID_HANDLE;
+  if (rc == CUDA_SUCCESS) {
+    for (fk_link **pp = &g_links; *pp; pp = &(*pp)->next)
+      if (*pp == l) {
+        *pp = l->next;
+        break;
+      }
+    l->magic = 0;
+    free(l->image);
+    free(l);
+  }
+  fk_unlock();
+  return rc;
+}
+
+/* --- functions --------------------------------------------------------------- */
+static CUresult need_function(CUfunction f, fk_obj **out) {
+  struct CUctx_st *c;
+  CUresult rc = fk_need_ctx(&c);
+  if (rc)
+    return rc;
+  *out = fk_obj_check(f, FK_OBJ_FUNCTION);
+  return *out ? CUDA_SUCCESS : CUDA_ERROR_INVALID_HANDLE;
+}
+
+FK_API CUresult cuFuncGetAttribute(int *value, CUfunction_attribute attr, CUfunction f) {
+  fk_lock();
+  fk_obj *fn;
+  CUresult rc = need_function(f, &fn);
+  if (rc == CUDA_SUCCESS && !value)
+    rc = CUDA_ERROR_INVALID_VALUE;
+  if (rc == CUDA_SUCCESS) {
+    switch (attr) {
+    case CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK: *value = 1024; break;
+    case CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES:
+    case CU_FUNC_ATTRIBUTE_CONST_SIZE_BYTES:
+    case CU_FUNC_ATTRIBUTE_LOCAL_SIZE_BYTES: *value = 0; break;
+    case CU_FUNC_ATTRIBUTE_NUM_REGS: *value = FK_REGS_PER_THREAD; break;
+    case CU_FUNC_ATTRIBUTE_PTX_VERSION:
+    case CU_FUNC_ATTRIBUTE_BINARY_VERSION: *value = 90; break;
+    case 7: *value = 0; break; /* CACHE_MODE_CA */
+    case CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES: *value = FK_SMEM_PER_BLOCK; break;
+    case 9: *value = -1; break; /* PREFERRED_SHARED_MEMORY_CARVEOUT: default */
+    default:
+      if (attr >= 10 && attr <= 16)
+        *value = 0; /* cluster attributes: none set */
+      else
+        rc = CUDA_ERROR_INVALID_VALUE;
+    }
+  }
+  fk_unlock();
+  return rc;
+}
+
+FK_API CUresult cuFuncSetCacheConfig(CUfunction f, CUfunc_cache config) {
+  fk_lock();
+  fk_obj *fn;
+  CUresult rc = need_function(f, &fn);
+  if (rc == CUDA_SUCCESS && (config < 0 || config > CU_FUNC_CACHE_PREFER_EQUAL))
+    rc = CUDA_ERROR_INVALID_VALUE;
+  fk_unlock();
+  return rc;
+}
+
+/* Blocks of block_size threads (and dyn bytes of dynamic shared memory) that
+ * fit on one SM of the fake (Hopper's limits, 32 registers a thread). */
+static int blocks_per_sm(int block_size, size_t dyn) {
+  if (block_size <= 0 || block_size > 1024 || dyn > FK_SMEM_PER_BLOCK)
+    return 0;
+  int warps = (block_size + 31) / 32;
+  int b = FK_BLOCKS_PER_SM;
+  if (FK_THREADS_PER_SM / (warps * 32) < b)
+    b = FK_THREADS_PER_SM / (warps * 32);
+  if (FK_REGS_PER_SM / (warps * 32 * FK_REGS_PER_THREAD) < b)
+    b = FK_REGS_PER_SM / (warps * 32 * FK_REGS_PER_THREAD);
+  if (dyn && (int)(FK_SMEM_PER_SM / dyn) < b)
+    b = (int)(FK_SMEM_PER_SM / dyn);
+  return b;
+}
+
+static CUresult max_active(int *blocks, CUfunction f, int block_size, size_t dyn,
+                           unsigned flags) {
+  fk_lock();
+  fk_obj *fn;
+  CUresult rc = need_function(f, &fn);
+  if (rc == CUDA_SUCCESS && (!blocks || (flags & ~1u)))
+    rc = CUDA_ERROR_INVALID_VALUE;
+  if (rc == CUDA_SUCCESS)
+    *blocks = blocks_per_sm(block_size, dyn);
+  fk_unlock();
+  return rc;
+}
+
+FK_API CUresult cuOccupancyMaxActiveBlocksPerMultiprocessor(int *blocks, CUfunction f,
+                                                            int block_size, size_t dyn) {
+  return max_active(blocks, f, block_size, dyn, 0);
+}
+
+FK_API CUresult cuOccupancyMaxActiveBlocksPerMultiprocessorWithFlags(int *blocks, CUfunction f,
+                                                                     int block_size, size_t dyn,
+                                                                     unsigned int flags) {
+  return max_active(blocks, f, block_size, dyn, flags);
+}
+
+/* The block size with the most resident threads per SM (the largest such,
+ * trying sizes from the limit down in warps), and the grid that fills the
+ * device with it. b2d, when given, says the dynamic shared memory a block
+ * size needs; it is the caller's code, so it is called without fk_lock. */
+static CUresult potential_block_size(int *min_grid, int *block_size, CUfunction f,
+                                     CUoccupancyB2DSize b2d, size_t dyn, int limit,
+                                     unsigned flags) {
+  fk_lock();
+  fk_obj *fn;
+  CUresult rc = need_function(f, &fn);
+  if (rc == CUDA_SUCCESS && (!min_grid || !block_size || limit < 0 || (flags & ~1u)))
+    rc = CUDA_ERROR_INVALID_VALUE;
+  fk_unlock();
+  if (rc)
+    return rc;
+  int top = limit == 0 || limit > 1024 ? 1024 : limit;
+  int best_bs = 0, best_blocks = 0;
+  for (int bs = (top + 31) / 32 * 32; bs > 0; bs -= 32) {
+    int size = bs > top ? top : bs;
+    int b = blocks_per_sm(size, b2d ? b2d(size) : dyn);
+    if (b * size > best_blocks * best_bs) {
+      best_bs = size;
+      best_blocks = b;
+    }
+  }
+  *block_size = best_bs;
+  *min_grid = best_blocks * FK_SMS;
+  return CUDA_SUCCESS;
+}
+
+FK_API CUresult cuOccupancyMaxPotentialBlockSize(int *min_grid, int *block_size, CUfunction f,
+                                                 CUoccupancyB2DSize b2d, size_t dyn,
+                                                 int limit) {
+  return potential_block_size(min_grid, block_size, f, b2d, dyn, limit, 0);
+}
+
+FK_API CUresult cuOccupancyMaxPotentialBlockSizeWithFlags(int *min_grid, int *block_size,
+                                                          CUfunction f, CUoccupancyB2DSize b2d,
+                                                          size_t dyn, int limit,
+                                                          unsigned int flags) {
+  return potential_block_size(min_grid, block_size, f, b2d, dyn, limit, flags);
+}
+
+/* A cooperative grid must be resident all at once: at most what fits on
+ * every SM together, else 720 (COOPERATIVE_LAUNCH_TOO_LARGE). */
+FK_API CUresult cuLaunchCooperativeKernel(CUfunction f, unsigned int gx, unsigned int gy,
+                                          unsigned int gz, unsigned int bx, unsigned int by,
+                                          unsigned int bz, unsigned int shmem, CUstream s,
+                                          void **params) {
+  uint64_t threads = (uint64_t)bx * by * bz;
+  uint64_t blocks = (uint64_t)gx * gy * gz;
+  fk_lock();
+  fk_obj *fn;
+  CUresult rc = need_function(f, &fn);
+  fk_unlock();
+  if (rc)
+    return rc;
+  if (threads >= 1 && threads <= 1024 && blocks >= 1 &&
+      blocks > (uint64_t)blocks_per_sm((int)threads, shmem) * FK_SMS)
+    return CUDA_ERROR_COOPERATIVE_LAUNCH_TOO_LARGE;
+  return cuLaunchKernel(f, gx, gy, gz, bx, by, bz, shmem, s, params, NULL);
+}

@@ -1,0 +1,222 @@
+/* Host memory registration and pointer queries. With unified addressing a
+ * pointer names one allocation whatever its kind: device, managed, pinned
+ * host (cuMemHostAlloc), registered host (cuMemHostRegister) or opened IPC;
+ * pinned and registered host memory is reachable from the device at the same
+ * address. Registered memory stays the caller's: unregistering (or the
+ * context's end) only forgets it. */
+#include <stdbool.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include "fakecuda.h"
+
+static int is_host_kind(int kind) { return kind == FK_ALLOC_HOST || kind == FK_ALLOC_REGISTERED; }
+
+/* 1 when every page of [p, p+n) is mapped in this process. */
+static int host_range_mapped(const void *p, size_t n) {
+  uintptr_t page = (uintptr_t)sysconf(_SC_PAGESIZE);
+  uintptr_t start = (uintptr_t)p & ~(page - 1);
+  uintptr_t end = (uintptr_t)p + n;
+  return end > (uintptr_t)p && msync((void *)start, end - start, MS_ASYNC) == 0;
+}
+
+FK_API CUresult cuMemHostRegister_v2(void *p, size_t bytes, unsigned int flags) {
+  fk_lock();
+  struct CUctx_st *c;
+  CUresult rc = fk_need_ctx(&c);
+  if (rc)
+    goto out;
+  if (!p || bytes == 0 || (flags & ~0xfu) || !host_range_mapped(p, bytes)) {
+    rc = CUDA_ERROR_INVALID_VALUE;
+    goto out;
+  }
+  if (flags & CU_MEMHOSTREGISTER_IOMEMORY) {
+    rc = CUDA_ERROR_NOT_SUPPORTED; /* no PCI I/O memory on the fake */
+    goto out;
+  }
+  uint64_t addr = (uint64_t)(uintptr_t)p;
+  for (size_t off = 0; off < bytes; off += 4096) {
+    fk_alloc *o = fk_alloc_containing(addr + off, 1);
+    if (o && is_host_kind(o->kind)) {
+      rc = CUDA_ERROR_HOST_MEMORY_ALREADY_REGISTERED;
+      goto out;
+    }
+  }
+  fk_alloc *o = fk_alloc_containing(addr + bytes - 1, 1);
+  if (o && is_host_kind(o->kind)) {
+    rc = CUDA_ERROR_HOST_MEMORY_ALREADY_REGISTERED;
+    goto out;
+  }
+  fk_alloc *a = fk_alloc_new(FK_ALLOC_REGISTERED, c);
+  if (!a) {
+    rc = CUDA_ERROR_OUT_OF_MEMORY;
+    goto out;
+  }
+  a->addr = addr;
+  a->size = a->mapped = bytes;
+  a->flags = flags;
+  fk_alloc_link(a);
+out:
+  fk_unlock();
+  return rc;
+}
+
+FK_API CUresult cuMemHostUnregister(void *p) {
+  fk_lock();
+  struct CUctx_st *c;
+  CUresult rc = fk_need_ctx(&c);
+  if (rc == CUDA_SUCCESS) {
+    fk_alloc *a = p ? fk_alloc_containing((uint64_t)(uintptr_t)p, 1) : NULL;
+    if (!a || a->kind != FK_ALLOC_REGISTERED || a->addr != (uint64_t)(uintptr_t)p)
+      rc = CUDA_ERROR_HOST_MEMORY_NOT_REGISTERED;
+    else
+      fk_alloc_unlink_free(a);
+  }
+  fk_unlock();
+  return rc;
+}
+
+FK_API CUresult cuMemHostGetDevicePointer_v2(CUdeviceptr *dptr, void *p, unsigned int flags) {
+  fk_lock();
+  struct CUctx_st *c;
+  CUresult rc = fk_need_ctx(&c);
+  if (rc == CUDA_SUCCESS) {
+    fk_alloc *a = p ? fk_alloc_containing((uint64_t)(uintptr_t)p, 1) : NULL;
+    if (!dptr || flags != 0 || !a || !is_host_kind(a->kind))
+      rc = CUDA_ERROR_INVALID_VALUE;
+    else
+      *dptr = (CUdeviceptr)(uintptr_t)p; /* unified addressing: the same address */
+  }
+  fk_unlock();
+  return rc;
+}
+
+FK_API CUresult cuMemHostGetFlags(unsigned int *flags, void *p) {
+  fk_lock();
+  struct CUctx_st *c;
+  CUresult rc = fk_need_ctx(&c);
+  if (rc == CUDA_SUCCESS) {
+    fk_alloc *a = p ? fk_alloc_containing((uint64_t)(uintptr_t)p, 1) : NULL;
+    if (!flags || !a || !is_host_kind(a->kind))
+      rc = CUDA_ERROR_INVALID_VALUE;
+    else
+      *flags = a->flags;
+  }
+  fk_unlock();
+  return rc;
+}
+
+/* The allocation that contains dptr: 500 (NOT_FOUND) if none. */
+FK_API CUresult cuMemGetAddressRange_v2(CUdeviceptr *base, size_t *size, CUdeviceptr dptr) {
+  fk_lock();
+  struct CUctx_st *c;
+  CUresult rc = fk_need_ctx(&c);
+  if (rc == CUDA_SUCCESS) {
+    fk_alloc *a = fk_alloc_containing(dptr, 1);
+    if (!a) {
+      rc = CUDA_ERROR_NOT_FOUND;
+    } else {
+      if (base)
+        *base = a->addr;
+      if (size)
+        *size = a->size;
+    }
+  }
+  fk_unlock();
+  return rc;
+}
+
+/* One attribute of allocation a (NULL: ptr is no CUDA pointer, every
+ * attribute reads as zero) into data. Caller holds fk_lock. */
+static CUresult pointer_attribute(const fk_alloc *a, CUpointer_attribute attr, void *data,
+                                  CUdeviceptr ptr) {
+  int host = a && is_host_kind(a->kind);
+  switch (attr) {
+  case CU_POINTER_ATTRIBUTE_CONTEXT: {
+    CUcontext v = a ? a->ctx : NULL;
+    memcpy(data, &v, sizeof v);
+    return CUDA_SUCCESS;
+  }
+  case CU_POINTER_ATTRIBUTE_MEMORY_TYPE: {
+    unsigned v = !a ? 0 : host ? CU_MEMORYTYPE_HOST : CU_MEMORYTYPE_DEVICE;
+    memcpy(data, &v, sizeof v);
+    return CUDA_SUCCESS;
+  }
+  case CU_POINTER_ATTRIBUTE_DEVICE_POINTER: {
+    CUdeviceptr v = a ? ptr : 0;
+    memcpy(data, &v, sizeof v);
+    return CUDA_SUCCESS;
+  }
+  case CU_POINTER_ATTRIBUTE_HOST_POINTER: {
+    /* Plain device memory and IPC mappings have no host address. */
+    if (a && !host && a->kind != FK_ALLOC_MANAGED)
+      return CUDA_ERROR_INVALID_VALUE;
+    void *v = a ? (void *)(uintptr_t)ptr : NULL;
+    memcpy(data, &v, sizeof v);
+    return CUDA_SUCCESS;
+  }
+  case CU_POINTER_ATTRIBUTE_SYNC_MEMOPS:
+  case CU_POINTER_ATTRIBUTE_IS_MANAGED:
+  case CU_POINTER_ATTRIBUTE_MAPPED: {
+    bool v = a && (attr == CU_POINTER_ATTRIBUTE_MAPPED ||
+                   (attr == CU_POINTER_ATTRIBUTE_IS_MANAGED && a->kind == FK_ALLOC_MANAGED));
+    memcpy(data, &v, sizeof v);
+    return CUDA_SUCCESS;
+  }
+  case CU_POINTER_ATTRIBUTE_BUFFER_ID: {
+    unsigned long long v = a ? a->id : 0;
+    memcpy(data, &v, sizeof v);
+    return CUDA_SUCCESS;
+  }
+  case CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL: {
+    int v = a ? a->ctx->device : -2;
+    memcpy(data, &v, sizeof v);
+    return CUDA_SUCCESS;
+  }
+  case CU_POINTER_ATTRIBUTE_RANGE_START_ADDR: {
+    CUdeviceptr v = a ? a->addr : 0;
+    memcpy(data, &v, sizeof v);
+    return CUDA_SUCCESS;
+  }
+  case CU_POINTER_ATTRIBUTE_RANGE_SIZE: {
+    size_t v = a ? a->size : 0;
+    memcpy(data, &v, sizeof v);
+    return CUDA_SUCCESS;
+  }
+  default:
+    return CUDA_ERROR_INVALID_VALUE;
+  }
+}
+
+/* Needs only cuInit (no context), like the real driver. A pointer that no
+ * allocation, mapping or registration holds answers 1 (INVALID_VALUE). */
+FK_API CUresult cuPointerGetAttribute(void *data, CUpointer_attribute attr, CUdeviceptr ptr) {
+  CUresult rc = fk_check_init();
+  if (rc)
+    return rc;
+  if (!data)
+    return CUDA_ERROR_INVALID_VALUE;
+  fk_lock();
+  const fk_alloc *a = fk_alloc_containing(ptr, 1);
+  rc = a ? pointer_attribute(a, attr, data, ptr) : CUDA_ERROR_INVALID_VALUE;
+  fk_unlock();
+  return rc;
+}
+
+/* Unlike cuPointerGetAttribute, a pointer CUDA does not know is no error:
+ * every attribute reads as its null value. */
+FK_API CUresult cuPointerGetAttributes(unsigned int n, CUpointer_attribute *attrs, void **data,
+                                       CUdeviceptr ptr) {
+  CUresult rc = fk_check_init();
+  if (rc)
+    return rc;
+  if (n == 0 || !attrs || !data)
+    return CUDA_ERROR_INVALID_VALUE;
+  fk_lock();
+  const fk_alloc *a = fk_alloc_containing(ptr, 1);
+  for (unsigned i = 0; i < n && rc == CUDA_SUCCESS; i++)
+    rc = data[i] ? pointer_attribute(a, attrs[i], data[i], ptr) : CUDA_ERROR_INVALID_VALUE;
+  fk_unlock();
+  return rc;
+}

@@ -1,0 +1,101 @@
+#!/usr/bin/env bash
+# How much one client can hold: a slow-loris client (headers one byte a
+# second) and an idle socket are closed after header_timeout_s; a body that
+# trickles is closed too; connections past max_connections_per_ip from one
+# address are refused while /healthz from another address still answers.
+# (More than FD_SETSIZE sockets at once: server_soak.sh.)
+set -u
+: "${EBB:?}" "${FAKEGPU_STATE:?}" "${EBB_TEST_TMP:?}"
+T=$EBB_TEST_TMP
+RAW="$(cd "$(dirname "$0")/../support" && pwd)/rawhttp.py"
+rm -rf "$T" && mkdir -p "$T"
+rm -f "$FAKEGPU_STATE"
+fails=0
+fail() { echo "FAIL: $*" >&2; fails=$((fails + 1)); }
+SERVER=
+trap '[ -n "$SERVER" ] && kill -TERM "$SERVER" 2>/dev/null && wait "$SERVER"' EXIT
+cat > "$T/cfg.json" <<'JSON'
+{"pipelines": {"quick": {"stages": [{"stage": "synthetic", "options": {"weights_mib": 1}}]}},
+ "server": {"header_timeout_s": 1, "idle_timeout_s": 3, "max_connections_per_ip": 16,
+            "min_body_rate": 4096}}
+JSON
+"$EBB" serve --config "$T/cfg.json" --listen 127.0.0.1:0 --data-dir "$T/data" --no-cache > "$T/log" 2>&1 &
+SERVER=$!
+for _ in $(seq 100); do grep -q '^ebb: listening on' "$T/log" 2>/dev/null && break; sleep 0.1; done
+URL=$(head -1 "$T/log" | sed -n 's/^ebb: listening on //p')
+[ -n "$URL" ] || { echo "FAIL: no listening line"; cat "$T/log"; exit 1; }
+PORT=${URL##*:}
+
+python3 - "$PORT" > "$T/out" 2>&1 <<'PY'
+import resource, socket, sys, time
+port = int(sys.argv[1])
+soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+resource.setrlimit(resource.RLIMIT_NOFILE, (min(hard, 4096), hard))
+
+def conn(src):
+    s = socket.socket(); s.settimeout(5); s.bind((src, 0)); s.connect(("127.0.0.1", port)); return s
+
+def closed(s, wait=0.05):
+    s.settimeout(wait)
+    try:
+        return s.recv(1) == b""
+    except socket.timeout:
+        return False
+    except OSError:
+        return True
+
+def healthz_ms(src="127.0.0.1"):
+    t0 = time.time(); s = conn(src)
+    s.sendall(b"GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n")
+    data = b""
+    while True:
+        b = s.recv(4096)
+        if not b: break
+        data += b
+    s.close()
+    ok = data.startswith(b"HTTP/1.1 200")
+    return (time.time() - t0) * 1000, ok
+
+# a slow loris: one header byte a second
+s = conn("127.0.0.1")
+s.sendall(b"GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Slow: ")
+t0 = time.time(); shut = None
+while time.time() - t0 < 8:
+    try: s.sendall(b"a")
+    except OSError: shut = time.time() - t0; break
+    if closed(s, 1.0): shut = time.time() - t0; break
+print("loris", "closed after %.1f s" % shut if shut else "still open after 8 s")
+# an idle socket
+s = conn("127.0.0.1"); t0 = time.time(); shut = None
+while time.time() - t0 < 8:
+    if closed(s, 0.5): shut = time.time() - t0; break
+print("idle", "closed after %.1f s" % shut if shut else "still open after 8 s")
+# a body that trickles
+s = conn("127.0.0.1")
+s.sendall(b"POST /v1/jobs HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nContent-Length: 100000\r\n\r\n{")
+t0 = time.time(); shut = None
+while time.time() - t0 < 8:
+    try: s.sendall(b" ")
+    except OSError: shut = time.time() - t0; break
+    if closed(s, 1.0): shut = time.time() - t0; break
+print("trickle", "closed after %.1f s" % shut if shut else "still open after 8 s")
+# 40 sockets from one address: the 16 the per-IP cap allows stay
+many = [conn("127.0.0.2") for _ in range(40)]
+time.sleep(0.2)
+print("per_ip_open", sum(1 for k in many if not closed(k, 0.001)))
+ms, ok = healthz_ms("127.0.0.1")
+print("healthz_beside_capped_ip %.1f %s" % (ms, ok))
+for k in many: k.close()
+PY
+cat "$T/out"
+get() { sed -n "s/^$1 //p" "$T/out"; }
+case $(get loris) in "closed after "[12].*) ;; *) fail "slow loris: $(get loris) (header_timeout_s 1)" ;; esac
+case $(get idle) in "closed after "[12].*) ;; *) fail "idle socket: $(get idle) (header_timeout_s 1)" ;; esac
+case $(get trickle) in "closed after "[1234].*) ;; *) fail "trickling body: $(get trickle) (min_body_rate 4096)" ;; esac
+[ "$(get per_ip_open)" = 16 ] || fail "per-IP cap 16: $(get per_ip_open) of 40 sockets from one address stayed open"
+case $(get healthz_beside_capped_ip) in *True) ;; *) fail "healthz beside a capped address: $(get healthz_beside_capped_ip)" ;; esac
+curl -s -m 5 "$URL/healthz" | grep -q ok || fail "the server stopped answering"
+kill -TERM "$SERVER"; wait "$SERVER"; rc=$?; SERVER=
+[ "$rc" = 0 ] || fail "ebb serve exited $rc on SIGTERM"
+if [ "$fails" -ne 0 ]; then echo "--- server log"; tail -30 "$T/log"; exit 1; fi
+echo "server_limits: all checks passed"

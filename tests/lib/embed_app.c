@@ -1,0 +1,175 @@
+/* A program built against the INSTALLED libebb with nothing but
+ * `cc embed_app.c $(pkg-config --cflags --libs ebb)` (tests/integration/
+ * lib_install.sh): owners with a parent, allocation with an owner and with
+ * the thread's current owner, usage figures, a leak report naming the site,
+ * owner release and context release checked against fakegpu-smi, park/wake.
+ * Run on the fake GPU (EBB_LIBCUDA, EBB_LIBNVML, FAKEGPU_STATE, FAKEGPU_SMI). */
+#define _POSIX_C_SOURCE 200809L /* fdopen, posix_spawn in smi.h under -std=c17 */
+#include <ebb/ebb.h>
+
+#include <string.h>
+
+#include "smi.h"
+#include "test.h"
+
+#define OK(call)                                                               \
+  do {                                                                         \
+    int rc_ = (call);                                                          \
+    CHECK_MSG(rc_ == 0, "%s: %s (%s)", #call, ebb_errmsg(), ebb_errname(rc_)); \
+  } while (0)
+
+static long ctx_mib(void) {
+  const char *e = getenv("FAKEGPU_CONTEXT_MIB");
+  return e ? atol(e) : 300;
+}
+
+static ebb_gpu *g;
+
+static void test_version(void) {
+  CHECK_EQ_INT(ebb_api_version(), EBB_API_VERSION);
+  CHECK(ebb_version_string() && *ebb_version_string());
+  ebb_gpu_info info = {.size = sizeof info};
+  OK(ebb_gpu_get_info(g, &info));
+  CHECK_EQ_STR(info.label, "cuda:0");
+  CHECK_EQ_INT(info.is_cuda, 1);
+  CHECK(info.total_bytes > 0);
+  CHECK_EQ_INT(smi_me(), 0); /* opening made no context */
+  /* a bad spec is refused with a message naming it */
+  ebb_gpu *bad = NULL;
+  CHECK(ebb_gpu_open("tpu:3", &bad) != 0 && !bad);
+  CHECK_MSG(strstr(ebb_errmsg(), "tpu:3"), "message does not name the spec: %s", ebb_errmsg());
+}
+
+static void test_owners_and_release(void) {
+  ebb_owner *pipe = NULL, *sep = NULL, *align = NULL;
+  OK(ebb_owner_open(g, "pipeline songtrace", NULL, &pipe));
+  OK(ebb_owner_open(g, "separate", pipe, &sep));
+  OK(ebb_owner_open(g, "align", pipe, &align));
+  REQUIRE(pipe && sep && align);
+  CHECK_EQ_STR(ebb_owner_get_name(sep), "separate");
+  CHECK(ebb_owner_gpu(sep) == g);
+
+  uint64_t w = 0, act = 0, lost = 0;
+  OK(ebb_alloc(sep, 1 * GiB, "embed_app.c:weights", &w));
+  /* the current owner: ebb_gpu_alloc attributes to it */
+  OK(ebb_push(align));
+  CHECK(ebb_current(g) == align);
+  OK(ebb_gpu_alloc(g, 256 * MiB, "embed_app.c:act", &act));
+  OK(ebb_gpu_alloc(g, 512 * MiB, "embed_app.c:forgotten", &lost));
+  OK(ebb_pop());
+  CHECK(ebb_current(g) == NULL);
+  CHECK(ebb_pop() == EBB_ESTATE);
+
+  ebb_owner *who = NULL;
+  uint64_t sz = 0;
+  OK(ebb_lookup(g, act, &who, &sz));
+  CHECK(who == align);
+  CHECK_EQ_U64(sz, 256 * MiB);
+
+  ebb_owner_usage u = {.size = sizeof u};
+  OK(ebb_owner_get_usage(align, &u));
+  CHECK_EQ_U64(u.bytes, 768 * MiB);
+  CHECK_EQ_U64(u.blocks, 2);
+  OK(ebb_owner_get_usage(pipe, &u));
+  CHECK_EQ_U64(u.bytes, 0);
+  CHECK_EQ_U64(u.tree_bytes, (1024 + 768) * MiB);
+
+  ebb_gpu_stats st = {.size = sizeof st};
+  OK(ebb_gpu_get_stats(g, &st));
+  CHECK_EQ_U64(st.reserved, (1024 + 768) * MiB);
+  CHECK_EQ_INT(st.ctx_active, 1);
+  long used = smi_me();
+  CHECK_EQ_INT(used, ctx_mib() + 1024 + 768);
+  CHECK_EQ_INT(used, (long)((st.reserved + st.context_bytes) / MiB));
+  CHECK_EQ_INT(st.unattributed, 0);
+
+  /* align frees one block and forgets the other: release reclaims it as a
+   * leak that names the site, and the driver gets both back */
+  OK(ebb_free(g, act));
+  CHECK(ebb_free(g, act) == EBB_ENOTFOUND); /* double free */
+  ebb_leak_list *leaks = NULL;
+  ebb_released r = {.size = sizeof r};
+  long before = smi_me();
+  OK(ebb_owner_release(align, 0, &leaks, &r));
+  long after = smi_me();
+  REQUIRE(leaks != NULL);
+  CHECK_EQ_U64(leaks->count, 1);
+  CHECK_EQ_U64(leaks->bytes, 512 * MiB);
+  CHECK_EQ_STR(leaks->leaks[0].site, "embed_app.c:forgotten");
+  CHECK_EQ_STR(leaks->leaks[0].owner, "align");
+  CHECK_EQ_U64(r.leaked_bytes, 512 * MiB);
+  CHECK_EQ_U64(r.released_bytes, 768 * MiB);
+  CHECK_EQ_INT(before - after, (long)(r.released_bytes / MiB));
+  ebb_leak_list_free(leaks);
+  CHECK(ebb_free(g, lost) == EBB_ENOTFOUND); /* ebb freed it already */
+
+  /* separate frees its weights: nothing leaks, 1 GiB goes back */
+  OK(ebb_free(g, w));
+  before = smi_me();
+  OK(ebb_owner_release(sep, 0, &leaks, &r));
+  after = smi_me();
+  CHECK(leaks == NULL);
+  CHECK_EQ_U64(r.released_bytes, 1 * GiB);
+  CHECK_EQ_INT(before - after, 1024);
+  CHECK_EQ_INT(after, ctx_mib());
+
+  /* closing the parent closes the children and reports what they hold */
+  OK(ebb_alloc(sep, 10 * MiB, "embed_app.c:late", &w));
+  ebb_owner_close(pipe, &leaks);
+  REQUIRE(leaks != NULL);
+  CHECK_EQ_U64(leaks->bytes, 10 * MiB);
+  CHECK_EQ_STR(leaks->leaks[0].site, "embed_app.c:late");
+  ebb_leak_list_free(leaks);
+}
+
+static void test_quota(void) {
+  ebb_owner *q = NULL;
+  OK(ebb_owner_open(g, "quota", NULL, &q));
+  OK(ebb_owner_quota(q, 100 * MiB));
+  uint64_t p = 0;
+  CHECK(ebb_alloc(q, 200 * MiB, "embed_app.c:big", &p) == EBB_EQUOTA);
+  CHECK_MSG(strstr(ebb_errmsg(), "quota"), "quota message: %s", ebb_errmsg());
+  ebb_owner_close(q, NULL);
+}
+
+static void test_park_wake(void) {
+  ebb_owner *o = NULL;
+  OK(ebb_owner_open(g, "sleeper", NULL, &o));
+  uint64_t p = 0, parked = 0;
+  OK(ebb_alloc(o, 256 * MiB, "embed_app.c:model", &p));
+  long awake = smi_me();
+  OK(ebb_owner_park(o, &parked));
+  CHECK_EQ_U64(parked, 256 * MiB);
+  CHECK_EQ_INT(awake - smi_me(), 256);
+  OK(ebb_owner_wake(o));
+  CHECK_EQ_INT(smi_me(), awake);
+  OK(ebb_free(g, p));
+  ebb_owner_close(o, NULL);
+}
+
+static void test_context_release(void) {
+  ebb_released r = {.size = sizeof r};
+  OK(ebb_gpu_release(g, EBB_GPU_RELEASE_CONTEXT, &r));
+  CHECK_EQ_INT(r.context_released, 1);
+  CHECK_EQ_U64(r.context_bytes, (uint64_t)ctx_mib() * MiB);
+  CHECK_EQ_INT(smi_me(), 0);
+  /* releasing again never creates a context */
+  OK(ebb_gpu_release(g, EBB_GPU_RELEASE_CONTEXT, &r));
+  CHECK_EQ_INT(smi_me(), 0);
+}
+
+int main(void) {
+  int rc = ebb_gpu_open("cuda:0", &g);
+  if (rc) {
+    fprintf(stderr, "ebb_gpu_open(cuda:0): %s\n", ebb_errmsg());
+    return 1;
+  }
+  RUN(test_version);
+  RUN(test_owners_and_release);
+  RUN(test_quota);
+  RUN(test_park_wake);
+  RUN(test_context_release);
+  ebb_gpu_close(g);
+  ebb_gpu_close(NULL);
+  return TEST_END();
+}

@@ -1,0 +1,194 @@
+/* PyTorch's CUDAPluggableAllocator, imitated: dlopen libebb.so, dlsym the
+ * alloc/free functions by name and call them through pointers of the types
+ * PyTorch uses (void *(ssize_t, int, cudaStream_t), void (void *, ssize_t,
+ * int, cudaStream_t)), from several threads, each with its own owner pushed
+ * (the allocator callback itself knows no owner). Checks attribution, peaks,
+ * the default owner, leaks and release against fakegpu-smi. Built without
+ * linking anything of ebb (tests/unit/lib.cmake); $EBB_LIBEBB is the library.
+ * Registered as lib_torch_alloc. */
+#include <dlfcn.h>
+#include <pthread.h>
+#include <string.h>
+#include <sys/types.h>
+
+#include "ebb/ebb.h" /* types only: every function comes from dlsym */
+#include "smi.h"
+#include "test.h"
+
+typedef void *cudaStream_t;
+typedef void *(*torch_alloc_fn)(ssize_t size, int device, cudaStream_t stream);
+typedef void (*torch_free_fn)(void *ptr, ssize_t size, int device, cudaStream_t stream);
+
+static struct {
+  torch_alloc_fn alloc;
+  torch_free_fn free;
+  __typeof__(ebb_gpu_for_ordinal) *gpu_for_ordinal;
+  __typeof__(ebb_owner_open) *owner_open;
+  __typeof__(ebb_owner_close) *owner_close;
+  __typeof__(ebb_owner_get_usage) *usage;
+  __typeof__(ebb_owner_release) *release;
+  __typeof__(ebb_gpu_release) *gpu_release;
+  __typeof__(ebb_gpu_get_stats) *stats;
+  __typeof__(ebb_gpu_default_owner) *default_owner;
+  __typeof__(ebb_push) *push;
+  __typeof__(ebb_pop) *pop;
+  __typeof__(ebb_leak_list_free) *leak_free;
+  __typeof__(ebb_errmsg) *errmsg;
+} E;
+
+#define NTHREADS 4
+#define ROUNDS 6
+
+static ebb_gpu *g;
+static ebb_owner *owners[NTHREADS];
+static uint64_t expect_peak[NTHREADS], expect_now[NTHREADS], expect_total[NTHREADS];
+static void *forgotten[NTHREADS];
+static cudaStream_t fake_stream = (cudaStream_t)0x5eed;
+
+static void *worker(void *arg) {
+  int t = (int)(intptr_t)arg;
+  if (E.push(owners[t]))
+    return (void *)"push failed";
+  void *live[ROUNDS] = {0};
+  ssize_t live_sz[ROUNDS] = {0};
+  uint64_t now = 0, peak = 0, total = 0;
+  for (int r = 0; r < ROUNDS; r++) {
+    /* thread t allocates (t+1)*(r+1) MiB plus a small odd size, frees the
+     * previous round's big block every other round */
+    ssize_t big = (ssize_t)((uint64_t)(t + 1) * (r + 1) * MiB);
+    live[r] = E.alloc(big, 0, fake_stream);
+    if (!live[r])
+      return (void *)"alloc failed";
+    memset(live[r], t + 1, 4096); /* the fake's memory is host memory */
+    live_sz[r] = big;
+    now += big, total += big;
+    void *small = E.alloc(1000 + t, 0, fake_stream); /* rounded to 1024 */
+    if (!small)
+      return (void *)"small alloc failed";
+    now += 1024, total += 1024;
+    if (now > peak)
+      peak = now;
+    E.free(small, 1000 + t, 0, fake_stream);
+    now -= 1024;
+    if (r % 2 == 1) {
+      E.free(live[r - 1], live_sz[r - 1], 0, fake_stream);
+      now -= live_sz[r - 1];
+      live[r - 1] = NULL;
+    }
+  }
+  /* every block but the last round's goes back; that one is "forgotten" */
+  for (int r = 0; r < ROUNDS - 1; r++)
+    if (live[r]) {
+      E.free(live[r], live_sz[r], 0, fake_stream);
+      now -= live_sz[r];
+    }
+  forgotten[t] = live[ROUNDS - 1];
+  expect_now[t] = now, expect_peak[t] = peak, expect_total[t] = total;
+  E.pop();
+  return NULL;
+}
+
+#define SYM(field, name)                                                       \
+  do {                                                                         \
+    *(void **)&E.field = dlsym(lib, name);                                     \
+    REQUIRE(E.field != NULL);                                                  \
+  } while (0)
+
+int main(void) {
+  const char *path = getenv("EBB_LIBEBB");
+  REQUIRE(path != NULL);
+  void *lib = dlopen(path, RTLD_NOW | RTLD_LOCAL); /* as ctypes.CDLL does */
+  if (!lib) {
+    fprintf(stderr, "dlopen %s: %s\n", path, dlerror());
+    return 1;
+  }
+  SYM(alloc, "ebb_torch_alloc");
+  SYM(free, "ebb_torch_free");
+  SYM(gpu_for_ordinal, "ebb_gpu_for_ordinal");
+  SYM(owner_open, "ebb_owner_open");
+  SYM(owner_close, "ebb_owner_close");
+  SYM(usage, "ebb_owner_get_usage");
+  SYM(release, "ebb_owner_release");
+  SYM(gpu_release, "ebb_gpu_release");
+  SYM(stats, "ebb_gpu_get_stats");
+  SYM(default_owner, "ebb_gpu_default_owner");
+  SYM(push, "ebb_push");
+  SYM(pop, "ebb_pop");
+  SYM(leak_free, "ebb_leak_list_free");
+  SYM(errmsg, "ebb_errmsg");
+  CHECK(dlsym(lib, "ebb_mem_alloc") == NULL); /* internals are not exported */
+
+  test_current_ = "threads";
+  REQUIRE(E.gpu_for_ordinal(0, &g) == 0);
+  CHECK_EQ_INT(smi_me(), 0); /* nothing allocated yet: no context */
+  char name[16];
+  for (int t = 0; t < NTHREADS; t++) {
+    snprintf(name, sizeof name, "stage%d", t);
+    REQUIRE(E.owner_open(g, name, NULL, &owners[t]) == 0);
+  }
+  pthread_t th[NTHREADS];
+  for (int t = 0; t < NTHREADS; t++)
+    REQUIRE(pthread_create(&th[t], NULL, worker, (void *)(intptr_t)t) == 0);
+  for (int t = 0; t < NTHREADS; t++) {
+    void *err = NULL;
+    pthread_join(th[t], &err);
+    CHECK_MSG(err == NULL, "thread %d: %s: %s", t, (const char *)err, E.errmsg());
+  }
+  for (int t = 0; t < NTHREADS; t++) {
+    ebb_owner_usage u = {.size = sizeof u};
+    REQUIRE(E.usage(owners[t], &u) == 0);
+    CHECK_EQ_U64(u.bytes, expect_now[t]);
+    CHECK_EQ_U64(u.bytes_peak, expect_peak[t]);
+    CHECK_EQ_U64(u.bytes_total, expect_total[t]);
+    CHECK_EQ_U64(u.blocks, 1);
+    CHECK_EQ_U64(expect_now[t], (uint64_t)(t + 1) * ROUNDS * MiB);
+  }
+
+  /* no owner pushed on this thread: the device's default owner */
+  test_current_ = "default owner";
+  void *d = E.alloc(3 * MiB, 0, fake_stream);
+  REQUIRE(d != NULL);
+  ebb_owner_usage u = {.size = sizeof u};
+  REQUIRE(E.usage(E.default_owner(g), &u) == 0);
+  CHECK_EQ_U64(u.bytes, 3 * MiB);
+  E.free(d, 3 * MiB, 0, fake_stream);
+  CHECK(E.alloc(0, 0, fake_stream) == NULL); /* empty tensors take nothing */
+
+  test_current_ = "smi";
+  ebb_gpu_stats st = {.size = sizeof st};
+  REQUIRE(E.stats(g, &st) == 0);
+  CHECK_EQ_INT(smi_me(), (long)((st.reserved + st.context_bytes) / MiB));
+
+  /* releasing each owner: its forgotten block is a leak, and the bytes the
+   * driver got back are what fakegpu-smi sees go */
+  test_current_ = "release";
+  for (int t = 0; t < NTHREADS; t++) {
+    ebb_leak_list *leaks = NULL;
+    ebb_released r = {.size = sizeof r};
+    long before = smi_me();
+    REQUIRE(E.release(owners[t], 0, &leaks, &r) == 0);
+    long after = smi_me();
+    REQUIRE(leaks != NULL);
+    CHECK_EQ_U64(leaks->count, 1);
+    CHECK_EQ_U64(leaks->bytes, expect_now[t]);
+    CHECK_EQ_STR(leaks->leaks[0].site, "torch");
+    E.leak_free(leaks);
+    CHECK_MSG(before - after == (long)(r.released_bytes / MiB),
+              "stage%d: release says %llu MiB, fakegpu-smi saw %ld MiB go", t,
+              (unsigned long long)(r.released_bytes / MiB), before - after);
+    /* PyTorch frees the tensor later: quiet, no double free */
+    E.free(forgotten[t], (ssize_t)expect_now[t], 0, fake_stream);
+  }
+  REQUIRE(E.stats(g, &st) == 0);
+  CHECK_EQ_U64(st.reserved, 0);
+  CHECK_EQ_INT(smi_me(), (long)(st.context_bytes / MiB));
+
+  test_current_ = "context";
+  ebb_released r = {.size = sizeof r};
+  REQUIRE(E.gpu_release(NULL, EBB_GPU_RELEASE_CONTEXT, &r) == 0);
+  CHECK_EQ_INT(r.context_released, 1);
+  CHECK_EQ_INT(smi_me(), 0);
+  for (int t = 0; t < NTHREADS; t++)
+    E.owner_close(owners[t], NULL);
+  return TEST_END();
+}

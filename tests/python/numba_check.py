@@ -1,0 +1,61 @@
+"""The Numba plug-in (NUMBA_CUDA_MEMORY_MANAGER=ebb.numba) on the fake GPU:
+three owners take 1, 2 and 3 GiB of Numba device arrays in turn and each
+o.release() returns what fakegpu-smi sees go (within 2 MiB); a forgotten
+array is a leak reported with this file's line; the process ends at 0 bytes
+with the context released (Numba's hold on it included). Run under
+/usr/bin/python3 (Debian's python3-numba) by tests/integration/python_numba.sh."""
+import os
+import sys
+import warnings
+
+import ebb  # before numba: NUMBA_CUDA_DRIVER = $EBB_LIBCUDA
+import numpy as np
+from numba import cuda
+from smi import Checks, used_mib
+
+GiB, MiB = 1 << 30, 1 << 20
+c = Checks()
+c.check(os.environ.get("NUMBA_CUDA_MEMORY_MANAGER") == "ebb.numba", "the plug-in is not selected")
+c.check(used_mib() == 0, "a context before any array: %d MiB" % used_mib())
+
+for i, gib in enumerate((1, 2, 3)):
+    with ebb.owner("stage%d" % i) as o:
+        a = cuda.device_array(gib * GiB, dtype=np.uint8)
+        b = cuda.to_device(np.arange(1024, dtype=np.float32))
+        c.check(float(b.copy_to_host()[1023]) == 1023.0, "a round trip through the device")
+        st = o.stats()
+        c.check(st["bytes"] == gib * GiB + 4096 and st["blocks"] == 2,
+                "stage%d: owner holds %d bytes in %d blocks" % (i, st["bytes"], st["blocks"]))
+    del a, b
+    before = used_mib()
+    got = o.release()
+    after = used_mib()
+    print("stage%d: %d GiB of Numba arrays; o.release() = %d MiB; fakegpu-smi %d -> %d MiB"
+          % (i, gib, got.mib, before, after))
+    c.near(before - after, got / MiB, 2, "stage%d: o.release() vs fakegpu-smi" % i)
+    c.near(got / MiB, gib * 1024, 2, "stage%d: released" % i)
+    c.check(got.leaks is None, "stage%d leaked %s" % (i, got.leaks))
+
+with ebb.owner("forgetful") as o:
+    kept = cuda.device_array(256 * MiB, dtype=np.uint8); LINE = sys._getframe().f_lineno  # noqa
+with warnings.catch_warnings(record=True) as w:
+    warnings.simplefilter("always")
+    got = o.release()
+leaks = got.leaks
+c.check(leaks is not None and len(leaks) == 1, "leaks: %r" % leaks)
+if leaks:
+    k = leaks.leaks[0]
+    print("leak reported:", k, "->", str(leaks).splitlines()[1].strip())
+    c.check(k.size == 256 * MiB and k.owner == "forgetful", "leak %r" % k)
+    c.check(k.file == os.path.abspath(__file__) and k.line == LINE,
+            "leak site %s, expected %s:%d" % (k.site, __file__, LINE))
+c.check(any(isinstance(x.message, ebb.LeakWarning) for x in w), "no LeakWarning")
+del kept  # Numba frees it later: ebb already did, quietly
+
+ctx = used_mib()
+r = ebb.release(context=True)
+print("end: ebb.release(context=True) = %d MiB (context %d MiB, released=%s); fakegpu-smi %d -> %d MiB"
+      % (r.mib, r.context_bytes // MiB, r.context_released, ctx, used_mib()))
+c.check(r.context_released, "context not released: %s" % r.context_error)
+c.check(used_mib() == 0, "the process holds %d MiB at the end" % used_mib())
+sys.exit(c.end("numba_check"))

@@ -1,0 +1,92 @@
+"""The Python package over libebb.so on the fake GPU, no framework: three
+owners take 1, 2 and 3 GiB in turn and each o.release() returns what
+fakegpu-smi sees go (within 2 MiB); a forgotten block is a leak reported
+with this file's line; the process ends at 0 bytes with the context released.
+Run by tests/integration/python_owners.sh."""
+import sys
+import warnings
+
+import ebb
+from smi import Checks, used_mib
+
+GiB, MiB = 1 << 30, 1 << 20
+c = Checks()
+dev = ebb.device()
+c.check(dev.is_cuda and dev.label == "cuda:0", "device: %r" % dev)
+c.check(used_mib() == 0, "opening made a context: %d MiB" % used_mib())
+
+for i, gib in enumerate((1, 2, 3)):
+    with ebb.owner("stage%d" % i) as o:
+        c.check(ebb.current() is o, "current owner is %r" % ebb.current())
+        blocks = [dev.alloc(gib * GiB // 4) for _ in range(4)]
+        st = o.stats()
+        c.check(st["bytes"] == gib * GiB and st["blocks"] == 4, "stage%d stats %r" % (i, st))
+        c.check(dev.lookup(blocks[0]) == ("stage%d" % i, gib * GiB // 4), "lookup")
+    for b in blocks:
+        dev.free(b)
+    before = used_mib()
+    got = o.release()
+    after = used_mib()
+    print("stage%d: released %d MiB, fakegpu-smi %d -> %d MiB" % (i, got.mib, before, after))
+    c.near(before - after, got / MiB, 2, "stage%d release vs fakegpu-smi" % i)
+    c.near(got / MiB, gib * 1024, 2, "stage%d released" % i)
+    c.check(got.leaks is None, "stage%d leaked %s" % (i, got.leaks))
+    o.close()
+
+# a forgotten block: a leak, with the line that allocated it
+o = ebb.owner("forgetful")
+with o:
+    kept = dev.alloc(1 * GiB); FORGOT_LINE = sys._getframe().f_lineno  # noqa: E702
+with warnings.catch_warnings(record=True) as w:
+    warnings.simplefilter("always")
+    got = o.release()
+leaks = got.leaks
+c.check(leaks is not None and len(leaks) == 1, "leaks: %r" % leaks)
+if leaks:
+    k = leaks.leaks[0]
+    c.check(k.size == GiB and k.owner == "forgetful", "leak %r" % k)
+    c.check(k.file.endswith("owners_check.py") and k.line == FORGOT_LINE,
+            "leak site %s, expected owners_check.py:%d" % (k.site, FORGOT_LINE))
+    print("leak reported:", leaks)
+c.check(any(isinstance(x.message, ebb.LeakWarning) for x in w), "no LeakWarning issued")
+c.check(not dev.free(kept, missing_ok=True), "ebb freed the leaked block already")
+try:
+    dev.free(kept)
+    c.check(False, "a second free did not raise")
+except ebb.EbbError as e:
+    c.check(e.name == "EBB_ENOTFOUND", "double free: %s" % e)
+
+# errors name what was wrong
+try:
+    ebb.Device("tpu:1")
+    c.check(False, "a bad spec did not raise")
+except ebb.EbbError as e:
+    c.check("tpu:1" in str(e), "bad spec message: %s" % e)
+
+# release hooks run on release
+ran = []
+h = ebb.on_release(lambda: ran.append(1), name="test-cache")
+ebb.release()
+c.check(ran == [1], "release hook ran %d times" % len(ran))
+ebb.remove_on_release(h)
+
+# framework hooks say clearly when their framework is missing
+import importlib.util  # noqa: E402
+import ebb.cupy  # noqa: E402
+import ebb.torch  # noqa: E402
+for mod, fw, what in ((ebb.torch, "torch", "PyTorch"), (ebb.cupy, "cupy", "CuPy")):
+    if importlib.util.find_spec(fw) is None:
+        try:
+            mod.use()
+            c.check(False, "%s.use() without %s did not raise" % (mod.__name__, what))
+        except ebb.torch.Unavailable as e:
+            c.check("%s is not installed" % what in str(e), "%s message: %s" % (what, e))
+    else:
+        print("%s is installed here: %s.use() without it is not checked" % (what, mod.__name__))
+
+ctx = used_mib()
+got = ebb.release(context=True)
+print("context: released %d MiB, fakegpu-smi %d -> %d MiB" % (got.mib, ctx, used_mib()))
+c.check(got.context_released, "context not released: %s" % got.context_error)
+c.check(used_mib() == 0, "process holds %d MiB at the end" % used_mib())
+sys.exit(c.end("owners_check"))

@@ -1,0 +1,33 @@
+"""What fakegpu-smi ($FAKEGPU_SMI, a separate process) says this process
+holds, in MiB (context included); 0 when it is not listed."""
+import os
+import subprocess
+
+
+def used_mib(pid=None):
+    pid = os.getpid() if pid is None else pid
+    out = subprocess.run([os.environ["FAKEGPU_SMI"], "--query-compute-apps=pid,used_memory",
+                          "--format=csv,noheader,nounits"], check=True, capture_output=True,
+                         text=True).stdout
+    for line in out.splitlines():
+        p, _, mib = line.partition(",")
+        if p.strip() == str(pid):
+            return int(mib)
+    return 0
+
+
+class Checks:
+    def __init__(self):
+        self.failed = 0
+
+    def check(self, cond, msg):
+        if not cond:
+            self.failed += 1
+            print("FAIL: " + msg, flush=True)
+
+    def near(self, a, b, tol, msg):
+        self.check(abs(a - b) <= tol, "%s: %s vs %s (tolerance %s)" % (msg, a, b, tol))
+
+    def end(self, name):
+        print("%s: %s" % (name, "ok" if not self.failed else "%d failed" % self.failed))
+        return 1 if self.failed else 0
