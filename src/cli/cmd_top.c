@@ -500,7 +500,8 @@ int ebb_cmd_top(int argc, char **argv) {
       top_usage(stdout);
       return EBB_EXIT_OK;
     } else if (!strcmp(argv[i], "--server")) {
-      if (i + 1 >= argc || strncmp(argv[i + 1], "http://", 7)) {
+      if (i + 1 >= argc ||
+          (strncmp(argv[i + 1], "http://", 7) && strncmp(argv[i + 1], "https://", 8))) {
         fprintf(stderr, "ebb top: --server needs a URL like http://127.0.0.1:8470%s%s\n",
                 i + 1 < argc ? ", not " : "", i + 1 < argc ? argv[i + 1] : "");
         return EBB_EXIT_USAGE;

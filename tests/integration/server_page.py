@@ -87,6 +87,86 @@ def snap():
     return drv.execute_script(SNAP_JS)
 
 
+def click(css):
+    """Clicks css, finding it again if the page redrew it meanwhile."""
+    from selenium.common.exceptions import StaleElementReferenceException
+    for _ in range(20):
+        try:
+            drv.find_element(By.CSS_SELECTOR, css).click()
+            return
+        except StaleElementReferenceException:
+            time.sleep(0.05)
+    fail("could not click " + css)
+
+
+TOKEN = "s3cret"
+
+
+def start_token_proxy():
+    """A loopback proxy in front of the server that wants the token on
+    everything but the page itself; .seen records (method, path, auth)."""
+    import threading
+    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+    class H(BaseHTTPRequestHandler):
+        protocol_version = "HTTP/1.1"
+
+        def log_message(self, *a):
+            pass
+
+        def do_GET(self):
+            self.fwd("GET")
+
+        def do_POST(self):
+            self.fwd("POST")
+
+        def fwd(self, method):
+            auth = self.headers.get("Authorization") or ""
+            srv.seen.append((method, self.path, auth))
+            n = int(self.headers.get("Content-Length") or 0)
+            data = self.rfile.read(n) if n else None
+            if self.path != "/" and not self.path.startswith("/page/") and auth != "Bearer " + TOKEN:
+                body = b'{"error":{"code":"unauthorized","message":"missing or wrong token"}}'
+                self.send_response(401)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+                return
+            req = urllib.request.Request(URL + self.path, data=data, method=method)
+            try:
+                r = urllib.request.urlopen(req, timeout=60)
+            except urllib.error.HTTPError as e:
+                r = e
+            self.send_response(r.status)
+            self.send_header("Content-Type", r.headers.get("Content-Type") or "text/plain")
+            if self.path == "/v1/events":
+                self.send_header("Connection", "close")
+                self.end_headers()
+                try:
+                    while not srv.stopping:
+                        chunk = r.read1(65536)
+                        if not chunk:
+                            break
+                        self.wfile.write(chunk)
+                        self.wfile.flush()
+                except OSError:
+                    pass
+                self.close_connection = True
+                return
+            body = r.read()
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+    srv = ThreadingHTTPServer(("127.0.0.1", 0), H)
+    srv.daemon_threads = True
+    srv.seen = []
+    srv.stopping = False
+    threading.Thread(target=srv.serve_forever, daemon=True).start()
+    return srv
+
+
 opts = Options()
 opts.binary_location = "/usr/bin/chromium"
 for a in ("--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
@@ -184,13 +264,13 @@ try:
 
     # buttons: load works; sleep shows the server's answer (an error until
     # the sleep API exists)
-    drv.find_element(By.CSS_SELECTOR, 'tr[data-pipeline="other"] button[data-action="load"]').click()
+    click('tr[data-pipeline="other"] button[data-action="load"]')
     until("pipeline 'other' loaded on the page",
           lambda: snap()["pipelines"].get("other") == "loaded", tries=150)
     _, pl = api("GET", "/v1/pipelines")
     if not [p for p in pl["pipelines"] if p["name"] == "other" and p["loaded"]]:
         fail("the load button did not load 'other': %s" % pl)
-    drv.find_element(By.CSS_SELECTOR, 'tr[data-pipeline="other"] button[data-action="sleep"]').click()
+    click('tr[data-pipeline="other"] button[data-action="sleep"]')
     msg = until("an answer to sleep",
                 lambda: (lambda t: t if "sleep other" in t and "…" not in t else None)(snap()["msg"]))
     if msg and "failed" in msg and "HTTP" not in msg:
@@ -212,6 +292,33 @@ try:
     severe = [e for e in severe if "/sleep" not in e.get("message", "")]
     for e in severe:
         fail("browser console: %s" % e.get("message"))
+
+    # tokens: behind a proxy that asks for `Authorization: Bearer s3cret`
+    # (as `ebb serve --token-file` will), the page asks for a token, says
+    # when one is refused, and with the right one goes live and sends it
+    proxy = start_token_proxy()
+    purl = "http://127.0.0.1:%d" % proxy.server_address[1]
+    drv.get(purl + "/")
+    until("the token form behind a token", lambda: snap()["token_shown"], tries=100)
+    drv.find_element(By.ID, "token").send_keys("wrong")
+    drv.find_element(By.CSS_SELECTOR, "#token-form button").click()
+    until("the page to say the token was refused", lambda: snap()["token_shown"] and "refused" in
+          drv.find_element(By.ID, "token-error").text, tries=100)
+    drv.find_element(By.ID, "token").clear()
+    drv.find_element(By.ID, "token").send_keys(TOKEN)
+    drv.find_element(By.CSS_SELECTOR, "#token-form button").click()
+    until("the page to go live with the token", lambda: snap()["status"] == "live" and
+          not snap()["token_shown"] and snap()["pipelines"], tries=150)
+    click('tr[data-pipeline="other"] button[data-action="unload"]')
+    until("the unload through the proxy", lambda: snap()["pipelines"].get("other") == "unloaded",
+          tries=150)
+    if ("POST", "/v1/pipelines/other/unload", "Bearer " + TOKEN) not in proxy.seen:
+        fail("the unload button did not send the token: %s" % proxy.seen[-5:])
+    for e in drv.get_log("browser"):
+        if e.get("level") == "SEVERE" and " 401 " not in e.get("message", "") + " ":
+            fail("browser console (token part): %s" % e.get("message"))
+    proxy.stopping = True
+    proxy.shutdown()
 finally:
     drv.quit()
 

@@ -15,6 +15,8 @@ const S = {
   labels: new Map(),    // owner key -> "pipeline ▸ stage"
   windowS: 300,
   connected: false,
+  dirty: new Set(),     // tables to draw again (a table is redrawn only when its data changed,
+                        // so a button is not replaced under the pointer between press and release)
 };
 window.ebbState = S;    // for the browser test and the curious
 
@@ -170,7 +172,7 @@ function dispatch(block) {
   let d;
   try { d = JSON.parse(data.join('\n')); } catch (e) { return; }
   const h = HANDLERS[name];
-  if (h) { h(d); schedule(); }
+  if (h) { h(d); if (name !== 'memory') S.dirty.add(name === 'hello' ? 'all' : name); schedule(); }
 }
 function dev(label) {
   if (!S.devices.has(label)) S.devices.set(label, {info: {device: label}, samples: [], releases: [], marks: []});
@@ -213,10 +215,12 @@ function schedule() {
 }
 function render() {
   renderDevices();
-  renderLeaks();
-  renderPipelines();
-  renderSessions();
-  renderJobs();
+  const all = S.dirty.has('all');
+  if (all || S.dirty.has('leak')) renderLeaks();
+  if (all || S.dirty.has('pipelines')) renderPipelines();
+  if (all || S.dirty.has('sessions')) renderSessions();
+  renderJobs(all || S.dirty.has('job')); // running jobs' times tick: redrawn each frame
+  S.dirty.clear();
 }
 
 function niceStep(max) {
@@ -439,10 +443,11 @@ function renderSessions() {
   }
 }
 
-function renderJobs() {
+function renderJobs(changed) {
+  const jobs = [...S.jobs.values()].sort((a, b) => Number(b.id) - Number(a.id));
+  if (!changed && !jobs.some((j) => j.state === 'running')) return;
   const tb = $('jobs').tBodies[0];
   tb.replaceChildren();
-  const jobs = [...S.jobs.values()].sort((a, b) => Number(b.id) - Number(a.id));
   $('jobs-empty').hidden = jobs.length > 0;
   const q = jobs.filter((j) => j.state === 'queued').length, r = jobs.filter((j) => j.state === 'running').length;
   $('queue-summary').textContent = `· ${r} running, ${q} queued`;
