@@ -242,7 +242,9 @@ static int open_data(ebb_server *s, const ebb_server_opts *o) {
   if (interrupted)
     ebb_log(EBB_LOG_INFO, "server", "%d job%s left running by the last server marked failed",
             interrupted, interrupted == 1 ? "" : "s");
-  ebb_queue_opts qo = {.timeout_s = o->job_timeout_s, .on_state = on_job_state, .arg = s};
+  /* every job has a deadline: a day unless told otherwise */
+  ebb_queue_opts qo = {.timeout_s = o->job_timeout_s > 0 ? o->job_timeout_s : 86400,
+                       .on_state = on_job_state, .arg = s};
   return ebb_queue_create(s->store, s->m, s->alloc, &qo, &s->queue);
 }
 
