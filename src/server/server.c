@@ -304,6 +304,7 @@ int ebb_server_start(const ebb_server_opts *o, ebb_server **out) {
     return ebb_seterr(EBB_ENOMEM, "server: out of host memory");
   }
   s->lock_fd = -1;
+  pthread_mutex_init(&s->owners_lock, NULL);
   s->m = o->manager;
   s->alloc = o->alloc;
   s->max_json = o->max_json_bytes ? o->max_json_bytes : (1u << 20);
@@ -350,6 +351,8 @@ void ebb_server_stop(ebb_server *s) {
   srv_snapshot_stop(s);
   ebb_store_close(s->store);
   srv_auth_free(s->auth);
+  srv_session_owners_free(s);
+  pthread_mutex_destroy(&s->owners_lock);
   for (size_t i = 0; i < s->ninput_dirs; i++)
     free(s->input_dirs[i]);
   free(s->input_dirs);
