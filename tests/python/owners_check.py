@@ -56,6 +56,18 @@ try:
 except ebb.EbbError as e:
     c.check(e.name == "EBB_ENOTFOUND", "double free: %s" % e)
 
+# park and wake: the physical memory goes, the address stays
+o = ebb.owner("sleeper")
+p = o.alloc(256 * MiB)
+awake = used_mib()
+c.check(o.park() == 256 * MiB, "park gave back a different figure")
+c.check(awake - used_mib() == 256, "park: fakegpu-smi %d -> %d MiB" % (awake, used_mib()))
+o.wake()
+c.check(used_mib() == awake and dev.lookup(p) == ("sleeper", 256 * MiB), "wake")
+dev.free(p)
+o.release()
+o.close()
+
 # errors name what was wrong
 try:
     ebb.Device("tpu:1")
