@@ -425,7 +425,10 @@ static void *reader(void *arg) {
     pthread_mutex_lock(&t->mu);
     t->connected = 0;
     if (code == 401)
-      snprintf(t->why, sizeof t->why, "it wants a token: set EBB_TOKEN");
+      snprintf(t->why, sizeof t->why, "it wants a token: set EBB_TOKEN%s",
+               tok && *tok ? " to one of its tokens" : "");
+    else if (code == 403)
+      snprintf(t->why, sizeof t->why, "EBB_TOKEN may not read /v1/events: an admin token may");
     else if (rc != CURLE_OK)
       snprintf(t->why, sizeof t->why, "%s", curl_easy_strerror(rc));
     else

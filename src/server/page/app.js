@@ -83,7 +83,7 @@ async function api(method, path) {
   const r = await fetch(path, {method, headers: authHeaders()});
   let body = null;
   try { body = await r.json(); } catch (e) { body = null; }
-  if (r.status === 401) askToken('the token was refused');
+  if (r.status === 401) askToken(token() ? 'the token was refused' : '');
   return {ok: r.ok, status: r.status, body};
 }
 async function pipelineAction(name, action) {
@@ -128,6 +128,12 @@ async function connect() {
     return;
   }
   if (r.status === 401) { askToken(token() ? 'the token was refused' : ''); return; }
+  if (r.status === 403) {
+    let why = 'this token may not read the events';
+    try { const b = await r.json(); if (b.error) why = `this token may not read the events: ${b.error.message}`; } catch (e) { /* not JSON */ }
+    askToken(why);
+    return;
+  }
   if (!r.ok) {
     let why = `HTTP ${r.status}`;
     try { const b = await r.json(); if (b.error) why += `: ${b.error.message}`; } catch (e) { /* not JSON */ }
