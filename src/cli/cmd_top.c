@@ -188,11 +188,10 @@ static void frame_server(top *t, frame_buf *f) {
     struct tm tm;
     localtime_r(&tt, &tm);
     fmt_bytes(a, sizeof a, num(x, "bytes"));
-    fmt_bytes(b, sizeof b, num(x, "driver_free_bytes"));
     const char *st = str(x, "stage");
-    add(f, L_GOOD, " %02d:%02d:%02d  %s  -%s released%s%s  (driver free then: %s)", tm.tm_hour,
-        tm.tm_min, tm.tm_sec, str(x, "device"), a, *st ? " by " : "",
-        *st ? st : (num(x, "context_bytes") > 0 ? " (context)" : ""), b);
+    add(f, L_GOOD, " %02d:%02d:%02d  %s  -%s released%s%s", tm.tm_hour, tm.tm_min, tm.tm_sec,
+        str(x, "device"), a, *st ? " by " : "",
+        *st ? st : (num(x, "context_bytes") > 0 ? " (the context)" : ""));
   }
   add(f, L_PLAIN, "%s", "");
   add(f, L_HEAD, "JOBS");
@@ -217,7 +216,7 @@ static void frame_server(top *t, frame_buf *f) {
                       : 0;
     fmt_bytes(a, sizeof a, num(x, "released_bytes"));
     add(f, !strcmp(state, "failed") || !strcmp(state, "cancelled") ? L_BAD : L_PLAIN,
-        " %-5s %-12s %-10s %6.1f s  released %-9s %s", str(x, "id"), str(x, "pipeline"), state,
+        " %-8.8s %-12s %-10s %6.1f s  released %-9s %s", str(x, "id"), str(x, "pipeline"), state,
         secs, a, stages);
   }
   if (json_array_size(t->leaks)) {
