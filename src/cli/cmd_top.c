@@ -115,6 +115,11 @@ static void bar(char *b, int w, double total, double owners, double ctx, double 
 }
 
 /* --- the server's picture -------------------------------------------------------- */
+static int newest_first(const void *a, const void *b) {
+  double x = num(*(json_t *const *)a, "created"), y = num(*(json_t *const *)b, "created");
+  return x < y ? 1 : x > y ? -1 : 0;
+}
+
 static void frame_server(top *t, frame_buf *f) {
   char a[32], b[32], c[32], d[32], e[32], br[256];
   int bw = f->cols - 40 > 60 ? 60 : f->cols - 40;
@@ -197,8 +202,12 @@ static void frame_server(top *t, frame_buf *f) {
   add(f, L_HEAD, "JOBS");
   if (!json_array_size(t->jobs))
     add(f, L_DIM, " (none yet)");
-  for (size_t k = json_array_size(t->jobs); k-- > 0;) {
-    x = json_array_get(t->jobs, k);
+  json_t *order[KEEP + 1];
+  size_t nj = 0;
+  json_array_foreach(t->jobs, i, x) if (nj < KEEP + 1) order[nj++] = x;
+  qsort(order, nj, sizeof *order, newest_first);
+  for (size_t k = 0; k < nj; k++) {
+    x = order[k];
     char stages[300] = "";
     size_t j;
     json_t *s;
