@@ -48,7 +48,7 @@ typedef struct watched_job {
   int state;            /* last seen (EBB_JOB_...) */
   char pipeline[128];
   json_t *peaks;        /* {owner name: peak bytes while it ran} */
-  size_t npeaks_sent;   /* peaks in the last `job` event (a new stage: another) */
+  json_t *peaks_sent;   /* peaks in the last `job` event (changed: another) */
 } watched_job;
 
 typedef struct pending_leak {
@@ -308,13 +308,12 @@ static const char *pipeline_of(ebb_events *e, const char *owner, const char *run
   return loaded ? loaded : any;
 }
 
+/* No driver call here: a release goes out even while the device is busy
+ * (the next `memory` sample carries the driver's numbers). */
 static void on_release(ebb_events *e, const ebb_ledger_event *ev, uint64_t ctx_bytes) {
-  ebb_dev_meminfo mi = {0};
-  ebb_device_mem_info(ebb_allocator_device(e->alloc), &mi);
-  json_t *o = json_pack("{s:f,s:s,s:I,s:I,s:I}", "t", wall_of(ev->t_ns), "device",
+  json_t *o = json_pack("{s:f,s:s,s:I,s:I}", "t", wall_of(ev->t_ns), "device",
                         ebb_device_label(ebb_allocator_device(e->alloc)), "bytes",
-                        (json_int_t)ev->bytes, "context_bytes", (json_int_t)ctx_bytes,
-                        "driver_free_bytes", (json_int_t)mi.free_bytes);
+                        (json_int_t)ev->bytes, "context_bytes", (json_int_t)ctx_bytes);
   json_object_set_new(o, "stage", e->last_release_stage[0] ? json_string(e->last_release_stage)
                                                            : json_null());
   publish(e, "release", o, 1);
@@ -590,6 +589,7 @@ static const char *poll_jobs(ebb_events *e, char *running, size_t rn) {
     json_t *o = NULL;
     if (ebb_store_get(e->store, w->id, &o) != 0) {
       json_decref(w->peaks);
+      json_decref(w->peaks_sent);
       continue;
     }
     int st = state_of(o);
@@ -611,16 +611,18 @@ static const char *poll_jobs(ebb_events *e, char *running, size_t rn) {
       remember_job(e, j);
       /* state changes are remembered for new clients; a running job's
        * next stage is news to the ones connected */
-      if (changed || json_object_size(w->peaks) != w->npeaks_sent) {
-        w->npeaks_sent = json_object_size(w->peaks);
+      if (changed || !json_equal(w->peaks, w->peaks_sent)) {
+        json_decref(w->peaks_sent);
+        w->peaks_sent = json_deep_copy(w->peaks);
         publish(e, "job", j, changed);
       } else {
         json_decref(j);
       }
     }
-    if (st > EBB_JOB_RUNNING || st < 0)
+    if (st > EBB_JOB_RUNNING || st < 0) {
       json_decref(w->peaks);
-    else
+      json_decref(w->peaks_sent);
+    } else
       e->wjobs[keep++] = *w;
   }
   e->nwjobs = keep;
@@ -757,6 +759,8 @@ static void publish_leaks(ebb_events *e, const char *running) {
 }
 
 /* --- the publisher ------------------------------------------------------------------- */
+/* The device sample goes last: it is the only step that may wait on the
+ * device (a segment being allocated), and everything else is news already. */
 static void tick(ebb_events *e) {
   char running[128];
   read_ledger(e);
@@ -868,8 +872,10 @@ void ebb_events_destroy(ebb_events *e) {
   json_decref(e->leaks);
   free(e->owners);
   free(e->pipelines_text);
-  for (size_t i = 0; i < e->nwjobs; i++)
+  for (size_t i = 0; i < e->nwjobs; i++) {
     json_decref(e->wjobs[i].peaks);
+    json_decref(e->wjobs[i].peaks_sent);
+  }
   free(e->wjobs);
   for (size_t i = 0; i < e->nwsessions; i++)
     free(e->wsessions[i]);

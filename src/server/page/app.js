@@ -83,7 +83,7 @@ async function api(method, path) {
   const r = await fetch(path, {method, headers: authHeaders()});
   let body = null;
   try { body = await r.json(); } catch (e) { body = null; }
-  if (r.status === 401) askToken('the token was refused');
+  if (r.status === 401) askToken(token() ? 'the token was refused' : '');
   return {ok: r.ok, status: r.status, body};
 }
 async function pipelineAction(name, action) {
@@ -128,6 +128,12 @@ async function connect() {
     return;
   }
   if (r.status === 401) { askToken(token() ? 'the token was refused' : ''); return; }
+  if (r.status === 403) {
+    let why = 'this token may not read the events';
+    try { const b = await r.json(); if (b.error) why = `this token may not read the events: ${b.error.message}`; } catch (e) { /* not JSON */ }
+    askToken(why);
+    return;
+  }
   if (!r.ok) {
     let why = `HTTP ${r.status}`;
     try { const b = await r.json(); if (b.error) why += `: ${b.error.message}`; } catch (e) { /* not JSON */ }
@@ -394,8 +400,7 @@ function drawChart(g, x) {
     rg.append(svg('text', {class: 'release-label', x: rEnd ? rx - 5 : rx + 5, y: Math.max(T + 8, ry - 6 - rrow * 12),
       'text-anchor': rEnd ? 'end' : 'start', 'data-bytes': r.bytes}, text));
     rg.append(svg('title', {}, `${fmtBytes(r.bytes)} handed back to the driver at ${fmtTime(r.t)}` +
-      (r.context_bytes ? ` (context ${fmtBytes(r.context_bytes)})` : '') +
-      `; driver free then ${fmtBytes(r.driver_free_bytes)}`));
+      (r.context_bytes ? ` (context ${fmtBytes(r.context_bytes)})` : '')));
     g.append(rg);
   }
 }
@@ -444,7 +449,7 @@ function renderSessions() {
 }
 
 function renderJobs(changed) {
-  const jobs = [...S.jobs.values()].sort((a, b) => Number(b.id) - Number(a.id));
+  const jobs = [...S.jobs.values()].sort((a, b) => (b.created || 0) - (a.created || 0));
   if (!changed && !jobs.some((j) => j.state === 'running')) return;
   const tb = $('jobs').tBodies[0];
   tb.replaceChildren();
@@ -459,7 +464,7 @@ function renderJobs(changed) {
     }
     const secs = j.started ? ((j.finished || Date.now() / 1000) - j.started).toFixed(2) + ' s' : '';
     tb.append(el('tr', {class: 'job', 'data-id': j.id, 'data-state': j.state, 'data-released': j.released_bytes || 0},
-      el('td', {class: 'num'}, j.id), el('td', {}, j.pipeline),
+      el('td', {class: 'num', title: j.id}, String(j.id).length > 10 ? String(j.id).slice(0, 8) + '…' : j.id), el('td', {}, j.pipeline),
       el('td', {class: 'state-' + j.state}, j.state, j.error ? el('div', {class: 'error'}, j.error.message) : null),
       el('td', {class: 'num'}, secs), el('td', {class: 'num'}, fmtBytes(j.released_bytes || 0)), stages));
   }
