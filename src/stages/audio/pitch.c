@@ -61,7 +61,7 @@ static const char pitch_schema[] =
     "\"onset_lookback_ms\":{\"type\":\"number\",\"default\":80,\"description\":\"after a "
     "pitch change the note starts at the strongest onset up to this long before the pitch "
     "turns\"},"
-    "\"salience\":{\"type\":\"number\",\"default\":0.5,\"description\":\"pyin: share of "
+    "\"salience\":{\"type\":\"number\",\"default\":0.85,\"description\":\"pyin: share of "
     "the observation taken from the harmonic-summation melody salience of the analysed signal, "
     "which follows a melody that pYIN loses under the band; 0: off\"}"
     "}";

@@ -48,7 +48,7 @@ ebb_pitch_params ebb_pitch_defaults(void) {
                             .onset_threshold = 0.4,
                             .onset_dip_db = 8.0,
                             .onset_lookback_s = 0.08,
-                            .salience_weight = 0.5};
+                            .salience_weight = 0.85};
 }
 
 int ebb_pitch_geometry(const ebb_pitch_params *p, uint32_t rate, uint64_t n_samples,
