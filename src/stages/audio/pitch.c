@@ -62,7 +62,7 @@ typedef struct pitch_state {
   NUM(onset_lookback_ms, 80, 0, 1000,                                                             \
       "after a pitch change the note starts at the strongest onset up to this long before the "   \
       "pitch turns") SEP                                                                          \
-  NUM(salience, 0.5, 0, 1,                                                                        \
+  NUM(salience, 0.85, 0, 1,                                                                       \
       "pyin: share of the observation taken from the harmonic-summation melody salience of the "  \
       "analysed signal, which follows a melody that pYIN loses under the band; 0: off")
 EBB_STAGE_OPTIONS(PITCH_OPTIONS)
