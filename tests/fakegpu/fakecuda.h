@@ -127,6 +127,11 @@ int fk_alloc_should_fail(void);
  * device range of this process (plain, VMM mapped with access, IPC opened). */
 int fk_mem_range_ok(uint64_t addr, size_t n);
 int fk_vmm_range_ok(uint64_t addr, size_t n);
+/* The VMM mapping holding addr: 1 and its start, size and the fake's device
+ * index; 0 if addr is not mapped. Caller holds fk_lock. */
+int fk_vmm_find(uint64_t addr, uint64_t *start, uint64_t *size, unsigned *device);
+/* This process's ordinal of the fake's device d (-1 when not visible). */
+int fk_ordinal_of(unsigned d);
 /* Free everything ctx holds (memory, streams, events, modules). */
 void fk_mem_free_ctx(struct CUctx_st *ctx);
 void fk_exec_free_ctx(struct CUctx_st *ctx);

@@ -22,6 +22,13 @@ unsigned fk_device_of(int ordinal) {
   return ordinal >= 0 && ordinal < FG_MAX_DEVICES ? (unsigned)g_visible[ordinal] : 0;
 }
 
+int fk_ordinal_of(unsigned d) {
+  for (unsigned i = 0; i < fk_ndevices; i++)
+    if ((unsigned)g_visible[i] == d)
+      return (int)i;
+  return -1;
+}
+
 /* The uuid string of the fake's device d, as nvidia-smi prints it. */
 static void uuid_string(unsigned d, char *out, size_t len) {
   static const unsigned char b[15] = {'f', 'a', 'k', 'e', 'g', 'p', 'u', '-',

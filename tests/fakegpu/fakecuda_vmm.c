@@ -96,6 +96,17 @@ int fk_vmm_range_ok(uint64_t addr, size_t n) {
   return 1;
 }
 
+int fk_vmm_find(uint64_t addr, uint64_t *start, uint64_t *size, unsigned *device) {
+  for (fk_map *m = g_maps; m; m = m->next)
+    if (addr >= m->addr && addr < m->addr + m->size) {
+      *start = m->addr;
+      *size = m->size;
+      *device = (unsigned)m->phys->device;
+      return 1;
+    }
+  return 0;
+}
+
 static int valid_location(const CUmemLocation *loc) {
   return loc->type == CU_MEM_LOCATION_TYPE_DEVICE && loc->id >= 0 &&
          (unsigned)loc->id < fk_ndevices;

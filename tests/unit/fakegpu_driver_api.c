@@ -273,6 +273,48 @@ static void test_pointer_queries(void) {
   REQUIRE(cu_cuDevicePrimaryCtxRelease(0) == CUDA_SUCCESS);
 }
 
+/* VMM memory: device memory of no context; its range is the mapping. */
+static void test_pointer_queries_on_vmm(void) {
+  fgt_init_ctx();
+  CUmemAllocationProp prop = {.type = CU_MEM_ALLOCATION_TYPE_PINNED,
+                              .location = {CU_MEM_LOCATION_TYPE_DEVICE, 0}};
+  CUdeviceptr va;
+  CUmemGenericAllocationHandle h;
+  REQUIRE(cu_cuMemAddressReserve(&va, 8 * MIB, 0, 0, 0) == CUDA_SUCCESS);
+  REQUIRE(cu_cuMemCreate(&h, 4 * MIB, &prop, 0) == CUDA_SUCCESS);
+  REQUIRE(cu_cuMemMap(va + 2 * MIB, 4 * MIB, 0, h, 0) == CUDA_SUCCESS);
+  CUdeviceptr base = 0, dp = 0;
+  size_t size = 0;
+  CHECK_EQ_INT(x_cuMemGetAddressRange(&base, &size, va + 3 * MIB), CUDA_SUCCESS);
+  CHECK(base == va + 2 * MIB);
+  CHECK_EQ_U64(size, 4 * MIB);
+  CHECK_EQ_INT(x_cuMemGetAddressRange(&base, &size, va), CUDA_ERROR_NOT_FOUND); /* reserved only */
+  unsigned type = 0;
+  CUcontext owner = (CUcontext)1;
+  int ordinal = -1;
+  void *hp;
+  CHECK_EQ_INT(x_cuPointerGetAttribute(&type, CU_POINTER_ATTRIBUTE_MEMORY_TYPE, va + 2 * MIB),
+               CUDA_SUCCESS);
+  CHECK_EQ_INT(type, CU_MEMORYTYPE_DEVICE);
+  CHECK_EQ_INT(x_cuPointerGetAttribute(&dp, CU_POINTER_ATTRIBUTE_DEVICE_POINTER, va + 5 * MIB),
+               CUDA_SUCCESS);
+  CHECK(dp == va + 5 * MIB);
+  CHECK_EQ_INT(x_cuPointerGetAttribute(&owner, CU_POINTER_ATTRIBUTE_CONTEXT, va + 2 * MIB),
+               CUDA_SUCCESS);
+  CHECK(owner == NULL);
+  CHECK_EQ_INT(x_cuPointerGetAttribute(&ordinal, CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL, va + 2 * MIB),
+               CUDA_SUCCESS);
+  CHECK_EQ_INT(ordinal, 0);
+  CHECK_EQ_INT(x_cuPointerGetAttribute(&hp, CU_POINTER_ATTRIBUTE_HOST_POINTER, va + 2 * MIB),
+               CUDA_ERROR_INVALID_VALUE);
+  REQUIRE(cu_cuMemUnmap(va + 2 * MIB, 4 * MIB) == CUDA_SUCCESS);
+  CHECK_EQ_INT(x_cuPointerGetAttribute(&type, CU_POINTER_ATTRIBUTE_MEMORY_TYPE, va + 2 * MIB),
+               CUDA_ERROR_INVALID_VALUE);
+  REQUIRE(cu_cuMemRelease(h) == CUDA_SUCCESS);
+  REQUIRE(cu_cuMemAddressFree(va, 8 * MIB) == CUDA_SUCCESS);
+  REQUIRE(cu_cuDevicePrimaryCtxRelease(0) == CUDA_SUCCESS);
+}
+
 static void test_host_register(void) {
   fgt_init_ctx();
   unsigned long long base = fgt_nvml_used_by(getpid());
@@ -505,6 +547,7 @@ int main(int argc, char **argv) {
   RUN(test_sticky_error_answers_700);
   RUN(test_managed_memory_is_counted_and_host_visible);
   RUN(test_pointer_queries);
+  RUN(test_pointer_queries_on_vmm);
   RUN(test_host_register);
   RUN(test_stream_callbacks);
   RUN(test_ptx_without_twin_is_refused_with_a_message);
