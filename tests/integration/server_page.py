@@ -143,7 +143,7 @@ try:
         return {"a", "b"} <= matched
 
     if not until("the page's owners to match /v1/memory for both stages", owners_match,
-                 tries=150, pause=0.1):
+                 tries=300, pause=0.1):
         fail("owners matched only for %s; last /v1/memory %s, page legend %s, series %s" % (
             sorted(matched), last.get("want"), last.get("got"), last.get("series")))
 
