@@ -50,6 +50,7 @@ static void fft_free(sal_fft *s) {
   fftwf_free(s->out);
   free(s->w);
   free(s->mag);
+  memset(s, 0, sizeof *s); /* a second call frees nothing */
 }
 
 static int fft_init(sal_fft *s, uint32_t rate) {
