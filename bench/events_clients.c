@@ -48,11 +48,13 @@ static int dial(void) {
 /* One request; returns the body (malloc'd) or NULL. */
 static char *http(const char *method, const char *path, const char *body) {
   int fd = dial();
-  if (fd < 0)
+  if (fd < 0) {
+    fprintf(stderr, "events_clients: cannot connect to 127.0.0.1:%d: %s\n", port, strerror(errno));
     return NULL;
+  }
   char req[2048];
   int n = snprintf(req, sizeof req,
-                   "%s %s HTTP/1.1\r\nHost: x\r\nConnection: close\r\nContent-Type: "
+                   "%s %s HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\nContent-Type: "
                    "application/json\r\nContent-Length: %zu\r\n\r\n%s",
                    method, path, body ? strlen(body) : 0, body ? body : "");
   if (write(fd, req, (size_t)n) != n) {
@@ -89,6 +91,8 @@ static double run_job(const char *input) {
   snprintf(body, sizeof body, "{\"pipeline\": \"bench\", \"input\": \"%s\"}", input);
   char *t = http("POST", "/v1/jobs", body);
   json_t *o = t ? json_loads(t, 0, NULL) : NULL;
+  if (!json_object_get(o, "id"))
+    fprintf(stderr, "events_clients: POST /v1/jobs answered: %s\n", t ? t : "nothing");
   free(t);
   const char *id = json_string_value(json_object_get(o, "id"));
   char path[128];
@@ -107,6 +111,7 @@ static double run_job(const char *input) {
     }
     if (!st || (strcmp(st, "queued") && strcmp(st, "running"))) {
       fprintf(stderr, "events_clients: job %s ended %s\n", path, st ? st : "(no answer)");
+
       json_decref(o);
       return -1;
     }
@@ -187,7 +192,9 @@ int main(int argc, char **argv) {
              "{\"stage\": \"synthetic\", \"name\": \"a\", \"options\": {\"weights_mib\": 256, "
              "\"activations_mib\": 128}},"
              "{\"stage\": \"synthetic\", \"name\": \"b\", \"options\": {\"weights_mib\": 384, "
-             "\"activations_mib\": 128}}]}}}\n");
+             "\"activations_mib\": 128}}]}},"
+             /* all 200 clients come from 127.0.0.1 (default: 64 per address) */
+             "\"server\": {\"max_connections_per_ip\": 256}}\n");
   fclose(f);
   f = fopen(input, "w");
   fputs("bench input\n", f);
@@ -199,8 +206,8 @@ int main(int argc, char **argv) {
   posix_spawn_file_actions_init(&fa);
   posix_spawn_file_actions_addopen(&fa, 1, logp, O_WRONLY | O_CREAT | O_TRUNC, 0644);
   posix_spawn_file_actions_adddup2(&fa, 1, 2);
-  char *args[] = {ebb, "serve", "--config", cfg, "--listen", "127.0.0.1:0", "--data-dir", data,
-                  "--no-cache", NULL};
+  char *args[] = {ebb,           "serve", "--config",    cfg, "--listen", "127.0.0.1:0",
+                  "--data-dir",  data,    "--input-dir", dir, "--no-cache", NULL};
   pid_t pid;
   if (posix_spawn(&pid, ebb, &fa, NULL, args, environ) != 0) {
     fprintf(stderr, "events_clients: cannot start %s\n", ebb);
@@ -233,7 +240,7 @@ int main(int argc, char **argv) {
   }
   for (int i = 0; i < NCLIENTS; i++) {
     fds[i] = dial();
-    const char *req = "GET /v1/events HTTP/1.1\r\nHost: x\r\nAccept: text/event-stream\r\n\r\n";
+    const char *req = "GET /v1/events HTTP/1.1\r\nHost: 127.0.0.1\r\nAccept: text/event-stream\r\n\r\n";
     if (fds[i] < 0 || write(fds[i], req, strlen(req)) != (ssize_t)strlen(req)) {
       fprintf(stderr, "events_clients: client %d could not connect\n", i);
       rc = 1;

@@ -48,18 +48,30 @@ static size_t trace_bytes(double mib, double scale) {
 }
 
 /* Replays rounds x all models. release_between: ebb_release (trim) after
- * each model is unloaded, as the runner does with the after-stage policy. */
-static int trace_run(ebb_allocator *a, double scale, int rounds, int steps, int release_between,
-                     trace_result *res) {
+ * each model is unloaded, as the runner does with the after-stage policy.
+ * owners > 1: each model's allocations go round-robin to that many child
+ * owners of the model's owner, alive at once (segments are owner-affine, so
+ * this is what giving every owner segments of its own costs). */
+static int trace_run_owners(ebb_allocator *a, double scale, int rounds, int steps,
+                            int release_between, int owners, trace_result *res) {
   unsigned seed = 12345;
   memset(res, 0, sizeof *res);
   uint64_t *w = NULL, *act = NULL, tmp[8];
+  ebb_owner *kids[64];
+  unsigned turn = 0;
+  if (owners < 1 || owners > 64)
+    return -1;
   for (int round = 0; round < rounds; round++)
     for (size_t m = 0; m < TRACE_NMODELS; m++) {
       const trace_model *tm = &trace_models[m];
-      ebb_owner *o = NULL;
-      if (ebb_owner_create(a, tm->name, NULL, &o))
+      ebb_owner *top = NULL;
+      if (ebb_owner_create(a, tm->name, NULL, &top))
         return -1;
+      for (int k = 0; k < owners; k++)
+        if (owners == 1)
+          kids[k] = top;
+        else if (ebb_owner_create(a, "part", top, &kids[k]))
+          return -1;
       w = calloc((size_t)tm->tensors, sizeof *w);
       act = calloc((size_t)tm->layers, sizeof *act);
       if (!w || !act)
@@ -73,6 +85,7 @@ static int trace_run(ebb_allocator *a, double scale, int rounds, int steps, int 
         if (i == tm->tensors - 1 || mib > left)
           mib = left > 0.01 ? left : 0.01;
         left -= mib;
+        ebb_owner *o = kids[turn++ % (unsigned)owners];
         if (ebb_mem_alloc(o, trace_bytes(mib, scale), "trace:weights", &w[i]))
           res->failed++, w[i] = 0;
         else
@@ -82,6 +95,7 @@ static int trace_run(ebb_allocator *a, double scale, int rounds, int steps, int 
         double grow = 1.0 + step / 4.0; /* the sequence gets longer */
         for (int l = 0; l < tm->layers; l++) {
           double jitter = 0.8 + (trace_rand(&seed) % 40) / 100.0;
+          ebb_owner *o = kids[turn++ % (unsigned)owners];
           if (ebb_mem_alloc(o, trace_bytes(tm->act_mib * grow * jitter, scale), "trace:act",
                             &act[l]))
             res->failed++, act[l] = 0;
@@ -89,6 +103,7 @@ static int trace_run(ebb_allocator *a, double scale, int rounds, int steps, int 
             res->allocs++;
           for (int t = 0; t < 8; t++) { /* temporaries of the layer */
             size_t n = 512u + (trace_rand(&seed) % 900) * 1024u;
+            o = kids[turn++ % (unsigned)owners];
             if (ebb_mem_alloc(o, trace_bytes(n / 1048576.0, scale), "trace:tmp", &tmp[t]))
               res->failed++, tmp[t] = 0;
             else
@@ -111,7 +126,7 @@ static int trace_run(ebb_allocator *a, double scale, int rounds, int steps, int 
       free(w);
       free(act);
       w = act = NULL;
-      ebb_owner_destroy(o, NULL);
+      ebb_owner_destroy(top, NULL);
       if (release_between) {
         ebb_release_result rr = {.size = sizeof rr};
         ebb_release(a, EBB_RELEASE_TRIM | EBB_RELEASE_PINNED, &rr);
@@ -123,6 +138,11 @@ static int trace_run(ebb_allocator *a, double scale, int rounds, int steps, int 
   res->peak_allocated = st.allocated.peak;
   res->peak_reserved = st.reserved.peak;
   return 0;
+}
+
+static int trace_run(ebb_allocator *a, double scale, int rounds, int steps, int release_between,
+                     trace_result *res) {
+  return trace_run_owners(a, scale, rounds, steps, release_between, 1, res);
 }
 
 #endif

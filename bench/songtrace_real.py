@@ -17,8 +17,8 @@ sixteenth at 100-120 bpm). The melody and the band are rendered separately
 (so the level is exact) and summed; the mix is peak-normalised to 0.9.
 
 Each mix goes through `ebb run --pipeline songtrace --device cpu` (the whole
-pipeline, pinned to one CPU core with taskset; its wall time is the speed
-figure) and through aubio (aubionotes for notes, aubiopitch -p yinfft for
+pipeline, pinned to one CPU core with taskset; its CPU time, user + system,
+is the speed figure) and through aubio (aubionotes for notes, aubiopitch -p yinfft for
 frames). Scores, as mir_eval computes them (mir_eval 0.8):
 
   note F1   mir_eval.transcription.precision_recall_f1_overlap with
@@ -34,6 +34,7 @@ usage: songtrace_real.py --ebb BUILD/ebb [--quick] [--only SUBSTR] [--keep DIR]
 import argparse
 import os
 import random
+import resource
 import shutil
 import struct
 import subprocess
@@ -195,16 +196,17 @@ EBB_EXTRA = []  # --config FILE --pipeline NAME for experiments
 def run_ebb(ebb, wav, out):
     shutil.rmtree(out, ignore_errors=True)
     cmd = ["taskset", "-c", "0"] if shutil.which("taskset") else []
-    t0 = time.monotonic()
+    r0 = resource.getrusage(resource.RUSAGE_CHILDREN)
     pipe = EBB_EXTRA or ["--pipeline", "songtrace"]
     subprocess.run(cmd + [ebb, "run"] + pipe + ["--device", "cpu", "--no-cache", "-o", out, wav], check=True, stdout=subprocess.DEVNULL,
                    stderr=subprocess.DEVNULL, env=dict(os.environ, EBB_WHISPER_URL=""))
-    wall = time.monotonic() - t0
+    r1 = resource.getrusage(resource.RUSAGE_CHILDREN)
+    cpu = (r1.ru_utime - r0.ru_utime) + (r1.ru_stime - r0.ru_stime)
     with open(os.path.join(out, "songtrace.json")) as f:
         notes = json.load(f)["notes"]
     est = [(n["onset"], n["offset"], n["hz"]) for n in notes]
     tf = np.loadtxt(os.path.join(out, "pitch.csv"), delimiter=",", skiprows=1, ndmin=2)
-    return est, tf[:, 0], tf[:, 1], wall
+    return est, tf[:, 0], tf[:, 1], cpu
 
 
 def run_aubio(wav):
@@ -312,8 +314,9 @@ def main():
         print(f"{who:6s} mean note F1@50 {s['f1']:.3f}  repeated notes found {s['hit']}/{s['nrep']} "
               f"({s['rep']:.2f})  RPA melody at/above band {s['rpa_hi']:.3f}  at -6 dB "
               f"{s['rpa_lo']:.3f}")
-    print(f"speed: ebb run --pipeline songtrace on one core: {audio_s:.0f} s of audio in "
-          f"{wall_s:.1f} s = {audio_s / wall_s:.1f}x real time (process start included)")
+    print(f"speed: ebb run --pipeline songtrace pinned to one core: {audio_s:.0f} s of audio in "
+          f"{wall_s:.1f} s of CPU time = {audio_s / wall_s:.1f}x real time (process start "
+          f"included; CPU time, not wall time, so other load on the machine does not count)")
     if not a.keep:
         shutil.rmtree(work, ignore_errors=True)
     if a.floors:

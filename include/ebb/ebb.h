@@ -256,7 +256,8 @@ void *ebb_torch_alloc(ssize_t size, int device, void *stream);
 void ebb_torch_free(void *ptr, ssize_t size, int device, void *stream);
 
 /* The open handle of CUDA device `ordinal` that ebb_torch_alloc uses (opened
- * on first use; owned by ebb until process exit). */
+ * on first use; it holds a reference of its own until process exit, so an
+ * ebb_gpu_close of the same device by the program does not tear it down). */
 int ebb_gpu_for_ordinal(int ordinal, ebb_gpu **out);
 
 #ifdef __cplusplus

@@ -115,6 +115,11 @@ static void bar(char *b, int w, double total, double owners, double ctx, double 
 }
 
 /* --- the server's picture -------------------------------------------------------- */
+static int newest_first(const void *a, const void *b) {
+  double x = num(*(json_t *const *)a, "created"), y = num(*(json_t *const *)b, "created");
+  return x < y ? 1 : x > y ? -1 : 0;
+}
+
 static void frame_server(top *t, frame_buf *f) {
   char a[32], b[32], c[32], d[32], e[32], br[256];
   int bw = f->cols - 40 > 60 ? 60 : f->cols - 40;
@@ -188,18 +193,21 @@ static void frame_server(top *t, frame_buf *f) {
     struct tm tm;
     localtime_r(&tt, &tm);
     fmt_bytes(a, sizeof a, num(x, "bytes"));
-    fmt_bytes(b, sizeof b, num(x, "driver_free_bytes"));
     const char *st = str(x, "stage");
-    add(f, L_GOOD, " %02d:%02d:%02d  %s  -%s released%s%s  (driver free then: %s)", tm.tm_hour,
-        tm.tm_min, tm.tm_sec, str(x, "device"), a, *st ? " by " : "",
-        *st ? st : (num(x, "context_bytes") > 0 ? " (context)" : ""), b);
+    add(f, L_GOOD, " %02d:%02d:%02d  %s  -%s released%s%s", tm.tm_hour, tm.tm_min, tm.tm_sec,
+        str(x, "device"), a, *st ? " by " : "",
+        *st ? st : (num(x, "context_bytes") > 0 ? " (the context)" : ""));
   }
   add(f, L_PLAIN, "%s", "");
   add(f, L_HEAD, "JOBS");
   if (!json_array_size(t->jobs))
     add(f, L_DIM, " (none yet)");
-  for (size_t k = json_array_size(t->jobs); k-- > 0;) {
-    x = json_array_get(t->jobs, k);
+  json_t *order[KEEP + 1];
+  size_t nj = 0;
+  json_array_foreach(t->jobs, i, x) if (nj < KEEP + 1) order[nj++] = x;
+  qsort(order, nj, sizeof *order, newest_first);
+  for (size_t k = 0; k < nj; k++) {
+    x = order[k];
     char stages[300] = "";
     size_t j;
     json_t *s;
@@ -217,7 +225,7 @@ static void frame_server(top *t, frame_buf *f) {
                       : 0;
     fmt_bytes(a, sizeof a, num(x, "released_bytes"));
     add(f, !strcmp(state, "failed") || !strcmp(state, "cancelled") ? L_BAD : L_PLAIN,
-        " %-5s %-12s %-10s %6.1f s  released %-9s %s", str(x, "id"), str(x, "pipeline"), state,
+        " %-8.8s %-12s %-10s %6.1f s  released %-9s %s", str(x, "id"), str(x, "pipeline"), state,
         secs, a, stages);
   }
   if (json_array_size(t->leaks)) {
@@ -425,7 +433,10 @@ static void *reader(void *arg) {
     pthread_mutex_lock(&t->mu);
     t->connected = 0;
     if (code == 401)
-      snprintf(t->why, sizeof t->why, "it wants a token: set EBB_TOKEN");
+      snprintf(t->why, sizeof t->why, "it wants a token: set EBB_TOKEN%s",
+               tok && *tok ? " to one of its tokens" : "");
+    else if (code == 403)
+      snprintf(t->why, sizeof t->why, "EBB_TOKEN may not read /v1/events: an admin token may");
     else if (rc != CURLE_OK)
       snprintf(t->why, sizeof t->why, "%s", curl_easy_strerror(rc));
     else
@@ -500,7 +511,8 @@ int ebb_cmd_top(int argc, char **argv) {
       top_usage(stdout);
       return EBB_EXIT_OK;
     } else if (!strcmp(argv[i], "--server")) {
-      if (i + 1 >= argc || strncmp(argv[i + 1], "http://", 7)) {
+      if (i + 1 >= argc ||
+          (strncmp(argv[i + 1], "http://", 7) && strncmp(argv[i + 1], "https://", 8))) {
         fprintf(stderr, "ebb top: --server needs a URL like http://127.0.0.1:8470%s%s\n",
                 i + 1 < argc ? ", not " : "", i + 1 < argc ? argv[i + 1] : "");
         return EBB_EXIT_USAGE;

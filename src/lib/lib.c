@@ -20,6 +20,7 @@ struct ebb_gpu {
   ebb_device *dev;
   ebb_allocator *a;
   ebb_owner *def;      /* "default": memory allocated with no owner current */
+  int ordinal_ref;     /* ebb_gpu_for_ordinal holds one of refs (never let go) */
 };
 
 static pthread_mutex_t g_mu = PTHREAD_MUTEX_INITIALIZER;
@@ -118,15 +119,31 @@ int ebb_gpu_for_ordinal(int ordinal, ebb_gpu **out) {
     return ebb_seterr(EBB_EINVAL, "ebb_gpu_for_ordinal: bad device %d", ordinal);
   char label[32];
   snprintf(label, sizeof label, "cuda:%d", ordinal);
+  /* A framework's allocator has no close: the handle it uses holds a
+   * reference of its own until exit, so a program that opened the same
+   * device and closes it does not pull it from under the framework. */
   pthread_mutex_lock(&g_mu);
   ebb_gpu *g = find_label_locked(label);
+  if (g && !g->ordinal_ref) {
+    g->ordinal_ref = 1;
+    g->refs++;
+  }
   pthread_mutex_unlock(&g_mu);
   if (g) {
     *out = g;
     return 0;
   }
-  /* kept open until exit: a framework's allocator has no close */
-  return ebb_gpu_open(label, out);
+  int rc = ebb_gpu_open(label, &g);
+  if (rc)
+    return rc;
+  pthread_mutex_lock(&g_mu);
+  if (g->ordinal_ref) /* another thread got there first: one reference is enough */
+    g->refs--;
+  else
+    g->ordinal_ref = 1;
+  pthread_mutex_unlock(&g_mu);
+  *out = g;
+  return 0;
 }
 
 /* Copies the prefix of a filled struct the caller knows (its size field). */

@@ -1,6 +1,8 @@
-/* Blocks: requests rounded to 512 bytes, carved best fit out of free blocks
- * of the small or large pool (a new segment when none fits), split, and on
- * free coalesced with free neighbours. Out of memory from the driver: trim,
+/* Blocks: requests rounded to 512 bytes, carved best fit out of the owner's
+ * own free blocks or an empty segment (a new segment when none fits), split,
+ * and on free coalesced with free neighbours. Owner-affine: a segment holds
+ * the blocks of one owner only, from its first live block to its last, so
+ * releasing or parking an owner is exact to the segment. Out of memory from the driver: trim,
  * retry once, then an error naming the owner and the numbers. Functions
  * ending in _locked expect a->mu. */
 #include <inttypes.h>
@@ -35,7 +37,7 @@ static int grow_locked(ebb_allocator *a, ebb_owner *o, size_t size, size_t bytes
   size_t ssz = mem__seg_size_for(a, size, small);
   uint64_t dropped = small ? 0 : mem__seg_drop_useless_locked(a, ssz);
   a->trimmed_bytes += dropped;
-  int rc = mem__seg_new_locked(a, ssz, small, &s);
+  int rc = mem__seg_new_locked(a, ssz, small, o, &s);
   if (rc == EBB_EOOM) {
     /* Trim and retry once; with nothing to trim a retry would only hide a
      * real out-of-memory (or an injected one) behind a second attempt. */
@@ -43,7 +45,7 @@ static int grow_locked(ebb_allocator *a, ebb_owner *o, size_t size, size_t bytes
     if (trimmed) {
       mem__event_locked(a, EBB_EV_TRIM, NULL, 0, trimmed);
       a->oom_retries++;
-      rc = mem__seg_new_locked(a, ssz, small, &s);
+      rc = mem__seg_new_locked(a, ssz, small, o, &s);
     }
     if (rc == EBB_EOOM) {
       o->refused++;
@@ -79,6 +81,42 @@ static int split_locked(mem_pool *pool, mem_block *b, size_t size) {
   return 0;
 }
 
+/* Merges q, a free block, into p, the free block just before it. */
+static void merge_into(mem_block *p, mem_block *q) {
+  p->size += q->size;
+  p->next = q->next;
+  if (q->next)
+    q->next->prev = p;
+  free(q);
+}
+
+/* The free block b (out of the bins) merged with free neighbours; the result
+ * back in the bins (a parked segment's free blocks stay out of them). A
+ * segment left with no live block is one free block again and leaves its
+ * owner: it goes to the allocator's pools, where any owner may take it. */
+static void coalesce_locked(ebb_allocator *a, mem_block *b) {
+  mem_seg *s = b->seg;
+  mem_pool *pool = mem__pool_of(a, s);
+  int in_bins = !s->d.parked;
+  mem_block *n = b->next;
+  if (n && n->free) {
+    if (in_bins)
+      mem__bin_remove(pool, n);
+    merge_into(b, n);
+  }
+  mem_block *p = b->prev;
+  if (p && p->free) {
+    if (in_bins)
+      mem__bin_remove(pool, p);
+    merge_into(p, b);
+    b = p;
+  }
+  if (!s->nlive)
+    s->affine = NULL;
+  if (in_bins)
+    mem__bin_insert(mem__pool_of(a, s), b);
+}
+
 /* b becomes o's live block: its record, the counters, the ledger. */
 static void take_locked(ebb_allocator *a, ebb_owner *o, mem_block *b, size_t bytes,
                         const char *site, void **bt, int nbt) {
@@ -100,8 +138,18 @@ static void take_locked(ebb_allocator *a, ebb_owner *o, mem_block *b, size_t byt
   mem__event_locked(a, EBB_EV_ALLOC, o, b->addr, b->size);
 }
 
+/* The best fit for size among o's own free blocks and the empty segments
+ * any owner may take (the smaller of the two candidates; o's on a tie). */
+static mem_block *find_locked(ebb_allocator *a, ebb_owner *o, size_t size, int small) {
+  mem_block *mine = mem__pool_find(small ? &o->small : &o->large, size);
+  mem_block *empty = mem__pool_find(small ? &a->small : &a->large, size);
+  if (!mine || !empty)
+    return mine ? mine : empty;
+  return empty->size < mine->size ? empty : mine;
+}
+
 /* The allocation with a->mu held; bt (captured before the lock) becomes the
- * block's on success. */
+ * block's on success. The block's segment becomes o's if it was empty. */
 static int alloc_locked(ebb_owner *o, size_t bytes, size_t size, const char *site, void **bt,
                         int nbt, uint64_t *addr) {
   ebb_allocator *a = o->a;
@@ -111,21 +159,18 @@ static int alloc_locked(ebb_owner *o, size_t bytes, size_t size, const char *sit
   if (rc)
     return rc;
   int small = size < EBB_MEM_SMALL_LIMIT;
-  mem_pool *pool = small ? &a->small : &a->large;
-  mem_block *b = mem__pool_find(pool, size);
+  mem_block *b = find_locked(a, o, size, small);
   if (!b && (rc = grow_locked(a, o, size, bytes, small, &b)))
     return rc;
-  mem__bin_remove(pool, b);
-  rc = split_locked(pool, b, size);
+  mem__bin_remove(mem__pool_of(a, b->seg), b);
+  b->seg->affine = o;
+  rc = split_locked(mem__pool_of(a, b->seg), b, size);
+  const char *st = rc ? NULL : mem__site_intern_locked(a, site);
+  if (!rc && mem__map_put(&a->live, b->addr, b))
+    rc = ebb_seterr(EBB_ENOMEM, "memory: no host memory for the block table");
   if (rc) {
-    mem__bin_insert(pool, b);
+    coalesce_locked(a, b); /* a free block again, its segment as it was */
     return rc;
-  }
-  const char *st = mem__site_intern_locked(a, site);
-  if (mem__map_put(&a->live, b->addr, b)) {
-    /* put it back as a free block; coalescing happens on the next free */
-    mem__bin_insert(pool, b);
-    return ebb_seterr(EBB_ENOMEM, "memory: no host memory for the block table");
   }
   take_locked(a, o, b, bytes, st, bt, nbt);
   *addr = b->addr;
@@ -151,38 +196,6 @@ int ebb_mem_alloc(ebb_owner *o, size_t bytes, const char *site, uint64_t *addr) 
   if (rc)
     free(bt);
   return rc;
-}
-
-/* Merges q, a free block, into p, the free block just before it. */
-static void merge_into(mem_block *p, mem_block *q) {
-  p->size += q->size;
-  p->next = q->next;
-  if (q->next)
-    q->next->prev = p;
-  free(q);
-}
-
-/* The freed block b merged with free neighbours; the result back in the
- * bins (a parked segment's free blocks stay out of them). */
-static void coalesce_locked(ebb_allocator *a, mem_block *b) {
-  mem_seg *s = b->seg;
-  mem_pool *pool = mem__pool_of(a, s);
-  int in_bins = !s->d.parked;
-  mem_block *n = b->next;
-  if (n && n->free) {
-    if (in_bins)
-      mem__bin_remove(pool, n);
-    merge_into(b, n);
-  }
-  mem_block *p = b->prev;
-  if (p && p->free) {
-    if (in_bins)
-      mem__bin_remove(pool, p);
-    merge_into(p, b);
-    b = p;
-  }
-  if (in_bins)
-    mem__bin_insert(pool, b);
 }
 
 void mem__block_free_locked(ebb_allocator *a, mem_block *b, ebb_ledger_kind kind) {

@@ -81,6 +81,9 @@ struct mem_seg {
   ebb_dseg d;
   int small;
   size_t nlive;
+  /* the owner whose blocks it holds (its free blocks are in that owner's
+   * pools); NULL while it holds none (free block in the allocator's pools) */
+  ebb_owner *affine;
   mem_block *first;
   mem_seg *prev, *next;
   /* parking */
@@ -88,6 +91,7 @@ struct mem_seg {
 };
 
 typedef struct mem_pool {
+  uint64_t nonempty; /* bit i: bins[i] has a block (finds the next one fast) */
   mem_block *bins[EBB_MEM_NBINS];
 } mem_pool;
 
@@ -125,6 +129,9 @@ struct ebb_owner {
   uint64_t refused;
   mem_block *live;  /* live blocks */
   pin_buf *pins;    /* live pinned buffers */
+  /* free blocks of the segments that hold this owner's blocks: an owner's
+   * blocks never share a segment with another owner's */
+  mem_pool small, large;
 };
 
 /* Everything below `mu` is guarded by it, except ledger (its own mutex) and
@@ -138,7 +145,7 @@ struct ebb_allocator {
   size_t gran;
   ebb_seg_kind kind;
   mem_seg *segs;
-  mem_pool small, large;
+  mem_pool small, large; /* segments with no live block: any owner takes them */
   mem_map live;
   mem_map sites; /* site pointer -> interned copy (sites outlive plugins) */
   char **retired_sites;
@@ -212,7 +219,9 @@ void mem__ctx_release(ebb_allocator *a, ebb_release_result *r);
 int mem__seg_ready_locked(ebb_allocator *a);
 /* Bytes of the segment a request of `size` grows the pool by. */
 size_t mem__seg_size_for(const ebb_allocator *a, size_t size, int small);
-int mem__seg_new_locked(ebb_allocator *a, size_t size, int small, mem_seg **out);
+/* A new segment whose one free block is o's (the segment is affine to o). */
+int mem__seg_new_locked(ebb_allocator *a, size_t size, int small, ebb_owner *o,
+                        mem_seg **out);
 /* Gives an empty segment back; the physical bytes returned (0 on failure). */
 uint64_t mem__seg_drop_locked(ebb_allocator *a, mem_seg *s);
 void mem__seg_unlink_locked(ebb_allocator *a, mem_seg *s);
@@ -295,13 +304,20 @@ static inline int mem__bin_of(size_t size) {
 static inline void mem__bin_insert(mem_pool *p, mem_block *b) {
   b->bin = mem__bin_of(b->size);
   MEM_DLIST_PUSH(p->bins[b->bin], b, fprev, fnext);
+  p->nonempty |= 1ull << b->bin;
 }
 
 static inline void mem__bin_remove(mem_pool *p, mem_block *b) {
   MEM_DLIST_UNLINK(p->bins[b->bin], b, fprev, fnext);
+  if (!p->bins[b->bin])
+    p->nonempty &= ~(1ull << b->bin);
 }
 
+/* Where a segment's free blocks are: its owner's pools, or the allocator's
+ * while it holds no live block. */
 static inline mem_pool *mem__pool_of(ebb_allocator *a, const mem_seg *s) {
+  if (s->affine)
+    return s->small ? &s->affine->small : &s->affine->large;
   return s->small ? &a->small : &a->large;
 }
 

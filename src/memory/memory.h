@@ -13,7 +13,10 @@
  *     segments; requests of 10 MiB or more get a segment of their own size
  *     rounded up to the granularity. Blocks are split best-fit out of free
  *     blocks and coalesced with free neighbours on free; a segment whose
- *     blocks are all free is "cached" until trim. Before growing by a large
+ *     blocks are all free is "cached" until trim. Segments are owner-affine:
+ *     a segment holds the blocks of one owner only (each owner has its own
+ *     small and large pools; an empty segment is cache any owner may take),
+ *     so releasing or parking an owner is exact. Before growing by a large
  *     segment, empty large segments too small to have served the request
  *     are given back (keeps reserved close to allocated).
  *   - On out-of-memory from the driver the allocator trims its cache and
@@ -209,11 +212,11 @@ int ebb_mem_free(ebb_allocator *a, uint64_t addr);
 int ebb_mem_lookup(ebb_allocator *a, uint64_t addr, ebb_owner **owner, size_t *size);
 
 /* --- parking (VMM segments) ----------------------------------------------- */
-/* Parks every segment whose live blocks all belong to o (or descendants):
- * copies the live bytes to host memory, releases the physical memory, keeps
- * the address range. *parked (may be NULL): device bytes given back. Segments
- * shared with other owners, and plain segments, stay resident. Allocation
- * never uses a parked segment. */
+/* Parks every segment that holds blocks of o (or its descendants): segments
+ * are owner-affine, so that is every one of them. Copies the live bytes to
+ * host memory, releases the physical memory, keeps the address range.
+ * *parked (may be NULL): device bytes given back. Plain segments stay
+ * resident. Allocation never uses a parked segment. */
 int ebb_owner_park(ebb_owner *o, uint64_t *parked);
 /* Maps new physical memory at the same addresses and copies the bytes back. */
 int ebb_owner_wake(ebb_owner *o);

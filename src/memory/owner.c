@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/log.h"
 #include "memory/internal.h"
 
 int ebb_owner_create(ebb_allocator *a, const char *name, ebb_owner *parent, ebb_owner **out) {
@@ -114,6 +115,15 @@ void mem__owner_free_tree_locked(ebb_allocator *a, ebb_owner *o) {
   if (o->parent)
     MEM_DLIST_UNLINK(o->parent->child, o, sib_prev, sib_next);
   MEM_DLIST_UNLINK(a->owners, o, all_prev, all_next);
+#ifdef EBB_DEBUG
+  /* reclaim freed every block: each segment that held o's went empty and
+   * left o's pools (block.c); a free block still here is a segment lost */
+  if (o->small.nonempty || o->large.nonempty) {
+    ebb_log(EBB_LOG_ERROR, "memory", "owner '%s' destroyed with free blocks in its pools",
+            o->name);
+    abort();
+  }
+#endif
   o->sig = EBB_SIG_DEAD;
   free(o->name);
   o->name = NULL;

@@ -1,7 +1,8 @@
 /* Segments: device memory taken from the driver (ebb_device_seg_alloc, VMM
  * or plain) in multiples of its granularity, each carved into blocks that
- * start as one free block; given back when no live block is left (trim) or
- * when a larger one is needed (drop_useless). Every function expects a->mu:
+ * start as one free block; affine to one owner while they hold its blocks
+ * (block.c); given back when no live block is left (trim) or when a larger
+ * one is needed (drop_useless). Every function expects a->mu:
  * driver calls are made with it held. */
 #include <stdlib.h>
 
@@ -37,7 +38,8 @@ size_t mem__seg_size_for(const ebb_allocator *a, size_t size, int small) {
   return mem__round_up(EBB_MEM_LARGE_SEG_MIN > size ? EBB_MEM_LARGE_SEG_MIN : size, a->gran);
 }
 
-int mem__seg_new_locked(ebb_allocator *a, size_t size, int small, mem_seg **out) {
+int mem__seg_new_locked(ebb_allocator *a, size_t size, int small, ebb_owner *o,
+                        mem_seg **out) {
   mem_seg *s = calloc(1, sizeof *s);
   mem_block *b = calloc(1, sizeof *b);
   if (!s || !b) {
@@ -53,6 +55,7 @@ int mem__seg_new_locked(ebb_allocator *a, size_t size, int small, mem_seg **out)
   }
   a->seg_allocs++;
   s->small = small;
+  s->affine = o;
   b->addr = s->d.addr;
   b->size = s->d.size;
   b->seg = s;

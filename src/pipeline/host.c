@@ -134,18 +134,30 @@ static int h_pinned_free(ebb_stage_ctx *ctx, void *p) {
   return ebb_pinned_free(C(ctx)->alloc, p);
 }
 
+/* The context's array v (n used of *cap, elem bytes each), grown so one
+ * more fits: the array to keep, or NULL (EBB_ENOMEM set, naming the stage;
+ * v is untouched). */
+static void *room_for_one(ebb_sctx *c, void *v, size_t *cap, size_t n, size_t elem) {
+  if (n < *cap)
+    return v;
+  size_t ncap = *cap ? *cap * 2 : 4;
+  void *nv = realloc(v, ncap * elem);
+  if (!nv) {
+    ebb_seterr(EBB_ENOMEM, "%s: out of host memory", c->name);
+    return NULL;
+  }
+  *cap = ncap;
+  return nv;
+}
+
 static int h_raw_alloc(ebb_stage_ctx *ctx, size_t bytes, uint64_t *dptr) {
   ebb_sctx *c = C(ctx);
   if (!dptr || !bytes)
     return ebb_seterr(EBB_EINVAL, "%s: raw_driver_alloc of %zu bytes", c->name, bytes);
-  if (c->nraw == c->capraw) {
-    size_t cap = c->capraw ? c->capraw * 2 : 4;
-    ebb_dseg *v = realloc(c->raw, cap * sizeof *v);
-    if (!v)
-      return ebb_seterr(EBB_ENOMEM, "%s: out of host memory", c->name);
-    c->raw = v;
-    c->capraw = cap;
-  }
+  ebb_dseg *raw = room_for_one(c, c->raw, &c->capraw, c->nraw, sizeof *raw);
+  if (!raw)
+    return EBB_ENOMEM;
+  c->raw = raw;
   ebb_dseg seg;
   int rc = ebb_device_seg_alloc(c->dev, bytes, EBB_SEG_PLAIN, &seg);
   if (rc)
@@ -176,14 +188,10 @@ static int h_raw_free(ebb_stage_ctx *ctx, uint64_t dptr) {
 static int h_on_release(ebb_stage_ctx *ctx, const char *name, ebb_release_fn fn, void *arg,
                         uint64_t *handle) {
   ebb_sctx *c = C(ctx);
-  if (c->nhandles == c->caphandles) {
-    size_t cap = c->caphandles ? c->caphandles * 2 : 4;
-    uint64_t *v = realloc(c->handles, cap * sizeof *v);
-    if (!v)
-      return ebb_seterr(EBB_ENOMEM, "%s: out of host memory", c->name);
-    c->handles = v;
-    c->caphandles = cap;
-  }
+  uint64_t *handles = room_for_one(c, c->handles, &c->caphandles, c->nhandles, sizeof *handles);
+  if (!handles)
+    return EBB_ENOMEM;
+  c->handles = handles;
   char full[256];
   snprintf(full, sizeof full, "%s: %s", c->name, name ? name : "cache");
   uint64_t h;

@@ -268,6 +268,8 @@ static void log_released(ebb_instance *in, const ebb_instance_report *rep) {
 int ebb_instance_release(ebb_instance *in, const ebb_instance_plan *plan,
                          ebb_instance_report *out) {
   static const ebb_instance_plan plain = {0};
+  if (!in)
+    return ebb_seterr(EBB_EINVAL, "stage instance: none given to release");
   if (!plan)
     plan = &plain;
   if (in->state == EBB_INSTANCE_RUNNING || in->state == EBB_INSTANCE_RELEASED)

@@ -69,7 +69,8 @@ static int fail(ebb_job_result *res, int code, const char *stage, const char *fm
 /* --- the pool ---------------------------------------------------------------- */
 static slot *find_slot(ebb_runner *r, const char *pipeline, const char *name) {
   for (slot *s = r->pool; s; s = s->next)
-    if (!strcmp(ebb_instance_pipeline(s->inst), pipeline) && !strcmp(ebb_instance_name(s->inst), name))
+    if (!strcmp(ebb_instance_pipeline(s->inst), pipeline) &&
+        !strcmp(ebb_instance_name(s->inst), name))
       return s;
   return NULL;
 }

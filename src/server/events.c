@@ -19,6 +19,7 @@
 #define RECENT_JOBS 50
 #define RECENT_LEAKS 50
 #define LEDGER_BATCH 8192
+#define BACKLOG_MAX (512u * 1024) /* remembered events a new client gets, at most */
 
 typedef struct client {
   struct client *prev, *next;
@@ -47,6 +48,7 @@ typedef struct watched_job {
   int state;            /* last seen (EBB_JOB_...) */
   char pipeline[128];
   json_t *peaks;        /* {owner name: peak bytes while it ran} */
+  json_t *peaks_sent;   /* peaks in the last `job` event (changed: another) */
 } watched_job;
 
 typedef struct pending_leak {
@@ -306,13 +308,12 @@ static const char *pipeline_of(ebb_events *e, const char *owner, const char *run
   return loaded ? loaded : any;
 }
 
+/* No driver call here: a release goes out even while the device is busy
+ * (the next `memory` sample carries the driver's numbers). */
 static void on_release(ebb_events *e, const ebb_ledger_event *ev, uint64_t ctx_bytes) {
-  ebb_dev_meminfo mi = {0};
-  ebb_device_mem_info(ebb_allocator_device(e->alloc), &mi);
-  json_t *o = json_pack("{s:f,s:s,s:I,s:I,s:I}", "t", wall_of(ev->t_ns), "device",
+  json_t *o = json_pack("{s:f,s:s,s:I,s:I}", "t", wall_of(ev->t_ns), "device",
                         ebb_device_label(ebb_allocator_device(e->alloc)), "bytes",
-                        (json_int_t)ev->bytes, "context_bytes", (json_int_t)ctx_bytes,
-                        "driver_free_bytes", (json_int_t)mi.free_bytes);
+                        (json_int_t)ev->bytes, "context_bytes", (json_int_t)ctx_bytes);
   json_object_set_new(o, "stage", e->last_release_stage[0] ? json_string(e->last_release_stage)
                                                            : json_null());
   publish(e, "release", o, 1);
@@ -508,14 +509,14 @@ static void poll_sessions(ebb_events *e) {
 
 /* The store's job with per-stage peaks merged into its stages. */
 static json_t *job_json(json_t *o, json_t *peaks) {
-  json_t *j = json_pack("{s:O,s:O,s:O,s:O,s:O,s:O,s:O,s:O,s:O}", "id", json_object_get(o, "id"),
+  json_t *rel = json_object_get(o, "released_bytes");
+  json_t *j = json_pack("{s:O,s:O,s:O,s:O,s:O,s:O,s:O,s:o,s:o}", "id", json_object_get(o, "id"),
                         "pipeline", json_object_get(o, "pipeline"), "state",
                         json_object_get(o, "state"), "created", json_object_get(o, "created"),
                         "started", json_object_get(o, "started") ?: json_null(), "finished",
                         json_object_get(o, "finished") ?: json_null(), "error",
                         json_object_get(o, "error") ?: json_null(), "released_bytes",
-                        json_object_get(o, "released_bytes") ?: json_integer(0), "stages",
-                        json_array());
+                        rel ? json_incref(rel) : json_integer(0), "stages", json_array());
   json_t *stages = json_object_get(j, "stages"), *s;
   size_t i;
   json_array_foreach(json_object_get(o, "stages"), i, s) {
@@ -588,6 +589,7 @@ static const char *poll_jobs(ebb_events *e, char *running, size_t rn) {
     json_t *o = NULL;
     if (ebb_store_get(e->store, w->id, &o) != 0) {
       json_decref(w->peaks);
+      json_decref(w->peaks_sent);
       continue;
     }
     int st = state_of(o);
@@ -607,14 +609,20 @@ static const char *poll_jobs(ebb_events *e, char *running, size_t rn) {
     w->state = st;
     if (j) {
       remember_job(e, j);
-      if (changed)
-        publish(e, "job", j, 1);
-      else
+      /* state changes are remembered for new clients; a running job's
+       * next stage is news to the ones connected */
+      if (changed || !json_equal(w->peaks, w->peaks_sent)) {
+        json_decref(w->peaks_sent);
+        w->peaks_sent = json_deep_copy(w->peaks);
+        publish(e, "job", j, changed);
+      } else {
         json_decref(j);
+      }
     }
-    if (st > EBB_JOB_RUNNING || st < 0)
+    if (st > EBB_JOB_RUNNING || st < 0) {
       json_decref(w->peaks);
-    else
+      json_decref(w->peaks_sent);
+    } else
       e->wjobs[keep++] = *w;
   }
   e->nwjobs = keep;
@@ -751,6 +759,8 @@ static void publish_leaks(ebb_events *e, const char *running) {
 }
 
 /* --- the publisher ------------------------------------------------------------------- */
+/* The device sample goes last: it is the only step that may wait on the
+ * device (a segment being allocated), and everything else is news already. */
 static void tick(ebb_events *e) {
   char running[128];
   read_ledger(e);
@@ -862,8 +872,10 @@ void ebb_events_destroy(ebb_events *e) {
   json_decref(e->leaks);
   free(e->owners);
   free(e->pipelines_text);
-  for (size_t i = 0; i < e->nwjobs; i++)
+  for (size_t i = 0; i < e->nwjobs; i++) {
     json_decref(e->wjobs[i].peaks);
+    json_decref(e->wjobs[i].peaks_sent);
+  }
   free(e->wjobs);
   for (size_t i = 0; i < e->nwsessions; i++)
     free(e->wsessions[i]);
@@ -919,13 +931,19 @@ static int client_start_locked(ebb_events *e, client *cl) {
   free(data);
   if (n < 0)
     return -1;
-  size_t need = (size_t)n;
-  for (size_t i = 0; i < e->hn; i++)
-    need += strlen(e->hist[(e->hhead + i) % e->hcap].text);
+  /* the newest remembered events that fit in BACKLOG_MAX */
+  size_t need = (size_t)n, from = e->hn;
+  while (from > 0) {
+    size_t k = strlen(e->hist[(e->hhead + from - 1) % e->hcap].text);
+    if (need + k > BACKLOG_MAX)
+      break;
+    need += k;
+    from--;
+  }
   cl->limit = need + e->client_buffer; /* the backlog is allowed on top */
   int rc = client_put(cl, text, (size_t)n);
   free(text);
-  for (size_t i = 0; !rc && i < e->hn; i++) {
+  for (size_t i = from; !rc && i < e->hn; i++) {
     const char *t = e->hist[(e->hhead + i) % e->hcap].text;
     rc = client_put(cl, t, strlen(t));
   }

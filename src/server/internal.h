@@ -33,6 +33,8 @@ struct ebb_server {
   srv_auth *auth;
   srv_conns *conns;
   struct srv_snap *snap;
+  pthread_mutex_t owners_lock; /* guards session_owners */
+  struct srv_owner *session_owners;
   char *data_dir;
   char url[320];
   char host[256];   /* the listen host, as given */
@@ -69,7 +71,6 @@ typedef struct srv_req {
   srv_role role;
   char owner[24]; /* the token's owner tag ("" without tokens) */
   int kind;
-  int head;       /* HEAD: answered as GET, without the body */
   char *buf;      /* BODY_BUFFER: the body (NUL-terminated) */
   size_t len, cap, limit;
   size_t field_limit; /* a multipart field that is not the file */
@@ -177,6 +178,8 @@ SRV_HANDLER(srv_h_job_result);
 SRV_HANDLER(srv_h_sessions_post);
 SRV_HANDLER(srv_h_session);
 SRV_HANDLER(srv_h_session_item);
+/* Sessions belong to the token that opened them (and to admins). */
+void srv_session_owners_free(ebb_server *s);
 
 /* --- "snapshot.c": what the read side shows ---------------------------------------- */
 /* The read side (/metrics, /v1/memory, /v1/pipelines) never waits on the

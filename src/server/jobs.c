@@ -157,6 +157,56 @@ enum MHD_Result srv_h_job(ebb_server *s, struct MHD_Connection *c, srv_req *r,
 }
 
 /* --- sessions ---------------------------------------------------------------------- */
+typedef struct srv_owner {
+  struct srv_owner *next;
+  char id[40], owner[24];
+} srv_owner;
+
+static void owner_add(ebb_server *s, const char *id, const char *owner) {
+  srv_owner *o = calloc(1, sizeof *o);
+  if (!o)
+    return; /* then only admins see it */
+  snprintf(o->id, sizeof o->id, "%s", id);
+  snprintf(o->owner, sizeof o->owner, "%s", owner);
+  pthread_mutex_lock(&s->owners_lock);
+  o->next = s->session_owners;
+  s->session_owners = o;
+  pthread_mutex_unlock(&s->owners_lock);
+}
+
+static void owner_drop(ebb_server *s, const char *id) {
+  pthread_mutex_lock(&s->owners_lock);
+  for (srv_owner **p = &s->session_owners; *p; p = &(*p)->next)
+    if (!strcmp((*p)->id, id)) {
+      srv_owner *o = *p;
+      *p = o->next;
+      free(o);
+      break;
+    }
+  pthread_mutex_unlock(&s->owners_lock);
+}
+
+/* 0 when this caller may use the session; else EBB_ENOTFOUND as if it did
+ * not exist. */
+static int session_visible(ebb_server *s, srv_req *r, const char *id) {
+  if (r->role == SRV_ROLE_ADMIN)
+    return 0;
+  int ok = 0;
+  pthread_mutex_lock(&s->owners_lock);
+  for (srv_owner *o = s->session_owners; o; o = o->next)
+    if (!strcmp(o->id, id))
+      ok = !strcmp(o->owner, r->owner);
+  pthread_mutex_unlock(&s->owners_lock);
+  return ok ? 0 : ebb_seterr(EBB_ENOTFOUND, "no session '%s'", id);
+}
+
+void srv_session_owners_free(ebb_server *s) {
+  for (srv_owner *o = s->session_owners, *n; o; o = n) {
+    n = o->next;
+    free(o);
+  }
+  s->session_owners = NULL;
+}
 enum MHD_Result srv_h_sessions_post(ebb_server *s, struct MHD_Connection *c, srv_req *r,
                                     const char *method) {
   (void)method;
@@ -183,6 +233,7 @@ enum MHD_Result srv_h_sessions_post(ebb_server *s, struct MHD_Connection *c, srv
     ret = srv_send_ebb_err(c, r, rc, ebb_errmsg());
   else {
     ebb_events_watch_session(s->events, id);
+    owner_add(s, id, r->owner);
     ebb_log(EBB_LOG_INFO, "server", "session %s: opened on pipeline '%s'", id,
             json_string_value(p));
     ret = srv_send_json(c, r, MHD_HTTP_CREATED,
@@ -195,11 +246,14 @@ enum MHD_Result srv_h_sessions_post(ebb_server *s, struct MHD_Connection *c, srv
 enum MHD_Result srv_h_session(ebb_server *s, struct MHD_Connection *c, srv_req *r,
                               const char *method) {
   const char *id = r->parts[2];
+  if (session_visible(s, r, id) != 0)
+    return srv_send_ebb_err(c, r, EBB_ENOTFOUND, ebb_errmsg());
   if (!strcmp(method, "DELETE")) {
     int rc = ebb_manager_session_close(s->m, id);
     srv_snapshot_changed(s);
     if (rc)
       return srv_send_ebb_err(c, r, rc, ebb_errmsg());
+    owner_drop(s, id);
     ebb_log(EBB_LOG_INFO, "server", "session %s: closed", id);
     return srv_send_json(c, r, MHD_HTTP_OK, json_pack("{s:s,s:b}", "id", id, "closed", 1));
   }
@@ -235,7 +289,9 @@ enum MHD_Result srv_h_session_item(ebb_server *s, struct MHD_Connection *c, srv_
   (void)method;
   const char *id = r->parts[2];
   ebb_session_info si;
-  int rc = ebb_sessions_info(ebb_manager_sessions(s->m), id, &si);
+  int rc = session_visible(s, r, id);
+  if (!rc)
+    rc = ebb_sessions_info(ebb_manager_sessions(s->m), id, &si);
   if (rc)
     return srv_send_ebb_err(c, r, rc, ebb_errmsg());
   srv_input in;

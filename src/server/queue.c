@@ -17,6 +17,7 @@ typedef struct qjob {
   json_t *options;
   atomic_int cancel;
   atomic_int timed_out;
+  atomic_int by_client; /* DELETE /v1/jobs/ID: cancelled for good */
   double deadline; /* monotonic seconds; 0: none */
 } qjob;
 
@@ -135,7 +136,8 @@ static double timeout_of(ebb_queue *q, const char *pipeline) {
 /* Stopped by the server's stop: back to queued. Past its deadline: failed,
  * EBB_ETIMEDOUT. */
 static int ended_early(ebb_queue *q, qjob *j, int rc, double timeout) {
-  if (rc == EBB_ECANCELED && atomic_load(&q->stopping) && !atomic_load(&j->timed_out)) {
+  if (rc == EBB_ECANCELED && atomic_load(&q->stopping) && !atomic_load(&j->timed_out) &&
+      !atomic_load(&j->by_client)) {
     ebb_store_requeue(q->store, j->id);
     ebb_log(EBB_LOG_INFO, "server", "job %lld: stopped by the server's stop; queued again",
             (long long)j->id);
@@ -283,6 +285,7 @@ int ebb_queue_cancel(ebb_queue *q, int64_t id, int *running) {
   *running = 0;
   pthread_mutex_lock(&q->lock);
   if (q->running && q->running->id == id) {
+    atomic_store(&q->running->by_client, 1);
     atomic_store(&q->running->cancel, 1);
     *running = 1;
     pthread_mutex_unlock(&q->lock);

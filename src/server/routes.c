@@ -159,13 +159,10 @@ static int matches(const srv_req *r, const char *pattern) {
   return i == r->np;
 }
 
-static int method_bit(const char *method, srv_req *r) {
-  if (!strcmp(method, "GET"))
+/* HEAD is a GET whose body libmicrohttpd leaves out. */
+static int method_bit(const char *method) {
+  if (!strcmp(method, "GET") || !strcmp(method, "HEAD"))
     return M_GET;
-  if (!strcmp(method, "HEAD")) {
-    r->head = 1;
-    return M_GET;
-  }
   if (!strcmp(method, "POST"))
     return M_POST;
   if (!strcmp(method, "DELETE"))
@@ -178,19 +175,17 @@ int srv_route_takes_body(const srv_req *r) { return r->route && r->route->body !
 
 static int find_route(struct MHD_Connection *c, srv_req *r, const char *url, const char *method,
                       enum MHD_Result *ret) {
-  int bit = method_bit(method, r);
+  int bit = method_bit(method);
   if (split(r, url) == 0)
     for (size_t i = 0; i < sizeof routes / sizeof routes[0]; i++)
       if (matches(r, routes[i].pattern)) {
         r->route = &routes[i];
         if (bit & routes[i].methods)
           return 0;
-        r->head = 0;
         *ret = srv_send_err(c, r, MHD_HTTP_METHOD_NOT_ALLOWED, "method_not_allowed",
                             "%s %s: only %s", method, url, routes[i].allow);
         return 1;
       }
-  r->head = 0;
   *ret = srv_send_err(c, r, MHD_HTTP_NOT_FOUND, "not_found",
                       "no route %s %s (see docs/api.md: /healthz, /metrics, /v1/jobs, "
                       "/v1/pipelines, /v1/sessions, /v1/memory, /v1/events, /v1/release)",

@@ -242,7 +242,9 @@ static int open_data(ebb_server *s, const ebb_server_opts *o) {
   if (interrupted)
     ebb_log(EBB_LOG_INFO, "server", "%d job%s left running by the last server marked failed",
             interrupted, interrupted == 1 ? "" : "s");
-  ebb_queue_opts qo = {.timeout_s = o->job_timeout_s, .on_state = on_job_state, .arg = s};
+  /* every job has a deadline: a day unless told otherwise */
+  ebb_queue_opts qo = {.timeout_s = o->job_timeout_s > 0 ? o->job_timeout_s : 86400,
+                       .on_state = on_job_state, .arg = s};
   if ((rc = ebb_queue_create(s->store, s->m, s->alloc, &qo, &s->queue)) != 0)
     return rc;
   return ebb_events_create(&(ebb_events_opts){.size = sizeof(ebb_events_opts), .manager = s->m,
@@ -306,6 +308,7 @@ int ebb_server_start(const ebb_server_opts *o, ebb_server **out) {
     return ebb_seterr(EBB_ENOMEM, "server: out of host memory");
   }
   s->lock_fd = -1;
+  pthread_mutex_init(&s->owners_lock, NULL);
   s->m = o->manager;
   s->alloc = o->alloc;
   s->max_json = o->max_json_bytes ? o->max_json_bytes : (1u << 20);
@@ -354,6 +357,8 @@ void ebb_server_stop(ebb_server *s) {
   ebb_events_destroy(s->events);
   ebb_store_close(s->store);
   srv_auth_free(s->auth);
+  srv_session_owners_free(s);
+  pthread_mutex_destroy(&s->owners_lock);
   for (size_t i = 0; i < s->ninput_dirs; i++)
     free(s->input_dirs[i]);
   free(s->input_dirs);

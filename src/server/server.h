@@ -40,7 +40,7 @@ typedef struct ebb_server_opts {
   double idle_timeout_s;       /* a connection with no traffic: 60 */
   double header_timeout_s;     /* headers complete after accept / the last answer: 10 */
   double min_body_rate;        /* bytes/s a body averages after header_timeout_s: 4096 */
-  double job_timeout_s;        /* a job's deadline (a pipeline's timeout_s wins): none */
+  double job_timeout_s;        /* a job's deadline (a pipeline's timeout_s wins): 1 day */
   uint64_t keep_jobs;          /* keep the newest N finished jobs: all */
   double keep_jobs_s;          /* keep finished jobs this long: forever */
 } ebb_server_opts;

@@ -68,7 +68,7 @@ struct fk_alloc {
   fk_alloc *next;
 };
 
-enum { FK_OBJ_STREAM = 1, FK_OBJ_EVENT, FK_OBJ_MODULE, FK_OBJ_FUNCTION, FK_OBJ_LINK };
+enum { FK_OBJ_STREAM = 1, FK_OBJ_EVENT, FK_OBJ_MODULE, FK_OBJ_FUNCTION };
 struct fk_obj {
   uint32_t magic; /* FK_OBJ_MAGIC + kind */
   int kind;
@@ -82,12 +82,6 @@ struct fk_obj {
   fk_obj *module;
   ebb_kernel_twin_fn twin; /* NULL: the built-in faulting kernel */
   char name[128];
-  /* link states (cuLinkCreate): the PTX added so far, the error log */
-  char *image;
-  size_t image_len;
-  char *err_log;
-  size_t err_log_size;
-  int completed;
 };
 #define FK_OBJ_MAGIC 0x0b1ec700u
 
@@ -105,6 +99,9 @@ void fk_unlock(void);
 /* 0 when the driver may be used: cuInit done, not a forked child. */
 CUresult fk_check_init(void);
 CUresult fk_check_device(CUdevice dev);
+/* The fake's device (its index in the state file, fakegpu-smi and NVML)
+ * behind this process's ordinal: CUDA_VISIBLE_DEVICES reorders and hides. */
+unsigned fk_device_of(int ordinal);
 uint64_t fk_round_up(uint64_t bytes);
 
 /* The calling thread's current context (NULL if none). Caller holds fk_lock. */
@@ -113,6 +110,10 @@ struct CUctx_st *fk_current(void);
  * live context, activates a reset primary context that is still retained,
  * and answers the context's sticky error. Caller holds fk_lock. */
 CUresult fk_need_ctx(struct CUctx_st **out);
+/* A context handed in as an argument (not the current one): 201 unless it
+ * is live (a reset, still retained primary comes back), else its sticky
+ * error. Caller holds fk_lock. */
+CUresult fk_ctx_usable(struct CUctx_st *c);
 /* Frees everything a context holds and takes back its memory. Holds fk_lock. */
 void fk_ctx_teardown(struct CUctx_st *ctx);
 /* Marks ctx faulted: every later call on it answers err. */
@@ -126,6 +127,11 @@ int fk_alloc_should_fail(void);
  * device range of this process (plain, VMM mapped with access, IPC opened). */
 int fk_mem_range_ok(uint64_t addr, size_t n);
 int fk_vmm_range_ok(uint64_t addr, size_t n);
+/* The VMM mapping holding addr: 1 and its start, size and the fake's device
+ * index; 0 if addr is not mapped. Caller holds fk_lock. */
+int fk_vmm_find(uint64_t addr, uint64_t *start, uint64_t *size, unsigned *device);
+/* This process's ordinal of the fake's device d (-1 when not visible). */
+int fk_ordinal_of(unsigned d);
 /* Free everything ctx holds (memory, streams, events, modules). */
 void fk_mem_free_ctx(struct CUctx_st *ctx);
 void fk_exec_free_ctx(struct CUctx_st *ctx);
@@ -144,6 +150,9 @@ CUresult fk_image_check(const void *image, char *msg, size_t msg_len);
 /* Waits until every stream callback queued before the call has run. Called
  * without fk_lock. */
 void fk_callbacks_drain(void);
+/* 1 on the driver thread that runs stream callbacks: a callback must not
+ * call the driver (800, NOT_PERMITTED). */
+int fk_in_callback(void);
 /* Pinned/registered host memory containing [p, p+n): its alloc or NULL.
  * Caller holds fk_lock. */
 fk_alloc *fk_alloc_containing(uint64_t addr, size_t n);

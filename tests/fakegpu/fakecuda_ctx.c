@@ -28,9 +28,9 @@ static int ctx_known(const struct CUctx_st *c) {
 }
 
 static CUresult ctx_activate(struct CUctx_st *c) {
-  if (fg_state_lost((unsigned)c->device))
+  if (fg_state_lost(fk_device_of(c->device)))
     return CUDA_ERROR_UNKNOWN;
-  if (fg_state_charge((unsigned)c->device, fk_cfg.context_bytes, 1) != 0)
+  if (fg_state_charge(fk_device_of(c->device), fk_cfg.context_bytes, 1) != 0)
     return CUDA_ERROR_OUT_OF_MEMORY;
   c->active = 1;
   c->sticky = CUDA_SUCCESS;
@@ -55,7 +55,7 @@ void fk_ctx_teardown(struct CUctx_st *c) {
   fk_exec_free_ctx(c);
   fk_mem_free_ctx(c);
   if (c->active)
-    fg_state_uncharge((unsigned)c->device, fk_cfg.context_bytes, 1);
+    fg_state_uncharge(fk_device_of(c->device), fk_cfg.context_bytes, 1);
   c->active = 0;
   c->sticky = CUDA_SUCCESS;
 }
@@ -72,13 +72,28 @@ static long g_fail_calls;
 static int g_fail_fired;
 
 static void maybe_fail_device(struct CUctx_st *c) {
-  if (fk_cfg.fail_device != c->device || g_fail_fired || ++g_fail_calls <= fk_cfg.fail_after)
+  if (fk_cfg.fail_device != (int)fk_device_of(c->device) || g_fail_fired || ++g_fail_calls <= fk_cfg.fail_after)
     return;
   g_fail_fired = 1;
   if (fk_cfg.fail_lost)
-    fg_state_set_lost((unsigned)c->device);
+    fg_state_set_lost(fk_device_of(c->device));
   else
     fk_ctx_raise(c, CUDA_ERROR_ILLEGAL_ADDRESS);
+}
+
+CUresult fk_ctx_usable(struct CUctx_st *c) {
+  if (!c || !ctx_known(c) || c->dead)
+    return CUDA_ERROR_INVALID_CONTEXT;
+  if (fg_state_lost(fk_device_of(c->device)))
+    return CUDA_ERROR_UNKNOWN;
+  if (!c->active) {
+    if (!c->primary || c->refcount == 0)
+      return CUDA_ERROR_INVALID_CONTEXT;
+    CUresult rc = ctx_activate(c);
+    if (rc)
+      return rc;
+  }
+  return c->sticky;
 }
 
 CUresult fk_need_ctx(struct CUctx_st **out) {
@@ -90,7 +105,7 @@ CUresult fk_need_ctx(struct CUctx_st **out) {
     return CUDA_ERROR_INVALID_CONTEXT;
   if (fk_cfg.fail_device >= 0)
     maybe_fail_device(c);
-  if (fg_state_lost((unsigned)c->device))
+  if (fg_state_lost(fk_device_of(c->device)))
     return CUDA_ERROR_UNKNOWN;
   if (!c->active) {
     /* A primary context that was reset but is still retained comes back on

@@ -42,7 +42,6 @@ int fk_stream_ok(CUstream s) {
 
 static void free_obj(fk_obj *o) {
   o->magic = 0;
-  free(o->image);
   free(o);
 }
 

@@ -108,6 +108,11 @@ typedef size_t (*CUoccupancyB2DSize)(int block_size);
   X(cuMemcpy, "cuMemcpy", 4000, (CUdeviceptr dst, CUdeviceptr src, size_t n))  \
   X(cuMemcpyAsync, "cuMemcpyAsync", 4000,                                      \
     (CUdeviceptr dst, CUdeviceptr src, size_t n, CUstream s))                  \
+  X(cuMemcpyPeer, "cuMemcpyPeer", 4000,                                        \
+    (CUdeviceptr dst, CUcontext dctx, CUdeviceptr src, CUcontext sctx, size_t n)) \
+  X(cuMemcpyPeerAsync, "cuMemcpyPeerAsync", 4000,                              \
+    (CUdeviceptr dst, CUcontext dctx, CUdeviceptr src, CUcontext sctx, size_t n, \
+     CUstream s))                                                              \
   X(cuMemsetD16, "cuMemsetD16_v2", 3020, (CUdeviceptr dst, unsigned short v, size_t n)) \
   X(cuMemsetD32, "cuMemsetD32_v2", 3020, (CUdeviceptr dst, unsigned int v, size_t n)) \
   X(cuMemsetD8Async, "cuMemsetD8Async", 3020,                                  \

@@ -2,6 +2,7 @@
 #include <errno.h>
 #include <pthread.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
 #include <unistd.h>
@@ -15,6 +16,68 @@ CUresult fk_init_error = CUDA_ERROR_NOT_INITIALIZED;
 unsigned fk_ndevices;
 uint64_t fk_granularity;
 static pid_t g_init_pid;
+static int g_visible[FG_MAX_DEVICES]; /* ordinal -> the fake's device */
+
+unsigned fk_device_of(int ordinal) {
+  return ordinal >= 0 && ordinal < FG_MAX_DEVICES ? (unsigned)g_visible[ordinal] : 0;
+}
+
+int fk_ordinal_of(unsigned d) {
+  for (unsigned i = 0; i < fk_ndevices; i++)
+    if ((unsigned)g_visible[i] == d)
+      return (int)i;
+  return -1;
+}
+
+/* The uuid string of the fake's device d, as nvidia-smi prints it. */
+static void uuid_string(unsigned d, char *out, size_t len) {
+  static const unsigned char b[15] = {'f', 'a', 'k', 'e', 'g', 'p', 'u', '-',
+                                      'e', 'b', 'b', 0x10, 0x42, 0x13, 0x37};
+  snprintf(out, len,
+           "GPU-%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-%02x%02x%02x%02x%02x%02x", b[0],
+           b[1], b[2], b[3], b[4], b[5], b[6], b[7], b[8], b[9], b[10], b[11], b[12], b[13],
+           b[14], d);
+}
+
+/* CUDA_VISIBLE_DEVICES as the driver reads it: indices or (prefixes of)
+ * uuids, comma separated; the list ends at the first entry that names no
+ * device or names one twice. Unset: every device in order. Answers how many
+ * are visible. */
+static unsigned parse_visible(unsigned physical) {
+  const char *v = getenv("CUDA_VISIBLE_DEVICES");
+  if (!v) {
+    for (unsigned i = 0; i < physical; i++)
+      g_visible[i] = (int)i;
+    return physical;
+  }
+  unsigned n = 0, used = 0;
+  char buf[512];
+  snprintf(buf, sizeof buf, "%s", v);
+  for (char *save, *t = strtok_r(buf, ",", &save); t && n < physical;
+       t = strtok_r(NULL, ",", &save)) {
+    while (*t == ' ')
+      t++;
+    int d = -1;
+    if (!strncmp(t, "GPU-", 4)) {
+      for (unsigned i = 0; i < physical && d < 0; i++) {
+        char u[64];
+        uuid_string(i, u, sizeof u);
+        if (strlen(t) > 4 && !strncmp(u, t, strlen(t)))
+          d = (int)i;
+      }
+    } else {
+      char *end;
+      long x = strtol(t, &end, 10);
+      if (end != t && !*end && x >= 0 && x < (long)physical)
+        d = (int)x;
+    }
+    if (d < 0 || (used & (1u << d)))
+      break;
+    used |= 1u << d;
+    g_visible[n++] = d;
+  }
+  return n;
+}
 static pthread_mutex_t g_lock = PTHREAD_MUTEX_INITIALIZER;
 
 void fk_lock(void) { pthread_mutex_lock(&g_lock); }
@@ -48,6 +111,8 @@ CUresult fk_check_init(void) {
     return CUDA_ERROR_STUB_LIBRARY;
   if (fk_forked || !fk_initialized)
     return CUDA_ERROR_NOT_INITIALIZED;
+  if (fk_in_callback())
+    return CUDA_ERROR_NOT_PERMITTED;
   return CUDA_SUCCESS;
 }
 
@@ -93,7 +158,12 @@ FK_API CUresult cuInit(unsigned int flags) {
   }
   fg_device_usage u;
   fg_state_device(0, &u);
-  fk_ndevices = u.ndevices ? u.ndevices : fk_cfg.ndevices;
+  fk_ndevices = parse_visible(u.ndevices ? u.ndevices : fk_cfg.ndevices);
+  if (fk_ndevices == 0) {
+    fg_state_detach();
+    rc = fk_init_error = CUDA_ERROR_NO_DEVICE;
+    goto out;
+  }
   fk_granularity = u.granularity ? u.granularity : fk_cfg.granularity;
   /* Every allocation holds a memfd (so IPC can reach it): allow many. */
   struct rlimit rl;
@@ -156,7 +226,7 @@ FK_API CUresult cuDeviceTotalMem_v2(size_t *bytes, CUdevice dev) {
   if (!bytes)
     return CUDA_ERROR_INVALID_VALUE;
   fg_device_usage u;
-  if (fg_state_device((unsigned)dev, &u) != 0)
+  if (fg_state_device(fk_device_of(dev), &u) != 0)
     return CUDA_ERROR_UNKNOWN;
   *bytes = u.total_bytes;
   return CUDA_SUCCESS;
@@ -179,7 +249,7 @@ static int attribute_value(int attr, CUdevice dev, int *ok) {
   case 19: return 1;             /* can map host memory */
   case 31: return 1;             /* concurrent kernels */
   case 32: return 1;             /* ECC */
-  case CU_DEVICE_ATTRIBUTE_PCI_BUS_ID: return 0x18 + dev;
+  case CU_DEVICE_ATTRIBUTE_PCI_BUS_ID: return 0x18 + (int)fk_device_of(dev);
   case CU_DEVICE_ATTRIBUTE_PCI_DEVICE_ID: return 0;
   case 36: return 2619000;       /* memory clock, kHz */
   case 37: return 5120;          /* bus width */
@@ -223,7 +293,7 @@ static CUresult device_uuid(CUuuid *uuid, CUdevice dev) {
   static const char base[16] = {'f', 'a', 'k', 'e', 'g', 'p', 'u', '-',
                                 'e', 'b', 'b', 0x10, 0x42, 0x13, 0x37, 0};
   memcpy(uuid->bytes, base, 16);
-  uuid->bytes[15] = (char)dev;
+  uuid->bytes[15] = (char)fk_device_of(dev);
   return CUDA_SUCCESS;
 }
 

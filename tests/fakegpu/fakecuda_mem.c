@@ -30,7 +30,7 @@ static void release_alloc(fk_alloc *a) {
   if (a->fd >= 0)
     close(a->fd);
   if (a->charged)
-    fg_state_uncharge((unsigned)a->ctx->device, a->charged, 0);
+    fg_state_uncharge(fk_device_of(a->ctx->device), a->charged, 0);
   free(a);
 }
 
@@ -118,7 +118,7 @@ static CUresult alloc_memfd(int kind, struct CUctx_st *c, size_t bytes, unsigned
   if (fk_alloc_should_fail())
     goto out;
   uint64_t charged = fk_round_up(bytes);
-  if (charged < bytes || fg_state_charge((unsigned)c->device, charged, 0) != 0)
+  if (charged < bytes || fg_state_charge(fk_device_of(c->device), charged, 0) != 0)
     goto out;
   fk_alloc *a = new_alloc(kind, c);
   int fd = a ? memfd_create("fakegpu-mem", MFD_CLOEXEC) : -1;
@@ -129,7 +129,7 @@ static CUresult alloc_memfd(int kind, struct CUctx_st *c, size_t bytes, unsigned
     if (fd >= 0)
       close(fd);
     free(a);
-    fg_state_uncharge((unsigned)c->device, charged, 0);
+    fg_state_uncharge(fk_device_of(c->device), charged, 0);
     goto out;
   }
   a->addr = (uint64_t)(uintptr_t)p;
@@ -211,7 +211,7 @@ FK_API CUresult cuMemGetInfo_v2(size_t *free_bytes, size_t *total_bytes) {
   if (rc == CUDA_SUCCESS && (!free_bytes || !total_bytes))
     rc = CUDA_ERROR_INVALID_VALUE;
   fg_device_usage u;
-  if (rc == CUDA_SUCCESS && fg_state_device((unsigned)c->device, &u) != 0)
+  if (rc == CUDA_SUCCESS && fg_state_device(fk_device_of(c->device), &u) != 0)
     rc = CUDA_ERROR_UNKNOWN;
   if (rc == CUDA_SUCCESS) {
     *total_bytes = u.total_bytes;
@@ -314,6 +314,36 @@ FK_API CUresult cuMemcpyDtoHAsync_v2(void *dst, CUdeviceptr src, size_t n, CUstr
 FK_API CUresult cuMemcpyDtoDAsync_v2(CUdeviceptr dst, CUdeviceptr src, size_t n, CUstream s) {
   return copy(dst, src, n, DEV_DST | DEV_SRC, s, 1);
 }
+/* Between two contexts (two devices, peers or not): both must be live and
+ * each range inside memory of this process; no current context needed. */
+static CUresult copy_peer(CUdeviceptr dst, CUcontext dctx, CUdeviceptr src, CUcontext sctx,
+                          size_t n, CUstream s, int check_stream) {
+  CUresult rc = fk_check_init();
+  if (rc)
+    return rc;
+  fk_lock();
+  rc = fk_ctx_usable(dctx);
+  if (rc == CUDA_SUCCESS)
+    rc = fk_ctx_usable(sctx);
+  if (rc == CUDA_SUCCESS && check_stream && !fk_stream_ok(s))
+    rc = CUDA_ERROR_INVALID_HANDLE;
+  if (rc == CUDA_SUCCESS && n > 0 && (!fk_mem_range_ok(dst, n) || !fk_mem_range_ok(src, n)))
+    rc = CUDA_ERROR_INVALID_VALUE;
+  if (rc == CUDA_SUCCESS && n > 0)
+    memmove((void *)(uintptr_t)dst, (const void *)(uintptr_t)src, n);
+  fk_unlock();
+  return rc;
+}
+
+FK_API CUresult cuMemcpyPeer(CUdeviceptr dst, CUcontext dctx, CUdeviceptr src, CUcontext sctx,
+                             size_t n) {
+  return copy_peer(dst, dctx, src, sctx, n, NULL, 0);
+}
+FK_API CUresult cuMemcpyPeerAsync(CUdeviceptr dst, CUcontext dctx, CUdeviceptr src,
+                                  CUcontext sctx, size_t n, CUstream s) {
+  return copy_peer(dst, dctx, src, sctx, n, s, 1);
+}
+
 /* Unified addressing: either side may be host or device memory. */
 FK_API CUresult cuMemcpy(CUdeviceptr dst, CUdeviceptr src, size_t n) {
   return copy(dst, src, n, 0, NULL, 0);

@@ -3,7 +3,8 @@
  * host (cuMemHostAlloc), registered host (cuMemHostRegister) or opened IPC;
  * pinned and registered host memory is reachable from the device at the same
  * address. Registered memory stays the caller's: unregistering (or the
- * context's end) only forgets it. */
+ * context's end) only forgets it. VMM mappings are device memory of no
+ * context: their range is the mapping (cuMemMap's piece). */
 #include <stdbool.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -107,13 +108,36 @@ FK_API CUresult cuMemHostGetFlags(unsigned int *flags, void *p) {
   return rc;
 }
 
+/* What a pointer names: an allocation of a context, else a VMM mapping
+ * described in *tmp (kind device, no context), else NULL. Caller holds fk_lock. */
+static const fk_alloc *lookup(uint64_t ptr, fk_alloc *tmp, int *ordinal) {
+  const fk_alloc *a = fk_alloc_containing(ptr, 1);
+  if (a) {
+    *ordinal = a->ctx->device;
+    return a;
+  }
+  uint64_t start, size;
+  unsigned dev;
+  if (!fk_vmm_find(ptr, &start, &size, &dev))
+    return NULL;
+  memset(tmp, 0, sizeof *tmp);
+  tmp->kind = FK_ALLOC_DEVICE;
+  tmp->addr = start;
+  tmp->size = size;
+  tmp->id = start; /* stable while mapped, unique among live mappings */
+  *ordinal = fk_ordinal_of(dev);
+  return tmp;
+}
+
 /* The allocation that contains dptr: 500 (NOT_FOUND) if none. */
 FK_API CUresult cuMemGetAddressRange_v2(CUdeviceptr *base, size_t *size, CUdeviceptr dptr) {
   fk_lock();
   struct CUctx_st *c;
   CUresult rc = fk_need_ctx(&c);
   if (rc == CUDA_SUCCESS) {
-    fk_alloc *a = fk_alloc_containing(dptr, 1);
+    fk_alloc tmp;
+    int ordinal;
+    const fk_alloc *a = lookup(dptr, &tmp, &ordinal);
     if (!a) {
       rc = CUDA_ERROR_NOT_FOUND;
     } else {
@@ -129,12 +153,12 @@ FK_API CUresult cuMemGetAddressRange_v2(CUdeviceptr *base, size_t *size, CUdevic
 
 /* One attribute of allocation a (NULL: ptr is no CUDA pointer, every
  * attribute reads as zero) into data. Caller holds fk_lock. */
-static CUresult pointer_attribute(const fk_alloc *a, CUpointer_attribute attr, void *data,
-                                  CUdeviceptr ptr) {
+static CUresult pointer_attribute(const fk_alloc *a, int ordinal, CUpointer_attribute attr,
+                                  void *data, CUdeviceptr ptr) {
   int host = a && is_host_kind(a->kind);
   switch (attr) {
   case CU_POINTER_ATTRIBUTE_CONTEXT: {
-    CUcontext v = a ? a->ctx : NULL;
+    CUcontext v = a ? a->ctx : NULL; /* VMM memory belongs to no context */
     memcpy(data, &v, sizeof v);
     return CUDA_SUCCESS;
   }
@@ -170,7 +194,7 @@ static CUresult pointer_attribute(const fk_alloc *a, CUpointer_attribute attr, v
     return CUDA_SUCCESS;
   }
   case CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL: {
-    int v = a ? a->ctx->device : -2;
+    int v = a ? ordinal : -2;
     memcpy(data, &v, sizeof v);
     return CUDA_SUCCESS;
   }
@@ -198,8 +222,10 @@ FK_API CUresult cuPointerGetAttribute(void *data, CUpointer_attribute attr, CUde
   if (!data)
     return CUDA_ERROR_INVALID_VALUE;
   fk_lock();
-  const fk_alloc *a = fk_alloc_containing(ptr, 1);
-  rc = a ? pointer_attribute(a, attr, data, ptr) : CUDA_ERROR_INVALID_VALUE;
+  fk_alloc tmp;
+  int ordinal = -2;
+  const fk_alloc *a = lookup(ptr, &tmp, &ordinal);
+  rc = a ? pointer_attribute(a, ordinal, attr, data, ptr) : CUDA_ERROR_INVALID_VALUE;
   fk_unlock();
   return rc;
 }
@@ -214,9 +240,12 @@ FK_API CUresult cuPointerGetAttributes(unsigned int n, CUpointer_attribute *attr
   if (n == 0 || !attrs || !data)
     return CUDA_ERROR_INVALID_VALUE;
   fk_lock();
-  const fk_alloc *a = fk_alloc_containing(ptr, 1);
+  fk_alloc tmp;
+  int ordinal = -2;
+  const fk_alloc *a = lookup(ptr, &tmp, &ordinal);
   for (unsigned i = 0; i < n && rc == CUDA_SUCCESS; i++)
-    rc = data[i] ? pointer_attribute(a, attrs[i], data[i], ptr) : CUDA_ERROR_INVALID_VALUE;
+    rc = data[i] ? pointer_attribute(a, ordinal, attrs[i], data[i], ptr)
+                 : CUDA_ERROR_INVALID_VALUE;
   fk_unlock();
   return rc;
 }

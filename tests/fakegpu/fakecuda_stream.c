@@ -3,7 +3,8 @@
  * Work on the fake is done at the call, so when cuStreamAddCallback returns
  * everything queued before it on the stream is complete. The callback still
  * runs as the real driver runs it: later, on a driver thread (never the
- * caller's), one at a time in the order they were added. cuStreamSynchronize and cuCtxSynchronize return only
+ * caller's), one at a time in the order they were added; a driver call from
+ * inside a callback answers 800 (NOT_PERMITTED). cuStreamSynchronize and cuCtxSynchronize return only
  * after the callbacks queued before them have run; cuStreamQuery answers 600
  * (NOT_READY) while one of its stream's callbacks is pending. */
 #include <pthread.h>
@@ -47,6 +48,8 @@ static void *callback_thread(void *arg) {
   }
   return NULL;
 }
+
+int fk_in_callback(void) { return t_is_cb_thread; }
 
 void fk_callbacks_drain(void) {
   if (t_is_cb_thread)

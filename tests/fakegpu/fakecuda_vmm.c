@@ -96,6 +96,17 @@ int fk_vmm_range_ok(uint64_t addr, size_t n) {
   return 1;
 }
 
+int fk_vmm_find(uint64_t addr, uint64_t *start, uint64_t *size, unsigned *device) {
+  for (fk_map *m = g_maps; m; m = m->next)
+    if (addr >= m->addr && addr < m->addr + m->size) {
+      *start = m->addr;
+      *size = m->size;
+      *device = (unsigned)m->phys->device;
+      return 1;
+    }
+  return 0;
+}
+
 static int valid_location(const CUmemLocation *loc) {
   return loc->type == CU_MEM_LOCATION_TYPE_DEVICE && loc->id >= 0 &&
          (unsigned)loc->id < fk_ndevices;
@@ -190,7 +201,7 @@ FK_API CUresult cuMemCreate(CUmemGenericAllocationHandle *h, size_t size,
   rc = CUDA_ERROR_OUT_OF_MEMORY;
   if (fk_alloc_should_fail())
     goto out;
-  unsigned dev = (unsigned)prop->location.id;
+  unsigned dev = fk_device_of(prop->location.id); /* p->device: the fake's index */
   if (fg_state_charge(dev, size, 0) != 0)
     goto out;
   fk_phys *p = calloc(1, sizeof *p);

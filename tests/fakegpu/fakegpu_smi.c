@@ -4,6 +4,8 @@
  *   fakegpu-smi --query-compute-apps=pid,used_memory --format=csv[,noheader][,nounits]
  *   fakegpu-smi -L
  *   fakegpu-smi            (a short human summary)
+ *   fakegpu-smi --fake-lose-device=N   (not nvidia-smi's: device N falls off
+ *                          the bus now, for every process; see README.md)
  * Values are MiB, fields separated by ", ", one line per GPU / per process
  * and GPU, as nvidia-smi prints them. */
 #include <stdio.h>
@@ -172,6 +174,7 @@ static int usage(void) {
           "usage: fakegpu-smi [-i ID[,ID...]] --query-gpu=FIELDS --format=csv[,noheader][,nounits]\n"
           "       fakegpu-smi [-i ID[,ID...]] --query-compute-apps=FIELDS --format=csv[,noheader][,nounits]\n"
           "       fakegpu-smi [-i ID] -L\n"
+          "       fakegpu-smi --fake-lose-device=ID   (the fake only: device ID is lost now)\n"
           "ID: a device index (--id=ID is the same).\n"
           "Reads the fake GPU named by FAKEGPU_STATE.\n");
   return 2;
@@ -194,6 +197,7 @@ static int parse_ids(const char *s, unsigned *mask) {
 
 int main(int argc, char **argv) {
   const char *query_gpu = NULL, *query_apps = NULL, *format = NULL, *ids = NULL;
+  const char *lose = NULL;
   int list = 0;
   for (int i = 1; i < argc; i++) {
     const char *a = argv[i];
@@ -203,6 +207,8 @@ int main(int argc, char **argv) {
       query_apps = a + 21;
     else if (!strncmp(a, "--format=", 9))
       format = a + 9;
+    else if (!strncmp(a, "--fake-lose-device=", 19))
+      lose = a + 19;
     else if (!strcmp(a, "-L") || !strcmp(a, "--list-gpus"))
       list = 1;
     else if (!strncmp(a, "--id=", 5))
@@ -248,6 +254,17 @@ int main(int argc, char **argv) {
       fprintf(stderr, "No devices were found\n");
       return 6;
     }
+  }
+  if (lose) {
+    unsigned m;
+    if (parse_ids(lose, &m) != 0 || (m & (m - 1)) || (m >> ndev)) {
+      fprintf(stderr, "--fake-lose-device=%s: want one device index below %u\n", lose, ndev);
+      return 2;
+    }
+    for (unsigned d = 0; d < ndev; d++)
+      if (m & (1u << d))
+        fg_state_set_lost(d);
+    return 0;
   }
   unsigned first = 0, last = ndev;
 #define SKIP_(d) if (!(mask & (1u << (d)))) continue

@@ -1,5 +1,5 @@
-"""Reads the output of `python3 -m unittest -v numba.cuda.tests.cudadrv.<m>`
-(one <m>.log per module in LOGDIR) and judges it against the expected
+"""Reads the output of `python3 -m unittest -v numba.cuda.tests.cudadrv.<m>...`
+(every *.log in LOGDIR, one or more modules each) and judges it against the expected
 failures (numba_expected_failures.txt) and a floor of passing tests.
 
   numba_cudadrv_check.py LOGDIR EXPECTED FLOOR
@@ -18,6 +18,7 @@ REASONS = {
             "CUDA_ERROR_INVALID_PTX", re.compile(r"\[218\]")),
 }
 
+MODULE = re.compile(r"\(numba\.cuda\.tests\.cudadrv\.(\w+)\.")
 HEADER = re.compile(r"^(ERROR|FAIL): (\S+) \((\S+)\)")
 RAN = re.compile(r"^Ran (\d+) tests? in")
 COUNTS = re.compile(r"(failures|errors|skipped|expected failures|unexpected successes)=(\d+)")
@@ -68,15 +69,17 @@ def main():
 
     ran = skipped = 0
     failed = {}
-    modules = sorted(f for f in os.listdir(logdir) if f.endswith(".log"))
-    for name in modules:
+    logs = sorted(f for f in os.listdir(logdir) if f.endswith(".log"))
+    modules = set()
+    for name in logs:
         with open(os.path.join(logdir, name), errors="replace") as f:
             text = f.read()
         r, s, fl = parse_log(text)
         if r == 0 and "Ran 0 tests" not in text:
-            print(f"FAIL: {name[:-4]} did not run (no 'Ran N tests' line); its output:")
+            print(f"FAIL: {name} shows no 'Ran N tests' line (a crash or a hang?); its end:")
             print(text[-3000:])
             return 1
+        modules.update(MODULE.findall(text))
         ran += r
         skipped += s
         failed.update(fl)

@@ -13,8 +13,16 @@ fail() { echo "FAIL: $*" >&2; exit 1; }
   fail "python3-numba is not installed for $PY: run scripts/install-deps.sh (it installs python3-numba)"
 rm -rf "$EBB_TEST_TMP" "$FAKEGPU_STATE"
 mkdir -p "$EBB_TEST_TMP"
+# Under `make asan` the fake is built with the sanitizers: Python, which is
+# not, must load their runtimes first (and not report its own leaks).
+PYENV=()
+san=$(ldd "$EBB_LIBCUDA" 2>/dev/null | awk '/lib(asan|ubsan)\.so/ { printf "%s%s", sep, $3; sep = ":" }')
+if [ -n "$san" ]; then
+  PYENV=(LD_PRELOAD="$san" ASAN_OPTIONS="detect_leaks=0:${ASAN_OPTIONS:-}")
+fi
 export NUMBA_CUDA_DRIVER="$EBB_LIBCUDA" NUMBA_CACHE_DIR="$EBB_TEST_TMP/cache"
 export FAKEGPU_MEMORY_MIB=4096 FAKEGPU_CONTEXT_MIB=300 FAKEGPU_GRANULARITY_KIB=2048 FAKEGPU_DEVICES=1
+unset CUDA_VISIBLE_DEVICES FAKEGPU_FAIL_DEVICE FAKEGPU_FAIL_ALLOC_AT
 SCRIPT="$EBB_SOURCE_DIR/tests/fakegpu/numba_memory_steps.py"
 
 usage_of() { # MiB fakegpu-smi shows for pid $1 ("" when not listed)
@@ -24,7 +32,7 @@ usage_of() { # MiB fakegpu-smi shows for pid $1 ("" when not listed)
 device_used() { "$FAKEGPU_SMI" --query-gpu=memory.used --format=csv,noheader,nounits; }
 
 start() {
-  coproc P { exec "$PY" "$SCRIPT" "$@" 2>"$EBB_TEST_TMP/stderr"; }
+  coproc P { exec env "${PYENV[@]}" "$PY" "$SCRIPT" "$@" 2>"$EBB_TEST_TMP/stderr"; }
   ppid_=$P_PID
 }
 expect_step() { # read the next step line; it must be $1

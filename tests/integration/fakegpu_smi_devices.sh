@@ -4,7 +4,8 @@
 # fakegpu-smi shows it on device 2 only, per device with the index field, and
 # with --id=N / -i N / -i 0,2 as nvidia-smi selects devices; bad ids are
 # refused. The holder killed: device 2 is empty again. A device lost through
-# FAKEGPU_FAIL_DEVICE=3:lost shows as lost while the others answer.
+# FAKEGPU_FAIL_DEVICE=3:lost, or from outside with fakegpu-smi
+# --fake-lose-device=1, shows as lost while the others answer.
 set -euo pipefail
 : "${FAKEGPU_SMI:?}" "${FAKEGPU_STATE:?}" "${EBB_TEST_TMP:?}"
 rm -rf "$EBB_TEST_TMP" "$FAKEGPU_STATE"
@@ -75,5 +76,19 @@ echo "device 3 lost:"; echo "$got"
 [ "$(sed -n 1p <<<"$got")" = "0, 0" ] || fail "device 0 beside a lost one shows '$got'"
 say "ctx 0"; say "alloc 16"
 [[ $line == ok* ]] || fail "device 0 beside a lost one: alloc answered '$line'"
+# From outside, while a process works on device 1: fakegpu-smi
+# --fake-lose-device=1 takes it off the bus now; that process's next call on
+# it answers 999, and device 0 still works.
+say "ctx 1"; say "alloc 16"
+[[ $line == ok* ]] || fail "device 1 before it was lost: alloc answered '$line'"
+smi --fake-lose-device=1 || fail "--fake-lose-device=1 failed"
+say "alloc 16"
+[ "$line" = "err 999" ] || fail "alloc on device 1 after --fake-lose-device=1 answered '$line'"
+[ "$(smi -i 1 --query-gpu=memory.used --format=csv,noheader)" = "[GPU is lost]" ] ||
+  fail "device 1 not shown lost"
+rc=0; smi --fake-lose-device=9 2>/dev/null || rc=$?
+[ "$rc" = 2 ] || fail "--fake-lose-device=9 of 4 devices exited $rc, want 2"
+say "ctx 0"; say "alloc 16"
+[[ $line == ok* ]] || fail "device 0 beside lost ones: alloc answered '$line'"
 say exit
 echo ok

@@ -14,7 +14,12 @@ chromedriver and Selenium, while a synthetic pipeline runs on the fake GPU:
 - a screenshot is saved (ARTIFACT, and docs/img/page.png when
   EBB_UPDATE_DOCS_IMG=1).
 
-Usage: server_page.py URL TMPDIR ARTIFACT. Every wait is bounded."""
+Then, against a second server started with --token-file: the page asks for
+a token, says when one is refused or may not read the events (a submit
+token), goes live with an admin token and sends it with its buttons.
+
+Usage: server_page.py URL TMPDIR ARTIFACT URL2 ADMIN_TOKEN SUBMIT_TOKEN.
+Every wait is bounded."""
 import json
 import os
 import shutil
@@ -28,6 +33,7 @@ from selenium.webdriver.chrome.service import Service
 from selenium.webdriver.common.by import By
 
 URL, TMP, ARTIFACT = sys.argv[1], sys.argv[2], sys.argv[3]
+URL2, TOKEN, SUBMIT_TOKEN = sys.argv[4], sys.argv[5], sys.argv[6]
 MiB = 1 << 20
 fails = []
 
@@ -87,6 +93,18 @@ def snap():
     return drv.execute_script(SNAP_JS)
 
 
+def click(css):
+    """Clicks css, finding it again if the page redrew it meanwhile."""
+    from selenium.common.exceptions import StaleElementReferenceException
+    for _ in range(20):
+        try:
+            drv.find_element(By.CSS_SELECTOR, css).click()
+            return
+        except StaleElementReferenceException:
+            time.sleep(0.05)
+    fail("could not click " + css)
+
+
 opts = Options()
 opts.binary_location = "/usr/bin/chromium"
 for a in ("--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
@@ -125,7 +143,7 @@ try:
         return {"a", "b"} <= matched
 
     if not until("the page's owners to match /v1/memory for both stages", owners_match,
-                 tries=150, pause=0.1):
+                 tries=300, pause=0.1):
         fail("owners matched only for %s; last /v1/memory %s, page legend %s, series %s" % (
             sorted(matched), last.get("want"), last.get("got"), last.get("series")))
 
@@ -184,13 +202,13 @@ try:
 
     # buttons: load works; sleep shows the server's answer (an error until
     # the sleep API exists)
-    drv.find_element(By.CSS_SELECTOR, 'tr[data-pipeline="other"] button[data-action="load"]').click()
+    click('tr[data-pipeline="other"] button[data-action="load"]')
     until("pipeline 'other' loaded on the page",
           lambda: snap()["pipelines"].get("other") == "loaded", tries=150)
     _, pl = api("GET", "/v1/pipelines")
     if not [p for p in pl["pipelines"] if p["name"] == "other" and p["loaded"]]:
         fail("the load button did not load 'other': %s" % pl)
-    drv.find_element(By.CSS_SELECTOR, 'tr[data-pipeline="other"] button[data-action="sleep"]').click()
+    click('tr[data-pipeline="other"] button[data-action="sleep"]')
     msg = until("an answer to sleep",
                 lambda: (lambda t: t if "sleep other" in t and "…" not in t else None)(snap()["msg"]))
     if msg and "failed" in msg and "HTTP" not in msg:
@@ -212,6 +230,43 @@ try:
     severe = [e for e in severe if "/sleep" not in e.get("message", "")]
     for e in severe:
         fail("browser console: %s" % e.get("message"))
+
+    # tokens: the second server wants `Authorization: Bearer TOKEN`; the page
+    # asks for one, says when it is refused or may not read the events, and
+    # with an admin token goes live and sends it with its buttons
+    def enter(tok):
+        box = drv.find_element(By.ID, "token")
+        box.clear()
+        box.send_keys(tok)
+        drv.find_element(By.CSS_SELECTOR, "#token-form button").click()
+
+    def token_error():
+        return drv.find_element(By.ID, "token-error").text
+
+    drv.get(URL2 + "/")
+    until("the token form on a server with tokens", lambda: snap()["token_shown"], tries=100)
+    enter("not-a-token-of-this-server")
+    until("the page to say the token was refused",
+          lambda: snap()["token_shown"] and "refused" in token_error(), tries=100)
+    enter(SUBMIT_TOKEN)
+    until("the page to say a submit token may not read the events",
+          lambda: snap()["token_shown"] and "may not" in token_error(), tries=100)
+    enter(TOKEN)
+    until("the page to go live with the admin token", lambda: snap()["status"] == "live" and
+          not snap()["token_shown"] and snap()["pipelines"], tries=150)
+    click('tr[data-pipeline="other"] button[data-action="load"]')
+    until("a load through the token server", lambda: snap()["pipelines"].get("other") == "loaded",
+          tries=150)
+    req = urllib.request.Request(URL2 + "/v1/pipelines",
+                                 headers={"Authorization": "Bearer " + TOKEN})
+    with urllib.request.urlopen(req, timeout=30) as r:
+        pl = json.loads(r.read())
+    if not [p for p in pl["pipelines"] if p["name"] == "other" and p["loaded"]]:
+        fail("the load button (with the token) did not load 'other' on the token server")
+    for e in drv.get_log("browser"):
+        msg = e.get("message", "")
+        if e.get("level") == "SEVERE" and " 401 " not in msg and " 403 " not in msg:
+            fail("browser console (token part): %s" % msg)
 finally:
     drv.quit()
 

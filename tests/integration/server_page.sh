@@ -27,17 +27,27 @@ echo "any input" > "$T/input.txt"
 "$EBB" serve --config "$T/cfg.json" --listen 127.0.0.1:0 --data-dir "$T/data" --input-dir "$T" --no-cache \
   > "$T/log" 2>&1 &
 SERVER=$!
-trap 'kill -TERM $SERVER 2>/dev/null; wait $SERVER 2>/dev/null' EXIT
+# a second server with tokens (an admin one and a submit one): the page asks
+# for a token there
+printf 'page-test-admin-token-0123456789 admin\npage-test-submit-token-0123456789 submit\n' > "$T/tokens"
+chmod 600 "$T/tokens"
+"$EBB" serve --config "$T/cfg.json" --listen 127.0.0.1:0 --data-dir "$T/data2" --input-dir "$T" \
+  --no-cache --token-file "$T/tokens" > "$T/log2" 2>&1 &
+SERVER2=$!
+trap 'kill -TERM $SERVER $SERVER2 2>/dev/null; wait $SERVER $SERVER2 2>/dev/null' EXIT
 for _ in $(seq 100); do
-  grep -q '^ebb: listening on http://' "$T/log" 2>/dev/null && break
+  grep -q '^ebb: listening on http://' "$T/log" 2>/dev/null &&
+    grep -q '^ebb: listening on http://' "$T/log2" 2>/dev/null && break
   sleep 0.1
 done
 URL=$(head -1 "$T/log" | sed -n 's/^ebb: listening on //p')
-[ -n "$URL" ] || { echo "FAIL: no listening line; log:"; cat "$T/log"; exit 1; }
+URL2=$(head -1 "$T/log2" | sed -n 's/^ebb: listening on //p')
+[ -n "$URL" ] && [ -n "$URL2" ] || { echo "FAIL: no listening line; logs:"; cat "$T/log" "$T/log2"; exit 1; }
 timeout 240 /usr/bin/python3 "$EBB_SOURCE_DIR/tests/integration/server_page.py" "$URL" "$T" \
-  "$EBB_BUILD_DIR/artifacts/page.png"
+  "$EBB_BUILD_DIR/artifacts/page.png" "$URL2" page-test-admin-token-0123456789 \
+  page-test-submit-token-0123456789
 rc=$?
 if [ $rc -ne 0 ]; then
-  echo "--- server log"; cat "$T/log"; exit 1
+  echo "--- server log"; cat "$T/log"; echo "--- token server log"; cat "$T/log2"; exit 1
 fi
 echo "server_page: all checks passed"

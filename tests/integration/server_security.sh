@@ -2,7 +2,8 @@
 # ebb serve exposed safely (docs/api.md, "Security"): tokens and roles
 # (submit, admin), /healthz open, a non-loopback --listen without a token
 # exits 2; Content-Type, Host and Origin checks (a web page cannot submit);
-# 128-bit job and session ids, a job visible only to its token or an admin;
+# 128-bit job and session ids, a job or a session visible only to its token
+# or an admin;
 # --input-dir with realpath (symlinks out refused, no existence oracle);
 # uploads routed and authorised before anything is stored, partial uploads
 # removed at start, long filenames shortened; one server per data
@@ -112,7 +113,13 @@ SID=$(jget "$BODY" '["id"]')
 req "$SUB" POST /v1/sessions -H "$J" -d '{"pipeline": "quick"}'
 SID2=$(jget "$BODY" '["id"]')
 [ "${SID:0:20}" != "${SID2:0:20}" ] || fail "two session ids share a prefix: $SID $SID2"
-req "$SUB" DELETE "/v1/sessions/$SID"; req "$SUB" DELETE "/v1/sessions/$SID2"
+req "$SUB2" GET "/v1/sessions/$SID"; expect "another submitter reads the session" 404 not_found
+req "$SUB2" POST "/v1/sessions/$SID/items" -H "$J" -d "{\"input\": \"$T/in/input.txt\"}"
+expect "another submitter sends the session an item" 404 not_found
+req "$SUB2" DELETE "/v1/sessions/$SID"; expect "another submitter closes the session" 404 not_found
+req "$ADMIN" GET "/v1/sessions/$SID"; expect "admin reads any session" 200
+req "$SUB" DELETE "/v1/sessions/$SID"; expect "its token closes the session" 200
+req "$SUB" DELETE "/v1/sessions/$SID2"
 
 # --- browsers: content type, Host, Origin
 req "$SUB" POST /v1/jobs -H 'Content-Type: text/plain' -d "{\"pipeline\": \"quick\", \"input\": \"$T/in/input.txt\"}"

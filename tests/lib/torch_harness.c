@@ -23,6 +23,8 @@ static struct {
   torch_alloc_fn alloc;
   torch_free_fn free;
   __typeof__(ebb_gpu_for_ordinal) *gpu_for_ordinal;
+  __typeof__(ebb_gpu_open) *gpu_open;
+  __typeof__(ebb_gpu_close) *gpu_close;
   __typeof__(ebb_owner_open) *owner_open;
   __typeof__(ebb_owner_close) *owner_close;
   __typeof__(ebb_owner_get_usage) *usage;
@@ -105,6 +107,8 @@ int main(void) {
   SYM(alloc, "ebb_torch_alloc");
   SYM(free, "ebb_torch_free");
   SYM(gpu_for_ordinal, "ebb_gpu_for_ordinal");
+  SYM(gpu_open, "ebb_gpu_open");
+  SYM(gpu_close, "ebb_gpu_close");
   SYM(owner_open, "ebb_owner_open");
   SYM(owner_close, "ebb_owner_close");
   SYM(usage, "ebb_owner_get_usage");
@@ -118,8 +122,16 @@ int main(void) {
   SYM(errmsg, "ebb_errmsg");
   CHECK(dlsym(lib, "ebb_mem_alloc") == NULL); /* internals are not exported */
 
-  test_current_ = "threads";
+  /* the program opens the device, the framework's allocator uses it, the
+   * program closes its handle: the allocator's handle must stay valid */
+  test_current_ = "shared handle";
+  ebb_gpu *mine = NULL;
+  REQUIRE(E.gpu_open("cuda:0", &mine) == 0);
   REQUIRE(E.gpu_for_ordinal(0, &g) == 0);
+  CHECK(g == mine); /* one device, one allocator */
+  E.gpu_close(mine);
+
+  test_current_ = "threads";
   CHECK_EQ_INT(smi_me(), 0); /* nothing allocated yet: no context */
   char name[16];
   for (int t = 0; t < NTHREADS; t++) {

@@ -56,6 +56,18 @@ try:
 except ebb.EbbError as e:
     c.check(e.name == "EBB_ENOTFOUND", "double free: %s" % e)
 
+# park and wake: the physical memory goes, the address stays
+o = ebb.owner("sleeper")
+p = o.alloc(256 * MiB)
+awake = used_mib()
+c.check(o.park() == 256 * MiB, "park gave back a different figure")
+c.check(awake - used_mib() == 256, "park: fakegpu-smi %d -> %d MiB" % (awake, used_mib()))
+o.wake()
+c.check(used_mib() == awake and dev.lookup(p) == ("sleeper", 256 * MiB), "wake")
+dev.free(p)
+o.release()
+o.close()
+
 # errors name what was wrong
 try:
     ebb.Device("tpu:1")
@@ -83,6 +95,42 @@ for mod, fw, what in ((ebb.torch, "torch", "PyTorch"), (ebb.cupy, "cupy", "CuPy"
             c.check("%s is not installed" % what in str(e), "%s message: %s" % (what, e))
     else:
         print("%s is installed here: %s.use() without it is not checked" % (what, mod.__name__))
+
+# ebb.torch.use() hands PyTorch the right library and names: checked with a
+# stand-in for torch (only where PyTorch is absent) whose CUDAPluggableAllocator
+# loads them as PyTorch does (dlopen + dlsym) and allocates through them
+if importlib.util.find_spec("torch") is None:
+    import ctypes  # noqa: E402
+    import types  # noqa: E402
+    calls = {}
+
+    class StandInAllocator:
+        def __init__(self, path, alloc, free):
+            so = ctypes.CDLL(path)
+            self.alloc = ctypes.CFUNCTYPE(ctypes.c_void_p, ctypes.c_ssize_t, ctypes.c_int,
+                                          ctypes.c_void_p)((alloc, so))
+            self.free = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_ssize_t, ctypes.c_int,
+                                         ctypes.c_void_p)((free, so))
+            calls["init"] = (path, alloc, free)
+
+    mem = types.SimpleNamespace(CUDAPluggableAllocator=StandInAllocator,
+                                change_current_allocator=lambda a: calls.update(current=a))
+    fake = types.SimpleNamespace(__version__="stand-in", version=types.SimpleNamespace(cuda="12"),
+                                 cuda=types.SimpleNamespace(is_available=lambda: True, memory=mem))
+    sys.modules["torch"] = fake
+    try:
+        a = ebb.torch.use()
+        c.check(calls.get("current") is a, "use() did not install the allocator")
+        with ebb.owner("torchy") as o:
+            p = a.alloc(8 * MiB, 0, None)
+        c.check(p and o.stats()["bytes"] == 8 * MiB, "torch alloc not attributed: %r" % o.stats())
+        a.free(p, 8 * MiB, 0, None)
+        c.check(o.stats()["bytes"] == 0, "torch free")
+        o.release()
+        o.close()
+    finally:
+        del sys.modules["torch"]
+        ebb.torch._installed = None
 
 ctx = used_mib()
 got = ebb.release(context=True)

@@ -95,6 +95,26 @@ static int child_list(void) {
 
 static int child_init_only(void) { return cu_cuInit(0); }
 
+/* Devices of 1, 2, 3 and 4 GiB; CUDA_VISIBLE_DEVICES from the parent. Exits
+ * with (visible count) * 10 + (index of the fake device behind ordinal 0 as
+ * its memory says), or 99 when an allocation is not counted on it. */
+static int child_visible(void) {
+  CUresult rc = cu_cuInit(0);
+  if (rc)
+    return 100 + rc % 100;
+  int n = 0;
+  size_t t = 0;
+  cu_cuDeviceGetCount(&n);
+  cu_cuDeviceTotalMem(&t, 0);
+  unsigned phys = (unsigned)(t / (1024 * MIB)) - 1;
+  CUdeviceptr p;
+  unsigned long long used, total;
+  if (nv_nvmlInit_v2() || !ctx_on(0) || cu_cuMemAlloc(&p, 64 * MIB) ||
+      used_on(phys, &used, &total) || used != 364 * MIB)
+    return 99;
+  return n * 10 + (int)phys;
+}
+
 /* FAKEGPU_DEVICES=2 FAKEGPU_FAIL_DEVICE=1:after=3 */
 static int child_sticky(void) {
   if (cu_cuInit(0) || nv_nvmlInit_v2())
@@ -184,6 +204,30 @@ static void test_bad_settings_fail_init_with_1(void) {
   CHECK_EQ_INT(fgt_run_self("init", fine), CUDA_SUCCESS);
 }
 
+static void test_cuda_visible_devices(void) {
+  char vis[128], st[4200];
+  static const struct {
+    const char *value;
+    int want;
+  } cases[] = {
+      {"3,1", 23},   /* two devices; ordinal 0 is the fake's 3 */
+      {"2,x,0", 12}, /* the list ends at the first bad entry */
+      {"1,1", 11},   /* ... or at a repeated one */
+      {"GPU-66616b65-6770-752d-6562-621042133702", 12}, /* by uuid */
+      {"GPU-66616b65-6770-752d-6562-62104213370", 10},  /* a uuid prefix: the first match */
+      {"", 100 + CUDA_ERROR_NO_DEVICE % 100},           /* none visible */
+      {"7", 100 + CUDA_ERROR_NO_DEVICE % 100},
+  };
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+    snprintf(vis, sizeof vis, "CUDA_VISIBLE_DEVICES=%s", cases[i].value);
+    snprintf(st, sizeof st, "%s", state_env("visible"));
+    const char *env[] = {"FAKEGPU_MEMORY_MIB=1024,2048,3072,4096", vis, st, NULL};
+    int got = fgt_run_self("visible", env);
+    CHECK_MSG(got == cases[i].want, "CUDA_VISIBLE_DEVICES='%s': child answered %d, want %d",
+              cases[i].value, got, cases[i].want);
+  }
+}
+
 static void test_fail_device_sticky(void) {
   const char *env[] = {"FAKEGPU_DEVICES=2", "FAKEGPU_FAIL_DEVICE=1:after=3", state_env("sticky"),
                        NULL};
@@ -206,6 +250,8 @@ int main(int argc, char **argv) {
       return child_list();
     if (!strcmp(argv[1], "init"))
       return child_init_only();
+    if (!strcmp(argv[1], "visible"))
+      return child_visible();
     if (!strcmp(argv[1], "sticky"))
       return child_sticky();
     if (!strcmp(argv[1], "lost"))
@@ -214,6 +260,7 @@ int main(int argc, char **argv) {
   }
   RUN(test_memory_list);
   RUN(test_bad_settings_fail_init_with_1);
+  RUN(test_cuda_visible_devices);
   RUN(test_fail_device_sticky);
   RUN(test_fail_device_lost);
   return TEST_END();

@@ -46,6 +46,14 @@ static const char ptx_twin[] = "//\n.version 7.8\n.target sm_90\n.address_size 6
 static const char ptx_none[] = "//\n.version 7.8\n.target sm_90\n.address_size 64\n"
                                ".visible .entry no_twin_here(\n)\n{\n ret;\n}\n";
 
+/* The current context, or a bogus handle where there is none (so that the
+ * peer copy's context check answers 201 like the others). */
+static CUcontext fk_cur(void) {
+  CUcontext c = NULL;
+  cu_cuCtxGetCurrent(&c);
+  return c ? c : (CUcontext)0x10;
+}
+
 /* Every extra function that needs a context, called with harmless
  * arguments; each must answer `want`. Answers the number that did not. */
 static int calls_needing_ctx(CUresult want, CUstream s, CUevent e, CUfunction f) {
@@ -76,6 +84,8 @@ static int calls_needing_ctx(CUresult want, CUstream s, CUevent e, CUfunction f)
   EXPECT_(x_cuMemAllocManaged(&p, 4096, CU_MEM_ATTACH_GLOBAL));
   EXPECT_(x_cuMemcpy((CUdeviceptr)(uintptr_t)host, (CUdeviceptr)(uintptr_t)host, 8));
   EXPECT_(x_cuMemcpyAsync((CUdeviceptr)(uintptr_t)host, (CUdeviceptr)(uintptr_t)host, 8, s));
+  EXPECT_(x_cuMemcpyPeerAsync((CUdeviceptr)(uintptr_t)host, fk_cur(),
+                              (CUdeviceptr)(uintptr_t)host, fk_cur(), 8, s));
   EXPECT_(x_cuMemsetD16(0x1000, 0, 1));
   EXPECT_(x_cuMemsetD32(0x1000, 0, 1));
   EXPECT_(x_cuMemsetD8Async(0x1000, 0, 1, s));
@@ -263,6 +273,48 @@ static void test_pointer_queries(void) {
   REQUIRE(cu_cuDevicePrimaryCtxRelease(0) == CUDA_SUCCESS);
 }
 
+/* VMM memory: device memory of no context; its range is the mapping. */
+static void test_pointer_queries_on_vmm(void) {
+  fgt_init_ctx();
+  CUmemAllocationProp prop = {.type = CU_MEM_ALLOCATION_TYPE_PINNED,
+                              .location = {CU_MEM_LOCATION_TYPE_DEVICE, 0}};
+  CUdeviceptr va;
+  CUmemGenericAllocationHandle h;
+  REQUIRE(cu_cuMemAddressReserve(&va, 8 * MIB, 0, 0, 0) == CUDA_SUCCESS);
+  REQUIRE(cu_cuMemCreate(&h, 4 * MIB, &prop, 0) == CUDA_SUCCESS);
+  REQUIRE(cu_cuMemMap(va + 2 * MIB, 4 * MIB, 0, h, 0) == CUDA_SUCCESS);
+  CUdeviceptr base = 0, dp = 0;
+  size_t size = 0;
+  CHECK_EQ_INT(x_cuMemGetAddressRange(&base, &size, va + 3 * MIB), CUDA_SUCCESS);
+  CHECK(base == va + 2 * MIB);
+  CHECK_EQ_U64(size, 4 * MIB);
+  CHECK_EQ_INT(x_cuMemGetAddressRange(&base, &size, va), CUDA_ERROR_NOT_FOUND); /* reserved only */
+  unsigned type = 0;
+  CUcontext owner = (CUcontext)1;
+  int ordinal = -1;
+  void *hp;
+  CHECK_EQ_INT(x_cuPointerGetAttribute(&type, CU_POINTER_ATTRIBUTE_MEMORY_TYPE, va + 2 * MIB),
+               CUDA_SUCCESS);
+  CHECK_EQ_INT(type, CU_MEMORYTYPE_DEVICE);
+  CHECK_EQ_INT(x_cuPointerGetAttribute(&dp, CU_POINTER_ATTRIBUTE_DEVICE_POINTER, va + 5 * MIB),
+               CUDA_SUCCESS);
+  CHECK(dp == va + 5 * MIB);
+  CHECK_EQ_INT(x_cuPointerGetAttribute(&owner, CU_POINTER_ATTRIBUTE_CONTEXT, va + 2 * MIB),
+               CUDA_SUCCESS);
+  CHECK(owner == NULL);
+  CHECK_EQ_INT(x_cuPointerGetAttribute(&ordinal, CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL, va + 2 * MIB),
+               CUDA_SUCCESS);
+  CHECK_EQ_INT(ordinal, 0);
+  CHECK_EQ_INT(x_cuPointerGetAttribute(&hp, CU_POINTER_ATTRIBUTE_HOST_POINTER, va + 2 * MIB),
+               CUDA_ERROR_INVALID_VALUE);
+  REQUIRE(cu_cuMemUnmap(va + 2 * MIB, 4 * MIB) == CUDA_SUCCESS);
+  CHECK_EQ_INT(x_cuPointerGetAttribute(&type, CU_POINTER_ATTRIBUTE_MEMORY_TYPE, va + 2 * MIB),
+               CUDA_ERROR_INVALID_VALUE);
+  REQUIRE(cu_cuMemRelease(h) == CUDA_SUCCESS);
+  REQUIRE(cu_cuMemAddressFree(va, 8 * MIB) == CUDA_SUCCESS);
+  REQUIRE(cu_cuDevicePrimaryCtxRelease(0) == CUDA_SUCCESS);
+}
+
 static void test_host_register(void) {
   fgt_init_ctx();
   unsigned long long base = fgt_nvml_used_by(getpid());
@@ -285,7 +337,7 @@ static void test_host_register(void) {
 
 /* --- stream callbacks ------------------------------------------------------- */
 static pthread_mutex_t g_mu = PTHREAD_MUTEX_INITIALIZER;
-static int g_order[8], g_n, g_on_caller;
+static int g_order[8], g_n, g_on_caller, g_inner = -1;
 static pthread_t g_caller;
 
 static void on_done(CUstream s, CUresult status, void *user) {
@@ -296,6 +348,8 @@ static void on_done(CUstream s, CUresult status, void *user) {
     g_on_caller++;
   if (g_n < 8 && status == CUDA_SUCCESS)
     g_order[g_n++] = (int)(intptr_t)user;
+  if (g_n == 1)
+    g_inner = cu_cuCtxSynchronize(); /* callbacks may not call the driver */
   pthread_mutex_unlock(&g_mu);
 }
 
@@ -314,6 +368,7 @@ static void test_stream_callbacks(void) {
   CHECK_EQ_INT(g_n, 3);
   CHECK(g_order[0] == 1 && g_order[1] == 2 && g_order[2] == 3);
   CHECK_EQ_INT(g_on_caller, 0);
+  CHECK_EQ_INT(g_inner, CUDA_ERROR_NOT_PERMITTED);
   pthread_mutex_unlock(&g_mu);
   CHECK_EQ_INT(x_cuStreamQuery(s), CUDA_SUCCESS);
   CHECK_EQ_INT(x_cuStreamAddCallback(CU_STREAM_LEGACY, on_done, (void *)4, 0), CUDA_SUCCESS);
@@ -457,6 +512,17 @@ static int child_peers(void) {
   CUdevice d = -1;
   if (cu_cuCtxSetCurrent(c1) || x_cuCtxGetDevice(&d) || d != 1)
     return 11;
+  /* A copy from device 0 to device 1, with no context current. */
+  CUdeviceptr a, b;
+  if (cu_cuMemAlloc(&b, 4096) || cu_cuCtxSetCurrent(c0) || cu_cuMemAlloc(&a, 4096) ||
+      cu_cuMemsetD8(a, 0x5a, 4096) || cu_cuCtxSetCurrent(NULL))
+    return 12;
+  if (x_cuMemcpyPeer(b, c1, a, c0, 4096) || ((unsigned char *)(uintptr_t)b)[4095] != 0x5a)
+    return 13;
+  if (x_cuMemcpyPeer(b, c1, a, c0, 8192) != CUDA_ERROR_INVALID_VALUE)
+    return 14;
+  if (x_cuMemcpyPeer(b, (CUcontext)0x10, a, c0, 16) != CUDA_ERROR_INVALID_CONTEXT)
+    return 15;
   return 0;
 }
 
@@ -481,6 +547,7 @@ int main(int argc, char **argv) {
   RUN(test_sticky_error_answers_700);
   RUN(test_managed_memory_is_counted_and_host_visible);
   RUN(test_pointer_queries);
+  RUN(test_pointer_queries_on_vmm);
   RUN(test_host_register);
   RUN(test_stream_callbacks);
   RUN(test_ptx_without_twin_is_refused_with_a_message);

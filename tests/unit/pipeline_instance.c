@@ -191,6 +191,8 @@ static void test_illegal_refused(void) {
   ebb_instance_destroy(in);
   ebb_instance_destroy(NULL);
   CHECK_EQ_INT(ebb_instance_enter(NULL, EBB_INSTANCE_NEW), EBB_EINVAL);
+  CHECK_EQ_INT(ebb_instance_release(NULL, NULL, NULL), EBB_EINVAL);
+  CHECK(has(ebb_errmsg(), "none given to release"));
   CHECK_EQ_U64(reserved(), 0);
 }
 

@@ -15,6 +15,8 @@ const S = {
   labels: new Map(),    // owner key -> "pipeline ▸ stage"
   windowS: 300,
   connected: false,
+  dirty: new Set(),     // tables to draw again (a table is redrawn only when its data changed,
+                        // so a button is not replaced under the pointer between press and release)
 };
 window.ebbState = S;    // for the browser test and the curious
 
@@ -81,7 +83,7 @@ async function api(method, path) {
   const r = await fetch(path, {method, headers: authHeaders()});
   let body = null;
   try { body = await r.json(); } catch (e) { body = null; }
-  if (r.status === 401) askToken('the token was refused');
+  if (r.status === 401) askToken(token() ? 'the token was refused' : '');
   return {ok: r.ok, status: r.status, body};
 }
 async function pipelineAction(name, action) {
@@ -126,6 +128,12 @@ async function connect() {
     return;
   }
   if (r.status === 401) { askToken(token() ? 'the token was refused' : ''); return; }
+  if (r.status === 403) {
+    let why = 'this token may not read the events';
+    try { const b = await r.json(); if (b.error) why = `this token may not read the events: ${b.error.message}`; } catch (e) { /* not JSON */ }
+    askToken(why);
+    return;
+  }
   if (!r.ok) {
     let why = `HTTP ${r.status}`;
     try { const b = await r.json(); if (b.error) why += `: ${b.error.message}`; } catch (e) { /* not JSON */ }
@@ -170,7 +178,7 @@ function dispatch(block) {
   let d;
   try { d = JSON.parse(data.join('\n')); } catch (e) { return; }
   const h = HANDLERS[name];
-  if (h) { h(d); schedule(); }
+  if (h) { h(d); if (name !== 'memory') S.dirty.add(name === 'hello' ? 'all' : name); schedule(); }
 }
 function dev(label) {
   if (!S.devices.has(label)) S.devices.set(label, {info: {device: label}, samples: [], releases: [], marks: []});
@@ -213,10 +221,12 @@ function schedule() {
 }
 function render() {
   renderDevices();
-  renderLeaks();
-  renderPipelines();
-  renderSessions();
-  renderJobs();
+  const all = S.dirty.has('all');
+  if (all || S.dirty.has('leak')) renderLeaks();
+  if (all || S.dirty.has('pipelines')) renderPipelines();
+  if (all || S.dirty.has('sessions')) renderSessions();
+  renderJobs(all || S.dirty.has('job')); // running jobs' times tick: redrawn each frame
+  S.dirty.clear();
 }
 
 function niceStep(max) {
@@ -390,8 +400,7 @@ function drawChart(g, x) {
     rg.append(svg('text', {class: 'release-label', x: rEnd ? rx - 5 : rx + 5, y: Math.max(T + 8, ry - 6 - rrow * 12),
       'text-anchor': rEnd ? 'end' : 'start', 'data-bytes': r.bytes}, text));
     rg.append(svg('title', {}, `${fmtBytes(r.bytes)} handed back to the driver at ${fmtTime(r.t)}` +
-      (r.context_bytes ? ` (context ${fmtBytes(r.context_bytes)})` : '') +
-      `; driver free then ${fmtBytes(r.driver_free_bytes)}`));
+      (r.context_bytes ? ` (context ${fmtBytes(r.context_bytes)})` : '')));
     g.append(rg);
   }
 }
@@ -439,10 +448,11 @@ function renderSessions() {
   }
 }
 
-function renderJobs() {
+function renderJobs(changed) {
+  const jobs = [...S.jobs.values()].sort((a, b) => (b.created || 0) - (a.created || 0));
+  if (!changed && !jobs.some((j) => j.state === 'running')) return;
   const tb = $('jobs').tBodies[0];
   tb.replaceChildren();
-  const jobs = [...S.jobs.values()].sort((a, b) => Number(b.id) - Number(a.id));
   $('jobs-empty').hidden = jobs.length > 0;
   const q = jobs.filter((j) => j.state === 'queued').length, r = jobs.filter((j) => j.state === 'running').length;
   $('queue-summary').textContent = `· ${r} running, ${q} queued`;
@@ -454,7 +464,7 @@ function renderJobs() {
     }
     const secs = j.started ? ((j.finished || Date.now() / 1000) - j.started).toFixed(2) + ' s' : '';
     tb.append(el('tr', {class: 'job', 'data-id': j.id, 'data-state': j.state, 'data-released': j.released_bytes || 0},
-      el('td', {class: 'num'}, j.id), el('td', {}, j.pipeline),
+      el('td', {class: 'num', title: j.id}, String(j.id).length > 10 ? String(j.id).slice(0, 8) + '…' : j.id), el('td', {}, j.pipeline),
       el('td', {class: 'state-' + j.state}, j.state, j.error ? el('div', {class: 'error'}, j.error.message) : null),
       el('td', {class: 'num'}, secs), el('td', {class: 'num'}, fmtBytes(j.released_bytes || 0)), stages));
   }

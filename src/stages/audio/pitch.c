@@ -61,7 +61,10 @@ typedef struct pitch_state {
   NUM(onset_dip_db, 8, 0, 100, "see onset_threshold: how deep the dip before a re-attack is") SEP \
   NUM(onset_lookback_ms, 80, 0, 1000,                                                             \
       "after a pitch change the note starts at the strongest onset up to this long before the "   \
-      "pitch turns")
+      "pitch turns") SEP                                                                          \
+  NUM(salience, 0.85, 0, 1,                                                                       \
+      "pyin: share of the observation taken from the harmonic-summation melody salience of the "  \
+      "analysed signal, which follows a melody that pYIN loses under the band; 0: off")
 EBB_STAGE_OPTIONS(PITCH_OPTIONS)
 
 /* The analysis parameters of the table's values (the method is set apart). */
@@ -81,6 +84,7 @@ static void set_params(const stage_opts *v, ebb_pitch_params *p) {
   p->onset_threshold = v->onset_threshold;
   p->onset_dip_db = v->onset_dip_db;
   p->onset_lookback_s = v->onset_lookback_ms / 1000.0;
+  p->salience_weight = v->salience;
 }
 
 void ebb_pitch_table_defaults(ebb_pitch_params *p) {
@@ -190,10 +194,53 @@ static int refine_notes(const float *mono, uint64_t n, uint32_t rate, const ebb_
   return rc;
 }
 
+/* *mono resampled in place to the option rate (0: left as it is). */
+static int to_analysis_rate(ebb_stage_ctx *ctx, const pitch_state *s, const char *used,
+                            float **mono, uint64_t *n, uint32_t *rate) {
+  if (!s->rate || (uint32_t)s->rate == *rate)
+    return 0;
+  float *res = NULL;
+  uint64_t nres = 0;
+  int rc = ebb_pcm_to_mono_rate(*mono, *n, 1, *rate, (uint32_t)s->rate, &res, &nres);
+  if (rc)
+    return ebb_st_fail(ctx, rc, "resampling \"%s\" from %u to %d Hz: %s", used, *rate, s->rate,
+                       ebb_errmsg());
+  ebb_st_free(*mono);
+  *mono = res;
+  *n = nres;
+  *rate = (uint32_t)s->rate;
+  return 0;
+}
+
+/* d' by the chosen backend into cm; *how names it for the log. A kernel
+ * that fails for any reason but memory or cancellation falls back to the CPU. */
+static int cmndf_any(ebb_stage_ctx *ctx, const pitch_state *s, const float *emph,
+                     const ebb_pitch_geom *g, float *cm, const char **how) {
+  int on_gpu = ebb_device_kind(ctx) == EBB_DEV_KIND_CUDA;
+  if (s->backend != BK_CPU && on_gpu) {
+    int rc = cmndf_device(ctx, emph, g, cm);
+    if (rc == 0) {
+      *how = "gpu kernel";
+      return 0;
+    }
+    if (rc == EBB_EOOM || rc == EBB_ECANCELED)
+      return rc;
+    ebb_st_log(ctx, 2, "pitch kernel failed (%s); computing on the CPU", ebb_strerror(rc));
+  }
+  if (s->backend == BK_KERNEL && !on_gpu) {
+    ebb_pitch_cmndf_twin(emph, g, cm);
+    *how = "kernel host twin";
+  } else {
+    ebb_pitch_cmndf_cpu(emph, g, cm);
+    *how = "cpu";
+  }
+  return 0;
+}
+
 static int pitch_run_counted(ebb_stage_ctx *ctx, void *state, const ebb_items *in, ebb_items *out) {
   pitch_state *s = state;
   static const char *const names[] = {"vocals", "audio", NULL};
-  float *mono = NULL, *padded = NULL, *emph = NULL, *cm = NULL, *frames = NULL;
+  float *mono = NULL, *padded = NULL, *emph = NULL, *cm = NULL, *frames = NULL, *sal = NULL;
   ebb_pitch_note *notes = NULL;
   char *notes_json = NULL;
   size_t n_notes = 0;
@@ -205,20 +252,8 @@ static int pitch_run_counted(ebb_stage_ctx *ctx, void *state, const ebb_items *i
     return ebb_st_fail(ctx, EBB_EINPUT, "no AUDIO item \"vocals\" or \"audio\" in the job");
   if (rc)
     return rc;
-  if (s->rate && (uint32_t)s->rate != rate) {
-    float *res = NULL;
-    uint64_t nres = 0;
-    rc = ebb_pcm_to_mono_rate(mono, n, 1, rate, (uint32_t)s->rate, &res, &nres);
-    if (rc) {
-      rc = ebb_st_fail(ctx, rc, "resampling \"%s\" from %u to %d Hz: %s", used, rate, s->rate,
-                       ebb_errmsg());
-      goto done;
-    }
-    ebb_st_free(mono);
-    mono = res;
-    n = nres;
-    rate = (uint32_t)s->rate;
-  }
+  if ((rc = to_analysis_rate(ctx, s, used, &mono, &n, &rate)))
+    goto done;
   ebb_pitch_geom g;
   if ((rc = ebb_pitch_geometry(&s->p, rate, n, &g))) {
     rc = ebb_st_fail(ctx, rc, "%s", ebb_errmsg());
@@ -232,31 +267,20 @@ static int pitch_run_counted(ebb_stage_ctx *ctx, void *state, const ebb_items *i
   frames = ebb_st_malloc(g.n_frames * 3 * sizeof *frames);
   if (!cm || !frames)
     goto oom;
-  const char *how = "cpu";
-  int on_gpu = ebb_device_kind(ctx) == EBB_DEV_KIND_CUDA;
-  if (s->backend != BK_CPU && on_gpu) {
-    if ((rc = cmndf_device(ctx, emph, &g, cm)) == 0)
-      how = "gpu kernel";
-    else if (rc == EBB_EOOM || rc == EBB_ECANCELED)
-      goto done;
-    else
-      ebb_st_log(ctx, 2, "pitch kernel failed (%s); computing on the CPU", ebb_strerror(rc));
-  }
-  if (!strcmp(how, "cpu")) {
-    if (s->backend == BK_KERNEL && !on_gpu) {
-      ebb_pitch_cmndf_twin(emph, &g, cm);
-      how = "kernel host twin";
-    } else {
-      ebb_pitch_cmndf_cpu(emph, &g, cm);
-    }
-  }
+  const char *how = NULL;
+  if ((rc = cmndf_any(ctx, s, emph, &g, cm, &how)))
+    goto done;
   if (ctx->host->progress)
     ctx->host->progress(ctx, 0.6);
   if (ebb_cancelled(ctx)) {
     rc = ebb_st_fail(ctx, EBB_ECANCELED, "cancelled");
     goto done;
   }
-  if ((rc = ebb_pitch_track(cm, padded, &g, &s->p, frames)) ||
+  /* the salience of the same signal: on the separated vocals the repeating
+   * accompaniment is already weaker than in the mix (pitch_salience.c) */
+  if ((s->p.method == EBB_PITCH_PYIN && s->p.salience_weight > 0.0 &&
+       (rc = ebb_pitch_salience(mono, n, rate, &s->p, g.n_frames, &sal))) ||
+      (rc = ebb_pitch_track_salience(cm, padded, &g, &s->p, sal, frames)) ||
       (rc = ebb_pitch_notes(frames, g.n_frames, &s->p, &notes, &n_notes)) ||
       (rc = refine_notes(mono, n, rate, &s->p, frames, g.n_frames, &notes, &n_notes)) ||
       (rc = ebb_pitch_notes_json(notes, n_notes, &notes_json))) {
@@ -282,6 +306,7 @@ done:
   ebb_st_free(emph);
   ebb_st_free(cm);
   ebb_st_free(frames);
+  ebb_st_free(sal);
   ebb_st_free(notes);
   ebb_st_free(notes_json);
   return rc;

@@ -43,6 +43,9 @@ typedef struct ebb_pitch_params {
    * onset_dip_db after a dip; a note that follows a pitch change starts at
    * the strongest onset peak up to onset_lookback_s before the pitch turns. */
   double onset_threshold, onset_dip_db, onset_lookback_s;
+  /* pYIN only: the share of the voiced observation that comes from the
+   * melody salience of the mixture when one is given (0..1). */
+  double salience_weight;
 } ebb_pitch_params;
 
 ebb_pitch_params ebb_pitch_defaults(void);
@@ -84,6 +87,21 @@ void ebb_pitch_cmndf_twin(const float *padded, const ebb_pitch_geom *g, float *o
  * unfiltered padded signal (for the silence gate). */
 int ebb_pitch_track(const float *cmndf, const float *padded, const ebb_pitch_geom *g,
                     const ebb_pitch_params *p, float *frames);
+
+/* As ebb_pitch_track, with an optional melody salience (pYIN only; NULL:
+ * none) from ebb_pitch_salience over the same frames. */
+int ebb_pitch_track_salience(const float *cmndf, const float *padded, const ebb_pitch_geom *g,
+                             const ebb_pitch_params *p, const float *sal, float *frames);
+
+/* pitch_salience.c: the harmonic-summation salience of x (typically the mix,
+ * while pYIN runs on the separated vocals) on pYIN's grid: *sal is malloc'd
+ * n_frames x B floats (B = 10-cent bins from fmin to fmax), each row a
+ * distribution over the bins whose sum is the frame's salience voicing. */
+int ebb_pitch_salience(const float *x, uint64_t n, uint32_t rate, const ebb_pitch_params *p,
+                       size_t n_frames, float **sal);
+/* obs[b] = (1 - w) obs[b] + w row[b] for the voiced bins; returns the mixed
+ * voicing probability (1 - w) vp + w sum(row). */
+double ebb_pitch_salience_mix(const float *row, int nb, double w, double vp, double *obs);
 
 typedef struct ebb_pitch_note {
   double onset, offset; /* seconds */

@@ -247,135 +247,196 @@ static double frame_db(const float *padded, const ebb_pitch_geom *g, size_t f) {
 
 /* --- the Viterbi pass ------------------------------------------------------- */
 
-static int pyin_track(const float *cmndf, const float *padded, const ebb_pitch_geom *g,
-                      const ebb_pitch_params *p, float *frames) {
-  pyin_ctx pc = {.fmin = p->fmin};
-  beta_prior(p->threshold, pc.prior);
-  pc.nb = (int)floor(1200.0 * log2(p->fmax / p->fmin) / PY_CENTS_PER_BIN) + 1;
-  int nb = pc.nb, ns = 2 * nb, row = g->tau_max + 1, width = 2 * PY_MAX_STEP + 1;
-  size_t nf = g->n_frames;
-  int rc = EBB_ENOMEM;
-  int *tbuf = ebb_st_malloc((size_t)row * sizeof *tbuf);
-  double *pbuf = ebb_st_malloc((size_t)row * sizeof *pbuf);
-  cand *cands = ebb_st_malloc((size_t)row * sizeof *cands);
-  int *ncand = ebb_st_calloc(nf, sizeof *ncand);
-  cand *all = ebb_st_malloc(nf * 8 * sizeof *all); /* the 8 strongest per frame */
-  double *logt = ebb_st_malloc((size_t)nb * width * sizeof *logt);
-  double *obs = ebb_st_malloc((size_t)ns * sizeof *obs);
-  double *delta = ebb_st_malloc((size_t)ns * sizeof *delta), *next = ebb_st_malloc((size_t)ns * sizeof *next);
-  uint16_t *back = ebb_st_malloc(nf * (size_t)ns * sizeof *back);
-  if (!tbuf || !pbuf || !cands || !ncand || !all || !logt || !obs || !delta || !next || !back) {
-    ebb_seterr(rc, "pitch: out of memory for the pYIN model of %zu frames", nf);
-    goto done;
-  }
-  /* log transition weights per source bin (rows renormalised at the edges) */
-  for (int j = 0; j < nb; j++) {
+/* The model's buffers; each frame's candidates are kept (the 8 strongest) to
+ * report the exact f0 near the chosen bin after backtracking. */
+typedef struct pyin_model {
+  pyin_ctx pc;
+  int nb, ns, width, row;
+  size_t nf;
+  const float *sal; /* optional salience, nf x nb (pitch_salience.c) */
+  double sal_weight;
+  int *tbuf;
+  double *pbuf, *logt, *obs, *delta, *next;
+  cand *cands, *all;
+  int *ncand;
+  uint16_t *back;
+} pyin_model;
+
+static void model_free(pyin_model *m) {
+  ebb_st_free(m->tbuf);
+  ebb_st_free(m->pbuf);
+  ebb_st_free(m->cands);
+  ebb_st_free(m->ncand);
+  ebb_st_free(m->all);
+  ebb_st_free(m->logt);
+  ebb_st_free(m->obs);
+  ebb_st_free(m->delta);
+  ebb_st_free(m->next);
+  ebb_st_free(m->back);
+}
+
+/* log transition weights per source bin (rows renormalised at the edges) */
+static void transition_table(pyin_model *m) {
+  for (int j = 0; j < m->nb; j++) {
     double tot = 0.0;
     for (int k = -PY_MAX_STEP; k <= PY_MAX_STEP; k++)
-      if (j + k >= 0 && j + k < nb)
+      if (j + k >= 0 && j + k < m->nb)
         tot += PY_MAX_STEP + 1 - abs(k);
     for (int k = -PY_MAX_STEP; k <= PY_MAX_STEP; k++)
-      logt[(size_t)j * width + k + PY_MAX_STEP] =
-          (j + k >= 0 && j + k < nb) ? log((PY_MAX_STEP + 1 - abs(k)) / tot) : -INFINITY;
+      m->logt[(size_t)j * m->width + k + PY_MAX_STEP] =
+          (j + k >= 0 && j + k < m->nb) ? log((PY_MAX_STEP + 1 - abs(k)) / tot) : -INFINITY;
   }
+}
+
+static int model_init(pyin_model *m, const ebb_pitch_geom *g, const ebb_pitch_params *p) {
+  memset(m, 0, sizeof *m);
+  m->pc.fmin = p->fmin;
+  beta_prior(p->threshold, m->pc.prior);
+  m->pc.nb = m->nb = (int)floor(1200.0 * log2(p->fmax / p->fmin) / PY_CENTS_PER_BIN) + 1;
+  m->ns = 2 * m->nb;
+  m->row = g->tau_max + 1;
+  m->width = 2 * PY_MAX_STEP + 1;
+  m->nf = g->n_frames;
+  m->tbuf = ebb_st_malloc((size_t)m->row * sizeof *m->tbuf);
+  m->pbuf = ebb_st_malloc((size_t)m->row * sizeof *m->pbuf);
+  m->cands = ebb_st_malloc((size_t)m->row * sizeof *m->cands);
+  m->ncand = ebb_st_calloc(m->nf ? m->nf : 1, sizeof *m->ncand);
+  m->all = ebb_st_malloc((m->nf ? m->nf : 1) * 8 * sizeof *m->all);
+  m->logt = ebb_st_malloc((size_t)m->nb * m->width * sizeof *m->logt);
+  m->obs = ebb_st_malloc((size_t)m->ns * sizeof *m->obs);
+  m->delta = ebb_st_malloc((size_t)m->ns * sizeof *m->delta);
+  m->next = ebb_st_malloc((size_t)m->ns * sizeof *m->next);
+  m->back = ebb_st_malloc((m->nf ? m->nf : 1) * (size_t)m->ns * sizeof *m->back);
+  if (!m->tbuf || !m->pbuf || !m->cands || !m->ncand || !m->all || !m->logt || !m->obs ||
+      !m->delta || !m->next || !m->back) {
+    model_free(m);
+    return ebb_seterr(EBB_ENOMEM, "pitch: out of memory for the pYIN model of %zu frames", m->nf);
+  }
+  transition_table(m);
+  return 0;
+}
+
+/* Frame f's candidates (the 8 most probable kept) and its observation
+ * log-likelihoods in m->obs; returns the voicing probability. With a
+ * salience, the voiced observation is a mixture of pYIN's candidate mass and
+ * the salience's share of the frame (see pitch_salience.c). */
+static double frame_observation(pyin_model *m, const float *cmndf, const float *padded,
+                                const ebb_pitch_geom *g, const ebb_pitch_params *p, size_t f) {
+  const float *d = cmndf + f * (size_t)m->row;
+  int n = frame_db(padded, g, f) < p->silence_db ? 0
+                                                  : pyin_frame(&m->pc, d, g, m->tbuf, m->pbuf,
+                                                               m->cands);
+  for (int a = 0; a < n; a++)
+    for (int b = a + 1; b < n; b++)
+      if (m->cands[b].prob > m->cands[a].prob) {
+        cand t = m->cands[a];
+        m->cands[a] = m->cands[b];
+        m->cands[b] = t;
+      }
+  if (n > 8)
+    n = 8;
+  m->ncand[f] = n;
+  memcpy(m->all + f * 8, m->cands, (size_t)n * sizeof *m->cands);
+  double vp = 0.0;
+  for (int s = 0; s < m->ns; s++)
+    m->obs[s] = 0.0;
+  for (int c = 0; c < n; c++) {
+    m->obs[hz_bin(&m->pc, m->cands[c].hz)] += m->cands[c].prob;
+    vp += m->cands[c].prob;
+  }
+  if (vp > 1.0)
+    vp = 1.0;
+  if (m->sal)
+    vp = ebb_pitch_salience_mix(m->sal + f * (size_t)m->nb, m->nb, m->sal_weight, vp, m->obs);
+  for (int s = 0; s < m->nb; s++) {
+    m->obs[s] = log(m->obs[s] + 1e-30);
+    m->obs[m->nb + s] = log((1.0 - vp) / m->nb + 1e-30);
+  }
+  return vp;
+}
+
+/* delta(f) from delta(f - 1): the best predecessor of every state */
+static void viterbi_step(pyin_model *m, size_t f) {
   const double lstay = log(1.0 - PY_SWITCH), lswitch = log(PY_SWITCH);
-  for (size_t f = 0; f < nf; f++) {
-    const float *d = cmndf + f * (size_t)row;
-    int n = frame_db(padded, g, f) < p->silence_db ? 0 : pyin_frame(&pc, d, g, tbuf, pbuf, cands);
-    /* keep the 8 most probable */
-    for (int a = 0; a < n; a++)
-      for (int b = a + 1; b < n; b++)
-        if (cands[b].prob > cands[a].prob) {
-          cand t = cands[a];
-          cands[a] = cands[b];
-          cands[b] = t;
+  int nb = m->nb;
+  uint16_t *bk = m->back + f * (size_t)m->ns;
+  for (int v = 0; v < 2; v++)
+    for (int k = 0; k < nb; k++) {
+      double best = -INFINITY;
+      int arg = v * nb + k;
+      int lo = k - PY_MAX_STEP < 0 ? 0 : k - PY_MAX_STEP;
+      int hi = k + PY_MAX_STEP >= nb ? nb - 1 : k + PY_MAX_STEP;
+      for (int j = lo; j <= hi; j++) {
+        double lt = m->logt[(size_t)j * m->width + (k - j) + PY_MAX_STEP];
+        double same = m->delta[v * nb + j] + lt + lstay;
+        double other = m->delta[(1 - v) * nb + j] + lt + lswitch;
+        if (same > best) {
+          best = same;
+          arg = v * nb + j;
         }
-    if (n > 8)
-      n = 8;
-    ncand[f] = n;
-    memcpy(all + f * 8, cands, (size_t)n * sizeof *cands);
-    double vp = 0.0;
-    for (int s = 0; s < ns; s++)
-      obs[s] = 0.0;
-    for (int c = 0; c < n; c++) {
-      obs[hz_bin(&pc, cands[c].hz)] += cands[c].prob;
-      vp += cands[c].prob;
-    }
-    if (vp > 1.0)
-      vp = 1.0;
-    frames[3 * f + 0] = (float)((double)f * g->hop / g->rate);
-    frames[3 * f + 2] = (float)vp;
-    for (int s = 0; s < nb; s++) {
-      obs[s] = log(obs[s] + 1e-30);
-      obs[nb + s] = log((1.0 - vp) / nb + 1e-30);
-    }
-    uint16_t *bk = back + f * (size_t)ns;
-    if (f == 0) {
-      for (int s = 0; s < ns; s++) {
-        delta[s] = -log((double)ns) + obs[s];
-        bk[s] = (uint16_t)s;
-      }
-      continue;
-    }
-    for (int v = 0; v < 2; v++)
-      for (int k = 0; k < nb; k++) {
-        double best = -INFINITY;
-        int arg = v * nb + k;
-        int lo = k - PY_MAX_STEP < 0 ? 0 : k - PY_MAX_STEP;
-        int hi = k + PY_MAX_STEP >= nb ? nb - 1 : k + PY_MAX_STEP;
-        for (int j = lo; j <= hi; j++) {
-          double lt = logt[(size_t)j * width + (k - j) + PY_MAX_STEP];
-          double same = delta[v * nb + j] + lt + lstay;
-          double other = delta[(1 - v) * nb + j] + lt + lswitch;
-          if (same > best) {
-            best = same;
-            arg = v * nb + j;
-          }
-          if (other > best) {
-            best = other;
-            arg = (1 - v) * nb + j;
-          }
+        if (other > best) {
+          best = other;
+          arg = (1 - v) * nb + j;
         }
-        next[v * nb + k] = best + obs[v * nb + k];
-        bk[v * nb + k] = (uint16_t)arg;
       }
-    double *t = delta;
-    delta = next;
-    next = t;
-  }
+      m->next[v * nb + k] = best + m->obs[v * nb + k];
+      bk[v * nb + k] = (uint16_t)arg;
+    }
+  double *t = m->delta;
+  m->delta = m->next;
+  m->next = t;
+}
+
+/* The best path back from the end: a voiced frame reports the strongest
+ * candidate within 2 bins of its state, else the bin centre. */
+static void backtrack(const pyin_model *m, const ebb_pitch_params *p, float *frames) {
   int s = 0;
-  for (int k = 1; k < ns; k++)
-    if (delta[k] > delta[s])
+  for (int k = 1; k < m->ns; k++)
+    if (m->delta[k] > m->delta[s])
       s = k;
-  for (size_t f = nf; f-- > 0;) {
+  for (size_t f = m->nf; f-- > 0;) {
     float hz = 0.0f;
-    if (s < nb) {
+    if (s < m->nb) {
       hz = (float)(p->fmin * pow(2.0, s * PY_CENTS_PER_BIN / 1200.0));
       float bestp = 0.0f;
-      for (int c = 0; c < ncand[f]; c++) {
-        const cand *cc = &all[f * 8 + c];
-        if (abs(hz_bin(&pc, cc->hz) - s) <= 2 && cc->prob > bestp) {
+      for (int c = 0; c < m->ncand[f]; c++) {
+        const cand *cc = &m->all[f * 8 + c];
+        if (abs(hz_bin(&m->pc, cc->hz) - s) <= 2 && cc->prob > bestp) {
           bestp = cc->prob;
           hz = cc->hz;
         }
       }
     }
     frames[3 * f + 1] = hz;
-    s = back[f * (size_t)ns + s];
+    s = m->back[f * (size_t)m->ns + s];
   }
-  rc = 0;
-done:
-  ebb_st_free(tbuf);
-  ebb_st_free(pbuf);
-  ebb_st_free(cands);
-  ebb_st_free(ncand);
-  ebb_st_free(all);
-  ebb_st_free(logt);
-  ebb_st_free(obs);
-  ebb_st_free(delta);
-  ebb_st_free(next);
-  ebb_st_free(back);
-  return rc;
+}
+
+static int pyin_track(const float *cmndf, const float *padded, const ebb_pitch_geom *g,
+                      const ebb_pitch_params *p, const float *sal, float *frames) {
+  pyin_model m;
+  int rc = model_init(&m, g, p);
+  if (rc)
+    return rc;
+  m.sal = sal;
+  m.sal_weight = p->salience_weight;
+  for (size_t f = 0; f < m.nf; f++) {
+    double vp = frame_observation(&m, cmndf, padded, g, p, f);
+    frames[3 * f + 0] = (float)((double)f * g->hop / g->rate);
+    frames[3 * f + 2] = (float)vp;
+    if (f > 0) {
+      viterbi_step(&m, f);
+      continue;
+    }
+    for (int s = 0; s < m.ns; s++) {
+      m.delta[s] = -log((double)m.ns) + m.obs[s];
+      m.back[s] = (uint16_t)s;
+    }
+  }
+  if (m.nf)
+    backtrack(&m, p, frames);
+  model_free(&m);
+  return 0;
 }
 
 /* Plain YIN (steps 4-5 of the paper): the first trough below the threshold,
@@ -407,20 +468,31 @@ static int yin_track(const float *cmndf, const float *padded, const ebb_pitch_ge
 
 int ebb_pitch_track(const float *cmndf, const float *padded, const ebb_pitch_geom *g,
                     const ebb_pitch_params *p, float *frames) {
-  if (p->method == EBB_PITCH_YIN)
-    return yin_track(cmndf, padded, g, p, frames);
-  if (2 * (1200.0 * log2(p->fmax / p->fmin) / PY_CENTS_PER_BIN + 1) > 65535)
-    return ebb_seterr(EBB_EINVAL, "pitch: fmin..fmax spans too many octaves for pYIN");
-  int rc = pyin_track(cmndf, padded, g, p, frames);
-  if (rc || !(p->gate_voicing > 0.0 || p->gate_range_db > 0.0))
-    return rc;
+  return ebb_pitch_track_salience(cmndf, padded, g, p, NULL, frames);
+}
+
+/* The note gate (pitch_notes.c) with each frame's level. */
+static int gate_track(const float *padded, const ebb_pitch_geom *g, const ebb_pitch_params *p,
+                      float *frames) {
   float *db = ebb_st_malloc((g->n_frames ? g->n_frames : 1) * sizeof *db);
   if (!db)
     return ebb_seterr(EBB_ENOMEM, "pitch: out of memory for %zu frame levels", g->n_frames);
   for (size_t f = 0; f < g->n_frames; f++)
     db[f] = (float)frame_db(padded, g, f);
-  rc = ebb_pitch_gate(frames, g->n_frames, db, p);
+  int rc = ebb_pitch_gate(frames, g->n_frames, db, p);
   ebb_st_free(db);
+  return rc;
+}
+
+int ebb_pitch_track_salience(const float *cmndf, const float *padded, const ebb_pitch_geom *g,
+                             const ebb_pitch_params *p, const float *sal, float *frames) {
+  if (p->method == EBB_PITCH_YIN)
+    return yin_track(cmndf, padded, g, p, frames);
+  if (2 * (1200.0 * log2(p->fmax / p->fmin) / PY_CENTS_PER_BIN + 1) > 65535)
+    return ebb_seterr(EBB_EINVAL, "pitch: fmin..fmax spans too many octaves for pYIN");
+  int rc = pyin_track(cmndf, padded, g, p, sal, frames);
+  if (!rc && (p->gate_voicing > 0.0 || p->gate_range_db > 0.0))
+    rc = gate_track(padded, g, p, frames);
   return rc;
 }
 

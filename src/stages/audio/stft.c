@@ -14,6 +14,13 @@
  * parallel jobs, so planning and destroying plans is serialised. */
 static pthread_mutex_t plan_lock = PTHREAD_MUTEX_INITIALIZER;
 
+void ebb_fftw_plan_lock(int lock) {
+  if (lock)
+    pthread_mutex_lock(&plan_lock);
+  else
+    pthread_mutex_unlock(&plan_lock);
+}
+
 int ebb_stft_shape_init(ebb_stft_shape *s, int n, int hop, long long nx) {
   memset(s, 0, sizeof *s);
   int log2n = 0;

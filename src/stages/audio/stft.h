@@ -37,6 +37,10 @@ void ebb_stft_twiddles(int n, float *tw);
  * be NULL. Caller owns all buffers. */
 int ebb_stft_forward_cpu(const ebb_stft_shape *s, const float *x, float *spec, float *mag);
 
+/* FFTW's planner is not thread-safe: whoever plans or destroys a plan holds
+ * this lock (1: take it, 0: give it back). */
+void ebb_fftw_plan_lock(int lock);
+
 /* Inverse STFT of spec (nframes * nbins complex) into y (s->nx samples). */
 int ebb_stft_inverse_cpu(const ebb_stft_shape *s, const float *spec, float *y);
 

@@ -235,11 +235,31 @@ static int apply_language_hint(char **json, const char *language) {
   return rc;
 }
 
-int ebb_transcribe_request(const ebb_transcribe_opts *o, const float *mono, uint64_t frames,
-                           uint32_t rate, char **transcript_json, ebb_transcribe_stats *stats) {
-  ebb_transcribe_stats st_local;
-  ebb_transcribe_stats *st = stats ? stats : &st_local;
-  memset(st, 0, sizeof *st);
+/* One request's state: what the attempts share and what `done` frees. */
+typedef struct request {
+  const ebb_transcribe_opts *o;
+  char url[512]; /* redacted, for messages */
+  ebb_whisper_protocol proto;
+  double timeout, ctimeout;
+  CURL *h;
+  curl_mime *form;
+  struct curl_slist *hdrs;
+  char *auth;
+  membuf body;
+  xfer x;
+  char errbuf[CURL_ERROR_SIZE];
+} request;
+
+static void request_free(request *r) {
+  free(r->body.p);
+  free(r->auth);
+  curl_easy_cleanup(r->h); /* before the form and headers it points at */
+  curl_mime_free(r->form);
+  curl_slist_free_all(r->hdrs);
+}
+
+static int check_request(const ebb_transcribe_opts *o, const float *mono, uint64_t frames,
+                         uint32_t rate, char **transcript_json) {
   if (!o || !transcript_json || (frames && !mono) || rate == 0)
     return ebb_seterr(EBB_EINVAL, "transcribe: bad arguments");
   if (!o->url || !*o->url)
@@ -247,161 +267,168 @@ int ebb_transcribe_request(const ebb_transcribe_opts *o, const float *mono, uint
   if (strncmp(o->url, "http://", 7) && strncmp(o->url, "https://", 8))
     return ebb_seterr(EBB_ECONFIG, "transcribe: url \"%s\" is not an http:// or https:// URL",
                       o->url);
+  return 0;
+}
 
-  char url[512];
-  redact_url(o->url, url, sizeof url);
-  ebb_whisper_protocol proto = ebb_whisper_protocol_resolve(o->protocol, o->url);
-  double timeout = o->timeout_s > 0 ? o->timeout_s : 600.0;
-  double ctimeout = o->connect_timeout_s > 0 ? o->connect_timeout_s : 10.0;
-  int retries = o->retries > 0 ? o->retries : 0;
-  double backoff = o->backoff_s > 0 ? o->backoff_s : 0.5;
-
-  int rc = 0;
+/* The upload: mono 16 kHz 16-bit WAV. *wav is malloc'd (caller frees). */
+static int encode_upload(const float *mono, uint64_t frames, uint32_t rate, unsigned char **wav,
+                         size_t *wav_len) {
   float *pcm16k = NULL;
   uint64_t n16k = 0;
-  unsigned char *wav = NULL;
-  size_t wav_len = 0;
-  CURL *h = NULL;
-  curl_mime *form = NULL;
-  struct curl_slist *hdrs = NULL;
-  char *auth = NULL;
-  membuf body = {0};
-  char errbuf[CURL_ERROR_SIZE];
-
-  if ((rc = ebb_pcm_to_mono_rate(mono, frames, 1, rate, WHISPER_RATE, &pcm16k, &n16k)) ||
-      (rc = ebb_wav_encode_s16(pcm16k, n16k, 1, WHISPER_RATE, &wav, &wav_len))) {
-    ebb_errctx(rc, "transcribe: ");
-    goto done;
-  }
+  int rc = ebb_pcm_to_mono_rate(mono, frames, 1, rate, WHISPER_RATE, &pcm16k, &n16k);
+  if (!rc)
+    rc = ebb_wav_encode_s16(pcm16k, n16k, 1, WHISPER_RATE, wav, wav_len);
   free(pcm16k);
-  pcm16k = NULL;
-  st->upload_bytes = wav_len;
+  return rc ? ebb_errctx(rc, "transcribe: ") : 0;
+}
 
-  pthread_once(&curl_once, curl_init);
-  if (curl_init_rc != CURLE_OK) {
-    rc = ebb_seterr(EBB_ENOLIB, "transcribe: libcurl failed to initialise: %s",
-                    curl_easy_strerror(curl_init_rc));
-    goto done;
-  }
-  if (!(h = curl_easy_init())) {
-    rc = ebb_seterr(EBB_ENOMEM, "transcribe: cannot create a libcurl handle");
-    goto done;
-  }
-  if ((rc = build_form(h, o, proto, wav, wav_len, &form)))
-    goto done;
-  free(wav); /* curl_mime_data copied it */
-  wav = NULL;
-
-  hdrs = curl_slist_append(hdrs, "Expect:"); /* no 1 s wait for "100 Continue" */
+static int build_headers(request *r) {
+  const ebb_transcribe_opts *o = r->o;
+  struct curl_slist *hdrs = curl_slist_append(NULL, "Expect:"); /* no 1 s "100 Continue" wait */
   hdrs = hdrs ? curl_slist_append(hdrs, "Accept: application/json") : NULL;
   if (hdrs && o->api_key && *o->api_key) {
     size_t n = strlen(o->api_key) + 32;
-    if ((auth = malloc(n))) {
-      snprintf(auth, n, "Authorization: Bearer %s", o->api_key);
-      struct curl_slist *t = curl_slist_append(hdrs, auth);
-      if (!t) {
+    if ((r->auth = malloc(n))) {
+      snprintf(r->auth, n, "Authorization: Bearer %s", o->api_key);
+      struct curl_slist *t = curl_slist_append(hdrs, r->auth);
+      if (!t)
         curl_slist_free_all(hdrs);
-        hdrs = NULL;
-      } else {
-        hdrs = t;
-      }
+      hdrs = t;
     }
   }
-  if (!hdrs || (o->api_key && *o->api_key && !auth)) {
-    rc = ebb_seterr(EBB_ENOMEM, "transcribe: cannot build request headers");
-    goto done;
-  }
+  r->hdrs = hdrs;
+  if (!hdrs || (o->api_key && *o->api_key && !r->auth))
+    return ebb_seterr(EBB_ENOMEM, "transcribe: cannot build request headers");
+  return 0;
+}
 
-  xfer x = {.o = o};
-  curl_easy_setopt(h, CURLOPT_URL, o->url);
-  curl_easy_setopt(h, CURLOPT_MIMEPOST, form);
-  curl_easy_setopt(h, CURLOPT_HTTPHEADER, hdrs);
+/* A libcurl handle with the form (takes a copy of the WAV) and headers. */
+static int setup_handle(request *r, const unsigned char *wav, size_t wav_len) {
+  pthread_once(&curl_once, curl_init);
+  if (curl_init_rc != CURLE_OK)
+    return ebb_seterr(EBB_ENOLIB, "transcribe: libcurl failed to initialise: %s",
+                      curl_easy_strerror(curl_init_rc));
+  if (!(r->h = curl_easy_init()))
+    return ebb_seterr(EBB_ENOMEM, "transcribe: cannot create a libcurl handle");
+  int rc = build_form(r->h, r->o, r->proto, wav, wav_len, &r->form);
+  if (rc || (rc = build_headers(r)))
+    return rc;
+  CURL *h = r->h;
+  curl_easy_setopt(h, CURLOPT_URL, r->o->url);
+  curl_easy_setopt(h, CURLOPT_MIMEPOST, r->form);
+  curl_easy_setopt(h, CURLOPT_HTTPHEADER, r->hdrs);
   curl_easy_setopt(h, CURLOPT_USERAGENT, "ebb-transcribe/1");
   curl_easy_setopt(h, CURLOPT_NOSIGNAL, 1L);
-  curl_easy_setopt(h, CURLOPT_TIMEOUT_MS, (long)(timeout * 1000.0));
-  curl_easy_setopt(h, CURLOPT_CONNECTTIMEOUT_MS, (long)(ctimeout * 1000.0));
+  curl_easy_setopt(h, CURLOPT_TIMEOUT_MS, (long)(r->timeout * 1000.0));
+  curl_easy_setopt(h, CURLOPT_CONNECTTIMEOUT_MS, (long)(r->ctimeout * 1000.0));
   curl_easy_setopt(h, CURLOPT_NOPROGRESS, 0L);
   curl_easy_setopt(h, CURLOPT_XFERINFOFUNCTION, on_xferinfo);
-  curl_easy_setopt(h, CURLOPT_XFERINFODATA, &x);
+  curl_easy_setopt(h, CURLOPT_XFERINFODATA, &r->x);
   curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, on_write);
-  curl_easy_setopt(h, CURLOPT_WRITEDATA, &body);
-  curl_easy_setopt(h, CURLOPT_ERRORBUFFER, errbuf);
+  curl_easy_setopt(h, CURLOPT_WRITEDATA, &r->body);
+  curl_easy_setopt(h, CURLOPT_ERRORBUFFER, r->errbuf);
 #if LIBCURL_VERSION_NUM >= 0x075500
   curl_easy_setopt(h, CURLOPT_PROTOCOLS_STR, "http,https");
 #endif
+  return 0;
+}
 
+/* What went wrong with an attempt that got no 2xx answer: the message, the
+ * error code and whether another attempt can help. */
+static void classify_failure(const request *r, CURLcode cc, long status, char *what, size_t n,
+                             int *code, int *retry) {
+  *retry = 0;
+  *code = EBB_EIO;
+  if (cc == CURLE_OK) {
+    char msg[400];
+    error_message(&r->body, msg, sizeof msg);
+    snprintf(what, n, "%s answered HTTP %ld: %s", r->url, status, msg);
+    *retry = status >= 500 || status == 429;
+    *code = (status == 401 || status == 403 || status == 404) ? EBB_ECONFIG : EBB_EPROTO;
+    return;
+  }
+  if (r->body.too_big) {
+    snprintf(what, n, "%s answered more than %u MiB", r->url, MAX_ANSWER_BYTES >> 20);
+    *code = EBB_EPROTO;
+    return;
+  }
+  const char *detail = r->errbuf[0] ? r->errbuf : curl_easy_strerror(cc);
+  *retry = retryable_curl(cc);
+  if (cc == CURLE_OPERATION_TIMEDOUT) {
+    *code = EBB_ETIMEDOUT;
+    snprintf(what, n, "%s timed out (timeout_s %.3g, connect_timeout_s %.3g): %s", r->url,
+             r->timeout, r->ctimeout, detail);
+  } else if (cc == CURLE_COULDNT_CONNECT) {
+    snprintf(what, n, "cannot connect to %s: %s", r->url, detail);
+  } else if (cc == CURLE_GOT_NOTHING) {
+    snprintf(what, n, "%s closed the connection without an answer: %s", r->url, detail);
+  } else {
+    snprintf(what, n, "request to %s failed: %s", r->url, detail);
+  }
+}
+
+/* Attempts until an answer parses, an error is final, or the retries are
+ * spent (backoff doubling from backoff_s). */
+static int perform(request *r, char **transcript_json, ebb_transcribe_stats *st) {
+  const ebb_transcribe_opts *o = r->o;
+  int retries = o->retries > 0 ? o->retries : 0;
+  double backoff = o->backoff_s > 0 ? o->backoff_s : 0.5;
   for (int attempt = 1;; attempt++) {
-    body.n = 0;
-    body.too_big = 0;
-    errbuf[0] = 0;
+    r->body.n = 0;
+    r->body.too_big = 0;
+    r->errbuf[0] = 0;
     st->http_status = 0;
     st->attempts = attempt;
-    CURLcode cc = curl_easy_perform(h);
-    if (x.cancelled || cc == CURLE_ABORTED_BY_CALLBACK) {
-      rc = ebb_seterr(EBB_ECANCELED, "transcribe: cancelled while waiting for %s (attempt %d)",
-                      url, attempt);
-      goto done;
+    CURLcode cc = curl_easy_perform(r->h);
+    if (r->x.cancelled || cc == CURLE_ABORTED_BY_CALLBACK)
+      return ebb_seterr(EBB_ECANCELED, "transcribe: cancelled while waiting for %s (attempt %d)",
+                        r->url, attempt);
+    long status = 0;
+    if (cc == CURLE_OK) {
+      curl_easy_getinfo(r->h, CURLINFO_RESPONSE_CODE, &status);
+      st->http_status = status;
+    }
+    if (cc == CURLE_OK && status >= 200 && status < 300) {
+      int rc = ebb_transcribe_parse(r->body.p, r->body.n, r->proto, r->url, transcript_json,
+                                    &st->words_dropped, o->log, o->log_arg);
+      return rc ? rc : apply_language_hint(transcript_json, o->language);
     }
     char what[1400];
-    int retry = 0, code = EBB_EIO;
-    if (cc == CURLE_OK) {
-      long status = 0;
-      curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &status);
-      st->http_status = status;
-      if (status >= 200 && status < 300) {
-        rc = ebb_transcribe_parse(body.p, body.n, proto, url, transcript_json, &st->words_dropped,
-                                  o->log, o->log_arg);
-        if (!rc)
-          rc = apply_language_hint(transcript_json, o->language);
-        goto done;
-      }
-      char msg[400];
-      error_message(&body, msg, sizeof msg);
-      snprintf(what, sizeof what, "%s answered HTTP %ld: %s", url, status, msg);
-      retry = status >= 500 || status == 429;
-      code = (status == 401 || status == 403 || status == 404) ? EBB_ECONFIG : EBB_EPROTO;
-    } else if (body.too_big) {
-      snprintf(what, sizeof what, "%s answered more than %u MiB", url, MAX_ANSWER_BYTES >> 20);
-      code = EBB_EPROTO;
-    } else {
-      const char *detail = errbuf[0] ? errbuf : curl_easy_strerror(cc);
-      retry = retryable_curl(cc);
-      if (cc == CURLE_OPERATION_TIMEDOUT) {
-        code = EBB_ETIMEDOUT;
-        snprintf(what, sizeof what, "%s timed out (timeout_s %.3g, connect_timeout_s %.3g): %s",
-                 url, timeout, ctimeout, detail);
-      } else if (cc == CURLE_COULDNT_CONNECT) {
-        snprintf(what, sizeof what, "cannot connect to %s: %s", url, detail);
-      } else if (cc == CURLE_GOT_NOTHING) {
-        snprintf(what, sizeof what, "%s closed the connection without an answer: %s", url,
-                 detail);
-      } else {
-        snprintf(what, sizeof what, "request to %s failed: %s", url, detail);
-      }
-    }
-    if (!retry || attempt > retries) {
-      if (attempt > 1)
-        rc = ebb_seterr(code, "transcribe: %s (after %d attempts)", what, attempt);
-      else
-        rc = ebb_seterr(code, "transcribe: %s", what);
-      goto done;
-    }
+    int retry, code;
+    classify_failure(r, cc, status, what, sizeof what, &code, &retry);
+    if (!retry || attempt > retries)
+      return attempt > 1 ? ebb_seterr(code, "transcribe: %s (after %d attempts)", what, attempt)
+                         : ebb_seterr(code, "transcribe: %s", what);
     logf_(o, 2, "attempt %d of %d failed: %s; retrying in %.2g s", attempt, retries + 1, what,
           backoff);
-    if (backoff_sleep(o, backoff)) {
-      rc = ebb_seterr(EBB_ECANCELED, "transcribe: cancelled while waiting to retry %s", url);
-      goto done;
-    }
+    if (backoff_sleep(o, backoff))
+      return ebb_seterr(EBB_ECANCELED, "transcribe: cancelled while waiting to retry %s", r->url);
     backoff *= 2;
   }
+}
 
-done:
-  free(body.p);
-  free(auth);
-  curl_easy_cleanup(h); /* before the form and headers it points at */
-  curl_mime_free(form);
-  curl_slist_free_all(hdrs);
-  free(wav);
-  free(pcm16k);
+int ebb_transcribe_request(const ebb_transcribe_opts *o, const float *mono, uint64_t frames,
+                           uint32_t rate, char **transcript_json, ebb_transcribe_stats *stats) {
+  ebb_transcribe_stats st_local;
+  ebb_transcribe_stats *st = stats ? stats : &st_local;
+  memset(st, 0, sizeof *st);
+  int rc = check_request(o, mono, frames, rate, transcript_json);
+  if (rc)
+    return rc;
+  request r = {.o = o, .x = {.o = o}};
+  redact_url(o->url, r.url, sizeof r.url);
+  r.proto = ebb_whisper_protocol_resolve(o->protocol, o->url);
+  r.timeout = o->timeout_s > 0 ? o->timeout_s : 600.0;
+  r.ctimeout = o->connect_timeout_s > 0 ? o->connect_timeout_s : 10.0;
+  unsigned char *wav = NULL;
+  size_t wav_len = 0;
+  if (!(rc = encode_upload(mono, frames, rate, &wav, &wav_len))) {
+    st->upload_bytes = wav_len;
+    rc = setup_handle(&r, wav, wav_len);
+    free(wav); /* curl_mime_data copied it */
+  }
+  if (!rc)
+    rc = perform(&r, transcript_json, st);
+  request_free(&r);
   return rc;
 }

@@ -1,0 +1,217 @@
+/* Melody salience for the pitch stage (pitch.h): harmonic summation over the
+ * spectral peaks of the mixture, after J. Salamon and E. Gómez, "Melody
+ * Extraction from Polyphonic Music Signals using Pitch Contour
+ * Characteristics", IEEE TASLP 20(6), 2012 (section II-A/B).
+ *
+ * Why: pYIN on the separated vocals loses a melody that `separate` removed
+ * with the repeating accompaniment (a melody note that doubles a chord tone,
+ * a soft instrument under the band), and on the mix it follows the loudest
+ * periodic source. The salience of an f0 is the weighted energy of the
+ * spectral peaks at its harmonics; folded into pYIN's observation it lets the
+ * Viterbi path follow the melody where the vocals lost it.
+ *
+ * Per frame (centred on sample f*hop, as the pitch frames): a Hann window of
+ * 64 ms zero-padded 4x, spectral peaks within 40 dB of the frame's strongest
+ * (frequency by parabolic interpolation of the log magnitude, 55 Hz..5 kHz),
+ * and for each peak and harmonic h = 1..SAL_H the weight
+ * cos^2(pi/2 * d) * SAL_ALPHA^(h-1) * magnitude added to every pYIN bin
+ * (10 cents) within d < 1 semitone of peak/h. */
+#include <fftw3.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "ebb/error.h"
+#include "stages/audio/pitch.h"
+#include "stages/audio/stft.h"
+#include "stages/audio/st_util.h"
+
+#define SAL_H 3
+#define SAL_ALPHA 0.8
+#define SAL_RANGE_DB 40.0
+#define SAL_MAXPEAKS 48
+#define SAL_SHARPEN 4.0   /* row^4: the salience's share goes to its peaks */
+#define SAL_VOICE_DB 12.0 /* frames this far below the loud frames: no voicing */
+
+typedef struct sal_fft {
+  int win, nfft, nbins;
+  float *w, *in;
+  fftwf_complex *out;
+  fftwf_plan plan;
+  float *mag;
+} sal_fft;
+
+static void fft_free(sal_fft *s) {
+  if (s->plan) {
+    ebb_fftw_plan_lock(1);
+    fftwf_destroy_plan(s->plan);
+    ebb_fftw_plan_lock(0);
+  }
+  fftwf_free(s->in);
+  fftwf_free(s->out);
+  ebb_st_free(s->w);
+  ebb_st_free(s->mag);
+  memset(s, 0, sizeof *s); /* a second call frees nothing */
+}
+
+static int fft_init(sal_fft *s, uint32_t rate) {
+  memset(s, 0, sizeof *s);
+  s->win = 64;
+  while (s->win < 4096 && s->win < (int)(0.064 * rate))
+    s->win *= 2;
+  s->nfft = 4 * s->win;
+  s->nbins = s->nfft / 2 + 1;
+  s->w = ebb_st_malloc((size_t)s->win * sizeof *s->w);
+  s->mag = ebb_st_malloc((size_t)s->nbins * sizeof *s->mag);
+  s->in = fftwf_malloc((size_t)s->nfft * sizeof *s->in);
+  s->out = fftwf_malloc((size_t)s->nbins * sizeof *s->out);
+  if (s->w && s->mag && s->in && s->out) {
+    ebb_fftw_plan_lock(1);
+    s->plan = fftwf_plan_dft_r2c_1d(s->nfft, s->in, s->out, FFTW_ESTIMATE);
+    ebb_fftw_plan_lock(0);
+  }
+  if (!s->plan) {
+    fft_free(s);
+    return ebb_seterr(EBB_ENOMEM, "pitch: out of memory for the salience FFT");
+  }
+  ebb_stft_hann(s->win, s->w);
+  return 0;
+}
+
+/* |X| of the frame centred on sample c */
+static void frame_mag(sal_fft *s, const float *x, uint64_t n, long long c) {
+  memset(s->in, 0, (size_t)s->nfft * sizeof *s->in);
+  for (int i = 0; i < s->win; i++) {
+    long long t = c - s->win / 2 + i;
+    s->in[i] = t >= 0 && t < (long long)n ? x[t] * s->w[i] : 0.0f;
+  }
+  fftwf_execute(s->plan);
+  for (int k = 0; k < s->nbins; k++)
+    s->mag[k] = hypotf(s->out[k][0], s->out[k][1]);
+}
+
+typedef struct peak {
+  float hz, amp;
+} peak;
+
+static int cmp_peak(const void *a, const void *b) {
+  float x = ((const peak *)a)->amp, y = ((const peak *)b)->amp;
+  return (x < y) - (x > y);
+}
+
+/* the frame's spectral peaks, strongest first, at most SAL_MAXPEAKS */
+static int find_peaks(const sal_fft *s, uint32_t rate, peak *pk) {
+  const float *m = s->mag;
+  float top = 0.0f;
+  for (int k = 1; k < s->nbins; k++)
+    top = fmaxf(top, m[k]);
+  float floor_amp = top * (float)pow(10.0, -SAL_RANGE_DB / 20.0);
+  int klo = (int)(55.0 * s->nfft / rate) + 1, khi = (int)(5000.0 * s->nfft / rate), n = 0;
+  if (khi > s->nbins - 2)
+    khi = s->nbins - 2;
+  static const int cap = 512;
+  peak all[512];
+  for (int k = klo; k <= khi && n < cap; k++)
+    if (m[k] > floor_amp && m[k] > m[k - 1] && m[k] >= m[k + 1]) {
+      double a = log(m[k - 1] + 1e-12), b = log(m[k] + 1e-12), c = log(m[k + 1] + 1e-12);
+      double den = a - 2.0 * b + c, off = den < 0.0 ? 0.5 * (a - c) / den : 0.0;
+      all[n++] = (peak){.hz = (float)((k + off) * rate / s->nfft), .amp = m[k]};
+    }
+  qsort(all, (size_t)n, sizeof *all, cmp_peak);
+  if (n > SAL_MAXPEAKS)
+    n = SAL_MAXPEAKS;
+  memcpy(pk, all, (size_t)n * sizeof *pk);
+  return n;
+}
+
+static void harmonic_sum(const peak *pk, int np, double fmin, int nb, float *row) {
+  for (int b = 0; b < nb; b++)
+    row[b] = 0.0f;
+  for (int i = 0; i < np; i++)
+    for (int h = 1; h <= SAL_H; h++) {
+      double c = 120.0 * log2(pk[i].hz / h / fmin); /* in 10-cent bins */
+      double wh = pow(SAL_ALPHA, h - 1) * pk[i].amp;
+      int lo = (int)ceil(c - 10.0), hi = (int)floor(c + 10.0);
+      for (int b = lo < 0 ? 0 : lo; b <= hi && b < nb; b++) {
+        double d = fabs(b - c) / 10.0, w = cos(d * M_PI / 2.0);
+        row[b] += (float)(w * w * wh);
+      }
+    }
+}
+
+static int cmp_float(const void *a, const void *b) {
+  float x = *(const float *)a, y = *(const float *)b;
+  return (x > y) - (x < y);
+}
+
+/* Each row becomes (row / its max)^SAL_SHARPEN scaled to sum to the frame's
+ * voicing: 1 at the loud frames' salience (95th percentile), 0 at
+ * SAL_VOICE_DB below. */
+static int normalise_rows(float *sal, size_t nf, int nb) {
+  float *top = ebb_st_malloc((nf ? nf : 1) * sizeof *top), *tmp = ebb_st_malloc((nf ? nf : 1) * sizeof *tmp);
+  if (!top || !tmp) {
+    ebb_st_free(top);
+    ebb_st_free(tmp);
+    return ebb_seterr(EBB_ENOMEM, "pitch: out of memory for %zu salience frames", nf);
+  }
+  for (size_t f = 0; f < nf; f++) {
+    top[f] = 0.0f;
+    for (int b = 0; b < nb; b++)
+      top[f] = fmaxf(top[f], sal[f * nb + b]);
+  }
+  memcpy(tmp, top, nf * sizeof *tmp);
+  qsort(tmp, nf, sizeof *tmp, cmp_float);
+  double loud = nf ? tmp[(size_t)(0.95 * (double)(nf - 1))] : 0.0;
+  for (size_t f = 0; f < nf; f++) {
+    float *row = sal + f * nb;
+    double v = top[f] > 0.0f && loud > 0.0 ? 1.0 + 20.0 * log10(top[f] / loud) / SAL_VOICE_DB : 0;
+    v = v < 0.0 ? 0.0 : v > 1.0 ? 1.0 : v;
+    double sum = 0.0;
+    for (int b = 0; b < nb; b++) {
+      row[b] = top[f] > 0.0f ? (float)pow(row[b] / top[f], SAL_SHARPEN) : 0.0f;
+      sum += row[b];
+    }
+    for (int b = 0; b < nb; b++)
+      row[b] = sum > 0.0 ? (float)(row[b] * v / sum) : 0.0f;
+  }
+  ebb_st_free(top);
+  ebb_st_free(tmp);
+  return 0;
+}
+
+int ebb_pitch_salience(const float *x, uint64_t n, uint32_t rate, const ebb_pitch_params *p,
+                       size_t n_frames, float **out) {
+  int nb = (int)floor(1200.0 * log2(p->fmax / p->fmin) / 10.0) + 1;
+  sal_fft s;
+  int rc = fft_init(&s, rate);
+  if (rc)
+    return rc;
+  float *sal = ebb_st_malloc((n_frames ? n_frames : 1) * (size_t)nb * sizeof *sal);
+  if (!sal) {
+    fft_free(&s);
+    return ebb_seterr(EBB_ENOMEM, "pitch: out of memory for the salience of %zu frames",
+                      n_frames);
+  }
+  peak pk[SAL_MAXPEAKS];
+  for (size_t f = 0; f < n_frames; f++) {
+    frame_mag(&s, x, n, (long long)f * p->hop);
+    harmonic_sum(pk, find_peaks(&s, rate, pk), p->fmin, nb, sal + f * (size_t)nb);
+  }
+  fft_free(&s);
+  if ((rc = normalise_rows(sal, n_frames, nb))) {
+    ebb_st_free(sal);
+    return rc;
+  }
+  *out = sal;
+  return 0;
+}
+
+double ebb_pitch_salience_mix(const float *row, int nb, double w, double vp, double *obs) {
+  double vs = 0.0;
+  for (int b = 0; b < nb; b++) {
+    obs[b] = (1.0 - w) * obs[b] + w * row[b];
+    vs += row[b];
+  }
+  double v = (1.0 - w) * vp + w * vs;
+  return v > 1.0 ? 1.0 : v;
+}
