@@ -66,9 +66,9 @@ static int evict(const ebb_place_dev *devs, size_t n, const ebb_place_job *job) 
 }
 
 int ebb_place(const ebb_place_dev *devs, size_t n, const ebb_place_job *job, ebb_place_how *how) {
-  int any = 0;
+  int any = 0; /* memory comes back (other processes end); pins and failures do not */
   for (size_t i = 0; i < n; i++)
-    if (ebb_place_could_fit(&devs[i], job))
+    if (ebb_place_eligible(&devs[i], job))
       any = 1;
   *how = any ? EBB_PLACE_WAIT : EBB_PLACE_NEVER;
   if (!any)

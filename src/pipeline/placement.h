@@ -47,7 +47,7 @@ typedef enum {
   EBB_PLACE_LOADED = 1, /* rule 1 */
   EBB_PLACE_FITS = 2,   /* rule 2: load next to what is there */
   EBB_PLACE_EVICT = 3,  /* rule 3: unload the idle pipelines there, then load */
-  EBB_PLACE_NEVER = 4,  /* no device it may use can ever take it (pins, failures) */
+  EBB_PLACE_NEVER = 4,  /* no device may run it (its pins, failed devices) */
 } ebb_place_how;
 
 /* The device index for the job (-1 with WAIT or NEVER) and how, in *how. */
