@@ -381,6 +381,44 @@ static void *worker(void *arg) {
   return NULL;
 }
 
+int ebb_queue_place_load(ebb_queue *q, const char *pipeline, size_t *index) {
+  *index = 0;
+  if (!q->place)
+    return 0;
+  pthread_mutex_lock(&q->lock);
+  size_t n = q->ndevs;
+  uint64_t free_b[16] = {0};
+  int known[16] = {0};
+  for (size_t i = 0; i < n; i++)
+    free_b[i] = ebb_driver_free(ebb_manager_device(q->devs[i].m), &known[i]);
+  ebb_place_dev pd[16];
+  picture(q, pipeline, free_b, known, pd);
+  qjob j = {.pipeline = (char *)pipeline, .queued_at = mono_s()};
+  ebb_place_job pj;
+  job_place(q, &j, mono_s(), &pj);
+  for (size_t i = 0; i < n; i++) /* a load may wait for a busy device's job */
+    if (pd[i].loaded && ebb_place_eligible(&pd[i], &pj)) {
+      *index = i;
+      pthread_mutex_unlock(&q->lock);
+      return 0;
+    }
+  ebb_place_how how;
+  int at = ebb_place(pd, n, &pj, &how);
+  if (at < 0) /* every device is busy: the idle ones' picture as if idle */
+    for (size_t i = 0; i < n; i++)
+      pd[i].idle = !pd[i].failed;
+  if (at < 0)
+    at = ebb_place(pd, n, &pj, &how);
+  pthread_mutex_unlock(&q->lock);
+  if (at < 0)
+    return ebb_seterr(how == EBB_PLACE_NEVER ? EBB_ENODEV : EBB_EOOM,
+                      "no device can take pipeline '%s' now (%s)", pipeline,
+                      how == EBB_PLACE_NEVER ? "its \"devices\" are failed or not served"
+                                             : "its predicted need fits nowhere");
+  *index = (size_t)at;
+  return 0;
+}
+
 json_t *ebb_queue_devices_json(ebb_queue *q) {
   json_t *a = json_array();
   pthread_mutex_lock(&q->lock);

@@ -38,6 +38,10 @@ typedef struct ebb_queue_opts {
  * cancelled, released and ends failed with EBB_ETIMEDOUT. */
 int ebb_queue_create(ebb_store *store, ebb_manager *const *ms, ebb_allocator *const *allocs,
                      size_t n, const ebb_queue_opts *o, ebb_queue **out);
+/* POST /v1/pipelines/NAME/load with several devices: the device index to
+ * load on (where it is loaded already, else placement as for a job, waiting
+ * for no busy device). One device: 0. EBB_EOOM / EBB_ENODEV when none can. */
+int ebb_queue_place_load(ebb_queue *q, const char *pipeline, size_t *index);
 /* [{"label","state":"idle"|"running"|"failed","job":ID|null,"error":MSG|null,
  *   "jobs_started":N}] one per device (new reference). */
 json_t *ebb_queue_devices_json(ebb_queue *q);

@@ -7,7 +7,9 @@
 #      out-of-memory; /v1/memory and /metrics show the four devices (a device
 #      label on every device series; promtool when installed); fakegpu-smi
 #      --id=N shows the server holding one pipeline on each device, and
-#      nothing on any device after SIGTERM (every release confirmed per device).
+#      nothing on any device after SIGTERM (every release confirmed per device);
+#      unloading A empties both its devices (fakegpu-smi --id), loading it
+#      again places it on one of them and the answer names the device.
 #   2. a process holding 7 GiB of device 2 (fakegpu-hold): nothing runs on
 #      cuda:2; once the hold ends, cuda:2 is used again.
 #   3. device 3 lost while a job runs there (fakegpu-smi --fake-lose-device):
@@ -139,6 +141,21 @@ for d in 0 1 2 3; do
   [ "$mib" -ge 4600 ] && [ "$mib" -le 5000 ] ||
     fail "phase 1: fakegpu-smi --id=$d: the server holds $mib MiB (expected one resident pipeline, ~4900)"
 done
+# unload A: gone from both its devices, confirmed per device by fakegpu-smi
+adevs=$(python3 -c '
+import json, sys
+print(" ".join(x["label"][5:] for x in json.loads(sys.argv[1])["devices"] if "A" in x["loaded"]))' "$mem")
+code=$(curl -s -o "$T/unload.json" -w '%{http_code}' -X POST "$URL/v1/pipelines/A/unload")
+[ "$code" = 200 ] || fail "unload A: $code $(cat "$T/unload.json")"
+for d in $adevs; do
+  [ "$(smi_server_mib "$d")" = 0 ] || fail "after unloading A: fakegpu-smi --id=$d still shows the server"
+done
+# load A again: placed on an empty device, which the answer names
+code=$(curl -s -o "$T/load.json" -w '%{http_code}' -X POST "$URL/v1/pipelines/A/load")
+ldev=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["device"])' "$T/load.json" 2>/dev/null)
+[ "$code" = 200 ] && [ -n "$ldev" ] || fail "load A: $code $(cat "$T/load.json")"
+case " $adevs " in *" ${ldev#cuda:} "*) ;; *) fail "load A went to $ldev, not to one of the emptied devices ($adevs)" ;; esac
+[ "$(smi_server_mib "${ldev#cuda:}")" -ge 4600 ] || fail "load A: fakegpu-smi --id=${ldev#cuda:} does not show it"
 stop
 for d in 0 1 2 3; do
   used=$("$FAKEGPU_SMI" --id=$d --query-gpu=memory.used --format=csv,noheader,nounits)
