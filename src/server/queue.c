@@ -309,8 +309,8 @@ static qjob *pick(ebb_queue *q, qdev *d, ebb_place_how *how) {
       unlink_job(q, j, NULL);
     return j;
   }
-  if (!q->head || d->running || d->failed)
-    return NULL;
+  if (!q->head || d->running) /* a failed device takes nothing but still fails the */
+    return NULL;                 /* jobs no device can run (when all have failed) */
   size_t n = q->ndevs, me = (size_t)(d - q->devs);
   uint64_t free_b[16] = {0};
   int known[16] = {0};
@@ -383,7 +383,7 @@ static void *worker(void *arg) {
 
 int ebb_queue_place_load(ebb_queue *q, const char *pipeline, size_t *index) {
   *index = 0;
-  if (!q->place)
+  if (!q || !q->place)
     return 0;
   pthread_mutex_lock(&q->lock);
   size_t n = q->ndevs;
