@@ -97,6 +97,19 @@ smi_server_mib() { # DEVICE: MiB this server holds there per fakegpu-smi --id
     awk -F', *' -v p="$SERVER_PID" '$1 == p {s += $2} END {print s + 0}'
 }
 
+# --- bad --devices: exit 2 naming what was wrong ----------------------------------
+bad_devices() { # WHAT ARGS...
+  local what=$1; shift
+  "$EBB" serve --listen 127.0.0.1:0 --data-dir "$T/bad" "$@" > "$T/bad.out" 2>&1
+  local rc=$?
+  [ $rc = 2 ] || fail "serve $*: exit $rc, expected 2 ($(cat "$T/bad.out"))"
+  grep -q -- "$what" "$T/bad.out" || fail "serve $*: the error does not name '$what': $(cat "$T/bad.out")"
+}
+bad_devices "'gpu1' is not all, cpu or cuda:N" --devices cuda:0,gpu1
+bad_devices "'cuda:1' is named twice" --devices cuda:1,cuda:1
+bad_devices "cuda:7" --devices cuda:0,cuda:7
+bad_devices "not both" --devices all --device cuda:0
+
 # --- 1. the workload -------------------------------------------------------------
 start "$T/cfg.json" "$T/log1"
 SERVER_PID=$SERVER
