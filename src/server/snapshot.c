@@ -72,9 +72,11 @@ static json_t *take(ebb_server *s) {
   json_t *devs = devices(s, &released);
   json_t *mem = json_deep_copy(json_array_get(devs, 0));
   json_object_set(mem, "devices", devs);
+  int sessions = 0;
+  for (size_t i = 0; i < s->ndev; i++)
+    sessions += ebb_sessions_leases(ebb_manager_sessions(s->ms[i]), NULL);
   return json_pack("{s:o,s:o,s:o,s:i,s:I,s:f}", "memory", mem, "devices", devs, "pipelines",
-                   pipelines(s), "sessions",
-                   ebb_sessions_leases(ebb_manager_sessions(s->m), NULL), "released_total",
+                   pipelines(s), "sessions", sessions, "released_total",
                    (json_int_t)released, "taken", ts.tv_sec + ts.tv_nsec / 1e9);
 }
 

@@ -2,14 +2,15 @@
 # ebb serve --devices on four fake devices of 8 GiB (context 300 MiB) with two
 # pipelines that need ~60 % of a device each (4400 MiB of weights + 200 MiB
 # of activations + the context; two never fit on one device):
-#   1. 16 jobs alternating A/B (run_ms 1000): all succeed, every device runs
+#   1. 12 jobs alternating A/B (run_ms 800): all succeed, every device runs
 #      jobs, at most 6 loads (pipelines stay resident where they are used), no
 #      out-of-memory; /v1/memory and /metrics show the four devices (a device
 #      label on every device series; promtool when installed); fakegpu-smi
 #      --id=N shows the server holding one pipeline on each device, and
 #      nothing on any device after SIGTERM (every release confirmed per device);
 #      unloading A empties both its devices (fakegpu-smi --id), loading it
-#      again places it on one of them and the answer names the device.
+#      again places it on one of them and the answer names the device; a
+#      session on B opens on a device where B is loaded and runs an item.
 #   2. a process holding 7 GiB of device 2 (fakegpu-hold): nothing runs on
 #      cuda:2; once the hold ends, cuda:2 is used again.
 #   3. device 3 lost while a job runs there (fakegpu-smi --fake-lose-device):
@@ -40,7 +41,7 @@ pipes() { # RUN_MS
         "options": {"weights_mib": 4400, "activations_mib": 200, "run_ms": $1, "touch": "sample"}}]}}}
 JSON
 }
-pipes 1000 > "$T/cfg.json"
+pipes 800 > "$T/cfg.json"
 pipes 1500 > "$T/cfg_long.json"
 echo "any input" > "$T/input.txt"
 
@@ -114,12 +115,12 @@ bad_devices "not both" --devices all --device cuda:0
 start "$T/cfg.json" "$T/log1"
 SERVER_PID=$SERVER
 t0=$(date +%s.%N)
-submit 16
+submit 12
 wait_all
 t1=$(date +%s.%N)
-echo "phase 1: 16 jobs x 1000 ms on 4 devices in $(echo "$t1 - $t0" | bc) s (ideal 4 s + the loads)"
+echo "phase 1: 12 jobs x 800 ms on 4 devices in $(echo "$t1 - $t0" | bc) s (ideal 2.4 s + the loads)"
 ok=$(grep -c ' succeeded' <<<"$STATES")
-[ "$ok" = 16 ] || fail "phase 1: $ok of 16 jobs succeeded: $STATES"
+[ "$ok" = 12 ] || fail "phase 1: $ok of 12 jobs succeeded: $STATES"
 for d in 0 1 2 3; do
   grep -q "running pipeline '.' on cuda:$d\$" "$T/log1" || fail "phase 1: no job ran on cuda:$d"
 done
@@ -169,6 +170,22 @@ ldev=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["device"]
 [ "$code" = 200 ] && [ -n "$ldev" ] || fail "load A: $code $(cat "$T/load.json")"
 case " $adevs " in *" ${ldev#cuda:} "*) ;; *) fail "load A went to $ldev, not to one of the emptied devices ($adevs)" ;; esac
 [ "$(smi_server_mib "${ldev#cuda:}")" -ge 4600 ] || fail "load A: fakegpu-smi --id=${ldev#cuda:} does not show it"
+# a session on B opens where B is loaded (no load) and runs items there
+bdevs=$(python3 -c '
+import json, sys
+print(" ".join(x["label"] for x in json.loads(sys.argv[1])["devices"] if "B" in x["loaded"]))' "$mem")
+loads_before=$(grep -c 'GPU memory free after load' "$T/log1")
+sess=$(curl -s -X POST "$URL/v1/sessions" -H 'Content-Type: application/json' -d '{"pipeline": "B"}')
+sid=$(python3 -c 'import json,sys; print(json.loads(sys.argv[1])["id"])' "$sess" 2>/dev/null)
+sdev=$(python3 -c 'import json,sys; print(json.loads(sys.argv[1])["device"])' "$sess" 2>/dev/null)
+case " $bdevs " in *" $sdev "*) ;; *) fail "session on B opened on '$sdev', not where B is loaded ($bdevs): $sess" ;; esac
+item=$(curl -s -X POST "$URL/v1/sessions/$sid/items" -H 'Content-Type: application/json' \
+  -d "{\"input\": \"$T/input.txt\"}")
+case $item in *'"state": "succeeded"'*|*'"state":"succeeded"'*) ;; *) fail "session item on B: $item" ;; esac
+[ "$(grep -c 'GPU memory free after load' "$T/log1")" = "$loads_before" ] ||
+  fail "the session on B loaded it again"
+code=$(curl -s -o /dev/null -w '%{http_code}' -X DELETE "$URL/v1/sessions/$sid")
+[ "$code" = 200 ] || fail "closing the session on $sdev: $code"
 stop
 for d in 0 1 2 3; do
   used=$("$FAKEGPU_SMI" --id=$d --query-gpu=memory.used --format=csv,noheader,nounits)
@@ -190,10 +207,10 @@ rm -rf "$T/data"
 start "$T/cfg.json" "$T/log2"
 SERVER_PID=$SERVER
 IDS=()
-submit 8
+submit 6
 wait_all
 ok=$(grep -c ' succeeded' <<<"$STATES")
-[ "$ok" = 8 ] || fail "phase 2: $ok of 8 jobs succeeded while device 2 was held: $STATES"
+[ "$ok" = 6 ] || fail "phase 2: $ok of 6 jobs succeeded while device 2 was held: $STATES"
 grep -q "running pipeline '.' on cuda:2\$" "$T/log2" && fail "phase 2: a job was placed on cuda:2 while 7 GiB of it were held"
 [ "$(smi_server_mib 2)" = 0 ] || fail "phase 2: the server holds memory on the held device 2"
 kill "$HOLDER"; wait "$HOLDER" 2>/dev/null; HOLDER=
@@ -202,10 +219,10 @@ for _ in $(seq 100); do
   sleep 0.1
 done
 IDS=()
-submit 8
+submit 6
 wait_all
 ok=$(grep -c ' succeeded' <<<"$STATES")
-[ "$ok" = 8 ] || fail "phase 2: $ok of 8 jobs succeeded after the hold ended: $STATES"
+[ "$ok" = 6 ] || fail "phase 2: $ok of 6 jobs succeeded after the hold ended: $STATES"
 grep -q "running pipeline '.' on cuda:2\$" "$T/log2" || fail "phase 2: cuda:2 was not used again once the hold ended"
 stop
 
@@ -218,11 +235,11 @@ submit 4
 for _ in $(seq 200); do grep -q "running pipeline '.' on cuda:3\$" "$T/log3" && break; sleep 0.05; done
 grep -q "running pipeline '.' on cuda:3\$" "$T/log3" || fail "phase 3: no job went to cuda:3"
 "$FAKEGPU_SMI" --fake-lose-device=3 > /dev/null || fail "phase 3: fakegpu-smi --fake-lose-device=3 failed"
-submit 8
+submit 4
 wait_all
 nfail=$(grep -c ' failed ' <<<"$STATES")
 ok=$(grep -c ' succeeded' <<<"$STATES")
-[ "$nfail" = 1 ] && [ "$ok" = 11 ] || fail "phase 3: expected 1 failed and 11 succeeded: $STATES"
+[ "$nfail" = 1 ] && [ "$ok" = 7 ] || fail "phase 3: expected 1 failed and 7 succeeded: $STATES"
 grep ' failed ' <<<"$STATES" | grep -q 'cuda:3' || fail "phase 3: the failed job does not name cuda:3: $STATES"
 n3=$(grep -c "running pipeline '.' on cuda:3\$" "$T/log3")
 [ "$n3" = 1 ] || fail "phase 3: $n3 jobs ran on cuda:3 (only the one that failed should have)"
