@@ -47,7 +47,7 @@ static void usage(FILE *f) {
           "  --pipeline NAME   a built-in pipeline (`ebb pipelines`) or one from --config\n"
           "  --config FILE     a JSON config with \"pipelines\" and \"plugin_dirs\"\n"
           "  -o, --output DIR  where outputs and result.json go (default: ebb-out)\n"
-          "  --device SPEC     auto (default: the first GPU, else the CPU), cpu, cuda, cuda:N\n"
+          "  --device SPEC     auto (default: the GPU with the most free memory, else the CPU), cpu, cuda, cuda:N\n"
           "  --release POLICY  overrides the pipeline's release policy\n"
           "  --timeline FILE   write the memory timeline (.svg picture or .json events)\n"
           "  --log-format F    text (default) or json (one object per line, on stdout)\n"

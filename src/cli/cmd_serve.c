@@ -1,5 +1,6 @@
-/* `ebb serve`: the long-lived server (src/server/, docs/api.md). One device,
- * one allocator, one pipeline manager; jobs run one at a time.
+/* `ebb serve`: the long-lived server (src/server/, docs/api.md). One device
+ * or several (--devices): per device one allocator and one pipeline manager;
+ * jobs run one at a time per device.
  * SIGINT/SIGTERM: stop accepting, stop the running job (it goes back to the
  * queue) and session items, unload every pipeline, release everything (the
  * device context included), exit 0. */
@@ -23,7 +24,7 @@
 static void usage(FILE *f) {
   fprintf(f,
           "usage: ebb serve [--config FILE] [--listen HOST:PORT] [--data-dir DIR]\n"
-          "                 [--device auto|cpu|cuda|cuda:N]\n"
+          "                 [--devices all|cuda:0,cuda:2|cpu] [--max-wait S]\n"
           "                 [--release after-stage|after-job|idle:SECONDS|never]\n"
           "                 [--log-format text|json] [--cache-dir DIR | --no-cache]\n"
           "                 [--token-file FILE] [--metrics-public] [--allow-host NAME]...\n"
@@ -41,7 +42,13 @@ static void usage(FILE *f) {
           "  --data-dir DIR    job store (jobs.db), job and session files (default\n"
           "                    $XDG_DATA_HOME/ebb when XDG_DATA_HOME is set, else ./ebb-data);\n"
           "                    one server per directory\n"
-          "  --device SPEC     auto (default), cpu, cuda, cuda:N\n"
+          "  --devices LIST    all (default: every CUDA device, else the CPU), cpu, or a\n"
+          "                    list cuda:0,cuda:2. With several devices each job goes where\n"
+          "                    its pipeline is loaded or fits (docs/architecture.md,\n"
+          "                    \"Placement\"), jobs on different devices run side by side\n"
+          "  --device SPEC     one device: auto (the most free memory), cpu, cuda, cuda:N\n"
+          "  --max-wait S      several devices: a job queued longer than S seconds\n"
+          "                    reserves the next device that can fit it (default 60)\n"
           "  --release POLICY  default release policy for pipelines that set none\n"
           "  --log-format F    text (default) or json\n"
           "  --cache-dir DIR   stage result cache (default DATA_DIR/cache); --no-cache: none\n"
@@ -89,7 +96,7 @@ static void print_listen(const char *url) {
 
 #define MAX_LIST 32
 typedef struct serve_args {
-  const char *config, *listen, *data_dir, *device, *release, *logfmt, *cache_dir;
+  const char *config, *listen, *data_dir, *device, *devices, *release, *logfmt, *cache_dir;
   int no_cache, verbose;
   ebb_policy policy;
   const char *allow[MAX_LIST], *inputs[MAX_LIST];
@@ -195,7 +202,7 @@ static int add_list(const char **list, size_t *n, const char *v, const char *fla
   return 0;
 }
 
-enum { O_TOKEN = 256, O_METRICS, O_ALLOW, O_INPUT, O_JOBTO, O_KEEP };
+enum { O_TOKEN = 256, O_METRICS, O_ALLOW, O_INPUT, O_JOBTO, O_KEEP, O_DEVICES, O_MAXWAIT };
 
 /* One option; 0 to go on, else the exit status (-1: --help). */
 static int take_opt(serve_args *a, int c, char **argv) {
@@ -225,6 +232,12 @@ static int take_opt(serve_args *a, int c, char **argv) {
     fprintf(stderr, "ebb serve: --keep-jobs %s: expected a count (100) or a duration (30s, "
                     "90m, 12h, 7d)\n", optarg);
     return EBB_EXIT_USAGE;
+  case O_DEVICES: a->devices = optarg; return 0;
+  case O_MAXWAIT:
+    if (parse_seconds(optarg, &a->so.max_wait_s) == 0)
+      return 0;
+    fprintf(stderr, "ebb serve: --max-wait %s: expected seconds > 0\n", optarg);
+    return EBB_EXIT_USAGE;
   case 'h': usage(stdout); return -1;
   case ':':
     fprintf(stderr, "ebb serve: %s needs a value (see ebb serve --help)\n", argv[optind - 1]);
@@ -248,6 +261,8 @@ static int parse_args(int argc, char **argv, serve_args *a) {
       {"input-dir", required_argument, NULL, O_INPUT},
       {"job-timeout", required_argument, NULL, O_JOBTO},
       {"keep-jobs", required_argument, NULL, O_KEEP},
+      {"devices", required_argument, NULL, O_DEVICES},
+      {"max-wait", required_argument, NULL, O_MAXWAIT},
       {NULL, 0, NULL, 0}};
   int c, st;
   optind = 1;
@@ -302,34 +317,112 @@ static int resolve_dirs(serve_args *a) {
   return 0;
 }
 
+#define MAX_DEVICES 16
 typedef struct serve_state {
   ebb_config *cfg;
   ebb_registry *reg;
-  ebb_device *dev;
-  ebb_allocator *alloc;
-  ebb_manager *m;
+  size_t n; /* devices */
+  char specs[MAX_DEVICES][16];
+  ebb_device *devs[MAX_DEVICES];
+  ebb_allocator *allocs[MAX_DEVICES];
+  ebb_manager *ms[MAX_DEVICES];
   ebb_server *srv;
 } serve_state;
 
-/* Device, allocator, manager. 0 or the exit status. */
-static int open_runtime(serve_args *a, serve_state *st, ebb_manager_opts *mo) {
-  int rc = ebb_device_open(a->device, &st->dev);
+/* --devices: "all" (every CUDA device the driver reports, 2 or more; else
+ * one device as "auto": the GPU, else the CPU), "cpu", or "cuda:N,cuda:M".
+ * --device SPEC: that one device. 0 or the exit status. */
+static int resolve_devices(serve_args *a, serve_state *st) {
+  if (a->device && a->devices) {
+    fprintf(stderr, "ebb serve: give --devices or --device, not both\n");
+    return EBB_EXIT_USAGE;
+  }
+  const char *list = a->devices ? a->devices : a->device ? NULL : "all";
+  if (!list) {
+    snprintf(st->specs[0], sizeof st->specs[0], "%s", a->device);
+    st->n = 1;
+    return 0;
+  }
+  if (!strcmp(list, "all")) {
+    ebb_probe p;
+    int n = ebb_device_probe(&p) == 0 && p.driver_loaded ? p.ndevices : 0;
+    st->n = n >= 2 ? (size_t)(n < MAX_DEVICES ? n : MAX_DEVICES) : 1;
+    for (size_t i = 0; i < st->n; i++)
+      snprintf(st->specs[i], sizeof st->specs[i], n >= 2 ? "cuda:%zu" : "auto", i);
+    return 0;
+  }
+  char buf[512];
+  snprintf(buf, sizeof buf, "%s", list);
+  for (char *save = NULL, *t = strtok_r(buf, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
+    char *end = NULL;
+    long v = !strncmp(t, "cuda:", 5) && t[5] >= '0' && t[5] <= '9' ? strtol(t + 5, &end, 10) : -1;
+    if (strcmp(t, "cpu") && !(v >= 0 && v < 64 && end && !*end)) {
+      fprintf(stderr, "ebb serve: --devices %s: '%s' is not all, cpu or cuda:N\n", list, t);
+      return EBB_EXIT_USAGE;
+    }
+    for (size_t i = 0; i < st->n; i++)
+      if (!strcmp(st->specs[i], t)) {
+        fprintf(stderr, "ebb serve: --devices %s: '%s' is named twice\n", list, t);
+        return EBB_EXIT_USAGE;
+      }
+    if (st->n == MAX_DEVICES) {
+      fprintf(stderr, "ebb serve: --devices %s: at most %d devices\n", list, MAX_DEVICES);
+      return EBB_EXIT_USAGE;
+    }
+    snprintf(st->specs[st->n++], sizeof st->specs[0], "%s", t);
+  }
+  if (!st->n) {
+    fprintf(stderr, "ebb serve: --devices '%s': no device named\n", list);
+    return EBB_EXIT_USAGE;
+  }
+  return 0;
+}
+
+/* One device, its allocator and manager (several devices: work under
+ * DATA_DIR/devices/LABEL). 0 or the exit status. */
+static int open_one(serve_args *a, serve_state *st, size_t i, ebb_manager_opts *mo) {
+  int rc = ebb_device_open(st->specs[i], &st->devs[i]);
   if (rc) {
-    fprintf(stderr, "ebb serve: --device %s: %s\n", a->device, ebb_errmsg());
+    fprintf(stderr, "ebb serve: device %s: %s\n", st->specs[i], ebb_errmsg());
     return ebb_exit_status(rc) == EBB_EXIT_USAGE ? EBB_EXIT_USAGE : EBB_EXIT_FAILED;
   }
   ebb_alloc_opts ao = {.size = sizeof ao, .seg_kind = EBB_SEG_AUTO, .backtraces = -1};
-  if ((rc = ebb_allocator_create(st->dev, &ao, &st->alloc)) != 0) {
+  if ((rc = ebb_allocator_create(st->devs[i], &ao, &st->allocs[i])) != 0) {
     fprintf(stderr, "ebb serve: %s\n", ebb_errmsg());
     return EBB_EXIT_FAILED;
   }
-  mo->dev = st->dev;
-  mo->alloc = st->alloc;
-  if ((rc = ebb_manager_create(mo, &st->m)) != 0) {
+  char work[4200];
+  snprintf(work, sizeof work, "%s/devices/%s", a->data_dir, ebb_device_label(st->devs[i]));
+  ebb_manager_opts o = *mo;
+  o.dev = st->devs[i];
+  o.alloc = st->allocs[i];
+  if (st->n > 1)
+    o.work_dir = work;
+  if ((rc = ebb_manager_create(&o, &st->ms[i])) != 0) {
     fprintf(stderr, "ebb serve: %s\n", ebb_errmsg());
     return EBB_EXIT_FAILED;
   }
   return 0;
+}
+
+static int open_runtime(serve_args *a, serve_state *st, ebb_manager_opts *mo) {
+  int status = resolve_devices(a, st);
+  for (size_t i = 0; !status && i < st->n; i++)
+    status = open_one(a, st, i, mo);
+  return status;
+}
+
+static void close_runtime(serve_state *st) {
+  for (size_t i = 0; i < st->n; i++) {
+    ebb_manager_destroy(st->ms[i]);
+    st->ms[i] = NULL;
+  }
+  for (size_t i = 0; i < st->n; i++) {
+    ebb_allocator_destroy(st->allocs[i]);
+    ebb_device_close(st->devs[i]);
+    st->allocs[i] = NULL;
+    st->devs[i] = NULL;
+  }
 }
 
 /* Until SIGINT or SIGTERM; idle releases and retention once a second. */
@@ -340,19 +433,23 @@ static void serve_loop(serve_state *st, const sigset_t *set) {
     sig = sigtimedwait(set, NULL, &ts);
     if (sig == SIGINT || sig == SIGTERM)
       break;
-    ebb_manager_tick(st->m); /* idle:S stages whose time is up, then the context */
+    for (size_t i = 0; i < st->n; i++)
+      ebb_manager_tick(st->ms[i]); /* idle:S stages whose time is up, then the context */
     ebb_server_tick(st->srv);
   }
   ebb_log(EBB_LOG_INFO, "server", "%s: stopping (the running job goes back to the queue, "
                                   "releasing all)", sig == SIGINT ? "SIGINT" : "SIGTERM");
   ebb_server_stop(st->srv);
   st->srv = NULL;
-  ebb_manager_destroy(st->m);
-  st->m = NULL;
-  ebb_alloc_stats as = {.size = sizeof as};
-  ebb_allocator_get_stats(st->alloc, &as);
-  ebb_log(EBB_LOG_INFO, "server", "stopped: %llu MiB reserved, context %s",
-          (unsigned long long)(as.reserved.current >> 20), as.ctx_active ? "held" : "released");
+  for (size_t i = 0; i < st->n; i++) {
+    ebb_manager_destroy(st->ms[i]);
+    st->ms[i] = NULL;
+    ebb_alloc_stats as = {.size = sizeof as};
+    ebb_allocator_get_stats(st->allocs[i], &as);
+    ebb_log(EBB_LOG_INFO, "server", "stopped%s%s: %llu MiB reserved, context %s",
+            st->n > 1 ? " " : "", st->n > 1 ? ebb_device_label(st->devs[i]) : "",
+            (unsigned long long)(as.reserved.current >> 20), as.ctx_active ? "held" : "released");
+  }
 }
 
 static int start_and_serve(serve_args *a, serve_state *st, ebb_manager_opts *mo) {
@@ -367,8 +464,11 @@ static int start_and_serve(serve_args *a, serve_state *st, ebb_manager_opts *mo)
   sigaddset(&set, SIGTERM);
   pthread_sigmask(SIG_BLOCK, &set, NULL);
   signal(SIGPIPE, SIG_IGN);
-  a->so.manager = st->m;
-  a->so.alloc = st->alloc;
+  a->so.manager = st->ms[0];
+  a->so.alloc = st->allocs[0];
+  a->so.managers = st->ms;
+  a->so.allocs = st->allocs;
+  a->so.ndevices = st->n;
   int rc = ebb_server_start(&a->so, &st->srv);
   if (rc) {
     fprintf(stderr, "ebb serve: %s\n", ebb_errmsg());
@@ -376,8 +476,9 @@ static int start_and_serve(serve_args *a, serve_state *st, ebb_manager_opts *mo)
     return rc == EBB_EBUSY || ebb_exit_status(rc) == EBB_EXIT_USAGE ? EBB_EXIT_USAGE
                                                                     : EBB_EXIT_FAILED;
   }
-  ebb_log(EBB_LOG_INFO, "server", "device %s (%s), data in %s", ebb_device_label(st->dev),
-          ebb_device_name(st->dev), a->data_dir);
+  for (size_t i = 0; i < st->n; i++)
+    ebb_log(EBB_LOG_INFO, "server", "device %s (%s), data in %s", ebb_device_label(st->devs[i]),
+            ebb_device_name(st->devs[i]), a->data_dir);
   serve_loop(st, &set);
   return EBB_EXIT_OK;
 }
@@ -393,7 +494,7 @@ static int serve(serve_args *a) {
                             .allow_hosts = a->allow, .nallow_hosts = a->nallow,
                             .input_dirs = a->inputs, .ninput_dirs = a->ninputs,
                             .job_timeout_s = a->so.job_timeout_s, .keep_jobs = a->so.keep_jobs,
-                            .keep_jobs_s = a->so.keep_jobs_s};
+                            .keep_jobs_s = a->so.keep_jobs_s, .max_wait_s = a->so.max_wait_s};
   ebb_manager_opts mo = {.size = sizeof mo, .cfg = st.cfg, .reg = st.reg, .work_dir = a->data_dir,
                          .cache_dir = a->cache_dir, .policy = a->release ? &a->policy : NULL};
   status = EBB_EXIT_USAGE;
@@ -406,9 +507,7 @@ static int serve(serve_args *a) {
   }
   flush_early(); /* when the server never listened */
   ebb_server_stop(st.srv);
-  ebb_manager_destroy(st.m);
-  ebb_allocator_destroy(st.alloc);
-  ebb_device_close(st.dev);
+  close_runtime(&st);
   ebb_registry_destroy(st.reg);
   ebb_config_free(st.cfg);
   return status;
@@ -418,7 +517,6 @@ int ebb_cmd_serve(int argc, char **argv) {
   static serve_args a;
   memset(&a, 0, sizeof a);
   a.listen = "127.0.0.1:8470";
-  a.device = "auto";
   a.logfmt = "text";
   int st = parse_args(argc, argv, &a);
   if (st)

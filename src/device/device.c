@@ -85,12 +85,33 @@ static int open_cuda(int ordinal, ebb_device **out) {
   return 0;
 }
 
+/* "auto": the CUDA device with the most free memory as NVML (the driver's
+ * own figure, other processes included) reports it, the lowest number on a
+ * tie; 0 when there is one device, no driver or no NVML (open then says why). */
+static int auto_ordinal(void) {
+  ebb_probe *p = malloc(sizeof *p);
+  if (!p)
+    return 0;
+  int best = 0;
+  if (ebb_device_probe(p) == 0 && p->driver_loaded && p->ndevices > 1 && p->nvml_loaded) {
+    for (int i = 1; i < p->ndevices; i++)
+      if (p->devices[i].free_bytes > p->devices[best].free_bytes)
+        best = i;
+    char fb[32], tb[32];
+    ebb_log(EBB_LOG_INFO, "device", "auto: cuda:%d has the most free memory (%s of %s; %d devices)",
+            best, ebb_fmt_bytes(p->devices[best].free_bytes, fb, sizeof fb),
+            ebb_fmt_bytes(p->devices[best].total_bytes, tb, sizeof tb), p->ndevices);
+  }
+  free(p);
+  return best;
+}
+
 int ebb_device_open(const char *spec, ebb_device **out) {
   if (!out)
     return ebb_seterr(EBB_EINVAL, "ebb_device_open: out is NULL");
   *out = NULL;
   if (!spec || !*spec || !strcmp(spec, "auto")) {
-    int rc = open_cuda(0, out);
+    int rc = open_cuda(auto_ordinal(), out);
     if (rc == 0)
       return 0;
     if (rc == EBB_ENOMEM)

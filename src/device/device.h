@@ -26,8 +26,8 @@
 typedef enum { EBB_DEVICE_CPU = 0, EBB_DEVICE_CUDA = 1 } ebb_device_type;
 typedef struct ebb_device ebb_device;
 
-/* Opens "auto" (first CUDA device if the driver loads and reports one, else
- * the CPU device), "cpu", "cuda" (= cuda:0) or "cuda:N". *out is owned by the
+/* Opens "auto" (the CUDA device with the most free memory (NVML) if the
+ * driver loads and reports one, else the CPU device), "cpu", "cuda" (= cuda:0) or "cuda:N". *out is owned by the
  * caller; close it with ebb_device_close. Errors name the spec and why:
  * EBB_ENOLIB (no libcuda / the toolkit's stub, CUDA error 34), EBB_ENODEV
  * (CUDA error 100 or N out of range), EBB_EINVAL (bad spec). */

@@ -229,9 +229,42 @@ static int parse_stage(json_t *js, const char *where, const char *base_dir, ebb_
   return parse_worker(js, where, base_dir, out);
 }
 
+/* "expected_mib" (a number of MiB in (0, 16777216]) and "devices" (["cuda:N" | "cpu", ...],
+ * non-empty, N < 32). */
+static int parse_placement(json_t *jp, const char *where, ebb_pipeline_def *p) {
+  json_t *ex = json_object_get(jp, "expected_mib"), *devs = json_object_get(jp, "devices");
+  if (ex && (!json_is_number(ex) || json_number_value(ex) <= 0 ||
+             json_number_value(ex) > 16777216.0))
+    return ebb_seterr(EBB_ECONFIG, "%s: \"expected_mib\" must be a number of MiB in "
+                                   "(0, 16777216]", where);
+  p->expected_bytes = ex ? (uint64_t)(json_number_value(ex) * 1048576.0) : 0;
+  if (!devs)
+    return 0;
+  if (!json_is_array(devs) || json_array_size(devs) == 0)
+    return ebb_seterr(EBB_ECONFIG, "%s: \"devices\" must be a non-empty array of \"cuda:N\" "
+                                   "or \"cpu\"", where);
+  size_t i;
+  json_t *d;
+  json_array_foreach(devs, i, d) {
+    const char *v = json_string_value(d);
+    char *end = NULL;
+    long n = v && !strncmp(v, "cuda:", 5) && v[5] >= '0' && v[5] <= '9' ? strtol(v + 5, &end, 10)
+                                                                         : -1;
+    if (v && !strcmp(v, "cpu"))
+      p->pin_cpu = 1;
+    else if (n >= 0 && n < 32 && end && !*end)
+      p->pin_cuda |= 1u << n;
+    else
+      return ebb_seterr(EBB_ECONFIG, "%s: \"devices\" #%zu: expected \"cuda:N\" (N < 32) or "
+                                     "\"cpu\"", where, i + 1);
+  }
+  return 0;
+}
+
 static int parse_pipeline(const char *name, json_t *jp, const char *origin, const char *base_dir,
                           ebb_pipeline_def *p) {
-  static const char *const keys[] = {"stages", "release", "description", "timeout_s", NULL};
+  static const char *const keys[] = {"stages",      "release", "description", "timeout_s",
+                                     "expected_mib", "devices", NULL};
   char where[768];
   snprintf(where, sizeof where, "%s: pipeline '%s'", origin, name);
   int brc = check_name(name, "pipeline", origin);
@@ -260,6 +293,8 @@ static int parse_pipeline(const char *name, json_t *jp, const char *origin, cons
     return ebb_seterr(EBB_ECONFIG, "%s: \"timeout_s\" must be a number of seconds in "
                                    "(0, 31536000]", where);
   p->timeout_s = to ? json_number_value(to) : 0;
+  if ((rc = parse_placement(jp, where, p)))
+    return rc;
   if (rel) {
     if (!json_is_string(rel))
       return ebb_seterr(EBB_ECONFIG, "%s: \"release\" must be a string", where);

@@ -19,6 +19,7 @@
 #ifndef EBB_PIPELINE_CONFIG_H
 #define EBB_PIPELINE_CONFIG_H
 
+#include <stdint.h>
 #include <jansson.h>
 #include <stddef.h>
 
@@ -61,6 +62,10 @@ typedef struct ebb_pipeline_def {
   int has_policy;
   ebb_policy policy;
   double timeout_s; /* a job's deadline on the server (0: --job-timeout) */
+  /* Placement (ebb serve --devices, docs/architecture.md): */
+  uint64_t expected_bytes; /* "expected_mib": the need before a first measured run; 0: none */
+  uint32_t pin_cuda;       /* "devices": bit N pins to cuda:N; 0 with pin_cpu 0: any device */
+  int pin_cpu;             /* "devices" names "cpu" */
   char *origin; /* "built-in" or the config path */
 } ebb_pipeline_def;
 

@@ -225,6 +225,7 @@ int ebb_manager_create(const ebb_manager_opts *o, ebb_manager **out) {
   for (size_t i = 0; i < m->npipes; i++) {
     const ebb_pipeline_def *d = &o->cfg->pipelines[i];
     m->pipes[i].def = d;
+    m->pipes[i].need = d->expected_bytes; /* "expected_mib" until a load measures it */
     size_t n = strlen(m->work_dir) + strlen(d->name) + 32;
     if (!(m->pipes[i].outdir = malloc(n)))
       goto fail;
@@ -309,6 +310,31 @@ int ebb_manager_is_loaded(ebb_manager *m, const char *name) {
   pthread_mutex_unlock(&m->lock);
   return l;
 }
+
+uint64_t ebb_manager_need(ebb_manager *m, const char *name) {
+  pthread_mutex_lock(&m->lock);
+  mpipe *pp = find_pipe(m, name);
+  uint64_t n = pp ? pp->need : 0;
+  pthread_mutex_unlock(&m->lock);
+  return n;
+}
+
+uint64_t ebb_manager_loaded_bytes(ebb_manager *m, const char *except, int *count) {
+  uint64_t b = 0;
+  int c = 0;
+  pthread_mutex_lock(&m->lock);
+  for (size_t i = 0; i < m->npipes; i++)
+    if (m->pipes[i].loaded && (!except || strcmp(m->pipes[i].def->name, except))) {
+      b += m->pipes[i].need;
+      c++;
+    }
+  pthread_mutex_unlock(&m->lock);
+  if (count)
+    *count = c;
+  return b;
+}
+
+ebb_device *ebb_manager_device(ebb_manager *m) { return m->dev; }
 
 uint64_t ebb_manager_released_total(ebb_manager *m) {
   pthread_mutex_lock(&m->lock);

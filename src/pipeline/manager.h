@@ -140,6 +140,14 @@ json_t *ebb_manager_pipelines_json(ebb_manager *m);
 /* {"device":{...},"allocator":{...},"owners":[{"name","bytes"}],"context":{...},
  *  "pinned":{...},"unattributed":{...},"loaded":[names]} (new reference). */
 json_t *ebb_manager_memory_json(ebb_manager *m);
+/* Placement (placement.h) over several managers, one per device: */
+/* The pipeline's need here: its last measured peak, else its "expected_mib";
+ * 0 when unknown or not a pipeline. */
+uint64_t ebb_manager_need(ebb_manager *m, const char *name);
+/* The summed need of the loaded pipelines other than except (may be NULL),
+ * and how many (*count, may be NULL). */
+uint64_t ebb_manager_loaded_bytes(ebb_manager *m, const char *except, int *count);
+ebb_device *ebb_manager_device(ebb_manager *m);
 /* Bytes released by the manager's jobs, items, unloads and releases. */
 uint64_t ebb_manager_released_total(ebb_manager *m);
 

@@ -25,10 +25,14 @@ typedef struct srv_conns srv_conns;
 
 struct ebb_server {
   struct MHD_Daemon *d;
-  ebb_manager *m;
+  ebb_manager *m;       /* devices[0]'s: pipelines, sessions, loads */
   ebb_allocator *alloc;
+  ebb_manager **ms;     /* one per device (ndev; ms[0] == m) */
+  ebb_allocator **allocs;
+  size_t ndev;
   ebb_store *store;
   ebb_queue *queue;
+  pthread_mutex_t queue_lock; /* the snapshot's reads of queue vs. its destroy */
   ebb_events *events; /* GET /v1/events (events.h) */
   srv_auth *auth;
   srv_conns *conns;

@@ -226,7 +226,10 @@ enum MHD_Result srv_h_sessions_post(ebb_server *s, struct MHD_Connection *c, srv
                         "\"pipeline\" (a string) is required: {\"pipeline\": NAME}");
   }
   char id[40];
-  int rc = ebb_manager_session_open(s->m, json_string_value(p), id);
+  size_t at = 0; /* several devices: where the pipeline is loaded, else placed */
+  int rc = ebb_queue_place_load(s->queue, json_string_value(p), &at);
+  if (!rc)
+    rc = ebb_manager_session_open(s->ms[at], json_string_value(p), id);
   srv_snapshot_changed(s);
   enum MHD_Result ret;
   if (rc)
@@ -237,10 +240,22 @@ enum MHD_Result srv_h_sessions_post(ebb_server *s, struct MHD_Connection *c, srv
     ebb_log(EBB_LOG_INFO, "server", "session %s: opened on pipeline '%s'", id,
             json_string_value(p));
     ret = srv_send_json(c, r, MHD_HTTP_CREATED,
-                        json_pack("{s:s,s:s}", "id", id, "pipeline", json_string_value(p)));
+                        json_pack("{s:s,s:s,s:s}", "id", id, "pipeline", json_string_value(p),
+                                  "device", ebb_device_label(ebb_manager_device(s->ms[at]))));
   }
   json_decref(b);
   return ret;
+}
+
+/* The manager (device) a session lives on; the first when none knows it. */
+static ebb_manager *session_manager(ebb_server *s, const char *id) {
+  for (size_t i = 1; i < s->ndev; i++) {
+    ebb_session_info si;
+    if (ebb_sessions_info(ebb_manager_sessions(s->ms[i]), id, &si) == 0)
+      return s->ms[i];
+  }
+  ebb_clearerr();
+  return s->m;
 }
 
 enum MHD_Result srv_h_session(ebb_server *s, struct MHD_Connection *c, srv_req *r,
@@ -249,7 +264,7 @@ enum MHD_Result srv_h_session(ebb_server *s, struct MHD_Connection *c, srv_req *
   if (session_visible(s, r, id) != 0)
     return srv_send_ebb_err(c, r, EBB_ENOTFOUND, ebb_errmsg());
   if (!strcmp(method, "DELETE")) {
-    int rc = ebb_manager_session_close(s->m, id);
+    int rc = ebb_manager_session_close(session_manager(s, id), id);
     srv_snapshot_changed(s);
     if (rc)
       return srv_send_ebb_err(c, r, rc, ebb_errmsg());
@@ -258,7 +273,7 @@ enum MHD_Result srv_h_session(ebb_server *s, struct MHD_Connection *c, srv_req *
     return srv_send_json(c, r, MHD_HTTP_OK, json_pack("{s:s,s:b}", "id", id, "closed", 1));
   }
   ebb_session_info si;
-  int rc = ebb_sessions_info(ebb_manager_sessions(s->m), id, &si);
+  int rc = ebb_sessions_info(ebb_manager_sessions(session_manager(s, id)), id, &si);
   if (rc)
     return srv_send_ebb_err(c, r, rc, ebb_errmsg());
   return srv_send_json(c, r, MHD_HTTP_OK,
@@ -290,8 +305,9 @@ enum MHD_Result srv_h_session_item(ebb_server *s, struct MHD_Connection *c, srv_
   const char *id = r->parts[2];
   ebb_session_info si;
   int rc = session_visible(s, r, id);
+  ebb_manager *sm = session_manager(s, id);
   if (!rc)
-    rc = ebb_sessions_info(ebb_manager_sessions(s->m), id, &si);
+    rc = ebb_sessions_info(ebb_manager_sessions(sm), id, &si);
   if (rc)
     return srv_send_ebb_err(c, r, rc, ebb_errmsg());
   srv_input in;
@@ -313,7 +329,7 @@ enum MHD_Result srv_h_session_item(ebb_server *s, struct MHD_Connection *c, srv_
     return srv_send_ebb_err(c, r, EBB_EIO, ebb_errmsg());
   }
   ebb_job_result res;
-  rc = ebb_manager_session_item(s->m, id, path, dir, in.options, &s->stop, &res);
+  rc = ebb_manager_session_item(sm, id, path, dir, in.options, &s->stop, &res);
   srv_input_free(&in);
   srv_snapshot_changed(s);
   if (rc == EBB_ENOTFOUND || rc == EBB_EBUSY || rc == EBB_ECONFIG)

@@ -27,8 +27,14 @@ static void jobs_and_release(ebb_server *s, FILE *f, json_t *snap) {
           (long long)json_integer_value(json_object_get(snap, "released_total")));
 }
 
-static void device(FILE *f, json_t *mem) {
-  json_t *al = json_object_get(mem, "allocator"), *dev = json_object_get(mem, "device");
+static void dev_label(FILE *f, json_t *mem) {
+  fprintf(f, "device=\"");
+  label_value(f, json_string_value(json_object_get(json_object_get(mem, "device"), "label")));
+  fprintf(f, "\"");
+}
+
+/* Every device series has a device label, one line per device. */
+static void devices(FILE *f, json_t *devs) {
   static const char *gauges[][4] = {
       {"ebb_device_reserved_bytes", "allocator", "reserved_bytes",
        "Device bytes ebb's allocator holds from the driver."},
@@ -41,28 +47,54 @@ static void device(FILE *f, json_t *mem) {
       {"ebb_device_total_bytes", "device", "driver_total_bytes",
        "Total device memory as the driver reports it."},
   };
+  size_t d;
+  json_t *mem;
   for (size_t i = 0; i < sizeof gauges / sizeof gauges[0]; i++) {
-    json_t *src = !strcmp(gauges[i][1], "allocator") ? al : dev;
     family(f, gauges[i][0], "gauge", gauges[i][3]);
-    fprintf(f, "%s{device=\"", gauges[i][0]);
-    label_value(f, json_string_value(json_object_get(dev, "label")));
-    fprintf(f, "\"} %lld\n", (long long)json_integer_value(json_object_get(src, gauges[i][2])));
+    json_array_foreach(devs, d, mem) {
+      json_t *src = json_object_get(mem, gauges[i][1]);
+      fprintf(f, "%s{", gauges[i][0]);
+      dev_label(f, mem);
+      fprintf(f, "} %lld\n", (long long)json_integer_value(json_object_get(src, gauges[i][2])));
+    }
   }
   family(f, "ebb_context_held", "gauge", "1 while this process holds the device context.");
-  fprintf(f, "ebb_context_held %d\n",
-          json_is_true(json_object_get(json_object_get(mem, "context"), "held")));
+  json_array_foreach(devs, d, mem) {
+    fprintf(f, "ebb_context_held{");
+    dev_label(f, mem);
+    fprintf(f, "} %d\n", json_is_true(json_object_get(json_object_get(mem, "context"), "held")));
+  }
+  family(f, "ebb_device_failed", "gauge",
+         "1 when the device failed and was taken out of placement.");
+  json_array_foreach(devs, d, mem) {
+    fprintf(f, "ebb_device_failed{");
+    dev_label(f, mem);
+    fprintf(f, "} %d\n", !strcmp(json_string_value(json_object_get(mem, "state")) ?: "", "failed"));
+  }
+  family(f, "ebb_device_busy", "gauge", "1 while the device runs a job.");
+  json_array_foreach(devs, d, mem) {
+    fprintf(f, "ebb_device_busy{");
+    dev_label(f, mem);
+    fprintf(f, "} %d\n", !strcmp(json_string_value(json_object_get(mem, "state")) ?: "", "running"));
+  }
+  family(f, "ebb_owner_bytes", "gauge", "Device bytes each owner holds now.");
+  json_array_foreach(devs, d, mem) {
+    size_t i;
+    json_t *o;
+    json_array_foreach(json_object_get(mem, "owners"), i, o) {
+      fprintf(f, "ebb_owner_bytes{owner=\"");
+      label_value(f, json_string_value(json_object_get(o, "name")));
+      fprintf(f, "\",");
+      dev_label(f, mem);
+      fprintf(f, "} %lld\n", (long long)json_integer_value(json_object_get(o, "bytes")));
+    }
+  }
 }
 
-static void owners_and_pipelines(FILE *f, json_t *snap) {
+static void pipelines(FILE *f, json_t *snap) {
   size_t i;
   json_t *o;
-  family(f, "ebb_owner_bytes", "gauge", "Device bytes each owner holds now.");
-  json_array_foreach(json_object_get(json_object_get(snap, "memory"), "owners"), i, o) {
-    fprintf(f, "ebb_owner_bytes{owner=\"");
-    label_value(f, json_string_value(json_object_get(o, "name")));
-    fprintf(f, "\"} %lld\n", (long long)json_integer_value(json_object_get(o, "bytes")));
-  }
-  family(f, "ebb_pipeline_loaded", "gauge", "1 while the pipeline is loaded.");
+  family(f, "ebb_pipeline_loaded", "gauge", "1 while the pipeline is loaded (on any device).");
   json_array_foreach(json_object_get(snap, "pipelines"), i, o) {
     fprintf(f, "ebb_pipeline_loaded{pipeline=\"");
     label_value(f, json_string_value(json_object_get(o, "name")));
@@ -81,8 +113,8 @@ enum MHD_Result srv_metrics(ebb_server *s, struct MHD_Connection *c, srv_req *r)
     return srv_send_err(c, r, MHD_HTTP_INTERNAL_SERVER_ERROR, "internal", "out of host memory");
   json_t *snap = srv_snapshot(s);
   jobs_and_release(s, f, snap);
-  device(f, json_object_get(snap, "memory"));
-  owners_and_pipelines(f, snap);
+  devices(f, json_object_get(snap, "devices"));
+  pipelines(f, snap);
   json_decref(snap);
   fclose(f);
   return srv_send_text(c, r, MHD_HTTP_OK, "text/plain; version=0.0.4", buf);

@@ -9,6 +9,8 @@
 #include <time.h>
 
 #include "base/log.h"
+#include "pipeline/host.h"
+#include "pipeline/placement.h"
 
 typedef struct qjob {
   struct qjob *next;
@@ -19,23 +21,39 @@ typedef struct qjob {
   atomic_int timed_out;
   atomic_int by_client; /* DELETE /v1/jobs/ID: cancelled for good */
   double deadline; /* monotonic seconds; 0: none */
+  double queued_at; /* monotonic seconds */
 } qjob;
+
+/* One device the queue runs jobs on: its manager, its worker thread, the
+ * job it runs and whether it failed. */
+typedef struct qdev {
+  ebb_queue *q;
+  ebb_manager *m;
+  ebb_allocator *alloc;
+  qjob *running;
+  int failed;      /* taken out of placement */
+  char why[1100]; /* the error that failed it */
+  uint64_t jobs;   /* jobs started here */
+  pthread_t worker;
+  int started;
+} qdev;
 
 struct ebb_queue {
   ebb_store *store;
-  ebb_manager *m;
-  ebb_allocator *alloc;
   pthread_mutex_t lock;
   pthread_cond_t cond;
   qjob *head, *tail;
-  qjob *running;
+  qdev *devs;
+  size_t ndevs;
+  int place; /* several devices: placement, resident pipelines, failures */
+  double max_wait_s;
   int stop;
   atomic_int stopping; /* the server is stopping: a cancelled running job is requeued */
   double timeout_s;
   void (*on_state)(void *arg);
   void *arg;
-  pthread_t worker, watchdog;
-  int started, watching;
+  pthread_t watchdog;
+  int watching;
 };
 
 static void qjob_free(qjob *j) {
@@ -118,10 +136,12 @@ static void *watchdog(void *arg) {
       ts.tv_nsec -= 1000000000L;
     }
     pthread_cond_timedwait(&q->cond, &q->lock, &ts);
-    qjob *j = q->running;
-    if (j && j->deadline > 0 && mono_s() > j->deadline && !atomic_load(&j->timed_out)) {
-      atomic_store(&j->timed_out, 1);
-      atomic_store(&j->cancel, 1);
+    for (size_t i = 0; i < q->ndevs; i++) {
+      qjob *j = q->devs[i].running;
+      if (j && j->deadline > 0 && mono_s() > j->deadline && !atomic_load(&j->timed_out)) {
+        atomic_store(&j->timed_out, 1);
+        atomic_store(&j->cancel, 1);
+      }
     }
   }
   pthread_mutex_unlock(&q->lock);
@@ -129,7 +149,7 @@ static void *watchdog(void *arg) {
 }
 
 static double timeout_of(ebb_queue *q, const char *pipeline) {
-  const ebb_pipeline_def *d = ebb_manager_pipeline(q->m, pipeline);
+  const ebb_pipeline_def *d = ebb_manager_pipeline(q->devs[0].m, pipeline);
   return d && d->timeout_s > 0 ? d->timeout_s : q->timeout_s;
 }
 
@@ -154,17 +174,61 @@ static int ended_early(ebb_queue *q, qjob *j, int rc, double timeout) {
   return 0;
 }
 
-static void run_one(ebb_queue *q, qjob *j) {
+/* A driver error on a device with others beside it: the device is taken out
+ * of placement (a sticky error, a lost device). */
+static int device_fault(ebb_queue *q, int rc) {
+  return q->place && (rc == EBB_EDRIVER || rc == EBB_ENODEV);
+}
+
+static void mark_failed(qdev *d, const char *msg) {
+  ebb_queue *q = d->q;
+  const char *label = ebb_device_label(ebb_manager_device(d->m));
+  pthread_mutex_lock(&q->lock);
+  d->failed = 1;
+  snprintf(d->why, sizeof d->why, "%s", msg);
+  pthread_cond_broadcast(&q->cond);
+  pthread_mutex_unlock(&q->lock);
+  ebb_log(EBB_LOG_ERROR, "server", "device %s failed and is taken out of placement: %s", label,
+          msg);
+}
+
+/* With placement the pipeline stays loaded on its device (a later job of it
+ * runs there without a load); EBB_PLACE_FITS / EVICT load it first. */
+static int run_on(qdev *d, qjob *j, ebb_place_how how, stage_track *t, ebb_job_result *res) {
+  if (d->q->place && how != EBB_PLACE_LOADED) {
+    memset(res, 0, sizeof *res);
+    int rc = ebb_manager_load(d->m, j->pipeline);
+    if (rc) {
+      res->code = rc;
+      snprintf(res->message, sizeof res->message, "%s", ebb_errmsg());
+      return rc;
+    }
+  }
+  return ebb_manager_run_job(d->m, j->pipeline, j->input, j->outdir, j->options, &j->cancel,
+                             on_progress, t, res);
+}
+
+static void run_one(qdev *d, qjob *j, ebb_place_how how) {
+  ebb_queue *q = d->q;
+  const char *label = ebb_device_label(ebb_manager_device(d->m));
   ebb_store_set_running(q->store, j->id);
-  ebb_log(EBB_LOG_INFO, "server", "job %lld: running pipeline '%s'", (long long)j->id,
-          j->pipeline);
-  stage_track t = {.ledger = ebb_allocator_ledger(q->alloc), .stages = json_array()};
+  ebb_log(EBB_LOG_INFO, "server", "job %lld: running pipeline '%s' on %s", (long long)j->id,
+          j->pipeline, label);
+  stage_track t = {.ledger = ebb_allocator_ledger(d->alloc), .stages = json_array()};
   ebb_job_result res;
-  int rc = ebb_manager_run_job(q->m, j->pipeline, j->input, j->outdir, j->options,
-                                        &j->cancel, on_progress, &t, &res);
+  int rc = run_on(d, j, how, &t, &res);
   if (ended_early(q, j, rc, timeout_of(q, j->pipeline))) {
     json_decref(t.stages);
     return;
+  }
+  if (rc && device_fault(q, rc)) {
+    if (!strstr(res.message, label)) { /* the job's error names the device */
+      char m[sizeof res.message + 64];
+      snprintf(m, sizeof m, "%s: %s", label, res.message);
+      memcpy(res.message, m, sizeof res.message - 1);
+      res.message[sizeof res.message - 1] = 0;
+    }
+    mark_failed(d, res.message);
   }
   ebb_job_state st = rc == 0                   ? EBB_JOB_SUCCEEDED
                      : rc == EBB_ECANCELED &&
@@ -181,53 +245,223 @@ static void run_one(ebb_queue *q, qjob *j) {
   json_decref(t.stages);
 }
 
+/* --- placement (pipeline/placement.h) over the queue's devices ---------------- */
+static void unlink_job(ebb_queue *q, qjob *j, qjob *prev) {
+  if (prev)
+    prev->next = j->next;
+  else
+    q->head = j->next;
+  if (q->tail == j)
+    q->tail = prev;
+  j->next = NULL;
+}
+
+/* The devices as placement sees them for pipeline name (q->lock held). */
+static void picture(ebb_queue *q, const char *name, const uint64_t *free_b, const int *known,
+                    ebb_place_dev *pd) {
+  for (size_t i = 0; i < q->ndevs; i++) {
+    qdev *d = &q->devs[i];
+    pd[i] = (ebb_place_dev){.ordinal = ebb_device_ordinal(ebb_manager_device(d->m)),
+                            .idle = !d->running && !d->failed,
+                            .failed = d->failed,
+                            .loaded = ebb_manager_is_loaded(d->m, name),
+                            .free_known = known[i],
+                            .free_bytes = free_b[i]};
+    pd[i].other_bytes = ebb_manager_loaded_bytes(d->m, name, &pd[i].others);
+  }
+}
+
+static void job_place(ebb_queue *q, const qjob *j, double now, ebb_place_job *pj) {
+  const ebb_pipeline_def *def = ebb_manager_pipeline(q->devs[0].m, j->pipeline);
+  uint64_t measured = 0;
+  for (size_t i = 0; i < q->ndevs; i++) {
+    uint64_t n = ebb_manager_need(q->devs[i].m, j->pipeline);
+    measured = n > measured ? n : measured;
+  }
+  *pj = (ebb_place_job){.need = def ? ebb_place_need(def, measured) : measured,
+                        .pin_cuda = def ? def->pin_cuda : 0,
+                        .pin_cpu = def ? def->pin_cpu : 0,
+                        .overdue = q->max_wait_s > 0 && now - j->queued_at > q->max_wait_s};
+}
+
+static void fail_unplaceable(ebb_queue *q, qjob *j) {
+  char msg[700] = "";
+  for (size_t i = 0; i < q->ndevs; i++)
+    if (q->devs[i].failed)
+      snprintf(msg + strlen(msg), sizeof msg - strlen(msg), "; %s failed",
+               ebb_device_label(ebb_manager_device(q->devs[i].m)));
+  char full[900];
+  snprintf(full, sizeof full, "no device this server drives can run pipeline '%s' (its "
+                              "\"devices\", its need)%s", j->pipeline, msg);
+  ebb_store_finish(q->store, j->id, EBB_JOB_FAILED, "EBB_ENODEV", full, NULL, 0, "[]");
+  ebb_log(EBB_LOG_WARN, "server", "job %lld: failed: %s", (long long)j->id, full);
+}
+
+/* The next job for device d (q->lock held), unlinked, or NULL: the first
+ * queued job that placement sends to d. A job past --max-wait that d could
+ * take reserves d: no later job starts there before it. Jobs no device can
+ * ever take fail. */
+static qjob *pick(ebb_queue *q, qdev *d, ebb_place_how *how) {
+  *how = EBB_PLACE_LOADED;
+  if (!q->place) {
+    qjob *j = q->head;
+    if (j)
+      unlink_job(q, j, NULL);
+    return j;
+  }
+  if (!q->head || d->running) /* a failed device takes nothing but still fails the */
+    return NULL;                 /* jobs no device can run (when all have failed) */
+  size_t n = q->ndevs, me = (size_t)(d - q->devs);
+  uint64_t free_b[16] = {0};
+  int known[16] = {0};
+  for (size_t i = 0; i < n; i++)
+    if (!q->devs[i].running && !q->devs[i].failed)
+      free_b[i] = ebb_driver_free(ebb_manager_device(q->devs[i].m), &known[i]);
+  ebb_place_dev pd[16];
+  double now = mono_s();
+  for (qjob *j = q->head, *prev = NULL, *next; j; j = next) {
+    next = j->next;
+    ebb_place_job pj;
+    job_place(q, j, now, &pj);
+    picture(q, j->pipeline, free_b, known, pd);
+    int at = ebb_place(pd, n, &pj, how);
+    if (*how == EBB_PLACE_NEVER) {
+      unlink_job(q, j, prev);
+      fail_unplaceable(q, j);
+      qjob_free(j);
+      continue;
+    }
+    if (at == (int)me) {
+      unlink_job(q, j, prev);
+      return j;
+    }
+    if (pj.overdue && ebb_place_could_fit(&pd[me], &pj))
+      return NULL; /* d is reserved for this job */
+    prev = j;
+  }
+  return NULL;
+}
+
 static void *worker(void *arg) {
-  ebb_queue *q = arg;
+  qdev *d = arg;
+  ebb_queue *q = d->q;
   pthread_mutex_lock(&q->lock);
   for (;;) {
-    while (!q->stop && !q->head)
-      pthread_cond_wait(&q->cond, &q->lock);
+    qjob *j = NULL;
+    ebb_place_how how = EBB_PLACE_LOADED;
+    while (!q->stop && !(j = pick(q, d, &how))) {
+      /* placement also changes without a signal (another process's memory) */
+      struct timespec ts;
+      clock_gettime(CLOCK_REALTIME, &ts);
+      ts.tv_nsec += 200 * 1000000L;
+      if (ts.tv_nsec >= 1000000000L) {
+        ts.tv_sec++;
+        ts.tv_nsec -= 1000000000L;
+      }
+      pthread_cond_timedwait(&q->cond, &q->lock, &ts);
+    }
     if (q->stop)
       break;
-    qjob *j = q->head;
-    q->head = j->next;
-    if (!q->head)
-      q->tail = NULL;
     double timeout = timeout_of(q, j->pipeline);
     j->deadline = timeout > 0 ? mono_s() + timeout : 0;
-    q->running = j;
+    d->running = j;
+    d->jobs++;
     pthread_mutex_unlock(&q->lock);
     if (q->on_state)
       q->on_state(q->arg);
-    run_one(q, j);
+    run_one(d, j, how);
     if (q->on_state)
       q->on_state(q->arg);
     pthread_mutex_lock(&q->lock);
-    q->running = NULL;
+    d->running = NULL;
     qjob_free(j);
+    pthread_cond_broadcast(&q->cond); /* the others may place now */
   }
   pthread_mutex_unlock(&q->lock);
   return NULL;
 }
 
-int ebb_queue_create(ebb_store *store, ebb_manager *m, ebb_allocator *alloc,
-                     const ebb_queue_opts *o, ebb_queue **out) {
+int ebb_queue_place_load(ebb_queue *q, const char *pipeline, size_t *index) {
+  *index = 0;
+  if (!q || !q->place)
+    return 0;
+  pthread_mutex_lock(&q->lock);
+  size_t n = q->ndevs;
+  uint64_t free_b[16] = {0};
+  int known[16] = {0};
+  for (size_t i = 0; i < n; i++)
+    free_b[i] = ebb_driver_free(ebb_manager_device(q->devs[i].m), &known[i]);
+  ebb_place_dev pd[16];
+  picture(q, pipeline, free_b, known, pd);
+  qjob j = {.pipeline = (char *)pipeline, .queued_at = mono_s()};
+  ebb_place_job pj;
+  job_place(q, &j, mono_s(), &pj);
+  for (size_t i = 0; i < n; i++) /* a load may wait for a busy device's job */
+    if (pd[i].loaded && ebb_place_eligible(&pd[i], &pj)) {
+      *index = i;
+      pthread_mutex_unlock(&q->lock);
+      return 0;
+    }
+  ebb_place_how how;
+  int at = ebb_place(pd, n, &pj, &how);
+  if (at < 0) /* every device is busy: the idle ones' picture as if idle */
+    for (size_t i = 0; i < n; i++)
+      pd[i].idle = !pd[i].failed;
+  if (at < 0)
+    at = ebb_place(pd, n, &pj, &how);
+  pthread_mutex_unlock(&q->lock);
+  if (at < 0)
+    return ebb_seterr(how == EBB_PLACE_NEVER ? EBB_ENODEV : EBB_EOOM,
+                      "no device can take pipeline '%s' now (%s)", pipeline,
+                      how == EBB_PLACE_NEVER ? "its \"devices\" are failed or not served"
+                                             : "its predicted need fits nowhere");
+  *index = (size_t)at;
+  return 0;
+}
+
+json_t *ebb_queue_devices_json(ebb_queue *q) {
+  json_t *a = json_array();
+  pthread_mutex_lock(&q->lock);
+  for (size_t i = 0; i < q->ndevs; i++) {
+    qdev *d = &q->devs[i];
+    json_t *o = json_pack("{s:s,s:s,s:I}", "label",
+                          ebb_device_label(ebb_manager_device(d->m)), "state",
+                          d->failed ? "failed" : d->running ? "running" : "idle", "jobs_started",
+                          (json_int_t)d->jobs);
+    json_object_set_new(o, "job", d->running ? json_integer(d->running->id) : json_null());
+    json_object_set_new(o, "error", d->failed ? json_string(d->why) : json_null());
+    json_array_append_new(a, o);
+  }
+  pthread_mutex_unlock(&q->lock);
+  return a;
+}
+
+int ebb_queue_create(ebb_store *store, ebb_manager *const *ms, ebb_allocator *const *allocs,
+                     size_t n, const ebb_queue_opts *o, ebb_queue **out) {
+  if (n == 0 || n > 16)
+    return ebb_seterr(EBB_EINVAL, "queue: %zu devices (1 to 16 are supported)", n);
   ebb_queue *q = calloc(1, sizeof *q);
-  if (!q)
+  if (!q || !(q->devs = calloc(n, sizeof *q->devs))) {
+    free(q);
     return ebb_seterr(EBB_ENOMEM, "queue: out of host memory");
+  }
   q->store = store;
-  q->m = m;
-  q->alloc = alloc;
+  q->ndevs = n;
+  q->place = n > 1;
   q->timeout_s = o ? o->timeout_s : 0;
+  q->max_wait_s = o && o->max_wait_s > 0 ? o->max_wait_s : 60;
   q->on_state = o ? o->on_state : NULL;
   q->arg = o ? o->arg : NULL;
   pthread_mutex_init(&q->lock, NULL);
   pthread_cond_init(&q->cond, NULL);
-  if (pthread_create(&q->worker, NULL, worker, q) != 0) {
-    ebb_queue_destroy(q);
-    return ebb_seterr(EBB_ENOMEM, "queue: cannot start the worker thread");
+  for (size_t i = 0; i < n; i++) {
+    q->devs[i] = (qdev){.q = q, .m = ms[i], .alloc = allocs[i]};
+    if (pthread_create(&q->devs[i].worker, NULL, worker, &q->devs[i]) != 0) {
+      ebb_queue_destroy(q);
+      return ebb_seterr(EBB_ENOMEM, "queue: cannot start a worker thread");
+    }
+    q->devs[i].started = 1;
   }
-  q->started = 1;
   if (pthread_create(&q->watchdog, NULL, watchdog, q) != 0) {
     ebb_queue_destroy(q);
     return ebb_seterr(EBB_ENOMEM, "queue: cannot start the watchdog thread");
@@ -243,12 +477,14 @@ void ebb_queue_destroy(ebb_queue *q) {
   atomic_store(&q->stopping, 1);
   pthread_mutex_lock(&q->lock);
   q->stop = 1;
-  if (q->running)
-    atomic_store(&q->running->cancel, 1);
+  for (size_t i = 0; i < q->ndevs; i++)
+    if (q->devs[i].running)
+      atomic_store(&q->devs[i].running->cancel, 1);
   pthread_cond_broadcast(&q->cond);
   pthread_mutex_unlock(&q->lock);
-  if (q->started)
-    pthread_join(q->worker, NULL);
+  for (size_t i = 0; i < q->ndevs; i++)
+    if (q->devs[i].started)
+      pthread_join(q->devs[i].worker, NULL);
   if (q->watching)
     pthread_join(q->watchdog, NULL);
   for (qjob *j = q->head, *n; j; j = n) {
@@ -257,6 +493,7 @@ void ebb_queue_destroy(ebb_queue *q) {
   }
   pthread_cond_destroy(&q->cond);
   pthread_mutex_destroy(&q->lock);
+  free(q->devs);
   free(q);
 }
 
@@ -270,6 +507,7 @@ int ebb_queue_push(ebb_queue *q, int64_t id, const char *pipeline, const char *i
   }
   j->id = id;
   j->options = options ? json_deep_copy(options) : NULL;
+  j->queued_at = mono_s();
   pthread_mutex_lock(&q->lock);
   if (q->tail)
     q->tail->next = j;
@@ -284,12 +522,15 @@ int ebb_queue_push(ebb_queue *q, int64_t id, const char *pipeline, const char *i
 int ebb_queue_cancel(ebb_queue *q, int64_t id, int *running) {
   *running = 0;
   pthread_mutex_lock(&q->lock);
-  if (q->running && q->running->id == id) {
-    atomic_store(&q->running->by_client, 1);
-    atomic_store(&q->running->cancel, 1);
-    *running = 1;
-    pthread_mutex_unlock(&q->lock);
-    return 0;
+  for (size_t i = 0; i < q->ndevs; i++) {
+    qjob *r = q->devs[i].running;
+    if (r && r->id == id) {
+      atomic_store(&r->by_client, 1);
+      atomic_store(&r->cancel, 1);
+      *running = 1;
+      pthread_mutex_unlock(&q->lock);
+      return 0;
+    }
   }
   qjob *found = NULL, *prev = NULL;
   for (qjob *j = q->head; j; prev = j, j = j->next)

@@ -1,6 +1,6 @@
-/* The job queue: jobs accepted by POST /v1/jobs wait here (FIFO) and one
- * worker thread runs them one at a time through the manager (a GPU runs one
- * burst at a time; the runner serialises anyway). The store is updated at
+/* The job queue: jobs accepted by POST /v1/jobs wait here and one worker
+ * thread per device runs them through that device's manager, one at a time
+ * per device (a GPU runs one burst at a time). The store is updated at
  * each step: running, then succeeded / failed / cancelled with the error,
  * the result (result.json + the files in the job's directory) and the bytes
  * released in all and per stage.
@@ -21,15 +21,30 @@ typedef struct ebb_queue ebb_queue;
 
 typedef struct ebb_queue_opts {
   double timeout_s; /* a job's deadline when its pipeline sets no timeout_s; 0: none */
+  double max_wait_s; /* several devices: a job queued longer reserves the next device that
+                        can fit it; <= 0: 60 s */
   void (*on_state)(void *arg); /* after a job starts and after it ends (may be NULL) */
   void *arg;
 } ebb_queue_opts;
 
-/* Starts the worker. store, manager and alloc are borrowed; o may be NULL.
+/* Starts one worker per device (ms[i] and allocs[i], borrowed, n of them, at
+ * most 16); o may be NULL. One device: jobs run in order (FIFO) with the
+ * pipeline's release policy. Several: each job goes where placement
+ * (pipeline/placement.h) sends it, is loaded there first and stays resident;
+ * jobs on different devices run side by side, one at a time per device; a
+ * driver error (EBB_EDRIVER, EBB_ENODEV) takes its device out of placement,
+ * fails that job naming the device, and the queued jobs go to the others.
  * A job past its deadline (its pipeline's timeout_s, else o->timeout_s) is
  * cancelled, released and ends failed with EBB_ETIMEDOUT. */
-int ebb_queue_create(ebb_store *store, ebb_manager *m, ebb_allocator *alloc,
-                     const ebb_queue_opts *o, ebb_queue **out);
+int ebb_queue_create(ebb_store *store, ebb_manager *const *ms, ebb_allocator *const *allocs,
+                     size_t n, const ebb_queue_opts *o, ebb_queue **out);
+/* POST /v1/pipelines/NAME/load with several devices: the device index to
+ * load on (where it is loaded already, else placement as for a job, waiting
+ * for no busy device). One device: 0. EBB_EOOM / EBB_ENODEV when none can. */
+int ebb_queue_place_load(ebb_queue *q, const char *pipeline, size_t *index);
+/* [{"label","state":"idle"|"running"|"failed","job":ID|null,"error":MSG|null,
+ *   "jobs_started":N}] one per device (new reference). */
+json_t *ebb_queue_devices_json(ebb_queue *q);
 /* Stops the running job and puts it back in the store as queued (it did not
  * fail: a later server runs it, like the ones still queued), joins the
  * worker. NULL: no-op. */

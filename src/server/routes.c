@@ -78,7 +78,11 @@ static enum MHD_Result h_release(ebb_server *s, struct MHD_Connection *c, srv_re
                                  const char *method) {
   (void)method;
   uint64_t rel = 0;
-  ebb_manager_release(s->m, &rel);
+  for (size_t i = 0; i < s->ndev; i++) {
+    uint64_t b = 0;
+    ebb_manager_release(s->ms[i], &b);
+    rel += b;
+  }
   srv_snapshot_changed(s);
   return srv_send_json(c, r, MHD_HTTP_OK,
                        json_pack("{s:I}", "released_bytes", (json_int_t)rel));
@@ -95,11 +99,25 @@ static enum MHD_Result h_pipeline(ebb_server *s, struct MHD_Connection *c, srv_r
   ebb_dev_meminfo mi = {0};
   uint64_t rel = 0;
   int load = !strcmp(action, "load");
-  int rc = load ? ebb_manager_load(s->m, name) : ebb_manager_unload(s->m, name, &rel);
+  size_t at = 0; /* several devices: load where placement says, unload everywhere */
+  int rc = load ? ebb_queue_place_load(s->queue, name, &at) : 0;
+  if (!rc && load)
+    rc = ebb_manager_load(s->ms[at], name);
+  for (size_t i = 0; !load && !rc && i < s->ndev; i++) {
+    uint64_t b = 0;
+    if (i == 0 || ebb_manager_is_loaded(s->ms[i], name))
+      rc = ebb_manager_unload(s->ms[i], name, &b);
+    rel += b;
+  }
   srv_snapshot_changed(s);
   if (rc)
     return srv_send_ebb_err(c, r, rc, ebb_errmsg());
-  ebb_device_mem_info(ebb_allocator_device(s->alloc), &mi);
+  ebb_device_mem_info(ebb_manager_device(s->ms[at]), &mi);
+  if (s->ndev > 1 && load)
+    return srv_send_json(c, r, MHD_HTTP_OK,
+                         json_pack("{s:s,s:b,s:s,s:I}", "pipeline", name, "loaded", 1, "device",
+                                   ebb_device_label(ebb_manager_device(s->ms[at])),
+                                   "driver_free_bytes", (json_int_t)mi.free_bytes));
   if (load)
     return srv_send_json(c, r, MHD_HTTP_OK,
                          json_pack("{s:s,s:b,s:I}", "pipeline", name, "loaded", 1,

@@ -245,7 +245,8 @@ static int open_data(ebb_server *s, const ebb_server_opts *o) {
   /* every job has a deadline: a day unless told otherwise */
   ebb_queue_opts qo = {.timeout_s = o->job_timeout_s > 0 ? o->job_timeout_s : 86400,
                        .on_state = on_job_state, .arg = s};
-  if ((rc = ebb_queue_create(s->store, s->m, s->alloc, &qo, &s->queue)) != 0)
+  qo.max_wait_s = o->max_wait_s;
+  if ((rc = ebb_queue_create(s->store, s->ms, s->allocs, s->ndev, &qo, &s->queue)) != 0)
     return rc;
   return ebb_events_create(&(ebb_events_opts){.size = sizeof(ebb_events_opts), .manager = s->m,
                                               .alloc = s->alloc, .store = s->store},
@@ -309,8 +310,23 @@ int ebb_server_start(const ebb_server_opts *o, ebb_server **out) {
   }
   s->lock_fd = -1;
   pthread_mutex_init(&s->owners_lock, NULL);
+  pthread_mutex_init(&s->queue_lock, NULL);
   s->m = o->manager;
   s->alloc = o->alloc;
+  s->ndev = o->ndevices ? o->ndevices : 1;
+  s->ms = calloc(s->ndev, sizeof *s->ms);
+  s->allocs = calloc(s->ndev, sizeof *s->allocs);
+  if (!s->ms || !s->allocs) {
+    free(s->ms);
+    free(s->allocs);
+    free(s->data_dir);
+    free(s);
+    return ebb_seterr(EBB_ENOMEM, "server: out of host memory");
+  }
+  for (size_t i = 0; i < s->ndev; i++) {
+    s->ms[i] = o->ndevices ? o->managers[i] : o->manager;
+    s->allocs[i] = o->ndevices ? o->allocs[i] : o->alloc;
+  }
   s->max_json = o->max_json_bytes ? o->max_json_bytes : (1u << 20);
   s->max_upload = o->max_upload_bytes ? o->max_upload_bytes : (1ull << 30);
   s->max_field = o->max_field_bytes ? o->max_field_bytes : (1u << 20);
@@ -348,8 +364,11 @@ void ebb_server_stop(ebb_server *s) {
       close(fd);
   }
   ebb_events_stop(s->events); /* ends the event streams */
-  ebb_queue_destroy(s->queue); /* the running job stops and is queued again */
+  pthread_mutex_lock(&s->queue_lock);
+  ebb_queue *q = s->queue;
   s->queue = NULL;
+  pthread_mutex_unlock(&s->queue_lock);
+  ebb_queue_destroy(q); /* the running jobs stop and are queued again */
   if (s->d)
     MHD_stop_daemon(s->d); /* waits for the connection threads (items see s->stop) */
   srv_conns_destroy(s->conns);
@@ -359,11 +378,14 @@ void ebb_server_stop(ebb_server *s) {
   srv_auth_free(s->auth);
   srv_session_owners_free(s);
   pthread_mutex_destroy(&s->owners_lock);
+  pthread_mutex_destroy(&s->queue_lock);
   for (size_t i = 0; i < s->ninput_dirs; i++)
     free(s->input_dirs[i]);
   free(s->input_dirs);
   if (s->lock_fd >= 0)
     close(s->lock_fd);
   free(s->data_dir);
+  free(s->ms);
+  free(s->allocs);
   free(s);
 }

@@ -21,6 +21,12 @@ typedef struct ebb_server_opts {
   const char *data_dir;   /* jobs.db, jobs/ID/, sessions/ID/, uploads/ (created) */
   ebb_manager *manager;   /* borrowed */
   ebb_allocator *alloc;   /* borrowed (the manager's) */
+  /* Several devices (ebb serve --devices): one manager and allocator per
+   * device, borrowed; managers[0] is manager. ndevices 0: manager alone. */
+  ebb_manager *const *managers;
+  ebb_allocator *const *allocs;
+  size_t ndevices;
+  double max_wait_s;      /* a queued job waiting longer reserves a device: 60 */
   size_t max_json_bytes;  /* a JSON body larger than this is 413; 0: 1 MiB */
   size_t max_upload_bytes;/* a request with an upload larger than this is 413; 0: 1 GiB */
   void (*on_listen)(const char *url); /* called once bound, before any log line */

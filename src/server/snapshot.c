@@ -23,14 +23,61 @@ struct srv_snap {
   pthread_t th;
 };
 
+/* Every device: its manager's memory, its queue state ("state", "job",
+ * "error"), the pipelines loaded there. */
+static json_t *devices(ebb_server *s, uint64_t *released) {
+  json_t *arr = json_array();
+  pthread_mutex_lock(&s->queue_lock);
+  json_t *qs = s->queue ? ebb_queue_devices_json(s->queue) : json_array();
+  pthread_mutex_unlock(&s->queue_lock);
+  *released = 0;
+  for (size_t i = 0; i < s->ndev; i++) {
+    json_t *mem = ebb_manager_memory_json(s->ms[i]);
+    json_t *q = json_array_get(qs, i);
+    json_object_set_new(mem, "label",
+                        json_string(ebb_device_label(ebb_manager_device(s->ms[i]))));
+    json_object_set(mem, "state", q ? json_object_get(q, "state") : json_string("idle"));
+    json_object_set(mem, "job", q ? json_object_get(q, "job") : json_null());
+    json_object_set(mem, "error", q ? json_object_get(q, "error") : json_null());
+    *released += ebb_manager_released_total(s->ms[i]);
+    json_array_append_new(arr, mem);
+  }
+  json_decref(qs);
+  return arr;
+}
+
+/* A pipeline is loaded when it is on any device; "devices" says where. */
+static json_t *pipelines(ebb_server *s) {
+  json_t *p = ebb_manager_pipelines_json(s->m);
+  size_t i;
+  json_t *o;
+  json_array_foreach(p, i, o) {
+    const char *name = json_string_value(json_object_get(o, "name"));
+    json_t *where = json_array();
+    for (size_t d = 0; d < s->ndev; d++)
+      if (name && ebb_manager_is_loaded(s->ms[d], name))
+        json_array_append_new(where,
+                              json_string(ebb_device_label(ebb_manager_device(s->ms[d]))));
+    if (json_array_size(where))
+      json_object_set_new(o, "loaded", json_true());
+    json_object_set_new(o, "devices", where);
+  }
+  return p;
+}
+
 static json_t *take(ebb_server *s) {
   struct timespec ts;
   clock_gettime(CLOCK_REALTIME, &ts);
-  return json_pack("{s:o,s:o,s:i,s:I,s:f}", "memory", ebb_manager_memory_json(s->m),
-                   "pipelines", ebb_manager_pipelines_json(s->m), "sessions",
-                   ebb_sessions_leases(ebb_manager_sessions(s->m), NULL), "released_total",
-                   (json_int_t)ebb_manager_released_total(s->m), "taken",
-                   ts.tv_sec + ts.tv_nsec / 1e9);
+  uint64_t released = 0;
+  json_t *devs = devices(s, &released);
+  json_t *mem = json_deep_copy(json_array_get(devs, 0));
+  json_object_set(mem, "devices", devs);
+  int sessions = 0;
+  for (size_t i = 0; i < s->ndev; i++)
+    sessions += ebb_sessions_leases(ebb_manager_sessions(s->ms[i]), NULL);
+  return json_pack("{s:o,s:o,s:o,s:i,s:I,s:f}", "memory", mem, "devices", devs, "pipelines",
+                   pipelines(s), "sessions", sessions, "released_total",
+                   (json_int_t)released, "taken", ts.tv_sec + ts.tv_nsec / 1e9);
 }
 
 static double mono_s(void) {

@@ -180,7 +180,7 @@ done
 req GET /metrics
 for k in 'ebb_jobs{state="succeeded"} 3' 'ebb_jobs{state="cancelled"} 3' 'ebb_jobs{state="failed"} 1' \
          ebb_released_bytes_total ebb_device_reserved_bytes ebb_device_allocated_bytes \
-         ebb_device_cached_bytes ebb_device_free_bytes 'ebb_context_held 0' ebb_owner_bytes; do
+         ebb_device_cached_bytes ebb_device_free_bytes 'ebb_context_held{device="cuda:0"} 0' ebb_owner_bytes; do
   case $BODY in *"$k"*) ;; *) fail "/metrics lacks '$k'" ;; esac
 done
 relt=$(echo "$BODY" | sed -n 's/^ebb_released_bytes_total //p')
@@ -189,7 +189,7 @@ relt=$(echo "$BODY" | sed -n 's/^ebb_released_bytes_total //p')
 req POST /v1/pipelines/quick/load
 [ "$CODE" = 200 ] || fail "load quick: $CODE $BODY"
 req GET /metrics
-case $BODY in *'ebb_owner_bytes{owner="q"} 67108864'*) ;; *) fail "/metrics: owner q not at 64 MiB while loaded" ;; esac
+case $BODY in *'ebb_owner_bytes{owner="q",device="cuda:0"} 67108864'*) ;; *) fail "/metrics: owner q not at 64 MiB while loaded" ;; esac
 case $BODY in *'ebb_pipeline_loaded{pipeline="quick"} 1'*) ;; *) fail "/metrics: quick not loaded" ;; esac
 req POST /v1/release
 [ "$CODE" = 200 ] && [ -n "$(jget "$BODY" '["released_bytes"]')" ] || fail "POST /v1/release: $CODE $BODY"

@@ -56,7 +56,7 @@ done
 wait $LOAD
 grep -q '"loaded":true' "$T/load" || fail "load big: $(cat "$T/load")"
 m=$(curl -s "$URL/metrics")
-case $m in *'ebb_owner_bytes{owner="b"} 3221225472'*) ;; *) fail "/metrics right after the load does not show b's 3 GiB" ;; esac
+case $m in *'ebb_owner_bytes{owner="b",device="cuda:0"} 3221225472'*) ;; *) fail "/metrics right after the load does not show b's 3 GiB" ;; esac
 curl -s -o /dev/null -X POST "$URL/v1/pipelines/big/unload"
 r=$(curl -s "$URL/v1/memory" | python3 -c 'import json,sys; print(json.load(sys.stdin)["allocator"]["reserved_bytes"])')
 [ "$r" = 0 ] || fail "/v1/memory right after the unload: reserved $r"

@@ -1,0 +1,71 @@
+/* Placement: which device a job (or a load) of a pipeline goes to, when a
+ * server drives several devices (ebb serve --devices). A pure function over
+ * a picture of the devices taken by the caller (src/server/queue.c), so the
+ * rules can be read and tested in one place:
+ *
+ *   1. an idle device where the pipeline is loaded;
+ *   2. an idle device where its predicted need fits in the driver's free
+ *      memory (memory other processes hold counts as taken), best fit first
+ *      (the least free memory left over); a need not yet known fits only an
+ *      empty device (the one with the most free memory);
+ *   3. only when the pipeline is loaded on no device it may use (or the job
+ *      has waited past --max-wait): evict the idle pipelines of the one idle
+ *      device where that makes room with the least work lost (the fewest
+ *      bytes of loaded pipelines dropped);
+ *   4. otherwise wait: a load predicted not to fit is never started.
+ *
+ * Failed devices and devices a pipeline is not pinned to ("devices" in its
+ * config) take no part. */
+#ifndef EBB_PIPELINE_PLACEMENT_H
+#define EBB_PIPELINE_PLACEMENT_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "pipeline/config.h"
+
+typedef struct ebb_place_dev {
+  int ordinal;          /* CUDA device number; -1 for the CPU device */
+  int idle;             /* runs no job, load or item now */
+  int failed;           /* taken out of placement */
+  int loaded;           /* the job's pipeline is loaded here */
+  int free_known;       /* free_bytes is the driver's (or NVML's) figure */
+  uint64_t free_bytes;  /* driver free memory now */
+  uint64_t other_bytes; /* predicted bytes of the other pipelines loaded here */
+  int others;           /* how many other pipelines are loaded here */
+} ebb_place_dev;
+
+typedef struct ebb_place_job {
+  uint64_t need;     /* predicted need (ebb_place_need); 0: unknown */
+  uint32_t pin_cuda; /* as in ebb_pipeline_def */
+  int pin_cpu;
+  int overdue;       /* waited past --max-wait: may evict anywhere */
+} ebb_place_job;
+
+typedef enum {
+  EBB_PLACE_WAIT = 0,   /* nothing now */
+  EBB_PLACE_LOADED = 1, /* rule 1 */
+  EBB_PLACE_FITS = 2,   /* rule 2: load next to what is there */
+  EBB_PLACE_EVICT = 3,  /* rule 3: unload the idle pipelines there, then load */
+  EBB_PLACE_NEVER = 4,  /* no device may run it (its pins, failed devices) */
+} ebb_place_how;
+
+/* The device index for the job (-1 with WAIT or NEVER) and how, in *how. */
+int ebb_place(const ebb_place_dev *devs, size_t n, const ebb_place_job *job, ebb_place_how *how);
+/* 1 when device d may run the job at all (not failed, pins allow). */
+int ebb_place_eligible(const ebb_place_dev *d, const ebb_place_job *job);
+/* 1 when device d could take the job once idle (eligible, and the need fits
+ * its free memory plus what evicting would free, or the need is unknown). */
+int ebb_place_could_fit(const ebb_place_dev *d, const ebb_place_job *job);
+
+/* The predicted need of a pipeline: the last measured peak (measured, the
+ * largest over the devices; 0 if never measured), else the per-stage
+ * estimate (EBB_PLACE_ESTIMATE_HOOK below), else "expected_mib" from the
+ * config; 0 when nothing is known. */
+uint64_t ebb_place_need(const ebb_pipeline_def *def, uint64_t measured);
+/* The hook for the stages' own estimates (the stage ABI's estimate(), being
+ * added): the sum of the stages' estimated bytes for def, 0 when they give
+ * none. Today it answers 0, so expected_mib and the measured peak decide. */
+uint64_t ebb_place_estimate_hook(const ebb_pipeline_def *def);
+
+#endif
