@@ -24,7 +24,7 @@ static void usage(FILE *f) {
   fprintf(f,
           "usage: ebb serve [--config FILE] [--listen HOST:PORT] [--data-dir DIR]\n"
           "                 [--device auto|cpu|cuda|cuda:N]\n"
-          "                 [--release after-stage|after-job|idle:SECONDS|never]\n"
+          "                 [--release after-stage|after-job|idle:SECONDS|never|sleep|sleep:SECONDS]\n"
           "                 [--log-format text|json] [--cache-dir DIR | --no-cache]\n"
           "                 [--token-file FILE] [--metrics-public] [--allow-host NAME]...\n"
           "                 [--input-dir DIR]... [--job-timeout S] [--keep-jobs N|DURATION]\n\n"
