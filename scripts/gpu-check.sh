@@ -15,6 +15,10 @@
 # 7. what the process holds after a job
 # 8. libebb.so and the Python package: owners against nvidia-smi, and a small
 #    PyTorch model through ebb.torch.use() where PyTorch with CUDA is installed
+# 9. sleep/wake (issue 12): bench/memory_sleep on the real driver (wake GiB/s
+#    vs a plain pinned copy vs unload+load; the weights checked at the same
+#    addresses after the context was released and re-created), and
+#    `ebb run --release sleep` with nvidia-smi at 0 for the process afterwards
 #
 # It never changes the card's settings: no persistence mode, clocks, resets or
 # compute mode; only nvidia-smi queries. Everything it prints is also written
@@ -179,6 +183,23 @@ if python3 -c 'import torch, sys; sys.exit(0 if torch.cuda.is_available() else 1
 else
   echo "PyTorch with CUDA is not installed for $(command -v python3): the ebb.torch.use() step is skipped"
 fi
+
+# --- 9. sleep and wake on the real GPU -------------------------------------------
+step "9. sleep/wake: reserved ranges across a context release, wake bandwidth"
+if [ -x "$BUILD/bench/memory_sleep" ]; then
+  EBB_BENCH_SLEEP_MIB=${EBB_BENCH_SLEEP_MIB:-4096} "$BUILD/bench/memory_sleep" > "$BUILD/gpu-check-sleep.txt" 2>&1
+  rc=$?
+  cat "$BUILD/gpu-check-sleep.txt"
+  [ $rc -eq 0 ] && ! grep -q "failed\|changed" "$BUILD/gpu-check-sleep.txt" ||
+    fail "sleep/wake bench on the GPU (see above)"
+else
+  fail "no $BUILD/bench/memory_sleep (build step failed?)"
+fi
+"$BUILD/ebb" run --pipeline synthetic --release sleep -o "$BUILD/gpu-check-sleep" "$ROOT/README.md" \
+  > "$BUILD/gpu-check-sleep.log" 2>&1 || fail "ebb run --release sleep"
+grep -E "asleep|awake" "$BUILD/gpu-check-sleep.log"
+grep -q "asleep: device context released" "$BUILD/gpu-check-sleep.log" ||
+  fail "ebb run --release sleep: the context was not released while asleep"
 
 # --- end -------------------------------------------------------------------------
 step "summary"

@@ -38,7 +38,7 @@ static void usage(FILE *f) {
   fprintf(f,
           "usage: ebb run --pipeline NAME [--config FILE] INPUT [-o OUTDIR]\n"
           "               [--device auto|cpu|cuda|cuda:N]\n"
-          "               [--release after-stage|after-job|idle:SECONDS|never]\n"
+          "               [--release after-stage|after-job|idle:SECONDS|never|sleep|sleep:SECONDS]\n"
           "               [--timeline FILE.svg|FILE.json] [--log-format text|json]\n"
           "               [--cache] [--cache-dir DIR] [--no-cache] [--verbose]\n\n"
           "Runs INPUT through the pipeline's stages in order and gives device memory\n"

@@ -25,10 +25,11 @@ static void usage(FILE *f) {
   fprintf(f,
           "usage: ebb serve [--config FILE] [--listen HOST:PORT] [--data-dir DIR]\n"
           "                 [--devices all|cuda:0,cuda:2|cpu] [--max-wait S]\n"
-          "                 [--release after-stage|after-job|idle:SECONDS|never]\n"
+          "                 [--release after-stage|after-job|idle:SECONDS|never|sleep|sleep:SECONDS]\n"
           "                 [--log-format text|json] [--cache-dir DIR | --no-cache]\n"
           "                 [--token-file FILE] [--metrics-public] [--allow-host NAME]...\n"
-          "                 [--input-dir DIR]... [--job-timeout S] [--keep-jobs N|DURATION]\n\n"
+          "                 [--input-dir DIR]... [--job-timeout S] [--keep-jobs N|DURATION]\n"
+          "                 [--sleep-host-budget SIZE]\n\n"
           "Serves the HTTP API of docs/api.md: jobs (queued, run one at a time), pipelines\n"
           "kept loaded for sessions, memory and metrics. The first line on stdout is\n"
           "  ebb: listening on http://HOST:PORT\n\n"
@@ -63,6 +64,9 @@ static void usage(FILE *f) {
           "                    a pipeline's \"timeout_s\" wins)\n"
           "  --keep-jobs N|D   keep the newest N finished jobs, or those finished within\n"
           "                    D (30s, 90m, 12h, 7d); older ones and their files go\n"
+          "  --sleep-host-budget SIZE  host memory the weights of sleeping pipelines may\n"
+          "                    hold (512MiB, 16GiB; a plain number is MiB; default: no\n"
+          "                    limit); beyond it the oldest sleeper is unloaded instead\n"
           "  -v, --verbose     debug lines too\n\n"
           "SIGINT/SIGTERM stop the server: the running job goes back to the queue, every\n"
           "pipeline is unloaded and all device memory (the context too) goes back; exit 0.\n");
@@ -103,6 +107,7 @@ typedef struct serve_args {
   size_t nallow, ninputs;
   char dd[4096], abs_dd[4096], cd[4200];
   ebb_server_opts so;
+  uint64_t sleep_budget; /* --sleep-host-budget, bytes; 0: none */
 } serve_args;
 
 /* One number of the config's "server" object. */
@@ -202,7 +207,22 @@ static int add_list(const char **list, size_t *n, const char *v, const char *fla
   return 0;
 }
 
-enum { O_TOKEN = 256, O_METRICS, O_ALLOW, O_INPUT, O_JOBTO, O_KEEP, O_DEVICES, O_MAXWAIT };
+/* "512" (MiB), "512MiB", "16GiB", "2TiB" -> bytes. */
+static int parse_size(const char *v, uint64_t *out) {
+  char *end;
+  errno = 0;
+  double n = strtod(v, &end);
+  if (end == v || errno || n < 0 || n > 1e9)
+    return -1;
+  double mul = !*end || !strcmp(end, "MiB") ? 1048576.0 : !strcmp(end, "GiB") ? 1073741824.0
+               : !strcmp(end, "TiB") ? 1099511627776.0 : -1;
+  if (mul < 0)
+    return -1;
+  *out = (uint64_t)(n * mul);
+  return 0;
+}
+
+enum { O_TOKEN = 256, O_METRICS, O_ALLOW, O_INPUT, O_JOBTO, O_KEEP, O_DEVICES, O_MAXWAIT, O_SLEEPB };
 
 /* One option; 0 to go on, else the exit status (-1: --help). */
 static int take_opt(serve_args *a, int c, char **argv) {
@@ -238,6 +258,12 @@ static int take_opt(serve_args *a, int c, char **argv) {
       return 0;
     fprintf(stderr, "ebb serve: --max-wait %s: expected seconds > 0\n", optarg);
     return EBB_EXIT_USAGE;
+  case O_SLEEPB:
+    if (parse_size(optarg, &a->sleep_budget) == 0)
+      return 0;
+    fprintf(stderr, "ebb serve: --sleep-host-budget %s: expected a size (512MiB, 16GiB; a plain "
+                    "number is MiB)\n", optarg);
+    return EBB_EXIT_USAGE;
   case 'h': usage(stdout); return -1;
   case ':':
     fprintf(stderr, "ebb serve: %s needs a value (see ebb serve --help)\n", argv[optind - 1]);
@@ -263,6 +289,7 @@ static int parse_args(int argc, char **argv, serve_args *a) {
       {"keep-jobs", required_argument, NULL, O_KEEP},
       {"devices", required_argument, NULL, O_DEVICES},
       {"max-wait", required_argument, NULL, O_MAXWAIT},
+      {"sleep-host-budget", required_argument, NULL, O_SLEEPB},
       {NULL, 0, NULL, 0}};
   int c, st;
   optind = 1;
@@ -402,6 +429,7 @@ static int open_one(serve_args *a, serve_state *st, size_t i, ebb_manager_opts *
     fprintf(stderr, "ebb serve: %s\n", ebb_errmsg());
     return EBB_EXIT_FAILED;
   }
+  ebb_manager_set_sleep_budget(st->ms[i], a->sleep_budget);
   return 0;
 }
 

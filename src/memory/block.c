@@ -123,6 +123,7 @@ static void take_locked(ebb_allocator *a, ebb_owner *o, mem_block *b, size_t byt
   b->free = 0;
   b->req = bytes;
   b->owner = o;
+  b->weights = o->weights_on;
   b->site = site;
   b->bt = bt;
   b->nbt = nbt;
@@ -218,6 +219,7 @@ void mem__block_free_locked(ebb_allocator *a, mem_block *b, ebb_ledger_kind kind
   b->bt = NULL;
   b->nbt = 0;
   b->owner = NULL;
+  b->weights = 0;
   b->site = NULL;
   b->req = 0;
   b->free = 1;

@@ -28,10 +28,14 @@ int mem__ctx_ensure_locked(ebb_allocator *a) {
   return 0;
 }
 
-/* Segments plus 1 when pinned buffers are held: what keeps the context. */
+/* Mapped segments plus 1 when pinned buffers are held: what keeps the
+ * context (a parked or sleeping segment holds only an address range, which
+ * the driver keeps across the context: ebb_device_ctx_release). */
 static int holds_device_memory(ebb_allocator *a) {
   mem__lock(a);
-  int n = (int)a->segments.current;
+  int n = 0;
+  for (const mem_seg *s = a->segs; s; s = s->next)
+    n += !s->d.parked;
   int pins = a->pinned_reserved.current > 0;
   mem__unlock(a);
   return n + pins;

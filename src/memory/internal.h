@@ -75,6 +75,8 @@ struct mem_block {
   const char *site;
   void **bt; /* captured return addresses (malloc'd) or NULL */
   int nbt;
+  int weights; /* allocated while its owner was marked (ebb_owner_mark_weights):
+                  backed up by a sleep; other blocks' bytes are dropped */
 };
 
 struct mem_seg {
@@ -88,6 +90,9 @@ struct mem_seg {
   mem_seg *prev, *next;
   /* parking */
   void *park_copy;
+  int waking; /* inside one ebb_owner_wake: mapped by it, books not yet moved */
+  int asleep; /* parked by ebb_owner_sleep: only weights blocks are in
+                 park_copy (NULL when it has none); the rest come back zeroed */
 };
 
 typedef struct mem_pool {
@@ -127,6 +132,7 @@ struct ebb_owner {
   uint64_t tree_bytes;
   uint64_t quota;
   uint64_t refused;
+  int weights_on;   /* ebb_owner_mark_weights: new blocks are weights */
   mem_block *live;  /* live blocks */
   pin_buf *pins;    /* live pinned buffers */
   /* free blocks of the segments that hold this owner's blocks: an owner's

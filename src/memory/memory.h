@@ -218,8 +218,35 @@ int ebb_mem_lookup(ebb_allocator *a, uint64_t addr, ebb_owner **owner, size_t *s
  * *parked (may be NULL): device bytes given back. Plain segments stay
  * resident. Allocation never uses a parked segment. */
 int ebb_owner_park(ebb_owner *o, uint64_t *parked);
-/* Maps new physical memory at the same addresses and copies the bytes back. */
+/* Maps new physical memory at the same addresses and copies the bytes back
+ * (every parked segment of o's tree, those of ebb_owner_sleep too). All or
+ * nothing: when a mapping or a copy fails (out of memory, driver error) the
+ * segments mapped by this call are parked again, every backup is kept, and
+ * the error names the owner and the bytes, so the wake can be retried. */
 int ebb_owner_wake(ebb_owner *o);
+
+/* --- sleep (parking that keeps only the weights) --------------------------- */
+/* While on, the blocks o allocates are its weights (the runner marks a
+ * stage's owner around its load). */
+void ebb_owner_mark_weights(ebb_owner *o, int on);
+typedef struct ebb_sleep_stats {
+  uint32_t size;            /* sizeof(ebb_sleep_stats), set by the caller */
+  uint64_t device_bytes;    /* sleep: physical bytes given back; wake: mapped again */
+  uint64_t backup_bytes;    /* weights' bytes copied to host (sleep) or back (wake) */
+  uint64_t dropped_bytes;   /* sleep: live bytes not backed up (not weights) */
+  uint32_t segments;        /* segments parked / woken */
+  double seconds;           /* the copies and driver calls */
+} ebb_sleep_stats;
+/* Like ebb_owner_park, but only the weights blocks (ebb_owner_mark_weights)
+ * are copied to host memory; other live blocks keep their addresses and come
+ * back zeroed by ebb_owner_wake. Copies go in chunks of 64 MiB. The host
+ * copies are freed by the wake (and by the owner's teardown: a sleeping
+ * owner can be destroyed). st may be NULL. */
+int ebb_owner_sleep(ebb_owner *o, ebb_sleep_stats *st);
+/* ebb_owner_wake with figures. */
+int ebb_owner_wake_stats(ebb_owner *o, ebb_sleep_stats *st);
+/* Host bytes held by the backups of every parked segment of this allocator. */
+uint64_t ebb_allocator_backup_bytes(ebb_allocator *a);
 
 /* --- pinned host pool ----------------------------------------------------- */
 /* Page-locked host memory from ebb_device_host_alloc, cached by size (rounded

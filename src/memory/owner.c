@@ -53,6 +53,14 @@ void ebb_owner_set_kind(ebb_owner *o, const char *kind) {
   o->kind = kind && *kind ? kind : "owner";
 }
 
+void ebb_owner_mark_weights(ebb_owner *o, int on) {
+  if (!o)
+    return;
+  mem__lock(o->a);
+  o->weights_on = on != 0;
+  mem__unlock(o->a);
+}
+
 int ebb_owner_set_quota(ebb_owner *o, uint64_t bytes) {
   if (!o)
     return ebb_seterr(EBB_EINVAL, "ebb_owner_set_quota: no owner");

@@ -58,18 +58,24 @@ int ebb_policy_parse(const char *s, ebb_policy *out) {
     *out = (ebb_policy){EBB_POLICY_NEVER, 0};
     return 0;
   }
-  if (!strncmp(s, "idle:", 5)) {
+  if (!strcmp(s, "sleep")) {
+    *out = (ebb_policy){EBB_POLICY_SLEEP, 0};
+    return 0;
+  }
+  int sleep = !strncmp(s, "sleep:", 6);
+  if (!strncmp(s, "idle:", 5) || sleep) {
+    const char *num = s + (sleep ? 6 : 5);
     char *end;
     errno = 0;
-    double v = strtod(s + 5, &end);
-    if (s[5] && !*end && !errno && isfinite(v) && v >= 0) {
-      *out = (ebb_policy){EBB_POLICY_IDLE, v};
+    double v = strtod(num, &end);
+    if (*num && !*end && !errno && isfinite(v) && v >= 0) {
+      *out = (ebb_policy){sleep ? EBB_POLICY_SLEEP : EBB_POLICY_IDLE, v};
       return 0;
     }
   }
   return ebb_seterr(EBB_EINVAL,
-                    "release policy '%s': expected after-stage, after-job, idle:SECONDS "
-                    "(SECONDS >= 0) or never",
+                    "release policy '%s': expected after-stage, after-job, idle:SECONDS, "
+                    "never, sleep or sleep:SECONDS (SECONDS >= 0)",
                     s);
 }
 
@@ -79,6 +85,12 @@ const char *ebb_policy_format(const ebb_policy *p, char *buf, size_t n) {
   case EBB_POLICY_AFTER_JOB: snprintf(buf, n, "after-job"); break;
   case EBB_POLICY_IDLE: snprintf(buf, n, "idle:%g", p->idle_s); break;
   case EBB_POLICY_NEVER: snprintf(buf, n, "never"); break;
+  case EBB_POLICY_SLEEP:
+    if (p->idle_s > 0)
+      snprintf(buf, n, "sleep:%g", p->idle_s);
+    else
+      snprintf(buf, n, "sleep");
+    break;
   }
   return buf;
 }

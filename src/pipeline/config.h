@@ -31,12 +31,15 @@ typedef enum {
   EBB_POLICY_AFTER_JOB,
   EBB_POLICY_IDLE,
   EBB_POLICY_NEVER,
+  EBB_POLICY_SLEEP, /* stages stay loaded idle_s seconds after the job (0: none),
+                       then sleep (weights to host, device memory back) */
 } ebb_policy_kind;
 typedef struct ebb_policy {
   ebb_policy_kind kind;
-  double idle_s; /* EBB_POLICY_IDLE */
+  double idle_s; /* EBB_POLICY_IDLE, EBB_POLICY_SLEEP */
 } ebb_policy;
-/* "after-stage" | "after-job" | "idle:SECONDS" | "never"; EBB_EINVAL names s. */
+/* "after-stage" | "after-job" | "idle:SECONDS" | "never" | "sleep" |
+ * "sleep:SECONDS"; EBB_EINVAL names s. */
 int ebb_policy_parse(const char *s, ebb_policy *out);
 /* Writes the policy's text form into buf; returns buf. */
 const char *ebb_policy_format(const ebb_policy *p, char *buf, size_t n);

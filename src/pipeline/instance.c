@@ -127,7 +127,9 @@ int ebb_instance_load(ebb_instance *in) {
   ebb_sctx_clear_error(&in->ctx);
   mark(in, "load");
   ebb_clearerr();
+  ebb_owner_mark_weights(in->owner, 1); /* what load allocates is the weights (sleep) */
   int rc = in->st->load(&in->ctx.pub, in->opts, &in->stage_state);
+  ebb_owner_mark_weights(in->owner, 0);
   in->loaded = rc == 0;
   if (rc)
     in->stage_state = NULL;
@@ -168,7 +170,8 @@ static const char *mem_word(const ebb_instance *in) {
  * never the process-wide ones (those are the runner's, released on a line of
  * their own: runner.c release_process). */
 static void drop(ebb_instance *in, ebb_instance_report *rep) {
-  if (in->loaded && in->st->release) {
+  /* asleep: its caches went when it fell asleep, and its memory is parked */
+  if (in->loaded && in->st->release && in->state != EBB_INSTANCE_PARKED) {
     rep->drop_error = in->st->release(&in->ctx.pub, in->stage_state);
     if (rep->drop_error)
       ebb_log(EBB_LOG_WARN, in->ctx.name, "the stage's release failed: %s",
@@ -296,6 +299,69 @@ int ebb_instance_release(ebb_instance *in, const ebb_instance_plan *plan,
     memcpy(out, &rep, keep);
     out->size = keep;
   }
+  return 0;
+}
+
+/* --- sleep and wake (issue 12) ------------------------------------------- */
+static int not_for_sleep(const ebb_instance *in, const char *verb, const char *why) {
+  return ebb_seterr(EBB_ESTATE, "stage '%s' of pipeline '%s': cannot %s: %s", in->ctx.name,
+                    in->pipeline, verb, why);
+}
+
+int ebb_instance_sleep(ebb_instance *in, ebb_sleep_stats *out) {
+  if (!in)
+    return ebb_seterr(EBB_EINVAL, "stage instance: none given to sleep");
+  if (in->state == EBB_INSTANCE_PARKED)
+    return not_for_sleep(in, "sleep", "it is asleep already");
+  if (in->state != EBB_INSTANCE_LOADED && in->state != EBB_INSTANCE_IDLE)
+    return not_for_sleep(in, "sleep", in->state == EBB_INSTANCE_RUNNING
+                                          ? "it is inside its load or run"
+                                          : "it is not loaded");
+  ebb_instance_report rep = {.size = sizeof rep};
+  ebb_sleep_stats st = {.size = sizeof st};
+  mark(in, "sleep");
+  drop(in, &rep);
+  int rc = ebb_owner_sleep(in->owner, &st);
+  ebb_release_result rr = {.size = sizeof rr};
+  ebb_release(in->alloc, EBB_RELEASE_TRIM | EBB_RELEASE_PINNED, &rr);
+  st.device_bytes += rep.released_bytes + rr.released_bytes;
+  ebb_instance_enter(in, EBB_INSTANCE_PARKED); /* even on failure: wake restores it */
+  if (rc)
+    ebb_errctx(rc, "stage '%s' of pipeline '%s': sleep: ", in->ctx.name, in->pipeline);
+  ebb_log_field f[] = {EBB_LF_S("event", "asleep"), EBB_LF_S("stage", in->ctx.name),
+                       EBB_LF_U("released_bytes", st.device_bytes),
+                       EBB_LF_U("backup_bytes", st.backup_bytes),
+                       EBB_LF_U("dropped_bytes", st.dropped_bytes),
+                       EBB_LF_F("seconds", st.seconds)};
+  ebb_log_ev(EBB_LOG_INFO, in->ctx.name, f, 6,
+             "asleep: %llu MiB of %s released, %llu MiB of weights kept in host memory",
+             MIB(st.device_bytes), mem_word(in), MIB(st.backup_bytes));
+  if (out)
+    *out = st;
+  return rc;
+}
+
+int ebb_instance_wake(ebb_instance *in, ebb_sleep_stats *out) {
+  if (!in)
+    return ebb_seterr(EBB_EINVAL, "stage instance: none given to wake");
+  if (in->state != EBB_INSTANCE_PARKED)
+    return not_for_sleep(in, "wake", "it is not asleep");
+  ebb_sleep_stats st = {.size = sizeof st};
+  mark(in, "wake");
+  int rc = ebb_owner_wake_stats(in->owner, &st);
+  if (out)
+    *out = st;
+  if (rc)
+    return ebb_errctx(rc, "stage '%s' of pipeline '%s' stays asleep: ", in->ctx.name,
+                      in->pipeline);
+  ebb_instance_enter(in, EBB_INSTANCE_LOADED);
+  ebb_log_field f[] = {EBB_LF_S("event", "awake"), EBB_LF_S("stage", in->ctx.name),
+                       EBB_LF_U("restored_bytes", st.device_bytes),
+                       EBB_LF_U("backup_bytes", st.backup_bytes),
+                       EBB_LF_F("seconds", st.seconds)};
+  ebb_log_ev(EBB_LOG_INFO, in->ctx.name, f, 5,
+             "awake: %llu MiB of %s restored (%llu MiB of weights) in %.3f s",
+             MIB(st.device_bytes), mem_word(in), MIB(st.backup_bytes), st.seconds);
   return 0;
 }
 

@@ -23,9 +23,9 @@
  *   LOADED   loaded, held by a job or kept by its pipeline (not evictable)
  *   IDLE     loaded, kept between jobs (policy idle:S): the first to go when
  *            memory runs out or its time is up; a job may claim it (run)
- *   PARKED   loaded, its device memory parked at the same addresses
- *            (ebb_owner_park). Reserved for the sleep level of issue 12: no
- *            verb enters it yet; wake goes back to LOADED
+ *   PARKED   asleep (state name "parked"): loaded, its device memory parked at the same
+ *            addresses (ebb_instance_sleep); ebb_instance_wake goes back to
+ *            LOADED
  *   RELEASED unloaded, owner destroyed; only ebb_instance_destroy is left
  *
  * Words (each means one thing in the pipeline room):
@@ -169,6 +169,23 @@ void ebb_instance_bind(ebb_instance *in, const atomic_int *cancel, const char *o
  * RUNNING or already RELEASED. */
 int ebb_instance_release(ebb_instance *in, const ebb_instance_plan *plan,
                          ebb_instance_report *rep);
+
+/* Sleep (issue 12): LOADED or IDLE -> PARKED ("asleep"). The drop runs (the
+ * stage's release, the registry's callbacks: caches go), then the owner
+ * sleeps (ebb_owner_sleep: what the stage allocated during its load is its
+ * weights and is copied to host memory; every segment it alone uses gives
+ * its physical memory back and keeps its address), then trim. *st (may be
+ * NULL): device_bytes = bytes handed back (segments parked + trimmed). Line:
+ * `[name] asleep: N MiB of GPU memory released, M MiB of weights kept in host
+ * memory`. EBB_ESTATE (nothing done) when not LOADED/IDLE: asleep already,
+ * not loaded, running. On a failed owner sleep the segments parked so far
+ * stay parked and the instance is PARKED anyway (a wake restores them). */
+int ebb_instance_sleep(ebb_instance *in, ebb_sleep_stats *st);
+/* PARKED -> LOADED: memory mapped again at the same addresses, the weights
+ * copied back, the rest zeroed. A failed wake (out of memory, driver error)
+ * leaves it PARKED with its backup (retry, or release it) and returns the
+ * error with a message naming the stage. EBB_ESTATE when not asleep. */
+int ebb_instance_wake(ebb_instance *in, ebb_sleep_stats *st);
 
 ebb_instance_state ebb_instance_state_of(const ebb_instance *in);
 /* 1 from a successful load until the unload (also while RUNNING a run). */

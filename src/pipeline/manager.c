@@ -19,6 +19,8 @@ typedef struct mpipe {
   int loaded;
   uint64_t need;  /* last measured peak; 0: unknown */
   char *outdir;   /* WORK/pipelines/NAME (kept while instances live) */
+  int asleep;     /* sleep (issue 12): loaded, its stages asleep */
+  double slept_at;/* when it fell asleep (the budget unloads the oldest) */
 } mpipe;
 
 struct ebb_manager {
@@ -47,6 +49,11 @@ struct ebb_manager {
   mpipe *pipes;
   size_t npipes;
   uint64_t released_total;
+  /* sleep (issue 12), under lock */
+  uint64_t sleep_budget;      /* host bytes for backups; 0: no limit */
+  uint64_t wakes;             /* wakes done (by the API or by a job) */
+  double wake_seconds;        /* their time, summed */
+  uint64_t backup_bytes;      /* last seen (the read side never waits on the allocator) */
 };
 
 /* --- helpers --------------------------------------------------------------- */
@@ -350,6 +357,7 @@ typedef struct unload_args {
   uint64_t rel;
 } unload_args;
 static int unload_on_dev(void *arg);
+static void note_backup(ebb_manager *m);
 
 /* switch_lock held (the _in_switch functions). */
 static int unload_in_switch(ebb_manager *m, mpipe *pp, uint64_t *released) {
@@ -391,6 +399,7 @@ static int unload_on_dev(void *arg) {
   log_free(name, "before unload", before);
   pthread_mutex_lock(&m->lock);
   pp->loaded = 0;
+  pp->asleep = 0;
   int others = 0;
   for (size_t i = 0; i < m->npipes; i++)
     others += m->pipes[i].loaded;
@@ -423,6 +432,7 @@ static int unload_on_dev(void *arg) {
               (long long)(seen / (1 << 20)), MIB(rel));
   }
   ebb_hook_run(m->hook, "pipeline-unloaded", name, rel);
+  note_backup(m); /* a sleeping pipeline's backup went with it */
   a->rel = rel;
   return rc;
 }
@@ -635,7 +645,17 @@ static int run_on_dev(void *arg) {
   ebb_job job = {.size = sizeof job, .pipeline = &d, .input = a->input, .output_dir = a->outdir,
                  .policy = pol, .cancel = a->cancel,
                  .progress = a->progress, .progress_arg = a->progress_arg};
+  int was_asleep = ebb_runner_pipeline_asleep(m->runner, pp->def->name);
+  double tw = ebb_now();
   rc = ebb_runner_run(m->runner, &job, res);
+  if (was_asleep && !ebb_runner_pipeline_asleep(m->runner, pp->def->name)) {
+    pthread_mutex_lock(&m->lock);
+    pp->asleep = 0;
+    m->wakes++;
+    m->wake_seconds += ebb_now() - tw; /* the job's time bounds its wake's */
+    pthread_mutex_unlock(&m->lock);
+    note_backup(m);
+  }
   if (loaded) {
     uint64_t peak = 0;
     ebb_runner_pipeline_bytes(m->runner, pp->def->name, NULL, &peak);
@@ -761,6 +781,7 @@ json_t *ebb_manager_pipelines_json(ebb_manager *m) {
     json_object_set_new(o, "release", json_string(pol));
     json_object_set_new(o, "stages", st);
     json_object_set_new(o, "loaded", json_boolean(loaded));
+    json_object_set_new(o, "asleep", json_boolean(loaded && pp->asleep));
     json_object_set_new(o, "sessions", json_integer(ebb_sessions_leases(m->sessions, d->name)));
     json_object_set_new(o, "need_bytes", need ? json_integer((json_int_t)need) : json_null());
     json_array_append_new(arr, o);
@@ -840,4 +861,117 @@ json_t *ebb_manager_memory_json(ebb_manager *m) {
   return json_pack("{s:o,s:o,s:o,s:o,s:o,s:o,s:o,s:I}", "device", dev, "allocator", al, "owners",
                    owners_json(m), "context", ctx, "pinned", pin, "unattributed", una, "loaded",
                    loaded, "released_total_bytes", (json_int_t)ebb_manager_released_total(m));
+}
+
+/* --- sleep and wake (issue 12) ---------------------------------------------- */
+typedef struct sleep_args {
+  ebb_manager *m;
+  mpipe *pp;
+  int wake;
+  ebb_sleep_stats st;
+} sleep_args;
+
+static int sleep_on_dev(void *arg) {
+  sleep_args *a = arg;
+  const char *name = a->pp->def->name;
+  a->st = (ebb_sleep_stats){.size = sizeof a->st};
+  return a->wake ? ebb_runner_wake_pipeline(a->m->runner, name, &a->st)
+                 : ebb_runner_sleep_pipeline(a->m->runner, name, &a->st);
+}
+
+static uint64_t backup_bytes(ebb_manager *m) { return ebb_allocator_backup_bytes(m->alloc); }
+
+/* The figure the read side shows, refreshed after every change. */
+static void note_backup(ebb_manager *m) {
+  uint64_t b = backup_bytes(m);
+  pthread_mutex_lock(&m->lock);
+  m->backup_bytes = b;
+  pthread_mutex_unlock(&m->lock);
+}
+
+/* Over the host budget for backups: the oldest sleepers are unloaded
+ * instead (switch_lock held). */
+static void enforce_budget(ebb_manager *m) {
+  for (;;) {
+    pthread_mutex_lock(&m->lock);
+    uint64_t budget = m->sleep_budget;
+    mpipe *oldest = NULL;
+    for (size_t i = 0; i < m->npipes; i++)
+      if (m->pipes[i].loaded && m->pipes[i].asleep &&
+          (!oldest || m->pipes[i].slept_at < oldest->slept_at))
+        oldest = &m->pipes[i];
+    pthread_mutex_unlock(&m->lock);
+    uint64_t held = backup_bytes(m);
+    if (!budget || held <= budget || !oldest)
+      return;
+    ebb_log(EBB_LOG_INFO, "server",
+            "sleep: backups hold %llu MiB of host memory, over the budget of %llu MiB: "
+            "unloading pipeline '%s' (the oldest asleep)",
+            MIB(held), MIB(budget), oldest->def->name);
+    unload_in_switch(m, oldest, NULL);
+  }
+}
+
+int ebb_manager_sleep(ebb_manager *m, const char *name, ebb_sleep_stats *out) {
+  mpipe *pp = find_pipe(m, name);
+  if (!pp)
+    return unknown_pipeline(m, name);
+  pthread_mutex_lock(&m->switch_lock);
+  sleep_args a = {m, pp, 0, {.size = sizeof a.st}};
+  int rc = on_device(m, sleep_on_dev, &a);
+  if (!rc || ebb_runner_pipeline_asleep(m->runner, name)) {
+    pthread_mutex_lock(&m->lock);
+    pp->asleep = 1;
+    pp->slept_at = ebb_now();
+    if (!pp->loaded) /* kept by a job's policy: it counts as loaded while asleep */
+      pp->loaded = 1;
+    pthread_mutex_unlock(&m->lock);
+    add_released(m, a.st.device_bytes);
+  }
+  if (!rc)
+    enforce_budget(m);
+  note_backup(m);
+  pthread_mutex_unlock(&m->switch_lock);
+  if (out)
+    *out = a.st;
+  return rc;
+}
+
+int ebb_manager_wake(ebb_manager *m, const char *name, ebb_sleep_stats *out) {
+  mpipe *pp = find_pipe(m, name);
+  if (!pp)
+    return unknown_pipeline(m, name);
+  pthread_mutex_lock(&m->switch_lock);
+  sleep_args a = {m, pp, 1, {.size = sizeof a.st}};
+  int rc = on_device(m, sleep_on_dev, &a);
+  pthread_mutex_lock(&m->lock);
+  if (!rc) {
+    pp->asleep = 0;
+    m->wakes++;
+    m->wake_seconds += a.st.seconds;
+  }
+  pthread_mutex_unlock(&m->lock);
+  note_backup(m);
+  pthread_mutex_unlock(&m->switch_lock);
+  if (out)
+    *out = a.st;
+  return rc;
+}
+
+void ebb_manager_set_sleep_budget(ebb_manager *m, uint64_t bytes) {
+  pthread_mutex_lock(&m->lock);
+  m->sleep_budget = bytes;
+  pthread_mutex_unlock(&m->lock);
+}
+
+void ebb_manager_sleep_figures(ebb_manager *m, ebb_manager_sleep_info *out) {
+  memset(out, 0, sizeof *out);
+  pthread_mutex_lock(&m->lock);
+  for (size_t i = 0; i < m->npipes; i++)
+    out->sleeping += m->pipes[i].loaded && m->pipes[i].asleep;
+  out->wakes = m->wakes;
+  out->wake_seconds = m->wake_seconds;
+  out->budget_bytes = m->sleep_budget;
+  out->backup_bytes = m->backup_bytes;
+  pthread_mutex_unlock(&m->lock);
 }

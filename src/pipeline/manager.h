@@ -151,4 +151,24 @@ ebb_device *ebb_manager_device(ebb_manager *m);
 /* Bytes released by the manager's jobs, items, unloads and releases. */
 uint64_t ebb_manager_released_total(ebb_manager *m);
 
+/* --- sleep (issue 12) -----------------------------------------------------------
+ * POST /v1/pipelines/NAME/sleep and /wake. Sleep puts the stages of a loaded
+ * pipeline (or of one kept by a job's policy) to sleep (runner.h); it stays
+ * loaded ("asleep": true in the pipelines view) and a job of it wakes it in
+ * place. Then, over the host budget for backups, the oldest sleepers are
+ * unloaded instead. Wake is all or nothing; a failed one leaves it asleep.
+ * *out (may be NULL): bytes released / restored and the seconds. */
+int ebb_manager_sleep(ebb_manager *m, const char *name, ebb_sleep_stats *out);
+int ebb_manager_wake(ebb_manager *m, const char *name, ebb_sleep_stats *out);
+/* Host bytes the backups may hold (ebb serve --sleep-host-budget); 0: none. */
+void ebb_manager_set_sleep_budget(ebb_manager *m, uint64_t bytes);
+typedef struct ebb_manager_sleep_info {
+  int sleeping;            /* pipelines asleep */
+  uint64_t backup_bytes;   /* host bytes holding their weights */
+  uint64_t budget_bytes;   /* 0: no budget */
+  uint64_t wakes;          /* wakes so far (API and jobs) */
+  double wake_seconds;     /* their time, summed */
+} ebb_manager_sleep_info;
+void ebb_manager_sleep_figures(ebb_manager *m, ebb_manager_sleep_info *out);
+
 #endif

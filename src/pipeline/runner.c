@@ -163,6 +163,35 @@ static uint64_t vacate(ebb_runner *r, const char *scope) {
   return process + rr.released_bytes;
 }
 
+/* Sleep (issue 12): when every instance left is asleep, nothing else holds
+ * the device context, so it goes back too (a wake re-creates it). Returns
+ * the bytes handed back. */
+static uint64_t vacate_asleep(ebb_runner *r, const char *scope) {
+  if (!r->pool || !ebb_device_ctx_active(r->dev))
+    return 0;
+  for (slot *s = r->pool; s; s = s->next)
+    if (ebb_instance_state_of(s->inst) != EBB_INSTANCE_PARKED)
+      return 0;
+  ebb_release_result rr = {.size = sizeof rr};
+  ebb_release(r->alloc, EBB_RELEASE_TRIM | EBB_RELEASE_PINNED | EBB_RELEASE_CONTEXT, &rr);
+  if (rr.context_released)
+    ebb_log(EBB_LOG_INFO, scope, "asleep: device context released, %llu MiB of GPU memory "
+            "back to the driver", MIB(rr.released_bytes));
+  else if (rr.context_error)
+    ebb_log(EBB_LOG_DEBUG, scope, "asleep: device context kept: %s",
+            ebb_strerror(rr.context_error));
+  return rr.released_bytes;
+}
+
+/* Puts s to sleep (policy sleep); a failure is logged, the instance is
+ * asleep anyway (instance.h). */
+static uint64_t sleep_slot(slot *s) {
+  ebb_sleep_stats st = {.size = sizeof st};
+  if (ebb_instance_sleep(s->inst, &st) != 0)
+    ebb_log(EBB_LOG_WARN, ebb_instance_name(s->inst), "%s", ebb_errmsg());
+  return st.device_bytes;
+}
+
 /* Out of device memory in stage `who`: idle instances go first. */
 static int on_oom(void *arg, ebb_sctx *who) {
   ebb_runner *r = arg;
@@ -256,10 +285,12 @@ int ebb_runner_evict_idle(ebb_runner *r, double now, uint64_t *released) {
   for (slot *s = r->pool, *next; s; s = next) {
     next = s->next;
     if (ebb_instance_state_of(s->inst) == EBB_INSTANCE_IDLE && (now < 0 || now >= s->idle_until))
-      total += release_slot(r, s, 0, NULL);
+      total += s->policy.kind == EBB_POLICY_SLEEP ? sleep_slot(s) : release_slot(r, s, 0, NULL);
   }
   if (!r->pool)
     total += vacate(r, "runner");
+  else
+    total += vacate_asleep(r, "runner");
   if (released)
     *released = total;
   return 0;
@@ -476,6 +507,11 @@ static int stage_instance(job_state *js, stage_run *sr) {
   if (!(sr->s = slot_for(r, js->job->pipeline, d, sr->st, sr->opts, js->outdir, js->res)))
     return js->res->code;
   sr->t0 = sr->t_loaded = ebb_now();
+  int rc = ebb_instance_state_of(sr->s->inst) == EBB_INSTANCE_PARKED
+               ? ebb_instance_wake(sr->s->inst, NULL) /* a job wakes a sleeping stage in place */
+               : 0;
+  if (rc)
+    return fail(js->res, rc, d->name, "%s", ebb_errmsg());
   outside_base(r, sr);
   claim(sr->s, js->policy, js->policy.kind == EBB_POLICY_NEVER);
   /* a kept instance writes where this job writes */
@@ -750,6 +786,19 @@ static void job_end(job_state *js) {
         released += release_for_job(js, s, 0);
     }
   }
+  if (js->policy.kind == EBB_POLICY_SLEEP) {
+    for (size_t i = 0; i < p->nstages; i++) {
+      slot *s = find_slot(r, p->name, p->stages[i].name);
+      if (!s || ebb_instance_state_of(s->inst) != EBB_INSTANCE_LOADED)
+        continue;
+      s->idle_until = ebb_now() + js->policy.idle_s;
+      if (js->policy.idle_s > 0 && !r->oneshot)
+        ebb_instance_idle(s->inst); /* sleeps when ebb_runner_evict_idle finds it due */
+      else
+        released += sleep_slot(s);
+    }
+    released += vacate_asleep(r, scope);
+  }
   if (js->policy.kind != EBB_POLICY_NEVER)
     released += vacate(r, scope);
   js->res->released_bytes += released;
@@ -861,6 +910,11 @@ static void load_kept(ebb_runner *r, const ebb_pipeline_def *p, const ebb_stage_
   free(opts);
   if (!s)
     return;
+  if (ebb_instance_state_of(s->inst) == EBB_INSTANCE_PARKED &&
+      (rc = ebb_instance_wake(s->inst, NULL)) != 0) {
+    fail(res, rc, d->name, "%s", ebb_errmsg());
+    return;
+  }
   claim(s, (ebb_policy){EBB_POLICY_NEVER, 0}, 0);
   if (ebb_instance_is_loaded(s->inst))
     return;
@@ -932,4 +986,93 @@ int ebb_runner_pipeline_bytes(ebb_runner *r, const char *pipeline, uint64_t *cur
   if (peak)
     *peak = pk;
   return n;
+}
+
+/* --- sleep and wake a pipeline (issue 12) ---------------------------------- */
+static int count_states(ebb_runner *r, const char *pipeline, int *asleep) {
+  int n = 0;
+  *asleep = 0;
+  for (slot *s = r->pool; s; s = s->next)
+    if (!strcmp(ebb_instance_pipeline(s->inst), pipeline)) {
+      n++;
+      *asleep += ebb_instance_state_of(s->inst) == EBB_INSTANCE_PARKED;
+    }
+  return n;
+}
+
+static void add_stats(ebb_sleep_stats *t, const ebb_sleep_stats *st) {
+  t->device_bytes += st->device_bytes;
+  t->backup_bytes += st->backup_bytes;
+  t->dropped_bytes += st->dropped_bytes;
+  t->segments += st->segments;
+}
+
+int ebb_runner_sleep_pipeline(ebb_runner *r, const char *pipeline, ebb_sleep_stats *out) {
+  ebb_sleep_stats t = {.size = sizeof t};
+  double t0 = ebb_now();
+  int asleep, n = count_states(r, pipeline, &asleep), err = 0;
+  if (!n)
+    return ebb_seterr(EBB_ENOTFOUND, "pipeline '%s' is not loaded; nothing to put to sleep",
+                      pipeline);
+  if (asleep == n)
+    return ebb_seterr(EBB_ESTATE, "pipeline '%s' is asleep already; wake it first", pipeline);
+  for (slot *s = r->pool; s; s = s->next) {
+    ebb_instance_state st0 = ebb_instance_state_of(s->inst);
+    if (strcmp(ebb_instance_pipeline(s->inst), pipeline) ||
+        (st0 != EBB_INSTANCE_LOADED && st0 != EBB_INSTANCE_IDLE))
+      continue;
+    ebb_sleep_stats st = {.size = sizeof st};
+    int rc = ebb_instance_sleep(s->inst, &st);
+    if (rc && !err)
+      err = rc;
+    add_stats(&t, &st);
+  }
+  char scope[160];
+  snprintf(scope, sizeof scope, "pipeline %s", pipeline);
+  t.device_bytes += vacate_asleep(r, scope);
+  t.seconds = ebb_now() - t0;
+  if (out)
+    *out = t;
+  return err;
+}
+
+int ebb_runner_wake_pipeline(ebb_runner *r, const char *pipeline, ebb_sleep_stats *out) {
+  ebb_sleep_stats t = {.size = sizeof t};
+  double t0 = ebb_now();
+  int asleep, n = count_states(r, pipeline, &asleep), rc = 0;
+  if (!n)
+    return ebb_seterr(EBB_ENOTFOUND, "pipeline '%s' is not loaded; load it instead", pipeline);
+  if (!asleep)
+    return ebb_seterr(EBB_ESTATE, "pipeline '%s' is not asleep; nothing to wake", pipeline);
+  for (slot *s = r->pool; s && !rc; s = s->next) {
+    if (strcmp(ebb_instance_pipeline(s->inst), pipeline) ||
+        ebb_instance_state_of(s->inst) != EBB_INSTANCE_PARKED)
+      continue;
+    ebb_sleep_stats st = {.size = sizeof st};
+    if ((rc = ebb_instance_wake(s->inst, &st)) == 0)
+      add_stats(&t, &st);
+  }
+  if (rc) { /* all or nothing: the stages woken by this call sleep again */
+    char msg[1024];
+    snprintf(msg, sizeof msg, "%s", ebb_errmsg());
+    for (slot *s = r->pool; s; s = s->next)
+      if (!strcmp(ebb_instance_pipeline(s->inst), pipeline) &&
+          ebb_instance_state_of(s->inst) == EBB_INSTANCE_LOADED)
+        sleep_slot(s);
+    char scope[160];
+    snprintf(scope, sizeof scope, "pipeline %s", pipeline);
+    vacate_asleep(r, scope);
+    t = (ebb_sleep_stats){.size = sizeof t};
+    ebb_seterr(rc, "pipeline '%s': wake failed, it stays asleep (retry the wake, or unload "
+                   "it): %s", pipeline, msg);
+  }
+  t.seconds = ebb_now() - t0;
+  if (out)
+    *out = t;
+  return rc;
+}
+
+int ebb_runner_pipeline_asleep(ebb_runner *r, const char *pipeline) {
+  int asleep, n = count_states(r, pipeline, &asleep);
+  return n > 0 && asleep == n;
 }

@@ -155,4 +155,20 @@ int ebb_runner_stage_need(ebb_runner *r, const ebb_pipeline_def *p, const char *
 int ebb_runner_pipeline_bytes(ebb_runner *r, const char *pipeline, uint64_t *current,
                               uint64_t *peak);
 
+/* --- sleep (issue 12) ----------------------------------------------------------
+ * Puts every loaded instance of the pipeline to sleep (ebb_instance_sleep:
+ * weights to host memory, device memory back at the same addresses); when
+ * every instance left in the runner is asleep the device context goes too.
+ * *out (may be NULL): the sums, device_bytes including the context.
+ * EBB_ENOTFOUND: nothing of it is loaded; EBB_ESTATE: asleep already. */
+int ebb_runner_sleep_pipeline(ebb_runner *r, const char *pipeline, ebb_sleep_stats *out);
+/* Wakes every sleeping instance of the pipeline. All or nothing: on a
+ * failure (out of memory, driver error) the ones woken go back to sleep and
+ * the error names the pipeline and the cause; it can be retried.
+ * EBB_ESTATE: not asleep. A job of a sleeping pipeline wakes its stages in
+ * place without this. */
+int ebb_runner_wake_pipeline(ebb_runner *r, const char *pipeline, ebb_sleep_stats *out);
+/* 1 when the pipeline has instances and all of them are asleep. */
+int ebb_runner_pipeline_asleep(ebb_runner *r, const char *pipeline);
+
 #endif

@@ -182,6 +182,10 @@ SRV_HANDLER(srv_h_job_result);
 SRV_HANDLER(srv_h_sessions_post);
 SRV_HANDLER(srv_h_session);
 SRV_HANDLER(srv_h_session_item);
+/* --- "sleep.c": POST /v1/pipelines/NAME/sleep|wake, the sleep metrics ------------- */
+SRV_HANDLER(srv_h_pipeline_sleep);
+void srv_sleep_metrics(ebb_server *s, FILE *f);
+
 /* Sessions belong to the token that opened them (and to admins). */
 void srv_session_owners_free(ebb_server *s);
 

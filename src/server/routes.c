@@ -139,6 +139,8 @@ static const srv_route routes[] = {
     {"v1/pipelines", M_GET, "GET, HEAD", SRV_ROLE_SUBMIT, B_NONE, h_pipelines},
     {"v1/pipelines/*/load", M_POST, "POST", SRV_ROLE_ADMIN, B_NONE, h_pipeline},
     {"v1/pipelines/*/unload", M_POST, "POST", SRV_ROLE_ADMIN, B_NONE, h_pipeline},
+    {"v1/pipelines/*/sleep", M_POST, "POST", SRV_ROLE_ADMIN, B_NONE, srv_h_pipeline_sleep},
+    {"v1/pipelines/*/wake", M_POST, "POST", SRV_ROLE_ADMIN, B_NONE, srv_h_pipeline_sleep},
     {"v1/sessions", M_POST, "POST", SRV_ROLE_SUBMIT, B_JSON, srv_h_sessions_post},
     {"v1/sessions/*", M_GET | M_DELETE, "GET, HEAD, DELETE", SRV_ROLE_SUBMIT, B_NONE,
      srv_h_session},

@@ -200,8 +200,8 @@ try:
         if leak[0]["colour"] not in ("rgba(198, 40, 40, 1)", "rgb(198, 40, 40)"):
             fail("leak row is not red: %s" % leak[0]["colour"])
 
-    # buttons: load works; sleep shows the server's answer (an error until
-    # the sleep API exists)
+    # buttons: load works; sleep shows the server's answer (since issue 12:
+    # "other: sleep done, N released")
     click('tr[data-pipeline="other"] button[data-action="load"]')
     until("pipeline 'other' loaded on the page",
           lambda: snap()["pipelines"].get("other") == "loaded", tries=150)
@@ -210,7 +210,8 @@ try:
         fail("the load button did not load 'other': %s" % pl)
     click('tr[data-pipeline="other"] button[data-action="sleep"]')
     msg = until("an answer to sleep",
-                lambda: (lambda t: t if "sleep other" in t and "…" not in t else None)(snap()["msg"]))
+                lambda: (lambda t: t if ("sleep other" in t or "other: sleep done" in t)
+                                  and "…" not in t else None)(snap()["msg"]))
     if msg and "failed" in msg and "HTTP" not in msg:
         fail("sleep error does not show the HTTP status: %r" % msg)
     time.sleep(1.2)  # one more sample so the chart shows the load

@@ -1,0 +1,52 @@
+/* POST /v1/pipelines/NAME/sleep and /wake (issue 12), and the sleep
+ * families of /metrics. The manager does the work (manager.h); this file
+ * says what happened: bytes released or restored, weights kept in host
+ * memory, and the time. */
+#include <string.h>
+
+#include "pipeline/manager.h"
+#include "server/internal.h"
+
+SRV_HANDLER(srv_h_pipeline_sleep) {
+  (void)method;
+  const char *name = r->parts[2], *action = r->parts[3];
+  int wake = !strcmp(action, "wake");
+  if (!ebb_manager_pipeline(s->m, name)) {
+    ebb_manager_load(s->m, name); /* sets the message naming the known ones */
+    return srv_send_err(c, r, MHD_HTTP_NOT_FOUND, "not_found", "%s", ebb_errmsg());
+  }
+  ebb_sleep_stats st = {.size = sizeof st};
+  int rc = wake ? ebb_manager_wake(s->m, name, &st) : ebb_manager_sleep(s->m, name, &st);
+  srv_snapshot_changed(s);
+  if (rc)
+    return srv_send_ebb_err(c, r, rc, ebb_errmsg());
+  ebb_dev_meminfo mi = {0};
+  ebb_device_mem_info(ebb_allocator_device(s->alloc), &mi);
+  return srv_send_json(
+      c, r, MHD_HTTP_OK,
+      json_pack("{s:s,s:b,s:I,s:I,s:I,s:f,s:I}", "pipeline", name, "asleep", !wake,
+                wake ? "restored_bytes" : "released_bytes", (json_int_t)st.device_bytes,
+                "backup_bytes", (json_int_t)st.backup_bytes, "dropped_bytes",
+                (json_int_t)st.dropped_bytes, "seconds", st.seconds, "driver_free_bytes",
+                (json_int_t)mi.free_bytes));
+}
+
+void srv_sleep_metrics(ebb_server *s, FILE *f) {
+  ebb_manager_sleep_info si;
+  ebb_manager_sleep_figures(s->m, &si);
+  fprintf(f, "# HELP ebb_pipelines_sleeping Pipelines asleep (weights in host memory).\n"
+             "# TYPE ebb_pipelines_sleeping gauge\nebb_pipelines_sleeping %d\n",
+          si.sleeping);
+  fprintf(f, "# HELP ebb_sleep_backup_bytes Host bytes holding sleeping pipelines' weights.\n"
+             "# TYPE ebb_sleep_backup_bytes gauge\nebb_sleep_backup_bytes %llu\n",
+          (unsigned long long)si.backup_bytes);
+  fprintf(f, "# HELP ebb_sleep_host_budget_bytes Host bytes backups may hold (0: no limit).\n"
+             "# TYPE ebb_sleep_host_budget_bytes gauge\nebb_sleep_host_budget_bytes %llu\n",
+          (unsigned long long)si.budget_bytes);
+  fprintf(f, "# HELP ebb_wakes_total Wakes of sleeping pipelines.\n"
+             "# TYPE ebb_wakes_total counter\nebb_wakes_total %llu\n",
+          (unsigned long long)si.wakes);
+  fprintf(f, "# HELP ebb_wake_seconds_total Seconds spent waking pipelines.\n"
+             "# TYPE ebb_wake_seconds_total counter\nebb_wake_seconds_total %.6f\n",
+          si.wake_seconds);
+}
