@@ -83,6 +83,7 @@ enum MHD_Result srv_metrics(ebb_server *s, struct MHD_Connection *c, srv_req *r)
   jobs_and_release(s, f, snap);
   device(f, json_object_get(snap, "memory"));
   owners_and_pipelines(f, snap);
+  srv_cluster_metrics(s, f); /* the node's id and queue counters (--queue) */
   json_decref(snap);
   fclose(f);
   return srv_send_text(c, r, MHD_HTTP_OK, "text/plain; version=0.0.4", buf);
