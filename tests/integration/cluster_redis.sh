@@ -52,7 +52,7 @@ cat > "$T/cfg.json" <<'JSON'
   "Q": {"stages": [{"stage": "synthetic", "name": "q1",
                     "options": {"weights_mib": 64, "activations_mib": 8, "run_ms": 100}}]},
   "slow": {"stages": [{"stage": "synthetic", "name": "s1",
-                       "options": {"weights_mib": 32, "run_ms": 6000}}]}}}
+                       "options": {"weights_mib": 32, "run_ms": 8000}}]}}}
 JSON
 echo "small input" > "$T/input.txt"
 head -c 4096 /dev/urandom > "$T/big.bin"
@@ -192,7 +192,7 @@ curl -s "${URL[n2]}/metrics" | grep -q '^ebb_node_info{node="n2"} 1$' || fail "/
 
 # --- 2. a node SIGKILLed mid-job ----------------------------------------------------
 : > "$T/ids2"
-for i in $(seq 0 5); do
+for i in $(seq 0 3); do
   id=$(submit "${NODES[$((i % 3))]}" slow "$T/input.txt")
   case $id in ERR:*) fail "slow submit: $id" ;; *) echo "$id" >> "$T/ids2" ;; esac
 done
@@ -203,7 +203,9 @@ for n in json.load(sys.stdin)["nodes"]:
     if n["id"] == "n2" and n.get("running"): print(n["running"])' 2>/dev/null)
   if [ -n "$VICTIM" ]; then # the heartbeat may be a second old: the job's own record says
     st=$(curl -s "${URL[n1]}/v1/jobs/$VICTIM")
-    [ "$(jget "$st" '["state"]')/$(jget "$st" '["node"]')" = running/n2 ] && break
+    # and it started less than 4 s ago: it is still running when the kill lands
+    [ "$(jget "$st" '["state"]')/$(jget "$st" '["node"]')" = running/n2 ] &&
+      python3 -c 'import sys, time; sys.exit(time.time() - float(sys.argv[1]) > 4)' "$(jget "$st" '["started"]')" && break
   fi
   VICTIM=; sleep 0.1
 done
