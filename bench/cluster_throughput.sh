@@ -8,7 +8,7 @@ set -u
 HERE=$(cd "$(dirname "$0")" && pwd)
 EBB=${EBB:-$HERE/../ebb}
 JOBS=${JOBS:-30}
-RUN_MS=${RUN_MS:-500}
+RUN_MS=${RUN_MS:-1000}
 command -v redis-server >/dev/null || { echo "cluster_throughput: redis-server missing (scripts/install-deps.sh)" >&2; exit 1; }
 T=$(mktemp -d "${TMPDIR:-/tmp}/ebb-cluster-bench.XXXXXX")
 PORT=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
@@ -56,7 +56,7 @@ while left and time.time() - t0 < 600:
     for uid in list(left):
         if call(urls[0] + "/v1/jobs/" + uid)["state"] in ("succeeded", "failed", "cancelled"):
             left.discard(uid)
-    time.sleep(0.05)
+    time.sleep(0.2)
 if left: sys.exit("jobs left unfinished: %d" % len(left))
 print("%.3f" % (time.time() - t0))
 PY
