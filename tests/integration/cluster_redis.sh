@@ -120,6 +120,15 @@ print(json.dumps(out))
 PY
 }
 
+# bad --queue usage exits 2 naming what was wrong
+for args in "--queue http://127.0.0.1:$PORT" "--queue redis://127.0.0.1:notaport" \
+            "--queue redis://127.0.0.1:$PORT/99" "--shared-dir $T" "--queue redis://127.0.0.1:$PORT --node-id a/b"; do
+  # shellcheck disable=SC2086
+  "$EBB" serve --config "$T/cfg.json" --listen 127.0.0.1:0 --data-dir "$T/bad" $args > "$T/bad.out" 2>&1
+  rc=$?
+  [ "$rc" = 2 ] && grep -qE -- "--queue|--node-id|need --queue" "$T/bad.out" || fail "ebb serve $args: exit $rc, $(head -2 "$T/bad.out")"
+done
+
 # --- 1. 60 jobs, two pipelines, three nodes ---------------------------------------
 : > "$T/ids1"
 for i in $(seq 0 59); do
@@ -129,6 +138,10 @@ for i in $(seq 0 59); do
 done
 BIG=$(submit n3 P "$T/big.bin")
 case $BIG in ERR:*) fail "big input to n3: $BIG" ;; *) echo "$BIG" >> "$T/ids1" ;; esac
+# an upload (multipart, with options) to n2 travels the same way
+out=$(curl -s -w '\n%{http_code}' "${URL[n2]}/v1/jobs" -F pipeline=Q -F 'options={"q1": {"run_ms": 10}}' -F "file=@$T/input.txt")
+UP=$(jget "${out%$'\n'*}" '["id"]')
+[ "${out##*$'\n'}" = 202 ] && [ -n "$UP" ] && echo "$UP" >> "$T/ids1" || fail "multipart upload to n2: $out"
 r=$(wait_all "$T/ids1" 120)
 [ "$r" = done ] || fail "phase 1: not every job ended in 120 s: $r"
 jobs_json "$T/ids1" n2 > "$T/jobs1.json"
@@ -152,6 +165,9 @@ print("phase 1: jobs per node", dict(per), "of", len(jobs))
 if len(per) != 3: print("not every node ran jobs:", dict(per)); ok = False
 sys.exit(0 if ok else 1)
 PY
+up=$(curl -s "${URL[n3]}/v1/jobs/$UP")
+[ "$(jget "$up" '["options"]["q1"]["run_ms"]')" = 10 ] && [ "$(jget "$up" '["state"]')" = succeeded ] ||
+  fail "the upload's job lost its options or failed: $up"
 cmp -s "$T/big.bin" "$T/shared/inputs/$(sha256sum "$T/big.bin" | cut -d' ' -f1)" ||
   fail "the shared input is not named by the content's SHA-256"
 # every node's release lines against its own fakegpu-smi (the hook's drops)
@@ -196,20 +212,24 @@ for i in $(seq 0 3); do
   id=$(submit "${NODES[$((i % 3))]}" slow "$T/input.txt")
   case $id in ERR:*) fail "slow submit: $id" ;; *) echo "$id" >> "$T/ids2" ;; esac
 done
-VICTIM=
-for _ in $(seq 100); do
-  VICTIM=$(curl -s "${URL[n1]}/v1/cluster" | python3 -c 'import json,sys
-for n in json.load(sys.stdin)["nodes"]:
-    if n["id"] == "n2" and n.get("running"): print(n["running"])' 2>/dev/null)
-  if [ -n "$VICTIM" ]; then # the heartbeat may be a second old: the job's own record says
-    st=$(curl -s "${URL[n1]}/v1/jobs/$VICTIM")
-    # and it started less than 4 s ago: it is still running when the kill lands
-    [ "$(jget "$st" '["state"]')/$(jget "$st" '["node"]')" = running/n2 ] &&
-      python3 -c 'import sys, time; sys.exit(time.time() - float(sys.argv[1]) > 4)' "$(jget "$st" '["started"]')" && break
-  fi
-  VICTIM=; sleep 0.1
-done
-[ -n "$VICTIM" ] || fail "n2 never ran a slow job"
+# n2's slow job, read from the job records (not the heartbeat, which may be
+# a second old), while it has seconds left to run
+VICTIM=$(python3 - "$T/ids2" "${URL[n1]}" <<'PY'
+import json, sys, time, urllib.request
+ids = [l.strip() for l in open(sys.argv[1]) if l.strip()]
+end = time.time() + 60
+while time.time() < end:
+    for uid in ids:
+        try:
+            j = json.load(urllib.request.urlopen(sys.argv[2] + "/v1/jobs/" + uid, timeout=2))
+        except Exception:
+            continue
+        if j["state"] == "running" and j["node"] == "n2" and time.time() - j["started"] < 5:
+            print(uid); sys.exit(0)
+    time.sleep(0.05)
+PY
+)
+[ -n "$VICTIM" ] || fail "n2 never ran a slow job with seconds left"
 kill -KILL "${NPID[n2]}"; wait "${NPID[n2]}" 2>/dev/null; KILLED=$(date +%s.%N); unset 'NPID[n2]'
 echo "killed n2 while it ran $VICTIM"
 URL[n2]=${URL[n1]} # its answers now come from n1
