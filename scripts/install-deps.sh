@@ -19,6 +19,7 @@ PKGS=(
   chromium chromium-driver python3-selenium  # tests/integration/server_page.sh (the live page)
   libncurses-dev tmux  # ebb top (curses); tests/integration/server_top.sh
   prometheus  # promtool checks /metrics: tests/integration/server_security.sh
+  libhiredis-dev redis-server redis-tools  # ebb serve --queue redis://; tests/integration/cluster_redis.sh
 )
 
 # PyPI-only packages, each installed for the interpreter that uses it.

@@ -19,6 +19,7 @@
 #include "pipeline/config.h"
 #include "pipeline/manager.h"
 #include "pipeline/registry.h"
+#include "server/cluster.h"
 #include "server/server.h"
 
 static void usage(FILE *f) {
@@ -29,7 +30,10 @@ static void usage(FILE *f) {
           "                 [--log-format text|json] [--cache-dir DIR | --no-cache]\n"
           "                 [--token-file FILE] [--metrics-public] [--allow-host NAME]...\n"
           "                 [--input-dir DIR]... [--job-timeout S] [--keep-jobs N|DURATION]\n"
-          "                 [--sleep-host-budget SIZE]\n\n"
+          "                 [--sleep-host-budget SIZE]\n"
+          "                 [--queue redis://HOST:PORT[/DB] [--queue-prefix P] [--node-id ID]\n"
+          "                  [--queue-password-file FILE] [--shared-dir DIR] [--inline-max-mib N]\n"
+          "                  [--lease S] [--max-attempts N]]\n\n"
           "Serves the HTTP API of docs/api.md: jobs (queued, run one at a time), pipelines\n"
           "kept loaded for sessions, memory and metrics. The first line on stdout is\n"
           "  ebb: listening on http://HOST:PORT\n\n"
@@ -67,6 +71,14 @@ static void usage(FILE *f) {
           "  --sleep-host-budget SIZE  host memory the weights of sleeping pipelines may\n"
           "                    hold (512MiB, 16GiB; a plain number is MiB; default: no\n"
           "                    limit); beyond it the oldest sleeper is unloaded instead\n"
+          "  --queue URL       many nodes on one Redis (docs/scale-out.md): jobs, their state\n"
+          "                    and results live there; any node answers for any job\n"
+          "  --queue-prefix P  key prefix (default ebb); --node-id ID (default HOST-PID)\n"
+          "  --queue-password-file FILE  Redis AUTH password (also EBB_QUEUE_PASSWORD)\n"
+          "  --shared-dir DIR  a directory every node mounts: inputs over --inline-max-mib\n"
+          "                    (default 16) and outputs go there\n"
+          "  --lease S         a running job's lease (default 15): a node silent that long\n"
+          "                    loses the job to another; --max-attempts N (default 3)\n"
           "  -v, --verbose     debug lines too\n\n"
           "SIGINT/SIGTERM stop the server: the running job goes back to the queue, every\n"
           "pipeline is unloaded and all device memory (the context too) goes back; exit 0.\n");
@@ -108,6 +120,9 @@ typedef struct serve_args {
   char dd[4096], abs_dd[4096], cd[4200];
   ebb_server_opts so;
   uint64_t sleep_budget; /* --sleep-host-budget, bytes; 0: none */
+  ebb_cluster_opts co;
+  const char *pw_file;
+  char pw[256];
 } serve_args;
 
 /* One number of the config's "server" object. */
@@ -222,7 +237,77 @@ static int parse_size(const char *v, uint64_t *out) {
   return 0;
 }
 
-enum { O_TOKEN = 256, O_METRICS, O_ALLOW, O_INPUT, O_JOBTO, O_KEEP, O_DEVICES, O_MAXWAIT, O_SLEEPB };
+enum { O_TOKEN = 256, O_METRICS, O_ALLOW, O_INPUT, O_JOBTO, O_KEEP, O_DEVICES, O_MAXWAIT, O_SLEEPB,
+       O_QUEUE, O_QPREFIX, O_QPASS, O_SHARED, O_NODE, O_INLINE, O_LEASE, O_ATTEMPTS };
+
+static int cluster_number(serve_args *a, int c, const char *v) {
+  double n;
+  const char *flag = c == O_INLINE ? "--inline-max-mib" : c == O_LEASE ? "--lease"
+                                                                        : "--max-attempts";
+  if (parse_seconds(v, &n) != 0 || (c == O_ATTEMPTS && (n != (int)n || n > 100)) ||
+      (c == O_INLINE && n > 512)) {
+    fprintf(stderr, "ebb serve: %s %s: expected a number > 0%s\n", flag, v,
+            c == O_ATTEMPTS ? " (a whole number up to 100)"
+            : c == O_INLINE ? " (MiB, up to 512: Redis strings stop there)" : "");
+    return EBB_EXIT_USAGE;
+  }
+  if (c == O_INLINE)
+    a->co.inline_max = (size_t)(n * 1024 * 1024);
+  else if (c == O_LEASE)
+    a->co.lease_s = n;
+  else
+    a->co.max_attempts = (int)n;
+  return 0;
+}
+
+/* The --queue flags: the URL parses, the flags that need it have it, the
+ * node id is a label, the password file reads. */
+static int cluster_args(serve_args *a) {
+  ebb_cluster_opts *co = &a->co;
+  if (!co->url) {
+    if (co->prefix || a->pw_file || co->shared_dir || co->node_id || co->inline_max ||
+        co->lease_s > 0 || co->max_attempts) {
+      fprintf(stderr, "ebb serve: --queue-prefix, --queue-password-file, --shared-dir, "
+                      "--node-id, --inline-max-mib, --lease and --max-attempts need --queue\n");
+      return EBB_EXIT_USAGE;
+    }
+    return 0;
+  }
+  char host[256], pw[256];
+  int port, db;
+  if (ebb_cluster_parse_url(co->url, host, sizeof host, &port, &db, pw, sizeof pw) != 0) {
+    fprintf(stderr, "ebb serve: %s\n", ebb_errmsg());
+    return EBB_EXIT_USAGE;
+  }
+  for (const char *p = co->node_id; p && *p; p++)
+    if (!strchr("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._-", *p)) {
+      fprintf(stderr, "ebb serve: --node-id %s: use letters, digits, '.', '_', '-'\n",
+              co->node_id);
+      return EBB_EXIT_USAGE;
+    }
+  const char *env = getenv("EBB_QUEUE_PASSWORD");
+  if (a->pw_file) {
+    FILE *f = fopen(a->pw_file, "r");
+    if (!f || !fgets(a->pw, sizeof a->pw, f)) {
+      fprintf(stderr, "ebb serve: --queue-password-file %s: %s\n", a->pw_file,
+              f ? "empty" : strerror(errno));
+      if (f)
+        fclose(f);
+      return EBB_EXIT_USAGE;
+    }
+    fclose(f);
+    a->pw[strcspn(a->pw, "\r\n")] = '\0';
+    co->password = a->pw;
+  } else if (env && *env)
+    co->password = env;
+  struct stat st;
+  if (co->shared_dir && (stat(co->shared_dir, &st) != 0 || !S_ISDIR(st.st_mode))) {
+    fprintf(stderr, "ebb serve: --shared-dir %s: not a directory\n", co->shared_dir);
+    return EBB_EXIT_USAGE;
+  }
+  a->so.cluster = co;
+  return 0;
+}
 
 /* One option; 0 to go on, else the exit status (-1: --help). */
 static int take_opt(serve_args *a, int c, char **argv) {
@@ -264,6 +349,12 @@ static int take_opt(serve_args *a, int c, char **argv) {
     fprintf(stderr, "ebb serve: --sleep-host-budget %s: expected a size (512MiB, 16GiB; a plain "
                     "number is MiB)\n", optarg);
     return EBB_EXIT_USAGE;
+  case O_QUEUE: a->co.url = optarg; return 0;
+  case O_QPREFIX: a->co.prefix = optarg; return 0;
+  case O_QPASS: a->pw_file = optarg; return 0;
+  case O_SHARED: a->co.shared_dir = optarg; return 0;
+  case O_NODE: a->co.node_id = optarg; return 0;
+  case O_INLINE: case O_LEASE: case O_ATTEMPTS: return cluster_number(a, c, optarg);
   case 'h': usage(stdout); return -1;
   case ':':
     fprintf(stderr, "ebb serve: %s needs a value (see ebb serve --help)\n", argv[optind - 1]);
@@ -290,6 +381,14 @@ static int parse_args(int argc, char **argv, serve_args *a) {
       {"devices", required_argument, NULL, O_DEVICES},
       {"max-wait", required_argument, NULL, O_MAXWAIT},
       {"sleep-host-budget", required_argument, NULL, O_SLEEPB},
+      {"queue", required_argument, NULL, O_QUEUE},
+      {"queue-prefix", required_argument, NULL, O_QPREFIX},
+      {"queue-password-file", required_argument, NULL, O_QPASS},
+      {"shared-dir", required_argument, NULL, O_SHARED},
+      {"node-id", required_argument, NULL, O_NODE},
+      {"inline-max-mib", required_argument, NULL, O_INLINE},
+      {"lease", required_argument, NULL, O_LEASE},
+      {"max-attempts", required_argument, NULL, O_ATTEMPTS},
       {NULL, 0, NULL, 0}};
   int c, st;
   optind = 1;
@@ -305,6 +404,8 @@ static int parse_args(int argc, char **argv, serve_args *a) {
     fprintf(stderr, "ebb serve: --release: %s\n", ebb_errmsg());
     return EBB_EXIT_USAGE;
   }
+  if ((st = cluster_args(a)) != 0)
+    return st;
   if (strcmp(a->logfmt, "text") && strcmp(a->logfmt, "json")) {
     fprintf(stderr, "ebb serve: --log-format %s: expected text or json\n", a->logfmt);
     return EBB_EXIT_USAGE;
@@ -522,7 +623,8 @@ static int serve(serve_args *a) {
                             .allow_hosts = a->allow, .nallow_hosts = a->nallow,
                             .input_dirs = a->inputs, .ninput_dirs = a->ninputs,
                             .job_timeout_s = a->so.job_timeout_s, .keep_jobs = a->so.keep_jobs,
-                            .keep_jobs_s = a->so.keep_jobs_s, .max_wait_s = a->so.max_wait_s};
+                            .keep_jobs_s = a->so.keep_jobs_s, .max_wait_s = a->so.max_wait_s,
+                            .cluster = a->so.cluster};
   ebb_manager_opts mo = {.size = sizeof mo, .cfg = st.cfg, .reg = st.reg, .work_dir = a->data_dir,
                          .cache_dir = a->cache_dir, .policy = a->release ? &a->policy : NULL};
   status = EBB_EXIT_USAGE;

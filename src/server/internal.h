@@ -12,6 +12,7 @@
 #include <stdint.h>
 #include <stdio.h>
 
+#include "server/cluster.h"
 #include "server/events.h"
 #include "server/queue.h"
 #include "server/server.h"
@@ -37,6 +38,7 @@ struct ebb_server {
   srv_auth *auth;
   srv_conns *conns;
   struct srv_snap *snap;
+  struct srv_cluster *cluster; /* --queue redis://: jobs live in Redis (cluster.c) */
   pthread_mutex_t owners_lock; /* guards session_owners */
   struct srv_owner *session_owners;
   char *data_dir;
@@ -186,6 +188,16 @@ SRV_HANDLER(srv_h_session_item);
 SRV_HANDLER(srv_h_pipeline_sleep);
 void srv_sleep_metrics(ebb_server *s, FILE *f);
 
+/* --- "cluster.c": scale-out on Redis (cluster.h); the job handlers above
+ * hand over to these when s->cluster is set ------------------------------------ */
+typedef struct srv_cluster srv_cluster;
+int srv_cluster_start(ebb_server *s, const ebb_cluster_opts *o);
+void srv_cluster_stop(ebb_server *s); /* no-op without a cluster */
+SRV_HANDLER(srv_cluster_jobs_post);
+SRV_HANDLER(srv_cluster_job);
+SRV_HANDLER(srv_cluster_job_result);
+SRV_HANDLER(srv_h_cluster); /* GET /v1/cluster (one node without --queue) */
+void srv_cluster_metrics(ebb_server *s, FILE *f);
 /* Sessions belong to the token that opened them (and to admins). */
 void srv_session_owners_free(ebb_server *s);
 

@@ -41,7 +41,8 @@ static int enqueue(ebb_server *s, srv_req *r, const srv_input *in, const char *u
 
 enum MHD_Result srv_h_jobs_post(ebb_server *s, struct MHD_Connection *c, srv_req *r,
                                 const char *method) {
-  (void)method;
+  if (s->cluster)
+    return srv_cluster_jobs_post(s, c, r, method);
   srv_input in;
   enum MHD_Result ret;
   if (srv_parse_input(s, c, r, 1, &in, &ret)) {
@@ -106,7 +107,8 @@ static enum MHD_Result result_of(struct MHD_Connection *c, srv_req *r, const cha
 
 enum MHD_Result srv_h_job_result(ebb_server *s, struct MHD_Connection *c, srv_req *r,
                                  const char *method) {
-  (void)method;
+  if (s->cluster)
+    return srv_cluster_job_result(s, c, r, method);
   int64_t id;
   json_t *o = NULL;
   int rc = find_job(s, r, &id);
@@ -144,6 +146,8 @@ static enum MHD_Result cancel_job(ebb_server *s, struct MHD_Connection *c, srv_r
 
 enum MHD_Result srv_h_job(ebb_server *s, struct MHD_Connection *c, srv_req *r,
                           const char *method) {
+  if (s->cluster)
+    return srv_cluster_job(s, c, r, method);
   int64_t id;
   int rc = find_job(s, r, &id);
   if (rc)

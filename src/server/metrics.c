@@ -116,6 +116,7 @@ enum MHD_Result srv_metrics(ebb_server *s, struct MHD_Connection *c, srv_req *r)
   devices(f, json_object_get(snap, "devices"));
   pipelines(f, snap);
   srv_sleep_metrics(s, f);
+  srv_cluster_metrics(s, f); /* the node's id and queue counters (--queue) */
   json_decref(snap);
   fclose(f);
   return srv_send_text(c, r, MHD_HTTP_OK, "text/plain; version=0.0.4", buf);

@@ -290,6 +290,8 @@ static int init(ebb_server *s, const ebb_server_opts *o) {
     return rc;
   if ((rc = open_data(s, o)) != 0 || (rc = srv_snapshot_start(s)) != 0)
     return rc;
+  if (o->cluster && (rc = srv_cluster_start(s, o->cluster)) != 0)
+    return rc;
   if ((rc = start_daemon(s, o, &ss, port)) != 0)
     return rc;
   const union MHD_DaemonInfo *di = MHD_get_daemon_info(s->d, MHD_DAEMON_INFO_BIND_PORT);
@@ -371,6 +373,7 @@ void ebb_server_stop(ebb_server *s) {
   ebb_queue_destroy(q); /* the running jobs stop and are queued again */
   if (s->d)
     MHD_stop_daemon(s->d); /* waits for the connection threads (items see s->stop) */
+  srv_cluster_stop(s);     /* the running job goes back to the Redis queue */
   srv_conns_destroy(s->conns);
   srv_snapshot_stop(s);
   ebb_events_destroy(s->events);

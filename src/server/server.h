@@ -49,6 +49,7 @@ typedef struct ebb_server_opts {
   double job_timeout_s;        /* a job's deadline (a pipeline's timeout_s wins): 1 day */
   uint64_t keep_jobs;          /* keep the newest N finished jobs: all */
   double keep_jobs_s;          /* keep finished jobs this long: forever */
+  const struct ebb_cluster_opts *cluster; /* --queue redis://...: NULL: SQLite, one node */
 } ebb_server_opts;
 
 /* Locks the data directory (EBB_EBUSY naming the holder's pid when another

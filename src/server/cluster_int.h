@@ -1,0 +1,58 @@
+/* What the scale-out files share (cluster.c, cluster_redis.c,
+ * cluster_work.c). Names start with srv_. */
+#ifndef EBB_SERVER_CLUSTER_INT_H
+#define EBB_SERVER_CLUSTER_INT_H
+
+#include <hiredis/hiredis.h>
+#include <pthread.h>
+#include <stdatomic.h>
+
+#include "server/cluster.h"
+#include "server/internal.h"
+
+#define SRV_GROUP "ebb-nodes"
+
+struct srv_cluster {
+  ebb_server *s;
+  char host[256], password[256], prefix[64], node[128], shared[4096], url[320];
+  int port, db;
+  size_t inline_max;
+  double lease_s;
+  int max_attempts;
+  char **pipes;
+  size_t npipes;
+  pthread_mutex_t api_lock; /* api: the HTTP handlers' connection */
+  redisContext *api;
+  double api_retry_at;      /* no reconnect before (monotonic s) */
+  atomic_int up;            /* the worker's last command reached Redis */
+  atomic_int stop;
+  pthread_t worker, beat;
+  int started_worker, started_beat;
+  pthread_mutex_t run_lock; /* the running attempt, for the lease thread */
+  char run_uid[33], run_entry[64], run_pipe[128];
+  int run_attempt;
+  atomic_int run_cancel, run_lost, run_by_client;
+  pthread_mutex_t hint_lock;
+  json_t *hint; /* pipelines another idle live node has loaded (new reference) */
+  atomic_ulong n_done, n_failed, n_stale, n_reclaimed, n_submitted;
+  char last_err[256];
+};
+
+/* "cluster_redis.c" */
+redisContext *srv_rconnect(srv_cluster *k);
+redisReply *srv_rcmd(srv_cluster *k, redisContext **c, const char *fmt, ...);
+redisReply *srv_rargv(srv_cluster *k, redisContext **c, int argc, const char **argv,
+                      const size_t *lens);
+void srv_rkey(const srv_cluster *k, char *out, size_t n, const char *kind, const char *name);
+void srv_rgroups(srv_cluster *k, redisContext **c);
+extern const char *SRV_LUA_START, *SRV_LUA_FINISH, *SRV_LUA_RENEW, *SRV_LUA_GIVEBACK,
+    *SRV_LUA_CANCEL;
+
+/* "cluster_work.c": the worker (claims, runs, writes results) and the
+ * heartbeat/lease thread. */
+int srv_cluster_threads_start(srv_cluster *k);
+void srv_cluster_threads_stop(srv_cluster *k);
+double srv_now(void);  /* unix seconds */
+double srv_mono(void); /* monotonic seconds */
+
+#endif

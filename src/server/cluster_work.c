@@ -1,0 +1,566 @@
+/* A node's two threads on the queue (cluster.h):
+ *  - the worker takes one job at a time: pipelines loaded here first, only
+ *    what the device can place now, entries whose lease lapsed (their node
+ *    died) before new ones; runs it through the manager; writes the result
+ *    conditional on its attempt;
+ *  - the beat thread writes the node's heartbeat (a key with a TTL) and
+ *    renews the running attempt's lease, and learns which pipelines other
+ *    idle nodes hold loaded (the routing hint).
+ * Each has its own connection and reconnects with backoff when Redis goes
+ * away; a running job keeps running meanwhile. */
+#include <dirent.h>
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "base/log.h"
+#include "server/cluster_int.h"
+
+double srv_now(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_REALTIME, &ts);
+  return (double)ts.tv_sec + ts.tv_nsec / 1e9;
+}
+
+double srv_mono(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec + ts.tv_nsec / 1e9;
+}
+
+/* Sleeps up to s seconds, waking early when the node stops. */
+static void nap(srv_cluster *k, double s) {
+  for (double t = 0; t < s && !atomic_load(&k->stop); t += 0.05) {
+    struct timespec ts = {0, 50 * 1000000L};
+    nanosleep(&ts, NULL);
+  }
+}
+
+/* --- placement: a pipeline this node can run now ------------------------------------- */
+static int can_place(json_t *pipes, json_t *mem, const char *name, int *loaded) {
+  size_t i;
+  json_t *p;
+  *loaded = 0;
+  json_array_foreach(pipes, i, p) {
+    if (strcmp(json_string_value(json_object_get(p, "name")), name))
+      continue;
+    if (json_is_true(json_object_get(p, "loaded"))) {
+      *loaded = 1;
+      return 1;
+    }
+    json_t *need = json_object_get(p, "need_bytes");
+    if (!json_is_integer(need))
+      return 1; /* never measured: the manager finds out (and waits or fails) */
+    json_int_t fr = json_integer_value(
+        json_object_get(json_object_get(mem, "device"), "driver_free_bytes"));
+    json_int_t held = json_integer_value(
+        json_object_get(json_object_get(mem, "allocator"), "reserved_bytes"));
+    /* what is free plus what unloading this node's other pipelines gives back */
+    return json_integer_value(need) <= fr + held;
+  }
+  return 0;
+}
+
+static int hinted_elsewhere(srv_cluster *k, const char *name) {
+  int found = 0;
+  size_t i;
+  json_t *v;
+  pthread_mutex_lock(&k->hint_lock);
+  json_array_foreach(k->hint, i, v) found |= !strcmp(json_string_value(v), name);
+  pthread_mutex_unlock(&k->hint_lock);
+  return found;
+}
+
+/* --- one attempt ----------------------------------------------------------------------- */
+typedef struct attempt {
+  char uid[33], entry[64], pipe[128], skey[512], jkey[512];
+  int n; /* attempt number */
+  char dir[4200], input[4600], out[4300];
+  json_t *options;
+} attempt;
+
+static int write_file(const char *path, const char *data, size_t n) {
+  FILE *f = fopen(path, "wb");
+  int ok = f && fwrite(data, 1, n, f) == n;
+  if (f && fclose(f) != 0)
+    ok = 0;
+  return ok ? 0 : ebb_seterr(EBB_EIO, "cannot write %s: %s", path, strerror(errno));
+}
+
+/* The job's input as a file of this node: DATA/jobs/UID/aN/input-NAME. */
+static int materialize(srv_cluster *k, redisContext **c, attempt *a) {
+  redisReply *h = srv_rcmd(k, c, "HMGET %s input_kind input_ref input_name options", a->jkey);
+  if (!h)
+    return ebb_seterr(EBB_EIO, "queue: %s", k->last_err);
+  const char *kind = h->element[0]->str, *ref = h->element[1]->str,
+             *name = h->element[2]->str, *opts = h->element[3]->str;
+  snprintf(a->dir, sizeof a->dir, "%s/jobs/%s/a%d", k->s->data_dir, a->uid, a->n);
+  snprintf(a->out, sizeof a->out, "%s/out", a->dir);
+  snprintf(a->input, sizeof a->input, "%s/input-%s", a->dir, name ? name : "input");
+  a->options = opts && *opts ? json_loads(opts, 0, NULL) : NULL;
+  int rc = srv_mkdirs(a->dir);
+  if (!rc && kind && !strcmp(kind, "shared"))
+    snprintf(a->input, sizeof a->input, "%s", ref ? ref : "");
+  else if (!rc && ref) {
+    redisReply *d = srv_rcmd(k, c, "GET %s", ref);
+    if (!d || d->type != REDIS_REPLY_STRING)
+      rc = ebb_seterr(EBB_EIO, "queue: the input %s is missing%s%s", ref, d ? "" : ": ",
+                      d ? "" : k->last_err);
+    else
+      rc = write_file(a->input, d->str, d->len);
+    freeReplyObject(d);
+  } else if (!rc)
+    rc = ebb_seterr(EBB_EIO, "queue: job %s has no input", a->uid);
+  freeReplyObject(h);
+  return rc;
+}
+
+/* Outputs: to SHARED/outputs/UID/ when there is a shared dir, else into the
+ * job's hash (fields out:NAME) when they are small; "where" says which. */
+typedef struct outs {
+  json_t *files;
+  const char **argv;
+  size_t *lens;
+  int argc, cap;
+  char **bufs;
+  int nbufs;
+  const char *where;
+} outs;
+
+static void push(outs *o, const char *v, size_t n) {
+  if (o->argc == o->cap) {
+    o->cap = o->cap ? o->cap * 2 : 32;
+    o->argv = realloc(o->argv, (size_t)o->cap * sizeof *o->argv);
+    o->lens = realloc(o->lens, (size_t)o->cap * sizeof *o->lens);
+  }
+  o->argv[o->argc] = v;
+  o->lens[o->argc++] = n;
+}
+
+static char *keep(outs *o, char *s) {
+  o->bufs = realloc(o->bufs, (size_t)(o->nbufs + 1) * sizeof *o->bufs);
+  o->bufs[o->nbufs++] = s;
+  return s;
+}
+
+static void place_outputs(srv_cluster *k, attempt *a, outs *o) {
+  DIR *d = opendir(a->out);
+  struct dirent *e;
+  o->files = json_array();
+  o->where = k->shared[0] ? "shared" : "redis";
+  char dst[4600], src[4600];
+  if (k->shared[0]) {
+    snprintf(dst, sizeof dst, "%s/outputs/%s", k->shared, a->uid);
+    srv_mkdirs(dst);
+  }
+  size_t total = 0;
+  while (d && (e = readdir(d))) {
+    if (e->d_name[0] == '.')
+      continue;
+    snprintf(src, sizeof src, "%s/%s", a->out, e->d_name);
+    FILE *f = fopen(src, "rb");
+    if (!f)
+      continue;
+    struct stat st;
+    fstat(fileno(f), &st);
+    char *buf = malloc((size_t)st.st_size + 1);
+    size_t n = buf ? fread(buf, 1, (size_t)st.st_size, f) : 0;
+    fclose(f);
+    if (!buf)
+      continue;
+    if (k->shared[0]) {
+      snprintf(dst, sizeof dst, "%s/outputs/%s/%s", k->shared, a->uid, e->d_name);
+      if (write_file(dst, buf, n) == 0)
+        json_array_append_new(o->files, json_string(dst));
+      free(buf);
+    } else if (total + n <= k->inline_max) {
+      total += n;
+      char *field = keep(o, malloc(strlen(e->d_name) + 5));
+      sprintf(field, "out:%s", e->d_name);
+      push(o, field, strlen(field));
+      push(o, keep(o, buf), n);
+      json_array_append_new(o->files, json_sprintf("redis:%s#%s", a->jkey, field));
+    } else {
+      free(buf);
+      json_array_append_new(o->files, json_string(src)); /* too large: stays on this node */
+      o->where = "node";
+    }
+  }
+  if (d)
+    closedir(d);
+}
+
+static void outs_free(outs *o) {
+  for (int i = 0; i < o->nbufs; i++)
+    free(o->bufs[i]);
+  free(o->bufs);
+  free(o->argv);
+  free(o->lens);
+  json_decref(o->files);
+}
+
+/* The FINISH script, retried across reconnects until Redis answers (the
+ * result is kept meanwhile) or the node stops. 1 written, 0 stale, -1 not
+ * written (stopping). */
+static int finish(srv_cluster *k, redisContext **c, attempt *a, outs *o) {
+  double backoff = 0.1;
+  while (!atomic_load(&k->stop) || *c) {
+    if (!*c && !(*c = srv_rconnect(k))) {
+      atomic_store(&k->up, 0);
+      nap(k, backoff);
+      backoff = backoff < 2 ? backoff * 2 : 2;
+      continue;
+    }
+    redisReply *r = srv_rargv(k, c, o->argc, o->argv, o->lens);
+    if (r) {
+      int v = (int)r->integer;
+      freeReplyObject(r);
+      return v;
+    }
+    if (*c) { /* an error reply: not a connection problem */
+      ebb_log(EBB_LOG_WARN, "cluster", "job %s: the result write failed: %s", a->uid,
+              k->last_err);
+      return 0;
+    }
+  }
+  return -1;
+}
+
+static void record(srv_cluster *k, redisContext **c, attempt *a, int rc, ebb_job_result *res) {
+  char att[16], now[32], rel[32];
+  snprintf(att, sizeof att, "%d", a->n);
+  snprintf(now, sizeof now, "%.3f", srv_now());
+  snprintf(rel, sizeof rel, "%llu", (unsigned long long)res->released_bytes);
+  int cancelled = rc == EBB_ECANCELED && atomic_load(&k->run_by_client);
+  const char *state = rc == 0 ? "succeeded" : cancelled ? "cancelled" : "failed";
+  outs o = {0};
+  push(&o, "EVAL", 4);
+  push(&o, SRV_LUA_FINISH, strlen(SRV_LUA_FINISH));
+  push(&o, "2", 1);
+  push(&o, a->jkey, strlen(a->jkey));
+  push(&o, a->skey, strlen(a->skey));
+  push(&o, SRV_GROUP, strlen(SRV_GROUP));
+  push(&o, a->entry, strlen(a->entry));
+  push(&o, att, strlen(att));
+  char *result = NULL;
+  if (rc == 0) {
+    place_outputs(k, a, &o);
+    char rp[4400];
+    snprintf(rp, sizeof rp, "%s/result.json", a->out);
+    json_t *rj = json_load_file(rp, 0, NULL);
+    json_t *obj = json_pack("{s:o,s:O,s:s}", "result", rj ? rj : json_null(), "files", o.files,
+                            "where", o.where);
+    result = keep(&o, json_dumps(obj, JSON_COMPACT));
+    json_decref(obj);
+    push(&o, "result", 6);
+    push(&o, result, strlen(result));
+  } else {
+    push(&o, "error_code", 10);
+    push(&o, ebb_errname(rc), strlen(ebb_errname(rc)));
+    push(&o, "error_message", 13);
+    push(&o, res->message, strlen(res->message));
+  }
+  const char *tail[] = {"state", state, "finished", now, "released_bytes", rel};
+  for (int i = 0; i < 6; i++)
+    push(&o, tail[i], strlen(tail[i]));
+  int w = finish(k, c, a, &o);
+  if (w == 1) {
+    atomic_fetch_add(rc ? &k->n_failed : &k->n_done, 1);
+    ebb_log(rc ? EBB_LOG_WARN : EBB_LOG_INFO, "cluster",
+            "job %s: %s on node %s (attempt %d); result written%s%s", a->uid, state, k->node,
+            a->n, rc ? ": " : "", rc ? res->message : "");
+  } else if (w == 0) {
+    atomic_fetch_add(&k->n_stale, 1);
+    ebb_log(EBB_LOG_WARN, "cluster", "job %s: attempt %d is no longer the job's (its lease "
+                                     "lapsed and another node took it); result discarded",
+            a->uid, a->n);
+  }
+  outs_free(&o);
+}
+
+/* Node stopping mid-job: the job goes back to the queue, not failed. */
+static void give_back(srv_cluster *k, redisContext **c, attempt *a) {
+  char att[16];
+  snprintf(att, sizeof att, "%d", a->n);
+  redisReply *r = srv_rcmd(k, c, "EVAL %s 2 %s %s %s %s %s %s", SRV_LUA_GIVEBACK, a->jkey,
+                           a->skey, SRV_GROUP, a->entry, att, a->uid);
+  ebb_log(EBB_LOG_INFO, "cluster", "job %s: node stopping; %s", a->uid,
+          r ? "handed back to the queue" : "left pending (another node claims it after the "
+                                           "lease)");
+  freeReplyObject(r);
+}
+
+static void set_running(srv_cluster *k, const attempt *a) {
+  pthread_mutex_lock(&k->run_lock);
+  if (a) {
+    snprintf(k->run_uid, sizeof k->run_uid, "%s", a->uid);
+    snprintf(k->run_entry, sizeof k->run_entry, "%s", a->entry);
+    snprintf(k->run_pipe, sizeof k->run_pipe, "%s", a->pipe);
+    k->run_attempt = a->n;
+  } else
+    k->run_uid[0] = '\0';
+  atomic_store(&k->run_cancel, atomic_load(&k->stop)); /* a stop already asked for holds */
+  atomic_store(&k->run_lost, 0);
+  atomic_store(&k->run_by_client, 0);
+  pthread_mutex_unlock(&k->run_lock);
+}
+
+static void run_entry(srv_cluster *k, redisContext **c, const char *pipe, const char *entry,
+                      const char *uid, int reclaimed) {
+  attempt a = {0};
+  snprintf(a.uid, sizeof a.uid, "%s", uid);
+  snprintf(a.entry, sizeof a.entry, "%s", entry);
+  snprintf(a.pipe, sizeof a.pipe, "%s", pipe);
+  srv_rkey(k, a.skey, sizeof a.skey, "stream", pipe);
+  srv_rkey(k, a.jkey, sizeof a.jkey, "job", uid);
+  char now[32], maxa[16], lease[16];
+  snprintf(now, sizeof now, "%.3f", srv_now());
+  snprintf(maxa, sizeof maxa, "%d", k->max_attempts);
+  snprintf(lease, sizeof lease, "%.1f", k->lease_s);
+  redisReply *r = srv_rcmd(k, c, "EVAL %s 2 %s %s %s %s %s %s %s %s", SRV_LUA_START, a.jkey,
+                           a.skey, SRV_GROUP, entry, k->node, now, maxa,
+                           "stopped renewing its lease (it died or lost the queue)");
+  if (!r)
+    return;
+  a.n = (int)r->integer;
+  freeReplyObject(r);
+  if (a.n <= 0) {
+    if (a.n == -2)
+      ebb_log(EBB_LOG_WARN, "cluster", "job %s: failed after %d attempts", uid, k->max_attempts);
+    return;
+  }
+  if (reclaimed) {
+    atomic_fetch_add(&k->n_reclaimed, 1);
+    ebb_log(EBB_LOG_INFO, "cluster", "job %s: claimed from a node whose lease lapsed "
+                                     "(attempt %d)", uid, a.n);
+  }
+  set_running(k, &a);
+  ebb_job_result res = {0};
+  int rc = materialize(k, c, &a);
+  if (rc) {
+    snprintf(res.message, sizeof res.message, "%s", ebb_errmsg());
+  } else {
+    ebb_log(EBB_LOG_INFO, "cluster", "job %s: running pipeline '%s' on node %s (attempt %d)",
+            uid, pipe, k->node, a.n);
+    srv_snapshot_dirty(k->s);
+    rc = ebb_manager_run_job(k->s->m, pipe, a.input, a.out, a.options, &k->run_cancel, NULL,
+                             NULL, &res);
+    srv_snapshot_dirty(k->s);
+  }
+  if (rc == EBB_ECANCELED && atomic_load(&k->stop) && !atomic_load(&k->run_by_client))
+    give_back(k, c, &a);
+  else if (atomic_load(&k->run_lost) && !atomic_load(&k->run_by_client)) {
+    atomic_fetch_add(&k->n_stale, 1);
+    ebb_log(EBB_LOG_WARN, "cluster", "job %s: attempt %d lost its lease; stopped, result "
+                                     "discarded", uid, a.n);
+  } else
+    record(k, c, &a, rc, &res);
+  set_running(k, NULL);
+  json_decref(a.options);
+}
+
+/* One entry of a stream reply's entries array: its id and uid field. */
+static int entry_of(redisReply *e, const char **id, const char **uid) {
+  if (!e || e->type != REDIS_REPLY_ARRAY || e->elements < 2 ||
+      e->element[1]->type != REDIS_REPLY_ARRAY)
+    return 0;
+  redisReply *f = e->element[1];
+  *id = e->element[0]->str;
+  for (size_t i = 0; i + 1 < f->elements; i += 2)
+    if (!strcmp(f->element[i]->str, "uid")) {
+      *uid = f->element[i + 1]->str;
+      return 1;
+    }
+  return 0;
+}
+
+/* An entry whose node stopped renewing: XAUTOCLAIM past the lease. */
+static int reclaim(srv_cluster *k, redisContext **c, const char *pipe, const char *skey) {
+  redisReply *r = srv_rcmd(k, c, "XAUTOCLAIM %s %s %s %lld 0-0 COUNT 1", skey, SRV_GROUP,
+                           k->node, (long long)(k->lease_s * 1000));
+  const char *id, *uid;
+  int got = r && r->type == REDIS_REPLY_ARRAY && r->elements >= 2 &&
+            r->element[1]->type == REDIS_REPLY_ARRAY && r->element[1]->elements &&
+            entry_of(r->element[1]->element[0], &id, &uid);
+  if (got)
+    run_entry(k, c, pipe, id, uid, 1);
+  freeReplyObject(r);
+  return got;
+}
+
+static int take_new(srv_cluster *k, redisContext **c, const char *pipe, const char *skey) {
+  redisReply *r = srv_rcmd(k, c, "XREADGROUP GROUP %s %s COUNT 1 STREAMS %s >", SRV_GROUP,
+                           k->node, skey);
+  const char *id, *uid;
+  int got = r && r->type == REDIS_REPLY_ARRAY && r->elements &&
+            r->element[0]->elements >= 2 && r->element[0]->element[1]->elements &&
+            entry_of(r->element[0]->element[1]->element[0], &id, &uid);
+  if (got)
+    run_entry(k, c, pipe, id, uid, 0);
+  freeReplyObject(r);
+  return got;
+}
+
+/* Loaded pipelines first; a pipeline loaded on another idle node is left
+ * to it for new jobs. 1 when a job ran. */
+static int poll_once(srv_cluster *k, redisContext **c) {
+  json_t *pipes = ebb_manager_pipelines_json(k->s->m);
+  json_t *mem = ebb_manager_memory_json(k->s->m);
+  int ran = 0;
+  for (int pass = 0; pass < 2 && !ran && *c; pass++)
+    for (size_t i = 0; i < k->npipes && !ran && *c; i++) {
+      int loaded;
+      if (!can_place(pipes, mem, k->pipes[i], &loaded) || loaded != (pass == 0))
+        continue;
+      char skey[512];
+      srv_rkey(k, skey, sizeof skey, "stream", k->pipes[i]);
+      ran = reclaim(k, c, k->pipes[i], skey);
+      if (!ran && (loaded || !hinted_elsewhere(k, k->pipes[i])))
+        ran = take_new(k, c, k->pipes[i], skey);
+    }
+  json_decref(pipes);
+  json_decref(mem);
+  return ran;
+}
+
+static void *worker(void *arg) {
+  srv_cluster *k = arg;
+  redisContext *c = NULL;
+  double backoff = 0.1;
+  while (!atomic_load(&k->stop)) {
+    if (!c) {
+      if (!(c = srv_rconnect(k))) {
+        if (atomic_exchange(&k->up, 0))
+          ebb_log(EBB_LOG_WARN, "cluster", "cannot reach the queue at %s (%s); retrying",
+                  k->url, k->last_err);
+        nap(k, backoff);
+        backoff = backoff < 2 ? backoff * 2 : 2;
+        continue;
+      }
+      srv_rgroups(k, &c);
+      backoff = 0.1;
+    }
+    if (!poll_once(k, &c))
+      nap(k, 0.05);
+  }
+  redisFree(c);
+  return NULL;
+}
+
+/* --- heartbeat, lease, hint ----------------------------------------------------------- */
+static void heartbeat(srv_cluster *k, redisContext **c, double every) {
+  json_t *snap = srv_snapshot(k->s), *loaded = json_array(), *p;
+  size_t i;
+  json_array_foreach(json_object_get(snap, "pipelines"), i, p) if (json_is_true(
+      json_object_get(p, "loaded"))) json_array_append(loaded, json_object_get(p, "name"));
+  pthread_mutex_lock(&k->run_lock);
+  json_t *running = k->run_uid[0] ? json_string(k->run_uid) : json_null();
+  pthread_mutex_unlock(&k->run_lock);
+  json_t *mem = json_object_get(snap, "memory");
+  json_t *n = json_pack("{s:s,s:s,s:f,s:[O],s:o,s:O,s:o,s:I,s:I}", "id", k->node, "url",
+                        k->s->url, "heartbeat", srv_now(), "devices",
+                        json_object_get(mem, "device") ? json_object_get(mem, "device")
+                                                       : json_null(),
+                        "loaded", loaded, "pipelines", json_object_get(snap, "pipelines"),
+                        "running", running, "jobs_done", (json_int_t)atomic_load(&k->n_done),
+                        "jobs_failed", (json_int_t)atomic_load(&k->n_failed));
+  char *t = n ? json_dumps(n, JSON_COMPACT) : NULL;
+  char key[512], set[512];
+  srv_rkey(k, key, sizeof key, "node", k->node);
+  srv_rkey(k, set, sizeof set, "nodes", "all");
+  if (t) {
+    freeReplyObject(srv_rcmd(k, c, "SET %s %s PX %lld", key, t, (long long)(every * 3000 + 1000)));
+    freeReplyObject(srv_rcmd(k, c, "SADD %s %s", set, k->node));
+  }
+  free(t);
+  json_decref(n);
+  json_decref(snap);
+}
+
+static void renew(srv_cluster *k, redisContext **c) {
+  char uid[33], entry[64], pipe[128], jkey[512], skey[512], att[16];
+  pthread_mutex_lock(&k->run_lock);
+  snprintf(uid, sizeof uid, "%s", k->run_uid);
+  snprintf(entry, sizeof entry, "%s", k->run_entry);
+  snprintf(pipe, sizeof pipe, "%s", k->run_pipe);
+  snprintf(att, sizeof att, "%d", k->run_attempt);
+  pthread_mutex_unlock(&k->run_lock);
+  if (!uid[0])
+    return;
+  srv_rkey(k, jkey, sizeof jkey, "job", uid);
+  srv_rkey(k, skey, sizeof skey, "stream", pipe);
+  redisReply *r = srv_rcmd(k, c, "EVAL %s 2 %s %s %s %s %s %s", SRV_LUA_RENEW, jkey, skey,
+                           SRV_GROUP, entry, att, k->node);
+  if (r && r->integer == 1 && !atomic_exchange(&k->run_by_client, 1))
+    atomic_store(&k->run_cancel, 1);
+  if (r && r->integer == -1 && !atomic_exchange(&k->run_lost, 1))
+    atomic_store(&k->run_cancel, 1);
+  freeReplyObject(r);
+}
+
+/* Pipelines that another live, idle node has loaded. */
+static void refresh_hint(srv_cluster *k, redisContext **c) {
+  char set[512], key[512];
+  srv_rkey(k, set, sizeof set, "nodes", "all");
+  redisReply *ids = srv_rcmd(k, c, "SMEMBERS %s", set);
+  json_t *hint = json_array();
+  for (size_t i = 0; ids && i < ids->elements && *c; i++) {
+    if (!strcmp(ids->element[i]->str, k->node))
+      continue;
+    srv_rkey(k, key, sizeof key, "node", ids->element[i]->str);
+    redisReply *v = srv_rcmd(k, c, "GET %s", key);
+    json_t *n = v && v->type == REDIS_REPLY_STRING ? json_loads(v->str, 0, NULL) : NULL;
+    if (n && json_is_null(json_object_get(n, "running")))
+      json_array_extend(hint, json_object_get(n, "loaded"));
+    json_decref(n);
+    freeReplyObject(v);
+  }
+  freeReplyObject(ids);
+  pthread_mutex_lock(&k->hint_lock);
+  json_decref(k->hint);
+  k->hint = hint;
+  pthread_mutex_unlock(&k->hint_lock);
+}
+
+static void *beat(void *arg) {
+  srv_cluster *k = arg;
+  redisContext *c = NULL;
+  double every = k->lease_s / 3 < 1 ? k->lease_s / 3 : 1, backoff = 0.1;
+  while (!atomic_load(&k->stop)) {
+    if (!c && !(c = srv_rconnect(k))) {
+      nap(k, backoff);
+      backoff = backoff < 2 ? backoff * 2 : 2;
+      continue;
+    }
+    backoff = 0.1;
+    renew(k, &c);
+    heartbeat(k, &c, every);
+    refresh_hint(k, &c);
+    nap(k, every);
+  }
+  redisFree(c);
+  return NULL;
+}
+
+int srv_cluster_threads_start(srv_cluster *k) {
+  if (pthread_create(&k->beat, NULL, beat, k) != 0)
+    return ebb_seterr(EBB_ENOMEM, "cluster: cannot start the heartbeat thread");
+  k->started_beat = 1;
+  if (pthread_create(&k->worker, NULL, worker, k) != 0)
+    return ebb_seterr(EBB_ENOMEM, "cluster: cannot start the worker thread");
+  k->started_worker = 1;
+  return 0;
+}
+
+void srv_cluster_threads_stop(srv_cluster *k) {
+  atomic_store(&k->stop, 1);
+  atomic_store(&k->run_cancel, 1);
+  if (k->started_worker)
+    pthread_join(k->worker, NULL);
+  if (k->started_beat)
+    pthread_join(k->beat, NULL);
+  k->started_worker = k->started_beat = 0;
+}
