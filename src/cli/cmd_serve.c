@@ -582,17 +582,18 @@ static void serve_loop(serve_state *st, const sigset_t *set) {
 }
 
 static int start_and_serve(serve_args *a, serve_state *st, ebb_manager_opts *mo) {
-  int status = open_runtime(a, st, mo);
-  if (status)
-    return status;
   /* The signals are taken by sigtimedwait: every thread started from here
-   * on inherits the mask. */
+   * on inherits the mask (the manager's threads too: a SIGTERM delivered to
+   * one of them would end the process with 143 instead of a clean stop). */
   sigset_t set;
   sigemptyset(&set);
   sigaddset(&set, SIGINT);
   sigaddset(&set, SIGTERM);
   pthread_sigmask(SIG_BLOCK, &set, NULL);
   signal(SIGPIPE, SIG_IGN);
+  int status = open_runtime(a, st, mo);
+  if (status)
+    return status;
   a->so.manager = st->ms[0];
   a->so.alloc = st->allocs[0];
   a->so.managers = st->ms;
