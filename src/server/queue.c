@@ -9,6 +9,7 @@
 #include <time.h>
 
 #include "base/log.h"
+#include "base/wait.h"
 
 typedef struct qjob {
   struct qjob *next;
@@ -110,14 +111,7 @@ static void *watchdog(void *arg) {
   ebb_queue *q = arg;
   pthread_mutex_lock(&q->lock);
   while (!q->stop) {
-    struct timespec ts;
-    clock_gettime(CLOCK_REALTIME, &ts);
-    ts.tv_nsec += 100 * 1000000L;
-    if (ts.tv_nsec >= 1000000000L) {
-      ts.tv_sec++;
-      ts.tv_nsec -= 1000000000L;
-    }
-    pthread_cond_timedwait(&q->cond, &q->lock, &ts);
+    ebb_cond_wait_ms(&q->cond, &q->lock, 100);
     qjob *j = q->running;
     if (j && j->deadline > 0 && mono_s() > j->deadline && !atomic_load(&j->timed_out)) {
       atomic_store(&j->timed_out, 1);
