@@ -2,6 +2,7 @@
  * the stage registry with its plugins. */
 #include <getopt.h>
 #include <stdio.h>
+#include <stdlib.h>
 
 #include "cli/commands.h"
 #include "pipeline/config.h"
@@ -29,7 +30,7 @@ int ebb_cli_load(const char *config_path, ebb_config **cfg, ebb_registry **reg) 
   return EBB_EXIT_OK;
 }
 
-int ebb_cli_list_options(int argc, char **argv, void (*usage)(FILE *), const char **config,
+static int ebb_cli_list_options(int argc, char **argv, void (*usage)(FILE *), const char **config,
                          int *json) {
   static const struct option longopts[] = {{"config", required_argument, NULL, 'c'},
                                            {"json", no_argument, NULL, 'j'},
@@ -59,4 +60,27 @@ int ebb_cli_list_options(int argc, char **argv, void (*usage)(FILE *), const cha
     return EBB_EXIT_USAGE;
   }
   return -1;
+}
+
+int ebb_cli_list_begin(int argc, char **argv, void (*usage)(FILE *), int *json, ebb_config **cfg,
+                       ebb_registry **reg) {
+  const char *config;
+  int stop = ebb_cli_list_options(argc, argv, usage, &config, json);
+  if (stop >= 0)
+    return stop;
+  int status = ebb_cli_load(config, cfg, reg);
+  return status ? status : -1;
+}
+
+int ebb_cli_list_end(json_t *arr, int json, size_t dump_flags, ebb_config *cfg,
+                     ebb_registry *reg) {
+  if (json) {
+    char *s = json_dumps(arr, dump_flags);
+    printf("%s\n", s ? s : "[]");
+    free(s);
+  }
+  json_decref(arr);
+  ebb_registry_destroy(reg);
+  ebb_config_free(cfg);
+  return EBB_EXIT_OK;
 }

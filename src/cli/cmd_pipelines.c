@@ -17,16 +17,12 @@ static void usage(FILE *f) {
 }
 
 int ebb_cmd_pipelines(int argc, char **argv) {
-  const char *config;
   int json;
-  int stop = ebb_cli_list_options(argc, argv, usage, &config, &json);
-  if (stop >= 0)
-    return stop;
   ebb_config *cfg;
   ebb_registry *reg;
-  int status = ebb_cli_load(config, &cfg, &reg);
-  if (status)
-    return status;
+  int stop = ebb_cli_list_begin(argc, argv, usage, &json, &cfg, &reg);
+  if (stop >= 0)
+    return stop;
   json_t *arr = json_array();
   for (size_t i = 0; i < cfg->npipelines; i++) {
     const ebb_pipeline_def *p = &cfg->pipelines[i];
@@ -75,13 +71,5 @@ int ebb_cmd_pipelines(int argc, char **argv) {
     json_object_set_new(jp, "stages", js);
     json_array_append_new(arr, jp);
   }
-  if (json) {
-    char *s = json_dumps(arr, JSON_INDENT(2));
-    printf("%s\n", s ? s : "[]");
-    free(s);
-  }
-  json_decref(arr);
-  ebb_registry_destroy(reg);
-  ebb_config_free(cfg);
-  return EBB_EXIT_OK;
+  return ebb_cli_list_end(arr, json, JSON_INDENT(2), cfg, reg);
 }

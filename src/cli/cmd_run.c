@@ -16,6 +16,7 @@
 #include <unistd.h>
 
 #include "base/log.h"
+#include "base/wait.h"
 #include "cli/commands.h"
 #include "pipeline/cache.h"
 #include "pipeline/config.h"
@@ -99,14 +100,7 @@ static void *progress_thread(void *arg) {
     if (p->active)
       fprintf(stderr, "\r\033[Kstage %d/%d %s  %.1f s", p->index + 1, p->count, p->stage,
               ebb_now() - p->started);
-    struct timespec ts;
-    clock_gettime(CLOCK_REALTIME, &ts);
-    ts.tv_nsec += 200 * 1000000L;
-    if (ts.tv_nsec >= 1000000000L) {
-      ts.tv_sec++;
-      ts.tv_nsec -= 1000000000L;
-    }
-    pthread_cond_timedwait(&p->cond, &p->lock, &ts);
+    ebb_cond_wait_ms(&p->cond, &p->lock, 200);
   }
   pthread_mutex_unlock(&p->lock);
   fprintf(stderr, "\r\033[K");

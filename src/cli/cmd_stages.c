@@ -58,16 +58,12 @@ static void print_estimate(const json_t *e) {
 }
 
 int ebb_cmd_stages(int argc, char **argv) {
-  const char *config;
   int json;
-  int stop = ebb_cli_list_options(argc, argv, usage, &config, &json);
-  if (stop >= 0)
-    return stop;
   ebb_config *cfg;
   ebb_registry *reg;
-  int status = ebb_cli_load(config, &cfg, &reg);
-  if (status)
-    return status;
+  int stop = ebb_cli_list_begin(argc, argv, usage, &json, &cfg, &reg);
+  if (stop >= 0)
+    return stop;
   json_t *arr = json_array();
   for (size_t i = 0; i < ebb_registry_count(reg); i++) {
     const char *origin;
@@ -105,13 +101,5 @@ int ebb_cmd_stages(int argc, char **argv) {
     json_decref(schema);
     json_decref(est);
   }
-  if (json) {
-    char *s = json_dumps(arr, JSON_INDENT(2) | JSON_REAL_PRECISION(10));
-    printf("%s\n", s ? s : "[]");
-    free(s);
-  }
-  json_decref(arr);
-  ebb_registry_destroy(reg);
-  ebb_config_free(cfg);
-  return EBB_EXIT_OK;
+  return ebb_cli_list_end(arr, json, JSON_INDENT(2) | JSON_REAL_PRECISION(10), cfg, reg);
 }

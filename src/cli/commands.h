@@ -4,6 +4,7 @@
 #ifndef EBB_CLI_COMMANDS_H
 #define EBB_CLI_COMMANDS_H
 
+#include <jansson.h>
 #include <stdio.h>
 
 typedef struct ebb_command {
@@ -28,11 +29,17 @@ struct ebb_config;
 struct ebb_registry;
 int ebb_cli_load(const char *config_path, struct ebb_config **cfg, struct ebb_registry **reg);
 
-/* The options `ebb pipelines` and `ebb stages` share: [--config FILE]
- * [--json] [--help]. Returns -1 to go on, else the exit status to return
- * (0 after --help, EBB_EXIT_USAGE with a message). (cmd_common.c) */
-int ebb_cli_list_options(int argc, char **argv, void (*usage)(FILE *), const char **config,
-                         int *json);
+/* The start `ebb pipelines` and `ebb stages` share: parses [--config FILE]
+ * [--json] [--help] and loads the config and registry as ebb_cli_load does.
+ * Returns -1 to go on (the caller ends with ebb_cli_list_end), else the exit
+ * status to return with nothing to free (0 after --help, EBB_EXIT_USAGE with
+ * a message). (cmd_common.c) */
+int ebb_cli_list_begin(int argc, char **argv, void (*usage)(FILE *), int *json,
+                       struct ebb_config **cfg, struct ebb_registry **reg);
+/* Their end: prints arr with json_dumps(dump_flags) when json is set, then
+ * frees arr, reg and cfg; returns EBB_EXIT_OK. (cmd_common.c) */
+int ebb_cli_list_end(json_t *arr, int json, size_t dump_flags, struct ebb_config *cfg,
+                     struct ebb_registry *reg);
 
 #define EBB_EXIT_OK 0
 #define EBB_EXIT_FAILED 1

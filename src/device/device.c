@@ -250,15 +250,21 @@ out:
   return rc;
 }
 
+/* The device's record of the segment at addr, or EBB_EINVAL naming the address. dev->mu held. */
+static int known_seg(ebb_device *dev, uint64_t addr, ebb_dseg **out) {
+  *out = find_seg(dev, addr);
+  if (!*out)
+    return ebb_seterr(EBB_EINVAL, "%s: no segment at 0x%llx", dev->label,
+                      (unsigned long long)addr);
+  return 0;
+}
+
 int ebb_device_seg_free(ebb_device *dev, ebb_dseg *seg) {
   pthread_mutex_lock(&dev->mu);
   int rc;
-  ebb_dseg *s = find_seg(dev, seg->addr);
-  if (!s) {
-    rc = ebb_seterr(EBB_EINVAL, "%s: no segment at 0x%llx", dev->label,
-                    (unsigned long long)seg->addr);
+  ebb_dseg *s;
+  if ((rc = known_seg(dev, seg->addr, &s)))
     goto out;
-  }
   rc = dev->ops->seg_free(dev, s, 0);
   if (rc == 0) {
     *s = dev->segs[--dev->nsegs];
@@ -271,19 +277,13 @@ out:
 
 static int park_or_wake(ebb_device *dev, ebb_dseg *seg, int park) {
   pthread_mutex_lock(&dev->mu);
-  int rc;
-  ebb_dseg *s = find_seg(dev, seg->addr);
-  if (!s) {
-    rc = ebb_seterr(EBB_EINVAL, "%s: no segment at 0x%llx", dev->label,
-                    (unsigned long long)seg->addr);
-  } else if (s->kind != EBB_SEG_VMM) {
+  ebb_dseg *s;
+  int rc = known_seg(dev, seg->addr, &s);
+  if (rc == 0 && s->kind != EBB_SEG_VMM)
     rc = ebb_seterr(EBB_EINVAL, "%s: the segment at 0x%llx is not a VMM segment; only VMM "
                     "segments can be parked", dev->label, (unsigned long long)s->addr);
-  } else if (s->parked == park) {
-    rc = 0; /* already so */
-  } else {
+  else if (rc == 0 && s->parked != park) /* else already so */
     rc = park ? dev->ops->seg_park(dev, s) : dev->ops->seg_wake(dev, s);
-  }
   if (s)
     *seg = *s;
   pthread_mutex_unlock(&dev->mu);

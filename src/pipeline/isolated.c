@@ -264,21 +264,9 @@ static void finish(ebb_sctx *c, iso *s, int ask, int log_line) {
 }
 
 /* --- load --------------------------------------------------------------- */
-static int iso_load(ebb_stage_ctx *ctx, const char *spec_json, void **state) {
+/* Starts the worker named by the spec (or ebb-worker) with its arguments. */
+static int spawn_worker(ebb_stage_ctx *ctx, iso *s, const json_t *spec) {
   ebb_sctx *c = ebb_sctx_of(ctx);
-  json_error_t je;
-  json_t *spec = json_loads(spec_json ? spec_json : "", 0, &je), *m = NULL, *r = NULL;
-  iso *s = calloc(1, sizeof *s);
-  if (s)
-    pthread_mutex_init(&s->mu, NULL);
-  const char **args = NULL;
-  int rc = 0;
-  if (!s || !spec) {
-    rc = ebb_set_error(ctx, s ? EBB_EINVAL : EBB_ENOMEM,
-                       s ? "isolated stage: bad spec" : "isolated stage: out of host memory");
-    goto out;
-  }
-  const char *stage = json_string_value(json_object_get(spec, "stage"));
   const char *worker = json_string_value(json_object_get(spec, "worker"));
   json_t *wargs = json_object_get(spec, "worker_args");
   if (worker)
@@ -288,29 +276,35 @@ static int iso_load(ebb_stage_ctx *ctx, const char *spec_json, void **state) {
   const char *base = strrchr(s->exe, '/');
   snprintf(s->label, sizeof s->label, "%.100s", base ? base + 1 : s->exe);
   size_t nargs = json_array_size(wargs);
-  if (nargs && !(args = calloc(nargs, sizeof *args))) {
-    rc = ebb_set_error(ctx, EBB_ENOMEM, "isolated stage: out of host memory");
-    goto out;
-  }
+  const char **args = NULL;
+  if (nargs && !(args = calloc(nargs, sizeof *args)))
+    return ebb_set_error(ctx, EBB_ENOMEM, "isolated stage: out of host memory");
   for (size_t i = 0; i < nargs; i++)
     args[i] = json_string_value(json_array_get(wargs, i));
-  if ((rc = ebb_wproc_spawn(s->exe, args, nargs, s->label, &s->w))) {
-    rc = fail_with(ctx, rc);
-    goto out;
-  }
+  int rc = ebb_wproc_spawn(s->exe, args, nargs, s->label, &s->w);
+  free(args);
+  if (rc)
+    return fail_with(ctx, rc);
   s->pid = (long)ebb_wproc_pid(s->w);
   ebb_log(EBB_LOG_DEBUG, c->name, "running in worker pid %ld (%s)", s->pid, s->exe);
+  return 0;
+}
 
-  m = json_pack("{s:s, s:i, s:s, s:s, s:s, s:s, s:I}", "type", "hello", "protocol",
-                EBB_WORKER_PROTOCOL, "ebb_version", EBB_VERSION, "stage", stage, "name", c->name,
-                "shm_prefix", ebb_wproc_shm_prefix(s->w), "host_pid", (json_int_t)getpid());
-  if (!m) {
-    rc = ebb_set_error(ctx, EBB_ENOMEM, "isolated stage: out of host memory");
-    goto out;
-  }
-  if ((rc = watched_call(c, s, m, deadline_of(c, HELLO_S), c->cancel, &r))) {
-    rc = fail_with(ctx, rc);
-    goto out;
+/* The hello exchange: both ends must speak EBB_WORKER_PROTOCOL. */
+static int say_hello(ebb_stage_ctx *ctx, iso *s, const char *stage) {
+  ebb_sctx *c = ebb_sctx_of(ctx);
+  json_t *r = NULL;
+  json_t *m = json_pack("{s:s, s:i, s:s, s:s, s:s, s:s, s:I}", "type", "hello", "protocol",
+                        EBB_WORKER_PROTOCOL, "ebb_version", EBB_VERSION, "stage", stage, "name",
+                        c->name, "shm_prefix", ebb_wproc_shm_prefix(s->w), "host_pid",
+                        (json_int_t)getpid());
+  if (!m)
+    return ebb_set_error(ctx, EBB_ENOMEM, "isolated stage: out of host memory");
+  int rc = watched_call(c, s, m, deadline_of(c, HELLO_S), c->cancel, &r);
+  json_decref(m);
+  if (rc) {
+    json_decref(r);
+    return fail_with(ctx, rc);
   }
   json_t *proto = json_object_get(r, "protocol");
   if (strcmp(json_string_value(json_object_get(r, "type")), "hello") ||
@@ -322,40 +316,60 @@ static int iso_load(ebb_stage_ctx *ctx, const char *spec_json, void **state) {
              s->pid, s->label, EBB_WORKER_PROTOCOL, json_string_value(json_object_get(r, "type")),
              (long long)json_integer_value(proto));
     rc = ebb_set_error(ctx, EBB_EPROTO, msg);
-    goto out;
   }
-  json_decref(m);
   json_decref(r);
-  r = NULL;
+  return rc;
+}
+
+/* Asks the worker to load the stage with the spec's options; notes the memory it reports. */
+static int send_load(ebb_stage_ctx *ctx, iso *s, const json_t *spec, const char *stage) {
+  ebb_sctx *c = ebb_sctx_of(ctx);
+  json_t *r = NULL;
   json_t *opts = json_object_get(spec, "options");
-  m = json_pack("{s:s, s:s, s:o, s:s, s:s, s:s}", "type", "load", "stage", stage, "options",
-                opts ? json_incref(opts) : json_object(), "device", ebb_device_label(c->dev), "output_dir",
-                c->output_dir ? c->output_dir : ".", "log_format",
-                ebb_log_get_format() == EBB_LOG_JSON ? "json" : "text");
-  if (!m) {
-    rc = ebb_set_error(ctx, EBB_ENOMEM, "isolated stage: out of host memory");
-    goto out;
-  }
+  json_t *m = json_pack("{s:s, s:s, s:o, s:s, s:s, s:s}", "type", "load", "stage", stage,
+                        "options", opts ? json_incref(opts) : json_object(), "device",
+                        ebb_device_label(c->dev), "output_dir",
+                        c->output_dir ? c->output_dir : ".", "log_format",
+                        ebb_log_get_format() == EBB_LOG_JSON ? "json" : "text");
+  if (!m)
+    return ebb_set_error(ctx, EBB_ENOMEM, "isolated stage: out of host memory");
   if (c->deadline > 0)
     json_object_set_new(m, "seconds_left", json_real(c->deadline - ebb_now()));
   if (json_is_string(json_object_get(spec, "plugin")))
     json_object_set(m, "plugin", json_object_get(spec, "plugin"));
-  if ((rc = watched_call(c, s, m, deadline_of(c, 0), c->cancel, &r))) {
-    if (r) { /* the stage's own error, answered */
-      char msg[1024];
-      snprintf(msg, sizeof msg, "%s (worker pid %ld)", ebb_errmsg(), s->pid);
-      rc = ebb_set_error(ctx, rc, msg);
-    } else {
-      rc = fail_with(ctx, rc);
-    }
+  int rc = watched_call(c, s, m, deadline_of(c, 0), c->cancel, &r);
+  json_decref(m);
+  if (rc && r) { /* the stage's own error, answered */
+    char msg[1024];
+    snprintf(msg, sizeof msg, "%s (worker pid %ld)", ebb_errmsg(), s->pid);
+    rc = ebb_set_error(ctx, rc, msg);
+  } else if (rc) {
+    rc = fail_with(ctx, rc);
+  } else {
+    note_memory(s, r);
+  }
+  json_decref(r);
+  return rc;
+}
+
+static int iso_load(ebb_stage_ctx *ctx, const char *spec_json, void **state) {
+  ebb_sctx *c = ebb_sctx_of(ctx);
+  json_error_t je;
+  json_t *spec = json_loads(spec_json ? spec_json : "", 0, &je);
+  iso *s = calloc(1, sizeof *s);
+  if (s)
+    pthread_mutex_init(&s->mu, NULL);
+  int rc = 0;
+  if (!s || !spec) {
+    rc = ebb_set_error(ctx, s ? EBB_EINVAL : EBB_ENOMEM,
+                       s ? "isolated stage: bad spec" : "isolated stage: out of host memory");
     goto out;
   }
-  note_memory(s, r);
+  const char *stage = json_string_value(json_object_get(spec, "stage"));
+  if (!(rc = spawn_worker(ctx, s, spec)) && !(rc = say_hello(ctx, s, stage)))
+    rc = send_load(ctx, s, spec, stage);
 out:
-  json_decref(m);
-  json_decref(r);
   json_decref(spec);
-  free(args);
   if (rc && s) {
     /* no instance is loaded, so no release follows: end the worker now */
     int code = c->err_code;

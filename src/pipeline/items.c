@@ -255,13 +255,17 @@ static int host_payload(const ebb_item_rec *it, ebb_device *dev, size_t n, const
   return ebb_device_copy_dtoh(dev, *tmp, it->dptr, n);
 }
 
-int ebb_item_to_wire(const ebb_item_rec *it, ebb_device *dev, ebb_item_put_fn put, void *arg,
-                     json_t *arr) {
+json_t *ebb_item_describe(const ebb_item_rec *it) {
   ebb_wire_item w = {.kind = it->kind, .name = it->name, .text = it->text,
                      .frames = it->frames, .channels = it->channels, .rate = it->rate,
                      .ndim = it->ndim};
   memcpy(w.shape, it->shape, sizeof w.shape);
-  json_t *o = ebb_wire_item_encode(&w);
+  return ebb_wire_item_encode(&w);
+}
+
+int ebb_item_to_wire(const ebb_item_rec *it, ebb_device *dev, ebb_item_put_fn put, void *arg,
+                     json_t *arr) {
+  json_t *o = ebb_item_describe(it);
   if (!o || json_array_append_new(arr, o))
     return ebb_seterr(EBB_ENOMEM, "item '%s': out of host memory", it->name);
   if (it->kind != EBB_ITEM_AUDIO && it->kind != EBB_ITEM_TENSOR)

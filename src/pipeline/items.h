@@ -63,6 +63,11 @@ int ebb_items_add_device_tensor(ebb_items *out, ebb_device *dev, const char *nam
  * without moving anything if a name is already in dst. */
 int ebb_items_take(ebb_items *dst, ebb_items *src);
 
+/* An item's description without its payload, as the worker protocol's one
+ * item codec writes it: name, kind and metadata (audio: frames, channels,
+ * rate; tensor: shape; json: text; file: path). A new object (caller
+ * json_decref), NULL when out of memory. */
+json_t *ebb_item_describe(const ebb_item_rec *it);
 /* The worker protocol's description of an item (docs/worker-protocol.md),
  * through the protocol's one item codec (src/worker/item_wire.h):
  * a new JSON object with name, kind and metadata (audio: frames, channels,

@@ -733,33 +733,13 @@ static void write_result(job_state *js) {
   json_object_set_new(root, "pipeline", json_string(js->job->pipeline->name));
   for (int i = 0; i < ebb_items_count(js->items); i++) {
     const ebb_item_rec *it = ebb_items_rec(js->items, i);
-    json_t *o = json_object();
-    json_object_set_new(o, "name", json_string(it->name));
-    switch (it->kind) {
-    case EBB_ITEM_AUDIO:
-      json_object_set_new(o, "kind", json_string("audio"));
-      json_object_set_new(o, "frames", json_integer((json_int_t)it->frames));
-      json_object_set_new(o, "channels", json_integer(it->channels));
-      json_object_set_new(o, "rate", json_integer(it->rate));
-      break;
-    case EBB_ITEM_TENSOR: {
-      json_t *shape = json_array();
-      for (uint32_t d = 0; d < it->ndim; d++)
-        json_array_append_new(shape, json_integer((json_int_t)it->shape[d]));
-      json_object_set_new(o, "kind", json_string("tensor"));
-      json_object_set_new(o, "shape", shape);
-      break;
-    }
-    case EBB_ITEM_JSON: {
+    json_t *o = ebb_item_describe(it);
+    if (!o)
+      continue;
+    if (it->kind == EBB_ITEM_JSON) { /* the result shows the value, not its text */
       json_t *v = json_loads(it->text, JSON_DECODE_ANY, NULL);
-      json_object_set_new(o, "kind", json_string("json"));
+      json_object_del(o, "text");
       json_object_set_new(o, "value", v ? v : json_string(it->text));
-      break;
-    }
-    case EBB_ITEM_FILE:
-      json_object_set_new(o, "kind", json_string("file"));
-      json_object_set_new(o, "path", json_string(it->text));
-      break;
     }
     json_array_append_new(arr, o);
   }

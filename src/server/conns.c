@@ -12,6 +12,7 @@
 #include <sys/socket.h>
 #include <time.h>
 
+#include "base/wait.h"
 #include "server/internal.h"
 
 typedef struct conn {
@@ -53,14 +54,7 @@ static void *reaper(void *arg) {
   srv_conns *cs = arg;
   pthread_mutex_lock(&cs->lock);
   while (!cs->stop) {
-    struct timespec ts;
-    clock_gettime(CLOCK_REALTIME, &ts);
-    ts.tv_nsec += 200 * 1000000L;
-    if (ts.tv_nsec >= 1000000000L) {
-      ts.tv_sec++;
-      ts.tv_nsec -= 1000000000L;
-    }
-    pthread_cond_timedwait(&cs->cond, &cs->lock, &ts);
+    ebb_cond_wait_ms(&cs->cond, &cs->lock, 200);
     double now = now_s();
     for (conn *k = cs->head; k; k = k->next)
       if (!k->shut && late(cs, k, now)) {

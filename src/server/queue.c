@@ -11,6 +11,7 @@
 #include "base/log.h"
 #include "pipeline/host.h"
 #include "pipeline/placement.h"
+#include "base/wait.h"
 
 typedef struct qjob {
   struct qjob *next;
@@ -128,14 +129,7 @@ static void *watchdog(void *arg) {
   ebb_queue *q = arg;
   pthread_mutex_lock(&q->lock);
   while (!q->stop) {
-    struct timespec ts;
-    clock_gettime(CLOCK_REALTIME, &ts);
-    ts.tv_nsec += 100 * 1000000L;
-    if (ts.tv_nsec >= 1000000000L) {
-      ts.tv_sec++;
-      ts.tv_nsec -= 1000000000L;
-    }
-    pthread_cond_timedwait(&q->cond, &q->lock, &ts);
+    ebb_cond_wait_ms(&q->cond, &q->lock, 100);
     for (size_t i = 0; i < q->ndevs; i++) {
       qjob *j = q->devs[i].running;
       if (j && j->deadline > 0 && mono_s() > j->deadline && !atomic_load(&j->timed_out)) {

@@ -61,6 +61,8 @@ static void migrate(sqlite3 *db) {
                NULL, NULL, NULL);
 }
 
+static int exec_bind(ebb_store *s, const char *what, const char *sql, const char *fmt, ...);
+
 int ebb_store_open(const char *path, ebb_store **out, int *interrupted) {
   ebb_store *s = calloc(1, sizeof *s);
   if (!s)
@@ -82,22 +84,12 @@ int ebb_store_open(const char *path, ebb_store **out, int *interrupted) {
     goto fail;
   }
   migrate(s->db);
-  sqlite3_stmt *st;
-  if (sqlite3_prepare_v2(s->db,
-                         "UPDATE jobs SET state='failed', finished=?1, error_code='EBB_ECANCELED',"
-                         " error_message='server restarted while the job was running'"
-                         " WHERE state='running'",
-                         -1, &st, NULL) != SQLITE_OK) {
-    rc = dberr(s, "mark interrupted jobs");
+  if ((rc = exec_bind(s, "mark interrupted jobs",
+                      "UPDATE jobs SET state='failed', finished=?1, error_code='EBB_ECANCELED',"
+                      " error_message='server restarted while the job was running'"
+                      " WHERE state='running'",
+                      "d", now_s())))
     goto fail;
-  }
-  sqlite3_bind_double(st, 1, now_s());
-  int ok = sqlite3_step(st) == SQLITE_DONE;
-  sqlite3_finalize(st);
-  if (!ok) {
-    rc = dberr(s, "mark interrupted jobs");
-    goto fail;
-  }
   if (interrupted)
     *interrupted = sqlite3_changes(s->db);
   *out = s;

@@ -18,7 +18,6 @@
  *                    GPU, where device memory is host memory)
  * Output: a JSON item named after the stage instance describing what it did. */
 #include <jansson.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -26,6 +25,7 @@
 
 #include "ebb/stage.h"
 #include "stages/options.h"
+#include "stages/audio/st_util.h"
 
 #define MIB_BYTES 1048576.0
 #define WINDOW (64u << 10)   /* patterned window written/read back */
@@ -63,17 +63,6 @@ typedef struct syn {
       "window every 16 MiB")
 EBB_STAGE_OPTIONS(SYN_OPTIONS)
 
-static int err(ebb_stage_ctx *ctx, int code, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-static int err(ebb_stage_ctx *ctx, int code, const char *fmt, ...) {
-  char msg[512];
-  va_list ap;
-  va_start(ap, fmt);
-  vsnprintf(msg, sizeof msg, fmt, ap);
-  va_end(ap);
-  return ebb_set_error(ctx, code, msg);
-}
-
 static uint8_t pat(uint32_t seed, size_t off) {
   uint32_t x = seed * 2654435761u ^ (uint32_t)off * 40503u ^ (uint32_t)(off >> 16);
   x ^= x >> 13;
@@ -97,16 +86,16 @@ static int touch(syn *s, const char *what, uint64_t dptr, size_t bytes, uint32_t
   for (size_t off = 0; s->sample && !rc && off < bytes; off += STRIDE)
     rc = h->memset8(ctx, dptr + off, fill, bytes - off < WINDOW ? bytes - off : WINDOW);
   if (rc)
-    return err(ctx, rc, "synthetic: %s: memset of %zu MiB failed", what, bytes >> 20);
+    return ebb_st_fail(ctx, rc, "synthetic: %s: memset of %zu MiB failed", what, bytes >> 20);
   void *buf = NULL;
   rc = h->pinned_alloc(ctx, 2 * WINDOW, &buf);
   if (rc)
-    return err(ctx, rc, "synthetic: %s: pinned buffer of %u KiB failed", what, 2 * WINDOW >> 10);
+    return ebb_st_fail(ctx, rc, "synthetic: %s: pinned buffer of %u KiB failed", what, 2 * WINDOW >> 10);
   uint8_t *wbuf = buf, *rbuf = wbuf + WINDOW;
   for (size_t off = 0; off < bytes && !rc; off += STRIDE) {
     if (h->cancelled(ctx)) { /* a SIGINT during a 4 GiB load should not wait for it */
       h->pinned_free(ctx, buf);
-      return err(ctx, EBB_ECANCELED, "synthetic: %s: cancelled while touching memory", what);
+      return ebb_st_fail(ctx, EBB_ECANCELED, "synthetic: %s: cancelled while touching memory", what);
     }
     size_t n = bytes - off < WINDOW ? bytes - off : WINDOW;
     /* the first half of the window gets a pattern, the second keeps the fill */
@@ -121,7 +110,7 @@ static int touch(syn *s, const char *what, uint64_t dptr, size_t bytes, uint32_t
       uint8_t want = i < half ? wbuf[i] : fill;
       if (rbuf[i] != want) {
         h->pinned_free(ctx, buf);
-        return err(ctx, EBB_ESTAGE,
+        return ebb_st_fail(ctx, EBB_ESTAGE,
                    "synthetic: %s: read back 0x%02x at offset %zu, wrote 0x%02x: device memory "
                    "does not hold what was written",
                    what, rbuf[i], off + i, want);
@@ -131,7 +120,7 @@ static int touch(syn *s, const char *what, uint64_t dptr, size_t bytes, uint32_t
   }
   h->pinned_free(ctx, buf);
   if (rc)
-    return err(ctx, rc, "synthetic: %s: copy failed", what);
+    return ebb_st_fail(ctx, rc, "synthetic: %s: copy failed", what);
   return 0;
 }
 
@@ -143,7 +132,7 @@ static int alloc_touched(syn *s, const char *what, size_t bytes, uint32_t seed, 
   if (rc) {
     *out = 0;
     /* the allocator's message names the owner, the request and the numbers */
-    return err(s->ctx, rc, "synthetic: %s: allocating %.0f MiB failed: %s", what,
+    return ebb_st_fail(s->ctx, rc, "synthetic: %s: allocating %.0f MiB failed: %s", what,
                bytes / MIB_BYTES, ebb_errmsg());
   }
   return touch(s, what, *out, bytes, seed);
@@ -174,18 +163,18 @@ static int syn_load(ebb_stage_ctx *ctx, const char *options_json, void **state) 
   json_t *o = json_loads(options_json ? options_json : "{}", 0, &je);
   if (!o || !json_is_object(o)) {
     json_decref(o);
-    return err(ctx, EBB_ECONFIG, "synthetic: options are not a JSON object: %s", je.text);
+    return ebb_st_fail(ctx, EBB_ECONFIG, "synthetic: options are not a JSON object: %s", je.text);
   }
   syn *s = calloc(1, sizeof *s);
   if (!s) {
     json_decref(o);
-    return err(ctx, EBB_ENOMEM, "synthetic: out of host memory");
+    return ebb_st_fail(ctx, EBB_ENOMEM, "synthetic: out of host memory");
   }
   s->ctx = ctx;
   stage_opts v;
   int rc = stage_opts_read("synthetic", o, &v);
   if (rc) {
-    rc = err(ctx, rc, "%s", ebb_errmsg());
+    rc = ebb_st_fail(ctx, rc, "%s", ebb_errmsg());
     goto fail;
   }
   s->weights_bytes = (size_t)(v.weights_mib * MIB_BYTES);
@@ -196,13 +185,13 @@ static int syn_load(ebb_stage_ctx *ctx, const char *options_json, void **state) 
   s->run_ms = v.run_ms;
   if (*v.fail && strcmp(v.fail, "none") && strcmp(v.fail, "load") && strcmp(v.fail, "run") &&
       strcmp(v.fail, "unload")) {
-    rc = err(ctx, EBB_ECONFIG, "synthetic: option 'fail' must be \"load\", \"run\" or \"unload\", "
+    rc = ebb_st_fail(ctx, EBB_ECONFIG, "synthetic: option 'fail' must be \"load\", \"run\" or \"unload\", "
                               "got \"%s\"", v.fail);
     goto fail;
   }
   snprintf(s->fail, sizeof s->fail, "%s", v.fail);
   if (strcmp(v.touch, "full") && strcmp(v.touch, "sample")) {
-    rc = err(ctx, EBB_ECONFIG, "synthetic: option 'touch' must be \"full\" or \"sample\", got "
+    rc = ebb_st_fail(ctx, EBB_ECONFIG, "synthetic: option 'touch' must be \"full\" or \"sample\", got "
                               "\"%s\"", v.touch);
     goto fail;
   }
@@ -215,7 +204,7 @@ static int syn_load(ebb_stage_ctx *ctx, const char *options_json, void **state) 
   if (s->outside_bytes) {
     if ((rc = ctx->host->raw_driver_alloc(ctx, s->outside_bytes, &s->outside))) {
       s->outside = 0;
-      rc = err(ctx, rc, "synthetic: outside: taking %.0f MiB from the driver failed: %s",
+      rc = ebb_st_fail(ctx, rc, "synthetic: outside: taking %.0f MiB from the driver failed: %s",
                s->outside_bytes / MIB_BYTES, ebb_strerror(rc));
       goto fail;
     }
@@ -223,7 +212,7 @@ static int syn_load(ebb_stage_ctx *ctx, const char *options_json, void **state) 
       goto fail;
   }
   if (!strcmp(s->fail, "load")) {
-    rc = err(ctx, EBB_ESTAGE, "synthetic: failing at load as asked (fail=load)");
+    rc = ebb_st_fail(ctx, EBB_ESTAGE, "synthetic: failing at load as asked (fail=load)");
     goto fail;
   }
   *state = s;
@@ -241,7 +230,7 @@ static int sleep_cancellable(ebb_stage_ctx *ctx, double ms) {
     clock_gettime(CLOCK_MONOTONIC, &now);
     double el = (now.tv_sec - t0.tv_sec) * 1e3 + (now.tv_nsec - t0.tv_nsec) / 1e6;
     if (ebb_cancelled(ctx))
-      return err(ctx, EBB_ECANCELED, "synthetic: cancelled after %.0f ms of %.0f", el, ms);
+      return ebb_st_fail(ctx, EBB_ECANCELED, "synthetic: cancelled after %.0f ms of %.0f", el, ms);
     if (el >= ms)
       return 0;
     double left = ms - el < 10 ? ms - el : 10;
@@ -256,7 +245,7 @@ static int syn_run(ebb_stage_ctx *ctx, void *state, const ebb_items *in, ebb_ite
   uint64_t act = 0, leak = 0;
   int rc;
   if (ebb_cancelled(ctx))
-    return err(ctx, EBB_ECANCELED, "synthetic: cancelled before running");
+    return ebb_st_fail(ctx, EBB_ECANCELED, "synthetic: cancelled before running");
   if ((rc = alloc_touched(s, "activations", s->act_bytes, 3 + s->runs, &act)))
     goto done;
   if (s->cache_bytes && !s->cache) {
@@ -264,7 +253,7 @@ static int syn_run(ebb_stage_ctx *ctx, void *state, const ebb_items *in, ebb_ite
       goto done;
     if (!s->cache_handle &&
         (rc = h->on_release(ctx, "synthetic cache", drop_cache, s, &s->cache_handle))) {
-      rc = err(ctx, rc, "synthetic: registering the cache's release callback failed");
+      rc = ebb_st_fail(ctx, rc, "synthetic: registering the cache's release callback failed");
       goto done;
     }
   }
@@ -276,7 +265,7 @@ static int syn_run(ebb_stage_ctx *ctx, void *state, const ebb_items *in, ebb_ite
   if (s->run_ms > 0 && (rc = sleep_cancellable(ctx, s->run_ms)))
     goto done;
   if (!strcmp(s->fail, "run")) {
-    rc = err(ctx, EBB_ESTAGE, "synthetic: failing at run as asked (fail=run)");
+    rc = ebb_st_fail(ctx, EBB_ESTAGE, "synthetic: failing at run as asked (fail=run)");
     goto done;
   }
   /* the weights must still hold their pattern */
@@ -293,7 +282,7 @@ static int syn_run(ebb_stage_ctx *ctx, void *state, const ebb_items *in, ebb_ite
            h->item_count(in), s->checksum,
            h->device_kind(ctx) == EBB_DEV_KIND_CUDA ? "cuda" : "cpu");
   if ((rc = h->add_json(out, h->stage_name(ctx), json)))
-    rc = err(ctx, rc, "synthetic: adding the output item failed");
+    rc = ebb_st_fail(ctx, rc, "synthetic: adding the output item failed");
 done:
   if (act)
     ebb_dev_free(ctx, act);
@@ -304,7 +293,7 @@ static void syn_unload(ebb_stage_ctx *ctx, void *state) {
   syn *s = state;
   if (!strcmp(s->fail, "unload")) {
     /* a broken unload: everything stays behind for ebb to find */
-    err(ctx, EBB_ESTAGE, "synthetic: failing at unload as asked (fail=unload)");
+    ebb_st_fail(ctx, EBB_ESTAGE, "synthetic: failing at unload as asked (fail=unload)");
     free(s);
     return;
   }

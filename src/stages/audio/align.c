@@ -314,34 +314,86 @@ static json_t *find_transcript(ebb_stage_ctx *ctx, const ebb_items *in) {
   return j;
 }
 
-static int align_run(ebb_stage_ctx *ctx, void *state, const ebb_items *in, ebb_items *out) {
-  align_state *s = state;
+/* The voice activity of the vocals (or the mix): segments for snapping, phrases for the
+ * lines. No audio item is not an error: then nothing snaps and *dur stays 0. */
+static int voice_activity(ebb_stage_ctx *ctx, align_state *s, const ebb_items *in, ebb_span **segs,
+                          size_t *nseg, ebb_span **ph, size_t *nph, double *dur) {
   static const char *const names[] = {"vocals", "audio", NULL};
   float *mono = NULL;
   uint64_t n = 0;
   uint32_t rate = 0;
   const char *used = NULL;
+  int rc = ebb_st_find_mono(ctx, in, names, &mono, &n, &rate, &used);
+  if (rc == EBB_ENOTFOUND) {
+    ebb_st_log(ctx, 2, "no AUDIO item \"vocals\" or \"audio\": no voice activity, no snapping");
+    return 0;
+  }
+  if (rc)
+    return rc;
+  *dur = (double)n / rate;
+  rc = ebb_vad(mono, n, rate, &s->vad, segs, nseg, ph, nph);
+  free(mono);
+  if (rc)
+    return ebb_st_fail(ctx, rc, "%s", ebb_errmsg());
+  return 0;
+}
+
+/* Lyric words take the times of the transcript words they match; the unmatched runs
+ * between are spread evenly between their matched neighbours (or the vocal phrases). */
+static int lyrics_onto_transcript(ebb_stage_ctx *ctx, const align_state *s, wlist *lyr,
+                                  const wlist *tr, const ebb_span *segs, size_t nseg,
+                                  const ebb_span *ph, size_t nph, double dur) {
+  int *map = malloc(lyr->n * sizeof *map);
+  if (!map)
+    return ebb_st_fail(ctx, EBB_ENOMEM, "out of memory");
+  int rc = ebb_align_words((const char *const *)lyr->word, lyr->n, (const char *const *)tr->word,
+                           tr->n, map);
+  if (rc) {
+    free(map);
+    return ebb_st_fail(ctx, rc, "%s", ebb_errmsg());
+  }
+  size_t matched = 0;
+  for (size_t i = 0; i < lyr->n; i++)
+    if (map[i] >= 0) {
+      lyr->matched[i] = 1;
+      lyr->start[i] = tr->start[map[i]];
+      lyr->end[i] = tr->end[map[i]];
+      matched++;
+    }
+  free(map);
+  snap_words(lyr, segs, nseg, s->snap_s);
+  double first = nph ? ph[0].start : tr->start[0];
+  double last = nph ? ph[nph - 1].end : (dur > 0 ? dur : tr->end[tr->n - 1]);
+  for (size_t i = 0; i < lyr->n;) {
+    if (lyr->matched[i]) {
+      i++;
+      continue;
+    }
+    size_t j = i;
+    while (j + 1 < lyr->n && !lyr->matched[j + 1])
+      j++;
+    double lo = i > 0 ? lyr->end[i - 1] : fmin(first, j + 1 < lyr->n ? lyr->start[j + 1] : first);
+    double hi = j + 1 < lyr->n ? lyr->start[j + 1] : fmax(last, lo);
+    interpolate(lyr, i, j, lo, hi);
+    i = j + 1;
+  }
+  ebb_st_log(ctx, 1, "%zu of %zu lyric words matched to %zu transcript words", matched, lyr->n,
+             tr->n);
+  return 0;
+}
+
+static int align_run(ebb_stage_ctx *ctx, void *state, const ebb_items *in, ebb_items *out) {
+  align_state *s = state;
   ebb_span *segs = NULL, *ph = NULL;
   size_t nseg = 0, nph = 0;
   wlist lyr = {0}, tr = {0};
-  int *map = NULL;
   char *text = NULL;
   json_t *transcript = NULL;
   const char *source = "vad";
   double dur = 0;
-  int rc = ebb_st_find_mono(ctx, in, names, &mono, &n, &rate, &used);
-  if (rc == EBB_ENOTFOUND) {
-    ebb_st_log(ctx, 2, "no AUDIO item \"vocals\" or \"audio\": no voice activity, no snapping");
-    rc = 0;
-  } else if (rc) {
+  int rc = voice_activity(ctx, s, in, &segs, &nseg, &ph, &nph, &dur);
+  if (rc)
     return rc;
-  } else {
-    dur = (double)n / rate;
-    rc = ebb_vad(mono, n, rate, &s->vad, &segs, &nseg, &ph, &nph);
-    free(mono);
-    if (rc)
-      return ebb_st_fail(ctx, rc, "%s", ebb_errmsg());
-  }
   if (s->lyrics_path && (rc = read_lyrics(ctx, s->lyrics_path, &lyr)))
     goto done;
   transcript = find_transcript(ctx, in);
@@ -352,42 +404,8 @@ static int align_run(ebb_stage_ctx *ctx, void *state, const ebb_items *in, ebb_i
   if (transcript && tr.n && lyr.n) {
     source = "transcript+lyrics";
     with_lines = 1;
-    map = malloc(lyr.n * sizeof *map);
-    if (!map) {
-      rc = ebb_st_fail(ctx, EBB_ENOMEM, "out of memory");
+    if ((rc = lyrics_onto_transcript(ctx, s, &lyr, &tr, segs, nseg, ph, nph, dur)))
       goto done;
-    }
-    if ((rc = ebb_align_words((const char *const *)lyr.word, lyr.n, (const char *const *)tr.word,
-                              tr.n, map))) {
-      rc = ebb_st_fail(ctx, rc, "%s", ebb_errmsg());
-      goto done;
-    }
-    size_t matched = 0;
-    for (size_t i = 0; i < lyr.n; i++)
-      if (map[i] >= 0) {
-        lyr.matched[i] = 1;
-        lyr.start[i] = tr.start[map[i]];
-        lyr.end[i] = tr.end[map[i]];
-        matched++;
-      }
-    snap_words(&lyr, segs, nseg, s->snap_s);
-    double first = nph ? ph[0].start : tr.start[0];
-    double last = nph ? ph[nph - 1].end : (dur > 0 ? dur : tr.end[tr.n - 1]);
-    for (size_t i = 0; i < lyr.n;) {
-      if (lyr.matched[i]) {
-        i++;
-        continue;
-      }
-      size_t j = i;
-      while (j + 1 < lyr.n && !lyr.matched[j + 1])
-        j++;
-      double lo = i > 0 ? lyr.end[i - 1] : fmin(first, j + 1 < lyr.n ? lyr.start[j + 1] : first);
-      double hi = j + 1 < lyr.n ? lyr.start[j + 1] : fmax(last, lo);
-      interpolate(&lyr, i, j, lo, hi);
-      i = j + 1;
-    }
-    ebb_st_log(ctx, 1, "%zu of %zu lyric words matched to %zu transcript words", matched, lyr.n,
-               tr.n);
   } else if (transcript && tr.n) {
     source = "transcript";
     for (size_t i = 0; i < tr.n; i++)
@@ -411,7 +429,6 @@ static int align_run(ebb_stage_ctx *ctx, void *state, const ebb_items *in, ebb_i
     rc = ebb_st_fail(ctx, rc, "cannot add the JSON item \"lyrics\"");
 done:
   free(text);
-  free(map);
   free(segs);
   free(ph);
   wlist_free(&lyr);

@@ -118,6 +118,38 @@ static size_t join_spans(ebb_span *s, size_t n, double gap, double min) {
   return m;
 }
 
+/* The level of each frame in dB, over a window centred on the frame. */
+static void frame_levels(const float *x, uint64_t n, size_t hop, size_t win, size_t nf,
+                         double *db) {
+  for (size_t f = 0; f < nf; f++) {
+    int64_t a = (int64_t)(f * hop) - (int64_t)win / 2, e = a + (int64_t)win;
+    double sum = 0.0;
+    for (int64_t k = a; k < e; k++)
+      if (k >= 0 && (uint64_t)k < n)
+        sum += (double)x[k] * x[k];
+    db[f] = 10.0 * log10(sum / (double)win + 1e-20);
+  }
+}
+
+/* The frames loud enough (and periodic enough, when ap is given) as spans of time, adjacent
+ * frames merged; answers how many spans went into s. */
+static size_t active_frames(const double *db, const double *ap, size_t nf, double thr, size_t hop,
+                            uint32_t rate, const ebb_vad_params *p, ebb_span *s) {
+  size_t k = 0;
+  for (size_t f = 0; f < nf; f++) {
+    if (db[f] < thr || (ap && ap[f] > p->max_aperiodicity))
+      continue;
+    double t0 = (double)f * hop / rate - p->hop_s / 2, t1 = t0 + p->hop_s;
+    if (t0 < 0)
+      t0 = 0;
+    if (k > 0 && t0 - s[k - 1].end < 1e-9)
+      s[k - 1].end = t1;
+    else
+      s[k++] = (ebb_span){t0, t1};
+  }
+  return k;
+}
+
 int ebb_vad(const float *x, uint64_t n, uint32_t rate, const ebb_vad_params *p, ebb_span **segs,
             size_t *nseg, ebb_span **phrases, size_t *nphr) {
   *segs = *phrases = NULL;
@@ -153,31 +185,12 @@ int ebb_vad(const float *x, uint64_t n, uint32_t rate, const ebb_vad_params *p, 
       return rc;
     }
   }
-  for (size_t f = 0; f < nf; f++) {
-    /* centred window */
-    int64_t a = (int64_t)(f * hop) - (int64_t)win / 2, e = a + (int64_t)win;
-    double sum = 0.0;
-    for (int64_t k = a; k < e; k++)
-      if (k >= 0 && (uint64_t)k < n)
-        sum += (double)x[k] * x[k];
-    db[f] = 10.0 * log10(sum / (double)win + 1e-20);
-  }
+  frame_levels(x, n, hop, win, nf, db);
   memcpy(sorted, db, nf * sizeof *db);
   qsort(sorted, nf, sizeof *sorted, cmp_double);
   double loud = sorted[(size_t)(0.95 * (double)(nf - 1))];
   double thr = fmax(p->floor_db, loud - p->range_db);
-  size_t k = 0;
-  for (size_t f = 0; f < nf; f++) {
-    if (db[f] < thr || (ap && ap[f] > p->max_aperiodicity))
-      continue;
-    double t0 = (double)f * hop / rate - p->hop_s / 2, t1 = t0 + p->hop_s;
-    if (t0 < 0)
-      t0 = 0;
-    if (k > 0 && t0 - s[k - 1].end < 1e-9)
-      s[k - 1].end = t1;
-    else
-      s[k++] = (ebb_span){t0, t1};
-  }
+  size_t k = active_frames(db, ap, nf, thr, hop, rate, p, s);
   double dur = (double)n / rate;
   for (size_t i = 0; i < k; i++)
     if (s[i].end > dur)

@@ -216,6 +216,50 @@ static pthread_once_t mpg123_once = PTHREAD_ONCE_INIT;
 static int mpg123_init_rc;
 static void mpg123_init_once(void) { mpg123_init_rc = mpg123_init(); }
 
+/* Reads the whole stream as mono at its own rate into *mono (grown; the caller frees it
+ * on every path), refusing more than max_seconds and a format change mid-stream. */
+static int mpg123_read_all(mpg123_handle *mh, const char *path, long src_rate, int channels,
+                           double max_seconds, float **mono, uint64_t *n) {
+  uint64_t cap = 0;
+  int rc = 0;
+  size_t bytes = sizeof(float) * READ_BLOCK * (size_t)channels;
+  float *buf = malloc(bytes);
+  if (!buf)
+    return ebb_seterr(EBB_ENOMEM, "%s: out of host memory", path);
+  uint64_t limit = (uint64_t)(max_seconds * (double)src_rate) + 1;
+  for (;;) {
+    size_t done_bytes = 0;
+    int r = mpg123_read(mh, buf, bytes, &done_bytes);
+    uint64_t got = done_bytes / (sizeof(float) * (size_t)channels);
+    if (got && (rc = append_mono(mono, n, &cap, buf, got, (uint32_t)channels, path)) < 0)
+      break;
+    if (*n > limit) {
+      rc = ebb_seterr(EBB_EINPUT, "%s: more than max_seconds (%g s) of audio", path, max_seconds);
+      break;
+    }
+    if (r == MPG123_DONE)
+      break;
+    if (r == MPG123_NEW_FORMAT) {
+      long r2;
+      int c2, e2;
+      mpg123_getformat(mh, &r2, &c2, &e2);
+      if (r2 != src_rate || c2 != channels) {
+        rc = ebb_seterr(EBB_EINPUT, "%s: the MP3 changes format mid-stream (%ld Hz %d ch -> %ld Hz %d ch)",
+                        path, src_rate, channels, r2, c2);
+        break;
+      }
+      continue;
+    }
+    if (r != MPG123_OK) {
+      rc = ebb_seterr(EBB_EINPUT, "%s: MP3 decoding failed after %" PRIu64 " frames: %s", path, *n,
+                      mpg123_strerror(mh));
+      break;
+    }
+  }
+  free(buf);
+  return rc;
+}
+
 int ebb_audio_decode_mpg123(const char *path, uint32_t rate, double max_seconds, float **out,
                             uint64_t *frames, ebb_decode_info *info) {
   *out = NULL;
@@ -232,8 +276,8 @@ int ebb_audio_decode_mpg123(const char *path, uint32_t rate, double max_seconds,
   mpg123_handle *mh = mpg123_new(NULL, &err);
   if (!mh)
     return ebb_seterr(EBB_ENOMEM, "%s: libmpg123: %s", path, mpg123_plain_strerror(err));
-  float *mono = NULL, *buf = NULL;
-  uint64_t n = 0, cap = 0;
+  float *mono = NULL;
+  uint64_t n = 0;
   long src_rate = 0;
   int channels = 0, enc = 0;
   mpg123_param(mh, MPG123_ADD_FLAGS, MPG123_FORCE_FLOAT, 0.0);
@@ -258,41 +302,8 @@ int ebb_audio_decode_mpg123(const char *path, uint32_t rate, double max_seconds,
   /* Fix the output format so a stream that changes it mid-way is refused. */
   mpg123_format_none(mh);
   mpg123_format(mh, src_rate, channels, MPG123_ENC_FLOAT_32);
-  size_t bytes = sizeof(float) * READ_BLOCK * (size_t)channels;
-  if (!(buf = malloc(bytes))) {
-    rc = ebb_seterr(EBB_ENOMEM, "%s: out of host memory", path);
+  if ((rc = mpg123_read_all(mh, path, src_rate, channels, max_seconds, &mono, &n)) < 0)
     goto done;
-  }
-  uint64_t limit = (uint64_t)(max_seconds * (double)src_rate) + 1;
-  for (;;) {
-    size_t done_bytes = 0;
-    int r = mpg123_read(mh, buf, bytes, &done_bytes);
-    uint64_t got = done_bytes / (sizeof(float) * (size_t)channels);
-    if (got && (rc = append_mono(&mono, &n, &cap, buf, got, (uint32_t)channels, path)) < 0)
-      goto done;
-    if (n > limit) {
-      rc = ebb_seterr(EBB_EINPUT, "%s: more than max_seconds (%g s) of audio", path, max_seconds);
-      goto done;
-    }
-    if (r == MPG123_DONE)
-      break;
-    if (r == MPG123_NEW_FORMAT) {
-      long r2;
-      int c2, e2;
-      mpg123_getformat(mh, &r2, &c2, &e2);
-      if (r2 != src_rate || c2 != channels) {
-        rc = ebb_seterr(EBB_EINPUT, "%s: the MP3 changes format mid-stream (%ld Hz %d ch -> %ld Hz %d ch)",
-                        path, src_rate, channels, r2, c2);
-        goto done;
-      }
-      continue;
-    }
-    if (r != MPG123_OK) {
-      rc = ebb_seterr(EBB_EINPUT, "%s: MP3 decoding failed after %" PRIu64 " frames: %s", path, n,
-                      mpg123_strerror(mh));
-      goto done;
-    }
-  }
   if (info) {
     info->rate = (uint32_t)src_rate;
     info->channels = (uint32_t)channels;
@@ -302,7 +313,6 @@ int ebb_audio_decode_mpg123(const char *path, uint32_t rate, double max_seconds,
   rc = finish(path, mono, n, (uint32_t)src_rate, rate, out, frames);
   mono = NULL;
 done:
-  free(buf);
   free(mono);
   mpg123_close(mh);
   mpg123_delete(mh);

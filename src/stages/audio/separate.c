@@ -4,15 +4,14 @@
 #include "stages/audio/separate.h"
 
 #include <jansson.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "ebb/stage.h"
 #include "stages/options.h"
-#include "stages/kernels/kernels.h"
 #include "stages/audio/st_util.h"
+#include "stages/kernels/kernels.h"
 
 typedef struct sep_state {
   ebb_sep_options o;
@@ -52,22 +51,6 @@ void ebb_sep_options_table_defaults(ebb_sep_options *o) {
   set_options(&v, o);
 }
 
-static void sep_log(ebb_stage_ctx *ctx, int level, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-static void sep_log(ebb_stage_ctx *ctx, int level, const char *fmt, ...) {
-  char msg[512];
-  va_list ap;
-  va_start(ap, fmt);
-  vsnprintf(msg, sizeof msg, fmt, ap);
-  va_end(ap);
-  ebb_stage_log(ctx, level, msg);
-}
-
-static int sep_fail(ebb_stage_ctx *ctx, int rc) {
-  ebb_set_error(ctx, rc, ebb_errmsg());
-  return rc;
-}
-
 static int read_options(const char *json, ebb_sep_options *o) {
   ebb_sep_options_default(o);
   json_t *root;
@@ -91,7 +74,7 @@ static int sep_load(ebb_stage_ctx *ctx, const char *options_json, void **state) 
   int rc = read_options(options_json, &st->o);
   if (rc < 0) {
     ebb_st_free(st);
-    return sep_fail(ctx, rc);
+    return ebb_st_fail(ctx, rc, "%s", ebb_errmsg());
   }
   /* The twins are the kernels' definition on the fake GPU; referencing their
    * table here also keeps them linked into every program with this stage. */
@@ -140,7 +123,7 @@ static int sep_run_counted(ebb_stage_ctx *ctx, void *state, const ebb_items *in,
   if (ebb_device_kind(ctx) == EBB_DEV_KIND_CUDA) {
     rc = ebb_separate_gpu(ctx, ebb_kernels_image(), &o, info.rate, x, nx, voc, acc, NULL);
     if (rc == EBB_EUNSUPPORTED) {
-      sep_log(ctx, 2, "%s; running separation on the CPU (FFTW) instead", ebb_errmsg());
+      ebb_st_log(ctx, 2, "%s; running separation on the CPU (FFTW) instead", ebb_errmsg());
       rc = ebb_separate_cpu(&o, info.rate, x, nx, voc, acc, NULL);
     }
   } else {
@@ -153,12 +136,12 @@ static int sep_run_counted(ebb_stage_ctx *ctx, void *state, const ebb_items *in,
     ebb_errctx(rc, "separate: adding outputs: ");
     goto done;
   }
-  sep_log(ctx, 0, "separated %.1f s of audio", (double)nx / info.rate);
+  ebb_st_log(ctx, 0, "separated %.1f s of audio", (double)nx / info.rate);
 done:
   ebb_st_free(mono);
   ebb_st_free(acc);
   ebb_st_free(voc);
-  return rc < 0 ? sep_fail(ctx, rc) : 0;
+  return rc < 0 ? ebb_st_fail(ctx, rc, "%s", ebb_errmsg()) : 0;
 }
 
 static void sep_unload(ebb_stage_ctx *ctx, void *state) {

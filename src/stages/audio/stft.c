@@ -58,6 +58,27 @@ void ebb_stft_twiddles(int n, float *tw) {
   }
 }
 
+/* A forward (real in, complex out) or, given cin/rout, an inverse n-point plan, made under
+ * plan_lock (FFTW's planner is not thread-safe); what names the transform in the error. */
+static int plan_1d(int n, float *rin, fftwf_complex *cout, fftwf_complex *cin, float *rout,
+                   const char *what, fftwf_plan *plan) {
+  pthread_mutex_lock(&plan_lock);
+  *plan = cin ? fftwf_plan_dft_c2r_1d(n, cin, rout, FFTW_ESTIMATE)
+              : fftwf_plan_dft_r2c_1d(n, rin, cout, FFTW_ESTIMATE);
+  pthread_mutex_unlock(&plan_lock);
+  if (!*plan)
+    return ebb_seterr(EBB_ENOMEM, "%s: FFTW could not plan a %d-point transform", what, n);
+  return 0;
+}
+
+static void destroy_plan(fftwf_plan plan) {
+  if (!plan)
+    return;
+  pthread_mutex_lock(&plan_lock);
+  fftwf_destroy_plan(plan);
+  pthread_mutex_unlock(&plan_lock);
+}
+
 int ebb_stft_forward_cpu(const ebb_stft_shape *s, const float *x, float *spec, float *mag) {
   int rc = 0, n = s->n, nb = s->nbins;
   float *win = ebb_st_malloc(sizeof(float) * (size_t)n);
@@ -68,13 +89,8 @@ int ebb_stft_forward_cpu(const ebb_stft_shape *s, const float *x, float *spec, f
     rc = ebb_seterr(EBB_ENOMEM, "STFT: out of host memory for %d-point buffers", n);
     goto done;
   }
-  pthread_mutex_lock(&plan_lock);
-  plan = fftwf_plan_dft_r2c_1d(n, in, out, FFTW_ESTIMATE);
-  pthread_mutex_unlock(&plan_lock);
-  if (!plan) {
-    rc = ebb_seterr(EBB_ENOMEM, "STFT: FFTW could not plan a %d-point transform", n);
+  if ((rc = plan_1d(n, in, out, NULL, NULL, "STFT", &plan)))
     goto done;
-  }
   ebb_stft_hann(n, win);
   for (int f = 0; f < s->nframes; f++) {
     for (int i = 0; i < n; i++) {
@@ -94,11 +110,7 @@ int ebb_stft_forward_cpu(const ebb_stft_shape *s, const float *x, float *spec, f
     }
   }
 done:
-  if (plan) {
-    pthread_mutex_lock(&plan_lock);
-    fftwf_destroy_plan(plan);
-    pthread_mutex_unlock(&plan_lock);
-  }
+  destroy_plan(plan);
   fftwf_free(out);
   fftwf_free(in);
   ebb_st_free(win);
@@ -119,13 +131,8 @@ int ebb_stft_inverse_cpu(const ebb_stft_shape *s, const float *spec, float *y) {
     rc = ebb_seterr(EBB_ENOMEM, "inverse STFT: out of host memory for %lld samples", s->nx);
     goto done;
   }
-  pthread_mutex_lock(&plan_lock);
-  plan = fftwf_plan_dft_c2r_1d(n, in, out, FFTW_ESTIMATE);
-  pthread_mutex_unlock(&plan_lock);
-  if (!plan) {
-    rc = ebb_seterr(EBB_ENOMEM, "inverse STFT: FFTW could not plan a %d-point transform", n);
+  if ((rc = plan_1d(n, NULL, NULL, in, out, "inverse STFT", &plan)))
     goto done;
-  }
   ebb_stft_hann(n, win);
   memset(y, 0, sizeof(float) * (size_t)s->nx);
   float scale = 1.0f / (float)n;
@@ -150,11 +157,7 @@ int ebb_stft_inverse_cpu(const ebb_stft_shape *s, const float *spec, float *y) {
   for (long long t = 0; t < s->nx; t++)
     y[t] = wss[t] > 1e-8f ? y[t] / wss[t] : 0.0f;
 done:
-  if (plan) {
-    pthread_mutex_lock(&plan_lock);
-    fftwf_destroy_plan(plan);
-    pthread_mutex_unlock(&plan_lock);
-  }
+  destroy_plan(plan);
   fftwf_free(out);
   fftwf_free(in);
   ebb_st_free(wss);

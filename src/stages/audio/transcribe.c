@@ -5,13 +5,13 @@
  * the GPU: what the stage before it used was released after that stage. Without
  * a configured server it logs that it was skipped and succeeds. */
 #include <jansson.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "ebb/stage.h"
 #include "stages/options.h"
+#include "stages/audio/st_util.h"
 #include "stages/audio/transcribe.h"
 #include "stages/audio/wav_encode.h"
 
@@ -59,17 +59,6 @@ static void state_free(transcribe_state *s) {
   free(s);
 }
 
-static int fail(ebb_stage_ctx *ctx, int code, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-static int fail(ebb_stage_ctx *ctx, int code, const char *fmt, ...) {
-  char msg[1024];
-  va_list ap;
-  va_start(ap, fmt);
-  vsnprintf(msg, sizeof msg, fmt, ap);
-  va_end(ap);
-  return ebb_set_error(ctx, code, msg);
-}
-
 /* A string option's value, where empty counts as unset: else the
  * environment variable `env` (may be NULL), else the table's default `def`
  * when it is not empty. *out is malloc'd or NULL. */
@@ -85,7 +74,7 @@ static int set_string(ebb_stage_ctx *ctx, const char *key, const char *value, co
     s = def;
   *out = NULL;
   if (s && !(*out = strdup(s)))
-    return fail(ctx, EBB_ENOMEM, "option %s: out of memory", key);
+    return ebb_st_fail(ctx, EBB_ENOMEM, "option %s: out of memory", key);
   return 0;
 }
 
@@ -97,11 +86,11 @@ static int transcribe_load(ebb_stage_ctx *ctx, const char *options_json, void **
   int rc = stage_opts_parse("transcribe", options_json, &opts, &v);
   stage_opts_read("transcribe", NULL, &d); /* the defaults, for options given as "" */
   if (rc) {
-    rc = fail(ctx, rc, "%s", ebb_errmsg());
+    rc = ebb_st_fail(ctx, rc, "%s", ebb_errmsg());
     goto done;
   }
   if (!(s = calloc(1, sizeof *s))) {
-    rc = fail(ctx, EBB_ENOMEM, "out of memory");
+    rc = ebb_st_fail(ctx, EBB_ENOMEM, "out of memory");
     goto done;
   }
   if ((rc = set_string(ctx, "url", v.url, "EBB_WHISPER_URL", d.url, &s->url)) ||
@@ -117,11 +106,11 @@ static int transcribe_load(ebb_stage_ctx *ctx, const char *options_json, void **
   s->connect_timeout_s = v.connect_timeout_s;
   s->retries = v.retries;
   if (ebb_whisper_protocol_parse(proto, &s->protocol)) {
-    rc = fail(ctx, EBB_ECONFIG, "%s", ebb_errmsg());
+    rc = ebb_st_fail(ctx, EBB_ECONFIG, "%s", ebb_errmsg());
     goto done;
   }
   if (s->url && strncmp(s->url, "http://", 7) && strncmp(s->url, "https://", 8)) {
-    rc = fail(ctx, EBB_ECONFIG, "option url: \"%s\" is not an http:// or https:// URL", s->url);
+    rc = ebb_st_fail(ctx, EBB_ECONFIG, "option url: \"%s\" is not an http:// or https:// URL", s->url);
     goto done;
   }
   *state = s;
@@ -165,14 +154,14 @@ static int find_audio(ebb_stage_ctx *ctx, const transcribe_state *s, const ebb_i
     }
   }
   if (rc)
-    return fail(ctx, EBB_EINPUT, "no AUDIO item \"%s\"%s in the job", s->source,
+    return ebb_st_fail(ctx, EBB_EINPUT, "no AUDIO item \"%s\"%s in the job", s->source,
                 strcmp(s->source, "audio") ? " (nor \"audio\")" : "");
   if (info->kind != EBB_ITEM_AUDIO || !info->channels || !info->rate ||
       (info->frames && !info->samples))
-    return fail(ctx, EBB_EINPUT, "item \"%s\" is not usable AUDIO (kind %d, %u channels, %u Hz)",
+    return ebb_st_fail(ctx, EBB_EINPUT, "item \"%s\" is not usable AUDIO (kind %d, %u channels, %u Hz)",
                 name, (int)info->kind, info->channels, info->rate);
   if (info->frames == 0)
-    return fail(ctx, EBB_EINPUT, "item \"%s\" is empty (0 frames): nothing to transcribe", name);
+    return ebb_st_fail(ctx, EBB_EINPUT, "item \"%s\" is empty (0 frames): nothing to transcribe", name);
   return 0;
 }
 
@@ -185,7 +174,7 @@ static int transcribe_run(ebb_stage_ctx *ctx, void *state, const ebb_items *in, 
     return 0;
   }
   if (ebb_cancelled(ctx))
-    return fail(ctx, EBB_ECANCELED, "cancelled before the request to %s", s->url);
+    return ebb_st_fail(ctx, EBB_ECANCELED, "cancelled before the request to %s", s->url);
   ebb_item_info info;
   int rc = find_audio(ctx, s, in, &info);
   if (rc)
@@ -197,7 +186,7 @@ static int transcribe_run(ebb_stage_ctx *ctx, void *state, const ebb_items *in, 
   if (info.channels > 1) {
     if ((rc = ebb_pcm_to_mono_rate(info.samples, info.frames, info.channels, info.rate, info.rate,
                                    &mono, &frames)))
-      return fail(ctx, rc, "%s", ebb_errmsg());
+      return ebb_st_fail(ctx, rc, "%s", ebb_errmsg());
     pcm = mono;
   }
 
@@ -227,7 +216,7 @@ static int transcribe_run(ebb_stage_ctx *ctx, void *state, const ebb_items *in, 
   rc = ebb_transcribe_request(&o, pcm, frames, info.rate, &json, &st);
   free(mono);
   if (rc)
-    return fail(ctx, rc, "%s", ebb_errmsg());
+    return ebb_st_fail(ctx, rc, "%s", ebb_errmsg());
 
   json_t *t = json_loads(json, 0, NULL);
   json_t *lang = json_object_get(t, "language");
@@ -246,7 +235,7 @@ static int transcribe_run(ebb_stage_ctx *ctx, void *state, const ebb_items *in, 
   rc = ctx->host->add_json(out, "transcript", json);
   free(json);
   if (rc)
-    return fail(ctx, rc, "cannot add the transcript item");
+    return ebb_st_fail(ctx, rc, "cannot add the transcript item");
   if (ctx->host->progress)
     ctx->host->progress(ctx, 1.0);
   return 0;

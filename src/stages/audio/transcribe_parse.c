@@ -351,6 +351,31 @@ static void log_drops(const parse_acc *acc, const char *url,
   log(log_arg, 2, msg);
 }
 
+/* The server's answer must be an object with a "text" string and an array of "words" or of
+ * "segments" (or both), and no error; answers those three (borrowed from root). */
+static int check_answer(json_t *root, const char *where, json_t **text, json_t **segs,
+                        json_t **words) {
+  if (!json_is_object(root))
+    return ebb_seterr(EBB_EPROTO, "%s answered JSON that is not an object", where);
+  const char *err = error_text(root);
+  if (err)
+    return ebb_seterr(EBB_EPROTO, "%s answered an error: %s", where, err);
+  *text = json_object_get(root, "text");
+  *segs = json_object_get(root, "segments");
+  *words = json_object_get(root, "words");
+  if (!json_is_string(*text))
+    return ebb_seterr(EBB_EPROTO, "%s answered JSON without a \"text\" string", where);
+  if ((*segs && !json_is_array(*segs)) || (*words && !json_is_array(*words)))
+    return ebb_seterr(EBB_EPROTO, "%s answered \"%s\" that is not an array", where,
+                      *segs && !json_is_array(*segs) ? "segments" : "words");
+  if (!*segs && !*words)
+    return ebb_seterr(EBB_EPROTO,
+                      "%s answered JSON with neither \"words\" nor \"segments\" (did it ignore "
+                      "response_format=verbose_json?)",
+                      where);
+  return 0;
+}
+
 int ebb_transcribe_parse(const char *body, size_t len, ebb_whisper_protocol protocol,
                          const char *url, char **transcript_json, int *dropped,
                          void (*log)(void *arg, int level, const char *msg), void *log_arg) {
@@ -370,34 +395,9 @@ int ebb_transcribe_parse(const char *body, size_t len, ebb_whisper_protocol prot
   int rc = 0;
   parse_acc acc = {0};
   json_t *out = NULL;
-  if (!json_is_object(root)) {
-    rc = ebb_seterr(EBB_EPROTO, "%s answered JSON that is not an object", where);
+  json_t *text = NULL, *segs = NULL, *words = NULL;
+  if ((rc = check_answer(root, where, &text, &segs, &words)))
     goto done;
-  }
-  const char *err = error_text(root);
-  if (err) {
-    rc = ebb_seterr(EBB_EPROTO, "%s answered an error: %s", where, err);
-    goto done;
-  }
-  json_t *text = json_object_get(root, "text");
-  json_t *segs = json_object_get(root, "segments");
-  json_t *words = json_object_get(root, "words");
-  if (!json_is_string(text)) {
-    rc = ebb_seterr(EBB_EPROTO, "%s answered JSON without a \"text\" string", where);
-    goto done;
-  }
-  if ((segs && !json_is_array(segs)) || (words && !json_is_array(words))) {
-    rc = ebb_seterr(EBB_EPROTO, "%s answered \"%s\" that is not an array", where,
-                    segs && !json_is_array(segs) ? "segments" : "words");
-    goto done;
-  }
-  if (!segs && !words) {
-    rc = ebb_seterr(EBB_EPROTO,
-                    "%s answered JSON with neither \"words\" nor \"segments\" (did it ignore "
-                    "response_format=verbose_json?)",
-                    where);
-    goto done;
-  }
 
   acc.words = json_array();
   acc.segments = json_array();
