@@ -39,6 +39,9 @@ import traceback
 PROTOCOL = 1
 MAX_FRAME = 16 << 20
 LOG_DEBUG, LOG_INFO, LOG_WARN, LOG_ERROR = range(4)
+# one compact encoder for every frame (json.dumps with separators= builds a
+# new encoder per call); loads runs once per frame, on the body's bytes
+_ENCODE = json.JSONEncoder(separators=(",", ":")).encode
 
 try:
     import numpy as _np
@@ -246,34 +249,39 @@ class Context:
 
 # --- the protocol -----------------------------------------------------------------
 class _Conn:
+    """Frames over the socket. Reads are buffered: one recv usually brings a
+    whole frame (length and body), and a frame is sent with one sendall."""
+
     def __init__(self, fd):
         self.sock = socket.socket(fileno=fd)
+        self._buf = bytearray()
 
-    def _read(self, n):
-        buf = bytearray()
+    def _fill(self, n):
+        """Makes the buffer hold at least n bytes; False on EOF before any."""
+        buf = self._buf
         while len(buf) < n:
-            chunk = self.sock.recv(n - len(buf))
+            chunk = self.sock.recv(max(65536, n - len(buf)))
             if not chunk:
                 if not buf:
-                    return None
+                    return False
                 raise EOFError("ebb closed the connection in the middle of a frame")
             buf += chunk
-        return bytes(buf)
+        return True
 
     def recv(self):
-        hdr = self._read(4)
-        if hdr is None:
+        if not self._fill(4):
             return None
-        (n,) = struct.unpack("<I", hdr)
+        (n,) = struct.unpack_from("<I", self._buf)
         if n == 0 or n > MAX_FRAME:
             raise ValueError("bad frame length %d" % n)
-        body = self._read(n)
-        if body is None:
+        if not self._fill(4 + n):
             raise EOFError("ebb closed the connection in the middle of a frame")
+        body = bytes(self._buf[4:4 + n])
+        del self._buf[:4 + n]
         return json.loads(body.decode("utf-8"))
 
     def send(self, msg):
-        body = json.dumps(msg, separators=(",", ":")).encode("utf-8")
+        body = _ENCODE(msg).encode("utf-8")
         self.sock.sendall(struct.pack("<I", len(body)) + body)
 
 

@@ -41,6 +41,11 @@ int ebb_wire_recv(int fd, double deadline, const atomic_int *cancel, json_t **ms
 /* Creates /dev/shm/NAME (exclusive, mode 0600) holding a copy of data[0..n).
  * name: letters, digits, '-', '_', '.' only (EBB_EINVAL otherwise). */
 int ebb_shm_put(const char *name, const void *data, size_t n);
+/* Creates /dev/shm/NAME (exclusive, mode 0600) of n bytes (n > 0) and maps
+ * it read-write into *p: a producer that builds its tensor or audio there
+ * hands it to a worker by name, with no copy at all. Unmap with
+ * ebb_shm_unmap(*p, n); the file stays until ebb_shm_unlink. */
+int ebb_shm_create(const char *name, size_t n, void **p);
 /* Maps /dev/shm/NAME read-only; it must hold at least n bytes (EBB_EPROTO
  * otherwise). *p is unmapped with ebb_shm_unmap(*p, n). n 0: *p NULL. */
 int ebb_shm_map(const char *name, size_t n, const void **p);

@@ -169,6 +169,28 @@ static void test_recv(void) {
   atomic_int cancel = 1;
   CHECK_EQ_INT(ebb_wire_recv(sv[0], now() + 5, &cancel, &m), EBB_ECANCELED);
   close(sv[0]);
+  /* frames back to back: each recv takes exactly one (a big one, past the
+   * sender's in-place buffer, then a small one) */
+  int pv[2];
+  REQUIRE(socketpair(AF_UNIX, SOCK_STREAM, 0, pv) == 0);
+  char *big = malloc(40001);
+  REQUIRE(big);
+  memset(big, 'x', 40000);
+  big[40000] = 0;
+  json_t *b = json_pack("{s:s, s:s}", "type", "log", "message", big);
+  json_t *s = json_pack("{s:s}", "type", "result");
+  CHECK_EQ_INT(ebb_wire_send(pv[1], b), 0);
+  CHECK_EQ_INT(ebb_wire_send(pv[1], s), 0);
+  json_t *got = NULL;
+  CHECK_EQ_INT(ebb_wire_recv(pv[0], now() + 5, NULL, &got), 0);
+  CHECK(got && strlen(json_string_value(json_object_get(got, "message"))) == 40000);
+  json_decref(got);
+  got = NULL;
+  CHECK_EQ_INT(ebb_wire_recv(pv[0], now() + 5, NULL, &got), 0);
+  CHECK(got && !strcmp(json_string_value(json_object_get(got, "type")), "result"));
+  json_decref(got), json_decref(b), json_decref(s);
+  free(big);
+  close(pv[0]), close(pv[1]);
   /* sending to a closed peer is an error, not SIGPIPE */
   json_t *o = json_pack("{s:s}", "type", "exit");
   CHECK_EQ_INT(ebb_wire_send(sv[1], o), EBB_EIO);
@@ -204,7 +226,21 @@ static void test_shm(void) {
   CHECK(!ebb_shm_name_ok("..") && !ebb_shm_name_ok("") && ebb_shm_name_ok("ebb-w1-2-o3"));
   snprintf(name, sizeof name, "%sb", prefix);
   REQUIRE(ebb_shm_put(name, data, 8) == 0);
-  CHECK_EQ_INT(ebb_shm_unlink_prefix(prefix), 2);
+  /* a producer builds its payload in shm and hands over the name */
+  char made[96];
+  snprintf(made, sizeof made, "%smade", prefix);
+  void *w = NULL;
+  REQUIRE(ebb_shm_create(made, sizeof data, &w) == 0 && w);
+  memcpy(w, data, sizeof data);
+  CHECK_EQ_INT(ebb_shm_create(made, sizeof data, &w), EBB_EIO); /* exclusive */
+  REQUIRE(ebb_shm_map(made, sizeof data, &p) == 0 && p);
+  CHECK(memcmp(p, data, sizeof data) == 0);
+  ebb_shm_unmap(p, sizeof data);
+  CHECK_EQ_INT(ebb_shm_create("a/b", 4, &w), EBB_EINVAL);
+  CHECK(w == NULL);
+  CHECK_EQ_INT(ebb_shm_create(made, 0, &w), EBB_EINVAL);
+  CHECK(has(ebb_errmsg(), "size 0"));
+  CHECK_EQ_INT(ebb_shm_unlink_prefix(prefix), 3);
   CHECK_EQ_INT(ebb_shm_map(name, 8, &p), EBB_EPROTO);
   CHECK_EQ_INT(ebb_shm_unlink_prefix(prefix), 0);
 }
