@@ -1,7 +1,9 @@
 /* pitch: note onsets and the melody salience.
  *  - two equal notes whose gap is filled by the first one's release (20 dB
  *    down, still periodic) are one note by pitch alone and two after the
- *    onset refinement, the second starting within 30 ms of its attack;
+ *    onset refinement, the second starting within 30 ms of its attack (the
+ *    onset shift off: these tones sound from their first 10 ms); with the
+ *    default shift every onset is onset_shift_s earlier;
  *  - a steady note with a 3 dB tremolo is not split;
  *  - after a pitch change whose track turns late the note starts at the
  *    attack;
@@ -39,8 +41,10 @@ typedef struct result {
   size_t n;       /* after the onsets */
 } result;
 
-static result analyse(const float *x, uint64_t n) {
+static result analyse_shift(const float *x, uint64_t n, int default_shift) {
   ebb_pitch_params p = ebb_pitch_defaults();
+  if (!default_shift)
+    p.onset_shift_s = 0.0;
   float *fr = NULL;
   size_t nf = 0;
   result r = {0};
@@ -59,6 +63,8 @@ static result analyse(const float *x, uint64_t n) {
   return r;
 }
 
+static result analyse(const float *x, uint64_t n) { return analyse_shift(x, n, 0); }
+
 static void test_repeated_note(void) {
   uint64_t n = RATE * 2;
   float *x = calloc(n, sizeof *x);
@@ -73,6 +79,15 @@ static void test_repeated_note(void) {
     CHECK_MSG(fabs(r.notes[1].onset - 0.86) <= 0.03, "second onset %.3f s, attack at 0.86 s",
               r.notes[1].onset);
     CHECK(fabs(r.notes[0].onset - 0.30) <= 0.03);
+    ebb_pitch_params d = ebb_pitch_defaults();
+    CHECK_MSG(d.onset_shift_s > 0.0, "default onset shift %.3f s", d.onset_shift_s);
+    result s = analyse_shift(x, n, 1);
+    CHECK_MSG(s.n == 2, "%zu notes with the default shift, expected 2", s.n);
+    for (size_t i = 0; i < s.n && i < 2; i++)
+      CHECK_MSG(fabs(s.notes[i].onset - (r.notes[i].onset - d.onset_shift_s)) < 1e-6,
+                "note %zu onset %.3f s with the shift, %.3f s without it", i, s.notes[i].onset,
+                r.notes[i].onset);
+    free(s.notes);
   }
   free(r.notes);
   free(x);

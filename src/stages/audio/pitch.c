@@ -62,6 +62,12 @@ typedef struct pitch_state {
   NUM(onset_lookback_ms, 80, 0, 1000,                                                             \
       "after a pitch change the note starts at the strongest onset up to this long before the "   \
       "pitch turns") SEP                                                                          \
+  NUM(onset_fall_db, 6, 0, 100,                                                                   \
+      "a re-attack also needs the level to have fallen this many dB into its dip within "         \
+      "onset_fall_ms before it (not the swell of a slow attack); 0: off") SEP                     \
+  NUM(onset_fall_ms, 120, 10, 1000, "see onset_fall_db") SEP                                      \
+  NUM(onset_shift_ms, 30, 0, 200,                                                                 \
+      "every note onset is moved this much earlier: the detectors' delay") SEP                    \
   NUM(salience, 0.85, 0, 1,                                                                       \
       "pyin: share of the observation taken from the harmonic-summation melody salience of the "  \
       "analysed signal, which follows a melody that pYIN loses under the band; 0: off")
@@ -84,6 +90,9 @@ static void set_params(const stage_opts *v, ebb_pitch_params *p) {
   p->onset_threshold = v->onset_threshold;
   p->onset_dip_db = v->onset_dip_db;
   p->onset_lookback_s = v->onset_lookback_ms / 1000.0;
+  p->onset_fall_db = v->onset_fall_db;
+  p->onset_fall_s = v->onset_fall_ms / 1000.0;
+  p->onset_shift_s = v->onset_shift_ms / 1000.0;
   p->salience_weight = v->salience;
 }
 

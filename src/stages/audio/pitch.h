@@ -43,6 +43,12 @@ typedef struct ebb_pitch_params {
    * onset_dip_db after a dip; a note that follows a pitch change starts at
    * the strongest onset peak up to onset_lookback_s before the pitch turns. */
   double onset_threshold, onset_dip_db, onset_lookback_s;
+  /* A re-attack also needs the level to have fallen into its dip: the
+   * loudest frame of the onset_fall_s before the dip is at least
+   * onset_fall_db above it (0: off), so the swell of a slow attack is not a
+   * re-attack. Every note's onset is then moved onset_shift_s earlier, the
+   * detectors' delay (pYIN voices a frame once the note fills its window). */
+  double onset_fall_db, onset_fall_s, onset_shift_s;
   /* pYIN only: the share of the voiced observation that comes from the
    * melody salience of the mixture when one is given (0..1). */
   double salience_weight;

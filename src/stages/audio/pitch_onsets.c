@@ -138,7 +138,17 @@ static int reattack(const seg_ctx *c, size_t t) {
     lo = fminf(lo, c->level_db[k]);
   for (size_t k = t; k < c->nf && k <= t + 6; k++)
     hi = fmaxf(hi, c->level_db[k]);
-  return hi - lo >= c->p->onset_dip_db;
+  if (hi - lo < c->p->onset_dip_db)
+    return 0;
+  if (c->p->onset_fall_db > 0.0) { /* the level fell into the dip before it rose */
+    size_t back = (size_t)ceil(c->p->onset_fall_s / c->hop_s - 1e-9);
+    float before = -INFINITY;
+    for (size_t k = t >= back ? t - back : 0; k < t; k++)
+      before = fmaxf(before, c->level_db[k]);
+    if (before - lo < c->p->onset_fall_db)
+      return 0;
+  }
+  return 1;
 }
 
 /* The strongest onset peak in [a, b] at or above thr, or (size_t)-1. */
@@ -226,6 +236,15 @@ int ebb_pitch_notes_onsets(const float *frames, size_t nf, const float *odf,
     }
     if (b > a)
       split_note(&c, a, b, in[i].hz, out, &k, tmp);
+  }
+  /* the detectors' delay: every onset earlier, never before the note
+   * before it starts (that note then ends where this one starts) */
+  for (size_t i = 0; i < k && p->onset_shift_s > 0.0; i++) {
+    double on = out[i].onset - p->onset_shift_s;
+    double floor_s = i ? out[i - 1].onset + c.hop_s : 0.0;
+    out[i].onset = on > floor_s ? on : floor_s > out[i].onset ? out[i].onset : floor_s;
+    if (i && out[i - 1].offset > out[i].onset)
+      out[i - 1].offset = out[i].onset;
   }
   ebb_st_free(tmp);
   ebb_st_free(in);
