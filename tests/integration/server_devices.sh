@@ -26,7 +26,7 @@ rm -f "$FAKEGPU_STATE"
 # Sanitizer builds poison every freed byte of device memory (slow on the fake):
 # there the same proportions at a quarter of the size.
 if [ "${EBB_TEST_SLOWDOWN:-1}" -gt 1 ]; then
-  DEV=2048 W=1100 ACT=50 EXP=1229 HOLD_MIB=1792 LO=1150 HI=1300
+  DEV=2048 W=1100 ACT=50 EXP=1229 HOLD_MIB=1536 LO=1350 HI=1500
 else
   DEV=8192 W=4400 ACT=200 EXP=4915 HOLD_MIB=7168 LO=4600 HI=5000
 fi
