@@ -12,8 +12,11 @@
 
 #include "device/device.h"
 #include "memory/memory.h"
+#include "../lib/smi.h"
 
+#ifndef MiB
 #define MiB (1024ull * 1024ull)
+#endif
 
 /* Opens the fake GPU ("cuda:0" through EBB_LIBCUDA) or exits the test with a
  * message: these tests are about the fake, a missing fake is a failure. */
@@ -29,45 +32,8 @@ static inline ebb_device *mt_open(const char *spec) {
 }
 
 /* What fakegpu-smi (run as a separate process) says pid holds, in MiB; 0 when
- * pid is not listed; -1 when the tool could not be run. */
-static inline long mt_smi_used_mib(pid_t pid) {
-  const char *smi = getenv("FAKEGPU_SMI");
-  if (!smi)
-    return -1;
-  int fds[2];
-  if (pipe(fds))
-    return -1;
-  posix_spawn_file_actions_t fa;
-  posix_spawn_file_actions_init(&fa);
-  posix_spawn_file_actions_adddup2(&fa, fds[1], 1);
-  posix_spawn_file_actions_addclose(&fa, fds[0]);
-  char *argv[] = {(char *)smi, "--query-compute-apps=pid,used_memory",
-                  "--format=csv,noheader,nounits", NULL};
-  extern char **environ;
-  pid_t child;
-  int rc = posix_spawn(&child, smi, &fa, NULL, argv, environ);
-  posix_spawn_file_actions_destroy(&fa);
-  close(fds[1]);
-  if (rc) {
-    close(fds[0]);
-    return -1;
-  }
-  FILE *p = fdopen(fds[0], "r");
-  char line[256];
-  long used = 0;
-  while (p && fgets(line, sizeof line, p)) {
-    long lp = 0, mib = 0;
-    if (sscanf(line, "%ld , %ld", &lp, &mib) == 2 && lp == (long)pid)
-      used = mib;
-  }
-  if (p)
-    fclose(p);
-  int status = 0;
-  waitpid(child, &status, 0);
-  if (!WIFEXITED(status) || WEXITSTATUS(status) != 0)
-    return -1;
-  return used;
-}
+ * pid is not listed; -1 when the tool could not be run (tests/lib/smi.h). */
+#define mt_smi_used_mib smi_used_mib
 
 static inline uint64_t mt_reserved(ebb_allocator *a) {
   ebb_alloc_stats st = {.size = sizeof st};
