@@ -7,6 +7,7 @@
 #include <jansson.h>
 #include <microhttpd.h>
 #include <pthread.h>
+#include <stdarg.h>
 #include <stdatomic.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -110,6 +111,17 @@ char *srv_err_text(const char *code, const char *msg);
 void srv_req_free(srv_req *r);
 int srv_starts_with(const char *s, const char *prefix);
 int srv_mkdirs(const char *dir);
+
+/* --- "http_mhd.c": libmicrohttpd's own answers as JSON ----------------------- */
+/* What a connection's head (request line and headers) may take: the
+ * connection's memory in libmicrohttpd (MHD_OPTION_CONNECTION_MEMORY_LIMIT). */
+#define SRV_HEAD_KIB 32
+#define SRV_STR_(x) #x
+#define SRV_STR(x) SRV_STR_(x)
+/* The daemon's MHD_OPTION_EXTERNAL_LOGGER: prints to stderr as libmicrohttpd
+ * does, and notes the error answer it is about to queue so that
+ * MHD_queue_response (defined there) sends it as JSON. */
+void srv_mhd_log(void *cls, const char *fmt, va_list ap);
 
 /* --- "body.c": bodies and a job's input --------------------------------------- */
 /* First call of a request whose route takes a body: decide how to take it.

@@ -42,7 +42,6 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
                                   const char *method, const char *version,
                                   const char *upload_data, size_t *upload_data_size,
                                   void **con_cls) {
-  (void)version;
   ebb_server *s = cls;
   srv_req *r = *con_cls;
   if (!r) {
@@ -50,6 +49,13 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
       return MHD_NO;
     *con_cls = r;
     srv_conn_headers_done(s->conns, c);
+    /* RFC 9112 3.2; libmicrohttpd checks it only in its strict mode, which
+     * also closes without an answer on a space in the URI */
+    if (strcmp(version, MHD_HTTP_VERSION_1_0) &&
+        !MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Host"))
+      return srv_send_err(c, r, MHD_HTTP_BAD_REQUEST, "bad_request",
+                          "an %s request needs a Host header (HTTP/1.0 may leave it out)",
+                          version);
     enum MHD_Result ret;
     if (srv_route_begin(s, c, r, url, method, &ret))
       return ret;
@@ -268,12 +274,14 @@ static int start_daemon(ebb_server *s, const ebb_server_opts *o, struct sockaddr
   s->d = MHD_start_daemon(
       MHD_USE_THREAD_PER_CONNECTION | MHD_USE_POLL_INTERNAL_THREAD | MHD_USE_ERROR_LOG |
           MHD_USE_ITC | (ss->ss_family == AF_INET6 ? MHD_USE_IPv6 : 0),
-      (uint16_t)port, NULL, NULL, on_request, s, MHD_OPTION_SOCK_ADDR, (struct sockaddr *)ss,
+      (uint16_t)port, NULL, NULL, on_request, s, MHD_OPTION_EXTERNAL_LOGGER, srv_mhd_log, NULL,
+      MHD_OPTION_SOCK_ADDR, (struct sockaddr *)ss,
       MHD_OPTION_NOTIFY_COMPLETED, on_completed, s, MHD_OPTION_NOTIFY_CONNECTION,
       srv_conn_notify, s->conns, MHD_OPTION_UNESCAPE_CALLBACK, unescape, NULL,
       MHD_OPTION_CONNECTION_LIMIT, maxc, MHD_OPTION_PER_IP_CONNECTION_LIMIT,
       o->max_per_ip ? o->max_per_ip : 64u, MHD_OPTION_CONNECTION_TIMEOUT, idle,
-      MHD_OPTION_LISTEN_BACKLOG_SIZE, 1024u, MHD_OPTION_END);
+      MHD_OPTION_LISTEN_BACKLOG_SIZE, 1024u, MHD_OPTION_CONNECTION_MEMORY_LIMIT,
+      (size_t)SRV_HEAD_KIB * 1024, MHD_OPTION_END);
   if (!s->d)
     return ebb_seterr(EBB_EIO, "cannot listen on %s: %s", o->listen,
                       errno ? strerror(errno) : "libmicrohttpd refused");
