@@ -1,20 +1,22 @@
 /* libmicrohttpd's own answers, as JSON like every other error.
  *
- * libmicrohttpd (0.9.75) rejects some requests before ebb sees them: a URI or
- * headers that do not fit its buffer (414/431), a malformed request or
- * header line (400), an HTTP version it does not
- * speak (505), a Content-Length or chunked framing it cannot read (413/400).
- * It answers those with small HTML pages built from compile-time strings and
- * offers no hook. Two public seams give one:
+ * libmicrohttpd (0.9.75) rejects some requests before ebb sees them: a URI
+ * or headers that do not fit its buffer (414/431), a malformed request or
+ * header line (400), an HTTP version it does not speak (505), a
+ * Content-Length or chunked framing it cannot read (413/400). It answers
+ * those with small HTML pages built from compile-time strings and offers no
+ * hook. Two public seams give one:
  *  - its error log (MHD_OPTION_EXTERNAL_LOGGER, srv_mhd_log) says, in the
  *    connection's own thread and just before the answer is queued, "Error
  *    processing request (HTTP response code is %u ('%s'))" with the status
  *    and the HTML text; srv_mhd_log notes both in a thread-local;
- *  - it queues that answer with MHD_queue_response through its PLT (the
- *    library binds every other call locally), so the definition below, in
- *    the executable, is the one it calls. When the thread-local names this
- *    status, the answer is swapped for a JSON one; every other call goes
- *    straight to the library's MHD_queue_response.
+ *  - it queues that answer by calling MHD_queue_response through its PLT
+ *    (Debian's build binds its MHD_create_response_* calls inside the
+ *    library, but not this one), and the executable's definition below,
+ *    exported because the library defines the same name, is the one
+ *    reached. When the thread-local names this status, the answer is swapped
+ *    for a JSON one; every other call goes straight to the library's
+ *    MHD_queue_response.
  * 0.9.75 builds the headers of an answer it queues while parsing the
  * Content-Length header twice (the client reads the second copy as the
  * body): those two answers are written here and the connection is closed.
