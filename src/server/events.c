@@ -379,6 +379,27 @@ static void on_release(ebb_events *e, ev_dev *d, const ebb_ledger_event *ev,
   publish(e, "release", o, 1);
 }
 
+/* An owner put to sleep: its segments' physical memory went back to the
+ * driver (a `release` with "asleep": true; the bytes are parked in host
+ * memory, not gone). One per run of PARK events of one owner. */
+typedef struct park_run {
+  const ebb_ledger_event *first;
+  uint64_t bytes;
+} park_run;
+
+static void flush_park(ebb_events *e, ev_dev *d, park_run *pr) {
+  if (!pr->first || !pr->bytes) {
+    *pr = (park_run){0};
+    return;
+  }
+  publish(e, "release",
+          json_pack("{s:f,s:s,s:I,s:I,s:s,s:b}", "t", wall_of(pr->first->t_ns), "device",
+                    d->label, "bytes", (json_int_t)pr->bytes, "context_bytes", (json_int_t)0,
+                    "stage", pr->first->label ? pr->first->label : "?", "asleep", 1),
+          1);
+  *pr = (park_run){0};
+}
+
 static void on_mark(ebb_events *e, ev_dev *d, uint64_t t_ns, const char *label) {
   size_t n = strlen(label);
   if (n > 8 && !strcmp(label + n - 8, " release"))
@@ -432,10 +453,17 @@ static void read_ledger(ebb_events *e, ev_dev *d) {
   }
   uint64_t total = rest + n, first = total - n; /* ev[0] is event number `first` */
   uint64_t ctx_bytes = 0;
+  park_run pr = {0};
   for (size_t i = 0; i < n; i++) {
     if (first + i < d->ledger_seen)
       continue;
     const ebb_ledger_event *x = &ev[i];
+    if (pr.first && (x->kind != EBB_EV_PARK || x->owner_id != pr.first->owner_id))
+      flush_park(e, d, &pr);
+    if (x->kind == EBB_EV_PARK) {
+      pr.first = pr.first ? pr.first : x;
+      pr.bytes += x->bytes;
+    }
     switch (x->kind) {
     case EBB_EV_ALLOC:
     case EBB_EV_FREE:
@@ -455,6 +483,7 @@ static void read_ledger(ebb_events *e, ev_dev *d) {
     default: break;
     }
   }
+  flush_park(e, d, &pr);
   d->ledger_seen = total;
   free(ev);
 }
