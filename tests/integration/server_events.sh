@@ -43,8 +43,8 @@ export FAKEGPU_DEVICES=2 FAKEGPU_MEMORY_MIB=4096,3072
 export EBB_EVENTS_INTERVAL_MS=50 EBB_EVENTS_CLIENT_BUFFER=1048576 EBB_EVENTS_MAX_CLIENTS=8
 cat > "$T/cfg2.json" <<'JSON'
 {"pipelines": {
-  "other": {"devices": ["cuda:0"], "stages": [{"stage": "synthetic", "name": "o", "options": {"weights_mib": 96}}]},
-  "demo": {"devices": ["cuda:1"],
+  "other": {"devices": ["cuda:1"], "stages": [{"stage": "synthetic", "name": "o", "options": {"weights_mib": 96}}]},
+  "demo": {"devices": ["cuda:0"],
            "stages": [{"stage": "synthetic", "name": "a", "options": {"weights_mib": 64, "activations_mib": 32, "run_ms": 300}},
                       {"stage": "synthetic", "name": "b", "options": {"weights_mib": 128, "activations_mib": 64, "leak_mib": 4, "run_ms": 300}}]}}}
 JSON

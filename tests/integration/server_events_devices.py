@@ -1,18 +1,18 @@
 #!/usr/bin/env python3
 """GET /v1/events against a server driving two fake devices (server_events.sh
 starts it with --devices cuda:0,cuda:1 on FAKEGPU_MEMORY_MIB=4096,3072;
-'other' pinned to cuda:0, 'demo' to cuda:1):
+'other' pinned to cuda:1, 'demo' to cuda:0):
 
 - hello lists both devices with their totals;
 - every per-device event names its device: `memory` samples of both devices,
-  o only on cuda:0 and a, b only on cuda:1; each device's last sample
+  o only on cuda:1 and a, b only on cuda:0; each device's last sample
   (owners, driver total and used) matches that device in GET /v1/memory;
   marks of loads on the device that loaded;
-- unloading demo: `release` events on cuda:1 naming a and b, adding up to
-  the bytes the unload answers; the leak of b on cuda:1;
-- sleeping other: o's bytes are `asleep_bytes` (reserved 0, as /v1/memory
-  says), a `release` with "asleep": true of o's bytes, the 'pipeline other
-  asleep' mark on cuda:0, the pipeline asleep on cuda:0; waking: the 'woke'
+- unloading demo: `release` events on cuda:0 naming a and b, adding up to
+  the bytes the unload answers; the leak of b on cuda:0;
+- sleeping other (on cuda:1, not the first device): o's bytes are
+  `asleep_bytes` (reserved 0, as /v1/memory says), a `release` with "asleep": true of o's bytes, the 'pipeline other
+  asleep' mark on cuda:1, the pipeline asleep on cuda:1; waking: the 'woke'
   mark, nothing asleep.
 
 Usage: server_events_devices.py URL INPUT. Every wait is bounded."""
@@ -96,7 +96,7 @@ if hello:
         fail("hello devices %s, expected cuda:0 of 4096 MiB and cuda:1 of 3072 MiB" % got)
 
 code, body = api("POST", "/v1/pipelines/other/load")
-if code != 200 or body.get("device") != "cuda:0":
+if code != 200 or body.get("device") != "cuda:1":
     fail("loading other: HTTP %d %s" % (code, body))
 code, body = api("POST", "/v1/jobs", {"pipeline": "demo", "input": INPUT})
 if code != 202:
@@ -114,12 +114,12 @@ for d in rd.all("memory"):
     for o in d["owners"]:
         if not o["owner"].startswith("job "):
             where.setdefault(o["owner"], set()).add(d["device"])
-if where.get("o") != {"cuda:0"} or where.get("a") != {"cuda:1"} or where.get("b") != {"cuda:1"}:
-    fail("owners by device in the memory events: %s (expected o on cuda:0, a and b on cuda:1)"
+if where.get("o") != {"cuda:1"} or where.get("a") != {"cuda:0"} or where.get("b") != {"cuda:0"}:
+    fail("owners by device in the memory events: %s (expected o on cuda:1, a and b on cuda:0)"
          % where)
 marks = {(d["device"], d["label"]) for d in rd.all("mark")}
-for m in (("cuda:0", "o load"), ("cuda:1", "a load"), ("cuda:1", "b load"),
-          ("cuda:0", "pipeline other loaded"), ("cuda:1", "pipeline demo loaded")):
+for m in (("cuda:1", "o load"), ("cuda:0", "a load"), ("cuda:0", "b load"),
+          ("cuda:1", "pipeline other loaded"), ("cuda:0", "pipeline demo loaded")):
     if m not in marks:
         fail("no mark %r on %s; marks: %s" % (m[1], m[0], sorted(marks)))
 
@@ -150,45 +150,45 @@ def samples_match():
 if not until("each device's memory event to match /v1/memory", samples_match):
     fail("per device (/v1/memory vs the last memory event): %s" % last)
 
-# unload demo: cuda:1's releases add up to the unload's answer
-n_before = len(rd.all("release", "cuda:1"))
+# unload demo: cuda:0's releases add up to the unload's answer
+n_before = len(rd.all("release", "cuda:0"))
 code, unl = api("POST", "/v1/pipelines/demo/unload")
 if code != 200:
     fail("unloading demo: HTTP %d %s" % (code, unl))
 else:
     def unload_releases():
-        new = rd.all("release", "cuda:1")[n_before:]
+        new = rd.all("release", "cuda:0")[n_before:]
         last["unload"] = new
         return (sum(r["bytes"] for r in new) == unl["released_bytes"]
                 and {"a", "b"} <= {r["stage"] for r in new})
-    if not until("release events on cuda:1 naming a and b adding up to the unload's %d bytes"
+    if not until("release events on cuda:0 naming a and b adding up to the unload's %d bytes"
                  % unl["released_bytes"], unload_releases):
-        fail("releases on cuda:1 after the unload: %s" % last.get("unload"))
-    if [r for r in rd.all("release", "cuda:0")[:] if r.get("stage") in ("a", "b")]:
-        fail("a release of a demo stage on cuda:0: %s" % rd.all("release", "cuda:0"))
+        fail("releases on cuda:0 after the unload: %s" % last.get("unload"))
+    if [r for r in rd.all("release", "cuda:1")[:] if r.get("stage") in ("a", "b")]:
+        fail("a release of a demo stage on cuda:1: %s" % rd.all("release", "cuda:1"))
 leak = until("the leak of b", lambda: [d for d in rd.all("leak") if d["owner"] == "b"])
-if leak and leak[0]["device"] != "cuda:1":
-    fail("the leak of b names device %s, not cuda:1: %s" % (leak[0]["device"], leak[0]))
+if leak and leak[0]["device"] != "cuda:0":
+    fail("the leak of b names device %s, not cuda:0: %s" % (leak[0]["device"], leak[0]))
 
 # sleep other: asleep, not on the device
 code, slp = api("POST", "/v1/pipelines/other/sleep")
-if code != 200:
-    fail("sleeping other: HTTP %d %s" % (code, slp))
+if code != 200 or slp.get("device") != "cuda:1":
+    fail("sleeping other (on cuda:1): HTTP %d %s" % (code, slp))
 
 
 def asleep_seen():
-    s = [d for d in rd.all("memory", "cuda:0")
+    s = [d for d in rd.all("memory", "cuda:1")
          if [o for o in d["owners"] if o["owner"] == "o" and o["asleep_bytes"] == o["bytes"] > 0]]
-    rel = [r for r in rd.all("release", "cuda:0") if r.get("asleep") and r.get("stage") == "o"]
-    mk = ("cuda:0", "pipeline other asleep") in {(d["device"], d["label"]) for d in rd.all("mark")}
+    rel = [r for r in rd.all("release", "cuda:1") if r.get("asleep") and r.get("stage") == "o"]
+    mk = ("cuda:1", "pipeline other asleep") in {(d["device"], d["label"]) for d in rd.all("mark")}
     pl = [p for d in rd.all("pipelines") for p in d["pipelines"]
-          if p["name"] == "other" and p["asleep"] and p["asleep_devices"] == ["cuda:0"]]
-    last["asleep"] = dict(sample=s[-1:] or rd.all("memory", "cuda:0")[-1:], release=rel, mark=mk,
+          if p["name"] == "other" and p["asleep"] and p["asleep_devices"] == ["cuda:1"]]
+    last["asleep"] = dict(sample=s[-1:] or rd.all("memory", "cuda:1")[-1:], release=rel, mark=mk,
                           pipelines=bool(pl))
     return s and rel and mk and pl and (s, rel)
 
 
-got = until("o asleep on cuda:0 (asleep_bytes, an asleep release, the mark, the pipeline)",
+got = until("o asleep on cuda:1 (asleep_bytes, an asleep release, the mark, the pipeline)",
             asleep_seen)
 if not got:
     fail("asleep: %s" % last.get("asleep"))
@@ -201,8 +201,8 @@ else:
         fail("the sample's asleep_bytes %d != o's %d" % (s[-1]["asleep_bytes"], o["bytes"]))
 
     def memory_agrees():
-        d = mem_devices()["cuda:0"]
-        ev = rd.all("memory", "cuda:0")[-1]
+        d = mem_devices()["cuda:1"]
+        ev = rd.all("memory", "cuda:1")[-1]
         mo = {x["name"]: x["bytes"] for x in d["owners"]}
         eo = [x for x in ev["owners"] if x["owner"] == "o"]
         last["asleep_memory"] = dict(memory=(mo, d["allocator"]["reserved_bytes"]),
@@ -216,11 +216,11 @@ else:
 code, wk = api("POST", "/v1/pipelines/other/wake")
 if code != 200:
     fail("waking other: HTTP %d %s" % (code, wk))
-if not until("the woke mark and o on cuda:0 again", lambda: (
-        ("cuda:0", "pipeline other woke") in {(d["device"], d["label"]) for d in rd.all("mark")}
-        and [o for o in rd.all("memory", "cuda:0")[-1]["owners"]
+if not until("the woke mark and o on cuda:1 again", lambda: (
+        ("cuda:1", "pipeline other woke") in {(d["device"], d["label"]) for d in rd.all("mark")}
+        and [o for o in rd.all("memory", "cuda:1")[-1]["owners"]
              if o["owner"] == "o" and o["bytes"] and not o["asleep_bytes"]])):
-    fail("after the wake: last cuda:0 sample %s" % rd.all("memory", "cuda:0")[-1:])
+    fail("after the wake: last cuda:1 sample %s" % rd.all("memory", "cuda:1")[-1:])
 rd.stop = True
 if fails:
     sys.exit(1)
