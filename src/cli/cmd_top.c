@@ -120,90 +120,110 @@ static int newest_first(const void *a, const void *b) {
   return x < y ? 1 : x > y ? -1 : 0;
 }
 
-static void frame_server(top *t, frame_buf *f) {
-  char a[32], b[32], c[32], d[32], e[32], br[256];
+/* One device's section: the bar, ebb's figures, the owners. */
+static void frame_device(top *t, frame_buf *f, const char *label, json_t *m) {
+  char a[32], b[32], c[32], d[32], br[256];
   int bw = f->cols - 40 > 60 ? 60 : f->cols - 40;
-  const char *label;
-  json_t *m;
-  json_object_foreach(t->devices, label, m) {
-    const char *name = "";
-    size_t i;
-    json_t *x;
-    json_array_foreach(t->info, i, x)
-      if (!strcmp(str(x, "device"), label))
-        name = str(x, "name");
-    double used = num(m, "driver_used_bytes"), total = num(m, "driver_total_bytes");
-    double owners = num(m, "allocated_bytes"), ctx = num(m, "context_bytes");
-    double others = num(m, "others_bytes"), un = num(m, "unattributed_bytes");
-    add(f, L_HEAD, "%s  %s", label, name);
-    fmt_bytes(a, sizeof a, used);
-    fmt_bytes(b, sizeof b, total);
-    bar(br, bw, total, owners, ctx, others, used);
-    add(f, L_PLAIN, " %s %s / %s used", br, a, b);
-    fmt_bytes(a, sizeof a, num(m, "reserved_bytes"));
-    fmt_bytes(b, sizeof b, ctx);
-    fmt_bytes(c, sizeof c, others);
-    fmt_bytes(d, sizeof d, num(m, "cached_bytes"));
-    add(f, L_DIM, " ebb %s reserved (%s cached) · context %s · other processes %s", a, d, b,
-        json_is_null(json_object_get(m, "others_bytes")) ? "?" : c);
-    if (un > 0) {
-      fmt_bytes(e, sizeof e, un);
-      add(f, L_BAD, " unattributed %s (taken from the driver behind ebb's back)", e);
-    }
-    add(f, L_DIM, " %-32s %12s %12s", "OWNER", "NOW", "PEAK");
-    int any = 0;
-    json_array_foreach(json_object_get(m, "owners"), i, x) {
-      if (num(x, "bytes") <= 0)
-        continue;
-      char who[200], padded[240];
-      const char *p = str(x, "pipeline");
-      snprintf(who, sizeof who, "%s%s%s", p, *p ? " ▸ " : "", str(x, "owner"));
-      fmt_bytes(a, sizeof a, num(x, "bytes"));
-      fmt_bytes(b, sizeof b, num(x, "peak"));
-      add(f, L_PLAIN, " %s %12s %12s", pad(padded, sizeof padded, who, 32), a, b);
-      any = 1;
-    }
-    if (!any)
-      add(f, L_DIM, " (no owner holds device memory)");
-    add(f, L_PLAIN, "%s", "");
+  const char *name = "";
+  size_t i;
+  json_t *x;
+  json_array_foreach(t->info, i, x)
+    if (!strcmp(str(x, "device"), label))
+      name = str(x, "name");
+  double used = num(m, "driver_used_bytes"), total = num(m, "driver_total_bytes");
+  double ctx = num(m, "context_bytes"), others = num(m, "others_bytes");
+  add(f, L_HEAD, "%s  %s", label, name);
+  fmt_bytes(a, sizeof a, used);
+  fmt_bytes(b, sizeof b, total);
+  bar(br, bw, total, num(m, "allocated_bytes"), ctx, others, used);
+  add(f, L_PLAIN, " %s %s / %s used", br, a, b);
+  fmt_bytes(a, sizeof a, num(m, "reserved_bytes"));
+  fmt_bytes(b, sizeof b, ctx);
+  fmt_bytes(c, sizeof c, others);
+  fmt_bytes(d, sizeof d, num(m, "cached_bytes"));
+  add(f, L_DIM, " ebb %s reserved (%s cached) · context %s · other processes %s", a, d, b,
+      json_is_null(json_object_get(m, "others_bytes")) ? "?" : c);
+  if (num(m, "asleep_bytes") > 0) {
+    fmt_bytes(a, sizeof a, num(m, "asleep_bytes"));
+    add(f, L_DIM, " asleep %s (parked in host memory, not on the device)", a);
   }
+  if (num(m, "unattributed_bytes") > 0) {
+    fmt_bytes(a, sizeof a, num(m, "unattributed_bytes"));
+    add(f, L_BAD, " unattributed %s (taken from the driver behind ebb's back)", a);
+  }
+  add(f, L_DIM, " %-32s %12s %12s", "OWNER", "NOW", "PEAK");
+  int any = 0;
+  json_array_foreach(json_object_get(m, "owners"), i, x) {
+    if (num(x, "bytes") <= 0)
+      continue;
+    char who[200], padded[240];
+    const char *p = str(x, "pipeline");
+    snprintf(who, sizeof who, "%s%s%s", p, *p ? " ▸ " : "", str(x, "owner"));
+    fmt_bytes(a, sizeof a, num(x, "bytes"));
+    fmt_bytes(b, sizeof b, num(x, "peak"));
+    int asleep = num(x, "asleep_bytes") > 0;
+    add(f, asleep ? L_DIM : L_PLAIN, " %s %12s %12s%s", pad(padded, sizeof padded, who, 32), a, b,
+        asleep ? "  asleep" : "");
+    any = 1;
+  }
+  if (!any)
+    add(f, L_DIM, " (no owner holds device memory)");
+  add(f, L_PLAIN, "%s", "");
+}
+
+static void frame_pipelines(top *t, frame_buf *f) {
   size_t i;
   json_t *x;
   add(f, L_HEAD, "PIPELINES");
   json_array_foreach(t->pipelines, i, x) {
-    char stages[200] = "";
+    char stages[200] = "", where[200] = "";
     size_t k;
     json_t *s;
     json_array_foreach(json_object_get(x, "stages"), k, s) {
       size_t n = strlen(stages);
       snprintf(stages + n, sizeof stages - n, "%s%s", k ? " ▸ " : "", str(s, "name"));
     }
+    json_array_foreach(json_object_get(x, "devices"), k, s) {
+      size_t n = strlen(where);
+      snprintf(where + n, sizeof where - n, "%s%s", k ? "," : " on ", json_string_value(s));
+    }
     int loaded = json_is_true(json_object_get(x, "loaded"));
-    add(f, loaded ? L_GOOD : L_PLAIN, " %-16s %-9s sessions %-3d %s", str(x, "name"),
-        loaded ? "loaded" : "unloaded", (int)json_integer_value(json_object_get(x, "sessions")),
-        stages);
+    int asleep = json_is_true(json_object_get(x, "asleep"));
+    add(f, asleep ? L_DIM : loaded ? L_GOOD : L_PLAIN, " %-16s %-9s sessions %-3d %s%s",
+        str(x, "name"), asleep ? "asleep" : loaded ? "loaded" : "unloaded",
+        (int)json_integer_value(json_object_get(x, "sessions")), stages, where);
   }
   add(f, L_PLAIN, "%s", "");
+}
+
+static void frame_releases(top *t, frame_buf *f) {
+  char a[32];
   add(f, L_HEAD, "RECENT RELEASES");
   if (!json_array_size(t->releases))
     add(f, L_DIM, " (none yet)");
   for (size_t k = json_array_size(t->releases); k-- > 0;) {
-    x = json_array_get(t->releases, k);
+    json_t *x = json_array_get(t->releases, k);
     time_t tt = (time_t)num(x, "t");
     struct tm tm;
     localtime_r(&tt, &tm);
     fmt_bytes(a, sizeof a, num(x, "bytes"));
     const char *st = str(x, "stage");
-    add(f, L_GOOD, " %02d:%02d:%02d  %s  -%s released%s%s", tm.tm_hour, tm.tm_min, tm.tm_sec,
+    int asleep = json_is_true(json_object_get(x, "asleep"));
+    add(f, L_GOOD, " %02d:%02d:%02d  %s  -%s released%s%s%s", tm.tm_hour, tm.tm_min, tm.tm_sec,
         str(x, "device"), a, *st ? " by " : "",
-        *st ? st : (num(x, "context_bytes") > 0 ? " (the context)" : ""));
+        *st ? st : (num(x, "context_bytes") > 0 ? " (the context)" : ""),
+        asleep ? " (asleep)" : "");
   }
   add(f, L_PLAIN, "%s", "");
+}
+
+static void frame_jobs(top *t, frame_buf *f) {
+  char a[32], b[32];
   add(f, L_HEAD, "JOBS");
   if (!json_array_size(t->jobs))
     add(f, L_DIM, " (none yet)");
-  json_t *order[KEEP + 1];
-  size_t nj = 0;
+  json_t *order[KEEP + 1], *x;
+  size_t nj = 0, i;
   json_array_foreach(t->jobs, i, x) if (nj < KEEP + 1) order[nj++] = x;
   qsort(order, nj, sizeof *order, newest_first);
   for (size_t k = 0; k < nj; k++) {
@@ -228,17 +248,47 @@ static void frame_server(top *t, frame_buf *f) {
         " %-8.8s %-12s %-10s %6.1f s  released %-9s %s", str(x, "id"), str(x, "pipeline"), state,
         secs, a, stages);
   }
-  if (json_array_size(t->leaks)) {
-    add(f, L_PLAIN, "%s", "");
-    add(f, L_BAD, "LEAKS");
-    json_array_foreach(t->leaks, i, x) {
-      fmt_bytes(a, sizeof a, num(x, "bytes"));
-      json_t *s0 = json_array_get(json_object_get(x, "sites"), 0);
-      const char *p = str(x, "pipeline");
-      add(f, L_BAD, " %s%s%s  %s  at %s", p, *p ? " ▸ " : "", str(x, "owner"), a,
-          s0 ? str(s0, "site") : "?");
-    }
+}
+
+static void frame_leaks(top *t, frame_buf *f) {
+  char a[32];
+  size_t i;
+  json_t *x;
+  if (!json_array_size(t->leaks))
+    return;
+  add(f, L_PLAIN, "%s", "");
+  add(f, L_BAD, "LEAKS");
+  json_array_foreach(t->leaks, i, x) {
+    fmt_bytes(a, sizeof a, num(x, "bytes"));
+    json_t *s0 = json_array_get(json_object_get(x, "sites"), 0);
+    const char *p = str(x, "pipeline");
+    add(f, L_BAD, " %s  %s%s%s  %s  at %s", str(x, "device"), p, *p ? " ▸ " : "",
+        str(x, "owner"), a, s0 ? str(s0, "site") : "?");
   }
+}
+
+/* Every device the server drives (hello's order), then the rest. */
+static void frame_server(top *t, frame_buf *f) {
+  size_t i;
+  json_t *x;
+  json_array_foreach(t->info, i, x) {
+    json_t *m = json_object_get(t->devices, str(x, "device"));
+    if (m)
+      frame_device(t, f, str(x, "device"), m);
+  }
+  const char *label;
+  json_object_foreach(t->devices, label, x) {
+    int known = 0;
+    size_t k;
+    json_t *y;
+    json_array_foreach(t->info, k, y) known |= !strcmp(str(y, "device"), label);
+    if (!known)
+      frame_device(t, f, label, x);
+  }
+  frame_pipelines(t, f);
+  frame_releases(t, f);
+  frame_jobs(t, f);
+  frame_leaks(t, f);
 }
 
 /* --- the driver's picture (no server) -------------------------------------------- */
@@ -501,11 +551,8 @@ static void top_usage(FILE *f) {
              "  --once        print one frame as text and exit (no curses)\n");
 }
 
-int ebb_cmd_top(int argc, char **argv) {
-  static top t; /* big (the event buffer); one per process */
-  memset(&t, 0, sizeof t);
-  snprintf(t.url, sizeof t.url, "http://127.0.0.1:8470");
-  int once = 0;
+/* The options into t and *once; -1 to go on, else the exit status. */
+static int top_args(top *t, int argc, char **argv, int *once) {
   for (int i = 1; i < argc; i++) {
     if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
       top_usage(stdout);
@@ -517,25 +564,82 @@ int ebb_cmd_top(int argc, char **argv) {
                 i + 1 < argc ? ", not " : "", i + 1 < argc ? argv[i + 1] : "");
         return EBB_EXIT_USAGE;
       }
-      snprintf(t.url, sizeof t.url, "%s", argv[++i]);
-      size_t n = strlen(t.url);
-      while (n > 7 && t.url[n - 1] == '/')
-        t.url[--n] = '\0';
-      t.explicit_server = 1;
+      snprintf(t->url, sizeof t->url, "%s", argv[++i]);
+      size_t n = strlen(t->url);
+      while (n > 7 && t->url[n - 1] == '/')
+        t->url[--n] = '\0';
+      t->explicit_server = 1;
     } else if (!strcmp(argv[i], "--local")) {
-      t.local_only = 1;
+      t->local_only = 1;
     } else if (!strcmp(argv[i], "--once")) {
-      once = 1;
+      *once = 1;
     } else {
       fprintf(stderr, "ebb top: unknown option '%s'\n", argv[i]);
       top_usage(stderr);
       return EBB_EXIT_USAGE;
     }
   }
-  if (t.local_only && t.explicit_server) {
+  if (t->local_only && t->explicit_server) {
     fprintf(stderr, "ebb top: --local and --server exclude each other\n");
     return EBB_EXIT_USAGE;
   }
+  return -1;
+}
+
+/* --once: one frame as text, after the first sample of every device the
+ * server announced (bounded), or once the server is known unreachable. */
+static void top_once(top *t, frame_buf *fb, int started) {
+  for (int i = 0; i < 30 && started; i++) {
+    pthread_mutex_lock(&t->mu);
+    int ready = (t->connected && json_object_size(t->devices) > 0 &&
+                 json_object_size(t->devices) >= json_array_size(t->info)) ||
+                t->why[0];
+    pthread_mutex_unlock(&t->mu);
+    if (ready)
+      break;
+    usleep(100 * 1000);
+  }
+  const char *c = getenv("COLUMNS");
+  frame(t, fb, c && atoi(c) > 0 ? atoi(c) : 100);
+  for (int i = 0; i < fb->n; i++)
+    printf("%.*s\n", fit(fb->l[i].text, fb->cols), fb->l[i].text);
+}
+
+/* The curses loop until q. */
+static void top_screen(top *t, frame_buf *fb) {
+  setlocale(LC_ALL, "");
+  initscr();
+  cbreak();
+  noecho();
+  curs_set(0);
+  keypad(stdscr, TRUE);
+  if (has_colors()) {
+    start_color();
+    use_default_colors();
+    init_pair(1, COLOR_RED, -1);
+    init_pair(2, COLOR_GREEN, -1);
+  }
+  timeout(500);
+  for (;;) {
+    int rows, cols;
+    getmaxyx(stdscr, rows, cols);
+    (void)rows;
+    frame(t, fb, cols);
+    draw(fb);
+    int ch = getch();
+    if (ch == 'q' || ch == 'Q')
+      break;
+  }
+  endwin();
+}
+
+int ebb_cmd_top(int argc, char **argv) {
+  static top t; /* big (the event buffer); one per process */
+  memset(&t, 0, sizeof t);
+  snprintf(t.url, sizeof t.url, "http://127.0.0.1:8470");
+  int once = 0, rc = top_args(&t, argc, argv, &once);
+  if (rc >= 0)
+    return rc;
   pthread_mutex_init(&t.mu, NULL);
   t.devices = json_object();
   t.pipelines = json_array();
@@ -549,46 +653,10 @@ int ebb_cmd_top(int argc, char **argv) {
   if (!t.local_only)
     started = pthread_create(&th, NULL, reader, &t) == 0;
   static frame_buf fb;
-  if (once) {
-    /* wait (bounded) for the first sample, or for the server to be unreachable */
-    for (int i = 0; i < 30 && started; i++) {
-      pthread_mutex_lock(&t.mu);
-      int ready = (t.connected && json_object_size(t.devices) > 0) || t.why[0];
-      pthread_mutex_unlock(&t.mu);
-      if (ready)
-        break;
-      usleep(100 * 1000);
-    }
-    const char *c = getenv("COLUMNS");
-    frame(&t, &fb, c && atoi(c) > 0 ? atoi(c) : 100);
-    for (int i = 0; i < fb.n; i++)
-      printf("%.*s\n", fit(fb.l[i].text, fb.cols), fb.l[i].text);
-  } else {
-    setlocale(LC_ALL, "");
-    initscr();
-    cbreak();
-    noecho();
-    curs_set(0);
-    keypad(stdscr, TRUE);
-    if (has_colors()) {
-      start_color();
-      use_default_colors();
-      init_pair(1, COLOR_RED, -1);
-      init_pair(2, COLOR_GREEN, -1);
-    }
-    timeout(500);
-    for (;;) {
-      int rows, cols;
-      getmaxyx(stdscr, rows, cols);
-      (void)rows;
-      frame(&t, &fb, cols);
-      draw(&fb);
-      int ch = getch();
-      if (ch == 'q' || ch == 'Q')
-        break;
-    }
-    endwin();
-  }
+  if (once)
+    top_once(&t, &fb, started);
+  else
+    top_screen(&t, &fb);
   atomic_store(&t.quit, 1);
   if (started)
     pthread_join(th, NULL);

@@ -39,9 +39,30 @@ typedef struct owner_row {
   uint32_t id;
   char name[128];
   uint64_t bytes, peak; /* now; the most within this interval */
+  uint64_t parked;      /* segment bytes parked (asleep) and not woken */
   unsigned allocs, frees;
   int touched;          /* had an event this interval */
 } owner_row;
+
+/* One device (one manager and its allocator): publisher-only state. */
+typedef struct ev_dev {
+  ebb_manager *m;
+  ebb_allocator *alloc;
+  const char *label;
+  uint64_t ledger_seen;
+  owner_row *owners;
+  size_t nowners, capowners;
+  char last_release_stage[128];
+  json_t *pipes; /* this device's pipelines at the last poll (loaded, asleep) */
+} ev_dev;
+
+/* Owners that held memory lately, newest last: a leak report (from the log,
+ * which names no device) goes to the device its owner was on. */
+#define RECENT_OWNERS 64
+typedef struct recent_owner {
+  char name[128];
+  size_t dev;
+} recent_owner;
 
 typedef struct watched_job {
   int64_t id;
@@ -59,8 +80,9 @@ typedef struct pending_leak {
 } pending_leak;
 
 struct ebb_events {
-  ebb_manager *m;
-  ebb_allocator *alloc;
+  ebb_manager *m; /* device 0's: the pipelines' definitions */
+  ev_dev *dev;
+  size_t ndev;
   ebb_store *store;
   int interval_ms, max_clients, history_s;
   size_t client_buffer;
@@ -78,10 +100,8 @@ struct ebb_events {
   json_t *pipelines, *jobs, *sessions, *leaks; /* hello state, under mu */
 
   /* publisher-only state */
-  uint64_t ledger_seen;
-  owner_row *owners;
-  size_t nowners, capowners;
-  char last_release_stage[128];
+  recent_owner recent[RECENT_OWNERS];
+  size_t nrecent;
   char last_job_pipeline[128]; /* the pipeline of the job that ran last */
   char *pipelines_text;
   watched_job *wjobs;
@@ -264,32 +284,67 @@ static void publish(ebb_events *e, const char *name, json_t *o, int keep) {
 }
 
 /* --- owners and the ledger ---------------------------------------------------------- */
-static owner_row *owner_get(ebb_events *e, uint32_t id, const char *name) {
-  for (size_t i = 0; i < e->nowners; i++)
-    if (e->owners[i].id == id)
-      return &e->owners[i];
-  if (e->nowners == e->capowners) {
-    size_t cap = e->capowners ? e->capowners * 2 : 32;
-    owner_row *p = realloc(e->owners, cap * sizeof *p);
+static owner_row *owner_get(ev_dev *d, uint32_t id, const char *name) {
+  for (size_t i = 0; i < d->nowners; i++)
+    if (d->owners[i].id == id)
+      return &d->owners[i];
+  if (d->nowners == d->capowners) {
+    size_t cap = d->capowners ? d->capowners * 2 : 32;
+    owner_row *p = realloc(d->owners, cap * sizeof *p);
     if (!p)
       return NULL;
-    e->owners = p;
-    e->capowners = cap;
+    d->owners = p;
+    d->capowners = cap;
   }
-  owner_row *r = &e->owners[e->nowners++];
+  owner_row *r = &d->owners[d->nowners++];
   memset(r, 0, sizeof *r);
   r->id = id;
   snprintf(r->name, sizeof r->name, "%s", name ? name : "?");
   return r;
 }
 
-/* The pipeline an owner (a stage instance or "job P") belongs to: the
- * running job's pipeline if it has that stage, else a loaded pipeline that
- * has it, else any. NULL when none. */
-static const char *pipeline_of(ebb_events *e, const char *owner, const char *running) {
+/* An owner that goes from the rows is remembered with its device (leaks). */
+static void remember_owner(ebb_events *e, const char *name, size_t dev) {
+  recent_owner *r = &e->recent[e->nrecent++ % RECENT_OWNERS];
+  snprintf(r->name, sizeof r->name, "%s", name);
+  r->dev = dev;
+}
+
+/* The device an owner name is (or was lately) on; 0 when none says. */
+static size_t device_of_owner(ebb_events *e, const char *name) {
+  for (size_t d = 0; d < e->ndev; d++)
+    for (size_t i = 0; i < e->dev[d].nowners; i++)
+      if (!strcmp(e->dev[d].owners[i].name, name))
+        return d;
+  size_t n = e->nrecent < RECENT_OWNERS ? e->nrecent : RECENT_OWNERS;
+  for (size_t k = 0; k < n; k++) {
+    const recent_owner *r = &e->recent[(e->nrecent - 1 - k) % RECENT_OWNERS];
+    if (!strcmp(r->name, name))
+      return r->dev;
+  }
+  return 0;
+}
+
+/* 1 when pipeline p (an entry of e->pipelines) is loaded on the device
+ * labelled label. */
+static int loaded_on(json_t *p, const char *label) {
+  size_t i;
+  json_t *x;
+  json_array_foreach(json_object_get(p, "devices"), i, x)
+    if (!strcmp(json_string_value(x) ?: "", label))
+      return 1;
+  return 0;
+}
+
+/* The pipeline an owner (a stage instance or "job P") of device label
+ * belongs to: the running job's pipeline if it is loaded there and has that
+ * stage, else a pipeline loaded there that has it, else the running one,
+ * else one loaded anywhere, else any. NULL when none. */
+static const char *pipeline_of(ebb_events *e, const char *label, const char *owner,
+                               const char *running) {
   if (!strncmp(owner, "job ", 4))
     return owner + 4;
-  const char *loaded = NULL, *any = NULL;
+  const char *here = NULL, *run = NULL, *loaded = NULL, *any = NULL;
   size_t i, k;
   json_t *p, *st;
   json_array_foreach(e->pipelines, i, p) {
@@ -297,46 +352,99 @@ static const char *pipeline_of(ebb_events *e, const char *owner, const char *run
     json_array_foreach(json_object_get(p, "stages"), k, st) {
       if (strcmp(json_string_value(json_object_get(st, "name")) ?: "", owner))
         continue;
-      if (running && !strcmp(running, name))
+      int on = loaded_on(p, label);
+      if (running && !strcmp(running, name) && on)
         return name;
+      if (!here && on)
+        here = name;
+      if (running && !strcmp(running, name))
+        run = name;
       if (!loaded && json_is_true(json_object_get(p, "loaded")))
         loaded = name;
       if (!any || !strcmp(name, e->last_job_pipeline))
         any = name;
     }
   }
-  return loaded ? loaded : any;
+  return here ? here : run ? run : loaded ? loaded : any;
 }
 
 /* No driver call here: a release goes out even while the device is busy
  * (the next `memory` sample carries the driver's numbers). */
-static void on_release(ebb_events *e, const ebb_ledger_event *ev, uint64_t ctx_bytes) {
-  json_t *o = json_pack("{s:f,s:s,s:I,s:I}", "t", wall_of(ev->t_ns), "device",
-                        ebb_device_label(ebb_allocator_device(e->alloc)), "bytes",
+static void on_release(ebb_events *e, ev_dev *d, const ebb_ledger_event *ev,
+                       uint64_t ctx_bytes) {
+  json_t *o = json_pack("{s:f,s:s,s:I,s:I}", "t", wall_of(ev->t_ns), "device", d->label, "bytes",
                         (json_int_t)ev->bytes, "context_bytes", (json_int_t)ctx_bytes);
-  json_object_set_new(o, "stage", e->last_release_stage[0] ? json_string(e->last_release_stage)
+  json_object_set_new(o, "stage", d->last_release_stage[0] ? json_string(d->last_release_stage)
                                                            : json_null());
   publish(e, "release", o, 1);
 }
 
-static void on_mark(ebb_events *e, uint64_t t_ns, const char *label) {
+/* An owner put to sleep: its segments' physical memory went back to the
+ * driver (a `release` with "asleep": true; the bytes are parked in host
+ * memory, not gone). One per run of PARK events of one owner. */
+typedef struct park_run {
+  const ebb_ledger_event *first;
+  uint64_t bytes;
+} park_run;
+
+static void flush_park(ebb_events *e, ev_dev *d, park_run *pr) {
+  if (!pr->first || !pr->bytes) {
+    *pr = (park_run){0};
+    return;
+  }
+  publish(e, "release",
+          json_pack("{s:f,s:s,s:I,s:I,s:s,s:b}", "t", wall_of(pr->first->t_ns), "device",
+                    d->label, "bytes", (json_int_t)pr->bytes, "context_bytes", (json_int_t)0,
+                    "stage", pr->first->label ? pr->first->label : "?", "asleep", 1),
+          1);
+  *pr = (park_run){0};
+}
+
+static void on_mark(ebb_events *e, ev_dev *d, uint64_t t_ns, const char *label) {
   size_t n = strlen(label);
   if (n > 8 && !strcmp(label + n - 8, " release"))
-    snprintf(e->last_release_stage, sizeof e->last_release_stage, "%.*s", (int)(n - 8), label);
-  publish(e, "mark", json_pack("{s:f,s:s,s:s}", "t", wall_of(t_ns), "device",
-                               ebb_device_label(ebb_allocator_device(e->alloc)), "label", label),
+    snprintf(d->last_release_stage, sizeof d->last_release_stage, "%.*s", (int)(n - 8), label);
+  publish(e, "mark", json_pack("{s:f,s:s,s:s}", "t", wall_of(t_ns), "device", d->label, "label",
+                               label),
           1);
 }
 
-/* Reads the ledger's events since the last tick: owner rows, releases, marks. */
-static void read_ledger(ebb_events *e) {
-  ebb_ledger *l = ebb_allocator_ledger(e->alloc);
+/* An owner's allocation, free, park or wake. */
+static void on_owner_event(ev_dev *d, const ebb_ledger_event *x) {
+  owner_row *r = owner_get(d, x->owner_id, x->label);
+  if (!r)
+    return;
+  r->touched = 1;
+  if (x->kind == EBB_EV_PARK) {
+    r->parked += x->bytes;
+    return;
+  }
+  if (x->kind == EBB_EV_WAKE) {
+    r->parked -= x->bytes < r->parked ? x->bytes : r->parked;
+    return;
+  }
+  r->bytes = x->owner_bytes;
+  if (!r->bytes)
+    r->parked = 0; /* torn down while asleep */
+  if (x->kind == EBB_EV_ALLOC) {
+    r->allocs++;
+    if (x->owner_bytes > r->peak)
+      r->peak = x->owner_bytes;
+  } else {
+    r->frees++;
+  }
+}
+
+/* Reads a device's ledger events since the last tick: owner rows, releases,
+ * marks. */
+static void read_ledger(ebb_events *e, ev_dev *d) {
+  ebb_ledger *l = ebb_allocator_ledger(d->alloc);
   size_t n = 0;
   uint64_t before = 0;
-  if (ebb_ledger_events(l, NULL, 0, &n, &before) != 0 || before == e->ledger_seen)
+  if (ebb_ledger_events(l, NULL, 0, &n, &before) != 0 || before == d->ledger_seen)
     return;
-  size_t want = before - e->ledger_seen > LEDGER_BATCH ? LEDGER_BATCH
-                                                       : (size_t)(before - e->ledger_seen);
+  size_t want = before - d->ledger_seen > LEDGER_BATCH ? LEDGER_BATCH
+                                                       : (size_t)(before - d->ledger_seen);
   ebb_ledger_event *ev = malloc((want + 64) * sizeof *ev);
   uint64_t rest = 0;
   if (!ev || ebb_ledger_events(l, ev, want + 64, &n, &rest) != 0) {
@@ -345,79 +453,94 @@ static void read_ledger(ebb_events *e) {
   }
   uint64_t total = rest + n, first = total - n; /* ev[0] is event number `first` */
   uint64_t ctx_bytes = 0;
+  park_run pr = {0};
   for (size_t i = 0; i < n; i++) {
-    if (first + i < e->ledger_seen)
+    if (first + i < d->ledger_seen)
       continue;
     const ebb_ledger_event *x = &ev[i];
+    if (pr.first && (x->kind != EBB_EV_PARK || x->owner_id != pr.first->owner_id))
+      flush_park(e, d, &pr);
+    if (x->kind == EBB_EV_PARK) {
+      pr.first = pr.first ? pr.first : x;
+      pr.bytes += x->bytes;
+    }
     switch (x->kind) {
     case EBB_EV_ALLOC:
     case EBB_EV_FREE:
-    case EBB_EV_LEAK_FREE: {
-      owner_row *r = owner_get(e, x->owner_id, x->label);
-      if (!r)
-        break;
-      r->bytes = x->owner_bytes;
-      if (x->kind == EBB_EV_ALLOC) {
-        r->allocs++;
-        if (x->owner_bytes > r->peak)
-          r->peak = x->owner_bytes;
-      } else {
-        r->frees++;
-      }
-      r->touched = 1;
-      break;
-    }
+    case EBB_EV_LEAK_FREE:
+    case EBB_EV_PARK:
+    case EBB_EV_WAKE: on_owner_event(d, x); break;
     case EBB_EV_CTX_RELEASE: ctx_bytes = x->bytes; break;
     case EBB_EV_RELEASE:
       if (x->bytes) {
-        on_release(e, x, ctx_bytes);
-        e->last_release_stage[0] = '\0'; /* a later release without a mark is no stage's */
+        on_release(e, d, x, ctx_bytes);
+        d->last_release_stage[0] = '\0'; /* a later release without a mark is no stage's */
       }
       ctx_bytes = 0;
       break;
-    case EBB_EV_MARK: on_mark(e, x->t_ns, x->label ? x->label : ""); break;
-    case EBB_EV_OOM: on_mark(e, x->t_ns, "out of device memory"); break;
+    case EBB_EV_MARK: on_mark(e, d, x->t_ns, x->label ? x->label : ""); break;
+    case EBB_EV_OOM: on_mark(e, d, x->t_ns, "out of device memory"); break;
     default: break;
     }
   }
-  e->ledger_seen = total;
+  flush_park(e, d, &pr);
+  d->ledger_seen = total;
   free(ev);
 }
 
 /* --- per-interval memory sample ------------------------------------------------------ */
-static void publish_memory(ebb_events *e, const char *running) {
-  ebb_alloc_stats st = {.size = sizeof st};
-  ebb_allocator_get_stats(e->alloc, &st);
-  ebb_unattributed un = {.size = sizeof un};
-  int un_ok = ebb_allocator_unattributed(e->alloc, &un) == 0 && un.known;
+/* The device's owners of this interval (asleep_bytes: parked in host memory,
+ * not held on the device); rows that hold nothing are forgotten. */
+static json_t *owners_sample(ebb_events *e, size_t di, const char *running,
+                             uint64_t *asleep_total) {
+  ev_dev *d = &e->dev[di];
   json_t *owners = json_array();
   size_t keep = 0;
-  for (size_t i = 0; i < e->nowners; i++) {
-    owner_row *r = &e->owners[i];
+  *asleep_total = 0;
+  for (size_t i = 0; i < d->nowners; i++) {
+    owner_row *r = &d->owners[i];
     if (r->bytes || r->touched) {
-      const char *p = pipeline_of(e, r->name, running);
-      json_array_append_new(owners,
-                            json_pack("{s:s,s:o,s:I,s:I,s:i,s:i}", "owner", r->name, "pipeline",
-                                      p ? json_string(p) : json_null(), "bytes",
-                                      (json_int_t)r->bytes, "peak",
-                                      (json_int_t)(r->peak > r->bytes ? r->peak : r->bytes),
-                                      "allocs", r->allocs, "frees", r->frees));
+      const char *p = pipeline_of(e, d->label, r->name, running);
+      uint64_t asleep = r->parked < r->bytes ? r->parked : r->bytes;
+      *asleep_total += asleep;
+      json_array_append_new(
+          owners, json_pack("{s:s,s:o,s:I,s:I,s:I,s:i,s:i}", "owner", r->name, "pipeline",
+                            p ? json_string(p) : json_null(), "bytes", (json_int_t)r->bytes,
+                            "asleep_bytes", (json_int_t)asleep, "peak",
+                            (json_int_t)(r->peak > r->bytes ? r->peak : r->bytes), "allocs",
+                            r->allocs, "frees", r->frees));
     }
     r->peak = r->bytes;
     r->allocs = r->frees = 0;
     r->touched = 0;
     if (r->bytes) /* forget owners that hold nothing */
-      e->owners[keep++] = *r;
+      d->owners[keep++] = *r;
+    else
+      remember_owner(e, r->name, di);
   }
-  e->nowners = keep;
-  ebb_device *dev = ebb_allocator_device(e->alloc);
+  d->nowners = keep;
+  return owners;
+}
+
+static void publish_memory(ebb_events *e, size_t di, const char *running) {
+  ev_dev *d = &e->dev[di];
+  ebb_alloc_stats st = {.size = sizeof st};
+  ebb_allocator_get_stats(d->alloc, &st);
+  ebb_unattributed un = {.size = sizeof un};
+  int un_ok = ebb_allocator_unattributed(d->alloc, &un) == 0 && un.known;
+  /* the figures above may have waited for the device (a wake, a load):
+   * the owners catch up with the ledger so that both tell the same moment */
+  read_ledger(e, d);
+  uint64_t asleep = 0;
+  json_t *owners = owners_sample(e, di, running, &asleep);
   uint64_t used = st.driver_total > st.driver_free ? st.driver_total - st.driver_free : 0;
   json_t *o = json_pack(
-      "{s:f,s:s,s:o,s:I,s:I,s:I,s:I,s:I,s:I,s:I}", "t", wall_of(now_ns(CLOCK_MONOTONIC)),
-      "device", ebb_device_label(dev), "owners", owners, "reserved_bytes",
+      "{s:f,s:s,s:o,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I}", "t",
+      wall_of(now_ns(CLOCK_MONOTONIC)), "device", d->label, "owners", owners, "reserved_bytes",
       (json_int_t)st.reserved.current, "allocated_bytes", (json_int_t)st.allocated.current,
       "cached_bytes", (json_int_t)st.cached.current, "context_bytes",
-      (json_int_t)(st.ctx_active ? st.context_estimate : 0), "driver_used_bytes",
+      (json_int_t)(st.ctx_active ? st.context_estimate : 0), "asleep_bytes", (json_int_t)asleep,
+      "backup_bytes", (json_int_t)ebb_allocator_backup_bytes(d->alloc), "driver_used_bytes",
       (json_int_t)used, "driver_free_bytes", (json_int_t)st.driver_free, "driver_total_bytes",
       (json_int_t)st.driver_total);
   if (un_ok && un.per_process) {
@@ -437,30 +560,72 @@ static void publish_memory(ebb_events *e, const char *running) {
 }
 
 /* --- pipelines, sessions, jobs ------------------------------------------------------- */
+static json_t *pipe_named(json_t *arr, const char *name) {
+  size_t i;
+  json_t *p;
+  json_array_foreach(arr, i, p)
+    if (!strcmp(json_string_value(json_object_get(p, "name")) ?: "", name))
+      return p;
+  return NULL;
+}
+
+/* A device's pipelines now: load, unload, sleep and wake since the last
+ * poll become marks on its chart; merged into all (the server's list). */
+static void poll_device_pipes(ebb_events *e, ev_dev *d, json_t *all) {
+  json_t *now = ebb_manager_pipelines_json(d->m);
+  size_t i;
+  json_t *np;
+  json_array_foreach(now, i, np) {
+    const char *name = json_string_value(json_object_get(np, "name")) ?: "";
+    json_t *op = d->pipes ? pipe_named(d->pipes, name) : NULL;
+    int loaded = json_is_true(json_object_get(np, "loaded"));
+    int asleep = json_is_true(json_object_get(np, "asleep"));
+    int was = op && json_is_true(json_object_get(op, "loaded"));
+    int slept = op && json_is_true(json_object_get(op, "asleep"));
+    char label[200] = "";
+    if (loaded != was && (loaded || d->pipes))
+      snprintf(label, sizeof label, "pipeline %s %s", name, loaded ? "loaded" : "unloaded");
+    else if (loaded && asleep != slept && (asleep || d->pipes))
+      snprintf(label, sizeof label, "pipeline %s %s", name, asleep ? "asleep" : "woke");
+    if (label[0])
+      on_mark(e, d, now_ns(CLOCK_MONOTONIC), label);
+    json_t *m = pipe_named(all, name);
+    if (!m || !loaded)
+      continue;
+    json_object_set_new(m, "loaded", json_true());
+    json_array_append_new(json_object_get(m, "devices"), json_string(d->label));
+    if (asleep) {
+      json_object_set_new(m, "asleep", json_true());
+      json_array_append_new(json_object_get(m, "asleep_devices"), json_string(d->label));
+    }
+    if (d != e->dev) /* all started as device 0's list, its sessions counted */
+      json_object_set_new(m, "sessions",
+                          json_integer(json_integer_value(json_object_get(m, "sessions")) +
+                                       json_integer_value(json_object_get(np, "sessions"))));
+  }
+  json_decref(d->pipes);
+  d->pipes = now;
+}
+
+/* The pipelines of every device as one list: "loaded" and "asleep" when on
+ * any device, "devices" and "asleep_devices" say where. */
 static void poll_pipelines(ebb_events *e) {
   json_t *p = ebb_manager_pipelines_json(e->m);
+  size_t i;
+  json_t *x;
+  json_array_foreach(p, i, x) {
+    json_object_set_new(x, "loaded", json_false());
+    json_object_set_new(x, "asleep", json_false());
+    json_object_set_new(x, "devices", json_array());
+    json_object_set_new(x, "asleep_devices", json_array());
+  }
+  for (size_t d = 0; d < e->ndev; d++)
+    poll_device_pipes(e, &e->dev[d], p);
   char *text = json_dumps(p, JSON_COMPACT | JSON_SORT_KEYS);
   if (!text || (e->pipelines_text && !strcmp(text, e->pipelines_text))) {
     free(text);
     json_decref(p);
     return;
-  }
-  /* load / unload become marks on the chart */
-  size_t i;
-  json_t *np;
-  json_array_foreach(p, i, np) {
-    const char *name = json_string_value(json_object_get(np, "name"));
-    int now = json_is_true(json_object_get(np, "loaded")), was = 0;
-    size_t k;
-    json_t *op;
-    json_array_foreach(e->pipelines, k, op)
-      if (!strcmp(json_string_value(json_object_get(op, "name")) ?: "", name ?: ""))
-        was = json_is_true(json_object_get(op, "loaded"));
-    if (now != was && (now || e->pipelines_text)) {
-      char label[200];
-      snprintf(label, sizeof label, "pipeline %s %s", name, now ? "loaded" : "unloaded");
-      on_mark(e, now_ns(CLOCK_MONOTONIC), label);
-    }
   }
   free(e->pipelines_text);
   e->pipelines_text = text;
@@ -479,14 +644,27 @@ static json_t *session_json(const ebb_session_info *si) {
                    "created", si->created);
 }
 
+/* A session's state from the device that has it; NULL when it is closed. */
+static json_t *session_now(ebb_events *e, const char *id) {
+  for (size_t d = 0; d < e->ndev; d++) {
+    ebb_session_info si;
+    if (ebb_sessions_info(ebb_manager_sessions(e->dev[d].m), id, &si) == 0) {
+      json_t *o = session_json(&si);
+      json_object_set_new(o, "device", json_string(e->dev[d].label));
+      return o;
+    }
+  }
+  return NULL;
+}
+
 static void poll_sessions(ebb_events *e) {
   json_t *now = json_array();
   pthread_mutex_lock(&e->watch_mu);
   size_t keep = 0;
   for (size_t i = 0; i < e->nwsessions; i++) {
-    ebb_session_info si;
-    if (ebb_sessions_info(ebb_manager_sessions(e->m), e->wsessions[i], &si) == 0) {
-      json_array_append_new(now, session_json(&si));
+    json_t *o = session_now(e, e->wsessions[i]);
+    if (o) {
+      json_array_append_new(now, o);
       e->wsessions[keep++] = e->wsessions[i];
     } else {
       free(e->wsessions[i]); /* closed */
@@ -558,18 +736,19 @@ static void remember_job(ebb_events *e, json_t *j) {
 
 /* Peaks of this interval's owners go to the job that ran in it. */
 static void add_peaks(ebb_events *e, watched_job *w) {
-  for (size_t i = 0; i < e->nowners; i++) {
-    owner_row *r = &e->owners[i];
-    if (!r->touched && !r->bytes)
-      continue;
-    const char *p = pipeline_of(e, r->name, w->pipeline);
-    if (!p || strcmp(p, w->pipeline))
-      continue;
-    uint64_t pk = r->peak > r->bytes ? r->peak : r->bytes;
-    json_t *old = json_object_get(w->peaks, r->name);
-    if (!old || (uint64_t)json_integer_value(old) < pk)
-      json_object_set_new(w->peaks, r->name, json_integer((json_int_t)pk));
-  }
+  for (size_t d = 0; d < e->ndev; d++)
+    for (size_t i = 0; i < e->dev[d].nowners; i++) {
+      owner_row *r = &e->dev[d].owners[i];
+      if (!r->touched && !r->bytes)
+        continue;
+      const char *p = pipeline_of(e, e->dev[d].label, r->name, w->pipeline);
+      if (!p || strcmp(p, w->pipeline))
+        continue;
+      uint64_t pk = r->peak > r->bytes ? r->peak : r->bytes;
+      json_t *old = json_object_get(w->peaks, r->name);
+      if (!old || (uint64_t)json_integer_value(old) < pk)
+        json_object_set_new(w->peaks, r->name, json_integer((json_int_t)pk));
+    }
 }
 
 static int state_of(json_t *o) {
@@ -741,10 +920,10 @@ static void publish_leaks(ebb_events *e, const char *running) {
     json_t *s;
     json_array_foreach(l[i].sites, k, s)
       sum += (uint64_t)json_integer_value(json_object_get(s, "bytes"));
-    const char *p = pipeline_of(e, l[i].owner, running);
+    const char *label = e->dev[device_of_owner(e, l[i].owner)].label;
+    const char *p = pipeline_of(e, label, l[i].owner, running);
     json_t *o = json_pack("{s:f,s:s,s:s,s:o,s:I,s:s,s:o}", "t",
-                          wall_of(now_ns(CLOCK_MONOTONIC)), "device",
-                          ebb_device_label(ebb_allocator_device(e->alloc)), "owner", l[i].owner,
+                          wall_of(now_ns(CLOCK_MONOTONIC)), "device", label, "owner", l[i].owner,
                           "pipeline", p ? json_string(p) : json_null(), "bytes",
                           (json_int_t)(sum > l[i].bytes ? sum : l[i].bytes), "kind",
                           l[i].outside ? "outside" : "leak", "sites", l[i].sites);
@@ -763,12 +942,14 @@ static void publish_leaks(ebb_events *e, const char *running) {
  * device (a segment being allocated), and everything else is news already. */
 static void tick(ebb_events *e) {
   char running[128];
-  read_ledger(e);
+  for (size_t d = 0; d < e->ndev; d++)
+    read_ledger(e, &e->dev[d]);
   poll_pipelines(e);
   poll_sessions(e);
   const char *run = poll_jobs(e, running, sizeof running);
   publish_leaks(e, run);
-  publish_memory(e, run);
+  for (size_t d = 0; d < e->ndev; d++)
+    publish_memory(e, d, run);
 }
 
 static void *publisher(void *arg) {
@@ -799,14 +980,25 @@ static void cond_init_mono(pthread_cond_t *c) {
 }
 
 int ebb_events_create(const ebb_events_opts *o, ebb_events **out) {
-  if (!o || !o->manager || !o->alloc || !o->store)
+  if (!o || !o->manager || !o->alloc || !o->store || (o->ndevices && (!o->managers || !o->allocs)))
     return ebb_seterr(EBB_EINVAL, "events: manager, allocator and store are required");
   ebb_events *e = calloc(1, sizeof *e);
   if (!e)
     return ebb_seterr(EBB_ENOMEM, "events: out of host memory");
   e->m = o->manager;
-  e->alloc = o->alloc;
   e->store = o->store;
+  e->ndev = o->ndevices ? o->ndevices : 1;
+  e->dev = calloc(e->ndev, sizeof *e->dev);
+  if (!e->dev) {
+    free(e);
+    return ebb_seterr(EBB_ENOMEM, "events: out of host memory");
+  }
+  for (size_t d = 0; d < e->ndev; d++) {
+    ev_dev *x = &e->dev[d];
+    x->m = o->ndevices ? o->managers[d] : o->manager;
+    x->alloc = o->ndevices ? o->allocs[d] : o->alloc;
+    x->label = ebb_device_label(ebb_allocator_device(x->alloc));
+  }
   e->interval_ms = o->interval_ms > 0 ? o->interval_ms : env_int("EBB_EVENTS_INTERVAL_MS", 500);
   e->max_clients = o->max_clients > 0 ? o->max_clients : env_int("EBB_EVENTS_MAX_CLIENTS", 256);
   e->client_buffer = o->client_buffer
@@ -829,9 +1021,11 @@ int ebb_events_create(const ebb_events_opts *o, ebb_events **out) {
     ebb_events_destroy(e);
     return ebb_seterr(EBB_ENOMEM, "events: out of host memory");
   }
-  /* what the ledger holds already is history, not news */
-  size_t n = 0;
-  ebb_ledger_events(ebb_allocator_ledger(e->alloc), NULL, 0, &n, &e->ledger_seen);
+  /* what the ledgers hold already is history, not news */
+  for (size_t d = 0; d < e->ndev; d++) {
+    size_t n = 0;
+    ebb_ledger_events(ebb_allocator_ledger(e->dev[d].alloc), NULL, 0, &n, &e->dev[d].ledger_seen);
+  }
   scan_jobs(e);
   ebb_log_set_tap(tap, e);
   if (pthread_create(&e->th, NULL, publisher, e) != 0) {
@@ -870,7 +1064,11 @@ void ebb_events_destroy(ebb_events *e) {
   json_decref(e->jobs);
   json_decref(e->sessions);
   json_decref(e->leaks);
-  free(e->owners);
+  for (size_t d = 0; d < e->ndev; d++) {
+    free(e->dev[d].owners);
+    json_decref(e->dev[d].pipes);
+  }
+  free(e->dev);
   free(e->pipelines_text);
   for (size_t i = 0; i < e->nwjobs; i++) {
     json_decref(e->wjobs[i].peaks);
@@ -915,13 +1113,18 @@ static enum MHD_Result refuse(struct MHD_Connection *c, unsigned status, const c
 
 /* hello + the remembered events, under mu. */
 static int client_start_locked(ebb_events *e, client *cl) {
-  ebb_device *dev = ebb_allocator_device(e->alloc);
-  json_t *hello = json_pack(
-      "{s:i,s:i,s:i,s:f,s:[{s:s,s:s,s:I}],s:O,s:O,s:O,s:O}", "version", 1, "interval_ms",
-      e->interval_ms, "history_s", e->history_s, "t", wall_of(now_ns(CLOCK_MONOTONIC)),
-      "devices", "device", ebb_device_label(dev), "name", ebb_device_name(dev), "total_bytes",
-      (json_int_t)ebb_device_total_bytes(dev), "pipelines", e->pipelines, "jobs", e->jobs,
-      "sessions", e->sessions, "leaks", e->leaks);
+  json_t *devs = json_array();
+  for (size_t d = 0; d < e->ndev; d++) {
+    ebb_device *dev = ebb_allocator_device(e->dev[d].alloc);
+    json_array_append_new(devs, json_pack("{s:s,s:s,s:I}", "device", ebb_device_label(dev),
+                                          "name", ebb_device_name(dev), "total_bytes",
+                                          (json_int_t)ebb_device_total_bytes(dev)));
+  }
+  json_t *hello = json_pack("{s:i,s:i,s:i,s:f,s:o,s:O,s:O,s:O,s:O}", "version", 1,
+                            "interval_ms", e->interval_ms, "history_s", e->history_s, "t",
+                            wall_of(now_ns(CLOCK_MONOTONIC)), "devices", devs, "pipelines",
+                            e->pipelines, "jobs", e->jobs, "sessions", e->sessions, "leaks",
+                            e->leaks);
   char *data = json_dumps(hello, JSON_COMPACT);
   json_decref(hello);
   if (!data)

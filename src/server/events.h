@@ -2,9 +2,10 @@
  * format and every event are in docs/api.md, "GET /v1/events").
  *
  * One publisher thread wakes every interval and turns what changed into
- * events: the allocator's ledger (allocations aggregated per owner per
- * interval with the device's driver numbers, releases with the bytes the
- * driver got back, marks, leaks with their allocation sites), pipeline and
+ * events: every device's allocator ledger (allocations aggregated per owner
+ * per interval with the device's driver numbers, releases with the bytes the
+ * driver got back, marks, leaks with their allocation sites; each event names
+ * its device; an asleep owner's parked bytes are told apart), pipeline and
  * session state, and the state of the jobs it watches. Each event is
  * formatted once and appended to every client's bounded buffer; a client
  * whose buffer would overflow (a reader slower than the events) gets one
@@ -31,8 +32,12 @@ typedef struct ebb_events ebb_events;
 
 typedef struct ebb_events_opts {
   uint32_t size;          /* sizeof(ebb_events_opts) */
-  ebb_manager *manager;   /* borrowed */
+  ebb_manager *manager;   /* borrowed: device 0's (pipelines' definitions) */
   ebb_allocator *alloc;   /* borrowed (the manager's) */
+  ebb_manager **managers; /* borrowed: one per device (ebb serve --devices); NULL:
+                             manager and alloc are the only device */
+  ebb_allocator **allocs; /* borrowed: managers[i]'s allocator */
+  size_t ndevices;        /* entries of managers and allocs */
   ebb_store *store;       /* borrowed: job states */
   int interval_ms;        /* aggregation interval; 0: 500 (env EBB_EVENTS_INTERVAL_MS) */
   int max_clients;        /* 0: 256 (env EBB_EVENTS_MAX_CLIENTS) */

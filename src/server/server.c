@@ -255,7 +255,9 @@ static int open_data(ebb_server *s, const ebb_server_opts *o) {
   if ((rc = ebb_queue_create(s->store, s->ms, s->allocs, s->ndev, &qo, &s->queue)) != 0)
     return rc;
   return ebb_events_create(&(ebb_events_opts){.size = sizeof(ebb_events_opts), .manager = s->m,
-                                              .alloc = s->alloc, .store = s->store},
+                                              .alloc = s->alloc, .managers = s->ms,
+                                              .allocs = s->allocs, .ndevices = s->ndev,
+                                              .store = s->store},
                            &s->events);
 }
 

@@ -7,6 +7,16 @@
 #include "pipeline/manager.h"
 #include "server/internal.h"
 
+/* The device a sleep or wake of name acts on: the first where it is loaded
+ * (asleep counts as loaded); device 0 when none, whose manager then says
+ * what is wrong. */
+static size_t sleep_device(ebb_server *s, const char *name) {
+  for (size_t i = 0; i < s->ndev; i++)
+    if (ebb_manager_is_loaded(s->ms[i], name))
+      return i;
+  return 0;
+}
+
 SRV_HANDLER(srv_h_pipeline_sleep) {
   (void)method;
   const char *name = r->parts[2], *action = r->parts[3];
@@ -15,16 +25,18 @@ SRV_HANDLER(srv_h_pipeline_sleep) {
     ebb_manager_load(s->m, name); /* sets the message naming the known ones */
     return srv_send_err(c, r, MHD_HTTP_NOT_FOUND, "not_found", "%s", ebb_errmsg());
   }
+  ebb_manager *m = s->ms[sleep_device(s, name)];
   ebb_sleep_stats st = {.size = sizeof st};
-  int rc = wake ? ebb_manager_wake(s->m, name, &st) : ebb_manager_sleep(s->m, name, &st);
+  int rc = wake ? ebb_manager_wake(m, name, &st) : ebb_manager_sleep(m, name, &st);
   srv_snapshot_changed(s);
   if (rc)
     return srv_send_ebb_err(c, r, rc, ebb_errmsg());
   ebb_dev_meminfo mi = {0};
-  ebb_device_mem_info(ebb_allocator_device(s->alloc), &mi);
+  ebb_device_mem_info(ebb_manager_device(m), &mi);
   return srv_send_json(
       c, r, MHD_HTTP_OK,
-      json_pack("{s:s,s:b,s:I,s:I,s:I,s:f,s:I}", "pipeline", name, "asleep", !wake,
+      json_pack("{s:s,s:s,s:b,s:I,s:I,s:I,s:f,s:I}", "pipeline", name, "device",
+                ebb_device_label(ebb_manager_device(m)), "asleep", !wake,
                 wake ? "restored_bytes" : "released_bytes", (json_int_t)st.device_bytes,
                 "backup_bytes", (json_int_t)st.backup_bytes, "dropped_bytes",
                 (json_int_t)st.dropped_bytes, "seconds", st.seconds, "driver_free_bytes",

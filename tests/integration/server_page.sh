@@ -1,15 +1,19 @@
 #!/usr/bin/env bash
 # The live page in a real headless chromium (Debian's chromium +
 # chromium-driver + python3-selenium, for /usr/bin/python3) while a synthetic
-# pipeline runs on the fake GPU: server_page.py checks owners, release labels,
-# job rows, the leak, the buttons and the console; the screenshot lands in
+# pipeline runs on a two-device fake GPU (ebb serve --devices cuda:0,cuda:1;
+# 'other' pinned to cuda:0, 'demo' to cuda:1): server_page.py checks each
+# device's panel (owners and figures as GET /v1/memory has them), release
+# labels, job rows, the leak, the buttons, an asleep pipeline (its parked
+# bytes shown asleep, not on the device; the sleep/wake marks) and the
+# console; the screenshot lands in
 # build/artifacts/page.png (EBB_UPDATE_DOCS_IMG=1 also copies it to docs/img/).
 set -u
 : "${EBB:?}" "${FAKEGPU_STATE:?}" "${EBB_TEST_TMP:?}" "${EBB_BUILD_DIR:?}" "${EBB_SOURCE_DIR:?}"
 T=$EBB_TEST_TMP
 rm -rf "$T" && mkdir -p "$T"
 rm -f "$FAKEGPU_STATE"
-export FAKEGPU_MEMORY_MIB=4096 FAKEGPU_CONTEXT_MIB=300
+export FAKEGPU_DEVICES=2 FAKEGPU_MEMORY_MIB=4096,3072 FAKEGPU_CONTEXT_MIB=300
 for tool in /usr/bin/chromium /usr/bin/chromedriver; do
   [ -x "$tool" ] || { echo "FAIL: $tool is missing (scripts/install-deps.sh installs chromium chromium-driver)"; exit 1; }
 done
@@ -18,14 +22,14 @@ done
 
 cat > "$T/cfg.json" <<'JSON'
 {"pipelines": {
-  "demo": {"description": "two synthetic stages, the second leaks 8 MiB",
+  "demo": {"description": "two synthetic stages, the second leaks 8 MiB", "devices": ["cuda:1"],
            "stages": [{"stage": "synthetic", "name": "a", "options": {"weights_mib": 256, "activations_mib": 128, "run_ms": 2500}},
                       {"stage": "synthetic", "name": "b", "options": {"weights_mib": 512, "activations_mib": 256, "leak_mib": 8, "run_ms": 2500}}]},
-  "other": {"stages": [{"stage": "synthetic", "name": "o", "options": {"weights_mib": 320}}]}}}
+  "other": {"devices": ["cuda:0"], "stages": [{"stage": "synthetic", "name": "o", "options": {"weights_mib": 320}}]}}}
 JSON
 echo "any input" > "$T/input.txt"
 "$EBB" serve --config "$T/cfg.json" --listen 127.0.0.1:0 --data-dir "$T/data" --input-dir "$T" --no-cache \
-  > "$T/log" 2>&1 &
+  --devices cuda:0,cuda:1 > "$T/log" 2>&1 &
 SERVER=$!
 # a second server with tokens (an admin one and a submit one): the page asks
 # for a token there

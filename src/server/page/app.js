@@ -6,13 +6,12 @@
 'use strict';
 
 const S = {
-  devices: new Map(),   // label -> {info, samples: [], releases: [], marks: []}
+  devices: new Map(),   // label -> {info, samples: [], releases: [], marks: [], labels: Map}
   pipelines: [],
   sessions: [],
   jobs: new Map(),      // id -> job
   leaks: [],
   owners: [],           // owner keys in order of first appearance (stable colours)
-  labels: new Map(),    // owner key -> "pipeline ▸ stage"
   windowS: 300,
   connected: false,
   dirty: new Set(),     // tables to draw again (a table is redrawn only when its data changed,
@@ -181,9 +180,15 @@ function dispatch(block) {
   if (h) { h(d); if (name !== 'memory') S.dirty.add(name === 'hello' ? 'all' : name); schedule(); }
 }
 function dev(label) {
-  if (!S.devices.has(label)) S.devices.set(label, {info: {device: label}, samples: [], releases: [], marks: []});
+  // labels: owner key -> "pipeline ▸ stage" on this device (a stage of the
+  // same name may run for another pipeline on another device)
+  if (!S.devices.has(label)) S.devices.set(label, {info: {device: label}, samples: [], releases: [], marks: [], labels: new Map()});
   return S.devices.get(label);
 }
+// Bytes an owner holds on the device: an asleep owner's parked bytes are in
+// host memory (GET /v1/memory counts them as the owner's, the allocator's
+// reserved bytes and the driver do not).
+function onDevice(o) { return Math.max(0, (o.bytes || 0) - (o.asleep_bytes || 0)); }
 function prune(arr, horizon) { while (arr.length && arr[0].t < horizon) arr.shift(); }
 const HANDLERS = {
   hello(d) {
@@ -198,7 +203,7 @@ const HANDLERS = {
   memory(d) {
     const x = dev(d.device);
     x.samples.push(d);
-    for (const o of d.owners) { S.labels.set(o.owner, ownerLabel(o)); colourOf(o.owner); }
+    for (const o of d.owners) { x.labels.set(o.owner, ownerLabel(o)); colourOf(o.owner); }
     prune(x.samples, d.t - 600);
     prune(x.releases, d.t - 600);
     prune(x.marks, d.t - 600);
@@ -262,9 +267,10 @@ function drawFigures(box, x) {
   const s = x.samples[x.samples.length - 1];
   box.replaceChildren();
   if (!s) { box.append('waiting for the first sample…'); return; }
-  const fig = (name, v, cls) => el('span', {class: cls || '', 'data-figure': name}, name + ' ', el('b', {}, fmtBytes(v)));
+  const fig = (name, v, cls) => el('span', {class: cls || '', 'data-figure': name, 'data-bytes': v ?? ''}, name + ' ', el('b', {}, fmtBytes(v)));
   box.append(fig('driver used', s.driver_used_bytes), fig('of', s.driver_total_bytes),
     fig('ebb reserved', s.reserved_bytes), fig('context', s.context_bytes));
+  if (s.asleep_bytes) box.append(fig('asleep (in host memory)', s.asleep_bytes, 'asleep'));
   if (s.others_bytes !== null) box.append(fig('other processes', s.others_bytes));
   if (s.unattributed_bytes) box.append(fig('unattributed', s.unattributed_bytes, 'bad'));
 }
@@ -280,8 +286,10 @@ function drawLegend(box, x) {
     const o = now.get(key);
     const i = el('i');
     i.style.background = colourOf(key);
-    box.append(el('span', {'data-owner': key, 'data-bytes': o ? o.bytes : 0}, i,
-      `${S.labels.get(key) || key} ${fmtBytes(o ? o.bytes : 0)}`));
+    const asleep = o ? o.asleep_bytes || 0 : 0;
+    box.append(el('span', {'data-owner': key, 'data-bytes': o ? o.bytes : 0, 'data-asleep': asleep,
+      class: asleep ? 'asleep' : ''}, i,
+      `${x.labels.get(key) || key} ${fmtBytes(o ? o.bytes : 0)}` + (asleep ? ' asleep' : '')));
   }
   const ctx = el('i'); ctx.style.background = '#b0b4b8';
   box.append(el('span', {}, ctx, 'context'));
@@ -313,7 +321,7 @@ function drawChart(g, x) {
   for (const s of vis) for (const o of s.owners) present.add(o.owner);
   for (const key of S.owners) if (present.has(key)) {
     layers.push({key, colour: colourOf(key), owner: true,
-      get: (s) => { const o = s.owners.find((q) => q.owner === key); return o ? o.bytes : 0; }});
+      get: (s) => { const o = s.owners.find((q) => q.owner === key); return o ? onDevice(o) : 0; }});
   }
   layers.push({key: '#cached', colour: '#e3e6ea', get: (s) => s.cached_bytes || 0});
   layers.push({key: '#unattributed', colour: '#c62828', get: (s) => s.unattributed_bytes || 0});
@@ -353,8 +361,9 @@ function drawChart(g, x) {
       if (l.owner) {
         const last = vis[vis.length - 1].owners.find((q) => q.owner === l.key);
         p.setAttribute('data-owner', l.key);
-        p.setAttribute('data-bytes', last ? last.bytes : 0);
-        p.append(svg('title', {}, `${S.labels.get(l.key) || l.key}: ${fmtBytes(last ? last.bytes : 0)} now`));
+        p.setAttribute('data-bytes', last ? onDevice(last) : 0);
+        p.append(svg('title', {}, `${x.labels.get(l.key) || l.key}: ${fmtBytes(last ? onDevice(last) : 0)} on the device now` +
+          (last && last.asleep_bytes ? `, ${fmtBytes(last.asleep_bytes)} asleep in host memory` : '')));
       }
       g.append(p);
     }
@@ -378,7 +387,7 @@ function drawChart(g, x) {
     const mx = X(m.t);
     row = mx - lastX < 120 ? (row + 1) % 3 : 0;
     if (row === 0) lastX = mx;
-    const mg = svg('g', {class: 'mark', 'data-label': m.label});
+    const mg = svg('g', {class: /(sleep|wake|asleep|woke)$/.test(m.label) ? 'mark sleep' : 'mark', 'data-label': m.label});
     mg.append(svg('line', {x1: mx, x2: mx, y1: T - 4, y2: H - B}));
     const nearEnd = mx > W - R - 7 * m.label.length;
     mg.append(svg('text', {x: nearEnd ? mx - 3 : mx + 3, y: 9 + row * 10, 'text-anchor': nearEnd ? 'end' : 'start'}, m.label));
@@ -393,14 +402,18 @@ function drawChart(g, x) {
     const rx = X(r.t), ry = Y(Math.max(tops[Math.max(0, i - 1)] || 0, tops[i] || 0));
     rrow = rx - lastR < 70 ? (rrow + 1) % 3 : 0;
     lastR = rx;
-    const rg = svg('g', {class: 'release', 'data-bytes': r.bytes, 'data-stage': r.stage || ''});
+    const rg = svg('g', {class: r.asleep ? 'release asleep' : 'release', 'data-bytes': r.bytes, 'data-stage': r.stage || ''});
     rg.append(svg('circle', {cx: rx, cy: ry, r: 4}));
-    const text = `−${fmtBytes(r.bytes)}` + (r.stage ? ` ${r.stage}` : r.context_bytes ? ' context' : '');
+    const text = `−${fmtBytes(r.bytes)}` + (r.stage ? ` ${r.stage}` : r.context_bytes ? ' context' : '') +
+      (r.asleep ? ' asleep' : '');
     const rEnd = rx > W - R - 7 * text.length;
-    rg.append(svg('text', {class: 'release-label', x: rEnd ? rx - 5 : rx + 5, y: Math.max(T + 8, ry - 6 - rrow * 12),
+    // stacked above the point, or below it when the top of the chart is near
+    const ly = ry - 6 - rrow * 12 >= T + 8 ? ry - 6 - rrow * 12 : ry + 14 + rrow * 12;
+    rg.append(svg('text', {class: 'release-label', x: rEnd ? rx - 5 : rx + 5, y: ly,
       'text-anchor': rEnd ? 'end' : 'start', 'data-bytes': r.bytes}, text));
     rg.append(svg('title', {}, `${fmtBytes(r.bytes)} handed back to the driver at ${fmtTime(r.t)}` +
-      (r.context_bytes ? ` (context ${fmtBytes(r.context_bytes)})` : '')));
+      (r.context_bytes ? ` (context ${fmtBytes(r.context_bytes)})` : '') +
+      (r.asleep ? ' (put to sleep: its weights wait in host memory)' : '')));
     g.append(rg);
   }
 }
@@ -426,8 +439,9 @@ function renderPipelines() {
   for (const p of S.pipelines) {
     const state = p.state || (p.asleep ? 'asleep' : p.loaded ? 'loaded' : 'unloaded');
     const btn = (a) => el('button', {type: 'button', 'data-action': a, onclick: () => pipelineAction(p.name, a)}, a);
-    tb.append(el('tr', {'data-pipeline': p.name, 'data-state': state},
-      el('td', {}, p.name), el('td', {class: 'state-' + state}, state),
+    const where = (p.devices || []).map((d) => (p.asleep_devices || []).includes(d) ? d + ' (asleep)' : d).join(', ');
+    tb.append(el('tr', {'data-pipeline': p.name, 'data-state': state, 'data-devices': (p.devices || []).join(',')},
+      el('td', {}, p.name), el('td', {class: 'state-' + state}, state, where ? el('div', {class: 'dim'}, where) : null),
       el('td', {}, (p.stages || []).map((s) => s.name).join(' ▸ ')),
       el('td', {class: 'num'}, p.sessions || 0),
       el('td', {class: 'num'}, p.need_bytes ? fmtBytes(p.need_bytes) : '–'),
