@@ -229,7 +229,8 @@ void mem__ctx_release(ebb_allocator *a, ebb_release_result *r);
 /* --- "xfer.c": bulk copies for park/sleep/wake (a->mu held) -------------- */
 #define MEM_XFER_CHUNK ((size_t)8 << 20)
 /* One call's copy engine: two pinned staging buffers of cap bytes, a stream
- * each (cap 0: none could be had; the copies are then synchronous). */
+ * each (cap 0: the CPU device, or none could be had: the copies are then
+ * synchronous). */
 typedef struct mem_xfer {
   ebb_device *dev;
   ebb_stream *st[2];

@@ -27,7 +27,8 @@ static void fallback(mem_xfer *x) {
 int mem__xfer_open_locked(ebb_allocator *a, uint64_t total, mem_xfer *x) {
   memset(x, 0, sizeof *x);
   x->dev = a->dev;
-  if (total == 0)
+  /* The CPU device's memory is host memory: staging would only add a copy. */
+  if (total == 0 || ebb_device_kind_of(a->dev) == EBB_DEVICE_CPU)
     return 0;
   int rc = mem__ctx_ensure_locked(a);
   if (rc)
