@@ -254,6 +254,10 @@ int mem__xfer_finish(mem_xfer *x);
 /* Waits, gives the streams and staging buffers back (keeps the message of
  * a failed copy). Zeroed x: no-op. */
 void mem__xfer_close(mem_xfer *x);
+/* A backup's host memory (n > 0; NULL when there is none) and its end; the
+ * pages go back to the kernel at the free. */
+void *mem__backup_alloc(size_t n);
+void mem__backup_free(void *p, size_t n);
 
 /* --- "segment.c": segments from the driver (all expect a->mu) ------------ */
 /* Context, granularity and segment kind resolved (once). */

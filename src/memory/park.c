@@ -49,7 +49,7 @@ static uint64_t kept_bytes(const mem_seg *s, int all) {
 }
 
 static void drop_backup(mem_seg *s) {
-  free(s->park_copy);
+  mem__backup_free(s->park_copy, s->park_size);
   s->park_copy = NULL;
   s->park_size = 0;
   for (mem_block *b = s->first; b; b = b->next)
@@ -62,7 +62,7 @@ static int backup_seg_locked(ebb_owner *o, mem_seg *s, int all, mem_xfer *x) {
   size_t n = kept_bytes(s, all);
   if (n == 0)
     return 0;
-  unsigned char *copy = malloc(n);
+  unsigned char *copy = mem__backup_alloc(n);
   if (!copy)
     return ebb_seterr(EBB_ENOMEM, "owner '%s': no host memory to back up %zu bytes", o->name, n);
   s->park_copy = copy;

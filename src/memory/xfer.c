@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 
 #include "base/log.h"
 #include "memory/internal.h"
@@ -128,4 +129,19 @@ void mem__xfer_close(mem_xfer *x) {
   if (busy && x->rc)
     ebb_seterr(x->rc, "%s", msg);
   x->dev = NULL;
+}
+
+/* Backups are mapped for themselves, not malloc'd: freeing one (a wake, an
+ * unload) gives its pages back to the kernel at once, where malloc would
+ * keep them for reuse (glibc's mmap threshold rises to 32 MiB after the
+ * first large free; ASan's quarantine holds 256 MiB), and a sleeping
+ * server's RSS is what its backups hold. */
+void *mem__backup_alloc(size_t n) {
+  void *p = mmap(NULL, n, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  return p == MAP_FAILED ? NULL : p;
+}
+
+void mem__backup_free(void *p, size_t n) {
+  if (p)
+    munmap(p, n);
 }
