@@ -192,6 +192,22 @@ static int cpu_memset8(ebb_device *dev, uint64_t dst, unsigned char v, size_t n)
 }
 static int cpu_synchronize(ebb_device *dev) { return 0; }
 
+/* Streams: the copies run at the call, so a stream is only a token. */
+static char cpu_stream_tag;
+static int cpu_stream_create(ebb_device *dev, void **out) {
+  *out = &cpu_stream_tag;
+  return 0;
+}
+static void cpu_stream_destroy(ebb_device *dev, void *s) {}
+static int cpu_stream_sync(ebb_device *dev, void *s) { return 0; }
+static int cpu_copy_htod_async(ebb_device *dev, uint64_t dst, const void *src, size_t n,
+                               void *s) {
+  return cpu_copy_htod(dev, dst, src, n);
+}
+static int cpu_copy_dtoh_async(ebb_device *dev, void *dst, uint64_t src, size_t n, void *s) {
+  return cpu_copy_dtoh(dev, dst, src, n);
+}
+
 /* A module on the CPU is a namespace for host twins; the image is unused. */
 static char cpu_module_tag;
 static int cpu_module_load(ebb_device *dev, const void *image, void **out) {
@@ -239,6 +255,11 @@ static const ebb_device_ops cpu_ops = {
     .copy_dtod = cpu_copy_dtod,
     .memset8 = cpu_memset8,
     .synchronize = cpu_synchronize,
+    .stream_create = cpu_stream_create,
+    .stream_destroy = cpu_stream_destroy,
+    .stream_sync = cpu_stream_sync,
+    .copy_htod_async = cpu_copy_htod_async,
+    .copy_dtoh_async = cpu_copy_dtoh_async,
     .module_load = cpu_module_load,
     .module_unload = cpu_module_unload,
     .kernel = cpu_kernel,

@@ -392,6 +392,57 @@ static int cuda_synchronize(ebb_device *dev) {
   return r == CUDA_SUCCESS ? 0 : fail(dev, r, "cuCtxSynchronize", NULL);
 }
 
+static int cuda_stream_create_locked(ebb_device *dev, void **out) {
+  int rc = cuda_activate_locked(dev);
+  if (rc)
+    return rc;
+  CUstream st = NULL;
+  CUresult r = CU(CI(dev), cuStreamCreate, &st, 0);
+  if (r != CUDA_SUCCESS)
+    return fail(dev, r, "cuStreamCreate", NULL);
+  *out = st;
+  return 0;
+}
+
+static void cuda_stream_destroy_locked(ebb_device *dev, void *s) {
+  if (!CI(dev)->active)
+    return; /* it went with the context */
+  if (cuda_activate_locked(dev))
+    return;
+  CUresult r = CU(CI(dev), cuStreamDestroy, (CUstream)s);
+  if (r != CUDA_SUCCESS) {
+    fail(dev, r, "cuStreamDestroy_v2", NULL);
+    ebb_log(EBB_LOG_WARN, "device", "%s", ebb_errmsg());
+  }
+}
+
+static int cuda_stream_sync(ebb_device *dev, void *s) {
+  int rc = enter(dev);
+  if (rc)
+    return rc;
+  CUresult r = CU(CI(dev), cuStreamSynchronize, (CUstream)s);
+  return r == CUDA_SUCCESS ? 0 : fail(dev, r, "cuStreamSynchronize", NULL);
+}
+
+static int cuda_copy_htod_async(ebb_device *dev, uint64_t dst, const void *src, size_t n,
+                                void *s) {
+  int rc = enter(dev);
+  if (rc)
+    return rc;
+  CUresult r = CU(CI(dev), cuMemcpyHtoDAsync, dst, src, n, (CUstream)s);
+  return r == CUDA_SUCCESS ? 0
+                           : copy_fail(dev, r, "cuMemcpyHtoDAsync_v2", dst, (uintptr_t)src, n);
+}
+
+static int cuda_copy_dtoh_async(ebb_device *dev, void *dst, uint64_t src, size_t n, void *s) {
+  int rc = enter(dev);
+  if (rc)
+    return rc;
+  CUresult r = CU(CI(dev), cuMemcpyDtoHAsync, dst, src, n, (CUstream)s);
+  return r == CUDA_SUCCESS ? 0
+                           : copy_fail(dev, r, "cuMemcpyDtoHAsync_v2", (uintptr_t)dst, src, n);
+}
+
 static int cuda_module_load_locked(ebb_device *dev, const void *image, void **out) {
   int rc = cuda_activate_locked(dev);
   if (rc)
@@ -466,6 +517,11 @@ static const ebb_device_ops cuda_ops = {
     .copy_dtod = cuda_copy_dtod,
     .memset8 = cuda_memset8,
     .synchronize = cuda_synchronize,
+    .stream_create = cuda_stream_create_locked,
+    .stream_destroy = cuda_stream_destroy_locked,
+    .stream_sync = cuda_stream_sync,
+    .copy_htod_async = cuda_copy_htod_async,
+    .copy_dtoh_async = cuda_copy_dtoh_async,
     .module_load = cuda_module_load_locked,
     .module_unload = cuda_module_unload_locked,
     .kernel = cuda_kernel,

@@ -18,6 +18,9 @@ struct ebb_kernel {
   void *fn;
   char name[128];
 };
+struct ebb_stream {
+  void *h;
+};
 
 const char *ebb_fmt_bytes(uint64_t bytes, char *buf, size_t len) {
   if (bytes >= (1ull << 30))
@@ -183,11 +186,11 @@ int ebb_device_ctx_release(ebb_device *dev) {
   pthread_mutex_lock(&dev->mu);
   size_t mapped = ebb_device_mapped_segments(dev);
   int rc;
-  if (dev->kind == EBB_DEVICE_CUDA && (mapped || dev->nhost || dev->nmodules)) {
+  if (dev->kind == EBB_DEVICE_CUDA && (mapped || dev->nhost || dev->nmodules || dev->nstreams)) {
     rc = ebb_seterr(EBB_EBUSY,
                     "cannot release the context of %s: it still holds %zu mapped segments, "
-                    "%zu pinned host buffers and %zu modules",
-                    dev->label, mapped, dev->nhost, dev->nmodules);
+                    "%zu pinned host buffers, %zu streams and %zu modules",
+                    dev->label, mapped, dev->nhost, dev->nstreams, dev->nmodules);
   } else {
     rc = dev->ops->ctx_release(dev);
   }
@@ -326,6 +329,54 @@ int ebb_device_memset8(ebb_device *dev, uint64_t dst, unsigned char v, size_t n)
   return n ? dev->ops->memset8(dev, dst, v, n) : 0;
 }
 int ebb_device_synchronize(ebb_device *dev) { return dev->ops->synchronize(dev); }
+
+int ebb_device_stream_create(ebb_device *dev, ebb_stream **out) {
+  *out = NULL;
+  ebb_stream *s = calloc(1, sizeof *s);
+  if (!s)
+    return ebb_seterr(EBB_ENOMEM, "out of host memory creating a stream on %s", dev->label);
+  pthread_mutex_lock(&dev->mu);
+  int rc = dev->ops->stream_create(dev, &s->h);
+  dev->nstreams += rc == 0;
+  pthread_mutex_unlock(&dev->mu);
+  if (rc) {
+    free(s);
+    return rc;
+  }
+  *out = s;
+  return 0;
+}
+
+void ebb_device_stream_destroy(ebb_device *dev, ebb_stream *s) {
+  if (!s)
+    return;
+  pthread_mutex_lock(&dev->mu);
+  dev->ops->stream_destroy(dev, s->h);
+  if (dev->nstreams)
+    dev->nstreams--;
+  pthread_mutex_unlock(&dev->mu);
+  free(s);
+}
+
+int ebb_device_stream_sync(ebb_device *dev, ebb_stream *s) {
+  if (!s)
+    return ebb_seterr(EBB_EINVAL, "%s: stream sync without a stream", dev->label);
+  return dev->ops->stream_sync(dev, s->h);
+}
+
+int ebb_device_copy_htod_async(ebb_device *dev, uint64_t dst, const void *src, size_t n,
+                               ebb_stream *s) {
+  if (!s)
+    return ebb_seterr(EBB_EINVAL, "%s: async copy without a stream", dev->label);
+  return n ? dev->ops->copy_htod_async(dev, dst, src, n, s->h) : 0;
+}
+
+int ebb_device_copy_dtoh_async(ebb_device *dev, void *dst, uint64_t src, size_t n,
+                               ebb_stream *s) {
+  if (!s)
+    return ebb_seterr(EBB_EINVAL, "%s: async copy without a stream", dev->label);
+  return n ? dev->ops->copy_dtoh_async(dev, dst, src, n, s->h) : 0;
+}
 
 int ebb_device_module_load(ebb_device *dev, const void *image, ebb_module **out) {
   *out = NULL;

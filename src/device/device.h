@@ -55,7 +55,7 @@ int ebb_device_activate(ebb_device *dev);
 int ebb_device_ctx_active(const ebb_device *dev);
 /* Gives the context back (primary context release) so that the process holds
  * 0 bytes on the device. Fails with EBB_EBUSY if segments are still mapped or
- * pinned host buffers or modules are held (the message counts each). Parked
+ * pinned host buffers, streams or modules are held (the message counts each). Parked
  * VMM segments do not block it: they hold no physical memory, and wake
  * retains the context again. (That a reserved range survives the context on
  * a real driver is checked by scripts/gpu-check.sh, not yet on real hardware.)
@@ -112,6 +112,26 @@ int ebb_device_copy_dtoh(ebb_device *dev, void *dst, uint64_t src, size_t n);
 int ebb_device_copy_dtod(ebb_device *dev, uint64_t dst, uint64_t src, size_t n);
 int ebb_device_memset8(ebb_device *dev, uint64_t dst, unsigned char v, size_t n);
 int ebb_device_synchronize(ebb_device *dev);
+
+/* --- streams: copies queued in order, overlapping the host ---------------- */
+/* An ordered queue of copies. CUDA: a stream of the device's context (this
+ * activates it); the copies return once queued, and host memory handed to
+ * them must stay valid and unchanged until ebb_device_stream_sync (they run
+ * at the link's bandwidth only from pinned memory: ebb_device_host_alloc).
+ * CPU: copies run at the call. Destroy every stream before the context goes:
+ * ebb_device_ctx_release fails with EBB_EBUSY while one lives. *out is owned
+ * by the caller. */
+typedef struct ebb_stream ebb_stream;
+int ebb_device_stream_create(ebb_device *dev, ebb_stream **out);
+/* Waits for nothing (sync first). NULL: no-op. */
+void ebb_device_stream_destroy(ebb_device *dev, ebb_stream *s);
+/* Returns once every copy queued on s is done; a failed copy's error shows
+ * here at the latest. */
+int ebb_device_stream_sync(ebb_device *dev, ebb_stream *s);
+int ebb_device_copy_htod_async(ebb_device *dev, uint64_t dst, const void *src, size_t n,
+                               ebb_stream *s);
+int ebb_device_copy_dtoh_async(ebb_device *dev, void *dst, uint64_t src, size_t n,
+                               ebb_stream *s);
 
 typedef struct ebb_module ebb_module;
 typedef struct ebb_kernel ebb_kernel;

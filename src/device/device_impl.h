@@ -33,6 +33,11 @@ typedef struct ebb_device_ops {
   int (*copy_dtod)(ebb_device *dev, uint64_t dst, uint64_t src, size_t n);
   int (*memset8)(ebb_device *dev, uint64_t dst, unsigned char v, size_t n);
   int (*synchronize)(ebb_device *dev);
+  int (*stream_create)(ebb_device *dev, void **out); /* dev->mu held */
+  void (*stream_destroy)(ebb_device *dev, void *s);  /* dev->mu held */
+  int (*stream_sync)(ebb_device *dev, void *s);
+  int (*copy_htod_async)(ebb_device *dev, uint64_t dst, const void *src, size_t n, void *s);
+  int (*copy_dtoh_async)(ebb_device *dev, void *dst, uint64_t src, size_t n, void *s);
   int (*module_load)(ebb_device *dev, const void *image, void **out);
   void (*module_unload)(ebb_device *dev, void *mod);
   int (*kernel)(ebb_device *dev, void *mod, const char *name, void **out);
@@ -52,6 +57,7 @@ struct ebb_device {
   size_t nsegs, capsegs;
   size_t nhost;         /* live pinned host buffers */
   size_t nmodules;      /* loaded modules */
+  size_t nstreams;      /* live streams */
   void *impl;           /* backend state */
 };
 

@@ -126,7 +126,7 @@ static void drop_segments_locked(ebb_allocator *a) {
     if (!mem__seg_drop_locked(a, s) && a->segs == s) {
       mem__seg_unlink_locked(a, s);
       free(s->first);
-      free(s->park_copy);
+      mem__backup_free(s->park_copy, s->park_size);
       free(s);
     }
   }

@@ -220,6 +220,7 @@ void mem__block_free_locked(ebb_allocator *a, mem_block *b, ebb_ledger_kind kind
   b->nbt = 0;
   b->owner = NULL;
   b->weights = 0;
+  b->backed = 0; /* freed while parked: its backup is not copied back */
   b->site = NULL;
   b->req = 0;
   b->free = 1;

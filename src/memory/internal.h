@@ -12,6 +12,7 @@
  *   leak.c                 (reclaims owners: block.c, pinned.c, owner.c)
  *   block.c  release.c
  *   segment.c  pinned.c  park.c  ledger_export.c
+ *   xfer.c
  *   context.c  owner.c  ledger_svg.c
  *   ledger.c  site.c
  *   util.c  map.c  bins.c  backtrace.c  ledger_svg_replay.c
@@ -77,6 +78,8 @@ struct mem_block {
   int nbt;
   int weights; /* allocated while its owner was marked (ebb_owner_mark_weights):
                   backed up by a sleep; other blocks' bytes are dropped */
+  int backed;    /* parked with its bytes in seg->park_copy, at bk_off */
+  size_t bk_off;
 };
 
 struct mem_seg {
@@ -88,8 +91,11 @@ struct mem_seg {
   ebb_owner *affine;
   mem_block *first;
   mem_seg *prev, *next;
-  /* parking */
+  /* parking: the backed blocks' bytes, packed in address order (a block's
+   * place is its bk_off); park_size bytes, NULL when none was backed */
   void *park_copy;
+  size_t park_size;
+  int picked; /* chosen by the sleep or park in progress */
   int waking; /* inside one ebb_owner_wake: mapped by it, books not yet moved */
   int asleep; /* parked by ebb_owner_sleep: only weights blocks are in
                  park_copy (NULL when it has none); the rest come back zeroed */
@@ -219,6 +225,39 @@ int mem__ctx_ensure_locked(ebb_allocator *a);
  * segment or pinned buffer is left, filling r's context fields. Takes a->mu
  * itself (the driver call is made without it). */
 void mem__ctx_release(ebb_allocator *a, ebb_release_result *r);
+
+/* --- "xfer.c": bulk copies for park/sleep/wake (a->mu held) -------------- */
+#define MEM_XFER_CHUNK ((size_t)8 << 20)
+/* One call's copy engine: two pinned staging buffers of cap bytes, a stream
+ * each (cap 0: the CPU device, or none could be had: the copies are then
+ * synchronous). */
+typedef struct mem_xfer {
+  ebb_device *dev;
+  ebb_stream *st[2];
+  void *stage[2];
+  size_t cap;
+  int cur;
+  int busy[2];                /* a copy is queued on st[i] */
+  unsigned char *pend_dst[2]; /* device-to-host: where stage[i] goes once done */
+  size_t pend_n[2];
+  int rc; /* the first failure */
+} mem_xfer;
+/* Sets x up for about total bytes (0: nothing is set up); activates the
+ * context. Never fails for want of pinned memory (falls back). */
+int mem__xfer_open_locked(ebb_allocator *a, uint64_t total, mem_xfer *x);
+/* Queue n bytes; the host side of a copy may be ordinary memory. The bytes
+ * are in place only after mem__xfer_finish. */
+int mem__xfer_htod(mem_xfer *x, uint64_t dst, const unsigned char *src, size_t n);
+int mem__xfer_dtoh(mem_xfer *x, unsigned char *dst, uint64_t src, size_t n);
+/* Waits for every queued copy; the first error. */
+int mem__xfer_finish(mem_xfer *x);
+/* Waits, gives the streams and staging buffers back (keeps the message of
+ * a failed copy). Zeroed x: no-op. */
+void mem__xfer_close(mem_xfer *x);
+/* A backup's host memory (n > 0; NULL when there is none) and its end; the
+ * pages go back to the kernel at the free. */
+void *mem__backup_alloc(size_t n);
+void mem__backup_free(void *p, size_t n);
 
 /* --- "segment.c": segments from the driver (all expect a->mu) ------------ */
 /* Context, granularity and segment kind resolved (once). */

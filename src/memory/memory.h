@@ -239,7 +239,10 @@ typedef struct ebb_sleep_stats {
 } ebb_sleep_stats;
 /* Like ebb_owner_park, but only the weights blocks (ebb_owner_mark_weights)
  * are copied to host memory; other live blocks keep their addresses and come
- * back zeroed by ebb_owner_wake. Copies go in chunks of 64 MiB. The host
+ * back zeroed by ebb_owner_wake. The backup holds exactly the weights' bytes
+ * (ebb_allocator_backup_bytes); copies go in 8 MiB chunks through two pinned
+ * staging buffers on two streams (xfer.c), the host copy of one chunk
+ * overlapping the transfer of the other. The host
  * copies are freed by the wake (and by the owner's teardown: a sleeping
  * owner can be destroyed). st may be NULL. */
 int ebb_owner_sleep(ebb_owner *o, ebb_sleep_stats *st);

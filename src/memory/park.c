@@ -29,21 +29,6 @@ static int seg_wakeable(const mem_seg *s, const ebb_owner *o) {
   return mine && !others;
 }
 
-/* Copies s's live blocks to copy (to_host) or back from it; *live: their
- * bytes (counted up to the first failure). */
-static int copy_live(ebb_allocator *a, mem_seg *s, unsigned char *copy, int to_host,
-                     uint64_t *live) {
-  int rc = 0;
-  for (mem_block *b = s->first; b && !rc; b = b->next)
-    if (!b->free) {
-      unsigned char *h = copy + (b->addr - s->d.addr);
-      rc = to_host ? ebb_device_copy_dtoh(a->dev, h, b->addr, b->size)
-                   : ebb_device_copy_htod(a->dev, b->addr, h, b->size);
-      *live += b->size;
-    }
-  return rc;
-}
-
 /* s's free blocks into the bins (insert) or out of them. */
 static void seg_bins(ebb_allocator *a, mem_seg *s, int insert) {
   mem_pool *pool = mem__pool_of(a, s);
@@ -52,106 +37,130 @@ static void seg_bins(ebb_allocator *a, mem_seg *s, int insert) {
       insert ? mem__bin_insert(pool, b) : mem__bin_remove(pool, b);
 }
 
-static int park_seg_locked(ebb_allocator *a, ebb_owner *o, mem_seg *s) {
-  unsigned char *copy = malloc(s->d.size);
-  if (!copy)
-    return ebb_seterr(EBB_ENOMEM, "owner '%s': no host memory to park %zu bytes", o->name,
-                      s->d.size);
-  uint64_t live = 0;
-  int rc = copy_live(a, s, copy, 1, &live);
-  if (!rc)
-    rc = ebb_device_seg_park(a->dev, &s->d);
-  if (rc) {
-    free(copy);
-    return ebb_errctx(rc, "owner '%s': parking a segment of %zu bytes: ", o->name, s->d.size);
-  }
-  s->park_copy = copy;
-  seg_bins(a, s, 0);
-  mem__stat_sub(&a->reserved, s->d.size);
-  mem__stat_sub(&a->allocated, live);
-  mem__update_cached_locked(a);
-  mem__event_locked(a, EBB_EV_PARK, o, s->d.addr, s->d.size);
-  return 0;
-}
+/* A block whose bytes a park (all) or a sleep (weights only) keeps. */
+static int keeps(const mem_block *b, int all) { return !b->free && (all || b->weights); }
 
-int ebb_owner_park(ebb_owner *o, uint64_t *parked) {
-  if (parked)
-    *parked = 0;
-  if (!o)
-    return ebb_seterr(EBB_EINVAL, "ebb_owner_park: no owner");
-  mem__check_owner(o);
-  ebb_allocator *a = o->a;
-  int rc = 0;
-  uint64_t total = 0;
-  mem__lock(a);
-  for (mem_seg *s = a->segs; s && !rc; s = s->next)
-    if (seg_parkable(s, o) && !(rc = park_seg_locked(a, o, s)))
-      total += s->d.size;
-  mem__unlock(a);
-  if (parked)
-    *parked = total;
-  return rc;
-}
-
-/* --- sleep: only the weights are copied ------------------------------------ */
-#define CHUNK ((size_t)64 << 20)
-
-/* One block's bytes between device and host, in chunks (a wake of a large
- * model is many driver calls, each bounded). */
-static int copy_chunked(ebb_allocator *a, unsigned char *h, uint64_t d, size_t n, int to_host) {
-  int rc = 0;
-  for (size_t off = 0; off < n && !rc; off += CHUNK) {
-    size_t k = n - off < CHUNK ? n - off : CHUNK;
-    rc = to_host ? ebb_device_copy_dtoh(a->dev, h + off, d + off, k)
-                 : ebb_device_copy_htod(a->dev, d + off, h + off, k);
-  }
-  return rc;
-}
-
-static int seg_has_weights(const mem_seg *s) {
+static uint64_t kept_bytes(const mem_seg *s, int all) {
+  uint64_t n = 0;
   for (const mem_block *b = s->first; b; b = b->next)
-    if (!b->free && b->weights)
-      return 1;
-  return 0;
+    if (keeps(b, all))
+      n += b->size;
+  return n;
 }
 
-/* Parks s keeping only its weights blocks' bytes (in park_copy, at their
- * offsets); the others are dropped. */
-static int sleep_seg_locked(ebb_allocator *a, ebb_owner *o, mem_seg *s, ebb_sleep_stats *st) {
-  unsigned char *copy = NULL;
-  if (seg_has_weights(s) && !(copy = malloc(s->d.size)))
-    return ebb_seterr(EBB_ENOMEM, "owner '%s': no host memory to back up %zu bytes of weights",
-                      o->name, s->d.size);
-  uint64_t live = 0, kept = 0;
-  int rc = 0;
-  for (mem_block *b = s->first; b && !rc; b = b->next) {
-    if (b->free)
-      continue;
-    live += b->size;
-    if (b->weights) {
-      rc = copy_chunked(a, copy + (b->addr - s->d.addr), b->addr, b->size, 1);
-      kept += b->size;
-    }
-  }
-  if (!rc)
-    rc = ebb_device_seg_park(a->dev, &s->d);
-  if (rc) {
-    free(copy);
-    return ebb_errctx(rc, "owner '%s': putting a segment of %zu bytes to sleep: ", o->name,
-                      s->d.size);
-  }
+static void drop_backup(mem_seg *s) {
+  mem__backup_free(s->park_copy, s->park_size);
+  s->park_copy = NULL;
+  s->park_size = 0;
+  for (mem_block *b = s->first; b; b = b->next)
+    b->backed = 0;
+}
+
+/* Queues the copies of s's kept blocks into a backup of exactly their size,
+ * packed in address order (each block's place in bk_off). */
+static int backup_seg_locked(ebb_owner *o, mem_seg *s, int all, mem_xfer *x) {
+  size_t n = kept_bytes(s, all);
+  if (n == 0)
+    return 0;
+  unsigned char *copy = mem__backup_alloc(n);
+  if (!copy)
+    return ebb_seterr(EBB_ENOMEM, "owner '%s': no host memory to back up %zu bytes", o->name, n);
   s->park_copy = copy;
-  s->asleep = 1;
+  s->park_size = n;
+  size_t off = 0;
+  int rc = 0;
+  for (mem_block *b = s->first; b && !rc; b = b->next)
+    if (keeps(b, all)) {
+      b->bk_off = off;
+      b->backed = 1;
+      rc = mem__xfer_dtoh(x, copy + off, b->addr, b->size);
+      off += b->size;
+    }
+  return rc;
+}
+
+/* s has given its physical memory back: the books stop counting it. */
+static void parked_locked(ebb_allocator *a, ebb_owner *o, mem_seg *s, int sleep,
+                          ebb_sleep_stats *st) {
+  uint64_t live = 0;
+  for (const mem_block *b = s->first; b; b = b->next)
+    live += b->free ? 0 : b->size;
+  s->asleep = sleep;
   seg_bins(a, s, 0);
   mem__stat_sub(&a->reserved, s->d.size);
   mem__stat_sub(&a->allocated, live);
   mem__update_cached_locked(a);
   mem__event_locked(a, EBB_EV_PARK, o, s->d.addr, s->d.size);
   st->device_bytes += s->d.size;
-  st->backup_bytes += kept;
-  st->dropped_bytes += live - kept;
+  st->backup_bytes += s->park_size;
+  st->dropped_bytes += live - s->park_size;
   st->segments++;
-  return 0;
+}
+
+/* After the copies: each picked segment's physical memory goes back. A
+ * failure stops there: the segments parked so far stay parked, the rest
+ * stay as they were (their backups dropped). */
+static int park_picked_locked(ebb_allocator *a, ebb_owner *o, int sleep, ebb_sleep_stats *st) {
+  int rc = 0;
+  for (mem_seg *s = a->segs; s; s = s->next) {
+    if (!s->picked)
+      continue;
+    s->picked = 0;
+    if (!rc && (rc = ebb_device_seg_park(a->dev, &s->d)) != 0)
+      rc = ebb_errctx(rc, "owner '%s': %s a segment of %zu bytes: ", o->name,
+                      sleep ? "putting to sleep" : "parking", s->d.size);
+    if (rc)
+      drop_backup(s);
+    else
+      parked_locked(a, o, s, sleep, st);
+  }
+  return rc;
+}
+
+/* Park (all live bytes kept) or sleep (weights only) every segment of o's:
+ * first every backup is copied (chunks through pinned staging, the DMA of
+ * one overlapping the host copy of the other), then the memory goes. */
+static int put_away(ebb_owner *o, int sleep, ebb_sleep_stats *st) {
+  ebb_allocator *a = o->a;
+  uint64_t total = 0;
+  mem_xfer x;
+  mem__lock(a);
+  for (mem_seg *s = a->segs; s; s = s->next)
+    if ((s->picked = seg_parkable(s, o)))
+      total += kept_bytes(s, !sleep);
+  int rc = mem__xfer_open_locked(a, total, &x);
+  for (mem_seg *s = a->segs; s && !rc; s = s->next)
+    if (s->picked)
+      rc = backup_seg_locked(o, s, !sleep, &x);
+  if (!rc)
+    rc = mem__xfer_finish(&x);
+  mem__xfer_close(&x);
+  if (rc) {
+    for (mem_seg *s = a->segs; s; s = s->next)
+      if (s->picked) {
+        s->picked = 0;
+        drop_backup(s);
+      }
+    rc = ebb_errctx(rc, "owner '%s': backing up %llu bytes: ", o->name,
+                    (unsigned long long)total);
+  } else {
+    rc = park_picked_locked(a, o, sleep, st);
+  }
+  mem__unlock(a);
+  return rc;
+}
+
+int ebb_owner_park(ebb_owner *o, uint64_t *parked) {
+  ebb_sleep_stats st = {.size = sizeof st};
+  if (parked)
+    *parked = 0;
+  if (!o)
+    return ebb_seterr(EBB_EINVAL, "ebb_owner_park: no owner");
+  mem__check_owner(o);
+  int rc = put_away(o, 0, &st);
+  if (parked)
+    *parked = st.device_bytes;
+  return rc;
 }
 
 static void stats_out(ebb_sleep_stats *out, ebb_sleep_stats *st, uint64_t t0) {
@@ -166,45 +175,36 @@ int ebb_owner_sleep(ebb_owner *o, ebb_sleep_stats *out) {
   if (!o)
     return ebb_seterr(EBB_EINVAL, "ebb_owner_sleep: no owner");
   mem__check_owner(o);
-  ebb_allocator *a = o->a;
-  int rc = 0;
-  mem__lock(a);
-  for (mem_seg *s = a->segs; s && !rc; s = s->next)
-    if (seg_parkable(s, o))
-      rc = sleep_seg_locked(a, o, s, &st);
-  mem__unlock(a);
+  int rc = put_away(o, 1, &st);
   stats_out(out, &st, t0);
   return rc;
 }
 
 /* --- wake: all or nothing ------------------------------------------------- */
-/* The bytes back into a segment mapped again: the copy of every live block
- * (a park), or of its weights with the rest zeroed (a sleep). */
-static int copy_back_locked(ebb_allocator *a, mem_seg *s, uint64_t *kept) {
+/* Queues the bytes back into a segment mapped again: its backed blocks from
+ * the backup; the others (a sleep's dropped blocks) zeroed. */
+static int copy_back_locked(ebb_allocator *a, mem_seg *s, mem_xfer *x) {
   int rc = 0;
   for (mem_block *b = s->first; b && !rc; b = b->next) {
     if (b->free)
       continue;
-    if (s->park_copy && (!s->asleep || b->weights)) {
-      rc = copy_chunked(a, (unsigned char *)s->park_copy + (b->addr - s->d.addr), b->addr,
-                        b->size, 0);
-      *kept += b->size;
-    } else {
+    if (b->backed)
+      rc = mem__xfer_htod(x, b->addr, (unsigned char *)s->park_copy + b->bk_off, b->size);
+    else
       rc = ebb_device_memset8(a->dev, b->addr, 0, b->size);
-    }
   }
   return rc;
 }
 
-/* A segment woken by this call: its copy freed, its free blocks usable, the
- * books count it again. */
-static void woke_locked(ebb_allocator *a, ebb_owner *o, mem_seg *s) {
+/* A segment woken by this call: its backup freed, its free blocks usable,
+ * the books count it again. */
+static void woke_locked(ebb_allocator *a, ebb_owner *o, mem_seg *s, ebb_sleep_stats *st) {
   uint64_t live = 0;
   for (mem_block *b = s->first; b; b = b->next)
     if (!b->free)
       live += b->size;
-  free(s->park_copy);
-  s->park_copy = NULL;
+  st->backup_bytes += s->park_size;
+  drop_backup(s);
   s->asleep = s->waking = 0;
   seg_bins(a, s, 1);
   mem__stat_add(&a->reserved, s->d.size);
@@ -225,6 +225,24 @@ static void unwind_locked(ebb_allocator *a) {
     }
 }
 
+/* Maps every wakeable segment of o's again; the bytes mapped and the bytes
+ * their backups hold. */
+static int map_again_locked(ebb_allocator *a, ebb_owner *o, ebb_sleep_stats *st,
+                            uint64_t *want, uint64_t *copy) {
+  int rc = 0;
+  for (mem_seg *s = a->segs; s; s = s->next)
+    if (seg_wakeable(s, o))
+      *want += s->d.size;
+  for (mem_seg *s = a->segs; s && !rc; s = s->next)
+    if (seg_wakeable(s, o) && (rc = ebb_device_seg_wake(a->dev, &s->d)) == 0) {
+      s->waking = 1;
+      st->device_bytes += s->d.size;
+      st->segments++;
+      *copy += s->park_size;
+    }
+  return rc;
+}
+
 int ebb_owner_wake_stats(ebb_owner *o, ebb_sleep_stats *out) {
   ebb_sleep_stats st = {.size = sizeof st};
   uint64_t t0 = mem__now_ns();
@@ -232,23 +250,19 @@ int ebb_owner_wake_stats(ebb_owner *o, ebb_sleep_stats *out) {
     return ebb_seterr(EBB_EINVAL, "ebb_owner_wake: no owner");
   mem__check_owner(o);
   ebb_allocator *a = o->a;
-  int rc = 0;
-  uint64_t want = 0;
+  uint64_t want = 0, copy = 0;
+  mem_xfer x;
+  memset(&x, 0, sizeof x);
   mem__lock(a);
-  for (mem_seg *s = a->segs; s; s = s->next)
-    if (seg_wakeable(s, o))
-      want += s->d.size;
-  for (mem_seg *s = a->segs; s && !rc; s = s->next)
-    if (seg_wakeable(s, o)) {
-      if ((rc = ebb_device_seg_wake(a->dev, &s->d)) == 0) {
-        s->waking = 1;
-        st.device_bytes += s->d.size;
-        st.segments++;
-      }
-    }
+  int rc = map_again_locked(a, o, &st, &want, &copy);
+  if (!rc)
+    rc = mem__xfer_open_locked(a, copy, &x);
   for (mem_seg *s = a->segs; s && !rc; s = s->next)
     if (s->waking)
-      rc = copy_back_locked(a, s, &st.backup_bytes);
+      rc = copy_back_locked(a, s, &x);
+  if (!rc)
+    rc = mem__xfer_finish(&x);
+  mem__xfer_close(&x);
   if (rc) {
     char need[32], got[32];
     mem__fmt_bytes(need, sizeof need, want);
@@ -257,12 +271,12 @@ int ebb_owner_wake_stats(ebb_owner *o, ebb_sleep_stats *out) {
                         "backup is kept, so the wake can be retried): ",
                     o->name, got, need);
     unwind_locked(a);
-    st.device_bytes = st.backup_bytes = 0;
+    st.device_bytes = 0;
     st.segments = 0;
   } else {
     for (mem_seg *s = a->segs; s; s = s->next)
       if (s->waking)
-        woke_locked(a, o, s);
+        woke_locked(a, o, s, &st);
   }
   mem__unlock(a);
   stats_out(out, &st, t0);
@@ -276,17 +290,8 @@ uint64_t ebb_allocator_backup_bytes(ebb_allocator *a) {
   if (!a)
     return 0;
   mem__lock(a);
-  for (mem_seg *s = a->segs; s; s = s->next) {
-    if (!s->d.parked || !s->park_copy)
-      continue;
-    if (!s->asleep) {
-      n += s->d.size;
-      continue;
-    }
-    for (mem_block *b = s->first; b; b = b->next)
-      if (!b->free && b->weights)
-        n += b->size;
-  }
+  for (mem_seg *s = a->segs; s; s = s->next)
+    n += s->park_size;
   mem__unlock(a);
   return n;
 }

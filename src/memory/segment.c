@@ -97,7 +97,7 @@ uint64_t mem__seg_drop_locked(ebb_allocator *a, mem_seg *s) {
   mem__stat_sub(&a->segments, 1);
   mem__update_cached_locked(a);
   mem__event_locked(a, EBB_EV_SEG_UNMAP, NULL, s->d.addr, bytes);
-  free(s->park_copy);
+  mem__backup_free(s->park_copy, s->park_size);
   free(b);
   free(s);
   return bytes;

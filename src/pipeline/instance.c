@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "base/log.h"
+#include "pipeline/isolated.h"
 
 #define MIB(x) ((unsigned long long)((x) >> 20))
 
@@ -21,6 +22,7 @@ struct ebb_instance {
   ebb_owner *owner;    /* the stage's device memory; destroyed by the release */
   ebb_sctx ctx;        /* what the stage sees; ctx.name is the instance name */
   void *stage_state;   /* the stage's loaded state (its load's *state) */
+  int worker_stopped;  /* isolated and asleep: its worker exited (no stage state) */
 };
 
 /* --- states ------------------------------------------------------------------ */
@@ -185,7 +187,9 @@ static void drop(ebb_instance *in, ebb_instance_report *rep) {
 static void unload(ebb_instance *in, ebb_instance_report *rep) {
   if (!in->loaded)
     return;
-  in->st->unload(&in->ctx.pub, in->stage_state);
+  if (!in->worker_stopped) /* an isolated sleeper's worker is gone already */
+    in->st->unload(&in->ctx.pub, in->stage_state);
+  in->worker_stopped = 0;
   in->loaded = 0;
   in->stage_state = NULL;
   if (in->ctx.err_code) {
@@ -308,6 +312,60 @@ static int not_for_sleep(const ebb_instance *in, const char *verb, const char *w
                     in->pipeline, verb, why);
 }
 
+/* An isolated stage's memory is its worker's, out of this process's
+ * allocator: it sleeps by stopping its worker, whose exit returns every byte
+ * (its context too; counted in raw_freed: isolated.h). Its weights are not
+ * kept, so its wake is a load in a new worker. */
+static int sleep_isolated(ebb_instance *in, ebb_sleep_stats *st) {
+  long pid = ebb_isolated_pid(in->stage_state);
+  uint64_t raw0 = in->ctx.raw_freed;
+  ebb_sctx_clear_error(&in->ctx);
+  if (in->st->release) /* the proxy measures what the worker holds here */
+    in->st->release(&in->ctx.pub, in->stage_state);
+  ebb_sctx_clear_error(&in->ctx);
+  in->st->unload(&in->ctx.pub, in->stage_state);
+  in->stage_state = NULL;
+  in->worker_stopped = 1;
+  /* its wake is a load: it must not see this job's binding once the job is
+   * gone (a job that wakes it binds it first; a POST wake loads unbound) */
+  in->ctx.cancel = NULL;
+  in->ctx.output_dir = NULL;
+  in->ctx.deadline = 0;
+  st->device_bytes = in->ctx.raw_freed - raw0;
+  int rc = in->ctx.err_code;
+  if (rc)
+    ebb_seterr(rc, "stage '%s' of pipeline '%s': stopping its worker to sleep: %s",
+               in->ctx.name, in->pipeline, in->ctx.err_msg);
+  ebb_sctx_clear_error(&in->ctx);
+  ebb_instance_enter(in, EBB_INSTANCE_PARKED);
+  ebb_log_field f[] = {EBB_LF_S("event", "asleep"), EBB_LF_S("stage", in->ctx.name),
+                       EBB_LF_U("released_bytes", st->device_bytes),
+                       EBB_LF_U("backup_bytes", 0), EBB_LF_S("isolated", "worker stopped")};
+  ebb_log_ev(EBB_LOG_INFO, in->ctx.name, f, 5,
+             "asleep: isolated, its worker (pid %ld) stopped: %llu MiB of %s released, no "
+             "weights kept (the wake loads it again in a new worker)",
+             pid, MIB(st->device_bytes), mem_word(in));
+  return rc;
+}
+
+/* Its wake: the load again, in a new worker. */
+static int wake_isolated(ebb_instance *in, ebb_sleep_stats *st) {
+  double t0 = ebb_now();
+  ebb_sctx_clear_error(&in->ctx);
+  void *state = NULL;
+  int rc = in->st->load(&in->ctx.pub, in->opts, &state);
+  st->seconds = ebb_now() - t0;
+  if (rc) {
+    ebb_seterr(rc, "%s", in->ctx.err_msg[0] ? in->ctx.err_msg : ebb_strerror(rc));
+    ebb_sctx_clear_error(&in->ctx);
+    return rc;
+  }
+  in->stage_state = state;
+  in->worker_stopped = 0;
+  st->device_bytes = ebb_isolated_peak(state);
+  return 0;
+}
+
 int ebb_instance_sleep(ebb_instance *in, ebb_sleep_stats *out) {
   if (!in)
     return ebb_seterr(EBB_EINVAL, "stage instance: none given to sleep");
@@ -320,6 +378,12 @@ int ebb_instance_sleep(ebb_instance *in, ebb_sleep_stats *out) {
   ebb_instance_report rep = {.size = sizeof rep};
   ebb_sleep_stats st = {.size = sizeof st};
   mark(in, "sleep");
+  if (in->st == ebb_isolated_stage()) {
+    int rc = sleep_isolated(in, &st);
+    if (out)
+      *out = st;
+    return rc;
+  }
   drop(in, &rep);
   int rc = ebb_owner_sleep(in->owner, &st);
   ebb_release_result rr = {.size = sizeof rr};
@@ -348,7 +412,8 @@ int ebb_instance_wake(ebb_instance *in, ebb_sleep_stats *out) {
     return not_for_sleep(in, "wake", "it is not asleep");
   ebb_sleep_stats st = {.size = sizeof st};
   mark(in, "wake");
-  int rc = ebb_owner_wake_stats(in->owner, &st);
+  int iso = in->worker_stopped;
+  int rc = iso ? wake_isolated(in, &st) : ebb_owner_wake_stats(in->owner, &st);
   if (out)
     *out = st;
   if (rc)
@@ -359,9 +424,16 @@ int ebb_instance_wake(ebb_instance *in, ebb_sleep_stats *out) {
                        EBB_LF_U("restored_bytes", st.device_bytes),
                        EBB_LF_U("backup_bytes", st.backup_bytes),
                        EBB_LF_F("seconds", st.seconds)};
-  ebb_log_ev(EBB_LOG_INFO, in->ctx.name, f, 5,
-             "awake: %llu MiB of %s restored (%llu MiB of weights) in %.3f s",
-             MIB(st.device_bytes), mem_word(in), MIB(st.backup_bytes), st.seconds);
+  if (iso)
+    ebb_log_ev(EBB_LOG_INFO, in->ctx.name, f, 5,
+               "awake: isolated, loaded again in a new worker (pid %ld, %llu MiB of %s) in "
+               "%.3f s",
+               ebb_isolated_pid(in->stage_state), MIB(st.device_bytes), mem_word(in),
+               st.seconds);
+  else
+    ebb_log_ev(EBB_LOG_INFO, in->ctx.name, f, 5,
+               "awake: %llu MiB of %s restored (%llu MiB of weights) in %.3f s",
+               MIB(st.device_bytes), mem_word(in), MIB(st.backup_bytes), st.seconds);
   return 0;
 }
 

@@ -179,7 +179,11 @@ int ebb_instance_release(ebb_instance *in, const ebb_instance_plan *plan,
  * `[name] asleep: N MiB of GPU memory released, M MiB of weights kept in host
  * memory`. EBB_ESTATE (nothing done) when not LOADED/IDLE: asleep already,
  * not loaded, running. On a failed owner sleep the segments parked so far
- * stay parked and the instance is PARKED anyway (a wake restores them). */
+ * stay parked and the instance is PARKED anyway (a wake restores them).
+ * An isolated stage (the proxy, isolated.h) sleeps by stopping its worker:
+ * its exit gives every byte back (device_bytes: what the worker held, its
+ * context too), nothing is backed up, and its wake is a load in a new worker
+ * (bind the instance first when a job wakes it). */
 int ebb_instance_sleep(ebb_instance *in, ebb_sleep_stats *st);
 /* PARKED -> LOADED: memory mapped again at the same addresses, the weights
  * copied back, the rest zeroed. A failed wake (out of memory, driver error)

@@ -507,6 +507,10 @@ static int stage_instance(job_state *js, stage_run *sr) {
   if (!(sr->s = slot_for(r, js->job->pipeline, d, sr->st, sr->opts, js->outdir, js->res)))
     return js->res->code;
   sr->t0 = sr->t_loaded = ebb_now();
+  /* a kept instance writes where this job writes (bound before a wake: an
+   * isolated stage's wake is a load in a new worker, this job's) */
+  ebb_instance_bind(sr->s->inst, js->job->cancel, js->outdir,
+                    d->timeout_s > 0 ? sr->t0 + d->timeout_s : 0);
   int rc = ebb_instance_state_of(sr->s->inst) == EBB_INSTANCE_PARKED
                ? ebb_instance_wake(sr->s->inst, NULL) /* a job wakes a sleeping stage in place */
                : 0;
@@ -514,9 +518,6 @@ static int stage_instance(job_state *js, stage_run *sr) {
     return fail(js->res, rc, d->name, "%s", ebb_errmsg());
   outside_base(r, sr);
   claim(sr->s, js->policy, js->policy.kind == EBB_POLICY_NEVER);
-  /* a kept instance writes where this job writes */
-  ebb_instance_bind(sr->s->inst, js->job->cancel, js->outdir,
-                    d->timeout_s > 0 ? sr->t0 + d->timeout_s : 0);
   return 0;
 }
 

@@ -24,6 +24,11 @@ static void test_no_context_answers_201(void) {
   CHECK_EQ_INT(cu_cuLaunchKernel(NULL, 1, 1, 1, 1, 1, 1, 0, NULL, NULL, NULL),
                CUDA_ERROR_INVALID_CONTEXT);
   CHECK_EQ_INT(cu_cuMemsetD8(0x1000, 0, 1), CUDA_ERROR_INVALID_CONTEXT);
+  /* The async copies and the stream wait a sleep and a wake use. */
+  unsigned char b[8] = {0};
+  CHECK_EQ_INT(cu_cuMemcpyHtoDAsync(0x1000, b, sizeof b, NULL), CUDA_ERROR_INVALID_CONTEXT);
+  CHECK_EQ_INT(cu_cuMemcpyDtoHAsync(b, 0x1000, sizeof b, NULL), CUDA_ERROR_INVALID_CONTEXT);
+  CHECK_EQ_INT(cu_cuStreamSynchronize(NULL), CUDA_ERROR_INVALID_CONTEXT);
   CUmemGenericAllocationHandle h;
   CUmemAllocationProp prop = {.type = CU_MEM_ALLOCATION_TYPE_PINNED,
                               .location = {CU_MEM_LOCATION_TYPE_DEVICE, 0}};
@@ -62,6 +67,8 @@ static void test_release_to_zero_frees_everything(void) {
   REQUIRE(cu_cuMemAlloc(&p, 10 * MIB) == CUDA_SUCCESS);
   void *host;
   CHECK_EQ_INT(cu_cuMemHostAlloc(&host, 4096, 0), CUDA_SUCCESS);
+  CUstream s;
+  CHECK_EQ_INT(cu_cuStreamCreate(&s, 0), CUDA_SUCCESS);
   CHECK_EQ_U64(fgt_nvml_used_by(getpid()), 310 * MIB);
   CHECK_EQ_INT(cu_cuDevicePrimaryCtxRelease(0), CUDA_SUCCESS);
   CHECK_EQ_U64(fgt_nvml_used_by(getpid()), 0);
@@ -77,6 +84,9 @@ static void test_release_to_zero_frees_everything(void) {
   CHECK(again == ctx);
   CHECK_EQ_INT(cu_cuMemFree(p), CUDA_ERROR_INVALID_VALUE);
   CHECK_EQ_INT(cu_cuMemFreeHost(host), CUDA_ERROR_INVALID_VALUE);
+  /* So did the stream: a wake needs streams of its own context. */
+  CHECK_EQ_INT(cu_cuStreamSynchronize(s), CUDA_ERROR_INVALID_HANDLE);
+  CHECK_EQ_INT(cu_cuMemcpyHtoDAsync(0x1000, &s, 1, s), CUDA_ERROR_INVALID_HANDLE);
   CHECK_EQ_U64(fgt_nvml_used_by(getpid()), 300 * MIB);
   CHECK_EQ_INT(cu_cuDevicePrimaryCtxRelease(0), CUDA_SUCCESS);
   CHECK_EQ_INT(cu_cuCtxSetCurrent(NULL), CUDA_SUCCESS);

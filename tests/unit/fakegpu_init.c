@@ -19,6 +19,16 @@ static void test_calls_before_init_answer_3(void) {
   CUmemAllocationProp prop = {.type = CU_MEM_ALLOCATION_TYPE_PINNED,
                               .location = {CU_MEM_LOCATION_TYPE_DEVICE, 0}};
   CHECK_EQ_INT(cu_cuMemGetAllocationGranularity(&g, &prop, 0), CUDA_ERROR_NOT_INITIALIZED);
+  /* What a sleep and a wake call: pinned staging, streams, async copies. */
+  void *host;
+  CUstream s;
+  unsigned char b[8] = {0};
+  CHECK_EQ_INT(cu_cuMemHostAlloc(&host, 4096, 0), CUDA_ERROR_NOT_INITIALIZED);
+  CHECK_EQ_INT(cu_cuMemFreeHost(b), CUDA_ERROR_NOT_INITIALIZED);
+  CHECK_EQ_INT(cu_cuStreamCreate(&s, 0), CUDA_ERROR_NOT_INITIALIZED);
+  CHECK_EQ_INT(cu_cuStreamSynchronize(NULL), CUDA_ERROR_NOT_INITIALIZED);
+  CHECK_EQ_INT(cu_cuMemcpyHtoDAsync(0x1000, b, sizeof b, NULL), CUDA_ERROR_NOT_INITIALIZED);
+  CHECK_EQ_INT(cu_cuMemcpyDtoHAsync(b, 0x1000, sizeof b, NULL), CUDA_ERROR_NOT_INITIALIZED);
   /* Not even a slot in the state file: NVML would show nothing. */
 }
 

@@ -101,6 +101,9 @@ static void check_sticky(CUdeviceptr p) {
   CHECK_EQ_INT(cu_cuMemcpyDtoH(&b, p, 1), CUDA_ERROR_ILLEGAL_ADDRESS);
   CHECK_EQ_INT(cu_cuMemGetInfo(&fr, &tot), CUDA_ERROR_ILLEGAL_ADDRESS);
   CHECK_EQ_INT(cu_cuStreamCreate(&s, 0), CUDA_ERROR_ILLEGAL_ADDRESS);
+  CHECK_EQ_INT(cu_cuMemcpyDtoHAsync(&b, p, 1, NULL), CUDA_ERROR_ILLEGAL_ADDRESS);
+  CHECK_EQ_INT(cu_cuMemcpyHtoDAsync(p, &b, 1, NULL), CUDA_ERROR_ILLEGAL_ADDRESS);
+  CHECK_EQ_INT(cu_cuStreamSynchronize(NULL), CUDA_ERROR_ILLEGAL_ADDRESS);
   CHECK_EQ_INT(cu_cuMemFree(p), CUDA_ERROR_ILLEGAL_ADDRESS);
   CHECK_EQ_INT(cu_cuCtxSynchronize(), CUDA_ERROR_ILLEGAL_ADDRESS);
 }

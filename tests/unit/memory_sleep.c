@@ -220,9 +220,47 @@ static void test_destroy_asleep(void) {
   teardown(&s);
 }
 
+/* The backup is packed (only the weights' bytes, in address order): a
+ * weights block freed while asleep is not copied back, and the blocks after
+ * it still find their own bytes. Three blocks share one 20 MiB segment. */
+static void test_free_while_asleep(void) {
+  ebb_device *d = mt_open("cuda:0");
+  ebb_allocator *a = NULL;
+  ebb_owner *w = NULL;
+  REQUIRE(ebb_allocator_create(d, NULL, &a) == 0);
+  REQUIRE(ebb_owner_create(a, "model", NULL, &w) == 0);
+  ebb_owner_mark_weights(w, 1);
+  uint64_t x[3] = {0, 0, 0};
+  unsigned char pat[3][4096], back[4096];
+  for (int i = 0; i < 3; i++) {
+    REQUIRE(ebb_mem_alloc(w, 2 * MiB, "w.c:9", &x[i]) == 0);
+    memset(pat[i], 0x11 * (i + 1), sizeof pat[i]);
+    CHECK_EQ_INT(ebb_device_copy_htod(d, x[i] + 2 * MiB - 4096, pat[i], 4096), 0);
+  }
+  ebb_owner_mark_weights(w, 0);
+  ebb_sleep_stats st = {.size = sizeof st};
+  CHECK_EQ_INT(ebb_owner_sleep(w, &st), 0);
+  CHECK_EQ_U64(st.backup_bytes, 6 * MiB);
+  CHECK_EQ_U64(ebb_allocator_backup_bytes(a), 6 * MiB); /* not the segment's 20 */
+  CHECK_EQ_INT(ebb_mem_free(a, x[1]), 0);
+  CHECK_EQ_INT(ebb_owner_wake_stats(w, &st), 0);
+  for (int i = 0; i < 3; i += 2) {
+    CHECK_EQ_INT(ebb_device_copy_dtoh(d, back, x[i] + 2 * MiB - 4096, 4096), 0);
+    CHECK_MSG(memcmp(back, pat[i], 4096) == 0,
+              "block %d of 3 lost its bytes when the one before it was freed asleep", i + 1);
+  }
+  CHECK_EQ_U64(ebb_allocator_backup_bytes(a), 0);
+  ebb_mem_free(a, x[0]);
+  ebb_mem_free(a, x[2]);
+  ebb_owner_destroy(w, NULL);
+  ebb_allocator_destroy(a);
+  ebb_device_close(d);
+}
+
 int main(void) {
   RUN(test_cpu);
   RUN(test_fake);
   RUN(test_destroy_asleep);
+  RUN(test_free_while_asleep);
   return TEST_END();
 }
