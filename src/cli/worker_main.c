@@ -27,6 +27,7 @@
 
 typedef struct wk {
   int fd;
+  ebb_wire_reader rd; /* on fd: a request costs one recv */
   char prefix[128]; /* shm names of our outputs */
   char name[128];   /* instance name (log scope) */
   unsigned seq;
@@ -306,12 +307,14 @@ int main(int argc, char **argv) {
   if (parent && atol(parent) != (long)getppid())
     return 1;
   signal(SIGPIPE, SIG_IGN);
-  wk w = {.fd = atoi(fds)};
+  static wk w; /* the reader's buffer is 64 KiB: not on the stack */
+  w.fd = atoi(fds);
+  ebb_wire_reader_init(&w.rd, w.fd);
   snprintf(w.name, sizeof w.name, "worker");
   int status = 0;
   for (;;) {
     json_t *msg = NULL;
-    int rc = ebb_wire_recv(w.fd, 0, NULL, &msg);
+    int rc = ebb_wire_read(&w.rd, 0, NULL, &msg);
     if (rc == EBB_EIO) /* the host closed: we are done */
       break;
     if (rc) {

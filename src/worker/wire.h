@@ -37,6 +37,26 @@ int ebb_wire_send(int fd, const json_t *msg);
  * the middle of a frame or a bad frame -> EBB_EPROTO. *msg: new reference. */
 int ebb_wire_recv(int fd, double deadline, const atomic_int *cancel, json_t **msg);
 
+/* The hot path's reader: one per connection, kept across frames. It reads
+ * ahead into its own buffer (what a recv brings beyond the current frame
+ * stays for the next), so a small frame costs one recv and no allocation:
+ * the body is parsed where it lies. With a deadline or a cancel flag it
+ * waits in a blocking recv that wakes every 100 ms (SO_RCVTIMEO, set once
+ * on the socket), not in a poll before each read; in the last 100 ms
+ * before a deadline it polls for exactly what is left. A frame larger than
+ * the buffer is read into a block of its own. */
+#define EBB_WIRE_READER_BUF 65536
+typedef struct ebb_wire_reader {
+  int fd;
+  int timed;                /* SO_RCVTIMEO is set on fd */
+  size_t start, end;        /* unread bytes: buf[start..end) */
+  unsigned char buf[EBB_WIRE_READER_BUF];
+} ebb_wire_reader;
+/* Starts a reader on fd (borrowed: the caller closes it). */
+void ebb_wire_reader_init(ebb_wire_reader *r, int fd);
+/* ebb_wire_recv through the reader: same answers, same errors. */
+int ebb_wire_read(ebb_wire_reader *r, double deadline, const atomic_int *cancel, json_t **msg);
+
 /* --- shared memory ------------------------------------------------------ */
 /* Creates /dev/shm/NAME (exclusive, mode 0600) holding a copy of data[0..n).
  * name: letters, digits, '-', '_', '.' only (EBB_EINVAL otherwise). */
