@@ -142,7 +142,8 @@ static int on_load(wk *w, json_t *msg) {
 
 /* --- run ------------------------------------------------------------------------ */
 /* Adds input item #i of a run to in (the protocol's item codec checks it;
- * its payload must carry the hello's shm_prefix, as ebb names them). */
+ * its payload must carry the hello's shm_prefix, as ebb names them). The
+ * payload is mapped from ebb's file, not copied. */
 static int read_item(wk *w, json_t *o, size_t i, ebb_items *in) {
   int rc = ebb_item_from_wire(in, o, i, w->prefix, 0);
   if (rc == EBB_EPROTO)
@@ -150,18 +151,13 @@ static int read_item(wk *w, json_t *o, size_t i, ebb_items *in) {
   return rc;
 }
 
-static int put_out(void *arg, const void *p, size_t n, json_t *o) {
+/* An output's payload, written once into a new file under our prefix. */
+static int put_out(void *arg, const char *shm, size_t n, json_t *o, void **dst) {
   wk *w = arg;
   char name[200];
   snprintf(name, sizeof name, "%so%u", w->prefix, w->seq++);
-  int rc = ebb_shm_put(name, p, n);
-  if (!rc) {
-    json_object_set_new(o, "shm", json_string(name));
-    json_object_set_new(o, "bytes", json_integer((json_int_t)n));
-  }
-  return rc;
+  return ebb_item_put_shm(name, shm, n, o, dst);
 }
-
 
 static int on_run(wk *w, json_t *msg) {
   if (!w->inst || !ebb_instance_is_loaded(w->inst))

@@ -400,14 +400,22 @@ int ebb_shm_create(const char *name, size_t n, void **p) {
   return 0;
 }
 
-int ebb_shm_map(const char *name, size_t n, const void **p) {
-  *p = NULL;
-  if (!ebb_shm_name_ok(name))
-    return ebb_seterr(EBB_EPROTO, "shared memory name '%s' is not valid", name ? name : "");
-  char path[256];
-  shm_path(name, path, sizeof path);
-  /* a peer could name a FIFO (open would block) or a symlink: plain files only */
-  int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOFOLLOW);
+int ebb_shm_link(const char *from, const char *to) {
+  if (!ebb_shm_name_ok(from) || !ebb_shm_name_ok(to))
+    return ebb_seterr(EBB_EINVAL, "shared memory names '%s' -> '%s': not valid",
+                      from ? from : "", to ? to : "");
+  char a[256], b[256];
+  shm_path(from, a, sizeof a);
+  shm_path(to, b, sizeof b);
+  if (link(a, b) != 0)
+    return ebb_seterr(EBB_EIO, "%s -> %s: %s", a, b, strerror(errno));
+  return 0;
+}
+
+/* Opens /dev/shm/NAME for mapping n bytes: a regular file (a peer could name
+ * a FIFO, where open would block, or a symlink) of at least n bytes. */
+static int shm_open_checked(const char *path, int flags, size_t n, int *fd_out) {
+  int fd = open(path, flags | O_CLOEXEC | O_NONBLOCK | O_NOFOLLOW);
   if (fd < 0)
     return ebb_seterr(EBB_EPROTO, "%s: %s", path, strerror(errno));
   struct stat sb;
@@ -420,6 +428,44 @@ int ebb_shm_map(const char *name, size_t n, const void **p) {
     return ebb_seterr(EBB_EPROTO, "%s holds %lld bytes, the message says %zu", path,
                       (long long)sb.st_size, n);
   }
+  *fd_out = fd;
+  return 0;
+}
+
+int ebb_shm_take(const char *from, const char *to, size_t n, void **p) {
+  *p = NULL;
+  if (!ebb_shm_name_ok(from) || !ebb_shm_name_ok(to) || !n)
+    return ebb_seterr(EBB_EPROTO, "shared memory '%s' -> '%s' (%zu bytes): not valid",
+                      from ? from : "", to ? to : "", n);
+  char a[256], b[256];
+  shm_path(from, a, sizeof a);
+  shm_path(to, b, sizeof b);
+  if (rename(a, b) != 0)
+    return ebb_seterr(EBB_EPROTO, "%s: %s", a, strerror(errno));
+  int fd, rc = shm_open_checked(b, O_RDWR, n, &fd);
+  if (!rc) {
+    void *m = mmap(NULL, n, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    close(fd);
+    if (m == MAP_FAILED)
+      rc = ebb_seterr(EBB_EIO, "%s: mapping %zu bytes: %s", b, n, strerror(errno));
+    else
+      *p = m;
+  }
+  if (rc)
+    unlink(b);
+  return rc;
+}
+
+int ebb_shm_map(const char *name, size_t n, const void **p) {
+  *p = NULL;
+  if (!ebb_shm_name_ok(name))
+    return ebb_seterr(EBB_EPROTO, "shared memory name '%s' is not valid", name ? name : "");
+  char path[256];
+  shm_path(name, path, sizeof path);
+  int fd;
+  int rc = shm_open_checked(path, O_RDONLY, n, &fd);
+  if (rc)
+    return rc;
   if (n) {
     void *m = mmap(NULL, n, PROT_READ, MAP_SHARED, fd, 0);
     if (m == MAP_FAILED) {

@@ -66,6 +66,17 @@ int ebb_shm_put(const char *name, const void *data, size_t n);
  * hands it to a worker by name, with no copy at all. Unmap with
  * ebb_shm_unmap(*p, n); the file stays until ebb_shm_unlink. */
 int ebb_shm_create(const char *name, size_t n, void **p);
+/* Gives the file /dev/shm/FROM a second name, /dev/shm/TO (a hard link:
+ * the same bytes, no copy): a payload already in shared memory is handed to
+ * a worker under a name with that worker's prefix. Unlink TO when done;
+ * FROM is untouched. */
+int ebb_shm_link(const char *from, const char *to);
+/* Takes over /dev/shm/FROM, a peer's file, as /dev/shm/TO (a rename: the
+ * peer can no longer reach it by name, and nothing is copied) and maps its
+ * first n bytes (n > 0) read-write into *p. It must be a regular file of at
+ * least n bytes (EBB_EPROTO otherwise, and TO is unlinked). Unmap with
+ * ebb_shm_unmap(*p, n); unlink TO when done. */
+int ebb_shm_take(const char *from, const char *to, size_t n, void **p);
 /* Maps /dev/shm/NAME read-only; it must hold at least n bytes (EBB_EPROTO
  * otherwise). *p is unmapped with ebb_shm_unmap(*p, n). n 0: *p NULL. */
 int ebb_shm_map(const char *name, size_t n, const void **p);
