@@ -140,8 +140,13 @@ class Item:
 
     def __init__(self, d):
         self.raw = d
-        self.kind, self.name = d.get("kind"), d.get("name")
+        kind = self.kind = d.get("kind")
+        self.name = d.get("name")
         self.data = None
+        if kind == "json":
+            self.text = d.get("text", "null")
+            self._value = None
+            return
         if self.kind == "audio":
             self.frames, self.channels, self.rate = d["frames"], d["channels"], d["rate"]
             self.shape = (self.frames, self.channels)
@@ -151,9 +156,6 @@ class Item:
             n = d.get("bytes", 0)
             self._mm = _map(d["shm"], n) if n else None
             self.data = _floats(self._mm, self.shape)
-        elif self.kind == "json":
-            self.text = d.get("text", "null")
-            self._value = None
         elif self.kind == "file":
             self.path = d.get("path")
 
@@ -300,7 +302,9 @@ class _Conn:
 
     def _fill(self, n):
         """Makes the buffer hold at least n unread bytes; False on EOF before any."""
-        if self._start + n > len(self._buf):  # move the unread part down, or grow
+        if self._start == self._end:
+            self._start = self._end = 0
+        elif self._start + n > len(self._buf):  # move the unread part down, or grow
             unread = bytes(self._mv[self._start:self._end])
             if n > len(self._buf):
                 self._mv.release()
@@ -318,19 +322,19 @@ class _Conn:
         return True
 
     def recv(self):
-        if self._start == self._end:
-            self._start = self._end = 0
-        if not self._fill(4):
+        if self._end - self._start < 4 and not self._fill(4):
             return None
-        (n,) = _LEN.unpack_from(self._buf, self._start)
+        s = self._start
+        (n,) = _LEN.unpack_from(self._buf, s)
         if n == 0 or n > MAX_FRAME:
             raise ValueError("bad frame length %d" % n)
-        if not self._fill(4 + n):
-            raise EOFError("ebb closed the connection in the middle of a frame")
-        s = self._start + 4
-        text = str(self._mv[s:s + n], "utf-8")
+        if self._end - s < 4 + n:
+            if not self._fill(4 + n):
+                raise EOFError("ebb closed the connection in the middle of a frame")
+            s = self._start
+        s += 4
         self._start = s + n
-        return _loads(text)
+        return _loads(str(self._mv[s:s + n], "utf-8"))
 
     def send(self, msg):
         body = _ENCODE(msg).encode("utf-8")
@@ -388,9 +392,14 @@ class _Runner:
         if self.stage is None:
             raise StageError("EBB_ESTATE", "run before load")
         items = Items([Item(d) for d in msg.get("items", ())])
-        outs = self._owned(self.stage.run, items, self.ctx) or []
+        ctx = self.ctx
+        if ctx.owner is None:  # (_owned, without the call: this is the hot path)
+            outs = self.stage.run(items, ctx) or ()
+        else:
+            with ctx.owner:
+                outs = self.stage.run(items, ctx) or ()
         return {"type": "result", "items": [o.raw if isinstance(o, Output) else o for o in outs],
-                "memory": self.ctx.memory()}
+                "memory": ctx.memory()}
 
     def release(self, msg):
         if self.stage is not None:
