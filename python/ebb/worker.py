@@ -39,9 +39,43 @@ import traceback
 PROTOCOL = 1
 MAX_FRAME = 16 << 20
 LOG_DEBUG, LOG_INFO, LOG_WARN, LOG_ERROR = range(4)
-# one compact encoder for every frame (json.dumps with separators= builds a
-# new encoder per call); loads runs once per frame, on the body's bytes
-_ENCODE = json.JSONEncoder(separators=(",", ":")).encode
+# The hot path's JSON: json.dumps/JSONEncoder.encode build a new C encoder
+# on every call, and json.loads matches whitespace with a regex around the
+# document; one C encoder made once (compact for frames, json.dumps's own
+# separators for a stage's JSON items) and the C scanner alone do the same
+# work. The pure-Python json module (no _json) keeps the plain calls.
+try:
+    from json.encoder import c_make_encoder as _c_encoder, encode_basestring_ascii as _ascii
+except ImportError:  # pragma: no cover
+    _c_encoder = None
+if _c_encoder is not None:
+    _FRAME = _c_encoder(None, json.JSONEncoder().default, _ascii, None, ":", ",", False, False,
+                        True)
+    _TEXT = _c_encoder(None, json.JSONEncoder().default, _ascii, None, ": ", ", ", False, False,
+                       True)
+
+    def _ENCODE(o):
+        return "".join(_FRAME(o, 0))
+
+    def _dumps(o):
+        return "".join(_TEXT(o, 0))
+else:  # pragma: no cover
+    _ENCODE = json.JSONEncoder(separators=(",", ":")).encode
+    _dumps = json.dumps
+_SCAN = json.JSONDecoder().scan_once
+
+
+def _loads(text):
+    """json.loads for a frame's body: the scanner alone when the document
+    fills the text (it always does from ebb), else json.loads (whitespace
+    around it, or the error's message)."""
+    try:
+        obj, end = _SCAN(text, 0)
+        if end == len(text):
+            return obj
+    except StopIteration:
+        pass
+    return json.loads(text)
 
 try:
     import numpy as _np
@@ -106,8 +140,13 @@ class Item:
 
     def __init__(self, d):
         self.raw = d
-        self.kind, self.name = d.get("kind"), d.get("name")
+        kind = self.kind = d.get("kind")
+        self.name = d.get("name")
         self.data = None
+        if kind == "json":
+            self.text = d.get("text", "null")
+            self._value = None
+            return
         if self.kind == "audio":
             self.frames, self.channels, self.rate = d["frames"], d["channels"], d["rate"]
             self.shape = (self.frames, self.channels)
@@ -117,9 +156,6 @@ class Item:
             n = d.get("bytes", 0)
             self._mm = _map(d["shm"], n) if n else None
             self.data = _floats(self._mm, self.shape)
-        elif self.kind == "json":
-            self.text = d.get("text", "null")
-            self._value = None
         elif self.kind == "file":
             self.path = d.get("path")
 
@@ -232,7 +268,7 @@ class Context:
         return self._copy_in(self.new_tensor(name, shape), data)
 
     def json(self, name, value):
-        return Output({"kind": "json", "name": name, "text": json.dumps(value)})
+        return Output({"kind": "json", "name": name, "text": _dumps(value)})
 
     def file(self, name, path):
         return Output({"kind": "file", "name": name, "path": os.fspath(path)})
@@ -248,41 +284,61 @@ class Context:
 
 
 # --- the protocol -----------------------------------------------------------------
-class _Conn:
-    """Frames over the socket. Reads are buffered: one recv usually brings a
-    whole frame (length and body), and a frame is sent with one sendall."""
+_LEN = struct.Struct("<I")
 
-    def __init__(self, fd):
+
+class _Conn:
+    """Frames over the socket. Reads go into one buffer kept for the whole
+    connection (recv_into: no new buffer per call); one recv usually brings
+    a whole frame (length and body), and what follows it stays for the next.
+    The body is decoded straight from the buffer. A frame is sent with one
+    sendall."""
+
+    def __init__(self, fd, size=65536):
         self.sock = socket.socket(fileno=fd)
-        self._buf = bytearray()
+        self._buf = bytearray(size)
+        self._mv = memoryview(self._buf)
+        self._start = self._end = 0
 
     def _fill(self, n):
-        """Makes the buffer hold at least n bytes; False on EOF before any."""
-        buf = self._buf
-        while len(buf) < n:
-            chunk = self.sock.recv(max(65536, n - len(buf)))
-            if not chunk:
-                if not buf:
+        """Makes the buffer hold at least n unread bytes; False on EOF before any."""
+        if self._start == self._end:
+            self._start = self._end = 0
+        elif self._start + n > len(self._buf):  # move the unread part down, or grow
+            unread = bytes(self._mv[self._start:self._end])
+            if n > len(self._buf):
+                self._mv.release()
+                self._buf = bytearray(n)
+                self._mv = memoryview(self._buf)
+            self._buf[:len(unread)] = unread
+            self._start, self._end = 0, len(unread)
+        while self._end - self._start < n:
+            k = self.sock.recv_into(self._mv[self._end:])
+            if not k:
+                if self._end == self._start:
                     return False
                 raise EOFError("ebb closed the connection in the middle of a frame")
-            buf += chunk
+            self._end += k
         return True
 
     def recv(self):
-        if not self._fill(4):
+        if self._end - self._start < 4 and not self._fill(4):
             return None
-        (n,) = struct.unpack_from("<I", self._buf)
+        s = self._start
+        (n,) = _LEN.unpack_from(self._buf, s)
         if n == 0 or n > MAX_FRAME:
             raise ValueError("bad frame length %d" % n)
-        if not self._fill(4 + n):
-            raise EOFError("ebb closed the connection in the middle of a frame")
-        body = bytes(self._buf[4:4 + n])
-        del self._buf[:4 + n]
-        return json.loads(body.decode("utf-8"))
+        if self._end - s < 4 + n:
+            if not self._fill(4 + n):
+                raise EOFError("ebb closed the connection in the middle of a frame")
+            s = self._start
+        s += 4
+        self._start = s + n
+        return _loads(str(self._mv[s:s + n], "utf-8"))
 
     def send(self, msg):
         body = _ENCODE(msg).encode("utf-8")
-        self.sock.sendall(struct.pack("<I", len(body)) + body)
+        self.sock.sendall(_LEN.pack(len(body)) + body)
 
 
 def _die_with_parent():
@@ -335,10 +391,15 @@ class _Runner:
     def run(self, msg):
         if self.stage is None:
             raise StageError("EBB_ESTATE", "run before load")
-        items = Items(Item(d) for d in msg.get("items", []))
-        outs = self._owned(self.stage.run, items, self.ctx) or []
+        items = Items([Item(d) for d in msg.get("items", ())])
+        ctx = self.ctx
+        if ctx.owner is None:  # (_owned, without the call: this is the hot path)
+            outs = self.stage.run(items, ctx) or ()
+        else:
+            with ctx.owner:
+                outs = self.stage.run(items, ctx) or ()
         return {"type": "result", "items": [o.raw if isinstance(o, Output) else o for o in outs],
-                "memory": self.ctx.memory()}
+                "memory": ctx.memory()}
 
     def release(self, msg):
         if self.stage is not None:

@@ -17,6 +17,7 @@
 
 #include "base/log.h"
 #include "pipeline/host.h"
+#include "pipeline/instance.h"
 #include "pipeline/items.h"
 #include "pipeline/registry.h"
 #include "worker/wire.h"
@@ -27,18 +28,15 @@
 
 typedef struct wk {
   int fd;
+  ebb_wire_reader rd; /* on fd: a request costs one recv */
   char prefix[128]; /* shm names of our outputs */
   char name[128];   /* instance name (log scope) */
   unsigned seq;
   ebb_registry *reg;
   ebb_device *dev;
   ebb_allocator *alloc;
-  ebb_owner *owner;
-  ebb_sctx ctx;
-  int have_ctx;
   const ebb_stage *st;
-  void *state;
-  int loaded;
+  ebb_instance *inst; /* the stage: its load, run and release (instance.h) */
   char outdir[4096];
 } wk;
 
@@ -58,14 +56,15 @@ static int send_error(wk *w, int code, const char *msg) {
 static json_t *memory(wk *w) {
   ebb_owner_stats os = {.size = sizeof os};
   ebb_alloc_stats as = {.size = sizeof as};
-  if (w->owner)
-    ebb_owner_get_stats(w->owner, &os);
+  ebb_owner *owner = w->inst ? ebb_instance_owner(w->inst) : NULL;
+  if (owner)
+    ebb_owner_get_stats(owner, &os);
   if (w->alloc)
     ebb_allocator_get_stats(w->alloc, &as);
   json_t *m = json_pack("{s:I, s:I, s:I, s:I}", "peak_bytes", (json_int_t)os.bytes.peak,
                         "allocated_bytes", (json_int_t)os.bytes.current, "reserved_bytes",
                         (json_int_t)as.reserved.current, "host_peak_bytes",
-                        (json_int_t)(w->owner ? ebb_sctx_host_peak(&w->ctx) : 0));
+                        (json_int_t)(owner ? ebb_sctx_host_peak(ebb_instance_ctx(w->inst)) : 0));
   uint64_t used;
   if (w->dev && ebb_device_kind_of(w->dev) == EBB_DEVICE_CUDA &&
       ebb_device_process_used(w->dev, getpid(), &used) == 0)
@@ -73,18 +72,31 @@ static json_t *memory(wk *w) {
   return m;
 }
 
-static void set_deadline(wk *w, json_t *msg) {
+/* Points the instance at this request: the output directory and the
+ * request's deadline; clears a previous timeout and error. */
+static void bind(wk *w, json_t *msg) {
   json_t *left = json_object_get(msg, "seconds_left");
-  w->ctx.deadline = json_is_number(left) ? ebb_now() + json_number_value(left) : 0;
-  atomic_store(&w->ctx.timed_out, 0);
+  ebb_instance_bind(w->inst, NULL, w->outdir,
+                    json_is_number(left) ? ebb_now() + json_number_value(left) : 0);
 }
 
-/* The stage's message if it set one, else the thread's. */
-static const char *why(wk *w) { return w->ctx.err_msg[0] ? w->ctx.err_msg : ebb_errmsg(); }
-
 /* --- load --------------------------------------------------------------------- */
+/* Opens the device and the allocator, and creates the stage instance. */
+static int open_instance(wk *w, const char *device, const char *opts) {
+  ebb_alloc_opts ao = {.size = sizeof ao, .seg_kind = EBB_SEG_AUTO, .backtraces = -1};
+  int rc = ebb_device_open(device ? device : "cpu", &w->dev);
+  if (!rc)
+    rc = ebb_allocator_create(w->dev, &ao, &w->alloc);
+  if (rc)
+    return rc;
+  ebb_instance_spec spec = {.size = sizeof spec, .dev = w->dev, .alloc = w->alloc,
+                            .stage = w->st, .pipeline = "ebb-worker", .name = w->name,
+                            .options = opts, .output_dir = w->outdir};
+  return ebb_instance_create(&spec, &w->inst);
+}
+
 static int on_load(wk *w, json_t *msg) {
-  if (w->have_ctx)
+  if (w->inst)
     return send_error(w, EBB_ESTATE, "ebb-worker: a stage is already loaded");
   const char *stage = json_string_value(json_object_get(msg, "stage"));
   const char *device = json_string_value(json_object_get(msg, "device"));
@@ -118,29 +130,20 @@ static int on_load(wk *w, json_t *msg) {
   json_decref(merged);
   if (!opts)
     return send_error(w, EBB_ENOMEM, "ebb-worker: out of host memory");
-  ebb_alloc_opts ao = {.size = sizeof ao, .seg_kind = EBB_SEG_AUTO, .backtraces = -1};
-  if ((rc = ebb_device_open(device ? device : "cpu", &w->dev)) ||
-      (rc = ebb_allocator_create(w->dev, &ao, &w->alloc)) ||
-      (rc = ebb_owner_create(w->alloc, w->name, NULL, &w->owner))) {
-    free(opts);
-    return send_error(w, rc, ebb_errmsg());
-  }
-  ebb_owner_set_kind(w->owner, "stage");
-  ebb_sctx_init(&w->ctx, w->dev, w->owner, w->name, w->outdir);
-  w->have_ctx = 1;
-  set_deadline(w, msg);
-  ebb_clearerr();
-  rc = w->st->load(&w->ctx.pub, opts, &w->state);
+  rc = open_instance(w, device, opts);
   free(opts);
   if (rc)
-    return send_error(w, rc, why(w));
-  w->loaded = 1;
+    return send_error(w, rc, ebb_errmsg());
+  bind(w, msg);
+  if ((rc = ebb_instance_load(w->inst)))
+    return send_error(w, rc, ebb_instance_error(w->inst));
   return send_msg(w, json_pack("{s:s, s:o}", "type", "loaded", "memory", memory(w)));
 }
 
 /* --- run ------------------------------------------------------------------------ */
 /* Adds input item #i of a run to in (the protocol's item codec checks it;
- * its payload must carry the hello's shm_prefix, as ebb names them). */
+ * its payload must carry the hello's shm_prefix, as ebb names them). The
+ * payload is mapped from ebb's file, not copied. */
 static int read_item(wk *w, json_t *o, size_t i, ebb_items *in) {
   int rc = ebb_item_from_wire(in, o, i, w->prefix, 0);
   if (rc == EBB_EPROTO)
@@ -148,21 +151,16 @@ static int read_item(wk *w, json_t *o, size_t i, ebb_items *in) {
   return rc;
 }
 
-static int put_out(void *arg, const void *p, size_t n, json_t *o) {
+/* An output's payload, written once into a new file under our prefix. */
+static int put_out(void *arg, const char *shm, size_t n, json_t *o, void **dst) {
   wk *w = arg;
   char name[200];
   snprintf(name, sizeof name, "%so%u", w->prefix, w->seq++);
-  int rc = ebb_shm_put(name, p, n);
-  if (!rc) {
-    json_object_set_new(o, "shm", json_string(name));
-    json_object_set_new(o, "bytes", json_integer((json_int_t)n));
-  }
-  return rc;
+  return ebb_item_put_shm(name, shm, n, o, dst);
 }
 
-
 static int on_run(wk *w, json_t *msg) {
-  if (!w->loaded)
+  if (!w->inst || !ebb_instance_is_loaded(w->inst))
     return send_error(w, EBB_ESTATE, "ebb-worker: run before a successful load");
   ebb_items *in = NULL, *out = NULL;
   json_t *items = json_object_get(msg, "items"), *res = NULL;
@@ -170,17 +168,14 @@ static int on_run(wk *w, json_t *msg) {
   for (size_t i = 0; !rc && i < json_array_size(items); i++)
     rc = read_item(w, json_array_get(items, i), i, in);
   if (!rc)
-    rc = ebb_items_create(w->owner, in, &out);
+    rc = ebb_items_create(ebb_instance_owner(w->inst), in, &out);
   if (rc) {
     rc = send_error(w, rc, ebb_errmsg());
     goto out;
   }
-  set_deadline(w, msg);
-  ebb_sctx_clear_error(&w->ctx);
-  ebb_clearerr();
-  rc = w->st->run(&w->ctx.pub, w->state, in, out);
-  if (rc) {
-    rc = send_error(w, rc, why(w));
+  bind(w, msg);
+  if ((rc = ebb_instance_run(w->inst, in, out))) {
+    rc = send_error(w, rc, ebb_instance_error(w->inst));
     goto out;
   }
   json_t *arr = json_array();
@@ -202,65 +197,46 @@ out:
 }
 
 /* --- release / exit --------------------------------------------------------- */
-static int on_release(wk *w) {
-  if (w->loaded && w->st->release) {
-    int rc = w->st->release(&w->ctx.pub, w->state);
-    if (rc)
-      ebb_log(EBB_LOG_WARN, w->name, "the stage's release failed: %s", why(w));
-    ebb_sctx_clear_error(&w->ctx);
-  }
+/* The stage's release is its instance's (instance.c: drop, unload, leaks,
+ * hand back); what is left here is the process's, as the runner's vacate
+ * does it: the process-wide release callbacks, then trim, the pinned pool
+ * and, at exit, the device context. Returns the bytes handed back. */
+static uint64_t release_process(wk *w, unsigned context) {
+  if (!w->alloc)
+    return 0;
+  ebb_release_callbacks_of(NULL, NULL, NULL);
   ebb_release_result rr = {.size = sizeof rr};
-  if (w->alloc)
-    ebb_release(w->alloc, EBB_RELEASE_DEFAULT, &rr);
-  return send_msg(w, json_pack("{s:s, s:I, s:o}", "type", "released", "released_bytes",
-                               (json_int_t)rr.released_bytes, "memory", memory(w)));
+  ebb_release(w->alloc, EBB_RELEASE_TRIM | EBB_RELEASE_PINNED | context, &rr);
+  return rr.released_bytes;
 }
 
-/* Unloads and gives everything back; answers bye (or the unload's error). */
+/* The protocol's release: the stage drops its caches and stays loaded. */
+static int on_release(wk *w) {
+  ebb_instance_report rep = {.size = sizeof rep};
+  if (w->inst && ebb_instance_is_loaded(w->inst))
+    ebb_instance_drop(w->inst, &rep); /* a failing stage release is logged there */
+  uint64_t released = rep.released_bytes + release_process(w, 0);
+  return send_msg(w, json_pack("{s:s, s:I, s:o}", "type", "released", "released_bytes",
+                               (json_int_t)released, "memory", memory(w)));
+}
+
+/* Releases the instance (its whole sequence; the host says the release
+ * line), then the process's part with the context; answers bye (or the
+ * unload's error). */
 static int on_exit_msg(wk *w) {
-  int err = 0;
-  char msg[1024] = "";
-  uint64_t released = 0, leaked = 0;
-  if (w->loaded) {
-    ebb_sctx_clear_error(&w->ctx);
-    w->st->unload(&w->ctx.pub, w->state);
-    w->loaded = 0;
-    if (w->ctx.err_code) {
-      err = w->ctx.err_code;
-      snprintf(msg, sizeof msg, "%s", w->ctx.err_msg);
-    }
-  }
-  if (w->have_ctx) {
-    uint64_t raw0 = w->ctx.raw_freed;
-    ebb_sctx_cleanup(&w->ctx);
-    released += w->ctx.raw_freed - raw0;
-    w->have_ctx = 0;
-  }
-  if (w->owner) {
-    ebb_leak_report *rep = NULL;
-    ebb_owner_destroy(w->owner, &rep);
-    w->owner = NULL;
-    if (rep) {
-      leaked = rep->bytes;
-      ebb_leak_report_log(rep);
-      ebb_leak_report_free(rep);
-    }
-  }
-  if (w->alloc) {
-    ebb_release_result rr = {.size = sizeof rr};
-    ebb_release(w->alloc, EBB_RELEASE_DEFAULT | EBB_RELEASE_CONTEXT, &rr);
-    released += rr.released_bytes;
-  }
-  if (err)
-    return send_error(w, err, msg);
+  ebb_instance_report rep = {.size = sizeof rep};
+  if (w->inst && ebb_instance_state_of(w->inst) != EBB_INSTANCE_RELEASED)
+    ebb_instance_release(w->inst, &(ebb_instance_plan){.no_line = 1}, &rep);
+  uint64_t released = rep.released_bytes + release_process(w, EBB_RELEASE_CONTEXT);
+  if (rep.unload_error)
+    return send_error(w, rep.unload_error, rep.unload_message);
   return send_msg(w, json_pack("{s:s, s:I, s:I}", "type", "bye", "released_bytes",
-                               (json_int_t)released, "leaked_bytes", (json_int_t)leaked));
+                               (json_int_t)released, "leaked_bytes",
+                               (json_int_t)rep.leaked_bytes));
 }
 
 static void teardown(wk *w) {
-  if (w->have_ctx)
-    ebb_sctx_cleanup(&w->ctx);
-  ebb_owner_destroy(w->owner, NULL);
+  ebb_instance_destroy(w->inst); /* released quietly if the host never said exit */
   ebb_allocator_destroy(w->alloc);
   ebb_device_close(w->dev);
   ebb_registry_destroy(w->reg);
@@ -306,12 +282,14 @@ int main(int argc, char **argv) {
   if (parent && atol(parent) != (long)getppid())
     return 1;
   signal(SIGPIPE, SIG_IGN);
-  wk w = {.fd = atoi(fds)};
+  static wk w; /* the reader's buffer is 64 KiB: not on the stack */
+  w.fd = atoi(fds);
+  ebb_wire_reader_init(&w.rd, w.fd);
   snprintf(w.name, sizeof w.name, "worker");
   int status = 0;
   for (;;) {
     json_t *msg = NULL;
-    int rc = ebb_wire_recv(w.fd, 0, NULL, &msg);
+    int rc = ebb_wire_read(&w.rd, 0, NULL, &msg);
     if (rc == EBB_EIO) /* the host closed: we are done */
       break;
     if (rc) {

@@ -272,6 +272,8 @@ static void log_released(ebb_instance *in, const ebb_instance_report *rep) {
             (long long)(delta / (1 << 20)), MIB(bytes));
 }
 
+static void report_out(const ebb_instance_report *rep, ebb_instance_report *out);
+
 int ebb_instance_release(ebb_instance *in, const ebb_instance_plan *plan,
                          ebb_instance_report *out) {
   static const ebb_instance_plan plain = {0};
@@ -293,16 +295,39 @@ int ebb_instance_release(ebb_instance *in, const ebb_instance_plan *plan,
   teardown_owner(in, plan, &rep);         /* 4. leaks reported and freed */
   hand_back(in, plan, &rep);              /* 5. trim, pinned, maybe the context */
   rep.driver_free_after = driver_free(in);/* 6. the driver's view */
-  if (!plan->quiet)
+  if (!plan->quiet && !plan->no_line)
     log_released(in, &rep);               /* 7. [name] released N MiB of GPU memory */
 
   in->ctx.release_note[0] = '\0';
   ebb_instance_enter(in, EBB_INSTANCE_RELEASED);
-  if (out) {
-    uint32_t keep = out->size && out->size < sizeof rep ? out->size : sizeof rep;
-    memcpy(out, &rep, keep);
-    out->size = keep;
-  }
+  report_out(&rep, out);
+  return 0;
+}
+
+static void report_out(const ebb_instance_report *rep, ebb_instance_report *out) {
+  if (!out)
+    return;
+  uint32_t keep = out->size && out->size < sizeof *rep ? out->size : sizeof *rep;
+  memcpy(out, rep, keep);
+  out->size = keep;
+}
+
+int ebb_instance_drop(ebb_instance *in, ebb_instance_report *out) {
+  if (!in)
+    return ebb_seterr(EBB_EINVAL, "stage instance: none given to drop");
+  if (in->state != EBB_INSTANCE_LOADED && in->state != EBB_INSTANCE_IDLE)
+    return ebb_seterr(EBB_ESTATE, "stage '%s' of pipeline '%s': cannot drop its caches: it is "
+                      "%s, not loaded", in->ctx.name, in->pipeline,
+                      ebb_instance_state_name(in->state));
+  ebb_instance_report rep = {.size = sizeof rep};
+  rep.driver_free_before = driver_free(in);
+  mark(in, "drop");
+  drop(in, &rep);
+  ebb_release_result rr = {.size = sizeof rr};
+  ebb_release(in->alloc, EBB_RELEASE_TRIM | EBB_RELEASE_PINNED, &rr);
+  rep.released_bytes = rr.released_bytes;
+  rep.driver_free_after = driver_free(in);
+  report_out(&rep, out);
   return 0;
 }
 

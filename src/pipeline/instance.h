@@ -101,6 +101,9 @@ typedef struct ebb_instance_plan {
   int with_context; /* 1: the caller knows no other instance is loaded: the
                        device context goes back too and is counted in this
                        instance's line (the next stage needs no GPU) */
+  int no_line;      /* 1: no `[name] released N MiB` line, though not quiet:
+                       ebb-worker, whose host says that line for the whole
+                       worker; leak lines and warnings still appear */
 } ebb_instance_plan;
 
 /* What a release did. Every field is filled (0 when nothing happened). */
@@ -169,6 +172,14 @@ void ebb_instance_bind(ebb_instance *in, const atomic_int *cancel, const char *o
  * RUNNING or already RELEASED. */
 int ebb_instance_release(ebb_instance *in, const ebb_instance_plan *plan,
                          ebb_instance_report *rep);
+
+/* Drops what the instance cached and keeps it loaded (the worker
+ * protocol's "release"): step 1 of ebb_instance_release (the stage's own
+ * release, then its own callbacks), then trim and the pinned pool. LOADED or
+ * IDLE only (EBB_ESTATE otherwise); the state does not change. rep (may be
+ * NULL): released_bytes, callbacks_run/failed, drop_error and the driver's
+ * free memory before/after; the rest 0. */
+int ebb_instance_drop(ebb_instance *in, ebb_instance_report *rep);
 
 /* Sleep (issue 12): LOADED or IDLE -> PARKED ("asleep"). The drop runs (the
  * stage's release, the registry's callbacks: caches go), then the owner

@@ -387,31 +387,28 @@ out:
 }
 
 /* --- run ------------------------------------------------------------------ */
-static int put_payload(iso *s, const void *p, size_t n, json_t *item, json_t *names) {
-  char name[128];
-  snprintf(name, sizeof name, "%si%u", ebb_wproc_shm_prefix(s->w), s->seq++);
-  int rc = ebb_shm_put(name, p, n);
-  if (rc)
-    return rc;
-  json_array_append_new(names, json_string(name));
-  json_object_set_new(item, "shm", json_string(name));
-  json_object_set_new(item, "bytes", json_integer((json_int_t)n));
-  return 0;
-}
-
+/* Stores an input's payload under this worker's prefix (ebb_item_put_shm):
+ * an item that already owns a shared-memory file (a previous worker's
+ * output) is handed over by name with no copy, any other is written once
+ * into a new file; every name is unlinked once the run is answered. */
 typedef struct put_ctx {
   iso *s;
   json_t *names;
 } put_ctx;
 
-static int put_input(void *arg, const void *p, size_t n, json_t *item) {
+static int put_input(void *arg, const char *shm, size_t n, json_t *item, void **dst) {
   put_ctx *pc = arg;
-  return put_payload(pc->s, p, n, item, pc->names);
+  char name[128];
+  snprintf(name, sizeof name, "%si%u", ebb_wproc_shm_prefix(pc->s->w), pc->s->seq++);
+  int rc = ebb_item_put_shm(name, shm, n, item, dst);
+  if (!rc)
+    json_array_append_new(pc->names, json_string(name));
+  return rc;
 }
 
-
 /* Adds output item #i of the worker's result to out (the protocol's item
- * codec checks it; its payload must carry the hello's shm_prefix). */
+ * codec checks it; its payload must carry the hello's shm_prefix). The
+ * payload is not copied: ebb takes the worker's file over. */
 static int decode_item(iso *s, json_t *o, size_t i, ebb_items *out) {
   int rc = ebb_item_from_wire(out, o, i, ebb_wproc_shm_prefix(s->w), 1);
   if (rc == EBB_EPROTO)

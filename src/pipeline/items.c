@@ -1,7 +1,10 @@
 #include "pipeline/items.h"
 
+#include <stdatomic.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "worker/item_wire.h"
 #include "worker/wire.h"
@@ -25,8 +28,16 @@ int ebb_items_create(ebb_owner *job_owner, const ebb_items *parent, ebb_items **
 
 static void rec_free(ebb_items *items, ebb_item_rec *r) {
   free(r->name);
-  free(r->samples);
-  free(r->data);
+  if (r->map_bytes) { /* a shared-memory payload: unmapped, and unlinked if ours */
+    ebb_shm_unmap(r->kind == EBB_ITEM_AUDIO ? (void *)r->samples : (void *)r->data,
+                  r->map_bytes);
+    if (r->shm)
+      ebb_shm_unlink(r->shm);
+  } else {
+    free(r->samples);
+    free(r->data);
+  }
+  free(r->shm);
   free(r->text);
   if (r->dptr && items->owner)
     ebb_mem_free(ebb_owner_allocator(items->owner), r->dptr);
@@ -240,27 +251,23 @@ int ebb_items_take(ebb_items *dst, ebb_items *src) {
   return 0;
 }
 
-/* The payload of an audio or tensor item as host bytes: it->samples or
- * it->data, or a device tensor copied into *tmp (caller frees). */
-static int host_payload(const ebb_item_rec *it, ebb_device *dev, size_t n, const void **p,
-                        float **tmp) {
-  *tmp = NULL;
-  *p = it->kind == EBB_ITEM_AUDIO ? (const void *)it->samples : (const void *)it->data;
-  if (*p || !n)
-    return 0;
-  /* a device tensor crosses as host bytes */
-  if (!(*tmp = malloc(n)))
-    return ebb_seterr(EBB_ENOMEM, "item '%s': out of host memory", it->name);
-  *p = *tmp;
-  return ebb_device_copy_dtoh(dev, *tmp, it->dptr, n);
-}
-
 json_t *ebb_item_describe(const ebb_item_rec *it) {
   ebb_wire_item w = {.kind = it->kind, .name = it->name, .text = it->text,
                      .frames = it->frames, .channels = it->channels, .rate = it->rate,
                      .ndim = it->ndim};
   memcpy(w.shape, it->shape, sizeof w.shape);
   return ebb_wire_item_encode(&w);
+}
+
+/* Fills a new payload file (dst, n bytes) from the item: its host bytes,
+ * or a device tensor copied from the device straight into the file. */
+static int fill_payload(const ebb_item_rec *it, ebb_device *dev, void *dst, size_t n) {
+  const void *p = it->kind == EBB_ITEM_AUDIO ? (const void *)it->samples : (const void *)it->data;
+  if (p) {
+    memcpy(dst, p, n);
+    return 0;
+  }
+  return ebb_device_copy_dtoh(dev, dst, it->dptr, n);
 }
 
 int ebb_item_to_wire(const ebb_item_rec *it, ebb_device *dev, ebb_item_put_fn put, void *arg,
@@ -273,39 +280,97 @@ int ebb_item_to_wire(const ebb_item_rec *it, ebb_device *dev, ebb_item_put_fn pu
   uint64_t elems = it->kind == EBB_ITEM_AUDIO ? it->frames * it->channels
                                               : ebb_tensor_elems(it->ndim, it->shape);
   size_t n = (size_t)elems * sizeof(float);
-  const void *p;
-  float *tmp;
-  int rc = host_payload(it, dev, n, &p, &tmp);
-  if (!rc)
-    rc = put(arg, p, n, o);
-  free(tmp);
+  void *dst = NULL;
+  int rc = put(arg, n ? it->shm : NULL, n, o, &dst); /* it->shm: handed over, no copy */
+  if (rc || !dst)
+    return rc;
+  rc = fill_payload(it, dev, dst, n);
+  ebb_shm_unmap(dst, n);
+  if (rc)
+    return ebb_errctx(rc, "item '%s': ", it->name);
+  return 0;
+}
+
+int ebb_item_put_shm(const char *name, const char *shm, size_t n, json_t *obj, void **dst) {
+  *dst = NULL;
+  int rc = shm ? ebb_shm_link(shm, name) : n ? ebb_shm_create(name, n, dst)
+                                             : ebb_shm_put(name, NULL, 0);
+  if (!rc && (rc = ebb_wire_item_set_payload(obj, name, n)) && *dst) {
+    ebb_shm_unmap(*dst, n);
+    *dst = NULL;
+  }
+  return rc;
+}
+
+/* Adds the decoded item w whose payload is the mapping map (w->bytes
+ * long); owned: the file's name when the item owns it. On failure the
+ * caller still holds map and the file. */
+static int add_mapped(ebb_items *out, const ebb_wire_item *w, void *map, const char *owned) {
+  ebb_item_rec *r;
+  int rc = add_rec(out, w->name, w->kind, &r);
+  if (rc)
+    return rc;
+  if (owned && !(r->shm = strdup(owned)))
+    return drop_last(out, ebb_seterr(EBB_ENOMEM, "item '%s': out of host memory", w->name));
+  r->map_bytes = w->bytes;
+  if (w->kind == EBB_ITEM_AUDIO) {
+    r->samples = map;
+    r->frames = w->frames;
+    r->channels = w->channels;
+    r->rate = w->rate;
+  } else {
+    r->data = map;
+    r->ndim = w->ndim;
+    memcpy(r->shape, w->shape, sizeof r->shape);
+  }
+  out->n++;
+  return 0;
+}
+
+/* A payload of a decoded item, without a copy: taken over (take) or mapped
+ * from the sender's file. */
+static int add_payload(ebb_items *out, ebb_wire_item *w, int take) {
+  static atomic_uint seq;
+  char name[64];
+  void *map = NULL;
+  int rc;
+  if (take) {
+    snprintf(name, sizeof name, "ebb-h%ld-%u", (long)getpid(), atomic_fetch_add(&seq, 1));
+    if ((rc = ebb_shm_take(w->shm, name, w->bytes, &map)))
+      return ebb_errctx(EBB_EPROTO, "item #%zu ('%.100s'): ", w->index + 1, w->name);
+  } else {
+    if ((rc = ebb_wire_item_map(w)))
+      return rc;
+    map = (void *)w->data;
+  }
+  rc = add_mapped(out, w, map, take ? name : NULL);
+  if (rc) {
+    ebb_shm_unmap(map, w->bytes);
+    if (take)
+      ebb_shm_unlink(name);
+  }
   return rc;
 }
 
 int ebb_item_from_wire(ebb_items *out, const json_t *o, size_t index, const char *shm_prefix,
-                       int unlink_payload) {
+                       int take) {
   ebb_wire_item w;
   int rc = ebb_wire_item_decode(o, index, shm_prefix, &w);
-  if (!rc)
-    rc = ebb_wire_item_map(&w);
-  if (!rc) {
-    switch (w.kind) {
-    case EBB_ITEM_AUDIO:
-      rc = ebb_items_add_audio(out, w.name, w.data, w.frames, w.channels, w.rate);
-      break;
-    case EBB_ITEM_TENSOR:
-      rc = ebb_items_add_tensor(out, w.name, w.data, w.ndim, w.shape);
-      break;
-    case EBB_ITEM_JSON:
-      rc = ebb_items_add_json(out, w.name, w.text);
-      break;
-    case EBB_ITEM_FILE:
-      rc = ebb_items_add_file(out, w.name, w.text);
-      break;
-    }
+  if (rc)
+    return rc;
+  switch (w.kind) {
+  case EBB_ITEM_AUDIO:
+    if (w.bytes)
+      return add_payload(out, &w, take);
+    return ebb_items_add_audio(out, w.name, NULL, 0, w.channels, w.rate);
+  case EBB_ITEM_TENSOR:
+    if (w.bytes)
+      return add_payload(out, &w, take);
+    return ebb_items_add_tensor(out, w.name, NULL, w.ndim, w.shape);
+  case EBB_ITEM_JSON:
+    return ebb_items_add_json(out, w.name, w.text);
+  case EBB_ITEM_FILE:
+    return ebb_items_add_file(out, w.name, w.text);
   }
-  ebb_wire_item_unmap(&w);
-  if (unlink_payload && w.shm) /* decoded, so its name has the peer's prefix */
-    ebb_shm_unlink(w.shm);
-  return rc;
+  return 0;
 }

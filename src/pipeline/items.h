@@ -31,6 +31,13 @@ typedef struct ebb_item_rec {
   uint64_t shape[8];
   /* JSON text / FILE path */
   char *text;
+  /* AUDIO/TENSOR whose payload is a shared-memory mapping, not a heap
+   * block (the worker protocol's files): samples/data point into it and
+   * map_bytes is its length (0: a heap block). shm: the file's name when
+   * the item owns the file (unlinked with the item; it can be handed to a
+   * worker by name, with no copy); NULL when it only maps a peer's. */
+  size_t map_bytes;
+  char *shm;
 } ebb_item_rec;
 
 /* job_owner: owner for device tensors (may be NULL: no device tensors).
@@ -69,22 +76,32 @@ int ebb_items_take(ebb_items *dst, ebb_items *src);
  * json_decref), NULL when out of memory. */
 json_t *ebb_item_describe(const ebb_item_rec *it);
 /* The worker protocol's description of an item (docs/worker-protocol.md),
- * through the protocol's one item codec (src/worker/item_wire.h):
- * a new JSON object with name, kind and metadata (audio: frames, channels,
- * rate; tensor: shape; json: text; file: path) appended to arr. Audio and
- * tensor bytes are handed to put(arg, bytes, n, obj), which stores them
- * (shared memory) and adds their reference to obj; a device tensor is copied
- * to the host first (dev). */
-typedef int (*ebb_item_put_fn)(void *arg, const void *bytes, size_t n, json_t *obj);
+ * through the protocol's one item codec (src/worker/item_wire.h): a new
+ * JSON object with name, kind and metadata (audio: frames, channels, rate;
+ * tensor: shape; json: text; file: path) appended to arr. An audio or tensor
+ * payload of n bytes goes through put(arg, shm, n, obj, &dst), which adds
+ * its reference to obj: for an item that owns a shared-memory file (shm
+ * non-NULL) it hands that file over by name and nothing is copied; else it
+ * makes a new file, mapped read-write into *dst, which the codec fills once
+ * (host bytes copied; a device tensor copied from the device straight into
+ * it) and unmaps. ebb_item_put_shm is such a put. */
+typedef int (*ebb_item_put_fn)(void *arg, const char *shm, size_t n, json_t *obj, void **dst);
 int ebb_item_to_wire(const ebb_item_rec *it, ebb_device *dev, ebb_item_put_fn put, void *arg,
                      json_t *arr);
+/* The put of both ends, for the file /dev/shm/NAME (the sender's prefix
+ * and a sequence): a hard link to shm when given, else a new file of n
+ * bytes (*dst mapped; NULL for n 0); adds "shm": name, "bytes": n to obj. */
+int ebb_item_put_shm(const char *name, const char *shm, size_t n, json_t *obj, void **dst);
 /* The other way: decodes and range-checks the item object o (the index-th
- * of its message; ebb_wire_item_decode), copies its payload out of shared
- * memory and adds it to out. A payload must be named with shm_prefix (NULL:
- * any valid name); unlink_payload: unlink its file once copied (the host,
- * for a worker's results). EBB_EPROTO "item #N ..." for a bad item. */
+ * of its message; ebb_wire_item_decode) and adds it to out without copying
+ * its payload. A payload must be named with shm_prefix (NULL: any valid
+ * name). take 1 (the host, for a worker's results): the item takes the file
+ * over (renamed into ebb's own names, "ebb-h<pid>-<n>", mapped, unlinked
+ * with the item), so it can go on to the next worker by name; take 0 (a
+ * worker, for its inputs): the item maps the sender's file read-only and
+ * leaves it to the sender. EBB_EPROTO "item #N ..." for a bad item. */
 int ebb_item_from_wire(ebb_items *out, const json_t *o, size_t index, const char *shm_prefix,
-                       int unlink_payload);
+                       int take);
 
 /* Elements of a tensor with this shape (1 for ndim 0); UINT64_MAX on
  * overflow or ndim > 8. */

@@ -26,6 +26,7 @@ struct ebb_wproc {
   int status;   /* wait status once reaped */
   char label[128];
   char prefix[64];
+  ebb_wire_reader rd; /* on fd: reads ahead, so an answer costs one recv */
 };
 
 /* --- workers still running at exit ----------------------------------------- */
@@ -163,6 +164,7 @@ int ebb_wproc_spawn(const char *exe, const char *const *args, size_t nargs, cons
   live_set(w->pid, 1);
   w->fd = sv[0];
   sv[0] = -1;
+  ebb_wire_reader_init(&w->rd, w->fd);
   snprintf(w->prefix, sizeof w->prefix, "ebb-w%ld-%ld-", (long)getpid(), (long)w->pid);
   *out = w;
 fail:
@@ -264,7 +266,7 @@ int ebb_wproc_recv(ebb_wproc *w, double deadline, const atomic_int *cancel, json
                       w ? w->label : "?");
   for (;;) {
     json_t *m = NULL;
-    int rc = ebb_wire_recv(w->fd, deadline, cancel, &m);
+    int rc = ebb_wire_read(&w->rd, deadline, cancel, &m);
     if (rc)
       return rc;
     const char *type = json_string_value(json_object_get(m, "type"));

@@ -10,6 +10,7 @@
 #include <sys/mman.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/time.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -177,40 +178,152 @@ static int read_full(int fd, unsigned char *buf, size_t n, size_t *got, double d
   return 0;
 }
 
-int ebb_wire_recv(int fd, double deadline, const atomic_int *cancel, json_t **msg) {
-  unsigned char hdr[4];
-  size_t got;
-  *msg = NULL;
-  int rc = read_full(fd, hdr, 4, &got, deadline, cancel, 0);
-  if (rc == 1 && got == 0)
+/* The error of a frame that could not be read whole: rc from read_full or
+ * fill (1: EOF), got: bytes of the part being read (the length when
+ * body_len is 0, else the body). */
+static int frame_error(int rc, size_t got, uint32_t body_len) {
+  const char *what = rc == EBB_ETIMEDOUT ? "timed out" : "cancelled";
+  if (rc == 1 && !body_len && got == 0)
     return ebb_seterr(EBB_EIO, "the peer closed the connection");
-  if (rc == 1)
+  if (rc == 1 && !body_len)
     return ebb_seterr(EBB_EPROTO, "truncated frame: the connection closed after %zu of 4 "
                                   "length bytes", got);
+  if (rc == 1)
+    return ebb_seterr(EBB_EPROTO, "truncated frame: the connection closed after %zu of %u bytes",
+                      got, body_len);
+  if ((rc == EBB_ETIMEDOUT || rc == EBB_ECANCELED) && !body_len)
+    return ebb_seterr(rc, "%s while waiting for a message", what);
   if (rc == EBB_ETIMEDOUT || rc == EBB_ECANCELED)
-    return ebb_seterr(rc, "%s while waiting for a message",
-                      rc == EBB_ETIMEDOUT ? "timed out" : "cancelled");
-  if (rc)
-    return rc;
-  uint32_t len = le32(hdr);
+    return ebb_seterr(rc, "%s in the middle of a %u-byte frame", what, body_len);
+  return rc;
+}
+
+static int check_len(uint32_t len) {
   if (len == 0)
     return ebb_seterr(EBB_EPROTO, "empty frame (length 0)");
   if (len > EBB_WIRE_MAX_FRAME)
     return ebb_seterr(EBB_EPROTO, "oversized frame: length %u bytes, the limit is %u", len,
                       EBB_WIRE_MAX_FRAME);
+  return 0;
+}
+
+int ebb_wire_recv(int fd, double deadline, const atomic_int *cancel, json_t **msg) {
+  unsigned char hdr[4];
+  size_t got;
+  *msg = NULL;
+  int rc = read_full(fd, hdr, 4, &got, deadline, cancel, 0);
+  if (rc)
+    return frame_error(rc, got, 0);
+  uint32_t len = le32(hdr);
+  if ((rc = check_len(len)))
+    return rc;
   unsigned char *body = malloc(len);
   if (!body)
     return ebb_seterr(EBB_ENOMEM, "a %u-byte frame: out of host memory", len);
   rc = read_full(fd, body, len, &got, deadline, cancel, 1);
-  if (rc == 1)
-    rc = ebb_seterr(EBB_EPROTO, "truncated frame: the connection closed after %zu of %u bytes",
-                    got, len);
-  else if (rc == EBB_ETIMEDOUT || rc == EBB_ECANCELED)
-    rc = ebb_seterr(rc, "%s in the middle of a %u-byte frame",
-                    rc == EBB_ETIMEDOUT ? "timed out" : "cancelled", len);
-  else if (!rc)
-    rc = check_body(body, len, msg);
+  rc = rc ? frame_error(rc, got, len) : check_body(body, len, msg);
   free(body);
+  return rc;
+}
+
+/* --- the reader (wire.h): one recv per small frame, no allocation ---------------- */
+#define WAKE_MS 100
+
+void ebb_wire_reader_init(ebb_wire_reader *r, int fd) {
+  r->fd = fd;
+  r->timed = 0;
+  r->start = r->end = 0;
+}
+
+/* One recv into dst[0..n): the bytes read (> 0), 0 at EOF, or a negative
+ * EBB_ code (EBB_ECANCELED, EBB_ETIMEDOUT, EBB_EIO). It blocks in recv
+ * itself; with a deadline or a cancel flag the socket's SO_RCVTIMEO wakes
+ * it every WAKE_MS to look at them, and the last stretch before the
+ * deadline is a poll of exactly what is left. */
+static ssize_t recv_some(ebb_wire_reader *r, void *dst, size_t n, double deadline,
+                         const atomic_int *cancel) {
+  if ((deadline > 0 || cancel) && !r->timed) {
+    struct timeval tv = {0, WAKE_MS * 1000};
+    if (setsockopt(r->fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv) != 0)
+      return ebb_seterr(EBB_EIO, "setting the socket's receive timeout: %s", strerror(errno));
+    r->timed = 1;
+  }
+  for (;;) {
+    if (cancel && atomic_load(cancel))
+      return EBB_ECANCELED;
+    if (deadline > 0) {
+      double left = deadline - mono_now();
+      if (left <= 0)
+        return EBB_ETIMEDOUT;
+      if (left * 1000 < WAKE_MS) {
+        struct pollfd pf = {.fd = r->fd, .events = POLLIN};
+        int pr = poll(&pf, 1, (int)(left * 1000) + 1);
+        if (pr < 0 && errno != EINTR)
+          return ebb_seterr(EBB_EIO, "waiting for a protocol message: %s", strerror(errno));
+        if (pr <= 0)
+          continue;
+      }
+    }
+    ssize_t got = recv(r->fd, dst, n, 0);
+    if (got >= 0)
+      return got;
+    if (errno == EINTR || errno == EAGAIN || errno == EWOULDBLOCK)
+      continue; /* a signal, or SO_RCVTIMEO's wake-up */
+    if (errno == ECONNRESET)
+      return 0;
+    return ebb_seterr(EBB_EIO, "reading: %s", strerror(errno));
+  }
+}
+
+/* Makes the buffer hold need (<= its size) unread bytes: 0, 1 at EOF, or a
+ * negative EBB_ code. */
+static int fill(ebb_wire_reader *r, size_t need, double deadline, const atomic_int *cancel) {
+  if (r->start + need > sizeof r->buf) { /* the frame wraps: move what is unread down */
+    memmove(r->buf, r->buf + r->start, r->end - r->start);
+    r->end -= r->start;
+    r->start = 0;
+  }
+  while (r->end - r->start < need) {
+    ssize_t k = recv_some(r, r->buf + r->end, sizeof r->buf - r->end, deadline, cancel);
+    if (k <= 0)
+      return k ? (int)k : 1;
+    r->end += (size_t)k;
+  }
+  return 0;
+}
+
+/* A frame too large for the buffer: the part already read, then the rest
+ * straight into a block of its own (nothing past the frame is read). */
+static int read_big(ebb_wire_reader *r, uint32_t len, double deadline, const atomic_int *cancel,
+                    json_t **msg) {
+  size_t have = r->end - r->start - 4, got = 0;
+  unsigned char *body = malloc(len);
+  if (!body)
+    return ebb_seterr(EBB_ENOMEM, "a %u-byte frame: out of host memory", len);
+  memcpy(body, r->buf + r->start + 4, have);
+  r->start = r->end = 0;
+  int rc = read_full(r->fd, body + have, len - have, &got, deadline, cancel, 1);
+  rc = rc ? frame_error(rc, have + got, len) : check_body(body, len, msg);
+  free(body);
+  return rc;
+}
+
+int ebb_wire_read(ebb_wire_reader *r, double deadline, const atomic_int *cancel, json_t **msg) {
+  *msg = NULL;
+  if (r->start == r->end)
+    r->start = r->end = 0;
+  int rc = fill(r, 4, deadline, cancel);
+  if (rc)
+    return frame_error(rc, r->end - r->start, 0);
+  uint32_t len = le32(r->buf + r->start);
+  if ((rc = check_len(len)))
+    return rc;
+  if (4 + (size_t)len > sizeof r->buf)
+    return read_big(r, len, deadline, cancel, msg);
+  if ((rc = fill(r, 4 + (size_t)len, deadline, cancel)))
+    return frame_error(rc, r->end - r->start - 4, len);
+  rc = check_body(r->buf + r->start + 4, len, msg); /* parsed where it lies */
+  r->start += 4 + (size_t)len;
   return rc;
 }
 
@@ -287,14 +400,22 @@ int ebb_shm_create(const char *name, size_t n, void **p) {
   return 0;
 }
 
-int ebb_shm_map(const char *name, size_t n, const void **p) {
-  *p = NULL;
-  if (!ebb_shm_name_ok(name))
-    return ebb_seterr(EBB_EPROTO, "shared memory name '%s' is not valid", name ? name : "");
-  char path[256];
-  shm_path(name, path, sizeof path);
-  /* a peer could name a FIFO (open would block) or a symlink: plain files only */
-  int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOFOLLOW);
+int ebb_shm_link(const char *from, const char *to) {
+  if (!ebb_shm_name_ok(from) || !ebb_shm_name_ok(to))
+    return ebb_seterr(EBB_EINVAL, "shared memory names '%s' -> '%s': not valid",
+                      from ? from : "", to ? to : "");
+  char a[256], b[256];
+  shm_path(from, a, sizeof a);
+  shm_path(to, b, sizeof b);
+  if (link(a, b) != 0)
+    return ebb_seterr(EBB_EIO, "%s -> %s: %s", a, b, strerror(errno));
+  return 0;
+}
+
+/* Opens /dev/shm/NAME for mapping n bytes: a regular file (a peer could name
+ * a FIFO, where open would block, or a symlink) of at least n bytes. */
+static int shm_open_checked(const char *path, int flags, size_t n, int *fd_out) {
+  int fd = open(path, flags | O_CLOEXEC | O_NONBLOCK | O_NOFOLLOW);
   if (fd < 0)
     return ebb_seterr(EBB_EPROTO, "%s: %s", path, strerror(errno));
   struct stat sb;
@@ -307,6 +428,44 @@ int ebb_shm_map(const char *name, size_t n, const void **p) {
     return ebb_seterr(EBB_EPROTO, "%s holds %lld bytes, the message says %zu", path,
                       (long long)sb.st_size, n);
   }
+  *fd_out = fd;
+  return 0;
+}
+
+int ebb_shm_take(const char *from, const char *to, size_t n, void **p) {
+  *p = NULL;
+  if (!ebb_shm_name_ok(from) || !ebb_shm_name_ok(to) || !n)
+    return ebb_seterr(EBB_EPROTO, "shared memory '%s' -> '%s' (%zu bytes): not valid",
+                      from ? from : "", to ? to : "", n);
+  char a[256], b[256];
+  shm_path(from, a, sizeof a);
+  shm_path(to, b, sizeof b);
+  if (rename(a, b) != 0)
+    return ebb_seterr(EBB_EPROTO, "%s: %s", a, strerror(errno));
+  int fd, rc = shm_open_checked(b, O_RDWR, n, &fd);
+  if (!rc) {
+    void *m = mmap(NULL, n, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    close(fd);
+    if (m == MAP_FAILED)
+      rc = ebb_seterr(EBB_EIO, "%s: mapping %zu bytes: %s", b, n, strerror(errno));
+    else
+      *p = m;
+  }
+  if (rc)
+    unlink(b);
+  return rc;
+}
+
+int ebb_shm_map(const char *name, size_t n, const void **p) {
+  *p = NULL;
+  if (!ebb_shm_name_ok(name))
+    return ebb_seterr(EBB_EPROTO, "shared memory name '%s' is not valid", name ? name : "");
+  char path[256];
+  shm_path(name, path, sizeof path);
+  int fd;
+  int rc = shm_open_checked(path, O_RDONLY, n, &fd);
+  if (rc)
+    return rc;
   if (n) {
     void *m = mmap(NULL, n, PROT_READ, MAP_SHARED, fd, 0);
     if (m == MAP_FAILED) {

@@ -37,6 +37,26 @@ int ebb_wire_send(int fd, const json_t *msg);
  * the middle of a frame or a bad frame -> EBB_EPROTO. *msg: new reference. */
 int ebb_wire_recv(int fd, double deadline, const atomic_int *cancel, json_t **msg);
 
+/* The hot path's reader: one per connection, kept across frames. It reads
+ * ahead into its own buffer (what a recv brings beyond the current frame
+ * stays for the next), so a small frame costs one recv and no allocation:
+ * the body is parsed where it lies. With a deadline or a cancel flag it
+ * waits in a blocking recv that wakes every 100 ms (SO_RCVTIMEO, set once
+ * on the socket), not in a poll before each read; in the last 100 ms
+ * before a deadline it polls for exactly what is left. A frame larger than
+ * the buffer is read into a block of its own. */
+#define EBB_WIRE_READER_BUF 65536
+typedef struct ebb_wire_reader {
+  int fd;
+  int timed;                /* SO_RCVTIMEO is set on fd */
+  size_t start, end;        /* unread bytes: buf[start..end) */
+  unsigned char buf[EBB_WIRE_READER_BUF];
+} ebb_wire_reader;
+/* Starts a reader on fd (borrowed: the caller closes it). */
+void ebb_wire_reader_init(ebb_wire_reader *r, int fd);
+/* ebb_wire_recv through the reader: same answers, same errors. */
+int ebb_wire_read(ebb_wire_reader *r, double deadline, const atomic_int *cancel, json_t **msg);
+
 /* --- shared memory ------------------------------------------------------ */
 /* Creates /dev/shm/NAME (exclusive, mode 0600) holding a copy of data[0..n).
  * name: letters, digits, '-', '_', '.' only (EBB_EINVAL otherwise). */
@@ -46,6 +66,17 @@ int ebb_shm_put(const char *name, const void *data, size_t n);
  * hands it to a worker by name, with no copy at all. Unmap with
  * ebb_shm_unmap(*p, n); the file stays until ebb_shm_unlink. */
 int ebb_shm_create(const char *name, size_t n, void **p);
+/* Gives the file /dev/shm/FROM a second name, /dev/shm/TO (a hard link:
+ * the same bytes, no copy): a payload already in shared memory is handed to
+ * a worker under a name with that worker's prefix. Unlink TO when done;
+ * FROM is untouched. */
+int ebb_shm_link(const char *from, const char *to);
+/* Takes over /dev/shm/FROM, a peer's file, as /dev/shm/TO (a rename: the
+ * peer can no longer reach it by name, and nothing is copied) and maps its
+ * first n bytes (n > 0) read-write into *p. It must be a regular file of at
+ * least n bytes (EBB_EPROTO otherwise, and TO is unlinked). Unmap with
+ * ebb_shm_unmap(*p, n); unlink TO when done. */
+int ebb_shm_take(const char *from, const char *to, size_t n, void **p);
 /* Maps /dev/shm/NAME read-only; it must hold at least n bytes (EBB_EPROTO
  * otherwise). *p is unmapped with ebb_shm_unmap(*p, n). n 0: *p NULL. */
 int ebb_shm_map(const char *name, size_t n, const void **p);

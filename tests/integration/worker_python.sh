@@ -49,6 +49,48 @@ sed 's/"gain": 0.5/"gain": 0.5, "colour": 1/' "$EBB_SOURCE_DIR/examples/workers/
 rc=$?
 [ $rc -eq 2 ] || fail "bad option: exit $rc, expected 2 (bad configuration)"
 grep -q "unknown option(s) colour" "$T/log2" || fail "bad option: $(cat "$T/log2")"
+# Two workers in a row: the first's output audio goes on to the second
+# without a copy: the host took the first's file over and hands the second
+# the same file under its prefix (a second link to it), and the second
+# reads the halved signal from it.
+cat > "$T/probe_worker.py" <<PY
+import os, sys
+sys.path.insert(0, "$EBB_SOURCE_DIR/python")
+from ebb.worker import Stage, serve
+class Probe(Stage):
+    name = "probe"
+    def run(self, items, ctx):
+        a = items["audio_gain"]
+        st = os.stat("/dev/shm/" + a.raw["shm"])
+        peak = max(abs(float(x)) for x in a.data.reshape(-1)[:4000]) if hasattr(a.data, "reshape") \
+            else max(abs(x) for x in list(a.data)[:4000])
+        return [ctx.json("probe", {"nlink": st.st_nlink, "size": st.st_size, "peak": peak,
+                                   "name": a.raw["shm"]})]
+sys.exit(serve(Probe))
+PY
+cat > "$T/chain.json" <<JSON
+{"pipelines": {"chain": {"stages": [
+  {"stage": "decode"},
+  {"stage": "gain", "worker": "$EBB_SOURCE_DIR/examples/workers/gain_worker.py", "options": {"gain": 0.5}},
+  {"stage": "probe", "worker": "python3", "worker_args": ["$T/probe_worker.py"]}]}}}
+JSON
+"$EBB" run --pipeline chain --config "$T/chain.json" "$T/tone.wav" -o "$T/out3" --no-cache \
+  --device cpu > "$T/log3" 2>&1 &
+ebb_pid=$!
+wait $ebb_pid
+rc=$?
+[ $rc -eq 0 ] || fail "chain: ebb run exited $rc: $(cat "$T/log3")"
+python3 - "$T/out3/result.json" <<'PY' || fail "chain: result.json"
+import json, sys
+r = json.load(open(sys.argv[1]))
+p = {i["name"]: i for i in r["items"]}["probe"]["value"]
+assert p["nlink"] == 2, "the second worker's input is not the first one's file (links %r)" % p
+assert p["size"] == 16000 * 4, p
+assert 0.24 < p["peak"] < 0.26, p  # half of a half-scale sine
+print("chain: handed over by name, %d links, peak %.3f" % (p["nlink"], p["peak"]))
+PY
+ls /dev/shm | grep -q "^ebb-h$ebb_pid-" &&
+  fail "taken payloads left behind: $(ls /dev/shm | grep "^ebb-h$ebb_pid-")"
 ls /dev/shm | grep -q "^ebb-w" && fail "shared memory left behind: $(ls /dev/shm | grep '^ebb-w')"
 [ $fails -eq 0 ] && echo "worker_python: ok"
 exit $((fails > 0))

@@ -46,6 +46,22 @@ class Probe(Stage):
                                                                          else a.data[0, 0])})]
 
 
+# The SDK's reader: frames that arrive in one chunk come back one by one,
+# a frame larger than its 64 KiB buffer between them, whitespace around a
+# body still parses, and EOF between frames is None.
+a_, b_ = socket.socketpair()
+conn = worker._Conn(os.dup(b_.fileno()))
+frames = [{"type": "a", "n": 1}, {"type": "big", "s": "z" * 100000}, {"type": "c", "n": 3}]
+blob = b"".join(struct.pack("<I", len(x)) + x for x in
+                [json.dumps(f).encode() for f in frames] + [b' {"type": "d"} '])
+threading.Thread(target=lambda: (a_.sendall(blob), a_.close())).start()
+got = [conn.recv() for _ in range(4)]
+c.check(got[:3] == frames and got[3] == {"type": "d"},
+        "frames read back: %r" % [(g or {}).get("type") for g in got])
+c.check(conn.recv() is None, "EOF between frames is not None")
+conn.sock.close()
+b_.close()
+
 host, wsock = socket.socketpair()
 th = threading.Thread(target=lambda: seen.update(status=serve(Probe, fd=wsock.fileno())))
 th.start()

@@ -333,6 +333,35 @@ static void test_report_fields(void) {
   CHECK_EQ_U64(reserved(), 0);
 }
 
+/* The drop (the worker protocol's "release"): caches go, the stage stays
+ * loaded and runs again; refused when not loaded. A plan with no_line:
+ * the leak line still appears, the released line does not (ebb-worker). */
+static void test_drop_and_no_line(void) {
+  ebb_instance *in = synthetic("d", "{\"weights_mib\": 16, \"cache_mib\": 32, "
+                                    "\"leak_mib\": 4}");
+  CHECK_REFUSED(ebb_instance_drop(in, NULL), in, "not loaded");
+  REQUIRE(ebb_instance_load(in) == 0);
+  REQUIRE(run_once(in) == 0);
+  ebb_instance_report rep = {.size = sizeof rep};
+  CHECK_EQ_INT(ebb_instance_drop(in, &rep), 0);
+  CHECK_EQ_INT(ebb_instance_state_of(in), EBB_INSTANCE_LOADED);
+  CHECK_MSG(rep.released_bytes >= 32 * MIB_, "drop released %llu MiB",
+            (unsigned long long)(rep.released_bytes >> 20));
+  CHECK_EQ_INT(rep.callbacks_run, 1);
+  CHECK(rep.driver_free_after > rep.driver_free_before);
+  CHECK_EQ_INT(run_once(in), 0); /* still loaded */
+  rep = (ebb_instance_report){.size = sizeof rep};
+  capture();
+  CHECK_EQ_INT(ebb_instance_release(in, &(ebb_instance_plan){.no_line = 1}, &rep), 0);
+  char *log = captured();
+  CHECK(rep.released_bytes >= 16 * MIB_);
+  CHECK(has(log, "[d] leaked 8 MiB in 2 blocks; freed by ebb")); /* 4 MiB per run */
+  CHECK(!has(log, "[d] released"));
+  free(log);
+  CHECK_REFUSED(ebb_instance_drop(in, NULL), in, "released");
+  ebb_instance_destroy(in);
+}
+
 int main(void) {
   setenv("FAKEGPU_MEMORY_MIB", "2048", 1);
   REQUIRE(ebb_device_open("cuda", &dev) == 0);
@@ -344,6 +373,7 @@ int main(void) {
   RUN(test_release_while_running);
   RUN(test_release_from_every_state);
   RUN(test_report_fields);
+  RUN(test_drop_and_no_line);
   ebb_registry_destroy(reg);
   ebb_allocator_destroy(alloc);
   ebb_device_close(dev);

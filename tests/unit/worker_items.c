@@ -6,6 +6,7 @@
  * ebb-worker itself refuses an out-of-range input item through the same
  * codec (it used to skip the range checks), naming the item. */
 #include <signal.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -178,8 +179,8 @@ static void test_map(void) {
             ebb_errmsg());
   ebb_wire_item_unmap(&it); /* safe on an unmapped item */
   json_decref(o);
-  /* into a collection (what both ends do): the payload is copied, and the
-   * host unlinks the file once copied */
+  /* into a collection, as the host takes a result: the payload is the file
+   * itself, taken over under ebb's own name (the worker's name is gone) */
   ebb_items *items = NULL;
   REQUIRE(ebb_items_create(NULL, NULL, &items) == 0);
   snprintf(text, sizeof text,
@@ -195,6 +196,97 @@ static void test_map(void) {
   CHECK_MSG(ebb_shm_map(name, 4, &p) == EBB_EPROTO, "%s was not unlinked", name);
   ebb_items_destroy(items);
   ebb_shm_unlink_prefix(prefix);
+}
+
+/* A put that records what it was asked: the file it was handed (no copy)
+ * or the mapping it made for the codec to fill. */
+typedef struct rec_put {
+  char name[96];
+  const char *shm;
+  int made;
+} rec_put;
+
+static int test_put(void *arg, const char *shm, size_t n, json_t *obj, void **dst) {
+  rec_put *rp = arg;
+  rp->shm = shm;
+  int rc = ebb_item_put_shm(rp->name, shm, n, obj, dst);
+  rp->made = *dst != NULL;
+  return rc;
+}
+
+static ino_t inode_of(const char *shm) {
+  char path[160];
+  struct stat sb;
+  snprintf(path, sizeof path, "/dev/shm/%s", shm);
+  return stat(path, &sb) == 0 ? sb.st_ino : 0;
+}
+
+/* No copies between workers: a worker's output becomes an item whose
+ * payload is that very file (a write into the file shows in the item), it
+ * goes on to the next worker as a second name for the same file, and the
+ * next worker maps it without taking it; an item on the heap is written
+ * once, straight into a new file. */
+static void test_no_copy(void) {
+  char out[96], text[256];
+  snprintf(out, sizeof out, "%so1", prefix);
+  float *wp = NULL;
+  REQUIRE(ebb_shm_create(out, 6 * sizeof(float), (void **)&wp) == 0);
+  for (int i = 0; i < 6; i++)
+    wp[i] = (float)i;
+  ebb_items *items = NULL;
+  REQUIRE(ebb_items_create(NULL, NULL, &items) == 0);
+  snprintf(text, sizeof text,
+           "{\"kind\":\"tensor\",\"name\":\"t\",\"shape\":[6],\"shm\":\"%s\",\"bytes\":24}", out);
+  json_t *o = json_loads(text, 0, NULL);
+  CHECK_MSG(ebb_item_from_wire(items, o, 0, prefix, 1) == 0, "%s", ebb_errmsg());
+  json_decref(o);
+  const ebb_item_rec *r = ebb_items_rec(items, 0);
+  REQUIRE(r && r->shm && r->map_bytes == 24);
+  char mine[64];
+  snprintf(mine, sizeof mine, "ebb-h%ld-", (long)getpid());
+  CHECK_MSG(!strncmp(r->shm, mine, strlen(mine)), "taken as '%s'", r->shm);
+  CHECK(inode_of(out) == 0); /* renamed: the worker can no longer name it */
+  wp[5] = 42;                /* the worker's old mapping: same bytes as the item's */
+  CHECK(r->data[5] == 42 && r->data[1] == 1);
+  /* on to the next worker: the same file under its prefix, nothing copied */
+  rec_put rp = {.made = -1};
+  snprintf(rp.name, sizeof rp.name, "%snext-i0", prefix);
+  json_t *arr = json_array();
+  CHECK_MSG(ebb_item_to_wire(r, NULL, test_put, &rp, arr) == 0, "%s", ebb_errmsg());
+  CHECK(rp.shm && !strcmp(rp.shm, r->shm) && rp.made == 0);
+  CHECK(inode_of(rp.name) != 0 && inode_of(rp.name) == inode_of(r->shm));
+  CHECK(!strcmp(json_string_value(json_object_get(json_array_get(arr, 0), "shm")), rp.name));
+  /* the next worker maps it (take 0): the sender keeps the file */
+  ebb_items *in = NULL;
+  REQUIRE(ebb_items_create(NULL, NULL, &in) == 0);
+  CHECK_MSG(ebb_item_from_wire(in, json_array_get(arr, 0), 0, prefix, 0) == 0, "%s",
+            ebb_errmsg());
+  const ebb_item_rec *r2 = ebb_items_rec(in, 0);
+  CHECK(r2 && !r2->shm && r2->map_bytes == 24 && r2->data[5] == 42);
+  ebb_items_destroy(in);
+  CHECK(inode_of(rp.name) != 0);
+  ebb_shm_unlink(rp.name);
+  json_decref(arr);
+  /* a heap item: one copy, into the file the put made */
+  float h[3] = {7, 8, 9};
+  uint64_t shape[1] = {3};
+  REQUIRE(ebb_items_add_tensor(items, "h", h, 1, shape) == 0);
+  rec_put hp = {.made = -1};
+  snprintf(hp.name, sizeof hp.name, "%snext-i1", prefix);
+  arr = json_array();
+  CHECK_MSG(ebb_item_to_wire(ebb_items_rec(items, 1), NULL, test_put, &hp, arr) == 0, "%s",
+            ebb_errmsg());
+  CHECK(hp.shm == NULL && hp.made == 1);
+  const void *p = NULL;
+  CHECK(ebb_shm_map(hp.name, sizeof h, &p) == 0 && p && !memcmp(p, h, sizeof h));
+  ebb_shm_unmap(p, sizeof h);
+  ebb_shm_unlink(hp.name);
+  json_decref(arr);
+  char taken[64];
+  snprintf(taken, sizeof taken, "%s", r->shm);
+  ebb_items_destroy(items); /* the taken file goes with its item */
+  CHECK(inode_of(taken) == 0);
+  ebb_shm_unmap(wp, 6 * sizeof(float));
 }
 
 /* Seeded mutations of encoded items: decode answers a valid item or
@@ -291,6 +383,7 @@ int main(void) {
   RUN(test_round_trip);
   RUN(test_refused);
   RUN(test_map);
+  RUN(test_no_copy);
   RUN(test_mutations);
   RUN(test_worker_refuses_bad_input);
   ebb_shm_unlink_prefix(prefix);

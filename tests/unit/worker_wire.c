@@ -116,6 +116,7 @@ static void test_decode_bad(void) {
 
 /* Writes bytes into one end of a socketpair, closes it when close_after,
  * and reads a message from the other. */
+static int use_reader; /* 1: the same cases through ebb_wire_read */
 static int recv_from(const void *bytes, size_t n, int close_after, double timeout_s, json_t **m) {
   int sv[2];
   REQUIRE(socketpair(AF_UNIX, SOCK_STREAM, 0, sv) == 0);
@@ -123,14 +124,24 @@ static int recv_from(const void *bytes, size_t n, int close_after, double timeou
     REQUIRE(write(sv[1], bytes, n) == (ssize_t)n);
   if (close_after)
     close(sv[1]);
-  int rc = ebb_wire_recv(sv[0], timeout_s > 0 ? now() + timeout_s : 0, NULL, m);
+  double deadline = timeout_s > 0 ? now() + timeout_s : 0;
+  int rc;
+  if (use_reader) {
+    static ebb_wire_reader r;
+    ebb_wire_reader_init(&r, sv[0]);
+    rc = ebb_wire_read(&r, deadline, NULL, m);
+  } else {
+    rc = ebb_wire_recv(sv[0], deadline, NULL, m);
+  }
   close(sv[0]);
   if (!close_after)
     close(sv[1]);
   return rc;
 }
 
-static void test_recv(void) {
+/* What every reader must answer: a frame, the peer closing between frames
+ * or inside one, oversized, garbage, silence until the deadline. */
+static void test_recv_cases(void) {
   unsigned char buf[256];
   json_t *m = NULL;
   const char *a = "{\"type\":\"result\",\"items\":[]}";
@@ -163,6 +174,11 @@ static void test_recv(void) {
   n = frame(buf, 40, "{\"ty", 4);
   CHECK_EQ_INT(recv_from(buf, n, 0, 0.2, &m), EBB_ETIMEDOUT);
   CHECK(has(ebb_errmsg(), "middle of a 40-byte frame"));
+}
+
+static void test_recv(void) {
+  json_t *m = NULL;
+  test_recv_cases();
   /* cancel */
   int sv[2];
   REQUIRE(socketpair(AF_UNIX, SOCK_STREAM, 0, sv) == 0);
@@ -196,6 +212,67 @@ static void test_recv(void) {
   CHECK_EQ_INT(ebb_wire_send(sv[1], o), EBB_EIO);
   json_decref(o);
   close(sv[1]);
+}
+
+/* The reader: the cases above, then what only it does: frames that arrive
+ * together are returned one by one from one read-ahead, a frame larger than
+ * its buffer between small ones, and a cancel seen while it waits. */
+static void test_reader(void) {
+  use_reader = 1;
+  test_recv_cases();
+  use_reader = 0;
+  int sv[2];
+  REQUIRE(socketpair(AF_UNIX, SOCK_STREAM, 0, sv) == 0);
+  static ebb_wire_reader r;
+  ebb_wire_reader_init(&r, sv[0]);
+  char *big = malloc(100001);
+  REQUIRE(big);
+  memset(big, 'y', 100000);
+  big[100000] = 0;
+  json_t *a = json_pack("{s:s, s:i}", "type", "log", "n", 1);
+  json_t *b = json_pack("{s:s, s:s}", "type", "log", "message", big);
+  json_t *c = json_pack("{s:s, s:i}", "type", "result", "n", 3);
+  /* three small frames in one write, then big, then small */
+  unsigned char *f1, *f2;
+  size_t n1, n2;
+  REQUIRE(ebb_wire_encode(a, &f1, &n1) == 0 && ebb_wire_encode(c, &f2, &n2) == 0);
+  unsigned char three[512];
+  REQUIRE(n1 * 2 + n2 < sizeof three);
+  memcpy(three, f1, n1), memcpy(three + n1, f1, n1), memcpy(three + 2 * n1, f2, n2);
+  REQUIRE(write(sv[1], three, 2 * n1 + n2) == (ssize_t)(2 * n1 + n2));
+  json_t *got = NULL;
+  for (int i = 0; i < 3; i++) {
+    CHECK_EQ_INT(ebb_wire_read(&r, now() + 5, NULL, &got), 0);
+    CHECK(got && json_integer_value(json_object_get(got, "n")) == (i < 2 ? 1 : 3));
+    json_decref(got), got = NULL;
+  }
+  CHECK(r.start == r.end); /* nothing left over */
+  CHECK_EQ_INT(ebb_wire_send(sv[1], c), 0);
+  CHECK_EQ_INT(ebb_wire_send(sv[1], b), 0); /* 100 KB: fits the socket's buffer */
+  CHECK_EQ_INT(ebb_wire_read(&r, now() + 5, NULL, &got), 0);
+  CHECK(got && json_integer_value(json_object_get(got, "n")) == 3);
+  json_decref(got), got = NULL;
+  CHECK_EQ_INT(ebb_wire_read(&r, now() + 5, NULL, &got), 0);
+  CHECK(got && strlen(json_string_value(json_object_get(got, "message"))) == 100000);
+  json_decref(got), got = NULL;
+  CHECK_EQ_INT(ebb_wire_send(sv[1], a), 0);
+  CHECK_EQ_INT(ebb_wire_read(&r, now() + 5, NULL, &got), 0);
+  CHECK(got && json_integer_value(json_object_get(got, "n")) == 1);
+  json_decref(got), got = NULL;
+  /* silence: the deadline holds to within a wake-up, not a whole 100 ms late */
+  double t0 = now();
+  CHECK_EQ_INT(ebb_wire_read(&r, now() + 0.25, NULL, &got), EBB_ETIMEDOUT);
+  double took = now() - t0;
+  CHECK(took >= 0.24 && took < 1.0);
+  atomic_int cancel = 1;
+  CHECK_EQ_INT(ebb_wire_read(&r, 0, &cancel, &got), EBB_ECANCELED);
+  CHECK(has(ebb_errmsg(), "cancelled"));
+  close(sv[1]);
+  CHECK_EQ_INT(ebb_wire_read(&r, now() + 5, NULL, &got), EBB_EIO);
+  CHECK(has(ebb_errmsg(), "closed the connection"));
+  close(sv[0]);
+  free(f1), free(f2), free(big);
+  json_decref(a), json_decref(b), json_decref(c);
 }
 
 static void test_shm(void) {
@@ -329,6 +406,7 @@ int main(void) {
   RUN(test_decode_partial);
   RUN(test_decode_bad);
   RUN(test_recv);
+  RUN(test_reader);
   RUN(test_mutations);
   RUN(test_shm);
   RUN(test_codes_and_status);
