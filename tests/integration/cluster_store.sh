@@ -9,7 +9,8 @@
 #     their hash, their inline input, their attempt directory and their
 #     stream entry (GET is 404 on any node); the newest 3 stay;
 #  3. routing: a pipeline asleep on idle n2 draws the jobs submitted to n1
-#     (the heartbeat lists it under "asleep"), so it is not loaded twice.
+#     (the heartbeat lists it under "asleep"), so it is not loaded twice;
+#  4. --keep-jobs 2s on n2: the jobs n2 ended are gone from Redis 2 s later.
 set -u
 : "${EBB:?}" "${EBB_TEST_TMP:?}"
 command -v redis-server >/dev/null || { echo "FAIL: redis-server missing (scripts/install-deps.sh installs it)"; exit 1; }
@@ -80,7 +81,7 @@ for i in 1 2 3 4 5 6; do
   st=$(wait_done n1 "$id" 60)
   [ "$st" = succeeded ] || fail "job $i ($id) ended $st on n1 alone"
 done
-start_node n2
+start_node n2 --keep-jobs 2s
 LAST=$(tail -1 "$T/ids")
 res=$(curl -s "${URL[n2]}/v1/jobs/$LAST/result")
 [ "$(jget "$res" '["where"]')" = redis ] || fail "without --shared-dir a small output should travel in Redis: $res"
@@ -130,9 +131,11 @@ done
 python3 -c 'import json,sys; c=json.loads(sys.argv[1]); n=[x for x in c["nodes"] if x["id"]=="n2"][0]; sys.exit(0 if "S" in n.get("asleep", []) and "S" in n["loaded"] else 1)' "$c" ||
   fail "GET /v1/cluster does not list S asleep (and loaded) on n2: $c"
 sleep 1.5 # n1's hint catches up with n2's heartbeat
+: > "$T/ids-s"
 for i in 1 2 3 4; do
   id=$(submit n1 S)
   case $id in ERR:*) fail "submit S $i: $id"; continue ;; esac
+  echo "$id" >> "$T/ids-s"
   st=$(wait_done n1 "$id" 60)
   node=$(jget "$(curl -s "${URL[n1]}/v1/jobs/$id")" '["node"]')
   [ "$st" = succeeded ] && [ "$node" = n2 ] || fail "S job $i ($id): $st on $node, expected to run on n2 where S sleeps"
@@ -140,6 +143,14 @@ for i in 1 2 3 4; do
 done
 case $(curl -s "${URL[n1]}/metrics" | grep '^ebb_pipeline_loaded{node="n1",pipeline="S"}') in
   *" 0") ;; *) fail "S was loaded on n1 too: $(curl -s "${URL[n1]}/metrics" | grep ebb_pipeline_loaded)" ;; esac
+
+# --- 4. --keep-jobs 2s on n2: what n2 ended is gone 2 s later -----------------------------
+sleep 2.5
+[ "$(rcli zcard s:done:n2)" = 0 ] || fail "n2 (--keep-jobs 2s) still keeps $(rcli zcard s:done:n2) jobs"
+while read -r id; do
+  code=$(curl -s -o /dev/null -w '%{http_code}' "${URL[n1]}/v1/jobs/$id")
+  [ "$code" = 404 ] || fail "S job $id, ended on n2 over 2 s ago: GET on n1 answered $code, expected 404"
+done < "$T/ids-s"
 
 for n in n1 n2; do
   kill -TERM "${NPID[$n]}"; wait "${NPID[$n]}"; rc=$?; unset "NPID[$n]"
