@@ -121,7 +121,7 @@ void srv_cluster_stop(ebb_server *s) {
 
 /* The API connection, reconnected at most every 0.5 s; NULL while Redis is
  * unreachable. Called with api_lock held. */
-static redisContext **api(srv_cluster *k) {
+redisContext **srv_cluster_api(srv_cluster *k) {
   if (!k->api && srv_mono() >= k->api_retry_at) {
     k->api = srv_rconnect(k);
     k->api_retry_at = srv_mono() + 0.5;
@@ -129,7 +129,7 @@ static redisContext **api(srv_cluster *k) {
   return &k->api;
 }
 
-static enum MHD_Result unavailable(srv_cluster *k, struct MHD_Connection *c, srv_req *r) {
+enum MHD_Result srv_cluster_unavailable(srv_cluster *k, struct MHD_Connection *c, srv_req *r) {
   return srv_send_err(c, r, MHD_HTTP_SERVICE_UNAVAILABLE, "queue_unavailable",
                       "the job queue (Redis at %s) is unreachable: %s; try again shortly",
                       k->url, k->last_err[0] ? k->last_err : "not connected");
@@ -232,7 +232,7 @@ static int enqueue(srv_cluster *k, srv_req *r, const char *pipeline, const char 
   srv_rkey(k, skey, sizeof skey, "stream", pipeline);
   srv_rkey(k, ikey, sizeof ikey, "input", uid);
   snprintf(now, sizeof now, "%.3f", srv_now());
-  redisContext **c = api(k);
+  redisContext **c = srv_cluster_api(k);
   if (!*c)
     return -1;
   redisAppendCommand(*c, "MULTI");
@@ -297,7 +297,7 @@ SRV_HANDLER(srv_cluster_jobs_post) {
   pthread_mutex_lock(&k->api_lock);
   rc = enqueue(k, r, in.pipeline, opts, uid, &si);
   if (rc)
-    ret = unavailable(k, c, r);
+    ret = srv_cluster_unavailable(k, c, r);
   pthread_mutex_unlock(&k->api_lock);
   free(opts);
   if (!rc) {
@@ -368,9 +368,8 @@ static json_t *job_json(const char *uid, redisReply *h) {
   return o;
 }
 
-/* The job (404 when missing or not this caller's); 1 with a response. */
-static int get_job(ebb_server *s, struct MHD_Connection *c, srv_req *r, json_t **out,
-                   enum MHD_Result *ret) {
+int srv_cluster_get_job(ebb_server *s, struct MHD_Connection *c, srv_req *r, json_t **out,
+                        enum MHD_Result *ret) {
   srv_cluster *k = s->cluster;
   const char *uid = r->parts[2];
   if (!uid_ok(uid)) {
@@ -380,10 +379,10 @@ static int get_job(ebb_server *s, struct MHD_Connection *c, srv_req *r, json_t *
   char key[512];
   srv_rkey(k, key, sizeof key, "job", uid);
   pthread_mutex_lock(&k->api_lock);
-  redisReply *h = srv_rcmd(k, api(k), "HGETALL %s", key);
+  redisReply *h = srv_rcmd(k, srv_cluster_api(k), "HGETALL %s", key);
   pthread_mutex_unlock(&k->api_lock);
   if (!h) {
-    *ret = unavailable(k, c, r);
+    *ret = srv_cluster_unavailable(k, c, r);
     return 1;
   }
   json_t *o = h->type == REDIS_REPLY_ARRAY && h->elements ? job_json(uid, h) : NULL;
@@ -402,15 +401,17 @@ static int get_job(ebb_server *s, struct MHD_Connection *c, srv_req *r, json_t *
 static enum MHD_Result cancel(ebb_server *s, struct MHD_Connection *c, srv_req *r, json_t *o) {
   srv_cluster *k = s->cluster;
   const char *uid = r->parts[2];
-  char key[512], now[32];
+  char key[512], done[512], now[32];
   srv_rkey(k, key, sizeof key, "job", uid);
+  srv_rkey(k, done, sizeof done, "done", k->node);
   snprintf(now, sizeof now, "%.3f", srv_now());
   pthread_mutex_lock(&k->api_lock);
-  redisReply *rep = srv_rcmd(k, api(k), "EVAL %s 1 %s %s", SRV_LUA_CANCEL, key, now);
+  redisReply *rep =
+      srv_rcmd(k, srv_cluster_api(k), "EVAL %s 2 %s %s %s", SRV_LUA_CANCEL, key, done, now);
   pthread_mutex_unlock(&k->api_lock);
   if (!rep) {
     json_decref(o);
-    return unavailable(k, c, r);
+    return srv_cluster_unavailable(k, c, r);
   }
   long long v = rep->integer;
   freeReplyObject(rep);
@@ -430,7 +431,7 @@ static enum MHD_Result cancel(ebb_server *s, struct MHD_Connection *c, srv_req *
 SRV_HANDLER(srv_cluster_job) {
   json_t *o;
   enum MHD_Result ret;
-  if (get_job(s, c, r, &o, &ret))
+  if (srv_cluster_get_job(s, c, r, &o, &ret))
     return ret;
   if (!strcmp(method, "DELETE"))
     return cancel(s, c, r, o);
@@ -441,7 +442,7 @@ SRV_HANDLER(srv_cluster_job_result) {
   (void)method;
   json_t *o;
   enum MHD_Result ret;
-  if (get_job(s, c, r, &o, &ret))
+  if (srv_cluster_get_job(s, c, r, &o, &ret))
     return ret;
   const char *uid = r->parts[2], *state = json_string_value(json_object_get(o, "state"));
   if (!strcmp(state, "succeeded")) {
@@ -482,11 +483,11 @@ SRV_HANDLER(srv_h_cluster) {
   char key[512];
   srv_rkey(k, key, sizeof key, "nodes", "all");
   pthread_mutex_lock(&k->api_lock);
-  redisReply *ids = srv_rcmd(k, api(k), "SMEMBERS %s", key);
+  redisReply *ids = srv_rcmd(k, srv_cluster_api(k), "SMEMBERS %s", key);
   json_t *nodes = json_array();
   for (size_t i = 0; ids && i < ids->elements; i++) {
     srv_rkey(k, key, sizeof key, "node", ids->element[i]->str);
-    redisReply *v = srv_rcmd(k, api(k), "GET %s", key);
+    redisReply *v = srv_rcmd(k, srv_cluster_api(k), "GET %s", key);
     json_t *n = v && v->type == REDIS_REPLY_STRING ? json_loads(v->str, 0, NULL) : NULL;
     if (!n)
       n = json_pack("{s:s,s:b}", "id", ids->element[i]->str, "alive", 0);
@@ -498,12 +499,45 @@ SRV_HANDLER(srv_h_cluster) {
   pthread_mutex_unlock(&k->api_lock);
   if (!ids) {
     json_decref(nodes);
-    return unavailable(k, c, r);
+    return srv_cluster_unavailable(k, c, r);
   }
   freeReplyObject(ids);
   return srv_send_json(c, r, MHD_HTTP_OK,
                        json_pack("{s:s,s:s,s:s,s:o}", "queue", k->url, "prefix", k->prefix,
                                  "node", k->node, "nodes", nodes));
+}
+
+/* Every series of a node's /metrics carries node="ID" (first label), so one
+ * Prometheus scraping three nodes keeps their series apart; a line that
+ * already starts with it (the cluster families above) is left as is. */
+char *srv_cluster_label_metrics(ebb_server *s, char *text /* taken */) {
+  srv_cluster *k = s->cluster;
+  if (!k || !text)
+    return text;
+  char *out = NULL;
+  size_t n = 0;
+  FILE *f = open_memstream(&out, &n);
+  if (!f)
+    return text;
+  for (char *line = text, *next; line && *line; line = next) {
+    next = strchr(line, '\n');
+    if (next)
+      *next++ = '\0';
+    size_t name = strcspn(line, "{ ");
+    if (line[0] == '#' || !line[0] || !strncmp(line + name, "{node=\"", 7))
+      fprintf(f, "%s\n", line);
+    else if (line[name] != '{') /* NAME VALUE */
+      fprintf(f, "%.*s{node=\"%s\"}%s\n", (int)name, line, k->node, line + name);
+    else /* NAME{LABELS} VALUE */
+      fprintf(f, "%.*s{node=\"%s\"%s%s\n", (int)name, line, k->node,
+              line[name + 1] == '}' ? "" : ",", line + name + 1);
+  }
+  if (fclose(f) != 0 || !out) {
+    free(out);
+    return text;
+  }
+  free(text);
+  return out;
 }
 
 void srv_cluster_metrics(ebb_server *s, FILE *f) {

@@ -55,4 +55,17 @@ void srv_cluster_threads_stop(srv_cluster *k);
 double srv_now(void);  /* unix seconds */
 double srv_mono(void); /* monotonic seconds */
 
+/* "cluster.c": the HTTP side. The API connection (api_lock held; *NULL
+ * while Redis is unreachable); the 503 answer; the job the path names as
+ * the API's job object (404 when missing or not this caller's; 1 with a
+ * response sent). */
+redisContext **srv_cluster_api(srv_cluster *k);
+enum MHD_Result srv_cluster_unavailable(srv_cluster *k, struct MHD_Connection *c, srv_req *r);
+int srv_cluster_get_job(ebb_server *s, struct MHD_Connection *c, srv_req *r, json_t **out,
+                        enum MHD_Result *ret);
+
+/* "cluster_keep.c": --keep-jobs prunes the jobs this node ended; the number
+ * pruned. */
+int srv_cluster_prune(srv_cluster *k, redisContext **c);
+
 #endif

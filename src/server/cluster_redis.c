@@ -1,6 +1,9 @@
 /* The Redis side of scale-out (cluster.h): connecting with a password and a
  * database, the keys, and the Lua scripts that make a job's steps atomic.
- * Every script takes KEYS[1] = the job's hash, KEYS[2] = its stream. */
+ * Every script takes KEYS[1] = the job's hash, KEYS[2] = its stream (but
+ * CANCEL, which has no stream); a script that ends a job adds it to the
+ * node's set of finished jobs (PREFIX:done:NODE, scored by when), which
+ * --keep-jobs prunes (srv_rprune). */
 #include <errno.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -15,9 +18,14 @@ int ebb_cluster_parse_url(const char *url, char *host, size_t hn, int *port, int
   const char *p = url;
   password[0] = '\0';
   *db = 0;
+  if (!strncmp(p, "rediss://", 9))
+    return ebb_seterr(EBB_EINVAL,
+                      "--queue %s: TLS (rediss://) is not supported: ebb is built with "
+                      "Debian's hiredis 0.14, which has no TLS; reach Redis through a TLS "
+                      "tunnel (stunnel, spiped) and give redis://HOST:PORT",
+                      url);
   if (strncmp(p, "redis://", 8))
-    return ebb_seterr(EBB_EINVAL, "--queue %s: expected redis://HOST:PORT[/DB] (rediss:// TLS "
-                                  "is not offered by Debian's hiredis 0.14)", url);
+    return ebb_seterr(EBB_EINVAL, "--queue %s: expected redis://HOST:PORT[/DB]", url);
   p += 8;
   const char *at = strchr(p, '@');
   if (at) {
@@ -131,10 +139,11 @@ void srv_rgroups(srv_cluster *k, redisContext **c) {
 }
 
 /* Takes an entry: the job must be queued (or running under an attempt
- * whose node lost it). ARGV: group, entry id, node, now, max attempts,
- * the cause recorded for a lost attempt. Returns the attempt (>0), -1 when
- * the job is gone or finished (entry acked), -2 when it just failed for
- * running out of attempts. */
+ * whose node lost it). KEYS[3]: this node's finished set (--keep-jobs).
+ * ARGV: group, entry id, node, now, max attempts, the cause recorded for a
+ * lost attempt. Returns the attempt (>0), -1 when the job is gone or
+ * finished (entry acked), -2 when it just failed for running out of
+ * attempts. */
 const char *SRV_LUA_START =
     "local st = redis.call('HGET', KEYS[1], 'state')\n"
     "if st ~= 'queued' and st ~= 'running' then\n"
@@ -150,6 +159,7 @@ const char *SRV_LUA_START =
     "    'error_code', 'attempts_exhausted', 'error_message',\n"
     "    'the job was started ' .. a .. ' times and no attempt finished (see attempts)')\n"
     "  redis.call('XACK', KEYS[2], ARGV[1], ARGV[2]); redis.call('XDEL', KEYS[2], ARGV[2])\n"
+    "  redis.call('ZADD', KEYS[3], ARGV[4], KEYS[1])\n"
     "  return -2 end\n"
     "a = a + 1\n"
     "redis.call('HSET', KEYS[1], 'state', 'running', 'attempt', a, 'node', ARGV[3],\n"
@@ -159,12 +169,14 @@ const char *SRV_LUA_START =
 /* The result of attempt ARGV[3]: written only while that attempt is the
  * job's current one and it is running, so a job completes at most once.
  * ARGV: group, entry id, attempt, then field/value pairs. 1 written, 0
- * stale (another attempt owns the job, or it has ended). */
+ * stale (another attempt owns the job, or it has ended). The written job
+ * joins KEYS[3], the writer's set of finished jobs (--keep-jobs prunes it). */
 const char *SRV_LUA_FINISH =
     "if redis.call('HGET', KEYS[1], 'state') ~= 'running' or\n"
     "   redis.call('HGET', KEYS[1], 'attempt') ~= ARGV[3] then return 0 end\n"
     "for i = 4, #ARGV, 2 do redis.call('HSET', KEYS[1], ARGV[i], ARGV[i + 1]) end\n"
     "redis.call('HINCRBY', KEYS[1], 'result_writes', 1)\n"
+    "redis.call('ZADD', KEYS[3], redis.call('HGET', KEYS[1], 'finished'), KEYS[1])\n"
     "redis.call('XACK', KEYS[2], ARGV[1], ARGV[2]); redis.call('XDEL', KEYS[2], ARGV[2])\n"
     "return 1\n";
 
@@ -189,12 +201,14 @@ const char *SRV_LUA_GIVEBACK =
     "redis.call('XADD', KEYS[2], '*', 'uid', ARGV[4])\n"
     "return 1\n";
 
-/* DELETE /v1/jobs/ID. ARGV: now. 1 cancelled (it was queued), 2 a running
- * job was asked to stop, 0 it had ended. */
+/* DELETE /v1/jobs/ID. KEYS[2]: this node's finished set. ARGV: now. 1
+ * cancelled (it was queued), 2 a running job was asked to stop, 0 it had
+ * ended. */
 const char *SRV_LUA_CANCEL =
     "local st = redis.call('HGET', KEYS[1], 'state')\n"
     "if st == 'queued' then redis.call('HSET', KEYS[1], 'state', 'cancelled', 'finished',\n"
     "  ARGV[1], 'error_code', 'EBB_ECANCELED', 'error_message', 'cancelled before it ran')\n"
+    "  redis.call('ZADD', KEYS[2], ARGV[1], KEYS[1])\n"
     "  return 1 end\n"
     "if st == 'running' then redis.call('HSET', KEYS[1], 'cancel', '1') return 2 end\n"
     "return 0\n";

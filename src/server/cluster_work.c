@@ -4,8 +4,9 @@
  *    died) before new ones; runs it through the manager; writes the result
  *    conditional on its attempt;
  *  - the beat thread writes the node's heartbeat (a key with a TTL) and
- *    renews the running attempt's lease, and learns which pipelines other
- *    idle nodes hold loaded (the routing hint).
+ *    renews the running attempt's lease, learns which pipelines other
+ *    idle nodes hold loaded or asleep (the routing hint), and prunes the
+ *    jobs this node ended past --keep-jobs (cluster_keep.c).
  * Each has its own connection and reconnects with backoff when Redis goes
  * away; a running job keeps running meanwhile. */
 #include <dirent.h>
@@ -47,7 +48,8 @@ static int can_place(json_t *pipes, json_t *mem, const char *name, int *loaded) 
   json_array_foreach(pipes, i, p) {
     if (strcmp(json_string_value(json_object_get(p, "name")), name))
       continue;
-    if (json_is_true(json_object_get(p, "loaded"))) {
+    /* asleep counts as loaded: waking is cheaper than a load elsewhere */
+    if (json_is_true(json_object_get(p, "loaded")) || json_is_true(json_object_get(p, "asleep"))) {
       *loaded = 1;
       return 1;
     }
@@ -239,9 +241,12 @@ static void record(srv_cluster *k, redisContext **c, attempt *a, int rc, ebb_job
   outs o = {0};
   push(&o, "EVAL", 4);
   push(&o, SRV_LUA_FINISH, strlen(SRV_LUA_FINISH));
-  push(&o, "2", 1);
+  char done[512];
+  srv_rkey(k, done, sizeof done, "done", k->node);
+  push(&o, "3", 1);
   push(&o, a->jkey, strlen(a->jkey));
   push(&o, a->skey, strlen(a->skey));
+  push(&o, done, strlen(done));
   push(&o, SRV_GROUP, strlen(SRV_GROUP));
   push(&o, a->entry, strlen(a->entry));
   push(&o, att, strlen(att));
@@ -316,12 +321,12 @@ static void run_entry(srv_cluster *k, redisContext **c, const char *pipe, const 
   snprintf(a.pipe, sizeof a.pipe, "%s", pipe);
   srv_rkey(k, a.skey, sizeof a.skey, "stream", pipe);
   srv_rkey(k, a.jkey, sizeof a.jkey, "job", uid);
-  char now[32], maxa[16], lease[16];
+  char now[32], maxa[16], done[512];
   snprintf(now, sizeof now, "%.3f", srv_now());
   snprintf(maxa, sizeof maxa, "%d", k->max_attempts);
-  snprintf(lease, sizeof lease, "%.1f", k->lease_s);
-  redisReply *r = srv_rcmd(k, c, "EVAL %s 2 %s %s %s %s %s %s %s %s", SRV_LUA_START, a.jkey,
-                           a.skey, SRV_GROUP, entry, k->node, now, maxa,
+  srv_rkey(k, done, sizeof done, "done", k->node);
+  redisReply *r = srv_rcmd(k, c, "EVAL %s 3 %s %s %s %s %s %s %s %s %s", SRV_LUA_START, a.jkey,
+                           a.skey, done, SRV_GROUP, entry, k->node, now, maxa,
                            "stopped renewing its lease (it died or lost the queue)");
   if (!r)
     return;
@@ -452,19 +457,25 @@ static void *worker(void *arg) {
 
 /* --- heartbeat, lease, hint ----------------------------------------------------------- */
 static void heartbeat(srv_cluster *k, redisContext **c, double every) {
-  json_t *snap = srv_snapshot(k->s), *loaded = json_array(), *p;
+  json_t *snap = srv_snapshot(k->s), *loaded = json_array(), *asleep = json_array(), *p;
   size_t i;
-  json_array_foreach(json_object_get(snap, "pipelines"), i, p) if (json_is_true(
-      json_object_get(p, "loaded"))) json_array_append(loaded, json_object_get(p, "name"));
+  json_array_foreach(json_object_get(snap, "pipelines"), i, p) {
+    int sleeping = json_is_true(json_object_get(p, "asleep"));
+    if (sleeping || json_is_true(json_object_get(p, "loaded")))
+      json_array_append(loaded, json_object_get(p, "name"));
+    if (sleeping)
+      json_array_append(asleep, json_object_get(p, "name"));
+  }
   pthread_mutex_lock(&k->run_lock);
   json_t *running = k->run_uid[0] ? json_string(k->run_uid) : json_null();
   pthread_mutex_unlock(&k->run_lock);
   json_t *mem = json_object_get(snap, "memory");
-  json_t *n = json_pack("{s:s,s:s,s:f,s:[O],s:o,s:O,s:o,s:I,s:I}", "id", k->node, "url",
+  json_t *n = json_pack("{s:s,s:s,s:f,s:[O],s:o,s:o,s:O,s:o,s:I,s:I}", "id", k->node, "url",
                         k->s->url, "heartbeat", srv_now(), "devices",
                         json_object_get(mem, "device") ? json_object_get(mem, "device")
                                                        : json_null(),
-                        "loaded", loaded, "pipelines", json_object_get(snap, "pipelines"),
+                        "loaded", loaded, "asleep", asleep, "pipelines",
+                        json_object_get(snap, "pipelines"),
                         "running", running, "jobs_done", (json_int_t)atomic_load(&k->n_done),
                         "jobs_failed", (json_int_t)atomic_load(&k->n_failed));
   char *t = n ? json_dumps(n, JSON_COMPACT) : NULL;
@@ -501,7 +512,8 @@ static void renew(srv_cluster *k, redisContext **c) {
   freeReplyObject(r);
 }
 
-/* Pipelines that another live, idle node has loaded. */
+/* Pipelines that another live, idle node has loaded (asleep included: the
+ * heartbeat lists a sleeping pipeline under "loaded" too). */
 static void refresh_hint(srv_cluster *k, redisContext **c) {
   char set[512], key[512];
   srv_rkey(k, set, sizeof set, "nodes", "all");
@@ -539,6 +551,7 @@ static void *beat(void *arg) {
     renew(k, &c);
     heartbeat(k, &c, every);
     refresh_hint(k, &c);
+    srv_cluster_prune(k, &c);
     nap(k, every);
   }
   redisFree(c);

@@ -56,7 +56,7 @@ void srv_datadir_clean_uploads(const char *dir) {
             n == 1 ? "" : "s");
 }
 
-static int rm_tree(const char *path) {
+int srv_rm_tree(const char *path) {
   struct stat st;
   if (lstat(path, &st) != 0)
     return 0;
@@ -68,7 +68,7 @@ static int rm_tree(const char *path) {
         continue;
       char sub[4500];
       snprintf(sub, sizeof sub, "%s/%s", path, e->d_name);
-      rm_tree(sub);
+      srv_rm_tree(sub);
     }
     if (d)
       closedir(d);
@@ -90,7 +90,7 @@ static void remove_job_dir(void *arg, int64_t id, const char *outdir) {
   char *slash = strrchr(dir, '/');
   if (slash && slash > dir + strlen(jobs))
     *slash = '\0';
-  rm_tree(dir);
+  srv_rm_tree(dir);
 }
 
 void srv_retention(ebb_server *s) {

@@ -193,6 +193,7 @@ enum MHD_Result srv_route_run(ebb_server *s, struct MHD_Connection *c, srv_req *
 SRV_HANDLER(srv_h_jobs_post);
 SRV_HANDLER(srv_h_job);
 SRV_HANDLER(srv_h_job_result);
+SRV_HANDLER(srv_h_job_file); /* GET /v1/jobs/ID/files/NAME ("cluster_files.c") */
 SRV_HANDLER(srv_h_sessions_post);
 SRV_HANDLER(srv_h_session);
 SRV_HANDLER(srv_h_session_item);
@@ -210,6 +211,9 @@ SRV_HANDLER(srv_cluster_job);
 SRV_HANDLER(srv_cluster_job_result);
 SRV_HANDLER(srv_h_cluster); /* GET /v1/cluster (one node without --queue) */
 void srv_cluster_metrics(ebb_server *s, FILE *f);
+/* /metrics with node="ID" on every series under --queue; text is taken and
+ * the answer is the caller's (text itself without a cluster). */
+char *srv_cluster_label_metrics(ebb_server *s, char *text);
 /* Sessions belong to the token that opened them (and to admins). */
 void srv_session_owners_free(ebb_server *s);
 
@@ -239,6 +243,8 @@ enum MHD_Result srv_metrics(ebb_server *s, struct MHD_Connection *c, srv_req *r)
 int srv_datadir_lock(const char *dir, int *fd);
 /* Removes partial uploads a killed server left in DATA_DIR/uploads. */
 void srv_datadir_clean_uploads(const char *dir);
+/* Removes a file or a directory tree; 0, or -1 (errno) for the top. */
+int srv_rm_tree(const char *path);
 /* --keep-jobs: removes finished jobs past the count or the age, rows and
  * directories. */
 void srv_retention(ebb_server *s);

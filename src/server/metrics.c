@@ -119,5 +119,6 @@ enum MHD_Result srv_metrics(ebb_server *s, struct MHD_Connection *c, srv_req *r)
   srv_cluster_metrics(s, f); /* the node's id and queue counters (--queue) */
   json_decref(snap);
   fclose(f);
+  buf = srv_cluster_label_metrics(s, buf); /* node="ID" on every series (--queue) */
   return srv_send_text(c, r, MHD_HTTP_OK, "text/plain; version=0.0.4", buf);
 }

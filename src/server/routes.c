@@ -136,6 +136,7 @@ static const srv_route routes[] = {
     {"v1/jobs", M_POST, "POST", SRV_ROLE_SUBMIT, B_UPLOAD, srv_h_jobs_post},
     {"v1/jobs/*", M_GET | M_DELETE, "GET, HEAD, DELETE", SRV_ROLE_SUBMIT, B_NONE, srv_h_job},
     {"v1/jobs/*/result", M_GET, "GET, HEAD", SRV_ROLE_SUBMIT, B_NONE, srv_h_job_result},
+    {"v1/jobs/*/files/*", M_GET, "GET, HEAD", SRV_ROLE_SUBMIT, B_NONE, srv_h_job_file},
     {"v1/pipelines", M_GET, "GET, HEAD", SRV_ROLE_SUBMIT, B_NONE, h_pipelines},
     {"v1/pipelines/*/load", M_POST, "POST", SRV_ROLE_ADMIN, B_NONE, h_pipeline},
     {"v1/pipelines/*/unload", M_POST, "POST", SRV_ROLE_ADMIN, B_NONE, h_pipeline},

@@ -36,7 +36,9 @@ static json_t *devices(ebb_server *s, uint64_t *released) {
     json_t *q = json_array_get(qs, i);
     json_object_set_new(mem, "label",
                         json_string(ebb_device_label(ebb_manager_device(s->ms[i]))));
-    json_object_set(mem, "state", q ? json_object_get(q, "state") : json_string("idle"));
+    /* no queue (it is gone while the server stops): idle, a new reference */
+    json_object_set_new(mem, "state",
+                        q ? json_incref(json_object_get(q, "state")) : json_string("idle"));
     json_object_set(mem, "job", q ? json_object_get(q, "job") : json_null());
     json_object_set(mem, "error", q ? json_object_get(q, "error") : json_null());
     *released += ebb_manager_released_total(s->ms[i]);
