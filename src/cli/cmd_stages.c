@@ -77,7 +77,7 @@ int ebb_cmd_stages(int argc, char **argv) {
       json_object_set_new(o, "origin", json_string(origin));
       json_object_set_new(o, "description", json_string(st->description ? st->description : ""));
       json_object_set_new(o, "needs_gpu", json_boolean(st->needs_gpu));
-      json_object_set(o, "options", schema ? schema : json_object());
+      json_object_set_new(o, "options", schema ? json_incref(schema) : json_object());
       json_object_set(o, "estimate", est ? est : json_null());
       json_array_append_new(arr, o);
     } else {
