@@ -400,24 +400,32 @@ static void picture(ebb_queue *q, const char *name, const uint64_t *free_b, cons
                     ebb_place_dev *pd) {
   for (size_t i = 0; i < q->ndevs; i++) {
     qdev *d = &q->devs[i];
+    uint64_t meas;
     pd[i] = (ebb_place_dev){.ordinal = ebb_device_ordinal(ebb_manager_device(d->m)),
                             .idle = !d->running && !d->failed,
                             .failed = d->failed,
                             .loaded = ebb_manager_is_loaded(d->m, name),
                             .free_known = known[i],
-                            .free_bytes = free_b[i]};
+                            .free_bytes = free_b[i],
+                            .asleep_bytes = ebb_manager_asleep_bytes(d->m, name)};
+    ebb_manager_place_figures(d->m, name, &meas, &pd[i].asleep);
     pd[i].other_bytes = ebb_manager_loaded_bytes(d->m, name, &pd[i].others);
   }
 }
 
+/* The job as placement sees it: its need (the largest measured over the
+ * devices, else the stages' estimate, else "expected_mib"), pins, overdue. */
 static void job_place(ebb_queue *q, const qjob *j, double now, ebb_place_job *pj) {
   const ebb_pipeline_def *def = ebb_manager_pipeline(q->devs[0].m, j->pipeline);
   uint64_t measured = 0;
   for (size_t i = 0; i < q->ndevs; i++) {
-    uint64_t n = ebb_manager_need(q->devs[i].m, j->pipeline);
+    uint64_t n;
+    int asleep;
+    ebb_manager_place_figures(q->devs[i].m, j->pipeline, &n, &asleep);
     measured = n > measured ? n : measured;
   }
-  *pj = (ebb_place_job){.need = def ? ebb_place_need(def, measured) : measured,
+  uint64_t est = def && !measured ? ebb_place_estimate_hook(q->devs[0].m, def) : 0;
+  *pj = (ebb_place_job){.need = def ? ebb_place_need(def, measured, est) : 0,
                         .pin_cuda = def ? def->pin_cuda : 0,
                         .pin_cpu = def ? def->pin_cpu : 0,
                         .overdue = q->max_wait_s > 0 && now - j->queued_at > q->max_wait_s};
