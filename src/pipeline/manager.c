@@ -476,6 +476,27 @@ int ebb_manager_unload(ebb_manager *m, const char *name, uint64_t *released) {
   return rc;
 }
 
+int ebb_manager_unload_all(ebb_manager *m, uint64_t *released, int *count) {
+  uint64_t total = 0;
+  int n = 0, rc = 0;
+  pthread_mutex_lock(&m->switch_lock);
+  for (size_t i = 0; i < m->npipes; i++) {
+    if (!ebb_manager_is_loaded(m, m->pipes[i].def->name))
+      continue;
+    uint64_t rel = 0;
+    int r = unload_in_switch(m, &m->pipes[i], &rel);
+    rc = rc ? rc : r;
+    total += rel;
+    n++;
+  }
+  pthread_mutex_unlock(&m->switch_lock);
+  if (released)
+    *released = total;
+  if (count)
+    *count = n;
+  return rc;
+}
+
 /* --- load ------------------------------------------------------------------- */
 typedef struct evict_args {
   ebb_manager *m;

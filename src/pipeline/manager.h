@@ -90,6 +90,10 @@ int ebb_manager_load(ebb_manager *m, const char *name);
  * pipeline; unloading a pipeline that is not loaded is not an error. */
 int ebb_manager_unload(ebb_manager *m, const char *name, uint64_t *released);
 int ebb_manager_is_loaded(ebb_manager *m, const char *name);
+/* Unloads every loaded pipeline (a device taken out of service); *released
+ * and *count (may be NULL): bytes handed back, pipelines unloaded. The
+ * first unload error, after trying them all. */
+int ebb_manager_unload_all(ebb_manager *m, uint64_t *released, int *count);
 
 /* Runs one job (synchronously, holding the run lock). outdir is created.
  * options: {stage name -> options object} merged over the pipeline's

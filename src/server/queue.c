@@ -316,6 +316,10 @@ static int device_fault(ebb_queue *q, int rc) {
   return q->place && (rc == EBB_EDRIVER || rc == EBB_ENODEV);
 }
 
+/* The device is taken out of placement (its queued jobs go to the others:
+ * placement never sends a job to a failed device), then its pipelines are
+ * unloaded there and then, not at the server's stop: their memory is
+ * accounted as released and nothing shows them loaded on a dead device. */
 static void mark_failed(qdev *d, const char *msg) {
   ebb_queue *q = d->q;
   const char *label = ebb_device_label(ebb_manager_device(d->m));
@@ -326,6 +330,15 @@ static void mark_failed(qdev *d, const char *msg) {
   pthread_mutex_unlock(&q->lock);
   ebb_log(EBB_LOG_ERROR, "server", "device %s failed and is taken out of placement: %s", label,
           msg);
+  uint64_t rel = 0;
+  int n = 0;
+  int rc = ebb_manager_unload_all(d->m, &rel, &n);
+  ebb_log(rc ? EBB_LOG_WARN : EBB_LOG_INFO, "server",
+          "device %s failed: %d pipeline%s unloaded there, %llu MiB released%s%s", label, n,
+          n == 1 ? "" : "s", (unsigned long long)(rel >> 20), rc ? "; " : "",
+          rc ? ebb_errmsg() : "");
+  if (q->on_state)
+    q->on_state(q->arg);
 }
 
 /* With placement the pipeline stays loaded on its device (a later job of it
