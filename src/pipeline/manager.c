@@ -17,7 +17,8 @@
 typedef struct mpipe {
   const ebb_pipeline_def *def; /* borrowed from the config */
   int loaded;
-  uint64_t need;  /* last measured peak; 0: unknown */
+  uint64_t need;  /* last measured peak, else "expected_mib"; 0: unknown */
+  int measured;   /* need is a measurement here (a load or a run) */
   char *outdir;   /* WORK/pipelines/NAME (kept while instances live) */
   int asleep;     /* sleep (issue 12): loaded, its stages asleep */
   double slept_at;/* when it fell asleep (the budget unloads the oldest) */
@@ -326,6 +327,32 @@ uint64_t ebb_manager_need(ebb_manager *m, const char *name) {
   return n;
 }
 
+void ebb_manager_place_figures(ebb_manager *m, const char *name, uint64_t *measured,
+                               int *asleep) {
+  pthread_mutex_lock(&m->lock);
+  mpipe *pp = find_pipe(m, name);
+  *measured = pp && pp->measured ? pp->need : 0;
+  *asleep = pp && pp->loaded && pp->asleep;
+  pthread_mutex_unlock(&m->lock);
+}
+
+uint64_t ebb_manager_context_estimate(ebb_manager *m) {
+  ebb_alloc_stats st = {.size = sizeof st};
+  ebb_allocator_get_stats(m->alloc, &st);
+  return st.context_estimate;
+}
+
+uint64_t ebb_manager_asleep_bytes(ebb_manager *m, const char *except) {
+  uint64_t b = 0;
+  pthread_mutex_lock(&m->lock);
+  for (size_t i = 0; i < m->npipes; i++)
+    if (m->pipes[i].loaded && m->pipes[i].asleep &&
+        (!except || strcmp(m->pipes[i].def->name, except)))
+      b += m->pipes[i].need;
+  pthread_mutex_unlock(&m->lock);
+  return b;
+}
+
 uint64_t ebb_manager_loaded_bytes(ebb_manager *m, const char *except, int *count) {
   uint64_t b = 0;
   int c = 0;
@@ -449,6 +476,27 @@ int ebb_manager_unload(ebb_manager *m, const char *name, uint64_t *released) {
   return rc;
 }
 
+int ebb_manager_unload_all(ebb_manager *m, uint64_t *released, int *count) {
+  uint64_t total = 0;
+  int n = 0, rc = 0;
+  pthread_mutex_lock(&m->switch_lock);
+  for (size_t i = 0; i < m->npipes; i++) {
+    if (!ebb_manager_is_loaded(m, m->pipes[i].def->name))
+      continue;
+    uint64_t rel = 0;
+    int r = unload_in_switch(m, &m->pipes[i], &rel);
+    rc = rc ? rc : r;
+    total += rel;
+    n++;
+  }
+  pthread_mutex_unlock(&m->switch_lock);
+  if (released)
+    *released = total;
+  if (count)
+    *count = n;
+  return rc;
+}
+
 /* --- load ------------------------------------------------------------------- */
 typedef struct evict_args {
   ebb_manager *m;
@@ -490,21 +538,42 @@ static int load_on_dev(void *arg) {
   pthread_mutex_lock(&m->lock);
   pp->loaded = 1;
   pp->need = measured > owners ? measured : owners;
+  pp->measured = 1;
   pthread_mutex_unlock(&m->lock);
   log_free(name, "after load", after);
   ebb_hook_run(m->hook, "pipeline-loaded", name, 0);
   return 0;
 }
+/* What loading pp will take (placement's order, placement.h): its last
+ * measured peak, else what its stages declare (the stage ABI's estimate,
+ * plus the context if there is none yet), else "expected_mib"; 0: unknown.
+ * *why says which. */
+static uint64_t predicted_need(ebb_manager *m, mpipe *pp, const char **why) {
+  pthread_mutex_lock(&m->lock);
+  uint64_t need = pp->measured ? pp->need : 0;
+  pthread_mutex_unlock(&m->lock);
+  *why = "its last measured peak";
+  if (need)
+    return need;
+  uint64_t declared = 0;
+  int complete = 0;
+  ebb_manager_pipeline_need(m, pp->def->name, &declared, &complete);
+  if (declared && complete) {
+    *why = "declared by its stages";
+    return declared + (ebb_device_ctx_active(m->dev) ? 0 : ebb_manager_context_estimate(m));
+  }
+  *why = "its \"expected_mib\"";
+  return pp->def->expected_bytes;
+}
+
 static int load_in_switch(ebb_manager *m, mpipe *pp) {
   const char *name = pp->def->name;
   char scope[160];
   snprintf(scope, sizeof scope, "pipeline %s", name);
-  pthread_mutex_lock(&m->lock);
-  int loaded = pp->loaded;
-  uint64_t need = pp->need;
-  pthread_mutex_unlock(&m->lock);
-  if (loaded)
+  if (ebb_manager_is_loaded(m, name))
     return 0;
+  const char *why;
+  uint64_t need = predicted_need(m, pp, &why);
   int known;
   uint64_t free_now = driver_free(m, &known);
   /* a switch: unknown need, or more than is free now */
@@ -519,19 +588,6 @@ static int load_in_switch(ebb_manager *m, mpipe *pp) {
     evict_args ev = {m, -1, 0};
     on_device(m, evict_on_dev, &ev);
     add_released(m, ev.rel);
-  }
-  /* before its first measured load: what its stages declare (the stage
-   * ABI's estimate), plus the context if there is none yet */
-  const char *why = "its last measured peak";
-  if (!need) {
-    uint64_t declared = 0;
-    ebb_manager_pipeline_need(m, name, &declared, NULL);
-    if (declared) {
-      ebb_alloc_stats st = {.size = sizeof st};
-      ebb_allocator_get_stats(m->alloc, &st);
-      need = declared + (ebb_device_ctx_active(m->dev) ? 0 : st.context_estimate);
-      why = "declared by its stages";
-    }
   }
   if (need && known) {
     uint64_t total = ebb_device_total_bytes(m->dev);
@@ -665,6 +721,7 @@ static int run_on_dev(void *arg) {
     pthread_mutex_lock(&m->lock);
     if (peak > pp->need)
       pp->need = peak;
+    pp->measured = 1;
     pthread_mutex_unlock(&m->lock);
   }
   free_def(&d);

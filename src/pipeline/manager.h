@@ -90,6 +90,10 @@ int ebb_manager_load(ebb_manager *m, const char *name);
  * pipeline; unloading a pipeline that is not loaded is not an error. */
 int ebb_manager_unload(ebb_manager *m, const char *name, uint64_t *released);
 int ebb_manager_is_loaded(ebb_manager *m, const char *name);
+/* Unloads every loaded pipeline (a device taken out of service); *released
+ * and *count (may be NULL): bytes handed back, pipelines unloaded. The
+ * first unload error, after trying them all. */
+int ebb_manager_unload_all(ebb_manager *m, uint64_t *released, int *count);
 
 /* Runs one job (synchronously, holding the run lock). outdir is created.
  * options: {stage name -> options object} merged over the pipeline's
@@ -144,6 +148,16 @@ json_t *ebb_manager_memory_json(ebb_manager *m);
 /* The pipeline's need here: its last measured peak, else its "expected_mib";
  * 0 when unknown or not a pipeline. */
 uint64_t ebb_manager_need(ebb_manager *m, const char *name);
+/* *measured: the pipeline's need as last measured here (a load or a run),
+ * 0 when it never was (unlike ebb_manager_need, no "expected_mib");
+ * *asleep: 1 when it is loaded here and asleep. */
+void ebb_manager_place_figures(ebb_manager *m, const char *name, uint64_t *measured,
+                               int *asleep);
+/* The summed need of the pipelines asleep here other than except (may be
+ * NULL): room free now that their wake takes back. */
+uint64_t ebb_manager_asleep_bytes(ebb_manager *m, const char *except);
+/* What a device context costs on this manager's device (measured or assumed). */
+uint64_t ebb_manager_context_estimate(ebb_manager *m);
 /* The summed need of the loaded pipelines other than except (may be NULL),
  * and how many (*count, may be NULL). */
 uint64_t ebb_manager_loaded_bytes(ebb_manager *m, const char *except, int *count);

@@ -26,6 +26,17 @@ static int loaded_anywhere(const ebb_place_dev *devs, size_t n, const ebb_place_
   return 0;
 }
 
+/* Rule 1: an idle device where it is loaded, awake before asleep (a wake
+ * in place still beats a load elsewhere). */
+static int loaded_idle(const ebb_place_dev *devs, size_t n, const ebb_place_job *job) {
+  int best = -1;
+  for (size_t i = 0; i < n; i++)
+    if (devs[i].idle && devs[i].loaded && ebb_place_eligible(&devs[i], job) &&
+        (best < 0 || (devs[best].asleep && !devs[i].asleep)))
+      best = (int)i;
+  return best;
+}
+
 /* Rule 2: best fit among idle devices with room; an unknown need takes the
  * empty device with the most free memory. */
 static int fits(const ebb_place_dev *devs, size_t n, const ebb_place_job *job) {
@@ -40,9 +51,11 @@ static int fits(const ebb_place_dev *devs, size_t n, const ebb_place_job *job) {
         best = (int)i;
       continue;
     }
-    if (job->need > d->free_bytes)
+    /* the sleepers here get their room back when they wake */
+    uint64_t room = d->free_bytes > d->asleep_bytes ? d->free_bytes - d->asleep_bytes : 0;
+    if (job->need > room)
       continue;
-    uint64_t left = d->free_bytes - job->need;
+    uint64_t left = room - job->need;
     if (left < best_left) {
       best_left = left;
       best = (int)i;
@@ -73,12 +86,12 @@ int ebb_place(const ebb_place_dev *devs, size_t n, const ebb_place_job *job, ebb
   *how = any ? EBB_PLACE_WAIT : EBB_PLACE_NEVER;
   if (!any)
     return -1;
-  for (size_t i = 0; i < n; i++)
-    if (devs[i].idle && devs[i].loaded && ebb_place_eligible(&devs[i], job)) {
-      *how = EBB_PLACE_LOADED;
-      return (int)i;
-    }
-  int d = fits(devs, n, job);
+  int d = loaded_idle(devs, n, job);
+  if (d >= 0) {
+    *how = EBB_PLACE_LOADED;
+    return d;
+  }
+  d = fits(devs, n, job);
   if (d >= 0) {
     *how = EBB_PLACE_FITS;
     return d;
@@ -93,14 +106,18 @@ int ebb_place(const ebb_place_dev *devs, size_t n, const ebb_place_job *job, ebb
   return -1;
 }
 
-uint64_t ebb_place_estimate_hook(const ebb_pipeline_def *def) {
-  (void)def; /* the stages' estimate() (stage ABI) sums here once it exists */
-  return 0;
+uint64_t ebb_place_estimate_hook(ebb_manager *m, const ebb_pipeline_def *def) {
+  uint64_t sum = 0;
+  int complete = 0;
+  if (!m || !def || ebb_manager_pipeline_need(m, def->name, &sum, &complete) != 0) {
+    ebb_clearerr();
+    return 0;
+  }
+  return complete && sum ? sum + ebb_manager_context_estimate(m) : 0;
 }
 
-uint64_t ebb_place_need(const ebb_pipeline_def *def, uint64_t measured) {
+uint64_t ebb_place_need(const ebb_pipeline_def *def, uint64_t measured, uint64_t estimate) {
   if (measured)
     return measured;
-  uint64_t est = ebb_place_estimate_hook(def);
-  return est ? est : def->expected_bytes;
+  return estimate ? estimate : def->expected_bytes;
 }

@@ -3,9 +3,11 @@
  * a picture of the devices taken by the caller (src/server/queue.c), so the
  * rules can be read and tested in one place:
  *
- *   1. an idle device where the pipeline is loaded;
+ *   1. an idle device where the pipeline is loaded: awake before asleep, and
+ *      asleep (a wake in place, issue 12) before any load elsewhere;
  *   2. an idle device where its predicted need fits in the driver's free
- *      memory (memory other processes hold counts as taken), best fit first
+ *      memory (memory other processes hold counts as taken, and so does the
+ *      room the sleeping pipelines there need to wake), best fit first
  *      (the least free memory left over); a need not yet known fits only an
  *      empty device (the one with the most free memory);
  *   3. only when the pipeline is loaded on no device it may use (or the job
@@ -23,6 +25,7 @@
 #include <stdint.h>
 
 #include "pipeline/config.h"
+#include "pipeline/manager.h"
 
 typedef struct ebb_place_dev {
   int ordinal;          /* CUDA device number; -1 for the CPU device */
@@ -33,6 +36,9 @@ typedef struct ebb_place_dev {
   uint64_t free_bytes;  /* driver free memory now */
   uint64_t other_bytes; /* predicted bytes of the other pipelines loaded here */
   int others;           /* how many other pipelines are loaded here */
+  int asleep;           /* the job's pipeline is loaded here, asleep */
+  uint64_t asleep_bytes;/* predicted bytes of the other pipelines asleep here (in
+                           free_bytes now; theirs again when they wake) */
 } ebb_place_dev;
 
 typedef struct ebb_place_job {
@@ -59,13 +65,14 @@ int ebb_place_eligible(const ebb_place_dev *d, const ebb_place_job *job);
 int ebb_place_could_fit(const ebb_place_dev *d, const ebb_place_job *job);
 
 /* The predicted need of a pipeline: the last measured peak (measured, the
- * largest over the devices; 0 if never measured), else the per-stage
- * estimate (EBB_PLACE_ESTIMATE_HOOK below), else "expected_mib" from the
- * config; 0 when nothing is known. */
-uint64_t ebb_place_need(const ebb_pipeline_def *def, uint64_t measured);
-/* The hook for the stages' own estimates (the stage ABI's estimate(), being
- * added): the sum of the stages' estimated bytes for def, 0 when they give
- * none. Today it answers 0, so expected_mib and the measured peak decide. */
-uint64_t ebb_place_estimate_hook(const ebb_pipeline_def *def);
+ * largest over the devices; 0 if never measured), else estimate (the
+ * stages' own, ebb_place_estimate_hook; 0: none), else "expected_mib" from
+ * the config; 0 when nothing is known. */
+uint64_t ebb_place_need(const ebb_pipeline_def *def, uint64_t measured, uint64_t estimate);
+/* The stages' estimate of def's need on m's device: the sum over its stages
+ * of ebb_manager_stage_need (each stage's last measured peak there, else
+ * its declared estimate: the stage ABI's estimate()) plus a device context;
+ * 0 when a stage declares nothing and never ran (the sum would be short). */
+uint64_t ebb_place_estimate_hook(ebb_manager *m, const ebb_pipeline_def *def);
 
 #endif

@@ -55,6 +55,13 @@ struct ebb_queue {
   void *arg;
   pthread_t watchdog;
   int watching;
+  /* the recorder (below): the store's writes for the jobs, in order */
+  pthread_mutex_t rlock;
+  pthread_cond_t rcond, ridle;
+  struct qrec *rhead, *rtail;
+  int rstop, rbusy;
+  pthread_t recorder;
+  int recording;
 };
 
 static void qjob_free(qjob *j) {
@@ -65,6 +72,143 @@ static void qjob_free(qjob *j) {
   free(j->outdir);
   json_decref(j->options);
   free(j);
+}
+
+/* --- the recorder -------------------------------------------------------------
+ * A store write commits (fsync): a job's end written by the device's worker
+ * kept the device idle for the disk before its next job (about 15 ms a job
+ * on a busy disk, up to 100 ms, of a 500 ms job). One thread writes the ends
+ * (and requeues) in order instead, each followed by its log line and
+ * on_state, so the log never runs ahead of the store; the device starts its
+ * next job meanwhile. A job's "running" is written before it runs, by the
+ * worker. ebb_queue_destroy drains the recorder. */
+typedef enum { REC_RUNNING, REC_FINISH, REC_REQUEUE } rec_kind;
+
+typedef struct qrec {
+  struct qrec *next;
+  rec_kind kind;
+  int64_t id;
+  ebb_job_state st;
+  char *code, *msg, *result, *stages; /* owned; may be NULL */
+  uint64_t released;
+  ebb_log_level level;
+  char *line; /* logged after the write (owned; may be NULL) */
+} qrec;
+
+static char *dup_or_null(const char *t) { return t ? strdup(t) : NULL; }
+
+static void rec_free(qrec *r) {
+  free(r->code);
+  free(r->msg);
+  free(r->result);
+  free(r->stages);
+  free(r->line);
+  free(r);
+}
+
+static void rec_write(ebb_queue *q, qrec *r) {
+  if (r->kind == REC_RUNNING)
+    ebb_store_set_running(q->store, r->id);
+  else if (r->kind == REC_REQUEUE)
+    ebb_store_requeue(q->store, r->id);
+  else
+    ebb_store_finish(q->store, r->id, r->st, r->code, r->msg, r->result, r->released,
+                     r->stages ? r->stages : "[]");
+  if (r->line)
+    ebb_log(r->level, "server", "%s", r->line);
+  if (r->kind != REC_REQUEUE && q->on_state)
+    q->on_state(q->arg);
+}
+
+static void *recorder(void *arg) {
+  ebb_queue *q = arg;
+  pthread_mutex_lock(&q->rlock);
+  for (;;) {
+    while (!q->rhead && !q->rstop)
+      pthread_cond_wait(&q->rcond, &q->rlock);
+    qrec *r = q->rhead;
+    if (!r)
+      break; /* stopping and drained */
+    q->rhead = r->next;
+    if (!q->rhead)
+      q->rtail = NULL;
+    q->rbusy = 1;
+    pthread_mutex_unlock(&q->rlock);
+    rec_write(q, r);
+    rec_free(r);
+    pthread_mutex_lock(&q->rlock);
+    q->rbusy = 0;
+    if (!q->rhead)
+      pthread_cond_broadcast(&q->ridle);
+  }
+  pthread_mutex_unlock(&q->rlock);
+  return NULL;
+}
+
+/* Hands r (owned) to the recorder; without one (or out of host memory)
+ * the write is made here. */
+static void record(ebb_queue *q, qrec *r) {
+  if (!r) /* out of host memory: the store keeps the job's last state */
+    return;
+  pthread_mutex_lock(&q->rlock);
+  if (q->recording && !q->rstop) {
+    if (q->rtail)
+      q->rtail->next = r;
+    else
+      q->rhead = r;
+    q->rtail = r;
+    pthread_cond_signal(&q->rcond);
+    r = NULL;
+  }
+  pthread_mutex_unlock(&q->rlock);
+  if (r) {
+    rec_write(q, r);
+    rec_free(r);
+  }
+}
+
+/* A write of kind for job id, with the log line fmt (may be NULL). */
+static qrec *rec_new(rec_kind kind, int64_t id, ebb_log_level level, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+static qrec *rec_new(rec_kind kind, int64_t id, ebb_log_level level, const char *fmt, ...) {
+  qrec *r = calloc(1, sizeof *r);
+  if (!r)
+    return NULL;
+  *r = (qrec){.kind = kind, .id = id, .level = level};
+  if (fmt) {
+    va_list ap;
+    va_start(ap, fmt);
+    if (vasprintf(&r->line, fmt, ap) < 0)
+      r->line = NULL;
+    va_end(ap);
+  }
+  return r;
+}
+
+/* A job's end: its state, error (code, msg), result and released bytes
+ * (strings borrowed, copied), logged as "job ID: STATE[: msg]". */
+static void record_finish(ebb_queue *q, int64_t id, ebb_job_state st, const char *code,
+                          const char *msg, const char *result, uint64_t released,
+                          const char *stages) {
+  qrec *r = rec_new(REC_FINISH, id, msg ? EBB_LOG_WARN : EBB_LOG_INFO, "job %lld: %s%s%s",
+                    (long long)id, ebb_job_state_name(st), msg ? ": " : "", msg ? msg : "");
+  if (!r)
+    return;
+  r->st = st;
+  r->released = released;
+  r->code = dup_or_null(code);
+  r->msg = dup_or_null(msg);
+  r->result = dup_or_null(result);
+  r->stages = dup_or_null(stages);
+  record(q, r);
+}
+
+/* Waits until the recorder has made every write handed to it so far. */
+static void record_flush(ebb_queue *q) {
+  pthread_mutex_lock(&q->rlock);
+  while (q->recording && (q->rhead || q->rbusy))
+    pthread_cond_wait(&q->ridle, &q->rlock);
+  pthread_mutex_unlock(&q->rlock);
 }
 
 /* --- per-stage released bytes: RELEASE events in the ledger between a stage's
@@ -152,17 +296,15 @@ static double timeout_of(ebb_queue *q, const char *pipeline) {
 static int ended_early(ebb_queue *q, qjob *j, int rc, double timeout) {
   if (rc == EBB_ECANCELED && atomic_load(&q->stopping) && !atomic_load(&j->timed_out) &&
       !atomic_load(&j->by_client)) {
-    ebb_store_requeue(q->store, j->id);
-    ebb_log(EBB_LOG_INFO, "server", "job %lld: stopped by the server's stop; queued again",
-            (long long)j->id);
+    record(q, rec_new(REC_REQUEUE, j->id, EBB_LOG_INFO,
+                      "job %lld: stopped by the server's stop; queued again", (long long)j->id));
     return 1;
   }
   if (rc && atomic_load(&j->timed_out)) {
     char msg[160];
     snprintf(msg, sizeof msg, "the job ran past its %.0f s deadline; it was cancelled and its "
                               "memory released", timeout);
-    ebb_store_finish(q->store, j->id, EBB_JOB_FAILED, "EBB_ETIMEDOUT", msg, NULL, 0, "[]");
-    ebb_log(EBB_LOG_WARN, "server", "job %lld: failed: %s", (long long)j->id, msg);
+    record_finish(q, j->id, EBB_JOB_FAILED, "EBB_ETIMEDOUT", msg, NULL, 0, NULL);
     return 1;
   }
   return 0;
@@ -174,6 +316,10 @@ static int device_fault(ebb_queue *q, int rc) {
   return q->place && (rc == EBB_EDRIVER || rc == EBB_ENODEV);
 }
 
+/* The device is taken out of placement (its queued jobs go to the others:
+ * placement never sends a job to a failed device), then its pipelines are
+ * unloaded there and then, not at the server's stop: their memory is
+ * accounted as released and nothing shows them loaded on a dead device. */
 static void mark_failed(qdev *d, const char *msg) {
   ebb_queue *q = d->q;
   const char *label = ebb_device_label(ebb_manager_device(d->m));
@@ -184,6 +330,15 @@ static void mark_failed(qdev *d, const char *msg) {
   pthread_mutex_unlock(&q->lock);
   ebb_log(EBB_LOG_ERROR, "server", "device %s failed and is taken out of placement: %s", label,
           msg);
+  uint64_t rel = 0;
+  int n = 0;
+  int rc = ebb_manager_unload_all(d->m, &rel, &n);
+  ebb_log(rc ? EBB_LOG_WARN : EBB_LOG_INFO, "server",
+          "device %s failed: %d pipeline%s unloaded there, %llu MiB released%s%s", label, n,
+          n == 1 ? "" : "s", (unsigned long long)(rel >> 20), rc ? "; " : "",
+          rc ? ebb_errmsg() : "");
+  if (q->on_state)
+    q->on_state(q->arg);
 }
 
 /* With placement the pipeline stays loaded on its device (a later job of it
@@ -205,9 +360,14 @@ static int run_on(qdev *d, qjob *j, ebb_place_how how, stage_track *t, ebb_job_r
 static void run_one(qdev *d, qjob *j, ebb_place_how how) {
   ebb_queue *q = d->q;
   const char *label = ebb_device_label(ebb_manager_device(d->m));
-  ebb_store_set_running(q->store, j->id);
-  ebb_log(EBB_LOG_INFO, "server", "job %lld: running pipeline '%s' on %s", (long long)j->id,
-          j->pipeline, label);
+  /* written before the job runs: whoever reads the store (the events, a
+   * client) finds it running while its stages take memory */
+  qrec *r = rec_new(REC_RUNNING, j->id, EBB_LOG_INFO, "job %lld: running pipeline '%s' on %s",
+                    (long long)j->id, j->pipeline, label);
+  if (r) {
+    rec_write(q, r);
+    rec_free(r);
+  }
   stage_track t = {.ledger = ebb_allocator_ledger(d->alloc), .stages = json_array()};
   ebb_job_result res;
   int rc = run_on(d, j, how, &t, &res);
@@ -230,10 +390,8 @@ static void run_one(qdev *d, qjob *j, ebb_place_how how) {
                                                        : EBB_JOB_FAILED;
   char *result = rc == 0 ? result_text(j->outdir) : NULL;
   char *stages = json_dumps(t.stages, JSON_COMPACT);
-  ebb_store_finish(q->store, j->id, st, rc ? ebb_errname(rc) : NULL, rc ? res.message : NULL,
-                   result, res.released_bytes, stages);
-  ebb_log(rc ? EBB_LOG_WARN : EBB_LOG_INFO, "server", "job %lld: %s%s%s", (long long)j->id,
-          ebb_job_state_name(st), rc ? ": " : "", rc ? res.message : "");
+  record_finish(q, j->id, st, rc ? ebb_errname(rc) : NULL, rc ? res.message : NULL, result,
+                res.released_bytes, stages);
   free(result);
   free(stages);
   json_decref(t.stages);
@@ -255,24 +413,32 @@ static void picture(ebb_queue *q, const char *name, const uint64_t *free_b, cons
                     ebb_place_dev *pd) {
   for (size_t i = 0; i < q->ndevs; i++) {
     qdev *d = &q->devs[i];
+    uint64_t meas;
     pd[i] = (ebb_place_dev){.ordinal = ebb_device_ordinal(ebb_manager_device(d->m)),
                             .idle = !d->running && !d->failed,
                             .failed = d->failed,
                             .loaded = ebb_manager_is_loaded(d->m, name),
                             .free_known = known[i],
-                            .free_bytes = free_b[i]};
+                            .free_bytes = free_b[i],
+                            .asleep_bytes = ebb_manager_asleep_bytes(d->m, name)};
+    ebb_manager_place_figures(d->m, name, &meas, &pd[i].asleep);
     pd[i].other_bytes = ebb_manager_loaded_bytes(d->m, name, &pd[i].others);
   }
 }
 
+/* The job as placement sees it: its need (the largest measured over the
+ * devices, else the stages' estimate, else "expected_mib"), pins, overdue. */
 static void job_place(ebb_queue *q, const qjob *j, double now, ebb_place_job *pj) {
   const ebb_pipeline_def *def = ebb_manager_pipeline(q->devs[0].m, j->pipeline);
   uint64_t measured = 0;
   for (size_t i = 0; i < q->ndevs; i++) {
-    uint64_t n = ebb_manager_need(q->devs[i].m, j->pipeline);
+    uint64_t n;
+    int asleep;
+    ebb_manager_place_figures(q->devs[i].m, j->pipeline, &n, &asleep);
     measured = n > measured ? n : measured;
   }
-  *pj = (ebb_place_job){.need = def ? ebb_place_need(def, measured) : measured,
+  uint64_t est = def && !measured ? ebb_place_estimate_hook(q->devs[0].m, def) : 0;
+  *pj = (ebb_place_job){.need = def ? ebb_place_need(def, measured, est) : 0,
                         .pin_cuda = def ? def->pin_cuda : 0,
                         .pin_cpu = def ? def->pin_cpu : 0,
                         .overdue = q->max_wait_s > 0 && now - j->queued_at > q->max_wait_s};
@@ -448,6 +614,14 @@ int ebb_queue_create(ebb_store *store, ebb_manager *const *ms, ebb_allocator *co
   q->arg = o ? o->arg : NULL;
   pthread_mutex_init(&q->lock, NULL);
   pthread_cond_init(&q->cond, NULL);
+  pthread_mutex_init(&q->rlock, NULL);
+  pthread_cond_init(&q->rcond, NULL);
+  pthread_cond_init(&q->ridle, NULL);
+  if (pthread_create(&q->recorder, NULL, recorder, q) != 0) {
+    ebb_queue_destroy(q);
+    return ebb_seterr(EBB_ENOMEM, "queue: cannot start the recorder thread");
+  }
+  q->recording = 1;
   for (size_t i = 0; i < n; i++) {
     q->devs[i] = (qdev){.q = q, .m = ms[i], .alloc = allocs[i]};
     if (pthread_create(&q->devs[i].worker, NULL, worker, &q->devs[i]) != 0) {
@@ -481,12 +655,21 @@ void ebb_queue_destroy(ebb_queue *q) {
       pthread_join(q->devs[i].worker, NULL);
   if (q->watching)
     pthread_join(q->watchdog, NULL);
+  pthread_mutex_lock(&q->rlock); /* the workers are gone: the recorder drains and ends */
+  q->rstop = 1;
+  pthread_cond_signal(&q->rcond);
+  pthread_mutex_unlock(&q->rlock);
+  if (q->recording)
+    pthread_join(q->recorder, NULL);
   for (qjob *j = q->head, *n; j; j = n) {
     n = j->next;
     qjob_free(j);
   }
   pthread_cond_destroy(&q->cond);
   pthread_mutex_destroy(&q->lock);
+  pthread_cond_destroy(&q->ridle);
+  pthread_cond_destroy(&q->rcond);
+  pthread_mutex_destroy(&q->rlock);
   free(q->devs);
   free(q);
 }
@@ -539,8 +722,10 @@ int ebb_queue_cancel(ebb_queue *q, int64_t id, int *running) {
       break;
     }
   pthread_mutex_unlock(&q->lock);
-  if (!found)
+  if (!found) {
+    record_flush(q); /* a job that just ended: the store says so once this returns */
     return ebb_seterr(EBB_ENOTFOUND, "job %lld is not queued or running", (long long)id);
+  }
   ebb_store_finish(q->store, id, EBB_JOB_CANCELLED, "EBB_ECANCELED", "cancelled before it ran",
                    NULL, 0, "[]");
   qjob_free(found);

@@ -15,7 +15,8 @@
 #      cuda:2; once the hold ends, cuda:2 is used again.
 #   3. device 3 lost while a job runs there (fakegpu-smi --fake-lose-device):
 #      that job fails naming cuda:3, every other job completes on 0-2, cuda:3
-#      shows as failed in /v1/memory and /metrics, the server stays up.
+#      shows as failed in /v1/memory and /metrics with nothing loaded (its
+#      pipeline unloaded when it failed), the server stays up.
 # The makespan of phase 1 is printed (bench/ measures throughput: make bench).
 set -u
 : "${EBB:?}" "${FAKEGPU_SMI:?}" "${FAKEGPU_STATE:?}" "${EBB_TEST_TMP:?}" "${EBB_BUILD_DIR:?}"
@@ -241,6 +242,11 @@ IDS=()
 submit 4
 for _ in $(seq 200); do grep -q "running pipeline '.' on cuda:3\$" "$T/log3" && break; sleep 0.05; done
 grep -q "running pipeline '.' on cuda:3\$" "$T/log3" || fail "phase 3: no job went to cuda:3"
+loaded3() { curl -s "$URL/v1/memory" | python3 -c '
+import json, sys
+print(len({x["label"]: x for x in json.load(sys.stdin)["devices"]}["cuda:3"]["loaded"]))' 2>/dev/null; }
+for _ in $(seq 100); do [ "$(loaded3)" = 1 ] && break; sleep 0.05; done # lost mid-run, not mid-load
+[ "$(loaded3)" = 1 ] || fail "phase 3: the job's pipeline never showed as loaded on cuda:3"
 "$FAKEGPU_SMI" --fake-lose-device=3 > /dev/null || fail "phase 3: fakegpu-smi --fake-lose-device=3 failed"
 submit 4
 wait_all
@@ -257,6 +263,14 @@ d = {x["label"]: x for x in json.loads(sys.argv[1])["devices"]}
 assert d["cuda:3"]["state"] == "failed" and "cuda:3" in d["cuda:3"]["error"], d["cuda:3"]
 assert all(d[k]["state"] != "failed" for k in ("cuda:0", "cuda:1", "cuda:2")), d' "$mem" ||
   fail "phase 3: /v1/memory does not show cuda:3 (alone) failed"
+# the failed device's pipeline is unloaded when it fails, not at the server's stop
+python3 -c '
+import json, sys
+d = {x["label"]: x for x in json.loads(sys.argv[1])["devices"]}
+assert d["cuda:3"]["loaded"] == [], d["cuda:3"]' "$mem" ||
+  fail "phase 3: /v1/memory still shows a pipeline loaded on the failed cuda:3"
+grep -q 'device cuda:3 failed: 1 pipeline unloaded there' "$T/log3" ||
+  fail "phase 3: no line saying cuda:3's pipeline was unloaded when it failed: $(grep cuda:3 "$T/log3")"
 curl -s "$URL/metrics" | grep -q '^ebb_device_failed{device="cuda:3"} 1$' ||
   fail "phase 3: /metrics does not show cuda:3 failed"
 [ "$(curl -s -o /dev/null -w '%{http_code}' "$URL/healthz")" = 200 ] || fail "phase 3: /healthz after the failure"

@@ -2,8 +2,14 @@
  * idle first; best fit in free memory (other processes' memory counted as
  * taken); eviction only where the pipeline is loaded nowhere (or the job is
  * overdue), on the device losing the fewest bytes; otherwise wait; pins and
- * failed devices; the need: measured peak, else expected_mib. */
+ * failed devices; a sleeping pipeline's device (awake first, a wake in
+ * place before a load elsewhere, its room kept for its wake); the need:
+ * measured peak, else the stages' estimate (a manager on the CPU device),
+ * else expected_mib. */
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "pipeline/placement.h"
 #include "test.h"
@@ -103,14 +109,100 @@ static void unknown_need_takes_an_empty_device(void) {
   CHECK_EQ_INT(how, EBB_PLACE_FITS);
 }
 
+static void asleep_wakes_in_place(void) {
+  /* loaded on 0 (asleep) and on 2 (awake), room on 1: awake first */
+  ebb_place_dev d[3] = {dev(0, 1, 7800), dev(1, 1, 8000), dev(2, 1, 3000)};
+  d[0].loaded = d[0].asleep = 1;
+  d[2].loaded = 1;
+  ebb_place_job j = {.need = 4900 * MIB};
+  ebb_place_how how;
+  CHECK_EQ_INT(ebb_place(d, 3, &j, &how), 2);
+  CHECK_EQ_INT(how, EBB_PLACE_LOADED);
+  /* the awake one busy: the wake on 0 beats a load on 1 (which fits better) */
+  d[2].idle = 0;
+  CHECK_EQ_INT(ebb_place(d, 3, &j, &how), 0);
+  CHECK_EQ_INT(how, EBB_PLACE_LOADED);
+  /* listed in the other order, the same answer */
+  ebb_place_dev r[2] = {dev(0, 1, 3000), dev(1, 1, 7800)};
+  r[0].loaded = 1;
+  r[1].loaded = r[1].asleep = 1;
+  CHECK_EQ_INT(ebb_place(r, 2, &j, &how), 0);
+}
+
+static void sleepers_keep_their_room(void) {
+  /* device 0 looks empty (7800 MiB free) but a pipeline of 4900 MiB sleeps
+   * there: a 4000 MiB job goes to device 1, where it fits beside nothing
+   * asleep, even though device 0 would be the better fit by free memory */
+  ebb_place_dev d[2] = {dev(0, 1, 7800), dev(1, 1, 8000)};
+  d[0].others = 1, d[0].other_bytes = 4900 * MIB, d[0].asleep_bytes = 4900 * MIB;
+  ebb_place_job j = {.need = 4000 * MIB};
+  ebb_place_how how;
+  CHECK_EQ_INT(ebb_place(d, 2, &j, &how), 1);
+  CHECK_EQ_INT(how, EBB_PLACE_FITS);
+  /* a small one fits beside the sleeper's room */
+  j.need = 2000 * MIB;
+  CHECK_EQ_INT(ebb_place(d, 2, &j, &how), 0);
+  CHECK_EQ_INT(how, EBB_PLACE_FITS);
+}
+
 static void need(void) {
   ebb_pipeline_def def;
   memset(&def, 0, sizeof def);
-  CHECK_EQ_U64(ebb_place_need(&def, 0), 0);
+  CHECK_EQ_U64(ebb_place_need(&def, 0, 0), 0);
   def.expected_bytes = 4915 * MIB;
-  CHECK_EQ_U64(ebb_place_need(&def, 0), 4915 * MIB);
-  CHECK_EQ_U64(ebb_place_need(&def, 4700 * MIB), 4700 * MIB); /* measured wins */
-  CHECK_EQ_U64(ebb_place_estimate_hook(&def), 0);
+  CHECK_EQ_U64(ebb_place_need(&def, 0, 0), 4915 * MIB);
+  CHECK_EQ_U64(ebb_place_need(&def, 0, 4700 * MIB), 4700 * MIB); /* the estimate next */
+  CHECK_EQ_U64(ebb_place_need(&def, 4800 * MIB, 4700 * MIB), 4800 * MIB); /* measured wins */
+  CHECK_EQ_U64(ebb_place_estimate_hook(NULL, &def), 0);
+}
+
+/* The stages' estimate through a manager on the CPU device: synthetic
+ * declares weights + activations, summed over the stages; it comes before
+ * expected_mib, and a load's measurement comes before both. */
+static void estimate_hook(void) {
+  ebb_device *dev0 = NULL;
+  ebb_allocator *alloc = NULL;
+  ebb_registry *reg = NULL;
+  REQUIRE(ebb_device_open("cpu", &dev0) == 0);
+  REQUIRE(ebb_allocator_create(dev0, NULL, &alloc) == 0);
+  REQUIRE(ebb_registry_create(&reg) == 0);
+  ebb_config *c = NULL;
+  REQUIRE(ebb_config_load_string(
+              "{\"pipelines\": {\"p\": {\"expected_mib\": 100, \"stages\": ["
+              "{\"stage\": \"synthetic\", \"name\": \"a\", \"options\": {\"weights_mib\": 8, "
+              "\"activations_mib\": 4}}, {\"stage\": \"synthetic\", \"name\": \"b\", "
+              "\"options\": {\"weights_mib\": 2, \"activations_mib\": 1}}]}}}",
+              "test.json", &c) == 0);
+  char work[] = "/tmp/ebb-place-XXXXXX";
+  REQUIRE(mkdtemp(work));
+  ebb_manager_opts o = {.size = sizeof o, .dev = dev0, .alloc = alloc, .reg = reg, .cfg = c,
+                        .work_dir = work};
+  ebb_manager *m = NULL;
+  REQUIRE(ebb_manager_create(&o, &m) == 0);
+  const ebb_pipeline_def *p = ebb_manager_pipeline(m, "p");
+  REQUIRE(p);
+  uint64_t est = ebb_place_estimate_hook(m, p);
+  CHECK_MSG(est == 15 * MIB + ebb_manager_context_estimate(m),
+            "estimate %llu bytes, expected 15 MiB + the context (%llu)",
+            (unsigned long long)est, (unsigned long long)ebb_manager_context_estimate(m));
+  /* before any load: the estimate, not expected_mib (100) */
+  CHECK_EQ_U64(ebb_place_need(p, 0, est), est);
+  uint64_t meas = 1;
+  int asleep = 1;
+  ebb_manager_place_figures(m, "p", &meas, &asleep);
+  CHECK_EQ_U64(meas, 0); /* expected_mib is no measurement */
+  CHECK_EQ_INT(asleep, 0);
+  CHECK_MSG(ebb_manager_load(m, "p") == 0, "load: %s", ebb_errmsg());
+  ebb_manager_place_figures(m, "p", &meas, &asleep);
+  CHECK_MSG(meas > 0, "no measured need after a load");
+  ebb_manager_destroy(m);
+  ebb_config_free(c);
+  char cmd[200];
+  snprintf(cmd, sizeof cmd, "rm -rf '%s'", work);
+  CHECK_EQ_INT(system(cmd), 0);
+  ebb_registry_destroy(reg);
+  ebb_allocator_destroy(alloc);
+  ebb_device_close(dev0);
 }
 
 int main(void) {
@@ -121,6 +213,9 @@ int main(void) {
   RUN(no_eviction_while_loaded_elsewhere);
   RUN(pins_and_failures);
   RUN(unknown_need_takes_an_empty_device);
+  RUN(asleep_wakes_in_place);
+  RUN(sleepers_keep_their_room);
   RUN(need);
+  RUN(estimate_hook);
   return TEST_END();
 }
