@@ -381,3 +381,18 @@ int srv_place_upload(srv_req *r, const char *dir, char *path, size_t n) {
   r->tmp[0] = '\0';
   return 0;
 }
+
+int srv_parse_job(ebb_server *s, struct MHD_Connection *c, srv_req *r, srv_input *in,
+                  enum MHD_Result *ret) {
+  if (srv_parse_input(s, c, r, 1, in, ret)) {
+    srv_input_free(in);
+    return 1;
+  }
+  int rc = ebb_manager_check_job(s->m, in->pipeline, in->options);
+  if (rc) {
+    *ret = srv_send_ebb_err(c, r, rc, ebb_errmsg());
+    srv_input_free(in);
+    return 1;
+  }
+  return 0;
+}

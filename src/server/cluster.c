@@ -270,16 +270,9 @@ SRV_HANDLER(srv_cluster_jobs_post) {
   srv_cluster *k = s->cluster;
   srv_input in;
   enum MHD_Result ret;
-  if (srv_parse_input(s, c, r, 1, &in, &ret)) {
-    srv_input_free(&in);
+  if (srv_parse_job(s, c, r, &in, &ret))
     return ret;
-  }
-  int rc = ebb_manager_check_job(s->m, in.pipeline, in.options);
-  if (rc) {
-    ret = srv_send_ebb_err(c, r, rc, ebb_errmsg());
-    srv_input_free(&in);
-    return ret;
-  }
+  int rc;
   sub_input si = {0};
   unsigned status = MHD_HTTP_BAD_REQUEST;
   char uid[33];

@@ -141,6 +141,11 @@ typedef struct srv_input {
 int srv_parse_input(ebb_server *s, struct MHD_Connection *c, srv_req *r, int want_pipeline,
                     srv_input *in, enum MHD_Result *ret);
 void srv_input_free(srv_input *in);
+/* srv_parse_input for a job (a pipeline is required) and the manager's check
+ * of its pipeline and options. Returns 0, or 1 with a response queued and in
+ * freed. */
+int srv_parse_job(ebb_server *s, struct MHD_Connection *c, srv_req *r, srv_input *in,
+                  enum MHD_Result *ret);
 /* Moves the upload into dir as input-NAME (NAME: the sent filename made safe
  * and short); path gets where. */
 int srv_place_upload(srv_req *r, const char *dir, char *path, size_t n);

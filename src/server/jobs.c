@@ -45,19 +45,11 @@ enum MHD_Result srv_h_jobs_post(ebb_server *s, struct MHD_Connection *c, srv_req
     return srv_cluster_jobs_post(s, c, r, method);
   srv_input in;
   enum MHD_Result ret;
-  if (srv_parse_input(s, c, r, 1, &in, &ret)) {
-    srv_input_free(&in);
+  if (srv_parse_job(s, c, r, &in, &ret))
     return ret;
-  }
-  int rc = ebb_manager_check_job(s->m, in.pipeline, in.options);
-  if (rc) {
-    ret = srv_send_ebb_err(c, r, rc, ebb_errmsg());
-    srv_input_free(&in);
-    return ret;
-  }
   char uid[33], path[4400];
   int64_t id = 0;
-  rc = srv_random_id(uid);
+  int rc = srv_random_id(uid);
   if (!rc)
     rc = enqueue(s, r, &in, uid, &id, path, sizeof path);
   if (rc) {

@@ -713,12 +713,7 @@ int ebb_queue_cancel(ebb_queue *q, int64_t id, int *running) {
   for (qjob *j = q->head; j; prev = j, j = j->next)
     if (j->id == id) {
       found = j;
-      if (prev)
-        prev->next = j->next;
-      else
-        q->head = j->next;
-      if (q->tail == j)
-        q->tail = prev;
+      unlink_job(q, j, prev);
       break;
     }
   pthread_mutex_unlock(&q->lock);

@@ -342,50 +342,45 @@ static void shm_path(const char *name, char *buf, size_t n) {
   snprintf(buf, n, "/dev/shm/%s", name);
 }
 
-int ebb_shm_put(const char *name, const void *data, size_t n) {
+/* Opens /dev/shm/NAME, which must not exist yet, for reading and writing. */
+static int shm_open_new(const char *name, char *path, size_t cap, int *fd) {
   if (!ebb_shm_name_ok(name))
     return ebb_seterr(EBB_EINVAL, "shared memory name '%s' is not valid", name ? name : "");
-  char path[256];
-  shm_path(name, path, sizeof path);
-  int fd = open(path, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
-  if (fd < 0)
+  shm_path(name, path, cap);
+  *fd = open(path, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+  if (*fd < 0)
     return ebb_seterr(EBB_EIO, "%s: %s", path, strerror(errno));
-  int rc = 0;
-  if (n && ftruncate(fd, (off_t)n) != 0) {
-    rc = ebb_seterr(EBB_EIO, "%s: sizing to %zu bytes: %s", path, n, strerror(errno));
-    goto fail;
-  }
+  return 0;
+}
+
+int ebb_shm_put(const char *name, const void *data, size_t n) {
   if (n) {
-    /* MAP_POPULATE: the pages are allocated in one pass, not one fault each */
-    void *p = mmap(NULL, n, PROT_WRITE, MAP_SHARED | MAP_POPULATE, fd, 0);
-    if (p == MAP_FAILED) {
-      rc = ebb_seterr(EBB_EIO, "%s: mapping %zu bytes: %s", path, n, strerror(errno));
-      goto fail;
-    }
+    void *p;
+    int rc = ebb_shm_create(name, n, &p);
+    if (rc)
+      return rc;
     memcpy(p, data, n);
     munmap(p, n);
+    return 0;
   }
+  char path[256];
+  int fd, rc = shm_open_new(name, path, sizeof path, &fd);
+  if (rc)
+    return rc;
   close(fd);
   return 0;
-fail:
-  close(fd);
-  unlink(path);
-  return rc;
 }
 
 int ebb_shm_create(const char *name, size_t n, void **p) {
   *p = NULL;
-  if (!ebb_shm_name_ok(name))
-    return ebb_seterr(EBB_EINVAL, "shared memory name '%s' is not valid", name ? name : "");
   if (!n)
-    return ebb_seterr(EBB_EINVAL, "shared memory %s: size 0", name);
+    return ebb_seterr(EBB_EINVAL, "shared memory %s: size 0", ebb_shm_name_ok(name) ? name : "");
   char path[256];
-  shm_path(name, path, sizeof path);
-  int fd = open(path, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
-  if (fd < 0)
-    return ebb_seterr(EBB_EIO, "%s: %s", path, strerror(errno));
-  int rc = 0;
+  int fd, rc = shm_open_new(name, path, sizeof path, &fd);
+  if (rc)
+    return rc;
   void *m = MAP_FAILED;
+  /* MAP_POPULATE: the pages are allocated in one pass, not one fault each */
   if (ftruncate(fd, (off_t)n) != 0)
     rc = ebb_seterr(EBB_EIO, "%s: sizing to %zu bytes: %s", path, n, strerror(errno));
   else if ((m = mmap(NULL, n, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_POPULATE, fd, 0)) ==
