@@ -109,7 +109,7 @@ int ebb_separate_cpu(const ebb_sep_options *o, uint32_t rate, const float *x, lo
     spec[2 * c] = re * am;
     spec[2 * c + 1] = im * am;
   }
-  if ((rc = ebb_stft_inverse_cpu(&s, vspec, voc)) < 0)
+  if ((rc = ebb_stft_inverse_cpu(&s, vspec, voc)) < 0 || !acc)
     goto done;
   rc = ebb_stft_inverse_cpu(&s, spec, acc);
 done:
@@ -327,7 +327,7 @@ int ebb_separate_gpu(ebb_stage_ctx *ctx, const void *image, const ebb_sep_option
       (rc = ebb_repet_picks(mag, nf, s.nbins, &rp, picks, npicks)) < 0 ||
       (rc = gpu_checkpoint(ctx, 0.7, "the similarity search")) < 0 ||
       (rc = gpu_mask(&g, &s, &rp, picks, npicks)) < 0 ||
-      (rc = inverse_to_host(&g, &s, g.d_voc, voc)) < 0)
+      (rc = inverse_to_host(&g, &s, g.d_voc, voc)) < 0 || !acc)
     goto done;
   rc = inverse_to_host(&g, &s, g.d_mix, acc);
 done:
