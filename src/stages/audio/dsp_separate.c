@@ -109,7 +109,7 @@ int ebb_separate_cpu(const ebb_sep_options *o, uint32_t rate, const float *x, lo
     spec[2 * c] = re * am;
     spec[2 * c + 1] = im * am;
   }
-  if ((rc = ebb_stft_inverse_cpu(&s, vspec, voc)) < 0)
+  if ((rc = ebb_stft_inverse_cpu(&s, vspec, voc)) < 0 || !acc)
     goto done;
   rc = ebb_stft_inverse_cpu(&s, spec, acc);
 done:
@@ -195,6 +195,108 @@ uint64_t ebb_separate_gpu_bytes(const ebb_sep_options *o, uint32_t rate, long lo
               (rp.hpss ? cells : 1));
 }
 
+/* Every device buffer of the run, then the signal, window and twiddles on
+ * the device. tables: the window (n floats) then the twiddles (n floats). */
+static int gpu_setup(gpu_run *g, const ebb_stft_shape *s, const ebb_repet_params *rp,
+                     const float *x, long long nx, const float *tables) {
+  ebb_stage_ctx *ctx = g->ctx;
+  int n = s->n, nf = s->nframes, rc;
+  size_t cells = (size_t)nf * (size_t)s->nbins, pick_cells = (size_t)nf * (size_t)rp->k;
+  size_t frame_bytes = sizeof(float) * 2 * (size_t)n * (size_t)nf;
+  if ((rc = alloc(g, sizeof(float) * (size_t)nx, &g->d_x)) < 0 ||
+      (rc = alloc(g, sizeof(float) * (size_t)n, &g->d_win)) < 0 ||
+      (rc = alloc(g, sizeof(float) * (size_t)n, &g->d_tw)) < 0 ||
+      (rc = alloc(g, frame_bytes, &g->d_mix)) < 0 || (rc = alloc(g, frame_bytes, &g->d_voc)) < 0 ||
+      (rc = alloc(g, sizeof(float) * cells, &g->d_mag)) < 0 ||
+      (rc = alloc(g, sizeof(float) * cells, &g->d_mask)) < 0 ||
+      (rc = alloc(g, sizeof(float) * (size_t)nx, &g->d_y)) < 0 ||
+      (rc = alloc(g, sizeof(int) * pick_cells, &g->d_picks)) < 0 ||
+      (rc = alloc(g, sizeof(int) * (size_t)nf, &g->d_npicks)) < 0 ||
+      (rc = alloc(g, sizeof(float) * (rp->hpss ? cells : 1), &g->d_harm)) < 0)
+    return rc;
+  if ((rc = host_err(g, ctx->host->copy_htod(ctx, g->d_x, x, sizeof(float) * (size_t)nx),
+                     "copying the signal")) < 0 ||
+      (rc = host_err(g, ctx->host->copy_htod(ctx, g->d_win, tables, sizeof(float) * (size_t)n),
+                     "copying the window")) < 0)
+    return rc;
+  return host_err(g, ctx->host->copy_htod(ctx, g->d_tw, tables + n, sizeof(float) * (size_t)n),
+                  "copying the twiddles");
+}
+
+/* Forward STFT of d_x into d_mix and its magnitudes into d_mag and mag. */
+static int gpu_forward(gpu_run *g, const ebb_stft_shape *s, long long nx, float *mag) {
+  int n = s->n, nbins = s->nbins, hop = s->hop, pad = s->pad, log2n = s->log2n, nf = s->nframes;
+  unsigned bs = (unsigned)(n / 2 < EBB_KERNEL_MAX_THREADS ? n / 2 : EBB_KERNEL_MAX_THREADS);
+  long long nxl = nx;
+  void *wp[] = {&g->d_x, &nxl, &g->d_win, &g->d_mix, &n, &hop, &pad};
+  int rc = launch(g, "ebb_stft_window", (unsigned)nf, bs, 0, wp);
+  if (rc < 0)
+    return rc;
+  float fwd = 1.0f, one = 1.0f;
+  void *fp[] = {&g->d_mix, &g->d_tw, &n, &log2n, &fwd, &one};
+  if ((rc = launch(g, "ebb_fft_radix2", (unsigned)nf, bs, (unsigned)(sizeof(float) * 2 * n), fp)) < 0)
+    return rc;
+  void *mp[] = {&g->d_mix, &g->d_mag, &n, &nbins};
+  if ((rc = launch(g, "ebb_stft_magnitude", (unsigned)nf, bs, 0, mp)) < 0)
+    return rc;
+  size_t cells = (size_t)nf * (size_t)nbins;
+  return host_err(g, g->ctx->host->copy_dtoh(g->ctx, mag, g->d_mag, sizeof(float) * cells),
+                  "copying the magnitudes");
+}
+
+/* The repeating frames (picks, npicks: host buffers of the search's result)
+ * to the device, then the mask kernels and its application: vocals into
+ * d_voc, accompaniment in place of the mixture. */
+static int gpu_mask(gpu_run *g, const ebb_stft_shape *s, const ebb_repet_params *rp,
+                    const int *picks, const int *npicks) {
+  ebb_stage_ctx *ctx = g->ctx;
+  int n = s->n, nbins = s->nbins, nf = s->nframes, rc;
+  unsigned bs = (unsigned)(n / 2 < EBB_KERNEL_MAX_THREADS ? n / 2 : EBB_KERNEL_MAX_THREADS);
+  size_t pick_cells = (size_t)nf * (size_t)rp->k;
+  if ((rc = host_err(g, ctx->host->copy_htod(ctx, g->d_picks, picks, sizeof(int) * pick_cells),
+                     "copying the repeating frames")) < 0 ||
+      (rc = host_err(g, ctx->host->copy_htod(ctx, g->d_npicks, npicks, sizeof(int) * (size_t)nf),
+                     "copying the repeating frame counts")) < 0)
+    return rc;
+  int k = rp->k, hpss = rp->hpss, ht = rp->hpss_time / 2, hf = rp->hpss_freq / 2;
+  int band_lo = rp->band_lo, band_hi = rp->band_hi;
+  float gain = rp->outside_gain;
+  void *rmp[] = {&g->d_mag, &g->d_picks, &g->d_npicks, &k, &g->d_mask, &nbins};
+  if ((rc = launch(g, "ebb_repet_mask", (unsigned)nf, bs, 0, rmp)) < 0)
+    return rc;
+  if (hpss) {
+    void *hp[] = {&g->d_mag, &g->d_harm, &nf, &nbins, &ht};
+    if ((rc = launch(g, "ebb_hpss_harmonic", (unsigned)nf, bs, 0, hp)) < 0)
+      return rc;
+  }
+  void *fp2[] = {&g->d_mag, &g->d_harm, &g->d_mask, &nbins, &hpss, &hf, &band_lo, &band_hi, &gain};
+  if ((rc = launch(g, "ebb_mask_finish", (unsigned)nf, bs, 0, fp2)) < 0)
+    return rc;
+  void *ap[] = {&g->d_mix, &g->d_mask, &g->d_voc, &g->d_mix, &n, &nbins};
+  return launch(g, "ebb_sep_apply_mask", (unsigned)nf, bs, 0, ap);
+}
+
+/* Frees every device buffer, in reverse order of allocation; a zero handle
+ * was never allocated. */
+static void gpu_release(gpu_run *g) {
+  uint64_t *bufs[] = {&g->d_harm, &g->d_npicks, &g->d_picks, &g->d_y,   &g->d_mask, &g->d_mag,
+                      &g->d_voc,  &g->d_mix,    &g->d_tw,    &g->d_win, &g->d_x};
+  for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++)
+    if (*bufs[i]) {
+      ebb_dev_free(g->ctx, *bufs[i]);
+      *bufs[i] = 0;
+    }
+}
+
+/* Progress and a cancellation check between the phases. */
+static int gpu_checkpoint(ebb_stage_ctx *ctx, double progress, const char *after) {
+  if (ctx->host->progress)
+    ctx->host->progress(ctx, progress);
+  if (ebb_cancelled(ctx))
+    return ebb_seterr(EBB_ECANCELED, "separate: cancelled after %s", after);
+  return 0;
+}
+
 int ebb_separate_gpu(ebb_stage_ctx *ctx, const void *image, const ebb_sep_options *o,
                      uint32_t rate, const float *x, long long nx, float *voc, float *acc,
                      float *mag_out) {
@@ -204,109 +306,32 @@ int ebb_separate_gpu(ebb_stage_ctx *ctx, const void *image, const ebb_sep_option
   if (rc < 0)
     return rc;
   gpu_run g = {.ctx = ctx, .image = image};
-  int n = s.n, nbins = s.nbins, hop = s.hop, pad = s.pad, log2n = s.log2n, nf = s.nframes;
-  size_t cells = (size_t)nf * (size_t)nbins;
-  size_t frame_bytes = sizeof(float) * 2 * (size_t)n * (size_t)nf;
-  unsigned bs = (unsigned)(n / 2 < EBB_KERNEL_MAX_THREADS ? n / 2 : EBB_KERNEL_MAX_THREADS);
+  int n = s.n, nf = s.nframes;
+  size_t cells = (size_t)nf * (size_t)s.nbins;
   float *tables = ebb_st_malloc(sizeof(float) * 2 * (size_t)n);
   float *mag = mag_out ? mag_out : ebb_st_malloc(sizeof(float) * cells);
-  size_t pick_cells = (size_t)nf * (size_t)rp.k;
-  int *picks = ebb_st_malloc(sizeof(int) * pick_cells);
+  int *picks = ebb_st_malloc(sizeof(int) * (size_t)nf * (size_t)rp.k);
   int *npicks = ebb_st_malloc(sizeof(int) * (size_t)nf);
   if (!tables || !mag || !picks || !npicks) {
     rc = ebb_seterr(EBB_ENOMEM, "separate: out of host memory for a %d x %d spectrogram", nf,
-                    nbins);
+                    s.nbins);
     goto done;
   }
   ebb_stft_hann(n, tables);
   ebb_stft_twiddles(n, tables + n);
-  if ((rc = alloc(&g, sizeof(float) * (size_t)nx, &g.d_x)) < 0 ||
-      (rc = alloc(&g, sizeof(float) * (size_t)n, &g.d_win)) < 0 ||
-      (rc = alloc(&g, sizeof(float) * (size_t)n, &g.d_tw)) < 0 ||
-      (rc = alloc(&g, frame_bytes, &g.d_mix)) < 0 || (rc = alloc(&g, frame_bytes, &g.d_voc)) < 0 ||
-      (rc = alloc(&g, sizeof(float) * cells, &g.d_mag)) < 0 ||
-      (rc = alloc(&g, sizeof(float) * cells, &g.d_mask)) < 0 ||
-      (rc = alloc(&g, sizeof(float) * (size_t)nx, &g.d_y)) < 0 ||
-      (rc = alloc(&g, sizeof(int) * pick_cells, &g.d_picks)) < 0 ||
-      (rc = alloc(&g, sizeof(int) * (size_t)nf, &g.d_npicks)) < 0 ||
-      (rc = alloc(&g, sizeof(float) * (rp.hpss ? cells : 1), &g.d_harm)) < 0)
-    goto done;
-  if ((rc = host_err(&g, ctx->host->copy_htod(ctx, g.d_x, x, sizeof(float) * (size_t)nx),
-                     "copying the signal")) < 0 ||
-      (rc = host_err(&g, ctx->host->copy_htod(ctx, g.d_win, tables, sizeof(float) * (size_t)n),
-                     "copying the window")) < 0 ||
-      (rc = host_err(&g, ctx->host->copy_htod(ctx, g.d_tw, tables + n, sizeof(float) * (size_t)n),
-                     "copying the twiddles")) < 0)
-    goto done;
-
-  /* forward STFT and magnitudes */
-  long long nxl = nx;
-  void *wp[] = {&g.d_x, &nxl, &g.d_win, &g.d_mix, &n, &hop, &pad};
-  if ((rc = launch(&g, "ebb_stft_window", (unsigned)nf, bs, 0, wp)) < 0)
-    goto done;
-  float fwd = 1.0f, one = 1.0f;
-  void *fp[] = {&g.d_mix, &g.d_tw, &n, &log2n, &fwd, &one};
-  if ((rc = launch(&g, "ebb_fft_radix2", (unsigned)nf, bs, (unsigned)(sizeof(float) * 2 * n), fp)) < 0)
-    goto done;
-  void *mp[] = {&g.d_mix, &g.d_mag, &n, &nbins};
-  if ((rc = launch(&g, "ebb_stft_magnitude", (unsigned)nf, bs, 0, mp)) < 0)
-    goto done;
-  if ((rc = host_err(&g, ctx->host->copy_dtoh(ctx, mag, g.d_mag, sizeof(float) * cells),
-                     "copying the magnitudes")) < 0)
-    goto done;
-  if (ctx->host->progress)
-    ctx->host->progress(ctx, 0.2);
-  if (ebb_cancelled(ctx)) {
-    rc = ebb_seterr(EBB_ECANCELED, "separate: cancelled after the forward STFT");
-    goto done;
-  }
-
-  /* the similarity search on the host (which frames repeat which), then the
-   * medians and the mask arithmetic as kernels */
-  if ((rc = ebb_repet_picks(mag, nf, nbins, &rp, picks, npicks)) < 0)
-    goto done;
-  if (ctx->host->progress)
-    ctx->host->progress(ctx, 0.7);
-  if (ebb_cancelled(ctx)) {
-    rc = ebb_seterr(EBB_ECANCELED, "separate: cancelled after the similarity search");
-    goto done;
-  }
-  if ((rc = host_err(&g, ctx->host->copy_htod(ctx, g.d_picks, picks, sizeof(int) * pick_cells),
-                     "copying the repeating frames")) < 0 ||
-      (rc = host_err(&g, ctx->host->copy_htod(ctx, g.d_npicks, npicks, sizeof(int) * (size_t)nf),
-                     "copying the repeating frame counts")) < 0)
-    goto done;
-  int k = rp.k, hpss = rp.hpss, ht = rp.hpss_time / 2, hf = rp.hpss_freq / 2;
-  int band_lo = rp.band_lo, band_hi = rp.band_hi;
-  float gain = rp.outside_gain;
-  void *rmp[] = {&g.d_mag, &g.d_picks, &g.d_npicks, &k, &g.d_mask, &nbins};
-  if ((rc = launch(&g, "ebb_repet_mask", (unsigned)nf, bs, 0, rmp)) < 0)
-    goto done;
-  if (hpss) {
-    void *hp[] = {&g.d_mag, &g.d_harm, &nf, &nbins, &ht};
-    if ((rc = launch(&g, "ebb_hpss_harmonic", (unsigned)nf, bs, 0, hp)) < 0)
-      goto done;
-  }
-  void *fp2[] = {&g.d_mag, &g.d_harm, &g.d_mask, &nbins, &hpss, &hf, &band_lo, &band_hi, &gain};
-  if ((rc = launch(&g, "ebb_mask_finish", (unsigned)nf, bs, 0, fp2)) < 0)
-    goto done;
-
-  /* vocals into d_voc, accompaniment in place of the mixture */
-  void *ap[] = {&g.d_mix, &g.d_mask, &g.d_voc, &g.d_mix, &n, &nbins};
-  if ((rc = launch(&g, "ebb_sep_apply_mask", (unsigned)nf, bs, 0, ap)) < 0)
-    goto done;
-  if ((rc = inverse_to_host(&g, &s, g.d_voc, voc)) < 0)
+  /* the similarity search (which frames repeat which) runs on the host
+   * between the forward STFT and the mask kernels */
+  if ((rc = gpu_setup(&g, &s, &rp, x, nx, tables)) < 0 ||
+      (rc = gpu_forward(&g, &s, nx, mag)) < 0 ||
+      (rc = gpu_checkpoint(ctx, 0.2, "the forward STFT")) < 0 ||
+      (rc = ebb_repet_picks(mag, nf, s.nbins, &rp, picks, npicks)) < 0 ||
+      (rc = gpu_checkpoint(ctx, 0.7, "the similarity search")) < 0 ||
+      (rc = gpu_mask(&g, &s, &rp, picks, npicks)) < 0 ||
+      (rc = inverse_to_host(&g, &s, g.d_voc, voc)) < 0 || !acc)
     goto done;
   rc = inverse_to_host(&g, &s, g.d_mix, acc);
-done:; /* C17: a label cannot be followed by a declaration (clang rejects it) */
-  /* reverse order of allocation; a zero handle was never allocated */
-  uint64_t *bufs[] = {&g.d_harm, &g.d_npicks, &g.d_picks, &g.d_y,   &g.d_mask, &g.d_mag,
-                      &g.d_voc,  &g.d_mix,    &g.d_tw,    &g.d_win, &g.d_x};
-  for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++)
-    if (*bufs[i]) {
-      ebb_dev_free(ctx, *bufs[i]);
-      *bufs[i] = 0;
-    }
+done:
+  gpu_release(&g);
   ebb_st_free(npicks);
   ebb_st_free(picks);
   if (mag != mag_out)

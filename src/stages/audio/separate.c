@@ -15,6 +15,7 @@
 
 typedef struct sep_state {
   ebb_sep_options o;
+  ebb_sep_options melody; /* the stricter pass; repeats 0: none */
 } sep_state;
 
 /* The options, each written once (stages/options.h); ebb_sep_options_default
@@ -29,7 +30,12 @@ typedef struct sep_state {
   BOOL(hpss, 1, "apply a median-filter harmonic mask (Fitzgerald 2010)") SEP                      \
   NUM(vocal_low_hz, 80, 0, 100000, "vocal band low edge") SEP                                     \
   NUM(vocal_high_hz, 6000, 0, 100000, "vocal band high edge") SEP                                 \
-  NUM(outside_gain, 0.3, 0, 1, "vocal mask gain outside the band")
+  NUM(outside_gain, 0.3, 0, 1, "vocal mask gain outside the band") SEP                          \
+  INT(melody_repeats, 8, 0, 100,                                                                  \
+      "also add the AUDIO item melody: a stricter separation (this k, melody_min_distance) that the "   \
+      "pitch stage's salience reads; it removes chords struck on every beat that the default "    \
+      "keeps; 0: off") SEP                                                                        \
+  NUM(melody_min_distance, 0.5, 0, 60, "see melody_repeats: seconds between repeating frames")
 EBB_STAGE_OPTIONS(SEP_OPTIONS)
 
 static void set_options(const stage_opts *v, ebb_sep_options *o) {
@@ -51,7 +57,9 @@ void ebb_sep_options_table_defaults(ebb_sep_options *o) {
   set_options(&v, o);
 }
 
-static int read_options(const char *json, ebb_sep_options *o) {
+/* o from the options; *melody (may be NULL) gets the "melody" pass's
+ * options (repeats 0: no such pass). */
+static int read_options(const char *json, ebb_sep_options *o, ebb_sep_options *melody) {
   ebb_sep_options_default(o);
   json_t *root;
   stage_opts v;
@@ -64,14 +72,23 @@ static int read_options(const char *json, ebb_sep_options *o) {
   ebb_stft_shape s;
   ebb_repet_params rp;
   rc = ebb_sep_plan(o, 16000, 0, &s, &rp);
-  return rc < 0 ? ebb_errctx(EBB_ECONFIG, "bad options: ") : 0;
+  if (rc < 0)
+    return ebb_errctx(EBB_ECONFIG, "bad options: ");
+  if (melody) {
+    *melody = *o;
+    melody->repeats = v.melody_repeats;
+    melody->min_distance_s = v.melody_min_distance;
+    if (v.melody_repeats > 0 && ebb_sep_plan(melody, 16000, 0, &s, &rp) < 0)
+      return ebb_errctx(EBB_ECONFIG, "bad options (melody_repeats, melody_min_distance): ");
+  }
+  return 0;
 }
 
 static int sep_load(ebb_stage_ctx *ctx, const char *options_json, void **state) {
   sep_state *st = ebb_st_calloc(1, sizeof *st);
   if (!st)
     return ebb_set_error(ctx, EBB_ENOMEM, "separate: out of host memory");
-  int rc = read_options(options_json, &st->o);
+  int rc = read_options(options_json, &st->o, &st->melody);
   if (rc < 0) {
     ebb_st_free(st);
     return ebb_st_fail(ctx, rc, "%s", ebb_errmsg());
@@ -85,6 +102,19 @@ static int sep_load(ebb_stage_ctx *ctx, const char *options_json, void **state) 
 }
 
 static int sep_cancelled(void *arg) { return ebb_cancelled((ebb_stage_ctx *)arg); }
+
+/* The GPU path on a CUDA device (the CPU when it cannot run there), else the CPU. */
+static int separate_any(ebb_stage_ctx *ctx, const ebb_sep_options *o, uint32_t rate,
+                        const float *x, long long nx, float *voc, float *acc) {
+  if (ebb_device_kind(ctx) != EBB_DEV_KIND_CUDA)
+    return ebb_separate_cpu(o, rate, x, nx, voc, acc, NULL);
+  int rc = ebb_separate_gpu(ctx, ebb_kernels_image(), o, rate, x, nx, voc, acc, NULL);
+  if (rc == EBB_EUNSUPPORTED) {
+    ebb_st_log(ctx, 2, "%s; running separation on the CPU (FFTW) instead", ebb_errmsg());
+    rc = ebb_separate_cpu(o, rate, x, nx, voc, acc, NULL);
+  }
+  return rc;
+}
 
 static int sep_run_counted(ebb_stage_ctx *ctx, void *state, const ebb_items *in, ebb_items *out) {
   sep_state *st = state;
@@ -100,7 +130,7 @@ static int sep_run_counted(ebb_stage_ctx *ctx, void *state, const ebb_items *in,
     return ebb_set_error(ctx, EBB_EINPUT, "separate: item \"audio\" has no channels or rate 0");
   long long nx = (long long)info.frames;
   int rc = 0;
-  float *mono = NULL, *voc = ebb_st_malloc(sizeof(float) * (size_t)(nx ? nx : 1));
+  float *mono = NULL, *mel = NULL, *voc = ebb_st_malloc(sizeof(float) * (size_t)(nx ? nx : 1));
   float *acc = ebb_st_malloc(sizeof(float) * (size_t)(nx ? nx : 1));
   const float *x = info.samples;
   if (!voc || !acc) {
@@ -120,24 +150,30 @@ static int sep_run_counted(ebb_stage_ctx *ctx, void *state, const ebb_items *in,
     }
     x = mono;
   }
-  if (ebb_device_kind(ctx) == EBB_DEV_KIND_CUDA) {
-    rc = ebb_separate_gpu(ctx, ebb_kernels_image(), &o, info.rate, x, nx, voc, acc, NULL);
-    if (rc == EBB_EUNSUPPORTED) {
-      ebb_st_log(ctx, 2, "%s; running separation on the CPU (FFTW) instead", ebb_errmsg());
-      rc = ebb_separate_cpu(&o, info.rate, x, nx, voc, acc, NULL);
-    }
-  } else {
-    rc = ebb_separate_cpu(&o, info.rate, x, nx, voc, acc, NULL);
-  }
-  if (rc < 0)
+  /* both passes before any output item, so the items (the job's) do not
+   * sit under the second pass's buffers */
+  if ((rc = separate_any(ctx, &o, info.rate, x, nx, voc, acc)) < 0)
     goto done;
+  if (st->melody.repeats > 0) {
+    ebb_sep_options m = st->melody;
+    m.cancelled = o.cancelled;
+    m.cancel_arg = o.cancel_arg;
+    if (!(mel = ebb_st_malloc(sizeof(float) * (size_t)(nx ? nx : 1)))) {
+      rc = ebb_seterr(EBB_ENOMEM, "separate: out of host memory for %lld samples", nx);
+      goto done;
+    }
+    if ((rc = separate_any(ctx, &m, info.rate, x, nx, mel, NULL)) < 0)
+      goto done;
+  }
   if ((rc = ctx->host->add_audio(out, "vocals", voc, (uint64_t)nx, 1, info.rate)) < 0 ||
-      (rc = ctx->host->add_audio(out, "accompaniment", acc, (uint64_t)nx, 1, info.rate)) < 0) {
+      (rc = ctx->host->add_audio(out, "accompaniment", acc, (uint64_t)nx, 1, info.rate)) < 0 ||
+      (mel && (rc = ctx->host->add_audio(out, "melody", mel, (uint64_t)nx, 1, info.rate)) < 0)) {
     ebb_errctx(rc, "separate: adding outputs: ");
     goto done;
   }
   ebb_st_log(ctx, 0, "separated %.1f s of audio", (double)nx / info.rate);
 done:
+  ebb_st_free(mel);
   ebb_st_free(mono);
   ebb_st_free(acc);
   ebb_st_free(voc);
@@ -152,14 +188,16 @@ static void sep_unload(ebb_stage_ctx *ctx, void *state) {
 /* Declared needs (issue 17): the GPU path's device buffers for the job's
  * "audio" item (ebb_separate_gpu_bytes, exact but for the allocator's
  * 512-byte rounding: about 1.47 MiB per second of 16 kHz audio at the
- * default options); host: the outputs, the signal and the host spectrogram,
- * roughly. No input: 0 bytes plus the per-second figures. */
+ * default options; the "melody" pass reuses as much with fewer picks); host:
+ * the outputs (one more with the "melody" pass), the signal and the host
+ * spectrogram, roughly. No input: 0 bytes plus the per-second figures. */
 static int sep_estimate(const ebb_host_api *host, const char *options_json, const ebb_items *in,
                         ebb_estimate *out) {
-  ebb_sep_options o;
-  int rc = read_options(options_json, &o);
+  ebb_sep_options o, m;
+  int rc = read_options(options_json, &o, &m);
   if (rc < 0)
     return EBB_ECONFIG;
+  uint64_t outputs = m.repeats > 0 ? 4 : 3;
   ebb_item_info info;
   memset(&info, 0, sizeof info);
   info.size = sizeof info;
@@ -171,9 +209,9 @@ static int sep_estimate(const ebb_host_api *host, const char *options_json, cons
   }
   uint64_t minute = ebb_separate_gpu_bytes(&o, rate, 60LL * rate);
   out->device_bytes = nx ? ebb_separate_gpu_bytes(&o, rate, nx) : 0;
-  out->host_bytes = nx ? out->device_bytes / 2 + 3 * sizeof(float) * (uint64_t)nx : 0;
+  out->host_bytes = nx ? out->device_bytes / 2 + outputs * sizeof(float) * (uint64_t)nx : 0;
   out->device_bytes_per_s = (double)minute / 60.0;
-  out->host_bytes_per_s = (double)minute / 120.0 + 3.0 * sizeof(float) * rate;
+  out->host_bytes_per_s = (double)minute / 120.0 + (double)outputs * sizeof(float) * rate;
   return 0;
 }
 

@@ -51,13 +51,13 @@ void ebb_sep_options_table_defaults(ebb_sep_options *o);
 int ebb_sep_plan(const ebb_sep_options *o, uint32_t rate, long long nx, ebb_stft_shape *shape,
                  ebb_repet_params *rp);
 
-/* CPU path (FFTW). x, voc, acc: nx samples each, caller-owned; mag (optional,
- * may be NULL): receives the mixture's magnitude spectrogram
+/* CPU path (FFTW). x, voc, acc: nx samples each, caller-owned (acc may be
+ * NULL: the accompaniment is not computed); mag (optional, may be NULL): receives the mixture's magnitude spectrogram
  * (shape.nframes * shape.nbins). */
 int ebb_separate_cpu(const ebb_sep_options *o, uint32_t rate, const float *x, long long nx,
                      float *voc, float *acc, float *mag);
 
-/* GPU path: the same through ctx's device (ctx->host dev_alloc, copies,
+/* GPU path: the same (acc may be NULL too) through ctx's device (ctx->host dev_alloc, copies,
  * launch). image: the kernel image (ebb_kernels_image()), NULL to launch by
  * name. Every device buffer (signal, the whole song's complex spectrogram
  * twice, magnitudes, mask, output) is allocated through ctx, so the stage
