@@ -71,9 +71,9 @@ static int drain(mem_xfer *x, int i) {
   return rc;
 }
 
-int mem__xfer_htod(mem_xfer *x, uint64_t dst, const unsigned char *src, size_t n) {
-  if (!x->cap)
-    return ebb_device_copy_htod(x->dev, dst, src, n);
+/* One chunked copy: to the device (host -> staging -> async DMA) or from it
+ * (async DMA -> staging, moved to host once drained). */
+static int chunks(mem_xfer *x, int to_device, unsigned char *host, uint64_t dev, size_t n) {
   int rc = 0;
   for (size_t off = 0; off < n && !rc; off += x->cap) {
     size_t k = n - off < x->cap ? n - off : x->cap;
@@ -81,29 +81,29 @@ int mem__xfer_htod(mem_xfer *x, uint64_t dst, const unsigned char *src, size_t n
     x->cur ^= 1;
     if ((rc = drain(x, i)))
       break;
-    memcpy(x->stage[i], src + off, k);
-    rc = ebb_device_copy_htod_async(x->dev, dst + off, x->stage[i], k, x->st[i]);
+    if (to_device) {
+      memcpy(x->stage[i], host + off, k);
+      rc = ebb_device_copy_htod_async(x->dev, dev + off, x->stage[i], k, x->st[i]);
+    } else {
+      rc = ebb_device_copy_dtoh_async(x->dev, x->stage[i], dev + off, k, x->st[i]);
+      x->pend_dst[i] = rc == 0 ? host + off : NULL;
+      x->pend_n[i] = k;
+    }
     x->busy[i] = rc == 0;
   }
   return keep(x, rc);
 }
 
+int mem__xfer_htod(mem_xfer *x, uint64_t dst, const unsigned char *src, size_t n) {
+  if (!x->cap)
+    return ebb_device_copy_htod(x->dev, dst, src, n);
+  return chunks(x, 1, (unsigned char *)src, dst, n);
+}
+
 int mem__xfer_dtoh(mem_xfer *x, unsigned char *dst, uint64_t src, size_t n) {
   if (!x->cap)
     return ebb_device_copy_dtoh(x->dev, dst, src, n);
-  int rc = 0;
-  for (size_t off = 0; off < n && !rc; off += x->cap) {
-    size_t k = n - off < x->cap ? n - off : x->cap;
-    int i = x->cur;
-    x->cur ^= 1;
-    if ((rc = drain(x, i)))
-      break;
-    rc = ebb_device_copy_dtoh_async(x->dev, x->stage[i], src + off, k, x->st[i]);
-    x->busy[i] = rc == 0;
-    x->pend_dst[i] = rc == 0 ? dst + off : NULL;
-    x->pend_n[i] = k;
-  }
-  return keep(x, rc);
+  return chunks(x, 0, dst, src, n);
 }
 
 int mem__xfer_finish(mem_xfer *x) {
