@@ -25,7 +25,7 @@
 static void usage(FILE *f) {
   fprintf(f,
           "usage: ebb serve [--config FILE] [--listen HOST:PORT] [--data-dir DIR]\n"
-          "                 [--devices all|cuda:0,cuda:2|cpu] [--max-wait S]\n"
+          "                 [--devices all|cuda:0,cuda:2|cpu] [--max-wait S] [--keep-resident S]\n"
           "                 [--release after-stage|after-job|idle:SECONDS|never|sleep|sleep:SECONDS]\n"
           "                 [--log-format text|json] [--cache-dir DIR | --no-cache]\n"
           "                 [--token-file FILE] [--metrics-public] [--allow-host NAME]...\n"
@@ -54,6 +54,11 @@ static void usage(FILE *f) {
           "  --device SPEC     one device: auto (the most free memory), cpu, cuda, cuda:N\n"
           "  --max-wait S      several devices: a job queued longer than S seconds\n"
           "                    reserves the next device that can fit it (default 60)\n"
+          "  --keep-resident S several devices: a pipeline a job loaded stays while jobs use\n"
+          "                    it; idle S seconds with none of its jobs queued, it is\n"
+          "                    released by its policy (asleep under sleep, else unloaded;\n"
+          "                    idle:S and sleep:S give their own S; never keeps it).\n"
+          "                    Default 300; 0: as soon as no job of it is queued\n"
           "  --release POLICY  default release policy for pipelines that set none\n"
           "  --log-format F    text (default) or json\n"
           "  --cache-dir DIR   stage result cache (default DATA_DIR/cache); --no-cache: none\n"
@@ -237,7 +242,7 @@ static int parse_size(const char *v, uint64_t *out) {
   return 0;
 }
 
-enum { O_TOKEN = 256, O_METRICS, O_ALLOW, O_INPUT, O_JOBTO, O_KEEP, O_DEVICES, O_MAXWAIT, O_SLEEPB,
+enum { O_TOKEN = 256, O_METRICS, O_ALLOW, O_INPUT, O_JOBTO, O_KEEP, O_DEVICES, O_MAXWAIT, O_SLEEPB, O_RESIDENT,
        O_QUEUE, O_QPREFIX, O_QPASS, O_SHARED, O_NODE, O_INLINE, O_LEASE, O_ATTEMPTS };
 
 static int cluster_number(serve_args *a, int c, const char *v) {
@@ -343,6 +348,15 @@ static int take_opt(serve_args *a, int c, char **argv) {
       return 0;
     fprintf(stderr, "ebb serve: --max-wait %s: expected seconds > 0\n", optarg);
     return EBB_EXIT_USAGE;
+  case O_RESIDENT:
+    if (!strcmp(optarg, "0")) {
+      a->so.keep_resident_s = 1e-9; /* at once */
+      return 0;
+    }
+    if (parse_seconds(optarg, &a->so.keep_resident_s) == 0)
+      return 0;
+    fprintf(stderr, "ebb serve: --keep-resident %s: expected seconds >= 0\n", optarg);
+    return EBB_EXIT_USAGE;
   case O_SLEEPB:
     if (parse_size(optarg, &a->sleep_budget) == 0)
       return 0;
@@ -380,6 +394,7 @@ static int parse_args(int argc, char **argv, serve_args *a) {
       {"keep-jobs", required_argument, NULL, O_KEEP},
       {"devices", required_argument, NULL, O_DEVICES},
       {"max-wait", required_argument, NULL, O_MAXWAIT},
+      {"keep-resident", required_argument, NULL, O_RESIDENT},
       {"sleep-host-budget", required_argument, NULL, O_SLEEPB},
       {"queue", required_argument, NULL, O_QUEUE},
       {"queue-prefix", required_argument, NULL, O_QPREFIX},
@@ -625,6 +640,7 @@ static int serve(serve_args *a) {
                             .input_dirs = a->inputs, .ninput_dirs = a->ninputs,
                             .job_timeout_s = a->so.job_timeout_s, .keep_jobs = a->so.keep_jobs,
                             .keep_jobs_s = a->so.keep_jobs_s, .max_wait_s = a->so.max_wait_s,
+                            .keep_resident_s = a->so.keep_resident_s,
                             .cluster = a->so.cluster};
   ebb_manager_opts mo = {.size = sizeof mo, .cfg = st.cfg, .reg = st.reg, .work_dir = a->data_dir,
                          .cache_dir = a->cache_dir, .policy = a->release ? &a->policy : NULL};

@@ -319,6 +319,14 @@ int ebb_manager_is_loaded(ebb_manager *m, const char *name) {
   return l;
 }
 
+int ebb_manager_policy_of(ebb_manager *m, const char *name, ebb_policy *out) {
+  mpipe *pp = find_pipe(m, name); /* the definitions never change after create */
+  if (!pp)
+    return ebb_seterr(EBB_ENOTFOUND, "no pipeline '%s'", name);
+  *out = pp->def->has_policy ? pp->def->policy : m->policy;
+  return 0;
+}
+
 uint64_t ebb_manager_need(ebb_manager *m, const char *name) {
   pthread_mutex_lock(&m->lock);
   mpipe *pp = find_pipe(m, name);

@@ -90,6 +90,9 @@ int ebb_manager_load(ebb_manager *m, const char *name);
  * pipeline; unloading a pipeline that is not loaded is not an error. */
 int ebb_manager_unload(ebb_manager *m, const char *name, uint64_t *released);
 int ebb_manager_is_loaded(ebb_manager *m, const char *name);
+/* The release policy a job of the pipeline runs with when it is not loaded:
+ * its own, else the manager's default. EBB_ENOTFOUND unknown pipeline. */
+int ebb_manager_policy_of(ebb_manager *m, const char *name, ebb_policy *out);
 /* Unloads every loaded pipeline (a device taken out of service); *released
  * and *count (may be NULL): bytes handed back, pipelines unloaded. The
  * first unload error, after trying them all. */

@@ -11,6 +11,7 @@
 #include "base/log.h"
 #include "pipeline/host.h"
 #include "pipeline/placement.h"
+#include "pipeline/sessions.h"
 #include "base/wait.h"
 
 typedef struct qjob {
@@ -37,6 +38,14 @@ typedef struct qdev {
   uint64_t jobs;   /* jobs started here */
   pthread_t worker;
   int started;
+  /* Residency (several devices): the pipelines a job loaded here, when a
+   * job of each last ended here, and whether its policy put it to sleep. */
+  struct {
+    char name[128];
+    double last;
+    int asleep;
+  } res[16];
+  size_t nres;
 } qdev;
 
 struct ebb_queue {
@@ -48,6 +57,7 @@ struct ebb_queue {
   size_t ndevs;
   int place; /* several devices: placement, resident pipelines, failures */
   double max_wait_s;
+  double keep_resident_s; /* --keep-resident */
   int stop;
   atomic_int stopping; /* the server is stopping: a cancelled running job is requeued */
   double timeout_s;
@@ -357,6 +367,128 @@ static int run_on(qdev *d, qjob *j, ebb_place_how how, stage_track *t, ebb_job_r
                              on_progress, t, res);
 }
 
+/* --- residency (several devices) ------------------------------------------------
+ * A pipeline a job loaded stays on its device while jobs use it, so the next
+ * job of it runs without a load. Once no job of it is queued and it has been
+ * idle for its keep time, it goes the way its release policy says: asleep
+ * under sleep / sleep:S (a later job wakes it in place), unloaded otherwise;
+ * "never" keeps it. Keep time: the policy's seconds (idle:S, sleep:S; plain
+ * sleep: none), else --keep-resident (default 300 s). A pipeline with open
+ * sessions stays. One loaded through the API (POST .../load) is not
+ * touched here: whoever loaded it unloads it. So an idle server with
+ * several devices comes back to 0 bytes too. */
+static double keep_of(const ebb_queue *q, const ebb_policy *p) {
+  if (p->kind == EBB_POLICY_IDLE || p->kind == EBB_POLICY_SLEEP)
+    return p->idle_s;
+  return q->keep_resident_s;
+}
+
+static int res_find(const qdev *d, const char *name) {
+  for (size_t i = 0; i < d->nres; i++)
+    if (!strcmp(d->res[i].name, name))
+      return (int)i;
+  return -1;
+}
+
+static void res_drop(qdev *d, const char *name) {
+  int i = res_find(d, name);
+  if (i >= 0)
+    d->res[i] = d->res[--d->nres];
+}
+
+/* After a job of name ended on d: a load by placement starts its residency,
+ * a job of a resident pipeline renews it (and wakes it, if it slept). */
+static void resident_note(qdev *d, const char *name, ebb_place_how how) {
+  ebb_queue *q = d->q;
+  ebb_policy pol;
+  if (ebb_manager_policy_of(d->m, name, &pol) || pol.kind == EBB_POLICY_NEVER)
+    return;
+  pthread_mutex_lock(&q->lock);
+  int i = res_find(d, name);
+  if (i < 0 && how != EBB_PLACE_LOADED &&
+      d->nres < sizeof d->res / sizeof d->res[0] && strlen(name) < sizeof d->res[0].name) {
+    i = (int)d->nres++;
+    snprintf(d->res[i].name, sizeof d->res[i].name, "%s", name);
+  }
+  if (i >= 0) {
+    d->res[i].last = mono_s();
+    d->res[i].asleep = 0;
+  }
+  pthread_mutex_unlock(&q->lock);
+}
+
+static int queued_for(const ebb_queue *q, const char *name) {
+  for (const qjob *j = q->head; j; j = j->next)
+    if (!strcmp(j->pipeline, name))
+      return 1;
+  return 0;
+}
+
+/* A resident pipeline of d whose keep time is over and of which no job is
+ * queued: its name and policy (q->lock held). */
+static int resident_due(qdev *d, char *name, size_t cap, ebb_policy *pol, double *idle) {
+  double now = mono_s();
+  for (size_t i = 0; i < d->nres; i++) {
+    if (d->res[i].asleep || ebb_manager_policy_of(d->m, d->res[i].name, pol))
+      continue;
+    *idle = now - d->res[i].last;
+    if (*idle < keep_of(d->q, pol) || queued_for(d->q, d->res[i].name))
+      continue;
+    snprintf(name, cap, "%s", d->res[i].name);
+    return 1;
+  }
+  return 0;
+}
+
+/* Called by d's worker with q->lock held when it has no job to run. */
+static void resident_vacate(qdev *d) {
+  ebb_queue *q = d->q;
+  char name[128];
+  ebb_policy pol;
+  double idle;
+  if (d->failed || !resident_due(d, name, sizeof name, &pol, &idle))
+    return;
+  pthread_mutex_unlock(&q->lock);
+  const char *label = ebb_device_label(ebb_manager_device(d->m));
+  int gone = 1, slept = 0, rc = 0;
+  if (!ebb_manager_is_loaded(d->m, name)) {
+    /* unloaded meanwhile (evicted by placement, POST .../unload) */
+  } else if (ebb_sessions_leases(ebb_manager_sessions(d->m), name) > 0) {
+    gone = 0; /* its sessions keep it; looked at again after another keep time */
+  } else if (pol.kind == EBB_POLICY_SLEEP) {
+    ebb_sleep_stats st = {.size = sizeof st};
+    rc = ebb_manager_sleep(d->m, name, &st);
+    slept = rc == 0;
+    gone = !slept;
+    if (slept)
+      ebb_log(EBB_LOG_INFO, "server", "pipeline %s on %s: idle %.0f s with no job of it "
+              "queued: asleep, %llu MiB released", name, label, idle,
+              (unsigned long long)(st.device_bytes >> 20));
+  }
+  if (gone && !slept && ebb_manager_is_loaded(d->m, name)) {
+    uint64_t rel = 0;
+    if (rc)
+      ebb_log(EBB_LOG_WARN, "server", "pipeline %s on %s: sleep failed (%s); unloading it",
+              name, label, ebb_errmsg());
+    rc = ebb_manager_unload(d->m, name, &rel);
+    ebb_log(rc ? EBB_LOG_WARN : EBB_LOG_INFO, "server", "pipeline %s on %s: idle %.0f s with "
+            "no job of it queued: unloaded, %llu MiB released%s%s", name, label, idle,
+            (unsigned long long)(rel >> 20), rc ? "; " : "", rc ? ebb_errmsg() : "");
+  }
+  pthread_mutex_lock(&q->lock);
+  int i = res_find(d, name);
+  if (i >= 0 && slept)
+    d->res[i].asleep = 1;
+  else if (i >= 0 && !gone)
+    d->res[i].last = mono_s();
+  else
+    res_drop(d, name);
+  pthread_mutex_unlock(&q->lock);
+  if (q->on_state)
+    q->on_state(q->arg);
+  pthread_mutex_lock(&q->lock);
+}
+
 static void run_one(qdev *d, qjob *j, ebb_place_how how) {
   ebb_queue *q = d->q;
   const char *label = ebb_device_label(ebb_manager_device(d->m));
@@ -371,6 +503,8 @@ static void run_one(qdev *d, qjob *j, ebb_place_how how) {
   stage_track t = {.ledger = ebb_allocator_ledger(d->alloc), .stages = json_array()};
   ebb_job_result res;
   int rc = run_on(d, j, how, &t, &res);
+  if (q->place)
+    resident_note(d, j->pipeline, how);
   if (ended_early(q, j, rc, timeout_of(q, j->pipeline))) {
     json_decref(t.stages);
     return;
@@ -510,6 +644,8 @@ static void *worker(void *arg) {
     qjob *j = NULL;
     ebb_place_how how = EBB_PLACE_LOADED;
     while (!q->stop && !(j = pick(q, d, &how))) {
+      if (q->place)
+        resident_vacate(d);
       /* placement also changes without a signal (another process's memory) */
       struct timespec ts;
       clock_gettime(CLOCK_REALTIME, &ts);
@@ -610,6 +746,7 @@ int ebb_queue_create(ebb_store *store, ebb_manager *const *ms, ebb_allocator *co
   q->place = n > 1;
   q->timeout_s = o ? o->timeout_s : 0;
   q->max_wait_s = o && o->max_wait_s > 0 ? o->max_wait_s : 60;
+  q->keep_resident_s = o && o->keep_resident_s > 0 ? o->keep_resident_s : 300;
   q->on_state = o ? o->on_state : NULL;
   q->arg = o ? o->arg : NULL;
   pthread_mutex_init(&q->lock, NULL);

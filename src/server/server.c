@@ -252,6 +252,7 @@ static int open_data(ebb_server *s, const ebb_server_opts *o) {
   ebb_queue_opts qo = {.timeout_s = o->job_timeout_s > 0 ? o->job_timeout_s : 86400,
                        .on_state = on_job_state, .arg = s};
   qo.max_wait_s = o->max_wait_s;
+  qo.keep_resident_s = o->keep_resident_s;
   if ((rc = ebb_queue_create(s->store, s->ms, s->allocs, s->ndev, &qo, &s->queue)) != 0)
     return rc;
   return ebb_events_create(&(ebb_events_opts){.size = sizeof(ebb_events_opts), .manager = s->m,

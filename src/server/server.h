@@ -27,6 +27,7 @@ typedef struct ebb_server_opts {
   ebb_allocator *const *allocs;
   size_t ndevices;
   double max_wait_s;      /* a queued job waiting longer reserves a device: 60 */
+  double keep_resident_s; /* several devices: an idle job-loaded pipeline goes: 300 */
   size_t max_json_bytes;  /* a JSON body larger than this is 413; 0: 1 MiB */
   size_t max_upload_bytes;/* a request with an upload larger than this is 413; 0: 1 GiB */
   void (*on_listen)(const char *url); /* called once bound, before any log line */
