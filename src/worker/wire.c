@@ -364,7 +364,7 @@ int ebb_shm_put(const char *name, const void *data, size_t n) {
     return 0;
   }
   char path[256];
-  int fd, rc = shm_open_new(name, path, sizeof path, &fd);
+  int fd = -1, rc = shm_open_new(name, path, sizeof path, &fd);
   if (rc)
     return rc;
   close(fd);
@@ -376,7 +376,7 @@ int ebb_shm_create(const char *name, size_t n, void **p) {
   if (!n)
     return ebb_seterr(EBB_EINVAL, "shared memory %s: size 0", ebb_shm_name_ok(name) ? name : "");
   char path[256];
-  int fd, rc = shm_open_new(name, path, sizeof path, &fd);
+  int fd = -1, rc = shm_open_new(name, path, sizeof path, &fd);
   if (rc)
     return rc;
   void *m = MAP_FAILED;
