@@ -44,15 +44,24 @@ SRV_HANDLER(srv_h_pipeline_sleep) {
 }
 
 void srv_sleep_metrics(ebb_server *s, FILE *f) {
-  ebb_manager_sleep_info si;
-  ebb_manager_sleep_figures(s->m, &si);
+  /* summed over the devices; the budget is each device's (--sleep-host-budget) */
+  ebb_manager_sleep_info si = {0};
+  for (size_t i = 0; i < s->ndev; i++) {
+    ebb_manager_sleep_info d;
+    ebb_manager_sleep_figures(s->ms[i], &d);
+    si.sleeping += d.sleeping;
+    si.backup_bytes += d.backup_bytes;
+    si.budget_bytes = d.budget_bytes;
+    si.wakes += d.wakes;
+    si.wake_seconds += d.wake_seconds;
+  }
   fprintf(f, "# HELP ebb_pipelines_sleeping Pipelines asleep (weights in host memory).\n"
              "# TYPE ebb_pipelines_sleeping gauge\nebb_pipelines_sleeping %d\n",
           si.sleeping);
   fprintf(f, "# HELP ebb_sleep_backup_bytes Host bytes holding sleeping pipelines' weights.\n"
              "# TYPE ebb_sleep_backup_bytes gauge\nebb_sleep_backup_bytes %llu\n",
           (unsigned long long)si.backup_bytes);
-  fprintf(f, "# HELP ebb_sleep_host_budget_bytes Host bytes backups may hold (0: no limit).\n"
+  fprintf(f, "# HELP ebb_sleep_host_budget_bytes Host bytes backups may hold, per device (0: no limit).\n"
              "# TYPE ebb_sleep_host_budget_bytes gauge\nebb_sleep_host_budget_bytes %llu\n",
           (unsigned long long)si.budget_bytes);
   fprintf(f, "# HELP ebb_wakes_total Wakes of sleeping pipelines.\n"
