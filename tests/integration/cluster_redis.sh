@@ -18,23 +18,11 @@
 #  4. the nodes stopped with SIGTERM mid-job: exit 0, the jobs queued again.
 set -u
 : "${EBB:?}" "${FAKEGPU_SMI:?}" "${EBB_TEST_TMP:?}"
-command -v redis-server >/dev/null || { echo "FAIL: redis-server missing (scripts/install-deps.sh installs it)"; exit 1; }
-command -v redis-cli >/dev/null || { echo "FAIL: redis-cli missing (redis-tools)"; exit 1; }
 T=$EBB_TEST_TMP
 rm -rf "$T" && mkdir -p "$T/redis" "$T/shared"
 export FAKEGPU_MEMORY_MIB=4096 FAKEGPU_CONTEXT_MIB=300
 LEASE=3
-fails=0
-fail() { echo "FAIL: $*" >&2; fails=$((fails + 1)); }
-PORT=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
-RPID= ; declare -A NPID URL
-cleanup() {
-  for n in "${!NPID[@]}"; do kill -TERM "${NPID[$n]}" 2>/dev/null; done
-  for n in "${!NPID[@]}"; do wait "${NPID[$n]}" 2>/dev/null; done
-  [ -n "$RPID" ] && kill -TERM "$RPID" 2>/dev/null && wait "$RPID" 2>/dev/null
-}
-trap 'cleanup >/dev/null 2>&1 || true' EXIT
-rcli() { redis-cli -h 127.0.0.1 -p "$PORT" "$@"; }
+. "$(cd "$(dirname "$0")/../lib" && pwd)/cluster.sh"
 start_redis() {
   redis-server --port "$PORT" --bind 127.0.0.1 --dir "$T/redis" --appendonly yes \
     --appendfsync always --save "" --daemonize no --logfile "$T/redis/log" &
