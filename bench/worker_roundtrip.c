@@ -8,8 +8,13 @@
  * is protocol. Then the path that needs no copy at all: the producer built
  * its tensor in shared memory (ebb_shm_create), and each run hands it over by
  * name; and, as the bandwidth reference, a plain memcpy of the same 64 MiB
- * between two warm buffers in the same run. Prefers /usr/bin/python3 when it has NumPy (the SDK's zero-
- * copy arrays), else `python3`. */
+ * between two warm buffers in the same run. The small item runs twice, each
+ * time with a worker of its own: with the spin off (EBB_WORKER_SPIN_US=0:
+ * each side sleeps in recv and is woken by the other's frame) and on (the
+ * default, or EBB_BENCH_SPIN_US), with the CPU each side spent per round
+ * trip (/proc/PID/schedstat), so the spin's cost is printed beside its
+ * gain. Prefers /usr/bin/python3 when it has NumPy (the SDK's zero-copy
+ * arrays), else `python3`. */
 #include <jansson.h>
 #include <stdlib.h>
 #include <string.h>
@@ -20,7 +25,7 @@
 #include "worker/proc.h"
 #include "worker/wire.h"
 
-#define SMALL_N 2000
+#define SMALL_N 20000
 #define TENSOR_N 30
 #define TENSOR_FLOATS (16u << 20) /* 64 MiB */
 
@@ -64,14 +69,28 @@ static int call(ebb_wproc *w, json_t *msg, json_t **r) {
   return rc;
 }
 
-int main(void) {
-  const char *py = pick_python();
+/* Nanoseconds a process (0: this one) has run on a CPU (schedstat). */
+static double cpu_ns(pid_t pid) {
+  char path[64];
+  snprintf(path, sizeof path, "/proc/%ld/schedstat", pid ? (long)pid : (long)getpid());
+  FILE *f = fopen(path, "r");
+  double ns = 0;
+  if (f && fscanf(f, "%lf", &ns) != 1)
+    ns = 0;
+  if (f)
+    fclose(f);
+  return ns;
+}
+
+/* A worker on the SDK, hello'd and loaded; spin: its EBB_WORKER_SPIN_US. */
+static ebb_wproc *start_worker(const char *py, const char *spin) {
   const char *script = EBB_SOURCE_DIR "/bench/worker_echo.py";
   const char *args[] = {script};
   ebb_wproc *w = NULL;
+  setenv("EBB_WORKER_SPIN_US", spin, 1);
   if (ebb_wproc_spawn(py, args, 1, "bench echo", &w)) {
     fprintf(stderr, "worker_roundtrip: %s\n", ebb_errmsg());
-    return 1;
+    return NULL;
   }
   json_t *r = NULL;
   json_t *m = json_pack("{s:s, s:i, s:s, s:s, s:s, s:s, s:I}", "type", "hello", "protocol", 1,
@@ -85,12 +104,26 @@ int main(void) {
     rc = call(w, m, &r);
   json_decref(m), json_decref(r);
   if (rc)
-    return 1;
+    ebb_wproc_stop(w, 5, NULL), w = NULL;
+  return w;
+}
 
-  static double tw[SMALL_N], ti[SMALL_N];
+static void stop_worker(ebb_wproc *w) {
+  json_t *r = NULL, *m = json_pack("{s:s}", "type", "exit");
+  if (!call(w, m, &r))
+    json_decref(r);
+  json_decref(m);
+  ebb_wproc_stop(w, 5, NULL);
+}
+
+/* SMALL_N small-item round trips: times into tw (worker) and ti (the same
+ * answer built in-process); *host_us, *worker_us: CPU per round trip. */
+static int small_runs(ebb_wproc *w, double *tw, double *ti, double *host_us, double *worker_us) {
   const char *text = "{\"prompt\": \"a small item\", \"n\": 1}";
-  json_t *small = json_pack("{s:s, s:[{s:s, s:s, s:s}]}", "type", "run", "items", "kind", "json",
-                            "name", "q", "text", text);
+  json_t *r = NULL, *small = json_pack("{s:s, s:[{s:s, s:s, s:s}]}", "type", "run", "items",
+                                       "kind", "json", "name", "q", "text", text);
+  int rc = 0;
+  double h0 = cpu_ns(0), w0 = cpu_ns(ebb_wproc_pid(w)), hi = 0;
   for (int i = 0; i < SMALL_N && !rc; i++) {
     double t0 = bench_now();
     rc = call(w, small, &r);
@@ -99,9 +132,41 @@ int main(void) {
     t0 = bench_now();
     json_t *it = inproc_echo("q", text, NULL, 0);
     ti[i] = bench_now() - t0;
+    hi += ti[i];
     json_decref(it);
   }
   json_decref(small);
+  *host_us = ((cpu_ns(0) - h0) / 1e3 - hi * 1e6) / SMALL_N;
+  *worker_us = (cpu_ns(ebb_wproc_pid(w)) - w0) / 1e3 / SMALL_N;
+  return rc;
+}
+
+static void print_small(const char *how, double *tw, double *ti, double host_us,
+                        double worker_us) {
+  double sw50 = pct(tw, SMALL_N, .5), sw99 = pct(tw, SMALL_N, .99);
+  double si50 = pct(ti, SMALL_N, .5), si99 = pct(ti, SMALL_N, .99);
+  printf("  small JSON item, %s (%d runs): worker p50 %6.1f us  p99 %7.1f us | in-process p50 "
+         "%5.2f us  p99 %5.2f us | worker/in-process p50 %.0fx | CPU per round trip: ebb %.1f "
+         "us, worker %.1f us\n", how, SMALL_N, sw50 * 1e6, sw99 * 1e6, si50 * 1e6, si99 * 1e6,
+         sw50 / si50, host_us, worker_us);
+}
+
+int main(void) {
+  const char *py = pick_python();
+  /* the small item twice, the spin off then on (each its own worker) */
+  static double tw0[SMALL_N], ti0[SMALL_N], tw[SMALL_N], ti[SMALL_N];
+  double h0 = 0, c0 = 0, h1 = 0, c1 = 0;
+  ebb_wproc *w = start_worker(py, "0");
+  int rc = !w || small_runs(w, tw0, ti0, &h0, &c0);
+  if (w)
+    stop_worker(w);
+  const char *spin = getenv("EBB_BENCH_SPIN_US");
+  char spin_s[32];
+  snprintf(spin_s, sizeof spin_s, "%u", spin ? (unsigned)atoi(spin) : EBB_WIRE_SPIN_US_DEFAULT);
+  w = rc ? NULL : start_worker(py, spin_s);
+  if (!rc && (!w || small_runs(w, tw, ti, &h1, &c1)))
+    rc = 1;
+  json_t *r = NULL;
 
   static double bw[TENSOR_N], bi[TENSOR_N], bc[TENSOR_N];
   float *t = malloc((size_t)TENSOR_FLOATS * sizeof *t);
@@ -158,23 +223,22 @@ int main(void) {
   }
   free(dst);
   free(t);
-  m = json_pack("{s:s}", "type", "exit");
-  if (!rc)
-    call(w, m, &r), json_decref(r);
-  json_decref(m);
-  ebb_wproc_stop(w, 5, NULL);
+  if (w)
+    stop_worker(w);
   if (rc)
     return 1;
 
-  double sw50 = pct(tw, SMALL_N, .5), sw99 = pct(tw, SMALL_N, .99);
-  double si50 = pct(ti, SMALL_N, .5), si99 = pct(ti, SMALL_N, .99);
   double tw50 = pct(bw, TENSOR_N, .5), tw99 = pct(bw, TENSOR_N, .99);
   double ti50 = pct(bi, TENSOR_N, .5), ti99 = pct(bi, TENSOR_N, .99);
   double tc50 = pct(bc, TENSOR_N, .5);
   printf("worker round trip (Python SDK worker, %s) vs in-process stage, one run each:\n", py);
-  printf("  small JSON item  (%d runs): worker p50 %7.1f us  p99 %7.1f us | in-process p50 %6.2f us"
-         "  p99 %6.2f us | worker/in-process p50 %.0fx\n",
-         SMALL_N, sw50 * 1e6, sw99 * 1e6, si50 * 1e6, si99 * 1e6, sw50 / si50);
+  print_small("spin off", tw0, ti0, h0, c0);
+  char how[64];
+  snprintf(how, sizeof how, "spin %s us", spin_s);
+  print_small(how, tw, ti, h1, c1);
+  printf("    (spin: each side polls the socket without sleeping for up to EBB_WORKER_SPIN_US "
+         "before it sleeps, so an answer that comes in time costs no wake-up; goal p50 <= 20 "
+         "us)\n");
   printf("  64 MiB tensor    (%d runs): worker p50 %7.2f ms  p99 %7.2f ms | in-process p50 %6.3f ms"
          "  p99 %6.3f ms\n", TENSOR_N, tw50 * 1e3, tw99 * 1e3, ti50 * 1e3, ti99 * 1e3);
   printf("    of which the host's copy into /dev/shm: p50 %.2f ms (%.1f GB/s); protocol + worker "

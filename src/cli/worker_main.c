@@ -285,6 +285,7 @@ int main(int argc, char **argv) {
   static wk w; /* the reader's buffer is 64 KiB: not on the stack */
   w.fd = atoi(fds);
   ebb_wire_reader_init(&w.rd, w.fd);
+  w.rd.spin_us = ebb_wire_spin_us(NULL); /* the host checked the value */
   snprintf(w.name, sizeof w.name, "worker");
   int status = 0;
   for (;;) {

@@ -115,6 +115,11 @@ int ebb_wproc_spawn(const char *exe, const char *const *args, size_t nargs, cons
   posix_spawn_file_actions_t fa;
   posix_spawnattr_t at;
   int have_fa = 0, have_at = 0;
+  const char *bad = NULL;
+  unsigned spin = ebb_wire_spin_us(&bad);
+  if (bad)
+    return ebb_seterr(EBB_EINVAL, "worker %s: EBB_WORKER_SPIN_US='%s' is not a whole number of "
+                      "microseconds from 0 to %d", exe, bad, EBB_WIRE_SPIN_US_MAX);
   ebb_wproc *w = calloc(1, sizeof *w);
   if (!w)
     return ebb_seterr(EBB_ENOMEM, "worker %s: out of host memory", exe);
@@ -165,6 +170,7 @@ int ebb_wproc_spawn(const char *exe, const char *const *args, size_t nargs, cons
   w->fd = sv[0];
   sv[0] = -1;
   ebb_wire_reader_init(&w->rd, w->fd);
+  w->rd.spin_us = spin;
   snprintf(w->prefix, sizeof w->prefix, "ebb-w%ld-%ld-", (long)getpid(), (long)w->pid);
   *out = w;
 fail:

@@ -5,6 +5,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
+#include <sched.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -232,7 +233,45 @@ int ebb_wire_recv(int fd, double deadline, const atomic_int *cancel, json_t **ms
 void ebb_wire_reader_init(ebb_wire_reader *r, int fd) {
   r->fd = fd;
   r->timed = 0;
+  r->spin_us = 0;
   r->start = r->end = 0;
+}
+
+unsigned ebb_wire_spin_us(const char **bad) {
+  const char *e = getenv("EBB_WORKER_SPIN_US");
+  if (bad)
+    *bad = NULL;
+  if (!e)
+    return EBB_WIRE_SPIN_US_DEFAULT;
+  char *end = NULL;
+  errno = 0;
+  unsigned long v = strtoul(e, &end, 10);
+  if (!*e || *end || errno || e[0] == '-' || v > EBB_WIRE_SPIN_US_MAX) {
+    if (bad)
+      *bad = e;
+    return EBB_WIRE_SPIN_US_DEFAULT;
+  }
+  return (unsigned)v;
+}
+
+/* The busy poll before a blocking wait: non-blocking recvs for up to
+ * r->spin_us. Returns what recv_some returns, or SPUN_OUT when nothing came
+ * in that time (or cancel was set). */
+#define SPUN_OUT (-100000)
+static ssize_t spin_recv(ebb_wire_reader *r, void *dst, size_t n, const atomic_int *cancel) {
+  double until = mono_now() + r->spin_us / 1e6;
+  for (;;) {
+    ssize_t got = recv(r->fd, dst, n, MSG_DONTWAIT);
+    if (got >= 0)
+      return got;
+    if (errno == ECONNRESET)
+      return 0;
+    if (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)
+      return ebb_seterr(EBB_EIO, "reading: %s", strerror(errno));
+    if ((cancel && atomic_load(cancel)) || mono_now() > until)
+      return SPUN_OUT;
+    sched_yield(); /* a peer waiting for this core runs first */
+  }
 }
 
 /* One recv into dst[0..n): the bytes read (> 0), 0 at EOF, or a negative
@@ -247,6 +286,11 @@ static ssize_t recv_some(ebb_wire_reader *r, void *dst, size_t n, double deadlin
     if (setsockopt(r->fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv) != 0)
       return ebb_seterr(EBB_EIO, "setting the socket's receive timeout: %s", strerror(errno));
     r->timed = 1;
+  }
+  if (r->spin_us && !(cancel && atomic_load(cancel))) {
+    ssize_t got = spin_recv(r, dst, n, cancel);
+    if (got != SPUN_OUT)
+      return got;
   }
   for (;;) {
     if (cancel && atomic_load(cancel))

@@ -44,16 +44,29 @@ int ebb_wire_recv(int fd, double deadline, const atomic_int *cancel, json_t **ms
  * waits in a blocking recv that wakes every 100 ms (SO_RCVTIMEO, set once
  * on the socket), not in a poll before each read; in the last 100 ms
  * before a deadline it polls for exactly what is left. A frame larger than
- * the buffer is read into a block of its own. */
+ * the buffer is read into a block of its own. With spin_us > 0 it first
+ * polls the socket without sleeping for up to that long (a non-blocking recv
+ * in a loop, cancel and deadline still looked at): an answer that comes
+ * within it costs no wake-up of a sleeping thread, which on a VM is most of
+ * a small round trip (busy polling, as SO_BUSY_POLL does for NICs). */
 #define EBB_WIRE_READER_BUF 65536
+/* The spin's default and ceiling (EBB_WORKER_SPIN_US sets it; 0: off). */
+#define EBB_WIRE_SPIN_US_DEFAULT 50
+#define EBB_WIRE_SPIN_US_MAX 10000
 typedef struct ebb_wire_reader {
   int fd;
   int timed;                /* SO_RCVTIMEO is set on fd */
+  unsigned spin_us;         /* busy-poll this long before sleeping (0: never) */
   size_t start, end;        /* unread bytes: buf[start..end) */
   unsigned char buf[EBB_WIRE_READER_BUF];
 } ebb_wire_reader;
-/* Starts a reader on fd (borrowed: the caller closes it). */
+/* Starts a reader on fd (borrowed: the caller closes it), spin_us 0. */
 void ebb_wire_reader_init(ebb_wire_reader *r, int fd);
+/* The spin a reader should use: EBB_WORKER_SPIN_US if set (0 turns it off;
+ * a value that is not a whole number of microseconds up to
+ * EBB_WIRE_SPIN_US_MAX is an error, reported once in *bad if not NULL, and the
+ * default is used), else EBB_WIRE_SPIN_US_DEFAULT. */
+unsigned ebb_wire_spin_us(const char **bad);
 /* ebb_wire_recv through the reader: same answers, same errors. */
 int ebb_wire_read(ebb_wire_reader *r, double deadline, const atomic_int *cancel, json_t **msg);
 

@@ -116,7 +116,7 @@ static void test_decode_bad(void) {
 
 /* Writes bytes into one end of a socketpair, closes it when close_after,
  * and reads a message from the other. */
-static int use_reader; /* 1: the same cases through ebb_wire_read */
+static int use_reader; /* 1: the same cases through ebb_wire_read; 2: with a spin */
 static int recv_from(const void *bytes, size_t n, int close_after, double timeout_s, json_t **m) {
   int sv[2];
   REQUIRE(socketpair(AF_UNIX, SOCK_STREAM, 0, sv) == 0);
@@ -129,6 +129,7 @@ static int recv_from(const void *bytes, size_t n, int close_after, double timeou
   if (use_reader) {
     static ebb_wire_reader r;
     ebb_wire_reader_init(&r, sv[0]);
+    r.spin_us = use_reader == 2 ? 2000 : 0;
     rc = ebb_wire_read(&r, deadline, NULL, m);
   } else {
     rc = ebb_wire_recv(sv[0], deadline, NULL, m);
@@ -275,6 +276,66 @@ static void test_reader(void) {
   json_decref(a), json_decref(b), json_decref(c);
 }
 
+/* The busy poll (spin_us): the reader's cases with it on; a frame that
+ * arrives while it spins, and one that comes after it gave up and slept;
+ * cancel ends it at once; EBB_WORKER_SPIN_US is parsed strictly and a bad
+ * value stops a worker from starting with an error naming it. */
+static void test_spin(void) {
+  use_reader = 2;
+  test_recv_cases();
+  use_reader = 0;
+  int sv[2];
+  REQUIRE(socketpair(AF_UNIX, SOCK_STREAM, 0, sv) == 0);
+  static ebb_wire_reader r;
+  ebb_wire_reader_init(&r, sv[0]);
+  r.spin_us = EBB_WIRE_SPIN_US_MAX; /* 10 ms */
+  json_t *got = NULL, *a = json_pack("{s:s, s:i}", "type", "result", "n", 7);
+  for (int delay_us = 200; delay_us <= 50000; delay_us *= 250) { /* 0.2 ms, then 50 ms */
+    pid_t pid = fork();
+    REQUIRE(pid >= 0);
+    if (pid == 0) {
+      usleep((useconds_t)delay_us);
+      _exit(ebb_wire_send(sv[1], a) ? 1 : 0);
+    }
+    double t0 = now();
+    CHECK_EQ_INT(ebb_wire_read(&r, now() + 5, NULL, &got), 0);
+    CHECK(got && json_integer_value(json_object_get(got, "n")) == 7);
+    CHECK(now() - t0 >= delay_us / 1e6 * 0.9);
+    json_decref(got), got = NULL;
+    int st = 0;
+    REQUIRE(waitpid(pid, &st, 0) == pid);
+    CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+  }
+  atomic_int cancel = 1;
+  double t0 = now();
+  CHECK_EQ_INT(ebb_wire_read(&r, 0, &cancel, &got), EBB_ECANCELED);
+  CHECK(now() - t0 < 0.005); /* not after a 10 ms spin */
+  close(sv[0]), close(sv[1]);
+  json_decref(a);
+  /* EBB_WORKER_SPIN_US */
+  const char *bad = NULL;
+  unsetenv("EBB_WORKER_SPIN_US");
+  CHECK_EQ_INT((int)ebb_wire_spin_us(&bad), EBB_WIRE_SPIN_US_DEFAULT);
+  CHECK(bad == NULL);
+  setenv("EBB_WORKER_SPIN_US", "0", 1);
+  CHECK_EQ_INT((int)ebb_wire_spin_us(&bad), 0);
+  setenv("EBB_WORKER_SPIN_US", "120", 1);
+  CHECK_EQ_INT((int)ebb_wire_spin_us(&bad), 120);
+  CHECK(bad == NULL);
+  const char *wrong[] = {"", "abc", "12us", "-1", "10001", "99999999999999999999"};
+  for (size_t i = 0; i < sizeof wrong / sizeof *wrong; i++) {
+    setenv("EBB_WORKER_SPIN_US", wrong[i], 1);
+    CHECK_EQ_INT((int)ebb_wire_spin_us(&bad), EBB_WIRE_SPIN_US_DEFAULT);
+    CHECK(bad && !strcmp(bad, wrong[i]));
+  }
+  setenv("EBB_WORKER_SPIN_US", "fast", 1);
+  ebb_wproc *w = NULL;
+  const char *args[] = {"-c", "exit 0"};
+  CHECK_EQ_INT(ebb_wproc_spawn("/bin/sh", args, 2, "spin", &w), EBB_EINVAL);
+  CHECK(w == NULL && has(ebb_errmsg(), "EBB_WORKER_SPIN_US='fast'"));
+  unsetenv("EBB_WORKER_SPIN_US");
+}
+
 static void test_shm(void) {
   char prefix[64], name[96];
   snprintf(prefix, sizeof prefix, "ebb-wtest-%ld-", (long)getpid());
@@ -407,6 +468,7 @@ int main(void) {
   RUN(test_decode_bad);
   RUN(test_recv);
   RUN(test_reader);
+  RUN(test_spin);
   RUN(test_mutations);
   RUN(test_shm);
   RUN(test_codes_and_status);
