@@ -215,17 +215,24 @@ static void test_recv(void) {
   close(sv[1]);
 }
 
+/* Runs the reader cases (mode: 1 plain, 2 with a spin), then makes a
+ * socketpair with a fresh reader on sv[0]. */
+static ebb_wire_reader *reader_after_cases(int mode, int sv[2]) {
+  use_reader = mode;
+  test_recv_cases();
+  use_reader = 0;
+  REQUIRE(socketpair(AF_UNIX, SOCK_STREAM, 0, sv) == 0);
+  static ebb_wire_reader r;
+  ebb_wire_reader_init(&r, sv[0]);
+  return &r;
+}
+
 /* The reader: the cases above, then what only it does: frames that arrive
  * together are returned one by one from one read-ahead, a frame larger than
  * its buffer between small ones, and a cancel seen while it waits. */
 static void test_reader(void) {
-  use_reader = 1;
-  test_recv_cases();
-  use_reader = 0;
   int sv[2];
-  REQUIRE(socketpair(AF_UNIX, SOCK_STREAM, 0, sv) == 0);
-  static ebb_wire_reader r;
-  ebb_wire_reader_init(&r, sv[0]);
+  ebb_wire_reader *r = reader_after_cases(1, sv);
   char *big = malloc(100001);
   REQUIRE(big);
   memset(big, 'y', 100000);
@@ -243,33 +250,33 @@ static void test_reader(void) {
   REQUIRE(write(sv[1], three, 2 * n1 + n2) == (ssize_t)(2 * n1 + n2));
   json_t *got = NULL;
   for (int i = 0; i < 3; i++) {
-    CHECK_EQ_INT(ebb_wire_read(&r, now() + 5, NULL, &got), 0);
+    CHECK_EQ_INT(ebb_wire_read(r, now() + 5, NULL, &got), 0);
     CHECK(got && json_integer_value(json_object_get(got, "n")) == (i < 2 ? 1 : 3));
     json_decref(got), got = NULL;
   }
-  CHECK(r.start == r.end); /* nothing left over */
+  CHECK(r->start == r->end); /* nothing left over */
   CHECK_EQ_INT(ebb_wire_send(sv[1], c), 0);
   CHECK_EQ_INT(ebb_wire_send(sv[1], b), 0); /* 100 KB: fits the socket's buffer */
-  CHECK_EQ_INT(ebb_wire_read(&r, now() + 5, NULL, &got), 0);
+  CHECK_EQ_INT(ebb_wire_read(r, now() + 5, NULL, &got), 0);
   CHECK(got && json_integer_value(json_object_get(got, "n")) == 3);
   json_decref(got), got = NULL;
-  CHECK_EQ_INT(ebb_wire_read(&r, now() + 5, NULL, &got), 0);
+  CHECK_EQ_INT(ebb_wire_read(r, now() + 5, NULL, &got), 0);
   CHECK(got && strlen(json_string_value(json_object_get(got, "message"))) == 100000);
   json_decref(got), got = NULL;
   CHECK_EQ_INT(ebb_wire_send(sv[1], a), 0);
-  CHECK_EQ_INT(ebb_wire_read(&r, now() + 5, NULL, &got), 0);
+  CHECK_EQ_INT(ebb_wire_read(r, now() + 5, NULL, &got), 0);
   CHECK(got && json_integer_value(json_object_get(got, "n")) == 1);
   json_decref(got), got = NULL;
   /* silence: the deadline holds to within a wake-up, not a whole 100 ms late */
   double t0 = now();
-  CHECK_EQ_INT(ebb_wire_read(&r, now() + 0.25, NULL, &got), EBB_ETIMEDOUT);
+  CHECK_EQ_INT(ebb_wire_read(r, now() + 0.25, NULL, &got), EBB_ETIMEDOUT);
   double took = now() - t0;
   CHECK(took >= 0.24 && took < 1.0);
   atomic_int cancel = 1;
-  CHECK_EQ_INT(ebb_wire_read(&r, 0, &cancel, &got), EBB_ECANCELED);
+  CHECK_EQ_INT(ebb_wire_read(r, 0, &cancel, &got), EBB_ECANCELED);
   CHECK(has(ebb_errmsg(), "cancelled"));
   close(sv[1]);
-  CHECK_EQ_INT(ebb_wire_read(&r, now() + 5, NULL, &got), EBB_EIO);
+  CHECK_EQ_INT(ebb_wire_read(r, now() + 5, NULL, &got), EBB_EIO);
   CHECK(has(ebb_errmsg(), "closed the connection"));
   close(sv[0]);
   free(f1), free(f2), free(big);
@@ -281,14 +288,9 @@ static void test_reader(void) {
  * cancel ends it at once; EBB_WORKER_SPIN_US is parsed strictly and a bad
  * value stops a worker from starting with an error naming it. */
 static void test_spin(void) {
-  use_reader = 2;
-  test_recv_cases();
-  use_reader = 0;
   int sv[2];
-  REQUIRE(socketpair(AF_UNIX, SOCK_STREAM, 0, sv) == 0);
-  static ebb_wire_reader r;
-  ebb_wire_reader_init(&r, sv[0]);
-  r.spin_us = EBB_WIRE_SPIN_US_MAX; /* 10 ms */
+  ebb_wire_reader *r = reader_after_cases(2, sv);
+  r->spin_us = EBB_WIRE_SPIN_US_MAX; /* 10 ms */
   json_t *got = NULL, *a = json_pack("{s:s, s:i}", "type", "result", "n", 7);
   for (int delay_us = 200; delay_us <= 50000; delay_us *= 250) { /* 0.2 ms, then 50 ms */
     pid_t pid = fork();
@@ -298,7 +300,7 @@ static void test_spin(void) {
       _exit(ebb_wire_send(sv[1], a) ? 1 : 0);
     }
     double t0 = now();
-    CHECK_EQ_INT(ebb_wire_read(&r, now() + 5, NULL, &got), 0);
+    CHECK_EQ_INT(ebb_wire_read(r, now() + 5, NULL, &got), 0);
     CHECK(got && json_integer_value(json_object_get(got, "n")) == 7);
     CHECK(now() - t0 >= delay_us / 1e6 * 0.9);
     json_decref(got), got = NULL;
@@ -308,7 +310,7 @@ static void test_spin(void) {
   }
   atomic_int cancel = 1;
   double t0 = now();
-  CHECK_EQ_INT(ebb_wire_read(&r, 0, &cancel, &got), EBB_ECANCELED);
+  CHECK_EQ_INT(ebb_wire_read(r, 0, &cancel, &got), EBB_ECANCELED);
   CHECK(now() - t0 < 0.005); /* not after a 10 ms spin */
   close(sv[0]), close(sv[1]);
   json_decref(a);
