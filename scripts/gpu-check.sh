@@ -62,7 +62,9 @@ if [ -n "$NVCC" ]; then
 else
   echo "note: no nvcc found; ebb builds without its GPU kernels (host twins only)"
 fi
-"$ROOT/scripts/install-deps.sh" || fail "install-deps"
+# The GPU machine may reach no package mirror: bounded, so an apt-get that
+# waits on the network cannot eat the machine's few minutes.
+timeout 180 "$ROOT/scripts/install-deps.sh" || fail "install-deps (exit $?; the build may still work)"
 if cmake -S "$ROOT" -B "$BUILD" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DEBB_CUDA_KERNELS=ON \
      ${NVCC:+-DEBB_NVCC_PROGRAM=$NVCC} >"$BUILD/cmake-configure.log" 2>&1 &&
    cmake --build "$BUILD" -j "$JOBS" >"$BUILD/cmake-build.log" 2>&1; then
