@@ -16,6 +16,11 @@ PKGS=(
   # stages_songtrace_real): a GM soundfont rendered by fluidsynth, scored by
   # mir_eval (PyPI, below) on Debian's numpy/scipy for /usr/bin/python3
   fluidsynth fluid-soundfont-gm python3-scipy python3-pip
+  # `pip install ./python` (tests/integration/python_owners.sh) builds a wheel
+  # offline: Debian's python3 needs python3-wheel (pip below covers a python3
+  # on PATH that is not Debian's, e.g. pyenv)
+  python3-wheel
+  ca-certificates  # pip reaches PyPI (mir_eval, below) over https
   chromium chromium-driver python3-selenium  # tests/integration/server_page.sh (the live page)
   libncurses-dev tmux  # ebb top (curses); tests/integration/server_top.sh
   prometheus  # promtool checks /metrics: tests/integration/server_security.sh
@@ -32,8 +37,9 @@ pip_steps() {
       echo "install-deps: pip could not install mir_eval; stages_songtrace_real will fail" >&2
   fi
   # `pip install ./python` (tests/integration/python_owners.sh) builds a
-  # wheel: the python3 first on PATH needs the wheel package (PyPI: Debian's
-  # python3-wheel belongs to /usr/bin/python3).
+  # wheel: the python3 first on PATH needs the wheel package. Debian's
+  # python3-wheel (above) covers /usr/bin/python3; another python3 first on
+  # PATH (pyenv) gets it from PyPI.
   if command -v python3 >/dev/null && ! python3 -c 'import wheel' 2>/dev/null; then
     python3 -m pip install -q wheel || echo "install-deps: pip install wheel failed" >&2
   fi

@@ -324,12 +324,14 @@ _by_handle = {}  # C handle -> Owner, for current()
 
 
 def caller_site(skip=("ebb", "numba", "cupy", "torch")):
-    """"file.py:line" of the innermost frame outside ebb and the frameworks."""
+    """"file.py:line" of the innermost frame outside ebb and the frameworks.
+    A frame is theirs by its module's package, not by its path: a checkout
+    in a directory named ebb/ holds the caller's own files too."""
     f = sys._getframe(1)
     while f is not None:
         fn = f.f_code.co_filename
-        parts = set(fn.replace("\\", "/").split("/"))
-        if not parts.intersection(skip) and not fn.startswith("<frozen"):
+        pkg = str(f.f_globals.get("__name__", "")).partition(".")[0]
+        if pkg not in skip and not fn.startswith("<frozen"):
             return "%s:%d" % (fn, f.f_lineno)
         f = f.f_back
     return "?"
