@@ -1,0 +1,41 @@
+# Sourced by the integration tests that drive `ebb serve` on the fake GPU
+# (after `set -u` and their `: "${VAR:?}"` checks). Gives common.sh (T, fail)
+# and a fresh fake device (FAKEGPU_STATE removed), plus:
+#   serve LOG ARGS...  start `$EBB serve --listen 127.0.0.1:0 ARGS...` with its
+#                      output in LOG; sets SERVER (pid) and URL; a server that
+#                      prints no listening line in 10 s fails the test (exit 1)
+#   stop_server        SIGTERM it and wait; answers its exit status
+#   req METHOD PATH [curl args...]  sets CODE and BODY (a -d body is JSON)
+#   jget JSON EXPR     prints JSON's value at EXPR ('["a"][0]'), empty if none
+#   apps               fakegpu-smi's per-process lines (pid, MiB)
+#   held_by PID        the MiB fakegpu-smi lists for PID (0 when not listed)
+# The EXIT trap stops a server still running; a test that has more to clean
+# up sets its own trap and calls stop_server from it.
+: "${EBB:?}" "${FAKEGPU_SMI:?}" "${FAKEGPU_STATE:?}"
+. "$(dirname "${BASH_SOURCE[0]}")/common.sh"
+rm -f "$FAKEGPU_STATE"
+SERVER= URL=
+serve() {
+  local log=$1; shift
+  "$EBB" serve --listen 127.0.0.1:0 "$@" > "$log" 2>&1 &
+  SERVER=$!
+  for _ in $(seq 100); do grep -q '^ebb: listening on http://' "$log" 2>/dev/null && break; sleep 0.1; done
+  URL=$(head -1 "$log" | sed -n 's/^ebb: listening on //p')
+  [ -n "$URL" ] || { echo "FAIL: no listening line; log $log:"; cat "$log"; exit 1; }
+}
+stop_server() { # a server that died before answers its own exit status
+  [ -n "$SERVER" ] || return 0
+  kill -TERM "$SERVER" 2>/dev/null; wait "$SERVER"; local rc=$?; SERVER=; return $rc
+}
+trap 'stop_server >/dev/null 2>&1 || true' EXIT
+req() {
+  local m=$1 p=$2; shift 2
+  local ct=() # JSON bodies say so (the server refuses other types for them)
+  case " $* " in *" -d "*) ct=(-H 'Content-Type: application/json') ;; esac
+  BODY=$(curl -s -o - -w '\n%{http_code}' -X "$m" "$URL$p" "${ct[@]}" "$@")
+  CODE=${BODY##*$'\n'}
+  BODY=${BODY%$'\n'*}
+}
+jget() { python3 -c 'import json,sys; d=json.loads(sys.argv[1]); print(eval("d"+sys.argv[2]))' "$1" "$2" 2>/dev/null; }
+apps() { "$FAKEGPU_SMI" --query-compute-apps=pid,used_memory --format=csv,noheader,nounits; }
+held_by() { apps | awk -F', *' -v p="$1" '$1 == p {s += $2} END {print s + 0}'; }
