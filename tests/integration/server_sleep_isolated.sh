@@ -24,22 +24,6 @@ echo "any input" > "$T/input.txt"
 serve "$T/log" --config "$T/cfg.json" --data-dir "$T/data" --input-dir "$T" --no-cache
 server_mib() { held_by "$SERVER"; }
 worker_mib() { apps | awk -F', *' -v p="$SERVER" '$1 != p {s += $2} END {print s + 0}'; }
-run_job() { # name -> result items in $T/NAME.json
-  req POST /v1/jobs -d "{\"pipeline\": \"mix\", \"input\": \"$T/input.txt\"}"
-  [ "$CODE" = 202 ] || { fail "POST /v1/jobs: $CODE $BODY"; return 1; }
-  local id s=
-  id=$(jget "$BODY" '["id"]')
-  for _ in $(seq 300); do
-    req GET "/v1/jobs/$id"
-    s=$(jget "$BODY" '["state"]')
-    case $s in succeeded|failed|cancelled) break ;; esac
-    sleep 0.1
-  done
-  [ "$s" = succeeded ] || { fail "job $1 ended '$s': $BODY"; return 1; }
-  req GET "/v1/jobs/$id/result"
-  python3 -c 'import json,sys; print(json.dumps(json.loads(sys.argv[1])["result"]["items"], sort_keys=True))' \
-    "$BODY" > "$T/$1.json" || fail "result of $1: $BODY"
-}
 
 req POST /v1/pipelines/mix/load
 [ "$CODE" = 200 ] || fail "load mix: $CODE $BODY"
@@ -61,13 +45,13 @@ req GET /v1/pipelines
 case $BODY in *'"asleep": true'*|*'"asleep":true'*) ;; *) fail "/v1/pipelines does not show mix asleep: $BODY" ;; esac
 
 # --- a job wakes both; the result is a fresh load's, byte for byte
-run_job woken
+run_job woken mix
 grep -q '\[in1\] awake: ' "$T/log" || fail "no '[in1] awake' line"
 grep -q '\[iso\] awake: isolated, loaded again in a new worker' "$T/log" ||
   fail "no '[iso] awake: isolated, loaded again' line"
 req POST /v1/pipelines/mix/unload
 req POST /v1/pipelines/mix/load
-run_job fresh
+run_job fresh mix
 cmp -s "$T/fresh.json" "$T/woken.json" ||
   fail "the woken pipeline's result differs from a fresh load's: $(cat "$T/woken.json") vs $(cat "$T/fresh.json")"
 

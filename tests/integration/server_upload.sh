@@ -18,15 +18,6 @@ cat > "$T/cfg.json" <<'JSON'
  "server": {"max_upload_mib": 1}}
 JSON
 serve "$T/log" --config "$T/cfg.json" --data-dir "$T/data" --input-dir "$T" --no-cache
-wait_done() { # id -> final state in STATE
-  for _ in $(seq 300); do
-    req GET "/v1/jobs/$1"
-    STATE=$(jget "$BODY" '["state"]')
-    case $STATE in succeeded|failed|cancelled) return 0 ;; esac
-    sleep 0.1
-  done
-  fail "job $1 did not finish in 30 s: $BODY"
-}
 
 # multipart: songtrace on the demo song
 req POST /v1/jobs -F pipeline=songtrace -F "file=@$WAV;type=audio/wav"

@@ -9,6 +9,7 @@
 #   jget JSON EXPR     prints JSON's value at EXPR ('["a"][0]'), empty if none
 #   apps               fakegpu-smi's per-process lines (pid, MiB)
 #   held_by PID        the MiB fakegpu-smi lists for PID (0 when not listed)
+#   wait_done ID, run_job NAME PIPELINE  (below)
 # The EXIT trap stops a server still running; a test that has more to clean
 # up sets its own trap and calls stop_server from it.
 : "${EBB:?}" "${FAKEGPU_SMI:?}" "${FAKEGPU_STATE:?}"
@@ -39,3 +40,29 @@ req() {
 jget() { python3 -c 'import json,sys; d=json.loads(sys.argv[1]); print(eval("d"+sys.argv[2]))' "$1" "$2" 2>/dev/null; }
 apps() { "$FAKEGPU_SMI" --query-compute-apps=pid,used_memory --format=csv,noheader,nounits; }
 held_by() { apps | awk -F', *' -v p="$1" '$1 == p {s += $2} END {print s + 0}'; }
+# wait_done ID [TRIES]: polls GET /v1/jobs/ID (0.1 s apart, TRIES times, 300
+# by default) until the job has ended; its state in STATE, the job in BODY.
+wait_done() {
+  STATE=
+  for _ in $(seq "${2:-300}"); do
+    req GET "/v1/jobs/$1"
+    STATE=$(jget "$BODY" '["state"]')
+    case $STATE in succeeded|failed|cancelled) return 0 ;; esac
+    sleep 0.1
+  done
+  fail "job $1 did not end in $((${2:-300} / 10)) s: $BODY"
+  return 1
+}
+# run_job NAME PIPELINE: one job of PIPELINE on $T/input.txt that must
+# succeed; its result's items (JSON, keys sorted) in $T/NAME.json
+run_job() {
+  req POST /v1/jobs -d "{\"pipeline\": \"$2\", \"input\": \"$T/input.txt\"}"
+  [ "$CODE" = 202 ] || { fail "POST /v1/jobs ($1): $CODE $BODY"; return 1; }
+  local id
+  id=$(jget "$BODY" '["id"]')
+  wait_done "$id"
+  [ "$STATE" = succeeded ] || { fail "job for $1 ended '$STATE': $BODY"; return 1; }
+  req GET "/v1/jobs/$id/result"
+  python3 -c 'import json,sys; print(json.dumps(json.loads(sys.argv[1])["result"]["items"], sort_keys=True))' \
+    "$BODY" > "$T/$1.json" || fail "result of $1: $BODY"
+}
