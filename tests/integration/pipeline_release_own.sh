@@ -9,15 +9,8 @@
 # idle:S eviction in `ebb serve` (the server's timer), and under an unload
 # (`ebb serve`, POST /v1/pipelines/NAME/unload) of a loaded pipeline.
 set -u
-: "${EBB:?}" "${FAKEGPU_SMI:?}" "${FAKEGPU_STATE:?}" "${EBB_TEST_TMP:?}"
-T=$EBB_TEST_TMP
-rm -rf "$T" && mkdir -p "$T"
-rm -f "$FAKEGPU_STATE"
+. "$(dirname "$0")/../lib/server.sh"
 export FAKEGPU_CONTEXT_MIB=300 FAKEGPU_MEMORY_MIB=16384
-fails=0
-fail() { echo "FAIL: $*" >&2; fails=$((fails + 1)); }
-SERVER=
-trap '[ -n "$SERVER" ] && kill -TERM "$SERVER" 2>/dev/null && wait "$SERVER"' EXIT
 
 stages='[
   {"stage": "synthetic", "name": "s1", "cache": false,
@@ -69,24 +62,14 @@ check after-job "$T/run.out"
 
 # --- ebb serve: idle:1 eviction, then an unload -------------------------------------
 : > "$HOOK_LOG"
-"$EBB" serve --config "$T/cfg.json" --listen 127.0.0.1:0 --data-dir "$T/data" \
-  --input-dir "$T" > "$T/serve.log" 2>&1 &
-SERVER=$!
-for _ in $(seq 100); do grep -q '^ebb: listening on' "$T/serve.log" 2>/dev/null && break; sleep 0.1; done
-URL=$(head -1 "$T/serve.log" | sed -n 's/^ebb: listening on //p')
-[ -n "$URL" ] || { echo "FAIL: no listening line"; cat "$T/serve.log"; exit 1; }
+serve "$T/serve.log" --config "$T/cfg.json" --data-dir "$T/data" --input-dir "$T"
 post() { curl -s -X POST -H 'Content-Type: application/json' "$URL$1" ${2:+-d "$2"}; }
-state() { curl -s "$URL/v1/jobs/$1" | python3 -c 'import json,sys; print(json.load(sys.stdin)["state"])' 2>/dev/null; }
-wait_job() {
-  local id st=
-  id=$(echo "$1" | python3 -c 'import json,sys; print(json.load(sys.stdin)["id"])' 2>/dev/null)
+wait_job() { # POST_ANSWER WHAT
+  local id
+  id=$(jget "$1" '["id"]')
   [ -n "$id" ] || { fail "$2: no job id in: $1"; return; }
-  for _ in $(seq 300); do
-    st=$(state "$id")
-    case $st in succeeded|failed|cancelled) break ;; esac
-    sleep 0.1
-  done
-  [ "$st" = succeeded ] || fail "$2: job $id ended $st"
+  wait_done "$id"
+  [ "$STATE" = succeeded ] || fail "$2: job $id ended $STATE"
 }
 
 wait_job "$(post /v1/jobs "{\"pipeline\": \"idle3\", \"input\": \"$T/input.txt\"}")" idle
