@@ -24,13 +24,7 @@ cat > "$T/cfg.json" <<JSON
                "idle3": {"stages": $stages, "release": "idle:1"}}}
 JSON
 echo "any input" > "$T/input.txt"
-cat > "$T/hook.sh" <<'SH'
-case $EBB_HOOK_EVENT in release-*) ;; *) exit 0 ;; esac
-used=$("$FAKEGPU_SMI" --query-compute-apps=pid,used_memory --format=csv,noheader,nounits |
-       awk -F', *' -v p="$EBB_HOOK_PID" '$1 == p {s += $2} END {print s + 0}')
-echo "$EBB_HOOK_EVENT $EBB_HOOK_STAGE $EBB_HOOK_RELEASED_BYTES $used" >> "$HOOK_LOG"
-SH
-export HOOK_LOG="$T/hook.log" EBB_STAGE_HOOK="sh $T/hook.sh"
+export HOOK_LOG="$T/hook.log" HOOK_EVENTS='release-*' EBB_STAGE_HOOK="sh $SMI_HOOK"
 used_at() { awk -v e="$1" -v s="$2" '$1 == e && $2 == s {print $4}' "$HOOK_LOG" | tail -1; }
 
 # check WHAT LOG: each stage's line in range and equal to fakegpu-smi's drop

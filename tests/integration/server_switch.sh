@@ -28,13 +28,7 @@ cat > "$T/cfg.json" <<'JSON'
 JSON
 echo "any input" > "$T/input.txt"
 # the hook: what fakegpu-smi says the server holds at each pipeline event
-cat > "$T/hook.sh" <<'SH'
-case $EBB_HOOK_EVENT in pipeline-*) ;; *) exit 0 ;; esac
-used=$("$FAKEGPU_SMI" --query-compute-apps=pid,used_memory --format=csv,noheader,nounits |
-       awk -F', *' -v p="$EBB_HOOK_PID" '$1 == p {s += $2} END {print s + 0}')
-echo "$EBB_HOOK_EVENT $EBB_HOOK_STAGE $EBB_HOOK_RELEASED_BYTES $used" >> "$HOOK_LOG"
-SH
-export HOOK_LOG="$T/hook.log" EBB_STAGE_HOOK="sh $T/hook.sh"
+export HOOK_LOG="$T/hook.log" HOOK_EVENTS='pipeline-*' EBB_STAGE_HOOK="sh $SMI_HOOK"
 serve "$T/log" --config "$T/cfg.json" --data-dir "$T/data" --input-dir "$T"
 smi_used() { held_by "$SERVER"; } # MiB this server holds per fakegpu-smi
 gib_line() { # pipeline when -> the GiB figure of the last such line

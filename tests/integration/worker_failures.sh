@@ -5,16 +5,11 @@
 # left running and nothing is left on the device (fakegpu-smi). A SIGKILLed
 # ebb takes its worker with it (PR_SET_PDEATHSIG).
 set -u
-: "${EBB:?}" "${EBB_WORKER:?}" "${FAKEGPU_SMI:?}" "${FAKEGPU_STATE:?}" "${EBB_TEST_TMP:?}"
+: "${EBB:?}" "${EBB_WORKER:?}"
+. "$(dirname "$0")/../lib/fakegpu.sh"
 : "${EBB_SOURCE_DIR:?}"
-T=$EBB_TEST_TMP
-rm -rf "$T" && mkdir -p "$T"
-rm -f "$FAKEGPU_STATE"
 export FAKEGPU_CONTEXT_MIB=300 FAKEGPU_MEMORY_MIB=4096
 BAD=$EBB_SOURCE_DIR/tests/support/worker_bad.py
-fails=0
-fail() { echo "FAIL: $*" >&2; fails=$((fails + 1)); }
-apps() { "$FAKEGPU_SMI" --query-compute-apps=pid,used_memory --format=csv,noheader,nounits; }
 used_total() { "$FAKEGPU_SMI" --query-gpu=memory.used --format=csv,noheader,nounits; }
 echo "any input" > "$T/input.txt"
 

@@ -1,20 +1,16 @@
 # Sourced by the integration tests that drive `ebb serve` on the fake GPU
-# (after `set -u` and their `: "${VAR:?}"` checks). Gives common.sh (T, fail)
-# and a fresh fake device (FAKEGPU_STATE removed), plus:
+# (after `set -u` and their `: "${VAR:?}"` checks). Gives fakegpu.sh (T, fail,
+# a fresh fake device, apps, held_by), plus:
 #   serve LOG ARGS...  start `$EBB serve --listen 127.0.0.1:0 ARGS...` with its
 #                      output in LOG; sets SERVER (pid) and URL; a server that
 #                      prints no listening line in 10 s fails the test (exit 1)
 #   stop_server        SIGTERM it and wait; answers its exit status
 #   req METHOD PATH [curl args...]  sets CODE and BODY (a -d body is JSON)
-#   jget JSON EXPR     prints JSON's value at EXPR ('["a"][0]'), empty if none
-#   apps               fakegpu-smi's per-process lines (pid, MiB)
-#   held_by PID        the MiB fakegpu-smi lists for PID (0 when not listed)
 #   wait_done ID, run_job NAME PIPELINE  (below)
 # The EXIT trap stops a server still running; a test that has more to clean
 # up sets its own trap and calls stop_server from it.
-: "${EBB:?}" "${FAKEGPU_SMI:?}" "${FAKEGPU_STATE:?}"
-. "$(dirname "${BASH_SOURCE[0]}")/common.sh"
-rm -f "$FAKEGPU_STATE"
+: "${EBB:?}"
+. "$(dirname "${BASH_SOURCE[0]}")/fakegpu.sh"
 SERVER= URL=
 serve() {
   local log=$1; shift
@@ -37,9 +33,6 @@ req() {
   CODE=${BODY##*$'\n'}
   BODY=${BODY%$'\n'*}
 }
-jget() { python3 -c 'import json,sys; d=json.loads(sys.argv[1]); print(eval("d"+sys.argv[2]))' "$1" "$2" 2>/dev/null; }
-apps() { "$FAKEGPU_SMI" --query-compute-apps=pid,used_memory --format=csv,noheader,nounits; }
-held_by() { apps | awk -F', *' -v p="$1" '$1 == p {s += $2} END {print s + 0}'; }
 # wait_done ID [TRIES]: polls GET /v1/jobs/ID (0.1 s apart, TRIES times, 300
 # by default) until the job has ended; its state in STATE, the job in BODY.
 wait_done() {
