@@ -3,10 +3,8 @@
 # (FAKEGPU_STATE removed), and
 #   apps         fakegpu-smi's per-process lines (pid, MiB)
 #   held_by PID  the MiB fakegpu-smi lists for PID (0 when not listed)
-#   SMI_HOOK     smi_hook.sh's path, an EBB_STAGE_HOOK that logs fakegpu-smi
 : "${FAKEGPU_SMI:?}" "${FAKEGPU_STATE:?}"
 . "$(dirname "${BASH_SOURCE[0]}")/common.sh"
 rm -f "$FAKEGPU_STATE"
 apps() { "$FAKEGPU_SMI" --query-compute-apps=pid,used_memory --format=csv,noheader,nounits; }
 held_by() { apps | awk -F', *' -v p="$1" '$1 == p {s += $2} END {print s + 0}'; }
-SMI_HOOK="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)/smi_hook.sh"

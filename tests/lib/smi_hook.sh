@@ -2,9 +2,15 @@
 # (EBB_STAGE_HOOK="sh $SMI_HOOK", SMI_HOOK set by fakegpu.sh): appends
 # "EVENT STAGE RELEASED_BYTES USED_MIB" to $HOOK_LOG, USED_MIB being what
 # fakegpu-smi, a process apart from ebb, lists for ebb's pid (0 when it is
-# not listed). HOOK_EVENTS, a case pattern ('release-*'), keeps only those
-# events. POSIX sh: ebb runs it as a command of its own.
-case $EBB_HOOK_EVENT in ${HOOK_EVENTS:-*}) ;; *) exit 0 ;; esac
+# not listed). HOOK_EVENTS, case patterns separated by spaces ('release-*',
+# 'before-release after-stage'), keeps only those events. POSIX sh: ebb runs
+# it as a command of its own.
+set -f # the patterns are not file names
+keep=
+for p in ${HOOK_EVENTS:-*}; do
+  case $EBB_HOOK_EVENT in $p) keep=1 ;; esac
+done
+[ -n "$keep" ] || exit 0
 used=$("$FAKEGPU_SMI" --query-compute-apps=pid,used_memory --format=csv,noheader,nounits |
        awk -F', *' -v p="$EBB_HOOK_PID" '$1 == p {s += $2} END {print s + 0}')
 echo "$EBB_HOOK_EVENT $EBB_HOOK_STAGE $EBB_HOOK_RELEASED_BYTES $used" >> "$HOOK_LOG"
