@@ -67,18 +67,22 @@ expect1 fail-run '{"pipelines": {"p": {"stages": [{"stage": "synthetic", "name":
 
 # a crash from outside while ebb-worker holds 1 GiB (a sanitizer build must
 # let the signal kill it, as a real crash would)
+worker_of() { # EBB_PID: the pid of the process beside EBB_PID that holds >= 1 GiB (5 s at most)
+  local w=
+  for _ in $(seq 1 100); do
+    w=$(apps | awk -F', *' -v e="$1" '$1 != e && $2 >= 1024 {print $1}')
+    [ -n "$w" ] && break
+    sleep 0.05
+  done
+  echo "$w"
+}
 export ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}handle_segv=0"
 echo '{"pipelines": {"p": {"stages": [{"stage": "synthetic", "name": "s", "isolate": true,
   "options": {"weights_mib": 1024, "run_ms": 5000, "touch": "sample"}}]}}}' > "$T/segv.json"
 "$EBB" run --pipeline p --config "$T/segv.json" "$T/input.txt" -o "$T/out" --no-cache \
   > "$T/segv.out" 2> "$T/segv.err" &
 ebb_pid=$!
-wpid=""
-for _ in $(seq 1 100); do
-  wpid=$(apps | awk -F', *' -v e="$ebb_pid" '$1 != e && $2 >= 1024 {print $1}')
-  [ -n "$wpid" ] && break
-  sleep 0.05
-done
+wpid=$(worker_of "$ebb_pid")
 if [ -z "$wpid" ]; then
   fail "segv: the worker never held 1 GiB"
   kill "$ebb_pid"
@@ -98,12 +102,7 @@ grep -Eq "stage 's' \(synthetic\) failed( to load)?: worker pid $wpid \(ebb-work
 "$EBB" run --pipeline p --config "$T/segv.json" "$T/input.txt" -o "$T/out" --no-cache \
   > /dev/null 2>&1 &
 ebb_pid=$!
-wpid=""
-for _ in $(seq 1 100); do
-  wpid=$(apps | awk -F', *' -v e="$ebb_pid" '$1 != e && $2 >= 1024 {print $1}')
-  [ -n "$wpid" ] && break
-  sleep 0.05
-done
+wpid=$(worker_of "$ebb_pid")
 [ -n "$wpid" ] || fail "sigkill: the worker never held 1 GiB"
 kill -KILL "$ebb_pid"
 wait "$ebb_pid" 2>/dev/null
