@@ -27,14 +27,8 @@ for i, gib in enumerate((1, 2, 3)):
         c.check(st["bytes"] == gib * GiB + 4096 and st["blocks"] == 2,
                 "stage%d: owner holds %d bytes in %d blocks" % (i, st["bytes"], st["blocks"]))
     del a, b
-    before = used_mib()
-    got = o.release()
-    after = used_mib()
-    print("stage%d: %d GiB of Numba arrays; o.release() = %d MiB; fakegpu-smi %d -> %d MiB"
-          % (i, gib, got.mib, before, after))
-    c.near(before - after, got / MiB, 2, "stage%d: o.release() vs fakegpu-smi" % i)
-    c.near(got / MiB, gib * 1024, 2, "stage%d: released" % i)
-    c.check(got.leaks is None, "stage%d leaked %s" % (i, got.leaks))
+    print("stage%d: %d GiB of Numba arrays" % (i, gib))
+    c.release(o, "stage%d" % i, gib * 1024)
 
 with ebb.owner("forgetful") as o:
     kept = cuda.device_array(256 * MiB, dtype=np.uint8); LINE = sys._getframe().f_lineno  # noqa
