@@ -2,6 +2,7 @@
 holds, in MiB (context included); 0 when it is not listed."""
 import os
 import subprocess
+import warnings
 
 
 def used_mib(pid=None):
@@ -39,6 +40,18 @@ class Checks:
         self.near(got / (1 << 20), want_mib, 2, "%s: released" % label)
         self.check(got.leaks is None, "%s leaked %s" % (label, got.leaks))
         return got
+
+    def one_leak(self, o):
+        """o.release() of an owner that forgot one block, checked: exactly one
+        leak reported and an ebb.LeakWarning issued. Returns the leak report
+        (falsy when there is none)."""
+        import ebb
+        with warnings.catch_warnings(record=True) as w:
+            warnings.simplefilter("always")
+            leaks = o.release().leaks
+        self.check(leaks is not None and len(leaks) == 1, "leaks: %r" % leaks)
+        self.check(any(isinstance(x.message, ebb.LeakWarning) for x in w), "no LeakWarning issued")
+        return leaks
 
     def end(self, name):
         print("%s: %s" % (name, "ok" if not self.failed else "%d failed" % self.failed))
