@@ -16,13 +16,7 @@ cat > "$T/cfg.json" <<'JSON'
 JSON
 echo "any input" > "$T/input.txt"
 serve "$T/log" --config "$T/cfg.json" --data-dir "$T/data" --input-dir "$T" --no-cache
-timeout 200 python3 "$EBB_SOURCE_DIR/tests/integration/server_events.py" "$URL" "$T/input.txt"
-rc=$?
-stop_server; src=$?
-[ $src -eq 0 ] || { echo "FAIL: ebb serve exited $src on SIGTERM with streams open"; rc=1; }
-if [ $rc -ne 0 ]; then
-  echo "--- server log"; cat "$T/log"; exit 1
-fi
+drive "$T/log" timeout 200 python3 "$EBB_SOURCE_DIR/tests/integration/server_events.py" "$URL" "$T/input.txt"
 
 # two devices (server_events_devices.py): every per-device event names its
 # device and matches that device in /v1/memory; asleep owners
@@ -38,11 +32,6 @@ cat > "$T/cfg2.json" <<'JSON'
 JSON
 serve "$T/log2" --config "$T/cfg2.json" --data-dir "$T/data2" --input-dir "$T" --no-cache \
   --devices cuda:0,cuda:1
-timeout 200 python3 "$EBB_SOURCE_DIR/tests/integration/server_events_devices.py" "$URL" "$T/input.txt"
-rc=$?
-stop_server; src=$?
-[ $src -eq 0 ] || { echo "FAIL: ebb serve (two devices) exited $src on SIGTERM"; rc=1; }
-if [ $rc -ne 0 ]; then
-  echo "--- server log (two devices)"; cat "$T/log2"; exit 1
-fi
+drive "$T/log2" timeout 200 python3 "$EBB_SOURCE_DIR/tests/integration/server_events_devices.py" \
+  "$URL" "$T/input.txt"
 echo "server_events: all checks passed"

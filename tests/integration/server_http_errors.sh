@@ -11,11 +11,5 @@ cat > "$T/cfg.json" <<'JSON'
 {"pipelines": {"quick": {"stages": [{"stage": "synthetic", "options": {"weights_mib": 1}}]}}}
 JSON
 serve "$T/log" --config "$T/cfg.json" --data-dir "$T/data" --no-cache
-timeout 120 python3 "$EBB_SOURCE_DIR/tests/integration/server_http_errors.py" "${URL##*:}"
-rc=$?
-stop_server; src=$?
-[ $src -eq 0 ] || { echo "FAIL: ebb serve exited $src on SIGTERM"; rc=1; }
-if [ $rc -ne 0 ]; then
-  echo "--- server log"; tail -40 "$T/log"; exit 1
-fi
+drive "$T/log" timeout 120 python3 "$EBB_SOURCE_DIR/tests/integration/server_http_errors.py" "${URL##*:}"
 echo "server_http_errors: all checks passed"

@@ -6,7 +6,7 @@
 #                      prints no listening line in 10 s fails the test (exit 1)
 #   stop_server        SIGTERM it and wait; answers its exit status
 #   req METHOD PATH [curl args...]  sets CODE and BODY (a -d body is JSON)
-#   wait_done ID, run_job NAME PIPELINE  (below)
+#   wait_done ID, run_job NAME PIPELINE, drive LOG CMD...  (below)
 # The EXIT trap stops a server still running; a test that has more to clean
 # up sets its own trap and calls stop_server from it.
 : "${EBB:?}"
@@ -32,6 +32,16 @@ req() {
   BODY=$(curl -s -o - -w '\n%{http_code}' -X "$m" "$URL$p" "${ct[@]}" "$@")
   CODE=${BODY##*$'\n'}
   BODY=${BODY%$'\n'*}
+}
+# drive LOG CMD...: runs CMD (a test's driver, given $URL) against the
+# server, then stops the server; a CMD that fails, or a server that does not
+# exit 0 on SIGTERM, fails the test at once with the server's LOG.
+drive() {
+  local log=$1 rc src; shift
+  "$@"; rc=$?
+  stop_server; src=$?
+  [ $src -eq 0 ] || { echo "FAIL: ebb serve ($log) exited $src on SIGTERM"; rc=1; }
+  [ $rc -eq 0 ] || { echo "--- server log $log"; cat "$log"; exit 1; }
 }
 # wait_done ID [TRIES]: polls GET /v1/jobs/ID (0.1 s apart, TRIES times, 300
 # by default) until the job has ended; its state in STATE, the job in BODY.
