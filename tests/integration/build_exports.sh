@@ -5,11 +5,8 @@
 # ebb show: stages_pitch_songtrace.) A plugin stage still loads, in ebb and
 # in ebb-worker: it needs no ebb symbol, it gets the host table at init.
 set -u
-: "${EBB:?}" "${EBB_WORKER:?}" "${EBB_BUILD_DIR:?}" "${EBB_TEST_TMP:?}"
-T=$EBB_TEST_TMP
-rm -rf "$T" && mkdir -p "$T"
-fails=0
-fail() { echo "FAIL: $*" >&2; fails=$((fails + 1)); }
+: "${EBB:?}" "${EBB_WORKER:?}" "${EBB_BUILD_DIR:?}"
+. "$(dirname "$0")/../lib/common.sh"
 command -v nm > /dev/null || { echo "FAIL: nm (binutils) is not installed" >&2; exit 1; }
 
 for bin in "$EBB" "$EBB_WORKER"; do

@@ -9,11 +9,8 @@
 #    check FAILS, naming the function; the same room calling the base room's
 #    ebb_seterr (downward) builds, check included.
 set -u
-: "${EBB_BUILD_DIR:?}" "${EBB_SOURCE_DIR:?}" "${EBB_TEST_TMP:?}"
-T=$EBB_TEST_TMP
-rm -rf "$T" && mkdir -p "$T"
-fails=0
-fail() { echo "FAIL: $*" >&2; fails=$((fails + 1)); }
+: "${EBB_BUILD_DIR:?}" "${EBB_SOURCE_DIR:?}"
+. "$(dirname "$0")/../lib/common.sh"
 command -v cmake > /dev/null || { echo "FAIL: cmake is not installed" >&2; exit 1; }
 
 for room in base device memory stages worker pipeline server; do

@@ -17,20 +17,12 @@
 #     no acknowledged job is lost, the nodes resume without a restart.
 #  4. the nodes stopped with SIGTERM mid-job: exit 0, the jobs queued again.
 set -u
-: "${EBB:?}" "${FAKEGPU_SMI:?}" "${EBB_TEST_TMP:?}"
-T=$EBB_TEST_TMP
-rm -rf "$T" && mkdir -p "$T/redis" "$T/shared"
+: "${EBB:?}" "${FAKEGPU_SMI:?}"
+. "$(dirname "$0")/../lib/cluster.sh"
+mkdir -p "$T/shared"
 export FAKEGPU_MEMORY_MIB=4096 FAKEGPU_CONTEXT_MIB=300
 LEASE=3
-. "$(cd "$(dirname "$0")/../lib" && pwd)/cluster.sh"
-start_redis() {
-  redis-server --port "$PORT" --bind 127.0.0.1 --dir "$T/redis" --appendonly yes \
-    --appendfsync always --save "" --daemonize no --logfile "$T/redis/log" &
-  RPID=$!
-  for _ in $(seq 100); do rcli ping 2>/dev/null | grep -q PONG && return 0; sleep 0.1; done
-  fail "redis-server did not answer on port $PORT"; cat "$T/redis/log"; exit 1
-}
-start_redis
+start_redis --appendonly yes --appendfsync always
 
 cat > "$T/cfg.json" <<'JSON'
 {"pipelines": {
@@ -47,30 +39,22 @@ cat > "$T/cfg.json" <<'JSON'
 JSON
 echo "small input" > "$T/input.txt"
 head -c 4096 /dev/urandom > "$T/big.bin"
-cat > "$T/hook.sh" <<'SH'
-case $EBB_HOOK_EVENT in before-release|after-stage) ;; *) exit 0 ;; esac
-used=$("$FAKEGPU_SMI" --query-compute-apps=pid,used_memory --format=csv,noheader,nounits |
-       awk -F', *' -v p="$EBB_HOOK_PID" '$1 == p {s += $2} END {print s + 0}')
-echo "$EBB_HOOK_EVENT $EBB_HOOK_STAGE $EBB_HOOK_RELEASED_BYTES $used" >> "$HOOK_LOG"
-SH
 
 start_node() { # name [extra flags]
   local n=$1; shift
-  FAKEGPU_STATE="$T/gpu-$n" HOOK_LOG="$T/hook-$n.log" EBB_STAGE_HOOK="bash $T/hook.sh" \
+  FAKEGPU_STATE="$T/gpu-$n" HOOK_LOG="$T/hook-$n.log" HOOK_EVENTS='before-release after-stage' \
+    EBB_STAGE_HOOK="sh $SMI_HOOK" \
     "$EBB" serve --config "$T/cfg.json" --listen 127.0.0.1:0 --data-dir "$T/data-$n" \
     --input-dir "$T" --no-cache --queue "redis://127.0.0.1:$PORT/0" --queue-prefix t \
     --node-id "$n" --lease "$LEASE" --shared-dir "$T/shared" "$@" > "$T/log-$n" 2>&1 &
   NPID[$n]=$!
-  for _ in $(seq 100); do grep -q '^ebb: listening on' "$T/log-$n" 2>/dev/null && break; sleep 0.1; done
-  URL[$n]=$(head -1 "$T/log-$n" | sed -n 's/^ebb: listening on //p')
-  [ -n "${URL[$n]}" ] || { echo "FAIL: node $n: no listening line"; cat "$T/log-$n"; exit 1; }
+  node_up "$n"
 }
 start_node n1
 start_node n2
 start_node n3 --inline-max-mib 0.001   # 1 KiB: big.bin goes through the shared dir
 NODES=(n1 n2 n3)
 
-jget() { python3 -c 'import json,sys; d=json.loads(sys.argv[1]); print(eval("d"+sys.argv[2]))' "$1" "$2" 2>/dev/null; }
 submit() { # node pipeline file -> prints the id (or CODE:body)
   local out code
   out=$(curl -s -w '\n%{http_code}' -X POST "${URL[$1]}/v1/jobs" -H 'Content-Type: application/json' \
@@ -279,7 +263,7 @@ sleep 1
 r=$(submit n1 P "$T/input.txt")
 case $r in ERR:503:*queue_unavailable*) echo "during the outage: 503 as expected" ;; *) fail "submit while Redis is down: $r (expected 503 queue_unavailable)" ;; esac
 sleep 2
-start_redis
+start_redis --appendonly yes --appendfsync always
 r=$(wait_all "$T/ids3" 90)
 [ "$r" = done ] || fail "phase 3: acknowledged jobs did not all end after Redis came back: $r"
 jobs_json "$T/ids3" n1 > "$T/jobs3.json"

@@ -12,16 +12,10 @@
 #     (the heartbeat lists it under "asleep"), so it is not loaded twice;
 #  4. --keep-jobs 2s on n2: the jobs n2 ended are gone from Redis 2 s later.
 set -u
-: "${EBB:?}" "${EBB_TEST_TMP:?}"
-T=$EBB_TEST_TMP
-rm -rf "$T" && mkdir -p "$T/redis"
+: "${EBB:?}"
+. "$(dirname "$0")/../lib/cluster.sh"
 export FAKEGPU_MEMORY_MIB=2048 FAKEGPU_CONTEXT_MIB=300
-. "$(cd "$(dirname "$0")/../lib" && pwd)/cluster.sh"
-redis-server --port "$PORT" --bind 127.0.0.1 --dir "$T/redis" --save "" --daemonize no \
-  --logfile "$T/redis/log" &
-RPID=$!
-for _ in $(seq 100); do rcli ping 2>/dev/null | grep -q PONG && break; sleep 0.1; done
-rcli ping 2>/dev/null | grep -q PONG || { echo "FAIL: redis-server did not answer on port $PORT"; exit 1; }
+start_redis
 
 cat > "$T/cfg.json" <<'JSON'
 {"pipelines": {
@@ -38,11 +32,8 @@ start_node() { # name [extra flags]
     --data-dir "$T/data-$n" --input-dir "$T" --no-cache --queue "redis://127.0.0.1:$PORT/0" \
     --queue-prefix s --node-id "$n" --lease 3 "$@" > "$T/log-$n" 2>&1 &
   NPID[$n]=$!
-  for _ in $(seq 100); do grep -q '^ebb: listening on' "$T/log-$n" 2>/dev/null && break; sleep 0.1; done
-  URL[$n]=$(head -1 "$T/log-$n" | sed -n 's/^ebb: listening on //p')
-  [ -n "${URL[$n]}" ] || { echo "FAIL: node $n: no listening line"; cat "$T/log-$n"; exit 1; }
+  node_up "$n"
 }
-jget() { python3 -c 'import json,sys; d=json.loads(sys.argv[1]); print(eval("d"+sys.argv[2]))' "$1" "$2" 2>/dev/null; }
 submit() { # node pipeline -> the id, or ERR:CODE:body
   local out code
   out=$(curl -s -w '\n%{http_code}' -X POST "${URL[$1]}/v1/jobs" -H 'Content-Type: application/json' \

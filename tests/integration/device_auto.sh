@@ -6,14 +6,10 @@
 # memory, --id=0/1 never see ebb); with the holds moved it follows; with
 # nothing held it takes the lowest number (cuda:0).
 set -u
-: "${EBB:?}" "${FAKEGPU_SMI:?}" "${FAKEGPU_STATE:?}" "${EBB_TEST_TMP:?}" "${EBB_BUILD_DIR:?}"
-T=$EBB_TEST_TMP
+: "${EBB:?}" "${EBB_BUILD_DIR:?}"
+. "$(dirname "$0")/../lib/fakegpu.sh"
 HOLD=$EBB_BUILD_DIR/fakegpu/fakegpu-hold
-rm -rf "$T" && mkdir -p "$T"
-rm -f "$FAKEGPU_STATE"
 export FAKEGPU_MEMORY_MIB=8192,8192,8192 FAKEGPU_CONTEXT_MIB=300
-fails=0
-fail() { echo "FAIL: $*" >&2; fails=$((fails + 1)); }
 HOLDERS=()
 cleanup() { for h in "${HOLDERS[@]}"; do kill "$h" 2>/dev/null; done; wait; }
 trap 'cleanup >/dev/null 2>&1 || true' EXIT

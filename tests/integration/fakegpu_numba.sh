@@ -8,23 +8,11 @@
 set -euo pipefail
 : "${EBB_LIBCUDA:?}" "${FAKEGPU_STATE:?}" "${EBB_TEST_TMP:?}" "${EBB_SOURCE_DIR:?}"
 FLOOR=168 # passed on 2026-12-01: 217 ran, 8 skipped, 41 expected failures (need PTX)
-PY=/usr/bin/python3 # Debian's python3-numba belongs to it, not to a pyenv python
 fail() { echo "FAIL: $*" >&2; exit 1; }
+. "$(dirname "$0")/../lib/numba.sh"
 
-[ -x "$PY" ] || fail "$PY not found: run scripts/install-deps.sh"
-if ! "$PY" -c 'import numba.cuda' 2>/dev/null; then
-  fail "python3-numba is not installed for $PY: run scripts/install-deps.sh (it installs python3-numba)"
-fi
 rm -rf "$EBB_TEST_TMP" "$FAKEGPU_STATE"
 mkdir -p "$EBB_TEST_TMP/logs"
-# Under `make asan` the fake is built with the sanitizers: Python, which is
-# not, must load their runtimes first (and not report its own leaks).
-PYENV=()
-san=$(ldd "$EBB_LIBCUDA" 2>/dev/null | awk '/lib(asan|ubsan)\.so/ { printf "%s%s", sep, $3; sep = ":" }')
-if [ -n "$san" ]; then
-  PYENV=(LD_PRELOAD="$san" ASAN_OPTIONS="detect_leaks=0:${ASAN_OPTIONS:-}")
-fi
-export NUMBA_CUDA_DRIVER="$EBB_LIBCUDA"
 export NUMBA_CACHE_DIR="$EBB_TEST_TMP/cache"
 # Numba's managed-memory test fills half the device: keep the devices small.
 # Two devices, so that its multi-GPU tests (context switches, CUDA_VISIBLE_DEVICES) run.

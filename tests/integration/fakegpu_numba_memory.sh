@@ -6,21 +6,11 @@
 # second run is killed with SIGKILL while holding memory, the device is empty.
 set -euo pipefail
 : "${EBB_LIBCUDA:?}" "${FAKEGPU_SMI:?}" "${FAKEGPU_STATE:?}" "${EBB_TEST_TMP:?}" "${EBB_SOURCE_DIR:?}"
-PY=/usr/bin/python3 # Debian's python3-numba belongs to it, not to a pyenv python
 fail() { echo "FAIL: $*" >&2; exit 1; }
-[ -x "$PY" ] || fail "$PY not found: run scripts/install-deps.sh"
-"$PY" -c 'import numba.cuda' 2>/dev/null ||
-  fail "python3-numba is not installed for $PY: run scripts/install-deps.sh (it installs python3-numba)"
+. "$(dirname "$0")/../lib/numba.sh"
 rm -rf "$EBB_TEST_TMP" "$FAKEGPU_STATE"
 mkdir -p "$EBB_TEST_TMP"
-# Under `make asan` the fake is built with the sanitizers: Python, which is
-# not, must load their runtimes first (and not report its own leaks).
-PYENV=()
-san=$(ldd "$EBB_LIBCUDA" 2>/dev/null | awk '/lib(asan|ubsan)\.so/ { printf "%s%s", sep, $3; sep = ":" }')
-if [ -n "$san" ]; then
-  PYENV=(LD_PRELOAD="$san" ASAN_OPTIONS="detect_leaks=0:${ASAN_OPTIONS:-}")
-fi
-export NUMBA_CUDA_DRIVER="$EBB_LIBCUDA" NUMBA_CACHE_DIR="$EBB_TEST_TMP/cache"
+export NUMBA_CACHE_DIR="$EBB_TEST_TMP/cache"
 export FAKEGPU_MEMORY_MIB=4096 FAKEGPU_CONTEXT_MIB=300 FAKEGPU_GRANULARITY_KIB=2048 FAKEGPU_DEVICES=1
 unset CUDA_VISIBLE_DEVICES FAKEGPU_FAIL_DEVICE FAKEGPU_FAIL_ALLOC_AT
 SCRIPT="$EBB_SOURCE_DIR/tests/fakegpu/numba_memory_steps.py"

@@ -6,7 +6,7 @@ set -euo pipefail
 : "${FAKEGPU_SMI:?}" "${FAKEGPU_STATE:?}" "${EBB_TEST_TMP:?}"
 mkdir -p "$EBB_TEST_TMP"
 rm -f "$FAKEGPU_STATE"
-HOLD="$(dirname "$FAKEGPU_SMI")/fakegpu-hold"
+. "$(dirname "$0")/../lib/hold.sh"
 SMI="$FAKEGPU_SMI"
 fail() { echo "FAIL: $*" >&2; exit 1; }
 expect() { # expect NAME ACTUAL EXPECTED
@@ -25,14 +25,7 @@ expect "idle apps csv" "$("$SMI" --query-compute-apps=pid,used_memory --format=c
 "pid, used_gpu_memory [MiB]"
 expect "idle apps noheader" "$("$SMI" --query-compute-apps=pid,used_memory --format=csv,noheader,nounits)" ""
 
-coproc A { exec "$HOLD"; }
-apid=$A_PID
-trap 'kill "$apid" 2>/dev/null || true' EXIT
-say() { # send one command to A, check it answered ok; the answer is in $reply
-  echo "$1" >&"${A[1]}"
-  read -r -t 10 reply <&"${A[0]}" || fail "A did not answer '$1'"
-  [[ $reply == ok* ]] || fail "A answered '$reply' to '$1'"
-}
+start_hold
 say init
 say ctx
 say "alloc 3" # rounds to 4 MiB

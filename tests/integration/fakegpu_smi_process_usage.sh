@@ -7,17 +7,10 @@ set -euo pipefail
 : "${FAKEGPU_SMI:?}" "${FAKEGPU_STATE:?}" "${EBB_TEST_TMP:?}"
 mkdir -p "$EBB_TEST_TMP"
 rm -f "$FAKEGPU_STATE"
-HOLD="$(dirname "$FAKEGPU_SMI")/fakegpu-hold"
+. "$(dirname "$0")/../lib/hold.sh"
 fail() { echo "FAIL: $*" >&2; exit 1; }
 
-coproc A { exec "$HOLD"; }
-apid=$A_PID
-trap 'kill "$apid" 2>/dev/null || true' EXIT
-say() { # send one command to A, check it answered ok; the answer is in $reply
-  echo "$1" >&"${A[1]}"
-  read -r -t 10 reply <&"${A[0]}" || fail "A did not answer '$1'"
-  [[ $reply == ok* ]] || fail "A answered '$reply' to '$1'"
-}
+start_hold
 
 say init
 say ctx

@@ -5,11 +5,8 @@
 # its figures match fakegpu-smi (tests/lib/embed_app.c). libebb.so exports
 # only ebb_ names.
 set -u
-: "${EBB_BUILD_DIR:?}" "${EBB_SOURCE_DIR:?}" "${EBB_TEST_TMP:?}" "${FAKEGPU_SMI:?}"
-T=$EBB_TEST_TMP
-rm -rf "$T" && mkdir -p "$T"
-fails=0
-fail() { echo "FAIL: $*" >&2; fails=$((fails + 1)); }
+: "${EBB_BUILD_DIR:?}" "${EBB_SOURCE_DIR:?}" "${FAKEGPU_SMI:?}"
+. "$(dirname "$0")/../lib/common.sh"
 P=$T/prefix
 cmake --install "$EBB_BUILD_DIR" --prefix "$P" > "$T/install.log" 2>&1 ||
   { cat "$T/install.log"; echo "FAIL: cmake --install exited $?" >&2; exit 1; }

@@ -5,14 +5,10 @@
 # its release line counts it. Measured from outside with fakegpu-smi through
 # the EBB_STAGE_HOOK command.
 set -u
-: "${EBB:?}" "${FAKEGPU_SMI:?}" "${FAKEGPU_STATE:?}" "${EBB_TEST_TMP:?}"
-T=$EBB_TEST_TMP
-rm -rf "$T" && mkdir -p "$T"
-rm -f "$FAKEGPU_STATE"
+: "${EBB:?}"
+. "$(dirname "$0")/../lib/fakegpu.sh"
 unset EBB_WHISPER_URL
 export FAKEGPU_CONTEXT_MIB=300 FAKEGPU_MEMORY_MIB=8192
-fails=0
-fail() { echo "FAIL: $*" >&2; fails=$((fails + 1)); }
 
 cat > "$T/cfg.json" <<'JSON'
 {"pipelines": {"p": {"stages": [
@@ -22,19 +18,14 @@ cat > "$T/cfg.json" <<'JSON'
   {"stage": "synthetic", "name": "c", "cache": false, "options": {"weights_mib": 128, "touch": "sample"}}]}}}
 JSON
 echo "any input" > "$T/input.txt"
-cat > "$T/hook.sh" <<'SH'
-used=$("$FAKEGPU_SMI" --query-compute-apps=pid,used_memory --format=csv,noheader,nounits |
-       awk -F', *' -v p="$EBB_HOOK_PID" '$1 == p {s += $2} END {print s + 0}')
-echo "$EBB_HOOK_EVENT $EBB_HOOK_STAGE $used" >> "$HOOK_LOG"
-SH
-export HOOK_LOG="$T/hook.log" EBB_STAGE_HOOK="bash $T/hook.sh"
+export HOOK_LOG="$T/hook.log" EBB_STAGE_HOOK="sh $SMI_HOOK"
 
 "$EBB" run --pipeline p --config "$T/cfg.json" --device cuda --no-cache -o "$T/out" \
   "$T/input.txt" > "$T/stdout" 2> "$T/stderr"
 rc=$?
 cat "$T/stdout" "$T/hook.log"
 [ "$rc" = 0 ] || fail "ebb run exited $rc: $(cat "$T/stderr")"
-used_at() { awk -v e="$1" -v s="$2" '$1 == e && $2 == s {print $3}' "$HOOK_LOG"; }
+used_at() { awk -v e="$1" -v s="$2" '$1 == e && $2 == s {print $4}' "$HOOK_LOG"; }
 
 # a is followed by a stage that does not use the GPU: context goes back with a
 [ "$(used_at after-stage a)" = 0 ] || fail "after a (next: transcribe) the process holds $(used_at after-stage a) MiB, expected 0"

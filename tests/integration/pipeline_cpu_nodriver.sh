@@ -6,11 +6,8 @@
 # even dlopen'ed it. The same run with the release lines, leak report and
 # outside-memory report of the CPU device.
 set -u
-: "${EBB:?}" "${EBB_TEST_TMP:?}" "${EBB_ABORTCUDA:?}"
-T=$EBB_TEST_TMP
-rm -rf "$T" && mkdir -p "$T"
-fails=0
-fail() { echo "FAIL: $*" >&2; fails=$((fails + 1)); }
+: "${EBB:?}" "${EBB_ABORTCUDA:?}"
+. "$(dirname "$0")/../lib/common.sh"
 [ -f "$EBB_ABORTCUDA" ] || { echo "FAIL: $EBB_ABORTCUDA was not built" >&2; exit 1; }
 echo "x" > "$T/input.txt"
 export EBB_LIBCUDA="$EBB_ABORTCUDA" EBB_LIBNVML="$EBB_ABORTCUDA" ABORTCUDA_MARK="$T/loaded"

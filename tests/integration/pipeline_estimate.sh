@@ -6,13 +6,9 @@
 # fake GPU, on the demo song (build/samples/demo.wav, as scripts/demo.sh
 # uses it) and on a 5-minute input (the demo song repeated).
 set -u
-: "${EBB:?}" "${EBB_BUILD_DIR:?}" "${FAKEGPU_STATE:?}" "${EBB_TEST_TMP:?}"
-T=$EBB_TEST_TMP
-rm -rf "$T" && mkdir -p "$T"
-rm -f "$FAKEGPU_STATE"
+: "${EBB:?}" "${EBB_BUILD_DIR:?}"
+. "$(dirname "$0")/../lib/fakegpu.sh"
 unset EBB_STAGE_HOOK
-fails=0
-fail() { echo "FAIL: $*" >&2; fails=$((fails + 1)); }
 WAV=$EBB_BUILD_DIR/samples/demo.wav
 [ -f "$WAV" ] || { echo "FAIL: $WAV missing (the build makes it)"; exit 1; }
 

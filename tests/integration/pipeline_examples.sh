@@ -4,12 +4,8 @@
 # its memory outside ebb; checksum.json runs the example plugin (its
 # plugin_dirs pointed at this build's examples/stages).
 set -u
-: "${EBB:?}" "${EBB_SOURCE_DIR:?}" "${EBB_TEST_TMP:?}" "${EBB_EXAMPLE_PLUGIN_DIR:?}" "${FAKEGPU_STATE:?}"
-T=$EBB_TEST_TMP
-rm -rf "$T" && mkdir -p "$T"
-rm -f "$FAKEGPU_STATE"
-fails=0
-fail() { echo "FAIL: $*" >&2; fails=$((fails + 1)); }
+: "${EBB:?}" "${EBB_SOURCE_DIR:?}" "${EBB_EXAMPLE_PLUGIN_DIR:?}"
+. "$(dirname "$0")/../lib/fakegpu.sh"
 E="$EBB_SOURCE_DIR/examples/configs"
 printf 'abc' > "$T/in.txt"
 

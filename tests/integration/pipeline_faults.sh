@@ -8,25 +8,19 @@
 # sanitizer build a leak of host memory makes ebb exit 23 (LeakSanitizer),
 # which fails the exact exit status checks below.
 set -u
-: "${EBB:?}" "${FAKEGPU_SMI:?}" "${FAKEGPU_STATE:?}" "${EBB_TEST_TMP:?}"
-T=$EBB_TEST_TMP
-rm -rf "$T" && mkdir -p "$T"
-rm -f "$FAKEGPU_STATE"
+: "${EBB:?}"
+. "$(dirname "$0")/../lib/fakegpu.sh"
 export FAKEGPU_CONTEXT_MIB=300
-fails=0
-fail() { echo "FAIL: $*" >&2; fails=$((fails + 1)); }
 echo "input" > "$T/input.txt"
 
 cat > "$T/hook.sh" <<'SH'
-used=$("$FAKEGPU_SMI" --query-compute-apps=pid,used_memory --format=csv,noheader,nounits |
-       awk -F', *' -v p="$EBB_HOOK_PID" '$1 == p {s += $2} END {print s + 0}')
-echo "$EBB_HOOK_EVENT $EBB_HOOK_STAGE $EBB_HOOK_RELEASED_BYTES $used" >> "$HOOK_LOG"
+sh "$SMI_HOOK"
 case "$EBB_HOOK_EVENT/$EBB_HOOK_STAGE" in
   "after-stage/$SIGNAL_AFTER")   # signal ebb while the next stage runs
     (sleep 0.4; kill -"$SIGNAL" "$EBB_HOOK_PID") > /dev/null 2>&1 & ;;
 esac
 SH
-export HOOK_LOG="$T/hook.log" SIGNAL_AFTER=none SIGNAL=INT
+export HOOK_LOG="$T/hook.log" SIGNAL_AFTER=none SIGNAL=INT SMI_HOOK
 export EBB_STAGE_HOOK="bash $T/hook.sh"
 
 # config FAIL_AT FAIL_WHERE [RUN_MS_B]

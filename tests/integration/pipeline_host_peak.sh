@@ -7,12 +7,9 @@
 # reads /proc/PID/status (VmRSS when the stage before ends, VmHWM when the
 # stage ends) and resets the high-water mark between stages (clear_refs 5).
 set -u
-: "${EBB:?}" "${EBB_BUILD_DIR:?}" "${EBB_TEST_TMP:?}"
-T=$EBB_TEST_TMP
-rm -rf "$T" && mkdir -p "$T"
+: "${EBB:?}" "${EBB_BUILD_DIR:?}"
+. "$(dirname "$0")/../lib/common.sh"
 unset EBB_WHISPER_URL
-fails=0
-fail() { echo "FAIL: $*" >&2; fails=$((fails + 1)); }
 WAV=$EBB_BUILD_DIR/samples/demo.wav
 [ -f "$WAV" ] || { echo "FAIL: $WAV missing (the build makes it)"; exit 1; }
 cat > "$T/hook.sh" <<'SH'

@@ -5,20 +5,11 @@
 # the stage result cache (hit, corrupt entry recomputed, --no-cache), a
 # stage timeout, and the example plugin through a config's plugin_dirs.
 set -u
-: "${EBB:?}" "${FAKEGPU_SMI:?}" "${FAKEGPU_STATE:?}" "${EBB_TEST_TMP:?}" "${EBB_EXAMPLE_PLUGIN_DIR:?}"
-T=$EBB_TEST_TMP
-rm -rf "$T" && mkdir -p "$T"
-rm -f "$FAKEGPU_STATE"
+: "${EBB:?}" "${EBB_EXAMPLE_PLUGIN_DIR:?}"
+. "$(dirname "$0")/../lib/fakegpu.sh"
 export FAKEGPU_CONTEXT_MIB=300
-fails=0
-fail() { echo "FAIL: $*" >&2; fails=$((fails + 1)); }
 head -c 300000 /dev/urandom > "$T/input.bin"
-cat > "$T/hook.sh" <<'SH'
-used=$("$FAKEGPU_SMI" --query-compute-apps=pid,used_memory --format=csv,noheader,nounits |
-       awk -F', *' -v p="$EBB_HOOK_PID" '$1 == p {s += $2} END {print s + 0}')
-echo "$EBB_HOOK_EVENT $EBB_HOOK_STAGE $EBB_HOOK_RELEASED_BYTES $used" >> "$HOOK_LOG"
-SH
-export HOOK_LOG="$T/hook.log" EBB_STAGE_HOOK="bash $T/hook.sh"
+export HOOK_LOG="$T/hook.log" EBB_STAGE_HOOK="sh $SMI_HOOK"
 used_at() { awk -v e="$1" -v s="$2" '$1 == e && $2 == s {print $4}' "$HOOK_LOG"; }
 
 cat > "$T/cfg.json" <<JSON

@@ -7,13 +7,9 @@
 #     fakegpu-smi measured across its release within 2 MiB;
 #   - with --release never the memory stays and the release lines are absent.
 set -u
-: "${EBB:?}" "${FAKEGPU_SMI:?}" "${FAKEGPU_STATE:?}" "${EBB_TEST_TMP:?}"
-T=$EBB_TEST_TMP
-rm -rf "$T" && mkdir -p "$T"
-rm -f "$FAKEGPU_STATE"
+: "${EBB:?}"
+. "$(dirname "$0")/../lib/fakegpu.sh"
 export FAKEGPU_CONTEXT_MIB=300 FAKEGPU_MEMORY_MIB=16384
-fails=0
-fail() { echo "FAIL: $*" >&2; fails=$((fails + 1)); }
 
 cat > "$T/cfg.json" <<'JSON'
 {"pipelines": {"big": {"stages": [
@@ -32,13 +28,7 @@ echo "any input" > "$T/input.txt"
 
 # The hook: what fakegpu-smi says this ebb process holds (0 when it is not
 # listed), appended as "EVENT STAGE RELEASED_BYTES USED_MIB".
-cat > "$T/hook.sh" <<'SH'
-used=$("$FAKEGPU_SMI" --query-compute-apps=pid,used_memory --format=csv,noheader,nounits |
-       awk -F', *' -v p="$EBB_HOOK_PID" '$1 == p {s += $2} END {print s + 0}')
-echo "$EBB_HOOK_EVENT $EBB_HOOK_STAGE $EBB_HOOK_RELEASED_BYTES $used" >> "$HOOK_LOG"
-SH
-export HOOK_LOG="$T/hook.log"
-export EBB_STAGE_HOOK="bash $T/hook.sh"
+export HOOK_LOG="$T/hook.log" EBB_STAGE_HOOK="sh $SMI_HOOK"
 
 # --- after-stage (the default) -------------------------------------------------
 "$EBB" run --pipeline big --config "$T/cfg.json" --device cuda --no-cache -o "$T/out" \

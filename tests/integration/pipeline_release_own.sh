@@ -9,15 +9,8 @@
 # idle:S eviction in `ebb serve` (the server's timer), and under an unload
 # (`ebb serve`, POST /v1/pipelines/NAME/unload) of a loaded pipeline.
 set -u
-: "${EBB:?}" "${FAKEGPU_SMI:?}" "${FAKEGPU_STATE:?}" "${EBB_TEST_TMP:?}"
-T=$EBB_TEST_TMP
-rm -rf "$T" && mkdir -p "$T"
-rm -f "$FAKEGPU_STATE"
+. "$(dirname "$0")/../lib/server.sh"
 export FAKEGPU_CONTEXT_MIB=300 FAKEGPU_MEMORY_MIB=16384
-fails=0
-fail() { echo "FAIL: $*" >&2; fails=$((fails + 1)); }
-SERVER=
-trap '[ -n "$SERVER" ] && kill -TERM "$SERVER" 2>/dev/null && wait "$SERVER"' EXIT
 
 stages='[
   {"stage": "synthetic", "name": "s1", "cache": false,
@@ -31,13 +24,7 @@ cat > "$T/cfg.json" <<JSON
                "idle3": {"stages": $stages, "release": "idle:1"}}}
 JSON
 echo "any input" > "$T/input.txt"
-cat > "$T/hook.sh" <<'SH'
-case $EBB_HOOK_EVENT in release-*) ;; *) exit 0 ;; esac
-used=$("$FAKEGPU_SMI" --query-compute-apps=pid,used_memory --format=csv,noheader,nounits |
-       awk -F', *' -v p="$EBB_HOOK_PID" '$1 == p {s += $2} END {print s + 0}')
-echo "$EBB_HOOK_EVENT $EBB_HOOK_STAGE $EBB_HOOK_RELEASED_BYTES $used" >> "$HOOK_LOG"
-SH
-export HOOK_LOG="$T/hook.log" EBB_STAGE_HOOK="sh $T/hook.sh"
+export HOOK_LOG="$T/hook.log" HOOK_EVENTS='release-*' EBB_STAGE_HOOK="sh $SMI_HOOK"
 used_at() { awk -v e="$1" -v s="$2" '$1 == e && $2 == s {print $4}' "$HOOK_LOG" | tail -1; }
 
 # check WHAT LOG: each stage's line in range and equal to fakegpu-smi's drop
@@ -69,24 +56,14 @@ check after-job "$T/run.out"
 
 # --- ebb serve: idle:1 eviction, then an unload -------------------------------------
 : > "$HOOK_LOG"
-"$EBB" serve --config "$T/cfg.json" --listen 127.0.0.1:0 --data-dir "$T/data" \
-  --input-dir "$T" > "$T/serve.log" 2>&1 &
-SERVER=$!
-for _ in $(seq 100); do grep -q '^ebb: listening on' "$T/serve.log" 2>/dev/null && break; sleep 0.1; done
-URL=$(head -1 "$T/serve.log" | sed -n 's/^ebb: listening on //p')
-[ -n "$URL" ] || { echo "FAIL: no listening line"; cat "$T/serve.log"; exit 1; }
+serve "$T/serve.log" --config "$T/cfg.json" --data-dir "$T/data" --input-dir "$T"
 post() { curl -s -X POST -H 'Content-Type: application/json' "$URL$1" ${2:+-d "$2"}; }
-state() { curl -s "$URL/v1/jobs/$1" | python3 -c 'import json,sys; print(json.load(sys.stdin)["state"])' 2>/dev/null; }
-wait_job() {
-  local id st=
-  id=$(echo "$1" | python3 -c 'import json,sys; print(json.load(sys.stdin)["id"])' 2>/dev/null)
+wait_job() { # POST_ANSWER WHAT
+  local id
+  id=$(jget "$1" '["id"]')
   [ -n "$id" ] || { fail "$2: no job id in: $1"; return; }
-  for _ in $(seq 300); do
-    st=$(state "$id")
-    case $st in succeeded|failed|cancelled) break ;; esac
-    sleep 0.1
-  done
-  [ "$st" = succeeded ] || fail "$2: job $id ended $st"
+  wait_done "$id"
+  [ "$STATE" = succeeded ] || fail "$2: job $id ended $STATE"
 }
 
 wait_job "$(post /v1/jobs "{\"pipeline\": \"idle3\", \"input\": \"$T/input.txt\"}")" idle

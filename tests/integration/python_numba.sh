@@ -8,11 +8,8 @@
 #      stage allocates through Numba; its "[numba_gain] released N MiB" line
 #      matches what fakegpu-smi saw go (GPU-wide: this test has its own device).
 set -u
-: "${EBB:?}" "${EBB_BUILD_DIR:?}" "${EBB_SOURCE_DIR:?}" "${EBB_TEST_TMP:?}" "${FAKEGPU_SMI:?}"
-T=$EBB_TEST_TMP
-rm -rf "$T" && mkdir -p "$T"
-fails=0
-fail() { echo "FAIL: $*" >&2; fails=$((fails + 1)); }
+: "${EBB:?}" "${EBB_BUILD_DIR:?}" "${EBB_SOURCE_DIR:?}" "${FAKEGPU_SMI:?}"
+. "$(dirname "$0")/../lib/common.sh"
 PY=/usr/bin/python3
 if ! $PY -c 'import numba, numpy' 2> "$T/import.err"; then
   echo "FAIL: $PY cannot import numba and numpy (scripts/install-deps.sh installs python3-numba): $(tail -1 "$T/import.err")" >&2

@@ -3,11 +3,8 @@
 # owners, release figures against fakegpu-smi, leak sites, context release
 # (tests/python/owners_check.py); and `pip install ./python` works offline.
 set -u
-: "${EBB_BUILD_DIR:?}" "${EBB_SOURCE_DIR:?}" "${EBB_TEST_TMP:?}" "${FAKEGPU_SMI:?}"
-T=$EBB_TEST_TMP
-rm -rf "$T" && mkdir -p "$T"
-fails=0
-fail() { echo "FAIL: $*" >&2; fails=$((fails + 1)); }
+: "${EBB_BUILD_DIR:?}" "${EBB_SOURCE_DIR:?}" "${FAKEGPU_SMI:?}"
+. "$(dirname "$0")/../lib/common.sh"
 export EBB_LIB=$EBB_BUILD_DIR/libebb.so
 export PYTHONDONTWRITEBYTECODE=1  # nothing written into the source tree
 # an ASan build's library needs its runtime loaded first into Python

@@ -4,11 +4,8 @@
 # --help, the songtrace pipeline on a build without all its stages, and
 # `ebb pipelines` / `ebb stages` with a config and plugins.
 set -u
-: "${EBB:?}" "${EBB_TEST_TMP:?}" "${EBB_TEST_PLUGIN_DIR:?}" "${EBB_EXAMPLE_PLUGIN_DIR:?}"
-T=$EBB_TEST_TMP
-rm -rf "$T" && mkdir -p "$T"
-fails=0
-fail() { echo "FAIL: $*" >&2; fails=$((fails + 1)); }
+: "${EBB:?}" "${EBB_TEST_PLUGIN_DIR:?}" "${EBB_EXAMPLE_PLUGIN_DIR:?}"
+. "$(dirname "$0")/../lib/common.sh"
 echo "x" > "$T/in.txt"
 # the driver must not even be loaded for any of these
 export EBB_LIBCUDA="${EBB_ABORTCUDA:?}" EBB_LIBNVML="$EBB_ABORTCUDA" ABORTCUDA_MARK="$T/loaded"

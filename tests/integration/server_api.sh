@@ -6,42 +6,11 @@
 # large 413); /v1/memory, /metrics, POST /v1/release; a restart on the same
 # data directory keeps the job history.
 set -u
-: "${EBB:?}" "${FAKEGPU_SMI:?}" "${FAKEGPU_STATE:?}" "${EBB_TEST_TMP:?}"
-T=$EBB_TEST_TMP
-rm -rf "$T" && mkdir -p "$T"
-rm -f "$FAKEGPU_STATE"
+. "$(dirname "$0")/../lib/server.sh"
 export FAKEGPU_MEMORY_MIB=4096 FAKEGPU_CONTEXT_MIB=300
-fails=0
-fail() { echo "FAIL: $*" >&2; fails=$((fails + 1)); }
-SERVER=
-stop_server() {
-  if [ -n "$SERVER" ] && kill -0 "$SERVER" 2>/dev/null; then
-    kill -TERM "$SERVER"; wait "$SERVER"; local rc=$?; SERVER=; return $rc
-  fi
-  SERVER=
-}
-trap 'stop_server >/dev/null 2>&1 || true' EXIT
 start_server() { # log file
-  "$EBB" serve --config "$T/cfg.json" --listen 127.0.0.1:0 --data-dir "$T/data" --input-dir "$T" --no-cache \
-    > "$1" 2>&1 &
-  SERVER=$!
-  for _ in $(seq 100); do
-    grep -q '^ebb: listening on http://' "$1" 2>/dev/null && break
-    sleep 0.1
-  done
-  URL=$(head -1 "$1" | sed -n 's/^ebb: listening on //p')
-  [ -n "$URL" ] || { echo "FAIL: no listening line; log:"; cat "$1"; exit 1; }
+  serve "$1" --config "$T/cfg.json" --data-dir "$T/data" --input-dir "$T" --no-cache
 }
-# req METHOD PATH [curl args...]: sets CODE and BODY
-req() {
-  local m=$1 p=$2; shift 2
-  local ct=() # JSON bodies say so (the server refuses other types for them)
-  case " $* " in *" -d "*) ct=(-H 'Content-Type: application/json') ;; esac
-  BODY=$(curl -s -o - -w '\n%{http_code}' -X "$m" "$URL$p" "${ct[@]}" "$@")
-  CODE=${BODY##*$'\n'}
-  BODY=${BODY%$'\n'*}
-}
-jget() { python3 -c 'import json,sys; d=json.loads(sys.argv[1]); print(eval("d"+sys.argv[2]))' "$1" "$2" 2>/dev/null; }
 expect_err() { # what status code
   [ "$CODE" = "$2" ] || fail "$1: HTTP $CODE, expected $2 (body: $BODY)"
   [ "$(jget "$BODY" '["error"]["code"]')" = "$3" ] || fail "$1: error code not $3: $BODY"
@@ -196,8 +165,7 @@ req POST /v1/release
 req POST /v1/pipelines/quick/unload
 [ "$CODE" = 200 ] || fail "unload quick: $CODE $BODY"
 [ "$(jget "$BODY" '["released_bytes"]')" -ge $((64 << 20)) ] || fail "unload released too little: $BODY"
-used=$("$FAKEGPU_SMI" --query-compute-apps=pid,used_memory --format=csv,noheader,nounits |
-       awk -F', *' -v p="$SERVER" '$1 == p {s += $2} END {print s + 0}')
+used=$(held_by "$SERVER")
 [ "$used" = 0 ] || fail "idle server holds $used MiB on the device after unload"
 req POST /v1/release
 [ "$(jget "$BODY" '["released_bytes"]')" = 0 ] || fail "release on an idle server: $BODY"

@@ -19,11 +19,9 @@
 #      pipeline unloaded when it failed), the server stays up.
 # The makespan of phase 1 is printed (bench/ measures throughput: make bench).
 set -u
-: "${EBB:?}" "${FAKEGPU_SMI:?}" "${FAKEGPU_STATE:?}" "${EBB_TEST_TMP:?}" "${EBB_BUILD_DIR:?}"
-T=$EBB_TEST_TMP
+: "${EBB_BUILD_DIR:?}"
+. "$(dirname "$0")/../lib/server.sh"
 HOLD=$EBB_BUILD_DIR/fakegpu/fakegpu-hold
-rm -rf "$T" && mkdir -p "$T"
-rm -f "$FAKEGPU_STATE"
 # Sanitizer builds poison every freed byte of device memory (slow on the fake):
 # there the same proportions at a quarter of the size.
 if [ "${EBB_TEST_SLOWDOWN:-1}" -gt 1 ]; then
@@ -32,14 +30,8 @@ else
   DEV=8192 W=4400 ACT=200 EXP=4915 HOLD_MIB=7168 LO=4600 HI=5000
 fi
 export FAKEGPU_MEMORY_MIB=$DEV,$DEV,$DEV,$DEV FAKEGPU_CONTEXT_MIB=300
-fails=0
-fail() { echo "FAIL: $*" >&2; fails=$((fails + 1)); }
-SERVER= HOLDER=
-cleanup() {
-  [ -n "$HOLDER" ] && kill "$HOLDER" 2>/dev/null
-  [ -n "$SERVER" ] && kill -TERM "$SERVER" 2>/dev/null && wait "$SERVER"
-}
-trap 'cleanup >/dev/null 2>&1 || true' EXIT
+HOLDER=
+trap '{ [ -n "$HOLDER" ] && kill "$HOLDER"; stop_server; } >/dev/null 2>&1 || true' EXIT
 pipes() { # RUN_MS
   cat <<JSON
 {"pipelines": {
@@ -54,19 +46,12 @@ pipes 1500 > "$T/cfg_long.json"
 echo "any input" > "$T/input.txt"
 
 start() { # CONFIG LOG [more serve args]
-  local cfg=$1 log=$2; shift 2
-  "$EBB" serve --config "$cfg" --listen 127.0.0.1:0 --data-dir "$T/data" --input-dir "$T" \
-    --devices all "$@" > "$log" 2>&1 &
-  SERVER=$!
-  LOG=$log
-  for _ in $(seq 100); do grep -q '^ebb: listening on' "$log" 2>/dev/null && break; sleep 0.1; done
-  URL=$(head -1 "$log" | sed -n 's/^ebb: listening on //p')
-  [ -n "$URL" ] || { echo "FAIL: no listening line"; cat "$log"; exit 1; }
+  local cfg=$1; LOG=$2; shift 2
+  serve "$LOG" --config "$cfg" --data-dir "$T/data" --input-dir "$T" --devices all "$@"
 }
 stop() {
-  kill -TERM "$SERVER"; wait "$SERVER"; local rc=$?
+  stop_server; local rc=$?
   [ $rc = 0 ] || fail "server exited $rc after SIGTERM"
-  SERVER=
 }
 IDS=()
 submit() { # N: N jobs alternating A, B (one client, so they arrive close together)

@@ -13,31 +13,18 @@ EBB_EVENTS_MAX_CLIENTS=4):
 
 Usage: server_events.py URL INPUT. Every wait is bounded."""
 import json
+import os
 import socket
 import sys
 import time
-import urllib.request
 from urllib.parse import urlparse
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
+from apitest import client, fail, fails  # noqa: E402
 
 URL, INPUT = sys.argv[1], sys.argv[2]
 HOST, PORT = urlparse(URL).hostname, urlparse(URL).port
-fails = []
-
-
-def fail(msg):
-    print("FAIL: " + msg, file=sys.stderr)
-    fails.append(msg)
-
-
-def api(method, path, body=None):
-    data = json.dumps(body).encode() if body is not None else None
-    req = urllib.request.Request(URL + path, data=data, method=method,
-                                 headers={"Content-Type": "application/json"})
-    try:
-        with urllib.request.urlopen(req, timeout=30) as r:
-            return r.status, json.loads(r.read() or b"null")
-    except urllib.error.HTTPError as e:
-        return e.code, json.loads(e.read() or b"null")
+api = client(URL)
 
 
 class Stream:

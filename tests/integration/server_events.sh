@@ -5,10 +5,8 @@
 # Then on two fake devices (server_events_devices.py): per-device events
 # matching /v1/memory per device, releases, the leak, asleep and woke.
 set -u
-: "${EBB:?}" "${FAKEGPU_STATE:?}" "${EBB_TEST_TMP:?}" "${EBB_SOURCE_DIR:?}"
-T=$EBB_TEST_TMP
-rm -rf "$T" && mkdir -p "$T"
-rm -f "$FAKEGPU_STATE"
+: "${EBB_SOURCE_DIR:?}"
+. "$(dirname "$0")/../lib/server.sh"
 export FAKEGPU_MEMORY_MIB=4096 FAKEGPU_CONTEXT_MIB=300
 export EBB_EVENTS_INTERVAL_MS=10 EBB_EVENTS_CLIENT_BUFFER=8192 EBB_EVENTS_MAX_CLIENTS=4
 cat > "$T/cfg.json" <<'JSON'
@@ -17,24 +15,8 @@ cat > "$T/cfg.json" <<'JSON'
                       {"stage": "synthetic", "name": "b", "options": {"weights_mib": 128, "activations_mib": 64, "leak_mib": 4, "run_ms": 300}}]}}}
 JSON
 echo "any input" > "$T/input.txt"
-"$EBB" serve --config "$T/cfg.json" --listen 127.0.0.1:0 --data-dir "$T/data" --input-dir "$T" --no-cache \
-  > "$T/log" 2>&1 &
-SERVER=$!
-trap 'kill -TERM $SERVER 2>/dev/null; wait $SERVER 2>/dev/null' EXIT
-for _ in $(seq 100); do
-  grep -q '^ebb: listening on http://' "$T/log" 2>/dev/null && break
-  sleep 0.1
-done
-URL=$(head -1 "$T/log" | sed -n 's/^ebb: listening on //p')
-[ -n "$URL" ] || { echo "FAIL: no listening line; log:"; cat "$T/log"; exit 1; }
-timeout 200 python3 "$EBB_SOURCE_DIR/tests/integration/server_events.py" "$URL" "$T/input.txt"
-rc=$?
-kill -TERM $SERVER; wait $SERVER; src=$?
-trap - EXIT
-[ $src -eq 0 ] || { echo "FAIL: ebb serve exited $src on SIGTERM with streams open"; rc=1; }
-if [ $rc -ne 0 ]; then
-  echo "--- server log"; cat "$T/log"; exit 1
-fi
+serve "$T/log" --config "$T/cfg.json" --data-dir "$T/data" --input-dir "$T" --no-cache
+drive "$T/log" timeout 200 python3 "$EBB_SOURCE_DIR/tests/integration/server_events.py" "$URL" "$T/input.txt"
 
 # two devices (server_events_devices.py): every per-device event names its
 # device and matches that device in /v1/memory; asleep owners
@@ -48,22 +30,8 @@ cat > "$T/cfg2.json" <<'JSON'
            "stages": [{"stage": "synthetic", "name": "a", "options": {"weights_mib": 64, "activations_mib": 32, "run_ms": 300}},
                       {"stage": "synthetic", "name": "b", "options": {"weights_mib": 128, "activations_mib": 64, "leak_mib": 4, "run_ms": 300}}]}}}
 JSON
-"$EBB" serve --config "$T/cfg2.json" --listen 127.0.0.1:0 --data-dir "$T/data2" --input-dir "$T" --no-cache \
-  --devices cuda:0,cuda:1 > "$T/log2" 2>&1 &
-SERVER=$!
-trap 'kill -TERM $SERVER 2>/dev/null; wait $SERVER 2>/dev/null' EXIT
-for _ in $(seq 100); do
-  grep -q '^ebb: listening on http://' "$T/log2" 2>/dev/null && break
-  sleep 0.1
-done
-URL=$(head -1 "$T/log2" | sed -n 's/^ebb: listening on //p')
-[ -n "$URL" ] || { echo "FAIL: no listening line (two devices); log:"; cat "$T/log2"; exit 1; }
-timeout 200 python3 "$EBB_SOURCE_DIR/tests/integration/server_events_devices.py" "$URL" "$T/input.txt"
-rc=$?
-kill -TERM $SERVER; wait $SERVER; src=$?
-trap - EXIT
-[ $src -eq 0 ] || { echo "FAIL: ebb serve (two devices) exited $src on SIGTERM"; rc=1; }
-if [ $rc -ne 0 ]; then
-  echo "--- server log (two devices)"; cat "$T/log2"; exit 1
-fi
+serve "$T/log2" --config "$T/cfg2.json" --data-dir "$T/data2" --input-dir "$T" --no-cache \
+  --devices cuda:0,cuda:1
+drive "$T/log2" timeout 200 python3 "$EBB_SOURCE_DIR/tests/integration/server_events_devices.py" \
+  "$URL" "$T/input.txt"
 echo "server_events: all checks passed"

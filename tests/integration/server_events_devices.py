@@ -17,30 +17,18 @@ starts it with --devices cuda:0,cuda:1 on FAKEGPU_MEMORY_MIB=4096,3072;
 
 Usage: server_events_devices.py URL INPUT. Every wait is bounded."""
 import json
+import os
 import sys
 import threading
-import time
 import urllib.request
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
+import apitest  # noqa: E402
+from apitest import client, fail, fails  # noqa: E402
 
 URL, INPUT = sys.argv[1], sys.argv[2]
 MiB = 1 << 20
-fails = []
-
-
-def fail(msg):
-    print("FAIL: " + msg, file=sys.stderr)
-    fails.append(msg)
-
-
-def api(method, path, body=None):
-    data = json.dumps(body).encode() if body is not None else None
-    req = urllib.request.Request(URL + path, data=data, method=method,
-                                 headers={"Content-Type": "application/json"})
-    try:
-        with urllib.request.urlopen(req, timeout=30) as r:
-            return r.status, json.loads(r.read() or b"null")
-    except urllib.error.HTTPError as e:
-        return e.code, json.loads(e.read() or b"null")
+api = client(URL)
 
 
 class Reader(threading.Thread):
@@ -73,13 +61,7 @@ class Reader(threading.Thread):
 
 
 def until(what, fn, tries=200, pause=0.05):
-    for _ in range(tries):
-        v = fn()
-        if v:
-            return v
-        time.sleep(pause)
-    fail("timed out waiting for " + what)
-    return None
+    return apitest.until(what, fn, tries, pause)
 
 
 def mem_devices():

@@ -5,27 +5,14 @@
 # succeeded. (tests/integration/cluster_store.sh covers the same route
 # across nodes on Redis.)
 set -u
-: "${EBB:?}" "${EBB_TEST_TMP:?}" "${FAKEGPU_STATE:?}"
-T=$EBB_TEST_TMP
-rm -rf "$T" && mkdir -p "$T"
-rm -f "$FAKEGPU_STATE"
+. "$(dirname "$0")/../lib/server.sh"
 export FAKEGPU_MEMORY_MIB=2048
-fails=0
-fail() { echo "FAIL: $*" >&2; fails=$((fails + 1)); }
-SERVER=
-trap '[ -n "$SERVER" ] && kill -TERM "$SERVER" 2>/dev/null && wait "$SERVER"' EXIT
 cat > "$T/cfg.json" <<'JSON'
 {"pipelines": {"Q": {"stages": [{"stage": "synthetic", "name": "q1", "options": {"weights_mib": 16, "run_ms": 20}}]},
                "slow": {"stages": [{"stage": "synthetic", "name": "s1", "options": {"run_ms": 3000}}]}}}
 JSON
 echo "small input" > "$T/input.txt"
-"$EBB" serve --config "$T/cfg.json" --listen 127.0.0.1:0 --data-dir "$T/data" --input-dir "$T" \
-  --no-cache > "$T/log" 2>&1 &
-SERVER=$!
-for _ in $(seq 100); do grep -q '^ebb: listening on' "$T/log" 2>/dev/null && break; sleep 0.1; done
-URL=$(head -1 "$T/log" | sed -n 's/^ebb: listening on //p')
-[ -n "$URL" ] || { echo "FAIL: no listening line"; cat "$T/log"; exit 1; }
-jget() { python3 -c 'import json,sys; d=json.loads(sys.argv[1]); print(eval("d"+sys.argv[2]))' "$1" "$2" 2>/dev/null; }
+serve "$T/log" --config "$T/cfg.json" --data-dir "$T/data" --input-dir "$T" --no-cache
 submit() { jget "$(curl -s -X POST "$URL/v1/jobs" -H 'Content-Type: application/json' \
                  -d "{\"pipeline\": \"$1\", \"input\": \"$T/input.txt\"}")" '["id"]'; }
 

@@ -5,25 +5,14 @@
 # address are refused while /healthz from another address still answers.
 # (More than FD_SETSIZE sockets at once: server_soak.sh.)
 set -u
-: "${EBB:?}" "${FAKEGPU_STATE:?}" "${EBB_TEST_TMP:?}"
-T=$EBB_TEST_TMP
+. "$(dirname "$0")/../lib/server.sh"
 RAW="$(cd "$(dirname "$0")/../support" && pwd)/rawhttp.py"
-rm -rf "$T" && mkdir -p "$T"
-rm -f "$FAKEGPU_STATE"
-fails=0
-fail() { echo "FAIL: $*" >&2; fails=$((fails + 1)); }
-SERVER=
-trap '[ -n "$SERVER" ] && kill -TERM "$SERVER" 2>/dev/null && wait "$SERVER"' EXIT
 cat > "$T/cfg.json" <<'JSON'
 {"pipelines": {"quick": {"stages": [{"stage": "synthetic", "options": {"weights_mib": 1}}]}},
  "server": {"header_timeout_s": 1, "idle_timeout_s": 3, "max_connections_per_ip": 16,
             "min_body_rate": 4096}}
 JSON
-"$EBB" serve --config "$T/cfg.json" --listen 127.0.0.1:0 --data-dir "$T/data" --no-cache > "$T/log" 2>&1 &
-SERVER=$!
-for _ in $(seq 100); do grep -q '^ebb: listening on' "$T/log" 2>/dev/null && break; sleep 0.1; done
-URL=$(head -1 "$T/log" | sed -n 's/^ebb: listening on //p')
-[ -n "$URL" ] || { echo "FAIL: no listening line"; cat "$T/log"; exit 1; }
+serve "$T/log" --config "$T/cfg.json" --data-dir "$T/data" --no-cache
 PORT=${URL##*:}
 
 python3 - "$PORT" > "$T/out" 2>&1 <<'PY'
@@ -95,7 +84,7 @@ case $(get trickle) in "closed after "[1234].*) ;; *) fail "trickling body: $(ge
 [ "$(get per_ip_open)" = 16 ] || fail "per-IP cap 16: $(get per_ip_open) of 40 sockets from one address stayed open"
 case $(get healthz_beside_capped_ip) in *True) ;; *) fail "healthz beside a capped address: $(get healthz_beside_capped_ip)" ;; esac
 curl -s -m 5 "$URL/healthz" | grep -q ok || fail "the server stopped answering"
-kill -TERM "$SERVER"; wait "$SERVER"; rc=$?; SERVER=
+stop_server; rc=$?
 [ "$rc" = 0 ] || fail "ebb serve exited $rc on SIGTERM"
 if [ "$fails" -ne 0 ]; then echo "--- server log"; tail -30 "$T/log"; exit 1; fi
 echo "server_limits: all checks passed"

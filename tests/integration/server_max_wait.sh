@@ -10,19 +10,13 @@
 #   2. control, --max-wait 600, same jobs: it runs after the long job, on
 #      the same device (so phase 1 shows --max-wait at work, not chance).
 set -u
-: "${EBB:?}" "${FAKEGPU_STATE:?}" "${EBB_TEST_TMP:?}"
-T=$EBB_TEST_TMP
-rm -rf "$T" && mkdir -p "$T"
+. "$(dirname "$0")/../lib/server.sh"
 if [ "${EBB_TEST_SLOWDOWN:-1}" -gt 1 ]; then # sanitizers: the same proportions, smaller
   DEV=2048 W=1100 EXP=1229
 else
   DEV=8192 W=4400 EXP=4915
 fi
 export FAKEGPU_MEMORY_MIB=$DEV,$DEV FAKEGPU_CONTEXT_MIB=300
-fails=0
-fail() { echo "FAIL: $*" >&2; fails=$((fails + 1)); }
-SERVER=
-trap '[ -n "$SERVER" ] && kill -TERM "$SERVER" 2>/dev/null && wait "$SERVER"' EXIT
 cat > "$T/cfg.json" <<JSON
 {"pipelines": {
   "A": {"expected_mib": $EXP, "stages": [{"stage": "synthetic", "name": "a", "cache": false,
@@ -37,14 +31,8 @@ echo "any input" > "$T/input.txt"
 run() { # MAX_WAIT TAG
   local log=$T/log$2
   rm -rf "$T/data" "$FAKEGPU_STATE"
-  "$EBB" serve --config "$T/cfg.json" --listen 127.0.0.1:0 --data-dir "$T/data" --input-dir "$T" \
-    --devices all --max-wait "$1" > "$log" 2>&1 &
-  SERVER=$!
-  for _ in $(seq 100); do grep -q '^ebb: listening on' "$log" 2>/dev/null && break; sleep 0.1; done
-  local url
-  url=$(head -1 "$log" | sed -n 's/^ebb: listening on //p')
-  [ -n "$url" ] || { fail "max-wait $1: no listening line: $(cat "$log")"; return 1; }
-  python3 - "$url" "$T/input.txt" > "$T/ids$2" <<'PY' || fail "max-wait $1: the jobs did not all succeed: $(cat "$T/ids$2")"
+  serve "$log" --config "$T/cfg.json" --data-dir "$T/data" --input-dir "$T" --devices all --max-wait "$1"
+  python3 - "$URL" "$T/input.txt" > "$T/ids$2" <<'PY' || fail "max-wait $1: the jobs did not all succeed: $(cat "$T/ids$2")"
 import json, sys, time, urllib.request
 url, inp = sys.argv[1], sys.argv[2]
 def post(p):
@@ -64,7 +52,7 @@ bad = [(j["id"], j["state"], j.get("error")) for j in jobs if j["state"] != "suc
 print("%r %r" % (jobs[2]["started"], jobs[0]["finished"]))
 sys.exit(1 if bad else 0)
 PY
-  kill -TERM "$SERVER"; wait "$SERVER"; SERVER=
+  stop_server
   # jobs are numbered 1, 2, 3 ... in the order they came (a fresh data dir)
   local d1 d3
   d1=$(sed -n "s/^\[server\] job 1: running pipeline 'A' on //p" "$log")

@@ -38,38 +38,13 @@ from selenium.webdriver.chrome.options import Options
 from selenium.webdriver.chrome.service import Service
 from selenium.webdriver.common.by import By
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
+from apitest import client, fail, fails, until  # noqa: E402
+
 URL, TMP, ARTIFACT = sys.argv[1], sys.argv[2], sys.argv[3]
 URL2, TOKEN, SUBMIT_TOKEN = sys.argv[4], sys.argv[5], sys.argv[6]
 MiB = 1 << 20
-fails = []
-
-
-def fail(msg):
-    print("FAIL: " + msg, file=sys.stderr)
-    fails.append(msg)
-
-
-def api(method, path, body=None):
-    data = json.dumps(body).encode() if body is not None else None
-    req = urllib.request.Request(URL + path, data=data, method=method,
-                                 headers={"Content-Type": "application/json"})
-    try:
-        with urllib.request.urlopen(req, timeout=30) as r:
-            return r.status, json.loads(r.read() or b"null")
-    except urllib.error.HTTPError as e:
-        return e.code, json.loads(e.read() or b"null")
-
-
-def until(what, fn, tries=100, pause=0.1):
-    """fn() until it returns a true value; fails naming what after tries."""
-    last = None
-    for _ in range(tries):
-        last = fn()
-        if last:
-            return last
-        time.sleep(pause)
-    fail("timed out waiting for " + what)
-    return None
+api = client(URL)
 
 
 # The page re-renders on every event: read it in one script so that no

@@ -9,10 +9,8 @@
 # console; the screenshot lands in
 # build/artifacts/page.png (EBB_UPDATE_DOCS_IMG=1 also copies it to docs/img/).
 set -u
-: "${EBB:?}" "${FAKEGPU_STATE:?}" "${EBB_TEST_TMP:?}" "${EBB_BUILD_DIR:?}" "${EBB_SOURCE_DIR:?}"
-T=$EBB_TEST_TMP
-rm -rf "$T" && mkdir -p "$T"
-rm -f "$FAKEGPU_STATE"
+: "${EBB_BUILD_DIR:?}" "${EBB_SOURCE_DIR:?}"
+. "$(dirname "$0")/../lib/server.sh"
 export FAKEGPU_DEVICES=2 FAKEGPU_MEMORY_MIB=4096,3072 FAKEGPU_CONTEXT_MIB=300
 for tool in /usr/bin/chromium /usr/bin/chromedriver; do
   [ -x "$tool" ] || { echo "FAIL: $tool is missing (scripts/install-deps.sh installs chromium chromium-driver)"; exit 1; }
@@ -28,25 +26,16 @@ cat > "$T/cfg.json" <<'JSON'
   "other": {"devices": ["cuda:0"], "stages": [{"stage": "synthetic", "name": "o", "options": {"weights_mib": 320}}]}}}
 JSON
 echo "any input" > "$T/input.txt"
-"$EBB" serve --config "$T/cfg.json" --listen 127.0.0.1:0 --data-dir "$T/data" --input-dir "$T" --no-cache \
-  --devices cuda:0,cuda:1 > "$T/log" 2>&1 &
-SERVER=$!
 # a second server with tokens (an admin one and a submit one): the page asks
 # for a token there
 printf 'page-test-admin-token-0123456789 admin\npage-test-submit-token-0123456789 submit\n' > "$T/tokens"
 chmod 600 "$T/tokens"
-"$EBB" serve --config "$T/cfg.json" --listen 127.0.0.1:0 --data-dir "$T/data2" --input-dir "$T" \
-  --no-cache --token-file "$T/tokens" > "$T/log2" 2>&1 &
-SERVER2=$!
-trap 'kill -TERM $SERVER $SERVER2 2>/dev/null; wait $SERVER $SERVER2 2>/dev/null' EXIT
-for _ in $(seq 100); do
-  grep -q '^ebb: listening on http://' "$T/log" 2>/dev/null &&
-    grep -q '^ebb: listening on http://' "$T/log2" 2>/dev/null && break
-  sleep 0.1
-done
-URL=$(head -1 "$T/log" | sed -n 's/^ebb: listening on //p')
-URL2=$(head -1 "$T/log2" | sed -n 's/^ebb: listening on //p')
-[ -n "$URL" ] && [ -n "$URL2" ] || { echo "FAIL: no listening line; logs:"; cat "$T/log" "$T/log2"; exit 1; }
+serve "$T/log2" --config "$T/cfg.json" --data-dir "$T/data2" --input-dir "$T" \
+  --no-cache --token-file "$T/tokens"
+SERVER2=$SERVER URL2=$URL
+trap '{ kill -TERM "$SERVER2"; wait "$SERVER2"; stop_server; } >/dev/null 2>&1 || true' EXIT
+serve "$T/log" --config "$T/cfg.json" --data-dir "$T/data" --input-dir "$T" --no-cache \
+  --devices cuda:0,cuda:1
 timeout 240 /usr/bin/python3 "$EBB_SOURCE_DIR/tests/integration/server_page.py" "$URL" "$T" \
   "$EBB_BUILD_DIR/artifacts/page.png" "$URL2" page-test-admin-token-0123456789 \
   page-test-submit-token-0123456789

@@ -4,26 +4,15 @@
 # each answer within 100 ms, and what they show is current once the work is
 # done (a loaded pipeline's owner bytes; reserved back to 0 after unload).
 set -u
-: "${EBB:?}" "${FAKEGPU_SMI:?}" "${FAKEGPU_STATE:?}" "${EBB_TEST_TMP:?}"
-T=$EBB_TEST_TMP
-rm -rf "$T" && mkdir -p "$T"
-rm -f "$FAKEGPU_STATE"
+. "$(dirname "$0")/../lib/server.sh"
 export FAKEGPU_MEMORY_MIB=8192 FAKEGPU_CONTEXT_MIB=300
-fails=0
-fail() { echo "FAIL: $*" >&2; fails=$((fails + 1)); }
-SERVER=
-trap '[ -n "$SERVER" ] && kill -TERM "$SERVER" 2>/dev/null && wait "$SERVER"' EXIT
 cat > "$T/cfg.json" <<'JSON'
 {"pipelines": {
   "sleepy": {"stages": [{"stage": "synthetic", "name": "z", "options": {"weights_mib": 64, "run_ms": 3000}}]},
   "big": {"stages": [{"stage": "synthetic", "name": "b", "options": {"weights_mib": 3072, "activations_mib": 0}}]}}}
 JSON
 echo "x" > "$T/input.txt"
-"$EBB" serve --config "$T/cfg.json" --listen 127.0.0.1:0 --data-dir "$T/data" --no-cache --input-dir "$T" > "$T/log" 2>&1 &
-SERVER=$!
-for _ in $(seq 100); do grep -q '^ebb: listening on' "$T/log" 2>/dev/null && break; sleep 0.1; done
-URL=$(head -1 "$T/log" | sed -n 's/^ebb: listening on //p')
-[ -n "$URL" ] || { echo "FAIL: no listening line"; cat "$T/log"; exit 1; }
+serve "$T/log" --config "$T/cfg.json" --data-dir "$T/data" --no-cache --input-dir "$T"
 LIMIT=$((100 * ${EBB_TEST_SLOWDOWN:-1})) # ms (sanitizer builds: x4)
 # worst PATH: the slowest of 5 GETs of PATH, in ms
 worst() {
@@ -60,6 +49,6 @@ case $m in *'ebb_owner_bytes{owner="b",device="cuda:0"} 3221225472'*) ;; *) fail
 curl -s -o /dev/null -X POST "$URL/v1/pipelines/big/unload"
 r=$(curl -s "$URL/v1/memory" | python3 -c 'import json,sys; print(json.load(sys.stdin)["allocator"]["reserved_bytes"])')
 [ "$r" = 0 ] || fail "/v1/memory right after the unload: reserved $r"
-kill -TERM "$SERVER"; wait "$SERVER"; SERVER=
+stop_server
 if [ "$fails" -ne 0 ]; then echo "--- server log"; tail -30 "$T/log"; exit 1; fi
 echo "server_readside: all checks passed"

@@ -10,15 +10,8 @@
 #   3. a pipeline loaded through the API (POST .../load) is left alone;
 #   4. a bad --keep-resident exits 2 naming it.
 set -u
-: "${EBB:?}" "${FAKEGPU_SMI:?}" "${FAKEGPU_STATE:?}" "${EBB_TEST_TMP:?}"
-T=$EBB_TEST_TMP
-rm -rf "$T" && mkdir -p "$T"
-rm -f "$FAKEGPU_STATE"
+. "$(dirname "$0")/../lib/server.sh"
 export FAKEGPU_MEMORY_MIB=2048,2048 FAKEGPU_CONTEXT_MIB=300
-fails=0
-fail() { echo "FAIL: $*" >&2; fails=$((fails + 1)); }
-SERVER=
-trap '[ -n "$SERVER" ] && kill -TERM "$SERVER" 2>/dev/null && wait "$SERVER"' EXIT
 cat > "$T/cfg.json" <<'JSON'
 {"pipelines": {
   "A": {"stages": [{"stage": "synthetic", "name": "a", "cache": false,
@@ -33,12 +26,8 @@ rc=$?
 [ $rc = 2 ] || fail "--keep-resident x: exit $rc, expected 2"
 grep -q -- "--keep-resident x" "$T/bad.out" || fail "--keep-resident x: the error does not name it: $(cat "$T/bad.out")"
 
-"$EBB" serve --config "$T/cfg.json" --listen 127.0.0.1:0 --data-dir "$T/data" --input-dir "$T" \
-  --devices all --keep-resident 2 > "$T/log" 2>&1 &
-SERVER=$!
-for _ in $(seq 100); do grep -q '^ebb: listening on' "$T/log" 2>/dev/null && break; sleep 0.1; done
-URL=$(head -1 "$T/log" | sed -n 's/^ebb: listening on //p')
-[ -n "$URL" ] || { echo "FAIL: no listening line"; cat "$T/log"; exit 1; }
+serve "$T/log" --config "$T/cfg.json" --data-dir "$T/data" --input-dir "$T" \
+  --devices all --keep-resident 2
 
 job() { # PIPELINE: runs one job to its end (bounded: 60 s), prints its state
   python3 - "$URL" "$1" "$T/input.txt" <<'PY'
@@ -111,7 +100,7 @@ code=$(curl -s -o "$T/load.out" -w '%{http_code}' -X POST "$URL/v1/pipelines/A/l
 sleep 4
 [ "$(state A)" = loaded ] || fail "A loaded through the API was released by residency: $(state A)"
 
-kill -TERM "$SERVER"; wait "$SERVER"; rc=$?; SERVER=
+stop_server; rc=$?
 [ $rc = 0 ] || fail "server exited $rc after SIGTERM"
 if [ "$fails" != 0 ]; then
   echo "--- server log"; cat "$T/log"

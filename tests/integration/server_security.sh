@@ -12,17 +12,11 @@
 # pipeline's timeout_s cancel and release; promtool accepts /metrics; HEAD,
 # Allow, two Content-Lengths, %00 and %ff.
 set -u
-: "${EBB:?}" "${FAKEGPU_SMI:?}" "${FAKEGPU_STATE:?}" "${EBB_TEST_TMP:?}"
-T=$EBB_TEST_TMP
+. "$(dirname "$0")/../lib/server.sh"
 RAW="$(cd "$(dirname "$0")/../support" && pwd)/rawhttp.py"
-rm -rf "$T" && mkdir -p "$T/in" "$T/out"
-rm -f "$FAKEGPU_STATE"
+mkdir -p "$T/in" "$T/out"
 export FAKEGPU_MEMORY_MIB=4096 FAKEGPU_CONTEXT_MIB=300
 unset EBB_TOKEN
-fails=0
-fail() { echo "FAIL: $*" >&2; fails=$((fails + 1)); }
-SERVER=
-trap '[ -n "$SERVER" ] && kill -TERM "$SERVER" 2>/dev/null && wait "$SERVER"' EXIT
 ADMIN=admin-token-0123456789abcdef
 SUB=submit-token-0123456789abcdef
 SUB2=other-submitter-0123456789abc
@@ -39,16 +33,12 @@ echo "secret" > "$T/out/secret.txt"
 ln -s "$T/out/secret.txt" "$T/in/link.txt"
 start() { # log extra-args...
   local log=$1; shift
-  "$EBB" serve --config "$T/cfg.json" --listen 127.0.0.1:0 --data-dir "$T/data" --no-cache \
+  serve "$log" --config "$T/cfg.json" --data-dir "$T/data" --no-cache \
     --input-dir "$T/in" --token-file "$T/tokens" --allow-host ebb.internal --job-timeout 2 \
-    --keep-jobs 4 "$@" > "$log" 2>&1 &
-  SERVER=$!
-  for _ in $(seq 100); do grep -q '^ebb: listening on' "$log" 2>/dev/null && break; sleep 0.1; done
-  URL=$(head -1 "$log" | sed -n 's/^ebb: listening on //p')
-  [ -n "$URL" ] || { echo "FAIL: no listening line"; cat "$log"; exit 1; }
+    --keep-jobs 4 "$@"
   PORT=${URL##*:}
 }
-# req TOKEN METHOD PATH [curl args...]: sets CODE and BODY
+# req TOKEN METHOD PATH [curl args...]: sets CODE and BODY (server.sh's req with a token)
 req() {
   local tok=$1 m=$2 p=$3; shift 3
   local a=(); [ -n "$tok" ] && a=(-H "Authorization: Bearer $tok")
@@ -57,7 +47,6 @@ req() {
   BODY=${BODY%$'\n'*}
 }
 J='Content-Type: application/json'
-jget() { python3 -c 'import json,sys; d=json.loads(sys.argv[1]); print(eval("d"+sys.argv[2]))' "$1" "$2" 2>/dev/null; }
 expect() { # what status code
   [ "$CODE" = "$2" ] || fail "$1: HTTP $CODE, expected $2 (body: $BODY)"
   [ -z "${3:-}" ] || [ "$(jget "$BODY" '["error"]["code"]')" = "$3" ] || fail "$1: error code not $3: $BODY"
@@ -243,7 +232,7 @@ req "" GET /v1/memory; expect "/v1/memory without a token under --metrics-public
 out=$(python3 "$RAW" "$PORT" send "GET /v1/pipelines HTTP/1.1\r\nHost: \xff\xfe.example\r\nAuthorization: Bearer $ADMIN\r\nConnection: close\r\n\r\n")
 case $out in "HTTP/1.1 403"*'"forbidden"'*) ;; *) fail "a Host that is not UTF-8: $out" ;; esac
 req "" GET /healthz; expect "healthz after the restart" 200
-kill -TERM "$SERVER"; wait "$SERVER"; rc=$?; SERVER=
+stop_server; rc=$?
 [ "$rc" = 0 ] || fail "ebb serve exited $rc on SIGTERM"
 used=$("$FAKEGPU_SMI" --query-gpu=memory.used --format=csv,noheader,nounits)
 [ "$used" = 0 ] || fail "the fake GPU holds $used MiB after the server stopped"

@@ -9,19 +9,11 @@
 # is back; /metrics has the sleep families (promtool accepts them); with
 # --sleep-host-budget, the oldest sleeper is unloaded instead.
 set -u
-: "${EBB:?}" "${FAKEGPU_SMI:?}" "${FAKEGPU_STATE:?}" "${EBB_TEST_TMP:?}" "${EBB_BUILD_DIR:?}"
-T=$EBB_TEST_TMP
-rm -rf "$T" && mkdir -p "$T"
-rm -f "$FAKEGPU_STATE"
+: "${EBB_BUILD_DIR:?}"
+. "$(dirname "$0")/../lib/server.sh"
 export FAKEGPU_MEMORY_MIB=8192 FAKEGPU_CONTEXT_MIB=300
-fails=0
-fail() { echo "FAIL: $*" >&2; fails=$((fails + 1)); }
-SERVER= HOLD=
-cleanup() {
-  [ -n "$HOLD" ] && kill "$HOLD" 2>/dev/null
-  [ -n "$SERVER" ] && kill -TERM "$SERVER" 2>/dev/null && wait "$SERVER"
-}
-trap 'cleanup >/dev/null 2>&1 || true' EXIT
+HOLD=
+trap '{ [ -n "$HOLD" ] && kill "$HOLD"; stop_server; } >/dev/null 2>&1 || true' EXIT
 cat > "$T/cfg.json" <<'JSON'
 {"pipelines": {
   "big": {"stages": [{"stage": "synthetic", "name": "s1", "cache": false,
@@ -36,43 +28,9 @@ JSON
 echo "any input" > "$T/input.txt"
 start_server() { # log [flags...]
   local log=$1; shift
-  "$EBB" serve --config "$T/cfg.json" --listen 127.0.0.1:0 --data-dir "$T/data" \
-    --input-dir "$T" --no-cache "$@" > "$log" 2>&1 &
-  SERVER=$!
-  for _ in $(seq 100); do grep -q '^ebb: listening on' "$log" 2>/dev/null && break; sleep 0.1; done
-  URL=$(head -1 "$log" | sed -n 's/^ebb: listening on //p')
-  [ -n "$URL" ] || { echo "FAIL: no listening line"; cat "$log"; exit 1; }
+  serve "$log" --config "$T/cfg.json" --data-dir "$T/data" --input-dir "$T" --no-cache "$@"
 }
-stop_server() { kill -TERM "$SERVER" && wait "$SERVER"; SERVER=; }
-req() {
-  local m=$1 p=$2; shift 2
-  local ct=()
-  case " $* " in *" -d "*) ct=(-H 'Content-Type: application/json') ;; esac
-  BODY=$(curl -s -o - -w '\n%{http_code}' -X "$m" "$URL$p" "${ct[@]}" "$@")
-  CODE=${BODY##*$'\n'}
-  BODY=${BODY%$'\n'*}
-}
-jget() { python3 -c 'import json,sys; d=json.loads(sys.argv[1]); print(eval("d"+sys.argv[2]))' "$1" "$2" 2>/dev/null; }
-smi_used() {
-  "$FAKEGPU_SMI" --query-compute-apps=pid,used_memory --format=csv,noheader,nounits |
-    awk -F', *' -v p="$SERVER" '$1 == p {s += $2} END {print s + 0}'
-}
-run_job() { # name [pipeline] -> result items in $T/NAME.json
-  req POST /v1/jobs -d "{\"pipeline\": \"${2:-big}\", \"input\": \"$T/input.txt\"}"
-  [ "$CODE" = 202 ] || { fail "POST /v1/jobs: $CODE $BODY"; return 1; }
-  local id s=
-  id=$(jget "$BODY" '["id"]')
-  for _ in $(seq 300); do
-    req GET "/v1/jobs/$id"
-    s=$(jget "$BODY" '["state"]')
-    case $s in succeeded|failed|cancelled) break ;; esac
-    sleep 0.1
-  done
-  [ "$s" = succeeded ] || { fail "job for $1 ended '$s': $BODY"; return 1; }
-  req GET "/v1/jobs/$id/result"
-  python3 -c 'import json,sys; print(json.dumps(json.loads(sys.argv[1])["result"]["items"], sort_keys=True))' \
-    "$BODY" > "$T/$1.json" || fail "result of $1: $BODY"
-}
+smi_used() { held_by "$SERVER"; }
 G3=$((3 << 30))
 
 start_server "$T/log1"
@@ -107,7 +65,7 @@ else
 fi
 
 # --- a job wakes it in place; the result is a fresh load's, byte for byte
-run_job woken
+run_job woken big
 [ "$(smi_used)" -ge 3300 ] || fail "after the job the pipeline is not awake: $(smi_used) MiB"
 grep -q '\[s1\] awake: ' "$T/log1" || fail "no '[s1] awake' line"
 grep -q '\[s1\] load' "$T/log1" && fail "s1 was loaded again instead of woken"
@@ -115,7 +73,7 @@ req POST /v1/pipelines/big/wake
 [ "$CODE" = 409 ] || fail "wake of an awake pipeline: $CODE $BODY (expected 409)"
 req POST /v1/pipelines/big/unload
 req POST /v1/pipelines/big/load
-run_job fresh
+run_job fresh big
 cmp -s "$T/woken.json" "$T/fresh.json" ||
   fail "the woken pipeline's result differs from a fresh load's: $(cat "$T/woken.json") vs $(cat "$T/fresh.json")"
 

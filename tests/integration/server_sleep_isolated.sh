@@ -10,15 +10,9 @@
 # its result is byte-identical to a fresh load's; POST /wake after a second
 # sleep answers 200 and the worker is back on the device.
 set -u
-: "${EBB:?}" "${EBB_WORKER:?}" "${FAKEGPU_SMI:?}" "${FAKEGPU_STATE:?}" "${EBB_TEST_TMP:?}"
-T=$EBB_TEST_TMP
-rm -rf "$T" && mkdir -p "$T"
-rm -f "$FAKEGPU_STATE"
+: "${EBB_WORKER:?}"
+. "$(dirname "$0")/../lib/server.sh"
 export FAKEGPU_MEMORY_MIB=8192 FAKEGPU_CONTEXT_MIB=300
-fails=0
-fail() { echo "FAIL: $*" >&2; fails=$((fails + 1)); }
-SERVER=
-trap '[ -n "$SERVER" ] && kill -TERM "$SERVER" 2>/dev/null && wait "$SERVER"' EXIT
 cat > "$T/cfg.json" <<'JSON'
 {"pipelines": {
   "mix": {"stages": [{"stage": "synthetic", "name": "in1", "cache": false,
@@ -27,40 +21,9 @@ cat > "$T/cfg.json" <<'JSON'
                       "options": {"weights_mib": 512, "touch": "sample"}}]}}}
 JSON
 echo "any input" > "$T/input.txt"
-"$EBB" serve --config "$T/cfg.json" --listen 127.0.0.1:0 --data-dir "$T/data" \
-  --input-dir "$T" --no-cache > "$T/log" 2>&1 &
-SERVER=$!
-for _ in $(seq 100); do grep -q '^ebb: listening on' "$T/log" 2>/dev/null && break; sleep 0.1; done
-URL=$(head -1 "$T/log" | sed -n 's/^ebb: listening on //p')
-[ -n "$URL" ] || { echo "FAIL: no listening line"; cat "$T/log"; exit 1; }
-req() {
-  local m=$1 p=$2; shift 2
-  local ct=()
-  case " $* " in *" -d "*) ct=(-H 'Content-Type: application/json') ;; esac
-  BODY=$(curl -s -o - -w '\n%{http_code}' -X "$m" "$URL$p" "${ct[@]}" "$@")
-  CODE=${BODY##*$'\n'}
-  BODY=${BODY%$'\n'*}
-}
-jget() { python3 -c 'import json,sys; d=json.loads(sys.argv[1]); print(eval("d"+sys.argv[2]))' "$1" "$2" 2>/dev/null; }
-apps() { "$FAKEGPU_SMI" --query-compute-apps=pid,used_memory --format=csv,noheader,nounits; }
-server_mib() { apps | awk -F', *' -v p="$SERVER" '$1 == p {s += $2} END {print s + 0}'; }
+serve "$T/log" --config "$T/cfg.json" --data-dir "$T/data" --input-dir "$T" --no-cache
+server_mib() { held_by "$SERVER"; }
 worker_mib() { apps | awk -F', *' -v p="$SERVER" '$1 != p {s += $2} END {print s + 0}'; }
-run_job() { # name -> result items in $T/NAME.json
-  req POST /v1/jobs -d "{\"pipeline\": \"mix\", \"input\": \"$T/input.txt\"}"
-  [ "$CODE" = 202 ] || { fail "POST /v1/jobs: $CODE $BODY"; return 1; }
-  local id s=
-  id=$(jget "$BODY" '["id"]')
-  for _ in $(seq 300); do
-    req GET "/v1/jobs/$id"
-    s=$(jget "$BODY" '["state"]')
-    case $s in succeeded|failed|cancelled) break ;; esac
-    sleep 0.1
-  done
-  [ "$s" = succeeded ] || { fail "job $1 ended '$s': $BODY"; return 1; }
-  req GET "/v1/jobs/$id/result"
-  python3 -c 'import json,sys; print(json.dumps(json.loads(sys.argv[1])["result"]["items"], sort_keys=True))' \
-    "$BODY" > "$T/$1.json" || fail "result of $1: $BODY"
-}
 
 req POST /v1/pipelines/mix/load
 [ "$CODE" = 200 ] || fail "load mix: $CODE $BODY"
@@ -82,13 +45,13 @@ req GET /v1/pipelines
 case $BODY in *'"asleep": true'*|*'"asleep":true'*) ;; *) fail "/v1/pipelines does not show mix asleep: $BODY" ;; esac
 
 # --- a job wakes both; the result is a fresh load's, byte for byte
-run_job woken
+run_job woken mix
 grep -q '\[in1\] awake: ' "$T/log" || fail "no '[in1] awake' line"
 grep -q '\[iso\] awake: isolated, loaded again in a new worker' "$T/log" ||
   fail "no '[iso] awake: isolated, loaded again' line"
 req POST /v1/pipelines/mix/unload
 req POST /v1/pipelines/mix/load
-run_job fresh
+run_job fresh mix
 cmp -s "$T/fresh.json" "$T/woken.json" ||
   fail "the woken pipeline's result differs from a fresh load's: $(cat "$T/woken.json") vs $(cat "$T/fresh.json")"
 
@@ -103,7 +66,6 @@ req POST /v1/pipelines/mix/unload
 [ "$CODE" = 200 ] || fail "unload mix: $CODE $BODY"
 [ "$(worker_mib)" = 0 ] || fail "unloaded: a worker still holds $(worker_mib) MiB"
 
-kill -TERM "$SERVER" && wait "$SERVER"
-SERVER=
+stop_server
 [ "$fails" = 0 ] && echo "server_sleep_isolated: ok"
 exit $((fails > 0))

@@ -6,17 +6,10 @@
 # the server's RSS stays bounded; then every job succeeds and the fake GPU
 # ends at 0 bytes.
 set -u
-: "${EBB:?}" "${FAKEGPU_SMI:?}" "${FAKEGPU_STATE:?}" "${EBB_TEST_TMP:?}"
-T=$EBB_TEST_TMP
+. "$(dirname "$0")/../lib/server.sh"
 SOAK="$(cd "$(dirname "$0")/../support" && pwd)/soak.py"
-rm -rf "$T" && mkdir -p "$T"
-rm -f "$FAKEGPU_STATE"
 export FAKEGPU_MEMORY_MIB=4096 FAKEGPU_CONTEXT_MIB=300
 JOBS=${EBB_SOAK_JOBS:-200}
-fails=0
-fail() { echo "FAIL: $*" >&2; fails=$((fails + 1)); }
-SERVER=
-trap '[ -n "$SERVER" ] && kill -TERM "$SERVER" 2>/dev/null && wait "$SERVER"' EXIT
 cat > "$T/cfg.json" <<'JSON'
 {"pipelines": {"tiny": {"release": "after-job", "stages": [{"stage": "synthetic", "name": "t",
    "options": {"weights_mib": 2, "activations_mib": 2, "touch": "sample"}}]}},
@@ -24,11 +17,7 @@ cat > "$T/cfg.json" <<'JSON'
 JSON
 echo "soak input" > "$T/input.txt"
 ulimit -n 8192 2>/dev/null || ulimit -n "$(ulimit -Hn)"
-"$EBB" serve --config "$T/cfg.json" --listen 127.0.0.1:0 --data-dir "$T/data" --no-cache > "$T/log" 2>&1 &
-SERVER=$!
-for _ in $(seq 100); do grep -q '^ebb: listening on' "$T/log" 2>/dev/null && break; sleep 0.1; done
-URL=$(head -1 "$T/log" | sed -n 's/^ebb: listening on //p')
-[ -n "$URL" ] || { echo "FAIL: no listening line"; cat "$T/log"; exit 1; }
+serve "$T/log" --config "$T/cfg.json" --data-dir "$T/data" --no-cache
 python3 "$SOAK" "${URL##*:}" "$SERVER" "$JOBS" "$T/input.txt" > "$T/out" 2>&1
 cat "$T/out"
 get() { sed -n "s/^$1=//p" "$T/out"; }
@@ -46,7 +35,7 @@ rss=$(get rss_mib_loaded)
 [ "${rss:-9999}" -le 512 ] || fail "server RSS ${rss} MiB while loaded (limit 512)"
 [ "$(get jobs_left)" = 0 ] || fail "$(get jobs_left) jobs did not succeed"
 grep -q '^job_failed=' "$T/out" && fail "jobs failed: $(grep '^job_failed=' "$T/out" | head -3)"
-kill -TERM "$SERVER"; wait "$SERVER"; rc=$?; SERVER=
+stop_server; rc=$?
 [ "$rc" = 0 ] || fail "ebb serve exited $rc on SIGTERM"
 used=$("$FAKEGPU_SMI" --query-gpu=memory.used --format=csv,noheader,nounits)
 [ "$used" = 0 ] || fail "the fake GPU holds $used MiB after the soak"

@@ -11,19 +11,10 @@
 # pipeline larger than the device fails cleanly (503) and the server goes on. The idle server holds 0 bytes (fakegpu-smi lists nothing for
 # its pid) after unload and after release; SIGTERM exits 0.
 set -u
-: "${EBB:?}" "${FAKEGPU_SMI:?}" "${FAKEGPU_STATE:?}" "${EBB_TEST_TMP:?}"
-T=$EBB_TEST_TMP
-rm -rf "$T" && mkdir -p "$T"
-rm -f "$FAKEGPU_STATE"
+. "$(dirname "$0")/../lib/server.sh"
 export FAKEGPU_MEMORY_MIB=2048 FAKEGPU_CONTEXT_MIB=300
-fails=0
-fail() { echo "FAIL: $*" >&2; fails=$((fails + 1)); }
-SERVER= SAMPLER=
-cleanup() {
-  [ -n "$SAMPLER" ] && kill "$SAMPLER" 2>/dev/null
-  [ -n "$SERVER" ] && kill -TERM "$SERVER" 2>/dev/null && wait "$SERVER"
-}
-trap 'cleanup >/dev/null 2>&1 || true' EXIT
+SAMPLER=
+trap '{ [ -n "$SAMPLER" ] && kill "$SAMPLER"; stop_server; } >/dev/null 2>&1 || true' EXIT
 cat > "$T/cfg.json" <<'JSON'
 {"pipelines": {
   "A": {"stages": [{"stage": "synthetic", "name": "a1", "cache": false,
@@ -37,31 +28,9 @@ cat > "$T/cfg.json" <<'JSON'
 JSON
 echo "any input" > "$T/input.txt"
 # the hook: what fakegpu-smi says the server holds at each pipeline event
-cat > "$T/hook.sh" <<'SH'
-case $EBB_HOOK_EVENT in pipeline-*) ;; *) exit 0 ;; esac
-used=$("$FAKEGPU_SMI" --query-compute-apps=pid,used_memory --format=csv,noheader,nounits |
-       awk -F', *' -v p="$EBB_HOOK_PID" '$1 == p {s += $2} END {print s + 0}')
-echo "$EBB_HOOK_EVENT $EBB_HOOK_STAGE $EBB_HOOK_RELEASED_BYTES $used" >> "$HOOK_LOG"
-SH
-export HOOK_LOG="$T/hook.log" EBB_STAGE_HOOK="sh $T/hook.sh"
-"$EBB" serve --config "$T/cfg.json" --listen 127.0.0.1:0 --data-dir "$T/data" --input-dir "$T" > "$T/log" 2>&1 &
-SERVER=$!
-for _ in $(seq 100); do grep -q '^ebb: listening on' "$T/log" 2>/dev/null && break; sleep 0.1; done
-URL=$(head -1 "$T/log" | sed -n 's/^ebb: listening on //p')
-[ -n "$URL" ] || { echo "FAIL: no listening line"; cat "$T/log"; exit 1; }
-req() {
-  local m=$1 p=$2; shift 2
-  local ct=() # JSON bodies say so (the server refuses other types for them)
-  case " $* " in *" -d "*) ct=(-H 'Content-Type: application/json') ;; esac
-  BODY=$(curl -s -o - -w '\n%{http_code}' -X "$m" "$URL$p" "${ct[@]}" "$@")
-  CODE=${BODY##*$'\n'}
-  BODY=${BODY%$'\n'*}
-}
-jget() { python3 -c 'import json,sys; d=json.loads(sys.argv[1]); print(eval("d"+sys.argv[2]))' "$1" "$2" 2>/dev/null; }
-smi_used() { # MiB this server holds per fakegpu-smi (0 when not listed)
-  "$FAKEGPU_SMI" --query-compute-apps=pid,used_memory --format=csv,noheader,nounits |
-    awk -F', *' -v p="$SERVER" '$1 == p {s += $2} END {print s + 0}'
-}
+export HOOK_LOG="$T/hook.log" HOOK_EVENTS='pipeline-*' EBB_STAGE_HOOK="sh $SMI_HOOK"
+serve "$T/log" --config "$T/cfg.json" --data-dir "$T/data" --input-dir "$T"
+smi_used() { held_by "$SERVER"; } # MiB this server holds per fakegpu-smi
 gib_line() { # pipeline when -> the GiB figure of the last such line
   grep -F "[pipeline $1] GPU memory free $2: " "$T/log" | tail -1 | sed 's/.*: \([0-9.]*\) GiB$/\1/'
 }
@@ -152,14 +121,14 @@ req DELETE "/v1/sessions/$SID2"
 req POST /v1/pipelines/A/unload
 [ "$CODE" = 200 ] || fail "unload A: $CODE $BODY"
 [ "$(smi_used)" = 0 ] || fail "after unload fakegpu-smi shows $(smi_used) MiB for the server"
-"$FAKEGPU_SMI" --query-compute-apps=pid,used_memory --format=csv,noheader,nounits | grep -q "^$SERVER," &&
+apps | grep -q "^$SERVER," &&
   fail "fakegpu-smi still lists the server's pid after unload"
 req POST /v1/release
 [ "$CODE" = 200 ] || fail "release: $CODE $BODY"
 [ "$(smi_used)" = 0 ] || fail "after release fakegpu-smi shows $(smi_used) MiB"
 req GET /v1/memory
 [ "$(jget "$BODY" '["context"]["held"]')" = False ] || fail "context still held when idle: $BODY"
-kill -TERM "$SERVER"; wait "$SERVER"; rc=$?; SERVER=
+stop_server; rc=$?
 [ "$rc" = 0 ] || fail "ebb serve exited $rc on SIGTERM"
 if [ "$fails" -ne 0 ]; then echo "--- server log"; cat "$T/log"; exit 1; fi
 echo "server_switch: all checks passed"

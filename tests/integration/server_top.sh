@@ -9,14 +9,10 @@
 # from NVML, and with no server reachable `ebb top --once` shows the driver's
 # view. The last screen is saved as build/artifacts/top.txt.
 set -u
-: "${EBB:?}" "${FAKEGPU_STATE:?}" "${EBB_TEST_TMP:?}" "${EBB_BUILD_DIR:?}"
-T=$EBB_TEST_TMP
-rm -rf "$T" && mkdir -p "$T"
-rm -f "$FAKEGPU_STATE"
+: "${EBB_BUILD_DIR:?}"
+. "$(dirname "$0")/../lib/server.sh"
 export FAKEGPU_DEVICES=2 FAKEGPU_MEMORY_MIB=4096,3072 FAKEGPU_CONTEXT_MIB=300
 command -v tmux >/dev/null || { echo "FAIL: tmux is missing (scripts/install-deps.sh installs it)"; exit 1; }
-fails=0
-fail() { echo "FAIL: $*" >&2; fails=$((fails + 1)); }
 TM="tmux -L ebb-top-test-$$ -f /dev/null"
 cat > "$T/cfg.json" <<'JSON'
 {"pipelines": {
@@ -25,16 +21,9 @@ cat > "$T/cfg.json" <<'JSON'
                       {"stage": "synthetic", "name": "b", "options": {"weights_mib": 512, "run_ms": 1500}}]}}}
 JSON
 echo "any input" > "$T/input.txt"
-"$EBB" serve --config "$T/cfg.json" --listen 127.0.0.1:0 --data-dir "$T/data" --input-dir "$T" --no-cache \
-  --devices cuda:0,cuda:1 > "$T/log" 2>&1 &
-SERVER=$!
-trap '$TM kill-server 2>/dev/null; kill -TERM $SERVER 2>/dev/null; wait $SERVER 2>/dev/null' EXIT
-for _ in $(seq 100); do
-  grep -q '^ebb: listening on http://' "$T/log" 2>/dev/null && break
-  sleep 0.1
-done
-URL=$(head -1 "$T/log" | sed -n 's/^ebb: listening on //p')
-[ -n "$URL" ] || { echo "FAIL: no listening line; log:"; cat "$T/log"; exit 1; }
+trap '{ $TM kill-server; stop_server; } >/dev/null 2>&1 || true' EXIT
+serve "$T/log" --config "$T/cfg.json" --data-dir "$T/data" --input-dir "$T" --no-cache \
+  --devices cuda:0,cuda:1
 
 $TM new-session -d -s top -x 120 -y 45 "env LANG=C.UTF-8 LC_ALL=C.UTF-8 TERM=xterm-256color $EBB top --server $URL; echo top-exited-\$? > $T/exit; sleep 30"
 screen() { $TM capture-pane -p -t top > "$T/screen" 2>/dev/null; cat "$T/screen"; }

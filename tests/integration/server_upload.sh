@@ -7,45 +7,17 @@
 # configured limit is 413; a file that is not audio fails its job (decode),
 # not the server.
 set -u
-: "${EBB:?}" "${FAKEGPU_SMI:?}" "${FAKEGPU_STATE:?}" "${EBB_TEST_TMP:?}" "${EBB_BUILD_DIR:?}"
-T=$EBB_TEST_TMP
-rm -rf "$T" && mkdir -p "$T"
-rm -f "$FAKEGPU_STATE"
+: "${EBB_BUILD_DIR:?}"
+. "$(dirname "$0")/../lib/server.sh"
 export FAKEGPU_MEMORY_MIB=16384
 unset EBB_WHISPER_URL
 WAV=$EBB_BUILD_DIR/samples/demo.wav
 [ -f "$WAV" ] || { echo "FAIL: $WAV missing (built by the samples target)"; exit 1; }
-fails=0
-fail() { echo "FAIL: $*" >&2; fails=$((fails + 1)); }
-SERVER=
-trap '[ -n "$SERVER" ] && kill -TERM "$SERVER" 2>/dev/null && wait "$SERVER"' EXIT
 cat > "$T/cfg.json" <<'JSON'
 {"pipelines": {"echo": {"stages": [{"stage": "synthetic", "name": "e", "options": {"weights_mib": 8}}]}},
  "server": {"max_upload_mib": 1}}
 JSON
-"$EBB" serve --config "$T/cfg.json" --listen 127.0.0.1:0 --data-dir "$T/data" --input-dir "$T" --no-cache > "$T/log" 2>&1 &
-SERVER=$!
-for _ in $(seq 100); do grep -q '^ebb: listening on' "$T/log" 2>/dev/null && break; sleep 0.1; done
-URL=$(head -1 "$T/log" | sed -n 's/^ebb: listening on //p')
-[ -n "$URL" ] || { echo "FAIL: no listening line"; cat "$T/log"; exit 1; }
-req() {
-  local m=$1 p=$2; shift 2
-  local ct=() # JSON bodies say so (the server refuses other types for them)
-  case " $* " in *" -d "*) ct=(-H 'Content-Type: application/json') ;; esac
-  BODY=$(curl -s -o - -w '\n%{http_code}' -X "$m" "$URL$p" "${ct[@]}" "$@")
-  CODE=${BODY##*$'\n'}
-  BODY=${BODY%$'\n'*}
-}
-jget() { python3 -c 'import json,sys; d=json.loads(sys.argv[1]); print(eval("d"+sys.argv[2]))' "$1" "$2" 2>/dev/null; }
-wait_done() { # id -> final state in STATE
-  for _ in $(seq 300); do
-    req GET "/v1/jobs/$1"
-    STATE=$(jget "$BODY" '["state"]')
-    case $STATE in succeeded|failed|cancelled) return 0 ;; esac
-    sleep 0.1
-  done
-  fail "job $1 did not finish in 30 s: $BODY"
-}
+serve "$T/log" --config "$T/cfg.json" --data-dir "$T/data" --input-dir "$T" --no-cache
 
 # multipart: songtrace on the demo song
 req POST /v1/jobs -F pipeline=songtrace -F "file=@$WAV;type=audio/wav"
@@ -113,7 +85,7 @@ req POST /v1/pipelines/songtrace/unload
 [ "$CODE" = 200 ] || fail "unload songtrace: $CODE $BODY"
 req GET /healthz
 [ "$CODE" = 200 ] || fail "healthz at the end: $CODE"
-kill -TERM "$SERVER"; wait "$SERVER"; rc=$?; SERVER=
+stop_server; rc=$?
 [ "$rc" = 0 ] || fail "ebb serve exited $rc on SIGTERM"
 if [ "$fails" -ne 0 ]; then echo "--- server log"; cat "$T/log"; exit 1; fi
 echo "server_upload: all checks passed"

@@ -7,27 +7,14 @@
 set -euo pipefail
 TMP="$EBB_TEST_TMP"
 rm -rf "$TMP" && mkdir -p "$TMP"
-export no_proxy=127.0.0.1,localhost NO_PROXY=127.0.0.1,localhost
 unset EBB_WHISPER_URL EBB_WHISPER_API_KEY
 fail() { echo "FAIL: $*" >&2; exit 1; }
-SERVER="$EBB_BUILD_DIR/tests/whisper_server"
+. "$(dirname "$0")/../lib/whisper.sh"
 SONGGEN="$EBB_BUILD_DIR/songgen"
 [ -x "$EBB" ] || fail "no ebb binary at $EBB"
-[ -x "$SERVER" ] || fail "no test server at $SERVER"
 [ -x "$SONGGEN" ] || fail "no songgen at $SONGGEN"
 
-pid=
-cleanup() { [ -n "$pid" ] && kill "$pid" 2>/dev/null || true; }
-trap cleanup EXIT
-"$SERVER" >"$TMP/server.out" 2>"$TMP/server.err" &
-pid=$!
-PORT=
-for _ in $(seq 100); do
-  PORT=$(sed -n 's/^PORT \([0-9][0-9]*\)$/\1/p' "$TMP/server.out" || true)
-  [ -n "$PORT" ] && break
-  sleep 0.05
-done
-[ -n "$PORT" ] || fail "test server printed no port"
+start_whisper "$TMP/server.out"
 
 "$SONGGEN" --seed 2 --seconds 10 "$TMP" song >/dev/null || fail "songgen failed"
 printf '[Verse]\nHello from the\n\nwhisper test server\n' >"$TMP/lyrics.txt"

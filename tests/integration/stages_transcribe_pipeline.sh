@@ -6,28 +6,14 @@
 # logged before transcribe starts, and during the whole wait on the server the
 # ebb process holds no device memory beyond its context.
 set -euo pipefail
-SERVER="$EBB_BUILD_DIR/tests/whisper_server"
 TMP="$EBB_TEST_TMP"
 rm -rf "$TMP" && mkdir -p "$TMP"
-export no_proxy=127.0.0.1,localhost NO_PROXY=127.0.0.1,localhost
 unset EBB_WHISPER_URL EBB_WHISPER_API_KEY
 fail() { echo "FAIL: $*" >&2; exit 1; }
 [ -x "$EBB" ] || fail "no ebb binary at $EBB"
-[ -x "$SERVER" ] || fail "no test server at $SERVER"
+. "$(dirname "$0")/../lib/whisper.sh"
 
-pids=()
-cleanup() { for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done; }
-trap cleanup EXIT
-: >"$TMP/server.out"
-"$SERVER" >"$TMP/server.out" 2>"$TMP/server.err" &
-pids+=($!)
-PORT=
-for _ in $(seq 100); do
-  PORT=$(sed -n 's/^PORT \([0-9][0-9]*\)$/\1/p' "$TMP/server.out" || true)
-  [ -n "$PORT" ] && break
-  sleep 0.05
-done
-[ -n "$PORT" ] || fail "test server printed no port"
+start_whisper "$TMP/server.out"
 BASE="http://127.0.0.1:$PORT"
 requests() { python3 -c 'import json,sys; print(json.load(sys.stdin)["requests"])' \
   < <(python3 -c 'import sys,urllib.request; sys.stdout.write(urllib.request.urlopen(sys.argv[1]).read().decode())' "$BASE/stats?key=$1"); }

@@ -5,32 +5,11 @@
 # the uploaded duration, rejects what a real server would, enforces an API key,
 # counts requests per key, and stops on SIGTERM.
 set -euo pipefail
-SERVER="$EBB_BUILD_DIR/tests/whisper_server"
 TMP="$EBB_TEST_TMP"
 rm -rf "$TMP" && mkdir -p "$TMP"
-export no_proxy=127.0.0.1,localhost NO_PROXY=127.0.0.1,localhost
 fail() { echo "FAIL: $*" >&2; exit 1; }
-[ -x "$SERVER" ] || fail "no test server at $SERVER"
+. "$(dirname "$0")/../lib/whisper.sh"
 command -v curl >/dev/null || fail "the curl tool is missing (scripts/install-deps.sh installs it)"
-
-pids=()
-cleanup() { for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done; }
-trap cleanup EXIT
-
-# start_server OUTFILE [args]: starts it, waits for "PORT n", sets PORT and PID
-start_server() {
-  local out=$1; shift
-  : >"$out" # exists before the server's shell opens it, so sed can read it
-  "$SERVER" "$@" >"$out" 2>"$out.err" &
-  PID=$!
-  pids+=("$PID")
-  for _ in $(seq 100); do
-    PORT=$(sed -n 's/^PORT \([0-9][0-9]*\)$/\1/p' "$out" || true)
-    [ -n "$PORT" ] && return 0
-    sleep 0.05
-  done
-  fail "server printed no PORT line: $(cat "$out" "$out.err")"
-}
 
 python3 - "$TMP/a.wav" "$TMP/stereo.wav" <<'PY'
 import math, struct, sys, wave
@@ -45,7 +24,7 @@ write(sys.argv[2], 44100, 2, 1.0)
 PY
 echo "not a wav" >"$TMP/bad.wav"
 
-start_server "$TMP/s1.out"
+start_whisper "$TMP/s1.out"
 BASE="http://127.0.0.1:$PORT"
 
 # whisper.cpp endpoint: the canned answer's last word ends at D*4.8/5 = 2.4 s
@@ -111,7 +90,7 @@ ms=$(( ($(date +%s%N) - t0) / 1000000 ))
 [ "$ms" -lt 3000 ] || fail "server took $ms ms to stop with a slow request in flight"
 
 # API key
-start_server "$TMP/s2.out" --api-key sekret
+start_whisper "$TMP/s2.out" --api-key sekret
 BASE="http://127.0.0.1:$PORT"
 code=$(curl -sS -o "$TMP/k.json" -w '%{http_code}' -F "file=@$TMP/a.wav;type=audio/wav" \
   -F model=whisper-1 -F response_format=verbose_json -F 'timestamp_granularities[]=word' \

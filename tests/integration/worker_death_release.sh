@@ -7,14 +7,9 @@
 # SIGKILL)`, N equal (+-2 MiB) to what fakegpu-smi listed for the worker
 # just before the kill; afterwards nothing is left on the device.
 set -u
-: "${EBB:?}" "${EBB_WORKER:?}" "${FAKEGPU_SMI:?}" "${FAKEGPU_STATE:?}" "${EBB_TEST_TMP:?}"
-T=$EBB_TEST_TMP
-rm -rf "$T" && mkdir -p "$T"
-rm -f "$FAKEGPU_STATE"
+: "${EBB:?}" "${EBB_WORKER:?}"
+. "$(dirname "$0")/../lib/fakegpu.sh"
 export FAKEGPU_CONTEXT_MIB=300 FAKEGPU_MEMORY_MIB=8192
-fails=0
-fail() { echo "FAIL: $*" >&2; fails=$((fails + 1)); }
-apps() { "$FAKEGPU_SMI" --query-compute-apps=pid,used_memory --format=csv,noheader,nounits; }
 EBBPID=
 trap '[ -n "$EBBPID" ] && kill -9 "$EBBPID" 2>/dev/null' EXIT
 echo "any input" > "$T/input.txt"

@@ -5,16 +5,11 @@
 # left running and nothing is left on the device (fakegpu-smi). A SIGKILLed
 # ebb takes its worker with it (PR_SET_PDEATHSIG).
 set -u
-: "${EBB:?}" "${EBB_WORKER:?}" "${FAKEGPU_SMI:?}" "${FAKEGPU_STATE:?}" "${EBB_TEST_TMP:?}"
+: "${EBB:?}" "${EBB_WORKER:?}"
+. "$(dirname "$0")/../lib/fakegpu.sh"
 : "${EBB_SOURCE_DIR:?}"
-T=$EBB_TEST_TMP
-rm -rf "$T" && mkdir -p "$T"
-rm -f "$FAKEGPU_STATE"
 export FAKEGPU_CONTEXT_MIB=300 FAKEGPU_MEMORY_MIB=4096
 BAD=$EBB_SOURCE_DIR/tests/support/worker_bad.py
-fails=0
-fail() { echo "FAIL: $*" >&2; fails=$((fails + 1)); }
-apps() { "$FAKEGPU_SMI" --query-compute-apps=pid,used_memory --format=csv,noheader,nounits; }
 used_total() { "$FAKEGPU_SMI" --query-gpu=memory.used --format=csv,noheader,nounits; }
 echo "any input" > "$T/input.txt"
 
@@ -72,18 +67,22 @@ expect1 fail-run '{"pipelines": {"p": {"stages": [{"stage": "synthetic", "name":
 
 # a crash from outside while ebb-worker holds 1 GiB (a sanitizer build must
 # let the signal kill it, as a real crash would)
+worker_of() { # EBB_PID: the pid of the process beside EBB_PID that holds >= 1 GiB (5 s at most)
+  local w=
+  for _ in $(seq 1 100); do
+    w=$(apps | awk -F', *' -v e="$1" '$1 != e && $2 >= 1024 {print $1}')
+    [ -n "$w" ] && break
+    sleep 0.05
+  done
+  echo "$w"
+}
 export ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}handle_segv=0"
 echo '{"pipelines": {"p": {"stages": [{"stage": "synthetic", "name": "s", "isolate": true,
   "options": {"weights_mib": 1024, "run_ms": 5000, "touch": "sample"}}]}}}' > "$T/segv.json"
 "$EBB" run --pipeline p --config "$T/segv.json" "$T/input.txt" -o "$T/out" --no-cache \
   > "$T/segv.out" 2> "$T/segv.err" &
 ebb_pid=$!
-wpid=""
-for _ in $(seq 1 100); do
-  wpid=$(apps | awk -F', *' -v e="$ebb_pid" '$1 != e && $2 >= 1024 {print $1}')
-  [ -n "$wpid" ] && break
-  sleep 0.05
-done
+wpid=$(worker_of "$ebb_pid")
 if [ -z "$wpid" ]; then
   fail "segv: the worker never held 1 GiB"
   kill "$ebb_pid"
@@ -103,12 +102,7 @@ grep -Eq "stage 's' \(synthetic\) failed( to load)?: worker pid $wpid \(ebb-work
 "$EBB" run --pipeline p --config "$T/segv.json" "$T/input.txt" -o "$T/out" --no-cache \
   > /dev/null 2>&1 &
 ebb_pid=$!
-wpid=""
-for _ in $(seq 1 100); do
-  wpid=$(apps | awk -F', *' -v e="$ebb_pid" '$1 != e && $2 >= 1024 {print $1}')
-  [ -n "$wpid" ] && break
-  sleep 0.05
-done
+wpid=$(worker_of "$ebb_pid")
 [ -n "$wpid" ] || fail "sigkill: the worker never held 1 GiB"
 kill -KILL "$ebb_pid"
 wait "$ebb_pid" 2>/dev/null

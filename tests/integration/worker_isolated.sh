@@ -12,14 +12,9 @@
 #   - leak_mib in an isolated stage is reported (by the worker, the usual
 #     leak lines) and freed by its exit.
 set -u
-: "${EBB:?}" "${EBB_WORKER:?}" "${FAKEGPU_SMI:?}" "${FAKEGPU_STATE:?}" "${EBB_TEST_TMP:?}"
-T=$EBB_TEST_TMP
-rm -rf "$T" && mkdir -p "$T"
-rm -f "$FAKEGPU_STATE"
+: "${EBB:?}" "${EBB_WORKER:?}"
+. "$(dirname "$0")/../lib/fakegpu.sh"
 export FAKEGPU_CONTEXT_MIB=300 FAKEGPU_MEMORY_MIB=16384
-fails=0
-fail() { echo "FAIL: $*" >&2; fails=$((fails + 1)); }
-apps() { "$FAKEGPU_SMI" --query-compute-apps=pid,used_memory --format=csv,noheader,nounits; }
 used_total() { "$FAKEGPU_SMI" --query-gpu=memory.used --format=csv,noheader,nounits; }
 echo "any input" > "$T/input.txt"
 

@@ -4,11 +4,8 @@
 # Python process; audio crosses both ways in shared memory. The output is
 # the input at half the level, and nothing is left in /dev/shm.
 set -u
-: "${EBB:?}" "${EBB_SOURCE_DIR:?}" "${EBB_TEST_TMP:?}"
-T=$EBB_TEST_TMP
-rm -rf "$T" && mkdir -p "$T"
-fails=0
-fail() { echo "FAIL: $*" >&2; fails=$((fails + 1)); }
+: "${EBB:?}" "${EBB_SOURCE_DIR:?}"
+. "$(dirname "$0")/../lib/common.sh"
 python3 - "$T/tone.wav" <<'PY'
 import math, struct, sys, wave
 w = wave.open(sys.argv[1], "wb")

@@ -15,44 +15,12 @@
 #include <sys/stat.h>
 #include <time.h>
 
-#include "base/log.h"
 #include "pipeline/manager.h"
-#include "test.h"
+#include "pipeline_util.h"
 
-static ebb_device *dev;
-static ebb_allocator *alloc;
-static ebb_registry *reg;
 static ebb_config *cfg;
 static char tmp[1024], input[1100];
-static FILE *cap;
 
-static void capture(void) {
-  cap = tmpfile();
-  REQUIRE(cap);
-  ebb_log_set_stream(cap);
-}
-static char *captured(void) {
-  ebb_log_set_stream(NULL);
-  long n = ftell(cap);
-  char *s = calloc(1, (size_t)n + 1);
-  rewind(cap);
-  if (n > 0 && fread(s, 1, (size_t)n, cap) != (size_t)n)
-    s[0] = '\0';
-  fclose(cap);
-  fputs(s, stderr);
-  return s;
-}
-static int has(const char *hay, const char *needle) { return hay && strstr(hay, needle) != NULL; }
-static uint64_t allocated(void) {
-  ebb_alloc_stats st = {.size = sizeof st};
-  ebb_allocator_get_stats(alloc, &st);
-  return st.allocated.current;
-}
-static uint64_t reserved(void) {
-  ebb_alloc_stats st = {.size = sizeof st};
-  ebb_allocator_get_stats(alloc, &st);
-  return st.reserved.current;
-}
 /* the X.XX figure of "[pipeline P] GPU memory free WHEN: X.XX GiB" */
 static double gib(const char *log, const char *p, const char *when) {
   char key[256];
@@ -206,17 +174,11 @@ int main(void) {
   snprintf(tmp, sizeof tmp, "%s", t);
   mkdir(tmp, 0755);
   snprintf(input, sizeof input, "%s/input.txt", tmp);
-  FILE *f = fopen(input, "w");
-  REQUIRE(f);
-  fputs("any input\n", f);
-  fclose(f);
-  setenv("FAKEGPU_MEMORY_MIB", "2048", 1);
+  pt_write(input, "any input\n");
   setenv("FAKEGPU_CONTEXT_MIB", "300", 1);
   remove(getenv("FAKEGPU_STATE") ? getenv("FAKEGPU_STATE") : "/nonexistent");
   unsetenv("EBB_STAGE_HOOK");
-  REQUIRE(ebb_device_open("cuda", &dev) == 0);
-  REQUIRE(ebb_allocator_create(dev, NULL, &alloc) == 0);
-  REQUIRE(ebb_registry_create(&reg) == 0);
+  pt_open("cuda", "2048");
   REQUIRE(ebb_config_load_string(
               "{\"pipelines\": {"
               "\"A\": {\"stages\": [{\"stage\": \"synthetic\", \"name\": \"a1\", \"cache\": false,"
@@ -231,8 +193,6 @@ int main(void) {
   RUN(test_wait_or_fail);
   RUN(test_unload_reports_leaks);
   ebb_config_free(cfg);
-  ebb_registry_destroy(reg);
-  ebb_allocator_destroy(alloc);
-  ebb_device_close(dev);
+  pt_close();
   return TEST_END();
 }

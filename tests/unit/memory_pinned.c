@@ -65,11 +65,4 @@ static void run(const char *spec) {
   ebb_device_close(d);
 }
 
-static void test_cpu(void) { run("cpu"); }
-static void test_fake(void) { run("cuda:0"); }
-
-int main(void) {
-  RUN(test_cpu);
-  RUN(test_fake);
-  return TEST_END();
-}
+MT_MAIN_CPU_AND_FAKE(run)

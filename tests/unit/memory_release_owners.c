@@ -88,11 +88,4 @@ static void test_own_callbacks_only(const char *spec) {
   ebb_device_close(d);
 }
 
-static void test_cpu(void) { test_own_callbacks_only("cpu"); }
-static void test_fake(void) { test_own_callbacks_only("cuda:0"); }
-
-int main(void) {
-  RUN(test_cpu);
-  RUN(test_fake);
-  return TEST_END();
-}
+MT_MAIN_CPU_AND_FAKE(test_own_callbacks_only)

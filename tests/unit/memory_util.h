@@ -35,6 +35,17 @@ static inline ebb_device *mt_open(const char *spec) {
  * pid is not listed; -1 when the tool could not be run (tests/lib/smi.h). */
 #define mt_smi_used_mib smi_used_mib
 
+/* main() of a test that runs all of fn(spec) on the CPU device and then on
+ * the fake GPU, as the two tests test_cpu and test_fake (tests/test.h). */
+#define MT_MAIN_CPU_AND_FAKE(fn)                                               \
+  static void test_cpu(void) { fn("cpu"); }                                    \
+  static void test_fake(void) { fn("cuda:0"); }                                \
+  int main(void) {                                                             \
+    RUN(test_cpu);                                                             \
+    RUN(test_fake);                                                            \
+    return TEST_END();                                                         \
+  }
+
 static inline uint64_t mt_reserved(ebb_allocator *a) {
   ebb_alloc_stats st = {.size = sizeof st};
   ebb_allocator_get_stats(a, &st);

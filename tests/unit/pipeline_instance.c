@@ -11,42 +11,11 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "base/log.h"
 #include "pipeline/instance.h"
 #include "pipeline/items.h"
-#include "pipeline/registry.h"
-#include "test.h"
+#include "pipeline_util.h"
 
 #define MIB_ (1ull << 20)
-
-static ebb_device *dev;
-static ebb_allocator *alloc;
-static ebb_registry *reg;
-static FILE *cap;
-
-static void capture(void) {
-  cap = tmpfile();
-  REQUIRE(cap);
-  ebb_log_set_stream(cap);
-}
-static char *captured(void) { /* what was logged since capture() (malloc'ed) */
-  ebb_log_set_stream(NULL);
-  long n = ftell(cap);
-  char *s = calloc(1, (size_t)n + 1);
-  rewind(cap);
-  if (n > 0 && fread(s, 1, (size_t)n, cap) != (size_t)n)
-    s[0] = '\0';
-  fclose(cap);
-  fputs(s, stderr);
-  return s;
-}
-static int has(const char *hay, const char *needle) { return hay && strstr(hay, needle) != NULL; }
-
-static uint64_t reserved(void) {
-  ebb_alloc_stats st = {.size = sizeof st};
-  ebb_allocator_get_stats(alloc, &st);
-  return st.reserved.current;
-}
 
 /* --- a probe stage: tries to release itself from inside its run, its drop
  * (the ABI's release) fails, and it never gives back 2 MiB it took from the
@@ -363,10 +332,7 @@ static void test_drop_and_no_line(void) {
 }
 
 int main(void) {
-  setenv("FAKEGPU_MEMORY_MIB", "2048", 1);
-  REQUIRE(ebb_device_open("cuda", &dev) == 0);
-  REQUIRE(ebb_allocator_create(dev, NULL, &alloc) == 0);
-  REQUIRE(ebb_registry_create(&reg) == 0);
+  pt_open("cuda", "2048");
   RUN(test_state_names);
   RUN(test_legal_path);
   RUN(test_illegal_refused);
@@ -374,8 +340,6 @@ int main(void) {
   RUN(test_release_from_every_state);
   RUN(test_report_fields);
   RUN(test_drop_and_no_line);
-  ebb_registry_destroy(reg);
-  ebb_allocator_destroy(alloc);
-  ebb_device_close(dev);
+  pt_close();
   return TEST_END();
 }

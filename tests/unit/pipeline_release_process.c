@@ -8,9 +8,8 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "base/log.h"
 #include "pipeline/runner.h"
-#include "test.h"
+#include "pipeline_util.h"
 
 #define MiB (1ull << 20)
 
@@ -27,12 +26,7 @@ static void drop(void *arg) {
 }
 
 static void test_process_owner(void) {
-  ebb_device *dev = NULL;
-  ebb_allocator *alloc = NULL;
-  ebb_registry *reg = NULL;
-  REQUIRE(ebb_device_open("cpu", &dev) == 0);
-  REQUIRE(ebb_allocator_create(dev, NULL, &alloc) == 0);
-  REQUIRE(ebb_registry_create(&reg) == 0);
+  pt_open("cpu", NULL);
   ebb_owner *lib = NULL;
   REQUIRE(ebb_owner_create(alloc, "a library", NULL, &lib) == 0);
   lib_cache lc = {alloc, 0, 0};
@@ -57,27 +51,16 @@ static void test_process_owner(void) {
   char in[600], out[600];
   snprintf(in, sizeof in, "%s/in.txt", tmp);
   snprintf(out, sizeof out, "%s/out", tmp);
-  FILE *f = fopen(in, "w");
-  REQUIRE(f);
-  fputs("x\n", f);
-  fclose(f);
+  pt_write(in, "x\n");
   ebb_policy pol;
   REQUIRE(ebb_policy_parse("after-job", &pol) == 0);
   ebb_job job = {.size = sizeof job, .pipeline = ebb_config_pipeline(c, "p"), .input = in,
                  .output_dir = out, .policy = &pol};
-  FILE *cap = tmpfile();
-  REQUIRE(cap);
-  ebb_log_set_stream(cap);
+  capture();
   ebb_job_result res;
   int rc = ebb_runner_run(r, &job, &res);
-  ebb_log_set_stream(NULL);
+  char *log = captured();
   CHECK_EQ_INT(rc, 0);
-  char log[8192] = {0};
-  rewind(cap);
-  size_t n = fread(log, 1, sizeof log - 1, cap);
-  log[n] = 0;
-  fclose(cap);
-  fputs(log, stderr);
   CHECK_EQ_INT(lc.dropped, 1);
   /* a's line: its weights + cache (30 + 12), never the library's 24 */
   CHECK_MSG(strstr(log, "[a] released 42 MiB of device memory (cpu)") != NULL, "a's line: %s", log);
@@ -92,10 +75,9 @@ static void test_process_owner(void) {
   char cmd[700];
   snprintf(cmd, sizeof cmd, "rm -rf '%s'", tmp);
   CHECK_EQ_INT(system(cmd), 0);
+  free(log);
   ebb_owner_destroy(lib, NULL);
-  ebb_registry_destroy(reg);
-  ebb_allocator_destroy(alloc);
-  ebb_device_close(dev);
+  pt_close();
 }
 
 int main(void) {

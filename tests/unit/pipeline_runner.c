@@ -9,34 +9,11 @@
 #include <string.h>
 #include <sys/stat.h>
 
-#include "base/log.h"
 #include "pipeline/host.h"
 #include "pipeline/runner.h"
-#include "test.h"
+#include "pipeline_util.h"
 
-static ebb_device *dev;
-static ebb_allocator *alloc;
-static ebb_registry *reg;
 static char tmp[1024], input[1100], outdir[1100], cachedir[1100];
-static FILE *cap;
-
-static void capture(void) {
-  cap = tmpfile();
-  REQUIRE(cap);
-  ebb_log_set_stream(cap);
-}
-/* Returns what was logged since capture() (malloc'ed). */
-static char *captured(void) {
-  ebb_log_set_stream(NULL);
-  long n = ftell(cap);
-  char *s = calloc(1, (size_t)n + 1);
-  rewind(cap);
-  if (n > 0 && fread(s, 1, (size_t)n, cap) != (size_t)n)
-    s[0] = '\0';
-  fclose(cap);
-  fputs(s, stderr); /* visible in the test's output */
-  return s;
-}
 
 static ebb_config *cfg_of(const char *json) {
   ebb_config *c = NULL;
@@ -67,14 +44,6 @@ static int run_job(ebb_runner *r, ebb_config *c, const char *pipe, const char *p
                  .policy = policy ? &pol : NULL, .cancel = cancel};
   return ebb_runner_run(r, &job, res);
 }
-
-static uint64_t reserved(void) {
-  ebb_alloc_stats st = {.size = sizeof st};
-  ebb_allocator_get_stats(alloc, &st);
-  return st.reserved.current;
-}
-
-static int has(const char *hay, const char *needle) { return hay && strstr(hay, needle) != NULL; }
 
 static const char *two = "{\"pipelines\": {\"two\": {\"stages\": ["
                          "{\"stage\": \"synthetic\", \"name\": \"a\", \"cache\": false, "
@@ -426,14 +395,8 @@ int main(void) {
   char cmd[1300];
   snprintf(cmd, sizeof cmd, "rm -rf '%s'", cachedir); /* a fresh cache every run */
   REQUIRE(system(cmd) == 0);
-  FILE *f = fopen(input, "w");
-  REQUIRE(f);
-  fputs("any input\n", f);
-  fclose(f);
-  setenv("FAKEGPU_MEMORY_MIB", "2048", 1);
-  REQUIRE(ebb_device_open("cuda", &dev) == 0);
-  REQUIRE(ebb_allocator_create(dev, NULL, &alloc) == 0);
-  REQUIRE(ebb_registry_create(&reg) == 0);
+  pt_write(input, "any input\n");
+  pt_open("cuda", "2048");
   RUN(test_after_stage);
   RUN(test_after_job);
   RUN(test_idle_reuse_and_expiry);
@@ -444,8 +407,6 @@ int main(void) {
   RUN(test_leak_and_outside);
   RUN(test_result_cache);
   RUN(test_errors_before_stages);
-  ebb_registry_destroy(reg);
-  ebb_allocator_destroy(alloc);
-  ebb_device_close(dev);
+  pt_close();
   return TEST_END();
 }

@@ -12,16 +12,11 @@
 #include <sys/stat.h>
 
 #include "pipeline/runner.h"
-#include "test.h"
+#include "pipeline_util.h"
 
 #define MiB (1024ull * 1024ull)
 
-static ebb_device *dev;
-static ebb_allocator *alloc;
-static ebb_registry *reg;
 static char input[1100], outdir[1100];
-
-static int has(const char *hay, const char *needle) { return hay && strstr(hay, needle) != NULL; }
 
 static void test_policy_parse(void) {
   ebb_policy p;
@@ -128,19 +123,11 @@ int main(void) {
   mkdir(t, 0755);
   snprintf(input, sizeof input, "%s/input.bin", t);
   snprintf(outdir, sizeof outdir, "%s/out", t);
-  FILE *f = fopen(input, "w");
-  REQUIRE(f);
-  fputs("any input\n", f);
-  fclose(f);
-  setenv("FAKEGPU_MEMORY_MIB", "2048", 1);
-  REQUIRE(ebb_device_open("cuda", &dev) == 0);
-  REQUIRE(ebb_allocator_create(dev, NULL, &alloc) == 0);
-  REQUIRE(ebb_registry_create(&reg) == 0);
+  pt_write(input, "any input\n");
+  pt_open("cuda", "2048");
   RUN(test_policy_parse);
   RUN(test_kept_pipeline);
   RUN(test_policies);
-  ebb_registry_destroy(reg);
-  ebb_allocator_destroy(alloc);
-  ebb_device_close(dev);
+  pt_close();
   return TEST_END();
 }

@@ -12,7 +12,7 @@
 #include "pipeline/host.h"
 #include "pipeline/registry.h"
 #include "pipeline/runner.h"
-#include "test.h"
+#include "pipeline_util.h"
 
 #define MiB (1ull << 20)
 
@@ -58,12 +58,7 @@ static void test_synthetic_exact(void) {
 }
 
 static void test_runner_need(void) {
-  ebb_device *dev = NULL;
-  ebb_allocator *alloc = NULL;
-  ebb_registry *reg = NULL;
-  REQUIRE(ebb_device_open("cpu", &dev) == 0);
-  REQUIRE(ebb_allocator_create(dev, NULL, &alloc) == 0);
-  REQUIRE(ebb_registry_create(&reg) == 0);
+  pt_open("cpu", NULL);
   ebb_config *c = NULL;
   REQUIRE(ebb_config_load_string(
               "{\"pipelines\": {\"p\": {\"stages\": [{\"stage\": \"synthetic\", \"name\": \"a\", "
@@ -87,10 +82,7 @@ static void test_runner_need(void) {
   char in[600], out[600];
   snprintf(in, sizeof in, "%s/in.txt", tmp);
   snprintf(out, sizeof out, "%s/out", tmp);
-  FILE *f = fopen(in, "w");
-  REQUIRE(f);
-  fputs("x\n", f);
-  fclose(f);
+  pt_write(in, "x\n");
   ebb_job job = {.size = sizeof job, .pipeline = p, .input = in, .output_dir = out};
   ebb_job_result res;
   CHECK_EQ_INT(ebb_runner_run(r, &job, &res), 0);
@@ -105,9 +97,7 @@ static void test_runner_need(void) {
   char cmd[700];
   snprintf(cmd, sizeof cmd, "rm -rf '%s'", tmp);
   CHECK_EQ_INT(system(cmd), 0);
-  ebb_registry_destroy(reg);
-  ebb_allocator_destroy(alloc);
-  ebb_device_close(dev);
+  pt_close();
 }
 
 static void test_host_alloc(void) {
