@@ -42,7 +42,7 @@ pipes() { # RUN_MS
 JSON
 }
 pipes 800 > "$T/cfg.json"
-pipes 1500 > "$T/cfg_long.json"
+pipes 3000 > "$T/cfg_long.json" # long enough that cuda:3 is lost mid-run even under a loaded machine
 echo "any input" > "$T/input.txt"
 
 start() { # CONFIG LOG [more serve args]
