@@ -68,6 +68,11 @@ typedef struct pitch_state {
       "a re-attack also needs the level to have fallen this many dB into its dip within "         \
       "onset_fall_ms before it (not the swell of a slow attack); 0: off") SEP                     \
   NUM(onset_fall_ms, 120, 10, 1000, "see onset_fall_db") SEP                                      \
+  INT(onset_harmonics, 12, 0, 100,                                                                \
+      "the re-attack's dip and fall are measured on the energy at this many harmonics of the "     \
+      "note's pitch, where a chord struck in the dip does not fill it; 0: the whole spectrum") SEP  \
+  NUM(reattack_min_ms, 120, 0, 10000,                                                             \
+      "a re-attack of the same pitch comes at least this long after the note's start") SEP       \
   NUM(onset_shift_ms, 30, 0, 200,                                                                 \
       "every note onset is moved this much earlier: the detectors' delay") SEP                    \
   NUM(salience, 0.85, 0, 1,                                                                       \
@@ -99,6 +104,8 @@ static void set_params(const stage_opts *v, ebb_pitch_params *p) {
   p->onset_fall_db = v->onset_fall_db;
   p->onset_fall_s = v->onset_fall_ms / 1000.0;
   p->onset_shift_s = v->onset_shift_ms / 1000.0;
+  p->onset_harmonics = v->onset_harmonics;
+  p->reattack_min_s = v->reattack_min_ms / 1000.0;
   p->salience_weight = v->salience;
 }
 
@@ -191,22 +198,6 @@ done:
     ebb_dev_free(ctx, dout);
   if (dx)
     ebb_dev_free(ctx, dx);
-  return rc;
-}
-
-/* Splits re-attacks and moves late onsets (pitch_onsets.c). */
-static int refine_notes(const float *mono, uint64_t n, uint32_t rate, const ebb_pitch_params *p,
-                        const float *frames, size_t nf, ebb_pitch_note **notes, size_t *n_notes) {
-  if (!(p->onset_threshold > 0.0) || *n_notes == 0)
-    return 0;
-  float *odf = ebb_st_malloc(nf * sizeof *odf), *db = ebb_st_malloc(nf * sizeof *db);
-  int rc = odf && db ? 0 : ebb_seterr(EBB_ENOMEM, "pitch: out of memory for %zu onset frames", nf);
-  if (!rc)
-    rc = ebb_pitch_onset_strength(mono, n, rate, p->hop, nf, odf, db);
-  if (!rc)
-    rc = ebb_pitch_notes_onsets(frames, nf, odf, db, p, notes, n_notes);
-  ebb_st_free(odf);
-  ebb_st_free(db);
   return rc;
 }
 
@@ -396,7 +387,7 @@ static int pitch_run_counted(ebb_stage_ctx *ctx, void *state, const ebb_items *i
        (rc = melody_salience(s, mono, salsig, share, n, rate, g.n_frames, &sal))) ||
       (rc = ebb_pitch_track_salience(cm, padded, &g, &s->p, sal, frames)) ||
       (rc = ebb_pitch_notes(frames, g.n_frames, &s->p, &notes, &n_notes)) ||
-      (rc = refine_notes(mono, n, rate, &s->p, frames, g.n_frames, &notes, &n_notes)) ||
+      (rc = ebb_pitch_refine_notes(mono, n, rate, &s->p, frames, g.n_frames, &notes, &n_notes)) ||
       (rc = ebb_pitch_notes_json(notes, n_notes, &notes_json))) {
     rc = ebb_st_fail(ctx, rc, "%s", ebb_errmsg());
     goto done;
