@@ -13,7 +13,9 @@
  *  - after a pitch change whose track turns late the note starts at the
  *    attack;
  *  - the salience of a harmonic tone peaks at its f0 (within 20 cents), its
- *    loud frames carry voicing near 1 and silent frames none. */
+ *    loud frames carry voicing near 1 and silent frames none; blending with
+ *    the melody pass keeps a clearly voiced row where the melody row is
+ *    empty. */
 #include <math.h>
 #include <string.h>
 
@@ -213,6 +215,16 @@ static void test_salience(void) {
   CHECK_NEAR(ebb_pitch_salience_mix(row, 4, 0.5, 0.5, obs), 0.75, 1e-6);
   CHECK_NEAR(obs[0], 0.7, 1e-6);
   CHECK_NEAR(obs[1], 0.05, 1e-6);
+  /* blending with the melody pass: a voiced vocals row over an empty melody
+   * row stays; a weakly voiced one, or one the melody row holds, is mixed */
+  float v3[3 * 2] = {0.8f, 0.1f, 0.3f, 0.1f, 0.8f, 0.1f};
+  float m3[3 * 2] = {0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.6f};
+  ebb_pitch_salience_blend(v3, m3, 3, 2, 0.75, 0.6);
+  CHECK_MSG(v3[0] == 0.8f && v3[1] == 0.1f, "a voiced row over an empty melody row changed: %g %g",
+            v3[0], v3[1]);
+  CHECK_NEAR(v3[2], 0.075, 1e-6); /* sum 0.4: not voiced enough to stand alone */
+  CHECK_NEAR(v3[4], 0.2, 1e-6);
+  CHECK_NEAR(v3[5], 0.475, 1e-6);
   free(sal);
   free(x);
 }

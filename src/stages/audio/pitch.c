@@ -19,7 +19,7 @@ typedef enum { BK_AUTO, BK_CPU, BK_KERNEL } pitch_backend_opt;
 
 typedef struct pitch_state {
   ebb_pitch_params p;
-  double salience_melody;
+  double salience_melody, salience_vocals_only;
   int rate; /* analysis rate; 0: the input's */
   pitch_backend_opt backend;
 } pitch_state;
@@ -80,7 +80,11 @@ typedef struct pitch_state {
       "analysed signal, which follows a melody that pYIN loses under the band; 0: off") SEP       \
   NUM(salience_melody, 0.75, 0, 1,                                                                \
       "share of the salience computed on the AUDIO item melody (the stricter pass of separate) "  \
-      "when the job has one; the rest on the analysed signal")
+      "when the job has one; the rest on the analysed signal") SEP                                \
+  NUM(salience_vocals_only, 0.6, 0, 1,                                                            \
+      "a frame whose salience voicing on the analysed signal is above this while the melody "     \
+      "item keeps under 5 % of it (a melody note doubling a chord tone, removed by the stricter " \
+      "pass) takes the analysed signal's salience alone; 1: never")
 
 EBB_STAGE_OPTIONS(PITCH_OPTIONS)
 
@@ -134,6 +138,7 @@ static int pitch_load(ebb_stage_ctx *ctx, const char *options_json, void **state
   set_params(&v, &s->p);
   s->rate = v.rate;
   s->salience_melody = v.salience_melody;
+  s->salience_vocals_only = v.salience_vocals_only;
   if (!strcmp(method, "pyin"))
     s->p.method = EBB_PITCH_PYIN;
   else if (!strcmp(method, "yin"))
@@ -296,7 +301,11 @@ static int salience_signal(ebb_stage_ctx *ctx, const pitch_state *s, const ebb_i
  * option's share: each row is a distribution over the bins scaled by its
  * frame's voicing, and so is their weighted mean. (A weighted geometric mean,
  * a pitch salient in both, did worse on bench/songtrace_real.py: F1 0.62 and
- * RPA 0.84 / 0.68 against 0.66 and 0.83 / 0.69.) */
+ * RPA 0.84 / 0.68 against 0.66 and 0.83 / 0.69.) Where the vocals' row is
+ * clearly voiced (sum above salience_vocals_only) and sig's holds under 5 %
+ * of it, the vocals' row stands alone: there the stricter pass removed a
+ * melody note that doubles a chord tone, and mixing its empty row in only
+ * lowers the voicing and lets a chord tone or the octave below win. */
 static int melody_salience(const pitch_state *s, const float *mono, const float *sig,
                            double share, uint64_t n, uint32_t rate, size_t nf, float **sal) {
   int rc = ebb_pitch_salience(mono, n, rate, &s->p, nf, sal);
@@ -306,9 +315,7 @@ static int melody_salience(const pitch_state *s, const float *mono, const float 
   if ((rc = ebb_pitch_salience(sig, n, rate, &s->p, nf, &b)))
     return rc;
   int nb = (int)floor(1200.0 * log2(s->p.fmax / s->p.fmin) / 10.0) + 1;
-  float w = (float)share;
-  for (size_t i = 0; i < nf * (size_t)nb; i++)
-    (*sal)[i] = (1.0f - w) * (*sal)[i] + w * b[i];
+  ebb_pitch_salience_blend(*sal, b, nf, nb, share, s->salience_vocals_only);
   ebb_st_free(b);
   return 0;
 }

@@ -116,6 +116,13 @@ int ebb_pitch_salience(const float *x, uint64_t n, uint32_t rate, const ebb_pitc
  * voicing probability (1 - w) vp + w sum(row). */
 double ebb_pitch_salience_mix(const float *row, int nb, double w, double vp, double *obs);
 
+/* sal = (1 - share) sal + share mel, row by row (nf rows of nb bins), but
+ * for a row of sal whose sum (its voicing) is above vocals_only while mel's
+ * row sums to under 5 % of it: that row of sal stays as it is (the melody
+ * pass removed a melody note there; its empty row would only dilute it). */
+void ebb_pitch_salience_blend(float *sal, const float *mel, size_t nf, int nb, double share,
+                              double vocals_only);
+
 typedef struct ebb_pitch_note {
   double onset, offset; /* seconds */
   double hz;            /* median f0 of the note */
