@@ -9,6 +9,8 @@
  *    whole spectrum's dip (one note with onset_harmonics 0) but not the dip
  *    at the melody's harmonics (two notes by default);
  *  - a re-attack comes no sooner than reattack_min_s after the note starts;
+ *  - the frames from a note's onset that still hold the previous note's
+ *    pitch take the note's pitch, up to the first frame that does not;
  *  - a steady note with a 3 dB tremolo is not split;
  *  - after a pitch change whose track turns late the note starts at the
  *    attack;
@@ -152,6 +154,36 @@ static void test_reattack_under_chord(void) {
   free(mix);
 }
 
+static void test_track_to_notes(void) {
+  /* 220 Hz until frame 55 (its release reaches past the next note's onset
+   * at frame 50), then 262 Hz; frame 60 unvoiced; a re-attack of 262 Hz at
+   * frame 80 whose frames hold 262 Hz */
+  enum { NF = 100 };
+  float fr[3 * NF];
+  for (int f = 0; f < NF; f++) {
+    fr[3 * f] = 0.01f * (float)f;
+    fr[3 * f + 1] = f < 55 ? 220.0f : f == 60 ? 0.0f : 262.0f;
+    fr[3 * f + 2] = 0.9f;
+  }
+  ebb_pitch_note notes[3] = {{0.0, 0.5, 220.0, 57}, {0.5, 0.8, 261.63, 60}, {0.8, 1.0, 262.0, 60}};
+  ebb_pitch_track_to_notes(fr, NF, notes, 3);
+  int bad = 0;
+  for (int f = 0; f < NF; f++) {
+    float want = f < 50 ? 220.0f : f == 60 ? 0.0f : f < 55 ? 261.63f : 262.0f;
+    if (fabsf(fr[3 * f + 1] - want) > 1e-3f) {
+      printf("  frame %d: %.2f Hz, expected %.2f\n", f, fr[3 * f + 1], want);
+      bad++;
+    }
+  }
+  CHECK_MSG(bad == 0, "%d frames wrong after aligning the track to the notes", bad);
+  /* a frame off both notes stops the correction */
+  for (int f = 0; f < NF; f++)
+    fr[3 * f + 1] = f < 50 ? 220.0f : f < 52 ? 300.0f : f < 55 ? 220.0f : 262.0f;
+  ebb_pitch_track_to_notes(fr, NF, notes, 2);
+  CHECK_MSG(fr[3 * 53 + 1] == 220.0f, "frame 53 after a frame off both notes: %.2f Hz",
+            fr[3 * 53 + 1]);
+}
+
 static void test_tremolo_not_split(void) {
   uint64_t n = RATE * 2;
   float *x = calloc(n, sizeof *x);
@@ -232,6 +264,7 @@ static void test_salience(void) {
 int main(void) {
   RUN(test_repeated_note);
   RUN(test_reattack_under_chord);
+  RUN(test_track_to_notes);
   RUN(test_tremolo_not_split);
   RUN(test_pitch_change_onset);
   RUN(test_salience);

@@ -399,6 +399,7 @@ static int pitch_run_counted(ebb_stage_ctx *ctx, void *state, const ebb_items *i
     rc = ebb_st_fail(ctx, rc, "%s", ebb_errmsg());
     goto done;
   }
+  ebb_pitch_track_to_notes(frames, g.n_frames, notes, n_notes);
   size_t voiced = 0;
   for (size_t f = 0; f < g.n_frames; f++)
     voiced += frames[3 * f + 1] > 0.0f;

@@ -166,6 +166,12 @@ int ebb_pitch_refine_notes(const float *mono, uint64_t n, uint32_t rate,
                            const ebb_pitch_params *p, const float *frames, size_t nf,
                            ebb_pitch_note **notes, size_t *n_notes);
 
+/* After the refinement a note may start before the track turns to its
+ * pitch: the frames from its onset that still hold the previous note's
+ * pitch (within half a semitone; its release) take this note's pitch, up to
+ * the first frame that does not. */
+void ebb_pitch_track_to_notes(float *frames, size_t nf, const ebb_pitch_note *notes, size_t n);
+
 /* {"notes":[{"onset","offset","midi","hz","name"}],"count":N}; *out malloc'd. */
 int ebb_pitch_notes_json(const ebb_pitch_note *notes, size_t n, char **out);
 

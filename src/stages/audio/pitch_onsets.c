@@ -353,3 +353,25 @@ int ebb_pitch_refine_notes(const float *mono, uint64_t n, uint32_t rate,
   ebb_st_free(ref);
   return rc;
 }
+
+void ebb_pitch_track_to_notes(float *frames, size_t nf, const ebb_pitch_note *notes, size_t n) {
+  if (nf < 2)
+    return;
+  double hop_s = frames[3] - frames[0] > 0.0f ? frames[3] - frames[0] : 0.01;
+  for (size_t i = 1; i < n; i++) {
+    double prev = 69.0 + 12.0 * log2(notes[i - 1].hz / 440.0);
+    double cur = 69.0 + 12.0 * log2(notes[i].hz / 440.0);
+    if (fabs(cur - prev) < 0.5)
+      continue;
+    double f = floor(notes[i].onset / hop_s + 0.5);
+    for (size_t k = f <= 0 ? 0 : (size_t)f; k < nf && frames[3 * k] < notes[i].offset; k++) {
+      float hz = frames[3 * k + 1];
+      if (hz <= 0.0f)
+        continue;
+      double m = 69.0 + 12.0 * log2(hz / 440.0);
+      if (fabs(m - prev) >= 0.5 || fabs(m - cur) < 0.5)
+        break; /* the track has turned (or left both notes) */
+      frames[3 * k + 1] = (float)notes[i].hz;
+    }
+  }
+}
