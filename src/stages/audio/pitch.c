@@ -345,6 +345,13 @@ static int cmndf_any(ebb_stage_ctx *ctx, const pitch_state *s, const float *emph
   return 0;
 }
 
+static size_t voiced_frames(const float *frames, size_t nf) {
+  size_t v = 0;
+  for (size_t f = 0; f < nf; f++)
+    v += frames[3 * f + 1] > 0.0f;
+  return v;
+}
+
 static int pitch_run_counted(ebb_stage_ctx *ctx, void *state, const ebb_items *in, ebb_items *out) {
   pitch_state *s = state;
   static const char *const names[] = {"vocals", "audio", NULL};
@@ -400,15 +407,12 @@ static int pitch_run_counted(ebb_stage_ctx *ctx, void *state, const ebb_items *i
     goto done;
   }
   ebb_pitch_track_to_notes(frames, g.n_frames, notes, n_notes);
-  size_t voiced = 0;
-  for (size_t f = 0; f < g.n_frames; f++)
-    voiced += frames[3 * f + 1] > 0.0f;
   uint64_t shape[2] = {g.n_frames, 3};
   if ((rc = ctx->host->add_tensor(out, "f0", frames, 2, shape)) ||
       (rc = ctx->host->add_json(out, "notes", notes_json)))
     goto done;
   ebb_st_log(ctx, 1, "%s: %zu frames (%zu voiced), %zu notes, d' by %s, %s", used, g.n_frames,
-             voiced, n_notes, how, s->p.method == EBB_PITCH_YIN ? "yin" : "pyin");
+             voiced_frames(frames, g.n_frames), n_notes, how, s->p.method == EBB_PITCH_YIN ? "yin" : "pyin");
   goto done;
 oom:
   rc = ebb_st_fail(ctx, EBB_ENOMEM, "out of memory for the pitch analysis of %llu samples",
