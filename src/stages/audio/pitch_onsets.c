@@ -14,7 +14,13 @@
  * filtered over 3 bins so vibrato and glides do not count as new energy. It is
  * normalised by its 90th percentile over the track's sounding frames, so the
  * thresholds do not depend on the level. Frames are centred like the pitch
- * frames (frame f on sample f*hop). */
+ * frames (frame f on sample f*hop).
+ *
+ * A re-attack's dip is measured on the energy at the harmonics of the note's
+ * pitch (ebb_pitch_harmonic_level), where a chord struck in the gap between
+ * two equal notes does not fill it; and once the notes are refined, the f0
+ * track's frames that still hold the previous note's release take the new
+ * note's pitch (ebb_pitch_track_to_notes). */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
