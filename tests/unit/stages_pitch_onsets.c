@@ -4,12 +4,22 @@
  *    onset refinement, the second starting within 30 ms of its attack (the
  *    onset shift off: these tones sound from their first 10 ms); with the
  *    default shift every onset is onset_shift_s earlier;
+ *  - two such notes at 440 Hz with a chord (two other tones) struck in the gap,
+ *    tracked on the melody and refined on the mix: the chord fills the
+ *    whole spectrum's dip (one note with onset_harmonics 0) but not the dip
+ *    at the melody's harmonics (two notes by default);
+ *  - a re-attack comes no sooner than reattack_min_s after the note starts;
+ *  - the frames from a note's onset that still hold the previous note's
+ *    pitch take the note's pitch, up to the first frame that does not;
  *  - a steady note with a 3 dB tremolo is not split;
  *  - after a pitch change whose track turns late the note starts at the
  *    attack;
  *  - the salience of a harmonic tone peaks at its f0 (within 20 cents), its
- *    loud frames carry voicing near 1 and silent frames none. */
+ *    loud frames carry voicing near 1 and silent frames none; blending with
+ *    the melody pass keeps a clearly voiced row where the melody row is
+ *    empty. */
 #include <math.h>
+#include <string.h>
 
 #include "stages/audio/pitch.h"
 #include "test.h"
@@ -93,6 +103,87 @@ static void test_repeated_note(void) {
   free(x);
 }
 
+/* notes of the f0 track of mel, refined on mix by the stage's refinement */
+static size_t refined_count(const float *mel, const float *mix, uint64_t n, ebb_pitch_params p,
+                            double *second_onset) {
+  float *fr = NULL;
+  size_t nf = 0, nn = 0;
+  ebb_pitch_note *notes = NULL;
+  REQUIRE(ebb_pitch_analyze(mel, n, RATE, &p, EBB_PITCH_BACKEND_CPU, &fr, &nf) == 0);
+  REQUIRE(ebb_pitch_notes(fr, nf, &p, &notes, &nn) == 0);
+  REQUIRE(ebb_pitch_refine_notes(mix, n, RATE, &p, fr, nf, &notes, &nn) == 0);
+  for (size_t i = 0; i < nn; i++)
+    printf("  harmonics %d: note %zu: %.3f-%.3f s MIDI %d\n", p.onset_harmonics, i,
+           notes[i].onset, notes[i].offset, notes[i].midi);
+  *second_onset = nn > 1 ? notes[1].onset : -1.0;
+  free(notes);
+  free(fr);
+  return nn;
+}
+
+static void test_reattack_under_chord(void) {
+  uint64_t n = RATE * 2;
+  float *mel = calloc(n, sizeof *mel), *mix = calloc(n, sizeof *mix);
+  add_note(mel, n, 440.0, 0.30, 0.80, 0.06, 0.3);
+  add_note(mel, n, 440.0, 0.86, 1.50, 0.05, 0.3);
+  memcpy(mix, mel, n * sizeof *mix);
+  add_note(mix, n, 311.13, 0.80, 1.50, 0.05, 0.4); /* D#4 and F#4 struck in the gap */
+  add_note(mix, n, 369.99, 0.80, 1.50, 0.05, 0.4);
+  ebb_pitch_params p = ebb_pitch_defaults();
+  p.onset_shift_s = 0.0;
+  double on = 0.0;
+  CHECK_MSG(p.onset_harmonics > 0, "onset_harmonics defaults to %d", p.onset_harmonics);
+  size_t k = refined_count(mel, mix, n, p, &on);
+  CHECK_MSG(k == 2, "%zu notes on the harmonics' level under the chord, expected 2", k);
+  CHECK_MSG(k < 2 || fabs(on - 0.86) <= 0.03, "second onset %.3f s, attack at 0.86 s", on);
+  p.onset_harmonics = 0;
+  k = refined_count(mel, mix, n, p, &on);
+  CHECK_MSG(k == 1, "%zu notes on the whole spectrum's level (the chord should fill the dip)", k);
+  /* a re-attack 100 ms into a note is not one with the default 120 ms */
+  memset(mel, 0, n * sizeof *mel);
+  add_note(mel, n, 220.0, 0.30, 0.36, 0.02, 0.3);
+  add_note(mel, n, 220.0, 0.40, 1.20, 0.05, 0.3);
+  p = ebb_pitch_defaults();
+  CHECK_MSG(p.reattack_min_s >= 0.1, "reattack_min_s defaults to %.3f s", p.reattack_min_s);
+  k = refined_count(mel, mel, n, p, &on);
+  CHECK_MSG(k == 1, "%zu notes from a re-attack 100 ms after the start, expected 1", k);
+  p.reattack_min_s = 0.0;
+  k = refined_count(mel, mel, n, p, &on);
+  CHECK_MSG(k == 2, "%zu notes with reattack_min_s 0, expected the re-attack at 0.40 s", k);
+  free(mel);
+  free(mix);
+}
+
+static void test_track_to_notes(void) {
+  /* 220 Hz until frame 55 (its release reaches past the next note's onset
+   * at frame 50), then 262 Hz; frame 60 unvoiced; a re-attack of 262 Hz at
+   * frame 80 whose frames hold 262 Hz */
+  enum { NF = 100 };
+  float fr[3 * NF];
+  for (int f = 0; f < NF; f++) {
+    fr[3 * f] = 0.01f * (float)f;
+    fr[3 * f + 1] = f < 55 ? 220.0f : f == 60 ? 0.0f : 262.0f;
+    fr[3 * f + 2] = 0.9f;
+  }
+  ebb_pitch_note notes[3] = {{0.0, 0.5, 220.0, 57}, {0.5, 0.8, 261.63, 60}, {0.8, 1.0, 262.0, 60}};
+  ebb_pitch_track_to_notes(fr, NF, notes, 3);
+  int bad = 0;
+  for (int f = 0; f < NF; f++) {
+    float want = f < 50 ? 220.0f : f == 60 ? 0.0f : f < 55 ? 261.63f : 262.0f;
+    if (fabsf(fr[3 * f + 1] - want) > 1e-3f) {
+      printf("  frame %d: %.2f Hz, expected %.2f\n", f, fr[3 * f + 1], want);
+      bad++;
+    }
+  }
+  CHECK_MSG(bad == 0, "%d frames wrong after aligning the track to the notes", bad);
+  /* a frame off both notes stops the correction */
+  for (int f = 0; f < NF; f++)
+    fr[3 * f + 1] = f < 50 ? 220.0f : f < 52 ? 300.0f : f < 55 ? 220.0f : 262.0f;
+  ebb_pitch_track_to_notes(fr, NF, notes, 2);
+  CHECK_MSG(fr[3 * 53 + 1] == 220.0f, "frame 53 after a frame off both notes: %.2f Hz",
+            fr[3 * 53 + 1]);
+}
+
 static void test_tremolo_not_split(void) {
   uint64_t n = RATE * 2;
   float *x = calloc(n, sizeof *x);
@@ -156,12 +247,24 @@ static void test_salience(void) {
   CHECK_NEAR(ebb_pitch_salience_mix(row, 4, 0.5, 0.5, obs), 0.75, 1e-6);
   CHECK_NEAR(obs[0], 0.7, 1e-6);
   CHECK_NEAR(obs[1], 0.05, 1e-6);
+  /* blending with the melody pass: a voiced vocals row over an empty melody
+   * row stays; a weakly voiced one, or one the melody row holds, is mixed */
+  float v3[3 * 2] = {0.8f, 0.1f, 0.3f, 0.1f, 0.8f, 0.1f};
+  float m3[3 * 2] = {0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.6f};
+  ebb_pitch_salience_blend(v3, m3, 3, 2, 0.75, 0.6);
+  CHECK_MSG(v3[0] == 0.8f && v3[1] == 0.1f, "a voiced row over an empty melody row changed: %g %g",
+            v3[0], v3[1]);
+  CHECK_NEAR(v3[2], 0.075, 1e-6); /* sum 0.4: not voiced enough to stand alone */
+  CHECK_NEAR(v3[4], 0.2, 1e-6);
+  CHECK_NEAR(v3[5], 0.475, 1e-6);
   free(sal);
   free(x);
 }
 
 int main(void) {
   RUN(test_repeated_note);
+  RUN(test_reattack_under_chord);
+  RUN(test_track_to_notes);
   RUN(test_tremolo_not_split);
   RUN(test_pitch_change_onset);
   RUN(test_salience);

@@ -19,7 +19,7 @@ typedef enum { BK_AUTO, BK_CPU, BK_KERNEL } pitch_backend_opt;
 
 typedef struct pitch_state {
   ebb_pitch_params p;
-  double salience_melody;
+  double salience_melody, salience_vocals_only;
   int rate; /* analysis rate; 0: the input's */
   pitch_backend_opt backend;
 } pitch_state;
@@ -68,6 +68,11 @@ typedef struct pitch_state {
       "a re-attack also needs the level to have fallen this many dB into its dip within "         \
       "onset_fall_ms before it (not the swell of a slow attack); 0: off") SEP                     \
   NUM(onset_fall_ms, 120, 10, 1000, "see onset_fall_db") SEP                                      \
+  INT(onset_harmonics, 12, 0, 100,                                                                \
+      "the re-attack's dip and fall are measured on the energy at this many harmonics of the "     \
+      "note's pitch, where a chord struck in the dip does not fill it; 0: the whole spectrum") SEP  \
+  NUM(reattack_min_ms, 120, 0, 10000,                                                             \
+      "a re-attack of the same pitch comes at least this long after the note's start") SEP       \
   NUM(onset_shift_ms, 30, 0, 200,                                                                 \
       "every note onset is moved this much earlier: the detectors' delay") SEP                    \
   NUM(salience, 0.85, 0, 1,                                                                       \
@@ -75,7 +80,11 @@ typedef struct pitch_state {
       "analysed signal, which follows a melody that pYIN loses under the band; 0: off") SEP       \
   NUM(salience_melody, 0.75, 0, 1,                                                                \
       "share of the salience computed on the AUDIO item melody (the stricter pass of separate) "  \
-      "when the job has one; the rest on the analysed signal")
+      "when the job has one; the rest on the analysed signal") SEP                                \
+  NUM(salience_vocals_only, 0.6, 0, 1,                                                            \
+      "a frame whose salience voicing on the analysed signal is above this while the melody "     \
+      "item keeps under 5 % of it (a melody note doubling a chord tone, removed by the stricter " \
+      "pass) takes the analysed signal's salience alone; 1: never")
 
 EBB_STAGE_OPTIONS(PITCH_OPTIONS)
 
@@ -99,6 +108,8 @@ static void set_params(const stage_opts *v, ebb_pitch_params *p) {
   p->onset_fall_db = v->onset_fall_db;
   p->onset_fall_s = v->onset_fall_ms / 1000.0;
   p->onset_shift_s = v->onset_shift_ms / 1000.0;
+  p->onset_harmonics = v->onset_harmonics;
+  p->reattack_min_s = v->reattack_min_ms / 1000.0;
   p->salience_weight = v->salience;
 }
 
@@ -127,6 +138,7 @@ static int pitch_load(ebb_stage_ctx *ctx, const char *options_json, void **state
   set_params(&v, &s->p);
   s->rate = v.rate;
   s->salience_melody = v.salience_melody;
+  s->salience_vocals_only = v.salience_vocals_only;
   if (!strcmp(method, "pyin"))
     s->p.method = EBB_PITCH_PYIN;
   else if (!strcmp(method, "yin"))
@@ -191,22 +203,6 @@ done:
     ebb_dev_free(ctx, dout);
   if (dx)
     ebb_dev_free(ctx, dx);
-  return rc;
-}
-
-/* Splits re-attacks and moves late onsets (pitch_onsets.c). */
-static int refine_notes(const float *mono, uint64_t n, uint32_t rate, const ebb_pitch_params *p,
-                        const float *frames, size_t nf, ebb_pitch_note **notes, size_t *n_notes) {
-  if (!(p->onset_threshold > 0.0) || *n_notes == 0)
-    return 0;
-  float *odf = ebb_st_malloc(nf * sizeof *odf), *db = ebb_st_malloc(nf * sizeof *db);
-  int rc = odf && db ? 0 : ebb_seterr(EBB_ENOMEM, "pitch: out of memory for %zu onset frames", nf);
-  if (!rc)
-    rc = ebb_pitch_onset_strength(mono, n, rate, p->hop, nf, odf, db);
-  if (!rc)
-    rc = ebb_pitch_notes_onsets(frames, nf, odf, db, p, notes, n_notes);
-  ebb_st_free(odf);
-  ebb_st_free(db);
   return rc;
 }
 
@@ -305,7 +301,11 @@ static int salience_signal(ebb_stage_ctx *ctx, const pitch_state *s, const ebb_i
  * option's share: each row is a distribution over the bins scaled by its
  * frame's voicing, and so is their weighted mean. (A weighted geometric mean,
  * a pitch salient in both, did worse on bench/songtrace_real.py: F1 0.62 and
- * RPA 0.84 / 0.68 against 0.66 and 0.83 / 0.69.) */
+ * RPA 0.84 / 0.68 against 0.66 and 0.83 / 0.69.) Where the vocals' row is
+ * clearly voiced (sum above salience_vocals_only) and sig's holds under 5 %
+ * of it, the vocals' row stands alone: there the stricter pass removed a
+ * melody note that doubles a chord tone, and mixing its empty row in only
+ * lowers the voicing and lets a chord tone or the octave below win. */
 static int melody_salience(const pitch_state *s, const float *mono, const float *sig,
                            double share, uint64_t n, uint32_t rate, size_t nf, float **sal) {
   int rc = ebb_pitch_salience(mono, n, rate, &s->p, nf, sal);
@@ -315,9 +315,7 @@ static int melody_salience(const pitch_state *s, const float *mono, const float 
   if ((rc = ebb_pitch_salience(sig, n, rate, &s->p, nf, &b)))
     return rc;
   int nb = (int)floor(1200.0 * log2(s->p.fmax / s->p.fmin) / 10.0) + 1;
-  float w = (float)share;
-  for (size_t i = 0; i < nf * (size_t)nb; i++)
-    (*sal)[i] = (1.0f - w) * (*sal)[i] + w * b[i];
+  ebb_pitch_salience_blend(*sal, b, nf, nb, share, s->salience_vocals_only);
   ebb_st_free(b);
   return 0;
 }
@@ -345,6 +343,13 @@ static int cmndf_any(ebb_stage_ctx *ctx, const pitch_state *s, const float *emph
     *how = "cpu";
   }
   return 0;
+}
+
+static size_t voiced_frames(const float *frames, size_t nf) {
+  size_t v = 0;
+  for (size_t f = 0; f < nf; f++)
+    v += frames[3 * f + 1] > 0.0f;
+  return v;
 }
 
 static int pitch_run_counted(ebb_stage_ctx *ctx, void *state, const ebb_items *in, ebb_items *out) {
@@ -396,20 +401,18 @@ static int pitch_run_counted(ebb_stage_ctx *ctx, void *state, const ebb_items *i
        (rc = melody_salience(s, mono, salsig, share, n, rate, g.n_frames, &sal))) ||
       (rc = ebb_pitch_track_salience(cm, padded, &g, &s->p, sal, frames)) ||
       (rc = ebb_pitch_notes(frames, g.n_frames, &s->p, &notes, &n_notes)) ||
-      (rc = refine_notes(mono, n, rate, &s->p, frames, g.n_frames, &notes, &n_notes)) ||
+      (rc = ebb_pitch_refine_notes(mono, n, rate, &s->p, frames, g.n_frames, &notes, &n_notes)) ||
       (rc = ebb_pitch_notes_json(notes, n_notes, &notes_json))) {
     rc = ebb_st_fail(ctx, rc, "%s", ebb_errmsg());
     goto done;
   }
-  size_t voiced = 0;
-  for (size_t f = 0; f < g.n_frames; f++)
-    voiced += frames[3 * f + 1] > 0.0f;
+  ebb_pitch_track_to_notes(frames, g.n_frames, notes, n_notes);
   uint64_t shape[2] = {g.n_frames, 3};
   if ((rc = ctx->host->add_tensor(out, "f0", frames, 2, shape)) ||
       (rc = ctx->host->add_json(out, "notes", notes_json)))
     goto done;
   ebb_st_log(ctx, 1, "%s: %zu frames (%zu voiced), %zu notes, d' by %s, %s", used, g.n_frames,
-             voiced, n_notes, how, s->p.method == EBB_PITCH_YIN ? "yin" : "pyin");
+             voiced_frames(frames, g.n_frames), n_notes, how, s->p.method == EBB_PITCH_YIN ? "yin" : "pyin");
   goto done;
 oom:
   rc = ebb_st_fail(ctx, EBB_ENOMEM, "out of memory for the pitch analysis of %llu samples",

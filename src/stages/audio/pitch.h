@@ -49,6 +49,13 @@ typedef struct ebb_pitch_params {
    * re-attack. Every note's onset is then moved onset_shift_s earlier, the
    * detectors' delay (pYIN voices a frame once the note fills its window). */
   double onset_fall_db, onset_fall_s, onset_shift_s;
+  /* The dip and fall are measured on the energy at the first
+   * onset_harmonics harmonics of the note's pitch (0: the whole spectrum):
+   * a chord struck in the dip fills it in the whole spectrum, not there. */
+  int onset_harmonics;
+  /* A re-attack of the same pitch comes at least reattack_min_s after the
+   * note's start (and at least min_note_s). */
+  double reattack_min_s;
   /* pYIN only: the share of the voiced observation that comes from the
    * melody salience of the mixture when one is given (0..1). */
   double salience_weight;
@@ -109,6 +116,13 @@ int ebb_pitch_salience(const float *x, uint64_t n, uint32_t rate, const ebb_pitc
  * voicing probability (1 - w) vp + w sum(row). */
 double ebb_pitch_salience_mix(const float *row, int nb, double w, double vp, double *obs);
 
+/* sal = (1 - share) sal + share mel, row by row (nf rows of nb bins), but
+ * for a row of sal whose sum (its voicing) is above vocals_only while mel's
+ * row sums to under 5 % of it: that row of sal stays as it is (the melody
+ * pass removed a melody note there; its empty row would only dilute it). */
+void ebb_pitch_salience_blend(float *sal, const float *mel, size_t nf, int nb, double share,
+                              double vocals_only);
+
 typedef struct ebb_pitch_note {
   double onset, offset; /* seconds */
   double hz;            /* median f0 of the note */
@@ -131,11 +145,32 @@ int ebb_pitch_notes(const float *frames, size_t n_frames, const ebb_pitch_params
  * n_frames floats each. */
 int ebb_pitch_onset_strength(const float *x, uint64_t n, uint32_t rate, int hop, size_t n_frames,
                              float *odf, float *level_db);
+/* The level (dBFS) of x's energy at the harmonics of ref_hz[f] (the
+ * bins nearest the first `harmonics` multiples up to 6 kHz and their
+ * neighbours; the whole spectrum where ref_hz[f] is 0) on the same frames
+ * as ebb_pitch_onset_strength: harm_db holds n_frames floats. */
+int ebb_pitch_harmonic_level(const float *x, uint64_t n, uint32_t rate, int hop, size_t n_frames,
+                             const float *ref_hz, int harmonics, float *harm_db);
 /* Refines notes from ebb_pitch_notes with the onsets (see the params): may
  * split notes and move onsets earlier; *notes is replaced (realloc'd). */
 int ebb_pitch_notes_onsets(const float *frames, size_t n_frames, const float *odf,
                            const float *level_db, const ebb_pitch_params *p,
                            ebb_pitch_note **notes, size_t *n);
+
+/* The whole refinement the stage runs: the onset function of mono, the
+ * level at the harmonics of each frame's reference pitch (the note it lies
+ * in, else one that ended or starts within 0.3 s; option onset_harmonics, 0:
+ * the whole spectrum's level), then ebb_pitch_notes_onsets. Nothing to do
+ * when onset_threshold is 0. */
+int ebb_pitch_refine_notes(const float *mono, uint64_t n, uint32_t rate,
+                           const ebb_pitch_params *p, const float *frames, size_t nf,
+                           ebb_pitch_note **notes, size_t *n_notes);
+
+/* After the refinement a note may start before the track turns to its
+ * pitch: the frames from its onset that still hold the previous note's
+ * pitch (within half a semitone; its release) take this note's pitch, up to
+ * the first frame that does not. */
+void ebb_pitch_track_to_notes(float *frames, size_t nf, const ebb_pitch_note *notes, size_t n);
 
 /* {"notes":[{"onset","offset","midi","hz","name"}],"count":N}; *out malloc'd. */
 int ebb_pitch_notes_json(const ebb_pitch_note *notes, size_t n, char **out);

@@ -14,7 +14,13 @@
  * filtered over 3 bins so vibrato and glides do not count as new energy. It is
  * normalised by its 90th percentile over the track's sounding frames, so the
  * thresholds do not depend on the level. Frames are centred like the pitch
- * frames (frame f on sample f*hop). */
+ * frames (frame f on sample f*hop).
+ *
+ * A re-attack's dip is measured on the energy at the harmonics of the note's
+ * pitch (ebb_pitch_harmonic_level), where a chord struck in the gap between
+ * two equal notes does not fill it; and once the notes are refined, the f0
+ * track's frames that still hold the previous note's release take the new
+ * note's pitch (ebb_pitch_track_to_notes). */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -71,31 +77,49 @@ static int normalise_odf(float *odf, const float *level_db, size_t n) {
   return 0;
 }
 
-int ebb_pitch_onset_strength(const float *x, uint64_t n, uint32_t rate, int hop, size_t n_frames,
-                             float *odf, float *level_db) {
+/* The onset spectrogram of x: a Hann STFT of about 32 ms at the pitch hop;
+ * *mag malloc'd (s->nframes * s->nbins floats; caller frees). */
+static int onset_spectrogram(const float *x, uint64_t n, uint32_t rate, int hop,
+                             ebb_stft_shape *s, float **mag) {
   int nfft = 64;
   while (nfft < 4096 && nfft < (int)(0.032 * rate))
     nfft *= 2;
-  ebb_stft_shape s;
-  int rc = ebb_stft_shape_init(&s, nfft, hop < nfft ? hop : nfft, (long long)n);
+  *mag = NULL;
+  int rc = ebb_stft_shape_init(s, nfft, hop < nfft ? hop : nfft, (long long)n);
   if (rc)
     return rc;
-  float *mag = ebb_st_malloc((size_t)s.nframes * s.nbins * sizeof *mag);
-  float *o = ebb_st_malloc((size_t)s.nframes * sizeof *o), *l = ebb_st_malloc((size_t)s.nframes * sizeof *l);
-  if (!mag || !o || !l) {
-    rc = ebb_seterr(EBB_ENOMEM, "pitch: out of memory for the onset spectrogram (%d frames)",
-                    s.nframes);
+  if (!(*mag = ebb_st_malloc((size_t)s->nframes * s->nbins * sizeof **mag)))
+    return ebb_seterr(EBB_ENOMEM, "pitch: out of memory for the onset spectrogram (%d frames)",
+                      s->nframes);
+  if ((rc = ebb_stft_forward_cpu(s, x, NULL, *mag))) {
+    ebb_st_free(*mag);
+    *mag = NULL;
+  }
+  return rc;
+}
+
+/* Hann-windowed energy to mean square: 1 / (sum w^2 * nfft / 2) ~ 8 / (3 nfft^2) */
+static double energy_norm(int nfft) { return 8.0 / (3.0 * (double)nfft * nfft); }
+
+int ebb_pitch_onset_strength(const float *x, uint64_t n, uint32_t rate, int hop, size_t n_frames,
+                             float *odf, float *level_db) {
+  ebb_stft_shape s;
+  float *mag = NULL, *o = NULL, *l = NULL;
+  int rc = onset_spectrogram(x, n, rate, hop, &s, &mag);
+  if (rc)
+    return rc;
+  o = ebb_st_malloc((size_t)s.nframes * sizeof *o);
+  l = ebb_st_malloc((size_t)s.nframes * sizeof *l);
+  if (!o || !l) {
+    rc = ebb_seterr(EBB_ENOMEM, "pitch: out of memory for %d onset frames", s.nframes);
     goto done;
   }
-  if ((rc = ebb_stft_forward_cpu(&s, x, NULL, mag)))
-    goto done;
-  int klo = (int)(30.0 * nfft / rate) + 1, khi = (int)(6000.0 * nfft / rate);
+  int klo = (int)(30.0 * s.n / rate) + 1, khi = (int)(6000.0 * s.n / rate);
   if (khi > s.nbins - 1)
     khi = s.nbins - 1;
   if (klo >= khi)
     klo = 1;
-  /* Hann-windowed energy to mean square: 1 / (sum w^2 * nfft / 2) ~ 8 / (3 nfft^2) */
-  flux_from_mag(mag, s.nframes, s.nbins, klo, khi, o, l, 8.0 / (3.0 * (double)nfft * nfft));
+  flux_from_mag(mag, s.nframes, s.nbins, klo, khi, o, l, energy_norm(s.n));
   for (size_t f = 0; f < n_frames; f++) {
     size_t g = f < (size_t)s.nframes ? f : (size_t)s.nframes - 1;
     odf[f] = o[g];
@@ -109,6 +133,43 @@ done:
   return rc;
 }
 
+/* The level of frame m's energy in the bins at the harmonics of hz (each
+ * harmonic's nearest bin and its two neighbours, up to 6 kHz and at most
+ * `harmonics` of them; bins counted once). */
+static double harmonic_energy(const float *m, int nb, double bin_hz, double hz, int harmonics) {
+  double e = 0.0;
+  int last = -1;
+  for (int h = 1; h <= harmonics && h * hz < 6000.0; h++) {
+    int c = (int)lround(h * hz / bin_hz);
+    for (int k = c - 1 > last ? c - 1 : last + 1; k <= c + 1 && k < nb; k++)
+      e += (double)m[k] * m[k];
+    last = c + 1;
+  }
+  return e;
+}
+
+int ebb_pitch_harmonic_level(const float *x, uint64_t n, uint32_t rate, int hop, size_t n_frames,
+                             const float *ref_hz, int harmonics, float *harm_db) {
+  ebb_stft_shape s;
+  float *mag = NULL;
+  int rc = onset_spectrogram(x, n, rate, hop, &s, &mag);
+  if (rc)
+    return rc;
+  double bin_hz = (double)rate / s.n, norm = energy_norm(s.n);
+  for (size_t f = 0; f < n_frames; f++) {
+    const float *m = mag + (f < (size_t)s.nframes ? f : (size_t)s.nframes - 1) * s.nbins;
+    double e = 0.0;
+    if (ref_hz[f] > 0.0f)
+      e = harmonic_energy(m, s.nbins, bin_hz, ref_hz[f], harmonics);
+    else
+      for (int k = 0; k < s.nbins; k++)
+        e += (double)m[k] * m[k];
+    harm_db[f] = (float)(10.0 * log10(e * norm + 1e-20));
+  }
+  ebb_st_free(mag);
+  return 0;
+}
+
 /* --- notes refined by the onsets ---------------------------------------------- */
 
 typedef struct seg_ctx {
@@ -117,6 +178,7 @@ typedef struct seg_ctx {
   const ebb_pitch_params *p;
   double hop_s;
   size_t minf; /* frames of the shortest note */
+  size_t gapf; /* frames between a note's start and a re-attack of its pitch (>= minf) */
 } seg_ctx;
 
 /* odf[t] is the largest of [t-3, t+3] */
@@ -192,11 +254,11 @@ static size_t frame_of(const seg_ctx *c, double t) {
 static void split_note(const seg_ctx *c, size_t a, size_t b, double hz, ebb_pitch_note *out,
                        size_t *k, double *tmp) {
   size_t start = a;
-  for (size_t t = a + c->minf; t + c->minf <= b; t++)
+  for (size_t t = a + c->gapf; t + c->minf <= b; t++)
     if (reattack(c, t)) {
       out[(*k)++] = make_note(c, start, t, hz, tmp);
       start = t;
-      t += c->minf - 1;
+      t += c->gapf - 1;
     }
   out[(*k)++] = make_note(c, start, b, hz, tmp);
 }
@@ -209,6 +271,9 @@ int ebb_pitch_notes_onsets(const float *frames, size_t nf, const float *odf,
   seg_ctx c = {.frames = frames, .odf = odf, .level_db = level_db, .nf = nf, .p = p};
   c.hop_s = frames[3] - frames[0] > 0.0f ? frames[3] - frames[0] : 0.01;
   c.minf = (size_t)ceil(fmax(p->min_note_s, 0.05) / c.hop_s - 1e-9);
+  c.gapf = (size_t)ceil(p->reattack_min_s / c.hop_s - 1e-9);
+  if (c.gapf < c.minf)
+    c.gapf = c.minf;
   size_t look = (size_t)ceil(p->onset_lookback_s / c.hop_s - 1e-9);
   /* at most one note per minf frames */
   size_t cap = *n + nf / (c.minf ? c.minf : 1) + 1, k = 0;
@@ -251,4 +316,68 @@ int ebb_pitch_notes_onsets(const float *frames, size_t nf, const float *odf,
   *notes = out;
   *n = k;
   return 0;
+}
+
+/* Each frame's reference pitch for the harmonic level: the pitch of the
+ * note it lies in, else of the note that ended (or, failing that, starts)
+ * within 0.3 s of it; 0 elsewhere. */
+static void reference_pitch(const ebb_pitch_note *notes, size_t n_notes, double hop_s, size_t nf,
+                            float *ref) {
+  memset(ref, 0, nf * sizeof *ref);
+  long ext = (long)ceil(0.3 / hop_s);
+  for (int inner = 0; inner < 2; inner++)
+    for (size_t i = 0; i < n_notes; i++) {
+      long a = lround(notes[i].onset / hop_s), b = lround(notes[i].offset / hop_s);
+      if (!inner) {
+        a -= ext;
+        b += ext;
+      }
+      for (long f = a < 0 ? 0 : a; f < b && f < (long)nf; f++)
+        if (inner || ref[f] == 0.0f)
+          ref[f] = (float)notes[i].hz;
+    }
+}
+
+int ebb_pitch_refine_notes(const float *mono, uint64_t n, uint32_t rate,
+                            const ebb_pitch_params *p, const float *frames, size_t nf,
+                            ebb_pitch_note **notes, size_t *n_notes) {
+  if (!(p->onset_threshold > 0.0) || *n_notes == 0)
+    return 0;
+  float *odf = ebb_st_malloc(nf * sizeof *odf), *db = ebb_st_malloc(nf * sizeof *db);
+  float *ref = ebb_st_malloc(nf * sizeof *ref);
+  int rc = odf && db && ref ? 0 : ebb_seterr(EBB_ENOMEM, "pitch: out of memory for %zu onset frames", nf);
+  if (!rc)
+    rc = ebb_pitch_onset_strength(mono, n, rate, p->hop, nf, odf, db);
+  if (!rc && p->onset_harmonics > 0) {
+    reference_pitch(*notes, *n_notes, (double)p->hop / rate, nf, ref);
+    rc = ebb_pitch_harmonic_level(mono, n, rate, p->hop, nf, ref, p->onset_harmonics, db);
+  }
+  if (!rc)
+    rc = ebb_pitch_notes_onsets(frames, nf, odf, db, p, notes, n_notes);
+  ebb_st_free(odf);
+  ebb_st_free(db);
+  ebb_st_free(ref);
+  return rc;
+}
+
+void ebb_pitch_track_to_notes(float *frames, size_t nf, const ebb_pitch_note *notes, size_t n) {
+  if (nf < 2)
+    return;
+  double hop_s = frames[3] - frames[0] > 0.0f ? frames[3] - frames[0] : 0.01;
+  for (size_t i = 1; i < n; i++) {
+    double prev = 69.0 + 12.0 * log2(notes[i - 1].hz / 440.0);
+    double cur = 69.0 + 12.0 * log2(notes[i].hz / 440.0);
+    if (fabs(cur - prev) < 0.5)
+      continue;
+    double f = floor(notes[i].onset / hop_s + 0.5);
+    for (size_t k = f <= 0 ? 0 : (size_t)f; k < nf && frames[3 * k] < notes[i].offset; k++) {
+      float hz = frames[3 * k + 1];
+      if (hz <= 0.0f)
+        continue;
+      double m = 69.0 + 12.0 * log2(hz / 440.0);
+      if (fabs(m - prev) >= 0.5 || fabs(m - cur) < 0.5)
+        break; /* the track has turned (or left both notes) */
+      frames[3 * k + 1] = (float)notes[i].hz;
+    }
+  }
 }

@@ -215,3 +215,19 @@ double ebb_pitch_salience_mix(const float *row, int nb, double w, double vp, dou
   double v = (1.0 - w) * vp + w * vs;
   return v > 1.0 ? 1.0 : v;
 }
+
+void ebb_pitch_salience_blend(float *sal, const float *mel, size_t nf, int nb, double share,
+                              double vocals_only) {
+  for (size_t f = 0; f < nf; f++) {
+    float *r = sal + f * (size_t)nb;
+    const float *q = mel + f * (size_t)nb;
+    double sv = 0.0, sm = 0.0;
+    for (int k = 0; k < nb; k++) {
+      sv += r[k];
+      sm += q[k];
+    }
+    float w = sv > vocals_only && sm < 0.05 * sv ? 0.0f : (float)share;
+    for (int k = 0; k < nb; k++)
+      r[k] = (1.0f - w) * r[k] + w * q[k];
+  }
+}
