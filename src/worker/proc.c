@@ -108,6 +108,16 @@ static char **build_env(pid_t host) {
   return env;
 }
 
+/* The reader's busy poll (EBB_WORKER_SPIN_US), or an error naming a bad value. */
+static int spin_of(const char *exe, unsigned *spin) {
+  const char *bad = NULL;
+  *spin = ebb_wire_spin_us(&bad);
+  if (bad)
+    return ebb_seterr(EBB_EINVAL, "worker %s: EBB_WORKER_SPIN_US='%s' is not a whole number of "
+                      "microseconds from 0 to %d", exe, bad, EBB_WIRE_SPIN_US_MAX);
+  return 0;
+}
+
 int ebb_wproc_spawn(const char *exe, const char *const *args, size_t nargs, const char *label,
                     ebb_wproc **out) {
   int sv[2] = {-1, -1}, child_fd = -1, rc = 0;
@@ -115,11 +125,9 @@ int ebb_wproc_spawn(const char *exe, const char *const *args, size_t nargs, cons
   posix_spawn_file_actions_t fa;
   posix_spawnattr_t at;
   int have_fa = 0, have_at = 0;
-  const char *bad = NULL;
-  unsigned spin = ebb_wire_spin_us(&bad);
-  if (bad)
-    return ebb_seterr(EBB_EINVAL, "worker %s: EBB_WORKER_SPIN_US='%s' is not a whole number of "
-                      "microseconds from 0 to %d", exe, bad, EBB_WIRE_SPIN_US_MAX);
+  unsigned spin;
+  if ((rc = spin_of(exe, &spin)))
+    return rc;
   ebb_wproc *w = calloc(1, sizeof *w);
   if (!w)
     return ebb_seterr(EBB_ENOMEM, "worker %s: out of host memory", exe);
