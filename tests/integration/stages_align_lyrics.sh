@@ -5,13 +5,9 @@
 # the extra word is interpolated between its neighbours with matched false,
 # and export writes lyrics.lrc with one [mm:ss.xx] line per lyric line.
 set -euo pipefail
-TMP="$EBB_TEST_TMP"
-rm -rf "$TMP" && mkdir -p "$TMP"
-unset EBB_WHISPER_URL EBB_WHISPER_API_KEY
-fail() { echo "FAIL: $*" >&2; exit 1; }
+. "$(dirname "$0")/../lib/stages.sh"
 . "$(dirname "$0")/../lib/whisper.sh"
 SONGGEN="$EBB_BUILD_DIR/songgen"
-[ -x "$EBB" ] || fail "no ebb binary at $EBB"
 [ -x "$SONGGEN" ] || fail "no songgen at $SONGGEN"
 
 start_whisper "$TMP/server.out"

@@ -13,12 +13,8 @@
 # Before the VAD periodicity cue and the pitch note gate this run gave 1 phrase,
 # 51 notes and a false alarm of 0.47 (see docs/songtrace.md).
 set -euo pipefail
-TMP="$EBB_TEST_TMP"
-rm -rf "$TMP" && mkdir -p "$TMP"
-unset EBB_WHISPER_URL EBB_WHISPER_API_KEY
-fail() { echo "FAIL: $*" >&2; exit 1; }
+. "$(dirname "$0")/../lib/stages.sh"
 DEMO="$EBB_BUILD_DIR/samples/demo"
-[ -x "$EBB" ] || fail "no ebb binary at $EBB"
 [ -s "$DEMO.wav" ] && [ -s "$DEMO.truth.json" ] || fail "no demo song at $DEMO.wav / .truth.json (target demo_samples)"
 
 "$EBB" run --pipeline songtrace "$DEMO.wav" -o "$TMP/out" --device cpu --no-cache \

@@ -5,12 +5,8 @@
 # (raw pitch accuracy and notes above a floor), and on the fake GPU the pitch
 # kernel runs (its host twin) and gives the same pitch.csv as the CPU device.
 set -euo pipefail
-TMP="$EBB_TEST_TMP"
-rm -rf "$TMP" && mkdir -p "$TMP"
-unset EBB_WHISPER_URL EBB_WHISPER_API_KEY
-fail() { echo "FAIL: $*" >&2; exit 1; }
+. "$(dirname "$0")/../lib/stages.sh"
 SONGGEN="$EBB_BUILD_DIR/songgen"
-[ -x "$EBB" ] || fail "no ebb binary at $EBB"
 [ -x "$SONGGEN" ] || fail "no songgen at $SONGGEN"
 
 "$SONGGEN" --seed 4 --seconds 14 "$TMP" song >/dev/null || fail "songgen failed"

@@ -6,11 +6,7 @@
 # logged before transcribe starts, and during the whole wait on the server the
 # ebb process holds no device memory beyond its context.
 set -euo pipefail
-TMP="$EBB_TEST_TMP"
-rm -rf "$TMP" && mkdir -p "$TMP"
-unset EBB_WHISPER_URL EBB_WHISPER_API_KEY
-fail() { echo "FAIL: $*" >&2; exit 1; }
-[ -x "$EBB" ] || fail "no ebb binary at $EBB"
+. "$(dirname "$0")/../lib/stages.sh"
 . "$(dirname "$0")/../lib/whisper.sh"
 
 start_whisper "$TMP/server.out"
