@@ -109,7 +109,18 @@ for _ in $(seq 50); do
 done
 python3 -c 'import json,sys; c=json.loads(sys.argv[1]); n=[x for x in c["nodes"] if x["id"]=="n2"][0]; sys.exit(0 if "S" in n.get("asleep", []) and "S" in n["loaded"] else 1)' "$c" ||
   fail "GET /v1/cluster does not list S asleep (and loaded) on n2: $c"
-sleep 1.5 # n1's hint catches up with n2's heartbeat
+# n2's heartbeat says it is idle (running: null), then n1's hint, refreshed
+# every heartbeat (at most 1 s), catches up with it
+n2_idle() {
+  local i
+  for i in $(seq 100); do
+    rcli get s:node:n2 | python3 -c 'import json,sys; sys.exit(0 if json.load(sys.stdin).get("running") is None else 1)' 2>/dev/null && break
+    sleep 0.1
+  done
+  [ "$i" -lt 100 ] || fail "n2's heartbeat (s:node:n2) never said it was idle: $(rcli get s:node:n2)"
+  sleep 1.5
+}
+n2_idle
 : > "$T/ids-s"
 for i in 1 2 3 4; do
   id=$(submit n1 S)
@@ -118,7 +129,7 @@ for i in 1 2 3 4; do
   st=$(wait_done n1 "$id" 60)
   node=$(jget "$(curl -s "${URL[n1]}/v1/jobs/$id")" '["node"]')
   [ "$st" = succeeded ] && [ "$node" = n2 ] || fail "S job $i ($id): $st on $node, expected to run on n2 where S sleeps"
-  sleep 1.2 # n2 is idle again in its next heartbeat
+  n2_idle # (a fixed 1.2 s here could end before n2's next heartbeat + n1's refresh)
 done
 case $(curl -s "${URL[n1]}/metrics" | grep '^ebb_pipeline_loaded{node="n1",pipeline="S"}') in
   *" 0") ;; *) fail "S was loaded on n1 too: $(curl -s "${URL[n1]}/metrics" | grep ebb_pipeline_loaded)" ;; esac
