@@ -47,7 +47,7 @@ static json_t *inproc_echo(const char *name, const char *text, const float *t, s
     json_object_set_new(o, name, json_pack("[[I], f, f]", (json_int_t)n, (double)t[0],
                                            (double)t[n - 1]));
   else
-    json_object_set_new(o, name, json_integer((json_int_t)strlen(text)));
+    json_object_set_new(o, name, json_integer((json_int_t)(text ? strlen(text) : 0)));
   char *s = json_dumps(o, JSON_COMPACT);
   json_decref(o);
   json_t *item = json_pack("{s:s, s:s, s:s}", "kind", "json", "name", "echo", "text", s);
@@ -170,6 +170,12 @@ int main(void) {
 
   static double bw[TENSOR_N], bi[TENSOR_N], bc[TENSOR_N];
   float *t = malloc((size_t)TENSOR_FLOATS * sizeof *t);
+  if (!t) {
+    fprintf(stderr, "worker_roundtrip: no host memory for the 64 MiB tensor\n");
+    if (w)
+      stop_worker(w);
+    return 1;
+  }
   for (size_t i = 0; i < TENSOR_FLOATS; i++)
     t[i] = (float)i;
   char name[128];
