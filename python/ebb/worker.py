@@ -423,6 +423,7 @@ class _Runner:
             raise StageError("EBB_ESTATE", "run before load")
         items = Items([Item(d) for d in msg.get("items", ())])
         ctx = self.ctx
+        ctx.output_dir = msg.get("output_dir") or ctx.output_dir  # this job's, not the first's
         if ctx.owner is None:  # (_owned, without the call: this is the hot path)
             outs = self.stage.run(items, ctx) or ()
         else:

@@ -76,6 +76,9 @@ static json_t *memory(wk *w) {
  * request's deadline; clears a previous timeout and error. */
 static void bind(wk *w, json_t *msg) {
   json_t *left = json_object_get(msg, "seconds_left");
+  const char *dir = json_string_value(json_object_get(msg, "output_dir"));
+  if (dir) /* each run names its job's directory (load named the first's) */
+    snprintf(w->outdir, sizeof w->outdir, "%s", dir);
   ebb_instance_bind(w->inst, NULL, w->outdir,
                     json_is_number(left) ? ebb_now() + json_number_value(left) : 0);
 }

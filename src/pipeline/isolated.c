@@ -433,7 +433,9 @@ static int iso_run(ebb_stage_ctx *ctx, void *state, const ebb_items *in, ebb_ite
     rc = fail_with(ctx, rc);
     goto out;
   }
-  m = json_pack("{s:s, s:O}", "type", "run", "items", items);
+  /* this job's output directory: a stage kept loaded serves many jobs */
+  m = json_pack("{s:s, s:O, s:s}", "type", "run", "items", items, "output_dir",
+                c->output_dir ? c->output_dir : ".");
   if (c->deadline > 0)
     json_object_set_new(m, "seconds_left", json_real(c->deadline - ebb_now()));
   rc = watched_call(c, s, m, deadline_of(c, 0), c->cancel, &r);

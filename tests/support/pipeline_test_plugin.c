@@ -7,8 +7,8 @@
  *   PLUGIN_NO_RUN     a stage without a run entry point
  *   PLUGIN_OLD_SIZE   a good stage built against the first, shorter
  *                     ebb_stage (no estimate): it must still load
- *   (none)            a good plugin with one stage, "echo", that copies the
- *                     input path into a JSON item */
+ *   (none)            a good plugin with one stage, "echo", that says in a
+ *                     JSON item the input's kind and its output directory */
 #include <stdio.h>
 #include <string.h>
 
@@ -23,8 +23,10 @@ __attribute__((unused)) static int run(ebb_stage_ctx *ctx, void *s, const ebb_it
   ebb_item_info it = {.size = sizeof it};
   if (ctx->host->item_find(in, "input", &it))
     return ebb_set_error(ctx, EBB_EINPUT, "echo: no input");
-  char json[1024];
-  snprintf(json, sizeof json, "{\"input_kind\": %d}", (int)it.kind);
+  char json[1024]; /* the output directory this run was given (test paths need no escaping) */
+  const char *dir = ctx->host->output_dir ? ctx->host->output_dir(ctx) : NULL;
+  snprintf(json, sizeof json, "{\"input_kind\": %d, \"output_dir\": \"%s\"}", (int)it.kind,
+           dir ? dir : "");
   return ctx->host->add_json(out, "echo", json);
 }
 static void unload(ebb_stage_ctx *ctx, void *s) {}
