@@ -40,18 +40,6 @@ import traceback
 
 PROTOCOL = 1
 MAX_FRAME = 16 << 20
-
-
-def _spin_s():
-    """How long a read busy-polls before it sleeps: EBB_WORKER_SPIN_US (ebb
-    checked it before starting this worker), default 50 us."""
-    try:
-        v = int(os.environ.get("EBB_WORKER_SPIN_US", "50"))
-    except ValueError:
-        v = 50
-    return min(max(v, 0), 10000) / 1e6
-
-
 LOG_DEBUG, LOG_INFO, LOG_WARN, LOG_ERROR = range(4)
 # The hot path's JSON: json.dumps/JSONEncoder.encode build a new C encoder
 # on every call, and json.loads matches whitespace with a regex around the
@@ -299,6 +287,16 @@ class Context:
 
 # --- the protocol -----------------------------------------------------------------
 _LEN = struct.Struct("<I")
+
+
+def _spin_s():
+    """How long a read busy-polls before it sleeps: EBB_WORKER_SPIN_US (ebb
+    checked it before starting this worker), default 50 us."""
+    try:
+        v = int(os.environ.get("EBB_WORKER_SPIN_US", "50"))
+    except ValueError:
+        v = 50
+    return min(max(v, 0), 10000) / 1e6
 
 
 class _Conn:

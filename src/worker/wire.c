@@ -254,31 +254,12 @@ unsigned ebb_wire_spin_us(const char **bad) {
   return (unsigned)v;
 }
 
-/* The busy poll before a blocking wait: non-blocking recvs for up to
- * r->spin_us. Returns what recv_some returns, or SPUN_OUT when nothing came
- * in that time (or cancel was set). */
-#define SPUN_OUT (-100000)
-static ssize_t spin_recv(ebb_wire_reader *r, void *dst, size_t n, const atomic_int *cancel) {
-  double until = mono_now() + r->spin_us / 1e6;
-  for (;;) {
-    ssize_t got = recv(r->fd, dst, n, MSG_DONTWAIT);
-    if (got >= 0)
-      return got;
-    if (errno == ECONNRESET)
-      return 0;
-    if (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)
-      return ebb_seterr(EBB_EIO, "reading: %s", strerror(errno));
-    if ((cancel && atomic_load(cancel)) || mono_now() > until)
-      return SPUN_OUT;
-    sched_yield(); /* a peer waiting for this core runs first */
-  }
-}
-
 /* One recv into dst[0..n): the bytes read (> 0), 0 at EOF, or a negative
- * EBB_ code (EBB_ECANCELED, EBB_ETIMEDOUT, EBB_EIO). It blocks in recv
- * itself; with a deadline or a cancel flag the socket's SO_RCVTIMEO wakes
- * it every WAKE_MS to look at them, and the last stretch before the
- * deadline is a poll of exactly what is left. */
+ * EBB_ code (EBB_ECANCELED, EBB_ETIMEDOUT, EBB_EIO). For the first
+ * r->spin_us it tries non-blocking recvs, yielding between them (the busy
+ * poll); then it blocks in recv itself: with a deadline or a cancel flag the
+ * socket's SO_RCVTIMEO wakes it every WAKE_MS to look at them, and the last
+ * stretch before the deadline is a poll of exactly what is left. */
 static ssize_t recv_some(ebb_wire_reader *r, void *dst, size_t n, double deadline,
                          const atomic_int *cancel) {
   if ((deadline > 0 || cancel) && !r->timed) {
@@ -287,19 +268,16 @@ static ssize_t recv_some(ebb_wire_reader *r, void *dst, size_t n, double deadlin
       return ebb_seterr(EBB_EIO, "setting the socket's receive timeout: %s", strerror(errno));
     r->timed = 1;
   }
-  if (r->spin_us && !(cancel && atomic_load(cancel))) {
-    ssize_t got = spin_recv(r, dst, n, cancel);
-    if (got != SPUN_OUT)
-      return got;
-  }
+  double spin_until = r->spin_us ? mono_now() + r->spin_us / 1e6 : 0;
   for (;;) {
     if (cancel && atomic_load(cancel))
       return EBB_ECANCELED;
+    int spinning = spin_until > 0 && mono_now() <= spin_until;
     if (deadline > 0) {
       double left = deadline - mono_now();
       if (left <= 0)
         return EBB_ETIMEDOUT;
-      if (left * 1000 < WAKE_MS) {
+      if (!spinning && left * 1000 < WAKE_MS) {
         struct pollfd pf = {.fd = r->fd, .events = POLLIN};
         int pr = poll(&pf, 1, (int)(left * 1000) + 1);
         if (pr < 0 && errno != EINTR)
@@ -308,11 +286,14 @@ static ssize_t recv_some(ebb_wire_reader *r, void *dst, size_t n, double deadlin
           continue;
       }
     }
-    ssize_t got = recv(r->fd, dst, n, 0);
+    ssize_t got = recv(r->fd, dst, n, spinning ? MSG_DONTWAIT : 0);
     if (got >= 0)
       return got;
-    if (errno == EINTR || errno == EAGAIN || errno == EWOULDBLOCK)
-      continue; /* a signal, or SO_RCVTIMEO's wake-up */
+    if (errno == EINTR || errno == EAGAIN || errno == EWOULDBLOCK) {
+      if (spinning)
+        sched_yield(); /* a peer waiting for this core runs first */
+      continue;        /* a signal, SO_RCVTIMEO's wake-up, or nothing yet */
+    }
     if (errno == ECONNRESET)
       return 0;
     return ebb_seterr(EBB_EIO, "reading: %s", strerror(errno));

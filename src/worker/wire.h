@@ -46,7 +46,7 @@ int ebb_wire_recv(int fd, double deadline, const atomic_int *cancel, json_t **ms
  * before a deadline it polls for exactly what is left. A frame larger than
  * the buffer is read into a block of its own. With spin_us > 0 it first
  * polls the socket without sleeping for up to that long (a non-blocking recv
- * in a loop, cancel and deadline still looked at): an answer that comes
+ * in a loop, yielding between tries; cancel and deadline still looked at): an answer that comes
  * within it costs no wake-up of a sleeping thread, which on a VM is most of
  * a small round trip (busy polling, as SO_BUSY_POLL does for NICs). */
 #define EBB_WIRE_READER_BUF 65536
