@@ -123,7 +123,7 @@ typedef struct serve_args {
   ebb_policy policy;
   const char *allow[MAX_LIST], *inputs[MAX_LIST];
   size_t nallow, ninputs;
-  char dd[4096], abs_dd[4096], cd[4200];
+  char dd[4096], abs_dd[4096], cd[4200], sd[4200];
   ebb_server_opts so;
   uint64_t sleep_budget; /* --sleep-host-budget, bytes; 0: none */
   ebb_cluster_opts co;
@@ -452,6 +452,8 @@ static int resolve_dirs(serve_args *a) {
   }
   if (realpath(a->data_dir, a->abs_dd))
     a->data_dir = a->abs_dd;
+  /* isolated stages' private load directories (emptied at start: server.c) */
+  snprintf(a->sd, sizeof a->sd, "%s/" EBB_SERVER_SCRATCH, a->data_dir);
   if (a->no_cache)
     a->cache_dir = NULL;
   else if (!a->cache_dir) {
@@ -644,7 +646,8 @@ static int serve(serve_args *a) {
                             .keep_resident_s = a->so.keep_resident_s,
                             .cluster = a->so.cluster};
   ebb_manager_opts mo = {.size = sizeof mo, .cfg = st.cfg, .reg = st.reg, .work_dir = a->data_dir,
-                         .cache_dir = a->cache_dir, .policy = a->release ? &a->policy : NULL};
+                         .cache_dir = a->cache_dir, .scratch_dir = a->sd,
+                         .policy = a->release ? &a->policy : NULL};
   status = EBB_EXIT_USAGE;
   if (server_config(a->config, &a->so, &mo) == 0) {
     for (size_t i = 0; i < st.cfg->npipelines; i++)

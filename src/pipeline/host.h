@@ -34,6 +34,9 @@ struct ebb_sctx {
   ebb_owner *owner;  /* borrowed: the runner creates and destroys it */
   char name[128];    /* instance name (log scope) */
   const char *output_dir;
+  /* Where the isolated proxy makes a worker's private load directory
+   * (isolated.h); NULL: $TMPDIR, else /tmp. Borrowed from the runner. */
+  const char *scratch_dir;
 
   const atomic_int *cancel; /* the job's flag (nonzero: cancelled), may be NULL */
   double deadline;          /* CLOCK_MONOTONIC seconds; 0: none */

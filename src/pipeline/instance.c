@@ -97,6 +97,7 @@ int ebb_instance_create(const ebb_instance_spec *s, ebb_instance **out) {
   in->st = s->stage;
   snprintf(in->pipeline, sizeof in->pipeline, "%s", s->pipeline);
   ebb_sctx_init(&in->ctx, s->dev, in->owner, s->name, s->output_dir);
+  in->ctx.scratch_dir = s->scratch_dir;
   in->ctx.on_oom = s->on_oom;
   in->ctx.on_oom_arg = s->on_oom_arg;
   *out = in;

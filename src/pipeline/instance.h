@@ -90,6 +90,8 @@ typedef struct ebb_instance_spec {
   const char *options;        /* canonical merged options JSON: what load gets, and
                                  the reuse key (ebb_instance_options). Copied */
   const char *output_dir;     /* borrowed; ebb_instance_bind replaces it */
+  const char *scratch_dir;    /* borrowed, outlives the instance: an isolated stage's
+                                 private load directory goes under it (NULL: $TMPDIR) */
   ebb_sctx_oom_fn on_oom;     /* out of device memory in this stage: may evict others */
   void *on_oom_arg;
 } ebb_instance_spec;

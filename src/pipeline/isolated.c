@@ -1,12 +1,15 @@
 /* The proxy stage that runs a stage in a worker process (isolated.h). */
 #include "pipeline/isolated.h"
 
+#include <errno.h>
+#include <ftw.h>
 #include <limits.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "base/log.h"
@@ -44,6 +47,7 @@ typedef struct iso {
   int last_known;
   int died;               /* the worker ended without being asked */
   uint64_t death_bytes;   /* what its death gave back */
+  char loaddir[PATH_MAX]; /* the worker's private load directory ("" none): load_dir */
 } iso;
 
 #define SAMPLE_MS 50
@@ -263,6 +267,66 @@ static void finish(ebb_sctx *c, iso *s, int ask, int log_line) {
                cuda(c) ? "GPU memory" : "device memory (cpu)");
 }
 
+/* --- the private load directory ------------------------------------------ */
+/* A load has no job of its own (a pipeline loaded over HTTP, kept loaded,
+ * woken): what the worker writes while loading goes to a directory of its
+ * own, ROOT/NAME-XXXXXX made 0700 (ROOT: the runner's scratch_dir, else
+ * $TMPDIR, else /tmp), never to the server's working directory nor to a
+ * job's; it lasts as long as the worker and goes with it (drop_load_dir).
+ * Each run names its job's own directory. */
+static int mkdirs_private(const char *dir) {
+  char tmp[PATH_MAX];
+  snprintf(tmp, sizeof tmp, "%s", dir);
+  for (char *q = tmp + 1; *q; q++)
+    if (*q == '/') {
+      *q = '\0';
+      if (mkdir(tmp, 0700) != 0 && errno != EEXIST)
+        return -1;
+      *q = '/';
+    }
+  return mkdir(tmp, 0700) != 0 && errno != EEXIST ? -1 : 0;
+}
+
+static int make_load_dir(ebb_stage_ctx *ctx, iso *s) {
+  ebb_sctx *c = ebb_sctx_of(ctx);
+  const char *root = c->scratch_dir, *tmpdir = getenv("TMPDIR");
+  if (!root || !*root)
+    root = tmpdir && *tmpdir ? tmpdir : "/tmp";
+  char name[64]; /* the instance name, kept to what a file name may hold */
+  snprintf(name, sizeof name, "%.63s", c->name[0] ? c->name : "stage");
+  for (char *q = name; *q; q++)
+    if (!((*q >= 'a' && *q <= 'z') || (*q >= 'A' && *q <= 'Z') || (*q >= '0' && *q <= '9') ||
+          *q == '-' || *q == '_' || *q == '.'))
+      *q = '_';
+  int n = snprintf(s->loaddir, sizeof s->loaddir, "%s/%s-XXXXXX", root, name);
+  if (n < 0 || (size_t)n >= sizeof s->loaddir || mkdirs_private(root) != 0 ||
+      !mkdtemp(s->loaddir)) {
+    char msg[PATH_MAX + 200];
+    snprintf(msg, sizeof msg, "isolated stage '%s': cannot make its private load directory "
+             "under %s: %s", c->name, root, n < 0 || (size_t)n >= sizeof s->loaddir
+             ? "path too long" : strerror(errno));
+    s->loaddir[0] = '\0';
+    return ebb_set_error(ctx, EBB_EIO, msg);
+  }
+  return 0;
+}
+
+static int rm_entry(const char *path, const struct stat *sb, int flag, struct FTW *ftw) {
+  (void)sb, (void)flag, (void)ftw;
+  remove(path);
+  return 0; /* go on: remove what can be removed */
+}
+
+/* Removes the load directory and all the worker left in it (the worker is gone). */
+static void drop_load_dir(ebb_sctx *c, iso *s) {
+  if (!s->loaddir[0])
+    return;
+  nftw(s->loaddir, rm_entry, 16, FTW_DEPTH | FTW_PHYS);
+  if (access(s->loaddir, F_OK) == 0)
+    ebb_log(EBB_LOG_WARN, c->name, "could not remove its load directory %s", s->loaddir);
+  s->loaddir[0] = '\0';
+}
+
 /* --- load --------------------------------------------------------------- */
 /* Starts the worker named by the spec (or ebb-worker) with its arguments. */
 static int spawn_worker(ebb_stage_ctx *ctx, iso *s, const json_t *spec) {
@@ -328,8 +392,7 @@ static int send_load(ebb_stage_ctx *ctx, iso *s, const json_t *spec, const char 
   json_t *opts = json_object_get(spec, "options");
   json_t *m = json_pack("{s:s, s:s, s:o, s:s, s:s, s:s}", "type", "load", "stage", stage,
                         "options", opts ? json_incref(opts) : json_object(), "device",
-                        ebb_device_label(c->dev), "output_dir",
-                        c->output_dir ? c->output_dir : ".", "log_format",
+                        ebb_device_label(c->dev), "output_dir", s->loaddir, "log_format",
                         ebb_log_get_format() == EBB_LOG_JSON ? "json" : "text");
   if (!m)
     return ebb_set_error(ctx, EBB_ENOMEM, "isolated stage: out of host memory");
@@ -366,7 +429,8 @@ static int iso_load(ebb_stage_ctx *ctx, const char *spec_json, void **state) {
     goto out;
   }
   const char *stage = json_string_value(json_object_get(spec, "stage"));
-  if (!(rc = spawn_worker(ctx, s, spec)) && !(rc = say_hello(ctx, s, stage)))
+  if (!(rc = make_load_dir(ctx, s)) && !(rc = spawn_worker(ctx, s, spec)) &&
+      !(rc = say_hello(ctx, s, stage)))
     rc = send_load(ctx, s, spec, stage);
 out:
   json_decref(spec);
@@ -376,6 +440,7 @@ out:
     char msg[1024];
     snprintf(msg, sizeof msg, "%s", c->err_msg);
     finish(c, s, ebb_wproc_alive(s->w), 1);
+    drop_load_dir(c, s);
     c->err_code = code;
     snprintf(c->err_msg, sizeof c->err_msg, "%s", msg);
     pthread_mutex_destroy(&s->mu);
@@ -498,6 +563,7 @@ static void iso_unload(ebb_stage_ctx *ctx, void *state) {
   if (!s)
     return;
   finish(ebb_sctx_of(ctx), s, 1, 0);
+  drop_load_dir(ebb_sctx_of(ctx), s); /* the worker is gone: nothing writes there now */
   pthread_mutex_destroy(&s->mu);
   free(s);
 }

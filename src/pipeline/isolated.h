@@ -15,6 +15,11 @@
  * raw_freed: memory taken from the driver outside this process's allocator,
  * handed back, so the runner's "[a] released N MiB" line includes it.
  *
+ * Files: load's output_dir is the worker's private load directory
+ * (ROOT/NAME-XXXXXX, 0700; ROOT the stage context's scratch_dir, else
+ * $TMPDIR, else /tmp), made before the worker starts and removed with what
+ * is in it once the worker has exited; each run's is the bound job's.
+ *
  * A worker that crashes, hangs past the deadline (timeout_s, else
  * $EBB_WORKER_TIMEOUT_S, else 300 s), closes early or speaks garbage makes
  * load/run fail with a message naming the worker's pid and what happened;

@@ -242,7 +242,8 @@ int ebb_manager_create(const ebb_manager_opts *o, ebb_manager **out) {
   if ((rc = ebb_sessions_create(&m->sessions)) != 0)
     goto fail;
   ebb_runner_opts ro = {.size = sizeof ro, .dev = o->dev, .alloc = o->alloc, .reg = o->reg,
-                        .cache_dir = o->cache_dir, .oneshot = 0};
+                        .cache_dir = o->cache_dir, .scratch_dir = o->scratch_dir,
+                        .oneshot = 0};
   if ((rc = ebb_runner_create(&ro, &m->runner)) != 0)
     goto fail;
   if (pthread_create(&m->dev_thread, NULL, device_thread, m) != 0) {

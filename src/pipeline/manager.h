@@ -71,6 +71,8 @@ typedef struct ebb_manager_opts {
   const ebb_config *cfg;      /* borrowed: the pipelines known */
   const char *work_dir;       /* loaded pipelines write under WORK/pipelines/NAME. Copied. */
   const char *cache_dir;      /* stage result cache; NULL: none. Copied. */
+  const char *scratch_dir;    /* isolated stages' private load directories (runner.h);
+                                 NULL: $TMPDIR. Copied. */
   const ebb_policy *policy;   /* default for pipelines without one; NULL: after-stage */
   double load_wait_s;         /* how long a load waits for memory; <= 0: 10 s */
 } ebb_manager_opts;

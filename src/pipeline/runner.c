@@ -44,6 +44,7 @@ struct ebb_runner {
   ebb_allocator *alloc;
   const ebb_registry *reg;
   char *cache_dir;
+  char *scratch_dir;
   char *hook;
   int oneshot;
   int cache_default;
@@ -222,7 +223,8 @@ static slot *slot_for(ebb_runner *r, const ebb_pipeline_def *p, const ebb_stage_
     return s;
   ebb_instance_spec spec = {.size = sizeof spec, .dev = r->dev, .alloc = r->alloc, .stage = st,
                             .pipeline = p->name, .name = d->name, .options = opts,
-                            .output_dir = outdir, .on_oom = on_oom, .on_oom_arg = r};
+                            .output_dir = outdir, .scratch_dir = r->scratch_dir,
+                            .on_oom = on_oom, .on_oom_arg = r};
   if (!(s = calloc(1, sizeof *s))) {
     fail(res, EBB_ENOMEM, d->name, "stage '%s': out of host memory", d->name);
     return NULL;
@@ -253,6 +255,7 @@ int ebb_runner_create(const ebb_runner_opts *o, ebb_runner **out) {
   r->cache_default = o->cache_default;
   const char *hook = o->hook ? o->hook : getenv("EBB_STAGE_HOOK");
   if ((o->cache_dir && !(r->cache_dir = strdup(o->cache_dir))) ||
+      (o->scratch_dir && !(r->scratch_dir = strdup(o->scratch_dir))) ||
       (hook && *hook && !(r->hook = strdup(hook)))) {
     ebb_runner_destroy(r);
     return ebb_seterr(EBB_ENOMEM, "runner: out of host memory");
@@ -267,6 +270,7 @@ void ebb_runner_destroy(ebb_runner *r) {
   while (r->pool)
     release_slot(r, r->pool, 0, NULL);
   free(r->cache_dir);
+  free(r->scratch_dir);
   free(r->hook);
   free(r->notes);
   pthread_mutex_destroy(&r->notes_mu);

@@ -62,6 +62,8 @@ typedef struct ebb_runner_opts {
   ebb_allocator *alloc;   /* borrowed, on dev */
   const ebb_registry *reg;/* borrowed */
   const char *cache_dir;  /* NULL: no result cache. Copied. */
+  const char *scratch_dir;/* isolated stages' private load directories go under it
+                             (made 0700 if absent); NULL: $TMPDIR, else /tmp. Copied. */
   const char *hook;       /* NULL: $EBB_STAGE_HOOK (see hook.h). Copied. */
   int oneshot;            /* 1: no other job will come (ebb run) */
   int cache_default;      /* 1: stages whose entry says nothing about "cache"

@@ -1,6 +1,7 @@
 /* The data directory: one server at a time (an exclusive flock on
  * DATA_DIR/lock, which holds the holder's pid), partial uploads a killed
- * server left, and retention (--keep-jobs). */
+ * server left, worker load directories (scratch/) likewise, and retention
+ * (--keep-jobs). */
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -54,6 +55,26 @@ void srv_datadir_clean_uploads(const char *dir) {
   if (n)
     ebb_log(EBB_LOG_INFO, "server", "removed %d partial upload%s left by the last server", n,
             n == 1 ? "" : "s");
+}
+
+void srv_datadir_clean_scratch(const char *dir) {
+  char path[4200];
+  snprintf(path, sizeof path, "%s/" EBB_SERVER_SCRATCH, dir);
+  mkdir(path, 0700);
+  DIR *d = opendir(path);
+  struct dirent *e;
+  int n = 0;
+  while (d && (e = readdir(d)))
+    if (strcmp(e->d_name, ".") && strcmp(e->d_name, "..")) {
+      char f[4500];
+      snprintf(f, sizeof f, "%s/%s", path, e->d_name);
+      n += srv_rm_tree(f) == 0;
+    }
+  if (d)
+    closedir(d);
+  if (n)
+    ebb_log(EBB_LOG_INFO, "server", "removed %d worker load director%s left by the last server",
+            n, n == 1 ? "y" : "ies");
 }
 
 int srv_rm_tree(const char *path) {

@@ -248,6 +248,9 @@ enum MHD_Result srv_metrics(ebb_server *s, struct MHD_Connection *c, srv_req *r)
 int srv_datadir_lock(const char *dir, int *fd);
 /* Removes partial uploads a killed server left in DATA_DIR/uploads. */
 void srv_datadir_clean_uploads(const char *dir);
+/* Empties DATA_DIR/scratch (EBB_SERVER_SCRATCH): load directories of workers
+ * a killed server left; made 0700 if absent. */
+void srv_datadir_clean_scratch(const char *dir);
 /* Removes a file or a directory tree; 0, or -1 (errno) for the top. */
 int srv_rm_tree(const char *path);
 /* --keep-jobs: removes finished jobs past the count or the age, rows and

@@ -241,6 +241,7 @@ static int open_data(ebb_server *s, const ebb_server_opts *o) {
   if ((rc = srv_mkdirs(p)) != 0)
     return ebb_errctx(rc, "data directory: ");
   srv_datadir_clean_uploads(s->data_dir);
+  srv_datadir_clean_scratch(s->data_dir);
   snprintf(p, sizeof p, "%s/jobs.db", s->data_dir);
   int interrupted = 0;
   if ((rc = ebb_store_open(p, &s->store, &interrupted)) != 0)

@@ -15,10 +15,15 @@
 
 typedef struct ebb_server ebb_server;
 
+/* DATA_DIR/EBB_SERVER_SCRATCH: the managers' scratch_dir (isolated stages'
+ * private load directories); the server empties it at start, once it holds
+ * the data directory's lock (what is there was left by a killed server). */
+#define EBB_SERVER_SCRATCH "scratch"
+
 typedef struct ebb_server_opts {
   uint32_t size;          /* sizeof(ebb_server_opts) */
   const char *listen;     /* "HOST:PORT" (PORT 0: any free port) */
-  const char *data_dir;   /* jobs.db, jobs/ID/, sessions/ID/, uploads/ (created) */
+  const char *data_dir;   /* jobs.db, jobs/ID/, sessions/ID/, uploads/, scratch/ (created) */
   ebb_manager *manager;   /* borrowed */
   ebb_allocator *alloc;   /* borrowed (the manager's) */
   /* Several devices (ebb serve --devices): one manager and allocator per
