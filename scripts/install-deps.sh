@@ -11,6 +11,7 @@ PKGS=(
   python3 aubio-tools
   python3-numba  # for /usr/bin/python3: tests/integration/fakegpu_numba*.sh
   curl  # the curl tool: tests/integration/stages_transcribe_server.sh
+  util-linux  # flock: tests/lib/common.sh (one run of a test per build directory at a time)
   python3-numpy  # /usr/bin/python3: the Numba plug-in and worker SDK tests
   # songtrace on real instrument samples (bench/songtrace_real.py, test
   # stages_songtrace_real): a GM soundfont rendered by fluidsynth, scored by
