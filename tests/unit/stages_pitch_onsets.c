@@ -14,6 +14,9 @@
  *  - a steady note with a 3 dB tremolo is not split;
  *  - after a pitch change whose track turns late the note starts at the
  *    attack;
+ *  - the salience's height weight: a tone's subharmonic an octave below
+ *    holds less of its row with salience_height 0.3 than with 0, by about
+ *    2^(-0.3 * 4) (the weight, then the row's 4th power);
  *  - the salience of a harmonic tone peaks at its f0 (within 20 cents), its
  *    loud frames carry voicing near 1 and silent frames none; blending with
  *    the melody pass keeps a clearly voiced row where the melody row is
@@ -213,6 +216,42 @@ static void test_pitch_change_onset(void) {
   free(x);
 }
 
+/* the salience at b_sub over the salience at b_f0, frames 0.4-0.8 s */
+static double sub_ratio(const float *x, uint64_t n, ebb_pitch_params p, double f0) {
+  size_t nf = n / (uint64_t)p.hop + 1;
+  int nb = (int)floor(1200.0 * log2(p.fmax / p.fmin) / 10.0) + 1;
+  int b0 = (int)lround(120.0 * log2(f0 / p.fmin)), bs = b0 - 120;
+  float *sal = NULL;
+  REQUIRE(ebb_pitch_salience(x, n, RATE, &p, nf, &sal) == 0);
+  double top = 0, sub = 0;
+  for (size_t f = 40; f < 80 && f < nf; f++) {
+    top += sal[f * (size_t)nb + (size_t)b0];
+    sub += sal[f * (size_t)nb + (size_t)bs];
+  }
+  free(sal);
+  return top > 0 ? sub / top : 1.0;
+}
+
+static void test_salience_height(void) {
+  uint64_t n = RATE;
+  float *x = calloc(n, sizeof *x);
+  add_note(x, n, 440.0, 0.30, 0.90, 0.02, 0.3);
+  ebb_pitch_params p = ebb_pitch_defaults();
+  CHECK_MSG(p.salience_height > 0.0, "salience_height defaults to %g", p.salience_height);
+  p.salience_height = 0.0;
+  double flat = sub_ratio(x, n, p, 440.0);
+  p.salience_height = 0.3;
+  double high = sub_ratio(x, n, p, 440.0);
+  double want = pow(2.0, -0.3 * 4.0);
+  printf("  octave-below / f0 salience: %.4f flat, %.4f with height 0.3 (expected x%.3f)\n", flat,
+         high, want);
+  CHECK_MSG(flat > 0.0, "no salience an octave below a harmonic tone (%g): the test proves nothing",
+            flat);
+  CHECK_MSG(fabs(high / flat - want) < 0.05 * want,
+            "height 0.3 scaled the octave-below salience by %.3f, expected %.3f", high / flat, want);
+  free(x);
+}
+
 static void test_salience(void) {
   uint64_t n = RATE;
   float *x = calloc(n, sizeof *x);
@@ -268,5 +307,6 @@ int main(void) {
   RUN(test_tremolo_not_split);
   RUN(test_pitch_change_onset);
   RUN(test_salience);
+  RUN(test_salience_height);
   return TEST_END();
 }

@@ -60,11 +60,11 @@ typedef struct pitch_state {
   NUM(onset_threshold, 0.4, 0, 100,                                                               \
       "a note is split at a re-attack: an onset (spectral flux, 1 = its 90th percentile) this "   \
       "strong where the level rises again after a dip; 0: off") SEP                               \
-  NUM(onset_dip_db, 8, 0, 100, "see onset_threshold: how deep the dip before a re-attack is") SEP \
+  NUM(onset_dip_db, 7, 0, 100, "see onset_threshold: how deep the dip before a re-attack is") SEP \
   NUM(onset_lookback_ms, 80, 0, 1000,                                                             \
       "after a pitch change the note starts at the strongest onset up to this long before the "   \
       "pitch turns") SEP                                                                          \
-  NUM(onset_fall_db, 6, 0, 100,                                                                   \
+  NUM(onset_fall_db, 5, 0, 100,                                                                   \
       "a re-attack also needs the level to have fallen this many dB into its dip within "         \
       "onset_fall_ms before it (not the swell of a slow attack); 0: off") SEP                     \
   NUM(onset_fall_ms, 120, 10, 1000, "see onset_fall_db") SEP                                      \
@@ -78,6 +78,10 @@ typedef struct pitch_state {
   NUM(salience, 0.85, 0, 1,                                                                       \
       "pyin: share of the observation taken from the harmonic-summation melody salience of the "  \
       "analysed signal, which follows a melody that pYIN loses under the band; 0: off") SEP       \
+  NUM(salience_height, 0.3, 0, 2,                                                                 \
+      "the salience of each pitch is weighted by 2^(this x its octaves above fmin), so the "      \
+      "melody above the accompaniment beats its own octave-below and twelfth-below "              \
+      "subharmonics and the chords under it; 0: off") SEP                                         \
   NUM(salience_melody, 0.75, 0, 1,                                                                \
       "share of the salience computed on the AUDIO item melody (the stricter pass of separate) "  \
       "when the job has one; the rest on the analysed signal") SEP                                \
@@ -111,6 +115,7 @@ static void set_params(const stage_opts *v, ebb_pitch_params *p) {
   p->onset_harmonics = v->onset_harmonics;
   p->reattack_min_s = v->reattack_min_ms / 1000.0;
   p->salience_weight = v->salience;
+  p->salience_height = v->salience_height;
 }
 
 void ebb_pitch_table_defaults(ebb_pitch_params *p) {

@@ -59,6 +59,9 @@ typedef struct ebb_pitch_params {
   /* pYIN only: the share of the voiced observation that comes from the
    * melody salience of the mixture when one is given (0..1). */
   double salience_weight;
+  /* The salience at a pitch o octaves above fmin is weighted by
+   * 2^(salience_height * o) before its row is normalised (0: off). */
+  double salience_height;
 } ebb_pitch_params;
 
 ebb_pitch_params ebb_pitch_defaults(void);

@@ -195,10 +195,16 @@ static int is_peak(const seg_ctx *c, size_t t) {
 static int reattack(const seg_ctx *c, size_t t) {
   if (c->odf[t] < c->p->onset_threshold || !is_peak(c, t))
     return 0;
+  /* the rise is counted from the dip onwards: a release falling through
+   * t + 2 (its lowest frame after t) is no rise */
   float lo = INFINITY, hi = -INFINITY;
+  size_t dip = t;
   for (size_t k = t >= 6 ? t - 6 : 0; k < c->nf && k <= t + 2; k++)
-    lo = fminf(lo, c->level_db[k]);
-  for (size_t k = t; k < c->nf && k <= t + 6; k++)
+    if (c->level_db[k] < lo) {
+      lo = c->level_db[k];
+      dip = k;
+    }
+  for (size_t k = dip > t ? dip : t; k < c->nf && k <= t + 6; k++)
     hi = fmaxf(hi, c->level_db[k]);
   if (hi - lo < c->p->onset_dip_db)
     return 0;

@@ -124,7 +124,9 @@ static int find_peaks(const sal_fft *s, uint32_t rate, peak *pk) {
   return n;
 }
 
-static void harmonic_sum(const peak *pk, int np, double fmin, int nb, float *row) {
+/* height[b] = 2^(salience_height * octaves of bin b above fmin) */
+static void harmonic_sum(const peak *pk, int np, double fmin, int nb, const float *height,
+                         float *row) {
   for (int b = 0; b < nb; b++)
     row[b] = 0.0f;
   for (int i = 0; i < np; i++)
@@ -137,6 +139,8 @@ static void harmonic_sum(const peak *pk, int np, double fmin, int nb, float *row
         row[b] += (float)(w * w * wh);
       }
     }
+  for (int b = 0; b < nb; b++)
+    row[b] *= height[b];
 }
 
 static int cmp_float(const void *a, const void *b) {
@@ -187,17 +191,23 @@ int ebb_pitch_salience(const float *x, uint64_t n, uint32_t rate, const ebb_pitc
   if (rc)
     return rc;
   float *sal = ebb_st_malloc((n_frames ? n_frames : 1) * (size_t)nb * sizeof *sal);
-  if (!sal) {
+  float *height = ebb_st_malloc((size_t)nb * sizeof *height);
+  if (!sal || !height) {
+    ebb_st_free(sal);
+    ebb_st_free(height);
     fft_free(&s);
     return ebb_seterr(EBB_ENOMEM, "pitch: out of memory for the salience of %zu frames",
                       n_frames);
   }
+  for (int b = 0; b < nb; b++)
+    height[b] = (float)pow(2.0, p->salience_height * b / 120.0); /* 120 bins an octave */
   peak pk[SAL_MAXPEAKS];
   for (size_t f = 0; f < n_frames; f++) {
     frame_mag(&s, x, n, (long long)f * p->hop);
-    harmonic_sum(pk, find_peaks(&s, rate, pk), p->fmin, nb, sal + f * (size_t)nb);
+    harmonic_sum(pk, find_peaks(&s, rate, pk), p->fmin, nb, height, sal + f * (size_t)nb);
   }
   fft_free(&s);
+  ebb_st_free(height);
   if ((rc = normalise_rows(sal, n_frames, nb))) {
     ebb_st_free(sal);
     return rc;
