@@ -786,6 +786,13 @@ static void job_end(job_state *js) {
   }
   if (js->policy.kind != EBB_POLICY_NEVER)
     released += vacate(r, scope);
+  /* a stage kept loaded outlives the job: its cancel flag and output
+   * directory are the caller's and may be freed once this returns */
+  for (size_t i = 0; i < p->nstages; i++) {
+    slot *s = find_slot(r, p->name, p->stages[i].name);
+    if (s)
+      ebb_instance_bind(s->inst, NULL, NULL, 0);
+  }
   js->res->released_bytes += released;
   ebb_hook_run(r->hook, "after-job", p->name, released);
 }

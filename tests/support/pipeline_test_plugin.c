@@ -8,8 +8,11 @@
  *   PLUGIN_OLD_SIZE   a good stage built against the first, shorter
  *                     ebb_stage (no estimate): it must still load
  *   (none)            a good plugin with one stage, "echo", that says in a
- *                     JSON item the input's kind and its output directory */
+ *                     JSON item the input's kind and its output directory,
+ *                     and appends the output directory it sees at unload
+ *                     to $EBB_TEST_ECHO_UNLOAD_LOG when that is set */
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "ebb/stage.h"
@@ -29,7 +32,15 @@ __attribute__((unused)) static int run(ebb_stage_ctx *ctx, void *s, const ebb_it
            dir ? dir : "");
   return ctx->host->add_json(out, "echo", json);
 }
-static void unload(ebb_stage_ctx *ctx, void *s) {}
+static void unload(ebb_stage_ctx *ctx, void *s) {
+  const char *log = getenv("EBB_TEST_ECHO_UNLOAD_LOG");
+  FILE *f = log ? fopen(log, "a") : NULL;
+  if (f) {
+    const char *dir = ctx->host->output_dir ? ctx->host->output_dir(ctx) : NULL;
+    fprintf(f, "%s\n", dir ? dir : "");
+    fclose(f);
+  }
+}
 
 static const ebb_stage stage = {
 #ifdef PLUGIN_BAD_ABI

@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include "pipeline/host.h"
 #include "pipeline/runner.h"
@@ -184,6 +185,51 @@ static void test_idle_evicted_on_oom(void) {
   CHECK_EQ_INT(ebb_runner_loaded(r), 0);
   CHECK(!ebb_device_ctx_active(dev));
   free(log);
+  ebb_runner_destroy(r);
+  ebb_config_free(c);
+}
+
+/* A stage kept loaded outlives its job: at its later unload it must not see
+ * the job's output directory (the caller's string, freed here as a server
+ * frees a finished job's; under ASan the old code's read is a
+ * use-after-free), nor its cancel flag. */
+static void test_kept_unbound(void) {
+  const char *pdir = getenv("EBB_TEST_PLUGIN_DIR");
+  REQUIRE(pdir);
+  char json[2048], logp[1200];
+  snprintf(json, sizeof json,
+           "{\"plugin_dirs\": [\"%s/good\"], \"pipelines\": {\"e\": {\"stages\": "
+           "[{\"stage\": \"echo\", \"cache\": false}]}}}", pdir);
+  snprintf(logp, sizeof logp, "%s/unload.log", tmp);
+  unlink(logp);
+  setenv("EBB_TEST_ECHO_UNLOAD_LOG", logp, 1);
+  ebb_config *c = cfg_of(json);
+  char gdir[1100];
+  snprintf(gdir, sizeof gdir, "%s/good", pdir);
+  if (!ebb_registry_find(reg, "echo", NULL))
+    REQUIRE(ebb_registry_load_dir(reg, gdir) == 0);
+  ebb_runner *r = runner(0, NULL);
+  ebb_policy pol = {EBB_POLICY_NEVER, 0};
+  char *dir = strdup(outdir);
+  atomic_int *cancel = calloc(1, sizeof *cancel);
+  ebb_job job = {.size = sizeof job, .pipeline = ebb_config_pipeline(c, "e"), .input = input,
+                 .output_dir = dir, .policy = &pol, .cancel = cancel};
+  ebb_job_result res;
+  CHECK_EQ_INT(ebb_runner_run(r, &job, &res), 0);
+  CHECK_EQ_INT(ebb_runner_loaded(r), 1);
+  free(dir);
+  free(cancel);
+  CHECK_EQ_INT(ebb_runner_unload_pipeline(r, "e", 0, NULL), 0);
+  FILE *f = fopen(logp, "r");
+  char line[1200] = "";
+  CHECK_MSG(f && fgets(line, sizeof line, f), "the echo stage logged no unload to %s", logp);
+  if (f)
+    fclose(f);
+  line[strcspn(line, "\n")] = 0;
+  CHECK_MSG(!strcmp(line, "."),
+            "after its job ended a kept stage's unload saw output directory '%s', expected "
+            "'.' (unbound)", line);
+  unsetenv("EBB_TEST_ECHO_UNLOAD_LOG");
   ebb_runner_destroy(r);
   ebb_config_free(c);
 }
@@ -402,6 +448,7 @@ int main(void) {
   RUN(test_idle_reuse_and_expiry);
   RUN(test_idle_evicted_on_oom);
   RUN(test_never);
+  RUN(test_kept_unbound);
   RUN(test_failures);
   RUN(test_cancel_and_timeout);
   RUN(test_leak_and_outside);
