@@ -77,7 +77,14 @@ typedef struct pending_leak {
   uint64_t bytes;
   json_t *sites;        /* [{"bytes":N,"site":"file.c:12"}] */
   int outside;
+  size_t want;          /* site lines its header announced (at most 32) */
+  uint64_t t_ns;        /* when its header came (monotonic) */
 } pending_leak;
+
+/* A leak is logged as a header line, then one line per block: the publisher
+ * may tick between them, so a leak waits for its sites (at most this long,
+ * should a line never come) */
+#define LEAK_SITES_WAIT_NS 2000000000ull
 
 struct ebb_events {
   ebb_manager *m; /* device 0's: the pipelines' definitions */
@@ -892,6 +899,8 @@ static void tap(void *ctx, ebb_log_level level, const char *scope, const char *m
       snprintf(l->owner, sizeof l->owner, "%s", scope);
       l->bytes = mib << 20;
       l->outside = outside;
+      l->want = outside ? 0 : blocks < 32 ? blocks : 32;
+      l->t_ns = now_ns(CLOCK_MONOTONIC);
       l->sites = json_array();
       if (outside)
         json_array_append_new(l->sites, json_pack("{s:I,s:s}", "bytes", (json_int_t)l->bytes,
@@ -907,13 +916,30 @@ static void tap(void *ctx, ebb_log_level level, const char *scope, const char *m
   pthread_mutex_unlock(&e->tap_mu);
 }
 
-static void publish_leaks(ebb_events *e, const char *running) {
+/* Moves the leaks whose site lines have all come (or that waited long
+ * enough) out of the tap's list, in order: *n of them, malloc'd. */
+static pending_leak *take_complete_leaks(ebb_events *e, size_t *n) {
+  *n = 0;
   pthread_mutex_lock(&e->tap_mu);
-  pending_leak *l = e->tleaks;
-  size_t n = e->ntleaks;
-  e->tleaks = NULL;
-  e->ntleaks = e->captleaks = 0;
+  pending_leak *out = e->ntleaks ? malloc(e->ntleaks * sizeof *out) : NULL;
+  uint64_t now = now_ns(CLOCK_MONOTONIC);
+  size_t keep = 0;
+  for (size_t i = 0; i < e->ntleaks; i++) {
+    pending_leak *l = &e->tleaks[i];
+    int done = json_array_size(l->sites) >= l->want || now - l->t_ns > LEAK_SITES_WAIT_NS;
+    if (out && done && keep == 0) /* in order: none after one that still waits */
+      out[(*n)++] = *l;
+    else
+      e->tleaks[keep++] = *l;
+  }
+  e->ntleaks = keep;
   pthread_mutex_unlock(&e->tap_mu);
+  return out;
+}
+
+static void publish_leaks(ebb_events *e, const char *running) {
+  size_t n;
+  pending_leak *l = take_complete_leaks(e, &n);
   for (size_t i = 0; i < n; i++) {
     uint64_t sum = 0;
     size_t k;
