@@ -3,7 +3,9 @@
  * spectrogram magnitudes and both separated outputs within 1e-4 relative
  * error; the GPU path's device memory goes through the stage's allocator, is
  * sized like the whole song's spectrogram, and is all freed, also when an
- * allocation fails half-way. */
+ * allocation fails half-way. The CPU path's two passes (the default and
+ * separate's "melody" pass) sharing one harmonic factor give bit for bit
+ * what two passes of their own give. */
 #include "stages/audio/separate.h"
 #include "stages_separate_mix.h"
 #include "stages_separate_shim.h"
@@ -59,6 +61,36 @@ static void test_paths_agree(void) {
   free(mag_c), free(mag_g), free(vc), free(ac), free(vg), free(ag);
 }
 
+static void test_shared_hpss_same_bits(void) {
+  ebb_sep_options o, m;
+  ebb_sep_options_default(&o);
+  m = o;
+  m.repeats = 8; /* the melody pass: fewer picks, closer together */
+  m.min_distance_s = 0.5;
+  ebb_stft_shape s;
+  ebb_repet_params rp;
+  REQUIRE(ebb_sep_plan(&o, clip.rate, clip.n, &s, &rp) == 0 && rp.hpss);
+  size_t cells = (size_t)s.nframes * s.nbins, n = (size_t)clip.n;
+  float *v1 = malloc(sizeof(float) * n), *a1 = malloc(sizeof(float) * n);
+  float *m1 = malloc(sizeof(float) * n), *v2 = malloc(sizeof(float) * n);
+  float *a2 = malloc(sizeof(float) * n), *m2 = malloc(sizeof(float) * n);
+  float *hp = malloc(sizeof(float) * cells);
+  REQUIRE(v1 && a1 && m1 && v2 && a2 && m2 && hp);
+  REQUIRE(ebb_separate_cpu(&o, clip.rate, clip.mix, clip.n, v1, a1, NULL) == 0);
+  REQUIRE(ebb_separate_cpu(&m, clip.rate, clip.mix, clip.n, m1, NULL, NULL) == 0);
+  int ready = 0;
+  REQUIRE(ebb_separate_cpu_shared(&o, clip.rate, clip.mix, clip.n, v2, a2, NULL, hp, &ready) == 0);
+  CHECK_MSG(ready == 1, "the first pass did not mark the shared factor ready");
+  REQUIRE(ebb_separate_cpu_shared(&m, clip.rate, clip.mix, clip.n, m2, NULL, NULL, hp, &ready) ==
+          0);
+  CHECK_MSG(!memcmp(v1, v2, sizeof(float) * n), "vocals differ with the shared factor");
+  CHECK_MSG(!memcmp(a1, a2, sizeof(float) * n), "accompaniment differs with the shared factor");
+  CHECK_MSG(!memcmp(m1, m2, sizeof(float) * n), "the melody pass differs with the shared factor");
+  CHECK_MSG(memcmp(v1, m1, sizeof(float) * n) != 0,
+            "the two passes gave the same output: the test cannot tell them apart");
+  free(v1), free(a1), free(m1), free(v2), free(a2), free(m2), free(hp);
+}
+
 static void test_alloc_failure_unwinds(void) {
   ebb_sep_options o;
   ebb_sep_options_default(&o);
@@ -94,6 +126,7 @@ static void test_no_image_no_twins_is_unsupported(void) {
 int main(void) {
   REQUIRE(sep_mix_make(&clip, 1, 16000, 8.0) == 0);
   RUN(test_paths_agree);
+  RUN(test_shared_hpss_same_bits);
   RUN(test_alloc_failure_unwinds);
   RUN(test_no_image_no_twins_is_unsupported);
   sep_mix_free(&clip);

@@ -138,25 +138,22 @@ static int pick_similar(const float *feat, int nfeat, int nframes, int j,
   return npick;
 }
 
-/* H (median along time) and P (median along frequency) -> vocal *= H^2/(H^2+P^2). */
-static int apply_hpss(const float *mag, int nframes, int nbins, const ebb_repet_params *p,
-                      float *mask) {
+/* H (median along time) and P (median along frequency) -> the factor
+ * H^2/(H^2+P^2) of every cell into fac (nframes * nbins; it holds H first). */
+static int hpss_factor(const float *mag, int nframes, int nbins, const ebb_repet_params *p,
+                       float *fac) {
   int ht = p->hpss_time / 2, hf = p->hpss_freq / 2;
   float *win = ebb_st_malloc(sizeof(float) * (size_t)(p->hpss_time + p->hpss_freq + 2));
-  float *harm = ebb_st_malloc(sizeof(float) * (size_t)nframes * (size_t)nbins);
-  if (!win || !harm) {
-    ebb_st_free(win);
-    ebb_st_free(harm);
+  if (!win)
     return ebb_seterr(EBB_ENOMEM, "separate: out of host memory for the harmonic mask (%d x %d)",
                       nframes, nbins);
-  }
   for (int k = 0; k < nbins; k++)
     for (int f = 0; f < nframes; f++) {
       int n = 0;
       for (int g = f - ht; g <= f + ht; g++)
         if (g >= 0 && g < nframes)
           win[n++] = mag[(long long)g * nbins + k];
-      harm[(long long)f * nbins + k] = ebb_dsp_median(win, n);
+      fac[(long long)f * nbins + k] = ebb_dsp_median(win, n);
     }
   for (int f = 0; f < nframes; f++)
     for (int k = 0; k < nbins; k++) {
@@ -166,14 +163,31 @@ static int apply_hpss(const float *mag, int nframes, int nbins, const ebb_repet_
         if (q >= 0 && q < nbins)
           win[n++] = m[q];
       float perc = ebb_dsp_median(win, n);
-      float h = harm[(long long)f * nbins + k];
+      float h = fac[(long long)f * nbins + k];
       float h2 = h * h, p2 = perc * perc;
-      float mh = h2 + p2 > 0 ? h2 / (h2 + p2) : 0.0f;
-      mask[(long long)f * nbins + k] *= mh;
+      fac[(long long)f * nbins + k] = h2 + p2 > 0 ? h2 / (h2 + p2) : 0.0f;
     }
-  ebb_st_free(harm);
   ebb_st_free(win);
   return 0;
+}
+
+/* vocal *= the harmonic factor: computed into hpss unless *ready (a scratch
+ * buffer when hpss is NULL) */
+static int apply_hpss(const float *mag, int nframes, int nbins, const ebb_repet_params *p,
+                      float *hpss, int *ready, float *mask) {
+  size_t cells = (size_t)nframes * (size_t)nbins;
+  float *fac = hpss ? hpss : ebb_st_malloc(sizeof(float) * cells);
+  if (!fac)
+    return ebb_seterr(EBB_ENOMEM, "separate: out of host memory for the harmonic mask (%d x %d)",
+                      nframes, nbins);
+  int rc = 0;
+  if (!(hpss && *ready) && (rc = hpss_factor(mag, nframes, nbins, p, fac)) == 0 && hpss)
+    *ready = 1;
+  for (size_t c = 0; !rc && c < cells; c++)
+    mask[c] *= fac[c];
+  if (!hpss)
+    ebb_st_free(fac);
+  return rc;
 }
 
 static int check_params(int nframes, int nbins, const ebb_repet_params *p) {
@@ -225,6 +239,12 @@ done:
 
 int ebb_repet_vocal_mask(const float *mag, int nframes, int nbins, const ebb_repet_params *p,
                          float *mask) {
+  return ebb_repet_vocal_mask_shared(mag, nframes, nbins, p, NULL, NULL, mask);
+}
+
+int ebb_repet_vocal_mask_shared(const float *mag, int nframes, int nbins,
+                                const ebb_repet_params *p, float *hpss, int *hpss_ready,
+                                float *mask) {
   int rc = check_params(nframes, nbins, p);
   if (rc < 0)
     return rc;
@@ -252,7 +272,7 @@ int ebb_repet_vocal_mask(const float *mag, int nframes, int nbins, const ebb_rep
       m[k] = v[k] > 0 ? 1.0f - w / v[k] : 0.0f;
     }
   }
-  if (p->hpss && (rc = apply_hpss(mag, nframes, nbins, p, mask)) < 0)
+  if (p->hpss && (rc = apply_hpss(mag, nframes, nbins, p, hpss, hpss_ready, mask)) < 0)
     goto done;
   for (int f = 0; f < nframes; f++)
     for (int k = 0; k < nbins; k++)

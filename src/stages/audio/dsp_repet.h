@@ -51,6 +51,16 @@ int ebb_repet_picks(const float *mag, int nframes, int nbins, const ebb_repet_pa
 int ebb_repet_vocal_mask(const float *mag, int nframes, int nbins, const ebb_repet_params *p,
                          float *mask);
 
+/* The harmonic mask's factor depends only on mag and the HPSS sizes, so two
+ * passes over one spectrogram (separate's "melody" pass) share it: the same
+ * as ebb_repet_vocal_mask, with hpss (nframes * nbins floats, caller-owned)
+ * holding the factor. *hpss_ready 0: hpss is computed (it is also the
+ * workspace) and *hpss_ready set; 1: hpss is used as it is. hpss NULL: as
+ * ebb_repet_vocal_mask. The mask is bit for bit the same either way. */
+int ebb_repet_vocal_mask_shared(const float *mag, int nframes, int nbins,
+                                const ebb_repet_params *p, float *hpss, int *hpss_ready,
+                                float *mask);
+
 /* The median of v[0..n-1] (n >= 1; mean of the two middle values when n is
  * even). Reorders v. */
 float ebb_dsp_median(float *v, int n);

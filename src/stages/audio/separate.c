@@ -104,16 +104,33 @@ static int sep_load(ebb_stage_ctx *ctx, const char *options_json, void **state) 
 static int sep_cancelled(void *arg) { return ebb_cancelled((ebb_stage_ctx *)arg); }
 
 /* The GPU path on a CUDA device (the CPU when it cannot run there), else the CPU. */
+/* hpss (may be NULL): the CPU path's harmonic factor shared by both passes */
 static int separate_any(ebb_stage_ctx *ctx, const ebb_sep_options *o, uint32_t rate,
-                        const float *x, long long nx, float *voc, float *acc) {
+                        const float *x, long long nx, float *voc, float *acc, float *hpss,
+                        int *hpss_ready) {
   if (ebb_device_kind(ctx) != EBB_DEV_KIND_CUDA)
-    return ebb_separate_cpu(o, rate, x, nx, voc, acc, NULL);
+    return ebb_separate_cpu_shared(o, rate, x, nx, voc, acc, NULL, hpss, hpss_ready);
   int rc = ebb_separate_gpu(ctx, ebb_kernels_image(), o, rate, x, nx, voc, acc, NULL);
   if (rc == EBB_EUNSUPPORTED) {
     ebb_st_log(ctx, 2, "%s; running separation on the CPU (FFTW) instead", ebb_errmsg());
-    rc = ebb_separate_cpu(o, rate, x, nx, voc, acc, NULL);
+    rc = ebb_separate_cpu_shared(o, rate, x, nx, voc, acc, NULL, hpss, hpss_ready);
   }
   return rc;
+}
+
+/* On the CPU, the "melody" pass shares the first pass's harmonic factor (it
+ * differs only in the REPET picks): a buffer for it, or NULL (on a GPU, no
+ * melody pass, or plans that differ). */
+static float *shared_hpss(ebb_stage_ctx *ctx, const ebb_sep_options *o,
+                          const ebb_sep_options *m, uint32_t rate, long long nx) {
+  ebb_stft_shape s1, s2;
+  ebb_repet_params r1, r2;
+  if (ebb_device_kind(ctx) == EBB_DEV_KIND_CUDA || m->repeats <= 0 ||
+      ebb_sep_plan(o, rate, nx, &s1, &r1) < 0 || ebb_sep_plan(m, rate, nx, &s2, &r2) < 0 ||
+      !r1.hpss || !r2.hpss || s1.nframes != s2.nframes || s1.nbins != s2.nbins ||
+      r1.hpss_time != r2.hpss_time || r1.hpss_freq != r2.hpss_freq)
+    return NULL;
+  return ebb_st_malloc(sizeof(float) * (size_t)s1.nframes * (size_t)s1.nbins);
 }
 
 static int sep_run_counted(ebb_stage_ctx *ctx, void *state, const ebb_items *in, ebb_items *out) {
@@ -129,8 +146,9 @@ static int sep_run_counted(ebb_stage_ctx *ctx, void *state, const ebb_items *in,
   if (info.channels == 0 || info.rate == 0 || !info.samples)
     return ebb_set_error(ctx, EBB_EINPUT, "separate: item \"audio\" has no channels or rate 0");
   long long nx = (long long)info.frames;
-  int rc = 0;
-  float *mono = NULL, *mel = NULL, *voc = ebb_st_malloc(sizeof(float) * (size_t)(nx ? nx : 1));
+  int rc = 0, hpss_ready = 0;
+  float *mono = NULL, *mel = NULL, *hpss = NULL;
+  float *voc = ebb_st_malloc(sizeof(float) * (size_t)(nx ? nx : 1));
   float *acc = ebb_st_malloc(sizeof(float) * (size_t)(nx ? nx : 1));
   const float *x = info.samples;
   if (!voc || !acc) {
@@ -152,7 +170,8 @@ static int sep_run_counted(ebb_stage_ctx *ctx, void *state, const ebb_items *in,
   }
   /* both passes before any output item, so the items (the job's) do not
    * sit under the second pass's buffers */
-  if ((rc = separate_any(ctx, &o, info.rate, x, nx, voc, acc)) < 0)
+  hpss = shared_hpss(ctx, &o, &st->melody, info.rate, nx); /* NULL: each pass its own */
+  if ((rc = separate_any(ctx, &o, info.rate, x, nx, voc, acc, hpss, &hpss_ready)) < 0)
     goto done;
   if (st->melody.repeats > 0) {
     ebb_sep_options m = st->melody;
@@ -162,7 +181,7 @@ static int sep_run_counted(ebb_stage_ctx *ctx, void *state, const ebb_items *in,
       rc = ebb_seterr(EBB_ENOMEM, "separate: out of host memory for %lld samples", nx);
       goto done;
     }
-    if ((rc = separate_any(ctx, &m, info.rate, x, nx, mel, NULL)) < 0)
+    if ((rc = separate_any(ctx, &m, info.rate, x, nx, mel, NULL, hpss, &hpss_ready)) < 0)
       goto done;
   }
   if ((rc = ctx->host->add_audio(out, "vocals", voc, (uint64_t)nx, 1, info.rate)) < 0 ||
@@ -173,6 +192,7 @@ static int sep_run_counted(ebb_stage_ctx *ctx, void *state, const ebb_items *in,
   }
   ebb_st_log(ctx, 0, "separated %.1f s of audio", (double)nx / info.rate);
 done:
+  ebb_st_free(hpss);
   ebb_st_free(mel);
   ebb_st_free(mono);
   ebb_st_free(acc);
