@@ -7,6 +7,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "base/fs.h"
 #include "pipeline/sha256.h"
 
 #define MAGIC "EBBCACHE"
@@ -130,21 +131,6 @@ static void w64(wbuf *b, uint64_t v) {
   w32(b, (uint32_t)(v >> 32));
 }
 
-static int mkdirs(const char *dir) {
-  char tmp[4096];
-  snprintf(tmp, sizeof tmp, "%s", dir);
-  for (char *p = tmp + 1; *p; p++)
-    if (*p == '/') {
-      *p = '\0';
-      if (mkdir(tmp, 0755) != 0 && errno != EEXIST)
-        return ebb_seterr(EBB_EIO, "cache directory %s: %s", tmp, strerror(errno));
-      *p = '/';
-    }
-  if (mkdir(tmp, 0755) != 0 && errno != EEXIST)
-    return ebb_seterr(EBB_EIO, "cache directory %s: %s", tmp, strerror(errno));
-  return 0;
-}
-
 static int write_file_item(wbuf *b, const ebb_item_rec *r) {
   const char *base = strrchr(r->text, '/');
   base = base ? base + 1 : r->text;
@@ -171,7 +157,7 @@ static int write_file_item(wbuf *b, const ebb_item_rec *r) {
 
 int ebb_cache_store(const char *dir, const uint8_t key[32], const ebb_items *items,
                     ebb_device *dev) {
-  int rc = mkdirs(dir);
+  int rc = ebb_mkdirs(dir, 0755, "cache directory");
   if (rc)
     return rc;
   char path[4200], tmp[4300];

@@ -2,7 +2,6 @@
 #include "pipeline/isolated.h"
 
 #include <errno.h>
-#include <ftw.h>
 #include <limits.h>
 #include <pthread.h>
 #include <stdatomic.h>
@@ -12,6 +11,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "base/fs.h"
 #include "base/log.h"
 #include "pipeline/host.h"
 #include "pipeline/items.h"
@@ -274,19 +274,6 @@ static void finish(ebb_sctx *c, iso *s, int ask, int log_line) {
  * $TMPDIR, else /tmp), never to the server's working directory nor to a
  * job's; it lasts as long as the worker and goes with it (drop_load_dir).
  * Each run names its job's own directory. */
-static int mkdirs_private(const char *dir) {
-  char tmp[PATH_MAX];
-  snprintf(tmp, sizeof tmp, "%s", dir);
-  for (char *q = tmp + 1; *q; q++)
-    if (*q == '/') {
-      *q = '\0';
-      if (mkdir(tmp, 0700) != 0 && errno != EEXIST)
-        return -1;
-      *q = '/';
-    }
-  return mkdir(tmp, 0700) != 0 && errno != EEXIST ? -1 : 0;
-}
-
 static int make_load_dir(ebb_stage_ctx *ctx, iso *s) {
   ebb_sctx *c = ebb_sctx_of(ctx);
   const char *root = c->scratch_dir, *tmpdir = getenv("TMPDIR");
@@ -299,7 +286,7 @@ static int make_load_dir(ebb_stage_ctx *ctx, iso *s) {
           *q == '-' || *q == '_' || *q == '.'))
       *q = '_';
   int n = snprintf(s->loaddir, sizeof s->loaddir, "%s/%s-XXXXXX", root, name);
-  if (n < 0 || (size_t)n >= sizeof s->loaddir || mkdirs_private(root) != 0 ||
+  if (n < 0 || (size_t)n >= sizeof s->loaddir || ebb_mkdirs(root, 0700, "mkdir") != 0 ||
       !mkdtemp(s->loaddir)) {
     char msg[PATH_MAX + 200];
     snprintf(msg, sizeof msg, "isolated stage '%s': cannot make its private load directory "
@@ -311,18 +298,11 @@ static int make_load_dir(ebb_stage_ctx *ctx, iso *s) {
   return 0;
 }
 
-static int rm_entry(const char *path, const struct stat *sb, int flag, struct FTW *ftw) {
-  (void)sb, (void)flag, (void)ftw;
-  remove(path);
-  return 0; /* go on: remove what can be removed */
-}
-
 /* Removes the load directory and all the worker left in it (the worker is gone). */
 static void drop_load_dir(ebb_sctx *c, iso *s) {
   if (!s->loaddir[0])
     return;
-  nftw(s->loaddir, rm_entry, 16, FTW_DEPTH | FTW_PHYS);
-  if (access(s->loaddir, F_OK) == 0)
+  if (ebb_rm_tree(s->loaddir) != 0)
     ebb_log(EBB_LOG_WARN, c->name, "could not remove its load directory %s", s->loaddir);
   s->loaddir[0] = '\0';
 }

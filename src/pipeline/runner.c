@@ -10,6 +10,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "base/fs.h"
 #include "base/log.h"
 #include "pipeline/cache.h"
 #include "pipeline/hook.h"
@@ -718,19 +719,6 @@ static int run_stage(job_state *js, int idx) {
 }
 
 /* --- the job --------------------------------------------------------------- */
-static int mkdir_p(const char *dir) {
-  char tmp[PATH_MAX];
-  snprintf(tmp, sizeof tmp, "%s", dir);
-  for (char *q = tmp + 1; *q; q++)
-    if (*q == '/') {
-      *q = '\0';
-      if (mkdir(tmp, 0755) != 0 && errno != EEXIST)
-        return -1;
-      *q = '/';
-    }
-  return mkdir(tmp, 0755) != 0 && errno != EEXIST ? -1 : 0;
-}
-
 static void write_result(job_state *js) {
   char path[PATH_MAX];
   snprintf(path, sizeof path, "%s/result.json", js->outdir);
@@ -809,7 +797,7 @@ static int check_paths(const ebb_job *job, const char *outdir, ebb_job_result *r
   if (!S_ISREG(sb.st_mode))
     return fail(res, EBB_EINPUT, NULL, "input %s: not a regular file (a pipe or device?)",
                 job->input);
-  if (mkdir_p(outdir) != 0)
+  if (ebb_mkdirs(outdir, 0755, "mkdir") != 0)
     return fail(res, EBB_EINPUT, NULL, "output directory %s: %s", outdir, strerror(errno));
   if (stat(outdir, &sb) != 0 || !S_ISDIR(sb.st_mode) || access(outdir, W_OK) != 0)
     return fail(res, EBB_EINPUT, NULL, "output directory %s: %s", outdir,
@@ -923,7 +911,7 @@ int ebb_runner_load_pipeline(ebb_runner *r, const ebb_pipeline_def *p, const cha
   int rc = ebb_runner_check(r, p);
   if (rc)
     return fail(res, rc, NULL, "%s", ebb_errmsg());
-  if (mkdir_p(outdir) != 0)
+  if (ebb_mkdirs(outdir, 0755, "mkdir") != 0)
     return fail(res, EBB_EINPUT, NULL, "output directory %s: %s", outdir, strerror(errno));
   for (size_t i = 0; i < p->nstages && !res->code; i++)
     load_kept(r, p, &p->stages[i], outdir, res);

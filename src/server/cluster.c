@@ -49,9 +49,9 @@ static int set_opts(srv_cluster *k, const ebb_cluster_opts *o) {
       return ebb_seterr(EBB_EINVAL, "--shared-dir %s: %s", o->shared_dir, strerror(errno));
     char d[4200];
     snprintf(d, sizeof d, "%s/inputs", k->shared);
-    srv_mkdirs(d);
+    ebb_mkdirs(d, 0755, "mkdir");
     snprintf(d, sizeof d, "%s/outputs", k->shared);
-    srv_mkdirs(d);
+    ebb_mkdirs(d, 0755, "mkdir");
   }
   k->inline_max = o->inline_max ? o->inline_max : (16u << 20);
   k->lease_s = o->lease_s > 0 ? o->lease_s : 15;

@@ -27,10 +27,10 @@ static void prune_job(srv_cluster *k, redisContext **c, const char *done, const 
   if (uid[0] && !strchr(uid, '/')) {
     if (k->shared[0]) {
       snprintf(dir, sizeof dir, "%s/outputs/%s", k->shared, uid);
-      srv_rm_tree(dir);
+      ebb_rm_tree(dir);
     }
     snprintf(dir, sizeof dir, "%s/jobs/%s", k->s->data_dir, uid);
-    srv_rm_tree(dir);
+    ebb_rm_tree(dir);
   }
   freeReplyObject(srv_rcmd(k, c, "ZREM %s %s", done, jkey));
 }

@@ -103,7 +103,7 @@ static int materialize(srv_cluster *k, redisContext **c, attempt *a) {
   snprintf(a->out, sizeof a->out, "%s/out", a->dir);
   snprintf(a->input, sizeof a->input, "%s/input-%s", a->dir, name ? name : "input");
   a->options = opts && *opts ? json_loads(opts, 0, NULL) : NULL;
-  int rc = srv_mkdirs(a->dir);
+  int rc = ebb_mkdirs(a->dir, 0755, "mkdir");
   if (!rc && kind && !strcmp(kind, "shared"))
     snprintf(a->input, sizeof a->input, "%s", ref ? ref : "");
   else if (!rc && ref) {
@@ -156,7 +156,7 @@ static void place_outputs(srv_cluster *k, attempt *a, outs *o) {
   char dst[4600], src[4600];
   if (k->shared[0]) {
     snprintf(dst, sizeof dst, "%s/outputs/%s", k->shared, a->uid);
-    srv_mkdirs(dst);
+    ebb_mkdirs(dst, 0755, "mkdir");
   }
   size_t total = 0;
   while (d && (e = readdir(d))) {

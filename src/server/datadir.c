@@ -38,20 +38,28 @@ int srv_datadir_lock(const char *dir, int *fd) {
   return 0;
 }
 
-void srv_datadir_clean_uploads(const char *dir) {
-  char path[4200];
-  snprintf(path, sizeof path, "%s/uploads", dir);
+/* Removes the entries of path whose names start with prefix ("": all of
+ * them) with all they hold; how many went. */
+static int remove_entries(const char *path, const char *prefix) {
   DIR *d = opendir(path);
   struct dirent *e;
   int n = 0;
   while (d && (e = readdir(d)))
-    if (!strncmp(e->d_name, "tmp-", 4)) {
+    if (strcmp(e->d_name, ".") && strcmp(e->d_name, "..") &&
+        !strncmp(e->d_name, prefix, strlen(prefix))) {
       char f[4500];
       snprintf(f, sizeof f, "%s/%s", path, e->d_name);
-      n += unlink(f) == 0;
+      n += ebb_rm_tree(f) == 0;
     }
   if (d)
     closedir(d);
+  return n;
+}
+
+void srv_datadir_clean_uploads(const char *dir) {
+  char path[4200];
+  snprintf(path, sizeof path, "%s/uploads", dir);
+  int n = remove_entries(path, "tmp-");
   if (n)
     ebb_log(EBB_LOG_INFO, "server", "removed %d partial upload%s left by the last server", n,
             n == 1 ? "" : "s");
@@ -61,41 +69,10 @@ void srv_datadir_clean_scratch(const char *dir) {
   char path[4200];
   snprintf(path, sizeof path, "%s/" EBB_SERVER_SCRATCH, dir);
   mkdir(path, 0700);
-  DIR *d = opendir(path);
-  struct dirent *e;
-  int n = 0;
-  while (d && (e = readdir(d)))
-    if (strcmp(e->d_name, ".") && strcmp(e->d_name, "..")) {
-      char f[4500];
-      snprintf(f, sizeof f, "%s/%s", path, e->d_name);
-      n += srv_rm_tree(f) == 0;
-    }
-  if (d)
-    closedir(d);
+  int n = remove_entries(path, "");
   if (n)
     ebb_log(EBB_LOG_INFO, "server", "removed %d worker load director%s left by the last server",
             n, n == 1 ? "y" : "ies");
-}
-
-int srv_rm_tree(const char *path) {
-  struct stat st;
-  if (lstat(path, &st) != 0)
-    return 0;
-  if (S_ISDIR(st.st_mode)) {
-    DIR *d = opendir(path);
-    struct dirent *e;
-    while (d && (e = readdir(d))) {
-      if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, ".."))
-        continue;
-      char sub[4500];
-      snprintf(sub, sizeof sub, "%s/%s", path, e->d_name);
-      srv_rm_tree(sub);
-    }
-    if (d)
-      closedir(d);
-    return rmdir(path);
-  }
-  return unlink(path);
 }
 
 /* A pruned job's directory: the parent of its output directory, when that
@@ -111,7 +88,7 @@ static void remove_job_dir(void *arg, int64_t id, const char *outdir) {
   char *slash = strrchr(dir, '/');
   if (slash && slash > dir + strlen(jobs))
     *slash = '\0';
-  srv_rm_tree(dir);
+  ebb_rm_tree(dir);
 }
 
 void srv_retention(ebb_server *s) {

@@ -31,21 +31,6 @@ int srv_starts_with(const char *s, const char *p) {
   return s && !strncasecmp(s, p, strlen(p));
 }
 
-int srv_mkdirs(const char *dir) {
-  char tmp[4096];
-  snprintf(tmp, sizeof tmp, "%s", dir);
-  for (char *q = tmp + 1; *q; q++)
-    if (*q == '/') {
-      *q = '\0';
-      if (mkdir(tmp, 0755) != 0 && errno != EEXIST)
-        return ebb_seterr(EBB_EIO, "mkdir %s: %s", tmp, strerror(errno));
-      *q = '/';
-    }
-  if (mkdir(tmp, 0755) != 0 && errno != EEXIST)
-    return ebb_seterr(EBB_EIO, "mkdir %s: %s", tmp, strerror(errno));
-  return 0;
-}
-
 /* The Allow header of a 405: the methods of the route. */
 static const char *allow_of(unsigned status, const srv_req *r) {
   if (status != MHD_HTTP_METHOD_NOT_ALLOWED)

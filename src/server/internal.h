@@ -13,6 +13,7 @@
 #include <stdint.h>
 #include <stdio.h>
 
+#include "base/fs.h"
 #include "server/cluster.h"
 #include "server/events.h"
 #include "server/queue.h"
@@ -110,7 +111,6 @@ enum MHD_Result srv_send_ebb_err(struct MHD_Connection *c, srv_req *r, int rc, c
 char *srv_err_text(const char *code, const char *msg);
 void srv_req_free(srv_req *r);
 int srv_starts_with(const char *s, const char *prefix);
-int srv_mkdirs(const char *dir);
 
 /* --- "http_mhd.c": libmicrohttpd's own answers as JSON ----------------------- */
 /* What a connection's head (request line and headers) may take: the
@@ -251,8 +251,6 @@ void srv_datadir_clean_uploads(const char *dir);
 /* Empties DATA_DIR/scratch (EBB_SERVER_SCRATCH): load directories of workers
  * a killed server left; made 0700 if absent. */
 void srv_datadir_clean_scratch(const char *dir);
-/* Removes a file or a directory tree; 0, or -1 (errno) for the top. */
-int srv_rm_tree(const char *path);
 /* --keep-jobs: removes finished jobs past the count or the age, rows and
  * directories. */
 void srv_retention(ebb_server *s);

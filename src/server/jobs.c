@@ -14,7 +14,7 @@ static int job_files(ebb_server *s, srv_req *r, const srv_input *in, const char 
   char dir[4096];
   snprintf(dir, sizeof dir, "%s/jobs/%s", s->data_dir, uid);
   snprintf(out, on, "%s/out", dir);
-  int rc = srv_mkdirs(dir);
+  int rc = ebb_mkdirs(dir, 0755, "mkdir");
   if (!rc && in->upload)
     rc = srv_place_upload(r, dir, path, pn);
   else if (!rc)
@@ -315,7 +315,7 @@ enum MHD_Result srv_h_session_item(ebb_server *s, struct MHD_Connection *c, srv_
   unsigned long n = atomic_fetch_add(&s->counter, 1);
   char dir[4096], path[4400];
   snprintf(dir, sizeof dir, "%s/sessions/%s/%lu", s->data_dir, id, n);
-  rc = srv_mkdirs(dir);
+  rc = ebb_mkdirs(dir, 0755, "mkdir");
   if (!rc && in.upload)
     rc = srv_place_upload(r, dir, path, sizeof path);
   else if (!rc)

@@ -232,13 +232,13 @@ static void on_job_state(void *arg) { srv_snapshot_dirty(arg); }
 
 static int open_data(ebb_server *s, const ebb_server_opts *o) {
   char p[4200];
-  int rc = srv_mkdirs(s->data_dir);
+  int rc = ebb_mkdirs(s->data_dir, 0755, "mkdir");
   if (!rc)
     rc = srv_datadir_lock(s->data_dir, &s->lock_fd);
   if (rc)
     return rc;
   snprintf(p, sizeof p, "%s/uploads", s->data_dir);
-  if ((rc = srv_mkdirs(p)) != 0)
+  if ((rc = ebb_mkdirs(p, 0755, "mkdir")) != 0)
     return ebb_errctx(rc, "data directory: ");
   srv_datadir_clean_uploads(s->data_dir);
   srv_datadir_clean_scratch(s->data_dir);
