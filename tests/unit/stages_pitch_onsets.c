@@ -20,7 +20,11 @@
  *  - the salience of a harmonic tone peaks at its f0 (within 20 cents), its
  *    loud frames carry voicing near 1 and silent frames none; blending with
  *    the melody pass keeps a clearly voiced row where the melody row is
- *    empty. */
+ *    empty;
+ *  - the register: a melody at 440 Hz whose salience, for one second, puts
+ *    80 % of its mass an octave below (a chord tone louder than the melody)
+ *    is tracked at 220 Hz there without the register prior and at 440 Hz with
+ *    it; the frames around keep 440 Hz either way. */
 #include <math.h>
 #include <string.h>
 
@@ -300,6 +304,56 @@ static void test_salience(void) {
   free(x);
 }
 
+/* The frames of 0..nf-1 whose f0 is within 5 Hz of hz, in [a, b). */
+static size_t frames_at(const float *fr, size_t a, size_t b, double hz) {
+  size_t k = 0;
+  for (size_t f = a; f < b; f++)
+    k += fabs(fr[3 * f + 1] - hz) < 5.0;
+  return k;
+}
+
+static void test_register(void) {
+  ebb_pitch_params p = ebb_pitch_defaults();
+  CHECK_MSG(p.register_semitones > 0.0, "register_semitones defaults to %g", p.register_semitones);
+  p.gate_voicing = p.gate_range_db = 0.0; /* the test's signal is silence: only the salience */
+  uint64_t n = 7 * RATE;
+  ebb_pitch_geom g;
+  REQUIRE(ebb_pitch_geometry(&p, RATE, n, &g) == 0);
+  size_t nf = g.n_frames, row = (size_t)g.tau_max + 1;
+  int nb = (int)floor(1200.0 * log2(p.fmax / p.fmin) / 10.0) + 1;
+  int b440 = (int)lround(120.0 * log2(440.0 / p.fmin)), b220 = b440 - 120;
+  float *cm = malloc(nf * row * sizeof *cm), *sal = calloc(nf * (size_t)nb, sizeof *sal);
+  float *padded = calloc(g.padded_len, sizeof *padded), *fr = malloc(nf * 3 * sizeof *fr);
+  REQUIRE(cm && sal && padded && fr);
+  for (size_t i = 0; i < nf * row; i++)
+    cm[i] = 1.0f;
+  for (size_t f = 0; f < nf; f++) {
+    int mid = f >= 300 && f < 400;
+    sal[f * (size_t)nb + (size_t)b440] = mid ? 0.18f : 0.9f;
+    sal[f * (size_t)nb + (size_t)b220] = mid ? 0.72f : 0.0f;
+  }
+  double hz440 = p.fmin * pow(2.0, b440 / 120.0), hz220 = p.fmin * pow(2.0, b220 / 120.0);
+  double reg = p.register_semitones;
+  p.register_semitones = 0.0;
+  REQUIRE(ebb_pitch_track_salience(cm, padded, &g, &p, sal, fr) == 0);
+  size_t off_low = frames_at(fr, 300, 400, hz220), off_out = frames_at(fr, 0, 300, hz440);
+  p.register_semitones = reg;
+  REQUIRE(ebb_pitch_track_salience(cm, padded, &g, &p, sal, fr) == 0);
+  size_t on_high = frames_at(fr, 300, 400, hz440), on_out = frames_at(fr, 0, 300, hz440);
+  printf("  the louder octave below, 100 frames: %zu at 220 Hz without the register, %zu at "
+         "440 Hz with it\n", off_low, on_high);
+  CHECK_MSG(off_low >= 80, "without the register only %zu of 100 frames took the stronger 220 Hz: "
+            "the test proves nothing", off_low);
+  CHECK_MSG(on_high >= 95, "with register_semitones %g only %zu of 100 frames stayed at 440 Hz",
+            reg, on_high);
+  CHECK_MSG(off_out >= 295 && on_out >= 295, "frames outside the octave: %zu / %zu of 300 at 440 Hz",
+            off_out, on_out);
+  free(cm);
+  free(sal);
+  free(padded);
+  free(fr);
+}
+
 int main(void) {
   RUN(test_repeated_note);
   RUN(test_reattack_under_chord);
@@ -308,5 +362,6 @@ int main(void) {
   RUN(test_pitch_change_onset);
   RUN(test_salience);
   RUN(test_salience_height);
+  RUN(test_register);
   return TEST_END();
 }

@@ -82,6 +82,12 @@ typedef struct pitch_state {
       "the salience of each pitch is weighted by 2^(this x its octaves above fmin), so the "      \
       "melody above the accompaniment beats its own octave-below and twelfth-below "              \
       "subharmonics and the chords under it; 0: off") SEP                                         \
+  NUM(register_semitones, 8, 0, 48,                                                               \
+      "pyin: a second pass weighs down every pitch more than this many semitones from the "      \
+      "median of the first pass's track around it (the melody's register), so the track does "  \
+      "not stay on a subharmonic or a chord tone an octave or more away; 0: off") SEP            \
+  NUM(register_window_ms, 4000, 100, 60000,                                                       \
+      "see register_semitones: the median is taken over this long on each side") SEP             \
   NUM(salience_melody, 0.75, 0, 1,                                                                \
       "share of the salience computed on the AUDIO item melody (the stricter pass of separate) "  \
       "when the job has one; the rest on the analysed signal") SEP                                \
@@ -116,6 +122,8 @@ static void set_params(const stage_opts *v, ebb_pitch_params *p) {
   p->reattack_min_s = v->reattack_min_ms / 1000.0;
   p->salience_weight = v->salience;
   p->salience_height = v->salience_height;
+  p->register_semitones = v->register_semitones;
+  p->register_window_s = v->register_window_ms / 1000.0;
 }
 
 void ebb_pitch_table_defaults(ebb_pitch_params *p) {

@@ -62,6 +62,11 @@ typedef struct ebb_pitch_params {
   /* The salience at a pitch o octaves above fmin is weighted by
    * 2^(salience_height * o) before its row is normalised (0: off). */
   double salience_height;
+  /* pYIN only: when register_semitones > 0, a second Viterbi pass weighs
+   * each pitch by exp(-d^2 / 2) for d = (its distance from the median of the
+   * first pass's voiced track over +-register_window_s) - register_semitones,
+   * in semitones, where d > 0. */
+  double register_semitones, register_window_s;
 } ebb_pitch_params;
 
 ebb_pitch_params ebb_pitch_defaults(void);

@@ -31,6 +31,8 @@
 #define PY_SWITCH 0.01
 #define PY_PA 0.01
 #define PY_BETA_A 2.0
+#define PY_REG_SOFT 2.0 /* semitones: the register prior's fall-off (its sigma) */
+#define PY_REG_MIN 20   /* voiced frames a window needs for a register centre */
 
 ebb_pitch_params ebb_pitch_defaults(void) {
   ebb_pitch_params p = {0};
@@ -255,6 +257,8 @@ typedef struct pyin_model {
   size_t nf;
   const float *sal; /* optional salience, nf x nb (pitch_salience.c) */
   double sal_weight;
+  const float *center; /* optional register centre per frame, in bins (< 0: none) */
+  double reg_bins;     /* pitches further than this from the centre are weighed down */
   int *tbuf;
   double *pbuf, *logt, *obs, *delta, *next;
   cand *cands, *all;
@@ -348,6 +352,12 @@ static double frame_observation(pyin_model *m, const float *cmndf, const float *
     vp = 1.0;
   if (m->sal)
     vp = ebb_pitch_salience_mix(m->sal + f * (size_t)m->nb, m->nb, m->sal_weight, vp, m->obs);
+  if (m->center && m->center[f] >= 0.0f)
+    for (int s = 0; s < m->nb; s++) {
+      double d = (fabs(s - m->center[f]) - m->reg_bins) / (PY_REG_SOFT * 100.0 / PY_CENTS_PER_BIN);
+      if (d > 0.0)
+        m->obs[s] *= exp(-0.5 * d * d);
+    }
   for (int s = 0; s < m->nb; s++) {
     m->obs[s] = log(m->obs[s] + 1e-30);
     m->obs[m->nb + s] = log((1.0 - vp) / m->nb + 1e-30);
@@ -412,14 +422,17 @@ static void backtrack(const pyin_model *m, const ebb_pitch_params *p, float *fra
   }
 }
 
-static int pyin_track(const float *cmndf, const float *padded, const ebb_pitch_geom *g,
-                      const ebb_pitch_params *p, const float *sal, float *frames) {
+static int pyin_pass(const float *cmndf, const float *padded, const ebb_pitch_geom *g,
+                     const ebb_pitch_params *p, const float *sal, const float *center,
+                     float *frames) {
   pyin_model m;
   int rc = model_init(&m, g, p);
   if (rc)
     return rc;
   m.sal = sal;
   m.sal_weight = p->salience_weight;
+  m.center = center;
+  m.reg_bins = p->register_semitones * 100.0 / PY_CENTS_PER_BIN;
   for (size_t f = 0; f < m.nf; f++) {
     double vp = frame_observation(&m, cmndf, padded, g, p, f);
     frames[3 * f + 0] = (float)((double)f * g->hop / g->rate);
@@ -437,6 +450,70 @@ static int pyin_track(const float *cmndf, const float *padded, const ebb_pitch_g
     backtrack(&m, p, frames);
   model_free(&m);
   return 0;
+}
+
+/* The register centre of every frame: the median bin of the voiced frames
+ * of track within +-w frames (-1 where fewer than PY_REG_MIN are voiced), by
+ * a sliding histogram of the bins. Returns whether any voiced frame lies
+ * further than reg_bins from its centre (else a second pass changes
+ * nothing). */
+static int register_centre(const float *frames, size_t nf, const pyin_ctx *pc, size_t w,
+                           double reg_bins, int *hist, int *bin, float *center) {
+  int out = 0;
+  size_t count = 0;
+  memset(hist, 0, (size_t)pc->nb * sizeof *hist);
+  for (size_t f = 0; f < nf; f++)
+    bin[f] = frames[3 * f + 1] > 0.0f ? hz_bin(pc, frames[3 * f + 1]) : -1;
+  for (size_t f = 0; f < nf && f < w; f++)
+    if (bin[f] >= 0) {
+      hist[bin[f]]++;
+      count++;
+    }
+  for (size_t f = 0; f < nf; f++) {
+    if (f + w < nf && bin[f + w] >= 0) {
+      hist[bin[f + w]]++;
+      count++;
+    }
+    if (f > w && bin[f - w - 1] >= 0) {
+      hist[bin[f - w - 1]]--;
+      count--;
+    }
+    center[f] = -1.0f;
+    if (count < PY_REG_MIN)
+      continue;
+    size_t half = (count + 1) / 2, run = 0;
+    int b = 0;
+    while (b < pc->nb - 1 && (run += (size_t)hist[b]) < half)
+      b++;
+    center[f] = (float)b;
+    if (bin[f] >= 0 && fabs(bin[f] - (double)b) > reg_bins)
+      out = 1;
+  }
+  return out;
+}
+
+/* pYIN, and with register_semitones a second pass held to the register of
+ * the first pass's track (a melody contour's pitch mean in Salamon and
+ * Gomez's contour selection, which drops contours an octave or more from it). */
+static int pyin_track(const float *cmndf, const float *padded, const ebb_pitch_geom *g,
+                      const ebb_pitch_params *p, const float *sal, float *frames) {
+  int rc = pyin_pass(cmndf, padded, g, p, sal, NULL, frames);
+  if (rc || !(p->register_semitones > 0.0) || g->n_frames == 0)
+    return rc;
+  pyin_ctx pc = {.fmin = p->fmin};
+  pc.nb = (int)floor(1200.0 * log2(p->fmax / p->fmin) / PY_CENTS_PER_BIN) + 1;
+  size_t nf = g->n_frames, w = (size_t)ceil(p->register_window_s * g->rate / g->hop);
+  int *hist = ebb_st_malloc((size_t)pc.nb * sizeof *hist), *bin = ebb_st_malloc(nf * sizeof *bin);
+  float *center = ebb_st_malloc(nf * sizeof *center);
+  if (!hist || !bin || !center)
+    rc = ebb_seterr(EBB_ENOMEM, "pitch: out of memory for the register of %zu frames", nf);
+  else if (register_centre(frames, nf, &pc, w, p->register_semitones * 100.0 / PY_CENTS_PER_BIN,
+                           hist, bin, center))
+    rc = pyin_pass(cmndf, padded, g, p, sal, center, frames);
+  ebb_st_free(hist);
+  ebb_st_free(bin);
+  ebb_st_free(center);
+  return rc;
 }
 
 /* Plain YIN (steps 4-5 of the paper): the first trough below the threshold,
