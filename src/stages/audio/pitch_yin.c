@@ -323,30 +323,36 @@ static int model_init(pyin_model *m, const ebb_pitch_geom *g, const ebb_pitch_pa
 /* Frame f's candidates (the 8 most probable kept) and its observation
  * log-likelihoods in m->obs; returns the voicing probability. With a
  * salience, the voiced observation is a mixture of pYIN's candidate mass and
- * the salience's share of the frame (see pitch_salience.c). */
+ * the salience's share of the frame (see pitch_salience.c). A replay (the
+ * register's second pass) reuses the candidates the first pass kept. */
 static double frame_observation(pyin_model *m, const float *cmndf, const float *padded,
-                                const ebb_pitch_geom *g, const ebb_pitch_params *p, size_t f) {
-  const float *d = cmndf + f * (size_t)m->row;
-  int n = frame_db(padded, g, f) < p->silence_db ? 0
-                                                  : pyin_frame(&m->pc, d, g, m->tbuf, m->pbuf,
-                                                               m->cands);
-  for (int a = 0; a < n; a++)
-    for (int b = a + 1; b < n; b++)
-      if (m->cands[b].prob > m->cands[a].prob) {
-        cand t = m->cands[a];
-        m->cands[a] = m->cands[b];
-        m->cands[b] = t;
-      }
-  if (n > 8)
-    n = 8;
-  m->ncand[f] = n;
-  memcpy(m->all + f * 8, m->cands, (size_t)n * sizeof *m->cands);
+                                const ebb_pitch_geom *g, const ebb_pitch_params *p, size_t f,
+                                int replay) {
+  int n = m->ncand[f];
+  if (!replay) {
+    const float *d = cmndf + f * (size_t)m->row;
+    n = frame_db(padded, g, f) < p->silence_db ? 0
+                                                : pyin_frame(&m->pc, d, g, m->tbuf, m->pbuf,
+                                                             m->cands);
+    for (int a = 0; a < n; a++)
+      for (int b = a + 1; b < n; b++)
+        if (m->cands[b].prob > m->cands[a].prob) {
+          cand t = m->cands[a];
+          m->cands[a] = m->cands[b];
+          m->cands[b] = t;
+        }
+    if (n > 8)
+      n = 8;
+    m->ncand[f] = n;
+    memcpy(m->all + f * 8, m->cands, (size_t)n * sizeof *m->cands);
+  }
+  const cand *cs = m->all + f * 8;
   double vp = 0.0;
   for (int s = 0; s < m->ns; s++)
     m->obs[s] = 0.0;
   for (int c = 0; c < n; c++) {
-    m->obs[hz_bin(&m->pc, m->cands[c].hz)] += m->cands[c].prob;
-    vp += m->cands[c].prob;
+    m->obs[hz_bin(&m->pc, cs[c].hz)] += cs[c].prob;
+    vp += cs[c].prob;
   }
   if (vp > 1.0)
     vp = 1.0;
@@ -422,34 +428,26 @@ static void backtrack(const pyin_model *m, const ebb_pitch_params *p, float *fra
   }
 }
 
-static int pyin_pass(const float *cmndf, const float *padded, const ebb_pitch_geom *g,
-                     const ebb_pitch_params *p, const float *sal, const float *center,
-                     float *frames) {
-  pyin_model m;
-  int rc = model_init(&m, g, p);
-  if (rc)
-    return rc;
-  m.sal = sal;
-  m.sal_weight = p->salience_weight;
-  m.center = center;
-  m.reg_bins = p->register_semitones * 100.0 / PY_CENTS_PER_BIN;
-  for (size_t f = 0; f < m.nf; f++) {
-    double vp = frame_observation(&m, cmndf, padded, g, p, f);
+/* One Viterbi pass over the model's frames into frames (replay: see
+ * frame_observation). */
+static void pyin_pass(pyin_model *m, const float *cmndf, const float *padded,
+                      const ebb_pitch_geom *g, const ebb_pitch_params *p, int replay,
+                      float *frames) {
+  for (size_t f = 0; f < m->nf; f++) {
+    double vp = frame_observation(m, cmndf, padded, g, p, f, replay);
     frames[3 * f + 0] = (float)((double)f * g->hop / g->rate);
     frames[3 * f + 2] = (float)vp;
     if (f > 0) {
-      viterbi_step(&m, f);
+      viterbi_step(m, f);
       continue;
     }
-    for (int s = 0; s < m.ns; s++) {
-      m.delta[s] = -log((double)m.ns) + m.obs[s];
-      m.back[s] = (uint16_t)s;
+    for (int s = 0; s < m->ns; s++) {
+      m->delta[s] = -log((double)m->ns) + m->obs[s];
+      m->back[s] = (uint16_t)s;
     }
   }
-  if (m.nf)
-    backtrack(&m, p, frames);
-  model_free(&m);
-  return 0;
+  if (m->nf)
+    backtrack(m, p, frames);
 }
 
 /* The register centre of every frame: the median bin of the voiced frames
@@ -497,22 +495,29 @@ static int register_centre(const float *frames, size_t nf, const pyin_ctx *pc, s
  * Gomez's contour selection, which drops contours an octave or more from it). */
 static int pyin_track(const float *cmndf, const float *padded, const ebb_pitch_geom *g,
                       const ebb_pitch_params *p, const float *sal, float *frames) {
-  int rc = pyin_pass(cmndf, padded, g, p, sal, NULL, frames);
-  if (rc || !(p->register_semitones > 0.0) || g->n_frames == 0)
+  pyin_model m;
+  int rc = model_init(&m, g, p);
+  if (rc)
     return rc;
-  pyin_ctx pc = {.fmin = p->fmin};
-  pc.nb = (int)floor(1200.0 * log2(p->fmax / p->fmin) / PY_CENTS_PER_BIN) + 1;
-  size_t nf = g->n_frames, w = (size_t)ceil(p->register_window_s * g->rate / g->hop);
-  int *hist = ebb_st_malloc((size_t)pc.nb * sizeof *hist), *bin = ebb_st_malloc(nf * sizeof *bin);
-  float *center = ebb_st_malloc(nf * sizeof *center);
-  if (!hist || !bin || !center)
-    rc = ebb_seterr(EBB_ENOMEM, "pitch: out of memory for the register of %zu frames", nf);
-  else if (register_centre(frames, nf, &pc, w, p->register_semitones * 100.0 / PY_CENTS_PER_BIN,
-                           hist, bin, center))
-    rc = pyin_pass(cmndf, padded, g, p, sal, center, frames);
-  ebb_st_free(hist);
-  ebb_st_free(bin);
-  ebb_st_free(center);
+  m.sal = sal;
+  m.sal_weight = p->salience_weight;
+  pyin_pass(&m, cmndf, padded, g, p, 0, frames);
+  if (p->register_semitones > 0.0 && m.nf) {
+    size_t w = (size_t)ceil(p->register_window_s * g->rate / g->hop);
+    int *hist = ebb_st_malloc((size_t)m.nb * sizeof *hist), *bin = ebb_st_malloc(m.nf * sizeof *bin);
+    float *center = ebb_st_malloc(m.nf * sizeof *center);
+    m.reg_bins = p->register_semitones * 100.0 / PY_CENTS_PER_BIN;
+    if (!hist || !bin || !center)
+      rc = ebb_seterr(EBB_ENOMEM, "pitch: out of memory for the register of %zu frames", m.nf);
+    else if (register_centre(frames, m.nf, &m.pc, w, m.reg_bins, hist, bin, center)) {
+      m.center = center;
+      pyin_pass(&m, cmndf, padded, g, p, 1, frames);
+    }
+    ebb_st_free(hist);
+    ebb_st_free(bin);
+    ebb_st_free(center);
+  }
+  model_free(&m);
   return rc;
 }
 
