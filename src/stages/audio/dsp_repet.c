@@ -138,35 +138,69 @@ static int pick_similar(const float *feat, int nfeat, int nframes, int j,
   return npick;
 }
 
+/* Inserts x into the sorted run v[0..n-1] (n + 1 after). */
+static void sorted_insert(float *v, int n, float x) {
+  int lo = 0, hi = n;
+  while (lo < hi) {
+    int mid = (lo + hi) / 2;
+    if (v[mid] <= x)
+      lo = mid + 1;
+    else
+      hi = mid;
+  }
+  memmove(v + lo + 1, v + lo, sizeof *v * (size_t)(n - lo));
+  v[lo] = x;
+}
+
+/* Removes one element equal to x from the sorted run v[0..n-1]. */
+static void sorted_remove(float *v, int n, float x) {
+  int lo = 0, hi = n - 1;
+  while (lo < hi) {
+    int mid = (lo + hi) / 2;
+    if (v[mid] < x)
+      lo = mid + 1;
+    else
+      hi = mid;
+  }
+  memmove(v + lo, v + lo + 1, sizeof *v * (size_t)(n - lo - 1));
+}
+
+/* One insertion and one removal a step instead of a selection over the
+ * whole window (dsp_repet.h). */
+void ebb_dsp_sliding_median(const float *x, long long stride, int n, int half, float *out,
+                           long long ostride, float *win) {
+  int m = 0;
+  for (int j = 0; j < half && j < n; j++)
+    sorted_insert(win, m++, x[j * stride]);
+  for (int i = 0; i < n; i++) {
+    if (i + half < n)
+      sorted_insert(win, m++, x[(long long)(i + half) * stride]);
+    if (i - half - 1 >= 0)
+      sorted_remove(win, m--, x[(long long)(i - half - 1) * stride]);
+    out[i * ostride] = m % 2 ? win[m / 2] : 0.5f * (win[m / 2 - 1] + win[m / 2]);
+  }
+}
+
 /* H (median along time) and P (median along frequency) -> the factor
  * H^2/(H^2+P^2) of every cell into fac (nframes * nbins; it holds H first). */
 static int hpss_factor(const float *mag, int nframes, int nbins, const ebb_repet_params *p,
                        float *fac) {
   int ht = p->hpss_time / 2, hf = p->hpss_freq / 2;
-  float *win = ebb_st_malloc(sizeof(float) * (size_t)(p->hpss_time + p->hpss_freq + 2));
+  float *win = ebb_st_malloc(sizeof(float) * (size_t)(2 * (ht > hf ? ht : hf) + 2 + nbins));
   if (!win)
     return ebb_seterr(EBB_ENOMEM, "separate: out of host memory for the harmonic mask (%d x %d)",
                       nframes, nbins);
+  float *perc = win + 2 * (ht > hf ? ht : hf) + 2;
   for (int k = 0; k < nbins; k++)
-    for (int f = 0; f < nframes; f++) {
-      int n = 0;
-      for (int g = f - ht; g <= f + ht; g++)
-        if (g >= 0 && g < nframes)
-          win[n++] = mag[(long long)g * nbins + k];
-      fac[(long long)f * nbins + k] = ebb_dsp_median(win, n);
-    }
-  for (int f = 0; f < nframes; f++)
+    ebb_dsp_sliding_median(mag + k, nbins, nframes, ht, fac + k, nbins, win);
+  for (int f = 0; f < nframes; f++) {
+    ebb_dsp_sliding_median(mag + (long long)f * nbins, 1, nbins, hf, perc, 1, win);
     for (int k = 0; k < nbins; k++) {
-      int n = 0;
-      const float *m = mag + (long long)f * nbins;
-      for (int q = k - hf; q <= k + hf; q++)
-        if (q >= 0 && q < nbins)
-          win[n++] = m[q];
-      float perc = ebb_dsp_median(win, n);
       float h = fac[(long long)f * nbins + k];
-      float h2 = h * h, p2 = perc * perc;
+      float h2 = h * h, p2 = perc[k] * perc[k];
       fac[(long long)f * nbins + k] = h2 + p2 > 0 ? h2 / (h2 + p2) : 0.0f;
     }
+  }
   ebb_st_free(win);
   return 0;
 }

@@ -65,4 +65,10 @@ int ebb_repet_vocal_mask_shared(const float *mag, int nframes, int nbins,
  * even). Reorders v. */
 float ebb_dsp_median(float *v, int n);
 
+/* out[i * ostride] = ebb_dsp_median of x[j * stride] for j in
+ * [i - half, i + half] and [0, n), for every i < n (the same value bit for
+ * bit), by a sorted window slid along x. win: scratch of 2 * half + 2 floats. */
+void ebb_dsp_sliding_median(const float *x, long long stride, int n, int half, float *out,
+                            long long ostride, float *win);
+
 #endif
