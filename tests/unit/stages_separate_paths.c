@@ -4,8 +4,9 @@
  * error; the GPU path's device memory goes through the stage's allocator, is
  * sized like the whole song's spectrogram, and is all freed, also when an
  * allocation fails half-way. The CPU path's two passes (the default and
- * separate's "melody" pass) sharing one harmonic factor give bit for bit
- * what two passes of their own give. */
+ * separate's "melody" pass) sharing one harmonic factor, and the melody
+ * pass's picks made from the first pass's similarity rows, give bit for bit
+ * what two passes of their own give; passes whose rows differ are refused. */
 #include "stages/audio/separate.h"
 #include "stages_separate_mix.h"
 #include "stages_separate_shim.h"
@@ -68,27 +69,48 @@ static void test_shared_hpss_same_bits(void) {
   m.repeats = 8; /* the melody pass: fewer picks, closer together */
   m.min_distance_s = 0.5;
   ebb_stft_shape s;
-  ebb_repet_params rp;
+  ebb_repet_params rp, rm;
   REQUIRE(ebb_sep_plan(&o, clip.rate, clip.n, &s, &rp) == 0 && rp.hpss);
+  REQUIRE(ebb_sep_plan(&m, clip.rate, clip.n, &s, &rm) == 0);
   size_t cells = (size_t)s.nframes * s.nbins, n = (size_t)clip.n;
   float *v1 = malloc(sizeof(float) * n), *a1 = malloc(sizeof(float) * n);
   float *m1 = malloc(sizeof(float) * n), *v2 = malloc(sizeof(float) * n);
   float *a2 = malloc(sizeof(float) * n), *m2 = malloc(sizeof(float) * n);
   float *hp = malloc(sizeof(float) * cells);
-  REQUIRE(v1 && a1 && m1 && v2 && a2 && m2 && hp);
+  int *picks = malloc(sizeof(int) * (size_t)s.nframes * (size_t)rm.k);
+  int *npicks = malloc(sizeof(int) * (size_t)s.nframes);
+  REQUIRE(v1 && a1 && m1 && v2 && a2 && m2 && hp && picks && npicks);
   REQUIRE(ebb_separate_cpu(&o, clip.rate, clip.mix, clip.n, v1, a1, NULL) == 0);
   REQUIRE(ebb_separate_cpu(&m, clip.rate, clip.mix, clip.n, m1, NULL, NULL) == 0);
-  int ready = 0;
-  REQUIRE(ebb_separate_cpu_shared(&o, clip.rate, clip.mix, clip.n, v2, a2, NULL, hp, &ready) == 0);
-  CHECK_MSG(ready == 1, "the first pass did not mark the shared factor ready");
-  REQUIRE(ebb_separate_cpu_shared(&m, clip.rate, clip.mix, clip.n, m2, NULL, NULL, hp, &ready) ==
-          0);
+  ebb_repet_share sh = {.hpss = hp, .next = &rm, .picks = picks, .npicks = npicks};
+  REQUIRE(ebb_separate_cpu_shared(&o, clip.rate, clip.mix, clip.n, v2, a2, NULL, &sh) == 0);
+  CHECK_MSG(sh.hpss_ready == 1, "the first pass did not mark the shared factor ready");
+  CHECK_MSG(sh.picks_ready == 1, "the first pass did not mark the melody pass's picks ready");
+  /* the melody pass's picks made alongside the first pass's are its own */
+  int *own = malloc(sizeof(int) * (size_t)s.nframes * (size_t)rm.k);
+  int *nown = malloc(sizeof(int) * (size_t)s.nframes);
+  float *mag = malloc(sizeof(float) * cells);
+  REQUIRE(own && nown && mag);
+  REQUIRE(ebb_separate_cpu(&m, clip.rate, clip.mix, clip.n, m2, NULL, mag) == 0);
+  REQUIRE(ebb_repet_picks(mag, s.nframes, s.nbins, &rm, own, nown) == 0);
+  CHECK_MSG(!memcmp(own, picks, sizeof(int) * (size_t)s.nframes * (size_t)rm.k) &&
+                !memcmp(nown, npicks, sizeof(int) * (size_t)s.nframes),
+            "the melody pass's shared picks differ from its own");
+  REQUIRE(ebb_separate_cpu_shared(&m, clip.rate, clip.mix, clip.n, m2, NULL, NULL, &sh) == 0);
   CHECK_MSG(!memcmp(v1, v2, sizeof(float) * n), "vocals differ with the shared factor");
   CHECK_MSG(!memcmp(a1, a2, sizeof(float) * n), "accompaniment differs with the shared factor");
-  CHECK_MSG(!memcmp(m1, m2, sizeof(float) * n), "the melody pass differs with the shared factor");
+  CHECK_MSG(!memcmp(m1, m2, sizeof(float) * n), "the melody pass differs with what it shares");
   CHECK_MSG(memcmp(v1, m1, sizeof(float) * n) != 0,
             "the two passes gave the same output: the test cannot tell them apart");
+  /* passes that cannot share picks are refused, not mixed up */
+  ebb_repet_params other = rm;
+  other.max_lag = rm.max_lag > 1 ? rm.max_lag - 1 : 2;
+  ebb_repet_share bad = {.next = &other, .picks = picks, .npicks = npicks};
+  int rc = ebb_separate_cpu_shared(&o, clip.rate, clip.mix, clip.n, v2, a2, NULL, &bad);
+  CHECK_MSG(rc == EBB_EINVAL && strstr(ebb_errmsg(), "max_lag"),
+            "a shared pass with another max_lag: rc %d, '%s'", rc, ebb_errmsg());
   free(v1), free(a1), free(m1), free(v2), free(a2), free(m2), free(hp);
+  free(picks), free(npicks), free(own), free(nown), free(mag);
 }
 
 static void test_alloc_failure_unwinds(void) {

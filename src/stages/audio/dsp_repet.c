@@ -95,13 +95,12 @@ static int cand_cmp(const void *a, const void *b) {
   return (x->frame > y->frame) - (x->frame < y->frame);
 }
 
-/* The repeating frames of frame j: itself, then the highest local maxima of
- * its similarity row (similarity > 0), greedily, each at least min_dist from
- * every frame already chosen. Returns how many (<= k) went into picks. */
-static int pick_similar(const float *feat, int nfeat, int nframes, int j,
-                        const ebb_repet_params *p, float *row, cand *cands, int *picks) {
-  int lo = j - p->max_lag < 0 ? 0 : j - p->max_lag;
-  int hi = j + p->max_lag > nframes - 1 ? nframes - 1 : j + p->max_lag;
+/* The similarity row of frame j over [lo, hi] (lo = j - max_lag, hi =
+ * j + max_lag, clipped) into row[0 .. hi - lo]. */
+static void similarity_row(const float *feat, int nfeat, int nframes, int j, int max_lag,
+                           float *row, int *lo_out, int *hi_out) {
+  int lo = j - max_lag < 0 ? 0 : j - max_lag;
+  int hi = j + max_lag > nframes - 1 ? nframes - 1 : j + max_lag;
   int len = hi - lo + 1;
   for (int i = 0; i < len; i++)
     row[i] = 0.0f;
@@ -112,6 +111,16 @@ static int pick_similar(const float *feat, int nfeat, int nframes, int j,
     for (int i = 0; i < len; i++)
       row[i] += fj * fi[i];
   }
+  *lo_out = lo;
+  *hi_out = hi;
+}
+
+/* The repeating frames of frame j from its similarity row over [lo, hi]:
+ * itself, then the highest local maxima of the row (similarity > 0),
+ * greedily, each at least min_dist from every frame already chosen. Returns
+ * how many (<= k) went into picks. */
+static int pick_similar(const float *row, int lo, int hi, int j, const ebb_repet_params *p,
+                        cand *cands, int *picks) {
   int ncand = 0;
   for (int i = lo; i <= hi; i++) {
     float s = row[i - lo];
@@ -238,16 +247,18 @@ static int check_params(int nframes, int nbins, const ebb_repet_params *p) {
   return 0;
 }
 
-int ebb_repet_picks(const float *mag, int nframes, int nbins, const ebb_repet_params *p,
-                    int *picks, int *npicks) {
-  int rc = check_params(nframes, nbins, p);
-  if (rc < 0)
-    return rc;
+/* The picks of p into picks/npicks and, when p2 is not NULL, those of p2
+ * (same pool and max_lag) into picks2/npicks2, from one similarity row per
+ * frame. */
+static int picks_of(const float *mag, int nframes, int nbins, const ebb_repet_params *p,
+                    int *picks, int *npicks, const ebb_repet_params *p2, int *picks2,
+                    int *npicks2) {
   int nfeat = (nbins + p->pool - 1) / p->pool;
   int wlen = 2 * p->max_lag + 1;
   float *feat = ebb_st_malloc(sizeof(float) * (size_t)nframes * (size_t)nfeat);
   float *row = ebb_st_malloc(sizeof(float) * (size_t)wlen);
   cand *cands = ebb_st_malloc(sizeof(cand) * (size_t)wlen);
+  int rc = 0;
   if (!feat || !row || !cands) {
     rc = ebb_seterr(EBB_ENOMEM, "separate: out of host memory for the similarity of %d frames",
                     nframes);
@@ -259,10 +270,16 @@ int ebb_repet_picks(const float *mag, int nframes, int nbins, const ebb_repet_pa
       rc = ebb_seterr(EBB_ECANCELED, "separate: cancelled at frame %d of %d", j, nframes);
       goto done;
     }
-    int *pj = picks + (long long)j * p->k;
-    npicks[j] = pick_similar(feat, nfeat, nframes, j, p, row, cands, pj);
-    for (int q = npicks[j]; q < p->k; q++)
-      pj[q] = j; /* unused slots: defined values */
+    int lo, hi;
+    similarity_row(feat, nfeat, nframes, j, p->max_lag, row, &lo, &hi);
+    for (int pass = 0; pass < (p2 ? 2 : 1); pass++) {
+      const ebb_repet_params *q = pass ? p2 : p;
+      int *pj = (pass ? picks2 : picks) + (long long)j * q->k;
+      int *np = (pass ? npicks2 : npicks) + j;
+      *np = pick_similar(row, lo, hi, j, q, cands, pj);
+      for (int r = *np; r < q->k; r++)
+        pj[r] = j; /* unused slots: defined values */
+    }
   }
 done:
   ebb_st_free(cands);
@@ -271,27 +288,51 @@ done:
   return rc;
 }
 
+int ebb_repet_picks(const float *mag, int nframes, int nbins, const ebb_repet_params *p,
+                    int *picks, int *npicks) {
+  int rc = check_params(nframes, nbins, p);
+  return rc < 0 ? rc : picks_of(mag, nframes, nbins, p, picks, npicks, NULL, NULL, NULL);
+}
+
 int ebb_repet_vocal_mask(const float *mag, int nframes, int nbins, const ebb_repet_params *p,
                          float *mask) {
-  return ebb_repet_vocal_mask_shared(mag, nframes, nbins, p, NULL, NULL, mask);
+  return ebb_repet_vocal_mask_shared(mag, nframes, nbins, p, NULL, mask);
+}
+
+/* Whether sh shares picks with p, and checks that it can. */
+static int shares_picks(const ebb_repet_share *sh, const ebb_repet_params *p) {
+  if (!sh || !sh->next || !sh->picks || !sh->npicks)
+    return 0;
+  if (sh->next->pool != p->pool || sh->next->max_lag != p->max_lag ||
+      (sh->picks_ready && sh->next->k != p->k))
+    return ebb_seterr(EBB_EINVAL,
+                      "separate: passes that share picks differ (pool %d/%d, max_lag %d/%d, k "
+                      "%d/%d)",
+                      p->pool, sh->next->pool, p->max_lag, sh->next->max_lag, p->k, sh->next->k);
+  return check_params(1, 2, sh->next) < 0 ? EBB_EINVAL : 1;
 }
 
 int ebb_repet_vocal_mask_shared(const float *mag, int nframes, int nbins,
-                                const ebb_repet_params *p, float *hpss, int *hpss_ready,
-                                float *mask) {
-  int rc = check_params(nframes, nbins, p);
-  if (rc < 0)
-    return rc;
-  int *picks = ebb_st_malloc(sizeof(int) * (size_t)nframes * (size_t)p->k);
-  int *npicks = ebb_st_malloc(sizeof(int) * (size_t)nframes);
+                                const ebb_repet_params *p, ebb_repet_share *sh, float *mask) {
+  int rc = check_params(nframes, nbins, p), share = rc < 0 ? rc : shares_picks(sh, p);
+  if (share < 0)
+    return share;
+  int ready = share && sh->picks_ready;
+  int *picks = ready ? sh->picks : ebb_st_malloc(sizeof(int) * (size_t)nframes * (size_t)p->k);
+  int *npicks = ready ? sh->npicks : ebb_st_malloc(sizeof(int) * (size_t)nframes);
   float *vals = ebb_st_malloc(sizeof(float) * (size_t)p->k);
   if (!picks || !npicks || !vals) {
     rc = ebb_seterr(EBB_ENOMEM, "separate: out of host memory for the picks of %d frames",
                     nframes);
     goto done;
   }
-  if ((rc = ebb_repet_picks(mag, nframes, nbins, p, picks, npicks)) < 0)
-    goto done;
+  if (!ready) {
+    if ((rc = picks_of(mag, nframes, nbins, p, picks, npicks, share ? sh->next : NULL,
+                       share ? sh->picks : NULL, share ? sh->npicks : NULL)) < 0)
+      goto done;
+    if (share)
+      sh->picks_ready = 1;
+  }
   for (int j = 0; j < nframes; j++) {
     const int *pj = picks + (long long)j * p->k;
     int np = npicks[j];
@@ -306,7 +347,8 @@ int ebb_repet_vocal_mask_shared(const float *mag, int nframes, int nbins,
       m[k] = v[k] > 0 ? 1.0f - w / v[k] : 0.0f;
     }
   }
-  if (p->hpss && (rc = apply_hpss(mag, nframes, nbins, p, hpss, hpss_ready, mask)) < 0)
+  if (p->hpss && (rc = apply_hpss(mag, nframes, nbins, p, sh ? sh->hpss : NULL,
+                                  sh ? &sh->hpss_ready : NULL, mask)) < 0)
     goto done;
   for (int f = 0; f < nframes; f++)
     for (int k = 0; k < nbins; k++)
@@ -314,7 +356,9 @@ int ebb_repet_vocal_mask_shared(const float *mag, int nframes, int nbins,
         mask[(long long)f * nbins + k] *= p->outside_gain;
 done:
   ebb_st_free(vals);
-  ebb_st_free(npicks);
-  ebb_st_free(picks);
+  if (!ready) {
+    ebb_st_free(npicks);
+    ebb_st_free(picks);
+  }
   return rc;
 }

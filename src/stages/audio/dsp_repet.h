@@ -51,15 +51,26 @@ int ebb_repet_picks(const float *mag, int nframes, int nbins, const ebb_repet_pa
 int ebb_repet_vocal_mask(const float *mag, int nframes, int nbins, const ebb_repet_params *p,
                          float *mask);
 
-/* The harmonic mask's factor depends only on mag and the HPSS sizes, so two
- * passes over one spectrogram (separate's "melody" pass) share it: the same
- * as ebb_repet_vocal_mask, with hpss (nframes * nbins floats, caller-owned)
- * holding the factor. *hpss_ready 0: hpss is computed (it is also the
- * workspace) and *hpss_ready set; 1: hpss is used as it is. hpss NULL: as
- * ebb_repet_vocal_mask. The mask is bit for bit the same either way. */
+/* What two passes over one spectrogram share (separate's "melody" pass),
+ * all caller-owned. The harmonic mask's factor depends only on mag and the
+ * HPSS sizes; the similarity rows only on mag, pool and max_lag, so the
+ * second pass's repeating frames are picked from the first pass's rows. */
+typedef struct ebb_repet_share {
+  float *hpss;    /* nframes * nbins floats, or NULL: each pass its own factor */
+  int hpss_ready; /* 0: computed into hpss (also the workspace), then set; 1: used */
+  /* the second pass's parameters (same pool and max_lag) and its picks
+   * (nframes * next->k and nframes ints), or NULL: each pass its own */
+  const ebb_repet_params *next;
+  int *picks, *npicks;
+  int picks_ready; /* 0: picked alongside this pass's, then set; 1: they are this pass's */
+} ebb_repet_share;
+
+/* As ebb_repet_vocal_mask, sharing with another pass through sh (NULL: as
+ * ebb_repet_vocal_mask). The mask is bit for bit the same either way.
+ * EBB_EINVAL when sh->next differs from p in pool or max_lag, or (picks
+ * ready) in k. */
 int ebb_repet_vocal_mask_shared(const float *mag, int nframes, int nbins,
-                                const ebb_repet_params *p, float *hpss, int *hpss_ready,
-                                float *mask);
+                                const ebb_repet_params *p, ebb_repet_share *sh, float *mask);
 
 /* The median of v[0..n-1] (n >= 1; mean of the two middle values when n is
  * even). Reorders v. */

@@ -82,12 +82,12 @@ int ebb_sep_plan(const ebb_sep_options *o, uint32_t rate, long long nx, ebb_stft
 
 int ebb_separate_cpu(const ebb_sep_options *o, uint32_t rate, const float *x, long long nx,
                      float *voc, float *acc, float *mag_out) {
-  return ebb_separate_cpu_shared(o, rate, x, nx, voc, acc, mag_out, NULL, NULL);
+  return ebb_separate_cpu_shared(o, rate, x, nx, voc, acc, mag_out, NULL);
 }
 
 int ebb_separate_cpu_shared(const ebb_sep_options *o, uint32_t rate, const float *x,
-                            long long nx, float *voc, float *acc, float *mag_out, float *hpss,
-                            int *hpss_ready) {
+                            long long nx, float *voc, float *acc, float *mag_out,
+                            ebb_repet_share *sh) {
   ebb_stft_shape s;
   ebb_repet_params rp;
   int rc = ebb_sep_plan(o, rate, nx, &s, &rp);
@@ -105,8 +105,7 @@ int ebb_separate_cpu_shared(const ebb_sep_options *o, uint32_t rate, const float
   }
   if ((rc = ebb_stft_forward_cpu(&s, x, spec, mag)) < 0)
     goto done;
-  if ((rc = ebb_repet_vocal_mask_shared(mag, s.nframes, s.nbins, &rp, hpss, hpss_ready, mask)) <
-      0)
+  if ((rc = ebb_repet_vocal_mask_shared(mag, s.nframes, s.nbins, &rp, sh, mask)) < 0)
     goto done;
   for (size_t c = 0; c < cells; c++) {
     float m = mask[c], am = 1.0f - m;

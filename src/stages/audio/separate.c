@@ -104,33 +104,55 @@ static int sep_load(ebb_stage_ctx *ctx, const char *options_json, void **state) 
 static int sep_cancelled(void *arg) { return ebb_cancelled((ebb_stage_ctx *)arg); }
 
 /* The GPU path on a CUDA device (the CPU when it cannot run there), else the CPU. */
-/* hpss (may be NULL): the CPU path's harmonic factor shared by both passes */
+/* sh (may be NULL): what the CPU path's two passes share */
 static int separate_any(ebb_stage_ctx *ctx, const ebb_sep_options *o, uint32_t rate,
-                        const float *x, long long nx, float *voc, float *acc, float *hpss,
-                        int *hpss_ready) {
+                        const float *x, long long nx, float *voc, float *acc,
+                        ebb_repet_share *sh) {
   if (ebb_device_kind(ctx) != EBB_DEV_KIND_CUDA)
-    return ebb_separate_cpu_shared(o, rate, x, nx, voc, acc, NULL, hpss, hpss_ready);
+    return ebb_separate_cpu_shared(o, rate, x, nx, voc, acc, NULL, sh);
   int rc = ebb_separate_gpu(ctx, ebb_kernels_image(), o, rate, x, nx, voc, acc, NULL);
   if (rc == EBB_EUNSUPPORTED) {
     ebb_st_log(ctx, 2, "%s; running separation on the CPU (FFTW) instead", ebb_errmsg());
-    rc = ebb_separate_cpu_shared(o, rate, x, nx, voc, acc, NULL, hpss, hpss_ready);
+    rc = ebb_separate_cpu_shared(o, rate, x, nx, voc, acc, NULL, sh);
   }
   return rc;
 }
 
-/* On the CPU, the "melody" pass shares the first pass's harmonic factor (it
- * differs only in the REPET picks): a buffer for it, or NULL (on a GPU, no
- * melody pass, or plans that differ). */
-static float *shared_hpss(ebb_stage_ctx *ctx, const ebb_sep_options *o,
-                          const ebb_sep_options *m, uint32_t rate, long long nx) {
+/* On the CPU, the "melody" pass shares the first pass's harmonic factor and
+ * its similarity rows (the passes differ only in the REPET picks; the
+ * melody pass's picks are made in the first pass): what the passes can
+ * share of it, in s (nothing on a GPU, without a melody pass, or where the
+ * plans differ; a buffer that cannot be had is not shared). */
+typedef struct sep_share {
+  ebb_repet_share sh;
+  ebb_repet_params next; /* the melody pass's; sh.next points here */
+} sep_share;
+
+static void sep_share_init(ebb_stage_ctx *ctx, const ebb_sep_options *o,
+                           const ebb_sep_options *m, uint32_t rate, long long nx, sep_share *s) {
   ebb_stft_shape s1, s2;
-  ebb_repet_params r1, r2;
+  ebb_repet_params r1;
+  memset(s, 0, sizeof *s);
   if (ebb_device_kind(ctx) == EBB_DEV_KIND_CUDA || m->repeats <= 0 ||
-      ebb_sep_plan(o, rate, nx, &s1, &r1) < 0 || ebb_sep_plan(m, rate, nx, &s2, &r2) < 0 ||
-      !r1.hpss || !r2.hpss || s1.nframes != s2.nframes || s1.nbins != s2.nbins ||
-      r1.hpss_time != r2.hpss_time || r1.hpss_freq != r2.hpss_freq)
-    return NULL;
-  return ebb_st_malloc(sizeof(float) * (size_t)s1.nframes * (size_t)s1.nbins);
+      ebb_sep_plan(o, rate, nx, &s1, &r1) < 0 || ebb_sep_plan(m, rate, nx, &s2, &s->next) < 0 ||
+      s1.nframes != s2.nframes || s1.nbins != s2.nbins)
+    return;
+  size_t cells = (size_t)s1.nframes * (size_t)s1.nbins;
+  if (r1.hpss && s->next.hpss && r1.hpss_time == s->next.hpss_time &&
+      r1.hpss_freq == s->next.hpss_freq)
+    s->sh.hpss = ebb_st_malloc(sizeof(float) * cells);
+  if (r1.pool == s->next.pool && r1.max_lag == s->next.max_lag) {
+    s->sh.picks = ebb_st_malloc(sizeof(int) * (size_t)s1.nframes * (size_t)s->next.k);
+    s->sh.npicks = ebb_st_malloc(sizeof(int) * (size_t)s1.nframes);
+    if (s->sh.picks && s->sh.npicks)
+      s->sh.next = &s->next;
+  }
+}
+
+static void sep_share_free(sep_share *s) {
+  ebb_st_free(s->sh.hpss);
+  ebb_st_free(s->sh.picks);
+  ebb_st_free(s->sh.npicks);
 }
 
 static int sep_run_counted(ebb_stage_ctx *ctx, void *state, const ebb_items *in, ebb_items *out) {
@@ -146,8 +168,9 @@ static int sep_run_counted(ebb_stage_ctx *ctx, void *state, const ebb_items *in,
   if (info.channels == 0 || info.rate == 0 || !info.samples)
     return ebb_set_error(ctx, EBB_EINPUT, "separate: item \"audio\" has no channels or rate 0");
   long long nx = (long long)info.frames;
-  int rc = 0, hpss_ready = 0;
-  float *mono = NULL, *mel = NULL, *hpss = NULL;
+  int rc = 0;
+  float *mono = NULL, *mel = NULL;
+  sep_share share = {.sh = {.hpss = NULL}};
   float *voc = ebb_st_malloc(sizeof(float) * (size_t)(nx ? nx : 1));
   float *acc = ebb_st_malloc(sizeof(float) * (size_t)(nx ? nx : 1));
   const float *x = info.samples;
@@ -170,8 +193,8 @@ static int sep_run_counted(ebb_stage_ctx *ctx, void *state, const ebb_items *in,
   }
   /* both passes before any output item, so the items (the job's) do not
    * sit under the second pass's buffers */
-  hpss = shared_hpss(ctx, &o, &st->melody, info.rate, nx); /* NULL: each pass its own */
-  if ((rc = separate_any(ctx, &o, info.rate, x, nx, voc, acc, hpss, &hpss_ready)) < 0)
+  sep_share_init(ctx, &o, &st->melody, info.rate, nx, &share);
+  if ((rc = separate_any(ctx, &o, info.rate, x, nx, voc, acc, &share.sh)) < 0)
     goto done;
   if (st->melody.repeats > 0) {
     ebb_sep_options m = st->melody;
@@ -181,7 +204,7 @@ static int sep_run_counted(ebb_stage_ctx *ctx, void *state, const ebb_items *in,
       rc = ebb_seterr(EBB_ENOMEM, "separate: out of host memory for %lld samples", nx);
       goto done;
     }
-    if ((rc = separate_any(ctx, &m, info.rate, x, nx, mel, NULL, hpss, &hpss_ready)) < 0)
+    if ((rc = separate_any(ctx, &m, info.rate, x, nx, mel, NULL, &share.sh)) < 0)
       goto done;
   }
   if ((rc = ctx->host->add_audio(out, "vocals", voc, (uint64_t)nx, 1, info.rate)) < 0 ||
@@ -192,7 +215,7 @@ static int sep_run_counted(ebb_stage_ctx *ctx, void *state, const ebb_items *in,
   }
   ebb_st_log(ctx, 0, "separated %.1f s of audio", (double)nx / info.rate);
 done:
-  ebb_st_free(hpss);
+  sep_share_free(&share);
   ebb_st_free(mel);
   ebb_st_free(mono);
   ebb_st_free(acc);

@@ -56,14 +56,15 @@ int ebb_sep_plan(const ebb_sep_options *o, uint32_t rate, long long nx, ebb_stft
  * (shape.nframes * shape.nbins). */
 int ebb_separate_cpu(const ebb_sep_options *o, uint32_t rate, const float *x, long long nx,
                      float *voc, float *acc, float *mag);
-/* The same, sharing the harmonic mask's factor between passes over one
- * signal whose options differ only in the REPET picks (separate's "melody"
- * pass): hpss holds shape.nframes * shape.nbins floats, *hpss_ready 0 the
- * first time (see ebb_repet_vocal_mask_shared). Outputs are bit for bit
- * those of ebb_separate_cpu. */
+/* The same, sharing with another pass over the same signal whose options
+ * differ only in the REPET picks (separate's "melody" pass) what sh holds:
+ * the harmonic mask's factor (shape.nframes * shape.nbins floats) and the
+ * other pass's picks, made from this pass's similarity rows (see
+ * ebb_repet_share in dsp_repet.h; every *_ready 0 the first time). NULL:
+ * nothing shared. Outputs are bit for bit those of ebb_separate_cpu. */
 int ebb_separate_cpu_shared(const ebb_sep_options *o, uint32_t rate, const float *x,
-                            long long nx, float *voc, float *acc, float *mag, float *hpss,
-                            int *hpss_ready);
+                            long long nx, float *voc, float *acc, float *mag,
+                            ebb_repet_share *sh);
 
 /* GPU path: the same (acc may be NULL too) through ctx's device (ctx->host dev_alloc, copies,
  * launch). image: the kernel image (ebb_kernels_image()), NULL to launch by
