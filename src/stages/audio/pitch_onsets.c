@@ -199,13 +199,12 @@ static int reattack(const seg_ctx *c, size_t t) {
    * t + 2 (its lowest frame after t) is no rise */
   float lo = INFINITY, hi = -INFINITY;
   size_t dip = t;
-  size_t DB = getenv("X_DB") ? (size_t)atoi(getenv("X_DB")) : 6, DF = getenv("X_DF") ? (size_t)atoi(getenv("X_DF")) : 2, RW = getenv("X_RW") ? (size_t)atoi(getenv("X_RW")) : 6;
-  for (size_t k = t >= DB ? t - DB : 0; k < c->nf && k <= t + DF; k++)
+  for (size_t k = t >= 6 ? t - 6 : 0; k < c->nf && k <= t + 2; k++)
     if (c->level_db[k] < lo) {
       lo = c->level_db[k];
       dip = k;
     }
-  for (size_t k = dip > t ? dip : t; k < c->nf && k <= t + RW; k++)
+  for (size_t k = dip > t ? dip : t; k < c->nf && k <= t + 6; k++)
     hi = fmaxf(hi, c->level_db[k]);
   if (hi - lo < c->p->onset_dip_db)
     return 0;
