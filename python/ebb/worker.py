@@ -384,6 +384,7 @@ class _Runner:
         self.cls, self.conn = cls, conn
         self.ctx = Context(conn)
         self.stage = None
+        self.load_dir = "."
 
     def _owned(self, fn, *args):
         if self.ctx.owner is None:
@@ -407,7 +408,8 @@ class _Runner:
             raise StageError("EBB_ENOTFOUND", "%s runs stage '%s', not '%s'"
                              % (os.path.basename(sys.argv[0]), want, msg.get("stage")))
         self.ctx.device = msg.get("device", "cpu")
-        self.ctx.output_dir = msg.get("output_dir", ".")
+        # load's directory (a private one under ebb): between runs, at release and exit
+        self.load_dir = self.ctx.output_dir = msg.get("output_dir", ".")
         if self.cls.uses_gpu and self.ctx.device.startswith("cuda"):
             import ebb
             dev = ebb.Device(self.ctx.device)
@@ -421,12 +423,15 @@ class _Runner:
             raise StageError("EBB_ESTATE", "run before load")
         items = Items([Item(d) for d in msg.get("items", ())])
         ctx = self.ctx
-        ctx.output_dir = msg.get("output_dir") or ctx.output_dir  # this job's, not the first's
-        if ctx.owner is None:  # (_owned, without the call: this is the hot path)
-            outs = self.stage.run(items, ctx) or ()
-        else:
-            with ctx.owner:
+        ctx.output_dir = msg.get("output_dir") or self.load_dir  # this job's, not the first's
+        try:
+            if ctx.owner is None:  # (_owned, without the call: this is the hot path)
                 outs = self.stage.run(items, ctx) or ()
+            else:
+                with ctx.owner:
+                    outs = self.stage.run(items, ctx) or ()
+        finally:
+            ctx.output_dir = self.load_dir  # the job's directory is not the stage's after it
         return {"type": "result", "items": [o.raw if isinstance(o, Output) else o for o in outs],
                 "memory": ctx.memory()}
 

@@ -37,7 +37,8 @@ typedef struct wk {
   ebb_allocator *alloc;
   const ebb_stage *st;
   ebb_instance *inst; /* the stage: its load, run and release (instance.h) */
-  char outdir[4096];
+  char outdir[4096];  /* the directory the instance is bound to */
+  char loaddir[4096]; /* load's (a private one under ebb): between runs, at release and exit */
 } wk;
 
 static int send_msg(wk *w, json_t *m) {
@@ -72,13 +73,13 @@ static json_t *memory(wk *w) {
   return m;
 }
 
-/* Points the instance at this request: the output directory and the
- * request's deadline; clears a previous timeout and error. */
+/* Points the instance at this request (msg NULL: at none, between runs):
+ * the output directory (the run's job's, else load's) and the request's
+ * deadline; clears a previous timeout and error. */
 static void bind(wk *w, json_t *msg) {
   json_t *left = json_object_get(msg, "seconds_left");
   const char *dir = json_string_value(json_object_get(msg, "output_dir"));
-  if (dir) /* each run names its job's directory (load named the first's) */
-    snprintf(w->outdir, sizeof w->outdir, "%s", dir);
+  snprintf(w->outdir, sizeof w->outdir, "%s", dir ? dir : w->loaddir);
   ebb_instance_bind(w->inst, NULL, w->outdir,
                     json_is_number(left) ? ebb_now() + json_number_value(left) : 0);
 }
@@ -111,7 +112,8 @@ static int on_load(wk *w, json_t *msg) {
     return send_error(w, EBB_EPROTO, "ebb-worker: load needs a string \"stage\"");
   if (logfmt)
     ebb_log_set_format(!strcmp(logfmt, "json") ? EBB_LOG_JSON : EBB_LOG_TEXT);
-  snprintf(w->outdir, sizeof w->outdir, "%s", outdir ? outdir : ".");
+  snprintf(w->loaddir, sizeof w->loaddir, "%s", outdir ? outdir : ".");
+  snprintf(w->outdir, sizeof w->outdir, "%s", w->loaddir);
   int rc = ebb_registry_create(&w->reg);
   if (!rc && plugin)
     rc = ebb_registry_load_plugin(w->reg, plugin);
@@ -196,6 +198,8 @@ static int on_run(wk *w, json_t *msg) {
 out:
   ebb_items_destroy(out);
   ebb_items_destroy(in);
+  if (w->inst)
+    bind(w, NULL); /* the job's directory is not the stage's once the run is over */
   return rc;
 }
 

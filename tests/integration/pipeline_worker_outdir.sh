@@ -6,7 +6,9 @@
 # worker that writes a file into ctx.output_dir, and the test plugin's C
 # stage "echo" run isolated in ebb-worker (it reports its output_dir); two
 # jobs and two session items each, every one checked against its own
-# directory.
+# directory. Once a run is over the job's directory is no longer the
+# stage's: at unload (the server's stop) both see their load's private
+# directory under DATA_DIR/scratch, not the last job's.
 set -u
 : "${EBB_TEST_PLUGIN_DIR:?}"
 . "$(dirname "$0")/../lib/server.sh"
@@ -27,6 +29,10 @@ class Dirs(Stage):
             f.write(ctx.output_dir)
         return [ctx.json("dirs", {"output_dir": ctx.output_dir})]
 
+    def unload(self, ctx):
+        with open("$T/py_unload.txt", "w") as f:
+            f.write(ctx.output_dir)
+
 sys.exit(serve(Dirs))
 PYW
 chmod +x "$T/dirs_worker.py"
@@ -37,6 +43,8 @@ cat > "$T/cfg.json" <<JSON
   "c": {"stages": [{"stage": "echo", "isolate": true}], "release": "never"}}}
 JSON
 echo "any input" > "$T/input.txt"
+rm -f "$T/py_unload.txt" "$T/c_unload.txt"
+export EBB_TEST_ECHO_UNLOAD_LOG="$T/c_unload.txt"
 serve "$T/log" --config "$T/cfg.json" --data-dir "$T/data" --input-dir "$T" --device cpu
 
 # said: the output_dir a result reports (item NAME); want: the directory it must be
@@ -78,5 +86,12 @@ for p in py c; do
 done
 stop_server; rc=$?
 [ "$rc" = 0 ] || fail "ebb serve exited $rc on SIGTERM"
+for p in py c; do
+  seen=$(cat "$T/${p}_unload.txt" 2>/dev/null)
+  case "$seen" in
+    "$T/data/scratch/"?*) ;;
+    *) fail "$p: at unload the stage saw output directory '$seen', expected its load's under $T/data/scratch" ;;
+  esac
+done
 if [ "$fails" -ne 0 ]; then echo "--- server log"; cat "$T/log"; exit 1; fi
 echo "pipeline_worker_outdir: every run wrote to its own directory"
