@@ -5,6 +5,7 @@
 # fakegpu-smi.
 set -u
 : "${EBB_SOURCE_DIR:?}" "${EBB_BUILD_DIR:?}" "${EBB_TEST_TMP:?}"
+. "$(dirname "$0")/../lib/lock.sh"
 rm -rf "$EBB_TEST_TMP" && mkdir -p "$EBB_TEST_TMP"
 unset EBB_LIBCUDA EBB_LIBNVML FAKEGPU_STATE EBB_WHISPER_URL EBB_STAGE_HOOK
 export DEMO_OUT=$EBB_TEST_TMP/out

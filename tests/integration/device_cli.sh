@@ -5,6 +5,7 @@
 # With EBB_REAL_GPU=1 the real driver is used and the fake-only cases are
 # skipped (said below).
 set -u
+. "$(dirname "$0")/../lib/lock.sh"
 fail=0
 check() { # check DESCRIPTION COMMAND...
   local what=$1; shift

@@ -5,6 +5,7 @@
 # The plain `ebb devices` probes the driver and must die of SIGABRT, which
 # shows the trap is live.
 set -u
+. "$(dirname "$0")/../lib/lock.sh"
 fail=0
 check() { local what=$1; shift; if ! "$@"; then echo "FAIL: $what"; fail=1; else echo "ok   $what"; fi; }
 mkdir -p "$EBB_TEST_TMP"

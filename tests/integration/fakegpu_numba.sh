@@ -7,6 +7,7 @@
 # The expected failures: tests/fakegpu/numba_expected_failures.txt.
 set -euo pipefail
 : "${EBB_LIBCUDA:?}" "${FAKEGPU_STATE:?}" "${EBB_TEST_TMP:?}" "${EBB_SOURCE_DIR:?}"
+. "$(dirname "$0")/../lib/lock.sh"
 FLOOR=168 # passed on 2026-12-01: 217 ran, 8 skipped, 41 expected failures (need PTX)
 fail() { echo "FAIL: $*" >&2; exit 1; }
 . "$(dirname "$0")/../lib/numba.sh"

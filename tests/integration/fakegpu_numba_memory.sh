@@ -6,6 +6,7 @@
 # second run is killed with SIGKILL while holding memory, the device is empty.
 set -euo pipefail
 : "${EBB_LIBCUDA:?}" "${FAKEGPU_SMI:?}" "${FAKEGPU_STATE:?}" "${EBB_TEST_TMP:?}" "${EBB_SOURCE_DIR:?}"
+. "$(dirname "$0")/../lib/lock.sh"
 fail() { echo "FAIL: $*" >&2; exit 1; }
 . "$(dirname "$0")/../lib/numba.sh"
 rm -rf "$EBB_TEST_TMP" "$FAKEGPU_STATE"

@@ -8,6 +8,7 @@
 # --fake-lose-device=1, shows as lost while the others answer.
 set -euo pipefail
 : "${FAKEGPU_SMI:?}" "${FAKEGPU_STATE:?}" "${EBB_TEST_TMP:?}"
+. "$(dirname "$0")/../lib/lock.sh"
 rm -rf "$EBB_TEST_TMP" "$FAKEGPU_STATE"
 mkdir -p "$EBB_TEST_TMP"
 HOLD="$(dirname "$FAKEGPU_SMI")/fakegpu-hold"

@@ -4,6 +4,7 @@
 # with noheader, fields separated by ", ", one line per GPU / per process.
 set -euo pipefail
 : "${FAKEGPU_SMI:?}" "${FAKEGPU_STATE:?}" "${EBB_TEST_TMP:?}"
+. "$(dirname "$0")/../lib/lock.sh"
 mkdir -p "$EBB_TEST_TMP"
 rm -f "$FAKEGPU_STATE"
 . "$(dirname "$0")/../lib/hold.sh"

@@ -5,6 +5,7 @@
 # fakegpu-smi then reports nothing for A.
 set -euo pipefail
 : "${FAKEGPU_SMI:?}" "${FAKEGPU_STATE:?}" "${EBB_TEST_TMP:?}"
+. "$(dirname "$0")/../lib/lock.sh"
 mkdir -p "$EBB_TEST_TMP"
 rm -f "$FAKEGPU_STATE"
 . "$(dirname "$0")/../lib/hold.sh"

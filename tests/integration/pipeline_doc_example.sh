@@ -4,6 +4,7 @@
 # ebb library), and run it through a config's plugin_dirs on the fake GPU.
 set -u
 : "${EBB:?}" "${EBB_SOURCE_DIR:?}" "${EBB_TEST_TMP:?}" "${FAKEGPU_STATE:?}"
+. "$(dirname "$0")/../lib/lock.sh"
 T=$EBB_TEST_TMP
 rm -rf "$T" && mkdir -p "$T/plugins"
 rm -f "$FAKEGPU_STATE"

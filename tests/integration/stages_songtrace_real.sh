@@ -13,6 +13,7 @@
 # numpy/scipy or mir_eval fails the test (scripts/install-deps.sh installs
 # them).
 set -euo pipefail
+. "$(dirname "$0")/../lib/lock.sh"
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 [ -x "$EBB" ] || { echo "FAIL: no ebb binary at $EBB" >&2; exit 1; }
 [ -x /usr/bin/python3 ] || { echo "FAIL: /usr/bin/python3 is missing" >&2; exit 1; }

@@ -5,6 +5,7 @@
 # the uploaded duration, rejects what a real server would, enforces an API key,
 # counts requests per key, and stops on SIGTERM.
 set -euo pipefail
+. "$(dirname "$0")/../lib/lock.sh"
 TMP="$EBB_TEST_TMP"
 rm -rf "$TMP" && mkdir -p "$TMP"
 fail() { echo "FAIL: $*" >&2; exit 1; }
