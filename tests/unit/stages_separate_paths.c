@@ -6,7 +6,8 @@
  * allocation fails half-way. The CPU path's two passes (the default and
  * separate's "melody" pass) sharing one harmonic factor, and the melody
  * pass's picks made from the first pass's similarity rows, give bit for bit
- * what two passes of their own give; passes whose rows differ are refused. */
+ * what two passes of their own give; passes whose rows differ are refused;
+ * the GPU path's passes sharing those picks give bit for bit theirs too. */
 #include "stages/audio/separate.h"
 #include "stages_separate_mix.h"
 #include "stages_separate_shim.h"
@@ -113,6 +114,41 @@ static void test_shared_hpss_same_bits(void) {
   free(picks), free(npicks), free(own), free(nown), free(mag);
 }
 
+/* The GPU path's two passes: the melody pass's picks made alongside the
+ * first pass's (on the host, between the kernels) give both outputs bit for
+ * bit as passes of their own. */
+static void test_gpu_shared_picks_same_bits(void) {
+  ebb_sep_options o, m;
+  ebb_sep_options_default(&o);
+  m = o;
+  m.repeats = 8;
+  m.min_distance_s = 0.5;
+  ebb_stft_shape s;
+  ebb_repet_params rm;
+  REQUIRE(ebb_sep_plan(&m, clip.rate, clip.n, &s, &rm) == 0);
+  size_t n = (size_t)clip.n;
+  float *v1 = malloc(sizeof(float) * n), *m1 = malloc(sizeof(float) * n);
+  float *v2 = malloc(sizeof(float) * n), *m2 = malloc(sizeof(float) * n);
+  int *picks = malloc(sizeof(int) * (size_t)s.nframes * (size_t)rm.k);
+  int *npicks = malloc(sizeof(int) * (size_t)s.nframes);
+  REQUIRE(v1 && m1 && v2 && m2 && picks && npicks);
+  shim_ctx sh;
+  shim_init(&sh, EBB_DEV_KIND_CUDA);
+  REQUIRE(ebb_separate_gpu(&sh.base, NULL, &o, clip.rate, clip.mix, clip.n, v1, NULL, NULL) == 0);
+  REQUIRE(ebb_separate_gpu(&sh.base, NULL, &m, clip.rate, clip.mix, clip.n, m1, NULL, NULL) == 0);
+  ebb_repet_share share = {.next = &rm, .picks = picks, .npicks = npicks};
+  REQUIRE(ebb_separate_gpu_shared(&sh.base, NULL, &o, clip.rate, clip.mix, clip.n, v2, NULL, NULL,
+                                  &share) == 0);
+  CHECK_MSG(share.picks_ready == 1, "the GPU path's first pass did not make the melody's picks");
+  REQUIRE(ebb_separate_gpu_shared(&sh.base, NULL, &m, clip.rate, clip.mix, clip.n, m2, NULL, NULL,
+                                  &share) == 0);
+  CHECK_MSG(!memcmp(v1, v2, sizeof(float) * n), "GPU path: vocals differ with shared picks");
+  CHECK_MSG(!memcmp(m1, m2, sizeof(float) * n), "GPU path: the melody pass differs with shared picks");
+  CHECK_MSG(memcmp(v1, m1, sizeof(float) * n) != 0, "GPU path: the two passes gave the same output");
+  CHECK_EQ_INT(sh.live_blocks, 0);
+  free(v1), free(m1), free(v2), free(m2), free(picks), free(npicks);
+}
+
 static void test_alloc_failure_unwinds(void) {
   ebb_sep_options o;
   ebb_sep_options_default(&o);
@@ -149,6 +185,7 @@ int main(void) {
   REQUIRE(sep_mix_make(&clip, 1, 16000, 8.0) == 0);
   RUN(test_paths_agree);
   RUN(test_shared_hpss_same_bits);
+  RUN(test_gpu_shared_picks_same_bits);
   RUN(test_alloc_failure_unwinds);
   RUN(test_no_image_no_twins_is_unsupported);
   sep_mix_free(&clip);

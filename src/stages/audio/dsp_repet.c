@@ -288,17 +288,6 @@ done:
   return rc;
 }
 
-int ebb_repet_picks(const float *mag, int nframes, int nbins, const ebb_repet_params *p,
-                    int *picks, int *npicks) {
-  int rc = check_params(nframes, nbins, p);
-  return rc < 0 ? rc : picks_of(mag, nframes, nbins, p, picks, npicks, NULL, NULL, NULL);
-}
-
-int ebb_repet_vocal_mask(const float *mag, int nframes, int nbins, const ebb_repet_params *p,
-                         float *mask) {
-  return ebb_repet_vocal_mask_shared(mag, nframes, nbins, p, NULL, mask);
-}
-
 /* Whether sh shares picks with p, and checks that it can. */
 static int shares_picks(const ebb_repet_share *sh, const ebb_repet_params *p) {
   if (!sh || !sh->next || !sh->picks || !sh->npicks)
@@ -312,27 +301,49 @@ static int shares_picks(const ebb_repet_share *sh, const ebb_repet_params *p) {
   return check_params(1, 2, sh->next) < 0 ? EBB_EINVAL : 1;
 }
 
-int ebb_repet_vocal_mask_shared(const float *mag, int nframes, int nbins,
-                                const ebb_repet_params *p, ebb_repet_share *sh, float *mask) {
+int ebb_repet_picks_shared(const float *mag, int nframes, int nbins, const ebb_repet_params *p,
+                           int *picks, int *npicks, ebb_repet_share *sh) {
   int rc = check_params(nframes, nbins, p), share = rc < 0 ? rc : shares_picks(sh, p);
   if (share < 0)
     return share;
-  int ready = share && sh->picks_ready;
-  int *picks = ready ? sh->picks : ebb_st_malloc(sizeof(int) * (size_t)nframes * (size_t)p->k);
-  int *npicks = ready ? sh->npicks : ebb_st_malloc(sizeof(int) * (size_t)nframes);
+  if (share && sh->picks_ready) {
+    memcpy(picks, sh->picks, sizeof(int) * (size_t)nframes * (size_t)p->k);
+    memcpy(npicks, sh->npicks, sizeof(int) * (size_t)nframes);
+    return 0;
+  }
+  rc = picks_of(mag, nframes, nbins, p, picks, npicks, share ? sh->next : NULL,
+                share ? sh->picks : NULL, share ? sh->npicks : NULL);
+  if (!rc && share)
+    sh->picks_ready = 1;
+  return rc;
+}
+
+int ebb_repet_picks(const float *mag, int nframes, int nbins, const ebb_repet_params *p,
+                    int *picks, int *npicks) {
+  int rc = check_params(nframes, nbins, p);
+  return rc < 0 ? rc : picks_of(mag, nframes, nbins, p, picks, npicks, NULL, NULL, NULL);
+}
+
+int ebb_repet_vocal_mask(const float *mag, int nframes, int nbins, const ebb_repet_params *p,
+                         float *mask) {
+  return ebb_repet_vocal_mask_shared(mag, nframes, nbins, p, NULL, mask);
+}
+
+int ebb_repet_vocal_mask_shared(const float *mag, int nframes, int nbins,
+                                const ebb_repet_params *p, ebb_repet_share *sh, float *mask) {
+  int rc = check_params(nframes, nbins, p);
+  if (rc < 0)
+    return rc;
+  int *picks = ebb_st_malloc(sizeof(int) * (size_t)nframes * (size_t)p->k);
+  int *npicks = ebb_st_malloc(sizeof(int) * (size_t)nframes);
   float *vals = ebb_st_malloc(sizeof(float) * (size_t)p->k);
   if (!picks || !npicks || !vals) {
     rc = ebb_seterr(EBB_ENOMEM, "separate: out of host memory for the picks of %d frames",
                     nframes);
     goto done;
   }
-  if (!ready) {
-    if ((rc = picks_of(mag, nframes, nbins, p, picks, npicks, share ? sh->next : NULL,
-                       share ? sh->picks : NULL, share ? sh->npicks : NULL)) < 0)
-      goto done;
-    if (share)
-      sh->picks_ready = 1;
-  }
+  if ((rc = ebb_repet_picks_shared(mag, nframes, nbins, p, picks, npicks, sh)) < 0)
+    goto done;
   for (int j = 0; j < nframes; j++) {
     const int *pj = picks + (long long)j * p->k;
     int np = npicks[j];
@@ -356,9 +367,7 @@ int ebb_repet_vocal_mask_shared(const float *mag, int nframes, int nbins,
         mask[(long long)f * nbins + k] *= p->outside_gain;
 done:
   ebb_st_free(vals);
-  if (!ready) {
-    ebb_st_free(npicks);
-    ebb_st_free(picks);
-  }
+  ebb_st_free(npicks);
+  ebb_st_free(picks);
   return rc;
 }

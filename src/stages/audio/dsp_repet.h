@@ -65,6 +65,13 @@ typedef struct ebb_repet_share {
   int picks_ready; /* 0: picked alongside this pass's, then set; 1: they are this pass's */
 } ebb_repet_share;
 
+/* As ebb_repet_picks, sharing with another pass through sh (NULL: as
+ * ebb_repet_picks): with sh->picks_ready, its picks are copied out (they
+ * are this pass's); else the next pass's are made alongside from the same
+ * rows and sh->picks_ready set. EBB_EINVAL as below. */
+int ebb_repet_picks_shared(const float *mag, int nframes, int nbins, const ebb_repet_params *p,
+                           int *picks, int *npicks, ebb_repet_share *sh);
+
 /* As ebb_repet_vocal_mask, sharing with another pass through sh (NULL: as
  * ebb_repet_vocal_mask). The mask is bit for bit the same either way.
  * EBB_EINVAL when sh->next differs from p in pool or max_lag, or (picks

@@ -306,6 +306,12 @@ static int gpu_checkpoint(ebb_stage_ctx *ctx, double progress, const char *after
 int ebb_separate_gpu(ebb_stage_ctx *ctx, const void *image, const ebb_sep_options *o,
                      uint32_t rate, const float *x, long long nx, float *voc, float *acc,
                      float *mag_out) {
+  return ebb_separate_gpu_shared(ctx, image, o, rate, x, nx, voc, acc, mag_out, NULL);
+}
+
+int ebb_separate_gpu_shared(ebb_stage_ctx *ctx, const void *image, const ebb_sep_options *o,
+                            uint32_t rate, const float *x, long long nx, float *voc,
+                            float *acc, float *mag_out, ebb_repet_share *sh) {
   ebb_stft_shape s;
   ebb_repet_params rp;
   int rc = ebb_sep_plan(o, rate, nx, &s, &rp);
@@ -330,7 +336,7 @@ int ebb_separate_gpu(ebb_stage_ctx *ctx, const void *image, const ebb_sep_option
   if ((rc = gpu_setup(&g, &s, &rp, x, nx, tables)) < 0 ||
       (rc = gpu_forward(&g, &s, nx, mag)) < 0 ||
       (rc = gpu_checkpoint(ctx, 0.2, "the forward STFT")) < 0 ||
-      (rc = ebb_repet_picks(mag, nf, s.nbins, &rp, picks, npicks)) < 0 ||
+      (rc = ebb_repet_picks_shared(mag, nf, s.nbins, &rp, picks, npicks, sh)) < 0 ||
       (rc = gpu_checkpoint(ctx, 0.7, "the similarity search")) < 0 ||
       (rc = gpu_mask(&g, &s, &rp, picks, npicks)) < 0 ||
       (rc = inverse_to_host(&g, &s, g.d_voc, voc)) < 0 || !acc)

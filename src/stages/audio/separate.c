@@ -110,7 +110,7 @@ static int separate_any(ebb_stage_ctx *ctx, const ebb_sep_options *o, uint32_t r
                         ebb_repet_share *sh) {
   if (ebb_device_kind(ctx) != EBB_DEV_KIND_CUDA)
     return ebb_separate_cpu_shared(o, rate, x, nx, voc, acc, NULL, sh);
-  int rc = ebb_separate_gpu(ctx, ebb_kernels_image(), o, rate, x, nx, voc, acc, NULL);
+  int rc = ebb_separate_gpu_shared(ctx, ebb_kernels_image(), o, rate, x, nx, voc, acc, NULL, sh);
   if (rc == EBB_EUNSUPPORTED) {
     ebb_st_log(ctx, 2, "%s; running separation on the CPU (FFTW) instead", ebb_errmsg());
     rc = ebb_separate_cpu_shared(o, rate, x, nx, voc, acc, NULL, sh);
@@ -118,11 +118,11 @@ static int separate_any(ebb_stage_ctx *ctx, const ebb_sep_options *o, uint32_t r
   return rc;
 }
 
-/* On the CPU, the "melody" pass shares the first pass's harmonic factor and
- * its similarity rows (the passes differ only in the REPET picks; the
- * melody pass's picks are made in the first pass): what the passes can
- * share of it, in s (nothing on a GPU, without a melody pass, or where the
- * plans differ; a buffer that cannot be had is not shared). */
+/* The "melody" pass shares the first pass's similarity rows (the passes
+ * differ only in the REPET picks; the melody pass's picks are made in the
+ * first pass) and, on the CPU, its harmonic factor (on a GPU that is on the
+ * device): what the passes can share, in s (nothing without a melody pass
+ * or where the plans differ; a buffer that cannot be had is not shared). */
 typedef struct sep_share {
   ebb_repet_share sh;
   ebb_repet_params next; /* the melody pass's; sh.next points here */
@@ -133,13 +133,13 @@ static void sep_share_init(ebb_stage_ctx *ctx, const ebb_sep_options *o,
   ebb_stft_shape s1, s2;
   ebb_repet_params r1;
   memset(s, 0, sizeof *s);
-  if (ebb_device_kind(ctx) == EBB_DEV_KIND_CUDA || m->repeats <= 0 ||
-      ebb_sep_plan(o, rate, nx, &s1, &r1) < 0 || ebb_sep_plan(m, rate, nx, &s2, &s->next) < 0 ||
-      s1.nframes != s2.nframes || s1.nbins != s2.nbins)
+  if (m->repeats <= 0 || ebb_sep_plan(o, rate, nx, &s1, &r1) < 0 ||
+      ebb_sep_plan(m, rate, nx, &s2, &s->next) < 0 || s1.nframes != s2.nframes ||
+      s1.nbins != s2.nbins)
     return;
   size_t cells = (size_t)s1.nframes * (size_t)s1.nbins;
-  if (r1.hpss && s->next.hpss && r1.hpss_time == s->next.hpss_time &&
-      r1.hpss_freq == s->next.hpss_freq)
+  if (ebb_device_kind(ctx) != EBB_DEV_KIND_CUDA && r1.hpss && s->next.hpss &&
+      r1.hpss_time == s->next.hpss_time && r1.hpss_freq == s->next.hpss_freq)
     s->sh.hpss = ebb_st_malloc(sizeof(float) * cells);
   if (r1.pool == s->next.pool && r1.max_lag == s->next.max_lag) {
     s->sh.picks = ebb_st_malloc(sizeof(int) * (size_t)s1.nframes * (size_t)s->next.k);

@@ -76,6 +76,12 @@ int ebb_separate_cpu_shared(const ebb_sep_options *o, uint32_t rate, const float
 int ebb_separate_gpu(ebb_stage_ctx *ctx, const void *image, const ebb_sep_options *o,
                      uint32_t rate, const float *x, long long nx, float *voc, float *acc,
                      float *mag);
+/* The same, sharing the repeating frames' picks with another pass through
+ * sh (its picks and npicks; the harmonic factor is on the device and not
+ * shared here), as ebb_separate_cpu_shared. NULL: nothing shared. */
+int ebb_separate_gpu_shared(ebb_stage_ctx *ctx, const void *image, const ebb_sep_options *o,
+                            uint32_t rate, const float *x, long long nx, float *voc,
+                            float *acc, float *mag, ebb_repet_share *sh);
 
 /* Bytes of device memory ebb_separate_gpu takes for nx samples (0 when the
  * options are invalid). */
