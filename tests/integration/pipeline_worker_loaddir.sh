@@ -12,15 +12,8 @@
 # job's own directory.
 set -u
 . "$(dirname "$0")/../lib/server.sh"
-ROOT=$(cd "$(dirname "$0")/../.." && pwd)
-PY=python3
-/usr/bin/python3 -c 'import numpy' 2>/dev/null && PY=/usr/bin/python3
-cat > "$T/loaddir_worker.py" <<PYW
-#!$PY
-import os, sys
-sys.path.insert(0, "$ROOT/python")
-from ebb.worker import Stage, serve
-
+. "$(dirname "$0")/../lib/sdk_worker.sh"
+sdk_worker "$T/loaddir_worker.py" LoadDir <<PYW
 class LoadDir(Stage):
     name = "loaddir"
 
@@ -34,9 +27,7 @@ class LoadDir(Stage):
         return [ctx.json("loaddir", {"load_dir": self.load_dir, "kept": kept,
                                      "run_dir": os.path.abspath(ctx.output_dir)})]
 
-sys.exit(serve(LoadDir))
 PYW
-chmod +x "$T/loaddir_worker.py"
 cat > "$T/cfg.json" <<JSON
 {"pipelines": {"py": {"stages": [{"stage": "loaddir", "worker": "$T/loaddir_worker.py"}]}}}
 JSON
@@ -82,18 +73,25 @@ for it in json.loads(sys.argv[1])["result"]["items"]:
   read -r LOAD_DIR KEPT RUN_DIR <<< "$v"
 }
 
+# after a load with no job (POST load, POST wake): nothing in the server's
+# working directory, one private load directory (in LD), and a job on the
+# pipeline that says the stage loaded there and ran in the job's directory
+loaded_then_job() { # WHEN
+  cwd_clean "$1"
+  one_load_dir "$1"
+  job "$1: the job"
+  [ -n "$LD" ] && [ "$LOAD_DIR" = "$LD" ] || fail "$1: the stage says it loaded into '$LOAD_DIR', expected '$LD'"
+  [ -n "$OUT" ] && [ "$RUN_DIR" = "$OUT" ] || fail "$1: the run wrote to '$RUN_DIR', expected its job's directory '$OUT'"
+}
+
 serve "$T/log" --config "$T/cfg.json" --data-dir "$T/data" --input-dir "$T" --device cpu
 
 # --- POST load: the load writes into its own private directory
 req POST /v1/pipelines/py/load
 [ "$CODE" = 200 ] || fail "load py: $CODE $BODY"
-cwd_clean "after POST load"
-one_load_dir "after POST load"
+loaded_then_job "after POST load"
 first=$LD
-job "job on the loaded pipeline"
-[ -n "$first" ] && [ "$LOAD_DIR" = "$first" ] || fail "the stage says it loaded into '$LOAD_DIR', expected '$first'"
 [ "$KEPT" = True ] || fail "the load directory's file was gone by the run (kept=$KEPT)"
-[ -n "$OUT" ] && [ "$RUN_DIR" = "$OUT" ] || fail "the run wrote to '$RUN_DIR', expected its job's directory '$OUT'"
 [ ! -e "$OUT/loaded.txt" ] || fail "the load's file is in the job's directory $OUT"
 req POST /v1/pipelines/py/unload
 [ "$CODE" = 200 ] || fail "unload py: $CODE $BODY"
@@ -111,12 +109,7 @@ req POST /v1/pipelines/py/sleep
 [ -n "$second" ] && [ -e "$second" ] && fail "asleep (its worker stopped): the load directory $second is still there"
 req POST /v1/pipelines/py/wake
 [ "$CODE" = 200 ] || fail "wake py: $CODE $BODY"
-cwd_clean "after POST wake"
-one_load_dir "after POST wake"
-woken=$LD
-job "job on the woken pipeline"
-[ -n "$woken" ] && [ "$LOAD_DIR" = "$woken" ] || fail "woken: the stage says it loaded into '$LOAD_DIR', expected '$woken'"
-[ -n "$OUT" ] && [ "$RUN_DIR" = "$OUT" ] || fail "woken: the run wrote to '$RUN_DIR', expected '$OUT'"
+loaded_then_job "after POST wake"
 req POST /v1/pipelines/py/unload
 [ -z "$(load_dirs)" ] || fail "load directories left after the second unload: $(load_dirs)"
 

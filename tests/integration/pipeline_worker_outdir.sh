@@ -12,15 +12,8 @@
 set -u
 : "${EBB_TEST_PLUGIN_DIR:?}"
 . "$(dirname "$0")/../lib/server.sh"
-ROOT=$(cd "$(dirname "$0")/../.." && pwd)
-PY=python3
-/usr/bin/python3 -c 'import numpy' 2>/dev/null && PY=/usr/bin/python3
-cat > "$T/dirs_worker.py" <<PYW
-#!$PY
-import os, sys
-sys.path.insert(0, "$ROOT/python")
-from ebb.worker import Stage, serve
-
+. "$(dirname "$0")/../lib/sdk_worker.sh"
+sdk_worker "$T/dirs_worker.py" Dirs <<PYW
 class Dirs(Stage):
     name = "dirs"
 
@@ -33,9 +26,7 @@ class Dirs(Stage):
         with open("$T/py_unload.txt", "w") as f:
             f.write(ctx.output_dir)
 
-sys.exit(serve(Dirs))
 PYW
-chmod +x "$T/dirs_worker.py"
 cat > "$T/cfg.json" <<JSON
 {"plugin_dirs": ["$EBB_TEST_PLUGIN_DIR/good"],
  "pipelines": {
