@@ -5,10 +5,13 @@
  *    onset shift off: these tones sound from their first 10 ms); with the
  *    default shift every onset is onset_shift_s earlier;
  *  - two such notes at 440 Hz with a chord (two other tones) struck in the gap,
- *    tracked on the melody and refined on the mix: the chord fills the
- *    whole spectrum's dip (one note with onset_harmonics 0) but not the dip
- *    at the melody's harmonics (two notes by default);
+ *    tracked on the melody and refined on the mix: two notes by default;
+ *    the chord fills the whole spectrum's dip between them (at least 6 dB
+ *    shallower) but not the dip at the melody's harmonics (6 dB or more);
  *  - a re-attack comes no sooner than reattack_min_s after the note starts;
+ *  - of two onset peaks within reattack_min_s that both score as re-attacks,
+ *    the better one splits the note, even when the other comes first; none
+ *    does when reattack_score is above both;
  *  - the frames from a note's onset that still hold the previous note's
  *    pitch take the note's pitch, up to the first frame that does not;
  *  - a steady note with a 3 dB tremolo is not split;
@@ -128,6 +131,36 @@ static size_t refined_count(const float *mel, const float *mix, uint64_t n, ebb_
   return nn;
 }
 
+/* How deep x's level (at `harmonics` harmonics of 440 Hz, 0: the whole
+ * spectrum) dips between the notes: from the lower of its highest frame in
+ * 0.70-0.80 s and its highest in the 150 ms after the dip to its lowest frame
+ * in 0.80-0.88 s (60 ms before the re-attack at 0.86 s to 20 ms after, as the
+ * re-attack score takes it). */
+static double gap_rise(const float *x, uint64_t n, int harmonics) {
+  enum { HOP = 160 };
+  size_t nf = n / HOP + 1;
+  float *odf = calloc(nf, sizeof *odf), *db = calloc(nf, sizeof *db), *ref = calloc(nf, sizeof *ref);
+  for (size_t f = 0; f < nf; f++)
+    ref[f] = harmonics ? 440.0f : 0.0f;
+  REQUIRE(ebb_pitch_onset_strength(x, n, RATE, HOP, nf, odf, db) == 0);
+  REQUIRE(ebb_pitch_harmonic_level(x, n, RATE, HOP, nf, ref, harmonics ? harmonics : 1, db) == 0);
+  size_t dip = 80;
+  for (size_t f = 80; f <= 88; f++)
+    if (db[f] < db[dip])
+      dip = f;
+  float hi = db[dip];
+  for (size_t f = dip; f <= dip + 15 && f < nf; f++)
+    hi = fmaxf(hi, db[f]);
+  float before = -INFINITY;
+  for (size_t f = 70; f < 80; f++)
+    before = fmaxf(before, db[f]);
+  double rise = fmin(hi, before) - db[dip];
+  free(odf);
+  free(db);
+  free(ref);
+  return rise;
+}
+
 static void test_reattack_under_chord(void) {
   uint64_t n = RATE * 2;
   float *mel = calloc(n, sizeof *mel), *mix = calloc(n, sizeof *mix);
@@ -143,9 +176,14 @@ static void test_reattack_under_chord(void) {
   size_t k = refined_count(mel, mix, n, p, &on);
   CHECK_MSG(k == 2, "%zu notes on the harmonics' level under the chord, expected 2", k);
   CHECK_MSG(k < 2 || fabs(on - 0.86) <= 0.03, "second onset %.3f s, attack at 0.86 s", on);
-  p.onset_harmonics = 0;
-  k = refined_count(mel, mix, n, p, &on);
-  CHECK_MSG(k == 1, "%zu notes on the whole spectrum's level (the chord should fill the dip)", k);
+  /* why: the chord fills the whole spectrum's dip, not the one at the
+   * melody's harmonics */
+  double rise_h = gap_rise(mix, n, 12), rise_all = gap_rise(mix, n, 0);
+  printf("  the dip between the notes: %.1f dB at 12 harmonics, %.1f dB in the whole spectrum\n",
+         rise_h, rise_all);
+  CHECK_MSG(rise_h >= 6.0 && rise_all <= rise_h - 6.0,
+            "a dip of %.1f dB at the harmonics, %.1f dB in the whole spectrum: the chord should "
+            "fill only the latter", rise_h, rise_all);
   /* a re-attack 100 ms into a note is not one with the default 120 ms */
   memset(mel, 0, n * sizeof *mel);
   add_note(mel, n, 220.0, 0.30, 0.36, 0.02, 0.3);
@@ -189,6 +227,47 @@ static void test_track_to_notes(void) {
   ebb_pitch_track_to_notes(fr, NF, notes, 2);
   CHECK_MSG(fr[3 * 53 + 1] == 220.0f, "frame 53 after a frame off both notes: %.2f Hz",
             fr[3 * 53 + 1]);
+}
+
+/* One 1.5 s note at 220 Hz whose level falls from frame 70 into a dip at
+ * 75-79 and rises again at the re-attack, frame 80 (onset strength 2); a
+ * weaker onset peak (0.5) at frame 72, on the way down, also scores above
+ * the threshold. The best-scoring peak splits the note, whichever comes
+ * first: a left-to-right rule would split at 72 and then skip the 120 ms
+ * that hold the re-attack. */
+static void test_reattack_best_peak(void) {
+  enum { NF = 150 };
+  float fr[3 * NF], odf[NF], db[NF];
+  for (int f = 0; f < NF; f++) {
+    fr[3 * f] = 0.01f * (float)f;
+    fr[3 * f + 1] = 220.0f;
+    fr[3 * f + 2] = f >= 70 && f < 80 ? 0.3f : 0.9f;
+    odf[f] = f == 72 ? 0.5f : f == 80 ? 2.0f : 0.0f;
+    db[f] = f < 70 || f >= 80 ? -20.0f : f < 75 ? -20.0f - 3.0f * (float)(f - 70) : -35.0f;
+  }
+  ebb_pitch_params p = ebb_pitch_defaults();
+  p.onset_shift_s = 0.0;
+  double want[] = {0.80, -1.0};       /* by default: the split at frame 80 */
+  double scores[] = {p.reattack_score, 40.0};
+  for (int i = 0; i < 2; i++) {
+    p.reattack_score = scores[i];
+    ebb_pitch_note *notes = malloc(sizeof *notes);
+    REQUIRE(notes);
+    notes[0] = (ebb_pitch_note){.onset = 0.0, .offset = 1.5, .hz = 220.0, .midi = 57};
+    size_t n = 1;
+    REQUIRE(ebb_pitch_notes_onsets(fr, NF, odf, db, &p, &notes, &n) == 0);
+    for (size_t k = 0; k < n; k++)
+      printf("  reattack_score %.0f: note %zu: %.2f-%.2f s\n", scores[i], k, notes[k].onset,
+             notes[k].offset);
+    if (want[i] < 0)
+      CHECK_MSG(n == 1, "%zu notes with reattack_score %.0f (no peak scores that high)", n,
+                scores[i]);
+    else
+      CHECK_MSG(n == 2 && fabs(notes[1].onset - want[i]) < 0.005,
+                "%zu notes, second at %.2f s: expected the split at the best peak, %.2f s", n,
+                n > 1 ? notes[1].onset : -1.0, want[i]);
+    free(notes);
+  }
 }
 
 static void test_tremolo_not_split(void) {
@@ -357,6 +436,7 @@ static void test_register(void) {
 int main(void) {
   RUN(test_repeated_note);
   RUN(test_reattack_under_chord);
+  RUN(test_reattack_best_peak);
   RUN(test_track_to_notes);
   RUN(test_tremolo_not_split);
   RUN(test_pitch_change_onset);

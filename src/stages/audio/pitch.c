@@ -58,18 +58,16 @@ typedef struct pitch_state {
       "twin on the CPU device)") SEP                                                              \
   /* note onsets (pitch_onsets.c) */                                                              \
   NUM(onset_threshold, 0.4, 0, 100,                                                               \
-      "a note is split at a re-attack: an onset (spectral flux, 1 = its 90th percentile) this "   \
-      "strong where the level rises again after a dip; 0: off") SEP                               \
-  NUM(onset_dip_db, 7, 0, 100, "see onset_threshold: how deep the dip before a re-attack is") SEP \
-  NUM(onset_lookback_ms, 80, 0, 1000,                                                             \
-      "after a pitch change the note starts at the strongest onset up to this long before the "   \
-      "pitch turns") SEP                                                                          \
-  NUM(onset_fall_db, 5, 0, 100,                                                                   \
-      "a re-attack also needs the level to have fallen this many dB into its dip within "         \
-      "onset_fall_ms before it (not the swell of a slow attack); 0: off") SEP                     \
-  NUM(onset_fall_ms, 120, 10, 1000, "see onset_fall_db") SEP                                      \
+      "after a pitch change the note starts at the strongest onset (spectral flux, 1 = its 90th " \
+      "percentile) this strong up to onset_lookback_ms before the pitch turns; 0: no onsets, "    \
+      "no re-attacks") SEP                                                                        \
+  NUM(onset_lookback_ms, 80, 0, 1000, "see onset_threshold") SEP                                  \
+  NUM(reattack_score, 10, -100, 100,                                                              \
+      "a note is split at a re-attack whose score reaches this: the rise of the level at the "    \
+      "note's harmonics from its dip (dB) + 2.78 ln(onset strength) + 9.1 x the dip of the "      \
+      "track's voicing probability") SEP                                                          \
   INT(onset_harmonics, 12, 0, 100,                                                                \
-      "the re-attack's dip and fall are measured on the energy at this many harmonics of the "     \
+      "a re-attack's rise is measured on the energy at this many harmonics of the "     \
       "note's pitch, where a chord struck in the dip does not fill it; 0: the whole spectrum") SEP  \
   NUM(reattack_min_ms, 120, 0, 10000,                                                             \
       "a re-attack of the same pitch comes at least this long after the note's start") SEP       \
@@ -113,10 +111,8 @@ static void set_params(const stage_opts *v, ebb_pitch_params *p) {
   p->split_semitones = v->split_semitones;
   p->split_s = v->split_ms / 1000.0;
   p->onset_threshold = v->onset_threshold;
-  p->onset_dip_db = v->onset_dip_db;
   p->onset_lookback_s = v->onset_lookback_ms / 1000.0;
-  p->onset_fall_db = v->onset_fall_db;
-  p->onset_fall_s = v->onset_fall_ms / 1000.0;
+  p->reattack_score = v->reattack_score;
   p->onset_shift_s = v->onset_shift_ms / 1000.0;
   p->onset_harmonics = v->onset_harmonics;
   p->reattack_min_s = v->reattack_min_ms / 1000.0;

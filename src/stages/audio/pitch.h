@@ -38,18 +38,18 @@ typedef struct ebb_pitch_params {
    * (0.1) or its mean level is more than gate_range_db (20) below the track's
    * loud level (the 95th percentile of frame levels). 0 turns either off. */
   double gate_voicing, gate_range_db;
-  /* Onsets (pitch_onsets.c): a note is split at a re-attack, an onset peak
-   * of at least onset_threshold (0: off) where the level rises by
-   * onset_dip_db after a dip; a note that follows a pitch change starts at
-   * the strongest onset peak up to onset_lookback_s before the pitch turns. */
-  double onset_threshold, onset_dip_db, onset_lookback_s;
-  /* A re-attack also needs the level to have fallen into its dip: the
-   * loudest frame of the onset_fall_s before the dip is at least
-   * onset_fall_db above it (0: off), so the swell of a slow attack is not a
-   * re-attack. Every note's onset is then moved onset_shift_s earlier, the
-   * detectors' delay (pYIN voices a frame once the note fills its window). */
-  double onset_fall_db, onset_fall_s, onset_shift_s;
-  /* The dip and fall are measured on the energy at the first
+  /* Onsets (pitch_onsets.c): a note is split at its re-attacks. Every onset
+   * peak inside it (spectral flux, at least EBB_PITCH_REATTACK_MIN_ODF) gets
+   * a score in dB, the rise of the level from its dip plus weighted terms
+   * for the peak's strength and the dip of the track's voicing; the best
+   * one at or above reattack_score splits the note, the peaks within
+   * reattack_min_s of it drop out, and so on. onset_threshold (0: no
+   * onsets at all) is the strength of the peak a note that follows a pitch
+   * change starts at, up to onset_lookback_s before the pitch turns. Every
+   * note's onset is then moved onset_shift_s earlier, the detectors' delay
+   * (pYIN voices a frame once the note fills its window). */
+  double onset_threshold, onset_lookback_s, reattack_score, onset_shift_s;
+  /* The rise is measured on the energy at the first
    * onset_harmonics harmonics of the note's pitch (0: the whole spectrum):
    * a chord struck in the dip fills it in the whole spectrum, not there. */
   int onset_harmonics;
@@ -99,6 +99,8 @@ int ebb_pitch_preemphasis(const float *padded, size_t len, double a, float **out
  * (d'(0) = 1). cpu: an 8-lane loop; twin: the GPU kernel's host twin. */
 void ebb_pitch_cmndf_cpu(const float *padded, const ebb_pitch_geom *g, float *out);
 void ebb_pitch_cmndf_twin(const float *padded, const ebb_pitch_geom *g, float *out);
+/* onset peaks weaker than this (1 = the 90th percentile) are no re-attacks */
+#define EBB_PITCH_REATTACK_MIN_ODF 0.15
 /* The kernel's name in the fatbin (its twin is fakegpu_twin_<name>), block size. */
 #define EBB_PITCH_KERNEL "pitch_cmndf"
 #define EBB_PITCH_BLOCK 128u

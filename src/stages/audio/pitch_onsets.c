@@ -16,9 +16,10 @@
  * thresholds do not depend on the level. Frames are centred like the pitch
  * frames (frame f on sample f*hop).
  *
- * A re-attack's dip is measured on the energy at the harmonics of the note's
- * pitch (ebb_pitch_harmonic_level), where a chord struck in the gap between
- * two equal notes does not fill it; and once the notes are refined, the f0
+ * A re-attack is scored (reattack_score) on the rise of the energy at the
+ * harmonics of the note's pitch (ebb_pitch_harmonic_level), where a chord
+ * struck in the gap between two equal notes does not fill the dip, and the
+ * best-scoring peaks split the note first; once the notes are refined, the f0
  * track's frames that still hold the previous note's release take the new
  * note's pitch (ebb_pitch_track_to_notes). */
 #include <math.h>
@@ -179,7 +180,12 @@ typedef struct seg_ctx {
   double hop_s;
   size_t minf; /* frames of the shortest note */
   size_t gapf; /* frames between a note's start and a re-attack of its pitch (>= minf) */
+  size_t w20, w60, w150; /* the re-attack score's windows in frames */
+  double *score;         /* nf scratch scores */
 } seg_ctx;
+
+#define REATTACK_W_ODF 2.78
+#define REATTACK_W_VOICING 9.1
 
 /* odf[t] is the largest of [t-3, t+3] */
 static int is_peak(const seg_ctx *c, size_t t) {
@@ -190,33 +196,48 @@ static int is_peak(const seg_ctx *c, size_t t) {
   return 1;
 }
 
-/* A re-attack at t: a strong onset where the level rises again after a dip
- * (the release of the note before it). */
-static int reattack(const seg_ctx *c, size_t t) {
-  if (c->odf[t] < c->p->onset_threshold || !is_peak(c, t))
-    return 0;
-  /* the rise is counted from the dip onwards: a release falling through
-   * t + 2 (its lowest frame after t) is no rise */
-  float lo = INFINITY, hi = -INFINITY;
-  size_t dip = t;
-  for (size_t k = t >= 6 ? t - 6 : 0; k < c->nf && k <= t + 2; k++)
-    if (c->level_db[k] < lo) {
-      lo = c->level_db[k];
+/* The re-attack score of onset peak t in dB (-INFINITY when t is no peak
+ * of at least EBB_PITCH_REATTACK_MIN_ODF):
+ *   rise + REATTACK_W_ODF * ln(odf[t]) + REATTACK_W_VOICING * vdip
+ * rise: the level's rise from its minimum over [t - 60 ms, t + 20 ms] to its
+ *   maximum from there (or t) to t + 150 ms (a slow attack peaks late);
+ * vdip: how far the track's voicing dips over [t - 60 ms, t + 20 ms] below
+ *   the lower of its means over the 90 ms before and the 120 ms after (the
+ *   release between two notes is weakly periodic; a tremolo's trough is not).
+ * The weights are a logistic regression's on the onset peaks of
+ * bench/songtrace_real.py's tuning clips (seeds 1000), labelled by whether
+ * a truth onset lies within 50 ms, scaled so the rise counts 1 per dB;
+ * docs/songtrace.md has the held-out check. */
+static double reattack_score(const seg_ctx *c, size_t t) {
+  if (c->odf[t] < EBB_PITCH_REATTACK_MIN_ODF || !is_peak(c, t))
+    return -INFINITY;
+  size_t nf = c->nf, w60 = c->w60, w20 = c->w20, w150 = c->w150;
+  size_t d0 = t >= w60 ? t - w60 : 0, d1 = t + w20 < nf ? t + w20 : nf - 1;
+  size_t dip = d0;
+  double vmin = INFINITY;
+  for (size_t k = d0; k <= d1; k++) {
+    if (c->level_db[k] < c->level_db[dip])
       dip = k;
-    }
-  for (size_t k = dip > t ? dip : t; k < c->nf && k <= t + 6; k++)
-    hi = fmaxf(hi, c->level_db[k]);
-  if (hi - lo < c->p->onset_dip_db)
-    return 0;
-  if (c->p->onset_fall_db > 0.0) { /* the level fell into the dip before it rose */
-    size_t back = (size_t)ceil(c->p->onset_fall_s / c->hop_s - 1e-9);
-    float before = -INFINITY;
-    for (size_t k = t >= back ? t - back : 0; k < t; k++)
-      before = fmaxf(before, c->level_db[k]);
-    if (before - lo < c->p->onset_fall_db)
-      return 0;
+    vmin = fmin(vmin, c->frames[3 * k + 2]);
   }
-  return 1;
+  float hi = -INFINITY;
+  for (size_t k = dip > t ? dip : t; k < nf && k <= t + w150; k++)
+    hi = fmaxf(hi, c->level_db[k]);
+  double pre = 0.0, post = 0.0;
+  size_t npre = 0, npost = 0;
+  for (size_t k = t >= w150 ? t - w150 : 0; k < d0 && t >= w60; k++, npre++)
+    pre += c->frames[3 * k + 2];
+  for (size_t k = d1 + 1; k < nf && k < t + w150; k++, npost++)
+    post += c->frames[3 * k + 2];
+  double vdip = 0.0;
+  if (npre || npost) {
+    double lower = npre && npost ? fmin(pre / (double)npre, post / (double)npost)
+                   : npre        ? pre / (double)npre
+                                 : post / (double)npost;
+    vdip = lower - vmin;
+  }
+  return (double)(hi - c->level_db[dip]) + REATTACK_W_ODF * log(c->odf[t]) +
+         REATTACK_W_VOICING * vdip;
 }
 
 /* The strongest onset peak in [a, b] at or above thr, or (size_t)-1. */
@@ -256,15 +277,34 @@ static size_t frame_of(const seg_ctx *c, double t) {
   return f <= 0 ? 0 : (size_t)f >= c->nf ? c->nf : (size_t)f;
 }
 
-/* Splits note [a, b) at its re-attacks into out (*k notes so far). */
+/* Splits note [a, b) at its re-attacks into out (*k notes so far): the
+ * best-scoring peak first, then the best of those at least gapf frames from
+ * every split so far, down to reattack_score (so a weaker peak just before
+ * the real re-attack does not take its place). A split lies at least gapf
+ * from the note's start and minf from its end. */
 static void split_note(const seg_ctx *c, size_t a, size_t b, double hz, ebb_pitch_note *out,
                        size_t *k, double *tmp) {
+  double *sc = c->score;
+  size_t lo = a + c->gapf, hi = b >= c->minf ? b - c->minf : 0; /* splits in [lo, hi] */
+  for (size_t t = lo; t <= hi && t < b; t++)
+    sc[t] = reattack_score(c, t);
+  for (;;) {
+    size_t best = (size_t)-1;
+    for (size_t t = lo; t <= hi && t < b; t++)
+      if (sc[t] >= c->p->reattack_score && sc[t] < INFINITY &&
+          (best == (size_t)-1 || sc[t] > sc[best]))
+        best = t;
+    if (best == (size_t)-1)
+      break;
+    for (size_t t = best > lo + c->gapf ? best - c->gapf + 1 : lo; t <= hi && t < best + c->gapf; t++)
+      sc[t] = -INFINITY;
+    sc[best] = INFINITY; /* chosen */
+  }
   size_t start = a;
-  for (size_t t = a + c->gapf; t + c->minf <= b; t++)
-    if (reattack(c, t)) {
+  for (size_t t = lo; t <= hi && t < b; t++)
+    if (sc[t] == INFINITY) {
       out[(*k)++] = make_note(c, start, t, hz, tmp);
       start = t;
-      t += c->gapf - 1;
     }
   out[(*k)++] = make_note(c, start, b, hz, tmp);
 }
@@ -280,14 +320,19 @@ int ebb_pitch_notes_onsets(const float *frames, size_t nf, const float *odf,
   c.gapf = (size_t)ceil(p->reattack_min_s / c.hop_s - 1e-9);
   if (c.gapf < c.minf)
     c.gapf = c.minf;
+  c.w20 = (size_t)lround(0.02 / c.hop_s);
+  c.w60 = (size_t)lround(0.06 / c.hop_s);
+  c.w150 = (size_t)lround(0.15 / c.hop_s);
   size_t look = (size_t)ceil(p->onset_lookback_s / c.hop_s - 1e-9);
   /* at most one note per minf frames */
   size_t cap = *n + nf / (c.minf ? c.minf : 1) + 1, k = 0;
   ebb_pitch_note *out = ebb_st_malloc(cap * sizeof *out);
   double *tmp = ebb_st_malloc(nf * sizeof *tmp);
-  if (!out || !tmp) {
+  c.score = ebb_st_malloc(nf * sizeof *c.score);
+  if (!out || !tmp || !c.score) {
     ebb_st_free(out);
     ebb_st_free(tmp);
+    ebb_st_free(c.score);
     return ebb_seterr(EBB_ENOMEM, "pitch: out of memory for %zu notes", cap);
   }
   ebb_pitch_note *in = *notes;
@@ -318,6 +363,7 @@ int ebb_pitch_notes_onsets(const float *frames, size_t nf, const float *odf,
       out[i - 1].offset = out[i].onset;
   }
   ebb_st_free(tmp);
+  ebb_st_free(c.score);
   ebb_st_free(in);
   *notes = out;
   *n = k;
