@@ -9,6 +9,9 @@
  *    the chord fills the whole spectrum's dip between them (at least 6 dB
  *    shallower) but not the dip at the melody's harmonics (6 dB or more);
  *  - a re-attack comes no sooner than reattack_min_s after the note starts;
+ *  - durations in ms are whole frames at the track's float frame times: a
+ *    7-frame run is a note with min_note_s 0.07 (not with 0.08), and a
+ *    re-attack exactly reattack_min_s (0.13) in splits the note;
  *  - of two onset peaks within reattack_min_s that both score as re-attacks,
  *    the better one splits the note, even when the other comes first; none
  *    does when reattack_score is above both;
@@ -184,7 +187,7 @@ static void test_reattack_under_chord(void) {
   CHECK_MSG(rise_h >= 6.0 && rise_all <= rise_h - 6.0,
             "a dip of %.1f dB at the harmonics, %.1f dB in the whole spectrum: the chord should "
             "fill only the latter", rise_h, rise_all);
-  /* a re-attack 100 ms into a note is not one with the default 120 ms */
+  /* a re-attack 100 ms into a note is not one with the default 130 ms */
   memset(mel, 0, n * sizeof *mel);
   add_note(mel, n, 220.0, 0.30, 0.36, 0.02, 0.3);
   add_note(mel, n, 220.0, 0.40, 1.20, 0.05, 0.3);
@@ -233,7 +236,7 @@ static void test_track_to_notes(void) {
  * 75-79 and rises again at the re-attack, frame 80 (onset strength 2); a
  * weaker onset peak (0.5) at frame 72, on the way down, also scores above
  * the threshold. The best-scoring peak splits the note, whichever comes
- * first: a left-to-right rule would split at 72 and then skip the 120 ms
+ * first: a left-to-right rule would split at 72 and then skip the 130 ms
  * that hold the re-attack. */
 static void test_reattack_best_peak(void) {
   enum { NF = 150 };
@@ -268,6 +271,61 @@ static void test_reattack_best_peak(void) {
                 n > 1 ? notes[1].onset : -1.0, want[i]);
     free(notes);
   }
+}
+
+/* Frame times as the track stores them: floats, 10 ms = 0.0099999998 s. */
+static void fill_track(float *fr, int nf) {
+  for (int f = 0; f < nf; f++) {
+    fr[3 * f] = (float)((double)f * 160.0 / RATE);
+    fr[3 * f + 1] = 0.0f;
+    fr[3 * f + 2] = 0.0f;
+  }
+}
+
+/* Durations given in ms are whole frames, not one more: a 7-frame run is a
+ * note with min_note_ms 70 (and none with 80), and a re-attack exactly
+ * reattack_min_ms 130 after the note's start splits it (13 frames; with the
+ * frame times' float step, 0.13 s / 0.0099999998 s rounded up was 14). */
+static void test_frame_counts(void) {
+  enum { NF = 100 };
+  float fr[3 * NF], odf[NF], db[NF];
+  ebb_pitch_params p = ebb_pitch_defaults();
+  double mins[] = {0.07, 0.08};
+  size_t want[] = {1, 0};
+  for (int i = 0; i < 2; i++) {
+    fill_track(fr, NF);
+    for (int f = 20; f < 27; f++) {
+      fr[3 * f + 1] = 220.0f;
+      fr[3 * f + 2] = 0.9f;
+    }
+    p.min_note_s = mins[i];
+    ebb_pitch_note *notes = NULL;
+    size_t n = 0;
+    REQUIRE(ebb_pitch_notes(fr, NF, &p, &notes, &n) == 0);
+    CHECK_MSG(n == want[i], "a 7-frame run gave %zu notes with min_note_s %.2f, expected %zu", n,
+              mins[i], want[i]);
+    free(notes);
+  }
+  /* one note over frames 0-99; a re-attack (dip, voicing dip, strong peak) at 13 */
+  fill_track(fr, NF);
+  for (int f = 0; f < NF; f++) {
+    fr[3 * f + 1] = 220.0f;
+    fr[3 * f + 2] = f >= 10 && f < 13 ? 0.3f : 0.9f;
+    odf[f] = f == 13 ? 2.0f : 0.0f;
+    db[f] = f >= 10 && f < 13 ? -35.0f : -20.0f;
+  }
+  p = ebb_pitch_defaults();
+  p.onset_shift_s = 0.0;
+  p.reattack_min_s = 0.13;
+  ebb_pitch_note *notes = malloc(sizeof *notes);
+  REQUIRE(notes);
+  notes[0] = (ebb_pitch_note){.onset = 0.0, .offset = 1.0, .hz = 220.0, .midi = 57};
+  size_t n = 1;
+  REQUIRE(ebb_pitch_notes_onsets(fr, NF, odf, db, &p, &notes, &n) == 0);
+  CHECK_MSG(n == 2 && fabs(notes[1].onset - 0.13) < 0.005,
+            "%zu notes, second at %.3f s: a re-attack 130 ms in, with reattack_min_s 0.13, "
+            "should split the note there", n, n > 1 ? notes[1].onset : -1.0);
+  free(notes);
 }
 
 static void test_tremolo_not_split(void) {
@@ -437,6 +495,7 @@ int main(void) {
   RUN(test_repeated_note);
   RUN(test_reattack_under_chord);
   RUN(test_reattack_best_peak);
+  RUN(test_frame_counts);
   RUN(test_track_to_notes);
   RUN(test_tremolo_not_split);
   RUN(test_pitch_change_onset);

@@ -49,10 +49,10 @@ typedef struct pitch_state {
   NUM(gate_range_db, 20, 0, 200,                                                                  \
       "pyin: a note-length voiced run whose mean level is more than this many dB below the "      \
       "track's loud level (95th percentile) becomes unvoiced; 0: off") SEP                        \
-  NUM(min_note_ms, 60, 0, 10000, "shortest note kept") SEP                                        \
+  NUM(min_note_ms, 70, 0, 10000, "shortest note kept") SEP                                        \
   NUM(split_semitones, 0.7, 0.05, 48, "a pitch jump this large, held for split_ms, starts a new note") \
   SEP                                                                                             \
-  NUM(split_ms, 30, 0, 10000, "see split_semitones") SEP                                          \
+  NUM(split_ms, 40, 0, 10000, "see split_semitones") SEP                                          \
   STR(backend, "auto",                                                                            \
       "auto (the GPU kernel on a CUDA device, else CPU), cpu, or kernel (the kernel; its host "    \
       "twin on the CPU device)") SEP                                                              \
@@ -61,7 +61,7 @@ typedef struct pitch_state {
       "after a pitch change the note starts at the strongest onset (spectral flux, 1 = its 90th " \
       "percentile) this strong up to onset_lookback_ms before the pitch turns; 0: no onsets, "    \
       "no re-attacks") SEP                                                                        \
-  NUM(onset_lookback_ms, 80, 0, 1000, "see onset_threshold") SEP                                  \
+  NUM(onset_lookback_ms, 90, 0, 1000, "see onset_threshold") SEP                                  \
   NUM(reattack_score, 10, -100, 100,                                                              \
       "a note is split at a re-attack whose score reaches this: the rise of the level at the "    \
       "note's harmonics from its dip (dB) + 2.78 ln(onset strength) + 9.1 x the dip of the "      \
@@ -69,7 +69,7 @@ typedef struct pitch_state {
   INT(onset_harmonics, 12, 0, 100,                                                                \
       "a re-attack's rise is measured on the energy at this many harmonics of the "     \
       "note's pitch, where a chord struck in the dip does not fill it; 0: the whole spectrum") SEP  \
-  NUM(reattack_min_ms, 120, 0, 10000,                                                             \
+  NUM(reattack_min_ms, 130, 0, 10000,                                                             \
       "a re-attack of the same pitch comes at least this long after the note's start") SEP       \
   NUM(onset_shift_ms, 30, 0, 200,                                                                 \
       "every note onset is moved this much earlier: the detectors' delay") SEP                    \

@@ -13,6 +13,7 @@
 #ifndef EBB_STAGES_AUDIO_PITCH_H
 #define EBB_STAGES_AUDIO_PITCH_H
 
+#include <math.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -30,9 +31,9 @@ typedef struct ebb_pitch_params {
   ebb_pitch_method method;
   double silence_db;      /* frames quieter than this (dBFS RMS) are unvoiced (-60) */
   double preemphasis;     /* d' is computed on y[n] = x[n] - a x[n-1] (0.97; 0 = off) */
-  double min_note_s;      /* shorter notes are dropped (0.06) */
+  double min_note_s;      /* shorter notes are dropped (0.07) */
   double split_semitones; /* a jump this large ... (0.7) */
-  double split_s;         /* ... held this long starts a new note (0.03) */
+  double split_s;         /* ... held this long starts a new note (0.04) */
   /* pYIN only: a note-length run of voiced frames (segmented as for notes)
    * is made unvoiced when its mean voicing probability is below gate_voicing
    * (0.1) or its mean level is more than gate_range_db (20) below the track's
@@ -104,6 +105,15 @@ void ebb_pitch_cmndf_twin(const float *padded, const ebb_pitch_geom *g, float *o
 /* The kernel's name in the fatbin (its twin is fakegpu_twin_<name>), block size. */
 #define EBB_PITCH_KERNEL "pitch_cmndf"
 #define EBB_PITCH_BLOCK 128u
+
+/* The frames that span at least s seconds at hop_s seconds a frame: s /
+ * hop_s rounded up, where a ratio within 1e-6 of a whole number counts as
+ * that number (hop_s comes from the track's float times: 10 ms is stored as
+ * 0.0099999998 s, and 0.12 s of it must be 12 frames, not 13). */
+static inline size_t ebb_pitch_frames_for(double s, double hop_s) {
+  double r = s / hop_s;
+  return r <= 0.0 ? 0 : (size_t)ceil(r - 1e-6);
+}
 
 /* From d' to the f0 track: frames[3*f + 0..2] = time s, f0 Hz (0 unvoiced),
  * voicing probability. frames holds g->n_frames * 3 floats. padded is the

@@ -94,7 +94,7 @@ static size_t sustain_frames(const float *frames, size_t nf, const ebb_pitch_par
   if (h <= 0.0)
     h = 0.01;
   *hop_s = h;
-  size_t sustain = (size_t)ceil(p->split_s / h - 1e-9);
+  size_t sustain = ebb_pitch_frames_for(p->split_s, h);
   return sustain < 1 ? 1 : sustain;
 }
 
@@ -150,7 +150,7 @@ int ebb_pitch_notes(const float *frames, size_t nf, const ebb_pitch_params *p,
   size_t i = 0, start, end, nv;
   while (next_run(frames, nf, sustain, p, &i, &start, &end, vals, tmp, &nv)) {
     double dur = (double)(end - start) * hop_s;
-    if (dur + 1e-9 >= p->min_note_s) {
+    if (end - start >= ebb_pitch_frames_for(p->min_note_s, hop_s)) {
       double m = median(vals, nv, tmp);
       ebb_pitch_note n = {.onset = frames[3 * start],
                           .offset = frames[3 * start] + dur,

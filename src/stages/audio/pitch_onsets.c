@@ -316,14 +316,14 @@ int ebb_pitch_notes_onsets(const float *frames, size_t nf, const float *odf,
     return 0;
   seg_ctx c = {.frames = frames, .odf = odf, .level_db = level_db, .nf = nf, .p = p};
   c.hop_s = frames[3] - frames[0] > 0.0f ? frames[3] - frames[0] : 0.01;
-  c.minf = (size_t)ceil(fmax(p->min_note_s, 0.05) / c.hop_s - 1e-9);
-  c.gapf = (size_t)ceil(p->reattack_min_s / c.hop_s - 1e-9);
+  c.minf = ebb_pitch_frames_for(fmax(p->min_note_s, 0.05), c.hop_s);
+  c.gapf = ebb_pitch_frames_for(p->reattack_min_s, c.hop_s);
   if (c.gapf < c.minf)
     c.gapf = c.minf;
   c.w20 = (size_t)lround(0.02 / c.hop_s);
   c.w60 = (size_t)lround(0.06 / c.hop_s);
   c.w150 = (size_t)lround(0.15 / c.hop_s);
-  size_t look = (size_t)ceil(p->onset_lookback_s / c.hop_s - 1e-9);
+  size_t look = ebb_pitch_frames_for(p->onset_lookback_s, c.hop_s);
   /* at most one note per minf frames */
   size_t cap = *n + nf / (c.minf ? c.minf : 1) + 1, k = 0;
   ebb_pitch_note *out = ebb_st_malloc(cap * sizeof *out);
