@@ -67,15 +67,20 @@ def run(ebb, ndev, jobs, run_ms, tmp):
                           "--devices", devs], stdout=log, stderr=subprocess.STDOUT, env=env)
     try:
         url = None
-        for _ in range(200):
+        for _ in range(600):  # 30 s: a loaded 2-core machine once took more than 10
             log.seek(0)
             m = re.match(r"ebb: listening on (\S+)", log.readline())
             if m:
                 url = m.group(1)
                 break
+            if p.poll() is not None:
+                break
             time.sleep(0.05)
         if not url:
-            raise RuntimeError("the server on %s did not start" % devs)
+            log.seek(0)
+            why = ("exited with status %d before it listened" % p.returncode
+                   if p.poll() is not None else "did not listen within 30 s")
+            raise RuntimeError("the server on %s %s; its log:\n%s" % (devs, why, log.read()))
         t0 = time.monotonic()
         for i in range(jobs):
             post(url, {"pipeline": "AB"[i % 2], "input": inp})
