@@ -142,10 +142,9 @@ static size_t refined_count(const float *mel, const float *mix, uint64_t n, ebb_
 static double gap_rise(const float *x, uint64_t n, int harmonics) {
   enum { HOP = 160 };
   size_t nf = n / HOP + 1;
-  float *odf = calloc(nf, sizeof *odf), *db = calloc(nf, sizeof *db), *ref = calloc(nf, sizeof *ref);
-  for (size_t f = 0; f < nf; f++)
+  float *db = calloc(nf, sizeof *db), *ref = calloc(nf, sizeof *ref);
+  for (size_t f = 0; f < nf; f++) /* 0 Hz: the whole spectrum */
     ref[f] = harmonics ? 440.0f : 0.0f;
-  REQUIRE(ebb_pitch_onset_strength(x, n, RATE, HOP, nf, odf, db) == 0);
   REQUIRE(ebb_pitch_harmonic_level(x, n, RATE, HOP, nf, ref, harmonics ? harmonics : 1, db) == 0);
   size_t dip = 80;
   for (size_t f = 80; f <= 88; f++)
@@ -158,7 +157,6 @@ static double gap_rise(const float *x, uint64_t n, int harmonics) {
   for (size_t f = 70; f < 80; f++)
     before = fmaxf(before, db[f]);
   double rise = fmin(hi, before) - db[dip];
-  free(odf);
   free(db);
   free(ref);
   return rise;

@@ -110,6 +110,12 @@ void ebb_pitch_cmndf_twin(const float *padded, const ebb_pitch_geom *g, float *o
  * hop_s rounded up, where a ratio within 1e-6 of a whole number counts as
  * that number (hop_s comes from the track's float times: 10 ms is stored as
  * 0.0099999998 s, and 0.12 s of it must be 12 frames, not 13). */
+/* The frame step of a track (frames[3 * f] = time s), 0.01 s when it has
+ * fewer than two frames or no positive step. */
+static inline double ebb_pitch_frame_step(const float *frames, size_t nf) {
+  double h = nf > 1 ? (double)(frames[3] - frames[0]) : 0.0;
+  return h > 0.0 ? h : 0.01;
+}
 static inline size_t ebb_pitch_frames_for(double s, double hop_s) {
   double r = s / hop_s;
   return r <= 0.0 ? 0 : (size_t)ceil(r - 1e-6);

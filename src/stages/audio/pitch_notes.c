@@ -90,9 +90,7 @@ static int next_run(const float *frames, size_t nf, size_t sustain, const ebb_pi
 
 static size_t sustain_frames(const float *frames, size_t nf, const ebb_pitch_params *p,
                              double *hop_s) {
-  double h = nf > 1 ? frames[3] - frames[0] : 0.01;
-  if (h <= 0.0)
-    h = 0.01;
+  double h = ebb_pitch_frame_step(frames, nf);
   *hop_s = h;
   size_t sustain = ebb_pitch_frames_for(p->split_s, h);
   return sustain < 1 ? 1 : sustain;

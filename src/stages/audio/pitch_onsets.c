@@ -315,7 +315,7 @@ int ebb_pitch_notes_onsets(const float *frames, size_t nf, const float *odf,
   if (*n == 0 || nf < 2 || !(p->onset_threshold > 0.0))
     return 0;
   seg_ctx c = {.frames = frames, .odf = odf, .level_db = level_db, .nf = nf, .p = p};
-  c.hop_s = frames[3] - frames[0] > 0.0f ? frames[3] - frames[0] : 0.01;
+  c.hop_s = ebb_pitch_frame_step(frames, nf);
   c.minf = ebb_pitch_frames_for(fmax(p->min_note_s, 0.05), c.hop_s);
   c.gapf = ebb_pitch_frames_for(p->reattack_min_s, c.hop_s);
   if (c.gapf < c.minf)
@@ -415,7 +415,7 @@ int ebb_pitch_refine_notes(const float *mono, uint64_t n, uint32_t rate,
 void ebb_pitch_track_to_notes(float *frames, size_t nf, const ebb_pitch_note *notes, size_t n) {
   if (nf < 2)
     return;
-  double hop_s = frames[3] - frames[0] > 0.0f ? frames[3] - frames[0] : 0.01;
+  double hop_s = ebb_pitch_frame_step(frames, nf);
   for (size_t i = 1; i < n; i++) {
     double prev = 69.0 + 12.0 * log2(notes[i - 1].hz / 440.0);
     double cur = 69.0 + 12.0 * log2(notes[i].hz / 440.0);
