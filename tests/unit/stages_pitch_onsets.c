@@ -470,10 +470,10 @@ static void test_register(void) {
   double hz440 = p.fmin * pow(2.0, b440 / 120.0), hz220 = p.fmin * pow(2.0, b220 / 120.0);
   double reg = p.register_semitones;
   p.register_semitones = 0.0;
-  REQUIRE(ebb_pitch_track_salience(cm, padded, &g, &p, sal, fr) == 0);
+  REQUIRE(ebb_pitch_track_salience(cm, padded, &g, &p, sal, NULL, fr) == 0);
   size_t off_low = frames_at(fr, 300, 400, hz220), off_out = frames_at(fr, 0, 300, hz440);
   p.register_semitones = reg;
-  REQUIRE(ebb_pitch_track_salience(cm, padded, &g, &p, sal, fr) == 0);
+  REQUIRE(ebb_pitch_track_salience(cm, padded, &g, &p, sal, NULL, fr) == 0);
   size_t on_high = frames_at(fr, 300, 400, hz440), on_out = frames_at(fr, 0, 300, hz440);
   printf("  the louder octave below, 100 frames: %zu at 220 Hz without the register, %zu at "
          "440 Hz with it\n", off_low, on_high);

@@ -20,6 +20,7 @@ typedef enum { BK_AUTO, BK_CPU, BK_KERNEL } pitch_backend_opt;
 typedef struct pitch_state {
   ebb_pitch_params p;
   double salience_melody, salience_vocals_only;
+  double salience_mix, salience_mix_db, salience_mix_gap_s;
   int rate; /* analysis rate; 0: the input's */
   pitch_backend_opt backend;
 } pitch_state;
@@ -92,7 +93,14 @@ typedef struct pitch_state {
   NUM(salience_vocals_only, 0.6, 0, 1,                                                            \
       "a frame whose salience voicing on the analysed signal is above this while the melody "     \
       "item keeps under 5 % of it (a melody note doubling a chord tone, removed by the stricter " \
-      "pass) takes the analysed signal's salience alone; 1: never")
+      "pass) takes the analysed signal's salience alone; 1: never") SEP                           \
+  NUM(salience_mix, 0.3, 0, 1,                                                                    \
+      "pyin: where separate left the analysed signal salience_mix_db or more under the mix "      \
+      "(AUDIO item audio) inside a gap in the melody of at most salience_mix_gap_ms, the frame "  \
+      "takes the mix's salience at this weight (a melody note that the repeating accompaniment " \
+      "took whole); 0: off") SEP                                                                  \
+  NUM(salience_mix_db, 8, 0, 100, "see salience_mix") SEP                                         \
+  NUM(salience_mix_gap_ms, 3000, 0, 60000, "see salience_mix")
 
 EBB_STAGE_OPTIONS(PITCH_OPTIONS)
 
@@ -148,6 +156,9 @@ static int pitch_load(ebb_stage_ctx *ctx, const char *options_json, void **state
   s->rate = v.rate;
   s->salience_melody = v.salience_melody;
   s->salience_vocals_only = v.salience_vocals_only;
+  s->salience_mix = v.salience_mix;
+  s->salience_mix_db = v.salience_mix_db;
+  s->salience_mix_gap_s = v.salience_mix_gap_ms / 1000.0;
   if (!strcmp(method, "pyin"))
     s->p.method = EBB_PITCH_PYIN;
   else if (!strcmp(method, "yin"))
@@ -266,25 +277,17 @@ static double melody_share(ebb_stage_ctx *ctx, const pitch_state *s, const ebb_i
   return s->salience_melody * f;
 }
 
-/* The salience's signal: the "melody" item at the analysis rate, n samples
- * (cut or zero-padded), when the option asks for it and the job has one,
- * and its share in *share; else *sig stays NULL and the salience reads the
- * analysed signal. */
-static int salience_signal(ebb_stage_ctx *ctx, const pitch_state *s, const ebb_items *in,
-                           const float *mono, uint64_t n, uint32_t rate, float **sig,
-                           double *share) {
-  static const char *const names[] = {"melody", NULL};
-  *sig = NULL;
-  *share = 0.0;
-  if (!(s->salience_melody > 0.0) || s->p.method != EBB_PITCH_PYIN || !(s->p.salience_weight > 0.0))
-    return 0;
+/* The AUDIO item `name` as *sig: mono at the analysed signal's rate, n
+ * samples (cut or zero-padded). EBB_ENOTFOUND when the job has none. */
+static int aligned_item(ebb_stage_ctx *ctx, const pitch_state *s, const ebb_items *in,
+                        const char *name, uint64_t n, uint32_t rate, float **sig) {
+  const char *const names[] = {name, NULL};
   float *m = NULL;
   uint64_t mn = 0;
   uint32_t mrate = 0;
   const char *used = NULL;
+  *sig = NULL;
   int rc = ebb_st_find_mono(ctx, in, names, &m, &mn, &mrate, &used);
-  if (rc == EBB_ENOTFOUND)
-    return 0;
   if (rc)
     return rc;
   pitch_state at = *s;
@@ -296,14 +299,88 @@ static int salience_signal(ebb_stage_ctx *ctx, const pitch_state *s, const ebb_i
   float *out = ebb_st_calloc(n ? n : 1, sizeof *out);
   if (!out) {
     ebb_st_free(m);
-    return ebb_st_fail(ctx, EBB_ENOMEM, "out of memory for %llu samples of \"melody\"",
-                       (unsigned long long)n);
+    return ebb_st_fail(ctx, EBB_ENOMEM, "out of memory for %llu samples of \"%s\"",
+                       (unsigned long long)n, name);
   }
   memcpy(out, m, (size_t)(mn < n ? mn : n) * sizeof *out);
   ebb_st_free(m);
   *sig = out;
+  return 0;
+}
+
+/* The salience's signal: the "melody" item at the analysis rate, n samples
+ * (cut or zero-padded), when the option asks for it and the job has one,
+ * and its share in *share; else *sig stays NULL and the salience reads the
+ * analysed signal. */
+static int salience_signal(ebb_stage_ctx *ctx, const pitch_state *s, const ebb_items *in,
+                           const float *mono, uint64_t n, uint32_t rate, float **sig,
+                           double *share) {
+  *sig = NULL;
+  *share = 0.0;
+  if (!(s->salience_melody > 0.0) || s->p.method != EBB_PITCH_PYIN || !(s->p.salience_weight > 0.0))
+    return 0;
+  int rc = aligned_item(ctx, s, in, "melody", n, rate, sig);
+  if (rc)
+    return rc == EBB_ENOTFOUND ? 0 : rc;
   *share = melody_share(ctx, s, in, mono, n);
   return 0;
+}
+
+/* Where separate took the melody out of the analysed signal whole (the
+ * salience_mix option), the salience rows take the mix's
+ * (ebb_pitch_salience_fill), and the note gate judges those frames by the
+ * mix's level, the signal they now follow: *gate_db (malloc'd; NULL when no
+ * row was replaced) is the analysed signal's frame levels with the mix's in
+ * the replaced frames. Nothing without a mix ("audio") apart from the
+ * analysed signal. */
+static int mix_fill(ebb_stage_ctx *ctx, const pitch_state *s, const ebb_items *in,
+                    const char *used, const float *mono, const float *padded, uint64_t n,
+                    uint32_t rate, const ebb_pitch_geom *g, float *sal, float **gate_db) {
+  *gate_db = NULL;
+  if (!(s->salience_mix > 0.0) || !sal || !strcmp(used, "audio"))
+    return 0;
+  float *mix = NULL, *msal = NULL, *mpad = NULL, *mdb = NULL, *db = NULL;
+  unsigned char *filled = NULL;
+  size_t nf = g->n_frames, k = 0;
+  int rc = aligned_item(ctx, s, in, "audio", n, rate, &mix);
+  if (rc)
+    return rc == EBB_ENOTFOUND ? 0 : rc;
+  if ((rc = ebb_pitch_salience(mix, n, rate, &s->p, nf, &msal)))
+    goto done;
+  if (!(filled = ebb_st_malloc(nf ? nf : 1))) {
+    rc = ebb_seterr(EBB_ENOMEM, "pitch: out of memory for %zu frames", nf);
+    goto done;
+  }
+  int nb = (int)floor(1200.0 * log2(s->p.fmax / s->p.fmin) / 10.0) + 1;
+  size_t gap = (size_t)floor(s->salience_mix_gap_s * rate / s->p.hop + 1e-6);
+  k = ebb_pitch_salience_fill(sal, msal, nf, nb, mono, mix, n, s->p.hop, s->p.frame / 2,
+                              s->salience_mix, s->salience_mix_db, gap, filled);
+  ebb_st_log(ctx, 0, "%zu of %zu frames take the mix's salience (salience_mix)", k, nf);
+  if (k == 0)
+    goto done;
+  if ((rc = ebb_pitch_pad(mix, n, g, &mpad)))
+    goto done;
+  mdb = ebb_st_malloc((nf ? nf : 1) * sizeof *mdb);
+  db = ebb_st_malloc((nf ? nf : 1) * sizeof *db);
+  if (!mdb || !db) {
+    rc = ebb_seterr(EBB_ENOMEM, "pitch: out of memory for %zu frame levels", nf);
+    goto done;
+  }
+  ebb_pitch_frame_levels(padded, g, db);
+  ebb_pitch_frame_levels(mpad, g, mdb);
+  for (size_t f = 0; f < nf; f++)
+    if (filled[f])
+      db[f] = mdb[f];
+  *gate_db = db;
+  db = NULL;
+done:
+  ebb_st_free(msal);
+  ebb_st_free(mix);
+  ebb_st_free(mpad);
+  ebb_st_free(mdb);
+  ebb_st_free(db);
+  ebb_st_free(filled);
+  return rc;
 }
 
 /* The salience rows of mono, mixed with those of sig (when not NULL) by the
@@ -365,7 +442,7 @@ static int pitch_run_counted(ebb_stage_ctx *ctx, void *state, const ebb_items *i
   pitch_state *s = state;
   static const char *const names[] = {"vocals", "audio", NULL};
   float *mono = NULL, *padded = NULL, *emph = NULL, *cm = NULL, *frames = NULL, *sal = NULL;
-  float *salsig = NULL;
+  float *salsig = NULL, *gate_db = NULL;
   double share = 0.0;
   ebb_pitch_note *notes = NULL;
   char *notes_json = NULL;
@@ -407,8 +484,9 @@ static int pitch_run_counted(ebb_stage_ctx *ctx, void *state, const ebb_items *i
    * accompaniment is already weaker than in the mix; pitch_salience.c),
    * mixed with that of separate's stricter "melody" pass */
   if ((s->p.method == EBB_PITCH_PYIN && s->p.salience_weight > 0.0 &&
-       (rc = melody_salience(s, mono, salsig, share, n, rate, g.n_frames, &sal))) ||
-      (rc = ebb_pitch_track_salience(cm, padded, &g, &s->p, sal, frames)) ||
+       ((rc = melody_salience(s, mono, salsig, share, n, rate, g.n_frames, &sal)) ||
+        (rc = mix_fill(ctx, s, in, used, mono, padded, n, rate, &g, sal, &gate_db)))) ||
+      (rc = ebb_pitch_track_salience(cm, padded, &g, &s->p, sal, gate_db, frames)) ||
       (rc = ebb_pitch_notes(frames, g.n_frames, &s->p, &notes, &n_notes)) ||
       (rc = ebb_pitch_refine_notes(mono, n, rate, &s->p, frames, g.n_frames, &notes, &n_notes)) ||
       (rc = ebb_pitch_notes_json(notes, n_notes, &notes_json))) {
@@ -434,6 +512,7 @@ done:
   ebb_st_free(frames);
   ebb_st_free(sal);
   ebb_st_free(salsig);
+  ebb_st_free(gate_db);
   ebb_st_free(notes);
   ebb_st_free(notes_json);
   return rc;

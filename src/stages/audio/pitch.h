@@ -130,7 +130,13 @@ int ebb_pitch_track(const float *cmndf, const float *padded, const ebb_pitch_geo
 /* As ebb_pitch_track, with an optional melody salience (pYIN only; NULL:
  * none) from ebb_pitch_salience over the same frames. */
 int ebb_pitch_track_salience(const float *cmndf, const float *padded, const ebb_pitch_geom *g,
-                             const ebb_pitch_params *p, const float *sal, float *frames);
+                             const ebb_pitch_params *p, const float *sal, const float *gate_db,
+                             float *frames);
+/* Each frame's level in dBFS over its analysis window (g->w + g->tau_max
+ * samples of padded from f * hop): what the note gate compares. db has
+ * g->n_frames entries. gate_db in ebb_pitch_track_salience: these levels as
+ * the gate is to see them (NULL: padded's own). */
+void ebb_pitch_frame_levels(const float *padded, const ebb_pitch_geom *g, float *db);
 
 /* pitch_salience.c: the harmonic-summation salience of x (typically the mix,
  * while pYIN runs on the separated vocals) on pYIN's grid: *sal is malloc'd
@@ -148,6 +154,20 @@ double ebb_pitch_salience_mix(const float *row, int nb, double w, double vp, dou
  * pass removed a melody note there; its empty row would only dilute it). */
 void ebb_pitch_salience_blend(float *sal, const float *mel, size_t nf, int nb, double share,
                               double vocals_only);
+
+/* Where `separate` took (nearly) everything out of the analysed signal x:
+ * each frame f of sal (nf rows of nb bins) that is unvoiced (its sum under
+ * EBB_PITCH_FILL_VOICED), lies in a run of such frames at most gap_frames
+ * long with a voiced frame on each side (a hole in the melody, not before
+ * its first note or after its last), and whose energy in x over the win
+ * samples centred on f * hop is ratio_db or more under that of mix becomes
+ * weight x the mix's row (mixsal, same shape). x and mix are n samples at
+ * the same rate. filled (NULL, or nf flags) is set to 1 at the rows replaced,
+ * 0 elsewhere. Returns the number of rows replaced. */
+#define EBB_PITCH_FILL_VOICED 0.5
+size_t ebb_pitch_salience_fill(float *sal, const float *mixsal, size_t nf, int nb, const float *x,
+                               const float *mix, uint64_t n, int hop, int win, double weight,
+                               double ratio_db, size_t gap_frames, unsigned char *filled);
 
 typedef struct ebb_pitch_note {
   double onset, offset; /* seconds */

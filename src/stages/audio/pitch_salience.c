@@ -241,3 +241,49 @@ void ebb_pitch_salience_blend(float *sal, const float *mel, size_t nf, int nb, d
       r[k] = (1.0f - w) * r[k] + w * q[k];
   }
 }
+
+static double row_sum(const float *r, int nb) {
+  double v = 0.0;
+  for (int k = 0; k < nb; k++)
+    v += r[k];
+  return v;
+}
+
+/* energy of x over [c - win/2, c + win/2) */
+static double energy_at(const float *x, uint64_t n, long long c, int win) {
+  double e = 0.0;
+  long long a = c - win / 2, b = a + win;
+  for (long long i = a < 0 ? 0 : a; i < b && i < (long long)n; i++)
+    e += (double)x[i] * x[i];
+  return e;
+}
+
+size_t ebb_pitch_salience_fill(float *sal, const float *mixsal, size_t nf, int nb, const float *x,
+                               const float *mix, uint64_t n, int hop, int win, double weight,
+                               double ratio_db, size_t gap_frames, unsigned char *filled) {
+  size_t k = 0, last = (size_t)-1; /* the last voiced frame so far */
+  if (filled)
+    memset(filled, 0, nf);
+  double ratio = pow(10.0, -ratio_db / 10.0);
+  for (size_t f = 0; f < nf; f++) {
+    if (row_sum(sal + f * (size_t)nb, nb) < EBB_PITCH_FILL_VOICED)
+      continue;
+    /* frames (last, f) are a hole between two voiced frames */
+    if (last != (size_t)-1 && f - last - 1 <= gap_frames)
+      for (size_t u = last + 1; u < f; u++) {
+        long long c = (long long)u * hop;
+        double ex = energy_at(x, n, c, win), em = energy_at(mix, n, c, win);
+        if (!(em > 0.0) || ex > ratio * em)
+          continue;
+        float *r = sal + u * (size_t)nb;
+        const float *q = mixsal + u * (size_t)nb;
+        for (int j = 0; j < nb; j++)
+          r[j] = (float)(weight * q[j]);
+        k++;
+        if (filled)
+          filled[u] = 1;
+      }
+    last = f;
+  }
+  return k;
+}

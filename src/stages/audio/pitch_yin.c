@@ -550,31 +550,39 @@ static int yin_track(const float *cmndf, const float *padded, const ebb_pitch_ge
 
 int ebb_pitch_track(const float *cmndf, const float *padded, const ebb_pitch_geom *g,
                     const ebb_pitch_params *p, float *frames) {
-  return ebb_pitch_track_salience(cmndf, padded, g, p, NULL, frames);
+  return ebb_pitch_track_salience(cmndf, padded, g, p, NULL, NULL, frames);
 }
 
-/* The note gate (pitch_notes.c) with each frame's level. */
+void ebb_pitch_frame_levels(const float *padded, const ebb_pitch_geom *g, float *db) {
+  for (size_t f = 0; f < g->n_frames; f++)
+    db[f] = (float)frame_db(padded, g, f);
+}
+
+/* The note gate (pitch_notes.c) with each frame's level (gate_db, else
+ * padded's). */
 static int gate_track(const float *padded, const ebb_pitch_geom *g, const ebb_pitch_params *p,
-                      float *frames) {
+                      const float *gate_db, float *frames) {
+  if (gate_db)
+    return ebb_pitch_gate(frames, g->n_frames, gate_db, p);
   float *db = ebb_st_malloc((g->n_frames ? g->n_frames : 1) * sizeof *db);
   if (!db)
     return ebb_seterr(EBB_ENOMEM, "pitch: out of memory for %zu frame levels", g->n_frames);
-  for (size_t f = 0; f < g->n_frames; f++)
-    db[f] = (float)frame_db(padded, g, f);
+  ebb_pitch_frame_levels(padded, g, db);
   int rc = ebb_pitch_gate(frames, g->n_frames, db, p);
   ebb_st_free(db);
   return rc;
 }
 
 int ebb_pitch_track_salience(const float *cmndf, const float *padded, const ebb_pitch_geom *g,
-                             const ebb_pitch_params *p, const float *sal, float *frames) {
+                             const ebb_pitch_params *p, const float *sal, const float *gate_db,
+                             float *frames) {
   if (p->method == EBB_PITCH_YIN)
     return yin_track(cmndf, padded, g, p, frames);
   if (2 * (1200.0 * log2(p->fmax / p->fmin) / PY_CENTS_PER_BIN + 1) > 65535)
     return ebb_seterr(EBB_EINVAL, "pitch: fmin..fmax spans too many octaves for pYIN");
   int rc = pyin_track(cmndf, padded, g, p, sal, frames);
   if (!rc && (p->gate_voicing > 0.0 || p->gate_range_db > 0.0))
-    rc = gate_track(padded, g, p, frames);
+    rc = gate_track(padded, g, p, gate_db, frames);
   return rc;
 }
 
