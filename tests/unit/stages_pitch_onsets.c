@@ -280,6 +280,49 @@ static void fill_track(float *fr, int nf) {
   }
 }
 
+/* A re-attack at 0.50 s whose pitch turns (220 -> 247 Hz) 80 ms later: the
+ * attack was the new note's, so the new note starts there and the 80 ms of
+ * the old pitch between them are not a note of their own. With the turn
+ * 150 ms after it (longer than onset_lookback_ms) the re-attack stays a
+ * repeated note of the old pitch. */
+static void test_reattack_then_turn(void) {
+  enum { NF = 150 };
+  float fr[3 * NF], odf[NF], db[NF];
+  int turns[] = {58, 65};
+  size_t want[] = {2, 3};
+  for (int i = 0; i < 2; i++) {
+    fill_track(fr, NF);
+    for (int f = 0; f < NF; f++) {
+      fr[3 * f + 1] = f < turns[i] ? 220.0f : 246.94f;
+      fr[3 * f + 2] = f >= 47 && f < 50 ? 0.3f : 0.9f;
+      odf[f] = f == 50 ? 2.0f : 0.0f;
+      db[f] = f >= 47 && f < 50 ? -35.0f : -20.0f;
+    }
+    ebb_pitch_params p = ebb_pitch_defaults();
+    p.onset_shift_s = 0.0;
+    ebb_pitch_note *notes = malloc(2 * sizeof *notes);
+    REQUIRE(notes);
+    double turn = turns[i] * 0.01;
+    notes[0] = (ebb_pitch_note){.onset = 0.0, .offset = turn, .hz = 220.0, .midi = 57};
+    notes[1] = (ebb_pitch_note){.onset = turn, .offset = 1.5, .hz = 246.94, .midi = 59};
+    size_t n = 2;
+    REQUIRE(ebb_pitch_notes_onsets(fr, NF, odf, db, &p, &notes, &n) == 0);
+    for (size_t k = 0; k < n; k++)
+      printf("  turn at %.2f s: note %zu: %.2f-%.2f s, midi %d\n", turn, k, notes[k].onset,
+             notes[k].offset, notes[k].midi);
+    CHECK_MSG(n == want[i], "turn %.2f s after the re-attack at 0.50 s: %zu notes, expected %zu",
+              turn - 0.5, n, want[i]);
+    if (n == want[i]) {
+      CHECK_MSG(fabs(notes[1].onset - 0.50) < 0.005 && notes[1].midi == (i ? 57 : 59),
+                "second note at %.2f s, midi %d: expected 0.50 s, midi %d", notes[1].onset,
+                notes[1].midi, i ? 57 : 59);
+      CHECK_MSG(fabs(notes[n - 1].onset - (i ? turn : 0.5)) < 0.005 && notes[n - 1].midi == 59,
+                "last note at %.2f s, midi %d", notes[n - 1].onset, notes[n - 1].midi);
+    }
+    free(notes);
+  }
+}
+
 /* Durations given in ms are whole frames, not one more: a 7-frame run is a
  * note with min_note_ms 70 (and none with 80), and a re-attack exactly
  * reattack_min_ms 130 after the note's start splits it (13 frames; with the
@@ -494,6 +537,7 @@ int main(void) {
   RUN(test_reattack_under_chord);
   RUN(test_reattack_best_peak);
   RUN(test_frame_counts);
+  RUN(test_reattack_then_turn);
   RUN(test_track_to_notes);
   RUN(test_tremolo_not_split);
   RUN(test_pitch_change_onset);

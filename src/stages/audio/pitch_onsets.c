@@ -182,6 +182,7 @@ typedef struct seg_ctx {
   size_t gapf; /* frames between a note's start and a re-attack of its pitch (>= minf) */
   size_t w20, w60, w150; /* the re-attack score's windows in frames */
   double *score;         /* nf scratch scores */
+  unsigned char *reattack; /* per note out: 1 where it starts at a re-attack */
 } seg_ctx;
 
 #define REATTACK_W_ODF 2.78
@@ -301,9 +302,11 @@ static void split_note(const seg_ctx *c, size_t a, size_t b, double hz, ebb_pitc
     sc[best] = INFINITY; /* chosen */
   }
   size_t start = a;
+  c->reattack[*k] = 0;
   for (size_t t = lo; t <= hi && t < b; t++)
     if (sc[t] == INFINITY) {
       out[(*k)++] = make_note(c, start, t, hz, tmp);
+      c->reattack[*k] = 1;
       start = t;
     }
   out[(*k)++] = make_note(c, start, b, hz, tmp);
@@ -329,18 +332,29 @@ int ebb_pitch_notes_onsets(const float *frames, size_t nf, const float *odf,
   ebb_pitch_note *out = ebb_st_malloc(cap * sizeof *out);
   double *tmp = ebb_st_malloc(nf * sizeof *tmp);
   c.score = ebb_st_malloc(nf * sizeof *c.score);
-  if (!out || !tmp || !c.score) {
+  c.reattack = ebb_st_malloc(cap);
+  if (!out || !tmp || !c.score || !c.reattack) {
     ebb_st_free(out);
     ebb_st_free(tmp);
     ebb_st_free(c.score);
+    ebb_st_free(c.reattack);
     return ebb_seterr(EBB_ENOMEM, "pitch: out of memory for %zu notes", cap);
   }
   ebb_pitch_note *in = *notes;
   for (size_t i = 0; i < *n; i++) {
     size_t a = frame_of(&c, in[i].onset), b = frame_of(&c, in[i].offset);
-    /* a pitch change inside a voiced run: the new note's attack is earlier
-     * than where the pitch track turns (the old note's release masks it) */
-    if (k > 0 && frame_of(&c, out[k - 1].offset) + 2 >= a) {
+    int joined = k > 0 && frame_of(&c, out[k - 1].offset) + 2 >= a;
+    /* the pitch turns within onset_lookback_ms of a re-attack of the note
+     * before: that attack was this note's, and the piece between (the old
+     * pitch's release under the new attack) is this note's start */
+    if (joined && c.reattack[k - 1] && out[k - 1].midi != in[i].midi &&
+        a <= frame_of(&c, out[k - 1].onset) + look) {
+      a = frame_of(&c, out[k - 1].onset);
+      k--;
+    } else if (joined) {
+      /* a pitch change inside a voiced run: the new note's attack is
+       * earlier than where the pitch track turns (the old note's release
+       * masks it) */
       size_t pa = frame_of(&c, out[k - 1].onset), lo = a > look ? a - look : 0;
       if (lo < pa + c.minf)
         lo = pa + c.minf;
@@ -364,6 +378,7 @@ int ebb_pitch_notes_onsets(const float *frames, size_t nf, const float *odf,
   }
   ebb_st_free(tmp);
   ebb_st_free(c.score);
+  ebb_st_free(c.reattack);
   ebb_st_free(in);
   *notes = out;
   *n = k;
