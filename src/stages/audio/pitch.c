@@ -20,7 +20,8 @@ typedef enum { BK_AUTO, BK_CPU, BK_KERNEL } pitch_backend_opt;
 typedef struct pitch_state {
   ebb_pitch_params p;
   double salience_melody, salience_vocals_only;
-  double salience_mix, salience_mix_db, salience_mix_gap_s;
+  double salience_mix, salience_mix_db, salience_mix_silent_db, salience_mix_min_s;
+  double salience_mix_gap_s;
   int rate; /* analysis rate; 0: the input's */
   pitch_backend_opt backend;
 } pitch_state;
@@ -95,11 +96,17 @@ typedef struct pitch_state {
       "item keeps under 5 % of it (a melody note doubling a chord tone, removed by the stricter " \
       "pass) takes the analysed signal's salience alone; 1: never") SEP                           \
   NUM(salience_mix, 0.3, 0, 1,                                                                    \
-      "pyin: where separate left the analysed signal salience_mix_db or more under the mix "      \
-      "(AUDIO item audio) inside a gap in the melody of at most salience_mix_gap_ms, the frame "  \
-      "takes the mix's salience at this weight (a melody note that the repeating accompaniment " \
-      "took whole); 0: off") SEP                                                                  \
-  NUM(salience_mix_db, 8, 0, 100, "see salience_mix") SEP                                         \
+      "pyin: where separate left the analysed signal salience_mix_db to salience_mix_silent_db " \
+      "under the mix (AUDIO item audio) for salience_mix_min_ms or longer, inside a gap in the "  \
+      "melody of at most salience_mix_gap_ms, the frame takes the mix's salience at this weight " \
+      "(a melody note that the repeating accompaniment took whole); 0: off") SEP                  \
+  NUM(salience_mix_db, 8, 0, 100, "salience_mix: the analysed signal at least this far under the mix") SEP \
+  NUM(salience_mix_silent_db, 20, 0, 200,                                                         \
+      "salience_mix: where the analysed signal is more than this under the mix, separate found "  \
+      "no voice there (a rest), and the frame keeps its own salience") SEP                        \
+  NUM(salience_mix_min_ms, 150, 0, 10000,                                                         \
+      "salience_mix: the analysed signal must stay that far under the mix this long; a shorter "  \
+      "quiet run is the gap between two notes") SEP                                               \
   NUM(salience_mix_gap_ms, 3000, 0, 60000, "see salience_mix")
 
 EBB_STAGE_OPTIONS(PITCH_OPTIONS)
@@ -158,6 +165,8 @@ static int pitch_load(ebb_stage_ctx *ctx, const char *options_json, void **state
   s->salience_vocals_only = v.salience_vocals_only;
   s->salience_mix = v.salience_mix;
   s->salience_mix_db = v.salience_mix_db;
+  s->salience_mix_silent_db = v.salience_mix_silent_db;
+  s->salience_mix_min_s = v.salience_mix_min_ms / 1000.0;
   s->salience_mix_gap_s = v.salience_mix_gap_ms / 1000.0;
   if (!strcmp(method, "pyin"))
     s->p.method = EBB_PITCH_PYIN;
@@ -180,6 +189,13 @@ static int pitch_load(ebb_stage_ctx *ctx, const char *options_json, void **state
   }
   if (s->rate != 0 && s->rate < 1000) {
     rc = ebb_st_fail(ctx, EBB_ECONFIG, "option rate: %d Hz is too low (0 or >= 1000)", s->rate);
+    goto done;
+  }
+  if (s->salience_mix > 0.0 && s->salience_mix_db >= s->salience_mix_silent_db) {
+    rc = ebb_st_fail(ctx, EBB_ECONFIG,
+                     "options salience_mix_db %g and salience_mix_silent_db %g: salience_mix_db "
+                     "must be below salience_mix_silent_db (else no frame takes the mix's salience)",
+                     s->salience_mix_db, s->salience_mix_silent_db);
     goto done;
   }
   if (s->p.fmin >= s->p.fmax) {
@@ -352,9 +368,15 @@ static int mix_fill(ebb_stage_ctx *ctx, const pitch_state *s, const ebb_items *i
     goto done;
   }
   int nb = (int)floor(1200.0 * log2(s->p.fmax / s->p.fmin) / 10.0) + 1;
-  size_t gap = (size_t)floor(s->salience_mix_gap_s * rate / s->p.hop + 1e-6);
-  k = ebb_pitch_salience_fill(sal, msal, nf, nb, mono, mix, n, s->p.hop, s->p.frame / 2,
-                              s->salience_mix, s->salience_mix_db, gap, filled);
+  double hop_s = (double)s->p.hop / rate;
+  ebb_pitch_fill fp = {.weight = s->salience_mix,
+                       .ratio_db = s->salience_mix_db,
+                       .silent_db = s->salience_mix_silent_db,
+                       .gap_frames = (size_t)floor(s->salience_mix_gap_s / hop_s + 1e-6),
+                       .min_frames = ebb_pitch_frames_for(s->salience_mix_min_s, hop_s),
+                       .hop = s->p.hop,
+                       .win = s->p.frame / 2};
+  k = ebb_pitch_salience_fill(sal, msal, nf, nb, mono, mix, n, &fp, filled);
   ebb_st_log(ctx, 0, "%zu of %zu frames take the mix's salience (salience_mix)", k, nf);
   if (k == 0)
     goto done;

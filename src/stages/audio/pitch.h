@@ -157,17 +157,25 @@ void ebb_pitch_salience_blend(float *sal, const float *mel, size_t nf, int nb, d
 
 /* Where `separate` took (nearly) everything out of the analysed signal x:
  * each frame f of sal (nf rows of nb bins) that is unvoiced (its sum under
- * EBB_PITCH_FILL_VOICED), lies in a run of such frames at most gap_frames
- * long with a voiced frame on each side (a hole in the melody, not before
- * its first note or after its last), and whose energy in x over the win
- * samples centred on f * hop is ratio_db or more under that of mix becomes
- * weight x the mix's row (mixsal, same shape). x and mix are n samples at
- * the same rate. filled (NULL, or nf flags) is set to 1 at the rows replaced,
- * 0 elsewhere. Returns the number of rows replaced. */
+ * EBB_PITCH_FILL_VOICED) and lies in a run of such frames at most
+ * gap_frames long with a voiced frame on each side (a hole in the melody,
+ * not before its first note or after its last) becomes weight x the mix's
+ * row (mixsal, same shape) where x is between ratio_db and silent_db under
+ * mix (energy over the win samples centred on f * hop) for at least
+ * min_frames frames in a row. More than silent_db under, separate found no
+ * voice there (a rest); a shorter quiet run is the gap between two notes.
+ * x and mix are n samples at the same rate. filled (NULL, or nf flags) is
+ * set to 1 at the rows replaced, 0 elsewhere. Returns the number of rows
+ * replaced. */
 #define EBB_PITCH_FILL_VOICED 0.5
+typedef struct ebb_pitch_fill {
+  double weight, ratio_db, silent_db;
+  size_t gap_frames, min_frames;
+  int hop, win;
+} ebb_pitch_fill;
 size_t ebb_pitch_salience_fill(float *sal, const float *mixsal, size_t nf, int nb, const float *x,
-                               const float *mix, uint64_t n, int hop, int win, double weight,
-                               double ratio_db, size_t gap_frames, unsigned char *filled);
+                               const float *mix, uint64_t n, const ebb_pitch_fill *fp,
+                               unsigned char *filled);
 
 typedef struct ebb_pitch_note {
   double onset, offset; /* seconds */

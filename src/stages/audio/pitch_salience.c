@@ -258,30 +258,42 @@ static double energy_at(const float *x, uint64_t n, long long c, int win) {
   return e;
 }
 
+/* x is ratio_db or more, and silent_db or less, under the mix over the win
+ * samples centred on c */
+static int quiet_under_mix(const float *x, const float *mix, uint64_t n, long long c, int win,
+                           double ratio, double silent) {
+  double ex = energy_at(x, n, c, win), em = energy_at(mix, n, c, win);
+  return em > 0.0 && ex <= ratio * em && ex >= silent * em;
+}
+
 size_t ebb_pitch_salience_fill(float *sal, const float *mixsal, size_t nf, int nb, const float *x,
-                               const float *mix, uint64_t n, int hop, int win, double weight,
-                               double ratio_db, size_t gap_frames, unsigned char *filled) {
+                               const float *mix, uint64_t n, const ebb_pitch_fill *fp,
+                               unsigned char *filled) {
   size_t k = 0, last = (size_t)-1; /* the last voiced frame so far */
+  double ratio = pow(10.0, -fp->ratio_db / 10.0), silent = pow(10.0, -fp->silent_db / 10.0);
+  size_t min_run = fp->min_frames ? fp->min_frames : 1;
   if (filled)
     memset(filled, 0, nf);
-  double ratio = pow(10.0, -ratio_db / 10.0);
   for (size_t f = 0; f < nf; f++) {
     if (row_sum(sal + f * (size_t)nb, nb) < EBB_PITCH_FILL_VOICED)
       continue;
-    /* frames (last, f) are a hole between two voiced frames */
-    if (last != (size_t)-1 && f - last - 1 <= gap_frames)
-      for (size_t u = last + 1; u < f; u++) {
-        long long c = (long long)u * hop;
-        double ex = energy_at(x, n, c, win), em = energy_at(mix, n, c, win);
-        if (!(em > 0.0) || ex > ratio * em)
-          continue;
-        float *r = sal + u * (size_t)nb;
-        const float *q = mixsal + u * (size_t)nb;
-        for (int j = 0; j < nb; j++)
-          r[j] = (float)(weight * q[j]);
-        k++;
-        if (filled)
-          filled[u] = 1;
+    /* frames (last, f) are a hole between two voiced frames: its runs of
+     * frames quiet under the mix, at least min_run long, are filled */
+    if (last != (size_t)-1 && f - last - 1 <= fp->gap_frames)
+      for (size_t u = last + 1; u < f;) {
+        size_t e = u;
+        while (e < f && quiet_under_mix(x, mix, n, (long long)e * fp->hop, fp->win, ratio, silent))
+          e++;
+        for (size_t v = u; e - u >= min_run && v < e; v++) {
+          float *r = sal + v * (size_t)nb;
+          const float *q = mixsal + v * (size_t)nb;
+          for (int j = 0; j < nb; j++)
+            r[j] = (float)(fp->weight * q[j]);
+          k++;
+          if (filled)
+            filled[v] = 1;
+        }
+        u = e > u ? e : u + 1;
       }
     last = f;
   }
