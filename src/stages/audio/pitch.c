@@ -361,13 +361,11 @@ static int mix_fill(ebb_stage_ctx *ctx, const pitch_state *s, const ebb_items *i
   int rc = aligned_item(ctx, s, in, "audio", n, rate, &mix);
   if (rc)
     return rc == EBB_ENOTFOUND ? 0 : rc;
-  if ((rc = ebb_pitch_salience(mix, n, rate, &s->p, nf, &msal)))
-    goto done;
   if (!(filled = ebb_st_malloc(nf ? nf : 1))) {
     rc = ebb_seterr(EBB_ENOMEM, "pitch: out of memory for %zu frames", nf);
     goto done;
   }
-  int nb = (int)floor(1200.0 * log2(s->p.fmax / s->p.fmin) / 10.0) + 1;
+  int nb = ebb_pitch_salience_bins(&s->p);
   double hop_s = (double)s->p.hop / rate;
   ebb_pitch_fill fp = {.weight = s->salience_mix,
                        .ratio_db = s->salience_mix_db,
@@ -376,10 +374,12 @@ static int mix_fill(ebb_stage_ctx *ctx, const pitch_state *s, const ebb_items *i
                        .min_frames = ebb_pitch_frames_for(s->salience_mix_min_s, hop_s),
                        .hop = s->p.hop,
                        .win = s->p.frame / 2};
-  k = ebb_pitch_salience_fill(sal, msal, nf, nb, mono, mix, n, &fp, filled);
+  /* the mix's salience only when some frame takes it */
+  k = ebb_pitch_salience_fill_mark(sal, nf, nb, mono, mix, n, &fp, filled);
   ebb_st_log(ctx, 0, "%zu of %zu frames take the mix's salience (salience_mix)", k, nf);
-  if (k == 0)
+  if (k == 0 || (rc = ebb_pitch_salience(mix, n, rate, &s->p, nf, &msal)))
     goto done;
+  ebb_pitch_salience_fill_apply(sal, msal, nf, nb, fp.weight, filled);
   if ((rc = ebb_pitch_pad(mix, n, g, &mpad)))
     goto done;
   mdb = ebb_st_malloc((nf ? nf : 1) * sizeof *mdb);
@@ -422,7 +422,7 @@ static int melody_salience(const pitch_state *s, const float *mono, const float 
   float *b = NULL;
   if ((rc = ebb_pitch_salience(sig, n, rate, &s->p, nf, &b)))
     return rc;
-  int nb = (int)floor(1200.0 * log2(s->p.fmax / s->p.fmin) / 10.0) + 1;
+  int nb = ebb_pitch_salience_bins(&s->p);
   ebb_pitch_salience_blend(*sal, b, nf, nb, share, s->salience_vocals_only);
   ebb_st_free(b);
   return 0;

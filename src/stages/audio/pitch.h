@@ -144,6 +144,8 @@ void ebb_pitch_frame_levels(const float *padded, const ebb_pitch_geom *g, float 
  * distribution over the bins whose sum is the frame's salience voicing. */
 int ebb_pitch_salience(const float *x, uint64_t n, uint32_t rate, const ebb_pitch_params *p,
                        size_t n_frames, float **sal);
+/* B, the salience's bins (10 cents each) from fmin to fmax. */
+int ebb_pitch_salience_bins(const ebb_pitch_params *p);
 /* obs[b] = (1 - w) obs[b] + w row[b] for the voiced bins; returns the mixed
  * voicing probability (1 - w) vp + w sum(row). */
 double ebb_pitch_salience_mix(const float *row, int nb, double w, double vp, double *obs);
@@ -164,9 +166,8 @@ void ebb_pitch_salience_blend(float *sal, const float *mel, size_t nf, int nb, d
  * mix (energy over the win samples centred on f * hop) for at least
  * min_frames frames in a row. More than silent_db under, separate found no
  * voice there (a rest); a shorter quiet run is the gap between two notes.
- * x and mix are n samples at the same rate. filled (NULL, or nf flags) is
- * set to 1 at the rows replaced, 0 elsewhere. Returns the number of rows
- * replaced. */
+ * x and mix are n samples at the same rate. filled (nf flags) is set to 1
+ * at the rows replaced, 0 elsewhere. Returns the number of rows replaced. */
 #define EBB_PITCH_FILL_VOICED 0.5
 typedef struct ebb_pitch_fill {
   double weight, ratio_db, silent_db;
@@ -176,6 +177,15 @@ typedef struct ebb_pitch_fill {
 size_t ebb_pitch_salience_fill(float *sal, const float *mixsal, size_t nf, int nb, const float *x,
                                const float *mix, uint64_t n, const ebb_pitch_fill *fp,
                                unsigned char *filled);
+/* The two halves of ebb_pitch_salience_fill, so the mix's salience need
+ * only be computed when a frame is to take it: _mark sets filled (nf
+ * flags) at the frames the rule picks and returns their number; _apply
+ * replaces those rows by weight x mixsal's. */
+size_t ebb_pitch_salience_fill_mark(const float *sal, size_t nf, int nb, const float *x,
+                                    const float *mix, uint64_t n, const ebb_pitch_fill *fp,
+                                    unsigned char *filled);
+void ebb_pitch_salience_fill_apply(float *sal, const float *mixsal, size_t nf, int nb,
+                                   double weight, const unsigned char *filled);
 
 typedef struct ebb_pitch_note {
   double onset, offset; /* seconds */

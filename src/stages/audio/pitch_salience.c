@@ -185,7 +185,7 @@ static int normalise_rows(float *sal, size_t nf, int nb) {
 
 int ebb_pitch_salience(const float *x, uint64_t n, uint32_t rate, const ebb_pitch_params *p,
                        size_t n_frames, float **out) {
-  int nb = (int)floor(1200.0 * log2(p->fmax / p->fmin) / 10.0) + 1;
+  int nb = ebb_pitch_salience_bins(p);
   sal_fft s;
   int rc = fft_init(&s, rate);
   if (rc)
@@ -266,14 +266,13 @@ static int quiet_under_mix(const float *x, const float *mix, uint64_t n, long lo
   return em > 0.0 && ex <= ratio * em && ex >= silent * em;
 }
 
-size_t ebb_pitch_salience_fill(float *sal, const float *mixsal, size_t nf, int nb, const float *x,
-                               const float *mix, uint64_t n, const ebb_pitch_fill *fp,
-                               unsigned char *filled) {
+size_t ebb_pitch_salience_fill_mark(const float *sal, size_t nf, int nb, const float *x,
+                                    const float *mix, uint64_t n, const ebb_pitch_fill *fp,
+                                    unsigned char *filled) {
   size_t k = 0, last = (size_t)-1; /* the last voiced frame so far */
   double ratio = pow(10.0, -fp->ratio_db / 10.0), silent = pow(10.0, -fp->silent_db / 10.0);
   size_t min_run = fp->min_frames ? fp->min_frames : 1;
-  if (filled)
-    memset(filled, 0, nf);
+  memset(filled, 0, nf);
   for (size_t f = 0; f < nf; f++) {
     if (row_sum(sal + f * (size_t)nb, nb) < EBB_PITCH_FILL_VOICED)
       continue;
@@ -284,18 +283,30 @@ size_t ebb_pitch_salience_fill(float *sal, const float *mixsal, size_t nf, int n
         size_t e = u;
         while (e < f && quiet_under_mix(x, mix, n, (long long)e * fp->hop, fp->win, ratio, silent))
           e++;
-        for (size_t v = u; e - u >= min_run && v < e; v++) {
-          float *r = sal + v * (size_t)nb;
-          const float *q = mixsal + v * (size_t)nb;
-          for (int j = 0; j < nb; j++)
-            r[j] = (float)(fp->weight * q[j]);
-          k++;
-          if (filled)
-            filled[v] = 1;
-        }
+        for (size_t v = u; e - u >= min_run && v < e; v++, k++)
+          filled[v] = 1;
         u = e > u ? e : u + 1;
       }
     last = f;
   }
   return k;
+}
+
+void ebb_pitch_salience_fill_apply(float *sal, const float *mixsal, size_t nf, int nb,
+                                   double weight, const unsigned char *filled) {
+  for (size_t f = 0; f < nf; f++)
+    for (int j = 0; filled[f] && j < nb; j++)
+      sal[f * (size_t)nb + j] = (float)(weight * mixsal[f * (size_t)nb + j]);
+}
+
+size_t ebb_pitch_salience_fill(float *sal, const float *mixsal, size_t nf, int nb, const float *x,
+                               const float *mix, uint64_t n, const ebb_pitch_fill *fp,
+                               unsigned char *filled) {
+  size_t k = ebb_pitch_salience_fill_mark(sal, nf, nb, x, mix, n, fp, filled);
+  ebb_pitch_salience_fill_apply(sal, mixsal, nf, nb, fp->weight, filled);
+  return k;
+}
+
+int ebb_pitch_salience_bins(const ebb_pitch_params *p) {
+  return (int)floor(1200.0 * log2(p->fmax / p->fmin) / 10.0) + 1;
 }
