@@ -15,6 +15,9 @@
  *  - of two onset peaks within reattack_min_s that both score as re-attacks,
  *    the better one splits the note, even when the other comes first; none
  *    does when reattack_score is above both;
+ *  - a slow re-attack (the level climbing 2 dB a frame from its dip, the
+ *    onset strength peaking 60 ms later) starts where the level is
+ *    reattack_rise_db above the dip, at the peak with the option 0;
  *  - the frames from a note's onset that still hold the previous note's
  *    pitch take the note's pitch, up to the first frame that does not;
  *  - a steady note with a 3 dB tremolo is not split;
@@ -323,6 +326,42 @@ static void test_reattack_then_turn(void) {
   }
 }
 
+/* A slow re-attack: the level dips to -35 dB at 0.44 s and climbs 2 dB a
+ * frame from there, the onset strength peaking at 0.50 s, where the attack
+ * is steepest. The new note starts where the level is reattack_rise_db (4)
+ * above the dip, 0.46 s; with the option 0, at the peak. */
+static void test_reattack_slow_attack(void) {
+  enum { NF = 150 };
+  float fr[3 * NF], odf[NF], db[NF];
+  double rise[] = {4.0, 0.0}, want[] = {0.46, 0.50};
+  fill_track(fr, NF);
+  for (int f = 0; f < NF; f++) {
+    fr[3 * f + 1] = 220.0f;
+    fr[3 * f + 2] = f >= 42 && f < 47 ? 0.3f : 0.9f;
+    odf[f] = f == 50 ? 2.0f : f == 49 || f == 51 ? 1.0f : 0.0f;
+    db[f] = f < 40 ? -20.0f : f <= 44 ? -20.0f - 3.75f * (float)(f - 40)
+                                     : fminf(-35.0f + 2.0f * (float)(f - 44), -20.0f);
+  }
+  for (int i = 0; i < 2; i++) {
+    ebb_pitch_params p = ebb_pitch_defaults();
+    p.onset_shift_s = 0.0;
+    p.reattack_rise_db = rise[i];
+    ebb_pitch_note *notes = malloc(sizeof *notes);
+    REQUIRE(notes);
+    notes[0] = (ebb_pitch_note){.onset = 0.0, .offset = 1.5, .hz = 220.0, .midi = 57};
+    size_t n = 1;
+    REQUIRE(ebb_pitch_notes_onsets(fr, NF, odf, db, &p, &notes, &n) == 0);
+    for (size_t k = 0; k < n; k++)
+      printf("  reattack_rise_db %.0f: note %zu: %.2f-%.2f s\n", rise[i], k, notes[k].onset,
+             notes[k].offset);
+    CHECK_MSG(n == 2 && fabs(notes[1].onset - want[i]) < 0.005 &&
+                  fabs(notes[0].offset - want[i]) < 0.005,
+              "reattack_rise_db %.0f: %zu notes, second at %.2f s: expected the split at %.2f s",
+              rise[i], n, n > 1 ? notes[1].onset : -1.0, want[i]);
+    free(notes);
+  }
+}
+
 /* Durations given in ms are whole frames, not one more: a 7-frame run is a
  * note with min_note_ms 70 (and none with 80), and a re-attack exactly
  * reattack_min_ms 130 after the note's start splits it (13 frames; with the
@@ -538,6 +577,7 @@ int main(void) {
   RUN(test_reattack_best_peak);
   RUN(test_frame_counts);
   RUN(test_reattack_then_turn);
+  RUN(test_reattack_slow_attack);
   RUN(test_track_to_notes);
   RUN(test_tremolo_not_split);
   RUN(test_pitch_change_onset);

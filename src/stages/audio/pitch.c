@@ -73,6 +73,9 @@ typedef struct pitch_state {
       "note's pitch, where a chord struck in the dip does not fill it; 0: the whole spectrum") SEP  \
   NUM(reattack_min_ms, 130, 0, 10000,                                                             \
       "a re-attack of the same pitch comes at least this long after the note's start") SEP       \
+  NUM(reattack_rise_db, 4, 0, 60,                                                                 \
+      "a re-attack's note starts where the level at its harmonics first rises this much above "  \
+      "its dip before the onset peak (a slow attack's flux peaks late); 0: at the peak") SEP     \
   NUM(onset_shift_ms, 30, 0, 200,                                                                 \
       "every note onset is moved this much earlier: the detectors' delay") SEP                    \
   NUM(salience, 0.85, 0, 1,                                                                       \
@@ -131,6 +134,7 @@ static void set_params(const stage_opts *v, ebb_pitch_params *p) {
   p->onset_shift_s = v->onset_shift_ms / 1000.0;
   p->onset_harmonics = v->onset_harmonics;
   p->reattack_min_s = v->reattack_min_ms / 1000.0;
+  p->reattack_rise_db = v->reattack_rise_db;
   p->salience_weight = v->salience;
   p->salience_height = v->salience_height;
   p->register_semitones = v->register_semitones;

@@ -57,6 +57,11 @@ typedef struct ebb_pitch_params {
   /* A re-attack of the same pitch comes at least reattack_min_s after the
    * note's start (and at least min_note_s). */
   double reattack_min_s;
+  /* A re-attack's note starts where the level first rises reattack_rise_db
+   * above its dip before the onset peak (the dip is the level's minimum
+   * over [peak - 60 ms, peak + 20 ms]): the flux peaks late on a slow
+   * attack. 0: at the peak. */
+  double reattack_rise_db;
   /* pYIN only: the share of the voiced observation that comes from the
    * melody salience of the mixture when one is given (0..1). */
   double salience_weight;

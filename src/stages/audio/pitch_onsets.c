@@ -209,18 +209,26 @@ static int is_peak(const seg_ctx *c, size_t t) {
  * bench/songtrace_real.py's tuning clips (seeds 1000), labelled by whether
  * a truth onset lies within 50 ms, scaled so the rise counts 1 per dB;
  * docs/songtrace.md has the held-out check. */
+/* The dip window of onset peak t, [t - 60 ms, t + 20 ms] in *d0..*d1, and
+ * the frame of the level's minimum in it. */
+static size_t level_dip(const seg_ctx *c, size_t t, size_t *d0, size_t *d1) {
+  *d0 = t >= c->w60 ? t - c->w60 : 0;
+  *d1 = t + c->w20 < c->nf ? t + c->w20 : c->nf - 1;
+  size_t dip = *d0;
+  for (size_t k = *d0; k <= *d1; k++)
+    if (c->level_db[k] < c->level_db[dip])
+      dip = k;
+  return dip;
+}
+
 static double reattack_score(const seg_ctx *c, size_t t) {
   if (c->odf[t] < EBB_PITCH_REATTACK_MIN_ODF || !is_peak(c, t))
     return -INFINITY;
-  size_t nf = c->nf, w60 = c->w60, w20 = c->w20, w150 = c->w150;
-  size_t d0 = t >= w60 ? t - w60 : 0, d1 = t + w20 < nf ? t + w20 : nf - 1;
-  size_t dip = d0;
+  size_t nf = c->nf, w60 = c->w60, w150 = c->w150, d0, d1;
+  size_t dip = level_dip(c, t, &d0, &d1);
   double vmin = INFINITY;
-  for (size_t k = d0; k <= d1; k++) {
-    if (c->level_db[k] < c->level_db[dip])
-      dip = k;
+  for (size_t k = d0; k <= d1; k++)
     vmin = fmin(vmin, c->frames[3 * k + 2]);
-  }
   float hi = -INFINITY;
   for (size_t k = dip > t ? dip : t; k < nf && k <= t + w150; k++)
     hi = fmaxf(hi, c->level_db[k]);
@@ -278,6 +286,21 @@ static size_t frame_of(const seg_ctx *c, double t) {
   return f <= 0 ? 0 : (size_t)f >= c->nf ? c->nf : (size_t)f;
 }
 
+/* Where the attack of onset peak t starts: the first frame from its dip on
+ * whose level is reattack_rise_db above the dip's (t when none is, or the
+ * option is 0). The spectral flux peaks where the attack is steepest, late
+ * on a slow one (a voice's, 60-150 ms after the note starts); the level
+ * starts rising at the note's start whatever the attack. */
+static size_t attack_start(const seg_ctx *c, size_t t) {
+  if (!(c->p->reattack_rise_db > 0.0))
+    return t;
+  size_t d0, d1, dip = level_dip(c, t, &d0, &d1);
+  for (size_t k = dip; k < t; k++)
+    if (c->level_db[k] >= c->level_db[dip] + c->p->reattack_rise_db)
+      return k;
+  return t;
+}
+
 /* Splits note [a, b) at its re-attacks into out (*k notes so far): the
  * best-scoring peak first, then the best of those at least gapf frames from
  * every split so far, down to reattack_score (so a weaker peak just before
@@ -305,9 +328,12 @@ static void split_note(const seg_ctx *c, size_t a, size_t b, double hz, ebb_pitc
   c->reattack[*k] = 0;
   for (size_t t = lo; t <= hi && t < b; t++)
     if (sc[t] == INFINITY) {
-      out[(*k)++] = make_note(c, start, t, hz, tmp);
+      size_t on = attack_start(c, t);
+      if (on < start + c->minf)
+        on = t;
+      out[(*k)++] = make_note(c, start, on, hz, tmp);
       c->reattack[*k] = 1;
-      start = t;
+      start = on;
     }
   out[(*k)++] = make_note(c, start, b, hz, tmp);
 }
