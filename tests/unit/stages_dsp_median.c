@@ -2,11 +2,19 @@
  * for bit, what ebb_dsp_median gives over each clipped window, on random
  * magnitudes with ties and zeros, along a contiguous run and along a strided
  * column, with even windows at the edges, a window wider than the run, and
- * runs of 1 and 2 elements. */
+ * runs of 1 and 2 elements.
+ * The repeating model's quantile (ebb_dsp_quantile): at 0.5 bit for bit
+ * ebb_dsp_median, at 0 the least and at 1 the greatest value, in between
+ * the linear interpolation between the order statistics around q (n - 1)
+ * (within float rounding of the same in double on a sorted copy), and bit
+ * for bit the kernels' ebb_k_quantile (sorting, where the host selects),
+ * on random magnitudes with ties and zeros; 8 values 1..8 at 0.3 give 3.1. */
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "stages/audio/dsp_repet.h"
+#include "stages/kernels/sep_kernels.h"
 #include "test.h"
 
 /* the reference: ebb_dsp_median of each clipped window, gathered */
@@ -62,7 +70,57 @@ static void test_sliding_equals_median(void) {
   free(x);
 }
 
+static int cmp_f(const void *a, const void *b) {
+  float x = *(const float *)a, y = *(const float *)b;
+  return (x > y) - (x < y);
+}
+
+static void test_quantile(void) {
+  srand(11);
+  int ns[] = {1, 2, 3, 8, 16, 29, 30, 100};
+  float qs[] = {0.0f, 0.3f, 0.4f, 0.5f, 0.77f, 1.0f};
+  float x[100], a[100], b[100], s[100];
+  int cases = 0, bad = 0;
+  for (size_t i = 0; i < sizeof ns / sizeof *ns; i++)
+    for (int rep = 0; rep < 20; rep++) {
+      int n = ns[i];
+      for (int j = 0; j < n; j++) {
+        int r = rand() % 100;
+        x[j] = r < 10 ? 0.0f : r < 30 ? (float)(r % 4) : (float)rand() / (float)RAND_MAX;
+      }
+      memcpy(s, x, sizeof(float) * (size_t)n);
+      qsort(s, (size_t)n, sizeof *s, cmp_f);
+      for (size_t k = 0; k < sizeof qs / sizeof *qs; k++) {
+        float q = qs[k];
+        memcpy(a, x, sizeof(float) * (size_t)n);
+        memcpy(b, x, sizeof(float) * (size_t)n);
+        float host = ebb_dsp_quantile(a, n, q), dev = ebb_k_quantile(b, n, q);
+        double pos = (double)q * (n - 1), lo = s[(int)floor(pos)];
+        double hi = s[(int)ceil(pos) < n ? (int)ceil(pos) : n - 1];
+        double want = lo + (pos - floor(pos)) * (hi - lo);
+        int ok = !memcmp(&host, &dev, sizeof host) && fabs(host - want) <= 1e-6 * (1 + fabs(want));
+        if (q == 0.5f) {
+          memcpy(a, x, sizeof(float) * (size_t)n);
+          float med = ebb_dsp_median(a, n);
+          ok = ok && !memcmp(&med, &host, sizeof med);
+        }
+        if (q == 0.0f || q == 1.0f)
+          ok = ok && host == s[q == 0.0f ? 0 : n - 1];
+        if (!ok && bad++ < 5)
+          printf("  n %d, q %g: host %.9g, kernel %.9g, interpolated %.9g\n", n, (double)q,
+                 (double)host, (double)dev, want);
+        cases++;
+      }
+    }
+  printf("  %d of %d quantiles as they should be\n", cases - bad, cases);
+  CHECK_MSG(bad == 0, "%d of %d quantiles wrong (see above)", bad, cases);
+  float v[8] = {5, 2, 8, 1, 7, 3, 6, 4};
+  float got = ebb_dsp_quantile(v, 8, 0.3f);
+  CHECK_MSG(fabsf(got - 3.1f) < 1e-5f, "0.3-quantile of 1..8: %g, expected 3.1", (double)got);
+}
+
 int main(void) {
   RUN(test_sliding_equals_median);
+  RUN(test_quantile);
   return TEST_END();
 }

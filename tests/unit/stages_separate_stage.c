@@ -124,6 +124,12 @@ static void test_bad_options(void) {
   CHECK_MSG(strstr(sh.err, "hop=0") != NULL, "error: %s", sh.err);
   CHECK_EQ_INT(ebb_stage_separate.load(&sh.base, "{\"outside_gain\": 2}", &state), EBB_ECONFIG);
   CHECK_MSG(strstr(sh.err, "outside_gain") != NULL, "error: %s", sh.err);
+  CHECK_EQ_INT(ebb_stage_separate.load(&sh.base, "{\"repeat_quantile\": 1.5}", &state),
+               EBB_ECONFIG);
+  CHECK_MSG(strstr(sh.err, "repeat_quantile") != NULL, "error: %s", sh.err);
+  CHECK_EQ_INT(ebb_stage_separate.load(&sh.base, "{\"melody_quantile\": -0.1}", &state),
+               EBB_ECONFIG);
+  CHECK_MSG(strstr(sh.err, "melody_quantile") != NULL, "error: %s", sh.err);
   CHECK(state == NULL);
 }
 

@@ -6,6 +6,7 @@
 
 #include "ebb/error.h"
 #include "stages/audio/st_util.h"
+#include "stages/kernels/sep_kernels.h"
 
 /* k-th smallest (0-based) of v[0..n-1], partially reordering v (Hoare's
  * selection with a median-of-three pivot; insertion sort for short runs). */
@@ -58,6 +59,21 @@ float ebb_dsp_median(float *v, int n) {
     if (v[i] > lo)
       lo = v[i];
   return 0.5f * (lo + hi);
+}
+
+float ebb_dsp_quantile(float *v, int n, float q) {
+  float frac;
+  int i = ebb_k_quantile_index(q, n, &frac);
+  float lo = select_kth(v, n, i), hi = lo;
+  if (frac > 0.0f) {
+    /* after selection everything above i is >= lo: the next order
+     * statistic is their min */
+    hi = v[i + 1];
+    for (int j = i + 2; j < n; j++)
+      if (v[j] < hi)
+        hi = v[j];
+  }
+  return ebb_k_quantile_mix(lo, hi, frac);
 }
 
 /* Unit-norm similarity features: sums over `pool` adjacent bins, stored
@@ -235,15 +251,15 @@ static int apply_hpss(const float *mag, int nframes, int nbins, const ebb_repet_
 
 static int check_params(int nframes, int nbins, const ebb_repet_params *p) {
   if (nframes < 1 || nbins < 2 || p->k < 1 || p->k > EBB_REPET_MAX_K || p->min_dist < 1 ||
-      p->max_lag < 1 || p->pool < 1 ||
+      p->max_lag < 1 || p->pool < 1 || !(p->quantile >= 0.0f && p->quantile <= 1.0f) ||
       (p->hpss && (p->hpss_time < 1 || p->hpss_time > EBB_REPET_MAX_MEDIAN || p->hpss_freq < 1 ||
                    p->hpss_freq > EBB_REPET_MAX_MEDIAN)) ||
       !(p->outside_gain >= 0 && p->outside_gain <= 1))
     return ebb_seterr(EBB_EINVAL,
                       "separate: bad mask parameters (frames %d, bins %d, k %d, min_dist %d, "
-                      "max_lag %d, pool %d, hpss %d x %d, outside_gain %g)",
-                      nframes, nbins, p->k, p->min_dist, p->max_lag, p->pool, p->hpss_time,
-                      p->hpss_freq, (double)p->outside_gain);
+                      "max_lag %d, pool %d, quantile %g, hpss %d x %d, outside_gain %g)",
+                      nframes, nbins, p->k, p->min_dist, p->max_lag, p->pool, (double)p->quantile,
+                      p->hpss_time, p->hpss_freq, (double)p->outside_gain);
   return 0;
 }
 
@@ -352,7 +368,7 @@ int ebb_repet_vocal_mask_shared(const float *mag, int nframes, int nbins,
     for (int k = 0; k < nbins; k++) {
       for (int q = 0; q < np; q++)
         vals[q] = mag[(long long)pj[q] * nbins + k];
-      float w = ebb_dsp_median(vals, np);
+      float w = ebb_dsp_quantile(vals, np, p->quantile);
       if (w > v[k])
         w = v[k];
       m[k] = v[k] > 0 ? 1.0f - w / v[k] : 0.0f;

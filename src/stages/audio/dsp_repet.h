@@ -7,7 +7,10 @@
  * magnitude spectra, peaks at least min_dist frames apart, the frame itself
  * included) are found, their element-wise median is the repeating-background
  * model W = min(median, V), and W / V is a soft background mask; the vocal
- * mask is 1 - W / V. Two refinements, both optional:
+ * mask is 1 - W / V. ebb takes a lower quantile than the median (quantile,
+ * 0.4 by default): a melody that holds or repeats a chord tone for seconds
+ * is in most of the frames most similar to its own, so the median models
+ * it as background and the vocals lose it. Two refinements, both optional:
  *  - harmonic/percussive separation by median filtering (D. Fitzgerald,
  *    "Harmonic/Percussive Separation using Median Filtering", DAFx 2010): the
  *    vocal mask is multiplied by the harmonic Wiener-like mask H^2/(H^2+P^2)
@@ -26,6 +29,7 @@ typedef struct ebb_repet_params {
   int min_dist;       /* frames between two chosen frames (>= 1) */
   int max_lag;        /* search window half-width in frames (>= 1) */
   int pool;           /* bins per similarity band (>= 1) */
+  float quantile;     /* the repeating model's quantile of the picks, 0..1 (0.5: median) */
   int hpss;           /* 1: apply the harmonic mask */
   int hpss_time;      /* harmonic median length in frames (odd, <= EBB_REPET_MAX_MEDIAN) */
   int hpss_freq;      /* percussive median length in bins (odd, <= EBB_REPET_MAX_MEDIAN) */
@@ -82,6 +86,11 @@ int ebb_repet_vocal_mask_shared(const float *mag, int nframes, int nbins,
 /* The median of v[0..n-1] (n >= 1; mean of the two middle values when n is
  * even). Reorders v. */
 float ebb_dsp_median(float *v, int n);
+
+/* The q-quantile (0..1) of v[0..n-1] (n >= 1), interpolated linearly
+ * between the order statistics around q (n - 1); 0.5 is ebb_dsp_median,
+ * and the value is bit for bit the kernels' (sep_kernels.h). Reorders v. */
+float ebb_dsp_quantile(float *v, int n, float q);
 
 /* out[i * ostride] = ebb_dsp_median of x[j * stride] for j in
  * [i - half, i + half] and [0, n), for every i < n (the same value bit for

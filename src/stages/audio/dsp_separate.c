@@ -53,6 +53,9 @@ int ebb_sep_plan(const ebb_sep_options *o, uint32_t rate, long long nx, ebb_stft
   if (!(o->vocal_low_hz >= 0 && o->vocal_high_hz > o->vocal_low_hz))
     return ebb_seterr(EBB_EINVAL, "separate: vocal band %g..%g Hz is empty", o->vocal_low_hz,
                       o->vocal_high_hz);
+  if (!(o->quantile >= 0 && o->quantile <= 1))
+    return ebb_seterr(EBB_EINVAL, "separate: option repeat_quantile=%g must be in 0..1",
+                      o->quantile);
   if (!(o->outside_gain >= 0 && o->outside_gain <= 1))
     return ebb_seterr(EBB_EINVAL, "separate: option outside_gain=%g must be in 0..1",
                       o->outside_gain);
@@ -67,6 +70,7 @@ int ebb_sep_plan(const ebb_sep_options *o, uint32_t rate, long long nx, ebb_stft
   if (rp->max_lag < 1)
     rp->max_lag = 1;
   rp->pool = o->pool;
+  rp->quantile = (float)o->quantile;
   rp->hpss = o->hpss;
   rp->hpss_time = odd_at_least_1(o->hpss_time_s * fps);
   rp->hpss_freq = odd_at_least_1(o->hpss_freq_hz / hz_per_bin);
@@ -267,7 +271,8 @@ static int gpu_mask(gpu_run *g, const ebb_stft_shape *s, const ebb_repet_params 
   int k = rp->k, hpss = rp->hpss, ht = rp->hpss_time / 2, hf = rp->hpss_freq / 2;
   int band_lo = rp->band_lo, band_hi = rp->band_hi;
   float gain = rp->outside_gain;
-  void *rmp[] = {&g->d_mag, &g->d_picks, &g->d_npicks, &k, &g->d_mask, &nbins};
+  float q = rp->quantile;
+  void *rmp[] = {&g->d_mag, &g->d_picks, &g->d_npicks, &k, &g->d_mask, &nbins, &q};
   if ((rc = launch(g, "ebb_repet_mask", (unsigned)nf, bs, 0, rmp)) < 0)
     return rc;
   if (hpss) {

@@ -27,6 +27,9 @@ typedef struct sep_state {
   NUM(min_distance, 1.0, 0, 60, "seconds between two repeating frames") SEP                       \
   NUM(max_lag, 30.0, 0.001, 600, "similarity search radius in seconds") SEP                       \
   INT(similarity_pool, 4, 1, 2049, "STFT bins per similarity band") SEP                           \
+  NUM(repeat_quantile, 0.4, 0, 1,                                                                 \
+      "the repeating model is this quantile of the similar frames (0.5: REPET-SIM's median); "    \
+      "lower keeps a melody that holds or repeats a chord tone for seconds") SEP                  \
   BOOL(hpss, 1, "apply a median-filter harmonic mask (Fitzgerald 2010)") SEP                      \
   NUM(vocal_low_hz, 80, 0, 100000, "vocal band low edge") SEP                                     \
   NUM(vocal_high_hz, 6000, 0, 100000, "vocal band high edge") SEP                                 \
@@ -35,7 +38,8 @@ typedef struct sep_state {
       "also add the AUDIO item melody: a stricter separation (this k, melody_min_distance) that the "   \
       "pitch stage's salience reads; it removes chords struck on every beat that the default "    \
       "keeps; 0: off") SEP                                                                        \
-  NUM(melody_min_distance, 0.5, 0, 60, "see melody_repeats: seconds between repeating frames")
+  NUM(melody_min_distance, 0.5, 0, 60, "see melody_repeats: seconds between repeating frames") SEP \
+  NUM(melody_quantile, 0.3, 0, 1, "see melody_repeats: its repeat_quantile")
 EBB_STAGE_OPTIONS(SEP_OPTIONS)
 
 static void set_options(const stage_opts *v, ebb_sep_options *o) {
@@ -45,6 +49,7 @@ static void set_options(const stage_opts *v, ebb_sep_options *o) {
   o->min_distance_s = v->min_distance;
   o->max_lag_s = v->max_lag;
   o->pool = v->similarity_pool;
+  o->quantile = v->repeat_quantile;
   o->hpss = v->hpss;
   o->vocal_low_hz = v->vocal_low_hz;
   o->vocal_high_hz = v->vocal_high_hz;
@@ -78,8 +83,9 @@ static int read_options(const char *json, ebb_sep_options *o, ebb_sep_options *m
     *melody = *o;
     melody->repeats = v.melody_repeats;
     melody->min_distance_s = v.melody_min_distance;
+    melody->quantile = v.melody_quantile;
     if (v.melody_repeats > 0 && ebb_sep_plan(melody, 16000, 0, &s, &rp) < 0)
-      return ebb_errctx(EBB_ECONFIG, "bad options (melody_repeats, melody_min_distance): ");
+      return ebb_errctx(EBB_ECONFIG, "bad options (melody_repeats, melody_min_distance, melody_quantile): ");
   }
   return 0;
 }

@@ -29,6 +29,7 @@ typedef struct ebb_sep_options {
   double min_distance_s; /* [min_distance] between repeating frames, 1.0 s */
   double max_lag_s;      /* [max_lag] similarity search radius, 30 s */
   int pool;              /* [similarity_pool] bins per similarity band, 4 */
+  double quantile;       /* [repeat_quantile] of the repeating frames, 0.4 (0.5: median) */
   int hpss;              /* [hpss] harmonic mask on, 1 */
   double hpss_time_s;    /* harmonic median length, 0.2 s */
   double hpss_freq_hz;   /* percussive median length, 500 Hz */

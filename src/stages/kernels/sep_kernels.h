@@ -159,17 +159,50 @@ EBB_KFN float ebb_k_median(float *v, int n) {
   return (n & 1) ? v[n / 2] : 0.5f * (v[n / 2 - 1] + v[n / 2]);
 }
 
-/* ebb_repet_mask: vocal mask 1 - W/V of frame f, W = min(median of the
- * frame's repeating frames, V). picks: k ints per frame, npicks[f] used. */
+/* The q-quantile (0..1) of n sorted-or-selected values by linear
+ * interpolation between the order statistics around q (n - 1): the index
+ * of the one below, and in *frac how far towards the next (0: none). The
+ * same float operations on the host (dsp_repet.c) and the device. */
+EBB_KFN int ebb_k_quantile_index(float q, int n, float *frac) {
+  float pos = q * (float)(n - 1);
+  int i = (int)pos;
+  if (i >= n - 1) {
+    *frac = 0.0f;
+    return n - 1;
+  }
+  *frac = pos - (float)i;
+  return i;
+}
+
+/* Between the order statistics lo and hi at frac; at 0.5 exactly the
+ * median's mean of the two middle values. */
+EBB_KFN float ebb_k_quantile_mix(float lo, float hi, float frac) {
+  if (frac == 0.5f)
+    return 0.5f * (lo + hi);
+  return frac > 0.0f ? (1.0f - frac) * lo + frac * hi : lo;
+}
+
+/* The q-quantile of v[0..n-1] (1 <= n <= EBB_KERNEL_MAX_MEDIAN); sorts v.
+ * q 0.5 is ebb_k_median. */
+EBB_KFN float ebb_k_quantile(float *v, int n, float q) {
+  ebb_k_median(v, n); /* sorts */
+  float frac;
+  int i = ebb_k_quantile_index(q, n, &frac);
+  return ebb_k_quantile_mix(v[i], frac > 0.0f ? v[i + 1] : v[i], frac);
+}
+
+/* ebb_repet_mask: vocal mask 1 - W/V of frame f, W = min(the q-quantile of
+ * the frame's repeating frames, V). picks: k ints per frame, npicks[f]
+ * used. */
 EBB_KFN void ebb_k_repet_mask(int tid, int nthreads, int f, const float *mag, const int *picks,
-                              const int *npicks, int k, float *mask, int nbins) {
+                              const int *npicks, int k, float *mask, int nbins, float q) {
   float vals[EBB_KERNEL_MAX_MEDIAN];
   const int *pf = picks + (long long)f * k;
   int np = npicks[f];
   for (int b = tid; b < nbins; b += nthreads) {
-    for (int q = 0; q < np; q++)
-      vals[q] = mag[(long long)pf[q] * nbins + b];
-    float w = ebb_k_median(vals, np);
+    for (int j = 0; j < np; j++)
+      vals[j] = mag[(long long)pf[j] * nbins + b];
+    float w = ebb_k_quantile(vals, np, q);
     float v = mag[(long long)f * nbins + b];
     if (w > v)
       w = v;

@@ -103,10 +103,11 @@ void fakegpu_twin_ebb_repet_mask(const ebb_launch_dims *d, void **p) {
   int k = TW_I32(p[3]);
   float *mask = TW_PTR(p[4]);
   int nbins = TW_I32(p[5]);
+  float q = TW_F32(p[6]);
   int bs = (int)d->block[0];
   for (unsigned b = 0; b < d->grid[0]; b++)
     for (int t = 0; t < bs; t++)
-      ebb_k_repet_mask(t, bs, (int)b, mag, picks, npicks, k, mask, nbins);
+      ebb_k_repet_mask(t, bs, (int)b, mag, picks, npicks, k, mask, nbins, q);
 }
 
 void fakegpu_twin_ebb_hpss_harmonic(const ebb_launch_dims *d, void **p) {

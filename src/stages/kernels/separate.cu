@@ -45,10 +45,10 @@ extern "C" __global__ void ebb_istft_overlap_add(const float *frames, const floa
   ebb_k_overlap_add(s, frames, win, y, ny, n, hop, pad, nframes);
 }
 
-// grid.x = frames. The REPET-SIM median of the host-chosen frames -> mask.
+// grid.x = frames. The REPET-SIM quantile q of the host-chosen frames -> mask.
 extern "C" __global__ void ebb_repet_mask(const float *mag, const int *picks, const int *npicks,
-                                          int k, float *mask, int nbins) {
-  ebb_k_repet_mask(threadIdx.x, blockDim.x, blockIdx.x, mag, picks, npicks, k, mask, nbins);
+                                          int k, float *mask, int nbins, float q) {
+  ebb_k_repet_mask(threadIdx.x, blockDim.x, blockIdx.x, mag, picks, npicks, k, mask, nbins, q);
 }
 
 // grid.x = frames. Harmonic spectrogram (median along time).
