@@ -6,6 +6,8 @@
 # fake GPU, on the demo song (build/samples/demo.wav, as scripts/demo.sh
 # uses it) and on a 5-minute input (the demo song repeated; 2 minutes under
 # the sanitizers, where the 5-minute run alone took 396 s of the 600 s limit).
+# pitch's declared host bytes per second, times that input's length, are
+# within 10 % of its measured host peak.
 set -u
 : "${EBB:?}" "${EBB_BUILD_DIR:?}"
 . "$(dirname "$0")/../lib/fakegpu.sh"
@@ -83,6 +85,27 @@ for input in "$WAV" "$T/five.wav"; do
     fail "$name: ebb run exited $?: $(tail -3 "$T/$name.log")"
   check "$T/$name.log" separate pitch || fail "$name: an estimate is more than 10 % off"
 done
+
+# pitch's host figure: its declared bytes per second (`ebb stages --json`,
+# default options, no input) times the long input's length, within 10 % of
+# the host peak the runner measured (the salience rows and pYIN's back
+# pointers were left out of it until session 9: 0.28 MiB/s for 0.82)
+"$EBB" stages --json > "$T/stages.json" || fail "ebb stages --json exited $?"
+python3 - "$T/stages.json" "$T/five.log" "$LONG_S" <<'PY' || fail "pitch's host estimate is more than 10 % off"
+import json, sys
+st = {s["name"]: s for s in json.load(open(sys.argv[1]))}
+est = st["pitch"]["estimate"]["host_bytes_per_s"] * float(sys.argv[3])
+peak = None
+for l in open(sys.argv[2]):
+    try: e = json.loads(l)
+    except ValueError: continue
+    if e.get("event") == "stage_done" and e.get("stage") == "pitch": peak = e.get("host_peak_bytes")
+if not peak:
+    print("FAIL: no host_peak_bytes for pitch in", sys.argv[2]); sys.exit(1)
+off = (est - peak) / peak
+print("pitch host: estimate %.0f bytes, measured peak %d bytes (%+.1f %%)" % (est, peak, off * 100))
+sys.exit(0 if abs(off) <= 0.10 else 1)
+PY
 
 [ "$fails" = 0 ] && echo "PASS" || echo "$fails failure(s)"
 exit $((fails > 0))
