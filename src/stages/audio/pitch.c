@@ -584,7 +584,8 @@ static int pitch_estimate(const ebb_host_api *host, const char *options_json, co
    * rows and the melody's or the mix's while they are mixed in; or the
    * rows and pYIN's back pointers, the same size at the same 10 cents). */
   int pyin = p.method == EBB_PITCH_PYIN, sal = pyin && p.salience_weight > 0.0;
-  uint64_t signals = 3 + (sal && v.salience_melody > 0.0) + 2 * (uint64_t)(sal && v.salience_mix > 0.0);
+  uint64_t signals =
+      3 + (sal && v.salience_melody > 0.0) + 2 * (uint64_t)(sal && v.salience_mix > 0.0);
   uint64_t per_frame_host = (uint64_t)(g.tau_max + 1) * sizeof(float) + 3 * sizeof(float) +
                             (uint64_t)(sal ? 2 : pyin) * (uint64_t)ebb_pitch_salience_bins(&p) *
                                 sizeof(float);

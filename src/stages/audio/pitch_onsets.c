@@ -197,18 +197,6 @@ static int is_peak(const seg_ctx *c, size_t t) {
   return 1;
 }
 
-/* The re-attack score of onset peak t in dB (-INFINITY when t is no peak
- * of at least EBB_PITCH_REATTACK_MIN_ODF):
- *   rise + REATTACK_W_ODF * ln(odf[t]) + REATTACK_W_VOICING * vdip
- * rise: the level's rise from its minimum over [t - 60 ms, t + 20 ms] to its
- *   maximum from there (or t) to t + 150 ms (a slow attack peaks late);
- * vdip: how far the track's voicing dips over [t - 60 ms, t + 20 ms] below
- *   the lower of its means over the 90 ms before and the 120 ms after (the
- *   release between two notes is weakly periodic; a tremolo's trough is not).
- * The weights are a logistic regression's on the onset peaks of
- * bench/songtrace_real.py's tuning clips (seeds 1000), labelled by whether
- * a truth onset lies within 50 ms, scaled so the rise counts 1 per dB;
- * docs/songtrace.md has the held-out check. */
 /* The dip window of onset peak t, [t - 60 ms, t + 20 ms] in *d0..*d1, and
  * the frame of the level's minimum in it. */
 static size_t level_dip(const seg_ctx *c, size_t t, size_t *d0, size_t *d1) {
@@ -221,6 +209,18 @@ static size_t level_dip(const seg_ctx *c, size_t t, size_t *d0, size_t *d1) {
   return dip;
 }
 
+/* The re-attack score of onset peak t in dB (-INFINITY when t is no peak
+ * of at least EBB_PITCH_REATTACK_MIN_ODF):
+ *   rise + REATTACK_W_ODF * ln(odf[t]) + REATTACK_W_VOICING * vdip
+ * rise: the level's rise from its minimum over [t - 60 ms, t + 20 ms] to its
+ *   maximum from there (or t) to t + 150 ms (a slow attack peaks late);
+ * vdip: how far the track's voicing dips over [t - 60 ms, t + 20 ms] below
+ *   the lower of its means over the 90 ms before and the 120 ms after (the
+ *   release between two notes is weakly periodic; a tremolo's trough is not).
+ * The weights are a logistic regression's on the onset peaks of
+ * bench/songtrace_real.py's tuning clips (seeds 1000), labelled by whether
+ * a truth onset lies within 50 ms, scaled so the rise counts 1 per dB;
+ * docs/songtrace.md has the held-out check. */
 static double reattack_score(const seg_ctx *c, size_t t) {
   if (c->odf[t] < EBB_PITCH_REATTACK_MIN_ODF || !is_peak(c, t))
     return -INFINITY;

@@ -85,7 +85,8 @@ static int read_options(const char *json, ebb_sep_options *o, ebb_sep_options *m
     melody->min_distance_s = v.melody_min_distance;
     melody->quantile = v.melody_quantile;
     if (v.melody_repeats > 0 && ebb_sep_plan(melody, 16000, 0, &s, &rp) < 0)
-      return ebb_errctx(EBB_ECONFIG, "bad options (melody_repeats, melody_min_distance, melody_quantile): ");
+      return ebb_errctx(EBB_ECONFIG,
+                        "bad options (melody_repeats, melody_min_distance, melody_quantile): ");
   }
   return 0;
 }
