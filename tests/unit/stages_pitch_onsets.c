@@ -233,6 +233,23 @@ static void test_track_to_notes(void) {
             fr[3 * 53 + 1]);
 }
 
+/* One 1.5 s note at 220 Hz (MIDI 57) split by its onsets on NF frames of
+ * fr / odf / db; the notes printed after `label`. Returns how many (in
+ * *out, malloc'd). */
+static size_t split_one_note(const float *fr, size_t nf, const float *odf, const float *db,
+                             const ebb_pitch_params *p, const char *label,
+                             ebb_pitch_note **out) {
+  ebb_pitch_note *notes = malloc(sizeof *notes);
+  REQUIRE(notes);
+  notes[0] = (ebb_pitch_note){.onset = 0.0, .offset = 1.5, .hz = 220.0, .midi = 57};
+  size_t n = 1;
+  REQUIRE(ebb_pitch_notes_onsets(fr, nf, odf, db, p, &notes, &n) == 0);
+  for (size_t k = 0; k < n; k++)
+    printf("  %s: note %zu: %.2f-%.2f s\n", label, k, notes[k].onset, notes[k].offset);
+  *out = notes;
+  return n;
+}
+
 /* One 1.5 s note at 220 Hz whose level falls from frame 70 into a dip at
  * 75-79 and rises again at the re-attack, frame 80 (onset strength 2); a
  * weaker onset peak (0.5) at frame 72, on the way down, also scores above
@@ -255,14 +272,10 @@ static void test_reattack_best_peak(void) {
   double scores[] = {p.reattack_score, 40.0};
   for (int i = 0; i < 2; i++) {
     p.reattack_score = scores[i];
-    ebb_pitch_note *notes = malloc(sizeof *notes);
-    REQUIRE(notes);
-    notes[0] = (ebb_pitch_note){.onset = 0.0, .offset = 1.5, .hz = 220.0, .midi = 57};
-    size_t n = 1;
-    REQUIRE(ebb_pitch_notes_onsets(fr, NF, odf, db, &p, &notes, &n) == 0);
-    for (size_t k = 0; k < n; k++)
-      printf("  reattack_score %.0f: note %zu: %.2f-%.2f s\n", scores[i], k, notes[k].onset,
-             notes[k].offset);
+    char label[64];
+    snprintf(label, sizeof label, "reattack_score %.0f", scores[i]);
+    ebb_pitch_note *notes;
+    size_t n = split_one_note(fr, NF, odf, db, &p, label, &notes);
     if (want[i] < 0)
       CHECK_MSG(n == 1, "%zu notes with reattack_score %.0f (no peak scores that high)", n,
                 scores[i]);
@@ -346,14 +359,10 @@ static void test_reattack_slow_attack(void) {
     ebb_pitch_params p = ebb_pitch_defaults();
     p.onset_shift_s = 0.0;
     p.reattack_rise_db = rise[i];
-    ebb_pitch_note *notes = malloc(sizeof *notes);
-    REQUIRE(notes);
-    notes[0] = (ebb_pitch_note){.onset = 0.0, .offset = 1.5, .hz = 220.0, .midi = 57};
-    size_t n = 1;
-    REQUIRE(ebb_pitch_notes_onsets(fr, NF, odf, db, &p, &notes, &n) == 0);
-    for (size_t k = 0; k < n; k++)
-      printf("  reattack_rise_db %.0f: note %zu: %.2f-%.2f s\n", rise[i], k, notes[k].onset,
-             notes[k].offset);
+    char label[64];
+    snprintf(label, sizeof label, "reattack_rise_db %.0f", rise[i]);
+    ebb_pitch_note *notes;
+    size_t n = split_one_note(fr, NF, odf, db, &p, label, &notes);
     CHECK_MSG(n == 2 && fabs(notes[1].onset - want[i]) < 0.005 &&
                   fabs(notes[0].offset - want[i]) < 0.005,
               "reattack_rise_db %.0f: %zu notes, second at %.2f s: expected the split at %.2f s",

@@ -145,8 +145,8 @@ EBB_KFN void ebb_k_overlap_add(long long s, const float *frames, const float *wi
  * here and the host's quickselect give the same value). */
 #define EBB_KERNEL_MAX_MEDIAN 128 /* >= EBB_REPET_MAX_K and EBB_REPET_MAX_MEDIAN */
 
-/* Median of v[0..n-1] (1 <= n <= EBB_KERNEL_MAX_MEDIAN); sorts v. */
-EBB_KFN float ebb_k_median(float *v, int n) {
+/* Sorts v[0..n-1] ascending (insertion sort: n <= EBB_KERNEL_MAX_MEDIAN). */
+EBB_KFN void ebb_k_sort(float *v, int n) {
   for (int i = 1; i < n; i++) {
     float x = v[i];
     int j = i - 1;
@@ -156,6 +156,11 @@ EBB_KFN float ebb_k_median(float *v, int n) {
     }
     v[j + 1] = x;
   }
+}
+
+/* Median of v[0..n-1] (1 <= n <= EBB_KERNEL_MAX_MEDIAN); sorts v. */
+EBB_KFN float ebb_k_median(float *v, int n) {
+  ebb_k_sort(v, n);
   return (n & 1) ? v[n / 2] : 0.5f * (v[n / 2 - 1] + v[n / 2]);
 }
 
@@ -185,7 +190,7 @@ EBB_KFN float ebb_k_quantile_mix(float lo, float hi, float frac) {
 /* The q-quantile of v[0..n-1] (1 <= n <= EBB_KERNEL_MAX_MEDIAN); sorts v.
  * q 0.5 is ebb_k_median. */
 EBB_KFN float ebb_k_quantile(float *v, int n, float q) {
-  ebb_k_median(v, n); /* sorts */
+  ebb_k_sort(v, n);
   float frac;
   int i = ebb_k_quantile_index(q, n, &frac);
   return ebb_k_quantile_mix(v[i], frac > 0.0f ? v[i + 1] : v[i], frac);
