@@ -5,8 +5,9 @@
 # over piano and drums at 0 dB, synth voice 6 dB under piano and drums),
 # through `ebb run --pipeline songtrace --device cpu`, scored with mir_eval.
 # Floors a little under what this set measures (issue 16): mean note F1@50
-# 0.759, repeated notes 24/33 = 0.73, RPA 0.888 at/above the band, 0.269 at
-# -6 dB with separate's lower repeating quantile (repeat_quantile 0.4,
+# 0.753, repeated notes 23/33 = 0.70, RPA 0.888 at/above the band, 0.269 at
+# -6 dB with a scoop joining its note (session 10); 0.759, 24/33, 0.888,
+# 0.269 with separate's lower repeating quantile (repeat_quantile 0.4,
 # melody_quantile 0.3; session 9). The -6 dB figure is one clip, the synth
 # voice under the band, and it fell from 0.370: the stricter pass keeps
 # more of the band there. On the benchmark's four 20-clip sets the mean RPA

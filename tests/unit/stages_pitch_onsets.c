@@ -371,6 +371,45 @@ static void test_reattack_slow_attack(void) {
   }
 }
 
+/* An attack at 0.50 s whose first 80 ms hold a scoop (233 Hz) before the
+ * pitch turns to 247 Hz at 0.58 s, with no onset where it turns: the scoop
+ * is the 247 Hz note's start, not a note of its own. With an onset at the
+ * turn as well, the 80 ms note stays. */
+static void test_scoop_joins(void) {
+  enum { NF = 150 };
+  float fr[3 * NF], odf[NF], db[NF];
+  float turn_odf[] = {0.0f, 2.0f};
+  size_t want[] = {2, 3};
+  for (int i = 0; i < 2; i++) {
+    fill_track(fr, NF);
+    for (int f = 0; f < NF; f++) {
+      fr[3 * f + 1] = f < 50 ? 220.0f : f < 58 ? 233.08f : 246.94f;
+      fr[3 * f + 2] = 0.9f;
+      odf[f] = f == 50 ? 2.0f : f == 58 ? turn_odf[i] : 0.0f;
+      db[f] = -20.0f;
+    }
+    ebb_pitch_params p = ebb_pitch_defaults();
+    p.onset_shift_s = 0.0;
+    ebb_pitch_note *notes = malloc(3 * sizeof *notes);
+    REQUIRE(notes);
+    notes[0] = (ebb_pitch_note){.onset = 0.0, .offset = 0.50, .hz = 220.0, .midi = 57};
+    notes[1] = (ebb_pitch_note){.onset = 0.50, .offset = 0.58, .hz = 233.08, .midi = 58};
+    notes[2] = (ebb_pitch_note){.onset = 0.58, .offset = 1.5, .hz = 246.94, .midi = 59};
+    size_t n = 3;
+    REQUIRE(ebb_pitch_notes_onsets(fr, NF, odf, db, &p, &notes, &n) == 0);
+    for (size_t k = 0; k < n; k++)
+      printf("  onset %.0f at the turn: note %zu: %.2f-%.2f s, midi %d\n", turn_odf[i], k,
+             notes[k].onset, notes[k].offset, notes[k].midi);
+    CHECK_MSG(n == want[i], "onset %.0f at the turn: %zu notes, expected %zu", turn_odf[i], n,
+              want[i]);
+    if (n == 2)
+      CHECK_MSG(fabs(notes[1].onset - 0.50) < 0.005 && notes[1].midi == 59,
+                "second note at %.2f s, midi %d: expected the scoop's start, 0.50 s, midi 59",
+                notes[1].onset, notes[1].midi);
+    free(notes);
+  }
+}
+
 /* Durations given in ms are whole frames, not one more: a 7-frame run is a
  * note with min_note_ms 70 (and none with 80), and a re-attack exactly
  * reattack_min_ms 130 after the note's start splits it (13 frames; with the
@@ -587,6 +626,7 @@ int main(void) {
   RUN(test_frame_counts);
   RUN(test_reattack_then_turn);
   RUN(test_reattack_slow_attack);
+  RUN(test_scoop_joins);
   RUN(test_track_to_notes);
   RUN(test_tremolo_not_split);
   RUN(test_pitch_change_onset);

@@ -370,11 +370,13 @@ int ebb_pitch_notes_onsets(const float *frames, size_t nf, const float *odf,
   for (size_t i = 0; i < *n; i++) {
     size_t a = frame_of(&c, in[i].onset), b = frame_of(&c, in[i].offset);
     int joined = k > 0 && frame_of(&c, out[k - 1].offset) + 2 >= a;
-    /* the pitch turns within onset_lookback_ms of a re-attack of the note
-     * before: that attack was this note's, and the piece between (the old
-     * pitch's release under the new attack) is this note's start */
-    if (joined && c.reattack[k - 1] && out[k - 1].midi != in[i].midi &&
-        a <= frame_of(&c, out[k - 1].onset) + look) {
+    /* the pitch turns within onset_lookback_ms of the start of the note
+     * before, which is a re-attack or the turn has no onset of its own:
+     * that attack was this note's, and the piece between (the old pitch's
+     * release, or a scoop, under the new attack) is this note's start */
+    if (joined && out[k - 1].midi != in[i].midi && a <= frame_of(&c, out[k - 1].onset) + look &&
+        (c.reattack[k - 1] ||
+         best_onset(&c, a >= 2 ? a - 2 : 0, a + 2, p->onset_threshold) == (size_t)-1)) {
       a = frame_of(&c, out[k - 1].onset);
       k--;
     } else if (joined) {
