@@ -2,11 +2,14 @@
  * (the example checksum.so, a test plugin) loads from a directory and from a
  * file path; every broken plugin fails with a message naming its file and
  * what is wrong (wrong ABI version, no init symbol, init refusing, missing
- * entry point, not a shared object, a name clash); EBB_PLUGIN_PATH. */
+ * entry point, not a shared object, a name clash); EBB_PLUGIN_PATH; every
+ * built-in stage's option is in the fuzz_options dictionary. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+
+#include <jansson.h>
 
 #include "pipeline/registry.h"
 #include "test.h"
@@ -133,6 +136,52 @@ static void test_env_path(void) {
   unsetenv("EBB_PLUGIN_PATH");
 }
 
+/* Every option of every built-in stage is in the fuzz_options replay's
+ * dictionary (tests/fuzz/dict/options.dict, one "\"name\"" line each), so
+ * its mutations reach the option's checks; a new option not added there
+ * fails here with its stage and name. */
+static void test_fuzz_dict_names_options(void) {
+  const char *src = getenv("EBB_SOURCE_DIR");
+  REQUIRE(src);
+  char path[4096];
+  snprintf(path, sizeof path, "%s/tests/fuzz/dict/options.dict", src);
+  FILE *f = fopen(path, "rb");
+  CHECK_MSG(f, "cannot open %s", path);
+  REQUIRE(f);
+  static char dict[1 << 16];
+  size_t len = fread(dict, 1, sizeof dict - 1, f);
+  fclose(f);
+  CHECK_MSG(len < sizeof dict - 1, "%s is larger than the test reads", path);
+  REQUIRE(len < sizeof dict - 1);
+  dict[len] = 0;
+  ebb_registry *r;
+  REQUIRE(ebb_registry_create(&r) == 0);
+  int options = 0;
+  for (size_t i = 0; i < ebb_registry_count(r); i++) {
+    const char *origin = NULL;
+    const ebb_stage *st = ebb_registry_at(r, i, &origin);
+    if (!st || !st->options_schema)
+      continue;
+    json_error_t e;
+    json_t *schema = json_loads(st->options_schema, 0, &e);
+    CHECK_MSG(json_is_object(schema), "stage '%s': options schema does not parse: %s", st->name,
+              e.text);
+    const char *k;
+    json_t *v;
+    json_object_foreach(schema, k, v) {
+      char line[256];
+      snprintf(line, sizeof line, "\n\"\\\"%s\\\"\"\n", k);
+      options++;
+      CHECK_MSG(strstr(dict, line), "stage '%s' option '%s' is not in %s (add the line %.*s)",
+                st->name, k, path, (int)strlen(line) - 2, line + 1);
+    }
+    json_decref(schema);
+  }
+  printf("  %d options of %zu stages checked against %s\n", options, ebb_registry_count(r), path);
+  CHECK(options > 50);
+  ebb_registry_destroy(r);
+}
+
 int main(void) {
   pdir = getenv("EBB_TEST_PLUGIN_DIR");
   exdir = getenv("EBB_EXAMPLE_PLUGIN_DIR");
@@ -143,5 +192,6 @@ int main(void) {
   RUN(test_not_a_library_and_missing);
   RUN(test_name_clash);
   RUN(test_env_path);
+  RUN(test_fuzz_dict_names_options);
   return TEST_END();
 }
