@@ -233,21 +233,30 @@ static void test_track_to_notes(void) {
             fr[3 * 53 + 1]);
 }
 
-/* One 1.5 s note at 220 Hz (MIDI 57) split by its onsets on NF frames of
- * fr / odf / db; the notes printed after `label`. Returns how many (in
- * *out, malloc'd). */
+/* The notes in[0..n_in) refined by their onsets on nf frames of fr / odf /
+ * db (ebb_pitch_notes_onsets), printed after `label`. Returns how many
+ * (in *out, malloc'd). */
+static size_t refine(const float *fr, size_t nf, const float *odf, const float *db,
+                     const ebb_pitch_params *p, const ebb_pitch_note *in, size_t n_in,
+                     const char *label, ebb_pitch_note **out) {
+  ebb_pitch_note *notes = malloc(n_in * sizeof *notes);
+  REQUIRE(notes);
+  memcpy(notes, in, n_in * sizeof *notes);
+  size_t n = n_in;
+  REQUIRE(ebb_pitch_notes_onsets(fr, nf, odf, db, p, &notes, &n) == 0);
+  for (size_t k = 0; k < n; k++)
+    printf("  %s: note %zu: %.2f-%.2f s, midi %d\n", label, k, notes[k].onset, notes[k].offset,
+           notes[k].midi);
+  *out = notes;
+  return n;
+}
+
+/* One 1.5 s note at 220 Hz (MIDI 57) split by its onsets (refine). */
 static size_t split_one_note(const float *fr, size_t nf, const float *odf, const float *db,
                              const ebb_pitch_params *p, const char *label,
                              ebb_pitch_note **out) {
-  ebb_pitch_note *notes = malloc(sizeof *notes);
-  REQUIRE(notes);
-  notes[0] = (ebb_pitch_note){.onset = 0.0, .offset = 1.5, .hz = 220.0, .midi = 57};
-  size_t n = 1;
-  REQUIRE(ebb_pitch_notes_onsets(fr, nf, odf, db, p, &notes, &n) == 0);
-  for (size_t k = 0; k < n; k++)
-    printf("  %s: note %zu: %.2f-%.2f s\n", label, k, notes[k].onset, notes[k].offset);
-  *out = notes;
-  return n;
+  ebb_pitch_note one = {.onset = 0.0, .offset = 1.5, .hz = 220.0, .midi = 57};
+  return refine(fr, nf, odf, db, p, &one, 1, label, out);
 }
 
 /* One 1.5 s note at 220 Hz whose level falls from frame 70 into a dip at
@@ -316,16 +325,13 @@ static void test_reattack_then_turn(void) {
     }
     ebb_pitch_params p = ebb_pitch_defaults();
     p.onset_shift_s = 0.0;
-    ebb_pitch_note *notes = malloc(2 * sizeof *notes);
-    REQUIRE(notes);
     double turn = turns[i] * 0.01;
-    notes[0] = (ebb_pitch_note){.onset = 0.0, .offset = turn, .hz = 220.0, .midi = 57};
-    notes[1] = (ebb_pitch_note){.onset = turn, .offset = 1.5, .hz = 246.94, .midi = 59};
-    size_t n = 2;
-    REQUIRE(ebb_pitch_notes_onsets(fr, NF, odf, db, &p, &notes, &n) == 0);
-    for (size_t k = 0; k < n; k++)
-      printf("  turn at %.2f s: note %zu: %.2f-%.2f s, midi %d\n", turn, k, notes[k].onset,
-             notes[k].offset, notes[k].midi);
+    ebb_pitch_note in[] = {{.onset = 0.0, .offset = turn, .hz = 220.0, .midi = 57},
+                           {.onset = turn, .offset = 1.5, .hz = 246.94, .midi = 59}};
+    char label[64];
+    snprintf(label, sizeof label, "turn at %.2f s", turn);
+    ebb_pitch_note *notes;
+    size_t n = refine(fr, NF, odf, db, &p, in, 2, label, &notes);
     CHECK_MSG(n == want[i], "turn %.2f s after the re-attack at 0.50 s: %zu notes, expected %zu",
               turn - 0.5, n, want[i]);
     if (n == want[i]) {
@@ -390,16 +396,13 @@ static void test_scoop_joins(void) {
     }
     ebb_pitch_params p = ebb_pitch_defaults();
     p.onset_shift_s = 0.0;
-    ebb_pitch_note *notes = malloc(3 * sizeof *notes);
-    REQUIRE(notes);
-    notes[0] = (ebb_pitch_note){.onset = 0.0, .offset = 0.50, .hz = 220.0, .midi = 57};
-    notes[1] = (ebb_pitch_note){.onset = 0.50, .offset = 0.58, .hz = 233.08, .midi = 58};
-    notes[2] = (ebb_pitch_note){.onset = 0.58, .offset = 1.5, .hz = 246.94, .midi = 59};
-    size_t n = 3;
-    REQUIRE(ebb_pitch_notes_onsets(fr, NF, odf, db, &p, &notes, &n) == 0);
-    for (size_t k = 0; k < n; k++)
-      printf("  onset %.0f at the turn: note %zu: %.2f-%.2f s, midi %d\n", turn_odf[i], k,
-             notes[k].onset, notes[k].offset, notes[k].midi);
+    ebb_pitch_note in[] = {{.onset = 0.0, .offset = 0.50, .hz = 220.0, .midi = 57},
+                           {.onset = 0.50, .offset = 0.58, .hz = 233.08, .midi = 58},
+                           {.onset = 0.58, .offset = 1.5, .hz = 246.94, .midi = 59}};
+    char label[64];
+    snprintf(label, sizeof label, "onset %.0f at the turn", turn_odf[i]);
+    ebb_pitch_note *notes;
+    size_t n = refine(fr, NF, odf, db, &p, in, 3, label, &notes);
     CHECK_MSG(n == want[i], "onset %.0f at the turn: %zu notes, expected %zu", turn_odf[i], n,
               want[i]);
     if (n == 2)
