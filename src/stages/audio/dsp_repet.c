@@ -49,18 +49,6 @@ static float select_kth(float *v, int n, int k) {
   return v[k];
 }
 
-float ebb_dsp_median(float *v, int n) {
-  if (n % 2)
-    return select_kth(v, n, n / 2);
-  float hi = select_kth(v, n, n / 2);
-  /* after selection everything below n/2 is <= hi: the lower middle is their max */
-  float lo = v[0];
-  for (int i = 1; i < n / 2; i++)
-    if (v[i] > lo)
-      lo = v[i];
-  return 0.5f * (lo + hi);
-}
-
 float ebb_dsp_quantile(float *v, int n, float q) {
   float frac;
   int i = ebb_k_quantile_index(q, n, &frac);
@@ -75,6 +63,8 @@ float ebb_dsp_quantile(float *v, int n, float q) {
   }
   return ebb_k_quantile_mix(lo, hi, frac);
 }
+
+float ebb_dsp_median(float *v, int n) { return ebb_dsp_quantile(v, n, 0.5f); }
 
 /* Unit-norm similarity features: sums over `pool` adjacent bins, stored
  * feature-major (feat[b * nframes + f]) so that a similarity row is a run of

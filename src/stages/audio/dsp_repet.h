@@ -84,12 +84,12 @@ int ebb_repet_vocal_mask_shared(const float *mag, int nframes, int nbins,
                                 const ebb_repet_params *p, ebb_repet_share *sh, float *mask);
 
 /* The median of v[0..n-1] (n >= 1; mean of the two middle values when n is
- * even). Reorders v. */
+ * even): ebb_dsp_quantile at 0.5. Reorders v. */
 float ebb_dsp_median(float *v, int n);
 
 /* The q-quantile (0..1) of v[0..n-1] (n >= 1), interpolated linearly
- * between the order statistics around q (n - 1); 0.5 is ebb_dsp_median,
- * and the value is bit for bit the kernels' (sep_kernels.h). Reorders v. */
+ * between the order statistics around q (n - 1) (at 0.5 the median), and
+ * the value is bit for bit the kernels' (sep_kernels.h). Reorders v. */
 float ebb_dsp_quantile(float *v, int n, float q);
 
 /* out[i * ostride] = ebb_dsp_median of x[j * stride] for j in

@@ -158,12 +158,6 @@ EBB_KFN void ebb_k_sort(float *v, int n) {
   }
 }
 
-/* Median of v[0..n-1] (1 <= n <= EBB_KERNEL_MAX_MEDIAN); sorts v. */
-EBB_KFN float ebb_k_median(float *v, int n) {
-  ebb_k_sort(v, n);
-  return (n & 1) ? v[n / 2] : 0.5f * (v[n / 2 - 1] + v[n / 2]);
-}
-
 /* The q-quantile (0..1) of n sorted-or-selected values by linear
  * interpolation between the order statistics around q (n - 1): the index
  * of the one below, and in *frac how far towards the next (0: none). The
@@ -187,14 +181,17 @@ EBB_KFN float ebb_k_quantile_mix(float lo, float hi, float frac) {
   return frac > 0.0f ? (1.0f - frac) * lo + frac * hi : lo;
 }
 
-/* The q-quantile of v[0..n-1] (1 <= n <= EBB_KERNEL_MAX_MEDIAN); sorts v.
- * q 0.5 is ebb_k_median. */
+/* The q-quantile of v[0..n-1] (1 <= n <= EBB_KERNEL_MAX_MEDIAN); sorts v. */
 EBB_KFN float ebb_k_quantile(float *v, int n, float q) {
   ebb_k_sort(v, n);
   float frac;
   int i = ebb_k_quantile_index(q, n, &frac);
   return ebb_k_quantile_mix(v[i], frac > 0.0f ? v[i + 1] : v[i], frac);
 }
+
+/* Median of v[0..n-1] (1 <= n <= EBB_KERNEL_MAX_MEDIAN; the mean of the two
+ * middle values when n is even): the quantile at 0.5. Sorts v. */
+EBB_KFN float ebb_k_median(float *v, int n) { return ebb_k_quantile(v, n, 0.5f); }
 
 /* ebb_repet_mask: vocal mask 1 - W/V of frame f, W = min(the q-quantile of
  * the frame's repeating frames, V). picks: k ints per frame, npicks[f]
