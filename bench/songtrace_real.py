@@ -319,6 +319,17 @@ def main():
         print(f"{who:6s} mean note F1@50 {s['f1']:.3f}  repeated notes found {s['hit']}/{s['nrep']} "
               f"({s['rep']:.2f})  RPA melody at/above band {s['rpa_hi']:.3f}  at -6 dB "
               f"{s['rpa_lo']:.3f}")
+    by = []
+    for tname, _, _ in TIMBRES:
+        cell = []
+        for k in (3, 4):
+            r = [x[k] for x in rows if x[0].split()[0] == tname]
+            if r:
+                cell.append(f"{sum(s[2] for s in r)}/{sum(s[1] for s in r)}")
+        if cell:
+            by.append(f"{tname} {' vs '.join(cell)}")
+    if by:
+        print("repeated notes found by timbre, ebb vs aubio: " + "; ".join(by))
     print(f"speed: ebb run --pipeline songtrace pinned to one core: {audio_s:.0f} s of audio in "
           f"{wall_s:.1f} s of CPU time = {audio_s / wall_s:.1f}x real time (process start "
           f"included; CPU time, not wall time, so other load on the machine does not count)")
