@@ -29,6 +29,9 @@ frames). Scores, as mir_eval computes them (mir_eval 0.8):
             pitch inside each note, unvoiced elsewhere)
 
 usage: songtrace_real.py --ebb BUILD/ebb [--quick] [--only SUBSTR] [--keep DIR]
+       (--keep: the renders stay in DIR, each clip as NAME.wav with its
+        truth notes in NAME.truth.csv (onset,offset,midi in seconds) and
+        ebb's outputs in NAME.out/, so other tools can be scored on them)
        [--seeds BASE]  (clip seeds BASE + 10 * timbre + background; 1000 by
                         default, on which the options were chosen; 7000 is
                         the held-out set docs/songtrace.md reports)
@@ -189,6 +192,8 @@ def make_clip(work, sf2, name, program, base, bg, level_db, seed, seconds):
     mix = 0.9 * mix / max(np.max(np.abs(mix)), 1e-9)
     path = os.path.join(work, name + ".wav")
     wavfile.write(path, RATE, (mix * 32767).astype(np.int16))
+    with open(os.path.join(work, name + ".truth.csv"), "w") as f:
+        f.write("onset,offset,midi\n" + "".join(f"{a:.6f},{b:.6f},{k}\n" for a, b, k in notes))
     return path, notes, len(mix) / RATE
 
 
