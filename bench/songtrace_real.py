@@ -32,10 +32,14 @@ usage: songtrace_real.py --ebb BUILD/ebb [--quick] [--only SUBSTR] [--keep DIR]
        (--keep: the renders stay in DIR, each clip as NAME.wav with its
         truth notes in NAME.truth.csv (onset,offset,midi in seconds) and
         ebb's outputs in NAME.out/, so other tools can be scored on them)
-       [--seeds BASE]  (clip seeds BASE + 10 * timbre + background; 1000 by
-                        default, on which the options were chosen; 7000 is
-                        the held-out set docs/songtrace.md reports)
-       [--floors F1,REPEATED,RPA_AT_OR_ABOVE,RPA_MINUS6]  (exit 1 below them)
+       [--seeds BASE[,BASE...]]  (clip seeds BASE + 10 * timbre + background;
+                        1000 by default, on which the options were chosen;
+                        7000 is the held-out set docs/songtrace.md reports;
+                        several sets: each set's lines, then the means over
+                        all of them; --keep puts each set in DIR/seedsBASE)
+       [--misses]       (ebb's missed repeated notes by cause and timbre)
+       [--floors F1,REPEATED,RPA_AT_OR_ABOVE,RPA_MINUS6]  (exit 1 below them;
+                        with several sets, on the means over all of them)
 """
 import argparse
 import os
@@ -46,7 +50,6 @@ import struct
 import subprocess
 import sys
 import tempfile
-import time
 import json
 import warnings
 
@@ -256,44 +259,52 @@ def score(truth, est, et, ef, seconds):
         rf[(rt >= a) & (rt < b)] = midi_hz(k)
     rv, rc, ev, ec = mir_eval.melody.to_cent_voicing(rt, rf, np.asarray(et, float), np.asarray(ef, float))
     rpa = mir_eval.melody.raw_pitch_accuracy(rv, rc, ev, ec)
-    return f1, len(rep), rep_hit, rpa
+    return f1, len(rep), rep_hit, rpa, [i for i in rep if i not in matched]
 
 
-def main():
-    warnings.filterwarnings("ignore", module="mir_eval")  # aubio's 3-decimal times
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--ebb", required=True)
-    ap.add_argument("--quick", action="store_true", help="4 short clips (the test's set)")
-    ap.add_argument("--only", default="")
-    ap.add_argument("--keep", default="")
-    ap.add_argument("--floors", default="")
-    ap.add_argument("--seeds", type=int, default=1000,
-                    help="first clip seed (1000: the tuning set; 7000: the held-out set)")
-    ap.add_argument("--config", default="", help="experiments: ebb run --config FILE --pipeline P")
-    ap.add_argument("--pipeline", default="songtrace")
-    a = ap.parse_args()
-    if a.config:
-        EBB_EXTRA.extend(["--config", a.config, "--pipeline", a.pipeline])
-    for tool in ("fluidsynth", "aubionotes", "aubiopitch"):
-        if not shutil.which(tool):
-            sys.exit(f"songtrace_real: {tool} is not installed (scripts/install-deps.sh installs it)")
-    sf2 = next((p for p in SF2_CANDIDATES if os.path.exists(p)), None)
-    if not sf2:
-        sys.exit("songtrace_real: no General MIDI soundfont (Debian fluid-soundfont-gm)")
-    work = a.keep or tempfile.mkdtemp(prefix="songtrace-real.")
-    os.makedirs(work, exist_ok=True)
-    seconds = 10.0 if a.quick else 16.0
+# --- the misses --------------------------------------------------------------
+MISS_CAUSES = ["merged", "other pitch", "onset 50-150 ms off", "no note", "other"]  # as miss_cause
+
+
+def miss_cause(truth, est, i):
+    """Why truth note i (a repeated note ebb missed) was missed, first rule
+    that holds:
+    other pitch: a note starts within 50 ms of it, none at its pitch (or a
+      note of another pitch covers its onset, or starts within 150 ms of
+      it with nothing of its pitch near): the track follows something else;
+    onset 50-150 ms off: a note of its pitch starts that far from it;
+    merged: a note of its pitch that began earlier covers its onset (the
+      re-attack was not found);
+    no note: nothing sounds within 150 ms of it (unvoiced);
+    other: a note of its pitch starts within 50 ms but was matched to
+      another truth note."""
+    t0, k = truth[i][0], truth[i][2]
+    same = lambda hz: abs(69 + 12 * np.log2(hz / 440.0) - k) <= 0.5
+    near50 = [h for a, _, h in est if abs(a - t0) <= 0.05]
+    if near50:
+        return "other" if any(same(h) for h in near50) else "other pitch"
+    if any(same(h) for a, _, h in est if abs(a - t0) <= 0.15):
+        return "onset 50-150 ms off"
+    cover = [h for a, b, h in est if a < t0 - 0.05 and b > t0 + 0.05]
+    if cover:
+        return "merged" if same(cover[0]) else "other pitch"
+    return "other pitch" if any(abs(a - t0) <= 0.15 for a, _, _ in est) else "no note"
+
+
+def run_set(a, sf2, work, seeds, seconds, ebb_misses):
+    """One set of clips from seed base `seeds`: renders, runs and scores
+    them, prints a line per clip; returns the rows, audio and CPU seconds."""
     conds = []
     for ti, (tname, prog, base) in enumerate(TIMBRES):
         for bi, (bname, bg, lev) in enumerate(BACKGROUNDS):
-            conds.append((f"{tname} {bname}", tname, prog, base, bg, lev, a.seeds + 10 * ti + bi))
+            conds.append((f"{tname} {bname}", tname, prog, base, bg, lev, seeds + 10 * ti + bi))
     if a.quick:
         pick = {"voice solo", "sax piano 0dB", "flute band 0dB", "synthvoice band -6dB"}
         conds = [c for c in conds if c[0] in pick]
     if a.only:
         conds = [c for c in conds if a.only in c[0]]
     print(f"songtrace on fluidsynth renders of {os.path.basename(sf2)} ({len(conds)} clips x "
-          f"{seconds:.0f} s, 16 kHz, seeds from {a.seeds}); notes: mir_eval onset 50 ms + pitch 50 cents; "
+          f"{seconds:.0f} s, 16 kHz, seeds from {seeds}); notes: mir_eval onset 50 ms + pitch 50 cents; "
           f"RPA: mir_eval raw pitch accuracy")
     print(f"{'condition':24s} {'notes':>5s} | {'ebb F1':>6s} {'rep':>5s} {'RPA':>5s} | "
           f"{'aubio F1':>8s} {'rep':>5s} {'RPA':>5s}")
@@ -308,9 +319,17 @@ def main():
         aest, at, af = run_aubio(wav)
         u = score(truth, aest, at, af, dur)
         rows.append((cname, bg, lev, e, u))
+        for i in e[4]:
+            ebb_misses.append((tname, miss_cause(truth, est, i)))
         rep = lambda s: f"{s[2]}/{s[1]}" if s[1] else "-"
         print(f"{cname:24s} {len(truth):5d} | {e[0]:6.2f} {rep(e):>5s} {e[3]:5.2f} | "
               f"{u[0]:8.2f} {rep(u):>5s} {u[3]:5.2f}", flush=True)
+    return rows, audio_s, wall_s
+
+
+def summarise(rows, label=""):
+    """Prints the two tools' means over rows (and repeated notes by timbre);
+    returns ebb's and aubio's figures."""
     mean = lambda xs: sum(xs) / len(xs) if xs else float("nan")
     summary = {}
     for who, k in (("ebb", 3), ("aubio", 4)):
@@ -321,7 +340,7 @@ def main():
             rpa_hi=mean([s[3] for x, s in zip(rows, r) if x[2] >= 0.0]),
             rpa_lo=mean([s[3] for x, s in zip(rows, r) if x[2] < 0.0]))
         s = summary[who]
-        print(f"{who:6s} mean note F1@50 {s['f1']:.3f}  repeated notes found {s['hit']}/{s['nrep']} "
+        print(f"{label}{who:6s} mean note F1@50 {s['f1']:.3f}  repeated notes found {s['hit']}/{s['nrep']} "
               f"({s['rep']:.2f})  RPA melody at/above band {s['rpa_hi']:.3f}  at -6 dB "
               f"{s['rpa_lo']:.3f}")
     by = []
@@ -334,14 +353,78 @@ def main():
         if cell:
             by.append(f"{tname} {' vs '.join(cell)}")
     if by:
-        print("repeated notes found by timbre, ebb vs aubio: " + "; ".join(by))
+        print(f"{label}repeated notes found by timbre, ebb vs aubio: " + "; ".join(by))
+    return summary
+
+
+def main():
+    warnings.filterwarnings("ignore", module="mir_eval")  # aubio's 3-decimal times
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--ebb", required=True)
+    ap.add_argument("--quick", action="store_true", help="4 short clips (the test's set)")
+    ap.add_argument("--only", default="")
+    ap.add_argument("--keep", default="")
+    ap.add_argument("--floors", default="")
+    ap.add_argument("--seeds", default="1000",
+                    help="first clip seed, or several sets' comma-separated (1000: the tuning "
+                         "set; 7000: the held-out set; docs/songtrace.md also quotes 5000, 3000, "
+                         "9000 and 11000)")
+    ap.add_argument("--misses", action="store_true",
+                    help="also print ebb's missed repeated notes by cause and timbre")
+    ap.add_argument("--config", default="", help="experiments: ebb run --config FILE --pipeline P")
+    ap.add_argument("--pipeline", default="songtrace")
+    a = ap.parse_args()
+    try:
+        sets = [int(x) for x in a.seeds.split(",")]
+    except ValueError:
+        sys.exit(f"songtrace_real: --seeds {a.seeds!r}: want a seed or comma-separated seeds, "
+                 f"such as 1000 or 1000,7000")
+    if not sets or len(set(sets)) != len(sets) or any(x < 0 for x in sets):
+        sys.exit(f"songtrace_real: --seeds {a.seeds!r}: want distinct seeds of 0 or more")
+    fl = []
+    if a.floors:
+        try:
+            fl = [float(x) for x in a.floors.split(",")]
+        except ValueError:
+            fl = []
+        if len(fl) != 4:
+            sys.exit(f"songtrace_real: --floors {a.floors!r}: want four numbers, "
+                     f"F1,REPEATED,RPA_AT_OR_ABOVE,RPA_MINUS6")
+    if a.config:
+        EBB_EXTRA.extend(["--config", a.config, "--pipeline", a.pipeline])
+    for tool in ("fluidsynth", "aubionotes", "aubiopitch"):
+        if not shutil.which(tool):
+            sys.exit(f"songtrace_real: {tool} is not installed (scripts/install-deps.sh installs it)")
+    sf2 = next((p for p in SF2_CANDIDATES if os.path.exists(p)), None)
+    if not sf2:
+        sys.exit("songtrace_real: no General MIDI soundfont (Debian fluid-soundfont-gm)")
+    work = a.keep or tempfile.mkdtemp(prefix="songtrace-real.")
+    os.makedirs(work, exist_ok=True)
+    seconds = 10.0 if a.quick else 16.0
+    rows, audio_s, wall_s, misses = [], 0.0, 0.0, []
+    for n in sets:
+        # one set keeps its clips in the work directory itself; several, one folder each
+        sub = work if len(sets) == 1 else os.path.join(work, f"seeds{n}")
+        os.makedirs(sub, exist_ok=True)
+        r, au, wa = run_set(a, sf2, sub, n, seconds, misses)
+        summary = summarise(r)
+        rows += r
+        audio_s += au
+        wall_s += wa
+    if len(sets) > 1:
+        summary = summarise(rows, f"over {len(sets)} sets ({a.seeds}): ")
+    if a.misses:
+        print(f"ebb's missed repeated notes by cause: {len(misses)} of {summary['ebb']['nrep']}")
+        for c in MISS_CAUSES:
+            n = [sum(1 for tt, m in misses if m == c and tt == t) for t, _, _ in TIMBRES]
+            print(f"  {c:20s} {sum(n):4d} (" +
+                  ", ".join(f"{t} {k}" for (t, _, _), k in zip(TIMBRES, n)) + ")")
     print(f"speed: ebb run --pipeline songtrace pinned to one core: {audio_s:.0f} s of audio in "
           f"{wall_s:.1f} s of CPU time = {audio_s / wall_s:.1f}x real time (process start "
           f"included; CPU time, not wall time, so other load on the machine does not count)")
     if not a.keep:
         shutil.rmtree(work, ignore_errors=True)
     if a.floors:
-        fl = [float(x) for x in a.floors.split(",")]
         s = summary["ebb"]
         got = [s["f1"], s["rep"], s["rpa_hi"], s["rpa_lo"]]
         names = ["mean note F1@50", "repeated notes found", "RPA at/above", "RPA at -6 dB"]

@@ -16,7 +16,9 @@
 # 0.728, 22/33, 0.861, 0.370 with the mix's salience in separate's holes;
 # 0.708, 22/33, 0.861, 0.356 when the first floors were set (0.68, 0.60,
 # 0.82, 0.35).
-# Missing fluidsynth, soundfont,
+# The test also checks what --keep leaves (each clip's truth notes), that
+# --misses accounts for every missed repeated note, and that bad --seeds and
+# --floors are refused by name. Missing fluidsynth, soundfont,
 # numpy/scipy or mir_eval fails the test (scripts/install-deps.sh installs
 # them).
 set -euo pipefail
@@ -25,5 +27,33 @@ ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 [ -x "$EBB" ] || { echo "FAIL: no ebb binary at $EBB" >&2; exit 1; }
 [ -x /usr/bin/python3 ] || { echo "FAIL: /usr/bin/python3 is missing" >&2; exit 1; }
 rm -rf "$EBB_TEST_TMP" && mkdir -p "$EBB_TEST_TMP"
+out="$EBB_TEST_TMP/bench.txt"
 /usr/bin/python3 "$ROOT/bench/songtrace_real.py" --ebb "$EBB" --quick --keep "$EBB_TEST_TMP/clips" \
-  --floors 0.72,0.66,0.85,0.25 || { echo "FAIL: songtrace on real samples below its floors (or a tool is missing; see above)" >&2; exit 1; }
+  --misses --floors 0.72,0.66,0.85,0.25 >"$out" || { cat "$out"; echo "FAIL: songtrace on real samples below its floors (or a tool is missing; see above)" >&2; exit 1; }
+cat "$out"
+# the kept clips carry their truth notes
+for c in voice_solo sax_piano_0dB flute_band_0dB synthvoice_band_-6dB; do
+  [ "$(head -1 "$EBB_TEST_TMP/clips/$c.truth.csv")" = "onset,offset,midi" ] &&
+    [ "$(wc -l <"$EBB_TEST_TMP/clips/$c.truth.csv")" -gt 5 ] ||
+    { echo "FAIL: --keep left no truth notes for $c" >&2; exit 1; }
+done
+# --misses: the causes add up to the repeated notes ebb missed
+/usr/bin/python3 - "$out" <<'PY' || { echo "FAIL: --misses does not account for every missed repeated note" >&2; exit 1; }
+import re, sys
+t = open(sys.argv[1]).read()
+hit, n = map(int, re.search(r"^ebb .*repeated notes found (\d+)/(\d+)", t, re.M).groups())
+m = re.search(r"missed repeated notes by cause: (\d+) of (\d+)", t)
+causes = sum(int(x) for x in re.findall(r"^  [a-z0-9 -]+?\s+(\d+) \(voice", t, re.M))
+ok = m and int(m.group(1)) == n - hit and int(m.group(2)) == n and causes == n - hit
+print(f"misses: {n - hit} missed of {n}, causes sum to {causes}")
+sys.exit(0 if ok else 1)
+PY
+# bad options name what was wrong
+for bad in "--seeds 1x" "--seeds 5,5" "--floors 0.7,0.6"; do
+  # shellcheck disable=SC2086
+  if msg=$(/usr/bin/python3 "$ROOT/bench/songtrace_real.py" --ebb "$EBB" $bad 2>&1); then
+    echo "FAIL: songtrace_real $bad was accepted" >&2; exit 1
+  fi
+  case "$msg" in *"${bad%% *}"*) ;; *) echo "FAIL: songtrace_real $bad: the error does not name the option: $msg" >&2; exit 1 ;; esac
+done
+echo "PASS: songtrace_real (floors, truth notes kept, misses by cause, bad options)"
