@@ -303,6 +303,9 @@ def run_set(a, sf2, work, seeds, seconds, ebb_misses):
         conds = [c for c in conds if c[0] in pick]
     if a.only:
         conds = [c for c in conds if a.only in c[0]]
+    if not conds:
+        sys.exit(f"songtrace_real: --only {a.only!r} leaves none of the --quick clips "
+                 f"(voice solo, sax piano 0dB, flute band 0dB, synthvoice band -6dB)")
     print(f"songtrace on fluidsynth renders of {os.path.basename(sf2)} ({len(conds)} clips x "
           f"{seconds:.0f} s, 16 kHz, seeds from {seeds}); notes: mir_eval onset 50 ms + pitch 50 cents; "
           f"RPA: mir_eval raw pitch accuracy")
@@ -360,11 +363,14 @@ def summarise(rows, label=""):
 def main():
     warnings.filterwarnings("ignore", module="mir_eval")  # aubio's 3-decimal times
     ap = argparse.ArgumentParser()
-    ap.add_argument("--ebb", required=True)
+    ap.add_argument("--ebb", required=True, help="the ebb binary to run (build/ebb)")
     ap.add_argument("--quick", action="store_true", help="4 short clips (the test's set)")
-    ap.add_argument("--only", default="")
-    ap.add_argument("--keep", default="")
-    ap.add_argument("--floors", default="")
+    ap.add_argument("--only", default="", help="only the conditions whose name holds this text "
+                    "(such as \"sax\" or \"band -6dB\")")
+    ap.add_argument("--keep", default="", help="leave the clips, their truth notes "
+                    "(NAME.truth.csv) and ebb's outputs in this directory")
+    ap.add_argument("--floors", default="", help="F1,REPEATED,RPA_AT_OR_ABOVE,RPA_MINUS6: "
+                    "exit 1 when ebb is below any of them")
     ap.add_argument("--seeds", default="1000",
                     help="first clip seed, or several sets' comma-separated (1000: the tuning "
                          "set; 7000: the held-out set; docs/songtrace.md also quotes 5000, 3000, "
@@ -372,7 +378,7 @@ def main():
     ap.add_argument("--misses", action="store_true",
                     help="also print ebb's missed repeated notes by cause and timbre")
     ap.add_argument("--config", default="", help="experiments: ebb run --config FILE --pipeline P")
-    ap.add_argument("--pipeline", default="songtrace")
+    ap.add_argument("--pipeline", default="songtrace", help="the pipeline of --config to run")
     a = ap.parse_args()
     try:
         sets = [int(x) for x in a.seeds.split(",")]
@@ -381,6 +387,9 @@ def main():
                  f"such as 1000 or 1000,7000")
     if not sets or len(set(sets)) != len(sets) or any(x < 0 for x in sets):
         sys.exit(f"songtrace_real: --seeds {a.seeds!r}: want distinct seeds of 0 or more")
+    if a.only and not any(a.only in f"{t} {b}" for t, _, _ in TIMBRES for b, _, _ in BACKGROUNDS):
+        sys.exit(f"songtrace_real: --only {a.only!r} names no condition; they are "
+                 + ", ".join(f"'{t} {b}'" for t, _, _ in TIMBRES for b, _, _ in BACKGROUNDS))
     fl = []
     if a.floors:
         try:

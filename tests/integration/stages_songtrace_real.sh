@@ -17,10 +17,10 @@
 # 0.708, 22/33, 0.861, 0.356 when the first floors were set (0.68, 0.60,
 # 0.82, 0.35).
 # The test also checks what --keep leaves (each clip's truth notes), that
-# --misses accounts for every missed repeated note, and that bad --seeds and
-# --floors are refused by name. Missing fluidsynth, soundfont,
-# numpy/scipy or mir_eval fails the test (scripts/install-deps.sh installs
-# them).
+# --misses accounts for every missed repeated note, and that bad --seeds,
+# bad --floors and an --only that names no condition are refused by name.
+# Missing fluidsynth, soundfont, numpy/scipy or mir_eval fails the test
+# (scripts/install-deps.sh installs them).
 set -euo pipefail
 . "$(dirname "$0")/../lib/lock.sh"
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
@@ -49,7 +49,7 @@ print(f"misses: {n - hit} missed of {n}, causes sum to {causes}")
 sys.exit(0 if ok else 1)
 PY
 # bad options name what was wrong
-for bad in "--seeds 1x" "--seeds 5,5" "--floors 0.7,0.6"; do
+for bad in "--seeds 1x" "--seeds 5,5" "--floors 0.7,0.6" "--only nosuch"; do
   # shellcheck disable=SC2086
   if msg=$(/usr/bin/python3 "$ROOT/bench/songtrace_real.py" --ebb "$EBB" $bad 2>&1); then
     echo "FAIL: songtrace_real $bad was accepted" >&2; exit 1
