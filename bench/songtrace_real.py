@@ -68,6 +68,15 @@ TIMBRES = [("voice", 53, 58), ("synthvoice", 54, 58), ("sax", 65, 55), ("flute",
 BACKGROUNDS = [("solo", None, 0.0), ("piano 0dB", "piano", 0.0), ("piano -6dB", "piano", -6.0),
                ("band 0dB", "band", 0.0), ("band -6dB", "band", -6.0)]
 SCALE = [0, 2, 4, 5, 7, 9, 11]
+QUICK = ["voice solo", "sax piano 0dB", "flute band 0dB", "synthvoice band -6dB"]  # --quick
+
+
+def conditions(seeds):
+    """Every condition as (name, timbre, program, base key, background,
+    level dB, clip seed), clip seeds from `seeds`."""
+    return [(f"{tname} {bname}", tname, prog, base, bg, lev, seeds + 10 * ti + bi)
+            for ti, (tname, prog, base) in enumerate(TIMBRES)
+            for bi, (bname, bg, lev) in enumerate(BACKGROUNDS)]
 
 
 # --- MIDI -------------------------------------------------------------------
@@ -294,18 +303,14 @@ def miss_cause(truth, est, i):
 def run_set(a, sf2, work, seeds, seconds, ebb_misses):
     """One set of clips from seed base `seeds`: renders, runs and scores
     them, prints a line per clip; returns the rows, audio and CPU seconds."""
-    conds = []
-    for ti, (tname, prog, base) in enumerate(TIMBRES):
-        for bi, (bname, bg, lev) in enumerate(BACKGROUNDS):
-            conds.append((f"{tname} {bname}", tname, prog, base, bg, lev, seeds + 10 * ti + bi))
+    conds = conditions(seeds)
     if a.quick:
-        pick = {"voice solo", "sax piano 0dB", "flute band 0dB", "synthvoice band -6dB"}
-        conds = [c for c in conds if c[0] in pick]
+        conds = [c for c in conds if c[0] in QUICK]
     if a.only:
         conds = [c for c in conds if a.only in c[0]]
     if not conds:
         sys.exit(f"songtrace_real: --only {a.only!r} leaves none of the --quick clips "
-                 f"(voice solo, sax piano 0dB, flute band 0dB, synthvoice band -6dB)")
+                 f"({', '.join(QUICK)})")
     print(f"songtrace on fluidsynth renders of {os.path.basename(sf2)} ({len(conds)} clips x "
           f"{seconds:.0f} s, 16 kHz, seeds from {seeds}); notes: mir_eval onset 50 ms + pitch 50 cents; "
           f"RPA: mir_eval raw pitch accuracy")
@@ -387,9 +392,10 @@ def main():
                  f"such as 1000 or 1000,7000")
     if not sets or len(set(sets)) != len(sets) or any(x < 0 for x in sets):
         sys.exit(f"songtrace_real: --seeds {a.seeds!r}: want distinct seeds of 0 or more")
-    if a.only and not any(a.only in f"{t} {b}" for t, _, _ in TIMBRES for b, _, _ in BACKGROUNDS):
+    names = [c[0] for c in conditions(0)]
+    if a.only and not any(a.only in n for n in names):
         sys.exit(f"songtrace_real: --only {a.only!r} names no condition; they are "
-                 + ", ".join(f"'{t} {b}'" for t, _, _ in TIMBRES for b, _, _ in BACKGROUNDS))
+                 + ", ".join(f"'{n}'" for n in names))
     fl = []
     if a.floors:
         try:
