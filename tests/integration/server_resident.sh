@@ -73,7 +73,7 @@ smi_total() { # MiB the server holds over both devices per fakegpu-smi
 [ "$(state A)" = loaded ] || fail "A is not resident right after its job: $(state A)"
 [ "$(smi_total)" -gt 0 ] || fail "fakegpu-smi shows nothing held while A is resident"
 wait_state A unloaded || fail "A still $(state A) 20 s after its job (--keep-resident 2)"
-grep -q "pipeline A on cuda:[01]: idle [0-9]* s with no job of it queued: unloaded, [1-9][0-9]* MiB released" "$T/log" ||
+wait_log "$T/log" "pipeline A on cuda:[01]: idle [0-9]* s with no job of it queued: unloaded, [1-9][0-9]* MiB released" ||
   fail "no residency unload line for A: $(grep 'pipeline A' "$T/log")"
 for _ in $(seq 50); do [ "$(smi_total)" = 0 ] && break; sleep 0.1; done
 [ "$(smi_total)" = 0 ] || fail "after A's unload fakegpu-smi shows the server holding $(smi_total) MiB"
@@ -81,7 +81,7 @@ for _ in $(seq 50); do [ "$(smi_total)" = 0 ] && break; sleep 0.1; done
 # --- 2. S: asleep after a second, woken in place by a job -----------------------
 [ "$(job S)" = succeeded ] || fail "first job S did not succeed"
 wait_state S asleep || fail "S is $(state S), not asleep, 20 s after its job (sleep:1)"
-grep -q "pipeline S on cuda:[01]: idle [0-9]* s with no job of it queued: asleep" "$T/log" ||
+wait_log "$T/log" "pipeline S on cuda:[01]: idle [0-9]* s with no job of it queued: asleep" ||
   fail "no residency sleep line for S"
 loads_before=$(grep -c 'GPU memory free after load' "$T/log")
 [ "$(job S)" = succeeded ] || fail "second job S (a wake) did not succeed"

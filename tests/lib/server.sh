@@ -6,7 +6,8 @@
 #                      prints no listening line in 10 s fails the test (exit 1)
 #   stop_server        SIGTERM it and wait; answers its exit status
 #   req METHOD PATH [curl args...]  sets CODE and BODY (a -d body is JSON)
-#   wait_done ID, run_job NAME PIPELINE, drive LOG CMD...  (below)
+#   wait_done ID, run_job NAME PIPELINE, drive LOG CMD...,
+#   wait_log FILE PATTERN [TRIES]  (below)
 # The EXIT trap stops a server still running; a test that has more to clean
 # up sets its own trap and calls stop_server from it.
 : "${EBB:?}"
@@ -54,6 +55,15 @@ wait_done() {
     sleep 0.1
   done
   fail "job $1 did not end in $((${2:-300} / 10)) s: $BODY"
+  return 1
+}
+# wait_log FILE PATTERN [TRIES]: polls FILE (0.1 s apart, TRIES times, 100
+# by default) until a line matches PATTERN (grep's basic regex); answers 1 if
+# none did. The API can show a change before the server has logged it (the
+# line carries figures known only once the change is done), so a test that
+# saw a state through the API waits for the line instead of grepping once.
+wait_log() {
+  for _ in $(seq "${3:-100}"); do grep -q -- "$2" "$1" 2>/dev/null && return 0; sleep 0.1; done
   return 1
 }
 # run_job NAME PIPELINE: one job of PIPELINE on $T/input.txt that must
