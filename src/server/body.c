@@ -71,6 +71,8 @@ static enum MHD_Result post_iter(void *cls, enum MHD_ValueKind kind, const char 
   (void)transfer_encoding;
   (void)off;
   srv_req *r = cls;
+  if (!key) /* a name libmicrohttpd cannot hand over (a NUL in it): no field of ours */
+    key = "";
   if (filename)
     return file_part(r, key, filename, content_type, data, size);
   srv_text *t = !strcmp(key, "pipeline") ? &r->field_pipeline

@@ -159,6 +159,13 @@ printf '%s' "$big" > "$T/bigopts"
 req "$SUB" POST /v1/jobs -F pipeline=quick -F "options=<$T/bigopts" -F "file=@$T/in/input.txt;type=audio/wav"
 expect "a 2 MiB options field" 413 body_too_large
 case $BODY in *options*) ;; *) fail "the 413 does not name the field: $BODY" ;; esac
+# a field whose name libmicrohttpd cannot hand over (a NUL in it: the
+# iterator gets no name) is answered and skipped; it took the server down
+# until 2026-12-02 (found by schemathesis, server_openapi)
+printf -- '--XX\r\nContent-Disposition: form-data; name="\0a"\r\n\r\nv\r\n--XX--\r\n' > "$T/nulname"
+req "$SUB" POST /v1/jobs -H 'Content-Type: multipart/form-data; boundary=XX' --data-binary "@$T/nulname"
+expect "a multipart field with a NUL in its name" 400 bad_request
+curl -s -m 5 -o /dev/null "$URL/healthz" || fail "the server died on a multipart field with a NUL in its name"
 
 # --- option bounds at submit, naming the option
 for o in '"weights_mib": -5' '"weights_mib": 1e300' '"run_ms": 1e308'; do
