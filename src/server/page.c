@@ -1,7 +1,6 @@
 /* Serves the embedded page (page.h). */
 #include "server/page.h"
 
-#include <stdio.h>
 #include <string.h>
 
 static const char *type_of(const char *name) {
@@ -19,31 +18,25 @@ static const char *type_of(const char *name) {
   return "application/octet-stream";
 }
 
-enum MHD_Result ebb_page_serve(struct MHD_Connection *c, const char *name) {
-  for (const ebb_page_asset *a = ebb_page_assets; a->name; a++) {
-    if (strcmp(a->name, name))
-      continue;
-    struct MHD_Response *r =
-        MHD_create_response_from_buffer(a->size, (void *)a->data, MHD_RESPMEM_PERSISTENT);
-    MHD_add_response_header(r, "Content-Type", type_of(name));
-    MHD_add_response_header(r, "Cache-Control", "no-cache");
-    /* the page takes nothing from anywhere but this server */
-    MHD_add_response_header(r, "Content-Security-Policy",
-                            "default-src 'self'; style-src 'self' 'unsafe-inline'; "
-                            "img-src 'self' data:");
-    enum MHD_Result ret = MHD_queue_response(c, MHD_HTTP_OK, r);
-    MHD_destroy_response(r);
-    return ret;
-  }
-  char msg[512];
-  snprintf(msg, sizeof msg,
-           "{\"error\":{\"code\":\"not_found\",\"message\":\"no page file '%.200s' (the page is "
-           "at /)\"}}\n",
-           strchr(name, '"') || strchr(name, '\\') ? "?" : name);
+const ebb_page_asset *ebb_page_find(const char *name) {
+  for (const ebb_page_asset *a = ebb_page_assets; a->name; a++)
+    if (!strcmp(a->name, name))
+      return a;
+  return NULL;
+}
+
+enum MHD_Result ebb_page_send(struct MHD_Connection *c, const ebb_page_asset *a) {
   struct MHD_Response *r =
-      MHD_create_response_from_buffer(strlen(msg), msg, MHD_RESPMEM_MUST_COPY);
-  MHD_add_response_header(r, "Content-Type", "application/json");
-  enum MHD_Result ret = MHD_queue_response(c, MHD_HTTP_NOT_FOUND, r);
+      MHD_create_response_from_buffer(a->size, (void *)a->data, MHD_RESPMEM_PERSISTENT);
+  if (!r)
+    return MHD_NO;
+  MHD_add_response_header(r, "Content-Type", type_of(a->name));
+  MHD_add_response_header(r, "Cache-Control", "no-cache");
+  /* the page takes nothing from anywhere but this server */
+  MHD_add_response_header(r, "Content-Security-Policy",
+                          "default-src 'self'; style-src 'self' 'unsafe-inline'; "
+                          "img-src 'self' data:");
+  enum MHD_Result ret = MHD_queue_response(c, MHD_HTTP_OK, r);
   MHD_destroy_response(r);
   return ret;
 }

@@ -16,7 +16,9 @@ typedef struct ebb_page_asset {
 /* Ends with {NULL, NULL, 0}. (the generated page_assets.c) */
 extern const ebb_page_asset ebb_page_assets[];
 
-/* Answers with the asset named (404 not_found naming it when there is none). */
-enum MHD_Result ebb_page_serve(struct MHD_Connection *c, const char *name);
+/* The asset named, or NULL. */
+const ebb_page_asset *ebb_page_find(const char *name);
+/* Answers 200 with the asset. */
+enum MHD_Result ebb_page_send(struct MHD_Connection *c, const ebb_page_asset *a);
 
 #endif

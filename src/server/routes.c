@@ -64,7 +64,12 @@ static enum MHD_Result h_page(ebb_server *s, struct MHD_Connection *c, srv_req *
                               const char *method) {
   (void)s;
   (void)method;
-  return ebb_page_serve(c, r->np ? r->parts[1] : "index.html");
+  const char *name = r->np ? r->parts[1] : "index.html";
+  const ebb_page_asset *a = ebb_page_find(name);
+  if (!a) /* the name as JSON escapes it (it may hold control bytes) */
+    return srv_send_err(c, r, MHD_HTTP_NOT_FOUND, "not_found",
+                        "no page file '%.200s' (the page is at /)", name);
+  return ebb_page_send(c, a);
 }
 
 static enum MHD_Result h_events(ebb_server *s, struct MHD_Connection *c, srv_req *r,

@@ -119,6 +119,11 @@ req GET /v1/jobs/abc
 expect_err "non-numeric job id" 404 not_found
 req GET /v1/nothing
 expect_err "unknown route" 404 not_found
+req GET /page/nosuch.js
+expect_err "unknown page file" 404 not_found
+# a control byte in the name (the URL decoded): still JSON
+req GET "/page/z%04b%C3%A8"
+expect_err "a page file name with a control byte" 404 not_found
 req PUT /v1/jobs
 expect_err "PUT /v1/jobs" 405 method_not_allowed
 req GET /v1/release
