@@ -219,7 +219,8 @@ static int check_json_keys(json_t *body, int want_pipeline, struct MHD_Connectio
   const char *key;
   json_t *v;
   json_object_foreach(body, key, v) {
-    if (strcmp(key, "pipeline") && strcmp(key, "input") && strcmp(key, "options")) {
+    if ((!want_pipeline || strcmp(key, "pipeline")) && strcmp(key, "input") &&
+        strcmp(key, "options")) {
       *ret = srv_send_err(c, r, MHD_HTTP_BAD_REQUEST, "bad_request",
                           "unknown key \"%s\" in the body (known: %sinput, options)", key,
                           want_pipeline ? "pipeline, " : "");
