@@ -305,9 +305,11 @@ static int parse_upload_input(struct MHD_Connection *c, srv_req *r, srv_input *i
       return bad(c, r, ret, "bad_request",
                  "the multipart body has no file field (with a filename) and no \"input\" "
                  "field");
+    if (r->filename[0] && in->path)
+      return bad(c, r, ret, "bad_request",
+                 "the multipart body has both a file and an \"input\" field; send one of "
+                 "them");
     in->upload = r->filename[0] != '\0';
-    if (in->upload)
-      in->path = NULL;
   } else {
     in->pipeline = MHD_lookup_connection_value(c, MHD_GET_ARGUMENT_KIND, "pipeline");
     opt_text = MHD_lookup_connection_value(c, MHD_GET_ARGUMENT_KIND, "options");

@@ -166,6 +166,9 @@ printf -- '--XX\r\nContent-Disposition: form-data; name="\0a"\r\n\r\nv\r\n--XX--
 req "$SUB" POST /v1/jobs -H 'Content-Type: multipart/form-data; boundary=XX' --data-binary "@$T/nulname"
 expect "a multipart field with a NUL in its name" 400 bad_request
 curl -s -m 5 -o /dev/null "$URL/healthz" || fail "the server died on a multipart field with a NUL in its name"
+# a file and an input path at once: which one was meant is not guessed
+req "$SUB" POST /v1/jobs -F pipeline=quick -F "input=$T/in/input.txt" -F "file=@$T/in/input.txt;type=audio/wav"
+expect "a multipart body with both a file and an input field" 400 bad_request
 
 # --- option bounds at submit, naming the option
 for o in '"weights_mib": -5' '"weights_mib": 1e300' '"run_ms": 1e308'; do
