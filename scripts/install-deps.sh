@@ -26,6 +26,7 @@ PKGS=(
   libncurses-dev tmux  # ebb top (curses); tests/integration/server_top.sh
   prometheus  # promtool checks /metrics: tests/integration/server_security.sh
   libhiredis-dev redis-server redis-tools  # ebb serve --queue redis://; tests/integration/cluster_redis.sh
+  python3-venv  # schemathesis (PyPI, below) in its own venv: tests/integration/server_openapi.sh
 )
 
 # PyPI-only packages, each installed for the interpreter that uses it.
@@ -36,6 +37,17 @@ pip_steps() {
     echo "install-deps: installing mir_eval for /usr/bin/python3 (pip)"
     /usr/bin/python3 -m pip install -q --break-system-packages mir_eval ||
       echo "install-deps: pip could not install mir_eval; stages_songtrace_real will fail" >&2
+  fi
+  # schemathesis fuzzes the HTTP API from docs/openapi.yaml
+  # (tests/integration/server_openapi.sh). It brings its own requests,
+  # hypothesis and jsonschema, so it lives in a venv of its own, not among
+  # Debian's python3-* packages; the version is pinned so a run is repeatable.
+  local st_venv=/opt/ebb-tools/schemathesis st_version=4.32.5
+  if ! "$st_venv/bin/st" --version 2>/dev/null | grep -q " $st_version\$"; then
+    echo "install-deps: installing schemathesis $st_version in $st_venv (pip)"
+    { /usr/bin/python3 -m venv "$st_venv" &&
+      "$st_venv/bin/pip" install -q "schemathesis==$st_version"; } ||
+      echo "install-deps: could not install schemathesis; server_openapi will fail" >&2
   fi
   # `pip install ./python` (tests/integration/python_owners.sh) builds a
   # wheel: the python3 first on PATH needs the wheel package. Debian's
