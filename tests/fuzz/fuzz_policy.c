@@ -14,10 +14,11 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
                ebb_errname(rc));
     FUZZ_CHECK(ebb_errmsg() && *ebb_errmsg(), "failure without a message");
   } else {
-    FUZZ_CHECK(p.kind >= EBB_POLICY_AFTER_STAGE && p.kind <= EBB_POLICY_NEVER, "kind %d",
+    FUZZ_CHECK(p.kind >= EBB_POLICY_AFTER_STAGE && p.kind <= EBB_POLICY_SLEEP, "kind %d",
                (int)p.kind);
-    if (p.kind == EBB_POLICY_IDLE)
-      FUZZ_CHECK(isfinite(p.idle_s) && p.idle_s >= 0, "idle %g s accepted", p.idle_s);
+    int timed = p.kind == EBB_POLICY_IDLE || p.kind == EBB_POLICY_SLEEP;
+    if (timed)
+      FUZZ_CHECK(isfinite(p.idle_s) && p.idle_s >= 0, "%g s accepted", p.idle_s);
     char text[64];
     ebb_policy_format(&p, text, sizeof text);
     ebb_policy q;
@@ -26,9 +27,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
                ebb_errmsg());
     FUZZ_CHECK(q.kind == p.kind, "\"%s\" parses to kind %d, was %d", text, (int)q.kind,
                (int)p.kind);
-    if (p.kind == EBB_POLICY_IDLE)
+    if (timed)
       FUZZ_CHECK(fabs(q.idle_s - p.idle_s) <= 1e-5 * fabs(p.idle_s),
-                 "\"%s\" parses to idle %.17g s, was %.17g", text, q.idle_s, p.idle_s);
+                 "\"%s\" parses to %.17g s, was %.17g", text, q.idle_s, p.idle_s);
   }
   free(s);
   return 0;

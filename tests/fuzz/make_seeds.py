@@ -66,7 +66,8 @@ put("options", "null", bytes([6]) + b"null")
 # --- policy -------------------------------------------------------------------
 for i, p in enumerate(["after-stage", "after-job", "never", "idle:0", "idle:30", "idle:1.5",
                        "idle:", "idle:-1", "idle:1e400", "idle:nan", "idle: 5", "after-stage ",
-                       "idle:0x10", "idle:inf", ""]):
+                       "idle:0x10", "idle:inf", "", "sleep", "sleep:0", "sleep:30",
+                       "sleep:-1", "sleep:", "sleep:1e400"]):
     put("policy", "p%02d" % i, p)
 
 # --- transcribe (byte 0: 0 openai, 1 whispercpp, 2 auto /inference, 3 auto openai URL)
