@@ -214,18 +214,28 @@ static int refuse_path(ebb_server *s, struct MHD_Connection *c, srv_req *r, cons
   return 1;
 }
 
-static int check_json_keys(json_t *body, int want_pipeline, struct MHD_Connection *c,
-                           srv_req *r, enum MHD_Result *ret) {
+const char *srv_unknown_key(json_t *o, const char *const known[]) {
   const char *key;
   json_t *v;
-  json_object_foreach(body, key, v) {
-    if ((!want_pipeline || strcmp(key, "pipeline")) && strcmp(key, "input") &&
-        strcmp(key, "options")) {
-      *ret = srv_send_err(c, r, MHD_HTTP_BAD_REQUEST, "bad_request",
-                          "unknown key \"%s\" in the body (known: %sinput, options)", key,
-                          want_pipeline ? "pipeline, " : "");
-      return 1;
-    }
+  json_object_foreach(o, key, v) {
+    size_t i = 0;
+    while (known[i] && strcmp(key, known[i]))
+      i++;
+    if (!known[i])
+      return key;
+  }
+  return NULL;
+}
+
+static int check_json_keys(json_t *body, int want_pipeline, struct MHD_Connection *c,
+                           srv_req *r, enum MHD_Result *ret) {
+  static const char *const job[] = {"pipeline", "input", "options", NULL};
+  const char *key = srv_unknown_key(body, want_pipeline ? job : job + 1);
+  if (key) {
+    *ret = srv_send_err(c, r, MHD_HTTP_BAD_REQUEST, "bad_request",
+                        "unknown key \"%s\" in the body (known: %sinput, options)", key,
+                        want_pipeline ? "pipeline, " : "");
+    return 1;
   }
   return 0;
 }

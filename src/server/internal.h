@@ -137,6 +137,9 @@ typedef struct srv_input {
   int upload;           /* r->tmp holds the file */
   char real[4096];      /* the resolved path */
 } srv_input;
+/* The first key of JSON object o that is not in known (NULL-terminated),
+ * or NULL when there is none. */
+const char *srv_unknown_key(json_t *o, const char *const known[]);
 /* Returns 0, or 1 with a response queued. */
 int srv_parse_input(ebb_server *s, struct MHD_Connection *c, srv_req *r, int want_pipeline,
                     srv_input *in, enum MHD_Result *ret);

@@ -215,14 +215,9 @@ enum MHD_Result srv_h_sessions_post(ebb_server *s, struct MHD_Connection *c, srv
     return srv_send_err(c, r, MHD_HTTP_BAD_REQUEST, "bad_json",
                         "the body is not valid JSON: %s at line %d, column %d (byte %d)", je.text,
                         je.line, je.column, je.position);
-  json_t *p = json_object_get(b, "pipeline"), *v;
-  const char *key, *extra = NULL;
-  json_object_foreach(b, key, v) {
-    if (strcmp(key, "pipeline")) {
-      extra = key;
-      break;
-    }
-  }
+  static const char *const known[] = {"pipeline", NULL};
+  json_t *p = json_object_get(b, "pipeline");
+  const char *extra = srv_unknown_key(b, known);
   if (!json_is_string(p) || extra) {
     enum MHD_Result ret =
         extra ? srv_send_err(c, r, MHD_HTTP_BAD_REQUEST, "bad_request",
