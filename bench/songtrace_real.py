@@ -34,7 +34,10 @@ usage: songtrace_real.py --ebb BUILD/ebb [--quick] [--only SUBSTR] [--keep DIR]
         ebb's outputs in NAME.out/, so other tools can be scored on them)
        [--seeds BASE[,BASE...]]  (clip seeds BASE + 10 * timbre + background;
                         1000 by default, on which the options were chosen;
-                        7000 is the held-out set docs/songtrace.md reports;
+                        7000 is the held-out set docs/songtrace.md reports
+                        (until session 14, when it became one of the sets
+                        the re-attack model is trained on: see
+                        bench/train_reattack.py);
                         several sets: each set's lines, then the means over
                         all of them; --keep puts each set in DIR/seedsBASE)
        [--misses]       (ebb's missed repeated notes by cause and timbre)
@@ -378,8 +381,9 @@ def main():
                     "exit 1 when ebb is below any of them")
     ap.add_argument("--seeds", default="1000",
                     help="first clip seed, or several sets' comma-separated (1000: the tuning "
-                         "set; 7000: the held-out set; docs/songtrace.md also quotes 5000, 3000, "
-                         "9000 and 11000)")
+                         "set; docs/songtrace.md also quotes 7000, 5000, 3000, 9000, 11000, "
+                         "13000 and 15000; the pitch stage's re-attack model was trained on "
+                         "3000, 5000, 7000 and 20000-27000 (bench/train_reattack.py))")
     ap.add_argument("--misses", action="store_true",
                     help="also print ebb's missed repeated notes by cause and timbre")
     ap.add_argument("--config", default="", help="experiments: ebb run --config FILE --pipeline P")

@@ -33,9 +33,17 @@
  *  - the register: a melody at 440 Hz whose salience, for one second, puts
  *    80 % of its mass an octave below (a chord tone louder than the melody)
  *    is tracked at 220 Hz there without the register prior and at 440 Hz with
- *    it; the frames around keep 440 Hz either way. */
+ *    it; the frames around keep 440 Hz either way;
+ *  - the re-attack model: its C evaluation gives the trainer's log-odds for
+ *    the check vector stored with its weights; it splits two equal notes by
+ *    default, and not with reattack_logit 50 or reattack_score_min 100
+ *    (reattack_model false: the linear score does); the trainer's feature
+ *    file has a line of 73 fields per candidate, and a path that cannot be
+ *    opened fails naming EBB_PITCH_REATTACK_FEATURES. */
 #include <math.h>
+#include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "stages/audio/pitch.h"
 #include "test.h"
@@ -196,6 +204,9 @@ static void test_reattack_under_chord(void) {
   CHECK_MSG(p.reattack_min_s >= 0.1, "reattack_min_s defaults to %.3f s", p.reattack_min_s);
   k = refined_count(mel, mel, n, p, &on);
   CHECK_MSG(k == 1, "%zu notes from a re-attack 100 ms after the start, expected 1", k);
+  /* the linear score: the model never saw a peak this close to a note's
+   * start (it was trained with the default 130 ms) */
+  p.reattack_model = 0;
   p.reattack_min_s = 0.0;
   k = refined_count(mel, mel, n, p, &on);
   CHECK_MSG(k == 2, "%zu notes with reattack_min_s 0, expected the re-attack at 0.40 s", k);
@@ -277,6 +288,7 @@ static void test_reattack_best_peak(void) {
   }
   ebb_pitch_params p = ebb_pitch_defaults();
   p.onset_shift_s = 0.0;
+  p.reattack_model = 0; /* the linear score's order (the model's is the same code) */
   double want[] = {0.80, -1.0};       /* by default: the split at frame 80 */
   double scores[] = {p.reattack_score, 40.0};
   for (int i = 0; i < 2; i++) {
@@ -471,6 +483,110 @@ static void test_tremolo_not_split(void) {
   free(x);
 }
 
+/* notes of x with params p (no shift), by pitch and the onsets */
+static size_t notes_with(const float *x, uint64_t n, ebb_pitch_params p, ebb_pitch_note **out,
+                         int *rc) {
+  float *fr = NULL;
+  size_t nf = 0, nn = 0;
+  p.onset_shift_s = 0.0;
+  REQUIRE(ebb_pitch_analyze(x, n, RATE, &p, EBB_PITCH_BACKEND_CPU, &fr, &nf) == 0);
+  REQUIRE(ebb_pitch_notes(fr, nf, &p, out, &nn) == 0);
+  float *odf = malloc(nf * sizeof *odf), *db = malloc(nf * sizeof *db);
+  REQUIRE(odf && db);
+  REQUIRE(ebb_pitch_onset_strength(x, n, RATE, p.hop, nf, odf, db) == 0);
+  *rc = ebb_pitch_notes_onsets(fr, nf, odf, db, &p, out, &nn);
+  free(odf);
+  free(db);
+  free(fr);
+  return nn;
+}
+
+/* The re-attack model (pitch_reattack.c): its C evaluation gives the
+ * trainer's figure, it decides the split by default, its two options
+ * and the linear score's switch do what they say, and the feature file
+ * for the trainer is written (or its bad path named). */
+static void test_reattack_model(void) {
+  double got, want;
+  ebb_pitch_reattack_check(&got, &want);
+  printf("  the model's check vector: %.9f log-odds, the trainer's %.9f\n", got, want);
+  CHECK_MSG(fabs(got - want) <= 1e-6 * fmax(1.0, fabs(want)),
+            "the model gives %.9f for its check vector, bench/train_reattack.py %.9f: the "
+            "weights or the evaluation disagree", got, want);
+  uint64_t n = RATE * 2;
+  float *x = calloc(n, sizeof *x);
+  REQUIRE(x);
+  add_note(x, n, 220.0, 0.30, 0.80, 0.06, 0.3); /* released under the next attack */
+  add_note(x, n, 220.0, 0.86, 1.50, 0.05, 0.3);
+  ebb_pitch_params d = ebb_pitch_defaults();
+  CHECK_MSG(d.reattack_model == 1 && d.reattack_logit > 0.0 && d.reattack_score_min > 0.0,
+            "defaults: reattack_model %d, reattack_logit %.2f, reattack_score_min %.2f",
+            d.reattack_model, d.reattack_logit, d.reattack_score_min);
+  struct {
+    const char *what;
+    int model;
+    double logit, score_min;
+    size_t want;
+  } cases[] = {{"the defaults", 1, d.reattack_logit, d.reattack_score_min, 2},
+               {"reattack_logit 50", 1, 50.0, d.reattack_score_min, 1},
+               {"reattack_score_min 100", 1, d.reattack_logit, 100.0, 1},
+               {"reattack_model false", 0, 50.0, 100.0, 2}};
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+    ebb_pitch_params p = d;
+    p.reattack_model = cases[i].model;
+    p.reattack_logit = cases[i].logit;
+    p.reattack_score_min = cases[i].score_min;
+    ebb_pitch_note *notes = NULL;
+    int rc = 0;
+    size_t k = notes_with(x, n, p, &notes, &rc);
+    CHECK_MSG(rc == 0 && k == cases[i].want,
+              "two equal notes with %s: %zu notes (rc %d), expected %zu", cases[i].what, k, rc,
+              cases[i].want);
+    if (rc == 0 && k == 2)
+      CHECK_MSG(fabs(notes[1].onset - 0.86) <= 0.03, "with %s the second note at %.3f s, "
+                "its attack at 0.86 s", cases[i].what, notes[1].onset);
+    free(notes);
+  }
+  /* the features for the trainer: one line per candidate peak */
+  char path[] = "/tmp/ebb-reattack-XXXXXX";
+  int fd = mkstemp(path);
+  REQUIRE(fd >= 0);
+  close(fd);
+  REQUIRE(setenv(EBB_PITCH_REATTACK_FEATURES_ENV, path, 1) == 0);
+  ebb_pitch_note *notes = NULL;
+  int rc = 0;
+  notes_with(x, n, d, &notes, &rc);
+  free(notes);
+  CHECK_MSG(rc == 0, "with %s set the stage failed: %s", EBB_PITCH_REATTACK_FEATURES_ENV,
+            ebb_errmsg());
+  FILE *f = fopen(path, "r");
+  REQUIRE(f);
+  char line[4096];
+  int lines = 0, near = 0, bad = 0;
+  while (fgets(line, sizeof line, f)) {
+    int fields = 0;
+    double t = -1.0;
+    for (char *tok = strtok(line, " \n"); tok; tok = strtok(NULL, " \n"), fields++)
+      if (fields == 0)
+        t = atof(tok);
+    lines++;
+    bad += fields != 3 + EBB_PITCH_REATTACK_NFEAT;
+    near += fabs(t - 0.86) <= 0.05;
+  }
+  fclose(f);
+  unlink(path);
+  CHECK_MSG(lines > 0 && bad == 0 && near > 0,
+            "the feature file: %d lines, %d of the wrong width (want %d fields), %d at the "
+            "re-attack", lines, bad, 3 + EBB_PITCH_REATTACK_NFEAT, near);
+  REQUIRE(setenv(EBB_PITCH_REATTACK_FEATURES_ENV, "/nonexistent-ebb-dir/features", 1) == 0);
+  notes_with(x, n, d, &notes, &rc);
+  free(notes);
+  CHECK_MSG(rc != 0 && strstr(ebb_errmsg(), EBB_PITCH_REATTACK_FEATURES_ENV),
+            "a feature file that cannot be opened: rc %d, \"%s\" (should fail naming %s)", rc,
+            rc ? ebb_errmsg() : "", EBB_PITCH_REATTACK_FEATURES_ENV);
+  unsetenv(EBB_PITCH_REATTACK_FEATURES_ENV);
+  free(x);
+}
+
 static void test_pitch_change_onset(void) {
   /* 220 Hz released slowly under a soft 262 Hz attack: the track turns late */
   uint64_t n = RATE * 2;
@@ -632,6 +748,7 @@ int main(void) {
   RUN(test_scoop_joins);
   RUN(test_track_to_notes);
   RUN(test_tremolo_not_split);
+  RUN(test_reattack_model);
   RUN(test_pitch_change_onset);
   RUN(test_salience);
   RUN(test_salience_height);

@@ -64,10 +64,18 @@ typedef struct pitch_state {
       "percentile) this strong up to onset_lookback_ms before the pitch turns; 0: no onsets, "    \
       "no re-attacks") SEP                                                                        \
   NUM(onset_lookback_ms, 90, 0, 1000, "see onset_threshold") SEP                                  \
+  BOOL(reattack_model, 1,                                                                         \
+      "a note is split at the onset peaks that the re-attack model (a small neural network "      \
+      "trained on rendered melodies) rates at reattack_logit or more; false: at those whose "     \
+      "score reaches reattack_score") SEP                                                         \
+  NUM(reattack_logit, 0.4, -50, 50,                                                               \
+      "reattack_model: the log-odds of a re-attack a peak must reach") SEP                        \
+  NUM(reattack_score_min, 5, -100, 100,                                                           \
+      "reattack_model: a peak must also score at least this (see reattack_score)") SEP           \
   NUM(reattack_score, 10, -100, 100,                                                              \
-      "a note is split at a re-attack whose score reaches this: the rise of the level at the "    \
-      "note's harmonics from its dip (dB) + 2.78 ln(onset strength) + 9.1 x the dip of the "      \
-      "track's voicing probability") SEP                                                          \
+      "without reattack_model a note is split at a re-attack whose score reaches this: the rise " \
+      "of the level at the note's harmonics from its dip (dB) + 2.78 ln(onset strength) + 9.1 x " \
+      "the dip of the track's voicing probability") SEP                                           \
   INT(onset_harmonics, 12, 0, 100,                                                                \
       "a re-attack's rise is measured on the energy at this many harmonics of the "     \
       "note's pitch, where a chord struck in the dip does not fill it; 0: the whole spectrum") SEP  \
@@ -131,6 +139,9 @@ static void set_params(const stage_opts *v, ebb_pitch_params *p) {
   p->onset_threshold = v->onset_threshold;
   p->onset_lookback_s = v->onset_lookback_ms / 1000.0;
   p->reattack_score = v->reattack_score;
+  p->reattack_model = v->reattack_model;
+  p->reattack_logit = v->reattack_logit;
+  p->reattack_score_min = v->reattack_score_min;
   p->onset_shift_s = v->onset_shift_ms / 1000.0;
   p->onset_harmonics = v->onset_harmonics;
   p->reattack_min_s = v->reattack_min_ms / 1000.0;
@@ -609,7 +620,9 @@ const ebb_stage ebb_stage_pitch = {
     .abi_version = EBB_STAGE_ABI_VERSION,
     .size = sizeof(ebb_stage),
     .name = "pitch",
-    .version = 1,
+    /* keys the result cache: bump it whenever the outputs change (2: the
+     * re-attack model, issue 16, and the onset and salience steps before it) */
+    .version = 2,
     .description = "vocal f0 by pYIN/YIN (GPU difference function) and note segmentation",
     .options_schema = stage_opts_schema,
     .needs_gpu = 1,

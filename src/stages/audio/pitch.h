@@ -62,6 +62,12 @@ typedef struct ebb_pitch_params {
    * over [peak - 60 ms, peak + 20 ms]): the flux peaks late on a slow
    * attack. 0: at the peak. */
   double reattack_rise_db;
+  /* When reattack_model is set, a peak splits the note by the re-attack
+   * model's log-odds instead (ebb_pitch_reattack_logit on the peak's
+   * features, pitch_onsets.c): at least reattack_logit, best first, and
+   * only where its score above also reaches reattack_score_min. */
+  int reattack_model;
+  double reattack_logit, reattack_score_min;
   /* pYIN only: the share of the voiced observation that comes from the
    * melody salience of the mixture when one is given (0..1). */
   double salience_weight;
@@ -107,6 +113,22 @@ void ebb_pitch_cmndf_cpu(const float *padded, const ebb_pitch_geom *g, float *ou
 void ebb_pitch_cmndf_twin(const float *padded, const ebb_pitch_geom *g, float *out);
 /* onset peaks weaker than this (1 = the 90th percentile) are no re-attacks */
 #define EBB_PITCH_REATTACK_MIN_ODF 0.15
+/* The re-attack model (pitch_reattack.c): a multilayer perceptron, one
+ * hidden layer, trained by bench/train_reattack.py on the onset peaks of
+ * rendered melodies (docs/songtrace.md, pitch step 7). x holds
+ * EBB_PITCH_REATTACK_NFEAT features in the order pitch_onsets.c builds
+ * them; the result is the log-odds that the peak is a note's attack. */
+#define EBB_PITCH_REATTACK_NFEAT 70
+double ebb_pitch_reattack_logit(const float *x);
+/* The model's log-odds for the check vector stored with its weights (a
+ * training peak's features; rounded to float as the stage's are) in *got,
+ * and what the trainer computed for it in *want. */
+void ebb_pitch_reattack_check(double *got, double *want);
+/* Developers: when this environment variable names a file, the pitch stage
+ * appends a line for every candidate re-attack peak (time s, the onset the
+ * split would give before onset_shift_ms, the linear score, the features);
+ * bench/train_reattack.py reads it. One job at a time. */
+#define EBB_PITCH_REATTACK_FEATURES_ENV "EBB_PITCH_REATTACK_FEATURES"
 /* The kernel's name in the fatbin (its twin is fakegpu_twin_<name>), block size. */
 #define EBB_PITCH_KERNEL "pitch_cmndf"
 #define EBB_PITCH_BLOCK 128u

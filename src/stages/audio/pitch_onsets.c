@@ -18,11 +18,16 @@
  *
  * A re-attack is scored (reattack_score) on the rise of the energy at the
  * harmonics of the note's pitch (ebb_pitch_harmonic_level), where a chord
- * struck in the gap between two equal notes does not fill the dip, and the
- * best-scoring peaks split the note first; once the notes are refined, the f0
+ * struck in the gap between two equal notes does not fill the dip; by
+ * default the re-attack model (pitch_reattack.c) rates each peak that scores
+ * at least reattack_score_min on 70 features of the level, the onset
+ * strength, the voicing and the pitch around it (reattack_features), and
+ * the best-rated peaks split the note first; once the notes are refined, the f0
  * track's frames that still hold the previous note's release take the new
  * note's pitch (ebb_pitch_track_to_notes). */
+#include <errno.h>
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -183,6 +188,8 @@ typedef struct seg_ctx {
   size_t w20, w60, w150; /* the re-attack score's windows in frames */
   double *score;         /* nf scratch scores */
   unsigned char *reattack; /* per note out: 1 where it starts at a re-attack */
+  double loud;             /* the level's 95th percentile (a feature of the model) */
+  FILE *dump;              /* EBB_PITCH_REATTACK_FEATURES, or NULL */
 } seg_ctx;
 
 #define REATTACK_W_ODF 2.78
@@ -209,21 +216,8 @@ static size_t level_dip(const seg_ctx *c, size_t t, size_t *d0, size_t *d1) {
   return dip;
 }
 
-/* The re-attack score of onset peak t in dB (-INFINITY when t is no peak
- * of at least EBB_PITCH_REATTACK_MIN_ODF):
- *   rise + REATTACK_W_ODF * ln(odf[t]) + REATTACK_W_VOICING * vdip
- * rise: the level's rise from its minimum over [t - 60 ms, t + 20 ms] to its
- *   maximum from there (or t) to t + 150 ms (a slow attack peaks late);
- * vdip: how far the track's voicing dips over [t - 60 ms, t + 20 ms] below
- *   the lower of its means over the 90 ms before and the 120 ms after (the
- *   release between two notes is weakly periodic; a tremolo's trough is not).
- * The weights are a logistic regression's on the onset peaks of
- * bench/songtrace_real.py's tuning clips (seeds 1000), labelled by whether
- * a truth onset lies within 50 ms, scaled so the rise counts 1 per dB;
- * docs/songtrace.md has the held-out check. */
-static double reattack_score(const seg_ctx *c, size_t t) {
-  if (c->odf[t] < EBB_PITCH_REATTACK_MIN_ODF || !is_peak(c, t))
-    return -INFINITY;
+/* The rise and the voicing dip of onset peak t (see reattack_score). */
+static void reattack_parts(const seg_ctx *c, size_t t, double *rise, double *vdip_out) {
   size_t nf = c->nf, w60 = c->w60, w150 = c->w150, d0, d1;
   size_t dip = level_dip(c, t, &d0, &d1);
   double vmin = INFINITY;
@@ -245,8 +239,71 @@ static double reattack_score(const seg_ctx *c, size_t t) {
                                  : post / (double)npost;
     vdip = lower - vmin;
   }
-  return (double)(hi - c->level_db[dip]) + REATTACK_W_ODF * log(c->odf[t]) +
-         REATTACK_W_VOICING * vdip;
+  *rise = (double)(hi - c->level_db[dip]);
+  *vdip_out = vdip;
+}
+
+/* The re-attack score of onset peak t in dB (-INFINITY when t is no peak
+ * of at least EBB_PITCH_REATTACK_MIN_ODF):
+ *   rise + REATTACK_W_ODF * ln(odf[t]) + REATTACK_W_VOICING * vdip
+ * rise: the level's rise from its minimum over [t - 60 ms, t + 20 ms] to its
+ *   maximum from there (or t) to t + 150 ms (a slow attack peaks late);
+ * vdip: how far the track's voicing dips over [t - 60 ms, t + 20 ms] below
+ *   the lower of its means over the 90 ms before and the 120 ms after (the
+ *   release between two notes is weakly periodic; a tremolo's trough is not).
+ * The weights are a logistic regression's on the onset peaks of
+ * bench/songtrace_real.py's tuning clips (seeds 1000), labelled by whether
+ * a truth onset lies within 50 ms, scaled so the rise counts 1 per dB;
+ * docs/songtrace.md has the held-out check. */
+static double reattack_score(const seg_ctx *c, size_t t) {
+  if (c->odf[t] < EBB_PITCH_REATTACK_MIN_ODF || !is_peak(c, t))
+    return -INFINITY;
+  double rise, vdip;
+  reattack_parts(c, t, &rise, &vdip);
+  return rise + REATTACK_W_ODF * log(c->odf[t]) + REATTACK_W_VOICING * vdip;
+}
+
+/* frame t + ms, clamped to the track */
+static size_t frame_at(const seg_ctx *c, size_t t, int ms) {
+  long f = (long)t + lround(ms / 1000.0 / c->hop_s);
+  return (size_t)(f < 0 ? 0 : f >= (long)c->nf ? (long)c->nf - 1 : f);
+}
+
+/* The re-attack model's features of onset peak t in note [a, b) whose
+ * median pitch is med (MIDI), in this order (EBB_PITCH_REATTACK_NFEAT):
+ *   the score's three parts: rise (dB), ln(onset strength), voicing dip;
+ *   the level at the note's harmonics from t - 200 to t + 200 ms in 20 ms
+ *   steps, less its value at t (21);
+ *   ln(onset strength + 0.01) from t - 100 to t + 100 ms in 10 ms steps (21);
+ *   the voicing probability from t - 150 to t + 150 ms in 30 ms steps (11);
+ *   the track's pitch less med from t - 150 to t + 150 ms in 30 ms steps,
+ *   in semitones within +-3, unvoiced frames -3 (11);
+ *   ln of the seconds from the note's start and to its end, and the level
+ *   at t less the track's loud level (3).
+ * Frames beyond the track repeat its first or last. bench/train_reattack.py
+ * trains on exactly these (the stage writes them out for it). */
+static void reattack_features(const seg_ctx *c, size_t a, size_t b, size_t t, double med,
+                              float *x) {
+  double rise, vdip;
+  reattack_parts(c, t, &rise, &vdip);
+  int n = 0;
+  x[n++] = (float)rise;
+  x[n++] = (float)log(c->odf[t]);
+  x[n++] = (float)vdip;
+  for (int ms = -200; ms <= 200; ms += 20)
+    x[n++] = c->level_db[frame_at(c, t, ms)] - c->level_db[t];
+  for (int ms = -100; ms <= 100; ms += 10)
+    x[n++] = (float)log(c->odf[frame_at(c, t, ms)] + 0.01);
+  for (int ms = -150; ms <= 150; ms += 30)
+    x[n++] = c->frames[3 * frame_at(c, t, ms) + 2];
+  for (int ms = -150; ms <= 150; ms += 30) {
+    float hz = c->frames[3 * frame_at(c, t, ms) + 1];
+    double d = hz > 0.0f ? 69.0 + 12.0 * log2(hz / 440.0) - med : -3.0;
+    x[n++] = (float)(d < -3.0 ? -3.0 : d > 3.0 ? 3.0 : d);
+  }
+  x[n++] = (float)log((double)(t - a) * c->hop_s);
+  x[n++] = (float)log((double)(b > t + 1 ? b - t : 1) * c->hop_s);
+  x[n++] = (float)(c->level_db[t] - c->loud);
 }
 
 /* The strongest onset peak in [a, b] at or above thr, or (size_t)-1. */
@@ -263,18 +320,22 @@ static int cmp_double(const void *a, const void *b) {
   return (x > y) - (x < y);
 }
 
-/* The note over frames [a, b): median pitch of its voiced frames (hz0 when
- * none are voiced). */
-static ebb_pitch_note make_note(const seg_ctx *c, size_t a, size_t b, double hz0, double *tmp) {
+/* The median pitch (MIDI, fractional) of the voiced frames in [a, b); hz0's
+ * when none are voiced. */
+static double median_midi(const seg_ctx *c, size_t a, size_t b, double hz0, double *tmp) {
   size_t n = 0;
   for (size_t f = a; f < b; f++)
     if (c->frames[3 * f + 1] > 0.0f)
       tmp[n++] = 69.0 + 12.0 * log2(c->frames[3 * f + 1] / 440.0);
-  double m = 69.0 + 12.0 * log2(hz0 / 440.0);
-  if (n) {
-    qsort(tmp, n, sizeof *tmp, cmp_double);
-    m = n % 2 ? tmp[n / 2] : 0.5 * (tmp[n / 2 - 1] + tmp[n / 2]);
-  }
+  if (!n)
+    return 69.0 + 12.0 * log2(hz0 / 440.0);
+  qsort(tmp, n, sizeof *tmp, cmp_double);
+  return n % 2 ? tmp[n / 2] : 0.5 * (tmp[n / 2 - 1] + tmp[n / 2]);
+}
+
+/* The note over frames [a, b) at that median. */
+static ebb_pitch_note make_note(const seg_ctx *c, size_t a, size_t b, double hz0, double *tmp) {
+  double m = median_midi(c, a, b, hz0, tmp);
   return (ebb_pitch_note){.onset = (double)a * c->hop_s,
                           .offset = (double)b * c->hop_s,
                           .hz = 440.0 * pow(2.0, (m - 69.0) / 12.0),
@@ -302,21 +363,44 @@ static size_t attack_start(const seg_ctx *c, size_t t) {
 }
 
 /* Splits note [a, b) at its re-attacks into out (*k notes so far): the
- * best-scoring peak first, then the best of those at least gapf frames from
- * every split so far, down to reattack_score (so a weaker peak just before
- * the real re-attack does not take its place). A split lies at least gapf
- * from the note's start and minf from its end. */
+ * best peak first, then the best of those at least gapf frames from every
+ * split so far, down to the threshold (so a weaker peak just before the real
+ * re-attack does not take its place). "Best" is the model's log-odds, down
+ * to reattack_logit, among the peaks scoring reattack_score_min or more;
+ * without reattack_model, the score down to reattack_score. A split lies at
+ * least gapf from the note's start and minf from its end. With
+ * EBB_PITCH_REATTACK_FEATURES set, every candidate's features go to c->dump. */
 static void split_note(const seg_ctx *c, size_t a, size_t b, double hz, ebb_pitch_note *out,
                        size_t *k, double *tmp) {
   double *sc = c->score;
   size_t lo = a + c->gapf, hi = b >= c->minf ? b - c->minf : 0; /* splits in [lo, hi] */
-  for (size_t t = lo; t <= hi && t < b; t++)
-    sc[t] = reattack_score(c, t);
+  int model = c->p->reattack_model || c->dump;
+  double med = model ? median_midi(c, a, b, hz, tmp) : 0.0;
+  /* sc[t]: how far peak t is above the threshold (-INFINITY: no peak) */
+  for (size_t t = lo; t <= hi && t < b; t++) {
+    double lin = reattack_score(c, t);
+    sc[t] = lin - c->p->reattack_score;
+    if (!model || lin == -INFINITY)
+      continue;
+    float x[EBB_PITCH_REATTACK_NFEAT];
+    reattack_features(c, a, b, t, med, x);
+    if (c->dump) {
+      size_t on = attack_start(c, t);
+      fprintf(c->dump, "%.4f %.4f %.4f", (double)t * c->hop_s,
+              (double)(on < a + c->minf ? t : on) * c->hop_s, lin);
+      for (int i = 0; i < EBB_PITCH_REATTACK_NFEAT; i++)
+        fprintf(c->dump, " %.6g", x[i]);
+      fputc('\n', c->dump);
+    }
+    if (c->p->reattack_model)
+      sc[t] = lin >= c->p->reattack_score_min
+                  ? ebb_pitch_reattack_logit(x) - c->p->reattack_logit
+                  : -INFINITY;
+  }
   for (;;) {
     size_t best = (size_t)-1;
     for (size_t t = lo; t <= hi && t < b; t++)
-      if (sc[t] >= c->p->reattack_score && sc[t] < INFINITY &&
-          (best == (size_t)-1 || sc[t] > sc[best]))
+      if (sc[t] >= 0.0 && sc[t] < INFINITY && (best == (size_t)-1 || sc[t] > sc[best]))
         best = t;
     if (best == (size_t)-1)
       break;
@@ -366,6 +450,22 @@ int ebb_pitch_notes_onsets(const float *frames, size_t nf, const float *odf,
     ebb_st_free(c.reattack);
     return ebb_seterr(EBB_ENOMEM, "pitch: out of memory for %zu notes", cap);
   }
+  if (p->reattack_model || getenv(EBB_PITCH_REATTACK_FEATURES_ENV)) {
+    for (size_t f = 0; f < nf; f++)
+      tmp[f] = level_db[f];
+    qsort(tmp, nf, sizeof *tmp, cmp_double);
+    c.loud = tmp[(size_t)(0.95 * (double)(nf - 1))];
+  }
+  const char *dump = getenv(EBB_PITCH_REATTACK_FEATURES_ENV);
+  if (dump && *dump && !(c.dump = fopen(dump, "a"))) {
+    int rc = ebb_seterr(EBB_EIO, "pitch: %s=%s: cannot open it: %s", EBB_PITCH_REATTACK_FEATURES_ENV,
+                        dump, strerror(errno));
+    ebb_st_free(out);
+    ebb_st_free(tmp);
+    ebb_st_free(c.score);
+    ebb_st_free(c.reattack);
+    return rc;
+  }
   ebb_pitch_note *in = *notes;
   for (size_t i = 0; i < *n; i++) {
     size_t a = frame_of(&c, in[i].onset), b = frame_of(&c, in[i].offset);
@@ -404,6 +504,8 @@ int ebb_pitch_notes_onsets(const float *frames, size_t nf, const float *odf,
     if (i && out[i - 1].offset > out[i].onset)
       out[i - 1].offset = out[i].onset;
   }
+  if (c.dump)
+    fclose(c.dump);
   ebb_st_free(tmp);
   ebb_st_free(c.score);
   ebb_st_free(c.reattack);
