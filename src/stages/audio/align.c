@@ -441,7 +441,9 @@ const ebb_stage ebb_stage_align = {
     .abi_version = EBB_STAGE_ABI_VERSION,
     .size = sizeof(ebb_stage),
     .name = "align",
-    .version = 1,
+    /* keys the result cache: bump it whenever the outputs change (2: the VAD's
+     * periodicity cue and phrase length) */
+    .version = 2,
     .description = "lyrics to transcript word alignment (edit distance) refined by vocal activity",
     .options_schema = stage_opts_schema,
     .needs_gpu = 0,

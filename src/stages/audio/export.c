@@ -360,7 +360,8 @@ const ebb_stage ebb_stage_export = {
     .abi_version = EBB_STAGE_ABI_VERSION,
     .size = sizeof(ebb_stage),
     .name = "export",
-    .version = 1,
+    /* keys the result cache: bump it whenever the outputs change (2: the stems) */
+    .version = 2,
     .description = "writes songtrace.json, melody.mid, lyrics.lrc, pitch.csv and the stems",
     .options_schema = stage_opts_schema,
     .needs_gpu = 0,

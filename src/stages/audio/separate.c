@@ -277,7 +277,9 @@ const ebb_stage ebb_stage_separate = {
     .abi_version = EBB_STAGE_ABI_VERSION,
     .size = sizeof(ebb_stage),
     .name = "separate",
-    .version = 1,
+    /* keys the result cache: bump it whenever the outputs change (2: the
+     * stricter melody pass and the lower repeating quantile) */
+    .version = 2,
     .description = "vocals vs accompaniment: REPET-SIM (Rafii & Pardo 2012) + median-filter "
                    "harmonic mask (Fitzgerald 2010) over an STFT; ebb's own GPU kernels or FFTW",
     .options_schema = stage_opts_schema,
