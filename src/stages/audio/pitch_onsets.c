@@ -282,6 +282,12 @@ static size_t frame_at(const seg_ctx *c, size_t t, int ms) {
  *   at t less the track's loud level (3).
  * Frames beyond the track repeat its first or last. bench/train_reattack.py
  * trains on exactly these (the stage writes them out for it). */
+/* samples of the level (-200..200 ms by 20), the onset strength (-100..100
+ * by 10) and the voicing and the pitch (-150..150 by 30) */
+enum { RA_LEVEL_N = 21, RA_ODF_N = 21, RA_TRACK_N = 11 };
+_Static_assert(3 + RA_LEVEL_N + RA_ODF_N + 2 * RA_TRACK_N + 3 == EBB_PITCH_REATTACK_NFEAT,
+               "reattack_features builds another number of features than the model takes");
+
 static void reattack_features(const seg_ctx *c, size_t a, size_t b, size_t t, double med,
                               float *x) {
   double rise, vdip;
@@ -290,14 +296,14 @@ static void reattack_features(const seg_ctx *c, size_t a, size_t b, size_t t, do
   x[n++] = (float)rise;
   x[n++] = (float)log(c->odf[t]);
   x[n++] = (float)vdip;
-  for (int ms = -200; ms <= 200; ms += 20)
-    x[n++] = c->level_db[frame_at(c, t, ms)] - c->level_db[t];
-  for (int ms = -100; ms <= 100; ms += 10)
-    x[n++] = (float)log(c->odf[frame_at(c, t, ms)] + 0.01);
-  for (int ms = -150; ms <= 150; ms += 30)
-    x[n++] = c->frames[3 * frame_at(c, t, ms) + 2];
-  for (int ms = -150; ms <= 150; ms += 30) {
-    float hz = c->frames[3 * frame_at(c, t, ms) + 1];
+  for (int i = 0; i < RA_LEVEL_N; i++)
+    x[n++] = c->level_db[frame_at(c, t, -200 + 20 * i)] - c->level_db[t];
+  for (int i = 0; i < RA_ODF_N; i++)
+    x[n++] = (float)log(c->odf[frame_at(c, t, -100 + 10 * i)] + 0.01);
+  for (int i = 0; i < RA_TRACK_N; i++)
+    x[n++] = c->frames[3 * frame_at(c, t, -150 + 30 * i) + 2];
+  for (int i = 0; i < RA_TRACK_N; i++) {
+    float hz = c->frames[3 * frame_at(c, t, -150 + 30 * i) + 1];
     double d = hz > 0.0f ? 69.0 + 12.0 * log2(hz / 440.0) - med : -3.0;
     x[n++] = (float)(d < -3.0 ? -3.0 : d > 3.0 ? 3.0 : d);
   }
