@@ -464,8 +464,8 @@ int ebb_pitch_notes_onsets(const float *frames, size_t nf, const float *odf,
   }
   const char *dump = getenv(EBB_PITCH_REATTACK_FEATURES_ENV);
   if (dump && *dump && !(c.dump = fopen(dump, "a"))) {
-    int rc = ebb_seterr(EBB_EIO, "pitch: %s=%s: cannot open it: %s", EBB_PITCH_REATTACK_FEATURES_ENV,
-                        dump, strerror(errno));
+    int rc = ebb_seterr(EBB_EIO, "pitch: %s=%s: cannot open it: %s",
+                        EBB_PITCH_REATTACK_FEATURES_ENV, dump, strerror(errno));
     ebb_st_free(out);
     ebb_st_free(tmp);
     ebb_st_free(c.score);
