@@ -255,11 +255,13 @@ static void reattack_parts(const seg_ctx *c, size_t t, double *rise, double *vdi
  * bench/songtrace_real.py's tuning clips (seeds 1000), labelled by whether
  * a truth onset lies within 50 ms, scaled so the rise counts 1 per dB;
  * docs/songtrace.md has the held-out check. */
-static double reattack_score(const seg_ctx *c, size_t t) {
+static double reattack_score(const seg_ctx *c, size_t t, double *rise_out, double *vdip_out) {
   if (c->odf[t] < EBB_PITCH_REATTACK_MIN_ODF || !is_peak(c, t))
     return -INFINITY;
   double rise, vdip;
   reattack_parts(c, t, &rise, &vdip);
+  *rise_out = rise;
+  *vdip_out = vdip;
   return rise + REATTACK_W_ODF * log(c->odf[t]) + REATTACK_W_VOICING * vdip;
 }
 
@@ -270,7 +272,8 @@ static size_t frame_at(const seg_ctx *c, size_t t, int ms) {
 }
 
 /* The re-attack model's features of onset peak t in note [a, b) whose
- * median pitch is med (MIDI), in this order (EBB_PITCH_REATTACK_NFEAT):
+ * median pitch is med (MIDI) and whose score parts are rise and vdip
+ * (reattack_score), in this order (EBB_PITCH_REATTACK_NFEAT):
  *   the score's three parts: rise (dB), ln(onset strength), voicing dip;
  *   the level at the note's harmonics from t - 200 to t + 200 ms in 20 ms
  *   steps, less its value at t (21);
@@ -289,9 +292,7 @@ _Static_assert(3 + RA_LEVEL_N + RA_ODF_N + 2 * RA_TRACK_N + 3 == EBB_PITCH_REATT
                "reattack_features builds another number of features than the model takes");
 
 static void reattack_features(const seg_ctx *c, size_t a, size_t b, size_t t, double med,
-                              float *x) {
-  double rise, vdip;
-  reattack_parts(c, t, &rise, &vdip);
+                              double rise, double vdip, float *x) {
   int n = 0;
   x[n++] = (float)rise;
   x[n++] = (float)log(c->odf[t]);
@@ -384,12 +385,12 @@ static void split_note(const seg_ctx *c, size_t a, size_t b, double hz, ebb_pitc
   double med = model ? median_midi(c, a, b, hz, tmp) : 0.0;
   /* sc[t]: how far peak t is above the threshold (-INFINITY: no peak) */
   for (size_t t = lo; t <= hi && t < b; t++) {
-    double lin = reattack_score(c, t);
+    double rise = 0.0, vdip = 0.0, lin = reattack_score(c, t, &rise, &vdip);
     sc[t] = lin - c->p->reattack_score;
     if (!model || lin == -INFINITY)
       continue;
     float x[EBB_PITCH_REATTACK_NFEAT];
-    reattack_features(c, a, b, t, med, x);
+    reattack_features(c, a, b, t, med, rise, vdip, x);
     if (c->dump) {
       size_t on = attack_start(c, t);
       fprintf(c->dump, "%.4f %.4f %.4f", (double)t * c->hop_s,
@@ -456,13 +457,13 @@ int ebb_pitch_notes_onsets(const float *frames, size_t nf, const float *odf,
     ebb_st_free(c.reattack);
     return ebb_seterr(EBB_ENOMEM, "pitch: out of memory for %zu notes", cap);
   }
-  if (p->reattack_model || getenv(EBB_PITCH_REATTACK_FEATURES_ENV)) {
+  const char *dump = getenv(EBB_PITCH_REATTACK_FEATURES_ENV);
+  if (p->reattack_model || (dump && *dump)) {
     for (size_t f = 0; f < nf; f++)
       tmp[f] = level_db[f];
     qsort(tmp, nf, sizeof *tmp, cmp_double);
     c.loud = tmp[(size_t)(0.95 * (double)(nf - 1))];
   }
-  const char *dump = getenv(EBB_PITCH_REATTACK_FEATURES_ENV);
   if (dump && *dump && !(c.dump = fopen(dump, "a"))) {
     int rc = ebb_seterr(EBB_EIO, "pitch: %s=%s: cannot open it: %s",
                         EBB_PITCH_REATTACK_FEATURES_ENV, dump, strerror(errno));
