@@ -29,6 +29,7 @@ static void usage(FILE *f) {
           "                 [--release after-stage|after-job|idle:SECONDS|never|sleep|sleep:SECONDS]\n"
           "                 [--log-format text|json] [--cache-dir DIR | --no-cache]\n"
           "                 [--token-file FILE] [--metrics-public] [--allow-host NAME]...\n"
+          "                 [--allow-origin ORIGIN]... [--max-queued N]\n"
           "                 [--input-dir DIR]... [--job-timeout S] [--keep-jobs N|DURATION]\n"
           "                 [--sleep-host-budget SIZE]\n"
           "                 [--queue redis://HOST:PORT[/DB] [--queue-prefix P] [--node-id ID]\n"
@@ -67,6 +68,11 @@ static void usage(FILE *f) {
           "  --metrics-public  /metrics without a token\n"
           "  --allow-host NAME a name the Host header may give besides IP addresses,\n"
           "                    localhost and the listen host (repeatable)\n"
+          "  --allow-origin O  a browser origin (https://ebb.example.com) that may call the\n"
+          "                    API besides the server's own (http, its host, its port);\n"
+          "                    other Origins get 403 (repeatable)\n"
+          "  --max-queued N    jobs waiting to run at most (default 10000); beyond it\n"
+          "                    POST /v1/jobs gets 429 with Retry-After\n"
           "  --input-dir DIR   JSON jobs may name files under DIR (repeatable); without it\n"
           "                    inputs are uploads\n"
           "  --job-timeout S   cancel and release a job after S seconds (default 86400;\n"
@@ -121,8 +127,8 @@ typedef struct serve_args {
   const char *config, *listen, *data_dir, *device, *devices, *release, *logfmt, *cache_dir;
   int no_cache, verbose;
   ebb_policy policy;
-  const char *allow[MAX_LIST], *inputs[MAX_LIST];
-  size_t nallow, ninputs;
+  const char *allow[MAX_LIST], *inputs[MAX_LIST], *origins[MAX_LIST];
+  size_t nallow, ninputs, norigins;
   char dd[4096], abs_dd[4096], cd[4200], sd[4200];
   ebb_server_opts so;
   uint64_t sleep_budget; /* --sleep-host-budget, bytes; 0: none */
@@ -244,7 +250,8 @@ static int parse_size(const char *v, uint64_t *out) {
 }
 
 enum { O_TOKEN = 256, O_METRICS, O_ALLOW, O_INPUT, O_JOBTO, O_KEEP, O_DEVICES, O_MAXWAIT, O_SLEEPB, O_RESIDENT,
-       O_QUEUE, O_QPREFIX, O_QPASS, O_SHARED, O_NODE, O_INLINE, O_LEASE, O_ATTEMPTS };
+       O_QUEUE, O_QPREFIX, O_QPASS, O_SHARED, O_NODE, O_INLINE, O_LEASE, O_ATTEMPTS, O_ORIGIN,
+       O_MAXQ };
 
 static int cluster_number(serve_args *a, int c, const char *v) {
   double n;
@@ -331,6 +338,19 @@ static int take_opt(serve_args *a, int c, char **argv) {
   case O_METRICS: a->so.metrics_public = 1; return 0;
   case O_ALLOW: return add_list(a->allow, &a->nallow, optarg, "--allow-host") ? EBB_EXIT_USAGE : 0;
   case O_INPUT: return add_list(a->inputs, &a->ninputs, optarg, "--input-dir") ? EBB_EXIT_USAGE : 0;
+  case O_ORIGIN:
+    return add_list(a->origins, &a->norigins, optarg, "--allow-origin") ? EBB_EXIT_USAGE : 0;
+  case O_MAXQ: {
+    char *end;
+    errno = 0;
+    unsigned long long v = strtoull(optarg, &end, 10);
+    if (optarg[0] >= '1' && optarg[0] <= '9' && !*end && !errno && v <= 100000000ull) {
+      a->so.max_queued = (size_t)v;
+      return 0;
+    }
+    fprintf(stderr, "ebb serve: --max-queued %s: expected a whole number 1..100000000\n", optarg);
+    return EBB_EXIT_USAGE;
+  }
   case O_JOBTO:
     if (parse_seconds(optarg, &a->so.job_timeout_s) == 0)
       return 0;
@@ -390,6 +410,8 @@ static int parse_args(int argc, char **argv, serve_args *a) {
       {"token-file", required_argument, NULL, O_TOKEN},
       {"metrics-public", no_argument, NULL, O_METRICS},
       {"allow-host", required_argument, NULL, O_ALLOW},
+      {"allow-origin", required_argument, NULL, O_ORIGIN},
+      {"max-queued", required_argument, NULL, O_MAXQ},
       {"input-dir", required_argument, NULL, O_INPUT},
       {"job-timeout", required_argument, NULL, O_JOBTO},
       {"keep-jobs", required_argument, NULL, O_KEEP},
@@ -640,6 +662,8 @@ static int serve(serve_args *a) {
                             .on_listen = print_listen, .token_file = a->so.token_file,
                             .token = getenv("EBB_TOKEN"), .metrics_public = a->so.metrics_public,
                             .allow_hosts = a->allow, .nallow_hosts = a->nallow,
+                            .allow_origins = a->origins, .nallow_origins = a->norigins,
+                            .max_queued = a->so.max_queued,
                             .input_dirs = a->inputs, .ninput_dirs = a->ninputs,
                             .job_timeout_s = a->so.job_timeout_s, .keep_jobs = a->so.keep_jobs,
                             .keep_jobs_s = a->so.keep_jobs_s, .max_wait_s = a->so.max_wait_s,

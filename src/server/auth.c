@@ -6,15 +6,21 @@
  *
  * Browsers: the Host header must name this server (an IP address, localhost,
  * the listen host or an --allow-host name), so a DNS name rebound to
- * 127.0.0.1 is refused, and an Origin header, when sent, must name it too. */
+ * 127.0.0.1 is refused. An Origin header, when sent, must be this server's
+ * own origin: scheme http, the host the Host header gives (a browser sets
+ * both from the page's URL, so a page elsewhere cannot match it) and the
+ * port the server is bound to; or one the operator listed with
+ * --allow-origin (a reverse proxy's public origin). */
 #include <ctype.h>
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
 #include <sys/random.h>
+#include <sys/stat.h>
 #include <arpa/inet.h>
 
+#include "base/log.h"
 #include "server/internal.h"
 
 typedef struct token {
@@ -29,6 +35,8 @@ struct srv_auth {
   size_t n;
   char **hosts;
   size_t nhosts;
+  char **origins; /* --allow-origin, as given (checked by srv_auth_add_origin) */
+  size_t norigins;
 };
 
 static uint64_t fnv1a(const char *s, size_t n) {
@@ -75,10 +83,24 @@ static int parse_line(srv_auth *a, const char *file, int line, char *s) {
   return add_token(a, tok, strlen(tok), r);
 }
 
+/* A token file others may read or write is served (refusing it would take
+ * a running service down on a chmod), with a warning naming it. */
+static void check_mode(FILE *f, const char *path) {
+  struct stat st;
+  if (fstat(fileno(f), &st) != 0 || !(st.st_mode & (S_IRWXG | S_IRWXO)))
+    return;
+  ebb_log(EBB_LOG_WARN, "server",
+          "--token-file %s has mode %04o: users other than its owner can %s it and so hold "
+          "its tokens; make it private: chmod 600 %s",
+          path, (unsigned)(st.st_mode & 07777),
+          st.st_mode & (S_IWGRP | S_IWOTH) ? "read or change" : "read", path);
+}
+
 static int load_file(srv_auth *a, const char *path) {
   FILE *f = fopen(path, "r");
   if (!f)
     return ebb_seterr(EBB_EINVAL, "--token-file %s: %s", path, strerror(errno));
+  check_mode(f, path);
   char line[1024];
   int rc = 0, no = 0;
   while (!rc && fgets(line, sizeof line, f))
@@ -117,8 +139,11 @@ void srv_auth_free(srv_auth *a) {
     free(a->t[i].secret);
   for (size_t i = 0; i < a->nhosts; i++)
     free(a->hosts[i]);
+  for (size_t i = 0; i < a->norigins; i++)
+    free(a->origins[i]);
   free(a->t);
   free(a->hosts);
+  free(a->origins);
   free(a);
 }
 
@@ -130,6 +155,34 @@ int srv_auth_add_host(srv_auth *a, const char *host) {
   if (!(a->hosts[a->nhosts] = strdup(host)))
     return ebb_seterr(EBB_ENOMEM, "--allow-host: out of host memory");
   a->nhosts++;
+  return 0;
+}
+
+/* "http://host[:port]" or "https://host[:port]" (no path, no user): what a
+ * browser sends as Origin. */
+static int origin_form(const char *o) {
+  const char *p = !strncasecmp(o, "http://", 7) ? o + 7 : !strncasecmp(o, "https://", 8) ? o + 8
+                                                                                        : NULL;
+  if (!p || !*p || strlen(o) > 255)
+    return 0;
+  for (; *p; p++)
+    if (!isalnum((unsigned char)*p) && !strchr(".-:[]", *p))
+      return 0;
+  return 1;
+}
+
+int srv_auth_add_origin(srv_auth *a, const char *origin) {
+  if (!origin_form(origin))
+    return ebb_seterr(EBB_EINVAL, "--allow-origin %s: expected SCHEME://HOST[:PORT] as a browser "
+                                  "sends it (e.g. https://ebb.example.com), no path",
+                      origin);
+  char **o = realloc(a->origins, (a->norigins + 1) * sizeof *o);
+  if (!o)
+    return ebb_seterr(EBB_ENOMEM, "--allow-origin: out of host memory");
+  a->origins = o;
+  if (!(a->origins[a->norigins] = strdup(origin)))
+    return ebb_seterr(EBB_ENOMEM, "--allow-origin: out of host memory");
+  a->norigins++;
   return 0;
 }
 
@@ -201,6 +254,37 @@ static int host_part(const char *hp, char *out, size_t n) {
   return 0;
 }
 
+/* The port of "HOST[:PORT]" / "[V6][:PORT]"; dflt when none is given, -1
+ * when it is not a number. */
+static long port_part(const char *hp, long dflt) {
+  const char *p = hp[0] == '[' ? strchr(hp, ']') : hp;
+  p = p ? strchr(p, ':') : NULL;
+  if (!p)
+    return dflt;
+  char *end;
+  long v = strtol(p + 1, &end, 10);
+  return p[1] && !*end && v >= 0 && v <= 65535 ? v : -1;
+}
+
+/* Origin is this server's own: http, the Host header's host (or the listen
+ * host without one) and the bound port; or an --allow-origin. */
+static int own_origin(const ebb_server *s, const char *origin, const char *host) {
+  for (size_t i = 0; i < s->auth->norigins; i++)
+    if (!strcasecmp(origin, s->auth->origins[i]))
+      return 1;
+  if (strncasecmp(origin, "http://", 7))
+    return 0; /* this server speaks plain http: "null", https:, file: are elsewhere */
+  const char *hp = origin + 7;
+  char oh[256], hh[256];
+  if (strpbrk(hp, "/?#@") || host_part(hp, oh, sizeof oh) != 0)
+    return 0;
+  if (port_part(hp, 80) != s->port)
+    return 0;
+  if (host)
+    return host_part(host, hh, sizeof hh) == 0 && !strcasecmp(oh, hh);
+  return !strcasecmp(oh, s->host[0] ? s->host : "0.0.0.0");
+}
+
 int srv_host_ok(const ebb_server *s, struct MHD_Connection *c, char *msg, size_t n) {
   const char *host = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Host");
   const char *origin = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Origin");
@@ -210,13 +294,12 @@ int srv_host_ok(const ebb_server *s, struct MHD_Connection *c, char *msg, size_t
                      "to accept that name)", host);
     return 0;
   }
-  if (origin) {
-    const char *p = strstr(origin, "://");
-    if (!p || host_part(p + 3, h, sizeof h) != 0 || !name_ok(s, h)) {
-      snprintf(msg, n, "Origin '%.200s' is not this server: requests from other web pages are "
-                       "refused", origin);
-      return 0;
-    }
+  if (origin && !own_origin(s, origin, host)) {
+    snprintf(msg, n, "Origin '%.200s' is not this server (http://%.200s with port %d): requests "
+                     "from other web pages are refused (start it with --allow-origin ORIGIN to "
+                     "accept that one)",
+             origin, host ? h : s->host, s->port);
+    return 0;
   }
   return 1;
 }

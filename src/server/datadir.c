@@ -1,5 +1,6 @@
-/* The data directory: one server at a time (an exclusive flock on
- * DATA_DIR/lock, which holds the holder's pid), partial uploads a killed
+/* The data directory: one server at a time (an exclusive flock on the
+ * directory itself, held on its descriptor; DATA_DIR/lock holds the
+ * holder's pid for the message), partial uploads a killed
  * server left, worker load directories (scratch/) likewise, and retention
  * (--keep-jobs). */
 #include <dirent.h>
@@ -14,27 +15,46 @@
 #include "base/log.h"
 #include "server/internal.h"
 
-int srv_datadir_lock(const char *dir, int *fd) {
-  char path[4200];
-  snprintf(path, sizeof path, "%s/lock", dir);
-  int f = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+/* The pid DATA_DIR/lock names ("" when none can be read). */
+static void read_holder(int dfd, char *pid, size_t n) {
+  pid[0] = '\0';
+  int f = openat(dfd, "lock", O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
   if (f < 0)
-    return ebb_seterr(EBB_EIO, "--data-dir %s: cannot open %s: %s", dir, path, strerror(errno));
-  if (flock(f, LOCK_EX | LOCK_NB) != 0) {
-    char pid[32] = "";
-    ssize_t n = pread(f, pid, sizeof pid - 1, 0);
-    pid[n > 0 ? n : 0] = '\0';
-    pid[strcspn(pid, "\n")] = '\0';
+    return;
+  ssize_t k = read(f, pid, n - 1);
+  close(f);
+  pid[k > 0 ? k : 0] = '\0';
+  pid[strspn(pid, "0123456789")] = '\0';
+}
+
+/* DATA_DIR/lock says who holds the directory, for the second server's
+ * message; the lock itself is on the directory's descriptor, so deleting or
+ * replacing the file changes nothing. */
+static void write_holder(int dfd, const char *dir) {
+  char pid[32];
+  int n = snprintf(pid, sizeof pid, "%ld\n", (long)getpid());
+  unlinkat(dfd, "lock", 0); /* a symlink planted there is not followed */
+  int f = openat(dfd, "lock", O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0644);
+  if (f < 0 || write(f, pid, (size_t)n) != n)
+    ebb_log(EBB_LOG_WARN, "server", "%s/lock: cannot write the pid: %s", dir, strerror(errno));
+  if (f >= 0)
     close(f);
+}
+
+int srv_datadir_lock(const char *dir, int *fd) {
+  int d = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (d < 0)
+    return ebb_seterr(EBB_EIO, "--data-dir %s: cannot open it: %s", dir, strerror(errno));
+  if (flock(d, LOCK_EX | LOCK_NB) != 0) {
+    char pid[32];
+    read_holder(d, pid, sizeof pid);
+    close(d);
     return ebb_seterr(EBB_EBUSY, "--data-dir %s is in use by another ebb server (pid %s); "
                                  "stop it or give this one another --data-dir", dir,
                       pid[0] ? pid : "unknown");
   }
-  char pid[32];
-  int n = snprintf(pid, sizeof pid, "%ld\n", (long)getpid());
-  if (ftruncate(f, 0) != 0 || pwrite(f, pid, (size_t)n, 0) != n)
-    ebb_log(EBB_LOG_WARN, "server", "%s: cannot write the pid: %s", path, strerror(errno));
-  *fd = f;
+  write_holder(d, dir);
+  *fd = d;
   return 0;
 }
 

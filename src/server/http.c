@@ -2,6 +2,7 @@
  *   {"error": {"code": "...", "message": "..."}}
  * with the status and code of the error's row in EBB_ERRORS. */
 #include <errno.h>
+#include <stdio.h>
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
@@ -52,6 +53,13 @@ enum MHD_Result srv_send_text(struct MHD_Connection *c, srv_req *r, unsigned sta
     MHD_add_response_header(resp, "Allow", allow);
   if (status == MHD_HTTP_UNAUTHORIZED)
     MHD_add_response_header(resp, "WWW-Authenticate", "Bearer");
+  if (r && r->retry_after_s) {
+    char ra[16];
+    snprintf(ra, sizeof ra, "%u", r->retry_after_s);
+    MHD_add_response_header(resp, "Retry-After", ra);
+  }
+  if (r && r->close) /* a request whose framing cannot be trusted: nothing more is read */
+    MHD_add_response_header(resp, MHD_HTTP_HEADER_CONNECTION, "close");
   enum MHD_Result ret = MHD_queue_response(c, status, resp);
   MHD_destroy_response(resp);
   return ret;
@@ -75,13 +83,6 @@ enum MHD_Result srv_send_json(struct MHD_Connection *c, srv_req *r, unsigned sta
   return srv_send_text(c, r, status, "application/json", t);
 }
 
-char *srv_err_text(const char *code, const char *msg) {
-  json_t *o = json_pack("{s:{s:s,s:s}}", "error", "code", code, "message", msg);
-  char *t = o ? json_dumps(o, JSON_COMPACT) : NULL;
-  json_decref(o);
-  return t;
-}
-
 enum MHD_Result srv_send_err(struct MHD_Connection *c, srv_req *r, unsigned status,
                              const char *code, const char *fmt, ...) {
   char msg[2048];
@@ -97,6 +98,18 @@ enum MHD_Result srv_send_err(struct MHD_Connection *c, srv_req *r, unsigned stat
     o = json_pack("{s:{s:s,s:s}}", "error", "code", code, "message", msg);
   }
   return srv_send_json(c, r, status, o);
+}
+
+int srv_queue_full(ebb_server *s, struct MHD_Connection *c, srv_req *r, enum MHD_Result *ret) {
+  size_t waiting = ebb_queue_waiting(s->queue);
+  if (waiting < s->max_queued)
+    return 0;
+  r->retry_after_s = SRV_RETRY_AFTER_S;
+  *ret = srv_send_err(c, r, MHD_HTTP_TOO_MANY_REQUESTS, "queue_full",
+                      "%zu jobs are waiting to run, the most this server queues (--max-queued "
+                      "%zu); retry later",
+                      waiting, s->max_queued);
+  return 1;
 }
 
 enum MHD_Result srv_send_ebb_err(struct MHD_Connection *c, srv_req *r, int rc, const char *msg) {

@@ -36,6 +36,8 @@ struct ebb_server {
   ebb_store *store;
   ebb_queue *queue;
   pthread_mutex_t queue_lock; /* the snapshot's reads of queue vs. its destroy */
+  pthread_mutex_t submit_lock; /* --max-queued: the count and the push as one */
+  size_t max_queued;
   ebb_events *events; /* GET /v1/events (events.h) */
   srv_auth *auth;
   srv_conns *conns;
@@ -46,8 +48,9 @@ struct ebb_server {
   char *data_dir;
   char url[320];
   char host[256];   /* the listen host, as given */
+  int port;         /* the port bound */
   int loopback;     /* the listen address is a loopback one */
-  int lock_fd;      /* holds the data directory's flock; -1 none */
+  int lock_fd;      /* the data directory's descriptor, holding its flock; -1 none */
   size_t max_json, max_upload, max_field;
   char **input_dirs; /* realpath()s */
   size_t ninput_dirs;
@@ -92,6 +95,8 @@ typedef struct srv_req {
   char file_key[64];
   int two_files;
   char ctype[128];
+  unsigned retry_after_s; /* a 429's Retry-After (0: none) */
+  int close;              /* answer with Connection: close */
   struct MHD_PostProcessor *pp;
   srv_text field_pipeline, field_options, field_input;
 } srv_req;
@@ -107,21 +112,16 @@ enum MHD_Result srv_send_err(struct MHD_Connection *c, srv_req *r, unsigned stat
 /* An ebb error code answered with the HTTP status and wire name of its row
  * in EBB_ERRORS. */
 enum MHD_Result srv_send_ebb_err(struct MHD_Connection *c, srv_req *r, int rc, const char *msg);
-/* The JSON body of an error (for libmicrohttpd's own answers too). */
-char *srv_err_text(const char *code, const char *msg);
 void srv_req_free(srv_req *r);
+/* --max-queued: 0 when a job may be queued, else 1 with 429 queue_full and
+ * Retry-After queued (the caller holds s->submit_lock up to its push). */
+#define SRV_RETRY_AFTER_S 5
+int srv_queue_full(ebb_server *s, struct MHD_Connection *c, srv_req *r, enum MHD_Result *ret);
 int srv_starts_with(const char *s, const char *prefix);
 
-/* --- "http_mhd.c": libmicrohttpd's own answers as JSON ----------------------- */
 /* What a connection's head (request line and headers) may take: the
  * connection's memory in libmicrohttpd (MHD_OPTION_CONNECTION_MEMORY_LIMIT). */
 #define SRV_HEAD_KIB 32
-#define SRV_STR_(x) #x
-#define SRV_STR(x) SRV_STR_(x)
-/* The daemon's MHD_OPTION_EXTERNAL_LOGGER: prints to stderr as libmicrohttpd
- * does, and notes the error answer it is about to queue so that
- * MHD_queue_response (defined there) sends it as JSON. */
-void srv_mhd_log(void *cls, const char *fmt, va_list ap);
 
 /* --- "body.c": bodies and a job's input --------------------------------------- */
 /* First call of a request whose route takes a body: decide how to take it.
@@ -159,26 +159,42 @@ int srv_place_upload(srv_req *r, const char *dir, char *path, size_t n);
 int srv_auth_load(const char *token_file, const char *env_token, srv_auth **out);
 void srv_auth_free(srv_auth *a);
 int srv_auth_add_host(srv_auth *a, const char *host);
+/* One --allow-origin ("SCHEME://HOST[:PORT]"); EBB_EINVAL naming it when it
+ * is not in that form. */
+int srv_auth_add_origin(srv_auth *a, const char *origin);
 /* The role the request's Authorization header grants and the token's owner
  * tag; admin with owner "" when no token is configured. */
 srv_role srv_auth_check(const srv_auth *a, struct MHD_Connection *c, char *owner, size_t n);
 int srv_auth_enabled(const srv_auth *a);
-/* 1 when the Host header (and the Origin header, when sent) names this
- * server; else 0 with why in msg. */
+/* 1 when the Host header names this server and the Origin header, when
+ * sent, is its own origin (scheme, host and bound port) or an
+ * --allow-origin; else 0 with why in msg. */
 int srv_host_ok(const ebb_server *s, struct MHD_Connection *c, char *msg, size_t n);
 /* 32 hex digits from the kernel's random source (128 bits). */
 int srv_random_id(char out[33]);
 
-/* --- "conns.c": connection limits and deadlines -------------------------------- */
+/* --- "conns.c": who gets a connection, who loses one, deadlines ---------------- */
 typedef struct srv_conn_limits {
-  double header_timeout_s; /* from accept (or the last answer) to complete headers */
-  double min_body_rate;    /* bytes/s a body must average after header_timeout_s */
+  unsigned max_connections; /* open at once; a newcomer over it evicts (conns.c) */
+  unsigned max_per_ip;      /* from one address; a newcomer over it evicts that address's */
+  double header_timeout_s;  /* from accept (or the last answer) to complete headers */
+  double min_body_rate;     /* bytes/s a body must average after header_timeout_s */
+  double idle_pressure_s;   /* a kept-alive connection idle this long goes when 3/4 of
+                               max_connections are taken */
 } srv_conn_limits;
+typedef struct srv_conn_stats {
+  unsigned open;
+  uint64_t evicted, refused, idle_closed, timed_out;
+} srv_conn_stats;
 int srv_conns_create(const srv_conn_limits *l, srv_conns **out);
 void srv_conns_destroy(srv_conns *cs);
+void srv_conns_stats(srv_conns *cs, srv_conn_stats *st);
+/* libmicrohttpd's accept policy (the per-address cap, its eviction) and connection
+ * notification (the list, eviction); cls is the srv_conns. */
+enum MHD_Result srv_conn_accept(void *cls, const struct sockaddr *addr, socklen_t len);
 void srv_conn_notify(void *cls, struct MHD_Connection *c, void **socket_context,
                      enum MHD_ConnectionNotificationCode code);
-/* The request's phases, for the deadlines. */
+/* The request's phases, for eviction and the deadlines. */
 void srv_conn_headers_done(srv_conns *cs, struct MHD_Connection *c);
 void srv_conn_body_bytes(srv_conns *cs, struct MHD_Connection *c, size_t n);
 void srv_conn_handling(srv_conns *cs, struct MHD_Connection *c);
@@ -246,8 +262,10 @@ void srv_snapshot_stop(ebb_server *s);
 enum MHD_Result srv_metrics(ebb_server *s, struct MHD_Connection *c, srv_req *r);
 
 /* --- "datadir.c": the data directory ------------------------------------------ */
-/* Takes the exclusive lock of dir (DATA_DIR/lock holds the pid); EBB_EBUSY
- * naming the holder's pid when another process has it. */
+/* Takes the exclusive lock of dir: flock on the directory's own descriptor
+ * (*fd, kept open while the server runs), so removing DATA_DIR/lock (which
+ * names the pid) admits no second server; EBB_EBUSY naming the holder's pid
+ * when another process has it. */
 int srv_datadir_lock(const char *dir, int *fd);
 /* Removes partial uploads a killed server left in DATA_DIR/uploads. */
 void srv_datadir_clean_uploads(const char *dir);

@@ -49,9 +49,16 @@ enum MHD_Result srv_h_jobs_post(ebb_server *s, struct MHD_Connection *c, srv_req
     return ret;
   char uid[33], path[4400];
   int64_t id = 0;
+  pthread_mutex_lock(&s->submit_lock); /* the --max-queued check and the push as one */
+  if (srv_queue_full(s, c, r, &ret)) {
+    pthread_mutex_unlock(&s->submit_lock);
+    srv_input_free(&in);
+    return ret;
+  }
   int rc = srv_random_id(uid);
   if (!rc)
     rc = enqueue(s, r, &in, uid, &id, path, sizeof path);
+  pthread_mutex_unlock(&s->submit_lock);
   if (rc) {
     if (id)
       ebb_store_finish(s->store, id, EBB_JOB_FAILED, ebb_errname(rc), ebb_errmsg(), NULL, 0,
@@ -203,6 +210,24 @@ void srv_session_owners_free(ebb_server *s) {
   }
   s->session_owners = NULL;
 }
+/* Roles hold through sessions: a session that would load, wake or switch a
+ * pipeline needs the admin role; any caller may open one on a pipeline that
+ * is loaded and awake on some device. An unknown pipeline goes on to its 404. */
+static int may_open_session(ebb_server *s, const srv_req *r, const char *name) {
+  if (r->role >= SRV_ROLE_ADMIN || !ebb_manager_pipeline(s->m, name))
+    return 1;
+  for (size_t i = 0; i < s->ndev; i++) {
+    uint64_t measured;
+    int asleep = 0;
+    if (!ebb_manager_is_loaded(s->ms[i], name))
+      continue;
+    ebb_manager_place_figures(s->ms[i], name, &measured, &asleep);
+    if (!asleep)
+      return 1;
+  }
+  return 0;
+}
+
 enum MHD_Result srv_h_sessions_post(ebb_server *s, struct MHD_Connection *c, srv_req *r,
                                     const char *method) {
   (void)method;
@@ -224,6 +249,16 @@ enum MHD_Result srv_h_sessions_post(ebb_server *s, struct MHD_Connection *c, srv
                              "unknown key \"%s\" in the body (known: pipeline)", extra)
               : srv_send_err(c, r, MHD_HTTP_BAD_REQUEST, "bad_request",
                              "\"pipeline\" (a string) is required: {\"pipeline\": NAME}");
+    json_decref(b);
+    return ret;
+  }
+  if (!may_open_session(s, r, json_string_value(p))) {
+    enum MHD_Result ret = srv_send_err(
+        c, r, MHD_HTTP_FORBIDDEN, "forbidden",
+        "pipeline '%s' is not loaded (or is asleep): opening a session on it would load it, "
+        "which needs an admin token; this token's role is submit (an admin may POST "
+        "/v1/pipelines/%s/load first)",
+        json_string_value(p), json_string_value(p));
     json_decref(b);
     return ret;
   }

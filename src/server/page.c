@@ -32,10 +32,12 @@ enum MHD_Result ebb_page_send(struct MHD_Connection *c, const ebb_page_asset *a)
     return MHD_NO;
   MHD_add_response_header(r, "Content-Type", type_of(a->name));
   MHD_add_response_header(r, "Cache-Control", "no-cache");
-  /* the page takes nothing from anywhere but this server */
+  /* the page takes nothing from anywhere but this server, and no other
+   * site may frame it (a framed page could be clicked through) */
   MHD_add_response_header(r, "Content-Security-Policy",
                           "default-src 'self'; style-src 'self' 'unsafe-inline'; "
-                          "img-src 'self' data:");
+                          "img-src 'self' data:; frame-ancestors 'none'");
+  MHD_add_response_header(r, "X-Frame-Options", "DENY");
   enum MHD_Result ret = MHD_queue_response(c, MHD_HTTP_OK, r);
   MHD_destroy_response(r);
   return ret;

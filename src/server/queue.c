@@ -833,6 +833,15 @@ int ebb_queue_push(ebb_queue *q, int64_t id, const char *pipeline, const char *i
   return 0;
 }
 
+size_t ebb_queue_waiting(ebb_queue *q) {
+  size_t n = 0;
+  pthread_mutex_lock(&q->lock);
+  for (const qjob *j = q->head; j; j = j->next)
+    n++;
+  pthread_mutex_unlock(&q->lock);
+  return n;
+}
+
 int ebb_queue_cancel(ebb_queue *q, int64_t id, int *running) {
   *running = 0;
   pthread_mutex_lock(&q->lock);

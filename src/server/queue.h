@@ -55,6 +55,8 @@ void ebb_queue_destroy(ebb_queue *q);
 /* options: borrowed (copied). */
 int ebb_queue_push(ebb_queue *q, int64_t id, const char *pipeline, const char *input,
                    const char *outdir, json_t *options);
+/* How many jobs wait to run (not the running ones): --max-queued. */
+size_t ebb_queue_waiting(ebb_queue *q);
 /* EBB_ENOTFOUND when the job is neither queued nor running here. *running:
  * 1 when the job was running (it ends cancelled shortly). */
 int ebb_queue_cancel(ebb_queue *q, int64_t id, int *running);

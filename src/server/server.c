@@ -11,6 +11,7 @@
 #include <netinet/in.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -38,6 +39,56 @@ static enum MHD_Result too_large(struct MHD_Connection *c, srv_req *r) {
                       r->kind == BODY_BUFFER ? "a JSON body" : "a request with an upload");
 }
 
+/* --- framing (RFC 9112): what a proxy in front might read differently ----------- */
+static int tchar(unsigned char ch) {
+  return (ch >= '0' && ch <= '9') || ((ch | 0x20) >= 'a' && (ch | 0x20) <= 'z') ||
+         (ch && strchr("!#$%&'*+-.^_`|~", ch));
+}
+
+typedef struct framing {
+  const char *bad_name;
+  int cl, te;
+} framing;
+
+static enum MHD_Result scan_header(void *cls, enum MHD_ValueKind kind, const char *key,
+                                   const char *value) {
+  (void)kind;
+  (void)value;
+  framing *f = cls;
+  const char *k = key ? key : "";
+  int ok = *k != '\0';
+  for (const char *p = k; ok && *p; p++)
+    ok = tchar((unsigned char)*p);
+  if (!ok && !f->bad_name)
+    f->bad_name = k;
+  f->cl += !strcasecmp(k, "Content-Length");
+  f->te += !strcasecmp(k, "Transfer-Encoding");
+  return MHD_YES;
+}
+
+/* 1 with a 400 queued (and the connection closed after it) when the head
+ * is framed ambiguously: a header name that is not a token (a space before
+ * its colon: "Content-Length : 2"), or Content-Length with
+ * Transfer-Encoding (RFC 9112 6.3: a request a proxy and this server could
+ * split differently, so nothing after it on the connection is trusted). */
+static int bad_framing(struct MHD_Connection *c, srv_req *r, enum MHD_Result *ret) {
+  framing f = {0};
+  MHD_get_connection_values(c, MHD_HEADER_KIND, scan_header, &f);
+  if (!f.bad_name && !(f.cl && f.te))
+    return 0;
+  r->close = 1;
+  if (f.bad_name)
+    *ret = srv_send_err(c, r, MHD_HTTP_BAD_REQUEST, "bad_request",
+                        "header name '%.100s' is not a token (RFC 9112 5.1: no space before "
+                        "the colon); the connection is closed",
+                        f.bad_name);
+  else
+    *ret = srv_send_err(c, r, MHD_HTTP_BAD_REQUEST, "bad_request",
+                        "a request may not carry both Content-Length and Transfer-Encoding "
+                        "(RFC 9112 6.3); the connection is closed");
+  return 1;
+}
+
 static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const char *url,
                                   const char *method, const char *version,
                                   const char *upload_data, size_t *upload_data_size,
@@ -52,11 +103,15 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
     /* RFC 9112 3.2; libmicrohttpd checks it only in its strict mode, which
      * also closes without an answer on a space in the URI */
     if (strcmp(version, MHD_HTTP_VERSION_1_0) &&
-        !MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Host"))
+        !MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Host")) {
+      r->close = 1;
       return srv_send_err(c, r, MHD_HTTP_BAD_REQUEST, "bad_request",
                           "an %s request needs a Host header (HTTP/1.0 may leave it out)",
                           version);
+    }
     enum MHD_Result ret;
+    if (bad_framing(c, r, &ret))
+      return ret;
     if (srv_route_begin(s, c, r, url, method, &ret))
       return ret;
     return MHD_YES;
@@ -214,6 +269,8 @@ static int set_callers(ebb_server *s, const ebb_server_opts *o, const char *list
   int rc = srv_auth_load(o->token_file, o->token, &s->auth);
   for (size_t i = 0; !rc && i < o->nallow_hosts; i++)
     rc = srv_auth_add_host(s->auth, o->allow_hosts[i]);
+  for (size_t i = 0; !rc && i < o->nallow_origins; i++)
+    rc = srv_auth_add_origin(s->auth, o->allow_origins[i]);
   if (rc)
     return rc;
   if (!s->loopback && !srv_auth_enabled(s->auth))
@@ -265,26 +322,29 @@ static int open_data(ebb_server *s, const ebb_server_opts *o) {
 
 static int start_daemon(ebb_server *s, const ebb_server_opts *o, struct sockaddr_storage *ss,
                         int port) {
-  srv_conn_limits cl = {.header_timeout_s = o->header_timeout_s > 0 ? o->header_timeout_s : 10,
-                        .min_body_rate = o->min_body_rate > 0 ? o->min_body_rate : 4096};
+  unsigned maxc = fit_connections(o->max_connections ? o->max_connections : 1024);
+  srv_conn_limits cl = {.max_connections = maxc, .max_per_ip = o->max_per_ip ? o->max_per_ip : 64,
+                        .header_timeout_s = o->header_timeout_s > 0 ? o->header_timeout_s : 10,
+                        .min_body_rate = o->min_body_rate > 0 ? o->min_body_rate : 4096,
+                        .idle_pressure_s = 2};
   int rc = srv_conns_create(&cl, &s->conns);
   if (rc)
     return rc;
-  unsigned maxc = fit_connections(o->max_connections ? o->max_connections : 1024);
   unsigned idle = o->idle_timeout_s > 0 ? (unsigned)(o->idle_timeout_s + 0.999) : 60;
+  /* libmicrohttpd's own cap stops accepting when reached, so it sits above
+   * ours with room for evicted connections still closing (conns.c) */
+  unsigned mhd_max = fit_connections(maxc * 2 + 64);
   /* thread per connection with poll(): no FD_SETSIZE ceiling (select() stops
    * accepting past descriptor 1024); a load or a session item answers when
    * it is done without holding up other connections */
   s->d = MHD_start_daemon(
       MHD_USE_THREAD_PER_CONNECTION | MHD_USE_POLL_INTERNAL_THREAD | MHD_USE_ERROR_LOG |
           MHD_USE_ITC | (ss->ss_family == AF_INET6 ? MHD_USE_IPv6 : 0),
-      (uint16_t)port, NULL, NULL, on_request, s, MHD_OPTION_EXTERNAL_LOGGER, srv_mhd_log, NULL,
-      MHD_OPTION_SOCK_ADDR, (struct sockaddr *)ss,
-      MHD_OPTION_NOTIFY_COMPLETED, on_completed, s, MHD_OPTION_NOTIFY_CONNECTION,
-      srv_conn_notify, s->conns, MHD_OPTION_UNESCAPE_CALLBACK, unescape, NULL,
-      MHD_OPTION_CONNECTION_LIMIT, maxc, MHD_OPTION_PER_IP_CONNECTION_LIMIT,
-      o->max_per_ip ? o->max_per_ip : 64u, MHD_OPTION_CONNECTION_TIMEOUT, idle,
-      MHD_OPTION_LISTEN_BACKLOG_SIZE, 1024u, MHD_OPTION_CONNECTION_MEMORY_LIMIT,
+      (uint16_t)port, srv_conn_accept, s->conns, on_request, s, MHD_OPTION_SOCK_ADDR,
+      (struct sockaddr *)ss, MHD_OPTION_NOTIFY_COMPLETED, on_completed, s,
+      MHD_OPTION_NOTIFY_CONNECTION, srv_conn_notify, s->conns, MHD_OPTION_UNESCAPE_CALLBACK,
+      unescape, NULL, MHD_OPTION_CONNECTION_LIMIT, mhd_max, MHD_OPTION_CONNECTION_TIMEOUT, idle,
+      MHD_OPTION_LISTEN_BACKLOG_SIZE, 4096u, MHD_OPTION_CONNECTION_MEMORY_LIMIT,
       (size_t)SRV_HEAD_KIB * 1024, MHD_OPTION_END);
   if (!s->d)
     return ebb_seterr(EBB_EIO, "cannot listen on %s: %s", o->listen,
@@ -308,6 +368,7 @@ static int init(ebb_server *s, const ebb_server_opts *o) {
     return rc;
   const union MHD_DaemonInfo *di = MHD_get_daemon_info(s->d, MHD_DAEMON_INFO_BIND_PORT);
   int bound = di ? di->port : port;
+  s->port = bound;
   snprintf(s->url, sizeof s->url, ss.ss_family == AF_INET6 ? "http://[%s]:%d" : "http://%s:%d",
            s->host[0] ? s->host : "0.0.0.0", bound);
   return 0;
@@ -325,6 +386,7 @@ int ebb_server_start(const ebb_server_opts *o, ebb_server **out) {
   s->lock_fd = -1;
   pthread_mutex_init(&s->owners_lock, NULL);
   pthread_mutex_init(&s->queue_lock, NULL);
+  pthread_mutex_init(&s->submit_lock, NULL);
   s->m = o->manager;
   s->alloc = o->alloc;
   s->ndev = o->ndevices ? o->ndevices : 1;
@@ -344,6 +406,7 @@ int ebb_server_start(const ebb_server_opts *o, ebb_server **out) {
   s->max_json = o->max_json_bytes ? o->max_json_bytes : (1u << 20);
   s->max_upload = o->max_upload_bytes ? o->max_upload_bytes : (1ull << 30);
   s->max_field = o->max_field_bytes ? o->max_field_bytes : (1u << 20);
+  s->max_queued = o->max_queued ? o->max_queued : 10000;
   s->keep_jobs = o->keep_jobs;
   s->keep_jobs_s = o->keep_jobs_s;
   int rc = init(s, o);
@@ -394,6 +457,7 @@ void ebb_server_stop(ebb_server *s) {
   srv_session_owners_free(s);
   pthread_mutex_destroy(&s->owners_lock);
   pthread_mutex_destroy(&s->queue_lock);
+  pthread_mutex_destroy(&s->submit_lock);
   for (size_t i = 0; i < s->ninput_dirs; i++)
     free(s->input_dirs[i]);
   free(s->input_dirs);

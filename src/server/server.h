@@ -43,6 +43,10 @@ typedef struct ebb_server_opts {
   int metrics_public;     /* /metrics without a token */
   const char *const *allow_hosts; /* more names the Host header may give */
   size_t nallow_hosts;
+  /* Origins a browser request may come from besides the server's own
+   * (scheme http, the Host header's host, the bound port) */
+  const char *const *allow_origins;
+  size_t nallow_origins;
   const char *const *input_dirs;  /* JSON jobs may name files under these */
   size_t ninput_dirs;
   /* Limits; 0 takes the default. */
@@ -52,6 +56,7 @@ typedef struct ebb_server_opts {
   double idle_timeout_s;       /* a connection with no traffic: 60 */
   double header_timeout_s;     /* headers complete after accept / the last answer: 10 */
   double min_body_rate;        /* bytes/s a body averages after header_timeout_s: 4096 */
+  size_t max_queued;           /* jobs waiting to run; beyond it 429: 10000 */
   double job_timeout_s;        /* a job's deadline (a pipeline's timeout_s wins): 1 day */
   uint64_t keep_jobs;          /* keep the newest N finished jobs: all */
   double keep_jobs_s;          /* keep finished jobs this long: forever */

@@ -1,9 +1,11 @@
 #!/usr/bin/env bash
-# Every error is JSON, including the answers libmicrohttpd writes itself
-# before ebb sees the request (server_http_errors.py): a URI or headers too
-# large (414/431), no Host on HTTP/1.1, a malformed request or header line
-# (400), an HTTP version it does not speak (505), a Content-Length or a
-# chunked body it cannot frame (413/400), also on a kept-alive connection.
+# Malformed requests get the answer docs/api.md documents, and the
+# connection is closed after it (server_http_errors.py): ebb's JSON 400 for
+# no Host on HTTP/1.1, Content-Length with Transfer-Encoding and a space
+# before a header's colon (RFC 9112); libmicrohttpd's own status for a URI
+# or headers too large (414/431), a malformed request or header line (400),
+# an HTTP version it does not speak (505), a Content-Length or a chunked
+# body it cannot frame (413/400); also on a kept-alive connection.
 set -u
 : "${EBB_SOURCE_DIR:?}"
 . "$(dirname "$0")/../lib/server.sh"

@@ -11,6 +11,12 @@
 # option bounds at submit (400 naming the option); --job-timeout and a
 # pipeline's timeout_s cancel and release; promtool accepts /metrics; HEAD,
 # Allow, two Content-Lengths, %00 and %ff.
+# Issue 31: Origin must be this server's own (scheme, host, port) or an
+# --allow-origin (IP literals and other ports 403); the page forbids
+# framing; a submit token may not open a session that would load a
+# pipeline; --max-queued answers 429 with Retry-After; deleting DATA/lock
+# admits no second server; a token file others can read is served with a
+# warning naming it and its mode.
 set -u
 . "$(dirname "$0")/../lib/server.sh"
 RAW="$(cd "$(dirname "$0")/../support" && pwd)/rawhttp.py"
@@ -21,6 +27,7 @@ ADMIN=admin-token-0123456789abcdef
 SUB=submit-token-0123456789abcdef
 SUB2=other-submitter-0123456789abc
 printf '# tokens\n%s admin\n%s submit\n%s submit\n' "$ADMIN" "$SUB" "$SUB2" > "$T/tokens"
+chmod 644 "$T/tokens" # readable by others: served, with a warning (checked below)
 cat > "$T/cfg.json" <<'JSON'
 {"pipelines": {
   "quick": {"stages": [{"stage": "synthetic", "name": "q", "options": {"weights_mib": 16, "activations_mib": 8}}]},
@@ -35,7 +42,7 @@ start() { # log extra-args...
   local log=$1; shift
   serve "$log" --config "$T/cfg.json" --data-dir "$T/data" --no-cache \
     --input-dir "$T/in" --token-file "$T/tokens" --allow-host ebb.internal --job-timeout 2 \
-    --keep-jobs 4 "$@"
+    --keep-jobs 4 --allow-origin https://ebb.example.com "$@"
   PORT=${URL##*:}
 }
 # req TOKEN METHOD PATH [curl args...]: sets CODE and BODY (server.sh's req with a token)
@@ -71,11 +78,18 @@ EBB_TOKEN=short "$EBB" serve --listen 127.0.0.1:0 --data-dir "$T/bind" > "$T/bin
 [ $? = 2 ] || fail "a 5-character EBB_TOKEN was accepted"
 
 start "$T/log1"
-# --- one server per data directory
+# --- a token file others can read: served, with a warning naming it and its mode
+wait_log "$T/log1" "token-file $T/tokens has mode 0644" ||
+  fail "no warning for a token file of mode 0644: $(head -5 "$T/log1")"
+# --- one server per data directory, even with DATA/lock deleted
 "$EBB" serve --config "$T/cfg.json" --listen 127.0.0.1:0 --data-dir "$T/data" > "$T/second.log" 2>&1
 rc=$?
 [ "$rc" = 2 ] || fail "a second server on the held data directory exited $rc, expected 2"
 grep -q "pid $SERVER" "$T/second.log" || fail "the second server does not name the holder's pid $SERVER: $(cat "$T/second.log")"
+rm -f "$T/data/lock"
+timeout 20 "$EBB" serve --config "$T/cfg.json" --listen 127.0.0.1:0 --data-dir "$T/data" > "$T/third.log" 2>&1
+rc=$?
+[ "$rc" = 2 ] || fail "with DATA/lock deleted a second server exited $rc, expected 2: $(cat "$T/third.log")"
 
 # --- tokens and roles
 req "" GET /healthz; expect "healthz without a token" 200
@@ -96,7 +110,8 @@ req "$SUB2" GET "/v1/jobs/$JS"; expect "another submitter reads the job" 404 not
 req "$SUB2" GET "/v1/jobs/$JS/result"; expect "another submitter reads the result" 404 not_found
 req "$SUB2" DELETE "/v1/jobs/$JS"; expect "another submitter cancels the job" 404 not_found
 req "$ADMIN" GET "/v1/jobs/$JS/result"; expect "admin reads any job" 200
-req "$SUB" POST /v1/sessions -H "$J" -d '{"pipeline": "quick"}'; expect "session open" 201
+req "$ADMIN" POST /v1/pipelines/quick/load; expect "admin loads quick" 200
+req "$SUB" POST /v1/sessions -H "$J" -d '{"pipeline": "quick"}'; expect "session open on a loaded pipeline" 201
 SID=$(jget "$BODY" '["id"]')
 [[ $SID =~ ^s[0-9a-f]{32}$ ]] || fail "session id '$SID' is not 128 random bits"
 req "$SUB" POST /v1/sessions -H "$J" -d '{"pipeline": "quick"}'
@@ -120,6 +135,33 @@ req "$SUB" GET /v1/pipelines -H "Host: ebb.internal:$PORT"; expect "an --allow-h
 req "$SUB" POST /v1/jobs -H "$J" -H 'Origin: http://evil.example' -d "{\"pipeline\": \"quick\", \"input\": \"$T/in/input.txt\"}"
 expect "a foreign Origin" 403 forbidden
 req "$SUB" GET /v1/pipelines -H "Origin: http://127.0.0.1:$PORT"; expect "this server's own Origin" 200
+req "$SUB" GET /v1/pipelines -H "Host: localhost:$PORT" -H "Origin: http://localhost:$PORT"
+expect "the Origin of the name the page was loaded by" 200
+for o in "http://203.0.113.7" "http://203.0.113.7:$PORT" "http://127.0.0.1" \
+         "http://127.0.0.1:$((PORT + 1))" "http://localhost:$PORT" "https://127.0.0.1:$PORT" \
+         "http://[::1]:$PORT" "null" "http://127.0.0.1:$PORT/x"; do
+  req "$SUB" POST /v1/jobs -H "$J" -H "Origin: $o" -d "{\"pipeline\": \"quick\", \"input\": \"$T/in/input.txt\"}"
+  expect "a job from Origin $o (Host 127.0.0.1:$PORT)" 403 forbidden
+done
+req "" POST /v1/pipelines/quick/load -H "Origin: http://203.0.113.7"
+expect "a load from an IP-literal Origin without a token" 403 forbidden
+req "$SUB" GET /v1/pipelines -H "Origin: https://ebb.example.com"; expect "an --allow-origin" 200
+req "$SUB" GET /v1/pipelines -H "Origin: https://ebb.example.com:8443"; expect "an --allow-origin's other port" 403 forbidden
+hdr=$(curl -s -D - -o /dev/null "$URL/")
+echo "$hdr" | grep -i '^Content-Security-Policy:' | grep -q "frame-ancestors 'none'" ||
+  fail "the page does not forbid framing (frame-ancestors 'none'): $hdr"
+echo "$hdr" | grep -qi '^X-Frame-Options: DENY' || fail "the page has no X-Frame-Options: DENY: $hdr"
+"$EBB" serve --listen 127.0.0.1:0 --data-dir "$T/bad-origin" --allow-origin 'ebb.example.com/x' > "$T/bado.log" 2>&1
+[ $? = 2 ] || fail "--allow-origin with no scheme and a path was accepted"
+grep -q -- '--allow-origin' "$T/bado.log" || fail "the --allow-origin refusal does not name the flag: $(cat "$T/bado.log")"
+
+# --- roles hold through sessions: a submit token may not load a pipeline by opening a session
+req "$SUB" POST /v1/sessions -H "$J" -d '{"pipeline": "long"}'
+expect "a submit token opening a session on a pipeline not loaded" 403 forbidden
+case $BODY in *admin*) ;; *) fail "the session refusal does not say an admin may: $BODY" ;; esac
+req "$ADMIN" GET /v1/pipelines
+[ "$(python3 -c 'import json,sys; print([p["loaded"] for p in json.loads(sys.argv[1])["pipelines"] if p["name"] == "long"][0])' "$BODY")" = False ] ||
+  fail "the refused session loaded 'long' anyway: $BODY"
 
 # --- input paths: only under --input-dir; the refusal is the same whether the file exists
 req "$SUB" POST /v1/jobs -H "$J" -d '{"pipeline": "quick", "input": "/etc/passwd"}'
@@ -235,8 +277,26 @@ n=$(ls "$T/data/jobs" | wc -l)
 # --- partial uploads a killed server left are removed at start
 kill -KILL "$SERVER"; wait "$SERVER" 2>/dev/null; SERVER=
 echo partial > "$T/data/uploads/tmp-99999-1"
-start "$T/log2" --metrics-public
+start "$T/log2" --metrics-public --max-queued 2 --job-timeout 60 # the last --job-timeout wins
 [ ! -e "$T/data/uploads/tmp-99999-1" ] || fail "a partial upload survived the restart"
+# --- --max-queued 2: a running job and two waiting, the next is 429 with Retry-After
+qids=()
+for i in 1 2 3; do
+  req "$SUB" POST /v1/jobs -H "$J" -d "{\"pipeline\": \"long\", \"input\": \"$T/in/input.txt\"}"
+  expect "job $i of 3 under --max-queued 2" 202
+  qids+=("$(jget "$BODY" '["id"]')")
+  [ "$i" = 1 ] && wait_state "$SUB" "${qids[0]}" running
+done
+hdr=$(curl -s -D "$T/429.hdr" -o "$T/429.body" -w '%{http_code}' -H "Authorization: Bearer $SUB" -H "$J" \
+  -d "{\"pipeline\": \"quick\", \"input\": \"$T/in/input.txt\"}" "$URL/v1/jobs")
+[ "$hdr" = 429 ] || fail "a job beyond --max-queued 2: HTTP $hdr, expected 429: $(cat "$T/429.body")"
+grep -qi '^Retry-After: [0-9]' "$T/429.hdr" || fail "the 429 has no Retry-After: $(cat "$T/429.hdr")"
+[ "$(jget "$(cat "$T/429.body")" '["error"]["code"]')" = queue_full ] || fail "the 429's code: $(cat "$T/429.body")"
+grep -q 'max-queued 2' "$T/429.body" || fail "the 429 does not name --max-queued: $(cat "$T/429.body")"
+for id in "${qids[@]}"; do req "$SUB" DELETE "/v1/jobs/$id"; done
+req "$SUB" POST /v1/jobs -H "$J" -d "{\"pipeline\": \"quick\", \"input\": \"$T/in/input.txt\"}"
+expect "a job once the queue drained" 202
+wait_state "$SUB" "$(jget "$BODY" '["id"]')" succeeded
 req "" GET /metrics; expect "/metrics without a token under --metrics-public" 200
 req "" GET /v1/memory; expect "/v1/memory without a token under --metrics-public" 401 unauthorized
 out=$(python3 "$RAW" "$PORT" send "GET /v1/pipelines HTTP/1.1\r\nHost: \xff\xfe.example\r\nAuthorization: Bearer $ADMIN\r\nConnection: close\r\n\r\n")
@@ -244,6 +304,11 @@ case $out in "HTTP/1.1 403"*'"forbidden"'*) ;; *) fail "a Host that is not UTF-8
 req "" GET /healthz; expect "healthz after the restart" 200
 stop_server; rc=$?
 [ "$rc" = 0 ] || fail "ebb serve exited $rc on SIGTERM"
+chmod 600 "$T/tokens"
+start "$T/log3"
+req "" GET /healthz; expect "healthz with a private token file" 200
+! grep -q 'token-file.*mode' "$T/log3" || fail "a token file of mode 0600 got a warning: $(grep mode "$T/log3")"
+stop_server
 used=$("$FAKEGPU_SMI" --query-gpu=memory.used --format=csv,noheader,nounits)
 [ "$used" = 0 ] || fail "the fake GPU holds $used MiB after the server stopped"
 
