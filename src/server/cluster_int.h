@@ -46,7 +46,7 @@ redisReply *srv_rargv(srv_cluster *k, redisContext **c, int argc, const char **a
 void srv_rkey(const srv_cluster *k, char *out, size_t n, const char *kind, const char *name);
 void srv_rgroups(srv_cluster *k, redisContext **c);
 extern const char *SRV_LUA_START, *SRV_LUA_FINISH, *SRV_LUA_RENEW, *SRV_LUA_GIVEBACK,
-    *SRV_LUA_CANCEL;
+    *SRV_LUA_CANCEL, *SRV_LUA_DEAD;
 
 /* "cluster_work.c": the worker (claims, runs, writes results) and the
  * heartbeat/lease thread. */

@@ -166,6 +166,16 @@ const char *SRV_LUA_START =
     "  'started', ARGV[4], 'entry', ARGV[2])\n"
     "return a\n";
 
+/* A stream entry that failed a check (cluster_work.c): copied to the
+ * dead-letter stream KEYS[2] (capped near 10,000 entries) with the reason,
+ * acknowledged and deleted from KEYS[1]. ARGV: group, entry id, uid as
+ * given, reason, node, time. */
+const char *SRV_LUA_DEAD =
+    "redis.call('XADD', KEYS[2], 'MAXLEN', '~', 10000, '*', 'stream', KEYS[1], 'entry',\n"
+    "  ARGV[2], 'uid', ARGV[3], 'reason', ARGV[4], 'node', ARGV[5], 'time', ARGV[6])\n"
+    "redis.call('XACK', KEYS[1], ARGV[1], ARGV[2]); redis.call('XDEL', KEYS[1], ARGV[2])\n"
+    "return 1\n";
+
 /* The result of attempt ARGV[3]: written only while that attempt is the
  * job's current one and it is running, so a job completes at most once.
  * ARGV: group, entry id, attempt, then field/value pairs. 1 written, 0

@@ -11,13 +11,17 @@
  * away; a running job keeps running meanwhile. */
 #include <dirent.h>
 #include <errno.h>
+#include <fcntl.h>
+#include <linux/openat2.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
 
 #include "base/log.h"
+#include "pipeline/sha256.h"
 #include "server/cluster_int.h"
 
 double srv_now(void) {
@@ -76,12 +80,130 @@ static int hinted_elsewhere(srv_cluster *k, const char *name) {
   return found;
 }
 
+/* --- entries nobody vouches for -------------------------------------------------------- */
+/* Anyone who can write to Redis can add a stream entry or change a job's
+ * hash, so nothing in them is taken on trust: the uid is one ebb makes (32
+ * lowercase hex digits, srv_random_id), the input's name is a plain file
+ * name, its kind is one ebb writes, a shared input is SHARED/inputs/SHA256
+ * (read through the shared directory's descriptor without following a
+ * symlink, copied into the job's directory and checked against its name),
+ * and the options are a JSON object. An entry that fails is acknowledged,
+ * moved to the dead-letter stream PREFIX:deadletter with the reason, and
+ * logged; its job (when the uid is well formed) ends failed naming the
+ * reason. It never stays pending and never runs with defaults. */
+static int hex_ok(const char *s, size_t n) {
+  if (!s || strlen(s) != n)
+    return 0;
+  for (size_t i = 0; i < n; i++)
+    if (!((s[i] >= '0' && s[i] <= '9') || (s[i] >= 'a' && s[i] <= 'f')))
+      return 0;
+  return 1;
+}
+
+static int name_ok(const char *n) {
+  if (!n || !*n || strlen(n) > 200 || !strcmp(n, ".") || !strcmp(n, ".."))
+    return 0;
+  for (const unsigned char *p = (const unsigned char *)n; *p; p++)
+    if (*p == '/' || *p < 32 || *p == 127)
+      return 0;
+  return 1;
+}
+
+/* Acknowledges entry of stream skey and moves it to PREFIX:deadletter with
+ * why; uid as the entry gave it (may be NULL). */
+static void dead_letter(srv_cluster *k, redisContext **c, const char *skey, const char *entry,
+                        const char *uid, const char *why) {
+  char dkey[512], now[32];
+  srv_rkey(k, dkey, sizeof dkey, "deadletter", "");
+  dkey[strlen(dkey) - 1] = '\0'; /* PREFIX:deadletter */
+  snprintf(now, sizeof now, "%.3f", srv_now());
+  const char *argv[] = {"EVAL", SRV_LUA_DEAD, "2", skey, dkey, SRV_GROUP, entry,
+                        uid ? uid : "", why, k->node, now};
+  size_t lens[sizeof argv / sizeof argv[0]];
+  for (size_t i = 0; i < sizeof argv / sizeof argv[0]; i++)
+    lens[i] = strlen(argv[i]);
+  redisReply *r = srv_rargv(k, c, (int)(sizeof argv / sizeof argv[0]), argv, lens);
+  ebb_log(EBB_LOG_WARN, "cluster", "entry %s of %s (uid '%.64s'): %s; %s %s", entry, skey,
+          uid ? uid : "(none)", why, r ? "acknowledged and moved to" : "could not be moved to",
+          dkey);
+  freeReplyObject(r);
+}
+
+#ifndef RESOLVE_NO_SYMLINKS
+#define RESOLVE_NO_SYMLINKS 0x04
+#endif
+/* name under the directory dfd, no symlink on the way, no escape. */
+static int open_beneath(int dfd, const char *name) {
+  struct open_how how = {.flags = O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY,
+                         .resolve = RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS |
+                                    RESOLVE_NO_MAGICLINKS};
+  long fd = syscall(SYS_openat2, dfd, name, &how, sizeof how);
+  if (fd < 0 && errno == ENOSYS) /* before Linux 5.6: each component checked by hand */
+    fd = strchr(name, '/') && strncmp(name, "inputs/", 7)
+             ? -1
+             : openat(dfd, name, O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOFOLLOW | O_NOCTTY);
+  return (int)fd;
+}
+
+/* Copies fd (a regular file) to path; its SHA-256 in hex. */
+static int copy_hashed(int fd, const char *path, char hex[65]) {
+  struct stat st;
+  if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode))
+    return ebb_seterr(EBB_EINPUT, "not a regular file");
+  FILE *out = fopen(path, "wb");
+  if (!out)
+    return ebb_seterr(EBB_EIO, "cannot write %s: %s", path, strerror(errno));
+  fcntl(fd, F_SETFL, 0); /* a regular file: blocking reads */
+  ebb_sha256 h;
+  ebb_sha256_init(&h);
+  static _Thread_local char buf[1 << 16];
+  ssize_t n;
+  int ok = 1;
+  while (ok && (n = read(fd, buf, sizeof buf)) > 0) {
+    ebb_sha256_update(&h, buf, (size_t)n);
+    ok = fwrite(buf, 1, (size_t)n, out) == (size_t)n;
+  }
+  if (fclose(out) != 0 || n < 0)
+    ok = 0;
+  uint8_t d[32];
+  ebb_sha256_final(&h, d);
+  ebb_sha256_hex(d, hex);
+  return ok ? 0 : ebb_seterr(EBB_EIO, "cannot copy into %s: %s", path, strerror(errno));
+}
+
+/* A shared input: SHARED/inputs/HEX, copied into the attempt's input. */
+static int take_shared(srv_cluster *k, const char *ref, const char *dst) {
+  char prefix[4200];
+  snprintf(prefix, sizeof prefix, "%s/inputs/", k->shared);
+  if (!k->shared[0])
+    return ebb_seterr(EBB_EINPUT, "a shared input, and this node has no --shared-dir");
+  if (!ref || strncmp(ref, prefix, strlen(prefix)) || !hex_ok(ref + strlen(prefix), 64))
+    return ebb_seterr(EBB_EINPUT, "the shared input '%.300s' is not --shared-dir/inputs/SHA256",
+                      ref ? ref : "");
+  int dfd = open(k->shared, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  int fd = dfd < 0 ? -1 : open_beneath(dfd, ref + strlen(k->shared) + 1);
+  int e = errno;
+  if (dfd >= 0)
+    close(dfd);
+  if (fd < 0)
+    return ebb_seterr(EBB_EINPUT, "the shared input %s cannot be opened within --shared-dir: %s",
+                      ref, strerror(e));
+  char hex[65];
+  int rc = copy_hashed(fd, dst, hex);
+  close(fd);
+  if (!rc && strcmp(hex, ref + strlen(prefix)))
+    rc = ebb_seterr(EBB_EINPUT, "the shared input %s does not hold what its name says (its "
+                                "SHA-256 is %s)", ref, hex);
+  return rc;
+}
+
 /* --- one attempt ----------------------------------------------------------------------- */
 typedef struct attempt {
   char uid[33], entry[64], pipe[128], skey[512], jkey[512];
   int n; /* attempt number */
   char dir[4200], input[4600], out[4300];
   json_t *options;
+  int bad; /* the entry or its job's hash failed a check: dead-lettered */
 } attempt;
 
 static int write_file(const char *path, const char *data, size_t n) {
@@ -90,6 +212,25 @@ static int write_file(const char *path, const char *data, size_t n) {
   if (f && fclose(f) != 0)
     ok = 0;
   return ok ? 0 : ebb_seterr(EBB_EIO, "cannot write %s: %s", path, strerror(errno));
+}
+
+/* The job's hash checked: a kind ebb writes, a plain name, options a JSON
+ * object (or none). EBB_EINPUT naming what is wrong, with a->bad set. */
+static int check_job(attempt *a, const char *kind, const char *name, const char *opts) {
+  json_error_t je;
+  int rc = 0;
+  if (!kind || (strcmp(kind, "redis") && strcmp(kind, "shared")))
+    rc = ebb_seterr(EBB_EINPUT, "input_kind '%.40s' is neither redis nor shared",
+                    kind ? kind : "(none)");
+  else if (!name_ok(name))
+    rc = ebb_seterr(EBB_EINPUT, "input_name '%.100s' is not a plain file name",
+                    name ? name : "(none)");
+  else if (opts && *opts && !(a->options = json_loads(opts, JSON_REJECT_DUPLICATES, &je)))
+    rc = ebb_seterr(EBB_EINPUT, "options are not valid JSON: %s", je.text);
+  else if (a->options && !json_is_object(a->options))
+    rc = ebb_seterr(EBB_EINPUT, "options are not a JSON object");
+  a->bad = rc != 0;
+  return rc;
 }
 
 /* The job's input as a file of this node: DATA/jobs/UID/aN/input-NAME. */
@@ -101,12 +242,15 @@ static int materialize(srv_cluster *k, redisContext **c, attempt *a) {
              *name = h->element[2]->str, *opts = h->element[3]->str;
   snprintf(a->dir, sizeof a->dir, "%s/jobs/%s/a%d", k->s->data_dir, a->uid, a->n);
   snprintf(a->out, sizeof a->out, "%s/out", a->dir);
-  snprintf(a->input, sizeof a->input, "%s/input-%s", a->dir, name ? name : "input");
-  a->options = opts && *opts ? json_loads(opts, 0, NULL) : NULL;
-  int rc = ebb_mkdirs(a->dir, 0755, "mkdir");
-  if (!rc && kind && !strcmp(kind, "shared"))
-    snprintf(a->input, sizeof a->input, "%s", ref ? ref : "");
-  else if (!rc && ref) {
+  int rc = check_job(a, kind, name, opts);
+  if (!rc) {
+    snprintf(a->input, sizeof a->input, "%s/input-%s", a->dir, name);
+    rc = ebb_mkdirs(a->dir, 0755, "mkdir");
+  }
+  if (!rc && !strcmp(kind, "shared")) {
+    rc = take_shared(k, ref, a->input);
+    a->bad = rc == EBB_EINPUT;
+  } else if (!rc && ref) {
     redisReply *d = srv_rcmd(k, c, "GET %s", ref);
     if (!d || d->type != REDIS_REPLY_STRING)
       rc = ebb_seterr(EBB_EIO, "queue: the input %s is missing%s%s", ref, d ? "" : ": ",
@@ -315,6 +459,13 @@ static void set_running(srv_cluster *k, const attempt *a) {
 
 static void run_entry(srv_cluster *k, redisContext **c, const char *pipe, const char *entry,
                       const char *uid, int reclaimed) {
+  if (!hex_ok(uid, 32)) {
+    char skey[512];
+    srv_rkey(k, skey, sizeof skey, "stream", pipe);
+    dead_letter(k, c, skey, entry, uid,
+                uid ? "its uid is not one ebb makes (32 lowercase hex digits)" : "it has no uid");
+    return;
+  }
   attempt a = {0};
   snprintf(a.uid, sizeof a.uid, "%s", uid);
   snprintf(a.entry, sizeof a.entry, "%s", entry);
@@ -347,6 +498,8 @@ static void run_entry(srv_cluster *k, redisContext **c, const char *pipe, const 
   int rc = materialize(k, c, &a);
   if (rc) {
     snprintf(res.message, sizeof res.message, "%s", ebb_errmsg());
+    if (a.bad) /* then recorded failed with the reason, below */
+      dead_letter(k, c, a.skey, a.entry, a.uid, res.message);
   } else {
     ebb_log(EBB_LOG_INFO, "cluster", "job %s: running pipeline '%s' on node %s (attempt %d)",
             uid, pipe, k->node, a.n);
@@ -367,19 +520,22 @@ static void run_entry(srv_cluster *k, redisContext **c, const char *pipe, const 
   json_decref(a.options);
 }
 
-/* One entry of a stream reply's entries array: its id and uid field. */
+/* One entry of a stream reply's entries array: its id and uid field (NULL
+ * when it has none, or not as a string: run_entry dead-letters it). */
 static int entry_of(redisReply *e, const char **id, const char **uid) {
-  if (!e || e->type != REDIS_REPLY_ARRAY || e->elements < 2 ||
-      e->element[1]->type != REDIS_REPLY_ARRAY)
+  if (!e || e->type != REDIS_REPLY_ARRAY || e->elements < 1 ||
+      e->element[0]->type != REDIS_REPLY_STRING)
     return 0;
-  redisReply *f = e->element[1];
   *id = e->element[0]->str;
-  for (size_t i = 0; i + 1 < f->elements; i += 2)
-    if (!strcmp(f->element[i]->str, "uid")) {
+  *uid = NULL;
+  redisReply *f = e->elements >= 2 ? e->element[1] : NULL;
+  for (size_t i = 0; f && f->type == REDIS_REPLY_ARRAY && i + 1 < f->elements; i += 2)
+    if (f->element[i]->type == REDIS_REPLY_STRING && !strcmp(f->element[i]->str, "uid") &&
+        f->element[i + 1]->type == REDIS_REPLY_STRING) {
       *uid = f->element[i + 1]->str;
-      return 1;
+      break;
     }
-  return 0;
+  return 1;
 }
 
 /* An entry whose node stopped renewing: XAUTOCLAIM past the lease. */
