@@ -6,11 +6,14 @@
  * connection each time, Connection: close) PROBES times spread over SECONDS;
  * a probe that fails or takes longer than the probe timeout counts as
  * infinite. Prints p50/p99/max, failures, reconnects and what was still
- * connected at the end.
+ * connected at the end. Before the crowd connects, the same probe runs alone
+ * for --base-seconds (default 10) at the same rate, and its
+ * p50/p99 are printed side by side: on a shared machine the probe's tail is
+ * often the machine's, and the baseline shows how much.
  *
  *   healthz_soak [--port P] [--sockets 3000] [--addrs 19] [--seconds 60]
  *                [--probes 1000] [--rate 50] [--timeout-ms 2000]
- *                [--max-p99-ms MS] [--max-failed N]
+ *                [--base-seconds 10] [--max-p99-ms MS] [--max-failed N]
  *
  * Without --port it starts BUILD/ebb serve (next to this program's
  * directory) on a free loopback port with the default limits and a data
@@ -42,7 +45,7 @@
 
 typedef struct cfg {
   int port, sockets, addrs, probes, rate, timeout_ms;
-  double seconds, max_p99_ms;
+  double seconds, max_p99_ms, base_seconds;
   long max_failed;
 } cfg;
 
@@ -53,7 +56,7 @@ typedef struct slot {
 } slot;
 
 static cfg C = {.sockets = 3000, .addrs = 19, .probes = 1000, .rate = 50, .timeout_ms = 2000,
-                .seconds = 60, .max_failed = -1};
+                .seconds = 60, .base_seconds = 10, .max_failed = -1};
 static volatile int done;
 
 /* --- the crowd --------------------------------------------------------------------- */
@@ -250,6 +253,8 @@ static int parse(int argc, char **argv) {
       C.rate = atoi(v);
     else if (!strcmp(a, "--timeout-ms"))
       C.timeout_ms = atoi(v);
+    else if (!strcmp(a, "--base-seconds"))
+      C.base_seconds = atof(v);
     else if (!strcmp(a, "--max-p99-ms"))
       C.max_p99_ms = atof(v);
     else if (!strcmp(a, "--max-failed"))
@@ -259,30 +264,56 @@ static int parse(int argc, char **argv) {
   }
   if (C.sockets < 0 || C.sockets > 60000 || C.addrs < 1 || C.addrs > 250 || C.probes < 1 ||
       C.probes > 1000000 || C.seconds <= 0 || C.seconds > 3600 || C.rate < 1 ||
-      C.timeout_ms < 1)
+      C.timeout_ms < 1 || C.base_seconds < 0 || C.base_seconds > 600)
     return -1;
   return 0;
 }
 
-static int report(double *lat, int n, const crowd *cr, int open, double crowd_s) {
+/* Sorts lat; p50, p99 (a failure is infinite), max and the failures. */
+typedef struct figures {
+  double p50, p99, max;
+  int failed;
+} figures;
+
+static figures figures_of(double *lat, int n) {
   qsort(lat, (size_t)n, sizeof *lat, cmp);
-  int failed = 0;
+  figures f = {.p50 = lat[n / 2], .p99 = lat[(n * 99 + 99) / 100 - 1], .max = lat[n - 1]};
   for (int i = 0; i < n; i++)
-    failed += isinf(lat[i]);
-  double p50 = lat[n / 2], p99 = lat[(n * 99 + 99) / 100 - 1], mx = lat[n - 1];
+    f.failed += isinf(lat[i]);
+  return f;
+}
+
+/* n probes spread over secs seconds into lat. */
+static void probe_run(double *lat, int n, double secs) {
+  double t0 = bench_now(), gap = secs / n;
+  for (int i = 0; i < n; i++) {
+    double at = t0 + i * gap, now = bench_now();
+    if (at > now)
+      usleep((useconds_t)((at - now) * 1e6));
+    lat[i] = probe();
+  }
+}
+
+static int report(const figures *b, int nb, const figures *f, int n, const crowd *cr, int open,
+                  double crowd_s) {
   printf("healthz_soak: %d sockets from %d addresses (127.0.0.2..), reconnect <= %d/s each, "
          "%.0f s\n", C.sockets, C.addrs, C.rate, C.seconds);
-  printf("  probes %d, failed %d (timeout %d ms)\n", n, failed, C.timeout_ms);
-  printf("  /healthz p50 %.2f ms, p99 %.2f ms, max %.2f ms (failed counted as infinite)\n", p50,
-         p99, mx);
+  if (nb)
+    printf("  alone:      %4d probes, p50 %.2f ms, p99 %.2f ms, max %.2f ms, failed %d\n", nb,
+           b->p50, b->p99, b->max, b->failed);
+  printf("  with crowd: %4d probes, p50 %.2f ms, p99 %.2f ms, max %.2f ms, failed %d "
+         "(timeout %d ms; a failure counts as infinite)\n", n, f->p50, f->p99, f->max,
+         f->failed, C.timeout_ms);
+  if (nb)
+    printf("  p99 with the crowd / alone: %.2f\n", f->p99 / b->p99);
   printf("  reconnects %lu (%.1f/s per address), dials refused locally %lu, connected at the "
          "end %d of %d\n", cr->reconnects, cr->reconnects / crowd_s / C.addrs,
          cr->failed_dials, open, C.sockets);
-  int bad = (C.max_p99_ms > 0 && !(p99 <= C.max_p99_ms)) ||
-            (C.max_failed >= 0 && failed > C.max_failed);
+  int bad = (C.max_p99_ms > 0 && !(f->p99 <= C.max_p99_ms)) ||
+            (C.max_failed >= 0 && f->failed > C.max_failed);
   if (bad)
-    printf("healthz_soak: FAIL: p99 %.2f ms (limit %.2f), %d failed (limit %ld)\n", p99,
-           C.max_p99_ms, failed, C.max_failed);
+    printf("healthz_soak: FAIL: p99 %.2f ms (limit %.2f), %d failed (limit %ld)\n", f->p99,
+           C.max_p99_ms, f->failed, C.max_failed);
   return bad;
 }
 
@@ -308,6 +339,13 @@ int main(int argc, char **argv) {
   double *lat = calloc((size_t)C.probes, sizeof *lat);
   if (!cr.s || cr.ep < 0 || !cr.tokens || !lat)
     return 1;
+  int nb = C.base_seconds > 0 ? (int)(C.probes * C.base_seconds / C.seconds) + 1 : 0;
+  double *base = calloc((size_t)nb + 1, sizeof *base);
+  figures bf = {0};
+  if (nb && base) {
+    probe_run(base, nb, C.base_seconds);
+    bf = figures_of(base, nb);
+  }
   for (int i = 0; i < C.sockets; i++) {
     cr.s[i].addr = i % C.addrs;
     open_slot(&cr, i); /* the first connections are not rate-limited */
@@ -316,20 +354,15 @@ int main(int argc, char **argv) {
   double crowd_t0 = bench_now();
   pthread_create(&th, NULL, crowd_main, &cr);
   sleep(1); /* the crowd in place (and evicting) before the first probe */
-  double t0 = bench_now(), gap = C.seconds / C.probes;
-  int n = 0;
-  for (; n < C.probes; n++) {
-    double at = t0 + n * gap, now = bench_now();
-    if (at > now)
-      usleep((useconds_t)((at - now) * 1e6));
-    lat[n] = probe();
-  }
+  probe_run(lat, C.probes, C.seconds);
   done = 1;
   pthread_join(th, NULL);
   int open = 0;
   for (int i = 0; i < C.sockets; i++)
     open += cr.s[i].fd >= 0 && cr.s[i].connected;
-  int bad = report(lat, n, &cr, open, bench_now() - crowd_t0);
+  figures f = figures_of(lat, C.probes);
+  int bad = report(&bf, nb, &f, C.probes, &cr, open, bench_now() - crowd_t0);
+  free(base);
   for (int i = 0; i < C.sockets; i++)
     if (cr.s[i].fd >= 0)
       close(cr.s[i].fd);
