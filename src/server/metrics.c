@@ -91,6 +91,27 @@ static void devices(FILE *f, json_t *devs) {
   }
 }
 
+/* Who got a connection and who lost one (conns.c). */
+static void connections(ebb_server *s, FILE *f) {
+  srv_conn_stats st;
+  srv_conns_stats(s->conns, &st);
+  family(f, "ebb_connections_open", "gauge", "HTTP connections open now.");
+  fprintf(f, "ebb_connections_open %u\n", st.open);
+  family(f, "ebb_connections_closed_total", "counter",
+         "HTTP connections the server closed, by why: evicted (a newcomer over "
+         "max_connections or max_connections_per_ip took the place of the oldest without a "
+         "whole request), refused (nothing to evict), idle_pressure (kept alive and idle while "
+         "3/4 of max_connections were open), deadline (header_timeout_s, min_body_rate).");
+  fprintf(f, "ebb_connections_closed_total{why=\"evicted\"} %llu\n",
+          (unsigned long long)st.evicted);
+  fprintf(f, "ebb_connections_closed_total{why=\"refused\"} %llu\n",
+          (unsigned long long)st.refused);
+  fprintf(f, "ebb_connections_closed_total{why=\"idle_pressure\"} %llu\n",
+          (unsigned long long)st.idle_closed);
+  fprintf(f, "ebb_connections_closed_total{why=\"deadline\"} %llu\n",
+          (unsigned long long)st.timed_out);
+}
+
 static void pipelines(FILE *f, json_t *snap) {
   size_t i;
   json_t *o;
@@ -115,6 +136,7 @@ enum MHD_Result srv_metrics(ebb_server *s, struct MHD_Connection *c, srv_req *r)
   jobs_and_release(s, f, snap);
   devices(f, json_object_get(snap, "devices"));
   pipelines(f, snap);
+  connections(s, f);
   srv_sleep_metrics(s, f);
   srv_cluster_metrics(s, f); /* the node's id and queue counters (--queue) */
   json_decref(snap);

@@ -7,7 +7,8 @@
 # other clients out; under pressure an idle kept-alive connection is closed
 # after idle_pressure (2 s) while /healthz keeps answering; and a short run
 # of bench/healthz_soak (1,000 reconnecting sockets from 19 loopback
-# addresses, default limits) has no failed probe.
+# addresses, default limits) has no failed probe. /metrics counts the
+# connections closed by why.
 set -u
 . "$(dirname "$0")/../lib/server.sh"
 : "${EBB_BUILD_DIR:?}"
@@ -120,6 +121,12 @@ case $(get healthz_beside_hog) in *True) ;; *) fail "127.0.0.1 locked out by one
 case $(get keepalive_closed) in [1234].*) ;; *) fail "an idle kept-alive connection under pressure was closed after $(get keepalive_closed) s (expected ~2)" ;; esac
 [ "$(get fresh_idle_open)" = 50 ] || fail "fresh idle connections under the header timeout were closed: $(get fresh_idle_open) of 50 open"
 curl -s -m 5 "$URL/healthz" | grep -q ok || fail "the server stopped answering"
+m=$(curl -s -m 5 "$URL/metrics")
+for why in evicted idle_pressure; do
+  n=$(echo "$m" | sed -n "s/^ebb_connections_closed_total{why=\"$why\"} //p")
+  [ "${n:-0}" -gt 0 ] || fail "/metrics: ebb_connections_closed_total{why=\"$why\"} is '${n:-}' after the checks above"
+done
+echo "$m" | grep -q '^ebb_connections_open [0-9]' || fail "/metrics has no ebb_connections_open"
 stop_server; rc=$?
 [ "$rc" = 0 ] || fail "ebb serve exited $rc on SIGTERM"
 if [ "$fails" -ne 0 ]; then echo "--- server log"; tail -30 "$T/log"; exit 1; fi
