@@ -210,6 +210,7 @@ void srv_session_owners_free(ebb_server *s) {
   }
   s->session_owners = NULL;
 }
+
 /* Roles hold through sessions: a session that would load, wake or switch a
  * pipeline needs the admin role; any caller may open one on a pipeline that
  * is loaded and awake on some device. An unknown pipeline goes on to its 404. */

@@ -313,6 +313,12 @@ int srv_route_begin(ebb_server *s, struct MHD_Connection *c, srv_req *r, const c
     return 1;
   if (check_headers(c, r, ret))
     return 1;
+  /* a full queue refuses a job before its body is read (checked again, with
+   * the push, once it is) */
+  if (r->route->fn == srv_h_jobs_post && !s->cluster && srv_queue_full(s, c, r, ret)) {
+    r->close = has_body(c); /* the unread body is not taken for a request */
+    return 1;
+  }
   if (r->route->body != B_NONE && has_body(c))
     return srv_begin_body(s, c, r, ret);
   r->kind = r->route->body == B_NONE ? BODY_NONE : BODY_BUFFER;

@@ -293,6 +293,14 @@ hdr=$(curl -s -D "$T/429.hdr" -o "$T/429.body" -w '%{http_code}' -H "Authorizati
 grep -qi '^Retry-After: [0-9]' "$T/429.hdr" || fail "the 429 has no Retry-After: $(cat "$T/429.hdr")"
 [ "$(jget "$(cat "$T/429.body")" '["error"]["code"]')" = queue_full ] || fail "the 429's code: $(cat "$T/429.body")"
 grep -q 'max-queued 2' "$T/429.body" || fail "the 429 does not name --max-queued: $(cat "$T/429.body")"
+# an upload is refused before its body is read: 3 MiB at 256 KiB/s would take 12 s
+head -c 3145728 /dev/zero > "$T/big.wav"
+t0=$(date +%s.%N)
+code=$(curl -s -o "$T/429b.body" -w '%{http_code}' -m 20 --limit-rate 256K -H "Authorization: Bearer $SUB" \
+  -H 'Content-Type: audio/wav' --data-binary "@$T/big.wav" "$URL/v1/jobs?pipeline=quick")
+t=$(python3 -c "import sys,time; print(int(time.time() - float(sys.argv[1])))" "$t0")
+[ "$code" = 429 ] || fail "an upload beyond --max-queued: HTTP $code: $(cat "$T/429b.body")"
+[ "$t" -lt 8 ] || fail "an upload beyond --max-queued was read whole before the 429 (${t} s)"
 for id in "${qids[@]}"; do req "$SUB" DELETE "/v1/jobs/$id"; done
 req "$SUB" POST /v1/jobs -H "$J" -d "{\"pipeline\": \"quick\", \"input\": \"$T/in/input.txt\"}"
 expect "a job once the queue drained" 202
