@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # How much one client can hold: a slow-loris client (headers one byte a
 # second) and an idle socket are closed after header_timeout_s; a body that
-# trickles is closed too; connections past max_connections_per_ip from one
-# address are refused while /healthz from another address still answers.
+# trickles is closed too; past max_connections_per_ip from one address a
+# newcomer takes the place of that address's oldest idle connection (so the
+# newest 16 stay; server_connections.sh checks the order) while /healthz from
+# another address still answers.
 # (More than FD_SETSIZE sockets at once: server_soak.sh.)
 set -u
 . "$(dirname "$0")/../lib/server.sh"
