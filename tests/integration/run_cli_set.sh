@@ -4,7 +4,7 @@
 # naming the stage and the option), it reaches the stage (a.fail=run fails
 # the job), operator-only options are the command line's to set (it is the
 # operator), --lyrics is align's lyrics (a FIFO is refused by align at once,
-# never read), and --help shows both.
+# never read), and --help shows both; `ebb stages` shows each option's trust.
 set -u
 : "${EBB:?}" "${EBB_BUILD_DIR:?}"
 . "$(dirname "$0")/../lib/common.sh"
@@ -60,6 +60,20 @@ expect "--lyrics missing" 2 "--lyrics $T/missing.txt" -- \
   --config "$T/cfg.json" --pipeline la "$T/song.wav" --lyrics "$T/missing.txt"
 expect "--lyrics without an align stage" 2 "pipeline 'synthetic' has no align stage" -- \
   "${S[@]}" --lyrics "$T/lyrics.txt"
+# `ebb stages` shows who may set each option
+"$EBB" stages > "$T/stages"
+grep -qE '^    lyrics +string, default "", operator-only path' "$T/stages" ||
+  fail "ebb stages does not show align.lyrics as operator-only: $(grep lyrics "$T/stages")"
+grep -qE '^    snap_ms +number, .*, job ' "$T/stages" ||
+  fail "ebb stages does not show align.snap_ms as job-settable: $(grep snap_ms "$T/stages")"
+"$EBB" stages --json > "$T/stages.json"
+python3 - "$T/stages.json" <<'PY' || fail "ebb stages --json: a trust level is missing or wrong"
+import json, sys
+st = {s["name"]: s["options"] for s in json.load(open(sys.argv[1]))}
+assert all("trust" in o for s in st.values() for o in s.values())
+assert st["transcribe"]["api_key"]["trust"] == "operator" and st["transcribe"]["api_key"]["format"] == "secret"
+assert st["transcribe"]["url"]["format"] == "url" and st["pitch"]["hop"]["trust"] == "job"
+PY
 "$EBB" run --help > "$T/help"
 grep -q -- "--set STAGE.OPTION=VALUE" "$T/help" && grep -q -- "--lyrics FILE" "$T/help" ||
   fail "ebb run --help does not show --set and --lyrics"
