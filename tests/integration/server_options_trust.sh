@@ -186,6 +186,10 @@ req POST "/v1/sessions/$SID/items" -d "{\"input\": \"$SONG\", \"options\": {\"al
 expect "a session item setting align.lyrics" 400 bad_request "option align.lyrics is operator-only"
 req POST "/v1/sessions/$SID/items" -d "{\"input\": \"$T/in/link.txt\"}"
 expect "a session item naming a symlink" 400 bad_input
+req POST "/v1/sessions/$SID/items" -d "{\"input\": \"$SONG\", \"lyrics\": \"Hello from the\"}"
+expect "a session item with lyrics" 200
+ly=$(ls "$T"/data/sessions/"$SID"/*/lyrics.txt 2>/dev/null | head -1)
+[ -n "$ly" ] && [ "$(cat "$ly")" = "Hello from the" ] || fail "the session item's lyrics were not stored in its directory"
 req DELETE "/v1/sessions/$SID"
 grep -q "secret outside" "$T"/data/jobs/*/* 2>/dev/null && fail "a file outside --input-dir was copied into a job"
 stop_server || fail "the server did not exit 0 on SIGTERM: $(tail -5 "$T/log")"
