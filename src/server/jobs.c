@@ -25,12 +25,19 @@ static int job_files(ebb_server *s, srv_req *r, srv_input *in, const char *uid, 
 
 static int enqueue(ebb_server *s, srv_req *r, srv_input *in, const char *uid, int64_t *id,
                    char *path, size_t pn) {
-  char *opts = in->options ? json_dumps(in->options, JSON_COMPACT) : NULL;
   char out[4200];
-  int rc = ebb_store_insert(s->store, uid, r->owner, in->pipeline, in->path, opts, id);
-  free(opts);
+  /* the files first: the options stored (and run again after a restart)
+   * are the ones that name the job's copies, not what the caller named */
+  int rc = job_files(s, r, in, uid, path, pn, out, sizeof out);
+  char *opts = !rc && in->options ? json_dumps(in->options, JSON_COMPACT) : NULL;
   if (!rc)
-    rc = job_files(s, r, in, uid, path, pn, out, sizeof out);
+    rc = ebb_store_insert(s->store, uid, r->owner, in->pipeline, in->path, opts, id);
+  free(opts);
+  if (rc && !*id) { /* nothing refers to the directory: remove it */
+    char dir[4096];
+    snprintf(dir, sizeof dir, "%s/jobs/%s", s->data_dir, uid);
+    ebb_rm_tree(dir);
+  }
   if (!rc)
     rc = ebb_store_set_input(s->store, *id, path, out);
   if (!rc)

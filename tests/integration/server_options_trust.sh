@@ -145,6 +145,8 @@ ID=$(field id); D=$(jobdir)
   fail "the JSON lyrics are not stored as DATA/jobs/ID/lyrics.txt: $(cat "$D/lyrics.txt" 2>&1)"
 wait_done "$ID"
 [ "$STATE" = succeeded ] || fail "the job with JSON lyrics ended '$STATE': $BODY"
+# the store keeps the options that name the job's copy (a restart runs those)
+[[ $BODY == *"\"lyrics\":\"$D/lyrics.txt\""* ]] || fail "the stored options do not name the stored lyrics: $BODY"
 lrc=$(sed 's/^\[[0-9:.]*\]//' "$D/out/lyrics.lrc" 2>/dev/null | sed 's/<[0-9:.]*> *//g')
 [ "$lrc" = $'Hello from the\nwhisper test server' ] ||
   fail "lyrics.lrc does not hold the job's lyrics lines: '$lrc' ($(ls "$D/out"))"
