@@ -119,7 +119,9 @@ static const ebb_stage checksum_stage = {
     .version = 1,
     .description = "example plugin: streams the input file through device memory and "
                    "outputs its FNV-1a hash",
+    /* bounded, so a job may set it ("trust": "job"; docs/stage-abi.md) */
     .options_schema = "{\"chunk_kib\": {\"type\": \"integer\", \"default\": 1024, "
+                      "\"minimum\": 1, \"maximum\": 1048576, \"trust\": \"job\", "
                       "\"description\": \"device buffer size in KiB\"}}",
     .needs_gpu = 1,
     .load = load,

@@ -41,7 +41,8 @@ static void usage(FILE *f) {
           "               [--device auto|cpu|cuda|cuda:N]\n"
           "               [--release after-stage|after-job|idle:SECONDS|never|sleep|sleep:SECONDS]\n"
           "               [--timeline FILE.svg|FILE.json] [--log-format text|json]\n"
-          "               [--cache] [--cache-dir DIR] [--no-cache] [--verbose]\n\n"
+          "               [--cache] [--cache-dir DIR] [--no-cache] [--verbose]\n"
+          "               [--set STAGE.OPTION=VALUE]... [--lyrics FILE]\n\n"
           "Runs INPUT through the pipeline's stages in order and gives device memory\n"
           "back to the driver after each stage (by default), logging\n"
           "  [STAGE] released N MiB of GPU memory\n\n"
@@ -59,7 +60,14 @@ static void usage(FILE *f) {
           "  --cache-dir DIR   where the cache lives (default: $XDG_CACHE_HOME/ebb or\n"
           "                    ~/.cache/ebb); implies --cache\n"
           "  --no-cache        never read or write the cache, whatever the config says\n"
-          "  -v, --verbose     debug lines too (each release checked against the driver)\n\n"
+          "  -v, --verbose     debug lines too (each release checked against the driver)\n"
+          "  --set STAGE.OPTION=VALUE\n"
+          "                    sets one option of the stage entry STAGE (repeatable; over\n"
+          "                    the config's); VALUE is JSON (1, 0.5, true, \"text\") or else\n"
+          "                    a string, checked like the config's options. On the command\n"
+          "                    line you are the operator: operator-only options (`ebb\n"
+          "                    stages`) may be set too\n"
+          "  --lyrics FILE     the lyrics for the align stage (--set align.lyrics=FILE)\n\n"
           "Environment: EBB_PLUGIN_PATH (plugin directories, colon-separated),\n"
           "EBB_STAGE_HOOK (a command run after each stage; see docs/stage-abi.md).\n"
           "Exit status: 0 success, 1 the job failed (stage error, out of memory,\n"
@@ -154,7 +162,9 @@ static void make_parent_dirs(const char *path) {
 /* --- the command line --------------------------------------------------------- */
 typedef struct run_args {
   const char *pipeline, *config, *outdir, *device, *release, *timeline, *logfmt, *cache_dir;
-  const char *input;
+  const char *input, *lyrics;
+  const char *sets[64]; /* --set STAGE.OPTION=VALUE */
+  int nsets;
   int no_cache, use_cache, verbose;
   ebb_policy policy;          /* when release */
   char cachebuf[4096];
@@ -170,6 +180,7 @@ static int parse_args(int argc, char **argv, run_args *a) {
       {"no-cache", no_argument, NULL, 'N'},       {"help", no_argument, NULL, 'h'},
       {"cache", no_argument, NULL, 'K'},
       {"verbose", no_argument, NULL, 'v'},
+      {"set", required_argument, NULL, 'S'},      {"lyrics", required_argument, NULL, 'L'},
       {NULL, 0, NULL, 0}};
   int c;
   optind = 1;
@@ -187,6 +198,14 @@ static int parse_args(int argc, char **argv, run_args *a) {
     case 'K': a->use_cache = 1; break;
     case 'N': a->no_cache = 1; break;
     case 'v': a->verbose = 1; break;
+    case 'L': a->lyrics = optarg; break;
+    case 'S':
+      if (a->nsets == (int)(sizeof a->sets / sizeof a->sets[0])) {
+        fprintf(stderr, "ebb run: at most %zu --set options\n", sizeof a->sets / sizeof a->sets[0]);
+        return EBB_EXIT_USAGE;
+      }
+      a->sets[a->nsets++] = optarg;
+      break;
     case 'h': usage(stdout); return EBB_EXIT_OK;
     case ':':
       fprintf(stderr, "ebb run: %s needs a value (see ebb run --help)\n", argv[optind - 1]);
@@ -254,8 +273,74 @@ static int check_args(run_args *a) {
   return -1;
 }
 
-/* The pipeline (known and valid) and the input (readable); *p gets it.
- * Returns -1 to go on, else EBB_EXIT_USAGE. */
+/* The stage entry of p named name (NULL: none). */
+static ebb_stage_def *stage_entry(ebb_pipeline_def *p, const char *name, size_t n) {
+  for (size_t i = 0; i < p->nstages; i++)
+    if (strlen(p->stages[i].name) == n && !strncmp(p->stages[i].name, name, n))
+      return &p->stages[i];
+  return NULL;
+}
+
+static void stage_names(const ebb_pipeline_def *p, char *buf, size_t n) {
+  buf[0] = '\0';
+  for (size_t i = 0; i < p->nstages; i++)
+    snprintf(buf + strlen(buf), n - strlen(buf), "%s%s", i ? ", " : "", p->stages[i].name);
+}
+
+/* One --set STAGE.OPTION=VALUE onto the pipeline's stage options (checked
+ * with the rest by ebb_pipeline_check). VALUE: JSON, else a string. */
+static int apply_set(ebb_pipeline_def *p, const char *set) {
+  const char *dot = strchr(set, '.'), *eq = strchr(set, '=');
+  if (!dot || !eq || dot > eq || dot == set || eq == dot + 1) {
+    fprintf(stderr, "ebb run: --set %s: expected STAGE.OPTION=VALUE (e.g. --set "
+            "align.snap_ms=100)\n", set);
+    return EBB_EXIT_USAGE;
+  }
+  ebb_stage_def *d = stage_entry(p, set, (size_t)(dot - set));
+  if (!d) {
+    char known[1024];
+    stage_names(p, known, sizeof known);
+    fprintf(stderr, "ebb run: --set %s: pipeline '%s' has no stage '%.*s' (its stages: %s)\n",
+            set, p->name, (int)(dot - set), set, known);
+    return EBB_EXIT_USAGE;
+  }
+  char opt[256];
+  snprintf(opt, sizeof opt, "%.*s", (int)(eq - dot - 1), dot + 1);
+  json_t *v = json_loads(eq + 1, JSON_DECODE_ANY, NULL);
+  if (!v)
+    v = json_string(eq + 1);
+  if (!v || json_object_set_new(d->options, opt, v) != 0) {
+    fprintf(stderr, "ebb run: --set %s: out of host memory\n", set);
+    return EBB_EXIT_FAILED;
+  }
+  return -1;
+}
+
+/* --set and --lyrics onto the pipeline's definition (the config is this
+ * run's own: on the command line the user is the operator). */
+static int apply_sets(const run_args *a, ebb_pipeline_def *p) {
+  for (int i = 0; i < a->nsets; i++) {
+    int st = apply_set(p, a->sets[i]);
+    if (st >= 0)
+      return st;
+  }
+  if (!a->lyrics)
+    return -1;
+  for (size_t i = 0; i < p->nstages; i++)
+    if (!strcmp(p->stages[i].stage, "align")) {
+      if (access(a->lyrics, R_OK) != 0) {
+        fprintf(stderr, "ebb run: --lyrics %s: %s\n", a->lyrics, strerror(errno));
+        return EBB_EXIT_USAGE;
+      }
+      json_object_set_new(p->stages[i].options, "lyrics", json_string(a->lyrics));
+      return -1;
+    }
+  fprintf(stderr, "ebb run: --lyrics: pipeline '%s' has no align stage\n", p->name);
+  return EBB_EXIT_USAGE;
+}
+
+/* The pipeline (known and valid, with --set and --lyrics) and the input
+ * (readable); *p gets it. Returns -1 to go on, else EBB_EXIT_USAGE. */
 static int check_job(const run_args *a, const ebb_config *cfg, const ebb_registry *reg,
                      const ebb_pipeline_def **p) {
   if (!(*p = ebb_config_pipeline(cfg, a->pipeline))) {
@@ -267,6 +352,9 @@ static int check_job(const run_args *a, const ebb_config *cfg, const ebb_registr
             a->config ? "" : "; pass --config FILE for others");
     return EBB_EXIT_USAGE;
   }
+  int st = apply_sets(a, (ebb_pipeline_def *)*p); /* cfg is this run's own */
+  if (st >= 0)
+    return st;
   if (ebb_pipeline_check(reg, *p) != 0) {
     fprintf(stderr, "ebb run: %s\n", ebb_errmsg());
     return EBB_EXIT_USAGE;

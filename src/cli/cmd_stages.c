@@ -3,16 +3,20 @@
 #include <getopt.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "cli/commands.h"
 #include "pipeline/config.h"
 #include "pipeline/registry.h"
+#include "pipeline/trust.h"
 
 static void usage(FILE *f) {
   fprintf(f, "usage: ebb stages [--config FILE] [--json]\n\n"
              "Lists every stage ebb can run: the built-in ones and those of the plugins\n"
              "in FILE's plugin_dirs and in EBB_PLUGIN_PATH (colon-separated), with their\n"
-             "version, description and options (type, default).\n");
+             "version, description and options (type, default, trust: \"job\" options a\n"
+             "job may set, \"operator\" ones only the config file or the environment sets\n"
+             "unless the pipeline's \"allow_options\" names them).\n");
 }
 
 static void print_default(const json_t *v) {
@@ -32,6 +36,19 @@ static void print_range(const json_t *lo, const json_t *hi) {
   printf("..");
   if (json_is_number(hi))
     printf("%.10g", json_number_value(hi));
+}
+
+/* Every option of schema with its effective "trust" (a third-party schema
+ * without one gets the default that ebb applies, trust.h). */
+static void add_trust(const ebb_stage *st, json_t *schema) {
+  const char *k;
+  json_t *spec;
+  json_object_foreach(schema, k, spec) {
+    ebb_opt_trust t;
+    ebb_opt_format f;
+    if (json_is_object(spec) && ebb_option_trust(st->name, k, spec, &t, &f) == 0)
+      json_object_set_new(spec, "trust", json_string(ebb_trust_name(t)));
+  }
 }
 
 /* The stage's declared needs with its default options and no input (NULL:
@@ -70,6 +87,7 @@ int ebb_cmd_stages(int argc, char **argv) {
     const ebb_stage *st = ebb_registry_at(reg, i, &origin);
     json_t *schema = st->options_schema ? json_loads(st->options_schema, 0, NULL) : json_object();
     json_t *est = estimate_of(st);
+    add_trust(st, schema);
     if (json) {
       json_t *o = json_object();
       json_object_set_new(o, "name", json_string(st->name));
@@ -93,6 +111,10 @@ int ebb_cmd_stages(int argc, char **argv) {
         printf("    %-16s %s", k, json_is_string(t) ? json_string_value(t) : "any");
         print_default(json_object_get(spec, "default"));
         print_range(json_object_get(spec, "minimum"), json_object_get(spec, "maximum"));
+        json_t *tr = json_object_get(spec, "trust"), *fm = json_object_get(spec, "format");
+        if (json_is_string(tr))
+          printf(", %s%s%s", !strcmp(json_string_value(tr), "job") ? "job" : "operator-only",
+                 json_is_string(fm) ? " " : "", json_is_string(fm) ? json_string_value(fm) : "");
         if (json_is_string(d))
           printf("  %s", json_string_value(d));
         printf("\n");

@@ -103,9 +103,17 @@ static void stage_def_free(ebb_stage_def *s) {
   json_decref(s->worker_args);
 }
 
+static void strv_free(char **v, size_t n) {
+  for (size_t i = 0; i < n; i++)
+    free(v[i]);
+  free(v);
+}
+
 static void pipeline_def_free(ebb_pipeline_def *p) {
   for (size_t i = 0; i < p->nstages; i++)
     stage_def_free(&p->stages[i]);
+  strv_free(p->allow_options, p->nallow_options);
+  strv_free(p->allow_url_hosts, p->nallow_url_hosts);
   free(p->stages);
   free(p->name);
   free(p->description);
@@ -273,10 +281,83 @@ static int parse_placement(json_t *jp, const char *where, ebb_pipeline_def *p) {
   return 0;
 }
 
+/* An array of strings under key, each checked by ok (which names what is
+ * wrong in the message), copied into *v (lower-cased when lower). */
+static int parse_strv(json_t *jp, const char *key, const char *where, int lower,
+                      int (*ok)(const char *s, const char *where, size_t i), char ***v,
+                      size_t *n) {
+  json_t *a = json_object_get(jp, key);
+  if (!a)
+    return 0;
+  if (!json_is_array(a))
+    return ebb_seterr(EBB_ECONFIG, "%s: \"%s\" must be an array of strings", where, key);
+  if (!(*v = calloc(json_array_size(a) + 1, sizeof **v)))
+    return ebb_seterr(EBB_ENOMEM, "%s: out of host memory", where);
+  for (size_t i = 0; i < json_array_size(a); i++) {
+    const char *s = json_string_value(json_array_get(a, i));
+    if (!s)
+      return ebb_seterr(EBB_ECONFIG, "%s: \"%s\" #%zu must be a string", where, key, i + 1);
+    int rc = ok(s, where, i);
+    if (rc)
+      return rc;
+    if (!((*v)[(*n)++] = strdup(s)))
+      return ebb_seterr(EBB_ENOMEM, "%s: out of host memory", where);
+    for (char *q = (*v)[*n - 1]; lower && *q; q++)
+      *q = (char)tolower((unsigned char)*q);
+  }
+  return 0;
+}
+
+/* "STAGE.OPTION": a stage entry's name, a dot, an option name (the stage's
+ * schema is checked against it with the registry, pipeline/trust.h). */
+static int allow_option_ok(const char *s, const char *where, size_t i) {
+  const char *dot = strchr(s, '.');
+  int ok = dot && dot > s && dot[1];
+  for (const char *q = s; ok && *q; q++)
+    ok = isalnum((unsigned char)*q) || *q == '_' || *q == '-' || *q == '.';
+  if (ok)
+    return 0;
+  return ebb_seterr(EBB_ECONFIG, "%s: \"allow_options\" #%zu: expected \"STAGE.OPTION\" (a stage "
+                    "entry's name and one of its options, e.g. \"align.lyrics\")", where, i + 1);
+}
+
+/* "HOST" or "HOST:PORT" (a DNS name or an IPv4 address; [v6] in brackets). */
+static int url_host_ok(const char *s, const char *where, size_t i) {
+  size_t n = strlen(s);
+  int ok = n > 0 && n < 256;
+  for (size_t k = 0; ok && k < n; k++)
+    ok = isalnum((unsigned char)s[k]) || strchr(".-_:[]", s[k]);
+  if (ok)
+    return 0;
+  return ebb_seterr(EBB_ECONFIG, "%s: \"allow_url_hosts\" #%zu: expected \"HOST\" or "
+                    "\"HOST:PORT\" (no scheme, no path), got '%.80s'", where, i + 1, s);
+}
+
+static int parse_trust(json_t *jp, const char *where, ebb_pipeline_def *p) {
+  int rc = parse_strv(jp, "allow_options", where, 0, allow_option_ok, &p->allow_options,
+                      &p->nallow_options);
+  if (!rc)
+    rc = parse_strv(jp, "allow_url_hosts", where, 1, url_host_ok, &p->allow_url_hosts,
+                    &p->nallow_url_hosts);
+  for (size_t i = 0; !rc && i < p->nallow_options; i++) {
+    const char *dot = strchr(p->allow_options[i], '.');
+    size_t k = 0;
+    while (k < p->nstages && (strncmp(p->stages[k].name, p->allow_options[i],
+                                      (size_t)(dot - p->allow_options[i])) ||
+                              p->stages[k].name[dot - p->allow_options[i]]))
+      k++;
+    if (k == p->nstages)
+      rc = ebb_seterr(EBB_ECONFIG, "%s: \"allow_options\": '%s' names no stage of the pipeline",
+                      where, p->allow_options[i]);
+  }
+  return rc;
+}
+
 static int parse_pipeline(const char *name, json_t *jp, const char *origin, const char *base_dir,
                           ebb_pipeline_def *p) {
-  static const char *const keys[] = {"stages",      "release", "description", "timeout_s",
-                                     "expected_mib", "devices", NULL};
+  static const char *const keys[] = {"stages",       "release",       "description",
+                                     "timeout_s",    "expected_mib",  "devices",
+                                     "allow_options", "allow_url_hosts", NULL};
   char where[768];
   snprintf(where, sizeof where, "%s: pipeline '%s'", origin, name);
   int brc = check_name(name, "pipeline", origin);
@@ -329,7 +410,7 @@ static int parse_pipeline(const char *name, json_t *jp, const char *origin, cons
                           "%s: two stages are named '%s' (give one a different \"name\")", where,
                           p->stages[i].name);
   }
-  return 0;
+  return parse_trust(jp, where, p);
 }
 
 /* Adds (or replaces) the pipelines of root. */

@@ -10,7 +10,10 @@
  * config's directory, a bare name is found in PATH), worker_args (array of
  * strings, its arguments), timeout_s (number > 0: load + run deadline),
  * cache (bool; unset: off unless `ebb run --cache`). Pipeline keys: stages
- * (required, non-empty), release, description. Unknown keys inside a
+ * (required, non-empty), release, description, allow_options (array of
+ * "STAGE.OPTION": operator-only options a job of this pipeline may set;
+ * STAGE is the stage entry's name), allow_url_hosts (array of "HOST" or
+ * "HOST:PORT": where a job-set URL option may point; see pipeline/trust.h). Unknown keys inside a
  * pipeline or stage entry are errors, and so are top-level keys other than
  * pipelines, plugin_dirs and server (the server's settings, read by it). Relative plugin_dirs are relative
  * to the config file's directory. A config pipeline replaces a built-in one
@@ -70,6 +73,12 @@ typedef struct ebb_pipeline_def {
   uint32_t pin_cuda;       /* "devices": bit N pins to cuda:N; 0 with pin_cpu 0: any device */
   int pin_cpu;             /* "devices" names "cpu" */
   char *origin; /* "built-in" or the config path */
+  /* Trust (pipeline/trust.h): "allow_options" ("STAGE.OPTION" each) and
+   * "allow_url_hosts" ("host" or "host:port", lower case). */
+  char **allow_options;
+  size_t nallow_options;
+  char **allow_url_hosts;
+  size_t nallow_url_hosts;
 } ebb_pipeline_def;
 
 typedef struct ebb_config {

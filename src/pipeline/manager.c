@@ -664,7 +664,8 @@ int ebb_manager_load(ebb_manager *m, const char *name) {
 }
 
 /* --- jobs and items ---------------------------------------------------------------- */
-int ebb_manager_check_job(ebb_manager *m, const char *pipeline, json_t *options) {
+int ebb_manager_check_job(ebb_manager *m, const char *pipeline, json_t *options,
+                          ebb_trust_path_fn on_path, void *arg) {
   mpipe *pp = find_pipe(m, pipeline);
   if (!pp)
     return unknown_pipeline(m, pipeline);
@@ -673,6 +674,8 @@ int ebb_manager_check_job(ebb_manager *m, const char *pipeline, json_t *options)
   if (!rc)
     rc = ebb_pipeline_check(m->reg, &d);
   free_def(&d);
+  if (!rc && options)
+    rc = ebb_job_options_trust(m->reg, pp->def, options, on_path, arg);
   return rc;
 }
 

@@ -60,6 +60,7 @@
 #include "pipeline/registry.h"
 #include "pipeline/runner.h"
 #include "pipeline/sessions.h"
+#include "pipeline/trust.h"
 
 typedef struct ebb_manager ebb_manager;
 
@@ -108,9 +109,12 @@ int ebb_manager_run_job(ebb_manager *m, const char *pipeline, const char *input,
                         ebb_progress_fn progress, void *progress_arg, ebb_job_result *res);
 
 /* Checks a job before it is queued: the pipeline exists (EBB_ENOTFOUND),
- * options names only its stages and every merged option is valid
- * (EBB_ECONFIG, naming the stage and option). */
-int ebb_manager_check_job(ebb_manager *m, const char *pipeline, json_t *options);
+ * options names only its stages, every merged option is valid (EBB_ECONFIG,
+ * naming the stage and option) and every option the job set is one it may
+ * set (pipeline/trust.h: operator-only ones only where "allow_options"
+ * names them; on_path, may be NULL, takes an allowed path option). */
+int ebb_manager_check_job(ebb_manager *m, const char *pipeline, json_t *options,
+                          ebb_trust_path_fn on_path, void *arg);
 
 /* Sessions: open loads the pipeline if needed and takes a lease. */
 int ebb_manager_session_open(ebb_manager *m, const char *pipeline, char *id);

@@ -7,6 +7,7 @@
 #include <sys/stat.h>
 
 #include "pipeline/host.h"
+#include "pipeline/trust.h"
 #include "stages/builtin.h"
 
 typedef struct reg_entry {
@@ -73,7 +74,7 @@ static int check_stage(const ebb_stage *st, const char *origin, size_t index) {
       return ebb_seterr(EBB_EABI, "%s: stage '%s': options_schema is not a JSON object (%s)",
                         origin, st->name, e.text);
   }
-  return 0;
+  return ebb_schema_check_trust(st, origin);
 }
 
 int ebb_registry_create(ebb_registry **out) {

@@ -18,6 +18,7 @@
 #include "pipeline/instance.h"
 #include "pipeline/isolated.h"
 #include "pipeline/items.h"
+#include "pipeline/trust.h"
 
 #define MIB(x) ((unsigned long long)((x) >> 20))
 
@@ -341,7 +342,7 @@ int ebb_pipeline_check(const ebb_registry *reg, const ebb_pipeline_def *p) {
     if (rc)
       return rc;
   }
-  return 0;
+  return ebb_pipeline_check_trust(reg, p);
 }
 
 /* --- one stage ------------------------------------------------------------- */

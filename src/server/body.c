@@ -78,6 +78,7 @@ static enum MHD_Result post_iter(void *cls, enum MHD_ValueKind kind, const char 
   srv_text *t = !strcmp(key, "pipeline") ? &r->field_pipeline
                 : !strcmp(key, "options") ? &r->field_options
                 : !strcmp(key, "input")   ? &r->field_input
+                : !strcmp(key, "lyrics")  ? &r->field_lyrics
                                           : NULL;
   if (!t || r->too_large)
     return MHD_YES;
@@ -172,25 +173,13 @@ void srv_take_body(srv_req *r, const char *data, size_t n) {
 void srv_input_free(srv_input *in) {
   json_decref(in->options);
   json_decref(in->body);
-}
-
-/* A path a JSON job names: resolved with realpath, it must be a regular
- * file under one of the --input-dir directories. The refusal is the same
- * whether the file exists or not. */
-static int input_path_ok(ebb_server *s, const char *path, char *real) {
-  if (!s->ninput_dirs)
-    return 0;
-  char buf[PATH_MAX];
-  if (!realpath(path, buf) || access(buf, R_OK) != 0)
-    return 0;
-  for (size_t i = 0; i < s->ninput_dirs; i++) {
-    size_t n = strlen(s->input_dirs[i]);
-    if (!strncmp(buf, s->input_dirs[i], n) && (buf[n] == '/' || n == 1)) {
-      snprintf(real, 4096, "%s", buf);
-      return 1;
-    }
-  }
-  return 0;
+  in->options = in->body = NULL;
+  if (in->fd >= 0)
+    close(in->fd);
+  in->fd = -1;
+  for (size_t i = 0; i < in->nfiles; i++)
+    close(in->files[i].fd);
+  in->nfiles = 0;
 }
 
 static int bad(struct MHD_Connection *c, srv_req *r, enum MHD_Result *ret, const char *code,
@@ -199,19 +188,40 @@ static int bad(struct MHD_Connection *c, srv_req *r, enum MHD_Result *ret, const
   return 1;
 }
 
-static int refuse_path(ebb_server *s, struct MHD_Connection *c, srv_req *r, const char *path,
-                       enum MHD_Result *ret) {
-  if (!s->ninput_dirs)
-    *ret = srv_send_err(c, r, MHD_HTTP_BAD_REQUEST, "bad_input",
-                        "input %s: this server reads no paths named in a request (it was "
-                        "started without --input-dir); upload the file instead "
-                        "(multipart/form-data field \"file\", or Content-Type audio/*)",
-                        path);
-  else
-    *ret = srv_send_err(c, r, MHD_HTTP_BAD_REQUEST, "bad_input",
-                        "input %s: not a readable file under the server's --input-dir "
-                        "directories; upload the file instead", path);
+/* The input a request names, opened once under --input-dir (jobfiles.c):
+ * the job reads a copy of what was opened here. A file that is not there,
+ * not regular or reached through a symlink gets one message (no existence
+ * oracle); one over the upload limit is 413. */
+static int open_input(ebb_server *s, struct MHD_Connection *c, srv_req *r, srv_input *in,
+                      enum MHD_Result *ret) {
+  int64_t size = 0;
+  int why = srv_open_confined(s, in->path, s->max_upload, &in->fd, &size);
+  if (!why) {
+    snprintf(in->real, sizeof in->real, "/proc/self/fd/%d", in->fd);
+    return 0;
+  }
+  char msg[4600];
+  srv_confine_message(s, why, "input", in->path, size, s->max_upload, msg, sizeof msg);
+  *ret = why == SRV_CONFINE_TOO_BIG
+             ? srv_send_err(c, r, MHD_HTTP_CONTENT_TOO_LARGE, "input_too_large", "%s", msg)
+             : srv_send_err(c, r, MHD_HTTP_BAD_REQUEST, "bad_input", "%s", msg);
   return 1;
+}
+
+/* Lyrics sent with the job: text, at most SRV_MAX_LYRICS bytes (413). */
+static int check_lyrics(struct MHD_Connection *c, srv_req *r, srv_input *in,
+                        enum MHD_Result *ret) {
+  if (!in->lyrics)
+    return 0;
+  if (in->lyrics_len > SRV_MAX_LYRICS) {
+    *ret = srv_send_err(c, r, MHD_HTTP_CONTENT_TOO_LARGE, "lyrics_too_large",
+                        "\"lyrics\" is %zu bytes; this server takes at most %u bytes of lyrics "
+                        "with a job", in->lyrics_len, SRV_MAX_LYRICS);
+    return 1;
+  }
+  if (memchr(in->lyrics, '\0', in->lyrics_len))
+    return bad(c, r, ret, "bad_request", "\"lyrics\" must be text (it holds a NUL byte)");
+  return 0;
 }
 
 const char *srv_unknown_key(json_t *o, const char *const known[]) {
@@ -229,11 +239,11 @@ const char *srv_unknown_key(json_t *o, const char *const known[]) {
 
 static int check_json_keys(json_t *body, int want_pipeline, struct MHD_Connection *c,
                            srv_req *r, enum MHD_Result *ret) {
-  static const char *const job[] = {"pipeline", "input", "options", NULL};
+  static const char *const job[] = {"pipeline", "input", "options", "lyrics", NULL};
   const char *key = srv_unknown_key(body, want_pipeline ? job : job + 1);
   if (key) {
     *ret = srv_send_err(c, r, MHD_HTTP_BAD_REQUEST, "bad_request",
-                        "unknown key \"%s\" in the body (known: %sinput, options)", key,
+                        "unknown key \"%s\" in the body (known: %sinput, options, lyrics)", key,
                         want_pipeline ? "pipeline, " : "");
     return 1;
   }
@@ -263,7 +273,13 @@ static int parse_json_input(struct MHD_Connection *c, srv_req *r, int want_pipel
   if (check_json_keys(in->body, want_pipeline, c, r, ret))
     return 1;
   json_t *p = json_object_get(in->body, "pipeline"), *i = json_object_get(in->body, "input");
-  json_t *o = json_object_get(in->body, "options");
+  json_t *o = json_object_get(in->body, "options"), *ly = json_object_get(in->body, "lyrics");
+  if (ly && !json_is_string(ly))
+    return bad(c, r, ret, "bad_request", "\"lyrics\" must be a string (the lyrics' text)");
+  if (ly) {
+    in->lyrics = json_string_value(ly);
+    in->lyrics_len = json_string_length(ly);
+  }
   if (p && !json_is_string(p))
     return bad(c, r, ret, "bad_request", "\"pipeline\" must be a string");
   if (!i || !json_is_string(i))
@@ -311,6 +327,8 @@ static int parse_upload_input(struct MHD_Connection *c, srv_req *r, srv_input *i
     in->pipeline = r->field_pipeline.p;
     in->path = r->field_input.p;
     opt_text = r->field_options.p;
+    in->lyrics = r->field_lyrics.p;
+    in->lyrics_len = r->field_lyrics.len;
     if (!r->filename[0] && !in->path)
       return bad(c, r, ret, "bad_request",
                  "the multipart body has no file field (with a filename) and no \"input\" "
@@ -333,6 +351,7 @@ static int parse_upload_input(struct MHD_Connection *c, srv_req *r, srv_input *i
 int srv_parse_input(ebb_server *s, struct MHD_Connection *c, srv_req *r, int want_pipeline,
                     srv_input *in, enum MHD_Result *ret) {
   memset(in, 0, sizeof *in);
+  in->fd = -1;
   if (r->io_error) {
     *ret = srv_send_err(c, r, MHD_HTTP_INTERNAL_SERVER_ERROR, "internal",
                         "storing the request body failed: %s", strerror(r->io_error));
@@ -345,12 +364,37 @@ int srv_parse_input(ebb_server *s, struct MHD_Connection *c, srv_req *r, int wan
     return rc;
   if (want_pipeline && (!in->pipeline || !*in->pipeline))
     return bad(c, r, ret, "bad_request", "\"pipeline\" is required (see GET /v1/pipelines)");
-  if (in->path) {
-    if (!input_path_ok(s, in->path, in->real))
-      return refuse_path(s, c, r, in->path, ret);
-    in->path = in->real;
-  }
-  return 0;
+  if (check_lyrics(c, r, in, ret))
+    return 1;
+  return in->path ? open_input(s, c, r, in, ret) : 0;
+}
+
+/* The stage entry of pipeline that takes a job's lyrics: the first "align". */
+static int lyrics_stage(ebb_server *s, const char *pipeline, srv_input *in) {
+  const ebb_pipeline_def *d = ebb_manager_pipeline(s->m, pipeline);
+  for (size_t i = 0; d && i < d->nstages; i++)
+    if (!strcmp(d->stages[i].stage, "align")) {
+      json_t *set = json_object_get(json_object_get(in->options, d->stages[i].name), "lyrics");
+      if (set && !json_is_null(set))
+        return ebb_seterr(EBB_ECONFIG, "the job sends \"lyrics\" and sets option %s.lyrics; "
+                          "send one of them", d->stages[i].name);
+      in->lyrics_stage = d->stages[i].name;
+      return 0;
+    }
+  return ebb_seterr(EBB_ECONFIG, "\"lyrics\": pipeline '%s' has no align stage to take them",
+                    pipeline);
+}
+
+int srv_check_job_options(ebb_server *s, const char *pipeline, srv_input *in) {
+  if (in->lyrics && s->cluster)
+    return ebb_seterr(EBB_ECONFIG, "\"lyrics\" with a job is not taken by a server with "
+                      "--queue yet; set align.lyrics in the config");
+  srv_path_ctx pc = {s, in};
+  int rc = ebb_manager_check_job(s->m, pipeline, in->options, s->cluster ? NULL : srv_trust_path,
+                                 &pc);
+  if (!rc && in->lyrics)
+    rc = lyrics_stage(s, pipeline, in);
+  return rc;
 }
 
 static const char *ext_of(const char *ctype) {
@@ -403,7 +447,7 @@ int srv_parse_job(ebb_server *s, struct MHD_Connection *c, srv_req *r, srv_input
     srv_input_free(in);
     return 1;
   }
-  int rc = ebb_manager_check_job(s->m, in->pipeline, in->options);
+  int rc = srv_check_job_options(s, in->pipeline, in);
   if (rc) {
     *ret = srv_send_ebb_err(c, r, rc, ebb_errmsg());
     srv_input_free(in);

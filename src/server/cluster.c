@@ -206,7 +206,7 @@ static int take_input(srv_cluster *k, srv_req *r, const srv_input *in, sub_input
   if (stat(path, &st) != 0)
     return ebb_seterr(EBB_EINPUT, "input %s: %s", path, strerror(errno));
   snprintf(si->name, sizeof si->name, "%.200s",
-           in->upload ? (r->filename[0] ? base_name(r->filename) : "upload") : base_name(path));
+           in->upload ? (r->filename[0] ? base_name(r->filename) : "upload") : base_name(in->path));
   for (char *q = si->name; *q; q++)
     if (*q == '/' || *q < 32)
       *q = '_';

@@ -25,6 +25,7 @@ void srv_req_free(srv_req *r) {
   free(r->field_pipeline.p);
   free(r->field_options.p);
   free(r->field_input.p);
+  free(r->field_lyrics.p);
   free(r);
 }
 

@@ -98,7 +98,7 @@ typedef struct srv_req {
   unsigned retry_after_s; /* a 429's Retry-After (0: none) */
   int close;              /* answer with Connection: close */
   struct MHD_PostProcessor *pp;
-  srv_text field_pipeline, field_options, field_input;
+  srv_text field_pipeline, field_options, field_input, field_lyrics;
 } srv_req;
 
 /* --- "http.c": responses ---------------------------------------------------- */
@@ -129,13 +129,26 @@ int srv_starts_with(const char *s, const char *prefix);
 int srv_begin_body(ebb_server *s, struct MHD_Connection *c, srv_req *r, enum MHD_Result *ret);
 void srv_take_body(srv_req *r, const char *data, size_t n);
 
+/* A path option the operator let a job set, opened under --input-dir. */
+#define SRV_MAX_OPTFILES 8
+typedef struct srv_optfile {
+  char stage[72], option[72];
+  int fd;
+} srv_optfile;
+
 typedef struct srv_input {
   const char *pipeline; /* borrowed from the body or the fields */
-  const char *path;     /* a checked server-side path, or NULL with an upload */
+  const char *path;     /* the server-side path the request named, or NULL with an upload */
   json_t *options;      /* new reference or NULL */
   json_t *body;         /* the parsed JSON body (keeps the strings alive) */
   int upload;           /* r->tmp holds the file */
-  char real[4096];      /* the resolved path */
+  int fd;               /* path, opened once under --input-dir (-1: none) */
+  char real[4096];      /* "/proc/self/fd/N" of fd: the file checked, never the path again */
+  const char *lyrics;   /* lyrics sent with the job (borrowed), or NULL */
+  size_t lyrics_len;
+  const char *lyrics_stage; /* the align stage entry that gets them (borrowed) */
+  srv_optfile files[SRV_MAX_OPTFILES];
+  size_t nfiles;
 } srv_input;
 /* The first key of JSON object o that is not in known (NULL-terminated),
  * or NULL when there is none. */
@@ -144,6 +157,10 @@ const char *srv_unknown_key(json_t *o, const char *const known[]);
 int srv_parse_input(ebb_server *s, struct MHD_Connection *c, srv_req *r, int want_pipeline,
                     srv_input *in, enum MHD_Result *ret);
 void srv_input_free(srv_input *in);
+/* The manager's check of a job's (or session item's) pipeline and options,
+ * with the trust levels (pipeline/trust.h): an allowed path option is opened
+ * into in->files; lyrics get their align stage. 0 or EBB_E... (400). */
+int srv_check_job_options(ebb_server *s, const char *pipeline, srv_input *in);
 /* srv_parse_input for a job (a pipeline is required) and the manager's check
  * of its pipeline and options. Returns 0, or 1 with a response queued and in
  * freed. */
@@ -152,6 +169,33 @@ int srv_parse_job(ebb_server *s, struct MHD_Connection *c, srv_req *r, srv_input
 /* Moves the upload into dir as input-NAME (NAME: the sent filename made safe
  * and short); path gets where. */
 int srv_place_upload(srv_req *r, const char *dir, char *path, size_t n);
+/* Lyrics sent with a job: at most this many bytes (413 beyond). */
+#define SRV_MAX_LYRICS (256u * 1024u)
+
+/* --- "jobfiles.c": what a job brings, made its own at submit ------------------------ */
+enum { SRV_CONFINE_REFUSED = 1, SRV_CONFINE_LINKED, SRV_CONFINE_TOO_BIG };
+/* Opens path (absolute) beneath one of the --input-dir directories with no
+ * symlink on the way, non-blocking: 0 and *fd for a regular file with one
+ * link and at most cap bytes (*size), else SRV_CONFINE_* (nothing open). */
+int srv_open_confined(ebb_server *s, const char *path, size_t cap, int *fd, int64_t *size);
+/* The refusal's message in buf (the same for a missing file, a directory,
+ * a FIFO, a symlink: no existence oracle); what: "input", "option a.b:". */
+const char *srv_confine_message(ebb_server *s, int why, const char *what, const char *path,
+                                int64_t size, size_t cap, char *buf, size_t n);
+/* The job's input in dir: the upload moved there, or a copy of in->fd
+ * (input-NAME); path gets where. */
+int srv_place_input(ebb_server *s, srv_req *r, srv_input *in, const char *dir, char *path,
+                    size_t n);
+/* The opened path options and the lyrics copied into dir; in->options then
+ * name those copies (the stage reads the server's file). */
+int srv_place_extras(ebb_server *s, srv_input *in, const char *dir);
+typedef struct srv_path_ctx {
+  ebb_server *s;
+  srv_input *in;
+} srv_path_ctx;
+/* ebb_trust_path_fn for ebb_manager_check_job (arg: a srv_path_ctx). */
+int srv_trust_path(void *arg, const char *stage, const char *option, const char *value,
+                   json_t *opts);
 
 /* --- "auth.c": tokens, roles, Host/Origin, ids --------------------------------- */
 /* token_file (may be NULL), env_token (may be NULL or ""). *out has no token

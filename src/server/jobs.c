@@ -8,28 +8,36 @@
 #include "base/log.h"
 #include "server/internal.h"
 
-/* The job's files: DATA_DIR/jobs/UID (the upload, out/). */
-static int job_files(ebb_server *s, srv_req *r, const srv_input *in, const char *uid,
-                     char *path, size_t pn, char *out, size_t on) {
+/* The job's files: DATA_DIR/jobs/UID (its input, lyrics and path options,
+ * out/): what it reads is the server's copy, made from what was checked. */
+static int job_files(ebb_server *s, srv_req *r, srv_input *in, const char *uid, char *path,
+                     size_t pn, char *out, size_t on) {
   char dir[4096];
   snprintf(dir, sizeof dir, "%s/jobs/%s", s->data_dir, uid);
   snprintf(out, on, "%s/out", dir);
   int rc = ebb_mkdirs(dir, 0755, "mkdir");
-  if (!rc && in->upload)
-    rc = srv_place_upload(r, dir, path, pn);
-  else if (!rc)
-    snprintf(path, pn, "%s", in->path);
+  if (!rc)
+    rc = srv_place_input(s, r, in, dir, path, pn);
+  if (!rc)
+    rc = srv_place_extras(s, in, dir);
   return rc;
 }
 
-static int enqueue(ebb_server *s, srv_req *r, const srv_input *in, const char *uid, int64_t *id,
+static int enqueue(ebb_server *s, srv_req *r, srv_input *in, const char *uid, int64_t *id,
                    char *path, size_t pn) {
-  char *opts = in->options ? json_dumps(in->options, JSON_COMPACT) : NULL;
   char out[4200];
-  int rc = ebb_store_insert(s->store, uid, r->owner, in->pipeline, in->path, opts, id);
-  free(opts);
+  /* the files first: the options stored (and run again after a restart)
+   * are the ones that name the job's copies, not what the caller named */
+  int rc = job_files(s, r, in, uid, path, pn, out, sizeof out);
+  char *opts = !rc && in->options ? json_dumps(in->options, JSON_COMPACT) : NULL;
   if (!rc)
-    rc = job_files(s, r, in, uid, path, pn, out, sizeof out);
+    rc = ebb_store_insert(s->store, uid, r->owner, in->pipeline, in->path, opts, id);
+  free(opts);
+  if (rc && !*id) { /* nothing refers to the directory: remove it */
+    char dir[4096];
+    snprintf(dir, sizeof dir, "%s/jobs/%s", s->data_dir, uid);
+    ebb_rm_tree(dir);
+  }
   if (!rc)
     rc = ebb_store_set_input(s->store, *id, path, out);
   if (!rc)
@@ -354,14 +362,18 @@ enum MHD_Result srv_h_session_item(ebb_server *s, struct MHD_Connection *c, srv_
     srv_input_free(&in);
     return ret;
   }
+  if ((rc = srv_check_job_options(s, si.pipeline, &in)) != 0) {
+    srv_input_free(&in);
+    return srv_send_ebb_err(c, r, rc, ebb_errmsg());
+  }
   unsigned long n = atomic_fetch_add(&s->counter, 1);
   char dir[4096], path[4400];
   snprintf(dir, sizeof dir, "%s/sessions/%s/%lu", s->data_dir, id, n);
   rc = ebb_mkdirs(dir, 0755, "mkdir");
-  if (!rc && in.upload)
-    rc = srv_place_upload(r, dir, path, sizeof path);
-  else if (!rc)
-    snprintf(path, sizeof path, "%s", in.path);
+  if (!rc)
+    rc = srv_place_input(s, r, &in, dir, path, sizeof path);
+  if (!rc)
+    rc = srv_place_extras(s, &in, dir);
   if (rc) {
     srv_input_free(&in);
     return srv_send_ebb_err(c, r, EBB_EIO, ebb_errmsg());

@@ -4,12 +4,17 @@
  * loads with, so a default or a bound cannot say one thing in the schema
  * and another in the code.
  *
- *   #define MY_OPTIONS(NUM, INT, STR, BOOL, SEP)                          \
+ *   #define MY_OPTIONS(NUM, INT, STR, BOOL, SEP, OP_NUM, OP_INT, PATH, URL, SECRET) \
  *     NUM(gain, 0.5, 0, 4, "linear gain") SEP                            \
  *     INT(hop, 256, 1, 65536, "STFT hop in samples") SEP                 \
  *     STR(mode, "fast", "fast or exact") SEP                              \
- *     BOOL(hpss, 1, "apply the harmonic mask")
+ *     BOOL(hpss, 1, "apply the harmonic mask") SEP                        \
+ *     OP_NUM(max_seconds, 900, 1, 86400, "longest input") SEP            \
+ *     PATH(words, "", "a text file")
  *   EBB_STAGE_OPTIONS(MY_OPTIONS)
+ *
+ * (a list that uses none of the operator-only kinds may end its parameters
+ * with `...` after SEP).
  *
  * declares, file-local (one table per stage file):
  *   stage_opts               struct { double gain; int hop; const char *mode; int hpss; }
@@ -28,7 +33,21 @@
  * plain literals written as JSON numbers (no C suffixes: they are copied into
  * the schema as written); descriptions are C string literals that must not
  * hold a double quote. NUM is JSON "number" (C double), INT "integer" (C int,
- * bounds within int), STR "string", BOOL "boolean" (default 1 or 0). */
+ * bounds within int), STR "string", BOOL "boolean" (default 1 or 0).
+ *
+ * Trust (docs/stage-abi.md, "Option trust levels"): NUM, INT, STR and BOOL
+ * are options a job may set ("trust": "job" in the schema). The other kinds
+ * are operator-only ("trust": "operator"): they come from the config file or
+ * the environment, and a job may set one only where the pipeline's
+ * "allow_options" names it. OP_NUM and OP_INT are numbers with no bound that
+ * is safe for a job (a limit the operator sets: decode's max_seconds, how
+ * long the server waits on a remote); PATH ("format": "path") names a server
+ * file (a job's value, when allowed, is opened by the server under the
+ * --input-dir confinement and the stage gets the server's copy); URL
+ * ("format": "url") a remote the server sends to (when allowed, only to the
+ * pipeline's "allow_url_hosts"); SECRET ("format": "secret") a credential.
+ * The values of PATH, URL and SECRET options never hold a control character
+ * (they end up in file names and HTTP headers). */
 #ifndef EBB_STAGES_OPTIONS_H
 #define EBB_STAGES_OPTIONS_H
 
@@ -61,21 +80,37 @@ int ebb_stage_opts_parse(const char *stage, const ebb_opt_def *defs, size_t n,
 
 /* struct members */
 #define EBB_OPT_F_NUM_(name, def, lo, hi, desc) double name;
+#define EBB_OPT_F_OPNUM_(name, def, lo, hi, desc) double name;
+#define EBB_OPT_F_OPINT_(name, def, lo, hi, desc) int name;
+#define EBB_OPT_F_FMT_(name, def, desc) const char *name;
 #define EBB_OPT_F_INT_(name, def, lo, hi, desc) int name;
 #define EBB_OPT_F_STR_(name, def, desc) const char *name;
 #define EBB_OPT_F_BOOL_(name, def, desc) int name;
 /* schema text */
-#define EBB_OPT_J_BOUNDED_(name, type, def, lo, hi, desc)                                         \
+#define EBB_OPT_J_BOUNDED_(name, type, trust, def, lo, hi, desc)                                  \
   "\"" #name "\": {\"type\": \"" type "\", \"default\": " EBB_OPT_STR_(def)                       \
   ", \"minimum\": " EBB_OPT_STR_(lo) ", \"maximum\": " EBB_OPT_STR_(hi)                           \
-  ", \"description\": \"" desc "\"}"
-#define EBB_OPT_J_NUM_(name, def, lo, hi, desc) EBB_OPT_J_BOUNDED_(name, "number", def, lo, hi, desc)
-#define EBB_OPT_J_INT_(name, def, lo, hi, desc) EBB_OPT_J_BOUNDED_(name, "integer", def, lo, hi, desc)
+  ", \"trust\": \"" trust "\", \"description\": \"" desc "\"}"
+#define EBB_OPT_J_NUM_(name, def, lo, hi, desc)                                                   \
+  EBB_OPT_J_BOUNDED_(name, "number", "job", def, lo, hi, desc)
+#define EBB_OPT_J_INT_(name, def, lo, hi, desc)                                                   \
+  EBB_OPT_J_BOUNDED_(name, "integer", "job", def, lo, hi, desc)
+#define EBB_OPT_J_OPNUM_(name, def, lo, hi, desc)                                                 \
+  EBB_OPT_J_BOUNDED_(name, "number", "operator", def, lo, hi, desc)
+#define EBB_OPT_J_OPINT_(name, def, lo, hi, desc)                                                 \
+  EBB_OPT_J_BOUNDED_(name, "integer", "operator", def, lo, hi, desc)
 #define EBB_OPT_J_STR_(name, def, desc)                                                           \
-  "\"" #name "\": {\"type\": \"string\", \"default\": \"" def "\", \"description\": \"" desc "\"}"
+  "\"" #name "\": {\"type\": \"string\", \"default\": \"" def                                    \
+  "\", \"trust\": \"job\", \"description\": \"" desc "\"}"
+#define EBB_OPT_J_FMT_(name, fmt, def, desc)                                                      \
+  "\"" #name "\": {\"type\": \"string\", \"format\": \"" fmt "\", \"default\": \"" def               \
+  "\", \"trust\": \"operator\", \"description\": \"" desc "\"}"
+#define EBB_OPT_J_PATH_(name, def, desc) EBB_OPT_J_FMT_(name, "path", def, desc)
+#define EBB_OPT_J_URL_(name, def, desc) EBB_OPT_J_FMT_(name, "url", def, desc)
+#define EBB_OPT_J_SECRET_(name, def, desc) EBB_OPT_J_FMT_(name, "secret", def, desc)
 #define EBB_OPT_J_BOOL_(name, def, desc)                                                          \
   "\"" #name "\": {\"type\": \"boolean\", \"default\": " EBB_OPT_BOOL_TEXT_(def)                  \
-  ", \"description\": \"" desc "\"}"
+  ", \"trust\": \"job\", \"description\": \"" desc "\"}"
 #define EBB_OPT_BOOL_TEXT_(def) EBB_OPT_BOOL_TEXT_##def##_
 #define EBB_OPT_BOOL_TEXT_1_ "true"
 #define EBB_OPT_BOOL_TEXT_0_ "false"
@@ -86,15 +121,22 @@ int ebb_stage_opts_parse(const char *stage, const ebb_opt_def *defs, size_t n,
   {#name, EBB_OPT_INT, def, lo, hi, NULL, offsetof(stage_opts, name)},
 #define EBB_OPT_D_STR_(name, def, desc) {#name, EBB_OPT_STR, 0, 0, 0, def, offsetof(stage_opts, name)},
 #define EBB_OPT_D_BOOL_(name, def, desc) {#name, EBB_OPT_BOOL, def, 0, 1, NULL, offsetof(stage_opts, name)},
+#define EBB_OPT_D_OPNUM_ EBB_OPT_D_NUM_
+#define EBB_OPT_D_OPINT_ EBB_OPT_D_INT_
+#define EBB_OPT_D_FMT_ EBB_OPT_D_STR_
 
 #define EBB_STAGE_OPTIONS(LIST)                                                                   \
   typedef struct stage_opts {                                                                     \
-    LIST(EBB_OPT_F_NUM_, EBB_OPT_F_INT_, EBB_OPT_F_STR_, EBB_OPT_F_BOOL_, )                       \
+    LIST(EBB_OPT_F_NUM_, EBB_OPT_F_INT_, EBB_OPT_F_STR_, EBB_OPT_F_BOOL_, , EBB_OPT_F_OPNUM_,      \
+         EBB_OPT_F_OPINT_, EBB_OPT_F_FMT_, EBB_OPT_F_FMT_, EBB_OPT_F_FMT_)                        \
   } stage_opts;                                                                                   \
   static const char stage_opts_schema[] =                                                         \
-      "{" LIST(EBB_OPT_J_NUM_, EBB_OPT_J_INT_, EBB_OPT_J_STR_, EBB_OPT_J_BOOL_, ", ") "}";        \
+      "{" LIST(EBB_OPT_J_NUM_, EBB_OPT_J_INT_, EBB_OPT_J_STR_, EBB_OPT_J_BOOL_, ", ",             \
+               EBB_OPT_J_OPNUM_, EBB_OPT_J_OPINT_, EBB_OPT_J_PATH_, EBB_OPT_J_URL_,               \
+               EBB_OPT_J_SECRET_) "}";                                                            \
   static const ebb_opt_def stage_opts_defs[] = {                                                  \
-      LIST(EBB_OPT_D_NUM_, EBB_OPT_D_INT_, EBB_OPT_D_STR_, EBB_OPT_D_BOOL_, )};                   \
+      LIST(EBB_OPT_D_NUM_, EBB_OPT_D_INT_, EBB_OPT_D_STR_, EBB_OPT_D_BOOL_, , EBB_OPT_D_OPNUM_,   \
+           EBB_OPT_D_OPINT_, EBB_OPT_D_FMT_, EBB_OPT_D_FMT_, EBB_OPT_D_FMT_)};                    \
   static inline int stage_opts_read(const char *stage, const json_t *opts, stage_opts *out) {     \
     return ebb_stage_opts_read(stage, stage_opts_defs,                                            \
                                sizeof stage_opts_defs / sizeof stage_opts_defs[0], opts, out);    \

@@ -46,7 +46,7 @@ typedef struct syn {
 
 /* The options, each written once: the schema and the values load reads
  * both come from this table (stages/options.h). */
-#define SYN_OPTIONS(NUM, INT, STR, BOOL, SEP)                                                     \
+#define SYN_OPTIONS(NUM, INT, STR, BOOL, SEP, ...)                                                     \
   NUM(weights_mib, 256, 0, 1048576, "device memory allocated at load (the model's weights)") SEP  \
   NUM(activations_mib, 64, 0, 1048576,                                                            \
       "device memory allocated during each run and freed before it ends") SEP                     \

@@ -67,7 +67,9 @@ wait_log() {
   return 1
 }
 # run_job NAME PIPELINE: one job of PIPELINE on $T/input.txt that must
-# succeed; its result's items (JSON, keys sorted) in $T/NAME.json
+# succeed; its result's items (JSON, keys sorted) in $T/NAME.json, a file
+# item's path as its name (each job reads its own copy of the input, in its
+# own directory)
 run_job() {
   req POST /v1/jobs -d "{\"pipeline\": \"$2\", \"input\": \"$T/input.txt\"}"
   [ "$CODE" = 202 ] || { fail "POST /v1/jobs ($1): $CODE $BODY"; return 1; }
@@ -76,6 +78,11 @@ run_job() {
   wait_done "$id"
   [ "$STATE" = succeeded ] || { fail "job for $1 ended '$STATE': $BODY"; return 1; }
   req GET "/v1/jobs/$id/result"
-  python3 -c 'import json,sys; print(json.dumps(json.loads(sys.argv[1])["result"]["items"], sort_keys=True))' \
+  python3 -c 'import json,os,sys
+items = json.loads(sys.argv[1])["result"]["items"]
+for i in items:
+    if i.get("kind") == "file":
+        i["path"] = os.path.basename(i["path"])
+print(json.dumps(items, sort_keys=True))' \
     "$BODY" > "$T/$1.json" || fail "result of $1: $BODY"
 }

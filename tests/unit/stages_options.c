@@ -11,7 +11,7 @@
 #include "stages/options.h"
 #include "test.h"
 
-#define T_OPTIONS(NUM, INT, STR, BOOL, SEP)                                                       \
+#define T_OPTIONS(NUM, INT, STR, BOOL, SEP, ...)                                                       \
   NUM(gain, 0.5, 0, 4, "linear gain") SEP                                                         \
   INT(hop, 256, 1, 65536, "STFT hop in samples") SEP                                              \
   NUM(floor_db, -55, -160, 0, "level floor") SEP                                                  \

@@ -2,11 +2,14 @@
 #include "stages/audio/align.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <jansson.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "stages/audio/st_util.h"
 #include "stages/options.h"
@@ -19,8 +22,8 @@ typedef struct align_state {
 
 /* The options, each written once (stages/options.h); ebb_vad_defaults takes
  * its defaults from here too. */
-#define ALIGN_OPTIONS(NUM, INT, STR, BOOL, SEP)                                                   \
-  STR(lyrics, "",                                                                                 \
+#define ALIGN_OPTIONS(NUM, INT, STR, BOOL, SEP, OP_NUM, OP_INT, PATH, URL, SECRET)                                                   \
+  PATH(lyrics, "",                                                                                 \
       "path of a text file with the lyrics, one line per lyric line (relative to the current "    \
       "directory); empty: none") SEP                                                              \
   NUM(snap_ms, 150, 0, 5000, "word boundaries move to a voice-activity onset/offset this close")  \
@@ -140,17 +143,47 @@ static int wlist_add(wlist *w, const char *word, size_t len, double start, doubl
   return 0;
 }
 
+/* A lyrics file is text of a song: more than this is not one. */
+#define ALIGN_MAX_LYRICS_BYTES (4u << 20)
+
+/* The lyrics file, opened non-blocking (a FIFO never holds the stage) and
+ * only when it is a regular file of at most ALIGN_MAX_LYRICS_BYTES. */
+static FILE *open_lyrics(ebb_stage_ctx *ctx, const char *path, int *rc) {
+  int fd = open(path, O_RDONLY | O_NONBLOCK | O_NOCTTY | O_CLOEXEC);
+  struct stat st;
+  *rc = 0;
+  if (fd < 0)
+    *rc = ebb_st_fail(ctx, EBB_EINPUT, "option lyrics: cannot open %s: %s", path,
+                      strerror(errno));
+  else if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode))
+    *rc = ebb_st_fail(ctx, EBB_EINPUT, "option lyrics: %s is not a regular file", path);
+  else if ((uint64_t)st.st_size > ALIGN_MAX_LYRICS_BYTES)
+    *rc = ebb_st_fail(ctx, EBB_EINPUT, "option lyrics: %s is %lld bytes, more than the %u a "
+                      "lyrics file may have", path, (long long)st.st_size, ALIGN_MAX_LYRICS_BYTES);
+  FILE *f = *rc ? NULL : fdopen(fd, "r");
+  if (!*rc && !f)
+    *rc = ebb_st_fail(ctx, EBB_ENOMEM, "option lyrics: %s: %s", path, strerror(errno));
+  if (!f && fd >= 0)
+    close(fd);
+  return f;
+}
+
 /* Lyrics: whitespace-separated words, lines numbered from 0 over non-empty
  * lines; lines that are only a [section marker] are skipped. */
 static int read_lyrics(ebb_stage_ctx *ctx, const char *path, wlist *w) {
-  FILE *f = fopen(path, "r");
+  int rc;
+  FILE *f = open_lyrics(ctx, path, &rc);
   if (!f)
-    return ebb_st_fail(ctx, EBB_EINPUT, "option lyrics: cannot open %s: %s", path,
-                       strerror(errno));
+    return rc;
   char *line = NULL;
-  size_t cap = 0;
-  int lineno = 0, rc = 0;
-  while (getline(&line, &cap, f) >= 0) {
+  size_t cap = 0, total = 0;
+  int lineno = 0;
+  for (ssize_t got; (got = getline(&line, &cap, f)) >= 0;) {
+    if ((total += (size_t)got) > ALIGN_MAX_LYRICS_BYTES) { /* it grew while read */
+      rc = ebb_st_fail(ctx, EBB_EINPUT, "option lyrics: %s is more than %u bytes", path,
+                       ALIGN_MAX_LYRICS_BYTES);
+      goto done;
+    }
     char *p = line + strspn(line, " \t\r\n");
     size_t len = strcspn(p, "\r\n");
     while (len && (p[len - 1] == ' ' || p[len - 1] == '\t'))

@@ -420,9 +420,9 @@ typedef struct dec_state {
 } dec_state;
 
 /* The options, each written once (stages/options.h). */
-#define DEC_OPTIONS(NUM, INT, STR, BOOL, SEP)                                                     \
+#define DEC_OPTIONS(NUM, INT, STR, BOOL, SEP, OP_NUM, OP_INT, PATH, URL, SECRET)                                                     \
   INT(rate, 16000, 1000, 768000, "working sample rate in Hz (mono)") SEP                          \
-  NUM(max_seconds, 900, 0.001, 86400, "longest input accepted, seconds")
+  OP_NUM(max_seconds, 900, 0.001, 86400, "longest input accepted, seconds")
 EBB_STAGE_OPTIONS(DEC_OPTIONS)
 _Static_assert(EBB_DECODE_MAX_RATE == 768000, "decode: the rate option's maximum");
 

@@ -25,7 +25,7 @@ typedef struct export_state {
 } export_state;
 
 /* The options, written once (stages/options.h). */
-#define EXPORT_OPTIONS(NUM, INT, STR, BOOL, SEP)                                                  \
+#define EXPORT_OPTIONS(NUM, INT, STR, BOOL, SEP, ...)                                                  \
   STR(formats, "json,midi,lrc,csv",                                                               \
       "comma-separated: json (songtrace.json), midi (melody.mid), lrc (lyrics.lrc), csv "         \
       "(pitch.csv)") SEP                                                                          \

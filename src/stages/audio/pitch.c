@@ -28,7 +28,7 @@ typedef struct pitch_state {
 
 /* The options, each written once (stages/options.h); ebb_pitch_defaults
  * takes its defaults from here too. */
-#define PITCH_OPTIONS(NUM, INT, STR, BOOL, SEP)                                                   \
+#define PITCH_OPTIONS(NUM, INT, STR, BOOL, SEP, ...)                                                   \
   NUM(fmin, 65, 20, 4000, "lowest f0 searched, Hz") SEP                                           \
   NUM(fmax, 1000, 40, 20000, "highest f0 searched, Hz") SEP                                       \
   INT(rate, 16000, 0, 384000,                                                                     \

@@ -20,7 +20,7 @@ typedef struct sep_state {
 
 /* The options, each written once (stages/options.h); ebb_sep_options_default
  * takes its defaults from here too. Finer checks: ebb_sep_plan. */
-#define SEP_OPTIONS(NUM, INT, STR, BOOL, SEP)                                                     \
+#define SEP_OPTIONS(NUM, INT, STR, BOOL, SEP, ...)                                                     \
   INT(n_fft, 1024, 64, 4096, "STFT size (power of two, 64..4096)") SEP                            \
   INT(hop, 256, 1, 4096, "STFT hop in samples") SEP                                               \
   INT(repeats, 30, 1, 100, "REPET-SIM k: most similar frames per frame") SEP                      \

@@ -24,8 +24,8 @@ typedef struct transcribe_state {
 } transcribe_state;
 
 /* The options, each written once (stages/options.h). */
-#define TRANSCRIBE_OPTIONS(NUM, INT, STR, BOOL, SEP)                                              \
-  STR(url, "",                                                                                    \
+#define TRANSCRIBE_OPTIONS(NUM, INT, STR, BOOL, SEP, OP_NUM, OP_INT, PATH, URL, SECRET)                                              \
+  URL(url, "",                                                                                    \
       "Whisper server endpoint, e.g. http://host:8080/inference (whisper.cpp) or "                \
       "https://api.openai.com/v1/audio/transcriptions; empty: the environment variable "          \
       "EBB_WHISPER_URL; neither: the stage is skipped") SEP                                       \
@@ -35,14 +35,14 @@ typedef struct transcribe_state {
   STR(model, "whisper-1", "model field sent to OpenAI-style servers") SEP                         \
   STR(language, "", "ISO 639-1 code of the sung language; empty: the server detects it") SEP     \
   STR(prompt, "", "optional prompt (lyrics vocabulary)") SEP                                      \
-  STR(api_key, "",                                                                                \
+  SECRET(api_key, "",                                                                                \
       "sent as Authorization: Bearer; empty: the environment variable EBB_WHISPER_API_KEY, if "   \
       "set") SEP                                                                                  \
   STR(source, "vocals", "AUDIO item to transcribe; when absent the item audio is used") SEP      \
-  NUM(timeout_s, 600, 0.001, 86400, "per attempt, whole request (transcription takes minutes)")   \
+  OP_NUM(timeout_s, 600, 0.001, 86400, "per attempt, whole request (transcription takes minutes)")   \
   SEP                                                                                             \
-  NUM(connect_timeout_s, 10, 0.001, 3600, "per attempt") SEP                                      \
-  INT(retries, 2, 0, 20,                                                                          \
+  OP_NUM(connect_timeout_s, 10, 0.001, 3600, "per attempt") SEP                                      \
+  OP_INT(retries, 2, 0, 20,                                                                          \
       "extra attempts after connection errors, timeouts, HTTP 5xx and 429 (backoff 0.5 s, 1 s, "  \
       "...); never after another 4xx")
 EBB_STAGE_OPTIONS(TRANSCRIBE_OPTIONS)
@@ -62,6 +62,14 @@ static void state_free(transcribe_state *s) {
 /* A string option's value, where empty counts as unset: else the
  * environment variable `env` (may be NULL), else the table's default `def`
  * when it is not empty. *out is malloc'd or NULL. */
+/* 1 when s holds a byte below 0x20 or 0x7f. */
+static int has_control(const char *s) {
+  for (; s && *s; s++)
+    if ((unsigned char)*s < 0x20 || *s == 0x7f)
+      return 1;
+  return 0;
+}
+
 static int set_string(ebb_stage_ctx *ctx, const char *key, const char *value, const char *env,
                       const char *def, char **out) {
   const char *s = value && *value ? value : NULL;
@@ -107,6 +115,15 @@ static int transcribe_load(ebb_stage_ctx *ctx, const char *options_json, void **
   s->retries = v.retries;
   if (ebb_whisper_protocol_parse(proto, &s->protocol)) {
     rc = ebb_st_fail(ctx, EBB_ECONFIG, "%s", ebb_errmsg());
+    goto done;
+  }
+  /* the URL and the key go into the request line and a header: a CR or LF
+   * there would add headers of the value's choosing */
+  const char *ctl = has_control(s->url) ? "url" : has_control(s->api_key) ? "api_key" : NULL;
+  if (ctl) {
+    rc = ebb_st_fail(ctx, EBB_ECONFIG, "option %s: the value holds a control character (from "
+                     "the options or %s)", ctl, ctl[0] == 'u' ? "EBB_WHISPER_URL"
+                                                              : "EBB_WHISPER_API_KEY");
     goto done;
   }
   if (s->url && strncmp(s->url, "http://", 7) && strncmp(s->url, "https://", 8)) {

@@ -101,43 +101,6 @@ static void redact_url(const char *url, char *out, size_t n) {
   snprintf(out, n, "%.*s***@%s", (int)(host - url), url, at + 1);
 }
 
-/* The server's message from an error body: OpenAI's {"error":{"message"}},
- * whisper.cpp's {"error":"..."}, FastAPI's {"detail":"..."}, else the text. */
-static void error_message(const membuf *b, char *out, size_t n) {
-  if (!b->n) {
-    snprintf(out, n, "(empty body)");
-    return;
-  }
-  json_t *root = json_loadb(b->p, b->n, 0, NULL);
-  const char *msg = NULL;
-  if (json_is_object(root)) {
-    json_t *e = json_object_get(root, "error");
-    if (json_is_object(e))
-      e = json_object_get(e, "message");
-    if (!json_is_string(e))
-      e = json_object_get(root, "detail");
-    if (!json_is_string(e))
-      e = json_object_get(root, "message");
-    if (json_is_string(e))
-      msg = json_string_value(e);
-  }
-  if (msg) {
-    snprintf(out, n, "%s", msg);
-  } else {
-    size_t k = 0;
-    for (size_t i = 0; i < b->n && k + 4 < n && i < 300; i++) {
-      unsigned char c = (unsigned char)b->p[i];
-      out[k++] = (c == '\n' || c == '\r' || c == '\t') ? ' ' : (c < 0x20 ? '?' : (char)c);
-    }
-    if (b->n > 300 && k + 4 < n) {
-      memcpy(out + k, "...", 3);
-      k += 3;
-    }
-    out[k] = 0;
-  }
-  json_decref(root);
-}
-
 static int retryable_curl(CURLcode cc) {
   switch (cc) {
   case CURLE_COULDNT_CONNECT:
@@ -340,9 +303,9 @@ static void classify_failure(const request *r, CURLcode cc, long status, char *w
   *retry = 0;
   *code = EBB_EIO;
   if (cc == CURLE_OK) {
-    char msg[400];
-    error_message(&r->body, msg, sizeof msg);
-    snprintf(what, n, "%s answered HTTP %ld: %s", r->url, status, msg);
+    /* the status only: the answer's body is the remote's, and a job that
+     * chose the URL must not read an internal service through it */
+    snprintf(what, n, "%s answered HTTP %ld (its body is not shown)", r->url, status);
     *retry = status >= 500 || status == 429;
     *code = (status == 401 || status == 403 || status == 404) ? EBB_ECONFIG : EBB_EPROTO;
     return;
