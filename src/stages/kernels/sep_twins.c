@@ -113,11 +113,11 @@ void fakegpu_twin_ebb_repet_mask(const ebb_launch_dims *d, void **p) {
 void fakegpu_twin_ebb_hpss_harmonic(const ebb_launch_dims *d, void **p) {
   const float *mag = TW_PTR(p[0]);
   float *harm = TW_PTR(p[1]);
-  int nframes = TW_I32(p[2]), nbins = TW_I32(p[3]), ht = TW_I32(p[4]);
+  int nframes = TW_I32(p[2]), nbins = TW_I32(p[3]), ht = TW_I32(p[4]), f0 = TW_I32(p[5]);
   int bs = (int)d->block[0];
   for (unsigned b = 0; b < d->grid[0]; b++)
     for (int t = 0; t < bs; t++)
-      ebb_k_hpss_harm(t, bs, (int)b, mag, harm, nframes, nbins, ht);
+      ebb_k_hpss_harm(t, bs, (int)b + f0, mag, harm, nframes, nbins, ht);
 }
 
 void fakegpu_twin_ebb_mask_finish(const ebb_launch_dims *d, void **p) {

@@ -52,9 +52,10 @@ extern "C" __global__ void ebb_repet_mask(const float *mag, const int *picks, co
 }
 
 // grid.x = frames. Harmonic spectrogram (median along time).
+// f0: the first frame of this launch (frames go in bounded launches).
 extern "C" __global__ void ebb_hpss_harmonic(const float *mag, float *harm, int nframes,
-                                             int nbins, int ht) {
-  ebb_k_hpss_harm(threadIdx.x, blockDim.x, blockIdx.x, mag, harm, nframes, nbins, ht);
+                                             int nbins, int ht, int f0) {
+  ebb_k_hpss_harm(threadIdx.x, blockDim.x, blockIdx.x + f0, mag, harm, nframes, nbins, ht);
 }
 
 // grid.x = frames. Harmonic mask (median along frequency) and vocal band.
