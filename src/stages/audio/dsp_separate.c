@@ -277,8 +277,10 @@ static int gpu_forward(gpu_run *g, const ebb_stft_shape *s, long long nx, float 
   int n = s->n, nbins = s->nbins, hop = s->hop, pad = s->pad, log2n = s->log2n, nf = s->nframes;
   unsigned bs = (unsigned)(n / 2 < EBB_KERNEL_MAX_THREADS ? n / 2 : EBB_KERNEL_MAX_THREADS);
   long long nxl = nx;
-  void *wp[] = {&g->d_x, &nxl, &g->d_win, &g->d_mix, &n, &hop, &pad};
-  int rc = launch(g, "ebb_stft_window", (unsigned)nf, bs, 0, wp);
+  int f0 = 0;
+  void *wp[] = {&g->d_x, &nxl, &g->d_win, &g->d_mix, &n, &hop, &pad, &f0};
+  int rc = launch_frames(g, "ebb_stft_window", nf, frames_per_launch(8.0 * n), bs, 0, wp, NULL,
+                         NULL, 0, &f0);
   if (rc < 0)
     return rc;
   float fwd = 1.0f, one = 1.0f;

@@ -5,9 +5,10 @@
 #include "sep_kernels.h"
 
 // grid.x = frames, one block per frame.
+// f0: the first frame of this launch (frames go in bounded launches).
 extern "C" __global__ void ebb_stft_window(const float *x, long long nx, const float *win,
-                                           float *frames, int n, int hop, int pad) {
-  ebb_k_window(threadIdx.x, blockDim.x, blockIdx.x, x, nx, win, frames, n, hop, pad);
+                                           float *frames, int n, int hop, int pad, int f0) {
+  ebb_k_window(threadIdx.x, blockDim.x, blockIdx.x + f0, x, nx, win, frames, n, hop, pad);
 }
 
 // In-place radix-2 complex FFT of n = 2^log2n points, one frame per block,
