@@ -69,33 +69,25 @@ int ebb_audio_resample(const float *in, uint64_t n, uint32_t from, uint32_t to, 
     return ebb_seterr(EBB_EINVAL, "resample %u Hz -> %u Hz: ratio beyond %g", from, to,
                       MAX_RESAMPLE_RATIO);
   uint64_t want = (uint64_t)llround((double)n * ratio);
-  float *y = malloc(sizeof(float) * (size_t)(want + 1));
+  /* room for the converter's rounding; the result is trimmed or padded to
+   * want in place (one buffer: at 768 kHz a 5-minute input is 0.9 GB) */
+  uint64_t room = from == to ? want + 1 : want + 64;
+  float *y = malloc(sizeof(float) * (size_t)room);
   if (!y)
-    return ebb_seterr(EBB_ENOMEM, "resample: out of host memory for %" PRIu64 " samples", want);
+    return ebb_seterr(EBB_ENOMEM, "resample: out of host memory for %" PRIu64 " samples", room);
   if (from == to) {
     memcpy(y, in, sizeof(float) * (size_t)n);
   } else {
-    /* Room for the converter's rounding; then trimmed or padded to want. */
-    uint64_t room = want + 64;
-    float *tmp = malloc(sizeof(float) * (size_t)room);
-    if (!tmp) {
-      free(y);
-      return ebb_seterr(EBB_ENOMEM, "resample: out of host memory for %" PRIu64 " samples", room);
-    }
     uint64_t got = 0;
-    int rc = resample_blocks(in, n, ratio, tmp, room, &got);
+    int rc = resample_blocks(in, n, ratio, y, room, &got);
     if (rc) {
-      free(tmp);
       free(y);
       return rc == EBB_ECANCELED ? ebb_seterr(rc, "resample %u Hz -> %u Hz: cancelled", from, to)
                                  : ebb_seterr(EBB_EIO, "resample %u Hz -> %u Hz: libsamplerate: %s",
                                               from, to, src_strerror(rc));
     }
-    uint64_t keep = got < want ? got : want;
-    memcpy(y, tmp, sizeof(float) * (size_t)keep);
-    for (uint64_t i = keep; i < want; i++)
+    for (uint64_t i = got; i < want; i++)
       y[i] = 0.0f;
-    free(tmp);
   }
   *out = y;
   *nout = want;
