@@ -36,6 +36,31 @@ python3 -c 'import sys; sys.exit(0 if float(sys.argv[1]) <= 3.0 else 1)' "$took"
   fail "SIGTERM to exit took $took s with --shutdown-grace 1 (expected at most 3 s)"
 grep -q 'longer than the shutdown grace of 1 s' "$T/serve.log" ||
   fail "no line naming the shutdown grace in the log: $(tail -5 "$T/serve.log")"
+# The same deaf stage isolated ("isolate": true) under --job-timeout 2: its
+# worker is killed at the deadline, the job fails within 3 s of its start,
+# the next job runs, and SIGTERM during such a job is an orderly stop (exit 0).
+cat >"$T/cfg2.json" <<EOF
+{"plugin_dirs": ["$EBB_TEST_PLUGIN_DIR/good"],
+ "pipelines": {"deaf": {"stages": [{"stage": "echo", "isolate": true}]},
+               "quick": {"stages": [{"stage": "synthetic", "options": {"weights_mib": 1, "activations_mib": 1}}]}}}
+EOF
+EBB_TEST_ECHO_DEAF_S=60 serve "$T/serve2.log" --config "$T/cfg2.json" --data-dir "$T/data2" \
+  --input-dir "$T" --job-timeout 2
+req POST /v1/jobs -d "{\"pipeline\": \"deaf\", \"input\": \"$T/input.txt\"}"
+[ "$CODE" = 202 ] || fail "POST /v1/jobs (isolated): $CODE $BODY"
+id=$(jget "$BODY" '["id"]')
+wait_done "$id" 100
+code=$(jget "$BODY" '["error"]["code"]')
+took=$(python3 -c 'import json,sys; d=json.loads(sys.argv[1]); print("%.2f" % (d["finished"] - d["started"]))' "$BODY")
+echo "isolated deaf stage under --job-timeout 2: $STATE ($code) $took s after its start"
+[ "$STATE" = failed ] && [ "$code" = EBB_ETIMEDOUT ] || fail "the isolated deaf job ended $STATE/$code: $BODY"
+python3 -c 'import sys; sys.exit(0 if float(sys.argv[1]) <= 3.0 else 1)' "$took" ||
+  fail "the isolated deaf job ended $took s after its start (timeout 2 s, limit 3 s)"
+req POST /v1/jobs -d "{\"pipeline\": \"quick\", \"input\": \"$T/input.txt\"}"
+id=$(jget "$BODY" '["id"]')
+wait_done "$id" 100
+[ "$STATE" = succeeded ] || fail "the job after the killed worker ended $STATE: $BODY"
+stop_server || fail "ebb serve did not exit 0 on SIGTERM after the isolated deaf job"
 # usage: the grace must be a number of seconds > 0
 "$EBB" serve --shutdown-grace 0 >/dev/null 2>"$T/usage.err"
 [ $? = 2 ] || fail "--shutdown-grace 0 did not exit 2"
