@@ -54,10 +54,10 @@ transcribe) # the test Whisper server answers after 60 s; the stage waits up to 
 align) COSTLY='[{"stage": "decode"}, {"stage": "align", "options": {"vad_max_aperiodicity": 0.01,
     "snap_ms": 5000}}]' ;;
 pitch) COSTLY='[{"stage": "decode"}, {"stage": "pitch", "options": {"hop": 1, "frame": 65536}}]' ;;
-export) # the stems: 5 minutes at 48 kHz from a test plugin (separate would take
+export) # the stems: 5 minutes at 96 kHz from a test plugin (separate would take
   # longer than the deadline to make them); export writes them as FLAC
   PLUGINS="\"plugin_dirs\": [\"${EBB_DEADLINE_PLUGIN_DIR:?}\"],"
-  COSTLY='[{"stage": "stems", "options": {"rate": 48000, "seconds": 300}},
+  COSTLY='[{"stage": "stems", "options": {"rate": 96000, "seconds": 300}},
     {"stage": "export", "options": {"stems": "flac"}}]' ;;
 synthetic) COSTLY='[{"stage": "synthetic", "options": {"weights_mib": 64, "activations_mib": 64,
     "run_ms": 86400000}}]' ;;
@@ -118,12 +118,16 @@ next=$(elapsed "$T_SUBMIT" "$T_END")
 stop_server || fail "$STAGE: ebb serve did not exit 0 on SIGTERM while idle"
 serve "$T/serve2.log" --config "$T/cfg.json" --data-dir "$T/data" --input-dir "$T" --no-cache
 submit costly || exit 1
-for _ in $(seq 100); do
-  req GET "/v1/jobs/$ID"
-  [ "$(jget "$BODY" '["state"]')" = running ] && break
+# into the stage: after the stage before it (decode, stems) is done
+for _ in $(seq 200); do
+  case $STAGE in
+  synthetic) req GET "/v1/jobs/$ID"; [ "$(jget "$BODY" '["state"]')" = running ] && break ;;
+  export) grep -q '^\[stems\] done' "$T/serve2.log" && break ;;
+  *) grep -q '^\[decode\] done' "$T/serve2.log" && break ;;
+  esac
   sleep 0.02
 done
-sleep 1 # well into the stage (decode of a 5-minute file takes ~0.1 s)
+sleep 0.3
 t0=$(now)
 kill -TERM "$SERVER"
 rc=124
