@@ -8,11 +8,13 @@
 #include <pthread.h>
 #include <getopt.h>
 #include <signal.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "base/log.h"
 #include "cli/commands.h"
@@ -31,7 +33,7 @@ static void usage(FILE *f) {
           "                 [--token-file FILE] [--metrics-public] [--allow-host NAME]...\n"
           "                 [--allow-origin ORIGIN]... [--max-queued N]\n"
           "                 [--input-dir DIR]... [--job-timeout S] [--keep-jobs N|DURATION]\n"
-          "                 [--sleep-host-budget SIZE]\n"
+          "                 [--sleep-host-budget SIZE] [--shutdown-grace S]\n"
           "                 [--queue redis://HOST:PORT[/DB] [--queue-prefix P] [--node-id ID]\n"
           "                  [--queue-password-file FILE] [--shared-dir DIR] [--inline-max-mib N]\n"
           "                  [--lease S] [--max-attempts N]]\n\n"
@@ -76,7 +78,11 @@ static void usage(FILE *f) {
           "  --input-dir DIR   JSON jobs may name files under DIR (repeatable); without it\n"
           "                    inputs are uploads\n"
           "  --job-timeout S   cancel and release a job after S seconds (default 86400;\n"
-          "                    a pipeline's \"timeout_s\" wins)\n"
+          "                    a pipeline's \"timeout_s\" wins); the built-in stages stop\n"
+          "                    within 100 ms of it, an isolated stage's worker is killed\n"
+          "  --shutdown-grace S  SIGINT/SIGTERM: the orderly stop gets S seconds (default\n"
+          "                    10); past them (a plugin stage run in-process that ignores\n"
+          "                    its cancellation) the server logs what held it and exits 1\n"
           "  --keep-jobs N|D   keep the newest N finished jobs, or those finished within\n"
           "                    D (30s, 90m, 12h, 7d); older ones and their files go\n"
           "  --sleep-host-budget SIZE  host memory the weights of sleeping pipelines may\n"
@@ -135,6 +141,7 @@ typedef struct serve_args {
   ebb_cluster_opts co;
   const char *pw_file;
   char pw[256];
+  double grace_s; /* --shutdown-grace; 0: the default */
 } serve_args;
 
 /* One number of the config's "server" object. */
@@ -251,7 +258,7 @@ static int parse_size(const char *v, uint64_t *out) {
 
 enum { O_TOKEN = 256, O_METRICS, O_ALLOW, O_INPUT, O_JOBTO, O_KEEP, O_DEVICES, O_MAXWAIT, O_SLEEPB, O_RESIDENT,
        O_QUEUE, O_QPREFIX, O_QPASS, O_SHARED, O_NODE, O_INLINE, O_LEASE, O_ATTEMPTS, O_ORIGIN,
-       O_MAXQ };
+       O_MAXQ, O_GRACE };
 
 static int cluster_number(serve_args *a, int c, const char *v) {
   double n;
@@ -357,6 +364,12 @@ static int take_opt(serve_args *a, int c, char **argv) {
     fprintf(stderr, "ebb serve: --job-timeout %s: expected seconds > 0 (at most a year)\n",
             optarg);
     return EBB_EXIT_USAGE;
+  case O_GRACE:
+    if (parse_seconds(optarg, &a->grace_s) == 0)
+      return 0;
+    fprintf(stderr, "ebb serve: --shutdown-grace %s: expected seconds > 0 (at most a year)\n",
+            optarg);
+    return EBB_EXIT_USAGE;
   case O_KEEP:
     if (parse_keep(optarg, &a->so) == 0)
       return 0;
@@ -427,6 +440,7 @@ static int parse_args(int argc, char **argv, serve_args *a) {
       {"inline-max-mib", required_argument, NULL, O_INLINE},
       {"lease", required_argument, NULL, O_LEASE},
       {"max-attempts", required_argument, NULL, O_ATTEMPTS},
+      {"shutdown-grace", required_argument, NULL, O_GRACE},
       {NULL, 0, NULL, 0}};
   int c, st;
   optind = 1;
@@ -594,8 +608,40 @@ static void close_runtime(serve_state *st) {
   }
 }
 
+/* --- the shutdown grace ----------------------------------------------------------
+ * The orderly stop (the running job cancelled and queued again, every
+ * pipeline unloaded, everything released) normally takes well under a second:
+ * the built-in stages see a cancellation within 100 ms and an isolated
+ * stage's worker is killed. A plugin stage run in-process that never checks
+ * its cancellation would hold the stop for as long as it runs; it is not
+ * waited on past the grace: the server logs it and exits 1 there and then
+ * (the kernel takes back the process's memory and the driver its device
+ * memory and context; isolated workers die with the server). */
+#define GRACE_DEFAULT_S 10.0
+static atomic_int grace_done;
+
+static double mono_now(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+static void *grace_watch(void *arg) {
+  double grace = *(const double *)arg, t0 = mono_now();
+  while (!atomic_load(&grace_done)) {
+    if (mono_now() - t0 >= grace) {
+      ebb_log(EBB_LOG_ERROR, "server", "the stop took longer than the shutdown grace of %g s (a "
+              "stage that ignores its cancellation?); exiting without waiting for it", grace);
+      _exit(EBB_EXIT_FAILED);
+    }
+    struct timespec ts = {0, 20 * 1000000L};
+    nanosleep(&ts, NULL);
+  }
+  return NULL;
+}
+
 /* Until SIGINT or SIGTERM; idle releases and retention once a second. */
-static void serve_loop(serve_state *st, const sigset_t *set) {
+static void serve_loop(serve_state *st, const sigset_t *set, double grace_s) {
   int sig;
   for (;;) {
     struct timespec ts = {1, 0};
@@ -608,6 +654,10 @@ static void serve_loop(serve_state *st, const sigset_t *set) {
   }
   ebb_log(EBB_LOG_INFO, "server", "%s: stopping (the running job goes back to the queue, "
                                   "releasing all)", sig == SIGINT ? "SIGINT" : "SIGTERM");
+  static double grace;
+  grace = grace_s > 0 ? grace_s : GRACE_DEFAULT_S;
+  pthread_t gw;
+  int watching = pthread_create(&gw, NULL, grace_watch, &grace) == 0;
   ebb_server_stop(st->srv);
   st->srv = NULL;
   for (size_t i = 0; i < st->n; i++) {
@@ -619,6 +669,9 @@ static void serve_loop(serve_state *st, const sigset_t *set) {
             st->n > 1 ? " " : "", st->n > 1 ? ebb_device_label(st->devs[i]) : "",
             (unsigned long long)(as.reserved.current >> 20), as.ctx_active ? "held" : "released");
   }
+  atomic_store(&grace_done, 1);
+  if (watching)
+    pthread_join(gw, NULL);
 }
 
 static int start_and_serve(serve_args *a, serve_state *st, ebb_manager_opts *mo) {
@@ -649,7 +702,7 @@ static int start_and_serve(serve_args *a, serve_state *st, ebb_manager_opts *mo)
   for (size_t i = 0; i < st->n; i++)
     ebb_log(EBB_LOG_INFO, "server", "device %s (%s), data in %s", ebb_device_label(st->devs[i]),
             ebb_device_name(st->devs[i]), a->data_dir);
-  serve_loop(st, &set);
+  serve_loop(st, &set, a->grace_s);
   return EBB_EXIT_OK;
 }
 

@@ -39,9 +39,9 @@
  * emitted with no lock held. Owner handles must not be used after
  * ebb_owner_destroy (debug builds check a signature and abort).
  *
- * Debug builds (EBB_DEBUG): freed blocks are poisoned with 0xDB via
- * ebb_device_memset8 where device memory is host-addressable (CPU device, the
- * fake GPU); handles carry a signature checked on every call. */
+ * Debug builds (EBB_DEBUG): freed blocks are poisoned with 0xDB (their first
+ * 64 MiB) via ebb_device_memset8 where device memory is host-addressable (CPU
+ * device, the fake GPU); handles carry a signature checked on every call. */
 #ifndef EBB_MEMORY_MEMORY_H
 #define EBB_MEMORY_MEMORY_H
 

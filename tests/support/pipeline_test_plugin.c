@@ -10,10 +10,14 @@
  *   (none)            a good plugin with one stage, "echo", that says in a
  *                     JSON item the input's kind and its output directory,
  *                     and appends the output directory it sees at unload
- *                     to $EBB_TEST_ECHO_UNLOAD_LOG when that is set */
+ *                     to $EBB_TEST_ECHO_UNLOAD_LOG when that is set; with
+ *                     $EBB_TEST_ECHO_DEAF_S set its run first sleeps that
+ *                     many seconds without ever polling its cancellation
+ *                     (the stage a shutdown grace is for) */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "ebb/stage.h"
 
@@ -23,6 +27,12 @@ static int load(ebb_stage_ctx *ctx, const char *o, void **s) {
 }
 __attribute__((unused)) static int run(ebb_stage_ctx *ctx, void *s, const ebb_items *in,
                                       ebb_items *out) {
+  const char *deaf = getenv("EBB_TEST_ECHO_DEAF_S");
+  if (deaf) {
+    struct timespec ts = {atoi(deaf), 0};
+    while (nanosleep(&ts, &ts) != 0) {
+    }
+  }
   ebb_item_info it = {.size = sizeof it};
   if (ctx->host->item_find(in, "input", &it))
     return ebb_set_error(ctx, EBB_EINPUT, "echo: no input");

@@ -51,8 +51,9 @@ static void test_paths_agree(void) {
   /* the outputs are not trivially equal: the vocal estimate is not the mix */
   CHECK_MSG(rel_err(vg, clip.mix, clip.n) > 0.1, "vocals equal the mixture");
   /* window, fft, magnitude; repet median, harmonic median, mask finish;
-   * apply; then fft + overlap-add for each output */
-  CHECK_EQ_INT(sh.launches, 11);
+   * apply; then fft + overlap-add for each output: 11 kernels, the per-frame
+   * ones in bounded launches (a cancellation is seen between them) */
+  CHECK_MSG(sh.launches > 11, "launches %d", sh.launches);
   CHECK_EQ_INT(sh.live_blocks, 0);
   CHECK_EQ_U64(sh.live_bytes, 0);
   uint64_t want = ebb_separate_gpu_bytes(&o, clip.rate, clip.n);

@@ -38,7 +38,9 @@ static void run_stage(ebb_dev_kind kind, int no_twins, float **voc_out) {
     memcpy(*voc_out, v.samples, sizeof(float) * clip.n);
   }
   if (kind == EBB_DEV_KIND_CUDA && !no_twins) {
-    CHECK_MSG(sh.launches == 11, "launches %d", sh.launches);
+    /* the 11 kernels, the per-frame ones in bounded launches (a cancellation
+     * is seen between them): more than 11 launches on 6 s */
+    CHECK_MSG(sh.launches > 11, "launches %d", sh.launches);
     CHECK_MSG(sh.peak_bytes > 0 && sh.live_bytes == 0, "device bytes peak %llu live %llu",
               (unsigned long long)sh.peak_bytes, (unsigned long long)sh.live_bytes);
   } else {
@@ -99,7 +101,7 @@ static void test_melody_item(void) {
                 ed, ev);
     }
     if (d)
-      CHECK_MSG(sh.launches == 20 && sh.live_bytes == 0, "launches %d, live %llu", sh.launches,
+      CHECK_MSG(sh.launches > 20 && sh.live_bytes == 0, "launches %d, live %llu", sh.launches,
                 (unsigned long long)sh.live_bytes);
     ebb_stage_separate.unload(&sh.base, state);
     shim_items_free(&in);

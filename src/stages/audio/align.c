@@ -424,7 +424,9 @@ static int align_run(ebb_stage_ctx *ctx, void *state, const ebb_items *in, ebb_i
   json_t *transcript = NULL;
   const char *source = "vad";
   double dur = 0;
+  ebb_st_watch(ctx); /* the voice activity's loops see a cancellation */
   int rc = voice_activity(ctx, s, in, &segs, &nseg, &ph, &nph, &dur);
+  ebb_st_unwatch();
   if (rc)
     return rc;
   if (s->lyrics_path && (rc = read_lyrics(ctx, s->lyrics_path, &lyr)))

@@ -14,6 +14,7 @@
 #include "stages/audio/align.h"
 #include "stages/audio/decode.h"
 #include "stages/audio/pitch.h"
+#include "stages/audio/st_util.h"
 
 ebb_vad_params ebb_vad_defaults(void) {
   ebb_vad_params p = {.win_s = 0.02, .hop_s = 0.01, .fill_s = 0.03, .min_active_s = 0.05};
@@ -177,6 +178,8 @@ int ebb_vad(const float *x, uint64_t n, uint32_t rate, const ebb_vad_params *p, 
       rc = ebb_seterr(EBB_ENOMEM, "vad: out of memory for %zu frames", nf);
     else
       rc = aperiodicity(x, n, rate, p->hop_s, nf, ap);
+    if (!rc && ebb_st_stop()) /* its difference function broke off (st_util.h) */
+      rc = ebb_seterr(EBB_ECANCELED, "vad: cancelled");
     if (rc) {
       free(db);
       free(sorted);

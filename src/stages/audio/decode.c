@@ -17,6 +17,7 @@
 
 #include "ebb/error.h"
 #include "ebb/stage.h"
+#include "stages/audio/st_util.h"
 #include "stages/options.h"
 
 #define READ_BLOCK 4096 /* frames per read */
@@ -24,6 +25,38 @@
 #define MAX_RESAMPLE_RATIO 256.0
 
 /* --- resampling ------------------------------------------------------------ */
+
+/* What src_simple does, in blocks of RESAMPLE_BLOCK input frames so that a
+ * cancellation (st_util.h) is seen between them: at 768 kHz one block is a
+ * few ms of work. Answers 0, EBB_ECANCELED or libsamplerate's error number. */
+#define RESAMPLE_BLOCK 4096
+static int resample_blocks(const float *in, uint64_t n, double ratio, float *out, uint64_t room,
+                           uint64_t *got) {
+  int err = 0;
+  SRC_STATE *st = src_new(SRC_SINC_MEDIUM_QUALITY, 1, &err);
+  if (!st)
+    return err ? err : 1; /* SRC_ERR_MALLOC_FAILED */
+  uint64_t pos = 0;
+  *got = 0;
+  for (;;) {
+    if (ebb_st_stop()) {
+      err = EBB_ECANCELED;
+      break;
+    }
+    uint64_t take = n - pos < RESAMPLE_BLOCK ? n - pos : RESAMPLE_BLOCK;
+    SRC_DATA d = {.data_in = in + pos, .input_frames = (long)take, .data_out = out + *got,
+                  .output_frames = (long)(room - *got), .src_ratio = ratio,
+                  .end_of_input = pos + take == n};
+    if ((err = src_process(st, &d)) != 0)
+      break;
+    pos += (uint64_t)d.input_frames_used;
+    *got += (uint64_t)d.output_frames_gen;
+    if ((d.end_of_input && d.output_frames_gen == 0) || *got >= room)
+      break;
+  }
+  src_delete(st);
+  return err;
+}
 
 int ebb_audio_resample(const float *in, uint64_t n, uint32_t from, uint32_t to, float **out,
                        uint64_t *nout) {
@@ -36,39 +69,25 @@ int ebb_audio_resample(const float *in, uint64_t n, uint32_t from, uint32_t to, 
     return ebb_seterr(EBB_EINVAL, "resample %u Hz -> %u Hz: ratio beyond %g", from, to,
                       MAX_RESAMPLE_RATIO);
   uint64_t want = (uint64_t)llround((double)n * ratio);
-  float *y = malloc(sizeof(float) * (size_t)(want + 1));
+  /* room for the converter's rounding; the result is trimmed or padded to
+   * want in place (one buffer: at 768 kHz a 5-minute input is 0.9 GB) */
+  uint64_t room = from == to ? want + 1 : want + 64;
+  float *y = malloc(sizeof(float) * (size_t)room);
   if (!y)
-    return ebb_seterr(EBB_ENOMEM, "resample: out of host memory for %" PRIu64 " samples", want);
+    return ebb_seterr(EBB_ENOMEM, "resample: out of host memory for %" PRIu64 " samples", room);
   if (from == to) {
     memcpy(y, in, sizeof(float) * (size_t)n);
   } else {
-    /* Room for the converter's rounding; then trimmed or padded to want. */
-    uint64_t room = want + 64;
-    float *tmp = malloc(sizeof(float) * (size_t)room);
-    if (!tmp) {
+    uint64_t got = 0;
+    int rc = resample_blocks(in, n, ratio, y, room, &got);
+    if (rc) {
       free(y);
-      return ebb_seterr(EBB_ENOMEM, "resample: out of host memory for %" PRIu64 " samples", room);
+      return rc == EBB_ECANCELED ? ebb_seterr(rc, "resample %u Hz -> %u Hz: cancelled", from, to)
+                                 : ebb_seterr(EBB_EIO, "resample %u Hz -> %u Hz: libsamplerate: %s",
+                                              from, to, src_strerror(rc));
     }
-    SRC_DATA d;
-    memset(&d, 0, sizeof d);
-    d.data_in = in;
-    d.input_frames = (long)n;
-    d.data_out = tmp;
-    d.output_frames = (long)room;
-    d.src_ratio = ratio;
-    int err = src_simple(&d, SRC_SINC_MEDIUM_QUALITY, 1);
-    if (err) {
-      free(tmp);
-      free(y);
-      return ebb_seterr(EBB_EIO, "resample %u Hz -> %u Hz: libsamplerate: %s", from, to,
-                        src_strerror(err));
-    }
-    uint64_t got = (uint64_t)d.output_frames_gen;
-    uint64_t keep = got < want ? got : want;
-    memcpy(y, tmp, sizeof(float) * (size_t)keep);
-    for (uint64_t i = keep; i < want; i++)
+    for (uint64_t i = got; i < want; i++)
       y[i] = 0.0f;
-    free(tmp);
   }
   *out = y;
   *nout = want;
@@ -228,6 +247,10 @@ static int mpg123_read_all(mpg123_handle *mh, const char *path, long src_rate, i
     return ebb_seterr(EBB_ENOMEM, "%s: out of host memory", path);
   uint64_t limit = (uint64_t)(max_seconds * (double)src_rate) + 1;
   for (;;) {
+    if (ebb_st_stop()) {
+      rc = ebb_seterr(EBB_ECANCELED, "%s: cancelled after %" PRIu64 " frames", path, *n);
+      break;
+    }
     size_t done_bytes = 0;
     int r = mpg123_read(mh, buf, bytes, &done_bytes);
     uint64_t got = done_bytes / (sizeof(float) * (size_t)channels);
@@ -374,6 +397,10 @@ int ebb_audio_decode(const char *path, uint32_t rate, double max_seconds, float 
     goto done;
   }
   for (;;) {
+    if (ebb_st_stop()) {
+      rc = ebb_seterr(EBB_ECANCELED, "%s: cancelled after %" PRIu64 " frames", path, n);
+      goto done;
+    }
     sf_count_t got = sf_readf_float(sf, buf, READ_BLOCK);
     if (got <= 0)
       break;
@@ -462,7 +489,9 @@ static int dec_run(ebb_stage_ctx *ctx, void *state, const ebb_items *in, ebb_ite
   uint64_t n = 0;
   ebb_decode_info info;
   memset(&info, 0, sizeof info);
+  ebb_st_watch(ctx); /* its read and resampling loops see a cancellation */
   int rc = ebb_audio_decode(it.text, st->rate, st->max_seconds, &pcm, &n, &info);
+  ebb_st_unwatch();
   if (rc < 0)
     return dec_fail(ctx, rc);
   rc = ctx->host->add_audio(out, "audio", pcm, n, 1, st->rate);

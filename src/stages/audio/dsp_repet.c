@@ -110,7 +110,7 @@ static void similarity_row(const float *feat, int nfeat, int nframes, int j, int
   int len = hi - lo + 1;
   for (int i = 0; i < len; i++)
     row[i] = 0.0f;
-  for (int b = 0; b < nfeat; b++) {
+  for (int b = 0; b < nfeat && !((b & 15) == 0 && ebb_st_stop()); b++) {
     const float *fb = feat + (long long)b * nframes;
     float fj = fb[j];
     const float *fi = fb + lo;
@@ -271,8 +271,12 @@ static int picks_of(const float *mag, int nframes, int nbins, const ebb_repet_pa
     goto done;
   }
   make_features(mag, nframes, nbins, p->pool, nfeat, feat);
+  /* a cancellation check about every 2^22 multiply-adds of the search (and
+   * within a row, st_util.h), whatever max_lag and pool make a row cost */
+  long long every = ((long long)1 << 22) / ((long long)nfeat * wlen);
   for (int j = 0; j < nframes; j++) {
-    if (p->cancelled && j % 256 == 0 && p->cancelled(p->cancel_arg)) {
+    if ((p->cancelled && j % (every > 1 ? every : 1) == 0 && p->cancelled(p->cancel_arg)) ||
+        ebb_st_stop()) {
       rc = ebb_seterr(EBB_ECANCELED, "separate: cancelled at frame %d of %d", j, nframes);
       goto done;
     }

@@ -167,6 +167,44 @@ static int launch(gpu_run *g, const char *name, unsigned grid, unsigned block, u
   return 0;
 }
 
+/* Frames per launch of a per-frame kernel whose frame costs about
+ * per_frame operations: some 2^20 operations a launch (about a ms on the
+ * fake GPU's host twins, 10 ms under ASan; microseconds on a GPU), at least
+ * one frame. */
+static int frames_per_launch(double per_frame) {
+  double k = 1048576.0 / (per_frame > 1.0 ? per_frame : 1.0);
+  return k < 1.0 ? 1 : k > 1e9 ? 1000000000 : (int)k;
+}
+
+/* Kernel `name` over frames [0, nf) in launches of at most `step` frames,
+ * the job's cancellation checked before each (a launch cannot be stopped
+ * midway): the device addresses *slot[i] (params point at them) advance by
+ * stride[i] bytes a frame, and are restored after; *f0 (may be NULL) is set
+ * to each launch's first frame, for a kernel that takes it. */
+static int launch_frames(gpu_run *g, const char *name, int nf, int step, unsigned bs,
+                         unsigned shmem, void **params, uint64_t *const *slot,
+                         const uint64_t *stride, int nslot, int *f0) {
+  uint64_t base[8];
+  int rc = 0;
+  for (int i = 0; i < nslot; i++)
+    base[i] = *slot[i];
+  for (int f = 0; f < nf && rc == 0; f += step) {
+    if (ebb_cancelled(g->ctx)) {
+      rc = ebb_seterr(EBB_ECANCELED, "separate: cancelled before kernel %s at frame %d of %d",
+                      name, f, nf);
+      break;
+    }
+    for (int i = 0; i < nslot; i++)
+      *slot[i] = base[i] + (uint64_t)f * stride[i];
+    if (f0)
+      *f0 = f;
+    rc = launch(g, name, (unsigned)(nf - f < step ? nf - f : step), bs, shmem, params);
+  }
+  for (int i = 0; i < nslot; i++)
+    *slot[i] = base[i];
+  return rc < 0 ? rc : 0;
+}
+
 static int alloc(gpu_run *g, size_t bytes, uint64_t *d) {
   int rc = ebb_dev_alloc(g->ctx, bytes ? bytes : 4, d);
   if (rc < 0)
@@ -179,7 +217,9 @@ static int inverse_to_host(gpu_run *g, const ebb_stft_shape *s, uint64_t d_frame
   unsigned bs = (unsigned)(n / 2 < EBB_KERNEL_MAX_THREADS ? n / 2 : EBB_KERNEL_MAX_THREADS);
   float sign = -1.0f, scale = 1.0f / (float)n;
   void *fp[] = {&d_frames, &g->d_tw, &n, &log2n, &sign, &scale};
-  int rc = launch(g, "ebb_fft_radix2", (unsigned)nf, bs, (unsigned)(sizeof(float) * 2 * n), fp);
+  uint64_t *fs[] = {&d_frames}, fstride[] = {sizeof(float) * 2 * (uint64_t)n};
+  int rc = launch_frames(g, "ebb_fft_radix2", nf, frames_per_launch(8.0 * n * log2n), bs,
+                         (unsigned)(sizeof(float) * 2 * n), fp, fs, fstride, 1, NULL);
   if (rc < 0)
     return rc;
   long long ny = s->nx;
@@ -238,16 +278,23 @@ static int gpu_forward(gpu_run *g, const ebb_stft_shape *s, long long nx, float 
   int n = s->n, nbins = s->nbins, hop = s->hop, pad = s->pad, log2n = s->log2n, nf = s->nframes;
   unsigned bs = (unsigned)(n / 2 < EBB_KERNEL_MAX_THREADS ? n / 2 : EBB_KERNEL_MAX_THREADS);
   long long nxl = nx;
-  void *wp[] = {&g->d_x, &nxl, &g->d_win, &g->d_mix, &n, &hop, &pad};
-  int rc = launch(g, "ebb_stft_window", (unsigned)nf, bs, 0, wp);
+  int f0 = 0;
+  void *wp[] = {&g->d_x, &nxl, &g->d_win, &g->d_mix, &n, &hop, &pad, &f0};
+  int rc = launch_frames(g, "ebb_stft_window", nf, frames_per_launch(8.0 * n), bs, 0, wp, NULL,
+                         NULL, 0, &f0);
   if (rc < 0)
     return rc;
   float fwd = 1.0f, one = 1.0f;
   void *fp[] = {&g->d_mix, &g->d_tw, &n, &log2n, &fwd, &one};
-  if ((rc = launch(g, "ebb_fft_radix2", (unsigned)nf, bs, (unsigned)(sizeof(float) * 2 * n), fp)) < 0)
+  uint64_t *fs[] = {&g->d_mix}, fstride[] = {sizeof(float) * 2 * (uint64_t)n};
+  if ((rc = launch_frames(g, "ebb_fft_radix2", nf, frames_per_launch(8.0 * n * log2n), bs,
+                          (unsigned)(sizeof(float) * 2 * n), fp, fs, fstride, 1, NULL)) < 0)
     return rc;
   void *mp[] = {&g->d_mix, &g->d_mag, &n, &nbins};
-  if ((rc = launch(g, "ebb_stft_magnitude", (unsigned)nf, bs, 0, mp)) < 0)
+  uint64_t *ms[] = {&g->d_mix, &g->d_mag};
+  uint64_t mstride[] = {sizeof(float) * 2 * (uint64_t)n, sizeof(float) * (uint64_t)nbins};
+  if ((rc = launch_frames(g, "ebb_stft_magnitude", nf, frames_per_launch(4.0 * nbins), bs, 0, mp,
+                          ms, mstride, 2, NULL)) < 0)
     return rc;
   size_t cells = (size_t)nf * (size_t)nbins;
   return host_err(g, g->ctx->host->copy_dtoh(g->ctx, mag, g->d_mag, sizeof(float) * cells),
@@ -263,8 +310,19 @@ static int gpu_mask(gpu_run *g, const ebb_stft_shape *s, const ebb_repet_params 
   int n = s->n, nbins = s->nbins, nf = s->nframes, rc;
   unsigned bs = (unsigned)(n / 2 < EBB_KERNEL_MAX_THREADS ? n / 2 : EBB_KERNEL_MAX_THREADS);
   size_t pick_cells = (size_t)nf * (size_t)rp->k;
-  if ((rc = host_err(g, ctx->host->copy_htod(ctx, g->d_picks, picks, sizeof(int) * pick_cells),
-                     "copying the repeating frames")) < 0 ||
+  /* The mask kernel runs in launches of `step` frames (below); its magnitude
+   * pointer is moved to each launch's first frame, so the picks it reads
+   * go to the device relative to that frame. */
+  int step = frames_per_launch((double)nbins * (rp->k * 8.0 + 4.0));
+  int *rel = ebb_st_malloc(sizeof(int) * (pick_cells ? pick_cells : 1));
+  if (!rel)
+    return ebb_seterr(EBB_ENOMEM, "separate: out of host memory for %zu picks", pick_cells);
+  for (size_t c = 0; c < pick_cells; c++)
+    rel[c] = picks[c] - (int)((c / (size_t)rp->k) / (size_t)step) * step;
+  rc = host_err(g, ctx->host->copy_htod(ctx, g->d_picks, rel, sizeof(int) * pick_cells),
+                "copying the repeating frames");
+  ebb_st_free(rel);
+  if (rc < 0 ||
       (rc = host_err(g, ctx->host->copy_htod(ctx, g->d_npicks, npicks, sizeof(int) * (size_t)nf),
                      "copying the repeating frame counts")) < 0)
     return rc;
@@ -273,18 +331,28 @@ static int gpu_mask(gpu_run *g, const ebb_stft_shape *s, const ebb_repet_params 
   float gain = rp->outside_gain;
   float q = rp->quantile;
   void *rmp[] = {&g->d_mag, &g->d_picks, &g->d_npicks, &k, &g->d_mask, &nbins, &q};
-  if ((rc = launch(g, "ebb_repet_mask", (unsigned)nf, bs, 0, rmp)) < 0)
+  uint64_t row = sizeof(float) * (uint64_t)nbins, spec = sizeof(float) * 2 * (uint64_t)n;
+  uint64_t *rs[] = {&g->d_mag, &g->d_picks, &g->d_npicks, &g->d_mask};
+  uint64_t rstride[] = {row, sizeof(int) * (uint64_t)k, sizeof(int), row};
+  if ((rc = launch_frames(g, "ebb_repet_mask", nf, step, bs, 0, rmp, rs, rstride, 4, NULL)) < 0)
     return rc;
   if (hpss) {
-    void *hp[] = {&g->d_mag, &g->d_harm, &nf, &nbins, &ht};
-    if ((rc = launch(g, "ebb_hpss_harmonic", (unsigned)nf, bs, 0, hp)) < 0)
+    int f0 = 0;
+    void *hp[] = {&g->d_mag, &g->d_harm, &nf, &nbins, &ht, &f0};
+    int hstep = frames_per_launch((double)nbins * (2 * ht + 1) * 8.0);
+    if ((rc = launch_frames(g, "ebb_hpss_harmonic", nf, hstep, bs, 0, hp, NULL, NULL, 0, &f0)) < 0)
       return rc;
   }
   void *fp2[] = {&g->d_mag, &g->d_harm, &g->d_mask, &nbins, &hpss, &hf, &band_lo, &band_hi, &gain};
-  if ((rc = launch(g, "ebb_mask_finish", (unsigned)nf, bs, 0, fp2)) < 0)
+  uint64_t *fs2[] = {&g->d_mag, &g->d_harm, &g->d_mask};
+  uint64_t fstride2[] = {row, hpss ? row : 0, row};
+  if ((rc = launch_frames(g, "ebb_mask_finish", nf, frames_per_launch(nbins * (2.0 * hf + 9) * 8),
+                          bs, 0, fp2, fs2, fstride2, 3, NULL)) < 0)
     return rc;
   void *ap[] = {&g->d_mix, &g->d_mask, &g->d_voc, &g->d_mix, &n, &nbins};
-  return launch(g, "ebb_sep_apply_mask", (unsigned)nf, bs, 0, ap);
+  uint64_t *as[] = {&g->d_mix, &g->d_mask, &g->d_voc}, astride[] = {spec, row, spec};
+  return launch_frames(g, "ebb_sep_apply_mask", nf, frames_per_launch(8.0 * n), bs, 0, ap, as,
+                       astride, 3, NULL);
 }
 
 /* Frees every device buffer, in reverse order of allocation; a zero handle

@@ -32,8 +32,22 @@ static int write_audio(ebb_stage_ctx *ctx, const char *path, const ebb_item_info
     return ebb_st_fail(ctx, EBB_EIO, "%s: cannot write: %s", path, sf_strerror(NULL));
   /* clip rather than wrap: a separated stem can exceed full scale slightly */
   sf_command(f, SFC_SET_CLIPPING, NULL, SF_TRUE);
-  sf_count_t n = sf_writef_float(f, a->samples, (sf_count_t)a->frames);
-  int bad = n != (sf_count_t)a->frames;
+  /* in blocks of a second or so of audio, the job's cancellation checked
+   * between them (a FLAC encoder takes ~10 ms a block) */
+  sf_count_t n = 0, total = (sf_count_t)a->frames, block = 1 << 16;
+  while (n < total) {
+    if (ebb_cancelled(ctx)) {
+      sf_close(f);
+      unlink(path);
+      return ebb_st_fail(ctx, EBB_ECANCELED, "cancelled while writing %s", path);
+    }
+    sf_count_t take = total - n < block ? total - n : block;
+    sf_count_t w = sf_writef_float(f, a->samples + (size_t)n * a->channels, take);
+    n += w;
+    if (w != take)
+      break;
+  }
+  int bad = n != total;
   if (sf_close(f) || bad)
     return ebb_st_fail(ctx, EBB_EIO, "%s: write failed after %lld of %llu frames", path,
                        (long long)n, (unsigned long long)a->frames);

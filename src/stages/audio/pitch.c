@@ -243,11 +243,24 @@ static int cmndf_device(ebb_stage_ctx *ctx, const float *padded, const ebb_pitch
     goto done;
   if ((rc = ctx->host->copy_htod(ctx, dx, padded, nx)))
     goto done;
-  int nf = (int)g->n_frames, hop = g->hop, w = g->w, tm = g->tau_max;
-  void *params[] = {&dx, &dout, &nf, &hop, &w, &tm};
-  const unsigned grid[3] = {(unsigned)nf, 1, 1}, block[3] = {EBB_PITCH_BLOCK, 1, 1};
-  if ((rc = ctx->host->launch(ctx, ebb_kernels_image(), EBB_PITCH_KERNEL, grid, block, 0, params)))
-    goto done;
+  /* in launches of a bounded size: the job's cancellation is checked
+   * between them (a kernel cannot be stopped midway) */
+  int hop = g->hop, w = g->w, tm = g->tau_max;
+  size_t step = ebb_pitch_launch_frames(g);
+  for (size_t f0 = 0; f0 < g->n_frames; f0 += step) {
+    if (ebb_cancelled(ctx)) {
+      rc = ebb_st_fail(ctx, EBB_ECANCELED, "cancelled at frame %zu of %zu", f0, g->n_frames);
+      goto done;
+    }
+    int nf = (int)(g->n_frames - f0 < step ? g->n_frames - f0 : step);
+    uint64_t x = dx + f0 * (uint64_t)hop * sizeof(float);
+    uint64_t o = dout + f0 * (uint64_t)(tm + 1) * sizeof(float);
+    void *params[] = {&x, &o, &nf, &hop, &w, &tm};
+    const unsigned grid[3] = {(unsigned)nf, 1, 1}, block[3] = {EBB_PITCH_BLOCK, 1, 1};
+    if ((rc = ctx->host->launch(ctx, ebb_kernels_image(), EBB_PITCH_KERNEL, grid, block, 0,
+                                params)))
+      goto done;
+  }
   rc = ctx->host->copy_dtoh(ctx, out, dout, nout);
 done:
   if (dout)
@@ -509,7 +522,8 @@ static int pitch_run_counted(ebb_stage_ctx *ctx, void *state, const ebb_items *i
   if (!cm || !frames)
     goto oom;
   const char *how = NULL;
-  if ((rc = cmndf_any(ctx, s, emph, &g, cm, &how)))
+  if ((rc = cmndf_any(ctx, s, emph, &g, cm, &how)) ||
+      (rc = ebb_st_stopped(ctx, "the difference function")))
     goto done;
   if (ctx->host->progress)
     ctx->host->progress(ctx, 0.6);
@@ -611,7 +625,9 @@ static int pitch_estimate(const ebb_host_api *host, const char *options_json, co
 /* Its host working buffers are the stage's (ebb_st_malloc: host_alloc). */
 static int pitch_run(ebb_stage_ctx *ctx, void *state, const ebb_items *in, ebb_items *out) {
   ebb_st_host_begin(ctx);
+  ebb_st_watch(ctx);
   int rc = pitch_run_counted(ctx, state, in, out);
+  ebb_st_unwatch();
   ebb_st_host_end();
   return rc;
 }

@@ -111,6 +111,9 @@ int ebb_pitch_preemphasis(const float *padded, size_t len, double a, float **out
  * (d'(0) = 1). cpu: an 8-lane loop; twin: the GPU kernel's host twin. */
 void ebb_pitch_cmndf_cpu(const float *padded, const ebb_pitch_geom *g, float *out);
 void ebb_pitch_cmndf_twin(const float *padded, const ebb_pitch_geom *g, float *out);
+/* Frames per launch of the difference function (pitch_yin.c): small enough
+ * that a cancellation is seen between launches within 100 ms. */
+size_t ebb_pitch_launch_frames(const ebb_pitch_geom *g);
 /* onset peaks weaker than this (1 = the 90th percentile) are no re-attacks */
 #define EBB_PITCH_REATTACK_MIN_ODF 0.15
 /* The re-attack model (pitch_reattack.c): a multilayer perceptron, one

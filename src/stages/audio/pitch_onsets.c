@@ -163,6 +163,10 @@ int ebb_pitch_harmonic_level(const float *x, uint64_t n, uint32_t rate, int hop,
     return rc;
   double bin_hz = (double)rate / s.n, norm = energy_norm(s.n);
   for (size_t f = 0; f < n_frames; f++) {
+    if ((f & 1023) == 0 && ebb_st_stop()) {
+      ebb_st_free(mag);
+      return ebb_seterr(EBB_ECANCELED, "pitch: cancelled at frame %zu of %zu", f, n_frames);
+    }
     const float *m = mag + (f < (size_t)s.nframes ? f : (size_t)s.nframes - 1) * s.nbins;
     double e = 0.0;
     if (ref_hz[f] > 0.0f)

@@ -202,13 +202,16 @@ int ebb_pitch_salience(const float *x, uint64_t n, uint32_t rate, const ebb_pitc
   for (int b = 0; b < nb; b++)
     height[b] = (float)pow(2.0, p->salience_height * b / 120.0); /* 120 bins an octave */
   peak pk[SAL_MAXPEAKS];
-  for (size_t f = 0; f < n_frames; f++) {
+  for (size_t f = 0; f < n_frames && !ebb_st_stop(); f++) {
     frame_mag(&s, x, n, (long long)f * p->hop);
     harmonic_sum(pk, find_peaks(&s, rate, pk), p->fmin, nb, height, sal + f * (size_t)nb);
   }
   fft_free(&s);
   ebb_st_free(height);
-  if ((rc = normalise_rows(sal, n_frames, nb))) {
+  if (ebb_st_stop())
+    rc = ebb_seterr(EBB_ECANCELED, "pitch: cancelled during the salience of %zu frames",
+                    n_frames);
+  if (rc || (rc = normalise_rows(sal, n_frames, nb))) {
     ebb_st_free(sal);
     return rc;
   }

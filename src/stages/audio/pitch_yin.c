@@ -115,7 +115,7 @@ static void normalise_row(float *o, int tau_max) {
  * to float rounding, which the tests bound). */
 void ebb_pitch_cmndf_cpu(const float *padded, const ebb_pitch_geom *g, float *out) {
   int w = g->w, tm = g->tau_max;
-  for (size_t f = 0; f < g->n_frames; f++) {
+  for (size_t f = 0; f < g->n_frames && !ebb_st_stop(); f++) {
     const float *fr = padded + f * (size_t)g->hop;
     float *o = out + f * (size_t)(tm + 1);
     for (int tau = 1; tau <= tm; tau++) {
@@ -138,13 +138,28 @@ void ebb_pitch_cmndf_cpu(const float *padded, const ebb_pitch_geom *g, float *ou
   }
 }
 
+/* In launches of ebb_pitch_launch_frames(g) frames, cancellable between them. */
 void ebb_pitch_cmndf_twin(const float *padded, const ebb_pitch_geom *g, float *out) {
-  int nf = (int)g->n_frames, hop = g->hop, w = g->w, tm = g->tau_max;
-  const float *x = padded;
-  float *o = out;
-  void *params[] = {&x, &o, &nf, &hop, &w, &tm};
-  ebb_launch_dims dims = {.grid = {(unsigned)nf, 1, 1}, .block = {EBB_PITCH_BLOCK, 1, 1}};
-  fakegpu_twin_pitch_cmndf(&dims, params);
+  int hop = g->hop, w = g->w, tm = g->tau_max;
+  size_t step = ebb_pitch_launch_frames(g);
+  for (size_t f0 = 0; f0 < g->n_frames && !ebb_st_stop(); f0 += step) {
+    int nf = (int)(g->n_frames - f0 < step ? g->n_frames - f0 : step);
+    const float *x = padded + f0 * (size_t)hop;
+    float *o = out + f0 * (size_t)(tm + 1);
+    void *params[] = {&x, &o, &nf, &hop, &w, &tm};
+    ebb_launch_dims dims = {.grid = {(unsigned)nf, 1, 1}, .block = {EBB_PITCH_BLOCK, 1, 1}};
+    fakegpu_twin_pitch_cmndf(&dims, params);
+  }
+}
+
+/* Frames per launch of the difference function: about 2^22 multiply-adds
+ * (a few ms on one CPU core, the fake's host twin; far less on a GPU), so a
+ * cancellation is seen between launches within 100 ms whatever hop and frame
+ * are; at least one frame. */
+size_t ebb_pitch_launch_frames(const ebb_pitch_geom *g) {
+  uint64_t per = (uint64_t)g->w * (uint64_t)(g->tau_max + 1);
+  uint64_t k = per ? ((uint64_t)1 << 22) / per : g->n_frames;
+  return k ? (size_t)k : 1;
 }
 
 /* --- per-frame candidates --------------------------------------------------- */
@@ -434,6 +449,8 @@ static void pyin_pass(pyin_model *m, const float *cmndf, const float *padded,
                       const ebb_pitch_geom *g, const ebb_pitch_params *p, int replay,
                       float *frames) {
   for (size_t f = 0; f < m->nf; f++) {
+    if (ebb_st_stop())
+      return; /* the caller sees ebb_st_stop() too */
     double vp = frame_observation(m, cmndf, padded, g, p, f, replay);
     frames[3 * f + 0] = (float)((double)f * g->hop / g->rate);
     frames[3 * f + 2] = (float)vp;
@@ -502,7 +519,7 @@ static int pyin_track(const float *cmndf, const float *padded, const ebb_pitch_g
   m.sal = sal;
   m.sal_weight = p->salience_weight;
   pyin_pass(&m, cmndf, padded, g, p, 0, frames);
-  if (p->register_semitones > 0.0 && m.nf) {
+  if (p->register_semitones > 0.0 && m.nf && !ebb_st_stop()) {
     size_t w = (size_t)ceil(p->register_window_s * g->rate / g->hop);
     int *hist = ebb_st_malloc((size_t)m.nb * sizeof *hist), *bin = ebb_st_malloc(m.nf * sizeof *bin);
     float *center = ebb_st_malloc(m.nf * sizeof *center);
@@ -529,7 +546,7 @@ static int yin_track(const float *cmndf, const float *padded, const ebb_pitch_ge
   int *tbuf = ebb_st_malloc((size_t)row * sizeof *tbuf);
   if (!tbuf)
     return ebb_seterr(EBB_ENOMEM, "pitch: out of memory");
-  for (size_t f = 0; f < g->n_frames; f++) {
+  for (size_t f = 0; f < g->n_frames && !ebb_st_stop(); f++) {
     const float *d = cmndf + f * (size_t)row;
     frames[3 * f + 0] = (float)((double)f * g->hop / g->rate);
     frames[3 * f + 1] = 0.0f;
@@ -555,7 +572,7 @@ int ebb_pitch_track(const float *cmndf, const float *padded, const ebb_pitch_geo
 
 void ebb_pitch_frame_levels(const float *padded, const ebb_pitch_geom *g, float *db) {
   for (size_t f = 0; f < g->n_frames; f++)
-    db[f] = (float)frame_db(padded, g, f);
+    db[f] = ebb_st_stop() ? 0.0f : (float)frame_db(padded, g, f);
 }
 
 /* The note gate (pitch_notes.c) with each frame's level (gate_db, else
@@ -576,13 +593,19 @@ static int gate_track(const float *padded, const ebb_pitch_geom *g, const ebb_pi
 int ebb_pitch_track_salience(const float *cmndf, const float *padded, const ebb_pitch_geom *g,
                              const ebb_pitch_params *p, const float *sal, const float *gate_db,
                              float *frames) {
-  if (p->method == EBB_PITCH_YIN)
-    return yin_track(cmndf, padded, g, p, frames);
+  int rc;
+  if (p->method == EBB_PITCH_YIN) {
+    rc = yin_track(cmndf, padded, g, p, frames);
+    goto done;
+  }
   if (2 * (1200.0 * log2(p->fmax / p->fmin) / PY_CENTS_PER_BIN + 1) > 65535)
     return ebb_seterr(EBB_EINVAL, "pitch: fmin..fmax spans too many octaves for pYIN");
-  int rc = pyin_track(cmndf, padded, g, p, sal, frames);
-  if (!rc && (p->gate_voicing > 0.0 || p->gate_range_db > 0.0))
+  rc = pyin_track(cmndf, padded, g, p, sal, frames);
+  if (!rc && !ebb_st_stop() && (p->gate_voicing > 0.0 || p->gate_range_db > 0.0))
     rc = gate_track(padded, g, p, gate_db, frames);
+done:
+  if (!rc && ebb_st_stop()) /* a loop broke out (st_util.h) */
+    rc = ebb_seterr(EBB_ECANCELED, "pitch: cancelled while tracking %zu frames", g->n_frames);
   return rc;
 }
 

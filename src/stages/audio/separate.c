@@ -178,6 +178,7 @@ static int sep_run_counted(ebb_stage_ctx *ctx, void *state, const ebb_items *in,
   int rc = 0;
   float *mono = NULL, *mel = NULL;
   sep_share share = {.sh = {.hpss = NULL}};
+  ebb_st_watch(ctx); /* the DSP's inner loops see a cancellation (st_util.h) */
   float *voc = ebb_st_malloc(sizeof(float) * (size_t)(nx ? nx : 1));
   float *acc = ebb_st_malloc(sizeof(float) * (size_t)(nx ? nx : 1));
   const float *x = info.samples;
@@ -222,6 +223,7 @@ static int sep_run_counted(ebb_stage_ctx *ctx, void *state, const ebb_items *in,
   }
   ebb_st_log(ctx, 0, "separated %.1f s of audio", (double)nx / info.rate);
 done:
+  ebb_st_unwatch();
   sep_share_free(&share);
   ebb_st_free(mel);
   ebb_st_free(mono);

@@ -124,3 +124,25 @@ void ebb_st_free(void *p) {
     return;
   free(p);
 }
+
+/* --- cancellation below a stage's run ------------------------------------------- */
+static __thread ebb_stage_ctx *st_watch;
+static __thread int st_stopped;
+void ebb_st_watch(ebb_stage_ctx *ctx) {
+  st_watch = ctx;
+  st_stopped = 0;
+}
+void ebb_st_unwatch(void) {
+  st_watch = NULL;
+  st_stopped = 0;
+}
+int ebb_st_stop(void) {
+  if (!st_stopped && st_watch && st_watch->host->cancelled(st_watch))
+    st_stopped = 1;
+  return st_stopped;
+}
+int ebb_st_stopped(ebb_stage_ctx *ctx, const char *what) {
+  if (!ebb_st_stop())
+    return 0;
+  return ebb_st_fail(ctx, EBB_ECANCELED, "cancelled during %s", what);
+}

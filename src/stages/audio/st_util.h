@@ -46,4 +46,18 @@ ebb_stage_ctx *ebb_st_host_ctx(void);
 #define ebb_st_calloc(k, n) ebb_host_alloc_at_(ebb_st_host_ctx(), (size_t)(k) * (n), 1, EBB_SITE)
 void ebb_st_free(void *p);
 
+/* Cancellation below a stage's run, in code that has no ctx (the DSP of
+ * pitch, separate, align, decode): between ebb_st_watch(ctx) and
+ * ebb_st_unwatch() on this thread, ebb_st_stop() answers 1 once the job was
+ * cancelled or ran past its deadline (ebb_cancelled), and keeps answering 1
+ * (sticky) so that a loop can break out and its caller, after it, return
+ * EBB_ECANCELED. Loops call it about every 10 ms of their work (a frame, a
+ * block); outside a watch it answers 0 (songgen, the unit tests). */
+void ebb_st_watch(ebb_stage_ctx *ctx);
+void ebb_st_unwatch(void);
+int ebb_st_stop(void);
+/* EBB_ECANCELED with the stage's error "cancelled during WHAT" when
+ * ebb_st_stop() said so, else 0. */
+int ebb_st_stopped(ebb_stage_ctx *ctx, const char *what);
+
 #endif

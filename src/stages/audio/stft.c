@@ -93,6 +93,10 @@ int ebb_stft_forward_cpu(const ebb_stft_shape *s, const float *x, float *spec, f
     goto done;
   ebb_stft_hann(n, win);
   for (int f = 0; f < s->nframes; f++) {
+    if ((f & 63) == 0 && ebb_st_stop()) {
+      rc = ebb_seterr(EBB_ECANCELED, "STFT: cancelled at frame %d of %d", f, s->nframes);
+      goto done;
+    }
     for (int i = 0; i < n; i++) {
       long long t = (long long)f * s->hop + i - s->pad;
       in[i] = (t >= 0 && t < s->nx) ? x[t] * win[i] : 0.0f;

@@ -330,6 +330,44 @@ static void classify_failure(const request *r, CURLcode cc, long status, char *w
   }
 }
 
+/* curl_easy_perform, driven through a multi handle that wakes at least
+ * every 50 ms: the easy interface calls the progress callback only about
+ * once a second while the server is silent (a Whisper server thinking for
+ * minutes), so a cancellation waited up to a second; here it is seen
+ * within 50 ms. */
+static CURLcode perform_watched(request *r) {
+  CURLM *m = curl_multi_init();
+  if (!m)
+    return CURLE_OUT_OF_MEMORY;
+  CURLcode cc = CURLE_OK;
+  if (curl_multi_add_handle(m, r->h) != CURLM_OK) {
+    curl_multi_cleanup(m);
+    return CURLE_OUT_OF_MEMORY;
+  }
+  for (int running = 1; running;) {
+    if (curl_multi_perform(m, &running) != CURLM_OK) {
+      cc = CURLE_RECV_ERROR;
+      break;
+    }
+    if (is_cancelled(r->o)) {
+      r->x.cancelled = 1;
+      cc = CURLE_ABORTED_BY_CALLBACK;
+      break;
+    }
+    if (running && curl_multi_poll(m, NULL, 0, 50, NULL) != CURLM_OK) {
+      cc = CURLE_RECV_ERROR;
+      break;
+    }
+  }
+  int left = 0;
+  for (CURLMsg *msg; (msg = curl_multi_info_read(m, &left));)
+    if (msg->msg == CURLMSG_DONE && msg->easy_handle == r->h && cc == CURLE_OK)
+      cc = msg->data.result;
+  curl_multi_remove_handle(m, r->h);
+  curl_multi_cleanup(m);
+  return cc;
+}
+
 /* Attempts until an answer parses, an error is final, or the retries are
  * spent (backoff doubling from backoff_s). */
 static int perform(request *r, char **transcript_json, ebb_transcribe_stats *st) {
@@ -342,7 +380,7 @@ static int perform(request *r, char **transcript_json, ebb_transcribe_stats *st)
     r->errbuf[0] = 0;
     st->http_status = 0;
     st->attempts = attempt;
-    CURLcode cc = curl_easy_perform(r->h);
+    CURLcode cc = perform_watched(r);
     if (r->x.cancelled || cc == CURLE_ABORTED_BY_CALLBACK)
       return ebb_seterr(EBB_ECANCELED, "transcribe: cancelled while waiting for %s (attempt %d)",
                         r->url, attempt);

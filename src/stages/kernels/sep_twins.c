@@ -34,11 +34,11 @@ void fakegpu_twin_ebb_stft_window(const ebb_launch_dims *d, void **p) {
   long long nx = TW_I64(p[1]);
   const float *win = TW_PTR(p[2]);
   float *frames = TW_PTR(p[3]);
-  int n = TW_I32(p[4]), hop = TW_I32(p[5]), pad = TW_I32(p[6]);
+  int n = TW_I32(p[4]), hop = TW_I32(p[5]), pad = TW_I32(p[6]), f0 = TW_I32(p[7]);
   int bs = (int)d->block[0];
   for (unsigned b = 0; b < d->grid[0]; b++)
     for (int t = 0; t < bs; t++)
-      ebb_k_window(t, bs, (int)b, x, nx, win, frames, n, hop, pad);
+      ebb_k_window(t, bs, (int)b + f0, x, nx, win, frames, n, hop, pad);
 }
 
 void fakegpu_twin_ebb_fft_radix2(const ebb_launch_dims *d, void **p) {
@@ -113,11 +113,11 @@ void fakegpu_twin_ebb_repet_mask(const ebb_launch_dims *d, void **p) {
 void fakegpu_twin_ebb_hpss_harmonic(const ebb_launch_dims *d, void **p) {
   const float *mag = TW_PTR(p[0]);
   float *harm = TW_PTR(p[1]);
-  int nframes = TW_I32(p[2]), nbins = TW_I32(p[3]), ht = TW_I32(p[4]);
+  int nframes = TW_I32(p[2]), nbins = TW_I32(p[3]), ht = TW_I32(p[4]), f0 = TW_I32(p[5]);
   int bs = (int)d->block[0];
   for (unsigned b = 0; b < d->grid[0]; b++)
     for (int t = 0; t < bs; t++)
-      ebb_k_hpss_harm(t, bs, (int)b, mag, harm, nframes, nbins, ht);
+      ebb_k_hpss_harm(t, bs, (int)b + f0, mag, harm, nframes, nbins, ht);
 }
 
 void fakegpu_twin_ebb_mask_finish(const ebb_launch_dims *d, void **p) {

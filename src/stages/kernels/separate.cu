@@ -5,9 +5,10 @@
 #include "sep_kernels.h"
 
 // grid.x = frames, one block per frame.
+// f0: the first frame of this launch (frames go in bounded launches).
 extern "C" __global__ void ebb_stft_window(const float *x, long long nx, const float *win,
-                                           float *frames, int n, int hop, int pad) {
-  ebb_k_window(threadIdx.x, blockDim.x, blockIdx.x, x, nx, win, frames, n, hop, pad);
+                                           float *frames, int n, int hop, int pad, int f0) {
+  ebb_k_window(threadIdx.x, blockDim.x, blockIdx.x + f0, x, nx, win, frames, n, hop, pad);
 }
 
 // In-place radix-2 complex FFT of n = 2^log2n points, one frame per block,
@@ -52,9 +53,10 @@ extern "C" __global__ void ebb_repet_mask(const float *mag, const int *picks, co
 }
 
 // grid.x = frames. Harmonic spectrogram (median along time).
+// f0: the first frame of this launch (frames go in bounded launches).
 extern "C" __global__ void ebb_hpss_harmonic(const float *mag, float *harm, int nframes,
-                                             int nbins, int ht) {
-  ebb_k_hpss_harm(threadIdx.x, blockDim.x, blockIdx.x, mag, harm, nframes, nbins, ht);
+                                             int nbins, int ht, int f0) {
+  ebb_k_hpss_harm(threadIdx.x, blockDim.x, blockIdx.x + f0, mag, harm, nframes, nbins, ht);
 }
 
 // grid.x = frames. Harmonic mask (median along frequency) and vocal band.
