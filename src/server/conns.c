@@ -34,12 +34,6 @@ struct srv_conns {
   int started;
 };
 
-static double now_s(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return ts.tv_sec + ts.tv_nsec / 1e9;
-}
-
 static int late(const srv_conns *cs, const conn *k, double now) {
   double t = now - k->phase_start;
   if (k->phase == 0)
@@ -55,7 +49,7 @@ static void *reaper(void *arg) {
   pthread_mutex_lock(&cs->lock);
   while (!cs->stop) {
     ebb_cond_wait_ms(&cs->cond, &cs->lock, 200);
-    double now = now_s();
+    double now = ebb_now();
     for (conn *k = cs->head; k; k = k->next)
       if (!k->shut && late(cs, k, now)) {
         shutdown(k->fd, SHUT_RDWR); /* the fd is still open: CLOSED removes k first */
@@ -112,7 +106,7 @@ void srv_conn_notify(void *cls, struct MHD_Connection *c, void **socket_context,
       return;
     }
     k->fd = ci->connect_fd;
-    k->phase_start = now_s();
+    k->phase_start = ebb_now();
     pthread_mutex_lock(&cs->lock);
     k->next = cs->head;
     if (cs->head)
@@ -148,7 +142,7 @@ static void set_phase(srv_conns *cs, struct MHD_Connection *c, int phase, size_t
     k->body_bytes += bytes;
   else {
     k->phase = phase;
-    k->phase_start = now_s();
+    k->phase_start = ebb_now();
     k->body_bytes = 0;
   }
   pthread_mutex_unlock(&cs->lock);

@@ -13,6 +13,7 @@
 #include <stdint.h>
 #include <stdio.h>
 
+#include "base/clock.h"
 #include "base/fs.h"
 #include "server/cluster.h"
 #include "server/events.h"

@@ -14,6 +14,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "base/clock.h"
 #include "base/log.h"
 #include "worker/wire.h"
 
@@ -56,12 +57,6 @@ static void live_set(pid_t pid, int add) {
       break;
     }
   pthread_mutex_unlock(&live_lock);
-}
-
-static double mono_now(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
 }
 
 /* --- status words ---------------------------------------------------------- */
@@ -223,12 +218,12 @@ void ebb_wait_status_short(int status, char *buf, size_t n) {
 static void reap(ebb_wproc *w, double grace_s) {
   if (!w->alive)
     return;
-  double until = mono_now() + grace_s;
+  double until = ebb_now() + grace_s;
   for (;;) {
     pid_t p = waitpid(w->pid, &w->status, WNOHANG);
     if (p == w->pid || (p < 0 && errno != EINTR))
       break;
-    if (mono_now() >= until) {
+    if (ebb_now() >= until) {
       kill(w->pid, SIGKILL);
       while (waitpid(w->pid, &w->status, 0) < 0 && errno == EINTR)
         ;
