@@ -14,6 +14,7 @@
 #include <sys/stat.h>
 #include <time.h>
 
+#include "base/error.h"
 #include "base/log.h"
 #include "cli/commands.h"
 #include "pipeline/config.h"

@@ -14,6 +14,7 @@
 #include <stdio.h>
 
 #include "base/clock.h"
+#include "base/error.h"
 #include "base/fs.h"
 #include "server/cluster.h"
 #include "server/events.h"
