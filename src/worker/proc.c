@@ -62,6 +62,8 @@ static void live_set(pid_t pid, int add) {
 /* --- status words ---------------------------------------------------------- */
 const char *ebb_signal_name(int sig) {
   switch (sig) {
+    /* clang-format lays this list out differently on every pass */
+    /* clang-format off */
 #define S_(x) case x: return #x;
     S_(SIGSEGV) S_(SIGABRT) S_(SIGKILL) S_(SIGTERM) S_(SIGINT) S_(SIGBUS) S_(SIGFPE)
     S_(SIGILL) S_(SIGPIPE) S_(SIGHUP) S_(SIGQUIT) S_(SIGTRAP) S_(SIGUSR1) S_(SIGUSR2)
@@ -70,6 +72,7 @@ const char *ebb_signal_name(int sig) {
   default:
     return "an unnamed signal";
   }
+  /* clang-format on */
 }
 
 void ebb_wait_status_describe(int status, char *buf, size_t n) {
