@@ -6,7 +6,7 @@ JOBS       ?= $(shell nproc 2>/dev/null || echo 2)
 CMAKE_ARGS ?=
 WERROR     ?= $(if $(CI),ON,OFF)
 
-.PHONY: all deps build test demo bench asan clean nocuda-build
+.PHONY: all deps build test demo bench asan clean nocuda-build format-check format
 
 all: build
 
@@ -38,6 +38,15 @@ nocuda-build: deps
 	cmake -S . -B build-nocuda -DCMAKE_BUILD_TYPE=Release -DEBB_WERROR=$(WERROR) -DEBB_CUDA_KERNELS=OFF -DEBB_HIDE_CUDA_TOOLKIT=ON
 	cmake --build build-nocuda -j $(JOBS)
 	cd build-nocuda && ctest --output-on-failure -j $(JOBS) --timeout 300
+
+# The layout of src/ and include/ against .clang-format (Debian's clang-format
+# 14): format-check lists the files it would change (exit 1 when any),
+# format rewrites them.
+format-check: deps
+	@./scripts/format-check.sh
+
+format: deps
+	@./scripts/format-check.sh --fix
 
 clean:
 	rm -rf $(BUILD) $(ASAN_BUILD) build-nocuda

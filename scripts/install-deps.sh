@@ -27,6 +27,8 @@ PKGS=(
   prometheus  # promtool checks /metrics: tests/integration/server_security.sh
   libhiredis-dev redis-server redis-tools  # ebb serve --queue redis://; tests/integration/cluster_redis.sh
   python3-venv  # schemathesis (PyPI, below) in its own venv: tests/integration/server_openapi.sh
+  # the layout check: scripts/format-check.sh, make format-check (Debian's clang-format 14)
+  clang-format
 )
 
 # PyPI-only packages, each installed for the interpreter that uses it.

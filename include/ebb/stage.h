@@ -20,7 +20,7 @@
 #include <stdint.h>
 #include <stdlib.h>
 
-#include "ebb/error.h"
+#include "ebb/error_codes.h"
 
 #ifdef __cplusplus
 extern "C" {

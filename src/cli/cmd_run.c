@@ -15,6 +15,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "base/error.h"
 #include "base/log.h"
 #include "base/wait.h"
 #include "cli/commands.h"

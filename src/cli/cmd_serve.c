@@ -16,6 +16,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "base/error.h"
 #include "base/log.h"
 #include "cli/commands.h"
 #include "pipeline/config.h"

@@ -27,6 +27,7 @@
 
 #include <pthread.h>
 
+#include "base/clock.h" /* ebb_mono_ns: ledger and park times */
 #include "memory/memory.h"
 
 #define EBB_SIG_ALLOC 0xEBBA110Cu
@@ -179,8 +180,7 @@ struct ebb_allocator {
   ebb_ledger *ledger;
 };
 
-/* --- "util.c": clock, byte text, sized copies, handles, the allocator lock */
-uint64_t mem__now_ns(void);
+/* --- "util.c": byte text, sized copies, handles, the allocator lock */
 /* "2.0 GiB", "300 MiB", "512 B" */
 void mem__fmt_bytes(char *buf, size_t n, uint64_t bytes);
 /* Copies a stats/result struct whose first field is `uint32_t size` into the

@@ -29,7 +29,7 @@ int mem__ledger_create(size_t cap, const char *device, ebb_ledger **out) {
   }
   l->cap = cap;
   snprintf(l->device, sizeof l->device, "%s", device ? device : "?");
-  l->t0 = mem__now_ns();
+  l->t0 = ebb_mono_ns();
   pthread_mutex_init(&l->mu, NULL);
   *out = l;
   return 0;
@@ -81,7 +81,7 @@ static inline void push_ledger_locked(ebb_ledger *l, const ebb_ledger_event *e) 
 void mem__ledger_add(ebb_ledger *l, ebb_ledger_kind k, uint32_t owner_id, uint64_t addr,
                      uint64_t bytes, uint64_t owner_bytes, uint64_t reserved,
                      uint64_t allocated) {
-  ebb_ledger_event e = {.t_ns = mem__now_ns(), .kind = k, .owner_id = owner_id, .addr = addr,
+  ebb_ledger_event e = {.t_ns = ebb_mono_ns(), .kind = k, .owner_id = owner_id, .addr = addr,
                         .bytes = bytes, .owner_bytes = owner_bytes, .reserved = reserved,
                         .allocated = allocated};
   pthread_mutex_lock(&l->mu);
@@ -116,7 +116,7 @@ void ebb_ledger_mark(ebb_ledger *l, const char *label) {
   pthread_mutex_lock(&l->mu);
   const char *text = mark_text_ledger_locked(l, label ? label : "");
   if (text) {
-    ebb_ledger_event e = {.t_ns = mem__now_ns(), .kind = EBB_EV_MARK, .label = text,
+    ebb_ledger_event e = {.t_ns = ebb_mono_ns(), .kind = EBB_EV_MARK, .label = text,
                           .reserved = l->last_reserved, .allocated = l->last_allocated};
     push_ledger_locked(l, &e);
   }

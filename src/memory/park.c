@@ -164,14 +164,14 @@ int ebb_owner_park(ebb_owner *o, uint64_t *parked) {
 }
 
 static void stats_out(ebb_sleep_stats *out, ebb_sleep_stats *st, uint64_t t0) {
-  st->seconds = (double)(mem__now_ns() - t0) / 1e9;
+  st->seconds = (double)(ebb_mono_ns() - t0) / 1e9;
   if (out)
     mem__copy_sized(out, st, sizeof *st);
 }
 
 int ebb_owner_sleep(ebb_owner *o, ebb_sleep_stats *out) {
   ebb_sleep_stats st = {.size = sizeof st};
-  uint64_t t0 = mem__now_ns();
+  uint64_t t0 = ebb_mono_ns();
   if (!o)
     return ebb_seterr(EBB_EINVAL, "ebb_owner_sleep: no owner");
   mem__check_owner(o);
@@ -245,7 +245,7 @@ static int map_again_locked(ebb_allocator *a, ebb_owner *o, ebb_sleep_stats *st,
 
 int ebb_owner_wake_stats(ebb_owner *o, ebb_sleep_stats *out) {
   ebb_sleep_stats st = {.size = sizeof st};
-  uint64_t t0 = mem__now_ns();
+  uint64_t t0 = ebb_mono_ns();
   if (!o)
     return ebb_seterr(EBB_EINVAL, "ebb_owner_wake: no owner");
   mem__check_owner(o);

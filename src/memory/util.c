@@ -5,16 +5,9 @@
 #include <inttypes.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include "base/log.h"
 #include "memory/internal.h"
-
-uint64_t mem__now_ns(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
 
 void mem__fmt_bytes(char *buf, size_t n, uint64_t b) {
   if (b >= (1ull << 30))

@@ -10,12 +10,6 @@
 #include "base/log.h"
 #include "pipeline/items.h"
 
-double ebb_now(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
-}
-
 uint64_t ebb_driver_free(ebb_device *dev, int *known) {
   ebb_dev_meminfo mi;
   int ok = ebb_device_mem_info(dev, &mi) == 0 && mi.source != EBB_MEMINFO_NONE;

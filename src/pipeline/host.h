@@ -14,6 +14,7 @@
 
 #include <stdatomic.h>
 
+#include "base/clock.h" /* ebb_now, for the deadlines */
 #include "pipeline/stage_api.h"
 
 typedef struct ebb_sctx ebb_sctx;
@@ -89,7 +90,6 @@ uint64_t ebb_sctx_host_peak(ebb_sctx *c);
 void ebb_sctx_host_reset_peak(ebb_sctx *c);
 /* Clears the error set by the stage. */
 void ebb_sctx_clear_error(ebb_sctx *c);
-double ebb_now(void); /* CLOCK_MONOTONIC seconds */
 /* The driver's free memory on dev (never initialises a context); 0 when it
  * cannot say, and then *known (may be NULL) is 0. */
 uint64_t ebb_driver_free(ebb_device *dev, int *known);

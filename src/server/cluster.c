@@ -122,9 +122,9 @@ void srv_cluster_stop(ebb_server *s) {
 /* The API connection, reconnected at most every 0.5 s; NULL while Redis is
  * unreachable. Called with api_lock held. */
 redisContext **srv_cluster_api(srv_cluster *k) {
-  if (!k->api && srv_mono() >= k->api_retry_at) {
+  if (!k->api && ebb_now() >= k->api_retry_at) {
     k->api = srv_rconnect(k);
-    k->api_retry_at = srv_mono() + 0.5;
+    k->api_retry_at = ebb_now() + 0.5;
   }
   return &k->api;
 }
@@ -231,7 +231,7 @@ static int enqueue(srv_cluster *k, srv_req *r, const char *pipeline, const char 
   srv_rkey(k, jkey, sizeof jkey, "job", uid);
   srv_rkey(k, skey, sizeof skey, "stream", pipeline);
   srv_rkey(k, ikey, sizeof ikey, "input", uid);
-  snprintf(now, sizeof now, "%.3f", srv_now());
+  snprintf(now, sizeof now, "%.3f", ebb_wall_s());
   redisContext **c = srv_cluster_api(k);
   if (!*c)
     return -1;
@@ -397,7 +397,7 @@ static enum MHD_Result cancel(ebb_server *s, struct MHD_Connection *c, srv_req *
   char key[512], done[512], now[32];
   srv_rkey(k, key, sizeof key, "job", uid);
   srv_rkey(k, done, sizeof done, "done", k->node);
-  snprintf(now, sizeof now, "%.3f", srv_now());
+  snprintf(now, sizeof now, "%.3f", ebb_wall_s());
   pthread_mutex_lock(&k->api_lock);
   redisReply *rep =
       srv_rcmd(k, srv_cluster_api(k), "EVAL %s 2 %s %s %s", SRV_LUA_CANCEL, key, done, now);

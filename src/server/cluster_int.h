@@ -52,8 +52,6 @@ extern const char *SRV_LUA_START, *SRV_LUA_FINISH, *SRV_LUA_RENEW, *SRV_LUA_GIVE
  * heartbeat/lease thread. */
 int srv_cluster_threads_start(srv_cluster *k);
 void srv_cluster_threads_stop(srv_cluster *k);
-double srv_now(void);  /* unix seconds */
-double srv_mono(void); /* monotonic seconds */
 
 /* "cluster.c": the HTTP side. The API connection (api_lock held; *NULL
  * while Redis is unreachable); the 503 answer; the job the path names as

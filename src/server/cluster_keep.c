@@ -48,7 +48,7 @@ static redisReply *past_keep(srv_cluster *k, redisContext **c, const char *done)
   }
   if (s->keep_jobs_s > 0 && *c)
     return srv_rcmd(k, c, "ZRANGEBYSCORE %s -inf %.3f LIMIT 0 %d", done,
-                    srv_now() - s->keep_jobs_s, PRUNE_BATCH);
+                    ebb_wall_s() - s->keep_jobs_s, PRUNE_BATCH);
   return NULL;
 }
 

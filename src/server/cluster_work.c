@@ -24,18 +24,6 @@
 #include "pipeline/sha256.h"
 #include "server/cluster_int.h"
 
-double srv_now(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_REALTIME, &ts);
-  return (double)ts.tv_sec + ts.tv_nsec / 1e9;
-}
-
-double srv_mono(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (double)ts.tv_sec + ts.tv_nsec / 1e9;
-}
-
 /* Sleeps up to s seconds, waking early when the node stops. */
 static void nap(srv_cluster *k, double s) {
   for (double t = 0; t < s && !atomic_load(&k->stop); t += 0.05) {
@@ -116,7 +104,7 @@ static void dead_letter(srv_cluster *k, redisContext **c, const char *skey, cons
   char dkey[512], now[32];
   srv_rkey(k, dkey, sizeof dkey, "deadletter", "");
   dkey[strlen(dkey) - 1] = '\0'; /* PREFIX:deadletter */
-  snprintf(now, sizeof now, "%.3f", srv_now());
+  snprintf(now, sizeof now, "%.3f", ebb_wall_s());
   const char *argv[] = {"EVAL", SRV_LUA_DEAD, "2", skey, dkey, SRV_GROUP, entry,
                         uid ? uid : "", why, k->node, now};
   size_t lens[sizeof argv / sizeof argv[0]];
@@ -378,7 +366,7 @@ static int finish(srv_cluster *k, redisContext **c, attempt *a, outs *o) {
 static void record(srv_cluster *k, redisContext **c, attempt *a, int rc, ebb_job_result *res) {
   char att[16], now[32], rel[32];
   snprintf(att, sizeof att, "%d", a->n);
-  snprintf(now, sizeof now, "%.3f", srv_now());
+  snprintf(now, sizeof now, "%.3f", ebb_wall_s());
   snprintf(rel, sizeof rel, "%llu", (unsigned long long)res->released_bytes);
   int cancelled = rc == EBB_ECANCELED && atomic_load(&k->run_by_client);
   const char *state = rc == 0 ? "succeeded" : cancelled ? "cancelled" : "failed";
@@ -473,7 +461,7 @@ static void run_entry(srv_cluster *k, redisContext **c, const char *pipe, const 
   srv_rkey(k, a.skey, sizeof a.skey, "stream", pipe);
   srv_rkey(k, a.jkey, sizeof a.jkey, "job", uid);
   char now[32], maxa[16], done[512];
-  snprintf(now, sizeof now, "%.3f", srv_now());
+  snprintf(now, sizeof now, "%.3f", ebb_wall_s());
   snprintf(maxa, sizeof maxa, "%d", k->max_attempts);
   srv_rkey(k, done, sizeof done, "done", k->node);
   redisReply *r = srv_rcmd(k, c, "EVAL %s 3 %s %s %s %s %s %s %s %s %s", SRV_LUA_START, a.jkey,
@@ -629,7 +617,7 @@ static void heartbeat(srv_cluster *k, redisContext **c, double every) {
   pthread_mutex_unlock(&k->run_lock);
   json_t *mem = json_object_get(snap, "memory");
   json_t *n = json_pack("{s:s,s:s,s:f,s:[O],s:o,s:o,s:O,s:o,s:I,s:I}", "id", k->node, "url",
-                        k->s->url, "heartbeat", srv_now(), "devices",
+                        k->s->url, "heartbeat", ebb_wall_s(), "devices",
                         json_object_get(mem, "device") ? json_object_get(mem, "device")
                                                        : json_null(),
                         "loaded", loaded, "asleep", asleep, "pipelines",

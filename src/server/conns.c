@@ -70,11 +70,6 @@ struct srv_conns {
   int started;
 };
 
-static double now_s(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return ts.tv_sec + ts.tv_nsec / 1e9;
-}
 
 /* --- addresses -------------------------------------------------------------------- */
 /* The address as 16 bytes (IPv4 as v4-mapped). */
@@ -185,7 +180,7 @@ static void *reaper(void *arg) {
   pthread_mutex_lock(&cs->lock);
   while (!cs->stop) {
     ebb_cond_wait_ms(&cs->cond, &cs->lock, 200);
-    double now = now_s();
+    double now = ebb_now();
     int pressure = cs->live * 4 >= cs->l.max_connections * 3;
     for (conn *k = cs->oldest; k; k = k->newer)
       if (!k->shut && late(cs, k, now, pressure)) {
@@ -277,7 +272,7 @@ static void started(srv_conns *cs, struct MHD_Connection *c, void **socket_conte
     return;
   }
   k->fd = ci->connect_fd;
-  k->phase_start = now_s();
+  k->phase_start = ebb_now();
   pthread_mutex_lock(&cs->lock);
   k->from = peer_of(cs, c);
   k->older = cs->newest;
@@ -337,7 +332,7 @@ static void set_phase(srv_conns *cs, struct MHD_Connection *c, int phase, size_t
   else {
     k->served |= phase == PH_HEADERS; /* only an answer sets it */
     k->phase = phase;
-    k->phase_start = now_s();
+    k->phase_start = ebb_now();
     k->body_bytes = 0;
   }
   pthread_mutex_unlock(&cs->lock);

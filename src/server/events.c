@@ -13,6 +13,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include "base/clock.h"
 #include "base/log.h"
 
 #define KEEPALIVE_S 15
@@ -124,15 +125,9 @@ struct ebb_events {
 };
 
 /* --- clocks ---------------------------------------------------------------------- */
-static uint64_t now_ns(clockid_t c) {
-  struct timespec ts;
-  clock_gettime(c, &ts);
-  return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
-/* A ledger time (CLOCK_MONOTONIC) as Unix seconds. */
+/* A ledger time (ebb_mono_ns) as Unix seconds. */
 static double wall_of(uint64_t mono) {
-  uint64_t m = now_ns(CLOCK_MONOTONIC), w = now_ns(CLOCK_REALTIME);
-  return ((double)w - ((double)m - (double)mono)) / 1e9;
+  return ebb_wall_s() - ((double)ebb_mono_ns() - (double)mono) / 1e9;
 }
 
 static int env_int(const char *name, int dflt) {
@@ -284,7 +279,7 @@ static void publish(ebb_events *e, const char *name, json_t *o, int keep) {
   }
   e->published++;
   if (keep)
-    hist_add_locked(e, now_ns(CLOCK_MONOTONIC), text);
+    hist_add_locked(e, ebb_mono_ns(), text);
   else
     free(text);
   pthread_mutex_unlock(&e->mu);
@@ -543,7 +538,7 @@ static void publish_memory(ebb_events *e, size_t di, const char *running) {
   uint64_t used = st.driver_total > st.driver_free ? st.driver_total - st.driver_free : 0;
   json_t *o = json_pack(
       "{s:f,s:s,s:o,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I}", "t",
-      wall_of(now_ns(CLOCK_MONOTONIC)), "device", d->label, "owners", owners, "reserved_bytes",
+      wall_of(ebb_mono_ns()), "device", d->label, "owners", owners, "reserved_bytes",
       (json_int_t)st.reserved.current, "allocated_bytes", (json_int_t)st.allocated.current,
       "cached_bytes", (json_int_t)st.cached.current, "context_bytes",
       (json_int_t)(st.ctx_active ? st.context_estimate : 0), "asleep_bytes", (json_int_t)asleep,
@@ -595,7 +590,7 @@ static void poll_device_pipes(ebb_events *e, ev_dev *d, json_t *all) {
     else if (loaded && asleep != slept && (asleep || d->pipes))
       snprintf(label, sizeof label, "pipeline %s %s", name, asleep ? "asleep" : "woke");
     if (label[0])
-      on_mark(e, d, now_ns(CLOCK_MONOTONIC), label);
+      on_mark(e, d, ebb_mono_ns(), label);
     json_t *m = pipe_named(all, name);
     if (!m || !loaded)
       continue;
@@ -900,7 +895,7 @@ static void tap(void *ctx, ebb_log_level level, const char *scope, const char *m
       l->bytes = mib << 20;
       l->outside = outside;
       l->want = outside ? 0 : blocks < 32 ? blocks : 32;
-      l->t_ns = now_ns(CLOCK_MONOTONIC);
+      l->t_ns = ebb_mono_ns();
       l->sites = json_array();
       if (outside)
         json_array_append_new(l->sites, json_pack("{s:I,s:s}", "bytes", (json_int_t)l->bytes,
@@ -922,7 +917,7 @@ static pending_leak *take_complete_leaks(ebb_events *e, size_t *n) {
   *n = 0;
   pthread_mutex_lock(&e->tap_mu);
   pending_leak *out = e->ntleaks ? malloc(e->ntleaks * sizeof *out) : NULL;
-  uint64_t now = now_ns(CLOCK_MONOTONIC);
+  uint64_t now = ebb_mono_ns();
   size_t keep = 0;
   for (size_t i = 0; i < e->ntleaks; i++) {
     pending_leak *l = &e->tleaks[i];
@@ -949,7 +944,7 @@ static void publish_leaks(ebb_events *e, const char *running) {
     const char *label = e->dev[device_of_owner(e, l[i].owner)].label;
     const char *p = pipeline_of(e, label, l[i].owner, running);
     json_t *o = json_pack("{s:f,s:s,s:s,s:o,s:I,s:s,s:o}", "t",
-                          wall_of(now_ns(CLOCK_MONOTONIC)), "device", label, "owner", l[i].owner,
+                          wall_of(ebb_mono_ns()), "device", label, "owner", l[i].owner,
                           "pipeline", p ? json_string(p) : json_null(), "bytes",
                           (json_int_t)(sum > l[i].bytes ? sum : l[i].bytes), "kind",
                           l[i].outside ? "outside" : "leak", "sites", l[i].sites);
@@ -1148,7 +1143,7 @@ static int client_start_locked(ebb_events *e, client *cl) {
   }
   json_t *hello = json_pack("{s:i,s:i,s:i,s:f,s:o,s:O,s:O,s:O,s:O}", "version", 1,
                             "interval_ms", e->interval_ms, "history_s", e->history_s, "t",
-                            wall_of(now_ns(CLOCK_MONOTONIC)), "devices", devs, "pipelines",
+                            wall_of(ebb_mono_ns()), "devices", devs, "pipelines",
                             e->pipelines, "jobs", e->jobs, "sessions", e->sessions, "leaks",
                             e->leaks);
   char *data = json_dumps(hello, JSON_COMPACT);

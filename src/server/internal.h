@@ -13,6 +13,8 @@
 #include <stdint.h>
 #include <stdio.h>
 
+#include "base/clock.h"
+#include "base/error.h"
 #include "base/fs.h"
 #include "server/cluster.h"
 #include "server/events.h"

@@ -8,6 +8,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "base/clock.h"
 #include "base/log.h"
 #include "pipeline/host.h"
 #include "pipeline/placement.h"
@@ -229,18 +230,12 @@ typedef struct stage_track {
   json_t *stages;
 } stage_track;
 
-static uint64_t mono_ns(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
-
 static void on_progress(void *arg, int index, int count, const char *stage, int done) {
   (void)index;
   (void)count;
   stage_track *t = arg;
   if (!done) {
-    t->t0 = mono_ns();
+    t->t0 = ebb_mono_ns();
     return;
   }
   size_t cap = ebb_ledger_count(t->ledger) + 16, n = 0;
@@ -276,7 +271,6 @@ static char *result_text(const char *outdir) {
   return t;
 }
 
-static double mono_s(void) { return mono_ns() / 1e9; }
 
 /* Cancels the running job once its deadline has passed. */
 static void *watchdog(void *arg) {
@@ -286,7 +280,7 @@ static void *watchdog(void *arg) {
     ebb_cond_wait_ms(&q->cond, &q->lock, 100);
     for (size_t i = 0; i < q->ndevs; i++) {
       qjob *j = q->devs[i].running;
-      if (j && j->deadline > 0 && mono_s() > j->deadline && !atomic_load(&j->timed_out)) {
+      if (j && j->deadline > 0 && ebb_now() > j->deadline && !atomic_load(&j->timed_out)) {
         atomic_store(&j->timed_out, 1);
         atomic_store(&j->cancel, 1);
       }
@@ -411,7 +405,7 @@ static void resident_note(qdev *d, const char *name, ebb_place_how how) {
     snprintf(d->res[i].name, sizeof d->res[i].name, "%s", name);
   }
   if (i >= 0) {
-    d->res[i].last = mono_s();
+    d->res[i].last = ebb_now();
     d->res[i].asleep = 0;
   }
   pthread_mutex_unlock(&q->lock);
@@ -427,7 +421,7 @@ static int queued_for(const ebb_queue *q, const char *name) {
 /* A resident pipeline of d whose keep time is over and of which no job is
  * queued: its name and policy (q->lock held). */
 static int resident_due(qdev *d, char *name, size_t cap, ebb_policy *pol, double *idle) {
-  double now = mono_s();
+  double now = ebb_now();
   for (size_t i = 0; i < d->nres; i++) {
     if (d->res[i].asleep || ebb_manager_policy_of(d->m, d->res[i].name, pol))
       continue;
@@ -480,7 +474,7 @@ static void resident_vacate(qdev *d) {
   if (i >= 0 && slept)
     d->res[i].asleep = 1;
   else if (i >= 0 && !gone)
-    d->res[i].last = mono_s();
+    d->res[i].last = ebb_now();
   else
     res_drop(d, name);
   pthread_mutex_unlock(&q->lock);
@@ -612,7 +606,7 @@ static qjob *pick(ebb_queue *q, qdev *d, ebb_place_how *how) {
     if (!q->devs[i].running && !q->devs[i].failed)
       free_b[i] = ebb_driver_free(ebb_manager_device(q->devs[i].m), &known[i]);
   ebb_place_dev pd[16];
-  double now = mono_s();
+  double now = ebb_now();
   for (qjob *j = q->head, *prev = NULL, *next; j; j = next) {
     next = j->next;
     ebb_place_job pj;
@@ -659,7 +653,7 @@ static void *worker(void *arg) {
     if (q->stop)
       break;
     double timeout = timeout_of(q, j->pipeline);
-    j->deadline = timeout > 0 ? mono_s() + timeout : 0;
+    j->deadline = timeout > 0 ? ebb_now() + timeout : 0;
     d->running = j;
     d->jobs++;
     pthread_mutex_unlock(&q->lock);
@@ -689,9 +683,9 @@ int ebb_queue_place_load(ebb_queue *q, const char *pipeline, size_t *index) {
     free_b[i] = ebb_driver_free(ebb_manager_device(q->devs[i].m), &known[i]);
   ebb_place_dev pd[16];
   picture(q, pipeline, free_b, known, pd);
-  qjob j = {.pipeline = (char *)pipeline, .queued_at = mono_s()};
+  qjob j = {.pipeline = (char *)pipeline, .queued_at = ebb_now()};
   ebb_place_job pj;
-  job_place(q, &j, mono_s(), &pj);
+  job_place(q, &j, ebb_now(), &pj);
   for (size_t i = 0; i < n; i++) /* a load may wait for a busy device's job */
     if (pd[i].loaded && ebb_place_eligible(&pd[i], &pj)) {
       *index = i;
@@ -821,7 +815,7 @@ int ebb_queue_push(ebb_queue *q, int64_t id, const char *pipeline, const char *i
   }
   j->id = id;
   j->options = options ? json_deep_copy(options) : NULL;
-  j->queued_at = mono_s();
+  j->queued_at = ebb_now();
   pthread_mutex_lock(&q->lock);
   if (q->tail)
     q->tail->next = j;

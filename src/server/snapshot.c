@@ -82,12 +82,6 @@ static json_t *take(ebb_server *s) {
                    (json_int_t)released, "taken", ts.tv_sec + ts.tv_nsec / 1e9);
 }
 
-static double mono_s(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return ts.tv_sec + ts.tv_nsec / 1e9;
-}
-
 static void deadline(struct timespec *ts, long ms) {
   clock_gettime(CLOCK_REALTIME, ts);
   ts->tv_sec += ms / 1000;
@@ -111,7 +105,7 @@ static void *taker(void *arg) {
       break;
     uint64_t w = sn->want, c0 = sn->changes;
     sn->busy = 1;
-    sn->busy_since = mono_s();
+    sn->busy_since = ebb_now();
     pthread_mutex_unlock(&sn->lock);
     json_t *j = take(sn->s);
     pthread_mutex_lock(&sn->lock);
@@ -120,7 +114,7 @@ static void *taker(void *arg) {
       json_decref(sn->cur);
       sn->cur = j;
       sn->clean_at = c0;
-      sn->taken_at = mono_s();
+      sn->taken_at = ebb_now();
     }
     sn->done = w;
     pthread_cond_broadcast(&sn->cond);
@@ -170,7 +164,7 @@ static json_t *fresh(ebb_server *s, long wait_ms) {
   pthread_mutex_lock(&sn->lock);
   /* nothing changed since a snapshot taken within 100 ms: that one will do */
   if (wait_ms <= FRESH_MS && sn->cur && sn->clean_at == sn->changes &&
-      mono_s() - sn->taken_at < 0.1) {
+      ebb_now() - sn->taken_at < 0.1) {
     json_t *j = json_incref(sn->cur);
     pthread_mutex_unlock(&sn->lock);
     return j;
@@ -178,7 +172,7 @@ static json_t *fresh(ebb_server *s, long wait_ms) {
   uint64_t w = ++sn->want;
   pthread_cond_broadcast(&sn->cond);
   /* a snapshot stuck for 20 ms waits on the device: the last one will do */
-  int stuck = sn->busy && mono_s() - sn->busy_since > 0.02;
+  int stuck = sn->busy && ebb_now() - sn->busy_since > 0.02;
   while (!stuck && sn->done < w)
     if (pthread_cond_timedwait(&sn->cond, &sn->lock, &ts) == ETIMEDOUT)
       break;

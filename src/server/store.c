@@ -6,7 +6,8 @@
 #include <sqlite3.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
+
+#include "base/clock.h"
 
 struct ebb_store {
   sqlite3 *db;
@@ -25,12 +26,6 @@ static int state_of(const char *name) {
     if (name && !strcmp(name, state_names[i]))
       return i;
   return -1;
-}
-
-static double now_s(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_REALTIME, &ts);
-  return ts.tv_sec + ts.tv_nsec / 1e9;
 }
 
 static int dberr(ebb_store *s, const char *what) {
@@ -88,7 +83,7 @@ int ebb_store_open(const char *path, ebb_store **out, int *interrupted) {
                       "UPDATE jobs SET state='failed', finished=?1, error_code='EBB_ECANCELED',"
                       " error_message='server restarted while the job was running'"
                       " WHERE state='running'",
-                      "d", now_s())))
+                      "d", ebb_wall_s())))
     goto fail;
   if (interrupted)
     *interrupted = sqlite3_changes(s->db);
@@ -159,7 +154,7 @@ int ebb_store_insert(ebb_store *s, const char *uid, const char *owner, const cha
     sqlite3_bind_text(st, 2, input, -1, SQLITE_TRANSIENT);
   if (options)
     sqlite3_bind_text(st, 3, options, -1, SQLITE_TRANSIENT);
-  sqlite3_bind_double(st, 4, now_s());
+  sqlite3_bind_double(st, 4, ebb_wall_s());
   sqlite3_bind_text(st, 5, uid, -1, SQLITE_TRANSIENT);
   sqlite3_bind_text(st, 6, owner ? owner : "", -1, SQLITE_TRANSIENT);
   if (sqlite3_step(st) != SQLITE_DONE)
@@ -179,7 +174,7 @@ int ebb_store_set_input(ebb_store *s, int64_t id, const char *input, const char 
 
 int ebb_store_set_running(ebb_store *s, int64_t id) {
   return exec_bind(s, "set running", "UPDATE jobs SET state='running', started=?1 WHERE id=?2",
-                   "di", now_s(), id);
+                   "di", ebb_wall_s(), id);
 }
 
 int ebb_store_finish(ebb_store *s, int64_t id, ebb_job_state state, const char *err_code,
@@ -188,7 +183,7 @@ int ebb_store_finish(ebb_store *s, int64_t id, ebb_job_state state, const char *
   return exec_bind(s, "finish",
                    "UPDATE jobs SET state=?1, finished=?2, error_code=?3, error_message=?4,"
                    " result=?5, released_bytes=?6, released_stages=?7 WHERE id=?8",
-                   "sdsssisi", ebb_job_state_name(state), now_s(), err_code, err_msg, result,
+                   "sdsssisi", ebb_job_state_name(state), ebb_wall_s(), err_code, err_msg, result,
                    (int64_t)released, released_stages, id);
 }
 
@@ -372,7 +367,7 @@ int ebb_store_prune(ebb_store *s, uint64_t keep, double max_age_s, ebb_store_pru
     rc = dberr(s, "prune");
     goto out;
   }
-  sqlite3_bind_double(st, 1, max_age_s > 0 ? now_s() - max_age_s : -1.0);
+  sqlite3_bind_double(st, 1, max_age_s > 0 ? ebb_wall_s() - max_age_s : -1.0);
   sqlite3_bind_int64(st, 2, keep ? (sqlite3_int64)keep : -1);
   sqlite3_stmt *del = NULL;
   sqlite3_prepare_v2(s->db, "DELETE FROM jobs WHERE id=?1", -1, &del, NULL);

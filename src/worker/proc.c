@@ -14,6 +14,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "base/clock.h"
 #include "base/log.h"
 #include "worker/wire.h"
 
@@ -58,15 +59,11 @@ static void live_set(pid_t pid, int add) {
   pthread_mutex_unlock(&live_lock);
 }
 
-static double mono_now(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
-}
-
 /* --- status words ---------------------------------------------------------- */
 const char *ebb_signal_name(int sig) {
   switch (sig) {
+    /* clang-format lays this list out differently on every pass */
+    /* clang-format off */
 #define S_(x) case x: return #x;
     S_(SIGSEGV) S_(SIGABRT) S_(SIGKILL) S_(SIGTERM) S_(SIGINT) S_(SIGBUS) S_(SIGFPE)
     S_(SIGILL) S_(SIGPIPE) S_(SIGHUP) S_(SIGQUIT) S_(SIGTRAP) S_(SIGUSR1) S_(SIGUSR2)
@@ -75,6 +72,7 @@ const char *ebb_signal_name(int sig) {
   default:
     return "an unnamed signal";
   }
+  /* clang-format on */
 }
 
 void ebb_wait_status_describe(int status, char *buf, size_t n) {
@@ -223,12 +221,12 @@ void ebb_wait_status_short(int status, char *buf, size_t n) {
 static void reap(ebb_wproc *w, double grace_s) {
   if (!w->alive)
     return;
-  double until = mono_now() + grace_s;
+  double until = ebb_now() + grace_s;
   for (;;) {
     pid_t p = waitpid(w->pid, &w->status, WNOHANG);
     if (p == w->pid || (p < 0 && errno != EINTR))
       break;
-    if (mono_now() >= until) {
+    if (ebb_now() >= until) {
       kill(w->pid, SIGKILL);
       while (waitpid(w->pid, &w->status, 0) < 0 && errno == EINTR)
         ;

@@ -15,11 +15,8 @@
 #include <time.h>
 #include <unistd.h>
 
-static double mono_now(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
-}
+#include "base/clock.h"
+#include "base/error.h"
 
 static uint32_t le32(const unsigned char *p) {
   return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
@@ -154,7 +151,7 @@ static int read_full(int fd, unsigned char *buf, size_t n, size_t *got, double d
     }
     int wait_ms = 100;
     if (deadline > 0) {
-      double left = deadline - mono_now();
+      double left = deadline - ebb_now();
       if (left <= 0)
         return EBB_ETIMEDOUT;
       if (left * 1000 < wait_ms)
@@ -268,13 +265,13 @@ static ssize_t recv_some(ebb_wire_reader *r, void *dst, size_t n, double deadlin
       return ebb_seterr(EBB_EIO, "setting the socket's receive timeout: %s", strerror(errno));
     r->timed = 1;
   }
-  double spin_until = r->spin_us ? mono_now() + r->spin_us / 1e6 : 0;
+  double spin_until = r->spin_us ? ebb_now() + r->spin_us / 1e6 : 0;
   for (;;) {
     if (cancel && atomic_load(cancel))
       return EBB_ECANCELED;
-    int spinning = spin_until > 0 && mono_now() <= spin_until;
+    int spinning = spin_until > 0 && ebb_now() <= spin_until;
     if (deadline > 0) {
-      double left = deadline - mono_now();
+      double left = deadline - ebb_now();
       if (left <= 0)
         return EBB_ETIMEDOUT;
       if (!spinning && left * 1000 < WAKE_MS) {

@@ -2,8 +2,13 @@
  * `cc embed_app.c $(pkg-config --cflags --libs ebb)` (tests/integration/
  * lib_install.sh): owners with a parent, allocation with an owner and with
  * the thread's current owner, usage figures, a leak report naming the site,
- * owner release and context release checked against fakegpu-smi, park/wake.
- * Run on the fake GPU (EBB_LIBCUDA, EBB_LIBNVML, FAKEGPU_STATE, FAKEGPU_SMI). */
+ * owner release and context release checked against fakegpu-smi, park/wake,
+ * and every other function the installed headers declare (the default owner,
+ * pinned buffers, release hooks, the timeline, the PyTorch entry points, the
+ * error functions): lib_install.sh checks that this program references each
+ * one, through pkg-config and through find_package(ebb) (tests/lib/
+ * find_package/CMakeLists.txt). Run on the fake GPU (EBB_LIBCUDA,
+ * EBB_LIBNVML, FAKEGPU_STATE, FAKEGPU_SMI); argv[1]: a scratch directory. */
 #define _POSIX_C_SOURCE 200809L /* fdopen, posix_spawn in smi.h under -std=c17 */
 #include <ebb/ebb.h>
 
@@ -24,6 +29,7 @@ static long ctx_mib(void) {
 }
 
 static ebb_gpu *g;
+static const char *scratch = ".";
 
 static void test_version(void) {
   CHECK_EQ_INT(ebb_api_version(), EBB_API_VERSION);
@@ -147,6 +153,96 @@ static void test_park_wake(void) {
   ebb_owner_close(o, NULL);
 }
 
+static void test_errors(void) {
+  CHECK_EQ_STR(ebb_strerror(EBB_EOOM), "out of device memory");
+  CHECK_EQ_STR(ebb_errname(EBB_EOOM), "EBB_EOOM");
+  CHECK_EQ_STR(ebb_strerror(-9999), "unknown error");
+  CHECK_EQ_INT(ebb_seterr(EBB_EINPUT, "song.wav: %d bytes", 3), EBB_EINPUT);
+  CHECK_EQ_STR(ebb_errmsg(), "song.wav: 3 bytes");
+  CHECK_EQ_INT(ebb_errctx(EBB_EINPUT, "decode: "), EBB_EINPUT);
+  CHECK_EQ_STR(ebb_errmsg(), "decode: song.wav: 3 bytes");
+  ebb_clearerr();
+  CHECK_EQ_STR(ebb_errmsg(), "success");
+}
+
+/* With no current owner, ebb_gpu_alloc charges g's default owner. */
+static void test_default_owner(void) {
+  ebb_owner *d = ebb_gpu_default_owner(g);
+  REQUIRE(d != NULL);
+  CHECK_EQ_STR(ebb_owner_get_name(d), "default");
+  uint64_t p = 0, sz = 0;
+  ebb_owner *who = NULL;
+  OK(ebb_gpu_alloc(g, 2 * MiB, "embed_app.c:default", &p));
+  OK(ebb_lookup(g, p, &who, &sz));
+  CHECK(who == d);
+  CHECK_EQ_U64(sz, 2 * MiB);
+  OK(ebb_free(g, p));
+}
+
+static void test_pinned(void) {
+  ebb_owner *o = NULL;
+  OK(ebb_owner_open(g, "pinned", NULL, &o));
+  REQUIRE(o != NULL);
+  void *p = NULL;
+  OK(ebb_pinned_alloc_for(o, 1 * MiB, &p));
+  REQUIRE(p != NULL);
+  memset(p, 0x5a, 1 * MiB); /* host memory the program may touch */
+  ebb_owner_usage u = {.size = sizeof u};
+  OK(ebb_owner_get_usage(o, &u));
+  CHECK_EQ_U64(u.pinned_bytes, 1 * MiB);
+  OK(ebb_pinned_free_for(g, p));
+  CHECK(ebb_pinned_free_for(g, p) == EBB_ENOTFOUND); /* double free */
+  OK(ebb_owner_get_usage(o, &u));
+  CHECK_EQ_U64(u.pinned_bytes, 0);
+  ebb_owner_close(o, NULL);
+}
+
+static int hook_runs;
+static void count_hook(void *arg) { (*(int *)arg)++; }
+
+/* A release hook runs on every release until it is removed. */
+static void test_release_hook(void) {
+  uint64_t h = 0;
+  OK(ebb_release_hook_add("embed_app cache", count_hook, &hook_runs, &h));
+  ebb_released r = {.size = sizeof r};
+  OK(ebb_gpu_release(g, 0, &r));
+  CHECK_EQ_INT(hook_runs, 1);
+  CHECK(r.callbacks_run >= 1);
+  OK(ebb_release_hook_remove(h));
+  OK(ebb_gpu_release(g, 0, &r));
+  CHECK_EQ_INT(hook_runs, 1);
+  CHECK(ebb_release_hook_remove(h) == EBB_ENOTFOUND);
+}
+
+static void test_timeline(void) {
+  char path[4096];
+  snprintf(path, sizeof path, "%s/embed_app_timeline.json", scratch);
+  OK(ebb_gpu_mark(g, "embed_app mark"));
+  OK(ebb_gpu_write_timeline(g, path));
+  FILE *f = fopen(path, "r");
+  REQUIRE(f != NULL);
+  static char text[1 << 20];
+  size_t n = fread(text, 1, sizeof text - 1, f);
+  fclose(f);
+  text[n] = '\0';
+  CHECK_MSG(strstr(text, "embed_app mark"), "the timeline %s lacks the mark", path);
+}
+
+/* PyTorch's pluggable allocator entry points: the block is ebb's, on the
+ * handle ebb_gpu_for_ordinal gives, and goes back with ebb_torch_free. */
+static void test_torch_entry_points(void) {
+  ebb_gpu *t = NULL;
+  OK(ebb_gpu_for_ordinal(0, &t));
+  REQUIRE(t != NULL);
+  void *p = ebb_torch_alloc(4 * MiB, 0, NULL);
+  CHECK_MSG(p != NULL, "ebb_torch_alloc: %s", ebb_errmsg());
+  uint64_t sz = 0;
+  OK(ebb_lookup(t, (uint64_t)(uintptr_t)p, NULL, &sz));
+  CHECK_EQ_U64(sz, 4 * MiB);
+  ebb_torch_free(p, 4 * MiB, 0, NULL);
+  CHECK(ebb_lookup(t, (uint64_t)(uintptr_t)p, NULL, &sz) == EBB_ENOTFOUND);
+}
+
 static void test_context_release(void) {
   ebb_released r = {.size = sizeof r};
   OK(ebb_gpu_release(g, EBB_GPU_RELEASE_CONTEXT, &r));
@@ -158,7 +254,9 @@ static void test_context_release(void) {
   CHECK_EQ_INT(smi_me(), 0);
 }
 
-int main(void) {
+int main(int argc, char **argv) {
+  if (argc > 1)
+    scratch = argv[1];
   int rc = ebb_gpu_open("cuda:0", &g);
   if (rc) {
     fprintf(stderr, "ebb_gpu_open(cuda:0): %s\n", ebb_errmsg());
@@ -168,6 +266,12 @@ int main(void) {
   RUN(test_owners_and_release);
   RUN(test_quota);
   RUN(test_park_wake);
+  RUN(test_errors);
+  RUN(test_default_owner);
+  RUN(test_pinned);
+  RUN(test_release_hook);
+  RUN(test_timeline);
+  RUN(test_torch_entry_points);
   RUN(test_context_release);
   ebb_gpu_close(g);
   ebb_gpu_close(NULL);

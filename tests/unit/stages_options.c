@@ -7,6 +7,7 @@
  * and a maximum around its default. */
 #include <math.h>
 
+#include "ebb/error.h"
 #include "stages/builtin.h"
 #include "stages/options.h"
 #include "test.h"

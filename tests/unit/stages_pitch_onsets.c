@@ -45,6 +45,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "ebb/error.h"
 #include "stages/audio/pitch.h"
 #include "test.h"
 

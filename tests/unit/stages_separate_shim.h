@@ -16,6 +16,7 @@
 #include <string.h>
 
 #include "device/kernel_twin.h"
+#include "ebb/error.h"
 #include "ebb/stage.h"
 
 #define SHIM_MAX_ITEMS 16

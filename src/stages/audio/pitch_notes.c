@@ -11,10 +11,9 @@
 #include <string.h>
 
 #include "ebb/error.h"
+#include "stages/audio/midi.h"
 #include "stages/audio/pitch.h"
 #include "stages/audio/st_util.h"
-
-static double hz_midi(double hz) { return 69.0 + 12.0 * log2(hz / 440.0); }
 
 static int cmp_double(const void *a, const void *b) {
   double x = *(const double *)a, y = *(const double *)b;
@@ -51,7 +50,7 @@ static int next_run(const float *frames, size_t nf, size_t sustain, const ebb_pi
                     size_t *i, size_t *start, size_t *end, double *vals, double *tmp,
                     size_t *nv) {
 #define VOICED(k) (frames[3 * (k) + 1] > 0.0f)
-#define MIDI(k) hz_midi(frames[3 * (k) + 1])
+#define MIDI(k) ebb_midi_from_hz(frames[3 * (k) + 1])
   while (*i < nf && !VOICED(*i))
     (*i)++;
   if (*i >= nf)
@@ -152,7 +151,7 @@ int ebb_pitch_notes(const float *frames, size_t nf, const ebb_pitch_params *p,
       double m = median(vals, nv, tmp);
       ebb_pitch_note n = {.onset = frames[3 * start],
                           .offset = frames[3 * start] + dur,
-                          .hz = 440.0 * pow(2.0, (m - 69.0) / 12.0),
+                          .hz = ebb_midi_to_hz(m),
                           .midi = (int)lround(m)};
       if ((rc = push(&l, n)))
         goto done;

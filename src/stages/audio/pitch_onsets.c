@@ -32,6 +32,7 @@
 #include <string.h>
 
 #include "ebb/error.h"
+#include "stages/audio/midi.h"
 #include "stages/audio/pitch.h"
 #include "stages/audio/stft.h"
 #include "stages/audio/st_util.h"
@@ -309,7 +310,7 @@ static void reattack_features(const seg_ctx *c, size_t a, size_t b, size_t t, do
     x[n++] = c->frames[3 * frame_at(c, t, -150 + 30 * i) + 2];
   for (int i = 0; i < RA_TRACK_N; i++) {
     float hz = c->frames[3 * frame_at(c, t, -150 + 30 * i) + 1];
-    double d = hz > 0.0f ? 69.0 + 12.0 * log2(hz / 440.0) - med : -3.0;
+    double d = hz > 0.0f ? ebb_midi_from_hz(hz) - med : -3.0;
     x[n++] = (float)(d < -3.0 ? -3.0 : d > 3.0 ? 3.0 : d);
   }
   x[n++] = (float)log((double)(t - a) * c->hop_s);
@@ -337,9 +338,9 @@ static double median_midi(const seg_ctx *c, size_t a, size_t b, double hz0, doub
   size_t n = 0;
   for (size_t f = a; f < b; f++)
     if (c->frames[3 * f + 1] > 0.0f)
-      tmp[n++] = 69.0 + 12.0 * log2(c->frames[3 * f + 1] / 440.0);
+      tmp[n++] = ebb_midi_from_hz(c->frames[3 * f + 1]);
   if (!n)
-    return 69.0 + 12.0 * log2(hz0 / 440.0);
+    return ebb_midi_from_hz(hz0);
   qsort(tmp, n, sizeof *tmp, cmp_double);
   return n % 2 ? tmp[n / 2] : 0.5 * (tmp[n / 2 - 1] + tmp[n / 2]);
 }
@@ -349,7 +350,7 @@ static ebb_pitch_note make_note(const seg_ctx *c, size_t a, size_t b, double hz0
   double m = median_midi(c, a, b, hz0, tmp);
   return (ebb_pitch_note){.onset = (double)a * c->hop_s,
                           .offset = (double)b * c->hop_s,
-                          .hz = 440.0 * pow(2.0, (m - 69.0) / 12.0),
+                          .hz = ebb_midi_to_hz(m),
                           .midi = (int)lround(m)};
 }
 
@@ -573,8 +574,8 @@ void ebb_pitch_track_to_notes(float *frames, size_t nf, const ebb_pitch_note *no
     return;
   double hop_s = ebb_pitch_frame_step(frames, nf);
   for (size_t i = 1; i < n; i++) {
-    double prev = 69.0 + 12.0 * log2(notes[i - 1].hz / 440.0);
-    double cur = 69.0 + 12.0 * log2(notes[i].hz / 440.0);
+    double prev = ebb_midi_from_hz(notes[i - 1].hz);
+    double cur = ebb_midi_from_hz(notes[i].hz);
     if (fabs(cur - prev) < 0.5)
       continue;
     double f = floor(notes[i].onset / hop_s + 0.5);
@@ -582,7 +583,7 @@ void ebb_pitch_track_to_notes(float *frames, size_t nf, const ebb_pitch_note *no
       float hz = frames[3 * k + 1];
       if (hz <= 0.0f)
         continue;
-      double m = 69.0 + 12.0 * log2(hz / 440.0);
+      double m = ebb_midi_from_hz(hz);
       if (fabs(m - prev) >= 0.5 || fabs(m - cur) < 0.5)
         break; /* the track has turned (or left both notes) */
       frames[3 * k + 1] = (float)notes[i].hz;

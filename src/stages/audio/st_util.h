@@ -6,6 +6,7 @@
 #include <jansson.h>
 #include <stdint.h>
 
+#include "ebb/error.h" /* built-in stages run inside ebb: ebb_seterr, ebb_errmsg */
 #include "ebb/stage.h"
 
 /* ebb_set_error with a formatted message; returns code. */
