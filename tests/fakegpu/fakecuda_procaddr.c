@@ -4,7 +4,12 @@
 
 #include <dlfcn.h>
 #include <pthread.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+
+#include <unistd.h>
 
 #include "fakecuda.h"
 
@@ -30,11 +35,16 @@ FK_API CUresult cuGetProcAddress_v2(const char *symbol, void **pfn, int cuda_ver
 static fk_entry g_table[] = {
     EBB_CUDA_ENTRY_POINTS(FK_ENTRY_)
     FK_EXTRA_ENTRY_POINTS(FK_ENTRY_)
+    FK_RT_ENTRY_POINTS(FK_ENTRY_)
     {"cuCtxCreate", 11040, "cuCtxCreate_v3", NULL},
     {"cuCtxCreate", 12050, "cuCtxCreate_v4", NULL},
     {"cuDeviceGetUuid", 9020, "cuDeviceGetUuid", NULL},
     {"cuGetProcAddress", 11030, "cuGetProcAddress", NULL},
     {"cuGetProcAddress", 12000, "cuGetProcAddress_v2", NULL},
+    {"cuGetExportTable", 3000, "cuGetExportTable", NULL},
+#define FK_UNEXPORTED_(base, sym, ver, fn) {#base, ver, sym, (void *)fn},
+    FK_RT_UNEXPORTED_ENTRY_POINTS(FK_UNEXPORTED_)
+#undef FK_UNEXPORTED_
 };
 #undef FK_ENTRY_
 #define FK_NTABLE (sizeof g_table / sizeof g_table[0])
@@ -50,8 +60,35 @@ static void resolve_table(void) {
   if (dladdr((void *)&cuGetProcAddress_v2, &info) && info.dli_fname)
     self = dlopen(info.dli_fname, RTLD_NOW | RTLD_NOLOAD);
   for (size_t i = 0; i < FK_NTABLE; i++)
-    g_table[i].fn = self ? dlsym(self, g_table[i].symbol) : NULL;
+    if (!g_table[i].fn) /* those not exported come with their address */
+      g_table[i].fn = self ? dlsym(self, g_table[i].symbol) : NULL;
   /* The handle stays open: the library is in use while we answer. */
+}
+
+int fk_trace_on(void) {
+  static int on = -1;
+  if (on < 0) {
+    const char *v = getenv("FAKEGPU_TRACE");
+    on = v && *v && strcmp(v, "0") != 0;
+  }
+  return on;
+}
+
+void fk_trace(const char *fmt, ...) {
+  if (!fk_trace_on())
+    return;
+  char line[512];
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(line, sizeof line, fmt, ap);
+  va_end(ap);
+  fprintf(stderr, "fakegpu[%d]: %s\n", (int)getpid(), line);
+}
+
+static const char *status_name(CUdriverProcAddressQueryResult st) {
+  return st == CU_GET_PROC_ADDRESS_SUCCESS             ? "found"
+         : st == CU_GET_PROC_ADDRESS_VERSION_NOT_SUFFICIENT ? "VERSION_NOT_SUFFICIENT"
+                                                           : "SYMBOL_NOT_FOUND";
 }
 
 static CUresult get_proc(const char *symbol, void **pfn, int cuda_version,
@@ -76,10 +113,14 @@ static CUresult get_proc(const char *symbol, void **pfn, int cuda_version,
   }
   if (best)
     *pfn = best->fn;
+  CUdriverProcAddressQueryResult st = best    ? CU_GET_PROC_ADDRESS_SUCCESS
+                                      : known ? CU_GET_PROC_ADDRESS_VERSION_NOT_SUFFICIENT
+                                              : CU_GET_PROC_ADDRESS_SYMBOL_NOT_FOUND;
   if (status)
-    *status = best    ? CU_GET_PROC_ADDRESS_SUCCESS
-              : known ? CU_GET_PROC_ADDRESS_VERSION_NOT_SUFFICIENT
-                      : CU_GET_PROC_ADDRESS_SYMBOL_NOT_FOUND;
+    *status = st;
+  fk_trace("cuGetProcAddress %s %d flags %llu -> %s%s%s", symbol, cuda_version,
+           (unsigned long long)flags, status_name(st), best ? " " : "",
+           best ? best->symbol : "");
   return CUDA_SUCCESS;
 }
 
