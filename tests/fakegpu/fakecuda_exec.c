@@ -438,7 +438,7 @@ FK_API CUresult cuLaunchKernel(CUfunction f, unsigned int gx, unsigned int gy, u
     rc = CUDA_ERROR_INVALID_VALUE;
     goto out_locked;
   }
-  if (shmem > 49152) {
+  if (shmem > 227 * 1024) { /* up to the SM's opt-in limit (cuFuncSetAttribute) */
     rc = CUDA_ERROR_INVALID_VALUE;
     goto out_locked;
   }

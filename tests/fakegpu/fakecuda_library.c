@@ -195,6 +195,7 @@ FK_API CUresult cuLibraryGetGlobal(CUdeviceptr *dptr, size_t *bytes, CUlibrary l
   fk_lock();
   rc = lib_check(lib) ? CUDA_ERROR_NOT_FOUND : CUDA_ERROR_INVALID_HANDLE;
   fk_unlock();
+  fk_trace("cuLibraryGetGlobal %s -> %d (the fake has no device variables)", name, rc);
   return rc;
 }
 

@@ -31,6 +31,21 @@ typedef struct CUgraphNode_st *CUgraphNode;
 typedef struct CUgraphEdgeData_st CUgraphEdgeData;
 typedef struct CUlaunchAttribute_st CUlaunchAttribute;
 
+typedef struct fk_array *CUarray;
+typedef struct CUDA_ARRAY_DESCRIPTOR_st {
+  size_t Width, Height;
+  int Format;
+  unsigned int NumChannels;
+} CUDA_ARRAY_DESCRIPTOR;
+typedef struct CUDA_ARRAY3D_DESCRIPTOR_st {
+  size_t Width, Height, Depth;
+  int Format;
+  unsigned int NumChannels, Flags;
+} CUDA_ARRAY3D_DESCRIPTOR;
+/* Opaque here: fakecuda_array.c reads them in cuda.h's _v2 layout. */
+typedef struct CUDA_MEMCPY2D_st CUDA_MEMCPY2D;
+typedef struct CUDA_MEMCPY3D_st CUDA_MEMCPY3D;
+
 typedef struct CUipcEventHandle_st {
   char reserved[CU_IPC_HANDLE_SIZE];
 } CUipcEventHandle;
@@ -197,6 +212,18 @@ CUresult fk_ctx_synchronize_v2(CUcontext ctx);
     (CUdeviceptr *dptr, size_t bytes, CUstream s))                             \
   X(cuMemAllocFromPoolAsync, "cuMemAllocFromPoolAsync", 11020,                 \
     (CUdeviceptr *dptr, size_t bytes, CUmemoryPool pool, CUstream s))          \
-  X(cuMemFreeAsync, "cuMemFreeAsync", 11020, (CUdeviceptr dptr, CUstream s))
+  X(cuMemFreeAsync, "cuMemFreeAsync", 11020, (CUdeviceptr dptr, CUstream s)) \
+  X(cuArrayCreate, "cuArrayCreate_v2", 3020, (CUarray *a, const CUDA_ARRAY_DESCRIPTOR *d)) \
+  X(cuArray3DCreate, "cuArray3DCreate_v2", 3020, (CUarray *a, const CUDA_ARRAY3D_DESCRIPTOR *d)) \
+  X(cuArrayDestroy, "cuArrayDestroy", 2000, (CUarray a))                       \
+  X(cuArrayGetDescriptor, "cuArrayGetDescriptor_v2", 3020,                     \
+    (CUDA_ARRAY_DESCRIPTOR *d, CUarray a))                                     \
+  X(cuArray3DGetDescriptor, "cuArray3DGetDescriptor_v2", 3020,                 \
+    (CUDA_ARRAY3D_DESCRIPTOR *d, CUarray a))                                   \
+  X(cuMemcpy2D, "cuMemcpy2D_v2", 3020, (const CUDA_MEMCPY2D *p))               \
+  X(cuMemcpy2DUnaligned, "cuMemcpy2DUnaligned_v2", 3020, (const CUDA_MEMCPY2D *p)) \
+  X(cuMemcpy2DAsync, "cuMemcpy2DAsync_v2", 3020, (const CUDA_MEMCPY2D *p, CUstream s)) \
+  X(cuMemcpy3D, "cuMemcpy3D_v2", 3020, (const CUDA_MEMCPY3D *p))               \
+  X(cuMemcpy3DAsync, "cuMemcpy3DAsync_v2", 3020, (const CUDA_MEMCPY3D *p, CUstream s))
 
 #endif

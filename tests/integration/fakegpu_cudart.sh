@@ -63,3 +63,4 @@ run_client shared 1
 run_client static 2
 if [ -x "$fakedir/cudart-client-shared" ]; then :; else fail "cudart-client-shared was not built"; fi
 echo ok
+exit $((fails > 0))
