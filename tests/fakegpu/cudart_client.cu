@@ -2,13 +2,14 @@
 // driver by tests/integration/fakegpu_cudart.sh: it checks what the runtime
 // does on it and prints figures the script compares with fakegpu-smi.
 //   cudart_client EXPECTED_DEVICES
-// Prints "free_mib N" (cudaMemGetInfo, after its own allocations are gone),
-// then "ok"; any failed check prints "FAIL: ..." and exits 1.
+// Prints "pid N", "free_mib N" (cudaMemGetInfo, after its own allocations
+// are gone), then "ok"; any failed check prints "FAIL: ..." and exits 1.
 #include <cuda_runtime.h>
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #define CHECK(call)                                                              \
   do {                                                                           \
@@ -168,6 +169,7 @@ int main(int argc, char **argv) {
   EXPECT(total_b == prop.totalGlobalMem, "cudaMemGetInfo total %zu", total_b);
   managed_oversubscribed(total_b);
   CHECK(cudaMemGetInfo(&free_b, &total_b));
+  printf("pid %d\n", (int)getpid());
   printf("free_mib %zu\n", free_b >> 20);
   fflush(stdout);
   // Hold the context while the script reads fakegpu-smi, until stdin closes.

@@ -82,7 +82,7 @@ static CUresult rt_module_from_wrapper_ex(CUmodule *m, const fk_fatbin_wrapper *
   return rt_module_from_wrapper(m, w);
 }
 
-static void rt_noop(size_t arg) { (void)arg; }
+static void rt_noop(size_t arg) { fk_trace("runtime interface slot 7 (%zu)", arg); }
 
 static CUresult rt_module_from_fatbin_ex(const void *fatbin, CUmodule *m, void *a3, void *a4,
                                          unsigned a5) {
@@ -90,7 +90,10 @@ static CUresult rt_module_from_fatbin_ex(const void *fatbin, CUmodule *m, void *
   return load_fatbin(m, fatbin);
 }
 
-static CUresult rt_load_compilers(void) { return CUDA_SUCCESS; }
+static CUresult rt_load_compilers(void) {
+  fk_trace("runtime interface: load compilers");
+  return CUDA_SUCCESS;
+}
 
 #define FK_RT_SLOTS 13
 static const void *g_rt_iface[FK_RT_SLOTS] = {
@@ -110,11 +113,13 @@ static uint32_t g_hook_buf1[1024];
 static uint32_t g_hook_buf2[64];
 
 static void hooks_buf1(void **p, size_t *n) {
+  fk_trace("tools hooks: buffer 1");
   *p = g_hook_buf1;
   *n = 1024;
 }
 
 static void hooks_buf2(void **p, size_t *n) {
+  fk_trace("tools hooks: buffer 2");
   *p = g_hook_buf2;
   *n = 14;
 }
@@ -157,6 +162,7 @@ static fk_cls **cls_find(struct CUctx_st *c, void *key) {
 }
 
 static CUresult cls_put(CUcontext ctx, void *key, void *value, fk_cls_dtor dtor) {
+  fk_trace("context-local storage: put %p on %p", key, (void *)ctx);
   fk_lock();
   struct CUctx_st *c;
   CUresult rc = cls_ctx(ctx, &c);
@@ -193,6 +199,7 @@ static CUresult cls_delete(CUcontext ctx, void *key) {
     }
   }
   fk_unlock();
+  fk_trace("context-local storage: delete %p on %p -> %d", key, (void *)ctx, rc);
   return rc;
 }
 
@@ -210,6 +217,7 @@ static CUresult cls_get(void **value, CUcontext ctx, void *key) {
       rc = CUDA_ERROR_INVALID_HANDLE;
   }
   fk_unlock();
+  fk_trace("context-local storage: get %p on %p -> %d", key, (void *)ctx, rc);
   return rc;
 }
 
@@ -250,12 +258,16 @@ static const void *g_cls_iface[4] = {
 /* --- context checks ------------------------------------------------------------------- */
 static CUresult ctx_check(CUcontext ctx, uint32_t *kind, const void **extra) {
   (void)ctx, (void)extra;
+  fk_trace("context check on %p", (void *)ctx);
   if (kind)
     *kind = 0;
   return CUDA_SUCCESS;
 }
 
-static uint32_t ctx_check3(void) { return 0; }
+static uint32_t ctx_check3(void) {
+  fk_trace("context check 3");
+  return 0;
+}
 
 static const void *g_ctx_checks[4] = {
     [0] = (const void *)(4 * sizeof(void *)),

@@ -62,6 +62,8 @@ FK_API CUresult cuLibraryLoadData(CUlibrary *lib, const void *code, CUjit_option
   if (!lib || !code || (njit && !jit_opts) || (nlib && !lib_opts))
     return CUDA_ERROR_INVALID_VALUE;
   int binary = fk_image_is_binary(code);
+  fk_trace("cuLibraryLoadData %p: %s image (first bytes %08x)", code, binary ? "binary" : "other",
+           *(const uint32_t *)code);
   if (!binary && (rc = fk_image_check(code, NULL, 0)) != CUDA_SUCCESS)
     return rc;
   struct fk_library *l = calloc(1, sizeof *l);

@@ -91,6 +91,49 @@ static const char *status_name(CUdriverProcAddressQueryResult st) {
                                                            : "SYMBOL_NOT_FOUND";
 }
 
+/* FAKEGPU_TRACE=2: a name the fake does not have is answered with a stub
+ * that says on stderr which function the client called, then answers
+ * CUDA_ERROR_NOT_SUPPORTED, so a client that fails without calling the driver
+ * shows what it was missing. Off by default: a real driver answers NULL. */
+#define FK_STUBS 512
+static const char *g_stub_name[FK_STUBS];
+static int g_nstubs;
+
+static CUresult stub_hit(int i) {
+  fprintf(stderr, "fakegpu[%d]: called %s, which the fake does not have (FAKEGPU_TRACE=2)\n",
+          (int)getpid(), g_stub_name[i]);
+  return CUDA_ERROR_NOT_SUPPORTED;
+}
+
+#define FK_STUB1(i) static CUresult stub_##i(void) { return stub_hit(i); }
+#define FK_STUB8(i) FK_STUB1(i##0) FK_STUB1(i##1) FK_STUB1(i##2) FK_STUB1(i##3) \
+  FK_STUB1(i##4) FK_STUB1(i##5) FK_STUB1(i##6) FK_STUB1(i##7)
+#define FK_STUB64(i) FK_STUB8(i##0) FK_STUB8(i##1) FK_STUB8(i##2) FK_STUB8(i##3) \
+  FK_STUB8(i##4) FK_STUB8(i##5) FK_STUB8(i##6) FK_STUB8(i##7)
+FK_STUB64(1) FK_STUB64(2) FK_STUB64(3) FK_STUB64(4) FK_STUB64(5) FK_STUB64(6) FK_STUB64(7)
+    FK_STUB64(0)
+#define FK_REF1(i) stub_##i,
+#define FK_REF8(i) FK_REF1(i##0) FK_REF1(i##1) FK_REF1(i##2) FK_REF1(i##3) FK_REF1(i##4) \
+  FK_REF1(i##5) FK_REF1(i##6) FK_REF1(i##7)
+#define FK_REF64(i) FK_REF8(i##0) FK_REF8(i##1) FK_REF8(i##2) FK_REF8(i##3) FK_REF8(i##4) \
+  FK_REF8(i##5) FK_REF8(i##6) FK_REF8(i##7)
+static CUresult (*const g_stubs[FK_STUBS])(void) = {FK_REF64(0) FK_REF64(1) FK_REF64(2)
+    FK_REF64(3) FK_REF64(4) FK_REF64(5) FK_REF64(6) FK_REF64(7)};
+
+static int trace_stubs(void) {
+  const char *v = getenv("FAKEGPU_TRACE");
+  return v && !strcmp(v, "2");
+}
+
+static void *stub_for(const char *symbol) {
+  for (int i = 0; i < g_nstubs; i++)
+    if (!strcmp(g_stub_name[i], symbol))
+      return (void *)g_stubs[i];
+  if (g_nstubs == FK_STUBS || !(g_stub_name[g_nstubs] = strdup(symbol)))
+    return NULL;
+  return (void *)g_stubs[g_nstubs++];
+}
+
 static CUresult get_proc(const char *symbol, void **pfn, int cuda_version,
                          cuuint64_t flags, CUdriverProcAddressQueryResult *status) {
   if (fk_cfg.stub)
@@ -113,6 +156,8 @@ static CUresult get_proc(const char *symbol, void **pfn, int cuda_version,
   }
   if (best)
     *pfn = best->fn;
+  else if (!known && *symbol && trace_stubs())
+    *pfn = stub_for(symbol);
   CUdriverProcAddressQueryResult st = best    ? CU_GET_PROC_ADDRESS_SUCCESS
                                       : known ? CU_GET_PROC_ADDRESS_VERSION_NOT_SUFFICIENT
                                               : CU_GET_PROC_ADDRESS_SYMBOL_NOT_FOUND;

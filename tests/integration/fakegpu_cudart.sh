@@ -38,16 +38,17 @@ run_client() { # KIND DEVICES
     sleep 0.1
   done
   grep -q '^free_mib' "$log" || { exec 7>&-; wait "$pid" || true; cat "$log" >&2; fail "$kind client ($devices devices) did not get through its checks"; }
-  local free smi launches
+  local free smi launches cpid
   free=$(awk '/^free_mib/ {print $2}' "$log")
+  cpid=$(awk '/^pid/ {print $2}' "$log") # the client, a child of timeout
   smi=$("$FAKEGPU_SMI" -i 0 --query-gpu=memory.free --format=csv,noheader,nounits)
   launches=$("$FAKEGPU_SMI" -i 0 --query-compute-apps=pid,kernel_launches --format=csv,noheader,nounits |
-    awk -F', *' -v p="$pid" '$1 == p {print $2}')
+    awk -F', *' -v p="$cpid" '$1 == p {print $2}')
   exec 7>&-
   wait "$pid" || { cat "$log" >&2; fail "$kind client ($devices devices) failed"; }
   grep -q '^ok$' "$log" || { cat "$log" >&2; fail "$kind client did not finish"; }
   [ "$free" = "$smi" ] || fail "$kind: cudaMemGetInfo says $free MiB free, fakegpu-smi $smi MiB"
-  [ "${launches:-0}" -ge 1 ] || fail "$kind: fakegpu-smi counted ${launches:-no} kernel launches for pid $pid"
+  [ "${launches:-0}" -ge 1 ] || fail "$kind: fakegpu-smi counted ${launches:-no} kernel launches for pid $cpid"
   grep -q "has no host twin: launched as a no-op" "$log" ||
     fail "$kind: no notice on stderr that the kernel was a no-op"
   [ "$(grep -c 'has no host twin' "$log")" = 1 ] || fail "$kind: the no-op notice came more than once"
