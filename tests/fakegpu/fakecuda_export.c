@@ -353,6 +353,9 @@ typedef struct fk_integrity_dev {
 } fk_integrity_dev;
 
 static CUresult integrity_check(uint32_t version, uint64_t unix_seconds, uint64_t out[2]);
+/* The tables as handed out (copies under FAKEGPU_TRACE=2): the runtime hashes
+ * the addresses it was given. */
+static const void *g_rt_out, *g_integrity_out;
 
 static const void *g_integrity[3] = {
     [0] = (const void *)(3 * sizeof(void *)),
@@ -374,8 +377,9 @@ static CUresult integrity_check(uint32_t version, uint64_t unix_seconds, uint64_
   if (rc)
     return rc;
   fk_integrity_msg msg = {FK_DRIVER_VERSION, version, (uint32_t)getpid(),
-                          (uint32_t)pthread_self(), g_rt_iface, g_integrity,
-                          g_integrity[1], unix_seconds};
+                          (uint32_t)pthread_self(), g_rt_out ? g_rt_out : g_rt_iface,
+                          g_integrity_out ? g_integrity_out : g_integrity, g_integrity[1],
+                          unix_seconds};
   md2 h = {0};
   md2_add(&h, g_hmac_key, 16, 0x36);
   md2_add(&h, &msg, sizeof msg, 0);
@@ -428,6 +432,42 @@ static void uuid_text(const CUuuid *id, char *out, size_t len) {
            b[13], b[14], b[15]);
 }
 
+/* FAKEGPU_TRACE=2: the tables are handed out as copies whose empty slots
+ * hold stubs that say which slot the client called (then answer 801). */
+#define FK_SLOT_STUBS 64
+static const char *g_slot_table[FK_SLOT_STUBS];
+static int g_slot_index[FK_SLOT_STUBS];
+static int g_nslot_stubs;
+
+static CUresult slot_hit(int i) {
+  fprintf(stderr, "fakegpu[%d]: called empty slot %d of the %s table (FAKEGPU_TRACE=2)\n",
+          (int)getpid(), g_slot_index[i], g_slot_table[i]);
+  return CUDA_ERROR_NOT_SUPPORTED;
+}
+#define FK_SLOT1(i) static CUresult slot_##i(void) { return slot_hit(i); }
+#define FK_SLOT8(i) FK_SLOT1(i##0) FK_SLOT1(i##1) FK_SLOT1(i##2) FK_SLOT1(i##3) \
+  FK_SLOT1(i##4) FK_SLOT1(i##5) FK_SLOT1(i##6) FK_SLOT1(i##7)
+FK_SLOT8(1) FK_SLOT8(2) FK_SLOT8(3) FK_SLOT8(4) FK_SLOT8(5) FK_SLOT8(6) FK_SLOT8(7) FK_SLOT8(0)
+#define FK_SREF1(i) slot_##i,
+#define FK_SREF8(i) FK_SREF1(i##0) FK_SREF1(i##1) FK_SREF1(i##2) FK_SREF1(i##3) \
+  FK_SREF1(i##4) FK_SREF1(i##5) FK_SREF1(i##6) FK_SREF1(i##7)
+static CUresult (*const g_slot_stubs[FK_SLOT_STUBS])(void) = {
+    FK_SREF8(0) FK_SREF8(1) FK_SREF8(2) FK_SREF8(3) FK_SREF8(4) FK_SREF8(5) FK_SREF8(6) FK_SREF8(7)};
+
+static const void *stubbed_copy(const fk_export *e, size_t slots, int first) {
+  const void **copy = calloc(slots, sizeof *copy);
+  if (!copy)
+    return e->table;
+  memcpy(copy, e->table, slots * sizeof *copy);
+  for (size_t k = (size_t)first; k < slots; k++)
+    if (!copy[k] && g_nslot_stubs < FK_SLOT_STUBS) {
+      g_slot_table[g_nslot_stubs] = e->what;
+      g_slot_index[g_nslot_stubs] = (int)k;
+      copy[k] = (const void *)g_slot_stubs[g_nslot_stubs++];
+    }
+  return copy; /* kept for the life of the process */
+}
+
 FK_API CUresult cuGetExportTable(const void **table, const CUuuid *id) {
   if (fk_cfg.stub)
     return CUDA_ERROR_STUB_LIBRARY;
@@ -446,5 +486,15 @@ FK_API CUresult cuGetExportTable(const void **table, const CUuuid *id) {
   if (!hit)
     return CUDA_ERROR_INVALID_VALUE;
   *table = hit->table;
+  const char *t = getenv("FAKEGPU_TRACE");
+  if (t && !strcmp(t, "2")) {
+    int cls = hit->table == (const void *)g_cls_iface;
+    size_t slots = cls ? 4 : *(const size_t *)hit->table / sizeof(void *);
+    *table = stubbed_copy(hit, slots, cls ? 0 : 1);
+  }
+  if (hit->table == (const void *)g_rt_iface)
+    g_rt_out = *table;
+  else if (hit->table == (const void *)g_integrity)
+    g_integrity_out = *table;
   return CUDA_SUCCESS;
 }

@@ -188,7 +188,7 @@ FK_API CUresult cuDeviceGetPCIBusId(char *id, int len, CUdevice dev) {
     return rc;
   if (!id || len <= 0)
     return CUDA_ERROR_INVALID_VALUE;
-  snprintf(id, (size_t)len, "00000000:%02X:00.0", 0x18 + fk_device_of(dev));
+  snprintf(id, (size_t)len, "0000:%02x:00.0", 0x18 + fk_device_of(dev)); /* as the driver: 4-digit domain */
   return CUDA_SUCCESS;
 }
 
