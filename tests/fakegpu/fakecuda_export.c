@@ -444,7 +444,7 @@ static CUresult slot_hit(int i) {
           (int)getpid(), g_slot_index[i], g_slot_table[i]);
   return CUDA_ERROR_NOT_SUPPORTED;
 }
-#define FK_SLOT1(i) static CUresult slot_##i(void) { return slot_hit(i); }
+#define FK_SLOT1(i) static CUresult slot_##i(void) { return slot_hit(0##i); } /* octal digits */
 #define FK_SLOT8(i) FK_SLOT1(i##0) FK_SLOT1(i##1) FK_SLOT1(i##2) FK_SLOT1(i##3) \
   FK_SLOT1(i##4) FK_SLOT1(i##5) FK_SLOT1(i##6) FK_SLOT1(i##7)
 FK_SLOT8(1) FK_SLOT8(2) FK_SLOT8(3) FK_SLOT8(4) FK_SLOT8(5) FK_SLOT8(6) FK_SLOT8(7) FK_SLOT8(0)

@@ -105,7 +105,7 @@ static CUresult stub_hit(int i) {
   return CUDA_ERROR_NOT_SUPPORTED;
 }
 
-#define FK_STUB1(i) static CUresult stub_##i(void) { return stub_hit(i); }
+#define FK_STUB1(i) static CUresult stub_##i(void) { return stub_hit(0##i); } /* octal digits */
 #define FK_STUB8(i) FK_STUB1(i##0) FK_STUB1(i##1) FK_STUB1(i##2) FK_STUB1(i##3) \
   FK_STUB1(i##4) FK_STUB1(i##5) FK_STUB1(i##6) FK_STUB1(i##7)
 #define FK_STUB64(i) FK_STUB8(i##0) FK_STUB8(i##1) FK_STUB8(i##2) FK_STUB8(i##3) \

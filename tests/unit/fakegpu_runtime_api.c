@@ -162,6 +162,19 @@ static int child_rules(void) {
   return 0;
 }
 
+/* FAKEGPU_TRACE=2: a name the fake does not have gets a stub that answers
+ * 801 (and says on stderr which function was called); without it, NULL. */
+static int child_trace_stubs(void) {
+  CUdriverProcAddressQueryResult st;
+  CUresult (*a)(void) = (CUresult(*)(void))proc("cuGraphCreate", 10000, &st);
+  CUresult (*b)(void) = (CUresult(*)(void))proc("cuStreamBeginCapture", 10000, NULL);
+  if (!a || !b || a == b || st != CU_GET_PROC_ADDRESS_SYMBOL_NOT_FOUND)
+    return 10;
+  if (a() != CUDA_ERROR_NOT_SUPPORTED || b() != CUDA_ERROR_NOT_SUPPORTED)
+    return 11;
+  return proc("cuGraphCreate", 10000, NULL) == (void *)a ? 0 : 12;
+}
+
 static void test_children(void) {
   /* A state file of its own: the device settings are the first process's. */
   char state[4200];
@@ -170,12 +183,17 @@ static void test_children(void) {
   const char *env[] = {"FAKEGPU_DEVICES=2", "FAKEGPU_MEMORY_MIB=128", "FAKEGPU_CONTEXT_MIB=16",
                        state, NULL};
   CHECK_EQ_INT(fgt_run_self("rules", env), 0);
+  const char *trace[] = {"FAKEGPU_TRACE=2", NULL};
+  CHECK_EQ_INT(fgt_run_self("trace_stubs", trace), 0);
+  CHECK(proc("cuGraphCreate", 10000, NULL) == NULL); /* this process: no trace */
 }
 
 int main(int argc, char **argv) {
   fgt_load_cuda();
   if (argc > 1)
-    return !strcmp(argv[1], "rules") ? child_rules() : 99;
+    return !strcmp(argv[1], "rules")         ? child_rules()
+           : !strcmp(argv[1], "trace_stubs") ? child_trace_stubs()
+                                              : 99;
   fgt_init_ctx();
   RUN(test_versions);
   RUN(test_export_tables);
