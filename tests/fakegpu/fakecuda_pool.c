@@ -53,8 +53,9 @@ static struct fk_pool *pool_check(CUmemoryPool h) {
   return NULL;
 }
 
-/* Reserved (mapped) and used (not cached) bytes of a pool, from the
- * allocations that name it. Caller holds fk_lock. */
+/* Reserved (mapped, rounded to the granularity) and used (the bytes asked
+ * for by allocations not yet freed, as the driver reports them) of a pool,
+ * from the allocations that name it. Caller holds fk_lock. */
 typedef struct pool_usage {
   uint64_t reserved, used;
 } pool_usage;
@@ -66,7 +67,7 @@ static pool_usage usage_of(const struct fk_pool *p) {
       continue;
     u.reserved += a->mapped;
     if (!a->cached)
-      u.used += a->mapped;
+      u.used += a->size;
   }
   return u;
 }
