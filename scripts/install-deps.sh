@@ -60,6 +60,40 @@ pip_steps() {
   fi
 }
 
+# CuPy on the fake GPU (issue 32; tests/integration/fakegpu_cupy.sh): the
+# cupy-cuda13x wheel (its CUDA runtime linked in statically, so it exercises
+# the fake's cuGetProcAddress and cuGetExportTable) in a venv of its own, and
+# CuPy's own tests/cupy_tests/cuda_tests, which the wheel does not ship, from
+# the cupy sdist of the same version, unpacked under /opt/ebb-tools so that
+# nothing is downloaded at test time. The version is pinned: the test's floor
+# of passes was measured with it.
+cupy_steps() {
+  local venv=/opt/ebb-tools/cupy ver=14.2.0
+  local src=/opt/ebb-tools/cupy-src
+  if ! "$venv/bin/python" -c "import cupy, pytest, pytest_timeout, sys
+sys.exit(cupy.__version__ != '$ver')" 2>/dev/null; then
+    echo "install-deps: installing cupy-cuda13x $ver and pytest in $venv (pip)"
+    { /usr/bin/python3 -m venv "$venv" &&
+      "$venv/bin/pip" install -q "cupy-cuda13x==$ver" pytest pytest-timeout; } ||
+      echo "install-deps: could not install cupy-cuda13x; fakegpu_cupy will fail" >&2
+  fi
+  if [ ! -d "$src/cupy-$ver/tests/cupy_tests/cuda_tests" ]; then
+    echo "install-deps: fetching the cupy $ver sdist (its tests) into $src (pip download)"
+    local tmp
+    tmp=$(mktemp -d)
+    # pip reads an sdist's metadata before it saves it: with the venv's own
+    # setuptools and Cython (wheels), not an isolated build environment that
+    # would compile numpy and Cython from source first.
+    { mkdir -p "$src" &&
+      "$venv/bin/pip" install -q "setuptools>=77" wheel "Cython>=3.2,<3.3" &&
+      "$venv/bin/pip" download -q --no-deps --no-binary :all: --no-build-isolation \
+        -d "$tmp" "cupy==$ver" &&
+      tar -xzf "$tmp/cupy-$ver.tar.gz" -C "$src" "cupy-$ver/tests"; } ||
+      echo "install-deps: could not fetch the cupy $ver sdist; fakegpu_cupy will fail" >&2
+    rm -rf "$tmp"
+  fi
+}
+
 missing=()
 for p in "${PKGS[@]}"; do
   if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed"; then
@@ -82,4 +116,5 @@ if [ ${#missing[@]} -gt 0 ]; then
   $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}"
 fi
 pip_steps
+cupy_steps
 exit 0

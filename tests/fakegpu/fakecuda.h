@@ -20,6 +20,7 @@
 #include "device/cuda_api.h"
 #include "device/kernel_twin.h"
 #include "fakecuda_extra.h"
+#include "fakecuda_rt.h"
 #include "fg_state.h"
 
 #define FK_API __attribute__((visibility("default")))
@@ -47,6 +48,10 @@ struct CUctx_st {
   CUresult sticky;   /* 700 etc. once raised, until destroy/reset */
   unsigned flags;    /* primary: cuDevicePrimaryCtxSetFlags */
   struct CUctx_st *peers[FK_MAX_PEERS]; /* cuCtxEnablePeerAccess */
+  unsigned ctx_flags;     /* created: cuCtxCreate / cuCtxSetFlags */
+  size_t limits[10];      /* cuCtxSetLimit (0: the default) */
+  int cache_config;       /* cuCtxSetCacheConfig */
+  unsigned long long id;  /* cuCtxGetId */
   struct CUctx_st *next_created;
 };
 #define FK_CTX_MAGIC 0xc0de7c7u
@@ -65,6 +70,8 @@ struct fk_alloc {
   unsigned flags; /* cuMemHostAlloc / cuMemHostRegister / cuMemAllocManaged flags */
   uint64_t id;    /* CU_POINTER_ATTRIBUTE_BUFFER_ID: unique in the process */
   struct CUctx_st *ctx;
+  struct fk_pool *pool; /* cuMemAllocAsync: the pool it came from */
+  int cached;           /* freed into its pool, kept for reuse (not usable) */
   fk_alloc *next;
 };
 
@@ -74,13 +81,22 @@ struct fk_obj {
   int kind;
   struct CUctx_st *ctx;
   fk_obj *next;
-  /* events */
+  /* streams and events */
   unsigned flags;
+  int priority;            /* streams */
+  unsigned long long id;   /* streams: cuStreamGetId */
   int recorded;
   double t_ms;
+  /* modules: loaded from a real binary (fatbin or cubin), whose functions
+   * are found by any name; functions: noop = of such a module, no twin */
+  int binary;
+  int noop;
+  void *owner; /* modules: their CUlibrary; functions: their CUkernel */
+  const void *image; /* binary modules: the image (NULL: names unknown) */
+  int image_owned;   /* image is this module's copy */
   /* functions */
   fk_obj *module;
-  ebb_kernel_twin_fn twin; /* NULL: the built-in faulting kernel */
+  ebb_kernel_twin_fn twin; /* NULL and !noop: the built-in faulting kernel */
   char name[128];
 };
 #define FK_OBJ_MAGIC 0x0b1ec700u
@@ -156,11 +172,67 @@ int fk_in_callback(void);
 /* Pinned/registered host memory containing [p, p+n): its alloc or NULL.
  * Caller holds fk_lock. */
 fk_alloc *fk_alloc_containing(uint64_t addr, size_t n);
+/* A device allocation of bytes for ctx (a memfd, charged rounded up), listed.
+ * Caller holds fk_lock. */
+CUresult fk_alloc_device(struct CUctx_st *c, size_t bytes, fk_alloc **out);
+/* The device allocation starting at addr (any context), NULL if none. */
+fk_alloc *fk_alloc_at(uint64_t addr);
 /* A new record of kind for ctx (not yet listed), NULL without memory. */
 fk_alloc *fk_alloc_new(int kind, struct CUctx_st *ctx);
 /* Lists a; unlists and frees a (unmapping and uncharging what it holds). */
 void fk_alloc_link(fk_alloc *a);
 void fk_alloc_unlink_free(fk_alloc *a);
+
+/* Loads a real binary image (fatbin, cubin) as a module of the current
+ * context: its kernels are found by any name, and one with no host twin is
+ * launched as a no-op. Takes fk_lock. */
+CUresult fk_module_load_binary(CUmodule *m, const void *image);
+/* 1 when image starts as a fatbin, its wrapper or an ELF cubin does. */
+int fk_image_is_binary(const void *image);
+/* What a module keeps of a binary image to check kernel names against: the
+ * image itself for the runtime's registered wrapper (static data), else a
+ * copy (*owned = 1), or NULL when its names cannot be read. */
+const void *fk_image_keep(const void *image, int *owned);
+/* 1 when a binary image names kernel `name`, or may (compressed entries). */
+int fk_image_may_hold(const void *image, const char *name);
+/* The primary context's handle of dev (not retained). Holds fk_lock. */
+struct CUctx_st *fk_primary_handle(CUdevice dev);
+/* 1 when c is a context of this process (live or not). Holds no lock. */
+int fk_ctx_known(const struct CUctx_st *c);
+/* The context a stream argument belongs to: the current one for NULL and the
+ * special handles, else the stream's; NULL if the stream is not valid.
+ * Caller holds fk_lock. */
+struct CUctx_st *fk_stream_ctx(CUstream s);
+/* The function behind a launch handle: a CUfunction, or a CUkernel (which
+ * the runtime passes to cuLaunchKernel as it is) resolved in ctx. Caller
+ * holds fk_lock. NULL if neither. */
+fk_obj *fk_launch_function(void *handle, struct CUctx_st *ctx);
+/* The kernel a handle names, NULL if it is not one. */
+struct fk_kernel *fk_kernel_check(void *h);
+/* The object of kind owned by owner (a CUlibrary for modules, a CUkernel for
+ * functions) in ctx, NULL if none; fk_objs_drop_owner frees every object
+ * owned by owner (and the functions of such modules). Caller holds fk_lock. */
+fk_obj *fk_obj_find_owned(int kind, const void *owner, const struct CUctx_st *ctx);
+void fk_objs_drop_owner(const void *owner);
+/* cuFuncGetAttribute's answers, and whether a value may be set. */
+CUresult fk_func_attribute(CUfunction_attribute attr, int *value);
+CUresult fk_func_attribute_settable(CUfunction_attribute attr, int value);
+
+/* The first listed allocation (the list goes on with ->next). Caller holds
+ * fk_lock. */
+fk_alloc *fk_alloc_first(void);
+
+/* Context-local storage (the runtime's private table): fk_cls_teardown
+ * (fk_lock held) sets aside the entries of a context being torn down;
+ * fk_cls_run_due (without fk_lock) runs their destructors. */
+void fk_cls_teardown(struct CUctx_st *ctx);
+void fk_cls_run_due(void);
+#define FK_ATTR_PCI_DOMAIN_ID 50
+
+/* FAKEGPU_TRACE=1: one line on stderr per cuGetProcAddress and
+ * cuGetExportTable question and its answer (fakecuda_procaddr.c). */
+int fk_trace_on(void);
+void fk_trace(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
 /* Poison freed device memory (FAKEGPU_POISON=1) so late readers see it. */
 #define FK_POISON_BYTE 0xdb

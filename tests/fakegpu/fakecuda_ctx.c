@@ -17,7 +17,7 @@ static __thread int t_depth;
 
 struct CUctx_st *fk_current(void) { return t_depth ? t_stack[t_depth - 1] : NULL; }
 
-static int ctx_known(const struct CUctx_st *c) {
+int fk_ctx_known(const struct CUctx_st *c) {
   for (int i = 0; i < FG_MAX_DEVICES; i++)
     if (c == &g_primary[i])
       return (unsigned)i < fk_ndevices;
@@ -50,8 +50,19 @@ static void drop_peers(struct CUctx_st *c) {
         o->peers[k] = NULL;
 }
 
+struct CUctx_st *fk_primary_handle(CUdevice dev) {
+  fk_lock();
+  struct CUctx_st *p = &g_primary[dev];
+  p->magic = FK_CTX_MAGIC;
+  p->device = dev;
+  p->primary = 1;
+  fk_unlock();
+  return p;
+}
+
 void fk_ctx_teardown(struct CUctx_st *c) {
   drop_peers(c);
+  fk_cls_teardown(c);
   fk_exec_free_ctx(c);
   fk_mem_free_ctx(c);
   if (c->active)
@@ -82,7 +93,7 @@ static void maybe_fail_device(struct CUctx_st *c) {
 }
 
 CUresult fk_ctx_usable(struct CUctx_st *c) {
-  if (!c || !ctx_known(c) || c->dead)
+  if (!c || !fk_ctx_known(c) || c->dead)
     return CUDA_ERROR_INVALID_CONTEXT;
   if (fg_state_lost(fk_device_of(c->device)))
     return CUDA_ERROR_UNKNOWN;
@@ -156,6 +167,7 @@ FK_API CUresult cuDevicePrimaryCtxRelease_v2(CUdevice dev) {
     fk_ctx_teardown(p); /* stays current where it was: unlike cuCtxDestroy */
   }
   fk_unlock();
+  fk_cls_run_due();
   return rc;
 }
 
@@ -166,6 +178,7 @@ FK_API CUresult cuDevicePrimaryCtxReset_v2(CUdevice dev) {
   fk_lock();
   fk_ctx_teardown(&g_primary[dev]);
   fk_unlock();
+  fk_cls_run_due();
   return CUDA_SUCCESS;
 }
 
@@ -234,7 +247,7 @@ FK_API CUresult cuCtxDestroy_v2(CUcontext ctx) {
   if (!ctx)
     return CUDA_ERROR_INVALID_VALUE;
   fk_lock();
-  if (!ctx_known(ctx) || ctx->dead || ctx->primary) {
+  if (!fk_ctx_known(ctx) || ctx->dead || ctx->primary) {
     fk_unlock();
     return CUDA_ERROR_INVALID_CONTEXT;
   }
@@ -244,6 +257,7 @@ FK_API CUresult cuCtxDestroy_v2(CUcontext ctx) {
   if (t_depth && t_stack[t_depth - 1] == ctx)
     t_depth--;
   fk_unlock();
+  fk_cls_run_due();
   return CUDA_SUCCESS;
 }
 
@@ -254,7 +268,7 @@ FK_API CUresult cuCtxPushCurrent_v2(CUcontext ctx) {
   if (!ctx)
     return CUDA_ERROR_INVALID_VALUE;
   fk_lock();
-  if (!ctx_known(ctx) || ctx->dead)
+  if (!fk_ctx_known(ctx) || ctx->dead)
     rc = CUDA_ERROR_INVALID_CONTEXT;
   else if (t_depth == FK_STACK_MAX)
     rc = CUDA_ERROR_UNKNOWN;
@@ -286,7 +300,7 @@ FK_API CUresult cuCtxSetCurrent(CUcontext ctx) {
     return CUDA_SUCCESS;
   }
   fk_lock();
-  if (!ctx_known(ctx) || ctx->dead)
+  if (!fk_ctx_known(ctx) || ctx->dead)
     rc = CUDA_ERROR_INVALID_CONTEXT;
   else if (t_depth)
     t_stack[t_depth - 1] = ctx;
@@ -384,7 +398,7 @@ FK_API CUresult cuCtxEnablePeerAccess(CUcontext peer, unsigned int flags) {
     goto out;
   if (flags != 0) {
     rc = CUDA_ERROR_INVALID_VALUE;
-  } else if (!peer || !ctx_known(peer) || peer->dead ||
+  } else if (!peer || !fk_ctx_known(peer) || peer->dead ||
              (!peer->active && !(peer->primary && peer->refcount))) {
     rc = CUDA_ERROR_INVALID_CONTEXT;
   } else if (peer->device == c->device) {

@@ -41,6 +41,8 @@ int fk_stream_ok(CUstream s) {
 }
 
 static void free_obj(fk_obj *o) {
+  if (o->image_owned)
+    free((void *)o->image);
   o->magic = 0;
   free(o);
 }
@@ -50,6 +52,26 @@ void fk_exec_free_ctx(struct CUctx_st *ctx) {
   while (*pp) {
     fk_obj *o = *pp;
     if (o->ctx == ctx) {
+      *pp = o->next;
+      free_obj(o);
+    } else {
+      pp = &o->next;
+    }
+  }
+}
+
+fk_obj *fk_obj_find_owned(int kind, const void *owner, const struct CUctx_st *ctx) {
+  for (fk_obj *o = g_objs; o; o = o->next)
+    if (o->kind == kind && o->owner == owner && o->ctx == ctx)
+      return o;
+  return NULL;
+}
+
+void fk_objs_drop_owner(const void *owner) {
+  fk_obj **pp = &g_objs;
+  while (*pp) {
+    fk_obj *o = *pp;
+    if (o->owner == owner || (o->module && o->module->owner == owner)) {
       *pp = o->next;
       free_obj(o);
     } else {
@@ -112,8 +134,10 @@ FK_API CUresult cuStreamCreate(CUstream *s, unsigned int flags) {
     rc = CUDA_ERROR_INVALID_VALUE;
   if (rc == CUDA_SUCCESS)
     rc = fk_new_obj(FK_OBJ_STREAM, &o);
-  if (rc == CUDA_SUCCESS)
+  if (rc == CUDA_SUCCESS) {
+    o->flags = flags;
     *s = (CUstream)o;
+  }
   fk_unlock();
   return rc;
 }
@@ -212,7 +236,122 @@ ebb_kernel_twin_fn fk_find_twin(const char *name) {
   return twin;
 }
 
+/* Real binary images: a fatbin (0xba55ed50), the wrapper nvcc registers
+ * around one (__fatDeviceText, 0x466243b1), or a 64-bit little-endian ELF
+ * cubin. fk_image_extent gives the bytes such an image spans (0 for one that
+ * does not say) and whether some of its entries are compressed (their kernel
+ * names cannot be read). */
+static const unsigned char k_fatbin[4] = {0x50, 0xed, 0x55, 0xba};
+static const unsigned char k_wrapper[4] = {0xb1, 0x43, 0x62, 0x46};
+static const unsigned char k_elf64le[6] = {0x7f, 'E', 'L', 'F', 2, 1};
+
+int fk_image_is_binary(const void *image) {
+  return image && (!memcmp(image, k_fatbin, 4) || !memcmp(image, k_wrapper, 4) ||
+                   !memcmp(image, k_elf64le, 6));
+}
+
+#define FK_FATBIN_COMPRESSED (0x2000u | 0x8000u) /* LZ4, Zstandard */
+
+static const unsigned char *image_extent(const void *image, size_t *size, int *compressed) {
+  const unsigned char *p = image;
+  *size = 0;
+  *compressed = 0;
+  if (!memcmp(p, k_wrapper, 4)) {
+    const void *data;
+    memcpy(&data, p + 8, sizeof data);
+    p = data;
+    if (!p || memcmp(p, k_fatbin, 4))
+      return NULL;
+  }
+  if (!memcmp(p, k_elf64le, 6)) {
+    uint64_t shoff;
+    uint16_t shentsize, shnum;
+    memcpy(&shoff, p + 0x28, 8);
+    memcpy(&shentsize, p + 0x3a, 2);
+    memcpy(&shnum, p + 0x3c, 2);
+    *size = (size_t)(shoff + (uint64_t)shentsize * shnum);
+    return p;
+  }
+  uint16_t hsize;
+  uint64_t fsize;
+  memcpy(&hsize, p + 6, 2);
+  memcpy(&fsize, p + 8, 8);
+  *size = hsize + (size_t)fsize;
+  /* The entries: kind, version, header size, payload size, ..., flags at 40. */
+  for (size_t off = hsize; off + 48 <= *size;) {
+    uint32_t ehsize;
+    uint64_t payload, flags;
+    memcpy(&ehsize, p + off + 4, 4);
+    uint32_t pl32;
+    memcpy(&pl32, p + off + 8, 4);
+    payload = pl32;
+    memcpy(&flags, p + off + 40, 8);
+    if (flags & FK_FATBIN_COMPRESSED)
+      *compressed = 1;
+    if (!ehsize)
+      break;
+    off += ehsize + payload;
+  }
+  return p;
+}
+
+const void *fk_image_keep(const void *image, int *owned) {
+  size_t size;
+  int compressed;
+  *owned = 0;
+  if (!memcmp(image, k_wrapper, 4))
+    return image; /* registered by the runtime: static data of the program */
+  const unsigned char *p = image_extent(image, &size, &compressed);
+  if (!p || !size || compressed || size > ((size_t)256 << 20))
+    return NULL; /* names cannot be checked: any name is taken */
+  void *copy = malloc(size);
+  if (copy) {
+    memcpy(copy, p, size);
+    *owned = 1;
+  }
+  return copy;
+}
+
+static int ident_char(unsigned char c) {
+  return c == '_' || c == '$' || (c >= '0' && c <= '9') || ((c | 0x20) >= 'a' && (c | 0x20) <= 'z');
+}
+
+/* 1 when the binary image names kernel `name` (in an ELF string table or
+ * PTX text), or may (compressed entries, an image that gives no size). */
+int fk_image_may_hold(const void *image, const char *name) {
+  size_t size, n = strlen(name);
+  int compressed;
+  const unsigned char *p = image ? image_extent(image, &size, &compressed) : NULL;
+  if (!image || !p || !size || compressed)
+    return 1;
+  for (size_t i = 1; i + n < size; i++)
+    if (p[i] == (unsigned char)name[0] && !memcmp(p + i, name, n) && !ident_char(p[i - 1]) &&
+        !ident_char(p[i + n]))
+      return 1;
+  return 0;
+}
+
+CUresult fk_module_load_binary(CUmodule *m, const void *image) {
+  fk_lock();
+  struct CUctx_st *c;
+  fk_obj *o = NULL;
+  CUresult rc = fk_need_ctx(&c);
+  if (rc == CUDA_SUCCESS && (!m || !image))
+    rc = CUDA_ERROR_INVALID_VALUE;
+  if (rc == CUDA_SUCCESS)
+    rc = fk_new_obj(FK_OBJ_MODULE, &o);
+  if (rc == CUDA_SUCCESS) {
+    o->binary = 1;
+    o->image = fk_image_keep(image, &o->image_owned);
+    *m = (CUmodule)o;
+  }
+  fk_unlock();
+  return rc;
+}
+
 FK_API CUresult cuModuleLoadData(CUmodule *m, const void *image) {
+  if (fk_image_is_binary(image))
+    return fk_module_load_binary(m, image);
   fk_lock();
   struct CUctx_st *c;
   CUresult rc = fk_need_ctx(&c);
@@ -249,7 +388,7 @@ FK_API CUresult cuModuleGetFunction(CUfunction *f, CUmodule m, const char *name)
   ebb_kernel_twin_fn twin = NULL;
   if (strcmp(name, FK_FAULT_KERNEL) != 0) {
     twin = fk_find_twin(name);
-    if (!twin) {
+    if (!twin && (!mod->binary || !fk_image_may_hold(mod->image, name))) {
       rc = CUDA_ERROR_NOT_FOUND;
       goto out;
     }
@@ -260,11 +399,25 @@ FK_API CUresult cuModuleGetFunction(CUfunction *f, CUmodule m, const char *name)
     goto out;
   fn->module = mod;
   fn->twin = twin;
+  fn->noop = !twin && mod->binary && strcmp(name, FK_FAULT_KERNEL) != 0;
   snprintf(fn->name, sizeof fn->name, "%s", name);
   *f = (CUfunction)fn;
 out:
   fk_unlock();
   return rc;
+}
+
+/* Once per process, on stderr: what a launch without a twin does. */
+static void noop_notice(const char *name) {
+  static int said;
+  if (said)
+    return;
+  said = 1;
+  fprintf(stderr,
+          "fakegpu: kernel '%.100s' has no host twin: launched as a no-op. The fake GPU keeps "
+          "memory and bytes, not arithmetic (tests/fakegpu/README.md); this message is shown "
+          "once per process.\n",
+          name);
 }
 
 FK_API CUresult cuLaunchKernel(CUfunction f, unsigned int gx, unsigned int gy, unsigned int gz,
@@ -275,7 +428,7 @@ FK_API CUresult cuLaunchKernel(CUfunction f, unsigned int gx, unsigned int gy, u
   CUresult rc = fk_need_ctx(&c);
   if (rc)
     goto out_locked;
-  fk_obj *fn = fk_obj_check(f, FK_OBJ_FUNCTION);
+  fk_obj *fn = fk_launch_function(f, c);
   if (!fn || fn->ctx != c || !fk_stream_ok(s)) {
     rc = CUDA_ERROR_INVALID_HANDLE;
     goto out_locked;
@@ -285,12 +438,16 @@ FK_API CUresult cuLaunchKernel(CUfunction f, unsigned int gx, unsigned int gy, u
     rc = CUDA_ERROR_INVALID_VALUE;
     goto out_locked;
   }
-  if (shmem > 49152) {
+  if (shmem > 227 * 1024) { /* up to the SM's opt-in limit (cuFuncSetAttribute) */
     rc = CUDA_ERROR_INVALID_VALUE;
     goto out_locked;
   }
   ebb_kernel_twin_fn twin = fn->twin;
+  int noop = fn->noop;
   int injected = fk_cfg.fault_launch_at > 0 && ++g_launches == fk_cfg.fault_launch_at;
+  fg_state_count_launch(fk_device_of(c->device));
+  if (noop && !injected)
+    noop_notice(fn->name);
   fk_unlock();
 
   t_fault = 0;
@@ -298,7 +455,7 @@ FK_API CUresult cuLaunchKernel(CUfunction f, unsigned int gx, unsigned int gy, u
     ebb_launch_dims dims = {{gx, gy, gz}, {bx, by, bz}, shmem};
     twin(&dims, params);
   }
-  int fault = !twin || injected || t_fault;
+  int fault = (!twin && !noop) || injected || t_fault;
 
   fk_lock();
   /* The error shows up on the next call, like an asynchronous kernel fault. */
@@ -307,4 +464,17 @@ FK_API CUresult cuLaunchKernel(CUfunction f, unsigned int gx, unsigned int gy, u
 out_locked:
   fk_unlock();
   return rc;
+}
+
+/* cuLaunchKernelEx: the launch attributes (clusters, priorities, ...) change
+ * nothing on the fake; the launch itself is cuLaunchKernel's. */
+FK_API CUresult cuLaunchKernelEx(const CUlaunchConfig *config, CUfunction f, void **params,
+                                 void **extra) {
+  if (!config || (config->numAttrs && !config->attrs)) {
+    CUresult rc = fk_check_init();
+    return rc ? rc : CUDA_ERROR_INVALID_VALUE;
+  }
+  return cuLaunchKernel(f, config->gridDimX, config->gridDimY, config->gridDimZ,
+                        config->blockDimX, config->blockDimY, config->blockDimZ,
+                        config->sharedMemBytes, config->hStream, params, extra);
 }

@@ -259,7 +259,31 @@ static int attribute_value(int attr, CUdevice dev, int *ok) {
   case CU_DEVICE_ATTRIBUTE_UNIFIED_ADDRESSING: return 1;
   case CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR: return 9;
   case CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR: return 0;
+  case 11: return 2147483647;    /* max pitch */
+  case 14: return 512;           /* texture alignment */
+  case 15: return 1;             /* GPU overlap */
+  case 21: return 131072;        /* max 1D texture width */
+  case 22: return 131072;        /* max 2D texture width */
+  case 23: return 65536;         /* max 2D texture height */
+  case 24: case 25: case 26: return 16384; /* max 3D texture */
+  case 30: return 512;           /* surface alignment */
+  case 78: return 1;             /* stream priorities */
+  case 79: case 80: return 1;    /* global and local L1 cache */
+  case 81: return 233472;        /* shared memory per SM */
+  case 82: return 65536;         /* registers per SM */
   case 83: return 1;             /* managed memory */
+  case 87: return 2;             /* single to double precision ratio */
+  case 89: return 1;             /* concurrent managed access */
+  case 90: return 1;             /* compute preemption */
+  case 91: return 1;             /* host pointer for registered memory */
+  case 95: return 1;             /* cooperative launch */
+  case 97: return 232448;        /* shared memory per block, opt-in */
+  case 99: return 1;             /* host register supported */
+  case 106: return 32;           /* blocks per SM */
+  case 108: return 82837504;     /* max persisting L2 */
+  case 109: return 134213632;    /* max access policy window */
+  case 111: return 1024;         /* reserved shared memory per block */
+  case 115: return 1;            /* memory pools */
   case CU_DEVICE_ATTRIBUTE_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED: return 1;
   case CU_DEVICE_ATTRIBUTE_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR_SUPPORTED: return 1;
   default:

@@ -57,7 +57,7 @@ void fk_mem_free_ctx(struct CUctx_st *ctx) {
 
 static fk_alloc *find_alloc(int kind, uint64_t addr, int containing) {
   for (fk_alloc *a = g_allocs; a; a = a->next) {
-    if (a->kind != kind)
+    if (a->kind != kind || a->cached)
       continue;
     if (a->addr == addr || (containing && addr > a->addr && addr < a->addr + a->size))
       return a;
@@ -74,14 +74,14 @@ static int alloc_contains(const fk_alloc *a, uint64_t addr, size_t n) {
  * range too. */
 int fk_mem_range_ok(uint64_t addr, size_t n) {
   for (fk_alloc *a = g_allocs; a; a = a->next)
-    if (alloc_contains(a, addr, n))
+    if (!a->cached && alloc_contains(a, addr, n))
       return 1;
   return fk_vmm_range_ok(addr, n);
 }
 
 fk_alloc *fk_alloc_containing(uint64_t addr, size_t n) {
   for (fk_alloc *a = g_allocs; a; a = a->next)
-    if (alloc_contains(a, addr, n) && (n > 0 || addr < a->addr + a->size))
+    if (!a->cached && alloc_contains(a, addr, n) && (n > 0 || addr < a->addr + a->size))
       return a;
   return NULL;
 }
@@ -117,24 +117,37 @@ static CUresult alloc_memfd(int kind, struct CUctx_st *c, size_t bytes, unsigned
   CUresult rc = CUDA_ERROR_OUT_OF_MEMORY;
   if (fk_alloc_should_fail())
     goto out;
-  uint64_t charged = fk_round_up(bytes);
-  if (charged < bytes || fg_state_charge(fk_device_of(c->device), charged, 0) != 0)
+  uint64_t rounded = fk_round_up(bytes), charged = rounded;
+  unsigned dev = fk_device_of(c->device);
+  if (rounded < bytes)
     goto out;
+  if (fg_state_charge(dev, charged, 0) != 0) {
+    /* Managed memory can be oversubscribed, as on a real GPU of compute
+     * capability 6.0 or more: the part that fits is resident on the device
+     * and counted; the rest stays in host memory. */
+    fg_device_usage u;
+    if (kind != FK_ALLOC_MANAGED || fg_state_device(dev, &u) != 0)
+      goto out;
+    charged = u.used_bytes < u.total_bytes ? (u.total_bytes - u.used_bytes) / fk_granularity * fk_granularity : 0;
+    if (charged && fg_state_charge(dev, charged, 0) != 0)
+      charged = 0;
+  }
   fk_alloc *a = new_alloc(kind, c);
   int fd = a ? memfd_create("fakegpu-mem", MFD_CLOEXEC) : -1;
   void *p = MAP_FAILED;
-  if (fd >= 0 && ftruncate(fd, (off_t)charged) == 0)
-    p = mmap(NULL, charged, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  if (fd >= 0 && ftruncate(fd, (off_t)rounded) == 0)
+    p = mmap(NULL, rounded, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
   if (p == MAP_FAILED) {
     if (fd >= 0)
       close(fd);
     free(a);
-    fg_state_uncharge(fk_device_of(c->device), charged, 0);
+    if (charged)
+      fg_state_uncharge(dev, charged, 0);
     goto out;
   }
   a->addr = (uint64_t)(uintptr_t)p;
   a->size = bytes;
-  a->mapped = charged;
+  a->mapped = rounded;
   a->charged = charged;
   a->fd = fd;
   a->flags = flags;
@@ -144,6 +157,21 @@ static CUresult alloc_memfd(int kind, struct CUctx_st *c, size_t bytes, unsigned
   rc = CUDA_SUCCESS;
 out:
   return rc;
+}
+
+CUresult fk_alloc_device(struct CUctx_st *c, size_t bytes, fk_alloc **out) {
+  CUdeviceptr p;
+  CUresult rc = alloc_memfd(FK_ALLOC_DEVICE, c, bytes, 0, &p);
+  if (rc == CUDA_SUCCESS)
+    *out = g_allocs; /* alloc_memfd lists it first */
+  return rc;
+}
+
+fk_alloc *fk_alloc_first(void) { return g_allocs; }
+
+fk_alloc *fk_alloc_at(uint64_t addr) {
+  fk_alloc *a = find_alloc(FK_ALLOC_DEVICE, addr, 0);
+  return a && !a->cached ? a : NULL;
 }
 
 FK_API CUresult cuMemAlloc_v2(CUdeviceptr *dptr, size_t bytes) {

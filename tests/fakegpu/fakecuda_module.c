@@ -135,8 +135,12 @@ FK_API CUresult cuModuleLoadDataEx(CUmodule *m, const void *image, unsigned int 
   fk_obj *o;
   if (rc == CUDA_SUCCESS)
     rc = fk_new_obj(FK_OBJ_MODULE, &o);
-  if (rc == CUDA_SUCCESS)
+  if (rc == CUDA_SUCCESS) {
+    o->binary = fk_image_is_binary(image);
+    if (o->binary)
+      o->image = fk_image_keep(image, &o->image_owned);
     *m = (CUmodule)o;
+  }
   fk_unlock();
   return rc;
 }
@@ -342,36 +346,99 @@ static CUresult need_function(CUfunction f, fk_obj **out) {
   CUresult rc = fk_need_ctx(&c);
   if (rc)
     return rc;
-  *out = fk_obj_check(f, FK_OBJ_FUNCTION);
+  *out = fk_launch_function(f, c);
   return *out ? CUDA_SUCCESS : CUDA_ERROR_INVALID_HANDLE;
+}
+
+CUresult fk_func_attribute(CUfunction_attribute attr, int *value) {
+  if (!value)
+    return CUDA_ERROR_INVALID_VALUE;
+  switch (attr) {
+  case CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK: *value = 1024; break;
+  case CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES:
+  case CU_FUNC_ATTRIBUTE_CONST_SIZE_BYTES:
+  case CU_FUNC_ATTRIBUTE_LOCAL_SIZE_BYTES: *value = 0; break;
+  case CU_FUNC_ATTRIBUTE_NUM_REGS: *value = FK_REGS_PER_THREAD; break;
+  case CU_FUNC_ATTRIBUTE_PTX_VERSION:
+  case CU_FUNC_ATTRIBUTE_BINARY_VERSION: *value = 90; break;
+  case 7: *value = 0; break; /* CACHE_MODE_CA */
+  case CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES: *value = FK_SMEM_PER_BLOCK; break;
+  case 9: *value = -1; break; /* PREFERRED_SHARED_MEMORY_CARVEOUT: default */
+  default:
+    if (attr >= 10 && attr <= 16)
+      *value = 0; /* cluster attributes: none set */
+    else
+      return CUDA_ERROR_INVALID_VALUE;
+  }
+  return CUDA_SUCCESS;
+}
+
+/* Settable: the dynamic shared memory limit (up to the SM's 227 KiB) and the
+ * carveout (-1..100); kept by no one, since kernels run on the host. */
+CUresult fk_func_attribute_settable(CUfunction_attribute attr, int value) {
+  if (attr == CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES)
+    return value >= 0 && value <= 227 * 1024 ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
+  if (attr == 9)
+    return value >= -1 && value <= 100 ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
+  if (attr >= 11 && attr <= 16) /* cluster sizes and scheduling */
+    return value >= 0 ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
+  return CUDA_ERROR_INVALID_VALUE;
 }
 
 FK_API CUresult cuFuncGetAttribute(int *value, CUfunction_attribute attr, CUfunction f) {
   fk_lock();
   fk_obj *fn;
   CUresult rc = need_function(f, &fn);
-  if (rc == CUDA_SUCCESS && !value)
+  if (rc == CUDA_SUCCESS)
+    rc = fk_func_attribute(attr, value);
+  fk_unlock();
+  return rc;
+}
+
+FK_API CUresult cuFuncSetAttribute(CUfunction f, CUfunction_attribute attr, int value) {
+  fk_lock();
+  fk_obj *fn;
+  CUresult rc = need_function(f, &fn);
+  if (rc == CUDA_SUCCESS)
+    rc = fk_func_attribute_settable(attr, value);
+  fk_unlock();
+  return rc;
+}
+
+FK_API CUresult cuFuncGetName(const char **name, CUfunction f) {
+  fk_lock();
+  fk_obj *fn;
+  CUresult rc = need_function(f, &fn);
+  if (rc == CUDA_SUCCESS && !name)
+    rc = CUDA_ERROR_INVALID_VALUE;
+  if (rc == CUDA_SUCCESS)
+    *name = fn->name;
+  fk_unlock();
+  return rc;
+}
+
+FK_API CUresult cuOccupancyAvailableDynamicSMemPerBlock(size_t *smem, CUfunction f, int blocks,
+                                                        int block_size) {
+  fk_lock();
+  fk_obj *fn;
+  CUresult rc = need_function(f, &fn);
+  if (rc == CUDA_SUCCESS && (!smem || blocks <= 0 || block_size <= 0 || block_size > 1024))
     rc = CUDA_ERROR_INVALID_VALUE;
   if (rc == CUDA_SUCCESS) {
-    switch (attr) {
-    case CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK: *value = 1024; break;
-    case CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES:
-    case CU_FUNC_ATTRIBUTE_CONST_SIZE_BYTES:
-    case CU_FUNC_ATTRIBUTE_LOCAL_SIZE_BYTES: *value = 0; break;
-    case CU_FUNC_ATTRIBUTE_NUM_REGS: *value = FK_REGS_PER_THREAD; break;
-    case CU_FUNC_ATTRIBUTE_PTX_VERSION:
-    case CU_FUNC_ATTRIBUTE_BINARY_VERSION: *value = 90; break;
-    case 7: *value = 0; break; /* CACHE_MODE_CA */
-    case CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES: *value = FK_SMEM_PER_BLOCK; break;
-    case 9: *value = -1; break; /* PREFERRED_SHARED_MEMORY_CARVEOUT: default */
-    default:
-      if (attr >= 10 && attr <= 16)
-        *value = 0; /* cluster attributes: none set */
-      else
-        rc = CUDA_ERROR_INVALID_VALUE;
-    }
+    size_t per = (size_t)FK_SMEM_PER_SM / (size_t)blocks;
+    *smem = per > (size_t)227 * 1024 ? (size_t)227 * 1024 : per;
   }
   fk_unlock();
+  return rc;
+}
+
+/* Modules are loaded whole when asked (eager), as the fake has nothing to defer. */
+FK_API CUresult cuModuleGetLoadingMode(CUmoduleLoadingMode *mode) {
+  CUresult rc = fk_check_init();
+  if (rc == CUDA_SUCCESS && !mode)
+    rc = CUDA_ERROR_INVALID_VALUE;
+  if (rc == CUDA_SUCCESS)
+    *mode = 1; /* CU_MODULE_EAGER_LOADING */
   return rc;
 }
 

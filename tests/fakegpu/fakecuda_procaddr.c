@@ -4,7 +4,12 @@
 
 #include <dlfcn.h>
 #include <pthread.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+
+#include <unistd.h>
 
 #include "fakecuda.h"
 
@@ -30,11 +35,16 @@ FK_API CUresult cuGetProcAddress_v2(const char *symbol, void **pfn, int cuda_ver
 static fk_entry g_table[] = {
     EBB_CUDA_ENTRY_POINTS(FK_ENTRY_)
     FK_EXTRA_ENTRY_POINTS(FK_ENTRY_)
+    FK_RT_ENTRY_POINTS(FK_ENTRY_)
     {"cuCtxCreate", 11040, "cuCtxCreate_v3", NULL},
     {"cuCtxCreate", 12050, "cuCtxCreate_v4", NULL},
     {"cuDeviceGetUuid", 9020, "cuDeviceGetUuid", NULL},
     {"cuGetProcAddress", 11030, "cuGetProcAddress", NULL},
     {"cuGetProcAddress", 12000, "cuGetProcAddress_v2", NULL},
+    {"cuGetExportTable", 3000, "cuGetExportTable", NULL},
+#define FK_UNEXPORTED_(base, sym, ver, fn) {#base, ver, sym, (void *)fn},
+    FK_RT_UNEXPORTED_ENTRY_POINTS(FK_UNEXPORTED_)
+#undef FK_UNEXPORTED_
 };
 #undef FK_ENTRY_
 #define FK_NTABLE (sizeof g_table / sizeof g_table[0])
@@ -50,8 +60,78 @@ static void resolve_table(void) {
   if (dladdr((void *)&cuGetProcAddress_v2, &info) && info.dli_fname)
     self = dlopen(info.dli_fname, RTLD_NOW | RTLD_NOLOAD);
   for (size_t i = 0; i < FK_NTABLE; i++)
-    g_table[i].fn = self ? dlsym(self, g_table[i].symbol) : NULL;
+    if (!g_table[i].fn) /* those not exported come with their address */
+      g_table[i].fn = self ? dlsym(self, g_table[i].symbol) : NULL;
   /* The handle stays open: the library is in use while we answer. */
+}
+
+int fk_trace_on(void) {
+  static int on = -1;
+  if (on < 0) {
+    const char *v = getenv("FAKEGPU_TRACE");
+    on = v && *v && strcmp(v, "0") != 0;
+  }
+  return on;
+}
+
+void fk_trace(const char *fmt, ...) {
+  if (!fk_trace_on())
+    return;
+  char line[512];
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(line, sizeof line, fmt, ap);
+  va_end(ap);
+  fprintf(stderr, "fakegpu[%d]: %s\n", (int)getpid(), line);
+}
+
+static const char *status_name(CUdriverProcAddressQueryResult st) {
+  return st == CU_GET_PROC_ADDRESS_SUCCESS             ? "found"
+         : st == CU_GET_PROC_ADDRESS_VERSION_NOT_SUFFICIENT ? "VERSION_NOT_SUFFICIENT"
+                                                           : "SYMBOL_NOT_FOUND";
+}
+
+/* FAKEGPU_TRACE=2: a name the fake does not have is answered with a stub
+ * that says on stderr which function the client called, then answers
+ * CUDA_ERROR_NOT_SUPPORTED, so a client that fails without calling the driver
+ * shows what it was missing. Off by default: a real driver answers NULL. */
+#define FK_STUBS 512
+static const char *g_stub_name[FK_STUBS];
+static int g_nstubs;
+
+static CUresult stub_hit(int i) {
+  fprintf(stderr, "fakegpu[%d]: called %s, which the fake does not have (FAKEGPU_TRACE=2)\n",
+          (int)getpid(), g_stub_name[i]);
+  return CUDA_ERROR_NOT_SUPPORTED;
+}
+
+#define FK_STUB1(i) static CUresult stub_##i(void) { return stub_hit(0##i); } /* octal digits */
+#define FK_STUB8(i) FK_STUB1(i##0) FK_STUB1(i##1) FK_STUB1(i##2) FK_STUB1(i##3) \
+  FK_STUB1(i##4) FK_STUB1(i##5) FK_STUB1(i##6) FK_STUB1(i##7)
+#define FK_STUB64(i) FK_STUB8(i##0) FK_STUB8(i##1) FK_STUB8(i##2) FK_STUB8(i##3) \
+  FK_STUB8(i##4) FK_STUB8(i##5) FK_STUB8(i##6) FK_STUB8(i##7)
+FK_STUB64(1) FK_STUB64(2) FK_STUB64(3) FK_STUB64(4) FK_STUB64(5) FK_STUB64(6) FK_STUB64(7)
+    FK_STUB64(0)
+#define FK_REF1(i) stub_##i,
+#define FK_REF8(i) FK_REF1(i##0) FK_REF1(i##1) FK_REF1(i##2) FK_REF1(i##3) FK_REF1(i##4) \
+  FK_REF1(i##5) FK_REF1(i##6) FK_REF1(i##7)
+#define FK_REF64(i) FK_REF8(i##0) FK_REF8(i##1) FK_REF8(i##2) FK_REF8(i##3) FK_REF8(i##4) \
+  FK_REF8(i##5) FK_REF8(i##6) FK_REF8(i##7)
+static CUresult (*const g_stubs[FK_STUBS])(void) = {FK_REF64(0) FK_REF64(1) FK_REF64(2)
+    FK_REF64(3) FK_REF64(4) FK_REF64(5) FK_REF64(6) FK_REF64(7)};
+
+static int trace_stubs(void) {
+  const char *v = getenv("FAKEGPU_TRACE");
+  return v && !strcmp(v, "2");
+}
+
+static void *stub_for(const char *symbol) {
+  for (int i = 0; i < g_nstubs; i++)
+    if (!strcmp(g_stub_name[i], symbol))
+      return (void *)g_stubs[i];
+  if (g_nstubs == FK_STUBS || !(g_stub_name[g_nstubs] = strdup(symbol)))
+    return NULL;
+  return (void *)g_stubs[g_nstubs++];
 }
 
 static CUresult get_proc(const char *symbol, void **pfn, int cuda_version,
@@ -76,10 +156,16 @@ static CUresult get_proc(const char *symbol, void **pfn, int cuda_version,
   }
   if (best)
     *pfn = best->fn;
+  else if (!known && *symbol && trace_stubs())
+    *pfn = stub_for(symbol);
+  CUdriverProcAddressQueryResult st = best    ? CU_GET_PROC_ADDRESS_SUCCESS
+                                      : known ? CU_GET_PROC_ADDRESS_VERSION_NOT_SUFFICIENT
+                                              : CU_GET_PROC_ADDRESS_SYMBOL_NOT_FOUND;
   if (status)
-    *status = best    ? CU_GET_PROC_ADDRESS_SUCCESS
-              : known ? CU_GET_PROC_ADDRESS_VERSION_NOT_SUFFICIENT
-                      : CU_GET_PROC_ADDRESS_SYMBOL_NOT_FOUND;
+    *status = st;
+  fk_trace("cuGetProcAddress %s %d flags %llu -> %s%s%s", symbol, cuda_version,
+           (unsigned long long)flags, status_name(st), best ? " " : "",
+           best ? best->symbol : "");
   return CUDA_SUCCESS;
 }
 

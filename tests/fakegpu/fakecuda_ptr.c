@@ -208,6 +208,27 @@ static CUresult pointer_attribute(const fk_alloc *a, int ordinal, CUpointer_attr
     memcpy(data, &v, sizeof v);
     return CUDA_SUCCESS;
   }
+  case 10: { /* IS_LEGACY_CUDA_IPC_CAPABLE: plain device memory */
+    bool v = a && a->kind == FK_ALLOC_DEVICE && !a->pool;
+    memcpy(data, &v, sizeof v);
+    return CUDA_SUCCESS;
+  }
+  case 14: { /* ACCESS_FLAGS: read-write from its device */
+    unsigned v = a ? 3 : 0;
+    memcpy(data, &v, sizeof v);
+    return CUDA_SUCCESS;
+  }
+  case 15:   /* ALLOWED_HANDLE_TYPES: none (IPC goes through cuIpcGetMemHandle) */
+  case 16: { /* IS_GPU_DIRECT_RDMA_CAPABLE: no */
+    unsigned long long v = 0;
+    memcpy(data, &v, attr == 15 ? sizeof v : sizeof(bool));
+    return CUDA_SUCCESS;
+  }
+  case CU_POINTER_ATTRIBUTE_MEMPOOL_HANDLE: {
+    void *v = a ? (void *)a->pool : NULL;
+    memcpy(data, &v, sizeof v);
+    return CUDA_SUCCESS;
+  }
   default:
     return CUDA_ERROR_INVALID_VALUE;
   }
@@ -243,9 +264,16 @@ FK_API CUresult cuPointerGetAttributes(unsigned int n, CUpointer_attribute *attr
   fk_alloc tmp;
   int ordinal = -2;
   const fk_alloc *a = lookup(ptr, &tmp, &ordinal);
-  for (unsigned i = 0; i < n && rc == CUDA_SUCCESS; i++)
+  for (unsigned i = 0; i < n && rc == CUDA_SUCCESS; i++) {
     rc = data[i] ? pointer_attribute(a, ordinal, attrs[i], data[i], ptr)
                  : CUDA_ERROR_INVALID_VALUE;
+    /* Device memory has no host address: the batch form answers NULL. */
+    if (rc == CUDA_ERROR_INVALID_VALUE && data[i] && attrs[i] == CU_POINTER_ATTRIBUTE_HOST_POINTER) {
+      void *none = NULL;
+      memcpy(data[i], &none, sizeof none);
+      rc = CUDA_SUCCESS;
+    }
+  }
   fk_unlock();
   return rc;
 }

@@ -2,6 +2,7 @@
  * so one script can measure a real GPU (nvidia-smi) or the fake (this).
  *   fakegpu-smi --query-gpu=memory.used,memory.free,memory.total --format=csv[,noheader][,nounits]
  *   fakegpu-smi --query-compute-apps=pid,used_memory --format=csv[,noheader][,nounits]
+ *                          (and kernel_launches, the fake's own field)
  *   fakegpu-smi -L
  *   fakegpu-smi            (a short human summary)
  *   fakegpu-smi --fake-lose-device=N   (not nvidia-smi's: device N falls off
@@ -46,6 +47,7 @@ static const field app_fields[] = {
     {"gpu_bus_id", "gpu_bus_id", NULL},
     {"used_memory", "used_gpu_memory [MiB]", "MiB"},
     {"used_gpu_memory", "used_gpu_memory [MiB]", "MiB"},
+    {"kernel_launches", "kernel_launches", NULL}, /* the fake only */
 };
 
 #define NFIELDS(a) (sizeof a / sizeof a[0])
@@ -163,6 +165,8 @@ static void app_row(unsigned dev, const fg_proc_usage *p, const field **q, int n
       uuid_of(dev, buf, sizeof buf), printf("%s", buf);
     else if (!strcmp(name, "gpu_bus_id"))
       printf("00000000:%02X:00.0", 0x18 + dev);
+    else if (!strcmp(name, "kernel_launches"))
+      printf("%llu", (unsigned long long)p->launches);
     else
       print_mib(p->used_bytes, units);
   }
@@ -176,7 +180,12 @@ static int usage(void) {
           "       fakegpu-smi [-i ID] -L\n"
           "       fakegpu-smi --fake-lose-device=ID   (the fake only: device ID is lost now)\n"
           "ID: a device index (--id=ID is the same).\n"
-          "Reads the fake GPU named by FAKEGPU_STATE.\n");
+          "Reads the fake GPU named by FAKEGPU_STATE.\n"
+          "--query-compute-apps also takes kernel_launches (the fake only): the kernel\n"
+          "launches the process made on the device. The fake keeps memory and bytes,\n"
+          "not arithmetic: a kernel runs only as a host twin (fakegpu_twin_<name>),\n"
+          "and a kernel of a real binary (fatbin, cubin) with no twin is accepted\n"
+          "and does nothing. See tests/fakegpu/README.md.\n");
   return 2;
 }
 

@@ -13,7 +13,7 @@
 #include <unistd.h>
 
 #define FG_MAGIC 0x3054534750474b46ull /* "FKGPGST0" */
-#define FG_VERSION 2u
+#define FG_VERSION 3u
 
 typedef struct fg_slot {
   int32_t pid;
@@ -21,6 +21,7 @@ typedef struct fg_slot {
   uint64_t start_time;
   uint64_t used[FG_MAX_DEVICES];
   uint32_t contexts[FG_MAX_DEVICES];
+  uint64_t launches[FG_MAX_DEVICES]; /* kernel launches accepted, per device */
 } fg_slot;
 
 typedef struct fg_file {
@@ -442,12 +443,22 @@ int fg_state_procs(unsigned dev, fg_proc_usage *out, unsigned max, unsigned *n) 
       out[k].pid = s->pid;
       out[k].used_bytes = s->used[dev];
       out[k].contexts = s->contexts[dev];
+      out[k].launches = s->launches[dev];
     }
     k++;
   }
   *n = k;
   unlock();
   return 0;
+}
+
+void fg_state_count_launch(unsigned dev) {
+  if (dev >= FG_MAX_DEVICES)
+    return;
+  lock();
+  if (g_file && g_slot >= 0)
+    g_file->slots[g_slot].launches[dev]++;
+  unlock();
 }
 
 int fg_state_debug_clone_slot(pid_t pid, int64_t start_delta, uint64_t used) {

@@ -46,6 +46,7 @@ typedef struct fg_proc_usage {
   pid_t pid;
   uint64_t used_bytes;
   unsigned contexts;
+  uint64_t launches; /* kernel launches the process made on the device */
 } fg_proc_usage;
 
 typedef struct fg_device_usage {
@@ -70,6 +71,10 @@ void fg_state_forget(void);
 int fg_state_charge(unsigned dev, uint64_t bytes, int is_ctx);
 /* Takes bytes back (never below 0). is_ctx counts one context less. */
 void fg_state_uncharge(unsigned dev, uint64_t bytes, int is_ctx);
+
+/* Counts one kernel launch of this process on dev (fakegpu-smi's
+ * kernel_launches field). */
+void fg_state_count_launch(unsigned dev);
 
 /* Marks dev lost for every process on this state file, until no live
  * process is left. fg_state_lost reads the mark without taking the lock. */

@@ -23,8 +23,8 @@ static void load_extra(void) {
   {                                                                            \
     void *pfn = NULL;                                                          \
     CUdriverProcAddressQueryResult st = -1;                                    \
-    CHECK_EQ_INT(cu_cuGetProcAddress_v2(#base, &pfn, 13000, 0, &st), CUDA_SUCCESS); \
-    CHECK_MSG(pfn == (void *)x_##base, "cuGetProcAddress(%s) is not %s", #base, sym); \
+    CHECK_EQ_INT(cu_cuGetProcAddress_v2(#base, &pfn, ver, 0, &st), CUDA_SUCCESS); \
+    CHECK_MSG(pfn == (void *)x_##base, "cuGetProcAddress(%s, %d) is not %s", #base, ver, sym); \
   }
   FK_EXTRA_ENTRY_POINTS(FGX_LOAD_)
 #undef FGX_LOAD_

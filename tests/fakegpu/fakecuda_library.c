@@ -1,0 +1,295 @@
+/* Libraries and kernels (cuLibrary*, cuKernel*): the context-independent
+ * form of modules and functions that the CUDA runtime uses since CUDA 12.
+ * A library holds its image; in each context it is used in, it becomes a
+ * module (made on first use, as lazy loading does) and a kernel becomes that
+ * module's function. The runtime passes a CUkernel to cuLaunchKernel and
+ * cuFuncGetAttribute as it is, so those take either handle.
+ *
+ * A library from a real binary (fatbin, cubin) finds any kernel name: one
+ * with a host twin runs it, one without is launched as a no-op (see
+ * fakecuda_exec.c). PTX is checked as cuModuleLoadData checks it (218 when a
+ * kernel has no twin); any other image needs a twin for every kernel name
+ * asked (500 otherwise). Device variables do not exist (500). */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "fakecuda.h"
+
+#define FK_LIB_MAGIC 0x11b7a7e5u
+#define FK_KERNEL_MAGIC 0x6e72e100u
+
+struct fk_library {
+  uint32_t magic;
+  int binary;
+  const void *image; /* fk_image_keep's */
+  int image_owned;
+  struct fk_library *next;
+};
+
+struct fk_kernel {
+  uint32_t magic;
+  struct fk_library *lib;
+  ebb_kernel_twin_fn twin;
+  char name[128];
+  struct fk_kernel *next;
+};
+
+static struct fk_library *g_libs;
+static struct fk_kernel *g_kernels;
+
+static struct fk_library *lib_check(CUlibrary h) {
+  for (struct fk_library *l = g_libs; l; l = l->next)
+    if (l == h && l->magic == FK_LIB_MAGIC)
+      return l;
+  return NULL;
+}
+
+struct fk_kernel *fk_kernel_check(void *h) {
+  for (struct fk_kernel *k = g_kernels; k; k = k->next)
+    if ((void *)k == h && k->magic == FK_KERNEL_MAGIC)
+      return k;
+  return NULL;
+}
+
+FK_API CUresult cuLibraryLoadData(CUlibrary *lib, const void *code, CUjit_option *jit_opts,
+                                  void **jit_vals, unsigned int njit, CUlibraryOption *lib_opts,
+                                  void **lib_vals, unsigned int nlib) {
+  (void)jit_opts, (void)jit_vals, (void)lib_opts, (void)lib_vals;
+  CUresult rc = fk_check_init();
+  if (rc)
+    return rc;
+  if (!lib || !code || (njit && !jit_opts) || (nlib && !lib_opts))
+    return CUDA_ERROR_INVALID_VALUE;
+  int binary = fk_image_is_binary(code);
+  fk_trace("cuLibraryLoadData %p: %s image (first bytes %08x)", code, binary ? "binary" : "other",
+           *(const uint32_t *)code);
+  if (!binary && (rc = fk_image_check(code, NULL, 0)) != CUDA_SUCCESS)
+    return rc;
+  struct fk_library *l = calloc(1, sizeof *l);
+  if (!l)
+    return CUDA_ERROR_OUT_OF_MEMORY;
+  l->magic = FK_LIB_MAGIC;
+  l->binary = binary;
+  if (binary)
+    l->image = fk_image_keep(code, &l->image_owned);
+  fk_lock();
+  l->next = g_libs;
+  g_libs = l;
+  fk_unlock();
+  *lib = l;
+  return CUDA_SUCCESS;
+}
+
+/* Unloading ends the library's kernels and its module in every context. */
+FK_API CUresult cuLibraryUnload(CUlibrary lib) {
+  CUresult rc = fk_check_init();
+  if (rc)
+    return rc;
+  fk_lock();
+  struct fk_library *l = lib_check(lib);
+  if (!l) {
+    fk_unlock();
+    return CUDA_ERROR_INVALID_HANDLE;
+  }
+  for (struct fk_library **pp = &g_libs; *pp; pp = &(*pp)->next)
+    if (*pp == l) {
+      *pp = l->next;
+      break;
+    }
+  for (struct fk_kernel **pp = &g_kernels; *pp;) {
+    struct fk_kernel *k = *pp;
+    if (k->lib == l) {
+      *pp = k->next;
+      k->magic = 0;
+      free(k);
+    } else {
+      pp = &k->next;
+    }
+  }
+  fk_objs_drop_owner(l);
+  if (l->image_owned)
+    free((void *)l->image);
+  l->magic = 0;
+  free(l);
+  fk_unlock();
+  return CUDA_SUCCESS;
+}
+
+FK_API CUresult cuLibraryGetKernel(CUkernel *out, CUlibrary lib, const char *name) {
+  CUresult rc = fk_check_init();
+  if (rc)
+    return rc;
+  if (!out || !name)
+    return CUDA_ERROR_INVALID_VALUE;
+  fk_lock();
+  struct fk_library *l = lib_check(lib);
+  struct fk_kernel *k = NULL;
+  if (!l) {
+    rc = CUDA_ERROR_INVALID_HANDLE;
+    goto out;
+  }
+  for (k = g_kernels; k; k = k->next)
+    if (k->lib == l && !strcmp(k->name, name))
+      goto found;
+  ebb_kernel_twin_fn twin = fk_find_twin(name);
+  if ((!twin && (!l->binary || !fk_image_may_hold(l->image, name))) ||
+      strlen(name) >= sizeof k->name) {
+    rc = CUDA_ERROR_NOT_FOUND;
+    goto out;
+  }
+  if (!(k = calloc(1, sizeof *k))) {
+    rc = CUDA_ERROR_OUT_OF_MEMORY;
+    goto out;
+  }
+  k->magic = FK_KERNEL_MAGIC;
+  k->lib = l;
+  k->twin = twin;
+  snprintf(k->name, sizeof k->name, "%s", name);
+  k->next = g_kernels;
+  g_kernels = k;
+found:
+  *out = k;
+out:
+  fk_unlock();
+  return rc;
+}
+
+/* The library's module in the current context, made on first use. Caller
+ * holds fk_lock and checked the context. */
+static CUresult module_in_ctx(struct fk_library *l, struct CUctx_st *c, fk_obj **out) {
+  fk_obj *m = fk_obj_find_owned(FK_OBJ_MODULE, l, c);
+  CUresult rc = CUDA_SUCCESS;
+  if (!m && (rc = fk_new_obj(FK_OBJ_MODULE, &m)) == CUDA_SUCCESS) {
+    m->binary = l->binary;
+    m->image = l->image;
+    m->owner = l;
+  }
+  if (rc == CUDA_SUCCESS)
+    *out = m;
+  return rc;
+}
+
+FK_API CUresult cuLibraryGetModule(CUmodule *out, CUlibrary lib) {
+  fk_lock();
+  struct CUctx_st *c;
+  fk_obj *m;
+  CUresult rc = fk_need_ctx(&c);
+  struct fk_library *l = rc ? NULL : lib_check(lib);
+  if (rc == CUDA_SUCCESS && !out)
+    rc = CUDA_ERROR_INVALID_VALUE;
+  else if (rc == CUDA_SUCCESS && !l)
+    rc = CUDA_ERROR_INVALID_HANDLE;
+  if (rc == CUDA_SUCCESS && (rc = module_in_ctx(l, c, &m)) == CUDA_SUCCESS)
+    *out = (CUmodule)m;
+  fk_unlock();
+  return rc;
+}
+
+FK_API CUresult cuLibraryGetGlobal(CUdeviceptr *dptr, size_t *bytes, CUlibrary lib,
+                                   const char *name) {
+  (void)dptr, (void)bytes;
+  CUresult rc = fk_check_init();
+  if (rc)
+    return rc;
+  if (!name)
+    return CUDA_ERROR_INVALID_VALUE;
+  fk_lock();
+  rc = lib_check(lib) ? CUDA_ERROR_NOT_FOUND : CUDA_ERROR_INVALID_HANDLE;
+  fk_unlock();
+  fk_trace("cuLibraryGetGlobal %s -> %d (the fake has no device variables)", name, rc);
+  return rc;
+}
+
+fk_obj *fk_launch_function(void *handle, struct CUctx_st *c) {
+  fk_obj *fn = fk_obj_check(handle, FK_OBJ_FUNCTION);
+  if (fn)
+    return fn;
+  struct fk_kernel *k = fk_kernel_check(handle);
+  if (!k)
+    return NULL;
+  if ((fn = fk_obj_find_owned(FK_OBJ_FUNCTION, k, c)) != NULL)
+    return fn;
+  fk_obj *m;
+  if (module_in_ctx(k->lib, c, &m) != CUDA_SUCCESS || fk_new_obj(FK_OBJ_FUNCTION, &fn) != CUDA_SUCCESS)
+    return NULL;
+  fn->module = m;
+  fn->owner = k;
+  fn->twin = k->twin;
+  fn->noop = !k->twin;
+  snprintf(fn->name, sizeof fn->name, "%s", k->name);
+  return fn;
+}
+
+FK_API CUresult cuKernelGetFunction(CUfunction *f, CUkernel kernel) {
+  fk_lock();
+  struct CUctx_st *c;
+  CUresult rc = fk_need_ctx(&c);
+  if (rc == CUDA_SUCCESS && !f)
+    rc = CUDA_ERROR_INVALID_VALUE;
+  if (rc == CUDA_SUCCESS) {
+    fk_obj *fn = fk_kernel_check(kernel) ? fk_launch_function(kernel, c) : NULL;
+    if (fn)
+      *f = (CUfunction)fn;
+    else
+      rc = CUDA_ERROR_INVALID_HANDLE;
+  }
+  fk_unlock();
+  return rc;
+}
+
+FK_API CUresult cuKernelGetName(const char **name, CUkernel kernel) {
+  CUresult rc = fk_check_init();
+  if (rc)
+    return rc;
+  if (!name)
+    return CUDA_ERROR_INVALID_VALUE;
+  fk_lock();
+  struct fk_kernel *k = fk_kernel_check(kernel);
+  if (k)
+    *name = k->name;
+  else
+    rc = CUDA_ERROR_INVALID_HANDLE;
+  fk_unlock();
+  return rc;
+}
+
+/* Kernel attributes are the fake's function attributes (cuFuncGetAttribute),
+ * the same on every device. */
+FK_API CUresult cuKernelGetAttribute(int *value, CUfunction_attribute attr, CUkernel kernel,
+                                     CUdevice dev) {
+  CUresult rc = fk_check_device(dev);
+  if (rc)
+    return rc;
+  fk_lock();
+  int known = fk_kernel_check(kernel) != NULL;
+  fk_unlock();
+  if (!known)
+    return CUDA_ERROR_INVALID_HANDLE;
+  return fk_func_attribute(attr, value);
+}
+
+FK_API CUresult cuKernelSetAttribute(CUfunction_attribute attr, int value, CUkernel kernel,
+                                     CUdevice dev) {
+  CUresult rc = fk_check_device(dev);
+  if (rc)
+    return rc;
+  fk_lock();
+  int known = fk_kernel_check(kernel) != NULL;
+  fk_unlock();
+  if (!known)
+    return CUDA_ERROR_INVALID_HANDLE;
+  return fk_func_attribute_settable(attr, value);
+}
+
+FK_API CUresult cuKernelSetCacheConfig(CUkernel kernel, CUfunc_cache config, CUdevice dev) {
+  CUresult rc = fk_check_device(dev);
+  if (rc)
+    return rc;
+  if (config < 0 || config > 3)
+    return CUDA_ERROR_INVALID_VALUE;
+  fk_lock();
+  rc = fk_kernel_check(kernel) ? CUDA_SUCCESS : CUDA_ERROR_INVALID_HANDLE;
+  fk_unlock();
+  return rc;
+}

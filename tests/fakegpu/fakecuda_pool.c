@@ -1,0 +1,411 @@
+/* Memory pools and stream-ordered allocation (cuMemAllocAsync/FreeAsync).
+ *
+ * Each device has a default pool (the current pool until cuDeviceSetMemPool
+ * or cuMemSetMemPool); cuMemPoolCreate makes more. An allocation from a pool
+ * is a device allocation like cuMemAlloc's (a memfd, counted on the device in
+ * fakegpu-smi, rounded to the granularity) that remembers its pool. Freed
+ * (cuMemFreeAsync) it stays mapped and counted, cached in the pool for reuse,
+ * as long as the pool's reserved memory does not exceed its release threshold
+ * (CU_MEMPOOL_ATTR_RELEASE_THRESHOLD, 0 by default): the real driver gives
+ * the excess back at the next synchronisation; all work on the fake is done
+ * by then, so the fake gives it back at the free. cuMemPoolTrimTo gives back
+ * cached memory down to the bytes asked to keep. Pool memory belongs to the
+ * context that allocated it and dies with it. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "fakecuda.h"
+
+#define FK_POOL_MAGIC 0x9001f00du
+
+struct fk_pool {
+  uint32_t magic;
+  int device;  /* ordinal */
+  int is_default;
+  uint64_t release_threshold;
+  uint64_t reserved_high, used_high;
+  int reuse[4]; /* attributes 1..3, all on by default */
+  struct fk_pool *next;
+};
+
+static struct fk_pool g_default[FG_MAX_DEVICES];
+static struct fk_pool *g_current[FG_MAX_DEVICES]; /* NULL: the default */
+static struct fk_pool *g_pools;                    /* created pools */
+
+static struct fk_pool *default_pool(int dev) {
+  struct fk_pool *p = &g_default[dev];
+  if (p->magic != FK_POOL_MAGIC) {
+    p->magic = FK_POOL_MAGIC;
+    p->device = dev;
+    p->is_default = 1;
+    p->reuse[1] = p->reuse[2] = p->reuse[3] = 1;
+  }
+  return p;
+}
+
+static struct fk_pool *pool_check(CUmemoryPool h) {
+  for (int d = 0; d < FG_MAX_DEVICES; d++)
+    if (h == &g_default[d])
+      return h->magic == FK_POOL_MAGIC && (unsigned)d < fk_ndevices ? h : NULL;
+  for (struct fk_pool *p = g_pools; p; p = p->next)
+    if (p == h)
+      return p;
+  return NULL;
+}
+
+/* Reserved (mapped, rounded to the granularity) and used (the bytes asked
+ * for by allocations not yet freed, as the driver reports them) of a pool,
+ * from the allocations that name it. Caller holds fk_lock. */
+typedef struct pool_usage {
+  uint64_t reserved, used;
+} pool_usage;
+
+static pool_usage usage_of(const struct fk_pool *p) {
+  pool_usage u = {0, 0};
+  for (fk_alloc *a = fk_alloc_first(); a; a = a->next) {
+    if (a->pool != p)
+      continue;
+    u.reserved += a->mapped;
+    if (!a->cached)
+      u.used += a->size;
+  }
+  return u;
+}
+
+/* Gives cached blocks back (largest first) until the pool's reserved memory
+ * is at most keep. Caller holds fk_lock. */
+static void trim(struct fk_pool *p, uint64_t keep) {
+  for (;;) {
+    pool_usage u = usage_of(p);
+    if (u.reserved <= keep)
+      return;
+    fk_alloc *big = NULL;
+    for (fk_alloc *a = fk_alloc_first(); a; a = a->next)
+      if (a->pool == p && a->cached && (!big || a->mapped > big->mapped))
+        big = a;
+    if (!big)
+      return;
+    fk_alloc_unlink_free(big);
+  }
+}
+
+static void note_high(struct fk_pool *p) {
+  pool_usage u = usage_of(p);
+  if (u.reserved > p->reserved_high)
+    p->reserved_high = u.reserved;
+  if (u.used > p->used_high)
+    p->used_high = u.used;
+}
+
+/* --- allocation ---------------------------------------------------------------------- */
+static CUresult alloc_from(struct fk_pool *p, struct CUctx_st *c, size_t bytes, CUdeviceptr *dptr) {
+  uint64_t want = fk_round_up(bytes);
+  fk_alloc *best = NULL;
+  for (fk_alloc *a = fk_alloc_first(); a; a = a->next)
+    if (a->pool == p && a->cached && a->ctx == c && a->mapped >= want &&
+        (!best || a->mapped < best->mapped))
+      best = a;
+  if (best) {
+    best->cached = 0;
+    best->size = bytes;
+  } else {
+    CUresult rc = fk_alloc_device(c, bytes, &best);
+    if (rc == CUDA_ERROR_OUT_OF_MEMORY) {
+      /* What the pool holds in reserve goes back before the driver gives up. */
+      trim(p, 0);
+      rc = fk_alloc_device(c, bytes, &best);
+    }
+    if (rc)
+      return rc;
+    best->pool = p;
+  }
+  note_high(p);
+  *dptr = best->addr;
+  return CUDA_SUCCESS;
+}
+
+static CUresult alloc_async(CUdeviceptr *dptr, size_t bytes, CUmemoryPool pool, CUstream s,
+                            int from_current) {
+  fk_lock();
+  struct CUctx_st *c;
+  CUresult rc = fk_need_ctx(&c);
+  struct fk_pool *p = NULL;
+  if (rc == CUDA_SUCCESS && !fk_stream_ok(s))
+    rc = CUDA_ERROR_INVALID_HANDLE;
+  if (rc == CUDA_SUCCESS) {
+    p = from_current ? (g_current[c->device] ? g_current[c->device] : default_pool(c->device))
+                     : pool_check(pool);
+    if (!dptr || bytes == 0 || !p)
+      rc = CUDA_ERROR_INVALID_VALUE;
+    else if (p->device != c->device)
+      rc = CUDA_ERROR_INVALID_DEVICE;
+  }
+  if (rc == CUDA_SUCCESS)
+    rc = alloc_from(p, c, bytes, dptr);
+  fk_unlock();
+  return rc;
+}
+
+FK_API CUresult cuMemAllocAsync(CUdeviceptr *dptr, size_t bytes, CUstream s) {
+  return alloc_async(dptr, bytes, NULL, s, 1);
+}
+
+FK_API CUresult cuMemAllocFromPoolAsync(CUdeviceptr *dptr, size_t bytes, CUmemoryPool pool,
+                                        CUstream s) {
+  return alloc_async(dptr, bytes, pool, s, 0);
+}
+
+/* Frees an allocation of cuMemAllocAsync (into its pool) or of cuMemAlloc. */
+FK_API CUresult cuMemFreeAsync(CUdeviceptr dptr, CUstream s) {
+  fk_lock();
+  struct CUctx_st *c;
+  CUresult rc = fk_need_ctx(&c);
+  fk_alloc *a = rc ? NULL : fk_alloc_at(dptr);
+  if (rc == CUDA_SUCCESS && !fk_stream_ok(s))
+    rc = CUDA_ERROR_INVALID_HANDLE;
+  else if (rc == CUDA_SUCCESS && !a)
+    rc = CUDA_ERROR_INVALID_VALUE;
+  if (rc == CUDA_SUCCESS) {
+    struct fk_pool *p = a->pool;
+    if (!p) {
+      fk_alloc_unlink_free(a);
+    } else {
+      if (fk_cfg.poison)
+        memset((void *)(uintptr_t)a->addr, FK_POISON_BYTE, a->mapped);
+      a->cached = 1;
+      trim(p, p->release_threshold);
+    }
+  }
+  fk_unlock();
+  return rc;
+}
+
+/* --- pools --------------------------------------------------------------------------- */
+FK_API CUresult cuDeviceGetDefaultMemPool(CUmemoryPool *pool, CUdevice dev) {
+  CUresult rc = fk_check_device(dev);
+  if (rc == CUDA_SUCCESS && !pool)
+    rc = CUDA_ERROR_INVALID_VALUE;
+  if (rc == CUDA_SUCCESS) {
+    fk_lock();
+    *pool = default_pool(dev);
+    fk_unlock();
+  }
+  return rc;
+}
+
+FK_API CUresult cuDeviceGetMemPool(CUmemoryPool *pool, CUdevice dev) {
+  CUresult rc = fk_check_device(dev);
+  if (rc == CUDA_SUCCESS && !pool)
+    rc = CUDA_ERROR_INVALID_VALUE;
+  if (rc == CUDA_SUCCESS) {
+    fk_lock();
+    *pool = g_current[dev] ? g_current[dev] : default_pool(dev);
+    fk_unlock();
+  }
+  return rc;
+}
+
+FK_API CUresult cuDeviceSetMemPool(CUdevice dev, CUmemoryPool pool) {
+  CUresult rc = fk_check_device(dev);
+  if (rc)
+    return rc;
+  fk_lock();
+  struct fk_pool *p = pool_check(pool);
+  if (!p)
+    rc = CUDA_ERROR_INVALID_VALUE;
+  else if (p->device != dev)
+    rc = CUDA_ERROR_INVALID_DEVICE;
+  else
+    g_current[dev] = p->is_default ? NULL : p;
+  fk_unlock();
+  return rc;
+}
+
+/* The CUDA 13 forms name a location; the fake has pools of device memory only. */
+static CUresult location_device(const CUmemLocation *loc, CUmemAllocationType type, CUdevice *dev) {
+  CUresult rc = fk_check_init();
+  if (rc)
+    return rc;
+  if (!loc || type != CU_MEM_ALLOCATION_TYPE_PINNED)
+    return CUDA_ERROR_INVALID_VALUE;
+  if (loc->type != CU_MEM_LOCATION_TYPE_DEVICE)
+    return CUDA_ERROR_NOT_SUPPORTED;
+  *dev = loc->id;
+  return CUDA_SUCCESS;
+}
+
+FK_API CUresult cuMemGetDefaultMemPool(CUmemoryPool *pool, CUmemLocation *loc,
+                                       CUmemAllocationType type) {
+  CUdevice dev;
+  CUresult rc = location_device(loc, type, &dev);
+  return rc ? rc : cuDeviceGetDefaultMemPool(pool, dev);
+}
+
+FK_API CUresult cuMemGetMemPool(CUmemoryPool *pool, CUmemLocation *loc, CUmemAllocationType type) {
+  CUdevice dev;
+  CUresult rc = location_device(loc, type, &dev);
+  return rc ? rc : cuDeviceGetMemPool(pool, dev);
+}
+
+FK_API CUresult cuMemSetMemPool(CUmemLocation *loc, CUmemAllocationType type, CUmemoryPool pool) {
+  CUdevice dev;
+  CUresult rc = location_device(loc, type, &dev);
+  return rc ? rc : cuDeviceSetMemPool(dev, pool);
+}
+
+FK_API CUresult cuMemPoolCreate(CUmemoryPool *pool, const CUmemPoolProps *props) {
+  CUresult rc = fk_check_init();
+  if (rc)
+    return rc;
+  if (!pool || !props || props->allocType != CU_MEM_ALLOCATION_TYPE_PINNED ||
+      (props->handleTypes & ~CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR))
+    return CUDA_ERROR_INVALID_VALUE;
+  if (props->location.type != CU_MEM_LOCATION_TYPE_DEVICE)
+    return CUDA_ERROR_NOT_SUPPORTED;
+  if ((rc = fk_check_device(props->location.id)) != CUDA_SUCCESS)
+    return rc == CUDA_ERROR_INVALID_DEVICE ? CUDA_ERROR_INVALID_VALUE : rc;
+  struct fk_pool *p = calloc(1, sizeof *p);
+  if (!p)
+    return CUDA_ERROR_OUT_OF_MEMORY;
+  p->magic = FK_POOL_MAGIC;
+  p->device = props->location.id;
+  p->reuse[1] = p->reuse[2] = p->reuse[3] = 1;
+  fk_lock();
+  p->next = g_pools;
+  g_pools = p;
+  fk_unlock();
+  *pool = p;
+  return CUDA_SUCCESS;
+}
+
+/* Destroying a pool gives back what it caches; allocations still in use
+ * stay valid until they are freed (then go straight back). */
+FK_API CUresult cuMemPoolDestroy(CUmemoryPool pool) {
+  CUresult rc = fk_check_init();
+  if (rc)
+    return rc;
+  fk_lock();
+  struct fk_pool *p = pool_check(pool);
+  if (!p || p->is_default) {
+    rc = CUDA_ERROR_INVALID_VALUE;
+  } else {
+    trim(p, 0);
+    for (fk_alloc *a = fk_alloc_first(); a; a = a->next)
+      if (a->pool == p)
+        a->pool = NULL;
+    for (int d = 0; d < FG_MAX_DEVICES; d++)
+      if (g_current[d] == p)
+        g_current[d] = NULL;
+    for (struct fk_pool **pp = &g_pools; *pp; pp = &(*pp)->next)
+      if (*pp == p) {
+        *pp = p->next;
+        break;
+      }
+    p->magic = 0;
+    free(p);
+  }
+  fk_unlock();
+  return rc;
+}
+
+FK_API CUresult cuMemPoolSetAttribute(CUmemoryPool pool, CUmemPool_attribute attr, void *value) {
+  CUresult rc = fk_check_init();
+  if (rc)
+    return rc;
+  fk_lock();
+  struct fk_pool *p = pool_check(pool);
+  if (!p || !value) {
+    rc = CUDA_ERROR_INVALID_VALUE;
+  } else if (attr >= CU_MEMPOOL_ATTR_REUSE_FOLLOW_EVENT_DEPENDENCIES &&
+             attr <= CU_MEMPOOL_ATTR_REUSE_ALLOW_INTERNAL_DEPENDENCIES) {
+    p->reuse[attr] = *(int *)value != 0;
+  } else if (attr == CU_MEMPOOL_ATTR_RELEASE_THRESHOLD) {
+    p->release_threshold = *(cuuint64_t *)value;
+    trim(p, p->release_threshold);
+  } else if ((attr == CU_MEMPOOL_ATTR_RESERVED_MEM_HIGH || attr == CU_MEMPOOL_ATTR_USED_MEM_HIGH) &&
+             *(cuuint64_t *)value == 0) {
+    /* The high-water marks can only be reset (to the current value). */
+    pool_usage u = usage_of(p);
+    if (attr == CU_MEMPOOL_ATTR_RESERVED_MEM_HIGH)
+      p->reserved_high = u.reserved;
+    else
+      p->used_high = u.used;
+  } else {
+    rc = CUDA_ERROR_INVALID_VALUE;
+  }
+  fk_unlock();
+  return rc;
+}
+
+FK_API CUresult cuMemPoolGetAttribute(CUmemoryPool pool, CUmemPool_attribute attr, void *value) {
+  CUresult rc = fk_check_init();
+  if (rc)
+    return rc;
+  fk_lock();
+  struct fk_pool *p = pool_check(pool);
+  if (!p || !value) {
+    rc = CUDA_ERROR_INVALID_VALUE;
+  } else {
+    pool_usage u = usage_of(p);
+    switch (attr) {
+    case CU_MEMPOOL_ATTR_REUSE_FOLLOW_EVENT_DEPENDENCIES:
+    case CU_MEMPOOL_ATTR_REUSE_ALLOW_OPPORTUNISTIC:
+    case CU_MEMPOOL_ATTR_REUSE_ALLOW_INTERNAL_DEPENDENCIES: *(int *)value = p->reuse[attr]; break;
+    case CU_MEMPOOL_ATTR_RELEASE_THRESHOLD: *(cuuint64_t *)value = p->release_threshold; break;
+    case CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT: *(cuuint64_t *)value = u.reserved; break;
+    case CU_MEMPOOL_ATTR_RESERVED_MEM_HIGH: *(cuuint64_t *)value = p->reserved_high; break;
+    case CU_MEMPOOL_ATTR_USED_MEM_CURRENT: *(cuuint64_t *)value = u.used; break;
+    case CU_MEMPOOL_ATTR_USED_MEM_HIGH: *(cuuint64_t *)value = p->used_high; break;
+    default: rc = CUDA_ERROR_INVALID_VALUE;
+    }
+  }
+  fk_unlock();
+  return rc;
+}
+
+FK_API CUresult cuMemPoolTrimTo(CUmemoryPool pool, size_t keep) {
+  CUresult rc = fk_check_init();
+  if (rc)
+    return rc;
+  fk_lock();
+  struct fk_pool *p = pool_check(pool);
+  if (!p)
+    rc = CUDA_ERROR_INVALID_VALUE;
+  else
+    trim(p, keep);
+  fk_unlock();
+  return rc;
+}
+
+/* Every device can reach every pool (peers); the pool's own device always
+ * has read-write access. */
+FK_API CUresult cuMemPoolSetAccess(CUmemoryPool pool, const CUmemAccessDesc *map, size_t count) {
+  CUresult rc = fk_check_init();
+  if (rc)
+    return rc;
+  fk_lock();
+  struct fk_pool *p = pool_check(pool);
+  if (!p || (!map && count))
+    rc = CUDA_ERROR_INVALID_VALUE;
+  for (size_t i = 0; rc == CUDA_SUCCESS && i < count; i++)
+    if (map[i].location.type != CU_MEM_LOCATION_TYPE_DEVICE || map[i].location.id < 0 ||
+        (unsigned)map[i].location.id >= fk_ndevices ||
+        (map[i].location.id == p->device && map[i].flags != CU_MEM_ACCESS_FLAGS_PROT_READWRITE))
+      rc = CUDA_ERROR_INVALID_VALUE;
+  fk_unlock();
+  return rc;
+}
+
+FK_API CUresult cuMemPoolGetAccess(CUmemAccess_flags *flags, CUmemoryPool pool, CUmemLocation *loc) {
+  CUresult rc = fk_check_init();
+  if (rc)
+    return rc;
+  fk_lock();
+  struct fk_pool *p = pool_check(pool);
+  if (!p || !flags || !loc || loc->type != CU_MEM_LOCATION_TYPE_DEVICE)
+    rc = CUDA_ERROR_INVALID_VALUE;
+  else
+    *flags = loc->id == p->device ? CU_MEM_ACCESS_FLAGS_PROT_READWRITE : CU_MEM_ACCESS_FLAGS_PROT_NONE;
+  fk_unlock();
+  return rc;
+}

@@ -1,0 +1,229 @@
+/* Driver entry points the CUDA runtime (libcudart, static or shared, and the
+ * copies inside CuPy and PyTorch) asks cuGetProcAddress for, beyond ebb's
+ * table and FK_EXTRA_ENTRY_POINTS: the _v2 ABIs of CUDA 13, the old ABIs it
+ * still asks for, memory pools and stream-ordered allocation, libraries and
+ * kernels, stream priorities and capture queries, context limits and flags,
+ * IPC event handles. Same row format:
+ *   X(base_name, versioned_symbol, abi_version, (parameter list))
+ * The version of each ABI is the one in the toolkit's cudaTypedefs.h
+ * (PFN_<name>_v<version>). Types and values match cuda.h. */
+#ifndef FAKEGPU_FAKECUDA_RT_H
+#define FAKEGPU_FAKECUDA_RT_H
+
+#include "fakecuda_extra.h"
+
+typedef struct fk_pool *CUmemoryPool;
+typedef struct fk_library *CUlibrary;
+typedef struct fk_kernel *CUkernel;
+typedef int CUlimit;
+typedef int CUmemPool_attribute;
+typedef int CUstreamCaptureStatus;
+typedef int CUstreamCaptureMode;
+typedef int CUlibraryOption;
+typedef int CUdevice_P2PAttribute;
+typedef int CUmoduleLoadingMode;
+typedef int CUsharedconfig;
+typedef int CUmem_advise;
+typedef int CUmem_range_attribute;
+typedef void (*CUhostFn)(void *user);
+typedef struct CUgraph_st *CUgraph;
+typedef struct CUgraphNode_st *CUgraphNode;
+typedef struct CUgraphEdgeData_st CUgraphEdgeData;
+typedef struct CUlaunchAttribute_st CUlaunchAttribute;
+
+typedef struct fk_array *CUarray;
+typedef struct CUDA_ARRAY_DESCRIPTOR_st {
+  size_t Width, Height;
+  int Format;
+  unsigned int NumChannels;
+} CUDA_ARRAY_DESCRIPTOR;
+typedef struct CUDA_ARRAY3D_DESCRIPTOR_st {
+  size_t Width, Height, Depth;
+  int Format;
+  unsigned int NumChannels, Flags;
+} CUDA_ARRAY3D_DESCRIPTOR;
+/* Opaque here: fakecuda_array.c reads them in cuda.h's _v2 layout. */
+typedef struct CUDA_MEMCPY2D_st CUDA_MEMCPY2D;
+typedef struct CUDA_MEMCPY3D_st CUDA_MEMCPY3D;
+
+typedef struct CUipcEventHandle_st {
+  char reserved[CU_IPC_HANDLE_SIZE];
+} CUipcEventHandle;
+
+typedef struct CUmemPoolProps_st {
+  CUmemAllocationType allocType;
+  CUmemAllocationHandleType handleTypes;
+  CUmemLocation location;
+  void *win32SecurityAttributes;
+  size_t maxSize;
+  unsigned short usage;
+  unsigned char reserved[54];
+} CUmemPoolProps;
+
+typedef struct CUlaunchConfig_st {
+  unsigned int gridDimX, gridDimY, gridDimZ;
+  unsigned int blockDimX, blockDimY, blockDimZ;
+  unsigned int sharedMemBytes;
+  CUstream hStream;
+  CUlaunchAttribute *attrs;
+  unsigned int numAttrs;
+} CUlaunchConfig;
+
+#define CU_MEMPOOL_ATTR_REUSE_FOLLOW_EVENT_DEPENDENCIES 1
+#define CU_MEMPOOL_ATTR_REUSE_ALLOW_OPPORTUNISTIC 2
+#define CU_MEMPOOL_ATTR_REUSE_ALLOW_INTERNAL_DEPENDENCIES 3
+#define CU_MEMPOOL_ATTR_RELEASE_THRESHOLD 4
+#define CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT 5
+#define CU_MEMPOOL_ATTR_RESERVED_MEM_HIGH 6
+#define CU_MEMPOOL_ATTR_USED_MEM_CURRENT 7
+#define CU_MEMPOOL_ATTR_USED_MEM_HIGH 8
+#define CU_EVENT_DISABLE_TIMING 0x2
+#define CU_EVENT_INTERPROCESS 0x4
+#define CU_STREAM_CAPTURE_STATUS_NONE 0
+#define CU_MEM_LOCATION_TYPE_HOST 2
+#define CU_POINTER_ATTRIBUTE_MEMPOOL_HANDLE 17
+/* Stream priorities of a Hopper GPU: 0 (least) to -5 (greatest). */
+#define FK_PRIO_LEAST 0
+#define FK_PRIO_GREATEST (-5)
+
+/* The CUDA 13 ABIs of cuCtxGetDevice and cuCtxSynchronize take a context.
+ * cuGetProcAddress hands them out at 13000, but the fake does not export
+ * their _v2 names: clients that look names up with dlsym and prefer a "_v2"
+ * suffix (Numba 0.56) would call them with the old parameters. */
+CUresult fk_ctx_get_device_v2(CUdevice *dev, CUcontext ctx);
+CUresult fk_ctx_synchronize_v2(CUcontext ctx);
+#define FK_RT_UNEXPORTED_ENTRY_POINTS(X)                                       \
+  X(cuCtxGetDevice, "cuCtxGetDevice_v2", 13000, fk_ctx_get_device_v2)          \
+  X(cuCtxSynchronize, "cuCtxSynchronize_v2", 13000, fk_ctx_synchronize_v2)
+
+#define FK_RT_ENTRY_POINTS(X)                                                  \
+  X(cuDevicePrimaryCtxRelease, "cuDevicePrimaryCtxRelease", 7000, (CUdevice dev)) \
+  X(cuDevicePrimaryCtxReset, "cuDevicePrimaryCtxReset", 7000, (CUdevice dev))  \
+  X(cuLinkCreate, "cuLinkCreate", 5050,                                        \
+    (unsigned int n, CUjit_option *opts, void **vals, CUlinkState *state))     \
+  X(cuLinkAddData, "cuLinkAddData", 5050,                                      \
+    (CUlinkState state, CUjitInputType type, void *data, size_t size,          \
+     const char *name, unsigned int n, CUjit_option *opts, void **vals))       \
+  X(cuLinkAddFile, "cuLinkAddFile", 5050,                                      \
+    (CUlinkState state, CUjitInputType type, const char *path, unsigned int n, \
+     CUjit_option *opts, void **vals))                                         \
+  X(cuIpcOpenMemHandle, "cuIpcOpenMemHandle", 4010,                            \
+    (CUdeviceptr *dptr, CUipcMemHandle handle, unsigned int flags))            \
+  X(cuEventElapsedTime, "cuEventElapsedTime_v2", 12080, (float *ms, CUevent a, CUevent b)) \
+  X(cuCtxGetFlags, "cuCtxGetFlags", 7000, (unsigned int *flags))               \
+  X(cuCtxSetFlags, "cuCtxSetFlags", 12010, (unsigned int flags))               \
+  X(cuCtxGetId, "cuCtxGetId", 12000, (CUcontext ctx, unsigned long long *id))  \
+  X(cuCtxGetApiVersion, "cuCtxGetApiVersion", 3020, (CUcontext ctx, unsigned int *version)) \
+  X(cuCtxGetLimit, "cuCtxGetLimit", 3010, (size_t *value, CUlimit limit))      \
+  X(cuCtxSetLimit, "cuCtxSetLimit", 3010, (CUlimit limit, size_t value))       \
+  X(cuCtxGetCacheConfig, "cuCtxGetCacheConfig", 3020, (CUfunc_cache *config))  \
+  X(cuCtxSetCacheConfig, "cuCtxSetCacheConfig", 3020, (CUfunc_cache config))   \
+  X(cuCtxGetSharedMemConfig, "cuCtxGetSharedMemConfig", 4020, (CUsharedconfig *config)) \
+  X(cuCtxGetStreamPriorityRange, "cuCtxGetStreamPriorityRange", 5050,          \
+    (int *least, int *greatest))                                               \
+  X(cuCtxResetPersistingL2Cache, "cuCtxResetPersistingL2Cache", 11000, (void)) \
+  X(cuDeviceGetPCIBusId, "cuDeviceGetPCIBusId", 4010, (char *id, int len, CUdevice dev)) \
+  X(cuDeviceGetByPCIBusId, "cuDeviceGetByPCIBusId", 4010, (CUdevice *dev, const char *id)) \
+  X(cuDeviceGetP2PAttribute, "cuDeviceGetP2PAttribute", 8000,                  \
+    (int *value, CUdevice_P2PAttribute attr, CUdevice src, CUdevice dst))      \
+  X(cuStreamCreateWithPriority, "cuStreamCreateWithPriority", 5050,            \
+    (CUstream *s, unsigned int flags, int priority))                           \
+  X(cuStreamGetPriority, "cuStreamGetPriority", 5050, (CUstream s, int *priority)) \
+  X(cuStreamGetFlags, "cuStreamGetFlags", 5050, (CUstream s, unsigned int *flags)) \
+  X(cuStreamGetCtx, "cuStreamGetCtx", 9020, (CUstream s, CUcontext *ctx))      \
+  X(cuStreamGetId, "cuStreamGetId", 12000, (CUstream s, unsigned long long *id)) \
+  X(cuStreamGetDevice, "cuStreamGetDevice", 12080, (CUstream s, CUdevice *dev)) \
+  X(cuStreamIsCapturing, "cuStreamIsCapturing", 10000,                         \
+    (CUstream s, CUstreamCaptureStatus *status))                               \
+  X(cuStreamGetCaptureInfo, "cuStreamGetCaptureInfo", 10010,                   \
+    (CUstream s, CUstreamCaptureStatus *status, cuuint64_t *id))               \
+  X(cuStreamGetCaptureInfo, "cuStreamGetCaptureInfo_v2", 11030,                \
+    (CUstream s, CUstreamCaptureStatus *status, cuuint64_t *id, CUgraph *graph, \
+     const CUgraphNode **deps, size_t *ndeps))                                 \
+  X(cuStreamGetCaptureInfo, "cuStreamGetCaptureInfo_v3", 12030,                \
+    (CUstream s, CUstreamCaptureStatus *status, cuuint64_t *id, CUgraph *graph, \
+     const CUgraphNode **deps, const CUgraphEdgeData **edges, size_t *ndeps))  \
+  X(cuThreadExchangeStreamCaptureMode, "cuThreadExchangeStreamCaptureMode", 10010, \
+    (CUstreamCaptureMode *mode))                                               \
+  X(cuLaunchHostFunc, "cuLaunchHostFunc", 10000, (CUstream s, CUhostFn fn, void *user)) \
+  X(cuEventRecordWithFlags, "cuEventRecordWithFlags", 11010,                   \
+    (CUevent e, CUstream s, unsigned int flags))                               \
+  X(cuIpcGetEventHandle, "cuIpcGetEventHandle", 4010, (CUipcEventHandle *h, CUevent e)) \
+  X(cuIpcOpenEventHandle, "cuIpcOpenEventHandle", 4010, (CUevent *e, CUipcEventHandle h)) \
+  X(cuMemAllocHost, "cuMemAllocHost_v2", 3020, (void **p, size_t bytes))       \
+  X(cuMemAllocPitch, "cuMemAllocPitch_v2", 3020,                               \
+    (CUdeviceptr *dptr, size_t *pitch, size_t width, size_t height, unsigned int elem)) \
+  X(cuMemAdvise, "cuMemAdvise", 8000,                                          \
+    (CUdeviceptr p, size_t n, CUmem_advise advice, CUdevice dev))              \
+  X(cuMemAdvise, "cuMemAdvise_v2", 12020,                                      \
+    (CUdeviceptr p, size_t n, CUmem_advise advice, CUmemLocation loc))         \
+  X(cuMemPrefetchAsync, "cuMemPrefetchAsync", 8000,                            \
+    (CUdeviceptr p, size_t n, CUdevice dev, CUstream s))                       \
+  X(cuMemPrefetchAsync, "cuMemPrefetchAsync_v2", 12020,                        \
+    (CUdeviceptr p, size_t n, CUmemLocation loc, unsigned int flags, CUstream s)) \
+  X(cuFuncGetName, "cuFuncGetName", 12030, (const char **name, CUfunction f))  \
+  X(cuFuncSetAttribute, "cuFuncSetAttribute", 9000,                            \
+    (CUfunction f, CUfunction_attribute attr, int value))                      \
+  X(cuOccupancyAvailableDynamicSMemPerBlock,                                   \
+    "cuOccupancyAvailableDynamicSMemPerBlock", 10020,                          \
+    (size_t *smem, CUfunction f, int blocks, int block_size))                  \
+  X(cuModuleGetLoadingMode, "cuModuleGetLoadingMode", 11070, (CUmoduleLoadingMode *mode)) \
+  X(cuLaunchKernelEx, "cuLaunchKernelEx", 11060,                               \
+    (const CUlaunchConfig *config, CUfunction f, void **params, void **extra)) \
+  X(cuLibraryLoadData, "cuLibraryLoadData", 12000,                             \
+    (CUlibrary *lib, const void *code, CUjit_option *jit_opts, void **jit_vals, \
+     unsigned int njit, CUlibraryOption *lib_opts, void **lib_vals, unsigned int nlib)) \
+  X(cuLibraryUnload, "cuLibraryUnload", 12000, (CUlibrary lib))                \
+  X(cuLibraryGetKernel, "cuLibraryGetKernel", 12000,                           \
+    (CUkernel *k, CUlibrary lib, const char *name))                            \
+  X(cuLibraryGetModule, "cuLibraryGetModule", 12000, (CUmodule *m, CUlibrary lib)) \
+  X(cuLibraryGetGlobal, "cuLibraryGetGlobal", 12000,                           \
+    (CUdeviceptr *dptr, size_t *bytes, CUlibrary lib, const char *name))       \
+  X(cuKernelGetFunction, "cuKernelGetFunction", 12000, (CUfunction *f, CUkernel k)) \
+  X(cuKernelGetName, "cuKernelGetName", 12030, (const char **name, CUkernel k)) \
+  X(cuKernelGetAttribute, "cuKernelGetAttribute", 12000,                       \
+    (int *value, CUfunction_attribute attr, CUkernel k, CUdevice dev))         \
+  X(cuKernelSetAttribute, "cuKernelSetAttribute", 12000,                       \
+    (CUfunction_attribute attr, int value, CUkernel k, CUdevice dev))          \
+  X(cuKernelSetCacheConfig, "cuKernelSetCacheConfig", 12000,                   \
+    (CUkernel k, CUfunc_cache config, CUdevice dev))                           \
+  X(cuDeviceGetDefaultMemPool, "cuDeviceGetDefaultMemPool", 11020,             \
+    (CUmemoryPool *pool, CUdevice dev))                                        \
+  X(cuDeviceGetMemPool, "cuDeviceGetMemPool", 11020, (CUmemoryPool *pool, CUdevice dev)) \
+  X(cuDeviceSetMemPool, "cuDeviceSetMemPool", 11020, (CUdevice dev, CUmemoryPool pool)) \
+  X(cuMemGetDefaultMemPool, "cuMemGetDefaultMemPool", 13000,                   \
+    (CUmemoryPool *pool, CUmemLocation *loc, CUmemAllocationType type))        \
+  X(cuMemGetMemPool, "cuMemGetMemPool", 13000,                                 \
+    (CUmemoryPool *pool, CUmemLocation *loc, CUmemAllocationType type))        \
+  X(cuMemSetMemPool, "cuMemSetMemPool", 13000,                                 \
+    (CUmemLocation *loc, CUmemAllocationType type, CUmemoryPool pool))         \
+  X(cuMemPoolCreate, "cuMemPoolCreate", 11020, (CUmemoryPool *pool, const CUmemPoolProps *props)) \
+  X(cuMemPoolDestroy, "cuMemPoolDestroy", 11020, (CUmemoryPool pool))          \
+  X(cuMemPoolSetAttribute, "cuMemPoolSetAttribute", 11020,                     \
+    (CUmemoryPool pool, CUmemPool_attribute attr, void *value))                \
+  X(cuMemPoolGetAttribute, "cuMemPoolGetAttribute", 11020,                     \
+    (CUmemoryPool pool, CUmemPool_attribute attr, void *value))                \
+  X(cuMemPoolTrimTo, "cuMemPoolTrimTo", 11020, (CUmemoryPool pool, size_t keep)) \
+  X(cuMemPoolSetAccess, "cuMemPoolSetAccess", 11020,                           \
+    (CUmemoryPool pool, const CUmemAccessDesc *map, size_t count))             \
+  X(cuMemPoolGetAccess, "cuMemPoolGetAccess", 11020,                           \
+    (CUmemAccess_flags *flags, CUmemoryPool pool, CUmemLocation *loc))         \
+  X(cuMemAllocAsync, "cuMemAllocAsync", 11020,                                 \
+    (CUdeviceptr *dptr, size_t bytes, CUstream s))                             \
+  X(cuMemAllocFromPoolAsync, "cuMemAllocFromPoolAsync", 11020,                 \
+    (CUdeviceptr *dptr, size_t bytes, CUmemoryPool pool, CUstream s))          \
+  X(cuMemFreeAsync, "cuMemFreeAsync", 11020, (CUdeviceptr dptr, CUstream s)) \
+  X(cuArrayCreate, "cuArrayCreate_v2", 3020, (CUarray *a, const CUDA_ARRAY_DESCRIPTOR *d)) \
+  X(cuArray3DCreate, "cuArray3DCreate_v2", 3020, (CUarray *a, const CUDA_ARRAY3D_DESCRIPTOR *d)) \
+  X(cuArrayDestroy, "cuArrayDestroy", 2000, (CUarray a))                       \
+  X(cuArrayGetDescriptor, "cuArrayGetDescriptor_v2", 3020,                     \
+    (CUDA_ARRAY_DESCRIPTOR *d, CUarray a))                                     \
+  X(cuArray3DGetDescriptor, "cuArray3DGetDescriptor_v2", 3020,                 \
+    (CUDA_ARRAY3D_DESCRIPTOR *d, CUarray a))                                   \
+  X(cuMemcpy2D, "cuMemcpy2D_v2", 3020, (const CUDA_MEMCPY2D *p))               \
+  X(cuMemcpy2DUnaligned, "cuMemcpy2DUnaligned_v2", 3020, (const CUDA_MEMCPY2D *p)) \
+  X(cuMemcpy2DAsync, "cuMemcpy2DAsync_v2", 3020, (const CUDA_MEMCPY2D *p, CUstream s)) \
+  X(cuMemcpy3D, "cuMemcpy3D_v2", 3020, (const CUDA_MEMCPY3D *p))               \
+  X(cuMemcpy3DAsync, "cuMemcpy3DAsync_v2", 3020, (const CUDA_MEMCPY3D *p, CUstream s))
+
+#endif
