@@ -19,6 +19,7 @@ import os
 import sys
 import threading
 import warnings
+import weakref
 
 # Numba reads its driver path when it is imported: point it at the driver ebb
 # uses (the fake GPU in tests) unless told otherwise, so both share a context.
@@ -128,10 +129,15 @@ def _take_leaks(pp):
 class Released(int):
     """Bytes the driver got back (an int), with the details as attributes:
     segment_bytes, context_bytes, pinned_bytes, context_released,
-    context_error, leaks (a LeakReport or None)."""
+    context_error, leaks (a LeakReport or None), and outside_bytes: what the
+    process's own usage (NVML, as nvidia-smi shows it) dropped beyond ebb's
+    segments and context while the release ran, i.e. what the release hooks
+    freed in memory ebb does not manage (a framework's own cache emptied by
+    a hook, a model dropped). The int is released + outside bytes."""
 
-    def __new__(cls, r, leaks=None):
-        self = super().__new__(cls, r.released_bytes)
+    def __new__(cls, r, leaks=None, outside=0):
+        self = super().__new__(cls, r.released_bytes + outside)
+        self.outside_bytes = outside
         for f in ("segment_bytes", "context_bytes", "pinned_bytes", "leaked_bytes"):
             setattr(self, f, getattr(r, f))
         self.context_released = bool(r.context_released)
@@ -197,6 +203,7 @@ class Device:
         self.is_cuda = bool(info.is_cuda)
         self.total_bytes = info.total_bytes
         self._default = None
+        _open_devices[self._h] = self
 
     def __repr__(self):
         return "<ebb.Device %s %r>" % (self.label, self.name)
@@ -264,12 +271,14 @@ class Device:
 
     def close(self):
         if self._h and self._owns:
+            _open_devices.pop(self._h, None)
             lib.ebb_gpu_close(self._h)
         self._h = None
 
 
 _default_device = None
 _dev_lock = threading.Lock()
+_open_devices = weakref.WeakValueDictionary()  # handle -> a Device on it
 
 
 def device(spec=None):
@@ -293,7 +302,26 @@ def _device_for_ordinal(ordinal):
     return Device(_handle=h.value)
 
 
+def _process_used(handles):
+    """The bytes NVML says this process holds on these devices (0 where it
+    cannot say). Asks no driver that ebb has not already started."""
+    total = 0
+    for h in handles:
+        s = _lib.sized(_lib.GpuStats)
+        if lib.ebb_gpu_get_stats(h, ctypes.byref(s)) == 0:
+            total += s.driver_used_by_process
+    return total
+
+
+def _outside(handles, before, r):
+    """What the process gave back beyond ebb's own figure (see Released)."""
+    drop = before - _process_used(handles)
+    return max(0, drop - r.released_bytes)
+
+
 def _release(handle, context):
+    handles = [handle] if handle is not None else list(_open_devices.keys())
+    before = _process_used(handles)
     r = _lib.sized(_lib.Released)
     _check(lib.ebb_gpu_release(handle, 0, ctypes.byref(r)), "release")
     if context:
@@ -307,7 +335,7 @@ def _release(handle, context):
         for f in ("released_bytes", "segment_bytes", "context_bytes", "pinned_bytes"):
             setattr(r, f, getattr(r, f) + getattr(r2, f))
         r.context_released, r.context_error = r2.context_released, r2.context_error
-    return Released(r)
+    return Released(r, outside=_outside(handles, before, r))
 
 
 def release(context=False, device=None):
@@ -406,10 +434,12 @@ class Owner:
         live. Returns the bytes the driver got back (a Released int)."""
         pp = ctypes.POINTER(_lib.LeakList)()
         r = _lib.sized(_lib.Released)
+        handles = [self.device.handle]
+        before = _process_used(handles)
         _check(lib.ebb_owner_release(self._handle, 1 if keep else 0, ctypes.byref(pp),
                                      ctypes.byref(r)), "owner %r: release" % self.name)
         self.last_leaks = _take_leaks(pp)
-        return Released(r, self.last_leaks)
+        return Released(r, self.last_leaks, _outside(handles, before, r))
 
     def park(self):
         """Moves the owner's blocks to host memory keeping their addresses;
