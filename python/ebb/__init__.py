@@ -117,11 +117,13 @@ class LeakWarning(UserWarning):
         self.report = report
 
 
-def _take_leaks(pp):
+def _take_leaks(pp, device):
     if not pp:
         return None
     rep = LeakReport(pp)
     lib.ebb_leak_list_free(pp)
+    for k in rep.leaks:  # ebb freed them: a framework's late free must not free a successor
+        _framework_blocks.pop((device.label, k.addr), None)
     warnings.warn(LeakWarning(rep), stacklevel=3)
     return rep
 
@@ -148,6 +150,33 @@ class Released(int):
     @property
     def mib(self):
         return int(self) // MiB
+
+
+# --- blocks a framework plug-in holds --------------------------------------------
+# A framework frees its memory when it drops its array, which may be long
+# after ebb freed the block as a leak of a released owner, and after ebb
+# handed the same address to another block. Each block a plug-in takes has a
+# token; the plug-in's free frees the block only while the token is still
+# the address's, so a late free of a leaked block never frees its successor.
+_framework_blocks = {}  # (device label, addr) -> token
+
+
+def _framework_alloc(dev, nbytes, site):
+    """(addr, token) of a block for a framework plug-in (ebb.numba, ebb.cupy)."""
+    addr = dev.alloc(nbytes, site=site)
+    token = object()
+    _framework_blocks[(dev.label, addr)] = token
+    return addr, token
+
+
+def _framework_free(dev, addr, token):
+    """Frees the block if it is still the one `token` names; False if ebb
+    already freed it (a leak of a released owner)."""
+    key = (dev.label, addr)
+    if _framework_blocks.get(key) is not token:
+        return False
+    del _framework_blocks[key]
+    return dev.free(addr, missing_ok=True)
 
 
 # --- release hooks: Python callables run by every release ---------------------
@@ -438,7 +467,7 @@ class Owner:
         before = _process_used(handles)
         _check(lib.ebb_owner_release(self._handle, 1 if keep else 0, ctypes.byref(pp),
                                      ctypes.byref(r)), "owner %r: release" % self.name)
-        self.last_leaks = _take_leaks(pp)
+        self.last_leaks = _take_leaks(pp, self.device)
         return Released(r, self.last_leaks, _outside(handles, before, r))
 
     def park(self):
@@ -459,7 +488,7 @@ class Owner:
         lib.ebb_owner_close(self._h, ctypes.byref(pp))
         _by_handle.pop(self._h, None)
         self._h = None
-        self.last_leaks = _take_leaks(pp)
+        self.last_leaks = _take_leaks(pp, self.device)
         return self.last_leaks
 
 

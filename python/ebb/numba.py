@@ -72,17 +72,17 @@ class EbbNumbaManager(GetIpcHandleMixin, HostOnlyCUDAMemoryManager):
         _managers.add(self)
 
     def memalloc(self, size):
-        addr = self._dev.alloc(max(int(size), 1), site=_ebb.caller_site())
-        ref = weakref.ref(self)
         dev = self._dev
+        addr, token = _ebb._framework_alloc(dev, max(int(size), 1), _ebb.caller_site())
+        ref = weakref.ref(self)
 
         def finalizer():
             mgr = ref()
             if mgr is not None and mgr._defer:
-                mgr._pending.append(addr)
+                mgr._pending.append((addr, token))
                 return
             try:
-                dev.free(addr, missing_ok=True)
+                _ebb._framework_free(dev, addr, token)
             except Exception:  # interpreter shutdown: ebb goes with the process
                 pass
 
@@ -93,8 +93,8 @@ class EbbNumbaManager(GetIpcHandleMixin, HostOnlyCUDAMemoryManager):
         pending, self._pending = self._pending, []
         if self._dev is None:
             return
-        for addr in pending:
-            self._dev.free(addr, missing_ok=True)
+        for addr, token in pending:
+            _ebb._framework_free(self._dev, addr, token)
 
     def get_memory_info(self):
         if self._dev is None:  # asked before the context was made current
