@@ -29,9 +29,9 @@ cd "$EBB_TEST_TMP"
 # One process per run, every module in it, as Numba's own runner does. A
 # hang is cut off; its log then has no "Ran" line, which fails the check.
 echo "running ${#modules[@]} modules of numba.cuda.tests.cudadrv with Numba's own memory manager"
-timeout 300 env "${PYENV[@]}" "$PY" -m unittest -v "${modules[@]}" >logs/numba.log 2>&1 || true
+timeout 280 env "${PYENV[@]}" "$PY" -m unittest -v "${modules[@]}" >logs/numba.log 2>&1 || true
 echo "running them again with NUMBA_CUDA_MEMORY_MANAGER=ebb.numba"
-timeout 300 env "${PYENV[@]}" NUMBA_CUDA_MEMORY_MANAGER=ebb.numba EBB_LIB="$EBB_BUILD_DIR/libebb.so" \
+timeout 280 env "${PYENV[@]}" NUMBA_CUDA_MEMORY_MANAGER=ebb.numba EBB_LIB="$EBB_BUILD_DIR/libebb.so" \
   PYTHONPATH="$EBB_SOURCE_DIR/python" "$PY" -m unittest -v "${modules[@]}" >logs/ebb.log 2>&1 || true
 "$PY" "$EBB_SOURCE_DIR/tests/python/numba_pass_sets.py" logs/numba.log logs/ebb.log "$dir" ||
   fail "ebb.numba loses tests that pass with Numba's own manager (logs: $EBB_TEST_TMP/logs)"
