@@ -67,8 +67,9 @@ pip_steps() {
 # cupy-cuda13x in /opt/ebb-tools/cupy and the tests reuse that venv.
 torch_venv() {
   local venv=/opt/ebb-tools/torch version=2.15.0 need_gib=10 free_gib
-  if "$venv/bin/python" -c "import sys, numpy, torch; sys.exit(torch.__version__.split('+')[0] != '$version')" \
-      2>/dev/null; then
+  # the installed versions, read without importing torch (seconds)
+  if "$venv/bin/python" -c "import sys, importlib.metadata as m; m.version('numpy')
+sys.exit(m.version('torch').split('+')[0] != '$version')" 2>/dev/null; then
     return 0
   fi
   mkdir -p /opt/ebb-tools
