@@ -31,6 +31,15 @@ print("torch %s (CUDA %s) sees %d device(s): %s"
       % (torch.__version__, torch.version.cuda, torch.cuda.device_count(),
          torch.cuda.get_device_name(0)))
 
+# cuBLAS keeps a handle and a workspace per stream for the life of the
+# process, partly from the driver behind PyTorch's allocator: made here,
+# before the measured steps
+w = torch.ones(64, 64, device="cuda")
+(w @ w).sum().item()
+del w
+torch.cuda.synchronize()
+torch.cuda.empty_cache()
+
 # the round trip
 host = torch.arange(1 << 20, dtype=torch.int32).view(torch.uint8)[: (1 << 20) + 13].clone()
 back = host.to("cuda").to("cpu")
@@ -74,6 +83,9 @@ torch.cuda.empty_cache()
 step("empty_cache()")
 print("empty_cache(): fakegpu-smi %d -> %d MiB" % (held, used_mib()))
 c.check(held - used_mib() >= 500, "empty_cache() gave back only %d MiB" % (held - used_mib()))
-c.check(torch.cuda.memory_reserved() == 0, "reserved after empty_cache: %d"
-        % torch.cuda.memory_reserved())
+# what stays is the segments of live blocks (cuBLAS's workspace)
+c.check(torch.cuda.memory_reserved() - torch.cuda.memory_allocated() <= 2 * MiB,
+        "after empty_cache PyTorch still caches %d bytes (reserved %d, allocated %d)"
+        % (torch.cuda.memory_reserved() - torch.cuda.memory_allocated(),
+           torch.cuda.memory_reserved(), torch.cuda.memory_allocated()))
 sys.exit(c.end("torch_native_check"))
