@@ -232,7 +232,7 @@ class Device:
         self.is_cuda = bool(info.is_cuda)
         self.total_bytes = info.total_bytes
         self._default = None
-        _open_devices[self._h] = self
+        _open_devices[self.label] = self
 
     def __repr__(self):
         return "<ebb.Device %s %r>" % (self.label, self.name)
@@ -300,14 +300,17 @@ class Device:
 
     def close(self):
         if self._h and self._owns:
-            _open_devices.pop(self._h, None)
+            if _open_devices.get(self.label) is self:
+                del _open_devices[self.label]
             lib.ebb_gpu_close(self._h)
         self._h = None
 
 
 _default_device = None
 _dev_lock = threading.Lock()
-_open_devices = weakref.WeakValueDictionary()  # handle -> a Device on it
+# label -> a Device on it: one per device, since two opens of one device
+# share its allocator and the process's usage must be counted once
+_open_devices = weakref.WeakValueDictionary()
 
 
 def device(spec=None):
@@ -333,7 +336,7 @@ def _device_for_ordinal(ordinal):
 
 def _process_used(handles):
     """The bytes NVML says this process holds on these devices (0 where it
-    cannot say). Asks no driver that ebb has not already started."""
+    cannot say: no NVML, or a container that hides the process from it)."""
     total = 0
     for h in handles:
         s = _lib.sized(_lib.GpuStats)
@@ -349,7 +352,7 @@ def _outside(handles, before, r):
 
 
 def _release(handle, context):
-    handles = [handle] if handle is not None else list(_open_devices.keys())
+    handles = [handle] if handle is not None else [d._h for d in list(_open_devices.values()) if d._h]
     before = _process_used(handles)
     r = _lib.sized(_lib.Released)
     _check(lib.ebb_gpu_release(handle, 0, ctypes.byref(r)), "release")
