@@ -35,17 +35,27 @@ import warnings
 import torch
 
 import ebb
+import ebb.torch
 
 MiB = 1 << 20
 
 
 # --- the three stages, written the way services write them ---------------------
+class Layer(torch.nn.Module):
+    """A stand-in for your model's layers: 16 MiB of float32 weights each and
+    an elementwise forward (any nn.Module is cached and freed the same way)."""
+
+    def __init__(self, n=4 << 20):
+        super().__init__()
+        self.weight = torch.nn.Parameter(torch.full((n,), 0.5))
+
+    def forward(self, x):
+        return x * self.weight[: x.shape[-1]]
+
+
 def build_model(mib, device):
-    """A stack of linear layers holding about `mib` MiB of float32 weights."""
-    width = 2048
-    layers = max(1, mib * MiB // (width * width * 4))
-    model = torch.nn.Sequential(*[torch.nn.Linear(width, width, bias=False)
-                                  for _ in range(layers)])
+    """A model holding about `mib` MiB of weights, on `device`."""
+    model = torch.nn.Sequential(*[Layer() for _ in range(max(1, mib // 16))])
     return model.to(device)  # the weights reach the GPU here: the line a leak report names
 
 
@@ -73,7 +83,7 @@ def pitch(x, mib):
     # caching allocator keeps their blocks
     with torch.no_grad():
         tmp = [torch.empty(mib * MiB // 4, device=x.device).fill_(1.0) for _ in range(4)]
-        return x + sum(float(t[0]) for t in tmp)
+        return x + sum(t[:1] for t in tmp)
 
 
 STAGES = (("separate", separate), ("transcribe", transcribe), ("pitch", pitch))
@@ -118,16 +128,13 @@ def main():
         sys.exit("three_leaks: torch.cuda.is_available() is False (torch %s, CUDA %s)"
                  % (torch.__version__, torch.version.cuda))
     if args.mode == "owners":
-        import ebb.torch
         ebb.torch.use()  # before the first CUDA tensor
     ebb.device("cuda:0")  # ebb's figures need the device open (no allocation)
     register_hooks(args.mode == "hooks")
-    x = torch.randn(64, 2048, device="cuda")
-    # A fourth cache, a library's: cuBLAS keeps a workspace per stream for
-    # the life of the process, taken at the first matmul. Make it here, so
-    # that it is nobody's stage's (in owners mode the first stage would
-    # otherwise release it as its leak, and cuBLAS would keep a dangling one).
-    (x[:8, :8] @ x[:8, :8]).sum().item()
+    x = torch.ones(64, 2048, device="cuda")
+    # With a real model, run one small matmul here first: cuBLAS keeps a
+    # workspace per stream for the life of the process, taken at the first
+    # matmul, and in owners mode the first stage would release it as its leak.
     torch.cuda.synchronize()
     bad = 0
     for name, stage in STAGES:
