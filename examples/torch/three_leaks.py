@@ -82,7 +82,8 @@ def pitch(x, mib):
     # leak 3: big temporaries, freed when the function returns; PyTorch's
     # caching allocator keeps their blocks
     with torch.no_grad():
-        tmp = [torch.empty(mib * MiB // 4, device=x.device).fill_(1.0) for _ in range(4)]
+        tmp = [torch.empty(mib * MiB // 16, device=x.device).fill_(1.0)  # 4 x mib/4 MiB
+               for _ in range(4)]
         return x + sum(t[:1] for t in tmp)
 
 

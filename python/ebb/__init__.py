@@ -19,7 +19,6 @@ import os
 import sys
 import threading
 import warnings
-import weakref
 
 # Numba reads its driver path when it is imported: point it at the driver ebb
 # uses (the fake GPU in tests) unless told otherwise, so both share a context.
@@ -232,7 +231,7 @@ class Device:
         self.is_cuda = bool(info.is_cuda)
         self.total_bytes = info.total_bytes
         self._default = None
-        _open_devices[self.label] = self
+        _open_handles.setdefault(self.label, [self._h, 0])[1] += 1
 
     def __repr__(self):
         return "<ebb.Device %s %r>" % (self.label, self.name)
@@ -300,17 +299,22 @@ class Device:
 
     def close(self):
         if self._h and self._owns:
-            if _open_devices.get(self.label) is self:
-                del _open_devices[self.label]
+            entry = _open_handles.get(self.label)
+            if entry is not None:
+                entry[1] -= 1
+                if entry[1] <= 0:
+                    del _open_handles[self.label]
             lib.ebb_gpu_close(self._h)
         self._h = None
 
 
 _default_device = None
 _dev_lock = threading.Lock()
-# label -> a Device on it: one per device, since two opens of one device
-# share its allocator and the process's usage must be counted once
-_open_devices = weakref.WeakValueDictionary()
+# label -> [handle, Device objects on it not closed]: what a release
+# measures. libebb shares one handle per device among its opens (counted), so
+# a device is measured once, and as long as the program has it open, even
+# after the Device object is gone.
+_open_handles = {}
 
 
 def device(spec=None):
@@ -352,7 +356,7 @@ def _outside(handles, before, r):
 
 
 def _release(handle, context):
-    handles = [handle] if handle is not None else [d._h for d in list(_open_devices.values()) if d._h]
+    handles = [handle] if handle is not None else [h for h, _ in list(_open_handles.values())]
     before = _process_used(handles)
     r = _lib.sized(_lib.Released)
     _check(lib.ebb_gpu_release(handle, 0, ctypes.byref(r)), "release")
