@@ -6,7 +6,7 @@ JOBS       ?= $(shell nproc 2>/dev/null || echo 2)
 CMAKE_ARGS ?=
 WERROR     ?= $(if $(CI),ON,OFF)
 
-.PHONY: all deps build test demo bench asan clean nocuda-build format-check format
+.PHONY: all deps build test test-frameworks demo bench asan clean nocuda-build format-check format
 
 all: build
 
@@ -20,7 +20,12 @@ build: deps $(BUILD)/CMakeCache.txt
 	cmake --build $(BUILD) -j $(JOBS)
 
 test: build
-	cd $(BUILD) && ctest --output-on-failure -j $(JOBS) --timeout 300
+	cd $(BUILD) && ctest --output-on-failure -j $(JOBS) --timeout 300 -LE frameworks
+
+# PyTorch and CuPy on the fake GPU (tests/frameworks/, label "frameworks"):
+# the venvs under /opt/ebb-tools that install-deps fills.
+test-frameworks: build
+	cd $(BUILD) && ctest --output-on-failure -j $(JOBS) --timeout 300 -L frameworks
 
 demo: build
 	@./scripts/demo.sh $(BUILD)
@@ -31,13 +36,13 @@ bench: build
 asan: deps
 	cmake -S . -B $(ASAN_BUILD) -DCMAKE_BUILD_TYPE=Debug -DEBB_SANITIZE=ON -DEBB_WERROR=$(WERROR) $(CMAKE_ARGS)
 	cmake --build $(ASAN_BUILD) -j $(JOBS)
-	cd $(ASAN_BUILD) && ctest --output-on-failure -j $(JOBS) --timeout 600
+	cd $(ASAN_BUILD) && ctest --output-on-failure -j $(JOBS) --timeout 600 -LE frameworks
 
 # Proves ebb builds where no CUDA toolkit exists: nvcc and cuda.h hidden.
 nocuda-build: deps
 	cmake -S . -B build-nocuda -DCMAKE_BUILD_TYPE=Release -DEBB_WERROR=$(WERROR) -DEBB_CUDA_KERNELS=OFF -DEBB_HIDE_CUDA_TOOLKIT=ON
 	cmake --build build-nocuda -j $(JOBS)
-	cd build-nocuda && ctest --output-on-failure -j $(JOBS) --timeout 300
+	cd build-nocuda && ctest --output-on-failure -j $(JOBS) --timeout 300 -LE frameworks
 
 # The layout of src/ and include/ against .clang-format (Debian's clang-format
 # 14): format-check lists the files it would change (exit 1 when any),

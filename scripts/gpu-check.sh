@@ -14,7 +14,9 @@
 #    table of what ebb logged as released against what nvidia-smi saw
 # 7. what the process holds after a job
 # 8. libebb.so and the Python package: owners against nvidia-smi, and a small
-#    PyTorch model through ebb.torch.use() where PyTorch with CUDA is installed
+#    PyTorch model through ebb.torch.use() and the three leaks example
+#    (examples/torch/three_leaks.py, both modes) where PyTorch with CUDA is
+#    installed (/opt/ebb-tools/torch, else python3's)
 # 9. sleep/wake (issue 12): bench/memory_sleep on the real driver (wake GiB/s
 #    vs a plain pinned copy vs unload+load; the weights checked at the same
 #    addresses after the context was released and re-created), and
@@ -180,10 +182,20 @@ step "8. libebb.so + python/ebb: owners (1, 2, 3 GiB) and PyTorch through ebb.to
 PYENV=(env EBB_LIB="$BUILD/libebb.so" FAKEGPU_SMI="$(command -v nvidia-smi)"
        PYTHONPATH="$ROOT/python:$ROOT/tests/python" PYTHONDONTWRITEBYTECODE=1)
 "${PYENV[@]}" python3 "$ROOT/tests/python/owners_check.py" || fail "python owners on the GPU"
-if python3 -c 'import torch, sys; sys.exit(0 if torch.cuda.is_available() else 1)' 2>/dev/null; then
-  "${PYENV[@]}" python3 "$ROOT/tests/python/torch_check.py" || fail "PyTorch through ebb.torch.use()"
+# PyTorch: the venv scripts/install-deps.sh makes (the default wheel), else
+# a python3 that has it
+TORCH_PY=/opt/ebb-tools/torch/bin/python
+[ -x "$TORCH_PY" ] || TORCH_PY=python3
+if "$TORCH_PY" -c 'import torch, sys; sys.exit(0 if torch.cuda.is_available() else 1)' 2>/dev/null; then
+  "${PYENV[@]}" "$TORCH_PY" "$ROOT/tests/python/torch_check.py" || fail "PyTorch through ebb.torch.use()"
+  # the three leaks of a PyTorch service (examples/torch/three_leaks.py), each
+  # mode in its own process: ebb's release line against nvidia-smi's drop
+  for mode in hooks owners; do
+    "${PYENV[@]}" "$TORCH_PY" "$ROOT/examples/torch/three_leaks.py" "$mode" --mib 1024 ||
+      fail "examples/torch/three_leaks.py $mode: ebb's figure is not nvidia-smi's drop"
+  done
 else
-  echo "PyTorch with CUDA is not installed for $(command -v python3): the ebb.torch.use() step is skipped"
+  echo "PyTorch with CUDA is not installed for $TORCH_PY: the PyTorch steps are skipped"
 fi
 
 # --- 9. sleep and wake on the real GPU -------------------------------------------

@@ -94,6 +94,33 @@ sys.exit(cupy.__version__ != '$ver')" 2>/dev/null; then
   fi
 }
 
+# --- PyTorch for the framework tests (issue 33; make test-frameworks) ---------
+# The default `torch` wheel from PyPI (its CUDA runtime comes as nvidia-*
+# wheels, about 3 GB in all) in a venv of its own, never in Debian's Python.
+# tests/frameworks/ run it against the fake GPU (which hosts the CUDA
+# runtime) and scripts/gpu-check.sh on a real GPU. The version is pinned so a
+# run is repeatable. CuPy is not installed here: the fake-runtime work puts
+# cupy-cuda13x in /opt/ebb-tools/cupy and the tests reuse that venv.
+torch_venv() {
+  local venv=/opt/ebb-tools/torch version=2.15.0 need_gib=10 free_gib
+  # the installed versions, read without importing torch (seconds)
+  if "$venv/bin/python" -c "import sys, importlib.metadata as m; m.version('numpy')
+sys.exit(m.version('torch').split('+')[0] != '$version')" 2>/dev/null; then
+    return 0
+  fi
+  mkdir -p /opt/ebb-tools
+  free_gib=$(df --output=avail -BG /opt/ebb-tools | tail -1 | tr -dc 0-9)
+  if [ "${free_gib:-0}" -lt "$need_gib" ]; then
+    echo "install-deps: only ${free_gib} GiB free under /opt/ebb-tools; torch $version needs about" \
+      "$need_gib GiB to download and unpack: not installed (make test-frameworks will fail)" >&2
+    return 0
+  fi
+  echo "install-deps: installing torch $version in $venv (pip; about 3 GB with its CUDA wheels)"
+  { /usr/bin/python3 -m venv "$venv" &&
+    "$venv/bin/pip" install -q --no-cache-dir "torch==$version" numpy; } ||
+    echo "install-deps: could not install torch $version; make test-frameworks will fail" >&2
+}
+
 missing=()
 for p in "${PKGS[@]}"; do
   if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed"; then
@@ -117,4 +144,5 @@ if [ ${#missing[@]} -gt 0 ]; then
 fi
 pip_steps
 cupy_steps
+torch_venv
 exit 0

@@ -116,11 +116,13 @@ class LeakWarning(UserWarning):
         self.report = report
 
 
-def _take_leaks(pp):
+def _take_leaks(pp, device):
     if not pp:
         return None
     rep = LeakReport(pp)
     lib.ebb_leak_list_free(pp)
+    for k in rep.leaks:  # ebb freed them: a framework's late free must not free a successor
+        _framework_blocks.pop((device.label, k.addr), None)
     warnings.warn(LeakWarning(rep), stacklevel=3)
     return rep
 
@@ -128,10 +130,15 @@ def _take_leaks(pp):
 class Released(int):
     """Bytes the driver got back (an int), with the details as attributes:
     segment_bytes, context_bytes, pinned_bytes, context_released,
-    context_error, leaks (a LeakReport or None)."""
+    context_error, leaks (a LeakReport or None), and outside_bytes: what the
+    process's own usage (NVML, as nvidia-smi shows it) dropped beyond ebb's
+    segments and context while the release ran, i.e. what the release hooks
+    freed in memory ebb does not manage (a framework's own cache emptied by
+    a hook, a model dropped). The int is released + outside bytes."""
 
-    def __new__(cls, r, leaks=None):
-        self = super().__new__(cls, r.released_bytes)
+    def __new__(cls, r, leaks=None, outside=0):
+        self = super().__new__(cls, r.released_bytes + outside)
+        self.outside_bytes = outside
         for f in ("segment_bytes", "context_bytes", "pinned_bytes", "leaked_bytes"):
             setattr(self, f, getattr(r, f))
         self.context_released = bool(r.context_released)
@@ -142,6 +149,33 @@ class Released(int):
     @property
     def mib(self):
         return int(self) // MiB
+
+
+# --- blocks a framework plug-in holds --------------------------------------------
+# A framework frees its memory when it drops its array, which may be long
+# after ebb freed the block as a leak of a released owner, and after ebb
+# handed the same address to another block. Each block a plug-in takes has a
+# token; the plug-in's free frees the block only while the token is still
+# the address's, so a late free of a leaked block never frees its successor.
+_framework_blocks = {}  # (device label, addr) -> token
+
+
+def _framework_alloc(dev, nbytes, site):
+    """(addr, token) of a block for a framework plug-in (ebb.numba, ebb.cupy)."""
+    addr = dev.alloc(nbytes, site=site)
+    token = object()
+    _framework_blocks[(dev.label, addr)] = token
+    return addr, token
+
+
+def _framework_free(dev, addr, token):
+    """Frees the block if it is still the one `token` names; False if ebb
+    already freed it (a leak of a released owner)."""
+    key = (dev.label, addr)
+    if _framework_blocks.get(key) is not token:
+        return False
+    del _framework_blocks[key]
+    return dev.free(addr, missing_ok=True)
 
 
 # --- release hooks: Python callables run by every release ---------------------
@@ -197,6 +231,7 @@ class Device:
         self.is_cuda = bool(info.is_cuda)
         self.total_bytes = info.total_bytes
         self._default = None
+        _open_handles.setdefault(self.label, [self._h, 0])[1] += 1
 
     def __repr__(self):
         return "<ebb.Device %s %r>" % (self.label, self.name)
@@ -264,12 +299,22 @@ class Device:
 
     def close(self):
         if self._h and self._owns:
+            entry = _open_handles.get(self.label)
+            if entry is not None:
+                entry[1] -= 1
+                if entry[1] <= 0:
+                    del _open_handles[self.label]
             lib.ebb_gpu_close(self._h)
         self._h = None
 
 
 _default_device = None
 _dev_lock = threading.Lock()
+# label -> [handle, Device objects on it not closed]: what a release
+# measures. libebb shares one handle per device among its opens (counted), so
+# a device is measured once, and as long as the program has it open, even
+# after the Device object is gone.
+_open_handles = {}
 
 
 def device(spec=None):
@@ -293,7 +338,26 @@ def _device_for_ordinal(ordinal):
     return Device(_handle=h.value)
 
 
+def _process_used(handles):
+    """The bytes NVML says this process holds on these devices (0 where it
+    cannot say: no NVML, or a container that hides the process from it)."""
+    total = 0
+    for h in handles:
+        s = _lib.sized(_lib.GpuStats)
+        if lib.ebb_gpu_get_stats(h, ctypes.byref(s)) == 0:
+            total += s.driver_used_by_process
+    return total
+
+
+def _outside(handles, before, r):
+    """What the process gave back beyond ebb's own figure (see Released)."""
+    drop = before - _process_used(handles)
+    return max(0, drop - r.released_bytes)
+
+
 def _release(handle, context):
+    handles = [handle] if handle is not None else [h for h, _ in list(_open_handles.values())]
+    before = _process_used(handles)
     r = _lib.sized(_lib.Released)
     _check(lib.ebb_gpu_release(handle, 0, ctypes.byref(r)), "release")
     if context:
@@ -307,7 +371,7 @@ def _release(handle, context):
         for f in ("released_bytes", "segment_bytes", "context_bytes", "pinned_bytes"):
             setattr(r, f, getattr(r, f) + getattr(r2, f))
         r.context_released, r.context_error = r2.context_released, r2.context_error
-    return Released(r)
+    return Released(r, outside=_outside(handles, before, r))
 
 
 def release(context=False, device=None):
@@ -406,10 +470,12 @@ class Owner:
         live. Returns the bytes the driver got back (a Released int)."""
         pp = ctypes.POINTER(_lib.LeakList)()
         r = _lib.sized(_lib.Released)
+        handles = [self.device.handle]
+        before = _process_used(handles)
         _check(lib.ebb_owner_release(self._handle, 1 if keep else 0, ctypes.byref(pp),
                                      ctypes.byref(r)), "owner %r: release" % self.name)
-        self.last_leaks = _take_leaks(pp)
-        return Released(r, self.last_leaks)
+        self.last_leaks = _take_leaks(pp, self.device)
+        return Released(r, self.last_leaks, _outside(handles, before, r))
 
     def park(self):
         """Moves the owner's blocks to host memory keeping their addresses;
@@ -429,7 +495,7 @@ class Owner:
         lib.ebb_owner_close(self._h, ctypes.byref(pp))
         _by_handle.pop(self._h, None)
         self._h = None
-        self.last_leaks = _take_leaks(pp)
+        self.last_leaks = _take_leaks(pp, self.device)
         return self.last_leaks
 
 

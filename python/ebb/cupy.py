@@ -2,7 +2,7 @@
 (cupy.cuda.set_allocator) to one that takes device memory from ebb for the
 thread's current owner, with the Python line that asked as the site. CuPy's
 own memory pool is bypassed, so o.release() gives memory back."""
-from . import _device_for_ordinal, caller_site
+from . import _device_for_ordinal, _framework_alloc, _framework_free, caller_site
 from .torch import Unavailable
 
 _installed = False
@@ -11,14 +11,14 @@ _installed = False
 class _Block:
     """Frees the block when CuPy drops the memory (quietly if ebb already
     freed it as a leak of a released owner)."""
-    __slots__ = ("dev", "addr")
+    __slots__ = ("dev", "addr", "token")
 
-    def __init__(self, dev, addr):
-        self.dev, self.addr = dev, addr
+    def __init__(self, dev, addr, token):
+        self.dev, self.addr, self.token = dev, addr, token
 
     def __del__(self):
         try:
-            self.dev.free(self.addr, missing_ok=True)
+            _framework_free(self.dev, self.addr, self.token)
         except Exception:  # interpreter shutdown
             pass
 
@@ -26,8 +26,8 @@ class _Block:
 def _alloc(size):
     import cupy
     dev = _device_for_ordinal(cupy.cuda.runtime.getDevice())
-    addr = dev.alloc(max(int(size), 1), site=caller_site())
-    mem = cupy.cuda.memory.UnownedMemory(addr, size, _Block(dev, addr), dev.ordinal)
+    addr, token = _framework_alloc(dev, max(int(size), 1), caller_site())
+    mem = cupy.cuda.memory.UnownedMemory(addr, size, _Block(dev, addr, token), dev.ordinal)
     return cupy.cuda.memory.MemoryPointer(mem, 0)
 
 

@@ -38,7 +38,21 @@ if leaks:
     c.check(k.size == 256 * MiB and k.owner == "forgetful", "leak %r" % k)
     c.check(k.file == os.path.abspath(__file__) and k.line == LINE,
             "leak site %s, expected %s:%d" % (k.site, __file__, LINE))
-del kept  # Numba frees it later: ebb already did, quietly
+# The forgotten array's address goes to the next block of its size; when
+# Numba drops the forgotten array at last, that late free must not free the
+# block that has the address now.
+with ebb.owner("successor") as o2:
+    succ = cuda.device_array(256 * MiB, dtype=np.uint8)
+same = succ.device_ctypes_pointer.value == kept.device_ctypes_pointer.value
+del kept  # Numba frees it now: ebb already did, quietly
+st = o2.stats()
+print("successor at the forgotten array's address: %s; it holds %d MiB after the late free"
+      % (same, st["bytes"] // MiB))
+c.check(same, "the successor did not get the leaked block's address: this check proves nothing")
+c.check(st["bytes"] == 256 * MiB, "the late free of a leaked array freed its successor's block: "
+        "the successor holds %d bytes" % st["bytes"])
+del succ
+c.release(o2, "successor", 256)
 
 ctx = used_mib()
 r = ebb.release(context=True)

@@ -84,37 +84,52 @@ for mod, fw, what in ((ebb.torch, "torch", "PyTorch"), (ebb.cupy, "cupy", "CuPy"
     else:
         print("%s is installed here: %s.use() without it is not checked" % (what, mod.__name__))
 
-# ebb.torch.use() hands PyTorch the right library and names: checked with a
-# stand-in for torch (only where PyTorch is absent) whose CUDAPluggableAllocator
-# loads them as PyTorch does (dlopen + dlsym) and allocates through them
+# ebb.torch.use() hands PyTorch an allocation callback and libebb.so's
+# ebb_torch_free: checked with a stand-in for torch (only where PyTorch is
+# absent) whose _cuda_customAllocator calls the two addresses as PyTorch does
 if importlib.util.find_spec("torch") is None:
     import ctypes  # noqa: E402
+    import os  # noqa: E402
     import types  # noqa: E402
+    import warnings  # noqa: E402
     calls = {}
 
-    class StandInAllocator:
-        def __init__(self, path, alloc, free):
-            so = ctypes.CDLL(path)
+    class StandInCustom:
+        def __init__(self, alloc_addr, free_addr):
             self.alloc = ctypes.CFUNCTYPE(ctypes.c_void_p, ctypes.c_ssize_t, ctypes.c_int,
-                                          ctypes.c_void_p)((alloc, so))
+                                          ctypes.c_void_p)(alloc_addr)
             self.free = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_ssize_t, ctypes.c_int,
-                                         ctypes.c_void_p)((free, so))
-            calls["init"] = (path, alloc, free)
+                                         ctypes.c_void_p)(free_addr)
+            calls["free_is_ebb"] = free_addr == ctypes.cast(ebb._lib.lib.ebb_torch_free,
+                                                            ctypes.c_void_p).value
 
-    mem = types.SimpleNamespace(CUDAPluggableAllocator=StandInAllocator,
+    class StandInWrapper:
+        def __init__(self, raw):
+            self.raw = raw
+
+    mem = types.SimpleNamespace(_CUDAAllocator=StandInWrapper,
                                 change_current_allocator=lambda a: calls.update(current=a))
     fake = types.SimpleNamespace(__version__="stand-in", version=types.SimpleNamespace(cuda="12"),
-                                 cuda=types.SimpleNamespace(is_available=lambda: True, memory=mem))
+                                 cuda=types.SimpleNamespace(is_available=lambda: True, memory=mem),
+                                 _C=types.SimpleNamespace(_cuda_customAllocator=StandInCustom))
     sys.modules["torch"] = fake
     try:
         a = ebb.torch.use()
         c.check(calls.get("current") is a, "use() did not install the allocator")
+        c.check(calls.get("free_is_ebb"), "the free function is not libebb's ebb_torch_free")
         with ebb.owner("torchy") as o:
-            p = a.alloc(8 * MiB, 0, None)
-        c.check(p and o.stats()["bytes"] == 8 * MiB, "torch alloc not attributed: %r" % o.stats())
-        a.free(p, 8 * MiB, 0, None)
-        c.check(o.stats()["bytes"] == 0, "torch free")
-        o.release()
+            p = a.raw.alloc(8 * MiB, 0, None)
+            q = a.raw.alloc(MiB, 0, None); QLINE = sys._getframe().f_lineno  # noqa
+        c.check(p and o.stats()["bytes"] == 9 * MiB, "torch alloc not attributed: %r" % o.stats())
+        a.raw.free(p, 8 * MiB, 0, None)
+        c.check(o.stats()["bytes"] == MiB, "torch free")
+        with warnings.catch_warnings(record=True):
+            warnings.simplefilter("always")
+            leaks = o.release().leaks
+        site = leaks.leaks[0].site if leaks else None
+        c.check(site == "%s:%d" % (os.path.abspath(__file__), QLINE),
+                "a torch block's leak site is %s, want this file's line %d" % (site, QLINE))
+        a.raw.free(q, MiB, 0, None)  # freed by ebb already: quietly accepted
         o.close()
     finally:
         del sys.modules["torch"]

@@ -12,6 +12,11 @@ from smi import Checks, used_mib
 c = Checks()
 ebb.torch.use()
 MiB = 1 << 20
+# cuBLAS's workspace lives as long as the process: taken at the first matmul,
+# here, by the default owner (inside model0 it would be model0's leak)
+w = torch.ones(64, 64, device="cuda")
+(w @ w).sum().item()
+del w
 for i, width in enumerate((4096, 8192, 16384)):
     with ebb.owner("model%d" % i) as o:
         model = torch.nn.Sequential(torch.nn.Linear(width, width), torch.nn.ReLU(),

@@ -1,0 +1,87 @@
+"""ebb.torch.use() against PyTorch (/opt/ebb-tools/torch) on the fake GPU:
+PyTorch's allocations go to the calling thread's ebb owner; o.release()
+returns what fakegpu-smi (a separate process) saw drop, within 2 MiB; a
+tensor still alive at release is reported as a leak naming the Python line
+that made it. Run by tests/frameworks/frameworks_torch_ebb.sh."""
+import os
+import sys
+import threading
+
+import ebb
+import ebb.torch
+import torch
+from smi import Checks, used_mib
+
+MiB = 1 << 20
+c = Checks()
+ebb.torch.use()
+dev = ebb.device("cuda:0")
+
+# 1. allocations go to the current owner; its release is what the driver got
+for i, width in enumerate((1024, 4096)):
+    with ebb.owner("model%d" % i) as o:
+        model = torch.nn.Sequential(torch.nn.Linear(width, width), torch.nn.ReLU(),
+                                    torch.nn.Linear(width, width)).cuda()
+        # an output buffer, no arithmetic (the fake keeps memory and bytes and
+        # hosts no cuBLAS; a matmul would also make cuBLAS's workspace, kept
+        # for the life of the process, this owner's leak)
+        y = torch.empty_like(model[0].weight[:64])
+        torch.cuda.synchronize()
+        st = o.stats()
+        params = sum(p.numel() * p.element_size() for p in model.parameters())
+    print("model%d: %d parameter bytes; owner holds %d bytes in %d blocks (peak %d)"
+          % (i, params, st["bytes"], st["blocks"], st["bytes_peak"]))
+    c.check(st["bytes"] >= params + y.numel() * y.element_size(),
+            "model%d: the owner holds %d bytes, fewer than the parameters and output (%d)"
+            % (i, st["bytes"], params + y.numel() * y.element_size()))
+    c.check(dev.default_owner.stats()["bytes"] == 0, "model%d: the default owner holds %d bytes"
+            % (i, dev.default_owner.stats()["bytes"]))
+    del model, y
+    before = used_mib()
+    got = o.release()
+    after = used_mib()
+    print("model%d: o.release() = %d MiB; fakegpu-smi %d -> %d MiB (-%d)"
+          % (i, got.mib, before, after, before - after))
+    c.near(before - after, got / MiB, 2, "model%d: o.release() vs fakegpu-smi" % i)
+    c.check(got > 0, "model%d: nothing released" % i)
+    c.check(got.leaks is None, "model%d leaked: %s" % (i, got.leaks))
+
+# 2. another thread, another owner
+seen = {}
+
+
+def worker():
+    with ebb.owner("thread") as t:
+        x = torch.zeros(32 * MiB, dtype=torch.uint8, device="cuda")
+        torch.cuda.synchronize()
+        seen["bytes"] = t.stats()["bytes"]
+        del x
+    seen["released"] = t.release()
+
+
+with ebb.owner("main") as m:
+    th = threading.Thread(target=worker)
+    th.start()
+    th.join(60)
+    c.check(m.stats()["bytes"] == 0, "the main thread's owner got the thread's tensor: %d bytes"
+            % m.stats()["bytes"])
+c.check(seen.get("bytes") == 32 * MiB, "the thread's owner holds %s bytes, want %d"
+        % (seen.get("bytes"), 32 * MiB))
+m.release()
+
+# 3. a tensor alive at release: a leak naming this line
+with ebb.owner("forgetful") as o:
+    kept = torch.empty(64 * MiB, dtype=torch.uint8, device="cuda"); LINE = sys._getframe().f_lineno  # noqa
+before = used_mib()
+leaks = c.one_leak(o)
+after = used_mib()
+if leaks:
+    k = leaks.leaks[0]
+    print("leak reported:", str(leaks).replace("\n", " | "))
+    c.check(k.size == 64 * MiB and k.owner == "forgetful", "leak %r" % k)
+    c.check(k.file == os.path.abspath(__file__) and k.line == LINE,
+            "leak site %s, expected %s:%d" % (k.site, os.path.abspath(__file__), LINE))
+c.near(before - after, 64, 2, "the leaked tensor's memory went back")
+del kept  # PyTorch frees it later: ebb already did, quietly
+torch.cuda.synchronize()
+sys.exit(c.end("torch_ebb_check"))
