@@ -27,6 +27,11 @@ PKGS=(
   prometheus  # promtool checks /metrics: tests/integration/server_security.sh
   libhiredis-dev redis-server redis-tools  # ebb serve --queue redis://; tests/integration/cluster_redis.sh
   python3-venv  # schemathesis (PyPI, below) in its own venv: tests/integration/server_openapi.sh
+  # lyrics (issue 36): align's acoustic method (pocketsphinx with Debian's US
+  # English model and dictionary) and the synthetic songs' sung words
+  # (espeak-ng). The build works without them (align then says which package
+  # is missing; songgen sings vowels only).
+  libpocketsphinx-dev pocketsphinx-en-us libespeak-ng-dev
 )
 
 # PyPI-only packages, each installed for the interpreter that uses it.
