@@ -82,7 +82,7 @@ def spread(lyrics_text, phrases):
 def score(truth, est):
     if not est or len(est) != len(truth):
         return None
-    e = [abs(a - b) for a, b in zip(truth, est)]
+    e = [abs(a - b) for a, b in zip(truth, est) if a is not None]
     return (statistics.mean(e), statistics.median(e), sum(x <= 0.3 for x in e) / len(e), len(e))
 
 
@@ -106,8 +106,9 @@ def main():
         base = "s" + str(len(sets))
         run([lyricgen, "--seed", str(11 + len(sets))] + args + [tmp, base] + LINES)
         t = json.load(open(os.path.join(tmp, base + ".truth.json")))["words"]
+        # a word espeak ran into its neighbour has no true start: not scored
         sets.append((name, os.path.join(tmp, base + ".wav"), os.path.join(tmp, base + ".lyrics.txt"),
-                     [w["start"] for w in t]))
+                     [None if w["estimated"] else w["start"] for w in t]))
     demo = os.path.join(a.build, "samples", "demo")
     if os.path.exists(demo + ".truth.json"):
         t = json.load(open(demo + ".truth.json")).get("words")
@@ -123,7 +124,7 @@ def main():
         base = score(truth, spread(open(lyr).read(), ly.get("phrases", [])))
         lt, _, _ = pipeline(ebb, wav, lyr, out + ".t", method="text")
         tx = score(truth, [w["start"] for w in lt.get("words", [])])
-        print(f"{name:20s} {len(truth):5d}  {fmt(ac)}  {fmt(base)}  {fmt(tx) if tx else 'no words without a transcript'}")
+        print(f"{name:20s} {sum(t is not None for t in truth):5d}  {fmt(ac)}  {fmt(base)}  {fmt(tx) if tx else 'no words without a transcript'}")
         if name.endswith("dB") and (ac is None or ac[1] > 0.15 or ac[2] < 0.85):
             ok = False
     # speed: align alone on a long worded song, one core
@@ -131,7 +132,7 @@ def main():
     run([songgen, "--seed", "5", "--seconds", str(secs), tmp, "long"])
     _, t_align, log = pipeline(ebb, os.path.join(tmp, "long.wav"), os.path.join(tmp, "long.lyrics.txt"),
                                os.path.join(tmp, "long.a"), taskset="0")
-    m = re.search(r"^\[align\] (\d+) words aligned acoustically in (\d+) of (\d+)", log, re.M)
+    m = re.search(r"^\[align\] \d+ of (\d+) words aligned acoustically in (\d+) of (\d+)", log, re.M)
     print(f"speed: align alone on a {secs / 60:.0f}-minute song ({m.group(1) if m else '?'} words, "
           f"{m.group(2) + ' of ' + m.group(3) if m else '?'} line groups aligned), one core: "
           f"{t_align:.2f} s = {100 * t_align / secs:.1f} % of its duration (target <= 10 %)")

@@ -10,7 +10,9 @@
  * voice's (0: as loud, -6: half the amplitude); without it the mix is the
  * voice alone. Writes OUTDIR/NAME.wav (the mix), NAME.vocals.wav,
  * NAME.lyrics.txt (the lines) and NAME.truth.json
- * {"words":[{"word","start","end","line"}],"accomp_db":DB|null}. */
+ * {"words":[{"word","start","end","line","estimated"}],"accomp_db":DB|null}
+ * (estimated: espeak reported no start for the word, run into the one
+ * before; its start is halfway between its neighbours', not a truth). */
 #include <errno.h>
 #include <jansson.h>
 #include <math.h>
@@ -31,6 +33,8 @@ typedef struct lg_word {
   double start, end;
   int line;
   double hz;
+  size_t at;     /* byte offset in its line */
+  int estimated; /* espeak reported no start for it: between its neighbours */
 } lg_word;
 
 typedef struct lg_melody {
@@ -72,7 +76,7 @@ static int words_of(const char *line, int lineno, lg_word **w, size_t *n, size_t
         return -1;
       *w = x;
     }
-    (*w)[(*n)++] = (lg_word){.word = strndup(p, len), .line = lineno};
+    (*w)[(*n)++] = (lg_word){.word = strndup(p, len), .line = lineno, .at = (size_t)(p - line)};
     p += len;
   }
   return 0;
@@ -81,9 +85,10 @@ static int words_of(const char *line, int lineno, lg_word **w, size_t *n, size_t
 static int write_truth(const char *path, const lg_word *w, size_t n, int has_db, double db) {
   json_t *root = json_object(), *a = json_array();
   for (size_t i = 0; i < n; i++)
-    json_array_append_new(a, json_pack("{s:s,s:f,s:f,s:i}", "word", w[i].word, "start",
+    json_array_append_new(a, json_pack("{s:s,s:f,s:f,s:i,s:b}", "word", w[i].word, "start",
                                        round(w[i].start * 1000) / 1000, "end",
-                                       round(w[i].end * 1000) / 1000, "line", w[i].line));
+                                       round(w[i].end * 1000) / 1000, "line", w[i].line,
+                                       "estimated", w[i].estimated));
   json_object_set_new(root, "words", a);
   json_object_set_new(root, "accomp_db", has_db ? json_real(db) : json_null());
   int rc = json_dump_file(root, path, JSON_COMPACT);
@@ -134,25 +139,38 @@ int main(int argc, char **argv) {
     float *x = NULL;
     double *ws = NULL;
     uint64_t nx = 0;
-    size_t nws = 0, first = nw;
-    if ((rc = ebb_speech_say(argv[a + 2 + l], LG_RATE, &x, &nx, &ws, &nws)) ||
+    size_t nws = 0, first = nw, *wat = NULL;
+    if ((rc = ebb_speech_say(argv[a + 2 + l], LG_RATE, &x, &nx, &ws, &wat, &nws)) ||
         words_of(argv[a + 2 + l], l, &w, &nw, &cap)) {
       fprintf(stderr, "lyricgen: line %d: %s\n", l + 1, rc ? ebb_errmsg() : "out of memory");
       return 1;
     }
-    if (nws != nw - first)
-      fprintf(stderr, "lyricgen: line %d: espeak reported %zu words for %zu\n", l + 1, nws,
-              nw - first);
     uint64_t ny = (uint64_t)llround((double)nx * stretch), off = total;
     double t0 = (double)off / LG_RATE;
     for (size_t i = first; i < nw; i++) {
-      size_t k = i - first < nws ? i - first : nws - 1;
-      w[i].start = t0 + ws[k] * stretch;
+      w[i].estimated = 1;
+      for (size_t k = 0; k < nws; k++)
+        if (wat[k] == w[i].at) {
+          w[i].start = t0 + ws[k] * stretch;
+          w[i].estimated = 0;
+        }
       int step = (int)(lg_next(&rs) % 5) - 2;
       if (deg + step < 0 || deg + step > 9)
         step = -step;
       deg += step;
       w[i].hz = 440.0 * pow(2.0, (57 + 12 * (deg / 7) + major[deg % 7] - 69) / 12.0);
+    }
+    /* a word espeak ran into its neighbour: halfway between them (marked) */
+    for (size_t i = first; i < nw; i++) {
+      if (!w[i].estimated)
+        continue;
+      double lo = i > first ? w[i - 1].start : t0, hi = t0 + (double)ny / LG_RATE;
+      for (size_t j = i + 1; j < nw; j++)
+        if (!w[j].estimated) {
+          hi = w[j].start;
+          break;
+        }
+      w[i].start = 0.5 * (lo + hi);
     }
     for (size_t i = first; i < nw; i++)
       w[i].end = i + 1 < nw ? w[i + 1].start : t0 + (double)ny / LG_RATE;
@@ -177,6 +195,7 @@ int main(int argc, char **argv) {
     }
     free(x);
     free(ws);
+    free(wat);
   }
   /* the voice at RMS 0.1 (over its voiced stretches), then the accompaniment */
   double ss = 0;

@@ -184,7 +184,7 @@ static int sing_word(sg_build *b, const ebb_song_note *n, size_t wi, double vpha
   if (!b->said[wi]) {
     float *x = NULL;
     uint64_t nx = 0, first = 0, count = 0;
-    if ((rc = ebb_speech_say(sg_words[wi], rate, &x, &nx, NULL, NULL)))
+    if ((rc = ebb_speech_say(sg_words[wi], rate, &x, &nx, NULL, NULL, NULL)))
       return rc;
     ebb_speech_trim(x, nx, rate, &first, &count);
     if (count == 0)

@@ -17,7 +17,8 @@ typedef struct say_buf {
   short *pcm;
   size_t n, cap;
   double *words;
-  size_t nw, wcap;
+  size_t *at;
+  size_t nw, wcap, acap;
   int oom;
 } say_buf;
 
@@ -51,8 +52,12 @@ static int say_cb(short *wav, int num, espeak_EVENT *ev) {
   for (; ev->type != espeakEVENT_LIST_TERMINATED; ev++) {
     if (ev->type != espeakEVENT_WORD)
       continue;
-    if (grow((void **)&b->words, &b->wcap, b->nw + 1, sizeof *b->words))
+    if (ev->length <= 0)
+      continue; /* the empty word espeak may report at the end */
+    if (grow((void **)&b->words, &b->wcap, b->nw + 1, sizeof *b->words) ||
+        grow((void **)&b->at, &b->acap, b->nw + 1, sizeof *b->at))
       return b->oom = 1;
+    b->at[b->nw] = ev->text_position > 0 ? (size_t)ev->text_position - 1 : 0;
     b->words[b->nw++] = ev->audio_position / 1000.0;
   }
   return 0;
@@ -74,7 +79,7 @@ static int say_init(void) {
 }
 
 int ebb_speech_say(const char *text, uint32_t rate, float **x, uint64_t *n, double **word_s,
-                   size_t *nwords) {
+                   size_t **word_at, size_t *nwords) {
   say_buf b = {0};
   float *f = NULL;
   int rc;
@@ -109,20 +114,23 @@ int ebb_speech_say(const char *text, uint32_t rate, float **x, uint64_t *n, doub
   f = NULL;
   if (word_s) {
     *word_s = b.words;
+    *word_at = b.at;
     *nwords = b.nw;
     b.words = NULL;
+    b.at = NULL;
   }
 done:
   pthread_mutex_unlock(&say_lock);
   free(f);
   free(b.pcm);
   free(b.words);
+  free(b.at);
   return rc;
 }
 #else
 int ebb_speech_say(const char *text, uint32_t rate, float **x, uint64_t *n, double **word_s,
-                   size_t *nwords) {
-  (void)text, (void)rate, (void)x, (void)n, (void)word_s, (void)nwords;
+                   size_t **word_at, size_t *nwords) {
+  (void)text, (void)rate, (void)x, (void)n, (void)word_s, (void)word_at, (void)nwords;
   return ebb_seterr(EBB_ENOLIB, "ebb was built without libespeak-ng (Debian package "
                                 "libespeak-ng-dev; scripts/install-deps.sh installs it)");
 }

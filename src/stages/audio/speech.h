@@ -13,13 +13,15 @@
 #include <stdint.h>
 
 /* Speaks text (UTF-8, US English voice) at `rate` Hz. *x (n samples, peak
- * about 0.5) is malloc'd, caller frees. When word_s is not NULL, *word_s
- * (malloc'd, *nwords entries) holds each word's start in seconds, as espeak
- * reports it. Serialised internally (espeak-ng has global state). Errors:
+ * about 0.5) is malloc'd, caller frees. When word_s is not NULL, *word_s and
+ * *word_at (malloc'd, *nwords entries each) hold each word espeak reports:
+ * its start in seconds and its byte offset in text (espeak may leave a
+ * word out, e.g. an unstressed "the" run into the word before, and may
+ * report an empty word at the end: match by offset). Serialised internally (espeak-ng has global state). Errors:
  * EBB_ENOLIB (built without libespeak-ng), EBB_EIO (espeak failed),
  * EBB_ENOMEM. */
 int ebb_speech_say(const char *text, uint32_t rate, float **x, uint64_t *n, double **word_s,
-                   size_t *nwords);
+                   size_t **word_at, size_t *nwords);
 
 /* Trims leading and trailing near-silence (5 ms frames more than 40 dB under
  * the loudest): *first and *count delimit what is left (count 0: silent). */
