@@ -106,8 +106,8 @@ typedef struct ebb_aco_chunk {
 int ebb_aco_plan_lines(const ebb_aco_word *w, size_t nw, const ebb_span *ph, size_t nph,
                        double dur, ebb_aco_chunk **chunks, size_t *nchunks);
 /* Chunks from rough word times: the words whose middle falls in (or is
- * nearest to) one voice phrase form a chunk, widened to hold their rough
- * times. */
+ * nearest to) one voice phrase form a chunk over that phrase (without
+ * phrases, over the words' rough times). */
 int ebb_aco_plan_times(const ebb_aco_word *w, size_t nw, const ebb_span *ph, size_t nph,
                        double dur, ebb_aco_chunk **chunks, size_t *nchunks);
 

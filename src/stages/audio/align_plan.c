@@ -178,8 +178,10 @@ int ebb_aco_plan_times(const ebb_aco_word *w, size_t nw, const ebb_span *ph, siz
     size_t p = nph ? nearest_phrase(ph, nph, mid) : 0;
     if (p < prev && prev != (size_t)-1)
       p = prev; /* keep the chunks in order */
-    double lo = nph ? fmin(ph[p].start, w[i].start) : w[i].start;
-    double hi = nph ? fmax(ph[p].end, w[i].end) : w[i].end;
+    /* the phrase's own stretch: a rough time (a transcript spread evenly
+     * over a segment, say) can reach far into the music around it */
+    double lo = nph ? ph[p].start : w[i].start;
+    double hi = nph ? ph[p].end : w[i].end;
     if (p == prev && *nchunks) {
       ebb_aco_chunk *c = &(*chunks)[*nchunks - 1];
       c->count++;
