@@ -1,8 +1,8 @@
 /* Acoustic forced alignment of lyric words with pocketsphinx (align.h).
  *
  * Debian's pocketsphinx (0.8+5prealpha) has no alignment search of its own
- * in its C API, so each chunk gets a JSGF grammar that is exactly its
- * dictionary words in order; the FSG search inserts silence and noise
+ * in its C API, so each chunk gets a finite-state grammar that is exactly
+ * its dictionary words in order; the FSG search inserts silence and noise
  * fillers between them, and the segment iterator gives each word's frames.
  * The confidence of a word comes from its acoustic score in the forced
  * path per frame. pocketsphinx scores each frame's senones relative to the
@@ -32,6 +32,7 @@
 
 #ifdef EBB_HAVE_POCKETSPHINX
 #include <pocketsphinx.h>
+#include <sphinxbase/fsg_model.h>
 
 /* A word as the dictionary spells it: lowercase ASCII letters, digits and
  * apostrophes; 0 when the word has anything else (another script: not in
@@ -126,25 +127,37 @@ static int decode(ebb_aco *a, const char *name, const int16_t *pcm, size_t n) {
 
 static int is_filler(const char *w) { return w[0] == '<' || w[0] == '[' || !strcmp(w, "SIL"); }
 
-/* The grammar: the chunk's dictionary words in order. NULL when none. */
-static char *grammar(ebb_aco *a, const ebb_aco_word *w, const ebb_aco_chunk *c, int *known,
-                     size_t *nknown) {
-  size_t cap = 64 + c->count * 64, len = 0;
-  char *g = malloc(cap);
-  if (!g)
-    return NULL;
-  len += (size_t)snprintf(g, cap, "#JSGF V1.0;\ngrammar lyrics;\npublic <line> =");
+/* The grammar, built as a finite-state grammar directly: a chain of the
+ * chunk's dictionary words (the FSG search adds silence and filler loops
+ * at every state, and alternate pronunciations). Built with fsg_model
+ * rather than ps_set_jsgf_string, which leaks its parsed grammar (7 KB a
+ * call, valgrind) in 0.8+5prealpha. known[i]: word i is in the grammar.
+ * Returns 0, -1 when pocketsphinx refused it, EBB_ENOMEM. */
+static int set_grammar(ebb_aco *a, const ebb_aco_word *w, const ebb_aco_chunk *c, int *known,
+                       size_t *nknown) {
   *nknown = 0;
+  for (size_t i = 0; i < c->count; i++)
+    *nknown += (size_t)(known[i] = ebb_aco_known(a, w[c->first + i].word));
+  if (*nknown == 0)
+    return 0;
+  fsg_model_t *fsg = fsg_model_init("lyrics", ps_get_logmath(a->ps),
+                                    cmd_ln_float32_r(a->config, "-lw"), (int32)*nknown + 1);
+  if (!fsg)
+    return ebb_seterr(EBB_ENOMEM, "align: out of memory for a grammar of %zu words", c->count);
+  fsg->start_state = 0;
+  fsg->final_state = (int32)*nknown;
+  int32 st = 0;
   for (size_t i = 0; i < c->count; i++) {
     char d[128];
-    known[i] = dict_form(w[c->first + i].word, d, sizeof d) && ebb_aco_known(a, d);
-    if (known[i]) {
-      len += (size_t)snprintf(g + len, cap - len, " %s", d);
-      (*nknown)++;
-    }
+    if (!known[i] || !dict_form(w[c->first + i].word, d, sizeof d))
+      continue;
+    int32 wid = fsg_model_word_add(fsg, d);
+    fsg_model_trans_add(fsg, st, st + 1, 0, wid);
+    st++;
   }
-  snprintf(g + len, cap - len, ";\n");
-  return g;
+  int rc = ps_set_fsg(a->ps, "lyrics", fsg) < 0 ? -1 : 0;
+  fsg_model_free(fsg); /* the search holds its own reference */
+  return rc;
 }
 
 /* Words the dictionary lacks sit between their aligned neighbours. */
@@ -184,21 +197,19 @@ int ebb_aco_align(ebb_aco *a, const int16_t *pcm, uint64_t n, ebb_aco_word *w,
   int *known = calloc(c->count, sizeof *known);
   int32 *ascr = calloc(c->count, sizeof *ascr);
   size_t nknown = 0;
-  char *g = known && ascr ? grammar(a, w, c, known, &nknown) : NULL;
   int rc = 0;
-  if (!g) {
-    rc = ebb_seterr(EBB_ENOMEM, "align: out of memory for a grammar of %zu words", c->count);
-    goto done;
-  }
-  if (nknown == 0) {
-    rc = EBB_ENOTFOUND;
+  if (!known || !ascr) {
+    rc = ebb_seterr(EBB_ENOMEM, "align: out of memory for a chunk of %zu words", c->count);
     goto done;
   }
   if (cancelled && cancelled(user)) {
     rc = EBB_ECANCELED;
     goto done;
   }
-  if (ps_set_jsgf_string(a->ps, "lyrics", g) < 0 || decode(a, "lyrics", pcm + s0, len)) {
+  rc = set_grammar(a, w, c, known, &nknown);
+  if (rc == EBB_ENOMEM)
+    goto done;
+  if (rc || nknown == 0 || decode(a, "lyrics", pcm + s0, len)) {
     rc = EBB_ENOTFOUND;
     goto done;
   }
@@ -236,7 +247,6 @@ int ebb_aco_align(ebb_aco *a, const int16_t *pcm, uint64_t n, ebb_aco_word *w,
   }
   place_between(w, c, known);
 done:
-  free(g);
   free(known);
   free(ascr);
   return rc;
