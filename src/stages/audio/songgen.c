@@ -4,6 +4,7 @@
 
 #include <jansson.h>
 #include <math.h>
+#include <pthread.h>
 #include <sndfile.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -62,9 +63,51 @@ typedef struct sg_build {
   ebb_song *s;
   rng r;
   size_t cap;
-  float *said[sizeof sg_words / sizeof sg_words[0]]; /* words voice: each word spoken once */
-  uint64_t said_n[sizeof sg_words / sizeof sg_words[0]];
 } sg_build;
+
+/* The words voice's speech, each word spoken once per process and rate and
+ * kept: espeak-ng's output for a word depends on what it said before in the
+ * process (a few samples' length and the noise), so speaking it again for
+ * a second song would make the same seed sing differently. A fresh process
+ * speaks them in the song's order, so the demo is the same on every build. */
+#define SG_SAID_MAX 512
+static struct sg_said {
+  size_t word;
+  uint32_t rate;
+  float *x; /* trimmed of silence */
+  uint64_t n;
+} sg_said[SG_SAID_MAX];
+static size_t sg_nsaid;
+static pthread_mutex_t sg_said_lock = PTHREAD_MUTEX_INITIALIZER;
+
+static int said(size_t wi, uint32_t rate, const float **x, uint64_t *n) {
+  int rc = 0;
+  pthread_mutex_lock(&sg_said_lock);
+  size_t i = 0;
+  while (i < sg_nsaid && !(sg_said[i].word == wi && sg_said[i].rate == rate))
+    i++;
+  if (i == sg_nsaid) {
+    float *s = NULL;
+    uint64_t ns = 0, first = 0, count = 0;
+    if (i == SG_SAID_MAX) {
+      rc = ebb_seterr(EBB_ENOMEM, "songgen: more than %d spoken words kept", SG_SAID_MAX);
+      goto done;
+    }
+    if ((rc = ebb_speech_say(sg_words[wi], rate, &s, &ns, NULL, NULL, NULL)))
+      goto done;
+    ebb_speech_trim(s, ns, rate, &first, &count);
+    if (count == 0)
+      count = ns, first = 0;
+    memmove(s, s + first, count * sizeof *s);
+    sg_said[i] = (struct sg_said){wi, rate, s, count};
+    sg_nsaid++;
+  }
+  *x = sg_said[i].x;
+  *n = sg_said[i].n;
+done:
+  pthread_mutex_unlock(&sg_said_lock);
+  return rc;
+}
 
 static int add_note(sg_build *b, double onset, double offset, int midi, int line) {
   ebb_song *s = b->s;
@@ -180,28 +223,20 @@ static int sing_word(sg_build *b, const ebb_song_note *n, size_t wi, double vpha
                      uint64_t noise_seed, float *tmp) {
   ebb_song *s = b->s;
   uint32_t rate = s->rate;
-  int rc;
-  if (!b->said[wi]) {
-    float *x = NULL;
-    uint64_t nx = 0, first = 0, count = 0;
-    if ((rc = ebb_speech_say(sg_words[wi], rate, &x, &nx, NULL, NULL, NULL)))
-      return rc;
-    ebb_speech_trim(x, nx, rate, &first, &count);
-    if (count == 0)
-      count = nx, first = 0;
-    memmove(x, x + first, count * sizeof *x);
-    b->said[wi] = x;
-    b->said_n[wi] = count;
-  }
+  const float *speech = NULL;
+  uint64_t nspeech = 0;
+  int rc = said(wi, rate, &speech, &nspeech);
+  if (rc)
+    return rc;
   uint64_t a = (uint64_t)llround(n->onset * rate), e = (uint64_t)llround(n->offset * rate);
   if (e > s->frames)
     e = s->frames;
-  if (e <= a || b->said_n[wi] == 0)
+  if (e <= a || nspeech == 0)
     return 0;
   uint64_t len = e - a;
   memset(tmp, 0, len * sizeof *tmp);
   sg_pitch pitch = {midi_hz(n->midi), vphase};
-  if ((rc = ebb_vocode(b->said[wi], b->said_n[wi], rate, sg_f0, &pitch, noise_seed, 1.0, 1, tmp,
+  if ((rc = ebb_vocode(speech, nspeech, rate, sg_f0, &pitch, noise_seed, 1.0, 1, tmp,
                        len)))
     return rc;
   double ss = 0;
@@ -391,8 +426,6 @@ int ebb_songgen_create(const ebb_songgen_params *p, ebb_song **out) {
 fail:
   ebb_song_destroy(s);
 done:
-  for (size_t i = 0; i < SG_NWORDS; i++)
-    free(b.said[i]);
   return rc;
 }
 

@@ -3,7 +3,8 @@
  * by vowel formants, vibrato ~5.5 Hz +-30 cents, onset scoop, attack/release
  * envelopes, rests between phrases) over an accompaniment (chord pad, bass,
  * kick/snare/hi-hat) at 120 bpm. The same seed and parameters always give the
- * same samples on the same machine (a seeded PRNG, no global state). */
+ * same samples on the same machine (a seeded PRNG; the words voice keeps
+ * each word as espeak-ng first spoke it in the process, see songgen.c). */
 #ifndef EBB_STAGES_AUDIO_SONGGEN_H
 #define EBB_STAGES_AUDIO_SONGGEN_H
 
