@@ -3,8 +3,10 @@
 # sung over accompaniment with known word times (build/lyricgen):
 #  - lyrics that fit: every word placed acoustically (source "acoustic",
 #    a confidence), onsets within 0.3 s, lyrics.lrc + lyrics.words.lrc;
-#  - a word the dictionary lacks: placed between its neighbours ("between"),
-#    said in the log; the others still acoustic;
+#  - words the dictionary lacks: an English-looking one pronounced by
+#    espeak-ng's letter-to-sound rules and aligned ("acoustic-lts"), one in
+#    another script placed between its neighbours ("between"); both said in
+#    the log; the others still acoustic;
 #  - an empty lyrics file, and lyrics in another script (Cyrillic, CJK):
 #    a clear log line, the job and its other outputs still written;
 #  - another song's lyrics: "the lyrics do not fit the voice", every word
@@ -69,17 +71,20 @@ grep -qE '^\[00:0[0-9]\.[0-9]{2}\]<00:0[0-9]\.[0-9]{2}>the <00:0' "$TMP/fit/lyri
   fail "fit: lyrics.words.lrc is not enhanced LRC: $(cat "$TMP/fit/lyrics.words.lrc")"
 [ "$(wc -l <"$TMP/fit/lyrics.lrc")" = 2 ] || fail "fit: lyrics.lrc: $(cat "$TMP/fit/lyrics.lrc")"
 
-# 2. a word the dictionary lacks
-printf 'the night is long and the road is cold\ni walk alone beneath the zorblaxian moon\n' >"$TMP/oov.txt"
+# 2. words the dictionary lacks
+printf 'the night is long and the road is cold\ni walk alone beneath the zorblaxian мoon\n' >"$TMP/oov.txt"
 run oov '{"lyrics": "oov.txt"}' || fail "oov: run failed: $(cat "$TMP/oov.log")"
-grep -q '^\[align\] 1 words not in the dictionary .*: placed between their neighbours' \
-  "$TMP/oov.log" || fail "oov: no log line for the unknown word: $(cat "$TMP/oov.log")"
+grep -q "^\[align\] 1 words not in the dictionary .*: pronounced by espeak-ng's letter-to-sound rules" \
+  "$TMP/oov.log" || fail "oov: no log line for the spelled word: $(cat "$TMP/oov.log")"
+grep -q '^\[align\] 1 words with no pronunciation .*: placed between their neighbours' \
+  "$TMP/oov.log" || fail "oov: no log line for the word in another script: $(cat "$TMP/oov.log")"
 check oov '
-z = [w for w in words if w["word"] == "zorblaxian"][0]
-assert z["source"] == "between" and not z["matched"] and z["confidence"] == 0, z
-i = words.index(z)
-assert words[i - 1]["end"] - 1e-6 <= z["start"] <= z["end"] <= words[i + 1]["start"] + 0.2, words[i-1:i+2]
-assert sum(w["source"] == "acoustic" for w in words) == 15, words'
+z = words[-2]
+assert z["word"] == "zorblaxian" and z["source"] == "acoustic-lts", z
+m = words[-1]
+assert m["source"] == "between" and not m["matched"] and m["confidence"] == 0, m
+assert z["end"] - 1e-6 <= m["start"] <= m["end"], words[-2:]
+assert sum(w["source"] == "acoustic" for w in words) == 14, words'
 
 # 3. an empty lyrics file
 : >"$TMP/empty.txt"

@@ -424,6 +424,8 @@ static const char *placed_name(ebb_placed p) {
   switch (p) {
   case EBB_PLACED_ACOUSTIC:
     return "acoustic";
+  case EBB_PLACED_LTS:
+    return "acoustic-lts";
   case EBB_PLACED_BETWEEN:
     return "between";
   case EBB_PLACED_TEXT:
@@ -439,7 +441,8 @@ static char *acoustic_json(const ebb_aco_word *w, size_t nw, int with_lines, con
                            size_t nph, const char *source, const char *note) {
   json_t *root = json_object(), *words = json_array(), *phrases = json_array();
   for (size_t i = 0; i < nw; i++) {
-    int matched = w[i].placed == EBB_PLACED_ACOUSTIC && w[i].conf >= AL_CONF_MATCH;
+    int matched = (w[i].placed == EBB_PLACED_ACOUSTIC || w[i].placed == EBB_PLACED_LTS) &&
+                  w[i].conf >= AL_CONF_MATCH;
     json_t *e = json_pack("{s:s,s:f,s:f,s:b,s:f,s:s}", "word", w[i].word, "start",
                           r3(w[i].start), "end", r3(w[i].end), "matched", matched, "confidence",
                           r3(w[i].conf), "source", placed_name(w[i].placed));
@@ -522,7 +525,7 @@ static double check_fit(ebb_stage_ctx *ctx, ebb_aco_word *w, size_t nw, size_t a
   double *c = malloc((nw ? nw : 1) * sizeof *c), med = 0;
   size_t k = 0;
   for (size_t i = 0; c && i < nw; i++)
-    if (w[i].placed == EBB_PLACED_ACOUSTIC)
+    if (w[i].placed == EBB_PLACED_ACOUSTIC || w[i].placed == EBB_PLACED_LTS)
       c[k++] = w[i].conf;
   if (c && k) {
     qsort(c, k, sizeof *c, cmp_conf);
@@ -576,14 +579,22 @@ static int align_acoustic(ebb_stage_ctx *ctx, align_state *s, ebb_aco_word *w, s
     }
     aligned++;
   }
-  for (size_t i = 0; i < nw; i++)
+  size_t lts = 0;
+  for (size_t i = 0; i < nw; i++) {
     oov += w[i].placed == EBB_PLACED_BETWEEN;
+    lts += w[i].placed == EBB_PLACED_LTS;
+  }
+  if (lts)
+    ebb_st_log(ctx, 1,
+               "%zu words not in the dictionary %s: pronounced by espeak-ng's letter-to-sound "
+               "rules",
+               lts, s->dict);
   if (oov)
-    ebb_st_log(ctx, 1, "%zu words not in the dictionary %s: placed between their neighbours", oov,
-               s->dict);
+    ebb_st_log(ctx, 1, "%zu words with no pronunciation (not in the dictionary, no letter-to-sound "
+               "rule): placed between their neighbours", oov);
   size_t placed = 0;
   for (size_t i = 0; i < nw; i++)
-    placed += w[i].placed == EBB_PLACED_ACOUSTIC;
+    placed += w[i].placed == EBB_PLACED_ACOUSTIC || w[i].placed == EBB_PLACED_LTS;
   double med = check_fit(ctx, w, nw, aligned, nch);
   ebb_st_log(ctx, 1,
              "%zu of %zu words aligned acoustically in %zu of %zu %s (median confidence %.2f)",

@@ -79,7 +79,8 @@ int ebb_vad(const float *x, uint64_t n, uint32_t rate, const ebb_vad_params *p, 
 typedef enum {
   EBB_PLACED_NONE = 0,   /* not placed yet */
   EBB_PLACED_ACOUSTIC,   /* its own segment in the forced alignment */
-  EBB_PLACED_BETWEEN,    /* not in the dictionary: between its aligned neighbours */
+  EBB_PLACED_LTS,        /* the same, the dictionary lacking it: pronounced by espeak-ng */
+  EBB_PLACED_BETWEEN,    /* no pronunciation (another script): between its aligned neighbours */
   EBB_PLACED_TEXT,       /* its chunk did not align: the text method's time */
   EBB_PLACED_SPREAD,     /* its chunk did not align: spread evenly over the chunk */
 } ebb_placed;
@@ -118,11 +119,13 @@ typedef struct ebb_aco ebb_aco; /* a loaded acoustic model + dictionary */
  * pocketsphinx; EBB_ENOMEM. *out: ebb_aco_close. */
 int ebb_aco_open(const char *hmm, const char *dict, ebb_aco **out);
 void ebb_aco_close(ebb_aco *a); /* NULL: no-op */
-/* 1 when the dictionary has the word (normalised: lowercase, apostrophes kept). */
+/* 1 when the dictionary has the word (normalised: lowercase, apostrophes
+ * kept), or had it added from espeak-ng's letter-to-sound rules. */
 int ebb_aco_known(ebb_aco *a, const char *word);
 /* Aligns the words of one chunk to pcm (16 kHz mono, the whole song):
- * 0 and each word placed (EBB_PLACED_ACOUSTIC, or EBB_PLACED_BETWEEN for a
- * word the dictionary lacks), EBB_ENOTFOUND when the chunk has no dictionary
+ * 0 and each word placed (EBB_PLACED_ACOUSTIC; EBB_PLACED_LTS for a word
+ * the dictionary lacks, added with espeak-ng's pronunciation;
+ * EBB_PLACED_BETWEEN for one with none, e.g. in another script), EBB_ENOTFOUND when the chunk has no dictionary
  * word or the alignment did not reach the chunk's end (words untouched),
  * EBB_ECANCELED when cancelled() said so, EBB_ENOMEM. */
 int ebb_aco_align(ebb_aco *a, const int16_t *pcm, uint64_t n, ebb_aco_word *w,

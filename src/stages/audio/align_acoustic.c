@@ -19,6 +19,7 @@
 
 #include "ebb/error.h"
 #include "stages/audio/align.h"
+#include "stages/audio/speech.h"
 
 #define ACO_RATE 16000
 #define ACO_FRAME_S 0.01
@@ -59,6 +60,8 @@ static int dict_form(const char *word, char *out, size_t n) {
 struct ebb_aco {
   cmd_ln_t *config;
   ps_decoder_t *ps;
+  char **lts; /* words added with espeak-ng's pronunciation */
+  size_t nlts;
 };
 
 int ebb_aco_open(const char *hmm, const char *dict, ebb_aco **out) {
@@ -102,6 +105,9 @@ void ebb_aco_close(ebb_aco *a) {
     ps_free(a->ps);
   if (a->config)
     cmd_ln_free_r(a->config);
+  for (size_t i = 0; i < a->nlts; i++)
+    free(a->lts[i]);
+  free(a->lts);
   free(a);
 }
 
@@ -127,6 +133,31 @@ static int decode(ebb_aco *a, const char *name, const int16_t *pcm, size_t n) {
 
 static int is_filler(const char *w) { return w[0] == '<' || w[0] == '[' || !strcmp(w, "SIL"); }
 
+static int is_lts(const ebb_aco *a, const char *d) {
+  for (size_t i = 0; i < a->nlts; i++)
+    if (!strcmp(a->lts[i], d))
+      return 1;
+  return 0;
+}
+
+/* A word the dictionary lacks, added with espeak-ng's letter-to-sound
+ * pronunciation mapped to CMU phones (speech.h): 1 when added. */
+static int add_lts(ebb_aco *a, const char *d) {
+  char ph[512];
+  char **l = realloc(a->lts, (a->nlts + 1) * sizeof *l);
+  if (!l)
+    return 0;
+  a->lts = l;
+  if (ebb_speech_phones(d, ph, sizeof ph) || !(a->lts[a->nlts] = strdup(d)))
+    return 0;
+  if (ps_add_word(a->ps, d, ph, FALSE) < 0) {
+    free(a->lts[a->nlts]);
+    return 0;
+  }
+  a->nlts++;
+  return 1;
+}
+
 /* The grammar, built as a finite-state grammar directly: a chain of the
  * chunk's dictionary words (the FSG search adds silence and filler loops
  * at every state, and alternate pronunciations). Built with fsg_model
@@ -136,8 +167,13 @@ static int is_filler(const char *w) { return w[0] == '<' || w[0] == '[' || !strc
 static int set_grammar(ebb_aco *a, const ebb_aco_word *w, const ebb_aco_chunk *c, int *known,
                        size_t *nknown) {
   *nknown = 0;
-  for (size_t i = 0; i < c->count; i++)
-    *nknown += (size_t)(known[i] = ebb_aco_known(a, w[c->first + i].word));
+  for (size_t i = 0; i < c->count; i++) {
+    char d[128];
+    known[i] = ebb_aco_known(a, w[c->first + i].word);
+    if (!known[i] && dict_form(w[c->first + i].word, d, sizeof d))
+      known[i] = add_lts(a, d);
+    *nknown += (size_t)known[i];
+  }
   if (*nknown == 0)
     return 0;
   fsg_model_t *fsg = fsg_model_init("lyrics", ps_get_logmath(a->ps),
@@ -231,14 +267,17 @@ int ebb_aco_align(ebb_aco *a, const int16_t *pcm, uint64_t n, ebb_aco_word *w,
     ebb_aco_word *x = &w[c->first + k];
     x->start = t0 + sf * ACO_FRAME_S;
     x->end = t0 + (ef + 1) * ACO_FRAME_S;
-    x->placed = EBB_PLACED_ACOUSTIC;
+    char dw[128];
+    x->placed = dict_form(x->word, dw, sizeof dw) && is_lts(a, dw) ? EBB_PLACED_LTS
+                                                                    : EBB_PLACED_ACOUSTIC;
     double d = -(double)ascr[k] / (ef - sf + 1);
     x->conf = d <= ACO_CONF_FREE ? 1.0 : exp(-(d - ACO_CONF_FREE) / ACO_CONF_SCALE);
     k++;
   }
   size_t got = 0;
   for (size_t i = 0; i < c->count; i++)
-    got += known[i] && w[c->first + i].placed == EBB_PLACED_ACOUSTIC;
+    got += known[i] && (w[c->first + i].placed == EBB_PLACED_ACOUSTIC ||
+                        w[c->first + i].placed == EBB_PLACED_LTS);
   if (got != nknown) {
     for (size_t i = 0; i < c->count; i++)
       w[c->first + i].placed = EBB_PLACED_NONE;

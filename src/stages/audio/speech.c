@@ -127,7 +127,68 @@ done:
   free(b.at);
   return rc;
 }
+/* espeak-ng's IPA (en-us) to CMU phones; longest match first. */
+static const struct {
+  const char *ipa, *cmu;
+} ipa_cmu[] = {
+    {"tʃ", "CH"}, {"dʒ", "JH"}, {"eɪ", "EY"}, {"aɪ", "AY"}, {"aʊ", "AW"}, {"oʊ", "OW"},
+    {"ɔɪ", "OY"}, {"ɜː", "ER"}, {"ɑː", "AA"}, {"ɔː", "AO"}, {"iː", "IY"}, {"uː", "UW"},
+    {"oː", "AO"}, {"ɝ", "ER"},  {"ɚ", "ER"},  {"ɑ", "AA"},  {"æ", "AE"},  {"ʌ", "AH"},
+    {"ə", "AH"},  {"ɐ", "AH"},  {"ɔ", "AO"},  {"ɛ", "EH"},  {"e", "EH"},  {"ɪ", "IH"},
+    {"ᵻ", "IH"},  {"i", "IY"},  {"ʊ", "UH"},  {"u", "UW"},  {"o", "OW"},  {"a", "AA"},
+    {"b", "B"},   {"d", "D"},   {"ð", "DH"},  {"f", "F"},   {"ɡ", "G"},   {"g", "G"},
+    {"h", "HH"},  {"j", "Y"},   {"k", "K"},   {"l", "L"},   {"m", "M"},   {"n", "N"},
+    {"ŋ", "NG"},  {"p", "P"},   {"ɹ", "R"},   {"r", "R"},   {"s", "S"},   {"ʃ", "SH"},
+    {"t", "T"},   {"θ", "TH"},  {"v", "V"},   {"w", "W"},   {"z", "Z"},   {"ʒ", "ZH"},
+    {"ɾ", "T"},   {"ʔ", "T"},   {"x", "K"},
+};
+/* marks with no phone of their own: stress, length, syllable, tie */
+static const char *const ipa_skip[] = {"ˈ", "ˌ", "ː", ".", "-", " ", "_", "͡", "ʲ", "̩"};
+
+int ebb_speech_phones(const char *word, char *out, size_t n) {
+  int rc = 0;
+  pthread_mutex_lock(&say_lock);
+  if ((rc = say_init()))
+    goto done;
+  const void *p = word;
+  const char *ipa = espeak_TextToPhonemes(&p, espeakCHARS_UTF8, 2 /* IPA */);
+  size_t k = 0;
+  if (n)
+    out[0] = '\0';
+  for (const char *q = ipa ? ipa : ""; *q && !rc;) {
+    size_t best = 0, bi = 0;
+    for (size_t i = 0; i < sizeof ipa_cmu / sizeof ipa_cmu[0]; i++) {
+      size_t l = strlen(ipa_cmu[i].ipa);
+      if (l > best && !strncmp(q, ipa_cmu[i].ipa, l))
+        best = l, bi = i;
+    }
+    if (best) {
+      int w = snprintf(out + k, n - k, "%s%s", k ? " " : "", ipa_cmu[bi].cmu);
+      if (w < 0 || (size_t)w >= n - k)
+        rc = ebb_seterr(EBB_EINPUT, "espeak-ng: the pronunciation of \"%s\" is too long", word);
+      k += (size_t)w;
+      q += best;
+      continue;
+    }
+    for (size_t i = 0; i < sizeof ipa_skip / sizeof ipa_skip[0] && !best; i++)
+      if (!strncmp(q, ipa_skip[i], strlen(ipa_skip[i])))
+        best = strlen(ipa_skip[i]);
+    if (!best)
+      rc = ebb_seterr(EBB_EINPUT, "espeak-ng: \"%s\" has a sound with no CMU phone (%s)", word,
+                      ipa);
+    q += best;
+  }
+  if (!rc && k == 0)
+    rc = ebb_seterr(EBB_EINPUT, "espeak-ng: no pronunciation for \"%s\"", word);
+done:
+  pthread_mutex_unlock(&say_lock);
+  return rc;
+}
 #else
+int ebb_speech_phones(const char *word, char *out, size_t n) {
+  (void)word, (void)out, (void)n;
+  return ebb_seterr(EBB_ENOLIB, "ebb was built without libespeak-ng");
+}
 int ebb_speech_say(const char *text, uint32_t rate, float **x, uint64_t *n, double **word_s,
                    size_t **word_at, size_t *nwords) {
   (void)text, (void)rate, (void)x, (void)n, (void)word_s, (void)word_at, (void)nwords;
@@ -292,8 +353,8 @@ int ebb_vocode(const float *x, uint64_t nx, uint32_t rate, ebb_f0_fn f0, void *u
   double nv = 0;
   for (size_t i = 0; i < nf; i++)
     nv += fr[i].voiced >= 0.5;
-  double unv = ((double)nf - nv) * hop, k = nv > 0 ? ((double)ny - unv) / (nv * hop) : 0;
-  int even = !hold_vowels || k < 1.0;
+  double unv = ((double)nf - nv) * hop, hold = nv > 0 ? ((double)ny - unv) / (nv * hop) : 0;
+  int even = !hold_vowels || hold < 1.0;
   double mem[VC_MAXP] = {0}, phase = 0, nyq = rate / 2.0, deemph = 0;
   double stretch = (double)nx / (double)ny, cum = 0; /* cum: output start of frame fi */
   size_t fi = 0;
@@ -302,11 +363,11 @@ int ebb_vocode(const float *x, uint64_t nx, uint32_t rate, ebb_f0_fn f0, void *u
     if (even) {
       u = (double)n * stretch / hop;
     } else {
-      double span = (fr[fi].voiced >= 0.5 ? k : 1.0) * hop;
+      double span = (fr[fi].voiced >= 0.5 ? hold : 1.0) * hop;
       while (fi + 1 < nf && (double)n >= cum + span) {
         cum += span;
         fi++;
-        span = (fr[fi].voiced >= 0.5 ? k : 1.0) * hop;
+        span = (fr[fi].voiced >= 0.5 ? hold : 1.0) * hop;
       }
       u = (double)fi + fmin(1.0, ((double)n - cum) / span);
     }

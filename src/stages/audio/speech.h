@@ -23,6 +23,12 @@
 int ebb_speech_say(const char *text, uint32_t rate, float **x, uint64_t *n, double **word_s,
                    size_t **word_at, size_t *nwords);
 
+/* A pronunciation of word in CMU (ARPAbet) phones, "W IH S P ER Z", from
+ * espeak-ng's letter-to-sound rules (its IPA, mapped phone by phone) into
+ * out. EBB_ENOLIB without libespeak-ng; EBB_EINPUT when espeak gives a
+ * sound with no CMU phone or out is too small. */
+int ebb_speech_phones(const char *word, char *out, size_t n);
+
 /* Trims leading and trailing near-silence (5 ms frames more than 40 dB under
  * the loudest): *first and *count delimit what is left (count 0: silent). */
 void ebb_speech_trim(const float *x, uint64_t n, uint32_t rate, uint64_t *first, uint64_t *count);
