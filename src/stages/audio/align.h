@@ -71,7 +71,7 @@ int ebb_vad(const float *x, uint64_t n, uint32_t rate, const ebb_vad_params *p, 
  *
  * The lyric words are cut into chunks (a lyric line or a few, or the words
  * of one voice phrase) that are each sung inside a known stretch of the
- * vocals; each chunk is force-aligned on its own with pocketsphinx (a JSGF
+ * vocals; each chunk is force-aligned on its own with pocketsphinx (a finite-state
  * grammar of exactly the chunk's dictionary words, silence and noise allowed
  * between them), so a long song stays fast and one chunk that does not align
  * cannot move the others. */
