@@ -47,20 +47,29 @@ demo_step_devices() {
 
 demo_step_songtrace() {
   local wav=$BUILD_DIR/samples/demo.wav out=$DEMO_OUT/songtrace
+  local lyrics=$BUILD_DIR/samples/demo.lyrics.txt
   say "songtrace: a generated song -> melody and lyric timing (ebb run --pipeline songtrace)"
   [ -f "$wav" ] || { echo "demo: $wav is missing (the build generates it: make build)" >&2; exit 1; }
-  echo "input: $wav (26 s: a sung melody with vibrato over chords and drums; truth in demo.truth.json)"
+  echo "input: $wav (26 s: a melody sung with words over chords and drums; truth in demo.truth.json)"
+  echo "lyrics: $lyrics (align times each word against the voice itself, offline)"
   if [ -z "${EBB_WHISPER_URL:-}" ]; then
-    echo "(no Whisper server: set EBB_WHISPER_URL=http://HOST:PORT/v1/audio/transcriptions or"
-    echo " .../inference to transcribe lyrics too; the transcribe stage says it skipped)"
+    echo "(no Whisper server, none needed for lyric timing; set EBB_WHISPER_URL=http://HOST:PORT/v1/audio/transcriptions"
+    echo " or .../inference to transcribe too; the transcribe stage says it skipped)"
   fi
-  rm -rf "$out"
+  rm -rf "$out" && mkdir -p "$out"
+  # the songtrace stages with align's lyrics option (a config file: the
+  # command line's --lyrics is not there yet)
+  cat > "$out/songtrace-lyrics.json" <<EOF
+{"pipelines": {"songtrace": {"release": "after-stage", "stages": [
+  {"stage": "decode"}, {"stage": "separate"}, {"stage": "transcribe"},
+  {"stage": "align", "options": {"lyrics": "$lyrics"}}, {"stage": "pitch"}, {"stage": "export"}]}}}
+EOF
   local t0=$SECONDS
-  "$EBB" run --pipeline songtrace --device "$DEMO_DEVICE" --no-cache -o "$out" \
-    --timeline "$out/timeline.svg" "$wav"
+  "$EBB" run --config "$out/songtrace-lyrics.json" --pipeline songtrace --device "$DEMO_DEVICE" \
+    --no-cache -o "$out" --timeline "$out/timeline.svg" "$wav"
   echo
   echo "demo: songtrace took $((SECONDS - t0)) s on $DEMO_DEVICE; outputs in $out:"
-  ls -l "$out" | awk 'NR > 1 {printf "  %-18s %8d bytes\n", $9, $5}'
+  ls -l "$out" | awk 'NR > 1 {printf "  %-22s %8d bytes\n", $9, $5}'
   local stem
   for stem in vocals accompaniment; do
     if [ -f "$out/$stem.flac" ]; then
@@ -70,6 +79,12 @@ demo_step_songtrace() {
       exit 1
     fi
   done
+  if [ -f "$out/lyrics.words.lrc" ]; then
+    echo "demo: lyric lines with word times ($out/lyrics.words.lrc, enhanced LRC):"
+    head -n 3 "$out/lyrics.words.lrc" | sed 's/^/  /'
+  else
+    echo "demo: no lyrics.words.lrc (see the [align] lines above)" >&2
+  fi
   if command -v python3 >/dev/null 2>&1 && [ -f "$out/songtrace.json" ]; then
     python3 - "$out/songtrace.json" "$BUILD_DIR/samples/demo.truth.json" <<'PY' || true
 import json, sys
@@ -80,6 +95,16 @@ tn = truth.get("notes", [])
 print(f"  melody: {len(notes)} notes found; the generated song has {len(tn)}")
 for n in notes[:5]:
     print(f"    {n.get('onset', 0):6.2f} s - {n.get('offset', 0):6.2f} s  MIDI {n.get('midi')}")
+ly = est.get("lyrics") or {}
+words, tw = ly.get("words", []), truth.get("words", [])
+if words:
+    print(f"  lyrics: {len(words)} words placed ({ly.get('source')}); the first lines, word by word:")
+    for line in sorted({w.get("line", 0) for w in words})[:2]:
+        ws = [w for w in words if w.get("line", 0) == line]
+        print("    " + "  ".join(f"{w['start']:.2f} {w['word']}" for w in ws))
+if words and len(words) == len(tw):
+    ok = sum(abs(a["start"] - b["start"]) <= 0.3 for a, b in zip(words, tw))
+    print(f"  word onsets within 0.3 s of the truth: {ok} of {len(tw)}")
 PY
   fi
 }

@@ -29,6 +29,11 @@ PKGS=(
   python3-venv  # schemathesis (PyPI, below) in its own venv: tests/integration/server_openapi.sh
   # the layout check: scripts/format-check.sh, make format-check (Debian's clang-format 14)
   clang-format
+  # lyrics (issue 36): align's acoustic method (pocketsphinx with Debian's US
+  # English model and dictionary) and the synthetic songs' sung words
+  # (espeak-ng). The build works without them (align then says which package
+  # is missing; songgen sings vowels only).
+  libpocketsphinx-dev pocketsphinx-en-us libespeak-ng-dev
 )
 
 # PyPI-only packages, each installed for the interpreter that uses it.

@@ -1,5 +1,6 @@
 /* songgen: writes a synthetic song with ground truth (songgen.h).
- *   songgen [--seed N] [--rate HZ] [--seconds S] [--accomp GAIN] OUTDIR [NAME]
+ *   songgen [--seed N] [--rate HZ] [--seconds S] [--accomp GAIN] [--voice words|vowels]
+ *           OUTDIR [NAME]
  * writes OUTDIR/NAME.wav (mix), NAME.vocals.wav, NAME.accompaniment.wav,
  * NAME.truth.json and NAME.lyrics.txt (NAME defaults to "demo"). */
 #include <errno.h>
@@ -12,8 +13,10 @@
 #include "stages/audio/songgen.h"
 
 static int usage(FILE *to) {
-  fprintf(to, "usage: songgen [--seed N] [--rate HZ] [--seconds S] [--accomp GAIN] OUTDIR "
-                  "[NAME]\n");
+  fprintf(to, "usage: songgen [--seed N] [--rate HZ] [--seconds S] [--accomp GAIN] "
+                  "[--voice words|vowels] OUTDIR [NAME]\n"
+                  "  --voice: words (default) sings each note's word as espeak-ng speaks it;\n"
+                  "           vowels sings one vowel per note (the pitch benchmark's songs)\n");
   return 2;
 }
 
@@ -29,11 +32,21 @@ static int number(const char *s, double *out) {
 
 int main(int argc, char **argv) {
   ebb_songgen_params p = ebb_songgen_defaults();
+  p.voice = EBB_SONG_VOICE_WORDS;
   const char *dir = NULL, *name = "demo";
   for (int i = 1; i < argc; i++) {
     double v = 0;
     if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help"))
       return usage(stdout), 0;
+    if (!strcmp(argv[i], "--voice")) {
+      const char *v = i + 1 < argc ? argv[++i] : "";
+      if (strcmp(v, "words") && strcmp(v, "vowels")) {
+        fprintf(stderr, "songgen: --voice needs words or vowels, not \"%s\"\n", v);
+        return 2;
+      }
+      p.voice = strcmp(v, "words") ? EBB_SONG_VOICE_VOWELS : EBB_SONG_VOICE_WORDS;
+      continue;
+    }
     if (!strncmp(argv[i], "--", 2)) {
       if (i + 1 >= argc || number(argv[i + 1], &v)) {
         fprintf(stderr, "songgen: %s needs a number\n", argv[i]);
@@ -73,9 +86,9 @@ int main(int argc, char **argv) {
     ebb_song_destroy(s);
     return rc == EBB_EINVAL ? 2 : 1;
   }
-  printf("songgen: %s/%s.wav: %.1f s at %u Hz, %zu notes in %d phrases (seed %llu)\n", dir, name,
-         (double)s->frames / s->rate, s->rate, s->n_notes, s->n_lines,
-         (unsigned long long)s->seed);
+  printf("songgen: %s/%s.wav: %.1f s at %u Hz, %zu notes in %d phrases (seed %llu, %s)\n", dir,
+         name, (double)s->frames / s->rate, s->rate, s->n_notes, s->n_lines,
+         (unsigned long long)s->seed, s->voice == EBB_SONG_VOICE_WORDS ? "words" : "vowels");
   ebb_song_destroy(s);
   return 0;
 }

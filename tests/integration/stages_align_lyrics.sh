@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# align + export in a songtrace pipeline with a transcript (the test Whisper
+# align (method text: the lyrics matched to the transcript by spelling) +
+# export in a songtrace pipeline with a transcript (the test Whisper
 # server's canned "hello from whisper test server") and a lyrics file with an
 # extra word and two lines: the lyric words are matched (punctuation aside),
 # the extra word is interpolated between its neighbours with matched false,
@@ -17,7 +18,7 @@ printf '[Verse]\nHello from the\n\nwhisper test server\n' >"$TMP/lyrics.txt"
 cat >"$TMP/cfg.json" <<EOF2
 {"pipelines": {"st": {"stages": [{"stage": "decode"}, {"stage": "separate"},
   {"stage": "transcribe", "options": {"url": "http://127.0.0.1:$PORT/inference"}},
-  {"stage": "align", "options": {"lyrics": "lyrics.txt"}},
+  {"stage": "align", "options": {"lyrics": "lyrics.txt", "method": "text"}},
   {"stage": "pitch"}, {"stage": "export"}]}}}
 EOF2
 # the lyrics path is relative: resolved against the current directory

@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
-# End-to-end quality of `ebb run --pipeline songtrace` on the demo song
-# (build/samples/demo.wav, songgen seed 1, 26 s) on the CPU device, scored
-# against demo.truth.json. What the align and pitch stages see here are the
+# End-to-end quality of `ebb run --pipeline songtrace` on the demo song's
+# melody (songgen seed 1, 26 s, the same notes as build/samples/demo.wav)
+# sung with the vowel voice the floors were set on, on the CPU device, scored
+# against its truth. (The demo itself sings words since issue 36; its melody
+# figures with consonants are in docs/songtrace.md.) What the align and pitch stages see here are the
 # `separate` stage's vocals, with accompaniment residue in the rests:
 #  - phrases: align's voice-activity phrases vs the truth's phrases (notes
 #    joined across gaps of at most 300 ms): count within +-1;
@@ -14,8 +16,9 @@
 # 51 notes and a false alarm of 0.47 (see docs/songtrace.md).
 set -euo pipefail
 . "$(dirname "$0")/../lib/stages.sh"
-DEMO="$EBB_BUILD_DIR/samples/demo"
-[ -s "$DEMO.wav" ] && [ -s "$DEMO.truth.json" ] || fail "no demo song at $DEMO.wav / .truth.json (target demo_samples)"
+DEMO="$TMP/demo"
+"$EBB_BUILD_DIR/songgen" --voice vowels --seed 1 --rate 16000 --seconds 26 "$TMP" demo >/dev/null ||
+  fail "songgen failed"
 
 "$EBB" run --pipeline songtrace "$DEMO.wav" -o "$TMP/out" --device cpu --no-cache \
   >"$TMP/run.log" 2>&1 || { cat "$TMP/run.log"; fail "ebb run on the CPU failed"; }

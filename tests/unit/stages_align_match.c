@@ -93,7 +93,8 @@ static void test_stage_transcript_lyrics(void) {
   REQUIRE(th_add_audio(&in, "vocals", x, 6 * RATE, 1, RATE) == 0);
   REQUIRE(th_add_json(&in, "transcript", tr) == 0);
   char opts[800];
-  snprintf(opts, sizeof opts, "{\"lyrics\":\"%s\"}", path);
+  /* the text method (method acoustic, the default, has its own tests) */
+  snprintf(opts, sizeof opts, "{\"lyrics\":\"%s\",\"method\":\"text\"}", path);
   int rc = th_run_stage(&t, &ebb_stage_align, opts, &in, &out);
   CHECK_MSG(rc == 0, "align failed: %s", t.err);
   ebb_item_info info;
@@ -136,7 +137,7 @@ static void test_stage_transcript_lyrics(void) {
   ebb_items in2 = {0}, out2 = {0};
   th_add_audio(&in2, "vocals", x, 6 * RATE, 1, RATE);
   th_add_json(&in2, "transcript", tr);
-  CHECK_EQ_INT(th_run_stage(&t, &ebb_stage_align, "{}", &in2, &out2), 0);
+  CHECK_EQ_INT(th_run_stage(&t, &ebb_stage_align, "{\"method\":\"text\"}", &in2, &out2), 0);
   REQUIRE(th_item_find(&out2, "lyrics", &info) == 0);
   j = json_loads(info.text, 0, NULL);
   CHECK_EQ_STR(json_string_value(json_object_get(j, "source")), "transcript");

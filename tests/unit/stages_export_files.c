@@ -95,6 +95,8 @@ static const char lyrics_json[] =
     "{\"word\":\"hill\",\"start\":64.126,\"end\":65.0,\"matched\":true,\"line\":1}],"
     "\"phrases\":[{\"start\":2.0,\"end\":3.9}],\"source\":\"transcript+lyrics\"}";
 
+#define WORDS_LRC "[00:02.00]<00:02.00>sun <00:02.50>rise <00:03.00>over\n[01:04.13]<01:04.13>hill\n"
+
 static void setup(ebb_items *in, float *f0, size_t nf) {
   for (size_t i = 0; i < nf; i++) {
     f0[3 * i] = (float)(i * 0.01);
@@ -120,8 +122,9 @@ static void test_all_formats(void) {
   setup(&in, f0, 500);
   int rc = th_run_stage(&t, &ebb_stage_export, "{}", &in, &out);
   REQUIRE(rc == 0);
-  CHECK_EQ_INT(out.n, 4);
-  ebb_item_info mid, lrc, csv, js;
+  CHECK_EQ_INT(out.n, 5);
+  ebb_item_info mid, lrc, wlrc, csv, js;
+  REQUIRE(th_item_find(&out, "lyrics.words.lrc", &wlrc) == 0);
   REQUIRE(th_item_find(&out, "melody.mid", &mid) == 0);
   REQUIRE(th_item_find(&out, "lyrics.lrc", &lrc) == 0);
   REQUIRE(th_item_find(&out, "pitch.csv", &csv) == 0);
@@ -149,6 +152,11 @@ static void test_all_formats(void) {
   d = slurp(lrc.text, &n);
   REQUIRE(d != NULL);
   CHECK_EQ_STR((char *)d, "[00:02.00]sun rise over\n[01:04.13]hill\n");
+  free(d);
+  /* the enhanced LRC form: the same lines, each word after its own time */
+  d = slurp(wlrc.text, &n);
+  REQUIRE(d != NULL);
+  CHECK_EQ_STR((char *)d, WORDS_LRC);
   free(d);
 
   d = slurp(csv.text, &n);

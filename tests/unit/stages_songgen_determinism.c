@@ -136,6 +136,65 @@ static void test_files(void) {
   ebb_song_destroy(s);
 }
 
+/* The worded voice: the same notes and f0 truth as the vowel voice (only
+ * the timbre differs), the same samples for the same seed, a sung word over
+ * every note (the vocal stem carries energy inside each note and none in the
+ * rests), and the truth's words are the notes' words at the notes' onsets. */
+static void test_words_voice(void) {
+  ebb_songgen_params p = ebb_songgen_defaults();
+  p.seed = 7;
+  p.seconds = 12.0;
+  ebb_song *v = NULL, *a = NULL, *b = NULL;
+  REQUIRE(ebb_songgen_create(&p, &v) == 0);
+  p.voice = EBB_SONG_VOICE_WORDS;
+  int rc = ebb_songgen_create(&p, &a);
+  CHECK_MSG(rc == 0, "words voice: %s (libespeak-ng installed?)", ebb_errmsg());
+  if (rc) {
+    ebb_song_destroy(v);
+    return;
+  }
+  REQUIRE(ebb_songgen_create(&p, &b) == 0);
+  CHECK(memcmp(a->vocals, b->vocals, a->frames * sizeof(float)) == 0);
+  CHECK(memcmp(a->vocals, v->vocals, a->frames * sizeof(float)) != 0);
+  REQUIRE(a->n_notes == v->n_notes);
+  CHECK(memcmp(a->f0_hz, v->f0_hz, a->n_f0 * sizeof(float)) == 0);
+  for (size_t i = 0; i < a->n_notes; i++) {
+    const ebb_song_note *n = &a->notes[i];
+    CHECK(n->onset == v->notes[i].onset && n->midi == v->notes[i].midi);
+    CHECK_EQ_STR(n->word, v->notes[i].word);
+    uint64_t s0 = (uint64_t)(n->onset * a->rate), s1 = (uint64_t)(n->offset * a->rate);
+    double e = 0;
+    for (uint64_t k = s0; k < s1; k++)
+      e += (double)a->vocals[k] * a->vocals[k];
+    CHECK_MSG(sqrt(e / (double)(s1 - s0)) > 0.01, "note %zu (\"%s\") is not sung: RMS %g", i,
+              n->word, sqrt(e / (double)(s1 - s0)));
+    uint64_t r0 = (uint64_t)(n->offset * a->rate) + 1;
+    uint64_t r1 = i + 1 < a->n_notes ? (uint64_t)(a->notes[i + 1].onset * a->rate) : a->frames;
+    for (uint64_t k = r0; k < r1; k++)
+      if (a->vocals[k] != 0.0f) {
+        CHECK_MSG(0, "voice in the rest after note %zu at sample %llu", i, (unsigned long long)k);
+        break;
+      }
+  }
+  char *j = NULL;
+  REQUIRE(ebb_song_truth_json(a, &j) == 0);
+  json_t *t = json_loads(j, 0, NULL);
+  REQUIRE(t != NULL);
+  CHECK_EQ_STR(json_string_value(json_object_get(t, "voice")), "words");
+  json_t *words = json_object_get(t, "words");
+  CHECK_EQ_U64(json_array_size(words), a->n_notes);
+  for (size_t i = 0; i < json_array_size(words) && i < a->n_notes; i++) {
+    json_t *w = json_array_get(words, i);
+    CHECK_EQ_STR(json_string_value(json_object_get(w, "word")), a->notes[i].word);
+    CHECK(fabs(json_number_value(json_object_get(w, "start")) - a->notes[i].onset) < 1e-3);
+  }
+  json_decref(t);
+  free(j);
+  ebb_song_destroy(v);
+  ebb_song_destroy(a);
+  ebb_song_destroy(b);
+}
+
 static void test_bad_params(void) {
   ebb_songgen_params p = ebb_songgen_defaults();
   ebb_song *s = NULL;
@@ -152,6 +211,7 @@ int main(void) {
   RUN(test_same_seed_same_song);
   RUN(test_truth_consistent);
   RUN(test_files);
+  RUN(test_words_voice);
   RUN(test_bad_params);
   return TEST_END();
 }

@@ -11,6 +11,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "stages/audio/decode.h"
 #include "stages/audio/st_util.h"
 #include "stages/options.h"
 
@@ -18,7 +19,19 @@ typedef struct align_state {
   char *lyrics_path; /* NULL: none */
   double snap_s;
   ebb_vad_params vad;
+  int acoustic;       /* method acoustic (else text) */
+  char *model, *dict; /* pocketsphinx's acoustic model directory and dictionary */
 } align_state;
+
+/* A word the acoustic alignment placed is "matched" at or above this
+ * confidence; below it the word's time is kept but not trusted. */
+#define AL_CONF_MATCH 0.3
+/* The lyrics do not fit the voice when fewer than this share of the chunks
+ * align, or the words' median confidence is under AL_FIT_MEDIAN: sung
+ * lines with their own lyrics give medians of 0.75 to 1, the same lines
+ * with another song's lyrics about 0.35 (bench/lyrics_align.py's lines). */
+#define AL_FIT_CHUNKS 0.5
+#define AL_FIT_MEDIAN 0.55
 
 /* The options, each written once (stages/options.h); ebb_vad_defaults takes
  * its defaults from here too. */
@@ -26,6 +39,13 @@ typedef struct align_state {
   PATH(lyrics, "",                                                                                 \
       "path of a text file with the lyrics, one line per lyric line (relative to the current "    \
       "directory); empty: none") SEP                                                              \
+  STR(method, "acoustic",                                                                         \
+      "acoustic: the words (lyrics, else the transcript's) aligned to the vocals with "           \
+      "pocketsphinx; text: lyrics matched to the transcript's words by spelling") SEP             \
+  PATH(acoustic_model, "/usr/share/pocketsphinx/model/en-us/en-us",                                \
+      "pocketsphinx acoustic model directory (Debian package pocketsphinx-en-us)") SEP            \
+  PATH(dictionary, "/usr/share/pocketsphinx/model/en-us/cmudict-en-us.dict",                       \
+      "pronunciation dictionary (Debian package pocketsphinx-en-us)") SEP                         \
   NUM(snap_ms, 150, 0, 5000, "word boundaries move to a voice-activity onset/offset this close")  \
   SEP                                                                                             \
   NUM(vad_range_db, 20, 1, 120, "active: within this many dB of the vocals' loud level") SEP      \
@@ -67,15 +87,25 @@ static int align_load(ebb_stage_ctx *ctx, const char *options_json, void **state
   s->vad = ebb_vad_defaults();
   set_vad(&v, &s->vad);
   s->snap_s = v.snap_ms / 1000.0;
-  if (*lyr && !(s->lyrics_path = strdup(lyr))) {
+  if (strcmp(v.method, "acoustic") && strcmp(v.method, "text")) {
+    rc = ebb_st_fail(ctx, EBB_ECONFIG, "align: option method=\"%s\" must be acoustic or text",
+                     v.method);
+    goto done;
+  }
+  s->acoustic = !strcmp(v.method, "acoustic");
+  if (!(s->model = strdup(v.acoustic_model)) || !(s->dict = strdup(v.dictionary)) ||
+      (*lyr && !(s->lyrics_path = strdup(lyr)))) {
     rc = ebb_st_fail(ctx, EBB_ENOMEM, "out of memory");
     goto done;
   }
   *state = s;
   s = NULL;
 done:
-  if (s)
+  if (s) {
     free(s->lyrics_path);
+    free(s->model);
+    free(s->dict);
+  }
   free(s);
   json_decref(o);
   return rc;
@@ -84,8 +114,11 @@ done:
 static void align_unload(ebb_stage_ctx *ctx, void *state) {
   (void)ctx;
   align_state *s = state;
-  if (s)
+  if (s) {
     free(s->lyrics_path);
+    free(s->model);
+    free(s->dict);
+  }
   free(s);
 }
 
@@ -348,26 +381,29 @@ static json_t *find_transcript(ebb_stage_ctx *ctx, const ebb_items *in) {
 }
 
 /* The voice activity of the vocals (or the mix): segments for snapping, phrases for the
- * lines. No audio item is not an error: then nothing snaps and *dur stays 0. */
+ * lines; *mono (malloc'd, caller frees) and *rate are the audio, for the acoustic
+ * alignment. No audio item is not an error: then nothing snaps, *mono is NULL and *dur
+ * stays 0. */
 static int voice_activity(ebb_stage_ctx *ctx, align_state *s, const ebb_items *in, ebb_span **segs,
-                          size_t *nseg, ebb_span **ph, size_t *nph, double *dur) {
+                          size_t *nseg, ebb_span **ph, size_t *nph, double *dur, float **mono,
+                          uint64_t *n, uint32_t *rate) {
   static const char *const names[] = {"vocals", "audio", NULL};
-  float *mono = NULL;
-  uint64_t n = 0;
-  uint32_t rate = 0;
   const char *used = NULL;
-  int rc = ebb_st_find_mono(ctx, in, names, &mono, &n, &rate, &used);
+  int rc = ebb_st_find_mono(ctx, in, names, mono, n, rate, &used);
   if (rc == EBB_ENOTFOUND) {
     ebb_st_log(ctx, 2, "no AUDIO item \"vocals\" or \"audio\": no voice activity, no snapping");
+    *mono = NULL;
     return 0;
   }
   if (rc)
     return rc;
-  *dur = (double)n / rate;
-  rc = ebb_vad(mono, n, rate, &s->vad, segs, nseg, ph, nph);
-  free(mono);
-  if (rc)
+  *dur = (double)*n / *rate;
+  rc = ebb_vad(*mono, *n, *rate, &s->vad, segs, nseg, ph, nph);
+  if (rc) {
+    free(*mono);
+    *mono = NULL;
     return ebb_st_fail(ctx, rc, "%s", ebb_errmsg());
+  }
   return 0;
 }
 
@@ -415,6 +451,271 @@ static int lyrics_onto_transcript(ebb_stage_ctx *ctx, const align_state *s, wlis
   return 0;
 }
 
+/* --- the acoustic method ------------------------------------------------------ */
+
+static const char *placed_name(ebb_placed p) {
+  switch (p) {
+  case EBB_PLACED_ACOUSTIC:
+    return "acoustic";
+  case EBB_PLACED_LTS:
+    return "acoustic-lts";
+  case EBB_PLACED_BETWEEN:
+    return "between";
+  case EBB_PLACED_TEXT:
+    return "text";
+  case EBB_PLACED_SPREAD:
+    return "spread";
+  default:
+    return "none";
+  }
+}
+
+static char *acoustic_json(const ebb_aco_word *w, size_t nw, int with_lines, const ebb_span *ph,
+                           size_t nph, const char *source, const char *note) {
+  json_t *root = json_object(), *words = json_array(), *phrases = json_array();
+  for (size_t i = 0; i < nw; i++) {
+    int matched = (w[i].placed == EBB_PLACED_ACOUSTIC || w[i].placed == EBB_PLACED_LTS) &&
+                  w[i].conf >= AL_CONF_MATCH;
+    json_t *e = json_pack("{s:s,s:f,s:f,s:b,s:f,s:s}", "word", w[i].word, "start",
+                          r3(w[i].start), "end", r3(w[i].end), "matched", matched, "confidence",
+                          r3(w[i].conf), "source", placed_name(w[i].placed));
+    if (with_lines)
+      json_object_set_new(e, "line", json_integer(w[i].line));
+    json_array_append_new(words, e);
+  }
+  for (size_t i = 0; i < nph; i++)
+    json_array_append_new(phrases, json_pack("{s:f,s:f}", "start", r3(ph[i].start), "end",
+                                             r3(ph[i].end)));
+  json_object_set_new(root, "words", words);
+  json_object_set_new(root, "phrases", phrases);
+  json_object_set_new(root, "source", json_string(source));
+  if (note)
+    json_object_set_new(root, "note", json_string(note));
+  char *s = json_dumps(root, JSON_INDENT(1) | JSON_REAL_PRECISION(10));
+  json_decref(root);
+  return s;
+}
+
+/* The vocals as pocketsphinx wants them: 16 kHz mono 16-bit, the peak at half scale. */
+static int to_pcm16k(const float *x, uint64_t n, uint32_t rate, int16_t **pcm, uint64_t *m) {
+  float *r = NULL;
+  const float *y = x;
+  int rc;
+  if (rate != 16000) {
+    if ((rc = ebb_audio_resample(x, n, rate, 16000, &r, m)))
+      return rc;
+    y = r;
+  } else {
+    *m = n;
+  }
+  float peak = 0;
+  for (uint64_t k = 0; k < *m; k++)
+    peak = fmaxf(peak, fabsf(y[k]));
+  *pcm = malloc((*m ? *m : 1) * sizeof **pcm);
+  if (!*pcm) {
+    free(r);
+    return ebb_seterr(EBB_ENOMEM, "align: out of memory for %llu samples at 16 kHz",
+                      (unsigned long long)*m);
+  }
+  double g = peak > 0 ? 16384.0 / peak : 0;
+  for (uint64_t k = 0; k < *m; k++)
+    (*pcm)[k] = (int16_t)lrint(y[k] * g);
+  free(r);
+  return 0;
+}
+
+static int ctx_cancelled(void *u) { return ebb_cancelled(u); }
+
+/* A chunk that did not align: the rough (text) times when there are, else
+ * spread evenly over the chunk's stretch by length. */
+static void fallback(ebb_aco_word *w, const ebb_aco_chunk *c) {
+  double total = 0, pos = 0;
+  for (size_t i = c->first; i < c->first + c->count; i++)
+    total += (double)strlen(w[i].word) + 1.0;
+  for (size_t i = c->first; i < c->first + c->count; i++) {
+    w[i].conf = 0;
+    if (w[i].has_rough) {
+      w[i].placed = EBB_PLACED_TEXT;
+      continue;
+    }
+    w[i].placed = EBB_PLACED_SPREAD;
+    w[i].start = c->t0 + (c->t1 - c->t0) * pos / total;
+    pos += (double)strlen(w[i].word) + 1.0;
+    w[i].end = c->t0 + (c->t1 - c->t0) * pos / total;
+  }
+}
+
+static int cmp_conf(const void *a, const void *b) {
+  double x = *(const double *)a, y = *(const double *)b;
+  return (x > y) - (x < y);
+}
+
+/* Whether the lyrics fit the voice: enough chunks aligned and the words'
+ * median confidence high enough. Otherwise every word is unmatched, its
+ * confidence at most what was measured. */
+static double check_fit(ebb_stage_ctx *ctx, ebb_aco_word *w, size_t nw, size_t aligned,
+                        size_t nchunks) {
+  double *c = malloc((nw ? nw : 1) * sizeof *c), med = 0;
+  size_t k = 0;
+  for (size_t i = 0; c && i < nw; i++)
+    if (w[i].placed == EBB_PLACED_ACOUSTIC || w[i].placed == EBB_PLACED_LTS)
+      c[k++] = w[i].conf;
+  if (c && k) {
+    qsort(c, k, sizeof *c, cmp_conf);
+    med = c[k / 2];
+  }
+  free(c);
+  if ((double)aligned >= AL_FIT_CHUNKS * (double)nchunks && med >= AL_FIT_MEDIAN)
+    return med;
+  ebb_st_log(ctx, 2,
+             "the lyrics do not fit the voice: %zu of %zu lines aligned, median word confidence "
+             "%.2f (under %.2f); every word is marked matched false",
+             aligned, nchunks, med, AL_FIT_MEDIAN);
+  for (size_t i = 0; i < nw; i++)
+    w[i].conf = fmin(w[i].conf, AL_CONF_MATCH * 0.5);
+  return med;
+}
+
+static void log_fallback(ebb_stage_ctx *ctx, const ebb_aco_word *w, const ebb_aco_chunk *c) {
+  const ebb_aco_word *f = &w[c->first];
+  ebb_st_log(ctx, 2, "%s %d (\"%s%s\", %.2f-%.2f s) did not align acoustically; placed by %s",
+             f->line >= 0 ? "line" : "phrase", f->line >= 0 ? f->line + 1 : 0, f->word,
+             c->count > 1 ? " ..." : "", c->t0, c->t1,
+             f->has_rough ? "the text method's times" : "spreading its words evenly");
+}
+
+/* Aligns words (rough times when have_rough) to the vocals, chunk by chunk. */
+static int align_acoustic(ebb_stage_ctx *ctx, align_state *s, ebb_aco_word *w, size_t nw,
+                          int by_lines, const float *mono, uint64_t n, uint32_t rate,
+                          const ebb_span *ph, size_t nph, double dur) {
+  ebb_aco *a = NULL;
+  ebb_aco_chunk *ch = NULL;
+  size_t nch = 0, aligned = 0, oov = 0;
+  int16_t *pcm = NULL;
+  uint64_t m = 0;
+  int rc = ebb_aco_open(s->model, s->dict, &a);
+  if (rc)
+    return rc;
+  rc = by_lines ? ebb_aco_plan_lines(w, nw, ph, nph, dur, &ch, &nch)
+                : ebb_aco_plan_times(w, nw, ph, nph, dur, &ch, &nch);
+  if (rc || (rc = to_pcm16k(mono, n, rate, &pcm, &m)))
+    goto done;
+  for (size_t i = 0; i < nch; i++) {
+    rc = ebb_aco_align(a, pcm, m, w, &ch[i], ctx_cancelled, ctx);
+    if (rc == EBB_ECANCELED || rc == EBB_ENOMEM)
+      goto done;
+    if (rc) {
+      log_fallback(ctx, w, &ch[i]);
+      fallback(w, &ch[i]);
+      rc = 0;
+      continue;
+    }
+    aligned++;
+  }
+  size_t lts = 0;
+  for (size_t i = 0; i < nw; i++) {
+    oov += w[i].placed == EBB_PLACED_BETWEEN;
+    lts += w[i].placed == EBB_PLACED_LTS;
+  }
+  if (lts)
+    ebb_st_log(ctx, 1,
+               "%zu words not in the dictionary %s: pronounced by espeak-ng's letter-to-sound "
+               "rules",
+               lts, s->dict);
+  if (oov)
+    ebb_st_log(ctx, 1, "%zu words with no pronunciation (not in the dictionary, no letter-to-sound "
+               "rule): placed between their neighbours", oov);
+  size_t placed = 0;
+  for (size_t i = 0; i < nw; i++)
+    placed += w[i].placed == EBB_PLACED_ACOUSTIC || w[i].placed == EBB_PLACED_LTS;
+  double med = check_fit(ctx, w, nw, aligned, nch);
+  ebb_st_log(ctx, 1,
+             "%zu of %zu words aligned acoustically in %zu of %zu %s (median confidence %.2f)",
+             placed, nw, aligned, nch, by_lines ? "line groups" : "phrases", med);
+done:
+  if (rc == EBB_ECANCELED)
+    rc = ebb_st_fail(ctx, rc, "align: cancelled");
+  else if (rc)
+    rc = ebb_st_fail(ctx, rc, "%s", ebb_errmsg());
+  ebb_aco_close(a);
+  free(ch);
+  free(pcm);
+  return rc;
+}
+
+/* The acoustic method's words: the lyrics (rough times from the text method
+ * when there is a transcript), else the transcript's words. */
+static int run_acoustic(ebb_stage_ctx *ctx, align_state *s, wlist *lyr, wlist *tr,
+                        const float *mono, uint64_t n, uint32_t rate, const ebb_span *segs,
+                        size_t nseg, const ebb_span *ph, size_t nph, double dur, char **text) {
+  const wlist *src = lyr->n ? lyr : tr;
+  int rough = tr->n > 0, rc = 0;
+  if (lyr->n && tr->n &&
+      (rc = lyrics_onto_transcript(ctx, s, lyr, tr, segs, nseg, ph, nph, dur)))
+    return rc;
+  ebb_aco_word *w = calloc(src->n, sizeof *w);
+  if (!w)
+    return ebb_st_fail(ctx, EBB_ENOMEM, "out of memory for %zu words", src->n);
+  for (size_t i = 0; i < src->n; i++)
+    w[i] = (ebb_aco_word){.word = src->word[i], .line = src->line[i], .start = src->start[i],
+                          .end = src->end[i], .has_rough = rough};
+  const char *source = "acoustic";
+  char note[512] = "";
+  if (!mono) {
+    rc = ebb_seterr(EBB_EINPUT, "align: no vocals to align the words to");
+  } else {
+    rc = align_acoustic(ctx, s, w, src->n, lyr->n && !rough, mono, n, rate, ph, nph, dur);
+  }
+  if (rc == EBB_ECANCELED || rc == EBB_ENOMEM)
+    goto done;
+  if (rc) {
+    /* no model (or no audio): the rest of the pipeline still runs, the words
+     * placed as the text method places them, and the output says why */
+    snprintf(note, sizeof note, "%s", ebb_errmsg());
+    ebb_st_log(ctx, 3, "acoustic alignment unavailable: %s; words placed by the text method",
+               note);
+    ebb_aco_chunk all = {0, src->n, nph ? ph[0].start : 0, nph ? ph[nph - 1].end : dur};
+    fallback(w, &all);
+    source = rough ? "text" : "spread";
+    rc = 0;
+  }
+  if (!(*text = acoustic_json(w, src->n, lyr->n > 0, ph, nph, source, *note ? note : NULL)))
+    rc = ebb_st_fail(ctx, EBB_ENOMEM, "out of memory for the lyrics JSON");
+done:
+  free(w);
+  return rc;
+}
+
+/* The text method (the lyrics matched to the transcript by spelling). */
+static int run_text(ebb_stage_ctx *ctx, align_state *s, wlist *lyr, wlist *tr,
+                    const ebb_span *segs, size_t nseg, const ebb_span *ph, size_t nph, double dur,
+                    char **text) {
+  const char *source = "vad";
+  const wlist *result = lyr;
+  int with_lines = 0, rc;
+  if (tr->n && lyr->n) {
+    source = "transcript+lyrics";
+    with_lines = 1;
+    if ((rc = lyrics_onto_transcript(ctx, s, lyr, tr, segs, nseg, ph, nph, dur)))
+      return rc;
+  } else if (tr->n) {
+    source = "transcript";
+    for (size_t i = 0; i < tr->n; i++)
+      tr->matched[i] = 1;
+    snap_words(tr, segs, nseg, s->snap_s);
+    result = tr;
+    ebb_st_log(ctx, 1, "%zu transcript words%s", tr->n, s->lyrics_path ? " (lyrics file empty)" : "");
+  } else {
+    static const wlist none = {0};
+    result = &none;
+    ebb_st_log(ctx, 1, "no transcript: %zu vocal phrases from voice activity only%s", nph,
+               lyr->n ? "; lyrics not aligned" : "");
+  }
+  if (!(*text = lyrics_json(result, with_lines, ph, nph, source)))
+    return ebb_st_fail(ctx, EBB_ENOMEM, "out of memory for the lyrics JSON");
+  return 0;
+}
+
 static int align_run(ebb_stage_ctx *ctx, void *state, const ebb_items *in, ebb_items *out) {
   align_state *s = state;
   ebb_span *segs = NULL, *ph = NULL;
@@ -422,43 +723,29 @@ static int align_run(ebb_stage_ctx *ctx, void *state, const ebb_items *in, ebb_i
   wlist lyr = {0}, tr = {0};
   char *text = NULL;
   json_t *transcript = NULL;
-  const char *source = "vad";
   double dur = 0;
+  float *mono = NULL;
+  uint64_t n = 0;
+  uint32_t rate = 0;
   ebb_st_watch(ctx); /* the voice activity's loops see a cancellation */
-  int rc = voice_activity(ctx, s, in, &segs, &nseg, &ph, &nph, &dur);
+  int rc = voice_activity(ctx, s, in, &segs, &nseg, &ph, &nph, &dur, &mono, &n, &rate);
   ebb_st_unwatch();
   if (rc)
     return rc;
   if (s->lyrics_path && (rc = read_lyrics(ctx, s->lyrics_path, &lyr)))
     goto done;
+  if (s->lyrics_path && lyr.n == 0)
+    ebb_st_log(ctx, 2, "option lyrics: %s has no words; aligning without lyrics",
+               s->lyrics_path);
   transcript = find_transcript(ctx, in);
   if (transcript && (rc = transcript_words(ctx, transcript, &tr)))
     goto done;
-  const wlist *result = &lyr;
-  int with_lines = 0;
-  if (transcript && tr.n && lyr.n) {
-    source = "transcript+lyrics";
-    with_lines = 1;
-    if ((rc = lyrics_onto_transcript(ctx, s, &lyr, &tr, segs, nseg, ph, nph, dur)))
-      goto done;
-  } else if (transcript && tr.n) {
-    source = "transcript";
-    for (size_t i = 0; i < tr.n; i++)
-      tr.matched[i] = 1;
-    snap_words(&tr, segs, nseg, s->snap_s);
-    result = &tr;
-    ebb_st_log(ctx, 1, "%zu transcript words%s", tr.n, s->lyrics_path ? " (lyrics file empty)" : "");
-  } else {
-    static const wlist none = {0};
-    result = &none;
-    ebb_st_log(ctx, 1, "no transcript: %zu vocal phrases from voice activity only%s", nph,
-               lyr.n ? "; lyrics not aligned" : "");
-  }
-  text = lyrics_json(result, with_lines, ph, nph, source);
-  if (!text) {
-    rc = ebb_st_fail(ctx, EBB_ENOMEM, "out of memory for the lyrics JSON");
+  if (s->acoustic && (lyr.n || tr.n))
+    rc = run_acoustic(ctx, s, &lyr, &tr, mono, n, rate, segs, nseg, ph, nph, dur, &text);
+  else
+    rc = run_text(ctx, s, &lyr, &tr, segs, nseg, ph, nph, dur, &text);
+  if (rc)
     goto done;
-  }
   rc = ctx->host->add_json(out, "lyrics", text);
   if (rc)
     rc = ebb_st_fail(ctx, rc, "cannot add the JSON item \"lyrics\"");
@@ -466,6 +753,7 @@ done:
   free(text);
   free(segs);
   free(ph);
+  free(mono);
   wlist_free(&lyr);
   wlist_free(&tr);
   json_decref(transcript);
@@ -477,9 +765,10 @@ const ebb_stage ebb_stage_align = {
     .size = sizeof(ebb_stage),
     .name = "align",
     /* keys the result cache: bump it whenever the outputs change (2: the VAD's
-     * periodicity cue and phrase length) */
-    .version = 2,
-    .description = "lyrics to transcript word alignment (edit distance) refined by vocal activity",
+     * periodicity cue and phrase length; 3: acoustic alignment) */
+    .version = 3,
+    .description = "lyric words aligned to the vocals (pocketsphinx forced alignment), or matched "
+                   "to a transcript by spelling",
     .options_schema = stage_opts_schema,
     .needs_gpu = 0,
     .load = align_load,

@@ -67,4 +67,68 @@ void ebb_vad_table_defaults(ebb_vad_params *vad);
 int ebb_vad(const float *x, uint64_t n, uint32_t rate, const ebb_vad_params *p, ebb_span **segs,
             size_t *nseg, ebb_span **phrases, size_t *nphr);
 
+/* --- acoustic alignment (align_acoustic.c, align_plan.c) -------------------
+ *
+ * The lyric words are cut into chunks (a lyric line or a few, or the words
+ * of one voice phrase) that are each sung inside a known stretch of the
+ * vocals; each chunk is force-aligned on its own with pocketsphinx (a finite-state
+ * grammar of exactly the chunk's dictionary words, silence and noise allowed
+ * between them), so a long song stays fast and one chunk that does not align
+ * cannot move the others. */
+
+typedef enum {
+  EBB_PLACED_NONE = 0,   /* not placed yet */
+  EBB_PLACED_ACOUSTIC,   /* its own segment in the forced alignment */
+  EBB_PLACED_LTS,        /* the same, the dictionary lacking it: pronounced by espeak-ng */
+  EBB_PLACED_BETWEEN,    /* no pronunciation (another script): between its aligned neighbours */
+  EBB_PLACED_TEXT,       /* its chunk did not align: the text method's time */
+  EBB_PLACED_SPREAD,     /* its chunk did not align: spread evenly over the chunk */
+} ebb_placed;
+
+typedef struct ebb_aco_word {
+  const char *word;  /* as written (not owned) */
+  int line;          /* lyric line, or -1 */
+  double start, end; /* in: a rough time when has_rough; out: the placed times */
+  int has_rough;
+  double conf;       /* out: 0..1, how much better the words explain the audio than free phones */
+  ebb_placed placed; /* out */
+} ebb_aco_word;
+
+typedef struct ebb_aco_chunk {
+  size_t first, count; /* words [first, first + count) */
+  double t0, t1;       /* sung inside [t0, t1] seconds */
+} ebb_aco_chunk;
+
+/* Chunks from lyric lines and voice phrases (align_plan.c): a dynamic
+ * programme pairs runs of consecutive lines with runs of consecutive phrases
+ * so that each run's letters per second is close to the song's, and a phrase
+ * may carry no line (a voice-like instrument). Words must carry their line
+ * numbers (non-decreasing). *chunks is malloc'd (caller frees). */
+int ebb_aco_plan_lines(const ebb_aco_word *w, size_t nw, const ebb_span *ph, size_t nph,
+                       double dur, ebb_aco_chunk **chunks, size_t *nchunks);
+/* Chunks from rough word times: the words whose middle falls in (or is
+ * nearest to) one voice phrase form a chunk over that phrase (without
+ * phrases, over the words' rough times). */
+int ebb_aco_plan_times(const ebb_aco_word *w, size_t nw, const ebb_span *ph, size_t nph,
+                       double dur, ebb_aco_chunk **chunks, size_t *nchunks);
+
+typedef struct ebb_aco ebb_aco; /* a loaded acoustic model + dictionary */
+
+/* Loads the model directory `hmm` and dictionary `dict`. EBB_ENOLIB naming
+ * the Debian package when they are missing or ebb was built without
+ * pocketsphinx; EBB_ENOMEM. *out: ebb_aco_close. */
+int ebb_aco_open(const char *hmm, const char *dict, ebb_aco **out);
+void ebb_aco_close(ebb_aco *a); /* NULL: no-op */
+/* 1 when the dictionary has the word (normalised: lowercase, apostrophes
+ * kept), or had it added from espeak-ng's letter-to-sound rules. */
+int ebb_aco_known(ebb_aco *a, const char *word);
+/* Aligns the words of one chunk to pcm (16 kHz mono, the whole song):
+ * 0 and each word placed (EBB_PLACED_ACOUSTIC; EBB_PLACED_LTS for a word
+ * the dictionary lacks, added with espeak-ng's pronunciation;
+ * EBB_PLACED_BETWEEN for one with none, e.g. in another script), EBB_ENOTFOUND when the chunk has no dictionary
+ * word or the alignment did not reach the chunk's end (words untouched),
+ * EBB_ECANCELED when cancelled() said so, EBB_ENOMEM. */
+int ebb_aco_align(ebb_aco *a, const int16_t *pcm, uint64_t n, ebb_aco_word *w,
+                  const ebb_aco_chunk *c, int (*cancelled)(void *), void *user);
+
 #endif

@@ -27,8 +27,8 @@ typedef struct export_state {
 /* The options, written once (stages/options.h). */
 #define EXPORT_OPTIONS(NUM, INT, STR, BOOL, SEP, ...)                                                  \
   STR(formats, "json,midi,lrc,csv",                                                               \
-      "comma-separated: json (songtrace.json), midi (melody.mid), lrc (lyrics.lrc), csv "         \
-      "(pitch.csv)") SEP                                                                          \
+      "comma-separated: json (songtrace.json), midi (melody.mid), lrc (lyrics.lrc and "           \
+      "lyrics.words.lrc), csv (pitch.csv)") SEP                                                   \
   STR(stems, "flac",                                                                              \
       "the separated vocals and accompaniment: flac (vocals.flac, accompaniment.flac), wav, or "  \
       "none")
@@ -249,8 +249,10 @@ static long word_line(json_t *w, json_t *phrases) {
   return -1;
 }
 
+/* The line form ([mm:ss.xx] per line), or with `enhanced` the enhanced LRC
+ * form: each word also after its own <mm:ss.xx>. */
 static int write_lrc(ebb_stage_ctx *ctx, const char *path, json_t *words, json_t *phrases,
-                     size_t *lines) {
+                     int enhanced, size_t *lines) {
   FILE *f = fopen(path, "w");
   if (!f)
     return ebb_st_fail(ctx, EBB_EIO, "%s: cannot write: %s", path, strerror(errno));
@@ -273,6 +275,13 @@ static int write_lrc(ebb_stage_ctx *ctx, const char *path, json_t *words, json_t
       cur = line;
     } else {
       fputc(' ', f);
+    }
+    if (enhanced) {
+      char ts[32];
+      ebb_lrc_timestamp(start, ts, sizeof ts);
+      ts[0] = '<';
+      ts[strlen(ts) - 1] = '>';
+      fputs(ts, f);
     }
     fputs(text, f);
     prev_end = json_number_value(json_object_get(w, "end"));
@@ -315,19 +324,24 @@ static int export_run(ebb_stage_ctx *ctx, void *state, const ebb_items *in, ebb_
     ebb_st_log(ctx, 1, "wrote %s (%zu notes)", path, k);
   }
   if (s->formats & FMT_LRC) {
-    if (json_array_size(words) == 0) {
-      /* an earlier run's lyrics in the same directory would pass for this
-       * song's */
-      int stale = join_path(ctx, dir, "lyrics.lrc", path, sizeof path) == 0 && unlink(path) == 0;
-      ebb_st_log(ctx, 1, "no lyric words: lyrics.lrc not written%s",
-                 stale ? " (removed the one an earlier run left in the output directory)" : "");
-    } else {
+    static const char *const lrc[2] = {"lyrics.lrc", "lyrics.words.lrc"};
+    for (int e = 0; e < 2; e++) {
+      if (json_array_size(words) == 0) {
+        /* an earlier run's lyrics in the same directory would pass for this
+         * song's */
+        int stale = join_path(ctx, dir, lrc[e], path, sizeof path) == 0 && unlink(path) == 0;
+        if (e == 0 || stale)
+          ebb_st_log(ctx, 1, "no lyric words: %s not written%s", lrc[e],
+                     stale ? " (removed the one an earlier run left in the output directory)"
+                           : "");
+        continue;
+      }
       size_t lines = 0;
-      if ((rc = join_path(ctx, dir, "lyrics.lrc", path, sizeof path)) ||
-          (rc = write_lrc(ctx, path, words, json_object_get(lyrics, "phrases"), &lines)) ||
-          (rc = add_file(ctx, out, "lyrics.lrc", path)))
+      if ((rc = join_path(ctx, dir, lrc[e], path, sizeof path)) ||
+          (rc = write_lrc(ctx, path, words, json_object_get(lyrics, "phrases"), e, &lines)) ||
+          (rc = add_file(ctx, out, lrc[e], path)))
         goto done;
-      ebb_st_log(ctx, 1, "wrote %s (%zu lines)", path, lines);
+      ebb_st_log(ctx, 1, "wrote %s (%zu lines%s)", path, lines, e ? ", word times" : "");
     }
   }
   if (s->formats & FMT_CSV) {
@@ -360,9 +374,11 @@ const ebb_stage ebb_stage_export = {
     .abi_version = EBB_STAGE_ABI_VERSION,
     .size = sizeof(ebb_stage),
     .name = "export",
-    /* keys the result cache: bump it whenever the outputs change (2: the stems) */
-    .version = 2,
-    .description = "writes songtrace.json, melody.mid, lyrics.lrc, pitch.csv and the stems",
+    /* keys the result cache: bump it whenever the outputs change (2: the stems;
+     * 3: lyrics.words.lrc) */
+    .version = 3,
+    .description = "writes songtrace.json, melody.mid, lyrics.lrc (+ lyrics.words.lrc), "
+                   "pitch.csv and the stems",
     .options_schema = stage_opts_schema,
     .needs_gpu = 0,
     .load = export_load,

@@ -4,6 +4,9 @@
  *                   the job's items and this stage's settings;
  *   melody.mid      the notes as a Standard MIDI File (midi.h);
  *   lyrics.lrc      [mm:ss.xx] per lyric line, only when there are words;
+ *   lyrics.words.lrc  the same lines in the enhanced LRC form, each word
+ *                   after its own <mm:ss.xx> ("[00:02.00]<00:02.00>of
+ *                   <00:02.50>your"), written with lyrics.lrc (lrc format);
  *   pitch.csv       time,f0_hz,voicing per f0 frame;
  *   vocals.flac, accompaniment.flac  the separate stage's stems.
  * Option `formats`: comma-separated subset of json,midi,lrc,csv; option

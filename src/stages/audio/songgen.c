@@ -4,12 +4,14 @@
 
 #include <jansson.h>
 #include <math.h>
+#include <pthread.h>
 #include <sndfile.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "ebb/error.h"
+#include "stages/audio/speech.h"
 
 #define SG_PI 3.14159265358979323846
 #define SG_BEAT_S 0.5   /* 120 bpm */
@@ -62,6 +64,50 @@ typedef struct sg_build {
   rng r;
   size_t cap;
 } sg_build;
+
+/* The words voice's speech, each word spoken once per process and rate and
+ * kept: espeak-ng's output for a word depends on what it said before in the
+ * process (a few samples' length and the noise), so speaking it again for
+ * a second song would make the same seed sing differently. A fresh process
+ * speaks them in the song's order, so the demo is the same on every build. */
+#define SG_SAID_MAX 512
+static struct sg_said {
+  size_t word;
+  uint32_t rate;
+  float *x; /* trimmed of silence */
+  uint64_t n;
+} sg_said[SG_SAID_MAX];
+static size_t sg_nsaid;
+static pthread_mutex_t sg_said_lock = PTHREAD_MUTEX_INITIALIZER;
+
+static int said(size_t wi, uint32_t rate, const float **x, uint64_t *n) {
+  int rc = 0;
+  pthread_mutex_lock(&sg_said_lock);
+  size_t i = 0;
+  while (i < sg_nsaid && !(sg_said[i].word == wi && sg_said[i].rate == rate))
+    i++;
+  if (i == sg_nsaid) {
+    float *s = NULL;
+    uint64_t ns = 0, first = 0, count = 0;
+    if (i == SG_SAID_MAX) {
+      rc = ebb_seterr(EBB_ENOMEM, "songgen: more than %d spoken words kept", SG_SAID_MAX);
+      goto done;
+    }
+    if ((rc = ebb_speech_say(sg_words[wi], rate, &s, &ns, NULL, NULL, NULL)))
+      goto done;
+    ebb_speech_trim(s, ns, rate, &first, &count);
+    if (count == 0)
+      count = ns, first = 0;
+    memmove(s, s + first, count * sizeof *s);
+    sg_said[i] = (struct sg_said){wi, rate, s, count};
+    sg_nsaid++;
+  }
+  *x = sg_said[i].x;
+  *n = sg_said[i].n;
+done:
+  pthread_mutex_unlock(&sg_said_lock);
+  return rc;
+}
 
 static int add_note(sg_build *b, double onset, double offset, int midi, int line) {
   ebb_song *s = b->s;
@@ -134,35 +180,104 @@ static double formant_gain(const double fm[3], double hz) {
   return g;
 }
 
-static void sing(sg_build *b) {
-  ebb_song *s = b->s;
+/* One note's vowel: harmonics at the sung frequency shaped by the formants. */
+static void sing_vowel(ebb_song *s, const ebb_song_note *n, const double *fm, double vphase,
+                       double level) {
   double rate = s->rate, nyq = rate / 2.0;
-  for (size_t i = 0; i < s->n_notes; i++) {
+  double f = midi_hz(n->midi), phase = 0.0, len = n->offset - n->onset;
+  uint64_t a = (uint64_t)llround(n->onset * rate), e = (uint64_t)llround(n->offset * rate);
+  if (e > s->frames)
+    e = s->frames;
+  for (uint64_t k = a; k < e; k++) {
+    double t = (double)(k - a) / rate;
+    double hz = sung_hz(f, t, vphase);
+    phase += 2.0 * SG_PI * hz / rate;
+    if (phase > 2.0 * SG_PI * 1e6)
+      phase = fmod(phase, 2.0 * SG_PI);
+    double env = 1.0;
+    if (t < 0.03)
+      env = 0.5 - 0.5 * cos(SG_PI * t / 0.03);
+    if (len - t < 0.06)
+      env *= 0.5 - 0.5 * cos(SG_PI * (len - t) / 0.06);
+    double v = 0.0;
+    for (int h = 1; h * hz < nyq - 400.0 && h * hz < 6000.0; h++)
+      v += formant_gain(fm, h * hz) / pow(h, 0.6) * sin(h * phase);
+    s->vocals[k] += (float)(level * env * v * 0.5);
+  }
+}
+
+typedef struct sg_pitch {
+  double hz, vphase;
+} sg_pitch;
+
+static double sg_f0(double t, void *u) {
+  const sg_pitch *p = u;
+  return sung_hz(p->hz, t, p->vphase);
+}
+
+#define SG_WORD_RMS 0.55 /* a sung word's RMS over its level: about the vowels' loudness */
+
+/* One note's word: espeak-ng's speech of it (trimmed of silence), stretched
+ * over the note and re-sung on the note's pitch (speech.h's vocoder). */
+static int sing_word(sg_build *b, const ebb_song_note *n, size_t wi, double vphase, double level,
+                     uint64_t noise_seed, float *tmp) {
+  ebb_song *s = b->s;
+  uint32_t rate = s->rate;
+  const float *speech = NULL;
+  uint64_t nspeech = 0;
+  int rc = said(wi, rate, &speech, &nspeech);
+  if (rc)
+    return rc;
+  uint64_t a = (uint64_t)llround(n->onset * rate), e = (uint64_t)llround(n->offset * rate);
+  if (e > s->frames)
+    e = s->frames;
+  if (e <= a || nspeech == 0)
+    return 0;
+  uint64_t len = e - a;
+  memset(tmp, 0, len * sizeof *tmp);
+  sg_pitch pitch = {midi_hz(n->midi), vphase};
+  if ((rc = ebb_vocode(speech, nspeech, rate, sg_f0, &pitch, noise_seed, 1.0, 1, tmp,
+                       len)))
+    return rc;
+  double ss = 0;
+  for (uint64_t k = 0; k < len; k++)
+    ss += (double)tmp[k] * tmp[k];
+  double g = ss > 0 ? level * SG_WORD_RMS / sqrt(ss / (double)len) : 0.0, dur = (double)len / rate;
+  for (uint64_t k = 0; k < len; k++) {
+    double t = (double)k / rate, env = 1.0;
+    if (t < 0.01)
+      env = 0.5 - 0.5 * cos(SG_PI * t / 0.01);
+    if (dur - t < 0.04)
+      env *= 0.5 - 0.5 * cos(SG_PI * (dur - t) / 0.04);
+    s->vocals[a + k] += (float)(g * env * tmp[k]);
+  }
+  return 0;
+}
+
+/* The voice: per note the same draws (vowel, vibrato phase, level) in both
+ * voices, so the truth f0 replays them whatever the voice. */
+static int sing(sg_build *b) {
+  ebb_song *s = b->s;
+  float *tmp = NULL;
+  if (s->voice == EBB_SONG_VOICE_WORDS && !(tmp = malloc((size_t)s->rate * 8 * sizeof *tmp)))
+    return ebb_seterr(EBB_ENOMEM, "songgen: out of memory for a word");
+  int rc = 0;
+  for (size_t i = 0; i < s->n_notes && !rc; i++) {
     const ebb_song_note *n = &s->notes[i];
     const double *fm = sg_formants[rng_int(&b->r, 5)];
     double vphase = 2.0 * SG_PI * rng_unit(&b->r);
     double level = 0.22 + 0.08 * rng_unit(&b->r);
-    double f = midi_hz(n->midi), phase = 0.0, len = n->offset - n->onset;
-    uint64_t a = (uint64_t)llround(n->onset * rate), e = (uint64_t)llround(n->offset * rate);
-    if (e > s->frames)
-      e = s->frames;
-    for (uint64_t k = a; k < e; k++) {
-      double t = (double)(k - a) / rate;
-      double hz = sung_hz(f, t, vphase);
-      phase += 2.0 * SG_PI * hz / rate;
-      if (phase > 2.0 * SG_PI * 1e6)
-        phase = fmod(phase, 2.0 * SG_PI);
-      double env = 1.0;
-      if (t < 0.03)
-        env = 0.5 - 0.5 * cos(SG_PI * t / 0.03);
-      if (len - t < 0.06)
-        env *= 0.5 - 0.5 * cos(SG_PI * (len - t) / 0.06);
-      double v = 0.0;
-      for (int h = 1; h * hz < nyq - 400.0 && h * hz < 6000.0; h++)
-        v += formant_gain(fm, h * hz) / pow(h, 0.6) * sin(h * phase);
-      s->vocals[k] += (float)(level * env * v * 0.5);
+    if (s->voice == EBB_SONG_VOICE_WORDS) {
+      size_t wi = 0;
+      while (wi + 1 < SG_NWORDS && sg_words[wi] != n->word)
+        wi++;
+      rc = sing_word(b, n, wi, vphase, level, s->seed * 1000003u + i, tmp);
+    } else {
+      sing_vowel(s, n, fm, vphase, level);
     }
   }
+  free(tmp);
+  return rc;
 }
 
 static void add_tone(float *x, uint64_t frames, double rate, double start, double len, double hz,
@@ -243,6 +358,8 @@ int ebb_songgen_create(const ebb_songgen_params *p, ebb_song **out) {
     return ebb_seterr(EBB_EINVAL, "songgen: length %g s is outside 6..3600", d.seconds);
   if (!(d.accomp_gain >= 0.0 && d.accomp_gain <= 10.0))
     return ebb_seterr(EBB_EINVAL, "songgen: accomp_gain %g is outside 0..10", d.accomp_gain);
+  if (d.voice != EBB_SONG_VOICE_VOWELS && d.voice != EBB_SONG_VOICE_WORDS)
+    return ebb_seterr(EBB_EINVAL, "songgen: voice %d is not vowels (0) or words (1)", d.voice);
   sg_build b = {.r = {d.seed}};
   ebb_song *s = calloc(1, sizeof *s);
   if (!s)
@@ -250,6 +367,7 @@ int ebb_songgen_create(const ebb_songgen_params *p, ebb_song **out) {
   b.s = s;
   s->rate = d.rate;
   s->seed = d.seed;
+  s->voice = d.voice;
   s->frames = (uint64_t)llround(d.seconds * d.rate);
   s->f0_hop_s = 0.01;
   s->n_f0 = (size_t)floor(d.seconds / s->f0_hop_s) + 1;
@@ -271,7 +389,8 @@ int ebb_songgen_create(const ebb_songgen_params *p, ebb_song **out) {
   uint64_t sing_seed = rng_next(&b.r);
   rng main_r = b.r;
   b.r.s = sing_seed;
-  sing(&b);
+  if ((rc = sing(&b)))
+    goto fail;
   b.r.s = sing_seed; /* replay the draws of sing() for the truth f0 */
   for (size_t i = 0; i < s->n_notes; i++) {
     const ebb_song_note *n = &s->notes[i];
@@ -302,9 +421,11 @@ int ebb_songgen_create(const ebb_songgen_params *p, ebb_song **out) {
     }
   }
   *out = s;
-  return 0;
+  rc = 0;
+  goto done;
 fail:
   ebb_song_destroy(s);
+done:
   return rc;
 }
 
@@ -350,6 +471,17 @@ int ebb_song_truth_json(const ebb_song *s, char **out) {
   json_object_set_new(f0, "voiced", voiced);
   json_object_set_new(root, "notes", notes);
   json_object_set_new(root, "phrases", phrases);
+  json_object_set_new(root, "voice",
+                      json_string(s->voice == EBB_SONG_VOICE_WORDS ? "words" : "vowels"));
+  if (s->voice == EBB_SONG_VOICE_WORDS) {
+    json_t *words = json_array();
+    for (size_t i = 0; i < s->n_notes; i++) {
+      const ebb_song_note *n = &s->notes[i];
+      json_array_append_new(words, json_pack("{s:s,s:f,s:f,s:i}", "word", n->word, "start",
+                                             r3(n->onset), "end", r3(n->offset), "line", n->line));
+    }
+    json_object_set_new(root, "words", words);
+  }
   json_object_set_new(root, "f0", f0);
   *out = json_dumps(root, JSON_COMPACT | JSON_REAL_PRECISION(10));
   json_decref(root);

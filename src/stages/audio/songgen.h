@@ -3,21 +3,30 @@
  * by vowel formants, vibrato ~5.5 Hz +-30 cents, onset scoop, attack/release
  * envelopes, rests between phrases) over an accompaniment (chord pad, bass,
  * kick/snare/hi-hat) at 120 bpm. The same seed and parameters always give the
- * same samples on the same machine (a seeded PRNG, no global state). */
+ * same samples on the same machine (a seeded PRNG; the words voice keeps
+ * each word as espeak-ng first spoke it in the process, see songgen.c). */
 #ifndef EBB_STAGES_AUDIO_SONGGEN_H
 #define EBB_STAGES_AUDIO_SONGGEN_H
 
 #include <stddef.h>
 #include <stdint.h>
 
+/* The voice: one vowel per note (formant synthesis), or each note's word
+ * spoken by espeak-ng and re-sung on the note's pitch (speech.h), so the
+ * song has lyrics an acoustic model can hear. The melody (notes, f0 truth)
+ * and the accompaniment are the same for both. */
+typedef enum { EBB_SONG_VOICE_VOWELS = 0, EBB_SONG_VOICE_WORDS = 1 } ebb_song_voice;
+
 typedef struct ebb_songgen_params {
   uint64_t seed;      /* any value; 0 is a valid seed */
   uint32_t rate;      /* samples per second; 8000..96000 (16000 default) */
   double seconds;     /* about this long: 1 bar intro + 4 s phrases; >= 6 */
   double accomp_gain; /* accompaniment level relative to its design level (0 = silent) */
+  ebb_song_voice voice;
 } ebb_songgen_params;
 
-/* The defaults: seed 1, 16 kHz, 26 s, accompaniment 0.5. */
+/* The defaults: seed 1, 16 kHz, 26 s, accompaniment 0.5, vowels (the songs
+ * the pitch tests and benchmark were tuned on; the demo sings words). */
 ebb_songgen_params ebb_songgen_defaults(void);
 
 typedef struct ebb_song_note {
@@ -40,15 +49,20 @@ typedef struct ebb_song {
   size_t n_f0;
   float *f0_hz;     /* per frame: the sung frequency, 0 when no note sounds */
   uint64_t seed;
+  ebb_song_voice voice;
 } ebb_song;
 
 /* Synthesises a song. On success *out is the caller's (ebb_song_destroy).
- * Fails with EBB_EINVAL (a parameter out of range, named) or EBB_ENOMEM. */
+ * Fails with EBB_EINVAL (a parameter out of range, named), EBB_ENOMEM, or
+ * for the words voice what ebb_speech_say fails with (EBB_ENOLIB when ebb
+ * was built without espeak-ng). */
 int ebb_songgen_create(const ebb_songgen_params *p, ebb_song **out);
 void ebb_song_destroy(ebb_song *s); /* NULL: no-op */
 
 /* The ground truth as JSON text: {"rate","duration","seed","tempo_bpm",
  * "notes":[{"onset","offset","midi","word","line"}], "phrases":[{"start","end"}],
+ * "voice":"vowels"|"words", with words: "words":[{"word","start","end","line"}]
+ * (each word sung over its note: start is the note's onset),
  * "f0":{"hop_s","hz":[...],"voiced":[0|1...]}}. *out is malloc'd (caller frees). */
 int ebb_song_truth_json(const ebb_song *s, char **out);
 

@@ -1,0 +1,314 @@
+/* Acoustic forced alignment of lyric words with pocketsphinx (align.h).
+ *
+ * Debian's pocketsphinx (0.8+5prealpha) has no alignment search of its own
+ * in its C API, so each chunk gets a finite-state grammar that is exactly
+ * its dictionary words in order; the FSG search inserts silence and noise
+ * fillers between them, and the segment iterator gives each word's frames.
+ * The confidence of a word comes from its acoustic score in the forced
+ * path per frame. pocketsphinx scores each frame's senones relative to the
+ * frame's best senone, so that score is how far the word's phones fall
+ * behind the best any phone could do there. (A free phone loop, the
+ * textbook contrast, costs 5 to 100 times the alignment with this model and
+ * separated the right words from wrong ones no better on sung lines.) */
+#include <ctype.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "ebb/error.h"
+#include "stages/audio/align.h"
+#include "stages/audio/speech.h"
+
+#define ACO_RATE 16000
+#define ACO_FRAME_S 0.01
+#define ACO_PAD_S 0.25 /* a chunk's audio starts and ends this far outside its phrases */
+/* conf = exp(-max(0, d - ACO_CONF_FREE) / ACO_CONF_SCALE), d = minus the
+ * word's acoustic score per frame (pocketsphinx's scaled log units, 0 = the
+ * best senone in every frame). On the demo song's sung words d is about
+ * 20..45 where the word is sung; forced onto other words, 40..60. */
+#define ACO_CONF_FREE 25.0
+#define ACO_CONF_SCALE 25.0
+
+#ifdef EBB_HAVE_POCKETSPHINX
+#include <pocketsphinx.h>
+#include <sphinxbase/fsg_model.h>
+
+/* A word as the dictionary spells it: lowercase ASCII letters, digits and
+ * apostrophes; 0 when the word has anything else (another script: not in
+ * this dictionary) or nothing left. */
+static int dict_form(const char *word, char *out, size_t n) {
+  size_t k = 0;
+  for (const unsigned char *p = (const unsigned char *)word; *p; p++) {
+    if (*p >= 0x80)
+      return 0;
+    if (isalnum(*p) || *p == '\'') {
+      if (k + 1 >= n)
+        return 0;
+      out[k++] = (char)tolower(*p);
+    }
+  }
+  while (k && out[k - 1] == '\'')
+    k--;
+  out[k] = '\0';
+  size_t lead = strspn(out, "'");
+  memmove(out, out + lead, k - lead + 1);
+  return out[0] != '\0';
+}
+
+struct ebb_aco {
+  cmd_ln_t *config;
+  ps_decoder_t *ps;
+  char **lts; /* words added with espeak-ng's pronunciation */
+  size_t nlts;
+};
+
+int ebb_aco_open(const char *hmm, const char *dict, ebb_aco **out) {
+  char mdef[4096];
+  snprintf(mdef, sizeof mdef, "%s/mdef", hmm);
+  if (access(mdef, R_OK))
+    return ebb_seterr(EBB_ENOLIB,
+                      "align: no acoustic model at %s (option acoustic_model; Debian package "
+                      "pocketsphinx-en-us, installed by scripts/install-deps.sh)",
+                      hmm);
+  if (access(dict, R_OK))
+    return ebb_seterr(EBB_ENOLIB,
+                      "align: no pronunciation dictionary at %s (option dictionary; Debian "
+                      "package pocketsphinx-en-us, installed by scripts/install-deps.sh)",
+                      dict);
+  ebb_aco *a = calloc(1, sizeof *a);
+  if (!a)
+    return ebb_seterr(EBB_ENOMEM, "align: out of memory for the acoustic model");
+  /* wide beams: the grammar is one path, so pruning only risks losing it;
+   * no silence removal: the chunk's own times are wanted */
+  a->config = cmd_ln_init(NULL, ps_args(), TRUE, "-hmm", hmm, "-dict", dict, "-logfn",
+                          "/dev/null", "-remove_silence", "no", "-beam", "1e-80", "-pbeam",
+                          "1e-80", "-wbeam", "1e-60", NULL);
+  if (a->config)
+    a->ps = ps_init(a->config);
+  if (!a->ps) {
+    ebb_aco_close(a);
+    return ebb_seterr(EBB_ENOLIB,
+                      "align: pocketsphinx could not load the model %s with dictionary %s "
+                      "(Debian package pocketsphinx-en-us)",
+                      hmm, dict);
+  }
+  *out = a;
+  return 0;
+}
+
+void ebb_aco_close(ebb_aco *a) {
+  if (!a)
+    return;
+  if (a->ps)
+    ps_free(a->ps);
+  if (a->config)
+    cmd_ln_free_r(a->config);
+  for (size_t i = 0; i < a->nlts; i++)
+    free(a->lts[i]);
+  free(a->lts);
+  free(a);
+}
+
+int ebb_aco_known(ebb_aco *a, const char *word) {
+  char w[128];
+  if (!dict_form(word, w, sizeof w))
+    return 0;
+  char *ph = ps_lookup_word(a->ps, w);
+  int ok = ph != NULL;
+  ckd_free(ph);
+  return ok;
+}
+
+/* Runs the search `name` over pcm; 0 when it found a hypothesis. */
+static int decode(ebb_aco *a, const char *name, const int16_t *pcm, size_t n) {
+  if (ps_set_search(a->ps, name) < 0 || ps_start_utt(a->ps) < 0)
+    return -1;
+  int rc = ps_process_raw(a->ps, pcm, n, FALSE, TRUE) < 0;
+  rc |= ps_end_utt(a->ps) < 0;
+  int32 score;
+  return rc || !ps_get_hyp(a->ps, &score) ? -1 : 0;
+}
+
+static int is_filler(const char *w) { return w[0] == '<' || w[0] == '[' || !strcmp(w, "SIL"); }
+
+static int is_lts(const ebb_aco *a, const char *d) {
+  for (size_t i = 0; i < a->nlts; i++)
+    if (!strcmp(a->lts[i], d))
+      return 1;
+  return 0;
+}
+
+/* A word the dictionary lacks, added with espeak-ng's letter-to-sound
+ * pronunciation mapped to CMU phones (speech.h): 1 when added. */
+static int add_lts(ebb_aco *a, const char *d) {
+  char ph[512];
+  char **l = realloc(a->lts, (a->nlts + 1) * sizeof *l);
+  if (!l)
+    return 0;
+  a->lts = l;
+  if (ebb_speech_phones(d, ph, sizeof ph) || !(a->lts[a->nlts] = strdup(d)))
+    return 0;
+  if (ps_add_word(a->ps, d, ph, FALSE) < 0) {
+    free(a->lts[a->nlts]);
+    return 0;
+  }
+  a->nlts++;
+  return 1;
+}
+
+/* The grammar, built as a finite-state grammar directly: a chain of the
+ * chunk's dictionary words (the FSG search adds silence and filler loops
+ * at every state, and alternate pronunciations). Built with fsg_model
+ * rather than ps_set_jsgf_string, which leaks its parsed grammar (7 KB a
+ * call, valgrind) in 0.8+5prealpha. known[i]: word i is in the grammar.
+ * Returns 0, -1 when pocketsphinx refused it, EBB_ENOMEM. */
+static int set_grammar(ebb_aco *a, const ebb_aco_word *w, const ebb_aco_chunk *c, int *known,
+                       size_t *nknown) {
+  *nknown = 0;
+  for (size_t i = 0; i < c->count; i++) {
+    char d[128];
+    known[i] = ebb_aco_known(a, w[c->first + i].word);
+    if (!known[i] && dict_form(w[c->first + i].word, d, sizeof d))
+      known[i] = add_lts(a, d);
+    *nknown += (size_t)known[i];
+  }
+  if (*nknown == 0)
+    return 0;
+  fsg_model_t *fsg = fsg_model_init("lyrics", ps_get_logmath(a->ps),
+                                    cmd_ln_float32_r(a->config, "-lw"), (int32)*nknown + 1);
+  if (!fsg)
+    return ebb_seterr(EBB_ENOMEM, "align: out of memory for a grammar of %zu words", c->count);
+  fsg->start_state = 0;
+  fsg->final_state = (int32)*nknown;
+  int32 st = 0;
+  for (size_t i = 0; i < c->count; i++) {
+    char d[128];
+    if (!known[i] || !dict_form(w[c->first + i].word, d, sizeof d))
+      continue;
+    int32 wid = fsg_model_word_add(fsg, d);
+    fsg_model_trans_add(fsg, st, st + 1, 0, wid);
+    st++;
+  }
+  int rc = ps_set_fsg(a->ps, "lyrics", fsg) < 0 ? -1 : 0;
+  fsg_model_free(fsg); /* the search holds its own reference */
+  return rc;
+}
+
+/* Words the dictionary lacks sit between their aligned neighbours. */
+static void place_between(ebb_aco_word *w, const ebb_aco_chunk *c, const int *known) {
+  for (size_t i = 0; i < c->count;) {
+    if (known[i]) {
+      i++;
+      continue;
+    }
+    size_t j = i;
+    while (j < c->count && !known[j])
+      j++;
+    double lo = i > 0 ? w[c->first + i - 1].end : c->t0;
+    double hi = j < c->count ? w[c->first + j].start : c->t1;
+    if (hi < lo + 0.08 * (double)(j - i))
+      hi = lo + 0.08 * (double)(j - i);
+    for (size_t k = i; k < j; k++) {
+      ebb_aco_word *x = &w[c->first + k];
+      x->start = lo + (hi - lo) * (double)(k - i) / (double)(j - i);
+      x->end = lo + (hi - lo) * (double)(k - i + 1) / (double)(j - i);
+      x->conf = 0;
+      x->placed = EBB_PLACED_BETWEEN;
+    }
+    i = j;
+  }
+}
+
+int ebb_aco_align(ebb_aco *a, const int16_t *pcm, uint64_t n, ebb_aco_word *w,
+                  const ebb_aco_chunk *c, int (*cancelled)(void *), void *user) {
+  double t0 = fmax(0.0, c->t0 - ACO_PAD_S);
+  uint64_t s0 = (uint64_t)(t0 * ACO_RATE), s1 = (uint64_t)((c->t1 + ACO_PAD_S) * ACO_RATE);
+  if (s1 > n)
+    s1 = n;
+  if (s1 <= s0 + ACO_RATE / 10 || c->count == 0)
+    return EBB_ENOTFOUND;
+  size_t len = (size_t)(s1 - s0);
+  int *known = calloc(c->count, sizeof *known);
+  int32 *ascr = calloc(c->count, sizeof *ascr);
+  size_t nknown = 0;
+  int rc = 0;
+  if (!known || !ascr) {
+    rc = ebb_seterr(EBB_ENOMEM, "align: out of memory for a chunk of %zu words", c->count);
+    goto done;
+  }
+  if (cancelled && cancelled(user)) {
+    rc = EBB_ECANCELED;
+    goto done;
+  }
+  rc = set_grammar(a, w, c, known, &nknown);
+  if (rc == EBB_ENOMEM)
+    goto done;
+  if (rc || nknown == 0 || decode(a, "lyrics", pcm + s0, len)) {
+    rc = EBB_ENOTFOUND;
+    goto done;
+  }
+  /* the segments: fillers skipped, the words in grammar order */
+  size_t k = 0;
+  for (ps_seg_t *s = ps_seg_iter(a->ps); s; s = ps_seg_next(s)) {
+    if (is_filler(ps_seg_word(s)))
+      continue;
+    while (k < c->count && !known[k])
+      k++;
+    if (k == c->count) {
+      ps_seg_free(s);
+      break;
+    }
+    int sf, ef;
+    int32 lscr, lback;
+    ps_seg_frames(s, &sf, &ef);
+    ps_seg_prob(s, &ascr[k], &lscr, &lback);
+    ebb_aco_word *x = &w[c->first + k];
+    x->start = t0 + sf * ACO_FRAME_S;
+    x->end = t0 + (ef + 1) * ACO_FRAME_S;
+    char dw[128];
+    x->placed = dict_form(x->word, dw, sizeof dw) && is_lts(a, dw) ? EBB_PLACED_LTS
+                                                                    : EBB_PLACED_ACOUSTIC;
+    double d = -(double)ascr[k] / (ef - sf + 1);
+    x->conf = d <= ACO_CONF_FREE ? 1.0 : exp(-(d - ACO_CONF_FREE) / ACO_CONF_SCALE);
+    k++;
+  }
+  size_t got = 0;
+  for (size_t i = 0; i < c->count; i++)
+    got += known[i] && (w[c->first + i].placed == EBB_PLACED_ACOUSTIC ||
+                        w[c->first + i].placed == EBB_PLACED_LTS);
+  if (got != nknown) {
+    for (size_t i = 0; i < c->count; i++)
+      w[c->first + i].placed = EBB_PLACED_NONE;
+    rc = EBB_ENOTFOUND;
+    goto done;
+  }
+  place_between(w, c, known);
+done:
+  free(known);
+  free(ascr);
+  return rc;
+}
+#else
+struct ebb_aco {
+  int unused;
+};
+int ebb_aco_open(const char *hmm, const char *dict, ebb_aco **out) {
+  (void)hmm, (void)dict, (void)out;
+  return ebb_seterr(EBB_ENOLIB, "align: ebb was built without pocketsphinx, so the acoustic "
+                                "method is unavailable (Debian packages libpocketsphinx-dev "
+                                "pocketsphinx-en-us; scripts/install-deps.sh installs them, then "
+                                "rebuild; method text still works)");
+}
+void ebb_aco_close(ebb_aco *a) { free(a); }
+int ebb_aco_known(ebb_aco *a, const char *word) {
+  (void)a, (void)word;
+  return 0;
+}
+int ebb_aco_align(ebb_aco *a, const int16_t *pcm, uint64_t n, ebb_aco_word *w,
+                  const ebb_aco_chunk *c, int (*cancelled)(void *), void *user) {
+  (void)a, (void)pcm, (void)n, (void)w, (void)c, (void)cancelled, (void)user;
+  return EBB_ENOLIB;
+}
+#endif

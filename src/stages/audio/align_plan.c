@@ -1,0 +1,202 @@
+/* Chunks for the acoustic alignment (align.h): which lyric words are sung
+ * in which stretch of the vocals. */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "ebb/error.h"
+#include "stages/audio/align.h"
+
+#define PL_MAX_RUN 4         /* lines or phrases in one pairing */
+#define PL_SKIP_PHRASE 1.5   /* cost of a phrase with no line */
+#define PL_SKIP_LINE 4.0     /* cost of a line with no phrase */
+#define PL_JOIN 0.35         /* cost of each extra line or phrase in a pairing */
+
+/* A line's weight: its letters plus one per word (about its sung length). */
+static double letters(const char *w) {
+  double n = 1;
+  for (const unsigned char *p = (const unsigned char *)w; *p; p++)
+    n += (*p >= 0x80) ? ((*p & 0xC0) == 0xC0) : ((*p | 32) >= 'a' && (*p | 32) <= 'z');
+  return n;
+}
+
+typedef struct pl_line {
+  size_t first, count;
+  double weight;
+} pl_line;
+
+static int add_chunk(ebb_aco_chunk **c, size_t *n, size_t *cap, ebb_aco_chunk v) {
+  if (*n == *cap) {
+    size_t nc = *cap ? *cap * 2 : 16;
+    ebb_aco_chunk *x = realloc(*c, nc * sizeof *x);
+    if (!x)
+      return ebb_seterr(EBB_ENOMEM, "align: out of memory for chunks");
+    *c = x;
+    *cap = nc;
+  }
+  (*c)[(*n)++] = v;
+  return 0;
+}
+
+static size_t count_lines(const ebb_aco_word *w, size_t nw, pl_line *out) {
+  size_t nl = 0;
+  for (size_t i = 0; i < nw; i++) {
+    if (i == 0 || w[i].line != w[i - 1].line) {
+      if (out)
+        out[nl] = (pl_line){i, 0, 0};
+      nl++;
+    }
+    if (out) {
+      out[nl - 1].count++;
+      out[nl - 1].weight += letters(w[i].word);
+    }
+  }
+  return nl;
+}
+
+/* The cost of singing lines [j, j+b) over phrases [i, i+a) at `rate` letters/s. */
+static double pair_cost(const pl_line *l, size_t j, size_t b, const ebb_span *ph, size_t i,
+                        size_t a, double rate) {
+  double wsum = 0, dsum = 0;
+  for (size_t k = 0; k < b; k++)
+    wsum += l[j + k].weight;
+  for (size_t k = 0; k < a; k++)
+    dsum += ph[i + k].end - ph[i + k].start;
+  return fabs(log((dsum * rate + 1e-9) / wsum)) + PL_JOIN * (double)(a - 1 + b - 1);
+}
+
+int ebb_aco_plan_lines(const ebb_aco_word *w, size_t nw, const ebb_span *ph, size_t nph,
+                       double dur, ebb_aco_chunk **chunks, size_t *nchunks) {
+  *chunks = NULL;
+  *nchunks = 0;
+  size_t nl = count_lines(w, nw, NULL), cap = 0;
+  if (nl == 0)
+    return 0;
+  pl_line *l = calloc(nl, sizeof *l);
+  size_t W = nl + 1, np = nph + 1;
+  double *D = malloc(np * W * sizeof *D);
+  int *from = malloc(np * W * sizeof *from); /* a * 8 + b of the step into (i, j) */
+  int rc = 0;
+  if (!l || !D || !from) {
+    rc = ebb_seterr(EBB_ENOMEM, "align: out of memory planning %zu lines over %zu phrases", nl,
+                    nph);
+    goto done;
+  }
+  count_lines(w, nw, l);
+  double wtot = 0, dtot = 0;
+  for (size_t j = 0; j < nl; j++)
+    wtot += l[j].weight;
+  for (size_t i = 0; i < nph; i++)
+    dtot += ph[i].end - ph[i].start;
+  double rate = dtot > 0 ? wtot / dtot : 1.0;
+  for (size_t k = 0; k < np * W; k++)
+    D[k] = INFINITY;
+  D[0] = 0;
+  for (size_t i = 0; i <= nph; i++)
+    for (size_t j = 0; j <= nl; j++) {
+      double here = D[i * W + j];
+      if (!isfinite(here))
+        continue;
+      if (i < nph && here + PL_SKIP_PHRASE < D[(i + 1) * W + j]) {
+        D[(i + 1) * W + j] = here + PL_SKIP_PHRASE;
+        from[(i + 1) * W + j] = 1 * 8 + 0;
+      }
+      if (j < nl && here + PL_SKIP_LINE < D[i * W + j + 1]) {
+        D[i * W + j + 1] = here + PL_SKIP_LINE;
+        from[i * W + j + 1] = 0 * 8 + 1;
+      }
+      for (size_t a = 1; a <= PL_MAX_RUN && i + a <= nph; a++)
+        for (size_t b = 1; b <= PL_MAX_RUN && j + b <= nl; b++) {
+          double c = here + pair_cost(l, j, b, ph, i, a, rate);
+          if (c < D[(i + a) * W + j + b]) {
+            D[(i + a) * W + j + b] = c;
+            from[(i + a) * W + j + b] = (int)(a * 8 + b);
+          }
+        }
+    }
+  /* backtrack into chunks (in reverse), then reverse them */
+  size_t i = nph, j = nl;
+  while (i > 0 || j > 0) {
+    int f = from[i * W + j];
+    size_t a = (size_t)f / 8, b = (size_t)f % 8;
+    if (b > 0) {
+      ebb_aco_chunk c = {l[j - b].first, 0, 0, dur};
+      for (size_t k = j - b; k < j; k++)
+        c.count += l[k].count;
+      if (a > 0) {
+        c.t0 = ph[i - a].start;
+        c.t1 = ph[i - 1].end;
+      } else { /* a line with no phrase: between the neighbours' phrases */
+        c.t0 = i > 0 ? ph[i - 1].end : 0;
+        c.t1 = i < nph ? ph[i].start : dur;
+      }
+      if ((rc = add_chunk(chunks, nchunks, &cap, c)))
+        goto done;
+    }
+    i -= a;
+    j -= b;
+  }
+  for (size_t k = 0; k < *nchunks / 2; k++) {
+    ebb_aco_chunk t = (*chunks)[k];
+    (*chunks)[k] = (*chunks)[*nchunks - 1 - k];
+    (*chunks)[*nchunks - 1 - k] = t;
+  }
+done:
+  if (rc) {
+    free(*chunks);
+    *chunks = NULL;
+    *nchunks = 0;
+  }
+  free(l);
+  free(D);
+  free(from);
+  return rc;
+}
+
+/* The phrase nearest to t (inside one: distance 0). */
+static size_t nearest_phrase(const ebb_span *ph, size_t nph, double t) {
+  size_t best = 0;
+  double bd = INFINITY;
+  for (size_t i = 0; i < nph; i++) {
+    double d = t < ph[i].start ? ph[i].start - t : t > ph[i].end ? t - ph[i].end : 0;
+    if (d < bd) {
+      bd = d;
+      best = i;
+    }
+  }
+  return best;
+}
+
+int ebb_aco_plan_times(const ebb_aco_word *w, size_t nw, const ebb_span *ph, size_t nph,
+                       double dur, ebb_aco_chunk **chunks, size_t *nchunks) {
+  size_t cap = 0;
+  *chunks = NULL;
+  *nchunks = 0;
+  size_t prev = (size_t)-1;
+  for (size_t i = 0; i < nw; i++) {
+    double mid = 0.5 * (w[i].start + w[i].end);
+    size_t p = nph ? nearest_phrase(ph, nph, mid) : 0;
+    if (p < prev && prev != (size_t)-1)
+      p = prev; /* keep the chunks in order */
+    /* the phrase's own stretch: a rough time (a transcript spread evenly
+     * over a segment, say) can reach far into the music around it */
+    double lo = nph ? ph[p].start : w[i].start;
+    double hi = nph ? ph[p].end : w[i].end;
+    if (p == prev && *nchunks) {
+      ebb_aco_chunk *c = &(*chunks)[*nchunks - 1];
+      c->count++;
+      c->t0 = fmin(c->t0, lo);
+      c->t1 = fmax(c->t1, hi);
+      continue;
+    }
+    int rc = add_chunk(chunks, nchunks, &cap, (ebb_aco_chunk){i, 1, lo, fmin(hi, dur > 0 ? dur : hi)});
+    if (rc) {
+      free(*chunks);
+      *chunks = NULL;
+      *nchunks = 0;
+      return rc;
+    }
+    prev = p;
+  }
+  return 0;
+}
