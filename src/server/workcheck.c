@@ -49,8 +49,8 @@ int srv_check_work(ebb_server *s, struct MHD_Connection *c, srv_req *r, srv_inpu
   char est[32], lim[32], top[32], len[32];
   char whole[80] = "";
   if (w.cpu_s > w.top_cpu_s * 1.05)
-    snprintf(whole, sizeof whole, " (%s for the whole job)", ebb_work_figure(w.cpu_s, top,
-                                                                             sizeof top));
+    snprintf(whole, sizeof whole, " (%s for the whole job)",
+             ebb_work_figure(w.cpu_s, top, sizeof top));
   ebb_work_figure(w.top_cpu_s, est, sizeof est);
   ebb_work_figure(limit, lim, sizeof lim);
   ebb_work_figure(secs, len, sizeof len);

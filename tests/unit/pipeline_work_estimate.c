@@ -43,8 +43,8 @@ static void test_every_builtin_estimates(void) {
   /* the issue's probe: far over any sensible limit; and the stage names
    * what drives it */
   ebb_work w = {.size = sizeof w};
-  REQUIRE(ebb_stage_work(ebb_registry_find(r, "pitch", NULL),
-                         "{\"hop\": 1, \"frame\": 65536}", 300, 16000, &w) == 0);
+  REQUIRE(ebb_stage_work(ebb_registry_find(r, "pitch", NULL), "{\"hop\": 1, \"frame\": 65536}", 300,
+                         16000, &w) == 0);
   CHECK_MSG(w.cpu_s > 1000, "pitch hop 1 frame 65536 on 300 s: only %g s", w.cpu_s);
   CHECK_EQ_STR(w.drivers, "hop 1, frame 65536");
   CHECK(work_of(r, "pitch", "{\"method\": \"yin\"}", 300) < work_of(r, "pitch", NULL, 300));
@@ -129,10 +129,11 @@ static void test_old_struct_and_sum(void) {
   CHECK_EQ_INT(ebb_stage_work(st, NULL, 300, 0, &w), EBB_EUNSUPPORTED);
   /* a pipeline of decode, pitch (costly) and the old stage: the sum of the
    * two that estimate, pitch named, the old stage counted unknown */
-  ebb_stage_def sd[3] = {
-      {.stage = "decode", .name = "decode", .options = json_object()},
-      {.stage = "pitch", .name = "p", .options = json_pack("{s:i,s:i}", "hop", 1, "frame", 65536)},
-      {.stage = "echo", .name = "echo", .options = json_object()}};
+  ebb_stage_def sd[3] = {{.stage = "decode", .name = "decode", .options = json_object()},
+                         {.stage = "pitch",
+                          .name = "p",
+                          .options = json_pack("{s:i,s:i}", "hop", 1, "frame", 65536)},
+                         {.stage = "echo", .name = "echo", .options = json_object()}};
   ebb_pipeline_def d = {.name = "t", .stages = sd, .nstages = 3};
   ebb_job_work jw;
   REQUIRE(ebb_pipeline_work(r, &d, 300, 16000, &jw) == 0);
