@@ -33,6 +33,7 @@ typedef struct ebb_item ebb_item;
 typedef struct ebb_items ebb_items;
 typedef struct ebb_host_api ebb_host_api;
 struct ebb_estimate;
+struct ebb_work;
 
 /* --- items ------------------------------------------------------------------ */
 typedef enum {
@@ -94,7 +95,31 @@ typedef struct ebb_stage {
    * input). Fills out (out->size is set by ebb; write only what fits). */
   int (*estimate)(const ebb_host_api *host, const char *options_json, const ebb_items *in,
                   struct ebb_estimate *out);
+
+  /* --- appended in the third round: a stage built against the struct that
+   * ends with estimate (size EBB_STAGE_SIZE_V2) still loads and simply gives
+   * no work estimate. --- */
+  /* Optional: the work a run of this stage will take on input_s seconds of
+   * input audio (what decode reads; 0: unknown, answer for none), from its
+   * merged options (options_json), before the job is queued. The server
+   * refuses a job whose stages' work adds up to more than its limit
+   * (docs/api.md, "Security"). Fills out (out->size is set by ebb; write
+   * only what fits). */
+  int (*work)(const ebb_host_api *host, const char *options_json, double input_s,
+              struct ebb_work *out);
 } ebb_stage;
+
+/* What work answers. Grows by appending (size first). */
+typedef struct ebb_work {
+  uint32_t size;  /* sizeof(ebb_work), set by ebb */
+  uint32_t input_rate; /* set by ebb: the input file's sample rate from its header
+                        * (0: unknown) */
+  double cpu_s;   /* estimated CPU seconds on one reference core (docs/stage-abi.md) */
+  double wait_s;  /* the longest it may wait on something else (a remote), bounded
+                   * by its own options; not counted in cpu_s (0: none) */
+  char drivers[128]; /* the options that drive the cost, as the refusal shows them:
+                      * "hop 1, frame 65536" (NUL-terminated; may be empty) */
+} ebb_work;
 
 /* What estimate answers. Grows by appending (size first). */
 typedef struct ebb_estimate {
@@ -106,6 +131,8 @@ typedef struct ebb_estimate {
 } ebb_estimate;
 
 #define EBB_STAGE_SIZE_V1 ((uint32_t)offsetof(ebb_stage, estimate))
+/* The struct that ends with estimate (before work was appended). */
+#define EBB_STAGE_SIZE_V2 ((uint32_t)offsetof(ebb_stage, work))
 /* 1 when stage st is new enough to have field (and it may still be NULL). */
 #define EBB_STAGE_HAS(st, field)                                                                   \
   ((st)->size >= offsetof(ebb_stage, field) + sizeof((st)->field))

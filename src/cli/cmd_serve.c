@@ -33,7 +33,8 @@ static void usage(FILE *f) {
           "                 [--log-format text|json] [--cache-dir DIR | --no-cache]\n"
           "                 [--token-file FILE] [--metrics-public] [--allow-host NAME]...\n"
           "                 [--allow-origin ORIGIN]... [--max-queued N]\n"
-          "                 [--input-dir DIR]... [--job-timeout S] [--keep-jobs N|DURATION]\n"
+          "                 [--input-dir DIR]... [--job-timeout S] [--max-job-seconds S]\n"
+          "                 [--keep-jobs N|DURATION]\n"
           "                 [--sleep-host-budget SIZE] [--shutdown-grace S]\n"
           "                 [--queue redis://HOST:PORT[/DB] [--queue-prefix P] [--node-id ID]\n"
           "                  [--queue-password-file FILE] [--shared-dir DIR] [--inline-max-mib N]\n"
@@ -81,6 +82,9 @@ static void usage(FILE *f) {
           "  --job-timeout S   cancel and release a job after S seconds (default 86400;\n"
           "                    a pipeline's \"timeout_s\" wins); the built-in stages stop\n"
           "                    within 100 ms of it, an isolated stage's worker is killed\n"
+          "  --max-job-seconds S  refuse at submit (400, with the figures) a job whose\n"
+          "                    stages estimate more than S CPU seconds of work on its\n"
+          "                    input (default: the job's timeout; 0: never refuse)\n"
           "  --shutdown-grace S  SIGINT/SIGTERM: the orderly stop gets S seconds (default\n"
           "                    10); past them (a plugin stage run in-process that ignores\n"
           "                    its cancellation) the server logs what held it and exits 1\n"
@@ -259,7 +263,7 @@ static int parse_size(const char *v, uint64_t *out) {
 
 enum { O_TOKEN = 256, O_METRICS, O_ALLOW, O_INPUT, O_JOBTO, O_KEEP, O_DEVICES, O_MAXWAIT, O_SLEEPB, O_RESIDENT,
        O_QUEUE, O_QPREFIX, O_QPASS, O_SHARED, O_NODE, O_INLINE, O_LEASE, O_ATTEMPTS, O_ORIGIN,
-       O_MAXQ, O_GRACE };
+       O_MAXQ, O_GRACE, O_MAXJOB };
 
 static int cluster_number(serve_args *a, int c, const char *v) {
   double n;
@@ -359,6 +363,16 @@ static int take_opt(serve_args *a, int c, char **argv) {
     fprintf(stderr, "ebb serve: --max-queued %s: expected a whole number 1..100000000\n", optarg);
     return EBB_EXIT_USAGE;
   }
+  case O_MAXJOB:
+    if (!strcmp(optarg, "0")) {
+      a->so.max_job_s = -1.0; /* never refuse by estimate */
+      return 0;
+    }
+    if (parse_seconds(optarg, &a->so.max_job_s) == 0)
+      return 0;
+    fprintf(stderr, "ebb serve: --max-job-seconds %s: expected seconds > 0 (at most a year), "
+            "or 0 for no refusal by estimate\n", optarg);
+    return EBB_EXIT_USAGE;
   case O_JOBTO:
     if (parse_seconds(optarg, &a->so.job_timeout_s) == 0)
       return 0;
@@ -428,6 +442,7 @@ static int parse_args(int argc, char **argv, serve_args *a) {
       {"max-queued", required_argument, NULL, O_MAXQ},
       {"input-dir", required_argument, NULL, O_INPUT},
       {"job-timeout", required_argument, NULL, O_JOBTO},
+      {"max-job-seconds", required_argument, NULL, O_MAXJOB},
       {"keep-jobs", required_argument, NULL, O_KEEP},
       {"devices", required_argument, NULL, O_DEVICES},
       {"max-wait", required_argument, NULL, O_MAXWAIT},
@@ -719,7 +734,8 @@ static int serve(serve_args *a) {
                             .allow_origins = a->origins, .nallow_origins = a->norigins,
                             .max_queued = a->so.max_queued,
                             .input_dirs = a->inputs, .ninput_dirs = a->ninputs,
-                            .job_timeout_s = a->so.job_timeout_s, .keep_jobs = a->so.keep_jobs,
+                            .job_timeout_s = a->so.job_timeout_s,
+                            .max_job_s = a->so.max_job_s, .keep_jobs = a->so.keep_jobs,
                             .keep_jobs_s = a->so.keep_jobs_s, .max_wait_s = a->so.max_wait_s,
                             .keep_resident_s = a->so.keep_resident_s,
                             .cluster = a->so.cluster};

@@ -1,4 +1,5 @@
 #include "pipeline/manager.h"
+#include "pipeline/work.h"
 
 #include <pthread.h>
 #include <stdio.h>
@@ -676,6 +677,19 @@ int ebb_manager_check_job(ebb_manager *m, const char *pipeline, json_t *options,
   free_def(&d);
   if (!rc && options)
     rc = ebb_job_options_trust(m->reg, pp->def, options, on_path, arg);
+  return rc;
+}
+
+int ebb_manager_job_work(ebb_manager *m, const char *pipeline, json_t *options, double input_s,
+                         uint32_t input_rate, ebb_job_work *out) {
+  mpipe *pp = find_pipe(m, pipeline);
+  if (!pp)
+    return unknown_pipeline(m, pipeline);
+  ebb_pipeline_def d;
+  int rc = merge_def(pp->def, options, &d);
+  if (!rc)
+    rc = ebb_pipeline_work(m->reg, &d, input_s, input_rate, out);
+  free_def(&d);
   return rc;
 }
 

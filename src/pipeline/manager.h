@@ -62,6 +62,8 @@
 #include "pipeline/sessions.h"
 #include "pipeline/trust.h"
 
+struct ebb_job_work;
+
 typedef struct ebb_manager ebb_manager;
 
 typedef struct ebb_manager_opts {
@@ -115,6 +117,10 @@ int ebb_manager_run_job(ebb_manager *m, const char *pipeline, const char *input,
  * names them; on_path, may be NULL, takes an allowed path option). */
 int ebb_manager_check_job(ebb_manager *m, const char *pipeline, json_t *options,
                           ebb_trust_path_fn on_path, void *arg);
+/* The work a job of pipeline with options (merged as for a run) would take
+ * on input_s seconds of input: its stages' estimates (pipeline/work.h). */
+int ebb_manager_job_work(ebb_manager *m, const char *pipeline, json_t *options, double input_s,
+                         uint32_t input_rate, struct ebb_job_work *out);
 
 /* Sessions: open loads the pipeline if needed and takes a lease. */
 int ebb_manager_session_open(ebb_manager *m, const char *pipeline, char *id);

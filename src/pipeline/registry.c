@@ -389,3 +389,37 @@ int ebb_stage_estimate(const ebb_stage *st, const char *options, const ebb_items
   out->size = size;
   return 0;
 }
+
+int ebb_stage_work(const ebb_stage *st, const char *options, double input_s, uint32_t input_rate,
+                   ebb_work *out) {
+  if (!st || !out || out->size < sizeof(uint32_t))
+    return ebb_seterr(EBB_EINVAL, "ebb_stage_work: a stage and out->size are required");
+  uint32_t size = out->size < sizeof(ebb_work) ? out->size : (uint32_t)sizeof(ebb_work);
+  if (!EBB_STAGE_HAS(st, work) || !st->work)
+    return ebb_seterr(EBB_EUNSUPPORTED, "stage '%s' gives no work estimate", st->name);
+  ebb_work w;
+  memset(&w, 0, sizeof w);
+  w.size = sizeof w;
+  w.input_rate = input_rate;
+  char *defaults = NULL;
+  if (!options) { /* the schema's defaults */
+    json_t *merged = NULL;
+    if (ebb_stage_validate_options(st, NULL, NULL, &merged) == 0)
+      defaults = json_dumps(merged, JSON_COMPACT | JSON_SORT_KEYS);
+    json_decref(merged);
+  }
+  ebb_clearerr();
+  int rc = st->work(ebb_host_table(), options ? options : defaults ? defaults : "{}",
+                    input_s > 0.0 ? input_s : 0.0, &w);
+  free(defaults);
+  if (rc)
+    return ebb_errctx(rc, "stage '%s': work: ", st->name);
+  w.drivers[sizeof w.drivers - 1] = '\0';
+  if (!(w.cpu_s >= 0.0)) /* NaN or negative: no estimate */
+    w.cpu_s = 0.0;
+  if (!(w.wait_s >= 0.0))
+    w.wait_s = 0.0;
+  memcpy(out, &w, size);
+  out->size = size;
+  return 0;
+}

@@ -54,4 +54,12 @@ int ebb_stage_validate_options(const ebb_stage *st, const json_t *options, const
 int ebb_stage_estimate(const ebb_stage *st, const char *options, const ebb_items *in,
                        ebb_estimate *out);
 
+/* The stage's work estimate (its optional `work`) for options (the merged
+ * options, JSON text; NULL: its defaults) on input_s seconds of input (0:
+ * unknown) at input_rate Hz (the file's; 0: unknown). 0 and *out filled (out->size set by the caller); EBB_EUNSUPPORTED
+ * when the stage gives none (an older struct, or no work); the stage's error
+ * otherwise. */
+int ebb_stage_work(const ebb_stage *st, const char *options, double input_s, uint32_t input_rate,
+                   ebb_work *out);
+
 #endif

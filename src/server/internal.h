@@ -59,6 +59,8 @@ struct ebb_server {
   int metrics_public;
   uint64_t keep_jobs;   /* --keep-jobs COUNT (0: no count limit) */
   double keep_jobs_s;   /* --keep-jobs DURATION (0: no age limit) */
+  double job_timeout_s; /* --job-timeout (a pipeline's timeout_s wins) */
+  double max_job_s;     /* --max-job-seconds: >0 the limit, <0 none, 0 the job's timeout */
   atomic_int stop;      /* session items see it as their cancel flag */
   atomic_ulong counter; /* upload temp files, session item numbers */
 };
@@ -168,6 +170,13 @@ int srv_check_job_options(ebb_server *s, const char *pipeline, srv_input *in);
  * freed. */
 int srv_parse_job(ebb_server *s, struct MHD_Connection *c, srv_req *r, srv_input *in,
                   enum MHD_Result *ret);
+/* --- "workcheck.c": a job's estimated work against the server's limit ---- */
+/* The job's stages' work estimate (pipeline/work.h) for the input's length
+ * against --max-job-seconds (else the job's timeout): 0 when within it (or
+ * no limit), else 1 with 400 bad_request queued naming the costliest stage,
+ * its options, the estimate and the limit. */
+int srv_check_work(ebb_server *s, struct MHD_Connection *c, srv_req *r, srv_input *in,
+                   enum MHD_Result *ret);
 /* Moves the upload into dir as input-NAME (NAME: the sent filename made safe
  * and short); path gets where. */
 int srv_place_upload(srv_req *r, const char *dir, char *path, size_t n);

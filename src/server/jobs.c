@@ -55,6 +55,10 @@ enum MHD_Result srv_h_jobs_post(ebb_server *s, struct MHD_Connection *c, srv_req
   enum MHD_Result ret;
   if (srv_parse_job(s, c, r, &in, &ret))
     return ret;
+  if (srv_check_work(s, c, r, &in, &ret)) {
+    srv_input_free(&in);
+    return ret;
+  }
   char uid[33], path[4400];
   int64_t id = 0;
   pthread_mutex_lock(&s->submit_lock); /* the --max-queued check and the push as one */

@@ -409,6 +409,8 @@ int ebb_server_start(const ebb_server_opts *o, ebb_server **out) {
   s->max_queued = o->max_queued ? o->max_queued : 10000;
   s->keep_jobs = o->keep_jobs;
   s->keep_jobs_s = o->keep_jobs_s;
+  s->job_timeout_s = o->job_timeout_s > 0 ? o->job_timeout_s : 86400;
+  s->max_job_s = o->max_job_s;
   int rc = init(s, o);
   if (rc) {
     ebb_server_stop(s);

@@ -58,6 +58,11 @@ typedef struct ebb_server_opts {
   double min_body_rate;        /* bytes/s a body averages after header_timeout_s: 4096 */
   size_t max_queued;           /* jobs waiting to run; beyond it 429: 10000 */
   double job_timeout_s;        /* a job's deadline (a pipeline's timeout_s wins): 1 day */
+  /* A job whose stages' estimated work (CPU seconds, pipeline/work.h) is
+   * over this is refused at submit: >0 this many seconds; 0 (the default)
+   * the job's timeout (the pipeline's timeout_s, else job_timeout_s); <0 no
+   * refusal by estimate. */
+  double max_job_s;
   uint64_t keep_jobs;          /* keep the newest N finished jobs: all */
   double keep_jobs_s;          /* keep finished jobs this long: forever */
   const struct ebb_cluster_opts *cluster; /* --queue redis://...: NULL: SQLite, one node */

@@ -10,4 +10,9 @@
 /* The built-in stages, in builtin_list.h order; static storage. */
 const ebb_stage *const *ebb_builtin_stages(size_t *n);
 
+/* The synthetic stage's work estimate (its `work` hook, synthetic.c): CPU
+ * seconds for run_ms of running and touched_mib MiB touched (full: every
+ * byte written and read back; else a sample). */
+double ebb_synthetic_work_s(double run_ms, double touched_mib, int full);
+
 #endif

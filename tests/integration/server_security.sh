@@ -41,7 +41,7 @@ ln -s "$T/out/secret.txt" "$T/in/link.txt"
 start() { # log extra-args...
   local log=$1; shift
   serve "$log" --config "$T/cfg.json" --data-dir "$T/data" --no-cache \
-    --input-dir "$T/in" --token-file "$T/tokens" --allow-host ebb.internal --job-timeout 2 \
+    --input-dir "$T/in" --token-file "$T/tokens" --allow-host ebb.internal --job-timeout 2 --max-job-seconds 0 \
     --keep-jobs 4 --allow-origin https://ebb.example.com "$@"
   PORT=${URL##*:}
 }

@@ -29,6 +29,16 @@ typedef struct ebb_decode_info {
 int ebb_audio_decode(const char *path, uint32_t rate, double max_seconds, float **out,
                      uint64_t *frames, ebb_decode_info *info);
 
+/* The length of path in seconds from its header alone (libsndfile: frames
+ * / rate), without decoding: 0, *seconds and *rate (the file's), or EBB_EINPUT when libsndfile
+ * cannot read its header (an MP3 it does not open, not audio). */
+int ebb_audio_probe_seconds(const char *path, double *seconds, uint32_t *rate);
+
+/* The stage's work estimate (its `work` hook): CPU seconds on the
+ * reference core to decode input_s seconds (at most max_seconds) of a file
+ * at src_rate Hz (0: unknown) to rate. */
+double ebb_decode_work_s(double input_s, uint32_t src_rate, uint32_t rate, double max_seconds);
+
 /* The libmpg123 path alone (what ebb_audio_decode falls back to for an MP3
  * libsndfile cannot open); same contract. */
 int ebb_audio_decode_mpg123(const char *path, uint32_t rate, double max_seconds, float **out,

@@ -622,6 +622,47 @@ static int pitch_estimate(const ebb_host_api *host, const char *options_json, co
   return 0;
 }
 
+/* Work (the stage ABI's `work`): input_s * rate / hop + 1 frames at the
+ * analysis rate (the `rate` option; 0, the input's, counts as 16 kHz), each
+ * costing PITCH_FRAME_S (pYIN: its candidates, the salience rows, the
+ * Viterbi step; YIN almost nothing) plus PITCH_POINT_S per point of `frame`
+ * (the difference function's window), and PITCH_INPUT_S per second of input
+ * (onsets, notes, the re-attack model, the salience of the whole signal).
+ * Measured with `ebb run --device cpu` on songgen's song (one core of the
+ * 2-core development machine, wall "done in"): 60 s at the defaults (pYIN,
+ * hop 160, frame 1024) 4.04 s, hop 320 2.46 s (so 0.53 ms a frame, 0.88 s
+ * the rest: 0.015 s/s), frame 2048 4.70 s; 1 s at hop 1 (16001 frames):
+ * frame 8192 19.3 s, frame 65536 about 55 s (67.6 s beside another run), so
+ * 3.8e-8 s a point; YIN at the defaults 0.37 s. At hop 1 the frames cost
+ * more than at 160 (1.2 ms at frame 8192 against the model's 0.84): the
+ * model is low there by about a third, never high. */
+#define PITCH_FRAME_S 0.53e-3
+#define PITCH_POINT_S 3.8e-8
+#define PITCH_INPUT_S 0.015
+#define PITCH_INPUT_YIN_S 0.002
+double ebb_pitch_work_s(int pyin, int hop, int frame, uint32_t rate, double input_s) {
+  double frames = input_s * (rate ? rate : 16000) / (hop > 0 ? hop : 1) + 1.0;
+  return input_s * (pyin ? PITCH_INPUT_S : PITCH_INPUT_YIN_S) +
+         frames * ((pyin ? PITCH_FRAME_S : 0.0) + PITCH_POINT_S * frame);
+}
+
+static int pitch_work(const ebb_host_api *host, const char *options_json, double input_s,
+                      ebb_work *out) {
+  (void)host;
+  json_t *o = NULL;
+  stage_opts v;
+  int rc = stage_opts_parse("pitch", options_json, &o, &v);
+  int pyin = !rc && strcmp(v.method, "yin") != 0; /* v.method points into o */
+  json_decref(o);
+  if (rc)
+    return rc;
+  ebb_pitch_params p = ebb_pitch_defaults();
+  set_params(&v, &p);
+  out->cpu_s = ebb_pitch_work_s(pyin, p.hop, p.frame, (uint32_t)v.rate, input_s);
+  snprintf(out->drivers, sizeof out->drivers, "hop %d, frame %d", p.hop, p.frame);
+  return 0;
+}
+
 /* Its host working buffers are the stage's (ebb_st_malloc: host_alloc). */
 static int pitch_run(ebb_stage_ctx *ctx, void *state, const ebb_items *in, ebb_items *out) {
   ebb_st_host_begin(ctx);
@@ -647,4 +688,5 @@ const ebb_stage ebb_stage_pitch = {
     .unload = pitch_unload,
     .release = NULL,
     .estimate = pitch_estimate,
+    .work = pitch_work,
 };

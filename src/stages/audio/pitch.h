@@ -95,6 +95,10 @@ typedef struct ebb_pitch_geom {
   size_t pad_left, padded_len;
 } ebb_pitch_geom;
 
+/* The stage's work estimate (its `work` hook, pitch.c): CPU seconds on the
+ * reference core for input_s seconds analysed at rate (0: 16 kHz) with pYIN
+ * (pyin 1) or YIN, hop and frame. */
+double ebb_pitch_work_s(int pyin, int hop, int frame, uint32_t rate, double input_s);
 /* Checks params against the rate and fills *g. EBB_EINVAL names the value. */
 int ebb_pitch_geometry(const ebb_pitch_params *p, uint32_t rate, uint64_t n_samples,
                        ebb_pitch_geom *g);

@@ -267,6 +267,43 @@ static int sep_estimate(const ebb_host_api *host, const char *options_json, cons
   return 0;
 }
 
+/* Work (the stage ABI's `work`), at the 16 kHz working rate (decode's
+ * default: the stage is not told the rate decode will give it): F = input_s
+ * * 16000 / hop frames; each costs SEP_FRAME_S per n_fft point (the STFT,
+ * the masks, the median filters and the inverse), and the similarity search
+ * compares each frame with the min(F, 2 max_lag / hop + 1) frames around it
+ * over n_fft / 2 + 1 bins pooled by similarity_pool, SEP_SIM_S a pair-bin.
+ * Both passes (the "melody" one too) are in the constants. Measured with
+ * `ebb run --device cpu` on songgen's song repeated to 60 s (one core of the
+ * 2-core development machine, wall "done in"): defaults 4.43 s, pool 1 11.97
+ * s (so the search is 2.51 s of the 4.43 at the defaults: 1.39e-9 s a
+ * pair-bin, the rest 1.92 s for 3750 frames of 1024 points: 5.0e-7 s a
+ * point), hop 512 1.73 s (the model: 1.59), n_fft 2048 6.85 s (the model:
+ * 8.9, on the safe side). `repeats` and the quantiles cost little (sorts of
+ * at most 100) and are not in it. */
+#define SEP_FRAME_S 5.0e-7
+#define SEP_SIM_S 1.39e-9
+double ebb_separate_work_s(const ebb_sep_options *o, double input_s) {
+  double frames = input_s * 16000.0 / o->hop;
+  double around = 2.0 * o->max_lag_s * 16000.0 / o->hop + 1.0;
+  if (around > frames)
+    around = frames;
+  double bins = (o->n_fft / 2 + 1) / (double)o->pool;
+  return frames * (SEP_FRAME_S * o->n_fft + SEP_SIM_S * around * bins);
+}
+
+static int sep_work(const ebb_host_api *host, const char *options_json, double input_s,
+                    ebb_work *out) {
+  (void)host;
+  ebb_sep_options o, m;
+  if (read_options(options_json, &o, &m) < 0)
+    return EBB_ECONFIG;
+  out->cpu_s = ebb_separate_work_s(&o, input_s);
+  snprintf(out->drivers, sizeof out->drivers, "n_fft %d, hop %d, max_lag %g, similarity_pool %d",
+           o.n_fft, o.hop, o.max_lag_s, o.pool);
+  return 0;
+}
+
 /* Its host working buffers are the stage's (ebb_st_malloc: host_alloc). */
 static int sep_run(ebb_stage_ctx *ctx, void *state, const ebb_items *in, ebb_items *out) {
   ebb_st_host_begin(ctx);
@@ -291,4 +328,5 @@ const ebb_stage ebb_stage_separate = {
     .unload = sep_unload,
     .release = NULL,
     .estimate = sep_estimate,
+    .work = sep_work,
 };

@@ -139,6 +139,29 @@ done:
   return rc;
 }
 
+/* Work (the stage ABI's `work`): the local part is encoding the upload
+ * (16-bit WAV), about TR_ENCODE_S per second of input (a 1-second WAV
+ * encode over a 60-second input is under the timer's resolution: 0.0005 is
+ * a bound, not a fit). The remote's time is not ours: the wait is bounded
+ * by the options, (retries + 1) x (connect_timeout_s + timeout_s), reported
+ * as wait_s and cut short by the job's deadline, not counted as work. */
+#define TR_ENCODE_S 0.0005
+static int transcribe_work(const ebb_host_api *host, const char *options_json, double input_s,
+                           ebb_work *out) {
+  (void)host;
+  json_t *o = NULL;
+  stage_opts v;
+  int rc = stage_opts_parse("transcribe", options_json, &o, &v);
+  json_decref(o);
+  if (rc)
+    return rc;
+  out->cpu_s = input_s * TR_ENCODE_S;
+  out->wait_s = (v.retries + 1) * (v.connect_timeout_s + v.timeout_s);
+  snprintf(out->drivers, sizeof out->drivers, "timeout_s %g, connect_timeout_s %g, retries %d",
+           v.timeout_s, v.connect_timeout_s, v.retries);
+  return 0;
+}
+
 static void transcribe_unload(ebb_stage_ctx *ctx, void *state) {
   (void)ctx;
   state_free(state);
@@ -272,4 +295,5 @@ const ebb_stage ebb_stage_transcribe = {
     .run = transcribe_run,
     .unload = transcribe_unload,
     .release = NULL,
+    .work = transcribe_work,
 };

@@ -1,0 +1,65 @@
+/* Refusal at submit by estimated work (issue 31, "Deadlines that hold"): a
+ * job whose stages estimate more CPU seconds than the server's limit cannot
+ * finish within it, so it gets 400 with the figures instead of a place in
+ * the queue and a timeout later. The limit: --max-job-seconds, else the
+ * job's own deadline (the pipeline's timeout_s, else --job-timeout). */
+#include <stdio.h>
+#include <string.h>
+
+#include "base/log.h"
+#include "pipeline/work.h"
+#include "server/internal.h"
+
+/* The limit for a job of pipeline and where it comes from; 0: none. */
+static double work_limit(ebb_server *s, const char *pipeline, const char **from) {
+  if (s->max_job_s < 0.0)
+    return 0.0;
+  if (s->max_job_s > 0.0) {
+    *from = "--max-job-seconds";
+    return s->max_job_s;
+  }
+  const ebb_pipeline_def *d = ebb_manager_pipeline(s->m, pipeline);
+  if (d && d->timeout_s > 0.0) {
+    *from = "the pipeline's timeout_s";
+    return d->timeout_s;
+  }
+  *from = "--job-timeout";
+  return s->job_timeout_s;
+}
+
+int srv_check_work(ebb_server *s, struct MHD_Connection *c, srv_req *r, srv_input *in,
+                   enum MHD_Result *ret) {
+  const char *from = NULL;
+  double limit = work_limit(s, in->pipeline, &from);
+  if (limit <= 0.0 || s->cluster)
+    return 0;
+  const char *file = in->upload ? r->tmp : in->real, *how = "header";
+  double secs = 0.0;
+  uint32_t rate = 0;
+  if (!file[0] || ebb_input_seconds(file, &secs, &rate, &how) != 0)
+    secs = 0.0; /* the decode stage will say what is wrong with it */
+  ebb_job_work w;
+  int rc = ebb_manager_job_work(s->m, in->pipeline, in->options, secs, rate, &w);
+  if (rc) {
+    *ret = srv_send_ebb_err(c, r, rc, ebb_errmsg());
+    return 1;
+  }
+  if (w.cpu_s <= limit)
+    return 0;
+  char est[32], lim[32], top[32], len[32];
+  char whole[80] = "";
+  if (w.cpu_s > w.top_cpu_s * 1.05)
+    snprintf(whole, sizeof whole, " (%s for the whole job)",
+             ebb_work_figure(w.cpu_s, top, sizeof top));
+  ebb_work_figure(w.top_cpu_s, est, sizeof est);
+  ebb_work_figure(limit, lim, sizeof lim);
+  ebb_work_figure(secs, len, sizeof len);
+  ebb_log(EBB_LOG_INFO, "server", "job refused: %s estimated %s of work, limit %s (%s)",
+          w.top_stage, est, lim, from);
+  *ret = srv_send_err(c, r, MHD_HTTP_BAD_REQUEST, "bad_request",
+                      "%s%s%s on %s%s of audio: estimated %s of work%s, over this server's "
+                      "limit of %s (%s)",
+                      w.top_stage, w.top_drivers[0] ? " with " : "", w.top_drivers,
+                      !strcmp(how, "size") ? "about " : "", len, est, whole, lim, from);
+  return 1;
+}
