@@ -1,14 +1,26 @@
 /* Refusal at submit by estimated work (issue 31, "Deadlines that hold"): a
  * job whose stages estimate more CPU seconds than the server's limit cannot
  * finish within it, so it gets 400 with the figures instead of a place in
- * the queue and a timeout later. The limit: --max-job-seconds, else the
- * job's own deadline (the pipeline's timeout_s, else --job-timeout). */
+ * the queue and a timeout later. The limit: --max-job-seconds, else, on a
+ * server whose devices are all CPUs, the job's own deadline (the pipeline's
+ * timeout_s, else --job-timeout). The estimate is CPU seconds: on a GPU a
+ * job estimated over its deadline may well finish within it, so there the
+ * deadline alone ends it unless the operator sets a limit. */
 #include <stdio.h>
 #include <string.h>
 
 #include "base/log.h"
+#include "device/device.h"
 #include "pipeline/work.h"
 #include "server/internal.h"
+
+/* 1 when every device the server runs jobs on is a CPU. */
+static int cpu_only(const ebb_server *s) {
+  for (size_t i = 0; i < s->ndev; i++)
+    if (ebb_device_kind_of(ebb_manager_device(s->ms[i])) != EBB_DEVICE_CPU)
+      return 0;
+  return 1;
+}
 
 /* The limit for a job of pipeline and where it comes from; 0: none. */
 static double work_limit(ebb_server *s, const char *pipeline, const char **from) {
@@ -18,6 +30,8 @@ static double work_limit(ebb_server *s, const char *pipeline, const char **from)
     *from = "--max-job-seconds";
     return s->max_job_s;
   }
+  if (!cpu_only(s))
+    return 0.0;
   const ebb_pipeline_def *d = ebb_manager_pipeline(s->m, pipeline);
   if (d && d->timeout_s > 0.0) {
     *from = "the pipeline's timeout_s";

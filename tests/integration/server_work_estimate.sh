@@ -1,6 +1,7 @@
 #!/bin/bash
 # Refusal at submit by estimated work (issue 31, "Deadlines that hold"): on
-# a server with --job-timeout 8, the issue's {"pitch": {"hop": 1, "frame":
+# a GPU server nothing is refused by default; on a CPU-only server with
+# --job-timeout 8, the issue's {"pitch": {"hop": 1, "frame":
 # 65536}} on a 5-minute input is refused with 400 bad_request naming the
 # stage, its options, the input's length, the estimate and the limit (as a
 # JSON job and as an upload), and nothing is stored; a job of default
@@ -64,8 +65,16 @@ PY
   echo "--- $1: $msg"
 }
 
-serve "$T/serve.log" --config "$T/cfg.json" --data-dir "$T/data" --input-dir "$T" \
+# 0. on the (fake) GPU nothing is refused by its estimate unless the operator
+# sets --max-job-seconds: the estimate is CPU seconds (--job-timeout ends it)
+serve "$T/serve0.log" --config "$T/cfg.json" --data-dir "$T/data0" --input-dir "$T" \
   --job-timeout 8 --no-cache
+submit pitch "$COSTLY"
+[ "$CODE" = 202 ] || fail "on a GPU server the costly job was refused by default: $CODE $BODY"
+stop_server || fail "the GPU server did not stop cleanly"
+# a CPU-only server: the limit is the job's deadline
+serve "$T/serve.log" --config "$T/cfg.json" --data-dir "$T/data" --input-dir "$T" \
+  --devices cpu --job-timeout 8 --no-cache
 # 1. the costly options: refused at submit, nothing stored
 submit pitch "$COSTLY"
 refused "JSON job" 8 --job-timeout
