@@ -1,0 +1,155 @@
+/* `ebb serve` as a broker peer (docs/broker.md): it registers a socket in
+ * the broker directory and gives memory back, by the pipeline manager's own
+ * rules (ebb_manager_give_back), to whoever asks for it. */
+#include <ctype.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "base/log.h"
+#include "broker/broker.h"
+#include "cli/broker_cli.h"
+#include "device/device.h"
+#include "device/nvml.h"
+#include "pipeline/host.h"
+#include "pipeline/manager.h"
+
+#define MAXDEV 16
+
+typedef struct serve_peer {
+  serve_broker_opts o;
+  size_t n;
+  ebb_manager *ms[MAXDEV];
+  char uuid[MAXDEV][64], label[MAXDEV][32];
+} serve_peer;
+
+static serve_peer the_peer;
+
+int ebb_cli_cuda_uuid(int ordinal, char *uuid, size_t len) {
+  static ebb_probe p; /* probing is slow: once */
+  static int probed;
+  if (!probed && ebb_device_probe(&p) == 0)
+    probed = 1;
+  if (!p.driver_loaded)
+    return ebb_seterr(EBB_ENODEV, "no CUDA driver: %s", p.why);
+  if (ordinal < 0 || ordinal >= p.ndevices || !p.devices[ordinal].uuid[0])
+    return ebb_seterr(EBB_ENODEV, "cuda:%d: no such device (the driver reports %d)", ordinal,
+                      p.ndevices);
+  snprintf(uuid, len, "%s", p.devices[ordinal].uuid);
+  return 0;
+}
+
+int ebb_cli_nvml_free(void *arg, uint64_t *free_bytes) {
+  cli_nvml_dev *d = arg;
+  nvmlDevice_t nd;
+  uint64_t total;
+  int rc = ebb_nvml_device(d->ordinal, d->uuid, &nd);
+  return rc ? rc : ebb_nvml_meminfo(nd, free_bytes, &total);
+}
+
+int ebb_cli_parse_bytes(const char *v, uint64_t *out) {
+  char *end = NULL;
+  double x = strtod(v, &end);
+  if (!end || end == v || x < 0)
+    return -1;
+  while (*end == ' ')
+    end++;
+  double mul = 1;
+  switch (toupper((unsigned char)*end)) {
+  case 'K': mul = 1024.0; end++; break;
+  case 'M': mul = 1048576.0; end++; break;
+  case 'G': mul = 1073741824.0; end++; break;
+  case 'T': mul = 1099511627776.0; end++; break;
+  case '\0': break;
+  default: return -1;
+  }
+  if (mul > 1 && (*end == 'i' || *end == 'I'))
+    end++;
+  if (mul > 1 && (*end == 'B' || *end == 'b'))
+    end++;
+  if (*end || x * mul > 1.8e19)
+    return -1;
+  *out = (uint64_t)(x * mul);
+  return 0;
+}
+
+static int give_info(serve_peer *s, brk_answer *a) {
+  for (size_t i = 0; i < s->n && a->ndevices < BRK_MAX_DEVICES; i++) {
+    brk_device_info *d = &a->devices[a->ndevices++];
+    snprintf(d->uuid, sizeof d->uuid, "%s", s->uuid[i]);
+    snprintf(d->label, sizeof d->label, "%s", s->label[i]);
+    d->held_bytes = ebb_manager_process_bytes(s->ms[i]);
+    d->givable_bytes = d->held_bytes > s->o.reserve ? d->held_bytes - s->o.reserve : 0;
+    d->idle_s = ebb_manager_idle_seconds(s->ms[i]);
+  }
+  return 0;
+}
+
+static void copy_kept(const ebb_giveback *g, brk_answer *a) {
+  for (size_t i = 0; i < g->nkept && a->nkept < BRK_MAX_KEPT; i++) {
+    brk_kept *k = &a->kept[a->nkept++];
+    snprintf(k->what, sizeof k->what, "%s", g->kept[i].what);
+    k->bytes = g->kept[i].bytes;
+    snprintf(k->why, sizeof k->why, "%s", g->kept[i].why);
+  }
+}
+
+static int give(void *arg, const brk_request *req, brk_answer *a) {
+  serve_peer *s = arg;
+  if (req->op == BRK_OP_INFO)
+    return give_info(s, a);
+  size_t i = 0;
+  while (i < s->n && strcmp(s->uuid[i], req->device))
+    i++;
+  snprintf(a->device, sizeof a->device, "%s", req->device);
+  if (i == s->n) {
+    snprintf(a->reason, sizeof a->reason, "not on this device");
+    return 0;
+  }
+  snprintf(a->label, sizeof a->label, "%s", s->label[i]);
+  ebb_giveback g;
+  double t0 = ebb_now();
+  ebb_manager_give_back(s->ms[i], req->bytes, s->o.reserve, &g);
+  a->ms = (ebb_now() - t0) * 1000.0;
+  a->given_bytes = g.given;
+  snprintf(a->reason, sizeof a->reason, "%s", g.reason[0] ? g.reason : "nothing could go");
+  copy_kept(&g, a);
+  ebb_log(EBB_LOG_INFO, "broker", "pid %ld (%s) gave back %llu MiB on %s in %.0f ms: %s",
+          (long)getpid(), a->what, (unsigned long long)(g.given >> 20), s->label[i], a->ms,
+          a->reason);
+  return 0;
+}
+
+void ebb_serve_broker_start(const serve_broker_opts *o, ebb_manager **ms, ebb_device **devs,
+                            size_t n, brk_peer **out) {
+  serve_peer *s = &the_peer;
+  *out = NULL;
+  memset(s, 0, sizeof *s);
+  s->o = *o;
+  for (size_t i = 0; i < n && s->n < MAXDEV; i++) {
+    if (ebb_device_kind_of(devs[i]) != EBB_DEVICE_CUDA)
+      continue;
+    if (ebb_cli_cuda_uuid(ebb_device_ordinal(devs[i]), s->uuid[s->n], sizeof s->uuid[0]) != 0)
+      continue;
+    snprintf(s->label[s->n], sizeof s->label[0], "%s", ebb_device_label(devs[i]));
+    s->ms[s->n++] = ms[i];
+  }
+  if (!s->n)
+    return; /* the CPU only: nothing to give */
+  char dir[512];
+  brk_peer_opts po = {.size = sizeof po, .dir = dir, .what = "ebb serve", .give = give,
+                      .give_arg = s, .group = (gid_t)-1};
+  int rc = brk_dir_open(o->dir, o->group, dir, sizeof dir);
+  if (!rc && o->group)
+    brk_dir_group(o->group, &po.group);
+  if (!rc)
+    rc = brk_peer_start(&po, out);
+  if (rc)
+    ebb_log(EBB_LOG_WARN, "broker", "not registered (peers cannot ask this server for memory): %s",
+            ebb_errmsg());
+  else
+    ebb_log(EBB_LOG_DEBUG, "broker", "registered in %s (pid %ld)", dir, (long)getpid());
+}
+
+void ebb_serve_broker_stop(brk_peer *p) { brk_peer_stop(p); }
