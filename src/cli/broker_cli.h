@@ -35,5 +35,8 @@ typedef struct serve_broker_opts {
 void ebb_serve_broker_start(const serve_broker_opts *o, struct ebb_manager **ms,
                             struct ebb_device **devs, size_t n, brk_peer **out);
 void ebb_serve_broker_stop(brk_peer *p);
+/* ebb_manager_opts.ask_peers: asks the peers on dev until need bytes are
+ * free there (docs/broker.md), logging who gave what. */
+int ebb_serve_broker_ask(void *arg, struct ebb_device *dev, uint64_t need);
 
 #endif

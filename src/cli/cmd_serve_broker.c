@@ -25,6 +25,10 @@ typedef struct serve_peer {
 } serve_peer;
 
 static serve_peer the_peer;
+/* Where and how this server asks (set once by ebb_serve_broker_start,
+ * before any job runs; read-only after). */
+static char ask_dir[512];
+static double ask_timeout_s;
 
 int ebb_cli_cuda_uuid(int ordinal, char *uuid, size_t len) {
   static ebb_probe p; /* probing is slow: once */
@@ -137,10 +141,14 @@ void ebb_serve_broker_start(const serve_broker_opts *o, ebb_manager **ms, ebb_de
   }
   if (!s->n)
     return; /* the CPU only: nothing to give */
-  char dir[512];
+  char dir[512] = "";
   brk_peer_opts po = {.size = sizeof po, .dir = dir, .what = "ebb serve", .give = give,
                       .give_arg = s, .group = (gid_t)-1};
   int rc = brk_dir_open(o->dir, o->group, dir, sizeof dir);
+  if (!rc) {
+    snprintf(ask_dir, sizeof ask_dir, "%s", dir);
+    ask_timeout_s = o->timeout_s > 0 ? o->timeout_s : 2;
+  }
   if (!rc && o->group)
     brk_dir_group(o->group, &po.group);
   if (!rc)
@@ -153,3 +161,42 @@ void ebb_serve_broker_start(const serve_broker_opts *o, ebb_manager **ms, ebb_de
 }
 
 void ebb_serve_broker_stop(brk_peer *p) { brk_peer_stop(p); }
+
+/* The manager's ask_peers: a load or job over the free memory asks the
+ * peers on its device (most idle first) and logs who gave what. */
+int ebb_serve_broker_ask(void *arg, ebb_device *dev, uint64_t need) {
+  (void)arg;
+  cli_nvml_dev d = {.ordinal = ebb_device_ordinal(dev)};
+  if (!ask_dir[0] || ebb_device_kind_of(dev) != EBB_DEVICE_CUDA ||
+      ebb_cli_cuda_uuid(d.ordinal, d.uuid, sizeof d.uuid) != 0)
+    return 0;
+  brk_reclaim_opts o = {.size = sizeof o, .dir = ask_dir, .uuid = d.uuid, .bytes = need,
+                        .timeout_s = ask_timeout_s, .wait_s = 2, .free_fn = ebb_cli_nvml_free,
+                        .free_arg = &d};
+  brk_reclaim_result r;
+  int rc = brk_reclaim(&o, &r);
+  if (rc) {
+    ebb_log(EBB_LOG_WARN, "broker", "asking the peers on %s: %s", ebb_device_label(dev),
+            ebb_errmsg());
+    brk_reclaim_free(&r);
+    return rc;
+  }
+  for (size_t i = 0; i < r.npeers; i++) {
+    const brk_result_peer *p = &r.peers[i];
+    if (p->status)
+      ebb_log(EBB_LOG_WARN, "broker", "pid %ld skipped: %s", (long)p->pid, p->ans.err_msg);
+    else
+      ebb_log(EBB_LOG_INFO, "broker", "pid %ld (%s) gave back %llu MiB on %s in %.0f ms: %s",
+              (long)p->pid, p->ans.what, (unsigned long long)(p->ans.given_bytes >> 20),
+              ebb_device_label(dev), p->ans.ms, p->ans.reason);
+    for (size_t k = 0; !r.satisfied && !p->status && k < p->ans.nkept; k++)
+      ebb_log(EBB_LOG_INFO, "broker", "pid %ld keeps %s (%llu MiB): %s", (long)p->pid,
+              p->ans.kept[k].what, (unsigned long long)(p->ans.kept[k].bytes >> 20),
+              p->ans.kept[k].why);
+  }
+  ebb_log(EBB_LOG_INFO, "broker", "%s: %llu MiB free of %llu MiB needed after asking %zu peer%s",
+          ebb_device_label(dev), (unsigned long long)(r.free_after >> 20),
+          (unsigned long long)(need >> 20), r.npeers, r.npeers == 1 ? "" : "s");
+  brk_reclaim_free(&r);
+  return 0;
+}

@@ -57,6 +57,8 @@ struct ebb_manager {
   double wake_seconds;        /* their time, summed */
   uint64_t backup_bytes;      /* last seen (the read side never waits on the allocator) */
   mpipe *running;             /* the pipeline of the job on the device thread, under lock */
+  int (*ask_peers)(void *arg, ebb_device *dev, uint64_t need); /* issue 35; may be NULL */
+  void *ask_arg;
   double used_at;             /* last load or run, under lock */
 };
 
@@ -219,6 +221,8 @@ int ebb_manager_create(const ebb_manager_opts *o, ebb_manager **out) {
   m->cfg = o->cfg;
   m->policy = o->policy ? *o->policy : (ebb_policy){EBB_POLICY_AFTER_STAGE, 0};
   m->load_wait_s = o->load_wait_s > 0 ? o->load_wait_s : 10;
+  m->ask_peers = o->ask_peers;
+  m->ask_arg = o->ask_arg;
   pthread_mutex_init(&m->dev_lock, NULL);
   pthread_cond_init(&m->dev_cond, NULL);
   pthread_cond_init(&m->dev_done, NULL);
@@ -579,6 +583,20 @@ static uint64_t predicted_need(ebb_manager *m, mpipe *pp, const char **why) {
   return pp->def->expected_bytes;
 }
 
+/* Over the driver's free memory: the other processes on the device are
+ * asked (the broker) before waiting or failing. */
+static void ask_peers_for(ebb_manager *m, const char *name, uint64_t need) {
+  int known;
+  uint64_t free_now = driver_free(m, &known);
+  if (!m->ask_peers || !known || free_now >= need)
+    return;
+  char scope[160];
+  snprintf(scope, sizeof scope, "pipeline %s", name);
+  ebb_log(EBB_LOG_INFO, scope, "needs about %llu MiB, %llu MiB free: asking the other "
+          "processes on %s", MIB(need), MIB(free_now), ebb_device_label(m->dev));
+  m->ask_peers(m->ask_arg, m->dev, need);
+}
+
 static int load_in_switch(ebb_manager *m, mpipe *pp) {
   const char *name = pp->def->name;
   char scope[160];
@@ -609,6 +627,7 @@ static int load_in_switch(ebb_manager *m, mpipe *pp) {
                         "pipeline '%s' needs about %llu MiB (%s) but the "
                         "device %s has only %llu MiB in all; not loading it",
                         name, MIB(need), why, ebb_device_label(m->dev), MIB(total));
+    ask_peers_for(m, name, need);
     double until = ebb_now() + m->load_wait_s;
     while ((free_now = driver_free(m, NULL)) < need && ebb_now() < until) {
       struct timespec ts = {0, 100 * 1000000L};
@@ -758,6 +777,12 @@ int ebb_manager_run_job(ebb_manager *m, const char *pipeline, const char *input,
     res->code = unknown_pipeline(m, pipeline);
     snprintf(res->message, sizeof res->message, "%s", ebb_errmsg());
     return res->code;
+  }
+  if (!ebb_manager_is_loaded(m, pipeline)) { /* the runner loads it: room first */
+    const char *why;
+    uint64_t need = predicted_need(m, pp, &why);
+    if (need)
+      ask_peers_for(m, pipeline, need);
   }
   run_args a = {m, pp, input, outdir, options, cancel, progress, progress_arg, res};
   int rc = on_device(m, run_on_dev, &a);
@@ -1150,7 +1175,7 @@ static int give_pipe(ebb_manager *m, mpipe *pp, ebb_giveback *g) {
 }
 
 static void kept_list(ebb_manager *m, uint64_t held, uint64_t reserve, ebb_giveback *g) {
-  char buf[160], what[160];
+  char buf[160], what[128];
   pthread_mutex_lock(&m->lock);
   for (size_t i = 0; i < m->npipes; i++) {
     mpipe *pp = &m->pipes[i];

@@ -75,6 +75,13 @@ typedef struct ebb_manager_opts {
                                  NULL: $TMPDIR. Copied. */
   const ebb_policy *policy;   /* default for pipelines without one; NULL: after-stage */
   double load_wait_s;         /* how long a load waits for memory; <= 0: 10 s */
+  /* Asking other processes for memory (issue 35, docs/broker.md): a load, or
+   * a job of a pipeline not loaded, whose need is over the driver's free
+   * memory (after the manager's own switch) calls ask_peers(ask_arg, dev,
+   * need) before it waits or fails: it should leave `need` bytes free on dev
+   * if peers can give them. NULL: nobody is asked. */
+  int (*ask_peers)(void *arg, ebb_device *dev, uint64_t need);
+  void *ask_arg;
 } ebb_manager_opts;
 
 int ebb_manager_create(const ebb_manager_opts *o, ebb_manager **out);
