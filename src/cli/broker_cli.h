@@ -3,7 +3,9 @@
 #ifndef EBB_CLI_BROKER_CLI_H
 #define EBB_CLI_BROKER_CLI_H
 
+#include <jansson.h>
 #include <stddef.h>
+#include <stdio.h>
 #include <stdint.h>
 
 struct ebb_manager;
@@ -38,5 +40,9 @@ void ebb_serve_broker_stop(brk_peer *p);
 /* ebb_manager_opts.ask_peers: asks the peers on dev until need bytes are
  * free there (docs/broker.md), logging who gave what. */
 int ebb_serve_broker_ask(void *arg, struct ebb_device *dev, uint64_t need);
+/* ebb_server_opts.broker_reclaim (POST /v1/memory/reclaim) and
+ * .broker_metrics (the ebb_broker_* families). */
+int ebb_serve_broker_reclaim(void *arg, const char *device, uint64_t bytes, json_t **answer);
+void ebb_serve_broker_metrics(void *arg, FILE *f);
 
 #endif

@@ -691,7 +691,9 @@ static int serve(serve_args *a) {
                             .job_timeout_s = a->so.job_timeout_s, .keep_jobs = a->so.keep_jobs,
                             .keep_jobs_s = a->so.keep_jobs_s, .max_wait_s = a->so.max_wait_s,
                             .keep_resident_s = a->so.keep_resident_s,
-                            .cluster = a->so.cluster};
+                            .cluster = a->so.cluster,
+                            .broker_reclaim = ebb_serve_broker_reclaim, /* docs/broker.md */
+                            .broker_metrics = ebb_serve_broker_metrics};
   ebb_manager_opts mo = {.size = sizeof mo, .cfg = st.cfg, .reg = st.reg, .work_dir = a->data_dir,
                          .cache_dir = a->cache_dir, .scratch_dir = a->sd,
                          .policy = a->release ? &a->policy : NULL,

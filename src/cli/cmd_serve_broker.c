@@ -2,6 +2,7 @@
  * the broker directory and gives memory back, by the pipeline manager's own
  * rules (ebb_manager_give_back), to whoever asks for it. */
 #include <ctype.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -29,6 +30,21 @@ static serve_peer the_peer;
  * before any job runs; read-only after). */
 static char ask_dir[512];
 static double ask_timeout_s;
+static brk_peer *registered; /* its stats for /metrics */
+
+/* What this server asked of its peers, for /metrics (ebb_broker_*). */
+static pthread_mutex_t stat_lock = PTHREAD_MUTEX_INITIALIZER;
+static uint64_t n_asks, n_satisfied, n_skipped, received_bytes;
+
+static void count_ask(const brk_reclaim_result *r) {
+  pthread_mutex_lock(&stat_lock);
+  n_asks++;
+  n_satisfied += (uint64_t)(r->satisfied != 0);
+  received_bytes += r->given_bytes;
+  for (size_t i = 0; i < r->npeers; i++)
+    n_skipped += (uint64_t)(r->peers[i].status != 0);
+  pthread_mutex_unlock(&stat_lock);
+}
 
 int ebb_cli_cuda_uuid(int ordinal, char *uuid, size_t len) {
   static ebb_probe p; /* probing is slow: once */
@@ -153,6 +169,7 @@ void ebb_serve_broker_start(const serve_broker_opts *o, ebb_manager **ms, ebb_de
     brk_dir_group(o->group, &po.group);
   if (!rc)
     rc = brk_peer_start(&po, out);
+  registered = *out;
   if (rc)
     ebb_log(EBB_LOG_WARN, "broker", "not registered (peers cannot ask this server for memory): %s",
             ebb_errmsg());
@@ -160,7 +177,11 @@ void ebb_serve_broker_start(const serve_broker_opts *o, ebb_manager **ms, ebb_de
     ebb_log(EBB_LOG_DEBUG, "broker", "registered in %s (pid %ld)", dir, (long)getpid());
 }
 
-void ebb_serve_broker_stop(brk_peer *p) { brk_peer_stop(p); }
+void ebb_serve_broker_stop(brk_peer *p) {
+  if (p == registered)
+    registered = NULL; /* /metrics stops reading it first */
+  brk_peer_stop(p);
+}
 
 /* The manager's ask_peers: a load or job over the free memory asks the
  * peers on its device (most idle first) and logs who gave what. */
@@ -181,6 +202,7 @@ int ebb_serve_broker_ask(void *arg, ebb_device *dev, uint64_t need) {
     brk_reclaim_free(&r);
     return rc;
   }
+  count_ask(&r);
   for (size_t i = 0; i < r.npeers; i++) {
     const brk_result_peer *p = &r.peers[i];
     if (p->status)
@@ -199,4 +221,80 @@ int ebb_serve_broker_ask(void *arg, ebb_device *dev, uint64_t need) {
           (unsigned long long)(need >> 20), r.npeers, r.npeers == 1 ? "" : "s");
   brk_reclaim_free(&r);
   return 0;
+}
+
+/* --- POST /v1/memory/reclaim and /metrics ------------------------------------- */
+static json_t *peer_json(const brk_result_peer *p) {
+  if (p->status)
+    return json_pack("{s:I, s:s}", "pid", (json_int_t)p->pid, "skipped", p->ans.err_msg);
+  json_t *kept = json_array();
+  for (size_t k = 0; kept && k < p->ans.nkept; k++)
+    json_array_append_new(kept, json_pack("{s:s, s:I, s:s}", "what", p->ans.kept[k].what,
+                                          "bytes", (json_int_t)p->ans.kept[k].bytes, "why",
+                                          p->ans.kept[k].why));
+  return json_pack("{s:I, s:s, s:I, s:f, s:s, s:o}", "pid", (json_int_t)p->pid, "what",
+                   p->ans.what, "given_bytes", (json_int_t)p->ans.given_bytes, "ms", p->ans.ms,
+                   "reason", p->ans.reason, "kept", kept ? kept : json_array());
+}
+
+int ebb_serve_broker_reclaim(void *arg, const char *device, uint64_t bytes, json_t **answer) {
+  (void)arg;
+  cli_nvml_dev d = {0};
+  char *end = NULL;
+  *answer = NULL;
+  d.ordinal = strncmp(device, "cuda:", 5) ? -1 : (int)strtol(device + 5, &end, 10);
+  if (d.ordinal < 0 || !end || end == device + 5 || *end)
+    return ebb_seterr(EBB_EINPUT, "\"device\": '%s' is not cuda:N", device);
+  if (!ask_dir[0])
+    return ebb_seterr(EBB_EUNSUPPORTED, "this server has no broker directory (see its log)");
+  if (ebb_cli_cuda_uuid(d.ordinal, d.uuid, sizeof d.uuid) != 0)
+    return ebb_seterr(EBB_EINPUT, "\"device\": %s", ebb_errmsg());
+  brk_reclaim_opts o = {.size = sizeof o, .dir = ask_dir, .uuid = d.uuid, .bytes = bytes,
+                        .timeout_s = ask_timeout_s, .wait_s = 5, .free_fn = ebb_cli_nvml_free,
+                        .free_arg = &d};
+  brk_reclaim_result r;
+  int rc = brk_reclaim(&o, &r);
+  if (rc) {
+    brk_reclaim_free(&r);
+    return rc;
+  }
+  count_ask(&r);
+  json_t *peers = json_array();
+  for (size_t i = 0; peers && i < r.npeers; i++)
+    json_array_append_new(peers, peer_json(&r.peers[i]));
+  *answer = json_pack("{s:s, s:I, s:b, s:I, s:I, s:I, s:o}", "device", device, "bytes",
+                      (json_int_t)bytes, "satisfied", r.satisfied, "free_before_bytes",
+                      (json_int_t)r.free_before, "free_bytes", (json_int_t)r.free_after,
+                      "given_bytes", (json_int_t)r.given_bytes, "peers",
+                      peers ? peers : json_array());
+  brk_reclaim_free(&r);
+  return *answer ? 0 : ebb_seterr(EBB_ENOMEM, "out of host memory");
+}
+
+static void counter(FILE *f, const char *name, const char *help, uint64_t v) {
+  fprintf(f, "# HELP %s %s\n# TYPE %s counter\n%s %llu\n", name, help, name, name,
+          (unsigned long long)v);
+}
+
+void ebb_serve_broker_metrics(void *arg, FILE *f) {
+  (void)arg;
+  brk_peer_stats st;
+  brk_peer_stats_get(registered, &st);
+  pthread_mutex_lock(&stat_lock);
+  uint64_t asks = n_asks, sat = n_satisfied, skipped = n_skipped, recv = received_bytes;
+  pthread_mutex_unlock(&stat_lock);
+  fprintf(f, "# HELP ebb_broker_registered 1 when peers can ask this server for memory\n"
+             "# TYPE ebb_broker_registered gauge\nebb_broker_registered %d\n",
+          registered != NULL);
+  counter(f, "ebb_broker_requests_answered_total", "requests from peers answered", st.requests);
+  counter(f, "ebb_broker_requests_refused_total",
+          "requests from peers refused (credentials, malformed)", st.refused);
+  counter(f, "ebb_broker_given_bytes_total", "bytes given back to peers, driver-confirmed",
+          st.given_bytes);
+  counter(f, "ebb_broker_asks_total", "times this server asked its peers for memory", asks);
+  counter(f, "ebb_broker_asks_satisfied_total", "asks after which the bytes were free", sat);
+  counter(f, "ebb_broker_peers_skipped_total", "peers skipped (silent, refusing, dead)",
+          skipped);
+  counter(f, "ebb_broker_received_bytes_total", "bytes peers gave back to this server's asks",
+          recv);
 }
