@@ -25,8 +25,8 @@ done
 # every function the version script names is there (a function the library
 # only passes through is not pulled from the static rooms unless asked for)
 for s in $(grep -oE '\bebb_[a-z_]+;' "$EBB_SOURCE_DIR/src/lib/libebb.map" | tr -d ';'); do
-  nm -D --defined-only "$P/lib/libebb.so" | grep -q " $s@@EBB_1.0\$" ||
-    fail "libebb.so does not export $s (version EBB_1.0)"
+  nm -D --defined-only "$P/lib/libebb.so" | grep -q " $s@@EBB_1\.[0-9]*\$" ||
+    fail "libebb.so does not export $s (a version EBB_1.N)"
 done
 
 export PKG_CONFIG_PATH=$P/lib/pkgconfig
