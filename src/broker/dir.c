@@ -11,6 +11,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "base/fs.h"
 #include "broker/broker.h"
 #include "ebb/error.h"
 
@@ -63,6 +64,14 @@ int brk_dir_open(const char *dir, const char *group, char *out, size_t outlen) {
   int rc = brk_dir_group(group, &gid);
   if (rc)
     return rc;
+  char parent[512];
+  snprintf(parent, sizeof parent, "%s", path);
+  char *slash = strrchr(parent, '/');
+  if (slash && slash != parent) { /* $XDG_RUNTIME_DIR itself may not exist yet */
+    *slash = '\0';
+    if ((rc = ebb_mkdirs(parent, 0700, "broker directory")))
+      return rc;
+  }
   if (mkdir(path, 0700) == 0) {
     if (gid != (gid_t)-1 && (chown(path, (uid_t)-1, gid) != 0 || chmod(path, 02770) != 0))
       return ebb_seterr(EBB_EIO, "broker directory %s: giving it to group %s: %s", path, group,
