@@ -248,7 +248,7 @@ int ebb_serve_broker_reclaim(void *arg, const char *device, uint64_t bytes, json
   if (!ask_dir[0])
     return ebb_seterr(EBB_EUNSUPPORTED, "this server has no broker directory (see its log)");
   if (ebb_cli_cuda_uuid(d.ordinal, d.uuid, sizeof d.uuid) != 0)
-    return ebb_seterr(EBB_EINPUT, "\"device\": %s", ebb_errmsg());
+    return ebb_errctx(EBB_ENOTFOUND, "\"device\": ");
   brk_reclaim_opts o = {.size = sizeof o, .dir = ask_dir, .uuid = d.uuid, .bytes = bytes,
                         .timeout_s = ask_timeout_s, .wait_s = 5, .free_fn = ebb_cli_nvml_free,
                         .free_arg = &d};

@@ -3,7 +3,7 @@
 # (admin token) asks for the free memory + 3000 MiB on cuda:0; server A
 # unloads its idle 3 GiB pipeline; the answer names A with the bytes it gave,
 # "satisfied": true. A bad body is a 400 naming what was wrong, a submit
-# token a 403, a device that is not cuda:N a 400. /metrics: X counts one ask
+# token a 403, a device that is not cuda:N a 400, an absent cuda:7 a 404. /metrics: X counts one ask
 # and the bytes received, A the request answered and the bytes given.
 set -u
 : "${EBB_BUILD_DIR:?}" "${EBB:?}"
@@ -20,7 +20,7 @@ printf 'adm1n-0123456789abcdef admin\nsubm1t-0123456789abcdef submit\n' > "$T/to
 chmod 600 "$T/tokens"
 start() { # NAME
   "$EBB" serve --listen 127.0.0.1:0 --config "$T/cfg.json" --data-dir "$T/data$1" --no-cache \
-    --token-file "$T/tokens" --broker-dir "$BD" > "$T/log$1" 2>&1 &
+    --token-file "$T/tokens" --broker-dir "$BD" --broker-timeout 60 > "$T/log$1" 2>&1 &
   PID=$!
   PIDS+=($PID)
   URL=
@@ -47,6 +47,8 @@ call adm1n-0123456789abcdef "$UX" /v1/memory/reclaim '{"device": "cuda:0", "byte
 [ "$CODE" = 400 ] && [[ $BODY == *'unknown key \"extra\"'* ]] || fail "an unknown key: $CODE $BODY"
 call adm1n-0123456789abcdef "$UX" /v1/memory/reclaim '{"device": "gpu0", "bytes": 5}'
 [ "$CODE" = 400 ] && [[ $BODY == *"gpu0"* ]] || fail "device gpu0: $CODE $BODY"
+call adm1n-0123456789abcdef "$UX" /v1/memory/reclaim '{"device": "cuda:7", "bytes": 5}'
+[ "$CODE" = 404 ] && [[ $BODY == *'cuda:7: no such device'* ]] || fail "device cuda:7 (absent): $CODE $BODY"
 call adm1n-0123456789abcdef "$UX" /v1/memory/reclaim '{"device": "cuda:0", "bytes": -1}'
 [ "$CODE" = 400 ] || fail "bytes -1: $CODE $BODY"
 call subm1t-0123456789abcdef "$UX" /v1/memory/reclaim "{\"device\": \"cuda:0\", \"bytes\": $want}"

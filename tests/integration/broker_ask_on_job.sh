@@ -24,7 +24,7 @@ JSON
 echo "any input" > "$T/input.txt"
 start() { # NAME CONFIG: sets PID and URL
   "$EBB" serve --listen 127.0.0.1:0 --config "$2" --data-dir "$T/data$1" --no-cache \
-    --input-dir "$T" --broker-dir "$BD" --broker-timeout 5 > "$T/log$1" 2>&1 &
+    --input-dir "$T" --broker-dir "$BD" --broker-timeout 60 > "$T/log$1" 2>&1 &
   PID=$!
   PIDS+=($PID)
   URL=
@@ -37,7 +37,7 @@ job() { # URL -> final state in ST, job JSON in JB
   local id
   id=$(curl -s -X POST "$1/v1/jobs" -H 'Content-Type: application/json' \
     -d "{\"pipeline\": \"big\", \"input\": \"$T/input.txt\"}" | python3 -c 'import json,sys; print(json.load(sys.stdin)["id"])')
-  for _ in $(seq 300); do
+  for _ in $(seq 900); do
     JB=$(curl -s "$1/v1/jobs/$id"); ST=$(jget "$JB" '["state"]')
     case $ST in succeeded|failed|cancelled) return ;; esac; sleep 0.1
   done

@@ -9,7 +9,7 @@ import socket
 import sys
 
 
-def ask(path, msg, timeout=10.0):
+def ask(path, msg, timeout=60.0):  # generous: a sanitizer build unloads slowly
     with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as s:
         s.settimeout(timeout)
         s.connect(path)

@@ -60,17 +60,13 @@ load "$URL_B" sl
 sleep 0.3
 start C
 load "$URL_C" slow
-c=$(post "$URL_C/v1/jobs" -H 'Content-Type: application/json' -d "{\"pipeline\": \"slow\", \"input\": \"$T/input.txt\"}")
-[ "$c" = 202 ] || fail "job on C: $c $(cat "$T/post.out")"
-JOB=$(jget "$(cat "$T/post.out")" '["id"]')
-sleep 0.5 # the job is running
 declare -A before
 for n in A B C; do eval "p=\$PID_$n"; before[$n]=$(held_by "$p"); done
 echo "--- held before: A ${before[A]} B ${before[B]} C ${before[C]} MiB; free $(free_mib) MiB"
 
 # --- 1. enough can be had: A unloads, B puts sl2 to sleep, C is not asked
 want=$(( $(free_mib) + 3372 + 100 ))
-"$EBB" reclaim --device cuda:0 --bytes "${want}MiB" --broker-dir "$BD" --broker-timeout 10 \
+"$EBB" reclaim --device cuda:0 --bytes "${want}MiB" --broker-dir "$BD" --broker-timeout 60 \
   > "$T/r1.out" 2>&1
 rc=$?
 cat "$T/r1.out"
@@ -99,7 +95,14 @@ grep -q "^\[broker\] pid $PID_C " "$T/r1.out" && fail "C was asked though A and 
 [ "$(held_by "$PID_C")" = "${before[C]}" ] || fail "C's usage changed: ${before[C]} -> $(held_by "$PID_C") MiB"
 
 # --- 2. more than can be had: exit 1, each peer says what it keeps and why
-"$EBB" reclaim --device cuda:0 --bytes 16G --broker-dir "$BD" --broker-timeout 10 --wait 0.5 \
+# (C now runs a long job: it is never taken)
+c=$(post "$URL_C/v1/jobs" -H 'Content-Type: application/json' -d "{\"pipeline\": \"slow\", \"input\": \"$T/input.txt\"}")
+[ "$c" = 202 ] || fail "job on C: $c $(cat "$T/post.out")"
+JOB=$(jget "$(cat "$T/post.out")" '["id"]')
+for _ in $(seq 300); do # the job is running
+  [ "$(jget "$(curl -s "$URL_C/v1/jobs/$JOB")" '["state"]')" = running ] && break; sleep 0.1
+done
+"$EBB" reclaim --device cuda:0 --bytes 16G --broker-dir "$BD" --broker-timeout 60 --wait 0.5 \
   > "$T/r2.out" 2>&1
 rc=$?
 cat "$T/r2.out"
@@ -111,7 +114,7 @@ expect "pid $PID_B keeps pipeline sl2 (0 MiB): asleep"
 expect "pid $PID_C keeps device"
 expect "the device is running a job (pipeline slow)"
 expect "MiB still missing"
-for _ in $(seq 150); do
+for _ in $(seq 900); do
   st=$(jget "$(curl -s "$URL_C/v1/jobs/$JOB")" '["state"]')
   case $st in succeeded|failed|cancelled) break ;; esac; sleep 0.1
 done
