@@ -22,7 +22,13 @@ req POST /v1/pipelines/idle/load
 [ "$CODE" = 200 ] || fail "load idle: $CODE $BODY"
 for _ in $(seq 50); do [ -S "$T/broker/$SERVER.sock" ] && break; sleep 0.1; done
 before=$(held_by "$SERVER")
-PYTHONPATH=$EBB_SOURCE_DIR/python python3 - "$T/broker" "$FAKEGPU_SMI" > "$T/py.out" 2>&1 <<'PY' || fail "python: $(cat "$T/py.out")"
+PYENV=(PYTHONDONTWRITEBYTECODE=1)
+if grep -q '^EBB_SANITIZE:BOOL=ON' "$EBB_BUILD_DIR/CMakeCache.txt" 2>/dev/null; then
+  # an ASan build's libebb needs its runtime loaded first into Python
+  PYENV+=(LD_PRELOAD="$(gcc -print-file-name=libasan.so) $(gcc -print-file-name=libubsan.so)"
+          ASAN_OPTIONS=detect_leaks=0)
+fi
+env "${PYENV[@]}" PYTHONPATH=$EBB_SOURCE_DIR/python python3 - "$T/broker" "$FAKEGPU_SMI" > "$T/py.out" 2>&1 <<'PY' || fail "python: $(cat "$T/py.out")"
 import subprocess, sys
 import ebb
 broker, smi = sys.argv[1], sys.argv[2]
