@@ -585,7 +585,15 @@ static uint64_t predicted_need(ebb_manager *m, mpipe *pp, const char **why) {
 
 /* Over the driver's free memory: the other processes on the device are
  * asked (the broker) before waiting or failing. */
+#define ASSUMED_CONTEXT (300ull << 20) /* the allocator's own default (allocator.c) */
 static void ask_peers_for(ebb_manager *m, const char *name, uint64_t need) {
+  /* the allocator's stats say 0 for the context while there is none, so a
+   * need predicted before one exists leaves it out: the peers are asked for
+   * it too, or the load would find the bytes a context short */
+  if (!ebb_device_ctx_active(m->dev)) {
+    uint64_t ctx = ebb_manager_context_estimate(m);
+    need += ctx ? ctx : ASSUMED_CONTEXT;
+  }
   int known;
   uint64_t free_now = driver_free(m, &known);
   if (!m->ask_peers || !known || free_now >= need)
