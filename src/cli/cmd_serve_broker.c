@@ -47,17 +47,22 @@ static void count_ask(const brk_reclaim_result *r) {
 }
 
 int ebb_cli_cuda_uuid(int ordinal, char *uuid, size_t len) {
-  static ebb_probe p; /* probing is slow: once */
+  static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
+  static ebb_probe p; /* probing is slow: once (jobs, loads and the API ask from their threads) */
   static int probed;
+  int rc = 0;
+  pthread_mutex_lock(&lock);
   if (!probed && ebb_device_probe(&p) == 0)
     probed = 1;
   if (!p.driver_loaded)
-    return ebb_seterr(EBB_ENODEV, "no CUDA driver: %s", p.why);
-  if (ordinal < 0 || ordinal >= p.ndevices || !p.devices[ordinal].uuid[0])
-    return ebb_seterr(EBB_ENODEV, "cuda:%d: no such device (the driver reports %d)", ordinal,
-                      p.ndevices);
-  snprintf(uuid, len, "%s", p.devices[ordinal].uuid);
-  return 0;
+    rc = ebb_seterr(EBB_ENODEV, "no CUDA driver: %s", p.why);
+  else if (ordinal < 0 || ordinal >= p.ndevices || !p.devices[ordinal].uuid[0])
+    rc = ebb_seterr(EBB_ENODEV, "cuda:%d: no such device (the driver reports %d)", ordinal,
+                    p.ndevices);
+  else
+    snprintf(uuid, len, "%s", p.devices[ordinal].uuid);
+  pthread_mutex_unlock(&lock);
+  return rc;
 }
 
 int ebb_cli_nvml_free(void *arg, uint64_t *free_bytes) {
@@ -242,9 +247,13 @@ int ebb_serve_broker_reclaim(void *arg, const char *device, uint64_t bytes, json
   cli_nvml_dev d = {0};
   char *end = NULL;
   *answer = NULL;
-  d.ordinal = strncmp(device, "cuda:", 5) ? -1 : (int)strtol(device + 5, &end, 10);
-  if (d.ordinal < 0 || !end || end == device + 5 || *end)
+  long v = strncmp(device, "cuda:", 5) || !isdigit((unsigned char)device[5])
+               ? -1 : strtol(device + 5, &end, 10);
+  if (v < 0 || !end || *end)
     return ebb_seterr(EBB_EINPUT, "\"device\": '%s' is not cuda:N", device);
+  if (v > 1024) /* cuda:N, but no driver has that many */
+    return ebb_seterr(EBB_ENOTFOUND, "\"device\": %s: no such device", device);
+  d.ordinal = (int)v;
   if (!ask_dir[0])
     return ebb_seterr(EBB_EUNSUPPORTED, "this server has no broker directory (see its log)");
   if (ebb_cli_cuda_uuid(d.ordinal, d.uuid, sizeof d.uuid) != 0)

@@ -5,6 +5,12 @@
 
 #include "server/internal.h"
 
+/* A whole number of bytes > 0 (34451434260.0 is one: JSON has one number type). */
+static int whole_bytes(json_t *v) {
+  double x = json_number_value(v);
+  return json_is_number(v) && x >= 1 && x < 1.8e19 && x == (double)(uint64_t)x;
+}
+
 enum MHD_Result srv_h_memory_reclaim(ebb_server *s, struct MHD_Connection *c, srv_req *r,
                                      const char *method) {
   (void)method;
@@ -28,13 +34,13 @@ enum MHD_Result srv_h_memory_reclaim(ebb_server *s, struct MHD_Connection *c, sr
   if (extra)
     res = srv_send_err(c, r, MHD_HTTP_BAD_REQUEST, "bad_request",
                        "unknown key \"%s\" in the body (known: device, bytes)", extra);
-  else if (!json_is_string(dev) || !json_is_integer(bytes) || json_integer_value(bytes) <= 0)
+  else if (!json_is_string(dev) || !whole_bytes(bytes))
     res = srv_send_err(c, r, MHD_HTTP_BAD_REQUEST, "bad_request",
                        "expected {\"device\": \"cuda:N\", \"bytes\": N > 0}");
   else {
     json_t *ans = NULL;
     int rc = s->broker_reclaim(s->broker_arg, json_string_value(dev),
-                               (uint64_t)json_integer_value(bytes), &ans);
+                               (uint64_t)json_number_value(bytes), &ans);
     res = rc ? srv_send_ebb_err(c, r, rc, ebb_errmsg()) : srv_send_json(c, r, MHD_HTTP_OK, ans);
   }
   json_decref(b);
