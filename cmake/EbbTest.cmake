@@ -14,7 +14,10 @@ function(ebb_test_env name)
     "EBB_TEST_TMP=${EBB_TEST_STATE_DIR}/${name}.tmp"
     # the stage result cache of `ebb run` defaults to $XDG_CACHE_HOME/ebb:
     # keep tests out of the user's home
-    "XDG_CACHE_HOME=${EBB_TEST_STATE_DIR}/${name}.cache")
+    "XDG_CACHE_HOME=${EBB_TEST_STATE_DIR}/${name}.cache"
+    # ebb serve registers in $XDG_RUNTIME_DIR/ebb (docs/broker.md): one broker
+    # directory per test, so no test's peers give memory to another's asks
+    "XDG_RUNTIME_DIR=${EBB_TEST_STATE_DIR}/${name}.run")
 endfunction()
 
 # ebb_c_test(NAME SOURCES... [LIBS libs...]): one executable, one ctest test.

@@ -46,7 +46,7 @@ extern "C" {
 #endif
 
 #define EBB_API_VERSION_MAJOR 1
-#define EBB_API_VERSION_MINOR 0
+#define EBB_API_VERSION_MINOR 1 /* 1.1: ebb_reclaim */
 #define EBB_API_VERSION (EBB_API_VERSION_MAJOR * 1000 + EBB_API_VERSION_MINOR)
 
 /* EBB_API_VERSION of the loaded library (major * 1000 + minor). */
@@ -259,6 +259,27 @@ void ebb_torch_free(void *ptr, ssize_t size, int device, void *stream);
  * on first use; it holds a reference of its own until process exit, so an
  * ebb_gpu_close of the same device by the program does not tear it down). */
 int ebb_gpu_for_ordinal(int ordinal, ebb_gpu **out);
+
+/* --- a GPU shared with other processes (API 1.1, docs/broker.md) ---------------- */
+typedef struct ebb_reclaim_result {
+  uint32_t size;        /* sizeof(ebb_reclaim_result), set by the caller */
+  uint64_t free_before; /* the driver's free bytes on the device before asking */
+  uint64_t free_after;  /* and after the peers gave (and the wait) */
+  uint64_t given_bytes; /* what the peers gave back, driver-confirmed, summed */
+  int peers_asked;      /* peers that answered a reclaim */
+  int peers_skipped;    /* silent, refusing or dead ones */
+} ebb_reclaim_result;
+/* Asks the ebb processes using CUDA device `device` ("cuda:N"), the ones
+ * registered in broker_dir (NULL: $XDG_RUNTIME_DIR/ebb, else /run/ebb), to
+ * give memory back until `bytes` are free there: most idle first, each
+ * within timeout_s (<= 0: 2 s); then waits up to 5 s for the driver to show
+ * them free. Call it before allocating outside ebb (a model server about to
+ * wake). 0 when the bytes are free; EBB_EOOM when they could not all be had,
+ * the message naming what each peer keeps and why; EBB_EINVAL for a device
+ * that is not cuda:N, EBB_ENODEV when there is no such device. out (may be
+ * NULL) is filled either way. Loads the driver; creates no context. */
+int ebb_reclaim(const char *device, uint64_t bytes, const char *broker_dir, double timeout_s,
+                ebb_reclaim_result *out);
 
 #ifdef __cplusplus
 }

@@ -382,6 +382,27 @@ def release(context=False, device=None):
     return _release(device.handle if device is not None else None, context)
 
 
+def reclaim(nbytes, device="cuda:0", broker_dir=None, timeout=2.0):
+    """Asks the ebb processes sharing the GPU (docs/broker.md) to give memory
+    back until nbytes are free on device ("cuda:N"), before this process
+    allocates outside ebb. Returns a dict: satisfied, free_before,
+    free_after, given_bytes, peers_asked, peers_skipped, and message (what
+    each peer keeps and why, when not satisfied). Raises EbbError for a bad
+    device or broker directory."""
+    r = _lib.sized(_lib.ReclaimResult)
+    rc = lib.ebb_reclaim(device.encode(), int(nbytes),
+                         broker_dir.encode() if broker_dir else None, float(timeout),
+                         ctypes.byref(r))
+    out = {f: getattr(r, f) for f, _ in _lib.ReclaimResult._fields_ if f != "size"}
+    out["satisfied"] = rc == 0
+    out["message"] = ""
+    if rc == -3:  # EBB_EOOM: not all could be had; the rest is a real error
+        out["message"] = lib.ebb_errmsg().decode(errors="replace")
+    else:
+        _check(rc, "reclaim")
+    return out
+
+
 # --- owners ----------------------------------------------------------------------
 _tls = threading.local()
 _by_handle = {}  # C handle -> Owner, for current()

@@ -51,6 +51,11 @@ class Released(ctypes.Structure):
                 ("callbacks_run", c_int), ("callbacks_failed", c_int)]
 
 
+class ReclaimResult(ctypes.Structure):
+    _fields_ = [("size", c_u32), ("free_before", c_u64), ("free_after", c_u64),
+                ("given_bytes", c_u64), ("peers_asked", c_int), ("peers_skipped", c_int)]
+
+
 def sized(cls):
     s = cls()
     s.size = ctypes.sizeof(cls)
@@ -73,6 +78,7 @@ _PROTOS = {
     "ebb_gpu_default_owner": (c_void_p, [c_void_p]),
     "ebb_gpu_alloc": (c_int, [c_void_p, c_size_t, c_char_p, P(c_u64)]),
     "ebb_gpu_release": (c_int, [c_void_p, ctypes.c_uint, P(Released)]),
+    "ebb_reclaim": (c_int, [c_char_p, c_u64, c_char_p, ctypes.c_double, P(ReclaimResult)]),
     "ebb_gpu_mark": (c_int, [c_void_p, c_char_p]),
     "ebb_gpu_write_timeline": (c_int, [c_void_p, c_char_p]),
     "ebb_owner_open": (c_int, [c_void_p, c_char_p, c_void_p, P(c_void_p)]),

@@ -20,6 +20,8 @@
 #include "base/log.h"
 #include "cli/commands.h"
 #include "pipeline/config.h"
+#include "broker/broker.h"
+#include "cli/broker_cli.h"
 #include "pipeline/manager.h"
 #include "pipeline/registry.h"
 #include "server/cluster.h"
@@ -103,6 +105,11 @@ static void usage(FILE *f) {
           "                    (default 16) and outputs go there\n"
           "  --lease S         a running job's lease (default 15): a node silent that long\n"
           "                    loses the job to another; --max-attempts N (default 3)\n"
+          "  --broker-dir DIR  where this server registers for peers sharing its GPU\n"
+          "                    (docs/broker.md; default $XDG_RUNTIME_DIR/ebb, else /run/ebb)\n"
+          "  --broker-group G  share the broker directory with the processes of group G\n"
+          "  --broker-timeout S  skip a peer silent for S seconds (default 2)\n"
+          "  --reserve MIB     device memory this server never gives to a peer (default 0)\n"
           "  -v, --verbose     debug lines too\n\n"
           "SIGINT/SIGTERM stop the server: the running job goes back to the queue, every\n"
           "pipeline is unloaded and all device memory (the context too) goes back; exit 0.\n");
@@ -148,6 +155,7 @@ typedef struct serve_args {
   const char *pw_file;
   char pw[256];
   double grace_s; /* --shutdown-grace; 0: the default */
+  serve_broker_opts broker; /* --broker-dir, --broker-group, --broker-timeout, --reserve */
 } serve_args;
 
 /* One number of the config's "server" object. */
@@ -264,7 +272,8 @@ static int parse_size(const char *v, uint64_t *out) {
 
 enum { O_TOKEN = 256, O_METRICS, O_ALLOW, O_INPUT, O_JOBTO, O_KEEP, O_DEVICES, O_MAXWAIT, O_SLEEPB, O_RESIDENT,
        O_QUEUE, O_QPREFIX, O_QPASS, O_SHARED, O_NODE, O_INLINE, O_LEASE, O_ATTEMPTS, O_ORIGIN,
-       O_MAXQ, O_GRACE, O_MAXJOB };
+       O_MAXQ, O_GRACE, O_MAXJOB,
+       O_BROKER_DIR, O_BROKER_GROUP, O_BROKER_TIMEOUT, O_RESERVE }; /* last 4: the broker */
 
 static int cluster_number(serve_args *a, int c, const char *v) {
   double n;
@@ -333,6 +342,34 @@ static int cluster_args(serve_args *a) {
   }
   a->so.cluster = co;
   return 0;
+}
+
+/* --broker-dir, --broker-group, --broker-timeout, --reserve (docs/broker.md). */
+static int broker_opt(serve_args *a, int c, const char *v) {
+  gid_t g;
+  switch (c) {
+  case O_BROKER_DIR: a->broker.dir = v; return 0;
+  case O_BROKER_GROUP:
+    if (brk_dir_group(v, &g) == 0) {
+      a->broker.group = v;
+      return 0;
+    }
+    fprintf(stderr, "ebb serve: --broker-group %s: no such group\n", v);
+    return EBB_EXIT_USAGE;
+  case O_BROKER_TIMEOUT:
+    if (parse_seconds(v, &a->broker.timeout_s) == 0)
+      return 0;
+    fprintf(stderr, "ebb serve: --broker-timeout %s: expected seconds > 0\n", v);
+    return EBB_EXIT_USAGE;
+  default:
+    if (ebb_cli_parse_bytes(v, &a->broker.reserve) == 0) {
+      if (!strpbrk(v, "KkMmGgTt")) /* a plain number is MiB */
+        a->broker.reserve <<= 20;
+      return 0;
+    }
+    fprintf(stderr, "ebb serve: --reserve %s: expected MiB (a number) or a size (8GiB)\n", v);
+    return EBB_EXIT_USAGE;
+  }
 }
 
 /* One option; 0 to go on, else the exit status (-1: --help). */
@@ -419,6 +456,8 @@ static int take_opt(serve_args *a, int c, char **argv) {
   case O_SHARED: a->co.shared_dir = optarg; return 0;
   case O_NODE: a->co.node_id = optarg; return 0;
   case O_INLINE: case O_LEASE: case O_ATTEMPTS: return cluster_number(a, c, optarg);
+  case O_BROKER_DIR: case O_BROKER_GROUP: case O_BROKER_TIMEOUT: case O_RESERVE:
+    return broker_opt(a, c, optarg);
   case 'h': usage(stdout); return -1;
   case ':':
     fprintf(stderr, "ebb serve: %s needs a value (see ebb serve --help)\n", argv[optind - 1]);
@@ -458,6 +497,10 @@ static int parse_args(int argc, char **argv, serve_args *a) {
       {"lease", required_argument, NULL, O_LEASE},
       {"max-attempts", required_argument, NULL, O_ATTEMPTS},
       {"shutdown-grace", required_argument, NULL, O_GRACE},
+      {"broker-dir", required_argument, NULL, O_BROKER_DIR},
+      {"broker-group", required_argument, NULL, O_BROKER_GROUP},
+      {"broker-timeout", required_argument, NULL, O_BROKER_TIMEOUT},
+      {"reserve", required_argument, NULL, O_RESERVE},
       {NULL, 0, NULL, 0}};
   int c, st;
   optind = 1;
@@ -526,6 +569,7 @@ typedef struct serve_state {
   ebb_allocator *allocs[MAX_DEVICES];
   ebb_manager *ms[MAX_DEVICES];
   ebb_server *srv;
+  brk_peer *peer; /* the broker (docs/broker.md); NULL: not registered */
 } serve_state;
 
 /* --devices: "all" (every CUDA device the driver reports, 2 or more; else
@@ -677,6 +721,8 @@ static void serve_loop(serve_state *st, const sigset_t *set, double grace_s) {
   int watching = pthread_create(&gw, NULL, grace_watch, &grace) == 0;
   ebb_server_stop(st->srv);
   st->srv = NULL;
+  ebb_serve_broker_stop(st->peer); /* no peer asks a manager that is going */
+  st->peer = NULL;
   for (size_t i = 0; i < st->n; i++) {
     ebb_manager_destroy(st->ms[i]);
     st->ms[i] = NULL;
@@ -719,6 +765,7 @@ static int start_and_serve(serve_args *a, serve_state *st, ebb_manager_opts *mo)
   for (size_t i = 0; i < st->n; i++)
     ebb_log(EBB_LOG_INFO, "server", "device %s (%s), data in %s", ebb_device_label(st->devs[i]),
             ebb_device_name(st->devs[i]), a->data_dir);
+  ebb_serve_broker_start(&a->broker, st->ms, st->devs, st->n, &st->peer);
   serve_loop(st, &set, a->grace_s);
   return EBB_EXIT_OK;
 }
@@ -739,10 +786,13 @@ static int serve(serve_args *a) {
                             .max_job_s = a->so.max_job_s, .keep_jobs = a->so.keep_jobs,
                             .keep_jobs_s = a->so.keep_jobs_s, .max_wait_s = a->so.max_wait_s,
                             .keep_resident_s = a->so.keep_resident_s,
-                            .cluster = a->so.cluster};
+                            .cluster = a->so.cluster,
+                            .broker_reclaim = ebb_serve_broker_reclaim, /* docs/broker.md */
+                            .broker_metrics = ebb_serve_broker_metrics};
   ebb_manager_opts mo = {.size = sizeof mo, .cfg = st.cfg, .reg = st.reg, .work_dir = a->data_dir,
                          .cache_dir = a->cache_dir, .scratch_dir = a->sd,
-                         .policy = a->release ? &a->policy : NULL};
+                         .policy = a->release ? &a->policy : NULL,
+                         .ask_peers = ebb_serve_broker_ask}; /* docs/broker.md */
   status = EBB_EXIT_USAGE;
   if (server_config(a->config, &a->so, &mo) == 0) {
     for (size_t i = 0; i < st.cfg->npipelines; i++)
@@ -753,6 +803,7 @@ static int serve(serve_args *a) {
   }
   flush_early(); /* when the server never listened */
   ebb_server_stop(st.srv);
+  ebb_serve_broker_stop(st.peer);
   close_runtime(&st);
   ebb_registry_destroy(st.reg);
   ebb_config_free(st.cfg);

@@ -20,6 +20,7 @@ int ebb_cmd_pipelines(int argc, char **argv);
 int ebb_cmd_stages(int argc, char **argv);
 int ebb_cmd_serve(int argc, char **argv);
 int ebb_cmd_top(int argc, char **argv);
+int ebb_cmd_reclaim(int argc, char **argv);
 
 /* Loads the config (NULL: built-ins only) and the stage registry with the
  * config's plugin_dirs and EBB_PLUGIN_PATH. On failure prints one message to

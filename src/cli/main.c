@@ -13,6 +13,8 @@ static const ebb_command commands[] = {
     {"stages", "list the stages (built-in and plugins) and their options", ebb_cmd_stages},
     {"serve", "serve the HTTP API: jobs, pipelines, sessions, memory (docs/api.md)",
      ebb_cmd_serve},
+    {"reclaim", "ask the ebb processes sharing a GPU to give memory back (docs/broker.md)",
+     ebb_cmd_reclaim},
     {"top", "live device memory by owner in the terminal, like nvtop (a server's or the driver's)",
      ebb_cmd_top},
 };

@@ -355,9 +355,9 @@ static int parse_trust(json_t *jp, const char *where, ebb_pipeline_def *p) {
 
 static int parse_pipeline(const char *name, json_t *jp, const char *origin, const char *base_dir,
                           ebb_pipeline_def *p) {
-  static const char *const keys[] = {"stages",       "release",       "description",
-                                     "timeout_s",    "expected_mib",  "devices",
-                                     "allow_options", "allow_url_hosts", NULL};
+  static const char *const keys[] = {"stages",        "release",         "description",
+                                     "timeout_s",     "expected_mib",    "devices",
+                                     "allow_options", "allow_url_hosts", "evictable", NULL};
   char where[768];
   snprintf(where, sizeof where, "%s: pipeline '%s'", origin, name);
   int brc = check_name(name, "pipeline", origin);
@@ -388,6 +388,10 @@ static int parse_pipeline(const char *name, json_t *jp, const char *origin, cons
   p->timeout_s = to ? json_number_value(to) : 0;
   if ((rc = parse_placement(jp, where, p)))
     return rc;
+  json_t *ev = json_object_get(jp, "evictable"); /* issue 35: a peer may take it */
+  if (ev && !json_is_boolean(ev))
+    return ebb_seterr(EBB_ECONFIG, "%s: \"evictable\" must be true or false", where);
+  p->evictable = ev ? json_is_true(ev) : 1;
   if (rel) {
     if (!json_is_string(rel))
       return ebb_seterr(EBB_ECONFIG, "%s: \"release\" must be a string", where);

@@ -72,6 +72,8 @@ typedef struct ebb_pipeline_def {
   uint64_t expected_bytes; /* "expected_mib": the need before a first measured run; 0: none */
   uint32_t pin_cuda;       /* "devices": bit N pins to cuda:N; 0 with pin_cpu 0: any device */
   int pin_cpu;             /* "devices" names "cpu" */
+  int evictable;           /* "evictable" (default true): another process's broker
+                              request may unload or sleep it (docs/broker.md) */
   char *origin; /* "built-in" or the config path */
   /* Trust (pipeline/trust.h): "allow_options" ("STAGE.OPTION" each) and
    * "allow_url_hosts" ("host" or "host:port", lower case). */

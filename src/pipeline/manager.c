@@ -2,6 +2,7 @@
 #include "pipeline/work.h"
 
 #include <pthread.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -23,6 +24,7 @@ typedef struct mpipe {
   char *outdir;   /* WORK/pipelines/NAME (kept while instances live) */
   int asleep;     /* sleep (issue 12): loaded, its stages asleep */
   double slept_at;/* when it fell asleep (the budget unloads the oldest) */
+  double used_at; /* last load or run (giving back takes the least recent first) */
 } mpipe;
 
 struct ebb_manager {
@@ -56,6 +58,10 @@ struct ebb_manager {
   uint64_t wakes;             /* wakes done (by the API or by a job) */
   double wake_seconds;        /* their time, summed */
   uint64_t backup_bytes;      /* last seen (the read side never waits on the allocator) */
+  mpipe *running;             /* the pipeline of the job on the device thread, under lock */
+  int (*ask_peers)(void *arg, ebb_device *dev, uint64_t need); /* issue 35; may be NULL */
+  void *ask_arg;
+  double used_at;             /* last load or run, under lock */
 };
 
 /* --- helpers --------------------------------------------------------------- */
@@ -217,6 +223,8 @@ int ebb_manager_create(const ebb_manager_opts *o, ebb_manager **out) {
   m->cfg = o->cfg;
   m->policy = o->policy ? *o->policy : (ebb_policy){EBB_POLICY_AFTER_STAGE, 0};
   m->load_wait_s = o->load_wait_s > 0 ? o->load_wait_s : 10;
+  m->ask_peers = o->ask_peers;
+  m->ask_arg = o->ask_arg;
   pthread_mutex_init(&m->dev_lock, NULL);
   pthread_cond_init(&m->dev_cond, NULL);
   pthread_cond_init(&m->dev_done, NULL);
@@ -549,6 +557,7 @@ static int load_on_dev(void *arg) {
   pp->loaded = 1;
   pp->need = measured > owners ? measured : owners;
   pp->measured = 1;
+  pp->used_at = m->used_at = ebb_now();
   pthread_mutex_unlock(&m->lock);
   log_free(name, "after load", after);
   ebb_hook_run(m->hook, "pipeline-loaded", name, 0);
@@ -574,6 +583,28 @@ static uint64_t predicted_need(ebb_manager *m, mpipe *pp, const char **why) {
   }
   *why = "its \"expected_mib\"";
   return pp->def->expected_bytes;
+}
+
+/* Over the driver's free memory: the other processes on the device are
+ * asked (the broker) before waiting or failing. */
+#define ASSUMED_CONTEXT (300ull << 20) /* the allocator's own default (allocator.c) */
+static void ask_peers_for(ebb_manager *m, const char *name, uint64_t need) {
+  /* the allocator's stats say 0 for the context while there is none, so a
+   * need predicted before one exists leaves it out: the peers are asked for
+   * it too, or the load would find the bytes a context short */
+  if (!ebb_device_ctx_active(m->dev)) {
+    uint64_t ctx = ebb_manager_context_estimate(m);
+    need += ctx ? ctx : ASSUMED_CONTEXT;
+  }
+  int known;
+  uint64_t free_now = driver_free(m, &known);
+  if (!m->ask_peers || !known || free_now >= need)
+    return;
+  char scope[160];
+  snprintf(scope, sizeof scope, "pipeline %s", name);
+  ebb_log(EBB_LOG_INFO, scope, "needs about %llu MiB, %llu MiB free: asking the other "
+          "processes on %s", MIB(need), MIB(free_now), ebb_device_label(m->dev));
+  m->ask_peers(m->ask_arg, m->dev, need);
 }
 
 static int load_in_switch(ebb_manager *m, mpipe *pp) {
@@ -606,6 +637,7 @@ static int load_in_switch(ebb_manager *m, mpipe *pp) {
                         "pipeline '%s' needs about %llu MiB (%s) but the "
                         "device %s has only %llu MiB in all; not loading it",
                         name, MIB(need), why, ebb_device_label(m->dev), MIB(total));
+    ask_peers_for(m, name, need);
     double until = ebb_now() + m->load_wait_s;
     while ((free_now = driver_free(m, NULL)) < need && ebb_now() < until) {
       struct timespec ts = {0, 100 * 1000000L};
@@ -729,7 +761,14 @@ static int run_on_dev(void *arg) {
                  .progress = a->progress, .progress_arg = a->progress_arg};
   int was_asleep = ebb_runner_pipeline_asleep(m->runner, pp->def->name);
   double tw = ebb_now();
+  pthread_mutex_lock(&m->lock);
+  m->running = pp;
+  pthread_mutex_unlock(&m->lock);
   rc = ebb_runner_run(m->runner, &job, res);
+  pthread_mutex_lock(&m->lock);
+  m->running = NULL;
+  pp->used_at = m->used_at = ebb_now();
+  pthread_mutex_unlock(&m->lock);
   if (was_asleep && !ebb_runner_pipeline_asleep(m->runner, pp->def->name)) {
     pthread_mutex_lock(&m->lock);
     pp->asleep = 0;
@@ -764,6 +803,12 @@ int ebb_manager_run_job(ebb_manager *m, const char *pipeline, const char *input,
     res->code = unknown_pipeline(m, pipeline);
     snprintf(res->message, sizeof res->message, "%s", ebb_errmsg());
     return res->code;
+  }
+  if (!ebb_manager_is_loaded(m, pipeline)) { /* the runner loads it: room first */
+    const char *why;
+    uint64_t need = predicted_need(m, pp, &why);
+    if (need)
+      ask_peers_for(m, pipeline, need);
   }
   run_args a = {m, pp, input, outdir, options, cancel, progress, progress_arg, res};
   int rc = on_device(m, run_on_dev, &a);
@@ -995,13 +1040,13 @@ static void enforce_budget(ebb_manager *m) {
   }
 }
 
-int ebb_manager_sleep(ebb_manager *m, const char *name, ebb_sleep_stats *out) {
-  mpipe *pp = find_pipe(m, name);
-  if (!pp)
-    return unknown_pipeline(m, name);
-  pthread_mutex_lock(&m->switch_lock);
+/* switch_lock held. try: do nothing (return 1) while the device is busy. */
+static int sleep_in_switch(ebb_manager *m, mpipe *pp, int try, ebb_sleep_stats *out) {
+  const char *name = pp->def->name;
   sleep_args a = {m, pp, 0, {.size = sizeof a.st}};
-  int rc = on_device(m, sleep_on_dev, &a);
+  int rc = on_device_(m, sleep_on_dev, &a, try);
+  if (rc == 1)
+    return 1;
   if (!rc || ebb_runner_pipeline_asleep(m->runner, name)) {
     pthread_mutex_lock(&m->lock);
     pp->asleep = 1;
@@ -1014,9 +1059,18 @@ int ebb_manager_sleep(ebb_manager *m, const char *name, ebb_sleep_stats *out) {
   if (!rc)
     enforce_budget(m);
   note_backup(m);
-  pthread_mutex_unlock(&m->switch_lock);
   if (out)
     *out = a.st;
+  return rc;
+}
+
+int ebb_manager_sleep(ebb_manager *m, const char *name, ebb_sleep_stats *out) {
+  mpipe *pp = find_pipe(m, name);
+  if (!pp)
+    return unknown_pipeline(m, name);
+  pthread_mutex_lock(&m->switch_lock);
+  int rc = sleep_in_switch(m, pp, 0, out);
+  pthread_mutex_unlock(&m->switch_lock);
   return rc;
 }
 
@@ -1057,4 +1111,151 @@ void ebb_manager_sleep_figures(ebb_manager *m, ebb_manager_sleep_info *out) {
   out->budget_bytes = m->sleep_budget;
   out->backup_bytes = m->backup_bytes;
   pthread_mutex_unlock(&m->lock);
+}
+
+/* --- giving back to another process (issue 35) ----------------------------- */
+uint64_t ebb_manager_process_bytes(ebb_manager *m) {
+  uint64_t b = 0;
+  if (ebb_device_process_used(m->dev, getpid(), &b) != 0)
+    return 0;
+  return b;
+}
+
+double ebb_manager_idle_seconds(ebb_manager *m) {
+  pthread_mutex_lock(&m->lock);
+  double t = m->used_at;
+  pthread_mutex_unlock(&m->lock);
+  return t > 0 ? ebb_now() - t : ebb_now(); /* never used: as idle as can be */
+}
+
+__attribute__((format(printf, 2, 3)))
+static void gb_reason(ebb_giveback *g, const char *fmt, ...) {
+  size_t n = strlen(g->reason);
+  if (n + 4 >= sizeof g->reason)
+    return;
+  if (n)
+    n += (size_t)snprintf(g->reason + n, sizeof g->reason - n, "; ");
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(g->reason + n, sizeof g->reason - n, fmt, ap);
+  va_end(ap);
+}
+
+static void gb_kept(ebb_giveback *g, const char *what, uint64_t bytes, const char *why) {
+  if (g->nkept == EBB_GIVEBACK_MAX_KEPT)
+    return;
+  ebb_giveback_kept *k = &g->kept[g->nkept++];
+  snprintf(k->what, sizeof k->what, "%s", what);
+  k->bytes = bytes;
+  snprintf(k->why, sizeof k->why, "%s", why);
+}
+
+/* Why pp may not be given (NULL: it may), under lock. */
+static const char *keep_why(ebb_manager *m, mpipe *pp, uint64_t held, uint64_t reserve,
+                            char *buf, size_t len) {
+  if (!pp->loaded)
+    return "not loaded";
+  if (pp->asleep)
+    return "asleep (its device memory is already back)";
+  if (m->running == pp)
+    return "a job is running on it";
+  int leases = ebb_sessions_leases(m->sessions, pp->def->name);
+  if (leases > 0) {
+    snprintf(buf, len, "%d open session%s", leases, leases == 1 ? "" : "s");
+    return buf;
+  }
+  if (!pp->def->evictable)
+    return "\"evictable\": false in its config";
+  if (reserve && (held < pp->need || held - pp->need < reserve)) {
+    snprintf(buf, len, "--reserve %llu MiB (this process holds %llu MiB)", MIB(reserve),
+             MIB(held));
+    return buf;
+  }
+  return NULL;
+}
+
+/* The least recently used pipeline that may go, or NULL. */
+static mpipe *next_victim(ebb_manager *m, uint64_t held, uint64_t reserve) {
+  char buf[160];
+  mpipe *best = NULL;
+  pthread_mutex_lock(&m->lock);
+  for (size_t i = 0; i < m->npipes; i++) {
+    mpipe *pp = &m->pipes[i];
+    if (!keep_why(m, pp, held, reserve, buf, sizeof buf) && (!best || pp->used_at < best->used_at))
+      best = pp;
+  }
+  pthread_mutex_unlock(&m->lock);
+  return best;
+}
+
+/* Gives one pipeline back by its policy; 1: the device is busy (a job). */
+static int give_pipe(ebb_manager *m, mpipe *pp, ebb_giveback *g) {
+  const ebb_policy *pol = pp->def->has_policy ? &pp->def->policy : &m->policy;
+  if (pol->kind == EBB_POLICY_SLEEP) {
+    ebb_sleep_stats st;
+    int rc = sleep_in_switch(m, pp, 1, &st);
+    if (rc == 0)
+      gb_reason(g, "pipeline %s asleep (%llu MiB)", pp->def->name, MIB(st.device_bytes));
+    return rc == 1 ? 1 : 0;
+  }
+  uint64_t rel = 0;
+  unload_in_switch(m, pp, &rel);
+  gb_reason(g, "pipeline %s unloaded (%llu MiB)", pp->def->name, MIB(rel));
+  return 0;
+}
+
+static void kept_list(ebb_manager *m, uint64_t held, uint64_t reserve, ebb_giveback *g) {
+  char buf[160], what[128];
+  pthread_mutex_lock(&m->lock);
+  for (size_t i = 0; i < m->npipes; i++) {
+    mpipe *pp = &m->pipes[i];
+    const char *why = keep_why(m, pp, held, reserve, buf, sizeof buf);
+    if (why && !strcmp(why, "not loaded"))
+      continue;
+    snprintf(what, sizeof what, "pipeline %s", pp->def->name);
+    gb_kept(g, what, pp->asleep ? 0 : pp->need, why ? why : "not needed (enough was given)");
+  }
+  pthread_mutex_unlock(&m->lock);
+  if (held && ebb_device_ctx_active(m->dev))
+    gb_kept(g, "context", ebb_manager_context_estimate(m),
+            loaded_count(m) ? "kept while pipelines are loaded" : "held by this process");
+}
+
+int ebb_manager_give_back(ebb_manager *m, uint64_t want, uint64_t reserve, ebb_giveback *out) {
+  memset(out, 0, sizeof *out);
+  uint64_t before = ebb_manager_process_bytes(m), ebb_given = 0;
+  out->confirmed = before > 0;
+  if (pthread_mutex_trylock(&m->switch_lock) != 0) {
+    gb_kept(out, "pipelines", 0, "a load or unload is under way here");
+    return 0;
+  }
+  release_args ra = {m, 0};
+  int busy = on_device_(m, release_on_dev, &ra, 1) == 1;
+  if (!busy && ra.rel >> 20) {
+    add_released(m, ra.rel);
+    gb_reason(out, "cache trimmed (%llu MiB)", MIB(ra.rel));
+  }
+  ebb_given += busy ? 0 : ra.rel;
+  for (mpipe *pp; !busy;) {
+    uint64_t held = ebb_manager_process_bytes(m);
+    uint64_t gone = before > held ? before - held : 0;
+    if ((out->confirmed ? gone : ebb_given) >= want || !(pp = next_victim(m, held, reserve)))
+      break;
+    uint64_t r0 = ebb_manager_released_total(m);
+    busy = give_pipe(m, pp, out);
+    ebb_given += ebb_manager_released_total(m) - r0;
+  }
+  uint64_t after = ebb_manager_process_bytes(m);
+  if (busy) {
+    pthread_mutex_lock(&m->lock);
+    const char *r = m->running ? m->running->def->name : "?";
+    pthread_mutex_unlock(&m->lock);
+    char why[160];
+    snprintf(why, sizeof why, "the device is running a job (pipeline %s)", r);
+    gb_kept(out, "device", after, why);
+  }
+  kept_list(m, after, reserve, out);
+  pthread_mutex_unlock(&m->switch_lock);
+  out->given = out->confirmed ? (before > after ? before - after : 0) : ebb_given;
+  return 0;
 }

@@ -78,6 +78,13 @@ typedef struct ebb_manager_opts {
                                  NULL: $TMPDIR. Copied. */
   const ebb_policy *policy;   /* default for pipelines without one; NULL: after-stage */
   double load_wait_s;         /* how long a load waits for memory; <= 0: 10 s */
+  /* Asking other processes for memory (issue 35, docs/broker.md): a load, or
+   * a job of a pipeline not loaded, whose need is over the driver's free
+   * memory (after the manager's own switch) calls ask_peers(ask_arg, dev,
+   * need) before it waits or fails: it should leave `need` bytes free on dev
+   * if peers can give them. NULL: nobody is asked. */
+  int (*ask_peers)(void *arg, ebb_device *dev, uint64_t need);
+  void *ask_arg;
 } ebb_manager_opts;
 
 int ebb_manager_create(const ebb_manager_opts *o, ebb_manager **out);
@@ -199,5 +206,36 @@ typedef struct ebb_manager_sleep_info {
   double wake_seconds;     /* their time, summed */
 } ebb_manager_sleep_info;
 void ebb_manager_sleep_figures(ebb_manager *m, ebb_manager_sleep_info *out);
+
+/* --- giving back to another process (issue 35, docs/broker.md) -------------
+ * The broker asks "give back N bytes on your device"; this answers by the
+ * manager's own rules, with the same unload and sleep it uses itself:
+ *   1. cached memory (the release registry, trim, idle job stages);
+ *   2. idle pipelines, least recently used first: asleep if its release
+ *      policy is sleep, else unloaded;
+ * never a pipeline with a running job or an open session, never one whose
+ * config says "evictable": false, never below reserve bytes held. It never
+ * waits for a job: with the device busy, or a load/unload under way, it
+ * gives what it has and names why it kept the rest. */
+#define EBB_GIVEBACK_MAX_KEPT 32
+typedef struct ebb_giveback_kept {
+  char what[128]; /* "pipeline P", "context" */
+  uint64_t bytes; /* its need (last measured) */
+  char why[160];
+} ebb_giveback_kept;
+typedef struct ebb_giveback {
+  uint64_t given;     /* bytes back: this process's driver usage drop when the
+                         driver can say (*confirmed 1), else ebb's own figure */
+  int confirmed;
+  char reason[512];   /* "pipeline a asleep; pipeline b unloaded; cache trimmed" */
+  size_t nkept;
+  ebb_giveback_kept kept[EBB_GIVEBACK_MAX_KEPT];
+} ebb_giveback;
+int ebb_manager_give_back(ebb_manager *m, uint64_t want, uint64_t reserve, ebb_giveback *out);
+/* Seconds since the manager last loaded or ran anything (most idle first). */
+double ebb_manager_idle_seconds(ebb_manager *m);
+/* This process's device bytes by the driver (context included); 0 when it
+ * cannot say. */
+uint64_t ebb_manager_process_bytes(ebb_manager *m);
 
 #endif

@@ -30,6 +30,9 @@ typedef struct srv_conns srv_conns;
 
 struct ebb_server {
   struct MHD_Daemon *d;
+  int (*broker_reclaim)(void *, const char *, uint64_t, json_t **); /* "broker.c" */
+  void (*broker_metrics)(void *, FILE *);
+  void *broker_arg;
   ebb_manager *m;       /* devices[0]'s: pipelines, sessions, loads */
   ebb_allocator *alloc;
   ebb_manager **ms;     /* one per device (ndev; ms[0] == m) */
@@ -279,6 +282,8 @@ SRV_HANDLER(srv_h_session_item);
 /* --- "sleep.c": POST /v1/pipelines/NAME/sleep|wake, the sleep metrics ------------- */
 SRV_HANDLER(srv_h_pipeline_sleep);
 void srv_sleep_metrics(ebb_server *s, FILE *f);
+/* --- "broker.c": POST /v1/memory/reclaim (docs/broker.md) ------------------------- */
+SRV_HANDLER(srv_h_memory_reclaim);
 
 /* --- "cluster.c": scale-out on Redis (cluster.h); the job handlers above
  * hand over to these when s->cluster is set ------------------------------------ */

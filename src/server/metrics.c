@@ -138,6 +138,8 @@ enum MHD_Result srv_metrics(ebb_server *s, struct MHD_Connection *c, srv_req *r)
   pipelines(f, snap);
   connections(s, f);
   srv_sleep_metrics(s, f);
+  if (s->broker_metrics)
+    s->broker_metrics(s->broker_arg, f); /* ebb_broker_* (docs/broker.md) */
   srv_cluster_metrics(s, f); /* the node's id and queue counters (--queue) */
   json_decref(snap);
   fclose(f);

@@ -155,6 +155,7 @@ static const srv_route routes[] = {
     {"v1/events", M_GET, "GET", SRV_ROLE_ADMIN, B_NONE, h_events}, /* every job and owner */
     {"v1/cluster", M_GET, "GET, HEAD", SRV_ROLE_SUBMIT, B_NONE, srv_h_cluster},
     {"v1/release", M_POST, "POST", SRV_ROLE_ADMIN, B_NONE, h_release},
+    {"v1/memory/reclaim", M_POST, "POST", SRV_ROLE_ADMIN, B_JSON, srv_h_memory_reclaim},
 };
 
 /* --- matching ------------------------------------------------------------------- */

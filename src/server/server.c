@@ -389,6 +389,9 @@ int ebb_server_start(const ebb_server_opts *o, ebb_server **out) {
   pthread_mutex_init(&s->submit_lock, NULL);
   s->m = o->manager;
   s->alloc = o->alloc;
+  s->broker_reclaim = o->broker_reclaim; /* docs/broker.md */
+  s->broker_metrics = o->broker_metrics;
+  s->broker_arg = o->broker_arg;
   s->ndev = o->ndevices ? o->ndevices : 1;
   s->ms = calloc(s->ndev, sizeof *s->ms);
   s->allocs = calloc(s->ndev, sizeof *s->allocs);

@@ -9,6 +9,7 @@
 #define EBB_SERVER_SERVER_H
 
 #include <stddef.h>
+#include <stdio.h>
 #include <stdint.h>
 
 #include "pipeline/manager.h"
@@ -66,6 +67,13 @@ typedef struct ebb_server_opts {
   uint64_t keep_jobs;          /* keep the newest N finished jobs: all */
   double keep_jobs_s;          /* keep finished jobs this long: forever */
   const struct ebb_cluster_opts *cluster; /* --queue redis://...: NULL: SQLite, one node */
+  /* The broker (docs/broker.md), given by ebb serve: POST /v1/memory/reclaim
+   * calls broker_reclaim (device "cuda:N"; *answer a new reference; an EBB_E
+   * code with a message on bad input), /metrics calls broker_metrics for the
+   * ebb_broker_* families. NULL: the endpoint answers 503, no families. */
+  int (*broker_reclaim)(void *arg, const char *device, uint64_t bytes, struct json_t **answer);
+  void (*broker_metrics)(void *arg, FILE *f);
+  void *broker_arg;
 } ebb_server_opts;
 
 /* Locks the data directory (EBB_EBUSY naming the holder's pid when another

@@ -13,7 +13,7 @@ set -u
 . "$(dirname "$0")/../lib/common.sh"
 command -v cmake > /dev/null || { echo "FAIL: cmake is not installed" >&2; exit 1; }
 
-for room in base device memory stages worker pipeline server; do
+for room in base broker device memory stages worker pipeline server; do
   [ -x "$EBB_BUILD_DIR/src/$room/ebb_${room}_layering" ] ||
     fail "room $room: its link check ebb_${room}_layering was not built"
 done

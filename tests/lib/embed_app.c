@@ -11,8 +11,10 @@
  * EBB_LIBNVML, FAKEGPU_STATE, FAKEGPU_SMI); argv[1]: a scratch directory. */
 #define _POSIX_C_SOURCE 200809L /* fdopen, posix_spawn in smi.h under -std=c17 */
 #include <ebb/ebb.h>
+#include <errno.h>
 
 #include <string.h>
+#include <sys/stat.h>
 
 #include "smi.h"
 #include "test.h"
@@ -243,6 +245,22 @@ static void test_torch_entry_points(void) {
   CHECK(ebb_lookup(t, (uint64_t)(uintptr_t)p, NULL, &sz) == EBB_ENOTFOUND);
 }
 
+/* ebb_reclaim with no peer in an empty broker directory: memory already
+ * free is had at once, more than the device holds is refused naming it,
+ * a device that is not cuda:N is refused. */
+static void test_reclaim(void) {
+  char dir[600];
+  snprintf(dir, sizeof dir, "%s/embed_app_broker", scratch);
+  REQUIRE(mkdir(dir, 0700) == 0 || errno == EEXIST);
+  ebb_reclaim_result r = {.size = sizeof r};
+  OK(ebb_reclaim("cuda:0", 1 * MiB, dir, 1.0, &r));
+  CHECK_EQ_INT(r.peers_asked, 0);
+  CHECK(r.free_after >= 1 * MiB);
+  CHECK_EQ_INT(ebb_reclaim("cuda:0", (uint64_t)1 << 50, dir, 1.0, &r), EBB_EOOM);
+  CHECK_EQ_U64(r.given_bytes, 0);
+  CHECK_EQ_INT(ebb_reclaim("cpu", 1 * MiB, dir, 1.0, NULL), EBB_EINVAL);
+}
+
 static void test_context_release(void) {
   ebb_released r = {.size = sizeof r};
   OK(ebb_gpu_release(g, EBB_GPU_RELEASE_CONTEXT, &r));
@@ -272,6 +290,7 @@ int main(int argc, char **argv) {
   RUN(test_release_hook);
   RUN(test_timeline);
   RUN(test_torch_entry_points);
+  RUN(test_reclaim);
   RUN(test_context_release);
   ebb_gpu_close(g);
   ebb_gpu_close(NULL);

@@ -1,0 +1,155 @@
+/* The broker room (docs/broker.md): processes sharing a GPU ask each other
+ * for device memory. It sits just above base: the protocol codec, the peer
+ * directory, the listener a giving process runs and the asking side, used
+ * by `ebb serve` (giving and asking), `ebb reclaim` and libebb. It knows
+ * nothing of pipelines or devices: the giver's rules come in as a callback
+ * (the pipeline manager's ebb_manager_give_back), the driver's free figure
+ * as another (the caller's device room).
+ *
+ * Names: brk_ for what other rooms call; everything else is static. */
+#ifndef EBB_BROKER_BROKER_H
+#define EBB_BROKER_BROKER_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#define BRK_VERSION 1
+#define BRK_MAX_LINE 65536 /* one message, newline included */
+#define BRK_MAX_DEVICES 16
+#define BRK_MAX_KEPT 32
+
+/* --- codec.c: the messages, one JSON object a line ------------------------ */
+typedef enum { BRK_OP_INFO = 1, BRK_OP_RECLAIM = 2 } brk_op;
+
+typedef struct brk_request {
+  int op;
+  char device[64]; /* reclaim: the device UUID ("GPU-...") */
+  uint64_t bytes;  /* reclaim: how many the asker wants */
+  int64_t asker;   /* reclaim: the asker's pid (as it says; the socket's is checked) */
+} brk_request;
+
+typedef struct brk_kept {
+  char what[128]; /* "pipeline P", "reserve", "context" */
+  uint64_t bytes;
+  char why[160];
+} brk_kept;
+
+typedef struct brk_device_info {
+  char uuid[64];
+  char label[32];        /* "cuda:0" */
+  uint64_t held_bytes;   /* what this process holds there, by the driver */
+  uint64_t givable_bytes;/* what it could give now by its rules (an estimate) */
+  double idle_s;         /* seconds since it last ran anything there */
+} brk_device_info;
+
+typedef struct brk_answer {
+  int64_t pid;
+  char what[96];          /* "ebb serve", "ebb serve, node b" */
+  /* info */
+  size_t ndevices;
+  brk_device_info devices[BRK_MAX_DEVICES];
+  /* reclaim */
+  char device[64], label[32];
+  uint64_t given_bytes;   /* driver-confirmed: the drop of this process's usage */
+  double ms;              /* the giving's time */
+  char reason[512];       /* what went: "pipeline P asleep; cache trimmed" */
+  size_t nkept;
+  brk_kept kept[BRK_MAX_KEPT];
+  /* error (any op): code "" when none */
+  char err_code[32];
+  char err_msg[256];
+} brk_answer;
+
+/* Encoders write one line (newline included) into buf (len bytes); they
+ * answer the length, or a negative EBB_E code when it does not fit. */
+int brk_encode_request(const brk_request *r, char *buf, size_t len);
+int brk_encode_answer(int op, const brk_answer *a, char *buf, size_t len);
+/* Decoders take one line (with or without its newline). EBB_EPROTO with a
+ * message naming the field on anything malformed; a version other than
+ * BRK_VERSION is EBB_EPROTO too ("version N, this side speaks 1"). */
+int brk_decode_request(const char *line, brk_request *out);
+int brk_decode_answer(int op, const char *line, brk_answer *out);
+
+/* --- dir.c: the broker directory ------------------------------------------ */
+/* The directory: dir when given, else $XDG_RUNTIME_DIR/ebb, else /run/ebb.
+ * Created mode 0700, or 2770 owned by group when group is given (the
+ * processes of several users). An existing directory must be ours (or
+ * root's) and not writable by others. Writes the path into out. */
+int brk_dir_open(const char *dir, const char *group, char *out, size_t outlen);
+/* The gid of group ((gid_t)-1 for NULL); EBB_EINVAL naming it when unknown. */
+int brk_dir_group(const char *group, gid_t *gid);
+/* DIR/PID.sock */
+void brk_sock_path(const char *dir, pid_t pid, char *out, size_t outlen);
+/* The pids of the sockets in dir (not ours), up to cap; *n how many. The
+ * entries of dead peers (pid gone) are removed on the way. */
+int brk_dir_peers(const char *dir, pid_t *pids, size_t cap, size_t *n);
+
+/* --- peer.c: the giving side ----------------------------------------------- */
+/* The giver's rules, called on the listener thread for each request. For
+ * BRK_OP_INFO fill ans->devices; for BRK_OP_RECLAIM give back up to
+ * req->bytes on req->device and fill given_bytes, reason, kept. Return 0,
+ * or an EBB_E code with ebb_errmsg() set (sent as the answer's error). */
+typedef int (*brk_give_fn)(void *arg, const brk_request *req, brk_answer *ans);
+
+typedef struct brk_peer brk_peer;
+typedef struct brk_peer_opts {
+  uint32_t size;
+  const char *dir;   /* the broker directory (brk_dir_open's) */
+  const char *what;  /* "ebb serve": copied into every answer */
+  gid_t group;       /* a peer of another user must be in it; (gid_t)-1: none */
+  brk_give_fn give;
+  void *give_arg;
+} brk_peer_opts;
+/* Binds DIR/PID.sock (mode 0600, 0660 with a group) and starts the
+ * listener thread. *out freed with brk_peer_stop. */
+int brk_peer_start(const brk_peer_opts *o, brk_peer **out);
+/* Stops the thread and removes the socket. NULL: no-op. */
+void brk_peer_stop(brk_peer *p);
+/* Requests answered, refused (credentials, malformed), bytes given. */
+typedef struct brk_peer_stats {
+  uint64_t requests, refused, given_bytes;
+} brk_peer_stats;
+void brk_peer_stats_get(brk_peer *p, brk_peer_stats *out);
+
+/* --- client.c: the asking side ---------------------------------------------- */
+/* One request to the peer with pid over DIR/PID.sock, waiting at most
+ * timeout_s for the answer. EBB_ETIMEDOUT when it is silent; EBB_EIO when
+ * the socket refuses (then the dead entry is removed). */
+int brk_ask(const char *dir, pid_t pid, const brk_request *req, double timeout_s,
+            brk_answer *out);
+
+/* The driver's free bytes on the device (the caller's device room). */
+typedef int (*brk_free_fn)(void *arg, uint64_t *free_bytes);
+
+typedef struct brk_result_peer {
+  pid_t pid;
+  int status;        /* 0 answered, else the EBB_E code (skipped) */
+  brk_answer ans;
+} brk_result_peer;
+
+typedef struct brk_reclaim_opts {
+  uint32_t size;
+  const char *dir;
+  const char *uuid;     /* the device */
+  uint64_t bytes;       /* wanted free on it */
+  double timeout_s;     /* per peer (--broker-timeout); <= 0: 2 s */
+  double wait_s;        /* for the driver to show the bytes free; <= 0: 5 s */
+  brk_free_fn free_fn;  /* may be NULL: no driver figure, given bytes count */
+  void *free_arg;
+} brk_reclaim_opts;
+
+typedef struct brk_reclaim_result {
+  uint64_t free_before, free_after; /* by free_fn (0 without it) */
+  uint64_t given_bytes;             /* summed over the peers */
+  int satisfied;                    /* free_after >= bytes (or given >= asked) */
+  size_t npeers;                    /* entries in peers (heap; brk_reclaim_free) */
+  brk_result_peer *peers;
+} brk_reclaim_result;
+/* Asks every peer on the device for what is missing (bytes - free), most
+ * idle first, until enough is given, then waits (bounded) for the driver
+ * to show it free. 0 when it ran (see satisfied), else an EBB_E code. */
+int brk_reclaim(const brk_reclaim_opts *o, brk_reclaim_result *out);
+void brk_reclaim_free(brk_reclaim_result *r);
+
+#endif

@@ -1,0 +1,48 @@
+/* What `ebb serve` (cmd_serve_broker.c) and `ebb reclaim` (cmd_reclaim.c)
+ * share of the broker (docs/broker.md). */
+#ifndef EBB_CLI_BROKER_CLI_H
+#define EBB_CLI_BROKER_CLI_H
+
+#include <jansson.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdint.h>
+
+struct ebb_manager;
+struct ebb_device;
+typedef struct brk_peer brk_peer;
+
+/* The UUID ("GPU-...") of CUDA device ordinal (cuInit, no context); 0 or
+ * an EBB_E code with a message. */
+int ebb_cli_cuda_uuid(int ordinal, char *uuid, size_t len);
+/* brk_free_fn over NVML: arg is a cli_nvml_dev. */
+typedef struct cli_nvml_dev {
+  int ordinal;
+  char uuid[64];
+} cli_nvml_dev;
+int ebb_cli_nvml_free(void *arg, uint64_t *free_bytes);
+/* "8G", "512MiB", "1048576" (bytes), "4 GiB"; 0 or -1. */
+int ebb_cli_parse_bytes(const char *v, uint64_t *out);
+
+/* ebb serve's broker options (--broker-dir, --broker-group,
+ * --broker-timeout, --reserve). */
+typedef struct serve_broker_opts {
+  const char *dir, *group;
+  double timeout_s;
+  uint64_t reserve;
+} serve_broker_opts;
+/* Registers this server (when it serves a CUDA device) and answers peers
+ * with ebb_manager_give_back. *out NULL when nothing was registered (a
+ * warning says why). */
+void ebb_serve_broker_start(const serve_broker_opts *o, struct ebb_manager **ms,
+                            struct ebb_device **devs, size_t n, brk_peer **out);
+void ebb_serve_broker_stop(brk_peer *p);
+/* ebb_manager_opts.ask_peers: asks the peers on dev until need bytes are
+ * free there (docs/broker.md), logging who gave what. */
+int ebb_serve_broker_ask(void *arg, struct ebb_device *dev, uint64_t need);
+/* ebb_server_opts.broker_reclaim (POST /v1/memory/reclaim) and
+ * .broker_metrics (the ebb_broker_* families). */
+int ebb_serve_broker_reclaim(void *arg, const char *device, uint64_t bytes, json_t **answer);
+void ebb_serve_broker_metrics(void *arg, FILE *f);
+
+#endif

@@ -1,0 +1,309 @@
+/* `ebb serve` as a broker peer (docs/broker.md): it registers a socket in
+ * the broker directory and gives memory back, by the pipeline manager's own
+ * rules (ebb_manager_give_back), to whoever asks for it. */
+#include <ctype.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "base/log.h"
+#include "broker/broker.h"
+#include "cli/broker_cli.h"
+#include "device/device.h"
+#include "device/nvml.h"
+#include "pipeline/host.h"
+#include "pipeline/manager.h"
+
+#define MAXDEV 16
+
+typedef struct serve_peer {
+  serve_broker_opts o;
+  size_t n;
+  ebb_manager *ms[MAXDEV];
+  char uuid[MAXDEV][64], label[MAXDEV][32];
+} serve_peer;
+
+static serve_peer the_peer;
+/* Where and how this server asks (set once by ebb_serve_broker_start,
+ * before any job runs; read-only after). */
+static char ask_dir[512];
+static double ask_timeout_s;
+static brk_peer *registered; /* its stats for /metrics */
+
+/* What this server asked of its peers, for /metrics (ebb_broker_*). */
+static pthread_mutex_t stat_lock = PTHREAD_MUTEX_INITIALIZER;
+static uint64_t n_asks, n_satisfied, n_skipped, received_bytes;
+
+static void count_ask(const brk_reclaim_result *r) {
+  pthread_mutex_lock(&stat_lock);
+  n_asks++;
+  n_satisfied += (uint64_t)(r->satisfied != 0);
+  received_bytes += r->given_bytes;
+  for (size_t i = 0; i < r->npeers; i++)
+    n_skipped += (uint64_t)(r->peers[i].status != 0);
+  pthread_mutex_unlock(&stat_lock);
+}
+
+int ebb_cli_cuda_uuid(int ordinal, char *uuid, size_t len) {
+  static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
+  static ebb_probe p; /* probing is slow: once (jobs, loads and the API ask from their threads) */
+  static int probed;
+  int rc = 0;
+  pthread_mutex_lock(&lock);
+  if (!probed && ebb_device_probe(&p) == 0)
+    probed = 1;
+  if (!p.driver_loaded)
+    rc = ebb_seterr(EBB_ENODEV, "no CUDA driver: %s", p.why);
+  else if (ordinal < 0 || ordinal >= p.ndevices || !p.devices[ordinal].uuid[0])
+    rc = ebb_seterr(EBB_ENODEV, "cuda:%d: no such device (the driver reports %d)", ordinal,
+                    p.ndevices);
+  else
+    snprintf(uuid, len, "%s", p.devices[ordinal].uuid);
+  pthread_mutex_unlock(&lock);
+  return rc;
+}
+
+int ebb_cli_nvml_free(void *arg, uint64_t *free_bytes) {
+  cli_nvml_dev *d = arg;
+  nvmlDevice_t nd;
+  uint64_t total;
+  int rc = ebb_nvml_device(d->ordinal, d->uuid, &nd);
+  return rc ? rc : ebb_nvml_meminfo(nd, free_bytes, &total);
+}
+
+int ebb_cli_parse_bytes(const char *v, uint64_t *out) {
+  char *end = NULL;
+  double x = strtod(v, &end);
+  if (!end || end == v || x < 0)
+    return -1;
+  while (*end == ' ')
+    end++;
+  double mul = 1;
+  switch (toupper((unsigned char)*end)) {
+  case 'K': mul = 1024.0; end++; break;
+  case 'M': mul = 1048576.0; end++; break;
+  case 'G': mul = 1073741824.0; end++; break;
+  case 'T': mul = 1099511627776.0; end++; break;
+  case '\0': break;
+  default: return -1;
+  }
+  if (mul > 1 && (*end == 'i' || *end == 'I'))
+    end++;
+  if (mul > 1 && (*end == 'B' || *end == 'b'))
+    end++;
+  if (*end || x * mul > 1.8e19)
+    return -1;
+  *out = (uint64_t)(x * mul);
+  return 0;
+}
+
+static int give_info(serve_peer *s, brk_answer *a) {
+  for (size_t i = 0; i < s->n && a->ndevices < BRK_MAX_DEVICES; i++) {
+    brk_device_info *d = &a->devices[a->ndevices++];
+    snprintf(d->uuid, sizeof d->uuid, "%s", s->uuid[i]);
+    snprintf(d->label, sizeof d->label, "%s", s->label[i]);
+    d->held_bytes = ebb_manager_process_bytes(s->ms[i]);
+    d->givable_bytes = d->held_bytes > s->o.reserve ? d->held_bytes - s->o.reserve : 0;
+    d->idle_s = ebb_manager_idle_seconds(s->ms[i]);
+  }
+  return 0;
+}
+
+static void copy_kept(const ebb_giveback *g, brk_answer *a) {
+  for (size_t i = 0; i < g->nkept && a->nkept < BRK_MAX_KEPT; i++) {
+    brk_kept *k = &a->kept[a->nkept++];
+    snprintf(k->what, sizeof k->what, "%s", g->kept[i].what);
+    k->bytes = g->kept[i].bytes;
+    snprintf(k->why, sizeof k->why, "%s", g->kept[i].why);
+  }
+}
+
+static int give(void *arg, const brk_request *req, brk_answer *a) {
+  serve_peer *s = arg;
+  if (req->op == BRK_OP_INFO)
+    return give_info(s, a);
+  size_t i = 0;
+  while (i < s->n && strcmp(s->uuid[i], req->device))
+    i++;
+  snprintf(a->device, sizeof a->device, "%s", req->device);
+  if (i == s->n) {
+    snprintf(a->reason, sizeof a->reason, "not on this device");
+    return 0;
+  }
+  snprintf(a->label, sizeof a->label, "%s", s->label[i]);
+  ebb_giveback g;
+  double t0 = ebb_now();
+  ebb_manager_give_back(s->ms[i], req->bytes, s->o.reserve, &g);
+  a->ms = (ebb_now() - t0) * 1000.0;
+  a->given_bytes = g.given;
+  snprintf(a->reason, sizeof a->reason, "%s", g.reason[0] ? g.reason : "nothing could go");
+  copy_kept(&g, a);
+  ebb_log(EBB_LOG_INFO, "broker", "pid %ld (%s) gave back %llu MiB on %s in %.0f ms: %s",
+          (long)getpid(), a->what, (unsigned long long)(g.given >> 20), s->label[i], a->ms,
+          a->reason);
+  return 0;
+}
+
+void ebb_serve_broker_start(const serve_broker_opts *o, ebb_manager **ms, ebb_device **devs,
+                            size_t n, brk_peer **out) {
+  serve_peer *s = &the_peer;
+  *out = NULL;
+  memset(s, 0, sizeof *s);
+  s->o = *o;
+  for (size_t i = 0; i < n && s->n < MAXDEV; i++) {
+    if (ebb_device_kind_of(devs[i]) != EBB_DEVICE_CUDA)
+      continue;
+    if (ebb_cli_cuda_uuid(ebb_device_ordinal(devs[i]), s->uuid[s->n], sizeof s->uuid[0]) != 0)
+      continue;
+    snprintf(s->label[s->n], sizeof s->label[0], "%s", ebb_device_label(devs[i]));
+    s->ms[s->n++] = ms[i];
+  }
+  if (!s->n)
+    return; /* the CPU only: nothing to give */
+  char dir[512] = "";
+  brk_peer_opts po = {.size = sizeof po, .dir = dir, .what = "ebb serve", .give = give,
+                      .give_arg = s, .group = (gid_t)-1};
+  int rc = brk_dir_open(o->dir, o->group, dir, sizeof dir);
+  if (!rc) {
+    snprintf(ask_dir, sizeof ask_dir, "%s", dir);
+    ask_timeout_s = o->timeout_s > 0 ? o->timeout_s : 2;
+  }
+  if (!rc && o->group)
+    brk_dir_group(o->group, &po.group);
+  if (!rc)
+    rc = brk_peer_start(&po, out);
+  registered = *out;
+  if (rc)
+    ebb_log(EBB_LOG_WARN, "broker", "not registered (peers cannot ask this server for memory): %s",
+            ebb_errmsg());
+  else
+    ebb_log(EBB_LOG_DEBUG, "broker", "registered in %s (pid %ld)", dir, (long)getpid());
+}
+
+void ebb_serve_broker_stop(brk_peer *p) {
+  if (p == registered)
+    registered = NULL; /* /metrics stops reading it first */
+  brk_peer_stop(p);
+}
+
+/* The manager's ask_peers: a load or job over the free memory asks the
+ * peers on its device (most idle first) and logs who gave what. */
+int ebb_serve_broker_ask(void *arg, ebb_device *dev, uint64_t need) {
+  (void)arg;
+  cli_nvml_dev d = {.ordinal = ebb_device_ordinal(dev)};
+  if (!ask_dir[0] || ebb_device_kind_of(dev) != EBB_DEVICE_CUDA ||
+      ebb_cli_cuda_uuid(d.ordinal, d.uuid, sizeof d.uuid) != 0)
+    return 0;
+  brk_reclaim_opts o = {.size = sizeof o, .dir = ask_dir, .uuid = d.uuid, .bytes = need,
+                        .timeout_s = ask_timeout_s, .wait_s = 2, .free_fn = ebb_cli_nvml_free,
+                        .free_arg = &d};
+  brk_reclaim_result r;
+  int rc = brk_reclaim(&o, &r);
+  if (rc) {
+    ebb_log(EBB_LOG_WARN, "broker", "asking the peers on %s: %s", ebb_device_label(dev),
+            ebb_errmsg());
+    brk_reclaim_free(&r);
+    return rc;
+  }
+  count_ask(&r);
+  for (size_t i = 0; i < r.npeers; i++) {
+    const brk_result_peer *p = &r.peers[i];
+    if (p->status)
+      ebb_log(EBB_LOG_WARN, "broker", "pid %ld skipped: %s", (long)p->pid, p->ans.err_msg);
+    else
+      ebb_log(EBB_LOG_INFO, "broker", "pid %ld (%s) gave back %llu MiB on %s in %.0f ms: %s",
+              (long)p->pid, p->ans.what, (unsigned long long)(p->ans.given_bytes >> 20),
+              ebb_device_label(dev), p->ans.ms, p->ans.reason);
+    for (size_t k = 0; !r.satisfied && !p->status && k < p->ans.nkept; k++)
+      ebb_log(EBB_LOG_INFO, "broker", "pid %ld keeps %s (%llu MiB): %s", (long)p->pid,
+              p->ans.kept[k].what, (unsigned long long)(p->ans.kept[k].bytes >> 20),
+              p->ans.kept[k].why);
+  }
+  ebb_log(EBB_LOG_INFO, "broker", "%s: %llu MiB free of %llu MiB needed after asking %zu peer%s",
+          ebb_device_label(dev), (unsigned long long)(r.free_after >> 20),
+          (unsigned long long)(need >> 20), r.npeers, r.npeers == 1 ? "" : "s");
+  brk_reclaim_free(&r);
+  return 0;
+}
+
+/* --- POST /v1/memory/reclaim and /metrics ------------------------------------- */
+static json_t *peer_json(const brk_result_peer *p) {
+  if (p->status)
+    return json_pack("{s:I, s:s}", "pid", (json_int_t)p->pid, "skipped", p->ans.err_msg);
+  json_t *kept = json_array();
+  for (size_t k = 0; kept && k < p->ans.nkept; k++)
+    json_array_append_new(kept, json_pack("{s:s, s:I, s:s}", "what", p->ans.kept[k].what,
+                                          "bytes", (json_int_t)p->ans.kept[k].bytes, "why",
+                                          p->ans.kept[k].why));
+  return json_pack("{s:I, s:s, s:I, s:f, s:s, s:o}", "pid", (json_int_t)p->pid, "what",
+                   p->ans.what, "given_bytes", (json_int_t)p->ans.given_bytes, "ms", p->ans.ms,
+                   "reason", p->ans.reason, "kept", kept ? kept : json_array());
+}
+
+int ebb_serve_broker_reclaim(void *arg, const char *device, uint64_t bytes, json_t **answer) {
+  (void)arg;
+  cli_nvml_dev d = {0};
+  char *end = NULL;
+  *answer = NULL;
+  long v = strncmp(device, "cuda:", 5) || !isdigit((unsigned char)device[5])
+               ? -1 : strtol(device + 5, &end, 10);
+  if (v < 0 || !end || *end)
+    return ebb_seterr(EBB_EINPUT, "\"device\": '%s' is not cuda:N", device);
+  if (v > 1024) /* cuda:N, but no driver has that many */
+    return ebb_seterr(EBB_ENOTFOUND, "\"device\": %s: no such device", device);
+  d.ordinal = (int)v;
+  if (!ask_dir[0])
+    return ebb_seterr(EBB_EUNSUPPORTED, "this server has no broker directory (see its log)");
+  if (ebb_cli_cuda_uuid(d.ordinal, d.uuid, sizeof d.uuid) != 0)
+    return ebb_errctx(EBB_ENOTFOUND, "\"device\": ");
+  brk_reclaim_opts o = {.size = sizeof o, .dir = ask_dir, .uuid = d.uuid, .bytes = bytes,
+                        .timeout_s = ask_timeout_s, .wait_s = 5, .free_fn = ebb_cli_nvml_free,
+                        .free_arg = &d};
+  brk_reclaim_result r;
+  int rc = brk_reclaim(&o, &r);
+  if (rc) {
+    brk_reclaim_free(&r);
+    return rc;
+  }
+  count_ask(&r);
+  json_t *peers = json_array();
+  for (size_t i = 0; peers && i < r.npeers; i++)
+    json_array_append_new(peers, peer_json(&r.peers[i]));
+  *answer = json_pack("{s:s, s:I, s:b, s:I, s:I, s:I, s:o}", "device", device, "bytes",
+                      (json_int_t)bytes, "satisfied", r.satisfied, "free_before_bytes",
+                      (json_int_t)r.free_before, "free_bytes", (json_int_t)r.free_after,
+                      "given_bytes", (json_int_t)r.given_bytes, "peers",
+                      peers ? peers : json_array());
+  brk_reclaim_free(&r);
+  return *answer ? 0 : ebb_seterr(EBB_ENOMEM, "out of host memory");
+}
+
+static void counter(FILE *f, const char *name, const char *help, uint64_t v) {
+  fprintf(f, "# HELP %s %s\n# TYPE %s counter\n%s %llu\n", name, help, name, name,
+          (unsigned long long)v);
+}
+
+void ebb_serve_broker_metrics(void *arg, FILE *f) {
+  (void)arg;
+  brk_peer_stats st;
+  brk_peer_stats_get(registered, &st);
+  pthread_mutex_lock(&stat_lock);
+  uint64_t asks = n_asks, sat = n_satisfied, skipped = n_skipped, recv = received_bytes;
+  pthread_mutex_unlock(&stat_lock);
+  fprintf(f, "# HELP ebb_broker_registered 1 when peers can ask this server for memory\n"
+             "# TYPE ebb_broker_registered gauge\nebb_broker_registered %d\n",
+          registered != NULL);
+  counter(f, "ebb_broker_requests_answered_total", "requests from peers answered", st.requests);
+  counter(f, "ebb_broker_requests_refused_total",
+          "requests from peers refused (credentials, malformed)", st.refused);
+  counter(f, "ebb_broker_given_bytes_total", "bytes given back to peers, driver-confirmed",
+          st.given_bytes);
+  counter(f, "ebb_broker_asks_total", "times this server asked its peers for memory", asks);
+  counter(f, "ebb_broker_asks_satisfied_total", "asks after which the bytes were free", sat);
+  counter(f, "ebb_broker_peers_skipped_total", "peers skipped (silent, refusing, dead)",
+          skipped);
+  counter(f, "ebb_broker_received_bytes_total", "bytes peers gave back to this server's asks",
+          recv);
+}
