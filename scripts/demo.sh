@@ -57,15 +57,8 @@ demo_step_songtrace() {
     echo " or .../inference to transcribe too; the transcribe stage says it skipped)"
   fi
   rm -rf "$out" && mkdir -p "$out"
-  # the songtrace stages with align's lyrics option (a config file: the
-  # command line's --lyrics is not there yet)
-  cat > "$out/songtrace-lyrics.json" <<EOF
-{"pipelines": {"songtrace": {"release": "after-stage", "stages": [
-  {"stage": "decode"}, {"stage": "separate"}, {"stage": "transcribe"},
-  {"stage": "align", "options": {"lyrics": "$lyrics"}}, {"stage": "pitch"}, {"stage": "export"}]}}}
-EOF
   local t0=$SECONDS
-  "$EBB" run --config "$out/songtrace-lyrics.json" --pipeline songtrace --device "$DEMO_DEVICE" \
+  "$EBB" run --pipeline songtrace --lyrics "$lyrics" --device "$DEMO_DEVICE" \
     --no-cache -o "$out" --timeline "$out/timeline.svg" "$wav"
   echo
   echo "demo: songtrace took $((SECONDS - t0)) s on $DEMO_DEVICE; outputs in $out:"
