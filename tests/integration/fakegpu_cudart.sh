@@ -27,7 +27,7 @@ run_client() { # KIND DEVICES
   rm -f "$FAKEGPU_STATE"
   mkfifo "$EBB_TEST_TMP/in"
   # Small devices: the client writes and reads managed memory of twice one.
-  FAKEGPU_DEVICES=$devices FAKEGPU_MEMORY_MIB=64 FAKEGPU_CONTEXT_MIB=16 \
+  env "${FOREIGN_ENV[@]}" FAKEGPU_DEVICES=$devices FAKEGPU_MEMORY_MIB=64 FAKEGPU_CONTEXT_MIB=16 \
     timeout 120 "$fakedir/cudart-client-$kind" "$devices" --wait <"$EBB_TEST_TMP/in" >"$log" 2>&1 &
   local pid=$!
   exec 7>"$EBB_TEST_TMP/in"

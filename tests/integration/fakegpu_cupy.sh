@@ -29,7 +29,7 @@ export PYTHONPATH="$EBB_SOURCE_DIR/tests/fakegpu" PYTHONDONTWRITEBYTECODE=1
 unset CUDA_VISIBLE_DEVICES
 cd "$SRC"
 # Each test is cut off after 60 s, the whole run after 10 minutes.
-timeout 600 "$VENV/bin/python" -m pytest -p cupy_launches -p no:cacheprovider \
+env "${FOREIGN_ENV[@]}" timeout 600 "$VENV/bin/python" -m pytest -p cupy_launches -p no:cacheprovider \
   --timeout 60 -q -rN tests/cupy_tests/cuda_tests >"$T/pytest.log" 2>&1 || true
 tail -n 3 "$T/pytest.log"
 "$VENV/bin/python" "$EBB_SOURCE_DIR/tests/fakegpu/cupy_check.py" "$T/results.tsv" \
