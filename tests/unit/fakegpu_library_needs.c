@@ -255,6 +255,25 @@ static void test_unsupported_names(void) {
   CHECK_EQ_INT(cu_cuCtxSetCurrent(c), CUDA_SUCCESS);
 }
 
+/* The tools thread-local storage table's slot 2 (cuBLASLt's matmul
+ * heuristics call it): the current context. */
+static void test_tools_tls_context(void) {
+  CUresult (*get)(const void **, const CUuuid *) =
+      PROC(CUresult(*)(const void **, const CUuuid *), "cuGetExportTable", 3000);
+  REQUIRE(get != NULL);
+  static const unsigned char tls[16] = {0x42, 0xd8, 0x5a, 0x81, 0x23, 0xf6, 0xcb, 0x47,
+                                        0x82, 0x98, 0xf6, 0xe7, 0x8a, 0x3a, 0xec, 0xdc};
+  CUuuid id;
+  memcpy(id.bytes, tls, 16);
+  const void *const *table = NULL;
+  REQUIRE(get((const void **)&table, &id) == CUDA_SUCCESS && table && table[2]);
+  CUresult (*current)(CUcontext *) = (CUresult(*)(CUcontext *))table[2];
+  CUcontext want, got = NULL;
+  REQUIRE(cu_cuCtxGetCurrent(&want) == CUDA_SUCCESS);
+  CHECK_EQ_INT(current(&got), CUDA_SUCCESS);
+  CHECK(got == want && got != NULL);
+}
+
 /* NCCL's view of NVML: the NVML 1 names, devices by PCI bus id (bus 0x18 +
  * index, as fakegpu-smi and cuDeviceGetPCIBusId say), compute capability,
  * peers, no NVLink, no confidential computing. */
@@ -309,6 +328,7 @@ int main(void) {
   RUN(test_library);
   RUN(test_retain_handle);
   RUN(test_unsupported_names);
+  RUN(test_tools_tls_context);
   RUN(test_nvml_for_nccl);
   return TEST_END();
 }
