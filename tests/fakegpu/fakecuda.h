@@ -8,6 +8,8 @@
  *   fakecuda_exec.c     streams, events, modules, kernel launches
  *   fakecuda_stream.c   stream callbacks, waits and queries, the profiler
  *   fakecuda_module.c   JIT images (PTX check), the linker, function queries
+ *   fakecuda_globals.c  device variables of binary images
+ *   fakecuda_unsupported.c  exported names that answer 801 (graphs, capture)
  * One process-wide mutex (fk_lock) guards every list here; the state file has
  * its own lock (fg_state.h). Exported functions are FK_API; everything else is
  * hidden (-fvisibility=hidden). */
@@ -72,6 +74,7 @@ struct fk_alloc {
   struct CUctx_st *ctx;
   struct fk_pool *pool; /* cuMemAllocAsync: the pool it came from */
   int cached;           /* freed into its pool, kept for reuse (not usable) */
+  int module_owned;     /* a module's variables: cuMemFree does not take it */
   fk_alloc *next;
 };
 
@@ -94,6 +97,7 @@ struct fk_obj {
   void *owner; /* modules: their CUlibrary; functions: their CUkernel */
   const void *image; /* binary modules: the image (NULL: names unknown) */
   int image_owned;   /* image is this module's copy */
+  struct fk_globals *globals; /* modules: their device variables, once asked */
   /* functions */
   fk_obj *module;
   ebb_kernel_twin_fn twin; /* NULL and !noop: the built-in faulting kernel */
@@ -214,6 +218,13 @@ struct fk_kernel *fk_kernel_check(void *h);
  * owned by owner (and the functions of such modules). Caller holds fk_lock. */
 fk_obj *fk_obj_find_owned(int kind, const void *owner, const struct CUctx_st *ctx);
 void fk_objs_drop_owner(const void *owner);
+/* Device variables of a module in ctx (fakecuda_globals.c): the address and
+ * size of `name` (either may be NULL), 500 if the image has no such
+ * variable. The first call lays out and allocates all of them. Caller holds
+ * fk_lock. fk_module_globals_free gives their memory back. */
+CUresult fk_module_global(fk_obj *m, struct CUctx_st *ctx, const char *name, CUdeviceptr *dptr,
+                          size_t *bytes);
+void fk_module_globals_free(fk_obj *m);
 /* cuFuncGetAttribute's answers, and whether a value may be set. */
 CUresult fk_func_attribute(CUfunction_attribute attr, int *value);
 CUresult fk_func_attribute_settable(CUfunction_attribute attr, int value);

@@ -41,6 +41,7 @@ int fk_stream_ok(CUstream s) {
 }
 
 static void free_obj(fk_obj *o) {
+  fk_module_globals_free(o);
   if (o->image_owned)
     free((void *)o->image);
   o->magic = 0;

@@ -14,7 +14,8 @@
  *       1, 6, 8 load a registered fatbin as a module, 2 the primary context
  *       of a device without retaining it, 7 a no-op, 12 load the JIT
  *       compilers (nothing to load)
- *   42d85a81-23f6-cb47-8298-f6e78a3aecdc  tools thread-local storage (size only)
+ *   42d85a81-23f6-cb47-8298-f6e78a3aecdc  tools thread-local storage: 0 the
+ *       size, 2 the current context
  *   a094798c-2e74-2e74-93f2-0800200c0a66  tools callback hooks: 2 and 6 hand
  *       out buffers the runtime writes its hook state into
  *   c693336e-1121-df11-a8c3-68f355d89593  context-local storage: 0 put,
@@ -107,7 +108,23 @@ static const void *g_rt_iface[FK_RT_SLOTS] = {
 };
 
 /* --- tools ---------------------------------------------------------------------- */
-static const void *g_tools_tls[4] = {(const void *)(4 * sizeof(void *))};
+/* Slot 2: the calling thread's current context (NULL if none). cuBLASLt
+ * calls it while choosing a matmul algorithm (cublasLtMatmulAlgoGetHeuristic;
+ * PyTorch's matmul) without checking the slot. */
+static CUresult tools_tls_current(CUcontext *ctx) {
+  CUresult rc = fk_check_init();
+  if (rc)
+    return rc;
+  if (!ctx)
+    return CUDA_ERROR_INVALID_VALUE;
+  fk_lock();
+  *ctx = fk_current();
+  fk_unlock();
+  return CUDA_SUCCESS;
+}
+
+static const void *g_tools_tls[4] = {(const void *)(4 * sizeof(void *)), NULL,
+                                     (const void *)tools_tls_current};
 
 static uint32_t g_hook_buf1[1024];
 static uint32_t g_hook_buf2[64];

@@ -9,7 +9,8 @@
  * with a host twin runs it, one without is launched as a no-op (see
  * fakecuda_exec.c). PTX is checked as cuModuleLoadData checks it (218 when a
  * kernel has no twin); any other image needs a twin for every kernel name
- * asked (500 otherwise). Device variables do not exist (500). */
+ * asked (500 otherwise). Device variables (cuLibraryGetGlobal) are read from
+ * the image's cubin, see fakecuda_globals.c. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -188,16 +189,19 @@ FK_API CUresult cuLibraryGetModule(CUmodule *out, CUlibrary lib) {
 
 FK_API CUresult cuLibraryGetGlobal(CUdeviceptr *dptr, size_t *bytes, CUlibrary lib,
                                    const char *name) {
-  (void)dptr, (void)bytes;
-  CUresult rc = fk_check_init();
-  if (rc)
-    return rc;
-  if (!name)
-    return CUDA_ERROR_INVALID_VALUE;
   fk_lock();
-  rc = lib_check(lib) ? CUDA_ERROR_NOT_FOUND : CUDA_ERROR_INVALID_HANDLE;
+  struct CUctx_st *c;
+  fk_obj *m;
+  CUresult rc = fk_need_ctx(&c);
+  struct fk_library *l = rc ? NULL : lib_check(lib);
+  if (rc == CUDA_SUCCESS && !name)
+    rc = CUDA_ERROR_INVALID_VALUE;
+  else if (rc == CUDA_SUCCESS && !l)
+    rc = CUDA_ERROR_INVALID_HANDLE;
+  if (rc == CUDA_SUCCESS && (rc = module_in_ctx(l, c, &m)) == CUDA_SUCCESS)
+    rc = fk_module_global(m, c, name, dptr, bytes);
   fk_unlock();
-  fk_trace("cuLibraryGetGlobal %s -> %d (the fake has no device variables)", name, rc);
+  fk_trace("cuLibraryGetGlobal %s -> %d", name ? name : "(null)", rc);
   return rc;
 }
 
@@ -248,6 +252,22 @@ FK_API CUresult cuKernelGetName(const char **name, CUkernel kernel) {
   struct fk_kernel *k = fk_kernel_check(kernel);
   if (k)
     *name = k->name;
+  else
+    rc = CUDA_ERROR_INVALID_HANDLE;
+  fk_unlock();
+  return rc;
+}
+
+FK_API CUresult cuKernelGetLibrary(CUlibrary *lib, CUkernel kernel) {
+  CUresult rc = fk_check_init();
+  if (rc)
+    return rc;
+  if (!lib)
+    return CUDA_ERROR_INVALID_VALUE;
+  fk_lock();
+  struct fk_kernel *k = fk_kernel_check(kernel);
+  if (k)
+    *lib = k->lib;
   else
     rc = CUDA_ERROR_INVALID_HANDLE;
   fk_unlock();

@@ -217,11 +217,13 @@ FK_API CUresult cuMemFree_v2(CUdeviceptr dptr) {
     if (a && a->ctx->active && !a->ctx->sticky)
       rc = CUDA_SUCCESS;
   }
-  if (rc == CUDA_SUCCESS) {
+  if (rc == CUDA_SUCCESS && dptr == 0) {
+    /* as the driver: freeing NULL does nothing (cudaFree(0) ends here) */
+  } else if (rc == CUDA_SUCCESS) {
     fk_alloc *a = find_alloc(FK_ALLOC_DEVICE, dptr, 0);
     if (!a)
       a = find_alloc(FK_ALLOC_MANAGED, dptr, 0);
-    if (!a) {
+    if (!a || a->module_owned) {
       rc = CUDA_ERROR_INVALID_VALUE;
     } else {
       unlink_alloc(a);

@@ -145,7 +145,7 @@ FK_API CUresult cuModuleLoadDataEx(CUmodule *m, const void *image, unsigned int 
   return rc;
 }
 
-/* Modules on the fake carry no device variables. */
+/* Device variables of a binary image (fakecuda_globals.c); PTX modules have none here. */
 FK_API CUresult cuModuleGetGlobal_v2(CUdeviceptr *dptr, size_t *bytes, CUmodule m,
                                      const char *name) {
   fk_lock();
@@ -153,12 +153,11 @@ FK_API CUresult cuModuleGetGlobal_v2(CUdeviceptr *dptr, size_t *bytes, CUmodule 
   CUresult rc = fk_need_ctx(&c);
   if (rc == CUDA_SUCCESS && !name)
     rc = CUDA_ERROR_INVALID_VALUE;
-  if (rc == CUDA_SUCCESS && !fk_obj_check(m, FK_OBJ_MODULE))
+  fk_obj *mod = rc == CUDA_SUCCESS ? fk_obj_check(m, FK_OBJ_MODULE) : NULL;
+  if (rc == CUDA_SUCCESS && !mod)
     rc = CUDA_ERROR_INVALID_HANDLE;
   if (rc == CUDA_SUCCESS)
-    rc = CUDA_ERROR_NOT_FOUND;
-  (void)dptr;
-  (void)bytes;
+    rc = fk_module_global(mod, c, name, dptr, bytes);
   fk_unlock();
   return rc;
 }
@@ -533,6 +532,63 @@ FK_API CUresult cuOccupancyMaxPotentialBlockSizeWithFlags(int *min_grid, int *bl
                                                           size_t dyn, int limit,
                                                           unsigned int flags) {
   return potential_block_size(min_grid, block_size, f, b2d, dyn, limit, flags);
+}
+
+/* Thread block clusters (Hopper): a cluster's blocks are resident together.
+ * The fake has no GPCs: it answers the portable limit (8 blocks) for the
+ * potential size, accepts up to the non-portable 16 (the attribute that
+ * allows more than 8 is not kept), and counts the clusters that fit when
+ * every SM holds as many blocks as its occupancy allows. */
+#define FK_CLUSTER_PORTABLE 8
+#define FK_CLUSTER_MAX 16
+
+static CUresult cluster_args(CUfunction f, const CUlaunchConfig *config, const int *out,
+                             int *per_sm, unsigned *cluster) {
+  fk_obj *fn;
+  CUresult rc = need_function(f, &fn);
+  if (rc)
+    return rc;
+  if (!out || !config || (config->numAttrs && !config->attrs))
+    return CUDA_ERROR_INVALID_VALUE;
+  unsigned threads = config->blockDimX * config->blockDimY * config->blockDimZ;
+  if (threads == 0 || threads > 1024)
+    return CUDA_ERROR_INVALID_VALUE;
+  *per_sm = blocks_per_sm((int)threads, config->sharedMemBytes);
+  *cluster = 0;
+  for (unsigned i = 0; i < config->numAttrs; i++) {
+    const CUlaunchAttribute *a = &config->attrs[i];
+    if (a->id == FK_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION)
+      *cluster = a->value.clusterDim.x * a->value.clusterDim.y * a->value.clusterDim.z;
+  }
+  return CUDA_SUCCESS;
+}
+
+FK_API CUresult cuOccupancyMaxPotentialClusterSize(int *size, CUfunction f,
+                                                   const CUlaunchConfig *config) {
+  fk_lock();
+  int per_sm;
+  unsigned cluster;
+  CUresult rc = cluster_args(f, config, size, &per_sm, &cluster);
+  if (rc == CUDA_SUCCESS)
+    *size = per_sm > 0 ? FK_CLUSTER_PORTABLE : 0;
+  fk_unlock();
+  return rc;
+}
+
+/* The cluster size comes from the config's CLUSTER_DIMENSION attribute (the
+ * fake's kernels require none): missing or over 16 -> 912. */
+FK_API CUresult cuOccupancyMaxActiveClusters(int *clusters, CUfunction f,
+                                             const CUlaunchConfig *config) {
+  fk_lock();
+  int per_sm;
+  unsigned cluster;
+  CUresult rc = cluster_args(f, config, clusters, &per_sm, &cluster);
+  if (rc == CUDA_SUCCESS && (cluster == 0 || cluster > FK_CLUSTER_MAX))
+    rc = CUDA_ERROR_INVALID_CLUSTER_SIZE;
+  if (rc == CUDA_SUCCESS)
+    *clusters = per_sm * FK_SMS / (int)cluster;
+  fk_unlock();
+  return rc;
 }
 
 /* A cooperative grid must be resident all at once: at most what fits on

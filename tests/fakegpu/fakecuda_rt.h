@@ -29,7 +29,18 @@ typedef void (*CUhostFn)(void *user);
 typedef struct CUgraph_st *CUgraph;
 typedef struct CUgraphNode_st *CUgraphNode;
 typedef struct CUgraphEdgeData_st CUgraphEdgeData;
-typedef struct CUlaunchAttribute_st CUlaunchAttribute;
+/* cuda.h's layout: the id, padding to 8 bytes, a 64-byte value union. */
+#define FK_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION 4
+typedef struct CUlaunchAttribute_st {
+  int id;
+  char pad[4];
+  union {
+    char pad[64];
+    struct {
+      unsigned int x, y, z;
+    } clusterDim;
+  } value;
+} CUlaunchAttribute;
 
 typedef struct fk_array *CUarray;
 typedef struct CUDA_ARRAY_DESCRIPTOR_st {
@@ -168,6 +179,10 @@ CUresult fk_ctx_synchronize_v2(CUcontext ctx);
     "cuOccupancyAvailableDynamicSMemPerBlock", 10020,                          \
     (size_t *smem, CUfunction f, int blocks, int block_size))                  \
   X(cuModuleGetLoadingMode, "cuModuleGetLoadingMode", 11070, (CUmoduleLoadingMode *mode)) \
+  X(cuOccupancyMaxPotentialClusterSize, "cuOccupancyMaxPotentialClusterSize", 11070, \
+    (int *size, CUfunction f, const CUlaunchConfig *config))                   \
+  X(cuOccupancyMaxActiveClusters, "cuOccupancyMaxActiveClusters", 11070,     \
+    (int *clusters, CUfunction f, const CUlaunchConfig *config))               \
   X(cuLaunchKernelEx, "cuLaunchKernelEx", 11060,                               \
     (const CUlaunchConfig *config, CUfunction f, void **params, void **extra)) \
   X(cuLibraryLoadData, "cuLibraryLoadData", 12000,                             \
@@ -213,6 +228,11 @@ CUresult fk_ctx_synchronize_v2(CUcontext ctx);
   X(cuMemAllocFromPoolAsync, "cuMemAllocFromPoolAsync", 11020,                 \
     (CUdeviceptr *dptr, size_t bytes, CUmemoryPool pool, CUstream s))          \
   X(cuMemFreeAsync, "cuMemFreeAsync", 11020, (CUdeviceptr dptr, CUstream s)) \
+  X(cuMemRetainAllocationHandle, "cuMemRetainAllocationHandle", 11000,        \
+    (CUmemGenericAllocationHandle *h, void *addr))                             \
+  X(cuMemGetAllocationPropertiesFromHandle,                                   \
+    "cuMemGetAllocationPropertiesFromHandle", 10020,                          \
+    (CUmemAllocationProp *prop, CUmemGenericAllocationHandle h))               \
   X(cuArrayCreate, "cuArrayCreate_v2", 3020, (CUarray *a, const CUDA_ARRAY_DESCRIPTOR *d)) \
   X(cuArray3DCreate, "cuArray3DCreate_v2", 3020, (CUarray *a, const CUDA_ARRAY3D_DESCRIPTOR *d)) \
   X(cuArrayDestroy, "cuArrayDestroy", 2000, (CUarray a))                       \

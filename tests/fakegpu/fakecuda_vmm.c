@@ -25,8 +25,9 @@ typedef struct fk_phys {
   uint64_t size;
   int device;
   uint64_t charged;   /* 0 for an imported handle: its owner pays */
-  unsigned refs;      /* the handle itself + one per mapping */
-  int released;       /* cuMemRelease called */
+  unsigned refs;      /* the handle's references + one per mapping */
+  unsigned handles;   /* references to the handle: creation + retains */
+  int released;       /* every handle reference released */
   int exportable;
   struct fk_phys *next;
 } fk_phys;
@@ -219,6 +220,7 @@ FK_API CUresult cuMemCreate(CUmemGenericAllocationHandle *h, size_t size,
   p->device = (int)dev;
   p->charged = size;
   p->refs = 1;
+  p->handles = 1;
   p->exportable = (prop->requestedHandleTypes & CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR) != 0;
   p->next = g_phys;
   g_phys = p;
@@ -238,8 +240,58 @@ FK_API CUresult cuMemRelease(CUmemGenericAllocationHandle h) {
   if (!p) {
     rc = CUDA_ERROR_INVALID_VALUE;
   } else {
-    p->released = 1;
+    p->released = --p->handles == 0;
     phys_unref(p); /* freed now, or when its last mapping goes */
+  }
+  fk_unlock();
+  return rc;
+}
+
+/* The handle of the memory mapped at any address of a mapping, one more
+ * reference to it (released by its own cuMemRelease), even after the
+ * creator released its handle. Not mapped -> 1. */
+FK_API CUresult cuMemRetainAllocationHandle(CUmemGenericAllocationHandle *h, void *addr) {
+  CUresult rc = fk_check_init();
+  if (rc)
+    return rc;
+  if (!h)
+    return CUDA_ERROR_INVALID_VALUE;
+  fk_lock();
+  uint64_t a = (uint64_t)(uintptr_t)addr;
+  fk_map *m = g_maps;
+  while (m && !(a >= m->addr && a < m->addr + m->size))
+    m = m->next;
+  if (!m) {
+    rc = CUDA_ERROR_INVALID_VALUE;
+  } else {
+    m->phys->handles++;
+    m->phys->released = 0;
+    m->phys->refs++;
+    *h = (CUmemGenericAllocationHandle)(uintptr_t)m->phys;
+  }
+  fk_unlock();
+  return rc;
+}
+
+/* The properties the handle was created with: pinned device memory of its
+ * device (this process's ordinal), exportable as a POSIX fd or not. */
+FK_API CUresult cuMemGetAllocationPropertiesFromHandle(CUmemAllocationProp *prop,
+                                                       CUmemGenericAllocationHandle h) {
+  CUresult rc = fk_check_init();
+  if (rc)
+    return rc;
+  if (!prop)
+    return CUDA_ERROR_INVALID_VALUE;
+  fk_lock();
+  fk_phys *p = phys_of(h);
+  if (!p) {
+    rc = CUDA_ERROR_INVALID_VALUE;
+  } else {
+    memset(prop, 0, sizeof *prop);
+    prop->type = CU_MEM_ALLOCATION_TYPE_PINNED;
+    prop->location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+    prop->location.id = fk_ordinal_of((unsigned)p->device);
+    prop->requestedHandleTypes = p->exportable ? CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR : 0;
   }
   fk_unlock();
   return rc;
@@ -409,6 +461,7 @@ FK_API CUresult cuMemImportFromShareableHandle(CUmemGenericAllocationHandle *h, 
   p->fd = fd;
   p->size = (uint64_t)sb.st_size;
   p->refs = 1;
+  p->handles = 1;
   p->exportable = 1;
   fk_lock();
   p->next = g_phys;

@@ -82,6 +82,125 @@ NV_API nvmlReturn_t nvmlDeviceGetHandleByIndex_v2(unsigned int index, nvmlDevice
   return NVML_SUCCESS;
 }
 
+/* The NVML 1 names NCCL (CuPy's, PyTorch's) loads with dlsym and calls
+ * without checking for NULL: the same functions under their first ABI. */
+NV_API nvmlReturn_t nvmlInit(void) { return nvmlInit_v2(); }
+NV_API nvmlReturn_t nvmlDeviceGetCount(unsigned int *count) { return nvmlDeviceGetCount_v2(count); }
+NV_API nvmlReturn_t nvmlDeviceGetHandleByIndex(unsigned int index, nvmlDevice_t *dev) {
+  return nvmlDeviceGetHandleByIndex_v2(index, dev);
+}
+
+/* Device d sits on bus 0x18 + d (fakegpu-smi's pci.bus_id, the driver's
+ * cuDeviceGetPCIBusId); the domain may be written with 4 or 8 digits. */
+NV_API nvmlReturn_t nvmlDeviceGetHandleByPciBusId_v2(const char *id, nvmlDevice_t *dev) {
+  if (g_init_count == 0)
+    return NVML_ERROR_UNINITIALIZED;
+  unsigned domain = 0, bus = 0, device = 0, fn = 0;
+  if (!id || !dev ||
+      (sscanf(id, "%x:%x:%x.%x", &domain, &bus, &device, &fn) != 4 &&
+       sscanf(id, "%x:%x.%x", &bus, &device, &fn) != 3))
+    return NVML_ERROR_INVALID_ARGUMENT;
+  if (domain != 0 || device != 0 || fn != 0 || bus < 0x18 || bus - 0x18 >= g_ndevices)
+    return NVML_ERROR_NOT_FOUND;
+  *dev = &g_devs[bus - 0x18];
+  return NVML_SUCCESS;
+}
+
+NV_API nvmlReturn_t nvmlDeviceGetHandleByPciBusId(const char *id, nvmlDevice_t *dev) {
+  return nvmlDeviceGetHandleByPciBusId_v2(id, dev);
+}
+
+NV_API nvmlReturn_t nvmlDeviceGetCudaComputeCapability(nvmlDevice_t dev, int *major, int *minor) {
+  nvmlReturn_t r = check_dev(dev);
+  if (r)
+    return r;
+  if (!major || !minor)
+    return NVML_ERROR_INVALID_ARGUMENT;
+  *major = 9;
+  *minor = 0;
+  return NVML_SUCCESS;
+}
+
+/* What else NCCL asks while it maps the topology: every pair of devices can
+ * be peers (as cuDeviceCanAccessPeer says), there is no NVLink, no fabric,
+ * no platform information and no confidential computing. */
+NV_API nvmlReturn_t nvmlDeviceGetP2PStatus(nvmlDevice_t a, nvmlDevice_t b, int caps,
+                                           int *status) {
+  nvmlReturn_t r = check_dev(a);
+  if (r == NVML_SUCCESS)
+    r = check_dev(b);
+  if (r)
+    return r;
+  if (!status || caps < 0)
+    return NVML_ERROR_INVALID_ARGUMENT;
+  *status = a == b ? 5 /* NOT_SUPPORTED */ : 0 /* OK */;
+  return NVML_SUCCESS;
+}
+
+static nvmlReturn_t no_nvlink(nvmlDevice_t dev, unsigned link, const void *out) {
+  nvmlReturn_t r = check_dev(dev);
+  if (r)
+    return r;
+  (void)link;
+  return out ? NVML_ERROR_NOT_SUPPORTED : NVML_ERROR_INVALID_ARGUMENT;
+}
+
+NV_API nvmlReturn_t nvmlDeviceGetNvLinkState(nvmlDevice_t dev, unsigned link, int *active) {
+  return no_nvlink(dev, link, active);
+}
+NV_API nvmlReturn_t nvmlDeviceGetNvLinkRemotePciInfo(nvmlDevice_t dev, unsigned link, void *pci) {
+  return no_nvlink(dev, link, pci);
+}
+NV_API nvmlReturn_t nvmlDeviceGetNvLinkCapability(nvmlDevice_t dev, unsigned link, int cap,
+                                                  unsigned *result) {
+  (void)cap;
+  return no_nvlink(dev, link, result);
+}
+NV_API nvmlReturn_t nvmlDeviceGetGpuFabricInfoV(nvmlDevice_t dev, void *info) {
+  return no_nvlink(dev, 0, info);
+}
+NV_API nvmlReturn_t nvmlDeviceGetPlatformInfo(nvmlDevice_t dev, void *info) {
+  return no_nvlink(dev, 0, info);
+}
+
+/* nvml.h's nvmlFieldValue_t: each field answers NOT_SUPPORTED. */
+typedef struct {
+  unsigned field_id, scope_id;
+  long long timestamp, latency_usec;
+  int value_type;
+  nvmlReturn_t ret;
+  unsigned long long value;
+} fk_field_value;
+
+NV_API nvmlReturn_t nvmlDeviceGetFieldValues(nvmlDevice_t dev, int count, fk_field_value *values) {
+  nvmlReturn_t r = check_dev(dev);
+  if (r)
+    return r;
+  if (count < 0 || (count && !values))
+    return NVML_ERROR_INVALID_ARGUMENT;
+  for (int i = 0; i < count; i++)
+    values[i].ret = NVML_ERROR_NOT_SUPPORTED;
+  return NVML_SUCCESS;
+}
+
+NV_API nvmlReturn_t nvmlSystemGetConfComputeState(unsigned *state /* 3 fields */) {
+  if (g_init_count == 0)
+    return NVML_ERROR_UNINITIALIZED;
+  if (!state)
+    return NVML_ERROR_INVALID_ARGUMENT;
+  memset(state, 0, 3 * sizeof *state); /* no CC environment, feature or dev tools */
+  return NVML_SUCCESS;
+}
+
+NV_API nvmlReturn_t nvmlSystemGetConfComputeSettings(unsigned *settings /* version + 4 */) {
+  if (g_init_count == 0)
+    return NVML_ERROR_UNINITIALIZED;
+  if (!settings)
+    return NVML_ERROR_INVALID_ARGUMENT;
+  memset(settings + 1, 0, 4 * sizeof *settings);
+  return NVML_SUCCESS;
+}
+
 NV_API nvmlReturn_t nvmlDeviceGetName(nvmlDevice_t dev, char *name, unsigned int len) {
   nvmlReturn_t r = check_dev(dev);
   if (r)

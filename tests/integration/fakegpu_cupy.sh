@@ -12,10 +12,10 @@
 set -euo pipefail
 : "${FAKEGPU_SMI:?}" "${FAKEGPU_STATE:?}" "${EBB_TEST_TMP:?}" "${EBB_SOURCE_DIR:?}"
 . "$(dirname "$0")/../lib/fakegpu.sh"
-# Measured on 2026-12-03: 489 of the 846 tests without a kernel launch that
-# ran passed (58 %; issue 32 asks for 90 %); the floor leaves 10 for a
+# Measured on 2026-12-03: 506 of the 626 tests without a kernel launch that
+# ran passed (80.8 %; issue 32 asks for 90 %); the floor leaves 10 for a
 # per-test timeout on a loaded machine.
-FLOOR=479
+FLOOR=496
 VENV=${EBB_CUPY_VENV:-/opt/ebb-tools/cupy}
 SRC=${EBB_CUPY_SRC:-/opt/ebb-tools/cupy-src/cupy-14.2.0}
 [ -x "$VENV/bin/python" ] || { fail "no CuPy venv at $VENV: run scripts/install-deps.sh"; exit 1; }
@@ -29,8 +29,13 @@ export PYTHONPATH="$EBB_SOURCE_DIR/tests/fakegpu" PYTHONDONTWRITEBYTECODE=1
 unset CUDA_VISIBLE_DEVICES
 cd "$SRC"
 # Each test is cut off after 60 s, the whole run after 10 minutes.
+# Not run: NCCL's 4-process split (its worker processes wait forever for
+# collectives, which need kernels; the interpreter then hangs at exit joining
+# them until the 10 minutes are up).
 env "${FOREIGN_ENV[@]}" timeout 600 "$VENV/bin/python" -m pytest -p cupy_launches -p no:cacheprovider \
-  --timeout 60 -q -rN tests/cupy_tests/cuda_tests >"$T/pytest.log" 2>&1 || true
+  --timeout 60 -q -rN tests/cupy_tests/cuda_tests \
+  --deselect 'tests/cupy_tests/cuda_tests/test_nccl.py::TestCommSplit::test_4_processes_2_subcomm' \
+  >"$T/pytest.log" 2>&1 || true
 tail -n 3 "$T/pytest.log"
 "$VENV/bin/python" "$EBB_SOURCE_DIR/tests/fakegpu/cupy_check.py" "$T/results.tsv" \
   "$EBB_SOURCE_DIR/tests/fakegpu/cupy_expected_failures.txt" "$FLOOR"

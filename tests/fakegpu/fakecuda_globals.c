@@ -1,0 +1,308 @@
+/* Device variables (__device__, __constant__) of binary images:
+ * cuModuleGetGlobal_v2 and cuLibraryGetGlobal. The math libraries (cuBLAS's
+ * deviceConstants, ...) ask for theirs while they initialise and give up
+ * without them; cudaMemcpyToSymbol / cudaGetSymbolAddress end here too.
+ *
+ * The variables are read from the image's ELF cubin as a driver reads them:
+ * the object symbols of its .nv.global* and .nv.constant* sections (bank 0,
+ * the kernels' parameters, has none), each with its size and, where the
+ * section has contents, its initial bytes. A fatbin's cubins may be
+ * compressed: Zstandard (flag 0x8000) and LZ4 (0x2000) are undone with the
+ * system's libzstd.so.1 / liblz4.so.1, loaded when first needed (without
+ * them such an image has no variables: 500). The cubin for the fake's
+ * compute capability (9.0) is preferred, else the newest one below it.
+ *
+ * On first use in a context a module lays out all its variables in one
+ * device allocation of that context (256-byte aligned, initial bytes copied,
+ * the rest zero), counted in fakegpu-smi like any allocation as a driver
+ * counts a module's memory; it goes with the module (unload, library unload,
+ * context teardown) and cuMemFree does not take it. */
+#include <dlfcn.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "fakecuda.h"
+
+#define FK_GLOBAL_ALIGN 256
+#define FK_IMAGE_MAX ((size_t)512 << 20)
+#define FK_SM_ARCH 90 /* compute capability 9.0 */
+
+typedef struct fk_var {
+  char *name;
+  size_t off, size;
+} fk_var;
+
+struct fk_globals {
+  fk_alloc *mem; /* NULL when the module has no variables */
+  fk_var *vars;
+  size_t nvars;
+};
+
+static const unsigned char k_fatbin[4] = {0x50, 0xed, 0x55, 0xba};
+static const unsigned char k_wrapper[4] = {0xb1, 0x43, 0x62, 0x46};
+static const unsigned char k_elf64le[6] = {0x7f, 'E', 'L', 'F', 2, 1};
+
+static uint16_t rd16(const unsigned char *p) {
+  uint16_t v;
+  memcpy(&v, p, 2);
+  return v;
+}
+static uint32_t rd32(const unsigned char *p) {
+  uint32_t v;
+  memcpy(&v, p, 4);
+  return v;
+}
+static uint64_t rd64(const unsigned char *p) {
+  uint64_t v;
+  memcpy(&v, p, 8);
+  return v;
+}
+
+/* --- decompression through the system's libraries ------------------------- */
+typedef size_t (*zstd_decompress_fn)(void *, size_t, const void *, size_t);
+typedef unsigned (*zstd_is_error_fn)(size_t);
+typedef int (*lz4_decompress_fn)(const char *, char *, int, int);
+
+static void *sym_from(const char *lib, const char *name) {
+  void *h = dlopen(lib, RTLD_NOW | RTLD_LOCAL);
+  return h ? dlsym(h, name) : NULL;
+}
+
+/* The uncompressed cubin of a compressed entry (malloc'd), NULL if it cannot
+ * be had. */
+static unsigned char *inflate_entry(const unsigned char *src, size_t n, size_t out_n,
+                                    uint64_t flags) {
+  if (out_n == 0 || out_n > FK_IMAGE_MAX)
+    return NULL;
+  unsigned char *out = malloc(out_n);
+  if (!out)
+    return NULL;
+  int ok = 0;
+  if (flags & 0x8000u) {
+    void *d = sym_from("libzstd.so.1", "ZSTD_decompress");
+    void *e = sym_from("libzstd.so.1", "ZSTD_isError");
+    zstd_decompress_fn dec;
+    zstd_is_error_fn is_err;
+    memcpy(&dec, &d, sizeof dec);
+    memcpy(&is_err, &e, sizeof is_err);
+    if (dec && is_err) {
+      size_t got = dec(out, out_n, src, n);
+      ok = !is_err(got) && got == out_n;
+    }
+  } else {
+    void *d = sym_from("liblz4.so.1", "LZ4_decompress_safe");
+    lz4_decompress_fn dec;
+    memcpy(&dec, &d, sizeof dec);
+    if (dec && n <= 0x7fffffff && out_n <= 0x7fffffff)
+      ok = dec((const char *)src, (char *)out, (int)n, (int)out_n) == (int)out_n;
+  }
+  if (!ok) {
+    free(out);
+    return NULL;
+  }
+  return out;
+}
+
+/* --- the cubin to read ------------------------------------------------------ */
+/* The ELF cubin of image (a cubin, a fatbin or its wrapper) for the fake's
+ * architecture: *elf, its size, and *owned when it was decompressed. */
+static int pick_cubin(const void *image, const unsigned char **elf, size_t *elf_n,
+                      unsigned char **owned) {
+  const unsigned char *p = image;
+  *owned = NULL;
+  if (!memcmp(p, k_wrapper, 4)) {
+    const void *data;
+    memcpy(&data, p + 8, sizeof data);
+    p = data;
+    if (!p)
+      return 0;
+  }
+  if (!memcmp(p, k_elf64le, 6)) {
+    *elf = p;
+    *elf_n = (size_t)(rd64(p + 0x28) + (uint64_t)rd16(p + 0x3a) * rd16(p + 0x3c));
+    return 1;
+  }
+  if (memcmp(p, k_fatbin, 4))
+    return 0;
+  size_t hsize = rd16(p + 6), end = hsize + (size_t)rd64(p + 8);
+  const unsigned char *best = NULL;
+  uint32_t best_arch = 0;
+  /* Entry: kind 2 is an ELF cubin; header size at 4, payload size at 8,
+   * compressed size at 16, architecture at 28, flags at 40, uncompressed
+   * size at 56. */
+  for (size_t off = hsize; off + 64 <= end;) {
+    const unsigned char *e = p + off;
+    uint32_t ehsize = rd32(e + 4), arch = rd32(e + 28);
+    uint64_t payload = rd64(e + 8);
+    if (ehsize < 64 || payload > end - off - ehsize)
+      break;
+    if (rd16(e) == 2 && arch <= FK_SM_ARCH && (!best || arch > best_arch)) {
+      best = e;
+      best_arch = arch;
+    }
+    off += ehsize + payload;
+  }
+  if (!best)
+    return 0;
+  const unsigned char *data = best + rd32(best + 4);
+  uint64_t payload = rd64(best + 8), flags = rd64(best + 40);
+  if (flags & (0x2000u | 0x8000u)) {
+    uint64_t csize = rd64(best + 16);
+    *owned = inflate_entry(data, csize && csize <= payload ? csize : payload, rd64(best + 56), flags);
+    if (!*owned)
+      return 0;
+    *elf = *owned;
+    *elf_n = rd64(best + 56);
+  } else {
+    *elf = data;
+    *elf_n = payload;
+  }
+  return *elf_n >= 64 && !memcmp(*elf, k_elf64le, 6);
+}
+
+/* --- the variables of a cubin ---------------------------------------------- */
+static int var_section(const char *name) {
+  return !strncmp(name, ".nv.global", 10) ||
+         (!strncmp(name, ".nv.constant", 12) && strncmp(name, ".nv.constant0", 13));
+}
+
+static void free_globals(struct fk_globals *g) {
+  for (size_t i = 0; i < g->nvars; i++)
+    free(g->vars[i].name);
+  free(g->vars);
+  free(g);
+}
+
+/* Two passes over the variables of elf: with dst NULL, lists them in g and
+ * lays them out; then copies each one's initial bytes into dst (the
+ * module's memory, zeroed). 0 when the ELF is malformed or memory ran out. */
+static int walk_vars(const unsigned char *elf, size_t n, struct fk_globals *g,
+                     unsigned char *dst) {
+  uint64_t shoff = rd64(elf + 0x28);
+  uint16_t shentsize = rd16(elf + 0x3a), shnum = rd16(elf + 0x3c), shstrndx = rd16(elf + 0x3e);
+  if (shentsize < 64 || shoff > n || (uint64_t)shentsize * shnum > n - shoff || shstrndx >= shnum)
+    return 0;
+#define SH(i) (elf + shoff + (size_t)(i) * shentsize)
+  const unsigned char *shstr = SH(shstrndx);
+  uint64_t shstr_off = rd64(shstr + 24), shstr_n = rd64(shstr + 32);
+  if (shstr_off > n || shstr_n > n - shstr_off)
+    return 0;
+  size_t k = 0;
+  for (unsigned s = 0; s < shnum; s++) {
+    const unsigned char *sym = SH(s);
+    if (rd32(sym + 4) != 2) /* SHT_SYMTAB */
+      continue;
+    uint64_t off = rd64(sym + 24), size = rd64(sym + 32);
+    uint32_t link = rd32(sym + 40);
+    if (off > n || size > n - off || link >= shnum)
+      continue;
+    const unsigned char *strh = SH(link);
+    uint64_t str_off = rd64(strh + 24), str_n = rd64(strh + 32);
+    if (str_off > n || str_n > n - str_off)
+      continue;
+    for (uint64_t i = 24; i + 24 <= size; i += 24) {
+      const unsigned char *st = elf + off + i;
+      uint32_t name = rd32(st);
+      uint16_t shndx = rd16(st + 6);
+      uint64_t value = rd64(st + 8), vsize = rd64(st + 16);
+      if ((st[4] & 0xf) != 1 || vsize == 0 || shndx >= shnum || name >= str_n)
+        continue; /* STT_OBJECT only */
+      const unsigned char *sec = SH(shndx);
+      uint32_t sec_name = rd32(sec);
+      const char *nm = (const char *)elf + str_off + name;
+      if (sec_name >= shstr_n || !memchr(nm, 0, str_n - name) ||
+          !memchr(elf + shstr_off + sec_name, 0, shstr_n - sec_name) ||
+          !var_section((const char *)elf + shstr_off + sec_name))
+        continue;
+      if (!dst) {
+        fk_var *v = realloc(g->vars, (g->nvars + 1) * sizeof *v);
+        if (!v)
+          return 0;
+        g->vars = v;
+        size_t at = 0;
+        if (g->nvars)
+          at = (v[g->nvars - 1].off + v[g->nvars - 1].size + FK_GLOBAL_ALIGN - 1) /
+               FK_GLOBAL_ALIGN * FK_GLOBAL_ALIGN;
+        v[g->nvars] = (fk_var){strdup(nm), at, (size_t)vsize};
+        if (!v[g->nvars].name)
+          return 0;
+        g->nvars++;
+      } else if (k < g->nvars) {
+        /* SHT_PROGBITS: initial bytes at the symbol's place in the section. */
+        uint64_t soff = rd64(sec + 24), ssize = rd64(sec + 32), saddr = rd64(sec + 16);
+        uint64_t at = value - saddr;
+        if (rd32(sec + 4) == 1 && value >= saddr && at <= ssize && vsize <= ssize - at &&
+            soff <= n && ssize <= n - soff)
+          memcpy(dst + g->vars[k].off, elf + soff + at, (size_t)vsize);
+        k++;
+      }
+    }
+  }
+#undef SH
+  return 1;
+}
+
+/* The module's variables, laid out and allocated in the module's context on
+ * first use. Caller holds fk_lock. */
+static CUresult module_globals(fk_obj *m, struct fk_globals **out) {
+  if (m->globals) {
+    *out = m->globals;
+    return CUDA_SUCCESS;
+  }
+  struct fk_globals *g = calloc(1, sizeof *g);
+  if (!g)
+    return CUDA_ERROR_OUT_OF_MEMORY;
+  const unsigned char *elf;
+  size_t elf_n;
+  unsigned char *owned = NULL;
+  CUresult rc = CUDA_SUCCESS;
+  if (m->image && pick_cubin(m->image, &elf, &elf_n, &owned)) {
+    if (!walk_vars(elf, elf_n, g, NULL)) {
+      rc = CUDA_ERROR_OUT_OF_MEMORY;
+    } else if (g->nvars) {
+      fk_var *last = &g->vars[g->nvars - 1];
+      rc = fk_alloc_device(m->ctx, last->off + last->size, &g->mem);
+      if (rc == CUDA_SUCCESS) {
+        g->mem->module_owned = 1;
+        walk_vars(elf, elf_n, g, (unsigned char *)(uintptr_t)g->mem->addr);
+      }
+    }
+  }
+  free(owned);
+  if (rc) {
+    free_globals(g);
+    return rc;
+  }
+  m->globals = g;
+  *out = g;
+  return CUDA_SUCCESS;
+}
+
+CUresult fk_module_global(fk_obj *m, struct CUctx_st *c, const char *name, CUdeviceptr *dptr,
+                          size_t *bytes) {
+  struct fk_globals *g;
+  (void)c; /* the module names its context */
+  CUresult rc = module_globals(m, &g);
+  if (rc)
+    return rc;
+  for (size_t i = 0; i < g->nvars; i++) {
+    if (strcmp(g->vars[i].name, name))
+      continue;
+    if (dptr)
+      *dptr = (CUdeviceptr)(g->mem->addr + g->vars[i].off);
+    if (bytes)
+      *bytes = g->vars[i].size;
+    return CUDA_SUCCESS;
+  }
+  return CUDA_ERROR_NOT_FOUND;
+}
+
+void fk_module_globals_free(fk_obj *m) {
+  struct fk_globals *g = m->globals;
+  if (!g)
+    return;
+  if (g->mem)
+    fk_alloc_unlink_free(g->mem);
+  free_globals(g);
+  m->globals = NULL;
+}

@@ -1,0 +1,334 @@
+/* What the CUDA math libraries (cuRAND, cuBLAS/cuBLASLt, cuSOLVER, cuSPARSE)
+ * and NCCL need of the driver beyond the runtime's own needs
+ * (tests/fakegpu/README.md "The CUDA math libraries"): cuMemFree(0) is
+ * cudaFree(0) and succeeds; device variables of a binary image
+ * (cuModuleGetGlobal_v2 / cuLibraryGetGlobal: size, initial bytes, memory
+ * counted and given back, not freeable by cuMemFree); thread block cluster
+ * occupancy; cuKernelGetLibrary; cuMemRetainAllocationHandle; the names
+ * cuBLASLt resolves with dlsym and the fake does not implement (801).
+ * The nvcc-built client (fakegpu_cudalibs) runs the libraries themselves. */
+#include "fakegpu/fg_test.h"
+
+#define PROC(type, name, version) ((type)proc(name, version))
+
+/* cuda.h's types for what this test calls (the fake's headers keep them
+ * private). */
+typedef void *CUlibrary;
+typedef void *CUkernel;
+typedef struct {
+  int id;
+  char pad[4];
+  union {
+    char pad[64];
+    struct {
+      unsigned x, y, z;
+    } clusterDim;
+  } value;
+} CUlaunchAttribute;
+typedef struct {
+  unsigned gridDimX, gridDimY, gridDimZ, blockDimX, blockDimY, blockDimZ, sharedMemBytes;
+  CUstream hStream;
+  CUlaunchAttribute *attrs;
+  unsigned numAttrs;
+} CUlaunchConfig;
+#define LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION 4
+#define ERROR_INVALID_CLUSTER_SIZE 912
+
+static void *proc(const char *name, int version) {
+  void *pfn = NULL;
+  CUdriverProcAddressQueryResult s = -1;
+  CHECK_EQ_INT(cu_cuGetProcAddress_v2(name, &pfn, version, 0, &s), CUDA_SUCCESS);
+  return pfn;
+}
+
+/* --- a minimal ELF cubin: two variables, one kernel name ------------------ */
+enum { SEC_NULL, SEC_SHSTR, SEC_STR, SEC_SYM, SEC_INIT, SEC_BSS, SEC_TEXT, NSEC };
+static const char k_shstr[] = "\0.shstrtab\0.strtab\0.symtab\0.nv.global.init\0.nv.global\0.text.kern";
+static const char k_str[] = "\0gv_init\0gv_zero\0kern";
+static const unsigned char k_init[16] = {0, 0, 0, 0, 0, 0, 0, 0, 1, 2, 3, 4, 5, 6, 7, 8};
+
+static void put16(unsigned char *p, uint16_t v) { memcpy(p, &v, 2); }
+static void put32(unsigned char *p, uint32_t v) { memcpy(p, &v, 4); }
+static void put64(unsigned char *p, uint64_t v) { memcpy(p, &v, 8); }
+
+static void section(unsigned char *sh, uint32_t name, uint32_t type, uint64_t off, uint64_t size,
+                    uint32_t link, uint64_t entsize) {
+  put32(sh, name);
+  put32(sh + 4, type);
+  put64(sh + 8, type == 1 || type == 8 ? 2 /* SHF_ALLOC */ : 0);
+  put64(sh + 24, off);
+  put64(sh + 32, size);
+  put32(sh + 40, link);
+  put64(sh + 56, entsize);
+}
+
+static void symbol(unsigned char *st, uint32_t name, unsigned type, uint16_t shndx, uint64_t value,
+                   uint64_t size) {
+  put32(st, name);
+  st[4] = (unsigned char)(0x10 | type); /* STB_GLOBAL */
+  put16(st + 6, shndx);
+  put64(st + 8, value);
+  put64(st + 16, size);
+}
+
+/* gv_init: 8 bytes at offset 8 of .nv.global.init (1..8); gv_zero: 64 bytes
+ * of .nv.global (no contents: zero); kern: a function. */
+static size_t make_cubin(unsigned char *img) {
+  memset(img, 0, 1024);
+  memcpy(img, "\x7f" "ELF\x02\x01\x01", 7);
+  put16(img + 0x10, 2); /* ET_EXEC */
+  put16(img + 0x12, 190); /* EM_CUDA */
+  size_t off = 64;
+  size_t shstr = off;
+  memcpy(img + off, k_shstr, sizeof k_shstr);
+  off += sizeof k_shstr;
+  size_t str = off;
+  memcpy(img + off, k_str, sizeof k_str);
+  off += sizeof k_str;
+  off = (off + 7) & ~(size_t)7;
+  size_t sym = off;
+  symbol(img + off + 24, 1, 1 /* OBJECT */, SEC_INIT, 8, 8);
+  symbol(img + off + 48, 9, 1, SEC_BSS, 0, 64);
+  symbol(img + off + 72, 17, 2 /* FUNC */, SEC_TEXT, 0, 16);
+  off += 4 * 24;
+  size_t init = off;
+  memcpy(img + off, k_init, sizeof k_init);
+  off += sizeof k_init;
+  size_t text = off;
+  off += 16;
+  size_t sh = (off + 63) & ~(size_t)63;
+  put64(img + 0x28, sh);
+  put16(img + 0x34, 64);
+  put16(img + 0x3a, 64);
+  put16(img + 0x3c, NSEC);
+  put16(img + 0x3e, SEC_SHSTR);
+  section(img + sh + 64 * SEC_SHSTR, 1, 3, shstr, sizeof k_shstr, 0, 0);
+  section(img + sh + 64 * SEC_STR, 11, 3, str, sizeof k_str, 0, 0);
+  section(img + sh + 64 * SEC_SYM, 19, 2, sym, 4 * 24, SEC_STR, 24);
+  section(img + sh + 64 * SEC_INIT, 27, 1, init, sizeof k_init, 0, 0);
+  section(img + sh + 64 * SEC_BSS, 43, 8, 0, 64, 0, 0);
+  section(img + sh + 64 * SEC_TEXT, 54, 1, text, 16, 0, 0);
+  return sh + 64 * NSEC;
+}
+
+static unsigned char g_img[1024];
+
+static void test_free_null(void) {
+  CHECK_EQ_INT(cu_cuMemFree(0), CUDA_SUCCESS); /* cudaFree(0), as the driver */
+  CHECK_EQ_INT(cu_cuMemFree(16), CUDA_ERROR_INVALID_VALUE);
+}
+
+static void test_module_globals(void) {
+  CUresult (*get_global)(CUdeviceptr *, size_t *, CUmodule, const char *) =
+      PROC(CUresult(*)(CUdeviceptr *, size_t *, CUmodule, const char *), "cuModuleGetGlobal", 3020);
+  REQUIRE(get_global != NULL);
+  unsigned long long used0 = fgt_used();
+  CUmodule m;
+  REQUIRE(cu_cuModuleLoadData(&m, g_img) == CUDA_SUCCESS);
+  CUdeviceptr a = 0, z = 0;
+  size_t na = 0, nz = 0;
+  CHECK_EQ_INT(get_global(&a, &na, m, "gv_init"), CUDA_SUCCESS);
+  CHECK_EQ_INT(get_global(&z, &nz, m, "gv_zero"), CUDA_SUCCESS);
+  CHECK(na == 8 && nz == 64);
+  CHECK_MSG(a && z && a != z && a % 256 == 0 && z % 256 == 0, "addresses %#llx %#llx",
+            (unsigned long long)a, (unsigned long long)z);
+  unsigned char got[64];
+  CHECK_EQ_INT(cu_cuMemcpyDtoH(got, a, 8), CUDA_SUCCESS);
+  CHECK(!memcmp(got, k_init + 8, 8)); /* its initial bytes */
+  memset(got, 0xee, sizeof got);
+  CHECK_EQ_INT(cu_cuMemcpyDtoH(got, z, 64), CUDA_SUCCESS);
+  CHECK(got[0] == 0 && got[63] == 0);
+  CHECK_EQ_INT(cu_cuMemcpyHtoD(z, k_init, 16), CUDA_SUCCESS);
+  CUdeviceptr again = 0;
+  CHECK_EQ_INT(get_global(&again, NULL, m, "gv_zero"), CUDA_SUCCESS);
+  CHECK(again == z); /* the same variable every time */
+  CHECK_EQ_INT(get_global(&again, NULL, m, "kern"), CUDA_ERROR_NOT_FOUND);
+  CHECK_EQ_INT(get_global(&again, NULL, m, "nothing"), CUDA_ERROR_NOT_FOUND);
+  CHECK_EQ_INT(cu_cuMemFree(a), CUDA_ERROR_INVALID_VALUE); /* the module's, not yours */
+  CHECK_MSG(fgt_used() > used0, "used %llu before, %llu with variables", used0, fgt_used());
+  CHECK_EQ_INT(cu_cuModuleUnload(m), CUDA_SUCCESS);
+  CHECK_EQ_INT((long long)fgt_used(), (long long)used0);
+}
+
+static void test_library(void) {
+  CUresult (*load)(CUlibrary *, const void *, void *, void *, unsigned, void *, void *, unsigned) =
+      PROC(CUresult(*)(CUlibrary *, const void *, void *, void *, unsigned, void *, void *, unsigned),
+           "cuLibraryLoadData", 12000);
+  CUresult (*get_kernel)(CUkernel *, CUlibrary, const char *) =
+      PROC(CUresult(*)(CUkernel *, CUlibrary, const char *), "cuLibraryGetKernel", 12000);
+  CUresult (*get_global)(CUdeviceptr *, size_t *, CUlibrary, const char *) =
+      PROC(CUresult(*)(CUdeviceptr *, size_t *, CUlibrary, const char *), "cuLibraryGetGlobal", 12000);
+  CUresult (*unload)(CUlibrary) = PROC(CUresult(*)(CUlibrary), "cuLibraryUnload", 12000);
+  CUresult (*kernel_lib)(CUlibrary *, CUkernel) =
+      (CUresult(*)(CUlibrary *, CUkernel))dlsym(fgt_cuda, "cuKernelGetLibrary");
+  CUresult (*clusters)(int *, CUkernel, const CUlaunchConfig *) =
+      PROC(CUresult(*)(int *, CUkernel, const CUlaunchConfig *), "cuOccupancyMaxActiveClusters", 11070);
+  CUresult (*cluster_size)(int *, CUkernel, const CUlaunchConfig *) = PROC(
+      CUresult(*)(int *, CUkernel, const CUlaunchConfig *), "cuOccupancyMaxPotentialClusterSize", 11070);
+  REQUIRE(load && get_kernel && get_global && unload && kernel_lib && clusters && cluster_size);
+  unsigned long long used0 = fgt_used();
+  CUlibrary lib;
+  REQUIRE(load(&lib, g_img, NULL, NULL, 0, NULL, NULL, 0) == CUDA_SUCCESS);
+  CUkernel k;
+  REQUIRE(get_kernel(&k, lib, "kern") == CUDA_SUCCESS);
+  CUlibrary back = NULL;
+  CHECK_EQ_INT(kernel_lib(&back, k), CUDA_SUCCESS);
+  CHECK(back == lib);
+  CUdeviceptr a = 0;
+  size_t n = 0;
+  CHECK_EQ_INT(get_global(&a, &n, lib, "gv_init"), CUDA_SUCCESS);
+  CHECK(a != 0 && n == 8);
+
+  /* 128 threads: 16 blocks per SM, 132 SMs; clusters of 2 -> 1056. */
+  CUlaunchAttribute attr;
+  memset(&attr, 0, sizeof attr);
+  attr.id = LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION;
+  attr.value.clusterDim.x = 2;
+  attr.value.clusterDim.y = attr.value.clusterDim.z = 1;
+  CUlaunchConfig cfg;
+  memset(&cfg, 0, sizeof cfg);
+  cfg.gridDimX = cfg.gridDimY = cfg.gridDimZ = 1;
+  cfg.blockDimX = 128;
+  cfg.blockDimY = cfg.blockDimZ = 1;
+  cfg.attrs = &attr;
+  cfg.numAttrs = 1;
+  int v = -1;
+  CHECK_EQ_INT(clusters(&v, k, &cfg), CUDA_SUCCESS);
+  CHECK_EQ_INT(v, 1056);
+  attr.value.clusterDim.x = 17;
+  CHECK_EQ_INT(clusters(&v, k, &cfg), ERROR_INVALID_CLUSTER_SIZE);
+  cfg.numAttrs = 0;
+  CHECK_EQ_INT(clusters(&v, k, &cfg), ERROR_INVALID_CLUSTER_SIZE);
+  CHECK_EQ_INT(cluster_size(&v, k, &cfg), CUDA_SUCCESS);
+  CHECK_EQ_INT(v, 8);
+  CHECK_EQ_INT(clusters(&v, k, NULL), CUDA_ERROR_INVALID_VALUE);
+  CHECK_EQ_INT(unload(lib), CUDA_SUCCESS);
+  CHECK_EQ_INT((long long)fgt_used(), (long long)used0);
+}
+
+static void test_retain_handle(void) {
+  CUresult (*retain)(CUmemGenericAllocationHandle *, void *) =
+      PROC(CUresult(*)(CUmemGenericAllocationHandle *, void *), "cuMemRetainAllocationHandle", 11000);
+  REQUIRE(retain != NULL);
+  unsigned long long used0 = fgt_used();
+  size_t g = 2 * MIB;
+  CUmemAllocationProp prop;
+  memset(&prop, 0, sizeof prop);
+  prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
+  prop.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+  prop.location.id = 0;
+  CUdeviceptr va;
+  CUmemGenericAllocationHandle h, h2 = 0;
+  REQUIRE(cu_cuMemAddressReserve(&va, g, 0, 0, 0) == CUDA_SUCCESS);
+  REQUIRE(cu_cuMemCreate(&h, g, &prop, 0) == CUDA_SUCCESS);
+  REQUIRE(cu_cuMemMap(va, g, 0, h, 0) == CUDA_SUCCESS);
+  CHECK_EQ_INT(cu_cuMemRelease(h), CUDA_SUCCESS); /* mapped: still there */
+  CHECK_EQ_INT(retain(&h2, (void *)(uintptr_t)(va + 4096)), CUDA_SUCCESS);
+  CHECK(h2 == h);
+  CHECK_EQ_INT(cu_cuMemRelease(h2), CUDA_SUCCESS);
+  CHECK_EQ_INT(cu_cuMemRelease(h2), CUDA_ERROR_INVALID_VALUE); /* one retain, one release */
+  CHECK_EQ_INT(cu_cuMemUnmap(va, g), CUDA_SUCCESS);
+  CHECK_EQ_INT(retain(&h2, (void *)(uintptr_t)va), CUDA_ERROR_INVALID_VALUE);
+  CHECK_EQ_INT(cu_cuMemAddressFree(va, g), CUDA_SUCCESS);
+  CHECK_EQ_INT((long long)fgt_used(), (long long)used0);
+}
+
+/* Exported for cuBLASLt's dlsym, not implemented: 801 with a context, 201
+ * without; not handed out by cuGetProcAddress. */
+static void test_unsupported_names(void) {
+  static const char *names[] = {"cuStreamBeginCapture_v2", "cuStreamEndCapture", "cuGraphLaunch",
+                                "cuGraphInstantiate", "cuStreamWaitValue32", "cuStreamBatchMemOp"};
+  for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
+    CUresult (*f)(void *, void *, void *, void *) =
+        (CUresult(*)(void *, void *, void *, void *))dlsym(fgt_cuda, names[i]);
+    CHECK_MSG(f != NULL, "%s is not exported", names[i]);
+    if (f)
+      CHECK_EQ_INT(f(NULL, NULL, NULL, NULL), CUDA_ERROR_NOT_SUPPORTED);
+  }
+  CHECK(proc("cuGraphLaunch", 10000) == NULL);
+  CUcontext c;
+  REQUIRE(cu_cuCtxGetCurrent(&c) == CUDA_SUCCESS);
+  REQUIRE(cu_cuCtxSetCurrent(NULL) == CUDA_SUCCESS);
+  CUresult (*launch)(void *, void *) = (CUresult(*)(void *, void *))dlsym(fgt_cuda, "cuGraphLaunch");
+  if (launch)
+    CHECK_EQ_INT(launch(NULL, NULL), CUDA_ERROR_INVALID_CONTEXT);
+  CHECK_EQ_INT(cu_cuCtxSetCurrent(c), CUDA_SUCCESS);
+}
+
+/* The tools thread-local storage table's slot 2 (cuBLASLt's matmul
+ * heuristics call it): the current context. */
+static void test_tools_tls_context(void) {
+  CUresult (*get)(const void **, const CUuuid *) =
+      PROC(CUresult(*)(const void **, const CUuuid *), "cuGetExportTable", 3000);
+  REQUIRE(get != NULL);
+  static const unsigned char tls[16] = {0x42, 0xd8, 0x5a, 0x81, 0x23, 0xf6, 0xcb, 0x47,
+                                        0x82, 0x98, 0xf6, 0xe7, 0x8a, 0x3a, 0xec, 0xdc};
+  CUuuid id;
+  memcpy(id.bytes, tls, 16);
+  const void *const *table = NULL;
+  REQUIRE(get((const void **)&table, &id) == CUDA_SUCCESS && table && table[2]);
+  CUresult (*current)(CUcontext *) = (CUresult(*)(CUcontext *))table[2];
+  CUcontext want, got = NULL;
+  REQUIRE(cu_cuCtxGetCurrent(&want) == CUDA_SUCCESS);
+  CHECK_EQ_INT(current(&got), CUDA_SUCCESS);
+  CHECK(got == want && got != NULL);
+}
+
+/* NCCL's view of NVML: the NVML 1 names, devices by PCI bus id (bus 0x18 +
+ * index, as fakegpu-smi and cuDeviceGetPCIBusId say), compute capability,
+ * peers, no NVLink, no confidential computing. */
+static void test_nvml_for_nccl(void) {
+  fgt_load_nvml();
+  nvmlReturn_t (*init)(void) = (nvmlReturn_t(*)(void))dlsym(fgt_nvml, "nvmlInit");
+  nvmlReturn_t (*count)(unsigned *) = (nvmlReturn_t(*)(unsigned *))dlsym(fgt_nvml, "nvmlDeviceGetCount");
+  nvmlReturn_t (*by_bus)(const char *, nvmlDevice_t *) =
+      (nvmlReturn_t(*)(const char *, nvmlDevice_t *))dlsym(fgt_nvml, "nvmlDeviceGetHandleByPciBusId");
+  nvmlReturn_t (*by_index)(unsigned, nvmlDevice_t *) =
+      (nvmlReturn_t(*)(unsigned, nvmlDevice_t *))dlsym(fgt_nvml, "nvmlDeviceGetHandleByIndex");
+  nvmlReturn_t (*cc)(nvmlDevice_t, int *, int *) =
+      (nvmlReturn_t(*)(nvmlDevice_t, int *, int *))dlsym(fgt_nvml, "nvmlDeviceGetCudaComputeCapability");
+  nvmlReturn_t (*p2p)(nvmlDevice_t, nvmlDevice_t, int, int *) =
+      (nvmlReturn_t(*)(nvmlDevice_t, nvmlDevice_t, int, int *))dlsym(fgt_nvml, "nvmlDeviceGetP2PStatus");
+  nvmlReturn_t (*nvlink)(nvmlDevice_t, unsigned, int *) =
+      (nvmlReturn_t(*)(nvmlDevice_t, unsigned, int *))dlsym(fgt_nvml, "nvmlDeviceGetNvLinkState");
+  nvmlReturn_t (*cc_state)(unsigned *) =
+      (nvmlReturn_t(*)(unsigned *))dlsym(fgt_nvml, "nvmlSystemGetConfComputeState");
+  REQUIRE(init && count && by_bus && by_index && cc && p2p && nvlink && cc_state);
+  REQUIRE(init() == NVML_SUCCESS);
+  unsigned n = 0;
+  CHECK_EQ_INT(count(&n), NVML_SUCCESS);
+  CHECK(n >= 1);
+  nvmlDevice_t d0 = NULL, b0 = NULL, none = NULL;
+  CHECK_EQ_INT(by_index(0, &d0), NVML_SUCCESS);
+  CHECK_EQ_INT(by_bus("0000:18:00.0", &b0), NVML_SUCCESS);
+  CHECK(b0 == d0);
+  CHECK_EQ_INT(by_bus("00000000:18:00.0", &b0), NVML_SUCCESS);
+  CHECK(b0 == d0);
+  CHECK_EQ_INT(by_bus("0000:40:00.0", &none), NVML_ERROR_NOT_FOUND);
+  CHECK_EQ_INT(by_bus("bus", &none), NVML_ERROR_INVALID_ARGUMENT);
+  int major = 0, minor = -1, st = -1, active = -1;
+  CHECK_EQ_INT(cc(d0, &major, &minor), NVML_SUCCESS);
+  CHECK(major == 9 && minor == 0);
+  CHECK_EQ_INT(p2p(d0, d0, 0, &st), NVML_SUCCESS);
+  CHECK_EQ_INT(st, 5); /* a device is not its own peer */
+  CHECK_EQ_INT(nvlink(d0, 0, &active), NVML_ERROR_NOT_SUPPORTED);
+  unsigned state[3] = {7, 7, 7};
+  CHECK_EQ_INT(cc_state(state), NVML_SUCCESS);
+  CHECK(state[0] == 0 && state[1] == 0 && state[2] == 0);
+  nv_nvmlShutdown();
+}
+
+int main(void) {
+  fgt_load_cuda();
+  fgt_init_ctx();
+  size_t n = make_cubin(g_img);
+  REQUIRE(n <= sizeof g_img);
+  RUN(test_free_null);
+  RUN(test_module_globals);
+  RUN(test_library);
+  RUN(test_retain_handle);
+  RUN(test_unsupported_names);
+  RUN(test_tools_tls_context);
+  RUN(test_nvml_for_nccl);
+  return TEST_END();
+}
