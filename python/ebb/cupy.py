@@ -2,7 +2,9 @@
 (cupy.cuda.set_allocator) to one that takes device memory from ebb for the
 thread's current owner, with the Python line that asked as the site. CuPy's
 own memory pool is bypassed, so o.release() gives memory back."""
-from . import _device_for_ordinal, _framework_alloc, _framework_free, caller_site
+import gc
+
+from . import EbbError, _device_for_ordinal, _framework_alloc, _framework_free, caller_site
 from .torch import Unavailable
 
 _installed = False
@@ -26,7 +28,23 @@ class _Block:
 def _alloc(size):
     import cupy
     dev = _device_for_ordinal(cupy.cuda.runtime.getDevice())
-    addr, token = _framework_alloc(dev, max(int(size), 1), caller_site())
+    site = caller_site()
+    try:
+        addr, token = _framework_alloc(dev, max(int(size), 1), site)
+    except EbbError as e:
+        if e.name != "EBB_EOOM":
+            raise
+        # as CuPy's own pool does on out-of-memory: arrays that are garbage
+        # but not yet collected (cycles) give their blocks back, then once
+        # more; what still does not fit is CuPy's OutOfMemoryError, which
+        # CuPy's callers and tests expect
+        gc.collect()
+        try:
+            addr, token = _framework_alloc(dev, max(int(size), 1), site)
+        except EbbError as e2:
+            if e2.name != "EBB_EOOM":
+                raise
+            raise cupy.cuda.memory.OutOfMemoryError(int(size), dev.stats()["allocated"]) from e2
     mem = cupy.cuda.memory.UnownedMemory(addr, size, _Block(dev, addr, token), dev.ordinal)
     return cupy.cuda.memory.MemoryPointer(mem, 0)
 
