@@ -246,9 +246,19 @@ static const unsigned char k_fatbin[4] = {0x50, 0xed, 0x55, 0xba};
 static const unsigned char k_wrapper[4] = {0xb1, 0x43, 0x62, 0x46};
 static const unsigned char k_elf64le[6] = {0x7f, 'E', 'L', 'F', 2, 1};
 
+/* image starts with the n bytes of magic, read one byte at a time: a PTX
+ * image may be a string shorter than the magic, and no magic byte is 0, so
+ * the comparison stops at its end (memcmp may read all n bytes first). */
+static int starts_with(const unsigned char *image, const unsigned char *magic, size_t n) {
+  for (size_t i = 0; i < n; i++)
+    if (image[i] != magic[i])
+      return 0;
+  return 1;
+}
+
 int fk_image_is_binary(const void *image) {
-  return image && (!memcmp(image, k_fatbin, 4) || !memcmp(image, k_wrapper, 4) ||
-                   !memcmp(image, k_elf64le, 6));
+  return image && (starts_with(image, k_fatbin, 4) || starts_with(image, k_wrapper, 4) ||
+                   starts_with(image, k_elf64le, 6));
 }
 
 #define FK_FATBIN_COMPRESSED (0x2000u | 0x8000u) /* LZ4, Zstandard */
@@ -257,14 +267,14 @@ static const unsigned char *image_extent(const void *image, size_t *size, int *c
   const unsigned char *p = image;
   *size = 0;
   *compressed = 0;
-  if (!memcmp(p, k_wrapper, 4)) {
+  if (starts_with(p, k_wrapper, 4)) {
     const void *data;
     memcpy(&data, p + 8, sizeof data);
     p = data;
     if (!p || memcmp(p, k_fatbin, 4))
       return NULL;
   }
-  if (!memcmp(p, k_elf64le, 6)) {
+  if (starts_with(p, k_elf64le, 6)) {
     uint64_t shoff;
     uint16_t shentsize, shnum;
     memcpy(&shoff, p + 0x28, 8);
@@ -300,7 +310,7 @@ const void *fk_image_keep(const void *image, int *owned) {
   size_t size;
   int compressed;
   *owned = 0;
-  if (!memcmp(image, k_wrapper, 4))
+  if (starts_with(image, k_wrapper, 4))
     return image; /* registered by the runtime: static data of the program */
   const unsigned char *p = image_extent(image, &size, &compressed);
   if (!p || !size || compressed || size > ((size_t)256 << 20))
