@@ -4,7 +4,10 @@
 
 #include <stdint.h>
 #include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "device/device.h"
 
@@ -28,5 +31,32 @@ static inline ebb_device *bench_open(const char *spec) {
  * GPU when scripts/bench.sh set EBB_LIBCUDA, else a real one if present). */
 static const char *const bench_devices[] = {"cpu", "cuda:0"};
 #define BENCH_NDEV 2
+
+/* Starts `ebb serve` on a free loopback port over data dir `dir` and returns its
+ * pid with the port in *port, or -1 after saying why (`who` names the bench).
+ * The server's stdout stays a pipe whose read end is kept open: the server
+ * logs little after its first line, which names the port. */
+static inline pid_t bench_serve(const char *who, const char *ebb, const char *dir, int *port) {
+  int pfd[2];
+  if (pipe(pfd) != 0)
+    return -1;
+  pid_t pid = fork();
+  if (pid == 0) {
+    dup2(pfd[1], 1);
+    close(pfd[0]);
+    execl(ebb, ebb, "serve", "--listen", "127.0.0.1:0", "--data-dir", dir, "--no-cache",
+          (char *)NULL);
+    _exit(127);
+  }
+  close(pfd[1]);
+  FILE *f = fdopen(pfd[0], "r");
+  char line[512] = "";
+  if (!f || !fgets(line, sizeof line, f) || !strstr(line, "listening on http://")) {
+    fprintf(stderr, "%s: %s did not start: %s\n", who, ebb, line);
+    return -1;
+  }
+  *port = atoi(strrchr(line, ':') + 1);
+  return pid;
+}
 
 #endif

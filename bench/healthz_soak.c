@@ -212,26 +212,9 @@ static pid_t start_server(const char *argv0, char *dir) {
   char *slash = strrchr(ebb, '/');
   snprintf(slash ? slash : ebb, sizeof ebb - (size_t)(slash ? slash - ebb : 0), "%s",
            slash ? "/../ebb" : "../ebb");
-  int pfd[2];
-  if (!mkdtemp(dir) || pipe(pfd) != 0)
+  if (!mkdtemp(dir))
     return -1;
-  pid_t pid = fork();
-  if (pid == 0) {
-    dup2(pfd[1], 1);
-    close(pfd[0]);
-    execl(ebb, ebb, "serve", "--listen", "127.0.0.1:0", "--data-dir", dir, "--no-cache",
-          (char *)NULL);
-    _exit(127);
-  }
-  close(pfd[1]);
-  FILE *f = fdopen(pfd[0], "r");
-  char line[512] = "";
-  if (!f || !fgets(line, sizeof line, f) || !strstr(line, "listening on http://")) {
-    fprintf(stderr, "healthz_soak: %s did not start: %s\n", ebb, line);
-    return -1;
-  }
-  C.port = atoi(strrchr(line, ':') + 1);
-  return pid; /* the pipe stays open: the server logs little after its first line */
+  return bench_serve("healthz_soak", ebb, dir, &C.port);
 }
 
 static int parse(int argc, char **argv) {

@@ -110,26 +110,7 @@ static double measure(const char *p, double *p99) {
 
 /* Starts ebb serve; its first stdout line names the port. */
 static pid_t start(const char *ebb, const char *dir) {
-  int pfd[2];
-  if (pipe(pfd) != 0)
-    return -1;
-  pid_t pid = fork();
-  if (pid == 0) {
-    dup2(pfd[1], 1);
-    close(pfd[0]);
-    execl(ebb, ebb, "serve", "--listen", "127.0.0.1:0", "--data-dir", dir, "--no-cache",
-          (char *)NULL);
-    _exit(127);
-  }
-  close(pfd[1]);
-  FILE *f = fdopen(pfd[0], "r");
-  char line[512] = "";
-  if (!f || !fgets(line, sizeof line, f) || !strstr(line, "listening on http://")) {
-    fprintf(stderr, "server_readside: %s did not start: %s\n", ebb, line);
-    return -1;
-  }
-  port = atoi(strrchr(line, ':') + 1);
-  return pid; /* the pipe stays open: the server's later lines go nowhere */
+  return bench_serve("server_readside", ebb, dir, &port);
 }
 
 int main(int argc, char **argv) {
