@@ -208,15 +208,15 @@ static int open_input(ebb_server *s, struct MHD_Connection *c, srv_req *r, srv_i
   return 1;
 }
 
-/* Lyrics sent with the job: text, at most SRV_MAX_LYRICS bytes (413). */
-static int check_lyrics(struct MHD_Connection *c, srv_req *r, srv_input *in,
-                        enum MHD_Result *ret) {
+/* Lyrics sent with the job: text, at most s->max_lyrics bytes (413). */
+static int check_lyrics(const ebb_server *s, struct MHD_Connection *c, srv_req *r,
+                        srv_input *in, enum MHD_Result *ret) {
   if (!in->lyrics)
     return 0;
-  if (in->lyrics_len > SRV_MAX_LYRICS) {
+  if (in->lyrics_len > s->max_lyrics) {
     *ret = srv_send_err(c, r, MHD_HTTP_CONTENT_TOO_LARGE, "lyrics_too_large",
-                        "\"lyrics\" is %zu bytes; this server takes at most %u bytes of lyrics "
-                        "with a job", in->lyrics_len, SRV_MAX_LYRICS);
+                        "\"lyrics\" is %zu bytes; this server takes at most %zu bytes of lyrics "
+                        "with a job (max_lyrics_kib)", in->lyrics_len, s->max_lyrics);
     return 1;
   }
   if (memchr(in->lyrics, '\0', in->lyrics_len))
@@ -364,7 +364,7 @@ int srv_parse_input(ebb_server *s, struct MHD_Connection *c, srv_req *r, int wan
     return rc;
   if (want_pipeline && (!in->pipeline || !*in->pipeline))
     return bad(c, r, ret, "bad_request", "\"pipeline\" is required (see GET /v1/pipelines)");
-  if (check_lyrics(c, r, in, ret))
+  if (check_lyrics(s, c, r, in, ret))
     return 1;
   return in->path ? open_input(s, c, r, in, ret) : 0;
 }

@@ -56,7 +56,7 @@ struct ebb_server {
   int port;         /* the port bound */
   int loopback;     /* the listen address is a loopback one */
   int lock_fd;      /* the data directory's descriptor, holding its flock; -1 none */
-  size_t max_json, max_upload, max_field;
+  size_t max_json, max_upload, max_field, max_lyrics;
   char **input_dirs; /* realpath()s */
   size_t ninput_dirs;
   int metrics_public;
@@ -183,7 +183,8 @@ int srv_check_work(ebb_server *s, struct MHD_Connection *c, srv_req *r, srv_inpu
 /* Moves the upload into dir as input-NAME (NAME: the sent filename made safe
  * and short); path gets where. */
 int srv_place_upload(srv_req *r, const char *dir, char *path, size_t n);
-/* Lyrics sent with a job: at most this many bytes (413 beyond). */
+/* Lyrics sent with a job: at most this many bytes (413 beyond) unless the
+ * config's "server"."max_lyrics_kib" says otherwise (s->max_lyrics). */
 #define SRV_MAX_LYRICS (256u * 1024u)
 
 /* --- "jobfiles.c": what a job brings, made its own at submit ------------------------ */
