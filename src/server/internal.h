@@ -174,7 +174,8 @@ int srv_check_job_options(ebb_server *s, const char *pipeline, srv_input *in);
 int srv_parse_job(ebb_server *s, struct MHD_Connection *c, srv_req *r, srv_input *in,
                   enum MHD_Result *ret);
 /* --- "workcheck.c": a job's estimated work against the server's limit ---- */
-/* The job's stages' work estimate (pipeline/work.h) for the input's length
+/* The job's (or session item's: in->pipeline set to the session's)
+ * stages' work estimate (pipeline/work.h) for the input's length
  * against --max-job-seconds (else the job's timeout): 0 when within it (or
  * no limit), else 1 with 400 bad_request queued naming the costliest stage,
  * its options, the estimate and the limit. */
