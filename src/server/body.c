@@ -369,16 +369,16 @@ int srv_parse_input(ebb_server *s, struct MHD_Connection *c, srv_req *r, int wan
   return in->path ? open_input(s, c, r, in, ret) : 0;
 }
 
-/* The stage entry of pipeline that takes a job's lyrics: the first "align". */
-static int lyrics_stage(ebb_server *s, const char *pipeline, srv_input *in) {
+int srv_lyrics_stage(ebb_server *s, const char *pipeline, json_t *options,
+                     const char **stage) {
   const ebb_pipeline_def *d = ebb_manager_pipeline(s->m, pipeline);
   for (size_t i = 0; d && i < d->nstages; i++)
     if (!strcmp(d->stages[i].stage, "align")) {
-      json_t *set = json_object_get(json_object_get(in->options, d->stages[i].name), "lyrics");
+      json_t *set = json_object_get(json_object_get(options, d->stages[i].name), "lyrics");
       if (set && !json_is_null(set))
         return ebb_seterr(EBB_ECONFIG, "the job sends \"lyrics\" and sets option %s.lyrics; "
                           "send one of them", d->stages[i].name);
-      in->lyrics_stage = d->stages[i].name;
+      *stage = d->stages[i].name;
       return 0;
     }
   return ebb_seterr(EBB_ECONFIG, "\"lyrics\": pipeline '%s' has no align stage to take them",
@@ -386,14 +386,10 @@ static int lyrics_stage(ebb_server *s, const char *pipeline, srv_input *in) {
 }
 
 int srv_check_job_options(ebb_server *s, const char *pipeline, srv_input *in) {
-  if (in->lyrics && s->cluster)
-    return ebb_seterr(EBB_ECONFIG, "\"lyrics\" with a job is not taken by a server with "
-                      "--queue yet; set align.lyrics in the config");
   srv_path_ctx pc = {s, in};
-  int rc = ebb_manager_check_job(s->m, pipeline, in->options, s->cluster ? NULL : srv_trust_path,
-                                 &pc);
+  int rc = ebb_manager_check_job(s->m, pipeline, in->options, srv_trust_path, &pc);
   if (!rc && in->lyrics)
-    rc = lyrics_stage(s, pipeline, in);
+    rc = srv_lyrics_stage(s, pipeline, in->options, &in->lyrics_stage);
   return rc;
 }
 

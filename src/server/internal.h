@@ -168,6 +168,10 @@ void srv_input_free(srv_input *in);
  * with the trust levels (pipeline/trust.h): an allowed path option is opened
  * into in->files; lyrics get their align stage. 0 or EBB_E... (400). */
 int srv_check_job_options(ebb_server *s, const char *pipeline, srv_input *in);
+/* The stage entry of pipeline that takes lyrics sent with a job: its first
+ * "align" (*stage, borrowed from the pipeline's definition); EBB_ECONFIG
+ * when it has none or options already set its lyrics. */
+int srv_lyrics_stage(ebb_server *s, const char *pipeline, json_t *options, const char **stage);
 /* srv_parse_input for a job (a pipeline is required) and the manager's check
  * of its pipeline and options. Returns 0, or 1 with a response queued and in
  * freed. */
