@@ -14,7 +14,6 @@
  * job set and of the path format; each becomes a file in the attempt's
  * directory that the option names. A field that fails is a bad entry (the
  * caller dead-letters it and fails the job naming why). */
-#include <ctype.h>
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
@@ -123,11 +122,13 @@ static int as_bad_input(void) {
   return ebb_seterr(EBB_EINPUT, "%s", msg);
 }
 
+/* A stage entry's or option's name as it may appear in a file name here
+ * (option-STAGE.OPTION): printable, no '/', at most 64 bytes. */
 static int word_ok(const char *s, size_t n) {
   if (!n || n > 64)
     return 0;
   for (size_t i = 0; i < n; i++)
-    if (!isalnum((unsigned char)s[i]) && s[i] != '_' && s[i] != '-')
+    if ((unsigned char)s[i] < 0x20 || s[i] == 0x7f || s[i] == '/')
       return 0;
   return 1;
 }
