@@ -46,7 +46,7 @@ extern "C" {
 #endif
 
 #define EBB_API_VERSION_MAJOR 1
-#define EBB_API_VERSION_MINOR 1 /* 1.1: ebb_reclaim */
+#define EBB_API_VERSION_MINOR 2 /* 1.1: ebb_reclaim; 1.2: ebb_torch_alloc_at */
 #define EBB_API_VERSION (EBB_API_VERSION_MAJOR * 1000 + EBB_API_VERSION_MINOR)
 
 /* EBB_API_VERSION of the loaded library (major * 1000 + minor). */
@@ -251,9 +251,19 @@ int ebb_gpu_write_timeline(ebb_gpu *g, const char *path);
  * calling thread's current owner of that device, else its default owner.
  * stream is ignored: ebb's blocks are stream-agnostic (PyTorch orders frees
  * on its own streams before it hands them back). Returns NULL on failure,
- * with the reason in ebb_errmsg() and logged. */
+ * with the reason in ebb_errmsg() and logged.
+ * A tensor still alive when its owner is released is freed by ebb as a
+ * leak; until its late ebb_torch_free, its address is not handed to
+ * PyTorch again (PyTorch keys its allocations by address), and that free
+ * frees nothing (another block ebb placed there is left alone). */
 void *ebb_torch_alloc(ssize_t size, int device, void *stream);
 void ebb_torch_free(void *ptr, ssize_t size, int device, void *stream);
+/* ebb_torch_alloc for an allocator that knows where the tensor was made
+ * (ebb.torch's Python allocator passes "file.py:line"; NULL: "torch"):
+ * 0 and *ptr (NULL for size <= 0), or an EBB_E... code with the reason in
+ * ebb_errmsg(), nothing logged. Its blocks go back with ebb_torch_free.
+ * API 1.2. */
+int ebb_torch_alloc_at(ssize_t size, int device, const char *site, void **ptr);
 
 /* The open handle of CUDA device `ordinal` that ebb_torch_alloc uses (opened
  * on first use; it holds a reference of its own until process exit, so an

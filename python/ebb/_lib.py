@@ -98,6 +98,7 @@ _PROTOS = {
     "ebb_lookup": (c_int, [c_void_p, c_u64, P(c_void_p), P(c_u64)]),
     "ebb_release_hook_add": (c_int, [c_char_p, HOOK_FN, c_void_p, P(c_u64)]),
     "ebb_release_hook_remove": (c_int, [c_u64]),
+    "ebb_torch_alloc_at": (c_int, [c_ssize_t, c_int, c_char_p, P(c_void_p)]),  # API 1.2
 }
 
 

@@ -7,18 +7,20 @@ site, and there is no PyTorch cache to empty: o.release() gives memory back
 and reports a tensor still alive as a leak naming that line.
 
 The allocation side is a ctypes callback (it needs the Python stack for the
-site); the free side is libebb.so's ebb_torch_free, plain C, so PyTorch can
-free tensors while the interpreter shuts down. Allocations PyTorch makes on
+site) that calls libebb.so's ebb_torch_alloc_at; the free side is
+libebb.so's ebb_torch_free, plain C, so PyTorch can free tensors while the
+interpreter shuts down. The two keep libebb's late-free guard: a tensor
+still alive when its owner was released (ebb freed its block as a leak)
+that dies later never frees a newer tensor's block at the same address. Allocations PyTorch makes on
 its own threads (autograd's backward) have no current owner: they go to the
 device's "default" owner."""
 import ctypes
 import sys
 
 from . import _lib
-from . import _device_for_ordinal, caller_site
+from . import EbbError, caller_site
 
 _installed = None
-_devices = {}  # ordinal -> ebb.Device
 last_error = None  # the EbbError of the last allocation ebb refused (PyTorch says only "out of memory")
 
 
@@ -36,10 +38,12 @@ def _alloc(size, device, _stream):
     if size <= 0:
         return None  # an empty tensor needs no memory
     try:
-        dev = _devices.get(device)
-        if dev is None:
-            dev = _devices[device] = _device_for_ordinal(device)
-        return dev.alloc(size, site=caller_site())
+        p = ctypes.c_void_p()
+        rc = _lib.lib.ebb_torch_alloc_at(size, device, caller_site().encode(), ctypes.byref(p))
+        if rc:
+            raise EbbError(rc, "cuda:%d: alloc(%d bytes): %s"
+                           % (device, size, _lib.lib.ebb_errmsg().decode(errors="replace")))
+        return p.value
     except Exception as e:  # PyTorch turns NULL into its out-of-memory error
         last_error = e
         sys.stderr.write("ebb.torch: %s\n" % e)

@@ -45,7 +45,8 @@ static void usage(FILE *f) {
           "kept loaded for sessions, memory and metrics. The first line on stdout is\n"
           "  ebb: listening on http://HOST:PORT\n\n"
           "  --config FILE     pipelines (and an optional \"server\" object: max_json_kib,\n"
-          "                    max_upload_mib, max_field_kib, load_wait_s, max_connections,\n"
+          "                    max_upload_mib, max_field_kib, max_lyrics_kib (lyrics sent\n"
+          "                    with a job; default 256), load_wait_s, max_connections,\n"
           "                    max_connections_per_ip, idle_timeout_s, header_timeout_s,\n"
           "                    min_body_rate)\n"
           "  --listen H:P      address to listen on (default 127.0.0.1:8470; port 0: any free\n"
@@ -166,6 +167,8 @@ static int server_key(const char *key, double v, ebb_server_opts *so, ebb_manage
     so->max_upload_bytes = (size_t)(v * 1024 * 1024);
   else if (!strcmp(key, "max_field_kib"))
     so->max_field_bytes = (size_t)(v * 1024);
+  else if (!strcmp(key, "max_lyrics_kib"))
+    so->max_lyrics_bytes = (size_t)(v * 1024);
   else if (!strcmp(key, "load_wait_s"))
     mo->load_wait_s = v;
   else if (!strcmp(key, "max_connections"))
@@ -205,7 +208,8 @@ static int server_config(const char *path, ebb_server_opts *so, ebb_manager_opts
       rc = -1;
     } else if (server_key(key, json_number_value(v), so, mo) != 0) {
       fprintf(stderr, "ebb serve: %s: unknown key \"server\".\"%s\" (known: max_json_kib, "
-                      "max_upload_mib, max_field_kib, load_wait_s, max_connections, "
+                      "max_upload_mib, max_field_kib, max_lyrics_kib, load_wait_s, "
+                      "max_connections, "
                       "max_connections_per_ip, idle_timeout_s, header_timeout_s, "
                       "min_body_rate)\n", path, key);
       rc = -1;

@@ -3,7 +3,8 @@
  * memory room's owners, sites are interned (the allocator keeps one copy per
  * distinct pointer, and a Python caller builds a new string per call), the
  * current owner is a per-thread stack, and leak reports are copied into one
- * self-contained block the caller frees. */
+ * self-contained block the caller frees. PyTorch's entry points live in
+ * torch.c. */
 #include <inttypes.h>
 #include <pthread.h>
 #include <stdlib.h>
@@ -12,6 +13,7 @@
 #include "base/log.h"
 #include "device/device.h"
 #include "ebb/ebb.h"
+#include "lib/lib_int.h"
 #include "memory/memory.h"
 
 struct ebb_gpu {
@@ -111,6 +113,7 @@ void ebb_gpu_close(ebb_gpu *g) {
   pthread_mutex_unlock(&g_mu);
   ebb_allocator_destroy(g->a); /* leaks reported, segments back */
   ebb_device_close(g->dev);    /* the context back */
+  lib_torch_forget(g);
   free(g);
 }
 
@@ -336,7 +339,12 @@ int ebb_owner_release(ebb_owner *o, unsigned flags, ebb_leak_list **leaks, ebb_r
   ebb_released res = {.size = sizeof res};
   if (!(flags & EBB_OWNER_RELEASE_KEEP)) {
     ebb_leak_report *r = NULL;
+    ebb_gpu *g = ebb_owner_gpu(o);
+    lib_torch_lock(); /* a PyTorch free of a block freed here must not free its successor */
     int rc = ebb_owner_reclaim(o, &r);
+    if (!rc)
+      lib_torch_leaked(g, r);
+    lib_torch_unlock();
     if (rc)
       return rc;
     hand_over(r, leaks, &res);
@@ -355,7 +363,11 @@ void ebb_owner_close(ebb_owner *o, ebb_leak_list **leaks) {
   if (!o)
     return;
   ebb_leak_report *r = NULL;
+  ebb_gpu *g = ebb_owner_gpu(o);
+  lib_torch_lock();
   ebb_owner_destroy(o, &r);
+  lib_torch_leaked(g, r);
+  lib_torch_unlock();
   hand_over(r, leaks, NULL);
 }
 
@@ -559,37 +571,4 @@ int ebb_gpu_write_timeline(ebb_gpu *g, const char *path) {
   if (!g || !path)
     return ebb_seterr(EBB_EINVAL, "ebb_gpu_write_timeline: NULL argument");
   return ebb_ledger_write(ebb_allocator_ledger(g->a), path);
-}
-
-/* --- PyTorch's CUDAPluggableAllocator ------------------------------------------------ */
-void *ebb_torch_alloc(ssize_t size, int device, void *stream) {
-  (void)stream;
-  if (size <= 0)
-    return NULL; /* an empty tensor needs no memory */
-  ebb_gpu *g = NULL;
-  uint64_t addr = 0;
-  int rc = ebb_gpu_for_ordinal(device, &g);
-  if (!rc)
-    rc = ebb_gpu_alloc(g, (size_t)size, "torch", &addr);
-  if (rc) {
-    ebb_log(EBB_LOG_ERROR, "ebb", "ebb_torch_alloc(%zd bytes, cuda:%d): %s", size, device,
-            ebb_errmsg());
-    return NULL;
-  }
-  return (void *)(uintptr_t)addr;
-}
-
-void ebb_torch_free(void *ptr, ssize_t size, int device, void *stream) {
-  (void)stream;
-  if (!ptr)
-    return;
-  ebb_gpu *g = NULL;
-  int rc = ebb_gpu_for_ordinal(device, &g);
-  if (!rc)
-    rc = ebb_free(g, (uint64_t)(uintptr_t)ptr);
-  /* A block ebb already freed as a leak of a released owner comes back
-   * here when the framework drops its tensor: not an error. */
-  if (rc && rc != EBB_ENOTFOUND)
-    ebb_log(EBB_LOG_ERROR, "ebb", "ebb_torch_free(%p, %zd bytes, cuda:%d): %s", ptr, size,
-            device, ebb_errmsg());
 }

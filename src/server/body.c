@@ -208,15 +208,15 @@ static int open_input(ebb_server *s, struct MHD_Connection *c, srv_req *r, srv_i
   return 1;
 }
 
-/* Lyrics sent with the job: text, at most SRV_MAX_LYRICS bytes (413). */
-static int check_lyrics(struct MHD_Connection *c, srv_req *r, srv_input *in,
-                        enum MHD_Result *ret) {
+/* Lyrics sent with the job: text, at most s->max_lyrics bytes (413). */
+static int check_lyrics(const ebb_server *s, struct MHD_Connection *c, srv_req *r,
+                        srv_input *in, enum MHD_Result *ret) {
   if (!in->lyrics)
     return 0;
-  if (in->lyrics_len > SRV_MAX_LYRICS) {
+  if (in->lyrics_len > s->max_lyrics) {
     *ret = srv_send_err(c, r, MHD_HTTP_CONTENT_TOO_LARGE, "lyrics_too_large",
-                        "\"lyrics\" is %zu bytes; this server takes at most %u bytes of lyrics "
-                        "with a job", in->lyrics_len, SRV_MAX_LYRICS);
+                        "\"lyrics\" is %zu bytes; this server takes at most %zu bytes of lyrics "
+                        "with a job (max_lyrics_kib)", in->lyrics_len, s->max_lyrics);
     return 1;
   }
   if (memchr(in->lyrics, '\0', in->lyrics_len))
@@ -364,21 +364,21 @@ int srv_parse_input(ebb_server *s, struct MHD_Connection *c, srv_req *r, int wan
     return rc;
   if (want_pipeline && (!in->pipeline || !*in->pipeline))
     return bad(c, r, ret, "bad_request", "\"pipeline\" is required (see GET /v1/pipelines)");
-  if (check_lyrics(c, r, in, ret))
+  if (check_lyrics(s, c, r, in, ret))
     return 1;
   return in->path ? open_input(s, c, r, in, ret) : 0;
 }
 
-/* The stage entry of pipeline that takes a job's lyrics: the first "align". */
-static int lyrics_stage(ebb_server *s, const char *pipeline, srv_input *in) {
+int srv_lyrics_stage(ebb_server *s, const char *pipeline, json_t *options,
+                     const char **stage) {
   const ebb_pipeline_def *d = ebb_manager_pipeline(s->m, pipeline);
   for (size_t i = 0; d && i < d->nstages; i++)
     if (!strcmp(d->stages[i].stage, "align")) {
-      json_t *set = json_object_get(json_object_get(in->options, d->stages[i].name), "lyrics");
+      json_t *set = json_object_get(json_object_get(options, d->stages[i].name), "lyrics");
       if (set && !json_is_null(set))
         return ebb_seterr(EBB_ECONFIG, "the job sends \"lyrics\" and sets option %s.lyrics; "
                           "send one of them", d->stages[i].name);
-      in->lyrics_stage = d->stages[i].name;
+      *stage = d->stages[i].name;
       return 0;
     }
   return ebb_seterr(EBB_ECONFIG, "\"lyrics\": pipeline '%s' has no align stage to take them",
@@ -386,14 +386,10 @@ static int lyrics_stage(ebb_server *s, const char *pipeline, srv_input *in) {
 }
 
 int srv_check_job_options(ebb_server *s, const char *pipeline, srv_input *in) {
-  if (in->lyrics && s->cluster)
-    return ebb_seterr(EBB_ECONFIG, "\"lyrics\" with a job is not taken by a server with "
-                      "--queue yet; set align.lyrics in the config");
   srv_path_ctx pc = {s, in};
-  int rc = ebb_manager_check_job(s->m, pipeline, in->options, s->cluster ? NULL : srv_trust_path,
-                                 &pc);
+  int rc = ebb_manager_check_job(s->m, pipeline, in->options, srv_trust_path, &pc);
   if (!rc && in->lyrics)
-    rc = lyrics_stage(s, pipeline, in);
+    rc = srv_lyrics_stage(s, pipeline, in->options, &in->lyrics_stage);
   return rc;
 }
 

@@ -224,9 +224,32 @@ static int take_input(srv_cluster *k, srv_req *r, const srv_input *in, sub_input
   return to_shared(k, path, si->ref, sizeof si->ref);
 }
 
-/* MULTI: the input (when inline), the job's hash, the stream entry. */
+/* The extras' hash (cluster_extras.c) and their list in the job's hash;
+ * the number of commands appended. */
+static int append_extras(redisContext *c, const char *jkey, const char *uid,
+                         const srv_cluster *k, const srv_extras *x) {
+  if (!x->n)
+    return 0;
+  char xkey[512], *list = srv_extras_list(x);
+  srv_rkey(k, xkey, sizeof xkey, "extras", uid);
+  const char *argv[2 + 2 * (SRV_MAX_OPTFILES + 1)] = {"HSET", xkey};
+  size_t lens[2 + 2 * (SRV_MAX_OPTFILES + 1)] = {4, strlen(xkey)};
+  for (int i = 0; i < x->n; i++) {
+    argv[2 + 2 * i] = x->field[i];
+    lens[2 + 2 * i] = strlen(x->field[i]);
+    argv[3 + 2 * i] = x->data[i];
+    lens[3 + 2 * i] = x->len[i];
+  }
+  redisAppendCommandArgv(c, 2 + 2 * x->n, argv, lens);
+  redisAppendCommand(c, "HSET %s extras %s", jkey, list ? list : "[]");
+  free(list);
+  return 2;
+}
+
+/* MULTI: the input (when inline), the extras, the job's hash, the stream
+ * entry. */
 static int enqueue(srv_cluster *k, srv_req *r, const char *pipeline, const char *opts,
-                   const char *uid, const sub_input *si) {
+                   const char *uid, const sub_input *si, const srv_extras *x) {
   char jkey[512], skey[512], ikey[512], now[32];
   srv_rkey(k, jkey, sizeof jkey, "job", uid);
   srv_rkey(k, skey, sizeof skey, "stream", pipeline);
@@ -238,6 +261,7 @@ static int enqueue(srv_cluster *k, srv_req *r, const char *pipeline, const char 
   redisAppendCommand(*c, "MULTI");
   if (!strcmp(si->kind, "redis"))
     redisAppendCommand(*c, "SET %s %b", ikey, si->data, si->n);
+  int nx = append_extras(*c, jkey, uid, k, x);
   redisAppendCommand(*c,
                      "HSET %s pipeline %s owner %s options %s input_kind %s input_ref %s "
                      "input_name %s state queued attempt 0 created %s submitted_on %s",
@@ -245,7 +269,7 @@ static int enqueue(srv_cluster *k, srv_req *r, const char *pipeline, const char 
                      !strcmp(si->kind, "redis") ? ikey : si->ref, si->name, now, k->node);
   redisAppendCommand(*c, "XADD %s * uid %s", skey, uid);
   redisAppendCommand(*c, "EXEC");
-  int n = !strcmp(si->kind, "redis") ? 5 : 4, ok = 1;
+  int n = (!strcmp(si->kind, "redis") ? 5 : 4) + nx, ok = 1;
   for (int i = 0; i < n; i++) {
     redisReply *rep = NULL;
     if (redisGetReply(*c, (void **)&rep) != REDIS_OK) {
@@ -274,9 +298,11 @@ SRV_HANDLER(srv_cluster_jobs_post) {
     return ret;
   int rc;
   sub_input si = {0};
+  srv_extras x = {0};
   unsigned status = MHD_HTTP_BAD_REQUEST;
   char uid[33];
-  if ((rc = srv_random_id(uid)) == 0 && (rc = take_input(k, r, &in, &si, &status)) != 0) {
+  if ((rc = srv_random_id(uid)) == 0 && ((rc = take_input(k, r, &in, &si, &status)) != 0 ||
+                                         (rc = srv_cluster_extras_take(k, &in, &x, &status)) != 0)) {
     ret = srv_send_err(c, r, status, status == MHD_HTTP_BAD_REQUEST ? "bad_request"
                                                                     : "input_too_large",
                        "%s", ebb_errmsg());
@@ -288,7 +314,7 @@ SRV_HANDLER(srv_cluster_jobs_post) {
   }
   char *opts = in.options ? json_dumps(in.options, JSON_COMPACT) : NULL;
   pthread_mutex_lock(&k->api_lock);
-  rc = enqueue(k, r, in.pipeline, opts, uid, &si);
+  rc = enqueue(k, r, in.pipeline, opts, uid, &si, &x);
   if (rc)
     ret = srv_cluster_unavailable(k, c, r);
   pthread_mutex_unlock(&k->api_lock);
@@ -297,13 +323,14 @@ SRV_HANDLER(srv_cluster_jobs_post) {
     atomic_fetch_add(&k->n_submitted, 1);
     char url[64];
     snprintf(url, sizeof url, "/v1/jobs/%s", uid);
-    ebb_log(EBB_LOG_INFO, "cluster", "job %s: queued (pipeline '%s', input in %s)", uid,
-            in.pipeline, si.kind);
+    ebb_log(EBB_LOG_INFO, "cluster", "job %s: queued (pipeline '%s', input in %s%s)", uid,
+            in.pipeline, si.kind, x.n ? ", lyrics/option files in redis" : "");
     ret = srv_send_json(c, r, MHD_HTTP_ACCEPTED,
                         json_pack("{s:s,s:s,s:s}", "id", uid, "state", "queued", "url", url));
   }
 out:
   free(si.data);
+  srv_extras_free(&x);
   srv_input_free(&in);
   return ret;
 }

@@ -62,6 +62,25 @@ enum MHD_Result srv_cluster_unavailable(srv_cluster *k, struct MHD_Connection *c
 int srv_cluster_get_job(ebb_server *s, struct MHD_Connection *c, srv_req *r, json_t **out,
                         enum MHD_Result *ret);
 
+/* "cluster_extras.c": lyrics and option files sent with a job, as bytes in
+ * PREFIX:extras:UID. The submitting side reads them from in (each file's
+ * descriptor once; their option values are removed from in->options) into
+ * x, or fails naming why (*status 413 when they do not fit in Redis). The
+ * running side writes the fields the job's hash lists into dir and points
+ * *options at them, after checking each against this node's config; *bad
+ * when a field failed a check (the entry is dead-lettered). */
+typedef struct srv_extras {
+  int n;
+  char field[SRV_MAX_OPTFILES + 1][160]; /* "lyrics", "opt:STAGE.OPTION" */
+  char *data[SRV_MAX_OPTFILES + 1];
+  size_t len[SRV_MAX_OPTFILES + 1];
+} srv_extras;
+int srv_cluster_extras_take(srv_cluster *k, srv_input *in, srv_extras *x, unsigned *status);
+void srv_extras_free(srv_extras *x);
+char *srv_extras_list(const srv_extras *x); /* the field names as JSON (malloc'd) */
+int srv_cluster_extras_place(srv_cluster *k, redisContext **c, const char *uid,
+                             const char *pipe, const char *dir, json_t **options, int *bad);
+
 /* "cluster_keep.c": --keep-jobs prunes the jobs this node ended; the number
  * pruned. */
 int srv_cluster_prune(srv_cluster *k, redisContext **c);

@@ -18,10 +18,11 @@
 static void prune_job(srv_cluster *k, redisContext **c, const char *done, const char *jkey) {
   const char *uid = strrchr(jkey, ':');
   uid = uid ? uid + 1 : jkey;
-  char ikey[512], dir[4300];
+  char ikey[512], xkey[512], dir[4300];
   srv_rkey(k, ikey, sizeof ikey, "input", uid);
+  srv_rkey(k, xkey, sizeof xkey, "extras", uid);
   /* ZREM last: a node that dies halfway prunes the rest next time */
-  freeReplyObject(srv_rcmd(k, c, "DEL %s %s", jkey, ikey));
+  freeReplyObject(srv_rcmd(k, c, "DEL %s %s %s", jkey, ikey, xkey));
   if (!*c)
     return;
   if (uid[0] && !strchr(uid, '/')) {

@@ -486,6 +486,8 @@ static void run_entry(srv_cluster *k, redisContext **c, const char *pipe, const 
   int rc = materialize(k, c, &a);
   if (!rc && a.options) /* an entry's options are a job's: held to the trust levels */
     rc = ebb_manager_check_job(k->s->m, pipe, a.options, NULL, NULL);
+  if (!rc) /* lyrics and option files sent with it, checked again here */
+    rc = srv_cluster_extras_place(k, c, a.uid, pipe, a.dir, &a.options, &a.bad);
   if (rc) {
     snprintf(res.message, sizeof res.message, "%s", ebb_errmsg());
     if (a.bad) /* then recorded failed with the reason, below */

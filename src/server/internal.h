@@ -56,7 +56,7 @@ struct ebb_server {
   int port;         /* the port bound */
   int loopback;     /* the listen address is a loopback one */
   int lock_fd;      /* the data directory's descriptor, holding its flock; -1 none */
-  size_t max_json, max_upload, max_field;
+  size_t max_json, max_upload, max_field, max_lyrics;
   char **input_dirs; /* realpath()s */
   size_t ninput_dirs;
   int metrics_public;
@@ -168,13 +168,18 @@ void srv_input_free(srv_input *in);
  * with the trust levels (pipeline/trust.h): an allowed path option is opened
  * into in->files; lyrics get their align stage. 0 or EBB_E... (400). */
 int srv_check_job_options(ebb_server *s, const char *pipeline, srv_input *in);
+/* The stage entry of pipeline that takes lyrics sent with a job: its first
+ * "align" (*stage, borrowed from the pipeline's definition); EBB_ECONFIG
+ * when it has none or options already set its lyrics. */
+int srv_lyrics_stage(ebb_server *s, const char *pipeline, json_t *options, const char **stage);
 /* srv_parse_input for a job (a pipeline is required) and the manager's check
  * of its pipeline and options. Returns 0, or 1 with a response queued and in
  * freed. */
 int srv_parse_job(ebb_server *s, struct MHD_Connection *c, srv_req *r, srv_input *in,
                   enum MHD_Result *ret);
 /* --- "workcheck.c": a job's estimated work against the server's limit ---- */
-/* The job's stages' work estimate (pipeline/work.h) for the input's length
+/* The job's (or session item's: in->pipeline set to the session's)
+ * stages' work estimate (pipeline/work.h) for the input's length
  * against --max-job-seconds (else the job's timeout): 0 when within it (or
  * no limit), else 1 with 400 bad_request queued naming the costliest stage,
  * its options, the estimate and the limit. */
@@ -183,7 +188,8 @@ int srv_check_work(ebb_server *s, struct MHD_Connection *c, srv_req *r, srv_inpu
 /* Moves the upload into dir as input-NAME (NAME: the sent filename made safe
  * and short); path gets where. */
 int srv_place_upload(srv_req *r, const char *dir, char *path, size_t n);
-/* Lyrics sent with a job: at most this many bytes (413 beyond). */
+/* Lyrics sent with a job: at most this many bytes (413 beyond) unless the
+ * config's "server"."max_lyrics_kib" says otherwise (s->max_lyrics). */
 #define SRV_MAX_LYRICS (256u * 1024u)
 
 /* --- "jobfiles.c": what a job brings, made its own at submit ------------------------ */

@@ -370,6 +370,11 @@ enum MHD_Result srv_h_session_item(ebb_server *s, struct MHD_Connection *c, srv_
     srv_input_free(&in);
     return srv_send_ebb_err(c, r, rc, ebb_errmsg());
   }
+  in.pipeline = si.pipeline; /* an item's work is held to the limit as a job's */
+  if (srv_check_work(s, c, r, &in, &ret)) {
+    srv_input_free(&in);
+    return ret;
+  }
   unsigned long n = atomic_fetch_add(&s->counter, 1);
   char dir[4096], path[4400];
   snprintf(dir, sizeof dir, "%s/sessions/%s/%lu", s->data_dir, id, n);

@@ -409,6 +409,7 @@ int ebb_server_start(const ebb_server_opts *o, ebb_server **out) {
   s->max_json = o->max_json_bytes ? o->max_json_bytes : (1u << 20);
   s->max_upload = o->max_upload_bytes ? o->max_upload_bytes : (1ull << 30);
   s->max_field = o->max_field_bytes ? o->max_field_bytes : (1u << 20);
+  s->max_lyrics = o->max_lyrics_bytes ? o->max_lyrics_bytes : SRV_MAX_LYRICS;
   s->max_queued = o->max_queued ? o->max_queued : 10000;
   s->keep_jobs = o->keep_jobs;
   s->keep_jobs_s = o->keep_jobs_s;

@@ -52,6 +52,7 @@ typedef struct ebb_server_opts {
   size_t ninput_dirs;
   /* Limits; 0 takes the default. */
   size_t max_field_bytes;      /* a multipart field other than the file: 1 MiB */
+  size_t max_lyrics_bytes;     /* lyrics sent with a job or session item (413 beyond): 256 KiB */
   unsigned max_connections;    /* in all: 1024 (capped by RLIMIT_NOFILE) */
   unsigned max_per_ip;         /* from one address: 64 */
   double idle_timeout_s;       /* a connection with no traffic: 60 */

@@ -5,7 +5,10 @@
  * server whose devices are all CPUs, the job's own deadline (the pipeline's
  * timeout_s, else --job-timeout). The estimate is CPU seconds: on a GPU a
  * job estimated over its deadline may well finish within it, so there the
- * deadline alone ends it unless the operator sets a limit. */
+ * deadline alone ends it unless the operator sets a limit. Session items
+ * are held to the same limit (they run here, with or without --queue); jobs
+ * on the queue are not checked (the node that runs one is not known at
+ * submit). */
 #include <stdio.h>
 #include <string.h>
 
@@ -45,7 +48,7 @@ int srv_check_work(ebb_server *s, struct MHD_Connection *c, srv_req *r, srv_inpu
                    enum MHD_Result *ret) {
   const char *from = NULL;
   double limit = work_limit(s, in->pipeline, &from);
-  if (limit <= 0.0 || s->cluster)
+  if (limit <= 0.0)
     return 0;
   const char *file = in->upload ? r->tmp : in->real, *how = "header";
   double secs = 0.0;

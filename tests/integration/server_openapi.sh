@@ -2,7 +2,8 @@
 # ebb serve against its own OpenAPI document (docs/openapi.yaml), with
 # schemathesis (PyPI, in the venv scripts/install-deps.sh makes):
 #   1. every route of src/server/routes.c is in the document and the
-#      document has nothing the server does not serve;
+#      document has nothing the server does not serve; every body field
+#      src/server/body.c reads (JSON keys, multipart fields) is in it;
 #   2. schemathesis fuzzes a server on the fake GPU (tokens on, an admin
 #      token given, so every route is reached) from the document with the
 #      server's real pipeline names and input file filled in: examples,
@@ -32,6 +33,8 @@ HERE=$(cd "$(dirname "$0")" && pwd)
 # --- 1. the document and the route table agree -----------------------------------
 "$PY" "$HERE/server_openapi.py" routes "$SPEC" "$EBB_SOURCE_DIR/src/server/routes.c" ||
   fail "docs/openapi.yaml and src/server/routes.c disagree (above)"
+"$PY" "$HERE/server_openapi.py" fields "$SPEC" "$EBB_SOURCE_DIR/src/server/body.c" ||
+  fail "docs/openapi.yaml lacks body fields src/server/body.c reads (above)"
 
 # --- 2. schemathesis against a server -------------------------------------------
 export FAKEGPU_MEMORY_MIB=4096 FAKEGPU_CONTEXT_MIB=300

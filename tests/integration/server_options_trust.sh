@@ -198,8 +198,20 @@ stop_server || fail "the server did not exit 0 on SIGTERM: $(tail -5 "$T/log")"
 
 # --- a config that allows what no stage has: the pipeline cannot run (said
 # at start, and to its jobs), the others can
-sed 's/"align.lyrics", /"align.lyrix", /' "$T/cfg.json" > "$T/bad.json"
+# (this server also takes at most 1 KiB of lyrics: "max_lyrics_kib": 1)
+sed 's/"align.lyrics", /"align.lyrix", /; s/"max_upload_mib": 1}/"max_upload_mib": 1, "max_lyrics_kib": 1}/' \
+  "$T/cfg.json" > "$T/bad.json"
+grep -q '"max_lyrics_kib": 1}' "$T/bad.json" || fail "the test could not set max_lyrics_kib in $T/bad.json"
 serve "$T/bad.log" --config "$T/bad.json" --data-dir "$T/data2" --no-cache --input-dir "$T/in"
+# --- max_lyrics_kib 1: 1025 bytes are 413 naming the limit (JSON and a
+# multipart part), 1024 bytes pass the cap (then 400: quick has no align)
+L1024=$(head -c 1024 /dev/zero | tr '\0' 'a')
+job quick '{}' "\"lyrics\": \"${L1024}b\""
+expect "1025 bytes of lyrics under max_lyrics_kib 1" 413 lyrics_too_large "at most 1024 bytes"
+req POST /v1/jobs -F pipeline=quick -F "lyrics=${L1024}b" -F "file=@$SONG;type=audio/wav"
+expect "a 1025-byte multipart lyrics part under max_lyrics_kib 1" 413 lyrics_too_large "at most 1024 bytes"
+job quick '{}' "\"lyrics\": \"$L1024\""
+expect "1024 bytes of lyrics under max_lyrics_kib 1" 400 bad_request "no align stage"
 grep -q "pipeline 'open' cannot run: .*has no option 'lyrix'" "$T/bad.log" ||
   fail "allow_options naming no option is not reported at start: $(cat "$T/bad.log")"
 job open '{}'

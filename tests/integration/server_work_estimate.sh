@@ -9,6 +9,7 @@
 # built against the old struct (no work hook) is accepted and runs.
 # --max-job-seconds sets the limit apart from the timeout (a default pitch
 # job, about 22 s of work, is taken under 60) and 0 turns the refusal off.
+# Session items are held to the same limit as jobs.
 set -u
 : "${EBB:?}" "${EBB_BUILD_DIR:?}" "${EBB_TEST_PLUGIN_DIR:?}"
 . "$(dirname "$0")/../lib/server.sh"
@@ -106,6 +107,22 @@ serve "$T/serve2.log" --config "$T/cfg.json" --data-dir "$T/data2" --input-dir "
   --job-timeout 8 --max-job-seconds 60 --no-cache
 submit pitch "$COSTLY"
 refused "--max-job-seconds 60" 60 --max-job-seconds
+# a session item is held to the same limit: the costly options refused
+# with the figures, nothing run; a default decode item is taken and runs
+req POST /v1/sessions -d '{"pipeline": "pitch"}'
+[ "$CODE" = 201 ] || fail "opening a session on pitch: $CODE $BODY"
+SID=$(jget "$BODY" '["id"]')
+req POST "/v1/sessions/$SID/items" -d "{\"input\": \"$T/input.wav\", \"options\": $COSTLY}"
+refused "session item" 60 --max-job-seconds
+n=$(find "$T/data2/sessions" -mindepth 2 -maxdepth 2 2>/dev/null | wc -l)
+[ "$n" = 0 ] || fail "a refused session item left $n item directories"
+req DELETE "/v1/sessions/$SID"
+req POST /v1/sessions -d '{"pipeline": "dec"}'
+[ "$CODE" = 201 ] || fail "opening a session on dec: $CODE $BODY"
+SID=$(jget "$BODY" '["id"]')
+req POST "/v1/sessions/$SID/items" -d "{\"input\": \"$T/input.wav\"}"
+[ "$CODE" = 200 ] || fail "a default decode session item under --max-job-seconds 60: $CODE $BODY"
+req DELETE "/v1/sessions/$SID"
 submit pitch
 [ "$CODE" = 202 ] || fail "the default pitch job under --max-job-seconds 60: $CODE $BODY"
 stop_server || fail "the second server did not stop cleanly"

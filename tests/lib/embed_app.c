@@ -243,6 +243,14 @@ static void test_torch_entry_points(void) {
   CHECK_EQ_U64(sz, 4 * MiB);
   ebb_torch_free(p, 4 * MiB, 0, NULL);
   CHECK(ebb_lookup(t, (uint64_t)(uintptr_t)p, NULL, &sz) == EBB_ENOTFOUND);
+  /* with a site (the Python plug-in's entry, API 1.2) */
+  void *q = NULL;
+  OK(ebb_torch_alloc_at(2 * MiB, 0, "embed_app.py:7", &q));
+  REQUIRE(q != NULL);
+  OK(ebb_lookup(t, (uint64_t)(uintptr_t)q, NULL, &sz));
+  CHECK_EQ_U64(sz, 2 * MiB);
+  ebb_torch_free(q, 2 * MiB, 0, NULL);
+  CHECK(ebb_lookup(t, (uint64_t)(uintptr_t)q, NULL, &sz) == EBB_ENOTFOUND);
 }
 
 /* ebb_reclaim with no peer in an empty broker directory: memory already

@@ -5,7 +5,10 @@
  * (the allocator callback itself knows no owner). Checks attribution, peaks,
  * the default owner, leaks and release against fakegpu-smi. Built without
  * linking anything of ebb (tests/unit/lib.cmake); $EBB_LIBEBB is the library.
- * Registered as lib_torch_alloc. */
+ * The late-free guard: a tensor still alive when its owner is released
+ * (ebb frees its block as a leak) keeps its address from new tensors until
+ * its free, and that late free never frees another block ebb placed at the
+ * address; ebb_torch_alloc_at (the Python plug-in's entry) keeps the site. Registered as lib_torch_alloc. */
 #include <dlfcn.h>
 #include <pthread.h>
 #include <string.h>
@@ -18,10 +21,15 @@
 typedef void *cudaStream_t;
 typedef void *(*torch_alloc_fn)(ssize_t size, int device, cudaStream_t stream);
 typedef void (*torch_free_fn)(void *ptr, ssize_t size, int device, cudaStream_t stream);
+typedef int (*torch_alloc_at_fn)(ssize_t size, int device, const char *site, void **ptr);
 
 static struct {
   torch_alloc_fn alloc;
   torch_free_fn free;
+  torch_alloc_at_fn alloc_at;
+  __typeof__(ebb_lookup) *lookup;
+  __typeof__(ebb_gpu_alloc) *gpu_alloc;
+  __typeof__(ebb_free) *ebb_free;
   __typeof__(ebb_gpu_for_ordinal) *gpu_for_ordinal;
   __typeof__(ebb_gpu_open) *gpu_open;
   __typeof__(ebb_gpu_close) *gpu_close;
@@ -90,6 +98,71 @@ static void *worker(void *arg) {
   return NULL;
 }
 
+/* 1 when the block at p is live in ebb. */
+static int live(void *p) {
+  uint64_t n = 0;
+  return E.lookup(g, (uint64_t)(uintptr_t)p, NULL, &n) == 0;
+}
+
+/* A tensor made under owner "late" (with a site) that is still alive when
+ * the owner is closed: ebb frees it as a leak naming the site. A newer
+ * tensor then gets the same address (the freed block is the cache's); the
+ * old tensor's free, when it comes, must leave the newer block alone. */
+static void *leaked_tensor(ssize_t size, const char *site) {
+  ebb_owner *o = NULL;
+  void *p = NULL;
+  REQUIRE(E.owner_open(g, "late", NULL, &o) == 0);
+  REQUIRE(E.push(o) == 0);
+  int rc = E.alloc_at(size, 0, site, &p);
+  E.pop();
+  CHECK_MSG(rc == 0 && p, "ebb_torch_alloc_at(%zd): %s", size, E.errmsg());
+  ebb_leak_list *l = NULL;
+  E.owner_close(o, &l);
+  CHECK_MSG(l && l->count == 1, "closing the owner reported %llu leaks, expected 1",
+            l ? (unsigned long long)l->count : 0ull);
+  if (l && l->count == 1)
+    CHECK_EQ_STR(l->leaks[0].site, site);
+  E.leak_free(l);
+  CHECK(!live(p)); /* ebb freed it */
+  return p;
+}
+
+static void test_late_free(void) {
+  /* PyTorch still holds the leaked tensor's address (its allocator keys
+   * its allocations by address and aborts on a second one): a new tensor
+   * gets another address, and the set-aside block is given back */
+  test_current_ = "late free: PyTorch's addresses";
+  void *old = leaked_tensor(4 * MiB, "model.py:12");
+  void *t2 = E.alloc(4 * MiB, 0, fake_stream);
+  REQUIRE(t2 != NULL);
+  CHECK_MSG(t2 != old, "a new tensor got the address 0x%llx that a live (leaked) tensor "
+                       "still holds in PyTorch", (unsigned long long)(uintptr_t)old);
+  CHECK(!live(old)); /* the block set aside there went back */
+  /* memory that is not PyTorch's may take the address; the old tensor's
+   * late free must leave that block alone */
+  test_current_ = "late free: another block at the address";
+  uint64_t other = 0;
+  REQUIRE(E.gpu_alloc(g, 4 * MiB, "other.c:1", &other) == 0);
+  REQUIRE(other == (uint64_t)(uintptr_t)old); /* else this proves nothing */
+  E.free(old, 4 * MiB, 0, fake_stream); /* the leaked tensor dies now */
+  CHECK_MSG(live((void *)(uintptr_t)other), "the late free of a leaked tensor freed the newer "
+                                            "block at 0x%llx", (unsigned long long)other);
+  REQUIRE(E.ebb_free(g, other) == 0);
+  /* once PyTorch has let go, the address is PyTorch's to have again */
+  test_current_ = "late free: the address free again";
+  void *t3 = E.alloc(4 * MiB, 0, fake_stream);
+  CHECK_MSG(t3 == old, "after the late free the address 0x%llx stays set aside",
+            (unsigned long long)(uintptr_t)old);
+  E.free(t3, 4 * MiB, 0, fake_stream);
+  E.free(t2, 4 * MiB, 0, fake_stream);
+  CHECK(!live(t3) && !live(t2));
+
+  /* an empty tensor takes nothing; a NULL out-pointer is refused */
+  void *p = (void *)1;
+  CHECK(E.alloc_at(0, 0, "x.py:1", &p) == 0 && p == NULL);
+  CHECK(E.alloc_at(1, 0, "x.py:1", NULL) == EBB_EINVAL);
+}
+
 #define SYM(field, name)                                                       \
   do {                                                                         \
     *(void **)&E.field = dlsym(lib, name);                                     \
@@ -106,6 +179,10 @@ int main(void) {
   }
   SYM(alloc, "ebb_torch_alloc");
   SYM(free, "ebb_torch_free");
+  SYM(alloc_at, "ebb_torch_alloc_at");
+  SYM(lookup, "ebb_lookup");
+  SYM(gpu_alloc, "ebb_gpu_alloc");
+  SYM(ebb_free, "ebb_free");
   SYM(gpu_for_ordinal, "ebb_gpu_for_ordinal");
   SYM(gpu_open, "ebb_gpu_open");
   SYM(gpu_close, "ebb_gpu_close");
@@ -194,6 +271,8 @@ int main(void) {
   REQUIRE(E.stats(g, &st) == 0);
   CHECK_EQ_U64(st.reserved, 0);
   CHECK_EQ_INT(smi_me(), (long)(st.context_bytes / MiB));
+
+  test_late_free();
 
   test_current_ = "context";
   ebb_released r = {.size = sizeof r};

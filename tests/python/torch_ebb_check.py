@@ -2,10 +2,14 @@
 PyTorch's allocations go to the calling thread's ebb owner; o.release()
 returns what fakegpu-smi (a separate process) saw drop, within 2 MiB; a
 tensor still alive at release is reported as a leak naming the Python line
-that made it. Run by tests/frameworks/frameworks_torch_ebb.sh."""
+that made it; such a tensor keeps its address from new tensors until it
+dies, and its late free leaves other memory at that address alone
+(libebb's late-free guard). Run by
+tests/frameworks/python_torch_ebb.sh."""
 import os
 import sys
 import threading
+import warnings
 
 import ebb
 import ebb.torch
@@ -84,4 +88,44 @@ if leaks:
 c.near(before - after, 64, 2, "the leaked tensor's memory went back")
 del kept  # PyTorch frees it later: ebb already did, quietly
 torch.cuda.synchronize()
+
+# 4. a leaked tensor that PyTorch frees late: until then a new tensor does
+# not get its address (PyTorch keys its allocations by address and aborts,
+# "Trying to free a pointer not allocated here", on a second one), other
+# memory may, and the late free leaves that memory alone
+late = ebb.owner("late")
+with late:
+    old = torch.empty(16 * MiB, dtype=torch.uint8, device="cuda")
+with warnings.catch_warnings():
+    warnings.simplefilter("ignore", ebb.LeakWarning)
+    late.close()  # ebb frees old's block as a leak (into its cache: no trim)
+old_ptr = old.data_ptr()
+newer = torch.empty(16 * MiB, dtype=torch.uint8, device="cuda")
+c.check(newer.data_ptr() != old_ptr, "a new tensor got the address 0x%x that a live (leaked) "
+        "tensor still holds" % old_ptr)
+
+
+def block_live(ptr):
+    try:
+        dev.lookup(ptr)
+        return True
+    except ebb.EbbError:
+        return False
+
+
+other = dev.alloc(16 * MiB)  # not PyTorch's: the freed block, at the old address
+c.check(other == old_ptr, "ebb's own allocation did not get the freed block at 0x%x (got 0x%x): "
+        "the late-free check below proves nothing" % (old_ptr, other))
+del old  # the leaked tensor dies now: its free must leave `other` alone
+torch.cuda.synchronize()
+c.check(block_live(other), "the leaked tensor's late free freed the block at 0x%x under "
+        "its new owner" % other)
+dev.free(other)
+again = torch.empty(16 * MiB, dtype=torch.uint8, device="cuda")
+c.check(again.data_ptr() == old_ptr, "after its late free the address 0x%x stays kept from "
+        "PyTorch" % old_ptr)
+ptrs = (newer.data_ptr(), again.data_ptr())
+del newer, again
+torch.cuda.synchronize()
+c.check(not any(block_live(p) for p in ptrs), "the tensors' own frees did not free their blocks")
 sys.exit(c.end("torch_ebb_check"))

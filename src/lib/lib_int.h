@@ -1,0 +1,19 @@
+/* What the files of libebb share (src/lib/). Names start with lib_. */
+#ifndef EBB_LIB_INT_H
+#define EBB_LIB_INT_H
+
+#include "ebb/ebb.h"
+#include "memory/memory.h"
+
+/* "torch.c": the late-free guard of PyTorch's entry points. Leak reclaims
+ * of an owner run between lib_torch_lock and lib_torch_unlock, and report
+ * what they freed with lib_torch_leaked (lock held; g may be NULL), so
+ * that a PyTorch free arriving later is not taken for a newer block at the
+ * same address. lib_torch_forget drops what is known of device g (it is
+ * being closed). */
+void lib_torch_lock(void);
+void lib_torch_unlock(void);
+void lib_torch_leaked(const ebb_gpu *g, const ebb_leak_report *r);
+void lib_torch_forget(const ebb_gpu *g);
+
+#endif

@@ -1,0 +1,194 @@
+/* PyTorch's CUDAPluggableAllocator entry points (include/ebb/ebb.h) and
+ * their late-free guard.
+ *
+ * PyTorch frees by address (and the size it asked for), with no token of
+ * its own. When an owner is released with a tensor still alive, ebb frees
+ * the tensor's block as a leak, and the address may go to another block;
+ * when the old tensor finally dies its free names that address. So libebb
+ * keeps, per device and address, the live PyTorch block (its size) and the
+ * "orphans": blocks there that ebb freed as leaks whose PyTorch free has
+ * not come yet. A free of an address with an orphan retires it and frees
+ * nothing (whatever block now lies there is someone else's).
+ *
+ * PyTorch itself keys its allocations by address (its pluggable allocator
+ * keeps a map from pointer to size and aborts, "Trying to free a pointer
+ * not allocated here", when one address is handed out twice while alive),
+ * so an address with an orphan is never given to PyTorch again until the
+ * orphan's free: the allocation sets such a block aside and takes another,
+ * and gives the set-aside ones back after. Hence a live PyTorch block and
+ * an orphan never share an address. The lock is taken before the
+ * allocator's (leak reclaim, free), never the other way round. */
+#include <inttypes.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "base/log.h"
+#include "lib/lib_int.h"
+
+#define NBUCKETS 4096
+
+typedef struct tblock {
+  struct tblock *next;
+  const ebb_gpu *g;
+  uint64_t addr;
+  size_t live;  /* the live PyTorch block's size; 0: none */
+  size_t norph; /* orphans at this address (never with a live block) */
+} tblock;
+
+static pthread_mutex_t t_mu = PTHREAD_MUTEX_INITIALIZER;
+static tblock *t_tab[NBUCKETS];
+
+void lib_torch_lock(void) { pthread_mutex_lock(&t_mu); }
+void lib_torch_unlock(void) { pthread_mutex_unlock(&t_mu); }
+
+static tblock **slot_locked(const ebb_gpu *g, uint64_t addr) {
+  uint64_t h = (addr >> 8) ^ ((uint64_t)(uintptr_t)g * 0x9e3779b97f4a7c15ull);
+  tblock **p = &t_tab[(h ^ (h >> 29)) & (NBUCKETS - 1)];
+  while (*p && ((*p)->g != g || (*p)->addr != addr))
+    p = &(*p)->next;
+  return p;
+}
+
+static void drop_locked(tblock **p) {
+  tblock *b = *p;
+  *p = b->next;
+  free(b);
+}
+
+void lib_torch_leaked(const ebb_gpu *g, const ebb_leak_report *r) {
+  for (size_t i = 0; g && r && i < r->nleaks; i++) {
+    if (r->leaks[i].pinned)
+      continue;
+    tblock **p = slot_locked(g, r->leaks[i].addr);
+    if (*p && (*p)->live) {
+      (*p)->live = 0;
+      (*p)->norph++;
+    }
+  }
+}
+
+void lib_torch_forget(const ebb_gpu *g) {
+  lib_torch_lock();
+  for (size_t i = 0; i < NBUCKETS; i++)
+    for (tblock **p = &t_tab[i]; *p;)
+      if ((*p)->g == g)
+        drop_locked(p);
+      else
+        p = &(*p)->next;
+  lib_torch_unlock();
+}
+
+/* How many blocks one allocation may set aside because their addresses are
+ * still held by tensors ebb freed as leaks. */
+#define HOLD_MAX 256
+
+/* 1 when addr is new to PyTorch: then it is recorded as live (size). */
+static int claim(const ebb_gpu *g, uint64_t addr, size_t size) {
+  lib_torch_lock();
+  tblock **p = slot_locked(g, addr);
+  int fresh = *p == NULL;
+  if (fresh && (*p = calloc(1, sizeof **p)) != NULL) {
+    (*p)->g = g;
+    (*p)->addr = addr;
+    (*p)->live = size;
+  } else if (fresh) {
+    ebb_log(EBB_LOG_WARN, "ebb", "torch: no host memory to track the block at 0x%" PRIx64
+                                 "; a late free there may free a newer block", addr);
+  } else if ((*p)->live) {
+    /* ebb handed out an address PyTorch still holds live: its block was
+     * freed by a path that told nothing here; its PyTorch free is to come */
+    (*p)->live = 0;
+    (*p)->norph++;
+  }
+  lib_torch_unlock();
+  return fresh;
+}
+
+static int alloc_at(ssize_t size, int device, const char *site, void **ptr) {
+  ebb_gpu *g = NULL;
+  uint64_t addr = 0, held[HOLD_MAX];
+  int nheld = 0;
+  *ptr = NULL;
+  int rc = ebb_gpu_for_ordinal(device, &g);
+  while (!rc) {
+    if ((rc = ebb_gpu_alloc(g, (size_t)size, site ? site : "torch", &addr)) != 0)
+      break;
+    if (claim(g, addr, (size_t)size)) {
+      *ptr = (void *)(uintptr_t)addr;
+      break;
+    }
+    /* a tensor ebb freed as a leak still holds this address in PyTorch */
+    if (nheld == HOLD_MAX) {
+      ebb_free(g, addr);
+      rc = ebb_seterr(EBB_EOOM, "ebb_torch_alloc(%zd bytes, cuda:%d): %d blocks in a row lie "
+                      "at addresses that tensors ebb freed as leaks still hold; drop those "
+                      "tensors", size, device, HOLD_MAX);
+      break;
+    }
+    held[nheld++] = addr;
+  }
+  for (int i = 0; i < nheld; i++)
+    ebb_free(g, held[i]);
+  return rc;
+}
+
+int ebb_torch_alloc_at(ssize_t size, int device, const char *site, void **ptr) {
+  if (!ptr)
+    return ebb_seterr(EBB_EINVAL, "ebb_torch_alloc_at(%zd bytes, cuda:%d): ptr is NULL", size,
+                      device);
+  *ptr = NULL;
+  if (size <= 0)
+    return 0; /* an empty tensor needs no memory */
+  return alloc_at(size, device, site, ptr);
+}
+
+void *ebb_torch_alloc(ssize_t size, int device, void *stream) {
+  (void)stream;
+  void *p = NULL;
+  if (size <= 0)
+    return NULL; /* an empty tensor needs no memory */
+  if (alloc_at(size, device, NULL, &p) != 0)
+    ebb_log(EBB_LOG_ERROR, "ebb", "ebb_torch_alloc(%zd bytes, cuda:%d): %s", size, device,
+            ebb_errmsg());
+  return p;
+}
+
+/* Which block a PyTorch free of addr is: 1 the live one (free it), 0 an
+ * orphan (retired here; nothing to free), -1 none known here. */
+static int match_locked(tblock **p) {
+  tblock *b = *p;
+  if (!b)
+    return -1;
+  if (b->norph) { /* then there is no live PyTorch block here (alloc_at) */
+    if (--b->norph == 0 && !b->live)
+      drop_locked(p);
+    return 0;
+  }
+  int live = b->live != 0;
+  drop_locked(p);
+  return live ? 1 : -1;
+}
+
+void ebb_torch_free(void *ptr, ssize_t size, int device, void *stream) {
+  (void)stream;
+  if (!ptr)
+    return;
+  ebb_gpu *g = NULL;
+  int rc = ebb_gpu_for_ordinal(device, &g);
+  if (!rc) {
+    uint64_t addr = (uint64_t)(uintptr_t)ptr;
+    /* the free under the lock: a leak reclaim and a new block at this
+     * address cannot come between the match and the free */
+    lib_torch_lock();
+    if (match_locked(slot_locked(g, addr)) != 0)
+      rc = ebb_free(g, addr);
+    lib_torch_unlock();
+  }
+  /* A block ebb freed with no record here (allocated before the guard, or
+   * through another entry point) comes back as EBB_ENOTFOUND: not an
+   * error. */
+  if (rc && rc != EBB_ENOTFOUND)
+    ebb_log(EBB_LOG_ERROR, "ebb", "ebb_torch_free(%p, %zd bytes, cuda:%d): %s", ptr, size,
+            device, ebb_errmsg());
+}
