@@ -5,10 +5,7 @@
 # of "file A needs file B" has no cycle (tests/support/objcycles.py names
 # each cycle with the symbols that make it). cmake/EbbRooms.cmake keeps the
 # rooms in order among themselves, this keeps the files in order inside a
-# room. Rooms checked: EBB_CYCLE_ROOMS, by default the ones without a cycle
-# today; device (device.c <-> its backends), pipeline (registry.c <->
-# trust.c) and stages (pitch, align, separate: a stage <-> its DSP file)
-# still have one each and join the list once broken.
+# room. Rooms checked: EBB_CYCLE_ROOMS, by default every room of src/.
 #  - first the check itself: two objects that call each other (a.o -> b.o
 #    -> a.o) are refused with the cycle named, a third that only calls them
 #    is not part of it, and a chain without a circle passes.
@@ -17,7 +14,7 @@ set -u
 . "$(dirname "$0")/../lib/common.sh"
 CHECK=$EBB_SOURCE_DIR/tests/support/objcycles.py
 command -v nm > /dev/null || { echo "FAIL: nm (binutils) is not installed" >&2; exit 1; }
-ROOMS=${EBB_CYCLE_ROOMS:-base broker memory worker server}
+ROOMS=${EBB_CYCLE_ROOMS:-base broker device memory stages worker pipeline server}
 
 # --- the check can fail ------------------------------------------------------
 cc=$(sed -n 's/^CMAKE_C_COMPILER:[A-Z]*=//p' "$EBB_BUILD_DIR/CMakeCache.txt")
