@@ -29,8 +29,10 @@ static int parse_format(const char *stage, const char *option, const json_t *f,
   else if (v && !strcmp(v, "secret"))
     *fmt = EBB_OPT_FMT_SECRET;
   else
-    return ebb_seterr(EBB_EABI, "stage '%s' option '%s': \"format\" must be \"path\", \"url\" "
-                      "or \"secret\"", stage, option);
+    return ebb_seterr(EBB_EABI,
+                      "stage '%s' option '%s': \"format\" must be \"path\", \"url\" "
+                      "or \"secret\"",
+                      stage, option);
   return 0;
 }
 
@@ -69,10 +71,13 @@ int ebb_option_trust(const char *stage, const char *option, const json_t *spec,
   else if (v && !strcmp(v, "operator"))
     *trust = EBB_TRUST_OPERATOR;
   else
-    return ebb_seterr(EBB_EABI, "stage '%s' option '%s': \"trust\" must be \"job\" or "
-                      "\"operator\"", stage, option);
+    return ebb_seterr(EBB_EABI,
+                      "stage '%s' option '%s': \"trust\" must be \"job\" or "
+                      "\"operator\"",
+                      stage, option);
   if (*trust == EBB_TRUST_JOB && *fmt != EBB_OPT_FMT_NONE)
-    return ebb_seterr(EBB_EABI, "stage '%s' option '%s': a \"%s\" option is operator-only "
+    return ebb_seterr(EBB_EABI,
+                      "stage '%s' option '%s': a \"%s\" option is operator-only "
                       "(\"trust\": \"operator\"); the operator allows it per pipeline",
                       stage, option, json_string_value(json_object_get(spec, "format")));
   return 0;

@@ -24,14 +24,13 @@ static void heartbeat(srv_cluster *k, redisContext **c, double every) {
   json_t *running = k->run_uid[0] ? json_string(k->run_uid) : json_null();
   pthread_mutex_unlock(&k->run_lock);
   json_t *mem = json_object_get(snap, "memory");
-  json_t *n = json_pack("{s:s,s:s,s:f,s:[O],s:o,s:o,s:O,s:o,s:I,s:I}", "id", k->node, "url",
-                        k->s->url, "heartbeat", ebb_wall_s(), "devices",
-                        json_object_get(mem, "device") ? json_object_get(mem, "device")
-                                                       : json_null(),
-                        "loaded", loaded, "asleep", asleep, "pipelines",
-                        json_object_get(snap, "pipelines"),
-                        "running", running, "jobs_done", (json_int_t)atomic_load(&k->n_done),
-                        "jobs_failed", (json_int_t)atomic_load(&k->n_failed));
+  json_t *n =
+      json_pack("{s:s,s:s,s:f,s:[O],s:o,s:o,s:O,s:o,s:I,s:I}", "id", k->node, "url", k->s->url,
+                "heartbeat", ebb_wall_s(), "devices",
+                json_object_get(mem, "device") ? json_object_get(mem, "device") : json_null(),
+                "loaded", loaded, "asleep", asleep, "pipelines", json_object_get(snap, "pipelines"),
+                "running", running, "jobs_done", (json_int_t)atomic_load(&k->n_done), "jobs_failed",
+                (json_int_t)atomic_load(&k->n_failed));
   char *t = n ? json_dumps(n, JSON_COMPACT) : NULL;
   char key[512], set[512];
   srv_rkey(k, key, sizeof key, "node", k->node);
