@@ -7,7 +7,7 @@ defines, and every strongly connected part of it with more than one file.
 
 Exit 0 and a one-line summary when there is no cycle; exit 1 naming each
 cycle with the symbols that make it, as
-  cycle: http.c.o -> routes.c.o (srv_route_allow) -> http.c.o (srv_send_err)
+  cycle: a.o -> b.o (b_fn) -> a.o (a_fn)
 exit 2 on bad usage or when nm fails. NM names another nm."""
 import os
 import subprocess
