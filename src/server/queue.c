@@ -1,3 +1,7 @@
+/* The job queue (queue.h): the FIFO, one worker thread per device, pick
+ * (placement over several devices), cancel and the watchdog. The store's
+ * writes for the jobs go through the recorder (recorder.c); a pipeline a
+ * job loaded leaves its device by residency (pipeline/residency.h). */
 #include "server/queue.h"
 
 #include <dirent.h>

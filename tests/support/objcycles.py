@@ -23,7 +23,8 @@ def symbols(path, nm):
         out = subprocess.run([nm, "-A", "-P", path], check=True, capture_output=True,
                              text=True).stdout
     except (OSError, subprocess.CalledProcessError) as e:
-        sys.exit(f"objcycles: {nm} {path}: {getattr(e, 'stderr', '') or e}".strip())
+        print(f"objcycles: {nm} {path}: {getattr(e, 'stderr', '') or e}".strip(), file=sys.stderr)
+        sys.exit(2)
     objs = defaultdict(lambda: (set(), set()))
     for line in out.splitlines():
         # "lib.a[x.c.o]: sym T addr size" or "x.o: sym U"
@@ -134,7 +135,10 @@ def main(argv):
     it = iter(argv)
     for a in it:
         if a == "--name":
-            label = next(it, None) or sys.exit("objcycles: --name needs a value")
+            label = next(it, None)
+            if not label:
+                print("objcycles: --name needs a value", file=sys.stderr)
+                return 2
         elif a.startswith("-"):
             print(__doc__, file=sys.stderr)
             return 2
