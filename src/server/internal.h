@@ -43,7 +43,7 @@ struct ebb_server {
   pthread_mutex_t queue_lock; /* the snapshot's reads of queue vs. its destroy */
   pthread_mutex_t submit_lock; /* --max-queued: the count and the push as one */
   size_t max_queued;
-  ebb_events *events; /* GET /v1/events (events.h) */
+  srv_events *events; /* GET /v1/events (events.h) */
   srv_auth *auth;
   srv_conns *conns;
   struct srv_snap *snap;

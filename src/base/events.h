@@ -1,0 +1,22 @@
+/* The event bus (include/ebb/events.h): the publishing side, for ebb's own
+ * rooms. Lowest room, so every publisher (memory's leak finder, pipeline's
+ * instances and manager, the server's queue and sessions, the broker) can
+ * use it without reaching up. */
+#ifndef EBB_BASE_EVENTS_H
+#define EBB_BASE_EVENTS_H
+
+#include "ebb/events.h"
+
+/* --- "events.c" */
+/* Delivers ev to the log (events_log.c) and then to every subscription, on
+ * this thread, and returns when all have seen it. Sets ev->size, ev->seq and
+ * (when 0) ev->t. ev and what it points to are the caller's and only read. */
+void ebb_event_publish(ebb_event *ev);
+
+/* --- "events_log.c" */
+/* The log lines of an event (DESIGN.md's fixed lines: the release line, the
+ * leak report); nothing for the kinds that have no line. The bus calls it
+ * first for every event. */
+void ebb_event_log(const ebb_event *ev);
+
+#endif
