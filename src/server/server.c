@@ -311,7 +311,8 @@ static int open_data(ebb_server *s, const ebb_server_opts *o) {
                        .on_state = on_job_state, .arg = s};
   qo.max_wait_s = o->max_wait_s;
   qo.keep_resident_s = o->keep_resident_s;
-  if ((rc = ebb_queue_create(s->store, s->ms, s->allocs, s->ndev, &qo, &s->queue)) != 0)
+  if ((rc = srv_fact_counts_create(&s->facts)) != 0 ||
+      (rc = ebb_queue_create(s->store, s->ms, s->allocs, s->ndev, &qo, &s->queue)) != 0)
     return rc;
   return srv_events_create(&(srv_events_opts){.size = sizeof(srv_events_opts), .manager = s->m,
                                               .alloc = s->alloc, .managers = s->ms,
@@ -457,6 +458,7 @@ void ebb_server_stop(ebb_server *s) {
   srv_conns_destroy(s->conns);
   srv_snapshot_stop(s);
   srv_events_destroy(s->events);
+  srv_fact_counts_destroy(s->facts);
   ebb_store_close(s->store);
   srv_auth_free(s->auth);
   srv_session_owners_free(s);
