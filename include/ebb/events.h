@@ -62,7 +62,8 @@ typedef struct ebb_event {
   double t;             /* when, Unix seconds */
   unsigned flags;       /* EBB_EVENT_QUIET */
   const char *device;   /* "cuda:0", "cpu"; NULL when the fact is no one device's */
-  const char *owner;    /* RELEASED, LEAK: the stage (or owner) name */
+  const char *owner;    /* RELEASED, LEAK: the stage (or owner) name; GRANT: the peer's
+                           name for itself ("ebb serve") */
   const char *pipeline; /* JOB, PIPELINE, SESSION */
   const char *id;       /* SESSION: its id */
   int64_t job;          /* JOB: its id; RELEASED, LEAK: the job running then, or 0 */

@@ -151,3 +151,10 @@ void ebb_event_publish(ebb_event *ev) {
   }
   pthread_mutex_unlock(&bus_mu);
 }
+
+void ebb_event_publish_grant(int pid, const char *what, const char *device, uint64_t asked,
+                             uint64_t given, double ms, const char *reason) {
+  ebb_event ev = {.kind = EBB_EVENT_GRANT, .pid = pid, .owner = what, .device = device,
+                  .bytes_asked = asked, .bytes = given, .ms = ms, .message = reason};
+  ebb_event_publish(&ev);
+}

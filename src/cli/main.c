@@ -28,7 +28,8 @@ static void usage(FILE *f) {
              "to the driver after every stage.\n\ncommands:\n");
   for (size_t i = 0; i < NCOMMANDS; i++)
     fprintf(f, "  %-10s %s\n", commands[i].name, commands[i].summary);
-  fprintf(f, "\n`ebb COMMAND --help` describes a command.\n");
+  fprintf(f, "\n`ebb COMMAND --help` describes a command. EBB_LOG_LEVEL=debug|info|warn|error:\n"
+             "the least a log line must be to be written (default info).\n");
 }
 
 /* EBB_LOG_LEVEL=debug|info|warn|error: the least a line must be to be

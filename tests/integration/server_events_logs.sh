@@ -49,6 +49,11 @@ text:  $(cat "$T/text.json")
 $n: $(cat "$T/$n.json")"
 done
 [ -s "$T/text.json" ] || fail "no figures were read"
+# a level that is none is refused, naming the variable
+out=$(EBB_LOG_LEVEL=loud "$EBB" version 2>&1); rc=$?
+[ $rc -eq 2 ] || fail "EBB_LOG_LEVEL=loud: ebb exited $rc, expected 2"
+echo "$out" | grep -q 'EBB_LOG_LEVEL=loud: expected debug, info, warn or error' ||
+  fail "EBB_LOG_LEVEL=loud: the error does not name it: $out"
 echo "figures (all three runs): $(cat "$T/text.json")"
 [ $fails -eq 0 ] && echo "server_events_logs: all checks passed"
 exit $((fails > 0))

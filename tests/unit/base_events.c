@@ -68,6 +68,15 @@ static void test_subscribe_and_order(void) {
   CHECK_EQ_INT(b.calls, 3);
   ebb_events_unsubscribe(sb);
   ebb_events_unsubscribe(NULL);
+  /* the broker's grant, as the broker will publish it */
+  rec g = {0};
+  ebb_subscription *sg = NULL;
+  CHECK_EQ_INT(ebb_events_subscribe(record, &g, &sg), 0);
+  ebb_event_publish_grant(4121, "ebb serve", "cuda:0", 8u << 20, 6u << 20, 13.5, "idle");
+  CHECK(g.kind == EBB_EVENT_GRANT);
+  CHECK_EQ_U64(g.bytes, 6u << 20);
+  CHECK_EQ_STR(g.owner, "ebb serve");
+  ebb_events_unsubscribe(sg);
   CHECK_EQ_STR(ebb_event_kind_name(EBB_EVENT_LEAK), "leak");
   CHECK_EQ_STR(ebb_event_kind_name(EBB_EVENT_GRANT), "grant");
   CHECK_EQ_STR(ebb_event_kind_name((ebb_event_kind)0), "?");
