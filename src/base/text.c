@@ -60,3 +60,11 @@ void ebb_write_xml_text(FILE *f, const char *s) {
     p += n;
   }
 }
+
+const char *ebb_fmt_bytes(uint64_t bytes, char *buf, size_t len) {
+  if (bytes >= (1ull << 30))
+    snprintf(buf, len, "%.2f GiB", (double)bytes / (double)(1ull << 30));
+  else
+    snprintf(buf, len, "%.1f MiB", (double)bytes / (double)(1ull << 20));
+  return buf;
+}

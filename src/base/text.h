@@ -1,9 +1,12 @@
 /* Writing text that other programs parse: JSON strings and XML text, always
  * valid UTF-8 (bytes that are not — a name cut mid-character by a fixed-size
- * buffer, a file name in another encoding — become U+FFFD). */
+ * buffer, a file name in another encoding — become U+FFFD); and byte counts
+ * as people read them in messages. */
 #ifndef EBB_BASE_TEXT_H
 #define EBB_BASE_TEXT_H
 
+#include <stddef.h>
+#include <stdint.h>
 #include <stdio.h>
 
 /* The length (1-4) of the valid UTF-8 sequence at p, or 0 if it is not one. */
@@ -13,5 +16,7 @@ void ebb_write_json_str(FILE *f, const char *s);
 /* s escaped for XML text and attribute values (NULL: nothing); control
  * characters are dropped. */
 void ebb_write_xml_text(FILE *f, const char *s);
+/* "1.50 GiB" / "300.0 MiB" for messages (written into buf, returned). */
+const char *ebb_fmt_bytes(uint64_t bytes, char *buf, size_t len);
 
 #endif

@@ -22,14 +22,6 @@ struct ebb_stream {
   void *h;
 };
 
-const char *ebb_fmt_bytes(uint64_t bytes, char *buf, size_t len) {
-  if (bytes >= (1ull << 30))
-    snprintf(buf, len, "%.2f GiB", (double)bytes / (double)(1ull << 30));
-  else
-    snprintf(buf, len, "%.1f MiB", (double)bytes / (double)(1ull << 20));
-  return buf;
-}
-
 /* Parses "cuda" / "cuda:N"; -1 when spec is not a CUDA spec, -2 when malformed. */
 static int parse_cuda(const char *spec) {
   if (!strcmp(spec, "cuda"))

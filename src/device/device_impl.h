@@ -7,6 +7,7 @@
 
 #include <pthread.h>
 
+#include "base/text.h" /* ebb_fmt_bytes */
 #include "device/cuda_api.h"
 #include "device/device.h"
 #include "device/kernel_twin.h"
@@ -67,8 +68,5 @@ size_t ebb_device_mapped_segments(const ebb_device *dev);
 /* Backend constructors: fill dev (ops, name, total, impl). */
 int ebb_cpu_backend_open(ebb_device *dev);
 int ebb_cuda_backend_open(ebb_device *dev, int ordinal);
-
-/* "1.50 GiB" / "300.0 MiB" for messages. */
-const char *ebb_fmt_bytes(uint64_t bytes, char *buf, size_t len);
 
 #endif

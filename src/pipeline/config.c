@@ -95,6 +95,15 @@ const char *ebb_policy_format(const ebb_policy *p, char *buf, size_t n) {
   return buf;
 }
 
+ebb_leave_how ebb_policy_leave(const ebb_policy *p, double idle_s, double keep_default_s) {
+  if (p->kind == EBB_POLICY_NEVER)
+    return EBB_LEAVE_STAY;
+  int seconds = p->kind == EBB_POLICY_IDLE || p->kind == EBB_POLICY_SLEEP;
+  if (idle_s < (seconds ? p->idle_s : keep_default_s))
+    return EBB_LEAVE_STAY;
+  return p->kind == EBB_POLICY_SLEEP ? EBB_LEAVE_SLEEP : EBB_LEAVE_RELEASE;
+}
+
 static void stage_def_free(ebb_stage_def *s) {
   free(s->stage);
   free(s->name);

@@ -46,6 +46,15 @@ typedef struct ebb_policy {
 int ebb_policy_parse(const char *s, ebb_policy *out);
 /* Writes the policy's text form into buf; returns buf. */
 const char *ebb_policy_format(const ebb_policy *p, char *buf, size_t n);
+/* When something idle leaves its device: the one rule, used for a stage
+ * kept idle by the runner (ebb_runner_evict_idle) and for a pipeline kept
+ * resident on a device (pipeline/residency.h). Idle for idle_s seconds under
+ * policy p: it stays until its keep time is over, the policy's seconds
+ * under idle:S and sleep[:S], else keep_default_s; then it goes asleep under
+ * sleep[:S] (weights to host memory, device memory back) and is released
+ * (unloaded) otherwise. "never" keeps it. */
+typedef enum { EBB_LEAVE_STAY, EBB_LEAVE_SLEEP, EBB_LEAVE_RELEASE } ebb_leave_how;
+ebb_leave_how ebb_policy_leave(const ebb_policy *p, double idle_s, double keep_default_s);
 
 /* --- definitions ------------------------------------------------------------------ */
 typedef struct ebb_stage_def {

@@ -29,7 +29,7 @@ typedef struct slot {
   struct slot *next;
   ebb_instance *inst;
   ebb_policy policy;   /* of the job that used it last */
-  double idle_until;   /* policy idle: evictable after this */
+  double idle_since;   /* idle (policy idle, sleep) since: ebb_policy_leave says when it goes */
   int quiet;           /* policy never: its release lines go to debug */
 } slot;
 
@@ -293,7 +293,11 @@ int ebb_runner_evict_idle(ebb_runner *r, double now, uint64_t *released) {
   uint64_t total = 0;
   for (slot *s = r->pool, *next; s; s = next) {
     next = s->next;
-    if (ebb_instance_state_of(s->inst) == EBB_INSTANCE_IDLE && (now < 0 || now >= s->idle_until))
+    if (ebb_instance_state_of(s->inst) != EBB_INSTANCE_IDLE)
+      continue;
+    ebb_leave_how how = now < 0 ? EBB_LEAVE_RELEASE
+                                : ebb_policy_leave(&s->policy, now - s->idle_since, 0);
+    if (how != EBB_LEAVE_STAY) /* evicting all (now < 0): asleep under sleep, as when due */
       total += s->policy.kind == EBB_POLICY_SLEEP ? sleep_slot(s) : release_slot(r, s, 0, NULL);
   }
   if (!r->pool)
@@ -436,7 +440,7 @@ static void after_stage(job_state *js, slot *s, int failed, int next_uses_gpu) {
   uint64_t released = 0;
   int release_now = js->policy.kind == EBB_POLICY_AFTER_STAGE ||
                     (failed && js->policy.kind != EBB_POLICY_NEVER);
-  s->idle_until = ebb_now() + (s->policy.kind == EBB_POLICY_IDLE ? s->policy.idle_s : 0);
+  s->idle_since = ebb_now();
   if (release_now) {
     released = release_for_job(js, s, !failed && !next_uses_gpu);
     js->res->released_bytes += released;
@@ -768,7 +772,7 @@ static void job_end(job_state *js) {
       slot *s = find_slot(r, p->name, p->stages[i].name);
       if (!s || ebb_instance_state_of(s->inst) != EBB_INSTANCE_LOADED)
         continue;
-      s->idle_until = ebb_now() + js->policy.idle_s;
+      s->idle_since = ebb_now();
       if (js->policy.idle_s > 0 && !r->oneshot)
         ebb_instance_idle(s->inst); /* sleeps when ebb_runner_evict_idle finds it due */
       else

@@ -24,6 +24,7 @@
 #include "pipeline/config.h"
 #include "pipeline/registry.h"
 
+/* --- "trust_schema.c": a stage's schema --------------------------------------- */
 typedef enum { EBB_TRUST_JOB = 0, EBB_TRUST_OPERATOR = 1 } ebb_opt_trust;
 typedef enum {
   EBB_OPT_FMT_NONE = 0,
@@ -44,7 +45,10 @@ const char *ebb_trust_name(ebb_opt_trust t);
 /* Every option of st's schema has a valid trust level and format (the
  * registry refuses a stage that does not). */
 int ebb_schema_check_trust(const ebb_stage *st, const char *origin);
+/* 1 when s holds a control character (below 0x20, or 0x7f). */
+int ebb_has_control_char(const char *s);
 
+/* --- "trust.c": a pipeline's and a job's options ---------------------------------- */
 /* Every "allow_options" entry of p names an option that its stage's schema
  * has (EBB_ECONFIG naming the entry); a worker stage's entries are its own. */
 int ebb_pipeline_check_trust(const ebb_registry *reg, const ebb_pipeline_def *p);
@@ -66,8 +70,5 @@ typedef int (*ebb_trust_path_fn)(void *arg, const char *stage, const char *optio
  * left to the schema check (ebb_stage_validate_options). */
 int ebb_job_options_trust(const ebb_registry *reg, const ebb_pipeline_def *p, json_t *options,
                           ebb_trust_path_fn on_path, void *arg);
-
-/* 1 when s holds a control character (below 0x20, or 0x7f). */
-int ebb_has_control_char(const char *s);
 
 #endif

@@ -1,5 +1,6 @@
 /* What the scale-out files share (cluster.c, cluster_redis.c,
- * cluster_work.c). Names start with srv_. */
+ * cluster_work.c, cluster_beat.c, cluster_keep.c, cluster_files.c). Names
+ * start with srv_. */
 #ifndef EBB_SERVER_CLUSTER_INT_H
 #define EBB_SERVER_CLUSTER_INT_H
 
@@ -45,13 +46,18 @@ redisReply *srv_rargv(srv_cluster *k, redisContext **c, int argc, const char **a
                       const size_t *lens);
 void srv_rkey(const srv_cluster *k, char *out, size_t n, const char *kind, const char *name);
 void srv_rgroups(srv_cluster *k, redisContext **c);
+/* Sleeps up to s seconds, waking early when the node stops (backoff, polls). */
+void srv_cluster_nap(srv_cluster *k, double s);
 extern const char *SRV_LUA_START, *SRV_LUA_FINISH, *SRV_LUA_RENEW, *SRV_LUA_GIVEBACK,
     *SRV_LUA_CANCEL, *SRV_LUA_DEAD;
 
-/* "cluster_work.c": the worker (claims, runs, writes results) and the
- * heartbeat/lease thread. */
+/* "cluster_work.c": the worker (claims, runs, writes results); starts and
+ * stops both of a node's threads. */
 int srv_cluster_threads_start(srv_cluster *k);
 void srv_cluster_threads_stop(srv_cluster *k);
+
+/* "cluster_beat.c": the heartbeat/lease/hint/prune thread (arg: k). */
+void *srv_cluster_beat(void *arg);
 
 /* "cluster.c": the HTTP side. The API connection (api_lock held; *NULL
  * while Redis is unreachable); the 503 answer; the job the path names as

@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "base/log.h"
 #include "server/cluster_int.h"
@@ -222,3 +223,10 @@ const char *SRV_LUA_CANCEL =
     "  return 1 end\n"
     "if st == 'running' then redis.call('HSET', KEYS[1], 'cancel', '1') return 2 end\n"
     "return 0\n";
+
+void srv_cluster_nap(srv_cluster *k, double s) {
+  for (double t = 0; t < s && !atomic_load(&k->stop); t += 0.05) {
+    struct timespec ts = {0, 50 * 1000000L};
+    nanosleep(&ts, NULL);
+  }
+}

@@ -37,7 +37,7 @@ int srv_starts_with(const char *s, const char *p) {
 static const char *allow_of(unsigned status, const srv_req *r) {
   if (status != MHD_HTTP_METHOD_NOT_ALLOWED)
     return NULL;
-  const char *a = r ? srv_route_allow(r) : NULL;
+  const char *a = r ? r->allow : NULL;
   return a ? a : "GET, HEAD, POST, DELETE";
 }
 

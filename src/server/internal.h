@@ -84,6 +84,7 @@ typedef struct srv_text {
 
 typedef struct srv_req {
   const srv_route *route;
+  const char *allow; /* "GET, HEAD, ..." of the route found (a 405's Allow); NULL: none */
   char *parts[6]; /* the path's segments (in path_buf) */
   int np;
   char path_buf[1024];
@@ -181,9 +182,6 @@ int srv_parse_job(ebb_server *s, struct MHD_Connection *c, srv_req *r, srv_input
  * its options, the estimate and the limit. */
 int srv_check_work(ebb_server *s, struct MHD_Connection *c, srv_req *r, srv_input *in,
                    enum MHD_Result *ret);
-/* Moves the upload into dir as input-NAME (NAME: the sent filename made safe
- * and short); path gets where. */
-int srv_place_upload(srv_req *r, const char *dir, char *path, size_t n);
 /* Lyrics sent with a job: at most this many bytes (413 beyond). */
 #define SRV_MAX_LYRICS (256u * 1024u)
 
@@ -265,8 +263,6 @@ void srv_conn_answered(srv_conns *cs, struct MHD_Connection *c);
 int srv_route_begin(ebb_server *s, struct MHD_Connection *c, srv_req *r, const char *url,
                     const char *method, enum MHD_Result *ret);
 int srv_route_takes_body(const srv_req *r);
-/* "GET, HEAD" for the route the request found; NULL when none. */
-const char *srv_route_allow(const srv_req *r);
 enum MHD_Result srv_route_run(ebb_server *s, struct MHD_Connection *c, srv_req *r,
                               const char *method);
 

@@ -176,10 +176,56 @@ static void safe_part(const char *s, int dots, char *out, size_t cap) {
   out[k] = '\0';
 }
 
+static const char *ext_of(const char *ctype) {
+  if (srv_starts_with(ctype, "audio/wav") || srv_starts_with(ctype, "audio/x-wav") ||
+      srv_starts_with(ctype, "audio/wave") || srv_starts_with(ctype, "audio/vnd.wave"))
+    return ".wav";
+  if (srv_starts_with(ctype, "audio/flac") || srv_starts_with(ctype, "audio/x-flac"))
+    return ".flac";
+  if (srv_starts_with(ctype, "audio/mpeg") || srv_starts_with(ctype, "audio/mp3"))
+    return ".mp3";
+  if (srv_starts_with(ctype, "audio/ogg"))
+    return ".ogg";
+  return ".bin";
+}
+
+/* The sent name made safe (letters, digits, . - _) and short: at most 96
+ * characters, its extension kept, so "input-NAME" fits any file system. */
+static void safe_name(const char *sent, const char *ctype, char *name, size_t cap) {
+  enum { KEEP = 96 };
+  const char *base = strrchr(sent, '/');
+  base = base ? base + 1 : sent;
+  size_t k = 0;
+  for (const char *p = base; *p && k + 1 < cap; p++)
+    name[k++] = (isalnum((unsigned char)*p) || *p == '.' || *p == '-' || *p == '_') ? *p : '_';
+  name[k] = '\0';
+  if (!k || name[0] == '.') {
+    snprintf(name, cap, "upload%s", ext_of(ctype));
+    return;
+  }
+  if (k > KEEP) {
+    const char *dot = strrchr(name, '.');
+    size_t ext = dot && strlen(dot) <= 16 ? strlen(dot) : 0;
+    memmove(name + KEEP - ext, name + k - ext, ext + 1);
+  }
+}
+
+/* Moves the upload into dir as input-NAME (NAME: the sent filename made safe
+ * and short); path gets where. */
+static int place_upload(srv_req *r, const char *dir, char *path, size_t n) {
+  char name[256];
+  safe_name(r->filename, r->ctype, name, sizeof name);
+  snprintf(path, n, "%s/input-%s", dir, name);
+  if (rename(r->tmp, path) != 0)
+    return ebb_seterr(EBB_EIO, "moving the upload to %s: %s", path, strerror(errno));
+  r->tmp[0] = '\0';
+  return 0;
+}
+
 int srv_place_input(ebb_server *s, srv_req *r, srv_input *in, const char *dir, char *path,
                     size_t n) {
   if (in->upload)
-    return srv_place_upload(r, dir, path, n);
+    return place_upload(r, dir, path, n);
   const char *base = strrchr(in->path, '/');
   char name[128];
   safe_part(base ? base + 1 : in->path, 1, name, sizeof name);

@@ -13,8 +13,9 @@
 #include "base/log.h"
 #include "pipeline/host.h"
 #include "pipeline/placement.h"
-#include "pipeline/sessions.h"
+#include "pipeline/residency.h"
 #include "server/jobfacts.h"
+#include "server/recorder.h"
 #include "base/wait.h"
 
 typedef struct qjob {
@@ -42,14 +43,7 @@ typedef struct qdev {
   uint64_t jobs;   /* jobs started here */
   pthread_t worker;
   int started;
-  /* Residency (several devices): the pipelines a job loaded here, when a
-   * job of each last ended here, and whether its policy put it to sleep. */
-  struct {
-    char name[128];
-    double last;
-    int asleep;
-  } res[16];
-  size_t nres;
+  ebb_residency *res; /* several devices: the pipelines jobs loaded here */
 } qdev;
 
 struct ebb_queue {
@@ -61,7 +55,6 @@ struct ebb_queue {
   size_t ndevs;
   int place; /* several devices: placement, resident pipelines, failures */
   double max_wait_s;
-  double keep_resident_s; /* --keep-resident */
   int stop;
   atomic_int stopping; /* the server is stopping: a cancelled running job is requeued */
   double timeout_s;
@@ -69,13 +62,7 @@ struct ebb_queue {
   void *arg;
   pthread_t watchdog;
   int watching;
-  /* the recorder (below): the store's writes for the jobs, in order */
-  pthread_mutex_t rlock;
-  pthread_cond_t rcond, ridle;
-  struct qrec *rhead, *rtail;
-  int rstop, rbusy;
-  pthread_t recorder;
-  int recording;
+  srv_recorder *rec; /* the store's writes for the jobs, in order (recorder.h) */
 };
 
 static void qjob_free(qjob *j) {
@@ -86,143 +73,6 @@ static void qjob_free(qjob *j) {
   free(j->outdir);
   json_decref(j->options);
   free(j);
-}
-
-/* --- the recorder -------------------------------------------------------------
- * A store write commits (fsync): a job's end written by the device's worker
- * kept the device idle for the disk before its next job (about 15 ms a job
- * on a busy disk, up to 100 ms, of a 500 ms job). One thread writes the ends
- * (and requeues) in order instead, each followed by its log line and
- * on_state, so the log never runs ahead of the store; the device starts its
- * next job meanwhile. A job's "running" is written before it runs, by the
- * worker. ebb_queue_destroy drains the recorder. */
-typedef enum { REC_RUNNING, REC_FINISH, REC_REQUEUE } rec_kind;
-
-typedef struct qrec {
-  struct qrec *next;
-  rec_kind kind;
-  int64_t id;
-  ebb_job_state st;
-  char *code, *msg, *result, *stages; /* owned; may be NULL */
-  uint64_t released;
-  ebb_log_level level;
-  char *line; /* logged after the write (owned; may be NULL) */
-} qrec;
-
-static char *dup_or_null(const char *t) { return t ? strdup(t) : NULL; }
-
-static void rec_free(qrec *r) {
-  free(r->code);
-  free(r->msg);
-  free(r->result);
-  free(r->stages);
-  free(r->line);
-  free(r);
-}
-
-static void rec_write(ebb_queue *q, qrec *r) {
-  if (r->kind == REC_RUNNING)
-    ebb_store_set_running(q->store, r->id);
-  else if (r->kind == REC_REQUEUE)
-    ebb_store_requeue(q->store, r->id);
-  else
-    ebb_store_finish(q->store, r->id, r->st, r->code, r->msg, r->result, r->released,
-                     r->stages ? r->stages : "[]");
-  if (r->line)
-    ebb_log(r->level, "server", "%s", r->line);
-  if (r->kind != REC_REQUEUE && q->on_state)
-    q->on_state(q->arg);
-}
-
-static void *recorder(void *arg) {
-  ebb_queue *q = arg;
-  pthread_mutex_lock(&q->rlock);
-  for (;;) {
-    while (!q->rhead && !q->rstop)
-      pthread_cond_wait(&q->rcond, &q->rlock);
-    qrec *r = q->rhead;
-    if (!r)
-      break; /* stopping and drained */
-    q->rhead = r->next;
-    if (!q->rhead)
-      q->rtail = NULL;
-    q->rbusy = 1;
-    pthread_mutex_unlock(&q->rlock);
-    rec_write(q, r);
-    rec_free(r);
-    pthread_mutex_lock(&q->rlock);
-    q->rbusy = 0;
-    if (!q->rhead)
-      pthread_cond_broadcast(&q->ridle);
-  }
-  pthread_mutex_unlock(&q->rlock);
-  return NULL;
-}
-
-/* Hands r (owned) to the recorder; without one (or out of host memory)
- * the write is made here. */
-static void record(ebb_queue *q, qrec *r) {
-  if (!r) /* out of host memory: the store keeps the job's last state */
-    return;
-  pthread_mutex_lock(&q->rlock);
-  if (q->recording && !q->rstop) {
-    if (q->rtail)
-      q->rtail->next = r;
-    else
-      q->rhead = r;
-    q->rtail = r;
-    pthread_cond_signal(&q->rcond);
-    r = NULL;
-  }
-  pthread_mutex_unlock(&q->rlock);
-  if (r) {
-    rec_write(q, r);
-    rec_free(r);
-  }
-}
-
-/* A write of kind for job id, with the log line fmt (may be NULL). */
-static qrec *rec_new(rec_kind kind, int64_t id, ebb_log_level level, const char *fmt, ...)
-    __attribute__((format(printf, 4, 5)));
-static qrec *rec_new(rec_kind kind, int64_t id, ebb_log_level level, const char *fmt, ...) {
-  qrec *r = calloc(1, sizeof *r);
-  if (!r)
-    return NULL;
-  *r = (qrec){.kind = kind, .id = id, .level = level};
-  if (fmt) {
-    va_list ap;
-    va_start(ap, fmt);
-    if (vasprintf(&r->line, fmt, ap) < 0)
-      r->line = NULL;
-    va_end(ap);
-  }
-  return r;
-}
-
-/* A job's end: its state, error (code, msg), result and released bytes
- * (strings borrowed, copied), logged as "job ID: STATE[: msg]". */
-static void record_finish(ebb_queue *q, int64_t id, ebb_job_state st, const char *code,
-                          const char *msg, const char *result, uint64_t released,
-                          const char *stages) {
-  qrec *r = rec_new(REC_FINISH, id, msg ? EBB_LOG_WARN : EBB_LOG_INFO, "job %lld: %s%s%s",
-                    (long long)id, ebb_job_state_name(st), msg ? ": " : "", msg ? msg : "");
-  if (!r)
-    return;
-  r->st = st;
-  r->released = released;
-  r->code = dup_or_null(code);
-  r->msg = dup_or_null(msg);
-  r->result = dup_or_null(result);
-  r->stages = dup_or_null(stages);
-  record(q, r);
-}
-
-/* Waits until the recorder has made every write handed to it so far. */
-static void record_flush(ebb_queue *q) {
-  pthread_mutex_lock(&q->rlock);
-  while (q->recording && (q->rhead || q->rbusy))
-    pthread_cond_wait(&q->ridle, &q->rlock);
-  pthread_mutex_unlock(&q->rlock);
 }
 
 /* {"result": <result.json>, "files": [paths under the job directory]} */
@@ -276,16 +126,16 @@ static int ended_early(ebb_queue *q, qjob *j, const char *device, int rc, double
   if (rc == EBB_ECANCELED && atomic_load(&q->stopping) && !atomic_load(&j->timed_out) &&
       !atomic_load(&j->by_client)) {
     srv_job_publish(j->id, j->uid, j->pipeline, device, EBB_JOB_QUEUED, NULL, NULL, 0, NULL);
-    record(q, rec_new(REC_REQUEUE, j->id, EBB_LOG_INFO,
-                      "job %lld: stopped by the server's stop; queued again", (long long)j->id));
+    srv_record_requeue(q->rec, j->id);
     return 1;
   }
   if (rc && atomic_load(&j->timed_out)) {
     char msg[160];
     snprintf(msg, sizeof msg, "the job ran past its %.0f s deadline; it was cancelled and its "
                               "memory released", timeout);
-    srv_job_publish(j->id, j->uid, j->pipeline, device, EBB_JOB_FAILED, "EBB_ETIMEDOUT", msg, 0, "[]");
-    record_finish(q, j->id, EBB_JOB_FAILED, "EBB_ETIMEDOUT", msg, NULL, 0, NULL);
+    srv_job_publish(j->id, j->uid, j->pipeline, device, EBB_JOB_FAILED, "EBB_ETIMEDOUT", msg, 0,
+                    "[]");
+    srv_record_finish(q->rec, j->id, EBB_JOB_FAILED, "EBB_ETIMEDOUT", msg, NULL, 0, NULL);
     return 1;
   }
   return 0;
@@ -341,123 +191,24 @@ static int run_on(qdev *d, qjob *j, ebb_place_how how, srv_stage_bytes *t,
                              t ? srv_stage_bytes_progress : NULL, t, res);
 }
 
-/* --- residency (several devices) ------------------------------------------------
- * A pipeline a job loaded stays on its device while jobs use it, so the next
- * job of it runs without a load. Once no job of it is queued and it has been
- * idle for its keep time, it goes the way its release policy says: asleep
- * under sleep / sleep:S (a later job wakes it in place), unloaded otherwise;
- * "never" keeps it. Keep time: the policy's seconds (idle:S, sleep:S; plain
- * sleep: none), else --keep-resident (default 300 s). A pipeline with open
- * sessions stays. One loaded through the API (POST .../load) is not
- * touched here: whoever loaded it unloads it. So an idle server with
- * several devices comes back to 0 bytes too. */
-static double keep_of(const ebb_queue *q, const ebb_policy *p) {
-  if (p->kind == EBB_POLICY_IDLE || p->kind == EBB_POLICY_SLEEP)
-    return p->idle_s;
-  return q->keep_resident_s;
-}
-
-static int res_find(const qdev *d, const char *name) {
-  for (size_t i = 0; i < d->nres; i++)
-    if (!strcmp(d->res[i].name, name))
-      return (int)i;
-  return -1;
-}
-
-static void res_drop(qdev *d, const char *name) {
-  int i = res_find(d, name);
-  if (i >= 0)
-    d->res[i] = d->res[--d->nres];
-}
-
-/* After a job of name ended on d: a load by placement starts its residency,
- * a job of a resident pipeline renews it (and wakes it, if it slept). */
-static void resident_note(qdev *d, const char *name, ebb_place_how how) {
-  ebb_queue *q = d->q;
-  ebb_policy pol;
-  if (ebb_manager_policy_of(d->m, name, &pol) || pol.kind == EBB_POLICY_NEVER)
-    return;
-  pthread_mutex_lock(&q->lock);
-  int i = res_find(d, name);
-  if (i < 0 && how != EBB_PLACE_LOADED &&
-      d->nres < sizeof d->res / sizeof d->res[0] && strlen(name) < sizeof d->res[0].name) {
-    i = (int)d->nres++;
-    snprintf(d->res[i].name, sizeof d->res[i].name, "%s", name);
-  }
-  if (i >= 0) {
-    d->res[i].last = ebb_now();
-    d->res[i].asleep = 0;
-  }
-  pthread_mutex_unlock(&q->lock);
-}
-
-static int queued_for(const ebb_queue *q, const char *name) {
+/* Whether a job of name waits (q->lock held): residency keeps it then. */
+static int queued_for(void *arg, const char *name) {
+  const ebb_queue *q = arg;
   for (const qjob *j = q->head; j; j = j->next)
     if (!strcmp(j->pipeline, name))
       return 1;
   return 0;
 }
 
-/* A resident pipeline of d whose keep time is over and of which no job is
- * queued: its name and policy (q->lock held). */
-static int resident_due(qdev *d, char *name, size_t cap, ebb_policy *pol, double *idle) {
-  double now = ebb_now();
-  for (size_t i = 0; i < d->nres; i++) {
-    if (d->res[i].asleep || ebb_manager_policy_of(d->m, d->res[i].name, pol))
-      continue;
-    *idle = now - d->res[i].last;
-    if (*idle < keep_of(d->q, pol) || queued_for(d->q, d->res[i].name))
-      continue;
-    snprintf(name, cap, "%s", d->res[i].name);
-    return 1;
-  }
-  return 0;
-}
-
-/* Called by d's worker with q->lock held when it has no job to run. */
-static void resident_vacate(qdev *d) {
+/* Called by d's worker with q->lock held when it has no job to run: a
+ * resident pipeline whose keep time is over leaves d (pipeline/residency.h). */
+static void vacate(qdev *d) {
   ebb_queue *q = d->q;
-  char name[128];
-  ebb_policy pol;
-  double idle;
-  if (d->failed || !resident_due(d, name, sizeof name, &pol, &idle))
+  ebb_resident_due due;
+  if (d->failed || !ebb_residency_due(d->res, queued_for, q, &due))
     return;
   pthread_mutex_unlock(&q->lock);
-  const char *label = ebb_device_label(ebb_manager_device(d->m));
-  int gone = 1, slept = 0, rc = 0;
-  if (!ebb_manager_is_loaded(d->m, name)) {
-    /* unloaded meanwhile (evicted by placement, POST .../unload) */
-  } else if (ebb_sessions_leases(ebb_manager_sessions(d->m), name) > 0) {
-    gone = 0; /* its sessions keep it; looked at again after another keep time */
-  } else if (pol.kind == EBB_POLICY_SLEEP) {
-    ebb_sleep_stats st = {.size = sizeof st};
-    rc = ebb_manager_sleep(d->m, name, &st);
-    slept = rc == 0;
-    gone = !slept;
-    if (slept)
-      ebb_log(EBB_LOG_INFO, "server", "pipeline %s on %s: idle %.0f s with no job of it "
-              "queued: asleep, %llu MiB released", name, label, idle,
-              (unsigned long long)(st.device_bytes >> 20));
-  }
-  if (gone && !slept && ebb_manager_is_loaded(d->m, name)) {
-    uint64_t rel = 0;
-    if (rc)
-      ebb_log(EBB_LOG_WARN, "server", "pipeline %s on %s: sleep failed (%s); unloading it",
-              name, label, ebb_errmsg());
-    rc = ebb_manager_unload(d->m, name, &rel);
-    ebb_log(rc ? EBB_LOG_WARN : EBB_LOG_INFO, "server", "pipeline %s on %s: idle %.0f s with "
-            "no job of it queued: unloaded, %llu MiB released%s%s", name, label, idle,
-            (unsigned long long)(rel >> 20), rc ? "; " : "", rc ? ebb_errmsg() : "");
-  }
-  pthread_mutex_lock(&q->lock);
-  int i = res_find(d, name);
-  if (i >= 0 && slept)
-    d->res[i].asleep = 1;
-  else if (i >= 0 && !gone)
-    d->res[i].last = ebb_now();
-  else
-    res_drop(d, name);
-  pthread_mutex_unlock(&q->lock);
+  ebb_residency_leave(d->res, &due);
   if (q->on_state)
     q->on_state(q->arg);
   pthread_mutex_lock(&q->lock);
@@ -466,22 +217,15 @@ static void resident_vacate(qdev *d) {
 static void run_one(qdev *d, qjob *j, ebb_place_how how) {
   ebb_queue *q = d->q;
   const char *label = ebb_device_label(ebb_manager_device(d->m));
-  /* written before the job runs: whoever reads the store (the events, a
-   * client) finds it running while its stages take memory */
-  qrec *r = rec_new(REC_RUNNING, j->id, EBB_LOG_INFO, "job %lld: running pipeline '%s' on %s",
-                    (long long)j->id, j->pipeline, label);
-  if (r) {
-    rec_write(q, r);
-    rec_free(r);
-  }
+  srv_record_running(q->rec, j->id, j->pipeline, label);
   srv_job_publish(j->id, j->uid, j->pipeline, label, EBB_JOB_RUNNING, NULL, NULL, 0, NULL);
-  srv_stage_bytes t;
+  srv_stage_bytes t; /* each stage's bytes, from its own release event */
   int tracked = srv_stage_bytes_begin(&t, label) == 0;
   ebb_job_result res;
   int rc = run_on(d, j, how, tracked ? &t : NULL, &res);
   char *stages = tracked ? srv_stage_bytes_end(&t) : NULL;
   if (q->place)
-    resident_note(d, j->pipeline, how);
+    ebb_residency_note(d->res, j->pipeline, how != EBB_PLACE_LOADED);
   if (ended_early(q, j, label, rc, timeout_of(q, j->pipeline))) {
     free(stages);
     return;
@@ -502,8 +246,8 @@ static void run_one(qdev *d, qjob *j, ebb_place_how how) {
   char *result = rc == 0 ? result_text(j->outdir) : NULL;
   srv_job_publish(j->id, j->uid, j->pipeline, label, st, rc ? ebb_errname(rc) : NULL,
                   rc ? res.message : NULL, res.released_bytes, stages ? stages : "[]");
-  record_finish(q, j->id, st, rc ? ebb_errname(rc) : NULL, rc ? res.message : NULL, result,
-                res.released_bytes, stages);
+  srv_record_finish(q->rec, j->id, st, rc ? ebb_errname(rc) : NULL, rc ? res.message : NULL,
+                    result, res.released_bytes, stages);
   free(result);
   free(stages);
 }
@@ -623,7 +367,7 @@ static void *worker(void *arg) {
     ebb_place_how how = EBB_PLACE_LOADED;
     while (!q->stop && !(j = pick(q, d, &how))) {
       if (q->place)
-        resident_vacate(d);
+        vacate(d);
       /* placement also changes without a signal (another process's memory) */
       struct timespec ts;
       clock_gettime(CLOCK_REALTIME, &ts);
@@ -724,21 +468,22 @@ int ebb_queue_create(ebb_store *store, ebb_manager *const *ms, ebb_allocator *co
   q->place = n > 1;
   q->timeout_s = o ? o->timeout_s : 0;
   q->max_wait_s = o && o->max_wait_s > 0 ? o->max_wait_s : 60;
-  q->keep_resident_s = o && o->keep_resident_s > 0 ? o->keep_resident_s : 300;
   q->on_state = o ? o->on_state : NULL;
   q->arg = o ? o->arg : NULL;
   pthread_mutex_init(&q->lock, NULL);
   pthread_cond_init(&q->cond, NULL);
-  pthread_mutex_init(&q->rlock, NULL);
-  pthread_cond_init(&q->rcond, NULL);
-  pthread_cond_init(&q->ridle, NULL);
-  if (pthread_create(&q->recorder, NULL, recorder, q) != 0) {
+  int rc = srv_recorder_start(store, q->on_state, q->arg, &q->rec);
+  if (rc) {
     ebb_queue_destroy(q);
-    return ebb_seterr(EBB_ENOMEM, "queue: cannot start the recorder thread");
+    return rc;
   }
-  q->recording = 1;
   for (size_t i = 0; i < n; i++) {
     q->devs[i] = (qdev){.q = q, .m = ms[i], .alloc = allocs[i]};
+    if (q->place && (rc = ebb_residency_create(ms[i], o ? o->keep_resident_s : 0,
+                                               &q->devs[i].res))) {
+      ebb_queue_destroy(q);
+      return rc;
+    }
     if (pthread_create(&q->devs[i].worker, NULL, worker, &q->devs[i]) != 0) {
       ebb_queue_destroy(q);
       return ebb_seterr(EBB_ENOMEM, "queue: cannot start a worker thread");
@@ -770,21 +515,15 @@ void ebb_queue_destroy(ebb_queue *q) {
       pthread_join(q->devs[i].worker, NULL);
   if (q->watching)
     pthread_join(q->watchdog, NULL);
-  pthread_mutex_lock(&q->rlock); /* the workers are gone: the recorder drains and ends */
-  q->rstop = 1;
-  pthread_cond_signal(&q->rcond);
-  pthread_mutex_unlock(&q->rlock);
-  if (q->recording)
-    pthread_join(q->recorder, NULL);
+  srv_recorder_stop(q->rec); /* the workers are gone: the recorder drains and ends */
+  for (size_t i = 0; i < q->ndevs; i++)
+    ebb_residency_destroy(q->devs[i].res);
   for (qjob *j = q->head, *n; j; j = n) {
     n = j->next;
     qjob_free(j);
   }
   pthread_cond_destroy(&q->cond);
   pthread_mutex_destroy(&q->lock);
-  pthread_cond_destroy(&q->ridle);
-  pthread_cond_destroy(&q->rcond);
-  pthread_mutex_destroy(&q->rlock);
   free(q->devs);
   free(q);
 }
@@ -845,7 +584,7 @@ int ebb_queue_cancel(ebb_queue *q, int64_t id, int *running) {
     }
   pthread_mutex_unlock(&q->lock);
   if (!found) {
-    record_flush(q); /* a job that just ended: the store says so once this returns */
+    srv_record_flush(q->rec); /* a job that just ended: the store says so once this returns */
     return ebb_seterr(EBB_ENOTFOUND, "job %lld is not queued or running", (long long)id);
   }
   srv_job_publish(id, found->uid, found->pipeline, NULL, EBB_JOB_CANCELLED, "EBB_ECANCELED",

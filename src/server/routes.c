@@ -198,7 +198,6 @@ static int method_bit(const char *method) {
   return 0;
 }
 
-const char *srv_route_allow(const srv_req *r) { return r->route ? r->route->allow : NULL; }
 int srv_route_takes_body(const srv_req *r) { return r->route && r->route->body != B_NONE; }
 
 static int find_route(struct MHD_Connection *c, srv_req *r, const char *url, const char *method,
@@ -208,6 +207,7 @@ static int find_route(struct MHD_Connection *c, srv_req *r, const char *url, con
     for (size_t i = 0; i < sizeof routes / sizeof routes[0]; i++)
       if (matches(r, routes[i].pattern)) {
         r->route = &routes[i];
+        r->allow = routes[i].allow; /* the answers (http.c) say it without a call back here */
         if (bit & routes[i].methods)
           return 0;
         *ret = srv_send_err(c, r, MHD_HTTP_METHOD_NOT_ALLOWED, "method_not_allowed",

@@ -64,10 +64,12 @@ static void set_vad(const stage_opts *v, ebb_vad_params *vad) {
   vad->phrase_gap_s = v->phrase_gap_ms / 1000.0;
 }
 
-void ebb_vad_table_defaults(ebb_vad_params *vad) {
-  stage_opts v;
+ebb_vad_params ebb_vad_defaults(void) {
+  ebb_vad_params p = {.win_s = 0.02, .hop_s = 0.01, .fill_s = 0.03, .min_active_s = 0.05};
+  stage_opts v; /* the rest are align options: the table's defaults */
   stage_opts_read("align", NULL, &v); /* no JSON: the defaults, cannot fail */
-  set_vad(&v, vad);
+  set_vad(&v, &p);
+  return p;
 }
 
 static int align_load(ebb_stage_ctx *ctx, const char *options_json, void **state) {

@@ -56,10 +56,9 @@ typedef struct ebb_vad_params {
                             * median) is at most this (0.2); >= 1 turns the cue off */
 } ebb_vad_params;
 
+/* The VAD's fixed frame layout and, for the rest, the defaults of the align
+ * stage's option table (align.c, beside the table). */
 ebb_vad_params ebb_vad_defaults(void);
-/* Sets the fields of vad that are align options to the defaults of the
- * stage's option table (align.c): ebb_vad_defaults uses it. */
-void ebb_vad_table_defaults(ebb_vad_params *vad);
 
 /* Voice activity segments and phrases (segments joined across short gaps).
  * *segs and *phrases are malloc'd (caller frees; may be NULL when the count

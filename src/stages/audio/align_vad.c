@@ -16,12 +16,6 @@
 #include "stages/audio/pitch.h"
 #include "stages/audio/st_util.h"
 
-ebb_vad_params ebb_vad_defaults(void) {
-  ebb_vad_params p = {.win_s = 0.02, .hop_s = 0.01, .fill_s = 0.03, .min_active_s = 0.05};
-  ebb_vad_table_defaults(&p); /* the rest are align options (align.c's table) */
-  return p;
-}
-
 static int cmp_double(const void *a, const void *b) {
   double x = *(const double *)a, y = *(const double *)b;
   return (x > y) - (x < y);

@@ -16,14 +16,6 @@ _Static_assert(EBB_REPET_MAX_K <= EBB_KERNEL_MAX_MEDIAN &&
                    EBB_REPET_MAX_MEDIAN <= EBB_KERNEL_MAX_MEDIAN,
                "the mask kernels' median buffers must hold every median the host allows");
 
-void ebb_sep_options_default(ebb_sep_options *o) {
-  ebb_sep_options_table_defaults(o); /* the option table's (separate.c) */
-  o->hpss_time_s = 0.2;
-  o->hpss_freq_hz = 500.0;
-  o->cancelled = NULL;
-  o->cancel_arg = NULL;
-}
-
 static int odd_at_least_1(double v) {
   int n = (int)lround(v);
   if (n < 1)

@@ -152,11 +152,13 @@ static void set_params(const stage_opts *v, ebb_pitch_params *p) {
   p->register_window_s = v->register_window_ms / 1000.0;
 }
 
-void ebb_pitch_table_defaults(ebb_pitch_params *p) {
+ebb_pitch_params ebb_pitch_defaults(void) {
+  ebb_pitch_params p = {0}; /* every field is an option: the table's defaults */
   stage_opts v;
   stage_opts_read("pitch", NULL, &v); /* no JSON: the defaults, cannot fail */
-  set_params(&v, p);
-  p->method = strcmp(v.method, "yin") ? EBB_PITCH_PYIN : EBB_PITCH_YIN;
+  set_params(&v, &p);
+  p.method = strcmp(v.method, "yin") ? EBB_PITCH_PYIN : EBB_PITCH_YIN;
+  return p;
 }
 
 static int pitch_load(ebb_stage_ctx *ctx, const char *options_json, void **state) {

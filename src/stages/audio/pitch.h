@@ -81,10 +81,8 @@ typedef struct ebb_pitch_params {
   double register_semitones, register_window_s;
 } ebb_pitch_params;
 
+/* The defaults of the stage's option table (pitch.c, beside the table). */
 ebb_pitch_params ebb_pitch_defaults(void);
-/* Sets the fields of p that are stage options to the defaults of the
- * stage's option table (pitch.c): ebb_pitch_defaults uses it. */
-void ebb_pitch_table_defaults(ebb_pitch_params *p);
 
 /* Frame layout. Frame f is centred on sample f*hop of the input; the kernels
  * read padded[f*hop .. f*hop + w + tau_max) of the zero-padded signal. */

@@ -34,12 +34,6 @@
 #define PY_REG_SOFT 2.0 /* semitones: the register prior's fall-off (its sigma) */
 #define PY_REG_MIN 20   /* voiced frames a window needs for a register centre */
 
-ebb_pitch_params ebb_pitch_defaults(void) {
-  ebb_pitch_params p = {0};
-  ebb_pitch_table_defaults(&p); /* every field is an option (pitch.c's table) */
-  return p;
-}
-
 int ebb_pitch_geometry(const ebb_pitch_params *p, uint32_t rate, uint64_t n_samples,
                        ebb_pitch_geom *g) {
   if (rate < 1000)

@@ -56,10 +56,14 @@ static void set_options(const stage_opts *v, ebb_sep_options *o) {
   o->outside_gain = v->outside_gain;
 }
 
-void ebb_sep_options_table_defaults(ebb_sep_options *o) {
-  stage_opts v;
+void ebb_sep_options_default(ebb_sep_options *o) {
+  stage_opts v; /* the option table's defaults, then the fields that are not options */
   stage_opts_read("separate", NULL, &v); /* no JSON: the defaults, cannot fail */
   set_options(&v, o);
+  o->hpss_time_s = 0.2;
+  o->hpss_freq_hz = 500.0;
+  o->cancelled = NULL;
+  o->cancel_arg = NULL;
 }
 
 /* o from the options; *melody (may be NULL) gets the "melody" pass's

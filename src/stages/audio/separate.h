@@ -42,13 +42,12 @@ typedef struct ebb_sep_options {
   void *cancel_arg;
 } ebb_sep_options;
 
+/* The defaults of the stage's option table (separate.c, beside the table)
+ * and of the fields that are not options. */
 void ebb_sep_options_default(ebb_sep_options *o);
 /* The stage's work estimate (its `work` hook): CPU seconds on the reference
  * core for input_s seconds at 16 kHz with options o (separate.c). */
 double ebb_separate_work_s(const ebb_sep_options *o, double input_s);
-/* Sets the fields of o that are stage options to the defaults of the
- * stage's option table (separate.c): ebb_sep_options_default uses it. */
-void ebb_sep_options_table_defaults(ebb_sep_options *o);
 
 /* The STFT shape and mask parameters for a signal of nx samples at rate.
  * EBB_EINVAL naming the option when one is out of range. */
