@@ -40,8 +40,7 @@ static const char *const kind_names[] = {
 };
 
 const char *ebb_event_kind_name(ebb_event_kind kind) {
-  return kind > 0 && (size_t)kind < sizeof kind_names / sizeof *kind_names ? kind_names[kind]
-                                                                           : "?";
+  return kind > 0 && (size_t)kind < sizeof kind_names / sizeof *kind_names ? kind_names[kind] : "?";
 }
 
 int ebb_events_subscribe(ebb_event_fn fn, void *ctx, ebb_subscription **out) {
@@ -154,7 +153,13 @@ void ebb_event_publish(ebb_event *ev) {
 
 void ebb_event_publish_grant(int pid, const char *what, const char *device, uint64_t asked,
                              uint64_t given, double ms, const char *reason) {
-  ebb_event ev = {.kind = EBB_EVENT_GRANT, .pid = pid, .owner = what, .device = device,
-                  .bytes_asked = asked, .bytes = given, .ms = ms, .message = reason};
+  ebb_event ev = {.kind = EBB_EVENT_GRANT,
+                  .pid = pid,
+                  .owner = what,
+                  .device = device,
+                  .bytes_asked = asked,
+                  .bytes = given,
+                  .ms = ms,
+                  .message = reason};
   ebb_event_publish(&ev);
 }

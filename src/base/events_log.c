@@ -24,16 +24,16 @@ static void fmt_bytes(char *buf, size_t n, uint64_t b) {
 
 /* The process-wide owner's line (runner.c release_process). */
 static void log_process_release(const ebb_event *ev) {
-  ebb_log_field f[] = {
-      EBB_LF_S("event", "released"),           EBB_LF_S("stage", ev->owner),
-      EBB_LF_U("released_bytes", ev->bytes),   EBB_LF_U("released_mib", ev->bytes >> 20),
-      EBB_LF_U("driver_free_before", ev->driver_free_before),
-      EBB_LF_U("driver_free_after", ev->driver_free_after),
-      EBB_LF_I("callbacks_run", ev->callbacks_run),
-      EBB_LF_I("callbacks_failed", ev->callbacks_failed)};
+  ebb_log_field f[] = {EBB_LF_S("event", "released"),
+                       EBB_LF_S("stage", ev->owner),
+                       EBB_LF_U("released_bytes", ev->bytes),
+                       EBB_LF_U("released_mib", ev->bytes >> 20),
+                       EBB_LF_U("driver_free_before", ev->driver_free_before),
+                       EBB_LF_U("driver_free_after", ev->driver_free_after),
+                       EBB_LF_I("callbacks_run", ev->callbacks_run),
+                       EBB_LF_I("callbacks_failed", ev->callbacks_failed)};
   if (ev->bytes >> 20)
-    ebb_log_ev(EBB_LOG_INFO, ev->owner, f, 8, "released %llu MiB of %s", MIB(ev->bytes),
-               ev->what);
+    ebb_log_ev(EBB_LOG_INFO, ev->owner, f, 8, "released %llu MiB of %s", MIB(ev->bytes), ev->what);
 }
 
 /* `[STAGE] released N MiB of GPU memory` (only N > 0), then the driver's
@@ -51,21 +51,25 @@ static void log_release(const ebb_event *ev) {
   uint64_t bytes = ev->bytes, before = ev->driver_free_before, after = ev->driver_free_after;
   int64_t delta = (int64_t)after - (int64_t)before;
   ebb_log_field f[] = {
-      EBB_LF_S("event", "released"),         EBB_LF_S("stage", name),
-      EBB_LF_U("released_bytes", bytes),     EBB_LF_U("released_mib", bytes >> 20),
-      EBB_LF_U("context_bytes", ev->context_bytes), EBB_LF_U("driver_free_before", before),
-      EBB_LF_U("driver_free_after", after),  EBB_LF_I("driver_freed_bytes", delta),
+      EBB_LF_S("event", "released"),
+      EBB_LF_S("stage", name),
+      EBB_LF_U("released_bytes", bytes),
+      EBB_LF_U("released_mib", bytes >> 20),
+      EBB_LF_U("context_bytes", ev->context_bytes),
+      EBB_LF_U("driver_free_before", before),
+      EBB_LF_U("driver_free_after", after),
+      EBB_LF_I("driver_freed_bytes", delta),
       EBB_LF_S("note", note),
   };
   if (bytes >> 20)
-    ebb_log_ev(EBB_LOG_INFO, name, f, note[0] ? 9 : 8, "released %llu MiB of %s%s%s%s",
-               MIB(bytes), ev->what, note[0] ? " (" : "", note, note[0] ? ")" : "");
+    ebb_log_ev(EBB_LOG_INFO, name, f, note[0] ? 9 : 8, "released %llu MiB of %s%s%s%s", MIB(bytes),
+               ev->what, note[0] ? " (" : "", note, note[0] ? ")" : "");
   if (before || after)
     ebb_log(EBB_LOG_DEBUG, name,
             "driver confirms: free memory %.2f GiB -> %.2f GiB (%+lld MiB; ebb handed back "
             "%llu MiB)",
-            (double)before / (1 << 30), (double)after / (1 << 30),
-            (long long)(delta / (1 << 20)), MIB(bytes));
+            (double)before / (1 << 30), (double)after / (1 << 30), (long long)(delta / (1 << 20)),
+            MIB(bytes));
 }
 
 static void log_site(const ebb_event *ev, const ebb_event_site *s, ebb_log_level lv) {
@@ -95,8 +99,8 @@ static void log_leak(const ebb_event *ev) {
   ebb_log_field f[3] = {EBB_LF_S("event", "leak"), EBB_LF_U("leaked_bytes", ev->bytes),
                         EBB_LF_U("leaked_blocks", ev->blocks)};
   if (ev->blocks || ev->bytes)
-    ebb_log_ev(lv, ev->owner, f, 3, "leaked %llu MiB in %llu blocks; freed by ebb",
-               MIB(ev->bytes), (unsigned long long)ev->blocks);
+    ebb_log_ev(lv, ev->owner, f, 3, "leaked %llu MiB in %llu blocks; freed by ebb", MIB(ev->bytes),
+               (unsigned long long)ev->blocks);
   if (ev->pinned_bytes)
     ebb_log(lv, ev->owner, "leaked %llu MiB of pinned host memory in %llu buffers; freed by ebb",
             MIB(ev->pinned_bytes), (unsigned long long)ev->pinned_blocks);

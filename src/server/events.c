@@ -11,7 +11,6 @@
 #include "base/clock.h"
 #include "server/events_int.h"
 
-#define RECENT_JOBS 50
 #define RECENT_LEAKS 50
 #define LEAK_SITES 32 /* sites a leak event carries, at most */
 
@@ -53,10 +52,9 @@ static json_t *leak_sites(const ebb_event *ev) {
   for (size_t i = 0; i < ev->nsites && json_array_size(a) < LEAK_SITES; i++) {
     const ebb_event_site *s = &ev->sites[i];
     char site[400];
-    snprintf(site, sizeof site, "%s%s%s%s", s->site ? s->site : "?",
-             s->owner ? " (owner '" : "", s->owner ? s->owner : "", s->owner ? "')" : "");
-    json_array_append_new(a, json_pack("{s:I,s:s}", "bytes", (json_int_t)s->bytes, "site",
-                                       site));
+    snprintf(site, sizeof site, "%s%s%s%s", s->site ? s->site : "?", s->owner ? " (owner '" : "",
+             s->owner ? s->owner : "", s->owner ? "')" : "");
+    json_array_append_new(a, json_pack("{s:I,s:s}", "bytes", (json_int_t)s->bytes, "site", site));
   }
   return a;
 }
@@ -74,11 +72,19 @@ static void on_fact(void *ctx, const ebb_event *ev) {
   ev_fact *f = calloc(1, sizeof *f);
   if (!f)
     return;
-  *f = (ev_fact){.kind = ev->kind, .t = ev->t, .device = dup0(ev->device),
-                 .owner = dup0(ev->owner), .pipeline = dup0(ev->pipeline), .id = dup0(ev->id),
-                 .state = dup0(ev->state), .message = dup0(ev->message),
-                 .code = dup0(ev->code), .detail = dup0(ev->detail), .job = ev->job,
-                 .bytes = ev->bytes, .context_bytes = ev->context_bytes,
+  *f = (ev_fact){.kind = ev->kind,
+                 .t = ev->t,
+                 .device = dup0(ev->device),
+                 .owner = dup0(ev->owner),
+                 .pipeline = dup0(ev->pipeline),
+                 .id = dup0(ev->id),
+                 .state = dup0(ev->state),
+                 .message = dup0(ev->message),
+                 .code = dup0(ev->code),
+                 .detail = dup0(ev->detail),
+                 .job = ev->job,
+                 .bytes = ev->bytes,
+                 .context_bytes = ev->context_bytes,
                  .outside = ev->outside};
   if (ev->kind == EBB_EVENT_LEAK)
     f->sites = leak_sites(ev);
@@ -126,7 +132,9 @@ static void on_leak(srv_events *e, ev_fact *f, const char *running) {
 static void on_pipeline(srv_events *e, const ev_fact *f) {
   char label[200];
   snprintf(label, sizeof label, "pipeline %s %s", f->pipeline ? f->pipeline : "?",
-           f->state && !strcmp(f->state, "awake") ? "woke" : f->state ? f->state : "?");
+           f->state && !strcmp(f->state, "awake") ? "woke"
+           : f->state                             ? f->state
+                                                  : "?");
   srv_ev_mark(e, dev_named(e, f->device), f->t, label);
   e->pipes_dirty = 1;
 }
@@ -154,147 +162,12 @@ static void on_session(srv_events *e, const ev_fact *f) {
   }
 }
 
-/* --- jobs ------------------------------------------------------------------------------ */
-static int state_of(const char *s) {
-  for (int i = 0; s && i < EBB_JOB_NSTATES; i++)
-    if (!strcmp(s, ebb_job_state_name(i)))
-      return i;
-  return -1;
-}
-
-/* The stages: each one's released bytes (a finished job's, from its fact)
- * with the peak it reached, then the ones that ran but have no bytes yet. */
-static json_t *stages_json(json_t *released, json_t *peaks) {
-  json_t *stages = json_array(), *s;
-  size_t i;
-  json_array_foreach(released, i, s) {
-    const char *name = json_string_value(json_object_get(s, "name"));
-    json_t *pk = name && peaks ? json_object_get(peaks, name) : NULL;
-    json_array_append_new(stages, json_pack("{s:O,s:O,s:O}", "name", json_object_get(s, "name"),
-                                            "released_bytes",
-                                            json_object_get(s, "released_bytes") ?: json_null(),
-                                            "peak_bytes", pk ? pk : json_null()));
-  }
-  const char *key;
-  json_t *v;
-  json_object_foreach(peaks, key, v) {
-    int found = 0;
-    json_array_foreach(stages, i, s)
-      found |= !strcmp(json_string_value(json_object_get(s, "name")) ?: "", key);
-    if (!found && strncmp(key, "job ", 4))
-      json_array_append_new(stages, json_pack("{s:s,s:n,s:O}", "name", key, "released_bytes",
-                                              "peak_bytes", v));
-  }
-  return stages;
-}
-
-/* A stored job (the hello's) as the `job` event has it. */
-static json_t *stored_job_json(json_t *o, json_t *peaks) {
-  json_t *rel = json_object_get(o, "released_bytes");
-  return json_pack("{s:O,s:O,s:O,s:O,s:O,s:O,s:O,s:o,s:o}", "id", json_object_get(o, "id"),
-                   "pipeline", json_object_get(o, "pipeline"), "state",
-                   json_object_get(o, "state"), "created", json_object_get(o, "created"),
-                   "started", json_object_get(o, "started") ?: json_null(), "finished",
-                   json_object_get(o, "finished") ?: json_null(), "error",
-                   json_object_get(o, "error") ?: json_null(), "released_bytes",
-                   rel ? json_incref(rel) : json_integer(0), "stages",
-                   stages_json(json_object_get(o, "stages"), peaks));
-}
-
-/* A watched job as the `job` event has it; f: its fact now (NULL: a peak). */
-static json_t *watched_json(const watched_job *w, const ev_fact *f) {
-  int st = f ? state_of(f->state) : w->state;
-  json_t *released = f && f->detail ? json_loads(f->detail, 0, NULL) : NULL;
-  json_t *err = f && (f->code || f->message)
-                    ? json_pack("{s:s?,s:s?}", "code", f->code, "message", f->message)
-                    : json_null();
-  json_t *o = json_pack("{s:s,s:s,s:s,s:f,s:o,s:o,s:o,s:I,s:o}", "id", w->uid, "pipeline",
-                        w->pipeline, "state", ebb_job_state_name(st), "created", w->created,
-                        "started", w->started ? json_real(w->started) : json_null(), "finished",
-                        st > EBB_JOB_RUNNING ? json_real(f ? f->t : ebb_wall_s()) : json_null(),
-                        "error", err, "released_bytes", (json_int_t)(f ? f->bytes : 0), "stages",
-                        stages_json(released, w->peaks));
-  json_decref(released);
-  return o;
-}
-
-/* Under mu. */
-static watched_job *watched(srv_events *e, const ev_fact *f) {
-  for (size_t i = 0; i < e->nwjobs; i++)
-    if (e->wjobs[i].id == f->job)
-      return &e->wjobs[i];
-  if (e->nwjobs == e->capwjobs) {
-    size_t cap = e->capwjobs ? e->capwjobs * 2 : 16;
-    watched_job *p = realloc(e->wjobs, cap * sizeof *p);
-    if (!p)
-      return NULL;
-    e->wjobs = p;
-    e->capwjobs = cap;
-  }
-  watched_job *w = &e->wjobs[e->nwjobs++];
-  *w = (watched_job){.id = f->job, .state = -1, .created = f->t, .peaks = json_object()};
-  snprintf(w->uid, sizeof w->uid, "%s", f->id ? f->id : "");
-  snprintf(w->pipeline, sizeof w->pipeline, "%s", f->pipeline ? f->pipeline : "");
-  return w;
-}
-
-/* A job's state: a `job` event (kept for new clients); an ended job is
- * forgotten (the store has it for the next hello). */
-static void on_job(srv_events *e, const ev_fact *f) {
-  int st = state_of(f->state);
-  pthread_mutex_lock(&e->mu);
-  watched_job *w = st < 0 ? NULL : watched(e, f);
-  if (!w) {
-    pthread_mutex_unlock(&e->mu);
-    return;
-  }
-  if (st == EBB_JOB_RUNNING)
-    w->started = f->t;
-  if (st > EBB_JOB_RUNNING && w->state == EBB_JOB_RUNNING)
-    srv_ev_add_peaks(e, w); /* the last interval's */
-  if (st >= EBB_JOB_RUNNING)
-    snprintf(e->last_job_pipeline, sizeof e->last_job_pipeline, "%s", w->pipeline);
-  w->state = st;
-  json_t *j = watched_json(w, f);
-  json_decref(w->peaks_sent);
-  w->peaks_sent = json_deep_copy(w->peaks);
-  if (st > EBB_JOB_RUNNING) {
-    json_decref(w->peaks);
-    json_decref(w->peaks_sent);
-    *w = e->wjobs[--e->nwjobs];
-  }
-  pthread_mutex_unlock(&e->mu);
-  srv_sse_send(e->sse, "job", j, 1);
-}
-
-/* The running jobs' peaks this interval; a change is news to the clients
- * connected. Answers the pipeline that runs (NULL: none). */
-static const char *running_jobs(srv_events *e, char *running, size_t rn) {
-  running[0] = '\0';
-  pthread_mutex_lock(&e->mu);
-  for (size_t i = 0; i < e->nwjobs; i++) {
-    watched_job *w = &e->wjobs[i];
-    if (w->state != EBB_JOB_RUNNING)
-      continue;
-    snprintf(running, rn, "%s", w->pipeline);
-    srv_ev_add_peaks(e, w);
-    if (json_equal(w->peaks, w->peaks_sent))
-      continue;
-    json_decref(w->peaks_sent);
-    w->peaks_sent = json_deep_copy(w->peaks);
-    srv_sse_send(e->sse, "job", watched_json(w, NULL), 0);
-  }
-  pthread_mutex_unlock(&e->mu);
-  return running[0] ? running : NULL;
-}
-
 /* --- pipelines and sessions ---------------------------------------------------------- */
 static json_t *pipe_named(json_t *arr, const char *name) {
   size_t i;
   json_t *p;
-  json_array_foreach(arr, i, p)
-    if (!strcmp(json_string_value(json_object_get(p, "name")) ?: "", name))
-      return p;
+  json_array_foreach(arr, i, p) if (!strcmp(json_string_value(json_object_get(p, "name")) ?: "",
+                                            name)) return p;
   return NULL;
 }
 
@@ -344,9 +217,9 @@ static void refresh_pipelines(srv_events *e) {
 }
 
 static json_t *session_json(const ebb_session_info *si, const char *device) {
-  return json_pack("{s:s,s:s,s:s,s:s,s:i,s:I,s:I,s:f,s:s}", "id", si->id, "pipeline",
-                   si->pipeline, "state", si->state == EBB_SESSION_OPEN ? "open" : "stopped",
-                   "stop_reason", si->stop_reason, "inflight", si->inflight, "items_done",
+  return json_pack("{s:s,s:s,s:s,s:s,s:i,s:I,s:I,s:f,s:s}", "id", si->id, "pipeline", si->pipeline,
+                   "state", si->state == EBB_SESSION_OPEN ? "open" : "stopped", "stop_reason",
+                   si->stop_reason, "inflight", si->inflight, "items_done",
                    (json_int_t)si->items_done, "items_failed", (json_int_t)si->items_failed,
                    "created", si->created, "device", device);
 }
@@ -392,10 +265,12 @@ static void handle_facts(srv_events *e, ev_fact *f, const char *running) {
     switch (f->kind) {
     case EBB_EVENT_RELEASED: on_release(e, f); break;
     case EBB_EVENT_LEAK: on_leak(e, f, running); break;
-    case EBB_EVENT_JOB: on_job(e, f); break;
+    case EBB_EVENT_JOB: srv_ev_on_job(e, f); break;
     case EBB_EVENT_PIPELINE: on_pipeline(e, f); break;
     case EBB_EVENT_SESSION: on_session(e, f); break;
-    case EBB_EVENT_DEVICE_LOST: srv_ev_mark(e, dev_named(e, f->device), f->t, "device failed"); break;
+    case EBB_EVENT_DEVICE_LOST:
+      srv_ev_mark(e, dev_named(e, f->device), f->t, "device failed");
+      break;
     default: break;
     }
     fact_free(f);
@@ -409,7 +284,7 @@ static void tick(srv_events *e) {
   ev_fact *f = take_facts(e);
   for (size_t d = 0; d < e->ndev; d++)
     srv_ev_read_ledger(e, &e->dev[d]);
-  const char *run = running_jobs(e, running, sizeof running);
+  const char *run = srv_ev_running_jobs(e, running, sizeof running);
   handle_facts(e, f, run);
   if (e->pipes_dirty) {
     e->pipes_dirty = 0;
@@ -447,41 +322,16 @@ static void *publisher(void *arg) {
 }
 
 /* --- hello -------------------------------------------------------------------------- */
-/* The newest jobs the store holds (what --keep-jobs left), with the peaks
- * of the ones running. */
-static json_t *hello_jobs(srv_events *e) {
-  json_t *jobs = json_array();
-  int64_t *ids = NULL;
-  size_t n = 0;
-  ebb_store_newest(e->store, RECENT_JOBS, &ids, &n);
-  for (size_t i = 0; i < n; i++) {
-    json_t *o = NULL;
-    if (ebb_store_get(e->store, ids[i], &o) != 0)
-      continue;
-    json_t *peaks = NULL;
-    pthread_mutex_lock(&e->mu);
-    for (size_t k = 0; k < e->nwjobs; k++)
-      if (e->wjobs[k].id == ids[i])
-        peaks = json_deep_copy(e->wjobs[k].peaks);
-    pthread_mutex_unlock(&e->mu);
-    json_array_append_new(jobs, stored_job_json(o, peaks));
-    json_decref(peaks);
-    json_decref(o);
-  }
-  free(ids);
-  return jobs;
-}
-
 static json_t *hello(void *ctx) {
   srv_events *e = ctx;
   json_t *devs = json_array();
   for (size_t d = 0; d < e->ndev; d++) {
     ebb_device *dev = ebb_allocator_device(e->dev[d].alloc);
-    json_array_append_new(devs, json_pack("{s:s,s:s,s:I}", "device", ebb_device_label(dev),
-                                          "name", ebb_device_name(dev), "total_bytes",
+    json_array_append_new(devs, json_pack("{s:s,s:s,s:I}", "device", ebb_device_label(dev), "name",
+                                          ebb_device_name(dev), "total_bytes",
                                           (json_int_t)ebb_device_total_bytes(dev)));
   }
-  json_t *jobs = hello_jobs(e);
+  json_t *jobs = srv_ev_hello_jobs(e);
   pthread_mutex_lock(&e->mu);
   json_t *h = json_pack("{s:i,s:i,s:i,s:f,s:o,s:O,s:o,s:O,s:O}", "version", 1, "interval_ms",
                         e->interval_ms, "history_s", e->history_s, "t", ebb_wall_s(), "devices",
@@ -522,8 +372,11 @@ static int init(srv_events *e, const srv_events_opts *o) {
   pthread_condattr_destroy(&ca);
   if (!e->pipelines || !e->sessions || !e->leaks)
     return ebb_seterr(EBB_ENOMEM, "events: out of host memory");
-  srv_sse_opts so = {.max_clients = o->max_clients, .client_buffer = o->client_buffer,
-                     .history_s = e->history_s, .hello = hello, .hello_ctx = e};
+  srv_sse_opts so = {.max_clients = o->max_clients,
+                     .client_buffer = o->client_buffer,
+                     .history_s = e->history_s,
+                     .hello = hello,
+                     .hello_ctx = e};
   return srv_sse_create(&so, &e->sse);
 }
 

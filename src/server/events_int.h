@@ -1,5 +1,6 @@
-/* What events.c (facts, jobs, hello) and events_memory.c (the ledger's
- * memory picture) share: the live picture's state. Not for other files. */
+/* What events.c (facts, hello, the publisher thread), events_jobs.c (jobs)
+ * and events_memory.c (the ledger's memory picture) share: the live
+ * picture's state. Not for other files. */
 #ifndef EBB_SERVER_EVENTS_INT_H
 #define EBB_SERVER_EVENTS_INT_H
 
@@ -16,7 +17,7 @@ typedef struct owner_row {
   uint64_t bytes, peak; /* now; the most within this interval */
   uint64_t parked;      /* segment bytes parked (asleep) and not woken */
   unsigned allocs, frees;
-  int touched;          /* had an event this interval */
+  int touched; /* had an event this interval */
 } owner_row;
 
 /* One device (one manager and its allocator): publisher-only state. */
@@ -34,10 +35,10 @@ typedef struct watched_job {
   int64_t id;
   char uid[40];
   char pipeline[128];
-  int state;                       /* EBB_JOB_... */
-  double created, started;         /* Unix seconds; 0: not yet */
-  json_t *peaks;                   /* {owner name: peak bytes while it ran} */
-  json_t *peaks_sent;              /* peaks in the last `job` event */
+  int state;               /* EBB_JOB_... */
+  double created, started; /* Unix seconds; 0: not yet */
+  json_t *peaks;           /* {owner name: peak bytes while it ran} */
+  json_t *peaks_sent;      /* peaks in the last `job` event */
 } watched_job;
 
 /* A fact from the bus, copied, waiting for the publisher thread. */
@@ -78,6 +79,15 @@ struct srv_events {
   char **sids; /* open sessions' ids */
   size_t nsids;
 };
+
+/* --- "events_jobs.c" */
+/* A job's fact: its `job` event; an ended job is forgotten. */
+void srv_ev_on_job(srv_events *e, const ev_fact *f);
+/* The running jobs' peaks this interval (a change: a `job` event); answers
+ * the pipeline that runs, in running (NULL: none). */
+const char *srv_ev_running_jobs(srv_events *e, char *running, size_t rn);
+/* hello's jobs: the newest the store holds (a new reference). */
+json_t *srv_ev_hello_jobs(srv_events *e);
 
 /* --- "events_memory.c" */
 /* A ledger time (ebb_mono_ns) as Unix seconds. */

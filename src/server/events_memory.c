@@ -45,9 +45,8 @@ static owner_row *owner_get(ev_dev *d, uint32_t id, const char *name) {
 static int loaded_on(json_t *p, const char *label) {
   size_t i;
   json_t *x;
-  json_array_foreach(json_object_get(p, "devices"), i, x)
-    if (!strcmp(json_string_value(x) ?: "", label))
-      return 1;
+  json_array_foreach(json_object_get(p, "devices"), i,
+                     x) if (!strcmp(json_string_value(x) ?: "", label)) return 1;
   return 0;
 }
 
@@ -97,10 +96,11 @@ static void flush_park(srv_events *e, ev_dev *d, park_run *pr) {
     return;
   }
   srv_sse_send(e->sse, "release",
-          json_pack("{s:f,s:s,s:I,s:I,s:s,s:b}", "t", srv_ev_wall_of(pr->first->t_ns), "device",
-                    d->label, "bytes", (json_int_t)pr->bytes, "context_bytes", (json_int_t)0,
-                    "stage", pr->first->label ? pr->first->label : "?", "asleep", 1),
-          1);
+               json_pack("{s:f,s:s,s:I,s:I,s:s,s:b}", "t", srv_ev_wall_of(pr->first->t_ns),
+                         "device", d->label, "bytes", (json_int_t)pr->bytes, "context_bytes",
+                         (json_int_t)0, "stage", pr->first->label ? pr->first->label : "?",
+                         "asleep", 1),
+               1);
   *pr = (park_run){0};
 }
 
@@ -189,12 +189,12 @@ static json_t *owners_sample(srv_events *e, size_t di, const char *running,
       const char *p = srv_ev_pipeline_of(e, d->label, r->name, running);
       uint64_t asleep = r->parked < r->bytes ? r->parked : r->bytes;
       *asleep_total += asleep;
-      json_array_append_new(
-          owners, json_pack("{s:s,s:o,s:I,s:I,s:I,s:i,s:i}", "owner", r->name, "pipeline",
-                            p ? json_string(p) : json_null(), "bytes", (json_int_t)r->bytes,
-                            "asleep_bytes", (json_int_t)asleep, "peak",
-                            (json_int_t)(r->peak > r->bytes ? r->peak : r->bytes), "allocs",
-                            r->allocs, "frees", r->frees));
+      json_array_append_new(owners,
+                            json_pack("{s:s,s:o,s:I,s:I,s:I,s:i,s:i}", "owner", r->name, "pipeline",
+                                      p ? json_string(p) : json_null(), "bytes",
+                                      (json_int_t)r->bytes, "asleep_bytes", (json_int_t)asleep,
+                                      "peak", (json_int_t)(r->peak > r->bytes ? r->peak : r->bytes),
+                                      "allocs", r->allocs, "frees", r->frees));
     }
     r->peak = r->bytes;
     r->allocs = r->frees = 0;
@@ -218,27 +218,27 @@ void srv_ev_publish_memory(srv_events *e, size_t di, const char *running) {
   uint64_t asleep = 0;
   json_t *owners = owners_sample(e, di, running, &asleep);
   uint64_t used = st.driver_total > st.driver_free ? st.driver_total - st.driver_free : 0;
-  json_t *o = json_pack(
-      "{s:f,s:s,s:o,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I}", "t",
-      ebb_wall_s(), "device", d->label, "owners", owners, "reserved_bytes",
-      (json_int_t)st.reserved.current, "allocated_bytes", (json_int_t)st.allocated.current,
-      "cached_bytes", (json_int_t)st.cached.current, "context_bytes",
-      (json_int_t)(st.ctx_active ? st.context_estimate : 0), "asleep_bytes", (json_int_t)asleep,
-      "backup_bytes", (json_int_t)ebb_allocator_backup_bytes(d->alloc), "driver_used_bytes",
-      (json_int_t)used, "driver_free_bytes", (json_int_t)st.driver_free, "driver_total_bytes",
-      (json_int_t)st.driver_total);
+  json_t *o = json_pack("{s:f,s:s,s:o,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I}", "t", ebb_wall_s(),
+                        "device", d->label, "owners", owners, "reserved_bytes",
+                        (json_int_t)st.reserved.current, "allocated_bytes",
+                        (json_int_t)st.allocated.current, "cached_bytes",
+                        (json_int_t)st.cached.current, "context_bytes",
+                        (json_int_t)(st.ctx_active ? st.context_estimate : 0), "asleep_bytes",
+                        (json_int_t)asleep, "backup_bytes",
+                        (json_int_t)ebb_allocator_backup_bytes(d->alloc), "driver_used_bytes",
+                        (json_int_t)used, "driver_free_bytes", (json_int_t)st.driver_free,
+                        "driver_total_bytes", (json_int_t)st.driver_total);
   if (un_ok && un.per_process) {
     json_object_set_new(o, "process_bytes", json_integer((json_int_t)un.driver_used));
     json_object_set_new(o, "others_bytes",
-                        json_integer((json_int_t)(used > un.driver_used ? used - un.driver_used
-                                                                        : 0)));
+                        json_integer(
+                            (json_int_t)(used > un.driver_used ? used - un.driver_used : 0)));
   } else {
     json_object_set_new(o, "process_bytes", json_null());
     json_object_set_new(o, "others_bytes", json_null());
   }
   json_object_set_new(o, "unattributed_bytes",
-                      un_ok ? json_integer((json_int_t)(un.unattributed > 0 ? un.unattributed
-                                                                            : 0))
+                      un_ok ? json_integer((json_int_t)(un.unattributed > 0 ? un.unattributed : 0))
                             : json_null());
   srv_sse_send(e->sse, "memory", o, 1);
 }
@@ -259,4 +259,3 @@ void srv_ev_add_peaks(srv_events *e, watched_job *w) {
         json_object_set_new(w->peaks, r->name, json_integer((json_int_t)pk));
     }
 }
-

@@ -16,8 +16,9 @@
  * (NULL: none yet) is now st; code and msg its error (NULL: none);
  * released the bytes it handed back; stages its per-stage bytes (JSON text,
  * NULL until it ends). Strings borrowed. */
-void srv_job_publish(int64_t id, const char *uid, const char *pipeline, const char *device, ebb_job_state st,
-                     const char *code, const char *msg, uint64_t released, const char *stages);
+void srv_job_publish(int64_t id, const char *uid, const char *pipeline, const char *device,
+                     ebb_job_state st, const char *code, const char *msg, uint64_t released,
+                     const char *stages);
 
 /* The bytes each stage of one running job released on one device: a
  * subscription while the job runs (srv_stage_bytes_begin .. _end). The

@@ -53,15 +53,17 @@ void srv_fact_counts_metrics(srv_fact_counts *c, FILE *f) {
   for (int k = 1; k < NKINDS; k++)
     fprintf(f, "ebb_events_total{kind=\"%s\"} %llu\n", ebb_event_kind_name((ebb_event_kind)k),
             (unsigned long long)atomic_load(&c->events[k]));
-  fprintf(f, "# HELP ebb_stage_released_bytes_total Device bytes stages handed back to the "
-             "driver in their own releases.\n# TYPE ebb_stage_released_bytes_total counter\n"
-             "ebb_stage_released_bytes_total %llu\n",
+  fprintf(f,
+          "# HELP ebb_stage_released_bytes_total Device bytes stages handed back to the "
+          "driver in their own releases.\n# TYPE ebb_stage_released_bytes_total counter\n"
+          "ebb_stage_released_bytes_total %llu\n",
           (unsigned long long)atomic_load(&c->stage_released));
-  fprintf(f, "# HELP ebb_leaked_bytes_total Device bytes owners went without freeing (leak) "
-             "or took from the driver directly (outside); ebb freed them.\n"
-             "# TYPE ebb_leaked_bytes_total counter\n"
-             "ebb_leaked_bytes_total{kind=\"leak\"} %llu\n"
-             "ebb_leaked_bytes_total{kind=\"outside\"} %llu\n",
+  fprintf(f,
+          "# HELP ebb_leaked_bytes_total Device bytes owners went without freeing (leak) "
+          "or took from the driver directly (outside); ebb freed them.\n"
+          "# TYPE ebb_leaked_bytes_total counter\n"
+          "ebb_leaked_bytes_total{kind=\"leak\"} %llu\n"
+          "ebb_leaked_bytes_total{kind=\"outside\"} %llu\n",
           (unsigned long long)atomic_load(&c->leaked),
           (unsigned long long)atomic_load(&c->outside));
 }

@@ -251,8 +251,7 @@ static int start_resumed(srv_sse *s, client *cl, uint64_t last) {
  * hello was made). 0, or -1 out of memory. Under mu. */
 static int start_fresh(srv_sse *s, client *cl, const char *data, uint64_t seq0) {
   char *text = NULL;
-  int n = asprintf(&text, "retry: 2000\nid: %" PRIu64 "\nevent: hello\ndata: %s\n\n", seq0,
-                   data);
+  int n = asprintf(&text, "retry: 2000\nid: %" PRIu64 "\nevent: hello\ndata: %s\n\n", seq0, data);
   if (n < 0)
     return -1;
   size_t need = (size_t)n, from = s->n;
@@ -393,10 +392,10 @@ enum MHD_Result srv_sse_serve(srv_sse *s, struct MHD_Connection *c) {
     return refuse(c, MHD_HTTP_INTERNAL_SERVER_ERROR, "internal", "out of host memory");
   if (!cl) {
     char msg[200];
-    snprintf(msg, sizeof msg, !strcmp(why, "stopping")
-                                  ? "the server is stopping"
-                                  : "%d clients are reading /v1/events already, the most "
-                                    "this server takes (EBB_EVENTS_MAX_CLIENTS)",
+    snprintf(msg, sizeof msg,
+             !strcmp(why, "stopping") ? "the server is stopping"
+                                      : "%d clients are reading /v1/events already, the most "
+                                        "this server takes (EBB_EVENTS_MAX_CLIENTS)",
              s->o.max_clients);
     return refuse(c, MHD_HTTP_SERVICE_UNAVAILABLE, "too_many_clients", msg);
   }

@@ -36,12 +36,12 @@ typedef struct srv_sse srv_sse;
 typedef json_t *(*srv_sse_hello_fn)(void *ctx);
 
 typedef struct srv_sse_opts {
-  int max_clients;       /* 0: 256 (env EBB_EVENTS_MAX_CLIENTS) */
-  size_t client_buffer;  /* bytes queued per client before it is dropped; 0: 256 KiB
+  int max_clients;      /* 0: 256 (env EBB_EVENTS_MAX_CLIENTS) */
+  size_t client_buffer; /* bytes queued per client before it is dropped; 0: 256 KiB
                             (env EBB_EVENTS_CLIENT_BUFFER) */
-  size_t buffer_events;  /* events kept for replay and Last-Event-ID; 0: 4096
+  size_t buffer_events; /* events kept for replay and Last-Event-ID; 0: 4096
                             (env EBB_EVENTS_BUFFER; 16 to 65536) */
-  int history_s;         /* the oldest event kept, seconds; 0: 300 */
+  int history_s;        /* the oldest event kept, seconds; 0: 300 */
   srv_sse_hello_fn hello;
   void *hello_ctx;
 } srv_sse_opts;

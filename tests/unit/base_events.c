@@ -40,8 +40,11 @@ static void record(void *ctx, const ebb_event *ev) {
 
 /* A release of owner "x" with no log line (QUIET): the test's output stays clean. */
 static void publish_one(uint64_t bytes) {
-  ebb_event ev = {.kind = EBB_EVENT_RELEASED, .flags = EBB_EVENT_QUIET, .owner = "x",
-                  .what = "GPU memory", .bytes = bytes};
+  ebb_event ev = {.kind = EBB_EVENT_RELEASED,
+                  .flags = EBB_EVENT_QUIET,
+                  .owner = "x",
+                  .what = "GPU memory",
+                  .bytes = bytes};
   ebb_event_publish(&ev);
 }
 
@@ -208,7 +211,7 @@ static void racer_cb(void *ctx, const ebb_event *ev) {
   int zero = 0;
   if (atomic_compare_exchange_strong(&r->claimed, &zero, 1))
     ebb_events_unsubscribe(r->me); /* from inside: the bus frees the node */
-  atomic_store(&r->done, 1);    /* the last touch of r */
+  atomic_store(&r->done, 1);       /* the last touch of r */
 }
 
 /* subscribes and unsubscribes over and over, half of them from inside */
