@@ -15,6 +15,8 @@ server_events_keepjobs.sh; every wait is bounded.
   expired URL           a Last-Event-ID older than the buffer (or unreadable,
                         or from the future) gets a fresh hello.
   hello URL IDS...      the hello's jobs are exactly IDS (the store's), in order.
+  submit URL INPUT N    N jobs of pipeline `tiny`; waits for the last; prints
+                        their ids, oldest first.
 """
 import json
 import os
@@ -87,8 +89,8 @@ class Stream:
         self.s.close()
 
 
-def post_job():
-    code, body = api("POST", "/v1/jobs", {"pipeline": "demo", "input": INPUT})
+def post_job(pipeline="demo"):
+    code, body = api("POST", "/v1/jobs", {"pipeline": pipeline, "input": INPUT})
     if code != 202:
         fail("POST /v1/jobs: %d %s" % (code, body))
         sys.exit(1)
@@ -232,6 +234,12 @@ def hello(want):
     print("ok: hello lists the %d jobs the store holds" % len(got))
 
 
+def submit(n):
+    ids = [post_job("tiny") for _ in range(n)]
+    wait_job(ids[-1])
+    print(" ".join(ids))
+
+
 mode = sys.argv[1]
 INPUT = sys.argv[3] if len(sys.argv) > 3 else None
 if mode == "figures":
@@ -240,6 +248,8 @@ elif mode == "resume":
     resume()
 elif mode == "expired":
     expired()
+elif mode == "submit":
+    submit(int(sys.argv[4]))
 elif mode == "hello":
     hello(sys.argv[3:])
 else:

@@ -16,13 +16,9 @@ JSON
 echo "any input" > "$T/input.txt"
 serve "$T/log" --config "$T/cfg.json" --data-dir "$T/data" --input-dir "$T" --no-cache \
   --keep-jobs 3
-ids=()
-for i in $(seq 40); do
-  req POST /v1/jobs -d "{\"pipeline\": \"tiny\", \"input\": \"$T/input.txt\"}"
-  [ "$CODE" = 202 ] || { fail "POST /v1/jobs #$i: $CODE $BODY"; break; }
-  ids+=("$(jget "$BODY" '["id"]')")
-done
-[ ${#ids[@]} -eq 40 ] && wait_done "${ids[39]}"
+ids=($(timeout 60 python3 "$EBB_SOURCE_DIR/tests/integration/server_events_facts.py" \
+  submit "$URL" "$T/input.txt" 40))
+[ ${#ids[@]} -eq 40 ] || fail "40 jobs were not all accepted and run: ${#ids[@]} ids"
 # the store keeps 3 once the last has ended (the pruning follows the job's end)
 for _ in $(seq 50); do
   req GET "/v1/jobs/${ids[36]}"
