@@ -21,7 +21,9 @@ server_events_keepjobs.sh; every wait is bounded.
 import json
 import os
 import re
+import shutil
 import socket
+import subprocess
 import sys
 import time
 import urllib.request
@@ -131,6 +133,13 @@ def figures():
         fail("the stream does not start with hello: %r" % evs[:1])
     with urllib.request.urlopen(URL + "/metrics", timeout=30) as r:
         text = r.read().decode()
+    if shutil.which("promtool"):  # the fact counters' families are well formed
+        p = subprocess.run(["promtool", "check", "metrics"], input=text, capture_output=True,
+                           text=True, timeout=30)
+        bad = [ln for ln in (p.stdout + p.stderr).splitlines()
+               if re.search(r"ebb_(events|stage_released|leaked)", ln)]
+        if bad:
+            fail("promtool on the fact counters: %s" % bad)
     states = [d["state"] for _, n, d in evs if n == "job" and d["id"] == jid]
     out = {
         "job_state": job["state"],
