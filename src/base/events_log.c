@@ -108,10 +108,18 @@ static void log_leak(const ebb_event *ev) {
     log_site(ev, &ev->sites[i], lv);
 }
 
+/* `[broker] pid P (WHAT) gave back N MiB on cuda:K in T ms: REASON`. */
+static void log_grant(const ebb_event *ev) {
+  ebb_log(EBB_LOG_INFO, "broker", "pid %ld (%s) gave back %llu MiB on %s in %.0f ms: %s",
+          (long)ev->pid, ev->owner ? ev->owner : "?", MIB(ev->bytes), ev->device ? ev->device : "?",
+          ev->ms, ev->message ? ev->message : "");
+}
+
 void ebb_event_log(const ebb_event *ev) {
   switch (ev->kind) {
   case EBB_EVENT_RELEASED: log_release(ev); break;
   case EBB_EVENT_LEAK: log_leak(ev); break;
+  case EBB_EVENT_GRANT: log_grant(ev); break;
   default: break; /* the other facts are logged where they happen, as before */
   }
 }

@@ -8,6 +8,7 @@
  * lose no event of a subscription that stays, and the seq numbers are
  * unique. Run under ASan/UBSan in build-asan too. */
 #include <pthread.h>
+#include <stdio.h>
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
@@ -275,8 +276,44 @@ static void test_many_threads(void) {
   CHECK_MSG(churned > 0, "the churning threads never subscribed");
 }
 
+/* The log is the bus's first subscriber: the fixed lines, word for word. */
+static void test_log_lines(void) {
+  char *buf = NULL;
+  size_t n = 0;
+  FILE *f = open_memstream(&buf, &n);
+  REQUIRE(f != NULL);
+  ebb_log_set_stream(f);
+  ebb_log_set_level(EBB_LOG_INFO);
+  ebb_event rel = {.kind = EBB_EVENT_RELEASED,
+                   .owner = "separate",
+                   .what = "GPU memory",
+                   .bytes = 3704ull << 20};
+  ebb_event_publish(&rel);
+  ebb_event quiet = rel;
+  quiet.flags = EBB_EVENT_QUIET;
+  ebb_event_publish(&quiet); /* no line */
+  ebb_event_site site = {.bytes = 4 << 20, .site = "synthetic.c:120"};
+  ebb_event leak = {.kind = EBB_EVENT_LEAK,
+                    .owner = "b",
+                    .bytes = 4 << 20,
+                    .blocks = 1,
+                    .sites = &site,
+                    .nsites = 1};
+  ebb_event_publish(&leak);
+  ebb_event_publish_grant(4121, "ebb serve", "cuda:0", 8u << 20, 6u << 20, 13.4, "idle");
+  ebb_log_set_stream(NULL);
+  ebb_log_set_level(EBB_LOG_ERROR);
+  fclose(f);
+  CHECK_EQ_STR(buf, "[separate] released 3704 MiB of GPU memory\n"
+                    "[b] leaked 4 MiB in 1 blocks; freed by ebb\n"
+                    "[b]   4 MiB (4194304 bytes) at synthetic.c:120\n"
+                    "[broker] pid 4121 (ebb serve) gave back 6 MiB on cuda:0 in 13 ms: idle\n");
+  free(buf);
+}
+
 int main(void) {
   ebb_log_set_level(EBB_LOG_ERROR);
+  RUN(test_log_lines);
   RUN(test_subscribe_and_order);
   RUN(test_unsubscribe_during_publish);
   RUN(test_unsubscribe_waits);
