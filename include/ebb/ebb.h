@@ -46,7 +46,7 @@ extern "C" {
 #endif
 
 #define EBB_API_VERSION_MAJOR 1
-#define EBB_API_VERSION_MINOR 2 /* 1.1: ebb_reclaim; 1.2: ebb_torch_alloc_at */
+#define EBB_API_VERSION_MINOR 2 /* 1.1: ebb_reclaim; 1.2: ebb_torch_alloc_at, events.h */
 #define EBB_API_VERSION (EBB_API_VERSION_MAJOR * 1000 + EBB_API_VERSION_MINOR)
 
 /* EBB_API_VERSION of the loaded library (major * 1000 + minor). */

@@ -10,8 +10,6 @@ static pthread_mutex_t log_lock = PTHREAD_MUTEX_INITIALIZER;
 static ebb_log_format log_format = EBB_LOG_TEXT;
 static ebb_log_level log_min = EBB_LOG_INFO;
 static FILE *log_stream;
-static ebb_log_tap_fn log_tap;
-static void *log_tap_ctx;
 
 static const char *const level_names[] = {"debug", "info", "warn", "error"};
 
@@ -19,13 +17,6 @@ void ebb_log_set_format(ebb_log_format f) { log_format = f; }
 ebb_log_format ebb_log_get_format(void) { return log_format; }
 void ebb_log_set_level(ebb_log_level min) { log_min = min; }
 void ebb_log_set_stream(FILE *f) { log_stream = f; }
-void ebb_log_set_tap(ebb_log_tap_fn fn, void *ctx) {
-  pthread_mutex_lock(&log_lock);
-  log_tap = fn;
-  log_tap_ctx = ctx;
-  pthread_mutex_unlock(&log_lock);
-}
-
 static void emit(ebb_log_level level, const char *scope, const ebb_log_field *fields,
                  int nfields, const char *fmt, va_list ap) {
   if (level < log_min)
@@ -63,8 +54,6 @@ static void emit(ebb_log_level level, const char *scope, const ebb_log_field *fi
     fprintf(f, "%s\n", msg);
   }
   fflush(f);
-  if (log_tap)
-    log_tap(log_tap_ctx, level, scope, msg);
   pthread_mutex_unlock(&log_lock);
 }
 

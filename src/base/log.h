@@ -3,7 +3,10 @@
  * object per line with the same message plus structured fields:
  *   {"ts":..., "level":"info", "scope":"separate", "msg":"released 3704 MiB of GPU memory",
  *    "event":"released", "released_bytes":3884...}
- * The sink is stdout by default; thread-safe (one line is written whole). */
+ * The sink is stdout by default; thread-safe (one line is written whole).
+ * Nothing in ebb reads these lines back: what they say is published as an
+ * event first (base/events.h), and the release and leak lines are written
+ * by the log's subscription to those events (events_log.c). */
 #ifndef EBB_BASE_LOG_H
 #define EBB_BASE_LOG_H
 
@@ -35,14 +38,6 @@ ebb_log_format ebb_log_get_format(void);
 void ebb_log_set_level(ebb_log_level min);
 /* The stream is borrowed, not closed by ebb. NULL restores stdout. */
 void ebb_log_set_stream(FILE *f);
-
-/* A tap sees every line written (after the level filter), with the log's lock
- * held: it must not log, and should be quick (the server's event stream uses
- * it to pick up leak reports with their allocation sites). One tap; NULL
- * removes it. */
-typedef void (*ebb_log_tap_fn)(void *ctx, ebb_log_level level, const char *scope,
-                               const char *msg);
-void ebb_log_set_tap(ebb_log_tap_fn fn, void *ctx);
 
 void ebb_log(ebb_log_level level, const char *scope, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));

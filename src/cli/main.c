@@ -1,7 +1,9 @@
 /* `ebb`: dispatches to one subcommand. */
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
+#include "base/log.h"
 #include "cli/commands.h"
 
 static const ebb_command commands[] = {
@@ -26,10 +28,30 @@ static void usage(FILE *f) {
              "to the driver after every stage.\n\ncommands:\n");
   for (size_t i = 0; i < NCOMMANDS; i++)
     fprintf(f, "  %-10s %s\n", commands[i].name, commands[i].summary);
-  fprintf(f, "\n`ebb COMMAND --help` describes a command.\n");
+  fprintf(f, "\n`ebb COMMAND --help` describes a command. EBB_LOG_LEVEL=debug|info|warn|error:\n"
+             "the least a log line must be to be written (default info).\n");
+}
+
+/* EBB_LOG_LEVEL=debug|info|warn|error: the least a line must be to be
+ * written (default info; -v still asks for debug). 0, or -1 naming the bad
+ * value. */
+static int log_level_from_env(void) {
+  static const char *const names[] = {"debug", "info", "warn", "error"};
+  const char *v = getenv("EBB_LOG_LEVEL");
+  if (!v || !*v)
+    return 0;
+  for (int i = 0; i < 4; i++)
+    if (!strcmp(v, names[i])) {
+      ebb_log_set_level((ebb_log_level)i);
+      return 0;
+    }
+  fprintf(stderr, "ebb: EBB_LOG_LEVEL=%s: expected debug, info, warn or error\n", v);
+  return -1;
 }
 
 int main(int argc, char **argv) {
+  if (log_level_from_env() != 0)
+    return EBB_EXIT_USAGE;
   if (argc < 2) {
     usage(stderr);
     return EBB_EXIT_USAGE;

@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/events.h"
 #include "base/log.h"
 #include "device/device.h"
 #include "ebb/ebb.h"
@@ -312,7 +313,7 @@ static void hand_over(ebb_leak_report *r, ebb_leak_list **leaks, ebb_released *o
   if (l)
     *leaks = l;
   else
-    ebb_leak_report_log(r);
+    ebb_leak_report_publish(r, 0);
   ebb_leak_report_free(r);
 }
 
@@ -354,6 +355,14 @@ int ebb_owner_release(ebb_owner *o, unsigned flags, ebb_leak_list **leaks, ebb_r
   if (rc)
     return rc;
   released_from(&rr, &res);
+  /* the fact for subscribers (include/ebb/events.h); no log line: the
+   * caller reads the figures from out (QUIET) */
+  ebb_event ev = {.kind = EBB_EVENT_RELEASED, .flags = EBB_EVENT_QUIET,
+                  .device = ebb_device_label(ebb_allocator_device(ebb_owner_allocator(o))),
+                  .owner = ebb_owner_name(o), .what = "GPU memory", .bytes = res.released_bytes,
+                  .context_bytes = res.context_bytes, .callbacks_run = res.callbacks_run,
+                  .callbacks_failed = res.callbacks_failed};
+  ebb_event_publish(&ev);
   return out ? copy_sized(out, &res, sizeof res) : 0;
 }
 

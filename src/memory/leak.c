@@ -1,12 +1,13 @@
 /* Leaks: reclaiming an owner frees every live block and pinned buffer of it
  * and its descendants, and what the owner did not free itself is reported
- * (owner, size, allocation site, backtrace) with the fixed log lines
- * `[owner] leaked N MiB in M blocks; freed by ebb`; destroying an owner
+ * (owner, size, allocation site, backtrace) as an EBB_EVENT_LEAK, which the
+ * log writes as `[owner] leaked N MiB in M blocks; freed by ebb`; destroying an owner
  * reclaims it and then frees its handle and its children's. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/events.h"
 #include "base/log.h"
 #include "memory/internal.h"
 
@@ -81,7 +82,7 @@ static void deliver(ebb_allocator *a, ebb_leak_report *r, ebb_leak_report **out)
   if (fn)
     fn(r, ctx);
   else
-    ebb_leak_report_log(r);
+    ebb_leak_report_publish(r, 0);
   ebb_leak_report_free(r);
 }
 
@@ -97,6 +98,7 @@ static int reclaim(ebb_owner *o, ebb_leak_report **res) {
   ebb_leak_report *r = calloc(1, sizeof *r);
   if (r) {
     r->owner = strdup(o->name);
+    r->device = ebb_device_label(a->dev);
     r->leaks = calloc(n, sizeof *r->leaks);
   }
   ebb_leak_report dummy = {0};
@@ -137,38 +139,33 @@ void ebb_owner_destroy(ebb_owner *o, ebb_leak_report **out) {
   deliver(a, r, out);
 }
 
-void ebb_leak_report_log(const ebb_leak_report *r) {
+/* The sites as the event carries them; NULL (no sites) when out of memory. */
+static ebb_event_site *event_sites(const ebb_leak_report *r) {
+  ebb_event_site *s = r->nleaks ? calloc(r->nleaks, sizeof *s) : NULL;
+  for (size_t i = 0; s && i < r->nleaks; i++) {
+    const ebb_leak *l = &r->leaks[i];
+    int child = l->owner && r->owner && strcmp(l->owner, r->owner) != 0;
+    s[i] = (ebb_event_site){.bytes = l->size, .site = l->site ? l->site : "?",
+                            .owner = child ? l->owner : NULL, .backtrace = l->backtrace,
+                            .pinned = l->pinned};
+  }
+  return s;
+}
+
+void ebb_leak_report_publish(const ebb_leak_report *r, unsigned flags) {
   if (!r || (!r->nleaks && !r->bytes && !r->pinned_bytes))
     return;
   size_t ndev = 0;
   for (size_t i = 0; i < r->nleaks; i++)
     ndev += !r->leaks[i].pinned;
-  ebb_log_field f[3] = {EBB_LF_S("event", "leak"), EBB_LF_U("leaked_bytes", r->bytes),
-                        EBB_LF_U("leaked_blocks", ndev)};
-  if (ndev || r->bytes)
-    ebb_log_ev(EBB_LOG_WARN, r->owner, f, 3, "leaked %llu MiB in %zu blocks; freed by ebb",
-               (unsigned long long)(r->bytes >> 20), ndev);
-  if (r->pinned_bytes)
-    ebb_log(EBB_LOG_WARN, r->owner, "leaked %llu MiB of pinned host memory in %zu buffers; freed by ebb",
-            (unsigned long long)(r->pinned_bytes >> 20), r->nleaks - ndev);
-  for (size_t i = 0; i < r->nleaks; i++) {
-    const ebb_leak *l = &r->leaks[i];
-    char sz[32];
-    mem__fmt_bytes(sz, sizeof sz, l->size);
-    int child = l->owner && r->owner && strcmp(l->owner, r->owner) != 0;
-    ebb_log(EBB_LOG_WARN, r->owner, "  %s (%zu bytes) at %s%s%s%s", sz, l->size,
-            l->site ? l->site : "?", child ? " (owner '" : "", child ? l->owner : "",
-            child ? "')" : "");
-    if (l->backtrace) {
-      const char *p = l->backtrace;
-      while (*p) {
-        const char *e = strchr(p, '\n');
-        int k = e ? (int)(e - p) : (int)strlen(p);
-        ebb_log(EBB_LOG_WARN, r->owner, "      %.*s", k, p);
-        p += k + (e ? 1 : 0);
-      }
-    }
-  }
+  ebb_event_site *sites = event_sites(r);
+  ebb_event ev = {.kind = EBB_EVENT_LEAK, .flags = flags, .device = r->device,
+                  .owner = r->owner, .message = "GPU memory", .bytes = r->bytes,
+                  .pinned_bytes = r->pinned_bytes, .blocks = ndev,
+                  .pinned_blocks = r->nleaks - ndev, .sites = sites,
+                  .nsites = sites ? r->nleaks : 0};
+  ebb_event_publish(&ev);
+  free(sites);
 }
 
 void ebb_leak_report_free(ebb_leak_report *r) {

@@ -172,20 +172,23 @@ typedef struct ebb_leak {
 } ebb_leak;
 typedef struct ebb_leak_report {
   const char *owner;        /* the owner reclaimed/destroyed */
+  const char *device;       /* its allocator's device label (the device's string) */
   size_t nleaks;
   uint64_t bytes;           /* total leaked device bytes (requested sizes) */
   uint64_t pinned_bytes;
   ebb_leak *leaks;          /* nleaks entries, largest first */
 } ebb_leak_report;
-/* Writes the fixed log lines for a report through src/base/log.h, scope =
- * owner name: `[owner] leaked N MiB in M blocks; freed by ebb` then one
- * `[owner]   <size> at <site>` line per block (with backtrace frames indented
- * when present). Nothing when the report is empty. */
-void ebb_leak_report_log(const ebb_leak_report *r);
+/* Publishes the report as one EBB_EVENT_LEAK (src/base/events.h; flags:
+ * EBB_EVENT_QUIET or 0). Its subscribers write what it says: the log the
+ * fixed lines, scope = owner name: `[owner] leaked N MiB in M blocks; freed
+ * by ebb` then one `[owner]   <size> at <site>` line per block (with
+ * backtrace frames indented when present). Nothing when the report is
+ * empty. */
+void ebb_leak_report_publish(const ebb_leak_report *r, unsigned flags);
 void ebb_leak_report_free(ebb_leak_report *r);
 /* Called for every non-empty report from owner reclaim/destroy (and from
  * allocator destroy), with no lock held. Default (fn NULL):
- * ebb_leak_report_log. The report is valid during the call only. */
+ * ebb_leak_report_publish. The report is valid during the call only. */
 typedef void (*ebb_leak_fn)(const ebb_leak_report *r, void *ctx);
 void ebb_allocator_on_leak(ebb_allocator *a, ebb_leak_fn fn, void *ctx);
 

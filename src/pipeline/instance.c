@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/events.h"
 #include "base/log.h"
 #include "pipeline/isolated.h"
 
@@ -205,10 +206,12 @@ static void unload(ebb_instance *in, ebb_instance_report *rep) {
 static void cleanup_context(ebb_instance *in, const ebb_instance_plan *plan, uint64_t raw0,
                             ebb_instance_report *rep) {
   rep->unattributed_bytes = in->ctx.raw_bytes;
-  if (rep->unattributed_bytes)
-    ebb_log(plan->quiet ? EBB_LOG_DEBUG : EBB_LOG_WARN, in->ctx.name,
-            "%llu MiB taken from the driver directly were not given back; freed by ebb",
-            MIB(rep->unattributed_bytes));
+  if (rep->unattributed_bytes) {
+    ebb_event ev = {.kind = EBB_EVENT_LEAK, .flags = plan->quiet ? EBB_EVENT_QUIET : 0,
+                    .device = ebb_device_label(in->dev), .owner = in->ctx.name,
+                    .bytes = rep->unattributed_bytes, .outside = 1};
+    ebb_event_publish(&ev);
+  }
   rep->leaked_host_bytes = ebb_sctx_host_reclaim(&in->ctx, plan->quiet, NULL);
   ebb_sctx_cleanup(&in->ctx);
   rep->released_bytes += in->ctx.raw_freed - raw0;
@@ -225,8 +228,7 @@ static void teardown_owner(ebb_instance *in, const ebb_instance_plan *plan,
   rep->leaked_bytes = leaks->bytes;
   rep->leaked_pinned_bytes = leaks->pinned_bytes;
   rep->leaked_blocks = (uint32_t)leaks->nleaks;
-  if (!plan->quiet)
-    ebb_leak_report_log(leaks);
+  ebb_leak_report_publish(leaks, plan->quiet ? EBB_EVENT_QUIET : 0);
   ebb_leak_report_free(leaks);
 }
 
@@ -248,29 +250,21 @@ static void hand_back(ebb_instance *in, const ebb_instance_plan *plan, ebb_insta
 
 static uint64_t driver_free(const ebb_instance *in) { return ebb_driver_free(in->dev, NULL); }
 
-/* 6 and 7. The line (only N > 0), and the driver's own figures (debug). */
-static void log_released(ebb_instance *in, const ebb_instance_report *rep) {
-  const char *name = in->ctx.name;
-  uint64_t bytes = rep->released_bytes, before = rep->driver_free_before,
-           after = rep->driver_free_after;
-  int64_t delta = (int64_t)after - (int64_t)before;
-  ebb_log_field f[] = {
-      EBB_LF_S("event", "released"),         EBB_LF_S("stage", name),
-      EBB_LF_U("released_bytes", bytes),     EBB_LF_U("released_mib", bytes >> 20),
-      EBB_LF_U("context_bytes", rep->context_bytes), EBB_LF_U("driver_free_before", before),
-      EBB_LF_U("driver_free_after", after),  EBB_LF_I("driver_freed_bytes", delta),
-      EBB_LF_S("note", in->ctx.release_note),
-  };
-  const char *note = in->ctx.release_note;
-  if (bytes >> 20)
-    ebb_log_ev(EBB_LOG_INFO, name, f, note[0] ? 9 : 8, "released %llu MiB of %s%s%s%s",
-               MIB(bytes), mem_word(in), note[0] ? " (" : "", note, note[0] ? ")" : "");
-  if (before || after)
-    ebb_log(EBB_LOG_DEBUG, name,
-            "driver confirms: free memory %.2f GiB -> %.2f GiB (%+lld MiB; ebb handed back "
-            "%llu MiB)",
-            (double)before / (1 << 30), (double)after / (1 << 30),
-            (long long)(delta / (1 << 20)), MIB(bytes));
+/* 6 and 7. The fact, published once: the log writes the line (only N > 0,
+ * none when quiet or no_line) and the driver's own figures (debug); the
+ * server's stream, store and metrics take it from there
+ * (include/ebb/events.h). */
+static void publish_released(ebb_instance *in, const ebb_instance_plan *plan,
+                             const ebb_instance_report *rep) {
+  ebb_event ev = {.kind = EBB_EVENT_RELEASED,
+                  .flags = plan->quiet || plan->no_line ? EBB_EVENT_QUIET : 0,
+                  .device = ebb_device_label(in->dev),
+                  .owner = in->ctx.name, .message = in->ctx.release_note, .what = mem_word(in),
+                  .bytes = rep->released_bytes, .context_bytes = rep->context_bytes,
+                  .driver_free_before = rep->driver_free_before,
+                  .driver_free_after = rep->driver_free_after,
+                  .callbacks_run = rep->callbacks_run, .callbacks_failed = rep->callbacks_failed};
+  ebb_event_publish(&ev);
 }
 
 static void report_out(const ebb_instance_report *rep, ebb_instance_report *out);
@@ -296,8 +290,7 @@ int ebb_instance_release(ebb_instance *in, const ebb_instance_plan *plan,
   teardown_owner(in, plan, &rep);         /* 4. leaks reported and freed */
   hand_back(in, plan, &rep);              /* 5. trim, pinned, maybe the context */
   rep.driver_free_after = driver_free(in);/* 6. the driver's view */
-  if (!plan->quiet && !plan->no_line)
-    log_released(in, &rep);               /* 7. [name] released N MiB of GPU memory */
+  publish_released(in, plan, &rep);       /* 7. [name] released N MiB of GPU memory */
 
   in->ctx.release_note[0] = '\0';
   ebb_instance_enter(in, EBB_INSTANCE_RELEASED);

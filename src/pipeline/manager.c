@@ -9,6 +9,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "base/events.h"
 #include "base/log.h"
 #include "pipeline/hook.h"
 #include "pipeline/host.h"
@@ -73,6 +74,16 @@ static void log_free(const char *name, const char *when, uint64_t bytes) {
   ebb_log_field f[] = {EBB_LF_S("event", "pipeline_memory"), EBB_LF_S("pipeline", name),
                        EBB_LF_S("when", when), EBB_LF_U("driver_free_bytes", bytes)};
   ebb_log_ev(EBB_LOG_INFO, scope, f, 4, "GPU memory free %s: %.2f GiB", when, GIB(bytes));
+}
+
+/* A pipeline's state changed on this manager's device: the fact, once
+ * (include/ebb/events.h; the server's stream marks it on the chart). */
+static void publish_pipe(ebb_manager *m, const char *name, const char *state, uint64_t before,
+                         uint64_t after) {
+  ebb_event ev = {.kind = EBB_EVENT_PIPELINE, .device = ebb_device_label(m->dev),
+                  .pipeline = name, .state = state, .driver_free_before = before,
+                  .driver_free_after = after};
+  ebb_event_publish(&ev);
 }
 
 static mpipe *find_pipe(ebb_manager *m, const char *name) {
@@ -466,6 +477,8 @@ static int unload_on_dev(void *arg) {
   /* 4. confirm against the driver */
   uint64_t after = driver_free(m, NULL);
   log_free(name, "after unload", after);
+  if (was_loaded)
+    publish_pipe(m, name, "unloaded", before, after);
   if (known) {
     int64_t seen = (int64_t)after - (int64_t)before;
     if (seen + (2 << 20) < (int64_t)rel)
@@ -560,6 +573,7 @@ static int load_on_dev(void *arg) {
   pp->used_at = m->used_at = ebb_now();
   pthread_mutex_unlock(&m->lock);
   log_free(name, "after load", after);
+  publish_pipe(m, name, "loaded", before, after);
   ebb_hook_run(m->hook, "pipeline-loaded", name, 0);
   return 0;
 }
@@ -776,6 +790,7 @@ static int run_on_dev(void *arg) {
     m->wake_seconds += ebb_now() - tw; /* the job's time bounds its wake's */
     pthread_mutex_unlock(&m->lock);
     note_backup(m);
+    publish_pipe(m, pp->def->name, "awake", 0, 0);
   }
   if (loaded) {
     uint64_t peak = 0;
@@ -869,6 +884,11 @@ static int release_on_dev(void *arg) {
   release_args *a = arg;
   ebb_release_result rr = {.size = sizeof rr};
   ebb_release(a->m->alloc, EBB_RELEASE_DEFAULT, &rr);
+  /* the trim is no owner's (the evicted stages publish their own) */
+  ebb_event ev = {.kind = EBB_EVENT_RELEASED, .device = ebb_device_label(a->m->dev),
+                  .what = "GPU memory", .bytes = rr.released_bytes,
+                  .context_bytes = rr.context_bytes};
+  ebb_event_publish(&ev);
   uint64_t more = 0;
   ebb_runner_evict_idle(a->m->runner, -1, &more);
   a->rel = rr.released_bytes + more;
@@ -1055,6 +1075,7 @@ static int sleep_in_switch(ebb_manager *m, mpipe *pp, int try, ebb_sleep_stats *
       pp->loaded = 1;
     pthread_mutex_unlock(&m->lock);
     add_released(m, a.st.device_bytes);
+    publish_pipe(m, name, "asleep", 0, 0);
   }
   if (!rc)
     enforce_budget(m);
@@ -1090,6 +1111,8 @@ int ebb_manager_wake(ebb_manager *m, const char *name, ebb_sleep_stats *out) {
   pthread_mutex_unlock(&m->lock);
   note_backup(m);
   pthread_mutex_unlock(&m->switch_lock);
+  if (!rc)
+    publish_pipe(m, name, "awake", 0, 0);
   if (out)
     *out = a.st;
   return rc;

@@ -10,6 +10,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "base/events.h"
 #include "base/fs.h"
 #include "base/log.h"
 #include "pipeline/cache.h"
@@ -123,16 +124,13 @@ static uint64_t release_process(ebb_runner *r) {
   ebb_release_result rr = {.size = sizeof rr};
   ebb_release(r->alloc, EBB_RELEASE_TRIM | EBB_RELEASE_PINNED, &rr);
   uint64_t after = ebb_driver_free(r->dev, NULL);
-  const char *name = EBB_RELEASE_PROCESS_OWNER;
-  ebb_log_field f[] = {
-      EBB_LF_S("event", "released"),          EBB_LF_S("stage", name),
-      EBB_LF_U("released_bytes", rr.released_bytes), EBB_LF_U("released_mib", rr.released_bytes >> 20),
-      EBB_LF_U("driver_free_before", before), EBB_LF_U("driver_free_after", after),
-      EBB_LF_I("callbacks_run", run),        EBB_LF_I("callbacks_failed", failed)};
-  if (rr.released_bytes >> 20)
-    ebb_log_ev(EBB_LOG_INFO, name, f, 8, "released %llu MiB of %s", MIB(rr.released_bytes),
-               ebb_device_kind_of(r->dev) == EBB_DEVICE_CUDA ? "GPU memory"
-                                                             : "device memory (cpu)");
+  ebb_event ev = {.kind = EBB_EVENT_RELEASED, .flags = EBB_EVENT_PROCESS,
+                  .device = ebb_device_label(r->dev), .owner = EBB_RELEASE_PROCESS_OWNER,
+                  .what = ebb_device_kind_of(r->dev) == EBB_DEVICE_CUDA ? "GPU memory"
+                                                                       : "device memory (cpu)",
+                  .bytes = rr.released_bytes, .driver_free_before = before,
+                  .driver_free_after = after, .callbacks_run = run, .callbacks_failed = failed};
+  ebb_event_publish(&ev); /* the log writes "[process] released N MiB of GPU memory" */
   return rr.released_bytes;
 }
 
@@ -154,6 +152,11 @@ static uint64_t vacate(ebb_runner *r, const char *scope) {
     ebb_log(EBB_LOG_WARN, scope, "could not release the device context: %s",
             ebb_strerror(rr.context_error));
   uint64_t after = ebb_driver_free(r->dev, NULL);
+  ebb_event ev = {.kind = EBB_EVENT_RELEASED, .device = ebb_device_label(r->dev),
+                  .what = "GPU memory", .bytes = rr.released_bytes,
+                  .context_bytes = rr.context_bytes, .driver_free_before = before,
+                  .driver_free_after = after};
+  ebb_event_publish(&ev); /* no owner's: the context and the trim; the line below is its own */
   ebb_log_field f[] = {
       EBB_LF_S("event", "context_released"), EBB_LF_S("scope", scope),
       EBB_LF_U("released_bytes", rr.released_bytes), EBB_LF_U("context_bytes", rr.context_bytes),
@@ -858,7 +861,7 @@ out:
     ebb_leak_report *rep = NULL;
     ebb_owner_destroy(js.job_owner, &rep);
     if (rep) {
-      ebb_leak_report_log(rep);
+      ebb_leak_report_publish(rep, 0);
       ebb_leak_report_free(rep);
     }
   }

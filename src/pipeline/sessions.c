@@ -1,5 +1,7 @@
 #include "pipeline/sessions.h"
 
+#include "base/events.h"
+
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -45,6 +47,13 @@ void ebb_sessions_destroy(ebb_sessions *s) {
   free(s);
 }
 
+/* A session's state changed (opened, an item began or ended, stopped,
+ * closed): the fact, once (include/ebb/events.h). No lock held. */
+static void publish_session(const char *id, const char *pipeline, const char *state) {
+  ebb_event ev = {.kind = EBB_EVENT_SESSION, .id = id, .pipeline = pipeline, .state = state};
+  ebb_event_publish(&ev);
+}
+
 static sess *find(ebb_sessions *s, const char *id) {
   for (sess *x = s->list; x; x = x->next)
     if (!strcmp(x->info.id, id))
@@ -75,6 +84,7 @@ int ebb_sessions_open(ebb_sessions *s, const char *pipeline, char *id) {
   s->list = x;
   snprintf(id, 40, "%s", x->info.id);
   pthread_mutex_unlock(&s->lock);
+  publish_session(id, pipeline, "open");
   return 0;
 }
 
@@ -95,6 +105,7 @@ int ebb_sessions_close(ebb_sessions *s, const char *id) {
       break;
     }
   pthread_mutex_unlock(&s->lock);
+  publish_session(x->info.id, x->info.pipeline, "closed");
   free(x);
   return 0;
 }
@@ -114,13 +125,18 @@ int ebb_sessions_item_begin(ebb_sessions *s, const char *id, char *pipeline) {
     snprintf(pipeline, 128, "%s", x->info.pipeline);
   }
   pthread_mutex_unlock(&s->lock);
+  if (!rc)
+    publish_session(id, pipeline, "open");
   return rc;
 }
 
 void ebb_sessions_item_end(ebb_sessions *s, const char *id, int failed) {
+  char pipeline[128] = "", state[8] = "";
   pthread_mutex_lock(&s->lock);
   sess *x = find(s, id);
   if (x) {
+    snprintf(pipeline, sizeof pipeline, "%s", x->info.pipeline);
+    snprintf(state, sizeof state, "%s", x->info.state == EBB_SESSION_OPEN ? "open" : "stopped");
     x->info.inflight = 0;
     if (failed)
       x->info.items_failed++;
@@ -129,6 +145,8 @@ void ebb_sessions_item_end(ebb_sessions *s, const char *id, int failed) {
   }
   pthread_cond_broadcast(&s->drained);
   pthread_mutex_unlock(&s->lock);
+  if (state[0])
+    publish_session(id, pipeline, state);
 }
 
 static int busy_on(ebb_sessions *s, const char *pipeline) {
@@ -151,6 +169,8 @@ int ebb_sessions_stop_pipeline(ebb_sessions *s, const char *pipeline, const char
   while (busy_on(s, pipeline))
     pthread_cond_wait(&s->drained, &s->lock);
   pthread_mutex_unlock(&s->lock);
+  if (n) /* one fact for the lot: the sessions of pipeline (NULL: all) stopped */
+    publish_session(NULL, pipeline, "stopped");
   if (stopped)
     *stopped = n;
   return 0;

@@ -43,7 +43,8 @@ struct ebb_server {
   pthread_mutex_t queue_lock; /* the snapshot's reads of queue vs. its destroy */
   pthread_mutex_t submit_lock; /* --max-queued: the count and the push as one */
   size_t max_queued;
-  ebb_events *events; /* GET /v1/events (events.h) */
+  srv_events *events; /* GET /v1/events (events.h) */
+  struct srv_fact_counts *facts; /* /metrics' counters of the bus's facts */
   srv_auth *auth;
   srv_conns *conns;
   struct srv_snap *snap;
@@ -319,6 +320,12 @@ void srv_snapshot_changed(ebb_server *s);
 void srv_snapshot_dirty(ebb_server *s);
 int srv_snapshot_start(ebb_server *s);
 void srv_snapshot_stop(ebb_server *s);
+
+/* --- "metrics_facts.c": counters of the event bus's facts, for /metrics ---------- */
+typedef struct srv_fact_counts srv_fact_counts;
+int srv_fact_counts_create(srv_fact_counts **out); /* subscribes; *out the caller's */
+void srv_fact_counts_destroy(srv_fact_counts *c); /* unsubscribes; NULL: no-op */
+void srv_fact_counts_metrics(srv_fact_counts *c, FILE *f); /* NULL: nothing */
 
 /* --- "metrics.c" ------------------------------------------------------------- */
 enum MHD_Result srv_metrics(ebb_server *s, struct MHD_Connection *c, srv_req *r);

@@ -41,9 +41,7 @@ static int enqueue(ebb_server *s, srv_req *r, srv_input *in, const char *uid, in
   if (!rc)
     rc = ebb_store_set_input(s->store, *id, path, out);
   if (!rc)
-    rc = ebb_queue_push(s->queue, *id, in->pipeline, path, out, in->options);
-  if (!rc)
-    ebb_events_watch_job(s->events, *id);
+    rc = ebb_queue_push(s->queue, *id, uid, in->pipeline, path, out, in->options);
   return rc;
 }
 
@@ -285,7 +283,6 @@ enum MHD_Result srv_h_sessions_post(ebb_server *s, struct MHD_Connection *c, srv
   if (rc)
     ret = srv_send_ebb_err(c, r, rc, ebb_errmsg());
   else {
-    ebb_events_watch_session(s->events, id);
     owner_add(s, id, r->owner);
     ebb_log(EBB_LOG_INFO, "server", "session %s: opened on pipeline '%s'", id,
             json_string_value(p));

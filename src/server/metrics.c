@@ -137,6 +137,7 @@ enum MHD_Result srv_metrics(ebb_server *s, struct MHD_Connection *c, srv_req *r)
   devices(f, json_object_get(snap, "devices"));
   pipelines(f, snap);
   connections(s, f);
+  srv_fact_counts_metrics(s->facts, f);
   srv_sleep_metrics(s, f);
   if (s->broker_metrics)
     s->broker_metrics(s->broker_arg, f); /* ebb_broker_* (docs/broker.md) */

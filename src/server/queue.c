@@ -13,16 +13,19 @@
 #include <time.h>
 
 #include "base/clock.h"
+#include "base/events.h"
 #include "base/log.h"
 #include "pipeline/host.h"
 #include "pipeline/placement.h"
 #include "pipeline/residency.h"
+#include "server/jobfacts.h"
 #include "server/recorder.h"
 #include "base/wait.h"
 
 typedef struct qjob {
   struct qjob *next;
   int64_t id;
+  char uid[40]; /* the public id, as the job's events name it */
   char *pipeline, *input, *outdir;
   json_t *options;
   atomic_int cancel;
@@ -76,34 +79,6 @@ static void qjob_free(qjob *j) {
   free(j);
 }
 
-/* --- per-stage released bytes: RELEASE events in the ledger between a stage's
- * start and end (the runner releases before it reports the stage done) ---- */
-typedef struct stage_track {
-  ebb_ledger *ledger;
-  uint64_t t0;
-  json_t *stages;
-} stage_track;
-
-static void on_progress(void *arg, int index, int count, const char *stage, int done) {
-  (void)index;
-  (void)count;
-  stage_track *t = arg;
-  if (!done) {
-    t->t0 = ebb_mono_ns();
-    return;
-  }
-  size_t cap = ebb_ledger_count(t->ledger) + 16, n = 0;
-  ebb_ledger_event *ev = malloc(cap * sizeof *ev);
-  uint64_t bytes = 0;
-  if (ev && ebb_ledger_events(t->ledger, ev, cap, &n, NULL) == 0)
-    for (size_t i = 0; i < n; i++)
-      if (ev[i].kind == EBB_EV_RELEASE && ev[i].t_ns >= t->t0)
-        bytes += ev[i].bytes;
-  free(ev);
-  json_array_append_new(t->stages, json_pack("{s:s,s:I}", "name", stage, "released_bytes",
-                                             (json_int_t)bytes));
-}
-
 /* {"result": <result.json>, "files": [paths under the job directory]} */
 static char *result_text(const char *outdir) {
   char path[4096];
@@ -151,9 +126,10 @@ static double timeout_of(ebb_queue *q, const char *pipeline) {
 
 /* Stopped by the server's stop: back to queued. Past its deadline: failed,
  * EBB_ETIMEDOUT. */
-static int ended_early(ebb_queue *q, qjob *j, int rc, double timeout) {
+static int ended_early(ebb_queue *q, qjob *j, const char *device, int rc, double timeout) {
   if (rc == EBB_ECANCELED && atomic_load(&q->stopping) && !atomic_load(&j->timed_out) &&
       !atomic_load(&j->by_client)) {
+    srv_job_publish(j->id, j->uid, j->pipeline, device, EBB_JOB_QUEUED, NULL, NULL, 0, NULL);
     srv_record_requeue(q->rec, j->id);
     return 1;
   }
@@ -161,6 +137,8 @@ static int ended_early(ebb_queue *q, qjob *j, int rc, double timeout) {
     char msg[160];
     snprintf(msg, sizeof msg, "the job ran past its %.0f s deadline; it was cancelled and its "
                               "memory released", timeout);
+    srv_job_publish(j->id, j->uid, j->pipeline, device, EBB_JOB_FAILED, "EBB_ETIMEDOUT", msg, 0,
+                    "[]");
     srv_record_finish(q->rec, j->id, EBB_JOB_FAILED, "EBB_ETIMEDOUT", msg, NULL, 0, NULL);
     return 1;
   }
@@ -187,6 +165,8 @@ static void mark_failed(qdev *d, const char *msg) {
   pthread_mutex_unlock(&q->lock);
   ebb_log(EBB_LOG_ERROR, "server", "device %s failed and is taken out of placement: %s", label,
           msg);
+  ebb_event lost = {.kind = EBB_EVENT_DEVICE_LOST, .device = label, .message = msg};
+  ebb_event_publish(&lost);
   uint64_t rel = 0;
   int n = 0;
   int rc = ebb_manager_unload_all(d->m, &rel, &n);
@@ -200,7 +180,8 @@ static void mark_failed(qdev *d, const char *msg) {
 
 /* With placement the pipeline stays loaded on its device (a later job of it
  * runs there without a load); EBB_PLACE_FITS / EVICT load it first. */
-static int run_on(qdev *d, qjob *j, ebb_place_how how, stage_track *t, ebb_job_result *res) {
+static int run_on(qdev *d, qjob *j, ebb_place_how how, srv_stage_bytes *t,
+                  ebb_job_result *res) {
   if (d->q->place && how != EBB_PLACE_LOADED) {
     memset(res, 0, sizeof *res);
     int rc = ebb_manager_load(d->m, j->pipeline);
@@ -211,7 +192,7 @@ static int run_on(qdev *d, qjob *j, ebb_place_how how, stage_track *t, ebb_job_r
     }
   }
   return ebb_manager_run_job(d->m, j->pipeline, j->input, j->outdir, j->options, &j->cancel,
-                             on_progress, t, res);
+                             t ? srv_stage_bytes_progress : NULL, t, res);
 }
 
 /* Whether a job of name waits (q->lock held): residency keeps it then. */
@@ -241,13 +222,16 @@ static void run_one(qdev *d, qjob *j, ebb_place_how how) {
   ebb_queue *q = d->q;
   const char *label = ebb_device_label(ebb_manager_device(d->m));
   srv_record_running(q->rec, j->id, j->pipeline, label);
-  stage_track t = {.ledger = ebb_allocator_ledger(d->alloc), .stages = json_array()};
+  srv_job_publish(j->id, j->uid, j->pipeline, label, EBB_JOB_RUNNING, NULL, NULL, 0, NULL);
+  srv_stage_bytes t; /* each stage's bytes, from its own release event */
+  int tracked = srv_stage_bytes_begin(&t, label) == 0;
   ebb_job_result res;
-  int rc = run_on(d, j, how, &t, &res);
+  int rc = run_on(d, j, how, tracked ? &t : NULL, &res);
+  char *stages = tracked ? srv_stage_bytes_end(&t) : NULL;
   if (q->place)
     ebb_residency_note(d->res, j->pipeline, how != EBB_PLACE_LOADED);
-  if (ended_early(q, j, rc, timeout_of(q, j->pipeline))) {
-    json_decref(t.stages);
+  if (ended_early(q, j, label, rc, timeout_of(q, j->pipeline))) {
+    free(stages);
     return;
   }
   if (rc && device_fault(q, rc)) {
@@ -264,12 +248,12 @@ static void run_one(qdev *d, qjob *j, ebb_place_how how) {
                                atomic_load(&j->cancel) ? EBB_JOB_CANCELLED
                                                        : EBB_JOB_FAILED;
   char *result = rc == 0 ? result_text(j->outdir) : NULL;
-  char *stages = json_dumps(t.stages, JSON_COMPACT);
+  srv_job_publish(j->id, j->uid, j->pipeline, label, st, rc ? ebb_errname(rc) : NULL,
+                  rc ? res.message : NULL, res.released_bytes, stages ? stages : "[]");
   srv_record_finish(q->rec, j->id, st, rc ? ebb_errname(rc) : NULL, rc ? res.message : NULL,
                     result, res.released_bytes, stages);
   free(result);
   free(stages);
-  json_decref(t.stages);
 }
 
 /* --- placement (pipeline/placement.h) over the queue's devices ---------------- */
@@ -328,6 +312,7 @@ static void fail_unplaceable(ebb_queue *q, qjob *j) {
   char full[900];
   snprintf(full, sizeof full, "no device this server drives can run pipeline '%s' (its "
                               "\"devices\", its need)%s", j->pipeline, msg);
+  srv_job_publish(j->id, j->uid, j->pipeline, NULL, EBB_JOB_FAILED, "EBB_ENODEV", full, 0, "[]");
   ebb_store_finish(q->store, j->id, EBB_JOB_FAILED, "EBB_ENODEV", full, NULL, 0, "[]");
   ebb_log(EBB_LOG_WARN, "server", "job %lld: failed: %s", (long long)j->id, full);
 }
@@ -547,8 +532,8 @@ void ebb_queue_destroy(ebb_queue *q) {
   free(q);
 }
 
-int ebb_queue_push(ebb_queue *q, int64_t id, const char *pipeline, const char *input,
-                   const char *outdir, json_t *options) {
+int ebb_queue_push(ebb_queue *q, int64_t id, const char *uid, const char *pipeline,
+                   const char *input, const char *outdir, json_t *options) {
   qjob *j = calloc(1, sizeof *j);
   if (!j || !(j->pipeline = strdup(pipeline)) || !(j->input = strdup(input)) ||
       !(j->outdir = strdup(outdir))) {
@@ -556,8 +541,11 @@ int ebb_queue_push(ebb_queue *q, int64_t id, const char *pipeline, const char *i
     return ebb_seterr(EBB_ENOMEM, "queue: out of host memory");
   }
   j->id = id;
+  snprintf(j->uid, sizeof j->uid, "%s", uid ? uid : "");
   j->options = options ? json_deep_copy(options) : NULL;
   j->queued_at = ebb_now();
+  /* before a worker can take it: its "running" comes after this */
+  srv_job_publish(id, j->uid, pipeline, NULL, EBB_JOB_QUEUED, NULL, NULL, 0, NULL);
   pthread_mutex_lock(&q->lock);
   if (q->tail)
     q->tail->next = j;
@@ -603,6 +591,8 @@ int ebb_queue_cancel(ebb_queue *q, int64_t id, int *running) {
     srv_record_flush(q->rec); /* a job that just ended: the store says so once this returns */
     return ebb_seterr(EBB_ENOTFOUND, "job %lld is not queued or running", (long long)id);
   }
+  srv_job_publish(id, found->uid, found->pipeline, NULL, EBB_JOB_CANCELLED, "EBB_ECANCELED",
+                  "cancelled before it ran", 0, "[]");
   ebb_store_finish(q->store, id, EBB_JOB_CANCELLED, "EBB_ECANCELED", "cancelled before it ran",
                    NULL, 0, "[]");
   qjob_free(found);

@@ -52,9 +52,10 @@ json_t *ebb_queue_devices_json(ebb_queue *q);
  * fail: a later server runs it, like the ones still queued), joins the
  * worker. NULL: no-op. */
 void ebb_queue_destroy(ebb_queue *q);
-/* options: borrowed (copied). */
-int ebb_queue_push(ebb_queue *q, int64_t id, const char *pipeline, const char *input,
-                   const char *outdir, json_t *options);
+/* id: the store's row id; uid: the job's public id (its events name it).
+ * Strings and options: borrowed (copied). */
+int ebb_queue_push(ebb_queue *q, int64_t id, const char *uid, const char *pipeline,
+                   const char *input, const char *outdir, json_t *options);
 /* How many jobs wait to run (not the running ones): --max-queued. */
 size_t ebb_queue_waiting(ebb_queue *q);
 /* EBB_ENOTFOUND when the job is neither queued nor running here. *running:

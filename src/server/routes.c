@@ -76,7 +76,7 @@ static enum MHD_Result h_events(ebb_server *s, struct MHD_Connection *c, srv_req
                                 const char *method) {
   (void)r;
   (void)method;
-  return ebb_events_serve(s->events, c);
+  return srv_events_serve(s->events, c);
 }
 
 static enum MHD_Result h_release(ebb_server *s, struct MHD_Connection *c, srv_req *r,

@@ -221,7 +221,7 @@ static void requeue(ebb_server *s) {
     const char *out = json_string_value(json_object_get(o, "output_dir"));
     const char *uid = json_string_value(json_object_get(o, "id"));
     json_t *opts = json_object_get(o, "options");
-    if (p && in && out && ebb_queue_push(s->queue, ids[i], p, in, out,
+    if (p && in && out && ebb_queue_push(s->queue, ids[i], uid, p, in, out,
                                          json_is_object(opts) ? opts : NULL) == 0)
       ebb_log(EBB_LOG_INFO, "server", "job %s: queued again (left queued by the last server)",
               uid ? uid : "?");
@@ -311,9 +311,10 @@ static int open_data(ebb_server *s, const ebb_server_opts *o) {
                        .on_state = on_job_state, .arg = s};
   qo.max_wait_s = o->max_wait_s;
   qo.keep_resident_s = o->keep_resident_s;
-  if ((rc = ebb_queue_create(s->store, s->ms, s->allocs, s->ndev, &qo, &s->queue)) != 0)
+  if ((rc = srv_fact_counts_create(&s->facts)) != 0 ||
+      (rc = ebb_queue_create(s->store, s->ms, s->allocs, s->ndev, &qo, &s->queue)) != 0)
     return rc;
-  return ebb_events_create(&(ebb_events_opts){.size = sizeof(ebb_events_opts), .manager = s->m,
+  return srv_events_create(&(srv_events_opts){.size = sizeof(srv_events_opts), .manager = s->m,
                                               .alloc = s->alloc, .managers = s->ms,
                                               .allocs = s->allocs, .ndevices = s->ndev,
                                               .store = s->store},
@@ -446,7 +447,7 @@ void ebb_server_stop(ebb_server *s) {
     if (fd != MHD_INVALID_SOCKET)
       close(fd);
   }
-  ebb_events_stop(s->events); /* ends the event streams */
+  srv_events_stop(s->events); /* ends the event streams */
   pthread_mutex_lock(&s->queue_lock);
   ebb_queue *q = s->queue;
   s->queue = NULL;
@@ -457,7 +458,8 @@ void ebb_server_stop(ebb_server *s) {
   srv_cluster_stop(s);     /* the running job goes back to the Redis queue */
   srv_conns_destroy(s->conns);
   srv_snapshot_stop(s);
-  ebb_events_destroy(s->events);
+  srv_events_destroy(s->events);
+  srv_fact_counts_destroy(s->facts);
   ebb_store_close(s->store);
   srv_auth_free(s->auth);
   srv_session_owners_free(s);

@@ -294,18 +294,21 @@ out:
   return rc;
 }
 
-int ebb_store_queued(ebb_store *s, int64_t **ids, size_t *n) {
+/* The ids one query answers (its one column), in its order. */
+static int ids_of(ebb_store *s, const char *what, const char *sql, int64_t limit, int64_t **ids,
+                  size_t *n) {
   *ids = NULL;
   *n = 0;
   pthread_mutex_lock(&s->lock);
   sqlite3_stmt *st = NULL;
   int rc = 0;
   size_t cap = 0;
-  if (sqlite3_prepare_v2(s->db, "SELECT id FROM jobs WHERE state='queued' ORDER BY id", -1, &st,
-                         NULL) != SQLITE_OK) {
-    rc = dberr(s, "queued");
+  if (sqlite3_prepare_v2(s->db, sql, -1, &st, NULL) != SQLITE_OK) {
+    rc = dberr(s, what);
     goto out;
   }
+  if (limit > 0)
+    sqlite3_bind_int64(st, 1, limit);
   while (sqlite3_step(st) == SQLITE_ROW) {
     if (*n == cap) {
       cap = cap ? cap * 2 : 16;
@@ -322,6 +325,21 @@ out:
   sqlite3_finalize(st);
   pthread_mutex_unlock(&s->lock);
   return rc;
+}
+
+int ebb_store_queued(ebb_store *s, int64_t **ids, size_t *n) {
+  return ids_of(s, "queued", "SELECT id FROM jobs WHERE state='queued' ORDER BY id", 0, ids, n);
+}
+
+int ebb_store_newest(ebb_store *s, size_t max, int64_t **ids, size_t *n) {
+  if (max == 0) {
+    *ids = NULL;
+    *n = 0;
+    return 0;
+  }
+  return ids_of(s, "newest", "SELECT id FROM (SELECT id FROM jobs ORDER BY id DESC LIMIT ?1) "
+                             "ORDER BY id",
+                (int64_t)max, ids, n);
 }
 
 int ebb_store_find(ebb_store *s, const char *uid, int64_t *id, char *owner, size_t n) {

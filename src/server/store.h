@@ -67,5 +67,8 @@ int ebb_store_state(ebb_store *s, int64_t id, ebb_job_state *state);
 int ebb_store_counts(ebb_store *s, uint64_t *counts);
 /* Ids of queued jobs, oldest first (*ids: malloc'd, caller frees). */
 int ebb_store_queued(ebb_store *s, int64_t **ids, size_t *n);
+/* Ids of the newest max jobs the store holds (whatever --keep-jobs pruned is
+ * gone), oldest first (*ids: malloc'd, caller frees; NULL when none). */
+int ebb_store_newest(ebb_store *s, size_t max, int64_t **ids, size_t *n);
 
 #endif

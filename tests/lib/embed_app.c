@@ -7,10 +7,13 @@
  * pinned buffers, release hooks, the timeline, the PyTorch entry points, the
  * error functions): lib_install.sh checks that this program references each
  * one, through pkg-config and through find_package(ebb) (tests/lib/
- * find_package/CMakeLists.txt). Run on the fake GPU (EBB_LIBCUDA,
+ * find_package/CMakeLists.txt). The events (ebb/events.h): a subscriber
+ * sees the owner's release with the bytes ebb_owner_release answered, and
+ * the leak with its site; none after it unsubscribed. Run on the fake GPU (EBB_LIBCUDA,
  * EBB_LIBNVML, FAKEGPU_STATE, FAKEGPU_SMI); argv[1]: a scratch directory. */
 #define _POSIX_C_SOURCE 200809L /* fdopen, posix_spawn in smi.h under -std=c17 */
 #include <ebb/ebb.h>
+#include <ebb/events.h>
 #include <errno.h>
 
 #include <string.h>
@@ -280,6 +283,71 @@ static void test_context_release(void) {
   CHECK_EQ_INT(smi_me(), 0);
 }
 
+/* What the subscriber saw (the event's pointers live only during the call). */
+typedef struct seen {
+  int released, leaks, others;
+  uint64_t released_bytes, leak_bytes;
+  char owner[64], device[32], leak_site[64];
+} seen;
+
+static void on_event(void *ctx, const ebb_event *ev) {
+  seen *s = ctx;
+  if (ev->kind == EBB_EVENT_RELEASED && ev->owner && !strcmp(ev->owner, "events")) {
+    s->released++;
+    s->released_bytes = ev->bytes;
+    snprintf(s->owner, sizeof s->owner, "%s", ev->owner);
+    snprintf(s->device, sizeof s->device, "%s", ev->device ? ev->device : "");
+  } else if (ev->kind == EBB_EVENT_LEAK && ev->owner && !strcmp(ev->owner, "events")) {
+    s->leaks++;
+    s->leak_bytes = ev->bytes;
+    if (ev->nsites)
+      snprintf(s->leak_site, sizeof s->leak_site, "%s", ev->sites[0].site);
+  } else {
+    s->others++;
+  }
+}
+
+static void test_events(void) {
+  CHECK(ebb_events_subscribe(NULL, NULL, NULL) == EBB_EINVAL);
+  seen s = {0};
+  ebb_subscription *sub = NULL;
+  OK(ebb_events_subscribe(on_event, &s, &sub));
+  REQUIRE(sub != NULL);
+  ebb_owner *o = NULL;
+  uint64_t a = 0, b = 0;
+  OK(ebb_owner_open(g, "events", NULL, &o));
+  OK(ebb_alloc(o, 96 * MiB, "embed_app.c:kept", &a));
+  OK(ebb_alloc(o, 32 * MiB, "embed_app.c:leaked", &b));
+  OK(ebb_free(g, a));
+  ebb_released r = {.size = sizeof r};
+  ebb_leak_list *leaks = NULL;
+  OK(ebb_owner_release(o, 0, &leaks, &r));
+  ebb_leak_list_free(leaks);
+  CHECK_EQ_U64(r.released_bytes, 128 * MiB);
+  CHECK_EQ_INT(s.released, 1);
+  CHECK_EQ_U64(s.released_bytes, r.released_bytes);
+  CHECK_EQ_STR(s.owner, "events");
+  CHECK_EQ_STR(s.device, "cuda:0");
+  CHECK_EQ_STR(ebb_event_kind_name(EBB_EVENT_RELEASED), "released");
+  CHECK_EQ_STR(ebb_event_kind_name((ebb_event_kind)99), "?");
+  /* a leak the owner's close reports to nobody (no list asked for) is
+   * still a fact: the subscriber sees it with its site */
+  OK(ebb_alloc(o, 8 * MiB, "embed_app.c:late", &b));
+  ebb_owner_close(o, NULL);
+  CHECK_EQ_INT(s.leaks, 1);
+  CHECK_EQ_U64(s.leak_bytes, 8 * MiB);
+  CHECK_EQ_STR(s.leak_site, "embed_app.c:late");
+  ebb_events_unsubscribe(sub);
+  ebb_events_unsubscribe(NULL);
+  /* gone: a later release is not seen */
+  OK(ebb_owner_open(g, "events", NULL, &o));
+  OK(ebb_alloc(o, 16 * MiB, "embed_app.c:after", &a));
+  OK(ebb_free(g, a));
+  OK(ebb_owner_release(o, 0, NULL, &r));
+  ebb_owner_close(o, NULL);
+  CHECK_EQ_INT(s.released, 1);
+}
+
 int main(int argc, char **argv) {
   if (argc > 1)
     scratch = argv[1];
@@ -290,6 +358,7 @@ int main(int argc, char **argv) {
   }
   RUN(test_version);
   RUN(test_owners_and_release);
+  RUN(test_events);
   RUN(test_quota);
   RUN(test_park_wake);
   RUN(test_errors);

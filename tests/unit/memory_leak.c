@@ -56,7 +56,7 @@ static void test_report(void) {
   /* the log lines */
   FILE *logf = tmpfile();
   ebb_log_set_stream(logf);
-  ebb_leak_report_log(r);
+  ebb_leak_report_publish(r, 0);
   ebb_log_set_stream(NULL);
   char *log = slurp(logf);
   fclose(logf);

@@ -105,8 +105,12 @@ async function pipelineAction(name, action) {
 
 // --- the event stream -----------------------------------------------------------
 let ctrl = null, retryTimer = null;
+// the last event id seen: a retry after the stream broke sends it as
+// Last-Event-ID and the server sends what came meanwhile (or a new hello)
+let lastId = '', resume = false;
 function setStatus(text, cls) { const s = $('status'); s.textContent = text; s.className = 'status ' + (cls || ''); }
 function restart() {
+  resume = false; // a new token: a new picture
   if (ctrl) ctrl.abort();
   if (retryTimer) clearTimeout(retryTimer);
   connect();
@@ -114,6 +118,7 @@ function restart() {
 function retryLater(text) {
   S.connected = false;
   setStatus(text + ' — retrying', 'down');
+  resume = lastId !== '';
   retryTimer = setTimeout(connect, 2000);
 }
 async function connect() {
@@ -121,7 +126,9 @@ async function connect() {
   const mine = ctrl;
   let r;
   try {
-    r = await fetch('/v1/events', {headers: Object.assign({Accept: 'text/event-stream'}, authHeaders()), signal: mine.signal});
+    const h = Object.assign({Accept: 'text/event-stream'}, authHeaders());
+    if (resume) h['Last-Event-ID'] = lastId;
+    r = await fetch('/v1/events', {headers: h, signal: mine.signal});
   } catch (e) {
     if (!mine.signal.aborted) retryLater('server not reachable');
     return;
@@ -171,6 +178,7 @@ function dispatch(block) {
     let v = c < 0 ? '' : line.slice(c + 1);
     if (v[0] === ' ') v = v.slice(1);
     if (field === 'event') name = v;
+    else if (field === 'id') lastId = v;
     else if (field === 'data') data.push(v);
   }
   if (!data.length) return;

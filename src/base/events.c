@@ -1,0 +1,165 @@
+/* The event bus (events.h, include/ebb/events.h).
+ *
+ * Subscriptions are a linked list guarded by one mutex, which is never held
+ * while a callback runs. A publisher walks the list under the mutex, takes a
+ * hold on the node it is about to call (inflight), and calls it unlocked;
+ * a node is unlinked and freed only when no publisher holds it, so the walk
+ * can always go on from the node it holds. Unsubscribing from another thread
+ * waits for the holds to go; a callback that unsubscribes itself marks its
+ * node dead and the last publisher holding it frees it. */
+#include "base/events.h"
+
+#include <pthread.h>
+#include <stdlib.h>
+
+#include "base/clock.h"
+#include "ebb/error.h"
+
+struct ebb_subscription {
+  ebb_subscription *next, *prev;
+  ebb_event_fn fn;
+  void *ctx;
+  unsigned inflight; /* publishers calling fn now */
+  int dead;          /* unsubscribed: no new calls */
+  int orphan;        /* unsubscribed from its own callback: the last holder frees it */
+};
+
+static pthread_mutex_t bus_mu = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t bus_idle = PTHREAD_COND_INITIALIZER;
+static ebb_subscription *bus_head, *bus_tail;
+static uint64_t bus_seq;
+/* the subscriptions this thread is inside the callback of, innermost first */
+static _Thread_local const ebb_subscription *tl_in[8];
+static _Thread_local unsigned tl_depth;
+
+static const char *const kind_names[] = {
+    [EBB_EVENT_RELEASED] = "released", [EBB_EVENT_LEAK] = "leak",
+    [EBB_EVENT_JOB] = "job",           [EBB_EVENT_PIPELINE] = "pipeline",
+    [EBB_EVENT_SESSION] = "session",   [EBB_EVENT_DEVICE_LOST] = "device_lost",
+    [EBB_EVENT_GRANT] = "grant",
+};
+
+const char *ebb_event_kind_name(ebb_event_kind kind) {
+  return kind > 0 && (size_t)kind < sizeof kind_names / sizeof *kind_names ? kind_names[kind] : "?";
+}
+
+int ebb_events_subscribe(ebb_event_fn fn, void *ctx, ebb_subscription **out) {
+  if (!fn || !out)
+    return ebb_seterr(EBB_EINVAL, "events: subscribe needs a function and a place for the "
+                                  "subscription");
+  ebb_subscription *s = calloc(1, sizeof *s);
+  if (!s)
+    return ebb_seterr(EBB_ENOMEM, "events: out of host memory for a subscription");
+  s->fn = fn;
+  s->ctx = ctx;
+  pthread_mutex_lock(&bus_mu);
+  s->prev = bus_tail;
+  if (bus_tail)
+    bus_tail->next = s;
+  else
+    bus_head = s;
+  bus_tail = s;
+  pthread_mutex_unlock(&bus_mu);
+  *out = s;
+  return 0;
+}
+
+static void unlink_locked(ebb_subscription *s) {
+  if (s->prev)
+    s->prev->next = s->next;
+  else
+    bus_head = s->next;
+  if (s->next)
+    s->next->prev = s->prev;
+  else
+    bus_tail = s->prev;
+}
+
+/* The holds this thread has on s (it may be inside s's callback, even
+ * several times over when its callbacks publish). */
+static unsigned own_holds(const ebb_subscription *s) {
+  unsigned n = 0;
+  for (unsigned i = 0; i < tl_depth && i < 8; i++)
+    n += tl_in[i] == s;
+  return n;
+}
+
+void ebb_events_unsubscribe(ebb_subscription *s) {
+  if (!s)
+    return;
+  unsigned mine = own_holds(s);
+  pthread_mutex_lock(&bus_mu);
+  s->dead = 1;
+  if (mine) { /* from inside its own callback: the holder frees it */
+    s->orphan = 1;
+    pthread_mutex_unlock(&bus_mu);
+    return;
+  }
+  while (s->inflight)
+    pthread_cond_wait(&bus_idle, &bus_mu);
+  unlink_locked(s);
+  pthread_mutex_unlock(&bus_mu);
+  free(s);
+}
+
+/* The next live node from s (s itself when live), held; NULL at the end.
+ * Under bus_mu. */
+static ebb_subscription *hold_from(ebb_subscription *s) {
+  while (s && s->dead)
+    s = s->next;
+  if (s)
+    s->inflight++;
+  return s;
+}
+
+/* Drops the hold on s and answers the node after it, held. Under bus_mu. */
+static ebb_subscription *release_and_next(ebb_subscription *s) {
+  ebb_subscription *next = hold_from(s->next);
+  if (--s->inflight == 0 && s->dead) {
+    if (s->orphan) {
+      unlink_locked(s);
+      free(s);
+    } else {
+      pthread_cond_broadcast(&bus_idle);
+    }
+  }
+  return next;
+}
+
+void ebb_event_publish(ebb_event *ev) {
+  if (!ev)
+    return;
+  ev->size = sizeof *ev;
+  if (ev->t == 0)
+    ev->t = ebb_wall_s();
+  pthread_mutex_lock(&bus_mu);
+  ev->seq = ++bus_seq;
+  pthread_mutex_unlock(&bus_mu);
+  ebb_event_log(ev);
+  pthread_mutex_lock(&bus_mu);
+  ebb_subscription *s = hold_from(bus_head);
+  while (s) {
+    pthread_mutex_unlock(&bus_mu);
+    if (tl_depth < 8)
+      tl_in[tl_depth] = s;
+    tl_depth++;
+    s->fn(s->ctx, ev);
+    tl_depth--;
+    pthread_mutex_lock(&bus_mu);
+    s = release_and_next(s);
+  }
+  pthread_mutex_unlock(&bus_mu);
+}
+
+void ebb_event_publish_grant(int pid, const char *what, const char *device, uint64_t asked,
+                             uint64_t given, double ms, const char *reason) {
+  ebb_event ev = {.kind = EBB_EVENT_GRANT,
+                  .pid = pid,
+                  .owner = what,
+                  .device = device,
+                  .bytes_asked = asked,
+                  .bytes = given,
+                  .ms = ms,
+                  .message = reason};
+  ebb_event_publish(&ev);
+}

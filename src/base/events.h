@@ -1,0 +1,31 @@
+/* The event bus (include/ebb/events.h): the publishing side, for ebb's own
+ * rooms. Lowest room, so every publisher (memory's leak finder, pipeline's
+ * instances and manager, the server's queue and sessions, the broker) can
+ * use it without reaching up. */
+#ifndef EBB_BASE_EVENTS_H
+#define EBB_BASE_EVENTS_H
+
+#include "ebb/events.h"
+
+/* --- "events.c" */
+/* Delivers ev to the log (events_log.c) and then to every subscription, on
+ * this thread, and returns when all have seen it. Sets ev->size, ev->seq and
+ * (when 0) ev->t. ev and what it points to are the caller's and only read. */
+void ebb_event_publish(ebb_event *ev);
+
+/* A memory grant (the broker, docs/broker.md): peer process pid (what: how
+ * it calls itself, e.g. "ebb serve") gave back `given` of the `asked` bytes
+ * on device in ms milliseconds; reason: what it gave up. Publishes
+ * EBB_EVENT_GRANT (owner = what, message = reason), which the log writes
+ * as the fixed line `[broker] pid P (WHAT) gave back N MiB on cuda:K in T
+ * ms: REASON`. Strings borrowed. */
+void ebb_event_publish_grant(int pid, const char *what, const char *device, uint64_t asked,
+                             uint64_t given, double ms, const char *reason);
+
+/* --- "events_log.c" */
+/* The log lines of an event (DESIGN.md's fixed lines: the release line, the
+ * leak report, the broker's grant); nothing for the kinds that have no line. The bus calls it
+ * first for every event. */
+void ebb_event_log(const ebb_event *ev);
+
+#endif
