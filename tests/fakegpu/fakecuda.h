@@ -101,7 +101,7 @@ struct fk_obj {
   /* functions */
   fk_obj *module;
   ebb_kernel_twin_fn twin; /* NULL and !noop: the built-in faulting kernel */
-  char name[128];
+  char *name; /* functions: the kernel's name, owned (any length, as the driver's) */
 };
 #define FK_OBJ_MAGIC 0x0b1ec700u
 
@@ -197,6 +197,11 @@ int fk_image_is_binary(const void *image);
  * image itself for the runtime's registered wrapper (static data), else a
  * copy (*owned = 1), or NULL when its names cannot be read. */
 const void *fk_image_keep(const void *image, int *owned);
+/* Calls fn(name, arg) for each kernel (global function) of a binary image's
+ * cubin for the fake's architecture, until fn answers 0. -1 when the image
+ * has no cubin the fake can read (none for sm_90 or below, or compressed
+ * without the system's decompressor). */
+int fk_image_kernels(const void *image, int (*fn)(const char *name, void *arg), void *arg);
 /* 1 when a binary image names kernel `name`, or may (compressed entries). */
 int fk_image_may_hold(const void *image, const char *name);
 /* The primary context's handle of dev (not retained). Holds fk_lock. */

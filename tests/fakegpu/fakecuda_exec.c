@@ -42,6 +42,7 @@ int fk_stream_ok(CUstream s) {
 
 static void free_obj(fk_obj *o) {
   fk_module_globals_free(o);
+  free(o->name);
   if (o->image_owned)
     free((void *)o->image);
   o->magic = 0;
@@ -228,10 +229,13 @@ FK_API CUresult cuEventElapsedTime(float *ms, CUevent a, CUevent b) {
 
 /* --- modules and kernels ----------------------------------------------------- */
 ebb_kernel_twin_fn fk_find_twin(const char *name) {
-  char sym[256];
-  if (snprintf(sym, sizeof sym, "%s%s", EBB_TWIN_PREFIX, name) >= (int)sizeof sym)
+  size_t n = strlen(EBB_TWIN_PREFIX) + strlen(name) + 1;
+  char *sym = malloc(n);
+  if (!sym)
     return NULL;
+  snprintf(sym, n, "%s%s", EBB_TWIN_PREFIX, name);
   void *p = dlsym(RTLD_DEFAULT, sym);
+  free(sym);
   ebb_kernel_twin_fn twin = NULL;
   memcpy(&twin, &p, sizeof twin);
   return twin;
@@ -313,8 +317,10 @@ const void *fk_image_keep(const void *image, int *owned) {
   if (starts_with(image, k_wrapper, 4))
     return image; /* registered by the runtime: static data of the program */
   const unsigned char *p = image_extent(image, &size, &compressed);
-  if (!p || !size || compressed || size > ((size_t)256 << 20))
+  if (!p || !size || size > ((size_t)256 << 20))
     return NULL; /* names cannot be checked: any name is taken */
+  /* A compressed image is kept too: its names are not checked (any name is
+   * taken), but its variables and kernels are read from it decompressed. */
   void *copy = malloc(size);
   if (copy) {
     memcpy(copy, p, size);
@@ -405,13 +411,20 @@ FK_API CUresult cuModuleGetFunction(CUfunction *f, CUmodule m, const char *name)
     }
   }
   fk_obj *fn;
-  rc = fk_new_obj(FK_OBJ_FUNCTION, &fn);
-  if (rc)
+  char *copy = strdup(name);
+  if (!copy) {
+    rc = CUDA_ERROR_OUT_OF_MEMORY;
     goto out;
+  }
+  rc = fk_new_obj(FK_OBJ_FUNCTION, &fn);
+  if (rc) {
+    free(copy);
+    goto out;
+  }
+  fn->name = copy;
   fn->module = mod;
   fn->twin = twin;
   fn->noop = !twin && mod->binary && strcmp(name, FK_FAULT_KERNEL) != 0;
-  snprintf(fn->name, sizeof fn->name, "%s", name);
   *f = (CUfunction)fn;
 out:
   fk_unlock();

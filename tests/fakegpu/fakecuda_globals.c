@@ -106,7 +106,16 @@ static unsigned char *inflate_entry(const unsigned char *src, size_t n, size_t o
 /* --- the cubin to read ------------------------------------------------------ */
 /* The ELF cubin of image (a cubin, a fatbin or its wrapper) for the fake's
  * architecture: *elf, its size, and *owned when it was decompressed. */
+static int pick_entry(const void *image, unsigned kind, const unsigned char **elf, size_t *elf_n,
+                      unsigned char **owned);
 static int pick_cubin(const void *image, const unsigned char **elf, size_t *elf_n,
+                      unsigned char **owned) {
+  return pick_entry(image, 2, elf, elf_n, owned);
+}
+
+/* The entry of image of kind (2: ELF cubin, 1: PTX text) for the fake's
+ * architecture, else the newest one below it; see pick_cubin. */
+static int pick_entry(const void *image, unsigned kind, const unsigned char **elf, size_t *elf_n,
                       unsigned char **owned) {
   const unsigned char *p = image;
   *owned = NULL;
@@ -118,6 +127,8 @@ static int pick_cubin(const void *image, const unsigned char **elf, size_t *elf_
       return 0;
   }
   if (!memcmp(p, k_elf64le, 6)) {
+    if (kind != 2)
+      return 0;
     *elf = p;
     *elf_n = (size_t)(rd64(p + 0x28) + (uint64_t)rd16(p + 0x3a) * rd16(p + 0x3c));
     return 1;
@@ -128,7 +139,7 @@ static int pick_cubin(const void *image, const unsigned char **elf, size_t *elf_
   const unsigned char *best = NULL;
   uint32_t best_arch = 0;
   /* Entry: kind 2 is an ELF cubin; header size at 4, payload size at 8,
-   * compressed size at 16, architecture at 28, flags at 40, uncompressed
+   * compressed size (32 bits) at 16, architecture at 28, flags at 40, uncompressed
    * size at 56. */
   for (size_t off = hsize; off + 64 <= end;) {
     const unsigned char *e = p + off;
@@ -136,7 +147,7 @@ static int pick_cubin(const void *image, const unsigned char **elf, size_t *elf_
     uint64_t payload = rd64(e + 8);
     if (ehsize < 64 || payload > end - off - ehsize)
       break;
-    if (rd16(e) == 2 && arch <= FK_SM_ARCH && (!best || arch > best_arch)) {
+    if (rd16(e) == kind && arch <= FK_SM_ARCH && (!best || arch > best_arch)) {
       best = e;
       best_arch = arch;
     }
@@ -147,7 +158,8 @@ static int pick_cubin(const void *image, const unsigned char **elf, size_t *elf_
   const unsigned char *data = best + rd32(best + 4);
   uint64_t payload = rd64(best + 8), flags = rd64(best + 40);
   if (flags & (0x2000u | 0x8000u)) {
-    uint64_t csize = rd64(best + 16);
+    /* The compressed size is 32 bits (PTX entries keep other bits above it). */
+    uint64_t csize = rd32(best + 16);
     *owned = inflate_entry(data, csize && csize <= payload ? csize : payload, rd64(best + 56), flags);
     if (!*owned)
       return 0;
@@ -157,7 +169,7 @@ static int pick_cubin(const void *image, const unsigned char **elf, size_t *elf_
     *elf = data;
     *elf_n = payload;
   }
-  return *elf_n >= 64 && !memcmp(*elf, k_elf64le, 6);
+  return kind != 2 || (*elf_n >= 64 && !memcmp(*elf, k_elf64le, 6));
 }
 
 /* --- the variables of a cubin ---------------------------------------------- */
@@ -240,6 +252,90 @@ static int walk_vars(const unsigned char *elf, size_t n, struct fk_globals *g,
   }
 #undef SH
   return 1;
+}
+
+/* --- the kernels of a cubin ------------------------------------------------- */
+/* Calls fn(name, arg) for each kernel of elf: a global function symbol in its
+ * own .text.<name> section, as nvcc and nvJitLink lay kernels out. Stops and
+ * answers 0 when fn does; -1 when the ELF is malformed. */
+static int walk_kernels(const unsigned char *elf, size_t n, int (*fn)(const char *, void *),
+                        void *arg) {
+  uint64_t shoff = rd64(elf + 0x28);
+  uint16_t shentsize = rd16(elf + 0x3a), shnum = rd16(elf + 0x3c);
+  if (shentsize < 64 || shoff > n || (uint64_t)shentsize * shnum > n - shoff)
+    return -1;
+#define SH(i) (elf + shoff + (size_t)(i) * shentsize)
+  for (unsigned s = 0; s < shnum; s++) {
+    const unsigned char *sym = SH(s);
+    if (rd32(sym + 4) != 2) /* SHT_SYMTAB */
+      continue;
+    uint64_t off = rd64(sym + 24), size = rd64(sym + 32);
+    uint32_t link = rd32(sym + 40);
+    if (off > n || size > n - off || link >= shnum)
+      continue;
+    const unsigned char *strh = SH(link);
+    uint64_t str_off = rd64(strh + 24), str_n = rd64(strh + 32);
+    if (str_off > n || str_n > n - str_off)
+      continue;
+    for (uint64_t i = 24; i + 24 <= size; i += 24) {
+      const unsigned char *st = elf + off + i;
+      uint32_t name = rd32(st);
+      /* STT_FUNC, STB_GLOBAL, defined */
+      if ((st[4] & 0xf) != 2 || (st[4] >> 4) != 1 || rd16(st + 6) == 0 ||
+          rd16(st + 6) >= shnum || name >= str_n)
+        continue;
+      const char *nm = (const char *)elf + str_off + name;
+      if (!memchr(nm, 0, str_n - name) || !*nm)
+        continue;
+      if (!fn(nm, arg))
+        return 0;
+    }
+  }
+#undef SH
+  return 1;
+}
+
+/* The kernels of PTX text: the name after each ".entry". */
+static int walk_ptx_kernels(const unsigned char *ptx, size_t n, int (*fn)(const char *, void *),
+                            void *arg) {
+  for (size_t i = 0; i + 7 < n; i++) {
+    if (memcmp(ptx + i, ".entry", 6) || (ptx[i + 6] != ' ' && ptx[i + 6] != '\t'))
+      continue;
+    size_t a = i + 6;
+    while (a < n && (ptx[a] == ' ' || ptx[a] == '\t'))
+      a++;
+    size_t b = a;
+    while (b < n && !strchr(" \t\r\n(", ptx[b]) && ptx[b])
+      b++;
+    if (b == a)
+      continue;
+    char *name = strndup((const char *)ptx + a, b - a);
+    if (!name)
+      return -1;
+    int go = fn(name, arg);
+    free(name);
+    if (!go)
+      return 0;
+    i = b;
+  }
+  return 1;
+}
+
+int fk_image_kernels(const void *image, int (*fn)(const char *name, void *arg), void *arg) {
+  const unsigned char *elf;
+  size_t elf_n;
+  unsigned char *owned = NULL;
+  if (!image)
+    return -1;
+  int rc;
+  if (pick_cubin(image, &elf, &elf_n, &owned))
+    rc = walk_kernels(elf, elf_n, fn, arg);
+  else if (free(owned), owned = NULL, pick_entry(image, 1, &elf, &elf_n, &owned))
+    rc = walk_ptx_kernels(elf, elf_n, fn, arg); /* PTX only: the driver compiles it */
+  else
+    rc = -1;
+  free(owned);
+  return rc;
 }
 
 /* The module's variables, laid out and allocated in the module's context on

@@ -32,7 +32,7 @@ struct fk_kernel {
   uint32_t magic;
   struct fk_library *lib;
   ebb_kernel_twin_fn twin;
-  char name[128];
+  char *name; /* owned: any length, as the driver's (cuRAND's reach 139) */
   struct fk_kernel *next;
 };
 
@@ -103,6 +103,7 @@ FK_API CUresult cuLibraryUnload(CUlibrary lib) {
     if (k->lib == l) {
       *pp = k->next;
       k->magic = 0;
+      free(k->name);
       free(k);
     } else {
       pp = &k->next;
@@ -134,19 +135,19 @@ FK_API CUresult cuLibraryGetKernel(CUkernel *out, CUlibrary lib, const char *nam
     if (k->lib == l && !strcmp(k->name, name))
       goto found;
   ebb_kernel_twin_fn twin = fk_find_twin(name);
-  if ((!twin && (!l->binary || !fk_image_may_hold(l->image, name))) ||
-      strlen(name) >= sizeof k->name) {
+  if (!twin && (!l->binary || !fk_image_may_hold(l->image, name))) {
     rc = CUDA_ERROR_NOT_FOUND;
     goto out;
   }
-  if (!(k = calloc(1, sizeof *k))) {
+  if (!(k = calloc(1, sizeof *k)) || !(k->name = strdup(name))) {
+    free(k);
+    k = NULL;
     rc = CUDA_ERROR_OUT_OF_MEMORY;
     goto out;
   }
   k->magic = FK_KERNEL_MAGIC;
   k->lib = l;
   k->twin = twin;
-  snprintf(k->name, sizeof k->name, "%s", name);
   k->next = g_kernels;
   g_kernels = k;
 found:
@@ -215,13 +216,17 @@ fk_obj *fk_launch_function(void *handle, struct CUctx_st *c) {
   if ((fn = fk_obj_find_owned(FK_OBJ_FUNCTION, k, c)) != NULL)
     return fn;
   fk_obj *m;
-  if (module_in_ctx(k->lib, c, &m) != CUDA_SUCCESS || fk_new_obj(FK_OBJ_FUNCTION, &fn) != CUDA_SUCCESS)
+  char *copy = strdup(k->name);
+  if (!copy || module_in_ctx(k->lib, c, &m) != CUDA_SUCCESS ||
+      fk_new_obj(FK_OBJ_FUNCTION, &fn) != CUDA_SUCCESS) {
+    free(copy);
     return NULL;
+  }
+  fn->name = copy;
   fn->module = m;
   fn->owner = k;
   fn->twin = k->twin;
   fn->noop = !k->twin;
-  snprintf(fn->name, sizeof fn->name, "%s", k->name);
   return fn;
 }
 

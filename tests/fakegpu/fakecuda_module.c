@@ -54,18 +54,21 @@ CUresult fk_image_check(const void *image, char *msg, size_t msg_len) {
     while (*n == ' ' || *n == '\t' || *n == '\n' || *n == '\r')
       n++;
     size_t len = strcspn(n, " \t\r\n(");
-    char name[256];
-    if (len == 0 || len >= sizeof name)
+    if (len == 0)
       continue;
-    memcpy(name, n, len);
-    name[len] = 0;
-    if (fk_find_twin(name))
+    char *name = strndup(n, len);
+    if (!name)
+      return CUDA_ERROR_OUT_OF_MEMORY;
+    if (fk_find_twin(name)) {
+      free(name);
       continue;
+    }
     char buf[800];
     snprintf(buf, sizeof buf,
              "fakegpu: cannot run this PTX: kernel '%s' has no host twin "
              "(the fake driver runs a kernel only as a host function %s%s)",
              name, EBB_TWIN_PREFIX, name);
+    free(name);
     fprintf(stderr, "%s\n", buf);
     if (msg && msg_len) {
       size_t k = strlen(buf) < msg_len - 1 ? strlen(buf) : msg_len - 1;

@@ -180,11 +180,17 @@ static CUresult pointer_attribute(const fk_alloc *a, int ordinal, CUpointer_attr
     memcpy(data, &v, sizeof v);
     return CUDA_SUCCESS;
   }
+  case CU_POINTER_ATTRIBUTE_IS_MANAGED: {
+    /* An unsigned int: the runtime's cudaPointerGetAttributes reads four
+     * bytes it did not clear (one byte here made device memory "managed"
+     * whenever the stack held garbage). */
+    unsigned v = a && a->kind == FK_ALLOC_MANAGED;
+    memcpy(data, &v, sizeof v);
+    return CUDA_SUCCESS;
+  }
   case CU_POINTER_ATTRIBUTE_SYNC_MEMOPS:
-  case CU_POINTER_ATTRIBUTE_IS_MANAGED:
   case CU_POINTER_ATTRIBUTE_MAPPED: {
-    bool v = a && (attr == CU_POINTER_ATTRIBUTE_MAPPED ||
-                   (attr == CU_POINTER_ATTRIBUTE_IS_MANAGED && a->kind == FK_ALLOC_MANAGED));
+    bool v = a && attr == CU_POINTER_ATTRIBUTE_MAPPED;
     memcpy(data, &v, sizeof v);
     return CUDA_SUCCESS;
   }

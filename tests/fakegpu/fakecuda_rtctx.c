@@ -464,9 +464,14 @@ FK_API CUresult cuMemAdvise_v2(CUdeviceptr p, size_t n, CUmem_advise advice, CUm
   return cuMemAdvise(p, n, advice, 0);
 }
 
+#define FK_DEVICE_CPU (-1) /* CU_DEVICE_CPU */
+/* A prefetch goes to a device of this process or to the host; any other
+ * destination answers 101 (INVALID_DEVICE), as the driver does. */
 FK_API CUresult cuMemPrefetchAsync(CUdeviceptr p, size_t n, CUdevice dev, CUstream s) {
-  (void)dev;
-  CUresult rc = managed_range(p, n);
+  CUresult rc = dev == FK_DEVICE_CPU ? fk_check_init() : fk_check_device(dev);
+  if (rc)
+    return rc;
+  rc = managed_range(p, n);
   if (rc == CUDA_SUCCESS) {
     fk_lock();
     if (!fk_stream_ok(s))
@@ -480,5 +485,10 @@ FK_API CUresult cuMemPrefetchAsync_v2(CUdeviceptr p, size_t n, CUmemLocation loc
                                       unsigned int flags, CUstream s) {
   if (flags)
     return fk_check_init() ? fk_check_init() : CUDA_ERROR_INVALID_VALUE;
-  return cuMemPrefetchAsync(p, n, loc.id, s);
+  /* The host: HOST, HOST_NUMA, HOST_NUMA_CURRENT (2..4). */
+  if (loc.type >= CU_MEM_LOCATION_TYPE_HOST && loc.type <= 4)
+    return cuMemPrefetchAsync(p, n, FK_DEVICE_CPU, s);
+  if (loc.type != CU_MEM_LOCATION_TYPE_DEVICE)
+    return fk_check_init() ? fk_check_init() : CUDA_ERROR_INVALID_VALUE;
+  return loc.id == FK_DEVICE_CPU ? fk_check_device(loc.id) : cuMemPrefetchAsync(p, n, loc.id, s);
 }

@@ -5,7 +5,9 @@
  * (cuModuleGetGlobal_v2 / cuLibraryGetGlobal: size, initial bytes, memory
  * counted and given back, not freeable by cuMemFree); thread block cluster
  * occupancy; cuKernelGetLibrary; cuMemRetainAllocationHandle; the names
- * cuBLASLt resolves with dlsym and the fake does not implement (801).
+ * cuBLASLt resolves with dlsym and the fake does not implement (801);
+ * kernel names of any length (cuRAND's templates); the two private tables
+ * cuFFT asks for (a context's id; the kernels of a module).
  * The nvcc-built client (fakegpu_cudalibs) runs the libraries themselves. */
 #include "fakegpu/fg_test.h"
 
@@ -44,7 +46,14 @@ static void *proc(const char *name, int version) {
 /* --- a minimal ELF cubin: two variables, one kernel name ------------------ */
 enum { SEC_NULL, SEC_SHSTR, SEC_STR, SEC_SYM, SEC_INIT, SEC_BSS, SEC_TEXT, NSEC };
 static const char k_shstr[] = "\0.shstrtab\0.strtab\0.symtab\0.nv.global.init\0.nv.global\0.text.kern";
-static const char k_str[] = "\0gv_init\0gv_zero\0kern";
+/* After the symbols' names, cuRAND's double-precision XORWOW kernel: kernel
+ * names are not limited in length (this one has 139 characters; the fake
+ * once kept 127 and answered 500, which cuRAND turned into
+ * CURAND_STATUS_LAUNCH_FAILURE). */
+#define LONG_KERNEL                                                                                \
+  "_Z13gen_sequencedI17curandStateXORWOWdiXadL_Z28curand_uniform_double_noargsIS0_EdPT_iEE10rng_" \
+  "configIS0_L14curandOrdering101EEEvS3_PT0_mmT1_"
+static const char k_str[] = "\0gv_init\0gv_zero\0kern\0" LONG_KERNEL;
 static const unsigned char k_init[16] = {0, 0, 0, 0, 0, 0, 0, 0, 1, 2, 3, 4, 5, 6, 7, 8};
 
 static void put16(unsigned char *p, uint16_t v) { memcpy(p, &v, 2); }
@@ -206,6 +215,118 @@ static void test_library(void) {
   CHECK_EQ_INT((long long)fgt_used(), (long long)used0);
 }
 
+/* A kernel named by a long mangled template is found, launched (a no-op)
+ * and named back whole, through a library and through a module. */
+static void test_long_kernel_name(void) {
+  CUresult (*load)(CUlibrary *, const void *, void *, void *, unsigned, void *, void *, unsigned) =
+      PROC(CUresult(*)(CUlibrary *, const void *, void *, void *, unsigned, void *, void *, unsigned),
+           "cuLibraryLoadData", 12000);
+  CUresult (*get_kernel)(CUkernel *, CUlibrary, const char *) =
+      PROC(CUresult(*)(CUkernel *, CUlibrary, const char *), "cuLibraryGetKernel", 12000);
+  CUresult (*kernel_name)(const char **, CUkernel) =
+      PROC(CUresult(*)(const char **, CUkernel), "cuKernelGetName", 12030);
+  CUresult (*kernel_function)(CUfunction *, CUkernel) =
+      PROC(CUresult(*)(CUfunction *, CUkernel), "cuKernelGetFunction", 12000);
+  CUresult (*func_name)(const char **, CUfunction) =
+      PROC(CUresult(*)(const char **, CUfunction), "cuFuncGetName", 12030);
+  CUresult (*unload)(CUlibrary) = PROC(CUresult(*)(CUlibrary), "cuLibraryUnload", 12000);
+  REQUIRE(load && get_kernel && kernel_name && kernel_function && func_name && unload);
+  REQUIRE(strlen(LONG_KERNEL) == 139);
+  CUlibrary lib;
+  REQUIRE(load(&lib, g_img, NULL, NULL, 0, NULL, NULL, 0) == CUDA_SUCCESS);
+  CUkernel k = NULL;
+  CHECK_EQ_INT(get_kernel(&k, lib, LONG_KERNEL), CUDA_SUCCESS);
+  const char *name = NULL;
+  CHECK_EQ_INT(kernel_name(&name, k), CUDA_SUCCESS);
+  CHECK_EQ_STR(name ? name : "(null)", LONG_KERNEL);
+  CUfunction f = NULL;
+  CHECK_EQ_INT(kernel_function(&f, k), CUDA_SUCCESS);
+  name = NULL;
+  CHECK_EQ_INT(func_name(&name, f), CUDA_SUCCESS);
+  CHECK_EQ_STR(name ? name : "(null)", LONG_KERNEL);
+  CHECK_EQ_INT(cu_cuLaunchKernel((CUfunction)k, 1, 1, 1, 32, 1, 1, 0, NULL, NULL, NULL),
+               CUDA_SUCCESS);
+  /* A long name the image does not hold is still not found. */
+  CHECK_EQ_INT(get_kernel(&k, lib, LONG_KERNEL "x"), CUDA_ERROR_NOT_FOUND);
+  CHECK_EQ_INT(unload(lib), CUDA_SUCCESS);
+
+  CUmodule m;
+  REQUIRE(cu_cuModuleLoadData(&m, g_img) == CUDA_SUCCESS);
+  f = NULL;
+  CHECK_EQ_INT(cu_cuModuleGetFunction(&f, m, LONG_KERNEL), CUDA_SUCCESS);
+  name = NULL;
+  CHECK_EQ_INT(func_name(&name, f), CUDA_SUCCESS);
+  CHECK_EQ_STR(name ? name : "(null)", LONG_KERNEL);
+  CHECK_EQ_INT(cu_cuModuleGetFunction(&f, m, LONG_KERNEL "x"), CUDA_ERROR_NOT_FOUND);
+  CHECK_EQ_INT(cu_cuModuleUnload(m), CUDA_SUCCESS);
+}
+
+/* cuFFT's tables. 21318c60-…: slot 4 is a context's id, as cuCtxGetId.
+ * 6e163fbe-…: slot 7 calls back with each kernel of a module and answers
+ * how many (cuFFT loads modules of one kernel and wants 1). */
+static void found_kernel(void *opaque, CUfunction f) {
+  CUfunction *out = opaque;
+  *out = f;
+}
+
+static void test_fft_tables(void) {
+  CUresult (*get)(const void **, const CUuuid *) =
+      PROC(CUresult(*)(const void **, const CUuuid *), "cuGetExportTable", 3000);
+  CUresult (*ctx_id)(CUcontext, unsigned long long *) =
+      PROC(CUresult(*)(CUcontext, unsigned long long *), "cuCtxGetId", 12000);
+  CUresult (*func_name)(const char **, CUfunction) =
+      PROC(CUresult(*)(const char **, CUfunction), "cuFuncGetName", 12030);
+  REQUIRE(get && ctx_id && func_name);
+  static const unsigned char ctx_uuid[16] = {0x21, 0x31, 0x8c, 0x60, 0x97, 0x14, 0x32, 0x48,
+                                             0x8c, 0xa6, 0x41, 0xff, 0x73, 0x24, 0xc8, 0xf2};
+  static const unsigned char mod_uuid[16] = {0x6e, 0x16, 0x3f, 0xbe, 0xb9, 0x58, 0x44, 0x4d,
+                                             0x83, 0x5c, 0xe1, 0x82, 0xaf, 0xf1, 0x99, 0x1e};
+  CUuuid id;
+  const void *t = NULL;
+  memcpy(id.bytes, ctx_uuid, 16);
+  REQUIRE(get(&t, &id) == CUDA_SUCCESS && t != NULL);
+  void *const *slots = t;
+  CHECK((size_t)slots[0] >= 5 * sizeof(void *) && slots[4] != NULL);
+  CUresult (*slot_id)(CUcontext, unsigned long long *) =
+      (CUresult(*)(CUcontext, unsigned long long *))slots[4];
+  CUcontext cur = NULL;
+  REQUIRE(cu_cuCtxGetCurrent(&cur) == CUDA_SUCCESS && cur);
+  unsigned long long want = 0, got = 0;
+  CHECK_EQ_INT(ctx_id(cur, &want), CUDA_SUCCESS);
+  CHECK_EQ_INT(slot_id(cur, &got), CUDA_SUCCESS);
+  CHECK_EQ_U64(got, want);
+
+  memcpy(id.bytes, mod_uuid, 16);
+  t = NULL;
+  REQUIRE(get(&t, &id) == CUDA_SUCCESS && t != NULL);
+  slots = t;
+  REQUIRE((size_t)slots[0] > 7 * sizeof(void *) && slots[7] != NULL); /* cuFFT checks both */
+  unsigned long long (*kernels)(CUcontext, CUmodule, void (*)(void *, CUfunction), void *) =
+      (unsigned long long (*)(CUcontext, CUmodule, void (*)(void *, CUfunction), void *))slots[7];
+  CUmodule m;
+  REQUIRE(cu_cuModuleLoadData(&m, g_img) == CUDA_SUCCESS);
+  CUfunction f = NULL;
+  CHECK_EQ_U64(kernels(cur, m, found_kernel, &f), 1); /* the image's one kernel */
+  const char *name = NULL;
+  CHECK_EQ_INT(func_name(&name, f), CUDA_SUCCESS);
+  CHECK_EQ_STR(name ? name : "(null)", "kern");
+  /* A module whose kernels cannot be read (not a binary image) has none. */
+  CUmodule marker;
+  REQUIRE(cu_cuModuleLoadData(&marker, "") == CUDA_SUCCESS);
+  f = NULL;
+  CHECK_EQ_U64(kernels(cur, marker, found_kernel, &f), 0);
+  CHECK(f == NULL);
+  /* Not a module, and no context: none. */
+  CHECK_EQ_U64(kernels(cur, (CUmodule)&f, found_kernel, &f), 0);
+  CUcontext popped = NULL;
+  REQUIRE(cu_cuCtxPopCurrent(&popped) == CUDA_SUCCESS);
+  CHECK_EQ_U64(kernels(NULL, m, found_kernel, &f), 0);
+  CHECK(f == NULL);
+  REQUIRE(cu_cuCtxPushCurrent(popped) == CUDA_SUCCESS);
+  CHECK_EQ_INT(cu_cuModuleUnload(marker), CUDA_SUCCESS);
+  CHECK_EQ_INT(cu_cuModuleUnload(m), CUDA_SUCCESS);
+}
+
 static void test_retain_handle(void) {
   CUresult (*retain)(CUmemGenericAllocationHandle *, void *) =
       PROC(CUresult(*)(CUmemGenericAllocationHandle *, void *), "cuMemRetainAllocationHandle", 11000);
@@ -326,6 +447,8 @@ int main(void) {
   RUN(test_free_null);
   RUN(test_module_globals);
   RUN(test_library);
+  RUN(test_long_kernel_name);
+  RUN(test_fft_tables);
   RUN(test_retain_handle);
   RUN(test_unsupported_names);
   RUN(test_tools_tls_context);
