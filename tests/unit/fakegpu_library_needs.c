@@ -327,6 +327,96 @@ static void test_fft_tables(void) {
   CHECK_EQ_INT(cu_cuModuleUnload(m), CUDA_SUCCESS);
 }
 
+/* A fatbin holding only PTX (some of cuFFT's modules: sm_75 PTX, LZ4
+ * compressed): its kernels are the PTX's .entry names. The entry's
+ * compressed size is 32 bits; cuFFT's entries keep other bits above it. */
+static const char k_ptx[] = ".version 8.0\n.target sm_75\n.address_size 64\n"
+                            ".visible .entry first_kernel(.param .u64 a)\n{ ret; }\n"
+                            ".visible .entry second_kernel()\n{ ret; }\n";
+
+static size_t make_ptx_fatbin(unsigned char *img, size_t cap, int compress) {
+  typedef int (*lz4_fn)(const char *, char *, int, int);
+  unsigned char payload[512];
+  size_t n = sizeof k_ptx, csize = n;
+  memcpy(payload, k_ptx, n);
+  if (compress) {
+    void *h = dlopen("liblz4.so.1", RTLD_NOW | RTLD_LOCAL);
+    void *sym = h ? dlsym(h, "LZ4_compress_default") : NULL;
+    if (!sym)
+      return 0;
+    lz4_fn lz4;
+    memcpy(&lz4, &sym, sizeof lz4);
+    int got = lz4(k_ptx, (char *)payload, (int)n, (int)sizeof payload);
+    if (got <= 0)
+      return 0;
+    csize = (size_t)got;
+  }
+  size_t padded = (csize + 7) & ~(size_t)7; /* entries are padded: not part of the data */
+  size_t total = 16 + 64 + padded;
+  REQUIRE(total <= cap);
+  memset(img, 0, total);
+  put32(img, 0xba55ed50u);
+  put16(img + 4, 1);
+  put16(img + 6, 16);
+  put64(img + 8, 64 + padded);
+  unsigned char *e = img + 16;
+  put16(e, 1); /* PTX */
+  put16(e + 2, 0x101);
+  put32(e + 4, 64);
+  put64(e + 8, padded);
+  put32(e + 16, (uint32_t)csize);
+  put32(e + 20, 0x40); /* what cuFFT's entries hold above the size */
+  put32(e + 28, 75);
+  put64(e + 40, compress ? 0x2011 : 0x11);
+  put64(e + 56, n);
+  memcpy(e + 64, payload, csize);
+  return total;
+}
+
+static void collect_kernel(void *opaque, CUfunction f) {
+  CUfunction *out = opaque;
+  if (!out[0])
+    out[0] = f;
+  else
+    out[1] = f;
+}
+
+static void test_ptx_only_kernels(void) {
+  CUresult (*get)(const void **, const CUuuid *) =
+      PROC(CUresult(*)(const void **, const CUuuid *), "cuGetExportTable", 3000);
+  CUresult (*func_name)(const char **, CUfunction) =
+      PROC(CUresult(*)(const char **, CUfunction), "cuFuncGetName", 12030);
+  REQUIRE(get && func_name);
+  static const unsigned char mod_uuid[16] = {0x6e, 0x16, 0x3f, 0xbe, 0xb9, 0x58, 0x44, 0x4d,
+                                             0x83, 0x5c, 0xe1, 0x82, 0xaf, 0xf1, 0x99, 0x1e};
+  CUuuid id;
+  memcpy(id.bytes, mod_uuid, 16);
+  const void *t = NULL;
+  REQUIRE(get(&t, &id) == CUDA_SUCCESS && t != NULL);
+  unsigned long long (*kernels)(CUcontext, CUmodule, void (*)(void *, CUfunction), void *) =
+      (unsigned long long (*)(CUcontext, CUmodule, void (*)(void *, CUfunction), void *))(
+          (void *const *)t)[7];
+  CUcontext cur = NULL;
+  REQUIRE(cu_cuCtxGetCurrent(&cur) == CUDA_SUCCESS);
+  for (int compress = 0; compress < 2; compress++) {
+    static unsigned char img[1024];
+    size_t n = make_ptx_fatbin(img, sizeof img, compress);
+    CHECK_MSG(n > 0, "could not build the %s PTX fatbin (liblz4.so.1?)", compress ? "LZ4" : "plain");
+    if (!n)
+      continue;
+    CUmodule m;
+    REQUIRE(cu_cuModuleLoadData(&m, img) == CUDA_SUCCESS);
+    CUfunction f[2] = {NULL, NULL};
+    CHECK_EQ_U64(kernels(cur, m, collect_kernel, f), 2);
+    const char *a = NULL, *b = NULL;
+    CHECK_EQ_INT(func_name(&a, f[0]), CUDA_SUCCESS);
+    CHECK_EQ_INT(func_name(&b, f[1]), CUDA_SUCCESS);
+    CHECK_EQ_STR(a ? a : "(null)", "first_kernel");
+    CHECK_EQ_STR(b ? b : "(null)", "second_kernel");
+    CHECK_EQ_INT(cu_cuModuleUnload(m), CUDA_SUCCESS);
+  }
+}
+
 static void test_retain_handle(void) {
   CUresult (*retain)(CUmemGenericAllocationHandle *, void *) =
       PROC(CUresult(*)(CUmemGenericAllocationHandle *, void *), "cuMemRetainAllocationHandle", 11000);
@@ -449,6 +539,7 @@ int main(void) {
   RUN(test_library);
   RUN(test_long_kernel_name);
   RUN(test_fft_tables);
+  RUN(test_ptx_only_kernels);
   RUN(test_retain_handle);
   RUN(test_unsupported_names);
   RUN(test_tools_tls_context);
