@@ -42,6 +42,7 @@ int fk_stream_ok(CUstream s) {
 
 static void free_obj(fk_obj *o) {
   fk_module_globals_free(o);
+  fk_capture_free(o);
   free(o->name);
   if (o->image_owned)
     free((void *)o->image);
@@ -152,6 +153,8 @@ FK_API CUresult cuStreamSynchronize(CUstream s) {
   CUresult rc = fk_need_ctx(&c);
   if (rc == CUDA_SUCCESS && !fk_stream_ok(s))
     rc = CUDA_ERROR_INVALID_HANDLE;
+  if (rc == CUDA_SUCCESS)
+    rc = fk_stream_work(s); /* waiting on a capturing stream: 900 */
   fk_unlock();
   if (rc == CUDA_SUCCESS)
     fk_callbacks_drain(); /* its callbacks have run when it returns */
@@ -188,6 +191,8 @@ FK_API CUresult cuEventRecord(CUevent e, CUstream s) {
   fk_obj *o = rc ? NULL : fk_obj_check(e, FK_OBJ_EVENT);
   if (rc == CUDA_SUCCESS && (!o || !fk_stream_ok(s)))
     rc = CUDA_ERROR_INVALID_HANDLE;
+  if (rc == CUDA_SUCCESS)
+    rc = fk_stream_work(s);
   if (rc == CUDA_SUCCESS) {
     o->recorded = 1;
     o->t_ms = now_ms();
@@ -468,6 +473,9 @@ FK_API CUresult cuLaunchKernel(CUfunction f, unsigned int gx, unsigned int gy, u
   }
   ebb_kernel_twin_fn twin = fn->twin;
   int noop = fn->noop;
+  const unsigned dims6[6] = {gx, gy, gz, bx, by, bz};
+  if (fk_capture_kernel(s, f, dims6, shmem, noop, &rc))
+    goto out_locked; /* recorded into the stream's capture (or refused): run at graph launch */
   int injected = fk_cfg.fault_launch_at > 0 && ++g_launches == fk_cfg.fault_launch_at;
   fg_state_count_launch(fk_device_of(c->device));
   if (noop && !injected)

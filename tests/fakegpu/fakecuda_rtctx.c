@@ -293,16 +293,15 @@ FK_API CUresult cuStreamGetId(CUstream s, unsigned long long *id) {
               else { if (!o->id) o->id = ++next_id; *id = o->id; });
 }
 
-/* The fake never captures a stream into a graph (cuStreamBeginCapture is
- * not there), so every stream answers "not capturing". */
+/* Capture status (fakecuda_graph.c): none, active or invalidated. */
 FK_API CUresult cuStreamIsCapturing(CUstream s, CUstreamCaptureStatus *status) {
   WITH_STREAM(s, if (!status) rc = CUDA_ERROR_INVALID_VALUE;
-              else *status = CU_STREAM_CAPTURE_STATUS_NONE);
+              else *status = fk_capture_status(s, NULL));
 }
 
 FK_API CUresult cuStreamGetCaptureInfo(CUstream s, CUstreamCaptureStatus *status, cuuint64_t *id) {
   WITH_STREAM(s, if (!status) rc = CUDA_ERROR_INVALID_VALUE;
-              else { *status = CU_STREAM_CAPTURE_STATUS_NONE; if (id) *id = 0; });
+              else { unsigned long long cid; *status = fk_capture_status(s, &cid); if (id) *id = cid; });
 }
 
 FK_API CUresult cuStreamGetCaptureInfo_v2(CUstream s, CUstreamCaptureStatus *status,
@@ -357,12 +356,15 @@ static void host_fn_trampoline(CUstream s, CUresult status, void *arg) {
 FK_API CUresult cuLaunchHostFunc(CUstream s, CUhostFn fn, void *user) {
   if (!fn)
     return fk_check_init() ? fk_check_init() : CUDA_ERROR_INVALID_VALUE;
+  CUresult rc;
+  if (fk_capture_host_fn(s, fn, user, &rc)) /* recorded into the stream's capture */
+    return rc;
   host_fn_call *call = malloc(sizeof *call);
   if (!call)
     return CUDA_ERROR_OUT_OF_MEMORY;
   call->fn = fn;
   call->user = user;
-  CUresult rc = cuStreamAddCallback(s, host_fn_trampoline, call, 0);
+  rc = cuStreamAddCallback(s, host_fn_trampoline, call, 0);
   if (rc)
     free(call);
   return rc;
