@@ -240,6 +240,18 @@ static void test_pointer_queries(void) {
   unsigned managed = 0xffffffffu;
   CHECK_EQ_INT(x_cuPointerGetAttribute(&managed, CU_POINTER_ATTRIBUTE_IS_MANAGED, d), CUDA_SUCCESS);
   CHECK_EQ_INT(managed, 0);
+  /* cuda.h's numbering: 14 ALLOWED_HANDLE_TYPES (a 64-bit mask: none for
+   * cuMemAlloc memory), 15 IS_GPU_DIRECT_RDMA_CAPABLE (a flag: one byte, the
+   * next untouched), 16 ACCESS_FLAGS (3, read-write). */
+  unsigned long long handle_types = ~0ull;
+  CHECK_EQ_INT(x_cuPointerGetAttribute(&handle_types, 14, d), CUDA_SUCCESS);
+  CHECK_EQ_U64(handle_types, 0);
+  unsigned char rdma[2] = {0xee, 0xee};
+  CHECK_EQ_INT(x_cuPointerGetAttribute(rdma, 15, d), CUDA_SUCCESS);
+  CHECK(rdma[0] == 0 && rdma[1] == 0xee);
+  unsigned access = 0;
+  CHECK_EQ_INT(x_cuPointerGetAttribute(&access, 16, d), CUDA_SUCCESS);
+  CHECK_EQ_INT(access, 3);
   /* Plain device memory has no host pointer; unknown pointers are an error
    * for the single query and null values for the batch. */
   CHECK_EQ_INT(x_cuPointerGetAttribute(&hp, CU_POINTER_ATTRIBUTE_HOST_POINTER, d),
