@@ -105,6 +105,8 @@ struct fk_obj {
   ebb_kernel_twin_fn twin; /* NULL and !noop: the built-in faulting kernel */
   char *name; /* functions: the kernel's name, owned (any length, as the driver's) */
   struct fk_capture *capture; /* streams: their stream capture, NULL if none */
+  int max_dyn_smem; /* functions: CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES
+                     * set by cuFuncSetAttribute (0: the default 48 KiB) */
 };
 #define FK_OBJ_MAGIC 0x0b1ec700u
 
@@ -247,8 +249,16 @@ CUresult fk_module_global(fk_obj *m, struct CUctx_st *ctx, const char *name, CUd
                           size_t *bytes);
 void fk_module_globals_free(fk_obj *m);
 /* cuFuncGetAttribute's answers, and whether a value may be set. */
-CUresult fk_func_attribute(CUfunction_attribute attr, int *value);
+/* A function's attribute; max_dyn is its dynamic shared memory limit
+ * (0: the default). Settable: checks value; the caller keeps what it sets. */
+CUresult fk_func_attribute(CUfunction_attribute attr, int *value, int max_dyn);
 CUresult fk_func_attribute_settable(CUfunction_attribute attr, int value);
+/* The dynamic shared memory a block of fn may use: what cuFuncSetAttribute /
+ * cuKernelSetAttribute set (its kernel's, for a library kernel's function),
+ * else 48 KiB. Caller holds fk_lock. */
+int fk_func_max_dyn_smem(const fk_obj *fn);
+/* A library kernel's limit as cuKernelSetAttribute set it (0: default). */
+int fk_kernel_max_dyn_smem(const void *kernel);
 
 /* The first listed allocation (the list goes on with ->next). Caller holds
  * fk_lock. */

@@ -32,6 +32,7 @@ struct fk_kernel {
   uint32_t magic;
   struct fk_library *lib;
   ebb_kernel_twin_fn twin;
+  int max_dyn_smem; /* cuKernelSetAttribute's dynamic shared memory limit (0: default) */
   char *name; /* owned: any length, as the driver's (cuRAND's reach 139) */
   struct fk_kernel *next;
 };
@@ -280,18 +281,24 @@ FK_API CUresult cuKernelGetLibrary(CUlibrary *lib, CUkernel kernel) {
 }
 
 /* Kernel attributes are the fake's function attributes (cuFuncGetAttribute),
- * the same on every device. */
+ * the same on every device; the dynamic shared memory limit is kept. */
+int fk_kernel_max_dyn_smem(const void *kernel) {
+  const struct fk_kernel *k = fk_kernel_check((void *)kernel);
+  return k ? k->max_dyn_smem : 0;
+}
+
 FK_API CUresult cuKernelGetAttribute(int *value, CUfunction_attribute attr, CUkernel kernel,
                                      CUdevice dev) {
   CUresult rc = fk_check_device(dev);
   if (rc)
     return rc;
   fk_lock();
-  int known = fk_kernel_check(kernel) != NULL;
+  struct fk_kernel *k = fk_kernel_check(kernel);
+  int max_dyn = k ? k->max_dyn_smem : 0;
   fk_unlock();
-  if (!known)
+  if (!k)
     return CUDA_ERROR_INVALID_HANDLE;
-  return fk_func_attribute(attr, value);
+  return fk_func_attribute(attr, value, max_dyn);
 }
 
 FK_API CUresult cuKernelSetAttribute(CUfunction_attribute attr, int value, CUkernel kernel,
@@ -299,12 +306,15 @@ FK_API CUresult cuKernelSetAttribute(CUfunction_attribute attr, int value, CUker
   CUresult rc = fk_check_device(dev);
   if (rc)
     return rc;
+  rc = fk_func_attribute_settable(attr, value);
   fk_lock();
-  int known = fk_kernel_check(kernel) != NULL;
+  struct fk_kernel *k = fk_kernel_check(kernel);
+  if (!k)
+    rc = CUDA_ERROR_INVALID_HANDLE;
+  else if (rc == CUDA_SUCCESS && attr == CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES)
+    k->max_dyn_smem = value; /* its functions in every context answer by it */
   fk_unlock();
-  if (!known)
-    return CUDA_ERROR_INVALID_HANDLE;
-  return fk_func_attribute_settable(attr, value);
+  return rc;
 }
 
 FK_API CUresult cuKernelSetCacheConfig(CUkernel kernel, CUfunc_cache config, CUdevice dev) {

@@ -6,7 +6,8 @@
  * counted and given back, not freeable by cuMemFree); thread block cluster
  * occupancy; cuKernelGetLibrary; cuMemRetainAllocationHandle; the names
  * cuBLASLt resolves with dlsym and the fake does not implement (801);
- * kernel names of any length (cuRAND's templates); the two private tables
+ * kernel names of any length (cuRAND's templates); a kernel's dynamic
+ * shared memory limit kept for occupancy (cuBLASLt's 227 KiB kernels); the two private tables
  * cuFFT asks for (a context's id; the kernels of a module).
  * The nvcc-built client (fakegpu_cudalibs) runs the libraries themselves. */
 #include "fakegpu/fg_test.h"
@@ -211,6 +212,51 @@ static void test_library(void) {
   CHECK_EQ_INT(cluster_size(&v, k, &cfg), CUDA_SUCCESS);
   CHECK_EQ_INT(v, 8);
   CHECK_EQ_INT(clusters(&v, k, NULL), CUDA_ERROR_INVALID_VALUE);
+
+  /* cuBLASLt (PyTorch's matmul) raises a kernel's dynamic shared memory to
+   * the opt-in 227 KiB, then asks how many clusters of 2 fit with all of it:
+   * one block per SM, 66 clusters. The fake once kept 48 KiB as the limit,
+   * answered 0, and cuBLASLt divided by it (SIGFPE). */
+  CUresult (*kset)(int, int, CUkernel, CUdevice) =
+      PROC(CUresult(*)(int, int, CUkernel, CUdevice), "cuKernelSetAttribute", 12000);
+  CUresult (*kget)(int *, int, CUkernel, CUdevice) =
+      PROC(CUresult(*)(int *, int, CUkernel, CUdevice), "cuKernelGetAttribute", 12000);
+  CUresult (*fget)(int *, int, CUfunction) =
+      PROC(CUresult(*)(int *, int, CUfunction), "cuFuncGetAttribute", 2020);
+  CUresult (*fset)(CUfunction, int, int) =
+      PROC(CUresult(*)(CUfunction, int, int), "cuFuncSetAttribute", 9000);
+  CUresult (*active)(int *, CUfunction, int, size_t) =
+      PROC(CUresult(*)(int *, CUfunction, int, size_t), "cuOccupancyMaxActiveBlocksPerMultiprocessor", 6050);
+  REQUIRE(kset && kget && fget && fset && active);
+  enum { MAX_DYN = 8 };
+  CHECK_EQ_INT(kget(&v, MAX_DYN, k, 0), CUDA_SUCCESS);
+  CHECK_EQ_INT(v, 48 * 1024);
+  CHECK_EQ_INT(active(&v, (CUfunction)k, 128, 100 * 1024), CUDA_SUCCESS);
+  CHECK_EQ_INT(v, 0); /* more than the kernel may use */
+  CHECK_EQ_INT(kset(MAX_DYN, 228 * 1024, k, 0), CUDA_ERROR_INVALID_VALUE);
+  CHECK_EQ_INT(kset(MAX_DYN, 232448, k, 0), CUDA_SUCCESS);
+  CHECK_EQ_INT(kget(&v, MAX_DYN, k, 0), CUDA_SUCCESS);
+  CHECK_EQ_INT(v, 232448);
+  CHECK_EQ_INT(fget(&v, MAX_DYN, (CUfunction)k), CUDA_SUCCESS);
+  CHECK_EQ_INT(v, 232448);
+  CHECK_EQ_INT(active(&v, (CUfunction)k, 128, 100 * 1024), CUDA_SUCCESS);
+  CHECK_EQ_INT(v, 2); /* 228 KiB of shared memory per SM */
+  attr.value.clusterDim.x = 2;
+  cfg.numAttrs = 1;
+  cfg.sharedMemBytes = 232448;
+  CHECK_EQ_INT(clusters(&v, k, &cfg), CUDA_SUCCESS);
+  CHECK_EQ_INT(v, 66);
+  /* A module's function keeps its own. */
+  CUmodule m;
+  CUfunction f;
+  REQUIRE(cu_cuModuleLoadData(&m, g_img) == CUDA_SUCCESS);
+  REQUIRE(cu_cuModuleGetFunction(&f, m, "kern") == CUDA_SUCCESS);
+  CHECK_EQ_INT(fset(f, MAX_DYN, 100 * 1024), CUDA_SUCCESS);
+  CHECK_EQ_INT(fget(&v, MAX_DYN, f), CUDA_SUCCESS);
+  CHECK_EQ_INT(v, 100 * 1024);
+  CHECK_EQ_INT(active(&v, f, 128, 100 * 1024), CUDA_SUCCESS);
+  CHECK_EQ_INT(v, 2);
+  CHECK_EQ_INT(cu_cuModuleUnload(m), CUDA_SUCCESS);
   CHECK_EQ_INT(unload(lib), CUDA_SUCCESS);
   CHECK_EQ_INT((long long)fgt_used(), (long long)used0);
 }
