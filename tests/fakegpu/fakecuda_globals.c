@@ -10,7 +10,9 @@
  * compressed: Zstandard (flag 0x8000) and LZ4 (0x2000) are undone with the
  * system's libzstd.so.1 / liblz4.so.1, loaded when first needed (without
  * them such an image has no variables: 500). The cubin for the fake's
- * compute capability (9.0) is preferred, else the newest one below it.
+ * compute capability (9.0) is preferred, else the newest one below it. An
+ * image with PTX only (some of cuFFT's) declares its variables in the text:
+ * the module-scope .global and .const ones, with their initializers.
  *
  * On first use in a context a module lays out all its variables in one
  * device allocation of that context (256-byte aligned, initial bytes copied,
@@ -338,6 +340,163 @@ int fk_image_kernels(const void *image, int (*fn)(const char *name, void *arg), 
   return rc;
 }
 
+/* --- the variables of PTX text ------------------------------------------------ */
+/* A module-scope ".global" or ".const" declaration:
+ *   [.visible] .global [.align N] [.vN] .TYPE NAME[DIM]...[ = INIT];
+ * TYPE is b/s/u/f with 8..64 bits; INIT a value or {values} (integers,
+ * decimal floats, 0fXXXXXXXX / 0dXXXXXXXXXXXXXXXX bit patterns). An empty
+ * dimension takes the initializer's count. 0 when the statement is none. */
+typedef struct ptx_var {
+  char name[256];
+  size_t elem, count;
+  int is_float;
+  const char *init; /* after '=', up to the ';' */
+} ptx_var;
+
+static size_t init_count(const char *p, const char *end) {
+  size_t n = 1;
+  for (; p < end; p++)
+    n += *p == ',';
+  return n;
+}
+
+static int parse_ptx_var(const char *p, const char *end, ptx_var *v) {
+  memset(v, 0, sizeof *v);
+  size_t vec = 1;
+  const char *q = p;
+  while (q < end) {
+    while (q < end && (*q == ' ' || *q == '\t' || *q == '\n' || *q == '\r'))
+      q++;
+    const char *t = q;
+    while (q < end && !strchr(" \t\r\n[=;", *q))
+      q++;
+    size_t len = (size_t)(q - t);
+    if (!len)
+      return 0;
+    if (*t != '.') { /* the name */
+      if (len >= sizeof v->name || !v->elem)
+        return 0;
+      memcpy(v->name, t, len);
+      break;
+    }
+    if (len == 6 && !memcmp(t, ".align", 6)) {
+      while (q < end && (*q == ' ' || *q == '\t'))
+        q++;
+      while (q < end && *q >= '0' && *q <= '9')
+        q++;
+    } else if (len == 3 && t[1] == 'v' && (t[2] == '2' || t[2] == '4')) {
+      vec = (size_t)(t[2] - '0');
+    } else if (len >= 3 && strchr("bsuf", t[1]) && !v->elem) {
+      int bits = atoi(t + 2);
+      if (bits != 8 && bits != 16 && bits != 32 && bits != 64)
+        return 0;
+      v->elem = (size_t)bits / 8;
+      v->is_float = t[1] == 'f';
+    } else if (!(len == 7 && !memcmp(t, ".global", 7)) && !(len == 6 && !memcmp(t, ".const", 6)) &&
+               !(len == 8 && !memcmp(t, ".visible", 8)) && !(len == 5 && !memcmp(t, ".weak", 5))) {
+      return 0; /* .extern, .shared, a state space inside an instruction... */
+    }
+  }
+  if (!v->name[0])
+    return 0;
+  const char *eq = memchr(q, '=', (size_t)(end - q));
+  const char *dims_end = eq ? eq : end;
+  v->count = vec;
+  int open_dim = 0;
+  for (const char *d = q; d < dims_end; d++)
+    if (*d == '[') {
+      char *stop;
+      unsigned long long k = strtoull(d + 1, &stop, 10);
+      if (stop == d + 1)
+        open_dim = 1;
+      else if (k == 0 || v->count > SIZE_MAX / k)
+        return 0;
+      else
+        v->count *= (size_t)k;
+    }
+  if (eq)
+    v->init = eq + 1;
+  if (open_dim)
+    v->count = eq ? init_count(eq + 1, end) : 0;
+  return v->count && v->elem && v->count <= FK_IMAGE_MAX / v->elem;
+}
+
+static void put_value(unsigned char *dst, const ptx_var *v, const char *tok) {
+  uint64_t bits = 0;
+  while (*tok == ' ' || *tok == '\t' || *tok == '\n' || *tok == '{')
+    tok++;
+  if (tok[0] == '0' && (tok[1] == 'f' || tok[1] == 'd' || tok[1] == 'F' || tok[1] == 'D')) {
+    bits = strtoull(tok + 2, NULL, 16);
+  } else if (v->is_float) {
+    double d = strtod(tok, NULL);
+    if (v->elem == 4) {
+      float f = (float)d;
+      uint32_t b32;
+      memcpy(&b32, &f, 4);
+      bits = b32;
+    } else {
+      memcpy(&bits, &d, 8);
+    }
+  } else {
+    bits = *tok == '-' ? (uint64_t)strtoll(tok, NULL, 0) : strtoull(tok, NULL, 0);
+  }
+  memcpy(dst, &bits, v->elem); /* little-endian: the low bytes */
+}
+
+/* Both passes of walk_vars over PTX text. */
+static int walk_ptx_vars(const unsigned char *ptx, size_t n, struct fk_globals *g,
+                         unsigned char *dst) {
+  const char *t = (const char *)ptx, *end = t + strnlen(t, n);
+  size_t k = 0;
+  int depth = 0;
+  for (const char *p = t; p < end; p++) {
+    if (*p == '{' || *p == '}') { /* module scope only: not inside a function */
+      depth += *p == '{' ? 1 : -1;
+      continue;
+    }
+    if (depth || *p != '.' || (p > t && !strchr(" \t\r\n;", p[-1])) ||
+        (strncmp(p, ".global", 7) && strncmp(p, ".const", 6) && strncmp(p, ".visible", 8) &&
+         strncmp(p, ".extern", 7)))
+      continue;
+    const char *semi = memchr(p, ';', (size_t)(end - p));
+    if (!semi)
+      break;
+    if (!strncmp(p, ".extern", 7)) { /* defined in another module: none here */
+      p = semi;
+      continue;
+    }
+    ptx_var v;
+    if (!parse_ptx_var(p, semi, &v))
+      continue; /* a function's header (.visible .entry) or another statement */
+    {
+      if (!dst) {
+        fk_var *vars = realloc(g->vars, (g->nvars + 1) * sizeof *vars);
+        if (!vars)
+          return 0;
+        g->vars = vars;
+        size_t at = 0;
+        if (g->nvars)
+          at = (vars[g->nvars - 1].off + vars[g->nvars - 1].size + FK_GLOBAL_ALIGN - 1) /
+               FK_GLOBAL_ALIGN * FK_GLOBAL_ALIGN;
+        vars[g->nvars] = (fk_var){strdup(v.name), at, v.elem * v.count};
+        if (!vars[g->nvars].name)
+          return 0;
+        g->nvars++;
+      } else if (k < g->nvars) {
+        const char *tok = v.init;
+        for (size_t i = 0; tok && tok < semi && i < v.count; i++) {
+          put_value(dst + g->vars[k].off + i * v.elem, &v, tok);
+          const char *comma = memchr(tok, ',', (size_t)(semi - tok));
+          tok = comma ? comma + 1 : NULL;
+        }
+        k++;
+      }
+    }
+    p = semi; /* a declaration's initializer braces are not a function's */
+  }
+  return 1;
+}
+
 /* The module's variables, laid out and allocated in the module's context on
  * first use. Caller holds fk_lock. */
 static CUresult module_globals(fk_obj *m, struct fk_globals **out) {
@@ -352,15 +511,19 @@ static CUresult module_globals(fk_obj *m, struct fk_globals **out) {
   size_t elf_n;
   unsigned char *owned = NULL;
   CUresult rc = CUDA_SUCCESS;
-  if (m->image && pick_cubin(m->image, &elf, &elf_n, &owned)) {
-    if (!walk_vars(elf, elf_n, g, NULL)) {
+  int ptx = 0; /* an image with PTX only: its variables are declared in the text */
+  if (m->image && (pick_cubin(m->image, &elf, &elf_n, &owned) ||
+                   (free(owned), owned = NULL, ptx = pick_entry(m->image, 1, &elf, &elf_n, &owned)))) {
+    int (*walk)(const unsigned char *, size_t, struct fk_globals *, unsigned char *) =
+        ptx ? walk_ptx_vars : walk_vars;
+    if (!walk(elf, elf_n, g, NULL)) {
       rc = CUDA_ERROR_OUT_OF_MEMORY;
     } else if (g->nvars) {
       fk_var *last = &g->vars[g->nvars - 1];
       rc = fk_alloc_device(m->ctx, last->off + last->size, &g->mem);
       if (rc == CUDA_SUCCESS) {
         g->mem->module_owned = 1;
-        walk_vars(elf, elf_n, g, (unsigned char *)(uintptr_t)g->mem->addr);
+        walk(elf, elf_n, g, (unsigned char *)(uintptr_t)g->mem->addr);
       }
     }
   }

@@ -374,11 +374,18 @@ static void test_fft_tables(void) {
 }
 
 /* A fatbin holding only PTX (some of cuFFT's modules: sm_75 PTX, LZ4
- * compressed): its kernels are the PTX's .entry names. The entry's
+ * compressed): its kernels are the PTX's .entry names, its variables the
+ * module-scope .global/.const declarations. The entry's
  * compressed size is 32 bits; cuFFT's entries keep other bits above it. */
-static const char k_ptx[] = ".version 8.0\n.target sm_75\n.address_size 64\n"
-                            ".visible .entry first_kernel(.param .u64 a)\n{ ret; }\n"
-                            ".visible .entry second_kernel()\n{ ret; }\n";
+static const char k_ptx[] =
+    ".version 8.0\n.target sm_75\n.address_size 64\n"
+    ".visible .global .align 4 .u32 counter = 7;\n"
+    ".visible .const .align 4 .f32 table[3] = {0f3F800000, 2.5, -1.0};\n"
+    ".global .align 8 .b8 lut[] = {1, 2, 3, 4, 5};\n"
+    ".extern .global .u32 ext;\n"
+    ".visible .entry first_kernel(.param .u64 a)\n{ ld.global.u32 %r1, [counter]; ret; }\n"
+    ".visible .entry second_kernel()\n{ ret; }\n"
+    ".visible .global .align 8 .u64 after_fn;\n";
 
 static size_t make_ptx_fatbin(unsigned char *img, size_t cap, int compress) {
   typedef int (*lz4_fn)(const char *, char *, int, int);
@@ -459,6 +466,34 @@ static void test_ptx_only_kernels(void) {
     CHECK_EQ_INT(func_name(&b, f[1]), CUDA_SUCCESS);
     CHECK_EQ_STR(a ? a : "(null)", "first_kernel");
     CHECK_EQ_STR(b ? b : "(null)", "second_kernel");
+    /* Its variables are the PTX's module-scope .global / .const ones, with
+     * their initial values (cuFFT's multi-GPU plans ask for lut_sp). */
+    CUresult (*get_global)(CUdeviceptr *, size_t *, CUmodule, const char *) =
+        PROC(CUresult(*)(CUdeviceptr *, size_t *, CUmodule, const char *), "cuModuleGetGlobal", 3020);
+    CUdeviceptr d = 0;
+    size_t vn = 0;
+    unsigned u = 0;
+    CHECK_EQ_INT(get_global(&d, &vn, m, "counter"), CUDA_SUCCESS);
+    CHECK_EQ_U64(vn, 4);
+    CHECK_EQ_INT(cu_cuMemcpyDtoH(&u, d, 4), CUDA_SUCCESS);
+    CHECK_EQ_INT(u, 7);
+    float tbl[3] = {0, 0, 0};
+    CHECK_EQ_INT(get_global(&d, &vn, m, "table"), CUDA_SUCCESS);
+    CHECK_EQ_U64(vn, 12);
+    CHECK_EQ_INT(cu_cuMemcpyDtoH(tbl, d, 12), CUDA_SUCCESS);
+    CHECK(tbl[0] == 1.0f && tbl[1] == 2.5f && tbl[2] == -1.0f);
+    unsigned char lut[5] = {0};
+    CHECK_EQ_INT(get_global(&d, &vn, m, "lut"), CUDA_SUCCESS);
+    CHECK_EQ_U64(vn, 5);
+    CHECK_EQ_INT(cu_cuMemcpyDtoH(lut, d, 5), CUDA_SUCCESS);
+    CHECK(lut[0] == 1 && lut[4] == 5);
+    unsigned long long after = 1;
+    CHECK_EQ_INT(get_global(&d, &vn, m, "after_fn"), CUDA_SUCCESS);
+    CHECK_EQ_U64(vn, 8);
+    CHECK_EQ_INT(cu_cuMemcpyDtoH(&after, d, 8), CUDA_SUCCESS);
+    CHECK_EQ_U64(after, 0);
+    CHECK_EQ_INT(get_global(&d, &vn, m, "ext"), CUDA_ERROR_NOT_FOUND); /* declared elsewhere */
+    CHECK_EQ_INT(get_global(&d, &vn, m, "first_kernel"), CUDA_ERROR_NOT_FOUND);
     CHECK_EQ_INT(cu_cuModuleUnload(m), CUDA_SUCCESS);
   }
 }
