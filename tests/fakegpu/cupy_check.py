@@ -9,7 +9,7 @@ the fake counted no kernel launch are judged: at least FLOOR of them must
 pass, and every one that fails must be listed in EXPECTED
 ("<nodeid, nodeid prefix or PREFIX*SUFFIX>  # <reason>", one a line), else it is an
 unexpected failure. The share of them that passed is printed against issue
-32's target of 90 % (not reached yet: see tests/fakegpu/README.md). Tests
+32's target of 90 %. Tests
 that launched a kernel are counted and reported, never judged. Exit 0 when
 all holds."""
 import sys

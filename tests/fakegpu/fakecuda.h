@@ -9,7 +9,9 @@
  *   fakecuda_stream.c   stream callbacks, waits and queries, the profiler
  *   fakecuda_module.c   JIT images (PTX check), the linker, function queries
  *   fakecuda_globals.c  device variables of binary images
- *   fakecuda_unsupported.c  exported names that answer 801 (graphs, capture)
+ *   fakecuda_graph.c    stream capture and graphs (kernels, host functions)
+ *   fakecuda_unsupported.c  exported names that answer 801 (stream memory ops,
+ *                       graph node queries)
  * One process-wide mutex (fk_lock) guards every list here; the state file has
  * its own lock (fg_state.h). Exported functions are FK_API; everything else is
  * hidden (-fvisibility=hidden). */
@@ -101,7 +103,10 @@ struct fk_obj {
   /* functions */
   fk_obj *module;
   ebb_kernel_twin_fn twin; /* NULL and !noop: the built-in faulting kernel */
-  char name[128];
+  char *name; /* functions: the kernel's name, owned (any length, as the driver's) */
+  struct fk_capture *capture; /* streams: their stream capture, NULL if none */
+  int max_dyn_smem; /* functions: CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES
+                     * set by cuFuncSetAttribute (0: the default 48 KiB) */
 };
 #define FK_OBJ_MAGIC 0x0b1ec700u
 
@@ -197,6 +202,24 @@ int fk_image_is_binary(const void *image);
  * image itself for the runtime's registered wrapper (static data), else a
  * copy (*owned = 1), or NULL when its names cannot be read. */
 const void *fk_image_keep(const void *image, int *owned);
+/* Stream capture (fakecuda_graph.c); callers hold fk_lock unless said.
+ * fk_stream_work: 0 when work may be done on stream s at the call; when s
+ * captures, invalidates the capture and answers 900 (901 once invalidated).
+ * fk_capture_kernel: 1 when s captures and the launch was recorded or
+ * refused (*rc). fk_capture_host_fn (takes fk_lock): the same for a host
+ * function, or 1 with the context's error in *rc. fk_capture_status: 0 not
+ * capturing, 1 active, 2 invalidated, and the capture's id. */
+CUresult fk_stream_work(CUstream s);
+int fk_capture_kernel(CUstream s, CUfunction f, const unsigned dims[6], unsigned shmem, int noop,
+                      CUresult *rc);
+int fk_capture_host_fn(CUstream s, CUhostFn fn, void *user, CUresult *rc);
+int fk_capture_status(CUstream s, unsigned long long *id);
+void fk_capture_free(fk_obj *stream);
+/* Calls fn(name, arg) for each kernel (global function) of a binary image's
+ * cubin for the fake's architecture, until fn answers 0. -1 when the image
+ * has no cubin the fake can read (none for sm_90 or below, or compressed
+ * without the system's decompressor). */
+int fk_image_kernels(const void *image, int (*fn)(const char *name, void *arg), void *arg);
 /* 1 when a binary image names kernel `name`, or may (compressed entries). */
 int fk_image_may_hold(const void *image, const char *name);
 /* The primary context's handle of dev (not retained). Holds fk_lock. */
@@ -226,8 +249,16 @@ CUresult fk_module_global(fk_obj *m, struct CUctx_st *ctx, const char *name, CUd
                           size_t *bytes);
 void fk_module_globals_free(fk_obj *m);
 /* cuFuncGetAttribute's answers, and whether a value may be set. */
-CUresult fk_func_attribute(CUfunction_attribute attr, int *value);
+/* A function's attribute; max_dyn is its dynamic shared memory limit
+ * (0: the default). Settable: checks value; the caller keeps what it sets. */
+CUresult fk_func_attribute(CUfunction_attribute attr, int *value, int max_dyn);
 CUresult fk_func_attribute_settable(CUfunction_attribute attr, int value);
+/* The dynamic shared memory a block of fn may use: what cuFuncSetAttribute /
+ * cuKernelSetAttribute set (its kernel's, for a library kernel's function),
+ * else 48 KiB. Caller holds fk_lock. */
+int fk_func_max_dyn_smem(const fk_obj *fn);
+/* A library kernel's limit as cuKernelSetAttribute set it (0: default). */
+int fk_kernel_max_dyn_smem(const void *kernel);
 
 /* The first listed allocation (the list goes on with ->next). Caller holds
  * fk_lock. */

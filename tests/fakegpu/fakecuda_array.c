@@ -224,6 +224,8 @@ static CUresult copy_3d(const copy3d *p, CUstream s) {
   CUresult rc = fk_need_ctx(&c);
   if (rc == CUDA_SUCCESS && !fk_stream_ok(s))
     rc = CUDA_ERROR_INVALID_HANDLE;
+  if (rc == CUDA_SUCCESS)
+    rc = fk_stream_work(s);
   if (rc == CUDA_SUCCESS && !p)
     rc = CUDA_ERROR_INVALID_VALUE;
   if (rc == CUDA_SUCCESS)

@@ -42,6 +42,8 @@ int fk_stream_ok(CUstream s) {
 
 static void free_obj(fk_obj *o) {
   fk_module_globals_free(o);
+  fk_capture_free(o);
+  free(o->name);
   if (o->image_owned)
     free((void *)o->image);
   o->magic = 0;
@@ -151,6 +153,8 @@ FK_API CUresult cuStreamSynchronize(CUstream s) {
   CUresult rc = fk_need_ctx(&c);
   if (rc == CUDA_SUCCESS && !fk_stream_ok(s))
     rc = CUDA_ERROR_INVALID_HANDLE;
+  if (rc == CUDA_SUCCESS)
+    rc = fk_stream_work(s); /* waiting on a capturing stream: 900 */
   fk_unlock();
   if (rc == CUDA_SUCCESS)
     fk_callbacks_drain(); /* its callbacks have run when it returns */
@@ -187,6 +191,8 @@ FK_API CUresult cuEventRecord(CUevent e, CUstream s) {
   fk_obj *o = rc ? NULL : fk_obj_check(e, FK_OBJ_EVENT);
   if (rc == CUDA_SUCCESS && (!o || !fk_stream_ok(s)))
     rc = CUDA_ERROR_INVALID_HANDLE;
+  if (rc == CUDA_SUCCESS)
+    rc = fk_stream_work(s);
   if (rc == CUDA_SUCCESS) {
     o->recorded = 1;
     o->t_ms = now_ms();
@@ -228,10 +234,13 @@ FK_API CUresult cuEventElapsedTime(float *ms, CUevent a, CUevent b) {
 
 /* --- modules and kernels ----------------------------------------------------- */
 ebb_kernel_twin_fn fk_find_twin(const char *name) {
-  char sym[256];
-  if (snprintf(sym, sizeof sym, "%s%s", EBB_TWIN_PREFIX, name) >= (int)sizeof sym)
+  size_t n = strlen(EBB_TWIN_PREFIX) + strlen(name) + 1;
+  char *sym = malloc(n);
+  if (!sym)
     return NULL;
+  snprintf(sym, n, "%s%s", EBB_TWIN_PREFIX, name);
   void *p = dlsym(RTLD_DEFAULT, sym);
+  free(sym);
   ebb_kernel_twin_fn twin = NULL;
   memcpy(&twin, &p, sizeof twin);
   return twin;
@@ -313,8 +322,10 @@ const void *fk_image_keep(const void *image, int *owned) {
   if (starts_with(image, k_wrapper, 4))
     return image; /* registered by the runtime: static data of the program */
   const unsigned char *p = image_extent(image, &size, &compressed);
-  if (!p || !size || compressed || size > ((size_t)256 << 20))
+  if (!p || !size || size > ((size_t)256 << 20))
     return NULL; /* names cannot be checked: any name is taken */
+  /* A compressed image is kept too: its names are not checked (any name is
+   * taken), but its variables and kernels are read from it decompressed. */
   void *copy = malloc(size);
   if (copy) {
     memcpy(copy, p, size);
@@ -405,13 +416,20 @@ FK_API CUresult cuModuleGetFunction(CUfunction *f, CUmodule m, const char *name)
     }
   }
   fk_obj *fn;
-  rc = fk_new_obj(FK_OBJ_FUNCTION, &fn);
-  if (rc)
+  char *copy = strdup(name);
+  if (!copy) {
+    rc = CUDA_ERROR_OUT_OF_MEMORY;
     goto out;
+  }
+  rc = fk_new_obj(FK_OBJ_FUNCTION, &fn);
+  if (rc) {
+    free(copy);
+    goto out;
+  }
+  fn->name = copy;
   fn->module = mod;
   fn->twin = twin;
   fn->noop = !twin && mod->binary && strcmp(name, FK_FAULT_KERNEL) != 0;
-  snprintf(fn->name, sizeof fn->name, "%s", name);
   *f = (CUfunction)fn;
 out:
   fk_unlock();
@@ -455,6 +473,9 @@ FK_API CUresult cuLaunchKernel(CUfunction f, unsigned int gx, unsigned int gy, u
   }
   ebb_kernel_twin_fn twin = fn->twin;
   int noop = fn->noop;
+  const unsigned dims6[6] = {gx, gy, gz, bx, by, bz};
+  if (fk_capture_kernel(s, f, dims6, shmem, noop, &rc))
+    goto out_locked; /* recorded into the stream's capture (or refused): run at graph launch */
   int injected = fk_cfg.fault_launch_at > 0 && ++g_launches == fk_cfg.fault_launch_at;
   fg_state_count_launch(fk_device_of(c->device));
   if (noop && !injected)

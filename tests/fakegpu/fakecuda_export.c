@@ -26,6 +26,12 @@
  *   d4082055-bde6-704b-8d34-ba123c66e1f2  integrity check: 1 answers an
  *       HMAC-MD2 over pid, thread, the table addresses, the time and the
  *       identity of every device, which the runtime computes too and compares
+ *   21318c60-9714-3248-8ca6-41ff7324c8f2  context interface (91 slots, as a
+ *       driver's; cuFFT needs the table to be there): 4 a context's id, as
+ *       cuCtxGetId. The others were never seen called
+ *   6e163fbe-b958-444d-835c-e182aff1991e  module interface (8 slots): 7 calls
+ *       back with each kernel of a module, read from its cubin, and answers
+ *       how many (cuFFT gets the kernel of each of its one-kernel modules so)
  *
  * Any other uuid (the runtime first probes f8cff951-2146-8b4e-b9e2-
  * fb469e7c0dd9, a table only some drivers have) answers
@@ -420,6 +426,83 @@ static CUresult integrity_check(uint32_t version, uint64_t unix_seconds, uint64_
   return CUDA_SUCCESS;
 }
 
+/* --- context interface --------------------------------------------------------- */
+FK_API CUresult cuCtxGetId(CUcontext ctx, unsigned long long *id);
+/* Slot 4: cuFFT asks for the id of the context it plans in. */
+static CUresult ctxi_id(CUcontext ctx, unsigned long long *id) {
+  CUresult rc = cuCtxGetId(ctx, id);
+  fk_trace("context interface: id of context %p -> %d", (void *)ctx, (int)rc);
+  return rc;
+}
+
+#define FK_CTXI_SLOTS 91
+static const void *g_ctx_iface[FK_CTXI_SLOTS] = {
+    [0] = (const void *)(FK_CTXI_SLOTS * sizeof(void *)),
+    [4] = (const void *)ctxi_id,
+};
+
+/* --- module interface --------------------------------------------------------- */
+/* Slot 7: the kernels of a module. cuFFT loads each of its kernels as a module
+ * of one kernel and asks for "the" function of it without a name:
+ * (context, module, callback, opaque) calls callback(opaque, function) for
+ * each kernel of the module and answers how many there were (cuFFT wants 1).
+ * The fake reads the kernels from the module's cubin (fk_image_kernels). */
+typedef void (*fk_kernel_cb)(void *opaque, CUfunction f);
+typedef struct fk_kernel_walk {
+  CUmodule mod;
+  CUfunction *fns;
+  size_t n, cap;
+  CUresult rc;
+} fk_kernel_walk;
+
+FK_API CUresult cuModuleGetFunction(CUfunction *f, CUmodule m, const char *name);
+
+static int walk_one(const char *name, void *arg) {
+  fk_kernel_walk *w = arg;
+  if (w->n == w->cap) {
+    size_t cap = w->cap ? 2 * w->cap : 8;
+    CUfunction *fns = realloc(w->fns, cap * sizeof *fns);
+    if (!fns) {
+      w->rc = CUDA_ERROR_OUT_OF_MEMORY;
+      return 0;
+    }
+    w->fns = fns;
+    w->cap = cap;
+  }
+  w->rc = cuModuleGetFunction(&w->fns[w->n], w->mod, name);
+  if (w->rc)
+    return 0;
+  w->n++;
+  return 1;
+}
+
+static unsigned long long mod_functions(CUcontext ctx, CUmodule mod, fk_kernel_cb cb, void *opaque) {
+  fk_lock();
+  struct CUctx_st *c;
+  CUresult rc = fk_need_ctx(&c);
+  fk_obj *m = rc ? NULL : fk_obj_check(mod, FK_OBJ_MODULE);
+  const void *image = m && (!ctx || ctx == (CUcontext)m->ctx) ? m->image : NULL;
+  fk_unlock();
+  fk_kernel_walk w = {mod, NULL, 0, 0, CUDA_SUCCESS};
+  if (!image || !cb || fk_image_kernels(image, walk_one, &w) < 0 || w.rc) {
+    fk_trace("module interface: kernels of module %p (image %p, first bytes %08x): none readable (%d)",
+             (void *)mod, image, image ? *(const uint32_t *)image : 0u, (int)w.rc);
+    free(w.fns);
+    return 0;
+  }
+  for (size_t i = 0; i < w.n; i++)
+    cb(opaque, w.fns[i]);
+  free(w.fns);
+  fk_trace("module interface: module %p has %zu kernels", (void *)mod, w.n);
+  return w.n;
+}
+
+#define FK_MODI_SLOTS 8
+static const void *g_mod_iface[FK_MODI_SLOTS] = {
+    [0] = (const void *)(FK_MODI_SLOTS * sizeof(void *)),
+    [7] = (const void *)mod_functions,
+};
+
 /* --- the lookup -------------------------------------------------------------------------- */
 typedef struct fk_export {
   uint8_t uuid[16];
@@ -440,6 +523,10 @@ static const fk_export g_exports[] = {
      g_ctx_checks, "context checks"},
     {{0xd4, 0x08, 0x20, 0x55, 0xbd, 0xe6, 0x70, 0x4b, 0x8d, 0x34, 0xba, 0x12, 0x3c, 0x66, 0xe1, 0xf2},
      g_integrity, "integrity check"},
+    {{0x21, 0x31, 0x8c, 0x60, 0x97, 0x14, 0x32, 0x48, 0x8c, 0xa6, 0x41, 0xff, 0x73, 0x24, 0xc8, 0xf2},
+     g_ctx_iface, "context interface"},
+    {{0x6e, 0x16, 0x3f, 0xbe, 0xb9, 0x58, 0x44, 0x4d, 0x83, 0x5c, 0xe1, 0x82, 0xaf, 0xf1, 0x99, 0x1e},
+     g_mod_iface, "module interface"},
 };
 
 static void uuid_text(const CUuuid *id, char *out, size_t len) {
@@ -451,7 +538,7 @@ static void uuid_text(const CUuuid *id, char *out, size_t len) {
 
 /* FAKEGPU_TRACE=2: the tables are handed out as copies whose empty slots
  * hold stubs that say which slot the client called (then answer 801). */
-#define FK_SLOT_STUBS 64
+#define FK_SLOT_STUBS 128
 static const char *g_slot_table[FK_SLOT_STUBS];
 static int g_slot_index[FK_SLOT_STUBS];
 static int g_nslot_stubs;
@@ -465,11 +552,13 @@ static CUresult slot_hit(int i) {
 #define FK_SLOT8(i) FK_SLOT1(i##0) FK_SLOT1(i##1) FK_SLOT1(i##2) FK_SLOT1(i##3) \
   FK_SLOT1(i##4) FK_SLOT1(i##5) FK_SLOT1(i##6) FK_SLOT1(i##7)
 FK_SLOT8(1) FK_SLOT8(2) FK_SLOT8(3) FK_SLOT8(4) FK_SLOT8(5) FK_SLOT8(6) FK_SLOT8(7) FK_SLOT8(0)
+FK_SLOT8(10) FK_SLOT8(11) FK_SLOT8(12) FK_SLOT8(13) FK_SLOT8(14) FK_SLOT8(15) FK_SLOT8(16) FK_SLOT8(17)
 #define FK_SREF1(i) slot_##i,
 #define FK_SREF8(i) FK_SREF1(i##0) FK_SREF1(i##1) FK_SREF1(i##2) FK_SREF1(i##3) \
   FK_SREF1(i##4) FK_SREF1(i##5) FK_SREF1(i##6) FK_SREF1(i##7)
 static CUresult (*const g_slot_stubs[FK_SLOT_STUBS])(void) = {
-    FK_SREF8(0) FK_SREF8(1) FK_SREF8(2) FK_SREF8(3) FK_SREF8(4) FK_SREF8(5) FK_SREF8(6) FK_SREF8(7)};
+    FK_SREF8(0) FK_SREF8(1) FK_SREF8(2) FK_SREF8(3) FK_SREF8(4) FK_SREF8(5) FK_SREF8(6) FK_SREF8(7)
+    FK_SREF8(10) FK_SREF8(11) FK_SREF8(12) FK_SREF8(13) FK_SREF8(14) FK_SREF8(15) FK_SREF8(16) FK_SREF8(17)};
 
 static const void *stubbed_copy(const fk_export *e, size_t slots, int first) {
   const void **copy = calloc(slots, sizeof *copy);

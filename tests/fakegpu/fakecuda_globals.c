@@ -10,7 +10,9 @@
  * compressed: Zstandard (flag 0x8000) and LZ4 (0x2000) are undone with the
  * system's libzstd.so.1 / liblz4.so.1, loaded when first needed (without
  * them such an image has no variables: 500). The cubin for the fake's
- * compute capability (9.0) is preferred, else the newest one below it.
+ * compute capability (9.0) is preferred, else the newest one below it. An
+ * image with PTX only (some of cuFFT's) declares its variables in the text:
+ * the module-scope .global and .const ones, with their initializers.
  *
  * On first use in a context a module lays out all its variables in one
  * device allocation of that context (256-byte aligned, initial bytes copied,
@@ -106,7 +108,16 @@ static unsigned char *inflate_entry(const unsigned char *src, size_t n, size_t o
 /* --- the cubin to read ------------------------------------------------------ */
 /* The ELF cubin of image (a cubin, a fatbin or its wrapper) for the fake's
  * architecture: *elf, its size, and *owned when it was decompressed. */
+static int pick_entry(const void *image, unsigned kind, const unsigned char **elf, size_t *elf_n,
+                      unsigned char **owned);
 static int pick_cubin(const void *image, const unsigned char **elf, size_t *elf_n,
+                      unsigned char **owned) {
+  return pick_entry(image, 2, elf, elf_n, owned);
+}
+
+/* The entry of image of kind (2: ELF cubin, 1: PTX text) for the fake's
+ * architecture, else the newest one below it; see pick_cubin. */
+static int pick_entry(const void *image, unsigned kind, const unsigned char **elf, size_t *elf_n,
                       unsigned char **owned) {
   const unsigned char *p = image;
   *owned = NULL;
@@ -118,6 +129,8 @@ static int pick_cubin(const void *image, const unsigned char **elf, size_t *elf_
       return 0;
   }
   if (!memcmp(p, k_elf64le, 6)) {
+    if (kind != 2)
+      return 0;
     *elf = p;
     *elf_n = (size_t)(rd64(p + 0x28) + (uint64_t)rd16(p + 0x3a) * rd16(p + 0x3c));
     return 1;
@@ -128,7 +141,7 @@ static int pick_cubin(const void *image, const unsigned char **elf, size_t *elf_
   const unsigned char *best = NULL;
   uint32_t best_arch = 0;
   /* Entry: kind 2 is an ELF cubin; header size at 4, payload size at 8,
-   * compressed size at 16, architecture at 28, flags at 40, uncompressed
+   * compressed size (32 bits) at 16, architecture at 28, flags at 40, uncompressed
    * size at 56. */
   for (size_t off = hsize; off + 64 <= end;) {
     const unsigned char *e = p + off;
@@ -136,7 +149,7 @@ static int pick_cubin(const void *image, const unsigned char **elf, size_t *elf_
     uint64_t payload = rd64(e + 8);
     if (ehsize < 64 || payload > end - off - ehsize)
       break;
-    if (rd16(e) == 2 && arch <= FK_SM_ARCH && (!best || arch > best_arch)) {
+    if (rd16(e) == kind && arch <= FK_SM_ARCH && (!best || arch > best_arch)) {
       best = e;
       best_arch = arch;
     }
@@ -147,7 +160,8 @@ static int pick_cubin(const void *image, const unsigned char **elf, size_t *elf_
   const unsigned char *data = best + rd32(best + 4);
   uint64_t payload = rd64(best + 8), flags = rd64(best + 40);
   if (flags & (0x2000u | 0x8000u)) {
-    uint64_t csize = rd64(best + 16);
+    /* The compressed size is 32 bits (PTX entries keep other bits above it). */
+    uint64_t csize = rd32(best + 16);
     *owned = inflate_entry(data, csize && csize <= payload ? csize : payload, rd64(best + 56), flags);
     if (!*owned)
       return 0;
@@ -157,7 +171,7 @@ static int pick_cubin(const void *image, const unsigned char **elf, size_t *elf_
     *elf = data;
     *elf_n = payload;
   }
-  return *elf_n >= 64 && !memcmp(*elf, k_elf64le, 6);
+  return kind != 2 || (*elf_n >= 64 && !memcmp(*elf, k_elf64le, 6));
 }
 
 /* --- the variables of a cubin ---------------------------------------------- */
@@ -242,6 +256,247 @@ static int walk_vars(const unsigned char *elf, size_t n, struct fk_globals *g,
   return 1;
 }
 
+/* --- the kernels of a cubin ------------------------------------------------- */
+/* Calls fn(name, arg) for each kernel of elf: a global function symbol in its
+ * own .text.<name> section, as nvcc and nvJitLink lay kernels out. Stops and
+ * answers 0 when fn does; -1 when the ELF is malformed. */
+static int walk_kernels(const unsigned char *elf, size_t n, int (*fn)(const char *, void *),
+                        void *arg) {
+  uint64_t shoff = rd64(elf + 0x28);
+  uint16_t shentsize = rd16(elf + 0x3a), shnum = rd16(elf + 0x3c);
+  if (shentsize < 64 || shoff > n || (uint64_t)shentsize * shnum > n - shoff)
+    return -1;
+#define SH(i) (elf + shoff + (size_t)(i) * shentsize)
+  for (unsigned s = 0; s < shnum; s++) {
+    const unsigned char *sym = SH(s);
+    if (rd32(sym + 4) != 2) /* SHT_SYMTAB */
+      continue;
+    uint64_t off = rd64(sym + 24), size = rd64(sym + 32);
+    uint32_t link = rd32(sym + 40);
+    if (off > n || size > n - off || link >= shnum)
+      continue;
+    const unsigned char *strh = SH(link);
+    uint64_t str_off = rd64(strh + 24), str_n = rd64(strh + 32);
+    if (str_off > n || str_n > n - str_off)
+      continue;
+    for (uint64_t i = 24; i + 24 <= size; i += 24) {
+      const unsigned char *st = elf + off + i;
+      uint32_t name = rd32(st);
+      /* STT_FUNC, STB_GLOBAL, defined */
+      if ((st[4] & 0xf) != 2 || (st[4] >> 4) != 1 || rd16(st + 6) == 0 ||
+          rd16(st + 6) >= shnum || name >= str_n)
+        continue;
+      const char *nm = (const char *)elf + str_off + name;
+      if (!memchr(nm, 0, str_n - name) || !*nm)
+        continue;
+      if (!fn(nm, arg))
+        return 0;
+    }
+  }
+#undef SH
+  return 1;
+}
+
+/* The kernels of PTX text: the name after each ".entry". */
+static int walk_ptx_kernels(const unsigned char *ptx, size_t n, int (*fn)(const char *, void *),
+                            void *arg) {
+  for (size_t i = 0; i + 7 < n; i++) {
+    if (memcmp(ptx + i, ".entry", 6) || (ptx[i + 6] != ' ' && ptx[i + 6] != '\t'))
+      continue;
+    size_t a = i + 6;
+    while (a < n && (ptx[a] == ' ' || ptx[a] == '\t'))
+      a++;
+    size_t b = a;
+    while (b < n && !strchr(" \t\r\n(", ptx[b]) && ptx[b])
+      b++;
+    if (b == a)
+      continue;
+    char *name = strndup((const char *)ptx + a, b - a);
+    if (!name)
+      return -1;
+    int go = fn(name, arg);
+    free(name);
+    if (!go)
+      return 0;
+    i = b;
+  }
+  return 1;
+}
+
+int fk_image_kernels(const void *image, int (*fn)(const char *name, void *arg), void *arg) {
+  const unsigned char *elf;
+  size_t elf_n;
+  unsigned char *owned = NULL;
+  if (!image)
+    return -1;
+  int rc;
+  if (pick_cubin(image, &elf, &elf_n, &owned))
+    rc = walk_kernels(elf, elf_n, fn, arg);
+  else if (free(owned), owned = NULL, pick_entry(image, 1, &elf, &elf_n, &owned))
+    rc = walk_ptx_kernels(elf, elf_n, fn, arg); /* PTX only: the driver compiles it */
+  else
+    rc = -1;
+  free(owned);
+  return rc;
+}
+
+/* --- the variables of PTX text ------------------------------------------------ */
+/* A module-scope ".global" or ".const" declaration:
+ *   [.visible] .global [.align N] [.vN] .TYPE NAME[DIM]...[ = INIT];
+ * TYPE is b/s/u/f with 8..64 bits; INIT a value or {values} (integers,
+ * decimal floats, 0fXXXXXXXX / 0dXXXXXXXXXXXXXXXX bit patterns). An empty
+ * dimension takes the initializer's count. 0 when the statement is none. */
+typedef struct ptx_var {
+  char name[256];
+  size_t elem, count;
+  int is_float;
+  const char *init; /* after '=', up to the ';' */
+} ptx_var;
+
+static size_t init_count(const char *p, const char *end) {
+  size_t n = 1;
+  for (; p < end; p++)
+    n += *p == ',';
+  return n;
+}
+
+static int parse_ptx_var(const char *p, const char *end, ptx_var *v) {
+  memset(v, 0, sizeof *v);
+  size_t vec = 1;
+  const char *q = p;
+  while (q < end) {
+    while (q < end && (*q == ' ' || *q == '\t' || *q == '\n' || *q == '\r'))
+      q++;
+    const char *t = q;
+    while (q < end && !strchr(" \t\r\n[=;", *q))
+      q++;
+    size_t len = (size_t)(q - t);
+    if (!len)
+      return 0;
+    if (*t != '.') { /* the name */
+      if (len >= sizeof v->name || !v->elem)
+        return 0;
+      memcpy(v->name, t, len);
+      break;
+    }
+    if (len == 6 && !memcmp(t, ".align", 6)) {
+      while (q < end && (*q == ' ' || *q == '\t'))
+        q++;
+      while (q < end && *q >= '0' && *q <= '9')
+        q++;
+    } else if (len == 3 && t[1] == 'v' && (t[2] == '2' || t[2] == '4')) {
+      vec = (size_t)(t[2] - '0');
+    } else if (len >= 3 && strchr("bsuf", t[1]) && !v->elem) {
+      int bits = atoi(t + 2);
+      if (bits != 8 && bits != 16 && bits != 32 && bits != 64)
+        return 0;
+      v->elem = (size_t)bits / 8;
+      v->is_float = t[1] == 'f';
+    } else if (!(len == 7 && !memcmp(t, ".global", 7)) && !(len == 6 && !memcmp(t, ".const", 6)) &&
+               !(len == 8 && !memcmp(t, ".visible", 8)) && !(len == 5 && !memcmp(t, ".weak", 5))) {
+      return 0; /* .extern, .shared, a state space inside an instruction... */
+    }
+  }
+  if (!v->name[0])
+    return 0;
+  const char *eq = memchr(q, '=', (size_t)(end - q));
+  const char *dims_end = eq ? eq : end;
+  v->count = vec;
+  int open_dim = 0;
+  for (const char *d = q; d < dims_end; d++)
+    if (*d == '[') {
+      char *stop;
+      unsigned long long k = strtoull(d + 1, &stop, 10);
+      if (stop == d + 1)
+        open_dim = 1;
+      else if (k == 0 || v->count > SIZE_MAX / k)
+        return 0;
+      else
+        v->count *= (size_t)k;
+    }
+  if (eq)
+    v->init = eq + 1;
+  if (open_dim)
+    v->count = eq ? init_count(eq + 1, end) : 0;
+  return v->count && v->elem && v->count <= FK_IMAGE_MAX / v->elem;
+}
+
+static void put_value(unsigned char *dst, const ptx_var *v, const char *tok) {
+  uint64_t bits = 0;
+  while (*tok == ' ' || *tok == '\t' || *tok == '\n' || *tok == '{')
+    tok++;
+  if (tok[0] == '0' && (tok[1] == 'f' || tok[1] == 'd' || tok[1] == 'F' || tok[1] == 'D')) {
+    bits = strtoull(tok + 2, NULL, 16);
+  } else if (v->is_float) {
+    double d = strtod(tok, NULL);
+    if (v->elem == 4) {
+      float f = (float)d;
+      uint32_t b32;
+      memcpy(&b32, &f, 4);
+      bits = b32;
+    } else {
+      memcpy(&bits, &d, 8);
+    }
+  } else {
+    bits = *tok == '-' ? (uint64_t)strtoll(tok, NULL, 0) : strtoull(tok, NULL, 0);
+  }
+  memcpy(dst, &bits, v->elem); /* little-endian: the low bytes */
+}
+
+/* Both passes of walk_vars over PTX text. */
+static int walk_ptx_vars(const unsigned char *ptx, size_t n, struct fk_globals *g,
+                         unsigned char *dst) {
+  const char *t = (const char *)ptx, *end = t + strnlen(t, n);
+  size_t k = 0;
+  int depth = 0;
+  for (const char *p = t; p < end; p++) {
+    if (*p == '{' || *p == '}') { /* module scope only: not inside a function */
+      depth += *p == '{' ? 1 : -1;
+      continue;
+    }
+    if (depth || *p != '.' || (p > t && !strchr(" \t\r\n;", p[-1])) ||
+        (strncmp(p, ".global", 7) && strncmp(p, ".const", 6) && strncmp(p, ".visible", 8) &&
+         strncmp(p, ".extern", 7)))
+      continue;
+    const char *semi = memchr(p, ';', (size_t)(end - p));
+    if (!semi)
+      break;
+    if (!strncmp(p, ".extern", 7)) { /* defined in another module: none here */
+      p = semi;
+      continue;
+    }
+    ptx_var v;
+    if (!parse_ptx_var(p, semi, &v))
+      continue; /* a function's header (.visible .entry) or another statement */
+    {
+      if (!dst) {
+        fk_var *vars = realloc(g->vars, (g->nvars + 1) * sizeof *vars);
+        if (!vars)
+          return 0;
+        g->vars = vars;
+        size_t at = 0;
+        if (g->nvars)
+          at = (vars[g->nvars - 1].off + vars[g->nvars - 1].size + FK_GLOBAL_ALIGN - 1) /
+               FK_GLOBAL_ALIGN * FK_GLOBAL_ALIGN;
+        vars[g->nvars] = (fk_var){strdup(v.name), at, v.elem * v.count};
+        if (!vars[g->nvars].name)
+          return 0;
+        g->nvars++;
+      } else if (k < g->nvars) {
+        const char *tok = v.init;
+        for (size_t i = 0; tok && tok < semi && i < v.count; i++) {
+          put_value(dst + g->vars[k].off + i * v.elem, &v, tok);
+          const char *comma = memchr(tok, ',', (size_t)(semi - tok));
+          tok = comma ? comma + 1 : NULL;
+        }
+        k++;
+      }
+    }
+    p = semi; /* a declaration's initializer braces are not a function's */
+  }
+  return 1;
+}
+
 /* The module's variables, laid out and allocated in the module's context on
  * first use. Caller holds fk_lock. */
 static CUresult module_globals(fk_obj *m, struct fk_globals **out) {
@@ -256,15 +511,19 @@ static CUresult module_globals(fk_obj *m, struct fk_globals **out) {
   size_t elf_n;
   unsigned char *owned = NULL;
   CUresult rc = CUDA_SUCCESS;
-  if (m->image && pick_cubin(m->image, &elf, &elf_n, &owned)) {
-    if (!walk_vars(elf, elf_n, g, NULL)) {
+  int ptx = 0; /* an image with PTX only: its variables are declared in the text */
+  if (m->image && (pick_cubin(m->image, &elf, &elf_n, &owned) ||
+                   (free(owned), owned = NULL, ptx = pick_entry(m->image, 1, &elf, &elf_n, &owned)))) {
+    int (*walk)(const unsigned char *, size_t, struct fk_globals *, unsigned char *) =
+        ptx ? walk_ptx_vars : walk_vars;
+    if (!walk(elf, elf_n, g, NULL)) {
       rc = CUDA_ERROR_OUT_OF_MEMORY;
     } else if (g->nvars) {
       fk_var *last = &g->vars[g->nvars - 1];
       rc = fk_alloc_device(m->ctx, last->off + last->size, &g->mem);
       if (rc == CUDA_SUCCESS) {
         g->mem->module_owned = 1;
-        walk_vars(elf, elf_n, g, (unsigned char *)(uintptr_t)g->mem->addr);
+        walk(elf, elf_n, g, (unsigned char *)(uintptr_t)g->mem->addr);
       }
     }
   }

@@ -343,6 +343,7 @@ FK_API CUresult cuDeviceGetUuid_v2(CUuuid *uuid, CUdevice dev) { return device_u
   X(CUDA_ERROR_INVALID_PTX, 218, "a PTX JIT compilation failed")                \
   X(CUDA_ERROR_FILE_NOT_FOUND, 301, "file not found")                           \
   X(CUDA_ERROR_INVALID_HANDLE, 400, "invalid resource handle")                  \
+  X(CUDA_ERROR_ILLEGAL_STATE, 401, "the operation cannot be performed in the present state") \
   X(CUDA_ERROR_NOT_FOUND, 500, "named symbol not found")                        \
   X(CUDA_ERROR_NOT_READY, 600, "device not ready")                              \
   X(CUDA_ERROR_ILLEGAL_ADDRESS, 700, "an illegal memory access was encountered") \
@@ -358,6 +359,8 @@ FK_API CUresult cuDeviceGetUuid_v2(CUuuid *uuid, CUdevice dev) { return device_u
   X(CUDA_ERROR_COOPERATIVE_LAUNCH_TOO_LARGE, 720, "too many blocks in cooperative launch") \
   X(CUDA_ERROR_NOT_PERMITTED, 800, "operation not permitted")                   \
   X(CUDA_ERROR_NOT_SUPPORTED, 801, "operation not supported")                   \
+  X(CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED, 900, "operation not permitted when stream is capturing") \
+  X(CUDA_ERROR_STREAM_CAPTURE_INVALIDATED, 901, "operation failed due to a previous error during capture") \
   X(CUDA_ERROR_UNKNOWN, 999, "unknown error")
 
 FK_API CUresult cuGetErrorName(CUresult error, const char **str) {

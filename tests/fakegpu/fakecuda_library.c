@@ -32,7 +32,8 @@ struct fk_kernel {
   uint32_t magic;
   struct fk_library *lib;
   ebb_kernel_twin_fn twin;
-  char name[128];
+  int max_dyn_smem; /* cuKernelSetAttribute's dynamic shared memory limit (0: default) */
+  char *name; /* owned: any length, as the driver's (cuRAND's reach 139) */
   struct fk_kernel *next;
 };
 
@@ -103,6 +104,7 @@ FK_API CUresult cuLibraryUnload(CUlibrary lib) {
     if (k->lib == l) {
       *pp = k->next;
       k->magic = 0;
+      free(k->name);
       free(k);
     } else {
       pp = &k->next;
@@ -134,19 +136,19 @@ FK_API CUresult cuLibraryGetKernel(CUkernel *out, CUlibrary lib, const char *nam
     if (k->lib == l && !strcmp(k->name, name))
       goto found;
   ebb_kernel_twin_fn twin = fk_find_twin(name);
-  if ((!twin && (!l->binary || !fk_image_may_hold(l->image, name))) ||
-      strlen(name) >= sizeof k->name) {
+  if (!twin && (!l->binary || !fk_image_may_hold(l->image, name))) {
     rc = CUDA_ERROR_NOT_FOUND;
     goto out;
   }
-  if (!(k = calloc(1, sizeof *k))) {
+  if (!(k = calloc(1, sizeof *k)) || !(k->name = strdup(name))) {
+    free(k);
+    k = NULL;
     rc = CUDA_ERROR_OUT_OF_MEMORY;
     goto out;
   }
   k->magic = FK_KERNEL_MAGIC;
   k->lib = l;
   k->twin = twin;
-  snprintf(k->name, sizeof k->name, "%s", name);
   k->next = g_kernels;
   g_kernels = k;
 found:
@@ -215,13 +217,17 @@ fk_obj *fk_launch_function(void *handle, struct CUctx_st *c) {
   if ((fn = fk_obj_find_owned(FK_OBJ_FUNCTION, k, c)) != NULL)
     return fn;
   fk_obj *m;
-  if (module_in_ctx(k->lib, c, &m) != CUDA_SUCCESS || fk_new_obj(FK_OBJ_FUNCTION, &fn) != CUDA_SUCCESS)
+  char *copy = strdup(k->name);
+  if (!copy || module_in_ctx(k->lib, c, &m) != CUDA_SUCCESS ||
+      fk_new_obj(FK_OBJ_FUNCTION, &fn) != CUDA_SUCCESS) {
+    free(copy);
     return NULL;
+  }
+  fn->name = copy;
   fn->module = m;
   fn->owner = k;
   fn->twin = k->twin;
   fn->noop = !k->twin;
-  snprintf(fn->name, sizeof fn->name, "%s", k->name);
   return fn;
 }
 
@@ -275,18 +281,24 @@ FK_API CUresult cuKernelGetLibrary(CUlibrary *lib, CUkernel kernel) {
 }
 
 /* Kernel attributes are the fake's function attributes (cuFuncGetAttribute),
- * the same on every device. */
+ * the same on every device; the dynamic shared memory limit is kept. */
+int fk_kernel_max_dyn_smem(const void *kernel) {
+  const struct fk_kernel *k = fk_kernel_check((void *)kernel);
+  return k ? k->max_dyn_smem : 0;
+}
+
 FK_API CUresult cuKernelGetAttribute(int *value, CUfunction_attribute attr, CUkernel kernel,
                                      CUdevice dev) {
   CUresult rc = fk_check_device(dev);
   if (rc)
     return rc;
   fk_lock();
-  int known = fk_kernel_check(kernel) != NULL;
+  struct fk_kernel *k = fk_kernel_check(kernel);
+  int max_dyn = k ? k->max_dyn_smem : 0;
   fk_unlock();
-  if (!known)
+  if (!k)
     return CUDA_ERROR_INVALID_HANDLE;
-  return fk_func_attribute(attr, value);
+  return fk_func_attribute(attr, value, max_dyn);
 }
 
 FK_API CUresult cuKernelSetAttribute(CUfunction_attribute attr, int value, CUkernel kernel,
@@ -294,12 +306,15 @@ FK_API CUresult cuKernelSetAttribute(CUfunction_attribute attr, int value, CUker
   CUresult rc = fk_check_device(dev);
   if (rc)
     return rc;
+  rc = fk_func_attribute_settable(attr, value);
   fk_lock();
-  int known = fk_kernel_check(kernel) != NULL;
+  struct fk_kernel *k = fk_kernel_check(kernel);
+  if (!k)
+    rc = CUDA_ERROR_INVALID_HANDLE;
+  else if (rc == CUDA_SUCCESS && attr == CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES)
+    k->max_dyn_smem = value; /* its functions in every context answer by it */
   fk_unlock();
-  if (!known)
-    return CUDA_ERROR_INVALID_HANDLE;
-  return fk_func_attribute_settable(attr, value);
+  return rc;
 }
 
 FK_API CUresult cuKernelSetCacheConfig(CUkernel kernel, CUfunc_cache config, CUdevice dev) {

@@ -311,6 +311,8 @@ static CUresult copy(uint64_t dst, uint64_t src, size_t n, int dev_sides, CUstre
     rc = CUDA_ERROR_INVALID_HANDLE;
     goto out;
   }
+  if (check_stream && (rc = fk_stream_work(s)) != CUDA_SUCCESS)
+    goto out;
   if (n == 0)
     goto out;
   if (!dst || !src || ((dev_sides & DEV_DST) && !fk_mem_range_ok(dst, n)) ||
@@ -357,6 +359,8 @@ static CUresult copy_peer(CUdeviceptr dst, CUcontext dctx, CUdeviceptr src, CUco
     rc = fk_ctx_usable(sctx);
   if (rc == CUDA_SUCCESS && check_stream && !fk_stream_ok(s))
     rc = CUDA_ERROR_INVALID_HANDLE;
+  if (rc == CUDA_SUCCESS && check_stream)
+    rc = fk_stream_work(s);
   if (rc == CUDA_SUCCESS && n > 0 && (!fk_mem_range_ok(dst, n) || !fk_mem_range_ok(src, n)))
     rc = CUDA_ERROR_INVALID_VALUE;
   if (rc == CUDA_SUCCESS && n > 0)
@@ -390,6 +394,8 @@ static CUresult memset_n(CUdeviceptr dst, uint32_t v, size_t n, unsigned width, 
   CUresult rc = fk_need_ctx(&c);
   if (rc == CUDA_SUCCESS && check_stream && !fk_stream_ok(s))
     rc = CUDA_ERROR_INVALID_HANDLE;
+  if (rc == CUDA_SUCCESS && check_stream)
+    rc = fk_stream_work(s);
   if (rc == CUDA_SUCCESS && n > 0) {
     if (dst % width || n > SIZE_MAX / width || !fk_mem_range_ok(dst, n * width)) {
       rc = CUDA_ERROR_INVALID_VALUE;

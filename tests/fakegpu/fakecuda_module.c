@@ -54,18 +54,21 @@ CUresult fk_image_check(const void *image, char *msg, size_t msg_len) {
     while (*n == ' ' || *n == '\t' || *n == '\n' || *n == '\r')
       n++;
     size_t len = strcspn(n, " \t\r\n(");
-    char name[256];
-    if (len == 0 || len >= sizeof name)
+    if (len == 0)
       continue;
-    memcpy(name, n, len);
-    name[len] = 0;
-    if (fk_find_twin(name))
+    char *name = strndup(n, len);
+    if (!name)
+      return CUDA_ERROR_OUT_OF_MEMORY;
+    if (fk_find_twin(name)) {
+      free(name);
       continue;
+    }
     char buf[800];
     snprintf(buf, sizeof buf,
              "fakegpu: cannot run this PTX: kernel '%s' has no host twin "
              "(the fake driver runs a kernel only as a host function %s%s)",
              name, EBB_TWIN_PREFIX, name);
+    free(name);
     fprintf(stderr, "%s\n", buf);
     if (msg && msg_len) {
       size_t k = strlen(buf) < msg_len - 1 ? strlen(buf) : msg_len - 1;
@@ -349,7 +352,12 @@ static CUresult need_function(CUfunction f, fk_obj **out) {
   return *out ? CUDA_SUCCESS : CUDA_ERROR_INVALID_HANDLE;
 }
 
-CUresult fk_func_attribute(CUfunction_attribute attr, int *value) {
+int fk_func_max_dyn_smem(const fk_obj *fn) {
+  int v = fn->max_dyn_smem ? fn->max_dyn_smem : fn->owner ? fk_kernel_max_dyn_smem(fn->owner) : 0;
+  return v ? v : FK_SMEM_PER_BLOCK;
+}
+
+CUresult fk_func_attribute(CUfunction_attribute attr, int *value, int max_dyn) {
   if (!value)
     return CUDA_ERROR_INVALID_VALUE;
   switch (attr) {
@@ -361,7 +369,9 @@ CUresult fk_func_attribute(CUfunction_attribute attr, int *value) {
   case CU_FUNC_ATTRIBUTE_PTX_VERSION:
   case CU_FUNC_ATTRIBUTE_BINARY_VERSION: *value = 90; break;
   case 7: *value = 0; break; /* CACHE_MODE_CA */
-  case CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES: *value = FK_SMEM_PER_BLOCK; break;
+  case CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES:
+    *value = max_dyn ? max_dyn : FK_SMEM_PER_BLOCK;
+    break;
   case 9: *value = -1; break; /* PREFERRED_SHARED_MEMORY_CARVEOUT: default */
   default:
     if (attr >= 10 && attr <= 16)
@@ -372,8 +382,8 @@ CUresult fk_func_attribute(CUfunction_attribute attr, int *value) {
   return CUDA_SUCCESS;
 }
 
-/* Settable: the dynamic shared memory limit (up to the SM's 227 KiB) and the
- * carveout (-1..100); kept by no one, since kernels run on the host. */
+/* Settable: the dynamic shared memory limit (up to the SM's 227 KiB; the
+ * caller keeps it, occupancy answers by it) and the carveout (-1..100). */
 CUresult fk_func_attribute_settable(CUfunction_attribute attr, int value) {
   if (attr == CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES)
     return value >= 0 && value <= 227 * 1024 ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
@@ -389,7 +399,7 @@ FK_API CUresult cuFuncGetAttribute(int *value, CUfunction_attribute attr, CUfunc
   fk_obj *fn;
   CUresult rc = need_function(f, &fn);
   if (rc == CUDA_SUCCESS)
-    rc = fk_func_attribute(attr, value);
+    rc = fk_func_attribute(attr, value, fk_func_max_dyn_smem(fn));
   fk_unlock();
   return rc;
 }
@@ -400,6 +410,8 @@ FK_API CUresult cuFuncSetAttribute(CUfunction f, CUfunction_attribute attr, int 
   CUresult rc = need_function(f, &fn);
   if (rc == CUDA_SUCCESS)
     rc = fk_func_attribute_settable(attr, value);
+  if (rc == CUDA_SUCCESS && attr == CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES)
+    fn->max_dyn_smem = value ? value : FK_SMEM_PER_BLOCK;
   fk_unlock();
   return rc;
 }
@@ -451,10 +463,11 @@ FK_API CUresult cuFuncSetCacheConfig(CUfunction f, CUfunc_cache config) {
   return rc;
 }
 
-/* Blocks of block_size threads (and dyn bytes of dynamic shared memory) that
- * fit on one SM of the fake (Hopper's limits, 32 registers a thread). */
-static int blocks_per_sm(int block_size, size_t dyn) {
-  if (block_size <= 0 || block_size > 1024 || dyn > FK_SMEM_PER_BLOCK)
+/* Blocks of block_size threads (and dyn bytes of dynamic shared memory, at
+ * most the function's limit max_dyn) that fit on one SM of the fake
+ * (Hopper's limits, 32 registers a thread). */
+static int blocks_per_sm(int block_size, size_t dyn, int max_dyn) {
+  if (block_size <= 0 || block_size > 1024 || dyn > (size_t)max_dyn)
     return 0;
   int warps = (block_size + 31) / 32;
   int b = FK_BLOCKS_PER_SM;
@@ -475,7 +488,7 @@ static CUresult max_active(int *blocks, CUfunction f, int block_size, size_t dyn
   if (rc == CUDA_SUCCESS && (!blocks || (flags & ~1u)))
     rc = CUDA_ERROR_INVALID_VALUE;
   if (rc == CUDA_SUCCESS)
-    *blocks = blocks_per_sm(block_size, dyn);
+    *blocks = blocks_per_sm(block_size, dyn, fk_func_max_dyn_smem(fn));
   fk_unlock();
   return rc;
 }
@@ -503,6 +516,7 @@ static CUresult potential_block_size(int *min_grid, int *block_size, CUfunction 
   CUresult rc = need_function(f, &fn);
   if (rc == CUDA_SUCCESS && (!min_grid || !block_size || limit < 0 || (flags & ~1u)))
     rc = CUDA_ERROR_INVALID_VALUE;
+  int max_dyn = rc ? 0 : fk_func_max_dyn_smem(fn);
   fk_unlock();
   if (rc)
     return rc;
@@ -510,7 +524,7 @@ static CUresult potential_block_size(int *min_grid, int *block_size, CUfunction 
   int best_bs = 0, best_blocks = 0;
   for (int bs = (top + 31) / 32 * 32; bs > 0; bs -= 32) {
     int size = bs > top ? top : bs;
-    int b = blocks_per_sm(size, b2d ? b2d(size) : dyn);
+    int b = blocks_per_sm(size, b2d ? b2d(size) : dyn, max_dyn);
     if (b * size > best_blocks * best_bs) {
       best_bs = size;
       best_blocks = b;
@@ -553,7 +567,7 @@ static CUresult cluster_args(CUfunction f, const CUlaunchConfig *config, const i
   unsigned threads = config->blockDimX * config->blockDimY * config->blockDimZ;
   if (threads == 0 || threads > 1024)
     return CUDA_ERROR_INVALID_VALUE;
-  *per_sm = blocks_per_sm((int)threads, config->sharedMemBytes);
+  *per_sm = blocks_per_sm((int)threads, config->sharedMemBytes, fk_func_max_dyn_smem(fn));
   *cluster = 0;
   for (unsigned i = 0; i < config->numAttrs; i++) {
     const CUlaunchAttribute *a = &config->attrs[i];
@@ -602,11 +616,12 @@ FK_API CUresult cuLaunchCooperativeKernel(CUfunction f, unsigned int gx, unsigne
   fk_lock();
   fk_obj *fn;
   CUresult rc = need_function(f, &fn);
+  int max_dyn = rc ? 0 : fk_func_max_dyn_smem(fn);
   fk_unlock();
   if (rc)
     return rc;
   if (threads >= 1 && threads <= 1024 && blocks >= 1 &&
-      blocks > (uint64_t)blocks_per_sm((int)threads, shmem) * FK_SMS)
+      blocks > (uint64_t)blocks_per_sm((int)threads, shmem, max_dyn) * FK_SMS)
     return CUDA_ERROR_COOPERATIVE_LAUNCH_TOO_LARGE;
   return cuLaunchKernel(f, gx, gy, gz, bx, by, bz, shmem, s, params, NULL);
 }

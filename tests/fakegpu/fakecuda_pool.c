@@ -132,6 +132,8 @@ static CUresult alloc_async(CUdeviceptr *dptr, size_t bytes, CUmemoryPool pool, 
   struct fk_pool *p = NULL;
   if (rc == CUDA_SUCCESS && !fk_stream_ok(s))
     rc = CUDA_ERROR_INVALID_HANDLE;
+  if (rc == CUDA_SUCCESS)
+    rc = fk_stream_work(s);
   if (rc == CUDA_SUCCESS) {
     p = from_current ? (g_current[c->device] ? g_current[c->device] : default_pool(c->device))
                      : pool_check(pool);
@@ -165,6 +167,8 @@ FK_API CUresult cuMemFreeAsync(CUdeviceptr dptr, CUstream s) {
     rc = CUDA_ERROR_INVALID_HANDLE;
   else if (rc == CUDA_SUCCESS && !a)
     rc = CUDA_ERROR_INVALID_VALUE;
+  if (rc == CUDA_SUCCESS)
+    rc = fk_stream_work(s);
   if (rc == CUDA_SUCCESS) {
     struct fk_pool *p = a->pool;
     if (!p) {

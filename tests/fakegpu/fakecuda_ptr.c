@@ -180,11 +180,17 @@ static CUresult pointer_attribute(const fk_alloc *a, int ordinal, CUpointer_attr
     memcpy(data, &v, sizeof v);
     return CUDA_SUCCESS;
   }
+  case CU_POINTER_ATTRIBUTE_IS_MANAGED: {
+    /* An unsigned int: the runtime's cudaPointerGetAttributes reads four
+     * bytes it did not clear (one byte here made device memory "managed"
+     * whenever the stack held garbage). */
+    unsigned v = a && a->kind == FK_ALLOC_MANAGED;
+    memcpy(data, &v, sizeof v);
+    return CUDA_SUCCESS;
+  }
   case CU_POINTER_ATTRIBUTE_SYNC_MEMOPS:
-  case CU_POINTER_ATTRIBUTE_IS_MANAGED:
   case CU_POINTER_ATTRIBUTE_MAPPED: {
-    bool v = a && (attr == CU_POINTER_ATTRIBUTE_MAPPED ||
-                   (attr == CU_POINTER_ATTRIBUTE_IS_MANAGED && a->kind == FK_ALLOC_MANAGED));
+    bool v = a && attr == CU_POINTER_ATTRIBUTE_MAPPED;
     memcpy(data, &v, sizeof v);
     return CUDA_SUCCESS;
   }
@@ -213,15 +219,22 @@ static CUresult pointer_attribute(const fk_alloc *a, int ordinal, CUpointer_attr
     memcpy(data, &v, sizeof v);
     return CUDA_SUCCESS;
   }
-  case 14: { /* ACCESS_FLAGS: read-write from its device */
-    unsigned v = a ? 3 : 0;
+  /* cuda.h's numbers: 14 ALLOWED_HANDLE_TYPES, 15 IS_GPU_DIRECT_RDMA_CAPABLE,
+   * 16 ACCESS_FLAGS (the fake once answered them shifted by one, writing 8
+   * bytes where a client asking 15 holds a flag). */
+  case 14: { /* ALLOWED_HANDLE_TYPES: none (IPC goes through cuIpcGetMemHandle) */
+    unsigned long long v = 0;
     memcpy(data, &v, sizeof v);
     return CUDA_SUCCESS;
   }
-  case 15:   /* ALLOWED_HANDLE_TYPES: none (IPC goes through cuIpcGetMemHandle) */
-  case 16: { /* IS_GPU_DIRECT_RDMA_CAPABLE: no */
-    unsigned long long v = 0;
-    memcpy(data, &v, attr == 15 ? sizeof v : sizeof(bool));
+  case 15: { /* IS_GPU_DIRECT_RDMA_CAPABLE: no */
+    bool v = false;
+    memcpy(data, &v, sizeof v);
+    return CUDA_SUCCESS;
+  }
+  case 16: { /* ACCESS_FLAGS: read-write from its device */
+    unsigned v = a ? 3 : 0;
+    memcpy(data, &v, sizeof v);
     return CUDA_SUCCESS;
   }
   case CU_POINTER_ATTRIBUTE_MEMPOOL_HANDLE: {

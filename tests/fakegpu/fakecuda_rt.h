@@ -27,6 +27,7 @@ typedef int CUmem_advise;
 typedef int CUmem_range_attribute;
 typedef void (*CUhostFn)(void *user);
 typedef struct CUgraph_st *CUgraph;
+typedef struct fk_graph_exec *CUgraphExec;
 typedef struct CUgraphNode_st *CUgraphNode;
 typedef struct CUgraphEdgeData_st CUgraphEdgeData;
 /* cuda.h's layout: the id, padding to 8 bytes, a 64-byte value union. */
@@ -157,6 +158,20 @@ CUresult fk_ctx_synchronize_v2(CUcontext ctx);
   X(cuThreadExchangeStreamCaptureMode, "cuThreadExchangeStreamCaptureMode", 10010, \
     (CUstreamCaptureMode *mode))                                               \
   X(cuLaunchHostFunc, "cuLaunchHostFunc", 10000, (CUstream s, CUhostFn fn, void *user)) \
+  X(cuStreamBeginCapture, "cuStreamBeginCapture_v2", 10010,                    \
+    (CUstream s, CUstreamCaptureMode mode))                                    \
+  X(cuStreamEndCapture, "cuStreamEndCapture", 10000, (CUstream s, CUgraph *graph)) \
+  X(cuGraphCreate, "cuGraphCreate", 10000, (CUgraph *graph, unsigned int flags)) \
+  X(cuGraphDestroy, "cuGraphDestroy", 10000, (CUgraph graph))                  \
+  X(cuGraphInstantiate, "cuGraphInstantiate", 10000,                           \
+    (CUgraphExec *exec, CUgraph graph, void **err_node, char *log, size_t log_size)) \
+  X(cuGraphInstantiate, "cuGraphInstantiate_v2", 11000,                        \
+    (CUgraphExec *exec, CUgraph graph, void **err_node, char *log, size_t log_size)) \
+  X(cuGraphInstantiateWithFlags, "cuGraphInstantiateWithFlags", 11040,         \
+    (CUgraphExec *exec, CUgraph graph, unsigned long long flags))              \
+  X(cuGraphUpload, "cuGraphUpload", 11010, (CUgraphExec exec, CUstream s))     \
+  X(cuGraphLaunch, "cuGraphLaunch", 10000, (CUgraphExec exec, CUstream s))     \
+  X(cuGraphExecDestroy, "cuGraphExecDestroy", 10000, (CUgraphExec exec))       \
   X(cuEventRecordWithFlags, "cuEventRecordWithFlags", 11010,                   \
     (CUevent e, CUstream s, unsigned int flags))                               \
   X(cuIpcGetEventHandle, "cuIpcGetEventHandle", 4010, (CUipcEventHandle *h, CUevent e)) \

@@ -293,16 +293,15 @@ FK_API CUresult cuStreamGetId(CUstream s, unsigned long long *id) {
               else { if (!o->id) o->id = ++next_id; *id = o->id; });
 }
 
-/* The fake never captures a stream into a graph (cuStreamBeginCapture is
- * not there), so every stream answers "not capturing". */
+/* Capture status (fakecuda_graph.c): none, active or invalidated. */
 FK_API CUresult cuStreamIsCapturing(CUstream s, CUstreamCaptureStatus *status) {
   WITH_STREAM(s, if (!status) rc = CUDA_ERROR_INVALID_VALUE;
-              else *status = CU_STREAM_CAPTURE_STATUS_NONE);
+              else *status = fk_capture_status(s, NULL));
 }
 
 FK_API CUresult cuStreamGetCaptureInfo(CUstream s, CUstreamCaptureStatus *status, cuuint64_t *id) {
   WITH_STREAM(s, if (!status) rc = CUDA_ERROR_INVALID_VALUE;
-              else { *status = CU_STREAM_CAPTURE_STATUS_NONE; if (id) *id = 0; });
+              else { unsigned long long cid; *status = fk_capture_status(s, &cid); if (id) *id = cid; });
 }
 
 FK_API CUresult cuStreamGetCaptureInfo_v2(CUstream s, CUstreamCaptureStatus *status,
@@ -357,12 +356,15 @@ static void host_fn_trampoline(CUstream s, CUresult status, void *arg) {
 FK_API CUresult cuLaunchHostFunc(CUstream s, CUhostFn fn, void *user) {
   if (!fn)
     return fk_check_init() ? fk_check_init() : CUDA_ERROR_INVALID_VALUE;
+  CUresult rc;
+  if (fk_capture_host_fn(s, fn, user, &rc)) /* recorded into the stream's capture */
+    return rc;
   host_fn_call *call = malloc(sizeof *call);
   if (!call)
     return CUDA_ERROR_OUT_OF_MEMORY;
   call->fn = fn;
   call->user = user;
-  CUresult rc = cuStreamAddCallback(s, host_fn_trampoline, call, 0);
+  rc = cuStreamAddCallback(s, host_fn_trampoline, call, 0);
   if (rc)
     free(call);
   return rc;
@@ -464,9 +466,14 @@ FK_API CUresult cuMemAdvise_v2(CUdeviceptr p, size_t n, CUmem_advise advice, CUm
   return cuMemAdvise(p, n, advice, 0);
 }
 
+#define FK_DEVICE_CPU (-1) /* CU_DEVICE_CPU */
+/* A prefetch goes to a device of this process or to the host; any other
+ * destination answers 101 (INVALID_DEVICE), as the driver does. */
 FK_API CUresult cuMemPrefetchAsync(CUdeviceptr p, size_t n, CUdevice dev, CUstream s) {
-  (void)dev;
-  CUresult rc = managed_range(p, n);
+  CUresult rc = dev == FK_DEVICE_CPU ? fk_check_init() : fk_check_device(dev);
+  if (rc)
+    return rc;
+  rc = managed_range(p, n);
   if (rc == CUDA_SUCCESS) {
     fk_lock();
     if (!fk_stream_ok(s))
@@ -480,5 +487,10 @@ FK_API CUresult cuMemPrefetchAsync_v2(CUdeviceptr p, size_t n, CUmemLocation loc
                                       unsigned int flags, CUstream s) {
   if (flags)
     return fk_check_init() ? fk_check_init() : CUDA_ERROR_INVALID_VALUE;
-  return cuMemPrefetchAsync(p, n, loc.id, s);
+  /* The host: HOST, HOST_NUMA, HOST_NUMA_CURRENT (2..4). */
+  if (loc.type >= CU_MEM_LOCATION_TYPE_HOST && loc.type <= 4)
+    return cuMemPrefetchAsync(p, n, FK_DEVICE_CPU, s);
+  if (loc.type != CU_MEM_LOCATION_TYPE_DEVICE)
+    return fk_check_init() ? fk_check_init() : CUDA_ERROR_INVALID_VALUE;
+  return loc.id == FK_DEVICE_CPU ? fk_check_device(loc.id) : cuMemPrefetchAsync(p, n, loc.id, s);
 }

@@ -70,6 +70,8 @@ FK_API CUresult cuStreamAddCallback(CUstream s, CUstreamCallback fn, void *user,
     rc = CUDA_ERROR_INVALID_VALUE;
   if (rc == CUDA_SUCCESS && !fk_stream_ok(s))
     rc = CUDA_ERROR_INVALID_HANDLE;
+  if (rc == CUDA_SUCCESS)
+    rc = fk_stream_work(s);
   fk_unlock();
   if (rc)
     return rc;
@@ -112,6 +114,8 @@ FK_API CUresult cuStreamQuery(CUstream s) {
   CUresult rc = fk_need_ctx(&c);
   if (rc == CUDA_SUCCESS && !fk_stream_ok(s))
     rc = CUDA_ERROR_INVALID_HANDLE;
+  if (rc == CUDA_SUCCESS)
+    rc = fk_stream_work(s); /* querying a capturing stream: 900 */
   fk_unlock();
   if (rc)
     return rc;
@@ -132,6 +136,8 @@ FK_API CUresult cuStreamWaitEvent(CUstream s, CUevent e, unsigned int flags) {
     rc = CUDA_ERROR_INVALID_VALUE;
   if (rc == CUDA_SUCCESS && (!fk_stream_ok(s) || !fk_obj_check(e, FK_OBJ_EVENT)))
     rc = CUDA_ERROR_INVALID_HANDLE;
+  if (rc == CUDA_SUCCESS)
+    rc = fk_stream_work(s);
   fk_unlock();
   return rc;
 }

@@ -1,13 +1,12 @@
-/* Names the fake exports but does not implement: stream memory operations,
- * stream capture and CUDA graphs. cuBLASLt (cublasCreate, hence every cuBLAS
+/* Names the fake exports but does not implement: stream memory operations
+ * and the parts of CUDA graphs beyond fakecuda_graph.c. cuBLASLt (cublasCreate, hence every cuBLAS
  * user: CuPy, PyTorch) opens libcuda.so.1 itself and looks up about 80 names
  * with dlsym; if one is missing it gives up with "Driver API initialization
  * failed" (CUBLAS_STATUS_INTERNAL_ERROR) before it uses any of them. These
  * answer as a driver on a device without the feature: 3 before cuInit and
  * after fork, 201 without a context, the context's sticky error, else 801
  * (CUDA_ERROR_NOT_SUPPORTED). The device attributes that announce stream
- * memory operations answer 0. They are not handed out by cuGetProcAddress,
- * so the CUDA runtime keeps answering its own "not supported" for graphs. */
+ * memory operations answer 0. They are not handed out by cuGetProcAddress. */
 #include "fakecuda.h"
 
 typedef struct fk_opaque fk_opaque;
@@ -29,37 +28,6 @@ FK_API CUresult cuStreamWaitValue32(CUstream s, CUdeviceptr addr, unsigned int v
 FK_API CUresult cuStreamBatchMemOp(CUstream s, unsigned int count, fk_opaque *ops,
                                    unsigned int flags) {
   (void)s, (void)count, (void)ops, (void)flags;
-  return unsupported();
-}
-
-FK_API CUresult cuStreamBeginCapture_v2(CUstream s, CUstreamCaptureMode mode) {
-  (void)s, (void)mode;
-  return unsupported();
-}
-
-FK_API CUresult cuStreamEndCapture(CUstream s, fk_opaque **graph) {
-  (void)s, (void)graph;
-  return unsupported();
-}
-
-FK_API CUresult cuGraphInstantiate(fk_opaque **exec, fk_opaque *graph, fk_opaque **err_node,
-                                   char *log, size_t log_size) {
-  (void)exec, (void)graph, (void)err_node, (void)log, (void)log_size;
-  return unsupported();
-}
-
-FK_API CUresult cuGraphLaunch(fk_opaque *exec, CUstream s) {
-  (void)exec, (void)s;
-  return unsupported();
-}
-
-FK_API CUresult cuGraphExecDestroy(fk_opaque *exec) {
-  (void)exec;
-  return unsupported();
-}
-
-FK_API CUresult cuGraphDestroy(fk_opaque *graph) {
-  (void)graph;
   return unsupported();
 }
 

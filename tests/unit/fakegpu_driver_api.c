@@ -198,7 +198,7 @@ static void test_managed_memory_is_counted_and_host_visible(void) {
   CHECK_EQ_INT(x_cuMemsetD8Async(p, 1, 8, (CUstream)0x77), CUDA_ERROR_INVALID_HANDLE);
   /* Attributes. */
   unsigned type = 0;
-  bool managed = false;
+  unsigned managed = 0; /* IS_MANAGED is an unsigned int, as the runtime reads it */
   CUdeviceptr start = 0;
   size_t size = 0;
   void *hostp = NULL;
@@ -206,7 +206,7 @@ static void test_managed_memory_is_counted_and_host_visible(void) {
                CUDA_SUCCESS);
   CHECK_EQ_INT(type, CU_MEMORYTYPE_DEVICE);
   CHECK_EQ_INT(x_cuPointerGetAttribute(&managed, CU_POINTER_ATTRIBUTE_IS_MANAGED, p), CUDA_SUCCESS);
-  CHECK(managed);
+  CHECK_EQ_INT(managed, 1);
   CHECK_EQ_INT(x_cuPointerGetAttribute(&hostp, CU_POINTER_ATTRIBUTE_HOST_POINTER, p), CUDA_SUCCESS);
   CHECK(hostp == (void *)(uintptr_t)p);
   CHECK_EQ_INT(x_cuMemGetAddressRange(&start, &size, p + 4096), CUDA_SUCCESS);
@@ -234,6 +234,24 @@ static void test_pointer_queries(void) {
   CHECK_EQ_INT(x_cuPointerGetAttribute(&ordinal, CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL, d),
                CUDA_SUCCESS);
   CHECK_EQ_INT(ordinal, 0);
+  /* IS_MANAGED fills an unsigned int: the runtime's cudaPointerGetAttributes
+   * reads all four bytes without clearing them (CuPy saw "managed" device
+   * memory while the fake wrote one byte). */
+  unsigned managed = 0xffffffffu;
+  CHECK_EQ_INT(x_cuPointerGetAttribute(&managed, CU_POINTER_ATTRIBUTE_IS_MANAGED, d), CUDA_SUCCESS);
+  CHECK_EQ_INT(managed, 0);
+  /* cuda.h's numbering: 14 ALLOWED_HANDLE_TYPES (a 64-bit mask: none for
+   * cuMemAlloc memory), 15 IS_GPU_DIRECT_RDMA_CAPABLE (a flag: one byte, the
+   * next untouched), 16 ACCESS_FLAGS (3, read-write). */
+  unsigned long long handle_types = ~0ull;
+  CHECK_EQ_INT(x_cuPointerGetAttribute(&handle_types, 14, d), CUDA_SUCCESS);
+  CHECK_EQ_U64(handle_types, 0);
+  unsigned char rdma[2] = {0xee, 0xee};
+  CHECK_EQ_INT(x_cuPointerGetAttribute(rdma, 15, d), CUDA_SUCCESS);
+  CHECK(rdma[0] == 0 && rdma[1] == 0xee);
+  unsigned access = 0;
+  CHECK_EQ_INT(x_cuPointerGetAttribute(&access, 16, d), CUDA_SUCCESS);
+  CHECK_EQ_INT(access, 3);
   /* Plain device memory has no host pointer; unknown pointers are an error
    * for the single query and null values for the batch. */
   CHECK_EQ_INT(x_cuPointerGetAttribute(&hp, CU_POINTER_ATTRIBUTE_HOST_POINTER, d),

@@ -5,7 +5,10 @@
  * (cuModuleGetGlobal_v2 / cuLibraryGetGlobal: size, initial bytes, memory
  * counted and given back, not freeable by cuMemFree); thread block cluster
  * occupancy; cuKernelGetLibrary; cuMemRetainAllocationHandle; the names
- * cuBLASLt resolves with dlsym and the fake does not implement (801).
+ * cuBLASLt resolves with dlsym and the fake does not implement (801);
+ * kernel names of any length (cuRAND's templates); a kernel's dynamic
+ * shared memory limit kept for occupancy (cuBLASLt's 227 KiB kernels); the two private tables
+ * cuFFT asks for (a context's id; the kernels of a module).
  * The nvcc-built client (fakegpu_cudalibs) runs the libraries themselves. */
 #include "fakegpu/fg_test.h"
 
@@ -44,7 +47,14 @@ static void *proc(const char *name, int version) {
 /* --- a minimal ELF cubin: two variables, one kernel name ------------------ */
 enum { SEC_NULL, SEC_SHSTR, SEC_STR, SEC_SYM, SEC_INIT, SEC_BSS, SEC_TEXT, NSEC };
 static const char k_shstr[] = "\0.shstrtab\0.strtab\0.symtab\0.nv.global.init\0.nv.global\0.text.kern";
-static const char k_str[] = "\0gv_init\0gv_zero\0kern";
+/* After the symbols' names, cuRAND's double-precision XORWOW kernel: kernel
+ * names are not limited in length (this one has 139 characters; the fake
+ * once kept 127 and answered 500, which cuRAND turned into
+ * CURAND_STATUS_LAUNCH_FAILURE). */
+#define LONG_KERNEL                                                                                \
+  "_Z13gen_sequencedI17curandStateXORWOWdiXadL_Z28curand_uniform_double_noargsIS0_EdPT_iEE10rng_" \
+  "configIS0_L14curandOrdering101EEEvS3_PT0_mmT1_"
+static const char k_str[] = "\0gv_init\0gv_zero\0kern\0" LONG_KERNEL;
 static const unsigned char k_init[16] = {0, 0, 0, 0, 0, 0, 0, 0, 1, 2, 3, 4, 5, 6, 7, 8};
 
 static void put16(unsigned char *p, uint16_t v) { memcpy(p, &v, 2); }
@@ -202,8 +212,290 @@ static void test_library(void) {
   CHECK_EQ_INT(cluster_size(&v, k, &cfg), CUDA_SUCCESS);
   CHECK_EQ_INT(v, 8);
   CHECK_EQ_INT(clusters(&v, k, NULL), CUDA_ERROR_INVALID_VALUE);
+
+  /* cuBLASLt (PyTorch's matmul) raises a kernel's dynamic shared memory to
+   * the opt-in 227 KiB, then asks how many clusters of 2 fit with all of it:
+   * one block per SM, 66 clusters. The fake once kept 48 KiB as the limit,
+   * answered 0, and cuBLASLt divided by it (SIGFPE). */
+  CUresult (*kset)(int, int, CUkernel, CUdevice) =
+      PROC(CUresult(*)(int, int, CUkernel, CUdevice), "cuKernelSetAttribute", 12000);
+  CUresult (*kget)(int *, int, CUkernel, CUdevice) =
+      PROC(CUresult(*)(int *, int, CUkernel, CUdevice), "cuKernelGetAttribute", 12000);
+  CUresult (*fget)(int *, int, CUfunction) =
+      PROC(CUresult(*)(int *, int, CUfunction), "cuFuncGetAttribute", 2020);
+  CUresult (*fset)(CUfunction, int, int) =
+      PROC(CUresult(*)(CUfunction, int, int), "cuFuncSetAttribute", 9000);
+  CUresult (*active)(int *, CUfunction, int, size_t) =
+      PROC(CUresult(*)(int *, CUfunction, int, size_t), "cuOccupancyMaxActiveBlocksPerMultiprocessor", 6050);
+  REQUIRE(kset && kget && fget && fset && active);
+  enum { MAX_DYN = 8 };
+  CHECK_EQ_INT(kget(&v, MAX_DYN, k, 0), CUDA_SUCCESS);
+  CHECK_EQ_INT(v, 48 * 1024);
+  CHECK_EQ_INT(active(&v, (CUfunction)k, 128, 100 * 1024), CUDA_SUCCESS);
+  CHECK_EQ_INT(v, 0); /* more than the kernel may use */
+  CHECK_EQ_INT(kset(MAX_DYN, 228 * 1024, k, 0), CUDA_ERROR_INVALID_VALUE);
+  CHECK_EQ_INT(kset(MAX_DYN, 232448, k, 0), CUDA_SUCCESS);
+  CHECK_EQ_INT(kget(&v, MAX_DYN, k, 0), CUDA_SUCCESS);
+  CHECK_EQ_INT(v, 232448);
+  CHECK_EQ_INT(fget(&v, MAX_DYN, (CUfunction)k), CUDA_SUCCESS);
+  CHECK_EQ_INT(v, 232448);
+  CHECK_EQ_INT(active(&v, (CUfunction)k, 128, 100 * 1024), CUDA_SUCCESS);
+  CHECK_EQ_INT(v, 2); /* 228 KiB of shared memory per SM */
+  attr.value.clusterDim.x = 2;
+  cfg.numAttrs = 1;
+  cfg.sharedMemBytes = 232448;
+  CHECK_EQ_INT(clusters(&v, k, &cfg), CUDA_SUCCESS);
+  CHECK_EQ_INT(v, 66);
+  /* A module's function keeps its own. */
+  CUmodule m;
+  CUfunction f;
+  REQUIRE(cu_cuModuleLoadData(&m, g_img) == CUDA_SUCCESS);
+  REQUIRE(cu_cuModuleGetFunction(&f, m, "kern") == CUDA_SUCCESS);
+  CHECK_EQ_INT(fset(f, MAX_DYN, 100 * 1024), CUDA_SUCCESS);
+  CHECK_EQ_INT(fget(&v, MAX_DYN, f), CUDA_SUCCESS);
+  CHECK_EQ_INT(v, 100 * 1024);
+  CHECK_EQ_INT(active(&v, f, 128, 100 * 1024), CUDA_SUCCESS);
+  CHECK_EQ_INT(v, 2);
+  CHECK_EQ_INT(cu_cuModuleUnload(m), CUDA_SUCCESS);
   CHECK_EQ_INT(unload(lib), CUDA_SUCCESS);
   CHECK_EQ_INT((long long)fgt_used(), (long long)used0);
+}
+
+/* A kernel named by a long mangled template is found, launched (a no-op)
+ * and named back whole, through a library and through a module. */
+static void test_long_kernel_name(void) {
+  CUresult (*load)(CUlibrary *, const void *, void *, void *, unsigned, void *, void *, unsigned) =
+      PROC(CUresult(*)(CUlibrary *, const void *, void *, void *, unsigned, void *, void *, unsigned),
+           "cuLibraryLoadData", 12000);
+  CUresult (*get_kernel)(CUkernel *, CUlibrary, const char *) =
+      PROC(CUresult(*)(CUkernel *, CUlibrary, const char *), "cuLibraryGetKernel", 12000);
+  CUresult (*kernel_name)(const char **, CUkernel) =
+      PROC(CUresult(*)(const char **, CUkernel), "cuKernelGetName", 12030);
+  CUresult (*kernel_function)(CUfunction *, CUkernel) =
+      PROC(CUresult(*)(CUfunction *, CUkernel), "cuKernelGetFunction", 12000);
+  CUresult (*func_name)(const char **, CUfunction) =
+      PROC(CUresult(*)(const char **, CUfunction), "cuFuncGetName", 12030);
+  CUresult (*unload)(CUlibrary) = PROC(CUresult(*)(CUlibrary), "cuLibraryUnload", 12000);
+  REQUIRE(load && get_kernel && kernel_name && kernel_function && func_name && unload);
+  REQUIRE(strlen(LONG_KERNEL) == 139);
+  CUlibrary lib;
+  REQUIRE(load(&lib, g_img, NULL, NULL, 0, NULL, NULL, 0) == CUDA_SUCCESS);
+  CUkernel k = NULL;
+  CHECK_EQ_INT(get_kernel(&k, lib, LONG_KERNEL), CUDA_SUCCESS);
+  const char *name = NULL;
+  CHECK_EQ_INT(kernel_name(&name, k), CUDA_SUCCESS);
+  CHECK_EQ_STR(name ? name : "(null)", LONG_KERNEL);
+  CUfunction f = NULL;
+  CHECK_EQ_INT(kernel_function(&f, k), CUDA_SUCCESS);
+  name = NULL;
+  CHECK_EQ_INT(func_name(&name, f), CUDA_SUCCESS);
+  CHECK_EQ_STR(name ? name : "(null)", LONG_KERNEL);
+  CHECK_EQ_INT(cu_cuLaunchKernel((CUfunction)k, 1, 1, 1, 32, 1, 1, 0, NULL, NULL, NULL),
+               CUDA_SUCCESS);
+  /* A long name the image does not hold is still not found. */
+  CHECK_EQ_INT(get_kernel(&k, lib, LONG_KERNEL "x"), CUDA_ERROR_NOT_FOUND);
+  CHECK_EQ_INT(unload(lib), CUDA_SUCCESS);
+
+  CUmodule m;
+  REQUIRE(cu_cuModuleLoadData(&m, g_img) == CUDA_SUCCESS);
+  f = NULL;
+  CHECK_EQ_INT(cu_cuModuleGetFunction(&f, m, LONG_KERNEL), CUDA_SUCCESS);
+  name = NULL;
+  CHECK_EQ_INT(func_name(&name, f), CUDA_SUCCESS);
+  CHECK_EQ_STR(name ? name : "(null)", LONG_KERNEL);
+  CHECK_EQ_INT(cu_cuModuleGetFunction(&f, m, LONG_KERNEL "x"), CUDA_ERROR_NOT_FOUND);
+  CHECK_EQ_INT(cu_cuModuleUnload(m), CUDA_SUCCESS);
+}
+
+/* cuFFT's tables. 21318c60-…: slot 4 is a context's id, as cuCtxGetId.
+ * 6e163fbe-…: slot 7 calls back with each kernel of a module and answers
+ * how many (cuFFT loads modules of one kernel and wants 1). */
+static void found_kernel(void *opaque, CUfunction f) {
+  CUfunction *out = opaque;
+  *out = f;
+}
+
+static void test_fft_tables(void) {
+  CUresult (*get)(const void **, const CUuuid *) =
+      PROC(CUresult(*)(const void **, const CUuuid *), "cuGetExportTable", 3000);
+  CUresult (*ctx_id)(CUcontext, unsigned long long *) =
+      PROC(CUresult(*)(CUcontext, unsigned long long *), "cuCtxGetId", 12000);
+  CUresult (*func_name)(const char **, CUfunction) =
+      PROC(CUresult(*)(const char **, CUfunction), "cuFuncGetName", 12030);
+  REQUIRE(get && ctx_id && func_name);
+  static const unsigned char ctx_uuid[16] = {0x21, 0x31, 0x8c, 0x60, 0x97, 0x14, 0x32, 0x48,
+                                             0x8c, 0xa6, 0x41, 0xff, 0x73, 0x24, 0xc8, 0xf2};
+  static const unsigned char mod_uuid[16] = {0x6e, 0x16, 0x3f, 0xbe, 0xb9, 0x58, 0x44, 0x4d,
+                                             0x83, 0x5c, 0xe1, 0x82, 0xaf, 0xf1, 0x99, 0x1e};
+  CUuuid id;
+  const void *t = NULL;
+  memcpy(id.bytes, ctx_uuid, 16);
+  REQUIRE(get(&t, &id) == CUDA_SUCCESS && t != NULL);
+  void *const *slots = t;
+  CHECK((size_t)slots[0] >= 5 * sizeof(void *) && slots[4] != NULL);
+  CUresult (*slot_id)(CUcontext, unsigned long long *) =
+      (CUresult(*)(CUcontext, unsigned long long *))slots[4];
+  CUcontext cur = NULL;
+  REQUIRE(cu_cuCtxGetCurrent(&cur) == CUDA_SUCCESS && cur);
+  unsigned long long want = 0, got = 0;
+  CHECK_EQ_INT(ctx_id(cur, &want), CUDA_SUCCESS);
+  CHECK_EQ_INT(slot_id(cur, &got), CUDA_SUCCESS);
+  CHECK_EQ_U64(got, want);
+
+  memcpy(id.bytes, mod_uuid, 16);
+  t = NULL;
+  REQUIRE(get(&t, &id) == CUDA_SUCCESS && t != NULL);
+  slots = t;
+  REQUIRE((size_t)slots[0] > 7 * sizeof(void *) && slots[7] != NULL); /* cuFFT checks both */
+  unsigned long long (*kernels)(CUcontext, CUmodule, void (*)(void *, CUfunction), void *) =
+      (unsigned long long (*)(CUcontext, CUmodule, void (*)(void *, CUfunction), void *))slots[7];
+  CUmodule m;
+  REQUIRE(cu_cuModuleLoadData(&m, g_img) == CUDA_SUCCESS);
+  CUfunction f = NULL;
+  CHECK_EQ_U64(kernels(cur, m, found_kernel, &f), 1); /* the image's one kernel */
+  const char *name = NULL;
+  CHECK_EQ_INT(func_name(&name, f), CUDA_SUCCESS);
+  CHECK_EQ_STR(name ? name : "(null)", "kern");
+  /* A module whose kernels cannot be read (not a binary image) has none. */
+  CUmodule marker;
+  REQUIRE(cu_cuModuleLoadData(&marker, "") == CUDA_SUCCESS);
+  f = NULL;
+  CHECK_EQ_U64(kernels(cur, marker, found_kernel, &f), 0);
+  CHECK(f == NULL);
+  /* Not a module, and no context: none. */
+  CHECK_EQ_U64(kernels(cur, (CUmodule)&f, found_kernel, &f), 0);
+  CUcontext popped = NULL;
+  REQUIRE(cu_cuCtxPopCurrent(&popped) == CUDA_SUCCESS);
+  CHECK_EQ_U64(kernels(NULL, m, found_kernel, &f), 0);
+  CHECK(f == NULL);
+  REQUIRE(cu_cuCtxPushCurrent(popped) == CUDA_SUCCESS);
+  CHECK_EQ_INT(cu_cuModuleUnload(marker), CUDA_SUCCESS);
+  CHECK_EQ_INT(cu_cuModuleUnload(m), CUDA_SUCCESS);
+}
+
+/* A fatbin holding only PTX (some of cuFFT's modules: sm_75 PTX, LZ4
+ * compressed): its kernels are the PTX's .entry names, its variables the
+ * module-scope .global/.const declarations. The entry's
+ * compressed size is 32 bits; cuFFT's entries keep other bits above it. */
+static const char k_ptx[] =
+    ".version 8.0\n.target sm_75\n.address_size 64\n"
+    ".visible .global .align 4 .u32 counter = 7;\n"
+    ".visible .const .align 4 .f32 table[3] = {0f3F800000, 2.5, -1.0};\n"
+    ".global .align 8 .b8 lut[] = {1, 2, 3, 4, 5};\n"
+    ".extern .global .u32 ext;\n"
+    ".visible .entry first_kernel(.param .u64 a)\n{ ld.global.u32 %r1, [counter]; ret; }\n"
+    ".visible .entry second_kernel()\n{ ret; }\n"
+    ".visible .global .align 8 .u64 after_fn;\n";
+
+static size_t make_ptx_fatbin(unsigned char *img, size_t cap, int compress) {
+  typedef int (*lz4_fn)(const char *, char *, int, int);
+  unsigned char payload[512];
+  size_t n = sizeof k_ptx, csize = n;
+  memcpy(payload, k_ptx, n);
+  if (compress) {
+    void *h = dlopen("liblz4.so.1", RTLD_NOW | RTLD_LOCAL);
+    void *sym = h ? dlsym(h, "LZ4_compress_default") : NULL;
+    if (!sym)
+      return 0;
+    lz4_fn lz4;
+    memcpy(&lz4, &sym, sizeof lz4);
+    int got = lz4(k_ptx, (char *)payload, (int)n, (int)sizeof payload);
+    if (got <= 0)
+      return 0;
+    csize = (size_t)got;
+  }
+  size_t padded = (csize + 7) & ~(size_t)7; /* entries are padded: not part of the data */
+  size_t total = 16 + 64 + padded;
+  REQUIRE(total <= cap);
+  memset(img, 0, total);
+  put32(img, 0xba55ed50u);
+  put16(img + 4, 1);
+  put16(img + 6, 16);
+  put64(img + 8, 64 + padded);
+  unsigned char *e = img + 16;
+  put16(e, 1); /* PTX */
+  put16(e + 2, 0x101);
+  put32(e + 4, 64);
+  put64(e + 8, padded);
+  put32(e + 16, (uint32_t)csize);
+  put32(e + 20, 0x40); /* what cuFFT's entries hold above the size */
+  put32(e + 28, 75);
+  put64(e + 40, compress ? 0x2011 : 0x11);
+  put64(e + 56, n);
+  memcpy(e + 64, payload, csize);
+  return total;
+}
+
+static void collect_kernel(void *opaque, CUfunction f) {
+  CUfunction *out = opaque;
+  if (!out[0])
+    out[0] = f;
+  else
+    out[1] = f;
+}
+
+static void test_ptx_only_kernels(void) {
+  CUresult (*get)(const void **, const CUuuid *) =
+      PROC(CUresult(*)(const void **, const CUuuid *), "cuGetExportTable", 3000);
+  CUresult (*func_name)(const char **, CUfunction) =
+      PROC(CUresult(*)(const char **, CUfunction), "cuFuncGetName", 12030);
+  REQUIRE(get && func_name);
+  static const unsigned char mod_uuid[16] = {0x6e, 0x16, 0x3f, 0xbe, 0xb9, 0x58, 0x44, 0x4d,
+                                             0x83, 0x5c, 0xe1, 0x82, 0xaf, 0xf1, 0x99, 0x1e};
+  CUuuid id;
+  memcpy(id.bytes, mod_uuid, 16);
+  const void *t = NULL;
+  REQUIRE(get(&t, &id) == CUDA_SUCCESS && t != NULL);
+  unsigned long long (*kernels)(CUcontext, CUmodule, void (*)(void *, CUfunction), void *) =
+      (unsigned long long (*)(CUcontext, CUmodule, void (*)(void *, CUfunction), void *))(
+          (void *const *)t)[7];
+  CUcontext cur = NULL;
+  REQUIRE(cu_cuCtxGetCurrent(&cur) == CUDA_SUCCESS);
+  for (int compress = 0; compress < 2; compress++) {
+    static unsigned char img[1024];
+    size_t n = make_ptx_fatbin(img, sizeof img, compress);
+    CHECK_MSG(n > 0, "could not build the %s PTX fatbin (liblz4.so.1?)", compress ? "LZ4" : "plain");
+    if (!n)
+      continue;
+    CUmodule m;
+    REQUIRE(cu_cuModuleLoadData(&m, img) == CUDA_SUCCESS);
+    CUfunction f[2] = {NULL, NULL};
+    CHECK_EQ_U64(kernels(cur, m, collect_kernel, f), 2);
+    const char *a = NULL, *b = NULL;
+    CHECK_EQ_INT(func_name(&a, f[0]), CUDA_SUCCESS);
+    CHECK_EQ_INT(func_name(&b, f[1]), CUDA_SUCCESS);
+    CHECK_EQ_STR(a ? a : "(null)", "first_kernel");
+    CHECK_EQ_STR(b ? b : "(null)", "second_kernel");
+    /* Its variables are the PTX's module-scope .global / .const ones, with
+     * their initial values (cuFFT's multi-GPU plans ask for lut_sp). */
+    CUresult (*get_global)(CUdeviceptr *, size_t *, CUmodule, const char *) =
+        PROC(CUresult(*)(CUdeviceptr *, size_t *, CUmodule, const char *), "cuModuleGetGlobal", 3020);
+    CUdeviceptr d = 0;
+    size_t vn = 0;
+    unsigned u = 0;
+    CHECK_EQ_INT(get_global(&d, &vn, m, "counter"), CUDA_SUCCESS);
+    CHECK_EQ_U64(vn, 4);
+    CHECK_EQ_INT(cu_cuMemcpyDtoH(&u, d, 4), CUDA_SUCCESS);
+    CHECK_EQ_INT(u, 7);
+    float tbl[3] = {0, 0, 0};
+    CHECK_EQ_INT(get_global(&d, &vn, m, "table"), CUDA_SUCCESS);
+    CHECK_EQ_U64(vn, 12);
+    CHECK_EQ_INT(cu_cuMemcpyDtoH(tbl, d, 12), CUDA_SUCCESS);
+    CHECK(tbl[0] == 1.0f && tbl[1] == 2.5f && tbl[2] == -1.0f);
+    unsigned char lut[5] = {0};
+    CHECK_EQ_INT(get_global(&d, &vn, m, "lut"), CUDA_SUCCESS);
+    CHECK_EQ_U64(vn, 5);
+    CHECK_EQ_INT(cu_cuMemcpyDtoH(lut, d, 5), CUDA_SUCCESS);
+    CHECK(lut[0] == 1 && lut[4] == 5);
+    unsigned long long after = 1;
+    CHECK_EQ_INT(get_global(&d, &vn, m, "after_fn"), CUDA_SUCCESS);
+    CHECK_EQ_U64(vn, 8);
+    CHECK_EQ_INT(cu_cuMemcpyDtoH(&after, d, 8), CUDA_SUCCESS);
+    CHECK_EQ_U64(after, 0);
+    CHECK_EQ_INT(get_global(&d, &vn, m, "ext"), CUDA_ERROR_NOT_FOUND); /* declared elsewhere */
+    CHECK_EQ_INT(get_global(&d, &vn, m, "first_kernel"), CUDA_ERROR_NOT_FOUND);
+    CHECK_EQ_INT(cu_cuModuleUnload(m), CUDA_SUCCESS);
+  }
 }
 
 static void test_retain_handle(void) {
@@ -234,10 +526,11 @@ static void test_retain_handle(void) {
 }
 
 /* Exported for cuBLASLt's dlsym, not implemented: 801 with a context, 201
- * without; not handed out by cuGetProcAddress. */
+ * without; not handed out by cuGetProcAddress. (Stream capture and the graph
+ * calls cuBLASLt also looks up are implemented: fakegpu_graphs.) */
 static void test_unsupported_names(void) {
-  static const char *names[] = {"cuStreamBeginCapture_v2", "cuStreamEndCapture", "cuGraphLaunch",
-                                "cuGraphInstantiate", "cuStreamWaitValue32", "cuStreamBatchMemOp"};
+  static const char *names[] = {"cuGraphGetNodes", "cuGraphNodeGetType", "cuStreamWaitValue32",
+                                "cuStreamBatchMemOp"};
   for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
     CUresult (*f)(void *, void *, void *, void *) =
         (CUresult(*)(void *, void *, void *, void *))dlsym(fgt_cuda, names[i]);
@@ -245,13 +538,14 @@ static void test_unsupported_names(void) {
     if (f)
       CHECK_EQ_INT(f(NULL, NULL, NULL, NULL), CUDA_ERROR_NOT_SUPPORTED);
   }
-  CHECK(proc("cuGraphLaunch", 10000) == NULL);
+  CHECK(proc("cuGraphGetNodes", 10000) == NULL);
   CUcontext c;
   REQUIRE(cu_cuCtxGetCurrent(&c) == CUDA_SUCCESS);
   REQUIRE(cu_cuCtxSetCurrent(NULL) == CUDA_SUCCESS);
-  CUresult (*launch)(void *, void *) = (CUresult(*)(void *, void *))dlsym(fgt_cuda, "cuGraphLaunch");
-  if (launch)
-    CHECK_EQ_INT(launch(NULL, NULL), CUDA_ERROR_INVALID_CONTEXT);
+  CUresult (*nodes)(void *, void *, void *) =
+      (CUresult(*)(void *, void *, void *))dlsym(fgt_cuda, "cuGraphGetNodes");
+  if (nodes)
+    CHECK_EQ_INT(nodes(NULL, NULL, NULL), CUDA_ERROR_INVALID_CONTEXT);
   CHECK_EQ_INT(cu_cuCtxSetCurrent(c), CUDA_SUCCESS);
 }
 
@@ -326,6 +620,9 @@ int main(void) {
   RUN(test_free_null);
   RUN(test_module_globals);
   RUN(test_library);
+  RUN(test_long_kernel_name);
+  RUN(test_fft_tables);
+  RUN(test_ptx_only_kernels);
   RUN(test_retain_handle);
   RUN(test_unsupported_names);
   RUN(test_tools_tls_context);

@@ -166,13 +166,40 @@ static int child_rules(void) {
  * 801 (and says on stderr which function was called); without it, NULL. */
 static int child_trace_stubs(void) {
   CUdriverProcAddressQueryResult st;
-  CUresult (*a)(void) = (CUresult(*)(void))proc("cuGraphCreate", 10000, &st);
-  CUresult (*b)(void) = (CUresult(*)(void))proc("cuStreamBeginCapture", 10000, NULL);
+  CUresult (*a)(void) = (CUresult(*)(void))proc("cuGraphAddKernelNode", 10000, &st);
+  CUresult (*b)(void) = (CUresult(*)(void))proc("cuGraphClone", 10000, NULL);
   if (!a || !b || a == b || st != CU_GET_PROC_ADDRESS_SYMBOL_NOT_FOUND)
     return 10;
   if (a() != CUDA_ERROR_NOT_SUPPORTED || b() != CUDA_ERROR_NOT_SUPPORTED)
     return 11;
-  return proc("cuGraphCreate", 10000, NULL) == (void *)a ? 0 : 12;
+  return proc("cuGraphAddKernelNode", 10000, NULL) == (void *)a ? 0 : 12;
+}
+
+/* cudaMemPrefetchAsync: to a device of the process or to the host; any
+ * other destination is 101 (CuPy's test_managed_memory_prefetch_basic). */
+typedef struct {
+  int type, id;
+} loc_t;
+static void test_prefetch_destinations(void) {
+  CUresult (*managed)(CUdeviceptr *, size_t, unsigned) =
+      PROC(CUresult(*)(CUdeviceptr *, size_t, unsigned), "cuMemAllocManaged", 6000);
+  CUresult (*pf1)(CUdeviceptr, size_t, CUdevice, CUstream) =
+      PROC(CUresult(*)(CUdeviceptr, size_t, CUdevice, CUstream), "cuMemPrefetchAsync", 8000);
+  CUresult (*pf2)(CUdeviceptr, size_t, loc_t, unsigned, CUstream) =
+      PROC(CUresult(*)(CUdeviceptr, size_t, loc_t, unsigned, CUstream), "cuMemPrefetchAsync", 12020);
+  REQUIRE(managed && pf1 && pf2);
+  CUdeviceptr p = 0;
+  REQUIRE(managed(&p, 4096, 1) == CUDA_SUCCESS);
+  CHECK_EQ_INT(pf1(p, 4096, 0, NULL), CUDA_SUCCESS);
+  CHECK_EQ_INT(pf1(p, 4096, -1, NULL), CUDA_SUCCESS); /* CU_DEVICE_CPU */
+  CHECK_EQ_INT(pf1(p, 4096, 100000000, NULL), CUDA_ERROR_INVALID_DEVICE);
+  CHECK_EQ_INT(pf1(p, 4096, -2, NULL), CUDA_ERROR_INVALID_DEVICE);
+  CHECK_EQ_INT(pf2(p, 4096, (loc_t){1, 0}, 0, NULL), CUDA_SUCCESS);         /* device 0 */
+  CHECK_EQ_INT(pf2(p, 4096, (loc_t){2, 0}, 0, NULL), CUDA_SUCCESS);         /* host */
+  CHECK_EQ_INT(pf2(p, 4096, (loc_t){1, 100000000}, 0, NULL), CUDA_ERROR_INVALID_DEVICE);
+  CHECK_EQ_INT(pf2(p, 4096, (loc_t){9, 0}, 0, NULL), CUDA_ERROR_INVALID_VALUE);
+  CHECK_EQ_INT(pf1(p, 8192, 0, NULL), CUDA_ERROR_INVALID_VALUE); /* past its end */
+  CHECK_EQ_INT(cu_cuMemFree(p), CUDA_SUCCESS);
 }
 
 static void test_children(void) {
@@ -185,7 +212,7 @@ static void test_children(void) {
   CHECK_EQ_INT(fgt_run_self("rules", env), 0);
   const char *trace[] = {"FAKEGPU_TRACE=2", NULL};
   CHECK_EQ_INT(fgt_run_self("trace_stubs", trace), 0);
-  CHECK(proc("cuGraphCreate", 10000, NULL) == NULL); /* this process: no trace */
+  CHECK(proc("cuGraphAddKernelNode", 10000, NULL) == NULL); /* this process: no trace */
 }
 
 int main(int argc, char **argv) {
@@ -198,6 +225,7 @@ int main(int argc, char **argv) {
   RUN(test_versions);
   RUN(test_export_tables);
   RUN(test_pools);
+  RUN(test_prefetch_destinations);
   RUN(test_children);
   return TEST_END();
 }

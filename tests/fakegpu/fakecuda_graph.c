@@ -1,0 +1,373 @@
+/* Stream capture and CUDA graphs, as far as the fake can keep them.
+ *
+ * cuStreamBeginCapture_v2 puts a stream (not the legacy or per-thread one:
+ * 900) into capture; a second begin is 401 (ILLEGAL_STATE). While a stream
+ * captures, a kernel launch with no host twin and a host function
+ * (cuLaunchHostFunc) are recorded, not done. Every other piece of work on it
+ * is something the fake does at the call and cannot record (copies, memset,
+ * stream-ordered allocation, event records and waits, callbacks, a kernel
+ * with a host twin): it answers 900 (STREAM_CAPTURE_UNSUPPORTED) and
+ * invalidates the capture, as the driver does for work it cannot capture;
+ * so do cuStreamSynchronize and cuStreamQuery, as on the driver. Work on an
+ * invalidated capture answers 901; cuStreamEndCapture ends the capture and
+ * answers 901 with no graph, else the graph of the recorded work.
+ *
+ * A graph is its list of recorded work. cuGraphInstantiateWithFlags copies
+ * it; cuGraphUpload checks; cuGraphLaunch replays it on a stream in order
+ * (kernels launched as no-ops and counted, host functions run on the
+ * driver's callback thread as cuLaunchHostFunc runs them). Graphs belong to
+ * the process, as on the driver. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "fakecuda.h"
+
+#define FK_ERR_ILLEGAL_STATE ((CUresult)401)
+#define FK_ERR_CAPTURE_UNSUPPORTED ((CUresult)900)
+#define FK_ERR_CAPTURE_INVALIDATED ((CUresult)901)
+#define FK_CAPTURE_ACTIVE 1
+#define FK_CAPTURE_INVALIDATED 2
+#define FK_GRAPH_MAGIC 0x67a9400u
+#define FK_EXEC_MAGIC 0x67a9e00u
+
+enum { FK_NODE_KERNEL = 1, FK_NODE_HOST };
+typedef struct fk_node {
+  int type;
+  CUfunction fn;
+  unsigned dims[6];
+  unsigned shmem;
+  CUhostFn host;
+  void *user;
+} fk_node;
+
+typedef struct fk_nodes {
+  fk_node *v;
+  size_t n, cap;
+} fk_nodes;
+
+struct fk_capture {
+  unsigned long long id;
+  int mode;
+  int invalidated;
+  fk_nodes work;
+};
+
+struct CUgraph_st {
+  uint32_t magic;
+  fk_nodes work;
+  struct CUgraph_st *next;
+};
+
+struct fk_graph_exec {
+  uint32_t magic;
+  fk_nodes work;
+  struct fk_graph_exec *next;
+};
+
+FK_API CUresult cuLaunchHostFunc(CUstream s, CUhostFn fn, void *user);
+FK_API CUresult cuLaunchKernel(CUfunction f, unsigned int gx, unsigned int gy, unsigned int gz,
+                               unsigned int bx, unsigned int by, unsigned int bz,
+                               unsigned int shmem, CUstream s, void **params, void **extra);
+
+static struct CUgraph_st *g_graphs;
+static struct fk_graph_exec *g_execs;
+static unsigned long long g_capture_ids;
+
+static int nodes_add(fk_nodes *l, const fk_node *n) {
+  if (l->n == l->cap) {
+    size_t cap = l->cap ? 2 * l->cap : 8;
+    fk_node *v = realloc(l->v, cap * sizeof *v);
+    if (!v)
+      return 0;
+    l->v = v;
+    l->cap = cap;
+  }
+  l->v[l->n++] = *n;
+  return 1;
+}
+
+static int nodes_copy(fk_nodes *dst, const fk_nodes *src) {
+  dst->v = NULL;
+  dst->n = dst->cap = 0;
+  if (!src->n)
+    return 1;
+  if (!(dst->v = malloc(src->n * sizeof *dst->v)))
+    return 0;
+  memcpy(dst->v, src->v, src->n * sizeof *dst->v);
+  dst->n = dst->cap = src->n;
+  return 1;
+}
+
+/* --- capture state of a stream (caller holds fk_lock) --------------------- */
+static struct fk_capture *capture_of(CUstream s) {
+  fk_obj *o = fk_obj_check(s, FK_OBJ_STREAM);
+  return o ? o->capture : NULL;
+}
+
+void fk_capture_free(fk_obj *stream) {
+  if (stream->capture) {
+    free(stream->capture->work.v);
+    free(stream->capture);
+    stream->capture = NULL;
+  }
+}
+
+CUresult fk_stream_work(CUstream s) {
+  struct fk_capture *cap = capture_of(s);
+  if (!cap)
+    return CUDA_SUCCESS;
+  if (cap->invalidated)
+    return FK_ERR_CAPTURE_INVALIDATED;
+  cap->invalidated = 1;
+  fk_trace("stream %p: work the fake cannot capture: capture invalidated", (void *)s);
+  return FK_ERR_CAPTURE_UNSUPPORTED;
+}
+
+/* Records a kernel launch or host function on a capturing stream: 1 when
+ * recorded (*rc 0), or when the capture refuses it (*rc 900/901); 0 when s
+ * does not capture. */
+static int capture_record(CUstream s, const fk_node *n, CUresult *rc) {
+  struct fk_capture *cap = capture_of(s);
+  if (!cap)
+    return 0;
+  if (cap->invalidated)
+    *rc = FK_ERR_CAPTURE_INVALIDATED;
+  else
+    *rc = nodes_add(&cap->work, n) ? CUDA_SUCCESS : CUDA_ERROR_OUT_OF_MEMORY;
+  return 1;
+}
+
+int fk_capture_kernel(CUstream s, CUfunction f, const unsigned dims[6], unsigned shmem, int noop,
+                      CUresult *rc) {
+  if (!capture_of(s))
+    return 0;
+  if (!noop) { /* a host twin reads its parameters now: nothing to replay */
+    *rc = fk_stream_work(s);
+    return 1;
+  }
+  fk_node n = {.type = FK_NODE_KERNEL, .fn = f, .shmem = shmem};
+  memcpy(n.dims, dims, sizeof n.dims);
+  return capture_record(s, &n, rc);
+}
+
+int fk_capture_status(CUstream s, unsigned long long *id) {
+  struct fk_capture *cap = capture_of(s);
+  if (id)
+    *id = cap ? cap->id : 0;
+  return !cap ? 0 : cap->invalidated ? FK_CAPTURE_INVALIDATED : FK_CAPTURE_ACTIVE;
+}
+
+/* --- capture ----------------------------------------------------------------- */
+FK_API CUresult cuStreamBeginCapture_v2(CUstream s, CUstreamCaptureMode mode) {
+  fk_lock();
+  struct CUctx_st *c;
+  CUresult rc = fk_need_ctx(&c);
+  fk_obj *o = rc ? NULL : fk_obj_check(s, FK_OBJ_STREAM);
+  if (rc == CUDA_SUCCESS && (mode < 0 || mode > 2))
+    rc = CUDA_ERROR_INVALID_VALUE;
+  else if (rc == CUDA_SUCCESS && !o) /* the legacy and per-thread streams cannot */
+    rc = fk_stream_ok(s) ? FK_ERR_CAPTURE_UNSUPPORTED : CUDA_ERROR_INVALID_HANDLE;
+  else if (rc == CUDA_SUCCESS && o->capture)
+    rc = FK_ERR_ILLEGAL_STATE;
+  else if (rc == CUDA_SUCCESS && !(o->capture = calloc(1, sizeof *o->capture)))
+    rc = CUDA_ERROR_OUT_OF_MEMORY;
+  if (rc == CUDA_SUCCESS) {
+    o->capture->id = ++g_capture_ids;
+    o->capture->mode = mode;
+  }
+  fk_unlock();
+  return rc;
+}
+
+FK_API CUresult cuStreamEndCapture(CUstream s, CUgraph *graph) {
+  fk_lock();
+  struct CUctx_st *c;
+  CUresult rc = fk_need_ctx(&c);
+  fk_obj *o = rc ? NULL : fk_obj_check(s, FK_OBJ_STREAM);
+  struct CUgraph_st *g = NULL;
+  if (rc == CUDA_SUCCESS && !graph)
+    rc = CUDA_ERROR_INVALID_VALUE;
+  else if (rc == CUDA_SUCCESS && !o && !fk_stream_ok(s))
+    rc = CUDA_ERROR_INVALID_HANDLE;
+  else if (rc == CUDA_SUCCESS && (!o || !o->capture))
+    rc = FK_ERR_ILLEGAL_STATE;
+  if (rc == CUDA_SUCCESS) {
+    struct fk_capture *cap = o->capture;
+    *graph = NULL;
+    if (cap->invalidated) {
+      rc = FK_ERR_CAPTURE_INVALIDATED;
+    } else if (!(g = calloc(1, sizeof *g))) {
+      rc = CUDA_ERROR_OUT_OF_MEMORY;
+    } else {
+      g->magic = FK_GRAPH_MAGIC;
+      g->work = cap->work; /* the graph takes the recorded work */
+      cap->work.v = NULL;
+      g->next = g_graphs;
+      g_graphs = g;
+      *graph = g;
+    }
+    fk_capture_free(o); /* the capture ends either way */
+  }
+  fk_unlock();
+  return rc;
+}
+
+/* --- graphs ------------------------------------------------------------------ */
+static struct CUgraph_st *graph_check(CUgraph g) {
+  for (struct CUgraph_st *x = g_graphs; x; x = x->next)
+    if (x == g && x->magic == FK_GRAPH_MAGIC)
+      return x;
+  return NULL;
+}
+
+static struct fk_graph_exec *exec_check(CUgraphExec e) {
+  for (struct fk_graph_exec *x = g_execs; x; x = x->next)
+    if (x == e && x->magic == FK_EXEC_MAGIC)
+      return x;
+  return NULL;
+}
+
+FK_API CUresult cuGraphCreate(CUgraph *graph, unsigned int flags) {
+  CUresult rc = fk_check_init();
+  if (rc)
+    return rc;
+  if (!graph || flags)
+    return CUDA_ERROR_INVALID_VALUE;
+  struct CUgraph_st *g = calloc(1, sizeof *g);
+  if (!g)
+    return CUDA_ERROR_OUT_OF_MEMORY;
+  g->magic = FK_GRAPH_MAGIC;
+  fk_lock();
+  g->next = g_graphs;
+  g_graphs = g;
+  fk_unlock();
+  *graph = g;
+  return CUDA_SUCCESS;
+}
+
+FK_API CUresult cuGraphDestroy(CUgraph graph) {
+  CUresult rc = fk_check_init();
+  if (rc)
+    return rc;
+  fk_lock();
+  struct CUgraph_st **pp = &g_graphs;
+  while (*pp && *pp != graph)
+    pp = &(*pp)->next;
+  struct CUgraph_st *g = *pp && (*pp)->magic == FK_GRAPH_MAGIC ? *pp : NULL;
+  if (g)
+    *pp = g->next;
+  fk_unlock();
+  if (!g)
+    return CUDA_ERROR_INVALID_VALUE;
+  g->magic = 0;
+  free(g->work.v);
+  free(g);
+  return CUDA_SUCCESS;
+}
+
+FK_API CUresult cuGraphInstantiateWithFlags(CUgraphExec *exec, CUgraph graph,
+                                            unsigned long long flags) {
+  fk_lock();
+  struct CUctx_st *c;
+  CUresult rc = fk_need_ctx(&c);
+  struct CUgraph_st *g = rc ? NULL : graph_check(graph);
+  struct fk_graph_exec *e = NULL;
+  if (rc == CUDA_SUCCESS && (!exec || !g || (flags & ~0xfull)))
+    rc = CUDA_ERROR_INVALID_VALUE;
+  else if (rc == CUDA_SUCCESS && !(e = calloc(1, sizeof *e)))
+    rc = CUDA_ERROR_OUT_OF_MEMORY;
+  else if (rc == CUDA_SUCCESS && !nodes_copy(&e->work, &g->work))
+    rc = CUDA_ERROR_OUT_OF_MEMORY;
+  if (rc == CUDA_SUCCESS) {
+    e->magic = FK_EXEC_MAGIC;
+    e->next = g_execs;
+    g_execs = e;
+    *exec = e;
+  } else {
+    free(e);
+  }
+  fk_unlock();
+  return rc;
+}
+
+/* CUDA 11's form, which cuBLASLt resolves with dlsym: no error node or log
+ * to give (instantiating a recorded list cannot fail but for memory). */
+FK_API CUresult cuGraphInstantiate(CUgraphExec *exec, CUgraph graph, void **err_node, char *log,
+                                   size_t log_size) {
+  if (err_node)
+    *err_node = NULL;
+  if (log && log_size)
+    log[0] = 0;
+  return cuGraphInstantiateWithFlags(exec, graph, 0);
+}
+
+FK_API CUresult cuGraphExecDestroy(CUgraphExec exec) {
+  CUresult rc = fk_check_init();
+  if (rc)
+    return rc;
+  fk_lock();
+  struct fk_graph_exec **pp = &g_execs;
+  while (*pp && *pp != exec)
+    pp = &(*pp)->next;
+  struct fk_graph_exec *e = *pp && (*pp)->magic == FK_EXEC_MAGIC ? *pp : NULL;
+  if (e)
+    *pp = e->next;
+  fk_unlock();
+  if (!e)
+    return CUDA_ERROR_INVALID_VALUE;
+  e->magic = 0;
+  free(e->work.v);
+  free(e);
+  return CUDA_SUCCESS;
+}
+
+/* The exec's work, copied under the lock, for a launch on stream s. */
+static CUresult exec_work(CUgraphExec exec, CUstream s, fk_nodes *out) {
+  fk_lock();
+  struct CUctx_st *c;
+  CUresult rc = fk_need_ctx(&c);
+  struct fk_graph_exec *e = rc ? NULL : exec_check(exec);
+  if (rc == CUDA_SUCCESS && !e)
+    rc = CUDA_ERROR_INVALID_VALUE;
+  else if (rc == CUDA_SUCCESS && !fk_stream_ok(s))
+    rc = CUDA_ERROR_INVALID_HANDLE;
+  else if (rc == CUDA_SUCCESS && out && (rc = fk_stream_work(s)) == CUDA_SUCCESS &&
+           !nodes_copy(out, &e->work))
+    rc = CUDA_ERROR_OUT_OF_MEMORY;
+  fk_unlock();
+  return rc;
+}
+
+FK_API CUresult cuGraphUpload(CUgraphExec exec, CUstream s) { return exec_work(exec, s, NULL); }
+
+FK_API CUresult cuGraphLaunch(CUgraphExec exec, CUstream s) {
+  fk_nodes work = {NULL, 0, 0};
+  CUresult rc = exec_work(exec, s, &work);
+  for (size_t i = 0; rc == CUDA_SUCCESS && i < work.n; i++) {
+    const fk_node *n = &work.v[i];
+    if (n->type == FK_NODE_HOST)
+      rc = cuLaunchHostFunc(s, n->host, n->user);
+    else
+      rc = cuLaunchKernel(n->fn, n->dims[0], n->dims[1], n->dims[2], n->dims[3], n->dims[4],
+                          n->dims[5], n->shmem, s, NULL, NULL);
+  }
+  free(work.v);
+  return rc;
+}
+
+/* Called by cuLaunchHostFunc: 1 when s captures (the function is recorded,
+ * or refused in *rc), 0 otherwise. Takes fk_lock. */
+int fk_capture_host_fn(CUstream s, CUhostFn fn, void *user, CUresult *rc) {
+  fk_node n = {.type = FK_NODE_HOST, .host = fn, .user = user};
+  fk_lock();
+  struct CUctx_st *c;
+  int captured = (*rc = fk_need_ctx(&c)) != CUDA_SUCCESS || capture_record(s, &n, rc);
+  fk_unlock();
+  return captured;
+}
+
+/* CUDA 11's name of the same ABI. */
+FK_API CUresult cuGraphInstantiate_v2(CUgraphExec *exec, CUgraph graph, void **err_node, char *log,
+                                      size_t log_size) {
+  return cuGraphInstantiate(exec, graph, err_node, log, log_size);
+}
