@@ -7,6 +7,7 @@
 #include <stddef.h>
 #include <stdio.h>
 #include <stdint.h>
+#include <sys/types.h>
 
 struct ebb_manager;
 struct ebb_device;
@@ -21,6 +22,8 @@ typedef struct cli_nvml_dev {
   char uuid[64];
 } cli_nvml_dev;
 int ebb_cli_nvml_free(void *arg, uint64_t *free_bytes);
+/* brk_used_fn over NVML (a process's usage there): arg is a cli_nvml_dev. */
+int ebb_cli_nvml_used(void *arg, pid_t pid, uint64_t *bytes);
 /* "8G", "512MiB", "1048576" (bytes), "4 GiB"; 0 or -1. */
 int ebb_cli_parse_bytes(const char *v, uint64_t *out);
 
@@ -40,6 +43,8 @@ void ebb_serve_broker_stop(brk_peer *p);
 /* ebb_manager_opts.ask_peers: asks the peers on dev until need bytes are
  * free there (docs/broker.md), logging who gave what. */
 int ebb_serve_broker_ask(void *arg, struct ebb_device *dev, uint64_t need);
+/* ebb_manager_opts.ask_done: the ask's claim on dev goes. */
+void ebb_serve_broker_ask_done(void *arg, struct ebb_device *dev);
 /* ebb_server_opts.broker_reclaim (POST /v1/memory/reclaim) and
  * .broker_metrics (the ebb_broker_* families). */
 int ebb_serve_broker_reclaim(void *arg, const char *device, uint64_t bytes, json_t **answer);

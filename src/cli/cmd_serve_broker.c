@@ -73,6 +73,13 @@ int ebb_cli_nvml_free(void *arg, uint64_t *free_bytes) {
   return rc ? rc : ebb_nvml_meminfo(nd, free_bytes, &total);
 }
 
+int ebb_cli_nvml_used(void *arg, pid_t pid, uint64_t *bytes) {
+  cli_nvml_dev *d = arg;
+  nvmlDevice_t nd;
+  int rc = ebb_nvml_device(d->ordinal, d->uuid, &nd);
+  return rc ? rc : ebb_nvml_process_used(nd, pid, bytes);
+}
+
 int ebb_cli_parse_bytes(const char *v, uint64_t *out) {
   char *end = NULL;
   double x = strtod(v, &end);
@@ -188,8 +195,35 @@ void ebb_serve_broker_stop(brk_peer *p) {
   brk_peer_stop(p);
 }
 
-/* The manager's ask_peers: a load or job over the free memory asks the
- * peers on its device (most idle first) and logs who gave what. */
+/* This server's claims on freed bytes (docs/broker.md, "Claims"), one per
+ * device ordinal: held from the ask until the load, wake or job that asked
+ * has taken its memory (ask_done). */
+static pthread_mutex_t claim_lock = PTHREAD_MUTEX_INITIALIZER;
+static brk_claim_handle claims[MAXDEV];
+
+static void keep_claim(int ordinal, brk_claim_handle *h) {
+  if (ordinal < 0 || ordinal >= MAXDEV) {
+    brk_claim_release(h);
+    return;
+  }
+  pthread_mutex_lock(&claim_lock);
+  brk_claim_release(&claims[ordinal]); /* one asker a device at a time (its switch lock) */
+  claims[ordinal] = *h;
+  pthread_mutex_unlock(&claim_lock);
+}
+
+void ebb_serve_broker_ask_done(void *arg, ebb_device *dev) {
+  (void)arg;
+  int i = ebb_device_ordinal(dev);
+  if (i < 0 || i >= MAXDEV)
+    return;
+  pthread_mutex_lock(&claim_lock);
+  brk_claim_release(&claims[i]);
+  pthread_mutex_unlock(&claim_lock);
+}
+
+/* The manager's ask_peers: a load, wake or job over the free memory asks
+ * the peers on its device (most idle first) and logs who gave what. */
 int ebb_serve_broker_ask(void *arg, ebb_device *dev, uint64_t need) {
   (void)arg;
   cli_nvml_dev d = {.ordinal = ebb_device_ordinal(dev)};
@@ -198,9 +232,11 @@ int ebb_serve_broker_ask(void *arg, ebb_device *dev, uint64_t need) {
     return 0;
   brk_reclaim_opts o = {.size = sizeof o, .dir = ask_dir, .uuid = d.uuid, .bytes = need,
                         .timeout_s = ask_timeout_s, .wait_s = 2, .free_fn = ebb_cli_nvml_free,
-                        .free_arg = &d};
+                        .free_arg = &d, .hold_s = 60, .used_fn = ebb_cli_nvml_used,
+                        .used_arg = &d};
   brk_reclaim_result r;
   int rc = brk_reclaim(&o, &r);
+  keep_claim(d.ordinal, &r.claim);
   if (rc) {
     ebb_log(EBB_LOG_WARN, "broker", "asking the peers on %s: %s", ebb_device_label(dev),
             ebb_errmsg());
@@ -208,6 +244,11 @@ int ebb_serve_broker_ask(void *arg, ebb_device *dev, uint64_t need) {
     return rc;
   }
   count_ask(&r);
+  if (r.earlier.total)
+    ebb_log(EBB_LOG_INFO, "broker", "%s: %llu MiB claimed by %zu earlier asker%s, not yet "
+            "allocated (first: pid %ld): counted as taken", ebb_device_label(dev),
+            (unsigned long long)(r.earlier.bytes >> 20), r.earlier.total,
+            r.earlier.total == 1 ? "" : "s", (long)r.earlier.claims[0].holder);
   for (size_t i = 0; i < r.npeers; i++) {
     const brk_result_peer *p = &r.peers[i];
     if (p->status)
@@ -260,9 +301,10 @@ int ebb_serve_broker_reclaim(void *arg, const char *device, uint64_t bytes, json
     return ebb_errctx(EBB_ENOTFOUND, "\"device\": ");
   brk_reclaim_opts o = {.size = sizeof o, .dir = ask_dir, .uuid = d.uuid, .bytes = bytes,
                         .timeout_s = ask_timeout_s, .wait_s = 5, .free_fn = ebb_cli_nvml_free,
-                        .free_arg = &d};
+                        .free_arg = &d, .used_fn = ebb_cli_nvml_used, .used_arg = &d};
   brk_reclaim_result r;
   int rc = brk_reclaim(&o, &r);
+  brk_claim_release(&r.claim); /* the HTTP caller allocates nothing through this server */
   if (rc) {
     brk_reclaim_free(&r);
     return rc;

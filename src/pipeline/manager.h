@@ -79,11 +79,14 @@ typedef struct ebb_manager_opts {
   const ebb_policy *policy;   /* default for pipelines without one; NULL: after-stage */
   double load_wait_s;         /* how long a load waits for memory; <= 0: 10 s */
   /* Asking other processes for memory (issue 35, docs/broker.md): a load, or
-   * a job of a pipeline not loaded, whose need is over the driver's free
+   * a wake, or a job of a pipeline not loaded or asleep, whose need is over the driver's free
    * memory (after the manager's own switch) calls ask_peers(ask_arg, dev,
    * need) before it waits or fails: it should leave `need` bytes free on dev
    * if peers can give them. NULL: nobody is asked. */
   int (*ask_peers)(void *arg, ebb_device *dev, uint64_t need);
+  /* After the load, wake or job that asked (landed or failed): the asker's
+   * claim on the freed bytes may go (docs/broker.md, "Claims"). May be NULL. */
+  void (*ask_done)(void *arg, ebb_device *dev);
   void *ask_arg;
 } ebb_manager_opts;
 
