@@ -38,6 +38,14 @@ static mode_t file_mode(const char *dir) {
   return stat(dir, &st) == 0 && (st.st_mode & S_IWGRP) ? 0660 : 0600;
 }
 
+/* The umask must not take the group's access away from a file of a shared
+ * directory (only its owner may change it: a file someone else made stays). */
+static void share(int fd, const char *dir) {
+  struct stat st;
+  if (fstat(fd, &st) == 0 && st.st_uid == geteuid())
+    (void)fchmod(fd, file_mode(dir));
+}
+
 /* The next sequence number, under an exclusive flock on DIR/claims.lock;
  * the lock stays held (its fd in *lockfd) until the claim is written. */
 static int next_seq(const char *dir, int *lockfd, uint64_t *seq) {
@@ -46,6 +54,7 @@ static int next_seq(const char *dir, int *lockfd, uint64_t *seq) {
   int fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, file_mode(dir));
   if (fd < 0)
     return ebb_seterr(EBB_EIO, "broker claims %s: %s", path, strerror(errno));
+  share(fd, dir);
   if (flock(fd, LOCK_EX) != 0) {
     close(fd);
     return ebb_seterr(EBB_EIO, "broker claims %s: lock: %s", path, strerror(errno));
@@ -155,6 +164,8 @@ static int write_claim(const brk_claims_opts *o, uint64_t seq, char *path, size_
   snprintf(path, len, "%s/claim.%llu", o->dir, (unsigned long long)seq);
   snprintf(tmp, sizeof tmp, "%s/.claim.%llu.tmp", o->dir, (unsigned long long)seq);
   int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, file_mode(o->dir));
+  if (fd >= 0)
+    share(fd, o->dir);
   int rc = fd < 0 || !j || json_dumpfd(j, fd, JSON_COMPACT) != 0;
   if (fd >= 0)
     rc |= close(fd) != 0;

@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/un.h>
 #include <time.h>
 #include <unistd.h>
@@ -46,6 +47,28 @@ static int connect_peer(const char *path, pid_t pid) {
                       (long)pid, strerror(e));
   }
   return fd;
+}
+
+/* The asker checks the peer too: the process listening on DIR/PID.sock must
+ * be PID (a socket left by a dead process and bound again by another is not
+ * that peer), and this user, root, or of the directory's group when the
+ * directory is shared (group-writable, --broker-group). */
+static int peer_cred_ok(const char *dir, int fd, pid_t pid) {
+  struct ucred cr = {0};
+  socklen_t len = sizeof cr;
+  if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cr, &len) != 0)
+    return ebb_seterr(EBB_EIO, "broker: peer pid %ld: its credentials: %s", (long)pid,
+                      strerror(errno));
+  if (cr.pid != pid)
+    return ebb_seterr(EBB_EINVAL, "broker: %s/%ld.sock is served by pid %ld, not %ld: not asked",
+                      dir, (long)pid, (long)cr.pid, (long)pid);
+  struct stat st;
+  int shared = stat(dir, &st) == 0 && (st.st_mode & S_IWGRP);
+  if (cr.uid == geteuid() || cr.uid == 0 || (shared && cr.gid == st.st_gid))
+    return 0;
+  return ebb_seterr(EBB_EINVAL, "broker: peer pid %ld runs as uid %u (gid %u): not this user, "
+                    "root or the broker directory's group%s: not asked", (long)pid,
+                    (unsigned)cr.uid, (unsigned)cr.gid, shared ? "" : " (the directory is not shared)");
 }
 
 static int send_all(int fd, const char *s, size_t n, double deadline, pid_t pid) {
@@ -100,10 +123,16 @@ int brk_ask(const char *dir, pid_t pid, const brk_request *req, double timeout_s
   if (rc < 0)
     goto out;
   size_t n = (size_t)rc;
-  if ((fd = rc = connect_peer(path, pid)) < 0)
+  if ((fd = rc = connect_peer(path, pid)) < 0 || (rc = peer_cred_ok(dir, fd, pid)))
     goto out;
-  if ((rc = send_all(fd, buf, n, deadline, pid)) ||
-      (rc = recv_line(fd, buf, BRK_MAX_LINE + 2, deadline, pid, timeout_s)) ||
+  /* a peer that refuses us answers before reading our request, and closes:
+   * the send may fail (EPIPE) with its answer waiting to be read */
+  int sent = send_all(fd, buf, n, deadline, pid);
+  if (sent == EBB_ETIMEDOUT) {
+    rc = sent;
+    goto out;
+  }
+  if ((rc = recv_line(fd, buf, BRK_MAX_LINE + 2, deadline, pid, timeout_s)) ||
       (rc = brk_decode_answer(req->op, buf, out)))
     goto out;
   if (out->err_code[0])
