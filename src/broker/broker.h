@@ -135,6 +135,9 @@ typedef struct brk_peer_opts {
   gid_t group;       /* a peer of another user must be in it; (gid_t)-1: none */
   brk_give_fn give;
   void *give_arg;
+  /* An asker refused (credentials, malformed, another version): its pid (0
+   * when unknown) and why; called on the listener thread. May be NULL. */
+  void (*refused)(void *arg, long pid, const char *why);
 } brk_peer_opts;
 /* Binds DIR/PID.sock (mode 0600, 0660 with a group) and starts the
  * listener thread. *out freed with brk_peer_stop. */

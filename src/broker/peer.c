@@ -113,6 +113,8 @@ static void serve_one(brk_peer *p, int fd, serve_buf *b) {
   if (!rc && req.op == BRK_OP_RECLAIM)
     p->stats.given_bytes += a->given_bytes;
   pthread_mutex_unlock(&p->lock);
+  if (refused && p->o.refused)
+    p->o.refused(p->o.give_arg, (long)cr.pid, a->err_msg);
   int n = brk_encode_answer(req.op ? req.op : BRK_OP_INFO, a, out, sizeof b->out);
   if (n > 0)
     write_all(fd, out, (size_t)n);
