@@ -255,7 +255,9 @@ int brk_reclaim(const brk_reclaim_opts *o, brk_reclaim_result *out) {
   uint64_t missing = !o->free_fn ? o->bytes : mine >= o->bytes ? 0 : o->bytes - mine;
   cand *cs = calloc(MAX_PEERS, sizeof *cs);
   size_t nc = 0;
-  int rc = cs ? on_device(o, out, cs, &nc) : ebb_seterr(EBB_ENOMEM, "broker: out of host memory");
+  int rc = !cs ? ebb_seterr(EBB_ENOMEM, "broker: out of host memory")
+           : missing ? on_device(o, out, cs, &nc)
+                     : brk_dir_peers(o->dir, NULL, 0, &nc); /* nothing to ask: dead entries go */
   brk_request req = {.op = BRK_OP_RECLAIM, .asker = getpid()};
   snprintf(req.device, sizeof req.device, "%s", o->uuid);
   for (size_t i = 0; !rc && missing && i < nc; i++) {

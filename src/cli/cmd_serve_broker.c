@@ -89,6 +89,8 @@ static void ask_facts(const brk_reclaim_result *r, const char *label, uint64_t n
                                                .bytes = p->ans.kept[k].bytes,
                                                .reason = p->ans.kept[k].why});
   }
+  if (!r->npeers && !r->earlier.total && r->satisfied)
+    return; /* enough was free and unclaimed: nobody was asked */
   ebb_serve_broker_fact(&(ebb_broker_fact){.kind = EBB_BROKER_ASKED, .pid = (long)getpid(),
                                            .what = "ebb serve", .device = label, .bytes = need,
                                            .free_after = r->free_after, .npeers = r->npeers,

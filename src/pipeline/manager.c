@@ -607,12 +607,15 @@ static uint64_t predicted_need(ebb_manager *m, mpipe *pp, const char **why) {
 static int ask_peers_for(ebb_manager *m, const char *name, const char *what, uint64_t need) {
   int known;
   uint64_t free_now = driver_free(m, &known);
-  if (!m->ask_peers || !known || free_now >= need)
+  if (!m->ask_peers || !known)
     return 0;
   char scope[160];
   snprintf(scope, sizeof scope, "pipeline %s", name);
-  ebb_log(EBB_LOG_INFO, scope, "%s about %llu MiB, %llu MiB free: asking the other "
-          "processes on %s", what, MIB(need), MIB(free_now), ebb_device_label(m->dev));
+  if (free_now < need)
+    ebb_log(EBB_LOG_INFO, scope, "%s about %llu MiB, %llu MiB free: asking the other "
+            "processes on %s", what, MIB(need), MIB(free_now), ebb_device_label(m->dev));
+  /* asked even when the driver shows enough: the bytes may be another
+   * asker's claim (docs/broker.md, "Claims"), and this load claims its own */
   m->ask_peers(m->ask_arg, m->dev, need);
   return 1;
 }
