@@ -115,7 +115,9 @@ typedef struct brk_claim_handle {
  * answers the claims before it on o->uuid that have not landed yet. */
 int brk_claim_open(const brk_claims_opts *o, brk_claim_handle *h, brk_claims_seen *earlier);
 /* The claims on o->uuid with a sequence number below seq (0: all) that
- * have not landed; ended ones (expired, holder gone) are removed. */
+ * have not landed; ended ones (expired, holder gone, landed) are removed,
+ * and with seq, o->holder's own earlier ones (superseded by its new claim:
+ * a holder that frees before anyone saw its allocation land asks again). */
 int brk_claims_before(const brk_claims_opts *o, uint64_t seq, brk_claims_seen *out);
 /* Removes the claim (NULL or released: no-op). */
 void brk_claim_release(brk_claim_handle *h);

@@ -138,6 +138,10 @@ int brk_claims_before(const brk_claims_opts *o, uint64_t seq, brk_claims_seen *o
     }
     if (strcmp(c.device, o->uuid))
       continue;
+    if (seq && c.holder == (int64_t)o->holder) { /* its holder asks again: superseded */
+      unlink(path);
+      continue;
+    }
     uint64_t left = unlanded(&c, o->used_fn, o->used_arg);
     if (!left) { /* landed: it ended for good (the holder may free it again later) */
       unlink(path);

@@ -654,6 +654,7 @@ static int load_in_switch(ebb_manager *m, mpipe *pp) {
     evict_args ev = {m, -1, 0};
     on_device(m, evict_on_dev, &ev);
     add_released(m, ev.rel);
+    need = predicted_need(m, pp, &why); /* the switch may have let the context go */
   }
   if (need && known) {
     uint64_t total = ebb_device_total_bytes(m->dev);
