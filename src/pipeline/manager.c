@@ -625,6 +625,19 @@ static void ask_finished(ebb_manager *m, int asked) {
     m->ask_done(m->ask_arg, m->dev);
 }
 
+int ebb_manager_ask_room(ebb_manager *m, const char *name) {
+  mpipe *pp = find_pipe(m, name);
+  const char *why;
+  uint64_t need = pp ? predicted_need(m, pp, &why) : 0;
+  int known;
+  uint64_t free_now = driver_free(m, &known);
+  if (!need || !known || free_now >= need)
+    return 0;
+  return ask_peers_for(m, name, "needs", need);
+}
+
+void ebb_manager_ask_done(ebb_manager *m) { ask_finished(m, 1); }
+
 static int pipe_asleep(ebb_manager *m, mpipe *pp) {
   pthread_mutex_lock(&m->lock);
   int a = pp->loaded && pp->asleep;

@@ -235,6 +235,12 @@ typedef struct ebb_giveback {
   ebb_giveback_kept kept[EBB_GIVEBACK_MAX_KEPT];
 } ebb_giveback;
 int ebb_manager_give_back(ebb_manager *m, uint64_t want, uint64_t reserve, ebb_giveback *out);
+/* Placement across devices (issue 35): when the pipeline's predicted need
+ * is over the driver's free memory on m's device, asks the other processes
+ * there for it (ask_peers); 1 when they were asked. The claim stays for the
+ * load that follows (its own supersedes it), else ebb_manager_ask_done. */
+int ebb_manager_ask_room(ebb_manager *m, const char *name);
+void ebb_manager_ask_done(ebb_manager *m);
 /* Seconds since the manager last loaded or ran anything (most idle first). */
 double ebb_manager_idle_seconds(ebb_manager *m);
 /* This process's device bytes by the driver (context included); 0 when it
