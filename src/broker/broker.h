@@ -85,6 +85,43 @@ void brk_sock_path(const char *dir, pid_t pid, char *out, size_t outlen);
  * entries of dead peers (pid gone) are removed on the way. */
 int brk_dir_peers(const char *dir, pid_t *pids, size_t cap, size_t *n);
 
+/* --- claim.c: askers' claims on freed bytes (docs/broker.md, "Claims") ----- */
+#define BRK_MAX_CLAIMS 8
+/* A process's device bytes by the driver (the holder of a claim). */
+typedef int (*brk_used_fn)(void *arg, pid_t pid, uint64_t *bytes);
+typedef struct brk_claims_opts {
+  const char *dir, *uuid;
+  pid_t holder;        /* who will allocate the bytes */
+  uint64_t bytes;      /* the claim */
+  double hold_s;       /* it ends after this at most; <= 0: 10 s */
+  brk_used_fn used_fn; /* the holder's usage: a claim ends when it has grown by
+                          its bytes. NULL: only release, expiry or death end it */
+  void *used_arg;
+} brk_claims_opts;
+typedef struct brk_claim_seen {
+  pid_t holder;
+  uint64_t bytes; /* not yet allocated */
+} brk_claim_seen;
+typedef struct brk_claims_seen {
+  uint64_t bytes;  /* summed over the claims on the device */
+  size_t total, n; /* claims counted; the first n in claims */
+  brk_claim_seen claims[BRK_MAX_CLAIMS];
+} brk_claims_seen;
+typedef struct brk_claim_handle {
+  uint64_t seq;    /* 0: none */
+  char path[600];  /* "" once released */
+} brk_claim_handle;
+/* Records o's claim (DIR/claim.SEQ, in order under DIR/claims.lock) and
+ * answers the claims before it on o->uuid that have not landed yet. */
+int brk_claim_open(const brk_claims_opts *o, brk_claim_handle *h, brk_claims_seen *earlier);
+/* The claims on o->uuid with a sequence number below seq (0: all) that
+ * have not landed; ended ones (expired, holder gone, landed) are removed,
+ * and with seq, o->holder's own earlier ones (superseded by its new claim:
+ * a holder that frees before anyone saw its allocation land asks again). */
+int brk_claims_before(const brk_claims_opts *o, uint64_t seq, brk_claims_seen *out);
+/* Removes the claim (NULL or released: no-op). */
+void brk_claim_release(brk_claim_handle *h);
+
 /* --- peer.c: the giving side ----------------------------------------------- */
 /* The giver's rules, called on the listener thread for each request. For
  * BRK_OP_INFO fill ans->devices; for BRK_OP_RECLAIM give back up to
@@ -100,6 +137,9 @@ typedef struct brk_peer_opts {
   gid_t group;       /* a peer of another user must be in it; (gid_t)-1: none */
   brk_give_fn give;
   void *give_arg;
+  /* An asker refused (credentials, malformed, another version): its pid (0
+   * when unknown) and why; called on the listener thread. May be NULL. */
+  void (*refused)(void *arg, long pid, const char *why);
 } brk_peer_opts;
 /* Binds DIR/PID.sock (mode 0600, 0660 with a group) and starts the
  * listener thread. *out freed with brk_peer_stop. */
@@ -137,18 +177,31 @@ typedef struct brk_reclaim_opts {
   double wait_s;        /* for the driver to show the bytes free; <= 0: 5 s */
   brk_free_fn free_fn;  /* may be NULL: no driver figure, given bytes count */
   void *free_arg;
+  /* The claim (claim.c): recorded before the free memory is read, so a later
+   * asker counts these bytes as taken until holder's allocation lands. */
+  pid_t holder;         /* who will allocate; 0: this process */
+  double hold_s;        /* the claim ends after this at most; <= 0: 10 s */
+  brk_used_fn used_fn;  /* a process's driver usage; may be NULL */
+  void *used_arg;
 } brk_reclaim_opts;
 
 typedef struct brk_reclaim_result {
   uint64_t free_before, free_after; /* by free_fn (0 without it) */
   uint64_t given_bytes;             /* summed over the peers */
+  brk_claims_seen earlier;          /* other askers' claims counted as taken (at the start) */
+  uint64_t claimed_after;           /* of them, still not allocated at the end */
+  brk_claim_handle claim;           /* this asker's (brk_claim_release; not by _free) */
   int satisfied;                    /* free_after >= bytes (or given >= asked) */
   size_t npeers;                    /* entries in peers (heap; brk_reclaim_free) */
   brk_result_peer *peers;
 } brk_reclaim_result;
-/* Asks every peer on the device for what is missing (bytes - free), most
- * idle first, until enough is given, then waits (bounded) for the driver
- * to show it free. 0 when it ran (see satisfied), else an EBB_E code. */
+/* Records this asker's claim, then asks every peer on the device for what
+ * is missing (bytes - (free - earlier claims)), most idle first, until
+ * enough is given, then waits (bounded) for the driver to show it free
+ * beyond the earlier claims. 0 when it ran (see satisfied), else an EBB_E
+ * code. The claim stays (out->claim) until brk_claim_release, its holder's
+ * allocation lands, it expires or its holder dies; without free_fn no
+ * claim is made. */
 int brk_reclaim(const brk_reclaim_opts *o, brk_reclaim_result *out);
 void brk_reclaim_free(brk_reclaim_result *r);
 

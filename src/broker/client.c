@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/un.h>
 #include <time.h>
 #include <unistd.h>
@@ -46,6 +47,28 @@ static int connect_peer(const char *path, pid_t pid) {
                       (long)pid, strerror(e));
   }
   return fd;
+}
+
+/* The asker checks the peer too: the process listening on DIR/PID.sock must
+ * be PID (a socket left by a dead process and bound again by another is not
+ * that peer), and this user, root, or of the directory's group when the
+ * directory is shared (group-writable, --broker-group). */
+static int peer_cred_ok(const char *dir, int fd, pid_t pid) {
+  struct ucred cr = {0};
+  socklen_t len = sizeof cr;
+  if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cr, &len) != 0)
+    return ebb_seterr(EBB_EIO, "broker: peer pid %ld: its credentials: %s", (long)pid,
+                      strerror(errno));
+  if (cr.pid != pid)
+    return ebb_seterr(EBB_EINVAL, "broker: %s/%ld.sock is served by pid %ld, not %ld: not asked",
+                      dir, (long)pid, (long)cr.pid, (long)pid);
+  struct stat st;
+  int shared = stat(dir, &st) == 0 && (st.st_mode & S_IWGRP);
+  if (cr.uid == geteuid() || cr.uid == 0 || (shared && cr.gid == st.st_gid))
+    return 0;
+  return ebb_seterr(EBB_EINVAL, "broker: peer pid %ld runs as uid %u (gid %u): not this user, "
+                    "root or the broker directory's group%s: not asked", (long)pid,
+                    (unsigned)cr.uid, (unsigned)cr.gid, shared ? "" : " (the directory is not shared)");
 }
 
 static int send_all(int fd, const char *s, size_t n, double deadline, pid_t pid) {
@@ -100,10 +123,16 @@ int brk_ask(const char *dir, pid_t pid, const brk_request *req, double timeout_s
   if (rc < 0)
     goto out;
   size_t n = (size_t)rc;
-  if ((fd = rc = connect_peer(path, pid)) < 0)
+  if ((fd = rc = connect_peer(path, pid)) < 0 || (rc = peer_cred_ok(dir, fd, pid)))
     goto out;
-  if ((rc = send_all(fd, buf, n, deadline, pid)) ||
-      (rc = recv_line(fd, buf, BRK_MAX_LINE + 2, deadline, pid, timeout_s)) ||
+  /* a peer that refuses us answers before reading our request, and closes:
+   * the send may fail (EPIPE) with its answer waiting to be read */
+  int sent = send_all(fd, buf, n, deadline, pid);
+  if (sent == EBB_ETIMEDOUT) {
+    rc = sent;
+    goto out;
+  }
+  if ((rc = recv_line(fd, buf, BRK_MAX_LINE + 2, deadline, pid, timeout_s)) ||
       (rc = brk_decode_answer(req->op, buf, out)))
     goto out;
   if (out->err_code[0])
@@ -175,17 +204,35 @@ static int on_device(const brk_reclaim_opts *o, brk_reclaim_result *r, cand *cs,
   return 0;
 }
 
+static brk_claims_opts claims_of(const brk_reclaim_opts *o) {
+  return (brk_claims_opts){.dir = o->dir, .uuid = o->uuid,
+                           .holder = o->holder > 0 ? o->holder : getpid(), .bytes = o->bytes,
+                           .hold_s = o->hold_s, .used_fn = o->used_fn, .used_arg = o->used_arg};
+}
+
+/* Free for this asker: the driver's free minus what earlier claims have
+ * not allocated yet. */
+static uint64_t free_for_me(uint64_t free_b, uint64_t claimed) {
+  return free_b > claimed ? free_b - claimed : 0;
+}
+
 /* The peers' figures are the driver's already (each measured its own drop),
  * so when they do not add up to the bytes there is nothing to wait for: the
- * request fails at once. */
+ * request fails at once. Earlier claims are read again as they land. */
 static void wait_free(const brk_reclaim_opts *o, brk_reclaim_result *r) {
-  int hopeless = r->free_before + r->given_bytes < o->bytes;
+  brk_claims_opts co = claims_of(o);
+  uint64_t mine_before = free_for_me(r->free_before, r->earlier.bytes);
+  int hopeless = mine_before + r->given_bytes < o->bytes;
   double deadline = hopeless ? 0 : now_s() + (o->wait_s > 0 ? o->wait_s : 5);
+  r->claimed_after = r->earlier.bytes;
   for (;;) {
     uint64_t f = 0;
+    brk_claims_seen seen;
     if (o->free_fn(o->free_arg, &f) == 0)
       r->free_after = f;
-    if (r->free_after >= o->bytes || now_s() >= deadline)
+    if (r->claim.seq && brk_claims_before(&co, r->claim.seq, &seen) == 0)
+      r->claimed_after = seen.bytes;
+    if (free_for_me(r->free_after, r->claimed_after) >= o->bytes || now_s() >= deadline)
       return;
     struct timespec ts = {0, 5 * 1000 * 1000};
     nanosleep(&ts, NULL);
@@ -194,14 +241,23 @@ static void wait_free(const brk_reclaim_opts *o, brk_reclaim_result *r) {
 
 int brk_reclaim(const brk_reclaim_opts *o, brk_reclaim_result *out) {
   memset(out, 0, sizeof *out);
-  if (o->free_fn && o->free_fn(o->free_arg, &out->free_before) != 0)
+  if (o->free_fn) { /* the claim first: a later asker sees it before it reads the free */
+    brk_claims_opts co = claims_of(o);
+    int rc = brk_claim_open(&co, &out->claim, &out->earlier);
+    if (rc)
+      return rc;
+  }
+  if (o->free_fn && o->free_fn(o->free_arg, &out->free_before) != 0) {
+    brk_claim_release(&out->claim);
     return ebb_errctx(EBB_EDRIVER, "broker: the driver's free memory: ");
-  uint64_t missing = !o->free_fn               ? o->bytes
-                     : out->free_before >= o->bytes ? 0
-                                                    : o->bytes - out->free_before;
+  }
+  uint64_t mine = free_for_me(out->free_before, out->earlier.bytes);
+  uint64_t missing = !o->free_fn ? o->bytes : mine >= o->bytes ? 0 : o->bytes - mine;
   cand *cs = calloc(MAX_PEERS, sizeof *cs);
   size_t nc = 0;
-  int rc = cs ? on_device(o, out, cs, &nc) : ebb_seterr(EBB_ENOMEM, "broker: out of host memory");
+  int rc = !cs ? ebb_seterr(EBB_ENOMEM, "broker: out of host memory")
+           : missing ? on_device(o, out, cs, &nc)
+                     : brk_dir_peers(o->dir, NULL, 0, &nc); /* nothing to ask: dead entries go */
   brk_request req = {.op = BRK_OP_RECLAIM, .asker = getpid()};
   snprintf(req.device, sizeof req.device, "%s", o->uuid);
   for (size_t i = 0; !rc && missing && i < nc; i++) {
@@ -216,11 +272,14 @@ int brk_reclaim(const brk_reclaim_opts *o, brk_reclaim_result *out) {
     missing = p->ans.given_bytes >= missing ? 0 : missing - p->ans.given_bytes;
   }
   free(cs);
-  if (rc)
+  if (rc) {
+    brk_claim_release(&out->claim);
     return rc;
+  }
   if (o->free_fn)
     wait_free(o, out);
-  out->satisfied = o->free_fn ? out->free_after >= o->bytes : out->given_bytes >= o->bytes;
+  out->satisfied = o->free_fn ? free_for_me(out->free_after, out->claimed_after) >= o->bytes
+                              : out->given_bytes >= o->bytes;
   return 0;
 }
 

@@ -23,6 +23,20 @@ static void default_dir(char *out, size_t len) {
     snprintf(out, len, "/run/ebb");
 }
 
+/* Without --broker-group, a shared directory (group-writable) is trusted
+ * when it is this user's (it shared it) or this process is of its group: whoever can put a socket there is a
+ * member too, and each peer's credentials are checked on its socket. */
+static int in_group(gid_t g) {
+  gid_t gs[256];
+  int n = getgroups(256, gs);
+  if (g == getegid())
+    return 1;
+  for (int i = 0; i < n; i++)
+    if (gs[i] == g)
+      return 1;
+  return 0;
+}
+
 /* An existing directory is trusted only when it is ours (or root's) and no
  * one else may write into it: a socket there is a peer we talk to. */
 static int check_dir(const char *path, gid_t gid) {
@@ -37,9 +51,13 @@ static int check_dir(const char *path, gid_t gid) {
   if (st.st_mode & S_IWOTH)
     return ebb_seterr(EBB_EINVAL, "broker directory %s: writable by every user (mode %04o)",
                       path, (unsigned)(st.st_mode & 07777));
-  if ((st.st_mode & S_IWGRP) && (gid == (gid_t)-1 || st.st_gid != gid))
-    return ebb_seterr(EBB_EINVAL, "broker directory %s: group-writable (mode %04o) but no "
-                      "--broker-group names its group", path, (unsigned)(st.st_mode & 07777));
+  if ((st.st_mode & S_IWGRP) && (gid == (gid_t)-1 ? st.st_uid != geteuid() && !in_group(st.st_gid)
+                                       : st.st_gid != gid))
+    return ebb_seterr(EBB_EINVAL, "broker directory %s: group-writable (mode %04o) but %s",
+                      path, (unsigned)(st.st_mode & 07777),
+                      gid == (gid_t)-1 ? "neither this user nor its groups own it "
+                                         "(--broker-group names the group to share with)"
+                                       : "its group is not the --broker-group given");
   return 0;
 }
 

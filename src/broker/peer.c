@@ -92,8 +92,14 @@ static void serve_one(brk_peer *p, int fd, serve_buf *b) {
   brk_request req = {0};
   int rc = 0;
   if (!cred_ok(p, fd, &cr)) {
-    rc = ebb_seterr(EBB_EINVAL, "broker: uid %u may not ask this process (not its user, root "
-                    "or its --broker-group)", (unsigned)cr.uid);
+    rc = p->o.group == (gid_t)-1
+             ? ebb_seterr(EBB_EINVAL, "broker: uid %u may not ask this process: not its user "
+                          "or root, and it shares its broker directory with no group "
+                          "(--broker-group)", (unsigned)cr.uid)
+             : ebb_seterr(EBB_EINVAL, "broker: uid %u (primary gid %u) may not ask this "
+                          "process: not its user, root, or of its --broker-group (gid %u) "
+                          "as primary group", (unsigned)cr.uid, (unsigned)cr.gid,
+                          (unsigned)p->o.group);
     refused = 1;
   } else if ((rc = read_line(fd, line, sizeof b->line)) || (rc = brk_decode_request(line, &req)))
     refused = 1;
@@ -107,6 +113,8 @@ static void serve_one(brk_peer *p, int fd, serve_buf *b) {
   if (!rc && req.op == BRK_OP_RECLAIM)
     p->stats.given_bytes += a->given_bytes;
   pthread_mutex_unlock(&p->lock);
+  if (refused && p->o.refused)
+    p->o.refused(p->o.give_arg, (long)cr.pid, a->err_msg);
   int n = brk_encode_answer(req.op ? req.op : BRK_OP_INFO, a, out, sizeof b->out);
   if (n > 0)
     write_all(fd, out, (size_t)n);

@@ -7,6 +7,7 @@
 #include <stddef.h>
 #include <stdio.h>
 #include <stdint.h>
+#include <sys/types.h>
 
 struct ebb_manager;
 struct ebb_device;
@@ -21,6 +22,8 @@ typedef struct cli_nvml_dev {
   char uuid[64];
 } cli_nvml_dev;
 int ebb_cli_nvml_free(void *arg, uint64_t *free_bytes);
+/* brk_used_fn over NVML (a process's usage there): arg is a cli_nvml_dev. */
+int ebb_cli_nvml_used(void *arg, pid_t pid, uint64_t *bytes);
 /* "8G", "512MiB", "1048576" (bytes), "4 GiB"; 0 or -1. */
 int ebb_cli_parse_bytes(const char *v, uint64_t *out);
 
@@ -40,6 +43,35 @@ void ebb_serve_broker_stop(brk_peer *p);
 /* ebb_manager_opts.ask_peers: asks the peers on dev until need bytes are
  * free there (docs/broker.md), logging who gave what. */
 int ebb_serve_broker_ask(void *arg, struct ebb_device *dev, uint64_t need);
+/* ebb_manager_opts.ask_done: the ask's claim on dev goes. */
+void ebb_serve_broker_ask_done(void *arg, struct ebb_device *dev);
+/* Every grant and refusal of the broker in ebb serve goes through
+ * ebb_serve_broker_fact, which logs it (the `[broker] pid P (WHAT) gave back
+ * N MiB on cuda:K in T ms: REASON` line) and counts it for /metrics: the one
+ * place to publish broker facts from (the event bus, /v1/events). */
+typedef enum {
+  EBB_BROKER_GAVE = 1, /* this server gave bytes to an asker (asker: its pid) */
+  EBB_BROKER_REFUSED,  /* this server refused an asker (credentials, malformed) */
+  EBB_BROKER_RECEIVED, /* a peer gave bytes to this server's ask */
+  EBB_BROKER_SKIPPED,  /* a peer did not answer this server's ask, or refused it */
+  EBB_BROKER_KEPT,     /* what a peer keeps and why, when the ask fell short */
+  EBB_BROKER_ASKED,    /* an ask of this server ended (satisfied or not) */
+} ebb_broker_fact_kind;
+typedef struct ebb_broker_fact {
+  int kind;
+  long pid;            /* the giver (GAVE: this process), the peer, or the asker */
+  const char *what;    /* "ebb serve", a kept item ("pipeline P") */
+  const char *device;  /* "cuda:0" */
+  uint64_t bytes;      /* given / received / kept / needed (ASKED) */
+  double ms;
+  const char *reason;  /* what went, why skipped/refused/kept */
+  long asker;          /* GAVE: the asker's pid as it said */
+  uint64_t free_after; /* ASKED */
+  size_t npeers;       /* ASKED */
+  int satisfied;       /* ASKED */
+} ebb_broker_fact;
+void ebb_serve_broker_fact(const ebb_broker_fact *f);
+
 /* ebb_server_opts.broker_reclaim (POST /v1/memory/reclaim) and
  * .broker_metrics (the ebb_broker_* families). */
 int ebb_serve_broker_reclaim(void *arg, const char *device, uint64_t bytes, json_t **answer);

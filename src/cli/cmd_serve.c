@@ -796,7 +796,8 @@ static int serve(serve_args *a) {
   ebb_manager_opts mo = {.size = sizeof mo, .cfg = st.cfg, .reg = st.reg, .work_dir = a->data_dir,
                          .cache_dir = a->cache_dir, .scratch_dir = a->sd,
                          .policy = a->release ? &a->policy : NULL,
-                         .ask_peers = ebb_serve_broker_ask}; /* docs/broker.md */
+                         .ask_peers = ebb_serve_broker_ask, /* docs/broker.md */
+                         .ask_done = ebb_serve_broker_ask_done};
   status = EBB_EXIT_USAGE;
   if (server_config(a->config, &a->so, &mo) == 0) {
     for (size_t i = 0; i < st.cfg->npipelines; i++)

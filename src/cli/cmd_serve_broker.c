@@ -32,18 +32,69 @@ static char ask_dir[512];
 static double ask_timeout_s;
 static brk_peer *registered; /* its stats for /metrics */
 
-/* What this server asked of its peers, for /metrics (ebb_broker_*). */
+/* What this server gave, refused, asked and received, for /metrics
+ * (ebb_broker_*): counted by ebb_serve_broker_fact only. */
 static pthread_mutex_t stat_lock = PTHREAD_MUTEX_INITIALIZER;
-static uint64_t n_asks, n_satisfied, n_skipped, received_bytes;
+static uint64_t n_asks, n_satisfied, n_skipped, received_bytes, given_bytes, n_refused;
 
-static void count_ask(const brk_reclaim_result *r) {
+void ebb_serve_broker_fact(const ebb_broker_fact *f) {
+  unsigned long long mib = (unsigned long long)(f->bytes >> 20);
   pthread_mutex_lock(&stat_lock);
-  n_asks++;
-  n_satisfied += (uint64_t)(r->satisfied != 0);
-  received_bytes += r->given_bytes;
-  for (size_t i = 0; i < r->npeers; i++)
-    n_skipped += (uint64_t)(r->peers[i].status != 0);
+  switch (f->kind) {
+  case EBB_BROKER_GAVE: given_bytes += f->bytes; break;
+  case EBB_BROKER_REFUSED: n_refused++; break;
+  case EBB_BROKER_RECEIVED: received_bytes += f->bytes; break;
+  case EBB_BROKER_SKIPPED: n_skipped++; break;
+  case EBB_BROKER_ASKED: n_asks++; n_satisfied += (uint64_t)(f->satisfied != 0); break;
+  default: break;
+  }
   pthread_mutex_unlock(&stat_lock);
+  switch (f->kind) {
+  case EBB_BROKER_GAVE:
+  case EBB_BROKER_RECEIVED: /* the line, on both sides */
+    ebb_log(EBB_LOG_INFO, "broker", "pid %ld (%s) gave back %llu MiB on %s in %.0f ms: %s",
+            f->pid, f->what, mib, f->device, f->ms, f->reason);
+    break;
+  case EBB_BROKER_REFUSED:
+    ebb_log(EBB_LOG_WARN, "broker", "refused an asker (pid %ld): %s", f->pid, f->reason);
+    break;
+  case EBB_BROKER_SKIPPED:
+    ebb_log(EBB_LOG_WARN, "broker", "pid %ld skipped: %s", f->pid, f->reason);
+    break;
+  case EBB_BROKER_KEPT:
+    ebb_log(EBB_LOG_INFO, "broker", "pid %ld keeps %s (%llu MiB): %s", f->pid, f->what, mib,
+            f->reason);
+    break;
+  case EBB_BROKER_ASKED:
+    ebb_log(EBB_LOG_INFO, "broker", "%s: %llu MiB free of %llu MiB needed after asking %zu "
+            "peer%s", f->device, (unsigned long long)(f->free_after >> 20), mib, f->npeers,
+            f->npeers == 1 ? "" : "s");
+    break;
+  }
+}
+
+/* One fact per peer of an ask (received, skipped, and what each keeps when
+ * the bytes could not be had), then the ask itself. */
+static void ask_facts(const brk_reclaim_result *r, const char *label, uint64_t need) {
+  for (size_t i = 0; i < r->npeers; i++) {
+    const brk_result_peer *p = &r->peers[i];
+    ebb_broker_fact f = {.kind = p->status ? EBB_BROKER_SKIPPED : EBB_BROKER_RECEIVED,
+                         .pid = (long)p->pid, .what = p->ans.what, .device = label,
+                         .bytes = p->ans.given_bytes, .ms = p->ans.ms,
+                         .reason = p->status ? p->ans.err_msg : p->ans.reason};
+    ebb_serve_broker_fact(&f);
+    for (size_t k = 0; !r->satisfied && !p->status && k < p->ans.nkept; k++)
+      ebb_serve_broker_fact(&(ebb_broker_fact){.kind = EBB_BROKER_KEPT, .pid = (long)p->pid,
+                                               .what = p->ans.kept[k].what, .device = label,
+                                               .bytes = p->ans.kept[k].bytes,
+                                               .reason = p->ans.kept[k].why});
+  }
+  if (!r->npeers && !r->earlier.total && r->satisfied)
+    return; /* enough was free and unclaimed: nobody was asked */
+  ebb_serve_broker_fact(&(ebb_broker_fact){.kind = EBB_BROKER_ASKED, .pid = (long)getpid(),
+                                           .what = "ebb serve", .device = label, .bytes = need,
+                                           .free_after = r->free_after, .npeers = r->npeers,
+                                           .satisfied = r->satisfied, .reason = ""});
 }
 
 int ebb_cli_cuda_uuid(int ordinal, char *uuid, size_t len) {
@@ -71,6 +122,13 @@ int ebb_cli_nvml_free(void *arg, uint64_t *free_bytes) {
   uint64_t total;
   int rc = ebb_nvml_device(d->ordinal, d->uuid, &nd);
   return rc ? rc : ebb_nvml_meminfo(nd, free_bytes, &total);
+}
+
+int ebb_cli_nvml_used(void *arg, pid_t pid, uint64_t *bytes) {
+  cli_nvml_dev *d = arg;
+  nvmlDevice_t nd;
+  int rc = ebb_nvml_device(d->ordinal, d->uuid, &nd);
+  return rc ? rc : ebb_nvml_process_used(nd, pid, bytes);
 }
 
 int ebb_cli_parse_bytes(const char *v, uint64_t *out) {
@@ -140,10 +198,18 @@ static int give(void *arg, const brk_request *req, brk_answer *a) {
   a->given_bytes = g.given;
   snprintf(a->reason, sizeof a->reason, "%s", g.reason[0] ? g.reason : "nothing could go");
   copy_kept(&g, a);
-  ebb_log(EBB_LOG_INFO, "broker", "pid %ld (%s) gave back %llu MiB on %s in %.0f ms: %s",
-          (long)getpid(), a->what, (unsigned long long)(g.given >> 20), s->label[i], a->ms,
-          a->reason);
+  ebb_serve_broker_fact(&(ebb_broker_fact){.kind = EBB_BROKER_GAVE, .pid = (long)getpid(),
+                                           .what = a->what, .device = s->label[i],
+                                           .bytes = g.given, .ms = a->ms, .reason = a->reason,
+                                           .asker = (long)req->asker});
   return 0;
+}
+
+/* brk_peer_opts.refused: an asker this server would not answer. */
+static void refused_fact(void *arg, long pid, const char *why) {
+  (void)arg;
+  ebb_serve_broker_fact(&(ebb_broker_fact){.kind = EBB_BROKER_REFUSED, .pid = pid,
+                                           .what = "", .device = "", .reason = why});
 }
 
 void ebb_serve_broker_start(const serve_broker_opts *o, ebb_manager **ms, ebb_device **devs,
@@ -164,7 +230,7 @@ void ebb_serve_broker_start(const serve_broker_opts *o, ebb_manager **ms, ebb_de
     return; /* the CPU only: nothing to give */
   char dir[512] = "";
   brk_peer_opts po = {.size = sizeof po, .dir = dir, .what = "ebb serve", .give = give,
-                      .give_arg = s, .group = (gid_t)-1};
+                      .give_arg = s, .group = (gid_t)-1, .refused = refused_fact};
   int rc = brk_dir_open(o->dir, o->group, dir, sizeof dir);
   if (!rc) {
     snprintf(ask_dir, sizeof ask_dir, "%s", dir);
@@ -188,8 +254,35 @@ void ebb_serve_broker_stop(brk_peer *p) {
   brk_peer_stop(p);
 }
 
-/* The manager's ask_peers: a load or job over the free memory asks the
- * peers on its device (most idle first) and logs who gave what. */
+/* This server's claims on freed bytes (docs/broker.md, "Claims"), one per
+ * device ordinal: held from the ask until the load, wake or job that asked
+ * has taken its memory (ask_done). */
+static pthread_mutex_t claim_lock = PTHREAD_MUTEX_INITIALIZER;
+static brk_claim_handle claims[MAXDEV];
+
+static void keep_claim(int ordinal, brk_claim_handle *h) {
+  if (ordinal < 0 || ordinal >= MAXDEV) {
+    brk_claim_release(h);
+    return;
+  }
+  pthread_mutex_lock(&claim_lock);
+  brk_claim_release(&claims[ordinal]); /* one asker a device at a time (its switch lock) */
+  claims[ordinal] = *h;
+  pthread_mutex_unlock(&claim_lock);
+}
+
+void ebb_serve_broker_ask_done(void *arg, ebb_device *dev) {
+  (void)arg;
+  int i = ebb_device_ordinal(dev);
+  if (i < 0 || i >= MAXDEV)
+    return;
+  pthread_mutex_lock(&claim_lock);
+  brk_claim_release(&claims[i]);
+  pthread_mutex_unlock(&claim_lock);
+}
+
+/* The manager's ask_peers: a load, wake or job over the free memory asks
+ * the peers on its device (most idle first) and logs who gave what. */
 int ebb_serve_broker_ask(void *arg, ebb_device *dev, uint64_t need) {
   (void)arg;
   cli_nvml_dev d = {.ordinal = ebb_device_ordinal(dev)};
@@ -198,32 +291,23 @@ int ebb_serve_broker_ask(void *arg, ebb_device *dev, uint64_t need) {
     return 0;
   brk_reclaim_opts o = {.size = sizeof o, .dir = ask_dir, .uuid = d.uuid, .bytes = need,
                         .timeout_s = ask_timeout_s, .wait_s = 2, .free_fn = ebb_cli_nvml_free,
-                        .free_arg = &d};
+                        .free_arg = &d, .hold_s = 60, .used_fn = ebb_cli_nvml_used,
+                        .used_arg = &d};
   brk_reclaim_result r;
   int rc = brk_reclaim(&o, &r);
+  keep_claim(d.ordinal, &r.claim);
   if (rc) {
     ebb_log(EBB_LOG_WARN, "broker", "asking the peers on %s: %s", ebb_device_label(dev),
             ebb_errmsg());
     brk_reclaim_free(&r);
     return rc;
   }
-  count_ask(&r);
-  for (size_t i = 0; i < r.npeers; i++) {
-    const brk_result_peer *p = &r.peers[i];
-    if (p->status)
-      ebb_log(EBB_LOG_WARN, "broker", "pid %ld skipped: %s", (long)p->pid, p->ans.err_msg);
-    else
-      ebb_log(EBB_LOG_INFO, "broker", "pid %ld (%s) gave back %llu MiB on %s in %.0f ms: %s",
-              (long)p->pid, p->ans.what, (unsigned long long)(p->ans.given_bytes >> 20),
-              ebb_device_label(dev), p->ans.ms, p->ans.reason);
-    for (size_t k = 0; !r.satisfied && !p->status && k < p->ans.nkept; k++)
-      ebb_log(EBB_LOG_INFO, "broker", "pid %ld keeps %s (%llu MiB): %s", (long)p->pid,
-              p->ans.kept[k].what, (unsigned long long)(p->ans.kept[k].bytes >> 20),
-              p->ans.kept[k].why);
-  }
-  ebb_log(EBB_LOG_INFO, "broker", "%s: %llu MiB free of %llu MiB needed after asking %zu peer%s",
-          ebb_device_label(dev), (unsigned long long)(r.free_after >> 20),
-          (unsigned long long)(need >> 20), r.npeers, r.npeers == 1 ? "" : "s");
+  if (r.earlier.total)
+    ebb_log(EBB_LOG_INFO, "broker", "%s: %llu MiB claimed by %zu earlier asker%s, not yet "
+            "allocated (first: pid %ld): counted as taken", ebb_device_label(dev),
+            (unsigned long long)(r.earlier.bytes >> 20), r.earlier.total,
+            r.earlier.total == 1 ? "" : "s", (long)r.earlier.claims[0].holder);
+  ask_facts(&r, ebb_device_label(dev), need);
   brk_reclaim_free(&r);
   return 0;
 }
@@ -260,14 +344,15 @@ int ebb_serve_broker_reclaim(void *arg, const char *device, uint64_t bytes, json
     return ebb_errctx(EBB_ENOTFOUND, "\"device\": ");
   brk_reclaim_opts o = {.size = sizeof o, .dir = ask_dir, .uuid = d.uuid, .bytes = bytes,
                         .timeout_s = ask_timeout_s, .wait_s = 5, .free_fn = ebb_cli_nvml_free,
-                        .free_arg = &d};
+                        .free_arg = &d, .used_fn = ebb_cli_nvml_used, .used_arg = &d};
   brk_reclaim_result r;
   int rc = brk_reclaim(&o, &r);
+  brk_claim_release(&r.claim); /* the HTTP caller allocates nothing through this server */
   if (rc) {
     brk_reclaim_free(&r);
     return rc;
   }
-  count_ask(&r);
+  ask_facts(&r, device, bytes);
   json_t *peers = json_array();
   for (size_t i = 0; peers && i < r.npeers; i++)
     json_array_append_new(peers, peer_json(&r.peers[i]));
@@ -291,15 +376,16 @@ void ebb_serve_broker_metrics(void *arg, FILE *f) {
   brk_peer_stats_get(registered, &st);
   pthread_mutex_lock(&stat_lock);
   uint64_t asks = n_asks, sat = n_satisfied, skipped = n_skipped, recv = received_bytes;
+  uint64_t given = given_bytes, refused = n_refused;
   pthread_mutex_unlock(&stat_lock);
   fprintf(f, "# HELP ebb_broker_registered 1 when peers can ask this server for memory\n"
              "# TYPE ebb_broker_registered gauge\nebb_broker_registered %d\n",
           registered != NULL);
   counter(f, "ebb_broker_requests_answered_total", "requests from peers answered", st.requests);
   counter(f, "ebb_broker_requests_refused_total",
-          "requests from peers refused (credentials, malformed)", st.refused);
+          "requests from peers refused (credentials, malformed)", refused);
   counter(f, "ebb_broker_given_bytes_total", "bytes given back to peers, driver-confirmed",
-          st.given_bytes);
+          given);
   counter(f, "ebb_broker_asks_total", "times this server asked its peers for memory", asks);
   counter(f, "ebb_broker_asks_satisfied_total", "asks after which the bytes were free", sat);
   counter(f, "ebb_broker_peers_skipped_total", "peers skipped (silent, refusing, dead)",

@@ -22,6 +22,13 @@ static int nvml_free(void *arg, uint64_t *free_bytes) {
   return rc ? rc : ebb_nvml_meminfo(nd, free_bytes, &total);
 }
 
+static int nvml_used(void *arg, pid_t pid, uint64_t *bytes) {
+  lib_dev *d = arg;
+  nvmlDevice_t nd;
+  int rc = ebb_nvml_device(d->ordinal, d->uuid, &nd);
+  return rc ? rc : ebb_nvml_process_used(nd, pid, bytes);
+}
+
 static int find_device(const char *device, lib_dev *d) {
   char *end = NULL;
   d->ordinal = device && !strncmp(device, "cuda:", 5) ? (int)strtol(device + 5, &end, 10) : -1;
@@ -83,13 +90,15 @@ int ebb_reclaim(const char *device, uint64_t bytes, const char *broker_dir, doub
     return rc;
   brk_reclaim_opts o = {.size = sizeof o, .dir = dir, .uuid = d.uuid, .bytes = bytes,
                         .timeout_s = timeout_s, .wait_s = 5, .free_fn = nvml_free,
-                        .free_arg = &d};
+                        .free_arg = &d, .used_fn = nvml_used, .used_arg = &d};
   brk_reclaim_result r;
   if ((rc = brk_reclaim(&o, &r)) != 0) {
     brk_reclaim_free(&r);
     return rc;
   }
   fill(&r, out);
+  if (!r.satisfied)
+    brk_claim_release(&r.claim); /* else it is this process's until its allocation lands */
   if (!r.satisfied) {
     char *msg = calloc(1, 4096);
     if (msg)

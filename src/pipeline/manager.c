@@ -22,6 +22,7 @@ typedef struct mpipe {
   int loaded;
   uint64_t need;  /* last measured peak, else "expected_mib"; 0: unknown */
   int measured;   /* need is a measurement here (a load or a run) */
+  int need_ctx;   /* need counts the device context (measured while making one) */
   char *outdir;   /* WORK/pipelines/NAME (kept while instances live) */
   int asleep;     /* sleep (issue 12): loaded, its stages asleep */
   double slept_at;/* when it fell asleep (the budget unloads the oldest) */
@@ -61,6 +62,7 @@ struct ebb_manager {
   uint64_t backup_bytes;      /* last seen (the read side never waits on the allocator) */
   mpipe *running;             /* the pipeline of the job on the device thread, under lock */
   int (*ask_peers)(void *arg, ebb_device *dev, uint64_t need); /* issue 35; may be NULL */
+  void (*ask_done)(void *arg, ebb_device *dev);
   void *ask_arg;
   double used_at;             /* last load or run, under lock */
 };
@@ -235,6 +237,7 @@ int ebb_manager_create(const ebb_manager_opts *o, ebb_manager **out) {
   m->policy = o->policy ? *o->policy : (ebb_policy){EBB_POLICY_AFTER_STAGE, 0};
   m->load_wait_s = o->load_wait_s > 0 ? o->load_wait_s : 10;
   m->ask_peers = o->ask_peers;
+  m->ask_done = o->ask_done;
   m->ask_arg = o->ask_arg;
   pthread_mutex_init(&m->dev_lock, NULL);
   pthread_cond_init(&m->dev_cond, NULL);
@@ -569,6 +572,7 @@ static int load_on_dev(void *arg) {
   pthread_mutex_lock(&m->lock);
   pp->loaded = 1;
   pp->need = measured > owners ? measured : owners;
+  pp->need_ctx = !had_ctx;
   pp->measured = 1;
   pp->used_at = m->used_at = ebb_now();
   pthread_mutex_unlock(&m->lock);
@@ -577,48 +581,82 @@ static int load_on_dev(void *arg) {
   ebb_hook_run(m->hook, "pipeline-loaded", name, 0);
   return 0;
 }
-/* What loading pp will take (placement's order, placement.h): its last
- * measured peak, else what its stages declare (the stage ABI's estimate,
- * plus the context if there is none yet), else "expected_mib"; 0: unknown.
- * *why says which. */
+/* The device context a load would create: 0 while one is active. */
+#define ASSUMED_CONTEXT (300ull << 20) /* the allocator's own default (allocator.c) */
+static uint64_t context_need(ebb_manager *m) {
+  if (ebb_device_ctx_active(m->dev))
+    return 0;
+  uint64_t ctx = ebb_manager_context_estimate(m);
+  return ctx ? ctx : ASSUMED_CONTEXT;
+}
+
+/* What loading (or waking) pp will take (placement's order, placement.h):
+ * its last measured peak, else what its stages declare, else
+ * "expected_mib"; each with the context a first load creates (a need
+ * measured while a context existed does not count it). 0: unknown. *why
+ * says which. */
 static uint64_t predicted_need(ebb_manager *m, mpipe *pp, const char **why) {
   pthread_mutex_lock(&m->lock);
   uint64_t need = pp->measured ? pp->need : 0;
+  int with_ctx = pp->need_ctx;
   pthread_mutex_unlock(&m->lock);
   *why = "its last measured peak";
   if (need)
-    return need;
+    return need + (with_ctx ? 0 : context_need(m));
   uint64_t declared = 0;
   int complete = 0;
   ebb_manager_pipeline_need(m, pp->def->name, &declared, &complete);
   if (declared && complete) {
     *why = "declared by its stages";
-    return declared + (ebb_device_ctx_active(m->dev) ? 0 : ebb_manager_context_estimate(m));
+    return declared + context_need(m);
   }
   *why = "its \"expected_mib\"";
-  return pp->def->expected_bytes;
+  return pp->def->expected_bytes ? pp->def->expected_bytes + context_need(m) : 0;
 }
 
 /* Over the driver's free memory: the other processes on the device are
- * asked (the broker) before waiting or failing. */
-#define ASSUMED_CONTEXT (300ull << 20) /* the allocator's own default (allocator.c) */
-static void ask_peers_for(ebb_manager *m, const char *name, uint64_t need) {
-  /* the allocator's stats say 0 for the context while there is none, so a
-   * need predicted before one exists leaves it out: the peers are asked for
-   * it too, or the load would find the bytes a context short */
-  if (!ebb_device_ctx_active(m->dev)) {
-    uint64_t ctx = ebb_manager_context_estimate(m);
-    need += ctx ? ctx : ASSUMED_CONTEXT;
-  }
+ * asked (the broker) before waiting or failing (`what`: "needs", "wakes
+ * into"). 1 when they were asked (then ask_finished once the memory is
+ * taken, or the attempt failed). */
+static int ask_peers_for(ebb_manager *m, const char *name, const char *what, uint64_t need) {
   int known;
   uint64_t free_now = driver_free(m, &known);
-  if (!m->ask_peers || !known || free_now >= need)
-    return;
+  if (!m->ask_peers || !known)
+    return 0;
   char scope[160];
   snprintf(scope, sizeof scope, "pipeline %s", name);
-  ebb_log(EBB_LOG_INFO, scope, "needs about %llu MiB, %llu MiB free: asking the other "
-          "processes on %s", MIB(need), MIB(free_now), ebb_device_label(m->dev));
+  if (free_now < need)
+    ebb_log(EBB_LOG_INFO, scope, "%s about %llu MiB, %llu MiB free: asking the other "
+            "processes on %s", what, MIB(need), MIB(free_now), ebb_device_label(m->dev));
+  /* asked even when the driver shows enough: the bytes may be another
+   * asker's claim (docs/broker.md, "Claims"), and this load claims its own */
   m->ask_peers(m->ask_arg, m->dev, need);
+  return 1;
+}
+
+static void ask_finished(ebb_manager *m, int asked) {
+  if (asked && m->ask_done)
+    m->ask_done(m->ask_arg, m->dev);
+}
+
+int ebb_manager_ask_room(ebb_manager *m, const char *name) {
+  mpipe *pp = find_pipe(m, name);
+  const char *why;
+  uint64_t need = pp ? predicted_need(m, pp, &why) : 0;
+  int known;
+  uint64_t free_now = driver_free(m, &known);
+  if (!need || !known || free_now >= need)
+    return 0;
+  return ask_peers_for(m, name, "needs", need);
+}
+
+void ebb_manager_ask_done(ebb_manager *m) { ask_finished(m, 1); }
+
+static int pipe_asleep(ebb_manager *m, mpipe *pp) {
+  pthread_mutex_lock(&m->lock);
+  int a = pp->loaded && pp->asleep;
+  pthread_mutex_unlock(&m->lock);
+  return a;
 }
 
 static int load_in_switch(ebb_manager *m, mpipe *pp) {
@@ -629,7 +667,7 @@ static int load_in_switch(ebb_manager *m, mpipe *pp) {
     return 0;
   const char *why;
   uint64_t need = predicted_need(m, pp, &why);
-  int known;
+  int known, asked = 0;
   uint64_t free_now = driver_free(m, &known);
   /* a switch: unknown need, or more than is free now */
   if (need == 0 || (known && need > free_now)) {
@@ -643,6 +681,7 @@ static int load_in_switch(ebb_manager *m, mpipe *pp) {
     evict_args ev = {m, -1, 0};
     on_device(m, evict_on_dev, &ev);
     add_released(m, ev.rel);
+    need = predicted_need(m, pp, &why); /* the switch may have let the context go */
   }
   if (need && known) {
     uint64_t total = ebb_device_total_bytes(m->dev);
@@ -651,22 +690,25 @@ static int load_in_switch(ebb_manager *m, mpipe *pp) {
                         "pipeline '%s' needs about %llu MiB (%s) but the "
                         "device %s has only %llu MiB in all; not loading it",
                         name, MIB(need), why, ebb_device_label(m->dev), MIB(total));
-    ask_peers_for(m, name, need);
+    asked = ask_peers_for(m, name, "needs", need);
     double until = ebb_now() + m->load_wait_s;
     while ((free_now = driver_free(m, NULL)) < need && ebb_now() < until) {
       struct timespec ts = {0, 100 * 1000000L};
       nanosleep(&ts, NULL);
     }
-    if (free_now < need)
+    if (free_now < need) {
+      ask_finished(m, asked);
       return ebb_seterr(EBB_EOOM,
                         "pipeline '%s' needs about %llu MiB (%s) but %s has "
                         "%llu MiB free after unloading the other pipelines and waiting %.0f s; "
                         "not loading it (something else holds the memory)",
                         name, MIB(need), why, ebb_device_label(m->dev), MIB(free_now),
                         m->load_wait_s);
+    }
   }
   load_args la = {m, pp, 0};
   int rc = on_device(m, load_on_dev, &la);
+  ask_finished(m, asked);
   add_released(m, la.rel);
   return rc;
 }
@@ -799,8 +841,10 @@ static int run_on_dev(void *arg) {
     ebb_allocator_get_stats(m->alloc, &st);
     peak += st.context_estimate;
     pthread_mutex_lock(&m->lock);
-    if (peak > pp->need)
+    if (peak > pp->need) {
       pp->need = peak;
+      pp->need_ctx = st.context_estimate > 0;
+    }
     pp->measured = 1;
     pthread_mutex_unlock(&m->lock);
   }
@@ -819,14 +863,17 @@ int ebb_manager_run_job(ebb_manager *m, const char *pipeline, const char *input,
     snprintf(res->message, sizeof res->message, "%s", ebb_errmsg());
     return res->code;
   }
-  if (!ebb_manager_is_loaded(m, pipeline)) { /* the runner loads it: room first */
+  int asked = 0;
+  if (!ebb_manager_is_loaded(m, pipeline) || pipe_asleep(m, pp)) { /* the runner loads or
+                                                                     wakes it: room first */
     const char *why;
     uint64_t need = predicted_need(m, pp, &why);
     if (need)
-      ask_peers_for(m, pipeline, need);
+      asked = ask_peers_for(m, pipeline, pipe_asleep(m, pp) ? "wakes into" : "needs", need);
   }
   run_args a = {m, pp, input, outdir, options, cancel, progress, progress_arg, res};
   int rc = on_device(m, run_on_dev, &a);
+  ask_finished(m, asked);
   if (rc && !res->code) { /* failed before the runner could say why */
     res->code = rc;
     snprintf(res->message, sizeof res->message, "%s", ebb_errmsg());
@@ -1100,8 +1147,12 @@ int ebb_manager_wake(ebb_manager *m, const char *name, ebb_sleep_stats *out) {
   if (!pp)
     return unknown_pipeline(m, name);
   pthread_mutex_lock(&m->switch_lock);
+  const char *why;
+  uint64_t need = pipe_asleep(m, pp) ? predicted_need(m, pp, &why) : 0;
+  int asked = need ? ask_peers_for(m, name, "wakes into", need) : 0;
   sleep_args a = {m, pp, 1, {.size = sizeof a.st}};
   int rc = on_device(m, sleep_on_dev, &a);
+  ask_finished(m, asked);
   pthread_mutex_lock(&m->lock);
   if (!rc) {
     pp->asleep = 0;

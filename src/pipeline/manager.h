@@ -79,11 +79,14 @@ typedef struct ebb_manager_opts {
   const ebb_policy *policy;   /* default for pipelines without one; NULL: after-stage */
   double load_wait_s;         /* how long a load waits for memory; <= 0: 10 s */
   /* Asking other processes for memory (issue 35, docs/broker.md): a load, or
-   * a job of a pipeline not loaded, whose need is over the driver's free
+   * a wake, or a job of a pipeline not loaded or asleep, whose need is over the driver's free
    * memory (after the manager's own switch) calls ask_peers(ask_arg, dev,
    * need) before it waits or fails: it should leave `need` bytes free on dev
    * if peers can give them. NULL: nobody is asked. */
   int (*ask_peers)(void *arg, ebb_device *dev, uint64_t need);
+  /* After the load, wake or job that asked (landed or failed): the asker's
+   * claim on the freed bytes may go (docs/broker.md, "Claims"). May be NULL. */
+  void (*ask_done)(void *arg, ebb_device *dev);
   void *ask_arg;
 } ebb_manager_opts;
 
@@ -232,6 +235,12 @@ typedef struct ebb_giveback {
   ebb_giveback_kept kept[EBB_GIVEBACK_MAX_KEPT];
 } ebb_giveback;
 int ebb_manager_give_back(ebb_manager *m, uint64_t want, uint64_t reserve, ebb_giveback *out);
+/* Placement across devices (issue 35): when the pipeline's predicted need
+ * is over the driver's free memory on m's device, asks the other processes
+ * there for it (ask_peers); 1 when they were asked. The claim stays for the
+ * load that follows (its own supersedes it), else ebb_manager_ask_done. */
+int ebb_manager_ask_room(ebb_manager *m, const char *name);
+void ebb_manager_ask_done(ebb_manager *m);
 /* Seconds since the manager last loaded or ran anything (most idle first). */
 double ebb_manager_idle_seconds(ebb_manager *m);
 /* This process's device bytes by the driver (context included); 0 when it

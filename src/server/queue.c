@@ -403,6 +403,41 @@ static void *worker(void *arg) {
   return NULL;
 }
 
+/* Fits nowhere: the other processes on each eligible device are asked for
+ * room (the broker, docs/broker.md), most free first, until it fits. */
+static int place_after_asking(ebb_queue *q, const char *pipeline, const ebb_place_job *pj,
+                              ebb_place_how *how) {
+  size_t n = q->ndevs;
+  int at = -1, tried[16] = {0};
+  for (size_t k = 0; k < n && at < 0; k++) {
+    uint64_t free_b[16] = {0};
+    int known[16] = {0};
+    ebb_place_dev pd[16];
+    for (size_t i = 0; i < n; i++)
+      free_b[i] = ebb_driver_free(ebb_manager_device(q->devs[i].m), &known[i]);
+    pthread_mutex_lock(&q->lock);
+    picture(q, pipeline, free_b, known, pd);
+    pthread_mutex_unlock(&q->lock);
+    size_t best = n;
+    for (size_t i = 0; i < n; i++) /* the most free eligible device not asked yet */
+      if (ebb_place_eligible(&pd[i], pj) && !tried[i] &&
+          (best == n || free_b[i] > free_b[best]))
+        best = i;
+    if (best == n)
+      break;
+    tried[best] = 1;
+    int asked = ebb_manager_ask_room(q->devs[best].m, pipeline);
+    free_b[best] = ebb_driver_free(ebb_manager_device(q->devs[best].m), &known[best]);
+    pthread_mutex_lock(&q->lock);
+    picture(q, pipeline, free_b, known, pd);
+    at = ebb_place(pd, n, pj, how);
+    pthread_mutex_unlock(&q->lock);
+    if (asked && at != (int)best)
+      ebb_manager_ask_done(q->devs[best].m);
+  }
+  return at;
+}
+
 int ebb_queue_place_load(ebb_queue *q, const char *pipeline, size_t *index) {
   *index = 0;
   if (!q || !q->place)
@@ -432,6 +467,8 @@ int ebb_queue_place_load(ebb_queue *q, const char *pipeline, size_t *index) {
   if (at < 0)
     at = ebb_place(pd, n, &pj, &how);
   pthread_mutex_unlock(&q->lock);
+  if (at < 0 && how != EBB_PLACE_NEVER)
+    at = place_after_asking(q, pipeline, &pj, &how);
   if (at < 0)
     return ebb_seterr(how == EBB_PLACE_NEVER ? EBB_ENODEV : EBB_EOOM,
                       "no device can take pipeline '%s' now (%s)", pipeline,

@@ -151,6 +151,7 @@ grep -q "pid $PID_B" "$T/r4.out" && fail "the killed peer was still asked: $(cat
 
 for n in A C; do eval "p=\$PID_$n"; kill -TERM "$p"; wait "$p" || fail "server $n exited $? on SIGTERM"; done
 PIDS=()
-[ -z "$(ls "$BD")" ] || fail "entries left after the servers stopped: $(ls "$BD")"
+# (claims stay: their holder, this shell, is alive; docs/broker.md "Claims")
+[ -z "$(ls "$BD" | grep -v '^claim')" ] || fail "entries left after the servers stopped: $(ls "$BD")"
 [ $fails -eq 0 ] && echo "broker_reclaim: ok"
 exit $((fails > 0))

@@ -1,0 +1,60 @@
+#!/usr/bin/env bash
+# ASK BEFORE FAILING A PLACEMENT (issue 35): two fake 4 GiB devices. A
+# foreign filler holds 3 GiB of cuda:0; a peer `ebb serve --devices cuda:1`
+# holds an idle 2 GiB pipeline on cuda:1. X (`ebb serve --devices all`) is
+# asked to load "big" (2 GiB + its context): it fits on no device as the
+# driver sees them, so X asks the other processes on each eligible device
+# (most free first) before it fails: the peer on cuda:1 unloads, and big is
+# placed and loaded there. Without asking the load answered 503 "fits
+# nowhere".
+set -u
+: "${EBB_BUILD_DIR:?}" "${EBB:?}"
+. "$(dirname "$0")/../lib/fakegpu.sh"
+export FAKEGPU_DEVICES=2 FAKEGPU_MEMORY_MIB=4096,4096 FAKEGPU_CONTEXT_MIB=300
+HOLD="$(dirname "$FAKEGPU_SMI")/fakegpu-hold"
+BD=$T/broker
+PIDS=()
+trap 'for p in "${PIDS[@]}"; do kill -KILL "$p"; done 2>/dev/null; wait 2>/dev/null' EXIT
+cat > "$T/cfg.json" <<'JSON'
+{"pipelines": {
+  "idle": {"stages": [{"stage": "synthetic", "name": "i", "cache": false,
+                     "options": {"weights_mib": 2048, "touch": "sample"}}]},
+  "big": {"expected_mib": 2348, "stages": [{"stage": "synthetic", "name": "b", "cache": false,
+                     "options": {"weights_mib": 2048, "touch": "sample"}}]}}}
+JSON
+start() { # NAME DEVICES: sets PID_NAME, URL_NAME
+  local url=
+  "$EBB" serve --listen 127.0.0.1:0 --config "$T/cfg.json" --data-dir "$T/data$1" --no-cache \
+    --devices "$2" --broker-dir "$BD" --broker-timeout 30 > "$T/log$1" 2>&1 &
+  PIDS+=($!)
+  eval "PID_$1=$!"
+  for _ in $(seq 100); do url=$(head -1 "$T/log$1" 2>/dev/null | sed -n 's/^ebb: listening on //p'); [ -n "$url" ] && break; sleep 0.1; done
+  [ -n "$url" ] || { echo "FAIL: server $1 did not listen:"; cat "$T/log$1"; exit 1; }
+  eval "URL_$1=$url"
+  for _ in $(seq 50); do [ -S "$BD/$!.sock" ] && return 0; sleep 0.1; done
+  echo "FAIL: server $1 did not register"; cat "$T/log$1"; exit 1
+}
+post() { curl -s -o "$T/post.out" -w '%{http_code}' -X POST "$@"; }
+free_on() { "$FAKEGPU_SMI" --id="$1" --query-gpu=memory.free --format=csv,noheader,nounits | head -1; }
+
+"$HOLD" --device 0 --alloc 3072 --wait < /dev/null > /dev/null &
+PIDS+=($!)
+start P cuda:1
+c=$(post "$URL_P/v1/pipelines/idle/load"); [ "$c" = 200 ] || fail "load idle on P: $c $(cat "$T/post.out")"
+start X all
+for _ in $(seq 50); do [ "$(free_on 0)" -le 800 ] && break; sleep 0.1; done
+echo "--- free: cuda:0 $(free_on 0) MiB, cuda:1 $(free_on 1) MiB; big needs ~2348 MiB"
+c=$(post "$URL_X/v1/pipelines/big/load")
+cat "$T/post.out"; echo
+[ "$c" = 200 ] || fail "loading big with P's 2 GiB to be had on cuda:1: $c $(cat "$T/post.out")"
+grep -q "^\[broker\] pid $PID_P (ebb serve) gave back [0-9]* MiB on cuda:1 .*pipeline idle unloaded" "$T/logP" ||
+  fail "P did not give its pipeline: $(grep broker "$T/logP")"
+grep -q "^\[pipeline big\] needs about [0-9]* MiB, [0-9]* MiB free: asking the other processes on cuda:1" "$T/logX" ||
+  fail "X did not say it asks on cuda:1: $(grep -v '^ebb:' "$T/logX" | head -20)"
+dev=$(curl -s "$URL_X/v1/pipelines" | python3 -c 'import json,sys; b=json.load(sys.stdin); ps=b.get("pipelines", b); print([p.get("device", p.get("devices")) for p in ps if p["name"]=="big"])')
+echo "--- big placed: $dev; cuda:1 free $(free_on 1) MiB"
+[ "$(free_on 1)" -le 1800 ] || fail "big is not on cuda:1: $(free_on 1) MiB free there"
+grep -qi "out of memory\|out_of_memory" "$T/logX" "$T/logP" && fail "an out-of-memory was logged"
+kill -TERM "$PID_X" "$PID_P"; wait "$PID_X" "$PID_P" || fail "a server exited $? on SIGTERM"
+[ $fails -eq 0 ] && echo "broker_ask_on_placement: ok"
+exit $((fails > 0))

@@ -1,0 +1,89 @@
+#!/usr/bin/env bash
+# ASK BEFORE FAILING A WAKE (issue 35): one fake 6 GiB device. X holds "sl"
+# (1 GiB, release sleep) and puts it to sleep (its weights go to host memory,
+# its context back to the driver); A holds an idle 1 GiB pipeline; a foreign
+# filler leaves 512 MiB free. A wake of sl needs ~1.3 GiB: X asks its peers
+# first, A unloads, the wake succeeds (it would fail with out-of-memory and
+# stay asleep otherwise). Then the same through a job: sl asleep again, A's
+# pipeline reloaded, a job of sl wakes it after asking A.
+set -u
+: "${EBB_BUILD_DIR:?}" "${EBB:?}"
+. "$(dirname "$0")/../lib/fakegpu.sh"
+export FAKEGPU_MEMORY_MIB=6144 FAKEGPU_CONTEXT_MIB=300
+HOLD="$(dirname "$FAKEGPU_SMI")/fakegpu-hold"
+BD=$T/broker
+PIDS=()
+trap 'for p in "${PIDS[@]}"; do kill -KILL "$p"; done 2>/dev/null; wait 2>/dev/null' EXIT
+cat > "$T/cfg.json" <<'JSON'
+{"pipelines": {
+  "idle": {"stages": [{"stage": "synthetic", "name": "i", "cache": false,
+                     "options": {"weights_mib": 1024, "touch": "sample"}}]},
+  "sl": {"release": "sleep", "stages": [{"stage": "synthetic", "name": "s", "cache": false,
+                     "options": {"weights_mib": 1024, "touch": "sample"}}]}}}
+JSON
+echo "any input" > "$T/input.txt"
+start() { # NAME: sets PID_NAME, URL_NAME
+  local url=
+  "$EBB" serve --listen 127.0.0.1:0 --config "$T/cfg.json" --data-dir "$T/data$1" --no-cache \
+    --input-dir "$T" --broker-dir "$BD" --broker-timeout 30 > "$T/log$1" 2>&1 &
+  PIDS+=($!)
+  eval "PID_$1=$!"
+  for _ in $(seq 100); do url=$(head -1 "$T/log$1" 2>/dev/null | sed -n 's/^ebb: listening on //p'); [ -n "$url" ] && break; sleep 0.1; done
+  [ -n "$url" ] || { echo "FAIL: server $1 did not listen:"; cat "$T/log$1"; exit 1; }
+  eval "URL_$1=$url"
+  for _ in $(seq 50); do [ -S "$BD/$!.sock" ] && return 0; sleep 0.1; done
+  echo "FAIL: server $1 did not register"; exit 1
+}
+post() { curl -s -o "$T/post.out" -w '%{http_code}' -X POST "$@"; }
+free_mib() { "$FAKEGPU_SMI" --query-gpu=memory.free --format=csv,noheader,nounits | head -1; }
+leave_free() { # MIB: a foreign filler takes the rest
+  local fill=$(( $(free_mib) - 300 - $1 ))
+  "$HOLD" --alloc "$fill" --wait < /dev/null > /dev/null &
+  FILLER=$!
+  PIDS+=($FILLER)
+  for _ in $(seq 50); do [ "$(free_mib)" -le $(( $1 + 50 )) ] && break; sleep 0.1; done
+}
+
+start X
+start A
+c=$(post "$URL_X/v1/pipelines/sl/load"); [ "$c" = 200 ] || fail "load sl: $c $(cat "$T/post.out")"
+c=$(post "$URL_X/v1/pipelines/sl/sleep"); [ "$c" = 200 ] || fail "sleep sl: $c $(cat "$T/post.out")"
+c=$(post "$URL_A/v1/pipelines/idle/load"); [ "$c" = 200 ] || fail "load idle on A: $c"
+leave_free 512
+echo "--- X holds $(held_by "$PID_X") MiB (sl asleep), A $(held_by "$PID_A") MiB; free $(free_mib) MiB"
+
+# --- 1. POST /v1/pipelines/sl/wake asks A before it fails
+a0=$(held_by "$PID_A")
+c=$(post "$URL_X/v1/pipelines/sl/wake")
+[ "$c" = 200 ] || fail "wake with A's 3 GiB to be had: $c $(cat "$T/post.out")"
+grep -q "^\[pipeline sl\] wakes into about [0-9]* MiB, [0-9]* MiB free: asking the other processes on cuda:0" "$T/logX" ||
+  fail "X did not say it asks before the wake: $(grep -v '^ebb:' "$T/logX")"
+own=$(sed -n "s/^\[broker\] pid $PID_A (ebb serve) gave back \([0-9]*\) MiB on cuda:0 in [0-9]* ms: pipeline idle unloaded.*/\1/p" "$T/logA" | head -1)
+seen=$(sed -n "s/^\[broker\] pid $PID_A (ebb serve) gave back \([0-9]*\) MiB on cuda:0 in .*/\1/p" "$T/logX" | head -1)
+[ -n "$own" ] || fail "A logged no giving: $(cat "$T/logA")"
+[ "$seen" = "$own" ] || fail "X logged '$seen' MiB for A, A logged '$own'"
+drop=$(( a0 - $(held_by "$PID_A") )); d=$(( drop - ${own:-0} )); d=${d#-}
+[ "$d" -le 1 ] || fail "A logged $own MiB, fakegpu-smi shows a drop of $drop MiB"
+[ "$(held_by "$PID_X")" -ge 1024 ] || fail "X woke sl but holds $(held_by "$PID_X") MiB"
+echo "--- wake: A gave $own MiB; X now holds $(held_by "$PID_X") MiB"
+
+# --- 2. a job of the sleeping pipeline asks before it wakes it
+c=$(post "$URL_X/v1/pipelines/sl/sleep"); [ "$c" = 200 ] || fail "sleep sl again: $c $(cat "$T/post.out")"
+kill -KILL "$FILLER"; wait "$FILLER" 2>/dev/null
+c=$(post "$URL_A/v1/pipelines/idle/load"); [ "$c" = 200 ] || fail "reload idle on A: $c"
+leave_free 512
+c=$(post "$URL_X/v1/jobs" -H 'Content-Type: application/json' -d "{\"pipeline\": \"sl\", \"input\": \"$T/input.txt\"}")
+[ "$c" = 202 ] || fail "job of sl: $c $(cat "$T/post.out")"
+id=$(jget "$(cat "$T/post.out")" '["id"]')
+for _ in $(seq 300); do
+  st=$(jget "$(curl -s "$URL_X/v1/jobs/$id")" '["state"]')
+  case $st in succeeded|failed|cancelled) break ;; esac; sleep 0.1
+done
+[ "$st" = succeeded ] || fail "the job waking sl ended '$st': $(curl -s "$URL_X/v1/jobs/$id")"
+[ "$(grep -c "^\[broker\] pid $PID_A (ebb serve) gave back" "$T/logA")" = 2 ] ||
+  fail "A did not give for the job's wake: $(grep broker "$T/logA")"
+grep -qi "out of memory\|out_of_memory" "$T/logA" "$T/logX" && fail "an out-of-memory was logged"
+
+kill -TERM "$PID_X" "$PID_A"; wait "$PID_X" "$PID_A" || fail "a server exited $? on SIGTERM"
+[ $fails -eq 0 ] && echo "broker_ask_on_wake: ok"
+exit $((fails > 0))
