@@ -34,7 +34,11 @@ typedef enum ebb_event_kind {
   EBB_EVENT_PIPELINE = 4,    /* pipeline `pipeline` is now `state` on `device` */
   EBB_EVENT_SESSION = 5,     /* session `id` of `pipeline` is now `state` */
   EBB_EVENT_DEVICE_LOST = 6, /* `device` failed; `message` says how */
-  EBB_EVENT_GRANT = 7,       /* peer `pid` gave back `bytes` of `bytes_asked` on `device` in `ms` */
+  EBB_EVENT_GRANT = 7,       /* broker (docs/broker.md): `state` "gave": this process, `pid`,
+                                gave back `bytes` on `device` in `ms`; "received": peer `pid`
+                                gave this process `bytes`; "asked": this process asked its
+                                peers for `bytes_asked`, the driver then had
+                                `driver_free_after` free (`message`: "satisfied" or not) */
 } ebb_event_kind;
 
 /* Flags. QUIET: the fact has no line in ebb's log (a forced teardown, a
@@ -70,7 +74,8 @@ typedef struct ebb_event {
   const char *state;      /* JOB: queued|running|succeeded|failed|cancelled;
                            PIPELINE: loaded|unloaded|asleep|awake;
                            SESSION: open|stopped|closed (stopped: id NULL, every
-                           session of `pipeline`, or of all when NULL) */
+                           session of `pipeline`, or of all when NULL);
+                           GRANT: gave|received|asked */
   const char *message;    /* JOB: the error; DEVICE_LOST: why; RELEASED: the stage's note;
                            GRANT: the peer's reason; LEAK: what leaked ("GPU memory") */
   const char *what;       /* RELEASED: the memory's name in the log line ("GPU memory") */
@@ -93,6 +98,7 @@ typedef struct ebb_event {
   int outside;                         /* LEAK: the bytes were taken from the driver directly */
   int pid;                             /* GRANT: the peer that gave */
   double ms;                           /* GRANT: how long the asking took */
+  size_t peers;                        /* GRANT "asked": how many peers were asked */
 } ebb_event;
 
 typedef void (*ebb_event_fn)(void *ctx, const ebb_event *ev);

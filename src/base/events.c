@@ -11,6 +11,7 @@
 
 #include <pthread.h>
 #include <stdlib.h>
+#include <unistd.h>
 
 #include "base/clock.h"
 #include "ebb/error.h"
@@ -151,9 +152,10 @@ void ebb_event_publish(ebb_event *ev) {
   pthread_mutex_unlock(&bus_mu);
 }
 
-void ebb_event_publish_grant(int pid, const char *what, const char *device, uint64_t asked,
-                             uint64_t given, double ms, const char *reason) {
+void ebb_event_publish_grant(const char *state, int pid, const char *what, const char *device,
+                             uint64_t asked, uint64_t given, double ms, const char *reason) {
   ebb_event ev = {.kind = EBB_EVENT_GRANT,
+                  .state = state,
                   .pid = pid,
                   .owner = what,
                   .device = device,
@@ -161,5 +163,18 @@ void ebb_event_publish_grant(int pid, const char *what, const char *device, uint
                   .bytes = given,
                   .ms = ms,
                   .message = reason};
+  ebb_event_publish(&ev);
+}
+
+void ebb_event_publish_ask(const char *device, uint64_t need, uint64_t free_after, size_t npeers,
+                           int satisfied) {
+  ebb_event ev = {.kind = EBB_EVENT_GRANT,
+                  .state = "asked",
+                  .pid = (int)getpid(),
+                  .device = device,
+                  .bytes_asked = need,
+                  .driver_free_after = free_after,
+                  .peers = npeers,
+                  .message = satisfied ? "satisfied" : "not satisfied"};
   ebb_event_publish(&ev);
 }

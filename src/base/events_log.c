@@ -110,6 +110,12 @@ static void log_leak(const ebb_event *ev) {
 
 /* `[broker] pid P (WHAT) gave back N MiB on cuda:K in T ms: REASON`. */
 static void log_grant(const ebb_event *ev) {
+  if (ev->state && !strcmp(ev->state, "asked")) {
+    ebb_log(EBB_LOG_INFO, "broker", "%s: %llu MiB free of %llu MiB needed after asking %llu peer%s",
+            ev->device ? ev->device : "?", MIB(ev->driver_free_after), MIB(ev->bytes_asked),
+            (unsigned long long)ev->peers, ev->peers == 1 ? "" : "s");
+    return;
+  }
   ebb_log(EBB_LOG_INFO, "broker", "pid %ld (%s) gave back %llu MiB on %s in %.0f ms: %s",
           (long)ev->pid, ev->owner ? ev->owner : "?", MIB(ev->bytes), ev->device ? ev->device : "?",
           ev->ms, ev->message ? ev->message : "");

@@ -8,6 +8,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "base/events.h"
 #include "base/log.h"
 #include "broker/broker.h"
 #include "cli/broker_cli.h"
@@ -51,9 +52,9 @@ void ebb_serve_broker_fact(const ebb_broker_fact *f) {
   pthread_mutex_unlock(&stat_lock);
   switch (f->kind) {
   case EBB_BROKER_GAVE:
-  case EBB_BROKER_RECEIVED: /* the line, on both sides */
-    ebb_log(EBB_LOG_INFO, "broker", "pid %ld (%s) gave back %llu MiB on %s in %.0f ms: %s",
-            f->pid, f->what, mib, f->device, f->ms, f->reason);
+  case EBB_BROKER_RECEIVED: /* the line, on both sides: the log subscribes */
+    ebb_event_publish_grant(f->kind == EBB_BROKER_GAVE ? "gave" : "received", (int)f->pid,
+                            f->what, f->device, 0, f->bytes, f->ms, f->reason);
     break;
   case EBB_BROKER_REFUSED:
     ebb_log(EBB_LOG_WARN, "broker", "refused an asker (pid %ld): %s", f->pid, f->reason);
@@ -66,9 +67,7 @@ void ebb_serve_broker_fact(const ebb_broker_fact *f) {
             f->reason);
     break;
   case EBB_BROKER_ASKED:
-    ebb_log(EBB_LOG_INFO, "broker", "%s: %llu MiB free of %llu MiB needed after asking %zu "
-            "peer%s", f->device, (unsigned long long)(f->free_after >> 20), mib, f->npeers,
-            f->npeers == 1 ? "" : "s");
+    ebb_event_publish_ask(f->device, f->bytes, f->free_after, f->npeers, f->satisfied);
     break;
   }
 }

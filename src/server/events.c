@@ -63,8 +63,6 @@ static json_t *leak_sites(const ebb_event *ev) {
  * (the publishing thread, often a device's, never waits on the stream). */
 static void on_fact(void *ctx, const ebb_event *ev) {
   srv_events *e = ctx;
-  if (ev->kind == EBB_EVENT_GRANT)
-    return; /* the broker's figures have a page of their own (GET /v1/cluster) */
   if (ev->kind == EBB_EVENT_RELEASED && !ev->bytes)
     return;
   if (ev->kind == EBB_EVENT_LEAK && !ev->outside && !ev->bytes && !ev->blocks)
@@ -85,7 +83,12 @@ static void on_fact(void *ctx, const ebb_event *ev) {
                  .job = ev->job,
                  .bytes = ev->bytes,
                  .context_bytes = ev->context_bytes,
-                 .outside = ev->outside};
+                 .outside = ev->outside,
+                 .pid = ev->pid,
+                 .ms = ev->ms,
+                 .bytes_asked = ev->bytes_asked,
+                 .free_after = ev->driver_free_after,
+                 .peers = ev->peers};
   if (ev->kind == EBB_EVENT_LEAK)
     f->sites = leak_sites(ev);
   pthread_mutex_lock(&e->mu);
@@ -126,6 +129,25 @@ static void on_leak(srv_events *e, ev_fact *f, const char *running) {
     json_array_remove(e->leaks, 0);
   pthread_mutex_unlock(&e->mu);
   srv_sse_send(e->sse, "leak", o, 0);
+}
+
+/* The broker (docs/broker.md): memory this server gave a peer, got from
+ * peers, or asked its peers for. News only: not replayed to a new client. */
+static void on_grant(srv_events *e, const ev_fact *f) {
+  int asked = f->state && !strcmp(f->state, "asked");
+  json_t *o = json_pack("{s:f,s:s,s:s,s:i,s:I}", "t", f->t, "state", f->state ? f->state : "?",
+                        "device", f->device ? f->device : "?", "pid", f->pid, "bytes",
+                        (json_int_t)(asked ? f->bytes_asked : f->bytes));
+  if (asked) {
+    json_object_set_new(o, "peers", json_integer((json_int_t)f->peers));
+    json_object_set_new(o, "free_after", json_integer((json_int_t)f->free_after));
+    json_object_set_new(o, "satisfied", json_boolean(f->message && !strcmp(f->message, "satisfied")));
+  } else {
+    json_object_set_new(o, "what", json_string(f->owner ? f->owner : "?"));
+    json_object_set_new(o, "ms", json_real(f->ms));
+    json_object_set_new(o, "reason", json_string(f->message ? f->message : ""));
+  }
+  srv_sse_send(e->sse, "broker", o, 0);
 }
 
 /* A pipeline's state: a mark on its device's chart; the list is news. */
@@ -268,6 +290,7 @@ static void handle_facts(srv_events *e, ev_fact *f, const char *running) {
     case EBB_EVENT_JOB: srv_ev_on_job(e, f); break;
     case EBB_EVENT_PIPELINE: on_pipeline(e, f); break;
     case EBB_EVENT_SESSION: on_session(e, f); break;
+    case EBB_EVENT_GRANT: on_grant(e, f); break;
     case EBB_EVENT_DEVICE_LOST:
       srv_ev_mark(e, dev_named(e, f->device), f->t, "device failed");
       break;

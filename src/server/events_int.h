@@ -51,6 +51,10 @@ typedef struct ev_fact {
   uint64_t bytes, context_bytes;
   int outside;
   json_t *sites; /* LEAK: [{"bytes":N,"site":S}] */
+  int pid;       /* GRANT: the giver, or this process when it asked */
+  double ms;
+  uint64_t bytes_asked, free_after;
+  size_t peers;
 } ev_fact;
 
 struct srv_events {

@@ -62,6 +62,10 @@ sleep 0.3 # A is the most idle
 start B1 "$T/cfg1.json"; B=$PID; load "$URL" idle2
 start X1 "$T/cfg1.json"; X=$PID; UX=$URL
 a0=$(held_by "$A") b0=$(held_by "$B")
+# The broker's facts on /v1/events (issue 35): X's and A's streams, read while the job runs
+curl -sN --max-time 20 "$UX/v1/events" > "$T/evX" 2>/dev/null & EVX=$!
+curl -sN --max-time 20 "$(sed -n 's/^ebb: listening on //p' "$T/logA1" | head -1)/v1/events" > "$T/evA" 2>/dev/null & EVA=$!
+sleep 0.5
 job "$UX"
 [ "$ST" = succeeded ] || fail "X's job ended '$ST' though A and B could give: $JB $(cat "$T/logX1")"
 for peer in A B; do
@@ -75,6 +79,27 @@ for peer in A B; do
   [ "$seen" = "$own" ] || fail "X logged '$seen' MiB for $peer, $peer logged $own"
   echo "--- $peer gave $own MiB (fakegpu-smi: $h0 -> $(held_by "$p") MiB)"
 done
+sleep 1; kill "$EVX" "$EVA" 2>/dev/null; wait "$EVX" "$EVA" 2>/dev/null
+# broker_ev FILE STATE: the `broker` events of that state in a stream, one JSON a line
+broker_ev() { python3 - "$1" "$2" <<'PY'
+import json, sys
+ev = None
+for line in open(sys.argv[1]):
+    line = line.rstrip("\n")
+    if line.startswith("event: "): ev = line[7:]
+    elif line.startswith("data: ") and ev == "broker":
+        o = json.loads(line[6:])
+        if o.get("state") == sys.argv[2]: print(json.dumps(o))
+PY
+}
+asked=$(broker_ev "$T/evX" asked | head -1)
+[ -n "$asked" ] && [ "$(jget "$asked" '["satisfied"]')" = True ] ||
+  fail "X's /v1/events has no satisfied 'asked' broker event: $(grep -c . "$T/evX") lines: $asked"
+recv_a=$(broker_ev "$T/evX" received | python3 -c "import json,sys; print(sum(json.loads(l)['bytes'] for l in sys.stdin if json.loads(l)['pid'] == $A) >> 20)")
+gave_a=$(broker_ev "$T/evA" gave | python3 -c "import json,sys; print(sum(json.loads(l)['bytes'] for l in sys.stdin) >> 20)")
+[ "$recv_a" = "$(logged "$T/logA1" "$A")" ] && [ "$gave_a" = "$recv_a" ] ||
+  fail "broker events: X received $recv_a MiB from A, A's stream says it gave $gave_a, A logged $(logged "$T/logA1" "$A")"
+echo "--- /v1/events: X asked ($asked), received $recv_a MiB from A; A's stream: gave $gave_a MiB"
 grep -q "pipeline idle unloaded" "$T/logA1" && grep -q "pipeline idle2 unloaded" "$T/logB1" ||
   fail "A and B did not unload their idle pipelines"
 grep -qi "out of memory\|out_of_memory" "$T/logA1" "$T/logB1" "$T/logX1" && fail "an out-of-memory was logged"

@@ -22,8 +22,9 @@
 typedef struct rec {
   int calls;
   ebb_event_kind kind;
-  uint64_t bytes, seq;
-  char owner[32];
+  uint64_t bytes, seq, asked;
+  size_t peers;
+  char owner[32], state[16];
   int order; /* the global order it was called in */
 } rec;
 
@@ -36,6 +37,9 @@ static void record(void *ctx, const ebb_event *ev) {
   r->bytes = ev->bytes;
   r->seq = ev->seq;
   snprintf(r->owner, sizeof r->owner, "%s", ev->owner ? ev->owner : "");
+  snprintf(r->state, sizeof r->state, "%s", ev->state ? ev->state : "");
+  r->asked = ev->bytes_asked;
+  r->peers = ev->peers;
   r->order = ++order_counter;
 }
 
@@ -72,14 +76,21 @@ static void test_subscribe_and_order(void) {
   CHECK_EQ_INT(b.calls, 3);
   ebb_events_unsubscribe(sb);
   ebb_events_unsubscribe(NULL);
-  /* the broker's grant, as the broker will publish it */
+  /* the broker's grant and ask, as cmd_serve_broker.c publishes them */
   rec g = {0};
   ebb_subscription *sg = NULL;
   CHECK_EQ_INT(ebb_events_subscribe(record, &g, &sg), 0);
-  ebb_event_publish_grant(4121, "ebb serve", "cuda:0", 8u << 20, 6u << 20, 13.5, "idle");
+  ebb_event_publish_grant("received", 4121, "ebb serve", "cuda:0", 8u << 20, 6u << 20, 13.5,
+                          "idle");
   CHECK(g.kind == EBB_EVENT_GRANT);
   CHECK_EQ_U64(g.bytes, 6u << 20);
   CHECK_EQ_STR(g.owner, "ebb serve");
+  CHECK_EQ_STR(g.state, "received");
+  ebb_event_publish_ask("cuda:0", 8u << 20, 9u << 20, 2, 1);
+  CHECK(g.kind == EBB_EVENT_GRANT);
+  CHECK_EQ_STR(g.state, "asked");
+  CHECK_EQ_U64(g.asked, 8u << 20);
+  CHECK_EQ_U64((uint64_t)g.peers, 2);
   ebb_events_unsubscribe(sg);
   CHECK_EQ_STR(ebb_event_kind_name(EBB_EVENT_LEAK), "leak");
   CHECK_EQ_STR(ebb_event_kind_name(EBB_EVENT_GRANT), "grant");
@@ -300,14 +311,16 @@ static void test_log_lines(void) {
                     .sites = &site,
                     .nsites = 1};
   ebb_event_publish(&leak);
-  ebb_event_publish_grant(4121, "ebb serve", "cuda:0", 8u << 20, 6u << 20, 13.4, "idle");
+  ebb_event_publish_grant("gave", 4121, "ebb serve", "cuda:0", 8u << 20, 6u << 20, 13.4, "idle");
+  ebb_event_publish_ask("cuda:0", 8u << 20, 9u << 20, 1, 1);
   ebb_log_set_stream(NULL);
   ebb_log_set_level(EBB_LOG_ERROR);
   fclose(f);
   CHECK_EQ_STR(buf, "[separate] released 3704 MiB of GPU memory\n"
                     "[b] leaked 4 MiB in 1 blocks; freed by ebb\n"
                     "[b]   4 MiB (4194304 bytes) at synthetic.c:120\n"
-                    "[broker] pid 4121 (ebb serve) gave back 6 MiB on cuda:0 in 13 ms: idle\n");
+                    "[broker] pid 4121 (ebb serve) gave back 6 MiB on cuda:0 in 13 ms: idle\n"
+                    "[broker] cuda:0: 9 MiB free of 8 MiB needed after asking 1 peer\n");
   free(buf);
 }
 
