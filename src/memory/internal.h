@@ -1,6 +1,7 @@
 /* Shared internals of the memory room (not for other rooms).
  *
- * Names: `ebb_` is public (memory.h); `mem__` (two underscores, libuv's
+ * Names: `ebb_` is public API (include/ebb); `mem_` is the room's interface
+ * to the rooms above it (memory.h); `mem__` (two underscores, libuv's
  * `uv__`) is a function defined in one file of this room and called from
  * another, declared below under the file that defines it (or, for the hot
  * path's one-liners, defined inline at the end of this header); everything

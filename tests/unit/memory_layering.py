@@ -6,8 +6,9 @@ Derives the file-level call graph of the memory room from its static library
 fails on:
   - a cycle between files (named with the symbols that close it: a.c -> b.c
     (via mem__x) -> a.c (via mem__y));
-  - a global symbol that is neither public (`ebb_`) nor a cross-file internal
-    (`mem__`): a helper that should be `static`;
+  - a global symbol that is neither public (`ebb_`), the room's interface to
+    the rooms above it (`mem_`, issue 34) nor a cross-file internal of the
+    room (`mem__`): a helper that should be `static`;
   - a `mem__` symbol that no other file of the room uses: it should be static
     (or it is dead);
   - an `ebb_` or `mem__` name defined in no file but used (nothing to check
@@ -120,12 +121,14 @@ def check(files):
                 used_elsewhere.setdefault(s, set()).add(f)
     for f, (d, _) in sorted(files.items()):
         for s in sorted(d):
-            if not (s.startswith("ebb_") or s.startswith("mem__")):
-                problems.append("%s: global '%s' is neither public (ebb_) nor a cross-file "
-                                "internal (mem__): make it static" % (f, s))
-            elif s.startswith("mem__") and s not in used_elsewhere:
-                problems.append("%s: '%s' is used by no other file of the room: make it "
-                                "static" % (f, s))
+            if s.startswith("mem__"):
+                if s not in used_elsewhere:
+                    problems.append("%s: '%s' is used by no other file of the room: make it "
+                                    "static" % (f, s))
+            elif not s.startswith(("ebb_", "mem_")):
+                problems.append("%s: global '%s' is neither public (ebb_), the room's interface "
+                                "(mem_) nor a cross-file internal (mem__): make it static"
+                                % (f, s))
     for f, (_, u) in sorted(files.items()):
         for s in sorted(u):
             if s.startswith("mem__") and s not in definer:
