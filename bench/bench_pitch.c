@@ -4,7 +4,7 @@
  * Clips: songgen seeds 1..N (default 6) of 20 s at 16 kHz, each as the vocal
  * stem alone and as the full mix (accompaniment at songgen's default level
  * 0.5 and at 0.25). Every estimator sees the same WAV files:
- *   ebb pyin / ebb yin   ebb_pitch_analyze (CPU d'), hop 160, frame 1024
+ *   ebb pyin / ebb yin   stg_pitch_analyze (CPU d'), hop 160, frame 1024
  *   aubio yinfft / yin   aubiopitch -i CLIP.wav -p yinfft|yin -B 1024 -H 160 -s -70
  * Metrics (MIREX melody style, per 10 ms truth frame, estimate taken at the
  * nearest estimate frame): RPA = truth-voiced frames whose estimate is voiced
@@ -72,7 +72,7 @@ static double at(const track *tr, double t, size_t *hint) {
   return tr->n ? tr->hz[i] : 0.0;
 }
 
-static void score_frames(const ebb_song *s, const track *tr, score *sc) {
+static void score_frames(const stg_song *s, const track *tr, score *sc) {
   size_t hint = 0;
   for (size_t f = 0; f < s->n_f0; f++) {
     double th = s->f0_hz[f], eh = at(tr, f * s->f0_hop_s, &hint);
@@ -117,13 +117,13 @@ static int run_aubio(const char *wav, const char *method, track *tr, double *sec
   return rc == 0 && tr->n > 0 ? 0 : -1;
 }
 
-static int run_ebb(const ebb_song *s, const float *x, ebb_pitch_method m, track *tr,
+static int run_ebb(const stg_song *s, const float *x, stg_pitch_method m, track *tr,
                    score *sc) {
-  ebb_pitch_params p = ebb_pitch_defaults();
+  stg_pitch_params p = stg_pitch_defaults();
   p.method = m;
   float *fr = NULL;
   size_t nf = 0;
-  if (ebb_pitch_analyze(x, s->frames, s->rate, &p, EBB_PITCH_BACKEND_CPU, &fr, &nf))
+  if (stg_pitch_analyze(x, s->frames, s->rate, &p, EBB_PITCH_BACKEND_CPU, &fr, &nf))
     return -1;
   tr->t = malloc(nf * sizeof *tr->t);
   tr->hz = malloc(nf * sizeof *tr->hz);
@@ -132,9 +132,9 @@ static int run_ebb(const ebb_song *s, const float *x, ebb_pitch_method m, track 
     tr->t[i] = fr[3 * i];
     tr->hz[i] = fr[3 * i + 1];
   }
-  ebb_pitch_note *notes = NULL;
+  stg_pitch_note *notes = NULL;
   size_t nn = 0;
-  if (ebb_pitch_notes(fr, nf, &p, &notes, &nn) == 0) {
+  if (stg_pitch_notes(fr, nf, &p, &notes, &nn) == 0) {
     for (size_t i = 0; i < s->n_notes; i++) {
       int hit = 0;
       for (size_t j = 0; j < nn && !hit; j++)
@@ -150,19 +150,19 @@ static int run_ebb(const ebb_song *s, const float *x, ebb_pitch_method m, track 
 }
 
 /* Speed of one backend on x: seconds of audio per second. */
-static double speed_cmndf(const ebb_song *s, ebb_pitch_backend b) {
-  ebb_pitch_params p = ebb_pitch_defaults();
-  ebb_pitch_geom g;
+static double speed_cmndf(const stg_song *s, stg_pitch_backend b) {
+  stg_pitch_params p = stg_pitch_defaults();
+  stg_pitch_geom g;
   float *pad = NULL;
-  if (ebb_pitch_geometry(&p, s->rate, s->frames, &g) || ebb_pitch_pad(s->vocals, s->frames, &g,
+  if (stg_pitch_geometry(&p, s->rate, s->frames, &g) || stg_pitch_pad(s->vocals, s->frames, &g,
                                                                         &pad))
     return 0;
   float *out = malloc(g.n_frames * (size_t)(g.tau_max + 1) * sizeof *out);
   double t0 = now();
   if (b == EBB_PITCH_BACKEND_TWIN)
-    ebb_pitch_cmndf_twin(pad, &g, out);
+    stg_pitch_cmndf_twin(pad, &g, out);
   else
-    ebb_pitch_cmndf_cpu(pad, &g, out);
+    stg_pitch_cmndf_cpu(pad, &g, out);
   double dt = now() - t0;
   free(out);
   free(pad);
@@ -187,19 +187,19 @@ int main(int argc, char **argv) {
   int aubio_fail = 0;
   for (int seed = 1; seed <= nseeds; seed++) {
     for (int c = 0; c < NCOND; c++) {
-      ebb_songgen_params sp = ebb_songgen_defaults();
+      stg_songgen_params sp = stg_songgen_defaults();
       sp.seed = (uint64_t)seed;
       sp.seconds = SECONDS;
       sp.accomp_gain = c == 0 ? 0.5 : cond_gain[c];
-      ebb_song *s = NULL;
-      if (ebb_songgen_create(&sp, &s)) {
+      stg_song *s = NULL;
+      if (stg_songgen_create(&sp, &s)) {
         fprintf(stderr, "bench_pitch: songgen: %s\n", ebb_errmsg());
         return 1;
       }
       const float *x = c == 0 ? s->vocals : s->mix;
       char wav[600];
       snprintf(wav, sizeof wav, "%s/clip%d_%d.wav", dir, seed, c);
-      if (ebb_wav_write_mono(wav, x, s->frames, s->rate)) {
+      if (stg_wav_write_mono(wav, x, s->frames, s->rate)) {
         fprintf(stderr, "bench_pitch: %s\n", ebb_errmsg());
         return 1;
       }
@@ -227,7 +227,7 @@ int main(int argc, char **argv) {
       }
       audio_s += (double)s->frames / s->rate;
       remove(wav);
-      ebb_song_destroy(s);
+      stg_song_destroy(s);
     }
   }
   rmdir(dir);

@@ -30,8 +30,8 @@ int main(int argc, char **argv) {
     fprintf(stderr, "usage: bench_separate [seconds_per_mix >= 3] [mixes >= 1]\n");
     return 2;
   }
-  ebb_sep_options o;
-  ebb_sep_options_default(&o);
+  stg_sep_options o;
+  stg_sep_options_default(&o);
   double sum_cpu = 0, min_cpu = 1e9, sum_gpu = 0, min_gpu = 1e9;
   double t_cpu = 0, t_gpu = 0, t_mask = 0, t_sim = 0, audio = 0, max_diff = 0;
   uint64_t dev_peak = 0;
@@ -43,32 +43,32 @@ int main(int argc, char **argv) {
       return 1;
     float *v = malloc(sizeof(float) * m.n), *a = malloc(sizeof(float) * m.n);
     float *vg = malloc(sizeof(float) * m.n), *ag = malloc(sizeof(float) * m.n);
-    ebb_stft_shape shape;
-    ebb_repet_params rp;
-    if (!v || !a || !vg || !ag || ebb_sep_plan(&o, m.rate, m.n, &shape, &rp) < 0)
+    stg_stft_shape shape;
+    stg_repet_params rp;
+    if (!v || !a || !vg || !ag || stg_sep_plan(&o, m.rate, m.n, &shape, &rp) < 0)
       return 1;
     float *mag = malloc(sizeof(float) * (size_t)shape.nframes * shape.nbins);
     float *mask = malloc(sizeof(float) * (size_t)shape.nframes * shape.nbins);
     double t0 = now();
-    if (ebb_separate_cpu(&o, m.rate, m.mix, m.n, v, a, mag) < 0) {
+    if (stg_separate_cpu(&o, m.rate, m.mix, m.n, v, a, mag) < 0) {
       fprintf(stderr, "CPU path: %s\n", ebb_errmsg());
       return 1;
     }
     double t1 = now();
     shim_ctx sh;
     shim_init(&sh, EBB_DEV_KIND_CUDA);
-    if (ebb_separate_gpu(&sh.base, NULL, &o, m.rate, m.mix, m.n, vg, ag, NULL) < 0) {
+    if (stg_separate_gpu(&sh.base, NULL, &o, m.rate, m.mix, m.n, vg, ag, NULL) < 0) {
       fprintf(stderr, "GPU path: %s\n", ebb_errmsg());
       return 1;
     }
     double t2 = now();
-    ebb_repet_vocal_mask(mag, shape.nframes, shape.nbins, &rp, mask);
+    stg_repet_vocal_mask(mag, shape.nframes, shape.nbins, &rp, mask);
     double t3 = now();
     int *picks = malloc(sizeof(int) * (size_t)shape.nframes * rp.k);
     int *npicks = malloc(sizeof(int) * (size_t)shape.nframes);
     if (!picks || !npicks)
       return 1;
-    ebb_repet_picks(mag, shape.nframes, shape.nbins, &rp, picks, npicks);
+    stg_repet_picks(mag, shape.nframes, shape.nbins, &rp, picks, npicks);
     double t4 = now();
     free(picks), free(npicks);
     t_cpu += t1 - t0;

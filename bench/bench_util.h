@@ -18,9 +18,9 @@ static inline double bench_now(void) {
 }
 
 /* Opens spec or says why it is skipped (returns NULL). */
-static inline ebb_device *bench_open(const char *spec) {
-  ebb_device *d = NULL;
-  if (ebb_device_open(spec, &d)) {
+static inline dev_device *bench_open(const char *spec) {
+  dev_device *d = NULL;
+  if (dev_open(spec, &d)) {
     printf("  (%s skipped: %s)\n", spec, ebb_errmsg());
     return NULL;
   }

@@ -11,18 +11,18 @@
 #include "base/log.h"
 
 /* One never-trimmed replay with `owners` owners per model. */
-static int replay_owners(ebb_device *d, int owners, trace_result *r, double *us_op) {
-  ebb_allocator *a = NULL;
-  if (ebb_allocator_create(d, NULL, &a))
+static int replay_owners(dev_device *d, int owners, trace_result *r, double *us_op) {
+  mem_allocator *a = NULL;
+  if (mem_allocator_create(d, NULL, &a))
     return -1;
   double t0 = bench_now();
   int rc = trace_run_owners(a, 1.0, 2, 12, 0, owners, r);
   *us_op = (bench_now() - t0) * 1e6 / (double)(r->allocs + r->frees);
-  ebb_allocator_destroy(a);
+  mem_allocator_destroy(a);
   return rc;
 }
 
-static void affinity_cost(ebb_device *d) {
+static void affinity_cost(dev_device *d) {
   static const int counts[] = {1, 2, 8, 32};
   trace_result base;
   double base_us = 0;
@@ -48,13 +48,13 @@ static void affinity_cost(ebb_device *d) {
 }
 
 static void run(const char *spec) {
-  ebb_device *d = bench_open(spec);
+  dev_device *d = bench_open(spec);
   if (!d)
     return;
   printf("\n%s\n", spec);
   for (int rel = 1; rel >= 0; rel--) {
-    ebb_allocator *a = NULL;
-    ebb_allocator_create(d, NULL, &a);
+    mem_allocator *a = NULL;
+    mem_allocator_create(d, NULL, &a);
     trace_result r;
     double t0 = bench_now();
     trace_run(a, 1.0, 2, 12, rel, &r);
@@ -65,14 +65,14 @@ static void run(const char *spec) {
            r.peak_reserved / 1048576.0, (double)r.peak_reserved / (double)r.peak_allocated,
            (unsigned long long)r.allocs, (unsigned long long)r.failed,
            t * 1e6 / (double)(r.allocs + r.frees));
-    ebb_allocator_destroy(a);
+    mem_allocator_destroy(a);
   }
   affinity_cost(d);
-  ebb_device_close(d);
+  dev_close(d);
 }
 
 int main(void) {
-  ebb_log_set_level(EBB_LOG_ERROR);
+  base_log_set_level(EBB_LOG_ERROR);
   printf("memory_replay: fragmentation on a replayed model trace\n");
   for (int i = 0; i < BENCH_NDEV; i++)
     run(bench_devices[i]);

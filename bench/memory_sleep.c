@@ -6,8 +6,8 @@
  *                 round: on the fake, whose device memory is host memory,
  *                 it pays the same first-touch page faults a wake pays):
  *                 the bandwidth a wake aims at
- *   sleep         ebb_owner_sleep, then a release that gives the context back
- *   wake          ebb_owner_wake_stats after the context was created again
+ *   sleep         mem_owner_sleep, then a release that gives the context back
+ *   wake          mem_owner_wake_stats after the context was created again
  *                 (its time is shown apart as "context"): maps the segments
  *                 again and copies the weights back through pinned staging
  *   unload+load   the weights freed and the context released (an unload),
@@ -37,49 +37,49 @@ typedef struct best {
 static double gibs(size_t n, double s) { return s > 0 ? (double)n / s / (1 << 30) : 0; }
 static void keep_min(double *b, double t) { *b = t < *b ? t : *b; }
 
-static void release_all(ebb_allocator *a) {
-  ebb_release_result rr = {.size = sizeof rr};
-  ebb_release(a, EBB_RELEASE_DEFAULT | EBB_RELEASE_CONTEXT, &rr);
+static void release_all(mem_allocator *a) {
+  mem_release_result rr = {.size = sizeof rr};
+  mem_release(a, EBB_RELEASE_DEFAULT | EBB_RELEASE_CONTEXT, &rr);
 }
 
 /* The plain pinned copy into a segment mapped for it; -1 on failure. */
-static double pinned_copy(ebb_device *d, const unsigned char *host, size_t n) {
+static double pinned_copy(dev_device *d, const unsigned char *host, size_t n) {
   void *pinned = NULL;
-  ebb_dseg seg;
-  ebb_seg_kind kind = ebb_device_supports_vmm(d) ? EBB_SEG_VMM : EBB_SEG_PLAIN;
-  if (ebb_device_host_alloc(d, n, &pinned))
+  dev_dseg seg;
+  dev_seg_kind kind = dev_supports_vmm(d) ? EBB_SEG_VMM : EBB_SEG_PLAIN;
+  if (dev_host_alloc(d, n, &pinned))
     return -1;
   memcpy(pinned, host, n);
   double t = -1;
-  if (ebb_device_seg_alloc(d, n, kind, &seg) == 0) {
+  if (dev_seg_alloc(d, n, kind, &seg) == 0) {
     double t0 = bench_now();
-    if (ebb_device_copy_htod(d, seg.addr, pinned, n) == 0 && ebb_device_synchronize(d) == 0)
+    if (dev_copy_htod(d, seg.addr, pinned, n) == 0 && dev_synchronize(d) == 0)
       t = bench_now() - t0;
-    ebb_device_seg_free(d, &seg);
+    dev_seg_free(d, &seg);
   }
-  ebb_device_host_free(d, pinned);
+  dev_host_free(d, pinned);
   return t;
 }
 
 /* Sleep, context released, context again, wake; the weights checked. */
-static int sleep_wake(ebb_device *d, ebb_allocator *a, ebb_owner *o, uint64_t w, size_t n,
+static int sleep_wake(dev_device *d, mem_allocator *a, ebb_owner *o, uint64_t w, size_t n,
                       best *b) {
-  ebb_sleep_stats st = {.size = sizeof st};
+  mem_sleep_stats st = {.size = sizeof st};
   double t0 = bench_now();
-  if (ebb_owner_sleep(o, &st))
+  if (mem_owner_sleep(o, &st))
     return -1;
   release_all(a);
   double t1 = bench_now();
-  if (ebb_device_activate(d))
+  if (dev_activate(d))
     return -1;
   double t2 = bench_now();
-  if (ebb_owner_wake_stats(o, &st) || ebb_device_synchronize(d))
+  if (mem_owner_wake_stats(o, &st) || dev_synchronize(d))
     return -1;
   double t3 = bench_now();
   ebb_owner *who = NULL;
   unsigned char probe[4096];
-  if (ebb_mem_lookup(a, w, &who, NULL) || who != o ||
-      ebb_device_copy_dtoh(d, probe, w + n - sizeof probe, sizeof probe) || probe[0] != 0x3C ||
+  if (mem_lookup(a, w, &who, NULL) || who != o ||
+      dev_copy_dtoh(d, probe, w + n - sizeof probe, sizeof probe) || probe[0] != 0x3C ||
       probe[sizeof probe - 1] != 0x3C)
     return ebb_seterr(EBB_EIO, "the weights changed across sleep/wake");
   keep_min(&b->sleep, t1 - t0);
@@ -90,10 +90,10 @@ static int sleep_wake(ebb_device *d, ebb_allocator *a, ebb_owner *o, uint64_t w,
 
 /* Unload (free, context released), then load: context, the weights file
  * read, allocated, copied in. */
-static int unload_load(ebb_device *d, ebb_allocator *a, ebb_owner *o, uint64_t *w,
+static int unload_load(dev_device *d, mem_allocator *a, ebb_owner *o, uint64_t *w,
                        const char *file, unsigned char *buf, size_t n, best *b) {
   double t0 = bench_now();
-  ebb_mem_free(a, *w);
+  mem_free(a, *w);
   *w = 0;
   release_all(a);
   int fd = open(file, O_RDONLY);
@@ -105,8 +105,8 @@ static int unload_load(ebb_device *d, ebb_allocator *a, ebb_owner *o, uint64_t *
     close(fd);
   if (got != n)
     return ebb_seterr(EBB_EIO, "reading %s: %zu of %zu bytes", file, got, n);
-  if (ebb_device_activate(d) || ebb_mem_alloc(o, n, "bench", w) ||
-      ebb_device_copy_htod(d, *w, buf, n) || ebb_device_synchronize(d))
+  if (dev_activate(d) || mem_alloc(o, n, "bench", w) ||
+      dev_copy_htod(d, *w, buf, n) || dev_synchronize(d))
     return -1;
   keep_min(&b->reload, bench_now() - t0);
   return 0;
@@ -134,23 +134,23 @@ static void report(const char *spec, size_t n, const best *b) {
 }
 
 static void run(const char *spec, size_t n, const char *file) {
-  ebb_device *d = bench_open(spec);
+  dev_device *d = bench_open(spec);
   if (!d)
     return;
-  ebb_allocator *a = NULL;
+  mem_allocator *a = NULL;
   ebb_owner *o = NULL;
   uint64_t w = 0;
   unsigned char *host = malloc(n), *buf = malloc(n);
   best b = {1e9, 1e9, 1e9, 1e9, 1e9};
-  ebb_allocator_create(d, NULL, &a);
-  ebb_owner_create(a, "model", NULL, &o);
-  ebb_owner_mark_weights(o, 1);
-  if (!host || !buf || ebb_mem_alloc(o, n, "bench", &w)) {
+  mem_allocator_create(d, NULL, &a);
+  mem_owner_create(a, "model", NULL, &o);
+  mem_owner_mark_weights(o, 1);
+  if (!host || !buf || mem_alloc(o, n, "bench", &w)) {
     printf("  %s: setup failed: %s\n", spec, ebb_errmsg());
     goto out;
   }
   memset(host, 0x3C, n);
-  ebb_device_copy_htod(d, w, host, n);
+  dev_copy_htod(d, w, host, n);
   for (int r = 0; r < ROUNDS; r++) {
     double t = pinned_copy(d, host, n);
     if (t < 0 || sleep_wake(d, a, o, w, n, &b) || unload_load(d, a, o, &w, file, buf, n, &b)) {
@@ -162,12 +162,12 @@ static void run(const char *spec, size_t n, const char *file) {
   report(spec, n, &b);
 out:
   if (w)
-    ebb_mem_free(a, w);
+    mem_free(a, w);
   free(host);
   free(buf);
-  ebb_owner_destroy(o, NULL);
-  ebb_allocator_destroy(a);
-  ebb_device_close(d);
+  mem_owner_destroy(o, NULL);
+  mem_allocator_destroy(a);
+  dev_close(d);
 }
 
 int main(void) {

@@ -47,12 +47,12 @@ static size_t trace_bytes(double mib, double scale) {
   return b < 256 ? 256 : (size_t)b;
 }
 
-/* Replays rounds x all models. release_between: ebb_release (trim) after
+/* Replays rounds x all models. release_between: mem_release (trim) after
  * each model is unloaded, as the runner does with the after-stage policy.
  * owners > 1: each model's allocations go round-robin to that many child
  * owners of the model's owner, alive at once (segments are owner-affine, so
  * this is what giving every owner segments of its own costs). */
-static int trace_run_owners(ebb_allocator *a, double scale, int rounds, int steps,
+static int trace_run_owners(mem_allocator *a, double scale, int rounds, int steps,
                             int release_between, int owners, trace_result *res) {
   unsigned seed = 12345;
   memset(res, 0, sizeof *res);
@@ -65,12 +65,12 @@ static int trace_run_owners(ebb_allocator *a, double scale, int rounds, int step
     for (size_t m = 0; m < TRACE_NMODELS; m++) {
       const trace_model *tm = &trace_models[m];
       ebb_owner *top = NULL;
-      if (ebb_owner_create(a, tm->name, NULL, &top))
+      if (mem_owner_create(a, tm->name, NULL, &top))
         return -1;
       for (int k = 0; k < owners; k++)
         if (owners == 1)
           kids[k] = top;
-        else if (ebb_owner_create(a, "part", top, &kids[k]))
+        else if (mem_owner_create(a, "part", top, &kids[k]))
           return -1;
       w = calloc((size_t)tm->tensors, sizeof *w);
       act = calloc((size_t)tm->layers, sizeof *act);
@@ -86,7 +86,7 @@ static int trace_run_owners(ebb_allocator *a, double scale, int rounds, int step
           mib = left > 0.01 ? left : 0.01;
         left -= mib;
         ebb_owner *o = kids[turn++ % (unsigned)owners];
-        if (ebb_mem_alloc(o, trace_bytes(mib, scale), "trace:weights", &w[i]))
+        if (mem_alloc(o, trace_bytes(mib, scale), "trace:weights", &w[i]))
           res->failed++, w[i] = 0;
         else
           res->allocs++;
@@ -96,7 +96,7 @@ static int trace_run_owners(ebb_allocator *a, double scale, int rounds, int step
         for (int l = 0; l < tm->layers; l++) {
           double jitter = 0.8 + (trace_rand(&seed) % 40) / 100.0;
           ebb_owner *o = kids[turn++ % (unsigned)owners];
-          if (ebb_mem_alloc(o, trace_bytes(tm->act_mib * grow * jitter, scale), "trace:act",
+          if (mem_alloc(o, trace_bytes(tm->act_mib * grow * jitter, scale), "trace:act",
                             &act[l]))
             res->failed++, act[l] = 0;
           else
@@ -104,43 +104,43 @@ static int trace_run_owners(ebb_allocator *a, double scale, int rounds, int step
           for (int t = 0; t < 8; t++) { /* temporaries of the layer */
             size_t n = 512u + (trace_rand(&seed) % 900) * 1024u;
             o = kids[turn++ % (unsigned)owners];
-            if (ebb_mem_alloc(o, trace_bytes(n / 1048576.0, scale), "trace:tmp", &tmp[t]))
+            if (mem_alloc(o, trace_bytes(n / 1048576.0, scale), "trace:tmp", &tmp[t]))
               res->failed++, tmp[t] = 0;
             else
               res->allocs++;
           }
           for (int t = 0; t < 8; t++)
-            if (tmp[t] && !ebb_mem_free(a, tmp[t]))
+            if (tmp[t] && !mem_free(a, tmp[t]))
               res->frees++;
           /* a layer's input is dropped once the next layer has its output */
-          if (l >= 2 && act[l - 2] && !ebb_mem_free(a, act[l - 2]))
+          if (l >= 2 && act[l - 2] && !mem_free(a, act[l - 2]))
             res->frees++, act[l - 2] = 0;
         }
         for (int l = 0; l < tm->layers; l++)
-          if (act[l] && !ebb_mem_free(a, act[l]))
+          if (act[l] && !mem_free(a, act[l]))
             res->frees++, act[l] = 0;
       }
       for (int i = 0; i < tm->tensors; i++)
-        if (w[i] && !ebb_mem_free(a, w[i]))
+        if (w[i] && !mem_free(a, w[i]))
           res->frees++;
       free(w);
       free(act);
       w = act = NULL;
-      ebb_owner_destroy(top, NULL);
+      mem_owner_destroy(top, NULL);
       if (release_between) {
-        ebb_release_result rr = {.size = sizeof rr};
-        ebb_release(a, EBB_RELEASE_TRIM | EBB_RELEASE_PINNED, &rr);
+        mem_release_result rr = {.size = sizeof rr};
+        mem_release(a, EBB_RELEASE_TRIM | EBB_RELEASE_PINNED, &rr);
         res->released += rr.released_bytes;
       }
     }
-  ebb_alloc_stats st = {.size = sizeof st};
-  ebb_allocator_get_stats(a, &st);
+  mem_alloc_stats st = {.size = sizeof st};
+  mem_allocator_get_stats(a, &st);
   res->peak_allocated = st.allocated.peak;
   res->peak_reserved = st.reserved.peak;
   return 0;
 }
 
-static int trace_run(ebb_allocator *a, double scale, int rounds, int steps, int release_between,
+static int trace_run(mem_allocator *a, double scale, int rounds, int steps, int release_between,
                      trace_result *res) {
   return trace_run_owners(a, scale, rounds, steps, release_between, 1, res);
 }

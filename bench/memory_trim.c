@@ -9,32 +9,32 @@
 
 static void noop(void *arg) { (void)arg; }
 
-static void one(ebb_device *d, size_t bsize, int n, int release) {
-  ebb_allocator *a = NULL;
+static void one(dev_device *d, size_t bsize, int n, int release) {
+  mem_allocator *a = NULL;
   ebb_owner *o = NULL;
-  ebb_allocator_create(d, NULL, &a);
-  ebb_owner_create(a, "bench", NULL, &o);
+  mem_allocator_create(d, NULL, &a);
+  mem_owner_create(a, "bench", NULL, &o);
   uint64_t *x = calloc((size_t)n, sizeof *x);
   for (int i = 0; i < n; i++)
-    if (ebb_mem_alloc(o, bsize, "bench", &x[i])) {
+    if (mem_alloc(o, bsize, "bench", &x[i])) {
       printf("  alloc %d failed: %s\n", i, ebb_errmsg());
       n = i;
       break;
     }
   double t0 = bench_now();
   for (int i = 0; i < n; i++)
-    ebb_mem_free(a, x[i]);
+    mem_free(a, x[i]);
   double tfree = bench_now() - t0;
-  ebb_alloc_stats st = {.size = sizeof st};
-  ebb_allocator_get_stats(a, &st);
+  mem_alloc_stats st = {.size = sizeof st};
+  mem_allocator_get_stats(a, &st);
   uint64_t segs = st.segments.current, got = 0;
   t0 = bench_now();
   if (release) {
-    ebb_release_result r = {.size = sizeof r};
-    ebb_release(a, EBB_RELEASE_DEFAULT, &r);
+    mem_release_result r = {.size = sizeof r};
+    mem_release(a, EBB_RELEASE_DEFAULT, &r);
     got = r.released_bytes;
   } else {
-    ebb_allocator_trim(a, &got);
+    mem_allocator_trim(a, &got);
   }
   double t = bench_now() - t0;
   printf("  %-8s %6d x %-7s %5llu segs  free %9.1f us  %s %9.1f us (%6.2f us/segment)  "
@@ -43,18 +43,18 @@ static void one(ebb_device *d, size_t bsize, int n, int release) {
          (unsigned long long)segs, tfree * 1e6, release ? "release" : "trim   ", t * 1e6,
          segs ? t * 1e6 / (double)segs : 0, (unsigned long long)(got >> 20));
   free(x);
-  ebb_owner_destroy(o, NULL);
-  ebb_allocator_destroy(a);
+  mem_owner_destroy(o, NULL);
+  mem_allocator_destroy(a);
 }
 
 static void run(const char *spec) {
-  ebb_device *d = bench_open(spec);
+  dev_device *d = bench_open(spec);
   if (!d)
     return;
   printf("\n%s\n", spec);
   uint64_t h[10];
   for (int i = 0; i < 10; i++) /* ten registered callbacks, as stages would */
-    ebb_on_release("bench noop", noop, NULL, &h[i]);
+    mem_on_release("bench noop", noop, NULL, &h[i]);
   static const int counts[] = {1, 100, 10000};
   for (int r = 0; r < 2; r++)
     for (int i = 0; i < 3; i++) {
@@ -62,8 +62,8 @@ static void run(const char *spec) {
       one(d, 12u << 20, counts[i] > 1000 ? 1000 : counts[i], r);
     }
   for (int i = 0; i < 10; i++)
-    ebb_off_release(h[i]);
-  ebb_device_close(d);
+    mem_off_release(h[i]);
+  dev_close(d);
 }
 
 int main(void) {

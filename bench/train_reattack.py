@@ -141,14 +141,14 @@ def write_header(path, model, seeds, n, npos, check_x):
                 f" * {HIDDEN} tanh units, w1 row-major [feature][unit]. */\n")
         f.write("#ifndef EBB_PITCH_REATTACK_MODEL_H\n#define EBB_PITCH_REATTACK_MODEL_H\n\n")
         f.write(f"#define EBB_REATTACK_HIDDEN {HIDDEN}\n")
-        f.write(arr("ebb_reattack_mu", mu) + arr("ebb_reattack_sd", sd))
-        f.write(arr("ebb_reattack_w1", W["W1"].ravel()) + arr("ebb_reattack_b1", W["b1"]))
-        f.write(arr("ebb_reattack_w2", W["w2"]))
-        f.write(f"static const double ebb_reattack_b2 = {float(W['b2'])!r};\n\n")
+        f.write(arr("stg_reattack_mu", mu) + arr("stg_reattack_sd", sd))
+        f.write(arr("stg_reattack_w1", W["W1"].ravel()) + arr("stg_reattack_b1", W["b1"]))
+        f.write(arr("stg_reattack_w2", W["w2"]))
+        f.write(f"static const double stg_reattack_b2 = {float(W['b2'])!r};\n\n")
         f.write("/* a training peak's features and the log-odds numpy gave them (the unit\n"
                 " * test checks the C evaluation against it) */\n")
-        f.write(arr("ebb_reattack_check_x", check_x))
-        f.write(f"static const double ebb_reattack_check_logit = "
+        f.write(arr("stg_reattack_check_x", check_x))
+        f.write(f"static const double stg_reattack_check_logit = "
                 f"{float(logit(model, check_x[None, :])[0])!r};\n\n#endif\n")
 
 

@@ -6,7 +6,7 @@
  * mapped (not copied) by the worker, named in a small JSON frame; the copy is
  * timed on its own too, so the line says what is memory bandwidth and what
  * is protocol. Then the path that needs no copy at all: the producer built
- * its tensor in shared memory (ebb_shm_create), and each run hands it over by
+ * its tensor in shared memory (wrk_shm_create), and each run hands it over by
  * name; and, as the bandwidth reference, a plain memcpy of the same 64 MiB
  * between two warm buffers in the same run. The small item runs twice, each
  * time with a worker of its own: with the spin off (EBB_WORKER_SPIN_US=0:
@@ -62,8 +62,8 @@ static const char *pick_python(void) {
   return "python3";
 }
 
-static int call(ebb_wproc *w, json_t *msg, json_t **r) {
-  int rc = ebb_wproc_call(w, msg, bench_now() + 60, NULL, r);
+static int call(wrk_wproc *w, json_t *msg, json_t **r) {
+  int rc = wrk_wproc_call(w, msg, bench_now() + 60, NULL, r);
   if (rc)
     fprintf(stderr, "worker_roundtrip: %s\n", ebb_errmsg());
   return rc;
@@ -83,19 +83,19 @@ static double cpu_ns(pid_t pid) {
 }
 
 /* A worker on the SDK, hello'd and loaded; spin: its EBB_WORKER_SPIN_US. */
-static ebb_wproc *start_worker(const char *py, const char *spin) {
+static wrk_wproc *start_worker(const char *py, const char *spin) {
   const char *script = EBB_SOURCE_DIR "/bench/worker_echo.py";
   const char *args[] = {script};
-  ebb_wproc *w = NULL;
+  wrk_wproc *w = NULL;
   setenv("EBB_WORKER_SPIN_US", spin, 1);
-  if (ebb_wproc_spawn(py, args, 1, "bench echo", &w)) {
+  if (wrk_wproc_spawn(py, args, 1, "bench echo", &w)) {
     fprintf(stderr, "worker_roundtrip: %s\n", ebb_errmsg());
     return NULL;
   }
   json_t *r = NULL;
   json_t *m = json_pack("{s:s, s:i, s:s, s:s, s:s, s:s, s:I}", "type", "hello", "protocol", 1,
                         "ebb_version", EBB_VERSION, "stage", "echo", "name", "echo",
-                        "shm_prefix", ebb_wproc_shm_prefix(w), "host_pid", (json_int_t)getpid());
+                        "shm_prefix", wrk_wproc_shm_prefix(w), "host_pid", (json_int_t)getpid());
   int rc = call(w, m, &r);
   json_decref(m), json_decref(r);
   m = json_pack("{s:s, s:s, s:{}, s:s}", "type", "load", "stage", "echo", "options", "device",
@@ -104,26 +104,26 @@ static ebb_wproc *start_worker(const char *py, const char *spin) {
     rc = call(w, m, &r);
   json_decref(m), json_decref(r);
   if (rc)
-    ebb_wproc_stop(w, 5, NULL), w = NULL;
+    wrk_wproc_stop(w, 5, NULL), w = NULL;
   return w;
 }
 
-static void stop_worker(ebb_wproc *w) {
+static void stop_worker(wrk_wproc *w) {
   json_t *r = NULL, *m = json_pack("{s:s}", "type", "exit");
   if (!call(w, m, &r))
     json_decref(r);
   json_decref(m);
-  ebb_wproc_stop(w, 5, NULL);
+  wrk_wproc_stop(w, 5, NULL);
 }
 
 /* SMALL_N small-item round trips: times into tw (worker) and ti (the same
  * answer built in-process); *host_us, *worker_us: CPU per round trip. */
-static int small_runs(ebb_wproc *w, double *tw, double *ti, double *host_us, double *worker_us) {
+static int small_runs(wrk_wproc *w, double *tw, double *ti, double *host_us, double *worker_us) {
   const char *text = "{\"prompt\": \"a small item\", \"n\": 1}";
   json_t *r = NULL, *small = json_pack("{s:s, s:[{s:s, s:s, s:s}]}", "type", "run", "items",
                                        "kind", "json", "name", "q", "text", text);
   int rc = 0;
-  double h0 = cpu_ns(0), w0 = cpu_ns(ebb_wproc_pid(w)), hi = 0;
+  double h0 = cpu_ns(0), w0 = cpu_ns(wrk_wproc_pid(w)), hi = 0;
   for (int i = 0; i < SMALL_N && !rc; i++) {
     double t0 = bench_now();
     rc = call(w, small, &r);
@@ -137,7 +137,7 @@ static int small_runs(ebb_wproc *w, double *tw, double *ti, double *host_us, dou
   }
   json_decref(small);
   *host_us = ((cpu_ns(0) - h0) / 1e3 - hi * 1e6) / SMALL_N;
-  *worker_us = (cpu_ns(ebb_wproc_pid(w)) - w0) / 1e3 / SMALL_N;
+  *worker_us = (cpu_ns(wrk_wproc_pid(w)) - w0) / 1e3 / SMALL_N;
   return rc;
 }
 
@@ -156,7 +156,7 @@ int main(void) {
   /* the small item twice, the spin off then on (each its own worker) */
   static double tw0[SMALL_N], ti0[SMALL_N], tw[SMALL_N], ti[SMALL_N];
   double h0 = 0, c0 = 0, h1 = 0, c1 = 0;
-  ebb_wproc *w = start_worker(py, "0");
+  wrk_wproc *w = start_worker(py, "0");
   int rc = !w || small_runs(w, tw0, ti0, &h0, &c0);
   if (w)
     stop_worker(w);
@@ -180,16 +180,16 @@ int main(void) {
     t[i] = (float)i;
   char name[128];
   for (int i = 0; i < TENSOR_N && !rc; i++) {
-    snprintf(name, sizeof name, "%si%d", ebb_wproc_shm_prefix(w), i);
+    snprintf(name, sizeof name, "%si%d", wrk_wproc_shm_prefix(w), i);
     double t0 = bench_now();
-    rc = ebb_shm_put(name, t, (size_t)TENSOR_FLOATS * 4);
+    rc = wrk_shm_put(name, t, (size_t)TENSOR_FLOATS * 4);
     bc[i] = bench_now() - t0;
     json_t *run = json_pack("{s:s, s:[{s:s, s:s, s:[I], s:s, s:I}]}", "type", "run", "items",
                             "kind", "tensor", "name", "t", "shape", (json_int_t)TENSOR_FLOATS,
                             "shm", name, "bytes", (json_int_t)TENSOR_FLOATS * 4);
     if (!rc)
       rc = call(w, run, &r);
-    ebb_shm_unlink(name);
+    wrk_shm_unlink(name);
     bw[i] = bench_now() - t0;
     json_decref(run), json_decref(r);
     t0 = bench_now();
@@ -201,8 +201,8 @@ int main(void) {
   static double sw[TENSOR_N], mc[TENSOR_N];
   size_t tb = (size_t)TENSOR_FLOATS * 4;
   void *shm = NULL;
-  snprintf(name, sizeof name, "%sresident", ebb_wproc_shm_prefix(w));
-  if (!rc && (rc = ebb_shm_create(name, tb, &shm)))
+  snprintf(name, sizeof name, "%sresident", wrk_wproc_shm_prefix(w));
+  if (!rc && (rc = wrk_shm_create(name, tb, &shm)))
     fprintf(stderr, "worker_roundtrip: %s\n", ebb_errmsg());
   if (!rc)
     memcpy(shm, t, tb);
@@ -217,7 +217,7 @@ int main(void) {
   }
   json_decref(run);
   if (shm)
-    ebb_shm_unmap(shm, tb), ebb_shm_unlink(name);
+    wrk_shm_unmap(shm, tb), wrk_shm_unlink(name);
   /* the bandwidth reference: memcpy of the same 64 MiB between warm buffers */
   float *dst = malloc(tb);
   memcpy(dst, t, tb);

@@ -1,5 +1,5 @@
 # Writes OUT: a C file with every file of DIR as a byte array, listed in
-# ebb_page_assets (src/server/page.h). Run at build time (cmake -P) so the
+# srv_page_assets (src/server/page.h). Run at build time (cmake -P) so the
 # page is part of the binary without any other build step.
 file(GLOB files RELATIVE ${DIR} ${DIR}/*)
 list(SORT files)
@@ -18,7 +18,7 @@ foreach(f ${files})
   string(APPEND table "  {\"${f}\", asset_${i}, ${size}},\n")
   math(EXPR i "${i} + 1")
 endforeach()
-string(APPEND body "\nconst ebb_page_asset ebb_page_assets[] = {\n${table}  {0, 0, 0},\n};\n")
+string(APPEND body "\nconst srv_page_asset srv_page_assets[] = {\n${table}  {0, 0, 0},\n};\n")
 if(EXISTS ${OUT})
   file(READ ${OUT} old)
   if(old STREQUAL body)

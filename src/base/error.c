@@ -42,16 +42,16 @@ const char *ebb_errname(int code) {
   return r ? r->name : "EBB_E?";
 }
 
-int ebb_errcode(const char *name, int fallback) {
+int base_errcode(const char *name, int fallback) {
   for (size_t i = 0; name && i < sizeof rows / sizeof rows[0]; i++)
     if (!strcmp(rows[i].name, name))
       return rows[i].value;
   return fallback;
 }
 
-int ebb_exit_status(int code) { return row_or_stage(code)->exit; }
-unsigned ebb_http_status(int code) { return row_or_stage(code)->http; }
-const char *ebb_wire_name(int code) { return row_or_stage(code)->wire; }
+int base_exit_status(int code) { return row_or_stage(code)->exit; }
+unsigned base_http_status(int code) { return row_or_stage(code)->http; }
+const char *base_wire_name(int code) { return row_or_stage(code)->wire; }
 
 int ebb_seterr(int code, const char *fmt, ...) {
   va_list ap;

@@ -8,10 +8,10 @@
 
 /* --- "error.c" */
 /* The code named "EBB_EOOM"; fallback for a name not in the table. */
-int ebb_errcode(const char *name, int fallback);
+int base_errcode(const char *name, int fallback);
 /* The table's columns for a code; an unknown code reads as EBB_ESTAGE. */
-int ebb_exit_status(int code); /* 0, 1 or 2 */
-unsigned ebb_http_status(int code);
-const char *ebb_wire_name(int code); /* "not_found" */
+int base_exit_status(int code); /* 0, 1 or 2 */
+unsigned base_http_status(int code);
+const char *base_wire_name(int code); /* "not_found" */
 
 #endif

@@ -127,16 +127,16 @@ static ebb_subscription *release_and_next(ebb_subscription *s) {
   return next;
 }
 
-void ebb_event_publish(ebb_event *ev) {
+void base_event_publish(ebb_event *ev) {
   if (!ev)
     return;
   ev->size = sizeof *ev;
   if (ev->t == 0)
-    ev->t = ebb_wall_s();
+    ev->t = base_wall_s();
   pthread_mutex_lock(&bus_mu);
   ev->seq = ++bus_seq;
   pthread_mutex_unlock(&bus_mu);
-  ebb_event_log(ev);
+  base_event_log(ev);
   pthread_mutex_lock(&bus_mu);
   ebb_subscription *s = hold_from(bus_head);
   while (s) {
@@ -152,7 +152,7 @@ void ebb_event_publish(ebb_event *ev) {
   pthread_mutex_unlock(&bus_mu);
 }
 
-void ebb_event_publish_grant(const char *state, int pid, const char *what, const char *device,
+void base_event_publish_grant(const char *state, int pid, const char *what, const char *device,
                              uint64_t asked, uint64_t given, double ms, const char *reason) {
   ebb_event ev = {.kind = EBB_EVENT_GRANT,
                   .state = state,
@@ -163,10 +163,10 @@ void ebb_event_publish_grant(const char *state, int pid, const char *what, const
                   .bytes = given,
                   .ms = ms,
                   .message = reason};
-  ebb_event_publish(&ev);
+  base_event_publish(&ev);
 }
 
-void ebb_event_publish_ask(const char *device, uint64_t need, uint64_t free_after, size_t npeers,
+void base_event_publish_ask(const char *device, uint64_t need, uint64_t free_after, size_t npeers,
                            int satisfied) {
   ebb_event ev = {.kind = EBB_EVENT_GRANT,
                   .state = "asked",
@@ -176,5 +176,5 @@ void ebb_event_publish_ask(const char *device, uint64_t need, uint64_t free_afte
                   .driver_free_after = free_after,
                   .peers = npeers,
                   .message = satisfied ? "satisfied" : "not satisfied"};
-  ebb_event_publish(&ev);
+  base_event_publish(&ev);
 }

@@ -11,7 +11,7 @@
 /* Delivers ev to the log (events_log.c) and then to every subscription, on
  * this thread, and returns when all have seen it. Sets ev->size, ev->seq and
  * (when 0) ev->t. ev and what it points to are the caller's and only read. */
-void ebb_event_publish(ebb_event *ev);
+void base_event_publish(ebb_event *ev);
 
 /* A memory grant (the broker, docs/broker.md): process pid (what: how it
  * calls itself, e.g. "ebb serve") gave back `given` of the `asked` bytes on
@@ -20,19 +20,19 @@ void ebb_event_publish(ebb_event *ev);
  * EBB_EVENT_GRANT (owner = what, message = reason), which the log writes
  * as the fixed line `[broker] pid P (WHAT) gave back N MiB on cuda:K in T
  * ms: REASON`. Strings borrowed. */
-void ebb_event_publish_grant(const char *state, int pid, const char *what, const char *device,
+void base_event_publish_grant(const char *state, int pid, const char *what, const char *device,
                              uint64_t asked, uint64_t given, double ms, const char *reason);
 /* This process asked its peers on device for `need` bytes (npeers of them
  * answered or were tried); the driver then had free_after free. Publishes
  * EBB_EVENT_GRANT with state "asked"; the log writes `[broker] cuda:K: N MiB
  * free of M MiB needed after asking P peers`. */
-void ebb_event_publish_ask(const char *device, uint64_t need, uint64_t free_after, size_t npeers,
+void base_event_publish_ask(const char *device, uint64_t need, uint64_t free_after, size_t npeers,
                            int satisfied);
 
 /* --- "events_log.c" */
 /* The log lines of an event (DESIGN.md's fixed lines: the release line, the
  * leak report, the broker's grant); nothing for the kinds that have no line. The bus calls it
  * first for every event. */
-void ebb_event_log(const ebb_event *ev);
+void base_event_log(const ebb_event *ev);
 
 #endif

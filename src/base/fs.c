@@ -10,7 +10,7 @@
 
 #include "ebb/error.h"
 
-int ebb_mkdirs(const char *dir, unsigned mode, const char *what) {
+int base_mkdirs(const char *dir, unsigned mode, const char *what) {
   char tmp[4096];
   snprintf(tmp, sizeof tmp, "%s", dir);
   for (char *q = tmp + (tmp[0] != '\0');; q++)
@@ -28,7 +28,7 @@ int ebb_mkdirs(const char *dir, unsigned mode, const char *what) {
     }
 }
 
-int ebb_rm_tree(const char *path) {
+int base_rm_tree(const char *path) {
   struct stat st;
   if (lstat(path, &st) != 0)
     return 0;
@@ -41,7 +41,7 @@ int ebb_rm_tree(const char *path) {
       continue;
     char sub[4500];
     snprintf(sub, sizeof sub, "%s/%s", path, e->d_name);
-    ebb_rm_tree(sub);
+    base_rm_tree(sub);
   }
   if (d)
     closedir(d);

@@ -5,9 +5,9 @@
 /* mkdir -p dir with mode (existing directories are fine). On failure
  * ebb_seterr(EBB_EIO, "WHAT PATH: strerror"), PATH the first component that
  * could not be made, and errno left as mkdir set it. */
-int ebb_mkdirs(const char *dir, unsigned mode, const char *what);
+int base_mkdirs(const char *dir, unsigned mode, const char *what);
 /* rm -rf path without following symbolic links: 0, or the last unlink or
  * rmdir's -1 (0 when path does not exist). */
-int ebb_rm_tree(const char *path);
+int base_rm_tree(const char *path);
 
 #endif

@@ -7,17 +7,17 @@
 #include <time.h>
 
 static pthread_mutex_t log_lock = PTHREAD_MUTEX_INITIALIZER;
-static ebb_log_format log_format = EBB_LOG_TEXT;
-static ebb_log_level log_min = EBB_LOG_INFO;
+static base_log_format log_format = EBB_LOG_TEXT;
+static base_log_level log_min = EBB_LOG_INFO;
 static FILE *log_stream;
 
 static const char *const level_names[] = {"debug", "info", "warn", "error"};
 
-void ebb_log_set_format(ebb_log_format f) { log_format = f; }
-ebb_log_format ebb_log_get_format(void) { return log_format; }
-void ebb_log_set_level(ebb_log_level min) { log_min = min; }
-void ebb_log_set_stream(FILE *f) { log_stream = f; }
-static void emit(ebb_log_level level, const char *scope, const ebb_log_field *fields,
+void base_log_set_format(base_log_format f) { log_format = f; }
+base_log_format base_log_get_format(void) { return log_format; }
+void base_log_set_level(base_log_level min) { log_min = min; }
+void base_log_set_stream(FILE *f) { log_stream = f; }
+static void emit(base_log_level level, const char *scope, const base_log_field *fields,
                  int nfields, const char *fmt, va_list ap) {
   if (level < log_min)
     return;
@@ -32,16 +32,16 @@ static void emit(ebb_log_level level, const char *scope, const ebb_log_field *fi
             (double)ts.tv_sec + (double)ts.tv_nsec / 1e9, level_names[level]);
     if (scope) {
       fputs(",\"scope\":", f);
-      ebb_write_json_str(f, scope);
+      base_write_json_str(f, scope);
     }
     fputs(",\"msg\":", f);
-    ebb_write_json_str(f, msg);
+    base_write_json_str(f, msg);
     for (int i = 0; i < nfields; i++) {
       fputc(',', f);
-      ebb_write_json_str(f, fields[i].key);
+      base_write_json_str(f, fields[i].key);
       fputc(':', f);
       switch (fields[i].type) {
-      case EBB_LF_STR: ebb_write_json_str(f, fields[i].v.s); break;
+      case EBB_LF_STR: base_write_json_str(f, fields[i].v.s); break;
       case EBB_LF_I64: fprintf(f, "%lld", (long long)fields[i].v.i); break;
       case EBB_LF_U64: fprintf(f, "%llu", (unsigned long long)fields[i].v.u); break;
       case EBB_LF_F64: fprintf(f, "%.6g", fields[i].v.f); break;
@@ -57,14 +57,14 @@ static void emit(ebb_log_level level, const char *scope, const ebb_log_field *fi
   pthread_mutex_unlock(&log_lock);
 }
 
-void ebb_log(ebb_log_level level, const char *scope, const char *fmt, ...) {
+void base_log(base_log_level level, const char *scope, const char *fmt, ...) {
   va_list ap;
   va_start(ap, fmt);
   emit(level, scope, NULL, 0, fmt, ap);
   va_end(ap);
 }
 
-void ebb_log_ev(ebb_log_level level, const char *scope, const ebb_log_field *fields,
+void base_log_ev(base_log_level level, const char *scope, const base_log_field *fields,
                 int nfields, const char *fmt, ...) {
   va_list ap;
   va_start(ap, fmt);

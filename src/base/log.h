@@ -13,35 +13,35 @@
 #include <stdint.h>
 #include <stdio.h>
 
-typedef enum { EBB_LOG_DEBUG, EBB_LOG_INFO, EBB_LOG_WARN, EBB_LOG_ERROR } ebb_log_level;
-typedef enum { EBB_LOG_TEXT, EBB_LOG_JSON } ebb_log_format;
+typedef enum { EBB_LOG_DEBUG, EBB_LOG_INFO, EBB_LOG_WARN, EBB_LOG_ERROR } base_log_level;
+typedef enum { EBB_LOG_TEXT, EBB_LOG_JSON } base_log_format;
 
 /* A structured field for the JSON format; ignored by the text format. */
-typedef enum { EBB_LF_STR, EBB_LF_I64, EBB_LF_U64, EBB_LF_F64 } ebb_log_ftype;
-typedef struct ebb_log_field {
+typedef enum { EBB_LF_STR, EBB_LF_I64, EBB_LF_U64, EBB_LF_F64 } base_log_ftype;
+typedef struct base_log_field {
   const char *key;
-  ebb_log_ftype type;
+  base_log_ftype type;
   union {
     const char *s;
     int64_t i;
     uint64_t u;
     double f;
   } v;
-} ebb_log_field;
-#define EBB_LF_S(k, x) ((ebb_log_field){.key = (k), .type = EBB_LF_STR, .v.s = (x)})
-#define EBB_LF_I(k, x) ((ebb_log_field){.key = (k), .type = EBB_LF_I64, .v.i = (x)})
-#define EBB_LF_U(k, x) ((ebb_log_field){.key = (k), .type = EBB_LF_U64, .v.u = (x)})
-#define EBB_LF_F(k, x) ((ebb_log_field){.key = (k), .type = EBB_LF_F64, .v.f = (x)})
+} base_log_field;
+#define EBB_LF_S(k, x) ((base_log_field){.key = (k), .type = EBB_LF_STR, .v.s = (x)})
+#define EBB_LF_I(k, x) ((base_log_field){.key = (k), .type = EBB_LF_I64, .v.i = (x)})
+#define EBB_LF_U(k, x) ((base_log_field){.key = (k), .type = EBB_LF_U64, .v.u = (x)})
+#define EBB_LF_F(k, x) ((base_log_field){.key = (k), .type = EBB_LF_F64, .v.f = (x)})
 
-void ebb_log_set_format(ebb_log_format f);
-ebb_log_format ebb_log_get_format(void);
-void ebb_log_set_level(ebb_log_level min);
+void base_log_set_format(base_log_format f);
+base_log_format base_log_get_format(void);
+void base_log_set_level(base_log_level min);
 /* The stream is borrowed, not closed by ebb. NULL restores stdout. */
-void ebb_log_set_stream(FILE *f);
+void base_log_set_stream(FILE *f);
 
-void ebb_log(ebb_log_level level, const char *scope, const char *fmt, ...)
+void base_log(base_log_level level, const char *scope, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
-void ebb_log_ev(ebb_log_level level, const char *scope, const ebb_log_field *fields,
+void base_log_ev(base_log_level level, const char *scope, const base_log_field *fields,
                 int nfields, const char *fmt, ...) __attribute__((format(printf, 5, 6)));
 
 #endif

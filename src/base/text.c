@@ -1,6 +1,6 @@
 #include "base/text.h"
 
-int ebb_utf8_len(const unsigned char *p) {
+int base_utf8_len(const unsigned char *p) {
   int n = p[0] < 0x80                ? 1
           : (p[0] & 0xE0) == 0xC0    ? 2
           : (p[0] & 0xF0) == 0xE0    ? 3
@@ -18,10 +18,10 @@ int ebb_utf8_len(const unsigned char *p) {
   return n;
 }
 
-void ebb_write_json_str(FILE *f, const char *s) {
+void base_write_json_str(FILE *f, const char *s) {
   fputc('"', f);
   for (const unsigned char *p = (const unsigned char *)(s ? s : ""); *p;) {
-    int n = ebb_utf8_len(p);
+    int n = base_utf8_len(p);
     if (n == 0) {
       fputs("\\ufffd", f);
       p++;
@@ -40,9 +40,9 @@ void ebb_write_json_str(FILE *f, const char *s) {
   fputc('"', f);
 }
 
-void ebb_write_xml_text(FILE *f, const char *s) {
+void base_write_xml_text(FILE *f, const char *s) {
   for (const unsigned char *p = (const unsigned char *)(s ? s : ""); *p;) {
-    int n = ebb_utf8_len(p);
+    int n = base_utf8_len(p);
     if (n == 0) {
       fputs("\xef\xbf\xbd", f); /* U+FFFD */
       p++;
@@ -61,7 +61,7 @@ void ebb_write_xml_text(FILE *f, const char *s) {
   }
 }
 
-const char *ebb_fmt_bytes(uint64_t bytes, char *buf, size_t len) {
+const char *base_fmt_bytes(uint64_t bytes, char *buf, size_t len) {
   if (bytes >= (1ull << 30))
     snprintf(buf, len, "%.2f GiB", (double)bytes / (double)(1ull << 30));
   else

@@ -10,13 +10,13 @@
 #include <stdio.h>
 
 /* The length (1-4) of the valid UTF-8 sequence at p, or 0 if it is not one. */
-int ebb_utf8_len(const unsigned char *p);
+int base_utf8_len(const unsigned char *p);
 /* s as a quoted JSON string (NULL: ""). */
-void ebb_write_json_str(FILE *f, const char *s);
+void base_write_json_str(FILE *f, const char *s);
 /* s escaped for XML text and attribute values (NULL: nothing); control
  * characters are dropped. */
-void ebb_write_xml_text(FILE *f, const char *s);
+void base_write_xml_text(FILE *f, const char *s);
 /* "1.50 GiB" / "300.0 MiB" for messages (written into buf, returned). */
-const char *ebb_fmt_bytes(uint64_t bytes, char *buf, size_t len);
+const char *base_fmt_bytes(uint64_t bytes, char *buf, size_t len);
 
 #endif

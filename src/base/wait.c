@@ -2,7 +2,7 @@
 
 #include <time.h>
 
-int ebb_cond_wait_ms(pthread_cond_t *cond, pthread_mutex_t *lock, long ms) {
+int base_cond_wait_ms(pthread_cond_t *cond, pthread_mutex_t *lock, long ms) {
   struct timespec ts;
   clock_gettime(CLOCK_REALTIME, &ts);
   ts.tv_sec += ms / 1000;

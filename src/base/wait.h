@@ -8,6 +8,6 @@
 /* pthread_cond_timedwait on (cond, lock) until ms milliseconds from now
  * (CLOCK_REALTIME, the condition's default clock). The caller holds lock, as
  * for pthread_cond_timedwait; returns its result (0 or ETIMEDOUT). */
-int ebb_cond_wait_ms(pthread_cond_t *cond, pthread_mutex_t *lock, long ms);
+int base_cond_wait_ms(pthread_cond_t *cond, pthread_mutex_t *lock, long ms);
 
 #endif

@@ -3,7 +3,7 @@
  * directory, the listener a giving process runs and the asking side, used
  * by `ebb serve` (giving and asking), `ebb reclaim` and libebb. It knows
  * nothing of pipelines or devices: the giver's rules come in as a callback
- * (the pipeline manager's ebb_manager_give_back), the driver's free figure
+ * (the pipeline manager's pl_manager_give_back), the driver's free figure
  * as another (the caller's device room).
  *
  * Names: brk_ for what other rooms call; everything else is static. */

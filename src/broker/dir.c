@@ -87,7 +87,7 @@ int brk_dir_open(const char *dir, const char *group, char *out, size_t outlen) {
   char *slash = strrchr(parent, '/');
   if (slash && slash != parent) { /* $XDG_RUNTIME_DIR itself may not exist yet */
     *slash = '\0';
-    if ((rc = ebb_mkdirs(parent, 0700, "broker directory")))
+    if ((rc = base_mkdirs(parent, 0700, "broker directory")))
       return rc;
   }
   if (mkdir(path, 0700) == 0) {

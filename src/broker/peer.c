@@ -72,7 +72,7 @@ static void write_all(int fd, const char *s, size_t n) {
 
 static void set_error(brk_answer *a, int rc) {
   snprintf(a->err_code, sizeof a->err_code, "%s", rc == EBB_EPROTO ? "bad_request"
-                                                  : ebb_wire_name(rc));
+                                                  : base_wire_name(rc));
   snprintf(a->err_msg, sizeof a->err_msg, "%s", ebb_errmsg());
 }
 
@@ -124,7 +124,7 @@ static void *listen_thread(void *arg) {
   brk_peer *p = arg;
   serve_buf *b = malloc(sizeof *b);
   if (!b) {
-    ebb_log(EBB_LOG_ERROR, "broker", "out of host memory: not answering peers");
+    base_log(EBB_LOG_ERROR, "broker", "out of host memory: not answering peers");
     return NULL;
   }
   for (;;) {
@@ -182,7 +182,7 @@ int brk_peer_start(const brk_peer_opts *o, brk_peer **out) {
   if (rc)
     goto fail;
   *out = p;
-  ebb_log(EBB_LOG_DEBUG, "broker", "listening on %s", p->path);
+  base_log(EBB_LOG_DEBUG, "broker", "listening on %s", p->path);
   return 0;
 fail:
   if (p->fd >= 0) {

@@ -9,23 +9,23 @@
 #include <stdint.h>
 #include <sys/types.h>
 
-struct ebb_manager;
-struct ebb_device;
+struct pl_manager;
+struct dev_device;
 typedef struct brk_peer brk_peer;
 
 /* The UUID ("GPU-...") of CUDA device ordinal (cuInit, no context); 0 or
  * an EBB_E code with a message. */
-int ebb_cli_cuda_uuid(int ordinal, char *uuid, size_t len);
+int cli_cuda_uuid(int ordinal, char *uuid, size_t len);
 /* brk_free_fn over NVML: arg is a cli_nvml_dev. */
 typedef struct cli_nvml_dev {
   int ordinal;
   char uuid[64];
 } cli_nvml_dev;
-int ebb_cli_nvml_free(void *arg, uint64_t *free_bytes);
+int cli_nvml_free(void *arg, uint64_t *free_bytes);
 /* brk_used_fn over NVML (a process's usage there): arg is a cli_nvml_dev. */
-int ebb_cli_nvml_used(void *arg, pid_t pid, uint64_t *bytes);
+int cli_nvml_used(void *arg, pid_t pid, uint64_t *bytes);
 /* "8G", "512MiB", "1048576" (bytes), "4 GiB"; 0 or -1. */
-int ebb_cli_parse_bytes(const char *v, uint64_t *out);
+int cli_parse_bytes(const char *v, uint64_t *out);
 
 /* ebb serve's broker options (--broker-dir, --broker-group,
  * --broker-timeout, --reserve). */
@@ -35,18 +35,18 @@ typedef struct serve_broker_opts {
   uint64_t reserve;
 } serve_broker_opts;
 /* Registers this server (when it serves a CUDA device) and answers peers
- * with ebb_manager_give_back. *out NULL when nothing was registered (a
+ * with pl_manager_give_back. *out NULL when nothing was registered (a
  * warning says why). */
-void ebb_serve_broker_start(const serve_broker_opts *o, struct ebb_manager **ms,
-                            struct ebb_device **devs, size_t n, brk_peer **out);
-void ebb_serve_broker_stop(brk_peer *p);
-/* ebb_manager_opts.ask_peers: asks the peers on dev until need bytes are
+void cli_serve_broker_start(const serve_broker_opts *o, struct pl_manager **ms,
+                            struct dev_device **devs, size_t n, brk_peer **out);
+void cli_serve_broker_stop(brk_peer *p);
+/* pl_manager_opts.ask_peers: asks the peers on dev until need bytes are
  * free there (docs/broker.md), logging who gave what. */
-int ebb_serve_broker_ask(void *arg, struct ebb_device *dev, uint64_t need);
-/* ebb_manager_opts.ask_done: the ask's claim on dev goes. */
-void ebb_serve_broker_ask_done(void *arg, struct ebb_device *dev);
+int cli_serve_broker_ask(void *arg, struct dev_device *dev, uint64_t need);
+/* pl_manager_opts.ask_done: the ask's claim on dev goes. */
+void cli_serve_broker_ask_done(void *arg, struct dev_device *dev);
 /* Every grant and refusal of the broker in ebb serve goes through
- * ebb_serve_broker_fact, which logs it (the `[broker] pid P (WHAT) gave back
+ * cli_serve_broker_fact, which logs it (the `[broker] pid P (WHAT) gave back
  * N MiB on cuda:K in T ms: REASON` line) and counts it for /metrics: the one
  * place to publish broker facts from (the event bus, /v1/events). */
 typedef enum {
@@ -56,8 +56,8 @@ typedef enum {
   EBB_BROKER_SKIPPED,  /* a peer did not answer this server's ask, or refused it */
   EBB_BROKER_KEPT,     /* what a peer keeps and why, when the ask fell short */
   EBB_BROKER_ASKED,    /* an ask of this server ended (satisfied or not) */
-} ebb_broker_fact_kind;
-typedef struct ebb_broker_fact {
+} cli_broker_fact_kind;
+typedef struct cli_broker_fact {
   int kind;
   long pid;            /* the giver (GAVE: this process), the peer, or the asker */
   const char *what;    /* "ebb serve", a kept item ("pipeline P") */
@@ -69,12 +69,12 @@ typedef struct ebb_broker_fact {
   uint64_t free_after; /* ASKED */
   size_t npeers;       /* ASKED */
   int satisfied;       /* ASKED */
-} ebb_broker_fact;
-void ebb_serve_broker_fact(const ebb_broker_fact *f);
+} cli_broker_fact;
+void cli_serve_broker_fact(const cli_broker_fact *f);
 
-/* ebb_server_opts.broker_reclaim (POST /v1/memory/reclaim) and
+/* srv_opts.broker_reclaim (POST /v1/memory/reclaim) and
  * .broker_metrics (the ebb_broker_* families). */
-int ebb_serve_broker_reclaim(void *arg, const char *device, uint64_t bytes, json_t **answer);
-void ebb_serve_broker_metrics(void *arg, FILE *f);
+int cli_serve_broker_reclaim(void *arg, const char *device, uint64_t bytes, json_t **answer);
+void cli_serve_broker_metrics(void *arg, FILE *f);
 
 #endif

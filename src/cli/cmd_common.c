@@ -8,21 +8,21 @@
 #include "pipeline/config.h"
 #include "pipeline/registry.h"
 
-int ebb_cli_load(const char *config_path, ebb_config **cfg, ebb_registry **reg) {
+int cli_load(const char *config_path, pl_config **cfg, pl_registry **reg) {
   *cfg = NULL;
   *reg = NULL;
-  int rc = ebb_config_load(config_path, cfg);
+  int rc = pl_config_load(config_path, cfg);
   if (!rc)
-    rc = ebb_registry_create(reg);
+    rc = pl_registry_create(reg);
   for (size_t i = 0; !rc && i < (*cfg)->nplugin_dirs; i++)
-    if ((rc = ebb_registry_load_dir(*reg, (*cfg)->plugin_dirs[i])) && config_path)
+    if ((rc = pl_registry_load_dir(*reg, (*cfg)->plugin_dirs[i])) && config_path)
       ebb_errctx(rc, "%s: plugin_dirs: ", config_path);
   if (!rc)
-    rc = ebb_registry_load_env(*reg);
+    rc = pl_registry_load_env(*reg);
   if (rc) {
     fprintf(stderr, "ebb: %s\n", ebb_errmsg());
-    ebb_registry_destroy(*reg);
-    ebb_config_free(*cfg);
+    pl_registry_destroy(*reg);
+    pl_config_free(*cfg);
     *reg = NULL;
     *cfg = NULL;
     return EBB_EXIT_USAGE;
@@ -30,7 +30,7 @@ int ebb_cli_load(const char *config_path, ebb_config **cfg, ebb_registry **reg) 
   return EBB_EXIT_OK;
 }
 
-static int ebb_cli_list_options(int argc, char **argv, void (*usage)(FILE *), const char **config,
+static int cli_list_options(int argc, char **argv, void (*usage)(FILE *), const char **config,
                          int *json) {
   static const struct option longopts[] = {{"config", required_argument, NULL, 'c'},
                                            {"json", no_argument, NULL, 'j'},
@@ -62,25 +62,25 @@ static int ebb_cli_list_options(int argc, char **argv, void (*usage)(FILE *), co
   return -1;
 }
 
-int ebb_cli_list_begin(int argc, char **argv, void (*usage)(FILE *), int *json, ebb_config **cfg,
-                       ebb_registry **reg) {
+int cli_list_begin(int argc, char **argv, void (*usage)(FILE *), int *json, pl_config **cfg,
+                       pl_registry **reg) {
   const char *config;
-  int stop = ebb_cli_list_options(argc, argv, usage, &config, json);
+  int stop = cli_list_options(argc, argv, usage, &config, json);
   if (stop >= 0)
     return stop;
-  int status = ebb_cli_load(config, cfg, reg);
+  int status = cli_load(config, cfg, reg);
   return status ? status : -1;
 }
 
-int ebb_cli_list_end(json_t *arr, int json, size_t dump_flags, ebb_config *cfg,
-                     ebb_registry *reg) {
+int cli_list_end(json_t *arr, int json, size_t dump_flags, pl_config *cfg,
+                     pl_registry *reg) {
   if (json) {
     char *s = json_dumps(arr, dump_flags);
     printf("%s\n", s ? s : "[]");
     free(s);
   }
   json_decref(arr);
-  ebb_registry_destroy(reg);
-  ebb_config_free(cfg);
+  pl_registry_destroy(reg);
+  pl_config_free(cfg);
   return EBB_EXIT_OK;
 }

@@ -33,20 +33,20 @@ typedef struct cpu_info {
 
 static void get_cpu(cpu_info *c) {
   memset(c, 0, sizeof *c);
-  ebb_device *d;
-  if (ebb_device_open("cpu", &d))
+  dev_device *d;
+  if (dev_open("cpu", &d))
     return;
-  ebb_dev_meminfo mi;
-  if (ebb_device_mem_info(d, &mi) == 0) {
+  dev_meminfo mi;
+  if (dev_mem_info(d, &mi) == 0) {
     c->total = mi.total_bytes;
     c->free_bytes = mi.free_bytes;
   }
-  snprintf(c->name, sizeof c->name, "%s", ebb_device_name(d));
+  snprintf(c->name, sizeof c->name, "%s", dev_name(d));
   c->ok = 1;
-  ebb_device_close(d);
+  dev_close(d);
 }
 
-static void print_text(const ebb_probe *p, int want, const cpu_info *cpu, int show_cuda,
+static void print_text(const dev_probe *p, int want, const cpu_info *cpu, int show_cuda,
                        int show_cpu) {
   char a[32], b[32];
   if (show_cuda) {
@@ -54,7 +54,7 @@ static void print_text(const ebb_probe *p, int want, const cpu_info *cpu, int sh
       printf("no CUDA device: %s; the CPU device is available\n", p->why);
     } else {
       for (int i = 0; i < p->ndevices; i++) {
-        const ebb_probe_device *d = &p->devices[i];
+        const dev_probe_device *d = &p->devices[i];
         if (want >= 0 && d->index != want)
           continue;
         fmt_mem(d->total_bytes, a, sizeof a);
@@ -82,25 +82,25 @@ static void print_text(const ebb_probe *p, int want, const cpu_info *cpu, int sh
   }
 }
 
-static void print_json(const ebb_probe *p, int want, const cpu_info *cpu, int show_cuda,
+static void print_json(const dev_probe *p, int want, const cpu_info *cpu, int show_cuda,
                        int show_cpu) {
   printf("{\"driver\":{\"loaded\":%s,\"path\":", p->driver_loaded ? "true" : "false");
-  ebb_write_json_str(stdout, show_cuda ? p->driver_path : "");
+  base_write_json_str(stdout, show_cuda ? p->driver_path : "");
   printf(",\"version\":%d,\"why\":", p->driver_version);
-  ebb_write_json_str(stdout, show_cuda ? p->why : "not probed (--device cpu)");
+  base_write_json_str(stdout, show_cuda ? p->why : "not probed (--device cpu)");
   printf("},\"nvml\":{\"loaded\":%s,\"driver\":", p->nvml_loaded ? "true" : "false");
-  ebb_write_json_str(stdout, p->nvml_driver);
+  base_write_json_str(stdout, p->nvml_driver);
   printf("},\"devices\":[");
   int first = 1;
   for (int i = 0; show_cuda && p->driver_loaded && i < p->ndevices; i++) {
-    const ebb_probe_device *d = &p->devices[i];
+    const dev_probe_device *d = &p->devices[i];
     if (want >= 0 && d->index != want)
       continue;
     printf("%s{\"device\":\"cuda:%d\",\"index\":%d,\"name\":", first ? "" : ",", d->index,
            d->index);
-    ebb_write_json_str(stdout, d->name);
+    base_write_json_str(stdout, d->name);
     printf(",\"uuid\":");
-    ebb_write_json_str(stdout, d->uuid);
+    base_write_json_str(stdout, d->uuid);
     printf(",\"total_bytes\":%llu,\"free_bytes\":", (unsigned long long)d->total_bytes);
     if (p->nvml_loaded && d->free_bytes)
       printf("%llu", (unsigned long long)d->free_bytes);
@@ -108,13 +108,13 @@ static void print_json(const ebb_probe *p, int want, const cpu_info *cpu, int sh
       printf("null");
     printf(",\"compute_capability\":\"%d.%d\",\"vmm\":%s,\"found_through\":", d->cc_major,
            d->cc_minor, d->vmm ? "true" : "false");
-    ebb_write_json_str(stdout, p->driver_path);
+    base_write_json_str(stdout, p->driver_path);
     printf("}");
     first = 0;
   }
   if (show_cpu && cpu->ok) {
     printf("%s{\"device\":\"cpu\",\"index\":-1,\"name\":", first ? "" : ",");
-    ebb_write_json_str(stdout, cpu->name);
+    base_write_json_str(stdout, cpu->name);
     printf(",\"total_bytes\":%llu,\"free_bytes\":%llu,\"vmm\":true,\"found_through\":\"host "
            "memory\"}",
            (unsigned long long)cpu->total, (unsigned long long)cpu->free_bytes);
@@ -122,7 +122,7 @@ static void print_json(const ebb_probe *p, int want, const cpu_info *cpu, int sh
   printf("]}\n");
 }
 
-int ebb_cmd_devices(int argc, char **argv) {
+int cli_cmd_devices(int argc, char **argv) {
   const char *spec = "auto";
   int json = 0;
   for (int i = 1; i < argc; i++) {
@@ -155,10 +155,10 @@ int ebb_cmd_devices(int argc, char **argv) {
     fprintf(stderr, "ebb devices: bad device '%s': expected auto, cpu, cuda or cuda:N\n", spec);
     return EBB_EXIT_USAGE;
   }
-  ebb_probe p;
+  dev_probe p;
   memset(&p, 0, sizeof p);
   if (show_cuda)
-    ebb_device_probe(&p);
+    dev_device_probe(&p);
   cpu_info cpu;
   if (show_cpu)
     get_cpu(&cpu);

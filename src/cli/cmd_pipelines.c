@@ -16,19 +16,19 @@ static void usage(FILE *f) {
              "built in nor in a plugin (plugin_dirs, EBB_PLUGIN_PATH) is marked missing.\n");
 }
 
-int ebb_cmd_pipelines(int argc, char **argv) {
+int cli_cmd_pipelines(int argc, char **argv) {
   int json;
-  ebb_config *cfg;
-  ebb_registry *reg;
-  int stop = ebb_cli_list_begin(argc, argv, usage, &json, &cfg, &reg);
+  pl_config *cfg;
+  pl_registry *reg;
+  int stop = cli_list_begin(argc, argv, usage, &json, &cfg, &reg);
   if (stop >= 0)
     return stop;
   json_t *arr = json_array();
   for (size_t i = 0; i < cfg->npipelines; i++) {
-    const ebb_pipeline_def *p = &cfg->pipelines[i];
+    const pl_def *p = &cfg->pipelines[i];
     char pol[64];
-    ebb_policy def = {EBB_POLICY_AFTER_STAGE, 0};
-    ebb_policy_format(p->has_policy ? &p->policy : &def, pol, sizeof pol);
+    pl_policy def = {EBB_POLICY_AFTER_STAGE, 0};
+    pl_policy_format(p->has_policy ? &p->policy : &def, pol, sizeof pol);
     json_t *jp = json_object(), *js = json_array();
     if (!json) {
       printf("%s  (%s, release %s)\n", p->name, p->origin, pol);
@@ -36,9 +36,9 @@ int ebb_cmd_pipelines(int argc, char **argv) {
         printf("  %s\n", p->description);
     }
     for (size_t k = 0; k < p->nstages; k++) {
-      const ebb_stage_def *d = &p->stages[k];
+      const pl_stage_def *d = &p->stages[k];
       /* a "worker" entry's stage lives in its executable, not the registry */
-      int have = d->worker || ebb_registry_find(reg, d->stage, NULL) != NULL;
+      int have = d->worker || pl_registry_find(reg, d->stage, NULL) != NULL;
       if (!json) {
         printf("  %zu. %s", k + 1, d->name);
         if (strcmp(d->name, d->stage))
@@ -71,5 +71,5 @@ int ebb_cmd_pipelines(int argc, char **argv) {
     json_object_set_new(jp, "stages", js);
     json_array_append_new(arr, jp);
   }
-  return ebb_cli_list_end(arr, json, JSON_INDENT(2), cfg, reg);
+  return cli_list_end(arr, json, JSON_INDENT(2), cfg, reg);
 }

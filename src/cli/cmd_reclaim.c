@@ -147,7 +147,7 @@ static int report(const reclaim_args *a, uint64_t want, const brk_reclaim_result
   return EBB_EXIT_FAILED;
 }
 
-int ebb_cmd_reclaim(int argc, char **argv) {
+int cli_cmd_reclaim(int argc, char **argv) {
   reclaim_args a = {0};
   int st = parse_args(argc, argv, &a);
   if (st)
@@ -160,21 +160,21 @@ int ebb_cmd_reclaim(int argc, char **argv) {
     fprintf(stderr, "ebb reclaim: --device %s: expected cuda:N\n", a.device);
     return EBB_EXIT_USAGE;
   }
-  if (ebb_cli_parse_bytes(a.bytes, &want) != 0 || !want) {
+  if (cli_parse_bytes(a.bytes, &want) != 0 || !want) {
     fprintf(stderr, "ebb reclaim: --bytes %s: expected a size > 0 (8G, 512MiB, or bytes)\n",
             a.bytes);
     return EBB_EXIT_USAGE;
   }
-  if (ebb_cli_cuda_uuid(dev.ordinal, dev.uuid, sizeof dev.uuid) != 0 ||
+  if (cli_cuda_uuid(dev.ordinal, dev.uuid, sizeof dev.uuid) != 0 ||
       brk_dir_open(a.dir, NULL, dir, sizeof dir) != 0) {
     fprintf(stderr, "ebb reclaim: %s\n", ebb_errmsg());
     return EBB_EXIT_USAGE;
   }
   brk_reclaim_opts o = {.size = sizeof o, .dir = dir, .uuid = dev.uuid, .bytes = want,
                         .timeout_s = a.timeout_s, .wait_s = a.wait_s,
-                        .free_fn = ebb_cli_nvml_free, .free_arg = &dev,
+                        .free_fn = cli_nvml_free, .free_arg = &dev,
                         .holder = a.holder ? (pid_t)a.holder : getppid(), .hold_s = a.hold_s,
-                        .used_fn = ebb_cli_nvml_used, .used_arg = &dev};
+                        .used_fn = cli_nvml_used, .used_arg = &dev};
   brk_reclaim_result r;
   if (brk_reclaim(&o, &r) != 0) {
     fprintf(stderr, "ebb reclaim: %s\n", ebb_errmsg());

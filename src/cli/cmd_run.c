@@ -93,7 +93,7 @@ static void progress_cb(void *arg, int index, int count, const char *stage, int 
   p->active = !done;
   snprintf(p->stage, sizeof p->stage, "%s", stage);
   if (!done)
-    p->started = ebb_now();
+    p->started = base_now();
   int tty = p->tty;
   pthread_mutex_unlock(&p->lock);
   if (!tty && !done)
@@ -108,8 +108,8 @@ static void *progress_thread(void *arg) {
   while (!p->stop) {
     if (p->active)
       fprintf(stderr, "\r\033[Kstage %d/%d %s  %.1f s", p->index + 1, p->count, p->stage,
-              ebb_now() - p->started);
-    ebb_cond_wait_ms(&p->cond, &p->lock, 200);
+              base_now() - p->started);
+    base_cond_wait_ms(&p->cond, &p->lock, 200);
   }
   pthread_mutex_unlock(&p->lock);
   fprintf(stderr, "\r\033[K");
@@ -137,10 +137,10 @@ static int ends_with(const char *s, const char *suf) {
 
 /* Configuration and input errors found before any stage ran, and a stage
  * refusing its input or options (decode on a file that is not audio): exit 2. */
-static int is_usage_error(const ebb_job_result *res) {
+static int is_usage_error(const pl_job_result *res) {
   if (res->stage[0])
     return res->code == EBB_EINPUT || res->code == EBB_ECONFIG;
-  return ebb_exit_status(res->code) == EBB_EXIT_USAGE;
+  return base_exit_status(res->code) == EBB_EXIT_USAGE;
 }
 
 /* mkdir -p of path's directory; failures show up when the file is opened. */
@@ -167,7 +167,7 @@ typedef struct run_args {
   const char *sets[64]; /* --set STAGE.OPTION=VALUE */
   int nsets;
   int no_cache, use_cache, verbose;
-  ebb_policy policy;          /* when release */
+  pl_policy policy;          /* when release */
   char cachebuf[4096];
 } run_args;
 
@@ -253,7 +253,7 @@ static int check_timeline(const char *timeline) {
 /* Checks the values, sets up logging and the cache directory. Returns -1 to
  * go on, else the exit status. */
 static int check_args(run_args *a) {
-  if (a->release && ebb_policy_parse(a->release, &a->policy) != 0) {
+  if (a->release && pl_policy_parse(a->release, &a->policy) != 0) {
     fprintf(stderr, "ebb run: --release: %s\n", ebb_errmsg());
     return EBB_EXIT_USAGE;
   }
@@ -264,40 +264,40 @@ static int check_args(run_args *a) {
     fprintf(stderr, "ebb run: --log-format %s: expected text or json\n", a->logfmt);
     return EBB_EXIT_USAGE;
   }
-  ebb_log_set_format(!strcmp(a->logfmt, "json") ? EBB_LOG_JSON : EBB_LOG_TEXT);
+  base_log_set_format(!strcmp(a->logfmt, "json") ? EBB_LOG_JSON : EBB_LOG_TEXT);
   if (a->verbose)
-    ebb_log_set_level(EBB_LOG_DEBUG);
+    base_log_set_level(EBB_LOG_DEBUG);
   if (a->no_cache)
     a->cache_dir = NULL;
   else if (!a->cache_dir)
-    a->cache_dir = ebb_cache_default_dir(a->cachebuf, sizeof a->cachebuf);
+    a->cache_dir = pl_cache_default_dir(a->cachebuf, sizeof a->cachebuf);
   return -1;
 }
 
 /* The stage entry of p named name (NULL: none). */
-static ebb_stage_def *stage_entry(ebb_pipeline_def *p, const char *name, size_t n) {
+static pl_stage_def *stage_entry(pl_def *p, const char *name, size_t n) {
   for (size_t i = 0; i < p->nstages; i++)
     if (strlen(p->stages[i].name) == n && !strncmp(p->stages[i].name, name, n))
       return &p->stages[i];
   return NULL;
 }
 
-static void stage_names(const ebb_pipeline_def *p, char *buf, size_t n) {
+static void stage_names(const pl_def *p, char *buf, size_t n) {
   buf[0] = '\0';
   for (size_t i = 0; i < p->nstages; i++)
     snprintf(buf + strlen(buf), n - strlen(buf), "%s%s", i ? ", " : "", p->stages[i].name);
 }
 
 /* One --set STAGE.OPTION=VALUE onto the pipeline's stage options (checked
- * with the rest by ebb_pipeline_check). VALUE: JSON, else a string. */
-static int apply_set(ebb_pipeline_def *p, const char *set) {
+ * with the rest by pl_check). VALUE: JSON, else a string. */
+static int apply_set(pl_def *p, const char *set) {
   const char *dot = strchr(set, '.'), *eq = strchr(set, '=');
   if (!dot || !eq || dot > eq || dot == set || eq == dot + 1) {
     fprintf(stderr, "ebb run: --set %s: expected STAGE.OPTION=VALUE (e.g. --set "
             "align.snap_ms=100)\n", set);
     return EBB_EXIT_USAGE;
   }
-  ebb_stage_def *d = stage_entry(p, set, (size_t)(dot - set));
+  pl_stage_def *d = stage_entry(p, set, (size_t)(dot - set));
   if (!d) {
     char known[1024];
     stage_names(p, known, sizeof known);
@@ -319,7 +319,7 @@ static int apply_set(ebb_pipeline_def *p, const char *set) {
 
 /* --set and --lyrics onto the pipeline's definition (the config is this
  * run's own: on the command line the user is the operator). */
-static int apply_sets(const run_args *a, ebb_pipeline_def *p) {
+static int apply_sets(const run_args *a, pl_def *p) {
   for (int i = 0; i < a->nsets; i++) {
     int st = apply_set(p, a->sets[i]);
     if (st >= 0)
@@ -342,9 +342,9 @@ static int apply_sets(const run_args *a, ebb_pipeline_def *p) {
 
 /* The pipeline (known and valid, with --set and --lyrics) and the input
  * (readable); *p gets it. Returns -1 to go on, else EBB_EXIT_USAGE. */
-static int check_job(const run_args *a, const ebb_config *cfg, const ebb_registry *reg,
-                     const ebb_pipeline_def **p) {
-  if (!(*p = ebb_config_pipeline(cfg, a->pipeline))) {
+static int check_job(const run_args *a, const pl_config *cfg, const pl_registry *reg,
+                     const pl_def **p) {
+  if (!(*p = pl_config_pipeline(cfg, a->pipeline))) {
     char known[1024] = "";
     for (size_t i = 0; i < cfg->npipelines; i++)
       snprintf(known + strlen(known), sizeof known - strlen(known), "%s%s", i ? ", " : "",
@@ -353,10 +353,10 @@ static int check_job(const run_args *a, const ebb_config *cfg, const ebb_registr
             a->config ? "" : "; pass --config FILE for others");
     return EBB_EXIT_USAGE;
   }
-  int st = apply_sets(a, (ebb_pipeline_def *)*p); /* cfg is this run's own */
+  int st = apply_sets(a, (pl_def *)*p); /* cfg is this run's own */
   if (st >= 0)
     return st;
-  if (ebb_pipeline_check(reg, *p) != 0) {
+  if (pl_check(reg, *p) != 0) {
     fprintf(stderr, "ebb run: %s\n", ebb_errmsg());
     return EBB_EXIT_USAGE;
   }
@@ -369,31 +369,31 @@ static int check_job(const run_args *a, const ebb_config *cfg, const ebb_registr
 
 /* --- the device ------------------------------------------------------------------ */
 typedef struct run_env {
-  ebb_config *cfg;
-  ebb_registry *reg;
-  ebb_device *dev;
-  ebb_allocator *alloc;
-  ebb_runner *runner;
+  pl_config *cfg;
+  pl_registry *reg;
+  dev_device *dev;
+  mem_allocator *alloc;
+  pl_runner *runner;
 } run_env;
 
 /* Device, allocator, runner. Returns -1 to go on, else the exit status. */
-static int open_device(const run_args *a, const ebb_registry *reg, run_env *e) {
-  int rc = ebb_device_open(a->device, &e->dev);
+static int open_device(const run_args *a, const pl_registry *reg, run_env *e) {
+  int rc = dev_open(a->device, &e->dev);
   if (rc) {
     fprintf(stderr, "ebb run: --device %s: %s\n", a->device, ebb_errmsg());
     /* a device that is not there (no driver, cuda:1 on a one-GPU box) is a
      * bad argument; a driver that fails is a failed job */
-    return ebb_exit_status(rc) == EBB_EXIT_USAGE ? EBB_EXIT_USAGE : EBB_EXIT_FAILED;
+    return base_exit_status(rc) == EBB_EXIT_USAGE ? EBB_EXIT_USAGE : EBB_EXIT_FAILED;
   }
-  ebb_alloc_opts ao = {.size = sizeof ao, .seg_kind = EBB_SEG_AUTO, .backtraces = -1};
-  if ((rc = ebb_allocator_create(e->dev, &ao, &e->alloc))) {
+  mem_alloc_opts ao = {.size = sizeof ao, .seg_kind = EBB_SEG_AUTO, .backtraces = -1};
+  if ((rc = mem_allocator_create(e->dev, &ao, &e->alloc))) {
     fprintf(stderr, "ebb run: %s\n", ebb_errmsg());
     return EBB_EXIT_FAILED;
   }
-  ebb_runner_opts ro = {.size = sizeof ro, .dev = e->dev, .alloc = e->alloc, .reg = reg,
+  pl_runner_opts ro = {.size = sizeof ro, .dev = e->dev, .alloc = e->alloc, .reg = reg,
                         .cache_dir = a->cache_dir, .oneshot = 1,
                         .cache_default = a->use_cache};
-  if ((rc = ebb_runner_create(&ro, &e->runner))) {
+  if ((rc = pl_runner_create(&ro, &e->runner))) {
     fprintf(stderr, "ebb run: %s\n", ebb_errmsg());
     return EBB_EXIT_FAILED;
   }
@@ -419,7 +419,7 @@ static void progress_start(progress_view *v) {
     cookie_io_functions_t io = {.write = log_write};
     if ((v->logf = fopencookie(&v->pr, "w", io))) {
       setvbuf(v->logf, NULL, _IOFBF, 8192);
-      ebb_log_set_stream(v->logf);
+      base_log_set_stream(v->logf);
     }
   }
 }
@@ -433,7 +433,7 @@ static void progress_stop(progress_view *v) {
     pthread_join(v->th, NULL);
   }
   if (v->logf) {
-    ebb_log_set_stream(NULL);
+    base_log_set_stream(NULL);
     fclose(v->logf);
   }
   pthread_cond_destroy(&v->pr.cond);
@@ -441,7 +441,7 @@ static void progress_stop(progress_view *v) {
 }
 
 /* Runs the job (SIGINT/SIGTERM cancel it) and answers the exit status. */
-static int run_job(const run_args *a, const ebb_pipeline_def *p, run_env *e) {
+static int run_job(const run_args *a, const pl_def *p, run_env *e) {
   struct sigaction sa;
   memset(&sa, 0, sizeof sa);
   sa.sa_handler = on_signal;
@@ -451,14 +451,14 @@ static int run_job(const run_args *a, const ebb_pipeline_def *p, run_env *e) {
 
   progress_view v;
   progress_start(&v);
-  ebb_job job = {.size = sizeof job, .pipeline = p, .input = a->input, .output_dir = a->outdir,
+  pl_job job = {.size = sizeof job, .pipeline = p, .input = a->input, .output_dir = a->outdir,
                  .policy = a->release ? &a->policy : NULL, .cancel = &run_cancel,
                  .progress = progress_cb, .progress_arg = &v.pr};
-  ebb_job_result res;
-  int rc = ebb_runner_run(e->runner, &job, &res);
+  pl_job_result res;
+  int rc = pl_runner_run(e->runner, &job, &res);
   progress_stop(&v);
 
-  if (a->timeline && ebb_ledger_write(ebb_allocator_ledger(e->alloc), a->timeline) != 0)
+  if (a->timeline && mem_ledger_write(mem_allocator_ledger(e->alloc), a->timeline) != 0)
     fprintf(stderr, "ebb run: --timeline %s: %s\n", a->timeline, ebb_errmsg());
   int sig = atomic_load(&run_cancel);
   if (rc == 0)
@@ -475,7 +475,7 @@ static int run_job(const run_args *a, const ebb_pipeline_def *p, run_env *e) {
   return EBB_EXIT_FAILED;
 }
 
-int ebb_cmd_run(int argc, char **argv) {
+int cli_cmd_run(int argc, char **argv) {
   run_args a = {.device = "auto", .logfmt = "text"};
   int status = parse_args(argc, argv, &a);
   if (status < 0)
@@ -483,18 +483,18 @@ int ebb_cmd_run(int argc, char **argv) {
   if (status >= 0)
     return status;
   run_env e = {0};
-  if ((status = ebb_cli_load(a.config, &e.cfg, &e.reg)) != 0)
+  if ((status = cli_load(a.config, &e.cfg, &e.reg)) != 0)
     return status;
-  const ebb_pipeline_def *p = NULL;
+  const pl_def *p = NULL;
   status = check_job(&a, e.cfg, e.reg, &p);
   if (status < 0)
     status = open_device(&a, e.reg, &e);
   if (status < 0)
     status = run_job(&a, p, &e);
-  ebb_runner_destroy(e.runner);
-  ebb_allocator_destroy(e.alloc);
-  ebb_device_close(e.dev);
-  ebb_registry_destroy(e.reg);
-  ebb_config_free(e.cfg);
+  pl_runner_destroy(e.runner);
+  mem_allocator_destroy(e.alloc);
+  dev_close(e.dev);
+  pl_registry_destroy(e.reg);
+  pl_config_free(e.cfg);
   return status;
 }

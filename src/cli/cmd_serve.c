@@ -126,7 +126,7 @@ static size_t early_len;
 static void flush_early(void) {
   if (!early)
     return;
-  ebb_log_set_stream(NULL);
+  base_log_set_stream(NULL);
   fclose(early);
   early = NULL;
   if (early_len)
@@ -146,13 +146,13 @@ static void print_listen(const char *url) {
 typedef struct serve_args {
   const char *config, *listen, *data_dir, *device, *devices, *release, *logfmt, *cache_dir;
   int no_cache, verbose;
-  ebb_policy policy;
+  pl_policy policy;
   const char *allow[MAX_LIST], *inputs[MAX_LIST], *origins[MAX_LIST];
   size_t nallow, ninputs, norigins;
   char dd[4096], abs_dd[4096], cd[4200], sd[4200];
-  ebb_server_opts so;
+  srv_opts so;
   uint64_t sleep_budget; /* --sleep-host-budget, bytes; 0: none */
-  ebb_cluster_opts co;
+  srv_cluster_opts co;
   const char *pw_file;
   char pw[256];
   double grace_s; /* --shutdown-grace; 0: the default */
@@ -160,7 +160,7 @@ typedef struct serve_args {
 } serve_args;
 
 /* One number of the config's "server" object. */
-static int server_key(const char *key, double v, ebb_server_opts *so, ebb_manager_opts *mo) {
+static int server_key(const char *key, double v, srv_opts *so, pl_manager_opts *mo) {
   if (!strcmp(key, "max_json_kib"))
     so->max_json_bytes = (size_t)(v * 1024);
   else if (!strcmp(key, "max_upload_mib"))
@@ -187,13 +187,13 @@ static int server_key(const char *key, double v, ebb_server_opts *so, ebb_manage
 }
 
 /* The optional "server" object of the config file. */
-static int server_config(const char *path, ebb_server_opts *so, ebb_manager_opts *mo) {
+static int server_config(const char *path, srv_opts *so, pl_manager_opts *mo) {
   if (!path)
     return 0;
   json_error_t je;
   json_t *root = json_load_file(path, 0, &je);
   if (!root)
-    return 0; /* ebb_cli_load reported it already */
+    return 0; /* cli_load reported it already */
   json_t *sv = json_object_get(root, "server");
   int rc = 0;
   if (sv && !json_is_object(sv)) {
@@ -221,7 +221,7 @@ static int server_config(const char *path, ebb_server_opts *so, ebb_manager_opts
 
 /* "30", "30s", "90m", "12h", "7d" -> seconds; a plain number for
  * --keep-jobs is a count. */
-static int parse_keep(const char *v, ebb_server_opts *so) {
+static int parse_keep(const char *v, srv_opts *so) {
   char *end;
   errno = 0;
   double n = strtod(v, &end);
@@ -302,7 +302,7 @@ static int cluster_number(serve_args *a, int c, const char *v) {
 /* The --queue flags: the URL parses, the flags that need it have it, the
  * node id is a label, the password file reads. */
 static int cluster_args(serve_args *a) {
-  ebb_cluster_opts *co = &a->co;
+  srv_cluster_opts *co = &a->co;
   if (!co->url) {
     if (co->prefix || a->pw_file || co->shared_dir || co->node_id || co->inline_max ||
         co->lease_s > 0 || co->max_attempts) {
@@ -314,7 +314,7 @@ static int cluster_args(serve_args *a) {
   }
   char host[256], pw[256];
   int port, db;
-  if (ebb_cluster_parse_url(co->url, host, sizeof host, &port, &db, pw, sizeof pw) != 0) {
+  if (srv_cluster_parse_url(co->url, host, sizeof host, &port, &db, pw, sizeof pw) != 0) {
     fprintf(stderr, "ebb serve: %s\n", ebb_errmsg());
     return EBB_EXIT_USAGE;
   }
@@ -366,7 +366,7 @@ static int broker_opt(serve_args *a, int c, const char *v) {
     fprintf(stderr, "ebb serve: --broker-timeout %s: expected seconds > 0\n", v);
     return EBB_EXIT_USAGE;
   default:
-    if (ebb_cli_parse_bytes(v, &a->broker.reserve) == 0) {
+    if (cli_parse_bytes(v, &a->broker.reserve) == 0) {
       if (!strpbrk(v, "KkMmGgTt")) /* a plain number is MiB */
         a->broker.reserve <<= 20;
       return 0;
@@ -516,7 +516,7 @@ static int parse_args(int argc, char **argv, serve_args *a) {
     fprintf(stderr, "ebb serve: unexpected argument '%s' (see ebb serve --help)\n", argv[optind]);
     return EBB_EXIT_USAGE;
   }
-  if (a->release && ebb_policy_parse(a->release, &a->policy) != 0) {
+  if (a->release && pl_policy_parse(a->release, &a->policy) != 0) {
     fprintf(stderr, "ebb serve: --release: %s\n", ebb_errmsg());
     return EBB_EXIT_USAGE;
   }
@@ -565,14 +565,14 @@ static int resolve_dirs(serve_args *a) {
 
 #define MAX_DEVICES 16
 typedef struct serve_state {
-  ebb_config *cfg;
-  ebb_registry *reg;
+  pl_config *cfg;
+  pl_registry *reg;
   size_t n; /* devices */
   char specs[MAX_DEVICES][16];
-  ebb_device *devs[MAX_DEVICES];
-  ebb_allocator *allocs[MAX_DEVICES];
-  ebb_manager *ms[MAX_DEVICES];
-  ebb_server *srv;
+  dev_device *devs[MAX_DEVICES];
+  mem_allocator *allocs[MAX_DEVICES];
+  pl_manager *ms[MAX_DEVICES];
+  srv_server *srv;
   brk_peer *peer; /* the broker (docs/broker.md); NULL: not registered */
 } serve_state;
 
@@ -591,8 +591,8 @@ static int resolve_devices(serve_args *a, serve_state *st) {
     return 0;
   }
   if (!strcmp(list, "all")) {
-    ebb_probe p;
-    int n = ebb_device_probe(&p) == 0 && p.driver_loaded ? p.ndevices : 0;
+    dev_probe p;
+    int n = dev_device_probe(&p) == 0 && p.driver_loaded ? p.ndevices : 0;
     st->n = n >= 2 ? (size_t)(n < MAX_DEVICES ? n : MAX_DEVICES) : 1;
     for (size_t i = 0; i < st->n; i++)
       snprintf(st->specs[i], sizeof st->specs[i], n >= 2 ? "cuda:%zu" : "auto", i);
@@ -627,33 +627,33 @@ static int resolve_devices(serve_args *a, serve_state *st) {
 
 /* One device, its allocator and manager (several devices: work under
  * DATA_DIR/devices/LABEL). 0 or the exit status. */
-static int open_one(serve_args *a, serve_state *st, size_t i, ebb_manager_opts *mo) {
-  int rc = ebb_device_open(st->specs[i], &st->devs[i]);
+static int open_one(serve_args *a, serve_state *st, size_t i, pl_manager_opts *mo) {
+  int rc = dev_open(st->specs[i], &st->devs[i]);
   if (rc) {
     fprintf(stderr, "ebb serve: device %s: %s\n", st->specs[i], ebb_errmsg());
-    return ebb_exit_status(rc) == EBB_EXIT_USAGE ? EBB_EXIT_USAGE : EBB_EXIT_FAILED;
+    return base_exit_status(rc) == EBB_EXIT_USAGE ? EBB_EXIT_USAGE : EBB_EXIT_FAILED;
   }
-  ebb_alloc_opts ao = {.size = sizeof ao, .seg_kind = EBB_SEG_AUTO, .backtraces = -1};
-  if ((rc = ebb_allocator_create(st->devs[i], &ao, &st->allocs[i])) != 0) {
+  mem_alloc_opts ao = {.size = sizeof ao, .seg_kind = EBB_SEG_AUTO, .backtraces = -1};
+  if ((rc = mem_allocator_create(st->devs[i], &ao, &st->allocs[i])) != 0) {
     fprintf(stderr, "ebb serve: %s\n", ebb_errmsg());
     return EBB_EXIT_FAILED;
   }
   char work[4200];
-  snprintf(work, sizeof work, "%s/devices/%s", a->data_dir, ebb_device_label(st->devs[i]));
-  ebb_manager_opts o = *mo;
+  snprintf(work, sizeof work, "%s/devices/%s", a->data_dir, dev_device_label(st->devs[i]));
+  pl_manager_opts o = *mo;
   o.dev = st->devs[i];
   o.alloc = st->allocs[i];
   if (st->n > 1)
     o.work_dir = work;
-  if ((rc = ebb_manager_create(&o, &st->ms[i])) != 0) {
+  if ((rc = pl_manager_create(&o, &st->ms[i])) != 0) {
     fprintf(stderr, "ebb serve: %s\n", ebb_errmsg());
     return EBB_EXIT_FAILED;
   }
-  ebb_manager_set_sleep_budget(st->ms[i], a->sleep_budget);
+  pl_manager_set_sleep_budget(st->ms[i], a->sleep_budget);
   return 0;
 }
 
-static int open_runtime(serve_args *a, serve_state *st, ebb_manager_opts *mo) {
+static int open_runtime(serve_args *a, serve_state *st, pl_manager_opts *mo) {
   int status = resolve_devices(a, st);
   for (size_t i = 0; !status && i < st->n; i++)
     status = open_one(a, st, i, mo);
@@ -662,12 +662,12 @@ static int open_runtime(serve_args *a, serve_state *st, ebb_manager_opts *mo) {
 
 static void close_runtime(serve_state *st) {
   for (size_t i = 0; i < st->n; i++) {
-    ebb_manager_destroy(st->ms[i]);
+    pl_manager_destroy(st->ms[i]);
     st->ms[i] = NULL;
   }
   for (size_t i = 0; i < st->n; i++) {
-    ebb_allocator_destroy(st->allocs[i]);
-    ebb_device_close(st->devs[i]);
+    mem_allocator_destroy(st->allocs[i]);
+    dev_close(st->devs[i]);
     st->allocs[i] = NULL;
     st->devs[i] = NULL;
   }
@@ -695,7 +695,7 @@ static void *grace_watch(void *arg) {
   double grace = *(const double *)arg, t0 = mono_now();
   while (!atomic_load(&grace_done)) {
     if (mono_now() - t0 >= grace) {
-      ebb_log(EBB_LOG_ERROR, "server", "the stop took longer than the shutdown grace of %g s (a "
+      base_log(EBB_LOG_ERROR, "server", "the stop took longer than the shutdown grace of %g s (a "
               "stage that ignores its cancellation?); exiting without waiting for it", grace);
       _exit(EBB_EXIT_FAILED);
     }
@@ -714,26 +714,26 @@ static void serve_loop(serve_state *st, const sigset_t *set, double grace_s) {
     if (sig == SIGINT || sig == SIGTERM)
       break;
     for (size_t i = 0; i < st->n; i++)
-      ebb_manager_tick(st->ms[i]); /* idle:S stages whose time is up, then the context */
-    ebb_server_tick(st->srv);
+      pl_manager_tick(st->ms[i]); /* idle:S stages whose time is up, then the context */
+    srv_tick(st->srv);
   }
-  ebb_log(EBB_LOG_INFO, "server", "%s: stopping (the running job goes back to the queue, "
+  base_log(EBB_LOG_INFO, "server", "%s: stopping (the running job goes back to the queue, "
                                   "releasing all)", sig == SIGINT ? "SIGINT" : "SIGTERM");
   static double grace;
   grace = grace_s > 0 ? grace_s : GRACE_DEFAULT_S;
   pthread_t gw;
   int watching = pthread_create(&gw, NULL, grace_watch, &grace) == 0;
-  ebb_server_stop(st->srv);
+  srv_stop(st->srv);
   st->srv = NULL;
-  ebb_serve_broker_stop(st->peer); /* no peer asks a manager that is going */
+  cli_serve_broker_stop(st->peer); /* no peer asks a manager that is going */
   st->peer = NULL;
   for (size_t i = 0; i < st->n; i++) {
-    ebb_manager_destroy(st->ms[i]);
+    pl_manager_destroy(st->ms[i]);
     st->ms[i] = NULL;
-    ebb_alloc_stats as = {.size = sizeof as};
-    ebb_allocator_get_stats(st->allocs[i], &as);
-    ebb_log(EBB_LOG_INFO, "server", "stopped%s%s: %llu MiB reserved, context %s",
-            st->n > 1 ? " " : "", st->n > 1 ? ebb_device_label(st->devs[i]) : "",
+    mem_alloc_stats as = {.size = sizeof as};
+    mem_allocator_get_stats(st->allocs[i], &as);
+    base_log(EBB_LOG_INFO, "server", "stopped%s%s: %llu MiB reserved, context %s",
+            st->n > 1 ? " " : "", st->n > 1 ? dev_device_label(st->devs[i]) : "",
             (unsigned long long)(as.reserved.current >> 20), as.ctx_active ? "held" : "released");
   }
   atomic_store(&grace_done, 1);
@@ -741,7 +741,7 @@ static void serve_loop(serve_state *st, const sigset_t *set, double grace_s) {
     pthread_join(gw, NULL);
 }
 
-static int start_and_serve(serve_args *a, serve_state *st, ebb_manager_opts *mo) {
+static int start_and_serve(serve_args *a, serve_state *st, pl_manager_opts *mo) {
   /* The signals are taken by sigtimedwait: every thread started from here
    * on inherits the mask (the manager's threads too: a SIGTERM delivered to
    * one of them would end the process with 143 instead of a clean stop). */
@@ -759,27 +759,27 @@ static int start_and_serve(serve_args *a, serve_state *st, ebb_manager_opts *mo)
   a->so.managers = st->ms;
   a->so.allocs = st->allocs;
   a->so.ndevices = st->n;
-  int rc = ebb_server_start(&a->so, &st->srv);
+  int rc = srv_start(&a->so, &st->srv);
   if (rc) {
     fprintf(stderr, "ebb serve: %s\n", ebb_errmsg());
     /* a second server on a held data directory is bad usage too */
-    return rc == EBB_EBUSY || ebb_exit_status(rc) == EBB_EXIT_USAGE ? EBB_EXIT_USAGE
+    return rc == EBB_EBUSY || base_exit_status(rc) == EBB_EXIT_USAGE ? EBB_EXIT_USAGE
                                                                     : EBB_EXIT_FAILED;
   }
   for (size_t i = 0; i < st->n; i++)
-    ebb_log(EBB_LOG_INFO, "server", "device %s (%s), data in %s", ebb_device_label(st->devs[i]),
-            ebb_device_name(st->devs[i]), a->data_dir);
-  ebb_serve_broker_start(&a->broker, st->ms, st->devs, st->n, &st->peer);
+    base_log(EBB_LOG_INFO, "server", "device %s (%s), data in %s", dev_device_label(st->devs[i]),
+            dev_name(st->devs[i]), a->data_dir);
+  cli_serve_broker_start(&a->broker, st->ms, st->devs, st->n, &st->peer);
   serve_loop(st, &set, a->grace_s);
   return EBB_EXIT_OK;
 }
 
 static int serve(serve_args *a) {
   serve_state st = {0};
-  int status = ebb_cli_load(a->config, &st.cfg, &st.reg);
+  int status = cli_load(a->config, &st.cfg, &st.reg);
   if (status)
     return status;
-  a->so = (ebb_server_opts){.size = sizeof a->so, .listen = a->listen, .data_dir = a->data_dir,
+  a->so = (srv_opts){.size = sizeof a->so, .listen = a->listen, .data_dir = a->data_dir,
                             .on_listen = print_listen, .token_file = a->so.token_file,
                             .token = getenv("EBB_TOKEN"), .metrics_public = a->so.metrics_public,
                             .allow_hosts = a->allow, .nallow_hosts = a->nallow,
@@ -791,31 +791,31 @@ static int serve(serve_args *a) {
                             .keep_jobs_s = a->so.keep_jobs_s, .max_wait_s = a->so.max_wait_s,
                             .keep_resident_s = a->so.keep_resident_s,
                             .cluster = a->so.cluster,
-                            .broker_reclaim = ebb_serve_broker_reclaim, /* docs/broker.md */
-                            .broker_metrics = ebb_serve_broker_metrics};
-  ebb_manager_opts mo = {.size = sizeof mo, .cfg = st.cfg, .reg = st.reg, .work_dir = a->data_dir,
+                            .broker_reclaim = cli_serve_broker_reclaim, /* docs/broker.md */
+                            .broker_metrics = cli_serve_broker_metrics};
+  pl_manager_opts mo = {.size = sizeof mo, .cfg = st.cfg, .reg = st.reg, .work_dir = a->data_dir,
                          .cache_dir = a->cache_dir, .scratch_dir = a->sd,
                          .policy = a->release ? &a->policy : NULL,
-                         .ask_peers = ebb_serve_broker_ask, /* docs/broker.md */
-                         .ask_done = ebb_serve_broker_ask_done};
+                         .ask_peers = cli_serve_broker_ask, /* docs/broker.md */
+                         .ask_done = cli_serve_broker_ask_done};
   status = EBB_EXIT_USAGE;
   if (server_config(a->config, &a->so, &mo) == 0) {
     for (size_t i = 0; i < st.cfg->npipelines; i++)
-      if (ebb_pipeline_check(st.reg, &st.cfg->pipelines[i]) != 0)
-        ebb_log(EBB_LOG_WARN, "server", "pipeline '%s' cannot run: %s",
+      if (pl_check(st.reg, &st.cfg->pipelines[i]) != 0)
+        base_log(EBB_LOG_WARN, "server", "pipeline '%s' cannot run: %s",
                 st.cfg->pipelines[i].name, ebb_errmsg());
     status = start_and_serve(a, &st, &mo);
   }
   flush_early(); /* when the server never listened */
-  ebb_server_stop(st.srv);
-  ebb_serve_broker_stop(st.peer);
+  srv_stop(st.srv);
+  cli_serve_broker_stop(st.peer);
   close_runtime(&st);
-  ebb_registry_destroy(st.reg);
-  ebb_config_free(st.cfg);
+  pl_registry_destroy(st.reg);
+  pl_config_free(st.cfg);
   return status;
 }
 
-int ebb_cmd_serve(int argc, char **argv) {
+int cli_cmd_serve(int argc, char **argv) {
   static serve_args a;
   memset(&a, 0, sizeof a);
   a.listen = "127.0.0.1:8470";
@@ -823,12 +823,12 @@ int ebb_cmd_serve(int argc, char **argv) {
   int st = parse_args(argc, argv, &a);
   if (st)
     return st < 0 ? EBB_EXIT_OK : st;
-  ebb_log_set_format(!strcmp(a.logfmt, "json") ? EBB_LOG_JSON : EBB_LOG_TEXT);
+  base_log_set_format(!strcmp(a.logfmt, "json") ? EBB_LOG_JSON : EBB_LOG_TEXT);
   if (a.verbose)
-    ebb_log_set_level(EBB_LOG_DEBUG);
+    base_log_set_level(EBB_LOG_DEBUG);
   if ((st = resolve_dirs(&a)) != 0)
     return st;
   if ((early = open_memstream(&early_buf, &early_len)))
-    ebb_log_set_stream(early);
+    base_log_set_stream(early);
   return serve(&a);
 }

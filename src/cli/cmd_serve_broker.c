@@ -1,6 +1,6 @@
 /* `ebb serve` as a broker peer (docs/broker.md): it registers a socket in
  * the broker directory and gives memory back, by the pipeline manager's own
- * rules (ebb_manager_give_back), to whoever asks for it. */
+ * rules (pl_manager_give_back), to whoever asks for it. */
 #include <ctype.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -22,23 +22,23 @@
 typedef struct serve_peer {
   serve_broker_opts o;
   size_t n;
-  ebb_manager *ms[MAXDEV];
+  pl_manager *ms[MAXDEV];
   char uuid[MAXDEV][64], label[MAXDEV][32];
 } serve_peer;
 
 static serve_peer the_peer;
-/* Where and how this server asks (set once by ebb_serve_broker_start,
+/* Where and how this server asks (set once by cli_serve_broker_start,
  * before any job runs; read-only after). */
 static char ask_dir[512];
 static double ask_timeout_s;
 static brk_peer *registered; /* its stats for /metrics */
 
 /* What this server gave, refused, asked and received, for /metrics
- * (ebb_broker_*): counted by ebb_serve_broker_fact only. */
+ * (ebb_broker_*): counted by cli_serve_broker_fact only. */
 static pthread_mutex_t stat_lock = PTHREAD_MUTEX_INITIALIZER;
 static uint64_t n_asks, n_satisfied, n_skipped, received_bytes, given_bytes, n_refused;
 
-void ebb_serve_broker_fact(const ebb_broker_fact *f) {
+void cli_serve_broker_fact(const cli_broker_fact *f) {
   unsigned long long mib = (unsigned long long)(f->bytes >> 20);
   pthread_mutex_lock(&stat_lock);
   switch (f->kind) {
@@ -53,21 +53,21 @@ void ebb_serve_broker_fact(const ebb_broker_fact *f) {
   switch (f->kind) {
   case EBB_BROKER_GAVE:
   case EBB_BROKER_RECEIVED: /* the line, on both sides: the log subscribes */
-    ebb_event_publish_grant(f->kind == EBB_BROKER_GAVE ? "gave" : "received", (int)f->pid,
+    base_event_publish_grant(f->kind == EBB_BROKER_GAVE ? "gave" : "received", (int)f->pid,
                             f->what, f->device, 0, f->bytes, f->ms, f->reason);
     break;
   case EBB_BROKER_REFUSED:
-    ebb_log(EBB_LOG_WARN, "broker", "refused an asker (pid %ld): %s", f->pid, f->reason);
+    base_log(EBB_LOG_WARN, "broker", "refused an asker (pid %ld): %s", f->pid, f->reason);
     break;
   case EBB_BROKER_SKIPPED:
-    ebb_log(EBB_LOG_WARN, "broker", "pid %ld skipped: %s", f->pid, f->reason);
+    base_log(EBB_LOG_WARN, "broker", "pid %ld skipped: %s", f->pid, f->reason);
     break;
   case EBB_BROKER_KEPT:
-    ebb_log(EBB_LOG_INFO, "broker", "pid %ld keeps %s (%llu MiB): %s", f->pid, f->what, mib,
+    base_log(EBB_LOG_INFO, "broker", "pid %ld keeps %s (%llu MiB): %s", f->pid, f->what, mib,
             f->reason);
     break;
   case EBB_BROKER_ASKED:
-    ebb_event_publish_ask(f->device, f->bytes, f->free_after, f->npeers, f->satisfied);
+    base_event_publish_ask(f->device, f->bytes, f->free_after, f->npeers, f->satisfied);
     break;
   }
 }
@@ -77,32 +77,32 @@ void ebb_serve_broker_fact(const ebb_broker_fact *f) {
 static void ask_facts(const brk_reclaim_result *r, const char *label, uint64_t need) {
   for (size_t i = 0; i < r->npeers; i++) {
     const brk_result_peer *p = &r->peers[i];
-    ebb_broker_fact f = {.kind = p->status ? EBB_BROKER_SKIPPED : EBB_BROKER_RECEIVED,
+    cli_broker_fact f = {.kind = p->status ? EBB_BROKER_SKIPPED : EBB_BROKER_RECEIVED,
                          .pid = (long)p->pid, .what = p->ans.what, .device = label,
                          .bytes = p->ans.given_bytes, .ms = p->ans.ms,
                          .reason = p->status ? p->ans.err_msg : p->ans.reason};
-    ebb_serve_broker_fact(&f);
+    cli_serve_broker_fact(&f);
     for (size_t k = 0; !r->satisfied && !p->status && k < p->ans.nkept; k++)
-      ebb_serve_broker_fact(&(ebb_broker_fact){.kind = EBB_BROKER_KEPT, .pid = (long)p->pid,
+      cli_serve_broker_fact(&(cli_broker_fact){.kind = EBB_BROKER_KEPT, .pid = (long)p->pid,
                                                .what = p->ans.kept[k].what, .device = label,
                                                .bytes = p->ans.kept[k].bytes,
                                                .reason = p->ans.kept[k].why});
   }
   if (!r->npeers && !r->earlier.total && r->satisfied)
     return; /* enough was free and unclaimed: nobody was asked */
-  ebb_serve_broker_fact(&(ebb_broker_fact){.kind = EBB_BROKER_ASKED, .pid = (long)getpid(),
+  cli_serve_broker_fact(&(cli_broker_fact){.kind = EBB_BROKER_ASKED, .pid = (long)getpid(),
                                            .what = "ebb serve", .device = label, .bytes = need,
                                            .free_after = r->free_after, .npeers = r->npeers,
                                            .satisfied = r->satisfied, .reason = ""});
 }
 
-int ebb_cli_cuda_uuid(int ordinal, char *uuid, size_t len) {
+int cli_cuda_uuid(int ordinal, char *uuid, size_t len) {
   static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
-  static ebb_probe p; /* probing is slow: once (jobs, loads and the API ask from their threads) */
+  static dev_probe p; /* probing is slow: once (jobs, loads and the API ask from their threads) */
   static int probed;
   int rc = 0;
   pthread_mutex_lock(&lock);
-  if (!probed && ebb_device_probe(&p) == 0)
+  if (!probed && dev_device_probe(&p) == 0)
     probed = 1;
   if (!p.driver_loaded)
     rc = ebb_seterr(EBB_ENODEV, "no CUDA driver: %s", p.why);
@@ -115,22 +115,22 @@ int ebb_cli_cuda_uuid(int ordinal, char *uuid, size_t len) {
   return rc;
 }
 
-int ebb_cli_nvml_free(void *arg, uint64_t *free_bytes) {
+int cli_nvml_free(void *arg, uint64_t *free_bytes) {
   cli_nvml_dev *d = arg;
   nvmlDevice_t nd;
   uint64_t total;
-  int rc = ebb_nvml_device(d->ordinal, d->uuid, &nd);
-  return rc ? rc : ebb_nvml_meminfo(nd, free_bytes, &total);
+  int rc = dev_nvml_device(d->ordinal, d->uuid, &nd);
+  return rc ? rc : dev_nvml_meminfo(nd, free_bytes, &total);
 }
 
-int ebb_cli_nvml_used(void *arg, pid_t pid, uint64_t *bytes) {
+int cli_nvml_used(void *arg, pid_t pid, uint64_t *bytes) {
   cli_nvml_dev *d = arg;
   nvmlDevice_t nd;
-  int rc = ebb_nvml_device(d->ordinal, d->uuid, &nd);
-  return rc ? rc : ebb_nvml_process_used(nd, pid, bytes);
+  int rc = dev_nvml_device(d->ordinal, d->uuid, &nd);
+  return rc ? rc : dev_nvml_process_used(nd, pid, bytes);
 }
 
-int ebb_cli_parse_bytes(const char *v, uint64_t *out) {
+int cli_parse_bytes(const char *v, uint64_t *out) {
   char *end = NULL;
   double x = strtod(v, &end);
   if (!end || end == v || x < 0)
@@ -161,14 +161,14 @@ static int give_info(serve_peer *s, brk_answer *a) {
     brk_device_info *d = &a->devices[a->ndevices++];
     snprintf(d->uuid, sizeof d->uuid, "%s", s->uuid[i]);
     snprintf(d->label, sizeof d->label, "%s", s->label[i]);
-    d->held_bytes = ebb_manager_process_bytes(s->ms[i]);
+    d->held_bytes = pl_manager_process_bytes(s->ms[i]);
     d->givable_bytes = d->held_bytes > s->o.reserve ? d->held_bytes - s->o.reserve : 0;
-    d->idle_s = ebb_manager_idle_seconds(s->ms[i]);
+    d->idle_s = pl_manager_idle_seconds(s->ms[i]);
   }
   return 0;
 }
 
-static void copy_kept(const ebb_giveback *g, brk_answer *a) {
+static void copy_kept(const pl_giveback *g, brk_answer *a) {
   for (size_t i = 0; i < g->nkept && a->nkept < BRK_MAX_KEPT; i++) {
     brk_kept *k = &a->kept[a->nkept++];
     snprintf(k->what, sizeof k->what, "%s", g->kept[i].what);
@@ -190,14 +190,14 @@ static int give(void *arg, const brk_request *req, brk_answer *a) {
     return 0;
   }
   snprintf(a->label, sizeof a->label, "%s", s->label[i]);
-  ebb_giveback g;
-  double t0 = ebb_now();
-  ebb_manager_give_back(s->ms[i], req->bytes, s->o.reserve, &g);
-  a->ms = (ebb_now() - t0) * 1000.0;
+  pl_giveback g;
+  double t0 = base_now();
+  pl_manager_give_back(s->ms[i], req->bytes, s->o.reserve, &g);
+  a->ms = (base_now() - t0) * 1000.0;
   a->given_bytes = g.given;
   snprintf(a->reason, sizeof a->reason, "%s", g.reason[0] ? g.reason : "nothing could go");
   copy_kept(&g, a);
-  ebb_serve_broker_fact(&(ebb_broker_fact){.kind = EBB_BROKER_GAVE, .pid = (long)getpid(),
+  cli_serve_broker_fact(&(cli_broker_fact){.kind = EBB_BROKER_GAVE, .pid = (long)getpid(),
                                            .what = a->what, .device = s->label[i],
                                            .bytes = g.given, .ms = a->ms, .reason = a->reason,
                                            .asker = (long)req->asker});
@@ -207,22 +207,22 @@ static int give(void *arg, const brk_request *req, brk_answer *a) {
 /* brk_peer_opts.refused: an asker this server would not answer. */
 static void refused_fact(void *arg, long pid, const char *why) {
   (void)arg;
-  ebb_serve_broker_fact(&(ebb_broker_fact){.kind = EBB_BROKER_REFUSED, .pid = pid,
+  cli_serve_broker_fact(&(cli_broker_fact){.kind = EBB_BROKER_REFUSED, .pid = pid,
                                            .what = "", .device = "", .reason = why});
 }
 
-void ebb_serve_broker_start(const serve_broker_opts *o, ebb_manager **ms, ebb_device **devs,
+void cli_serve_broker_start(const serve_broker_opts *o, pl_manager **ms, dev_device **devs,
                             size_t n, brk_peer **out) {
   serve_peer *s = &the_peer;
   *out = NULL;
   memset(s, 0, sizeof *s);
   s->o = *o;
   for (size_t i = 0; i < n && s->n < MAXDEV; i++) {
-    if (ebb_device_kind_of(devs[i]) != EBB_DEVICE_CUDA)
+    if (dev_kind_of(devs[i]) != EBB_DEVICE_CUDA)
       continue;
-    if (ebb_cli_cuda_uuid(ebb_device_ordinal(devs[i]), s->uuid[s->n], sizeof s->uuid[0]) != 0)
+    if (cli_cuda_uuid(dev_ordinal(devs[i]), s->uuid[s->n], sizeof s->uuid[0]) != 0)
       continue;
-    snprintf(s->label[s->n], sizeof s->label[0], "%s", ebb_device_label(devs[i]));
+    snprintf(s->label[s->n], sizeof s->label[0], "%s", dev_device_label(devs[i]));
     s->ms[s->n++] = ms[i];
   }
   if (!s->n)
@@ -241,13 +241,13 @@ void ebb_serve_broker_start(const serve_broker_opts *o, ebb_manager **ms, ebb_de
     rc = brk_peer_start(&po, out);
   registered = *out;
   if (rc)
-    ebb_log(EBB_LOG_WARN, "broker", "not registered (peers cannot ask this server for memory): %s",
+    base_log(EBB_LOG_WARN, "broker", "not registered (peers cannot ask this server for memory): %s",
             ebb_errmsg());
   else
-    ebb_log(EBB_LOG_DEBUG, "broker", "registered in %s (pid %ld)", dir, (long)getpid());
+    base_log(EBB_LOG_DEBUG, "broker", "registered in %s (pid %ld)", dir, (long)getpid());
 }
 
-void ebb_serve_broker_stop(brk_peer *p) {
+void cli_serve_broker_stop(brk_peer *p) {
   if (p == registered)
     registered = NULL; /* /metrics stops reading it first */
   brk_peer_stop(p);
@@ -270,9 +270,9 @@ static void keep_claim(int ordinal, brk_claim_handle *h) {
   pthread_mutex_unlock(&claim_lock);
 }
 
-void ebb_serve_broker_ask_done(void *arg, ebb_device *dev) {
+void cli_serve_broker_ask_done(void *arg, dev_device *dev) {
   (void)arg;
-  int i = ebb_device_ordinal(dev);
+  int i = dev_ordinal(dev);
   if (i < 0 || i >= MAXDEV)
     return;
   pthread_mutex_lock(&claim_lock);
@@ -282,31 +282,31 @@ void ebb_serve_broker_ask_done(void *arg, ebb_device *dev) {
 
 /* The manager's ask_peers: a load, wake or job over the free memory asks
  * the peers on its device (most idle first) and logs who gave what. */
-int ebb_serve_broker_ask(void *arg, ebb_device *dev, uint64_t need) {
+int cli_serve_broker_ask(void *arg, dev_device *dev, uint64_t need) {
   (void)arg;
-  cli_nvml_dev d = {.ordinal = ebb_device_ordinal(dev)};
-  if (!ask_dir[0] || ebb_device_kind_of(dev) != EBB_DEVICE_CUDA ||
-      ebb_cli_cuda_uuid(d.ordinal, d.uuid, sizeof d.uuid) != 0)
+  cli_nvml_dev d = {.ordinal = dev_ordinal(dev)};
+  if (!ask_dir[0] || dev_kind_of(dev) != EBB_DEVICE_CUDA ||
+      cli_cuda_uuid(d.ordinal, d.uuid, sizeof d.uuid) != 0)
     return 0;
   brk_reclaim_opts o = {.size = sizeof o, .dir = ask_dir, .uuid = d.uuid, .bytes = need,
-                        .timeout_s = ask_timeout_s, .wait_s = 2, .free_fn = ebb_cli_nvml_free,
-                        .free_arg = &d, .hold_s = 60, .used_fn = ebb_cli_nvml_used,
+                        .timeout_s = ask_timeout_s, .wait_s = 2, .free_fn = cli_nvml_free,
+                        .free_arg = &d, .hold_s = 60, .used_fn = cli_nvml_used,
                         .used_arg = &d};
   brk_reclaim_result r;
   int rc = brk_reclaim(&o, &r);
   keep_claim(d.ordinal, &r.claim);
   if (rc) {
-    ebb_log(EBB_LOG_WARN, "broker", "asking the peers on %s: %s", ebb_device_label(dev),
+    base_log(EBB_LOG_WARN, "broker", "asking the peers on %s: %s", dev_device_label(dev),
             ebb_errmsg());
     brk_reclaim_free(&r);
     return rc;
   }
   if (r.earlier.total)
-    ebb_log(EBB_LOG_INFO, "broker", "%s: %llu MiB claimed by %zu earlier asker%s, not yet "
-            "allocated (first: pid %ld): counted as taken", ebb_device_label(dev),
+    base_log(EBB_LOG_INFO, "broker", "%s: %llu MiB claimed by %zu earlier asker%s, not yet "
+            "allocated (first: pid %ld): counted as taken", dev_device_label(dev),
             (unsigned long long)(r.earlier.bytes >> 20), r.earlier.total,
             r.earlier.total == 1 ? "" : "s", (long)r.earlier.claims[0].holder);
-  ask_facts(&r, ebb_device_label(dev), need);
+  ask_facts(&r, dev_device_label(dev), need);
   brk_reclaim_free(&r);
   return 0;
 }
@@ -325,7 +325,7 @@ static json_t *peer_json(const brk_result_peer *p) {
                    "reason", p->ans.reason, "kept", kept ? kept : json_array());
 }
 
-int ebb_serve_broker_reclaim(void *arg, const char *device, uint64_t bytes, json_t **answer) {
+int cli_serve_broker_reclaim(void *arg, const char *device, uint64_t bytes, json_t **answer) {
   (void)arg;
   cli_nvml_dev d = {0};
   char *end = NULL;
@@ -339,11 +339,11 @@ int ebb_serve_broker_reclaim(void *arg, const char *device, uint64_t bytes, json
   d.ordinal = (int)v;
   if (!ask_dir[0])
     return ebb_seterr(EBB_EUNSUPPORTED, "this server has no broker directory (see its log)");
-  if (ebb_cli_cuda_uuid(d.ordinal, d.uuid, sizeof d.uuid) != 0)
+  if (cli_cuda_uuid(d.ordinal, d.uuid, sizeof d.uuid) != 0)
     return ebb_errctx(EBB_ENOTFOUND, "\"device\": ");
   brk_reclaim_opts o = {.size = sizeof o, .dir = ask_dir, .uuid = d.uuid, .bytes = bytes,
-                        .timeout_s = ask_timeout_s, .wait_s = 5, .free_fn = ebb_cli_nvml_free,
-                        .free_arg = &d, .used_fn = ebb_cli_nvml_used, .used_arg = &d};
+                        .timeout_s = ask_timeout_s, .wait_s = 5, .free_fn = cli_nvml_free,
+                        .free_arg = &d, .used_fn = cli_nvml_used, .used_arg = &d};
   brk_reclaim_result r;
   int rc = brk_reclaim(&o, &r);
   brk_claim_release(&r.claim); /* the HTTP caller allocates nothing through this server */
@@ -369,7 +369,7 @@ static void counter(FILE *f, const char *name, const char *help, uint64_t v) {
           (unsigned long long)v);
 }
 
-void ebb_serve_broker_metrics(void *arg, FILE *f) {
+void cli_serve_broker_metrics(void *arg, FILE *f) {
   (void)arg;
   brk_peer_stats st;
   brk_peer_stats_get(registered, &st);

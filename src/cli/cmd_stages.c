@@ -44,10 +44,10 @@ static void add_trust(const ebb_stage *st, json_t *schema) {
   const char *k;
   json_t *spec;
   json_object_foreach(schema, k, spec) {
-    ebb_opt_trust t;
-    ebb_opt_format f;
-    if (json_is_object(spec) && ebb_option_trust(st->name, k, spec, &t, &f) == 0)
-      json_object_set_new(spec, "trust", json_string(ebb_trust_name(t)));
+    pl_opt_trust t;
+    pl_opt_format f;
+    if (json_is_object(spec) && pl_option_trust(st->name, k, spec, &t, &f) == 0)
+      json_object_set_new(spec, "trust", json_string(pl_trust_name(t)));
   }
 }
 
@@ -55,7 +55,7 @@ static void add_trust(const ebb_stage *st, json_t *schema) {
  * it declares none). */
 static json_t *estimate_of(const ebb_stage *st) {
   ebb_estimate e = {.size = sizeof e};
-  if (ebb_stage_estimate(st, NULL, NULL, &e) != 0)
+  if (pl_stage_estimate(st, NULL, NULL, &e) != 0)
     return NULL;
   return json_pack("{s:I, s:I, s:f, s:f}", "device_bytes", (json_int_t)e.device_bytes,
                    "host_bytes", (json_int_t)e.host_bytes, "device_bytes_per_s",
@@ -74,17 +74,17 @@ static void print_estimate(const json_t *e) {
   printf("\n");
 }
 
-int ebb_cmd_stages(int argc, char **argv) {
+int cli_cmd_stages(int argc, char **argv) {
   int json;
-  ebb_config *cfg;
-  ebb_registry *reg;
-  int stop = ebb_cli_list_begin(argc, argv, usage, &json, &cfg, &reg);
+  pl_config *cfg;
+  pl_registry *reg;
+  int stop = cli_list_begin(argc, argv, usage, &json, &cfg, &reg);
   if (stop >= 0)
     return stop;
   json_t *arr = json_array();
-  for (size_t i = 0; i < ebb_registry_count(reg); i++) {
+  for (size_t i = 0; i < pl_registry_count(reg); i++) {
     const char *origin;
-    const ebb_stage *st = ebb_registry_at(reg, i, &origin);
+    const ebb_stage *st = pl_registry_at(reg, i, &origin);
     json_t *schema = st->options_schema ? json_loads(st->options_schema, 0, NULL) : json_object();
     json_t *est = estimate_of(st);
     add_trust(st, schema);
@@ -123,5 +123,5 @@ int ebb_cmd_stages(int argc, char **argv) {
     json_decref(schema);
     json_decref(est);
   }
-  return ebb_cli_list_end(arr, json, JSON_INDENT(2) | JSON_REAL_PRECISION(10), cfg, reg);
+  return cli_list_end(arr, json, JSON_INDENT(2) | JSON_REAL_PRECISION(10), cfg, reg);
 }

@@ -306,8 +306,8 @@ static void proc_name(unsigned pid, char *b, size_t n) {
 
 static void frame_local(frame_buf *f) {
   unsigned count = 0;
-  if (ebb_nvml_count(&count) != 0) {
-    add(f, L_BAD, "no GPU to show: %s", ebb_nvml_why()[0] ? ebb_nvml_why() : ebb_errmsg());
+  if (dev_nvml_count(&count) != 0) {
+    add(f, L_BAD, "no GPU to show: %s", dev_nvml_why()[0] ? dev_nvml_why() : ebb_errmsg());
     return;
   }
   char a[32], b[32], br[256];
@@ -315,13 +315,13 @@ static void frame_local(frame_buf *f) {
   for (unsigned i = 0; i < count; i++) {
     nvmlDevice_t d;
     uint64_t fr = 0, tot = 0;
-    if (ebb_nvml_device((int)i, NULL, &d) != 0 || ebb_nvml_meminfo(d, &fr, &tot) != 0) {
+    if (dev_nvml_device((int)i, NULL, &d) != 0 || dev_nvml_meminfo(d, &fr, &tot) != 0) {
       add(f, L_BAD, "GPU %u: %s", i, ebb_errmsg());
       continue;
     }
     unsigned pids[64], n = 0;
     uint64_t bytes[64];
-    ebb_nvml_processes(d, pids, bytes, 64, &n);
+    dev_nvml_processes(d, pids, bytes, 64, &n);
     double procs = 0;
     for (unsigned k = 0; k < n; k++)
       procs += bytes[k] == ~0ull ? 0 : (double)bytes[k];
@@ -633,7 +633,7 @@ static void top_screen(top *t, frame_buf *fb) {
   endwin();
 }
 
-int ebb_cmd_top(int argc, char **argv) {
+int cli_cmd_top(int argc, char **argv) {
   static top t; /* big (the event buffer); one per process */
   memset(&t, 0, sizeof t);
   snprintf(t.url, sizeof t.url, "http://127.0.0.1:8470");

@@ -22,7 +22,7 @@ static void version_usage(FILE *f) {
              "  --short   print only ebb's version (touches no driver)\n");
 }
 
-int ebb_cmd_version(int argc, char **argv) {
+int cli_cmd_version(int argc, char **argv) {
   int short_only = 0;
   for (int i = 1; i < argc; i++) {
     if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
@@ -39,11 +39,11 @@ int ebb_cmd_version(int argc, char **argv) {
   printf("ebb %s\n", EBB_VERSION);
   if (short_only)
     return EBB_EXIT_OK;
-  ebb_probe p;
-  ebb_device_probe(&p);
+  dev_probe p;
+  dev_device_probe(&p);
   if (p.driver_loaded) {
-    const ebb_cuda_driver *drv = NULL;
-    ebb_cuda_driver_get(&drv); /* already loaded by the probe */
+    const dev_cuda_driver *drv = NULL;
+    dev_cuda_driver_get(&drv); /* already loaded by the probe */
     printf("CUDA driver: %d.%d (%d), libcuda from %s\n", p.driver_version / 1000,
            (p.driver_version % 1000) / 10, p.driver_version, p.driver_path);
     if (drv)
@@ -55,8 +55,8 @@ int ebb_cmd_version(int argc, char **argv) {
   }
   if (p.nvml_loaded)
     printf("NVML: driver %s, from %s\n", p.nvml_driver[0] ? p.nvml_driver : "(unknown)",
-           ebb_nvml_path());
+           dev_nvml_path());
   else
-    printf("NVML: none (%s)\n", ebb_nvml_why());
+    printf("NVML: none (%s)\n", dev_nvml_why());
   return EBB_EXIT_OK;
 }

@@ -6,19 +6,19 @@
 #include "base/log.h"
 #include "cli/commands.h"
 
-static const ebb_command commands[] = {
-    {"version", "print ebb's version, the driver's and how it was found", ebb_cmd_version},
-    {"devices", "list the devices ebb can use and their memory", ebb_cmd_devices},
-    {"run", "run one job through a pipeline: ebb run --pipeline NAME INPUT", ebb_cmd_run},
+static const cli_command commands[] = {
+    {"version", "print ebb's version, the driver's and how it was found", cli_cmd_version},
+    {"devices", "list the devices ebb can use and their memory", cli_cmd_devices},
+    {"run", "run one job through a pipeline: ebb run --pipeline NAME INPUT", cli_cmd_run},
     {"pipelines", "list the pipelines (built-in and from --config) and their stages",
-     ebb_cmd_pipelines},
-    {"stages", "list the stages (built-in and plugins) and their options", ebb_cmd_stages},
+     cli_cmd_pipelines},
+    {"stages", "list the stages (built-in and plugins) and their options", cli_cmd_stages},
     {"serve", "serve the HTTP API: jobs, pipelines, sessions, memory (docs/api.md)",
-     ebb_cmd_serve},
+     cli_cmd_serve},
     {"reclaim", "ask the ebb processes sharing a GPU to give memory back (docs/broker.md)",
-     ebb_cmd_reclaim},
+     cli_cmd_reclaim},
     {"top", "live device memory by owner in the terminal, like nvtop (a server's or the driver's)",
-     ebb_cmd_top},
+     cli_cmd_top},
 };
 #define NCOMMANDS (sizeof commands / sizeof commands[0])
 
@@ -42,7 +42,7 @@ static int log_level_from_env(void) {
     return 0;
   for (int i = 0; i < 4; i++)
     if (!strcmp(v, names[i])) {
-      ebb_log_set_level((ebb_log_level)i);
+      base_log_set_level((base_log_level)i);
       return 0;
     }
   fprintf(stderr, "ebb: EBB_LOG_LEVEL=%s: expected debug, info, warn or error\n", v);
@@ -61,7 +61,7 @@ int main(int argc, char **argv) {
     return EBB_EXIT_OK;
   }
   if (!strcmp(argv[1], "--version"))
-    return ebb_cmd_version(1, argv + 1);
+    return cli_cmd_version(1, argv + 1);
   for (size_t i = 0; i < NCOMMANDS; i++)
     if (!strcmp(argv[1], commands[i].name))
       return commands[i].main(argc - 1, argv + 1);

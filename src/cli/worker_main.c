@@ -28,21 +28,21 @@
 
 typedef struct wk {
   int fd;
-  ebb_wire_reader rd; /* on fd: a request costs one recv */
+  wrk_wire_reader rd; /* on fd: a request costs one recv */
   char prefix[128]; /* shm names of our outputs */
   char name[128];   /* instance name (log scope) */
   unsigned seq;
-  ebb_registry *reg;
-  ebb_device *dev;
-  ebb_allocator *alloc;
+  pl_registry *reg;
+  dev_device *dev;
+  mem_allocator *alloc;
   const ebb_stage *st;
-  ebb_instance *inst; /* the stage: its load, run and release (instance.h) */
+  pl_instance *inst; /* the stage: its load, run and release (instance.h) */
   char outdir[4096];  /* the directory the instance is bound to */
   char loaddir[4096]; /* load's (a private one under ebb): between runs, at release and exit */
 } wk;
 
 static int send_msg(wk *w, json_t *m) {
-  int rc = m ? ebb_wire_send(w->fd, m) : EBB_ENOMEM;
+  int rc = m ? wrk_wire_send(w->fd, m) : EBB_ENOMEM;
   json_decref(m);
   return rc;
 }
@@ -55,20 +55,20 @@ static int send_error(wk *w, int code, const char *msg) {
 }
 
 static json_t *memory(wk *w) {
-  ebb_owner_stats os = {.size = sizeof os};
-  ebb_alloc_stats as = {.size = sizeof as};
-  ebb_owner *owner = w->inst ? ebb_instance_owner(w->inst) : NULL;
+  mem_owner_stats os = {.size = sizeof os};
+  mem_alloc_stats as = {.size = sizeof as};
+  ebb_owner *owner = w->inst ? pl_instance_owner(w->inst) : NULL;
   if (owner)
-    ebb_owner_get_stats(owner, &os);
+    mem_owner_get_stats(owner, &os);
   if (w->alloc)
-    ebb_allocator_get_stats(w->alloc, &as);
+    mem_allocator_get_stats(w->alloc, &as);
   json_t *m = json_pack("{s:I, s:I, s:I, s:I}", "peak_bytes", (json_int_t)os.bytes.peak,
                         "allocated_bytes", (json_int_t)os.bytes.current, "reserved_bytes",
                         (json_int_t)as.reserved.current, "host_peak_bytes",
-                        (json_int_t)(owner ? ebb_sctx_host_peak(ebb_instance_ctx(w->inst)) : 0));
+                        (json_int_t)(owner ? pl_sctx_host_peak(pl_instance_ctx(w->inst)) : 0));
   uint64_t used;
-  if (w->dev && ebb_device_kind_of(w->dev) == EBB_DEVICE_CUDA &&
-      ebb_device_process_used(w->dev, getpid(), &used) == 0)
+  if (w->dev && dev_kind_of(w->dev) == EBB_DEVICE_CUDA &&
+      dev_process_used(w->dev, getpid(), &used) == 0)
     json_object_set_new(m, "process_bytes", json_integer((json_int_t)used));
   return m;
 }
@@ -80,23 +80,23 @@ static void bind(wk *w, json_t *msg) {
   json_t *left = json_object_get(msg, "seconds_left");
   const char *dir = json_string_value(json_object_get(msg, "output_dir"));
   snprintf(w->outdir, sizeof w->outdir, "%s", dir ? dir : w->loaddir);
-  ebb_instance_bind(w->inst, NULL, w->outdir,
-                    json_is_number(left) ? ebb_now() + json_number_value(left) : 0);
+  pl_instance_bind(w->inst, NULL, w->outdir,
+                    json_is_number(left) ? base_now() + json_number_value(left) : 0);
 }
 
 /* --- load --------------------------------------------------------------------- */
 /* Opens the device and the allocator, and creates the stage instance. */
 static int open_instance(wk *w, const char *device, const char *opts) {
-  ebb_alloc_opts ao = {.size = sizeof ao, .seg_kind = EBB_SEG_AUTO, .backtraces = -1};
-  int rc = ebb_device_open(device ? device : "cpu", &w->dev);
+  mem_alloc_opts ao = {.size = sizeof ao, .seg_kind = EBB_SEG_AUTO, .backtraces = -1};
+  int rc = dev_open(device ? device : "cpu", &w->dev);
   if (!rc)
-    rc = ebb_allocator_create(w->dev, &ao, &w->alloc);
+    rc = mem_allocator_create(w->dev, &ao, &w->alloc);
   if (rc)
     return rc;
-  ebb_instance_spec spec = {.size = sizeof spec, .dev = w->dev, .alloc = w->alloc,
+  pl_instance_spec spec = {.size = sizeof spec, .dev = w->dev, .alloc = w->alloc,
                             .stage = w->st, .pipeline = "ebb-worker", .name = w->name,
                             .options = opts, .output_dir = w->outdir};
-  return ebb_instance_create(&spec, &w->inst);
+  return pl_instance_create(&spec, &w->inst);
 }
 
 static int on_load(wk *w, json_t *msg) {
@@ -111,17 +111,17 @@ static int on_load(wk *w, json_t *msg) {
   if (!stage)
     return send_error(w, EBB_EPROTO, "ebb-worker: load needs a string \"stage\"");
   if (logfmt)
-    ebb_log_set_format(!strcmp(logfmt, "json") ? EBB_LOG_JSON : EBB_LOG_TEXT);
+    base_log_set_format(!strcmp(logfmt, "json") ? EBB_LOG_JSON : EBB_LOG_TEXT);
   snprintf(w->loaddir, sizeof w->loaddir, "%s", outdir ? outdir : ".");
   snprintf(w->outdir, sizeof w->outdir, "%s", w->loaddir);
-  int rc = ebb_registry_create(&w->reg);
+  int rc = pl_registry_create(&w->reg);
   if (!rc && plugin)
-    rc = ebb_registry_load_plugin(w->reg, plugin);
+    rc = pl_registry_load_plugin(w->reg, plugin);
   if (!rc)
-    rc = ebb_registry_load_env(w->reg);
+    rc = pl_registry_load_env(w->reg);
   if (rc)
     return send_error(w, rc, ebb_errmsg());
-  w->st = ebb_registry_find(w->reg, stage, NULL);
+  w->st = pl_registry_find(w->reg, stage, NULL);
   if (!w->st) {
     char m[512];
     snprintf(m, sizeof m, "ebb-worker: unknown stage '%s'", stage);
@@ -129,7 +129,7 @@ static int on_load(wk *w, json_t *msg) {
   }
   char where[300];
   snprintf(where, sizeof where, "ebb-worker: stage '%s'", w->name);
-  if ((rc = ebb_stage_validate_options(w->st, options, where, &merged)))
+  if ((rc = pl_stage_validate_options(w->st, options, where, &merged)))
     return send_error(w, rc, ebb_errmsg());
   char *opts = json_dumps(merged, JSON_COMPACT | JSON_SORT_KEYS);
   json_decref(merged);
@@ -140,8 +140,8 @@ static int on_load(wk *w, json_t *msg) {
   if (rc)
     return send_error(w, rc, ebb_errmsg());
   bind(w, msg);
-  if ((rc = ebb_instance_load(w->inst)))
-    return send_error(w, rc, ebb_instance_error(w->inst));
+  if ((rc = pl_instance_load(w->inst)))
+    return send_error(w, rc, pl_instance_error(w->inst));
   return send_msg(w, json_pack("{s:s, s:o}", "type", "loaded", "memory", memory(w)));
 }
 
@@ -150,7 +150,7 @@ static int on_load(wk *w, json_t *msg) {
  * its payload must carry the hello's shm_prefix, as ebb names them). The
  * payload is mapped from ebb's file, not copied. */
 static int read_item(wk *w, json_t *o, size_t i, ebb_items *in) {
-  int rc = ebb_item_from_wire(in, o, i, w->prefix, 0);
+  int rc = pl_item_from_wire(in, o, i, w->prefix, 0);
   if (rc == EBB_EPROTO)
     return ebb_errctx(rc, "ebb-worker: protocol error: input ");
   return rc;
@@ -161,43 +161,43 @@ static int put_out(void *arg, const char *shm, size_t n, json_t *o, void **dst) 
   wk *w = arg;
   char name[200];
   snprintf(name, sizeof name, "%so%u", w->prefix, w->seq++);
-  return ebb_item_put_shm(name, shm, n, o, dst);
+  return pl_item_put_shm(name, shm, n, o, dst);
 }
 
 static int on_run(wk *w, json_t *msg) {
-  if (!w->inst || !ebb_instance_is_loaded(w->inst))
+  if (!w->inst || !pl_instance_is_loaded(w->inst))
     return send_error(w, EBB_ESTATE, "ebb-worker: run before a successful load");
   ebb_items *in = NULL, *out = NULL;
   json_t *items = json_object_get(msg, "items"), *res = NULL;
-  int rc = ebb_items_create(NULL, NULL, &in);
+  int rc = pl_items_create(NULL, NULL, &in);
   for (size_t i = 0; !rc && i < json_array_size(items); i++)
     rc = read_item(w, json_array_get(items, i), i, in);
   if (!rc)
-    rc = ebb_items_create(ebb_instance_owner(w->inst), in, &out);
+    rc = pl_items_create(pl_instance_owner(w->inst), in, &out);
   if (rc) {
     rc = send_error(w, rc, ebb_errmsg());
     goto out;
   }
   bind(w, msg);
-  if ((rc = ebb_instance_run(w->inst, in, out))) {
-    rc = send_error(w, rc, ebb_instance_error(w->inst));
+  if ((rc = pl_instance_run(w->inst, in, out))) {
+    rc = send_error(w, rc, pl_instance_error(w->inst));
     goto out;
   }
   json_t *arr = json_array();
-  for (int i = 0; !rc && i < ebb_items_count(out); i++)
-    rc = ebb_item_to_wire(ebb_items_rec(out, i), w->dev, put_out, w, arr);
+  for (int i = 0; !rc && i < pl_items_count(out); i++)
+    rc = pl_item_to_wire(pl_items_rec(out, i), w->dev, put_out, w, arr);
   if (rc) {
     json_decref(arr);
     rc = send_error(w, rc, ebb_errmsg());
     goto out;
   }
-  ebb_items_destroy(out); /* device tensors back before the memory figures */
+  pl_items_destroy(out); /* device tensors back before the memory figures */
   out = NULL;
   res = json_pack("{s:s, s:o, s:o}", "type", "result", "items", arr, "memory", memory(w));
   rc = send_msg(w, res);
 out:
-  ebb_items_destroy(out);
-  ebb_items_destroy(in);
+  pl_items_destroy(out);
+  pl_items_destroy(in);
   if (w->inst)
     bind(w, NULL); /* the job's directory is not the stage's once the run is over */
   return rc;
@@ -211,17 +211,17 @@ out:
 static uint64_t release_process(wk *w, unsigned context) {
   if (!w->alloc)
     return 0;
-  ebb_release_callbacks_of(NULL, NULL, NULL);
-  ebb_release_result rr = {.size = sizeof rr};
-  ebb_release(w->alloc, EBB_RELEASE_TRIM | EBB_RELEASE_PINNED | context, &rr);
+  mem_release_callbacks_of(NULL, NULL, NULL);
+  mem_release_result rr = {.size = sizeof rr};
+  mem_release(w->alloc, EBB_RELEASE_TRIM | EBB_RELEASE_PINNED | context, &rr);
   return rr.released_bytes;
 }
 
 /* The protocol's release: the stage drops its caches and stays loaded. */
 static int on_release(wk *w) {
-  ebb_instance_report rep = {.size = sizeof rep};
-  if (w->inst && ebb_instance_is_loaded(w->inst))
-    ebb_instance_drop(w->inst, &rep); /* a failing stage release is logged there */
+  pl_instance_report rep = {.size = sizeof rep};
+  if (w->inst && pl_instance_is_loaded(w->inst))
+    pl_instance_drop(w->inst, &rep); /* a failing stage release is logged there */
   uint64_t released = rep.released_bytes + release_process(w, 0);
   return send_msg(w, json_pack("{s:s, s:I, s:o}", "type", "released", "released_bytes",
                                (json_int_t)released, "memory", memory(w)));
@@ -231,9 +231,9 @@ static int on_release(wk *w) {
  * line), then the process's part with the context; answers bye (or the
  * unload's error). */
 static int on_exit_msg(wk *w) {
-  ebb_instance_report rep = {.size = sizeof rep};
-  if (w->inst && ebb_instance_state_of(w->inst) != EBB_INSTANCE_RELEASED)
-    ebb_instance_release(w->inst, &(ebb_instance_plan){.no_line = 1}, &rep);
+  pl_instance_report rep = {.size = sizeof rep};
+  if (w->inst && pl_instance_state_of(w->inst) != EBB_INSTANCE_RELEASED)
+    pl_instance_release(w->inst, &(pl_instance_plan){.no_line = 1}, &rep);
   uint64_t released = rep.released_bytes + release_process(w, EBB_RELEASE_CONTEXT);
   if (rep.unload_error)
     return send_error(w, rep.unload_error, rep.unload_message);
@@ -243,17 +243,17 @@ static int on_exit_msg(wk *w) {
 }
 
 static void teardown(wk *w) {
-  ebb_instance_destroy(w->inst); /* released quietly if the host never said exit */
-  ebb_allocator_destroy(w->alloc);
-  ebb_device_close(w->dev);
-  ebb_registry_destroy(w->reg);
+  pl_instance_destroy(w->inst); /* released quietly if the host never said exit */
+  mem_allocator_destroy(w->alloc);
+  dev_close(w->dev);
+  pl_registry_destroy(w->reg);
 }
 
 static int on_hello(wk *w, json_t *msg) {
   const char *prefix = json_string_value(json_object_get(msg, "shm_prefix"));
   const char *name = json_string_value(json_object_get(msg, "name"));
   const char *stage = json_string_value(json_object_get(msg, "stage"));
-  snprintf(w->prefix, sizeof w->prefix, "%s", prefix && ebb_shm_name_ok(prefix) ? prefix
+  snprintf(w->prefix, sizeof w->prefix, "%s", prefix && wrk_shm_name_ok(prefix) ? prefix
                                                                                 : "ebb-worker-");
   snprintf(w->name, sizeof w->name, "%s", name ? name : stage ? stage : "worker");
   return send_msg(w, json_pack("{s:s, s:i, s:s, s:s, s:I, s:{s:[ssss], s:[ss]}}", "type",
@@ -291,13 +291,13 @@ int main(int argc, char **argv) {
   signal(SIGPIPE, SIG_IGN);
   static wk w; /* the reader's buffer is 64 KiB: not on the stack */
   w.fd = atoi(fds);
-  ebb_wire_reader_init(&w.rd, w.fd);
-  w.rd.spin_us = ebb_wire_spin_us(NULL); /* the host checked the value */
+  wrk_wire_reader_init(&w.rd, w.fd);
+  w.rd.spin_us = wrk_wire_spin_us(NULL); /* the host checked the value */
   snprintf(w.name, sizeof w.name, "worker");
   int status = 0;
   for (;;) {
     json_t *msg = NULL;
-    int rc = ebb_wire_read(&w.rd, 0, NULL, &msg);
+    int rc = wrk_wire_read(&w.rd, 0, NULL, &msg);
     if (rc == EBB_EIO) /* the host closed: we are done */
       break;
     if (rc) {

@@ -71,19 +71,19 @@ static void cpu_model(char *buf, size_t len) {
   fclose(f);
 }
 
-static void cpu_destroy(ebb_device *dev) { free(dev->impl); }
-static int cpu_activate(ebb_device *dev) { return 0; }
-static int cpu_ctx_active(const ebb_device *dev) { return 0; }
-static int cpu_ctx_release(ebb_device *dev) { return 0; }
+static void cpu_destroy(dev_device *dev) { free(dev->impl); }
+static int cpu_activate(dev_device *dev) { return 0; }
+static int cpu_ctx_active(const dev_device *dev) { return 0; }
+static int cpu_ctx_release(dev_device *dev) { return 0; }
 
-static int cpu_mem_info(ebb_device *dev, ebb_dev_meminfo *out) {
+static int cpu_mem_info(dev_device *dev, dev_meminfo *out) {
   host_mem(&out->free_bytes, &out->total_bytes);
   out->source = EBB_MEMINFO_HOST;
   return 0;
 }
 
 /* The resident set of pid: what the host "device" holds for it. */
-static int cpu_process_used(ebb_device *dev, pid_t pid, uint64_t *bytes) {
+static int cpu_process_used(dev_device *dev, pid_t pid, uint64_t *bytes) {
   char path[64];
   snprintf(path, sizeof path, "/proc/%d/statm", (int)pid);
   FILE *f = fopen(path, "r");
@@ -98,25 +98,25 @@ static int cpu_process_used(ebb_device *dev, pid_t pid, uint64_t *bytes) {
   return 0;
 }
 
-static int cpu_granularity(ebb_device *dev, size_t *out) {
+static int cpu_granularity(dev_device *dev, size_t *out) {
   *out = page_size();
   return 0;
 }
 
-static int cpu_supports_vmm(ebb_device *dev) { return 1; }
+static int cpu_supports_vmm(dev_device *dev) { return 1; }
 
-static int map_fail(ebb_device *dev, const char *what, size_t size) {
+static int map_fail(dev_device *dev, const char *what, size_t size) {
   int e = errno;
   char a[32], b[32], c[32];
   uint64_t fr, tot;
   host_mem(&fr, &tot);
   return ebb_seterr(e == ENOMEM ? EBB_EOOM : EBB_EIO,
                     "%s failed on cpu: %s asking for %s (%zu bytes); %s free of %s", what,
-                    strerror(e), ebb_fmt_bytes(size, a, sizeof a), size,
-                    ebb_fmt_bytes(fr, b, sizeof b), ebb_fmt_bytes(tot, c, sizeof c));
+                    strerror(e), base_fmt_bytes(size, a, sizeof a), size,
+                    base_fmt_bytes(fr, b, sizeof b), base_fmt_bytes(tot, c, sizeof c));
 }
 
-static int cpu_seg_alloc(ebb_device *dev, size_t size, ebb_seg_kind kind, ebb_dseg *out) {
+static int cpu_seg_alloc(dev_device *dev, size_t size, dev_seg_kind kind, dev_dseg *out) {
   size_t g = page_size();
   size_t sz = (size + g - 1) / g * g;
   void *p = mmap(NULL, sz, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
@@ -131,14 +131,14 @@ static int cpu_seg_alloc(ebb_device *dev, size_t size, ebb_seg_kind kind, ebb_ds
   return 0;
 }
 
-static int cpu_seg_free(ebb_device *dev, ebb_dseg *seg, int quiet) {
+static int cpu_seg_free(dev_device *dev, dev_dseg *seg, int quiet) {
   if (munmap((void *)(uintptr_t)seg->addr, seg->size))
     return ebb_seterr(EBB_EIO, "cpu: munmap of %zu bytes at 0x%llx: %s", seg->size,
                       (unsigned long long)seg->addr, strerror(errno));
   return 0;
 }
 
-static int cpu_seg_park(ebb_device *dev, ebb_dseg *seg) {
+static int cpu_seg_park(dev_device *dev, dev_dseg *seg) {
   /* Replacing the mapping drops its pages; the range stays ours. */
   void *p = mmap((void *)(uintptr_t)seg->addr, seg->size, PROT_NONE,
                  MAP_FIXED | MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
@@ -149,7 +149,7 @@ static int cpu_seg_park(ebb_device *dev, ebb_dseg *seg) {
   return 0;
 }
 
-static int cpu_seg_wake(ebb_device *dev, ebb_dseg *seg) {
+static int cpu_seg_wake(dev_device *dev, dev_dseg *seg) {
   void *p = mmap((void *)(uintptr_t)seg->addr, seg->size, PROT_READ | PROT_WRITE,
                  MAP_FIXED | MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
   if (p == MAP_FAILED)
@@ -160,7 +160,7 @@ static int cpu_seg_wake(ebb_device *dev, ebb_dseg *seg) {
   return 0;
 }
 
-static int cpu_host_alloc(ebb_device *dev, size_t size, void **out) {
+static int cpu_host_alloc(dev_device *dev, size_t size, void **out) {
   size_t g = page_size();
   void *p = aligned_alloc(g, (size + g - 1) / g * g);
   if (!p)
@@ -169,54 +169,54 @@ static int cpu_host_alloc(ebb_device *dev, size_t size, void **out) {
   return 0;
 }
 
-static int cpu_host_free(ebb_device *dev, void *p) {
+static int cpu_host_free(dev_device *dev, void *p) {
   free(p);
   return 0;
 }
 
-static int cpu_copy_htod(ebb_device *dev, uint64_t dst, const void *src, size_t n) {
+static int cpu_copy_htod(dev_device *dev, uint64_t dst, const void *src, size_t n) {
   memcpy((void *)(uintptr_t)dst, src, n);
   return 0;
 }
-static int cpu_copy_dtoh(ebb_device *dev, void *dst, uint64_t src, size_t n) {
+static int cpu_copy_dtoh(dev_device *dev, void *dst, uint64_t src, size_t n) {
   memcpy(dst, (const void *)(uintptr_t)src, n);
   return 0;
 }
-static int cpu_copy_dtod(ebb_device *dev, uint64_t dst, uint64_t src, size_t n) {
+static int cpu_copy_dtod(dev_device *dev, uint64_t dst, uint64_t src, size_t n) {
   memmove((void *)(uintptr_t)dst, (const void *)(uintptr_t)src, n);
   return 0;
 }
-static int cpu_memset8(ebb_device *dev, uint64_t dst, unsigned char v, size_t n) {
+static int cpu_memset8(dev_device *dev, uint64_t dst, unsigned char v, size_t n) {
   memset((void *)(uintptr_t)dst, v, n);
   return 0;
 }
-static int cpu_synchronize(ebb_device *dev) { return 0; }
+static int cpu_synchronize(dev_device *dev) { return 0; }
 
 /* Streams: the copies run at the call, so a stream is only a token. */
 static char cpu_stream_tag;
-static int cpu_stream_create(ebb_device *dev, void **out) {
+static int cpu_stream_create(dev_device *dev, void **out) {
   *out = &cpu_stream_tag;
   return 0;
 }
-static void cpu_stream_destroy(ebb_device *dev, void *s) {}
-static int cpu_stream_sync(ebb_device *dev, void *s) { return 0; }
-static int cpu_copy_htod_async(ebb_device *dev, uint64_t dst, const void *src, size_t n,
+static void cpu_stream_destroy(dev_device *dev, void *s) {}
+static int cpu_stream_sync(dev_device *dev, void *s) { return 0; }
+static int cpu_copy_htod_async(dev_device *dev, uint64_t dst, const void *src, size_t n,
                                void *s) {
   return cpu_copy_htod(dev, dst, src, n);
 }
-static int cpu_copy_dtoh_async(ebb_device *dev, void *dst, uint64_t src, size_t n, void *s) {
+static int cpu_copy_dtoh_async(dev_device *dev, void *dst, uint64_t src, size_t n, void *s) {
   return cpu_copy_dtoh(dev, dst, src, n);
 }
 
 /* A module on the CPU is a namespace for host twins; the image is unused. */
 static char cpu_module_tag;
-static int cpu_module_load(ebb_device *dev, const void *image, void **out) {
+static int cpu_module_load(dev_device *dev, const void *image, void **out) {
   *out = &cpu_module_tag;
   return 0;
 }
-static void cpu_module_unload(ebb_device *dev, void *mod) {}
+static void cpu_module_unload(dev_device *dev, void *mod) {}
 
-static int cpu_kernel(ebb_device *dev, void *mod, const char *name, void **out) {
+static int cpu_kernel(dev_device *dev, void *mod, const char *name, void **out) {
   char sym[192];
   snprintf(sym, sizeof sym, "%s%s", EBB_TWIN_PREFIX, name);
   void *p = dlsym(RTLD_DEFAULT, sym);
@@ -228,14 +228,14 @@ static int cpu_kernel(ebb_device *dev, void *mod, const char *name, void **out) 
   return 0;
 }
 
-static int cpu_launch(ebb_device *dev, void *fn, const ebb_launch_dims *dims, void **params) {
-  ebb_kernel_twin_fn twin;
+static int cpu_launch(dev_device *dev, void *fn, const dev_launch_dims *dims, void **params) {
+  dev_kernel_twin_fn twin;
   memcpy(&twin, &fn, sizeof twin);
   twin(dims, params);
   return 0;
 }
 
-static const ebb_device_ops cpu_ops = {
+static const dev_ops cpu_ops = {
     .destroy = cpu_destroy,
     .activate = cpu_activate,
     .ctx_active = cpu_ctx_active,
@@ -266,7 +266,7 @@ static const ebb_device_ops cpu_ops = {
     .launch = cpu_launch,
 };
 
-int ebb_cpu_backend_open(ebb_device *dev) {
+int dev_cpu_backend_open(dev_device *dev) {
   cpu_impl *ci = calloc(1, sizeof *ci);
   if (!ci)
     return ebb_seterr(EBB_ENOMEM, "out of host memory opening the CPU device");

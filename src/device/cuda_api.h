@@ -216,11 +216,11 @@ typedef struct CUmemAccessDesc_st {
   X(cuIpcCloseMemHandle, "cuIpcCloseMemHandle", 4010, (CUdeviceptr dptr))
 
 /* cuGetProcAddress_v2 is resolved by dlsym itself; it is the way in. */
-typedef CUresult (*ebb_pfn_cuGetProcAddress_v2)(const char *symbol, void **pfn,
+typedef CUresult (*dev_pfn_cuGetProcAddress_v2)(const char *symbol, void **pfn,
                                                  int cuda_version, cuuint64_t flags,
                                                  CUdriverProcAddressQueryResult *status);
 
-/* Kernel host twins: device/kernel_twin.h (ebb_launch_dims, EBB_TWIN_PREFIX). */
+/* Kernel host twins: device/kernel_twin.h (dev_launch_dims, EBB_TWIN_PREFIX). */
 
 /* NVML subset. */
 typedef int nvmlReturn_t;

@@ -16,7 +16,7 @@
 #define PLAIN_GRANULARITY (2u << 20) /* when the driver has no VMM granularity */
 
 typedef struct cuda_impl {
-  const ebb_cuda_driver *drv;
+  const dev_cuda_driver *drv;
   CUdevice cudev;
   CUcontext ctx;
   int active; /* read with __atomic outside dev->mu */
@@ -27,7 +27,7 @@ typedef struct cuda_impl {
   nvmlDevice_t nvdev;
 } cuda_impl;
 
-/* Primary context retains this process holds per device, across ebb_device
+/* Primary context retains this process holds per device, across dev_device
  * handles: the driver keeps the context while any is held. */
 static pthread_mutex_t retain_lock = PTHREAD_MUTEX_INITIALIZER;
 static int retains[64];
@@ -38,11 +38,11 @@ static int retains[64];
 #define CU(ci, name, ...)                                                      \
   ((ci)->drv->fn.name ? (ci)->drv->fn.name(__VA_ARGS__) : CUDA_ERROR_NOT_SUPPORTED)
 
-static int fail(ebb_device *dev, CUresult r, const char *fn, const char *extra) {
-  return ebb_cuda_fail(CI(dev)->drv, r, fn, dev->label, extra);
+static int fail(dev_device *dev, CUresult r, const char *fn, const char *extra) {
+  return dev_cuda_fail(CI(dev)->drv, r, fn, dev->label, extra);
 }
 
-static int cuda_activate_locked(ebb_device *dev) {
+static int cuda_activate_locked(dev_device *dev) {
   cuda_impl *ci = CI(dev);
   if (!ci->active) {
     CUcontext ctx = NULL;
@@ -55,7 +55,7 @@ static int cuda_activate_locked(ebb_device *dev) {
     if (dev->ordinal < 64)
       retains[dev->ordinal]++;
     pthread_mutex_unlock(&retain_lock);
-    ebb_log(EBB_LOG_DEBUG, "device", "%s: primary context retained", dev->label);
+    base_log(EBB_LOG_DEBUG, "device", "%s: primary context retained", dev->label);
   }
   CUresult r = CU(ci, cuCtxSetCurrent, ci->ctx);
   if (r != CUDA_SUCCESS)
@@ -65,7 +65,7 @@ static int cuda_activate_locked(ebb_device *dev) {
 
 /* For calls made without dev->mu: activates if needed, then makes the
  * context current on this thread. */
-static int enter(ebb_device *dev) {
+static int enter(dev_device *dev) {
   cuda_impl *ci = CI(dev);
   if (__atomic_load_n(&ci->active, __ATOMIC_ACQUIRE)) {
     CUresult r = CU(ci, cuCtxSetCurrent, ci->ctx);
@@ -77,11 +77,11 @@ static int enter(ebb_device *dev) {
   return rc;
 }
 
-static int cuda_ctx_active(const ebb_device *dev) {
+static int cuda_ctx_active(const dev_device *dev) {
   return __atomic_load_n(&CI(dev)->active, __ATOMIC_ACQUIRE);
 }
 
-static int cuda_ctx_release_locked(ebb_device *dev) {
+static int cuda_ctx_release_locked(dev_device *dev) {
   cuda_impl *ci = CI(dev);
   if (!ci->active)
     return 0;
@@ -102,27 +102,27 @@ static int cuda_ctx_release_locked(ebb_device *dev) {
     unsigned flags = 0;
     int still = 0;
     if (CU(ci, cuDevicePrimaryCtxGetState, ci->cudev, &flags, &still) == CUDA_SUCCESS && still)
-      ebb_log(EBB_LOG_WARN, "device",
+      base_log(EBB_LOG_WARN, "device",
               "%s: ebb released its context but the primary context is still active: "
               "something else in this process retained it",
               dev->label);
   }
-  ebb_log(EBB_LOG_DEBUG, "device", "%s: primary context released", dev->label);
+  base_log(EBB_LOG_DEBUG, "device", "%s: primary context released", dev->label);
   return 0;
 }
 
-static int nvml_dev(ebb_device *dev, nvmlDevice_t *out) {
+static int nvml_dev(dev_device *dev, nvmlDevice_t *out) {
   cuda_impl *ci = CI(dev);
   if (ci->nvml_state == 0)
-    ci->nvml_state = ebb_nvml_device(dev->ordinal, ci->uuid, &ci->nvdev) == 0 ? 1 : -1;
+    ci->nvml_state = dev_nvml_device(dev->ordinal, ci->uuid, &ci->nvdev) == 0 ? 1 : -1;
   if (ci->nvml_state < 0)
     return ebb_seterr(EBB_EUNSUPPORTED, "%s: NVML cannot see this device: %s", dev->label,
-                      ebb_nvml_why()[0] ? ebb_nvml_why() : "no matching NVML device");
+                      dev_nvml_why()[0] ? dev_nvml_why() : "no matching NVML device");
   *out = ci->nvdev;
   return 0;
 }
 
-static int cuda_mem_info_locked(ebb_device *dev, ebb_dev_meminfo *out) {
+static int cuda_mem_info_locked(dev_device *dev, dev_meminfo *out) {
   cuda_impl *ci = CI(dev);
   if (ci->active) {
     int rc = cuda_activate_locked(dev);
@@ -138,7 +138,7 @@ static int cuda_mem_info_locked(ebb_device *dev, ebb_dev_meminfo *out) {
     return 0;
   }
   nvmlDevice_t nd = NULL;
-  if (nvml_dev(dev, &nd) == 0 && ebb_nvml_meminfo(nd, &out->free_bytes, &out->total_bytes) == 0) {
+  if (nvml_dev(dev, &nd) == 0 && dev_nvml_meminfo(nd, &out->free_bytes, &out->total_bytes) == 0) {
     out->source = EBB_MEMINFO_NVML;
     return 0;
   }
@@ -149,17 +149,17 @@ static int cuda_mem_info_locked(ebb_device *dev, ebb_dev_meminfo *out) {
   return 0;
 }
 
-static int cuda_process_used(ebb_device *dev, pid_t pid, uint64_t *bytes) {
+static int cuda_process_used(dev_device *dev, pid_t pid, uint64_t *bytes) {
   pthread_mutex_lock(&dev->mu);
   nvmlDevice_t nd = NULL;
   int rc = nvml_dev(dev, &nd);
   pthread_mutex_unlock(&dev->mu);
   if (rc)
     return rc;
-  return ebb_nvml_process_used(nd, pid, bytes);
+  return dev_nvml_process_used(nd, pid, bytes);
 }
 
-static void vmm_prop(ebb_device *dev, CUmemAllocationProp *p) {
+static void vmm_prop(dev_device *dev, CUmemAllocationProp *p) {
   memset(p, 0, sizeof *p);
   p->type = CU_MEM_ALLOCATION_TYPE_PINNED;
   p->requestedHandleTypes = CU_MEM_HANDLE_TYPE_NONE;
@@ -167,7 +167,7 @@ static void vmm_prop(ebb_device *dev, CUmemAllocationProp *p) {
   p->location.id = CI(dev)->cudev;
 }
 
-static int cuda_granularity_locked(ebb_device *dev, size_t *out) {
+static int cuda_granularity_locked(dev_device *dev, size_t *out) {
   cuda_impl *ci = CI(dev);
   if (!ci->gran) {
     int rc = cuda_activate_locked(dev);
@@ -188,27 +188,27 @@ static int cuda_granularity_locked(ebb_device *dev, size_t *out) {
   return 0;
 }
 
-static int cuda_supports_vmm(ebb_device *dev) { return CI(dev)->vmm; }
+static int cuda_supports_vmm(dev_device *dev) { return CI(dev)->vmm; }
 
 /* EBB_EOOM (or another code) naming the device, the request and what the
  * driver says is free. */
-static int alloc_fail(ebb_device *dev, CUresult r, const char *fn, size_t size) {
+static int alloc_fail(dev_device *dev, CUresult r, const char *fn, size_t size) {
   cuda_impl *ci = CI(dev);
   size_t fr = 0, tot = 0;
   char a[32], b[32], c[32], extra[256];
   if (CU(ci, cuMemGetInfo, &fr, &tot) == CUDA_SUCCESS)
     snprintf(extra, sizeof extra, "asking for %s (%zu bytes); the driver reports %s free of %s",
-             ebb_fmt_bytes(size, a, sizeof a), size, ebb_fmt_bytes(fr, b, sizeof b),
-             ebb_fmt_bytes(tot, c, sizeof c));
+             base_fmt_bytes(size, a, sizeof a), size, base_fmt_bytes(fr, b, sizeof b),
+             base_fmt_bytes(tot, c, sizeof c));
   else
-    snprintf(extra, sizeof extra, "asking for %s (%zu bytes)", ebb_fmt_bytes(size, a, sizeof a),
+    snprintf(extra, sizeof extra, "asking for %s (%zu bytes)", base_fmt_bytes(size, a, sizeof a),
              size);
   return fail(dev, r, fn, extra);
 }
 
 /* Physical memory of seg->size mapped at seg->addr with read/write access.
  * Nothing is held on failure. */
-static int vmm_back(ebb_device *dev, ebb_dseg *seg) {
+static int vmm_back(dev_device *dev, dev_dseg *seg) {
   cuda_impl *ci = CI(dev);
   CUmemAllocationProp prop;
   vmm_prop(dev, &prop);
@@ -236,7 +236,7 @@ static int vmm_back(ebb_device *dev, ebb_dseg *seg) {
 }
 
 /* Unmaps and releases the physical memory, keeps the range. */
-static int vmm_unback(ebb_device *dev, ebb_dseg *seg) {
+static int vmm_unback(dev_device *dev, dev_dseg *seg) {
   cuda_impl *ci = CI(dev);
   CUresult r = CU(ci, cuMemUnmap, (CUdeviceptr)seg->addr, seg->size);
   if (r != CUDA_SUCCESS)
@@ -249,7 +249,7 @@ static int vmm_unback(ebb_device *dev, ebb_dseg *seg) {
   return 0;
 }
 
-static int cuda_seg_alloc_locked(ebb_device *dev, size_t size, ebb_seg_kind kind, ebb_dseg *out) {
+static int cuda_seg_alloc_locked(dev_device *dev, size_t size, dev_seg_kind kind, dev_dseg *out) {
   cuda_impl *ci = CI(dev);
   if (kind == EBB_SEG_VMM && !ci->vmm)
     return ebb_seterr(EBB_EUNSUPPORTED,
@@ -271,14 +271,14 @@ static int cuda_seg_alloc_locked(ebb_device *dev, size_t size, ebb_seg_kind kind
     CUresult r = CU(ci, cuMemAlloc, &p, sz);
     if (r != CUDA_SUCCESS)
       return alloc_fail(dev, r, "cuMemAlloc_v2", sz);
-    *out = (ebb_dseg){.addr = p, .size = sz, .kind = EBB_SEG_PLAIN};
+    *out = (dev_dseg){.addr = p, .size = sz, .kind = EBB_SEG_PLAIN};
     return 0;
   }
   CUdeviceptr va = 0;
   CUresult r = CU(ci, cuMemAddressReserve, &va, sz, g, 0, 0);
   if (r != CUDA_SUCCESS)
     return alloc_fail(dev, r, "cuMemAddressReserve", sz);
-  *out = (ebb_dseg){.addr = va, .size = sz, .kind = EBB_SEG_VMM};
+  *out = (dev_dseg){.addr = va, .size = sz, .kind = EBB_SEG_VMM};
   rc = vmm_back(dev, out);
   if (rc) {
     CU(ci, cuMemAddressFree, va, sz);
@@ -287,15 +287,15 @@ static int cuda_seg_alloc_locked(ebb_device *dev, size_t size, ebb_seg_kind kind
   return rc;
 }
 
-static int cuda_seg_free_locked(ebb_device *dev, ebb_dseg *seg, int quiet) {
+static int cuda_seg_free_locked(dev_device *dev, dev_dseg *seg, int quiet) {
   cuda_impl *ci = CI(dev);
   if (!ci->active && seg->parked) {
     /* Only the reserved range is left and there is no context: free it
      * without making one (it may already have gone with the context). */
     CUresult r = CU(ci, cuMemAddressFree, (CUdeviceptr)seg->addr, seg->size);
     if (r != CUDA_SUCCESS && !quiet)
-      ebb_log(EBB_LOG_DEBUG, "device", "%s: cuMemAddressFree without a context: %s (%d)",
-              dev->label, ebb_cuda_errname(ci->drv, r), r);
+      base_log(EBB_LOG_DEBUG, "device", "%s: cuMemAddressFree without a context: %s (%d)",
+              dev->label, dev_cuda_errname(ci->drv, r), r);
     return 0;
   }
   int rc = cuda_activate_locked(dev);
@@ -311,17 +311,17 @@ static int cuda_seg_free_locked(ebb_device *dev, ebb_dseg *seg, int quiet) {
   return r == CUDA_SUCCESS ? 0 : fail(dev, r, "cuMemAddressFree", NULL);
 }
 
-static int cuda_seg_park_locked(ebb_device *dev, ebb_dseg *seg) {
+static int cuda_seg_park_locked(dev_device *dev, dev_dseg *seg) {
   int rc = cuda_activate_locked(dev);
   return rc ? rc : vmm_unback(dev, seg);
 }
 
-static int cuda_seg_wake_locked(ebb_device *dev, ebb_dseg *seg) {
+static int cuda_seg_wake_locked(dev_device *dev, dev_dseg *seg) {
   int rc = cuda_activate_locked(dev);
   return rc ? rc : vmm_back(dev, seg);
 }
 
-static int cuda_host_alloc_locked(ebb_device *dev, size_t size, void **out) {
+static int cuda_host_alloc_locked(dev_device *dev, size_t size, void **out) {
   int rc = cuda_activate_locked(dev);
   if (rc)
     return rc;
@@ -334,7 +334,7 @@ static int cuda_host_alloc_locked(ebb_device *dev, size_t size, void **out) {
   return 0;
 }
 
-static int cuda_host_free_locked(ebb_device *dev, void *p) {
+static int cuda_host_free_locked(dev_device *dev, void *p) {
   int rc = cuda_activate_locked(dev);
   if (rc)
     return rc;
@@ -342,7 +342,7 @@ static int cuda_host_free_locked(ebb_device *dev, void *p) {
   return r == CUDA_SUCCESS ? 0 : fail(dev, r, "cuMemFreeHost", NULL);
 }
 
-static int copy_fail(ebb_device *dev, CUresult r, const char *fn, uint64_t a, uint64_t b,
+static int copy_fail(dev_device *dev, CUresult r, const char *fn, uint64_t a, uint64_t b,
                      size_t n) {
   char extra[160];
   snprintf(extra, sizeof extra, "%zu bytes, 0x%llx <- 0x%llx", n, (unsigned long long)a,
@@ -350,7 +350,7 @@ static int copy_fail(ebb_device *dev, CUresult r, const char *fn, uint64_t a, ui
   return fail(dev, r, fn, extra);
 }
 
-static int cuda_copy_htod(ebb_device *dev, uint64_t dst, const void *src, size_t n) {
+static int cuda_copy_htod(dev_device *dev, uint64_t dst, const void *src, size_t n) {
   int rc = enter(dev);
   if (rc)
     return rc;
@@ -358,7 +358,7 @@ static int cuda_copy_htod(ebb_device *dev, uint64_t dst, const void *src, size_t
   return r == CUDA_SUCCESS ? 0 : copy_fail(dev, r, "cuMemcpyHtoD_v2", dst, (uintptr_t)src, n);
 }
 
-static int cuda_copy_dtoh(ebb_device *dev, void *dst, uint64_t src, size_t n) {
+static int cuda_copy_dtoh(dev_device *dev, void *dst, uint64_t src, size_t n) {
   int rc = enter(dev);
   if (rc)
     return rc;
@@ -366,7 +366,7 @@ static int cuda_copy_dtoh(ebb_device *dev, void *dst, uint64_t src, size_t n) {
   return r == CUDA_SUCCESS ? 0 : copy_fail(dev, r, "cuMemcpyDtoH_v2", (uintptr_t)dst, src, n);
 }
 
-static int cuda_copy_dtod(ebb_device *dev, uint64_t dst, uint64_t src, size_t n) {
+static int cuda_copy_dtod(dev_device *dev, uint64_t dst, uint64_t src, size_t n) {
   int rc = enter(dev);
   if (rc)
     return rc;
@@ -374,7 +374,7 @@ static int cuda_copy_dtod(ebb_device *dev, uint64_t dst, uint64_t src, size_t n)
   return r == CUDA_SUCCESS ? 0 : copy_fail(dev, r, "cuMemcpyDtoD_v2", dst, src, n);
 }
 
-static int cuda_memset8(ebb_device *dev, uint64_t dst, unsigned char v, size_t n) {
+static int cuda_memset8(dev_device *dev, uint64_t dst, unsigned char v, size_t n) {
   int rc = enter(dev);
   if (rc)
     return rc;
@@ -382,7 +382,7 @@ static int cuda_memset8(ebb_device *dev, uint64_t dst, unsigned char v, size_t n
   return r == CUDA_SUCCESS ? 0 : copy_fail(dev, r, "cuMemsetD8_v2", dst, v, n);
 }
 
-static int cuda_synchronize(ebb_device *dev) {
+static int cuda_synchronize(dev_device *dev) {
   if (!cuda_ctx_active(dev))
     return 0; /* nothing can be in flight without a context */
   int rc = enter(dev);
@@ -392,7 +392,7 @@ static int cuda_synchronize(ebb_device *dev) {
   return r == CUDA_SUCCESS ? 0 : fail(dev, r, "cuCtxSynchronize", NULL);
 }
 
-static int cuda_stream_create_locked(ebb_device *dev, void **out) {
+static int cuda_stream_create_locked(dev_device *dev, void **out) {
   int rc = cuda_activate_locked(dev);
   if (rc)
     return rc;
@@ -404,7 +404,7 @@ static int cuda_stream_create_locked(ebb_device *dev, void **out) {
   return 0;
 }
 
-static void cuda_stream_destroy_locked(ebb_device *dev, void *s) {
+static void cuda_stream_destroy_locked(dev_device *dev, void *s) {
   if (!CI(dev)->active)
     return; /* it went with the context */
   if (cuda_activate_locked(dev))
@@ -412,11 +412,11 @@ static void cuda_stream_destroy_locked(ebb_device *dev, void *s) {
   CUresult r = CU(CI(dev), cuStreamDestroy, (CUstream)s);
   if (r != CUDA_SUCCESS) {
     fail(dev, r, "cuStreamDestroy_v2", NULL);
-    ebb_log(EBB_LOG_WARN, "device", "%s", ebb_errmsg());
+    base_log(EBB_LOG_WARN, "device", "%s", ebb_errmsg());
   }
 }
 
-static int cuda_stream_sync(ebb_device *dev, void *s) {
+static int cuda_stream_sync(dev_device *dev, void *s) {
   int rc = enter(dev);
   if (rc)
     return rc;
@@ -424,7 +424,7 @@ static int cuda_stream_sync(ebb_device *dev, void *s) {
   return r == CUDA_SUCCESS ? 0 : fail(dev, r, "cuStreamSynchronize", NULL);
 }
 
-static int cuda_copy_htod_async(ebb_device *dev, uint64_t dst, const void *src, size_t n,
+static int cuda_copy_htod_async(dev_device *dev, uint64_t dst, const void *src, size_t n,
                                 void *s) {
   int rc = enter(dev);
   if (rc)
@@ -434,7 +434,7 @@ static int cuda_copy_htod_async(ebb_device *dev, uint64_t dst, const void *src, 
                            : copy_fail(dev, r, "cuMemcpyHtoDAsync_v2", dst, (uintptr_t)src, n);
 }
 
-static int cuda_copy_dtoh_async(ebb_device *dev, void *dst, uint64_t src, size_t n, void *s) {
+static int cuda_copy_dtoh_async(dev_device *dev, void *dst, uint64_t src, size_t n, void *s) {
   int rc = enter(dev);
   if (rc)
     return rc;
@@ -443,7 +443,7 @@ static int cuda_copy_dtoh_async(ebb_device *dev, void *dst, uint64_t src, size_t
                            : copy_fail(dev, r, "cuMemcpyDtoHAsync_v2", (uintptr_t)dst, src, n);
 }
 
-static int cuda_module_load_locked(ebb_device *dev, const void *image, void **out) {
+static int cuda_module_load_locked(dev_device *dev, const void *image, void **out) {
   int rc = cuda_activate_locked(dev);
   if (rc)
     return rc;
@@ -460,17 +460,17 @@ static int cuda_module_load_locked(ebb_device *dev, const void *image, void **ou
   return 0;
 }
 
-static void cuda_module_unload_locked(ebb_device *dev, void *mod) {
+static void cuda_module_unload_locked(dev_device *dev, void *mod) {
   if (cuda_activate_locked(dev))
     return;
   CUresult r = CU(CI(dev), cuModuleUnload, (CUmodule)mod);
   if (r != CUDA_SUCCESS) {
     fail(dev, r, "cuModuleUnload", NULL);
-    ebb_log(EBB_LOG_WARN, "device", "%s", ebb_errmsg());
+    base_log(EBB_LOG_WARN, "device", "%s", ebb_errmsg());
   }
 }
 
-static int cuda_kernel(ebb_device *dev, void *mod, const char *name, void **out) {
+static int cuda_kernel(dev_device *dev, void *mod, const char *name, void **out) {
   int rc = enter(dev);
   if (rc)
     return rc;
@@ -485,7 +485,7 @@ static int cuda_kernel(ebb_device *dev, void *mod, const char *name, void **out)
   return 0;
 }
 
-static int cuda_launch(ebb_device *dev, void *fn, const ebb_launch_dims *d, void **params) {
+static int cuda_launch(dev_device *dev, void *fn, const dev_launch_dims *d, void **params) {
   int rc = enter(dev);
   if (rc)
     return rc;
@@ -495,9 +495,9 @@ static int cuda_launch(ebb_device *dev, void *fn, const ebb_launch_dims *d, void
   return r == CUDA_SUCCESS ? 0 : fail(dev, r, "cuLaunchKernel", NULL);
 }
 
-static void cuda_destroy(ebb_device *dev) { free(dev->impl); }
+static void cuda_destroy(dev_device *dev) { free(dev->impl); }
 
-static const ebb_device_ops cuda_ops = {
+static const dev_ops cuda_ops = {
     .destroy = cuda_destroy,
     .activate = cuda_activate_locked,
     .ctx_active = cuda_ctx_active,
@@ -528,7 +528,7 @@ static const ebb_device_ops cuda_ops = {
     .launch = cuda_launch,
 };
 
-void ebb_cuda_format_uuid(const CUuuid *u, char *buf, size_t len) {
+void dev_cuda_format_uuid(const CUuuid *u, char *buf, size_t len) {
   const unsigned char *b = (const unsigned char *)u->bytes;
   snprintf(buf, len,
            "GPU-%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-%02x%02x%02x%02x%02x%02x", b[0], b[1],
@@ -536,9 +536,9 @@ void ebb_cuda_format_uuid(const CUuuid *u, char *buf, size_t len) {
            b[15]);
 }
 
-int ebb_cuda_backend_open(ebb_device *dev, int ordinal) {
-  const ebb_cuda_driver *drv;
-  int rc = ebb_cuda_driver_get(&drv);
+int dev_cuda_backend_open(dev_device *dev, int ordinal) {
+  const dev_cuda_driver *drv;
+  int rc = dev_cuda_driver_get(&drv);
   if (rc)
     return rc;
   if (ordinal < 0 || ordinal >= drv->ndevices)
@@ -573,7 +573,7 @@ int ebb_cuda_backend_open(ebb_device *dev, int ordinal) {
     ci->vmm = vmm != 0 && drv->fn.cuMemCreate && drv->fn.cuMemAddressReserve;
   CUuuid u;
   if (CU(ci, cuDeviceGetUuid, &u, ci->cudev) == CUDA_SUCCESS)
-    ebb_cuda_format_uuid(&u, ci->uuid, sizeof ci->uuid);
+    dev_cuda_format_uuid(&u, ci->uuid, sizeof ci->uuid);
   return 0;
 
 fail_impl:

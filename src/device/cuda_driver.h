@@ -2,7 +2,7 @@
  * table of entry points generated from EBB_CUDA_ENTRY_POINTS (cuda_api.h).
  *
  * Nothing here runs until a CUDA device is opened or probed: opening the CPU
- * device never reaches this file. Never fork after ebb_cuda_driver_get()
+ * device never reaches this file. Never fork after dev_cuda_driver_get()
  * succeeded (cuInit was called); start children with posix_spawn. */
 #ifndef EBB_DEVICE_CUDA_DRIVER_H
 #define EBB_DEVICE_CUDA_DRIVER_H
@@ -10,20 +10,20 @@
 #include "device/cuda_api.h"
 #include "ebb/error.h"
 
-typedef struct ebb_cuda_fns {
+typedef struct dev_cuda_fns {
 #define EBB_CUDA_FN_FIELD_(name, sym, ver, params) CUresult (*name) params;
   EBB_CUDA_ENTRY_POINTS(EBB_CUDA_FN_FIELD_)
 #undef EBB_CUDA_FN_FIELD_
-} ebb_cuda_fns;
+} dev_cuda_fns;
 
 #define EBB_CUDA_COUNT_(name, sym, ver, params) +1
 enum { EBB_CUDA_NENTRIES = 0 EBB_CUDA_ENTRY_POINTS(EBB_CUDA_COUNT_) };
 #undef EBB_CUDA_COUNT_
 
 /* How one entry point was found. */
-typedef enum { EBB_CUDA_RES_MISSING = 0, EBB_CUDA_RES_PROCADDR = 1, EBB_CUDA_RES_DLSYM = 2 } ebb_cuda_res;
+typedef enum { EBB_CUDA_RES_MISSING = 0, EBB_CUDA_RES_PROCADDR = 1, EBB_CUDA_RES_DLSYM = 2 } dev_cuda_res;
 
-typedef struct ebb_cuda_driver {
+typedef struct dev_cuda_driver {
   void *lib;               /* dlopen handle; never closed once loaded */
   char path[512];          /* what was dlopen'ed (EBB_LIBCUDA or the default) */
   char found_at[512];      /* the file it resolved to (dladdr), when known */
@@ -31,13 +31,13 @@ typedef struct ebb_cuda_driver {
   int n_procaddr, n_dlsym, n_missing;
   int version;             /* cuDriverGetVersion */
   int ndevices;            /* cuDeviceGetCount */
-  ebb_cuda_fns fn;
-  ebb_cuda_res how[EBB_CUDA_NENTRIES]; /* per entry, in table order */
-} ebb_cuda_driver;
+  dev_cuda_fns fn;
+  dev_cuda_res how[EBB_CUDA_NENTRIES]; /* per entry, in table order */
+} dev_cuda_driver;
 
 /* Number of entries in EBB_CUDA_ENTRY_POINTS and their base names. */
-int ebb_cuda_entry_count(void);
-const char *ebb_cuda_entry_name(int i);
+int dev_cuda_entry_count(void);
+const char *dev_cuda_entry_name(int i);
 
 /* Loads path (NULL: EBB_LIBCUDA, else "libcuda.so.1") into *out, resolves the
  * table, calls cuInit(0) and cuDeviceGetCount. Not cached: each call dlopens
@@ -45,28 +45,28 @@ const char *ebb_cuda_entry_name(int i);
  * closed and the message names the path: EBB_ENOLIB (missing, not a driver,
  * the toolkit's stub: CUDA error 34), EBB_ENODEV (error 100 or 0 devices),
  * EBB_EDRIVER (anything else). */
-int ebb_cuda_driver_load(const char *path, ebb_cuda_driver *out);
+int dev_cuda_driver_load(const char *path, dev_cuda_driver *out);
 
 /* The process's driver: loaded on the first call, then the same pointer for
  * the process's life (a failure is not remembered, the next call tries again).
  * Thread-safe. The pointer is owned by this file. */
-int ebb_cuda_driver_get(const ebb_cuda_driver **out);
-/* 1 when ebb_cuda_driver_get has succeeded in this process; never loads. */
-int ebb_cuda_driver_is_loaded(void);
+int dev_cuda_driver_get(const dev_cuda_driver **out);
+/* 1 when dev_cuda_driver_get has succeeded in this process; never loads. */
+int dev_cuda_driver_is_loaded(void);
 /* The path ebb will load: EBB_LIBCUDA or "libcuda.so.1". */
-const char *ebb_cuda_driver_path(void);
+const char *dev_cuda_driver_path(void);
 
 /* "CUDA_ERROR_OUT_OF_MEMORY" from the driver's cuGetErrorName when it
  * answers, else from ebb's own table; never NULL. drv may be NULL. */
-const char *ebb_cuda_errname(const ebb_cuda_driver *drv, CUresult r);
+const char *dev_cuda_errname(const dev_cuda_driver *drv, CUresult r);
 /* EBB_E code for a CUresult (OOM -> EBB_EOOM, 100/101 -> EBB_ENODEV, ...). */
-int ebb_cuda_code(CUresult r);
+int dev_cuda_code(CUresult r);
 /* Sets the message "<fn> failed on <label>: <NAME> (<r>)" plus extra (may be
  * NULL) and returns the translated code. r must not be CUDA_SUCCESS. */
-int ebb_cuda_fail(const ebb_cuda_driver *drv, CUresult r, const char *fn, const char *label,
+int dev_cuda_fail(const dev_cuda_driver *drv, CUresult r, const char *fn, const char *label,
                   const char *extra);
 
 /* "GPU-xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx", the form NVML and nvidia-smi use. */
-void ebb_cuda_format_uuid(const CUuuid *u, char *buf, size_t len);
+void dev_cuda_format_uuid(const CUuuid *u, char *buf, size_t len);
 
 #endif

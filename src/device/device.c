@@ -9,16 +9,16 @@
 
 #include "base/log.h"
 
-struct ebb_module {
+struct dev_module {
   void *h;
-  ebb_kernel **kernels; /* owned: freed by ebb_device_module_unload */
+  dev_kernel **kernels; /* owned: freed by dev_module_unload */
   size_t nkernels;
 };
-struct ebb_kernel {
+struct dev_kernel {
   void *fn;
   char name[128];
 };
-struct ebb_stream {
+struct dev_stream {
   void *h;
 };
 
@@ -39,8 +39,8 @@ static int parse_cuda(const char *spec) {
   return (int)n;
 }
 
-static ebb_device *dev_new(void) {
-  ebb_device *dev = calloc(1, sizeof *dev);
+static dev_device *dev_new(void) {
+  dev_device *dev = calloc(1, sizeof *dev);
   if (!dev)
     return NULL;
   pthread_mutex_init(&dev->mu, NULL);
@@ -48,17 +48,17 @@ static ebb_device *dev_new(void) {
   return dev;
 }
 
-static void dev_free(ebb_device *dev) {
+static void dev_free(dev_device *dev) {
   pthread_mutex_destroy(&dev->mu);
   free(dev->segs);
   free(dev);
 }
 
-static int open_cpu(ebb_device **out) {
-  ebb_device *dev = dev_new();
+static int open_cpu(dev_device **out) {
+  dev_device *dev = dev_new();
   if (!dev)
     return ebb_seterr(EBB_ENOMEM, "out of host memory opening the CPU device");
-  int rc = ebb_cpu_backend_open(dev);
+  int rc = dev_cpu_backend_open(dev);
   if (rc) {
     dev_free(dev);
     return rc;
@@ -67,11 +67,11 @@ static int open_cpu(ebb_device **out) {
   return 0;
 }
 
-static int open_cuda(int ordinal, ebb_device **out) {
-  ebb_device *dev = dev_new();
+static int open_cuda(int ordinal, dev_device **out) {
+  dev_device *dev = dev_new();
   if (!dev)
     return ebb_seterr(EBB_ENOMEM, "out of host memory opening cuda:%d", ordinal);
-  int rc = ebb_cuda_backend_open(dev, ordinal);
+  int rc = dev_cuda_backend_open(dev, ordinal);
   if (rc) {
     dev_free(dev);
     return rc;
@@ -84,24 +84,24 @@ static int open_cuda(int ordinal, ebb_device **out) {
  * own figure, other processes included) reports it, the lowest number on a
  * tie; 0 when there is one device, no driver or no NVML (open then says why). */
 static int auto_ordinal(void) {
-  ebb_probe *p = malloc(sizeof *p);
+  dev_probe *p = malloc(sizeof *p);
   if (!p)
     return 0;
   int best = 0;
-  if (ebb_device_probe(p) == 0 && p->driver_loaded && p->ndevices > 1 && p->nvml_loaded) {
+  if (dev_device_probe(p) == 0 && p->driver_loaded && p->ndevices > 1 && p->nvml_loaded) {
     for (int i = 1; i < p->ndevices; i++)
       if (p->devices[i].free_bytes > p->devices[best].free_bytes)
         best = i;
     char fb[32], tb[32];
-    ebb_log(EBB_LOG_INFO, "device", "auto: cuda:%d has the most free memory (%s of %s; %d devices)",
-            best, ebb_fmt_bytes(p->devices[best].free_bytes, fb, sizeof fb),
-            ebb_fmt_bytes(p->devices[best].total_bytes, tb, sizeof tb), p->ndevices);
+    base_log(EBB_LOG_INFO, "device", "auto: cuda:%d has the most free memory (%s of %s; %d devices)",
+            best, base_fmt_bytes(p->devices[best].free_bytes, fb, sizeof fb),
+            base_fmt_bytes(p->devices[best].total_bytes, tb, sizeof tb), p->ndevices);
   }
   free(p);
   return best;
 }
 
-int ebb_device_open(const char *spec, ebb_device **out) {
+int dev_open(const char *spec, dev_device **out) {
   if (!out)
     return ebb_seterr(EBB_EINVAL, "ebb_device_open: out is NULL");
   *out = NULL;
@@ -117,7 +117,7 @@ int ebb_device_open(const char *spec, ebb_device **out) {
     if (rc)
       return rc;
     snprintf((*out)->note, sizeof (*out)->note, "%s", why);
-    ebb_log(EBB_LOG_INFO, "device", "auto: no usable CUDA device (%s); using the CPU device", why);
+    base_log(EBB_LOG_INFO, "device", "auto: no usable CUDA device (%s); using the CPU device", why);
     ebb_clearerr();
     return 0;
   }
@@ -131,7 +131,7 @@ int ebb_device_open(const char *spec, ebb_device **out) {
   return ebb_seterr(EBB_EINVAL, "bad device '%s': expected auto, cpu, cuda or cuda:N", spec);
 }
 
-void ebb_device_close(ebb_device *dev) {
+void dev_close(dev_device *dev) {
   if (!dev)
     return;
   pthread_mutex_lock(&dev->mu);
@@ -139,44 +139,44 @@ void ebb_device_close(ebb_device *dev) {
    * creates nothing; parked ones are freed quietly (no context made). */
   for (size_t i = dev->nsegs; i-- > 0;) {
     if (dev->ops->seg_free(dev, &dev->segs[i], 1))
-      ebb_log(EBB_LOG_WARN, "device", "%s: freeing a segment at close: %s", dev->label,
+      base_log(EBB_LOG_WARN, "device", "%s: freeing a segment at close: %s", dev->label,
               ebb_errmsg());
   }
   dev->nsegs = 0;
   if (dev->ops->ctx_release(dev))
-    ebb_log(EBB_LOG_WARN, "device", "%s: releasing the context at close: %s", dev->label,
+    base_log(EBB_LOG_WARN, "device", "%s: releasing the context at close: %s", dev->label,
             ebb_errmsg());
   pthread_mutex_unlock(&dev->mu);
   dev->ops->destroy(dev);
   dev_free(dev);
 }
 
-ebb_device_type ebb_device_kind_of(const ebb_device *dev) { return dev->kind; }
-const char *ebb_device_label(const ebb_device *dev) { return dev->label; }
-const char *ebb_device_name(const ebb_device *dev) { return dev->name; }
-uint64_t ebb_device_total_bytes(const ebb_device *dev) { return dev->total; }
-const char *ebb_device_note(const ebb_device *dev) { return dev->note[0] ? dev->note : NULL; }
-int ebb_device_ordinal(const ebb_device *dev) { return dev->ordinal; }
+dev_type dev_kind_of(const dev_device *dev) { return dev->kind; }
+const char *dev_device_label(const dev_device *dev) { return dev->label; }
+const char *dev_name(const dev_device *dev) { return dev->name; }
+uint64_t dev_total_bytes(const dev_device *dev) { return dev->total; }
+const char *dev_note(const dev_device *dev) { return dev->note[0] ? dev->note : NULL; }
+int dev_ordinal(const dev_device *dev) { return dev->ordinal; }
 
-int ebb_device_ctx_active(const ebb_device *dev) { return dev->ops->ctx_active(dev); }
+int dev_ctx_active(const dev_device *dev) { return dev->ops->ctx_active(dev); }
 
-int ebb_device_activate(ebb_device *dev) {
+int dev_activate(dev_device *dev) {
   pthread_mutex_lock(&dev->mu);
   int rc = dev->ops->activate(dev);
   pthread_mutex_unlock(&dev->mu);
   return rc;
 }
 
-size_t ebb_device_mapped_segments(const ebb_device *dev) {
+size_t dev_mapped_segments(const dev_device *dev) {
   size_t n = 0;
   for (size_t i = 0; i < dev->nsegs; i++)
     n += !dev->segs[i].parked;
   return n;
 }
 
-int ebb_device_ctx_release(ebb_device *dev) {
+int dev_ctx_release(dev_device *dev) {
   pthread_mutex_lock(&dev->mu);
-  size_t mapped = ebb_device_mapped_segments(dev);
+  size_t mapped = dev_mapped_segments(dev);
   int rc;
   if (dev->kind == EBB_DEVICE_CUDA && (mapped || dev->nhost || dev->nmodules || dev->nstreams)) {
     rc = ebb_seterr(EBB_EBUSY,
@@ -190,7 +190,7 @@ int ebb_device_ctx_release(ebb_device *dev) {
   return rc;
 }
 
-int ebb_device_mem_info(ebb_device *dev, ebb_dev_meminfo *out) {
+int dev_mem_info(dev_device *dev, dev_meminfo *out) {
   memset(out, 0, sizeof *out);
   pthread_mutex_lock(&dev->mu);
   int rc = dev->ops->mem_info(dev, out);
@@ -198,28 +198,28 @@ int ebb_device_mem_info(ebb_device *dev, ebb_dev_meminfo *out) {
   return rc;
 }
 
-int ebb_device_process_used(ebb_device *dev, pid_t pid, uint64_t *bytes) {
+int dev_process_used(dev_device *dev, pid_t pid, uint64_t *bytes) {
   *bytes = 0;
   return dev->ops->process_used(dev, pid, bytes);
 }
 
-int ebb_device_granularity(ebb_device *dev, size_t *out) {
+int dev_granularity(dev_device *dev, size_t *out) {
   pthread_mutex_lock(&dev->mu);
   int rc = dev->ops->granularity(dev, out);
   pthread_mutex_unlock(&dev->mu);
   return rc;
 }
 
-int ebb_device_supports_vmm(ebb_device *dev) { return dev->ops->supports_vmm(dev); }
+int dev_supports_vmm(dev_device *dev) { return dev->ops->supports_vmm(dev); }
 
-static ebb_dseg *find_seg(ebb_device *dev, uint64_t addr) {
+static dev_dseg *find_seg(dev_device *dev, uint64_t addr) {
   for (size_t i = 0; i < dev->nsegs; i++)
     if (dev->segs[i].addr == addr)
       return &dev->segs[i];
   return NULL;
 }
 
-int ebb_device_seg_alloc(ebb_device *dev, size_t size, ebb_seg_kind kind, ebb_dseg *out) {
+int dev_seg_alloc(dev_device *dev, size_t size, dev_seg_kind kind, dev_dseg *out) {
   memset(out, 0, sizeof *out);
   if (size == 0)
     return ebb_seterr(EBB_EINVAL, "%s: a segment of 0 bytes", dev->label);
@@ -229,7 +229,7 @@ int ebb_device_seg_alloc(ebb_device *dev, size_t size, ebb_seg_kind kind, ebb_ds
   int rc = 0;
   if (dev->nsegs == dev->capsegs) {
     size_t cap = dev->capsegs ? dev->capsegs * 2 : 16;
-    ebb_dseg *s = realloc(dev->segs, cap * sizeof *s);
+    dev_dseg *s = realloc(dev->segs, cap * sizeof *s);
     if (!s) {
       rc = ebb_seterr(EBB_ENOMEM, "out of host memory tracking segments of %s", dev->label);
       goto out;
@@ -246,7 +246,7 @@ out:
 }
 
 /* The device's record of the segment at addr, or EBB_EINVAL naming the address. dev->mu held. */
-static int known_seg(ebb_device *dev, uint64_t addr, ebb_dseg **out) {
+static int known_seg(dev_device *dev, uint64_t addr, dev_dseg **out) {
   *out = find_seg(dev, addr);
   if (!*out)
     return ebb_seterr(EBB_EINVAL, "%s: no segment at 0x%llx", dev->label,
@@ -254,10 +254,10 @@ static int known_seg(ebb_device *dev, uint64_t addr, ebb_dseg **out) {
   return 0;
 }
 
-int ebb_device_seg_free(ebb_device *dev, ebb_dseg *seg) {
+int dev_seg_free(dev_device *dev, dev_dseg *seg) {
   pthread_mutex_lock(&dev->mu);
   int rc;
-  ebb_dseg *s;
+  dev_dseg *s;
   if ((rc = known_seg(dev, seg->addr, &s)))
     goto out;
   rc = dev->ops->seg_free(dev, s, 0);
@@ -270,9 +270,9 @@ out:
   return rc;
 }
 
-static int park_or_wake(ebb_device *dev, ebb_dseg *seg, int park) {
+static int park_or_wake(dev_device *dev, dev_dseg *seg, int park) {
   pthread_mutex_lock(&dev->mu);
-  ebb_dseg *s;
+  dev_dseg *s;
   int rc = known_seg(dev, seg->addr, &s);
   if (rc == 0 && s->kind != EBB_SEG_VMM)
     rc = ebb_seterr(EBB_EINVAL, "%s: the segment at 0x%llx is not a VMM segment; only VMM "
@@ -285,10 +285,10 @@ static int park_or_wake(ebb_device *dev, ebb_dseg *seg, int park) {
   return rc;
 }
 
-int ebb_device_seg_park(ebb_device *dev, ebb_dseg *seg) { return park_or_wake(dev, seg, 1); }
-int ebb_device_seg_wake(ebb_device *dev, ebb_dseg *seg) { return park_or_wake(dev, seg, 0); }
+int dev_seg_park(dev_device *dev, dev_dseg *seg) { return park_or_wake(dev, seg, 1); }
+int dev_seg_wake(dev_device *dev, dev_dseg *seg) { return park_or_wake(dev, seg, 0); }
 
-int ebb_device_host_alloc(ebb_device *dev, size_t size, void **out) {
+int dev_host_alloc(dev_device *dev, size_t size, void **out) {
   *out = NULL;
   pthread_mutex_lock(&dev->mu);
   int rc = dev->ops->host_alloc(dev, size, out);
@@ -297,7 +297,7 @@ int ebb_device_host_alloc(ebb_device *dev, size_t size, void **out) {
   return rc;
 }
 
-int ebb_device_host_free(ebb_device *dev, void *p) {
+int dev_host_free(dev_device *dev, void *p) {
   if (!p)
     return 0;
   pthread_mutex_lock(&dev->mu);
@@ -308,23 +308,23 @@ int ebb_device_host_free(ebb_device *dev, void *p) {
   return rc;
 }
 
-int ebb_device_copy_htod(ebb_device *dev, uint64_t dst, const void *src, size_t n) {
+int dev_copy_htod(dev_device *dev, uint64_t dst, const void *src, size_t n) {
   return n ? dev->ops->copy_htod(dev, dst, src, n) : 0;
 }
-int ebb_device_copy_dtoh(ebb_device *dev, void *dst, uint64_t src, size_t n) {
+int dev_copy_dtoh(dev_device *dev, void *dst, uint64_t src, size_t n) {
   return n ? dev->ops->copy_dtoh(dev, dst, src, n) : 0;
 }
-int ebb_device_copy_dtod(ebb_device *dev, uint64_t dst, uint64_t src, size_t n) {
+int dev_copy_dtod(dev_device *dev, uint64_t dst, uint64_t src, size_t n) {
   return n ? dev->ops->copy_dtod(dev, dst, src, n) : 0;
 }
-int ebb_device_memset8(ebb_device *dev, uint64_t dst, unsigned char v, size_t n) {
+int dev_memset8(dev_device *dev, uint64_t dst, unsigned char v, size_t n) {
   return n ? dev->ops->memset8(dev, dst, v, n) : 0;
 }
-int ebb_device_synchronize(ebb_device *dev) { return dev->ops->synchronize(dev); }
+int dev_synchronize(dev_device *dev) { return dev->ops->synchronize(dev); }
 
-int ebb_device_stream_create(ebb_device *dev, ebb_stream **out) {
+int dev_stream_create(dev_device *dev, dev_stream **out) {
   *out = NULL;
-  ebb_stream *s = calloc(1, sizeof *s);
+  dev_stream *s = calloc(1, sizeof *s);
   if (!s)
     return ebb_seterr(EBB_ENOMEM, "out of host memory creating a stream on %s", dev->label);
   pthread_mutex_lock(&dev->mu);
@@ -339,7 +339,7 @@ int ebb_device_stream_create(ebb_device *dev, ebb_stream **out) {
   return 0;
 }
 
-void ebb_device_stream_destroy(ebb_device *dev, ebb_stream *s) {
+void dev_stream_destroy(dev_device *dev, dev_stream *s) {
   if (!s)
     return;
   pthread_mutex_lock(&dev->mu);
@@ -350,29 +350,29 @@ void ebb_device_stream_destroy(ebb_device *dev, ebb_stream *s) {
   free(s);
 }
 
-int ebb_device_stream_sync(ebb_device *dev, ebb_stream *s) {
+int dev_stream_sync(dev_device *dev, dev_stream *s) {
   if (!s)
     return ebb_seterr(EBB_EINVAL, "%s: stream sync without a stream", dev->label);
   return dev->ops->stream_sync(dev, s->h);
 }
 
-int ebb_device_copy_htod_async(ebb_device *dev, uint64_t dst, const void *src, size_t n,
-                               ebb_stream *s) {
+int dev_copy_htod_async(dev_device *dev, uint64_t dst, const void *src, size_t n,
+                               dev_stream *s) {
   if (!s)
     return ebb_seterr(EBB_EINVAL, "%s: async copy without a stream", dev->label);
   return n ? dev->ops->copy_htod_async(dev, dst, src, n, s->h) : 0;
 }
 
-int ebb_device_copy_dtoh_async(ebb_device *dev, void *dst, uint64_t src, size_t n,
-                               ebb_stream *s) {
+int dev_copy_dtoh_async(dev_device *dev, void *dst, uint64_t src, size_t n,
+                               dev_stream *s) {
   if (!s)
     return ebb_seterr(EBB_EINVAL, "%s: async copy without a stream", dev->label);
   return n ? dev->ops->copy_dtoh_async(dev, dst, src, n, s->h) : 0;
 }
 
-int ebb_device_module_load(ebb_device *dev, const void *image, ebb_module **out) {
+int dev_module_load(dev_device *dev, const void *image, dev_module **out) {
   *out = NULL;
-  ebb_module *m = calloc(1, sizeof *m);
+  dev_module *m = calloc(1, sizeof *m);
   if (!m)
     return ebb_seterr(EBB_ENOMEM, "out of host memory loading a module on %s", dev->label);
   pthread_mutex_lock(&dev->mu);
@@ -387,7 +387,7 @@ int ebb_device_module_load(ebb_device *dev, const void *image, ebb_module **out)
   return 0;
 }
 
-void ebb_device_module_unload(ebb_device *dev, ebb_module *m) {
+void dev_module_unload(dev_device *dev, dev_module *m) {
   if (!m)
     return;
   pthread_mutex_lock(&dev->mu);
@@ -401,7 +401,7 @@ void ebb_device_module_unload(ebb_device *dev, ebb_module *m) {
   free(m);
 }
 
-int ebb_device_kernel(ebb_device *dev, ebb_module *m, const char *name, ebb_kernel **out) {
+int dev_device_kernel(dev_device *dev, dev_module *m, const char *name, dev_kernel **out) {
   *out = NULL;
   if (!m || !name || !*name)
     return ebb_seterr(EBB_EINVAL, "%s: kernel lookup without a module or a name", dev->label);
@@ -410,8 +410,8 @@ int ebb_device_kernel(ebb_device *dev, ebb_module *m, const char *name, ebb_kern
       *out = m->kernels[i];
       return 0;
     }
-  ebb_kernel *k = calloc(1, sizeof *k);
-  ebb_kernel **ks = realloc(m->kernels, (m->nkernels + 1) * sizeof *ks);
+  dev_kernel *k = calloc(1, sizeof *k);
+  dev_kernel **ks = realloc(m->kernels, (m->nkernels + 1) * sizeof *ks);
   if (!k || !ks) {
     free(k);
     if (ks)
@@ -430,11 +430,11 @@ int ebb_device_kernel(ebb_device *dev, ebb_module *m, const char *name, ebb_kern
   return 0;
 }
 
-int ebb_device_launch(ebb_device *dev, ebb_kernel *k, const unsigned grid[3],
+int dev_launch(dev_device *dev, dev_kernel *k, const unsigned grid[3],
                       const unsigned block[3], unsigned shared_bytes, void **params) {
   if (!k)
     return ebb_seterr(EBB_EINVAL, "%s: launch of a NULL kernel", dev->label);
-  ebb_launch_dims d = {{grid[0], grid[1], grid[2]}, {block[0], block[1], block[2]}, shared_bytes};
+  dev_launch_dims d = {{grid[0], grid[1], grid[2]}, {block[0], block[1], block[2]}, shared_bytes};
   int rc = dev->ops->launch(dev, k->fn, &d, params);
   return rc ? ebb_errctx(rc, "kernel %s: ", k->name) : 0;
 }

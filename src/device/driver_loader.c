@@ -21,18 +21,18 @@ static const char *const entry_names[] = {
 #undef NAME_
 };
 
-int ebb_cuda_entry_count(void) { return EBB_CUDA_NENTRIES; }
+int dev_cuda_entry_count(void) { return EBB_CUDA_NENTRIES; }
 
-const char *ebb_cuda_entry_name(int i) {
+const char *dev_cuda_entry_name(int i) {
   return i >= 0 && i < EBB_CUDA_NENTRIES ? entry_names[i] : NULL;
 }
 
-const char *ebb_cuda_driver_path(void) {
+const char *dev_cuda_driver_path(void) {
   const char *p = getenv("EBB_LIBCUDA");
   return p && *p ? p : DEFAULT_LIBCUDA;
 }
 
-static ebb_cuda_res resolve_one(void *lib, ebb_pfn_cuGetProcAddress_v2 gpa, const char *base,
+static dev_cuda_res resolve_one(void *lib, dev_pfn_cuGetProcAddress_v2 gpa, const char *base,
                                 const char *sym, int version, void **out) {
   void *p = NULL;
   if (gpa) {
@@ -49,7 +49,7 @@ static ebb_cuda_res resolve_one(void *lib, ebb_pfn_cuGetProcAddress_v2 gpa, cons
   return p ? EBB_CUDA_RES_DLSYM : EBB_CUDA_RES_MISSING;
 }
 
-static void resolve_all(ebb_cuda_driver *d, ebb_pfn_cuGetProcAddress_v2 gpa) {
+static void resolve_all(dev_cuda_driver *d, dev_pfn_cuGetProcAddress_v2 gpa) {
   int i = 0;
   void *p;
 #define RESOLVE_(name, sym, ver, params)                                       \
@@ -64,7 +64,7 @@ static void resolve_all(ebb_cuda_driver *d, ebb_pfn_cuGetProcAddress_v2 gpa) {
 }
 
 /* Names of the entries that are missing, comma separated, into buf. */
-static void missing_list(const ebb_cuda_driver *d, char *buf, size_t len) {
+static void missing_list(const dev_cuda_driver *d, char *buf, size_t len) {
   size_t n = 0;
   buf[0] = '\0';
   for (int i = 0; i < EBB_CUDA_NENTRIES && n + 1 < len; i++)
@@ -103,7 +103,7 @@ static const struct {
     {CUDA_ERROR_UNKNOWN, "CUDA_ERROR_UNKNOWN"},
 };
 
-const char *ebb_cuda_errname(const ebb_cuda_driver *drv, CUresult r) {
+const char *dev_cuda_errname(const dev_cuda_driver *drv, CUresult r) {
   if (drv && drv->fn.cuGetErrorName) {
     const char *s = NULL;
     if (drv->fn.cuGetErrorName(r, &s) == CUDA_SUCCESS && s)
@@ -115,7 +115,7 @@ const char *ebb_cuda_errname(const ebb_cuda_driver *drv, CUresult r) {
   return "CUDA_ERROR_(unknown code)";
 }
 
-int ebb_cuda_code(CUresult r) {
+int dev_cuda_code(CUresult r) {
   switch (r) {
   case CUDA_SUCCESS: return EBB_OK;
   case CUDA_ERROR_OUT_OF_MEMORY: return EBB_EOOM;
@@ -136,23 +136,23 @@ int ebb_cuda_code(CUresult r) {
   }
 }
 
-int ebb_cuda_fail(const ebb_cuda_driver *drv, CUresult r, const char *fn, const char *label,
+int dev_cuda_fail(const dev_cuda_driver *drv, CUresult r, const char *fn, const char *label,
                   const char *extra) {
-  return ebb_seterr(ebb_cuda_code(r), "%s failed on %s: %s (%d)%s%s", fn, label,
-                    ebb_cuda_errname(drv, r), r, extra && *extra ? "; " : "",
+  return ebb_seterr(dev_cuda_code(r), "%s failed on %s: %s (%d)%s%s", fn, label,
+                    dev_cuda_errname(drv, r), r, extra && *extra ? "; " : "",
                     extra ? extra : "");
 }
 
-static void fill_found_at(ebb_cuda_driver *d) {
+static void fill_found_at(dev_cuda_driver *d) {
   struct link_map *lm = NULL;
   snprintf(d->found_at, sizeof d->found_at, "%s", d->path);
   if (dlinfo(d->lib, RTLD_DI_LINKMAP, &lm) == 0 && lm && lm->l_name && lm->l_name[0])
     snprintf(d->found_at, sizeof d->found_at, "%s", lm->l_name);
 }
 
-int ebb_cuda_driver_load(const char *path, ebb_cuda_driver *out) {
+int dev_cuda_driver_load(const char *path, dev_cuda_driver *out) {
   memset(out, 0, sizeof *out);
-  snprintf(out->path, sizeof out->path, "%s", path ? path : ebb_cuda_driver_path());
+  snprintf(out->path, sizeof out->path, "%s", path ? path : dev_cuda_driver_path());
   out->lib = dlopen(out->path, RTLD_NOW | RTLD_LOCAL);
   if (!out->lib) {
     const char *why = dlerror();
@@ -163,7 +163,7 @@ int ebb_cuda_driver_load(const char *path, ebb_cuda_driver *out) {
   }
   fill_found_at(out);
   void *gpa_sym = dlsym(out->lib, "cuGetProcAddress_v2");
-  ebb_pfn_cuGetProcAddress_v2 gpa = NULL;
+  dev_pfn_cuGetProcAddress_v2 gpa = NULL;
   memcpy(&gpa, &gpa_sym, sizeof gpa);
   out->has_get_proc = gpa != NULL;
   resolve_all(out, gpa);
@@ -187,34 +187,34 @@ int ebb_cuda_driver_load(const char *path, ebb_cuda_driver *out) {
                       out->found_at);
   if (r == CUDA_ERROR_NO_DEVICE)
     return ebb_seterr(EBB_ENODEV, "the CUDA driver at %s reports no device (cuInit: %s (%d))",
-                      out->found_at, ebb_cuda_errname(out, r), r);
+                      out->found_at, dev_cuda_errname(out, r), r);
   if (r != CUDA_SUCCESS)
-    return ebb_seterr(ebb_cuda_code(r) == EBB_ENODEV ? EBB_ENODEV : EBB_EDRIVER,
+    return ebb_seterr(dev_cuda_code(r) == EBB_ENODEV ? EBB_ENODEV : EBB_EDRIVER,
                       "CUDA driver at %s failed to initialise: cuInit: %s (%d)", out->found_at,
-                      ebb_cuda_errname(out, r), r);
+                      dev_cuda_errname(out, r), r);
   if (out->fn.cuDriverGetVersion)
     out->fn.cuDriverGetVersion(&out->version);
   r = out->fn.cuDeviceGetCount(&out->ndevices);
   if (r != CUDA_SUCCESS)
     return ebb_seterr(EBB_EDRIVER, "CUDA driver at %s: cuDeviceGetCount: %s (%d)", out->found_at,
-                      ebb_cuda_errname(out, r), r);
+                      dev_cuda_errname(out, r), r);
   if (out->ndevices <= 0)
     return ebb_seterr(EBB_ENODEV, "the CUDA driver at %s reports 0 devices",
                       out->found_at);
   if (out->n_missing) {
     char miss[1024];
     missing_list(out, miss, sizeof miss);
-    ebb_log(EBB_LOG_DEBUG, "device", "driver at %s lacks %s; those calls will fail",
+    base_log(EBB_LOG_DEBUG, "device", "driver at %s lacks %s; those calls will fail",
             out->found_at, miss);
   }
   return 0;
 }
 
 static pthread_mutex_t g_lock = PTHREAD_MUTEX_INITIALIZER;
-static ebb_cuda_driver g_drv;
+static dev_cuda_driver g_drv;
 static int g_loaded; /* written under g_lock, read with __atomic */
 
-int ebb_cuda_driver_get(const ebb_cuda_driver **out) {
+int dev_cuda_driver_get(const dev_cuda_driver **out) {
   if (__atomic_load_n(&g_loaded, __ATOMIC_ACQUIRE)) {
     *out = &g_drv;
     return 0;
@@ -222,7 +222,7 @@ int ebb_cuda_driver_get(const ebb_cuda_driver **out) {
   pthread_mutex_lock(&g_lock);
   int rc = 0;
   if (!g_loaded) {
-    rc = ebb_cuda_driver_load(NULL, &g_drv);
+    rc = dev_cuda_driver_load(NULL, &g_drv);
     if (rc == 0)
       __atomic_store_n(&g_loaded, 1, __ATOMIC_RELEASE);
   }
@@ -231,4 +231,4 @@ int ebb_cuda_driver_get(const ebb_cuda_driver **out) {
   return rc;
 }
 
-int ebb_cuda_driver_is_loaded(void) { return __atomic_load_n(&g_loaded, __ATOMIC_ACQUIRE); }
+int dev_cuda_driver_is_loaded(void) { return __atomic_load_n(&g_loaded, __ATOMIC_ACQUIRE); }

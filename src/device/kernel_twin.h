@@ -3,7 +3,7 @@
  * Every kernel of ebb (the .cu files in src/stages/kernels) has a host twin: a C
  * function with the same parameters and the same float32 arithmetic, that
  * loops over the grid's blocks and threads itself. The twin of kernel NAME
- * is the exported symbol EBB_TWIN_PREFIX "NAME", of type ebb_kernel_twin_fn,
+ * is the exported symbol EBB_TWIN_PREFIX "NAME", of type dev_kernel_twin_fn,
  * and is called once per launch with the grid, the block and the kernel's
  * parameters. It is a production contract, not a test hook:
  *  - the CPU device (cpu_backend.c) runs kernels through their twins;
@@ -18,13 +18,13 @@
 #ifndef EBB_DEVICE_KERNEL_TWIN_H
 #define EBB_DEVICE_KERNEL_TWIN_H
 
-typedef struct ebb_launch_dims {
+typedef struct dev_launch_dims {
   unsigned int grid[3];
   unsigned int block[3];
   unsigned int shared_bytes;
-} ebb_launch_dims;
+} dev_launch_dims;
 
-typedef void (*ebb_kernel_twin_fn)(const ebb_launch_dims *dims, void **params);
+typedef void (*dev_kernel_twin_fn)(const dev_launch_dims *dims, void **params);
 
 #define EBB_TWIN_PREFIX "fakegpu_twin_"
 

@@ -67,14 +67,14 @@ static void load_once(void) {
   load_rc = 0;
 }
 
-int ebb_nvml_load(void) {
+int dev_nvml_load(void) {
   pthread_once(&once, load_once);
   if (load_rc)
     return ebb_seterr(load_rc, "NVML unavailable: %s", why);
   return 0;
 }
 
-const char *ebb_nvml_path(void) {
+const char *dev_nvml_path(void) {
   if (!path[0]) {
     const char *p = getenv("EBB_LIBNVML");
     return p && *p ? p : DEFAULT_LIBNVML;
@@ -82,10 +82,10 @@ const char *ebb_nvml_path(void) {
   return path;
 }
 
-const char *ebb_nvml_why(void) { return why; }
+const char *dev_nvml_why(void) { return why; }
 
-int ebb_nvml_driver_version(char *buf, size_t len) {
-  int rc = ebb_nvml_load();
+int dev_nvml_driver_version(char *buf, size_t len) {
+  int rc = dev_nvml_load();
   if (rc)
     return rc;
   if (!fn.nvmlSystemGetDriverVersion)
@@ -96,8 +96,8 @@ int ebb_nvml_driver_version(char *buf, size_t len) {
   return 0;
 }
 
-int ebb_nvml_device(int cuda_ordinal, const char *uuid, nvmlDevice_t *out) {
-  int rc = ebb_nvml_load();
+int dev_nvml_device(int cuda_ordinal, const char *uuid, nvmlDevice_t *out) {
+  int rc = dev_nvml_load();
   if (rc)
     return rc;
   unsigned count = 0;
@@ -125,7 +125,7 @@ int ebb_nvml_device(int cuda_ordinal, const char *uuid, nvmlDevice_t *out) {
   return 0;
 }
 
-int ebb_nvml_meminfo(nvmlDevice_t d, uint64_t *free_bytes, uint64_t *total_bytes) {
+int dev_nvml_meminfo(nvmlDevice_t d, uint64_t *free_bytes, uint64_t *total_bytes) {
   nvmlReturn_t r = NVML_ERROR_NOT_SUPPORTED;
   if (fn.nvmlDeviceGetMemoryInfo_v2) {
     nvmlMemory_v2_t m = {.version = nvmlMemory_v2};
@@ -148,7 +148,7 @@ int ebb_nvml_meminfo(nvmlDevice_t d, uint64_t *free_bytes, uint64_t *total_bytes
   return ebb_seterr(EBB_EDRIVER, "nvmlDeviceGetMemoryInfo: %s (%d)", nvml_err(r), r);
 }
 
-int ebb_nvml_process_used(nvmlDevice_t d, pid_t pid, uint64_t *bytes) {
+int dev_nvml_process_used(nvmlDevice_t d, pid_t pid, uint64_t *bytes) {
   if (!fn.nvmlDeviceGetComputeRunningProcesses_v3)
     return ebb_seterr(EBB_EUNSUPPORTED, "%s lacks nvmlDeviceGetComputeRunningProcesses_v3", path);
   unsigned cap = 64;
@@ -179,8 +179,8 @@ int ebb_nvml_process_used(nvmlDevice_t d, pid_t pid, uint64_t *bytes) {
   return ebb_seterr(EBB_EDRIVER, "nvmlDeviceGetComputeRunningProcesses_v3 kept growing");
 }
 
-int ebb_nvml_count(unsigned *count) {
-  int rc = ebb_nvml_load();
+int dev_nvml_count(unsigned *count) {
+  int rc = dev_nvml_load();
   if (rc)
     return rc;
   nvmlReturn_t r = fn.nvmlDeviceGetCount_v2(count);
@@ -189,7 +189,7 @@ int ebb_nvml_count(unsigned *count) {
   return 0;
 }
 
-int ebb_nvml_processes(nvmlDevice_t d, unsigned *pids, uint64_t *bytes, unsigned cap,
+int dev_nvml_processes(nvmlDevice_t d, unsigned *pids, uint64_t *bytes, unsigned cap,
                        unsigned *n) {
   *n = 0;
   if (!fn.nvmlDeviceGetComputeRunningProcesses_v3)

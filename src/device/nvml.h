@@ -11,25 +11,25 @@
 
 /* Loads NVML and calls nvmlInit_v2 once per process (the result, success or
  * failure, is kept). 0 or EBB_ENOLIB / EBB_EDRIVER with a message. */
-int ebb_nvml_load(void);
+int dev_nvml_load(void);
 /* The path ebb loads (EBB_LIBNVML or the default) and, after a failed load,
  * why (else ""). Owned by this file. */
-const char *ebb_nvml_path(void);
-const char *ebb_nvml_why(void);
+const char *dev_nvml_path(void);
+const char *dev_nvml_why(void);
 /* nvmlSystemGetDriverVersion into buf; 0 or an EBB_E code. */
-int ebb_nvml_driver_version(char *buf, size_t len);
+int dev_nvml_driver_version(char *buf, size_t len);
 /* The NVML device for a CUDA device: the one whose UUID matches uuid
  * ("GPU-..."; may be NULL or ""), else the one at the same index. */
-int ebb_nvml_device(int cuda_ordinal, const char *uuid, nvmlDevice_t *out);
-int ebb_nvml_meminfo(nvmlDevice_t d, uint64_t *free_bytes, uint64_t *total_bytes);
+int dev_nvml_device(int cuda_ordinal, const char *uuid, nvmlDevice_t *out);
+int dev_nvml_meminfo(nvmlDevice_t d, uint64_t *free_bytes, uint64_t *total_bytes);
 /* Bytes pid holds on d (0 when it holds nothing). */
-int ebb_nvml_process_used(nvmlDevice_t d, pid_t pid, uint64_t *bytes);
+int dev_nvml_process_used(nvmlDevice_t d, pid_t pid, uint64_t *bytes);
 /* Every process with a context on d (compute processes): up to cap of them
  * into pids/bytes (bytes ~0ull when NVML cannot say), *n = how many were
  * written. For `ebb top --local`. */
-int ebb_nvml_processes(nvmlDevice_t d, unsigned *pids, uint64_t *bytes, unsigned cap,
+int dev_nvml_processes(nvmlDevice_t d, unsigned *pids, uint64_t *bytes, unsigned cap,
                        unsigned *n);
 /* Devices NVML sees. */
-int ebb_nvml_count(unsigned *count);
+int dev_nvml_count(unsigned *count);
 
 #endif

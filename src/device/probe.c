@@ -1,4 +1,4 @@
-/* ebb_device_probe: what `ebb devices` and `ebb version` report. Loads the
+/* dev_device_probe: what `ebb devices` and `ebb version` report. Loads the
  * driver (cuInit) and NVML but creates no context. */
 #include <stdio.h>
 #include <string.h>
@@ -10,7 +10,7 @@
 #define CU(drv, name, ...)                                                     \
   ((drv)->fn.name ? (drv)->fn.name(__VA_ARGS__) : CUDA_ERROR_NOT_SUPPORTED)
 
-static void probe_one(const ebb_cuda_driver *drv, int i, ebb_probe_device *d) {
+static void probe_one(const dev_cuda_driver *drv, int i, dev_probe_device *d) {
   CUdevice dev = 0;
   d->index = i;
   if (CU(drv, cuDeviceGet, &dev, i) != CUDA_SUCCESS) {
@@ -30,23 +30,23 @@ static void probe_one(const ebb_cuda_driver *drv, int i, ebb_probe_device *d) {
     d->vmm = vmm != 0;
   CUuuid u;
   if (CU(drv, cuDeviceGetUuid, &u, dev) == CUDA_SUCCESS)
-    ebb_cuda_format_uuid(&u, d->uuid, sizeof d->uuid);
+    dev_cuda_format_uuid(&u, d->uuid, sizeof d->uuid);
   nvmlDevice_t nd = NULL;
   uint64_t fr, tot;
-  if (ebb_nvml_device(i, d->uuid, &nd) == 0 && ebb_nvml_meminfo(nd, &fr, &tot) == 0)
+  if (dev_nvml_device(i, d->uuid, &nd) == 0 && dev_nvml_meminfo(nd, &fr, &tot) == 0)
     d->free_bytes = fr;
 }
 
-int ebb_device_probe(ebb_probe *out) {
+int dev_device_probe(dev_probe *out) {
   memset(out, 0, sizeof *out);
-  if (ebb_nvml_load() == 0) {
+  if (dev_nvml_load() == 0) {
     out->nvml_loaded = 1;
-    ebb_nvml_driver_version(out->nvml_driver, sizeof out->nvml_driver);
+    dev_nvml_driver_version(out->nvml_driver, sizeof out->nvml_driver);
   }
-  const ebb_cuda_driver *drv;
-  int rc = ebb_cuda_driver_get(&drv);
+  const dev_cuda_driver *drv;
+  int rc = dev_cuda_driver_get(&drv);
   if (rc) {
-    snprintf(out->driver_path, sizeof out->driver_path, "%s", ebb_cuda_driver_path());
+    snprintf(out->driver_path, sizeof out->driver_path, "%s", dev_cuda_driver_path());
     snprintf(out->why, sizeof out->why, "%s", ebb_errmsg());
     return 0;
   }

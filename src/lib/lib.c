@@ -20,8 +20,8 @@
 struct ebb_gpu {
   ebb_gpu *next;       /* all open devices (g_devs) */
   int refs;            /* ebb_gpu_open calls not yet closed */
-  ebb_device *dev;
-  ebb_allocator *a;
+  dev_device *dev;
+  mem_allocator *a;
   ebb_owner *def;      /* "default": memory allocated with no owner current */
   int ordinal_ref;     /* ebb_gpu_for_ordinal holds one of refs (never let go) */
 };
@@ -35,34 +35,34 @@ const char *ebb_version_string(void) { return EBB_VERSION; }
 /* --- devices ---------------------------------------------------------------- */
 static ebb_gpu *find_label_locked(const char *label) {
   for (ebb_gpu *g = g_devs; g; g = g->next)
-    if (!strcmp(ebb_device_label(g->dev), label))
+    if (!strcmp(dev_device_label(g->dev), label))
       return g;
   return NULL;
 }
 
-static ebb_gpu *find_alloc_locked(const ebb_allocator *a) {
+static ebb_gpu *find_alloc_locked(const mem_allocator *a) {
   for (ebb_gpu *g = g_devs; g; g = g->next)
     if (g->a == a)
       return g;
   return NULL;
 }
 
-static int gpu_new(ebb_device *dev, ebb_gpu **out) {
+static int gpu_new(dev_device *dev, ebb_gpu **out) {
   ebb_gpu *g = calloc(1, sizeof *g);
   if (!g)
     return ebb_seterr(EBB_ENOMEM, "ebb_gpu_open: no host memory");
   g->dev = dev;
   g->refs = 1;
-  int rc = ebb_allocator_create(dev, NULL, &g->a);
+  int rc = mem_allocator_create(dev, NULL, &g->a);
   if (rc)
     goto fail_alloc;
-  rc = ebb_owner_create(g->a, "default", NULL, &g->def);
+  rc = mem_owner_create(g->a, "default", NULL, &g->def);
   if (rc)
     goto fail_owner;
   *out = g;
   return 0;
 fail_owner:
-  ebb_allocator_destroy(g->a);
+  mem_allocator_destroy(g->a);
 fail_alloc:
   free(g);
   return rc;
@@ -72,23 +72,23 @@ int ebb_gpu_open(const char *spec, ebb_gpu **out) {
   if (!out)
     return ebb_seterr(EBB_EINVAL, "ebb_gpu_open: out is NULL");
   *out = NULL;
-  ebb_device *dev = NULL;
-  int rc = ebb_device_open(spec ? spec : "auto", &dev);
+  dev_device *dev = NULL;
+  int rc = dev_open(spec ? spec : "auto", &dev);
   if (rc)
     return rc;
   pthread_mutex_lock(&g_mu);
-  ebb_gpu *g = find_label_locked(ebb_device_label(dev));
+  ebb_gpu *g = find_label_locked(dev_device_label(dev));
   if (g) {
     g->refs++;
     pthread_mutex_unlock(&g_mu);
-    ebb_device_close(dev); /* no context was made: opening creates none */
+    dev_close(dev); /* no context was made: opening creates none */
     *out = g;
     return 0;
   }
   rc = gpu_new(dev, &g);
   if (rc) {
     pthread_mutex_unlock(&g_mu);
-    ebb_device_close(dev);
+    dev_close(dev);
     return rc;
   }
   g->next = g_devs;
@@ -112,8 +112,8 @@ void ebb_gpu_close(ebb_gpu *g) {
       break;
     }
   pthread_mutex_unlock(&g_mu);
-  ebb_allocator_destroy(g->a); /* leaks reported, segments back */
-  ebb_device_close(g->dev);    /* the context back */
+  mem_allocator_destroy(g->a); /* leaks reported, segments back */
+  dev_close(g->dev);    /* the context back */
   lib_torch_forget(g);
   free(g);
 }
@@ -165,13 +165,13 @@ int ebb_gpu_get_info(ebb_gpu *g, ebb_gpu_info *out) {
   if (!g || !out)
     return ebb_seterr(EBB_EINVAL, "ebb_gpu_get_info: NULL argument");
   ebb_gpu_info i = {.size = sizeof i};
-  snprintf(i.label, sizeof i.label, "%s", ebb_device_label(g->dev));
-  snprintf(i.name, sizeof i.name, "%s", ebb_device_name(g->dev));
-  i.ordinal = ebb_device_ordinal(g->dev);
-  i.is_cuda = ebb_device_kind_of(g->dev) == EBB_DEVICE_CUDA;
-  i.total_bytes = ebb_device_total_bytes(g->dev);
-  ebb_dev_meminfo mi = {0};
-  if (!ebb_device_mem_info(g->dev, &mi) && mi.source != EBB_MEMINFO_NONE) {
+  snprintf(i.label, sizeof i.label, "%s", dev_device_label(g->dev));
+  snprintf(i.name, sizeof i.name, "%s", dev_name(g->dev));
+  i.ordinal = dev_ordinal(g->dev);
+  i.is_cuda = dev_kind_of(g->dev) == EBB_DEVICE_CUDA;
+  i.total_bytes = dev_total_bytes(g->dev);
+  dev_meminfo mi = {0};
+  if (!dev_mem_info(g->dev, &mi) && mi.source != EBB_MEMINFO_NONE) {
     i.free_bytes = mi.free_bytes;
     if (!i.total_bytes)
       i.total_bytes = mi.total_bytes;
@@ -182,8 +182,8 @@ int ebb_gpu_get_info(ebb_gpu *g, ebb_gpu_info *out) {
 int ebb_gpu_get_stats(ebb_gpu *g, ebb_gpu_stats *out) {
   if (!g || !out)
     return ebb_seterr(EBB_EINVAL, "ebb_gpu_get_stats: NULL argument");
-  ebb_alloc_stats st = {.size = sizeof st};
-  int rc = ebb_allocator_get_stats(g->a, &st);
+  mem_alloc_stats st = {.size = sizeof st};
+  int rc = mem_allocator_get_stats(g->a, &st);
   if (rc)
     return rc;
   ebb_gpu_stats s = {.size = sizeof s};
@@ -200,8 +200,8 @@ int ebb_gpu_get_stats(ebb_gpu *g, ebb_gpu_stats *out) {
   s.driver_total = st.driver_total;
   s.ctx_active = st.ctx_active;
   s.context_bytes = st.ctx_active ? st.context_estimate : 0;
-  ebb_unattributed u = {.size = sizeof u};
-  if (!ebb_allocator_unattributed(g->a, &u) && u.known && u.per_process) {
+  mem_unattributed u = {.size = sizeof u};
+  if (!mem_allocator_unattributed(g->a, &u) && u.known && u.per_process) {
     s.driver_used_by_process = u.driver_used;
     s.unattributed = u.unattributed;
   }
@@ -216,19 +216,19 @@ int ebb_owner_open(ebb_gpu *g, const char *name, ebb_owner *parent, ebb_owner **
                       g ? "out" : "the device");
   if (!name || !*name)
     return ebb_seterr(EBB_EINVAL, "ebb_owner_open: an owner needs a name");
-  if (parent && ebb_owner_allocator(parent) != g->a)
+  if (parent && mem_owner_allocator(parent) != g->a)
     return ebb_seterr(EBB_EINVAL, "ebb_owner_open('%s'): parent '%s' belongs to another device",
-                      name, ebb_owner_name(parent));
-  return ebb_owner_create(g->a, name, parent, out);
+                      name, mem_owner_name(parent));
+  return mem_owner_create(g->a, name, parent, out);
 }
 
-const char *ebb_owner_get_name(const ebb_owner *o) { return o ? ebb_owner_name(o) : NULL; }
+const char *ebb_owner_get_name(const ebb_owner *o) { return o ? mem_owner_name(o) : NULL; }
 
 ebb_gpu *ebb_owner_gpu(const ebb_owner *o) {
   if (!o)
     return NULL;
   pthread_mutex_lock(&g_mu);
-  ebb_gpu *g = find_alloc_locked(ebb_owner_allocator(o));
+  ebb_gpu *g = find_alloc_locked(mem_owner_allocator(o));
   pthread_mutex_unlock(&g_mu);
   return g;
 }
@@ -236,14 +236,14 @@ ebb_gpu *ebb_owner_gpu(const ebb_owner *o) {
 int ebb_owner_quota(ebb_owner *o, uint64_t bytes) {
   if (!o)
     return ebb_seterr(EBB_EINVAL, "ebb_owner_quota: no owner");
-  return ebb_owner_set_quota(o, bytes);
+  return mem_owner_set_quota(o, bytes);
 }
 
 int ebb_owner_get_usage(ebb_owner *o, ebb_owner_usage *out) {
   if (!o || !out)
     return ebb_seterr(EBB_EINVAL, "ebb_owner_get_usage: NULL argument");
-  ebb_owner_stats st = {.size = sizeof st};
-  int rc = ebb_owner_get_stats(o, &st);
+  mem_owner_stats st = {.size = sizeof st};
+  int rc = mem_owner_get_stats(o, &st);
   if (rc)
     return rc;
   ebb_owner_usage u = {.size = sizeof u};
@@ -274,7 +274,7 @@ static const char *str_put(char **pool, const char *s) {
   return r;
 }
 
-static ebb_leak_list *leak_list_from(const ebb_leak_report *r) {
+static ebb_leak_list *leak_list_from(const mem_leak_report *r) {
   size_t strs = str_sz(r->owner);
   for (size_t i = 0; i < r->nleaks; i++)
     strs += str_sz(r->leaks[i].owner) + str_sz(r->leaks[i].site) + str_sz(r->leaks[i].backtrace);
@@ -289,7 +289,7 @@ static ebb_leak_list *leak_list_from(const ebb_leak_report *r) {
   l->pinned_bytes = r->pinned_bytes;
   l->leaks = (ebb_leak_entry *)(l + 1);
   for (size_t i = 0; i < r->nleaks; i++) {
-    const ebb_leak *k = &r->leaks[i];
+    const mem_leak *k = &r->leaks[i];
     l->leaks[i] = (ebb_leak_entry){.addr = k->addr, .size = k->size, .pinned = k->pinned};
     l->leaks[i].owner = str_put(&pool, k->owner);
     l->leaks[i].site = str_put(&pool, k->site);
@@ -302,7 +302,7 @@ void ebb_leak_list_free(ebb_leak_list *l) { free(l); }
 
 /* The report goes to the caller as a list (or, when it cannot be copied or
  * the caller wants none, to the log). Frees r. */
-static void hand_over(ebb_leak_report *r, ebb_leak_list **leaks, ebb_released *out) {
+static void hand_over(mem_leak_report *r, ebb_leak_list **leaks, ebb_released *out) {
   if (!r)
     return;
   if (out) {
@@ -313,11 +313,11 @@ static void hand_over(ebb_leak_report *r, ebb_leak_list **leaks, ebb_released *o
   if (l)
     *leaks = l;
   else
-    ebb_leak_report_publish(r, 0);
-  ebb_leak_report_free(r);
+    mem_leak_report_publish(r, 0);
+  mem_leak_report_free(r);
 }
 
-static void released_from(const ebb_release_result *r, ebb_released *out) {
+static void released_from(const mem_release_result *r, ebb_released *out) {
   out->released_bytes += r->released_bytes;
   out->segment_bytes += r->segment_bytes;
   out->context_bytes += r->context_bytes;
@@ -336,13 +336,13 @@ int ebb_owner_release(ebb_owner *o, unsigned flags, ebb_leak_list **leaks, ebb_r
     return ebb_seterr(EBB_EINVAL, "ebb_owner_release: no owner");
   if (flags & ~(unsigned)EBB_OWNER_RELEASE_KEEP)
     return ebb_seterr(EBB_EINVAL, "ebb_owner_release('%s'): unknown flags 0x%x",
-                      ebb_owner_name(o), flags);
+                      mem_owner_name(o), flags);
   ebb_released res = {.size = sizeof res};
   if (!(flags & EBB_OWNER_RELEASE_KEEP)) {
-    ebb_leak_report *r = NULL;
+    mem_leak_report *r = NULL;
     ebb_gpu *g = ebb_owner_gpu(o);
     lib_torch_lock(); /* a PyTorch free of a block freed here must not free its successor */
-    int rc = ebb_owner_reclaim(o, &r);
+    int rc = mem_owner_reclaim(o, &r);
     if (!rc)
       lib_torch_leaked(g, r);
     lib_torch_unlock();
@@ -350,19 +350,19 @@ int ebb_owner_release(ebb_owner *o, unsigned flags, ebb_leak_list **leaks, ebb_r
       return rc;
     hand_over(r, leaks, &res);
   }
-  ebb_release_result rr = {.size = sizeof rr};
-  int rc = ebb_release(ebb_owner_allocator(o), EBB_RELEASE_DEFAULT, &rr);
+  mem_release_result rr = {.size = sizeof rr};
+  int rc = mem_release(mem_owner_allocator(o), EBB_RELEASE_DEFAULT, &rr);
   if (rc)
     return rc;
   released_from(&rr, &res);
   /* the fact for subscribers (include/ebb/events.h); no log line: the
    * caller reads the figures from out (QUIET) */
   ebb_event ev = {.kind = EBB_EVENT_RELEASED, .flags = EBB_EVENT_QUIET,
-                  .device = ebb_device_label(ebb_allocator_device(ebb_owner_allocator(o))),
-                  .owner = ebb_owner_name(o), .what = "GPU memory", .bytes = res.released_bytes,
+                  .device = dev_device_label(mem_allocator_device(mem_owner_allocator(o))),
+                  .owner = mem_owner_name(o), .what = "GPU memory", .bytes = res.released_bytes,
                   .context_bytes = res.context_bytes, .callbacks_run = res.callbacks_run,
                   .callbacks_failed = res.callbacks_failed};
-  ebb_event_publish(&ev);
+  base_event_publish(&ev);
   return out ? copy_sized(out, &res, sizeof res) : 0;
 }
 
@@ -371,10 +371,10 @@ void ebb_owner_close(ebb_owner *o, ebb_leak_list **leaks) {
     *leaks = NULL;
   if (!o)
     return;
-  ebb_leak_report *r = NULL;
+  mem_leak_report *r = NULL;
   ebb_gpu *g = ebb_owner_gpu(o);
   lib_torch_lock();
-  ebb_owner_destroy(o, &r);
+  mem_owner_destroy(o, &r);
   lib_torch_leaked(g, r);
   lib_torch_unlock();
   hand_over(r, leaks, NULL);
@@ -393,7 +393,7 @@ int ebb_push(ebb_owner *o) {
     return ebb_seterr(EBB_EINVAL, "ebb_push: no owner");
   if (t_depth == STACK_MAX)
     return ebb_seterr(EBB_ESTATE, "ebb_push('%s'): %d owners already pushed on this thread "
-                                  "(a missing ebb_pop?)", ebb_owner_name(o), STACK_MAX);
+                                  "(a missing ebb_pop?)", mem_owner_name(o), STACK_MAX);
   t_stack[t_depth++] = o;
   return 0;
 }
@@ -407,7 +407,7 @@ int ebb_pop(void) {
 
 ebb_owner *ebb_current(ebb_gpu *g) {
   for (int i = t_depth - 1; i >= 0; i--)
-    if (!g || ebb_owner_allocator(t_stack[i]) == g->a)
+    if (!g || mem_owner_allocator(t_stack[i]) == g->a)
       return t_stack[i];
   return NULL;
 }
@@ -476,8 +476,8 @@ int ebb_alloc(ebb_owner *o, size_t bytes, const char *site, uint64_t *addr) {
                       site ? site : "?", o ? "addr" : "the owner");
   if (!bytes)
     return ebb_seterr(EBB_EINVAL, "ebb_alloc: owner '%s' asked for 0 bytes at %s",
-                      ebb_owner_name(o), site ? site : "?");
-  return ebb_mem_alloc(o, bytes, intern(site), addr);
+                      mem_owner_name(o), site ? site : "?");
+  return mem_alloc(o, bytes, intern(site), addr);
 }
 
 int ebb_gpu_alloc(ebb_gpu *g, size_t bytes, const char *site, uint64_t *addr) {
@@ -490,7 +490,7 @@ int ebb_gpu_alloc(ebb_gpu *g, size_t bytes, const char *site, uint64_t *addr) {
 int ebb_free(ebb_gpu *g, uint64_t addr) {
   if (!g)
     return ebb_seterr(EBB_EINVAL, "ebb_free(0x%" PRIx64 "): no device", addr);
-  return ebb_mem_free(g->a, addr);
+  return mem_free(g->a, addr);
 }
 
 int ebb_lookup(ebb_gpu *g, uint64_t addr, ebb_owner **owner, uint64_t *size) {
@@ -498,7 +498,7 @@ int ebb_lookup(ebb_gpu *g, uint64_t addr, ebb_owner **owner, uint64_t *size) {
     return ebb_seterr(EBB_EINVAL, "ebb_lookup: no device");
   ebb_owner *o = NULL;
   size_t n = 0;
-  int rc = ebb_mem_lookup(g->a, addr, &o, &n);
+  int rc = mem_lookup(g->a, addr, &o, &n);
   if (rc)
     return rc;
   if (owner)
@@ -511,13 +511,13 @@ int ebb_lookup(ebb_gpu *g, uint64_t addr, ebb_owner **owner, uint64_t *size) {
 int ebb_pinned_alloc_for(ebb_owner *o, size_t bytes, void **p) {
   if (!o || !p)
     return ebb_seterr(EBB_EINVAL, "ebb_pinned_alloc_for: NULL argument");
-  return ebb_pinned_alloc(o, bytes, p);
+  return mem_pinned_alloc(o, bytes, p);
 }
 
 int ebb_pinned_free_for(ebb_gpu *g, void *p) {
   if (!g)
     return ebb_seterr(EBB_EINVAL, "ebb_pinned_free_for: no device");
-  return ebb_pinned_free(g->a, p);
+  return mem_pinned_free(g->a, p);
 }
 
 /* --- release ----------------------------------------------------------------------- */
@@ -525,8 +525,8 @@ static int gpu_release_one(ebb_gpu *g, unsigned flags, ebb_released *res) {
   unsigned f = EBB_RELEASE_TRIM | EBB_RELEASE_PINNED;
   if (flags & EBB_GPU_RELEASE_CONTEXT)
     f |= EBB_RELEASE_CONTEXT;
-  ebb_release_result rr = {.size = sizeof rr};
-  int rc = ebb_release(g->a, f, &rr);
+  mem_release_result rr = {.size = sizeof rr};
+  int rc = mem_release(g->a, f, &rr);
   if (!rc)
     released_from(&rr, res);
   return rc;
@@ -539,8 +539,8 @@ int ebb_gpu_release(ebb_gpu *g, unsigned flags, ebb_released *out) {
   int rc = 0;
   if (!(flags & EBB_GPU_RELEASE_NO_HOOKS)) {
     /* the callbacks once, not once per device */
-    ebb_release_result cb = {.size = sizeof cb};
-    rc = ebb_release(NULL, EBB_RELEASE_CALLBACKS, &cb);
+    mem_release_result cb = {.size = sizeof cb};
+    rc = mem_release(NULL, EBB_RELEASE_CALLBACKS, &cb);
     if (rc)
       return rc;
     released_from(&cb, &res);
@@ -563,21 +563,21 @@ int ebb_gpu_release(ebb_gpu *g, unsigned flags, ebb_released *out) {
 }
 
 int ebb_release_hook_add(const char *name, ebb_release_hook_fn fn, void *arg, uint64_t *handle) {
-  return ebb_on_release(name, fn, arg, handle);
+  return mem_on_release(name, fn, arg, handle);
 }
 
-int ebb_release_hook_remove(uint64_t handle) { return ebb_off_release(handle); }
+int ebb_release_hook_remove(uint64_t handle) { return mem_off_release(handle); }
 
 /* --- timeline ---------------------------------------------------------------------- */
 int ebb_gpu_mark(ebb_gpu *g, const char *label) {
   if (!g || !label)
     return ebb_seterr(EBB_EINVAL, "ebb_gpu_mark: NULL argument");
-  ebb_ledger_mark(ebb_allocator_ledger(g->a), label);
+  mem_ledger_mark(mem_allocator_ledger(g->a), label);
   return 0;
 }
 
 int ebb_gpu_write_timeline(ebb_gpu *g, const char *path) {
   if (!g || !path)
     return ebb_seterr(EBB_EINVAL, "ebb_gpu_write_timeline: NULL argument");
-  return ebb_ledger_write(ebb_allocator_ledger(g->a), path);
+  return mem_ledger_write(mem_allocator_ledger(g->a), path);
 }

@@ -13,7 +13,7 @@
  * being closed). */
 void lib_torch_lock(void);
 void lib_torch_unlock(void);
-void lib_torch_leaked(const ebb_gpu *g, const ebb_leak_report *r);
+void lib_torch_leaked(const ebb_gpu *g, const mem_leak_report *r);
 void lib_torch_forget(const ebb_gpu *g);
 
 #endif

@@ -18,15 +18,15 @@ static int nvml_free(void *arg, uint64_t *free_bytes) {
   lib_dev *d = arg;
   nvmlDevice_t nd;
   uint64_t total;
-  int rc = ebb_nvml_device(d->ordinal, d->uuid, &nd);
-  return rc ? rc : ebb_nvml_meminfo(nd, free_bytes, &total);
+  int rc = dev_nvml_device(d->ordinal, d->uuid, &nd);
+  return rc ? rc : dev_nvml_meminfo(nd, free_bytes, &total);
 }
 
 static int nvml_used(void *arg, pid_t pid, uint64_t *bytes) {
   lib_dev *d = arg;
   nvmlDevice_t nd;
-  int rc = ebb_nvml_device(d->ordinal, d->uuid, &nd);
-  return rc ? rc : ebb_nvml_process_used(nd, pid, bytes);
+  int rc = dev_nvml_device(d->ordinal, d->uuid, &nd);
+  return rc ? rc : dev_nvml_process_used(nd, pid, bytes);
 }
 
 static int find_device(const char *device, lib_dev *d) {
@@ -35,11 +35,11 @@ static int find_device(const char *device, lib_dev *d) {
   if (d->ordinal < 0 || !end || end == device + 5 || *end)
     return ebb_seterr(EBB_EINVAL, "ebb_reclaim: device '%s' is not cuda:N",
                       device ? device : "(null)");
-  ebb_probe *p = malloc(sizeof *p);
+  dev_probe *p = malloc(sizeof *p);
   if (!p)
     return ebb_seterr(EBB_ENOMEM, "ebb_reclaim: out of host memory");
   int rc = 0;
-  if (ebb_device_probe(p) != 0 || !p->driver_loaded)
+  if (dev_device_probe(p) != 0 || !p->driver_loaded)
     rc = ebb_seterr(EBB_ENODEV, "ebb_reclaim: %s: no CUDA driver (%s)", device, p->why);
   else if (d->ordinal >= p->ndevices || !p->devices[d->ordinal].uuid[0])
     rc = ebb_seterr(EBB_ENODEV, "ebb_reclaim: %s: no such device (the driver reports %d)",

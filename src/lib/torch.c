@@ -56,7 +56,7 @@ static void drop_locked(tblock **p) {
   free(b);
 }
 
-void lib_torch_leaked(const ebb_gpu *g, const ebb_leak_report *r) {
+void lib_torch_leaked(const ebb_gpu *g, const mem_leak_report *r) {
   for (size_t i = 0; g && r && i < r->nleaks; i++) {
     if (r->leaks[i].pinned)
       continue;
@@ -93,7 +93,7 @@ static int claim(const ebb_gpu *g, uint64_t addr, size_t size) {
     (*p)->addr = addr;
     (*p)->live = size;
   } else if (fresh) {
-    ebb_log(EBB_LOG_WARN, "ebb", "torch: no host memory to track the block at 0x%" PRIx64
+    base_log(EBB_LOG_WARN, "ebb", "torch: no host memory to track the block at 0x%" PRIx64
                                  "; a late free there may free a newer block", addr);
   } else if ((*p)->live) {
     /* ebb handed out an address PyTorch still holds live: its block was
@@ -149,7 +149,7 @@ void *ebb_torch_alloc(ssize_t size, int device, void *stream) {
   if (size <= 0)
     return NULL; /* an empty tensor needs no memory */
   if (alloc_at(size, device, NULL, &p) != 0)
-    ebb_log(EBB_LOG_ERROR, "ebb", "ebb_torch_alloc(%zd bytes, cuda:%d): %s", size, device,
+    base_log(EBB_LOG_ERROR, "ebb", "ebb_torch_alloc(%zd bytes, cuda:%d): %s", size, device,
             ebb_errmsg());
   return p;
 }
@@ -189,6 +189,6 @@ void ebb_torch_free(void *ptr, ssize_t size, int device, void *stream) {
    * through another entry point) comes back as EBB_ENOTFOUND: not an
    * error. */
   if (rc && rc != EBB_ENOTFOUND)
-    ebb_log(EBB_LOG_ERROR, "ebb", "ebb_torch_free(%p, %zd bytes, cuda:%d): %s", ptr, size,
+    base_log(EBB_LOG_ERROR, "ebb", "ebb_torch_free(%p, %zd bytes, cuda:%d): %s", ptr, size,
             device, ebb_errmsg());
 }

@@ -9,7 +9,7 @@
 
 #include "memory/internal.h"
 
-static void read_opts(ebb_allocator *a, const ebb_alloc_opts *opts) {
+static void read_opts(mem_allocator *a, const mem_alloc_opts *opts) {
   a->opts.size = sizeof a->opts;
   a->opts.seg_kind = EBB_SEG_AUTO;
   a->opts.backtraces = -1;
@@ -25,15 +25,15 @@ static void read_opts(ebb_allocator *a, const ebb_alloc_opts *opts) {
     a->opts.backtraces = e && *e && strcmp(e, "0") != 0;
   }
   a->context_estimate = a->opts.context_estimate;
-  if (!a->context_estimate && ebb_device_kind_of(a->dev) == EBB_DEVICE_CUDA)
+  if (!a->context_estimate && dev_kind_of(a->dev) == EBB_DEVICE_CUDA)
     a->context_estimate = 300ull << 20;
 }
 
-int ebb_allocator_create(ebb_device *dev, const ebb_alloc_opts *opts, ebb_allocator **out) {
+int mem_allocator_create(dev_device *dev, const mem_alloc_opts *opts, mem_allocator **out) {
   if (!dev || !out)
     return ebb_seterr(EBB_EINVAL, "ebb_allocator_create: device and out are required");
   *out = NULL;
-  ebb_allocator *a = calloc(1, sizeof *a);
+  mem_allocator *a = calloc(1, sizeof *a);
   if (!a)
     return ebb_seterr(EBB_ENOMEM, "memory: no host memory for an allocator");
   a->sig = EBB_SIG_ALLOC;
@@ -41,7 +41,7 @@ int ebb_allocator_create(ebb_device *dev, const ebb_alloc_opts *opts, ebb_alloca
   read_opts(a, opts);
   a->next_owner_id = 1;
   pthread_mutex_init(&a->mu, NULL);
-  int rc = mem__ledger_create(a->opts.ledger_events, ebb_device_label(dev), &a->ledger);
+  int rc = mem__ledger_create(a->opts.ledger_events, dev_device_label(dev), &a->ledger);
   if (rc) {
     pthread_mutex_destroy(&a->mu);
     free(a);
@@ -51,17 +51,17 @@ int ebb_allocator_create(ebb_device *dev, const ebb_alloc_opts *opts, ebb_alloca
   return 0;
 }
 
-ebb_device *ebb_allocator_device(const ebb_allocator *a) { return a ? a->dev : NULL; }
-ebb_ledger *ebb_allocator_ledger(ebb_allocator *a) { return a ? a->ledger : NULL; }
+dev_device *mem_allocator_device(const mem_allocator *a) { return a ? a->dev : NULL; }
+mem_ledger *mem_allocator_ledger(mem_allocator *a) { return a ? a->ledger : NULL; }
 
-void ebb_allocator_on_leak(ebb_allocator *a, ebb_leak_fn fn, void *ctx) {
+void mem_allocator_on_leak(mem_allocator *a, mem_leak_fn fn, void *ctx) {
   mem__lock(a);
   a->leak_fn = fn;
   a->leak_ctx = ctx;
   mem__unlock(a);
 }
 
-int ebb_allocator_trim(ebb_allocator *a, uint64_t *bytes) {
+int mem_allocator_trim(mem_allocator *a, uint64_t *bytes) {
   if (!a)
     return ebb_seterr(EBB_EINVAL, "ebb_allocator_trim: no allocator");
   mem__lock(a);
@@ -75,10 +75,10 @@ int ebb_allocator_trim(ebb_allocator *a, uint64_t *bytes) {
   return 0;
 }
 
-int ebb_allocator_get_stats(ebb_allocator *a, ebb_alloc_stats *st) {
+int mem_allocator_get_stats(mem_allocator *a, mem_alloc_stats *st) {
   if (!a || !st || st->size < sizeof(uint32_t) * 2)
     return ebb_seterr(EBB_EINVAL, "ebb_allocator_get_stats: st->size must be set");
-  ebb_alloc_stats s;
+  mem_alloc_stats s;
   memset(&s, 0, sizeof s);
   s.size = sizeof s;
   s.version = EBB_MEM_STATS_VERSION;
@@ -90,11 +90,11 @@ int ebb_allocator_get_stats(ebb_allocator *a, ebb_alloc_stats *st) {
   s.seg_frees = a->seg_frees;
   s.oom_retries = a->oom_retries;
   s.trimmed_bytes = a->trimmed_bytes;
-  s.ctx_active = ebb_device_kind_of(a->dev) == EBB_DEVICE_CUDA && ebb_device_ctx_active(a->dev);
+  s.ctx_active = dev_kind_of(a->dev) == EBB_DEVICE_CUDA && dev_ctx_active(a->dev);
   s.context_estimate = s.ctx_active ? a->context_estimate : 0;
   mem__unlock(a);
-  ebb_dev_meminfo mi = {0};
-  if (ebb_device_mem_info(a->dev, &mi) == 0) {
+  dev_meminfo mi = {0};
+  if (dev_mem_info(a->dev, &mi) == 0) {
     s.driver_free = mi.free_bytes;
     s.driver_total = mi.total_bytes;
     s.driver_source = mi.source;
@@ -104,7 +104,7 @@ int ebb_allocator_get_stats(ebb_allocator *a, ebb_alloc_stats *st) {
 }
 
 /* Every root owner destroyed (children go with them; leaks reported). */
-static void destroy_owners(ebb_allocator *a) {
+static void destroy_owners(mem_allocator *a) {
   for (;;) {
     mem__lock(a);
     ebb_owner *root = a->owners;
@@ -113,12 +113,12 @@ static void destroy_owners(ebb_allocator *a) {
     mem__unlock(a);
     if (!root)
       break;
-    ebb_owner_destroy(root, NULL);
+    mem_owner_destroy(root, NULL);
   }
 }
 
 /* Every segment back, parked ones too (they still hold an address range). */
-static void drop_segments_locked(ebb_allocator *a) {
+static void drop_segments_locked(mem_allocator *a) {
   while (a->segs) {
     mem_seg *s = a->segs;
     if (s->nlive) /* cannot happen: every block has an owner */
@@ -132,7 +132,7 @@ static void drop_segments_locked(ebb_allocator *a) {
   }
 }
 
-void ebb_allocator_destroy(ebb_allocator *a) {
+void mem_allocator_destroy(mem_allocator *a) {
   if (!a)
     return;
   mem__check_alloc(a);

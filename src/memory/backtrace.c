@@ -13,14 +13,14 @@
 
 #include "memory/internal.h"
 
-/* Captures return addresses, skipping ebb_mem_alloc's own frames. glibc's
+/* Captures return addresses, skipping mem_alloc's own frames. glibc's
  * backtrace() walks the stack with the unwinder: about a microsecond (see
  * bench/memory_alloc.c), so it is off unless EBB_MEM_BACKTRACE=1 or the
  * allocator was created with backtraces = 1. */
 int mem__bt_capture(void ***frames) {
   void *buf[EBB_MEM_BT_MAX + 2];
   int n = backtrace(buf, EBB_MEM_BT_MAX + 2);
-  int skip = n > 2 ? 2 : 0; /* mem__bt_capture, ebb_mem_alloc */
+  int skip = n > 2 ? 2 : 0; /* mem__bt_capture, mem_alloc */
   *frames = NULL;
   if (n <= skip)
     return 0;

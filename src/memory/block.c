@@ -11,10 +11,10 @@
 
 #include "memory/internal.h"
 
-static int oom_message(ebb_allocator *a, ebb_owner *o, size_t req, uint64_t trimmed) {
+static int oom_message(mem_allocator *a, ebb_owner *o, size_t req, uint64_t trimmed) {
   char ask[32], fr[32], tr[32], res[32];
-  ebb_dev_meminfo mi = {0};
-  ebb_device_mem_info(a->dev, &mi);
+  dev_meminfo mi = {0};
+  dev_mem_info(a->dev, &mi);
   mem__fmt_bytes(ask, sizeof ask, req);
   mem__fmt_bytes(fr, sizeof fr, mi.free_bytes);
   mem__fmt_bytes(tr, sizeof tr, trimmed);
@@ -24,14 +24,14 @@ static int oom_message(ebb_allocator *a, ebb_owner *o, size_t req, uint64_t trim
                     "trimming %s of cache "
                     "(request %zu bytes, free %" PRIu64 " of %" PRIu64
                     " bytes, ebb holds %s in %" PRIu64 " segments)",
-                    o->kind, o->name, ask, fr, ebb_device_label(a->dev), tr, req, mi.free_bytes,
+                    o->kind, o->name, ask, fr, dev_device_label(a->dev), tr, req, mi.free_bytes,
                     mi.total_bytes, res, a->segments.current);
 }
 
 /* A new segment for a request of size (bytes asked): empty large segments
  * too small for it go first; on the driver's out-of-memory the cache is
  * trimmed and the driver asked once more. *out: its one free block. */
-static int grow_locked(ebb_allocator *a, ebb_owner *o, size_t size, size_t bytes, int small,
+static int grow_locked(mem_allocator *a, ebb_owner *o, size_t size, size_t bytes, int small,
                        mem_block **out) {
   mem_seg *s = NULL;
   size_t ssz = mem__seg_size_for(a, size, small);
@@ -94,7 +94,7 @@ static void merge_into(mem_block *p, mem_block *q) {
  * back in the bins (a parked segment's free blocks stay out of them). A
  * segment left with no live block is one free block again and leaves its
  * owner: it goes to the allocator's pools, where any owner may take it. */
-static void coalesce_locked(ebb_allocator *a, mem_block *b) {
+static void coalesce_locked(mem_allocator *a, mem_block *b) {
   mem_seg *s = b->seg;
   mem_pool *pool = mem__pool_of(a, s);
   int in_bins = !s->d.parked;
@@ -118,7 +118,7 @@ static void coalesce_locked(ebb_allocator *a, mem_block *b) {
 }
 
 /* b becomes o's live block: its record, the counters, the ledger. */
-static void take_locked(ebb_allocator *a, ebb_owner *o, mem_block *b, size_t bytes,
+static void take_locked(mem_allocator *a, ebb_owner *o, mem_block *b, size_t bytes,
                         const char *site, void **bt, int nbt) {
   b->free = 0;
   b->req = bytes;
@@ -141,7 +141,7 @@ static void take_locked(ebb_allocator *a, ebb_owner *o, mem_block *b, size_t byt
 
 /* The best fit for size among o's own free blocks and the empty segments
  * any owner may take (the smaller of the two candidates; o's on a tie). */
-static mem_block *find_locked(ebb_allocator *a, ebb_owner *o, size_t size, int small) {
+static mem_block *find_locked(mem_allocator *a, ebb_owner *o, size_t size, int small) {
   mem_block *mine = mem__pool_find(small ? &o->small : &o->large, size);
   mem_block *empty = mem__pool_find(small ? &a->small : &a->large, size);
   if (!mine || !empty)
@@ -153,7 +153,7 @@ static mem_block *find_locked(ebb_allocator *a, ebb_owner *o, size_t size, int s
  * block's on success. The block's segment becomes o's if it was empty. */
 static int alloc_locked(ebb_owner *o, size_t bytes, size_t size, const char *site, void **bt,
                         int nbt, uint64_t *addr) {
-  ebb_allocator *a = o->a;
+  mem_allocator *a = o->a;
   int rc = mem__owner_check_quota_locked(o, size, bytes);
   if (!rc)
     rc = mem__seg_ready_locked(a);
@@ -178,7 +178,7 @@ static int alloc_locked(ebb_owner *o, size_t bytes, size_t size, const char *sit
   return 0;
 }
 
-int ebb_mem_alloc(ebb_owner *o, size_t bytes, const char *site, uint64_t *addr) {
+int mem_alloc(ebb_owner *o, size_t bytes, const char *site, uint64_t *addr) {
   if (!o || !addr || bytes == 0)
     return ebb_seterr(EBB_EINVAL, "ebb_mem_alloc: owner, a size > 0 and addr are required");
   mem__check_owner(o);
@@ -186,7 +186,7 @@ int ebb_mem_alloc(ebb_owner *o, size_t bytes, const char *site, uint64_t *addr) 
   if (bytes > SIZE_MAX - EBB_MEM_ALIGN)
     return ebb_seterr(EBB_EOOM, "%s '%s' asked for %zu bytes: too large", o->kind, o->name, bytes);
   size_t size = mem__round_up(bytes, EBB_MEM_ALIGN);
-  ebb_allocator *a = o->a;
+  mem_allocator *a = o->a;
   void **bt = NULL;
   int nbt = 0;
   if (a->opts.backtraces)
@@ -199,7 +199,7 @@ int ebb_mem_alloc(ebb_owner *o, size_t bytes, const char *site, uint64_t *addr) 
   return rc;
 }
 
-void mem__block_free_locked(ebb_allocator *a, mem_block *b, ebb_ledger_kind kind) {
+void mem__block_free_locked(mem_allocator *a, mem_block *b, mem_ledger_kind kind) {
   ebb_owner *o = b->owner;
   mem_seg *s = b->seg;
   mem__owner_unlink_locked(o, b);
@@ -216,7 +216,7 @@ void mem__block_free_locked(ebb_allocator *a, mem_block *b, ebb_ledger_kind kind
    * the fake GPU (and committed every page of it), long past a job's
    * deadline */
   if (!s->d.parked)
-    ebb_device_memset8(a->dev, b->addr, 0xDB, b->size < (64u << 20) ? b->size : (64u << 20));
+    dev_memset8(a->dev, b->addr, 0xDB, b->size < (64u << 20) ? b->size : (64u << 20));
 #endif
   free(b->bt);
   b->bt = NULL;
@@ -232,7 +232,7 @@ void mem__block_free_locked(ebb_allocator *a, mem_block *b, ebb_ledger_kind kind
   mem__update_cached_locked(a);
 }
 
-int ebb_mem_free(ebb_allocator *a, uint64_t addr) {
+int mem_free(mem_allocator *a, uint64_t addr) {
   if (!a)
     return ebb_seterr(EBB_EINVAL, "ebb_mem_free: no allocator");
   mem__lock(a);
@@ -242,14 +242,14 @@ int ebb_mem_free(ebb_allocator *a, uint64_t addr) {
     return ebb_seterr(EBB_ENOTFOUND,
                       "ebb_mem_free: 0x%" PRIx64 " is not a live block on %s (double free or "
                       "not from ebb_mem_alloc)",
-                      addr, ebb_device_label(a->dev));
+                      addr, dev_device_label(a->dev));
   }
   mem__block_free_locked(a, b, EBB_EV_FREE);
   mem__unlock(a);
   return 0;
 }
 
-int ebb_mem_lookup(ebb_allocator *a, uint64_t addr, ebb_owner **owner, size_t *size) {
+int mem_lookup(mem_allocator *a, uint64_t addr, ebb_owner **owner, size_t *size) {
   if (!a)
     return ebb_seterr(EBB_EINVAL, "ebb_mem_lookup: no allocator");
   mem__lock(a);
@@ -263,6 +263,6 @@ int ebb_mem_lookup(ebb_allocator *a, uint64_t addr, ebb_owner **owner, size_t *s
   mem__unlock(a);
   if (!b)
     return ebb_seterr(EBB_ENOTFOUND, "0x%" PRIx64 " is not a live block on %s", addr,
-                      ebb_device_label(a->dev));
+                      dev_device_label(a->dev));
   return 0;
 }

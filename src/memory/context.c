@@ -1,5 +1,5 @@
 /* The device context as the allocator sees it: activated (and measured) on
- * the first thing that needs the device, given back by ebb_release when no
+ * the first thing that needs the device, given back by mem_release when no
  * segment or pinned buffer is left, its cost measured both ways (NVML's
  * per-process usage, else the driver's free memory, else the estimate). */
 #include <unistd.h>
@@ -7,19 +7,19 @@
 #include "base/log.h"
 #include "memory/internal.h"
 
-int mem__ctx_ensure_locked(ebb_allocator *a) {
-  if (ebb_device_kind_of(a->dev) == EBB_DEVICE_CPU || ebb_device_ctx_active(a->dev))
+int mem__ctx_ensure_locked(mem_allocator *a) {
+  if (dev_kind_of(a->dev) == EBB_DEVICE_CPU || dev_ctx_active(a->dev))
     return 0;
-  ebb_dev_meminfo before = {0}, after = {0};
-  ebb_device_mem_info(a->dev, &before);
-  int rc = ebb_device_activate(a->dev);
+  dev_meminfo before = {0}, after = {0};
+  dev_mem_info(a->dev, &before);
+  int rc = dev_activate(a->dev);
   if (rc)
     return rc;
   uint64_t used = 0;
-  if (ebb_device_process_used(a->dev, getpid(), &used) == 0 && used > a->reserved.current) {
+  if (dev_process_used(a->dev, getpid(), &used) == 0 && used > a->reserved.current) {
     a->context_estimate = used - a->reserved.current;
     a->ctx_measured = 1;
-  } else if (ebb_device_mem_info(a->dev, &after) == 0 && before.source != EBB_MEMINFO_NONE &&
+  } else if (dev_mem_info(a->dev, &after) == 0 && before.source != EBB_MEMINFO_NONE &&
              after.source != EBB_MEMINFO_NONE && before.free_bytes > after.free_bytes) {
     a->context_estimate = before.free_bytes - after.free_bytes;
     a->ctx_measured = 1;
@@ -30,8 +30,8 @@ int mem__ctx_ensure_locked(ebb_allocator *a) {
 
 /* Mapped segments plus 1 when pinned buffers are held: what keeps the
  * context (a parked or sleeping segment holds only an address range, which
- * the driver keeps across the context: ebb_device_ctx_release). */
-static int holds_device_memory(ebb_allocator *a) {
+ * the driver keeps across the context: dev_ctx_release). */
+static int holds_device_memory(mem_allocator *a) {
   mem__lock(a);
   int n = 0;
   for (const mem_seg *s = a->segs; s; s = s->next)
@@ -41,28 +41,28 @@ static int holds_device_memory(ebb_allocator *a) {
   return n + pins;
 }
 
-void mem__ctx_release(ebb_allocator *a, ebb_release_result *r) {
-  ebb_device *dev = a->dev;
-  if (ebb_device_kind_of(dev) != EBB_DEVICE_CUDA || !ebb_device_ctx_active(dev))
+void mem__ctx_release(mem_allocator *a, mem_release_result *r) {
+  dev_device *dev = a->dev;
+  if (dev_kind_of(dev) != EBB_DEVICE_CUDA || !dev_ctx_active(dev))
     return;
   if (holds_device_memory(a)) {
     r->context_error = EBB_EBUSY;
-    ebb_log(EBB_LOG_DEBUG, "release",
+    base_log(EBB_LOG_DEBUG, "release",
             "%s: context kept: ebb still holds live device blocks or pinned buffers",
-            ebb_device_label(dev));
+            dev_device_label(dev));
     return;
   }
   uint64_t before = 0, after = 0;
-  int measured = ebb_device_process_used(dev, getpid(), &before) == 0;
-  int rc = ebb_device_ctx_release(dev);
+  int measured = dev_process_used(dev, getpid(), &before) == 0;
+  int rc = dev_ctx_release(dev);
   if (rc) {
     r->context_error = rc;
-    ebb_log(EBB_LOG_WARN, "release", "%s: releasing the context failed: %s",
-            ebb_device_label(dev), ebb_errmsg());
+    base_log(EBB_LOG_WARN, "release", "%s: releasing the context failed: %s",
+            dev_device_label(dev), ebb_errmsg());
     return;
   }
   r->context_released = 1;
-  measured = measured && ebb_device_process_used(dev, getpid(), &after) == 0;
+  measured = measured && dev_process_used(dev, getpid(), &after) == 0;
   mem__lock(a);
   if (measured && before >= after) {
     r->context_bytes = before - after;

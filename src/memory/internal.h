@@ -28,7 +28,7 @@
 
 #include <pthread.h>
 
-#include "base/clock.h" /* ebb_mono_ns: ledger and park times */
+#include "base/clock.h" /* base_mono_ns: ledger and park times */
 #include "memory/memory.h"
 
 #define EBB_SIG_ALLOC 0xEBBA110Cu
@@ -78,14 +78,14 @@ struct mem_block {
   const char *site;
   void **bt; /* captured return addresses (malloc'd) or NULL */
   int nbt;
-  int weights; /* allocated while its owner was marked (ebb_owner_mark_weights):
+  int weights; /* allocated while its owner was marked (mem_owner_mark_weights):
                   backed up by a sleep; other blocks' bytes are dropped */
   int backed;    /* parked with its bytes in seg->park_copy, at bk_off */
   size_t bk_off;
 };
 
 struct mem_seg {
-  ebb_dseg d;
+  dev_dseg d;
   int small;
   size_t nlive;
   /* the owner whose blocks it holds (its free blocks are in that owner's
@@ -99,7 +99,7 @@ struct mem_seg {
   size_t park_size;
   int picked; /* chosen by the sleep or park in progress */
   int waking; /* inside one ebb_owner_wake: mapped by it, books not yet moved */
-  int asleep; /* parked by ebb_owner_sleep: only weights blocks are in
+  int asleep; /* parked by mem_owner_sleep: only weights blocks are in
                  park_copy (NULL when it has none); the rest come back zeroed */
 };
 
@@ -128,19 +128,19 @@ struct pin_buf {
 struct ebb_owner {
   uint32_t sig;
   uint32_t id;
-  ebb_allocator *a;
+  mem_allocator *a;
   char *name;
   const char *kind; /* "owner", "stage", ...: used in messages */
   ebb_owner *parent;
   ebb_owner *child, *sib_prev, *sib_next;
   ebb_owner *all_prev, *all_next; /* allocator's list */
-#define EBB_X_(name, doc) ebb_stat_count name;
+#define EBB_X_(name, doc) mem_stat_count name;
   EBB_OWNER_STAT_FIELDS(EBB_X_)
 #undef EBB_X_
   uint64_t tree_bytes;
   uint64_t quota;
   uint64_t refused;
-  int weights_on;   /* ebb_owner_mark_weights: new blocks are weights */
+  int weights_on;   /* mem_owner_mark_weights: new blocks are weights */
   mem_block *live;  /* live blocks */
   pin_buf *pins;    /* live pinned buffers */
   /* free blocks of the segments that hold this owner's blocks: an owner's
@@ -150,14 +150,14 @@ struct ebb_owner {
 
 /* Everything below `mu` is guarded by it, except ledger (its own mutex) and
  * what is set once at create (sig, dev, opts). */
-struct ebb_allocator {
+struct mem_allocator {
   uint32_t sig;
-  ebb_device *dev;
+  dev_device *dev;
   pthread_mutex_t mu;
-  ebb_alloc_opts opts;
+  mem_alloc_opts opts;
   int ready;       /* granularity and kind resolved */
   size_t gran;
-  ebb_seg_kind kind;
+  dev_seg_kind kind;
   mem_seg *segs;
   mem_pool small, large; /* segments with no live block: any owner takes them */
   mem_map live;
@@ -166,7 +166,7 @@ struct ebb_allocator {
   size_t nretired;
   ebb_owner *owners;
   uint32_t next_owner_id;
-#define EBB_X_(name, doc) ebb_stat_count name;
+#define EBB_X_(name, doc) mem_stat_count name;
   EBB_ALLOC_STAT_FIELDS(EBB_X_)
 #undef EBB_X_
   uint64_t seg_allocs, seg_frees, oom_retries, trimmed_bytes;
@@ -176,9 +176,9 @@ struct ebb_allocator {
   pin_buf *pin_idle;
   mem_map pin_live;
   /* leak handler */
-  ebb_leak_fn leak_fn;
+  mem_leak_fn leak_fn;
   void *leak_ctx;
-  ebb_ledger *ledger;
+  mem_ledger *ledger;
 };
 
 /* --- "util.c": byte text, sized copies, handles, the allocator lock */
@@ -189,11 +189,11 @@ void mem__fmt_bytes(char *buf, size_t n, uint64_t bytes);
  * dst->size keeps what the caller set. */
 void mem__copy_sized(void *dst, const void *src, size_t n);
 /* Debug builds abort on a bad signature (a freed or foreign handle). */
-void mem__check_alloc(const ebb_allocator *a);
+void mem__check_alloc(const mem_allocator *a);
 void mem__check_owner(const ebb_owner *o);
 /* Takes / drops a->mu (checks the handle first). */
-void mem__lock(ebb_allocator *a);
-void mem__unlock(ebb_allocator *a);
+void mem__lock(mem_allocator *a);
+void mem__unlock(mem_allocator *a);
 
 /* --- "map.c": address -> pointer hash map (no lock of its own) ----------- */
 int mem__map_put(mem_map *m, uint64_t k, void *v);
@@ -202,10 +202,10 @@ void *mem__map_del(mem_map *m, uint64_t k);
 void mem__map_free(mem_map *m);
 
 /* --- "ledger.c": the event ring (takes its own leaf mutex inside) -------- */
-int mem__ledger_create(size_t cap, const char *device, ebb_ledger **out);
-void mem__ledger_destroy(ebb_ledger *l);
-void mem__ledger_owner_name(ebb_ledger *l, uint32_t id, const char *name);
-void mem__ledger_add(ebb_ledger *l, ebb_ledger_kind k, uint32_t owner_id, uint64_t addr,
+int mem__ledger_create(size_t cap, const char *device, mem_ledger **out);
+void mem__ledger_destroy(mem_ledger *l);
+void mem__ledger_owner_name(mem_ledger *l, uint32_t id, const char *name);
+void mem__ledger_add(mem_ledger *l, mem_ledger_kind k, uint32_t owner_id, uint64_t addr,
                      uint64_t bytes, uint64_t owner_bytes, uint64_t reserved,
                      uint64_t allocated);
 
@@ -221,11 +221,11 @@ char *mem__bt_symbolise(void **frames, int n);
 /* --- "context.c": the device context seen from the allocator ------------- */
 /* Activates the context if needed, recording CTX_CREATE and what it costs.
  * Expects a->mu. */
-int mem__ctx_ensure_locked(ebb_allocator *a);
-/* EBB_RELEASE_CONTEXT for ebb_release: gives the context back when no
+int mem__ctx_ensure_locked(mem_allocator *a);
+/* EBB_RELEASE_CONTEXT for mem_release: gives the context back when no
  * segment or pinned buffer is left, filling r's context fields. Takes a->mu
  * itself (the driver call is made without it). */
-void mem__ctx_release(ebb_allocator *a, ebb_release_result *r);
+void mem__ctx_release(mem_allocator *a, mem_release_result *r);
 
 /* --- "xfer.c": bulk copies for park/sleep/wake (a->mu held) -------------- */
 #define MEM_XFER_CHUNK ((size_t)8 << 20)
@@ -233,8 +233,8 @@ void mem__ctx_release(ebb_allocator *a, ebb_release_result *r);
  * each (cap 0: the CPU device, or none could be had: the copies are then
  * synchronous). */
 typedef struct mem_xfer {
-  ebb_device *dev;
-  ebb_stream *st[2];
+  dev_device *dev;
+  dev_stream *st[2];
   void *stage[2];
   size_t cap;
   int cur;
@@ -245,7 +245,7 @@ typedef struct mem_xfer {
 } mem_xfer;
 /* Sets x up for about total bytes (0: nothing is set up); activates the
  * context. Never fails for want of pinned memory (falls back). */
-int mem__xfer_open_locked(ebb_allocator *a, uint64_t total, mem_xfer *x);
+int mem__xfer_open_locked(mem_allocator *a, uint64_t total, mem_xfer *x);
 /* Queue n bytes; the host side of a copy may be ordinary memory. The bytes
  * are in place only after mem__xfer_finish. */
 int mem__xfer_htod(mem_xfer *x, uint64_t dst, const unsigned char *src, size_t n);
@@ -262,25 +262,25 @@ void mem__backup_free(void *p, size_t n);
 
 /* --- "segment.c": segments from the driver (all expect a->mu) ------------ */
 /* Context, granularity and segment kind resolved (once). */
-int mem__seg_ready_locked(ebb_allocator *a);
+int mem__seg_ready_locked(mem_allocator *a);
 /* Bytes of the segment a request of `size` grows the pool by. */
-size_t mem__seg_size_for(const ebb_allocator *a, size_t size, int small);
+size_t mem__seg_size_for(const mem_allocator *a, size_t size, int small);
 /* A new segment whose one free block is o's (the segment is affine to o). */
-int mem__seg_new_locked(ebb_allocator *a, size_t size, int small, ebb_owner *o,
+int mem__seg_new_locked(mem_allocator *a, size_t size, int small, ebb_owner *o,
                         mem_seg **out);
 /* Gives an empty segment back; the physical bytes returned (0 on failure). */
-uint64_t mem__seg_drop_locked(ebb_allocator *a, mem_seg *s);
-void mem__seg_unlink_locked(ebb_allocator *a, mem_seg *s);
+uint64_t mem__seg_drop_locked(mem_allocator *a, mem_seg *s);
+void mem__seg_unlink_locked(mem_allocator *a, mem_seg *s);
 /* Before growing by ssz: drops empty large segments smaller than ssz. */
-uint64_t mem__seg_drop_useless_locked(ebb_allocator *a, size_t ssz);
+uint64_t mem__seg_drop_useless_locked(mem_allocator *a, size_t ssz);
 /* Every segment with no live block back to the driver; bytes given back. */
-uint64_t mem__trim_locked(ebb_allocator *a);
+uint64_t mem__trim_locked(mem_allocator *a);
 
 /* --- "site.c": allocation sites interned per allocator (a->mu held) ------ */
 /* The allocator's lasting copy of site ("?" for NULL or no memory). */
-const char *mem__site_intern_locked(ebb_allocator *a, const char *site);
+const char *mem__site_intern_locked(mem_allocator *a, const char *site);
 /* Frees every interned copy (allocator destroy; no lock needed then). */
-void mem__sites_free(ebb_allocator *a);
+void mem__sites_free(mem_allocator *a);
 
 /* --- "owner.c": owner handles, their tree and quota (a->mu held) -------- */
 /* 0, or EBB_EQUOTA with the message naming o (or the ancestor whose quota it
@@ -288,37 +288,37 @@ void mem__sites_free(ebb_allocator *a);
 int mem__owner_check_quota_locked(ebb_owner *o, size_t size, size_t req);
 /* Unlinks o and its descendants from the tree and the allocator's list and
  * frees the handles (their blocks must be gone: leak.c reclaims first). */
-void mem__owner_free_tree_locked(ebb_allocator *a, ebb_owner *o);
+void mem__owner_free_tree_locked(mem_allocator *a, ebb_owner *o);
 /* 1 when x is root or one of its descendants. */
 int mem__owner_in_tree(const ebb_owner *x, const ebb_owner *root);
 
 /* --- "block.c": carving and freeing blocks ------------------------------- */
 /* Frees a live block already taken out of a->live: accounting, the ledger
  * event `kind`, poison (debug), coalescing. Expects a->mu. */
-void mem__block_free_locked(ebb_allocator *a, mem_block *b, ebb_ledger_kind kind);
+void mem__block_free_locked(mem_allocator *a, mem_block *b, mem_ledger_kind kind);
 
 /* --- "pinned.c": the pinned host pool (a->mu held) ----------------------- */
 /* Frees one live pinned buffer of an owner back to the idle list. */
-void mem__pin_release_locked(ebb_allocator *a, pin_buf *b);
+void mem__pin_release_locked(mem_allocator *a, pin_buf *b);
 /* Gives every idle pinned buffer back to the driver; bytes given back. */
-uint64_t mem__pin_trim_locked(ebb_allocator *a);
+uint64_t mem__pin_trim_locked(mem_allocator *a);
 
 /* --- internal.h itself: the hot path's one-liners, inlined into callers --
  * (an allocation and a free go through each of these; as calls into another
  * file they cost about a tenth of the pair). No lock of their own: the
  * _locked ones expect a->mu like the rest. */
-static inline void mem__stat_add(ebb_stat_count *c, uint64_t n) {
+static inline void mem__stat_add(mem_stat_count *c, uint64_t n) {
   c->current += n;
   c->total += n;
   if (c->current > c->peak)
     c->peak = c->current;
 }
 
-static inline void mem__stat_sub(ebb_stat_count *c, uint64_t n) {
+static inline void mem__stat_sub(mem_stat_count *c, uint64_t n) {
   c->current = c->current >= n ? c->current - n : 0;
 }
 
-static inline void mem__stat_set(ebb_stat_count *c, uint64_t v) {
+static inline void mem__stat_set(mem_stat_count *c, uint64_t v) {
   if (v > c->current)
     c->total += v - c->current;
   c->current = v;
@@ -329,14 +329,14 @@ static inline void mem__stat_set(ebb_stat_count *c, uint64_t v) {
 static inline size_t mem__round_up(size_t v, size_t m) { return (v + m - 1) / m * m; }
 
 /* a->cached = reserved - allocated. */
-static inline void mem__update_cached_locked(ebb_allocator *a) {
+static inline void mem__update_cached_locked(mem_allocator *a) {
   uint64_t r = a->reserved.current, al = a->allocated.current;
   mem__stat_set(&a->cached, r > al ? r - al : 0);
 }
 
 /* One ledger event carrying o's bytes (0 without an owner) and a's reserved
  * and allocated after it (which is why it expects a->mu). */
-static inline void mem__event_locked(ebb_allocator *a, ebb_ledger_kind k, const ebb_owner *o,
+static inline void mem__event_locked(mem_allocator *a, mem_ledger_kind k, const ebb_owner *o,
                                      uint64_t addr, uint64_t bytes) {
   mem__ledger_add(a->ledger, k, o ? o->id : 0, addr, bytes, o ? o->bytes.current : 0,
                   a->reserved.current, a->allocated.current);
@@ -361,7 +361,7 @@ static inline void mem__bin_remove(mem_pool *p, mem_block *b) {
 
 /* Where a segment's free blocks are: its owner's pools, or the allocator's
  * while it holds no live block. */
-static inline mem_pool *mem__pool_of(ebb_allocator *a, const mem_seg *s) {
+static inline mem_pool *mem__pool_of(mem_allocator *a, const mem_seg *s) {
   if (s->affine)
     return s->small ? &s->affine->small : &s->affine->large;
   return s->small ? &a->small : &a->large;

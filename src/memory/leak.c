@@ -12,7 +12,7 @@
 #include "memory/internal.h"
 
 static int leak_cmp(const void *x, const void *y) {
-  const ebb_leak *p = x, *q = y;
+  const mem_leak *p = x, *q = y;
   return p->size < q->size ? 1 : p->size > q->size ? -1 : 0;
 }
 
@@ -28,16 +28,16 @@ static size_t count_live(const ebb_owner *o) {
 }
 
 /* The next entry of r, or NULL when the report has no room (no memory). */
-static ebb_leak *next_leak(ebb_leak_report *r, size_t cap) {
+static mem_leak *next_leak(mem_leak_report *r, size_t cap) {
   return r->leaks && r->nleaks < cap ? &r->leaks[r->nleaks++] : NULL;
 }
 
 /* Frees everything of o's subtree into r (a->mu held). strdup failures leave
  * NULL strings; the memory is freed regardless. */
-static void reclaim_tree_locked(ebb_allocator *a, ebb_owner *o, ebb_leak_report *r, size_t cap) {
+static void reclaim_tree_locked(mem_allocator *a, ebb_owner *o, mem_leak_report *r, size_t cap) {
   while (o->live) {
     mem_block *b = o->live;
-    ebb_leak *l = next_leak(r, cap);
+    mem_leak *l = next_leak(r, cap);
     if (l) {
       l->addr = b->addr;
       l->size = b->req;
@@ -51,7 +51,7 @@ static void reclaim_tree_locked(ebb_allocator *a, ebb_owner *o, ebb_leak_report 
   }
   while (o->pins) {
     pin_buf *p = o->pins;
-    ebb_leak *l = next_leak(r, cap);
+    mem_leak *l = next_leak(r, cap);
     if (l) {
       l->addr = (uint64_t)(uintptr_t)p->p;
       l->size = p->req;
@@ -68,7 +68,7 @@ static void reclaim_tree_locked(ebb_allocator *a, ebb_owner *o, ebb_leak_report 
 
 /* The report to the caller (out), else to the allocator's leak handler, else
  * to the log; called with no lock held. */
-static void deliver(ebb_allocator *a, ebb_leak_report *r, ebb_leak_report **out) {
+static void deliver(mem_allocator *a, mem_leak_report *r, mem_leak_report **out) {
   if (!r)
     return;
   if (out) {
@@ -76,18 +76,18 @@ static void deliver(ebb_allocator *a, ebb_leak_report *r, ebb_leak_report **out)
     return;
   }
   mem__lock(a);
-  ebb_leak_fn fn = a->leak_fn;
+  mem_leak_fn fn = a->leak_fn;
   void *ctx = a->leak_ctx;
   mem__unlock(a);
   if (fn)
     fn(r, ctx);
   else
-    ebb_leak_report_publish(r, 0);
-  ebb_leak_report_free(r);
+    mem_leak_report_publish(r, 0);
+  mem_leak_report_free(r);
 }
 
-static int reclaim(ebb_owner *o, ebb_leak_report **res) {
-  ebb_allocator *a = o->a;
+static int reclaim(ebb_owner *o, mem_leak_report **res) {
+  mem_allocator *a = o->a;
   *res = NULL;
   mem__lock(a);
   size_t n = count_live(o);
@@ -95,13 +95,13 @@ static int reclaim(ebb_owner *o, ebb_leak_report **res) {
     mem__unlock(a);
     return 0;
   }
-  ebb_leak_report *r = calloc(1, sizeof *r);
+  mem_leak_report *r = calloc(1, sizeof *r);
   if (r) {
     r->owner = strdup(o->name);
-    r->device = ebb_device_label(a->dev);
+    r->device = dev_device_label(a->dev);
     r->leaks = calloc(n, sizeof *r->leaks);
   }
-  ebb_leak_report dummy = {0};
+  mem_leak_report dummy = {0};
   reclaim_tree_locked(a, o, r ? r : &dummy, r && r->leaks ? n : 0);
   mem__unlock(a);
   if (!r)
@@ -112,26 +112,26 @@ static int reclaim(ebb_owner *o, ebb_leak_report **res) {
   return 0;
 }
 
-int ebb_owner_reclaim(ebb_owner *o, ebb_leak_report **out) {
+int mem_owner_reclaim(ebb_owner *o, mem_leak_report **out) {
   if (out)
     *out = NULL;
   if (!o)
     return ebb_seterr(EBB_EINVAL, "ebb_owner_reclaim: no owner");
   mem__check_owner(o);
-  ebb_leak_report *r = NULL;
+  mem_leak_report *r = NULL;
   int rc = reclaim(o, &r);
   deliver(o->a, r, out);
   return rc;
 }
 
-void ebb_owner_destroy(ebb_owner *o, ebb_leak_report **out) {
+void mem_owner_destroy(ebb_owner *o, mem_leak_report **out) {
   if (out)
     *out = NULL;
   if (!o)
     return;
   mem__check_owner(o);
-  ebb_allocator *a = o->a;
-  ebb_leak_report *r = NULL;
+  mem_allocator *a = o->a;
+  mem_leak_report *r = NULL;
   reclaim(o, &r);
   mem__lock(a);
   mem__owner_free_tree_locked(a, o);
@@ -140,10 +140,10 @@ void ebb_owner_destroy(ebb_owner *o, ebb_leak_report **out) {
 }
 
 /* The sites as the event carries them; NULL (no sites) when out of memory. */
-static ebb_event_site *event_sites(const ebb_leak_report *r) {
+static ebb_event_site *event_sites(const mem_leak_report *r) {
   ebb_event_site *s = r->nleaks ? calloc(r->nleaks, sizeof *s) : NULL;
   for (size_t i = 0; s && i < r->nleaks; i++) {
-    const ebb_leak *l = &r->leaks[i];
+    const mem_leak *l = &r->leaks[i];
     int child = l->owner && r->owner && strcmp(l->owner, r->owner) != 0;
     s[i] = (ebb_event_site){.bytes = l->size, .site = l->site ? l->site : "?",
                             .owner = child ? l->owner : NULL, .backtrace = l->backtrace,
@@ -152,7 +152,7 @@ static ebb_event_site *event_sites(const ebb_leak_report *r) {
   return s;
 }
 
-void ebb_leak_report_publish(const ebb_leak_report *r, unsigned flags) {
+void mem_leak_report_publish(const mem_leak_report *r, unsigned flags) {
   if (!r || (!r->nleaks && !r->bytes && !r->pinned_bytes))
     return;
   size_t ndev = 0;
@@ -164,11 +164,11 @@ void ebb_leak_report_publish(const ebb_leak_report *r, unsigned flags) {
                   .pinned_bytes = r->pinned_bytes, .blocks = ndev,
                   .pinned_blocks = r->nleaks - ndev, .sites = sites,
                   .nsites = sites ? r->nleaks : 0};
-  ebb_event_publish(&ev);
+  base_event_publish(&ev);
   free(sites);
 }
 
-void ebb_leak_report_free(ebb_leak_report *r) {
+void mem_leak_report_free(mem_leak_report *r) {
   if (!r)
     return;
   for (size_t i = 0; i < r->nleaks; i++) {

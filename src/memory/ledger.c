@@ -17,25 +17,25 @@ static const char *kind_names[] = {
 #undef EBB_X_
 };
 
-const char *ebb_ledger_kind_name(ebb_ledger_kind k) {
+const char *mem_ledger_kind_name(mem_ledger_kind k) {
   return (unsigned)k < sizeof kind_names / sizeof *kind_names ? kind_names[k] : "?";
 }
 
-int mem__ledger_create(size_t cap, const char *device, ebb_ledger **out) {
-  ebb_ledger *l = calloc(1, sizeof *l);
+int mem__ledger_create(size_t cap, const char *device, mem_ledger **out) {
+  mem_ledger *l = calloc(1, sizeof *l);
   if (!l || !(l->ev = calloc(cap, sizeof *l->ev))) {
     free(l);
     return ebb_seterr(EBB_ENOMEM, "memory: no host memory for a ledger of %zu events", cap);
   }
   l->cap = cap;
   snprintf(l->device, sizeof l->device, "%s", device ? device : "?");
-  l->t0 = ebb_mono_ns();
+  l->t0 = base_mono_ns();
   pthread_mutex_init(&l->mu, NULL);
   *out = l;
   return 0;
 }
 
-void mem__ledger_destroy(ebb_ledger *l) {
+void mem__ledger_destroy(mem_ledger *l) {
   if (!l)
     return;
   for (size_t i = 0; i < l->nnames; i++)
@@ -49,7 +49,7 @@ void mem__ledger_destroy(ebb_ledger *l) {
   free(l);
 }
 
-void mem__ledger_owner_name(ebb_ledger *l, uint32_t id, const char *name) {
+void mem__ledger_owner_name(mem_ledger *l, uint32_t id, const char *name) {
   pthread_mutex_lock(&l->mu);
   if (id >= l->nnames) {
     size_t n = id + 1 > l->nnames * 2 ? id + 1 : l->nnames * 2;
@@ -65,11 +65,11 @@ void mem__ledger_owner_name(ebb_ledger *l, uint32_t id, const char *name) {
   pthread_mutex_unlock(&l->mu);
 }
 
-static const char *name_ledger_locked(const ebb_ledger *l, uint32_t id) {
+static const char *name_ledger_locked(const mem_ledger *l, uint32_t id) {
   return id && id < l->nnames && l->names[id] ? l->names[id] : NULL;
 }
 
-static inline void push_ledger_locked(ebb_ledger *l, const ebb_ledger_event *e) {
+static inline void push_ledger_locked(mem_ledger *l, const mem_ledger_event *e) {
   l->ev[l->head] = *e;
   l->head = (l->head + 1) % l->cap;
   if (l->n < l->cap)
@@ -78,10 +78,10 @@ static inline void push_ledger_locked(ebb_ledger *l, const ebb_ledger_event *e) 
     l->dropped++;
 }
 
-void mem__ledger_add(ebb_ledger *l, ebb_ledger_kind k, uint32_t owner_id, uint64_t addr,
+void mem__ledger_add(mem_ledger *l, mem_ledger_kind k, uint32_t owner_id, uint64_t addr,
                      uint64_t bytes, uint64_t owner_bytes, uint64_t reserved,
                      uint64_t allocated) {
-  ebb_ledger_event e = {.t_ns = ebb_mono_ns(), .kind = k, .owner_id = owner_id, .addr = addr,
+  mem_ledger_event e = {.t_ns = base_mono_ns(), .kind = k, .owner_id = owner_id, .addr = addr,
                         .bytes = bytes, .owner_bytes = owner_bytes, .reserved = reserved,
                         .allocated = allocated};
   pthread_mutex_lock(&l->mu);
@@ -94,7 +94,7 @@ void mem__ledger_add(ebb_ledger *l, ebb_ledger_kind k, uint32_t owner_id, uint64
 
 /* Marks repeat (one per stage run): each distinct text is kept once, for as
  * long as the ledger lives. NULL when there is no memory for a new one. */
-static const char *mark_text_ledger_locked(ebb_ledger *l, const char *label) {
+static const char *mark_text_ledger_locked(mem_ledger *l, const char *label) {
   for (size_t i = 0; i < l->nmarks; i++)
     if (strcmp(l->marks[i], label) == 0)
       return l->marks[i];
@@ -110,20 +110,20 @@ static const char *mark_text_ledger_locked(ebb_ledger *l, const char *label) {
   return s;
 }
 
-void ebb_ledger_mark(ebb_ledger *l, const char *label) {
+void mem_ledger_mark(mem_ledger *l, const char *label) {
   if (!l)
     return;
   pthread_mutex_lock(&l->mu);
   const char *text = mark_text_ledger_locked(l, label ? label : "");
   if (text) {
-    ebb_ledger_event e = {.t_ns = ebb_mono_ns(), .kind = EBB_EV_MARK, .label = text,
+    mem_ledger_event e = {.t_ns = base_mono_ns(), .kind = EBB_EV_MARK, .label = text,
                           .reserved = l->last_reserved, .allocated = l->last_allocated};
     push_ledger_locked(l, &e);
   }
   pthread_mutex_unlock(&l->mu);
 }
 
-size_t ebb_ledger_count(ebb_ledger *l) {
+size_t mem_ledger_count(mem_ledger *l) {
   if (!l)
     return 0;
   pthread_mutex_lock(&l->mu);
@@ -132,7 +132,7 @@ size_t ebb_ledger_count(ebb_ledger *l) {
   return n;
 }
 
-int ebb_ledger_events(ebb_ledger *l, ebb_ledger_event *out, size_t cap, size_t *n,
+int mem_ledger_events(mem_ledger *l, mem_ledger_event *out, size_t cap, size_t *n,
                       uint64_t *dropped) {
   if (!l || !n || (cap && !out))
     return ebb_seterr(EBB_EINVAL, "ebb_ledger_events: ledger and n are required");
@@ -149,7 +149,7 @@ int ebb_ledger_events(ebb_ledger *l, ebb_ledger_event *out, size_t cap, size_t *
 }
 
 /* Snapshot for the exporters: events oldest first plus a copy of the names. */
-int mem__ledger_snapshot(ebb_ledger *l, ledger_snap *s) {
+int mem__ledger_snapshot(mem_ledger *l, ledger_snap *s) {
   memset(s, 0, sizeof *s);
   pthread_mutex_lock(&l->mu);
   s->n = l->n;

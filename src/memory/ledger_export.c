@@ -1,4 +1,4 @@
-/* Exports of the ledger: JSON, and ebb_ledger_write, which picks JSON or the
+/* Exports of the ledger: JSON, and mem_ledger_write, which picks JSON or the
  * SVG timeline (ledger_svg.c) by the path's extension. */
 #include <errno.h>
 #include <inttypes.h>
@@ -9,7 +9,7 @@
 #include "memory/internal.h"
 #include "memory/ledger_internal.h"
 
-int ebb_ledger_write_json(ebb_ledger *l, FILE *f) {
+int mem_ledger_write_json(mem_ledger *l, FILE *f) {
   if (!l || !f)
     return ebb_seterr(EBB_EINVAL, "ebb_ledger_write_json: ledger and stream are required");
   ledger_snap s;
@@ -17,27 +17,27 @@ int ebb_ledger_write_json(ebb_ledger *l, FILE *f) {
   if (rc)
     return rc;
   fprintf(f, "{\"device\":");
-  ebb_write_json_str(f, s.device);
+  base_write_json_str(f, s.device);
   fprintf(f, ",\"t0_ns\":%" PRIu64 ",\"dropped\":%" PRIu64 ",\"owners\":[", s.t0, s.dropped);
   int first = 1;
   for (size_t i = 0; i < s.nnames; i++)
     if (s.names[i]) {
       fprintf(f, "%s{\"id\":%zu,\"name\":", first ? "" : ",", i);
-      ebb_write_json_str(f, s.names[i]);
+      base_write_json_str(f, s.names[i]);
       fputc('}', f);
       first = 0;
     }
   fprintf(f, "],\"events\":[");
   for (size_t i = 0; i < s.n; i++) {
-    const ebb_ledger_event *e = &s.ev[i];
+    const mem_ledger_event *e = &s.ev[i];
     fprintf(f, "%s\n{\"t_ns\":%" PRIu64 ",\"kind\":\"%s\"", i ? "," : "", e->t_ns - s.t0,
-            ebb_ledger_kind_name(e->kind));
+            mem_ledger_kind_name(e->kind));
     if (e->kind == EBB_EV_MARK) {
       fprintf(f, ",\"label\":");
-      ebb_write_json_str(f, e->label);
+      base_write_json_str(f, e->label);
     } else if (e->owner_id) {
       fprintf(f, ",\"owner\":");
-      ebb_write_json_str(f, e->label);
+      base_write_json_str(f, e->label);
     }
     fprintf(f,
             ",\"addr\":%" PRIu64 ",\"bytes\":%" PRIu64 ",\"owner_bytes\":%" PRIu64
@@ -49,7 +49,7 @@ int ebb_ledger_write_json(ebb_ledger *l, FILE *f) {
   return ferror(f) ? ebb_seterr(EBB_EIO, "ledger: writing JSON failed") : 0;
 }
 
-int ebb_ledger_write(ebb_ledger *l, const char *path) {
+int mem_ledger_write(mem_ledger *l, const char *path) {
   if (!l || !path)
     return ebb_seterr(EBB_EINVAL, "ebb_ledger_write: ledger and path are required");
   size_t n = strlen(path);
@@ -60,7 +60,7 @@ int ebb_ledger_write(ebb_ledger *l, const char *path) {
   FILE *f = fopen(path, "w");
   if (!f)
     return ebb_seterr(EBB_EIO, "%s: cannot write: %s", path, strerror(errno));
-  int rc = svg ? ebb_ledger_write_svg(l, f, NULL) : ebb_ledger_write_json(l, f);
+  int rc = svg ? mem_ledger_write_svg(l, f, NULL) : mem_ledger_write_json(l, f);
   if (fclose(f) && !rc)
     rc = ebb_seterr(EBB_EIO, "%s: cannot write: %s", path, strerror(errno));
   return rc;

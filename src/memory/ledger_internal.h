@@ -9,9 +9,9 @@
 
 #include "memory/memory.h"
 
-struct ebb_ledger {
+struct mem_ledger {
   pthread_mutex_t mu; /* guards everything below; held only inside ledger.c */
-  ebb_ledger_event *ev;
+  mem_ledger_event *ev;
   size_t cap, n, head;
   uint64_t dropped;
   uint64_t t0;
@@ -26,7 +26,7 @@ struct ebb_ledger {
 /* A copy of the ring, oldest event first, with its own copy of the names
  * (owner events' labels point into it), read without the ledger's mutex. */
 typedef struct ledger_snap {
-  ebb_ledger_event *ev;
+  mem_ledger_event *ev;
   size_t n;
   char **names;
   size_t nnames;
@@ -35,7 +35,7 @@ typedef struct ledger_snap {
 } ledger_snap;
 
 /* --- "ledger.c" ----------------------------------------------------------- */
-int mem__ledger_snapshot(ebb_ledger *l, ledger_snap *s);
+int mem__ledger_snapshot(mem_ledger *l, ledger_snap *s);
 void mem__ledger_snap_free(ledger_snap *s);
 
 /* --- "ledger_svg_replay.c": the events replayed into pixel columns ------- */

@@ -72,7 +72,7 @@ static double text_w(const char *s, double size, int bold) {
 /* The label for the marks ev[i..j) (one cluster): their texts joined with
  * " · ", consecutive ones that share a first word merged ("align load/run"),
  * cut at a character boundary with "…" to fit maxw px at 10 px. */
-static void mark_label(char *out, size_t cap, const ebb_ledger_event *ev, size_t i, size_t j,
+static void mark_label(char *out, size_t cap, const mem_ledger_event *ev, size_t i, size_t j,
                        double maxw) {
   size_t n = 0;
   const char *prev = NULL;
@@ -133,10 +133,10 @@ static void draw_head(const plot *p, const char *title) {
   fprintf(f, "<rect width=\"%d\" height=\"%d\" fill=\"#ffffff\"/>\n", W, H);
   fprintf(f, "<text x=\"%d\" y=\"26\" font-size=\"17\" font-weight=\"bold\" fill=\"#222\">", ML);
   if (title)
-    ebb_write_xml_text(f, title);
+    base_write_xml_text(f, title);
   else {
     fputs("Device memory on ", f);
-    ebb_write_xml_text(f, p->s->device);
+    base_write_xml_text(f, p->s->device);
   }
   fprintf(f, "</text>\n<text x=\"%d\" y=\"44\" font-size=\"11\" fill=\"#666\">"
              "%scoloured: live blocks by owner; dashed: reserved segments; "
@@ -296,7 +296,7 @@ static int draw_releases(const plot *p) {
     row_end[r] = -1e9;
   int rows_used = 0;
   for (size_t i = 0; i < p->s->n; i++) {
-    const ebb_ledger_event *e = &p->s->ev[i];
+    const mem_ledger_event *e = &p->s->ev[i];
     if (e->kind != EBB_EV_RELEASE || !e->bytes)
       continue;
     int row = draw_release(p, x_time(p, e->t_ns), e->bytes, row_end);
@@ -311,7 +311,7 @@ static int draw_releases(const plot *p) {
  * top at mtop. */
 static void draw_mark_cluster(const plot *p, size_t i, size_t j, int mtop) {
   FILE *f = p->f;
-  const ebb_ledger_event *ev = p->s->ev;
+  const mem_ledger_event *ev = p->s->ev;
   for (size_t k = i; k < j; k++)
     if (ev[k].kind == EBB_EV_MARK)
       fprintf(f, "<line x1=\"%.1f\" y1=\"%d\" x2=\"%.1f\" y2=\"%d\" stroke=\"#777\" "
@@ -325,7 +325,7 @@ static void draw_mark_cluster(const plot *p, size_t i, size_t j, int mtop) {
              "font-size=\"10\" text-anchor=\"end\" fill=\"#555\" stroke=\"#fff\" "
              "stroke-width=\"3\" paint-order=\"stroke\">",
           lx, mtop);
-  ebb_write_xml_text(f, lab);
+  base_write_xml_text(f, lab);
   fprintf(f, "</text>\n");
 }
 
@@ -366,7 +366,7 @@ static void draw_legend_owners(const plot *p, int lx, int ly) {
             palette[k % NPAL]);
     fprintf(f, "<text x=\"%d\" y=\"%d\" font-size=\"11\" fill=\"#222\">", lx + 19, y);
     uint32_t id = m->ids[k];
-    ebb_write_xml_text(f, id < p->s->nnames && p->s->names[id] ? p->s->names[id] : "?");
+    base_write_xml_text(f, id < p->s->nnames && p->s->names[id] ? p->s->names[id] : "?");
     fprintf(f, " (%s)</text>\n", b);
   }
   if (m->nown > LEGEND_OWNERS)
@@ -420,7 +420,7 @@ static void draw_frame_and_legend(const plot *p) {
             ML + PW / 2, MT + PH / 2);
 }
 
-int ebb_ledger_write_svg(ebb_ledger *l, FILE *f, const char *title) {
+int mem_ledger_write_svg(mem_ledger *l, FILE *f, const char *title) {
   if (!l || !f)
     return ebb_seterr(EBB_EINVAL, "ebb_ledger_write_svg: ledger and stream are required");
   ledger_snap s;

@@ -19,7 +19,7 @@ typedef struct replay {
   int last_c;   /* the last column an event fell in */
 } replay;
 
-static int is_owner_event(ebb_ledger_kind k) {
+static int is_owner_event(mem_ledger_kind k) {
   return k == EBB_EV_ALLOC || k == EBB_EV_FREE || k == EBB_EV_LEAK_FREE;
 }
 
@@ -62,7 +62,7 @@ static int model_alloc(svg_model *m, const ledger_snap *s, int ncols) {
 /* A CTX_RELEASE before any CTX_CREATE: alive from the window's start. */
 static void context_at_start(const ledger_snap *s, svg_model *m, replay *r) {
   for (size_t i = 0; i < s->n; i++) {
-    const ebb_ledger_event *e = &s->ev[i];
+    const mem_ledger_event *e = &s->ev[i];
     if (e->kind == EBB_EV_CTX_CREATE)
       break;
     if (e->kind == EBB_EV_CTX_RELEASE) {
@@ -76,7 +76,7 @@ static void context_at_start(const ledger_snap *s, svg_model *m, replay *r) {
 /* Owners in order of appearance, the largest release and context size. */
 static void scan(const ledger_snap *s, svg_model *m) {
   for (size_t i = 0; i < s->n; i++) {
-    const ebb_ledger_event *e = &s->ev[i];
+    const mem_ledger_event *e = &s->ev[i];
     if (e->kind == EBB_EV_RELEASE && (double)e->bytes > m->rel_max)
       m->rel_max = (double)e->bytes;
     if (e->kind == EBB_EV_CTX_CREATE || e->kind == EBB_EV_CTX_RELEASE) {
@@ -131,7 +131,7 @@ static double context_size_ahead(const ledger_snap *s, size_t i) {
 /* Event i, which falls in column c: the owners' and context's state after
  * it, kept in the column when it is the column's fullest moment. */
 static void take_event(svg_model *m, replay *r, size_t i, int c) {
-  const ebb_ledger_event *e = &m->s->ev[i];
+  const mem_ledger_event *e = &m->s->ev[i];
   if (is_owner_event(e->kind) && e->owner_id <= m->s->nnames && m->slot[e->owner_id]) {
     int k = m->slot[e->owner_id] - 1;
     m->cur[k] = (double)e->owner_bytes;

@@ -9,7 +9,7 @@
 #include "base/log.h"
 #include "memory/internal.h"
 
-int ebb_owner_create(ebb_allocator *a, const char *name, ebb_owner *parent, ebb_owner **out) {
+int mem_owner_create(mem_allocator *a, const char *name, ebb_owner *parent, ebb_owner **out) {
   if (!a || !out)
     return ebb_seterr(EBB_EINVAL, "ebb_owner_create: allocator and out are required");
   *out = NULL;
@@ -42,18 +42,18 @@ int ebb_owner_create(ebb_allocator *a, const char *name, ebb_owner *parent, ebb_
   return 0;
 }
 
-const char *ebb_owner_name(const ebb_owner *o) { return o ? o->name : NULL; }
-ebb_owner *ebb_owner_parent(const ebb_owner *o) { return o ? o->parent : NULL; }
-ebb_allocator *ebb_owner_allocator(const ebb_owner *o) { return o ? o->a : NULL; }
+const char *mem_owner_name(const ebb_owner *o) { return o ? o->name : NULL; }
+ebb_owner *mem_owner_parent(const ebb_owner *o) { return o ? o->parent : NULL; }
+mem_allocator *mem_owner_allocator(const ebb_owner *o) { return o ? o->a : NULL; }
 
-void ebb_owner_set_kind(ebb_owner *o, const char *kind) {
+void mem_owner_set_kind(ebb_owner *o, const char *kind) {
   if (!o)
     return;
   mem__check_owner(o);
   o->kind = kind && *kind ? kind : "owner";
 }
 
-void ebb_owner_mark_weights(ebb_owner *o, int on) {
+void mem_owner_mark_weights(ebb_owner *o, int on) {
   if (!o)
     return;
   mem__lock(o->a);
@@ -61,7 +61,7 @@ void ebb_owner_mark_weights(ebb_owner *o, int on) {
   mem__unlock(o->a);
 }
 
-int ebb_owner_set_quota(ebb_owner *o, uint64_t bytes) {
+int mem_owner_set_quota(ebb_owner *o, uint64_t bytes) {
   if (!o)
     return ebb_seterr(EBB_EINVAL, "ebb_owner_set_quota: no owner");
   mem__check_owner(o);
@@ -71,11 +71,11 @@ int ebb_owner_set_quota(ebb_owner *o, uint64_t bytes) {
   return 0;
 }
 
-int ebb_owner_get_stats(ebb_owner *o, ebb_owner_stats *st) {
+int mem_owner_get_stats(ebb_owner *o, mem_owner_stats *st) {
   if (!o || !st || st->size < sizeof(uint32_t) * 2)
     return ebb_seterr(EBB_EINVAL, "ebb_owner_get_stats: st->size must be set");
   mem__check_owner(o);
-  ebb_owner_stats s;
+  mem_owner_stats s;
   memset(&s, 0, sizeof s);
   s.size = sizeof s;
   s.version = EBB_MEM_STATS_VERSION;
@@ -117,7 +117,7 @@ int mem__owner_check_quota_locked(ebb_owner *o, size_t size, size_t req) {
   return 0;
 }
 
-void mem__owner_free_tree_locked(ebb_allocator *a, ebb_owner *o) {
+void mem__owner_free_tree_locked(mem_allocator *a, ebb_owner *o) {
   while (o->child)
     mem__owner_free_tree_locked(a, o->child);
   if (o->parent)
@@ -127,7 +127,7 @@ void mem__owner_free_tree_locked(ebb_allocator *a, ebb_owner *o) {
   /* reclaim freed every block: each segment that held o's went empty and
    * left o's pools (block.c); a free block still here is a segment lost */
   if (o->small.nonempty || o->large.nonempty) {
-    ebb_log(EBB_LOG_ERROR, "memory", "owner '%s' destroyed with free blocks in its pools",
+    base_log(EBB_LOG_ERROR, "memory", "owner '%s' destroyed with free blocks in its pools",
             o->name);
     abort();
   }

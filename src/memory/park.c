@@ -30,7 +30,7 @@ static int seg_wakeable(const mem_seg *s, const ebb_owner *o) {
 }
 
 /* s's free blocks into the bins (insert) or out of them. */
-static void seg_bins(ebb_allocator *a, mem_seg *s, int insert) {
+static void seg_bins(mem_allocator *a, mem_seg *s, int insert) {
   mem_pool *pool = mem__pool_of(a, s);
   for (mem_block *b = s->first; b; b = b->next)
     if (b->free)
@@ -80,8 +80,8 @@ static int backup_seg_locked(ebb_owner *o, mem_seg *s, int all, mem_xfer *x) {
 }
 
 /* s has given its physical memory back: the books stop counting it. */
-static void parked_locked(ebb_allocator *a, ebb_owner *o, mem_seg *s, int sleep,
-                          ebb_sleep_stats *st) {
+static void parked_locked(mem_allocator *a, ebb_owner *o, mem_seg *s, int sleep,
+                          mem_sleep_stats *st) {
   uint64_t live = 0;
   for (const mem_block *b = s->first; b; b = b->next)
     live += b->free ? 0 : b->size;
@@ -100,13 +100,13 @@ static void parked_locked(ebb_allocator *a, ebb_owner *o, mem_seg *s, int sleep,
 /* After the copies: each picked segment's physical memory goes back. A
  * failure stops there: the segments parked so far stay parked, the rest
  * stay as they were (their backups dropped). */
-static int park_picked_locked(ebb_allocator *a, ebb_owner *o, int sleep, ebb_sleep_stats *st) {
+static int park_picked_locked(mem_allocator *a, ebb_owner *o, int sleep, mem_sleep_stats *st) {
   int rc = 0;
   for (mem_seg *s = a->segs; s; s = s->next) {
     if (!s->picked)
       continue;
     s->picked = 0;
-    if (!rc && (rc = ebb_device_seg_park(a->dev, &s->d)) != 0)
+    if (!rc && (rc = dev_seg_park(a->dev, &s->d)) != 0)
       rc = ebb_errctx(rc, "owner '%s': %s a segment of %zu bytes: ", o->name,
                       sleep ? "putting to sleep" : "parking", s->d.size);
     if (rc)
@@ -120,8 +120,8 @@ static int park_picked_locked(ebb_allocator *a, ebb_owner *o, int sleep, ebb_sle
 /* Park (all live bytes kept) or sleep (weights only) every segment of o's:
  * first every backup is copied (chunks through pinned staging, the DMA of
  * one overlapping the host copy of the other), then the memory goes. */
-static int put_away(ebb_owner *o, int sleep, ebb_sleep_stats *st) {
-  ebb_allocator *a = o->a;
+static int put_away(ebb_owner *o, int sleep, mem_sleep_stats *st) {
+  mem_allocator *a = o->a;
   uint64_t total = 0;
   mem_xfer x;
   mem__lock(a);
@@ -151,7 +151,7 @@ static int put_away(ebb_owner *o, int sleep, ebb_sleep_stats *st) {
 }
 
 int ebb_owner_park(ebb_owner *o, uint64_t *parked) {
-  ebb_sleep_stats st = {.size = sizeof st};
+  mem_sleep_stats st = {.size = sizeof st};
   if (parked)
     *parked = 0;
   if (!o)
@@ -163,15 +163,15 @@ int ebb_owner_park(ebb_owner *o, uint64_t *parked) {
   return rc;
 }
 
-static void stats_out(ebb_sleep_stats *out, ebb_sleep_stats *st, uint64_t t0) {
-  st->seconds = (double)(ebb_mono_ns() - t0) / 1e9;
+static void stats_out(mem_sleep_stats *out, mem_sleep_stats *st, uint64_t t0) {
+  st->seconds = (double)(base_mono_ns() - t0) / 1e9;
   if (out)
     mem__copy_sized(out, st, sizeof *st);
 }
 
-int ebb_owner_sleep(ebb_owner *o, ebb_sleep_stats *out) {
-  ebb_sleep_stats st = {.size = sizeof st};
-  uint64_t t0 = ebb_mono_ns();
+int mem_owner_sleep(ebb_owner *o, mem_sleep_stats *out) {
+  mem_sleep_stats st = {.size = sizeof st};
+  uint64_t t0 = base_mono_ns();
   if (!o)
     return ebb_seterr(EBB_EINVAL, "ebb_owner_sleep: no owner");
   mem__check_owner(o);
@@ -183,7 +183,7 @@ int ebb_owner_sleep(ebb_owner *o, ebb_sleep_stats *out) {
 /* --- wake: all or nothing ------------------------------------------------- */
 /* Queues the bytes back into a segment mapped again: its backed blocks from
  * the backup; the others (a sleep's dropped blocks) zeroed. */
-static int copy_back_locked(ebb_allocator *a, mem_seg *s, mem_xfer *x) {
+static int copy_back_locked(mem_allocator *a, mem_seg *s, mem_xfer *x) {
   int rc = 0;
   for (mem_block *b = s->first; b && !rc; b = b->next) {
     if (b->free)
@@ -191,14 +191,14 @@ static int copy_back_locked(ebb_allocator *a, mem_seg *s, mem_xfer *x) {
     if (b->backed)
       rc = mem__xfer_htod(x, b->addr, (unsigned char *)s->park_copy + b->bk_off, b->size);
     else
-      rc = ebb_device_memset8(a->dev, b->addr, 0, b->size);
+      rc = dev_memset8(a->dev, b->addr, 0, b->size);
   }
   return rc;
 }
 
 /* A segment woken by this call: its backup freed, its free blocks usable,
  * the books count it again. */
-static void woke_locked(ebb_allocator *a, ebb_owner *o, mem_seg *s, ebb_sleep_stats *st) {
+static void woke_locked(mem_allocator *a, ebb_owner *o, mem_seg *s, mem_sleep_stats *st) {
   uint64_t live = 0;
   for (mem_block *b = s->first; b; b = b->next)
     if (!b->free)
@@ -215,11 +215,11 @@ static void woke_locked(ebb_allocator *a, ebb_owner *o, mem_seg *s, ebb_sleep_st
 
 /* A failed wake: what this call mapped goes back to the driver again (the
  * copies stay), so the owner is exactly as parked as before. */
-static void unwind_locked(ebb_allocator *a) {
+static void unwind_locked(mem_allocator *a) {
   for (mem_seg *s = a->segs; s; s = s->next)
     if (s->waking) {
-      if (ebb_device_seg_park(a->dev, &s->d) != 0)
-        ebb_log(EBB_LOG_WARN, "memory", "a failed wake could not park a segment of %zu bytes "
+      if (dev_seg_park(a->dev, &s->d) != 0)
+        base_log(EBB_LOG_WARN, "memory", "a failed wake could not park a segment of %zu bytes "
                 "again: %s", s->d.size, ebb_errmsg());
       s->waking = 0;
     }
@@ -227,14 +227,14 @@ static void unwind_locked(ebb_allocator *a) {
 
 /* Maps every wakeable segment of o's again; the bytes mapped and the bytes
  * their backups hold. */
-static int map_again_locked(ebb_allocator *a, ebb_owner *o, ebb_sleep_stats *st,
+static int map_again_locked(mem_allocator *a, ebb_owner *o, mem_sleep_stats *st,
                             uint64_t *want, uint64_t *copy) {
   int rc = 0;
   for (mem_seg *s = a->segs; s; s = s->next)
     if (seg_wakeable(s, o))
       *want += s->d.size;
   for (mem_seg *s = a->segs; s && !rc; s = s->next)
-    if (seg_wakeable(s, o) && (rc = ebb_device_seg_wake(a->dev, &s->d)) == 0) {
+    if (seg_wakeable(s, o) && (rc = dev_seg_wake(a->dev, &s->d)) == 0) {
       s->waking = 1;
       st->device_bytes += s->d.size;
       st->segments++;
@@ -243,13 +243,13 @@ static int map_again_locked(ebb_allocator *a, ebb_owner *o, ebb_sleep_stats *st,
   return rc;
 }
 
-int ebb_owner_wake_stats(ebb_owner *o, ebb_sleep_stats *out) {
-  ebb_sleep_stats st = {.size = sizeof st};
-  uint64_t t0 = ebb_mono_ns();
+int mem_owner_wake_stats(ebb_owner *o, mem_sleep_stats *out) {
+  mem_sleep_stats st = {.size = sizeof st};
+  uint64_t t0 = base_mono_ns();
   if (!o)
     return ebb_seterr(EBB_EINVAL, "ebb_owner_wake: no owner");
   mem__check_owner(o);
-  ebb_allocator *a = o->a;
+  mem_allocator *a = o->a;
   uint64_t want = 0, copy = 0;
   mem_xfer x;
   memset(&x, 0, sizeof x);
@@ -283,9 +283,9 @@ int ebb_owner_wake_stats(ebb_owner *o, ebb_sleep_stats *out) {
   return rc;
 }
 
-int ebb_owner_wake(ebb_owner *o) { return ebb_owner_wake_stats(o, NULL); }
+int ebb_owner_wake(ebb_owner *o) { return mem_owner_wake_stats(o, NULL); }
 
-uint64_t ebb_allocator_backup_bytes(ebb_allocator *a) {
+uint64_t mem_allocator_backup_bytes(mem_allocator *a) {
   uint64_t n = 0;
   if (!a)
     return 0;

@@ -1,4 +1,4 @@
-/* The pinned host pool: page-locked buffers from ebb_device_host_alloc,
+/* The pinned host pool: page-locked buffers from dev_host_alloc,
  * counted per owner, kept idle after free for the next request of the same
  * rounded size, given back by trim and release. Lock: the allocator's. */
 #include <stdlib.h>
@@ -11,7 +11,7 @@ static size_t pin_round(size_t n) {
 }
 
 /* An idle buffer of exactly size bytes, taken off the idle list, or NULL. */
-static pin_buf *idle_take_locked(ebb_allocator *a, size_t size) {
+static pin_buf *idle_take_locked(mem_allocator *a, size_t size) {
   for (pin_buf **pp = &a->pin_idle; *pp; pp = &(*pp)->next)
     if ((*pp)->size == size) {
       pin_buf *b = *pp;
@@ -23,16 +23,16 @@ static pin_buf *idle_take_locked(ebb_allocator *a, size_t size) {
 
 /* A new buffer from the driver (the idle ones given back and one retry when
  * it says no). */
-static int driver_take_locked(ebb_allocator *a, ebb_owner *o, size_t size, size_t bytes,
+static int driver_take_locked(mem_allocator *a, ebb_owner *o, size_t size, size_t bytes,
                               pin_buf **out) {
   pin_buf *b = calloc(1, sizeof *b);
   if (!b)
     return ebb_seterr(EBB_ENOMEM, "memory: no host memory for a pinned buffer record");
   int rc = mem__ctx_ensure_locked(a);
   if (!rc) {
-    rc = ebb_device_host_alloc(a->dev, size, &b->p);
+    rc = dev_host_alloc(a->dev, size, &b->p);
     if (rc && mem__pin_trim_locked(a))
-      rc = ebb_device_host_alloc(a->dev, size, &b->p);
+      rc = dev_host_alloc(a->dev, size, &b->p);
   }
   if (rc) {
     free(b);
@@ -45,7 +45,7 @@ static int driver_take_locked(ebb_allocator *a, ebb_owner *o, size_t size, size_
   return 0;
 }
 
-static int alloc_locked(ebb_allocator *a, ebb_owner *o, size_t bytes, void **out) {
+static int alloc_locked(mem_allocator *a, ebb_owner *o, size_t bytes, void **out) {
   size_t size = pin_round(bytes);
   pin_buf *b = idle_take_locked(a, size);
   int rc = b ? 0 : driver_take_locked(a, o, size, bytes, &b);
@@ -68,7 +68,7 @@ static int alloc_locked(ebb_allocator *a, ebb_owner *o, size_t bytes, void **out
   return 0;
 }
 
-int ebb_pinned_alloc(ebb_owner *o, size_t bytes, void **out) {
+int mem_pinned_alloc(ebb_owner *o, size_t bytes, void **out) {
   if (!o || !out || !bytes)
     return ebb_seterr(EBB_EINVAL, "ebb_pinned_alloc: owner, a size > 0 and out are required");
   mem__check_owner(o);
@@ -76,14 +76,14 @@ int ebb_pinned_alloc(ebb_owner *o, size_t bytes, void **out) {
   if (bytes > SIZE_MAX - (1u << 20))
     return ebb_seterr(EBB_ENOMEM, "%s '%s' asked for %zu pinned bytes: too large", o->kind,
                       o->name, bytes);
-  ebb_allocator *a = o->a;
+  mem_allocator *a = o->a;
   mem__lock(a);
   int rc = alloc_locked(a, o, bytes, out);
   mem__unlock(a);
   return rc;
 }
 
-void mem__pin_release_locked(ebb_allocator *a, pin_buf *b) {
+void mem__pin_release_locked(mem_allocator *a, pin_buf *b) {
   ebb_owner *o = b->owner;
   mem__map_del(&a->pin_live, (uint64_t)(uintptr_t)b->p);
   MEM_DLIST_UNLINK(o->pins, b, oprev, onext);
@@ -97,7 +97,7 @@ void mem__pin_release_locked(ebb_allocator *a, pin_buf *b) {
   a->pin_idle = b;
 }
 
-int ebb_pinned_free(ebb_allocator *a, void *p) {
+int mem_pinned_free(mem_allocator *a, void *p) {
   if (!a || !p)
     return ebb_seterr(EBB_EINVAL, "ebb_pinned_free: allocator and pointer are required");
   mem__lock(a);
@@ -111,12 +111,12 @@ int ebb_pinned_free(ebb_allocator *a, void *p) {
   return 0;
 }
 
-uint64_t mem__pin_trim_locked(ebb_allocator *a) {
+uint64_t mem__pin_trim_locked(mem_allocator *a) {
   uint64_t bytes = 0;
   while (a->pin_idle) {
     pin_buf *b = a->pin_idle;
     a->pin_idle = b->next;
-    ebb_device_host_free(a->dev, b->p);
+    dev_host_free(a->dev, b->p);
     mem__stat_sub(&a->pinned_reserved, b->size);
     bytes += b->size;
     free(b);

@@ -1,10 +1,10 @@
-/* The release registry and ebb_release; unattributed memory. The registry
+/* The release registry and mem_release; unattributed memory. The registry
  * has its own mutex; callbacks run with no lock held (the list is copied
  * first), so a callback may free memory and (un)register. Every registration
- * belongs to an owner (a stage instance's, ebb_on_release_for) or to the
- * process (ebb_on_release: owner NULL, released under the name
+ * belongs to an owner (a stage instance's, mem_on_release_for) or to the
+ * process (mem_on_release: owner NULL, released under the name
  * EBB_RELEASE_PROCESS_OWNER), so releasing one stage runs its own callbacks
- * only (ebb_release_callbacks_of). */
+ * only (mem_release_callbacks_of). */
 #include <inttypes.h>
 #include <pthread.h>
 #include <stdlib.h>
@@ -18,8 +18,8 @@ typedef struct rel_cb {
   uint64_t handle;
   const ebb_owner *owner; /* NULL: process-wide; compared, never dereferenced */
   char *name;
-  ebb_mem_release_fn fn;
-  ebb_release_fn_int fn_int;
+  mem_release_fn fn;
+  mem_release_fn_int fn_int;
   void *arg;
 } rel_cb;
 
@@ -28,8 +28,8 @@ static rel_cb *reg;
 static size_t reg_n, reg_cap;
 static uint64_t reg_next = 1;
 
-static int reg_add(const ebb_owner *owner, const char *name, ebb_mem_release_fn fn,
-                   ebb_release_fn_int fn_int, void *arg, uint64_t *handle) {
+static int reg_add(const ebb_owner *owner, const char *name, mem_release_fn fn,
+                   mem_release_fn_int fn_int, void *arg, uint64_t *handle) {
   if ((!fn && !fn_int) || !handle)
     return ebb_seterr(EBB_EINVAL, "ebb_on_release('%s'): a function and a handle out-param are "
                                   "required", name ? name : "?");
@@ -60,25 +60,25 @@ static int reg_add(const ebb_owner *owner, const char *name, ebb_mem_release_fn 
   return 0;
 }
 
-int ebb_on_release(const char *name, ebb_mem_release_fn fn, void *arg, uint64_t *handle) {
+int mem_on_release(const char *name, mem_release_fn fn, void *arg, uint64_t *handle) {
   return reg_add(NULL, name, fn, NULL, arg, handle);
 }
 
-int ebb_on_release_int(const char *name, ebb_release_fn_int fn, void *arg, uint64_t *handle) {
+int mem_on_release_int(const char *name, mem_release_fn_int fn, void *arg, uint64_t *handle) {
   return reg_add(NULL, name, NULL, fn, arg, handle);
 }
 
-int ebb_on_release_for(ebb_owner *owner, const char *name, ebb_mem_release_fn fn, void *arg,
+int mem_on_release_for(ebb_owner *owner, const char *name, mem_release_fn fn, void *arg,
                        uint64_t *handle) {
   return reg_add(owner, name, fn, NULL, arg, handle);
 }
 
-int ebb_on_release_int_for(ebb_owner *owner, const char *name, ebb_release_fn_int fn, void *arg,
+int mem_on_release_int_for(ebb_owner *owner, const char *name, mem_release_fn_int fn, void *arg,
                            uint64_t *handle) {
   return reg_add(owner, name, NULL, fn, arg, handle);
 }
 
-int ebb_off_release(uint64_t handle) {
+int mem_off_release(uint64_t handle) {
   pthread_mutex_lock(&reg_mu);
   for (size_t i = 0; i < reg_n; i++)
     if (reg[i].handle == handle) {
@@ -113,7 +113,7 @@ static void run_callbacks(int only_owner, const ebb_owner *owner, int *run, int 
     n = reg_n;
   pthread_mutex_unlock(&reg_mu);
   if (n && !handles) {
-    ebb_log(EBB_LOG_ERROR, "release", "no host memory to run %zu release callbacks", n);
+    base_log(EBB_LOG_ERROR, "release", "no host memory to run %zu release callbacks", n);
     *failed += (int)n;
     return;
   }
@@ -141,15 +141,15 @@ static void run_callbacks(int only_owner, const ebb_owner *owner, int *run, int 
     int rc = c.fn_int(c.arg);
     if (rc) {
       (*failed)++;
-      ebb_log(EBB_LOG_ERROR, "release", "release callback '%s' failed: %s (%s); the others still run",
+      base_log(EBB_LOG_ERROR, "release", "release callback '%s' failed: %s (%s); the others still run",
               name, ebb_errmsg(), ebb_errname(rc < 0 ? rc : EBB_ESTAGE));
     }
   }
   free(handles);
 }
 
-int ebb_release(ebb_allocator *a, unsigned flags, ebb_release_result *out) {
-  ebb_release_result r;
+int mem_release(mem_allocator *a, unsigned flags, mem_release_result *out) {
+  mem_release_result r;
   memset(&r, 0, sizeof r);
   r.size = sizeof r;
   if (out && out->size < sizeof(uint32_t))
@@ -179,7 +179,7 @@ int ebb_release(ebb_allocator *a, unsigned flags, ebb_release_result *out) {
     mem__copy_sized(out, &r, sizeof r);
   return 0;
 }
-int ebb_release_callbacks_of(ebb_owner *owner, int *run, int *failed) {
+int mem_release_callbacks_of(ebb_owner *owner, int *run, int *failed) {
   int r = 0, f = 0;
   run_callbacks(1, owner, &r, &f);
   if (run)
@@ -189,7 +189,7 @@ int ebb_release_callbacks_of(ebb_owner *owner, int *run, int *failed) {
   return r;
 }
 
-size_t ebb_release_count_of(ebb_owner *owner) {
+size_t mem_release_count_of(ebb_owner *owner) {
   size_t n = 0;
   pthread_mutex_lock(&reg_mu);
   for (size_t i = 0; i < reg_n; i++)
@@ -198,25 +198,25 @@ size_t ebb_release_count_of(ebb_owner *owner) {
   return n;
 }
 
-int ebb_allocator_unattributed(ebb_allocator *a, ebb_unattributed *out) {
+int mem_allocator_unattributed(mem_allocator *a, mem_unattributed *out) {
   if (!a || !out || out->size < sizeof(uint32_t))
     return ebb_seterr(EBB_EINVAL, "ebb_allocator_unattributed: out->size must be set");
-  ebb_unattributed u;
+  mem_unattributed u;
   memset(&u, 0, sizeof u);
   u.size = sizeof u;
   mem__lock(a);
   u.ebb_reserved = a->reserved.current;
-  int cuda = ebb_device_kind_of(a->dev) == EBB_DEVICE_CUDA;
-  u.context_estimate = cuda && ebb_device_ctx_active(a->dev) ? a->context_estimate : 0;
+  int cuda = dev_kind_of(a->dev) == EBB_DEVICE_CUDA;
+  u.context_estimate = cuda && dev_ctx_active(a->dev) ? a->context_estimate : 0;
   mem__unlock(a);
   uint64_t used = 0;
-  if (cuda && ebb_device_process_used(a->dev, getpid(), &used) == 0) {
+  if (cuda && dev_process_used(a->dev, getpid(), &used) == 0) {
     u.per_process = 1;
     u.known = 1;
     u.driver_used = used;
   } else if (cuda) {
-    ebb_dev_meminfo mi = {0};
-    if (ebb_device_mem_info(a->dev, &mi) == 0 && mi.source != EBB_MEMINFO_NONE &&
+    dev_meminfo mi = {0};
+    if (dev_mem_info(a->dev, &mi) == 0 && mi.source != EBB_MEMINFO_NONE &&
         mi.total_bytes >= mi.free_bytes) {
       u.known = 1;
       u.driver_used = mi.total_bytes - mi.free_bytes;

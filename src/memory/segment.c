@@ -1,4 +1,4 @@
-/* Segments: device memory taken from the driver (ebb_device_seg_alloc, VMM
+/* Segments: device memory taken from the driver (dev_seg_alloc, VMM
  * or plain) in multiples of its granularity, each carved into blocks that
  * start as one free block; affine to one owner while they hold its blocks
  * (block.c); given back when no live block is left (trim) or when a larger
@@ -9,28 +9,28 @@
 #include "base/log.h"
 #include "memory/internal.h"
 
-int mem__seg_ready_locked(ebb_allocator *a) {
+int mem__seg_ready_locked(mem_allocator *a) {
   int rc = mem__ctx_ensure_locked(a);
   if (rc)
     return rc;
   if (a->ready)
     return 0;
   size_t g = 0;
-  rc = ebb_device_granularity(a->dev, &g);
+  rc = dev_granularity(a->dev, &g);
   if (rc)
     return rc;
   if (g < EBB_MEM_ALIGN)
     g = EBB_MEM_ALIGN;
   a->gran = g;
   if (a->opts.seg_kind == EBB_SEG_AUTO)
-    a->kind = ebb_device_supports_vmm(a->dev) ? EBB_SEG_VMM : EBB_SEG_PLAIN;
+    a->kind = dev_supports_vmm(a->dev) ? EBB_SEG_VMM : EBB_SEG_PLAIN;
   else
-    a->kind = (ebb_seg_kind)a->opts.seg_kind;
+    a->kind = (dev_seg_kind)a->opts.seg_kind;
   a->ready = 1;
   return 0;
 }
 
-size_t mem__seg_size_for(const ebb_allocator *a, size_t size, int small) {
+size_t mem__seg_size_for(const mem_allocator *a, size_t size, int small) {
   if (small)
     return mem__round_up(EBB_MEM_SMALL_SEG, a->gran);
   if (size >= EBB_MEM_LARGE_OWN)
@@ -38,7 +38,7 @@ size_t mem__seg_size_for(const ebb_allocator *a, size_t size, int small) {
   return mem__round_up(EBB_MEM_LARGE_SEG_MIN > size ? EBB_MEM_LARGE_SEG_MIN : size, a->gran);
 }
 
-int mem__seg_new_locked(ebb_allocator *a, size_t size, int small, ebb_owner *o,
+int mem__seg_new_locked(mem_allocator *a, size_t size, int small, ebb_owner *o,
                         mem_seg **out) {
   mem_seg *s = calloc(1, sizeof *s);
   mem_block *b = calloc(1, sizeof *b);
@@ -47,7 +47,7 @@ int mem__seg_new_locked(ebb_allocator *a, size_t size, int small, ebb_owner *o,
     free(b);
     return ebb_seterr(EBB_ENOMEM, "memory: no host memory for a segment record");
   }
-  int rc = ebb_device_seg_alloc(a->dev, size, a->kind, &s->d);
+  int rc = dev_seg_alloc(a->dev, size, a->kind, &s->d);
   if (rc) {
     free(s);
     free(b);
@@ -71,20 +71,20 @@ int mem__seg_new_locked(ebb_allocator *a, size_t size, int small, ebb_owner *o,
   return 0;
 }
 
-void mem__seg_unlink_locked(ebb_allocator *a, mem_seg *s) {
+void mem__seg_unlink_locked(mem_allocator *a, mem_seg *s) {
   MEM_DLIST_UNLINK(a->segs, s, prev, next);
 }
 
-uint64_t mem__seg_drop_locked(ebb_allocator *a, mem_seg *s) {
+uint64_t mem__seg_drop_locked(mem_allocator *a, mem_seg *s) {
   mem_block *b = s->first;
   int parked = s->d.parked;
-  ebb_dseg d = s->d; /* seg_free clears what it is given */
+  dev_dseg d = s->d; /* seg_free clears what it is given */
   if (!parked)
     mem__bin_remove(mem__pool_of(a, s), b);
-  int rc = ebb_device_seg_free(a->dev, &d);
+  int rc = dev_seg_free(a->dev, &d);
   if (rc) {
-    ebb_log(EBB_LOG_WARN, "memory", "%s: giving a segment of %zu bytes back failed: %s",
-            ebb_device_label(a->dev), s->d.size, ebb_errmsg());
+    base_log(EBB_LOG_WARN, "memory", "%s: giving a segment of %zu bytes back failed: %s",
+            dev_device_label(a->dev), s->d.size, ebb_errmsg());
     if (!parked)
       mem__bin_insert(mem__pool_of(a, s), b);
     return 0;
@@ -109,7 +109,7 @@ uint64_t mem__seg_drop_locked(ebb_allocator *a, mem_seg *s) {
  * request sizes change (a model's activations growing with the sequence
  * length). Give them back now; the driver call is made on a path that calls
  * the driver anyway. */
-uint64_t mem__seg_drop_useless_locked(ebb_allocator *a, size_t ssz) {
+uint64_t mem__seg_drop_useless_locked(mem_allocator *a, size_t ssz) {
   uint64_t bytes = 0;
   mem_seg *next;
   for (mem_seg *s = a->segs; s; s = next) {
@@ -120,7 +120,7 @@ uint64_t mem__seg_drop_useless_locked(ebb_allocator *a, size_t ssz) {
   return bytes;
 }
 
-uint64_t mem__trim_locked(ebb_allocator *a) {
+uint64_t mem__trim_locked(mem_allocator *a) {
   uint64_t bytes = 0;
   mem_seg *next;
   for (mem_seg *s = a->segs; s; s = next) {

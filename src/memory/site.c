@@ -10,7 +10,7 @@
 #include "memory/internal.h"
 
 /* Old interned site texts stay readable until the allocator goes. */
-static void site_retire(ebb_allocator *a, char *old) {
+static void site_retire(mem_allocator *a, char *old) {
   char **n = realloc(a->retired_sites, (a->nretired + 1) * sizeof *n);
   if (!n) { /* keep it reachable through the map under a fake key */
     mem__map_put(&a->sites, (uint64_t)(uintptr_t)old | 1, old);
@@ -20,7 +20,7 @@ static void site_retire(ebb_allocator *a, char *old) {
   a->retired_sites[a->nretired++] = old;
 }
 
-const char *mem__site_intern_locked(ebb_allocator *a, const char *site) {
+const char *mem__site_intern_locked(mem_allocator *a, const char *site) {
   if (!site)
     return "?";
   uint64_t key = (uint64_t)(uintptr_t)site;
@@ -39,7 +39,7 @@ const char *mem__site_intern_locked(ebb_allocator *a, const char *site) {
   return copy ? copy : "?";
 }
 
-void mem__sites_free(ebb_allocator *a) {
+void mem__sites_free(mem_allocator *a) {
   for (size_t i = 0; i < a->sites.cap; i++)
     free(a->sites.vals[i]);
   mem__map_free(&a->sites);

@@ -27,10 +27,10 @@ void mem__copy_sized(void *dst, const void *src, size_t n) {
   memcpy(dst, &keep, sizeof keep);
 }
 
-void mem__check_alloc(const ebb_allocator *a) {
+void mem__check_alloc(const mem_allocator *a) {
 #ifdef EBB_DEBUG
   if (a->sig != EBB_SIG_ALLOC) {
-    ebb_log(EBB_LOG_ERROR, "memory", "bad allocator handle %p (signature %08x)", (const void *)a,
+    base_log(EBB_LOG_ERROR, "memory", "bad allocator handle %p (signature %08x)", (const void *)a,
             a->sig);
     abort();
   }
@@ -42,7 +42,7 @@ void mem__check_alloc(const ebb_allocator *a) {
 void mem__check_owner(const ebb_owner *o) {
 #ifdef EBB_DEBUG
   if (o->sig != EBB_SIG_OWNER) {
-    ebb_log(EBB_LOG_ERROR, "memory", "bad owner handle %p (signature %08x%s)", (const void *)o,
+    base_log(EBB_LOG_ERROR, "memory", "bad owner handle %p (signature %08x%s)", (const void *)o,
             o->sig, o->sig == EBB_SIG_DEAD ? ": used after ebb_owner_destroy" : "");
     abort();
   }
@@ -51,9 +51,9 @@ void mem__check_owner(const ebb_owner *o) {
 #endif
 }
 
-void mem__lock(ebb_allocator *a) {
+void mem__lock(mem_allocator *a) {
   mem__check_alloc(a);
   pthread_mutex_lock(&a->mu);
 }
 
-void mem__unlock(ebb_allocator *a) { pthread_mutex_unlock(&a->mu); }
+void mem__unlock(mem_allocator *a) { pthread_mutex_unlock(&a->mu); }

@@ -17,33 +17,33 @@
 
 static void fallback(mem_xfer *x) {
   for (int i = 0; i < 2; i++) {
-    ebb_device_stream_destroy(x->dev, x->st[i]);
-    ebb_device_host_free(x->dev, x->stage[i]);
+    dev_stream_destroy(x->dev, x->st[i]);
+    dev_host_free(x->dev, x->stage[i]);
     x->st[i] = NULL;
     x->stage[i] = NULL;
   }
   x->cap = 0;
 }
 
-int mem__xfer_open_locked(ebb_allocator *a, uint64_t total, mem_xfer *x) {
+int mem__xfer_open_locked(mem_allocator *a, uint64_t total, mem_xfer *x) {
   memset(x, 0, sizeof *x);
   x->dev = a->dev;
   /* The CPU device's memory is host memory: staging would only add a copy. */
-  if (total == 0 || ebb_device_kind_of(a->dev) == EBB_DEVICE_CPU)
+  if (total == 0 || dev_kind_of(a->dev) == EBB_DEVICE_CPU)
     return 0;
   int rc = mem__ctx_ensure_locked(a);
   if (rc)
     return rc;
   size_t cap = total < MEM_XFER_CHUNK ? mem__round_up((size_t)total, 4096) : MEM_XFER_CHUNK;
   for (int i = 0; i < 2 && !rc; i++) {
-    rc = ebb_device_stream_create(a->dev, &x->st[i]);
+    rc = dev_stream_create(a->dev, &x->st[i]);
     if (!rc)
-      rc = ebb_device_host_alloc(a->dev, cap, &x->stage[i]);
+      rc = dev_host_alloc(a->dev, cap, &x->stage[i]);
   }
   if (rc) {
     /* Still correct without them, only slower: plain synchronous copies. */
-    ebb_log(EBB_LOG_DEBUG, "memory", "%s: no pinned staging for a %llu-byte copy (%s); copying "
-            "synchronously", ebb_device_label(a->dev), (unsigned long long)total, ebb_errmsg());
+    base_log(EBB_LOG_DEBUG, "memory", "%s: no pinned staging for a %llu-byte copy (%s); copying "
+            "synchronously", dev_device_label(a->dev), (unsigned long long)total, ebb_errmsg());
     fallback(x);
     return 0;
   }
@@ -64,7 +64,7 @@ static int drain(mem_xfer *x, int i) {
   if (!x->busy[i])
     return 0;
   x->busy[i] = 0;
-  int rc = ebb_device_stream_sync(x->dev, x->st[i]);
+  int rc = dev_stream_sync(x->dev, x->st[i]);
   if (!rc && x->pend_dst[i])
     memcpy(x->pend_dst[i], x->stage[i], x->pend_n[i]);
   x->pend_dst[i] = NULL;
@@ -83,9 +83,9 @@ static int chunks(mem_xfer *x, int to_device, unsigned char *host, uint64_t dev,
       break;
     if (to_device) {
       memcpy(x->stage[i], host + off, k);
-      rc = ebb_device_copy_htod_async(x->dev, dev + off, x->stage[i], k, x->st[i]);
+      rc = dev_copy_htod_async(x->dev, dev + off, x->stage[i], k, x->st[i]);
     } else {
-      rc = ebb_device_copy_dtoh_async(x->dev, x->stage[i], dev + off, k, x->st[i]);
+      rc = dev_copy_dtoh_async(x->dev, x->stage[i], dev + off, k, x->st[i]);
       x->pend_dst[i] = rc == 0 ? host + off : NULL;
       x->pend_n[i] = k;
     }
@@ -96,19 +96,19 @@ static int chunks(mem_xfer *x, int to_device, unsigned char *host, uint64_t dev,
 
 int mem__xfer_htod(mem_xfer *x, uint64_t dst, const unsigned char *src, size_t n) {
   if (!x->cap)
-    return ebb_device_copy_htod(x->dev, dst, src, n);
+    return dev_copy_htod(x->dev, dst, src, n);
   return chunks(x, 1, (unsigned char *)src, dst, n);
 }
 
 int mem__xfer_dtoh(mem_xfer *x, unsigned char *dst, uint64_t src, size_t n) {
   if (!x->cap)
-    return ebb_device_copy_dtoh(x->dev, dst, src, n);
+    return dev_copy_dtoh(x->dev, dst, src, n);
   return chunks(x, 0, dst, src, n);
 }
 
 int mem__xfer_finish(mem_xfer *x) {
   if (!x->cap)
-    return ebb_device_synchronize(x->dev);
+    return dev_synchronize(x->dev);
   int rc = drain(x, x->cur);
   int rc2 = drain(x, x->cur ^ 1);
   return keep(x, rc ? rc : rc2);
@@ -123,7 +123,7 @@ void mem__xfer_close(mem_xfer *x) {
   for (int i = 0; i < 2; i++)
     if (x->busy[i]) {
       x->busy[i] = 0;
-      ebb_device_stream_sync(x->dev, x->st[i]); /* a copy failed: its error is the one kept */
+      dev_stream_sync(x->dev, x->st[i]); /* a copy failed: its error is the one kept */
     }
   fallback(x);
   if (busy && x->rc)

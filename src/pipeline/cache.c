@@ -13,7 +13,7 @@
 #define MAGIC "EBBCACHE"
 #define FORMAT 1u
 
-const char *ebb_cache_default_dir(char *buf, size_t n) {
+const char *pl_cache_default_dir(char *buf, size_t n) {
   const char *x = getenv("XDG_CACHE_HOME"), *h = getenv("HOME");
   if (x && *x)
     snprintf(buf, n, "%s/ebb", x);
@@ -24,37 +24,37 @@ const char *ebb_cache_default_dir(char *buf, size_t n) {
   return buf;
 }
 
-static void h_u32(ebb_sha256 *s, uint32_t v) {
+static void h_u32(pl_sha256 *s, uint32_t v) {
   uint8_t b[4] = {(uint8_t)v, (uint8_t)(v >> 8), (uint8_t)(v >> 16), (uint8_t)(v >> 24)};
-  ebb_sha256_update(s, b, 4);
+  pl_sha256_update(s, b, 4);
 }
-static void h_str(ebb_sha256 *s, const char *str) {
+static void h_str(pl_sha256 *s, const char *str) {
   h_u32(s, (uint32_t)strlen(str));
-  ebb_sha256_update(s, str, strlen(str));
+  pl_sha256_update(s, str, strlen(str));
 }
 
 static int hash_file(const char *path, uint8_t out[32]) {
   FILE *f = fopen(path, "rb");
   if (!f)
     return ebb_seterr(EBB_EINPUT, "%s: cannot read: %s", path, strerror(errno));
-  ebb_sha256 s;
-  ebb_sha256_init(&s);
+  pl_sha256 s;
+  pl_sha256_init(&s);
   char buf[65536];
   size_t n;
   while ((n = fread(buf, 1, sizeof buf, f)) > 0)
-    ebb_sha256_update(&s, buf, n);
+    pl_sha256_update(&s, buf, n);
   int err = ferror(f);
   fclose(f);
   if (err)
     return ebb_seterr(EBB_EIO, "%s: read error", path);
-  ebb_sha256_final(&s, out);
+  pl_sha256_final(&s, out);
   return 0;
 }
 
-int ebb_cache_key(const ebb_stage *st, const json_t *options, const ebb_items *in,
+int pl_cache_key(const ebb_stage *st, const json_t *options, const ebb_items *in,
                   uint8_t key[32]) {
-  ebb_sha256 s;
-  ebb_sha256_init(&s);
+  pl_sha256 s;
+  pl_sha256_init(&s);
   h_str(&s, "ebb-stage-cache-v1");
   h_str(&s, st->name);
   h_u32(&s, st->version);
@@ -63,25 +63,25 @@ int ebb_cache_key(const ebb_stage *st, const json_t *options, const ebb_items *i
     return ebb_seterr(EBB_ENOMEM, "cache key: out of host memory");
   h_str(&s, opts);
   free(opts);
-  int n = ebb_items_count(in);
+  int n = pl_items_count(in);
   h_u32(&s, (uint32_t)n);
   for (int i = 0; i < n; i++) {
-    const ebb_item_rec *r = ebb_items_rec(in, i);
+    const pl_item_rec *r = pl_items_rec(in, i);
     uint8_t d[32];
-    ebb_sha256 c;
-    ebb_sha256_init(&c);
+    pl_sha256 c;
+    pl_sha256_init(&c);
     switch (r->kind) {
     case EBB_ITEM_AUDIO:
       h_u32(&c, r->channels);
       h_u32(&c, r->rate);
-      ebb_sha256_update(&c, r->samples, (size_t)(r->frames * r->channels) * sizeof(float));
+      pl_sha256_update(&c, r->samples, (size_t)(r->frames * r->channels) * sizeof(float));
       break;
     case EBB_ITEM_TENSOR: {
       if (r->dptr) /* a device tensor: key on its identity, not its bytes */
         return ebb_seterr(EBB_EUNSUPPORTED, "cache key: item '%s' is a device tensor", r->name);
       h_u32(&c, r->ndim);
-      ebb_sha256_update(&c, r->shape, r->ndim * sizeof r->shape[0]);
-      ebb_sha256_update(&c, r->data, (size_t)ebb_tensor_elems(r->ndim, r->shape) * sizeof(float));
+      pl_sha256_update(&c, r->shape, r->ndim * sizeof r->shape[0]);
+      pl_sha256_update(&c, r->data, (size_t)pl_tensor_elems(r->ndim, r->shape) * sizeof(float));
       break;
     }
     case EBB_ITEM_JSON: h_str(&c, r->text); break;
@@ -89,36 +89,36 @@ int ebb_cache_key(const ebb_stage *st, const json_t *options, const ebb_items *i
       int rc = hash_file(r->text, d);
       if (rc)
         return rc;
-      ebb_sha256_update(&c, d, 32);
+      pl_sha256_update(&c, d, 32);
       break;
     }
     }
-    ebb_sha256_final(&c, d);
+    pl_sha256_final(&c, d);
     h_u32(&s, (uint32_t)r->kind);
     h_str(&s, r->name);
-    ebb_sha256_update(&s, d, 32);
+    pl_sha256_update(&s, d, 32);
   }
-  ebb_sha256_final(&s, key);
+  pl_sha256_final(&s, key);
   return 0;
 }
 
 static void entry_path(const char *dir, const uint8_t key[32], char *buf, size_t n) {
   char hex[65];
-  ebb_sha256_hex(key, hex);
+  pl_sha256_hex(key, hex);
   snprintf(buf, n, "%s/%s.ebbc", dir, hex);
 }
 
 /* --- writing --------------------------------------------------------------- */
 typedef struct wbuf {
   FILE *f;
-  ebb_sha256 s;
+  pl_sha256 s;
   int err;
 } wbuf;
 
 static void w(wbuf *b, const void *p, size_t n) {
   if (!n || b->err)
     return;
-  ebb_sha256_update(&b->s, p, n);
+  pl_sha256_update(&b->s, p, n);
   if (fwrite(p, 1, n, b->f) != n)
     b->err = 1;
 }
@@ -131,7 +131,7 @@ static void w64(wbuf *b, uint64_t v) {
   w32(b, (uint32_t)(v >> 32));
 }
 
-static int write_file_item(wbuf *b, const ebb_item_rec *r) {
+static int write_file_item(wbuf *b, const pl_item_rec *r) {
   const char *base = strrchr(r->text, '/');
   base = base ? base + 1 : r->text;
   FILE *f = fopen(r->text, "rb");
@@ -155,9 +155,9 @@ static int write_file_item(wbuf *b, const ebb_item_rec *r) {
   return 0;
 }
 
-int ebb_cache_store(const char *dir, const uint8_t key[32], const ebb_items *items,
-                    ebb_device *dev) {
-  int rc = ebb_mkdirs(dir, 0755, "cache directory");
+int pl_cache_store(const char *dir, const uint8_t key[32], const ebb_items *items,
+                    dev_device *dev) {
+  int rc = base_mkdirs(dir, 0755, "cache directory");
   if (rc)
     return rc;
   char path[4200], tmp[4300];
@@ -166,13 +166,13 @@ int ebb_cache_store(const char *dir, const uint8_t key[32], const ebb_items *ite
   wbuf b = {.f = fopen(tmp, "wb")};
   if (!b.f)
     return ebb_seterr(EBB_EIO, "cache %s: %s", tmp, strerror(errno));
-  ebb_sha256_init(&b.s);
+  pl_sha256_init(&b.s);
   w(&b, MAGIC, 8);
   w32(&b, FORMAT);
-  int n = ebb_items_count(items);
+  int n = pl_items_count(items);
   w32(&b, (uint32_t)n);
   for (int i = 0; i < n && !rc; i++) {
-    const ebb_item_rec *r = ebb_items_rec(items, i);
+    const pl_item_rec *r = pl_items_rec(items, i);
     w32(&b, (uint32_t)r->kind);
     w32(&b, (uint32_t)strlen(r->name));
     w(&b, r->name, strlen(r->name));
@@ -184,13 +184,13 @@ int ebb_cache_store(const char *dir, const uint8_t key[32], const ebb_items *ite
       w(&b, r->samples, (size_t)(r->frames * r->channels) * sizeof(float));
       break;
     case EBB_ITEM_TENSOR: {
-      size_t bytes = (size_t)ebb_tensor_elems(r->ndim, r->shape) * sizeof(float);
+      size_t bytes = (size_t)pl_tensor_elems(r->ndim, r->shape) * sizeof(float);
       w32(&b, r->ndim);
       for (uint32_t d = 0; d < r->ndim; d++)
         w64(&b, r->shape[d]);
       if (r->dptr) {
         float *h = malloc(bytes ? bytes : 1);
-        if (!h || !dev || (rc = ebb_device_copy_dtoh(dev, h, r->dptr, bytes)) != 0)
+        if (!h || !dev || (rc = dev_copy_dtoh(dev, h, r->dptr, bytes)) != 0)
           rc = rc ? rc : ebb_seterr(EBB_ENOMEM, "cache: item '%s': cannot read it back", r->name);
         else
           w(&b, h, bytes);
@@ -208,7 +208,7 @@ int ebb_cache_store(const char *dir, const uint8_t key[32], const ebb_items *ite
     }
   }
   uint8_t d[32];
-  ebb_sha256_final(&b.s, d);
+  pl_sha256_final(&b.s, d);
   if (!b.err && fwrite(d, 1, 32, b.f) != 32)
     b.err = 1;
   if (fclose(b.f) != 0)
@@ -278,7 +278,7 @@ static int parse_entry(rbuf *b, ebb_items *out, const char *output_dir, const ch
       if (!s)
         b->bad = 1;
       else
-        rc = ebb_items_add_audio(out, name, s, frames, ch, rate);
+        rc = pl_items_add_audio(out, name, s, frames, ch, rate);
       break;
     }
     case EBB_ITEM_TENSOR: {
@@ -290,18 +290,18 @@ static int parse_entry(rbuf *b, ebb_items *out, const char *output_dir, const ch
       }
       for (uint32_t d = 0; d < nd; d++)
         shape[d] = r64(b);
-      uint64_t el = ebb_tensor_elems(nd, shape);
+      uint64_t el = pl_tensor_elems(nd, shape);
       const float *data = el != UINT64_MAX ? r_take(b, el * 4) : NULL;
       if (!data)
         b->bad = 1;
       else
-        rc = ebb_items_add_tensor(out, name, data, nd, shape);
+        rc = pl_items_add_tensor(out, name, data, nd, shape);
       break;
     }
     case EBB_ITEM_JSON: {
       char *t = r_str(b, r64(b));
       if (t)
-        rc = ebb_items_add_json(out, name, t);
+        rc = pl_items_add_json(out, name, t);
       free(t);
       break;
     }
@@ -321,7 +321,7 @@ static int parse_entry(rbuf *b, ebb_items *out, const char *output_dir, const ch
           if (f && fclose(f) != 0 && !rc)
             rc = ebb_seterr(EBB_EIO, "cache: restoring %s: write error", fp);
           if (!rc)
-            rc = ebb_items_add_file(out, name, fp);
+            rc = pl_items_add_file(out, name, fp);
         }
       }
       free(base);
@@ -336,7 +336,7 @@ static int parse_entry(rbuf *b, ebb_items *out, const char *output_dir, const ch
   return rc;
 }
 
-int ebb_cache_load(const char *dir, const uint8_t key[32], ebb_items *out, const char *output_dir,
+int pl_cache_load(const char *dir, const uint8_t key[32], ebb_items *out, const char *output_dir,
                    int *hit, int *corrupt) {
   char path[4200];
   entry_path(dir, key, path, sizeof path);
@@ -366,25 +366,25 @@ int ebb_cache_load(const char *dir, const uint8_t key[32], ebb_items *out, const
   fclose(f);
   int rc = 0;
   uint8_t d[32];
-  ebb_sha256 s;
-  ebb_sha256_init(&s);
+  pl_sha256 s;
+  pl_sha256_init(&s);
   if (n < 32 + 16) {
     rc = ebb_seterr(EBB_EIO, "cache entry %s: truncated (%zu bytes)", path, n);
   } else {
-    ebb_sha256_update(&s, data, n - 32);
-    ebb_sha256_final(&s, d);
+    pl_sha256_update(&s, data, n - 32);
+    pl_sha256_final(&s, d);
     if (memcmp(d, data + n - 32, 32))
       rc = ebb_seterr(EBB_EIO, "cache entry %s: checksum mismatch", path);
   }
   if (!rc) {
     /* parse into a scratch collection so a bad entry adds nothing to out */
     ebb_items *tmp;
-    if ((rc = ebb_items_create(NULL, out, &tmp)) == 0) {
+    if ((rc = pl_items_create(NULL, out, &tmp)) == 0) {
       rbuf b = {data, n - 32, 0, 0};
       rc = parse_entry(&b, tmp, output_dir, path);
       if (!rc)
-        rc = ebb_items_take(out, tmp);
-      ebb_items_destroy(tmp);
+        rc = pl_items_take(out, tmp);
+      pl_items_destroy(tmp);
     }
   }
   free(data);

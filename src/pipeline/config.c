@@ -41,25 +41,25 @@ static const char builtin_json[] =
     "  }\n"
     "}}\n";
 
-const char *ebb_builtin_pipelines_json(void) { return builtin_json; }
+const char *pl_builtin_pipelines_json(void) { return builtin_json; }
 
-int ebb_policy_parse(const char *s, ebb_policy *out) {
+int pl_policy_parse(const char *s, pl_policy *out) {
   if (!s)
     return ebb_seterr(EBB_EINVAL, "release policy: none given");
   if (!strcmp(s, "after-stage")) {
-    *out = (ebb_policy){EBB_POLICY_AFTER_STAGE, 0};
+    *out = (pl_policy){EBB_POLICY_AFTER_STAGE, 0};
     return 0;
   }
   if (!strcmp(s, "after-job")) {
-    *out = (ebb_policy){EBB_POLICY_AFTER_JOB, 0};
+    *out = (pl_policy){EBB_POLICY_AFTER_JOB, 0};
     return 0;
   }
   if (!strcmp(s, "never")) {
-    *out = (ebb_policy){EBB_POLICY_NEVER, 0};
+    *out = (pl_policy){EBB_POLICY_NEVER, 0};
     return 0;
   }
   if (!strcmp(s, "sleep")) {
-    *out = (ebb_policy){EBB_POLICY_SLEEP, 0};
+    *out = (pl_policy){EBB_POLICY_SLEEP, 0};
     return 0;
   }
   int sleep = !strncmp(s, "sleep:", 6);
@@ -69,7 +69,7 @@ int ebb_policy_parse(const char *s, ebb_policy *out) {
     errno = 0;
     double v = strtod(num, &end);
     if (*num && !*end && !errno && isfinite(v) && v >= 0) {
-      *out = (ebb_policy){sleep ? EBB_POLICY_SLEEP : EBB_POLICY_IDLE, v};
+      *out = (pl_policy){sleep ? EBB_POLICY_SLEEP : EBB_POLICY_IDLE, v};
       return 0;
     }
   }
@@ -79,7 +79,7 @@ int ebb_policy_parse(const char *s, ebb_policy *out) {
                     s);
 }
 
-const char *ebb_policy_format(const ebb_policy *p, char *buf, size_t n) {
+const char *pl_policy_format(const pl_policy *p, char *buf, size_t n) {
   switch (p->kind) {
   case EBB_POLICY_AFTER_STAGE: snprintf(buf, n, "after-stage"); break;
   case EBB_POLICY_AFTER_JOB: snprintf(buf, n, "after-job"); break;
@@ -95,7 +95,7 @@ const char *ebb_policy_format(const ebb_policy *p, char *buf, size_t n) {
   return buf;
 }
 
-ebb_leave_how ebb_policy_leave(const ebb_policy *p, double idle_s, double keep_default_s) {
+pl_leave_how pl_policy_leave(const pl_policy *p, double idle_s, double keep_default_s) {
   if (p->kind == EBB_POLICY_NEVER)
     return EBB_LEAVE_STAY;
   int seconds = p->kind == EBB_POLICY_IDLE || p->kind == EBB_POLICY_SLEEP;
@@ -104,7 +104,7 @@ ebb_leave_how ebb_policy_leave(const ebb_policy *p, double idle_s, double keep_d
   return p->kind == EBB_POLICY_SLEEP ? EBB_LEAVE_SLEEP : EBB_LEAVE_RELEASE;
 }
 
-static void stage_def_free(ebb_stage_def *s) {
+static void stage_def_free(pl_stage_def *s) {
   free(s->stage);
   free(s->name);
   json_decref(s->options);
@@ -118,7 +118,7 @@ static void strv_free(char **v, size_t n) {
   free(v);
 }
 
-static void pipeline_def_free(ebb_pipeline_def *p) {
+static void pipeline_def_free(pl_def *p) {
   for (size_t i = 0; i < p->nstages; i++)
     stage_def_free(&p->stages[i]);
   strv_free(p->allow_options, p->nallow_options);
@@ -129,7 +129,7 @@ static void pipeline_def_free(ebb_pipeline_def *p) {
   free(p->origin);
 }
 
-void ebb_config_free(ebb_config *c) {
+void pl_config_free(pl_config *c) {
   if (!c)
     return;
   for (size_t i = 0; i < c->npipelines; i++)
@@ -142,7 +142,7 @@ void ebb_config_free(ebb_config *c) {
   free(c);
 }
 
-const ebb_pipeline_def *ebb_config_pipeline(const ebb_config *c, const char *name) {
+const pl_def *pl_config_pipeline(const pl_config *c, const char *name) {
   for (size_t i = 0; c && name && i < c->npipelines; i++)
     if (!strcmp(c->pipelines[i].name, name))
       return &c->pipelines[i];
@@ -169,7 +169,7 @@ static int only_keys(json_t *obj, const char *const *allowed, const char *where)
 
 /* "worker": a path with a '/' is relative to the config's directory; a bare
  * name is looked up in PATH when the worker starts. */
-static int parse_worker(json_t *js, const char *where, const char *base_dir, ebb_stage_def *out) {
+static int parse_worker(json_t *js, const char *where, const char *base_dir, pl_stage_def *out) {
   json_t *wk = json_object_get(js, "worker"), *wa = json_object_get(js, "worker_args");
   if (wk && (!json_is_string(wk) || !*json_string_value(wk)))
     return ebb_seterr(EBB_ECONFIG, "%s: \"worker\" must be the path of an executable", where);
@@ -219,7 +219,7 @@ static int check_name(const char *s, const char *what, const char *where) {
                     where, what, shown);
 }
 
-static int parse_stage(json_t *js, const char *where, const char *base_dir, ebb_stage_def *out) {
+static int parse_stage(json_t *js, const char *where, const char *base_dir, pl_stage_def *out) {
   static const char *const keys[] = {"stage", "name", "options", "isolate", "timeout_s", "cache",
                                      "worker", "worker_args", NULL};
   if (!json_is_object(js))
@@ -260,7 +260,7 @@ static int parse_stage(json_t *js, const char *where, const char *base_dir, ebb_
 
 /* "expected_mib" (a number of MiB in (0, 16777216]) and "devices" (["cuda:N" | "cpu", ...],
  * non-empty, N < 32). */
-static int parse_placement(json_t *jp, const char *where, ebb_pipeline_def *p) {
+static int parse_placement(json_t *jp, const char *where, pl_def *p) {
   json_t *ex = json_object_get(jp, "expected_mib"), *devs = json_object_get(jp, "devices");
   if (ex && (!json_is_number(ex) || json_number_value(ex) <= 0 ||
              json_number_value(ex) > 16777216.0))
@@ -342,7 +342,7 @@ static int url_host_ok(const char *s, const char *where, size_t i) {
                     "\"HOST:PORT\" (no scheme, no path), got '%.80s'", where, i + 1, s);
 }
 
-static int parse_trust(json_t *jp, const char *where, ebb_pipeline_def *p) {
+static int parse_trust(json_t *jp, const char *where, pl_def *p) {
   int rc = parse_strv(jp, "allow_options", where, 0, allow_option_ok, &p->allow_options,
                       &p->nallow_options);
   if (!rc)
@@ -363,7 +363,7 @@ static int parse_trust(json_t *jp, const char *where, ebb_pipeline_def *p) {
 }
 
 static int parse_pipeline(const char *name, json_t *jp, const char *origin, const char *base_dir,
-                          ebb_pipeline_def *p) {
+                          pl_def *p) {
   static const char *const keys[] = {"stages",        "release",         "description",
                                      "timeout_s",     "expected_mib",    "devices",
                                      "allow_options", "allow_url_hosts", "evictable", NULL};
@@ -404,7 +404,7 @@ static int parse_pipeline(const char *name, json_t *jp, const char *origin, cons
   if (rel) {
     if (!json_is_string(rel))
       return ebb_seterr(EBB_ECONFIG, "%s: \"release\" must be a string", where);
-    if ((rc = ebb_policy_parse(json_string_value(rel), &p->policy)))
+    if ((rc = pl_policy_parse(json_string_value(rel), &p->policy)))
       return ebb_errctx(EBB_ECONFIG, "%s: ", where);
     p->has_policy = 1;
   }
@@ -427,7 +427,7 @@ static int parse_pipeline(const char *name, json_t *jp, const char *origin, cons
 }
 
 /* Adds (or replaces) the pipelines of root. */
-static int merge(ebb_config *c, json_t *root, const char *origin, const char *base_dir) {
+static int merge(pl_config *c, json_t *root, const char *origin, const char *base_dir) {
   if (!json_is_object(root))
     return ebb_seterr(EBB_ECONFIG, "%s: the top level must be a JSON object", origin);
   /* a typo ("pipelins") would otherwise surface as "unknown pipeline" */
@@ -444,19 +444,19 @@ static int merge(ebb_config *c, json_t *root, const char *origin, const char *ba
   const char *name;
   json_t *jp;
   json_object_foreach(pipes, name, jp) {
-    ebb_pipeline_def def = {0};
+    pl_def def = {0};
     int rc = parse_pipeline(name, jp, origin, base_dir, &def);
     if (rc) {
       pipeline_def_free(&def);
       return rc;
     }
-    ebb_pipeline_def *old = (ebb_pipeline_def *)ebb_config_pipeline(c, name);
+    pl_def *old = (pl_def *)pl_config_pipeline(c, name);
     if (old) {
       pipeline_def_free(old);
       *old = def;
       continue;
     }
-    ebb_pipeline_def *v = realloc(c->pipelines, (c->npipelines + 1) * sizeof *v);
+    pl_def *v = realloc(c->pipelines, (c->npipelines + 1) * sizeof *v);
     if (!v) {
       pipeline_def_free(&def);
       return ebb_seterr(EBB_ENOMEM, "%s: out of host memory", origin);
@@ -485,7 +485,7 @@ static int merge(ebb_config *c, json_t *root, const char *origin, const char *ba
   return 0;
 }
 
-static int parse_text(ebb_config *c, const char *text, const char *origin, const char *base_dir) {
+static int parse_text(pl_config *c, const char *text, const char *origin, const char *base_dir) {
   json_error_t e;
   json_t *root = json_loads(text, JSON_REJECT_DUPLICATES, &e);
   if (!root)
@@ -496,34 +496,34 @@ static int parse_text(ebb_config *c, const char *text, const char *origin, const
   return rc;
 }
 
-static int config_new(ebb_config **out) {
-  ebb_config *c = calloc(1, sizeof *c);
+static int config_new(pl_config **out) {
+  pl_config *c = calloc(1, sizeof *c);
   if (!c)
     return ebb_seterr(EBB_ENOMEM, "config: out of host memory");
   int rc = parse_text(c, builtin_json, "built-in", NULL);
   if (rc) {
-    ebb_config_free(c);
+    pl_config_free(c);
     return rc;
   }
   *out = c;
   return 0;
 }
 
-int ebb_config_load_string(const char *text, const char *name, ebb_config **out) {
-  ebb_config *c = NULL;
+int pl_config_load_string(const char *text, const char *name, pl_config **out) {
+  pl_config *c = NULL;
   int rc = config_new(&c);
   if (rc)
     return rc;
   if (text && (rc = parse_text(c, text, name ? name : "config", NULL))) {
-    ebb_config_free(c);
+    pl_config_free(c);
     return rc;
   }
   *out = c;
   return 0;
 }
 
-int ebb_config_load(const char *path, ebb_config **out) {
-  ebb_config *c = NULL;
+int pl_config_load(const char *path, pl_config **out) {
+  pl_config *c = NULL;
   int rc = config_new(&c);
   if (rc || !path) {
     if (!rc)
@@ -569,7 +569,7 @@ done:
   free(text);
   free(dircopy);
   if (rc) {
-    ebb_config_free(c);
+    pl_config_free(c);
     return rc;
   }
   *out = c;

@@ -36,28 +36,28 @@ typedef enum {
   EBB_POLICY_NEVER,
   EBB_POLICY_SLEEP, /* stages stay loaded idle_s seconds after the job (0: none),
                        then sleep (weights to host, device memory back) */
-} ebb_policy_kind;
-typedef struct ebb_policy {
-  ebb_policy_kind kind;
+} pl_policy_kind;
+typedef struct pl_policy {
+  pl_policy_kind kind;
   double idle_s; /* EBB_POLICY_IDLE, EBB_POLICY_SLEEP */
-} ebb_policy;
+} pl_policy;
 /* "after-stage" | "after-job" | "idle:SECONDS" | "never" | "sleep" |
  * "sleep:SECONDS"; EBB_EINVAL names s. */
-int ebb_policy_parse(const char *s, ebb_policy *out);
+int pl_policy_parse(const char *s, pl_policy *out);
 /* Writes the policy's text form into buf; returns buf. */
-const char *ebb_policy_format(const ebb_policy *p, char *buf, size_t n);
+const char *pl_policy_format(const pl_policy *p, char *buf, size_t n);
 /* When something idle leaves its device: the one rule, used for a stage
- * kept idle by the runner (ebb_runner_evict_idle) and for a pipeline kept
+ * kept idle by the runner (pl_runner_evict_idle) and for a pipeline kept
  * resident on a device (pipeline/residency.h). Idle for idle_s seconds under
  * policy p: it stays until its keep time is over, the policy's seconds
  * under idle:S and sleep[:S], else keep_default_s; then it goes asleep under
  * sleep[:S] (weights to host memory, device memory back) and is released
  * (unloaded) otherwise. "never" keeps it. */
-typedef enum { EBB_LEAVE_STAY, EBB_LEAVE_SLEEP, EBB_LEAVE_RELEASE } ebb_leave_how;
-ebb_leave_how ebb_policy_leave(const ebb_policy *p, double idle_s, double keep_default_s);
+typedef enum { EBB_LEAVE_STAY, EBB_LEAVE_SLEEP, EBB_LEAVE_RELEASE } pl_leave_how;
+pl_leave_how pl_policy_leave(const pl_policy *p, double idle_s, double keep_default_s);
 
 /* --- definitions ------------------------------------------------------------------ */
-typedef struct ebb_stage_def {
+typedef struct pl_stage_def {
   char *stage;      /* registry name */
   char *name;       /* instance name (log scope), unique in the pipeline */
   json_t *options;  /* object (owned reference), never NULL */
@@ -67,15 +67,15 @@ typedef struct ebb_stage_def {
   double timeout_s; /* 0: none */
   int cache;        /* 1: the result cache may serve it; 0: never; -1: unset,
                        the run decides (ebb run --cache) */
-} ebb_stage_def;
+} pl_stage_def;
 
-typedef struct ebb_pipeline_def {
+typedef struct pl_def {
   char *name;
   char *description; /* may be NULL */
-  ebb_stage_def *stages;
+  pl_stage_def *stages;
   size_t nstages;
   int has_policy;
-  ebb_policy policy;
+  pl_policy policy;
   double timeout_s; /* a job's deadline on the server (0: --job-timeout) */
   /* Placement (ebb serve --devices, docs/architecture.md): */
   uint64_t expected_bytes; /* "expected_mib": the need before a first measured run; 0: none */
@@ -90,24 +90,24 @@ typedef struct ebb_pipeline_def {
   size_t nallow_options;
   char **allow_url_hosts;
   size_t nallow_url_hosts;
-} ebb_pipeline_def;
+} pl_def;
 
-typedef struct ebb_config {
+typedef struct pl_config {
   char *path; /* NULL: built-ins only */
-  ebb_pipeline_def *pipelines;
+  pl_def *pipelines;
   size_t npipelines;
   char **plugin_dirs; /* resolved against the config's directory */
   size_t nplugin_dirs;
-} ebb_config;
+} pl_config;
 
 /* The built-in pipelines plus, when path is non-NULL, the file's. */
-int ebb_config_load(const char *path, ebb_config **out);
+int pl_config_load(const char *path, pl_config **out);
 /* Same, from a JSON text (name is used in messages). */
-int ebb_config_load_string(const char *text, const char *name, ebb_config **out);
-void ebb_config_free(ebb_config *c);
-const ebb_pipeline_def *ebb_config_pipeline(const ebb_config *c, const char *name);
+int pl_config_load_string(const char *text, const char *name, pl_config **out);
+void pl_config_free(pl_config *c);
+const pl_def *pl_config_pipeline(const pl_config *c, const char *name);
 
 /* The JSON text of the built-in pipelines (for docs and `ebb pipelines`). */
-const char *ebb_builtin_pipelines_json(void);
+const char *pl_builtin_pipelines_json(void);
 
 #endif

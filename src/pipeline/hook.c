@@ -13,7 +13,7 @@
 
 extern char **environ;
 
-int ebb_hook_run(const char *cmd, const char *event, const char *stage, uint64_t released) {
+int pl_hook_run(const char *cmd, const char *event, const char *stage, uint64_t released) {
   if (!cmd || !*cmd)
     return 0;
   size_t n = 0;
@@ -51,6 +51,6 @@ int ebb_hook_run(const char *cmd, const char *event, const char *stage, uint64_t
   }
   int code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
   if (code)
-    ebb_log(EBB_LOG_WARN, stage, "EBB_STAGE_HOOK (%s) exited with status %d", event, code);
+    base_log(EBB_LOG_WARN, stage, "EBB_STAGE_HOOK (%s) exited with status %d", event, code);
   return code;
 }

@@ -17,6 +17,6 @@
 
 /* Runs cmd (NULL or empty: nothing) and waits. Returns its exit status, or
  * a negative EBB_E... if it could not be started. */
-int ebb_hook_run(const char *cmd, const char *event, const char *stage, uint64_t released_bytes);
+int pl_hook_run(const char *cmd, const char *event, const char *stage, uint64_t released_bytes);
 
 #endif

@@ -10,26 +10,26 @@
 #include "base/log.h"
 #include "pipeline/items.h"
 
-uint64_t ebb_driver_free(ebb_device *dev, int *known) {
-  ebb_dev_meminfo mi;
-  int ok = ebb_device_mem_info(dev, &mi) == 0 && mi.source != EBB_MEMINFO_NONE;
+uint64_t pl_driver_free(dev_device *dev, int *known) {
+  dev_meminfo mi;
+  int ok = dev_mem_info(dev, &mi) == 0 && mi.source != EBB_MEMINFO_NONE;
   if (known)
     *known = ok;
   return ok ? mi.free_bytes : 0;
 }
 
-#define C(ctx) ebb_sctx_of(ctx)
+#define C(ctx) pl_sctx_of(ctx)
 
 static void h_log(ebb_stage_ctx *ctx, int level, const char *msg) {
   if (level < 0)
     level = 0;
   if (level > 3)
     level = 3;
-  ebb_log((ebb_log_level)level, C(ctx)->name, "%s", msg ? msg : "");
+  base_log((base_log_level)level, C(ctx)->name, "%s", msg ? msg : "");
 }
 
 static int h_set_error(ebb_stage_ctx *ctx, int code, const char *msg) {
-  ebb_sctx *c = C(ctx);
+  pl_sctx *c = C(ctx);
   if (code >= 0)
     code = EBB_ESTAGE;
   c->err_code = code;
@@ -38,10 +38,10 @@ static int h_set_error(ebb_stage_ctx *ctx, int code, const char *msg) {
 }
 
 static int h_cancelled(ebb_stage_ctx *ctx) {
-  ebb_sctx *c = C(ctx);
+  pl_sctx *c = C(ctx);
   if (c->cancel && atomic_load(c->cancel))
     return 1;
-  if (c->deadline > 0 && ebb_now() >= c->deadline) {
+  if (c->deadline > 0 && base_now() >= c->deadline) {
     atomic_store(&c->timed_out, 1);
     return 1;
   }
@@ -49,89 +49,89 @@ static int h_cancelled(ebb_stage_ctx *ctx) {
 }
 
 static double h_seconds_left(ebb_stage_ctx *ctx) {
-  ebb_sctx *c = C(ctx);
+  pl_sctx *c = C(ctx);
   if (c->deadline <= 0)
     return -1;
-  double left = c->deadline - ebb_now();
+  double left = c->deadline - base_now();
   return left > 0 ? left : 0;
 }
 
 static void h_progress(ebb_stage_ctx *ctx, double f) { C(ctx)->progress = f; }
 
 static ebb_dev_kind h_device_kind(ebb_stage_ctx *ctx) {
-  return ebb_device_kind_of(C(ctx)->dev) == EBB_DEVICE_CUDA ? EBB_DEV_KIND_CUDA
+  return dev_kind_of(C(ctx)->dev) == EBB_DEVICE_CUDA ? EBB_DEV_KIND_CUDA
                                                              : EBB_DEV_KIND_CPU;
 }
 
 static int h_dev_alloc(ebb_stage_ctx *ctx, size_t bytes, const char *site, uint64_t *dptr) {
-  ebb_sctx *c = C(ctx);
+  pl_sctx *c = C(ctx);
   if (!dptr || !bytes)
     return ebb_seterr(EBB_EINVAL, "%s: dev_alloc of %zu bytes", c->name, bytes);
-  int rc = ebb_mem_alloc(c->owner, bytes, site, dptr);
+  int rc = mem_alloc(c->owner, bytes, site, dptr);
   /* Out of memory after the allocator's own trim: evict idle stages, retry. */
   if (rc == EBB_EOOM && c->on_oom && c->on_oom(c->on_oom_arg, c))
-    rc = ebb_mem_alloc(c->owner, bytes, site, dptr);
+    rc = mem_alloc(c->owner, bytes, site, dptr);
   return rc;
 }
 
 static int h_dev_free(ebb_stage_ctx *ctx, uint64_t dptr) {
-  ebb_sctx *c = C(ctx);
+  pl_sctx *c = C(ctx);
   ebb_owner *o = NULL;
   size_t sz;
   if (!dptr)
     return 0;
-  if (ebb_mem_lookup(c->alloc, dptr, &o, &sz) != 0 || o != c->owner)
+  if (mem_lookup(c->alloc, dptr, &o, &sz) != 0 || o != c->owner)
     return ebb_seterr(EBB_EINVAL, "%s: dev_free(0x%llx): not a block of this stage", c->name,
                       (unsigned long long)dptr);
-  return ebb_mem_free(c->alloc, dptr);
+  return mem_free(c->alloc, dptr);
 }
 
 static int h_copy_htod(ebb_stage_ctx *ctx, uint64_t dst, const void *src, size_t n) {
-  return ebb_device_copy_htod(C(ctx)->dev, dst, src, n);
+  return dev_copy_htod(C(ctx)->dev, dst, src, n);
 }
 static int h_copy_dtoh(ebb_stage_ctx *ctx, void *dst, uint64_t src, size_t n) {
-  return ebb_device_copy_dtoh(C(ctx)->dev, dst, src, n);
+  return dev_copy_dtoh(C(ctx)->dev, dst, src, n);
 }
 static int h_memset8(ebb_stage_ctx *ctx, uint64_t dst, unsigned char v, size_t n) {
-  return ebb_device_memset8(C(ctx)->dev, dst, v, n);
+  return dev_memset8(C(ctx)->dev, dst, v, n);
 }
 
 static int h_launch(ebb_stage_ctx *ctx, const void *image, const char *name,
                     const unsigned grid[3], const unsigned block[3], unsigned shared_bytes,
                     void **params) {
-  ebb_sctx *c = C(ctx);
-  ebb_module *m = NULL;
+  pl_sctx *c = C(ctx);
+  dev_module *m = NULL;
   for (size_t i = 0; i < c->nmods; i++)
     if (c->mods[i].image == image)
       m = c->mods[i].module;
   if (!m) {
-    ebb_sctx_mod *v = realloc(c->mods, (c->nmods + 1) * sizeof *v);
+    pl_sctx_mod *v = realloc(c->mods, (c->nmods + 1) * sizeof *v);
     if (!v)
       return ebb_seterr(EBB_ENOMEM, "%s: out of host memory", c->name);
     c->mods = v;
-    int rc = ebb_device_module_load(c->dev, image, &m);
+    int rc = dev_module_load(c->dev, image, &m);
     if (rc)
       return ebb_errctx(rc, "%s: loading the kernels for '%s': ", c->name, name);
-    c->mods[c->nmods++] = (ebb_sctx_mod){image, m};
+    c->mods[c->nmods++] = (pl_sctx_mod){image, m};
   }
-  ebb_kernel *k;
-  int rc = ebb_device_kernel(c->dev, m, name, &k);
+  dev_kernel *k;
+  int rc = dev_device_kernel(c->dev, m, name, &k);
   if (rc)
     return ebb_errctx(rc, "%s: kernel '%s': ", c->name, name);
-  return ebb_device_launch(c->dev, k, grid, block, shared_bytes, params);
+  return dev_launch(c->dev, k, grid, block, shared_bytes, params);
 }
 
 static int h_pinned_alloc(ebb_stage_ctx *ctx, size_t bytes, void **p) {
-  return ebb_pinned_alloc(C(ctx)->owner, bytes, p);
+  return mem_pinned_alloc(C(ctx)->owner, bytes, p);
 }
 static int h_pinned_free(ebb_stage_ctx *ctx, void *p) {
-  return ebb_pinned_free(C(ctx)->alloc, p);
+  return mem_pinned_free(C(ctx)->alloc, p);
 }
 
 /* The context's array v (n used of *cap, elem bytes each), grown so one
  * more fits: the array to keep, or NULL (EBB_ENOMEM set, naming the stage;
  * v is untouched). */
-static void *room_for_one(ebb_sctx *c, void *v, size_t *cap, size_t n, size_t elem) {
+static void *room_for_one(pl_sctx *c, void *v, size_t *cap, size_t n, size_t elem) {
   if (n < *cap)
     return v;
   size_t ncap = *cap ? *cap * 2 : 4;
@@ -145,15 +145,15 @@ static void *room_for_one(ebb_sctx *c, void *v, size_t *cap, size_t n, size_t el
 }
 
 static int h_raw_alloc(ebb_stage_ctx *ctx, size_t bytes, uint64_t *dptr) {
-  ebb_sctx *c = C(ctx);
+  pl_sctx *c = C(ctx);
   if (!dptr || !bytes)
     return ebb_seterr(EBB_EINVAL, "%s: raw_driver_alloc of %zu bytes", c->name, bytes);
-  ebb_dseg *raw = room_for_one(c, c->raw, &c->capraw, c->nraw, sizeof *raw);
+  dev_dseg *raw = room_for_one(c, c->raw, &c->capraw, c->nraw, sizeof *raw);
   if (!raw)
     return EBB_ENOMEM;
   c->raw = raw;
-  ebb_dseg seg;
-  int rc = ebb_device_seg_alloc(c->dev, bytes, EBB_SEG_PLAIN, &seg);
+  dev_dseg seg;
+  int rc = dev_seg_alloc(c->dev, bytes, EBB_SEG_PLAIN, &seg);
   if (rc)
     return ebb_errctx(rc, "%s: raw driver allocation of %zu MiB: ", c->name, bytes >> 20);
   c->raw[c->nraw++] = seg;
@@ -162,16 +162,16 @@ static int h_raw_alloc(ebb_stage_ctx *ctx, size_t bytes, uint64_t *dptr) {
   return 0;
 }
 
-static int raw_free_at(ebb_sctx *c, size_t i) {
-  ebb_dseg seg = c->raw[i];
+static int raw_free_at(pl_sctx *c, size_t i) {
+  dev_dseg seg = c->raw[i];
   c->raw[i] = c->raw[--c->nraw];
   c->raw_bytes -= seg.size;
   c->raw_freed += seg.size;
-  return ebb_device_seg_free(c->dev, &seg);
+  return dev_seg_free(c->dev, &seg);
 }
 
 static int h_raw_free(ebb_stage_ctx *ctx, uint64_t dptr) {
-  ebb_sctx *c = C(ctx);
+  pl_sctx *c = C(ctx);
   for (size_t i = 0; i < c->nraw; i++)
     if (c->raw[i].addr == dptr)
       return raw_free_at(c, i);
@@ -181,7 +181,7 @@ static int h_raw_free(ebb_stage_ctx *ctx, uint64_t dptr) {
 
 static int h_on_release(ebb_stage_ctx *ctx, const char *name, ebb_release_fn fn, void *arg,
                         uint64_t *handle) {
-  ebb_sctx *c = C(ctx);
+  pl_sctx *c = C(ctx);
   uint64_t *handles = room_for_one(c, c->handles, &c->caphandles, c->nhandles, sizeof *handles);
   if (!handles)
     return EBB_ENOMEM;
@@ -189,7 +189,7 @@ static int h_on_release(ebb_stage_ctx *ctx, const char *name, ebb_release_fn fn,
   char full[256];
   snprintf(full, sizeof full, "%s: %s", c->name, name ? name : "cache");
   uint64_t h;
-  int rc = ebb_on_release_for(c->owner, full, fn, arg, &h); /* this instance's own */
+  int rc = mem_on_release_for(c->owner, full, fn, arg, &h); /* this instance's own */
   if (rc)
     return rc;
   c->handles[c->nhandles++] = h;
@@ -199,22 +199,22 @@ static int h_on_release(ebb_stage_ctx *ctx, const char *name, ebb_release_fn fn,
 }
 
 static int h_off_release(ebb_stage_ctx *ctx, uint64_t handle) {
-  ebb_sctx *c = C(ctx);
+  pl_sctx *c = C(ctx);
   for (size_t i = 0; i < c->nhandles; i++)
     if (c->handles[i] == handle) {
       c->handles[i] = c->handles[--c->nhandles];
-      return ebb_off_release(handle);
+      return mem_off_release(handle);
     }
   return ebb_seterr(EBB_ENOTFOUND, "%s: off_release: handle %llu is not this stage's", c->name,
                     (unsigned long long)handle);
 }
 
 /* --- pageable host memory, owned by the stage instance ---------------------------- */
-typedef struct ebb_hblock { /* 32 bytes before the stage's bytes: they stay 16-aligned */
-  struct ebb_hblock *prev, *next;
+typedef struct pl_hblock { /* 32 bytes before the stage's bytes: they stay 16-aligned */
+  struct pl_hblock *prev, *next;
   size_t size;              /* the stage's bytes; top bit: the block is its own mapping */
   const char *site;         /* static storage (EBB_SITE) */
-} ebb_hblock;
+} pl_hblock;
 
 /* Blocks this large get a mapping of their own: freeing one gives its pages
  * back to the kernel at once (malloc's heap may keep them), so the host
@@ -223,7 +223,7 @@ typedef struct ebb_hblock { /* 32 bytes before the stage's bytes: they stay 16-a
 #define HOST_MAPPED ((size_t)1 << (sizeof(size_t) * 8 - 1))
 
 static void *hblock_get(size_t bytes, int zero, int *mapped) {
-  size_t total = sizeof(ebb_hblock) + bytes;
+  size_t total = sizeof(pl_hblock) + bytes;
   *mapped = bytes >= HOST_MAP_MIN;
   if (!*mapped)
     return zero ? calloc(1, total) : malloc(total);
@@ -231,7 +231,7 @@ static void *hblock_get(size_t bytes, int zero, int *mapped) {
   return m == MAP_FAILED ? NULL : m; /* zeroed by the kernel */
 }
 
-static void hblock_put(ebb_hblock *b) {
+static void hblock_put(pl_hblock *b) {
   if (b->size & HOST_MAPPED)
     munmap(b, sizeof *b + (b->size & ~HOST_MAPPED));
   else
@@ -240,14 +240,14 @@ static void hblock_put(ebb_hblock *b) {
 #define HSIZE(b) ((b)->size & ~HOST_MAPPED)
 
 static int h_host_alloc(ebb_stage_ctx *ctx, size_t bytes, int zero, const char *site, void **p) {
-  ebb_sctx *c = C(ctx);
+  pl_sctx *c = C(ctx);
   if (!p)
     return ebb_seterr(EBB_EINVAL, "%s: host_alloc without an out-param", c->name);
   *p = NULL;
-  if (bytes > SIZE_MAX - sizeof(ebb_hblock))
+  if (bytes > SIZE_MAX - sizeof(pl_hblock))
     return ebb_seterr(EBB_ENOMEM, "%s: host_alloc of %zu bytes: too large", c->name, bytes);
   int mapped;
-  ebb_hblock *b = hblock_get(bytes, zero, &mapped);
+  pl_hblock *b = hblock_get(bytes, zero, &mapped);
   if (!b)
     return ebb_seterr(EBB_ENOMEM, "%s: out of host memory (asked for %zu MiB at %s)", c->name,
                       bytes >> 20, site ? site : "?");
@@ -267,7 +267,7 @@ static int h_host_alloc(ebb_stage_ctx *ctx, size_t bytes, int zero, const char *
   return 0;
 }
 
-static void hblock_unlink(ebb_sctx *c, ebb_hblock *b) {
+static void hblock_unlink(pl_sctx *c, pl_hblock *b) {
   if (b->prev)
     b->prev->next = b->next;
   else
@@ -283,8 +283,8 @@ static void hblock_unlink(ebb_sctx *c, ebb_hblock *b) {
 static int h_host_free(ebb_stage_ctx *ctx, void *p) {
   if (!p)
     return 0;
-  ebb_sctx *c = C(ctx);
-  for (ebb_hblock *b = c->host_blocks; b; b = b->next)
+  pl_sctx *c = C(ctx);
+  for (pl_hblock *b = c->host_blocks; b; b = b->next)
     if ((void *)(b + 1) == p) {
       hblock_unlink(c, b);
       hblock_put(b);
@@ -294,26 +294,26 @@ static int h_host_free(ebb_stage_ctx *ctx, void *p) {
                     p);
 }
 
-uint64_t ebb_sctx_host_peak(ebb_sctx *c) {
-  ebb_owner_stats os = {.size = sizeof os};
-  uint64_t pinned = c->owner && ebb_owner_get_stats(c->owner, &os) == 0 ? os.pinned_bytes.peak : 0;
+uint64_t pl_sctx_host_peak(pl_sctx *c) {
+  mem_owner_stats os = {.size = sizeof os};
+  uint64_t pinned = c->owner && mem_owner_get_stats(c->owner, &os) == 0 ? os.pinned_bytes.peak : 0;
   return c->host_peak + pinned;
 }
 
-void ebb_sctx_host_reset_peak(ebb_sctx *c) { c->host_peak = c->host_bytes; }
+void pl_sctx_host_reset_peak(pl_sctx *c) { c->host_peak = c->host_bytes; }
 
-uint64_t ebb_sctx_host_reclaim(ebb_sctx *c, int quiet, uint32_t *blocks) {
+uint64_t pl_sctx_host_reclaim(pl_sctx *c, int quiet, uint32_t *blocks) {
   uint64_t bytes = c->host_bytes;
   uint32_t n = c->host_nblocks;
   if (n && !quiet) {
-    ebb_log(EBB_LOG_WARN, c->name, "leaked %llu MiB of host memory in %u blocks; freed by ebb",
+    base_log(EBB_LOG_WARN, c->name, "leaked %llu MiB of host memory in %u blocks; freed by ebb",
             (unsigned long long)(bytes >> 20), n);
     int shown = 0;
-    for (ebb_hblock *b = c->host_blocks; b && shown < 5; b = b->next, shown++)
-      ebb_log(EBB_LOG_WARN, c->name, "  %zu bytes at %s", HSIZE(b), b->site ? b->site : "?");
+    for (pl_hblock *b = c->host_blocks; b && shown < 5; b = b->next, shown++)
+      base_log(EBB_LOG_WARN, c->name, "  %zu bytes at %s", HSIZE(b), b->site ? b->site : "?");
   }
   while (c->host_blocks) {
-    ebb_hblock *b = c->host_blocks;
+    pl_hblock *b = c->host_blocks;
     hblock_unlink(c, b);
     hblock_put(b);
   }
@@ -322,12 +322,12 @@ uint64_t ebb_sctx_host_reclaim(ebb_sctx *c, int quiet, uint32_t *blocks) {
   return bytes;
 }
 
-static int h_item_count(const ebb_items *items) { return ebb_items_count(items); }
+static int h_item_count(const ebb_items *items) { return pl_items_count(items); }
 static int h_item_get(const ebb_items *items, int i, ebb_item_info *out) {
-  return ebb_items_get(items, i, out);
+  return pl_items_get(items, i, out);
 }
 static int h_item_find(const ebb_items *items, const char *name, ebb_item_info *out) {
-  return ebb_items_find(items, name, out);
+  return pl_items_find(items, name, out);
 }
 
 static const char *h_output_dir(ebb_stage_ctx *ctx) {
@@ -358,10 +358,10 @@ static const ebb_host_api host_table = {
     .item_count = h_item_count,
     .item_get = h_item_get,
     .item_find = h_item_find,
-    .add_audio = ebb_items_add_audio,
-    .add_tensor = ebb_items_add_tensor,
-    .add_json = ebb_items_add_json,
-    .add_file = ebb_items_add_file,
+    .add_audio = pl_items_add_audio,
+    .add_tensor = pl_items_add_tensor,
+    .add_json = pl_items_add_json,
+    .add_file = pl_items_add_file,
     .output_dir = h_output_dir,
     .stage_name = h_stage_name,
     .raw_driver_free = h_raw_free,
@@ -369,31 +369,31 @@ static const ebb_host_api host_table = {
     .host_free = h_host_free,
 };
 
-const ebb_host_api *ebb_host_table(void) { return &host_table; }
+const ebb_host_api *pl_host_table(void) { return &host_table; }
 
-void ebb_sctx_init(ebb_sctx *c, ebb_device *dev, ebb_owner *owner, const char *name,
+void pl_sctx_init(pl_sctx *c, dev_device *dev, ebb_owner *owner, const char *name,
                    const char *output_dir) {
   memset(c, 0, sizeof *c);
   c->pub.host = &host_table;
   c->dev = dev;
   c->owner = owner;
-  c->alloc = owner ? ebb_owner_allocator(owner) : NULL;
+  c->alloc = owner ? mem_owner_allocator(owner) : NULL;
   if (owner)
-    ebb_owner_set_kind(owner, "stage"); /* "stage 'separate' asked for ..." */
+    mem_owner_set_kind(owner, "stage"); /* "stage 'separate' asked for ..." */
   snprintf(c->name, sizeof c->name, "%s", name);
   c->output_dir = output_dir;
   atomic_init(&c->timed_out, 0);
 }
 
-void ebb_sctx_cleanup(ebb_sctx *c) {
-  ebb_sctx_host_reclaim(c, 1, NULL); /* the instance reported them already */
+void pl_sctx_cleanup(pl_sctx *c) {
+  pl_sctx_host_reclaim(c, 1, NULL); /* the instance reported them already */
   for (size_t i = 0; i < c->nhandles; i++)
-    ebb_off_release(c->handles[i]);
+    mem_off_release(c->handles[i]);
   c->nhandles = 0;
   while (c->nraw)
     raw_free_at(c, c->nraw - 1);
   for (size_t i = 0; i < c->nmods; i++)
-    ebb_device_module_unload(c->dev, c->mods[i].module);
+    dev_module_unload(c->dev, c->mods[i].module);
   free(c->handles);
   free(c->raw);
   free(c->mods);
@@ -403,7 +403,7 @@ void ebb_sctx_cleanup(ebb_sctx *c) {
   c->caphandles = c->capraw = c->nmods = 0;
 }
 
-void ebb_sctx_clear_error(ebb_sctx *c) {
+void pl_sctx_clear_error(pl_sctx *c) {
   c->err_code = 0;
   c->err_msg[0] = '\0';
 }

@@ -1,5 +1,5 @@
 /* The host side of the stage ABI: the ebb_host_api table every stage gets and
- * the context behind an ebb_stage_ctx pointer. One ebb_sctx per loaded stage
+ * the context behind an ebb_stage_ctx pointer. One pl_sctx per loaded stage
  * instance; the runner creates it with the instance's owner and keeps it until
  * the instance is released.
  *
@@ -14,24 +14,24 @@
 
 #include <stdatomic.h>
 
-#include "base/clock.h" /* ebb_now, for the deadlines */
+#include "base/clock.h" /* base_now, for the deadlines */
 #include "pipeline/stage_api.h"
 
-typedef struct ebb_sctx ebb_sctx;
+typedef struct pl_sctx pl_sctx;
 
 /* Called when an allocation ran out of device memory; answers 1 if it freed
  * something (idle stages evicted) so the allocation is worth retrying. */
-typedef int (*ebb_sctx_oom_fn)(void *arg, ebb_sctx *who);
+typedef int (*pl_sctx_oom_fn)(void *arg, pl_sctx *who);
 
-typedef struct ebb_sctx_mod {
+typedef struct pl_sctx_mod {
   const void *image;
-  ebb_module *module;
-} ebb_sctx_mod;
+  dev_module *module;
+} pl_sctx_mod;
 
-struct ebb_sctx {
+struct pl_sctx {
   ebb_stage_ctx pub; /* first: what the stage sees (pub.host) */
-  ebb_device *dev;   /* borrowed */
-  ebb_allocator *alloc;
+  dev_device *dev;   /* borrowed */
+  mem_allocator *alloc;
   ebb_owner *owner;  /* borrowed: the runner creates and destroys it */
   char name[128];    /* instance name (log scope) */
   const char *output_dir;
@@ -49,18 +49,18 @@ struct ebb_sctx {
 
   uint64_t *handles;        /* release-registry handles it registered */
   size_t nhandles, caphandles;
-  ebb_dseg *raw;            /* raw_driver_alloc segments still held */
+  dev_dseg *raw;            /* raw_driver_alloc segments still held */
   size_t nraw, capraw;
   uint64_t raw_bytes;       /* held now */
   uint64_t raw_freed;       /* given back (by the stage or ebb), all time */
-  ebb_sctx_mod *mods;
+  pl_sctx_mod *mods;
   size_t nmods;
 
-  struct ebb_hblock *host_blocks; /* host_alloc's live blocks (a list) */
+  struct pl_hblock *host_blocks; /* host_alloc's live blocks (a list) */
   uint64_t host_bytes, host_peak, host_total; /* pageable host bytes: now, peak, all time */
   uint32_t host_nblocks;
 
-  ebb_sctx_oom_fn on_oom;
+  pl_sctx_oom_fn on_oom;
   void *on_oom_arg;
 
   /* Appended to the release line in parentheses when set (the isolated
@@ -69,29 +69,29 @@ struct ebb_sctx {
 };
 
 /* The one host table (static storage). */
-const ebb_host_api *ebb_host_table(void);
-static inline ebb_sctx *ebb_sctx_of(ebb_stage_ctx *c) { return (ebb_sctx *)c; }
+const ebb_host_api *pl_host_table(void);
+static inline pl_sctx *pl_sctx_of(ebb_stage_ctx *c) { return (pl_sctx *)c; }
 
 /* Fills c for a stage instance; name is copied, the rest borrowed. */
-void ebb_sctx_init(ebb_sctx *c, ebb_device *dev, ebb_owner *owner, const char *name,
+void pl_sctx_init(pl_sctx *c, dev_device *dev, ebb_owner *owner, const char *name,
                    const char *output_dir);
 /* Drops what the stage left registered or held outside the allocator:
  * removes its release callbacks, frees raw driver segments (counted in
  * raw_freed), unloads kernel modules, frees the context's own storage. The
  * owner is not touched. */
-void ebb_sctx_cleanup(ebb_sctx *c);
+void pl_sctx_cleanup(pl_sctx *c);
 /* Frees the host_alloc blocks the stage did not free and answers their
  * bytes (*blocks: how many); quiet: no log line, else "[name] leaked N MiB
  * of host memory in M blocks; freed by ebb" and the largest sites. */
-uint64_t ebb_sctx_host_reclaim(ebb_sctx *c, int quiet, uint32_t *blocks);
+uint64_t pl_sctx_host_reclaim(pl_sctx *c, int quiet, uint32_t *blocks);
 /* Peak host bytes of the stage: pageable (host_alloc) + its owner's pinned peak. */
-uint64_t ebb_sctx_host_peak(ebb_sctx *c);
+uint64_t pl_sctx_host_peak(pl_sctx *c);
 /* Restarts the host peak at what is held now (before a run). */
-void ebb_sctx_host_reset_peak(ebb_sctx *c);
+void pl_sctx_host_reset_peak(pl_sctx *c);
 /* Clears the error set by the stage. */
-void ebb_sctx_clear_error(ebb_sctx *c);
+void pl_sctx_clear_error(pl_sctx *c);
 /* The driver's free memory on dev (never initialises a context); 0 when it
  * cannot say, and then *known (may be NULL) is 0. */
-uint64_t ebb_driver_free(ebb_device *dev, int *known);
+uint64_t pl_driver_free(dev_device *dev, int *known);
 
 #endif

@@ -3,11 +3,11 @@
  * The runner (runner.h) decides WHEN an instance is loaded, run and
  * released (policy, result cache, items); the manager (manager.h) decides
  * WHAT is scheduled. What a release IS lives here, in one function,
- * ebb_instance_release, that every path calls: after a stage, at the job's
+ * pl_instance_release, that every path calls: after a stage, at the job's
  * end, idle expiry, eviction on out-of-memory, a pipeline's unload, the
  * runner's destruction.
  *
- * States (ebb_instance_state; every change goes through ebb_instance_enter,
+ * States (pl_instance_state; every change goes through pl_instance_enter,
  * which refuses the others with EBB_ESTATE and a message naming the instance
  * and both states):
  *
@@ -24,17 +24,17 @@
  *   IDLE     loaded, kept between jobs (policy idle:S): the first to go when
  *            memory runs out or its time is up; a job may claim it (run)
  *   PARKED   asleep (state name "parked"): loaded, its device memory parked at the same
- *            addresses (ebb_instance_sleep); ebb_instance_wake goes back to
+ *            addresses (pl_instance_sleep); pl_instance_wake goes back to
  *            LOADED
- *   RELEASED unloaded, owner destroyed; only ebb_instance_destroy is left
+ *   RELEASED unloaded, owner destroyed; only pl_instance_destroy is left
  *
  * Words (each means one thing in the pipeline room):
- *   release  the whole sequence of ebb_instance_release, ending in RELEASED
+ *   release  the whole sequence of pl_instance_release, ending in RELEASED
  *            and the line `[name] released N MiB of GPU memory`
  *   drop     the stage's own `release` entry of the ABI plus the release
  *            callbacks this instance registered (its owner's, never a
  *            neighbour's): caches go, the stage stays loaded
- *   hand back  the memory room's ebb_release (trim, pinned pool, context):
+ *   hand back  the memory room's mem_release (trim, pinned pool, context):
  *            bytes go back to the driver
  *   vacate   the device context goes back because nothing is loaded (the
  *            runner's, at a job's end or after the last eviction/unload)
@@ -45,7 +45,7 @@
  *     released when it vacates, on a line of their own.
  *   - sleep (issue 12): ebb_instance_park (LOADED|IDLE -> PARKED: drop, then
  *     ebb_owner_park, the context vacated when nothing else holds it) and
- *     ebb_instance_wake (PARKED -> LOADED via ebb_owner_wake; a failed wake
+ *     pl_instance_wake (PARKED -> LOADED via ebb_owner_wake; a failed wake
  *     stays PARKED and may be retried), each with the same report. The table
  *     in instance.c already allows exactly these changes; a release from
  *     PARKED runs the same sequence (the owner's teardown frees the backup).
@@ -62,7 +62,7 @@
 #include "pipeline/host.h"
 #include "pipeline/stage_api.h"
 
-typedef struct ebb_instance ebb_instance;
+typedef struct pl_instance pl_instance;
 
 #define EBB_INSTANCE_STATES(X)                                                 \
   X(NEW, "new")                                                                \
@@ -76,28 +76,28 @@ typedef enum {
 #define EBB_X_(s, name) EBB_INSTANCE_##s,
   EBB_INSTANCE_STATES(EBB_X_)
 #undef EBB_X_
-} ebb_instance_state;
+} pl_instance_state;
 
-const char *ebb_instance_state_name(ebb_instance_state s);
+const char *pl_instance_state_name(pl_instance_state s);
 
-typedef struct ebb_instance_spec {
-  uint32_t size;              /* sizeof(ebb_instance_spec) */
-  ebb_device *dev;            /* borrowed; outlives the instance */
-  ebb_allocator *alloc;       /* borrowed, on dev: the instance's owner lives here */
+typedef struct pl_instance_spec {
+  uint32_t size;              /* sizeof(pl_instance_spec) */
+  dev_device *dev;            /* borrowed; outlives the instance */
+  mem_allocator *alloc;       /* borrowed, on dev: the instance's owner lives here */
   const ebb_stage *stage;     /* borrowed (built-in, plugin, or the isolated proxy) */
   const char *pipeline;       /* copied */
   const char *name;           /* instance name: owner name and log scope. Copied */
   const char *options;        /* canonical merged options JSON: what load gets, and
-                                 the reuse key (ebb_instance_options). Copied */
-  const char *output_dir;     /* borrowed; ebb_instance_bind replaces it */
+                                 the reuse key (pl_instance_options). Copied */
+  const char *output_dir;     /* borrowed; pl_instance_bind replaces it */
   const char *scratch_dir;    /* borrowed, outlives the instance: an isolated stage's
                                  private load directory goes under it (NULL: $TMPDIR) */
-  ebb_sctx_oom_fn on_oom;     /* out of device memory in this stage: may evict others */
+  pl_sctx_oom_fn on_oom;     /* out of device memory in this stage: may evict others */
   void *on_oom_arg;
-} ebb_instance_spec;
+} pl_instance_spec;
 
 /* What a release should do beyond the sequence every release runs. */
-typedef struct ebb_instance_plan {
+typedef struct pl_instance_plan {
   int quiet;        /* 1: the release and leak lines go to debug (policy never,
                        a runner's final clean-up) */
   int with_context; /* 1: the caller knows no other instance is loaded: the
@@ -106,11 +106,11 @@ typedef struct ebb_instance_plan {
   int no_line;      /* 1: no `[name] released N MiB` line, though not quiet:
                        ebb-worker, whose host says that line for the whole
                        worker; leak lines and warnings still appear */
-} ebb_instance_plan;
+} pl_instance_plan;
 
 /* What a release did. Every field is filled (0 when nothing happened). */
-typedef struct ebb_instance_report {
-  uint32_t size;                 /* sizeof(ebb_instance_report): set by the caller */
+typedef struct pl_instance_report {
+  uint32_t size;                 /* sizeof(pl_instance_report): set by the caller */
   uint64_t released_bytes;       /* handed back to the driver: the line's N (segments
                                     trimmed after the drop and after the owner's
                                     teardown, raw segments, a worker's exit, the context) */
@@ -128,32 +128,32 @@ typedef struct ebb_instance_report {
   char unload_message[1024];     /* its message */
   int context_error;             /* with_context, and the context was kept: why */
   uint64_t leaked_host_bytes;    /* pageable host_alloc blocks not freed: reported, freed */
-} ebb_instance_report;
+} pl_instance_report;
 
 /* NEW. The owner (named spec->name, kind "stage") and the stage context are
- * created here. *out is the caller's; free it with ebb_instance_destroy. */
-int ebb_instance_create(const ebb_instance_spec *spec, ebb_instance **out);
+ * created here. *out is the caller's; free it with pl_instance_destroy. */
+int pl_instance_create(const pl_instance_spec *spec, pl_instance **out);
 /* Releases quietly if not released yet, then frees. NULL: no-op. */
-void ebb_instance_destroy(ebb_instance *in);
+void pl_instance_destroy(pl_instance *in);
 
 /* The one place a state changes. EBB_ESTATE (nothing changes) for a change
  * the diagram above does not draw; the message names the instance, both
  * states and what to do instead. The verbs below use it; a state with no verb
  * yet (PARKED) is entered through it by the code that parked the memory. */
-int ebb_instance_enter(ebb_instance *in, ebb_instance_state to);
+int pl_instance_enter(pl_instance *in, pl_instance_state to);
 
 /* NEW -> RUNNING -> LOADED; on failure back to NEW with the stage's error
- * (message: ebb_instance_error). Marks "NAME load" on the ledger. */
-int ebb_instance_load(ebb_instance *in);
+ * (message: pl_instance_error). Marks "NAME load" on the ledger. */
+int pl_instance_load(pl_instance *in);
 /* LOADED or IDLE -> RUNNING -> LOADED, whatever the stage answers (its error
- * is returned; message: ebb_instance_error). Marks "NAME run". */
-int ebb_instance_run(ebb_instance *in, const ebb_items *inputs, ebb_items *outputs);
+ * is returned; message: pl_instance_error). Marks "NAME run". */
+int pl_instance_run(pl_instance *in, const ebb_items *inputs, ebb_items *outputs);
 /* LOADED -> IDLE: kept for reuse, evictable. */
-int ebb_instance_idle(ebb_instance *in);
+int pl_instance_idle(pl_instance *in);
 /* Points the stage at the job about to use it: its cancel flag (may be
  * NULL), output directory (borrowed until the next bind) and deadline
  * (CLOCK_MONOTONIC seconds, 0 none). Clears a previous timeout and error. */
-void ebb_instance_bind(ebb_instance *in, const atomic_int *cancel, const char *output_dir,
+void pl_instance_bind(pl_instance *in, const atomic_int *cancel, const char *output_dir,
                        double deadline);
 
 /* Releases the instance: NEW, LOADED, IDLE or PARKED -> RELEASED. In order:
@@ -172,20 +172,20 @@ void ebb_instance_bind(ebb_instance *in, const atomic_int *cancel, const char *o
  * the sequence ran (even when the stage's release or unload failed: the
  * report says so), or EBB_ESTATE without doing anything when the instance is
  * RUNNING or already RELEASED. */
-int ebb_instance_release(ebb_instance *in, const ebb_instance_plan *plan,
-                         ebb_instance_report *rep);
+int pl_instance_release(pl_instance *in, const pl_instance_plan *plan,
+                         pl_instance_report *rep);
 
 /* Drops what the instance cached and keeps it loaded (the worker
- * protocol's "release"): step 1 of ebb_instance_release (the stage's own
+ * protocol's "release"): step 1 of pl_instance_release (the stage's own
  * release, then its own callbacks), then trim and the pinned pool. LOADED or
  * IDLE only (EBB_ESTATE otherwise); the state does not change. rep (may be
  * NULL): released_bytes, callbacks_run/failed, drop_error and the driver's
  * free memory before/after; the rest 0. */
-int ebb_instance_drop(ebb_instance *in, ebb_instance_report *rep);
+int pl_instance_drop(pl_instance *in, pl_instance_report *rep);
 
 /* Sleep (issue 12): LOADED or IDLE -> PARKED ("asleep"). The drop runs (the
  * stage's release, the registry's callbacks: caches go), then the owner
- * sleeps (ebb_owner_sleep: what the stage allocated during its load is its
+ * sleeps (mem_owner_sleep: what the stage allocated during its load is its
  * weights and is copied to host memory; every segment it alone uses gives
  * its physical memory back and keeps its address), then trim. *st (may be
  * NULL): device_bytes = bytes handed back (segments parked + trimmed). Line:
@@ -197,27 +197,27 @@ int ebb_instance_drop(ebb_instance *in, ebb_instance_report *rep);
  * its exit gives every byte back (device_bytes: what the worker held, its
  * context too), nothing is backed up, and its wake is a load in a new worker
  * (bind the instance first when a job wakes it). */
-int ebb_instance_sleep(ebb_instance *in, ebb_sleep_stats *st);
+int pl_instance_sleep(pl_instance *in, mem_sleep_stats *st);
 /* PARKED -> LOADED: memory mapped again at the same addresses, the weights
  * copied back, the rest zeroed. A failed wake (out of memory, driver error)
  * leaves it PARKED with its backup (retry, or release it) and returns the
  * error with a message naming the stage. EBB_ESTATE when not asleep. */
-int ebb_instance_wake(ebb_instance *in, ebb_sleep_stats *st);
+int pl_instance_wake(pl_instance *in, mem_sleep_stats *st);
 
-ebb_instance_state ebb_instance_state_of(const ebb_instance *in);
+pl_instance_state pl_instance_state_of(const pl_instance *in);
 /* 1 from a successful load until the unload (also while RUNNING a run). */
-int ebb_instance_is_loaded(const ebb_instance *in);
-const char *ebb_instance_name(const ebb_instance *in);
-const char *ebb_instance_pipeline(const ebb_instance *in);
-const ebb_stage *ebb_instance_stage(const ebb_instance *in);
-const char *ebb_instance_options(const ebb_instance *in);
+int pl_instance_is_loaded(const pl_instance *in);
+const char *pl_instance_name(const pl_instance *in);
+const char *pl_instance_pipeline(const pl_instance *in);
+const ebb_stage *pl_instance_stage(const pl_instance *in);
+const char *pl_instance_options(const pl_instance *in);
 /* NULL once released. */
-ebb_owner *ebb_instance_owner(const ebb_instance *in);
+ebb_owner *pl_instance_owner(const pl_instance *in);
 /* The stage context (borrowed): error, timeout flag, raw bytes held. */
-ebb_sctx *ebb_instance_ctx(ebb_instance *in);
+pl_sctx *pl_instance_ctx(pl_instance *in);
 /* The stage's loaded state (NULL when not loaded). */
-void *ebb_instance_stage_state(const ebb_instance *in);
+void *pl_instance_stage_state(const pl_instance *in);
 /* The stage's last error message, else the thread's (ebb_errmsg). */
-const char *ebb_instance_error(ebb_instance *in);
+const char *pl_instance_error(pl_instance *in);
 
 #endif

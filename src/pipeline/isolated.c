@@ -26,7 +26,7 @@
 #define EXIT_GRACE_S 5.0
 
 typedef struct iso {
-  ebb_wproc *w;
+  wrk_wproc *w;
   long pid;
   char exe[PATH_MAX];
   char label[128];
@@ -53,7 +53,7 @@ typedef struct iso {
 #define SAMPLE_MS 50
 
 /* --- small helpers ------------------------------------------------------- */
-const char *ebb_isolated_worker_path(char *buf, size_t n) {
+const char *pl_isolated_worker_path(char *buf, size_t n) {
   const char *env = getenv("EBB_WORKER");
   if (env && *env) {
     snprintf(buf, n, "%s", env);
@@ -81,19 +81,19 @@ static double default_timeout(void) {
   return v > 0 ? v : 300.0;
 }
 
-static double deadline_of(ebb_sctx *c, double cap_s) {
-  double now = ebb_now();
+static double deadline_of(pl_sctx *c, double cap_s) {
+  double now = base_now();
   double d = c->deadline > 0 ? c->deadline : now + default_timeout();
   if (cap_s > 0 && d > now + cap_s)
     d = now + cap_s;
   return d;
 }
 
-static int cuda(ebb_sctx *c) { return ebb_device_kind_of(c->dev) == EBB_DEVICE_CUDA; }
+static int cuda(pl_sctx *c) { return dev_kind_of(c->dev) == EBB_DEVICE_CUDA; }
 
-static uint64_t driver_free(ebb_sctx *c) {
-  ebb_dev_meminfo mi;
-  if (!cuda(c) || ebb_device_mem_info(c->dev, &mi) != 0 || mi.source == EBB_MEMINFO_NONE)
+static uint64_t driver_free(pl_sctx *c) {
+  dev_meminfo mi;
+  if (!cuda(c) || dev_mem_info(c->dev, &mi) != 0 || mi.source == EBB_MEMINFO_NONE)
     return 0;
   return mi.free_bytes;
 }
@@ -120,19 +120,19 @@ static int fail_with(ebb_stage_ctx *ctx, int rc) {
 }
 
 /* Takes the worker's usage once, before anything is released. */
-static void measure(ebb_sctx *c, iso *s) {
+static void measure(pl_sctx *c, iso *s) {
   if (s->measured || !s->w)
     return;
   s->measured = 1;
   s->free_before = driver_free(c);
-  if (cuda(c) && ebb_device_process_used(c->dev, (pid_t)s->pid, &s->used) == 0)
+  if (cuda(c) && dev_process_used(c->dev, (pid_t)s->pid, &s->used) == 0)
     s->used_known = 1;
 }
 
 /* --- what a worker holds while it works, and what its death gave back --------- */
-static void sample(ebb_sctx *c, iso *s) {
+static void sample(pl_sctx *c, iso *s) {
   uint64_t used = 0;
-  if (!cuda(c) || ebb_device_process_used(c->dev, (pid_t)s->pid, &used) != 0 || !used)
+  if (!cuda(c) || dev_process_used(c->dev, (pid_t)s->pid, &used) != 0 || !used)
     return; /* a dead worker is no longer listed: keep the last figure */
   uint64_t fr = driver_free(c);
   pthread_mutex_lock(&s->mu);
@@ -143,7 +143,7 @@ static void sample(ebb_sctx *c, iso *s) {
 }
 
 typedef struct sampler {
-  ebb_sctx *c;
+  pl_sctx *c;
   iso *s;
   atomic_int stop;
 } sampler;
@@ -162,9 +162,9 @@ static void *sampler_main(void *arg) {
  * the worker room on a timeout or cancel): what it held at its last sample
  * went back to the driver with it (else the driver's free memory from that
  * sample to now says it), counted and noted for the release line. */
-static void note_death(ebb_sctx *c, iso *s) {
+static void note_death(pl_sctx *c, iso *s) {
   int status = 0;
-  if (s->died || !ebb_wproc_reaped(s->w, &status))
+  if (s->died || !wrk_wproc_reaped(s->w, &status))
     return;
   s->died = 1;
   pthread_mutex_lock(&s->mu);
@@ -175,23 +175,23 @@ static void note_death(ebb_sctx *c, iso *s) {
   uint64_t delta = fr && now > fr ? now - fr : 0;
   s->death_bytes = known ? used : delta;
   char how[96];
-  ebb_wait_status_short(status, how, sizeof how);
+  wrk_wait_status_short(status, how, sizeof how);
   snprintf(c->release_note, sizeof c->release_note, "worker exited: %s", how);
-  ebb_log(EBB_LOG_DEBUG, c->name,
+  base_log(EBB_LOG_DEBUG, c->name,
           "worker pid %ld %s; it held %llu MiB (NVML, last sample%s); the driver's free memory "
           "rose %llu MiB since",
           s->pid, how, (unsigned long long)(used >> 20), known ? "" : ": none",
           (unsigned long long)(delta >> 20));
 }
 
-/* ebb_wproc_call with the sampler running; notes the worker's death. */
-static int watched_call(ebb_sctx *c, iso *s, const json_t *m, double deadline,
+/* wrk_wproc_call with the sampler running; notes the worker's death. */
+static int watched_call(pl_sctx *c, iso *s, const json_t *m, double deadline,
                         const atomic_int *cancel, json_t **r) {
   sampler sp = {.c = c, .s = s};
   atomic_init(&sp.stop, 0);
   pthread_t th;
   int started = cuda(c) && pthread_create(&th, NULL, sampler_main, &sp) == 0;
-  int rc = ebb_wproc_call(s->w, m, deadline, cancel, r);
+  int rc = wrk_wproc_call(s->w, m, deadline, cancel, r);
   if (started) {
     atomic_store(&sp.stop, 1);
     pthread_join(th, NULL);
@@ -203,18 +203,18 @@ static int watched_call(ebb_sctx *c, iso *s, const json_t *m, double deadline,
 
 /* Ends the worker (asking it to exit when ask), and counts what its exit
  * handed back in c->raw_freed (see isolated.h). */
-static void finish(ebb_sctx *c, iso *s, int ask, int log_line) {
+static void finish(pl_sctx *c, iso *s, int ask, int log_line) {
   if (!s->w)
     return;
   note_death(c, s);
   if (s->died) { /* its death gave it back already: counted once, noted */
     char how[256];
-    ebb_wproc_stop(s->w, 0, how);
+    wrk_wproc_stop(s->w, 0, how);
     s->w = NULL;
     c->raw_freed += s->death_bytes;
     if (log_line && s->death_bytes >> 20)
-      ebb_log_ev(EBB_LOG_INFO, c->name,
-                 (ebb_log_field[]){EBB_LF_S("event", "released"), EBB_LF_S("stage", c->name),
+      base_log_ev(EBB_LOG_INFO, c->name,
+                 (base_log_field[]){EBB_LF_S("event", "released"), EBB_LF_S("stage", c->name),
                                    EBB_LF_U("released_bytes", s->death_bytes),
                                    EBB_LF_U("released_mib", s->death_bytes >> 20),
                                    EBB_LF_S("note", c->release_note)},
@@ -225,15 +225,15 @@ static void finish(ebb_sctx *c, iso *s, int ask, int log_line) {
     return;
   }
   measure(c, s);
-  if (ask && ebb_wproc_alive(s->w)) {
+  if (ask && wrk_wproc_alive(s->w)) {
     json_t *m = json_pack("{s:s}", "type", "exit"), *r = NULL;
-    int rc = m ? ebb_wproc_call(s->w, m, ebb_now() + EXIT_GRACE_S + 30, NULL, &r) : EBB_ENOMEM;
+    int rc = m ? wrk_wproc_call(s->w, m, base_now() + EXIT_GRACE_S + 30, NULL, &r) : EBB_ENOMEM;
     if (rc && r) { /* the stage's unload failed in the worker: the runner reports it */
       char msg[1024];
       snprintf(msg, sizeof msg, "%s (worker pid %ld)", ebb_errmsg(), s->pid);
       ebb_set_error(&c->pub, rc, msg);
     } else if (rc) {
-      ebb_log(EBB_LOG_WARN, c->name, "%s", ebb_errmsg());
+      base_log(EBB_LOG_WARN, c->name, "%s", ebb_errmsg());
     }
     if (r)
       s->reported += u64_of(r, "released_bytes");
@@ -241,13 +241,13 @@ static void finish(ebb_sctx *c, iso *s, int ask, int log_line) {
     json_decref(m);
   }
   char how[256];
-  int was_alive = ebb_wproc_alive(s->w);
-  int unclean = ebb_wproc_stop(s->w, ask ? EXIT_GRACE_S : 0, how);
+  int was_alive = wrk_wproc_alive(s->w);
+  int unclean = wrk_wproc_stop(s->w, ask ? EXIT_GRACE_S : 0, how);
   s->w = NULL;
   if (ask && was_alive && unclean)
-    ebb_log(EBB_LOG_WARN, c->name, "worker pid %ld %s at exit", s->pid, how);
+    base_log(EBB_LOG_WARN, c->name, "worker pid %ld %s at exit", s->pid, how);
   else
-    ebb_log(EBB_LOG_DEBUG, c->name, "worker pid %ld %s", s->pid, how);
+    base_log(EBB_LOG_DEBUG, c->name, "worker pid %ld %s", s->pid, how);
   uint64_t back = 0;
   if (s->used_known) {
     back = s->used;
@@ -259,8 +259,8 @@ static void finish(ebb_sctx *c, iso *s, int ask, int log_line) {
   }
   c->raw_freed += back;
   if (log_line && back >> 20) /* a failed load: the runner has no instance to log */
-    ebb_log_ev(EBB_LOG_INFO, c->name,
-               (ebb_log_field[]){EBB_LF_S("event", "released"), EBB_LF_S("stage", c->name),
+    base_log_ev(EBB_LOG_INFO, c->name,
+               (base_log_field[]){EBB_LF_S("event", "released"), EBB_LF_S("stage", c->name),
                                  EBB_LF_U("released_bytes", back),
                                  EBB_LF_U("released_mib", back >> 20)},
                4, "released %llu MiB of %s", (unsigned long long)(back >> 20),
@@ -275,7 +275,7 @@ static void finish(ebb_sctx *c, iso *s, int ask, int log_line) {
  * job's; it lasts as long as the worker and goes with it (drop_load_dir).
  * Each run names its job's own directory. */
 static int make_load_dir(ebb_stage_ctx *ctx, iso *s) {
-  ebb_sctx *c = ebb_sctx_of(ctx);
+  pl_sctx *c = pl_sctx_of(ctx);
   const char *root = c->scratch_dir, *tmpdir = getenv("TMPDIR");
   if (!root || !*root)
     root = tmpdir && *tmpdir ? tmpdir : "/tmp";
@@ -286,7 +286,7 @@ static int make_load_dir(ebb_stage_ctx *ctx, iso *s) {
           *q == '-' || *q == '_' || *q == '.'))
       *q = '_';
   int n = snprintf(s->loaddir, sizeof s->loaddir, "%s/%s-XXXXXX", root, name);
-  if (n < 0 || (size_t)n >= sizeof s->loaddir || ebb_mkdirs(root, 0700, "mkdir") != 0 ||
+  if (n < 0 || (size_t)n >= sizeof s->loaddir || base_mkdirs(root, 0700, "mkdir") != 0 ||
       !mkdtemp(s->loaddir)) {
     char msg[PATH_MAX + 200];
     snprintf(msg, sizeof msg, "isolated stage '%s': cannot make its private load directory "
@@ -299,24 +299,24 @@ static int make_load_dir(ebb_stage_ctx *ctx, iso *s) {
 }
 
 /* Removes the load directory and all the worker left in it (the worker is gone). */
-static void drop_load_dir(ebb_sctx *c, iso *s) {
+static void drop_load_dir(pl_sctx *c, iso *s) {
   if (!s->loaddir[0])
     return;
-  if (ebb_rm_tree(s->loaddir) != 0)
-    ebb_log(EBB_LOG_WARN, c->name, "could not remove its load directory %s", s->loaddir);
+  if (base_rm_tree(s->loaddir) != 0)
+    base_log(EBB_LOG_WARN, c->name, "could not remove its load directory %s", s->loaddir);
   s->loaddir[0] = '\0';
 }
 
 /* --- load --------------------------------------------------------------- */
 /* Starts the worker named by the spec (or ebb-worker) with its arguments. */
 static int spawn_worker(ebb_stage_ctx *ctx, iso *s, const json_t *spec) {
-  ebb_sctx *c = ebb_sctx_of(ctx);
+  pl_sctx *c = pl_sctx_of(ctx);
   const char *worker = json_string_value(json_object_get(spec, "worker"));
   json_t *wargs = json_object_get(spec, "worker_args");
   if (worker)
     snprintf(s->exe, sizeof s->exe, "%s", worker);
   else
-    ebb_isolated_worker_path(s->exe, sizeof s->exe);
+    pl_isolated_worker_path(s->exe, sizeof s->exe);
   const char *base = strrchr(s->exe, '/');
   snprintf(s->label, sizeof s->label, "%.100s", base ? base + 1 : s->exe);
   size_t nargs = json_array_size(wargs);
@@ -325,22 +325,22 @@ static int spawn_worker(ebb_stage_ctx *ctx, iso *s, const json_t *spec) {
     return ebb_set_error(ctx, EBB_ENOMEM, "isolated stage: out of host memory");
   for (size_t i = 0; i < nargs; i++)
     args[i] = json_string_value(json_array_get(wargs, i));
-  int rc = ebb_wproc_spawn(s->exe, args, nargs, s->label, &s->w);
+  int rc = wrk_wproc_spawn(s->exe, args, nargs, s->label, &s->w);
   free(args);
   if (rc)
     return fail_with(ctx, rc);
-  s->pid = (long)ebb_wproc_pid(s->w);
-  ebb_log(EBB_LOG_DEBUG, c->name, "running in worker pid %ld (%s)", s->pid, s->exe);
+  s->pid = (long)wrk_wproc_pid(s->w);
+  base_log(EBB_LOG_DEBUG, c->name, "running in worker pid %ld (%s)", s->pid, s->exe);
   return 0;
 }
 
 /* The hello exchange: both ends must speak EBB_WORKER_PROTOCOL. */
 static int say_hello(ebb_stage_ctx *ctx, iso *s, const char *stage) {
-  ebb_sctx *c = ebb_sctx_of(ctx);
+  pl_sctx *c = pl_sctx_of(ctx);
   json_t *r = NULL;
   json_t *m = json_pack("{s:s, s:i, s:s, s:s, s:s, s:s, s:I}", "type", "hello", "protocol",
                         EBB_WORKER_PROTOCOL, "ebb_version", EBB_VERSION, "stage", stage, "name",
-                        c->name, "shm_prefix", ebb_wproc_shm_prefix(s->w), "host_pid",
+                        c->name, "shm_prefix", wrk_wproc_shm_prefix(s->w), "host_pid",
                         (json_int_t)getpid());
   if (!m)
     return ebb_set_error(ctx, EBB_ENOMEM, "isolated stage: out of host memory");
@@ -367,17 +367,17 @@ static int say_hello(ebb_stage_ctx *ctx, iso *s, const char *stage) {
 
 /* Asks the worker to load the stage with the spec's options; notes the memory it reports. */
 static int send_load(ebb_stage_ctx *ctx, iso *s, const json_t *spec, const char *stage) {
-  ebb_sctx *c = ebb_sctx_of(ctx);
+  pl_sctx *c = pl_sctx_of(ctx);
   json_t *r = NULL;
   json_t *opts = json_object_get(spec, "options");
   json_t *m = json_pack("{s:s, s:s, s:o, s:s, s:s, s:s}", "type", "load", "stage", stage,
                         "options", opts ? json_incref(opts) : json_object(), "device",
-                        ebb_device_label(c->dev), "output_dir", s->loaddir, "log_format",
-                        ebb_log_get_format() == EBB_LOG_JSON ? "json" : "text");
+                        dev_device_label(c->dev), "output_dir", s->loaddir, "log_format",
+                        base_log_get_format() == EBB_LOG_JSON ? "json" : "text");
   if (!m)
     return ebb_set_error(ctx, EBB_ENOMEM, "isolated stage: out of host memory");
   if (c->deadline > 0)
-    json_object_set_new(m, "seconds_left", json_real(c->deadline - ebb_now()));
+    json_object_set_new(m, "seconds_left", json_real(c->deadline - base_now()));
   if (json_is_string(json_object_get(spec, "plugin")))
     json_object_set(m, "plugin", json_object_get(spec, "plugin"));
   int rc = watched_call(c, s, m, deadline_of(c, 0), c->cancel, &r);
@@ -396,7 +396,7 @@ static int send_load(ebb_stage_ctx *ctx, iso *s, const json_t *spec, const char 
 }
 
 static int iso_load(ebb_stage_ctx *ctx, const char *spec_json, void **state) {
-  ebb_sctx *c = ebb_sctx_of(ctx);
+  pl_sctx *c = pl_sctx_of(ctx);
   json_error_t je;
   json_t *spec = json_loads(spec_json ? spec_json : "", 0, &je);
   iso *s = calloc(1, sizeof *s);
@@ -419,7 +419,7 @@ out:
     int code = c->err_code;
     char msg[1024];
     snprintf(msg, sizeof msg, "%s", c->err_msg);
-    finish(c, s, ebb_wproc_alive(s->w), 1);
+    finish(c, s, wrk_wproc_alive(s->w), 1);
     drop_load_dir(c, s);
     c->err_code = code;
     snprintf(c->err_msg, sizeof c->err_msg, "%s", msg);
@@ -432,7 +432,7 @@ out:
 }
 
 /* --- run ------------------------------------------------------------------ */
-/* Stores an input's payload under this worker's prefix (ebb_item_put_shm):
+/* Stores an input's payload under this worker's prefix (pl_item_put_shm):
  * an item that already owns a shared-memory file (a previous worker's
  * output) is handed over by name with no copy, any other is written once
  * into a new file; every name is unlinked once the run is answered. */
@@ -444,8 +444,8 @@ typedef struct put_ctx {
 static int put_input(void *arg, const char *shm, size_t n, json_t *item, void **dst) {
   put_ctx *pc = arg;
   char name[128];
-  snprintf(name, sizeof name, "%si%u", ebb_wproc_shm_prefix(pc->s->w), pc->s->seq++);
-  int rc = ebb_item_put_shm(name, shm, n, item, dst);
+  snprintf(name, sizeof name, "%si%u", wrk_wproc_shm_prefix(pc->s->w), pc->s->seq++);
+  int rc = pl_item_put_shm(name, shm, n, item, dst);
   if (!rc)
     json_array_append_new(pc->names, json_string(name));
   return rc;
@@ -455,7 +455,7 @@ static int put_input(void *arg, const char *shm, size_t n, json_t *item, void **
  * codec checks it; its payload must carry the hello's shm_prefix). The
  * payload is not copied: ebb takes the worker's file over. */
 static int decode_item(iso *s, json_t *o, size_t i, ebb_items *out) {
-  int rc = ebb_item_from_wire(out, o, i, ebb_wproc_shm_prefix(s->w), 1);
+  int rc = pl_item_from_wire(out, o, i, wrk_wproc_shm_prefix(s->w), 1);
   if (rc == EBB_EPROTO)
     return ebb_errctx(EBB_EPROTO, "worker pid %ld (%s): protocol error: result ", s->pid,
                       s->label);
@@ -463,17 +463,17 @@ static int decode_item(iso *s, json_t *o, size_t i, ebb_items *out) {
 }
 
 static int iso_run(ebb_stage_ctx *ctx, void *state, const ebb_items *in, ebb_items *out) {
-  ebb_sctx *c = ebb_sctx_of(ctx);
+  pl_sctx *c = pl_sctx_of(ctx);
   iso *s = state;
-  if (!ebb_wproc_alive(s->w)) {
+  if (!wrk_wproc_alive(s->w)) {
     char msg[1024];
     snprintf(msg, sizeof msg, "worker pid %ld (%s) is no longer running", s->pid, s->label);
     return ebb_set_error(ctx, EBB_ESTATE, msg);
   }
   json_t *items = json_array(), *names = json_array(), *m = NULL, *r = NULL;
   int rc = 0;
-  for (int i = 0; !rc && i < ebb_items_count(in); i++)
-    rc = ebb_item_to_wire(ebb_items_rec(in, i), c->dev, put_input, &(put_ctx){s, names}, items);
+  for (int i = 0; !rc && i < pl_items_count(in); i++)
+    rc = pl_item_to_wire(pl_items_rec(in, i), c->dev, put_input, &(put_ctx){s, names}, items);
   if (rc) {
     rc = fail_with(ctx, rc);
     goto out;
@@ -482,7 +482,7 @@ static int iso_run(ebb_stage_ctx *ctx, void *state, const ebb_items *in, ebb_ite
   m = json_pack("{s:s, s:O, s:s}", "type", "run", "items", items, "output_dir",
                 c->output_dir ? c->output_dir : ".");
   if (c->deadline > 0)
-    json_object_set_new(m, "seconds_left", json_real(c->deadline - ebb_now()));
+    json_object_set_new(m, "seconds_left", json_real(c->deadline - base_now()));
   rc = watched_call(c, s, m, deadline_of(c, 0), c->cancel, &r);
   if (rc && r) {
     char msg[1024];
@@ -509,7 +509,7 @@ static int iso_run(ebb_stage_ctx *ctx, void *state, const ebb_items *in, ebb_ite
       rc = fail_with(ctx, rc);
 out:
   for (size_t i = 0; i < json_array_size(names); i++)
-    ebb_shm_unlink(json_string_value(json_array_get(names, i)));
+    wrk_shm_unlink(json_string_value(json_array_get(names, i)));
   json_decref(items);
   json_decref(names);
   json_decref(m);
@@ -519,19 +519,19 @@ out:
 
 /* --- release / unload ----------------------------------------------------- */
 static int iso_release(ebb_stage_ctx *ctx, void *state) {
-  ebb_sctx *c = ebb_sctx_of(ctx);
+  pl_sctx *c = pl_sctx_of(ctx);
   iso *s = state;
-  if (!ebb_wproc_alive(s->w))
+  if (!wrk_wproc_alive(s->w))
     return 0;
   measure(c, s);
   json_t *m = json_pack("{s:s}", "type", "release"), *r = NULL;
-  int rc = watched_call(c, s, m, ebb_now() + 30, NULL, &r);
+  int rc = watched_call(c, s, m, base_now() + 30, NULL, &r);
   if (!rc)
     s->reported += u64_of(r, "released_bytes");
   else if (r)
     rc = fail_with(ctx, rc);
   else
-    ebb_log(EBB_LOG_WARN, c->name, "%s", ebb_errmsg());
+    base_log(EBB_LOG_WARN, c->name, "%s", ebb_errmsg());
   int answered = r != NULL;
   json_decref(m);
   json_decref(r);
@@ -542,17 +542,17 @@ static void iso_unload(ebb_stage_ctx *ctx, void *state) {
   iso *s = state;
   if (!s)
     return;
-  finish(ebb_sctx_of(ctx), s, 1, 0);
-  drop_load_dir(ebb_sctx_of(ctx), s); /* the worker is gone: nothing writes there now */
+  finish(pl_sctx_of(ctx), s, 1, 0);
+  drop_load_dir(pl_sctx_of(ctx), s); /* the worker is gone: nothing writes there now */
   pthread_mutex_destroy(&s->mu);
   free(s);
 }
 
-uint64_t ebb_isolated_peak(const void *state) { return state ? ((const iso *)state)->peak : 0; }
-uint64_t ebb_isolated_host_peak(const void *state) {
+uint64_t pl_isolated_peak(const void *state) { return state ? ((const iso *)state)->peak : 0; }
+uint64_t pl_isolated_host_peak(const void *state) {
   return state ? ((const iso *)state)->host_peak : 0;
 }
-long ebb_isolated_pid(const void *state) {
+long pl_isolated_pid(const void *state) {
   const iso *s = state;
   return s && s->w ? s->pid : 0;
 }
@@ -571,9 +571,9 @@ static const ebb_stage proxy = {
     .release = iso_release,
 };
 
-const ebb_stage *ebb_isolated_stage(void) { return &proxy; }
+const ebb_stage *pl_isolated_stage(void) { return &proxy; }
 
-json_t *ebb_isolated_spec(const ebb_stage_def *d, const ebb_stage *real, json_t *merged) {
+json_t *pl_isolated_spec(const pl_stage_def *d, const ebb_stage *real, json_t *merged) {
   json_t *o = json_pack("{s:s, s:O, s:I}", "stage", d->stage, "options",
                         merged ? merged : d->options, "version",
                         (json_int_t)(real ? real->version : 0));

@@ -4,7 +4,7 @@
  *
  * The runner instantiates the proxy instead of the real stage when a stage
  * entry has "isolate": true or "worker": PATH. The proxy's options are the
- * spec built by ebb_isolated_spec; its load starts the worker (hello, load),
+ * spec built by pl_isolated_spec; its load starts the worker (hello, load),
  * run ships the job's items over (payloads in shared memory) and adds the
  * outputs, release asks the worker to drop its caches, unload tells it to
  * exit and reaps it (SIGKILL after a grace period). What the worker held on
@@ -33,25 +33,25 @@
 #include "pipeline/stage_api.h"
 
 /* The proxy vtable (static storage), registry name "isolated". */
-const ebb_stage *ebb_isolated_stage(void);
+const ebb_stage *pl_isolated_stage(void);
 
 /* The proxy's options for stage entry d: {"stage", "options" (merged, new
  * reference taken), "version" (the real stage's, 0 for a "worker" entry),
  * "worker", "worker_args"}. Returns a new reference or NULL (out of
  * memory). real: the registered stage, NULL for a "worker" entry. */
-json_t *ebb_isolated_spec(const ebb_stage_def *d, const ebb_stage *real, json_t *merged);
+json_t *pl_isolated_spec(const pl_stage_def *d, const ebb_stage *real, json_t *merged);
 
 /* The worker's peak device bytes as it last reported them (state: the
  * proxy's loaded state). */
-uint64_t ebb_isolated_peak(const void *state);
+uint64_t pl_isolated_peak(const void *state);
 /* Its peak host bytes likewise ("host_peak_bytes"; 0 from a worker that does
  * not say). */
-uint64_t ebb_isolated_host_peak(const void *state);
+uint64_t pl_isolated_host_peak(const void *state);
 /* The worker's pid, 0 when none runs. */
-long ebb_isolated_pid(const void *state);
+long pl_isolated_pid(const void *state);
 
 /* The executable for "isolate": true: $EBB_WORKER, else ebb-worker next to
  * the running program, else "ebb-worker" (PATH). Writes into buf. */
-const char *ebb_isolated_worker_path(char *buf, size_t n);
+const char *pl_isolated_worker_path(char *buf, size_t n);
 
 #endif

@@ -18,7 +18,7 @@
 #define GIB(x) ((double)(x) / (1024.0 * 1024.0 * 1024.0))
 
 typedef struct mpipe {
-  const ebb_pipeline_def *def; /* borrowed from the config */
+  const pl_def *def; /* borrowed from the config */
   int loaded;
   uint64_t need;  /* last measured peak, else "expected_mib"; 0: unknown */
   int measured;   /* need is a measurement here (a load or a run) */
@@ -29,17 +29,17 @@ typedef struct mpipe {
   double used_at; /* last load or run (giving back takes the least recent first) */
 } mpipe;
 
-struct ebb_manager {
-  ebb_device *dev;
-  ebb_allocator *alloc;
-  const ebb_registry *reg;
-  const ebb_config *cfg;
+struct pl_manager {
+  dev_device *dev;
+  mem_allocator *alloc;
+  const pl_registry *reg;
+  const pl_config *cfg;
   char *work_dir;
   char *hook; /* $EBB_STAGE_HOOK: also run at pipeline-unloaded / pipeline-loaded */
-  ebb_policy policy;
+  pl_policy policy;
   double load_wait_s;
-  ebb_runner *runner;
-  ebb_sessions *sessions;
+  pl_runner *runner;
+  pl_sessions *sessions;
   /* Every runner call runs on one long-lived device thread: a burst at a
    * time, and worker processes (isolated stages, which die with the thread
    * that started them: PR_SET_PDEATHSIG) outlive the HTTP connection that
@@ -61,41 +61,41 @@ struct ebb_manager {
   double wake_seconds;        /* their time, summed */
   uint64_t backup_bytes;      /* last seen (the read side never waits on the allocator) */
   mpipe *running;             /* the pipeline of the job on the device thread, under lock */
-  int (*ask_peers)(void *arg, ebb_device *dev, uint64_t need); /* issue 35; may be NULL */
-  void (*ask_done)(void *arg, ebb_device *dev);
+  int (*ask_peers)(void *arg, dev_device *dev, uint64_t need); /* issue 35; may be NULL */
+  void (*ask_done)(void *arg, dev_device *dev);
   void *ask_arg;
   double used_at;             /* last load or run, under lock */
 };
 
 /* --- helpers --------------------------------------------------------------- */
-static uint64_t driver_free(ebb_manager *m, int *known) { return ebb_driver_free(m->dev, known); }
+static uint64_t driver_free(pl_manager *m, int *known) { return pl_driver_free(m->dev, known); }
 
 static void log_free(const char *name, const char *when, uint64_t bytes) {
   char scope[160];
   snprintf(scope, sizeof scope, "pipeline %s", name);
-  ebb_log_field f[] = {EBB_LF_S("event", "pipeline_memory"), EBB_LF_S("pipeline", name),
+  base_log_field f[] = {EBB_LF_S("event", "pipeline_memory"), EBB_LF_S("pipeline", name),
                        EBB_LF_S("when", when), EBB_LF_U("driver_free_bytes", bytes)};
-  ebb_log_ev(EBB_LOG_INFO, scope, f, 4, "GPU memory free %s: %.2f GiB", when, GIB(bytes));
+  base_log_ev(EBB_LOG_INFO, scope, f, 4, "GPU memory free %s: %.2f GiB", when, GIB(bytes));
 }
 
 /* A pipeline's state changed on this manager's device: the fact, once
  * (include/ebb/events.h; the server's stream marks it on the chart). */
-static void publish_pipe(ebb_manager *m, const char *name, const char *state, uint64_t before,
+static void publish_pipe(pl_manager *m, const char *name, const char *state, uint64_t before,
                          uint64_t after) {
-  ebb_event ev = {.kind = EBB_EVENT_PIPELINE, .device = ebb_device_label(m->dev),
+  ebb_event ev = {.kind = EBB_EVENT_PIPELINE, .device = dev_device_label(m->dev),
                   .pipeline = name, .state = state, .driver_free_before = before,
                   .driver_free_after = after};
-  ebb_event_publish(&ev);
+  base_event_publish(&ev);
 }
 
-static mpipe *find_pipe(ebb_manager *m, const char *name) {
+static mpipe *find_pipe(pl_manager *m, const char *name) {
   for (size_t i = 0; i < m->npipes; i++)
     if (!strcmp(m->pipes[i].def->name, name))
       return &m->pipes[i];
   return NULL;
 }
 
-static int unknown_pipeline(ebb_manager *m, const char *name) {
+static int unknown_pipeline(pl_manager *m, const char *name) {
   char known[1024] = "";
   for (size_t i = 0; i < m->npipes; i++)
     snprintf(known + strlen(known), sizeof known - strlen(known), "%s%s", i ? ", " : "",
@@ -103,7 +103,7 @@ static int unknown_pipeline(ebb_manager *m, const char *name) {
   return ebb_seterr(EBB_ENOTFOUND, "unknown pipeline '%s' (known: %s)", name, known);
 }
 
-static int loaded_count(ebb_manager *m) {
+static int loaded_count(pl_manager *m) {
   int n = 0;
   pthread_mutex_lock(&m->lock);
   for (size_t i = 0; i < m->npipes; i++)
@@ -112,7 +112,7 @@ static int loaded_count(ebb_manager *m) {
   return n;
 }
 
-static void add_released(ebb_manager *m, uint64_t b) {
+static void add_released(pl_manager *m, uint64_t b) {
   pthread_mutex_lock(&m->lock);
   m->released_total += b;
   pthread_mutex_unlock(&m->lock);
@@ -120,7 +120,7 @@ static void add_released(ebb_manager *m, uint64_t b) {
 
 /* A copy of def with options[stage name] merged over each stage's options.
  * Unknown stage names are EBB_ECONFIG. Free with free_def. */
-static int merge_def(const ebb_pipeline_def *def, json_t *options, ebb_pipeline_def *out) {
+static int merge_def(const pl_def *def, json_t *options, pl_def *out) {
   *out = *def;
   out->stages = calloc(def->nstages ? def->nstages : 1, sizeof *out->stages);
   if (!out->stages)
@@ -150,7 +150,7 @@ static int merge_def(const ebb_pipeline_def *def, json_t *options, ebb_pipeline_
   return 0;
 }
 
-static void free_def(ebb_pipeline_def *d) {
+static void free_def(pl_def *d) {
   if (!d->stages)
     return;
   for (size_t i = 0; i < d->nstages; i++)
@@ -170,7 +170,7 @@ typedef struct task {
 } task;
 
 static void *device_thread(void *arg) {
-  ebb_manager *m = arg;
+  pl_manager *m = arg;
   pthread_mutex_lock(&m->dev_lock);
   for (;;) {
     while (!m->head && !m->dev_stop)
@@ -198,7 +198,7 @@ static void *device_thread(void *arg) {
 
 /* Runs fn(arg) on the device thread and waits; the error message comes back
  * to the calling thread. try: do nothing (return 1) when the thread is busy. */
-static int on_device_(ebb_manager *m, int (*fn)(void *), void *arg, int try) {
+static int on_device_(pl_manager *m, int (*fn)(void *), void *arg, int try) {
   if (!m->dev_started || pthread_equal(pthread_self(), m->dev_thread))
     return fn(arg);
   task t = {.fn = fn, .arg = arg};
@@ -223,18 +223,18 @@ static int on_device_(ebb_manager *m, int (*fn)(void *), void *arg, int try) {
 #define on_device(m, fn, arg) on_device_((m), (fn), (arg), 0)
 
 /* --- create / destroy --------------------------------------------------------- */
-int ebb_manager_create(const ebb_manager_opts *o, ebb_manager **out) {
+int pl_manager_create(const pl_manager_opts *o, pl_manager **out) {
   if (!o || !o->dev || !o->alloc || !o->reg || !o->cfg || !o->work_dir)
     return ebb_seterr(EBB_EINVAL, "manager: device, allocator, registry, config and work "
                                   "directory are required");
-  ebb_manager *m = calloc(1, sizeof *m);
+  pl_manager *m = calloc(1, sizeof *m);
   if (!m)
     return ebb_seterr(EBB_ENOMEM, "manager: out of host memory");
   m->dev = o->dev;
   m->alloc = o->alloc;
   m->reg = o->reg;
   m->cfg = o->cfg;
-  m->policy = o->policy ? *o->policy : (ebb_policy){EBB_POLICY_AFTER_STAGE, 0};
+  m->policy = o->policy ? *o->policy : (pl_policy){EBB_POLICY_AFTER_STAGE, 0};
   m->load_wait_s = o->load_wait_s > 0 ? o->load_wait_s : 10;
   m->ask_peers = o->ask_peers;
   m->ask_done = o->ask_done;
@@ -254,7 +254,7 @@ int ebb_manager_create(const ebb_manager_opts *o, ebb_manager **out) {
   if (!(m->pipes = calloc(m->npipes ? m->npipes : 1, sizeof *m->pipes)))
     goto fail;
   for (size_t i = 0; i < m->npipes; i++) {
-    const ebb_pipeline_def *d = &o->cfg->pipelines[i];
+    const pl_def *d = &o->cfg->pipelines[i];
     m->pipes[i].def = d;
     m->pipes[i].need = d->expected_bytes; /* "expected_mib" until a load measures it */
     size_t n = strlen(m->work_dir) + strlen(d->name) + 32;
@@ -262,12 +262,12 @@ int ebb_manager_create(const ebb_manager_opts *o, ebb_manager **out) {
       goto fail;
     snprintf(m->pipes[i].outdir, n, "%s/pipelines/%s", m->work_dir, d->name);
   }
-  if ((rc = ebb_sessions_create(&m->sessions)) != 0)
+  if ((rc = pl_sessions_create(&m->sessions)) != 0)
     goto fail;
-  ebb_runner_opts ro = {.size = sizeof ro, .dev = o->dev, .alloc = o->alloc, .reg = o->reg,
+  pl_runner_opts ro = {.size = sizeof ro, .dev = o->dev, .alloc = o->alloc, .reg = o->reg,
                         .cache_dir = o->cache_dir, .scratch_dir = o->scratch_dir,
                         .oneshot = 0};
-  if ((rc = ebb_runner_create(&ro, &m->runner)) != 0)
+  if ((rc = pl_runner_create(&ro, &m->runner)) != 0)
     goto fail;
   if (pthread_create(&m->dev_thread, NULL, device_thread, m) != 0) {
     rc = ebb_seterr(EBB_ENOMEM, "manager: cannot start the device thread");
@@ -279,27 +279,27 @@ int ebb_manager_create(const ebb_manager_opts *o, ebb_manager **out) {
 fail:
   if (rc == EBB_ENOMEM)
     ebb_seterr(rc, "manager: out of host memory");
-  ebb_manager_destroy(m);
+  pl_manager_destroy(m);
   return rc;
 }
 
-static int unload_in_switch(ebb_manager *m, mpipe *pp, uint64_t *released);
+static int unload_in_switch(pl_manager *m, mpipe *pp, uint64_t *released);
 
 static int final_vacate_on_dev(void *arg) {
-  ebb_manager *m = arg;
-  ebb_runner_evict_idle(m->runner, -1, NULL);
-  ebb_runner_destroy(m->runner);
+  pl_manager *m = arg;
+  pl_runner_evict_idle(m->runner, -1, NULL);
+  pl_runner_destroy(m->runner);
   m->runner = NULL;
-  ebb_release_result rr = {.size = sizeof rr};
-  ebb_release(m->alloc, EBB_RELEASE_DEFAULT | EBB_RELEASE_CONTEXT, &rr);
+  mem_release_result rr = {.size = sizeof rr};
+  mem_release(m->alloc, EBB_RELEASE_DEFAULT | EBB_RELEASE_CONTEXT, &rr);
   return 0;
 }
 
-void ebb_manager_destroy(ebb_manager *m) {
+void pl_manager_destroy(pl_manager *m) {
   if (!m)
     return;
   if (m->sessions)
-    ebb_sessions_stop_all(m->sessions, "the server is shutting down");
+    pl_sessions_stop_all(m->sessions, "the server is shutting down");
   pthread_mutex_lock(&m->switch_lock);
   for (size_t i = 0; i < m->npipes && m->runner; i++)
     if (m->pipes[i].loaded)
@@ -314,7 +314,7 @@ void ebb_manager_destroy(ebb_manager *m) {
     pthread_mutex_unlock(&m->dev_lock);
     pthread_join(m->dev_thread, NULL);
   }
-  ebb_sessions_destroy(m->sessions);
+  pl_sessions_destroy(m->sessions);
   for (size_t i = 0; i < m->npipes; i++)
     free(m->pipes[i].outdir);
   free(m->pipes);
@@ -328,14 +328,14 @@ void ebb_manager_destroy(ebb_manager *m) {
   free(m);
 }
 
-ebb_sessions *ebb_manager_sessions(ebb_manager *m) { return m->sessions; }
+pl_sessions *pl_manager_sessions(pl_manager *m) { return m->sessions; }
 
-const ebb_pipeline_def *ebb_manager_pipeline(ebb_manager *m, const char *name) {
+const pl_def *pl_manager_pipeline(pl_manager *m, const char *name) {
   mpipe *pp = find_pipe(m, name);
   return pp ? pp->def : NULL;
 }
 
-int ebb_manager_is_loaded(ebb_manager *m, const char *name) {
+int pl_manager_is_loaded(pl_manager *m, const char *name) {
   pthread_mutex_lock(&m->lock);
   mpipe *pp = find_pipe(m, name);
   int l = pp && pp->loaded;
@@ -343,7 +343,7 @@ int ebb_manager_is_loaded(ebb_manager *m, const char *name) {
   return l;
 }
 
-int ebb_manager_policy_of(ebb_manager *m, const char *name, ebb_policy *out) {
+int pl_manager_policy_of(pl_manager *m, const char *name, pl_policy *out) {
   mpipe *pp = find_pipe(m, name); /* the definitions never change after create */
   if (!pp)
     return ebb_seterr(EBB_ENOTFOUND, "no pipeline '%s'", name);
@@ -351,7 +351,7 @@ int ebb_manager_policy_of(ebb_manager *m, const char *name, ebb_policy *out) {
   return 0;
 }
 
-uint64_t ebb_manager_need(ebb_manager *m, const char *name) {
+uint64_t pl_manager_need(pl_manager *m, const char *name) {
   pthread_mutex_lock(&m->lock);
   mpipe *pp = find_pipe(m, name);
   uint64_t n = pp ? pp->need : 0;
@@ -359,7 +359,7 @@ uint64_t ebb_manager_need(ebb_manager *m, const char *name) {
   return n;
 }
 
-void ebb_manager_place_figures(ebb_manager *m, const char *name, uint64_t *measured,
+void pl_manager_place_figures(pl_manager *m, const char *name, uint64_t *measured,
                                int *asleep) {
   pthread_mutex_lock(&m->lock);
   mpipe *pp = find_pipe(m, name);
@@ -368,13 +368,13 @@ void ebb_manager_place_figures(ebb_manager *m, const char *name, uint64_t *measu
   pthread_mutex_unlock(&m->lock);
 }
 
-uint64_t ebb_manager_context_estimate(ebb_manager *m) {
-  ebb_alloc_stats st = {.size = sizeof st};
-  ebb_allocator_get_stats(m->alloc, &st);
+uint64_t pl_manager_context_estimate(pl_manager *m) {
+  mem_alloc_stats st = {.size = sizeof st};
+  mem_allocator_get_stats(m->alloc, &st);
   return st.context_estimate;
 }
 
-uint64_t ebb_manager_asleep_bytes(ebb_manager *m, const char *except) {
+uint64_t pl_manager_asleep_bytes(pl_manager *m, const char *except) {
   uint64_t b = 0;
   pthread_mutex_lock(&m->lock);
   for (size_t i = 0; i < m->npipes; i++)
@@ -385,7 +385,7 @@ uint64_t ebb_manager_asleep_bytes(ebb_manager *m, const char *except) {
   return b;
 }
 
-uint64_t ebb_manager_loaded_bytes(ebb_manager *m, const char *except, int *count) {
+uint64_t pl_manager_loaded_bytes(pl_manager *m, const char *except, int *count) {
   uint64_t b = 0;
   int c = 0;
   pthread_mutex_lock(&m->lock);
@@ -400,9 +400,9 @@ uint64_t ebb_manager_loaded_bytes(ebb_manager *m, const char *except, int *count
   return b;
 }
 
-ebb_device *ebb_manager_device(ebb_manager *m) { return m->dev; }
+dev_device *pl_manager_device(pl_manager *m) { return m->dev; }
 
-uint64_t ebb_manager_released_total(ebb_manager *m) {
+uint64_t pl_manager_released_total(pl_manager *m) {
   pthread_mutex_lock(&m->lock);
   uint64_t b = m->released_total;
   pthread_mutex_unlock(&m->lock);
@@ -411,15 +411,15 @@ uint64_t ebb_manager_released_total(ebb_manager *m) {
 
 /* --- unload ----------------------------------------------------------------- */
 typedef struct unload_args {
-  ebb_manager *m;
+  pl_manager *m;
   mpipe *pp;
   uint64_t rel;
 } unload_args;
 static int unload_on_dev(void *arg);
-static void note_backup(ebb_manager *m);
+static void note_backup(pl_manager *m);
 
 /* switch_lock held (the _in_switch functions). */
-static int unload_in_switch(ebb_manager *m, mpipe *pp, uint64_t *released) {
+static int unload_in_switch(pl_manager *m, mpipe *pp, uint64_t *released) {
   const char *name = pp->def->name;
   char scope[160], reason[256];
   snprintf(scope, sizeof scope, "pipeline %s", name);
@@ -428,9 +428,9 @@ static int unload_in_switch(ebb_manager *m, mpipe *pp, uint64_t *released) {
     *released = 0;
   /* 1. no new items; 2. the items in flight finish; the leases go */
   int stopped = 0;
-  ebb_sessions_stop_pipeline(m->sessions, name, reason, &stopped);
+  pl_sessions_stop_pipeline(m->sessions, name, reason, &stopped);
   if (stopped)
-    ebb_log(EBB_LOG_INFO, scope, "stopped %d session%s (drained)", stopped,
+    base_log(EBB_LOG_INFO, scope, "stopped %d session%s (drained)", stopped,
             stopped == 1 ? "" : "s");
   unload_args a = {m, pp, 0};
   int rc = on_device(m, unload_on_dev, &a);
@@ -443,14 +443,14 @@ static int unload_in_switch(ebb_manager *m, mpipe *pp, uint64_t *released) {
 /* On the device thread: the stages go, the driver confirms. */
 static int unload_on_dev(void *arg) {
   unload_args *a = arg;
-  ebb_manager *m = a->m;
+  pl_manager *m = a->m;
   mpipe *pp = a->pp;
   const char *name = pp->def->name;
   char scope[160];
   snprintf(scope, sizeof scope, "pipeline %s", name);
   uint64_t held = 0;
   int was_loaded = pp->loaded;
-  int n = ebb_runner_pipeline_bytes(m->runner, name, &held, NULL);
+  int n = pl_runner_pipeline_bytes(m->runner, name, &held, NULL);
   if (!was_loaded && n == 0)
     return 0;
   int known;
@@ -467,16 +467,16 @@ static int unload_on_dev(void *arg) {
    * freeing whatever they still held (a leak); then trim, pinned, and the
    * context when nothing else is loaded */
   uint64_t rel = 0, more = 0;
-  int rc = ebb_runner_unload_pipeline(m->runner, name, !others, &rel);
+  int rc = pl_runner_unload_pipeline(m->runner, name, !others, &rel);
   if (rc)
-    ebb_log(EBB_LOG_WARN, scope, "%s", ebb_errmsg());
+    base_log(EBB_LOG_WARN, scope, "%s", ebb_errmsg());
   if (!others)
-    ebb_runner_evict_idle(m->runner, -1, &more); /* idle job stages + context */
+    pl_runner_evict_idle(m->runner, -1, &more); /* idle job stages + context */
   rel += more;
   uint64_t left = 0;
-  ebb_runner_pipeline_bytes(m->runner, name, &left, NULL);
+  pl_runner_pipeline_bytes(m->runner, name, &left, NULL);
   if (left)
-    ebb_log(EBB_LOG_ERROR, scope, "its stages still hold %llu MiB after unload", MIB(left));
+    base_log(EBB_LOG_ERROR, scope, "its stages still hold %llu MiB after unload", MIB(left));
   /* 4. confirm against the driver */
   uint64_t after = driver_free(m, NULL);
   log_free(name, "after unload", after);
@@ -485,20 +485,20 @@ static int unload_on_dev(void *arg) {
   if (known) {
     int64_t seen = (int64_t)after - (int64_t)before;
     if (seen + (2 << 20) < (int64_t)rel)
-      ebb_log(EBB_LOG_WARN, scope,
+      base_log(EBB_LOG_WARN, scope,
               "the driver shows %lld MiB more free memory but ebb handed back %llu MiB",
               (long long)(seen / (1 << 20)), MIB(rel));
     else
-      ebb_log(EBB_LOG_DEBUG, scope, "driver confirms: +%lld MiB free (ebb handed back %llu MiB)",
+      base_log(EBB_LOG_DEBUG, scope, "driver confirms: +%lld MiB free (ebb handed back %llu MiB)",
               (long long)(seen / (1 << 20)), MIB(rel));
   }
-  ebb_hook_run(m->hook, "pipeline-unloaded", name, rel);
+  pl_hook_run(m->hook, "pipeline-unloaded", name, rel);
   note_backup(m); /* a sleeping pipeline's backup went with it */
   a->rel = rel;
   return rc;
 }
 
-int ebb_manager_unload(ebb_manager *m, const char *name, uint64_t *released) {
+int pl_manager_unload(pl_manager *m, const char *name, uint64_t *released) {
   if (released)
     *released = 0;
   mpipe *pp = find_pipe(m, name);
@@ -510,12 +510,12 @@ int ebb_manager_unload(ebb_manager *m, const char *name, uint64_t *released) {
   return rc;
 }
 
-int ebb_manager_unload_all(ebb_manager *m, uint64_t *released, int *count) {
+int pl_manager_unload_all(pl_manager *m, uint64_t *released, int *count) {
   uint64_t total = 0;
   int n = 0, rc = 0;
   pthread_mutex_lock(&m->switch_lock);
   for (size_t i = 0; i < m->npipes; i++) {
-    if (!ebb_manager_is_loaded(m, m->pipes[i].def->name))
+    if (!pl_manager_is_loaded(m, m->pipes[i].def->name))
       continue;
     uint64_t rel = 0;
     int r = unload_in_switch(m, &m->pipes[i], &rel);
@@ -533,18 +533,18 @@ int ebb_manager_unload_all(ebb_manager *m, uint64_t *released, int *count) {
 
 /* --- load ------------------------------------------------------------------- */
 typedef struct evict_args {
-  ebb_manager *m;
+  pl_manager *m;
   double now;
   uint64_t rel;
 } evict_args;
 
 static int evict_on_dev(void *arg) {
   evict_args *a = arg;
-  return ebb_runner_evict_idle(a->m->runner, a->now, &a->rel);
+  return pl_runner_evict_idle(a->m->runner, a->now, &a->rel);
 }
 
 typedef struct load_args {
-  ebb_manager *m;
+  pl_manager *m;
   mpipe *pp;
   uint64_t rel;
 } load_args;
@@ -552,21 +552,21 @@ typedef struct load_args {
 /* On the device thread: load, measure, log. */
 static int load_on_dev(void *arg) {
   load_args *a = arg;
-  ebb_manager *m = a->m;
+  pl_manager *m = a->m;
   mpipe *pp = a->pp;
   const char *name = pp->def->name;
   uint64_t before = driver_free(m, NULL);
-  int had_ctx = ebb_device_ctx_active(m->dev);
-  ebb_job_result res;
-  int rc = ebb_runner_load_pipeline(m->runner, pp->def, pp->outdir, &res);
+  int had_ctx = dev_ctx_active(m->dev);
+  pl_job_result res;
+  int rc = pl_runner_load_pipeline(m->runner, pp->def, pp->outdir, &res);
   if (rc) {
-    ebb_runner_unload_pipeline(m->runner, name, loaded_count(m) == 0, &a->rel);
+    pl_runner_unload_pipeline(m->runner, name, loaded_count(m) == 0, &a->rel);
     return ebb_seterr(rc, "loading pipeline '%s': %s", name, res.message);
   }
   uint64_t after = driver_free(m, NULL), peak = 0;
-  ebb_runner_pipeline_bytes(m->runner, name, NULL, &peak);
-  ebb_alloc_stats st = {.size = sizeof st};
-  ebb_allocator_get_stats(m->alloc, &st);
+  pl_runner_pipeline_bytes(m->runner, name, NULL, &peak);
+  mem_alloc_stats st = {.size = sizeof st};
+  mem_allocator_get_stats(m->alloc, &st);
   uint64_t measured = before > after ? before - after : 0;
   uint64_t owners = peak + (had_ctx ? 0 : st.context_estimate);
   pthread_mutex_lock(&m->lock);
@@ -574,19 +574,19 @@ static int load_on_dev(void *arg) {
   pp->need = measured > owners ? measured : owners;
   pp->need_ctx = !had_ctx;
   pp->measured = 1;
-  pp->used_at = m->used_at = ebb_now();
+  pp->used_at = m->used_at = base_now();
   pthread_mutex_unlock(&m->lock);
   log_free(name, "after load", after);
   publish_pipe(m, name, "loaded", before, after);
-  ebb_hook_run(m->hook, "pipeline-loaded", name, 0);
+  pl_hook_run(m->hook, "pipeline-loaded", name, 0);
   return 0;
 }
 /* The device context a load would create: 0 while one is active. */
 #define ASSUMED_CONTEXT (300ull << 20) /* the allocator's own default (allocator.c) */
-static uint64_t context_need(ebb_manager *m) {
-  if (ebb_device_ctx_active(m->dev))
+static uint64_t context_need(pl_manager *m) {
+  if (dev_ctx_active(m->dev))
     return 0;
-  uint64_t ctx = ebb_manager_context_estimate(m);
+  uint64_t ctx = pl_manager_context_estimate(m);
   return ctx ? ctx : ASSUMED_CONTEXT;
 }
 
@@ -595,7 +595,7 @@ static uint64_t context_need(ebb_manager *m) {
  * "expected_mib"; each with the context a first load creates (a need
  * measured while a context existed does not count it). 0: unknown. *why
  * says which. */
-static uint64_t predicted_need(ebb_manager *m, mpipe *pp, const char **why) {
+static uint64_t predicted_need(pl_manager *m, mpipe *pp, const char **why) {
   pthread_mutex_lock(&m->lock);
   uint64_t need = pp->measured ? pp->need : 0;
   int with_ctx = pp->need_ctx;
@@ -605,7 +605,7 @@ static uint64_t predicted_need(ebb_manager *m, mpipe *pp, const char **why) {
     return need + (with_ctx ? 0 : context_need(m));
   uint64_t declared = 0;
   int complete = 0;
-  ebb_manager_pipeline_need(m, pp->def->name, &declared, &complete);
+  pl_manager_pipeline_need(m, pp->def->name, &declared, &complete);
   if (declared && complete) {
     *why = "declared by its stages";
     return declared + context_need(m);
@@ -618,7 +618,7 @@ static uint64_t predicted_need(ebb_manager *m, mpipe *pp, const char **why) {
  * asked (the broker) before waiting or failing (`what`: "needs", "wakes
  * into"). 1 when they were asked (then ask_finished once the memory is
  * taken, or the attempt failed). */
-static int ask_peers_for(ebb_manager *m, const char *name, const char *what, uint64_t need) {
+static int ask_peers_for(pl_manager *m, const char *name, const char *what, uint64_t need) {
   int known;
   uint64_t free_now = driver_free(m, &known);
   if (!m->ask_peers || !known)
@@ -626,20 +626,20 @@ static int ask_peers_for(ebb_manager *m, const char *name, const char *what, uin
   char scope[160];
   snprintf(scope, sizeof scope, "pipeline %s", name);
   if (free_now < need)
-    ebb_log(EBB_LOG_INFO, scope, "%s about %llu MiB, %llu MiB free: asking the other "
-            "processes on %s", what, MIB(need), MIB(free_now), ebb_device_label(m->dev));
+    base_log(EBB_LOG_INFO, scope, "%s about %llu MiB, %llu MiB free: asking the other "
+            "processes on %s", what, MIB(need), MIB(free_now), dev_device_label(m->dev));
   /* asked even when the driver shows enough: the bytes may be another
    * asker's claim (docs/broker.md, "Claims"), and this load claims its own */
   m->ask_peers(m->ask_arg, m->dev, need);
   return 1;
 }
 
-static void ask_finished(ebb_manager *m, int asked) {
+static void ask_finished(pl_manager *m, int asked) {
   if (asked && m->ask_done)
     m->ask_done(m->ask_arg, m->dev);
 }
 
-int ebb_manager_ask_room(ebb_manager *m, const char *name) {
+int pl_manager_ask_room(pl_manager *m, const char *name) {
   mpipe *pp = find_pipe(m, name);
   const char *why;
   uint64_t need = pp ? predicted_need(m, pp, &why) : 0;
@@ -650,20 +650,20 @@ int ebb_manager_ask_room(ebb_manager *m, const char *name) {
   return ask_peers_for(m, name, "needs", need);
 }
 
-void ebb_manager_ask_done(ebb_manager *m) { ask_finished(m, 1); }
+void pl_manager_ask_done(pl_manager *m) { ask_finished(m, 1); }
 
-static int pipe_asleep(ebb_manager *m, mpipe *pp) {
+static int pipe_asleep(pl_manager *m, mpipe *pp) {
   pthread_mutex_lock(&m->lock);
   int a = pp->loaded && pp->asleep;
   pthread_mutex_unlock(&m->lock);
   return a;
 }
 
-static int load_in_switch(ebb_manager *m, mpipe *pp) {
+static int load_in_switch(pl_manager *m, mpipe *pp) {
   const char *name = pp->def->name;
   char scope[160];
   snprintf(scope, sizeof scope, "pipeline %s", name);
-  if (ebb_manager_is_loaded(m, name))
+  if (pl_manager_is_loaded(m, name))
     return 0;
   const char *why;
   uint64_t need = predicted_need(m, pp, &why);
@@ -673,9 +673,9 @@ static int load_in_switch(ebb_manager *m, mpipe *pp) {
   if (need == 0 || (known && need > free_now)) {
     for (size_t i = 0; i < m->npipes; i++) {
       mpipe *o = &m->pipes[i];
-      if (o == pp || !ebb_manager_is_loaded(m, o->def->name))
+      if (o == pp || !pl_manager_is_loaded(m, o->def->name))
         continue;
-      ebb_log(EBB_LOG_INFO, scope, "switching: unloading pipeline '%s' first", o->def->name);
+      base_log(EBB_LOG_INFO, scope, "switching: unloading pipeline '%s' first", o->def->name);
       unload_in_switch(m, o, NULL);
     }
     evict_args ev = {m, -1, 0};
@@ -684,15 +684,15 @@ static int load_in_switch(ebb_manager *m, mpipe *pp) {
     need = predicted_need(m, pp, &why); /* the switch may have let the context go */
   }
   if (need && known) {
-    uint64_t total = ebb_device_total_bytes(m->dev);
+    uint64_t total = dev_total_bytes(m->dev);
     if (total && need > total)
       return ebb_seterr(EBB_EOOM,
                         "pipeline '%s' needs about %llu MiB (%s) but the "
                         "device %s has only %llu MiB in all; not loading it",
-                        name, MIB(need), why, ebb_device_label(m->dev), MIB(total));
+                        name, MIB(need), why, dev_device_label(m->dev), MIB(total));
     asked = ask_peers_for(m, name, "needs", need);
-    double until = ebb_now() + m->load_wait_s;
-    while ((free_now = driver_free(m, NULL)) < need && ebb_now() < until) {
+    double until = base_now() + m->load_wait_s;
+    while ((free_now = driver_free(m, NULL)) < need && base_now() < until) {
       struct timespec ts = {0, 100 * 1000000L};
       nanosleep(&ts, NULL);
     }
@@ -702,7 +702,7 @@ static int load_in_switch(ebb_manager *m, mpipe *pp) {
                         "pipeline '%s' needs about %llu MiB (%s) but %s has "
                         "%llu MiB free after unloading the other pipelines and waiting %.0f s; "
                         "not loading it (something else holds the memory)",
-                        name, MIB(need), why, ebb_device_label(m->dev), MIB(free_now),
+                        name, MIB(need), why, dev_device_label(m->dev), MIB(free_now),
                         m->load_wait_s);
     }
   }
@@ -713,15 +713,15 @@ static int load_in_switch(ebb_manager *m, mpipe *pp) {
   return rc;
 }
 
-int ebb_manager_stage_need(ebb_manager *m, const char *pipeline, const char *stage,
-                           ebb_stage_need *out) {
+int pl_manager_stage_need(pl_manager *m, const char *pipeline, const char *stage,
+                           pl_stage_need *out) {
   mpipe *pp = m ? find_pipe(m, pipeline) : NULL;
   if (!pp)
     return m ? unknown_pipeline(m, pipeline) : ebb_seterr(EBB_EINVAL, "no manager");
-  return ebb_runner_stage_need(m->runner, pp->def, stage, out);
+  return pl_runner_stage_need(m->runner, pp->def, stage, out);
 }
 
-int ebb_manager_pipeline_need(ebb_manager *m, const char *pipeline, uint64_t *device_bytes,
+int pl_manager_pipeline_need(pl_manager *m, const char *pipeline, uint64_t *device_bytes,
                               int *complete) {
   mpipe *pp = m ? find_pipe(m, pipeline) : NULL;
   if (!pp)
@@ -729,8 +729,8 @@ int ebb_manager_pipeline_need(ebb_manager *m, const char *pipeline, uint64_t *de
   uint64_t sum = 0;
   int all = 1;
   for (size_t i = 0; i < pp->def->nstages; i++) {
-    ebb_stage_need n = {.size = sizeof n};
-    if (ebb_runner_stage_need(m->runner, pp->def, pp->def->stages[i].name, &n) == 0)
+    pl_stage_need n = {.size = sizeof n};
+    if (pl_runner_stage_need(m->runner, pp->def, pp->def->stages[i].name, &n) == 0)
       sum += n.device_bytes;
     else
       all = 0;
@@ -742,7 +742,7 @@ int ebb_manager_pipeline_need(ebb_manager *m, const char *pipeline, uint64_t *de
   return 0;
 }
 
-int ebb_manager_load(ebb_manager *m, const char *name) {
+int pl_manager_load(pl_manager *m, const char *name) {
   mpipe *pp = find_pipe(m, name);
   if (!pp)
     return unknown_pipeline(m, name);
@@ -753,53 +753,53 @@ int ebb_manager_load(ebb_manager *m, const char *name) {
 }
 
 /* --- jobs and items ---------------------------------------------------------------- */
-int ebb_manager_check_job(ebb_manager *m, const char *pipeline, json_t *options,
-                          ebb_trust_path_fn on_path, void *arg) {
+int pl_manager_check_job(pl_manager *m, const char *pipeline, json_t *options,
+                          pl_trust_path_fn on_path, void *arg) {
   mpipe *pp = find_pipe(m, pipeline);
   if (!pp)
     return unknown_pipeline(m, pipeline);
-  ebb_pipeline_def d;
+  pl_def d;
   int rc = merge_def(pp->def, options, &d);
   if (!rc)
-    rc = ebb_pipeline_check(m->reg, &d);
+    rc = pl_check(m->reg, &d);
   free_def(&d);
   if (!rc && options)
-    rc = ebb_job_options_trust(m->reg, pp->def, options, on_path, arg);
+    rc = pl_job_options_trust(m->reg, pp->def, options, on_path, arg);
   return rc;
 }
 
-int ebb_manager_job_work(ebb_manager *m, const char *pipeline, json_t *options, double input_s,
-                         uint32_t input_rate, ebb_job_work *out) {
+int pl_manager_job_work(pl_manager *m, const char *pipeline, json_t *options, double input_s,
+                         uint32_t input_rate, pl_job_work *out) {
   mpipe *pp = find_pipe(m, pipeline);
   if (!pp)
     return unknown_pipeline(m, pipeline);
-  ebb_pipeline_def d;
+  pl_def d;
   int rc = merge_def(pp->def, options, &d);
   if (!rc)
-    rc = ebb_pipeline_work(m->reg, &d, input_s, input_rate, out);
+    rc = pl_work(m->reg, &d, input_s, input_rate, out);
   free_def(&d);
   return rc;
 }
 
 typedef struct run_args {
-  ebb_manager *m;
+  pl_manager *m;
   mpipe *pp;
   const char *input, *outdir;
   json_t *options;
   const atomic_int *cancel;
-  ebb_progress_fn progress;
+  pl_progress_fn progress;
   void *progress_arg;
-  ebb_job_result *res;
+  pl_job_result *res;
 } run_args;
 
 /* On the device thread: one job (or session item) through the runner. */
 static int run_on_dev(void *arg) {
   run_args *a = arg;
-  ebb_manager *m = a->m;
+  pl_manager *m = a->m;
   mpipe *pp = a->pp;
-  ebb_job_result *res = a->res;
+  pl_job_result *res = a->res;
   memset(res, 0, sizeof *res);
-  ebb_pipeline_def d;
+  pl_def d;
   int rc = merge_def(pp->def, a->options, &d);
   if (rc) {
     res->code = rc;
@@ -810,35 +810,35 @@ static int run_on_dev(void *arg) {
   pthread_mutex_lock(&m->lock);
   int loaded = pp->loaded;
   pthread_mutex_unlock(&m->lock);
-  ebb_policy never = {EBB_POLICY_NEVER, 0};
-  const ebb_policy *pol = loaded ? &never : (pp->def->has_policy ? &pp->def->policy : &m->policy);
-  ebb_job job = {.size = sizeof job, .pipeline = &d, .input = a->input, .output_dir = a->outdir,
+  pl_policy never = {EBB_POLICY_NEVER, 0};
+  const pl_policy *pol = loaded ? &never : (pp->def->has_policy ? &pp->def->policy : &m->policy);
+  pl_job job = {.size = sizeof job, .pipeline = &d, .input = a->input, .output_dir = a->outdir,
                  .policy = pol, .cancel = a->cancel,
                  .progress = a->progress, .progress_arg = a->progress_arg};
-  int was_asleep = ebb_runner_pipeline_asleep(m->runner, pp->def->name);
-  double tw = ebb_now();
+  int was_asleep = pl_runner_pipeline_asleep(m->runner, pp->def->name);
+  double tw = base_now();
   pthread_mutex_lock(&m->lock);
   m->running = pp;
   pthread_mutex_unlock(&m->lock);
-  rc = ebb_runner_run(m->runner, &job, res);
+  rc = pl_runner_run(m->runner, &job, res);
   pthread_mutex_lock(&m->lock);
   m->running = NULL;
-  pp->used_at = m->used_at = ebb_now();
+  pp->used_at = m->used_at = base_now();
   pthread_mutex_unlock(&m->lock);
-  if (was_asleep && !ebb_runner_pipeline_asleep(m->runner, pp->def->name)) {
+  if (was_asleep && !pl_runner_pipeline_asleep(m->runner, pp->def->name)) {
     pthread_mutex_lock(&m->lock);
     pp->asleep = 0;
     m->wakes++;
-    m->wake_seconds += ebb_now() - tw; /* the job's time bounds its wake's */
+    m->wake_seconds += base_now() - tw; /* the job's time bounds its wake's */
     pthread_mutex_unlock(&m->lock);
     note_backup(m);
     publish_pipe(m, pp->def->name, "awake", 0, 0);
   }
   if (loaded) {
     uint64_t peak = 0;
-    ebb_runner_pipeline_bytes(m->runner, pp->def->name, NULL, &peak);
-    ebb_alloc_stats st = {.size = sizeof st};
-    ebb_allocator_get_stats(m->alloc, &st);
+    pl_runner_pipeline_bytes(m->runner, pp->def->name, NULL, &peak);
+    mem_alloc_stats st = {.size = sizeof st};
+    mem_allocator_get_stats(m->alloc, &st);
     peak += st.context_estimate;
     pthread_mutex_lock(&m->lock);
     if (peak > pp->need) {
@@ -853,9 +853,9 @@ static int run_on_dev(void *arg) {
   return rc;
 }
 
-int ebb_manager_run_job(ebb_manager *m, const char *pipeline, const char *input,
+int pl_manager_run_job(pl_manager *m, const char *pipeline, const char *input,
                         const char *outdir, json_t *options, const atomic_int *cancel,
-                        ebb_progress_fn progress, void *progress_arg, ebb_job_result *res) {
+                        pl_progress_fn progress, void *progress_arg, pl_job_result *res) {
   memset(res, 0, sizeof *res);
   mpipe *pp = find_pipe(m, pipeline);
   if (!pp) {
@@ -864,7 +864,7 @@ int ebb_manager_run_job(ebb_manager *m, const char *pipeline, const char *input,
     return res->code;
   }
   int asked = 0;
-  if (!ebb_manager_is_loaded(m, pipeline) || pipe_asleep(m, pp)) { /* the runner loads or
+  if (!pl_manager_is_loaded(m, pipeline) || pipe_asleep(m, pp)) { /* the runner loads or
                                                                      wakes it: room first */
     const char *why;
     uint64_t need = predicted_need(m, pp, &why);
@@ -881,24 +881,24 @@ int ebb_manager_run_job(ebb_manager *m, const char *pipeline, const char *input,
   return rc;
 }
 
-int ebb_manager_session_open(ebb_manager *m, const char *pipeline, char *id) {
+int pl_manager_session_open(pl_manager *m, const char *pipeline, char *id) {
   mpipe *pp = find_pipe(m, pipeline);
   if (!pp)
     return unknown_pipeline(m, pipeline);
   pthread_mutex_lock(&m->switch_lock);
   int rc = load_in_switch(m, pp);
   if (!rc)
-    rc = ebb_sessions_open(m->sessions, pipeline, id);
+    rc = pl_sessions_open(m->sessions, pipeline, id);
   pthread_mutex_unlock(&m->switch_lock);
   return rc;
 }
 
-int ebb_manager_session_item(ebb_manager *m, const char *id, const char *input,
+int pl_manager_session_item(pl_manager *m, const char *id, const char *input,
                              const char *outdir, json_t *options, const atomic_int *cancel,
-                             ebb_job_result *res) {
+                             pl_job_result *res) {
   memset(res, 0, sizeof *res);
   char pipeline[128];
-  int rc = ebb_sessions_item_begin(m->sessions, id, pipeline);
+  int rc = pl_sessions_item_begin(m->sessions, id, pipeline);
   if (rc) {
     res->code = rc;
     snprintf(res->message, sizeof res->message, "%s", ebb_errmsg());
@@ -907,65 +907,65 @@ int ebb_manager_session_item(ebb_manager *m, const char *id, const char *input,
   mpipe *pp = find_pipe(m, pipeline);
   run_args a = {m, pp, input, outdir, options, cancel, NULL, NULL, res};
   rc = on_device(m, run_on_dev, &a);
-  ebb_sessions_item_end(m->sessions, id, rc != 0);
+  pl_sessions_item_end(m->sessions, id, rc != 0);
   return rc;
 }
 
-int ebb_manager_session_close(ebb_manager *m, const char *id) {
-  return ebb_sessions_close(m->sessions, id);
+int pl_manager_session_close(pl_manager *m, const char *id) {
+  return pl_sessions_close(m->sessions, id);
 }
 
 /* --- release ---------------------------------------------------------------- */
-void ebb_manager_tick(ebb_manager *m) {
-  evict_args ev = {m, ebb_now(), 0};
+void pl_manager_tick(pl_manager *m) {
+  evict_args ev = {m, base_now(), 0};
   if (on_device_(m, evict_on_dev, &ev, 1) == 0) /* skipped while busy */
     add_released(m, ev.rel);
 }
 
 typedef struct release_args {
-  ebb_manager *m;
+  pl_manager *m;
   uint64_t rel;
 } release_args;
 
 static int release_on_dev(void *arg) {
   release_args *a = arg;
-  ebb_release_result rr = {.size = sizeof rr};
-  ebb_release(a->m->alloc, EBB_RELEASE_DEFAULT, &rr);
+  mem_release_result rr = {.size = sizeof rr};
+  mem_release(a->m->alloc, EBB_RELEASE_DEFAULT, &rr);
   /* the trim is no owner's (the evicted stages publish their own) */
-  ebb_event ev = {.kind = EBB_EVENT_RELEASED, .device = ebb_device_label(a->m->dev),
+  ebb_event ev = {.kind = EBB_EVENT_RELEASED, .device = dev_device_label(a->m->dev),
                   .what = "GPU memory", .bytes = rr.released_bytes,
                   .context_bytes = rr.context_bytes};
-  ebb_event_publish(&ev);
+  base_event_publish(&ev);
   uint64_t more = 0;
-  ebb_runner_evict_idle(a->m->runner, -1, &more);
+  pl_runner_evict_idle(a->m->runner, -1, &more);
   a->rel = rr.released_bytes + more;
   return 0;
 }
 
-int ebb_manager_release(ebb_manager *m, uint64_t *released) {
+int pl_manager_release(pl_manager *m, uint64_t *released) {
   release_args a = {m, 0};
   on_device(m, release_on_dev, &a);
   uint64_t total = a.rel;
   add_released(m, total);
   if (total >> 20)
-    ebb_log(EBB_LOG_INFO, "server", "released %llu MiB of GPU memory", MIB(total));
+    base_log(EBB_LOG_INFO, "server", "released %llu MiB of GPU memory", MIB(total));
   if (released)
     *released = total;
   return 0;
 }
 
 /* --- JSON views ---------------------------------------------------------------- */
-json_t *ebb_manager_pipelines_json(ebb_manager *m) {
+json_t *pl_manager_pipelines_json(pl_manager *m) {
   json_t *arr = json_array();
   for (size_t i = 0; i < m->npipes; i++) {
     mpipe *pp = &m->pipes[i];
-    const ebb_pipeline_def *d = pp->def;
+    const pl_def *d = pp->def;
     json_t *o = json_object(), *st = json_array();
     for (size_t k = 0; k < d->nstages; k++)
       json_array_append_new(st, json_pack("{s:s,s:s}", "name", d->stages[k].name, "stage",
                                           d->stages[k].stage));
     char pol[64];
-    ebb_policy_format(d->has_policy ? &d->policy : &m->policy, pol, sizeof pol);
+    pl_policy_format(d->has_policy ? &d->policy : &m->policy, pol, sizeof pol);
     pthread_mutex_lock(&m->lock);
     int loaded = pp->loaded;
     uint64_t need = pp->need;
@@ -977,7 +977,7 @@ json_t *ebb_manager_pipelines_json(ebb_manager *m) {
     json_object_set_new(o, "stages", st);
     json_object_set_new(o, "loaded", json_boolean(loaded));
     json_object_set_new(o, "asleep", json_boolean(loaded && pp->asleep));
-    json_object_set_new(o, "sessions", json_integer(ebb_sessions_leases(m->sessions, d->name)));
+    json_object_set_new(o, "sessions", json_integer(pl_sessions_leases(m->sessions, d->name)));
     json_object_set_new(o, "need_bytes", need ? json_integer((json_int_t)need) : json_null());
     json_array_append_new(arr, o);
   }
@@ -986,12 +986,12 @@ json_t *ebb_manager_pipelines_json(ebb_manager *m) {
 
 /* Per-owner current bytes from the ledger (thread-safe, never waits for a
  * job): an owner's last event carries its bytes after it. */
-static json_t *owners_json(ebb_manager *m) {
-  ebb_ledger *l = ebb_allocator_ledger(m->alloc);
-  size_t cap = ebb_ledger_count(l) + 64, n = 0;
-  ebb_ledger_event *ev = malloc(cap * sizeof *ev);
+static json_t *owners_json(pl_manager *m) {
+  mem_ledger *l = mem_allocator_ledger(m->alloc);
+  size_t cap = mem_ledger_count(l) + 64, n = 0;
+  mem_ledger_event *ev = malloc(cap * sizeof *ev);
   json_t *arr = json_array();
-  if (!ev || ebb_ledger_events(l, ev, cap, &n, NULL) != 0) {
+  if (!ev || mem_ledger_events(l, ev, cap, &n, NULL) != 0) {
     free(ev);
     return arr;
   }
@@ -1017,11 +1017,11 @@ static json_t *owners_json(ebb_manager *m) {
   return arr;
 }
 
-json_t *ebb_manager_memory_json(ebb_manager *m) {
-  ebb_alloc_stats st = {.size = sizeof st};
-  ebb_allocator_get_stats(m->alloc, &st);
-  ebb_unattributed un = {.size = sizeof un};
-  int un_ok = ebb_allocator_unattributed(m->alloc, &un) == 0;
+json_t *pl_manager_memory_json(pl_manager *m) {
+  mem_alloc_stats st = {.size = sizeof st};
+  mem_allocator_get_stats(m->alloc, &st);
+  mem_unattributed un = {.size = sizeof un};
+  int un_ok = mem_allocator_unattributed(m->alloc, &un) == 0;
   json_t *loaded = json_array();
   pthread_mutex_lock(&m->lock);
   for (size_t i = 0; i < m->npipes; i++)
@@ -1029,9 +1029,9 @@ json_t *ebb_manager_memory_json(ebb_manager *m) {
       json_array_append_new(loaded, json_string(m->pipes[i].def->name));
   pthread_mutex_unlock(&m->lock);
   static const char *src[] = {"none", "driver", "nvml", "host"};
-  json_t *dev = json_pack("{s:s,s:s,s:I,s:I,s:I,s:s}", "label", ebb_device_label(m->dev), "name",
-                          ebb_device_name(m->dev), "total_bytes",
-                          (json_int_t)ebb_device_total_bytes(m->dev), "driver_free_bytes",
+  json_t *dev = json_pack("{s:s,s:s,s:I,s:I,s:I,s:s}", "label", dev_device_label(m->dev), "name",
+                          dev_name(m->dev), "total_bytes",
+                          (json_int_t)dev_total_bytes(m->dev), "driver_free_bytes",
                           (json_int_t)st.driver_free, "driver_total_bytes",
                           (json_int_t)st.driver_total, "driver_source",
                           src[st.driver_source <= EBB_MEMINFO_HOST ? st.driver_source : 0]);
@@ -1055,29 +1055,29 @@ json_t *ebb_manager_memory_json(ebb_manager *m) {
                     : json_pack("{s:b}", "known", 0);
   return json_pack("{s:o,s:o,s:o,s:o,s:o,s:o,s:o,s:I}", "device", dev, "allocator", al, "owners",
                    owners_json(m), "context", ctx, "pinned", pin, "unattributed", una, "loaded",
-                   loaded, "released_total_bytes", (json_int_t)ebb_manager_released_total(m));
+                   loaded, "released_total_bytes", (json_int_t)pl_manager_released_total(m));
 }
 
 /* --- sleep and wake (issue 12) ---------------------------------------------- */
 typedef struct sleep_args {
-  ebb_manager *m;
+  pl_manager *m;
   mpipe *pp;
   int wake;
-  ebb_sleep_stats st;
+  mem_sleep_stats st;
 } sleep_args;
 
 static int sleep_on_dev(void *arg) {
   sleep_args *a = arg;
   const char *name = a->pp->def->name;
-  a->st = (ebb_sleep_stats){.size = sizeof a->st};
-  return a->wake ? ebb_runner_wake_pipeline(a->m->runner, name, &a->st)
-                 : ebb_runner_sleep_pipeline(a->m->runner, name, &a->st);
+  a->st = (mem_sleep_stats){.size = sizeof a->st};
+  return a->wake ? pl_runner_wake_pipeline(a->m->runner, name, &a->st)
+                 : pl_runner_sleep_pipeline(a->m->runner, name, &a->st);
 }
 
-static uint64_t backup_bytes(ebb_manager *m) { return ebb_allocator_backup_bytes(m->alloc); }
+static uint64_t backup_bytes(pl_manager *m) { return mem_allocator_backup_bytes(m->alloc); }
 
 /* The figure the read side shows, refreshed after every change. */
-static void note_backup(ebb_manager *m) {
+static void note_backup(pl_manager *m) {
   uint64_t b = backup_bytes(m);
   pthread_mutex_lock(&m->lock);
   m->backup_bytes = b;
@@ -1086,7 +1086,7 @@ static void note_backup(ebb_manager *m) {
 
 /* Over the host budget for backups: the oldest sleepers are unloaded
  * instead (switch_lock held). */
-static void enforce_budget(ebb_manager *m) {
+static void enforce_budget(pl_manager *m) {
   for (;;) {
     pthread_mutex_lock(&m->lock);
     uint64_t budget = m->sleep_budget;
@@ -1099,7 +1099,7 @@ static void enforce_budget(ebb_manager *m) {
     uint64_t held = backup_bytes(m);
     if (!budget || held <= budget || !oldest)
       return;
-    ebb_log(EBB_LOG_INFO, "server",
+    base_log(EBB_LOG_INFO, "server",
             "sleep: backups hold %llu MiB of host memory, over the budget of %llu MiB: "
             "unloading pipeline '%s' (the oldest asleep)",
             MIB(held), MIB(budget), oldest->def->name);
@@ -1108,16 +1108,16 @@ static void enforce_budget(ebb_manager *m) {
 }
 
 /* switch_lock held. try: do nothing (return 1) while the device is busy. */
-static int sleep_in_switch(ebb_manager *m, mpipe *pp, int try, ebb_sleep_stats *out) {
+static int sleep_in_switch(pl_manager *m, mpipe *pp, int try, mem_sleep_stats *out) {
   const char *name = pp->def->name;
   sleep_args a = {m, pp, 0, {.size = sizeof a.st}};
   int rc = on_device_(m, sleep_on_dev, &a, try);
   if (rc == 1)
     return 1;
-  if (!rc || ebb_runner_pipeline_asleep(m->runner, name)) {
+  if (!rc || pl_runner_pipeline_asleep(m->runner, name)) {
     pthread_mutex_lock(&m->lock);
     pp->asleep = 1;
-    pp->slept_at = ebb_now();
+    pp->slept_at = base_now();
     if (!pp->loaded) /* kept by a job's policy: it counts as loaded while asleep */
       pp->loaded = 1;
     pthread_mutex_unlock(&m->lock);
@@ -1132,7 +1132,7 @@ static int sleep_in_switch(ebb_manager *m, mpipe *pp, int try, ebb_sleep_stats *
   return rc;
 }
 
-int ebb_manager_sleep(ebb_manager *m, const char *name, ebb_sleep_stats *out) {
+int pl_manager_sleep(pl_manager *m, const char *name, mem_sleep_stats *out) {
   mpipe *pp = find_pipe(m, name);
   if (!pp)
     return unknown_pipeline(m, name);
@@ -1142,7 +1142,7 @@ int ebb_manager_sleep(ebb_manager *m, const char *name, ebb_sleep_stats *out) {
   return rc;
 }
 
-int ebb_manager_wake(ebb_manager *m, const char *name, ebb_sleep_stats *out) {
+int pl_manager_wake(pl_manager *m, const char *name, mem_sleep_stats *out) {
   mpipe *pp = find_pipe(m, name);
   if (!pp)
     return unknown_pipeline(m, name);
@@ -1169,13 +1169,13 @@ int ebb_manager_wake(ebb_manager *m, const char *name, ebb_sleep_stats *out) {
   return rc;
 }
 
-void ebb_manager_set_sleep_budget(ebb_manager *m, uint64_t bytes) {
+void pl_manager_set_sleep_budget(pl_manager *m, uint64_t bytes) {
   pthread_mutex_lock(&m->lock);
   m->sleep_budget = bytes;
   pthread_mutex_unlock(&m->lock);
 }
 
-void ebb_manager_sleep_figures(ebb_manager *m, ebb_manager_sleep_info *out) {
+void pl_manager_sleep_figures(pl_manager *m, pl_manager_sleep_info *out) {
   memset(out, 0, sizeof *out);
   pthread_mutex_lock(&m->lock);
   for (size_t i = 0; i < m->npipes; i++)
@@ -1188,22 +1188,22 @@ void ebb_manager_sleep_figures(ebb_manager *m, ebb_manager_sleep_info *out) {
 }
 
 /* --- giving back to another process (issue 35) ----------------------------- */
-uint64_t ebb_manager_process_bytes(ebb_manager *m) {
+uint64_t pl_manager_process_bytes(pl_manager *m) {
   uint64_t b = 0;
-  if (ebb_device_process_used(m->dev, getpid(), &b) != 0)
+  if (dev_process_used(m->dev, getpid(), &b) != 0)
     return 0;
   return b;
 }
 
-double ebb_manager_idle_seconds(ebb_manager *m) {
+double pl_manager_idle_seconds(pl_manager *m) {
   pthread_mutex_lock(&m->lock);
   double t = m->used_at;
   pthread_mutex_unlock(&m->lock);
-  return t > 0 ? ebb_now() - t : ebb_now(); /* never used: as idle as can be */
+  return t > 0 ? base_now() - t : base_now(); /* never used: as idle as can be */
 }
 
 __attribute__((format(printf, 2, 3)))
-static void gb_reason(ebb_giveback *g, const char *fmt, ...) {
+static void gb_reason(pl_giveback *g, const char *fmt, ...) {
   size_t n = strlen(g->reason);
   if (n + 4 >= sizeof g->reason)
     return;
@@ -1215,17 +1215,17 @@ static void gb_reason(ebb_giveback *g, const char *fmt, ...) {
   va_end(ap);
 }
 
-static void gb_kept(ebb_giveback *g, const char *what, uint64_t bytes, const char *why) {
+static void gb_kept(pl_giveback *g, const char *what, uint64_t bytes, const char *why) {
   if (g->nkept == EBB_GIVEBACK_MAX_KEPT)
     return;
-  ebb_giveback_kept *k = &g->kept[g->nkept++];
+  pl_giveback_kept *k = &g->kept[g->nkept++];
   snprintf(k->what, sizeof k->what, "%s", what);
   k->bytes = bytes;
   snprintf(k->why, sizeof k->why, "%s", why);
 }
 
 /* Why pp may not be given (NULL: it may), under lock. */
-static const char *keep_why(ebb_manager *m, mpipe *pp, uint64_t held, uint64_t reserve,
+static const char *keep_why(pl_manager *m, mpipe *pp, uint64_t held, uint64_t reserve,
                             char *buf, size_t len) {
   if (!pp->loaded)
     return "not loaded";
@@ -1233,7 +1233,7 @@ static const char *keep_why(ebb_manager *m, mpipe *pp, uint64_t held, uint64_t r
     return "asleep (its device memory is already back)";
   if (m->running == pp)
     return "a job is running on it";
-  int leases = ebb_sessions_leases(m->sessions, pp->def->name);
+  int leases = pl_sessions_leases(m->sessions, pp->def->name);
   if (leases > 0) {
     snprintf(buf, len, "%d open session%s", leases, leases == 1 ? "" : "s");
     return buf;
@@ -1249,7 +1249,7 @@ static const char *keep_why(ebb_manager *m, mpipe *pp, uint64_t held, uint64_t r
 }
 
 /* The least recently used pipeline that may go, or NULL. */
-static mpipe *next_victim(ebb_manager *m, uint64_t held, uint64_t reserve) {
+static mpipe *next_victim(pl_manager *m, uint64_t held, uint64_t reserve) {
   char buf[160];
   mpipe *best = NULL;
   pthread_mutex_lock(&m->lock);
@@ -1263,10 +1263,10 @@ static mpipe *next_victim(ebb_manager *m, uint64_t held, uint64_t reserve) {
 }
 
 /* Gives one pipeline back by its policy; 1: the device is busy (a job). */
-static int give_pipe(ebb_manager *m, mpipe *pp, ebb_giveback *g) {
-  const ebb_policy *pol = pp->def->has_policy ? &pp->def->policy : &m->policy;
+static int give_pipe(pl_manager *m, mpipe *pp, pl_giveback *g) {
+  const pl_policy *pol = pp->def->has_policy ? &pp->def->policy : &m->policy;
   if (pol->kind == EBB_POLICY_SLEEP) {
-    ebb_sleep_stats st;
+    mem_sleep_stats st;
     int rc = sleep_in_switch(m, pp, 1, &st);
     if (rc == 0)
       gb_reason(g, "pipeline %s asleep (%llu MiB)", pp->def->name, MIB(st.device_bytes));
@@ -1278,7 +1278,7 @@ static int give_pipe(ebb_manager *m, mpipe *pp, ebb_giveback *g) {
   return 0;
 }
 
-static void kept_list(ebb_manager *m, uint64_t held, uint64_t reserve, ebb_giveback *g) {
+static void kept_list(pl_manager *m, uint64_t held, uint64_t reserve, pl_giveback *g) {
   char buf[160], what[128];
   pthread_mutex_lock(&m->lock);
   for (size_t i = 0; i < m->npipes; i++) {
@@ -1290,14 +1290,14 @@ static void kept_list(ebb_manager *m, uint64_t held, uint64_t reserve, ebb_giveb
     gb_kept(g, what, pp->asleep ? 0 : pp->need, why ? why : "not needed (enough was given)");
   }
   pthread_mutex_unlock(&m->lock);
-  if (held && ebb_device_ctx_active(m->dev))
-    gb_kept(g, "context", ebb_manager_context_estimate(m),
+  if (held && dev_ctx_active(m->dev))
+    gb_kept(g, "context", pl_manager_context_estimate(m),
             loaded_count(m) ? "kept while pipelines are loaded" : "held by this process");
 }
 
-int ebb_manager_give_back(ebb_manager *m, uint64_t want, uint64_t reserve, ebb_giveback *out) {
+int pl_manager_give_back(pl_manager *m, uint64_t want, uint64_t reserve, pl_giveback *out) {
   memset(out, 0, sizeof *out);
-  uint64_t before = ebb_manager_process_bytes(m), ebb_given = 0;
+  uint64_t before = pl_manager_process_bytes(m), ebb_given = 0;
   out->confirmed = before > 0;
   if (pthread_mutex_trylock(&m->switch_lock) != 0) {
     gb_kept(out, "pipelines", 0, "a load or unload is under way here");
@@ -1311,15 +1311,15 @@ int ebb_manager_give_back(ebb_manager *m, uint64_t want, uint64_t reserve, ebb_g
   }
   ebb_given += busy ? 0 : ra.rel;
   for (mpipe *pp; !busy;) {
-    uint64_t held = ebb_manager_process_bytes(m);
+    uint64_t held = pl_manager_process_bytes(m);
     uint64_t gone = before > held ? before - held : 0;
     if ((out->confirmed ? gone : ebb_given) >= want || !(pp = next_victim(m, held, reserve)))
       break;
-    uint64_t r0 = ebb_manager_released_total(m);
+    uint64_t r0 = pl_manager_released_total(m);
     busy = give_pipe(m, pp, out);
-    ebb_given += ebb_manager_released_total(m) - r0;
+    ebb_given += pl_manager_released_total(m) - r0;
   }
-  uint64_t after = ebb_manager_process_bytes(m);
+  uint64_t after = pl_manager_process_bytes(m);
   if (busy) {
     pthread_mutex_lock(&m->lock);
     const char *r = m->running ? m->running->def->name : "?";

@@ -27,7 +27,7 @@
  * and after each load (pipeline-loaded), while the switch waits for it, so a
  * script can measure the device from outside between the two.
  *
- * Jobs: ebb_manager_run_job runs one job through the runner as `ebb run`
+ * Jobs: pl_manager_run_job runs one job through the runner as `ebb run`
  * does (the pipeline's or the server's release policy); a job of a loaded
  * pipeline uses the kept instances (policy never) instead.
  *
@@ -62,133 +62,133 @@
 #include "pipeline/sessions.h"
 #include "pipeline/trust.h"
 
-struct ebb_job_work;
+struct pl_job_work;
 
-typedef struct ebb_manager ebb_manager;
+typedef struct pl_manager pl_manager;
 
-typedef struct ebb_manager_opts {
-  uint32_t size;              /* sizeof(ebb_manager_opts) */
-  ebb_device *dev;            /* borrowed; outlives the manager */
-  ebb_allocator *alloc;       /* borrowed, on dev */
-  const ebb_registry *reg;    /* borrowed */
-  const ebb_config *cfg;      /* borrowed: the pipelines known */
+typedef struct pl_manager_opts {
+  uint32_t size;              /* sizeof(pl_manager_opts) */
+  dev_device *dev;            /* borrowed; outlives the manager */
+  mem_allocator *alloc;       /* borrowed, on dev */
+  const pl_registry *reg;    /* borrowed */
+  const pl_config *cfg;      /* borrowed: the pipelines known */
   const char *work_dir;       /* loaded pipelines write under WORK/pipelines/NAME. Copied. */
   const char *cache_dir;      /* stage result cache; NULL: none. Copied. */
   const char *scratch_dir;    /* isolated stages' private load directories (runner.h);
                                  NULL: $TMPDIR. Copied. */
-  const ebb_policy *policy;   /* default for pipelines without one; NULL: after-stage */
+  const pl_policy *policy;   /* default for pipelines without one; NULL: after-stage */
   double load_wait_s;         /* how long a load waits for memory; <= 0: 10 s */
   /* Asking other processes for memory (issue 35, docs/broker.md): a load, or
    * a wake, or a job of a pipeline not loaded or asleep, whose need is over the driver's free
    * memory (after the manager's own switch) calls ask_peers(ask_arg, dev,
    * need) before it waits or fails: it should leave `need` bytes free on dev
    * if peers can give them. NULL: nobody is asked. */
-  int (*ask_peers)(void *arg, ebb_device *dev, uint64_t need);
+  int (*ask_peers)(void *arg, dev_device *dev, uint64_t need);
   /* After the load, wake or job that asked (landed or failed): the asker's
    * claim on the freed bytes may go (docs/broker.md, "Claims"). May be NULL. */
-  void (*ask_done)(void *arg, ebb_device *dev);
+  void (*ask_done)(void *arg, dev_device *dev);
   void *ask_arg;
-} ebb_manager_opts;
+} pl_manager_opts;
 
-int ebb_manager_create(const ebb_manager_opts *o, ebb_manager **out);
+int pl_manager_create(const pl_manager_opts *o, pl_manager **out);
 /* Stops every session, unloads every pipeline, releases everything the
  * runner holds and the context. NULL: no-op. */
-void ebb_manager_destroy(ebb_manager *m);
+void pl_manager_destroy(pl_manager *m);
 
-ebb_sessions *ebb_manager_sessions(ebb_manager *m);
-const ebb_pipeline_def *ebb_manager_pipeline(ebb_manager *m, const char *name);
+pl_sessions *pl_manager_sessions(pl_manager *m);
+const pl_def *pl_manager_pipeline(pl_manager *m, const char *name);
 
 /* Load (switching if needed, see above). EBB_ENOTFOUND unknown pipeline,
  * EBB_EOOM would not fit, a stage's error otherwise (its message). */
-int ebb_manager_load(ebb_manager *m, const char *name);
+int pl_manager_load(pl_manager *m, const char *name);
 /* Unload; *released (may be NULL) bytes handed back. EBB_ENOTFOUND unknown
  * pipeline; unloading a pipeline that is not loaded is not an error. */
-int ebb_manager_unload(ebb_manager *m, const char *name, uint64_t *released);
-int ebb_manager_is_loaded(ebb_manager *m, const char *name);
+int pl_manager_unload(pl_manager *m, const char *name, uint64_t *released);
+int pl_manager_is_loaded(pl_manager *m, const char *name);
 /* The release policy a job of the pipeline runs with when it is not loaded:
  * its own, else the manager's default. EBB_ENOTFOUND unknown pipeline. */
-int ebb_manager_policy_of(ebb_manager *m, const char *name, ebb_policy *out);
+int pl_manager_policy_of(pl_manager *m, const char *name, pl_policy *out);
 /* Unloads every loaded pipeline (a device taken out of service); *released
  * and *count (may be NULL): bytes handed back, pipelines unloaded. The
  * first unload error, after trying them all. */
-int ebb_manager_unload_all(ebb_manager *m, uint64_t *released, int *count);
+int pl_manager_unload_all(pl_manager *m, uint64_t *released, int *count);
 
 /* Runs one job (synchronously, holding the run lock). outdir is created.
  * options: {stage name -> options object} merged over the pipeline's
- * (may be NULL). progress (may be NULL) as in ebb_job. Returns res->code. */
-int ebb_manager_run_job(ebb_manager *m, const char *pipeline, const char *input,
+ * (may be NULL). progress (may be NULL) as in pl_job. Returns res->code. */
+int pl_manager_run_job(pl_manager *m, const char *pipeline, const char *input,
                         const char *outdir, json_t *options, const atomic_int *cancel,
-                        ebb_progress_fn progress, void *progress_arg, ebb_job_result *res);
+                        pl_progress_fn progress, void *progress_arg, pl_job_result *res);
 
 /* Checks a job before it is queued: the pipeline exists (EBB_ENOTFOUND),
  * options names only its stages, every merged option is valid (EBB_ECONFIG,
  * naming the stage and option) and every option the job set is one it may
  * set (pipeline/trust.h: operator-only ones only where "allow_options"
  * names them; on_path, may be NULL, takes an allowed path option). */
-int ebb_manager_check_job(ebb_manager *m, const char *pipeline, json_t *options,
-                          ebb_trust_path_fn on_path, void *arg);
+int pl_manager_check_job(pl_manager *m, const char *pipeline, json_t *options,
+                          pl_trust_path_fn on_path, void *arg);
 /* The work a job of pipeline with options (merged as for a run) would take
  * on input_s seconds of input: its stages' estimates (pipeline/work.h). */
-int ebb_manager_job_work(ebb_manager *m, const char *pipeline, json_t *options, double input_s,
-                         uint32_t input_rate, struct ebb_job_work *out);
+int pl_manager_job_work(pl_manager *m, const char *pipeline, json_t *options, double input_s,
+                         uint32_t input_rate, struct pl_job_work *out);
 
 /* Sessions: open loads the pipeline if needed and takes a lease. */
-int ebb_manager_session_open(ebb_manager *m, const char *pipeline, char *id);
+int pl_manager_session_open(pl_manager *m, const char *pipeline, char *id);
 /* Runs one item (the input file) through the session's loaded pipeline. */
-int ebb_manager_session_item(ebb_manager *m, const char *id, const char *input,
+int pl_manager_session_item(pl_manager *m, const char *id, const char *input,
                              const char *outdir, json_t *options, const atomic_int *cancel,
-                             ebb_job_result *res);
-int ebb_manager_session_close(ebb_manager *m, const char *id);
+                             pl_job_result *res);
+int pl_manager_session_close(pl_manager *m, const char *id);
 
 /* Releases idle stages whose time is up and, when nothing is loaded, the
  * context (a server's timer; skipped while a job runs). */
-void ebb_manager_tick(ebb_manager *m);
+void pl_manager_tick(pl_manager *m);
 /* POST /v1/release. Waits for the device, then drops every cache (the
  * release registry), hands back (trim, pinned pool), releases idle stages
  * and vacates the device (its context) when nothing is loaded. *released:
  * bytes handed back to the driver. */
-int ebb_manager_release(ebb_manager *m, uint64_t *released);
+int pl_manager_release(pl_manager *m, uint64_t *released);
 
 /* What stage `stage` of pipeline `pipeline` needs (placement, "will it fit",
  * the multi-GPU work): its last measured peak when it has run here, else
  * its declared estimate (the stage ABI's `estimate`, default input: none).
- * See ebb_runner_stage_need. Any thread; never waits for a job.
+ * See pl_runner_stage_need. Any thread; never waits for a job.
  * EBB_ENOTFOUND unknown pipeline or stage; EBB_EUNSUPPORTED never run and
  * no estimate declared. */
-int ebb_manager_stage_need(ebb_manager *m, const char *pipeline, const char *stage,
-                           ebb_stage_need *out);
-/* The sum over the pipeline's stages of ebb_manager_stage_need's device
+int pl_manager_stage_need(pl_manager *m, const char *pipeline, const char *stage,
+                           pl_stage_need *out);
+/* The sum over the pipeline's stages of pl_manager_stage_need's device
  * bytes (stages that declare nothing and never ran count 0; *complete (may
  * be NULL) is then 0). */
-int ebb_manager_pipeline_need(ebb_manager *m, const char *pipeline, uint64_t *device_bytes,
+int pl_manager_pipeline_need(pl_manager *m, const char *pipeline, uint64_t *device_bytes,
                               int *complete);
 
 /* [{"name","description","origin","stages":[..],"loaded":bool,"sessions":N,
  *   "need_bytes":N|null}] (new reference). */
-json_t *ebb_manager_pipelines_json(ebb_manager *m);
+json_t *pl_manager_pipelines_json(pl_manager *m);
 /* {"device":{...},"allocator":{...},"owners":[{"name","bytes"}],"context":{...},
  *  "pinned":{...},"unattributed":{...},"loaded":[names]} (new reference). */
-json_t *ebb_manager_memory_json(ebb_manager *m);
+json_t *pl_manager_memory_json(pl_manager *m);
 /* Placement (placement.h) over several managers, one per device: */
 /* The pipeline's need here: its last measured peak, else its "expected_mib";
  * 0 when unknown or not a pipeline. */
-uint64_t ebb_manager_need(ebb_manager *m, const char *name);
+uint64_t pl_manager_need(pl_manager *m, const char *name);
 /* *measured: the pipeline's need as last measured here (a load or a run),
- * 0 when it never was (unlike ebb_manager_need, no "expected_mib");
+ * 0 when it never was (unlike pl_manager_need, no "expected_mib");
  * *asleep: 1 when it is loaded here and asleep. */
-void ebb_manager_place_figures(ebb_manager *m, const char *name, uint64_t *measured,
+void pl_manager_place_figures(pl_manager *m, const char *name, uint64_t *measured,
                                int *asleep);
 /* The summed need of the pipelines asleep here other than except (may be
  * NULL): room free now that their wake takes back. */
-uint64_t ebb_manager_asleep_bytes(ebb_manager *m, const char *except);
+uint64_t pl_manager_asleep_bytes(pl_manager *m, const char *except);
 /* What a device context costs on this manager's device (measured or assumed). */
-uint64_t ebb_manager_context_estimate(ebb_manager *m);
+uint64_t pl_manager_context_estimate(pl_manager *m);
 /* The summed need of the loaded pipelines other than except (may be NULL),
  * and how many (*count, may be NULL). */
-uint64_t ebb_manager_loaded_bytes(ebb_manager *m, const char *except, int *count);
-ebb_device *ebb_manager_device(ebb_manager *m);
+uint64_t pl_manager_loaded_bytes(pl_manager *m, const char *except, int *count);
+dev_device *pl_manager_device(pl_manager *m);
 /* Bytes released by the manager's jobs, items, unloads and releases. */
-uint64_t ebb_manager_released_total(ebb_manager *m);
+uint64_t pl_manager_released_total(pl_manager *m);
 
 /* --- sleep (issue 12) -----------------------------------------------------------
  * POST /v1/pipelines/NAME/sleep and /wake. Sleep puts the stages of a loaded
@@ -197,18 +197,18 @@ uint64_t ebb_manager_released_total(ebb_manager *m);
  * place. Then, over the host budget for backups, the oldest sleepers are
  * unloaded instead. Wake is all or nothing; a failed one leaves it asleep.
  * *out (may be NULL): bytes released / restored and the seconds. */
-int ebb_manager_sleep(ebb_manager *m, const char *name, ebb_sleep_stats *out);
-int ebb_manager_wake(ebb_manager *m, const char *name, ebb_sleep_stats *out);
+int pl_manager_sleep(pl_manager *m, const char *name, mem_sleep_stats *out);
+int pl_manager_wake(pl_manager *m, const char *name, mem_sleep_stats *out);
 /* Host bytes the backups may hold (ebb serve --sleep-host-budget); 0: none. */
-void ebb_manager_set_sleep_budget(ebb_manager *m, uint64_t bytes);
-typedef struct ebb_manager_sleep_info {
+void pl_manager_set_sleep_budget(pl_manager *m, uint64_t bytes);
+typedef struct pl_manager_sleep_info {
   int sleeping;            /* pipelines asleep */
   uint64_t backup_bytes;   /* host bytes holding their weights */
   uint64_t budget_bytes;   /* 0: no budget */
   uint64_t wakes;          /* wakes so far (API and jobs) */
   double wake_seconds;     /* their time, summed */
-} ebb_manager_sleep_info;
-void ebb_manager_sleep_figures(ebb_manager *m, ebb_manager_sleep_info *out);
+} pl_manager_sleep_info;
+void pl_manager_sleep_figures(pl_manager *m, pl_manager_sleep_info *out);
 
 /* --- giving back to another process (issue 35, docs/broker.md) -------------
  * The broker asks "give back N bytes on your device"; this answers by the
@@ -221,30 +221,30 @@ void ebb_manager_sleep_figures(ebb_manager *m, ebb_manager_sleep_info *out);
  * waits for a job: with the device busy, or a load/unload under way, it
  * gives what it has and names why it kept the rest. */
 #define EBB_GIVEBACK_MAX_KEPT 32
-typedef struct ebb_giveback_kept {
+typedef struct pl_giveback_kept {
   char what[128]; /* "pipeline P", "context" */
   uint64_t bytes; /* its need (last measured) */
   char why[160];
-} ebb_giveback_kept;
-typedef struct ebb_giveback {
+} pl_giveback_kept;
+typedef struct pl_giveback {
   uint64_t given;     /* bytes back: this process's driver usage drop when the
                          driver can say (*confirmed 1), else ebb's own figure */
   int confirmed;
   char reason[512];   /* "pipeline a asleep; pipeline b unloaded; cache trimmed" */
   size_t nkept;
-  ebb_giveback_kept kept[EBB_GIVEBACK_MAX_KEPT];
-} ebb_giveback;
-int ebb_manager_give_back(ebb_manager *m, uint64_t want, uint64_t reserve, ebb_giveback *out);
+  pl_giveback_kept kept[EBB_GIVEBACK_MAX_KEPT];
+} pl_giveback;
+int pl_manager_give_back(pl_manager *m, uint64_t want, uint64_t reserve, pl_giveback *out);
 /* Placement across devices (issue 35): when the pipeline's predicted need
  * is over the driver's free memory on m's device, asks the other processes
  * there for it (ask_peers); 1 when they were asked. The claim stays for the
- * load that follows (its own supersedes it), else ebb_manager_ask_done. */
-int ebb_manager_ask_room(ebb_manager *m, const char *name);
-void ebb_manager_ask_done(ebb_manager *m);
+ * load that follows (its own supersedes it), else pl_manager_ask_done. */
+int pl_manager_ask_room(pl_manager *m, const char *name);
+void pl_manager_ask_done(pl_manager *m);
 /* Seconds since the manager last loaded or ran anything (most idle first). */
-double ebb_manager_idle_seconds(ebb_manager *m);
+double pl_manager_idle_seconds(pl_manager *m);
 /* This process's device bytes by the driver (context included); 0 when it
  * cannot say. */
-uint64_t ebb_manager_process_bytes(ebb_manager *m);
+uint64_t pl_manager_process_bytes(pl_manager *m);
 
 #endif

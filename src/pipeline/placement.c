@@ -1,7 +1,7 @@
 /* Placement rules (placement.h). */
 #include "pipeline/placement.h"
 
-int ebb_place_eligible(const ebb_place_dev *d, const ebb_place_job *job) {
+int pl_place_eligible(const pl_place_dev *d, const pl_place_job *job) {
   if (d->failed)
     return 0;
   if (!job->pin_cuda && !job->pin_cpu)
@@ -11,27 +11,27 @@ int ebb_place_eligible(const ebb_place_dev *d, const ebb_place_job *job) {
   return d->ordinal < 32 && (job->pin_cuda >> d->ordinal) & 1u;
 }
 
-int ebb_place_could_fit(const ebb_place_dev *d, const ebb_place_job *job) {
-  if (!ebb_place_eligible(d, job))
+int pl_place_could_fit(const pl_place_dev *d, const pl_place_job *job) {
+  if (!pl_place_eligible(d, job))
     return 0;
   if (d->loaded || !job->need || !d->free_known)
     return 1;
   return job->need <= d->free_bytes + d->other_bytes;
 }
 
-static int loaded_anywhere(const ebb_place_dev *devs, size_t n, const ebb_place_job *job) {
+static int loaded_anywhere(const pl_place_dev *devs, size_t n, const pl_place_job *job) {
   for (size_t i = 0; i < n; i++)
-    if (devs[i].loaded && ebb_place_eligible(&devs[i], job))
+    if (devs[i].loaded && pl_place_eligible(&devs[i], job))
       return 1;
   return 0;
 }
 
 /* Rule 1: an idle device where it is loaded, awake before asleep (a wake
  * in place still beats a load elsewhere). */
-static int loaded_idle(const ebb_place_dev *devs, size_t n, const ebb_place_job *job) {
+static int loaded_idle(const pl_place_dev *devs, size_t n, const pl_place_job *job) {
   int best = -1;
   for (size_t i = 0; i < n; i++)
-    if (devs[i].idle && devs[i].loaded && ebb_place_eligible(&devs[i], job) &&
+    if (devs[i].idle && devs[i].loaded && pl_place_eligible(&devs[i], job) &&
         (best < 0 || (devs[best].asleep && !devs[i].asleep)))
       best = (int)i;
   return best;
@@ -39,12 +39,12 @@ static int loaded_idle(const ebb_place_dev *devs, size_t n, const ebb_place_job 
 
 /* Rule 2: best fit among idle devices with room; an unknown need takes the
  * empty device with the most free memory. */
-static int fits(const ebb_place_dev *devs, size_t n, const ebb_place_job *job) {
+static int fits(const pl_place_dev *devs, size_t n, const pl_place_job *job) {
   int best = -1;
   uint64_t best_left = UINT64_MAX;
   for (size_t i = 0; i < n; i++) {
-    const ebb_place_dev *d = &devs[i];
-    if (!d->idle || !ebb_place_eligible(d, job))
+    const pl_place_dev *d = &devs[i];
+    if (!d->idle || !pl_place_eligible(d, job))
       continue;
     if (!job->need || !d->free_known) {
       if (d->others == 0 && (best < 0 || d->free_bytes > devs[best].free_bytes))
@@ -66,11 +66,11 @@ static int fits(const ebb_place_dev *devs, size_t n, const ebb_place_job *job) {
 
 /* Rule 3: the idle device where evicting makes room, with the least loaded
  * bytes dropped. */
-static int evict(const ebb_place_dev *devs, size_t n, const ebb_place_job *job) {
+static int evict(const pl_place_dev *devs, size_t n, const pl_place_job *job) {
   int best = -1;
   for (size_t i = 0; i < n; i++) {
-    const ebb_place_dev *d = &devs[i];
-    if (!d->idle || d->others == 0 || !ebb_place_could_fit(d, job))
+    const pl_place_dev *d = &devs[i];
+    if (!d->idle || d->others == 0 || !pl_place_could_fit(d, job))
       continue;
     if (best < 0 || d->other_bytes < devs[best].other_bytes)
       best = (int)i;
@@ -78,10 +78,10 @@ static int evict(const ebb_place_dev *devs, size_t n, const ebb_place_job *job) 
   return best;
 }
 
-int ebb_place(const ebb_place_dev *devs, size_t n, const ebb_place_job *job, ebb_place_how *how) {
+int pl_place(const pl_place_dev *devs, size_t n, const pl_place_job *job, pl_place_how *how) {
   int any = 0; /* memory comes back (other processes end); pins and failures do not */
   for (size_t i = 0; i < n; i++)
-    if (ebb_place_eligible(&devs[i], job))
+    if (pl_place_eligible(&devs[i], job))
       any = 1;
   *how = any ? EBB_PLACE_WAIT : EBB_PLACE_NEVER;
   if (!any)
@@ -106,17 +106,17 @@ int ebb_place(const ebb_place_dev *devs, size_t n, const ebb_place_job *job, ebb
   return -1;
 }
 
-uint64_t ebb_place_estimate_hook(ebb_manager *m, const ebb_pipeline_def *def) {
+uint64_t pl_place_estimate_hook(pl_manager *m, const pl_def *def) {
   uint64_t sum = 0;
   int complete = 0;
-  if (!m || !def || ebb_manager_pipeline_need(m, def->name, &sum, &complete) != 0) {
+  if (!m || !def || pl_manager_pipeline_need(m, def->name, &sum, &complete) != 0) {
     ebb_clearerr();
     return 0;
   }
-  return complete && sum ? sum + ebb_manager_context_estimate(m) : 0;
+  return complete && sum ? sum + pl_manager_context_estimate(m) : 0;
 }
 
-uint64_t ebb_place_need(const ebb_pipeline_def *def, uint64_t measured, uint64_t estimate) {
+uint64_t pl_place_need(const pl_def *def, uint64_t measured, uint64_t estimate) {
   if (measured)
     return measured;
   return estimate ? estimate : def->expected_bytes;

@@ -27,7 +27,7 @@
 #include "pipeline/config.h"
 #include "pipeline/manager.h"
 
-typedef struct ebb_place_dev {
+typedef struct pl_place_dev {
   int ordinal;          /* CUDA device number; -1 for the CPU device */
   int idle;             /* runs no job, load or item now */
   int failed;           /* taken out of placement */
@@ -39,14 +39,14 @@ typedef struct ebb_place_dev {
   int asleep;           /* the job's pipeline is loaded here, asleep */
   uint64_t asleep_bytes;/* predicted bytes of the other pipelines asleep here (in
                            free_bytes now; theirs again when they wake) */
-} ebb_place_dev;
+} pl_place_dev;
 
-typedef struct ebb_place_job {
-  uint64_t need;     /* predicted need (ebb_place_need); 0: unknown */
-  uint32_t pin_cuda; /* as in ebb_pipeline_def */
+typedef struct pl_place_job {
+  uint64_t need;     /* predicted need (pl_place_need); 0: unknown */
+  uint32_t pin_cuda; /* as in pl_def */
   int pin_cpu;
   int overdue;       /* waited past --max-wait: may evict anywhere */
-} ebb_place_job;
+} pl_place_job;
 
 typedef enum {
   EBB_PLACE_WAIT = 0,   /* nothing now */
@@ -54,25 +54,25 @@ typedef enum {
   EBB_PLACE_FITS = 2,   /* rule 2: load next to what is there */
   EBB_PLACE_EVICT = 3,  /* rule 3: unload the idle pipelines there, then load */
   EBB_PLACE_NEVER = 4,  /* no device may run it (its pins, failed devices) */
-} ebb_place_how;
+} pl_place_how;
 
 /* The device index for the job (-1 with WAIT or NEVER) and how, in *how. */
-int ebb_place(const ebb_place_dev *devs, size_t n, const ebb_place_job *job, ebb_place_how *how);
+int pl_place(const pl_place_dev *devs, size_t n, const pl_place_job *job, pl_place_how *how);
 /* 1 when device d may run the job at all (not failed, pins allow). */
-int ebb_place_eligible(const ebb_place_dev *d, const ebb_place_job *job);
+int pl_place_eligible(const pl_place_dev *d, const pl_place_job *job);
 /* 1 when device d could take the job once idle (eligible, and the need fits
  * its free memory plus what evicting would free, or the need is unknown). */
-int ebb_place_could_fit(const ebb_place_dev *d, const ebb_place_job *job);
+int pl_place_could_fit(const pl_place_dev *d, const pl_place_job *job);
 
 /* The predicted need of a pipeline: the last measured peak (measured, the
  * largest over the devices; 0 if never measured), else estimate (the
- * stages' own, ebb_place_estimate_hook; 0: none), else "expected_mib" from
+ * stages' own, pl_place_estimate_hook; 0: none), else "expected_mib" from
  * the config; 0 when nothing is known. */
-uint64_t ebb_place_need(const ebb_pipeline_def *def, uint64_t measured, uint64_t estimate);
+uint64_t pl_place_need(const pl_def *def, uint64_t measured, uint64_t estimate);
 /* The stages' estimate of def's need on m's device: the sum over its stages
- * of ebb_manager_stage_need (each stage's last measured peak there, else
+ * of pl_manager_stage_need (each stage's last measured peak there, else
  * its declared estimate: the stage ABI's estimate()) plus a device context;
  * 0 when a stage declares nothing and never ran (the sum would be short). */
-uint64_t ebb_place_estimate_hook(ebb_manager *m, const ebb_pipeline_def *def);
+uint64_t pl_place_estimate_hook(pl_manager *m, const pl_def *def);
 
 #endif

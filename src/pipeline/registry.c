@@ -20,16 +20,16 @@ typedef struct reg_plugin {
   void *handle;
 } reg_plugin;
 
-struct ebb_registry {
+struct pl_registry {
   reg_entry *v;
   size_t n, cap;
   reg_plugin *plugins;
   size_t nplugins, capplugins;
 };
 
-static int add_entry(ebb_registry *r, const ebb_stage *st, const char *origin) {
+static int add_entry(pl_registry *r, const ebb_stage *st, const char *origin) {
   const char *prev;
-  if (ebb_registry_find(r, st->name, &prev))
+  if (pl_registry_find(r, st->name, &prev))
     return ebb_seterr(EBB_ECONFIG, "%s: stage '%s' is already registered by %s", origin,
                       st->name, prev);
   if (r->n == r->cap) {
@@ -74,21 +74,21 @@ static int check_stage(const ebb_stage *st, const char *origin, size_t index) {
       return ebb_seterr(EBB_EABI, "%s: stage '%s': options_schema is not a JSON object (%s)",
                         origin, st->name, e.text);
   }
-  return ebb_schema_check_trust(st, origin);
+  return pl_schema_check_trust(st, origin);
 }
 
-int ebb_registry_create(ebb_registry **out) {
-  ebb_registry *r = calloc(1, sizeof *r);
+int pl_registry_create(pl_registry **out) {
+  pl_registry *r = calloc(1, sizeof *r);
   if (!r)
     return ebb_seterr(EBB_ENOMEM, "registry: out of host memory");
   size_t n;
-  const ebb_stage *const *b = ebb_builtin_stages(&n);
+  const ebb_stage *const *b = stg_builtin_stages(&n);
   for (size_t i = 0; i < n; i++) {
     int rc = check_stage(b[i], "built-in", i);
     if (!rc)
       rc = add_entry(r, b[i], "built-in");
     if (rc) {
-      ebb_registry_destroy(r);
+      pl_registry_destroy(r);
       return rc;
     }
   }
@@ -96,7 +96,7 @@ int ebb_registry_create(ebb_registry **out) {
   return 0;
 }
 
-void ebb_registry_destroy(ebb_registry *r) {
+void pl_registry_destroy(pl_registry *r) {
   if (!r)
     return;
   for (size_t i = 0; i < r->nplugins; i++) {
@@ -109,7 +109,7 @@ void ebb_registry_destroy(ebb_registry *r) {
   free(r);
 }
 
-int ebb_registry_load_plugin(ebb_registry *r, const char *path) {
+int pl_registry_load_plugin(pl_registry *r, const char *path) {
   for (size_t i = 0; i < r->nplugins; i++)
     if (!strcmp(r->plugins[i].path, path))
       return 0; /* already loaded (a directory named twice) */
@@ -141,7 +141,7 @@ int ebb_registry_load_plugin(ebb_registry *r, const char *path) {
   const ebb_stage *const *stages = NULL;
   size_t n = 0;
   ebb_clearerr();
-  int rc = init(ebb_host_table(), &stages, &n);
+  int rc = init(pl_host_table(), &stages, &n);
   if (rc)
     return ebb_seterr(rc == EBB_EABI ? EBB_EABI : EBB_ECONFIG,
                       "plugin %s: %s returned %s (%s)%s", path, EBB_PLUGIN_INIT_SYMBOL,
@@ -169,12 +169,12 @@ static int ends_with(const char *s, const char *suf) {
   return n >= m && !strcmp(s + n - m, suf);
 }
 
-int ebb_registry_load_dir(ebb_registry *r, const char *dir) {
+int pl_registry_load_dir(pl_registry *r, const char *dir) {
   struct stat st;
   if (stat(dir, &st) != 0)
     return ebb_seterr(EBB_ENOTFOUND, "plugin directory %s: does not exist", dir);
   if (S_ISREG(st.st_mode))
-    return ebb_registry_load_plugin(r, dir);
+    return pl_registry_load_plugin(r, dir);
   DIR *d = opendir(dir);
   if (!d)
     return ebb_seterr(EBB_EIO, "plugin directory %s: cannot read it", dir);
@@ -205,14 +205,14 @@ int ebb_registry_load_dir(ebb_registry *r, const char *dir) {
     qsort(names, n, sizeof *names, cmp_str);
   for (size_t i = 0; i < n; i++) {
     if (!rc)
-      rc = ebb_registry_load_plugin(r, names[i]);
+      rc = pl_registry_load_plugin(r, names[i]);
     free(names[i]);
   }
   free(names);
   return rc;
 }
 
-int ebb_registry_load_env(ebb_registry *r) {
+int pl_registry_load_env(pl_registry *r) {
   const char *env = getenv("EBB_PLUGIN_PATH");
   if (!env || !*env)
     return 0;
@@ -221,13 +221,13 @@ int ebb_registry_load_env(ebb_registry *r) {
     return ebb_seterr(EBB_ENOMEM, "registry: out of host memory");
   int rc = 0;
   for (char *p = strtok_r(copy, ":", &save); p && !rc; p = strtok_r(NULL, ":", &save))
-    if (*p && (rc = ebb_registry_load_dir(r, p)))
+    if (*p && (rc = pl_registry_load_dir(r, p)))
       ebb_errctx(rc, "EBB_PLUGIN_PATH: ");
   free(copy);
   return rc;
 }
 
-const ebb_stage *ebb_registry_find(const ebb_registry *r, const char *name, const char **origin) {
+const ebb_stage *pl_registry_find(const pl_registry *r, const char *name, const char **origin) {
   for (size_t i = 0; r && name && i < r->n; i++)
     if (!strcmp(r->v[i].stage->name, name)) {
       if (origin)
@@ -237,9 +237,9 @@ const ebb_stage *ebb_registry_find(const ebb_registry *r, const char *name, cons
   return NULL;
 }
 
-size_t ebb_registry_count(const ebb_registry *r) { return r ? r->n : 0; }
+size_t pl_registry_count(const pl_registry *r) { return r ? r->n : 0; }
 
-const ebb_stage *ebb_registry_at(const ebb_registry *r, size_t i, const char **origin) {
+const ebb_stage *pl_registry_at(const pl_registry *r, size_t i, const char **origin) {
   if (!r || i >= r->n)
     return NULL;
   if (origin)
@@ -302,7 +302,7 @@ static int bounds_ok(const ebb_stage *st, const char *key, const json_t *spec, c
   return 0;
 }
 
-int ebb_stage_validate_options(const ebb_stage *st, const json_t *options, const char *where,
+int pl_stage_validate_options(const ebb_stage *st, const json_t *options, const char *where,
                                json_t **merged) {
   const char *w = where ? where : "options";
   json_t *schema = NULL, *out = NULL;
@@ -363,7 +363,7 @@ fail:
   return rc;
 }
 
-int ebb_stage_estimate(const ebb_stage *st, const char *options, const ebb_items *in,
+int pl_stage_estimate(const ebb_stage *st, const char *options, const ebb_items *in,
                        ebb_estimate *out) {
   if (!st || !out || out->size < sizeof(uint32_t))
     return ebb_seterr(EBB_EINVAL, "ebb_stage_estimate: a stage and out->size are required");
@@ -376,12 +376,12 @@ int ebb_stage_estimate(const ebb_stage *st, const char *options, const ebb_items
   char *defaults = NULL;
   if (!options) { /* the schema's defaults */
     json_t *merged = NULL;
-    if (ebb_stage_validate_options(st, NULL, NULL, &merged) == 0)
+    if (pl_stage_validate_options(st, NULL, NULL, &merged) == 0)
       defaults = json_dumps(merged, JSON_COMPACT | JSON_SORT_KEYS);
     json_decref(merged);
   }
   ebb_clearerr();
-  int rc = st->estimate(ebb_host_table(), options ? options : defaults ? defaults : "{}", in, &e);
+  int rc = st->estimate(pl_host_table(), options ? options : defaults ? defaults : "{}", in, &e);
   free(defaults);
   if (rc)
     return ebb_errctx(rc, "stage '%s': estimate: ", st->name);
@@ -390,7 +390,7 @@ int ebb_stage_estimate(const ebb_stage *st, const char *options, const ebb_items
   return 0;
 }
 
-int ebb_stage_work(const ebb_stage *st, const char *options, double input_s, uint32_t input_rate,
+int pl_stage_work(const ebb_stage *st, const char *options, double input_s, uint32_t input_rate,
                    ebb_work *out) {
   if (!st || !out || out->size < sizeof(uint32_t))
     return ebb_seterr(EBB_EINVAL, "ebb_stage_work: a stage and out->size are required");
@@ -404,12 +404,12 @@ int ebb_stage_work(const ebb_stage *st, const char *options, double input_s, uin
   char *defaults = NULL;
   if (!options) { /* the schema's defaults */
     json_t *merged = NULL;
-    if (ebb_stage_validate_options(st, NULL, NULL, &merged) == 0)
+    if (pl_stage_validate_options(st, NULL, NULL, &merged) == 0)
       defaults = json_dumps(merged, JSON_COMPACT | JSON_SORT_KEYS);
     json_decref(merged);
   }
   ebb_clearerr();
-  int rc = st->work(ebb_host_table(), options ? options : defaults ? defaults : "{}",
+  int rc = st->work(pl_host_table(), options ? options : defaults ? defaults : "{}",
                     input_s > 0.0 ? input_s : 0.0, &w);
   free(defaults);
   if (rc)

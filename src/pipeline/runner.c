@@ -27,9 +27,9 @@
  * runner decides when it is released, instance.c what a release is. */
 typedef struct slot {
   struct slot *next;
-  ebb_instance *inst;
-  ebb_policy policy;   /* of the job that used it last */
-  double idle_since;   /* idle (policy idle, sleep) since: ebb_policy_leave says when it goes */
+  pl_instance *inst;
+  pl_policy policy;   /* of the job that used it last */
+  double idle_since;   /* idle (policy idle, sleep) since: pl_policy_leave says when it goes */
   int quiet;           /* policy never: its release lines go to debug */
 } slot;
 
@@ -39,13 +39,13 @@ typedef struct stage_note {
   uint64_t peak, host_peak, estimate;
 } stage_note;
 
-struct ebb_runner {
-  pthread_mutex_t notes_mu; /* leaf: notes only (ebb_runner_stage_need, any thread) */
+struct pl_runner {
+  pthread_mutex_t notes_mu; /* leaf: notes only (pl_runner_stage_need, any thread) */
   stage_note *notes;
   size_t nnotes;
-  ebb_device *dev;
-  ebb_allocator *alloc;
-  const ebb_registry *reg;
+  dev_device *dev;
+  mem_allocator *alloc;
+  const pl_registry *reg;
   char *cache_dir;
   char *scratch_dir;
   char *hook;
@@ -55,9 +55,9 @@ struct ebb_runner {
 };
 
 /* --- helpers ------------------------------------------------------------------ */
-static int fail(ebb_job_result *res, int code, const char *stage, const char *fmt, ...)
+static int fail(pl_job_result *res, int code, const char *stage, const char *fmt, ...)
     __attribute__((format(printf, 4, 5)));
-static int fail(ebb_job_result *res, int code, const char *stage, const char *fmt, ...) {
+static int fail(pl_job_result *res, int code, const char *stage, const char *fmt, ...) {
   if (res->code) /* keep the first failure */
     return res->code;
   va_list ap;
@@ -71,15 +71,15 @@ static int fail(ebb_job_result *res, int code, const char *stage, const char *fm
 }
 
 /* --- the pool ---------------------------------------------------------------- */
-static slot *find_slot(ebb_runner *r, const char *pipeline, const char *name) {
+static slot *find_slot(pl_runner *r, const char *pipeline, const char *name) {
   for (slot *s = r->pool; s; s = s->next)
-    if (!strcmp(ebb_instance_pipeline(s->inst), pipeline) &&
-        !strcmp(ebb_instance_name(s->inst), name))
+    if (!strcmp(pl_instance_pipeline(s->inst), pipeline) &&
+        !strcmp(pl_instance_name(s->inst), name))
       return s;
   return NULL;
 }
 
-static void pool_unlink(ebb_runner *r, slot *s) {
+static void pool_unlink(pl_runner *r, slot *s) {
   for (slot **p = &r->pool; *p; p = &(*p)->next)
     if (*p == s) {
       *p = s->next;
@@ -89,48 +89,48 @@ static void pool_unlink(ebb_runner *r, slot *s) {
 
 /* Every path that ends an instance comes here: after a stage, a job's end,
  * idle expiry, eviction, an unload, the runner's end. The release itself is
- * ebb_instance_release (instance.c). with_context: the device context goes
+ * pl_instance_release (instance.c). with_context: the device context goes
  * too when this is the last instance in the pool. rep (may be NULL) gets the
  * report. Returns the bytes handed back to the driver. */
-static uint64_t release_slot(ebb_runner *r, slot *s, int with_context, ebb_instance_report *rep) {
-  ebb_instance_report local = {.size = sizeof local};
+static uint64_t release_slot(pl_runner *r, slot *s, int with_context, pl_instance_report *rep) {
+  pl_instance_report local = {.size = sizeof local};
   if (!rep)
     rep = &local;
-  ebb_instance_plan plan = {.quiet = s->quiet,
+  pl_instance_plan plan = {.quiet = s->quiet,
                             .with_context = with_context && r->pool == s && !s->next};
   char name[128];
-  snprintf(name, sizeof name, "%s", ebb_instance_name(s->inst));
+  snprintf(name, sizeof name, "%s", pl_instance_name(s->inst));
   /* the hook measures the device around this one release (any path) */
-  ebb_hook_run(r->hook, "release-start", name, 0);
-  if (ebb_instance_release(s->inst, &plan, rep) != 0) /* running: a bug; destroy forces it */
-    ebb_log(EBB_LOG_ERROR, name, "%s", ebb_errmsg());
-  ebb_hook_run(r->hook, "release-end", name, rep->released_bytes);
+  pl_hook_run(r->hook, "release-start", name, 0);
+  if (pl_instance_release(s->inst, &plan, rep) != 0) /* running: a bug; destroy forces it */
+    base_log(EBB_LOG_ERROR, name, "%s", ebb_errmsg());
+  pl_hook_run(r->hook, "release-end", name, rep->released_bytes);
   pool_unlink(r, s);
-  ebb_instance_destroy(s->inst);
+  pl_instance_destroy(s->inst);
   free(s);
   return rep->released_bytes;
 }
 
 /* The process-wide owner: callbacks registered for nobody (a library's
- * cache, ebb_on_release) are dropped and what they freed is trimmed, on a
+ * cache, mem_on_release) are dropped and what they freed is trimmed, on a
  * line of their own ("[process] released N MiB of GPU memory"), never in a
  * stage's. Returns the bytes handed back. */
-static uint64_t release_process(ebb_runner *r) {
-  if (!ebb_release_count_of(NULL))
+static uint64_t release_process(pl_runner *r) {
+  if (!mem_release_count_of(NULL))
     return 0;
-  uint64_t before = ebb_driver_free(r->dev, NULL);
+  uint64_t before = pl_driver_free(r->dev, NULL);
   int run = 0, failed = 0;
-  ebb_release_callbacks_of(NULL, &run, &failed);
-  ebb_release_result rr = {.size = sizeof rr};
-  ebb_release(r->alloc, EBB_RELEASE_TRIM | EBB_RELEASE_PINNED, &rr);
-  uint64_t after = ebb_driver_free(r->dev, NULL);
+  mem_release_callbacks_of(NULL, &run, &failed);
+  mem_release_result rr = {.size = sizeof rr};
+  mem_release(r->alloc, EBB_RELEASE_TRIM | EBB_RELEASE_PINNED, &rr);
+  uint64_t after = pl_driver_free(r->dev, NULL);
   ebb_event ev = {.kind = EBB_EVENT_RELEASED, .flags = EBB_EVENT_PROCESS,
-                  .device = ebb_device_label(r->dev), .owner = EBB_RELEASE_PROCESS_OWNER,
-                  .what = ebb_device_kind_of(r->dev) == EBB_DEVICE_CUDA ? "GPU memory"
+                  .device = dev_device_label(r->dev), .owner = EBB_RELEASE_PROCESS_OWNER,
+                  .what = dev_kind_of(r->dev) == EBB_DEVICE_CUDA ? "GPU memory"
                                                                        : "device memory (cpu)",
                   .bytes = rr.released_bytes, .driver_free_before = before,
                   .driver_free_after = after, .callbacks_run = run, .callbacks_failed = failed};
-  ebb_event_publish(&ev); /* the log writes "[process] released N MiB of GPU memory" */
+  base_event_publish(&ev); /* the log writes "[process] released N MiB of GPU memory" */
   return rr.released_bytes;
 }
 
@@ -139,52 +139,52 @@ static uint64_t release_process(ebb_runner *r) {
  * back to the driver, so the process holds 0 bytes on the GPU. Not the
  * per-stage line's shape: this is a job's (or an unload's, or the idle
  * timer's) end, not a stage. */
-static uint64_t vacate(ebb_runner *r, const char *scope) {
+static uint64_t vacate(pl_runner *r, const char *scope) {
   if (r->pool)
     return 0;
   uint64_t process = release_process(r);
-  if (!ebb_device_ctx_active(r->dev))
+  if (!dev_ctx_active(r->dev))
     return process;
-  uint64_t before = ebb_driver_free(r->dev, NULL);
-  ebb_release_result rr = {.size = sizeof rr};
-  ebb_release(r->alloc, EBB_RELEASE_DEFAULT | EBB_RELEASE_CONTEXT, &rr);
+  uint64_t before = pl_driver_free(r->dev, NULL);
+  mem_release_result rr = {.size = sizeof rr};
+  mem_release(r->alloc, EBB_RELEASE_DEFAULT | EBB_RELEASE_CONTEXT, &rr);
   if (rr.context_error)
-    ebb_log(EBB_LOG_WARN, scope, "could not release the device context: %s",
+    base_log(EBB_LOG_WARN, scope, "could not release the device context: %s",
             ebb_strerror(rr.context_error));
-  uint64_t after = ebb_driver_free(r->dev, NULL);
-  ebb_event ev = {.kind = EBB_EVENT_RELEASED, .device = ebb_device_label(r->dev),
+  uint64_t after = pl_driver_free(r->dev, NULL);
+  ebb_event ev = {.kind = EBB_EVENT_RELEASED, .device = dev_device_label(r->dev),
                   .what = "GPU memory", .bytes = rr.released_bytes,
                   .context_bytes = rr.context_bytes, .driver_free_before = before,
                   .driver_free_after = after};
-  ebb_event_publish(&ev); /* no owner's: the context and the trim; the line below is its own */
-  ebb_log_field f[] = {
+  base_event_publish(&ev); /* no owner's: the context and the trim; the line below is its own */
+  base_log_field f[] = {
       EBB_LF_S("event", "context_released"), EBB_LF_S("scope", scope),
       EBB_LF_U("released_bytes", rr.released_bytes), EBB_LF_U("context_bytes", rr.context_bytes),
       EBB_LF_U("driver_free_before", before), EBB_LF_U("driver_free_after", after)};
   if (rr.context_released)
-    ebb_log_ev(EBB_LOG_INFO, scope, f, 6,
+    base_log_ev(EBB_LOG_INFO, scope, f, 6,
                "idle: device context released, %llu MiB of GPU memory back to the driver; "
                "ebb holds nothing on %s",
-               MIB(rr.released_bytes), ebb_device_label(r->dev));
+               MIB(rr.released_bytes), dev_device_label(r->dev));
   return process + rr.released_bytes;
 }
 
 /* Sleep (issue 12): when every instance left is asleep, nothing else holds
  * the device context, so it goes back too (a wake re-creates it). Returns
  * the bytes handed back. */
-static uint64_t vacate_asleep(ebb_runner *r, const char *scope) {
-  if (!r->pool || !ebb_device_ctx_active(r->dev))
+static uint64_t vacate_asleep(pl_runner *r, const char *scope) {
+  if (!r->pool || !dev_ctx_active(r->dev))
     return 0;
   for (slot *s = r->pool; s; s = s->next)
-    if (ebb_instance_state_of(s->inst) != EBB_INSTANCE_PARKED)
+    if (pl_instance_state_of(s->inst) != EBB_INSTANCE_PARKED)
       return 0;
-  ebb_release_result rr = {.size = sizeof rr};
-  ebb_release(r->alloc, EBB_RELEASE_TRIM | EBB_RELEASE_PINNED | EBB_RELEASE_CONTEXT, &rr);
+  mem_release_result rr = {.size = sizeof rr};
+  mem_release(r->alloc, EBB_RELEASE_TRIM | EBB_RELEASE_PINNED | EBB_RELEASE_CONTEXT, &rr);
   if (rr.context_released)
-    ebb_log(EBB_LOG_INFO, scope, "asleep: device context released, %llu MiB of GPU memory "
+    base_log(EBB_LOG_INFO, scope, "asleep: device context released, %llu MiB of GPU memory "
             "back to the driver", MIB(rr.released_bytes));
   else if (rr.context_error)
-    ebb_log(EBB_LOG_DEBUG, scope, "asleep: device context kept: %s",
+    base_log(EBB_LOG_DEBUG, scope, "asleep: device context kept: %s",
             ebb_strerror(rr.context_error));
   return rr.released_bytes;
 }
@@ -192,20 +192,20 @@ static uint64_t vacate_asleep(ebb_runner *r, const char *scope) {
 /* Puts s to sleep (policy sleep); a failure is logged, the instance is
  * asleep anyway (instance.h). */
 static uint64_t sleep_slot(slot *s) {
-  ebb_sleep_stats st = {.size = sizeof st};
-  if (ebb_instance_sleep(s->inst, &st) != 0)
-    ebb_log(EBB_LOG_WARN, ebb_instance_name(s->inst), "%s", ebb_errmsg());
+  mem_sleep_stats st = {.size = sizeof st};
+  if (pl_instance_sleep(s->inst, &st) != 0)
+    base_log(EBB_LOG_WARN, pl_instance_name(s->inst), "%s", ebb_errmsg());
   return st.device_bytes;
 }
 
 /* Out of device memory in stage `who`: idle instances go first. */
-static int on_oom(void *arg, ebb_sctx *who) {
-  ebb_runner *r = arg;
+static int on_oom(void *arg, pl_sctx *who) {
+  pl_runner *r = arg;
   int freed = 0;
   for (slot *s = r->pool, *next; s; s = next) {
     next = s->next;
-    if (ebb_instance_state_of(s->inst) == EBB_INSTANCE_IDLE && ebb_instance_ctx(s->inst) != who) {
-      ebb_log(EBB_LOG_INFO, ebb_instance_name(s->inst), "evicted: %s needs the memory", who->name);
+    if (pl_instance_state_of(s->inst) == EBB_INSTANCE_IDLE && pl_instance_ctx(s->inst) != who) {
+      base_log(EBB_LOG_INFO, pl_instance_name(s->inst), "evicted: %s needs the memory", who->name);
       release_slot(r, s, 0, NULL);
       freed = 1;
     }
@@ -216,17 +216,17 @@ static int on_oom(void *arg, ebb_sctx *who) {
 /* The instance for stage d of pipeline p with these options: the one kept
  * loaded with the same definition, else a new one in the pool (one kept with
  * another definition is released first). NULL: res says why. */
-static slot *slot_for(ebb_runner *r, const ebb_pipeline_def *p, const ebb_stage_def *d,
+static slot *slot_for(pl_runner *r, const pl_def *p, const pl_stage_def *d,
                       const ebb_stage *st, const char *opts, const char *outdir,
-                      ebb_job_result *res) {
+                      pl_job_result *res) {
   slot *s = find_slot(r, p->name, d->name);
-  if (s && (ebb_instance_stage(s->inst) != st || strcmp(ebb_instance_options(s->inst), opts))) {
+  if (s && (pl_instance_stage(s->inst) != st || strcmp(pl_instance_options(s->inst), opts))) {
     res->released_bytes += release_slot(r, s, 0, NULL);
     s = NULL;
   }
   if (s)
     return s;
-  ebb_instance_spec spec = {.size = sizeof spec, .dev = r->dev, .alloc = r->alloc, .stage = st,
+  pl_instance_spec spec = {.size = sizeof spec, .dev = r->dev, .alloc = r->alloc, .stage = st,
                             .pipeline = p->name, .name = d->name, .options = opts,
                             .output_dir = outdir, .scratch_dir = r->scratch_dir,
                             .on_oom = on_oom, .on_oom_arg = r};
@@ -234,7 +234,7 @@ static slot *slot_for(ebb_runner *r, const ebb_pipeline_def *p, const ebb_stage_
     fail(res, EBB_ENOMEM, d->name, "stage '%s': out of host memory", d->name);
     return NULL;
   }
-  int rc = ebb_instance_create(&spec, &s->inst);
+  int rc = pl_instance_create(&spec, &s->inst);
   if (rc) {
     free(s);
     fail(res, rc, d->name, "%s", ebb_errmsg());
@@ -246,10 +246,10 @@ static slot *slot_for(ebb_runner *r, const ebb_pipeline_def *p, const ebb_stage_
 }
 
 /* --- runner ------------------------------------------------------------------ */
-int ebb_runner_create(const ebb_runner_opts *o, ebb_runner **out) {
+int pl_runner_create(const pl_runner_opts *o, pl_runner **out) {
   if (!o || !o->dev || !o->alloc || !o->reg)
     return ebb_seterr(EBB_EINVAL, "runner: device, allocator and registry are required");
-  ebb_runner *r = calloc(1, sizeof *r);
+  pl_runner *r = calloc(1, sizeof *r);
   if (!r)
     return ebb_seterr(EBB_ENOMEM, "runner: out of host memory");
   pthread_mutex_init(&r->notes_mu, NULL);
@@ -262,14 +262,14 @@ int ebb_runner_create(const ebb_runner_opts *o, ebb_runner **out) {
   if ((o->cache_dir && !(r->cache_dir = strdup(o->cache_dir))) ||
       (o->scratch_dir && !(r->scratch_dir = strdup(o->scratch_dir))) ||
       (hook && *hook && !(r->hook = strdup(hook)))) {
-    ebb_runner_destroy(r);
+    pl_runner_destroy(r);
     return ebb_seterr(EBB_ENOMEM, "runner: out of host memory");
   }
   *out = r;
   return 0;
 }
 
-void ebb_runner_destroy(ebb_runner *r) {
+void pl_runner_destroy(pl_runner *r) {
   if (!r)
     return;
   while (r->pool)
@@ -282,21 +282,21 @@ void ebb_runner_destroy(ebb_runner *r) {
   free(r);
 }
 
-int ebb_runner_loaded(const ebb_runner *r) {
+int pl_runner_loaded(const pl_runner *r) {
   int n = 0;
   for (slot *s = r ? r->pool : NULL; s; s = s->next)
-    n += ebb_instance_is_loaded(s->inst);
+    n += pl_instance_is_loaded(s->inst);
   return n;
 }
 
-int ebb_runner_evict_idle(ebb_runner *r, double now, uint64_t *released) {
+int pl_runner_evict_idle(pl_runner *r, double now, uint64_t *released) {
   uint64_t total = 0;
   for (slot *s = r->pool, *next; s; s = next) {
     next = s->next;
-    if (ebb_instance_state_of(s->inst) != EBB_INSTANCE_IDLE)
+    if (pl_instance_state_of(s->inst) != EBB_INSTANCE_IDLE)
       continue;
-    ebb_leave_how how = now < 0 ? EBB_LEAVE_RELEASE
-                                : ebb_policy_leave(&s->policy, now - s->idle_since, 0);
+    pl_leave_how how = now < 0 ? EBB_LEAVE_RELEASE
+                                : pl_policy_leave(&s->policy, now - s->idle_since, 0);
     if (how != EBB_LEAVE_STAY) /* evicting all (now < 0): asleep under sleep, as when due */
       total += s->policy.kind == EBB_POLICY_SLEEP ? sleep_slot(s) : release_slot(r, s, 0, NULL);
   }
@@ -310,37 +310,37 @@ int ebb_runner_evict_idle(ebb_runner *r, double now, uint64_t *released) {
 }
 
 /* --- checking ------------------------------------------------------------ */
-static int check_stage(const ebb_registry *reg, const ebb_pipeline_def *p,
-                       const ebb_stage_def *d, const ebb_stage **st, json_t **merged) {
+static int check_stage(const pl_registry *reg, const pl_def *p,
+                       const pl_stage_def *d, const ebb_stage **st, json_t **merged) {
   char where[768];
   snprintf(where, sizeof where, "%s: pipeline '%s' stage '%s'", p->origin, p->name, d->name);
   const char *origin = NULL;
-  *st = d->worker ? NULL : ebb_registry_find(reg, d->stage, &origin);
+  *st = d->worker ? NULL : pl_registry_find(reg, d->stage, &origin);
   if (!*st && !d->worker)
     return ebb_seterr(EBB_ENOTFOUND,
                       "%s: unknown stage '%s' (not built in and not in any plugin; see `ebb "
                       "stages`)",
                       where, d->stage);
-  int rc = d->worker ? 0 : ebb_stage_validate_options(*st, d->options, where, merged);
+  int rc = d->worker ? 0 : pl_stage_validate_options(*st, d->options, where, merged);
   if (rc || !d->isolate)
     return rc;
   /* isolated (src/pipeline/isolated.h): the proxy stage runs it in a worker;
    * its options are the spec (stage, options, worker); a "worker" entry's
    * options are the worker's to check */
-  json_t *spec = ebb_isolated_spec(d, *st, *merged);
+  json_t *spec = pl_isolated_spec(d, *st, *merged);
   json_decref(*merged);
   *merged = spec;
-  *st = ebb_isolated_stage();
+  *st = pl_isolated_stage();
   if (spec && origin && strcmp(origin, "built-in")) /* the worker loads the same plugin */
     json_object_set_new(spec, "plugin", json_string(origin));
   return spec ? 0 : ebb_seterr(EBB_ENOMEM, "%s: out of host memory", where);
 }
 
-int ebb_runner_check(const ebb_runner *r, const ebb_pipeline_def *p) {
-  return ebb_pipeline_check(r->reg, p);
+int pl_runner_check(const pl_runner *r, const pl_def *p) {
+  return pl_check(r->reg, p);
 }
 
-int ebb_pipeline_check(const ebb_registry *reg, const ebb_pipeline_def *p) {
+int pl_check(const pl_registry *reg, const pl_def *p) {
   for (size_t i = 0; i < p->nstages; i++) {
     const ebb_stage *st;
     json_t *m = NULL;
@@ -349,15 +349,15 @@ int ebb_pipeline_check(const ebb_registry *reg, const ebb_pipeline_def *p) {
     if (rc)
       return rc;
   }
-  return ebb_pipeline_check_trust(reg, p);
+  return pl_check_trust(reg, p);
 }
 
 /* --- one stage ------------------------------------------------------------- */
 typedef struct job_state {
-  ebb_runner *r;
-  const ebb_job *job;
-  ebb_job_result *res;
-  ebb_policy policy;
+  pl_runner *r;
+  const pl_job *job;
+  pl_job_result *res;
+  pl_policy policy;
   const char *outdir;
   ebb_owner *job_owner;
   ebb_items *items;
@@ -366,7 +366,7 @@ typedef struct job_state {
 /* One stage of a job, as it goes. */
 typedef struct stage_run {
   int idx;
-  const ebb_stage_def *d;
+  const pl_stage_def *d;
   const ebb_stage *st;       /* the stage, or the isolated proxy */
   json_t *merged;            /* its options, merged over the schema's defaults */
   char *opts;                /* the same, canonical: the instance's reuse key */
@@ -379,12 +379,12 @@ typedef struct stage_run {
   int base_known;
 } stage_run;
 
-static int64_t outside_now(ebb_runner *r, int *known) {
-  ebb_unattributed u = {.size = sizeof u};
+static int64_t outside_now(pl_runner *r, int *known) {
+  mem_unattributed u = {.size = sizeof u};
   /* On the CPU device the "driver" figure is the whole host's memory: no use
    * for attributing; what ebb handed out through raw_driver_alloc is used. */
-  if (ebb_device_kind_of(r->dev) != EBB_DEVICE_CUDA ||
-      ebb_allocator_unattributed(r->alloc, &u) != 0 || !u.known) {
+  if (dev_kind_of(r->dev) != EBB_DEVICE_CUDA ||
+      mem_allocator_unattributed(r->alloc, &u) != 0 || !u.known) {
     *known = 0;
     return 0;
   }
@@ -393,35 +393,35 @@ static int64_t outside_now(ebb_runner *r, int *known) {
 }
 
 /* The baseline for report_outside, taken before the stage loads. */
-static void outside_base(ebb_runner *r, stage_run *sr) {
+static void outside_base(pl_runner *r, stage_run *sr) {
   sr->base_known = 0;
-  sr->base = ebb_device_ctx_active(r->dev) ? outside_now(r, &sr->base_known) : 0;
-  if (!ebb_device_ctx_active(r->dev))
+  sr->base = dev_ctx_active(r->dev) ? outside_now(r, &sr->base_known) : 0;
+  if (!dev_ctx_active(r->dev))
     sr->base_known = 1; /* no context: nothing is held, the baseline is 0 */
 }
 
-static void report_outside(ebb_runner *r, const stage_run *sr) {
-  ebb_sctx *c = ebb_instance_ctx(sr->s->inst);
+static void report_outside(pl_runner *r, const stage_run *sr) {
+  pl_sctx *c = pl_instance_ctx(sr->s->inst);
   int known;
   int64_t now = outside_now(r, &known);
   int64_t outside = known && sr->base_known ? now - sr->base : (int64_t)c->raw_bytes;
   if (outside < (1 << 20))
     return;
-  ebb_log_field f[] = {EBB_LF_S("event", "outside"), EBB_LF_S("stage", c->name),
+  base_log_field f[] = {EBB_LF_S("event", "outside"), EBB_LF_S("stage", c->name),
                        EBB_LF_I("outside_bytes", outside),
                        EBB_LF_S("measured_by", known && sr->base_known ? "driver" : "ebb")};
-  ebb_log_ev(EBB_LOG_WARN, c->name, f, 4,
+  base_log_ev(EBB_LOG_WARN, c->name, f, 4,
              "%llu MiB held outside ebb (taken from the driver directly)",
              MIB((uint64_t)outside));
 }
 
-static int cancelled(const ebb_job *job) { return job->cancel && atomic_load(job->cancel); }
+static int cancelled(const pl_job *job) { return job->cancel && atomic_load(job->cancel); }
 
 /* A release for the job: its bytes count for the job, a failed unload fails it. */
 static uint64_t release_for_job(job_state *js, slot *s, int with_context) {
   char name[128];
-  snprintf(name, sizeof name, "%s", ebb_instance_name(s->inst));
-  ebb_instance_report rep = {.size = sizeof rep};
+  snprintf(name, sizeof name, "%s", pl_instance_name(s->inst));
+  pl_instance_report rep = {.size = sizeof rep};
   uint64_t released = release_slot(js->r, s, with_context, &rep);
   if (rep.unload_error)
     fail(js->res, rep.unload_error, name, "stage '%s' failed to unload: %s", name,
@@ -433,40 +433,40 @@ static uint64_t release_for_job(job_state *js, slot *s, int with_context) {
  * instance is kept: idle under policy idle, loaded otherwise), the
  * after-stage hook. */
 static void after_stage(job_state *js, slot *s, int failed, int next_uses_gpu) {
-  ebb_runner *r = js->r;
+  pl_runner *r = js->r;
   char name[128];
-  snprintf(name, sizeof name, "%s", ebb_instance_name(s->inst));
-  ebb_hook_run(r->hook, "before-release", name, 0);
+  snprintf(name, sizeof name, "%s", pl_instance_name(s->inst));
+  pl_hook_run(r->hook, "before-release", name, 0);
   uint64_t released = 0;
   int release_now = js->policy.kind == EBB_POLICY_AFTER_STAGE ||
                     (failed && js->policy.kind != EBB_POLICY_NEVER);
-  s->idle_since = ebb_now();
+  s->idle_since = base_now();
   if (release_now) {
     released = release_for_job(js, s, !failed && !next_uses_gpu);
     js->res->released_bytes += released;
   } else if (s->policy.kind == EBB_POLICY_IDLE &&
-             ebb_instance_state_of(s->inst) == EBB_INSTANCE_LOADED) {
-    ebb_instance_idle(s->inst);
+             pl_instance_state_of(s->inst) == EBB_INSTANCE_LOADED) {
+    pl_instance_idle(s->inst);
   }
-  ebb_hook_run(r->hook, "after-stage", name, released);
+  pl_hook_run(r->hook, "after-stage", name, released);
 }
 
 /* Whether the stage after idx may use the GPU (unknown stages count as yes;
  * the last stage's "next" is the job's end, which releases anyway). */
-static int next_uses_gpu(const ebb_runner *r, const ebb_pipeline_def *p, int idx) {
+static int next_uses_gpu(const pl_runner *r, const pl_def *p, int idx) {
   if ((size_t)idx + 1 >= p->nstages)
     return 1;
   if (p->stages[idx + 1].isolate) /* its worker has a context of its own */
     return 0;
-  const ebb_stage *next = ebb_registry_find(r->reg, p->stages[idx + 1].stage, NULL);
+  const ebb_stage *next = pl_registry_find(r->reg, p->stages[idx + 1].stage, NULL);
   return !next || next->needs_gpu;
 }
 
 /* Takes s for a job (or a kept pipeline) under policy pol: an idle instance
  * is claimed (loaded again: no longer evictable). */
-static void claim(slot *s, ebb_policy pol, int quiet) {
-  if (ebb_instance_state_of(s->inst) == EBB_INSTANCE_IDLE)
-    ebb_instance_enter(s->inst, EBB_INSTANCE_LOADED);
+static void claim(slot *s, pl_policy pol, int quiet) {
+  if (pl_instance_state_of(s->inst) == EBB_INSTANCE_IDLE)
+    pl_instance_enter(s->inst, EBB_INSTANCE_LOADED);
   s->policy = pol;
   s->quiet = quiet;
 }
@@ -474,7 +474,7 @@ static void claim(slot *s, ebb_policy pol, int quiet) {
 /* The stage's options, checked (the proxy stage's when isolated) and
  * canonical. */
 static int stage_options(job_state *js, stage_run *sr) {
-  const ebb_stage_def *d = sr->d;
+  const pl_stage_def *d = sr->d;
   int rc = check_stage(js->r->reg, js->job->pipeline, d, &sr->st, &sr->merged);
   if (rc)
     return fail(js->res, rc, d->name, "%s", ebb_errmsg());
@@ -486,27 +486,27 @@ static int stage_options(job_state *js, stage_run *sr) {
 /* The result cache: *hit when the stage's result came from it (the stage is
  * then neither run nor released: "[a] cached"). */
 static int cache_lookup(job_state *js, stage_run *sr, int *hit) {
-  ebb_runner *r = js->r;
-  const ebb_stage_def *d = sr->d;
+  pl_runner *r = js->r;
+  const pl_stage_def *d = sr->d;
   *hit = 0;
   sr->use_cache = r->cache_dir && (d->cache > 0 || (d->cache < 0 && r->cache_default)) &&
                   !d->worker; /* a worker has no version */
-  if (sr->use_cache && ebb_cache_key(sr->st, sr->merged, js->items, sr->key) != 0) {
-    ebb_log(EBB_LOG_DEBUG, d->name, "not cacheable: %s", ebb_errmsg());
+  if (sr->use_cache && pl_cache_key(sr->st, sr->merged, js->items, sr->key) != 0) {
+    base_log(EBB_LOG_DEBUG, d->name, "not cacheable: %s", ebb_errmsg());
     sr->use_cache = 0;
   }
   if (!sr->use_cache)
     return 0;
   int corrupt = 0;
-  int rc = ebb_cache_load(r->cache_dir, sr->key, js->items, js->outdir, hit, &corrupt);
+  int rc = pl_cache_load(r->cache_dir, sr->key, js->items, js->outdir, hit, &corrupt);
   if (corrupt)
-    ebb_log(EBB_LOG_WARN, d->name, "%s; recomputing", ebb_errmsg());
+    base_log(EBB_LOG_WARN, d->name, "%s; recomputing", ebb_errmsg());
   if (rc)
     return fail(js->res, rc, d->name, "stage '%s': reading its cached result: %s", d->name,
                 ebb_errmsg());
   if (*hit) {
-    ebb_log_field f[] = {EBB_LF_S("event", "cached"), EBB_LF_S("stage", d->name)};
-    ebb_log_ev(EBB_LOG_INFO, d->name, f, 2, "cached");
+    base_log_field f[] = {EBB_LF_S("event", "cached"), EBB_LF_S("stage", d->name)};
+    base_log_ev(EBB_LOG_INFO, d->name, f, 2, "cached");
     js->res->stages_cached++;
   }
   return 0;
@@ -515,17 +515,17 @@ static int cache_lookup(job_state *js, stage_run *sr, int *hit) {
 /* The instance (reused when kept loaded with the same definition), bound to
  * this job: its cancel flag, output directory and deadline. */
 static int stage_instance(job_state *js, stage_run *sr) {
-  ebb_runner *r = js->r;
-  const ebb_stage_def *d = sr->d;
+  pl_runner *r = js->r;
+  const pl_stage_def *d = sr->d;
   if (!(sr->s = slot_for(r, js->job->pipeline, d, sr->st, sr->opts, js->outdir, js->res)))
     return js->res->code;
-  sr->t0 = sr->t_loaded = ebb_now();
+  sr->t0 = sr->t_loaded = base_now();
   /* a kept instance writes where this job writes (bound before a wake: an
    * isolated stage's wake is a load in a new worker, this job's) */
-  ebb_instance_bind(sr->s->inst, js->job->cancel, js->outdir,
+  pl_instance_bind(sr->s->inst, js->job->cancel, js->outdir,
                     d->timeout_s > 0 ? sr->t0 + d->timeout_s : 0);
-  int rc = ebb_instance_state_of(sr->s->inst) == EBB_INSTANCE_PARKED
-               ? ebb_instance_wake(sr->s->inst, NULL) /* a job wakes a sleeping stage in place */
+  int rc = pl_instance_state_of(sr->s->inst) == EBB_INSTANCE_PARKED
+               ? pl_instance_wake(sr->s->inst, NULL) /* a job wakes a sleeping stage in place */
                : 0;
   if (rc)
     return fail(js->res, rc, d->name, "%s", ebb_errmsg());
@@ -536,11 +536,11 @@ static int stage_instance(job_state *js, stage_run *sr) {
 
 /* A failed load or run (or one past its deadline) becomes the job's error. */
 static int stage_failed(job_state *js, stage_run *sr, int rc) {
-  const ebb_stage_def *d = sr->d;
-  ebb_instance *in = sr->s->inst;
-  ebb_sctx *c = ebb_instance_ctx(in);
-  const char *phase = ebb_instance_is_loaded(in) ? "failed" : "failed to load";
-  const char *why = ebb_instance_error(in);
+  const pl_stage_def *d = sr->d;
+  pl_instance *in = sr->s->inst;
+  pl_sctx *c = pl_instance_ctx(in);
+  const char *phase = pl_instance_is_loaded(in) ? "failed" : "failed to load";
+  const char *why = pl_instance_error(in);
   if (cancelled(js->job))
     return fail(js->res, EBB_ECANCELED, d->name, "stage '%s' was cancelled (job cancelled)",
                 d->name);
@@ -553,7 +553,7 @@ static int stage_failed(job_state *js, stage_run *sr, int rc) {
 }
 
 /* --- declared needs and measured peaks ------------------------------------------ */
-static void note_peak(ebb_runner *r, const char *pipeline, const char *name, uint64_t peak,
+static void note_peak(pl_runner *r, const char *pipeline, const char *name, uint64_t peak,
                       uint64_t host_peak, uint64_t estimate) {
   pthread_mutex_lock(&r->notes_mu);
   stage_note *n = NULL;
@@ -582,37 +582,37 @@ static void note_peak(ebb_runner *r, const char *pipeline, const char *name, uin
  * the measured peak by more than 10 %: a debug line. */
 static uint64_t check_estimate(job_state *js, stage_run *sr, uint64_t peak) {
   ebb_estimate e = {.size = sizeof e};
-  const ebb_stage *real = ebb_registry_find(js->r->reg, sr->d->stage, NULL);
-  if (!real || ebb_stage_estimate(real, sr->d->isolate ? NULL : sr->opts, js->items, &e) != 0)
+  const ebb_stage *real = pl_registry_find(js->r->reg, sr->d->stage, NULL);
+  if (!real || pl_stage_estimate(real, sr->d->isolate ? NULL : sr->opts, js->items, &e) != 0)
     return 0;
   if (sr->d->isolate) { /* the proxy's options are a spec: ask with the real stage's */
     char *o = json_dumps(json_object_get(sr->merged, "options"), JSON_COMPACT | JSON_SORT_KEYS);
     e.size = sizeof e;
-    int rc = o ? ebb_stage_estimate(real, o, js->items, &e) : EBB_ENOMEM;
+    int rc = o ? pl_stage_estimate(real, o, js->items, &e) : EBB_ENOMEM;
     free(o);
     if (rc)
       return 0;
   }
   double off = peak ? ((double)e.device_bytes - (double)peak) / (double)peak : 0;
   if (off > 0.10 || off < -0.10)
-    ebb_log(EBB_LOG_DEBUG, sr->d->name,
+    base_log(EBB_LOG_DEBUG, sr->d->name,
             "estimate %llu MiB, measured peak %llu MiB (off by %+.0f %%)", MIB(e.device_bytes),
             MIB(peak), off * 100);
   return e.device_bytes ? e.device_bytes : 1;
 }
 
-int ebb_runner_stage_need(ebb_runner *r, const ebb_pipeline_def *p, const char *stage,
-                          ebb_stage_need *out) {
+int pl_runner_stage_need(pl_runner *r, const pl_def *p, const char *stage,
+                          pl_stage_need *out) {
   if (!r || !p || !stage || !out || out->size < sizeof(uint32_t))
     return ebb_seterr(EBB_EINVAL, "ebb_runner_stage_need: runner, pipeline, stage and out->size "
                                   "are required");
-  const ebb_stage_def *d = NULL;
+  const pl_stage_def *d = NULL;
   for (size_t i = 0; i < p->nstages && !d; i++)
     if (!strcmp(p->stages[i].name, stage))
       d = &p->stages[i];
   if (!d)
     return ebb_seterr(EBB_ENOTFOUND, "pipeline '%s' has no stage '%s'", p->name, stage);
-  ebb_stage_need n = {.size = sizeof n};
+  pl_stage_need n = {.size = sizeof n};
   int found = 0;
   pthread_mutex_lock(&r->notes_mu);
   for (size_t i = 0; i < r->nnotes && !found; i++)
@@ -624,15 +624,15 @@ int ebb_runner_stage_need(ebb_runner *r, const ebb_pipeline_def *p, const char *
     }
   pthread_mutex_unlock(&r->notes_mu);
   if (!found) {
-    const ebb_stage *st = ebb_registry_find(r->reg, d->stage, NULL);
+    const ebb_stage *st = pl_registry_find(r->reg, d->stage, NULL);
     json_t *merged = NULL;
-    int rc = st ? ebb_stage_validate_options(st, d->options, NULL, &merged)
+    int rc = st ? pl_stage_validate_options(st, d->options, NULL, &merged)
                 : ebb_seterr(EBB_ENOTFOUND, "unknown stage '%s'", d->stage);
     char *o = rc ? NULL : json_dumps(merged, JSON_COMPACT | JSON_SORT_KEYS);
     json_decref(merged);
     ebb_estimate e = {.size = sizeof e};
     if (!rc)
-      rc = o ? ebb_stage_estimate(st, o, NULL, &e) : ebb_seterr(EBB_ENOMEM, "out of host memory");
+      rc = o ? pl_stage_estimate(st, o, NULL, &e) : ebb_seterr(EBB_ENOMEM, "out of host memory");
     free(o);
     if (rc)
       return rc;
@@ -647,36 +647,36 @@ int ebb_runner_stage_need(ebb_runner *r, const ebb_pipeline_def *p, const char *
 
 /* A stage that succeeded: its result cached, its items the job's, its line. */
 static int stage_done(job_state *js, stage_run *sr) {
-  ebb_runner *r = js->r;
-  const ebb_stage_def *d = sr->d;
+  pl_runner *r = js->r;
+  const pl_stage_def *d = sr->d;
   /* A stage that added nothing is not stored: it may have been skipped for
    * want of something outside the key (transcribe without EBB_WHISPER_URL),
    * and rerunning it costs nothing worth caching. */
-  if (sr->use_cache && ebb_items_count(sr->out) > 0 &&
-      ebb_cache_store(r->cache_dir, sr->key, sr->out, r->dev) != 0)
-    ebb_log(EBB_LOG_WARN, d->name, "result not cached: %s", ebb_errmsg());
-  ebb_owner_stats os = {.size = sizeof os};
-  ebb_owner_get_stats(ebb_instance_owner(sr->s->inst), &os);
-  uint64_t host_peak = ebb_sctx_host_peak(ebb_instance_ctx(sr->s->inst));
+  if (sr->use_cache && pl_items_count(sr->out) > 0 &&
+      pl_cache_store(r->cache_dir, sr->key, sr->out, r->dev) != 0)
+    base_log(EBB_LOG_WARN, d->name, "result not cached: %s", ebb_errmsg());
+  mem_owner_stats os = {.size = sizeof os};
+  mem_owner_get_stats(pl_instance_owner(sr->s->inst), &os);
+  uint64_t host_peak = pl_sctx_host_peak(pl_instance_ctx(sr->s->inst));
   if (d->isolate) { /* the worker's own allocator, as it reported it */
-    os.bytes.peak = ebb_isolated_peak(ebb_instance_stage_state(sr->s->inst));
-    host_peak = ebb_isolated_host_peak(ebb_instance_stage_state(sr->s->inst));
+    os.bytes.peak = pl_isolated_peak(pl_instance_stage_state(sr->s->inst));
+    host_peak = pl_isolated_host_peak(pl_instance_stage_state(sr->s->inst));
   }
   /* the estimate is for the inputs the stage was given: before its outputs join */
   uint64_t est = check_estimate(js, sr, os.bytes.peak);
   note_peak(r, js->job->pipeline->name, d->name, os.bytes.peak, host_peak, est);
-  int rc = ebb_items_take(js->items, sr->out);
+  int rc = pl_items_take(js->items, sr->out);
   if (rc)
     return fail(js->res, rc, d->name, "stage '%s': %s", d->name, ebb_errmsg());
   js->res->stages_run++;
-  ebb_log_field f[] = {EBB_LF_S("event", "stage_done"), EBB_LF_S("stage", d->name),
+  base_log_field f[] = {EBB_LF_S("event", "stage_done"), EBB_LF_S("stage", d->name),
                        EBB_LF_F("seconds", sr->t1 - sr->t0),
                        EBB_LF_F("load_seconds", sr->t_loaded - sr->t0),
                        EBB_LF_F("run_seconds", sr->t1 - sr->t_loaded),
                        EBB_LF_U("peak_bytes", os.bytes.peak),
                        EBB_LF_U("host_peak_bytes", host_peak),
                        EBB_LF_U("estimate_bytes", est > 1 ? est : 0)};
-  ebb_log_ev(EBB_LOG_INFO, d->name, f, 8, "done in %.2f s, peak %llu MiB, host peak %llu MiB",
+  base_log_ev(EBB_LOG_INFO, d->name, f, 8, "done in %.2f s, peak %llu MiB, host peak %llu MiB",
              sr->t1 - sr->t0, MIB(os.bytes.peak), MIB(host_peak));
   if (!d->isolate) /* a worker's memory is its own, not held outside ebb */
     report_outside(r, sr);
@@ -685,22 +685,22 @@ static int stage_done(job_state *js, stage_run *sr) {
 
 /* Load (unless kept loaded), run, and the outcome. */
 static int load_and_run(job_state *js, stage_run *sr) {
-  const ebb_stage_def *d = sr->d;
-  ebb_instance *in = sr->s->inst;
+  const pl_stage_def *d = sr->d;
+  pl_instance *in = sr->s->inst;
   int rc = 0;
-  if (!ebb_instance_is_loaded(in)) {
-    rc = ebb_instance_load(in);
-    sr->t_loaded = ebb_now();
-    ebb_log(EBB_LOG_DEBUG, d->name, "load: %s in %.2f s", rc ? "failed" : "done",
+  if (!pl_instance_is_loaded(in)) {
+    rc = pl_instance_load(in);
+    sr->t_loaded = base_now();
+    base_log(EBB_LOG_DEBUG, d->name, "load: %s in %.2f s", rc ? "failed" : "done",
             sr->t_loaded - sr->t0);
   }
   if (!rc) {
-    if ((rc = ebb_items_create(js->job_owner, js->items, &sr->out)) != 0)
+    if ((rc = pl_items_create(js->job_owner, js->items, &sr->out)) != 0)
       return fail(js->res, rc, d->name, "stage '%s': %s", d->name, ebb_errmsg());
-    rc = ebb_instance_run(in, js->items, sr->out);
+    rc = pl_instance_run(in, js->items, sr->out);
   }
-  sr->t1 = ebb_now();
-  ebb_sctx *c = ebb_instance_ctx(in);
+  sr->t1 = base_now();
+  pl_sctx *c = pl_instance_ctx(in);
   if (rc == 0 && c->deadline > 0 && sr->t1 >= c->deadline)
     rc = EBB_ETIMEDOUT;
   return rc ? stage_failed(js, sr, rc) : stage_done(js, sr);
@@ -710,7 +710,7 @@ static int load_and_run(job_state *js, stage_run *sr) {
  * then the release the policy asks for (after_stage), in every exit path
  * once an instance exists. */
 static int run_stage(job_state *js, int idx) {
-  const ebb_pipeline_def *p = js->job->pipeline;
+  const pl_def *p = js->job->pipeline;
   stage_run sr = {.idx = idx, .d = &p->stages[idx]};
   int hit = 0;
   int rc = stage_options(js, &sr);
@@ -720,7 +720,7 @@ static int run_stage(job_state *js, int idx) {
     rc = load_and_run(js, &sr);
     after_stage(js, sr.s, rc != 0, next_uses_gpu(js->r, p, idx));
   }
-  ebb_items_destroy(sr.out);
+  pl_items_destroy(sr.out);
   json_decref(sr.merged);
   free(sr.opts);
   return rc;
@@ -732,9 +732,9 @@ static void write_result(job_state *js) {
   snprintf(path, sizeof path, "%s/result.json", js->outdir);
   json_t *root = json_object(), *arr = json_array();
   json_object_set_new(root, "pipeline", json_string(js->job->pipeline->name));
-  for (int i = 0; i < ebb_items_count(js->items); i++) {
-    const ebb_item_rec *it = ebb_items_rec(js->items, i);
-    json_t *o = ebb_item_describe(it);
+  for (int i = 0; i < pl_items_count(js->items); i++) {
+    const pl_item_rec *it = pl_items_rec(js->items, i);
+    json_t *o = pl_item_describe(it);
     if (!o)
       continue;
     if (it->kind == EBB_ITEM_JSON) { /* the result shows the value, not its text */
@@ -746,7 +746,7 @@ static void write_result(job_state *js) {
   }
   json_object_set_new(root, "items", arr);
   if (json_dump_file(root, path, JSON_INDENT(2)) != 0)
-    ebb_log(EBB_LOG_WARN, NULL, "cannot write %s", path);
+    base_log(EBB_LOG_WARN, NULL, "cannot write %s", path);
   json_decref(root);
 }
 
@@ -754,8 +754,8 @@ static void write_result(job_state *js) {
  * instances go, in pipeline order; then, under any policy but never, the
  * device is vacated when nothing is left. */
 static void job_end(job_state *js) {
-  ebb_runner *r = js->r;
-  const ebb_pipeline_def *p = js->job->pipeline;
+  pl_runner *r = js->r;
+  const pl_def *p = js->job->pipeline;
   char scope[160];
   snprintf(scope, sizeof scope, "pipeline %s", p->name);
   uint64_t released = 0;
@@ -770,11 +770,11 @@ static void job_end(job_state *js) {
   if (js->policy.kind == EBB_POLICY_SLEEP) {
     for (size_t i = 0; i < p->nstages; i++) {
       slot *s = find_slot(r, p->name, p->stages[i].name);
-      if (!s || ebb_instance_state_of(s->inst) != EBB_INSTANCE_LOADED)
+      if (!s || pl_instance_state_of(s->inst) != EBB_INSTANCE_LOADED)
         continue;
-      s->idle_since = ebb_now();
+      s->idle_since = base_now();
       if (js->policy.idle_s > 0 && !r->oneshot)
-        ebb_instance_idle(s->inst); /* sleeps when ebb_runner_evict_idle finds it due */
+        pl_instance_idle(s->inst); /* sleeps when pl_runner_evict_idle finds it due */
       else
         released += sleep_slot(s);
     }
@@ -787,15 +787,15 @@ static void job_end(job_state *js) {
   for (size_t i = 0; i < p->nstages; i++) {
     slot *s = find_slot(r, p->name, p->stages[i].name);
     if (s)
-      ebb_instance_bind(s->inst, NULL, NULL, 0);
+      pl_instance_bind(s->inst, NULL, NULL, 0);
   }
   js->res->released_bytes += released;
-  ebb_hook_run(r->hook, "after-job", p->name, released);
+  pl_hook_run(r->hook, "after-job", p->name, released);
 }
 
 /* The job's input is a regular file; its output directory exists (made if
  * absent) and is writable. */
-static int check_paths(const ebb_job *job, const char *outdir, ebb_job_result *res) {
+static int check_paths(const pl_job *job, const char *outdir, pl_job_result *res) {
   struct stat sb;
   if (!job->input || stat(job->input, &sb) != 0)
     return fail(res, EBB_EINPUT, NULL, "input %s: %s", job->input ? job->input : "(none)",
@@ -805,7 +805,7 @@ static int check_paths(const ebb_job *job, const char *outdir, ebb_job_result *r
   if (!S_ISREG(sb.st_mode))
     return fail(res, EBB_EINPUT, NULL, "input %s: not a regular file (a pipe or device?)",
                 job->input);
-  if (ebb_mkdirs(outdir, 0755, "mkdir") != 0)
+  if (base_mkdirs(outdir, 0755, "mkdir") != 0)
     return fail(res, EBB_EINPUT, NULL, "output directory %s: %s", outdir, strerror(errno));
   if (stat(outdir, &sb) != 0 || !S_ISDIR(sb.st_mode) || access(outdir, W_OK) != 0)
     return fail(res, EBB_EINPUT, NULL, "output directory %s: %s", outdir,
@@ -813,17 +813,17 @@ static int check_paths(const ebb_job *job, const char *outdir, ebb_job_result *r
   return 0;
 }
 
-int ebb_runner_run(ebb_runner *r, const ebb_job *job, ebb_job_result *res) {
+int pl_runner_run(pl_runner *r, const pl_job *job, pl_job_result *res) {
   memset(res, 0, sizeof *res);
   if (!r || !job || !job->pipeline)
     return fail(res, EBB_EINVAL, NULL, "runner: no job or pipeline");
-  const ebb_pipeline_def *p = job->pipeline;
+  const pl_def *p = job->pipeline;
   job_state js = {.r = r, .job = job, .res = res};
   js.policy = job->policy ? *job->policy
-                          : (p->has_policy ? p->policy : (ebb_policy){EBB_POLICY_AFTER_STAGE, 0});
+                          : (p->has_policy ? p->policy : (pl_policy){EBB_POLICY_AFTER_STAGE, 0});
   js.outdir = job->output_dir ? job->output_dir : "ebb-out";
-  double t0 = ebb_now();
-  int rc = ebb_runner_check(r, p);
+  double t0 = base_now();
+  int rc = pl_runner_check(r, p);
   if (rc)
     return fail(res, rc, NULL, "%s", ebb_errmsg());
   if ((rc = check_paths(job, js.outdir, res)) != 0)
@@ -831,10 +831,10 @@ int ebb_runner_run(ebb_runner *r, const ebb_job *job, ebb_job_result *res) {
 
   char jname[200];
   snprintf(jname, sizeof jname, "job %s", p->name);
-  if ((rc = ebb_owner_create(r->alloc, jname, NULL, &js.job_owner)) ||
-      (ebb_owner_set_kind(js.job_owner, "job"), 0) ||
-      (rc = ebb_items_create(js.job_owner, NULL, &js.items)) ||
-      (rc = ebb_items_add_file(js.items, "input", job->input))) {
+  if ((rc = mem_owner_create(r->alloc, jname, NULL, &js.job_owner)) ||
+      (mem_owner_set_kind(js.job_owner, "job"), 0) ||
+      (rc = pl_items_create(js.job_owner, NULL, &js.items)) ||
+      (rc = pl_items_add_file(js.items, "input", job->input))) {
     fail(res, rc, NULL, "job: %s", ebb_errmsg());
     goto out;
   }
@@ -855,23 +855,23 @@ int ebb_runner_run(ebb_runner *r, const ebb_job *job, ebb_job_result *res) {
   if (!res->code)
     write_result(&js);
 out:
-  ebb_items_destroy(js.items); /* before the job's owner: device tensors */
+  pl_items_destroy(js.items); /* before the job's owner: device tensors */
   js.items = NULL;
   if (js.job_owner) {
-    ebb_leak_report *rep = NULL;
-    ebb_owner_destroy(js.job_owner, &rep);
+    mem_leak_report *rep = NULL;
+    mem_owner_destroy(js.job_owner, &rep);
     if (rep) {
-      ebb_leak_report_publish(rep, 0);
-      ebb_leak_report_free(rep);
+      mem_leak_report_publish(rep, 0);
+      mem_leak_report_free(rep);
     }
   }
   job_end(&js);
-  res->seconds = ebb_now() - t0;
+  res->seconds = base_now() - t0;
   if (!res->code) {
-    ebb_log_field f[] = {EBB_LF_S("event", "job_done"), EBB_LF_S("pipeline", p->name),
+    base_log_field f[] = {EBB_LF_S("event", "job_done"), EBB_LF_S("pipeline", p->name),
                          EBB_LF_F("seconds", res->seconds),
                          EBB_LF_U("released_bytes", res->released_bytes)};
-    ebb_log_ev(EBB_LOG_INFO, NULL, f, 4, "pipeline %s done in %.2f s (%d stages run, %d cached)",
+    base_log_ev(EBB_LOG_INFO, NULL, f, 4, "pipeline %s done in %.2f s (%d stages run, %d cached)",
                p->name, res->seconds, res->stages_run, res->stages_cached);
   }
   return res->code;
@@ -880,8 +880,8 @@ out:
 /* --- pipelines kept loaded (for the manager, src/pipeline/manager.c) --------- */
 /* Loads stage d of p and keeps it under policy never (no-op when an instance
  * with the same definition is loaded). A failure is left in res. */
-static void load_kept(ebb_runner *r, const ebb_pipeline_def *p, const ebb_stage_def *d,
-                      const char *outdir, ebb_job_result *res) {
+static void load_kept(pl_runner *r, const pl_def *p, const pl_stage_def *d,
+                      const char *outdir, pl_job_result *res) {
   const ebb_stage *st;
   json_t *merged = NULL;
   int rc = check_stage(r->reg, p, d, &st, &merged);
@@ -898,35 +898,35 @@ static void load_kept(ebb_runner *r, const ebb_pipeline_def *p, const ebb_stage_
   free(opts);
   if (!s)
     return;
-  if (ebb_instance_state_of(s->inst) == EBB_INSTANCE_PARKED &&
-      (rc = ebb_instance_wake(s->inst, NULL)) != 0) {
+  if (pl_instance_state_of(s->inst) == EBB_INSTANCE_PARKED &&
+      (rc = pl_instance_wake(s->inst, NULL)) != 0) {
     fail(res, rc, d->name, "%s", ebb_errmsg());
     return;
   }
-  claim(s, (ebb_policy){EBB_POLICY_NEVER, 0}, 0);
-  if (ebb_instance_is_loaded(s->inst))
+  claim(s, (pl_policy){EBB_POLICY_NEVER, 0}, 0);
+  if (pl_instance_is_loaded(s->inst))
     return;
-  if ((rc = ebb_instance_load(s->inst)) != 0)
+  if ((rc = pl_instance_load(s->inst)) != 0)
     fail(res, rc, d->name, "stage '%s' (%s) failed to load: %s", d->name, d->stage,
-         ebb_instance_error(s->inst));
+         pl_instance_error(s->inst));
 }
 
-int ebb_runner_load_pipeline(ebb_runner *r, const ebb_pipeline_def *p, const char *outdir,
-                             ebb_job_result *res) {
+int pl_runner_load_pipeline(pl_runner *r, const pl_def *p, const char *outdir,
+                             pl_job_result *res) {
   memset(res, 0, sizeof *res);
   if (!r || !p || !outdir)
     return fail(res, EBB_EINVAL, NULL, "runner: no pipeline or output directory to load");
-  int rc = ebb_runner_check(r, p);
+  int rc = pl_runner_check(r, p);
   if (rc)
     return fail(res, rc, NULL, "%s", ebb_errmsg());
-  if (ebb_mkdirs(outdir, 0755, "mkdir") != 0)
+  if (base_mkdirs(outdir, 0755, "mkdir") != 0)
     return fail(res, EBB_EINPUT, NULL, "output directory %s: %s", outdir, strerror(errno));
   for (size_t i = 0; i < p->nstages && !res->code; i++)
     load_kept(r, p, &p->stages[i], outdir, res);
   return res->code;
 }
 
-int ebb_runner_unload_pipeline(ebb_runner *r, const char *pipeline, int with_context,
+int pl_runner_unload_pipeline(pl_runner *r, const char *pipeline, int with_context,
                                uint64_t *released) {
   uint64_t total = 0;
   int err = 0;
@@ -934,12 +934,12 @@ int ebb_runner_unload_pipeline(ebb_runner *r, const char *pipeline, int with_con
   for (;;) {
     slot *last = NULL;
     for (slot *s = r->pool; s; s = s->next)
-      if (!strcmp(ebb_instance_pipeline(s->inst), pipeline))
+      if (!strcmp(pl_instance_pipeline(s->inst), pipeline))
         last = s;
     if (!last)
       break;
     last->quiet = 0; /* leaks are reported whatever the policy was */
-    ebb_instance_report rep = {.size = sizeof rep};
+    pl_instance_report rep = {.size = sizeof rep};
     total += release_slot(r, last, 0, &rep);
     if (rep.unload_error && !err)
       err = ebb_seterr(rep.unload_error, "pipeline '%s': a stage failed to unload: %s", pipeline,
@@ -955,19 +955,19 @@ int ebb_runner_unload_pipeline(ebb_runner *r, const char *pipeline, int with_con
   return err;
 }
 
-int ebb_runner_pipeline_bytes(ebb_runner *r, const char *pipeline, uint64_t *current,
+int pl_runner_pipeline_bytes(pl_runner *r, const char *pipeline, uint64_t *current,
                               uint64_t *peak) {
   uint64_t cur = 0, pk = 0;
   int n = 0;
   for (slot *s = r->pool; s; s = s->next) {
-    if (strcmp(ebb_instance_pipeline(s->inst), pipeline))
+    if (strcmp(pl_instance_pipeline(s->inst), pipeline))
       continue;
-    ebb_owner_stats os = {.size = sizeof os};
-    if (ebb_owner_get_stats(ebb_instance_owner(s->inst), &os) == 0) {
+    mem_owner_stats os = {.size = sizeof os};
+    if (mem_owner_get_stats(pl_instance_owner(s->inst), &os) == 0) {
       cur += os.tree_bytes;
       pk += os.bytes.peak;
     }
-    n += ebb_instance_is_loaded(s->inst);
+    n += pl_instance_is_loaded(s->inst);
   }
   if (current)
     *current = cur;
@@ -977,27 +977,27 @@ int ebb_runner_pipeline_bytes(ebb_runner *r, const char *pipeline, uint64_t *cur
 }
 
 /* --- sleep and wake a pipeline (issue 12) ---------------------------------- */
-static int count_states(ebb_runner *r, const char *pipeline, int *asleep) {
+static int count_states(pl_runner *r, const char *pipeline, int *asleep) {
   int n = 0;
   *asleep = 0;
   for (slot *s = r->pool; s; s = s->next)
-    if (!strcmp(ebb_instance_pipeline(s->inst), pipeline)) {
+    if (!strcmp(pl_instance_pipeline(s->inst), pipeline)) {
       n++;
-      *asleep += ebb_instance_state_of(s->inst) == EBB_INSTANCE_PARKED;
+      *asleep += pl_instance_state_of(s->inst) == EBB_INSTANCE_PARKED;
     }
   return n;
 }
 
-static void add_stats(ebb_sleep_stats *t, const ebb_sleep_stats *st) {
+static void add_stats(mem_sleep_stats *t, const mem_sleep_stats *st) {
   t->device_bytes += st->device_bytes;
   t->backup_bytes += st->backup_bytes;
   t->dropped_bytes += st->dropped_bytes;
   t->segments += st->segments;
 }
 
-int ebb_runner_sleep_pipeline(ebb_runner *r, const char *pipeline, ebb_sleep_stats *out) {
-  ebb_sleep_stats t = {.size = sizeof t};
-  double t0 = ebb_now();
+int pl_runner_sleep_pipeline(pl_runner *r, const char *pipeline, mem_sleep_stats *out) {
+  mem_sleep_stats t = {.size = sizeof t};
+  double t0 = base_now();
   int asleep, n = count_states(r, pipeline, &asleep), err = 0;
   if (!n)
     return ebb_seterr(EBB_ENOTFOUND, "pipeline '%s' is not loaded; nothing to put to sleep",
@@ -1005,12 +1005,12 @@ int ebb_runner_sleep_pipeline(ebb_runner *r, const char *pipeline, ebb_sleep_sta
   if (asleep == n)
     return ebb_seterr(EBB_ESTATE, "pipeline '%s' is asleep already; wake it first", pipeline);
   for (slot *s = r->pool; s; s = s->next) {
-    ebb_instance_state st0 = ebb_instance_state_of(s->inst);
-    if (strcmp(ebb_instance_pipeline(s->inst), pipeline) ||
+    pl_instance_state st0 = pl_instance_state_of(s->inst);
+    if (strcmp(pl_instance_pipeline(s->inst), pipeline) ||
         (st0 != EBB_INSTANCE_LOADED && st0 != EBB_INSTANCE_IDLE))
       continue;
-    ebb_sleep_stats st = {.size = sizeof st};
-    int rc = ebb_instance_sleep(s->inst, &st);
+    mem_sleep_stats st = {.size = sizeof st};
+    int rc = pl_instance_sleep(s->inst, &st);
     if (rc && !err)
       err = rc;
     add_stats(&t, &st);
@@ -1018,49 +1018,49 @@ int ebb_runner_sleep_pipeline(ebb_runner *r, const char *pipeline, ebb_sleep_sta
   char scope[160];
   snprintf(scope, sizeof scope, "pipeline %s", pipeline);
   t.device_bytes += vacate_asleep(r, scope);
-  t.seconds = ebb_now() - t0;
+  t.seconds = base_now() - t0;
   if (out)
     *out = t;
   return err;
 }
 
-int ebb_runner_wake_pipeline(ebb_runner *r, const char *pipeline, ebb_sleep_stats *out) {
-  ebb_sleep_stats t = {.size = sizeof t};
-  double t0 = ebb_now();
+int pl_runner_wake_pipeline(pl_runner *r, const char *pipeline, mem_sleep_stats *out) {
+  mem_sleep_stats t = {.size = sizeof t};
+  double t0 = base_now();
   int asleep, n = count_states(r, pipeline, &asleep), rc = 0;
   if (!n)
     return ebb_seterr(EBB_ENOTFOUND, "pipeline '%s' is not loaded; load it instead", pipeline);
   if (!asleep)
     return ebb_seterr(EBB_ESTATE, "pipeline '%s' is not asleep; nothing to wake", pipeline);
   for (slot *s = r->pool; s && !rc; s = s->next) {
-    if (strcmp(ebb_instance_pipeline(s->inst), pipeline) ||
-        ebb_instance_state_of(s->inst) != EBB_INSTANCE_PARKED)
+    if (strcmp(pl_instance_pipeline(s->inst), pipeline) ||
+        pl_instance_state_of(s->inst) != EBB_INSTANCE_PARKED)
       continue;
-    ebb_sleep_stats st = {.size = sizeof st};
-    if ((rc = ebb_instance_wake(s->inst, &st)) == 0)
+    mem_sleep_stats st = {.size = sizeof st};
+    if ((rc = pl_instance_wake(s->inst, &st)) == 0)
       add_stats(&t, &st);
   }
   if (rc) { /* all or nothing: the stages woken by this call sleep again */
     char msg[1024];
     snprintf(msg, sizeof msg, "%s", ebb_errmsg());
     for (slot *s = r->pool; s; s = s->next)
-      if (!strcmp(ebb_instance_pipeline(s->inst), pipeline) &&
-          ebb_instance_state_of(s->inst) == EBB_INSTANCE_LOADED)
+      if (!strcmp(pl_instance_pipeline(s->inst), pipeline) &&
+          pl_instance_state_of(s->inst) == EBB_INSTANCE_LOADED)
         sleep_slot(s);
     char scope[160];
     snprintf(scope, sizeof scope, "pipeline %s", pipeline);
     vacate_asleep(r, scope);
-    t = (ebb_sleep_stats){.size = sizeof t};
+    t = (mem_sleep_stats){.size = sizeof t};
     ebb_seterr(rc, "pipeline '%s': wake failed, it stays asleep (retry the wake, or unload "
                    "it): %s", pipeline, msg);
   }
-  t.seconds = ebb_now() - t0;
+  t.seconds = base_now() - t0;
   if (out)
     *out = t;
   return rc;
 }
 
-int ebb_runner_pipeline_asleep(ebb_runner *r, const char *pipeline) {
+int pl_runner_pipeline_asleep(pl_runner *r, const char *pipeline) {
   int asleep, n = count_states(r, pipeline, &asleep);
   return n > 0 && asleep == n;
 }

@@ -11,7 +11,7 @@
  * success, error, cancel, timeout; per policy; never for a cached stage);
  * what a release IS, and its line
  *   [a] released N MiB of GPU memory      (only when N > 0)
- * is ebb_instance_release (instance.h), the one function every path calls:
+ * is pl_instance_release (instance.h), the one function every path calls:
  * after a stage, at the job's end, idle expiry, eviction on out-of-memory,
  * a pipeline's unload, the runner's destruction.
  *
@@ -20,7 +20,7 @@
  * seconds after its last use, is reused by a later job with the same
  * definition, and is evicted first when an allocation runs out of memory;
  * with opts.oneshot, as in `ebb run`, no later job can come, so idle stages
- * are released at job end; a server calls ebb_runner_evict_idle from its
+ * are released at job end; a server calls pl_runner_evict_idle from its
  * timer), never (nothing released, no release lines). At the end of a job
  * under any policy but never, when no stage remains loaded, the runner
  * vacates the device: its context goes back too ("[pipeline P] idle: device
@@ -38,10 +38,10 @@
  * Threads: one job at a time per runner (a server serialises jobs per
  * runner or holds one runner per device); the runner takes no lock of its
  * own but one leaf mutex around its per-stage notes (last measured peaks,
- * read by ebb_runner_stage_need from any thread), so nothing here is named
+ * read by pl_runner_stage_need from any thread), so nothing here is named
  * _locked.
  *
- * Declared needs: after every run the stage's estimate (ebb_stage_estimate
+ * Declared needs: after every run the stage's estimate (pl_stage_estimate
  * with the job's items) is checked against the measured peak; off by more
  * than 10 %: a debug line "[a] estimate N MiB, measured peak M MiB". */
 #ifndef EBB_PIPELINE_RUNNER_H
@@ -54,13 +54,13 @@
 #include "pipeline/registry.h"
 #include "pipeline/stage_api.h"
 
-typedef struct ebb_runner ebb_runner;
+typedef struct pl_runner pl_runner;
 
-typedef struct ebb_runner_opts {
-  uint32_t size;          /* sizeof(ebb_runner_opts) */
-  ebb_device *dev;        /* borrowed; must outlive the runner */
-  ebb_allocator *alloc;   /* borrowed, on dev */
-  const ebb_registry *reg;/* borrowed */
+typedef struct pl_runner_opts {
+  uint32_t size;          /* sizeof(pl_runner_opts) */
+  dev_device *dev;        /* borrowed; must outlive the runner */
+  mem_allocator *alloc;   /* borrowed, on dev */
+  const pl_registry *reg;/* borrowed */
   const char *cache_dir;  /* NULL: no result cache. Copied. */
   const char *scratch_dir;/* isolated stages' private load directories go under it
                              (made 0700 if absent); NULL: $TMPDIR, else /tmp. Copied. */
@@ -68,57 +68,57 @@ typedef struct ebb_runner_opts {
   int oneshot;            /* 1: no other job will come (ebb run) */
   int cache_default;      /* 1: stages whose entry says nothing about "cache"
                              use the result cache; 0: only "cache": true ones */
-} ebb_runner_opts;
+} pl_runner_opts;
 
-int ebb_runner_create(const ebb_runner_opts *o, ebb_runner **out);
+int pl_runner_create(const pl_runner_opts *o, pl_runner **out);
 /* Releases every stage still loaded (quietly for policy never), not the
  * context. NULL: no-op. */
-void ebb_runner_destroy(ebb_runner *r);
+void pl_runner_destroy(pl_runner *r);
 
 /* Checks that p can run: every stage is registered, options are valid
  * against the stage's schema ("worker" entries: checked by the worker). Errors are
  * EBB_ECONFIG / EBB_ENOTFOUND / EBB_EUNSUPPORTED with a message naming the
  * pipeline's origin, the stage and the option (`ebb run` exits 2). */
-int ebb_runner_check(const ebb_runner *r, const ebb_pipeline_def *p);
+int pl_runner_check(const pl_runner *r, const pl_def *p);
 /* The same check against a registry alone (no device needed). */
-int ebb_pipeline_check(const ebb_registry *reg, const ebb_pipeline_def *p);
+int pl_check(const pl_registry *reg, const pl_def *p);
 
 /* Called at each stage's start (done 0) and end (done 1). */
-typedef void (*ebb_progress_fn)(void *arg, int index, int count, const char *stage, int done);
+typedef void (*pl_progress_fn)(void *arg, int index, int count, const char *stage, int done);
 
-typedef struct ebb_job {
-  uint32_t size;                    /* sizeof(ebb_job) */
-  const ebb_pipeline_def *pipeline; /* borrowed */
+typedef struct pl_job {
+  uint32_t size;                    /* sizeof(pl_job) */
+  const pl_def *pipeline; /* borrowed */
   const char *input;                /* must exist (EBB_EINPUT) */
   const char *output_dir;           /* created if absent; NULL: "ebb-out" */
-  const ebb_policy *policy;         /* NULL: the pipeline's, else after-stage */
+  const pl_policy *policy;         /* NULL: the pipeline's, else after-stage */
   const atomic_int *cancel;         /* nonzero: cancel; may be NULL */
-  ebb_progress_fn progress;
+  pl_progress_fn progress;
   void *progress_arg;
-} ebb_job;
+} pl_job;
 
-typedef struct ebb_job_result {
+typedef struct pl_job_result {
   int code;                 /* 0 or the EBB_E... the job failed with */
   char stage[128];          /* the failing stage instance, or "" */
   char message[1024];       /* names the stage and what went wrong */
   uint64_t released_bytes;  /* handed back to the driver during the job */
   double seconds;
   int stages_run, stages_cached;
-} ebb_job_result;
+} pl_job_result;
 
 /* Runs one job. Returns 0 when every stage succeeded; otherwise the job's
  * error code (res->message says why). Errors before any stage starts
  * (unknown stage, bad options, missing input) come back the same way with
  * res->stage empty and a configuration/input code. On success the job's
  * items are summarised in OUTDIR/result.json. */
-int ebb_runner_run(ebb_runner *r, const ebb_job *job, ebb_job_result *res);
+int pl_runner_run(pl_runner *r, const pl_job *job, pl_job_result *res);
 
 /* Releases idle stages whose time is up at now (CLOCK_MONOTONIC seconds);
  * now < 0: every idle stage. Then, if nothing remains loaded, vacates the
  * device (its context). *released (may be NULL): bytes handed back. */
-int ebb_runner_evict_idle(ebb_runner *r, double now, uint64_t *released);
+int pl_runner_evict_idle(pl_runner *r, double now, uint64_t *released);
 /* Stage instances loaded now. */
-int ebb_runner_loaded(const ebb_runner *r);
+int pl_runner_loaded(const pl_runner *r);
 
 /* --- pipelines kept loaded (for the manager) ---------------------------------
  * Loads every stage instance of p (reusing instances already loaded with the
@@ -126,51 +126,51 @@ int ebb_runner_loaded(const ebb_runner *r);
  * anything: a later job of p with policy never runs them without reloading.
  * outdir (borrowed; must outlive the instances) is where the stages write.
  * On failure res says which stage; instances loaded so far stay loaded (call
- * ebb_runner_unload_pipeline). */
-int ebb_runner_load_pipeline(ebb_runner *r, const ebb_pipeline_def *p, const char *outdir,
-                             ebb_job_result *res);
+ * pl_runner_unload_pipeline). */
+int pl_runner_load_pipeline(pl_runner *r, const pl_def *p, const char *outdir,
+                             pl_job_result *res);
 /* Releases every instance of the pipeline named (in load order; leaks are
  * reported and freed by ebb, whatever the policy), then, when with_context
  * and nothing remains loaded, vacates the device (its context). *released
  * (may be NULL): bytes handed back. Returns the first unload error (the
  * instances are released anyway). */
-int ebb_runner_unload_pipeline(ebb_runner *r, const char *pipeline, int with_context,
+int pl_runner_unload_pipeline(pl_runner *r, const char *pipeline, int with_context,
                                uint64_t *released);
 /* What a stage needs, for placement and "will it fit" before it loads: the
  * last measured peak of that stage (pipeline, stage entry name) when it has
- * run in this runner, else its declared estimate (ebb_stage_estimate with
+ * run in this runner, else its declared estimate (pl_stage_estimate with
  * its merged options and no input). */
-typedef struct ebb_stage_need {
-  uint32_t size;         /* sizeof(ebb_stage_need), set by the caller */
+typedef struct pl_stage_need {
+  uint32_t size;         /* sizeof(pl_stage_need), set by the caller */
   uint64_t device_bytes; /* peak device bytes of the stage's owner */
   uint64_t host_bytes;   /* peak host bytes (pageable host_alloc + pinned) */
   int measured;          /* 1: the last measured peak; 0: the estimate */
   uint64_t estimate_device_bytes; /* the estimate for the last run's input (0: none) */
-} ebb_stage_need;
+} pl_stage_need;
 /* EBB_ENOTFOUND: no such stage in p; EBB_EUNSUPPORTED: never run and no
  * estimate declared. Any thread (the notes have a leaf lock of their own). */
-int ebb_runner_stage_need(ebb_runner *r, const ebb_pipeline_def *p, const char *stage,
-                          ebb_stage_need *out);
+int pl_runner_stage_need(pl_runner *r, const pl_def *p, const char *stage,
+                          pl_stage_need *out);
 
 /* Device bytes held now (owners' trees) and the sum of the owners' peaks of
  * the pipeline's instances; returns how many are loaded. */
-int ebb_runner_pipeline_bytes(ebb_runner *r, const char *pipeline, uint64_t *current,
+int pl_runner_pipeline_bytes(pl_runner *r, const char *pipeline, uint64_t *current,
                               uint64_t *peak);
 
 /* --- sleep (issue 12) ----------------------------------------------------------
- * Puts every loaded instance of the pipeline to sleep (ebb_instance_sleep:
+ * Puts every loaded instance of the pipeline to sleep (pl_instance_sleep:
  * weights to host memory, device memory back at the same addresses); when
  * every instance left in the runner is asleep the device context goes too.
  * *out (may be NULL): the sums, device_bytes including the context.
  * EBB_ENOTFOUND: nothing of it is loaded; EBB_ESTATE: asleep already. */
-int ebb_runner_sleep_pipeline(ebb_runner *r, const char *pipeline, ebb_sleep_stats *out);
+int pl_runner_sleep_pipeline(pl_runner *r, const char *pipeline, mem_sleep_stats *out);
 /* Wakes every sleeping instance of the pipeline. All or nothing: on a
  * failure (out of memory, driver error) the ones woken go back to sleep and
  * the error names the pipeline and the cause; it can be retried.
  * EBB_ESTATE: not asleep. A job of a sleeping pipeline wakes its stages in
  * place without this. */
-int ebb_runner_wake_pipeline(ebb_runner *r, const char *pipeline, ebb_sleep_stats *out);
+int pl_runner_wake_pipeline(pl_runner *r, const char *pipeline, mem_sleep_stats *out);
 /* 1 when the pipeline has instances and all of them are asleep. */
-int ebb_runner_pipeline_asleep(ebb_runner *r, const char *pipeline);
+int pl_runner_pipeline_asleep(pl_runner *r, const char *pipeline);
 
 #endif

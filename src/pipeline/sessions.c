@@ -11,18 +11,18 @@
 
 typedef struct sess {
   struct sess *next;
-  ebb_session_info info;
+  pl_session_info info;
 } sess;
 
-struct ebb_sessions {
+struct pl_sessions {
   pthread_mutex_t lock;
   pthread_cond_t drained;
   sess *list;
   uint64_t next_id;
 };
 
-int ebb_sessions_create(ebb_sessions **out) {
-  ebb_sessions *s = calloc(1, sizeof *s);
+int pl_sessions_create(pl_sessions **out) {
+  pl_sessions *s = calloc(1, sizeof *s);
   if (!s)
     return ebb_seterr(EBB_ENOMEM, "sessions: out of host memory");
   pthread_mutex_init(&s->lock, NULL);
@@ -35,7 +35,7 @@ int ebb_sessions_create(ebb_sessions **out) {
   return 0;
 }
 
-void ebb_sessions_destroy(ebb_sessions *s) {
+void pl_sessions_destroy(pl_sessions *s) {
   if (!s)
     return;
   for (sess *x = s->list, *n; x; x = n) {
@@ -51,17 +51,17 @@ void ebb_sessions_destroy(ebb_sessions *s) {
  * closed): the fact, once (include/ebb/events.h). No lock held. */
 static void publish_session(const char *id, const char *pipeline, const char *state) {
   ebb_event ev = {.kind = EBB_EVENT_SESSION, .id = id, .pipeline = pipeline, .state = state};
-  ebb_event_publish(&ev);
+  base_event_publish(&ev);
 }
 
-static sess *find(ebb_sessions *s, const char *id) {
+static sess *find(pl_sessions *s, const char *id) {
   for (sess *x = s->list; x; x = x->next)
     if (!strcmp(x->info.id, id))
       return x;
   return NULL;
 }
 
-int ebb_sessions_open(ebb_sessions *s, const char *pipeline, char *id) {
+int pl_sessions_open(pl_sessions *s, const char *pipeline, char *id) {
   sess *x = calloc(1, sizeof *x);
   if (!x)
     return ebb_seterr(EBB_ENOMEM, "sessions: out of host memory");
@@ -88,7 +88,7 @@ int ebb_sessions_open(ebb_sessions *s, const char *pipeline, char *id) {
   return 0;
 }
 
-int ebb_sessions_close(ebb_sessions *s, const char *id) {
+int pl_sessions_close(pl_sessions *s, const char *id) {
   pthread_mutex_lock(&s->lock);
   sess *x = find(s, id);
   if (!x) {
@@ -110,7 +110,7 @@ int ebb_sessions_close(ebb_sessions *s, const char *id) {
   return 0;
 }
 
-int ebb_sessions_item_begin(ebb_sessions *s, const char *id, char *pipeline) {
+int pl_sessions_item_begin(pl_sessions *s, const char *id, char *pipeline) {
   int rc = 0;
   pthread_mutex_lock(&s->lock);
   sess *x = find(s, id);
@@ -130,7 +130,7 @@ int ebb_sessions_item_begin(ebb_sessions *s, const char *id, char *pipeline) {
   return rc;
 }
 
-void ebb_sessions_item_end(ebb_sessions *s, const char *id, int failed) {
+void pl_sessions_item_end(pl_sessions *s, const char *id, int failed) {
   char pipeline[128] = "", state[8] = "";
   pthread_mutex_lock(&s->lock);
   sess *x = find(s, id);
@@ -149,14 +149,14 @@ void ebb_sessions_item_end(ebb_sessions *s, const char *id, int failed) {
     publish_session(id, pipeline, state);
 }
 
-static int busy_on(ebb_sessions *s, const char *pipeline) {
+static int busy_on(pl_sessions *s, const char *pipeline) {
   for (sess *x = s->list; x; x = x->next)
     if (x->info.inflight && (!pipeline || !strcmp(x->info.pipeline, pipeline)))
       return 1;
   return 0;
 }
 
-int ebb_sessions_stop_pipeline(ebb_sessions *s, const char *pipeline, const char *reason,
+int pl_sessions_stop_pipeline(pl_sessions *s, const char *pipeline, const char *reason,
                                int *stopped) {
   int n = 0;
   pthread_mutex_lock(&s->lock);
@@ -176,11 +176,11 @@ int ebb_sessions_stop_pipeline(ebb_sessions *s, const char *pipeline, const char
   return 0;
 }
 
-void ebb_sessions_stop_all(ebb_sessions *s, const char *reason) {
-  ebb_sessions_stop_pipeline(s, NULL, reason, NULL);
+void pl_sessions_stop_all(pl_sessions *s, const char *reason) {
+  pl_sessions_stop_pipeline(s, NULL, reason, NULL);
 }
 
-int ebb_sessions_leases(ebb_sessions *s, const char *pipeline) {
+int pl_sessions_leases(pl_sessions *s, const char *pipeline) {
   int n = 0;
   pthread_mutex_lock(&s->lock);
   for (sess *x = s->list; x; x = x->next)
@@ -189,7 +189,7 @@ int ebb_sessions_leases(ebb_sessions *s, const char *pipeline) {
   return n;
 }
 
-int ebb_sessions_info(ebb_sessions *s, const char *id, ebb_session_info *out) {
+int pl_sessions_info(pl_sessions *s, const char *id, pl_session_info *out) {
   int rc = 0;
   pthread_mutex_lock(&s->lock);
   sess *x = find(s, id);

@@ -16,7 +16,7 @@ static const uint32_t K[64] = {
 
 #define ROR(x, n) (((x) >> (n)) | ((x) << (32 - (n))))
 
-static void block(ebb_sha256 *s, const uint8_t *p) {
+static void block(pl_sha256 *s, const uint8_t *p) {
   uint32_t w[64];
   for (int i = 0; i < 16; i++)
     w[i] = (uint32_t)p[4 * i] << 24 | (uint32_t)p[4 * i + 1] << 16 |
@@ -50,7 +50,7 @@ static void block(ebb_sha256 *s, const uint8_t *p) {
   s->h[7] += h;
 }
 
-void ebb_sha256_init(ebb_sha256 *s) {
+void pl_sha256_init(pl_sha256 *s) {
   static const uint32_t iv[8] = {0x6a09e667, 0xbb67ae85, 0x3c6ef372, 0xa54ff53a,
                                  0x510e527f, 0x9b05688c, 0x1f83d9ab, 0x5be0cd19};
   memcpy(s->h, iv, sizeof iv);
@@ -58,7 +58,7 @@ void ebb_sha256_init(ebb_sha256 *s) {
   s->nbuf = 0;
 }
 
-void ebb_sha256_update(ebb_sha256 *s, const void *data, size_t n) {
+void pl_sha256_update(pl_sha256 *s, const void *data, size_t n) {
   const uint8_t *p = data;
   s->len += n;
   if (s->nbuf) {
@@ -80,17 +80,17 @@ void ebb_sha256_update(ebb_sha256 *s, const void *data, size_t n) {
   }
 }
 
-void ebb_sha256_final(ebb_sha256 *s, uint8_t out[32]) {
+void pl_sha256_final(pl_sha256 *s, uint8_t out[32]) {
   uint64_t bits = s->len * 8;
   uint8_t pad = 0x80;
-  ebb_sha256_update(s, &pad, 1);
+  pl_sha256_update(s, &pad, 1);
   uint8_t zero = 0;
   while (s->nbuf != 56)
-    ebb_sha256_update(s, &zero, 1);
+    pl_sha256_update(s, &zero, 1);
   uint8_t lenb[8];
   for (int i = 0; i < 8; i++)
     lenb[i] = (uint8_t)(bits >> (56 - 8 * i));
-  ebb_sha256_update(s, lenb, 8);
+  pl_sha256_update(s, lenb, 8);
   for (int i = 0; i < 8; i++) {
     out[4 * i] = (uint8_t)(s->h[i] >> 24);
     out[4 * i + 1] = (uint8_t)(s->h[i] >> 16);
@@ -99,7 +99,7 @@ void ebb_sha256_final(ebb_sha256 *s, uint8_t out[32]) {
   }
 }
 
-void ebb_sha256_hex(const uint8_t d[32], char out[65]) {
+void pl_sha256_hex(const uint8_t d[32], char out[65]) {
   static const char hx[] = "0123456789abcdef";
   for (int i = 0; i < 32; i++) {
     out[2 * i] = hx[d[i] >> 4];

@@ -6,17 +6,17 @@
 #include <stddef.h>
 #include <stdint.h>
 
-typedef struct ebb_sha256 {
+typedef struct pl_sha256 {
   uint32_t h[8];
   uint64_t len;      /* bytes hashed so far */
   uint8_t buf[64];
   size_t nbuf;
-} ebb_sha256;
+} pl_sha256;
 
-void ebb_sha256_init(ebb_sha256 *s);
-void ebb_sha256_update(ebb_sha256 *s, const void *data, size_t n);
-void ebb_sha256_final(ebb_sha256 *s, uint8_t out[32]);
+void pl_sha256_init(pl_sha256 *s);
+void pl_sha256_update(pl_sha256 *s, const void *data, size_t n);
+void pl_sha256_final(pl_sha256 *s, uint8_t out[32]);
 /* out: 65 bytes (64 hex digits + NUL). */
-void ebb_sha256_hex(const uint8_t digest[32], char out[65]);
+void pl_sha256_hex(const uint8_t digest[32], char out[65]);
 
 #endif

@@ -9,18 +9,18 @@
 
 #include "ebb/error.h"
 
-static const ebb_stage_def *stage_def(const ebb_pipeline_def *p, const char *name, size_t n) {
+static const pl_stage_def *stage_def(const pl_def *p, const char *name, size_t n) {
   for (size_t i = 0; i < p->nstages; i++)
     if (strlen(p->stages[i].name) == n && !strncmp(p->stages[i].name, name, n))
       return &p->stages[i];
   return NULL;
 }
 
-int ebb_pipeline_check_trust(const ebb_registry *reg, const ebb_pipeline_def *p) {
+int pl_check_trust(const pl_registry *reg, const pl_def *p) {
   for (size_t i = 0; i < p->nallow_options; i++) {
     const char *e = p->allow_options[i], *dot = strchr(e, '.');
-    const ebb_stage_def *d = dot ? stage_def(p, e, (size_t)(dot - e)) : NULL;
-    const ebb_stage *st = d && !d->worker ? ebb_registry_find(reg, d->stage, NULL) : NULL;
+    const pl_stage_def *d = dot ? stage_def(p, e, (size_t)(dot - e)) : NULL;
+    const ebb_stage *st = d && !d->worker ? pl_registry_find(reg, d->stage, NULL) : NULL;
     if (!st) /* no stage (config.c said so) or a worker's: its own options */
       continue;
     json_t *schema = st->options_schema ? json_loads(st->options_schema, 0, NULL) : NULL;
@@ -34,7 +34,7 @@ int ebb_pipeline_check_trust(const ebb_registry *reg, const ebb_pipeline_def *p)
   return 0;
 }
 
-static int allowed(const ebb_pipeline_def *p, const char *stage, const char *option) {
+static int allowed(const pl_def *p, const char *stage, const char *option) {
   size_t n = strlen(stage);
   for (size_t i = 0; i < p->nallow_options; i++)
     if (!strncmp(p->allow_options[i], stage, n) && p->allow_options[i][n] == '.' &&
@@ -62,7 +62,7 @@ static int url_authority(const char *url, char *host, size_t cap, int *has_port)
   return 0;
 }
 
-static int url_ok(const ebb_pipeline_def *p, const char *stage, const char *option,
+static int url_ok(const pl_def *p, const char *stage, const char *option,
                   const char *url) {
   char host[300];
   int has_port = 0;
@@ -82,8 +82,8 @@ static int url_ok(const ebb_pipeline_def *p, const char *stage, const char *opti
                     host, p->name);
 }
 
-static int refuse_operator(const ebb_pipeline_def *p, const ebb_stage_def *d, const char *key,
-                           ebb_opt_format fmt) {
+static int refuse_operator(const pl_def *p, const pl_stage_def *d, const char *key,
+                           pl_opt_format fmt) {
   static const char *const what[] = {"", " (it names a server path)", " (it names a URL)",
                                      " (it is a credential)"};
   int lyrics = !strcmp(d->stage, "align") && !strcmp(key, "lyrics");
@@ -96,21 +96,21 @@ static int refuse_operator(const ebb_pipeline_def *p, const ebb_stage_def *d, co
 }
 
 /* One option a job set. */
-static int check_one(const ebb_pipeline_def *p, const ebb_stage_def *d, const json_t *schema,
-                     const char *key, json_t *v, json_t *opts, ebb_trust_path_fn on_path,
+static int check_one(const pl_def *p, const pl_stage_def *d, const json_t *schema,
+                     const char *key, json_t *v, json_t *opts, pl_trust_path_fn on_path,
                      void *arg) {
   json_t *spec = json_object_get(schema, key);
-  ebb_opt_trust t = EBB_TRUST_OPERATOR;
-  ebb_opt_format f = EBB_OPT_FMT_NONE;
+  pl_opt_trust t = EBB_TRUST_OPERATOR;
+  pl_opt_format f = EBB_OPT_FMT_NONE;
   if (schema && !spec)
     return 0; /* unknown: the schema check names it */
-  int rc = schema ? ebb_option_trust(d->stage, key, spec, &t, &f) : 0;
+  int rc = schema ? pl_option_trust(d->stage, key, spec, &t, &f) : 0;
   if (rc)
     return rc;
   const char *s = json_string_value(v);
   if (t == EBB_TRUST_OPERATOR && !allowed(p, d->name, key))
     return refuse_operator(p, d, key, f);
-  if (f != EBB_OPT_FMT_NONE && s && ebb_has_control_char(s))
+  if (f != EBB_OPT_FMT_NONE && s && pl_has_control_char(s))
     return ebb_seterr(EBB_ECONFIG, "option %s.%s: the value holds a control character",
                       d->name, key);
   if (t == EBB_TRUST_JOB)
@@ -126,15 +126,15 @@ static int check_one(const ebb_pipeline_def *p, const ebb_stage_def *d, const js
   return 0;
 }
 
-int ebb_job_options_trust(const ebb_registry *reg, const ebb_pipeline_def *p, json_t *options,
-                          ebb_trust_path_fn on_path, void *arg) {
+int pl_job_options_trust(const pl_registry *reg, const pl_def *p, json_t *options,
+                          pl_trust_path_fn on_path, void *arg) {
   const char *name;
   json_t *opts;
   json_object_foreach(options, name, opts) {
-    const ebb_stage_def *d = stage_def(p, name, strlen(name));
+    const pl_stage_def *d = stage_def(p, name, strlen(name));
     if (!d || !json_is_object(opts))
       continue; /* the merge names it */
-    const ebb_stage *st = d->worker ? NULL : ebb_registry_find(reg, d->stage, NULL);
+    const ebb_stage *st = d->worker ? NULL : pl_registry_find(reg, d->stage, NULL);
     if (!d->worker && !st)
       continue;
     /* a "worker" entry's options are the worker's: none is known to be safe */

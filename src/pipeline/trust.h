@@ -25,39 +25,39 @@
 #include "pipeline/registry.h"
 
 /* --- "trust_schema.c": a stage's schema --------------------------------------- */
-typedef enum { EBB_TRUST_JOB = 0, EBB_TRUST_OPERATOR = 1 } ebb_opt_trust;
+typedef enum { EBB_TRUST_JOB = 0, EBB_TRUST_OPERATOR = 1 } pl_opt_trust;
 typedef enum {
   EBB_OPT_FMT_NONE = 0,
   EBB_OPT_FMT_PATH,
   EBB_OPT_FMT_URL,
   EBB_OPT_FMT_SECRET,
-} ebb_opt_format;
+} pl_opt_format;
 
 /* The trust level and format of one schema entry (spec: the option's object).
  * EBB_EABI naming stage and option for a "trust" other than "job" or
  * "operator", or a "format" other than "path", "url" or "secret" (refused,
  * so that a typo cannot weaken a check). */
-int ebb_option_trust(const char *stage, const char *option, const json_t *spec,
-                     ebb_opt_trust *trust, ebb_opt_format *fmt);
+int pl_option_trust(const char *stage, const char *option, const json_t *spec,
+                     pl_opt_trust *trust, pl_opt_format *fmt);
 /* "job" / "operator". */
-const char *ebb_trust_name(ebb_opt_trust t);
+const char *pl_trust_name(pl_opt_trust t);
 
 /* Every option of st's schema has a valid trust level and format (the
  * registry refuses a stage that does not). */
-int ebb_schema_check_trust(const ebb_stage *st, const char *origin);
+int pl_schema_check_trust(const ebb_stage *st, const char *origin);
 /* 1 when s holds a control character (below 0x20, or 0x7f). */
-int ebb_has_control_char(const char *s);
+int pl_has_control_char(const char *s);
 
 /* --- "trust.c": a pipeline's and a job's options ---------------------------------- */
 /* Every "allow_options" entry of p names an option that its stage's schema
  * has (EBB_ECONFIG naming the entry); a worker stage's entries are its own. */
-int ebb_pipeline_check_trust(const ebb_registry *reg, const ebb_pipeline_def *p);
+int pl_check_trust(const pl_registry *reg, const pl_def *p);
 
 /* Called for each allowed, job-set path option, with its value; returns 0
  * when the caller took it (it opens it under its confinement and may replace
  * the value: opts is the stage's options object), or an EBB_E... code with
  * the message set (the check fails with it). */
-typedef int (*ebb_trust_path_fn)(void *arg, const char *stage, const char *option,
+typedef int (*pl_trust_path_fn)(void *arg, const char *stage, const char *option,
                                  const char *value, json_t *opts);
 
 /* Checks a job's options ({stage entry name: {option: value}}) against the
@@ -67,8 +67,8 @@ typedef int (*ebb_trust_path_fn)(void *arg, const char *stage, const char *optio
  * character" for a path, URL or secret with one, "option STAGE.OPTION: host
  * ... is not in ..." for a URL outside "allow_url_hosts", and a path option
  * with no hook (on_path NULL) is refused. Unknown stages and options are
- * left to the schema check (ebb_stage_validate_options). */
-int ebb_job_options_trust(const ebb_registry *reg, const ebb_pipeline_def *p, json_t *options,
-                          ebb_trust_path_fn on_path, void *arg);
+ * left to the schema check (pl_stage_validate_options). */
+int pl_job_options_trust(const pl_registry *reg, const pl_def *p, json_t *options,
+                          pl_trust_path_fn on_path, void *arg);
 
 #endif

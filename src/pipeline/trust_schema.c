@@ -7,9 +7,9 @@
 
 #include "ebb/error.h"
 
-const char *ebb_trust_name(ebb_opt_trust t) { return t == EBB_TRUST_JOB ? "job" : "operator"; }
+const char *pl_trust_name(pl_opt_trust t) { return t == EBB_TRUST_JOB ? "job" : "operator"; }
 
-int ebb_has_control_char(const char *s) {
+int pl_has_control_char(const char *s) {
   for (; s && *s; s++)
     if ((unsigned char)*s < 0x20 || *s == 0x7f)
       return 1;
@@ -17,7 +17,7 @@ int ebb_has_control_char(const char *s) {
 }
 
 static int parse_format(const char *stage, const char *option, const json_t *f,
-                        ebb_opt_format *fmt) {
+                        pl_opt_format *fmt) {
   const char *v = json_string_value(f);
   *fmt = EBB_OPT_FMT_NONE;
   if (!f)
@@ -39,7 +39,7 @@ static int parse_format(const char *stage, const char *option, const json_t *f,
 /* No "trust": what the host can check itself is the job's; anything that
  * may name a file, a host or a secret, or an amount of work without a
  * bound, is the operator's. */
-static ebb_opt_trust default_trust(const json_t *spec, ebb_opt_format fmt) {
+static pl_opt_trust default_trust(const json_t *spec, pl_opt_format fmt) {
   const char *type = json_string_value(json_object_get(spec, "type"));
   if (fmt != EBB_OPT_FMT_NONE || !type)
     return EBB_TRUST_OPERATOR;
@@ -53,8 +53,8 @@ static ebb_opt_trust default_trust(const json_t *spec, ebb_opt_format fmt) {
   return EBB_TRUST_OPERATOR;
 }
 
-int ebb_option_trust(const char *stage, const char *option, const json_t *spec,
-                     ebb_opt_trust *trust, ebb_opt_format *fmt) {
+int pl_option_trust(const char *stage, const char *option, const json_t *spec,
+                     pl_opt_trust *trust, pl_opt_format *fmt) {
   *trust = EBB_TRUST_OPERATOR;
   *fmt = EBB_OPT_FMT_NONE;
   if (!json_is_object(spec))
@@ -83,7 +83,7 @@ int ebb_option_trust(const char *stage, const char *option, const json_t *spec,
   return 0;
 }
 
-int ebb_schema_check_trust(const ebb_stage *st, const char *origin) {
+int pl_schema_check_trust(const ebb_stage *st, const char *origin) {
   if (!st->options_schema)
     return 0;
   json_t *schema = json_loads(st->options_schema, 0, NULL);
@@ -91,9 +91,9 @@ int ebb_schema_check_trust(const ebb_stage *st, const char *origin) {
   json_t *spec;
   int rc = 0;
   json_object_foreach(schema, k, spec) {
-    ebb_opt_trust t;
-    ebb_opt_format f;
-    if ((rc = ebb_option_trust(st->name, k, spec, &t, &f)) != 0) {
+    pl_opt_trust t;
+    pl_opt_format f;
+    if ((rc = pl_option_trust(st->name, k, spec, &t, &f)) != 0) {
       rc = ebb_errctx(rc, "%s: ", origin);
       break;
     }

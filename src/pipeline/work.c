@@ -11,13 +11,13 @@
 /* 128 kbit/s: what a file whose header libsndfile cannot read is sized at */
 #define WORK_BYTES_PER_S 16000.0
 
-static int stage_work(const ebb_registry *reg, const ebb_stage_def *sd, double input_s,
+static int stage_work(const pl_registry *reg, const pl_stage_def *sd, double input_s,
                       uint32_t input_rate, ebb_work *w) {
-  const ebb_stage *st = ebb_registry_find(reg, sd->stage, NULL);
+  const ebb_stage *st = pl_registry_find(reg, sd->stage, NULL);
   if (!st || sd->isolate)
     return EBB_EUNSUPPORTED; /* a worker's stage is not ours to ask */
   json_t *merged = NULL;
-  int rc = ebb_stage_validate_options(st, sd->options, sd->name, &merged);
+  int rc = pl_stage_validate_options(st, sd->options, sd->name, &merged);
   char *text = rc ? NULL : json_dumps(merged, JSON_COMPACT | JSON_SORT_KEYS);
   json_decref(merged);
   if (rc)
@@ -26,13 +26,13 @@ static int stage_work(const ebb_registry *reg, const ebb_stage_def *sd, double i
     return ebb_seterr(EBB_ENOMEM, "out of host memory");
   memset(w, 0, sizeof *w);
   w->size = sizeof *w;
-  rc = ebb_stage_work(st, text, input_s, input_rate, w);
+  rc = pl_stage_work(st, text, input_s, input_rate, w);
   free(text);
   return rc;
 }
 
-int ebb_pipeline_work(const ebb_registry *reg, const ebb_pipeline_def *def, double input_s,
-                      uint32_t input_rate, ebb_job_work *out) {
+int pl_work(const pl_registry *reg, const pl_def *def, double input_s,
+                      uint32_t input_rate, pl_job_work *out) {
   memset(out, 0, sizeof *out);
   out->input_s = input_s;
   out->input_rate = input_rate;
@@ -57,9 +57,9 @@ int ebb_pipeline_work(const ebb_registry *reg, const ebb_pipeline_def *def, doub
   return 0;
 }
 
-int ebb_input_seconds(const char *path, double *seconds, uint32_t *rate, const char **how) {
+int pl_input_seconds(const char *path, double *seconds, uint32_t *rate, const char **how) {
   *rate = 0;
-  if (ebb_audio_probe_seconds(path, seconds, rate) == 0) {
+  if (stg_audio_probe_seconds(path, seconds, rate) == 0) {
     *how = "header";
     return 0;
   }
@@ -72,7 +72,7 @@ int ebb_input_seconds(const char *path, double *seconds, uint32_t *rate, const c
   return 0;
 }
 
-const char *ebb_work_figure(double s, char *buf, size_t n) {
+const char *pl_work_figure(double s, char *buf, size_t n) {
   if (s >= 7200.0)
     snprintf(buf, n, "%.1f h", s / 3600.0);
   else if (s >= 10.0)

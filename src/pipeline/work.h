@@ -11,7 +11,7 @@
 #include "pipeline/config.h"
 #include "pipeline/registry.h"
 
-typedef struct ebb_job_work {
+typedef struct pl_job_work {
   double input_s;      /* the length it was estimated for */
   uint32_t input_rate; /* and the file's sample rate (0: unknown) */
   double cpu_s;        /* the sum over the stages that give an estimate */
@@ -22,14 +22,14 @@ typedef struct ebb_job_work {
   char top_stage[64];
   char top_drivers[128];
   double top_cpu_s;
-} ebb_job_work;
+} pl_job_work;
 
 /* Sums the stages of def (options already merged with the job's) for input_s
  * seconds of input. A stage the registry does not hold, or one that gives no
  * estimate, counts in out->unknown; a stage's error is returned (it names
  * the stage). */
-int ebb_pipeline_work(const ebb_registry *reg, const ebb_pipeline_def *def, double input_s,
-                      uint32_t input_rate, ebb_job_work *out);
+int pl_work(const pl_registry *reg, const pl_def *def, double input_s,
+                      uint32_t input_rate, pl_job_work *out);
 
 /* The length in seconds of the audio file path, from its header only
  * (libsndfile: frames / rate; *rate its sample rate, else 0); *how = "header". A file whose header cannot
@@ -37,9 +37,9 @@ int ebb_pipeline_work(const ebb_registry *reg, const ebb_pipeline_def *def, doub
  * from its length in bytes at 128 kbit/s (16,000 bytes a second, a common
  * compressed rate: a long estimate for 16-bit PCM is not needed, as PCM has
  * a header); *how = "size". 0, or EBB_EIO naming the path. */
-int ebb_input_seconds(const char *path, double *seconds, uint32_t *rate, const char **how);
+int pl_input_seconds(const char *path, double *seconds, uint32_t *rate, const char **how);
 
 /* "1400 s", "8 s", "0.25 s", "2.1 h": a figure of seconds for a message. */
-const char *ebb_work_figure(double s, char *buf, size_t n);
+const char *pl_work_figure(double s, char *buf, size_t n);
 
 #endif

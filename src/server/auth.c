@@ -89,7 +89,7 @@ static void check_mode(FILE *f, const char *path) {
   struct stat st;
   if (fstat(fileno(f), &st) != 0 || !(st.st_mode & (S_IRWXG | S_IRWXO)))
     return;
-  ebb_log(EBB_LOG_WARN, "server",
+  base_log(EBB_LOG_WARN, "server",
           "--token-file %s has mode %04o: users other than its owner can %s it and so hold "
           "its tokens; make it private: chmod 600 %s",
           path, (unsigned)(st.st_mode & 07777),
@@ -221,7 +221,7 @@ srv_role srv_auth_check(const srv_auth *a, struct MHD_Connection *c, char *owner
 
 /* --- Host and Origin ------------------------------------------------------------ */
 /* host (no port) is an IP literal, localhost, the listen host or allowed. */
-static int name_ok(const ebb_server *s, const char *host) {
+static int name_ok(const srv_server *s, const char *host) {
   unsigned char buf[16];
   if (inet_pton(AF_INET, host, buf) == 1 || inet_pton(AF_INET6, host, buf) == 1)
     return 1;
@@ -268,7 +268,7 @@ static long port_part(const char *hp, long dflt) {
 
 /* Origin is this server's own: http, the Host header's host (or the listen
  * host without one) and the bound port; or an --allow-origin. */
-static int own_origin(const ebb_server *s, const char *origin, const char *host) {
+static int own_origin(const srv_server *s, const char *origin, const char *host) {
   for (size_t i = 0; i < s->auth->norigins; i++)
     if (!strcasecmp(origin, s->auth->origins[i]))
       return 1;
@@ -285,7 +285,7 @@ static int own_origin(const ebb_server *s, const char *origin, const char *host)
   return !strcasecmp(oh, s->host[0] ? s->host : "0.0.0.0");
 }
 
-int srv_host_ok(const ebb_server *s, struct MHD_Connection *c, char *msg, size_t n) {
+int srv_host_ok(const srv_server *s, struct MHD_Connection *c, char *msg, size_t n) {
   const char *host = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Host");
   const char *origin = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Origin");
   char h[256];

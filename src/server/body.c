@@ -12,7 +12,7 @@
 
 #include "server/internal.h"
 
-static int open_upload(ebb_server *s, srv_req *r) {
+static int open_upload(srv_server *s, srv_req *r) {
   unsigned long n = atomic_fetch_add(&s->counter, 1);
   snprintf(r->tmp, sizeof r->tmp, "%s/uploads/tmp-%ld-%lu", s->data_dir, (long)getpid(), n);
   if (!(r->f = fopen(r->tmp, "wb"))) {
@@ -89,7 +89,7 @@ static enum MHD_Result post_iter(void *cls, enum MHD_ValueKind kind, const char 
   return MHD_YES;
 }
 
-static int upload_failed(ebb_server *s, struct MHD_Connection *c, srv_req *r,
+static int upload_failed(srv_server *s, struct MHD_Connection *c, srv_req *r,
                          enum MHD_Result *ret) {
   *ret = srv_send_err(c, r, MHD_HTTP_INTERNAL_SERVER_ERROR, "internal",
                       "cannot store the upload under %s/uploads: %s", s->data_dir,
@@ -97,7 +97,7 @@ static int upload_failed(ebb_server *s, struct MHD_Connection *c, srv_req *r,
   return 1;
 }
 
-int srv_begin_body(ebb_server *s, struct MHD_Connection *c, srv_req *r, enum MHD_Result *ret) {
+int srv_begin_body(srv_server *s, struct MHD_Connection *c, srv_req *r, enum MHD_Result *ret) {
   const char *ct = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Content-Type");
   const char *cl = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Content-Length");
   if (ct)
@@ -192,7 +192,7 @@ static int bad(struct MHD_Connection *c, srv_req *r, enum MHD_Result *ret, const
  * the job reads a copy of what was opened here. A file that is not there,
  * not regular or reached through a symlink gets one message (no existence
  * oracle); one over the upload limit is 413. */
-static int open_input(ebb_server *s, struct MHD_Connection *c, srv_req *r, srv_input *in,
+static int open_input(srv_server *s, struct MHD_Connection *c, srv_req *r, srv_input *in,
                       enum MHD_Result *ret) {
   int64_t size = 0;
   int why = srv_open_confined(s, in->path, s->max_upload, &in->fd, &size);
@@ -209,7 +209,7 @@ static int open_input(ebb_server *s, struct MHD_Connection *c, srv_req *r, srv_i
 }
 
 /* Lyrics sent with the job: text, at most s->max_lyrics bytes (413). */
-static int check_lyrics(const ebb_server *s, struct MHD_Connection *c, srv_req *r,
+static int check_lyrics(const srv_server *s, struct MHD_Connection *c, srv_req *r,
                         srv_input *in, enum MHD_Result *ret) {
   if (!in->lyrics)
     return 0;
@@ -348,7 +348,7 @@ static int parse_upload_input(struct MHD_Connection *c, srv_req *r, srv_input *i
   return parse_options_text(opt_text, c, r, in, ret);
 }
 
-int srv_parse_input(ebb_server *s, struct MHD_Connection *c, srv_req *r, int want_pipeline,
+int srv_parse_input(srv_server *s, struct MHD_Connection *c, srv_req *r, int want_pipeline,
                     srv_input *in, enum MHD_Result *ret) {
   memset(in, 0, sizeof *in);
   in->fd = -1;
@@ -369,9 +369,9 @@ int srv_parse_input(ebb_server *s, struct MHD_Connection *c, srv_req *r, int wan
   return in->path ? open_input(s, c, r, in, ret) : 0;
 }
 
-int srv_lyrics_stage(ebb_server *s, const char *pipeline, json_t *options,
+int srv_lyrics_stage(srv_server *s, const char *pipeline, json_t *options,
                      const char **stage) {
-  const ebb_pipeline_def *d = ebb_manager_pipeline(s->m, pipeline);
+  const pl_def *d = pl_manager_pipeline(s->m, pipeline);
   for (size_t i = 0; d && i < d->nstages; i++)
     if (!strcmp(d->stages[i].stage, "align")) {
       json_t *set = json_object_get(json_object_get(options, d->stages[i].name), "lyrics");
@@ -385,15 +385,15 @@ int srv_lyrics_stage(ebb_server *s, const char *pipeline, json_t *options,
                     pipeline);
 }
 
-int srv_check_job_options(ebb_server *s, const char *pipeline, srv_input *in) {
+int srv_check_job_options(srv_server *s, const char *pipeline, srv_input *in) {
   srv_path_ctx pc = {s, in};
-  int rc = ebb_manager_check_job(s->m, pipeline, in->options, srv_trust_path, &pc);
+  int rc = pl_manager_check_job(s->m, pipeline, in->options, srv_trust_path, &pc);
   if (!rc && in->lyrics)
     rc = srv_lyrics_stage(s, pipeline, in->options, &in->lyrics_stage);
   return rc;
 }
 
-int srv_parse_job(ebb_server *s, struct MHD_Connection *c, srv_req *r, srv_input *in,
+int srv_parse_job(srv_server *s, struct MHD_Connection *c, srv_req *r, srv_input *in,
                   enum MHD_Result *ret) {
   if (srv_parse_input(s, c, r, 1, in, ret)) {
     srv_input_free(in);

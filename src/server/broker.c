@@ -11,7 +11,7 @@ static int whole_bytes(json_t *v) {
   return json_is_number(v) && x >= 1 && x < 1.8e19 && x == (double)(uint64_t)x;
 }
 
-enum MHD_Result srv_h_memory_reclaim(ebb_server *s, struct MHD_Connection *c, srv_req *r,
+enum MHD_Result srv_h_memory_reclaim(srv_server *s, struct MHD_Connection *c, srv_req *r,
                                      const char *method) {
   (void)method;
   if (!s->broker_reclaim)

@@ -16,7 +16,7 @@
 
 /* --- start / stop --------------------------------------------------------------- */
 static int set_pipes(srv_cluster *k) {
-  json_t *pl = ebb_manager_pipelines_json(k->s->m), *p;
+  json_t *pl = pl_manager_pipelines_json(k->s->m), *p;
   size_t i;
   k->pipes = calloc(json_array_size(pl) + 1, sizeof *k->pipes);
   json_array_foreach(pl, i, p) if (k->pipes) {
@@ -28,9 +28,9 @@ static int set_pipes(srv_cluster *k) {
   return k->pipes ? 0 : ebb_seterr(EBB_ENOMEM, "cluster: out of host memory");
 }
 
-static int set_opts(srv_cluster *k, const ebb_cluster_opts *o) {
+static int set_opts(srv_cluster *k, const srv_cluster_opts *o) {
   char pw[256];
-  int rc = ebb_cluster_parse_url(o->url, k->host, sizeof k->host, &k->port, &k->db, pw,
+  int rc = srv_cluster_parse_url(o->url, k->host, sizeof k->host, &k->port, &k->db, pw,
                                  sizeof pw);
   if (rc)
     return rc;
@@ -49,9 +49,9 @@ static int set_opts(srv_cluster *k, const ebb_cluster_opts *o) {
       return ebb_seterr(EBB_EINVAL, "--shared-dir %s: %s", o->shared_dir, strerror(errno));
     char d[4200];
     snprintf(d, sizeof d, "%s/inputs", k->shared);
-    ebb_mkdirs(d, 0755, "mkdir");
+    base_mkdirs(d, 0755, "mkdir");
     snprintf(d, sizeof d, "%s/outputs", k->shared);
-    ebb_mkdirs(d, 0755, "mkdir");
+    base_mkdirs(d, 0755, "mkdir");
   }
   k->inline_max = o->inline_max ? o->inline_max : (16u << 20);
   k->lease_s = o->lease_s > 0 ? o->lease_s : 15;
@@ -71,7 +71,7 @@ static void cluster_free(srv_cluster *k) {
   free(k);
 }
 
-int srv_cluster_start(ebb_server *s, const ebb_cluster_opts *o) {
+int srv_cluster_start(srv_server *s, const srv_cluster_opts *o) {
   srv_cluster *k = calloc(1, sizeof *k);
   if (!k)
     return ebb_seterr(EBB_ENOMEM, "cluster: out of host memory");
@@ -89,7 +89,7 @@ int srv_cluster_start(ebb_server *s, const ebb_cluster_opts *o) {
   /* Redis down at start is not fatal: the node serves what it can and
    * reconnects (docs/scale-out.md). */
   if (!(k->api = srv_rconnect(k)))
-    ebb_log(EBB_LOG_WARN, "cluster", "Redis at %s unreachable (%s); retrying", k->url,
+    base_log(EBB_LOG_WARN, "cluster", "Redis at %s unreachable (%s); retrying", k->url,
             k->last_err);
   else
     srv_rgroups(k, &k->api);
@@ -99,13 +99,13 @@ int srv_cluster_start(ebb_server *s, const ebb_cluster_opts *o) {
     return rc;
   }
   s->cluster = k;
-  ebb_log(EBB_LOG_INFO, "cluster", "node %s on %s (prefix '%s', lease %.1f s, %d attempts%s%s)",
+  base_log(EBB_LOG_INFO, "cluster", "node %s on %s (prefix '%s', lease %.1f s, %d attempts%s%s)",
           k->node, k->url, k->prefix, k->lease_s, k->max_attempts,
           k->shared[0] ? ", shared dir " : "", k->shared);
   return 0;
 }
 
-void srv_cluster_stop(ebb_server *s) {
+void srv_cluster_stop(srv_server *s) {
   srv_cluster *k = s->cluster;
   if (!k)
     return;
@@ -122,9 +122,9 @@ void srv_cluster_stop(ebb_server *s) {
 /* The API connection, reconnected at most every 0.5 s; NULL while Redis is
  * unreachable. Called with api_lock held. */
 redisContext **srv_cluster_api(srv_cluster *k) {
-  if (!k->api && ebb_now() >= k->api_retry_at) {
+  if (!k->api && base_now() >= k->api_retry_at) {
     k->api = srv_rconnect(k);
-    k->api_retry_at = ebb_now() + 0.5;
+    k->api_retry_at = base_now() + 0.5;
   }
   return &k->api;
 }
@@ -161,13 +161,13 @@ static int to_shared(srv_cluster *k, const char *path, char *out, size_t on) {
   int rc = read_file(path, &buf, &n);
   if (rc)
     return rc;
-  ebb_sha256 h;
+  pl_sha256 h;
   uint8_t d[32];
   char hex[65], tmp[4500];
-  ebb_sha256_init(&h);
-  ebb_sha256_update(&h, buf, n);
-  ebb_sha256_final(&h, d);
-  ebb_sha256_hex(d, hex);
+  pl_sha256_init(&h);
+  pl_sha256_update(&h, buf, n);
+  pl_sha256_final(&h, d);
+  pl_sha256_hex(d, hex);
   snprintf(out, on, "%s/inputs/%s", k->shared, hex);
   struct stat st;
   if (stat(out, &st) != 0 || (size_t)st.st_size != n) {
@@ -254,7 +254,7 @@ static int enqueue(srv_cluster *k, srv_req *r, const char *pipeline, const char 
   srv_rkey(k, jkey, sizeof jkey, "job", uid);
   srv_rkey(k, skey, sizeof skey, "stream", pipeline);
   srv_rkey(k, ikey, sizeof ikey, "input", uid);
-  snprintf(now, sizeof now, "%.3f", ebb_wall_s());
+  snprintf(now, sizeof now, "%.3f", base_wall_s());
   redisContext **c = srv_cluster_api(k);
   if (!*c)
     return -1;
@@ -323,7 +323,7 @@ SRV_HANDLER(srv_cluster_jobs_post) {
     atomic_fetch_add(&k->n_submitted, 1);
     char url[64];
     snprintf(url, sizeof url, "/v1/jobs/%s", uid);
-    ebb_log(EBB_LOG_INFO, "cluster", "job %s: queued (pipeline '%s', input in %s%s)", uid,
+    base_log(EBB_LOG_INFO, "cluster", "job %s: queued (pipeline '%s', input in %s%s)", uid,
             in.pipeline, si.kind, x.n ? ", lyrics/option files in redis" : "");
     ret = srv_send_json(c, r, MHD_HTTP_ACCEPTED,
                         json_pack("{s:s,s:s,s:s}", "id", uid, "state", "queued", "url", url));
@@ -388,7 +388,7 @@ static json_t *job_json(const char *uid, redisReply *h) {
   return o;
 }
 
-int srv_cluster_get_job(ebb_server *s, struct MHD_Connection *c, srv_req *r, json_t **out,
+int srv_cluster_get_job(srv_server *s, struct MHD_Connection *c, srv_req *r, json_t **out,
                         enum MHD_Result *ret) {
   srv_cluster *k = s->cluster;
   const char *uid = r->parts[2];
@@ -418,13 +418,13 @@ int srv_cluster_get_job(ebb_server *s, struct MHD_Connection *c, srv_req *r, jso
   return 0;
 }
 
-static enum MHD_Result cancel(ebb_server *s, struct MHD_Connection *c, srv_req *r, json_t *o) {
+static enum MHD_Result cancel(srv_server *s, struct MHD_Connection *c, srv_req *r, json_t *o) {
   srv_cluster *k = s->cluster;
   const char *uid = r->parts[2];
   char key[512], done[512], now[32];
   srv_rkey(k, key, sizeof key, "job", uid);
   srv_rkey(k, done, sizeof done, "done", k->node);
-  snprintf(now, sizeof now, "%.3f", ebb_wall_s());
+  snprintf(now, sizeof now, "%.3f", base_wall_s());
   pthread_mutex_lock(&k->api_lock);
   redisReply *rep =
       srv_rcmd(k, srv_cluster_api(k), "EVAL %s 2 %s %s %s", SRV_LUA_CANCEL, key, done, now);
@@ -530,7 +530,7 @@ SRV_HANDLER(srv_h_cluster) {
 /* Every series of a node's /metrics carries node="ID" (first label), so one
  * Prometheus scraping three nodes keeps their series apart; a line that
  * already starts with it (the cluster families above) is left as is. */
-char *srv_cluster_label_metrics(ebb_server *s, char *text /* taken */) {
+char *srv_cluster_label_metrics(srv_server *s, char *text /* taken */) {
   srv_cluster *k = s->cluster;
   if (!k || !text)
     return text;
@@ -560,7 +560,7 @@ char *srv_cluster_label_metrics(ebb_server *s, char *text /* taken */) {
   return out;
 }
 
-void srv_cluster_metrics(ebb_server *s, FILE *f) {
+void srv_cluster_metrics(srv_server *s, FILE *f) {
   srv_cluster *k = s->cluster;
   if (!k)
     return;

@@ -15,7 +15,7 @@
 
 #include <stddef.h>
 
-typedef struct ebb_cluster_opts {
+typedef struct srv_cluster_opts {
   const char *url;        /* redis://[:PASSWORD@]HOST:PORT[/DB] */
   const char *prefix;     /* key prefix; NULL: "ebb" */
   const char *password;   /* AUTH; NULL: the URL's, else none */
@@ -24,10 +24,10 @@ typedef struct ebb_cluster_opts {
   size_t inline_max;      /* inputs/outputs up to this travel in Redis; 0: 16 MiB */
   double lease_s;         /* a running job's lease; 0: 15 s */
   int max_attempts;       /* 0: 3 */
-} ebb_cluster_opts;
+} srv_cluster_opts;
 
 /* Parses the URL: 0, or EBB_EINVAL with a message naming what was wrong. */
-int ebb_cluster_parse_url(const char *url, char *host, size_t hn, int *port, int *db,
+int srv_cluster_parse_url(const char *url, char *host, size_t hn, int *port, int *db,
                           char *password, size_t pn);
 
 #endif

@@ -26,7 +26,7 @@ static void heartbeat(srv_cluster *k, redisContext **c, double every) {
   json_t *mem = json_object_get(snap, "memory");
   json_t *n =
       json_pack("{s:s,s:s,s:f,s:[O],s:o,s:o,s:O,s:o,s:I,s:I}", "id", k->node, "url", k->s->url,
-                "heartbeat", ebb_wall_s(), "devices",
+                "heartbeat", base_wall_s(), "devices",
                 json_object_get(mem, "device") ? json_object_get(mem, "device") : json_null(),
                 "loaded", loaded, "asleep", asleep, "pipelines", json_object_get(snap, "pipelines"),
                 "running", running, "jobs_done", (json_int_t)atomic_load(&k->n_done), "jobs_failed",

@@ -180,7 +180,7 @@ static int place_file(srv_cluster *k, const char *pipe, const char *field, const
   /* the trust check on the option alone: allowed for jobs and a path */
   json_t *probe = json_pack("{s:{s:s}}", stage, option, "sent-with-the-job");
   int path_seen = 0;
-  int rc = probe ? ebb_manager_check_job(k->s->m, pipe, probe, saw_path, &path_seen)
+  int rc = probe ? pl_manager_check_job(k->s->m, pipe, probe, saw_path, &path_seen)
                  : ebb_seterr(EBB_ENOMEM, "out of host memory");
   json_decref(probe);
   if (!rc && !path_seen)

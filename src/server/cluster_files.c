@@ -68,7 +68,7 @@ static enum MHD_Result from_disk(struct MHD_Connection *c, srv_req *r, const cha
   return send_bytes(c, buf, n);
 }
 
-static enum MHD_Result from_redis(ebb_server *s, struct MHD_Connection *c, srv_req *r,
+static enum MHD_Result from_redis(srv_server *s, struct MHD_Connection *c, srv_req *r,
                                   const char *name) {
   srv_cluster *k = s->cluster;
   char key[512], field[300];
@@ -92,17 +92,17 @@ static enum MHD_Result from_redis(ebb_server *s, struct MHD_Connection *c, srv_r
 }
 
 /* The job as the API shows it (1 with a response sent). */
-static int job_of(ebb_server *s, struct MHD_Connection *c, srv_req *r, json_t **o,
+static int job_of(srv_server *s, struct MHD_Connection *c, srv_req *r, json_t **o,
                   enum MHD_Result *ret) {
   if (s->cluster)
     return srv_cluster_get_job(s, c, r, o, ret);
   int64_t id;
   char owner[64];
-  int rc = ebb_store_find(s->store, r->parts[2], &id, owner, sizeof owner);
+  int rc = srv_store_find(s->store, r->parts[2], &id, owner, sizeof owner);
   if (!rc && r->role != SRV_ROLE_ADMIN && strcmp(owner, r->owner))
     rc = ebb_seterr(EBB_ENOTFOUND, "no job '%s'", r->parts[2]);
   if (!rc)
-    rc = ebb_store_get(s->store, id, o);
+    rc = srv_store_get(s->store, id, o);
   if (rc)
     *ret = srv_send_ebb_err(c, r, rc, ebb_errmsg());
   return rc != 0;

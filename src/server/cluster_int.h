@@ -14,7 +14,7 @@
 #define SRV_GROUP "ebb-nodes"
 
 struct srv_cluster {
-  ebb_server *s;
+  srv_server *s;
   char host[256], password[256], prefix[64], node[128], shared[4096], url[320];
   int port, db;
   size_t inline_max;
@@ -65,7 +65,7 @@ void *srv_cluster_beat(void *arg);
  * response sent). */
 redisContext **srv_cluster_api(srv_cluster *k);
 enum MHD_Result srv_cluster_unavailable(srv_cluster *k, struct MHD_Connection *c, srv_req *r);
-int srv_cluster_get_job(ebb_server *s, struct MHD_Connection *c, srv_req *r, json_t **out,
+int srv_cluster_get_job(srv_server *s, struct MHD_Connection *c, srv_req *r, json_t **out,
                         enum MHD_Result *ret);
 
 /* "cluster_extras.c": lyrics and option files sent with a job, as bytes in

@@ -28,17 +28,17 @@ static void prune_job(srv_cluster *k, redisContext **c, const char *done, const 
   if (uid[0] && !strchr(uid, '/')) {
     if (k->shared[0]) {
       snprintf(dir, sizeof dir, "%s/outputs/%s", k->shared, uid);
-      ebb_rm_tree(dir);
+      base_rm_tree(dir);
     }
     snprintf(dir, sizeof dir, "%s/jobs/%s", k->s->data_dir, uid);
-    ebb_rm_tree(dir);
+    base_rm_tree(dir);
   }
   freeReplyObject(srv_rcmd(k, c, "ZREM %s %s", done, jkey));
 }
 
 /* The members past --keep-jobs: by count (the oldest beyond N) or by age. */
 static redisReply *past_keep(srv_cluster *k, redisContext **c, const char *done) {
-  const ebb_server *s = k->s;
+  const srv_server *s = k->s;
   if (s->keep_jobs) {
     redisReply *n = srv_rcmd(k, c, "ZCARD %s", done);
     long long over = n ? n->integer - (long long)s->keep_jobs : 0;
@@ -49,12 +49,12 @@ static redisReply *past_keep(srv_cluster *k, redisContext **c, const char *done)
   }
   if (s->keep_jobs_s > 0 && *c)
     return srv_rcmd(k, c, "ZRANGEBYSCORE %s -inf %.3f LIMIT 0 %d", done,
-                    ebb_wall_s() - s->keep_jobs_s, PRUNE_BATCH);
+                    base_wall_s() - s->keep_jobs_s, PRUNE_BATCH);
   return NULL;
 }
 
 int srv_cluster_prune(srv_cluster *k, redisContext **c) {
-  const ebb_server *s = k->s;
+  const srv_server *s = k->s;
   if (!*c || (!s->keep_jobs && s->keep_jobs_s <= 0))
     return 0;
   char done[512];
@@ -68,7 +68,7 @@ int srv_cluster_prune(srv_cluster *k, redisContext **c) {
     }
   freeReplyObject(r);
   if (n > 0)
-    ebb_log(EBB_LOG_INFO, "cluster", "--keep-jobs: removed %d old job%s that node %s ended", n,
+    base_log(EBB_LOG_INFO, "cluster", "--keep-jobs: removed %d old job%s that node %s ended", n,
             n == 1 ? "" : "s", k->node);
   return n;
 }

@@ -14,7 +14,7 @@
 #include "base/log.h"
 #include "server/cluster_int.h"
 
-int ebb_cluster_parse_url(const char *url, char *host, size_t hn, int *port, int *db,
+int srv_cluster_parse_url(const char *url, char *host, size_t hn, int *port, int *db,
                           char *password, size_t pn) {
   const char *p = url;
   password[0] = '\0';
@@ -67,7 +67,7 @@ static redisReply *checked(srv_cluster *k, redisContext **c, redisReply *r) {
   if (!r) {
     snprintf(k->last_err, sizeof k->last_err, "%s", (*c)->errstr[0] ? (*c)->errstr : "no reply");
     if (atomic_exchange(&k->up, 0))
-      ebb_log(EBB_LOG_WARN, "cluster", "lost the queue at %s (%s); reconnecting with backoff",
+      base_log(EBB_LOG_WARN, "cluster", "lost the queue at %s (%s); reconnecting with backoff",
               k->url, k->last_err);
     redisFree(*c);
     *c = NULL;
@@ -117,7 +117,7 @@ redisContext *srv_rconnect(srv_cluster *k) {
     goto fail;
   freeReplyObject(r);
   if (!atomic_exchange(&k->up, 1))
-    ebb_log(EBB_LOG_INFO, "cluster", "connected to the queue at %s", k->url);
+    base_log(EBB_LOG_INFO, "cluster", "connected to the queue at %s", k->url);
   return c;
 fail:
   redisFree(c);

@@ -92,14 +92,14 @@ static void dead_letter(srv_cluster *k, redisContext **c, const char *skey, cons
   char dkey[512], now[32];
   srv_rkey(k, dkey, sizeof dkey, "deadletter", "");
   dkey[strlen(dkey) - 1] = '\0'; /* PREFIX:deadletter */
-  snprintf(now, sizeof now, "%.3f", ebb_wall_s());
+  snprintf(now, sizeof now, "%.3f", base_wall_s());
   const char *argv[] = {"EVAL", SRV_LUA_DEAD, "2", skey, dkey, SRV_GROUP, entry,
                         uid ? uid : "", why, k->node, now};
   size_t lens[sizeof argv / sizeof argv[0]];
   for (size_t i = 0; i < sizeof argv / sizeof argv[0]; i++)
     lens[i] = strlen(argv[i]);
   redisReply *r = srv_rargv(k, c, (int)(sizeof argv / sizeof argv[0]), argv, lens);
-  ebb_log(EBB_LOG_WARN, "cluster", "entry %s of %s (uid '%.64s'): %s; %s %s", entry, skey,
+  base_log(EBB_LOG_WARN, "cluster", "entry %s of %s (uid '%.64s'): %s; %s %s", entry, skey,
           uid ? uid : "(none)", why, r ? "acknowledged and moved to" : "could not be moved to",
           dkey);
   freeReplyObject(r);
@@ -130,20 +130,20 @@ static int copy_hashed(int fd, const char *path, char hex[65]) {
   if (!out)
     return ebb_seterr(EBB_EIO, "cannot write %s: %s", path, strerror(errno));
   fcntl(fd, F_SETFL, 0); /* a regular file: blocking reads */
-  ebb_sha256 h;
-  ebb_sha256_init(&h);
+  pl_sha256 h;
+  pl_sha256_init(&h);
   static _Thread_local char buf[1 << 16];
   ssize_t n;
   int ok = 1;
   while (ok && (n = read(fd, buf, sizeof buf)) > 0) {
-    ebb_sha256_update(&h, buf, (size_t)n);
+    pl_sha256_update(&h, buf, (size_t)n);
     ok = fwrite(buf, 1, (size_t)n, out) == (size_t)n;
   }
   if (fclose(out) != 0 || n < 0)
     ok = 0;
   uint8_t d[32];
-  ebb_sha256_final(&h, d);
-  ebb_sha256_hex(d, hex);
+  pl_sha256_final(&h, d);
+  pl_sha256_hex(d, hex);
   return ok ? 0 : ebb_seterr(EBB_EIO, "cannot copy into %s: %s", path, strerror(errno));
 }
 
@@ -221,7 +221,7 @@ static int materialize(srv_cluster *k, redisContext **c, attempt *a) {
   int rc = check_job(a, kind, name, opts);
   if (!rc) {
     snprintf(a->input, sizeof a->input, "%s/input-%s", a->dir, name);
-    rc = ebb_mkdirs(a->dir, 0755, "mkdir");
+    rc = base_mkdirs(a->dir, 0755, "mkdir");
   }
   if (!rc && !strcmp(kind, "shared")) {
     rc = take_shared(k, ref, a->input);
@@ -276,7 +276,7 @@ static void place_outputs(srv_cluster *k, attempt *a, outs *o) {
   char dst[4600], src[4600];
   if (k->shared[0]) {
     snprintf(dst, sizeof dst, "%s/outputs/%s", k->shared, a->uid);
-    ebb_mkdirs(dst, 0755, "mkdir");
+    base_mkdirs(dst, 0755, "mkdir");
   }
   size_t total = 0;
   while (d && (e = readdir(d))) {
@@ -343,7 +343,7 @@ static int finish(srv_cluster *k, redisContext **c, attempt *a, outs *o) {
       return v;
     }
     if (*c) { /* an error reply: not a connection problem */
-      ebb_log(EBB_LOG_WARN, "cluster", "job %s: the result write failed: %s", a->uid,
+      base_log(EBB_LOG_WARN, "cluster", "job %s: the result write failed: %s", a->uid,
               k->last_err);
       return 0;
     }
@@ -351,10 +351,10 @@ static int finish(srv_cluster *k, redisContext **c, attempt *a, outs *o) {
   return -1;
 }
 
-static void record(srv_cluster *k, redisContext **c, attempt *a, int rc, ebb_job_result *res) {
+static void record(srv_cluster *k, redisContext **c, attempt *a, int rc, pl_job_result *res) {
   char att[16], now[32], rel[32];
   snprintf(att, sizeof att, "%d", a->n);
-  snprintf(now, sizeof now, "%.3f", ebb_wall_s());
+  snprintf(now, sizeof now, "%.3f", base_wall_s());
   snprintf(rel, sizeof rel, "%llu", (unsigned long long)res->released_bytes);
   int cancelled = rc == EBB_ECANCELED && atomic_load(&k->run_by_client);
   const char *state = rc == 0 ? "succeeded" : cancelled ? "cancelled" : "failed";
@@ -394,12 +394,12 @@ static void record(srv_cluster *k, redisContext **c, attempt *a, int rc, ebb_job
   int w = finish(k, c, a, &o);
   if (w == 1) {
     atomic_fetch_add(rc ? &k->n_failed : &k->n_done, 1);
-    ebb_log(rc ? EBB_LOG_WARN : EBB_LOG_INFO, "cluster",
+    base_log(rc ? EBB_LOG_WARN : EBB_LOG_INFO, "cluster",
             "job %s: %s on node %s (attempt %d); result written%s%s", a->uid, state, k->node,
             a->n, rc ? ": " : "", rc ? res->message : "");
   } else if (w == 0) {
     atomic_fetch_add(&k->n_stale, 1);
-    ebb_log(EBB_LOG_WARN, "cluster", "job %s: attempt %d is no longer the job's (its lease "
+    base_log(EBB_LOG_WARN, "cluster", "job %s: attempt %d is no longer the job's (its lease "
                                      "lapsed and another node took it); result discarded",
             a->uid, a->n);
   }
@@ -412,7 +412,7 @@ static void give_back(srv_cluster *k, redisContext **c, attempt *a) {
   snprintf(att, sizeof att, "%d", a->n);
   redisReply *r = srv_rcmd(k, c, "EVAL %s 2 %s %s %s %s %s %s", SRV_LUA_GIVEBACK, a->jkey,
                            a->skey, SRV_GROUP, a->entry, att, a->uid);
-  ebb_log(EBB_LOG_INFO, "cluster", "job %s: node stopping; %s", a->uid,
+  base_log(EBB_LOG_INFO, "cluster", "job %s: node stopping; %s", a->uid,
           r ? "handed back to the queue" : "left pending (another node claims it after the "
                                            "lease)");
   freeReplyObject(r);
@@ -449,7 +449,7 @@ static void run_entry(srv_cluster *k, redisContext **c, const char *pipe, const 
   srv_rkey(k, a.skey, sizeof a.skey, "stream", pipe);
   srv_rkey(k, a.jkey, sizeof a.jkey, "job", uid);
   char now[32], maxa[16], done[512];
-  snprintf(now, sizeof now, "%.3f", ebb_wall_s());
+  snprintf(now, sizeof now, "%.3f", base_wall_s());
   snprintf(maxa, sizeof maxa, "%d", k->max_attempts);
   srv_rkey(k, done, sizeof done, "done", k->node);
   redisReply *r = srv_rcmd(k, c, "EVAL %s 3 %s %s %s %s %s %s %s %s %s", SRV_LUA_START, a.jkey,
@@ -461,19 +461,19 @@ static void run_entry(srv_cluster *k, redisContext **c, const char *pipe, const 
   freeReplyObject(r);
   if (a.n <= 0) {
     if (a.n == -2)
-      ebb_log(EBB_LOG_WARN, "cluster", "job %s: failed after %d attempts", uid, k->max_attempts);
+      base_log(EBB_LOG_WARN, "cluster", "job %s: failed after %d attempts", uid, k->max_attempts);
     return;
   }
   if (reclaimed) {
     atomic_fetch_add(&k->n_reclaimed, 1);
-    ebb_log(EBB_LOG_INFO, "cluster", "job %s: claimed from a node whose lease lapsed "
+    base_log(EBB_LOG_INFO, "cluster", "job %s: claimed from a node whose lease lapsed "
                                      "(attempt %d)", uid, a.n);
   }
   set_running(k, &a);
-  ebb_job_result res = {0};
+  pl_job_result res = {0};
   int rc = materialize(k, c, &a);
   if (!rc && a.options) /* an entry's options are a job's: held to the trust levels */
-    rc = ebb_manager_check_job(k->s->m, pipe, a.options, NULL, NULL);
+    rc = pl_manager_check_job(k->s->m, pipe, a.options, NULL, NULL);
   if (!rc) /* lyrics and option files sent with it, checked again here */
     rc = srv_cluster_extras_place(k, c, a.uid, pipe, a.dir, &a.options, &a.bad);
   if (rc) {
@@ -481,10 +481,10 @@ static void run_entry(srv_cluster *k, redisContext **c, const char *pipe, const 
     if (a.bad) /* then recorded failed with the reason, below */
       dead_letter(k, c, a.skey, a.entry, a.uid, res.message);
   } else {
-    ebb_log(EBB_LOG_INFO, "cluster", "job %s: running pipeline '%s' on node %s (attempt %d)",
+    base_log(EBB_LOG_INFO, "cluster", "job %s: running pipeline '%s' on node %s (attempt %d)",
             uid, pipe, k->node, a.n);
     srv_snapshot_dirty(k->s);
-    rc = ebb_manager_run_job(k->s->m, pipe, a.input, a.out, a.options, &k->run_cancel, NULL,
+    rc = pl_manager_run_job(k->s->m, pipe, a.input, a.out, a.options, &k->run_cancel, NULL,
                              NULL, &res);
     srv_snapshot_dirty(k->s);
   }
@@ -492,7 +492,7 @@ static void run_entry(srv_cluster *k, redisContext **c, const char *pipe, const 
     give_back(k, c, &a);
   else if (atomic_load(&k->run_lost) && !atomic_load(&k->run_by_client)) {
     atomic_fetch_add(&k->n_stale, 1);
-    ebb_log(EBB_LOG_WARN, "cluster", "job %s: attempt %d lost its lease; stopped, result "
+    base_log(EBB_LOG_WARN, "cluster", "job %s: attempt %d lost its lease; stopped, result "
                                      "discarded", uid, a.n);
   } else
     record(k, c, &a, rc, &res);
@@ -548,8 +548,8 @@ static int take_new(srv_cluster *k, redisContext **c, const char *pipe, const ch
 /* Loaded pipelines first; a pipeline loaded on another idle node is left
  * to it for new jobs. 1 when a job ran. */
 static int poll_once(srv_cluster *k, redisContext **c) {
-  json_t *pipes = ebb_manager_pipelines_json(k->s->m);
-  json_t *mem = ebb_manager_memory_json(k->s->m);
+  json_t *pipes = pl_manager_pipelines_json(k->s->m);
+  json_t *mem = pl_manager_memory_json(k->s->m);
   int ran = 0;
   for (int pass = 0; pass < 2 && !ran && *c; pass++)
     for (size_t i = 0; i < k->npipes && !ran && *c; i++) {
@@ -575,7 +575,7 @@ static void *worker(void *arg) {
     if (!c) {
       if (!(c = srv_rconnect(k))) {
         if (atomic_exchange(&k->up, 0))
-          ebb_log(EBB_LOG_WARN, "cluster", "cannot reach the queue at %s (%s); retrying",
+          base_log(EBB_LOG_WARN, "cluster", "cannot reach the queue at %s (%s); retrying",
                   k->url, k->last_err);
         srv_cluster_nap(k, backoff);
         backoff = backoff < 2 ? backoff * 2 : 2;

@@ -179,8 +179,8 @@ static void *reaper(void *arg) {
   srv_conns *cs = arg;
   pthread_mutex_lock(&cs->lock);
   while (!cs->stop) {
-    ebb_cond_wait_ms(&cs->cond, &cs->lock, 200);
-    double now = ebb_now();
+    base_cond_wait_ms(&cs->cond, &cs->lock, 200);
+    double now = base_now();
     int pressure = cs->live * 4 >= cs->l.max_connections * 3;
     for (conn *k = cs->oldest; k; k = k->newer)
       if (!k->shut && late(cs, k, now, pressure)) {
@@ -272,7 +272,7 @@ static void started(srv_conns *cs, struct MHD_Connection *c, void **socket_conte
     return;
   }
   k->fd = ci->connect_fd;
-  k->phase_start = ebb_now();
+  k->phase_start = base_now();
   pthread_mutex_lock(&cs->lock);
   k->from = peer_of(cs, c);
   k->older = cs->newest;
@@ -332,7 +332,7 @@ static void set_phase(srv_conns *cs, struct MHD_Connection *c, int phase, size_t
   else {
     k->served |= phase == PH_HEADERS; /* only an answer sets it */
     k->phase = phase;
-    k->phase_start = ebb_now();
+    k->phase_start = base_now();
     k->body_bytes = 0;
   }
   pthread_mutex_unlock(&cs->lock);

@@ -36,7 +36,7 @@ static void write_holder(int dfd, const char *dir) {
   unlinkat(dfd, "lock", 0); /* a symlink planted there is not followed */
   int f = openat(dfd, "lock", O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0644);
   if (f < 0 || write(f, pid, (size_t)n) != n)
-    ebb_log(EBB_LOG_WARN, "server", "%s/lock: cannot write the pid: %s", dir, strerror(errno));
+    base_log(EBB_LOG_WARN, "server", "%s/lock: cannot write the pid: %s", dir, strerror(errno));
   if (f >= 0)
     close(f);
 }
@@ -69,7 +69,7 @@ static int remove_entries(const char *path, const char *prefix) {
         !strncmp(e->d_name, prefix, strlen(prefix))) {
       char f[4500];
       snprintf(f, sizeof f, "%s/%s", path, e->d_name);
-      n += ebb_rm_tree(f) == 0;
+      n += base_rm_tree(f) == 0;
     }
   if (d)
     closedir(d);
@@ -81,7 +81,7 @@ void srv_datadir_clean_uploads(const char *dir) {
   snprintf(path, sizeof path, "%s/uploads", dir);
   int n = remove_entries(path, "tmp-");
   if (n)
-    ebb_log(EBB_LOG_INFO, "server", "removed %d partial upload%s left by the last server", n,
+    base_log(EBB_LOG_INFO, "server", "removed %d partial upload%s left by the last server", n,
             n == 1 ? "" : "s");
 }
 
@@ -91,7 +91,7 @@ void srv_datadir_clean_scratch(const char *dir) {
   mkdir(path, 0700);
   int n = remove_entries(path, "");
   if (n)
-    ebb_log(EBB_LOG_INFO, "server", "removed %d worker load director%s left by the last server",
+    base_log(EBB_LOG_INFO, "server", "removed %d worker load director%s left by the last server",
             n, n == 1 ? "y" : "ies");
 }
 
@@ -99,7 +99,7 @@ void srv_datadir_clean_scratch(const char *dir) {
  * lies under DATA_DIR/jobs/. */
 static void remove_job_dir(void *arg, int64_t id, const char *outdir) {
   (void)id;
-  const ebb_server *s = arg;
+  const srv_server *s = arg;
   char jobs[4200], dir[4200];
   snprintf(jobs, sizeof jobs, "%s/jobs/", s->data_dir);
   if (!outdir || strncmp(outdir, jobs, strlen(jobs)))
@@ -108,13 +108,13 @@ static void remove_job_dir(void *arg, int64_t id, const char *outdir) {
   char *slash = strrchr(dir, '/');
   if (slash && slash > dir + strlen(jobs))
     *slash = '\0';
-  ebb_rm_tree(dir);
+  base_rm_tree(dir);
 }
 
-void srv_retention(ebb_server *s) {
+void srv_retention(srv_server *s) {
   if (!s->keep_jobs && s->keep_jobs_s <= 0)
     return;
-  int n = ebb_store_prune(s->store, s->keep_jobs, s->keep_jobs_s, remove_job_dir, s);
+  int n = srv_store_prune(s->store, s->keep_jobs, s->keep_jobs_s, remove_job_dir, s);
   if (n > 0)
-    ebb_log(EBB_LOG_INFO, "server", "--keep-jobs: removed %d old job%s", n, n == 1 ? "" : "s");
+    base_log(EBB_LOG_INFO, "server", "--keep-jobs: removed %d old job%s", n, n == 1 ? "" : "s");
 }

@@ -196,7 +196,7 @@ static json_t *pipe_named(json_t *arr, const char *name) {
 /* The pipelines of every device as one list: "loaded" and "asleep" when on
  * any device, "devices" and "asleep_devices" say where. */
 static void refresh_pipelines(srv_events *e) {
-  json_t *all = ebb_manager_pipelines_json(e->m), *x, *np;
+  json_t *all = pl_manager_pipelines_json(e->m), *x, *np;
   size_t i;
   json_array_foreach(all, i, x) {
     json_object_set_new(x, "loaded", json_false());
@@ -205,7 +205,7 @@ static void refresh_pipelines(srv_events *e) {
     json_object_set_new(x, "asleep_devices", json_array());
   }
   for (size_t d = 0; d < e->ndev; d++) {
-    json_t *now = ebb_manager_pipelines_json(e->dev[d].m);
+    json_t *now = pl_manager_pipelines_json(e->dev[d].m);
     json_array_foreach(now, i, np) {
       json_t *m = pipe_named(all, json_string_value(json_object_get(np, "name")) ?: "");
       if (!m || !json_is_true(json_object_get(np, "loaded")))
@@ -238,7 +238,7 @@ static void refresh_pipelines(srv_events *e) {
   srv_sse_send(e->sse, "pipelines", json_pack("{s:o}", "pipelines", all), 0);
 }
 
-static json_t *session_json(const ebb_session_info *si, const char *device) {
+static json_t *session_json(const pl_session_info *si, const char *device) {
   return json_pack("{s:s,s:s,s:s,s:s,s:i,s:I,s:I,s:f,s:s}", "id", si->id, "pipeline", si->pipeline,
                    "state", si->state == EBB_SESSION_OPEN ? "open" : "stopped", "stop_reason",
                    si->stop_reason, "inflight", si->inflight, "items_done",
@@ -251,8 +251,8 @@ static void refresh_sessions(srv_events *e) {
   json_t *now = json_array();
   for (size_t i = 0; i < e->nsids; i++)
     for (size_t d = 0; d < e->ndev; d++) {
-      ebb_session_info si;
-      if (ebb_sessions_info(ebb_manager_sessions(e->dev[d].m), e->sids[i], &si) == 0) {
+      pl_session_info si;
+      if (pl_sessions_info(pl_manager_sessions(e->dev[d].m), e->sids[i], &si) == 0) {
         json_array_append_new(now, session_json(&si, e->dev[d].label));
         break;
       }
@@ -330,9 +330,9 @@ static void *publisher(void *arg) {
     pthread_mutex_unlock(&e->mu);
     tick(e);
     pthread_mutex_lock(&e->mu);
-    uint64_t t0 = ebb_mono_ns(), step = (uint64_t)e->interval_ms * 1000000ull;
+    uint64_t t0 = base_mono_ns(), step = (uint64_t)e->interval_ms * 1000000ull;
     while (!e->stop) {
-      uint64_t now = ebb_mono_ns();
+      uint64_t now = base_mono_ns();
       if (now - t0 >= step || (e->fhead && now - t0 >= step / 10))
         break;
       uint64_t until = e->fhead ? t0 + step / 10 : t0 + step;
@@ -349,15 +349,15 @@ static json_t *hello(void *ctx) {
   srv_events *e = ctx;
   json_t *devs = json_array();
   for (size_t d = 0; d < e->ndev; d++) {
-    ebb_device *dev = ebb_allocator_device(e->dev[d].alloc);
-    json_array_append_new(devs, json_pack("{s:s,s:s,s:I}", "device", ebb_device_label(dev), "name",
-                                          ebb_device_name(dev), "total_bytes",
-                                          (json_int_t)ebb_device_total_bytes(dev)));
+    dev_device *dev = mem_allocator_device(e->dev[d].alloc);
+    json_array_append_new(devs, json_pack("{s:s,s:s,s:I}", "device", dev_device_label(dev), "name",
+                                          dev_name(dev), "total_bytes",
+                                          (json_int_t)dev_total_bytes(dev)));
   }
   json_t *jobs = srv_ev_hello_jobs(e);
   pthread_mutex_lock(&e->mu);
   json_t *h = json_pack("{s:i,s:i,s:i,s:f,s:o,s:O,s:o,s:O,s:O}", "version", 1, "interval_ms",
-                        e->interval_ms, "history_s", e->history_s, "t", ebb_wall_s(), "devices",
+                        e->interval_ms, "history_s", e->history_s, "t", base_wall_s(), "devices",
                         devs, "pipelines", e->pipelines, "jobs", jobs, "sessions", e->sessions,
                         "leaks", e->leaks);
   pthread_mutex_unlock(&e->mu);
@@ -376,10 +376,10 @@ static int init(srv_events *e, const srv_events_opts *o) {
     ev_dev *x = &e->dev[d];
     x->m = o->ndevices ? o->managers[d] : o->manager;
     x->alloc = o->ndevices ? o->allocs[d] : o->alloc;
-    x->label = ebb_device_label(ebb_allocator_device(x->alloc));
+    x->label = dev_device_label(mem_allocator_device(x->alloc));
     /* what the ledgers hold already is history, not news */
     size_t n = 0;
-    ebb_ledger_events(ebb_allocator_ledger(x->alloc), NULL, 0, &n, &x->ledger_seen);
+    mem_ledger_events(mem_allocator_ledger(x->alloc), NULL, 0, &n, &x->ledger_seen);
   }
   e->interval_ms = o->interval_ms > 0 ? o->interval_ms : env_int("EBB_EVENTS_INTERVAL_MS", 500);
   e->history_s = o->history_s > 0 ? o->history_s : 300;

@@ -28,13 +28,13 @@ typedef struct srv_events srv_events;
 
 typedef struct srv_events_opts {
   uint32_t size;          /* sizeof(srv_events_opts) */
-  ebb_manager *manager;   /* borrowed: device 0's (pipelines' definitions) */
-  ebb_allocator *alloc;   /* borrowed (the manager's) */
-  ebb_manager **managers; /* borrowed: one per device (ebb serve --devices); NULL:
+  pl_manager *manager;   /* borrowed: device 0's (pipelines' definitions) */
+  mem_allocator *alloc;   /* borrowed (the manager's) */
+  pl_manager **managers; /* borrowed: one per device (ebb serve --devices); NULL:
                              manager and alloc are the only device */
-  ebb_allocator **allocs; /* borrowed: managers[i]'s allocator */
+  mem_allocator **allocs; /* borrowed: managers[i]'s allocator */
   size_t ndevices;        /* entries of managers and allocs */
-  ebb_store *store;       /* borrowed: the jobs a new client's hello lists */
+  srv_store *store;       /* borrowed: the jobs a new client's hello lists */
   int interval_ms;        /* aggregation interval; 0: 500 (env EBB_EVENTS_INTERVAL_MS) */
   int max_clients;        /* 0: 256 (env EBB_EVENTS_MAX_CLIENTS) */
   size_t client_buffer;   /* bytes queued per client before it is dropped;

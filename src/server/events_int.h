@@ -22,8 +22,8 @@ typedef struct owner_row {
 
 /* One device (one manager and its allocator): publisher-only state. */
 typedef struct ev_dev {
-  ebb_manager *m;
-  ebb_allocator *alloc;
+  pl_manager *m;
+  mem_allocator *alloc;
   const char *label;
   uint64_t ledger_seen;
   owner_row *owners;
@@ -58,10 +58,10 @@ typedef struct ev_fact {
 } ev_fact;
 
 struct srv_events {
-  ebb_manager *m; /* device 0's: the pipelines' definitions */
+  pl_manager *m; /* device 0's: the pipelines' definitions */
   ev_dev *dev;
   size_t ndev;
-  ebb_store *store;
+  srv_store *store;
   int interval_ms, history_s;
   srv_sse *sse;
   ebb_subscription *sub;
@@ -94,7 +94,7 @@ const char *srv_ev_running_jobs(srv_events *e, char *running, size_t rn);
 json_t *srv_ev_hello_jobs(srv_events *e);
 
 /* --- "events_memory.c" */
-/* A ledger time (ebb_mono_ns) as Unix seconds. */
+/* A ledger time (base_mono_ns) as Unix seconds. */
 double srv_ev_wall_of(uint64_t mono);
 /* A `mark` on device d's chart. */
 void srv_ev_mark(srv_events *e, const ev_dev *d, double t, const char *label);

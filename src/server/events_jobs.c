@@ -13,7 +13,7 @@
 
 static int state_of(const char *s) {
   for (int i = 0; s && i < EBB_JOB_NSTATES; i++)
-    if (!strcmp(s, ebb_job_state_name(i)))
+    if (!strcmp(s, srv_job_state_name(i)))
       return i;
   return -1;
 }
@@ -65,9 +65,9 @@ static json_t *watched_json(const watched_job *w, const ev_fact *f) {
                     ? json_pack("{s:s?,s:s?}", "code", f->code, "message", f->message)
                     : json_null();
   json_t *o = json_pack("{s:s,s:s,s:s,s:f,s:o,s:o,s:o,s:I,s:o}", "id", w->uid, "pipeline",
-                        w->pipeline, "state", ebb_job_state_name(st), "created", w->created,
+                        w->pipeline, "state", srv_job_state_name(st), "created", w->created,
                         "started", w->started ? json_real(w->started) : json_null(), "finished",
-                        st > EBB_JOB_RUNNING ? json_real(f ? f->t : ebb_wall_s()) : json_null(),
+                        st > EBB_JOB_RUNNING ? json_real(f ? f->t : base_wall_s()) : json_null(),
                         "error", err, "released_bytes", (json_int_t)(f ? f->bytes : 0), "stages",
                         stages_json(released, w->peaks));
   json_decref(released);
@@ -150,10 +150,10 @@ json_t *srv_ev_hello_jobs(srv_events *e) {
   json_t *jobs = json_array();
   int64_t *ids = NULL;
   size_t n = 0;
-  ebb_store_newest(e->store, RECENT_JOBS, &ids, &n);
+  srv_store_newest(e->store, RECENT_JOBS, &ids, &n);
   for (size_t i = 0; i < n; i++) {
     json_t *o = NULL;
-    if (ebb_store_get(e->store, ids[i], &o) != 0)
+    if (srv_store_get(e->store, ids[i], &o) != 0)
       continue;
     json_t *peaks = NULL;
     pthread_mutex_lock(&e->mu);

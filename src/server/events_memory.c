@@ -13,7 +13,7 @@
 #define LEDGER_BATCH 8192
 
 double srv_ev_wall_of(uint64_t mono) {
-  return ebb_wall_s() - ((double)ebb_mono_ns() - (double)mono) / 1e9;
+  return base_wall_s() - ((double)base_mono_ns() - (double)mono) / 1e9;
 }
 
 void srv_ev_mark(srv_events *e, const ev_dev *d, double t, const char *label) {
@@ -86,7 +86,7 @@ const char *srv_ev_pipeline_of(srv_events *e, const char *label, const char *own
  * driver (a `release` with "asleep": true; the bytes are parked in host
  * memory, not gone). One per run of PARK events of one owner. */
 typedef struct park_run {
-  const ebb_ledger_event *first;
+  const mem_ledger_event *first;
   uint64_t bytes;
 } park_run;
 
@@ -105,7 +105,7 @@ static void flush_park(srv_events *e, ev_dev *d, park_run *pr) {
 }
 
 /* An owner's allocation, free, park or wake. */
-static void on_owner_event(ev_dev *d, const ebb_ledger_event *x) {
+static void on_owner_event(ev_dev *d, const mem_ledger_event *x) {
   owner_row *r = owner_get(d, x->owner_id, x->label);
   if (!r)
     return;
@@ -133,16 +133,16 @@ static void on_owner_event(ev_dev *d, const ebb_ledger_event *x) {
 /* Reads a device's ledger events since the last tick: owner rows, releases,
  * marks. */
 void srv_ev_read_ledger(srv_events *e, ev_dev *d) {
-  ebb_ledger *l = ebb_allocator_ledger(d->alloc);
+  mem_ledger *l = mem_allocator_ledger(d->alloc);
   size_t n = 0;
   uint64_t before = 0;
-  if (ebb_ledger_events(l, NULL, 0, &n, &before) != 0 || before == d->ledger_seen)
+  if (mem_ledger_events(l, NULL, 0, &n, &before) != 0 || before == d->ledger_seen)
     return;
   size_t want = before - d->ledger_seen > LEDGER_BATCH ? LEDGER_BATCH
                                                        : (size_t)(before - d->ledger_seen);
-  ebb_ledger_event *ev = malloc((want + 64) * sizeof *ev);
+  mem_ledger_event *ev = malloc((want + 64) * sizeof *ev);
   uint64_t rest = 0;
-  if (!ev || ebb_ledger_events(l, ev, want + 64, &n, &rest) != 0) {
+  if (!ev || mem_ledger_events(l, ev, want + 64, &n, &rest) != 0) {
     free(ev);
     return;
   }
@@ -151,7 +151,7 @@ void srv_ev_read_ledger(srv_events *e, ev_dev *d) {
   for (size_t i = 0; i < n; i++) {
     if (first + i < d->ledger_seen)
       continue;
-    const ebb_ledger_event *x = &ev[i];
+    const mem_ledger_event *x = &ev[i];
     if (pr.first && (x->kind != EBB_EV_PARK || x->owner_id != pr.first->owner_id))
       flush_park(e, d, &pr);
     if (x->kind == EBB_EV_PARK) {
@@ -208,24 +208,24 @@ static json_t *owners_sample(srv_events *e, size_t di, const char *running,
 
 void srv_ev_publish_memory(srv_events *e, size_t di, const char *running) {
   ev_dev *d = &e->dev[di];
-  ebb_alloc_stats st = {.size = sizeof st};
-  ebb_allocator_get_stats(d->alloc, &st);
-  ebb_unattributed un = {.size = sizeof un};
-  int un_ok = ebb_allocator_unattributed(d->alloc, &un) == 0 && un.known;
+  mem_alloc_stats st = {.size = sizeof st};
+  mem_allocator_get_stats(d->alloc, &st);
+  mem_unattributed un = {.size = sizeof un};
+  int un_ok = mem_allocator_unattributed(d->alloc, &un) == 0 && un.known;
   /* the figures above may have waited for the device (a wake, a load):
    * the owners catch up with the ledger so that both tell the same moment */
   srv_ev_read_ledger(e, d);
   uint64_t asleep = 0;
   json_t *owners = owners_sample(e, di, running, &asleep);
   uint64_t used = st.driver_total > st.driver_free ? st.driver_total - st.driver_free : 0;
-  json_t *o = json_pack("{s:f,s:s,s:o,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I}", "t", ebb_wall_s(),
+  json_t *o = json_pack("{s:f,s:s,s:o,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I}", "t", base_wall_s(),
                         "device", d->label, "owners", owners, "reserved_bytes",
                         (json_int_t)st.reserved.current, "allocated_bytes",
                         (json_int_t)st.allocated.current, "cached_bytes",
                         (json_int_t)st.cached.current, "context_bytes",
                         (json_int_t)(st.ctx_active ? st.context_estimate : 0), "asleep_bytes",
                         (json_int_t)asleep, "backup_bytes",
-                        (json_int_t)ebb_allocator_backup_bytes(d->alloc), "driver_used_bytes",
+                        (json_int_t)mem_allocator_backup_bytes(d->alloc), "driver_used_bytes",
                         (json_int_t)used, "driver_free_bytes", (json_int_t)st.driver_free,
                         "driver_total_bytes", (json_int_t)st.driver_total);
   if (un_ok && un.per_process) {

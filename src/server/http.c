@@ -101,8 +101,8 @@ enum MHD_Result srv_send_err(struct MHD_Connection *c, srv_req *r, unsigned stat
   return srv_send_json(c, r, status, o);
 }
 
-int srv_queue_full(ebb_server *s, struct MHD_Connection *c, srv_req *r, enum MHD_Result *ret) {
-  size_t waiting = ebb_queue_waiting(s->queue);
+int srv_queue_full(srv_server *s, struct MHD_Connection *c, srv_req *r, enum MHD_Result *ret) {
+  size_t waiting = srv_queue_waiting(s->queue);
   if (waiting < s->max_queued)
     return 0;
   r->retry_after_s = SRV_RETRY_AFTER_S;
@@ -114,5 +114,5 @@ int srv_queue_full(ebb_server *s, struct MHD_Connection *c, srv_req *r, enum MHD
 }
 
 enum MHD_Result srv_send_ebb_err(struct MHD_Connection *c, srv_req *r, int rc, const char *msg) {
-  return srv_send_err(c, r, ebb_http_status(rc), ebb_wire_name(rc), "%s", msg);
+  return srv_send_err(c, r, base_http_status(rc), base_wire_name(rc), "%s", msg);
 }

@@ -28,18 +28,18 @@ typedef enum { SRV_ROLE_NONE, SRV_ROLE_SUBMIT, SRV_ROLE_ADMIN } srv_role;
 typedef struct srv_auth srv_auth;
 typedef struct srv_conns srv_conns;
 
-struct ebb_server {
+struct srv_server {
   struct MHD_Daemon *d;
   int (*broker_reclaim)(void *, const char *, uint64_t, json_t **); /* "broker.c" */
   void (*broker_metrics)(void *, FILE *);
   void *broker_arg;
-  ebb_manager *m;       /* devices[0]'s: pipelines, sessions, loads */
-  ebb_allocator *alloc;
-  ebb_manager **ms;     /* one per device (ndev; ms[0] == m) */
-  ebb_allocator **allocs;
+  pl_manager *m;       /* devices[0]'s: pipelines, sessions, loads */
+  mem_allocator *alloc;
+  pl_manager **ms;     /* one per device (ndev; ms[0] == m) */
+  mem_allocator **allocs;
   size_t ndev;
-  ebb_store *store;
-  ebb_queue *queue;
+  srv_store *store;
+  srv_queue *queue;
   pthread_mutex_t queue_lock; /* the snapshot's reads of queue vs. its destroy */
   pthread_mutex_t submit_lock; /* --max-queued: the count and the push as one */
   size_t max_queued;
@@ -125,7 +125,7 @@ void srv_req_free(srv_req *r);
 /* --max-queued: 0 when a job may be queued, else 1 with 429 queue_full and
  * Retry-After queued (the caller holds s->submit_lock up to its push). */
 #define SRV_RETRY_AFTER_S 5
-int srv_queue_full(ebb_server *s, struct MHD_Connection *c, srv_req *r, enum MHD_Result *ret);
+int srv_queue_full(srv_server *s, struct MHD_Connection *c, srv_req *r, enum MHD_Result *ret);
 int srv_starts_with(const char *s, const char *prefix);
 
 /* What a connection's head (request line and headers) may take: the
@@ -135,7 +135,7 @@ int srv_starts_with(const char *s, const char *prefix);
 /* --- "body.c": bodies and a job's input --------------------------------------- */
 /* First call of a request whose route takes a body: decide how to take it.
  * 0 to go on, 1 when a response was queued. */
-int srv_begin_body(ebb_server *s, struct MHD_Connection *c, srv_req *r, enum MHD_Result *ret);
+int srv_begin_body(srv_server *s, struct MHD_Connection *c, srv_req *r, enum MHD_Result *ret);
 void srv_take_body(srv_req *r, const char *data, size_t n);
 
 /* A path option the operator let a job set, opened under --input-dir. */
@@ -163,21 +163,21 @@ typedef struct srv_input {
  * or NULL when there is none. */
 const char *srv_unknown_key(json_t *o, const char *const known[]);
 /* Returns 0, or 1 with a response queued. */
-int srv_parse_input(ebb_server *s, struct MHD_Connection *c, srv_req *r, int want_pipeline,
+int srv_parse_input(srv_server *s, struct MHD_Connection *c, srv_req *r, int want_pipeline,
                     srv_input *in, enum MHD_Result *ret);
 void srv_input_free(srv_input *in);
 /* The manager's check of a job's (or session item's) pipeline and options,
  * with the trust levels (pipeline/trust.h): an allowed path option is opened
  * into in->files; lyrics get their align stage. 0 or EBB_E... (400). */
-int srv_check_job_options(ebb_server *s, const char *pipeline, srv_input *in);
+int srv_check_job_options(srv_server *s, const char *pipeline, srv_input *in);
 /* The stage entry of pipeline that takes lyrics sent with a job: its first
  * "align" (*stage, borrowed from the pipeline's definition); EBB_ECONFIG
  * when it has none or options already set its lyrics. */
-int srv_lyrics_stage(ebb_server *s, const char *pipeline, json_t *options, const char **stage);
+int srv_lyrics_stage(srv_server *s, const char *pipeline, json_t *options, const char **stage);
 /* srv_parse_input for a job (a pipeline is required) and the manager's check
  * of its pipeline and options. Returns 0, or 1 with a response queued and in
  * freed. */
-int srv_parse_job(ebb_server *s, struct MHD_Connection *c, srv_req *r, srv_input *in,
+int srv_parse_job(srv_server *s, struct MHD_Connection *c, srv_req *r, srv_input *in,
                   enum MHD_Result *ret);
 /* --- "workcheck.c": a job's estimated work against the server's limit ---- */
 /* The job's (or session item's: in->pipeline set to the session's)
@@ -185,7 +185,7 @@ int srv_parse_job(ebb_server *s, struct MHD_Connection *c, srv_req *r, srv_input
  * against --max-job-seconds (else the job's timeout): 0 when within it (or
  * no limit), else 1 with 400 bad_request queued naming the costliest stage,
  * its options, the estimate and the limit. */
-int srv_check_work(ebb_server *s, struct MHD_Connection *c, srv_req *r, srv_input *in,
+int srv_check_work(srv_server *s, struct MHD_Connection *c, srv_req *r, srv_input *in,
                    enum MHD_Result *ret);
 /* Lyrics sent with a job: at most this many bytes (413 beyond) unless the
  * config's "server"."max_lyrics_kib" says otherwise (s->max_lyrics). */
@@ -196,23 +196,23 @@ enum { SRV_CONFINE_REFUSED = 1, SRV_CONFINE_LINKED, SRV_CONFINE_TOO_BIG };
 /* Opens path (absolute) beneath one of the --input-dir directories with no
  * symlink on the way, non-blocking: 0 and *fd for a regular file with one
  * link and at most cap bytes (*size), else SRV_CONFINE_* (nothing open). */
-int srv_open_confined(ebb_server *s, const char *path, size_t cap, int *fd, int64_t *size);
+int srv_open_confined(srv_server *s, const char *path, size_t cap, int *fd, int64_t *size);
 /* The refusal's message in buf (the same for a missing file, a directory,
  * a FIFO, a symlink: no existence oracle); what: "input", "option a.b:". */
-const char *srv_confine_message(ebb_server *s, int why, const char *what, const char *path,
+const char *srv_confine_message(srv_server *s, int why, const char *what, const char *path,
                                 int64_t size, size_t cap, char *buf, size_t n);
 /* The job's input in dir: the upload moved there, or a copy of in->fd
  * (input-NAME); path gets where. */
-int srv_place_input(ebb_server *s, srv_req *r, srv_input *in, const char *dir, char *path,
+int srv_place_input(srv_server *s, srv_req *r, srv_input *in, const char *dir, char *path,
                     size_t n);
 /* The opened path options and the lyrics copied into dir; in->options then
  * name those copies (the stage reads the server's file). */
-int srv_place_extras(ebb_server *s, srv_input *in, const char *dir);
+int srv_place_extras(srv_server *s, srv_input *in, const char *dir);
 typedef struct srv_path_ctx {
-  ebb_server *s;
+  srv_server *s;
   srv_input *in;
 } srv_path_ctx;
-/* ebb_trust_path_fn for ebb_manager_check_job (arg: a srv_path_ctx). */
+/* pl_trust_path_fn for pl_manager_check_job (arg: a srv_path_ctx). */
 int srv_trust_path(void *arg, const char *stage, const char *option, const char *value,
                    json_t *opts);
 
@@ -232,7 +232,7 @@ int srv_auth_enabled(const srv_auth *a);
 /* 1 when the Host header names this server and the Origin header, when
  * sent, is its own origin (scheme, host and bound port) or an
  * --allow-origin; else 0 with why in msg. */
-int srv_host_ok(const ebb_server *s, struct MHD_Connection *c, char *msg, size_t n);
+int srv_host_ok(const srv_server *s, struct MHD_Connection *c, char *msg, size_t n);
 /* 32 hex digits from the kernel's random source (128 bits). */
 int srv_random_id(char out[33]);
 
@@ -266,15 +266,15 @@ void srv_conn_answered(srv_conns *cs, struct MHD_Connection *c);
 /* --- "routes.c": the API ----------------------------------------------------- */
 /* First call: finds the route (404/405 otherwise), checks Host/Origin, the
  * token and its role, the content type. 0 to go on; 1 with a response. */
-int srv_route_begin(ebb_server *s, struct MHD_Connection *c, srv_req *r, const char *url,
+int srv_route_begin(srv_server *s, struct MHD_Connection *c, srv_req *r, const char *url,
                     const char *method, enum MHD_Result *ret);
 int srv_route_takes_body(const srv_req *r);
-enum MHD_Result srv_route_run(ebb_server *s, struct MHD_Connection *c, srv_req *r,
+enum MHD_Result srv_route_run(srv_server *s, struct MHD_Connection *c, srv_req *r,
                               const char *method);
 
 /* --- "jobs.c": jobs and sessions -------------------------------------------------- */
 #define SRV_HANDLER(name)                                                                  \
-  enum MHD_Result name(ebb_server *s, struct MHD_Connection *c, srv_req *r, const char *method)
+  enum MHD_Result name(srv_server *s, struct MHD_Connection *c, srv_req *r, const char *method)
 SRV_HANDLER(srv_h_jobs_post);
 SRV_HANDLER(srv_h_job);
 SRV_HANDLER(srv_h_job_result);
@@ -284,25 +284,25 @@ SRV_HANDLER(srv_h_session);
 SRV_HANDLER(srv_h_session_item);
 /* --- "sleep.c": POST /v1/pipelines/NAME/sleep|wake, the sleep metrics ------------- */
 SRV_HANDLER(srv_h_pipeline_sleep);
-void srv_sleep_metrics(ebb_server *s, FILE *f);
+void srv_sleep_metrics(srv_server *s, FILE *f);
 /* --- "broker.c": POST /v1/memory/reclaim (docs/broker.md) ------------------------- */
 SRV_HANDLER(srv_h_memory_reclaim);
 
 /* --- "cluster.c": scale-out on Redis (cluster.h); the job handlers above
  * hand over to these when s->cluster is set ------------------------------------ */
 typedef struct srv_cluster srv_cluster;
-int srv_cluster_start(ebb_server *s, const ebb_cluster_opts *o);
-void srv_cluster_stop(ebb_server *s); /* no-op without a cluster */
+int srv_cluster_start(srv_server *s, const srv_cluster_opts *o);
+void srv_cluster_stop(srv_server *s); /* no-op without a cluster */
 SRV_HANDLER(srv_cluster_jobs_post);
 SRV_HANDLER(srv_cluster_job);
 SRV_HANDLER(srv_cluster_job_result);
 SRV_HANDLER(srv_h_cluster); /* GET /v1/cluster (one node without --queue) */
-void srv_cluster_metrics(ebb_server *s, FILE *f);
+void srv_cluster_metrics(srv_server *s, FILE *f);
 /* /metrics with node="ID" on every series under --queue; text is taken and
  * the answer is the caller's (text itself without a cluster). */
-char *srv_cluster_label_metrics(ebb_server *s, char *text);
+char *srv_cluster_label_metrics(srv_server *s, char *text);
 /* Sessions belong to the token that opened them (and to admins). */
-void srv_session_owners_free(ebb_server *s);
+void srv_session_owners_free(srv_server *s);
 
 /* --- "snapshot.c": what the read side shows ---------------------------------------- */
 /* The read side (/metrics, /v1/memory, /v1/pipelines) never waits on the
@@ -312,14 +312,14 @@ void srv_session_owners_free(ebb_server *s);
  * younger than 100 ms with no change marked since serves without waiting.
  * {"memory": ..., "pipelines": [...], "sessions": N, "released_total": N,
  *  "taken": unix seconds} (new reference). */
-json_t *srv_snapshot(ebb_server *s);
+json_t *srv_snapshot(srv_server *s);
 /* After a change (load, unload, release, a job's end): the next snapshot is
  * taken before a reader gets one (waits up to 1 s). */
-void srv_snapshot_changed(ebb_server *s);
+void srv_snapshot_changed(srv_server *s);
 /* Marks a change (a job ended, a second passed) without waiting. */
-void srv_snapshot_dirty(ebb_server *s);
-int srv_snapshot_start(ebb_server *s);
-void srv_snapshot_stop(ebb_server *s);
+void srv_snapshot_dirty(srv_server *s);
+int srv_snapshot_start(srv_server *s);
+void srv_snapshot_stop(srv_server *s);
 
 /* --- "metrics_facts.c": counters of the event bus's facts, for /metrics ---------- */
 typedef struct srv_fact_counts srv_fact_counts;
@@ -328,7 +328,7 @@ void srv_fact_counts_destroy(srv_fact_counts *c); /* unsubscribes; NULL: no-op *
 void srv_fact_counts_metrics(srv_fact_counts *c, FILE *f); /* NULL: nothing */
 
 /* --- "metrics.c" ------------------------------------------------------------- */
-enum MHD_Result srv_metrics(ebb_server *s, struct MHD_Connection *c, srv_req *r);
+enum MHD_Result srv_metrics(srv_server *s, struct MHD_Connection *c, srv_req *r);
 
 /* --- "datadir.c": the data directory ------------------------------------------ */
 /* Takes the exclusive lock of dir: flock on the directory's own descriptor
@@ -343,6 +343,6 @@ void srv_datadir_clean_uploads(const char *dir);
 void srv_datadir_clean_scratch(const char *dir);
 /* --keep-jobs: removes finished jobs past the count or the age, rows and
  * directories. */
-void srv_retention(ebb_server *s);
+void srv_retention(srv_server *s);
 
 #endif

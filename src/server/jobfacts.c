@@ -7,19 +7,19 @@
 #include "base/events.h"
 
 void srv_job_publish(int64_t id, const char *uid, const char *pipeline, const char *device,
-                     ebb_job_state st, const char *code, const char *msg, uint64_t released,
+                     srv_job_state st, const char *code, const char *msg, uint64_t released,
                      const char *stages) {
   ebb_event ev = {.kind = EBB_EVENT_JOB,
                   .job = id,
                   .id = uid,
                   .pipeline = pipeline,
                   .device = device,
-                  .state = ebb_job_state_name(st),
+                  .state = srv_job_state_name(st),
                   .code = code,
                   .message = msg,
                   .bytes = released,
                   .detail = stages};
-  ebb_event_publish(&ev);
+  base_event_publish(&ev);
 }
 
 /* A stage's release on this job's device, while it runs: its bytes. */

@@ -17,13 +17,13 @@
  * released the bytes it handed back; stages its per-stage bytes (JSON text,
  * NULL until it ends). Strings borrowed. */
 void srv_job_publish(int64_t id, const char *uid, const char *pipeline, const char *device,
-                     ebb_job_state st, const char *code, const char *msg, uint64_t released,
+                     srv_job_state st, const char *code, const char *msg, uint64_t released,
                      const char *stages);
 
 /* The bytes each stage of one running job released on one device: a
  * subscription while the job runs (srv_stage_bytes_begin .. _end). The
  * stage a release belongs to is the one the runner reports running
- * (srv_stage_bytes_progress, an ebb_progress_fn) when the stage's own
+ * (srv_stage_bytes_progress, an pl_progress_fn) when the stage's own
  * release event names it. */
 typedef struct srv_stage_bytes {
   pthread_mutex_t mu;

@@ -61,7 +61,7 @@ static int open_beneath(const char *dir, const char *rel) {
   return fd;
 }
 
-int srv_open_confined(ebb_server *s, const char *path, size_t cap, int *fd, int64_t *size) {
+int srv_open_confined(srv_server *s, const char *path, size_t cap, int *fd, int64_t *size) {
   *fd = -1;
   if (!s->ninput_dirs || !path || path[0] != '/')
     return SRV_CONFINE_REFUSED;
@@ -89,7 +89,7 @@ int srv_open_confined(ebb_server *s, const char *path, size_t cap, int *fd, int6
   return rc;
 }
 
-const char *srv_confine_message(ebb_server *s, int why, const char *what, const char *path,
+const char *srv_confine_message(srv_server *s, int why, const char *what, const char *path,
                                 int64_t size, size_t cap, char *buf, size_t n) {
   if (!s->ninput_dirs)
     snprintf(buf, n, "%s %s: this server reads no paths named in a request (it was started "
@@ -222,7 +222,7 @@ static int place_upload(srv_req *r, const char *dir, char *path, size_t n) {
   return 0;
 }
 
-int srv_place_input(ebb_server *s, srv_req *r, srv_input *in, const char *dir, char *path,
+int srv_place_input(srv_server *s, srv_req *r, srv_input *in, const char *dir, char *path,
                     size_t n) {
   if (in->upload)
     return place_upload(r, dir, path, n);
@@ -233,7 +233,7 @@ int srv_place_input(ebb_server *s, srv_req *r, srv_input *in, const char *dir, c
   return copy_fd(in->fd, path, s->max_upload);
 }
 
-int srv_place_extras(ebb_server *s, srv_input *in, const char *dir) {
+int srv_place_extras(srv_server *s, srv_input *in, const char *dir) {
   char path[4400];
   for (size_t i = 0; i < in->nfiles; i++) {
     char st[80], op[80];
@@ -253,7 +253,7 @@ int srv_place_extras(ebb_server *s, srv_input *in, const char *dir) {
   return rc ? rc : set_option(in, in->lyrics_stage, "lyrics", path);
 }
 
-/* ebb_trust_path_fn: an allowed path option, opened now under the
+/* pl_trust_path_fn: an allowed path option, opened now under the
  * confinement (its value is replaced by the server's copy at
  * srv_place_extras). */
 int srv_trust_path(void *arg, const char *stage, const char *option, const char *value,

@@ -10,12 +10,12 @@
 
 /* The job's files: DATA_DIR/jobs/UID (its input, lyrics and path options,
  * out/): what it reads is the server's copy, made from what was checked. */
-static int job_files(ebb_server *s, srv_req *r, srv_input *in, const char *uid, char *path,
+static int job_files(srv_server *s, srv_req *r, srv_input *in, const char *uid, char *path,
                      size_t pn, char *out, size_t on) {
   char dir[4096];
   snprintf(dir, sizeof dir, "%s/jobs/%s", s->data_dir, uid);
   snprintf(out, on, "%s/out", dir);
-  int rc = ebb_mkdirs(dir, 0755, "mkdir");
+  int rc = base_mkdirs(dir, 0755, "mkdir");
   if (!rc)
     rc = srv_place_input(s, r, in, dir, path, pn);
   if (!rc)
@@ -23,7 +23,7 @@ static int job_files(ebb_server *s, srv_req *r, srv_input *in, const char *uid, 
   return rc;
 }
 
-static int enqueue(ebb_server *s, srv_req *r, srv_input *in, const char *uid, int64_t *id,
+static int enqueue(srv_server *s, srv_req *r, srv_input *in, const char *uid, int64_t *id,
                    char *path, size_t pn) {
   char out[4200];
   /* the files first: the options stored (and run again after a restart)
@@ -31,21 +31,21 @@ static int enqueue(ebb_server *s, srv_req *r, srv_input *in, const char *uid, in
   int rc = job_files(s, r, in, uid, path, pn, out, sizeof out);
   char *opts = !rc && in->options ? json_dumps(in->options, JSON_COMPACT) : NULL;
   if (!rc)
-    rc = ebb_store_insert(s->store, uid, r->owner, in->pipeline, in->path, opts, id);
+    rc = srv_store_insert(s->store, uid, r->owner, in->pipeline, in->path, opts, id);
   free(opts);
   if (rc && !*id) { /* nothing refers to the directory: remove it */
     char dir[4096];
     snprintf(dir, sizeof dir, "%s/jobs/%s", s->data_dir, uid);
-    ebb_rm_tree(dir);
+    base_rm_tree(dir);
   }
   if (!rc)
-    rc = ebb_store_set_input(s->store, *id, path, out);
+    rc = srv_store_set_input(s->store, *id, path, out);
   if (!rc)
-    rc = ebb_queue_push(s->queue, *id, uid, in->pipeline, path, out, in->options);
+    rc = srv_queue_push(s->queue, *id, uid, in->pipeline, path, out, in->options);
   return rc;
 }
 
-enum MHD_Result srv_h_jobs_post(ebb_server *s, struct MHD_Connection *c, srv_req *r,
+enum MHD_Result srv_h_jobs_post(srv_server *s, struct MHD_Connection *c, srv_req *r,
                                 const char *method) {
   if (s->cluster)
     return srv_cluster_jobs_post(s, c, r, method);
@@ -71,13 +71,13 @@ enum MHD_Result srv_h_jobs_post(ebb_server *s, struct MHD_Connection *c, srv_req
   pthread_mutex_unlock(&s->submit_lock);
   if (rc) {
     if (id)
-      ebb_store_finish(s->store, id, EBB_JOB_FAILED, ebb_errname(rc), ebb_errmsg(), NULL, 0,
+      srv_store_finish(s->store, id, EBB_JOB_FAILED, ebb_errname(rc), ebb_errmsg(), NULL, 0,
                        "[]");
     ret = srv_send_ebb_err(c, r, EBB_EIO, ebb_errmsg());
   } else {
     char url[64];
     snprintf(url, sizeof url, "/v1/jobs/%s", uid);
-    ebb_log(EBB_LOG_INFO, "server", "job %s: queued (pipeline '%s', input %s)", uid,
+    base_log(EBB_LOG_INFO, "server", "job %s: queued (pipeline '%s', input %s)", uid,
             in.pipeline, path);
     ret = srv_send_json(c, r, MHD_HTTP_ACCEPTED,
                         json_pack("{s:s,s:s,s:s}", "id", uid, "state", "queued", "url", url));
@@ -87,10 +87,10 @@ enum MHD_Result srv_h_jobs_post(ebb_server *s, struct MHD_Connection *c, srv_req
 }
 
 /* The job the path names, if this caller may see it. */
-static int find_job(ebb_server *s, srv_req *r, int64_t *id) {
+static int find_job(srv_server *s, srv_req *r, int64_t *id) {
   char owner[64];
   const char *uid = r->parts[2];
-  if (ebb_store_find(s->store, uid, id, owner, sizeof owner) != 0 ||
+  if (srv_store_find(s->store, uid, id, owner, sizeof owner) != 0 ||
       (r->role != SRV_ROLE_ADMIN && strcmp(owner, r->owner)))
     return ebb_seterr(EBB_ENOTFOUND, "no job '%s'", uid);
   return 0;
@@ -114,7 +114,7 @@ static enum MHD_Result result_of(struct MHD_Connection *c, srv_req *r, const cha
                       uid, state ? state : "ended", msg ? msg : "(no message)");
 }
 
-enum MHD_Result srv_h_job_result(ebb_server *s, struct MHD_Connection *c, srv_req *r,
+enum MHD_Result srv_h_job_result(srv_server *s, struct MHD_Connection *c, srv_req *r,
                                  const char *method) {
   if (s->cluster)
     return srv_cluster_job_result(s, c, r, method);
@@ -122,7 +122,7 @@ enum MHD_Result srv_h_job_result(ebb_server *s, struct MHD_Connection *c, srv_re
   json_t *o = NULL;
   int rc = find_job(s, r, &id);
   if (!rc)
-    rc = ebb_store_get(s->store, id, &o);
+    rc = srv_store_get(s->store, id, &o);
   if (rc)
     return srv_send_ebb_err(c, r, rc, ebb_errmsg());
   enum MHD_Result ret = result_of(c, r, r->parts[2], o);
@@ -130,30 +130,30 @@ enum MHD_Result srv_h_job_result(ebb_server *s, struct MHD_Connection *c, srv_re
   return ret;
 }
 
-static enum MHD_Result cancel_job(ebb_server *s, struct MHD_Connection *c, srv_req *r,
+static enum MHD_Result cancel_job(srv_server *s, struct MHD_Connection *c, srv_req *r,
                                   int64_t id) {
   const char *uid = r->parts[2];
-  ebb_job_state st;
-  int rc = ebb_store_state(s->store, id, &st);
+  srv_job_state st;
+  int rc = srv_store_state(s->store, id, &st);
   if (rc)
     return srv_send_ebb_err(c, r, rc, ebb_errmsg());
   int running = 0;
   if (st == EBB_JOB_QUEUED || st == EBB_JOB_RUNNING)
-    rc = ebb_queue_cancel(s->queue, id, &running);
+    rc = srv_queue_cancel(s->queue, id, &running);
   if (rc || (st != EBB_JOB_QUEUED && st != EBB_JOB_RUNNING)) {
-    ebb_store_state(s->store, id, &st);
+    srv_store_state(s->store, id, &st);
     return srv_send_err(c, r, MHD_HTTP_CONFLICT, "already_finished",
                         "job %s has already finished (%s); nothing to cancel", uid,
-                        ebb_job_state_name(st));
+                        srv_job_state_name(st));
   }
-  ebb_log(EBB_LOG_INFO, "server", "job %s: %s", uid,
+  base_log(EBB_LOG_INFO, "server", "job %s: %s", uid,
           running ? "cancelling (the running stage stops, ebb releases)" : "cancelled");
   return srv_send_json(c, r, MHD_HTTP_ACCEPTED,
                        json_pack("{s:s,s:s}", "id", uid, "state",
                                  running ? "cancelling" : "cancelled"));
 }
 
-enum MHD_Result srv_h_job(ebb_server *s, struct MHD_Connection *c, srv_req *r,
+enum MHD_Result srv_h_job(srv_server *s, struct MHD_Connection *c, srv_req *r,
                           const char *method) {
   if (s->cluster)
     return srv_cluster_job(s, c, r, method);
@@ -164,7 +164,7 @@ enum MHD_Result srv_h_job(ebb_server *s, struct MHD_Connection *c, srv_req *r,
   if (!strcmp(method, "DELETE"))
     return cancel_job(s, c, r, id);
   json_t *o = NULL;
-  if ((rc = ebb_store_get(s->store, id, &o)) != 0)
+  if ((rc = srv_store_get(s->store, id, &o)) != 0)
     return srv_send_ebb_err(c, r, rc, ebb_errmsg());
   return srv_send_json(c, r, MHD_HTTP_OK, o);
 }
@@ -175,7 +175,7 @@ typedef struct srv_owner {
   char id[40], owner[24];
 } srv_owner;
 
-static void owner_add(ebb_server *s, const char *id, const char *owner) {
+static void owner_add(srv_server *s, const char *id, const char *owner) {
   srv_owner *o = calloc(1, sizeof *o);
   if (!o)
     return; /* then only admins see it */
@@ -187,7 +187,7 @@ static void owner_add(ebb_server *s, const char *id, const char *owner) {
   pthread_mutex_unlock(&s->owners_lock);
 }
 
-static void owner_drop(ebb_server *s, const char *id) {
+static void owner_drop(srv_server *s, const char *id) {
   pthread_mutex_lock(&s->owners_lock);
   for (srv_owner **p = &s->session_owners; *p; p = &(*p)->next)
     if (!strcmp((*p)->id, id)) {
@@ -201,7 +201,7 @@ static void owner_drop(ebb_server *s, const char *id) {
 
 /* 0 when this caller may use the session; else EBB_ENOTFOUND as if it did
  * not exist. */
-static int session_visible(ebb_server *s, srv_req *r, const char *id) {
+static int session_visible(srv_server *s, srv_req *r, const char *id) {
   if (r->role == SRV_ROLE_ADMIN)
     return 0;
   int ok = 0;
@@ -213,7 +213,7 @@ static int session_visible(ebb_server *s, srv_req *r, const char *id) {
   return ok ? 0 : ebb_seterr(EBB_ENOTFOUND, "no session '%s'", id);
 }
 
-void srv_session_owners_free(ebb_server *s) {
+void srv_session_owners_free(srv_server *s) {
   for (srv_owner *o = s->session_owners, *n; o; o = n) {
     n = o->next;
     free(o);
@@ -224,22 +224,22 @@ void srv_session_owners_free(ebb_server *s) {
 /* Roles hold through sessions: a session that would load, wake or switch a
  * pipeline needs the admin role; any caller may open one on a pipeline that
  * is loaded and awake on some device. An unknown pipeline goes on to its 404. */
-static int may_open_session(ebb_server *s, const srv_req *r, const char *name) {
-  if (r->role >= SRV_ROLE_ADMIN || !ebb_manager_pipeline(s->m, name))
+static int may_open_session(srv_server *s, const srv_req *r, const char *name) {
+  if (r->role >= SRV_ROLE_ADMIN || !pl_manager_pipeline(s->m, name))
     return 1;
   for (size_t i = 0; i < s->ndev; i++) {
     uint64_t measured;
     int asleep = 0;
-    if (!ebb_manager_is_loaded(s->ms[i], name))
+    if (!pl_manager_is_loaded(s->ms[i], name))
       continue;
-    ebb_manager_place_figures(s->ms[i], name, &measured, &asleep);
+    pl_manager_place_figures(s->ms[i], name, &measured, &asleep);
     if (!asleep)
       return 1;
   }
   return 0;
 }
 
-enum MHD_Result srv_h_sessions_post(ebb_server *s, struct MHD_Connection *c, srv_req *r,
+enum MHD_Result srv_h_sessions_post(srv_server *s, struct MHD_Connection *c, srv_req *r,
                                     const char *method) {
   (void)method;
   if (r->kind != BODY_BUFFER || !r->len)
@@ -275,52 +275,52 @@ enum MHD_Result srv_h_sessions_post(ebb_server *s, struct MHD_Connection *c, srv
   }
   char id[40];
   size_t at = 0; /* several devices: where the pipeline is loaded, else placed */
-  int rc = ebb_queue_place_load(s->queue, json_string_value(p), &at);
+  int rc = srv_queue_place_load(s->queue, json_string_value(p), &at);
   if (!rc)
-    rc = ebb_manager_session_open(s->ms[at], json_string_value(p), id);
+    rc = pl_manager_session_open(s->ms[at], json_string_value(p), id);
   srv_snapshot_changed(s);
   enum MHD_Result ret;
   if (rc)
     ret = srv_send_ebb_err(c, r, rc, ebb_errmsg());
   else {
     owner_add(s, id, r->owner);
-    ebb_log(EBB_LOG_INFO, "server", "session %s: opened on pipeline '%s'", id,
+    base_log(EBB_LOG_INFO, "server", "session %s: opened on pipeline '%s'", id,
             json_string_value(p));
     ret = srv_send_json(c, r, MHD_HTTP_CREATED,
                         json_pack("{s:s,s:s,s:s}", "id", id, "pipeline", json_string_value(p),
-                                  "device", ebb_device_label(ebb_manager_device(s->ms[at]))));
+                                  "device", dev_device_label(pl_manager_device(s->ms[at]))));
   }
   json_decref(b);
   return ret;
 }
 
 /* The manager (device) a session lives on; the first when none knows it. */
-static ebb_manager *session_manager(ebb_server *s, const char *id) {
+static pl_manager *session_manager(srv_server *s, const char *id) {
   for (size_t i = 1; i < s->ndev; i++) {
-    ebb_session_info si;
-    if (ebb_sessions_info(ebb_manager_sessions(s->ms[i]), id, &si) == 0)
+    pl_session_info si;
+    if (pl_sessions_info(pl_manager_sessions(s->ms[i]), id, &si) == 0)
       return s->ms[i];
   }
   ebb_clearerr();
   return s->m;
 }
 
-enum MHD_Result srv_h_session(ebb_server *s, struct MHD_Connection *c, srv_req *r,
+enum MHD_Result srv_h_session(srv_server *s, struct MHD_Connection *c, srv_req *r,
                               const char *method) {
   const char *id = r->parts[2];
   if (session_visible(s, r, id) != 0)
     return srv_send_ebb_err(c, r, EBB_ENOTFOUND, ebb_errmsg());
   if (!strcmp(method, "DELETE")) {
-    int rc = ebb_manager_session_close(session_manager(s, id), id);
+    int rc = pl_manager_session_close(session_manager(s, id), id);
     srv_snapshot_changed(s);
     if (rc)
       return srv_send_ebb_err(c, r, rc, ebb_errmsg());
     owner_drop(s, id);
-    ebb_log(EBB_LOG_INFO, "server", "session %s: closed", id);
+    base_log(EBB_LOG_INFO, "server", "session %s: closed", id);
     return srv_send_json(c, r, MHD_HTTP_OK, json_pack("{s:s,s:b}", "id", id, "closed", 1));
   }
-  ebb_session_info si;
-  int rc = ebb_sessions_info(ebb_manager_sessions(session_manager(s, id)), id, &si);
+  pl_session_info si;
+  int rc = pl_sessions_info(pl_manager_sessions(session_manager(s, id)), id, &si);
   if (rc)
     return srv_send_ebb_err(c, r, rc, ebb_errmsg());
   return srv_send_json(c, r, MHD_HTTP_OK,
@@ -334,7 +334,7 @@ enum MHD_Result srv_h_session(ebb_server *s, struct MHD_Connection *c, srv_req *
 
 static enum MHD_Result item_done(struct MHD_Connection *c, srv_req *r, const char *id,
                                  const char *pipeline, const char *dir,
-                                 const ebb_job_result *res) {
+                                 const pl_job_result *res) {
   char rp[4500];
   snprintf(rp, sizeof rp, "%s/result.json", dir);
   json_t *result = json_load_file(rp, 0, NULL);
@@ -346,15 +346,15 @@ static enum MHD_Result item_done(struct MHD_Connection *c, srv_req *r, const cha
                                  "output_dir", dir));
 }
 
-enum MHD_Result srv_h_session_item(ebb_server *s, struct MHD_Connection *c, srv_req *r,
+enum MHD_Result srv_h_session_item(srv_server *s, struct MHD_Connection *c, srv_req *r,
                                    const char *method) {
   (void)method;
   const char *id = r->parts[2];
-  ebb_session_info si;
+  pl_session_info si;
   int rc = session_visible(s, r, id);
-  ebb_manager *sm = session_manager(s, id);
+  pl_manager *sm = session_manager(s, id);
   if (!rc)
-    rc = ebb_sessions_info(ebb_manager_sessions(sm), id, &si);
+    rc = pl_sessions_info(pl_manager_sessions(sm), id, &si);
   if (rc)
     return srv_send_ebb_err(c, r, rc, ebb_errmsg());
   srv_input in;
@@ -375,7 +375,7 @@ enum MHD_Result srv_h_session_item(ebb_server *s, struct MHD_Connection *c, srv_
   unsigned long n = atomic_fetch_add(&s->counter, 1);
   char dir[4096], path[4400];
   snprintf(dir, sizeof dir, "%s/sessions/%s/%lu", s->data_dir, id, n);
-  rc = ebb_mkdirs(dir, 0755, "mkdir");
+  rc = base_mkdirs(dir, 0755, "mkdir");
   if (!rc)
     rc = srv_place_input(s, r, &in, dir, path, sizeof path);
   if (!rc)
@@ -384,8 +384,8 @@ enum MHD_Result srv_h_session_item(ebb_server *s, struct MHD_Connection *c, srv_
     srv_input_free(&in);
     return srv_send_ebb_err(c, r, EBB_EIO, ebb_errmsg());
   }
-  ebb_job_result res;
-  rc = ebb_manager_session_item(sm, id, path, dir, in.options, &s->stop, &res);
+  pl_job_result res;
+  rc = pl_manager_session_item(sm, id, path, dir, in.options, &s->stop, &res);
   srv_input_free(&in);
   srv_snapshot_changed(s);
   if (rc == EBB_ENOTFOUND || rc == EBB_EBUSY || rc == EBB_ECONFIG)

@@ -14,12 +14,12 @@ static void family(FILE *f, const char *name, const char *type, const char *help
   fprintf(f, "# HELP %s %s\n# TYPE %s %s\n", name, help, name, type);
 }
 
-static void jobs_and_release(ebb_server *s, FILE *f, json_t *snap) {
+static void jobs_and_release(srv_server *s, FILE *f, json_t *snap) {
   uint64_t counts[EBB_JOB_NSTATES];
-  ebb_store_counts(s->store, counts);
+  srv_store_counts(s->store, counts);
   family(f, "ebb_jobs", "gauge", "Jobs in the store by state.");
   for (int i = 0; i < EBB_JOB_NSTATES; i++)
-    fprintf(f, "ebb_jobs{state=\"%s\"} %llu\n", ebb_job_state_name(i),
+    fprintf(f, "ebb_jobs{state=\"%s\"} %llu\n", srv_job_state_name(i),
             (unsigned long long)counts[i]);
   family(f, "ebb_released_bytes_total", "counter",
          "Device bytes ebb handed back to the driver.");
@@ -92,7 +92,7 @@ static void devices(FILE *f, json_t *devs) {
 }
 
 /* Who got a connection and who lost one (conns.c). */
-static void connections(ebb_server *s, FILE *f) {
+static void connections(srv_server *s, FILE *f) {
   srv_conn_stats st;
   srv_conns_stats(s->conns, &st);
   family(f, "ebb_connections_open", "gauge", "HTTP connections open now.");
@@ -126,7 +126,7 @@ static void pipelines(FILE *f, json_t *snap) {
           (long long)json_integer_value(json_object_get(snap, "sessions")));
 }
 
-enum MHD_Result srv_metrics(ebb_server *s, struct MHD_Connection *c, srv_req *r) {
+enum MHD_Result srv_metrics(srv_server *s, struct MHD_Connection *c, srv_req *r) {
   char *buf = NULL;
   size_t n = 0;
   FILE *f = open_memstream(&buf, &n);

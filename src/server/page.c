@@ -18,14 +18,14 @@ static const char *type_of(const char *name) {
   return "application/octet-stream";
 }
 
-const ebb_page_asset *ebb_page_find(const char *name) {
-  for (const ebb_page_asset *a = ebb_page_assets; a->name; a++)
+const srv_page_asset *srv_page_find(const char *name) {
+  for (const srv_page_asset *a = srv_page_assets; a->name; a++)
     if (!strcmp(a->name, name))
       return a;
   return NULL;
 }
 
-enum MHD_Result ebb_page_send(struct MHD_Connection *c, const ebb_page_asset *a) {
+enum MHD_Result srv_page_send(struct MHD_Connection *c, const srv_page_asset *a) {
   struct MHD_Response *r =
       MHD_create_response_from_buffer(a->size, (void *)a->data, MHD_RESPMEM_PERSISTENT);
   if (!r)

@@ -8,17 +8,17 @@
 #include <microhttpd.h>
 #include <stddef.h>
 
-typedef struct ebb_page_asset {
+typedef struct srv_page_asset {
   const char *name;            /* file name under src/server/page/ */
   const unsigned char *data;
   size_t size;
-} ebb_page_asset;
+} srv_page_asset;
 /* Ends with {NULL, NULL, 0}. (the generated page_assets.c) */
-extern const ebb_page_asset ebb_page_assets[];
+extern const srv_page_asset srv_page_assets[];
 
 /* The asset named, or NULL. */
-const ebb_page_asset *ebb_page_find(const char *name);
+const srv_page_asset *srv_page_find(const char *name);
 /* Answers 200 with the asset. */
-enum MHD_Result ebb_page_send(struct MHD_Connection *c, const ebb_page_asset *a);
+enum MHD_Result srv_page_send(struct MHD_Connection *c, const srv_page_asset *a);
 
 #endif

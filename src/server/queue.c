@@ -38,20 +38,20 @@ typedef struct qjob {
 /* One device the queue runs jobs on: its manager, its worker thread, the
  * job it runs and whether it failed. */
 typedef struct qdev {
-  ebb_queue *q;
-  ebb_manager *m;
-  ebb_allocator *alloc;
+  srv_queue *q;
+  pl_manager *m;
+  mem_allocator *alloc;
   qjob *running;
   int failed;      /* taken out of placement */
   char why[1100]; /* the error that failed it */
   uint64_t jobs;   /* jobs started here */
   pthread_t worker;
   int started;
-  ebb_residency *res; /* several devices: the pipelines jobs loaded here */
+  pl_residency *res; /* several devices: the pipelines jobs loaded here */
 } qdev;
 
-struct ebb_queue {
-  ebb_store *store;
+struct srv_queue {
+  srv_store *store;
   pthread_mutex_t lock;
   pthread_cond_t cond;
   qjob *head, *tail;
@@ -103,13 +103,13 @@ static char *result_text(const char *outdir) {
 
 /* Cancels the running job once its deadline has passed. */
 static void *watchdog(void *arg) {
-  ebb_queue *q = arg;
+  srv_queue *q = arg;
   pthread_mutex_lock(&q->lock);
   while (!q->stop) {
-    ebb_cond_wait_ms(&q->cond, &q->lock, 100);
+    base_cond_wait_ms(&q->cond, &q->lock, 100);
     for (size_t i = 0; i < q->ndevs; i++) {
       qjob *j = q->devs[i].running;
-      if (j && j->deadline > 0 && ebb_now() > j->deadline && !atomic_load(&j->timed_out)) {
+      if (j && j->deadline > 0 && base_now() > j->deadline && !atomic_load(&j->timed_out)) {
         atomic_store(&j->timed_out, 1);
         atomic_store(&j->cancel, 1);
       }
@@ -119,14 +119,14 @@ static void *watchdog(void *arg) {
   return NULL;
 }
 
-static double timeout_of(ebb_queue *q, const char *pipeline) {
-  const ebb_pipeline_def *d = ebb_manager_pipeline(q->devs[0].m, pipeline);
+static double timeout_of(srv_queue *q, const char *pipeline) {
+  const pl_def *d = pl_manager_pipeline(q->devs[0].m, pipeline);
   return d && d->timeout_s > 0 ? d->timeout_s : q->timeout_s;
 }
 
 /* Stopped by the server's stop: back to queued. Past its deadline: failed,
  * EBB_ETIMEDOUT. */
-static int ended_early(ebb_queue *q, qjob *j, const char *device, int rc, double timeout) {
+static int ended_early(srv_queue *q, qjob *j, const char *device, int rc, double timeout) {
   if (rc == EBB_ECANCELED && atomic_load(&q->stopping) && !atomic_load(&j->timed_out) &&
       !atomic_load(&j->by_client)) {
     srv_job_publish(j->id, j->uid, j->pipeline, device, EBB_JOB_QUEUED, NULL, NULL, 0, NULL);
@@ -147,7 +147,7 @@ static int ended_early(ebb_queue *q, qjob *j, const char *device, int rc, double
 
 /* A driver error on a device with others beside it: the device is taken out
  * of placement (a sticky error, a lost device). */
-static int device_fault(ebb_queue *q, int rc) {
+static int device_fault(srv_queue *q, int rc) {
   return q->place && (rc == EBB_EDRIVER || rc == EBB_ENODEV);
 }
 
@@ -156,21 +156,21 @@ static int device_fault(ebb_queue *q, int rc) {
  * unloaded there and then, not at the server's stop: their memory is
  * accounted as released and nothing shows them loaded on a dead device. */
 static void mark_failed(qdev *d, const char *msg) {
-  ebb_queue *q = d->q;
-  const char *label = ebb_device_label(ebb_manager_device(d->m));
+  srv_queue *q = d->q;
+  const char *label = dev_device_label(pl_manager_device(d->m));
   pthread_mutex_lock(&q->lock);
   d->failed = 1;
   snprintf(d->why, sizeof d->why, "%s", msg);
   pthread_cond_broadcast(&q->cond);
   pthread_mutex_unlock(&q->lock);
-  ebb_log(EBB_LOG_ERROR, "server", "device %s failed and is taken out of placement: %s", label,
+  base_log(EBB_LOG_ERROR, "server", "device %s failed and is taken out of placement: %s", label,
           msg);
   ebb_event lost = {.kind = EBB_EVENT_DEVICE_LOST, .device = label, .message = msg};
-  ebb_event_publish(&lost);
+  base_event_publish(&lost);
   uint64_t rel = 0;
   int n = 0;
-  int rc = ebb_manager_unload_all(d->m, &rel, &n);
-  ebb_log(rc ? EBB_LOG_WARN : EBB_LOG_INFO, "server",
+  int rc = pl_manager_unload_all(d->m, &rel, &n);
+  base_log(rc ? EBB_LOG_WARN : EBB_LOG_INFO, "server",
           "device %s failed: %d pipeline%s unloaded there, %llu MiB released%s%s", label, n,
           n == 1 ? "" : "s", (unsigned long long)(rel >> 20), rc ? "; " : "",
           rc ? ebb_errmsg() : "");
@@ -180,24 +180,24 @@ static void mark_failed(qdev *d, const char *msg) {
 
 /* With placement the pipeline stays loaded on its device (a later job of it
  * runs there without a load); EBB_PLACE_FITS / EVICT load it first. */
-static int run_on(qdev *d, qjob *j, ebb_place_how how, srv_stage_bytes *t,
-                  ebb_job_result *res) {
+static int run_on(qdev *d, qjob *j, pl_place_how how, srv_stage_bytes *t,
+                  pl_job_result *res) {
   if (d->q->place && how != EBB_PLACE_LOADED) {
     memset(res, 0, sizeof *res);
-    int rc = ebb_manager_load(d->m, j->pipeline);
+    int rc = pl_manager_load(d->m, j->pipeline);
     if (rc) {
       res->code = rc;
       snprintf(res->message, sizeof res->message, "%s", ebb_errmsg());
       return rc;
     }
   }
-  return ebb_manager_run_job(d->m, j->pipeline, j->input, j->outdir, j->options, &j->cancel,
+  return pl_manager_run_job(d->m, j->pipeline, j->input, j->outdir, j->options, &j->cancel,
                              t ? srv_stage_bytes_progress : NULL, t, res);
 }
 
 /* Whether a job of name waits (q->lock held): residency keeps it then. */
 static int queued_for(void *arg, const char *name) {
-  const ebb_queue *q = arg;
+  const srv_queue *q = arg;
   for (const qjob *j = q->head; j; j = j->next)
     if (!strcmp(j->pipeline, name))
       return 1;
@@ -207,29 +207,29 @@ static int queued_for(void *arg, const char *name) {
 /* Called by d's worker with q->lock held when it has no job to run: a
  * resident pipeline whose keep time is over leaves d (pipeline/residency.h). */
 static void vacate(qdev *d) {
-  ebb_queue *q = d->q;
-  ebb_resident_due due;
-  if (d->failed || !ebb_residency_due(d->res, queued_for, q, &due))
+  srv_queue *q = d->q;
+  pl_resident_due due;
+  if (d->failed || !pl_residency_due(d->res, queued_for, q, &due))
     return;
   pthread_mutex_unlock(&q->lock);
-  ebb_residency_leave(d->res, &due);
+  pl_residency_leave(d->res, &due);
   if (q->on_state)
     q->on_state(q->arg);
   pthread_mutex_lock(&q->lock);
 }
 
-static void run_one(qdev *d, qjob *j, ebb_place_how how) {
-  ebb_queue *q = d->q;
-  const char *label = ebb_device_label(ebb_manager_device(d->m));
+static void run_one(qdev *d, qjob *j, pl_place_how how) {
+  srv_queue *q = d->q;
+  const char *label = dev_device_label(pl_manager_device(d->m));
   srv_record_running(q->rec, j->id, j->pipeline, label);
   srv_job_publish(j->id, j->uid, j->pipeline, label, EBB_JOB_RUNNING, NULL, NULL, 0, NULL);
   srv_stage_bytes t; /* each stage's bytes, from its own release event */
   int tracked = srv_stage_bytes_begin(&t, label) == 0;
-  ebb_job_result res;
+  pl_job_result res;
   int rc = run_on(d, j, how, tracked ? &t : NULL, &res);
   char *stages = tracked ? srv_stage_bytes_end(&t) : NULL;
   if (q->place)
-    ebb_residency_note(d->res, j->pipeline, how != EBB_PLACE_LOADED);
+    pl_residency_note(d->res, j->pipeline, how != EBB_PLACE_LOADED);
   if (ended_early(q, j, label, rc, timeout_of(q, j->pipeline))) {
     free(stages);
     return;
@@ -243,7 +243,7 @@ static void run_one(qdev *d, qjob *j, ebb_place_how how) {
     }
     mark_failed(d, res.message);
   }
-  ebb_job_state st = rc == 0                   ? EBB_JOB_SUCCEEDED
+  srv_job_state st = rc == 0                   ? EBB_JOB_SUCCEEDED
                      : rc == EBB_ECANCELED &&
                                atomic_load(&j->cancel) ? EBB_JOB_CANCELLED
                                                        : EBB_JOB_FAILED;
@@ -257,7 +257,7 @@ static void run_one(qdev *d, qjob *j, ebb_place_how how) {
 }
 
 /* --- placement (pipeline/placement.h) over the queue's devices ---------------- */
-static void unlink_job(ebb_queue *q, qjob *j, qjob *prev) {
+static void unlink_job(srv_queue *q, qjob *j, qjob *prev) {
   if (prev)
     prev->next = j->next;
   else
@@ -268,60 +268,60 @@ static void unlink_job(ebb_queue *q, qjob *j, qjob *prev) {
 }
 
 /* The devices as placement sees them for pipeline name (q->lock held). */
-static void picture(ebb_queue *q, const char *name, const uint64_t *free_b, const int *known,
-                    ebb_place_dev *pd) {
+static void picture(srv_queue *q, const char *name, const uint64_t *free_b, const int *known,
+                    pl_place_dev *pd) {
   for (size_t i = 0; i < q->ndevs; i++) {
     qdev *d = &q->devs[i];
     uint64_t meas;
-    pd[i] = (ebb_place_dev){.ordinal = ebb_device_ordinal(ebb_manager_device(d->m)),
+    pd[i] = (pl_place_dev){.ordinal = dev_ordinal(pl_manager_device(d->m)),
                             .idle = !d->running && !d->failed,
                             .failed = d->failed,
-                            .loaded = ebb_manager_is_loaded(d->m, name),
+                            .loaded = pl_manager_is_loaded(d->m, name),
                             .free_known = known[i],
                             .free_bytes = free_b[i],
-                            .asleep_bytes = ebb_manager_asleep_bytes(d->m, name)};
-    ebb_manager_place_figures(d->m, name, &meas, &pd[i].asleep);
-    pd[i].other_bytes = ebb_manager_loaded_bytes(d->m, name, &pd[i].others);
+                            .asleep_bytes = pl_manager_asleep_bytes(d->m, name)};
+    pl_manager_place_figures(d->m, name, &meas, &pd[i].asleep);
+    pd[i].other_bytes = pl_manager_loaded_bytes(d->m, name, &pd[i].others);
   }
 }
 
 /* The job as placement sees it: its need (the largest measured over the
  * devices, else the stages' estimate, else "expected_mib"), pins, overdue. */
-static void job_place(ebb_queue *q, const qjob *j, double now, ebb_place_job *pj) {
-  const ebb_pipeline_def *def = ebb_manager_pipeline(q->devs[0].m, j->pipeline);
+static void job_place(srv_queue *q, const qjob *j, double now, pl_place_job *pj) {
+  const pl_def *def = pl_manager_pipeline(q->devs[0].m, j->pipeline);
   uint64_t measured = 0;
   for (size_t i = 0; i < q->ndevs; i++) {
     uint64_t n;
     int asleep;
-    ebb_manager_place_figures(q->devs[i].m, j->pipeline, &n, &asleep);
+    pl_manager_place_figures(q->devs[i].m, j->pipeline, &n, &asleep);
     measured = n > measured ? n : measured;
   }
-  uint64_t est = def && !measured ? ebb_place_estimate_hook(q->devs[0].m, def) : 0;
-  *pj = (ebb_place_job){.need = def ? ebb_place_need(def, measured, est) : 0,
+  uint64_t est = def && !measured ? pl_place_estimate_hook(q->devs[0].m, def) : 0;
+  *pj = (pl_place_job){.need = def ? pl_place_need(def, measured, est) : 0,
                         .pin_cuda = def ? def->pin_cuda : 0,
                         .pin_cpu = def ? def->pin_cpu : 0,
                         .overdue = q->max_wait_s > 0 && now - j->queued_at > q->max_wait_s};
 }
 
-static void fail_unplaceable(ebb_queue *q, qjob *j) {
+static void fail_unplaceable(srv_queue *q, qjob *j) {
   char msg[700] = "";
   for (size_t i = 0; i < q->ndevs; i++)
     if (q->devs[i].failed)
       snprintf(msg + strlen(msg), sizeof msg - strlen(msg), "; %s failed",
-               ebb_device_label(ebb_manager_device(q->devs[i].m)));
+               dev_device_label(pl_manager_device(q->devs[i].m)));
   char full[900];
   snprintf(full, sizeof full, "no device this server drives can run pipeline '%s' (its "
                               "\"devices\", its need)%s", j->pipeline, msg);
   srv_job_publish(j->id, j->uid, j->pipeline, NULL, EBB_JOB_FAILED, "EBB_ENODEV", full, 0, "[]");
-  ebb_store_finish(q->store, j->id, EBB_JOB_FAILED, "EBB_ENODEV", full, NULL, 0, "[]");
-  ebb_log(EBB_LOG_WARN, "server", "job %lld: failed: %s", (long long)j->id, full);
+  srv_store_finish(q->store, j->id, EBB_JOB_FAILED, "EBB_ENODEV", full, NULL, 0, "[]");
+  base_log(EBB_LOG_WARN, "server", "job %lld: failed: %s", (long long)j->id, full);
 }
 
 /* The next job for device d (q->lock held), unlinked, or NULL: the first
  * queued job that placement sends to d. A job past --max-wait that d could
  * take reserves d: no later job starts there before it. Jobs no device can
  * ever take fail. */
-static qjob *pick(ebb_queue *q, qdev *d, ebb_place_how *how) {
+static qjob *pick(srv_queue *q, qdev *d, pl_place_how *how) {
   *how = EBB_PLACE_LOADED;
   if (!q->place) {
     qjob *j = q->head;
@@ -336,15 +336,15 @@ static qjob *pick(ebb_queue *q, qdev *d, ebb_place_how *how) {
   int known[16] = {0};
   for (size_t i = 0; i < n; i++)
     if (!q->devs[i].running && !q->devs[i].failed)
-      free_b[i] = ebb_driver_free(ebb_manager_device(q->devs[i].m), &known[i]);
-  ebb_place_dev pd[16];
-  double now = ebb_now();
+      free_b[i] = pl_driver_free(pl_manager_device(q->devs[i].m), &known[i]);
+  pl_place_dev pd[16];
+  double now = base_now();
   for (qjob *j = q->head, *prev = NULL, *next; j; j = next) {
     next = j->next;
-    ebb_place_job pj;
+    pl_place_job pj;
     job_place(q, j, now, &pj);
     picture(q, j->pipeline, free_b, known, pd);
-    int at = ebb_place(pd, n, &pj, how);
+    int at = pl_place(pd, n, &pj, how);
     if (*how == EBB_PLACE_NEVER) {
       unlink_job(q, j, prev);
       fail_unplaceable(q, j);
@@ -355,7 +355,7 @@ static qjob *pick(ebb_queue *q, qdev *d, ebb_place_how *how) {
       unlink_job(q, j, prev);
       return j;
     }
-    if (pj.overdue && ebb_place_could_fit(&pd[me], &pj))
+    if (pj.overdue && pl_place_could_fit(&pd[me], &pj))
       return NULL; /* d is reserved for this job */
     prev = j;
   }
@@ -364,11 +364,11 @@ static qjob *pick(ebb_queue *q, qdev *d, ebb_place_how *how) {
 
 static void *worker(void *arg) {
   qdev *d = arg;
-  ebb_queue *q = d->q;
+  srv_queue *q = d->q;
   pthread_mutex_lock(&q->lock);
   for (;;) {
     qjob *j = NULL;
-    ebb_place_how how = EBB_PLACE_LOADED;
+    pl_place_how how = EBB_PLACE_LOADED;
     while (!q->stop && !(j = pick(q, d, &how))) {
       if (q->place)
         vacate(d);
@@ -385,7 +385,7 @@ static void *worker(void *arg) {
     if (q->stop)
       break;
     double timeout = timeout_of(q, j->pipeline);
-    j->deadline = timeout > 0 ? ebb_now() + timeout : 0;
+    j->deadline = timeout > 0 ? base_now() + timeout : 0;
     d->running = j;
     d->jobs++;
     pthread_mutex_unlock(&q->lock);
@@ -405,40 +405,40 @@ static void *worker(void *arg) {
 
 /* Fits nowhere: the other processes on each eligible device are asked for
  * room (the broker, docs/broker.md), most free first, until it fits. */
-static int place_after_asking(ebb_queue *q, const char *pipeline, const ebb_place_job *pj,
-                              ebb_place_how *how) {
+static int place_after_asking(srv_queue *q, const char *pipeline, const pl_place_job *pj,
+                              pl_place_how *how) {
   size_t n = q->ndevs;
   int at = -1, tried[16] = {0};
   for (size_t k = 0; k < n && at < 0; k++) {
     uint64_t free_b[16] = {0};
     int known[16] = {0};
-    ebb_place_dev pd[16];
+    pl_place_dev pd[16];
     for (size_t i = 0; i < n; i++)
-      free_b[i] = ebb_driver_free(ebb_manager_device(q->devs[i].m), &known[i]);
+      free_b[i] = pl_driver_free(pl_manager_device(q->devs[i].m), &known[i]);
     pthread_mutex_lock(&q->lock);
     picture(q, pipeline, free_b, known, pd);
     pthread_mutex_unlock(&q->lock);
     size_t best = n;
     for (size_t i = 0; i < n; i++) /* the most free eligible device not asked yet */
-      if (ebb_place_eligible(&pd[i], pj) && !tried[i] &&
+      if (pl_place_eligible(&pd[i], pj) && !tried[i] &&
           (best == n || free_b[i] > free_b[best]))
         best = i;
     if (best == n)
       break;
     tried[best] = 1;
-    int asked = ebb_manager_ask_room(q->devs[best].m, pipeline);
-    free_b[best] = ebb_driver_free(ebb_manager_device(q->devs[best].m), &known[best]);
+    int asked = pl_manager_ask_room(q->devs[best].m, pipeline);
+    free_b[best] = pl_driver_free(pl_manager_device(q->devs[best].m), &known[best]);
     pthread_mutex_lock(&q->lock);
     picture(q, pipeline, free_b, known, pd);
-    at = ebb_place(pd, n, pj, how);
+    at = pl_place(pd, n, pj, how);
     pthread_mutex_unlock(&q->lock);
     if (asked && at != (int)best)
-      ebb_manager_ask_done(q->devs[best].m);
+      pl_manager_ask_done(q->devs[best].m);
   }
   return at;
 }
 
-int ebb_queue_place_load(ebb_queue *q, const char *pipeline, size_t *index) {
+int srv_queue_place_load(srv_queue *q, const char *pipeline, size_t *index) {
   *index = 0;
   if (!q || !q->place)
     return 0;
@@ -447,25 +447,25 @@ int ebb_queue_place_load(ebb_queue *q, const char *pipeline, size_t *index) {
   uint64_t free_b[16] = {0};
   int known[16] = {0};
   for (size_t i = 0; i < n; i++)
-    free_b[i] = ebb_driver_free(ebb_manager_device(q->devs[i].m), &known[i]);
-  ebb_place_dev pd[16];
+    free_b[i] = pl_driver_free(pl_manager_device(q->devs[i].m), &known[i]);
+  pl_place_dev pd[16];
   picture(q, pipeline, free_b, known, pd);
-  qjob j = {.pipeline = (char *)pipeline, .queued_at = ebb_now()};
-  ebb_place_job pj;
-  job_place(q, &j, ebb_now(), &pj);
+  qjob j = {.pipeline = (char *)pipeline, .queued_at = base_now()};
+  pl_place_job pj;
+  job_place(q, &j, base_now(), &pj);
   for (size_t i = 0; i < n; i++) /* a load may wait for a busy device's job */
-    if (pd[i].loaded && ebb_place_eligible(&pd[i], &pj)) {
+    if (pd[i].loaded && pl_place_eligible(&pd[i], &pj)) {
       *index = i;
       pthread_mutex_unlock(&q->lock);
       return 0;
     }
-  ebb_place_how how;
-  int at = ebb_place(pd, n, &pj, &how);
+  pl_place_how how;
+  int at = pl_place(pd, n, &pj, &how);
   if (at < 0) /* every device is busy: the idle ones' picture as if idle */
     for (size_t i = 0; i < n; i++)
       pd[i].idle = !pd[i].failed;
   if (at < 0)
-    at = ebb_place(pd, n, &pj, &how);
+    at = pl_place(pd, n, &pj, &how);
   pthread_mutex_unlock(&q->lock);
   if (at < 0 && how != EBB_PLACE_NEVER)
     at = place_after_asking(q, pipeline, &pj, &how);
@@ -478,13 +478,13 @@ int ebb_queue_place_load(ebb_queue *q, const char *pipeline, size_t *index) {
   return 0;
 }
 
-json_t *ebb_queue_devices_json(ebb_queue *q) {
+json_t *srv_queue_devices_json(srv_queue *q) {
   json_t *a = json_array();
   pthread_mutex_lock(&q->lock);
   for (size_t i = 0; i < q->ndevs; i++) {
     qdev *d = &q->devs[i];
     json_t *o = json_pack("{s:s,s:s,s:I}", "label",
-                          ebb_device_label(ebb_manager_device(d->m)), "state",
+                          dev_device_label(pl_manager_device(d->m)), "state",
                           d->failed ? "failed" : d->running ? "running" : "idle", "jobs_started",
                           (json_int_t)d->jobs);
     json_object_set_new(o, "job", d->running ? json_integer(d->running->id) : json_null());
@@ -495,11 +495,11 @@ json_t *ebb_queue_devices_json(ebb_queue *q) {
   return a;
 }
 
-int ebb_queue_create(ebb_store *store, ebb_manager *const *ms, ebb_allocator *const *allocs,
-                     size_t n, const ebb_queue_opts *o, ebb_queue **out) {
+int srv_queue_create(srv_store *store, pl_manager *const *ms, mem_allocator *const *allocs,
+                     size_t n, const srv_queue_opts *o, srv_queue **out) {
   if (n == 0 || n > 16)
     return ebb_seterr(EBB_EINVAL, "queue: %zu devices (1 to 16 are supported)", n);
-  ebb_queue *q = calloc(1, sizeof *q);
+  srv_queue *q = calloc(1, sizeof *q);
   if (!q || !(q->devs = calloc(n, sizeof *q->devs))) {
     free(q);
     return ebb_seterr(EBB_ENOMEM, "queue: out of host memory");
@@ -515,24 +515,24 @@ int ebb_queue_create(ebb_store *store, ebb_manager *const *ms, ebb_allocator *co
   pthread_cond_init(&q->cond, NULL);
   int rc = srv_recorder_start(store, q->on_state, q->arg, &q->rec);
   if (rc) {
-    ebb_queue_destroy(q);
+    srv_queue_destroy(q);
     return rc;
   }
   for (size_t i = 0; i < n; i++) {
     q->devs[i] = (qdev){.q = q, .m = ms[i], .alloc = allocs[i]};
-    if (q->place && (rc = ebb_residency_create(ms[i], o ? o->keep_resident_s : 0,
+    if (q->place && (rc = pl_residency_create(ms[i], o ? o->keep_resident_s : 0,
                                                &q->devs[i].res))) {
-      ebb_queue_destroy(q);
+      srv_queue_destroy(q);
       return rc;
     }
     if (pthread_create(&q->devs[i].worker, NULL, worker, &q->devs[i]) != 0) {
-      ebb_queue_destroy(q);
+      srv_queue_destroy(q);
       return ebb_seterr(EBB_ENOMEM, "queue: cannot start a worker thread");
     }
     q->devs[i].started = 1;
   }
   if (pthread_create(&q->watchdog, NULL, watchdog, q) != 0) {
-    ebb_queue_destroy(q);
+    srv_queue_destroy(q);
     return ebb_seterr(EBB_ENOMEM, "queue: cannot start the watchdog thread");
   }
   q->watching = 1;
@@ -540,7 +540,7 @@ int ebb_queue_create(ebb_store *store, ebb_manager *const *ms, ebb_allocator *co
   return 0;
 }
 
-void ebb_queue_destroy(ebb_queue *q) {
+void srv_queue_destroy(srv_queue *q) {
   if (!q)
     return;
   atomic_store(&q->stopping, 1);
@@ -558,7 +558,7 @@ void ebb_queue_destroy(ebb_queue *q) {
     pthread_join(q->watchdog, NULL);
   srv_recorder_stop(q->rec); /* the workers are gone: the recorder drains and ends */
   for (size_t i = 0; i < q->ndevs; i++)
-    ebb_residency_destroy(q->devs[i].res);
+    pl_residency_destroy(q->devs[i].res);
   for (qjob *j = q->head, *n; j; j = n) {
     n = j->next;
     qjob_free(j);
@@ -569,7 +569,7 @@ void ebb_queue_destroy(ebb_queue *q) {
   free(q);
 }
 
-int ebb_queue_push(ebb_queue *q, int64_t id, const char *uid, const char *pipeline,
+int srv_queue_push(srv_queue *q, int64_t id, const char *uid, const char *pipeline,
                    const char *input, const char *outdir, json_t *options) {
   qjob *j = calloc(1, sizeof *j);
   if (!j || !(j->pipeline = strdup(pipeline)) || !(j->input = strdup(input)) ||
@@ -580,7 +580,7 @@ int ebb_queue_push(ebb_queue *q, int64_t id, const char *uid, const char *pipeli
   j->id = id;
   snprintf(j->uid, sizeof j->uid, "%s", uid ? uid : "");
   j->options = options ? json_deep_copy(options) : NULL;
-  j->queued_at = ebb_now();
+  j->queued_at = base_now();
   /* before a worker can take it: its "running" comes after this */
   srv_job_publish(id, j->uid, pipeline, NULL, EBB_JOB_QUEUED, NULL, NULL, 0, NULL);
   pthread_mutex_lock(&q->lock);
@@ -594,7 +594,7 @@ int ebb_queue_push(ebb_queue *q, int64_t id, const char *uid, const char *pipeli
   return 0;
 }
 
-size_t ebb_queue_waiting(ebb_queue *q) {
+size_t srv_queue_waiting(srv_queue *q) {
   size_t n = 0;
   pthread_mutex_lock(&q->lock);
   for (const qjob *j = q->head; j; j = j->next)
@@ -603,7 +603,7 @@ size_t ebb_queue_waiting(ebb_queue *q) {
   return n;
 }
 
-int ebb_queue_cancel(ebb_queue *q, int64_t id, int *running) {
+int srv_queue_cancel(srv_queue *q, int64_t id, int *running) {
   *running = 0;
   pthread_mutex_lock(&q->lock);
   for (size_t i = 0; i < q->ndevs; i++) {
@@ -630,7 +630,7 @@ int ebb_queue_cancel(ebb_queue *q, int64_t id, int *running) {
   }
   srv_job_publish(id, found->uid, found->pipeline, NULL, EBB_JOB_CANCELLED, "EBB_ECANCELED",
                   "cancelled before it ran", 0, "[]");
-  ebb_store_finish(q->store, id, EBB_JOB_CANCELLED, "EBB_ECANCELED", "cancelled before it ran",
+  srv_store_finish(q->store, id, EBB_JOB_CANCELLED, "EBB_ECANCELED", "cancelled before it ran",
                    NULL, 0, "[]");
   qjob_free(found);
   return 0;

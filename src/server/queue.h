@@ -17,9 +17,9 @@
 #include "pipeline/manager.h"
 #include "server/store.h"
 
-typedef struct ebb_queue ebb_queue;
+typedef struct srv_queue srv_queue;
 
-typedef struct ebb_queue_opts {
+typedef struct srv_queue_opts {
   double timeout_s; /* a job's deadline when its pipeline sets no timeout_s; 0: none */
   double max_wait_s; /* several devices: a job queued longer reserves the next device that
                         can fit it; <= 0: 60 s */
@@ -28,7 +28,7 @@ typedef struct ebb_queue_opts {
                              its policy gives seconds; <= 0: 300 s (1e-9: at once) */
   void (*on_state)(void *arg); /* after a job starts and after it ends (may be NULL) */
   void *arg;
-} ebb_queue_opts;
+} srv_queue_opts;
 
 /* Starts one worker per device (ms[i] and allocs[i], borrowed, n of them, at
  * most 16); o may be NULL. One device: jobs run in order (FIFO) with the
@@ -39,27 +39,27 @@ typedef struct ebb_queue_opts {
  * fails that job naming the device, and the queued jobs go to the others.
  * A job past its deadline (its pipeline's timeout_s, else o->timeout_s) is
  * cancelled, released and ends failed with EBB_ETIMEDOUT. */
-int ebb_queue_create(ebb_store *store, ebb_manager *const *ms, ebb_allocator *const *allocs,
-                     size_t n, const ebb_queue_opts *o, ebb_queue **out);
+int srv_queue_create(srv_store *store, pl_manager *const *ms, mem_allocator *const *allocs,
+                     size_t n, const srv_queue_opts *o, srv_queue **out);
 /* POST /v1/pipelines/NAME/load with several devices: the device index to
  * load on (where it is loaded already, else placement as for a job, waiting
  * for no busy device). One device: 0. EBB_EOOM / EBB_ENODEV when none can. */
-int ebb_queue_place_load(ebb_queue *q, const char *pipeline, size_t *index);
+int srv_queue_place_load(srv_queue *q, const char *pipeline, size_t *index);
 /* [{"label","state":"idle"|"running"|"failed","job":ID|null,"error":MSG|null,
  *   "jobs_started":N}] one per device (new reference). */
-json_t *ebb_queue_devices_json(ebb_queue *q);
+json_t *srv_queue_devices_json(srv_queue *q);
 /* Stops the running job and puts it back in the store as queued (it did not
  * fail: a later server runs it, like the ones still queued), joins the
  * worker. NULL: no-op. */
-void ebb_queue_destroy(ebb_queue *q);
+void srv_queue_destroy(srv_queue *q);
 /* id: the store's row id; uid: the job's public id (its events name it).
  * Strings and options: borrowed (copied). */
-int ebb_queue_push(ebb_queue *q, int64_t id, const char *uid, const char *pipeline,
+int srv_queue_push(srv_queue *q, int64_t id, const char *uid, const char *pipeline,
                    const char *input, const char *outdir, json_t *options);
 /* How many jobs wait to run (not the running ones): --max-queued. */
-size_t ebb_queue_waiting(ebb_queue *q);
+size_t srv_queue_waiting(srv_queue *q);
 /* EBB_ENOTFOUND when the job is neither queued nor running here. *running:
  * 1 when the job was running (it ends cancelled shortly). */
-int ebb_queue_cancel(ebb_queue *q, int64_t id, int *running);
+int srv_queue_cancel(srv_queue *q, int64_t id, int *running);
 
 #endif

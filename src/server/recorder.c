@@ -17,15 +17,15 @@ typedef struct qrec {
   struct qrec *next;
   rec_kind kind;
   int64_t id;
-  ebb_job_state st;
+  srv_job_state st;
   char *code, *msg, *result, *stages; /* owned; may be NULL */
   uint64_t released;
-  ebb_log_level level;
+  base_log_level level;
   char *line; /* logged after the write (owned; may be NULL) */
 } qrec;
 
 struct srv_recorder {
-  ebb_store *store;
+  srv_store *store;
   void (*on_state)(void *arg);
   void *arg;
   pthread_mutex_t rlock;
@@ -49,14 +49,14 @@ static void rec_free(qrec *r) {
 
 static void rec_write(srv_recorder *q, qrec *r) {
   if (r->kind == REC_RUNNING)
-    ebb_store_set_running(q->store, r->id);
+    srv_store_set_running(q->store, r->id);
   else if (r->kind == REC_REQUEUE)
-    ebb_store_requeue(q->store, r->id);
+    srv_store_requeue(q->store, r->id);
   else
-    ebb_store_finish(q->store, r->id, r->st, r->code, r->msg, r->result, r->released,
+    srv_store_finish(q->store, r->id, r->st, r->code, r->msg, r->result, r->released,
                      r->stages ? r->stages : "[]");
   if (r->line)
-    ebb_log(r->level, "server", "%s", r->line);
+    base_log(r->level, "server", "%s", r->line);
   if (r->kind != REC_REQUEUE && q->on_state)
     q->on_state(q->arg);
 }
@@ -109,9 +109,9 @@ static void record(srv_recorder *q, qrec *r) {
 }
 
 /* A write of kind for job id, with the log line fmt (may be NULL). */
-static qrec *rec_new(rec_kind kind, int64_t id, ebb_log_level level, const char *fmt, ...)
+static qrec *rec_new(rec_kind kind, int64_t id, base_log_level level, const char *fmt, ...)
     __attribute__((format(printf, 4, 5)));
-static qrec *rec_new(rec_kind kind, int64_t id, ebb_log_level level, const char *fmt, ...) {
+static qrec *rec_new(rec_kind kind, int64_t id, base_log_level level, const char *fmt, ...) {
   qrec *r = calloc(1, sizeof *r);
   if (!r)
     return NULL;
@@ -142,10 +142,10 @@ void srv_record_requeue(srv_recorder *q, int64_t id) {
                     "job %lld: stopped by the server's stop; queued again", (long long)id));
 }
 
-void srv_record_finish(srv_recorder *q, int64_t id, ebb_job_state st, const char *code,
+void srv_record_finish(srv_recorder *q, int64_t id, srv_job_state st, const char *code,
                        const char *msg, const char *result, uint64_t released, const char *stages) {
   qrec *r = rec_new(REC_FINISH, id, msg ? EBB_LOG_WARN : EBB_LOG_INFO, "job %lld: %s%s%s",
-                    (long long)id, ebb_job_state_name(st), msg ? ": " : "", msg ? msg : "");
+                    (long long)id, srv_job_state_name(st), msg ? ": " : "", msg ? msg : "");
   if (!r)
     return;
   r->st = st;
@@ -164,7 +164,7 @@ void srv_record_flush(srv_recorder *q) {
   pthread_mutex_unlock(&q->rlock);
 }
 
-int srv_recorder_start(ebb_store *store, void (*on_state)(void *arg), void *arg,
+int srv_recorder_start(srv_store *store, void (*on_state)(void *arg), void *arg,
                        srv_recorder **out) {
   *out = NULL;
   srv_recorder *q = calloc(1, sizeof *q);

@@ -20,7 +20,7 @@ typedef struct srv_recorder srv_recorder;
 /* Starts the recorder thread over store (borrowed); on_state (may be NULL)
  * is called with arg after each write but a requeue. EBB_ENOMEM when the
  * thread cannot start. */
-int srv_recorder_start(ebb_store *store, void (*on_state)(void *arg), void *arg,
+int srv_recorder_start(srv_store *store, void (*on_state)(void *arg), void *arg,
                        srv_recorder **out);
 /* Makes every write handed over so far, joins the thread, frees r. Call it
  * once nothing hands writes over any more. NULL: no-op. */
@@ -33,7 +33,7 @@ void srv_record_requeue(srv_recorder *r, int64_t id);
 /* A job's end: its state, error (code, msg), result and released bytes in
  * all and per stage (strings borrowed, copied; may be NULL), logged as
  * "job ID: STATE[: msg]". */
-void srv_record_finish(srv_recorder *r, int64_t id, ebb_job_state st, const char *code,
+void srv_record_finish(srv_recorder *r, int64_t id, srv_job_state st, const char *code,
                        const char *msg, const char *result, uint64_t released, const char *stages);
 /* Waits until the recorder has made every write handed to it so far. */
 void srv_record_flush(srv_recorder *r);

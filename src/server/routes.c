@@ -14,7 +14,7 @@
 enum { M_GET = 1, M_POST = 2, M_DELETE = 4 };
 enum { B_NONE, B_JSON, B_UPLOAD }; /* the body a route takes */
 
-typedef enum MHD_Result (*handler_fn)(ebb_server *s, struct MHD_Connection *c, srv_req *r,
+typedef enum MHD_Result (*handler_fn)(srv_server *s, struct MHD_Connection *c, srv_req *r,
                                       const char *method);
 
 struct srv_route {
@@ -27,20 +27,20 @@ struct srv_route {
 };
 
 /* --- handlers ------------------------------------------------------------------- */
-static enum MHD_Result h_healthz(ebb_server *s, struct MHD_Connection *c, srv_req *r,
+static enum MHD_Result h_healthz(srv_server *s, struct MHD_Connection *c, srv_req *r,
                                  const char *method) {
   (void)s;
   (void)method;
   return srv_send_json(c, r, MHD_HTTP_OK, json_pack("{s:s}", "status", "ok"));
 }
 
-static enum MHD_Result h_metrics(ebb_server *s, struct MHD_Connection *c, srv_req *r,
+static enum MHD_Result h_metrics(srv_server *s, struct MHD_Connection *c, srv_req *r,
                                  const char *method) {
   (void)method;
   return srv_metrics(s, c, r);
 }
 
-static enum MHD_Result h_pipelines(ebb_server *s, struct MHD_Connection *c, srv_req *r,
+static enum MHD_Result h_pipelines(srv_server *s, struct MHD_Connection *c, srv_req *r,
                                    const char *method) {
   (void)method;
   json_t *snap = srv_snapshot(s);
@@ -50,7 +50,7 @@ static enum MHD_Result h_pipelines(ebb_server *s, struct MHD_Connection *c, srv_
   return srv_send_json(c, r, MHD_HTTP_OK, body);
 }
 
-static enum MHD_Result h_memory(ebb_server *s, struct MHD_Connection *c, srv_req *r,
+static enum MHD_Result h_memory(srv_server *s, struct MHD_Connection *c, srv_req *r,
                                 const char *method) {
   (void)method;
   json_t *snap = srv_snapshot(s);
@@ -60,32 +60,32 @@ static enum MHD_Result h_memory(ebb_server *s, struct MHD_Connection *c, srv_req
 }
 
 /* The live page (page.h): open like /healthz; its API calls carry the token. */
-static enum MHD_Result h_page(ebb_server *s, struct MHD_Connection *c, srv_req *r,
+static enum MHD_Result h_page(srv_server *s, struct MHD_Connection *c, srv_req *r,
                               const char *method) {
   (void)s;
   (void)method;
   const char *name = r->np ? r->parts[1] : "index.html";
-  const ebb_page_asset *a = ebb_page_find(name);
+  const srv_page_asset *a = srv_page_find(name);
   if (!a) /* the name as JSON escapes it (it may hold control bytes) */
     return srv_send_err(c, r, MHD_HTTP_NOT_FOUND, "not_found",
                         "no page file '%.200s' (the page is at /)", name);
-  return ebb_page_send(c, a);
+  return srv_page_send(c, a);
 }
 
-static enum MHD_Result h_events(ebb_server *s, struct MHD_Connection *c, srv_req *r,
+static enum MHD_Result h_events(srv_server *s, struct MHD_Connection *c, srv_req *r,
                                 const char *method) {
   (void)r;
   (void)method;
   return srv_events_serve(s->events, c);
 }
 
-static enum MHD_Result h_release(ebb_server *s, struct MHD_Connection *c, srv_req *r,
+static enum MHD_Result h_release(srv_server *s, struct MHD_Connection *c, srv_req *r,
                                  const char *method) {
   (void)method;
   uint64_t rel = 0;
   for (size_t i = 0; i < s->ndev; i++) {
     uint64_t b = 0;
-    ebb_manager_release(s->ms[i], &b);
+    pl_manager_release(s->ms[i], &b);
     rel += b;
   }
   srv_snapshot_changed(s);
@@ -93,35 +93,35 @@ static enum MHD_Result h_release(ebb_server *s, struct MHD_Connection *c, srv_re
                        json_pack("{s:I}", "released_bytes", (json_int_t)rel));
 }
 
-static enum MHD_Result h_pipeline(ebb_server *s, struct MHD_Connection *c, srv_req *r,
+static enum MHD_Result h_pipeline(srv_server *s, struct MHD_Connection *c, srv_req *r,
                                   const char *method) {
   (void)method;
   const char *name = r->parts[2], *action = r->parts[3];
-  if (!ebb_manager_pipeline(s->m, name)) {
-    ebb_manager_load(s->m, name); /* sets the message naming the known ones */
+  if (!pl_manager_pipeline(s->m, name)) {
+    pl_manager_load(s->m, name); /* sets the message naming the known ones */
     return srv_send_err(c, r, MHD_HTTP_NOT_FOUND, "not_found", "%s", ebb_errmsg());
   }
-  ebb_dev_meminfo mi = {0};
+  dev_meminfo mi = {0};
   uint64_t rel = 0;
   int load = !strcmp(action, "load");
   size_t at = 0; /* several devices: load where placement says, unload everywhere */
-  int rc = load ? ebb_queue_place_load(s->queue, name, &at) : 0;
+  int rc = load ? srv_queue_place_load(s->queue, name, &at) : 0;
   if (!rc && load)
-    rc = ebb_manager_load(s->ms[at], name);
+    rc = pl_manager_load(s->ms[at], name);
   for (size_t i = 0; !load && !rc && i < s->ndev; i++) {
     uint64_t b = 0;
-    if (i == 0 || ebb_manager_is_loaded(s->ms[i], name))
-      rc = ebb_manager_unload(s->ms[i], name, &b);
+    if (i == 0 || pl_manager_is_loaded(s->ms[i], name))
+      rc = pl_manager_unload(s->ms[i], name, &b);
     rel += b;
   }
   srv_snapshot_changed(s);
   if (rc)
     return srv_send_ebb_err(c, r, rc, ebb_errmsg());
-  ebb_device_mem_info(ebb_manager_device(s->ms[at]), &mi);
+  dev_mem_info(pl_manager_device(s->ms[at]), &mi);
   if (s->ndev > 1 && load)
     return srv_send_json(c, r, MHD_HTTP_OK,
                          json_pack("{s:s,s:b,s:s,s:I}", "pipeline", name, "loaded", 1, "device",
-                                   ebb_device_label(ebb_manager_device(s->ms[at])),
+                                   dev_device_label(pl_manager_device(s->ms[at])),
                                    "driver_free_bytes", (json_int_t)mi.free_bytes));
   if (load)
     return srv_send_json(c, r, MHD_HTTP_OK,
@@ -283,7 +283,7 @@ static int check_headers(struct MHD_Connection *c, srv_req *r, enum MHD_Result *
   return 0;
 }
 
-static int check_caller(ebb_server *s, struct MHD_Connection *c, srv_req *r,
+static int check_caller(srv_server *s, struct MHD_Connection *c, srv_req *r,
                         enum MHD_Result *ret) {
   char msg[512];
   if (!srv_host_ok(s, c, msg, sizeof msg)) {
@@ -306,7 +306,7 @@ static int check_caller(ebb_server *s, struct MHD_Connection *c, srv_req *r,
   return 1;
 }
 
-int srv_route_begin(ebb_server *s, struct MHD_Connection *c, srv_req *r, const char *url,
+int srv_route_begin(srv_server *s, struct MHD_Connection *c, srv_req *r, const char *url,
                     const char *method, enum MHD_Result *ret) {
   if (find_route(c, r, url, method, ret))
     return 1;
@@ -327,7 +327,7 @@ int srv_route_begin(ebb_server *s, struct MHD_Connection *c, srv_req *r, const c
   return 0;
 }
 
-enum MHD_Result srv_route_run(ebb_server *s, struct MHD_Connection *c, srv_req *r,
+enum MHD_Result srv_route_run(srv_server *s, struct MHD_Connection *c, srv_req *r,
                               const char *method) {
   return r->route->fn(s, c, r, method);
 }

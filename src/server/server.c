@@ -23,7 +23,7 @@
 static void on_completed(void *cls, struct MHD_Connection *c, void **con_cls,
                          enum MHD_RequestTerminationCode toe) {
   (void)toe;
-  ebb_server *s = cls;
+  srv_server *s = cls;
   srv_conn_answered(s->conns, c);
   srv_req_free(*con_cls);
   *con_cls = NULL;
@@ -93,7 +93,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
                                   const char *method, const char *version,
                                   const char *upload_data, size_t *upload_data_size,
                                   void **con_cls) {
-  ebb_server *s = cls;
+  srv_server *s = cls;
   srv_req *r = *con_cls;
   if (!r) {
     if (!(r = calloc(1, sizeof *r)))
@@ -208,25 +208,25 @@ static int parse_listen(const char *listen, struct sockaddr_storage *ss, char *h
   return 0;
 }
 
-static void requeue(ebb_server *s) {
+static void requeue(srv_server *s) {
   int64_t *ids = NULL;
   size_t n = 0;
-  ebb_store_queued(s->store, &ids, &n);
+  srv_store_queued(s->store, &ids, &n);
   for (size_t i = 0; i < n; i++) {
     json_t *o = NULL;
-    if (ebb_store_get(s->store, ids[i], &o) != 0)
+    if (srv_store_get(s->store, ids[i], &o) != 0)
       continue;
     const char *p = json_string_value(json_object_get(o, "pipeline"));
     const char *in = json_string_value(json_object_get(o, "input"));
     const char *out = json_string_value(json_object_get(o, "output_dir"));
     const char *uid = json_string_value(json_object_get(o, "id"));
     json_t *opts = json_object_get(o, "options");
-    if (p && in && out && ebb_queue_push(s->queue, ids[i], uid, p, in, out,
+    if (p && in && out && srv_queue_push(s->queue, ids[i], uid, p, in, out,
                                          json_is_object(opts) ? opts : NULL) == 0)
-      ebb_log(EBB_LOG_INFO, "server", "job %s: queued again (left queued by the last server)",
+      base_log(EBB_LOG_INFO, "server", "job %s: queued again (left queued by the last server)",
               uid ? uid : "?");
     else
-      ebb_store_finish(s->store, ids[i], EBB_JOB_FAILED, "EBB_ECANCELED",
+      srv_store_finish(s->store, ids[i], EBB_JOB_FAILED, "EBB_ECANCELED",
                        "server restarted before the job was ready to run", NULL, 0, "[]");
     json_decref(o);
   }
@@ -249,7 +249,7 @@ static unsigned fit_connections(unsigned want) {
   return want;
 }
 
-static int set_inputs(ebb_server *s, const ebb_server_opts *o) {
+static int set_inputs(srv_server *s, const srv_opts *o) {
   if (!o->ninput_dirs)
     return 0;
   if (!(s->input_dirs = calloc(o->ninput_dirs, sizeof *s->input_dirs)))
@@ -265,7 +265,7 @@ static int set_inputs(ebb_server *s, const ebb_server_opts *o) {
   return 0;
 }
 
-static int set_callers(ebb_server *s, const ebb_server_opts *o, const char *listen) {
+static int set_callers(srv_server *s, const srv_opts *o, const char *listen) {
   int rc = srv_auth_load(o->token_file, o->token, &s->auth);
   for (size_t i = 0; !rc && i < o->nallow_hosts; i++)
     rc = srv_auth_add_host(s->auth, o->allow_hosts[i]);
@@ -287,32 +287,32 @@ static int set_callers(ebb_server *s, const ebb_server_opts *o, const char *list
 
 static void on_job_state(void *arg) { srv_snapshot_dirty(arg); }
 
-static int open_data(ebb_server *s, const ebb_server_opts *o) {
+static int open_data(srv_server *s, const srv_opts *o) {
   char p[4200];
-  int rc = ebb_mkdirs(s->data_dir, 0755, "mkdir");
+  int rc = base_mkdirs(s->data_dir, 0755, "mkdir");
   if (!rc)
     rc = srv_datadir_lock(s->data_dir, &s->lock_fd);
   if (rc)
     return rc;
   snprintf(p, sizeof p, "%s/uploads", s->data_dir);
-  if ((rc = ebb_mkdirs(p, 0755, "mkdir")) != 0)
+  if ((rc = base_mkdirs(p, 0755, "mkdir")) != 0)
     return ebb_errctx(rc, "data directory: ");
   srv_datadir_clean_uploads(s->data_dir);
   srv_datadir_clean_scratch(s->data_dir);
   snprintf(p, sizeof p, "%s/jobs.db", s->data_dir);
   int interrupted = 0;
-  if ((rc = ebb_store_open(p, &s->store, &interrupted)) != 0)
+  if ((rc = srv_store_open(p, &s->store, &interrupted)) != 0)
     return rc;
   if (interrupted)
-    ebb_log(EBB_LOG_INFO, "server", "%d job%s left running by the last server marked failed",
+    base_log(EBB_LOG_INFO, "server", "%d job%s left running by the last server marked failed",
             interrupted, interrupted == 1 ? "" : "s");
   /* every job has a deadline: a day unless told otherwise */
-  ebb_queue_opts qo = {.timeout_s = o->job_timeout_s > 0 ? o->job_timeout_s : 86400,
+  srv_queue_opts qo = {.timeout_s = o->job_timeout_s > 0 ? o->job_timeout_s : 86400,
                        .on_state = on_job_state, .arg = s};
   qo.max_wait_s = o->max_wait_s;
   qo.keep_resident_s = o->keep_resident_s;
   if ((rc = srv_fact_counts_create(&s->facts)) != 0 ||
-      (rc = ebb_queue_create(s->store, s->ms, s->allocs, s->ndev, &qo, &s->queue)) != 0)
+      (rc = srv_queue_create(s->store, s->ms, s->allocs, s->ndev, &qo, &s->queue)) != 0)
     return rc;
   return srv_events_create(&(srv_events_opts){.size = sizeof(srv_events_opts), .manager = s->m,
                                               .alloc = s->alloc, .managers = s->ms,
@@ -321,7 +321,7 @@ static int open_data(ebb_server *s, const ebb_server_opts *o) {
                            &s->events);
 }
 
-static int start_daemon(ebb_server *s, const ebb_server_opts *o, struct sockaddr_storage *ss,
+static int start_daemon(srv_server *s, const srv_opts *o, struct sockaddr_storage *ss,
                         int port) {
   unsigned maxc = fit_connections(o->max_connections ? o->max_connections : 1024);
   srv_conn_limits cl = {.max_connections = maxc, .max_per_ip = o->max_per_ip ? o->max_per_ip : 64,
@@ -353,7 +353,7 @@ static int start_daemon(ebb_server *s, const ebb_server_opts *o, struct sockaddr
   return 0;
 }
 
-static int init(ebb_server *s, const ebb_server_opts *o) {
+static int init(srv_server *s, const srv_opts *o) {
   struct sockaddr_storage ss;
   int port = 0, rc;
   if ((rc = parse_listen(o->listen, &ss, s->host, sizeof s->host, &port)) != 0)
@@ -375,11 +375,11 @@ static int init(ebb_server *s, const ebb_server_opts *o) {
   return 0;
 }
 
-int ebb_server_start(const ebb_server_opts *o, ebb_server **out) {
+int srv_start(const srv_opts *o, srv_server **out) {
   if (!o || !o->listen || !o->data_dir || !o->manager || !o->alloc)
     return ebb_seterr(EBB_EINVAL, "server: listen address, data directory and manager are "
                                   "required");
-  ebb_server *s = calloc(1, sizeof *s);
+  srv_server *s = calloc(1, sizeof *s);
   if (!s || !(s->data_dir = strdup(o->data_dir))) {
     free(s);
     return ebb_seterr(EBB_ENOMEM, "server: out of host memory");
@@ -418,7 +418,7 @@ int ebb_server_start(const ebb_server_opts *o, ebb_server **out) {
   s->max_job_s = o->max_job_s;
   int rc = init(s, o);
   if (rc) {
-    ebb_server_stop(s);
+    srv_stop(s);
     return rc;
   }
   if (o->on_listen)
@@ -429,16 +429,16 @@ int ebb_server_start(const ebb_server_opts *o, ebb_server **out) {
   return 0;
 }
 
-const char *ebb_server_url(const ebb_server *s) { return s->url; }
+const char *srv_url(const srv_server *s) { return s->url; }
 
-void ebb_server_tick(ebb_server *s) {
+void srv_tick(srv_server *s) {
   if (!s)
     return;
   srv_snapshot_dirty(s); /* idle releases may have run */
   srv_retention(s);
 }
 
-void ebb_server_stop(ebb_server *s) {
+void srv_stop(srv_server *s) {
   if (!s)
     return;
   atomic_store(&s->stop, 1);
@@ -449,10 +449,10 @@ void ebb_server_stop(ebb_server *s) {
   }
   srv_events_stop(s->events); /* ends the event streams */
   pthread_mutex_lock(&s->queue_lock);
-  ebb_queue *q = s->queue;
+  srv_queue *q = s->queue;
   s->queue = NULL;
   pthread_mutex_unlock(&s->queue_lock);
-  ebb_queue_destroy(q); /* the running jobs stop and are queued again */
+  srv_queue_destroy(q); /* the running jobs stop and are queued again */
   if (s->d)
     MHD_stop_daemon(s->d); /* waits for the connection threads (items see s->stop) */
   srv_cluster_stop(s);     /* the running job goes back to the Redis queue */
@@ -460,7 +460,7 @@ void ebb_server_stop(ebb_server *s) {
   srv_snapshot_stop(s);
   srv_events_destroy(s->events);
   srv_fact_counts_destroy(s->facts);
-  ebb_store_close(s->store);
+  srv_store_close(s->store);
   srv_auth_free(s->auth);
   srv_session_owners_free(s);
   pthread_mutex_destroy(&s->owners_lock);

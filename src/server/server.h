@@ -14,23 +14,23 @@
 
 #include "pipeline/manager.h"
 
-typedef struct ebb_server ebb_server;
+typedef struct srv_server srv_server;
 
 /* DATA_DIR/EBB_SERVER_SCRATCH: the managers' scratch_dir (isolated stages'
  * private load directories); the server empties it at start, once it holds
  * the data directory's lock (what is there was left by a killed server). */
 #define EBB_SERVER_SCRATCH "scratch"
 
-typedef struct ebb_server_opts {
-  uint32_t size;          /* sizeof(ebb_server_opts) */
+typedef struct srv_opts {
+  uint32_t size;          /* sizeof(srv_opts) */
   const char *listen;     /* "HOST:PORT" (PORT 0: any free port) */
   const char *data_dir;   /* jobs.db, jobs/ID/, sessions/ID/, uploads/, scratch/ (created) */
-  ebb_manager *manager;   /* borrowed */
-  ebb_allocator *alloc;   /* borrowed (the manager's) */
+  pl_manager *manager;   /* borrowed */
+  mem_allocator *alloc;   /* borrowed (the manager's) */
   /* Several devices (ebb serve --devices): one manager and allocator per
    * device, borrowed; managers[0] is manager. ndevices 0: manager alone. */
-  ebb_manager *const *managers;
-  ebb_allocator *const *allocs;
+  pl_manager *const *managers;
+  mem_allocator *const *allocs;
   size_t ndevices;
   double max_wait_s;      /* a queued job waiting longer reserves a device: 60 */
   double keep_resident_s; /* several devices: an idle job-loaded pipeline goes: 300 */
@@ -67,7 +67,7 @@ typedef struct ebb_server_opts {
   double max_job_s;
   uint64_t keep_jobs;          /* keep the newest N finished jobs: all */
   double keep_jobs_s;          /* keep finished jobs this long: forever */
-  const struct ebb_cluster_opts *cluster; /* --queue redis://...: NULL: SQLite, one node */
+  const struct srv_cluster_opts *cluster; /* --queue redis://...: NULL: SQLite, one node */
   /* The broker (docs/broker.md), given by ebb serve: POST /v1/memory/reclaim
    * calls broker_reclaim (device "cuda:N"; *answer a new reference; an EBB_E
    * code with a message on bad input), /metrics calls broker_metrics for the
@@ -75,22 +75,22 @@ typedef struct ebb_server_opts {
   int (*broker_reclaim)(void *arg, const char *device, uint64_t bytes, struct json_t **answer);
   void (*broker_metrics)(void *arg, FILE *f);
   void *broker_arg;
-} ebb_server_opts;
+} srv_opts;
 
 /* Locks the data directory (EBB_EBUSY naming the holder's pid when another
  * server has it), removes partial uploads, opens the store (jobs a previous
  * server left running become failed; queued ones are queued again), starts
  * the worker and the HTTP daemon. *out owned by the caller. Errors name the
  * address or the path. */
-int ebb_server_start(const ebb_server_opts *o, ebb_server **out);
+int srv_start(const srv_opts *o, srv_server **out);
 /* "http://HOST:PORT" with the port actually bound. */
-const char *ebb_server_url(const ebb_server *s);
+const char *srv_url(const srv_server *s);
 /* Once a second from the serve loop: --keep-jobs retention. */
-void ebb_server_tick(ebb_server *s);
+void srv_tick(srv_server *s);
 /* Stops accepting connections, stops the running job and puts it back in
  * the queue (a later server runs it), cancels session items, waits for the
  * connection threads and the worker, closes the store (the manager is the
  * caller's). NULL: no-op. */
-void ebb_server_stop(ebb_server *s);
+void srv_stop(srv_server *s);
 
 #endif

@@ -10,9 +10,9 @@
 /* The device a sleep or wake of name acts on: the first where it is loaded
  * (asleep counts as loaded); device 0 when none, whose manager then says
  * what is wrong. */
-static size_t sleep_device(ebb_server *s, const char *name) {
+static size_t sleep_device(srv_server *s, const char *name) {
   for (size_t i = 0; i < s->ndev; i++)
-    if (ebb_manager_is_loaded(s->ms[i], name))
+    if (pl_manager_is_loaded(s->ms[i], name))
       return i;
   return 0;
 }
@@ -21,34 +21,34 @@ SRV_HANDLER(srv_h_pipeline_sleep) {
   (void)method;
   const char *name = r->parts[2], *action = r->parts[3];
   int wake = !strcmp(action, "wake");
-  if (!ebb_manager_pipeline(s->m, name)) {
-    ebb_manager_load(s->m, name); /* sets the message naming the known ones */
+  if (!pl_manager_pipeline(s->m, name)) {
+    pl_manager_load(s->m, name); /* sets the message naming the known ones */
     return srv_send_err(c, r, MHD_HTTP_NOT_FOUND, "not_found", "%s", ebb_errmsg());
   }
-  ebb_manager *m = s->ms[sleep_device(s, name)];
-  ebb_sleep_stats st = {.size = sizeof st};
-  int rc = wake ? ebb_manager_wake(m, name, &st) : ebb_manager_sleep(m, name, &st);
+  pl_manager *m = s->ms[sleep_device(s, name)];
+  mem_sleep_stats st = {.size = sizeof st};
+  int rc = wake ? pl_manager_wake(m, name, &st) : pl_manager_sleep(m, name, &st);
   srv_snapshot_changed(s);
   if (rc)
     return srv_send_ebb_err(c, r, rc, ebb_errmsg());
-  ebb_dev_meminfo mi = {0};
-  ebb_device_mem_info(ebb_manager_device(m), &mi);
+  dev_meminfo mi = {0};
+  dev_mem_info(pl_manager_device(m), &mi);
   return srv_send_json(
       c, r, MHD_HTTP_OK,
       json_pack("{s:s,s:s,s:b,s:I,s:I,s:I,s:f,s:I}", "pipeline", name, "device",
-                ebb_device_label(ebb_manager_device(m)), "asleep", !wake,
+                dev_device_label(pl_manager_device(m)), "asleep", !wake,
                 wake ? "restored_bytes" : "released_bytes", (json_int_t)st.device_bytes,
                 "backup_bytes", (json_int_t)st.backup_bytes, "dropped_bytes",
                 (json_int_t)st.dropped_bytes, "seconds", st.seconds, "driver_free_bytes",
                 (json_int_t)mi.free_bytes));
 }
 
-void srv_sleep_metrics(ebb_server *s, FILE *f) {
+void srv_sleep_metrics(srv_server *s, FILE *f) {
   /* summed over the devices; the budget is each device's (--sleep-host-budget) */
-  ebb_manager_sleep_info si = {0};
+  pl_manager_sleep_info si = {0};
   for (size_t i = 0; i < s->ndev; i++) {
-    ebb_manager_sleep_info d;
-    ebb_manager_sleep_figures(s->ms[i], &d);
+    pl_manager_sleep_info d;
+    pl_manager_sleep_figures(s->ms[i], &d);
     si.sleeping += d.sleeping;
     si.backup_bytes += d.backup_bytes;
     si.budget_bytes = d.budget_bytes;

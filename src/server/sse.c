@@ -83,7 +83,7 @@ int srv_sse_create(const srv_sse_opts *o, srv_sse **out) {
   }
   /* ids grow across restarts: an id from an earlier server is older than
    * every one of this one's (it gets a fresh hello) */
-  s->seq = (uint64_t)(ebb_wall_s() * 1e6);
+  s->seq = (uint64_t)(base_wall_s() * 1e6);
   pthread_mutex_init(&s->mu, NULL);
   *out = s;
   return 0;
@@ -210,7 +210,7 @@ void srv_sse_send(srv_sse *s, const char *name, json_t *o, int replay) {
       pthread_cond_signal(&cl->cv);
   }
   s->sent++;
-  keep(s, (entry){id, ebb_mono_ns(), text, (size_t)n, replay});
+  keep(s, (entry){id, base_mono_ns(), text, (size_t)n, replay});
   pthread_mutex_unlock(&s->mu);
 }
 

@@ -9,7 +9,7 @@
 
 #include "base/clock.h"
 
-struct ebb_store {
+struct srv_store {
   sqlite3 *db;
   pthread_mutex_t lock;
   char path[1024];
@@ -17,7 +17,7 @@ struct ebb_store {
 
 static const char *state_names[] = {"queued", "running", "succeeded", "failed", "cancelled"};
 
-const char *ebb_job_state_name(ebb_job_state s) {
+const char *srv_job_state_name(srv_job_state s) {
   return s < EBB_JOB_NSTATES ? state_names[s] : "unknown";
 }
 
@@ -28,7 +28,7 @@ static int state_of(const char *name) {
   return -1;
 }
 
-static int dberr(ebb_store *s, const char *what) {
+static int dberr(srv_store *s, const char *what) {
   return ebb_seterr(EBB_EIO, "job store %s: %s: %s", s->path, what, sqlite3_errmsg(s->db));
 }
 
@@ -56,10 +56,10 @@ static void migrate(sqlite3 *db) {
                NULL, NULL, NULL);
 }
 
-static int exec_bind(ebb_store *s, const char *what, const char *sql, const char *fmt, ...);
+static int exec_bind(srv_store *s, const char *what, const char *sql, const char *fmt, ...);
 
-int ebb_store_open(const char *path, ebb_store **out, int *interrupted) {
-  ebb_store *s = calloc(1, sizeof *s);
+int srv_store_open(const char *path, srv_store **out, int *interrupted) {
+  srv_store *s = calloc(1, sizeof *s);
   if (!s)
     return ebb_seterr(EBB_ENOMEM, "job store: out of host memory");
   snprintf(s->path, sizeof s->path, "%s", path);
@@ -83,18 +83,18 @@ int ebb_store_open(const char *path, ebb_store **out, int *interrupted) {
                       "UPDATE jobs SET state='failed', finished=?1, error_code='EBB_ECANCELED',"
                       " error_message='server restarted while the job was running'"
                       " WHERE state='running'",
-                      "d", ebb_wall_s())))
+                      "d", base_wall_s())))
     goto fail;
   if (interrupted)
     *interrupted = sqlite3_changes(s->db);
   *out = s;
   return 0;
 fail:
-  ebb_store_close(s);
+  srv_store_close(s);
   return rc;
 }
 
-void ebb_store_close(ebb_store *s) {
+void srv_store_close(srv_store *s) {
   if (!s)
     return;
   sqlite3_close(s->db);
@@ -104,7 +104,7 @@ void ebb_store_close(ebb_store *s) {
 
 /* Runs one statement with text/int/double binds given as a format string:
  * 's' text (NULL: NULL), 'i' int64, 'd' double. */
-static int exec_bind(ebb_store *s, const char *what, const char *sql, const char *fmt, ...) {
+static int exec_bind(srv_store *s, const char *what, const char *sql, const char *fmt, ...) {
   va_list ap;
   va_start(ap, fmt);
   pthread_mutex_lock(&s->lock);
@@ -137,7 +137,7 @@ out:
   return rc;
 }
 
-int ebb_store_insert(ebb_store *s, const char *uid, const char *owner, const char *pipeline,
+int srv_store_insert(srv_store *s, const char *uid, const char *owner, const char *pipeline,
                      const char *input, const char *options, int64_t *id) {
   pthread_mutex_lock(&s->lock);
   sqlite3_stmt *st = NULL;
@@ -154,7 +154,7 @@ int ebb_store_insert(ebb_store *s, const char *uid, const char *owner, const cha
     sqlite3_bind_text(st, 2, input, -1, SQLITE_TRANSIENT);
   if (options)
     sqlite3_bind_text(st, 3, options, -1, SQLITE_TRANSIENT);
-  sqlite3_bind_double(st, 4, ebb_wall_s());
+  sqlite3_bind_double(st, 4, base_wall_s());
   sqlite3_bind_text(st, 5, uid, -1, SQLITE_TRANSIENT);
   sqlite3_bind_text(st, 6, owner ? owner : "", -1, SQLITE_TRANSIENT);
   if (sqlite3_step(st) != SQLITE_DONE)
@@ -167,23 +167,23 @@ out:
   return rc;
 }
 
-int ebb_store_set_input(ebb_store *s, int64_t id, const char *input, const char *outdir) {
+int srv_store_set_input(srv_store *s, int64_t id, const char *input, const char *outdir) {
   return exec_bind(s, "set input", "UPDATE jobs SET input=?1, output_dir=?2 WHERE id=?3", "ssi",
                    input, outdir, id);
 }
 
-int ebb_store_set_running(ebb_store *s, int64_t id) {
+int srv_store_set_running(srv_store *s, int64_t id) {
   return exec_bind(s, "set running", "UPDATE jobs SET state='running', started=?1 WHERE id=?2",
-                   "di", ebb_wall_s(), id);
+                   "di", base_wall_s(), id);
 }
 
-int ebb_store_finish(ebb_store *s, int64_t id, ebb_job_state state, const char *err_code,
+int srv_store_finish(srv_store *s, int64_t id, srv_job_state state, const char *err_code,
                      const char *err_msg, const char *result, uint64_t released,
                      const char *released_stages) {
   return exec_bind(s, "finish",
                    "UPDATE jobs SET state=?1, finished=?2, error_code=?3, error_message=?4,"
                    " result=?5, released_bytes=?6, released_stages=?7 WHERE id=?8",
-                   "sdsssisi", ebb_job_state_name(state), ebb_wall_s(), err_code, err_msg, result,
+                   "sdsssisi", srv_job_state_name(state), base_wall_s(), err_code, err_msg, result,
                    (int64_t)released, released_stages, id);
 }
 
@@ -202,7 +202,7 @@ static json_t *parsed(sqlite3_stmt *st, int i) {
   return v ? v : json_null();
 }
 
-int ebb_store_get(ebb_store *s, int64_t id, json_t **out) {
+int srv_store_get(srv_store *s, int64_t id, json_t **out) {
   pthread_mutex_lock(&s->lock);
   sqlite3_stmt *st = NULL;
   int rc = 0;
@@ -251,7 +251,7 @@ out:
   return rc;
 }
 
-int ebb_store_state(ebb_store *s, int64_t id, ebb_job_state *state) {
+int srv_store_state(srv_store *s, int64_t id, srv_job_state *state) {
   pthread_mutex_lock(&s->lock);
   sqlite3_stmt *st = NULL;
   int rc = 0;
@@ -266,14 +266,14 @@ int ebb_store_state(ebb_store *s, int64_t id, ebb_job_state *state) {
     goto out;
   }
   int v = state_of((const char *)sqlite3_column_text(st, 0));
-  *state = v < 0 ? EBB_JOB_FAILED : (ebb_job_state)v;
+  *state = v < 0 ? EBB_JOB_FAILED : (srv_job_state)v;
 out:
   sqlite3_finalize(st);
   pthread_mutex_unlock(&s->lock);
   return rc;
 }
 
-int ebb_store_counts(ebb_store *s, uint64_t *counts) {
+int srv_store_counts(srv_store *s, uint64_t *counts) {
   memset(counts, 0, EBB_JOB_NSTATES * sizeof *counts);
   pthread_mutex_lock(&s->lock);
   sqlite3_stmt *st = NULL;
@@ -295,7 +295,7 @@ out:
 }
 
 /* The ids one query answers (its one column), in its order. */
-static int ids_of(ebb_store *s, const char *what, const char *sql, int64_t limit, int64_t **ids,
+static int ids_of(srv_store *s, const char *what, const char *sql, int64_t limit, int64_t **ids,
                   size_t *n) {
   *ids = NULL;
   *n = 0;
@@ -327,11 +327,11 @@ out:
   return rc;
 }
 
-int ebb_store_queued(ebb_store *s, int64_t **ids, size_t *n) {
+int srv_store_queued(srv_store *s, int64_t **ids, size_t *n) {
   return ids_of(s, "queued", "SELECT id FROM jobs WHERE state='queued' ORDER BY id", 0, ids, n);
 }
 
-int ebb_store_newest(ebb_store *s, size_t max, int64_t **ids, size_t *n) {
+int srv_store_newest(srv_store *s, size_t max, int64_t **ids, size_t *n) {
   if (max == 0) {
     *ids = NULL;
     *n = 0;
@@ -342,7 +342,7 @@ int ebb_store_newest(ebb_store *s, size_t max, int64_t **ids, size_t *n) {
                 (int64_t)max, ids, n);
 }
 
-int ebb_store_find(ebb_store *s, const char *uid, int64_t *id, char *owner, size_t n) {
+int srv_store_find(srv_store *s, const char *uid, int64_t *id, char *owner, size_t n) {
   pthread_mutex_lock(&s->lock);
   sqlite3_stmt *st = NULL;
   int rc = 0;
@@ -365,13 +365,13 @@ out:
   return rc;
 }
 
-int ebb_store_requeue(ebb_store *s, int64_t id) {
+int srv_store_requeue(srv_store *s, int64_t id) {
   return exec_bind(s, "requeue", "UPDATE jobs SET state='queued', started=NULL WHERE id=?1", "i",
                    id);
 }
 
 /* Finished jobs past the count or the age, oldest first. */
-int ebb_store_prune(ebb_store *s, uint64_t keep, double max_age_s, ebb_store_prune_fn fn,
+int srv_store_prune(srv_store *s, uint64_t keep, double max_age_s, srv_store_prune_fn fn,
                     void *arg) {
   pthread_mutex_lock(&s->lock);
   sqlite3_stmt *st = NULL;
@@ -385,7 +385,7 @@ int ebb_store_prune(ebb_store *s, uint64_t keep, double max_age_s, ebb_store_pru
     rc = dberr(s, "prune");
     goto out;
   }
-  sqlite3_bind_double(st, 1, max_age_s > 0 ? ebb_wall_s() - max_age_s : -1.0);
+  sqlite3_bind_double(st, 1, max_age_s > 0 ? base_wall_s() - max_age_s : -1.0);
   sqlite3_bind_int64(st, 2, keep ? (sqlite3_int64)keep : -1);
   sqlite3_stmt *del = NULL;
   sqlite3_prepare_v2(s->db, "DELETE FROM jobs WHERE id=?1", -1, &del, NULL);

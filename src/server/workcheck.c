@@ -18,15 +18,15 @@
 #include "server/internal.h"
 
 /* 1 when every device the server runs jobs on is a CPU. */
-static int cpu_only(const ebb_server *s) {
+static int cpu_only(const srv_server *s) {
   for (size_t i = 0; i < s->ndev; i++)
-    if (ebb_device_kind_of(ebb_manager_device(s->ms[i])) != EBB_DEVICE_CPU)
+    if (dev_kind_of(pl_manager_device(s->ms[i])) != EBB_DEVICE_CPU)
       return 0;
   return 1;
 }
 
 /* The limit for a job of pipeline and where it comes from; 0: none. */
-static double work_limit(ebb_server *s, const char *pipeline, const char **from) {
+static double work_limit(srv_server *s, const char *pipeline, const char **from) {
   if (s->max_job_s < 0.0)
     return 0.0;
   if (s->max_job_s > 0.0) {
@@ -35,7 +35,7 @@ static double work_limit(ebb_server *s, const char *pipeline, const char **from)
   }
   if (!cpu_only(s))
     return 0.0;
-  const ebb_pipeline_def *d = ebb_manager_pipeline(s->m, pipeline);
+  const pl_def *d = pl_manager_pipeline(s->m, pipeline);
   if (d && d->timeout_s > 0.0) {
     *from = "the pipeline's timeout_s";
     return d->timeout_s;
@@ -44,7 +44,7 @@ static double work_limit(ebb_server *s, const char *pipeline, const char **from)
   return s->job_timeout_s;
 }
 
-int srv_check_work(ebb_server *s, struct MHD_Connection *c, srv_req *r, srv_input *in,
+int srv_check_work(srv_server *s, struct MHD_Connection *c, srv_req *r, srv_input *in,
                    enum MHD_Result *ret) {
   const char *from = NULL;
   double limit = work_limit(s, in->pipeline, &from);
@@ -53,10 +53,10 @@ int srv_check_work(ebb_server *s, struct MHD_Connection *c, srv_req *r, srv_inpu
   const char *file = in->upload ? r->tmp : in->real, *how = "header";
   double secs = 0.0;
   uint32_t rate = 0;
-  if (!file[0] || ebb_input_seconds(file, &secs, &rate, &how) != 0)
+  if (!file[0] || pl_input_seconds(file, &secs, &rate, &how) != 0)
     secs = 0.0; /* the decode stage will say what is wrong with it */
-  ebb_job_work w;
-  int rc = ebb_manager_job_work(s->m, in->pipeline, in->options, secs, rate, &w);
+  pl_job_work w;
+  int rc = pl_manager_job_work(s->m, in->pipeline, in->options, secs, rate, &w);
   if (rc) {
     *ret = srv_send_ebb_err(c, r, rc, ebb_errmsg());
     return 1;
@@ -67,11 +67,11 @@ int srv_check_work(ebb_server *s, struct MHD_Connection *c, srv_req *r, srv_inpu
   char whole[80] = "";
   if (w.cpu_s > w.top_cpu_s * 1.05)
     snprintf(whole, sizeof whole, " (%s for the whole job)",
-             ebb_work_figure(w.cpu_s, top, sizeof top));
-  ebb_work_figure(w.top_cpu_s, est, sizeof est);
-  ebb_work_figure(limit, lim, sizeof lim);
-  ebb_work_figure(secs, len, sizeof len);
-  ebb_log(EBB_LOG_INFO, "server", "job refused: %s estimated %s of work, limit %s (%s)",
+             pl_work_figure(w.cpu_s, top, sizeof top));
+  pl_work_figure(w.top_cpu_s, est, sizeof est);
+  pl_work_figure(limit, lim, sizeof lim);
+  pl_work_figure(secs, len, sizeof len);
+  base_log(EBB_LOG_INFO, "server", "job refused: %s estimated %s of work, limit %s (%s)",
           w.top_stage, est, lim, from);
   *ret = srv_send_err(c, r, MHD_HTTP_BAD_REQUEST, "bad_request",
                       "%s%s%s on %s%s of audio: estimated %s of work%s, over this server's "

@@ -1,4 +1,4 @@
-/* One line per built-in stage: EBB_BUILTIN(id) for `const ebb_stage ebb_stage_<id>`.
+/* One line per built-in stage: EBB_BUILTIN(id) for `const ebb_stage stg_stage_<id>`.
  * No include guard: builtin.c includes it twice with different EBB_BUILTIN. */
 EBB_BUILTIN(decode)
 EBB_BUILTIN(separate)

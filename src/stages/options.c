@@ -6,7 +6,7 @@
 
 #include "ebb/error.h"
 
-static int read_number(const char *stage, const ebb_opt_def *d, const json_t *v, void *field) {
+static int read_number(const char *stage, const stg_opt_def *d, const json_t *v, void *field) {
   double x = d->def;
   if (v) {
     if (!json_is_number(v))
@@ -26,12 +26,12 @@ static int read_number(const char *stage, const ebb_opt_def *d, const json_t *v,
   return 0;
 }
 
-int ebb_stage_opts_read(const char *stage, const ebb_opt_def *defs, size_t n, const json_t *opts,
+int stg_stage_opts_read(const char *stage, const stg_opt_def *defs, size_t n, const json_t *opts,
                         void *out) {
   if (opts && !json_is_object(opts))
     return ebb_seterr(EBB_ECONFIG, "%s: options are not a JSON object", stage);
   for (size_t i = 0; i < n; i++) {
-    const ebb_opt_def *d = &defs[i];
+    const stg_opt_def *d = &defs[i];
     json_t *v = json_object_get(opts, d->name);
     void *field = (char *)out + d->offset;
     int rc = 0;
@@ -59,12 +59,12 @@ int ebb_stage_opts_read(const char *stage, const ebb_opt_def *defs, size_t n, co
   return 0;
 }
 
-int ebb_stage_opts_parse(const char *stage, const ebb_opt_def *defs, size_t n,
+int stg_stage_opts_parse(const char *stage, const stg_opt_def *defs, size_t n,
                          const char *options_json, json_t **root, void *out) {
   json_error_t je;
   *root = NULL;
   if (options_json && *options_json && !(*root = json_loads(options_json, 0, &je)))
     return ebb_seterr(EBB_ECONFIG, "%s: options are not a JSON object (line %d: %s)", stage,
                       je.line, je.text);
-  return ebb_stage_opts_read(stage, defs, n, *root, out);
+  return stg_stage_opts_read(stage, defs, n, *root, out);
 }

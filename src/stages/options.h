@@ -54,25 +54,25 @@
 #include <jansson.h>
 #include <stddef.h>
 
-typedef enum { EBB_OPT_NUM, EBB_OPT_INT, EBB_OPT_STR, EBB_OPT_BOOL } ebb_opt_kind;
+typedef enum { EBB_OPT_NUM, EBB_OPT_INT, EBB_OPT_STR, EBB_OPT_BOOL } stg_opt_kind;
 
-typedef struct ebb_opt_def {
+typedef struct stg_opt_def {
   const char *name;
-  ebb_opt_kind kind;
+  stg_opt_kind kind;
   double def, min, max; /* NUM, INT (BOOL: def 0 or 1) */
   const char *def_str;  /* STR */
   size_t offset;        /* of the value in the stage's struct */
-} ebb_opt_def;
+} stg_opt_def;
 
 /* Reads every option of defs[0..n) from opts (NULL: all defaults) into the
  * struct at out; see stage_opts_read above. */
-int ebb_stage_opts_read(const char *stage, const ebb_opt_def *defs, size_t n, const json_t *opts,
+int stg_stage_opts_read(const char *stage, const stg_opt_def *defs, size_t n, const json_t *opts,
                         void *out);
 
 /* Parses options_json (NULL or "": *root NULL, all defaults) into *root
  * (caller json_decref, also on failure) and reads it as above: EBB_ECONFIG
  * "STAGE: options are not a JSON object ..." when it is not one. */
-int ebb_stage_opts_parse(const char *stage, const ebb_opt_def *defs, size_t n,
+int stg_stage_opts_parse(const char *stage, const stg_opt_def *defs, size_t n,
                          const char *options_json, json_t **root, void *out);
 
 #define EBB_OPT_S_(x) #x
@@ -134,16 +134,16 @@ int ebb_stage_opts_parse(const char *stage, const ebb_opt_def *defs, size_t n,
       "{" LIST(EBB_OPT_J_NUM_, EBB_OPT_J_INT_, EBB_OPT_J_STR_, EBB_OPT_J_BOOL_, ", ",             \
                EBB_OPT_J_OPNUM_, EBB_OPT_J_OPINT_, EBB_OPT_J_PATH_, EBB_OPT_J_URL_,               \
                EBB_OPT_J_SECRET_) "}";                                                            \
-  static const ebb_opt_def stage_opts_defs[] = {                                                  \
+  static const stg_opt_def stage_opts_defs[] = {                                                  \
       LIST(EBB_OPT_D_NUM_, EBB_OPT_D_INT_, EBB_OPT_D_STR_, EBB_OPT_D_BOOL_, , EBB_OPT_D_OPNUM_,   \
            EBB_OPT_D_OPINT_, EBB_OPT_D_FMT_, EBB_OPT_D_FMT_, EBB_OPT_D_FMT_)};                    \
   static inline int stage_opts_read(const char *stage, const json_t *opts, stage_opts *out) {     \
-    return ebb_stage_opts_read(stage, stage_opts_defs,                                            \
+    return stg_stage_opts_read(stage, stage_opts_defs,                                            \
                                sizeof stage_opts_defs / sizeof stage_opts_defs[0], opts, out);    \
   }                                                                                               \
   static inline int stage_opts_parse(const char *stage, const char *options_json, json_t **root,  \
                                      stage_opts *out) {                                           \
-    return ebb_stage_opts_parse(stage, stage_opts_defs,                                           \
+    return stg_stage_opts_parse(stage, stage_opts_defs,                                           \
                                 sizeof stage_opts_defs / sizeof stage_opts_defs[0], options_json, \
                                 root, out);                                                       \
   }

@@ -129,16 +129,16 @@ static int touch(syn *s, const char *what, uint64_t dptr, size_t bytes, uint32_t
   for (size_t off = 0; s->sample && !rc && off < bytes; off += STRIDE)
     rc = h->memset8(ctx, dptr + off, fill, bytes - off < WINDOW ? bytes - off : WINDOW);
   if (rc)
-    return ebb_st_fail(ctx, rc, "synthetic: %s: memset of %zu MiB failed", what, bytes >> 20);
+    return stg_st_fail(ctx, rc, "synthetic: %s: memset of %zu MiB failed", what, bytes >> 20);
   void *buf = NULL;
   rc = h->pinned_alloc(ctx, 2 * WINDOW, &buf);
   if (rc)
-    return ebb_st_fail(ctx, rc, "synthetic: %s: pinned buffer of %u KiB failed", what, 2 * WINDOW >> 10);
+    return stg_st_fail(ctx, rc, "synthetic: %s: pinned buffer of %u KiB failed", what, 2 * WINDOW >> 10);
   uint8_t *wbuf = buf, *rbuf = wbuf + WINDOW;
   for (size_t off = 0; off < bytes && !rc; off += STRIDE) {
     if (h->cancelled(ctx)) { /* a SIGINT during a 4 GiB load should not wait for it */
       h->pinned_free(ctx, buf);
-      return ebb_st_fail(ctx, EBB_ECANCELED, "synthetic: %s: cancelled while touching memory", what);
+      return stg_st_fail(ctx, EBB_ECANCELED, "synthetic: %s: cancelled while touching memory", what);
     }
     size_t n = bytes - off < WINDOW ? bytes - off : WINDOW;
     /* the first half of the window gets a pattern, the second keeps the fill */
@@ -152,7 +152,7 @@ static int touch(syn *s, const char *what, uint64_t dptr, size_t bytes, uint32_t
     if (bad >= 0) {
       uint8_t got = rbuf[bad], want = (size_t)bad < half ? wbuf[bad] : fill;
       h->pinned_free(ctx, buf);
-      return ebb_st_fail(ctx, EBB_ESTAGE,
+      return stg_st_fail(ctx, EBB_ESTAGE,
                  "synthetic: %s: read back 0x%02x at offset %zu, wrote 0x%02x: device memory "
                  "does not hold what was written",
                  what, got, off + (size_t)bad, want);
@@ -161,7 +161,7 @@ static int touch(syn *s, const char *what, uint64_t dptr, size_t bytes, uint32_t
   }
   h->pinned_free(ctx, buf);
   if (rc)
-    return ebb_st_fail(ctx, rc, "synthetic: %s: copy failed", what);
+    return stg_st_fail(ctx, rc, "synthetic: %s: copy failed", what);
   return 0;
 }
 
@@ -173,7 +173,7 @@ static int alloc_touched(syn *s, const char *what, size_t bytes, uint32_t seed, 
   if (rc) {
     *out = 0;
     /* the allocator's message names the owner, the request and the numbers */
-    return ebb_st_fail(s->ctx, rc, "synthetic: %s: allocating %.0f MiB failed: %s", what,
+    return stg_st_fail(s->ctx, rc, "synthetic: %s: allocating %.0f MiB failed: %s", what,
                bytes / MIB_BYTES, ebb_errmsg());
   }
   return touch(s, what, *out, bytes, seed);
@@ -204,18 +204,18 @@ static int syn_load(ebb_stage_ctx *ctx, const char *options_json, void **state) 
   json_t *o = json_loads(options_json ? options_json : "{}", 0, &je);
   if (!o || !json_is_object(o)) {
     json_decref(o);
-    return ebb_st_fail(ctx, EBB_ECONFIG, "synthetic: options are not a JSON object: %s", je.text);
+    return stg_st_fail(ctx, EBB_ECONFIG, "synthetic: options are not a JSON object: %s", je.text);
   }
   syn *s = calloc(1, sizeof *s);
   if (!s) {
     json_decref(o);
-    return ebb_st_fail(ctx, EBB_ENOMEM, "synthetic: out of host memory");
+    return stg_st_fail(ctx, EBB_ENOMEM, "synthetic: out of host memory");
   }
   s->ctx = ctx;
   stage_opts v;
   int rc = stage_opts_read("synthetic", o, &v);
   if (rc) {
-    rc = ebb_st_fail(ctx, rc, "%s", ebb_errmsg());
+    rc = stg_st_fail(ctx, rc, "%s", ebb_errmsg());
     goto fail;
   }
   s->weights_bytes = (size_t)(v.weights_mib * MIB_BYTES);
@@ -226,13 +226,13 @@ static int syn_load(ebb_stage_ctx *ctx, const char *options_json, void **state) 
   s->run_ms = v.run_ms;
   if (*v.fail && strcmp(v.fail, "none") && strcmp(v.fail, "load") && strcmp(v.fail, "run") &&
       strcmp(v.fail, "unload")) {
-    rc = ebb_st_fail(ctx, EBB_ECONFIG, "synthetic: option 'fail' must be \"load\", \"run\" or \"unload\", "
+    rc = stg_st_fail(ctx, EBB_ECONFIG, "synthetic: option 'fail' must be \"load\", \"run\" or \"unload\", "
                               "got \"%s\"", v.fail);
     goto fail;
   }
   snprintf(s->fail, sizeof s->fail, "%s", v.fail);
   if (strcmp(v.touch, "full") && strcmp(v.touch, "sample")) {
-    rc = ebb_st_fail(ctx, EBB_ECONFIG, "synthetic: option 'touch' must be \"full\" or \"sample\", got "
+    rc = stg_st_fail(ctx, EBB_ECONFIG, "synthetic: option 'touch' must be \"full\" or \"sample\", got "
                               "\"%s\"", v.touch);
     goto fail;
   }
@@ -245,7 +245,7 @@ static int syn_load(ebb_stage_ctx *ctx, const char *options_json, void **state) 
   if (s->outside_bytes) {
     if ((rc = ctx->host->raw_driver_alloc(ctx, s->outside_bytes, &s->outside))) {
       s->outside = 0;
-      rc = ebb_st_fail(ctx, rc, "synthetic: outside: taking %.0f MiB from the driver failed: %s",
+      rc = stg_st_fail(ctx, rc, "synthetic: outside: taking %.0f MiB from the driver failed: %s",
                s->outside_bytes / MIB_BYTES, ebb_strerror(rc));
       goto fail;
     }
@@ -253,7 +253,7 @@ static int syn_load(ebb_stage_ctx *ctx, const char *options_json, void **state) 
       goto fail;
   }
   if (!strcmp(s->fail, "load")) {
-    rc = ebb_st_fail(ctx, EBB_ESTAGE, "synthetic: failing at load as asked (fail=load)");
+    rc = stg_st_fail(ctx, EBB_ESTAGE, "synthetic: failing at load as asked (fail=load)");
     goto fail;
   }
   *state = s;
@@ -271,7 +271,7 @@ static int sleep_cancellable(ebb_stage_ctx *ctx, double ms) {
     clock_gettime(CLOCK_MONOTONIC, &now);
     double el = (now.tv_sec - t0.tv_sec) * 1e3 + (now.tv_nsec - t0.tv_nsec) / 1e6;
     if (ebb_cancelled(ctx))
-      return ebb_st_fail(ctx, EBB_ECANCELED, "synthetic: cancelled after %.0f ms of %.0f", el, ms);
+      return stg_st_fail(ctx, EBB_ECANCELED, "synthetic: cancelled after %.0f ms of %.0f", el, ms);
     if (el >= ms)
       return 0;
     double left = ms - el < 10 ? ms - el : 10;
@@ -286,7 +286,7 @@ static int syn_run(ebb_stage_ctx *ctx, void *state, const ebb_items *in, ebb_ite
   uint64_t act = 0, leak = 0;
   int rc;
   if (ebb_cancelled(ctx))
-    return ebb_st_fail(ctx, EBB_ECANCELED, "synthetic: cancelled before running");
+    return stg_st_fail(ctx, EBB_ECANCELED, "synthetic: cancelled before running");
   if ((rc = alloc_touched(s, "activations", s->act_bytes, 3 + s->runs, &act)))
     goto done;
   if (s->cache_bytes && !s->cache) {
@@ -294,7 +294,7 @@ static int syn_run(ebb_stage_ctx *ctx, void *state, const ebb_items *in, ebb_ite
       goto done;
     if (!s->cache_handle &&
         (rc = h->on_release(ctx, "synthetic cache", drop_cache, s, &s->cache_handle))) {
-      rc = ebb_st_fail(ctx, rc, "synthetic: registering the cache's release callback failed");
+      rc = stg_st_fail(ctx, rc, "synthetic: registering the cache's release callback failed");
       goto done;
     }
   }
@@ -306,7 +306,7 @@ static int syn_run(ebb_stage_ctx *ctx, void *state, const ebb_items *in, ebb_ite
   if (s->run_ms > 0 && (rc = sleep_cancellable(ctx, s->run_ms)))
     goto done;
   if (!strcmp(s->fail, "run")) {
-    rc = ebb_st_fail(ctx, EBB_ESTAGE, "synthetic: failing at run as asked (fail=run)");
+    rc = stg_st_fail(ctx, EBB_ESTAGE, "synthetic: failing at run as asked (fail=run)");
     goto done;
   }
   /* the weights must still hold their pattern */
@@ -323,7 +323,7 @@ static int syn_run(ebb_stage_ctx *ctx, void *state, const ebb_items *in, ebb_ite
            h->item_count(in), s->checksum,
            h->device_kind(ctx) == EBB_DEV_KIND_CUDA ? "cuda" : "cpu");
   if ((rc = h->add_json(out, h->stage_name(ctx), json)))
-    rc = ebb_st_fail(ctx, rc, "synthetic: adding the output item failed");
+    rc = stg_st_fail(ctx, rc, "synthetic: adding the output item failed");
 done:
   if (act)
     ebb_dev_free(ctx, act);
@@ -334,7 +334,7 @@ static void syn_unload(ebb_stage_ctx *ctx, void *state) {
   syn *s = state;
   if (!strcmp(s->fail, "unload")) {
     /* a broken unload: everything stays behind for ebb to find */
-    ebb_st_fail(ctx, EBB_ESTAGE, "synthetic: failing at unload as asked (fail=unload)");
+    stg_st_fail(ctx, EBB_ESTAGE, "synthetic: failing at unload as asked (fail=unload)");
     free(s);
     return;
   }
@@ -367,7 +367,7 @@ static int syn_estimate(const ebb_host_api *host, const char *options_json, cons
  * development machine): the defaults (320 MiB) 0.74 s, weights_mib 2048
  * (2112 MiB) 3.52 s: 1.7 to 2.3 ms a MiB; touch "sample" 0.05 s. */
 #define SYN_TOUCH_S 0.0023
-double ebb_synthetic_work_s(double run_ms, double touched_mib, int full) {
+double stg_synthetic_work_s(double run_ms, double touched_mib, int full) {
   return run_ms / 1000.0 + (full ? SYN_TOUCH_S * touched_mib : 0.0);
 }
 
@@ -380,14 +380,14 @@ static int syn_work(const ebb_host_api *host, const char *options_json, double i
   int rc = stage_opts_parse("synthetic", options_json, &root, &v);
   if (!rc) { /* v.touch points into root */
     double mib = v.weights_mib + v.activations_mib + v.cache_mib + v.leak_mib;
-    out->cpu_s = ebb_synthetic_work_s(v.run_ms, mib, !strcmp(v.touch, "full"));
+    out->cpu_s = stg_synthetic_work_s(v.run_ms, mib, !strcmp(v.touch, "full"));
     snprintf(out->drivers, sizeof out->drivers, "run_ms %g, %g MiB touched", v.run_ms, mib);
   }
   json_decref(root);
   return rc;
 }
 
-const ebb_stage ebb_stage_synthetic = {
+const ebb_stage stg_stage_synthetic = {
     .abi_version = EBB_STAGE_ABI_VERSION,
     .size = sizeof(ebb_stage),
     .name = "synthetic",

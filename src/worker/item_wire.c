@@ -5,7 +5,7 @@
 
 #include "worker/wire.h"
 
-uint64_t ebb_wire_tensor_elems(uint32_t ndim, const uint64_t *shape) {
+uint64_t wrk_wire_tensor_elems(uint32_t ndim, const uint64_t *shape) {
   if (ndim > EBB_WIRE_ITEM_MAX_DIMS || (ndim && !shape))
     return UINT64_MAX;
   uint64_t n = 1;
@@ -17,7 +17,7 @@ uint64_t ebb_wire_tensor_elems(uint32_t ndim, const uint64_t *shape) {
   return n;
 }
 
-static int bad(const ebb_wire_item *it, const char *what) {
+static int bad(const wrk_wire_item *it, const char *what) {
   if (it->name)
     return ebb_seterr(EBB_EPROTO, "item #%zu ('%.100s') %s", it->index + 1, it->name, what);
   return ebb_seterr(EBB_EPROTO, "item #%zu %s", it->index + 1, what);
@@ -36,7 +36,7 @@ static int get_size(const json_t *o, const char *key, uint64_t *v) {
   return 0;
 }
 
-static int decode_audio(const json_t *o, ebb_wire_item *it, uint64_t *elems) {
+static int decode_audio(const json_t *o, wrk_wire_item *it, uint64_t *elems) {
   uint64_t frames, ch, rate;
   if (get_size(o, "frames", &frames) || get_size(o, "channels", &ch) ||
       get_size(o, "rate", &rate) || !ch || ch > EBB_WIRE_ITEM_MAX_CHANNELS || !rate ||
@@ -50,7 +50,7 @@ static int decode_audio(const json_t *o, ebb_wire_item *it, uint64_t *elems) {
   return 0;
 }
 
-static int decode_tensor(const json_t *o, ebb_wire_item *it, uint64_t *elems) {
+static int decode_tensor(const json_t *o, wrk_wire_item *it, uint64_t *elems) {
   json_t *sh = json_object_get(o, "shape");
   if (!json_is_array(sh) || json_array_size(sh) > EBB_WIRE_ITEM_MAX_DIMS)
     return bad(it, "(tensor) needs a \"shape\" array of at most 8 sizes");
@@ -61,7 +61,7 @@ static int decode_tensor(const json_t *o, ebb_wire_item *it, uint64_t *elems) {
       return bad(it, "(tensor) has a shape entry that is not a size");
     it->shape[d] = (uint64_t)json_integer_value(v);
   }
-  *elems = ebb_wire_tensor_elems(it->ndim, it->shape);
+  *elems = wrk_wire_tensor_elems(it->ndim, it->shape);
   if (*elems == UINT64_MAX || *elems > EBB_WIRE_ITEM_MAX_ELEMS)
     return bad(it, "(tensor) has a shape too large (at most 2^40 elements)");
   return 0;
@@ -69,7 +69,7 @@ static int decode_tensor(const json_t *o, ebb_wire_item *it, uint64_t *elems) {
 
 /* The payload reference of an audio or tensor item of elems elements. */
 static int decode_payload(const json_t *o, const char *prefix, uint64_t elems,
-                          ebb_wire_item *it) {
+                          wrk_wire_item *it) {
   json_t *shm = json_object_get(o, "shm");
   uint64_t bytes;
   it->bytes = (size_t)elems * sizeof(float);
@@ -79,7 +79,7 @@ static int decode_payload(const json_t *o, const char *prefix, uint64_t elems,
   if (!it->bytes && !shm)
     return 0;
   it->shm = json_string_value(shm);
-  if (!it->shm || !ebb_shm_name_ok(it->shm) ||
+  if (!it->shm || !wrk_shm_name_ok(it->shm) ||
       (prefix && strncmp(it->shm, prefix, strlen(prefix)))) { /* never another's file */
     it->shm = NULL;
     return bad(it, prefix ? "needs \"shm\": a name starting with the hello's shm_prefix"
@@ -88,8 +88,8 @@ static int decode_payload(const json_t *o, const char *prefix, uint64_t elems,
   return 0;
 }
 
-int ebb_wire_item_decode(const json_t *o, size_t index, const char *shm_prefix,
-                         ebb_wire_item *it) {
+int wrk_wire_item_decode(const json_t *o, size_t index, const char *shm_prefix,
+                         wrk_wire_item *it) {
   memset(it, 0, sizeof *it);
   it->index = index;
   const char *kind = json_string_value(json_object_get(o, "kind"));
@@ -118,19 +118,19 @@ int ebb_wire_item_decode(const json_t *o, size_t index, const char *shm_prefix,
   return rc ? rc : decode_payload(o, shm_prefix, elems, it);
 }
 
-int ebb_wire_item_map(ebb_wire_item *it) {
+int wrk_wire_item_map(wrk_wire_item *it) {
   it->data = NULL;
   if (!it->bytes)
     return 0;
   const void *p = NULL;
-  if (ebb_shm_map(it->shm, it->bytes, &p))
+  if (wrk_shm_map(it->shm, it->bytes, &p))
     return ebb_errctx(EBB_EPROTO, "item #%zu ('%.100s'): ", it->index + 1, it->name);
   it->data = p;
   return 0;
 }
 
-void ebb_wire_item_unmap(ebb_wire_item *it) {
-  ebb_shm_unmap(it->data, it->bytes);
+void wrk_wire_item_unmap(wrk_wire_item *it) {
+  wrk_shm_unmap(it->data, it->bytes);
   it->data = NULL;
 }
 
@@ -142,7 +142,7 @@ static int set_shape(json_t *o, uint32_t ndim, const uint64_t *shape) {
   return json_object_set_new(o, "shape", a);
 }
 
-json_t *ebb_wire_item_encode(const ebb_wire_item *it) {
+json_t *wrk_wire_item_encode(const wrk_wire_item *it) {
   static const char *const kinds[] = {[EBB_ITEM_AUDIO] = "audio", [EBB_ITEM_TENSOR] = "tensor",
                                       [EBB_ITEM_JSON] = "json", [EBB_ITEM_FILE] = "file"};
   if (it->kind < EBB_ITEM_AUDIO || it->kind > EBB_ITEM_FILE)
@@ -172,7 +172,7 @@ json_t *ebb_wire_item_encode(const ebb_wire_item *it) {
   return o;
 }
 
-int ebb_wire_item_set_payload(json_t *o, const char *shm, size_t bytes) {
+int wrk_wire_item_set_payload(json_t *o, const char *shm, size_t bytes) {
   if (json_object_set_new(o, "shm", json_string(shm)) ||
       json_object_set_new(o, "bytes", json_integer((json_int_t)bytes)))
     return ebb_seterr(EBB_ENOMEM, "describing a payload: out of host memory");

@@ -2,7 +2,7 @@
  * one place that turns an item into its JSON description and back, with the
  * range checks. Both ends use it: the host for a worker's results
  * (src/pipeline/isolated.c) and ebb-worker for its inputs
- * (src/cli/worker_main.c), through ebb_item_to_wire / ebb_item_from_wire
+ * (src/cli/worker_main.c), through pl_item_to_wire / pl_item_from_wire
  * (src/pipeline/items.h), which add the item collections of the pipeline
  * room. This room knows nothing of those collections. */
 #ifndef EBB_WORKER_ITEM_WIRE_H
@@ -22,7 +22,7 @@
 
 /* One item as it crosses the wire. Strings are borrowed: from the JSON
  * object it was decoded from, or from the caller's item when encoding. */
-typedef struct ebb_wire_item {
+typedef struct wrk_wire_item {
   size_t index;            /* 0-based position in its message, for errors */
   ebb_item_kind kind;
   const char *name;
@@ -36,8 +36,8 @@ typedef struct ebb_wire_item {
   /* AUDIO and TENSOR: the payload, elements x 4 bytes, in /dev/shm/shm */
   const char *shm;         /* NULL: no payload (0 bytes) */
   size_t bytes;
-  const float *data;       /* after ebb_wire_item_map; NULL when bytes is 0 */
-} ebb_wire_item;
+  const float *data;       /* after wrk_wire_item_map; NULL when bytes is 0 */
+} wrk_wire_item;
 
 /* Decodes and checks the item object o into *it (strings borrowed from o):
  * kind audio|tensor|json|file; a non-empty name; json has a string text,
@@ -47,24 +47,24 @@ typedef struct ebb_wire_item {
  * payload's "shm" a valid name that starts with shm_prefix (NULL: any
  * valid name). Returns 0, or EBB_EPROTO with a message
  * "item #N ('NAME') ..." that says what was wrong. */
-int ebb_wire_item_decode(const json_t *o, size_t index, const char *shm_prefix,
-                         ebb_wire_item *it);
+int wrk_wire_item_decode(const json_t *o, size_t index, const char *shm_prefix,
+                         wrk_wire_item *it);
 
 /* Maps a decoded item's payload read-only into it->data (nothing when bytes
  * is 0). EBB_EPROTO "item #N 'NAME': ..." when the file is missing or
- * short. Undo with ebb_wire_item_unmap (safe on an unmapped item). */
-int ebb_wire_item_map(ebb_wire_item *it);
-void ebb_wire_item_unmap(ebb_wire_item *it);
+ * short. Undo with wrk_wire_item_unmap (safe on an unmapped item). */
+int wrk_wire_item_map(wrk_wire_item *it);
+void wrk_wire_item_unmap(wrk_wire_item *it);
 
 /* A new JSON object describing it (name, kind and the kind's members; not
  * shm/bytes, which the sender adds once it has stored the payload: see
- * ebb_wire_item_set_payload). NULL when out of host memory. */
-json_t *ebb_wire_item_encode(const ebb_wire_item *it);
+ * wrk_wire_item_set_payload). NULL when out of host memory. */
+json_t *wrk_wire_item_encode(const wrk_wire_item *it);
 /* Adds the payload reference ("shm", "bytes") to an encoded item. */
-int ebb_wire_item_set_payload(json_t *o, const char *shm, size_t bytes);
+int wrk_wire_item_set_payload(json_t *o, const char *shm, size_t bytes);
 
 /* Elements of a tensor with this shape (1 for ndim 0); UINT64_MAX on
  * overflow or ndim > 8. */
-uint64_t ebb_wire_tensor_elems(uint32_t ndim, const uint64_t *shape);
+uint64_t wrk_wire_tensor_elems(uint32_t ndim, const uint64_t *shape);
 
 #endif

@@ -20,14 +20,14 @@
 
 extern char **environ;
 
-struct ebb_wproc {
+struct wrk_wproc {
   pid_t pid;
   int fd;       /* our end of the socket; -1 once closed */
   int alive;    /* not reaped yet */
   int status;   /* wait status once reaped */
   char label[128];
   char prefix[64];
-  ebb_wire_reader rd; /* on fd: reads ahead, so an answer costs one recv */
+  wrk_wire_reader rd; /* on fd: reads ahead, so an answer costs one recv */
 };
 
 /* --- workers still running at exit ----------------------------------------- */
@@ -60,7 +60,7 @@ static void live_set(pid_t pid, int add) {
 }
 
 /* --- status words ---------------------------------------------------------- */
-const char *ebb_signal_name(int sig) {
+const char *wrk_signal_name(int sig) {
   switch (sig) {
     /* clang-format lays this list out differently on every pass */
     /* clang-format off */
@@ -75,11 +75,11 @@ const char *ebb_signal_name(int sig) {
   /* clang-format on */
 }
 
-void ebb_wait_status_describe(int status, char *buf, size_t n) {
+void wrk_wait_status_describe(int status, char *buf, size_t n) {
   if (WIFEXITED(status))
     snprintf(buf, n, "exited with status %d", WEXITSTATUS(status));
   else if (WIFSIGNALED(status))
-    snprintf(buf, n, "was killed by signal %s (%s)%s", ebb_signal_name(WTERMSIG(status)),
+    snprintf(buf, n, "was killed by signal %s (%s)%s", wrk_signal_name(WTERMSIG(status)),
              strsignal(WTERMSIG(status)), WCOREDUMP(status) ? ", core dumped" : "");
   else
     snprintf(buf, n, "ended with wait status 0x%x", (unsigned)status);
@@ -109,15 +109,15 @@ static char **build_env(pid_t host) {
 /* The reader's busy poll (EBB_WORKER_SPIN_US), or an error naming a bad value. */
 static int spin_of(const char *exe, unsigned *spin) {
   const char *bad = NULL;
-  *spin = ebb_wire_spin_us(&bad);
+  *spin = wrk_wire_spin_us(&bad);
   if (bad)
     return ebb_seterr(EBB_EINVAL, "worker %s: EBB_WORKER_SPIN_US='%s' is not a whole number of "
                       "microseconds from 0 to %d", exe, bad, EBB_WIRE_SPIN_US_MAX);
   return 0;
 }
 
-int ebb_wproc_spawn(const char *exe, const char *const *args, size_t nargs, const char *label,
-                    ebb_wproc **out) {
+int wrk_wproc_spawn(const char *exe, const char *const *args, size_t nargs, const char *label,
+                    wrk_wproc **out) {
   int sv[2] = {-1, -1}, child_fd = -1, rc = 0;
   char **argv = NULL, **env = NULL;
   posix_spawn_file_actions_t fa;
@@ -126,7 +126,7 @@ int ebb_wproc_spawn(const char *exe, const char *const *args, size_t nargs, cons
   unsigned spin;
   if ((rc = spin_of(exe, &spin)))
     return rc;
-  ebb_wproc *w = calloc(1, sizeof *w);
+  wrk_wproc *w = calloc(1, sizeof *w);
   if (!w)
     return ebb_seterr(EBB_ENOMEM, "worker %s: out of host memory", exe);
   w->fd = -1;
@@ -175,7 +175,7 @@ int ebb_wproc_spawn(const char *exe, const char *const *args, size_t nargs, cons
   live_set(w->pid, 1);
   w->fd = sv[0];
   sv[0] = -1;
-  ebb_wire_reader_init(&w->rd, w->fd);
+  wrk_wire_reader_init(&w->rd, w->fd);
   w->rd.spin_us = spin;
   snprintf(w->prefix, sizeof w->prefix, "ebb-w%ld-%ld-", (long)getpid(), (long)w->pid);
   *out = w;
@@ -197,10 +197,10 @@ fail:
   return rc;
 }
 
-pid_t ebb_wproc_pid(const ebb_wproc *w) { return w->pid; }
-const char *ebb_wproc_shm_prefix(const ebb_wproc *w) { return w->prefix; }
-int ebb_wproc_alive(const ebb_wproc *w) { return w && w->alive && w->fd >= 0; }
-int ebb_wproc_reaped(const ebb_wproc *w, int *status) {
+pid_t wrk_wproc_pid(const wrk_wproc *w) { return w->pid; }
+const char *wrk_wproc_shm_prefix(const wrk_wproc *w) { return w->prefix; }
+int wrk_wproc_alive(const wrk_wproc *w) { return w && w->alive && w->fd >= 0; }
+int wrk_wproc_reaped(const wrk_wproc *w, int *status) {
   if (!w || w->alive)
     return 0;
   if (status)
@@ -208,9 +208,9 @@ int ebb_wproc_reaped(const ebb_wproc *w, int *status) {
   return 1;
 }
 
-void ebb_wait_status_short(int status, char *buf, size_t n) {
+void wrk_wait_status_short(int status, char *buf, size_t n) {
   if (WIFSIGNALED(status))
-    snprintf(buf, n, "killed by %s", ebb_signal_name(WTERMSIG(status)));
+    snprintf(buf, n, "killed by %s", wrk_signal_name(WTERMSIG(status)));
   else if (WIFEXITED(status))
     snprintf(buf, n, "exited with status %d", WEXITSTATUS(status));
   else
@@ -218,15 +218,15 @@ void ebb_wait_status_short(int status, char *buf, size_t n) {
 }
 
 /* Waits up to grace_s for the worker to end by itself; else SIGKILL. */
-static void reap(ebb_wproc *w, double grace_s) {
+static void reap(wrk_wproc *w, double grace_s) {
   if (!w->alive)
     return;
-  double until = ebb_now() + grace_s;
+  double until = base_now() + grace_s;
   for (;;) {
     pid_t p = waitpid(w->pid, &w->status, WNOHANG);
     if (p == w->pid || (p < 0 && errno != EINTR))
       break;
-    if (ebb_now() >= until) {
+    if (base_now() >= until) {
       kill(w->pid, SIGKILL);
       while (waitpid(w->pid, &w->status, 0) < 0 && errno == EINTR)
         ;
@@ -241,16 +241,16 @@ static void reap(ebb_wproc *w, double grace_s) {
     close(w->fd);
     w->fd = -1;
   }
-  ebb_shm_unlink_prefix(w->prefix);
+  wrk_shm_unlink_prefix(w->prefix);
 }
 
 /* The worker failed us: kill (unless it already ended) and say what happened. */
-static int worker_failed(ebb_wproc *w, int rc, const char *during) {
+static int worker_failed(wrk_wproc *w, int rc, const char *during) {
   char why[1200], how[256];
   snprintf(why, sizeof why, "%s", ebb_errmsg());
   /* closed: it is probably dying, let it say how; garbage: no more chances */
   reap(w, rc == EBB_EIO ? 2.0 : rc == EBB_EPROTO ? 0.1 : 0.0);
-  ebb_wait_status_describe(w->status, how, sizeof how);
+  wrk_wait_status_describe(w->status, how, sizeof how);
   switch (rc) {
   case EBB_ETIMEDOUT:
     return ebb_seterr(EBB_ETIMEDOUT, "worker pid %ld (%s) did not answer %s in time (timeout); "
@@ -271,14 +271,14 @@ static int worker_failed(ebb_wproc *w, int rc, const char *during) {
   }
 }
 
-int ebb_wproc_recv(ebb_wproc *w, double deadline, const atomic_int *cancel, json_t **reply) {
+int wrk_wproc_recv(wrk_wproc *w, double deadline, const atomic_int *cancel, json_t **reply) {
   *reply = NULL;
-  if (!ebb_wproc_alive(w))
+  if (!wrk_wproc_alive(w))
     return ebb_seterr(EBB_ESTATE, "worker pid %ld (%s) is not running", (long)(w ? w->pid : 0),
                       w ? w->label : "?");
   for (;;) {
     json_t *m = NULL;
-    int rc = ebb_wire_read(&w->rd, deadline, cancel, &m);
+    int rc = wrk_wire_read(&w->rd, deadline, cancel, &m);
     if (rc)
       return rc;
     const char *type = json_string_value(json_object_get(m, "type"));
@@ -289,7 +289,7 @@ int ebb_wproc_recv(ebb_wproc *w, double deadline, const atomic_int *cancel, json
     if (!strcmp(type, "log")) {
       const char *text = json_string_value(json_object_get(m, "message"));
       json_int_t lvl = json_integer_value(json_object_get(m, "level"));
-      ebb_log(lvl <= 0 ? EBB_LOG_DEBUG : lvl >= 3 ? EBB_LOG_ERROR : (ebb_log_level)lvl,
+      base_log(lvl <= 0 ? EBB_LOG_DEBUG : lvl >= 3 ? EBB_LOG_ERROR : (base_log_level)lvl,
               json_string_value(json_object_get(m, "scope")), "%s", text ? text : "");
       json_decref(m);
       continue;
@@ -298,30 +298,30 @@ int ebb_wproc_recv(ebb_wproc *w, double deadline, const atomic_int *cancel, json
     if (!strcmp(type, "error")) {
       const char *code = json_string_value(json_object_get(m, "code"));
       const char *msg = json_string_value(json_object_get(m, "message"));
-      int c = ebb_wire_code(code);
+      int c = wrk_wire_code(code);
       return ebb_seterr(c ? c : EBB_ESTAGE, "%s", msg && *msg ? msg : ebb_strerror(c));
     }
     return 0;
   }
 }
 
-int ebb_wproc_call(ebb_wproc *w, const json_t *msg, double deadline, const atomic_int *cancel,
+int wrk_wproc_call(wrk_wproc *w, const json_t *msg, double deadline, const atomic_int *cancel,
                    json_t **reply) {
   const char *during = json_string_value(json_object_get(msg, "type"));
   *reply = NULL;
-  if (!ebb_wproc_alive(w))
+  if (!wrk_wproc_alive(w))
     return ebb_seterr(EBB_ESTATE, "worker pid %ld (%s) is not running", (long)(w ? w->pid : 0),
                       w ? w->label : "?");
-  int rc = ebb_wire_send(w->fd, msg);
+  int rc = wrk_wire_send(w->fd, msg);
   if (rc)
     return worker_failed(w, rc, during ? during : "a request");
-  rc = ebb_wproc_recv(w, deadline, cancel, reply);
+  rc = wrk_wproc_recv(w, deadline, cancel, reply);
   if (rc && !*reply) /* transport trouble, not an answered error */
     return worker_failed(w, rc, during ? during : "a request");
   return rc;
 }
 
-int ebb_wproc_stop(ebb_wproc *w, double grace_s, char *how) {
+int wrk_wproc_stop(wrk_wproc *w, double grace_s, char *how) {
   if (!w)
     return 0;
   /* closing our end is the worker's cue to exit if it has not yet */
@@ -330,7 +330,7 @@ int ebb_wproc_stop(ebb_wproc *w, double grace_s, char *how) {
   reap(w, grace_s);
   int clean = WIFEXITED(w->status) && WEXITSTATUS(w->status) == 0;
   if (how)
-    ebb_wait_status_describe(w->status, how, 256);
+    wrk_wait_status_describe(w->status, how, 256);
   free(w);
   return clean ? 0 : EBB_ESTAGE;
 }

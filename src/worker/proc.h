@@ -20,16 +20,16 @@
 
 #include "ebb/error.h"
 
-typedef struct ebb_wproc ebb_wproc;
+typedef struct wrk_wproc wrk_wproc;
 
 /* Starts exe with args (argv[1..nargs], may be NULL/0). label names the
  * worker in messages ("stage 'a'"); copied. *out owned by the caller: end it
- * with ebb_wproc_stop. */
-int ebb_wproc_spawn(const char *exe, const char *const *args, size_t nargs, const char *label,
-                    ebb_wproc **out);
-pid_t ebb_wproc_pid(const ebb_wproc *w);
+ * with wrk_wproc_stop. */
+int wrk_wproc_spawn(const char *exe, const char *const *args, size_t nargs, const char *label,
+                    wrk_wproc **out);
+pid_t wrk_wproc_pid(const wrk_wproc *w);
 /* The prefix of /dev/shm names that belong to this worker ("ebb-w<host>-<pid>-"). */
-const char *ebb_wproc_shm_prefix(const ebb_wproc *w);
+const char *wrk_wproc_shm_prefix(const wrk_wproc *w);
 
 /* Sends msg (borrowed) and waits for the answer: *reply (new reference) is
  * the first message whose type is not "heartbeat" or "log" ("log" messages
@@ -40,30 +40,30 @@ const char *ebb_wproc_shm_prefix(const ebb_wproc *w);
  * garbage, the worker is killed and reaped and the error names the label,
  * the pid and what happened ("was killed by signal SIGSEGV (Segmentation
  * fault)", "did not answer within 5 s", "protocol error: ..."); after that
- * the worker is dead (ebb_wproc_alive answers 0). */
-int ebb_wproc_call(ebb_wproc *w, const json_t *msg, double deadline, const atomic_int *cancel,
+ * the worker is dead (wrk_wproc_alive answers 0). */
+int wrk_wproc_call(wrk_wproc *w, const json_t *msg, double deadline, const atomic_int *cancel,
                    json_t **reply);
 /* Waits for a message without sending one (the worker's hello). */
-int ebb_wproc_recv(ebb_wproc *w, double deadline, const atomic_int *cancel, json_t **reply);
-int ebb_wproc_alive(const ebb_wproc *w);
+int wrk_wproc_recv(wrk_wproc *w, double deadline, const atomic_int *cancel, json_t **reply);
+int wrk_wproc_alive(const wrk_wproc *w);
 /* 1 and *status (a waitpid status) once the worker has been reaped (it died,
  * was killed or stopped), else 0. */
-int ebb_wproc_reaped(const ebb_wproc *w, int *status);
+int wrk_wproc_reaped(const wrk_wproc *w, int *status);
 
 /* Ends the worker: closes the socket (a worker exits when it reads EOF),
  * waits up to grace_s for it to exit, then SIGKILLs it; reaps it; unlinks
- * its shm leftovers; frees w. Ask it to exit first with ebb_wproc_call and
+ * its shm leftovers; frees w. Ask it to exit first with wrk_wproc_call and
  * {"type": "exit"}. *how (may be NULL, 256 bytes) says how it ended
  * ("exited with status 0"). Returns 0 when it exited with status 0 on its
  * own. NULL: no-op. */
-int ebb_wproc_stop(ebb_wproc *w, double grace_s, char *how);
+int wrk_wproc_stop(wrk_wproc *w, double grace_s, char *how);
 
 /* How a reaped worker ended, short, for the release line's note:
  * "killed by SIGKILL", "exited with status 3". */
-void ebb_wait_status_short(int status, char *buf, size_t n);
+void wrk_wait_status_short(int status, char *buf, size_t n);
 /* "SIGSEGV" for SIGSEGV. */
-const char *ebb_signal_name(int sig);
+const char *wrk_signal_name(int sig);
 /* "exited with status 3" / "was killed by signal SIGSEGV (Segmentation fault)". */
-void ebb_wait_status_describe(int status, char *buf, size_t n);
+void wrk_wait_status_describe(int status, char *buf, size_t n);
 
 #endif

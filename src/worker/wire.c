@@ -42,7 +42,7 @@ static int check_body(const unsigned char *body, size_t len, json_t **msg) {
   return 0;
 }
 
-int ebb_wire_decode(const void *buf, size_t n, size_t max, json_t **msg, size_t *used) {
+int wrk_wire_decode(const void *buf, size_t n, size_t max, json_t **msg, size_t *used) {
   const unsigned char *b = buf;
   *msg = NULL;
   *used = 0;
@@ -64,7 +64,7 @@ int ebb_wire_decode(const void *buf, size_t n, size_t max, json_t **msg, size_t 
   return 0;
 }
 
-int ebb_wire_encode(const json_t *msg, unsigned char **out, size_t *n) {
+int wrk_wire_encode(const json_t *msg, unsigned char **out, size_t *n) {
   char *text = json_dumps(msg, JSON_COMPACT);
   if (!text)
     return ebb_seterr(EBB_ENOMEM, "encoding a protocol message failed");
@@ -90,7 +90,7 @@ int ebb_wire_encode(const json_t *msg, unsigned char **out, size_t *n) {
   return 0;
 }
 
-int ebb_wire_send(int fd, const json_t *msg) {
+int wrk_wire_send(int fd, const json_t *msg) {
   /* the hot path: the frame is encoded straight after its length, in one
    * buffer (on the stack for the usual small message), and sent with one
    * send(2) */
@@ -98,7 +98,7 @@ int ebb_wire_send(int fd, const json_t *msg) {
   size_t len = json_dumpb(msg, (char *)stack + 4, sizeof stack - 4, JSON_COMPACT);
   size_t n;
   if (len == 0 || len > sizeof stack - 4) {
-    int rc = ebb_wire_encode(msg, &f, &n);
+    int rc = wrk_wire_encode(msg, &f, &n);
     if (rc)
       return rc;
   } else {
@@ -151,7 +151,7 @@ static int read_full(int fd, unsigned char *buf, size_t n, size_t *got, double d
     }
     int wait_ms = 100;
     if (deadline > 0) {
-      double left = deadline - ebb_now();
+      double left = deadline - base_now();
       if (left <= 0)
         return EBB_ETIMEDOUT;
       if (left * 1000 < wait_ms)
@@ -205,7 +205,7 @@ static int check_len(uint32_t len) {
   return 0;
 }
 
-int ebb_wire_recv(int fd, double deadline, const atomic_int *cancel, json_t **msg) {
+int wrk_wire_recv(int fd, double deadline, const atomic_int *cancel, json_t **msg) {
   unsigned char hdr[4];
   size_t got;
   *msg = NULL;
@@ -227,14 +227,14 @@ int ebb_wire_recv(int fd, double deadline, const atomic_int *cancel, json_t **ms
 /* --- the reader (wire.h): one recv per small frame, no allocation ---------------- */
 #define WAKE_MS 100
 
-void ebb_wire_reader_init(ebb_wire_reader *r, int fd) {
+void wrk_wire_reader_init(wrk_wire_reader *r, int fd) {
   r->fd = fd;
   r->timed = 0;
   r->spin_us = 0;
   r->start = r->end = 0;
 }
 
-unsigned ebb_wire_spin_us(const char **bad) {
+unsigned wrk_wire_spin_us(const char **bad) {
   const char *e = getenv("EBB_WORKER_SPIN_US");
   if (bad)
     *bad = NULL;
@@ -257,7 +257,7 @@ unsigned ebb_wire_spin_us(const char **bad) {
  * poll); then it blocks in recv itself: with a deadline or a cancel flag the
  * socket's SO_RCVTIMEO wakes it every WAKE_MS to look at them, and the last
  * stretch before the deadline is a poll of exactly what is left. */
-static ssize_t recv_some(ebb_wire_reader *r, void *dst, size_t n, double deadline,
+static ssize_t recv_some(wrk_wire_reader *r, void *dst, size_t n, double deadline,
                          const atomic_int *cancel) {
   if ((deadline > 0 || cancel) && !r->timed) {
     struct timeval tv = {0, WAKE_MS * 1000};
@@ -265,13 +265,13 @@ static ssize_t recv_some(ebb_wire_reader *r, void *dst, size_t n, double deadlin
       return ebb_seterr(EBB_EIO, "setting the socket's receive timeout: %s", strerror(errno));
     r->timed = 1;
   }
-  double spin_until = r->spin_us ? ebb_now() + r->spin_us / 1e6 : 0;
+  double spin_until = r->spin_us ? base_now() + r->spin_us / 1e6 : 0;
   for (;;) {
     if (cancel && atomic_load(cancel))
       return EBB_ECANCELED;
-    int spinning = spin_until > 0 && ebb_now() <= spin_until;
+    int spinning = spin_until > 0 && base_now() <= spin_until;
     if (deadline > 0) {
-      double left = deadline - ebb_now();
+      double left = deadline - base_now();
       if (left <= 0)
         return EBB_ETIMEDOUT;
       if (!spinning && left * 1000 < WAKE_MS) {
@@ -299,7 +299,7 @@ static ssize_t recv_some(ebb_wire_reader *r, void *dst, size_t n, double deadlin
 
 /* Makes the buffer hold need (<= its size) unread bytes: 0, 1 at EOF, or a
  * negative EBB_ code. */
-static int fill(ebb_wire_reader *r, size_t need, double deadline, const atomic_int *cancel) {
+static int fill(wrk_wire_reader *r, size_t need, double deadline, const atomic_int *cancel) {
   if (r->start + need > sizeof r->buf) { /* the frame wraps: move what is unread down */
     memmove(r->buf, r->buf + r->start, r->end - r->start);
     r->end -= r->start;
@@ -316,7 +316,7 @@ static int fill(ebb_wire_reader *r, size_t need, double deadline, const atomic_i
 
 /* A frame too large for the buffer: the part already read, then the rest
  * straight into a block of its own (nothing past the frame is read). */
-static int read_big(ebb_wire_reader *r, uint32_t len, double deadline, const atomic_int *cancel,
+static int read_big(wrk_wire_reader *r, uint32_t len, double deadline, const atomic_int *cancel,
                     json_t **msg) {
   size_t have = r->end - r->start - 4, got = 0;
   unsigned char *body = malloc(len);
@@ -330,7 +330,7 @@ static int read_big(ebb_wire_reader *r, uint32_t len, double deadline, const ato
   return rc;
 }
 
-int ebb_wire_read(ebb_wire_reader *r, double deadline, const atomic_int *cancel, json_t **msg) {
+int wrk_wire_read(wrk_wire_reader *r, double deadline, const atomic_int *cancel, json_t **msg) {
   *msg = NULL;
   if (r->start == r->end)
     r->start = r->end = 0;
@@ -350,7 +350,7 @@ int ebb_wire_read(ebb_wire_reader *r, double deadline, const atomic_int *cancel,
 }
 
 /* --- shared memory ------------------------------------------------------ */
-int ebb_shm_name_ok(const char *name) {
+int wrk_shm_name_ok(const char *name) {
   if (!name || !*name || strlen(name) > 200 || name[0] == '.')
     return 0;
   for (const char *c = name; *c; c++)
@@ -366,7 +366,7 @@ static void shm_path(const char *name, char *buf, size_t n) {
 
 /* Opens /dev/shm/NAME, which must not exist yet, for reading and writing. */
 static int shm_open_new(const char *name, char *path, size_t cap, int *fd) {
-  if (!ebb_shm_name_ok(name))
+  if (!wrk_shm_name_ok(name))
     return ebb_seterr(EBB_EINVAL, "shared memory name '%s' is not valid", name ? name : "");
   shm_path(name, path, cap);
   *fd = open(path, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
@@ -375,10 +375,10 @@ static int shm_open_new(const char *name, char *path, size_t cap, int *fd) {
   return 0;
 }
 
-int ebb_shm_put(const char *name, const void *data, size_t n) {
+int wrk_shm_put(const char *name, const void *data, size_t n) {
   if (n) {
     void *p;
-    int rc = ebb_shm_create(name, n, &p);
+    int rc = wrk_shm_create(name, n, &p);
     if (rc)
       return rc;
     memcpy(p, data, n);
@@ -393,10 +393,10 @@ int ebb_shm_put(const char *name, const void *data, size_t n) {
   return 0;
 }
 
-int ebb_shm_create(const char *name, size_t n, void **p) {
+int wrk_shm_create(const char *name, size_t n, void **p) {
   *p = NULL;
   if (!n)
-    return ebb_seterr(EBB_EINVAL, "shared memory %s: size 0", ebb_shm_name_ok(name) ? name : "");
+    return ebb_seterr(EBB_EINVAL, "shared memory %s: size 0", wrk_shm_name_ok(name) ? name : "");
   char path[256];
   int fd = -1, rc = shm_open_new(name, path, sizeof path, &fd);
   if (rc)
@@ -417,8 +417,8 @@ int ebb_shm_create(const char *name, size_t n, void **p) {
   return 0;
 }
 
-int ebb_shm_link(const char *from, const char *to) {
-  if (!ebb_shm_name_ok(from) || !ebb_shm_name_ok(to))
+int wrk_shm_link(const char *from, const char *to) {
+  if (!wrk_shm_name_ok(from) || !wrk_shm_name_ok(to))
     return ebb_seterr(EBB_EINVAL, "shared memory names '%s' -> '%s': not valid",
                       from ? from : "", to ? to : "");
   char a[256], b[256];
@@ -449,9 +449,9 @@ static int shm_open_checked(const char *path, int flags, size_t n, int *fd_out) 
   return 0;
 }
 
-int ebb_shm_take(const char *from, const char *to, size_t n, void **p) {
+int wrk_shm_take(const char *from, const char *to, size_t n, void **p) {
   *p = NULL;
-  if (!ebb_shm_name_ok(from) || !ebb_shm_name_ok(to) || !n)
+  if (!wrk_shm_name_ok(from) || !wrk_shm_name_ok(to) || !n)
     return ebb_seterr(EBB_EPROTO, "shared memory '%s' -> '%s' (%zu bytes): not valid",
                       from ? from : "", to ? to : "", n);
   char a[256], b[256];
@@ -473,9 +473,9 @@ int ebb_shm_take(const char *from, const char *to, size_t n, void **p) {
   return rc;
 }
 
-int ebb_shm_map(const char *name, size_t n, const void **p) {
+int wrk_shm_map(const char *name, size_t n, const void **p) {
   *p = NULL;
-  if (!ebb_shm_name_ok(name))
+  if (!wrk_shm_name_ok(name))
     return ebb_seterr(EBB_EPROTO, "shared memory name '%s' is not valid", name ? name : "");
   char path[256];
   shm_path(name, path, sizeof path);
@@ -495,20 +495,20 @@ int ebb_shm_map(const char *name, size_t n, const void **p) {
   return 0;
 }
 
-void ebb_shm_unmap(const void *p, size_t n) {
+void wrk_shm_unmap(const void *p, size_t n) {
   if (p && n)
     munmap((void *)p, n);
 }
 
-void ebb_shm_unlink(const char *name) {
-  if (!ebb_shm_name_ok(name))
+void wrk_shm_unlink(const char *name) {
+  if (!wrk_shm_name_ok(name))
     return;
   char path[256];
   shm_path(name, path, sizeof path);
   unlink(path);
 }
 
-int ebb_shm_unlink_prefix(const char *prefix) {
+int wrk_shm_unlink_prefix(const char *prefix) {
   DIR *d = opendir("/dev/shm");
   int n = 0;
   size_t pl = strlen(prefix);
@@ -516,8 +516,8 @@ int ebb_shm_unlink_prefix(const char *prefix) {
     goto out;
   struct dirent *e;
   while ((e = readdir(d)))
-    if (!strncmp(e->d_name, prefix, pl) && ebb_shm_name_ok(e->d_name)) {
-      ebb_shm_unlink(e->d_name);
+    if (!strncmp(e->d_name, prefix, pl) && wrk_shm_name_ok(e->d_name)) {
+      wrk_shm_unlink(e->d_name);
       n++;
     }
 out:
@@ -526,4 +526,4 @@ out:
   return n;
 }
 
-int ebb_wire_code(const char *name) { return ebb_errcode(name, EBB_ESTAGE); }
+int wrk_wire_code(const char *name) { return base_errcode(name, EBB_ESTAGE); }

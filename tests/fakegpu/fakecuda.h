@@ -102,7 +102,7 @@ struct fk_obj {
   struct fk_globals *globals; /* modules: their device variables, once asked */
   /* functions */
   fk_obj *module;
-  ebb_kernel_twin_fn twin; /* NULL and !noop: the built-in faulting kernel */
+  dev_kernel_twin_fn twin; /* NULL and !noop: the built-in faulting kernel */
   char *name; /* functions: the kernel's name, owned (any length, as the driver's) */
   struct fk_capture *capture; /* streams: their stream capture, NULL if none */
   int max_dyn_smem; /* functions: CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES
@@ -167,7 +167,7 @@ CUresult fk_new_obj(int kind, fk_obj **out);
  * stream. Caller holds fk_lock. */
 int fk_stream_ok(CUstream s);
 /* The host twin of kernel `name`, NULL if the process has none. */
-ebb_kernel_twin_fn fk_find_twin(const char *name);
+dev_kernel_twin_fn fk_find_twin(const char *name);
 /* An image the fake cannot run (PTX whose kernels have no host twin) answers
  * CUDA_ERROR_INVALID_PTX and says why in msg (also on stderr). Any other
  * image is accepted: its kernels are resolved by name at cuModuleGetFunction. */

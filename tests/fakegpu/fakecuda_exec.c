@@ -233,7 +233,7 @@ FK_API CUresult cuEventElapsedTime(float *ms, CUevent a, CUevent b) {
 }
 
 /* --- modules and kernels ----------------------------------------------------- */
-ebb_kernel_twin_fn fk_find_twin(const char *name) {
+dev_kernel_twin_fn fk_find_twin(const char *name) {
   size_t n = strlen(EBB_TWIN_PREFIX) + strlen(name) + 1;
   char *sym = malloc(n);
   if (!sym)
@@ -241,7 +241,7 @@ ebb_kernel_twin_fn fk_find_twin(const char *name) {
   snprintf(sym, n, "%s%s", EBB_TWIN_PREFIX, name);
   void *p = dlsym(RTLD_DEFAULT, sym);
   free(sym);
-  ebb_kernel_twin_fn twin = NULL;
+  dev_kernel_twin_fn twin = NULL;
   memcpy(&twin, &p, sizeof twin);
   return twin;
 }
@@ -407,7 +407,7 @@ FK_API CUresult cuModuleGetFunction(CUfunction *f, CUmodule m, const char *name)
     rc = CUDA_ERROR_INVALID_HANDLE;
     goto out;
   }
-  ebb_kernel_twin_fn twin = NULL;
+  dev_kernel_twin_fn twin = NULL;
   if (strcmp(name, FK_FAULT_KERNEL) != 0) {
     twin = fk_find_twin(name);
     if (!twin && (!mod->binary || !fk_image_may_hold(mod->image, name))) {
@@ -471,7 +471,7 @@ FK_API CUresult cuLaunchKernel(CUfunction f, unsigned int gx, unsigned int gy, u
     rc = CUDA_ERROR_INVALID_VALUE;
     goto out_locked;
   }
-  ebb_kernel_twin_fn twin = fn->twin;
+  dev_kernel_twin_fn twin = fn->twin;
   int noop = fn->noop;
   const unsigned dims6[6] = {gx, gy, gz, bx, by, bz};
   if (fk_capture_kernel(s, f, dims6, shmem, noop, &rc))
@@ -484,7 +484,7 @@ FK_API CUresult cuLaunchKernel(CUfunction f, unsigned int gx, unsigned int gy, u
 
   t_fault = 0;
   if (twin && !injected) {
-    ebb_launch_dims dims = {{gx, gy, gz}, {bx, by, bz}, shmem};
+    dev_launch_dims dims = {{gx, gy, gz}, {bx, by, bz}, shmem};
     twin(&dims, params);
   }
   int fault = (!twin && !noop) || injected || t_fault;

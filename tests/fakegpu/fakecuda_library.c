@@ -31,7 +31,7 @@ struct fk_library {
 struct fk_kernel {
   uint32_t magic;
   struct fk_library *lib;
-  ebb_kernel_twin_fn twin;
+  dev_kernel_twin_fn twin;
   int max_dyn_smem; /* cuKernelSetAttribute's dynamic shared memory limit (0: default) */
   char *name; /* owned: any length, as the driver's (cuRAND's reach 139) */
   struct fk_kernel *next;
@@ -135,7 +135,7 @@ FK_API CUresult cuLibraryGetKernel(CUkernel *out, CUlibrary lib, const char *nam
   for (k = g_kernels; k; k = k->next)
     if (k->lib == l && !strcmp(k->name, name))
       goto found;
-  ebb_kernel_twin_fn twin = fk_find_twin(name);
+  dev_kernel_twin_fn twin = fk_find_twin(name);
   if (!twin && (!l->binary || !fk_image_may_hold(l->image, name))) {
     rc = CUDA_ERROR_NOT_FOUND;
     goto out;

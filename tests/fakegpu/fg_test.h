@@ -24,7 +24,7 @@ extern char **environ;
 #define FGT_DECL_(base, sym, ver, params) static CUresult(*cu_##base) params;
 EBB_CUDA_ENTRY_POINTS(FGT_DECL_)
 #undef FGT_DECL_
-static ebb_pfn_cuGetProcAddress_v2 cu_cuGetProcAddress_v2;
+static dev_pfn_cuGetProcAddress_v2 cu_cuGetProcAddress_v2;
 static void *fgt_cuda;
 
 #define FGT_NVML_DECL_(sym, ret, params) static ret(*nv_##sym) params;

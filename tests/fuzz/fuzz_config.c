@@ -1,28 +1,28 @@
-/* Config files: ebb_config_load_string and ebb_config_load (the same bytes in
+/* Config files: pl_config_load_string and pl_config_load (the same bytes in
  * a file) agree; a config either loads into well-formed definitions or fails
  * with EBB_ECONFIG and a message; every loaded stage's options go through
- * ebb_stage_validate_options for the built-in stage of that name. */
+ * pl_stage_validate_options for the built-in stage of that name. */
 #include <math.h>
 
 #include "fuzz_util.h"
 #include "pipeline/config.h"
 #include "pipeline/registry.h"
 
-static ebb_registry *registry(void) {
-  static ebb_registry *r;
-  if (!r && ebb_registry_create(&r) != 0) {
+static pl_registry *registry(void) {
+  static pl_registry *r;
+  if (!r && pl_registry_create(&r) != 0) {
     fprintf(stderr, "fuzz_config: no registry: %s\n", ebb_errmsg());
     abort();
   }
   return r;
 }
 
-static void check_config(const ebb_config *c) {
+static void check_config(const pl_config *c) {
   FUZZ_CHECK(c->npipelines >= 1, "no pipelines (built-ins lost)");
   for (size_t i = 0; i < c->npipelines; i++) {
-    const ebb_pipeline_def *p = &c->pipelines[i];
+    const pl_def *p = &c->pipelines[i];
     FUZZ_CHECK(p->name && p->origin, "pipeline #%zu without name/origin", i);
-    FUZZ_CHECK(ebb_config_pipeline(c, p->name) == p, "lookup of '%s' finds another entry",
+    FUZZ_CHECK(pl_config_pipeline(c, p->name) == p, "lookup of '%s' finds another entry",
                p->name);
     FUZZ_CHECK(p->nstages >= 1 && p->stages, "pipeline '%s' with %zu stages", p->name,
                p->nstages);
@@ -31,7 +31,7 @@ static void check_config(const ebb_config *c) {
                      (isfinite(p->policy.idle_s) && p->policy.idle_s >= 0),
                  "pipeline '%s': idle %g", p->name, p->policy.idle_s);
     for (size_t j = 0; j < p->nstages; j++) {
-      const ebb_stage_def *s = &p->stages[j];
+      const pl_stage_def *s = &p->stages[j];
       FUZZ_CHECK(s->stage && *s->stage && s->name && *s->name, "pipeline '%s' stage #%zu: no name",
                  p->name, j);
       FUZZ_CHECK(json_is_object(s->options), "pipeline '%s' stage '%s': options not an object",
@@ -41,11 +41,11 @@ static void check_config(const ebb_config *c) {
       for (size_t k = 0; k < j; k++)
         FUZZ_CHECK(strcmp(p->stages[k].name, s->name), "pipeline '%s': two stages named '%s'",
                    p->name, s->name);
-      const ebb_stage *st = ebb_registry_find(registry(), s->stage, NULL);
+      const ebb_stage *st = pl_registry_find(registry(), s->stage, NULL);
       if (!st)
         continue;
       json_t *merged = NULL;
-      int rc = ebb_stage_validate_options(st, s->options, "fuzz", &merged);
+      int rc = pl_stage_validate_options(st, s->options, "fuzz", &merged);
       FUZZ_CHECK(rc == 0 || rc == EBB_ECONFIG, "validate options of '%s': rc %d (%s)", s->stage,
                  rc, ebb_errmsg());
       if (!rc) {
@@ -62,13 +62,13 @@ static void check_config(const ebb_config *c) {
   }
 }
 
-static void same_config(const ebb_config *a, const ebb_config *b) {
+static void same_config(const pl_config *a, const pl_config *b) {
   FUZZ_CHECK(a->npipelines == b->npipelines, "string: %zu pipelines, file: %zu", a->npipelines,
              b->npipelines);
   FUZZ_CHECK(a->nplugin_dirs == b->nplugin_dirs, "string: %zu plugin dirs, file: %zu",
              a->nplugin_dirs, b->nplugin_dirs);
   for (size_t i = 0; i < a->npipelines; i++) {
-    const ebb_pipeline_def *p = &a->pipelines[i], *q = &b->pipelines[i];
+    const pl_def *p = &a->pipelines[i], *q = &b->pipelines[i];
     FUZZ_CHECK(!strcmp(p->name, q->name) && p->nstages == q->nstages,
                "pipeline #%zu: '%s' (%zu stages) vs '%s' (%zu)", i, p->name, p->nstages, q->name,
                q->nstages);
@@ -81,8 +81,8 @@ static void same_config(const ebb_config *a, const ebb_config *b) {
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   char *text = fuzz_cstr(data, size);
-  ebb_config *c = NULL, *f = NULL;
-  int rc = ebb_config_load_string(text, "fuzz.json", &c);
+  pl_config *c = NULL, *f = NULL;
+  int rc = pl_config_load_string(text, "fuzz.json", &c);
   FUZZ_CHECK(rc == 0 || rc == EBB_ECONFIG, "load_string: rc %d (%s): %s", rc, ebb_errname(rc),
              ebb_errmsg());
   if (rc)
@@ -94,15 +94,15 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   char path[700];
   snprintf(path, sizeof path, "%s/config.json", fuzz_scratch("config"));
   fuzz_write_file(path, data, size);
-  int rc2 = ebb_config_load(path, &f);
+  int rc2 = pl_config_load(path, &f);
   FUZZ_CHECK(rc2 == rc, "load_string rc %d but load(file) rc %d (%s)", rc, rc2,
              rc2 ? ebb_errmsg() : "ok");
   if (!rc && !rc2) {
     check_config(f);
     same_config(c, f);
   }
-  ebb_config_free(c);
-  ebb_config_free(f);
+  pl_config_free(c);
+  pl_config_free(f);
   free(text);
   return 0;
 }

@@ -1,4 +1,4 @@
-/* The decode stage's file reading (ebb_audio_decode: its own RIFF/WAVE header
+/* The decode stage's file reading (stg_audio_decode: its own RIFF/WAVE header
  * check, then libsndfile, libmpg123 for MP3s). Input: the file's bytes. A
  * file either decodes (mono at 16 kHz, as many samples as the source's length
  * says) or is refused with EBB_EINPUT (decode.h: "Every refusal is
@@ -19,8 +19,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   fuzz_write_file(path, data, size);
   float *pcm = NULL;
   uint64_t frames = 0;
-  ebb_decode_info info = {0};
-  int rc = ebb_audio_decode(path, RATE, MAX_SECONDS, &pcm, &frames, &info);
+  stg_decode_info info = {0};
+  int rc = stg_audio_decode(path, RATE, MAX_SECONDS, &pcm, &frames, &info);
   if (rc) {
     FUZZ_CHECK(rc == EBB_EINPUT, "refused with %s (%d), expected EBB_EINPUT: %s",
                ebb_errname(rc), rc, ebb_errmsg());

@@ -69,7 +69,7 @@ static int nblocks;
 static m_pin pins[MAX_PINNED];
 static int npins;
 static int ascii_only;
-static ebb_device *dev;
+static dev_device *dev;
 
 static void read_name(reader *r, char *buf, size_t cap) {
   size_t len = rd_u(r, 1) % 24, k = 0;
@@ -100,17 +100,17 @@ static uint64_t model_tree_bytes(int root) {
 
 static void drop_block(int i) { blocks[i] = blocks[--nblocks]; }
 
-static void leak_cb(const ebb_leak_report *r, void *ctx) {
+static void leak_cb(const mem_leak_report *r, void *ctx) {
   (void)r;
   (*(int *)ctx)++;
 }
 
-static void check_json(ebb_allocator *a) {
+static void check_json(mem_allocator *a) {
   char *text = NULL;
   size_t len = 0;
   FILE *f = open_memstream(&text, &len);
   FUZZ_CHECK(f, "open_memstream");
-  int rc = ebb_ledger_write_json(ebb_allocator_ledger(a), f);
+  int rc = mem_ledger_write_json(mem_allocator_ledger(a), f);
   fclose(f);
   FUZZ_CHECK(rc == 0, "ledger JSON export failed: %s", ebb_errmsg());
   json_error_t e;
@@ -121,15 +121,15 @@ static void check_json(ebb_allocator *a) {
                  json_is_array(json_object_get(j, "owners")),
              "ledger JSON without events/owners arrays");
   size_t nev = json_array_size(json_object_get(j, "events"));
-  FUZZ_CHECK(nev == ebb_ledger_count(ebb_allocator_ledger(a)), "JSON has %zu events, ledger %zu",
-             nev, ebb_ledger_count(ebb_allocator_ledger(a)));
+  FUZZ_CHECK(nev == mem_ledger_count(mem_allocator_ledger(a)), "JSON has %zu events, ledger %zu",
+             nev, mem_ledger_count(mem_allocator_ledger(a)));
   json_decref(j);
   free(text);
 }
 
-static void check_stats(ebb_allocator *a) {
-  ebb_alloc_stats st = {.size = sizeof st};
-  FUZZ_CHECK(ebb_allocator_get_stats(a, &st) == 0, "get_stats: %s", ebb_errmsg());
+static void check_stats(mem_allocator *a) {
+  mem_alloc_stats st = {.size = sizeof st};
+  FUZZ_CHECK(mem_allocator_get_stats(a, &st) == 0, "get_stats: %s", ebb_errmsg());
   uint64_t sum = 0;
   for (int i = 0; i < nblocks; i++)
     sum += blocks[i].size;
@@ -156,8 +156,8 @@ static void check_stats(ebb_allocator *a) {
   for (int o = 0; o < nowners; o++) {
     if (!owners[o].alive)
       continue;
-    ebb_owner_stats os = {.size = sizeof os};
-    FUZZ_CHECK(ebb_owner_get_stats(owners[o].h, &os) == 0, "owner stats");
+    mem_owner_stats os = {.size = sizeof os};
+    FUZZ_CHECK(mem_owner_get_stats(owners[o].h, &os) == 0, "owner stats");
     uint64_t own = 0, cnt = 0;
     for (int i = 0; i < nblocks; i++)
       if (blocks[i].owner == o) {
@@ -187,11 +187,11 @@ static void owner_gone(int o, int destroy) {
   for (int i = 0; i < npins; i++)
     if (in_tree(pins[i].owner, o))
       wantpins++;
-  ebb_leak_report *rep = NULL;
+  mem_leak_report *rep = NULL;
   if (destroy)
-    ebb_owner_destroy(owners[o].h, &rep);
+    mem_owner_destroy(owners[o].h, &rep);
   else
-    FUZZ_CHECK(ebb_owner_reclaim(owners[o].h, &rep) == 0, "reclaim: %s", ebb_errmsg());
+    FUZZ_CHECK(mem_owner_reclaim(owners[o].h, &rep) == 0, "reclaim: %s", ebb_errmsg());
   size_t dev_leaks = 0;
   uint64_t bytes = 0;
   for (size_t i = 0; rep && i < rep->nleaks; i++)
@@ -204,7 +204,7 @@ static void owner_gone(int o, int destroy) {
              (unsigned long long)bytes, want, (unsigned long long)want_bytes);
   FUZZ_CHECK((rep != NULL) == (want + wantpins > 0), "leak report %p with %d+%d leaks",
              (void *)rep, want, wantpins);
-  ebb_leak_report_free(rep);
+  mem_leak_report_free(rep);
   for (int i = nblocks - 1; i >= 0; i--)
     if (in_tree(blocks[i].owner, o))
       drop_block(i);
@@ -224,7 +224,7 @@ static int pick_owner(reader *r) {
   return owners[o].alive ? o : -1;
 }
 
-static void op_alloc(ebb_allocator *a, reader *r) {
+static void op_alloc(mem_allocator *a, reader *r) {
   int o = pick_owner(r);
   uint8_t cls = (uint8_t)rd_u(r, 1);
   size_t req;
@@ -247,7 +247,7 @@ static void op_alloc(ebb_allocator *a, reader *r) {
     if (owners[q].quota && model_tree_bytes(q) + size > owners[q].quota)
       over = 1;
   uint64_t addr = 0;
-  int rc = ebb_mem_alloc(owners[o].h, req, "fuzz_ledger.c:alloc", &addr);
+  int rc = mem_alloc(owners[o].h, req, "fuzz_ledger.c:alloc", &addr);
   if (over) {
     FUZZ_CHECK(rc == EBB_EQUOTA, "alloc of %zu over quota: rc %d (%s)", req, rc, ebb_errmsg());
     return;
@@ -265,7 +265,7 @@ static void op_alloc(ebb_allocator *a, reader *r) {
   blocks[nblocks++] = (m_block){addr, req, size, o};
 }
 
-static void op_free_bad(ebb_allocator *a, reader *r) {
+static void op_free_bad(mem_allocator *a, reader *r) {
   uint8_t how = (uint8_t)rd_u(r, 1);
   uint64_t addr;
   if (nblocks && how % 3 == 0)
@@ -277,7 +277,7 @@ static void op_free_bad(ebb_allocator *a, reader *r) {
   for (int i = 0; i < nblocks; i++)
     if (blocks[i].addr == addr)
       return; /* it is a block after all */
-  int rc = ebb_mem_free(a, addr);
+  int rc = mem_free(a, addr);
   FUZZ_CHECK(rc == EBB_ENOTFOUND, "free of non-block 0x%llx: rc %d (%s)",
              (unsigned long long)addr, rc, ebb_errmsg());
 }
@@ -285,14 +285,14 @@ static void op_free_bad(ebb_allocator *a, reader *r) {
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   if (!dev) {
     ascii_only = fuzz_known();
-    FUZZ_CHECK(ebb_device_open("cpu", &dev) == 0, "cpu device: %s", ebb_errmsg());
+    FUZZ_CHECK(dev_open("cpu", &dev) == 0, "cpu device: %s", ebb_errmsg());
   }
-  ebb_alloc_opts opts = {.size = sizeof opts, .seg_kind = EBB_SEG_AUTO, .ledger_events = 48,
+  mem_alloc_opts opts = {.size = sizeof opts, .seg_kind = EBB_SEG_AUTO, .ledger_events = 48,
                          .backtraces = 0};
-  ebb_allocator *a = NULL;
-  FUZZ_CHECK(ebb_allocator_create(dev, &opts, &a) == 0, "allocator: %s", ebb_errmsg());
+  mem_allocator *a = NULL;
+  FUZZ_CHECK(mem_allocator_create(dev, &opts, &a) == 0, "allocator: %s", ebb_errmsg());
   int leak_calls = 0;
-  ebb_allocator_on_leak(a, leak_cb, &leak_calls);
+  mem_allocator_on_leak(a, leak_cb, &leak_calls);
   nowners = nblocks = npins = 0;
   reader r = {data, size, 0};
   uint8_t op;
@@ -309,7 +309,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
       if (pb >= 0x80 && nowners && owners[pb % nowners].alive)
         parent = pb % nowners;
       ebb_owner *h = NULL;
-      int rc = ebb_owner_create(a, name, parent >= 0 ? owners[parent].h : NULL, &h);
+      int rc = mem_owner_create(a, name, parent >= 0 ? owners[parent].h : NULL, &h);
       FUZZ_CHECK(rc == 0 && h, "owner_create '%s': %s", name, ebb_errmsg());
       owners[nowners++] = (m_owner){h, parent, 0, 1};
       break;
@@ -321,7 +321,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
       if (!nblocks)
         break;
       int i = (int)(k % (uint32_t)nblocks);
-      int rc = ebb_mem_free(a, blocks[i].addr);
+      int rc = mem_free(a, blocks[i].addr);
       FUZZ_CHECK(rc == 0, "free of live block 0x%llx: %s", (unsigned long long)blocks[i].addr,
                  ebb_errmsg());
       uint64_t addr = blocks[i].addr;
@@ -330,17 +330,17 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
       for (int j = 0; j < nblocks; j++)
         still |= blocks[j].addr == addr;
       if (!still) /* a double free must fail cleanly */
-        FUZZ_CHECK(ebb_mem_free(a, addr) == EBB_ENOTFOUND, "double free of 0x%llx accepted",
+        FUZZ_CHECK(mem_free(a, addr) == EBB_ENOTFOUND, "double free of 0x%llx accepted",
                    (unsigned long long)addr);
       break;
     }
     case 4: op_free_bad(a, &r); break;
     case 5: { /* trim */
-      ebb_alloc_stats b = {.size = sizeof b}, c = {.size = sizeof c};
-      ebb_allocator_get_stats(a, &b);
+      mem_alloc_stats b = {.size = sizeof b}, c = {.size = sizeof c};
+      mem_allocator_get_stats(a, &b);
       uint64_t got = 0;
-      FUZZ_CHECK(ebb_allocator_trim(a, &got) == 0, "trim: %s", ebb_errmsg());
-      ebb_allocator_get_stats(a, &c);
+      FUZZ_CHECK(mem_allocator_trim(a, &got) == 0, "trim: %s", ebb_errmsg());
+      mem_allocator_get_stats(a, &c);
       FUZZ_CHECK(c.reserved.current + got == b.reserved.current,
                  "trim returned %llu bytes but reserved went %llu -> %llu",
                  (unsigned long long)got, (unsigned long long)b.reserved.current,
@@ -351,7 +351,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     case 6: { /* mark */
       char label[32];
       read_name(&r, label, sizeof label);
-      ebb_ledger_mark(ebb_allocator_ledger(a), label);
+      mem_ledger_mark(mem_allocator_ledger(a), label);
       break;
     }
     case 7:
@@ -365,15 +365,15 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
       int o = pick_owner(&r);
       uint64_t q = (uint64_t)(rd_u(&r, 1) % 9) * 4 * MiB;
       if (o >= 0) {
-        FUZZ_CHECK(ebb_owner_set_quota(owners[o].h, q) == 0, "set_quota");
+        FUZZ_CHECK(mem_owner_set_quota(owners[o].h, q) == 0, "set_quota");
         owners[o].quota = q;
       }
       break;
     }
     case 10: check_json(a); break;
     case 11: { /* release: trim + pinned (no callbacks: the registry is process-wide) */
-      ebb_release_result res = {.size = sizeof res};
-      FUZZ_CHECK(ebb_release(a, EBB_RELEASE_TRIM | EBB_RELEASE_PINNED, &res) == 0, "release: %s",
+      mem_release_result res = {.size = sizeof res};
+      FUZZ_CHECK(mem_release(a, EBB_RELEASE_TRIM | EBB_RELEASE_PINNED, &res) == 0, "release: %s",
                  ebb_errmsg());
       FUZZ_CHECK(res.released_bytes == res.segment_bytes + res.context_bytes,
                  "released %llu != segments %llu + context %llu",
@@ -387,12 +387,12 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
       int o = pick_owner(&r);
       if ((k & 1) && npins) {
         int i = k % npins;
-        FUZZ_CHECK(ebb_pinned_free(a, pins[i].p) == 0, "pinned free: %s", ebb_errmsg());
+        FUZZ_CHECK(mem_pinned_free(a, pins[i].p) == 0, "pinned free: %s", ebb_errmsg());
         pins[i] = pins[--npins];
       } else if (o >= 0 && npins < MAX_PINNED) {
         void *p = NULL;
         size_t want = 1 + (size_t)k * 1024;
-        FUZZ_CHECK(ebb_pinned_alloc(owners[o].h, want, &p) == 0 && p, "pinned alloc: %s",
+        FUZZ_CHECK(mem_pinned_alloc(owners[o].h, want, &p) == 0 && p, "pinned alloc: %s",
                    ebb_errmsg());
         ((volatile uint8_t *)p)[want - 1] = 1;
         pins[npins++] = (m_pin){p, o};
@@ -406,7 +406,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
       m_block *b = &blocks[k % (uint32_t)nblocks];
       ebb_owner *who = NULL;
       size_t sz = 0;
-      FUZZ_CHECK(ebb_mem_lookup(a, b->addr, &who, &sz) == 0, "lookup of a live block: %s",
+      FUZZ_CHECK(mem_lookup(a, b->addr, &who, &sz) == 0, "lookup of a live block: %s",
                  ebb_errmsg());
       FUZZ_CHECK(who == owners[b->owner].h && sz == b->req, "lookup: owner/size mismatch");
       break;
@@ -415,6 +415,6 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     check_stats(a);
   }
   check_json(a);
-  ebb_allocator_destroy(a);
+  mem_allocator_destroy(a);
   return 0;
 }

@@ -1,4 +1,4 @@
-/* ebb_stage_validate_options against the built-in stages' option schemas.
+/* pl_stage_validate_options against the built-in stages' option schemas.
  * Input: byte 0 picks the stage (modulo the registry's count), the rest is
  * JSON (any value). Valid options give an object holding every given option
  * and every schema default; invalid ones fail with EBB_ECONFIG naming the
@@ -6,9 +6,9 @@
 #include "fuzz_util.h"
 #include "pipeline/registry.h"
 
-static ebb_registry *registry(void) {
-  static ebb_registry *r;
-  if (!r && ebb_registry_create(&r) != 0) {
+static pl_registry *registry(void) {
+  static pl_registry *r;
+  if (!r && pl_registry_create(&r) != 0) {
     fprintf(stderr, "fuzz_options: no registry: %s\n", ebb_errmsg());
     abort();
   }
@@ -18,17 +18,17 @@ static ebb_registry *registry(void) {
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   if (size < 1)
     return 0;
-  ebb_registry *r = registry();
-  size_t n = ebb_registry_count(r);
+  pl_registry *r = registry();
+  size_t n = pl_registry_count(r);
   FUZZ_CHECK(n > 0, "no built-in stages");
-  const ebb_stage *st = ebb_registry_at(r, data[0] % n, NULL);
+  const ebb_stage *st = pl_registry_at(r, data[0] % n, NULL);
   FUZZ_CHECK(st && st->name, "registry entry %zu", (size_t)(data[0] % n));
   json_error_t e;
   json_t *opts = json_loadb((const char *)data + 1, size - 1, JSON_DECODE_ANY, &e);
   if (!opts)
     return 0;
   json_t *merged = NULL;
-  int rc = ebb_stage_validate_options(st, opts, "fuzz", &merged);
+  int rc = pl_stage_validate_options(st, opts, "fuzz", &merged);
   if (rc) {
     FUZZ_CHECK(rc == EBB_ECONFIG, "stage '%s': rc %d (%s): %s", st->name, rc, ebb_errname(rc),
                ebb_errmsg());

@@ -1,4 +1,4 @@
-/* ebb_policy_parse: any text either parses to a valid policy whose text form
+/* pl_policy_parse: any text either parses to a valid policy whose text form
  * parses back to the same policy, or fails with EBB_EINVAL and a message. */
 #include <math.h>
 
@@ -7,8 +7,8 @@
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   char *s = fuzz_cstr(data, size);
-  ebb_policy p = {.kind = (ebb_policy_kind)99, .idle_s = -1};
-  int rc = ebb_policy_parse(s, &p);
+  pl_policy p = {.kind = (pl_policy_kind)99, .idle_s = -1};
+  int rc = pl_policy_parse(s, &p);
   if (rc) {
     FUZZ_CHECK(rc == EBB_EINVAL, "rc %d (%s) for a bad policy, expected EBB_EINVAL", rc,
                ebb_errname(rc));
@@ -20,9 +20,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     if (timed)
       FUZZ_CHECK(isfinite(p.idle_s) && p.idle_s >= 0, "%g s accepted", p.idle_s);
     char text[64];
-    ebb_policy_format(&p, text, sizeof text);
-    ebb_policy q;
-    int rc2 = ebb_policy_parse(text, &q);
+    pl_policy_format(&p, text, sizeof text);
+    pl_policy q;
+    int rc2 = pl_policy_parse(text, &q);
     FUZZ_CHECK(rc2 == 0, "the text form \"%s\" of an accepted policy does not parse: %s", text,
                ebb_errmsg());
     FUZZ_CHECK(q.kind == p.kind, "\"%s\" parses to kind %d, was %d", text, (int)q.kind,

@@ -1,4 +1,4 @@
-/* ebb_transcribe_parse on verbose_json bodies, OpenAI and whisper.cpp shapes.
+/* stg_transcribe_parse on verbose_json bodies, OpenAI and whisper.cpp shapes.
  * Input: byte 0 picks the protocol (0: openai, 1: whispercpp, 2: auto with an
  * /inference URL, 3: auto with an OpenAI URL), the rest is the body. A body
  * either parses into ebb's transcript JSON (valid JSON: text string, words
@@ -37,7 +37,7 @@ static void on_log(void *arg, int level, const char *msg) {
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   if (size < 1)
     return 0;
-  static const ebb_whisper_protocol protos[] = {EBB_WHISPER_OPENAI, EBB_WHISPER_WHISPERCPP,
+  static const stg_whisper_protocol protos[] = {EBB_WHISPER_OPENAI, EBB_WHISPER_WHISPERCPP,
                                                 EBB_WHISPER_AUTO, EBB_WHISPER_AUTO};
   static const char *const urls[] = {"http://127.0.0.1:9/v1/audio/transcriptions",
                                      "http://127.0.0.1:9/inference",
@@ -52,7 +52,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   char *out = NULL;
   int dropped = -1;
   nlogs = 0;
-  int rc = ebb_transcribe_parse(body, size - 1, protos[sel], urls[sel], &out, &dropped, on_log,
+  int rc = stg_transcribe_parse(body, size - 1, protos[sel], urls[sel], &out, &dropped, on_log,
                                 NULL);
   if (rc) {
     FUZZ_CHECK(rc == EBB_EPROTO, "rc %d (%s), expected EBB_EPROTO: %s", rc, ebb_errname(rc),

@@ -1,8 +1,8 @@
 /* The worker protocol's codec, both layers: the bytes as a stream of frames
- * for ebb_wire_decode (a frame is a decoded object with a string "type",
+ * for wrk_wire_decode (a frame is a decoded object with a string "type",
  * "need more" consuming nothing, or EBB_EPROTO with a message; never more
  * than was given), and every item of a decoded frame's "items" for the one
- * item decoder both ends use (ebb_wire_item_decode): accepted items are in
+ * item decoder both ends use (wrk_wire_item_decode): accepted items are in
  * range (channels 1..64, rate 1..10000000, at most 2^40 elements, bytes =
  * elements x 4, a payload named with the prefix) and encode back to an item
  * that decodes the same. */
@@ -13,15 +13,15 @@
 #define PREFIX "ebb-w1-2-"
 
 static void check_item(const json_t *o, size_t i) {
-  ebb_wire_item it;
-  int rc = ebb_wire_item_decode(o, i, PREFIX, &it);
+  wrk_wire_item it;
+  int rc = wrk_wire_item_decode(o, i, PREFIX, &it);
   if (rc) {
     FUZZ_CHECK(rc == EBB_EPROTO && strstr(ebb_errmsg(), "item #"), "item rc %d: '%s'", rc,
                ebb_errmsg());
     return;
   }
   uint64_t elems = it.kind == EBB_ITEM_AUDIO    ? it.frames * it.channels
-                   : it.kind == EBB_ITEM_TENSOR ? ebb_wire_tensor_elems(it.ndim, it.shape)
+                   : it.kind == EBB_ITEM_TENSOR ? wrk_wire_tensor_elems(it.ndim, it.shape)
                                                 : 0;
   FUZZ_CHECK(it.name && *it.name, "an item without a name was accepted");
   if (it.kind == EBB_ITEM_AUDIO)
@@ -34,12 +34,12 @@ static void check_item(const json_t *o, size_t i) {
   FUZZ_CHECK(it.kind == EBB_ITEM_AUDIO || it.kind == EBB_ITEM_TENSOR || it.text,
              "a json/file item without its text accepted");
   /* encode back: the same item */
-  json_t *back = ebb_wire_item_encode(&it);
+  json_t *back = wrk_wire_item_encode(&it);
   FUZZ_CHECK(back != NULL, "an accepted item does not encode");
   if (it.shm)
-    FUZZ_CHECK(ebb_wire_item_set_payload(back, it.shm, it.bytes) == 0, "payload");
-  ebb_wire_item again;
-  FUZZ_CHECK(ebb_wire_item_decode(back, i, PREFIX, &again) == 0, "re-encoded item refused: %s",
+    FUZZ_CHECK(wrk_wire_item_set_payload(back, it.shm, it.bytes) == 0, "payload");
+  wrk_wire_item again;
+  FUZZ_CHECK(wrk_wire_item_decode(back, i, PREFIX, &again) == 0, "re-encoded item refused: %s",
              ebb_errmsg());
   FUZZ_CHECK(again.kind == it.kind && again.bytes == it.bytes && again.frames == it.frames &&
                  again.ndim == it.ndim && !strcmp(again.name, it.name),
@@ -52,7 +52,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   for (int frames = 0; off < size && frames < 64; frames++) {
     json_t *m = NULL;
     size_t used = 0;
-    int rc = ebb_wire_decode(data + off, size - off, 0, &m, &used);
+    int rc = wrk_wire_decode(data + off, size - off, 0, &m, &used);
     if (rc) {
       FUZZ_CHECK(rc == EBB_EPROTO && m == NULL && ebb_errmsg()[0], "frame rc %d", rc);
       break;

@@ -27,8 +27,8 @@ for bin in "$EBB" "$EBB_WORKER"; do
       break
     fi
   done
-  for internal in ebb_allocator_create ebb_device_open ebb_registry_create ebb_wire_send \
-                  ebb_item_from_wire ebb_log $main; do
+  for internal in mem_allocator_create dev_open pl_registry_create wrk_wire_send \
+                  pl_item_from_wire base_log $main; do
     grep -qx "$internal" "$T/$name.exports" && fail "$name exports the internal symbol $internal"
   done
   others=$(grep -v '^fakegpu_twin_' "$T/$name.exports" | grep '^ebb_' | head -5)

@@ -4,7 +4,7 @@
 #  - every room of this build passed its own link check (ebb_<room>_layering
 #    was linked: the room's every object against the rooms below it alone);
 #  - a scratch room at the device's level (tests/support/layering) that calls
-#    the memory room's ebb_allocator_create: a program linking every room
+#    the memory room's mem_allocator_create: a program linking every room
 #    links it anyway (the hole static libraries leave), but the room's link
 #    check FAILS, naming the function; the same room calling the base room's
 #    ebb_seterr (downward) builds, check included.
@@ -40,8 +40,8 @@ if configure up up; then
   if cmake --build "$T/up" --target ebb_probe_layering > "$T/up.check.log" 2>&1; then
     fail "up: the probe room calls the memory room above it, yet its link check linked"
   else
-    grep -q "undefined reference to .ebb_allocator_create" "$T/up.check.log" ||
-      fail "up: the link check failed without naming ebb_allocator_create: $(tail -20 "$T/up.check.log")"
+    grep -q "undefined reference to .mem_allocator_create" "$T/up.check.log" ||
+      fail "up: the link check failed without naming mem_allocator_create: $(tail -20 "$T/up.check.log")"
     echo "--- upward call refused: $(grep -m1 'undefined reference' "$T/up.check.log")"
   fi
   cmake --build "$T/up" > "$T/up.all.log" 2>&1 && fail "up: the whole scratch build succeeded"

@@ -50,7 +50,7 @@ static void publish_one(uint64_t bytes) {
                   .owner = "x",
                   .what = "GPU memory",
                   .bytes = bytes};
-  ebb_event_publish(&ev);
+  base_event_publish(&ev);
 }
 
 static void test_subscribe_and_order(void) {
@@ -80,13 +80,13 @@ static void test_subscribe_and_order(void) {
   rec g = {0};
   ebb_subscription *sg = NULL;
   CHECK_EQ_INT(ebb_events_subscribe(record, &g, &sg), 0);
-  ebb_event_publish_grant("received", 4121, "ebb serve", "cuda:0", 8u << 20, 6u << 20, 13.5,
+  base_event_publish_grant("received", 4121, "ebb serve", "cuda:0", 8u << 20, 6u << 20, 13.5,
                           "idle");
   CHECK(g.kind == EBB_EVENT_GRANT);
   CHECK_EQ_U64(g.bytes, 6u << 20);
   CHECK_EQ_STR(g.owner, "ebb serve");
   CHECK_EQ_STR(g.state, "received");
-  ebb_event_publish_ask("cuda:0", 8u << 20, 9u << 20, 2, 1);
+  base_event_publish_ask("cuda:0", 8u << 20, 9u << 20, 2, 1);
   CHECK(g.kind == EBB_EVENT_GRANT);
   CHECK_EQ_STR(g.state, "asked");
   CHECK_EQ_U64(g.asked, 8u << 20);
@@ -293,16 +293,16 @@ static void test_log_lines(void) {
   size_t n = 0;
   FILE *f = open_memstream(&buf, &n);
   REQUIRE(f != NULL);
-  ebb_log_set_stream(f);
-  ebb_log_set_level(EBB_LOG_INFO);
+  base_log_set_stream(f);
+  base_log_set_level(EBB_LOG_INFO);
   ebb_event rel = {.kind = EBB_EVENT_RELEASED,
                    .owner = "separate",
                    .what = "GPU memory",
                    .bytes = 3704ull << 20};
-  ebb_event_publish(&rel);
+  base_event_publish(&rel);
   ebb_event quiet = rel;
   quiet.flags = EBB_EVENT_QUIET;
-  ebb_event_publish(&quiet); /* no line */
+  base_event_publish(&quiet); /* no line */
   ebb_event_site site = {.bytes = 4 << 20, .site = "synthetic.c:120"};
   ebb_event leak = {.kind = EBB_EVENT_LEAK,
                     .owner = "b",
@@ -310,11 +310,11 @@ static void test_log_lines(void) {
                     .blocks = 1,
                     .sites = &site,
                     .nsites = 1};
-  ebb_event_publish(&leak);
-  ebb_event_publish_grant("gave", 4121, "ebb serve", "cuda:0", 8u << 20, 6u << 20, 13.4, "idle");
-  ebb_event_publish_ask("cuda:0", 8u << 20, 9u << 20, 1, 1);
-  ebb_log_set_stream(NULL);
-  ebb_log_set_level(EBB_LOG_ERROR);
+  base_event_publish(&leak);
+  base_event_publish_grant("gave", 4121, "ebb serve", "cuda:0", 8u << 20, 6u << 20, 13.4, "idle");
+  base_event_publish_ask("cuda:0", 8u << 20, 9u << 20, 1, 1);
+  base_log_set_stream(NULL);
+  base_log_set_level(EBB_LOG_ERROR);
   fclose(f);
   CHECK_EQ_STR(buf, "[separate] released 3704 MiB of GPU memory\n"
                     "[b] leaked 4 MiB in 1 blocks; freed by ebb\n"
@@ -325,7 +325,7 @@ static void test_log_lines(void) {
 }
 
 int main(void) {
-  ebb_log_set_level(EBB_LOG_ERROR);
+  base_log_set_level(EBB_LOG_ERROR);
   RUN(test_log_lines);
   RUN(test_subscribe_and_order);
   RUN(test_unsubscribe_during_publish);

@@ -12,13 +12,13 @@
 /* Child: open SPEC from $DT_SPEC and print the outcome. */
 static int child_open(void) {
   const char *spec = getenv("DT_SPEC");
-  ebb_device *d = NULL;
-  int rc = ebb_device_open(spec, &d);
+  dev_device *d = NULL;
+  int rc = dev_open(spec, &d);
   printf("rc=%s\nmsg=%s\n", ebb_errname(rc), rc ? ebb_errmsg() : "");
   if (d)
-    printf("label=%s\nnote=%s\n", ebb_device_label(d),
-           ebb_device_note(d) ? ebb_device_note(d) : "");
-  ebb_device_close(d);
+    printf("label=%s\nnote=%s\n", dev_device_label(d),
+           dev_note(d) ? dev_note(d) : "");
+  dev_close(d);
   return 0;
 }
 

@@ -19,44 +19,44 @@ static void expect_no_usage(const char *when) {
 }
 
 static void test_queries_make_no_context(void) {
-  ebb_device *d = NULL;
-  REQUIRE(ebb_device_open("cuda:0", &d) == 0);
-  CHECK(!ebb_device_ctx_active(d));
+  dev_device *d = NULL;
+  REQUIRE(dev_open("cuda:0", &d) == 0);
+  CHECK(!dev_ctx_active(d));
   expect_no_usage("after open");
 
-  ebb_dev_meminfo mi;
-  CHECK_EQ_INT(ebb_device_mem_info(d, &mi), 0);
+  dev_meminfo mi;
+  CHECK_EQ_INT(dev_mem_info(d, &mi), 0);
   CHECK_MSG(mi.source == EBB_MEMINFO_NVML, "mem_info without a context: source %d, want NVML",
             mi.source);
   CHECK(mi.total_bytes > 0 && mi.free_bytes <= mi.total_bytes);
   if (!real)
     CHECK_EQ_U64(mi.total_bytes, 81920ull << 20);
-  CHECK(!ebb_device_ctx_active(d));
+  CHECK(!dev_ctx_active(d));
 
   uint64_t used = 1;
-  CHECK_EQ_INT(ebb_device_process_used(d, getpid(), &used), 0);
+  CHECK_EQ_INT(dev_process_used(d, getpid(), &used), 0);
   CHECK_EQ_U64(used, 0);
 
-  CHECK_EQ_INT(ebb_device_ctx_release(d), 0);
-  CHECK(!ebb_device_ctx_active(d));
-  CHECK_EQ_INT(ebb_device_synchronize(d), 0);
-  CHECK(!ebb_device_ctx_active(d));
-  CHECK_EQ_INT(ebb_device_host_free(d, NULL), 0);
-  CHECK(!ebb_device_ctx_active(d));
+  CHECK_EQ_INT(dev_ctx_release(d), 0);
+  CHECK(!dev_ctx_active(d));
+  CHECK_EQ_INT(dev_synchronize(d), 0);
+  CHECK(!dev_ctx_active(d));
+  CHECK_EQ_INT(dev_host_free(d, NULL), 0);
+  CHECK(!dev_ctx_active(d));
   expect_no_usage("after mem_info, process_used, ctx_release, synchronize");
-  ebb_device_close(d);
+  dev_close(d);
   expect_no_usage("after close");
 }
 
 static void test_activate_is_seen(void) {
-  ebb_device *d = NULL;
-  REQUIRE(ebb_device_open("cuda:0", &d) == 0);
-  CHECK_EQ_INT(ebb_device_activate(d), 0);
-  CHECK(ebb_device_ctx_active(d));
-  CHECK_EQ_INT(ebb_device_activate(d), 0); /* idempotent */
+  dev_device *d = NULL;
+  REQUIRE(dev_open("cuda:0", &d) == 0);
+  CHECK_EQ_INT(dev_activate(d), 0);
+  CHECK(dev_ctx_active(d));
+  CHECK_EQ_INT(dev_activate(d), 0); /* idempotent */
   long long mib = dt_smi_proc_mib(getpid());
   uint64_t used = 0;
-  CHECK_EQ_INT(ebb_device_process_used(d, getpid(), &used), 0);
+  CHECK_EQ_INT(dev_process_used(d, getpid(), &used), 0);
   if (!real) {
     CHECK_MSG(mib == 300, "with a context the smi says %lld MiB, want the fake's 300", mib);
     CHECK_EQ_U64(used, 300ull << 20);
@@ -67,11 +67,11 @@ static void test_activate_is_seen(void) {
     CHECK_MSG(mib > 0, "with a context nvidia-smi does not list this process (%lld)", mib);
     CHECK_MSG(used > 0, "NVML says 0 bytes while a context is held");
   }
-  ebb_dev_meminfo mi;
-  CHECK_EQ_INT(ebb_device_mem_info(d, &mi), 0);
+  dev_meminfo mi;
+  CHECK_EQ_INT(dev_mem_info(d, &mi), 0);
   CHECK_EQ_INT(mi.source, EBB_MEMINFO_DRIVER);
   /* close releases the context it holds */
-  ebb_device_close(d);
+  dev_close(d);
   expect_no_usage("after close of an active device");
 }
 

@@ -9,13 +9,13 @@
 #include "test.h"
 
 static int entry(const char *name) {
-  for (int i = 0; i < ebb_cuda_entry_count(); i++)
-    if (!strcmp(ebb_cuda_entry_name(i), name))
+  for (int i = 0; i < dev_cuda_entry_count(); i++)
+    if (!strcmp(dev_cuda_entry_name(i), name))
       return i;
   return -1;
 }
 
-static void *fnptr(const ebb_cuda_driver *d, const char *name) {
+static void *fnptr(const dev_cuda_driver *d, const char *name) {
   void *p = NULL;
 #define GET_(n, sym, ver, params)                                              \
   if (!strcmp(#n, name))                                                       \
@@ -26,11 +26,11 @@ static void *fnptr(const ebb_cuda_driver *d, const char *name) {
 }
 
 static void test_fake_all_through_procaddr(void) {
-  ebb_cuda_driver d;
-  int rc = ebb_cuda_driver_load(NULL, &d);
+  dev_cuda_driver d;
+  int rc = dev_cuda_driver_load(NULL, &d);
   REQUIRE(rc == 0);
   CHECK(d.has_get_proc);
-  CHECK_EQ_INT(d.n_procaddr, ebb_cuda_entry_count());
+  CHECK_EQ_INT(d.n_procaddr, dev_cuda_entry_count());
   CHECK_EQ_INT(d.n_dlsym, 0);
   CHECK_EQ_INT(d.n_missing, 0);
   CHECK(d.version >= 12000);
@@ -38,7 +38,7 @@ static void test_fake_all_through_procaddr(void) {
   /* Each pointer is what the driver's cuGetProcAddress_v2 answers for the base
    * name at the pinned version. */
   void *gsym = dlsym(d.lib, "cuGetProcAddress_v2");
-  ebb_pfn_cuGetProcAddress_v2 gpa;
+  dev_pfn_cuGetProcAddress_v2 gpa;
   memcpy(&gpa, &gsym, sizeof gpa);
   REQUIRE(gpa != NULL);
 #define SAME_(n, sym, ver, params)                                             \
@@ -54,8 +54,8 @@ static void test_fake_all_through_procaddr(void) {
 }
 
 static void test_pinned_versions(void) {
-  ebb_cuda_driver d;
-  REQUIRE(ebb_cuda_driver_load(MARKCUDA_GPA_PATH, &d) == 0);
+  dev_cuda_driver d;
+  REQUIRE(dev_cuda_driver_load(MARKCUDA_GPA_PATH, &d) == 0);
   int (*asked)(const char *);
   void *(*gptr)(const char *, int);
   void *s = dlsym(d.lib, "markcuda_asked");
@@ -89,8 +89,8 @@ static void test_pinned_versions(void) {
 
 static void test_fallback_when_procaddr_answers_null(void) {
   setenv("MARKCUDA_GPA_NULL", "1", 1);
-  ebb_cuda_driver d;
-  REQUIRE(ebb_cuda_driver_load(MARKCUDA_GPA_PATH, &d) == 0);
+  dev_cuda_driver d;
+  REQUIRE(dev_cuda_driver_load(MARKCUDA_GPA_PATH, &d) == 0);
   unsetenv("MARKCUDA_GPA_NULL");
   CHECK(d.has_get_proc);
   CHECK_EQ_INT(d.n_procaddr, 0);
@@ -103,8 +103,8 @@ static void test_fallback_when_procaddr_answers_null(void) {
 }
 
 static void test_fallback_without_procaddr(void) {
-  ebb_cuda_driver d;
-  REQUIRE(ebb_cuda_driver_load(MARKCUDA_NOGPA_PATH, &d) == 0);
+  dev_cuda_driver d;
+  REQUIRE(dev_cuda_driver_load(MARKCUDA_NOGPA_PATH, &d) == 0);
   CHECK(!d.has_get_proc);
   CHECK_EQ_INT(d.n_procaddr, 0);
   CHECK(d.n_dlsym >= 6);
@@ -114,26 +114,26 @@ static void test_fallback_without_procaddr(void) {
 }
 
 static void test_missing_and_not_a_driver(void) {
-  ebb_cuda_driver d;
-  CHECK_EQ_INT(ebb_cuda_driver_load("/nonexistent/libcuda.so.1", &d), EBB_ENOLIB);
+  dev_cuda_driver d;
+  CHECK_EQ_INT(dev_cuda_driver_load("/nonexistent/libcuda.so.1", &d), EBB_ENOLIB);
   CHECK(strstr(ebb_errmsg(), "/nonexistent/libcuda.so.1") != NULL);
-  CHECK_EQ_INT(ebb_cuda_driver_load("libm.so.6", &d), EBB_ENOLIB);
+  CHECK_EQ_INT(dev_cuda_driver_load("libm.so.6", &d), EBB_ENOLIB);
   CHECK_MSG(strstr(ebb_errmsg(), "libm.so.6 is not a CUDA driver library") &&
                 strstr(ebb_errmsg(), "cuInit"),
             "not-a-driver message: %s", ebb_errmsg());
 }
 
 static void test_error_names(void) {
-  ebb_cuda_driver d;
-  REQUIRE(ebb_cuda_driver_load(NULL, &d) == 0);
-  CHECK_EQ_STR(ebb_cuda_errname(&d, CUDA_ERROR_OUT_OF_MEMORY), "CUDA_ERROR_OUT_OF_MEMORY");
-  CHECK_EQ_STR(ebb_cuda_errname(NULL, CUDA_ERROR_NO_DEVICE), "CUDA_ERROR_NO_DEVICE");
-  CHECK_EQ_INT(ebb_cuda_fail(&d, CUDA_ERROR_OUT_OF_MEMORY, "cuMemAlloc_v2", "cuda:0", "x"),
+  dev_cuda_driver d;
+  REQUIRE(dev_cuda_driver_load(NULL, &d) == 0);
+  CHECK_EQ_STR(dev_cuda_errname(&d, CUDA_ERROR_OUT_OF_MEMORY), "CUDA_ERROR_OUT_OF_MEMORY");
+  CHECK_EQ_STR(dev_cuda_errname(NULL, CUDA_ERROR_NO_DEVICE), "CUDA_ERROR_NO_DEVICE");
+  CHECK_EQ_INT(dev_cuda_fail(&d, CUDA_ERROR_OUT_OF_MEMORY, "cuMemAlloc_v2", "cuda:0", "x"),
                EBB_EOOM);
   CHECK_EQ_STR(ebb_errmsg(), "cuMemAlloc_v2 failed on cuda:0: CUDA_ERROR_OUT_OF_MEMORY (2); x");
-  CHECK_EQ_INT(ebb_cuda_code(CUDA_ERROR_NO_DEVICE), EBB_ENODEV);
-  CHECK_EQ_INT(ebb_cuda_code(CUDA_ERROR_STUB_LIBRARY), EBB_ENOLIB);
-  CHECK_EQ_INT(ebb_cuda_code(CUDA_ERROR_LAUNCH_FAILED), EBB_EDRIVER);
+  CHECK_EQ_INT(dev_cuda_code(CUDA_ERROR_NO_DEVICE), EBB_ENODEV);
+  CHECK_EQ_INT(dev_cuda_code(CUDA_ERROR_STUB_LIBRARY), EBB_ENOLIB);
+  CHECK_EQ_INT(dev_cuda_code(CUDA_ERROR_LAUNCH_FAILED), EBB_EDRIVER);
 }
 
 int main(void) {
@@ -150,13 +150,13 @@ int main(void) {
   if (!real)
     RUN(test_error_names);
   if (real) {
-    ebb_cuda_driver d;
-    REQUIRE(ebb_cuda_driver_load(NULL, &d) == 0);
+    dev_cuda_driver d;
+    REQUIRE(dev_cuda_driver_load(NULL, &d) == 0);
     fprintf(stderr, "real driver %d at %s: %d via cuGetProcAddress_v2, %d via dlsym, %d missing\n",
             d.version, d.found_at, d.n_procaddr, d.n_dlsym, d.n_missing);
     CHECK(d.has_get_proc);
     CHECK_EQ_INT(d.n_missing, 0);
-    CHECK_EQ_INT(d.n_procaddr, ebb_cuda_entry_count());
+    CHECK_EQ_INT(d.n_procaddr, dev_cuda_entry_count());
   }
   return TEST_END();
 }

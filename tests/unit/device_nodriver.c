@@ -17,8 +17,8 @@
 #include "support/devtest.h"
 #include "test.h"
 
-void fakegpu_twin_ebbtest_fill(const ebb_launch_dims *dims, void **params);
-void fakegpu_twin_ebbtest_fill(const ebb_launch_dims *dims, void **params) {
+void fakegpu_twin_ebbtest_fill(const dev_launch_dims *dims, void **params);
+void fakegpu_twin_ebbtest_fill(const dev_launch_dims *dims, void **params) {
   unsigned char *p = (unsigned char *)(uintptr_t)(*(uint64_t *)params[0]);
   memset(p, 0x42, (size_t)dims->grid[0] * dims->block[0]);
 }
@@ -31,52 +31,52 @@ static int exists(const char *p) {
 }
 
 static void test_cpu_device_everything(void) {
-  ebb_device *d = NULL;
-  REQUIRE(ebb_device_open("cpu", &d) == 0);
-  ebb_dev_meminfo mi;
-  CHECK_EQ_INT(ebb_device_mem_info(d, &mi), 0);
+  dev_device *d = NULL;
+  REQUIRE(dev_open("cpu", &d) == 0);
+  dev_meminfo mi;
+  CHECK_EQ_INT(dev_mem_info(d, &mi), 0);
   uint64_t used;
-  CHECK_EQ_INT(ebb_device_process_used(d, getpid(), &used), 0);
-  CHECK_EQ_INT(ebb_device_activate(d), 0);
+  CHECK_EQ_INT(dev_process_used(d, getpid(), &used), 0);
+  CHECK_EQ_INT(dev_activate(d), 0);
   size_t g;
-  CHECK_EQ_INT(ebb_device_granularity(d, &g), 0);
-  CHECK(ebb_device_supports_vmm(d));
-  ebb_dseg a, b;
-  CHECK_EQ_INT(ebb_device_seg_alloc(d, 1 << 20, EBB_SEG_PLAIN, &a), 0);
-  CHECK_EQ_INT(ebb_device_seg_alloc(d, 1 << 20, EBB_SEG_VMM, &b), 0);
-  CHECK_EQ_INT(ebb_device_memset8(d, a.addr, 1, 1 << 20), 0);
-  CHECK_EQ_INT(ebb_device_copy_dtod(d, b.addr, a.addr, 1 << 20), 0);
-  CHECK_EQ_INT(ebb_device_seg_park(d, &b), 0);
-  CHECK_EQ_INT(ebb_device_seg_wake(d, &b), 0);
+  CHECK_EQ_INT(dev_granularity(d, &g), 0);
+  CHECK(dev_supports_vmm(d));
+  dev_dseg a, b;
+  CHECK_EQ_INT(dev_seg_alloc(d, 1 << 20, EBB_SEG_PLAIN, &a), 0);
+  CHECK_EQ_INT(dev_seg_alloc(d, 1 << 20, EBB_SEG_VMM, &b), 0);
+  CHECK_EQ_INT(dev_memset8(d, a.addr, 1, 1 << 20), 0);
+  CHECK_EQ_INT(dev_copy_dtod(d, b.addr, a.addr, 1 << 20), 0);
+  CHECK_EQ_INT(dev_seg_park(d, &b), 0);
+  CHECK_EQ_INT(dev_seg_wake(d, &b), 0);
   void *h;
-  CHECK_EQ_INT(ebb_device_host_alloc(d, 4096, &h), 0);
-  CHECK_EQ_INT(ebb_device_copy_dtoh(d, h, a.addr, 4096), 0);
-  CHECK_EQ_INT(ebb_device_host_free(d, h), 0);
-  ebb_module *m;
-  ebb_kernel *k;
-  CHECK_EQ_INT(ebb_device_module_load(d, NULL, &m), 0);
-  CHECK_EQ_INT(ebb_device_kernel(d, m, "ebbtest_fill", &k), 0);
+  CHECK_EQ_INT(dev_host_alloc(d, 4096, &h), 0);
+  CHECK_EQ_INT(dev_copy_dtoh(d, h, a.addr, 4096), 0);
+  CHECK_EQ_INT(dev_host_free(d, h), 0);
+  dev_module *m;
+  dev_kernel *k;
+  CHECK_EQ_INT(dev_module_load(d, NULL, &m), 0);
+  CHECK_EQ_INT(dev_device_kernel(d, m, "ebbtest_fill", &k), 0);
   uint64_t dst = a.addr;
   void *params[] = {&dst};
   unsigned grid[3] = {1, 1, 1}, block[3] = {64, 1, 1};
-  CHECK_EQ_INT(ebb_device_launch(d, k, grid, block, 0, params), 0);
+  CHECK_EQ_INT(dev_launch(d, k, grid, block, 0, params), 0);
   CHECK_EQ_INT(((unsigned char *)(uintptr_t)a.addr)[63], 0x42);
-  ebb_device_module_unload(d, m);
-  CHECK_EQ_INT(ebb_device_synchronize(d), 0);
-  CHECK_EQ_INT(ebb_device_ctx_release(d), 0);
-  CHECK_EQ_INT(ebb_device_seg_free(d, &a), 0);
-  ebb_device_close(d); /* frees b */
+  dev_module_unload(d, m);
+  CHECK_EQ_INT(dev_synchronize(d), 0);
+  CHECK_EQ_INT(dev_ctx_release(d), 0);
+  CHECK_EQ_INT(dev_seg_free(d, &a), 0);
+  dev_close(d); /* frees b */
 
   CHECK_MSG(!exists(mark), "the CPU device loaded the driver library (%s exists)", mark);
   CHECK_MSG(dt_maps_have("abortcuda") == 0, "abortcuda is mapped into this process");
-  CHECK(!ebb_cuda_driver_is_loaded());
+  CHECK(!dev_cuda_driver_is_loaded());
 }
 
 static int child_open(const char *spec) {
-  ebb_device *d = NULL;
-  int rc = ebb_device_open(spec, &d);
+  dev_device *d = NULL;
+  int rc = dev_open(spec, &d);
   printf("open(%s) returned %d without aborting: %s\n", spec, rc, ebb_errmsg());
-  ebb_device_close(d);
+  dev_close(d);
   return 0;
 }
 

@@ -10,20 +10,20 @@
 static int real;
 
 static void test_cpu_loads_no_driver(void) {
-  ebb_device *d = NULL;
-  REQUIRE(ebb_device_open("cpu", &d) == 0);
-  CHECK_EQ_INT(ebb_device_kind_of(d), EBB_DEVICE_CPU);
-  CHECK_EQ_STR(ebb_device_label(d), "cpu");
-  CHECK_EQ_INT(ebb_device_ordinal(d), -1);
-  CHECK(ebb_device_total_bytes(d) > (64ull << 20));
-  CHECK(strlen(ebb_device_name(d)) > 0);
-  CHECK(ebb_device_note(d) == NULL);
-  ebb_dev_meminfo mi;
-  CHECK_EQ_INT(ebb_device_mem_info(d, &mi), 0);
+  dev_device *d = NULL;
+  REQUIRE(dev_open("cpu", &d) == 0);
+  CHECK_EQ_INT(dev_kind_of(d), EBB_DEVICE_CPU);
+  CHECK_EQ_STR(dev_device_label(d), "cpu");
+  CHECK_EQ_INT(dev_ordinal(d), -1);
+  CHECK(dev_total_bytes(d) > (64ull << 20));
+  CHECK(strlen(dev_name(d)) > 0);
+  CHECK(dev_note(d) == NULL);
+  dev_meminfo mi;
+  CHECK_EQ_INT(dev_mem_info(d, &mi), 0);
   CHECK_EQ_INT(mi.source, EBB_MEMINFO_HOST);
   CHECK(mi.free_bytes > 0 && mi.free_bytes <= mi.total_bytes);
-  ebb_device_close(d);
-  CHECK_MSG(!ebb_cuda_driver_is_loaded(), "opening cpu loaded the CUDA driver");
+  dev_close(d);
+  CHECK_MSG(!dev_cuda_driver_is_loaded(), "opening cpu loaded the CUDA driver");
   CHECK_MSG(dt_maps_have("libcuda") == 0 && dt_maps_have("fakegpu/libcuda") == 0,
             "a libcuda is mapped after opening only the CPU device");
 }
@@ -31,63 +31,63 @@ static void test_cpu_loads_no_driver(void) {
 static void test_bad_specs(void) {
   const char *bad[] = {"gpu", "cuda:", "cuda:x", "cuda:-1", "cuda:0x", "CPU", "cuda0", "cpu:0"};
   for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
-    ebb_device *d = (ebb_device *)0x1;
-    int rc = ebb_device_open(bad[i], &d);
+    dev_device *d = (dev_device *)0x1;
+    int rc = dev_open(bad[i], &d);
     CHECK_MSG(rc == EBB_EINVAL, "open(\"%s\") answered %d (%s), want EBB_EINVAL", bad[i], rc,
               ebb_errmsg());
     CHECK_MSG(d == NULL, "open(\"%s\") left *out set on failure", bad[i]);
     CHECK_MSG(strstr(ebb_errmsg(), bad[i]) != NULL, "message does not name '%s': %s", bad[i],
               ebb_errmsg());
   }
-  CHECK_MSG(!ebb_cuda_driver_is_loaded(), "a bad spec loaded the CUDA driver");
+  CHECK_MSG(!dev_cuda_driver_is_loaded(), "a bad spec loaded the CUDA driver");
 }
 
 static void test_cuda_specs(void) {
   const char *specs[] = {"cuda", "cuda:0", "auto"};
   for (size_t i = 0; i < 3; i++) {
-    ebb_device *d = NULL;
-    int rc = ebb_device_open(specs[i], &d);
+    dev_device *d = NULL;
+    int rc = dev_open(specs[i], &d);
     CHECK_MSG(rc == 0, "open(\"%s\"): %s", specs[i], ebb_errmsg());
     if (rc)
       continue;
-    CHECK_EQ_INT(ebb_device_kind_of(d), EBB_DEVICE_CUDA);
-    CHECK_EQ_STR(ebb_device_label(d), "cuda:0");
-    CHECK_EQ_INT(ebb_device_ordinal(d), 0);
-    CHECK(ebb_device_note(d) == NULL);
+    CHECK_EQ_INT(dev_kind_of(d), EBB_DEVICE_CUDA);
+    CHECK_EQ_STR(dev_device_label(d), "cuda:0");
+    CHECK_EQ_INT(dev_ordinal(d), 0);
+    CHECK(dev_note(d) == NULL);
     if (!real) {
-      CHECK_EQ_STR(ebb_device_name(d), "fakegpu (ebb test device)");
-      CHECK_EQ_U64(ebb_device_total_bytes(d), 81920ull << 20);
+      CHECK_EQ_STR(dev_name(d), "fakegpu (ebb test device)");
+      CHECK_EQ_U64(dev_total_bytes(d), 81920ull << 20);
     } else {
-      CHECK(ebb_device_total_bytes(d) > 0);
+      CHECK(dev_total_bytes(d) > 0);
     }
-    CHECK_MSG(!ebb_device_ctx_active(d), "open(\"%s\") created a context", specs[i]);
-    ebb_device_close(d);
+    CHECK_MSG(!dev_ctx_active(d), "open(\"%s\") created a context", specs[i]);
+    dev_close(d);
   }
 }
 
 static void test_cuda_out_of_range(void) {
-  const ebb_cuda_driver *drv;
-  REQUIRE(ebb_cuda_driver_get(&drv) == 0);
+  const dev_cuda_driver *drv;
+  REQUIRE(dev_cuda_driver_get(&drv) == 0);
   char spec[32];
   snprintf(spec, sizeof spec, "cuda:%d", drv->ndevices);
-  ebb_device *d = NULL;
-  int rc = ebb_device_open(spec, &d);
+  dev_device *d = NULL;
+  int rc = dev_open(spec, &d);
   CHECK_EQ_INT(rc, EBB_ENODEV);
   CHECK(d == NULL);
   CHECK_MSG(strstr(ebb_errmsg(), spec) != NULL, "message does not name %s: %s", spec,
             ebb_errmsg());
-  CHECK_EQ_INT(ebb_device_open("cuda:99", &d), EBB_ENODEV);
+  CHECK_EQ_INT(dev_open("cuda:99", &d), EBB_ENODEV);
 }
 
 /* Child: open auto with whatever driver the environment names. */
 static int child_auto(void) {
-  ebb_device *d = NULL;
-  if (ebb_device_open("auto", &d)) {
+  dev_device *d = NULL;
+  if (dev_open("auto", &d)) {
     printf("open failed: %s\n", ebb_errmsg());
     return 3;
   }
-  printf("label=%s\nnote=%s\n", ebb_device_label(d), ebb_device_note(d) ? ebb_device_note(d) : "");
-  ebb_device_close(d);
+  printf("label=%s\nnote=%s\n", dev_device_label(d), dev_note(d) ? dev_note(d) : "");
+  dev_close(d);
   return 0;
 }
 
@@ -106,7 +106,7 @@ int main(int argc, char **argv) {
   real = dt_real_gpu();
   if (argc > 1 && !strcmp(argv[1], "child-auto"))
     return child_auto();
-  ebb_device_close(NULL); /* a no-op */
+  dev_close(NULL); /* a no-op */
   RUN(test_cpu_loads_no_driver);
   RUN(test_bad_specs);
   RUN(test_auto_falls_back);

@@ -1,4 +1,4 @@
-/* ebb_device_probe (what `ebb devices` / `ebb version` show): the fields on
+/* dev_device_probe (what `ebb devices` / `ebb version` show): the fields on
  * the fake, and that probing creates no context: while this process is still
  * alive after the probe, the smi (a separate process) does not list it. A
  * failed probe fills `why` and still answers 0. */
@@ -12,15 +12,15 @@
 static int real;
 
 static void test_probe_fields(void) {
-  ebb_probe p;
-  CHECK_EQ_INT(ebb_device_probe(&p), 0);
+  dev_probe p;
+  CHECK_EQ_INT(dev_device_probe(&p), 0);
   REQUIRE(p.driver_loaded);
   CHECK_EQ_STR(p.why, "");
   CHECK(p.driver_path[0] == '/');
   CHECK(p.ndevices >= 1);
   CHECK(p.nvml_loaded);
   CHECK(strlen(p.nvml_driver) > 0);
-  const ebb_probe_device *d = &p.devices[0];
+  const dev_probe_device *d = &p.devices[0];
   CHECK_EQ_INT(d->index, 0);
   CHECK(strlen(d->name) > 0);
   CHECK_MSG(strncmp(d->uuid, "GPU-", 4) == 0 && strlen(d->uuid) == 40, "uuid '%s'", d->uuid);
@@ -44,8 +44,8 @@ static void test_probe_fields(void) {
 }
 
 static int child_probe(void) {
-  ebb_probe p;
-  int rc = ebb_device_probe(&p);
+  dev_probe p;
+  int rc = dev_device_probe(&p);
   printf("rc=%d loaded=%d ndevices=%d nvml=%d why=%s\n", rc, p.driver_loaded, p.ndevices,
          p.nvml_loaded, p.why);
   return 0;

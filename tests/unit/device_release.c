@@ -14,28 +14,28 @@
 
 static int real;
 
-static void run_release(ebb_seg_kind kind) {
+static void run_release(dev_seg_kind kind) {
   const char *kname = kind == EBB_SEG_VMM ? "VMM" : "plain";
   pid_t me = getpid();
   long long gpu_before = dt_smi_used_mib();
   REQUIRE(gpu_before >= 0);
   CHECK_EQ_INT(dt_smi_proc_mib(me), 0);
 
-  ebb_device *d = NULL;
-  REQUIRE(ebb_device_open("cuda:0", &d) == 0);
-  if (kind == EBB_SEG_VMM && !ebb_device_supports_vmm(d)) {
+  dev_device *d = NULL;
+  REQUIRE(dev_open("cuda:0", &d) == 0);
+  if (kind == EBB_SEG_VMM && !dev_supports_vmm(d)) {
     fprintf(stderr, "note: no VMM on this device; the VMM case is not run\n");
-    ebb_device_close(d);
+    dev_close(d);
     return;
   }
-  CHECK_EQ_INT(ebb_device_activate(d), 0);
+  CHECK_EQ_INT(dev_activate(d), 0);
   long long ctx_mib = dt_smi_proc_mib(me);
-  ebb_dseg s;
-  REQUIRE(ebb_device_seg_alloc(d, 1ull << 30, kind, &s) == 0);
+  dev_dseg s;
+  REQUIRE(dev_seg_alloc(d, 1ull << 30, kind, &s) == 0);
   CHECK_EQ_U64(s.size, 1ull << 30);
   /* Touch it for real so a real driver commits it. */
-  CHECK_EQ_INT(ebb_device_memset8(d, s.addr, 0x5a, s.size), 0);
-  CHECK_EQ_INT(ebb_device_synchronize(d), 0);
+  CHECK_EQ_INT(dev_memset8(d, s.addr, 0x5a, s.size), 0);
+  CHECK_EQ_INT(dev_synchronize(d), 0);
 
   long long held = dt_smi_proc_mib(me);
   long long gpu_held = dt_smi_used_mib();
@@ -55,13 +55,13 @@ static void run_release(ebb_seg_kind kind) {
               gpu_held - gpu_before);
   }
 
-  CHECK_EQ_INT(ebb_device_seg_free(d, &s), 0);
+  CHECK_EQ_INT(dev_seg_free(d, &s), 0);
   long long ctx_only = dt_smi_proc_mib(me);
   if (!real)
     CHECK_MSG(ctx_only == 300, "after freeing the segment A holds %lld MiB, want 300 (context)",
               ctx_only);
-  CHECK_EQ_INT(ebb_device_ctx_release(d), 0);
-  CHECK(!ebb_device_ctx_active(d));
+  CHECK_EQ_INT(dev_ctx_release(d), 0);
+  CHECK(!dev_ctx_active(d));
 
   long long after = dt_smi_proc_mib(me);
   long long gpu_after = dt_smi_used_mib();
@@ -74,9 +74,9 @@ static void run_release(ebb_seg_kind kind) {
     CHECK_MSG(gpu_after <= gpu_before + 16, "GPU memory.used %lld MiB after release, was %lld",
               gpu_after, gpu_before);
   uint64_t nvml = 1;
-  CHECK_EQ_INT(ebb_device_process_used(d, me, &nvml), 0);
+  CHECK_EQ_INT(dev_process_used(d, me, &nvml), 0);
   CHECK_EQ_U64(nvml, 0);
-  ebb_device_close(d);
+  dev_close(d);
 }
 
 static void test_plain_1gib(void) { run_release(EBB_SEG_PLAIN); }

@@ -13,52 +13,52 @@
 #define CHUNK (1u << 20)
 
 static void round_trip(const char *spec) {
-  ebb_device *d = NULL;
-  REQUIRE(ebb_device_open(spec, &d) == 0);
-  ebb_dseg seg;
-  REQUIRE(ebb_device_seg_alloc(d, N, EBB_SEG_PLAIN, &seg) == 0);
-  ebb_stream *s[2] = {NULL, NULL};
-  CHECK_EQ_INT(ebb_device_stream_create(d, &s[0]), 0);
-  CHECK_EQ_INT(ebb_device_stream_create(d, &s[1]), 0);
+  dev_device *d = NULL;
+  REQUIRE(dev_open(spec, &d) == 0);
+  dev_dseg seg;
+  REQUIRE(dev_seg_alloc(d, N, EBB_SEG_PLAIN, &seg) == 0);
+  dev_stream *s[2] = {NULL, NULL};
+  CHECK_EQ_INT(dev_stream_create(d, &s[0]), 0);
+  CHECK_EQ_INT(dev_stream_create(d, &s[1]), 0);
   REQUIRE(s[0] && s[1]);
   void *stage = NULL;
-  REQUIRE(ebb_device_host_alloc(d, N, &stage) == 0);
+  REQUIRE(dev_host_alloc(d, N, &stage) == 0);
   unsigned char *src = stage, *back = malloc(N);
   REQUIRE(back);
   for (size_t i = 0; i < N; i++)
     src[i] = (unsigned char)(i * 13 + (i >> 16));
   for (size_t off = 0, k = 0; off < N; off += CHUNK, k++)
-    CHECK_EQ_INT(ebb_device_copy_htod_async(d, seg.addr + off, src + off, CHUNK, s[k & 1]), 0);
-  CHECK_EQ_INT(ebb_device_stream_sync(d, s[0]), 0);
-  CHECK_EQ_INT(ebb_device_stream_sync(d, s[1]), 0);
+    CHECK_EQ_INT(dev_copy_htod_async(d, seg.addr + off, src + off, CHUNK, s[k & 1]), 0);
+  CHECK_EQ_INT(dev_stream_sync(d, s[0]), 0);
+  CHECK_EQ_INT(dev_stream_sync(d, s[1]), 0);
   memset(src, 0, N);
   for (size_t off = 0, k = 0; off < N; off += CHUNK, k++)
-    CHECK_EQ_INT(ebb_device_copy_dtoh_async(d, src + off, seg.addr + off, CHUNK, s[k & 1]), 0);
-  CHECK_EQ_INT(ebb_device_stream_sync(d, s[0]), 0);
-  CHECK_EQ_INT(ebb_device_stream_sync(d, s[1]), 0);
+    CHECK_EQ_INT(dev_copy_dtoh_async(d, src + off, seg.addr + off, CHUNK, s[k & 1]), 0);
+  CHECK_EQ_INT(dev_stream_sync(d, s[0]), 0);
+  CHECK_EQ_INT(dev_stream_sync(d, s[1]), 0);
   for (size_t i = 0; i < N; i++)
     back[i] = (unsigned char)(i * 13 + (i >> 16));
   CHECK_MSG(memcmp(src, back, N) == 0, "%s: the bytes changed on the way through two streams",
             spec);
-  CHECK_EQ_INT(ebb_device_copy_htod_async(d, seg.addr, src, 0, s[0]), 0); /* nothing to do */
-  CHECK_EQ_INT(ebb_device_copy_htod_async(d, seg.addr, src, 8, NULL), EBB_EINVAL);
+  CHECK_EQ_INT(dev_copy_htod_async(d, seg.addr, src, 0, s[0]), 0); /* nothing to do */
+  CHECK_EQ_INT(dev_copy_htod_async(d, seg.addr, src, 8, NULL), EBB_EINVAL);
   CHECK_MSG(strstr(ebb_errmsg(), "without a stream") != NULL, "message: %s", ebb_errmsg());
-  CHECK_EQ_INT(ebb_device_stream_sync(d, NULL), EBB_EINVAL);
-  ebb_device_host_free(d, stage);
-  ebb_device_seg_free(d, &seg);
-  if (ebb_device_kind_of(d) == EBB_DEVICE_CUDA) {
+  CHECK_EQ_INT(dev_stream_sync(d, NULL), EBB_EINVAL);
+  dev_host_free(d, stage);
+  dev_seg_free(d, &seg);
+  if (dev_kind_of(d) == EBB_DEVICE_CUDA) {
     /* Nothing else is held: the streams alone keep the context. */
-    CHECK_EQ_INT(ebb_device_ctx_release(d), EBB_EBUSY);
+    CHECK_EQ_INT(dev_ctx_release(d), EBB_EBUSY);
     CHECK_MSG(strstr(ebb_errmsg(), "2 streams") != NULL, "message: %s", ebb_errmsg());
-    CHECK(ebb_device_ctx_active(d));
+    CHECK(dev_ctx_active(d));
   }
-  ebb_device_stream_destroy(d, s[0]);
-  ebb_device_stream_destroy(d, s[1]);
-  ebb_device_stream_destroy(d, NULL); /* no-op */
-  CHECK_EQ_INT(ebb_device_ctx_release(d), 0);
-  CHECK(!ebb_device_ctx_active(d));
+  dev_stream_destroy(d, s[0]);
+  dev_stream_destroy(d, s[1]);
+  dev_stream_destroy(d, NULL); /* no-op */
+  CHECK_EQ_INT(dev_ctx_release(d), 0);
+  CHECK(!dev_ctx_active(d));
   free(back);
-  ebb_device_close(d);
+  dev_close(d);
 }
 
 static void test_cpu(void) { round_trip("cpu"); }

@@ -31,7 +31,7 @@ static void load_extra(void) {
 }
 
 /* A host twin for PTX entry "fgt_fill": x[i] = v for i < n. */
-__attribute__((visibility("default"))) void fakegpu_twin_fgt_fill(const ebb_launch_dims *d,
+__attribute__((visibility("default"))) void fakegpu_twin_fgt_fill(const dev_launch_dims *d,
                                                                   void **params) {
   (void)d;
   int *x = (int *)(uintptr_t)(*(CUdeviceptr *)params[0]);

@@ -6,10 +6,10 @@
 #include "fakegpu/fg_test.h"
 
 static int g_calls;
-static ebb_launch_dims g_dims;
+static dev_launch_dims g_dims;
 
 /* x[i] *= s for i < n, one "thread" per element. */
-__attribute__((visibility("default"))) void fakegpu_twin_scale(const ebb_launch_dims *d,
+__attribute__((visibility("default"))) void fakegpu_twin_scale(const dev_launch_dims *d,
                                                                void **params) {
   g_calls++;
   g_dims = *d;
@@ -23,7 +23,7 @@ __attribute__((visibility("default"))) void fakegpu_twin_scale(const ebb_launch_
 }
 
 /* A kernel that reports touching memory it must not. */
-__attribute__((visibility("default"))) void fakegpu_twin_wild(const ebb_launch_dims *d,
+__attribute__((visibility("default"))) void fakegpu_twin_wild(const dev_launch_dims *d,
                                                               void **params) {
   void (*fault)(void);
   *(void **)&fault = dlsym(fgt_cuda, "fakegpu_kernel_fault");

@@ -12,7 +12,7 @@ static CUcontext g_ctx;
 static int g_errors;
 static pthread_mutex_t g_mu = PTHREAD_MUTEX_INITIALIZER;
 
-__attribute__((visibility("default"))) void fakegpu_twin_inc(const ebb_launch_dims *d,
+__attribute__((visibility("default"))) void fakegpu_twin_inc(const dev_launch_dims *d,
                                                              void **params) {
   unsigned char *p = (unsigned char *)(uintptr_t)(*(CUdeviceptr *)params[0]);
   for (unsigned i = 0; i < d->grid[0] * d->block[0]; i++)

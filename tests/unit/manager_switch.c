@@ -18,7 +18,7 @@
 #include "pipeline/manager.h"
 #include "pipeline_util.h"
 
-static ebb_config *cfg;
+static pl_config *cfg;
 static char tmp[1024], input[1100];
 
 /* the X.XX figure of "[pipeline P] GPU memory free WHEN: X.XX GiB" */
@@ -29,29 +29,29 @@ static double gib(const char *log, const char *p, const char *when) {
   return s ? atof(s + strlen(key)) : -1;
 }
 
-static ebb_manager *manager(double wait_s) {
-  ebb_manager_opts o = {.size = sizeof o, .dev = dev, .alloc = alloc, .reg = reg, .cfg = cfg,
+static pl_manager *manager(double wait_s) {
+  pl_manager_opts o = {.size = sizeof o, .dev = dev, .alloc = alloc, .reg = reg, .cfg = cfg,
                         .work_dir = tmp, .load_wait_s = wait_s};
-  ebb_manager *m = NULL;
-  REQUIRE(ebb_manager_create(&o, &m) == 0);
+  pl_manager *m = NULL;
+  REQUIRE(pl_manager_create(&o, &m) == 0);
   return m;
 }
 
 static void test_switch(void) {
-  ebb_manager *m = manager(1);
+  pl_manager *m = manager(1);
   capture();
   char sid[40];
-  CHECK_EQ_INT(ebb_manager_session_open(m, "A", sid), 0);
-  CHECK(ebb_manager_is_loaded(m, "A"));
+  CHECK_EQ_INT(pl_manager_session_open(m, "A", sid), 0);
+  CHECK(pl_manager_is_loaded(m, "A"));
   uint64_t held_a = allocated();
   CHECK_MSG(held_a >= (900ull << 20), "A holds %llu MiB", (unsigned long long)(held_a >> 20));
-  ebb_job_result res;
-  CHECK_EQ_INT(ebb_manager_session_item(m, sid, input, tmp, NULL, NULL, &res), 0);
+  pl_job_result res;
+  CHECK_EQ_INT(pl_manager_session_item(m, sid, input, tmp, NULL, NULL, &res), 0);
   CHECK_EQ_U64(allocated(), held_a); /* kept loaded, not reloaded */
-  CHECK_EQ_INT(ebb_manager_load(m, "B"), 0);
+  CHECK_EQ_INT(pl_manager_load(m, "B"), 0);
   char *log = captured();
-  CHECK(ebb_manager_is_loaded(m, "B"));
-  CHECK(!ebb_manager_is_loaded(m, "A"));
+  CHECK(pl_manager_is_loaded(m, "B"));
+  CHECK(!pl_manager_is_loaded(m, "A"));
   const char *b4 = strstr(log, "[pipeline A] GPU memory free before unload: ");
   const char *af = strstr(log, "[pipeline A] GPU memory free after unload: ");
   const char *ld = strstr(log, "[pipeline B] GPU memory free after load: ");
@@ -63,109 +63,109 @@ static void test_switch(void) {
   CHECK(!has(log, "out of device memory"));
   free(log);
   /* the session on A is stopped */
-  CHECK_EQ_INT(ebb_manager_session_item(m, sid, input, tmp, NULL, NULL, &res), EBB_EBUSY);
+  CHECK_EQ_INT(pl_manager_session_item(m, sid, input, tmp, NULL, NULL, &res), EBB_EBUSY);
   CHECK(has(res.message, "pipeline 'A' was unloaded"));
-  CHECK_EQ_INT(ebb_manager_session_close(m, sid), 0);
+  CHECK_EQ_INT(pl_manager_session_close(m, sid), 0);
   /* a job of the loaded B reuses its stage: nothing is loaded again */
   capture();
   uint64_t before = allocated();
-  CHECK_EQ_INT(ebb_manager_run_job(m, "B", input, tmp, NULL, NULL, NULL, NULL, &res), 0);
+  CHECK_EQ_INT(pl_manager_run_job(m, "B", input, tmp, NULL, NULL, NULL, NULL, &res), 0);
   log = captured();
   CHECK_EQ_U64(allocated(), before);
-  CHECK(ebb_manager_is_loaded(m, "B"));
+  CHECK(pl_manager_is_loaded(m, "B"));
   CHECK_MSG(!has(log, "released"), "a job on a loaded pipeline released its stages");
   free(log);
   /* unknown names */
-  CHECK_EQ_INT(ebb_manager_load(m, "nosuch"), EBB_ENOTFOUND);
+  CHECK_EQ_INT(pl_manager_load(m, "nosuch"), EBB_ENOTFOUND);
   CHECK(has(ebb_errmsg(), "known: "));
   uint64_t rel = 0;
-  CHECK_EQ_INT(ebb_manager_unload(m, "B", &rel), 0);
+  CHECK_EQ_INT(pl_manager_unload(m, "B", &rel), 0);
   CHECK_MSG(rel >= (1100ull << 20), "unload B released %llu MiB", (unsigned long long)(rel >> 20));
   CHECK_EQ_U64(reserved(), 0);
-  CHECK(!ebb_device_ctx_active(dev));
-  CHECK_EQ_INT(ebb_manager_unload(m, "B", &rel), 0); /* not loaded: nothing to do */
+  CHECK(!dev_ctx_active(dev));
+  CHECK_EQ_INT(pl_manager_unload(m, "B", &rel), 0); /* not loaded: nothing to do */
   CHECK_EQ_U64(rel, 0);
-  ebb_manager_destroy(m);
+  pl_manager_destroy(m);
 }
 
-typedef struct { ebb_manager *m; int rc; char msg[1024]; } load_arg;
+typedef struct { pl_manager *m; int rc; char msg[1024]; } load_arg;
 static void *loader(void *p) {
   load_arg *a = p;
-  a->rc = ebb_manager_load(a->m, "A");
+  a->rc = pl_manager_load(a->m, "A");
   snprintf(a->msg, sizeof a->msg, "%s", a->rc ? ebb_errmsg() : "");
   return NULL;
 }
 
 static void test_wait_or_fail(void) {
-  ebb_manager *m = manager(0.5);
-  REQUIRE(ebb_manager_load(m, "A") == 0); /* measures A's need */
-  REQUIRE(ebb_manager_unload(m, "A", NULL) == 0);
+  pl_manager *m = manager(0.5);
+  REQUIRE(pl_manager_load(m, "A") == 0); /* measures A's need */
+  REQUIRE(pl_manager_unload(m, "A", NULL) == 0);
   /* something else takes 1000 MiB: A's ~1264 MiB cannot fit in ~748 */
   ebb_owner *other = NULL;
   uint64_t blk = 0;
-  REQUIRE(ebb_owner_create(alloc, "someone else", NULL, &other) == 0);
-  REQUIRE(ebb_mem_alloc(other, 1000u << 20, "test", &blk) == 0);
-  ebb_alloc_stats st = {.size = sizeof st};
-  ebb_allocator_get_stats(alloc, &st);
+  REQUIRE(mem_owner_create(alloc, "someone else", NULL, &other) == 0);
+  REQUIRE(mem_alloc(other, 1000u << 20, "test", &blk) == 0);
+  mem_alloc_stats st = {.size = sizeof st};
+  mem_allocator_get_stats(alloc, &st);
   uint64_t seg_allocs = st.seg_allocs;
   capture();
-  int rc = ebb_manager_load(m, "A");
+  int rc = pl_manager_load(m, "A");
   char *log = captured();
   CHECK_EQ_INT(rc, EBB_EOOM);
   CHECK_MSG(has(ebb_errmsg(), "needs about") && has(ebb_errmsg(), "MiB free"),
             "message: %s", ebb_errmsg());
-  ebb_allocator_get_stats(alloc, &st);
+  mem_allocator_get_stats(alloc, &st);
   CHECK_MSG(st.seg_allocs == seg_allocs, "a load predicted not to fit was started");
   CHECK(!has(log, "after load"));
-  CHECK(!ebb_manager_is_loaded(m, "A"));
+  CHECK(!pl_manager_is_loaded(m, "A"));
   free(log);
-  ebb_manager_destroy(m);
+  pl_manager_destroy(m);
 
   /* the same with a longer wait: the memory comes back after 300 ms */
-  REQUIRE(ebb_mem_free(alloc, blk) == 0);
-  ebb_allocator_trim(alloc, NULL);
+  REQUIRE(mem_free(alloc, blk) == 0);
+  mem_allocator_trim(alloc, NULL);
   /* the memory comes back after 300 ms and the load goes on at once; the
    * budget only has to outlast freeing 1000 MiB, which under ASan on a busy
    * machine took over 5 s */
   m = manager(30);
-  REQUIRE(ebb_manager_load(m, "A") == 0);
-  REQUIRE(ebb_manager_unload(m, "A", NULL) == 0);
-  REQUIRE(ebb_mem_alloc(other, 1000u << 20, "test", &blk) == 0);
+  REQUIRE(pl_manager_load(m, "A") == 0);
+  REQUIRE(pl_manager_unload(m, "A", NULL) == 0);
+  REQUIRE(mem_alloc(other, 1000u << 20, "test", &blk) == 0);
   load_arg a = {m, 1, ""};
   pthread_t th;
   REQUIRE(pthread_create(&th, NULL, loader, &a) == 0);
   struct timespec ts = {0, 300 * 1000000L};
   nanosleep(&ts, NULL);
-  CHECK_MSG(!ebb_manager_is_loaded(m, "A"), "A was loaded while the memory was held elsewhere");
-  REQUIRE(ebb_mem_free(alloc, blk) == 0);
-  ebb_owner_destroy(other, NULL);
-  ebb_allocator_trim(alloc, NULL);
+  CHECK_MSG(!pl_manager_is_loaded(m, "A"), "A was loaded while the memory was held elsewhere");
+  REQUIRE(mem_free(alloc, blk) == 0);
+  mem_owner_destroy(other, NULL);
+  mem_allocator_trim(alloc, NULL);
   pthread_join(th, NULL);
   CHECK_MSG(a.rc == 0, "the load failed (%d) after the memory came back: %s", a.rc, a.msg);
-  CHECK(ebb_manager_is_loaded(m, "A"));
-  ebb_manager_destroy(m); /* unloads A, releases the context */
+  CHECK(pl_manager_is_loaded(m, "A"));
+  pl_manager_destroy(m); /* unloads A, releases the context */
   CHECK_EQ_U64(reserved(), 0);
-  CHECK(!ebb_device_ctx_active(dev));
+  CHECK(!dev_ctx_active(dev));
 }
 
 /* unload finds what a stage leaked, reports it and frees it: owners end at 0 */
 static void test_unload_reports_leaks(void) {
-  ebb_manager *m = manager(1);
+  pl_manager *m = manager(1);
   char sid[40];
-  REQUIRE(ebb_manager_session_open(m, "L", sid) == 0);
-  ebb_job_result res;
-  CHECK_EQ_INT(ebb_manager_session_item(m, sid, input, tmp, NULL, NULL, &res), 0);
+  REQUIRE(pl_manager_session_open(m, "L", sid) == 0);
+  pl_job_result res;
+  CHECK_EQ_INT(pl_manager_session_item(m, sid, input, tmp, NULL, NULL, &res), 0);
   capture();
   uint64_t rel = 0;
-  CHECK_EQ_INT(ebb_manager_unload(m, "L", &rel), 0);
+  CHECK_EQ_INT(pl_manager_unload(m, "L", &rel), 0);
   char *log = captured();
   CHECK_MSG(has(log, "[l1] leaked 16 MiB in 1 blocks; freed by ebb"), "no leak report");
   CHECK(has(log, "[pipeline L] GPU memory free after unload: 2.00 GiB"));
   CHECK_EQ_U64(reserved(), 0);
-  CHECK(!ebb_device_ctx_active(dev));
-  CHECK_EQ_INT(ebb_manager_session_close(m, sid), 0);
+  CHECK(!dev_ctx_active(dev));
+  CHECK_EQ_INT(pl_manager_session_close(m, sid), 0);
   free(log);
-  ebb_manager_destroy(m);
+  pl_manager_destroy(m);
 }
 
 int main(void) {
@@ -179,7 +179,7 @@ int main(void) {
   remove(getenv("FAKEGPU_STATE") ? getenv("FAKEGPU_STATE") : "/nonexistent");
   unsetenv("EBB_STAGE_HOOK");
   pt_open("cuda", "2048");
-  REQUIRE(ebb_config_load_string(
+  REQUIRE(pl_config_load_string(
               "{\"pipelines\": {"
               "\"A\": {\"stages\": [{\"stage\": \"synthetic\", \"name\": \"a1\", \"cache\": false,"
               " \"options\": {\"weights_mib\": 600}}, {\"stage\": \"synthetic\", \"name\": \"a2\","
@@ -192,7 +192,7 @@ int main(void) {
   RUN(test_switch);
   RUN(test_wait_or_fail);
   RUN(test_unload_reports_leaks);
-  ebb_config_free(cfg);
+  pl_config_free(cfg);
   pt_close();
   return TEST_END();
 }

@@ -18,33 +18,33 @@ static void note(int rc) {
     errors++;
 }
 
-static void scenario(ebb_device *d, int seg_kind) {
-  ebb_alloc_opts opts = {.size = sizeof opts, .seg_kind = seg_kind};
-  ebb_allocator *a = NULL;
-  if (ebb_allocator_create(d, &opts, &a))
+static void scenario(dev_device *d, int seg_kind) {
+  mem_alloc_opts opts = {.size = sizeof opts, .seg_kind = seg_kind};
+  mem_allocator *a = NULL;
+  if (mem_allocator_create(d, &opts, &a))
     exit(2);
   ebb_owner *p = NULL, *s1 = NULL, *s2 = NULL;
-  if (ebb_owner_create(a, "pipe", NULL, &p) || ebb_owner_create(a, "s1", p, &s1) ||
-      ebb_owner_create(a, "s2", p, &s2))
+  if (mem_owner_create(a, "pipe", NULL, &p) || mem_owner_create(a, "s1", p, &s1) ||
+      mem_owner_create(a, "s2", p, &s2))
     exit(2);
   uint64_t x[12] = {0};
   /* small, large (shared 20 MiB segments) and own-segment (>= 10 MiB) sizes */
   static const size_t sizes[12] = {1000, 3 << 20, 24 << 20, 5000, 512, 12 << 20,
                                    1 << 20, 700 << 10, 11 << 20, 2 << 20, 100, 16 << 20};
   for (int i = 0; i < 12; i++)
-    note(ebb_mem_alloc(i % 2 ? s1 : s2, sizes[i], "fi.c:1", &x[i]));
+    note(mem_alloc(i % 2 ? s1 : s2, sizes[i], "fi.c:1", &x[i]));
   void *pin = NULL;
-  note(ebb_pinned_alloc(s1, 64 << 10, &pin));
+  note(mem_pinned_alloc(s1, 64 << 10, &pin));
   for (int i = 0; i < 12; i += 3)
     if (x[i])
-      note(ebb_mem_free(a, x[i])), x[i] = 0;
+      note(mem_free(a, x[i])), x[i] = 0;
   uint64_t got;
-  note(ebb_allocator_trim(a, &got));
+  note(mem_allocator_trim(a, &got));
   for (int i = 0; i < 6; i++) {
     uint64_t y = 0;
-    note(ebb_mem_alloc(s1, (size_t)(i + 1) << 21, "fi.c:2", &y));
+    note(mem_alloc(s1, (size_t)(i + 1) << 21, "fi.c:2", &y));
     if (y)
-      note(ebb_mem_free(a, y));
+      note(mem_free(a, y));
   }
   if (seg_kind == EBB_SEG_VMM) {
     uint64_t parked;
@@ -52,40 +52,40 @@ static void scenario(ebb_device *d, int seg_kind) {
     note(ebb_owner_wake(s2));
   }
   if (pin)
-    note(ebb_pinned_free(a, pin));
-  ebb_owner_destroy(s1, NULL); /* leaks: reported and freed */
-  ebb_owner_destroy(p, NULL);
-  ebb_release_result r = {.size = sizeof r};
-  note(ebb_release(a, EBB_RELEASE_DEFAULT | EBB_RELEASE_CONTEXT, &r));
-  ebb_alloc_stats st = {.size = sizeof st};
-  ebb_allocator_get_stats(a, &st);
+    note(mem_pinned_free(a, pin));
+  mem_owner_destroy(s1, NULL); /* leaks: reported and freed */
+  mem_owner_destroy(p, NULL);
+  mem_release_result r = {.size = sizeof r};
+  note(mem_release(a, EBB_RELEASE_DEFAULT | EBB_RELEASE_CONTEXT, &r));
+  mem_alloc_stats st = {.size = sizeof st};
+  mem_allocator_get_stats(a, &st);
   if (st.reserved.current || st.allocated.current || st.cached.current || st.blocks.current ||
-      st.segments.current || st.pinned_reserved.current || ebb_device_ctx_active(d)) {
+      st.segments.current || st.pinned_reserved.current || dev_ctx_active(d)) {
     fprintf(stderr,
             "child: books not balanced after teardown: reserved %llu allocated %llu cached %llu "
             "blocks %llu segments %llu pinned %llu ctx %d\n",
             (unsigned long long)st.reserved.current, (unsigned long long)st.allocated.current,
             (unsigned long long)st.cached.current, (unsigned long long)st.blocks.current,
             (unsigned long long)st.segments.current,
-            (unsigned long long)st.pinned_reserved.current, ebb_device_ctx_active(d));
+            (unsigned long long)st.pinned_reserved.current, dev_ctx_active(d));
     exit(2);
   }
   if (st.oom_retries)
     errors++;
-  ebb_allocator_destroy(a);
+  mem_allocator_destroy(a);
 }
 
 static int child(void) {
-  ebb_log_set_level(EBB_LOG_ERROR); /* leak reports are expected here */
-  ebb_device *d = mt_open("cuda:0");
+  base_log_set_level(EBB_LOG_ERROR); /* leak reports are expected here */
+  dev_device *d = mt_open("cuda:0");
   scenario(d, EBB_SEG_VMM);
   scenario(d, EBB_SEG_PLAIN);
   uint64_t used = 1;
-  if (ebb_device_process_used(d, getpid(), &used) == 0 && used != 0) {
+  if (dev_process_used(d, getpid(), &used) == 0 && used != 0) {
     fprintf(stderr, "child: the driver says we still hold %llu bytes\n", (unsigned long long)used);
     return 2;
   }
-  ebb_device_close(d);
+  dev_close(d);
   return errors ? 0 : 3; /* 3: the injected failure was never reached */
 }
 

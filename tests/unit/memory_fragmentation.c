@@ -13,13 +13,13 @@
 #include "test.h"
 
 static void run(const char *spec, int release_between, double bound) {
-  ebb_device *d = mt_open(spec);
-  ebb_allocator *a = NULL;
-  REQUIRE(ebb_allocator_create(d, NULL, &a) == 0);
-  ebb_log_set_level(EBB_LOG_ERROR);
+  dev_device *d = mt_open(spec);
+  mem_allocator *a = NULL;
+  REQUIRE(mem_allocator_create(d, NULL, &a) == 0);
+  base_log_set_level(EBB_LOG_ERROR);
   trace_result r;
   REQUIRE(trace_run(a, 1.0 / 16, 2, 6, release_between, &r) == 0);
-  ebb_log_set_level(EBB_LOG_INFO);
+  base_log_set_level(EBB_LOG_INFO);
   CHECK_EQ_U64(r.failed, 0);
   CHECK_EQ_U64(r.allocs, r.frees);
   double ratio = (double)r.peak_reserved / (double)r.peak_allocated;
@@ -27,11 +27,11 @@ static void run(const char *spec, int release_between, double bound) {
           release_between ? "release after each model" : "never trimmed",
           r.peak_allocated / 1048576.0, r.peak_reserved / 1048576.0, ratio);
   CHECK_MSG(ratio <= bound, "%s: fragmentation %.3f over the bound %.2f", spec, ratio, bound);
-  ebb_alloc_stats st = {.size = sizeof st};
-  ebb_allocator_get_stats(a, &st);
+  mem_alloc_stats st = {.size = sizeof st};
+  mem_allocator_get_stats(a, &st);
   CHECK_EQ_U64(st.allocated.current, 0);
-  ebb_allocator_destroy(a);
-  ebb_device_close(d);
+  mem_allocator_destroy(a);
+  dev_close(d);
 }
 
 static void test_cpu_release(void) { run("cpu", 1, 1.20); }

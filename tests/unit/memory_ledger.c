@@ -151,43 +151,43 @@ static void test_events_and_exports(void) {
   const char *tmp = getenv("EBB_TEST_TMP");
   REQUIRE(tmp != NULL);
   mkdir(tmp, 0755);
-  ebb_device *d = mt_open("cuda:0");
-  ebb_allocator *a = NULL;
-  REQUIRE(ebb_allocator_create(d, NULL, &a) == 0);
-  ebb_ledger *l = ebb_allocator_ledger(a);
+  dev_device *d = mt_open("cuda:0");
+  mem_allocator *a = NULL;
+  REQUIRE(mem_allocator_create(d, NULL, &a) == 0);
+  mem_ledger *l = mem_allocator_ledger(a);
   REQUIRE(l != NULL);
   const char *names[] = {"decode", "separate", "transcribe <&> \"q\""};
   ebb_owner *o[3];
   for (int i = 0; i < 3; i++)
-    REQUIRE(ebb_owner_create(a, names[i], NULL, &o[i]) == 0);
+    REQUIRE(mem_owner_create(a, names[i], NULL, &o[i]) == 0);
   struct timespec ts = {0, 3000000};
   for (int i = 0; i < 3; i++) {
     char mark[64];
     snprintf(mark, sizeof mark, "%s start", names[i]);
-    ebb_ledger_mark(l, mark);
+    mem_ledger_mark(l, mark);
     uint64_t w = 0, act[4] = {0};
-    CHECK_EQ_INT(ebb_mem_alloc(o[i], (size_t)(50 + 75 * i) * MiB, "l.c:1", &w), 0);
+    CHECK_EQ_INT(mem_alloc(o[i], (size_t)(50 + 75 * i) * MiB, "l.c:1", &w), 0);
     for (int s = 0; s < 4; s++) {
       nanosleep(&ts, NULL);
-      CHECK_EQ_INT(ebb_mem_alloc(o[i], (size_t)(12 + 10 * s) * MiB, "l.c:2", &act[s]), 0);
+      CHECK_EQ_INT(mem_alloc(o[i], (size_t)(12 + 10 * s) * MiB, "l.c:2", &act[s]), 0);
     }
     for (int s = 3; s >= 0; s--) {
       nanosleep(&ts, NULL);
-      CHECK_EQ_INT(ebb_mem_free(a, act[s]), 0);
+      CHECK_EQ_INT(mem_free(a, act[s]), 0);
     }
-    CHECK_EQ_INT(ebb_mem_free(a, w), 0);
+    CHECK_EQ_INT(mem_free(a, w), 0);
     nanosleep(&ts, NULL);
-    ebb_release_result r = {.size = sizeof r};
-    CHECK_EQ_INT(ebb_release(a, EBB_RELEASE_DEFAULT | (i == 2 ? EBB_RELEASE_CONTEXT : 0), &r), 0);
+    mem_release_result r = {.size = sizeof r};
+    CHECK_EQ_INT(mem_release(a, EBB_RELEASE_DEFAULT | (i == 2 ? EBB_RELEASE_CONTEXT : 0), &r), 0);
     CHECK(r.released_bytes > 0);
     nanosleep(&ts, NULL);
   }
   /* events: monotonic, every kind we caused is there */
-  size_t n = ebb_ledger_count(l);
-  ebb_ledger_event *ev = calloc(n, sizeof *ev);
+  size_t n = mem_ledger_count(l);
+  mem_ledger_event *ev = calloc(n, sizeof *ev);
   size_t got = 0;
   uint64_t dropped = 1;
-  CHECK_EQ_INT(ebb_ledger_events(l, ev, n, &got, &dropped), 0);
+  CHECK_EQ_INT(mem_ledger_events(l, ev, n, &got, &dropped), 0);
   CHECK_EQ_U64(got, n);
   CHECK_EQ_U64(dropped, 0);
   int kinds[32] = {0}, mono = 1;
@@ -216,7 +216,7 @@ static void test_events_and_exports(void) {
   /* JSON */
   char path[4096];
   snprintf(path, sizeof path, "%s/timeline.json", tmp);
-  CHECK_EQ_INT(ebb_ledger_write(l, path), 0);
+  CHECK_EQ_INT(mem_ledger_write(l, path), 0);
   json_error_t jerr;
   json_t *root = json_load_file(path, 0, &jerr);
   CHECK_MSG(root != NULL, "timeline JSON does not parse: %s line %d", jerr.text, jerr.line);
@@ -242,7 +242,7 @@ static void test_events_and_exports(void) {
   }
   /* SVG */
   snprintf(path, sizeof path, "%s/timeline.svg", tmp);
-  CHECK_EQ_INT(ebb_ledger_write(l, path), 0);
+  CHECK_EQ_INT(mem_ledger_write(l, path), 0);
   char *svg = read_all(path);
   REQUIRE(svg != NULL);
   const char *why = xml_check(svg);
@@ -273,43 +273,43 @@ static void test_events_and_exports(void) {
   CHECK_MSG(release_labels_inside(svg), "a release label is cut off at the picture's edge");
   free(svg);
   fprintf(stderr, "timeline written to %s\n", path);
-  CHECK_EQ_INT(ebb_ledger_write(l, "/nonexistent-dir/x.svg"), EBB_EIO);
-  CHECK_EQ_INT(ebb_ledger_write(l, "x.png"), EBB_EINVAL);
+  CHECK_EQ_INT(mem_ledger_write(l, "/nonexistent-dir/x.svg"), EBB_EIO);
+  CHECK_EQ_INT(mem_ledger_write(l, "x.png"), EBB_EINVAL);
   free(ev);
   for (int i = 0; i < 3; i++)
-    ebb_owner_destroy(o[i], NULL);
-  ebb_allocator_destroy(a);
-  ebb_device_close(d);
+    mem_owner_destroy(o[i], NULL);
+  mem_allocator_destroy(a);
+  dev_close(d);
 }
 
 static void test_ring_bound(void) {
-  ebb_device *d = mt_open("cpu");
-  ebb_alloc_opts opts = {.size = sizeof opts, .seg_kind = EBB_SEG_AUTO, .ledger_events = 100};
-  ebb_allocator *a = NULL;
-  REQUIRE(ebb_allocator_create(d, &opts, &a) == 0);
+  dev_device *d = mt_open("cpu");
+  mem_alloc_opts opts = {.size = sizeof opts, .seg_kind = EBB_SEG_AUTO, .ledger_events = 100};
+  mem_allocator *a = NULL;
+  REQUIRE(mem_allocator_create(d, &opts, &a) == 0);
   ebb_owner *o;
-  REQUIRE(ebb_owner_create(a, "many", NULL, &o) == 0);
+  REQUIRE(mem_owner_create(a, "many", NULL, &o) == 0);
   for (int i = 0; i < 500; i++) {
     uint64_t x;
-    CHECK_EQ_INT(ebb_mem_alloc(o, 4096, "r.c:1", &x), 0);
-    CHECK_EQ_INT(ebb_mem_free(a, x), 0);
+    CHECK_EQ_INT(mem_alloc(o, 4096, "r.c:1", &x), 0);
+    CHECK_EQ_INT(mem_free(a, x), 0);
   }
-  ebb_ledger *l = ebb_allocator_ledger(a);
-  CHECK_EQ_U64(ebb_ledger_count(l), 100);
-  ebb_ledger_event ev[100];
+  mem_ledger *l = mem_allocator_ledger(a);
+  CHECK_EQ_U64(mem_ledger_count(l), 100);
+  mem_ledger_event ev[100];
   size_t n;
   uint64_t dropped;
-  CHECK_EQ_INT(ebb_ledger_events(l, ev, 100, &n, &dropped), 0);
+  CHECK_EQ_INT(mem_ledger_events(l, ev, 100, &n, &dropped), 0);
   CHECK_EQ_U64(n, 100);
   CHECK_EQ_U64(dropped, 1001 - 100); /* 1000 alloc/free + 1 segment map */
   CHECK_EQ_INT(ev[99].kind, EBB_EV_FREE);
   /* the SVG still renders from a partial window */
   FILE *f = tmpfile();
-  CHECK_EQ_INT(ebb_ledger_write_svg(l, f, "window"), 0);
+  CHECK_EQ_INT(mem_ledger_write_svg(l, f, "window"), 0);
   fclose(f);
-  ebb_owner_destroy(o, NULL);
-  ebb_allocator_destroy(a);
-  ebb_device_close(d);
+  mem_owner_destroy(o, NULL);
+  mem_allocator_destroy(a);
+  dev_close(d);
 }
 
 /* Marks in a burst (short stages) do not pile up: their labels are merged
@@ -320,28 +320,28 @@ static void test_crowded_marks(void) {
   const char *tmp = getenv("EBB_TEST_TMP");
   REQUIRE(tmp != NULL);
   mkdir(tmp, 0755);
-  ebb_device *d = mt_open("cuda:0");
-  ebb_allocator *a = NULL;
-  REQUIRE(ebb_allocator_create(d, NULL, &a) == 0);
-  ebb_ledger *l = ebb_allocator_ledger(a);
+  dev_device *d = mt_open("cuda:0");
+  mem_allocator *a = NULL;
+  REQUIRE(mem_allocator_create(d, NULL, &a) == 0);
+  mem_ledger *l = mem_allocator_ledger(a);
   ebb_owner *o;
-  REQUIRE(ebb_owner_create(a, "a<b>&c", NULL, &o) == 0);
+  REQUIRE(mem_owner_create(a, "a<b>&c", NULL, &o) == 0);
   uint64_t x;
-  CHECK_EQ_INT(ebb_mem_alloc(o, 64 * MiB, "c.c:1", &x), 0);
+  CHECK_EQ_INT(mem_alloc(o, 64 * MiB, "c.c:1", &x), 0);
   struct timespec ts = {0, 20000000};
   nanosleep(&ts, NULL);
   for (int i = 0; i < 20; i++) {
     char m[64];
     snprintf(m, sizeof m, "st%d <&> %s", i, i % 2 ? "load" : "run");
-    ebb_ledger_mark(l, m);
+    mem_ledger_mark(l, m);
   }
-  CHECK_EQ_INT(ebb_mem_free(a, x), 0);
-  ebb_release_result r = {.size = sizeof r};
-  CHECK_EQ_INT(ebb_release(a, EBB_RELEASE_DEFAULT | EBB_RELEASE_CONTEXT, &r), 0);
+  CHECK_EQ_INT(mem_free(a, x), 0);
+  mem_release_result r = {.size = sizeof r};
+  CHECK_EQ_INT(mem_release(a, EBB_RELEASE_DEFAULT | EBB_RELEASE_CONTEXT, &r), 0);
   CHECK(r.context_released);
   char path[4096];
   snprintf(path, sizeof path, "%s/crowded.svg", tmp);
-  CHECK_EQ_INT(ebb_ledger_write(l, path), 0);
+  CHECK_EQ_INT(mem_ledger_write(l, path), 0);
   char *svg = read_all(path);
   REQUIRE(svg != NULL);
   const char *why = xml_check(svg);
@@ -358,9 +358,9 @@ static void test_crowded_marks(void) {
             r.released_bytes);
   free(svg);
   fprintf(stderr, "crowded timeline written to %s\n", path);
-  ebb_owner_destroy(o, NULL);
-  ebb_allocator_destroy(a);
-  ebb_device_close(d);
+  mem_owner_destroy(o, NULL);
+  mem_allocator_destroy(a);
+  dev_close(d);
 }
 
 int main(void) {

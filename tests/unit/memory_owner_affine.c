@@ -16,14 +16,14 @@ typedef struct side {
 } side;
 
 static uint64_t owner_bytes(ebb_owner *o) {
-  ebb_owner_stats st = {.size = sizeof st};
-  ebb_owner_get_stats(o, &st);
+  mem_owner_stats st = {.size = sizeof st};
+  mem_owner_get_stats(o, &st);
   return st.bytes.current;
 }
 
-static ebb_alloc_stats stats(ebb_allocator *a) {
-  ebb_alloc_stats st = {.size = sizeof st};
-  ebb_allocator_get_stats(a, &st);
+static mem_alloc_stats stats(mem_allocator *a) {
+  mem_alloc_stats st = {.size = sizeof st};
+  mem_allocator_get_stats(a, &st);
   return st;
 }
 
@@ -31,23 +31,23 @@ static unsigned char pattern(const side *s, int i) { return (unsigned char)(i * 
 
 /* Fills block i of s with its pattern (8 bytes at each end suffice to show
  * a block was moved or overwritten). */
-static void fill(ebb_device *d, const side *s, int i) {
+static void fill(dev_device *d, const side *s, int i) {
   unsigned char buf[16];
   memset(buf, pattern(s, i), sizeof buf);
-  CHECK_EQ_INT(ebb_device_copy_htod(d, s->addr[i], buf, 8), 0);
-  CHECK_EQ_INT(ebb_device_copy_htod(d, s->addr[i] + s->size[i] - 8, buf, 8), 0);
+  CHECK_EQ_INT(dev_copy_htod(d, s->addr[i], buf, 8), 0);
+  CHECK_EQ_INT(dev_copy_htod(d, s->addr[i] + s->size[i] - 8, buf, 8), 0);
 }
 
 /* Blocks of s that do not hold their pattern. */
-static int damaged(ebb_device *d, const side *s) {
+static int damaged(dev_device *d, const side *s) {
   int bad = 0;
   for (int i = 0; i < N; i++) {
     if (!s->addr[i])
       continue;
     unsigned char x[8], y[8], want[8];
     memset(want, pattern(s, i), sizeof want);
-    if (ebb_device_copy_dtoh(d, x, s->addr[i], 8) ||
-        ebb_device_copy_dtoh(d, y, s->addr[i] + s->size[i] - 8, 8) || memcmp(x, want, 8) ||
+    if (dev_copy_dtoh(d, x, s->addr[i], 8) ||
+        dev_copy_dtoh(d, y, s->addr[i] + s->size[i] - 8, 8) || memcmp(x, want, 8) ||
         memcmp(y, want, 8))
       bad++;
   }
@@ -56,59 +56,59 @@ static int damaged(ebb_device *d, const side *s) {
 
 /* A and B take N small blocks each, in turn (512 B to 200 KiB); every tenth
  * round each frees one of its earlier blocks (holes in its segments). */
-static void interleave(ebb_device *d, side *A, side *B) {
+static void interleave(dev_device *d, side *A, side *B) {
   unsigned seed = 7;
   for (int i = 0; i < N; i++)
     for (int k = 0; k < 2; k++) {
       side *s = k ? B : A;
       seed = seed * 1664525u + 1013904223u;
       s->size[i] = 512 + (seed >> 8) % (200 * 1024);
-      CHECK_EQ_INT(ebb_mem_alloc(s->o, s->size[i], k ? "b.c:1" : "a.c:1", &s->addr[i]), 0);
+      CHECK_EQ_INT(mem_alloc(s->o, s->size[i], k ? "b.c:1" : "a.c:1", &s->addr[i]), 0);
       fill(d, s, i);
       if (i % 10 == 9 && s->addr[i - 5]) {
-        CHECK_EQ_INT(ebb_mem_free(ebb_owner_allocator(s->o), s->addr[i - 5]), 0);
+        CHECK_EQ_INT(mem_free(mem_owner_allocator(s->o), s->addr[i - 5]), 0);
         s->addr[i - 5] = 0;
       }
     }
 }
 
-static void free_all(ebb_allocator *a, side *s) {
+static void free_all(mem_allocator *a, side *s) {
   for (int i = 0; i < N; i++)
     if (s->addr[i]) {
-      CHECK_EQ_INT(ebb_mem_free(a, s->addr[i]), 0);
+      CHECK_EQ_INT(mem_free(a, s->addr[i]), 0);
       s->addr[i] = 0;
     }
 }
 
 /* mode 0: release A (free its blocks, destroy it, trim); 1: park A. */
 static void run(const char *spec, int mode) {
-  ebb_device *d = mt_open(spec);
-  int fake = ebb_device_kind_of(d) == EBB_DEVICE_CUDA;
-  ebb_allocator *a = NULL;
-  REQUIRE(ebb_allocator_create(d, NULL, &a) == 0);
+  dev_device *d = mt_open(spec);
+  int fake = dev_kind_of(d) == EBB_DEVICE_CUDA;
+  mem_allocator *a = NULL;
+  REQUIRE(mem_allocator_create(d, NULL, &a) == 0);
   static side A, B;
   memset(&A, 0, sizeof A);
   memset(&B, 0, sizeof B);
-  REQUIRE(ebb_owner_create(a, "a", NULL, &A.o) == 0);
-  REQUIRE(ebb_owner_create(a, "b", NULL, &B.o) == 0);
+  REQUIRE(mem_owner_create(a, "a", NULL, &A.o) == 0);
+  REQUIRE(mem_owner_create(a, "b", NULL, &B.o) == 0);
   interleave(d, &A, &B);
   uint64_t bytes_a = owner_bytes(A.o), bytes_b = owner_bytes(B.o);
-  ebb_alloc_stats before = stats(a);
+  mem_alloc_stats before = stats(a);
   long smi_before = fake ? mt_smi_used_mib(getpid()) : 0;
   if (fake)
     REQUIRE(smi_before > 0);
   uint64_t back = 0;
   if (mode == 0) {
     free_all(a, &A);
-    ebb_owner_destroy(A.o, NULL);
+    mem_owner_destroy(A.o, NULL);
     A.o = NULL;
-    ebb_release_result rr = {.size = sizeof rr};
-    CHECK_EQ_INT(ebb_release(a, EBB_RELEASE_TRIM, &rr), 0);
+    mem_release_result rr = {.size = sizeof rr};
+    CHECK_EQ_INT(mem_release(a, EBB_RELEASE_TRIM, &rr), 0);
     back = rr.segment_bytes;
   } else {
     CHECK_EQ_INT(ebb_owner_park(A.o, &back), 0);
   }
-  ebb_alloc_stats after = stats(a);
+  mem_alloc_stats after = stats(a);
   /* every byte of A went: what is left allocated is B's, all of it */
   CHECK_MSG(back >= bytes_a, "%s %s: %llu bytes went back for owner a's %llu", spec,
             mode ? "park" : "release", (unsigned long long)back, (unsigned long long)bytes_a);
@@ -137,12 +137,12 @@ static void run(const char *spec, int mode) {
     if (fake)
       CHECK_EQ_INT(mt_smi_used_mib(getpid()), smi_before);
     free_all(a, &A);
-    ebb_owner_destroy(A.o, NULL);
+    mem_owner_destroy(A.o, NULL);
   }
   free_all(a, &B);
-  ebb_owner_destroy(B.o, NULL);
-  ebb_allocator_destroy(a);
-  ebb_device_close(d);
+  mem_owner_destroy(B.o, NULL);
+  mem_allocator_destroy(a);
+  dev_close(d);
 }
 
 static void test_release_cpu(void) { run("cpu", 0); }
@@ -153,27 +153,27 @@ static void test_park_fake(void) { run("cuda:0", 1); }
 /* A segment whose last block is freed is cache for anyone: another owner
  * takes it without a driver call, and it is then that owner's alone. */
 static void test_empty_segment_changes_owner(void) {
-  ebb_device *d = mt_open("cuda:0");
-  ebb_allocator *a = NULL;
-  REQUIRE(ebb_allocator_create(d, NULL, &a) == 0);
+  dev_device *d = mt_open("cuda:0");
+  mem_allocator *a = NULL;
+  REQUIRE(mem_allocator_create(d, NULL, &a) == 0);
   ebb_owner *x = NULL, *y = NULL;
-  REQUIRE(ebb_owner_create(a, "x", NULL, &x) == 0);
-  REQUIRE(ebb_owner_create(a, "y", NULL, &y) == 0);
+  REQUIRE(mem_owner_create(a, "x", NULL, &x) == 0);
+  REQUIRE(mem_owner_create(a, "y", NULL, &y) == 0);
   uint64_t p = 0, q = 0, r = 0;
-  CHECK_EQ_INT(ebb_mem_alloc(x, 4096, "x.c:1", &p), 0);
-  CHECK_EQ_INT(ebb_mem_free(a, p), 0);
+  CHECK_EQ_INT(mem_alloc(x, 4096, "x.c:1", &p), 0);
+  CHECK_EQ_INT(mem_free(a, p), 0);
   CHECK_EQ_U64(stats(a).seg_allocs, 1);
-  CHECK_EQ_INT(ebb_mem_alloc(y, 4096, "y.c:1", &q), 0);
+  CHECK_EQ_INT(mem_alloc(y, 4096, "y.c:1", &q), 0);
   CHECK_EQ_U64(stats(a).seg_allocs, 1); /* the cached segment, no driver call */
   CHECK_EQ_U64(q, p);
-  CHECK_EQ_INT(ebb_mem_alloc(x, 4096, "x.c:2", &r), 0);
+  CHECK_EQ_INT(mem_alloc(x, 4096, "x.c:2", &r), 0);
   CHECK_EQ_U64(stats(a).seg_allocs, 2); /* y's segment is not x's to share */
-  CHECK_EQ_INT(ebb_mem_free(a, q), 0);
-  CHECK_EQ_INT(ebb_mem_free(a, r), 0);
-  ebb_owner_destroy(x, NULL);
-  ebb_owner_destroy(y, NULL);
-  ebb_allocator_destroy(a);
-  ebb_device_close(d);
+  CHECK_EQ_INT(mem_free(a, q), 0);
+  CHECK_EQ_INT(mem_free(a, r), 0);
+  mem_owner_destroy(x, NULL);
+  mem_owner_destroy(y, NULL);
+  mem_allocator_destroy(a);
+  dev_close(d);
 }
 
 int main(void) {

@@ -25,8 +25,8 @@ static long rss_kib(void) {
 }
 
 typedef struct scene {
-  ebb_device *d;
-  ebb_allocator *a;
+  dev_device *d;
+  mem_allocator *a;
   ebb_owner *w;
   uint64_t big, mid, act;
   unsigned char *pat, *back;
@@ -34,58 +34,58 @@ typedef struct scene {
 
 static void setup(scene *s, const char *spec) {
   s->d = mt_open(spec);
-  REQUIRE(ebb_allocator_create(s->d, NULL, &s->a) == 0);
-  REQUIRE(ebb_owner_create(s->a, "model", NULL, &s->w) == 0);
-  ebb_owner_mark_weights(s->w, 1);
-  CHECK_EQ_INT(ebb_mem_alloc(s->w, BIG * MiB, "w.c:1", &s->big), 0);
-  CHECK_EQ_INT(ebb_mem_alloc(s->w, 3 * MiB, "w.c:2", &s->mid), 0);  /* in a 20 MiB one */
-  ebb_owner_mark_weights(s->w, 0);
-  CHECK_EQ_INT(ebb_mem_alloc(s->w, ACT * MiB, "w.c:3", &s->act), 0); /* not weights */
+  REQUIRE(mem_allocator_create(s->d, NULL, &s->a) == 0);
+  REQUIRE(mem_owner_create(s->a, "model", NULL, &s->w) == 0);
+  mem_owner_mark_weights(s->w, 1);
+  CHECK_EQ_INT(mem_alloc(s->w, BIG * MiB, "w.c:1", &s->big), 0);
+  CHECK_EQ_INT(mem_alloc(s->w, 3 * MiB, "w.c:2", &s->mid), 0);  /* in a 20 MiB one */
+  mem_owner_mark_weights(s->w, 0);
+  CHECK_EQ_INT(mem_alloc(s->w, ACT * MiB, "w.c:3", &s->act), 0); /* not weights */
   s->pat = malloc(ACT * MiB); /* ACT > BIG */
   s->back = malloc(ACT * MiB);
   REQUIRE(s->pat && s->back);
   for (size_t i = 0; i < BIG * MiB; i++)
     s->pat[i] = (unsigned char)(i * 131 + (i >> 20));
-  CHECK_EQ_INT(ebb_device_copy_htod(s->d, s->big, s->pat, BIG * MiB), 0);
-  CHECK_EQ_INT(ebb_device_copy_htod(s->d, s->mid, s->pat + 7, 3 * MiB), 0);
-  CHECK_EQ_INT(ebb_device_memset8(s->d, s->act, 0x5A, ACT * MiB), 0);
+  CHECK_EQ_INT(dev_copy_htod(s->d, s->big, s->pat, BIG * MiB), 0);
+  CHECK_EQ_INT(dev_copy_htod(s->d, s->mid, s->pat + 7, 3 * MiB), 0);
+  CHECK_EQ_INT(dev_memset8(s->d, s->act, 0x5A, ACT * MiB), 0);
 }
 
 static void teardown(scene *s) {
   free(s->pat);
   free(s->back);
-  ebb_owner_destroy(s->w, NULL);
-  ebb_allocator_destroy(s->a);
-  ebb_device_close(s->d);
+  mem_owner_destroy(s->w, NULL);
+  mem_allocator_destroy(s->a);
+  dev_close(s->d);
 }
 
 /* The weights hold their bytes at their addresses; the rest is zero. */
 static void check_awake(scene *s, const char *when) {
-  CHECK_EQ_INT(ebb_device_copy_dtoh(s->d, s->back, s->big, BIG * MiB), 0);
+  CHECK_EQ_INT(dev_copy_dtoh(s->d, s->back, s->big, BIG * MiB), 0);
   CHECK_MSG(memcmp(s->back, s->pat, BIG * MiB) == 0, "%d MiB of weights changed %s", BIG, when);
-  CHECK_EQ_INT(ebb_device_copy_dtoh(s->d, s->back, s->mid, 3 * MiB), 0);
+  CHECK_EQ_INT(dev_copy_dtoh(s->d, s->back, s->mid, 3 * MiB), 0);
   CHECK_MSG(memcmp(s->back, s->pat + 7, 3 * MiB) == 0, "3 MiB of weights changed %s", when);
-  CHECK_EQ_INT(ebb_device_copy_dtoh(s->d, s->back, s->act, ACT * MiB), 0);
+  CHECK_EQ_INT(dev_copy_dtoh(s->d, s->back, s->act, ACT * MiB), 0);
   int zero = 1;
   for (size_t i = 0; i < ACT * MiB && zero; i++)
     zero = s->back[i] == 0;
   CHECK_MSG(zero, "the dropped (non-weights) block is not zero %s", when);
   ebb_owner *who = NULL;
-  CHECK_EQ_INT(ebb_mem_lookup(s->a, s->big, &who, NULL), 0);
+  CHECK_EQ_INT(mem_lookup(s->a, s->big, &who, NULL), 0);
   CHECK(who == s->w);
 }
 
 /* Sleep, then the context goes: what the driver and the books say. */
 static void sleep_all(scene *s, int fake) {
-  ebb_sleep_stats st = {.size = sizeof st};
-  CHECK_EQ_INT(ebb_owner_sleep(s->w, &st), 0);
+  mem_sleep_stats st = {.size = sizeof st};
+  CHECK_EQ_INT(mem_owner_sleep(s->w, &st), 0);
   CHECK_EQ_U64(st.device_bytes, (BIG + 20 + ACT) * MiB);
   CHECK_EQ_U64(st.backup_bytes, (BIG + 3) * MiB);
   CHECK_EQ_U64(st.dropped_bytes, ACT * MiB);
-  CHECK_EQ_U64(ebb_allocator_backup_bytes(s->a), (BIG + 3) * MiB);
+  CHECK_EQ_U64(mem_allocator_backup_bytes(s->a), (BIG + 3) * MiB);
   CHECK_EQ_U64(mt_reserved(s->a), 0);
-  ebb_release_result rr = {.size = sizeof rr};
-  CHECK_EQ_INT(ebb_release(s->a, EBB_RELEASE_DEFAULT | EBB_RELEASE_CONTEXT, &rr), 0);
+  mem_release_result rr = {.size = sizeof rr};
+  CHECK_EQ_INT(mem_release(s->a, EBB_RELEASE_DEFAULT | EBB_RELEASE_CONTEXT, &rr), 0);
   if (fake) {
     CHECK_MSG(rr.context_released, "the context was kept while asleep: %s",
               ebb_strerror(rr.context_error));
@@ -94,11 +94,11 @@ static void sleep_all(scene *s, int fake) {
 }
 
 static void wake_all(scene *s) {
-  ebb_sleep_stats st = {.size = sizeof st};
-  CHECK_EQ_INT(ebb_owner_wake_stats(s->w, &st), 0);
+  mem_sleep_stats st = {.size = sizeof st};
+  CHECK_EQ_INT(mem_owner_wake_stats(s->w, &st), 0);
   CHECK_EQ_U64(st.device_bytes, (BIG + 20 + ACT) * MiB);
   CHECK_EQ_U64(st.backup_bytes, (BIG + 3) * MiB);
-  CHECK_EQ_U64(ebb_allocator_backup_bytes(s->a), 0);
+  CHECK_EQ_U64(mem_allocator_backup_bytes(s->a), 0);
   CHECK_EQ_U64(mt_reserved(s->a), (BIG + 20 + ACT) * MiB);
 }
 
@@ -143,21 +143,21 @@ static pid_t hold(long mib, FILE **out) {
 static void test_fake(void) {
   scene s;
   setup(&s, "cuda:0");
-  REQUIRE(ebb_device_supports_vmm(s.d));
+  REQUIRE(dev_supports_vmm(s.d));
   long held = mt_smi_used_mib(getpid());
   REQUIRE(held > 0);
   sleep_all(&s, 1);
-  CHECK(!ebb_device_ctx_active(s.d));
+  CHECK(!dev_ctx_active(s.d));
   wake_all(&s);
-  CHECK(ebb_device_ctx_active(s.d)); /* the wake re-created it */
+  CHECK(dev_ctx_active(s.d)); /* the wake re-created it */
   check_awake(&s, "across sleep, context release and wake");
   CHECK_EQ_INT(mt_smi_used_mib(getpid()), held);
   CHECK_EQ_INT(ebb_owner_wake(s.w), 0); /* awake already: nothing to do */
 
   /* out of memory on wake: another process holds almost all the device */
   sleep_all(&s, 1);
-  ebb_dev_meminfo mi;
-  REQUIRE(ebb_device_mem_info(s.d, &mi) == 0 && mi.total_bytes > 0);
+  dev_meminfo mi;
+  REQUIRE(dev_mem_info(s.d, &mi) == 0 && mi.total_bytes > 0);
   long ctx_mib = 300, take = (long)(mi.free_bytes / MiB) - ctx_mib - ctx_mib - 50;
   FILE *hout = NULL;
   pid_t hp = hold(take, &hout);
@@ -166,7 +166,7 @@ static void test_fake(void) {
   CHECK_MSG(strstr(ebb_errmsg(), "wake failed") && strstr(ebb_errmsg(), "model") &&
                 strstr(ebb_errmsg(), "retried"),
             "unclear wake error: %s", ebb_errmsg());
-  CHECK_EQ_U64(ebb_allocator_backup_bytes(s.a), (BIG + 3) * MiB); /* still asleep */
+  CHECK_EQ_U64(mem_allocator_backup_bytes(s.a), (BIG + 3) * MiB); /* still asleep */
   CHECK_EQ_U64(mt_reserved(s.a), 0);
   long smi_failed = mt_smi_used_mib(getpid());
   CHECK_MSG(smi_failed <= ctx_mib, "a failed wake left %ld MiB mapped (%s)", smi_failed,
@@ -182,11 +182,11 @@ static void test_fake(void) {
   wake_all(&s);
   long rss0 = rss_kib(), smi0 = mt_smi_used_mib(getpid());
   for (int i = 0; i < 100; i++) {
-    ebb_sleep_stats st = {.size = sizeof st};
-    CHECK_EQ_INT(ebb_owner_sleep(s.w, &st), 0);
-    ebb_release_result rr = {.size = sizeof rr};
-    ebb_release(s.a, EBB_RELEASE_DEFAULT | EBB_RELEASE_CONTEXT, &rr);
-    CHECK_EQ_INT(ebb_owner_wake_stats(s.w, &st), 0);
+    mem_sleep_stats st = {.size = sizeof st};
+    CHECK_EQ_INT(mem_owner_sleep(s.w, &st), 0);
+    mem_release_result rr = {.size = sizeof rr};
+    mem_release(s.a, EBB_RELEASE_DEFAULT | EBB_RELEASE_CONTEXT, &rr);
+    CHECK_EQ_INT(mem_owner_wake_stats(s.w, &st), 0);
   }
   long rss1 = rss_kib(), smi1 = mt_smi_used_mib(getpid());
   /* ASan's quarantine keeps recently freed blocks (about one backup here);
@@ -206,16 +206,16 @@ static void test_fake(void) {
 static void test_destroy_asleep(void) {
   scene s;
   setup(&s, "cuda:0");
-  ebb_sleep_stats st = {.size = sizeof st};
-  CHECK_EQ_INT(ebb_owner_sleep(s.w, &st), 0);
-  ebb_mem_free(s.a, s.big);
-  ebb_mem_free(s.a, s.mid);
-  ebb_mem_free(s.a, s.act);
+  mem_sleep_stats st = {.size = sizeof st};
+  CHECK_EQ_INT(mem_owner_sleep(s.w, &st), 0);
+  mem_free(s.a, s.big);
+  mem_free(s.a, s.mid);
+  mem_free(s.a, s.act);
   uint64_t got = 0;
-  CHECK_EQ_INT(ebb_allocator_trim(s.a, &got), 0);
-  CHECK_EQ_U64(ebb_allocator_backup_bytes(s.a), 0);
-  ebb_alloc_stats as = {.size = sizeof as};
-  ebb_allocator_get_stats(s.a, &as);
+  CHECK_EQ_INT(mem_allocator_trim(s.a, &got), 0);
+  CHECK_EQ_U64(mem_allocator_backup_bytes(s.a), 0);
+  mem_alloc_stats as = {.size = sizeof as};
+  mem_allocator_get_stats(s.a, &as);
   CHECK_EQ_U64(as.segments.current, 0);
   teardown(&s);
 }
@@ -224,37 +224,37 @@ static void test_destroy_asleep(void) {
  * weights block freed while asleep is not copied back, and the blocks after
  * it still find their own bytes. Three blocks share one 20 MiB segment. */
 static void test_free_while_asleep(void) {
-  ebb_device *d = mt_open("cuda:0");
-  ebb_allocator *a = NULL;
+  dev_device *d = mt_open("cuda:0");
+  mem_allocator *a = NULL;
   ebb_owner *w = NULL;
-  REQUIRE(ebb_allocator_create(d, NULL, &a) == 0);
-  REQUIRE(ebb_owner_create(a, "model", NULL, &w) == 0);
-  ebb_owner_mark_weights(w, 1);
+  REQUIRE(mem_allocator_create(d, NULL, &a) == 0);
+  REQUIRE(mem_owner_create(a, "model", NULL, &w) == 0);
+  mem_owner_mark_weights(w, 1);
   uint64_t x[3] = {0, 0, 0};
   unsigned char pat[3][4096], back[4096];
   for (int i = 0; i < 3; i++) {
-    REQUIRE(ebb_mem_alloc(w, 2 * MiB, "w.c:9", &x[i]) == 0);
+    REQUIRE(mem_alloc(w, 2 * MiB, "w.c:9", &x[i]) == 0);
     memset(pat[i], 0x11 * (i + 1), sizeof pat[i]);
-    CHECK_EQ_INT(ebb_device_copy_htod(d, x[i] + 2 * MiB - 4096, pat[i], 4096), 0);
+    CHECK_EQ_INT(dev_copy_htod(d, x[i] + 2 * MiB - 4096, pat[i], 4096), 0);
   }
-  ebb_owner_mark_weights(w, 0);
-  ebb_sleep_stats st = {.size = sizeof st};
-  CHECK_EQ_INT(ebb_owner_sleep(w, &st), 0);
+  mem_owner_mark_weights(w, 0);
+  mem_sleep_stats st = {.size = sizeof st};
+  CHECK_EQ_INT(mem_owner_sleep(w, &st), 0);
   CHECK_EQ_U64(st.backup_bytes, 6 * MiB);
-  CHECK_EQ_U64(ebb_allocator_backup_bytes(a), 6 * MiB); /* not the segment's 20 */
-  CHECK_EQ_INT(ebb_mem_free(a, x[1]), 0);
-  CHECK_EQ_INT(ebb_owner_wake_stats(w, &st), 0);
+  CHECK_EQ_U64(mem_allocator_backup_bytes(a), 6 * MiB); /* not the segment's 20 */
+  CHECK_EQ_INT(mem_free(a, x[1]), 0);
+  CHECK_EQ_INT(mem_owner_wake_stats(w, &st), 0);
   for (int i = 0; i < 3; i += 2) {
-    CHECK_EQ_INT(ebb_device_copy_dtoh(d, back, x[i] + 2 * MiB - 4096, 4096), 0);
+    CHECK_EQ_INT(dev_copy_dtoh(d, back, x[i] + 2 * MiB - 4096, 4096), 0);
     CHECK_MSG(memcmp(back, pat[i], 4096) == 0,
               "block %d of 3 lost its bytes when the one before it was freed asleep", i + 1);
   }
-  CHECK_EQ_U64(ebb_allocator_backup_bytes(a), 0);
-  ebb_mem_free(a, x[0]);
-  ebb_mem_free(a, x[2]);
-  ebb_owner_destroy(w, NULL);
-  ebb_allocator_destroy(a);
-  ebb_device_close(d);
+  CHECK_EQ_U64(mem_allocator_backup_bytes(a), 0);
+  mem_free(a, x[0]);
+  mem_free(a, x[2]);
+  mem_owner_destroy(w, NULL);
+  mem_allocator_destroy(a);
+  dev_close(d);
 }
 
 int main(void) {

@@ -11,8 +11,8 @@
 #define OPS 1500
 #define LIVE 24
 
-static ebb_device *dev;
-static ebb_allocator *alloc;
+static dev_device *dev;
+static mem_allocator *alloc;
 static ebb_owner *shared;
 static int bad[NT];
 
@@ -34,7 +34,7 @@ static unsigned next_rand(unsigned *s) {
 static int check_fill(uint64_t addr, size_t n, unsigned char v) {
   unsigned char buf[64];
   size_t k = n < sizeof buf ? n : sizeof buf;
-  if (ebb_device_copy_dtoh(dev, buf, addr, k) || ebb_device_copy_dtoh(dev, buf + 0, addr + n - k, k))
+  if (dev_copy_dtoh(dev, buf, addr, k) || dev_copy_dtoh(dev, buf + 0, addr + n - k, k))
     return 0;
   for (size_t i = 0; i < k; i++)
     if (buf[i] != v)
@@ -53,7 +53,7 @@ static void *worker(void *p) {
     if (addr[slot]) {
       if (!check_fill(addr[slot], size[slot], v))
         fail(t->id, "block content changed (or copy failed)");
-      if (ebb_mem_free(alloc, addr[slot]))
+      if (mem_free(alloc, addr[slot]))
         fail(t->id, "free");
       addr[slot] = 0;
       continue;
@@ -61,33 +61,33 @@ static void *worker(void *p) {
     unsigned r = next_rand(&seed);
     size_t n = r % 4 == 0 ? (size_t)(1 + r % 6) << 20 : (size_t)(1 + r % 200000);
     ebb_owner *o = r % 3 == 0 ? shared : t->own;
-    if (ebb_mem_alloc(o, n, "threads.c:1", &addr[slot])) {
+    if (mem_alloc(o, n, "threads.c:1", &addr[slot])) {
       fail(t->id, "alloc");
       continue;
     }
     size[slot] = n;
-    if (ebb_device_memset8(dev, addr[slot], v, n))
+    if (dev_memset8(dev, addr[slot], v, n))
       fail(t->id, "memset8");
     if (op % 200 == 0) {
       uint64_t got;
-      ebb_allocator_trim(alloc, &got);
-      ebb_owner_stats st = {.size = sizeof st};
-      ebb_owner_get_stats(t->own, &st);
+      mem_allocator_trim(alloc, &got);
+      mem_owner_stats st = {.size = sizeof st};
+      mem_owner_get_stats(t->own, &st);
     }
   }
   for (int i = 0; i < LIVE; i++)
     if (addr[i]) {
       if (!check_fill(addr[i], size[i], v))
         fail(t->id, "block content changed at the end");
-      ebb_mem_free(alloc, addr[i]);
+      mem_free(alloc, addr[i]);
     }
   return NULL;
 }
 
 static void run(const char *spec) {
   dev = mt_open(spec);
-  REQUIRE(ebb_allocator_create(dev, NULL, &alloc) == 0);
-  REQUIRE(ebb_owner_create(alloc, "shared", NULL, &shared) == 0);
+  REQUIRE(mem_allocator_create(dev, NULL, &alloc) == 0);
+  REQUIRE(mem_owner_create(alloc, "shared", NULL, &shared) == 0);
   pthread_t th[NT];
   targ args[NT];
   for (int i = 0; i < NT; i++) {
@@ -95,7 +95,7 @@ static void run(const char *spec) {
     snprintf(name, sizeof name, "thread %d", i);
     args[i].id = i;
     bad[i] = 0;
-    REQUIRE(ebb_owner_create(alloc, name, NULL, &args[i].own) == 0);
+    REQUIRE(mem_owner_create(alloc, name, NULL, &args[i].own) == 0);
     REQUIRE(pthread_create(&th[i], NULL, worker, &args[i]) == 0);
   }
   for (int i = 0; i < NT; i++)
@@ -103,29 +103,29 @@ static void run(const char *spec) {
   for (int i = 0; i < NT; i++)
     CHECK_MSG(bad[i] == 0, "%s: thread %d saw %d failed operations or overwritten blocks", spec, i,
               bad[i]);
-  ebb_alloc_stats st = {.size = sizeof st};
-  ebb_allocator_get_stats(alloc, &st);
+  mem_alloc_stats st = {.size = sizeof st};
+  mem_allocator_get_stats(alloc, &st);
   CHECK_EQ_U64(st.allocated.current, 0);
   CHECK_EQ_U64(st.blocks.current, 0);
   CHECK_EQ_U64(st.cached.current, st.reserved.current);
   CHECK(st.blocks.total > NT * OPS / 3);
   uint64_t sum = 0;
   for (int i = 0; i < NT; i++) {
-    ebb_owner_stats os = {.size = sizeof os};
-    ebb_owner_get_stats(args[i].own, &os);
+    mem_owner_stats os = {.size = sizeof os};
+    mem_owner_get_stats(args[i].own, &os);
     CHECK_EQ_U64(os.bytes.current, 0);
     sum += os.blocks.total;
-    ebb_owner_destroy(args[i].own, NULL);
+    mem_owner_destroy(args[i].own, NULL);
   }
-  ebb_owner_stats os = {.size = sizeof os};
-  ebb_owner_get_stats(shared, &os);
+  mem_owner_stats os = {.size = sizeof os};
+  mem_owner_get_stats(shared, &os);
   CHECK_EQ_U64(sum + os.blocks.total, st.blocks.total);
-  ebb_owner_destroy(shared, NULL);
+  mem_owner_destroy(shared, NULL);
   uint64_t got = 0;
-  ebb_allocator_trim(alloc, &got);
+  mem_allocator_trim(alloc, &got);
   CHECK_EQ_U64(mt_reserved(alloc), 0);
-  ebb_allocator_destroy(alloc);
-  ebb_device_close(dev);
+  mem_allocator_destroy(alloc);
+  dev_close(dev);
 }
 
 MT_MAIN_CPU_AND_FAKE(run)

@@ -21,24 +21,24 @@
 
 /* The newest event gets the time t_ns after the ledger's t0 (the ring's
  * last written slot), so the picture does not depend on the clock. */
-static void set_time(ebb_ledger *l, uint64_t t_ns) {
+static void set_time(mem_ledger *l, uint64_t t_ns) {
   l->ev[(l->head + l->cap - 1) % l->cap].t_ns = l->t0 + t_ns;
 }
 
-static void ev(ebb_ledger *l, uint64_t t_ns, ebb_ledger_kind k, uint32_t owner, uint64_t bytes,
+static void ev(mem_ledger *l, uint64_t t_ns, mem_ledger_kind k, uint32_t owner, uint64_t bytes,
                uint64_t owner_bytes, uint64_t reserved, uint64_t allocated) {
   mem__ledger_add(l, k, owner, 0x7f0000000000ull + owner * 0x1000000ull, bytes, owner_bytes, reserved,
              allocated);
   set_time(l, t_ns);
 }
 
-static void mark(ebb_ledger *l, uint64_t t_ns, const char *label) {
-  ebb_ledger_mark(l, label);
+static void mark(mem_ledger *l, uint64_t t_ns, const char *label) {
+  mem_ledger_mark(l, label);
   set_time(l, t_ns);
 }
 
-static ebb_ledger *new_ledger(size_t cap, const char *device) {
-  ebb_ledger *l = NULL;
+static mem_ledger *new_ledger(size_t cap, const char *device) {
+  mem_ledger *l = NULL;
   if (mem__ledger_create(cap, device, &l)) {
     fprintf(stderr, "mem__ledger_create(%zu): %s\n", cap, ebb_errmsg());
     exit(1);
@@ -46,11 +46,11 @@ static ebb_ledger *new_ledger(size_t cap, const char *device) {
   return l;
 }
 
-static ebb_ledger *scene_empty(void) { return new_ledger(16, "cpu"); }
+static mem_ledger *scene_empty(void) { return new_ledger(16, "cpu"); }
 
 /* Three stages in turn on a GPU whose context was measured at 300 MiB. */
-static ebb_ledger *scene_stages(void) {
-  ebb_ledger *l = new_ledger(256, "cuda:0");
+static mem_ledger *scene_stages(void) {
+  mem_ledger *l = new_ledger(256, "cuda:0");
   mem__ledger_owner_name(l, 1, "decode");
   mem__ledger_owner_name(l, 2, "separate");
   mem__ledger_owner_name(l, 3, "transcribe <&> \"q\"");
@@ -86,8 +86,8 @@ static ebb_ledger *scene_stages(void) {
  * more releases than label rows; the ring (cap 64) drops the oldest events,
  * among them the context's create: its release says it was alive from the
  * start of the window. */
-static ebb_ledger *scene_crowded(void) {
-  ebb_ledger *l = new_ledger(64, "cuda:1");
+static mem_ledger *scene_crowded(void) {
+  mem_ledger *l = new_ledger(64, "cuda:1");
   char name[64];
   for (uint32_t id = 1; id <= 6; id++) {
     snprintf(name, sizeof name, id % 5 ? "stage %u" : "st%u <&> caf\xc3\xa9", id);
@@ -130,8 +130,8 @@ static ebb_ledger *scene_crowded(void) {
 /* 26 owners: the legend lists 24 and says how many more. Each owner's area
  * is a path over every pixel column (about 19 KiB), so this picture is
  * compared by its size and FNV-1a hash, not kept whole. */
-static ebb_ledger *scene_many_owners(void) {
-  ebb_ledger *l = new_ledger(256, "cuda:0");
+static mem_ledger *scene_many_owners(void) {
+  mem_ledger *l = new_ledger(256, "cuda:0");
   char name[32];
   uint64_t res = 0, al = 0;
   for (uint32_t id = 1; id <= 26; id++) {
@@ -148,8 +148,8 @@ static ebb_ledger *scene_many_owners(void) {
 }
 
 /* A context created and released without a measured size: a thin strip. */
-static ebb_ledger *scene_unknown_context(void) {
-  ebb_ledger *l = new_ledger(64, "cuda:0");
+static mem_ledger *scene_unknown_context(void) {
+  mem_ledger *l = new_ledger(64, "cuda:0");
   mem__ledger_owner_name(l, 1, "only");
   ev(l, 0, EBB_EV_SEG_MAP, 0, 2 * MB, 0, 2 * MB, 0);
   ev(l, 1 * MS, EBB_EV_CTX_CREATE, 0, 0, 0, 2 * MB, 0);
@@ -165,8 +165,8 @@ static ebb_ledger *scene_unknown_context(void) {
 
 /* A context whose release measured more than its create said, and one
  * created unmeasured whose release says its size. */
-static ebb_ledger *scene_context_sizes(void) {
-  ebb_ledger *l = new_ledger(64, "cuda:0");
+static mem_ledger *scene_context_sizes(void) {
+  mem_ledger *l = new_ledger(64, "cuda:0");
   mem__ledger_owner_name(l, 1, "small");
   ev(l, 0, EBB_EV_CTX_CREATE, 0, 50 * MB, 0, 0, 0);
   ev(l, 1 * MS, EBB_EV_SEG_MAP, 0, 2 * MB, 0, 2 * MB, 0);
@@ -253,7 +253,7 @@ static void check_sum(const char *name, const char *got, size_t ng, const char *
 
 /* Draws l into $EBB_TEST_TMP/NAME.svg and compares it with the golden
  * NAME.svg (whole) or NAME.sum (size and hash). */
-static void check_scene(const char *name, ebb_ledger *l, const char *title, int whole) {
+static void check_scene(const char *name, mem_ledger *l, const char *title, int whole) {
   const char *src = getenv("EBB_SOURCE_DIR");
   const char *tmp = getenv("EBB_TEST_TMP");
   REQUIRE(src != NULL && tmp != NULL);
@@ -268,7 +268,7 @@ static void check_scene(const char *name, ebb_ledger *l, const char *title, int 
   CHECK_MSG(f != NULL, "%s: cannot write: %s", got_path, strerror(errno));
   if (!f)
     return;
-  CHECK_EQ_INT(ebb_ledger_write_svg(l, f, title), 0);
+  CHECK_EQ_INT(mem_ledger_write_svg(l, f, title), 0);
   fclose(f);
   mem__ledger_destroy(l);
   size_t ng = 0, nw = 0;

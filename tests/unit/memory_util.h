@@ -20,9 +20,9 @@
 
 /* Opens the fake GPU ("cuda:0" through EBB_LIBCUDA) or exits the test with a
  * message: these tests are about the fake, a missing fake is a failure. */
-static inline ebb_device *mt_open(const char *spec) {
-  ebb_device *d = NULL;
-  int rc = ebb_device_open(spec, &d);
+static inline dev_device *mt_open(const char *spec) {
+  dev_device *d = NULL;
+  int rc = dev_open(spec, &d);
   if (rc) {
     fprintf(stderr, "cannot open device %s: %s (%s); EBB_LIBCUDA=%s\n", spec, ebb_errmsg(),
             ebb_errname(rc), getenv("EBB_LIBCUDA") ? getenv("EBB_LIBCUDA") : "(unset)");
@@ -46,9 +46,9 @@ static inline ebb_device *mt_open(const char *spec) {
     return TEST_END();                                                         \
   }
 
-static inline uint64_t mt_reserved(ebb_allocator *a) {
-  ebb_alloc_stats st = {.size = sizeof st};
-  ebb_allocator_get_stats(a, &st);
+static inline uint64_t mt_reserved(mem_allocator *a) {
+  mem_alloc_stats st = {.size = sizeof st};
+  mem_allocator_get_stats(a, &st);
   return st.reserved.current;
 }
 

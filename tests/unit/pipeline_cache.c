@@ -28,7 +28,7 @@ static void write_file(const char *path, const char *text) {
 static void key_of(const char *opts, const ebb_items *in, uint8_t k[32]) {
   json_t *o = json_loads(opts, 0, NULL);
   REQUIRE(o);
-  REQUIRE(ebb_cache_key(&stage, o, in, k) == 0);
+  REQUIRE(pl_cache_key(&stage, o, in, k) == 0);
   json_decref(o);
 }
 
@@ -39,8 +39,8 @@ static void test_keys(void) {
   write_file(p1, "same content");
   write_file(p2, "same content");
   ebb_items *a, *b;
-  REQUIRE(ebb_items_create(NULL, NULL, &a) == 0 && ebb_items_create(NULL, NULL, &b) == 0);
-  REQUIRE(ebb_items_add_file(a, "input", p1) == 0 && ebb_items_add_file(b, "input", p2) == 0);
+  REQUIRE(pl_items_create(NULL, NULL, &a) == 0 && pl_items_create(NULL, NULL, &b) == 0);
+  REQUIRE(pl_items_add_file(a, "input", p1) == 0 && pl_items_add_file(b, "input", p2) == 0);
   uint8_t k1[32], k2[32], k3[32];
   key_of("{\"x\": 1, \"y\": 2}", a, k1);
   key_of("{\"y\": 2, \"x\": 1}", b, k2);
@@ -58,11 +58,11 @@ static void test_keys(void) {
   write_file(p2, "other content");
   key_of("{\"x\": 1, \"y\": 2}", b, k3);
   CHECK_MSG(memcmp(k1, k3, 32), "other input content: other key");
-  REQUIRE(ebb_items_add_json(a, "more", "{}") == 0);
+  REQUIRE(pl_items_add_json(a, "more", "{}") == 0);
   key_of("{\"x\": 1, \"y\": 2}", a, k3);
   CHECK_MSG(memcmp(k1, k3, 32), "another input item: other key");
-  ebb_items_destroy(a);
-  ebb_items_destroy(b);
+  pl_items_destroy(a);
+  pl_items_destroy(b);
 }
 
 static int count_entries(void) {
@@ -78,7 +78,7 @@ static int count_entries(void) {
 
 static void entry_path(const uint8_t k[32], char *out, size_t n) {
   char hex[65];
-  ebb_sha256_hex(k, hex);
+  pl_sha256_hex(k, hex);
   snprintf(out, n, "%s/%s.ebbc", cdir, hex);
 }
 
@@ -89,35 +89,35 @@ static void fill(ebb_items *it) {
   float pcm[4] = {0.5f, -0.5f, 0.25f, -0.25f};
   float t[6] = {1, 2, 3, 4, 5, 6};
   uint64_t shape[2] = {3, 2};
-  REQUIRE(ebb_items_add_audio(it, "vocals", pcm, 2, 2, 16000) == 0);
-  REQUIRE(ebb_items_add_tensor(it, "emb", t, 2, shape) == 0);
-  REQUIRE(ebb_items_add_json(it, "words", "{\"w\": [\"la\"]}") == 0);
-  REQUIRE(ebb_items_add_file(it, "made", fp) == 0);
+  REQUIRE(pl_items_add_audio(it, "vocals", pcm, 2, 2, 16000) == 0);
+  REQUIRE(pl_items_add_tensor(it, "emb", t, 2, shape) == 0);
+  REQUIRE(pl_items_add_json(it, "words", "{\"w\": [\"la\"]}") == 0);
+  REQUIRE(pl_items_add_file(it, "made", fp) == 0);
 }
 
 static void test_round_trip(void) {
   uint8_t k[32];
   memset(k, 0x11, sizeof k);
   ebb_items *it, *back;
-  REQUIRE(ebb_items_create(NULL, NULL, &it) == 0 && ebb_items_create(NULL, NULL, &back) == 0);
+  REQUIRE(pl_items_create(NULL, NULL, &it) == 0 && pl_items_create(NULL, NULL, &back) == 0);
   fill(it);
-  REQUIRE(ebb_cache_store(cdir, k, it, NULL) == 0);
+  REQUIRE(pl_cache_store(cdir, k, it, NULL) == 0);
   CHECK_EQ_INT(count_entries(), 1);
   int hit = -1, corrupt = -1;
-  REQUIRE(ebb_cache_load(cdir, k, back, odir, &hit, &corrupt) == 0);
+  REQUIRE(pl_cache_load(cdir, k, back, odir, &hit, &corrupt) == 0);
   CHECK_EQ_INT(hit, 1);
   CHECK_EQ_INT(corrupt, 0);
-  CHECK_EQ_INT(ebb_items_count(back), 4);
+  CHECK_EQ_INT(pl_items_count(back), 4);
   ebb_item_info in;
-  REQUIRE(ebb_items_find(back, "vocals", &in) == 0);
+  REQUIRE(pl_items_find(back, "vocals", &in) == 0);
   CHECK(in.kind == EBB_ITEM_AUDIO && in.frames == 2 && in.channels == 2 && in.rate == 16000);
   CHECK_NEAR(in.samples[3], -0.25, 0);
-  REQUIRE(ebb_items_find(back, "emb", &in) == 0);
+  REQUIRE(pl_items_find(back, "emb", &in) == 0);
   CHECK(in.kind == EBB_ITEM_TENSOR && in.ndim == 2 && in.shape[0] == 3 && in.shape[1] == 2);
   CHECK_NEAR(in.data[5], 6, 0);
-  REQUIRE(ebb_items_find(back, "words", &in) == 0);
+  REQUIRE(pl_items_find(back, "words", &in) == 0);
   CHECK_EQ_STR(in.text, "{\"w\": [\"la\"]}");
-  REQUIRE(ebb_items_find(back, "made", &in) == 0);
+  REQUIRE(pl_items_find(back, "made", &in) == 0);
   char want[1200];
   snprintf(want, sizeof want, "%s/made.txt", odir);
   CHECK_EQ_STR(in.text, want); /* restored into the job's output directory */
@@ -127,25 +127,25 @@ static void test_round_trip(void) {
   if (f)
     fclose(f);
   CHECK_EQ_STR(line, "file made by the stage\n");
-  ebb_items_destroy(back);
+  pl_items_destroy(back);
 
   /* a miss */
   uint8_t other[32];
   memset(other, 0x22, sizeof other);
-  REQUIRE(ebb_items_create(NULL, NULL, &back) == 0);
-  CHECK(ebb_cache_load(cdir, other, back, odir, &hit, &corrupt) == 0);
-  CHECK(hit == 0 && corrupt == 0 && ebb_items_count(back) == 0);
-  ebb_items_destroy(back);
-  ebb_items_destroy(it);
+  REQUIRE(pl_items_create(NULL, NULL, &back) == 0);
+  CHECK(pl_cache_load(cdir, other, back, odir, &hit, &corrupt) == 0);
+  CHECK(hit == 0 && corrupt == 0 && pl_items_count(back) == 0);
+  pl_items_destroy(back);
+  pl_items_destroy(it);
 }
 
 static void corrupt_and_check(const char *how) {
   uint8_t k[32];
   memset(k, 0x33, sizeof k);
   ebb_items *it, *back;
-  REQUIRE(ebb_items_create(NULL, NULL, &it) == 0 && ebb_items_create(NULL, NULL, &back) == 0);
+  REQUIRE(pl_items_create(NULL, NULL, &it) == 0 && pl_items_create(NULL, NULL, &back) == 0);
   fill(it);
-  REQUIRE(ebb_cache_store(cdir, k, it, NULL) == 0);
+  REQUIRE(pl_cache_store(cdir, k, it, NULL) == 0);
   char path[1300];
   entry_path(k, path, sizeof path);
   struct stat st;
@@ -162,14 +162,14 @@ static void corrupt_and_check(const char *how) {
     REQUIRE(truncate(path, st.st_size - 7) == 0);
   }
   int hit = -1, corrupt = -1;
-  CHECK(ebb_cache_load(cdir, k, back, odir, &hit, &corrupt) == 0);
+  CHECK(pl_cache_load(cdir, k, back, odir, &hit, &corrupt) == 0);
   CHECK_MSG(hit == 0 && corrupt == 1, "%s: hit %d corrupt %d", how, hit, corrupt);
   CHECK_MSG(strstr(ebb_errmsg(), "checksum mismatch") || strstr(ebb_errmsg(), "truncated"),
             "%s: message %s", how, ebb_errmsg());
-  CHECK_MSG(ebb_items_count(back) == 0, "%s: a corrupt entry adds nothing", how);
+  CHECK_MSG(pl_items_count(back) == 0, "%s: a corrupt entry adds nothing", how);
   CHECK_MSG(stat(path, &st) != 0, "%s: the corrupt entry is removed", how);
-  ebb_items_destroy(back);
-  ebb_items_destroy(it);
+  pl_items_destroy(back);
+  pl_items_destroy(it);
 }
 
 static void test_corrupt_flip(void) { corrupt_and_check("flip"); }
@@ -178,10 +178,10 @@ static void test_corrupt_truncated(void) { corrupt_and_check("truncate"); }
 static void test_default_dir(void) {
   char buf[512];
   setenv("XDG_CACHE_HOME", "/x/cache", 1);
-  CHECK_EQ_STR(ebb_cache_default_dir(buf, sizeof buf), "/x/cache/ebb");
+  CHECK_EQ_STR(pl_cache_default_dir(buf, sizeof buf), "/x/cache/ebb");
   unsetenv("XDG_CACHE_HOME");
   setenv("HOME", "/home/u", 1);
-  CHECK_EQ_STR(ebb_cache_default_dir(buf, sizeof buf), "/home/u/.cache/ebb");
+  CHECK_EQ_STR(pl_cache_default_dir(buf, sizeof buf), "/home/u/.cache/ebb");
 }
 
 int main(void) {

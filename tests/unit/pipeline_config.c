@@ -11,14 +11,14 @@
 
 static int has(const char *hay, const char *needle) { return hay && strstr(hay, needle) != NULL; }
 
-static int load_str(const char *text, ebb_config **c) {
-  return ebb_config_load_string(text, "test.json", c);
+static int load_str(const char *text, pl_config **c) {
+  return pl_config_load_string(text, "test.json", c);
 }
 
 static void test_builtins(void) {
-  ebb_config *c = NULL;
-  REQUIRE(ebb_config_load(NULL, &c) == 0);
-  const ebb_pipeline_def *s = ebb_config_pipeline(c, "synthetic");
+  pl_config *c = NULL;
+  REQUIRE(pl_config_load(NULL, &c) == 0);
+  const pl_def *s = pl_config_pipeline(c, "synthetic");
   REQUIRE(s != NULL);
   CHECK_EQ_INT(s->nstages, 3);
   CHECK_EQ_STR(s->stages[0].name, "a");
@@ -27,7 +27,7 @@ static void test_builtins(void) {
   CHECK_EQ_STR(s->stages[0].stage, "synthetic");
   CHECK_EQ_INT(s->stages[0].cache, 0); /* a diagnostic runs every time */
   CHECK(json_integer_value(json_object_get(s->stages[1].options, "weights_mib")) > 0);
-  const ebb_pipeline_def *t = ebb_config_pipeline(c, "songtrace");
+  const pl_def *t = pl_config_pipeline(c, "songtrace");
   REQUIRE(t != NULL);
   const char *want[] = {"decode", "separate", "transcribe", "align", "pitch", "export"};
   CHECK_EQ_INT(t->nstages, 6);
@@ -35,19 +35,19 @@ static void test_builtins(void) {
     CHECK_EQ_STR(t->stages[i].stage, want[i]);
     CHECK_EQ_STR(t->stages[i].name, want[i]); /* name defaults to the stage */
   }
-  CHECK(ebb_config_pipeline(c, "nope") == NULL);
-  ebb_config_free(c);
+  CHECK(pl_config_pipeline(c, "nope") == NULL);
+  pl_config_free(c);
 }
 
 static void test_full_entry(void) {
-  ebb_config *c = NULL;
+  pl_config *c = NULL;
   int rc = load_str("{\"pipelines\": {\"p\": {\"release\": \"idle:2.5\", \"stages\": ["
                     "{\"stage\": \"synthetic\", \"name\": \"x\", \"options\": {\"weights_mib\": 8},"
                     " \"isolate\": false, \"timeout_s\": 30, \"cache\": false},"
                     "{\"stage\": \"synthetic\"}]}}}",
                     &c);
   REQUIRE(rc == 0);
-  const ebb_pipeline_def *p = ebb_config_pipeline(c, "p");
+  const pl_def *p = pl_config_pipeline(c, "p");
   REQUIRE(p && p->nstages == 2);
   CHECK_EQ_INT(p->has_policy, 1);
   CHECK_EQ_INT(p->policy.kind, EBB_POLICY_IDLE);
@@ -59,31 +59,31 @@ static void test_full_entry(void) {
   CHECK_EQ_INT(p->stages[1].cache, -1); /* unset: the run decides */
   CHECK(json_is_object(p->stages[1].options));
   CHECK_EQ_STR(p->origin, "test.json");
-  CHECK(ebb_config_pipeline(c, "synthetic") != NULL); /* built-ins stay */
-  ebb_config_free(c);
+  CHECK(pl_config_pipeline(c, "synthetic") != NULL); /* built-ins stay */
+  pl_config_free(c);
 }
 
 static void test_override_builtin(void) {
-  ebb_config *c = NULL;
+  pl_config *c = NULL;
   REQUIRE(load_str("{\"pipelines\": {\"synthetic\": {\"stages\": [{\"stage\": \"synthetic\","
                    "\"name\": \"only\"}]}}}",
                    &c) == 0);
-  const ebb_pipeline_def *p = ebb_config_pipeline(c, "synthetic");
+  const pl_def *p = pl_config_pipeline(c, "synthetic");
   REQUIRE(p);
   CHECK_EQ_INT(p->nstages, 1);
   CHECK_EQ_STR(p->stages[0].name, "only");
-  ebb_config_free(c);
+  pl_config_free(c);
 }
 
 static void expect_error(const char *text, const char *m1, const char *m2) {
-  ebb_config *c = NULL;
+  pl_config *c = NULL;
   int rc = load_str(text, &c);
   CHECK_MSG(rc == EBB_ECONFIG, "config %s: expected EBB_ECONFIG, got %d", text, rc);
   CHECK_MSG(c == NULL, "config %s: no config on error", text);
   CHECK_MSG(has(ebb_errmsg(), m1), "message '%s' lacks '%s'", ebb_errmsg(), m1);
   if (m2)
     CHECK_MSG(has(ebb_errmsg(), m2), "message '%s' lacks '%s'", ebb_errmsg(), m2);
-  ebb_config_free(c);
+  pl_config_free(c);
 }
 
 static void test_errors(void) {
@@ -115,17 +115,17 @@ static void test_errors(void) {
 }
 
 static void test_policy(void) {
-  ebb_policy p;
+  pl_policy p;
   char buf[64];
-  CHECK(ebb_policy_parse("after-stage", &p) == 0 && p.kind == EBB_POLICY_AFTER_STAGE);
-  CHECK(ebb_policy_parse("after-job", &p) == 0 && p.kind == EBB_POLICY_AFTER_JOB);
-  CHECK(ebb_policy_parse("never", &p) == 0 && p.kind == EBB_POLICY_NEVER);
-  CHECK(ebb_policy_parse("idle:30", &p) == 0 && p.kind == EBB_POLICY_IDLE && p.idle_s == 30);
-  CHECK_EQ_STR(ebb_policy_format(&p, buf, sizeof buf), "idle:30");
-  CHECK(ebb_policy_parse("idle:0", &p) == 0 && p.idle_s == 0);
+  CHECK(pl_policy_parse("after-stage", &p) == 0 && p.kind == EBB_POLICY_AFTER_STAGE);
+  CHECK(pl_policy_parse("after-job", &p) == 0 && p.kind == EBB_POLICY_AFTER_JOB);
+  CHECK(pl_policy_parse("never", &p) == 0 && p.kind == EBB_POLICY_NEVER);
+  CHECK(pl_policy_parse("idle:30", &p) == 0 && p.kind == EBB_POLICY_IDLE && p.idle_s == 30);
+  CHECK_EQ_STR(pl_policy_format(&p, buf, sizeof buf), "idle:30");
+  CHECK(pl_policy_parse("idle:0", &p) == 0 && p.idle_s == 0);
   const char *bad[] = {"idle:", "idle:x", "idle:-1", "afterstage", "", "idle:1s", "never "};
   for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
-    CHECK_MSG(ebb_policy_parse(bad[i], &p) == EBB_EINVAL, "'%s' accepted", bad[i]);
+    CHECK_MSG(pl_policy_parse(bad[i], &p) == EBB_EINVAL, "'%s' accepted", bad[i]);
     CHECK_MSG(has(ebb_errmsg(), "idle:SECONDS"), "message for '%s': %s", bad[i], ebb_errmsg());
   }
 }
@@ -142,19 +142,19 @@ static void test_file_and_plugin_dirs(void) {
         " \"pipelines\": {\"q\": {\"stages\": [{\"stage\": \"synthetic\"}]}}}\n",
         f);
   fclose(f);
-  ebb_config *c = NULL;
-  REQUIRE(ebb_config_load(path, &c) == 0);
+  pl_config *c = NULL;
+  REQUIRE(pl_config_load(path, &c) == 0);
   REQUIRE(c->nplugin_dirs == 2);
   char want[1100];
   snprintf(want, sizeof want, "%s/plugins", tmp);
   CHECK_EQ_STR(c->plugin_dirs[0], want); /* relative to the config's directory */
   CHECK_EQ_STR(c->plugin_dirs[1], "/abs/dir");
-  CHECK_EQ_STR(ebb_config_pipeline(c, "q")->origin, path);
-  ebb_config_free(c);
+  CHECK_EQ_STR(pl_config_pipeline(c, "q")->origin, path);
+  pl_config_free(c);
 
   snprintf(path, sizeof path, "%s/missing.json", tmp);
   c = NULL;
-  CHECK_EQ_INT(ebb_config_load(path, &c), EBB_ECONFIG);
+  CHECK_EQ_INT(pl_config_load(path, &c), EBB_ECONFIG);
   CHECK(has(ebb_errmsg(), path) && has(ebb_errmsg(), "cannot open"));
 }
 

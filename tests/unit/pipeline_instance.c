@@ -20,7 +20,7 @@
 /* --- a probe stage: tries to release itself from inside its run, its drop
  * (the ABI's release) fails, and it never gives back 2 MiB it took from the
  * driver directly -------------------------------------------------------------- */
-static ebb_instance *probe_self;
+static pl_instance *probe_self;
 static int probe_rc_inside = 1;
 static char probe_msg_inside[512];
 
@@ -34,7 +34,7 @@ static int probe_load(ebb_stage_ctx *ctx, const char *opts, void **state) {
 }
 static int probe_run(ebb_stage_ctx *ctx, void *state, const ebb_items *in, ebb_items *out) {
   (void)ctx, (void)state, (void)in, (void)out;
-  probe_rc_inside = ebb_instance_release(probe_self, NULL, NULL);
+  probe_rc_inside = pl_instance_release(probe_self, NULL, NULL);
   snprintf(probe_msg_inside, sizeof probe_msg_inside, "%s", ebb_errmsg());
   return 0;
 }
@@ -52,31 +52,31 @@ static const ebb_stage probe_stage = {
 
 /* --- helpers ------------------------------------------------------------------ */
 /* A synthetic instance with these options (validated and merged as the runner does). */
-static ebb_instance *synthetic(const char *name, const char *options) {
-  const ebb_stage *st = ebb_registry_find(reg, "synthetic", NULL);
+static pl_instance *synthetic(const char *name, const char *options) {
+  const ebb_stage *st = pl_registry_find(reg, "synthetic", NULL);
   REQUIRE(st);
   json_t *o = json_loads(options, 0, NULL), *merged = NULL;
   REQUIRE(o);
-  REQUIRE(ebb_stage_validate_options(st, o, "test", &merged) == 0);
+  REQUIRE(pl_stage_validate_options(st, o, "test", &merged) == 0);
   char *opts = json_dumps(merged, JSON_COMPACT | JSON_SORT_KEYS);
-  ebb_instance_spec spec = {.size = sizeof spec, .dev = dev, .alloc = alloc, .stage = st,
+  pl_instance_spec spec = {.size = sizeof spec, .dev = dev, .alloc = alloc, .stage = st,
                             .pipeline = "p", .name = name, .options = opts,
                             .output_dir = "."};
-  ebb_instance *in = NULL;
-  REQUIRE(ebb_instance_create(&spec, &in) == 0);
+  pl_instance *in = NULL;
+  REQUIRE(pl_instance_create(&spec, &in) == 0);
   free(opts);
   json_decref(merged);
   json_decref(o);
   return in;
 }
 
-static int run_once(ebb_instance *in) {
+static int run_once(pl_instance *in) {
   ebb_items *inputs = NULL, *outputs = NULL;
-  REQUIRE(ebb_items_create(NULL, NULL, &inputs) == 0);
-  REQUIRE(ebb_items_create(NULL, inputs, &outputs) == 0);
-  int rc = ebb_instance_run(in, inputs, outputs);
-  ebb_items_destroy(outputs);
-  ebb_items_destroy(inputs);
+  REQUIRE(pl_items_create(NULL, NULL, &inputs) == 0);
+  REQUIRE(pl_items_create(NULL, inputs, &outputs) == 0);
+  int rc = pl_instance_run(in, inputs, outputs);
+  pl_items_destroy(outputs);
+  pl_items_destroy(inputs);
   return rc;
 }
 
@@ -84,103 +84,103 @@ static int run_once(ebb_instance *in) {
  * names the instance and contains want. */
 #define CHECK_REFUSED(call, in, want)                                          \
   do {                                                                         \
-    ebb_instance_state before_ = ebb_instance_state_of(in);                    \
+    pl_instance_state before_ = pl_instance_state_of(in);                    \
     int rc_ = (call);                                                          \
     CHECK_EQ_INT(rc_, EBB_ESTATE);                                             \
-    CHECK_EQ_INT(ebb_instance_state_of(in), before_);                          \
+    CHECK_EQ_INT(pl_instance_state_of(in), before_);                          \
     CHECK_MSG(has(ebb_errmsg(), "stage '") && has(ebb_errmsg(), want),         \
               "%s: message '%s' lacks '%s'", #call, ebb_errmsg(), want);       \
   } while (0)
 
 /* --- tests -------------------------------------------------------------------- */
 static void test_state_names(void) {
-  CHECK_EQ_STR(ebb_instance_state_name(EBB_INSTANCE_NEW), "new");
-  CHECK_EQ_STR(ebb_instance_state_name(EBB_INSTANCE_LOADED), "loaded");
-  CHECK_EQ_STR(ebb_instance_state_name(EBB_INSTANCE_RUNNING), "running");
-  CHECK_EQ_STR(ebb_instance_state_name(EBB_INSTANCE_IDLE), "idle");
-  CHECK_EQ_STR(ebb_instance_state_name(EBB_INSTANCE_PARKED), "parked");
-  CHECK_EQ_STR(ebb_instance_state_name(EBB_INSTANCE_RELEASED), "released");
-  CHECK_EQ_STR(ebb_instance_state_name((ebb_instance_state)42), "?");
+  CHECK_EQ_STR(pl_instance_state_name(EBB_INSTANCE_NEW), "new");
+  CHECK_EQ_STR(pl_instance_state_name(EBB_INSTANCE_LOADED), "loaded");
+  CHECK_EQ_STR(pl_instance_state_name(EBB_INSTANCE_RUNNING), "running");
+  CHECK_EQ_STR(pl_instance_state_name(EBB_INSTANCE_IDLE), "idle");
+  CHECK_EQ_STR(pl_instance_state_name(EBB_INSTANCE_PARKED), "parked");
+  CHECK_EQ_STR(pl_instance_state_name(EBB_INSTANCE_RELEASED), "released");
+  CHECK_EQ_STR(pl_instance_state_name((pl_instance_state)42), "?");
 }
 
 static void test_legal_path(void) {
-  ebb_instance *in = synthetic("a", "{\"weights_mib\": 8, \"activations_mib\": 4}");
-  CHECK_EQ_INT(ebb_instance_state_of(in), EBB_INSTANCE_NEW);
-  CHECK(!ebb_instance_is_loaded(in));
-  CHECK_EQ_STR(ebb_instance_name(in), "a");
-  CHECK_EQ_STR(ebb_instance_pipeline(in), "p");
-  CHECK(ebb_instance_owner(in) != NULL);
-  CHECK_EQ_INT(ebb_instance_load(in), 0);
-  CHECK_EQ_INT(ebb_instance_state_of(in), EBB_INSTANCE_LOADED);
-  CHECK(ebb_instance_is_loaded(in) && ebb_instance_stage_state(in) != NULL);
+  pl_instance *in = synthetic("a", "{\"weights_mib\": 8, \"activations_mib\": 4}");
+  CHECK_EQ_INT(pl_instance_state_of(in), EBB_INSTANCE_NEW);
+  CHECK(!pl_instance_is_loaded(in));
+  CHECK_EQ_STR(pl_instance_name(in), "a");
+  CHECK_EQ_STR(pl_instance_pipeline(in), "p");
+  CHECK(pl_instance_owner(in) != NULL);
+  CHECK_EQ_INT(pl_instance_load(in), 0);
+  CHECK_EQ_INT(pl_instance_state_of(in), EBB_INSTANCE_LOADED);
+  CHECK(pl_instance_is_loaded(in) && pl_instance_stage_state(in) != NULL);
   CHECK_EQ_INT(run_once(in), 0);
-  CHECK_EQ_INT(ebb_instance_state_of(in), EBB_INSTANCE_LOADED);
-  CHECK_EQ_INT(ebb_instance_idle(in), 0);
-  CHECK_EQ_INT(ebb_instance_state_of(in), EBB_INSTANCE_IDLE);
+  CHECK_EQ_INT(pl_instance_state_of(in), EBB_INSTANCE_LOADED);
+  CHECK_EQ_INT(pl_instance_idle(in), 0);
+  CHECK_EQ_INT(pl_instance_state_of(in), EBB_INSTANCE_IDLE);
   CHECK_EQ_INT(run_once(in), 0); /* an idle instance is claimed by a run */
-  CHECK_EQ_INT(ebb_instance_state_of(in), EBB_INSTANCE_LOADED);
-  CHECK_EQ_INT(ebb_instance_enter(in, EBB_INSTANCE_PARKED), 0);
-  CHECK_EQ_INT(ebb_instance_enter(in, EBB_INSTANCE_LOADED), 0); /* wake */
-  CHECK_EQ_INT(ebb_instance_release(in, NULL, NULL), 0);
-  CHECK_EQ_INT(ebb_instance_state_of(in), EBB_INSTANCE_RELEASED);
-  CHECK(!ebb_instance_is_loaded(in) && ebb_instance_owner(in) == NULL);
-  ebb_instance_destroy(in);
+  CHECK_EQ_INT(pl_instance_state_of(in), EBB_INSTANCE_LOADED);
+  CHECK_EQ_INT(pl_instance_enter(in, EBB_INSTANCE_PARKED), 0);
+  CHECK_EQ_INT(pl_instance_enter(in, EBB_INSTANCE_LOADED), 0); /* wake */
+  CHECK_EQ_INT(pl_instance_release(in, NULL, NULL), 0);
+  CHECK_EQ_INT(pl_instance_state_of(in), EBB_INSTANCE_RELEASED);
+  CHECK(!pl_instance_is_loaded(in) && pl_instance_owner(in) == NULL);
+  pl_instance_destroy(in);
   CHECK_EQ_U64(reserved(), 0);
 }
 
 static void test_illegal_refused(void) {
-  ebb_instance *in = synthetic("b", "{\"weights_mib\": 2}");
+  pl_instance *in = synthetic("b", "{\"weights_mib\": 2}");
   /* new: nothing to run, idle, park or wake */
   CHECK_REFUSED(run_once(in), in, "cannot go from new to running: it is not loaded");
-  CHECK_REFUSED(ebb_instance_idle(in), in, "cannot go from new to idle");
-  CHECK_REFUSED(ebb_instance_enter(in, EBB_INSTANCE_PARKED), in, "from new to parked");
-  CHECK_REFUSED(ebb_instance_enter(in, EBB_INSTANCE_LOADED), in, "from new to loaded");
-  CHECK_REFUSED(ebb_instance_enter(in, (ebb_instance_state)42), in, "from new to ?");
-  CHECK_EQ_INT(ebb_instance_load(in), 0);
+  CHECK_REFUSED(pl_instance_idle(in), in, "cannot go from new to idle");
+  CHECK_REFUSED(pl_instance_enter(in, EBB_INSTANCE_PARKED), in, "from new to parked");
+  CHECK_REFUSED(pl_instance_enter(in, EBB_INSTANCE_LOADED), in, "from new to loaded");
+  CHECK_REFUSED(pl_instance_enter(in, (pl_instance_state)42), in, "from new to ?");
+  CHECK_EQ_INT(pl_instance_load(in), 0);
   /* loaded: no second load, no way back to new */
-  CHECK_REFUSED(ebb_instance_load(in), in, "cannot load: it is loaded, not new");
-  CHECK_REFUSED(ebb_instance_enter(in, EBB_INSTANCE_NEW), in, "from loaded to new");
+  CHECK_REFUSED(pl_instance_load(in), in, "cannot load: it is loaded, not new");
+  CHECK_REFUSED(pl_instance_enter(in, EBB_INSTANCE_NEW), in, "from loaded to new");
   /* idle: no double idle */
-  CHECK_EQ_INT(ebb_instance_idle(in), 0);
-  CHECK_REFUSED(ebb_instance_idle(in), in, "from idle to idle");
+  CHECK_EQ_INT(pl_instance_idle(in), 0);
+  CHECK_REFUSED(pl_instance_idle(in), in, "from idle to idle");
   /* parked: neither run nor idle until woken (no double park either) */
-  CHECK_EQ_INT(ebb_instance_enter(in, EBB_INSTANCE_PARKED), 0);
+  CHECK_EQ_INT(pl_instance_enter(in, EBB_INSTANCE_PARKED), 0);
   CHECK_REFUSED(run_once(in), in, "from parked to running: its memory is parked; wake it first");
-  CHECK_REFUSED(ebb_instance_idle(in), in, "from parked to idle");
-  CHECK_REFUSED(ebb_instance_enter(in, EBB_INSTANCE_PARKED), in, "from parked to parked");
-  CHECK_EQ_INT(ebb_instance_enter(in, EBB_INSTANCE_LOADED), 0);
+  CHECK_REFUSED(pl_instance_idle(in), in, "from parked to idle");
+  CHECK_REFUSED(pl_instance_enter(in, EBB_INSTANCE_PARKED), in, "from parked to parked");
+  CHECK_EQ_INT(pl_instance_enter(in, EBB_INSTANCE_LOADED), 0);
   /* released: finished for good */
-  CHECK_EQ_INT(ebb_instance_release(in, &(ebb_instance_plan){.quiet = 1}, NULL), 0);
+  CHECK_EQ_INT(pl_instance_release(in, &(pl_instance_plan){.quiet = 1}, NULL), 0);
   const char *fin = "a released instance is finished; create another";
-  CHECK_REFUSED(ebb_instance_release(in, NULL, NULL), in, fin);
-  CHECK_REFUSED(ebb_instance_load(in), in, "cannot load: it is released");
+  CHECK_REFUSED(pl_instance_release(in, NULL, NULL), in, fin);
+  CHECK_REFUSED(pl_instance_load(in), in, "cannot load: it is released");
   CHECK_REFUSED(run_once(in), in, fin);
-  CHECK_REFUSED(ebb_instance_enter(in, EBB_INSTANCE_LOADED), in, fin);
+  CHECK_REFUSED(pl_instance_enter(in, EBB_INSTANCE_LOADED), in, fin);
   CHECK(has(ebb_errmsg(), "stage 'b' of pipeline 'p'"));
-  ebb_instance_destroy(in);
-  ebb_instance_destroy(NULL);
-  CHECK_EQ_INT(ebb_instance_enter(NULL, EBB_INSTANCE_NEW), EBB_EINVAL);
-  CHECK_EQ_INT(ebb_instance_release(NULL, NULL, NULL), EBB_EINVAL);
+  pl_instance_destroy(in);
+  pl_instance_destroy(NULL);
+  CHECK_EQ_INT(pl_instance_enter(NULL, EBB_INSTANCE_NEW), EBB_EINVAL);
+  CHECK_EQ_INT(pl_instance_release(NULL, NULL, NULL), EBB_EINVAL);
   CHECK(has(ebb_errmsg(), "none given to release"));
   CHECK_EQ_U64(reserved(), 0);
 }
 
 /* Release while running (from inside the stage's own run): refused. */
 static void test_release_while_running(void) {
-  ebb_instance_spec spec = {.size = sizeof spec, .dev = dev, .alloc = alloc,
+  pl_instance_spec spec = {.size = sizeof spec, .dev = dev, .alloc = alloc,
                             .stage = &probe_stage, .pipeline = "p", .name = "pr"};
-  REQUIRE(ebb_instance_create(&spec, &probe_self) == 0);
-  CHECK_EQ_INT(ebb_instance_load(probe_self), 0);
+  REQUIRE(pl_instance_create(&spec, &probe_self) == 0);
+  CHECK_EQ_INT(pl_instance_load(probe_self), 0);
   CHECK_EQ_INT(run_once(probe_self), 0);
   CHECK_EQ_INT(probe_rc_inside, EBB_ESTATE);
   CHECK_MSG(has(probe_msg_inside, "cannot go from running to released: it is inside its load "
                                   "or run; wait until that returns"),
             "message: %s", probe_msg_inside);
-  CHECK_EQ_INT(ebb_instance_state_of(probe_self), EBB_INSTANCE_LOADED);
+  CHECK_EQ_INT(pl_instance_state_of(probe_self), EBB_INSTANCE_LOADED);
   /* the stage's drop fails: logged, counted, the release goes on */
-  ebb_instance_report rep = {.size = sizeof rep};
+  pl_instance_report rep = {.size = sizeof rep};
   capture();
-  CHECK_EQ_INT(ebb_instance_release(probe_self, NULL, &rep), 0);
+  CHECK_EQ_INT(pl_instance_release(probe_self, NULL, &rep), 0);
   char *log = captured();
   CHECK_EQ_INT(rep.drop_error, EBB_ESTAGE);
   CHECK(has(log, "[pr] the stage's release failed: probe: nothing to drop, failing as asked"));
@@ -189,46 +189,46 @@ static void test_release_while_running(void) {
   CHECK_EQ_U64(rep.unattributed_bytes, 2 * MIB_);
   CHECK(has(log, "[pr] 2 MiB taken from the driver directly were not given back; freed by ebb"));
   CHECK(rep.released_bytes >= 6 * MIB_);
-  CHECK_EQ_INT(ebb_instance_state_of(probe_self), EBB_INSTANCE_RELEASED);
+  CHECK_EQ_INT(pl_instance_state_of(probe_self), EBB_INSTANCE_RELEASED);
   free(log);
-  ebb_instance_destroy(probe_self);
+  pl_instance_destroy(probe_self);
   probe_self = NULL;
   CHECK_EQ_U64(reserved(), 0);
 }
 
 /* Release from each state that allows it: the memory all goes back. */
 static void test_release_from_every_state(void) {
-  const ebb_instance_state states[] = {EBB_INSTANCE_NEW, EBB_INSTANCE_LOADED, EBB_INSTANCE_IDLE,
+  const pl_instance_state states[] = {EBB_INSTANCE_NEW, EBB_INSTANCE_LOADED, EBB_INSTANCE_IDLE,
                                        EBB_INSTANCE_PARKED};
   for (size_t i = 0; i < sizeof states / sizeof *states; i++) {
-    ebb_instance *in = synthetic("c", "{\"weights_mib\": 16, \"cache_mib\": 4}");
+    pl_instance *in = synthetic("c", "{\"weights_mib\": 16, \"cache_mib\": 4}");
     if (states[i] != EBB_INSTANCE_NEW) {
-      REQUIRE(ebb_instance_load(in) == 0);
+      REQUIRE(pl_instance_load(in) == 0);
       REQUIRE(run_once(in) == 0); /* builds the cache */
     }
     if (states[i] == EBB_INSTANCE_IDLE)
-      REQUIRE(ebb_instance_idle(in) == 0);
+      REQUIRE(pl_instance_idle(in) == 0);
     if (states[i] == EBB_INSTANCE_PARKED)
-      REQUIRE(ebb_instance_enter(in, EBB_INSTANCE_PARKED) == 0);
-    CHECK_EQ_INT(ebb_instance_state_of(in), states[i]);
-    ebb_instance_report rep = {.size = sizeof rep};
-    CHECK_EQ_INT(ebb_instance_release(in, &(ebb_instance_plan){.quiet = 1}, &rep), 0);
-    CHECK_EQ_INT(ebb_instance_state_of(in), EBB_INSTANCE_RELEASED);
+      REQUIRE(pl_instance_enter(in, EBB_INSTANCE_PARKED) == 0);
+    CHECK_EQ_INT(pl_instance_state_of(in), states[i]);
+    pl_instance_report rep = {.size = sizeof rep};
+    CHECK_EQ_INT(pl_instance_release(in, &(pl_instance_plan){.quiet = 1}, &rep), 0);
+    CHECK_EQ_INT(pl_instance_state_of(in), EBB_INSTANCE_RELEASED);
     CHECK_MSG(states[i] == EBB_INSTANCE_NEW ? rep.released_bytes == 0
                                             : rep.released_bytes >= 20 * MIB_,
-              "from %s: released %llu bytes", ebb_instance_state_name(states[i]),
+              "from %s: released %llu bytes", pl_instance_state_name(states[i]),
               (unsigned long long)rep.released_bytes);
     CHECK_EQ_INT(rep.callbacks_run, states[i] == EBB_INSTANCE_NEW ? 0 : 1);
     CHECK_EQ_U64(rep.leaked_bytes, 0);
     CHECK_EQ_U64(reserved(), 0);
-    ebb_instance_destroy(in);
+    pl_instance_destroy(in);
   }
   /* never released by hand: destroy releases it (quietly) */
-  ebb_instance *in = synthetic("d", "{\"weights_mib\": 8}");
-  REQUIRE(ebb_instance_load(in) == 0);
+  pl_instance *in = synthetic("d", "{\"weights_mib\": 8}");
+  REQUIRE(pl_instance_load(in) == 0);
   CHECK(reserved() >= 8 * MIB_);
   capture();
-  ebb_instance_destroy(in);
+  pl_instance_destroy(in);
   char *log = captured();
   CHECK_EQ_U64(reserved(), 0);
   CHECK(!has(log, "[d] released"));
@@ -237,14 +237,14 @@ static void test_release_from_every_state(void) {
 
 /* Every report field, against the fake driver's own figures. */
 static void test_report_fields(void) {
-  ebb_instance *in = synthetic("r", "{\"weights_mib\": 64, \"activations_mib\": 16, "
+  pl_instance *in = synthetic("r", "{\"weights_mib\": 64, \"activations_mib\": 16, "
                                     "\"cache_mib\": 16, \"leak_mib\": 8, \"outside_mib\": 4}");
-  REQUIRE(ebb_instance_load(in) == 0);
+  REQUIRE(pl_instance_load(in) == 0);
   REQUIRE(run_once(in) == 0);
-  REQUIRE(ebb_device_ctx_active(dev));
-  ebb_instance_report rep = {.size = sizeof rep};
+  REQUIRE(dev_ctx_active(dev));
+  pl_instance_report rep = {.size = sizeof rep};
   capture();
-  CHECK_EQ_INT(ebb_instance_release(in, &(ebb_instance_plan){.with_context = 1}, &rep), 0);
+  CHECK_EQ_INT(pl_instance_release(in, &(pl_instance_plan){.with_context = 1}, &rep), 0);
   char *log = captured();
   CHECK_EQ_INT(rep.size, sizeof rep);
   /* weights + activations (cached) + cache + leak + outside + the context */
@@ -263,7 +263,7 @@ static void test_report_fields(void) {
   CHECK(rep.driver_free_before > 0 && rep.driver_free_after > rep.driver_free_before);
   CHECK_NEAR((double)(rep.driver_free_after - rep.driver_free_before), (double)rep.released_bytes,
              2.0 * MIB_);
-  CHECK(!ebb_device_ctx_active(dev));
+  CHECK(!dev_ctx_active(dev));
   char line[128];
   snprintf(line, sizeof line, "[r] released %llu MiB of GPU memory",
            (unsigned long long)(rep.released_bytes >> 20));
@@ -271,34 +271,34 @@ static void test_report_fields(void) {
   CHECK(has(log, "[r] leaked 8 MiB in 1 blocks; freed by ebb"));
   CHECK(!has(log, "taken from the driver directly"));
   free(log);
-  ebb_instance_destroy(in);
+  pl_instance_destroy(in);
 
   /* a failing unload is in the report; quiet: no lines at info level */
   in = synthetic("u", "{\"weights_mib\": 8, \"fail\": \"unload\"}");
-  REQUIRE(ebb_instance_load(in) == 0);
-  rep = (ebb_instance_report){.size = sizeof rep};
+  REQUIRE(pl_instance_load(in) == 0);
+  rep = (pl_instance_report){.size = sizeof rep};
   capture();
-  CHECK_EQ_INT(ebb_instance_release(in, &(ebb_instance_plan){.quiet = 1}, &rep), 0);
+  CHECK_EQ_INT(pl_instance_release(in, &(pl_instance_plan){.quiet = 1}, &rep), 0);
   log = captured();
   CHECK_EQ_INT(rep.unload_error, EBB_ESTAGE);
   CHECK_MSG(has(rep.unload_message, "unload"), "unload message: %s", rep.unload_message);
   CHECK(rep.released_bytes >= 8 * MIB_);
   CHECK_EQ_U64(rep.context_bytes, 0); /* not asked for */
   CHECK(!has(log, "[u] released"));
-  CHECK(ebb_device_ctx_active(dev));
+  CHECK(dev_ctx_active(dev));
   free(log);
-  ebb_instance_destroy(in);
+  pl_instance_destroy(in);
 
   /* an older caller's smaller report gets only what fits */
   in = synthetic("s", "{\"weights_mib\": 2}");
-  REQUIRE(ebb_instance_load(in) == 0);
-  struct { ebb_instance_report head; } big;
+  REQUIRE(pl_instance_load(in) == 0);
+  struct { pl_instance_report head; } big;
   memset(&big, 0xAB, sizeof big);
-  big.head.size = (uint32_t)offsetof(ebb_instance_report, context_bytes);
-  CHECK_EQ_INT(ebb_instance_release(in, &(ebb_instance_plan){.quiet = 1}, &big.head), 0);
+  big.head.size = (uint32_t)offsetof(pl_instance_report, context_bytes);
+  CHECK_EQ_INT(pl_instance_release(in, &(pl_instance_plan){.quiet = 1}, &big.head), 0);
   CHECK(big.head.released_bytes >= 2 * MIB_);
   CHECK_EQ_U64(big.head.context_bytes, 0xABABABABABABABABull); /* untouched */
-  ebb_instance_destroy(in);
+  pl_instance_destroy(in);
   CHECK_EQ_U64(reserved(), 0);
 }
 
@@ -306,29 +306,29 @@ static void test_report_fields(void) {
  * loaded and runs again; refused when not loaded. A plan with no_line:
  * the leak line still appears, the released line does not (ebb-worker). */
 static void test_drop_and_no_line(void) {
-  ebb_instance *in = synthetic("d", "{\"weights_mib\": 16, \"cache_mib\": 32, "
+  pl_instance *in = synthetic("d", "{\"weights_mib\": 16, \"cache_mib\": 32, "
                                     "\"leak_mib\": 4}");
-  CHECK_REFUSED(ebb_instance_drop(in, NULL), in, "not loaded");
-  REQUIRE(ebb_instance_load(in) == 0);
+  CHECK_REFUSED(pl_instance_drop(in, NULL), in, "not loaded");
+  REQUIRE(pl_instance_load(in) == 0);
   REQUIRE(run_once(in) == 0);
-  ebb_instance_report rep = {.size = sizeof rep};
-  CHECK_EQ_INT(ebb_instance_drop(in, &rep), 0);
-  CHECK_EQ_INT(ebb_instance_state_of(in), EBB_INSTANCE_LOADED);
+  pl_instance_report rep = {.size = sizeof rep};
+  CHECK_EQ_INT(pl_instance_drop(in, &rep), 0);
+  CHECK_EQ_INT(pl_instance_state_of(in), EBB_INSTANCE_LOADED);
   CHECK_MSG(rep.released_bytes >= 32 * MIB_, "drop released %llu MiB",
             (unsigned long long)(rep.released_bytes >> 20));
   CHECK_EQ_INT(rep.callbacks_run, 1);
   CHECK(rep.driver_free_after > rep.driver_free_before);
   CHECK_EQ_INT(run_once(in), 0); /* still loaded */
-  rep = (ebb_instance_report){.size = sizeof rep};
+  rep = (pl_instance_report){.size = sizeof rep};
   capture();
-  CHECK_EQ_INT(ebb_instance_release(in, &(ebb_instance_plan){.no_line = 1}, &rep), 0);
+  CHECK_EQ_INT(pl_instance_release(in, &(pl_instance_plan){.no_line = 1}, &rep), 0);
   char *log = captured();
   CHECK(rep.released_bytes >= 16 * MIB_);
   CHECK(has(log, "[d] leaked 8 MiB in 2 blocks; freed by ebb")); /* 4 MiB per run */
   CHECK(!has(log, "[d] released"));
   free(log);
-  CHECK_REFUSED(ebb_instance_drop(in, NULL), in, "released");
-  ebb_instance_destroy(in);
+  CHECK_REFUSED(pl_instance_drop(in, NULL), in, "released");
+  pl_instance_destroy(in);
 }
 
 int main(void) {

@@ -6,26 +6,26 @@
 #include "pipeline/items.h"
 #include "test.h"
 
-static ebb_device *dev;
-static ebb_allocator *alloc;
+static dev_device *dev;
+static mem_allocator *alloc;
 
 static void test_kinds_and_copies(void) {
   ebb_items *it;
-  REQUIRE(ebb_items_create(NULL, NULL, &it) == 0);
+  REQUIRE(pl_items_create(NULL, NULL, &it) == 0);
   float pcm[6] = {1, 2, 3, 4, 5, 6};
   float t[4] = {9, 8, 7, 6};
   uint64_t shape[2] = {2, 2};
   char path[] = "/tmp/x.wav";
-  CHECK(ebb_items_add_audio(it, "mix", pcm, 3, 2, 44100) == 0);
-  CHECK(ebb_items_add_tensor(it, "t", t, 2, shape) == 0);
-  CHECK(ebb_items_add_json(it, "j", "{\"a\": 1}") == 0);
-  CHECK(ebb_items_add_file(it, "f", path) == 0);
+  CHECK(pl_items_add_audio(it, "mix", pcm, 3, 2, 44100) == 0);
+  CHECK(pl_items_add_tensor(it, "t", t, 2, shape) == 0);
+  CHECK(pl_items_add_json(it, "j", "{\"a\": 1}") == 0);
+  CHECK(pl_items_add_file(it, "f", path) == 0);
   pcm[0] = -1; /* copies: the caller's buffers are its own */
   t[0] = -1;
   path[1] = 'X';
-  CHECK_EQ_INT(ebb_items_count(it), 4);
+  CHECK_EQ_INT(pl_items_count(it), 4);
   ebb_item_info in;
-  REQUIRE(ebb_items_find(it, "mix", &in) == 0);
+  REQUIRE(pl_items_find(it, "mix", &in) == 0);
   CHECK_EQ_INT(in.kind, EBB_ITEM_AUDIO);
   CHECK_EQ_INT(in.frames, 3);
   CHECK_EQ_INT(in.channels, 2);
@@ -33,107 +33,107 @@ static void test_kinds_and_copies(void) {
   CHECK_NEAR(in.samples[0], 1, 0);
   CHECK_NEAR(in.samples[5], 6, 0);
   CHECK_EQ_INT(in.size, sizeof in);
-  REQUIRE(ebb_items_get(it, 1, &in) == 0);
+  REQUIRE(pl_items_get(it, 1, &in) == 0);
   CHECK_EQ_STR(in.name, "t");
   CHECK_EQ_INT(in.ndim, 2);
   CHECK_NEAR(in.data[0], 9, 0);
   CHECK_EQ_U64(in.dptr, 0);
-  REQUIRE(ebb_items_find(it, "f", &in) == 0);
+  REQUIRE(pl_items_find(it, "f", &in) == 0);
   CHECK_EQ_STR(in.text, "/tmp/x.wav");
-  CHECK_EQ_INT(ebb_items_find(it, "nope", &in), EBB_ENOTFOUND);
-  CHECK_EQ_INT(ebb_items_get(it, 9, &in), EBB_ENOTFOUND);
-  ebb_items_destroy(it);
+  CHECK_EQ_INT(pl_items_find(it, "nope", &in), EBB_ENOTFOUND);
+  CHECK_EQ_INT(pl_items_get(it, 9, &in), EBB_ENOTFOUND);
+  pl_items_destroy(it);
 }
 
 static void test_bad_adds(void) {
   ebb_items *it;
-  REQUIRE(ebb_items_create(NULL, NULL, &it) == 0);
+  REQUIRE(pl_items_create(NULL, NULL, &it) == 0);
   float x = 0;
   uint64_t shape9[9] = {1, 1, 1, 1, 1, 1, 1, 1, 1};
-  CHECK_EQ_INT(ebb_items_add_json(it, "", "{}"), EBB_EINVAL);
-  CHECK_EQ_INT(ebb_items_add_json(it, NULL, "{}"), EBB_EINVAL);
-  CHECK_EQ_INT(ebb_items_add_json(it, "j", NULL), EBB_EINVAL);
-  CHECK_EQ_INT(ebb_items_add_audio(it, "a", &x, 1, 0, 44100), EBB_EINVAL);
-  CHECK_EQ_INT(ebb_items_add_tensor(it, "t", &x, 9, shape9), EBB_EINVAL);
-  CHECK_EQ_INT(ebb_items_count(it), 0); /* failed adds leave nothing */
-  CHECK(ebb_items_add_json(it, "j", "1") == 0);
-  CHECK_EQ_INT(ebb_items_add_file(it, "j", "/p"), EBB_EINVAL);
+  CHECK_EQ_INT(pl_items_add_json(it, "", "{}"), EBB_EINVAL);
+  CHECK_EQ_INT(pl_items_add_json(it, NULL, "{}"), EBB_EINVAL);
+  CHECK_EQ_INT(pl_items_add_json(it, "j", NULL), EBB_EINVAL);
+  CHECK_EQ_INT(pl_items_add_audio(it, "a", &x, 1, 0, 44100), EBB_EINVAL);
+  CHECK_EQ_INT(pl_items_add_tensor(it, "t", &x, 9, shape9), EBB_EINVAL);
+  CHECK_EQ_INT(pl_items_count(it), 0); /* failed adds leave nothing */
+  CHECK(pl_items_add_json(it, "j", "1") == 0);
+  CHECK_EQ_INT(pl_items_add_file(it, "j", "/p"), EBB_EINVAL);
   CHECK(strstr(ebb_errmsg(), "'j'") != NULL);
-  ebb_items_destroy(it);
+  pl_items_destroy(it);
 }
 
 static void test_stage_output_joins_job(void) {
   ebb_items *job, *out;
-  REQUIRE(ebb_items_create(NULL, NULL, &job) == 0);
-  REQUIRE(ebb_items_add_file(job, "input", "/in") == 0);
-  REQUIRE(ebb_items_create(NULL, job, &out) == 0);
+  REQUIRE(pl_items_create(NULL, NULL, &job) == 0);
+  REQUIRE(pl_items_add_file(job, "input", "/in") == 0);
+  REQUIRE(pl_items_create(NULL, job, &out) == 0);
   /* a stage cannot reuse a name the job has */
-  CHECK_EQ_INT(ebb_items_add_json(out, "input", "{}"), EBB_EINVAL);
+  CHECK_EQ_INT(pl_items_add_json(out, "input", "{}"), EBB_EINVAL);
   ebb_item_info in;
-  CHECK(ebb_items_find(out, "input", &in) == 0); /* sees the job's items through parent */
-  CHECK(ebb_items_add_json(out, "result", "[1]") == 0);
-  CHECK(ebb_items_take(job, out) == 0);
-  CHECK_EQ_INT(ebb_items_count(job), 2);
-  CHECK_EQ_INT(ebb_items_count(out), 0);
-  ebb_items_destroy(out); /* the job owns the item now */
-  REQUIRE(ebb_items_find(job, "result", &in) == 0);
+  CHECK(pl_items_find(out, "input", &in) == 0); /* sees the job's items through parent */
+  CHECK(pl_items_add_json(out, "result", "[1]") == 0);
+  CHECK(pl_items_take(job, out) == 0);
+  CHECK_EQ_INT(pl_items_count(job), 2);
+  CHECK_EQ_INT(pl_items_count(out), 0);
+  pl_items_destroy(out); /* the job owns the item now */
+  REQUIRE(pl_items_find(job, "result", &in) == 0);
   CHECK_EQ_STR(in.text, "[1]");
   /* take refuses a clash without moving anything */
   ebb_items *other;
-  REQUIRE(ebb_items_create(NULL, NULL, &other) == 0);
-  REQUIRE(ebb_items_add_json(other, "fresh", "1") == 0);
-  REQUIRE(ebb_items_add_json(other, "result", "2") == 0);
-  CHECK_EQ_INT(ebb_items_take(job, other), EBB_EINVAL);
-  CHECK_EQ_INT(ebb_items_count(job), 2);
-  CHECK_EQ_INT(ebb_items_count(other), 2);
-  ebb_items_destroy(other);
-  ebb_items_destroy(job);
+  REQUIRE(pl_items_create(NULL, NULL, &other) == 0);
+  REQUIRE(pl_items_add_json(other, "fresh", "1") == 0);
+  REQUIRE(pl_items_add_json(other, "result", "2") == 0);
+  CHECK_EQ_INT(pl_items_take(job, other), EBB_EINVAL);
+  CHECK_EQ_INT(pl_items_count(job), 2);
+  CHECK_EQ_INT(pl_items_count(other), 2);
+  pl_items_destroy(other);
+  pl_items_destroy(job);
 }
 
 static void test_device_tensor_owned_by_job(void) {
   ebb_owner *job_owner, *stage_owner;
-  REQUIRE(ebb_owner_create(alloc, "job", NULL, &job_owner) == 0);
-  REQUIRE(ebb_owner_create(alloc, "stage", NULL, &stage_owner) == 0);
+  REQUIRE(mem_owner_create(alloc, "job", NULL, &job_owner) == 0);
+  REQUIRE(mem_owner_create(alloc, "stage", NULL, &stage_owner) == 0);
   uint64_t src;
   float host[6] = {1, 2, 3, 4, 5, 6}, back[6] = {0};
-  REQUIRE(ebb_mem_alloc(stage_owner, sizeof host, "test", &src) == 0);
-  REQUIRE(ebb_device_copy_htod(dev, src, host, sizeof host) == 0);
+  REQUIRE(mem_alloc(stage_owner, sizeof host, "test", &src) == 0);
+  REQUIRE(dev_copy_htod(dev, src, host, sizeof host) == 0);
   ebb_items *it;
-  REQUIRE(ebb_items_create(job_owner, NULL, &it) == 0);
+  REQUIRE(pl_items_create(job_owner, NULL, &it) == 0);
   uint64_t shape[2] = {2, 3};
-  REQUIRE(ebb_items_add_device_tensor(it, dev, "dt", src, 2, shape) == 0);
+  REQUIRE(pl_items_add_device_tensor(it, dev, "dt", src, 2, shape) == 0);
   /* the stage goes away with its memory: the item must not care */
-  ebb_leak_report *rep = NULL;
-  ebb_mem_free(alloc, src);
-  ebb_owner_destroy(stage_owner, &rep);
+  mem_leak_report *rep = NULL;
+  mem_free(alloc, src);
+  mem_owner_destroy(stage_owner, &rep);
   CHECK(rep == NULL);
   ebb_item_info in;
-  REQUIRE(ebb_items_find(it, "dt", &in) == 0);
+  REQUIRE(pl_items_find(it, "dt", &in) == 0);
   CHECK(in.dptr != 0 && in.dptr != src);
   CHECK(in.data == NULL);
   ebb_owner *o = NULL;
   size_t sz = 0;
-  REQUIRE(ebb_mem_lookup(alloc, in.dptr, &o, &sz) == 0);
+  REQUIRE(mem_lookup(alloc, in.dptr, &o, &sz) == 0);
   CHECK(o == job_owner);
   CHECK_EQ_INT(sz, sizeof host);
-  REQUIRE(ebb_device_copy_dtoh(dev, back, in.dptr, sizeof back) == 0);
+  REQUIRE(dev_copy_dtoh(dev, back, in.dptr, sizeof back) == 0);
   CHECK(memcmp(host, back, sizeof back) == 0);
-  ebb_items_destroy(it); /* frees the job's block */
-  ebb_owner_stats st = {.size = sizeof st};
-  ebb_owner_get_stats(job_owner, &st);
+  pl_items_destroy(it); /* frees the job's block */
+  mem_owner_stats st = {.size = sizeof st};
+  mem_owner_get_stats(job_owner, &st);
   CHECK_EQ_U64(st.bytes.current, 0);
-  ebb_owner_destroy(job_owner, &rep);
+  mem_owner_destroy(job_owner, &rep);
   CHECK(rep == NULL); /* nothing leaked */
 }
 
 int main(void) {
-  REQUIRE(ebb_device_open("cpu", &dev) == 0);
-  REQUIRE(ebb_allocator_create(dev, NULL, &alloc) == 0);
+  REQUIRE(dev_open("cpu", &dev) == 0);
+  REQUIRE(mem_allocator_create(dev, NULL, &alloc) == 0);
   RUN(test_kinds_and_copies);
   RUN(test_bad_adds);
   RUN(test_stage_output_joins_job);
   RUN(test_device_tensor_owned_by_job);
-  ebb_allocator_destroy(alloc);
-  ebb_device_close(dev);
+  mem_allocator_destroy(alloc);
+  dev_close(dev);
   return TEST_END();
 }

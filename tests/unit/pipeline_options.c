@@ -23,7 +23,7 @@ static json_t *J(const char *s) { return json_loads(s, 0, NULL); }
 
 static void test_defaults_and_overrides(void) {
   json_t *o = J("{\"x\": 2, \"s\": \"hi\"}"), *m = NULL;
-  REQUIRE(ebb_stage_validate_options(&st, o, "cfg: pipeline 'p' stage 'd'", &m) == 0);
+  REQUIRE(pl_stage_validate_options(&st, o, "cfg: pipeline 'p' stage 'd'", &m) == 0);
   CHECK_EQ_INT(json_integer_value(json_object_get(m, "n")), 3);
   CHECK_NEAR(json_number_value(json_object_get(m, "x")), 2, 0);
   CHECK_EQ_STR(json_string_value(json_object_get(m, "s")), "hi");
@@ -32,7 +32,7 @@ static void test_defaults_and_overrides(void) {
   json_decref(m);
   json_decref(o);
   m = NULL;
-  REQUIRE(ebb_stage_validate_options(&st, NULL, NULL, &m) == 0);
+  REQUIRE(pl_stage_validate_options(&st, NULL, NULL, &m) == 0);
   CHECK_EQ_INT(json_object_size(m), 3);
   json_decref(m);
 }
@@ -40,7 +40,7 @@ static void test_defaults_and_overrides(void) {
 static void expect(const char *opts, const char *m1, const char *m2) {
   json_t *o = J(opts), *m = NULL;
   REQUIRE(o);
-  int rc = ebb_stage_validate_options(&st, o, "cfg.json: pipeline 'p' stage 'd'", &m);
+  int rc = pl_stage_validate_options(&st, o, "cfg.json: pipeline 'p' stage 'd'", &m);
   CHECK_MSG(rc == EBB_ECONFIG, "%s: expected EBB_ECONFIG, got %d", opts, rc);
   CHECK(m == NULL);
   CHECK_MSG(has(ebb_errmsg(), m1) && has(ebb_errmsg(), m2) && has(ebb_errmsg(), "cfg.json") &&
@@ -61,14 +61,14 @@ static void test_rejections(void) {
 
 static void test_integer_accepts_whole_reals(void) {
   json_t *o = J("{\"n\": 4.0}"), *m = NULL;
-  CHECK(ebb_stage_validate_options(&st, o, NULL, &m) == 0);
+  CHECK(pl_stage_validate_options(&st, o, NULL, &m) == 0);
   json_decref(m);
   json_decref(o);
 }
 
 static void test_not_an_object(void) {
   json_t *o = json_integer(1), *m = NULL;
-  CHECK_EQ_INT(ebb_stage_validate_options(&st, o, "w", &m), EBB_ECONFIG);
+  CHECK_EQ_INT(pl_stage_validate_options(&st, o, "w", &m), EBB_ECONFIG);
   CHECK(has(ebb_errmsg(), "must be an object"));
   json_decref(o);
 }
@@ -77,7 +77,7 @@ static void test_no_schema_means_no_options(void) {
   ebb_stage bare = st;
   bare.options_schema = NULL;
   json_t *o = J("{\"a\": 1}"), *m = NULL;
-  CHECK_EQ_INT(ebb_stage_validate_options(&bare, o, "w", &m), EBB_ECONFIG);
+  CHECK_EQ_INT(pl_stage_validate_options(&bare, o, "w", &m), EBB_ECONFIG);
   CHECK(has(ebb_errmsg(), "its options: none"));
   json_decref(o);
 }

@@ -1,4 +1,4 @@
-/* When something idle leaves its device (ebb_policy_leave, pipeline/config.h):
+/* When something idle leaves its device (pl_policy_leave, pipeline/config.h):
  * the one rule that the runner's idle stages and residency's pipelines
  * follow. It stays for its keep time: the policy's seconds under idle:S and
  * sleep:S (plain sleep: none), the caller's default under the others; then
@@ -6,10 +6,10 @@
 #include "pipeline/config.h"
 #include "test.h"
 
-static ebb_leave_how leave(const char *policy, double idle_s, double keep_default_s) {
-  ebb_policy p;
-  REQUIRE(ebb_policy_parse(policy, &p) == 0);
-  return ebb_policy_leave(&p, idle_s, keep_default_s);
+static pl_leave_how leave(const char *policy, double idle_s, double keep_default_s) {
+  pl_policy p;
+  REQUIRE(pl_policy_parse(policy, &p) == 0);
+  return pl_policy_leave(&p, idle_s, keep_default_s);
 }
 
 static void seconds_of_the_policy(void) {

@@ -23,53 +23,53 @@ static void plugin_path(const char *name, char *out, size_t n) {
 }
 
 static void test_builtins(void) {
-  ebb_registry *r;
-  REQUIRE(ebb_registry_create(&r) == 0);
+  pl_registry *r;
+  REQUIRE(pl_registry_create(&r) == 0);
   const char *origin = NULL;
-  const ebb_stage *s = ebb_registry_find(r, "synthetic", &origin);
+  const ebb_stage *s = pl_registry_find(r, "synthetic", &origin);
   REQUIRE(s);
   CHECK_EQ_STR(origin, "built-in");
   CHECK_EQ_INT(s->abi_version, EBB_STAGE_ABI_VERSION);
   CHECK(s->options_schema && strstr(s->options_schema, "weights_mib"));
-  CHECK(ebb_registry_find(r, "no-such-stage", NULL) == NULL);
-  CHECK(ebb_registry_count(r) >= 1);
-  ebb_registry_destroy(r);
+  CHECK(pl_registry_find(r, "no-such-stage", NULL) == NULL);
+  CHECK(pl_registry_count(r) >= 1);
+  pl_registry_destroy(r);
 }
 
 static void test_good_plugins(void) {
-  ebb_registry *r;
-  REQUIRE(ebb_registry_create(&r) == 0);
-  size_t n0 = ebb_registry_count(r);
-  REQUIRE(ebb_registry_load_dir(r, exdir) == 0);
+  pl_registry *r;
+  REQUIRE(pl_registry_create(&r) == 0);
+  size_t n0 = pl_registry_count(r);
+  REQUIRE(pl_registry_load_dir(r, exdir) == 0);
   const char *origin = NULL;
-  const ebb_stage *s = ebb_registry_find(r, "checksum", &origin);
+  const ebb_stage *s = pl_registry_find(r, "checksum", &origin);
   REQUIRE(s);
   CHECK(has(origin, "checksum.so"));
   CHECK(s->options_schema && strstr(s->options_schema, "chunk_kib"));
   char p[1024];
   plugin_path("good", p, sizeof p);
-  REQUIRE(ebb_registry_load_dir(r, p) == 0); /* a file path works too */
-  CHECK(ebb_registry_find(r, "echo", NULL) != NULL);
-  CHECK_EQ_INT(ebb_registry_count(r), n0 + 2);
-  CHECK(ebb_registry_load_plugin(r, p) == 0); /* the same file twice: once */
-  CHECK_EQ_INT(ebb_registry_count(r), n0 + 2);
-  ebb_registry_destroy(r);
+  REQUIRE(pl_registry_load_dir(r, p) == 0); /* a file path works too */
+  CHECK(pl_registry_find(r, "echo", NULL) != NULL);
+  CHECK_EQ_INT(pl_registry_count(r), n0 + 2);
+  CHECK(pl_registry_load_plugin(r, p) == 0); /* the same file twice: once */
+  CHECK_EQ_INT(pl_registry_count(r), n0 + 2);
+  pl_registry_destroy(r);
 }
 
 static void expect_bad(const char *name, int code, const char *m1, const char *m2) {
-  ebb_registry *r;
-  REQUIRE(ebb_registry_create(&r) == 0);
+  pl_registry *r;
+  REQUIRE(pl_registry_create(&r) == 0);
   char p[1024], d[1024];
   plugin_path(name, p, sizeof p);
   snprintf(d, sizeof d, "%s/%s", pdir, name);
-  int rc = ebb_registry_load_dir(r, d);
+  int rc = pl_registry_load_dir(r, d);
   CHECK_MSG(rc == code, "%s: expected %s, got %s (%s)", name, ebb_errname(code), ebb_errname(rc),
             ebb_errmsg());
   CHECK_MSG(has(ebb_errmsg(), p), "%s: message does not name the file: %s", name, ebb_errmsg());
   CHECK_MSG(has(ebb_errmsg(), m1) && (!m2 || has(ebb_errmsg(), m2)),
             "%s: message lacks '%s'/'%s': %s", name, m1, m2 ? m2 : "", ebb_errmsg());
-  CHECK(ebb_registry_find(r, "echo", NULL) == NULL);
-  ebb_registry_destroy(r);
+  CHECK(pl_registry_find(r, "echo", NULL) == NULL);
+  pl_registry_destroy(r);
 }
 
 static void test_bad_plugins(void) {
@@ -91,21 +91,21 @@ static void test_not_a_library_and_missing(void) {
   REQUIRE(f);
   fputs("not an ELF file\n", f);
   fclose(f);
-  ebb_registry *r;
-  REQUIRE(ebb_registry_create(&r) == 0);
-  CHECK_EQ_INT(ebb_registry_load_dir(r, dir), EBB_ENOLIB);
+  pl_registry *r;
+  REQUIRE(pl_registry_create(&r) == 0);
+  CHECK_EQ_INT(pl_registry_load_dir(r, dir), EBB_ENOLIB);
   CHECK(has(ebb_errmsg(), so) && has(ebb_errmsg(), "cannot load"));
-  CHECK_EQ_INT(ebb_registry_load_dir(r, "/no/such/dir"), EBB_ENOTFOUND);
+  CHECK_EQ_INT(pl_registry_load_dir(r, "/no/such/dir"), EBB_ENOTFOUND);
   CHECK(has(ebb_errmsg(), "/no/such/dir"));
-  ebb_registry_destroy(r);
+  pl_registry_destroy(r);
 }
 
 static void test_name_clash(void) {
-  ebb_registry *r;
-  REQUIRE(ebb_registry_create(&r) == 0);
+  pl_registry *r;
+  REQUIRE(pl_registry_create(&r) == 0);
   char p[1024];
   plugin_path("good", p, sizeof p);
-  REQUIRE(ebb_registry_load_plugin(r, p) == 0);
+  REQUIRE(pl_registry_load_plugin(r, p) == 0);
   /* the checksum example loads fine; loading the good plugin's stage name a
    * second time from another file must clash: copy it */
   const char *tmp = getenv("EBB_TEST_TMP");
@@ -113,9 +113,9 @@ static void test_name_clash(void) {
   snprintf(cp, sizeof cp, "%s/copy-of-good.so", tmp);
   snprintf(cmd, sizeof cmd, "cp '%s' '%s'", p, cp);
   REQUIRE(system(cmd) == 0);
-  CHECK_EQ_INT(ebb_registry_load_plugin(r, cp), EBB_ECONFIG);
+  CHECK_EQ_INT(pl_registry_load_plugin(r, cp), EBB_ECONFIG);
   CHECK(has(ebb_errmsg(), "'echo' is already registered") && has(ebb_errmsg(), cp));
-  ebb_registry_destroy(r);
+  pl_registry_destroy(r);
 }
 
 static void test_env_path(void) {
@@ -123,16 +123,16 @@ static void test_env_path(void) {
   plugin_path("good", p, sizeof p);
   snprintf(env, sizeof env, "::%s:%s", exdir, p);
   setenv("EBB_PLUGIN_PATH", env, 1);
-  ebb_registry *r;
-  REQUIRE(ebb_registry_create(&r) == 0);
-  CHECK(ebb_registry_load_env(r) == 0);
-  CHECK(ebb_registry_find(r, "checksum", NULL) && ebb_registry_find(r, "echo", NULL));
-  ebb_registry_destroy(r);
+  pl_registry *r;
+  REQUIRE(pl_registry_create(&r) == 0);
+  CHECK(pl_registry_load_env(r) == 0);
+  CHECK(pl_registry_find(r, "checksum", NULL) && pl_registry_find(r, "echo", NULL));
+  pl_registry_destroy(r);
   setenv("EBB_PLUGIN_PATH", "/nope", 1);
-  REQUIRE(ebb_registry_create(&r) == 0);
-  CHECK(ebb_registry_load_env(r) != 0);
+  REQUIRE(pl_registry_create(&r) == 0);
+  CHECK(pl_registry_load_env(r) != 0);
   CHECK(has(ebb_errmsg(), "EBB_PLUGIN_PATH") && has(ebb_errmsg(), "/nope"));
-  ebb_registry_destroy(r);
+  pl_registry_destroy(r);
   unsetenv("EBB_PLUGIN_PATH");
 }
 
@@ -154,12 +154,12 @@ static void test_fuzz_dict_names_options(void) {
   CHECK_MSG(len < sizeof dict - 1, "%s is larger than the test reads", path);
   REQUIRE(len < sizeof dict - 1);
   dict[len] = 0;
-  ebb_registry *r;
-  REQUIRE(ebb_registry_create(&r) == 0);
+  pl_registry *r;
+  REQUIRE(pl_registry_create(&r) == 0);
   int options = 0;
-  for (size_t i = 0; i < ebb_registry_count(r); i++) {
+  for (size_t i = 0; i < pl_registry_count(r); i++) {
     const char *origin = NULL;
-    const ebb_stage *st = ebb_registry_at(r, i, &origin);
+    const ebb_stage *st = pl_registry_at(r, i, &origin);
     if (!st || !st->options_schema)
       continue;
     json_error_t e;
@@ -177,9 +177,9 @@ static void test_fuzz_dict_names_options(void) {
     }
     json_decref(schema);
   }
-  printf("  %d options of %zu stages checked against %s\n", options, ebb_registry_count(r), path);
+  printf("  %d options of %zu stages checked against %s\n", options, pl_registry_count(r), path);
   CHECK(options > 50);
-  ebb_registry_destroy(r);
+  pl_registry_destroy(r);
 }
 
 int main(void) {

@@ -1,5 +1,5 @@
 /* Process-wide release callbacks (issue 17): a cache registered for nobody
- * (ebb_on_release) is never dropped by a stage's release, so no stage's
+ * (mem_on_release) is never dropped by a stage's release, so no stage's
  * line carries its bytes; it is the "process" owner's, released when the
  * runner vacates at the job's end, on a line of its own:
  * "[process] released N MiB of ...". On the CPU device. */
@@ -14,51 +14,51 @@
 #define MiB (1ull << 20)
 
 typedef struct lib_cache {
-  ebb_allocator *a;
+  mem_allocator *a;
   uint64_t addr;
   int dropped;
 } lib_cache;
 static void drop(void *arg) {
   lib_cache *c = arg;
   c->dropped++;
-  ebb_mem_free(c->a, c->addr);
+  mem_free(c->a, c->addr);
   c->addr = 0;
 }
 
 static void test_process_owner(void) {
   pt_open("cpu", NULL);
   ebb_owner *lib = NULL;
-  REQUIRE(ebb_owner_create(alloc, "a library", NULL, &lib) == 0);
+  REQUIRE(mem_owner_create(alloc, "a library", NULL, &lib) == 0);
   lib_cache lc = {alloc, 0, 0};
-  REQUIRE(ebb_mem_alloc(lib, 24 * MiB, "lib.c:1", &lc.addr) == 0);
+  REQUIRE(mem_alloc(lib, 24 * MiB, "lib.c:1", &lc.addr) == 0);
   uint64_t h = 0;
-  REQUIRE(ebb_on_release("a library's cache", drop, &lc, &h) == 0);
+  REQUIRE(mem_on_release("a library's cache", drop, &lc, &h) == 0);
 
-  ebb_config *c = NULL;
-  REQUIRE(ebb_config_load_string(
+  pl_config *c = NULL;
+  REQUIRE(pl_config_load_string(
               "{\"pipelines\": {\"p\": {\"stages\": ["
               "{\"stage\": \"synthetic\", \"name\": \"a\", \"cache\": false, \"options\": "
               "{\"weights_mib\": 30, \"activations_mib\": 0, \"cache_mib\": 12, \"touch\": \"sample\"}},"
               "{\"stage\": \"synthetic\", \"name\": \"b\", \"cache\": false, \"options\": "
               "{\"weights_mib\": 40, \"activations_mib\": 0, \"touch\": \"sample\"}}]}}}",
               "test.json", &c) == 0);
-  ebb_runner_opts o = {.size = sizeof o, .dev = dev, .alloc = alloc, .reg = reg, .hook = "",
+  pl_runner_opts o = {.size = sizeof o, .dev = dev, .alloc = alloc, .reg = reg, .hook = "",
                        .oneshot = 1};
-  ebb_runner *r = NULL;
-  REQUIRE(ebb_runner_create(&o, &r) == 0);
+  pl_runner *r = NULL;
+  REQUIRE(pl_runner_create(&o, &r) == 0);
   char tmp[] = "/tmp/ebb-proc-XXXXXX";
   REQUIRE(mkdtemp(tmp));
   char in[600], out[600];
   snprintf(in, sizeof in, "%s/in.txt", tmp);
   snprintf(out, sizeof out, "%s/out", tmp);
   pt_write(in, "x\n");
-  ebb_policy pol;
-  REQUIRE(ebb_policy_parse("after-job", &pol) == 0);
-  ebb_job job = {.size = sizeof job, .pipeline = ebb_config_pipeline(c, "p"), .input = in,
+  pl_policy pol;
+  REQUIRE(pl_policy_parse("after-job", &pol) == 0);
+  pl_job job = {.size = sizeof job, .pipeline = pl_config_pipeline(c, "p"), .input = in,
                  .output_dir = out, .policy = &pol};
   capture();
-  ebb_job_result res;
-  int rc = ebb_runner_run(r, &job, &res);
+  pl_job_result res;
+  int rc = pl_runner_run(r, &job, &res);
   char *log = captured();
   CHECK_EQ_INT(rc, 0);
   CHECK_EQ_INT(lc.dropped, 1);
@@ -69,14 +69,14 @@ static void test_process_owner(void) {
             "no line of the process owner: %s", log);
   const char *pa = strstr(log, "[a] released"), *pp = strstr(log, "[process] released");
   CHECK(pa && pp && pa < pp);
-  ebb_off_release(h);
-  ebb_runner_destroy(r);
-  ebb_config_free(c);
+  mem_off_release(h);
+  pl_runner_destroy(r);
+  pl_config_free(c);
   char cmd[700];
   snprintf(cmd, sizeof cmd, "rm -rf '%s'", tmp);
   CHECK_EQ_INT(system(cmd), 0);
   free(log);
-  ebb_owner_destroy(lib, NULL);
+  mem_owner_destroy(lib, NULL);
   pt_close();
 }
 

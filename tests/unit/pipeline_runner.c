@@ -16,34 +16,34 @@
 
 static char tmp[1024], input[1100], outdir[1100], cachedir[1100];
 
-static ebb_config *cfg_of(const char *json) {
-  ebb_config *c = NULL;
-  if (ebb_config_load_string(json, "test.json", &c) != 0) {
+static pl_config *cfg_of(const char *json) {
+  pl_config *c = NULL;
+  if (pl_config_load_string(json, "test.json", &c) != 0) {
     fprintf(stderr, "config: %s\n", ebb_errmsg());
     exit(1);
   }
   return c;
 }
 
-static ebb_runner *runner(int oneshot, const char *cache) {
-  ebb_runner_opts o = {.size = sizeof o, .dev = dev, .alloc = alloc, .reg = reg,
+static pl_runner *runner(int oneshot, const char *cache) {
+  pl_runner_opts o = {.size = sizeof o, .dev = dev, .alloc = alloc, .reg = reg,
                        .cache_dir = cache, .hook = "", .oneshot = oneshot,
                        .cache_default = cache != NULL};
-  ebb_runner *r = NULL;
-  REQUIRE(ebb_runner_create(&o, &r) == 0);
+  pl_runner *r = NULL;
+  REQUIRE(pl_runner_create(&o, &r) == 0);
   return r;
 }
 
-static int run_job(ebb_runner *r, ebb_config *c, const char *pipe, const char *policy,
-                   const atomic_int *cancel, ebb_job_result *res) {
-  ebb_policy pol;
+static int run_job(pl_runner *r, pl_config *c, const char *pipe, const char *policy,
+                   const atomic_int *cancel, pl_job_result *res) {
+  pl_policy pol;
   if (policy)
-    REQUIRE(ebb_policy_parse(policy, &pol) == 0);
-  const ebb_pipeline_def *p = ebb_config_pipeline(c, pipe);
+    REQUIRE(pl_policy_parse(policy, &pol) == 0);
+  const pl_def *p = pl_config_pipeline(c, pipe);
   REQUIRE(p);
-  ebb_job job = {.size = sizeof job, .pipeline = p, .input = input, .output_dir = outdir,
+  pl_job job = {.size = sizeof job, .pipeline = p, .input = input, .output_dir = outdir,
                  .policy = policy ? &pol : NULL, .cancel = cancel};
-  return ebb_runner_run(r, &job, res);
+  return pl_runner_run(r, &job, res);
 }
 
 static const char *two = "{\"pipelines\": {\"two\": {\"stages\": ["
@@ -55,16 +55,16 @@ static const char *two = "{\"pipelines\": {\"two\": {\"stages\": ["
                          "\"cache_mib\": 16}}]}}}";
 
 static void test_after_stage(void) {
-  ebb_config *c = cfg_of(two);
-  ebb_runner *r = runner(1, NULL);
-  ebb_job_result res;
+  pl_config *c = cfg_of(two);
+  pl_runner *r = runner(1, NULL);
+  pl_job_result res;
   capture();
   CHECK_EQ_INT(run_job(r, c, "two", NULL, NULL, &res), 0);
   char *log = captured();
   CHECK_EQ_INT(res.stages_run, 2);
-  CHECK_EQ_INT(ebb_runner_loaded(r), 0);
+  CHECK_EQ_INT(pl_runner_loaded(r), 0);
   CHECK_EQ_U64(reserved(), 0);
-  CHECK_MSG(!ebb_device_ctx_active(dev), "the context is released after the job");
+  CHECK_MSG(!dev_ctx_active(dev), "the context is released after the job");
   /* weights + activations + cache of each stage went back, and the context */
   CHECK(res.released_bytes >= (uint64_t)(96 + 32 + 64 + 32 + 300) << 20);
   CHECK(has(log, "[a] done in "));
@@ -77,45 +77,45 @@ static void test_after_stage(void) {
   CHECK_MSG(j != NULL, "result.json written");
   json_decref(j);
   free(log);
-  ebb_runner_destroy(r);
-  ebb_config_free(c);
+  pl_runner_destroy(r);
+  pl_config_free(c);
 }
 
 typedef struct probe {
   int loaded_at_b;
   uint64_t reserved_at_b;
-  ebb_runner *r;
+  pl_runner *r;
 } probe;
 static void probe_cb(void *arg, int index, int count, const char *stage, int done) {
   probe *p = arg;
   if (index == 1 && !done) {
-    p->loaded_at_b = ebb_runner_loaded(p->r);
+    p->loaded_at_b = pl_runner_loaded(p->r);
     p->reserved_at_b = reserved();
   }
 }
 
 static void test_after_job(void) {
-  ebb_config *c = cfg_of(two);
-  ebb_runner *r = runner(1, NULL);
+  pl_config *c = cfg_of(two);
+  pl_runner *r = runner(1, NULL);
   probe pr = {.r = r};
-  ebb_policy pol = {EBB_POLICY_AFTER_JOB, 0};
-  ebb_job job = {.size = sizeof job, .pipeline = ebb_config_pipeline(c, "two"), .input = input,
+  pl_policy pol = {EBB_POLICY_AFTER_JOB, 0};
+  pl_job job = {.size = sizeof job, .pipeline = pl_config_pipeline(c, "two"), .input = input,
                  .output_dir = outdir, .policy = &pol, .progress = probe_cb, .progress_arg = &pr};
-  ebb_job_result res;
+  pl_job_result res;
   capture();
-  CHECK_EQ_INT(ebb_runner_run(r, &job, &res), 0);
+  CHECK_EQ_INT(pl_runner_run(r, &job, &res), 0);
   char *log = captured();
   CHECK_EQ_INT(pr.loaded_at_b, 1);            /* a stayed loaded while b ran */
   CHECK(pr.reserved_at_b >= (uint64_t)64 << 20); /* its weights at least */
-  CHECK_EQ_INT(ebb_runner_loaded(r), 0);
+  CHECK_EQ_INT(pl_runner_loaded(r), 0);
   CHECK_EQ_U64(reserved(), 0);
-  CHECK(!ebb_device_ctx_active(dev));
+  CHECK(!dev_ctx_active(dev));
   /* the release lines come at the job's end, in pipeline order */
   const char *ra = strstr(log, "[a] released"), *db = strstr(log, "[b] done");
   CHECK(ra && db && db < ra);
   free(log);
-  ebb_runner_destroy(r);
-  ebb_config_free(c);
+  pl_runner_destroy(r);
+  pl_config_free(c);
 }
 
 static int runs_of(const char *item) {
@@ -133,60 +133,60 @@ static int runs_of(const char *item) {
 }
 
 static void test_idle_reuse_and_expiry(void) {
-  ebb_config *c = cfg_of(two);
-  ebb_runner *r = runner(0, NULL); /* a server: more jobs may come */
-  ebb_job_result res;
+  pl_config *c = cfg_of(two);
+  pl_runner *r = runner(0, NULL); /* a server: more jobs may come */
+  pl_job_result res;
   CHECK_EQ_INT(run_job(r, c, "two", "idle:1000", NULL, &res), 0);
-  CHECK_EQ_INT(ebb_runner_loaded(r), 2);
-  CHECK(ebb_device_ctx_active(dev));
+  CHECK_EQ_INT(pl_runner_loaded(r), 2);
+  CHECK(dev_ctx_active(dev));
   CHECK_EQ_INT(runs_of("a"), 1);
   CHECK_EQ_INT(run_job(r, c, "two", "idle:1000", NULL, &res), 0);
   CHECK_EQ_INT(runs_of("a"), 2); /* the same loaded instance ran again */
   uint64_t rel = 0;
-  CHECK(ebb_runner_evict_idle(r, ebb_now(), &rel) == 0);
-  CHECK_EQ_INT(ebb_runner_loaded(r), 2); /* not yet expired */
+  CHECK(pl_runner_evict_idle(r, base_now(), &rel) == 0);
+  CHECK_EQ_INT(pl_runner_loaded(r), 2); /* not yet expired */
   CHECK_EQ_U64(rel, 0);
-  CHECK(ebb_runner_evict_idle(r, ebb_now() + 2000, &rel) == 0);
-  CHECK_EQ_INT(ebb_runner_loaded(r), 0);
+  CHECK(pl_runner_evict_idle(r, base_now() + 2000, &rel) == 0);
+  CHECK_EQ_INT(pl_runner_loaded(r), 0);
   CHECK(rel >= (uint64_t)(160 + 300) << 20);
   CHECK_EQ_U64(reserved(), 0);
-  CHECK(!ebb_device_ctx_active(dev));
-  ebb_runner_destroy(r);
-  ebb_config_free(c);
+  CHECK(!dev_ctx_active(dev));
+  pl_runner_destroy(r);
+  pl_config_free(c);
 
   /* ebb run (oneshot): idle stages go at job end */
   c = cfg_of(two);
   r = runner(1, NULL);
   CHECK_EQ_INT(run_job(r, c, "two", "idle:1000", NULL, &res), 0);
-  CHECK_EQ_INT(ebb_runner_loaded(r), 0);
-  CHECK(!ebb_device_ctx_active(dev));
-  ebb_runner_destroy(r);
-  ebb_config_free(c);
+  CHECK_EQ_INT(pl_runner_loaded(r), 0);
+  CHECK(!dev_ctx_active(dev));
+  pl_runner_destroy(r);
+  pl_config_free(c);
 }
 
 static void test_idle_evicted_on_oom(void) {
   /* the device has 2048 MiB: 300 context + 1200 + 1200 does not fit */
-  ebb_config *c = cfg_of("{\"pipelines\": {"
+  pl_config *c = cfg_of("{\"pipelines\": {"
                          "\"p1\": {\"release\": \"idle:1000\", \"stages\": [{\"stage\": "
                          "\"synthetic\", \"name\": \"x\", \"cache\": false, \"options\": "
                          "{\"weights_mib\": 1200, \"activations_mib\": 0, \"touch\": \"sample\"}}]},"
                          "\"p2\": {\"stages\": [{\"stage\": \"synthetic\", \"name\": \"y\", "
                          "\"cache\": false, \"options\": {\"weights_mib\": 1200, "
                          "\"activations_mib\": 0, \"touch\": \"sample\"}}]}}}");
-  ebb_runner *r = runner(0, NULL);
-  ebb_job_result res;
+  pl_runner *r = runner(0, NULL);
+  pl_job_result res;
   CHECK_EQ_INT(run_job(r, c, "p1", NULL, NULL, &res), 0);
-  CHECK_EQ_INT(ebb_runner_loaded(r), 1);
+  CHECK_EQ_INT(pl_runner_loaded(r), 1);
   capture();
   CHECK_EQ_INT(run_job(r, c, "p2", NULL, NULL, &res), 0);
   char *log = captured();
   CHECK_MSG(res.code == 0, "p2 failed: %s", res.message);
   CHECK(has(log, "[x] evicted: y needs the memory"));
-  CHECK_EQ_INT(ebb_runner_loaded(r), 0);
-  CHECK(!ebb_device_ctx_active(dev));
+  CHECK_EQ_INT(pl_runner_loaded(r), 0);
+  CHECK(!dev_ctx_active(dev));
   free(log);
-  ebb_runner_destroy(r);
-  ebb_config_free(c);
+  pl_runner_destroy(r);
+  pl_config_free(c);
 }
 
 /* A stage kept loaded outlives its job: at its later unload it must not see
@@ -203,23 +203,23 @@ static void test_kept_unbound(void) {
   snprintf(logp, sizeof logp, "%s/unload.log", tmp);
   unlink(logp);
   setenv("EBB_TEST_ECHO_UNLOAD_LOG", logp, 1);
-  ebb_config *c = cfg_of(json);
+  pl_config *c = cfg_of(json);
   char gdir[1100];
   snprintf(gdir, sizeof gdir, "%s/good", pdir);
-  if (!ebb_registry_find(reg, "echo", NULL))
-    REQUIRE(ebb_registry_load_dir(reg, gdir) == 0);
-  ebb_runner *r = runner(0, NULL);
-  ebb_policy pol = {EBB_POLICY_NEVER, 0};
+  if (!pl_registry_find(reg, "echo", NULL))
+    REQUIRE(pl_registry_load_dir(reg, gdir) == 0);
+  pl_runner *r = runner(0, NULL);
+  pl_policy pol = {EBB_POLICY_NEVER, 0};
   char *dir = strdup(outdir);
   atomic_int *cancel = calloc(1, sizeof *cancel);
-  ebb_job job = {.size = sizeof job, .pipeline = ebb_config_pipeline(c, "e"), .input = input,
+  pl_job job = {.size = sizeof job, .pipeline = pl_config_pipeline(c, "e"), .input = input,
                  .output_dir = dir, .policy = &pol, .cancel = cancel};
-  ebb_job_result res;
-  CHECK_EQ_INT(ebb_runner_run(r, &job, &res), 0);
-  CHECK_EQ_INT(ebb_runner_loaded(r), 1);
+  pl_job_result res;
+  CHECK_EQ_INT(pl_runner_run(r, &job, &res), 0);
+  CHECK_EQ_INT(pl_runner_loaded(r), 1);
   free(dir);
   free(cancel);
-  CHECK_EQ_INT(ebb_runner_unload_pipeline(r, "e", 0, NULL), 0);
+  CHECK_EQ_INT(pl_runner_unload_pipeline(r, "e", 0, NULL), 0);
   FILE *f = fopen(logp, "r");
   char line[1200] = "";
   CHECK_MSG(f && fgets(line, sizeof line, f), "the echo stage logged no unload to %s", logp);
@@ -230,35 +230,35 @@ static void test_kept_unbound(void) {
             "after its job ended a kept stage's unload saw output directory '%s', expected "
             "'.' (unbound)", line);
   unsetenv("EBB_TEST_ECHO_UNLOAD_LOG");
-  ebb_runner_destroy(r);
-  ebb_config_free(c);
+  pl_runner_destroy(r);
+  pl_config_free(c);
 }
 
 static void test_never(void) {
-  ebb_config *c = cfg_of(two);
-  ebb_runner *r = runner(1, NULL);
-  ebb_job_result res;
+  pl_config *c = cfg_of(two);
+  pl_runner *r = runner(1, NULL);
+  pl_job_result res;
   capture();
   CHECK_EQ_INT(run_job(r, c, "two", "never", NULL, &res), 0);
   char *log = captured();
-  CHECK_EQ_INT(ebb_runner_loaded(r), 2);
+  CHECK_EQ_INT(pl_runner_loaded(r), 2);
   CHECK(reserved() >= (uint64_t)(64 + 96 + 32) << 20);
-  CHECK(ebb_device_ctx_active(dev));
+  CHECK(dev_ctx_active(dev));
   CHECK_MSG(!has(log, "released"), "no release line under never");
   CHECK_EQ_U64(res.released_bytes, 0);
   free(log);
   capture();
-  ebb_runner_destroy(r); /* quietly takes everything back */
+  pl_runner_destroy(r); /* quietly takes everything back */
   log = captured();
   CHECK(!has(log, "released") && !has(log, "leaked"));
   free(log);
   CHECK_EQ_U64(reserved(), 0);
   uint64_t rel;
-  ebb_release_result rr = {.size = sizeof rr};
-  ebb_release(alloc, EBB_RELEASE_DEFAULT | EBB_RELEASE_CONTEXT, &rr);
+  mem_release_result rr = {.size = sizeof rr};
+  mem_release(alloc, EBB_RELEASE_DEFAULT | EBB_RELEASE_CONTEXT, &rr);
   (void)rel;
-  CHECK(!ebb_device_ctx_active(dev));
-  ebb_config_free(c);
+  CHECK(!dev_ctx_active(dev));
+  pl_config_free(c);
 }
 
 static void fail_case(const char *where, int position) {
@@ -273,11 +273,11 @@ static void fail_case(const char *where, int position) {
            "{\"stage\": \"synthetic\", \"name\": \"c\", \"cache\": false, \"options\": "
            "{\"weights_mib\": 16, \"cache_mib\": 8, \"fail\": \"%s\"}}]}}}",
            position == 0 ? where : "", position == 1 ? where : "", position == 2 ? where : "");
-  ebb_config *c = cfg_of(json);
+  pl_config *c = cfg_of(json);
   const char *policies[] = {NULL, "after-job", "idle:100"};
   for (int k = 0; k < 3; k++) {
-    ebb_runner *r = runner(1, NULL);
-    ebb_job_result res;
+    pl_runner *r = runner(1, NULL);
+    pl_job_result res;
     capture();
     int rc = run_job(r, c, "f", policies[k], NULL, &res);
     char *log = captured();
@@ -291,17 +291,17 @@ static void fail_case(const char *where, int position) {
     /* unload follows the run under after-stage, the job's end otherwise */
     int unload = !strcmp(where, "unload");
     CHECK_EQ_INT(res.stages_run, unload ? (k == 0 ? position + 1 : 3) : position);
-    CHECK_EQ_INT(ebb_runner_loaded(r), 0);
+    CHECK_EQ_INT(pl_runner_loaded(r), 0);
     CHECK_MSG(reserved() == 0, "fail=%s at %s: %llu bytes still reserved", where,
               names[position], (unsigned long long)reserved());
-    CHECK(!ebb_device_ctx_active(dev));
+    CHECK(!dev_ctx_active(dev));
     if (!strcmp(where, "unload"))
       CHECK_MSG(has(log, "leaked 32") || has(log, "leaked 48") || has(log, "leaked 16"),
                 "a broken unload's weights are a leak ebb frees");
     free(log);
-    ebb_runner_destroy(r);
+    pl_runner_destroy(r);
   }
-  ebb_config_free(c);
+  pl_config_free(c);
 }
 
 static void test_failures(void) {
@@ -318,7 +318,7 @@ static void cancel_cb(void *arg, int index, int count, const char *stage, int do
 }
 
 static void test_cancel_and_timeout(void) {
-  ebb_config *c = cfg_of("{\"pipelines\": {\"slow\": {\"stages\": ["
+  pl_config *c = cfg_of("{\"pipelines\": {\"slow\": {\"stages\": ["
                          "{\"stage\": \"synthetic\", \"name\": \"a\", \"cache\": false, "
                          "\"options\": {\"weights_mib\": 8}},"
                          "{\"stage\": \"synthetic\", \"name\": \"b\", \"cache\": false, "
@@ -326,47 +326,47 @@ static void test_cancel_and_timeout(void) {
                          "\"late\": {\"stages\": [{\"stage\": \"synthetic\", \"name\": \"t\", "
                          "\"cache\": false, \"timeout_s\": 0.3, \"options\": "
                          "{\"weights_mib\": 8, \"run_ms\": 20000}}]}}}");
-  ebb_runner *r = runner(1, NULL);
-  ebb_job_result res;
+  pl_runner *r = runner(1, NULL);
+  pl_job_result res;
   atomic_store(&cancel_flag, 0);
-  ebb_job job = {.size = sizeof job, .pipeline = ebb_config_pipeline(c, "slow"), .input = input,
+  pl_job job = {.size = sizeof job, .pipeline = pl_config_pipeline(c, "slow"), .input = input,
                  .output_dir = outdir, .cancel = &cancel_flag, .progress = cancel_cb};
-  double t0 = ebb_now();
-  CHECK_EQ_INT(ebb_runner_run(r, &job, &res), EBB_ECANCELED);
-  CHECK(ebb_now() - t0 < 5);
+  double t0 = base_now();
+  CHECK_EQ_INT(pl_runner_run(r, &job, &res), EBB_ECANCELED);
+  CHECK(base_now() - t0 < 5);
   CHECK_EQ_STR(res.stage, "b");
   CHECK(has(res.message, "cancelled"));
-  CHECK_EQ_INT(ebb_runner_loaded(r), 0);
+  CHECK_EQ_INT(pl_runner_loaded(r), 0);
   CHECK_EQ_U64(reserved(), 0);
-  CHECK(!ebb_device_ctx_active(dev));
+  CHECK(!dev_ctx_active(dev));
 
   /* cancelled before the job starts: no stage runs */
   atomic_store(&cancel_flag, 1);
   job.progress = NULL;
-  CHECK_EQ_INT(ebb_runner_run(r, &job, &res), EBB_ECANCELED);
+  CHECK_EQ_INT(pl_runner_run(r, &job, &res), EBB_ECANCELED);
   CHECK_EQ_INT(res.stages_run, 0);
-  CHECK(!ebb_device_ctx_active(dev));
+  CHECK(!dev_ctx_active(dev));
 
-  t0 = ebb_now();
+  t0 = base_now();
   CHECK_EQ_INT(run_job(r, c, "late", NULL, NULL, &res), EBB_ETIMEDOUT);
-  CHECK(ebb_now() - t0 < 5);
+  CHECK(base_now() - t0 < 5);
   CHECK_EQ_STR(res.stage, "t");
   CHECK_MSG(has(res.message, "stage 't' timed out") && has(res.message, "0.3 s"), "message: %s",
             res.message);
   CHECK_EQ_U64(reserved(), 0);
-  CHECK(!ebb_device_ctx_active(dev));
-  ebb_runner_destroy(r);
-  ebb_config_free(c);
+  CHECK(!dev_ctx_active(dev));
+  pl_runner_destroy(r);
+  pl_config_free(c);
 }
 
 static void test_leak_and_outside(void) {
-  ebb_config *c = cfg_of("{\"pipelines\": {\"l\": {\"stages\": ["
+  pl_config *c = cfg_of("{\"pipelines\": {\"l\": {\"stages\": ["
                          "{\"stage\": \"synthetic\", \"name\": \"leaky\", \"cache\": false, "
                          "\"options\": {\"weights_mib\": 8, \"leak_mib\": 24}},"
                          "{\"stage\": \"synthetic\", \"name\": \"outsider\", \"cache\": false, "
                          "\"options\": {\"weights_mib\": 8, \"outside_mib\": 64}}]}}}");
-  ebb_runner *r = runner(1, NULL);
-  ebb_job_result res;
+  pl_runner *r = runner(1, NULL);
+  pl_job_result res;
   capture();
   CHECK_EQ_INT(run_job(r, c, "l", NULL, NULL, &res), 0);
   char *log = captured();
@@ -374,18 +374,18 @@ static void test_leak_and_outside(void) {
   CHECK(has(log, "synthetic.c:")); /* the allocation site follows */
   CHECK(has(log, "[outsider] 64 MiB held outside ebb (taken from the driver directly)"));
   CHECK_EQ_U64(reserved(), 0);
-  CHECK(!ebb_device_ctx_active(dev));
+  CHECK(!dev_ctx_active(dev));
   free(log);
-  ebb_runner_destroy(r);
-  ebb_config_free(c);
+  pl_runner_destroy(r);
+  pl_config_free(c);
 }
 
 static void test_result_cache(void) {
-  ebb_config *c = cfg_of("{\"pipelines\": {\"k\": {\"stages\": ["
+  pl_config *c = cfg_of("{\"pipelines\": {\"k\": {\"stages\": ["
                          "{\"stage\": \"synthetic\", \"name\": \"a\", "
                          "\"options\": {\"weights_mib\": 8}}]}}}");
-  ebb_runner *r = runner(1, cachedir);
-  ebb_job_result res;
+  pl_runner *r = runner(1, cachedir);
+  pl_job_result res;
   CHECK_EQ_INT(run_job(r, c, "k", NULL, NULL, &res), 0);
   CHECK_EQ_INT(res.stages_run, 1);
   capture();
@@ -396,22 +396,22 @@ static void test_result_cache(void) {
   CHECK(has(log, "[a] cached"));
   CHECK_MSG(!has(log, "[a] released") && !has(log, "[a] done"), "a cached stage is neither "
                                                                  "run nor released");
-  CHECK(!ebb_device_ctx_active(dev)); /* nothing touched the GPU */
+  CHECK(!dev_ctx_active(dev)); /* nothing touched the GPU */
   CHECK_EQ_INT(runs_of("a"), 1);      /* its item came from the cache */
   free(log);
-  ebb_runner_destroy(r);
-  ebb_config_free(c);
+  pl_runner_destroy(r);
+  pl_config_free(c);
 }
 
 static void test_errors_before_stages(void) {
-  ebb_config *c = cfg_of("{\"pipelines\": {"
+  pl_config *c = cfg_of("{\"pipelines\": {"
                          "\"u\": {\"stages\": [{\"stage\": \"nonesuch\"}]},"
                          "\"i\": {\"stages\": [{\"stage\": \"synthetic\", \"isolate\": true,"
                          " \"options\": {\"weight_mib\": 1}}]},"
                          "\"o\": {\"stages\": [{\"stage\": \"synthetic\", \"options\": "
                          "{\"weights_mb\": 1}}]}}}");
-  ebb_runner *r = runner(1, NULL);
-  ebb_job_result res;
+  pl_runner *r = runner(1, NULL);
+  pl_job_result res;
   CHECK_EQ_INT(run_job(r, c, "u", NULL, NULL, &res), EBB_ENOTFOUND);
   CHECK(has(res.message, "unknown stage 'nonesuch'") && res.stage[0] == '\0');
   /* an isolated stage's options are checked here, before any worker starts */
@@ -419,15 +419,15 @@ static void test_errors_before_stages(void) {
   CHECK(has(res.message, "no option 'weight_mib'"));
   CHECK_EQ_INT(run_job(r, c, "o", NULL, NULL, &res), EBB_ECONFIG);
   CHECK(has(res.message, "no option 'weights_mb'"));
-  const ebb_pipeline_def *p = ebb_config_pipeline(c, "o");
-  ebb_job job = {.size = sizeof job, .pipeline = ebb_config_pipeline(c, "synthetic"),
+  const pl_def *p = pl_config_pipeline(c, "o");
+  pl_job job = {.size = sizeof job, .pipeline = pl_config_pipeline(c, "synthetic"),
                  .input = "/no/such/input", .output_dir = outdir};
   (void)p;
-  CHECK_EQ_INT(ebb_runner_run(r, &job, &res), EBB_EINPUT);
+  CHECK_EQ_INT(pl_runner_run(r, &job, &res), EBB_EINPUT);
   CHECK(has(res.message, "/no/such/input"));
-  CHECK(!ebb_device_ctx_active(dev));
-  ebb_runner_destroy(r);
-  ebb_config_free(c);
+  CHECK(!dev_ctx_active(dev));
+  pl_runner_destroy(r);
+  pl_config_free(c);
 }
 
 int main(void) {

@@ -6,12 +6,12 @@
 #include "test.h"
 
 static void hex_of(const void *data, size_t n, char out[65]) {
-  ebb_sha256 s;
+  pl_sha256 s;
   uint8_t d[32];
-  ebb_sha256_init(&s);
-  ebb_sha256_update(&s, data, n);
-  ebb_sha256_final(&s, d);
-  ebb_sha256_hex(d, out);
+  pl_sha256_init(&s);
+  pl_sha256_update(&s, data, n);
+  pl_sha256_final(&s, d);
+  pl_sha256_hex(d, out);
 }
 
 static void test_vectors(void) {
@@ -26,15 +26,15 @@ static void test_vectors(void) {
 }
 
 static void test_million_a(void) {
-  ebb_sha256 s;
+  pl_sha256 s;
   uint8_t d[32];
   char h[65], buf[1000];
   memset(buf, 'a', sizeof buf);
-  ebb_sha256_init(&s);
+  pl_sha256_init(&s);
   for (int i = 0; i < 1000; i++)
-    ebb_sha256_update(&s, buf, sizeof buf);
-  ebb_sha256_final(&s, d);
-  ebb_sha256_hex(d, h);
+    pl_sha256_update(&s, buf, sizeof buf);
+  pl_sha256_final(&s, d);
+  pl_sha256_hex(d, h);
   CHECK_EQ_STR(h, "cdc76e5c9914fb9281a1c7e284d73e67f1809a48a497200e046d39ccc7112cd0");
 }
 
@@ -44,13 +44,13 @@ static void test_split_updates(void) {
     msg[i] = (char)(i * 7 + 1);
   hex_of(msg, sizeof msg, whole);
   for (size_t cut = 0; cut <= sizeof msg; cut++) {
-    ebb_sha256 s;
+    pl_sha256 s;
     uint8_t d[32];
-    ebb_sha256_init(&s);
-    ebb_sha256_update(&s, msg, cut);
-    ebb_sha256_update(&s, msg + cut, sizeof msg - cut);
-    ebb_sha256_final(&s, d);
-    ebb_sha256_hex(d, split);
+    pl_sha256_init(&s);
+    pl_sha256_update(&s, msg, cut);
+    pl_sha256_update(&s, msg + cut, sizeof msg - cut);
+    pl_sha256_final(&s, d);
+    pl_sha256_hex(d, split);
     CHECK_MSG(!strcmp(whole, split), "split at %zu differs", cut);
   }
 }

@@ -4,7 +4,7 @@
  * sleep or a wake of an awake pipeline is refused with a clear message; a job
  * wakes a sleeping pipeline in place (the synthetic stage checks its weights'
  * pattern in every run); policy sleep puts the stages to sleep at the job's
- * end, sleep:S when ebb_runner_evict_idle finds them due; an unload of a
+ * end, sleep:S when pl_runner_evict_idle finds them due; an unload of a
  * sleeping pipeline frees its backup. */
 #include <stdio.h>
 #include <stdlib.h>
@@ -19,17 +19,17 @@
 static char input[1100], outdir[1100];
 
 static void test_policy_parse(void) {
-  ebb_policy p;
+  pl_policy p;
   char buf[64];
-  CHECK_EQ_INT(ebb_policy_parse("sleep", &p), 0);
+  CHECK_EQ_INT(pl_policy_parse("sleep", &p), 0);
   CHECK(p.kind == EBB_POLICY_SLEEP && p.idle_s == 0);
-  CHECK_EQ_STR(ebb_policy_format(&p, buf, sizeof buf), "sleep");
-  CHECK_EQ_INT(ebb_policy_parse("sleep:2.5", &p), 0);
+  CHECK_EQ_STR(pl_policy_format(&p, buf, sizeof buf), "sleep");
+  CHECK_EQ_INT(pl_policy_parse("sleep:2.5", &p), 0);
   CHECK(p.kind == EBB_POLICY_SLEEP && p.idle_s == 2.5);
-  CHECK_EQ_STR(ebb_policy_format(&p, buf, sizeof buf), "sleep:2.5");
+  CHECK_EQ_STR(pl_policy_format(&p, buf, sizeof buf), "sleep:2.5");
   static const char *bad[] = {"sleep:", "sleep:-1", "sleep:x", "sleeps", "sleep:1s"};
   for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
-    CHECK_EQ_INT(ebb_policy_parse(bad[i], &p), EBB_EINVAL);
+    CHECK_EQ_INT(pl_policy_parse(bad[i], &p), EBB_EINVAL);
     CHECK_MSG(has(ebb_errmsg(), bad[i]) && has(ebb_errmsg(), "sleep:SECONDS"),
               "message for '%s': %s", bad[i], ebb_errmsg());
   }
@@ -40,81 +40,81 @@ static const char *cfg_json =
     "\"cache\": false, \"options\": {\"weights_mib\": 64, \"activations_mib\": 16, "
     "\"cache_mib\": 8}}]}}}";
 
-static ebb_runner *runner(void) {
-  ebb_runner_opts o = {.size = sizeof o, .dev = dev, .alloc = alloc, .reg = reg, .hook = ""};
-  ebb_runner *r = NULL;
-  REQUIRE(ebb_runner_create(&o, &r) == 0);
+static pl_runner *runner(void) {
+  pl_runner_opts o = {.size = sizeof o, .dev = dev, .alloc = alloc, .reg = reg, .hook = ""};
+  pl_runner *r = NULL;
+  REQUIRE(pl_runner_create(&o, &r) == 0);
   return r;
 }
 
-static int job(ebb_runner *r, const ebb_pipeline_def *p, const char *policy) {
-  ebb_policy pol;
-  REQUIRE(ebb_policy_parse(policy, &pol) == 0);
-  ebb_job j = {.size = sizeof j, .pipeline = p, .input = input, .output_dir = outdir,
+static int job(pl_runner *r, const pl_def *p, const char *policy) {
+  pl_policy pol;
+  REQUIRE(pl_policy_parse(policy, &pol) == 0);
+  pl_job j = {.size = sizeof j, .pipeline = p, .input = input, .output_dir = outdir,
                .policy = &pol};
-  ebb_job_result res;
-  int rc = ebb_runner_run(r, &j, &res);
+  pl_job_result res;
+  int rc = pl_runner_run(r, &j, &res);
   CHECK_MSG(rc == 0, "job under %s failed: %s", policy, res.message);
   return rc;
 }
 
 static void test_kept_pipeline(void) {
-  ebb_config *c = NULL;
-  REQUIRE(ebb_config_load_string(cfg_json, "test.json", &c) == 0);
-  const ebb_pipeline_def *p = ebb_config_pipeline(c, "p");
-  ebb_runner *r = runner();
-  ebb_job_result res;
-  REQUIRE(ebb_runner_load_pipeline(r, p, outdir, &res) == 0);
-  ebb_sleep_stats st = {.size = sizeof st};
-  CHECK_EQ_INT(ebb_runner_wake_pipeline(r, "p", &st), EBB_ESTATE);
+  pl_config *c = NULL;
+  REQUIRE(pl_config_load_string(cfg_json, "test.json", &c) == 0);
+  const pl_def *p = pl_config_pipeline(c, "p");
+  pl_runner *r = runner();
+  pl_job_result res;
+  REQUIRE(pl_runner_load_pipeline(r, p, outdir, &res) == 0);
+  mem_sleep_stats st = {.size = sizeof st};
+  CHECK_EQ_INT(pl_runner_wake_pipeline(r, "p", &st), EBB_ESTATE);
   CHECK_MSG(has(ebb_errmsg(), "'p' is not asleep"), "wake of an awake pipeline: %s", ebb_errmsg());
-  CHECK_EQ_INT(ebb_runner_sleep_pipeline(r, "p", &st), 0);
+  CHECK_EQ_INT(pl_runner_sleep_pipeline(r, "p", &st), 0);
   CHECK_EQ_U64(st.backup_bytes, 64 * MiB);
   CHECK(st.device_bytes >= 64 * MiB);
-  CHECK(ebb_runner_pipeline_asleep(r, "p"));
-  CHECK_MSG(!ebb_device_ctx_active(dev), "the context was kept while everything is asleep");
-  CHECK_EQ_INT(ebb_runner_sleep_pipeline(r, "p", &st), EBB_ESTATE);
+  CHECK(pl_runner_pipeline_asleep(r, "p"));
+  CHECK_MSG(!dev_ctx_active(dev), "the context was kept while everything is asleep");
+  CHECK_EQ_INT(pl_runner_sleep_pipeline(r, "p", &st), EBB_ESTATE);
   CHECK_MSG(has(ebb_errmsg(), "asleep already"), "double sleep: %s", ebb_errmsg());
-  CHECK_EQ_INT(ebb_runner_sleep_pipeline(r, "nope", &st), EBB_ENOTFOUND);
-  CHECK_EQ_INT(ebb_runner_wake_pipeline(r, "p", &st), 0);
+  CHECK_EQ_INT(pl_runner_sleep_pipeline(r, "nope", &st), EBB_ENOTFOUND);
+  CHECK_EQ_INT(pl_runner_wake_pipeline(r, "p", &st), 0);
   CHECK_EQ_U64(st.backup_bytes, 64 * MiB);
-  CHECK(!ebb_runner_pipeline_asleep(r, "p"));
-  CHECK_EQ_U64(ebb_allocator_backup_bytes(alloc), 0);
+  CHECK(!pl_runner_pipeline_asleep(r, "p"));
+  CHECK_EQ_U64(mem_allocator_backup_bytes(alloc), 0);
   /* asleep again; a job (policy never, as for a kept pipeline) wakes it */
-  CHECK_EQ_INT(ebb_runner_sleep_pipeline(r, "p", &st), 0);
+  CHECK_EQ_INT(pl_runner_sleep_pipeline(r, "p", &st), 0);
   job(r, p, "never");
-  CHECK(!ebb_runner_pipeline_asleep(r, "p"));
+  CHECK(!pl_runner_pipeline_asleep(r, "p"));
   /* unload while asleep: the backup goes */
-  CHECK_EQ_INT(ebb_runner_sleep_pipeline(r, "p", &st), 0);
-  CHECK_EQ_INT(ebb_runner_unload_pipeline(r, "p", 1, NULL), 0);
-  CHECK_EQ_U64(ebb_allocator_backup_bytes(alloc), 0);
-  CHECK_EQ_INT(ebb_runner_loaded(r), 0);
-  ebb_runner_destroy(r);
-  ebb_config_free(c);
+  CHECK_EQ_INT(pl_runner_sleep_pipeline(r, "p", &st), 0);
+  CHECK_EQ_INT(pl_runner_unload_pipeline(r, "p", 1, NULL), 0);
+  CHECK_EQ_U64(mem_allocator_backup_bytes(alloc), 0);
+  CHECK_EQ_INT(pl_runner_loaded(r), 0);
+  pl_runner_destroy(r);
+  pl_config_free(c);
 }
 
 static void test_policies(void) {
-  ebb_config *c = NULL;
-  REQUIRE(ebb_config_load_string(cfg_json, "test.json", &c) == 0);
-  const ebb_pipeline_def *p = ebb_config_pipeline(c, "p");
-  ebb_runner *r = runner();
+  pl_config *c = NULL;
+  REQUIRE(pl_config_load_string(cfg_json, "test.json", &c) == 0);
+  const pl_def *p = pl_config_pipeline(c, "p");
+  pl_runner *r = runner();
   job(r, p, "sleep");
-  CHECK_MSG(ebb_runner_pipeline_asleep(r, "p"), "policy sleep: not asleep after the job");
-  CHECK(!ebb_device_ctx_active(dev));
-  CHECK_EQ_U64(ebb_allocator_backup_bytes(alloc), 64 * MiB);
+  CHECK_MSG(pl_runner_pipeline_asleep(r, "p"), "policy sleep: not asleep after the job");
+  CHECK(!dev_ctx_active(dev));
+  CHECK_EQ_U64(mem_allocator_backup_bytes(alloc), 64 * MiB);
   job(r, p, "sleep"); /* wakes in place, runs, sleeps again */
-  CHECK(ebb_runner_pipeline_asleep(r, "p"));
+  CHECK(pl_runner_pipeline_asleep(r, "p"));
   job(r, p, "sleep:100");
-  CHECK_MSG(!ebb_runner_pipeline_asleep(r, "p"), "sleep:100 slept at once");
-  CHECK_EQ_INT(ebb_runner_loaded(r), 1);
-  ebb_runner_evict_idle(r, 1.0, NULL); /* not due yet */
-  CHECK(!ebb_runner_pipeline_asleep(r, "p"));
-  ebb_runner_evict_idle(r, 1e12, NULL);
-  CHECK_MSG(ebb_runner_pipeline_asleep(r, "p"), "sleep:100: not asleep when due");
-  CHECK(!ebb_device_ctx_active(dev));
-  ebb_runner_destroy(r);
-  CHECK_EQ_U64(ebb_allocator_backup_bytes(alloc), 0);
-  ebb_config_free(c);
+  CHECK_MSG(!pl_runner_pipeline_asleep(r, "p"), "sleep:100 slept at once");
+  CHECK_EQ_INT(pl_runner_loaded(r), 1);
+  pl_runner_evict_idle(r, 1.0, NULL); /* not due yet */
+  CHECK(!pl_runner_pipeline_asleep(r, "p"));
+  pl_runner_evict_idle(r, 1e12, NULL);
+  CHECK_MSG(pl_runner_pipeline_asleep(r, "p"), "sleep:100: not asleep when due");
+  CHECK(!dev_ctx_active(dev));
+  pl_runner_destroy(r);
+  CHECK_EQ_U64(mem_allocator_backup_bytes(alloc), 0);
+  pl_config_free(c);
 }
 
 int main(void) {

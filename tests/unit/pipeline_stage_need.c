@@ -1,7 +1,7 @@
 /* Declared needs (issue 17): a stage built against the first, shorter
  * ebb_stage (no estimate) still loads and declares nothing
  * (EBB_EUNSUPPORTED); synthetic's estimate is exact for its options;
- * ebb_runner_stage_need answers the estimate before a run and the measured
+ * pl_runner_stage_need answers the estimate before a run and the measured
  * peak after it; host_alloc counts a stage's pageable host memory (peak) and
  * frees what it leaked. On the CPU device. */
 #include <stdio.h>
@@ -21,61 +21,61 @@ static void test_old_struct_loads(void) {
   REQUIRE(pdir);
   char p[1024];
   snprintf(p, sizeof p, "%s/old_size/old_size.so", pdir);
-  ebb_registry *r = NULL;
-  REQUIRE(ebb_registry_create(&r) == 0);
-  CHECK_MSG(ebb_registry_load_plugin(r, p) == 0, "an old-size stage was refused: %s", ebb_errmsg());
-  const ebb_stage *st = ebb_registry_find(r, "echo", NULL);
+  pl_registry *r = NULL;
+  REQUIRE(pl_registry_create(&r) == 0);
+  CHECK_MSG(pl_registry_load_plugin(r, p) == 0, "an old-size stage was refused: %s", ebb_errmsg());
+  const ebb_stage *st = pl_registry_find(r, "echo", NULL);
   REQUIRE(st);
   CHECK_EQ_INT(st->size, EBB_STAGE_SIZE_V1);
   CHECK(!EBB_STAGE_HAS(st, estimate));
   ebb_estimate e = {.size = sizeof e};
-  CHECK_EQ_INT(ebb_stage_estimate(st, NULL, NULL, &e), EBB_EUNSUPPORTED);
+  CHECK_EQ_INT(pl_stage_estimate(st, NULL, NULL, &e), EBB_EUNSUPPORTED);
   CHECK(strstr(ebb_errmsg(), "echo") != NULL);
-  ebb_registry_destroy(r);
+  pl_registry_destroy(r);
 }
 
 static void test_synthetic_exact(void) {
-  ebb_registry *r = NULL;
-  REQUIRE(ebb_registry_create(&r) == 0);
-  const ebb_stage *st = ebb_registry_find(r, "synthetic", NULL);
+  pl_registry *r = NULL;
+  REQUIRE(pl_registry_create(&r) == 0);
+  const ebb_stage *st = pl_registry_find(r, "synthetic", NULL);
   REQUIRE(st && EBB_STAGE_HAS(st, estimate) && st->estimate);
   ebb_estimate e = {.size = sizeof e};
-  CHECK_EQ_INT(ebb_stage_estimate(st, "{\"weights_mib\": 10, \"activations_mib\": 5, "
+  CHECK_EQ_INT(pl_stage_estimate(st, "{\"weights_mib\": 10, \"activations_mib\": 5, "
                                       "\"cache_mib\": 2, \"leak_mib\": 1}", NULL, &e), 0);
   CHECK_EQ_U64(e.device_bytes, 18 * MiB);
   CHECK_EQ_U64(e.host_bytes, 128u << 10);
   e.size = sizeof e;
-  CHECK_EQ_INT(ebb_stage_estimate(st, NULL, NULL, &e), 0); /* the defaults: 256 + 64 */
+  CHECK_EQ_INT(pl_stage_estimate(st, NULL, NULL, &e), 0); /* the defaults: 256 + 64 */
   CHECK_EQ_U64(e.device_bytes, 320 * MiB);
   e.size = sizeof e;
-  CHECK_EQ_INT(ebb_stage_estimate(st, "{\"weights_mib\": -1}", NULL, &e), EBB_ECONFIG);
+  CHECK_EQ_INT(pl_stage_estimate(st, "{\"weights_mib\": -1}", NULL, &e), EBB_ECONFIG);
   /* an older, shorter ebb_estimate gets the prefix it knows */
   ebb_estimate small = {.size = offsetof(ebb_estimate, host_bytes)};
-  CHECK_EQ_INT(ebb_stage_estimate(st, NULL, NULL, &small), 0);
+  CHECK_EQ_INT(pl_stage_estimate(st, NULL, NULL, &small), 0);
   CHECK_EQ_U64(small.device_bytes, 320 * MiB);
   CHECK_EQ_U64(small.host_bytes, 0);
-  ebb_registry_destroy(r);
+  pl_registry_destroy(r);
 }
 
 static void test_runner_need(void) {
   pt_open("cpu", NULL);
-  ebb_config *c = NULL;
-  REQUIRE(ebb_config_load_string(
+  pl_config *c = NULL;
+  REQUIRE(pl_config_load_string(
               "{\"pipelines\": {\"p\": {\"stages\": [{\"stage\": \"synthetic\", \"name\": \"a\", "
               "\"cache\": false, \"options\": {\"weights_mib\": 8, \"activations_mib\": 4, "
               "\"touch\": \"sample\"}}]}}}",
               "test.json", &c) == 0);
-  const ebb_pipeline_def *p = ebb_config_pipeline(c, "p");
+  const pl_def *p = pl_config_pipeline(c, "p");
   REQUIRE(p);
-  ebb_runner_opts o = {.size = sizeof o, .dev = dev, .alloc = alloc, .reg = reg, .hook = "",
+  pl_runner_opts o = {.size = sizeof o, .dev = dev, .alloc = alloc, .reg = reg, .hook = "",
                        .oneshot = 1};
-  ebb_runner *r = NULL;
-  REQUIRE(ebb_runner_create(&o, &r) == 0);
-  ebb_stage_need n = {.size = sizeof n};
-  CHECK_EQ_INT(ebb_runner_stage_need(r, p, "a", &n), 0);
+  pl_runner *r = NULL;
+  REQUIRE(pl_runner_create(&o, &r) == 0);
+  pl_stage_need n = {.size = sizeof n};
+  CHECK_EQ_INT(pl_runner_stage_need(r, p, "a", &n), 0);
   CHECK_EQ_INT(n.measured, 0);
   CHECK_EQ_U64(n.device_bytes, 12 * MiB);
-  CHECK_EQ_INT(ebb_runner_stage_need(r, p, "nope", &n), EBB_ENOTFOUND);
+  CHECK_EQ_INT(pl_runner_stage_need(r, p, "nope", &n), EBB_ENOTFOUND);
 
   char tmp[] = "/tmp/ebb-need-XXXXXX";
   REQUIRE(mkdtemp(tmp));
@@ -83,17 +83,17 @@ static void test_runner_need(void) {
   snprintf(in, sizeof in, "%s/in.txt", tmp);
   snprintf(out, sizeof out, "%s/out", tmp);
   pt_write(in, "x\n");
-  ebb_job job = {.size = sizeof job, .pipeline = p, .input = in, .output_dir = out};
-  ebb_job_result res;
-  CHECK_EQ_INT(ebb_runner_run(r, &job, &res), 0);
+  pl_job job = {.size = sizeof job, .pipeline = p, .input = in, .output_dir = out};
+  pl_job_result res;
+  CHECK_EQ_INT(pl_runner_run(r, &job, &res), 0);
   n.size = sizeof n;
-  CHECK_EQ_INT(ebb_runner_stage_need(r, p, "a", &n), 0);
+  CHECK_EQ_INT(pl_runner_stage_need(r, p, "a", &n), 0);
   CHECK_EQ_INT(n.measured, 1);
   CHECK_EQ_U64(n.device_bytes, 12 * MiB);
   CHECK_EQ_U64(n.estimate_device_bytes, 12 * MiB);
   CHECK_EQ_U64(n.host_bytes, 128u << 10); /* the pinned window buffer */
-  ebb_runner_destroy(r);
-  ebb_config_free(c);
+  pl_runner_destroy(r);
+  pl_config_free(c);
   char cmd[700];
   snprintf(cmd, sizeof cmd, "rm -rf '%s'", tmp);
   CHECK_EQ_INT(system(cmd), 0);
@@ -101,14 +101,14 @@ static void test_runner_need(void) {
 }
 
 static void test_host_alloc(void) {
-  ebb_device *dev = NULL;
-  ebb_allocator *alloc = NULL;
+  dev_device *dev = NULL;
+  mem_allocator *alloc = NULL;
   ebb_owner *o = NULL;
-  REQUIRE(ebb_device_open("cpu", &dev) == 0);
-  REQUIRE(ebb_allocator_create(dev, NULL, &alloc) == 0);
-  REQUIRE(ebb_owner_create(alloc, "h", NULL, &o) == 0);
-  ebb_sctx c;
-  ebb_sctx_init(&c, dev, o, "h", ".");
+  REQUIRE(dev_open("cpu", &dev) == 0);
+  REQUIRE(mem_allocator_create(dev, NULL, &alloc) == 0);
+  REQUIRE(mem_owner_create(alloc, "h", NULL, &o) == 0);
+  pl_sctx c;
+  pl_sctx_init(&c, dev, o, "h", ".");
   ebb_stage_ctx *ctx = &c.pub;
   char *small = ebb_host_alloc(ctx, 1000);
   char *big = ebb_host_calloc(ctx, 1, 3 * MiB); /* its own mapping */
@@ -121,19 +121,19 @@ static void test_host_alloc(void) {
   ebb_host_free(ctx, big);
   CHECK_EQ_U64(c.host_bytes, 1000);
   CHECK_EQ_U64(c.host_peak, 1000 + 3 * MiB);
-  CHECK_EQ_U64(ebb_sctx_host_peak(&c), 1000 + 3 * MiB);
+  CHECK_EQ_U64(pl_sctx_host_peak(&c), 1000 + 3 * MiB);
   int stack = 0; /* not the stage's: refused, nothing touched */
   CHECK_EQ_INT(ctx->host->host_free(ctx, &stack), EBB_ENOTFOUND);
   void *leak = ebb_host_alloc(ctx, 5 * MiB);
   REQUIRE(leak);
   uint32_t blocks = 0;
-  CHECK_EQ_U64(ebb_sctx_host_reclaim(&c, 1, &blocks), 1000 + 5 * MiB);
+  CHECK_EQ_U64(pl_sctx_host_reclaim(&c, 1, &blocks), 1000 + 5 * MiB);
   CHECK_EQ_INT(blocks, 2);
   CHECK_EQ_U64(c.host_bytes, 0);
-  ebb_sctx_cleanup(&c);
-  ebb_owner_destroy(o, NULL);
-  ebb_allocator_destroy(alloc);
-  ebb_device_close(dev);
+  pl_sctx_cleanup(&c);
+  mem_owner_destroy(o, NULL);
+  mem_allocator_destroy(alloc);
+  dev_close(dev);
 }
 
 int main(void) {

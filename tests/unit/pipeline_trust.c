@@ -18,9 +18,9 @@
 
 static int has(const char *s, const char *sub) { return s && strstr(s, sub) != NULL; }
 
-static int trust_of(const char *spec_json, ebb_opt_trust *t, ebb_opt_format *f) {
+static int trust_of(const char *spec_json, pl_opt_trust *t, pl_opt_format *f) {
   json_t *spec = json_loads(spec_json, 0, NULL);
-  int rc = ebb_option_trust("plug", "opt", spec, t, f);
+  int rc = pl_option_trust("plug", "opt", spec, t, f);
   json_decref(spec);
   return rc;
 }
@@ -28,8 +28,8 @@ static int trust_of(const char *spec_json, ebb_opt_trust *t, ebb_opt_format *f) 
 static void test_declared_and_defaults(void) {
   static const struct {
     const char *spec;
-    ebb_opt_trust want;
-    ebb_opt_format fmt;
+    pl_opt_trust want;
+    pl_opt_format fmt;
   } cases[] = {
       {"{\"type\": \"number\", \"trust\": \"job\"}", EBB_TRUST_JOB, EBB_OPT_FMT_NONE},
       {"{\"type\": \"string\", \"trust\": \"operator\"}", EBB_TRUST_OPERATOR, EBB_OPT_FMT_NONE},
@@ -46,12 +46,12 @@ static void test_declared_and_defaults(void) {
       {"{}", EBB_TRUST_OPERATOR, EBB_OPT_FMT_NONE},
   };
   for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
-    ebb_opt_trust t = 99;
-    ebb_opt_format f = 99;
+    pl_opt_trust t = 99;
+    pl_opt_format f = 99;
     CHECK_MSG(trust_of(cases[i].spec, &t, &f) == 0, "%s: refused: %s", cases[i].spec,
               ebb_errmsg());
     CHECK_MSG(t == cases[i].want && f == cases[i].fmt, "%s: trust %s format %d, expected %s %d",
-              cases[i].spec, ebb_trust_name(t), (int)f, ebb_trust_name(cases[i].want),
+              cases[i].spec, pl_trust_name(t), (int)f, pl_trust_name(cases[i].want),
               (int)cases[i].fmt);
   }
   static const char *const bad[] = {
@@ -62,8 +62,8 @@ static void test_declared_and_defaults(void) {
       "{\"type\": \"string\", \"format\": \"path\", \"trust\": \"job\"}",
   };
   for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
-    ebb_opt_trust t;
-    ebb_opt_format f;
+    pl_opt_trust t;
+    pl_opt_format f;
     CHECK_MSG(trust_of(bad[i], &t, &f) == EBB_EABI, "%s: accepted", bad[i]);
     CHECK_MSG(has(ebb_errmsg(), "stage 'plug' option 'opt'"), "%s: message '%s' names neither",
               bad[i], ebb_errmsg());
@@ -77,7 +77,7 @@ static void test_builtins(void) {
       "transcribe.retries", "transcribe.timeout_s", "decode.max_seconds",
   };
   size_t n;
-  const ebb_stage *const *st = ebb_builtin_stages(&n);
+  const ebb_stage *const *st = stg_builtin_stages(&n);
   int seen = 0;
   for (size_t i = 0; i < n; i++) {
     json_t *schema = json_loads(st[i]->options_schema, 0, NULL);
@@ -86,9 +86,9 @@ static void test_builtins(void) {
     json_object_foreach(schema, k, spec) {
       CHECK_MSG(json_is_string(json_object_get(spec, "trust")), "%s.%s declares no trust",
                 st[i]->name, k);
-      ebb_opt_trust t;
-      ebb_opt_format f;
-      CHECK(ebb_option_trust(st[i]->name, k, spec, &t, &f) == 0);
+      pl_opt_trust t;
+      pl_opt_format f;
+      CHECK(pl_option_trust(st[i]->name, k, spec, &t, &f) == 0);
       char full[128];
       snprintf(full, sizeof full, "%s.%s", st[i]->name, k);
       int want_op = 0;
@@ -136,11 +136,11 @@ static int path_hook(void *arg, const char *stage, const char *option, const cha
   return json_object_set_new(opts, option, json_string("/data/jobs/x/option-al.lyrics"));
 }
 
-/* ebb_job_options_trust on pipeline name with options text: rc, message. */
-static int job_check(const ebb_config *c, const ebb_registry *reg, const char *name,
+/* pl_job_options_trust on pipeline name with options text: rc, message. */
+static int job_check(const pl_config *c, const pl_registry *reg, const char *name,
                      const char *opts_text, hook *h, json_t **opts_out) {
   json_t *o = json_loads(opts_text, 0, NULL);
-  int rc = ebb_job_options_trust(reg, ebb_config_pipeline(c, name), o, h ? path_hook : NULL, h);
+  int rc = pl_job_options_trust(reg, pl_config_pipeline(c, name), o, h ? path_hook : NULL, h);
   if (opts_out)
     *opts_out = o;
   else
@@ -149,15 +149,15 @@ static int job_check(const ebb_config *c, const ebb_registry *reg, const char *n
 }
 
 static void test_job_options(void) {
-  ebb_config *c = NULL;
-  ebb_registry *reg = NULL;
-  REQUIRE(ebb_config_load_string(cfg_text, "cfg", &c) == 0);
-  REQUIRE(ebb_registry_create(&reg) == 0);
-  const ebb_pipeline_def *p = ebb_config_pipeline(c, "p");
+  pl_config *c = NULL;
+  pl_registry *reg = NULL;
+  REQUIRE(pl_config_load_string(cfg_text, "cfg", &c) == 0);
+  REQUIRE(pl_registry_create(&reg) == 0);
+  const pl_def *p = pl_config_pipeline(c, "p");
   REQUIRE(p);
   CHECK_EQ_INT((int)p->nallow_options, 3);
   CHECK_EQ_STR(p->allow_url_hosts[0], "whisper.internal:8080"); /* lower-cased */
-  CHECK(ebb_pipeline_check(reg, p) == 0);
+  CHECK(pl_check(reg, p) == 0);
   hook h = {0};
   /* refused, naming STAGE.OPTION, where nothing is allowed */
   static const struct {
@@ -216,8 +216,8 @@ static void test_job_options(void) {
   CHECK(job_check(c, reg, "p", "{\"al\": {\"lyrics\": \"/in/words.txt\"}}", NULL, NULL) ==
         EBB_ECONFIG);
   CHECK(has(ebb_errmsg(), "al.lyrics"));
-  ebb_registry_destroy(reg);
-  ebb_config_free(c);
+  pl_registry_destroy(reg);
+  pl_config_free(c);
 }
 
 static void test_config_errors(void) {
@@ -238,35 +238,35 @@ static void test_config_errors(void) {
        "\"allow_url_hosts\" #1"},
   };
   for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
-    ebb_config *c = NULL;
-    CHECK_MSG(ebb_config_load_string(bad[i].cfg, "cfg", &c) == EBB_ECONFIG, "accepted: %s",
+    pl_config *c = NULL;
+    CHECK_MSG(pl_config_load_string(bad[i].cfg, "cfg", &c) == EBB_ECONFIG, "accepted: %s",
               bad[i].cfg);
     CHECK_MSG(has(ebb_errmsg(), bad[i].want), "message '%s' lacks '%s'", ebb_errmsg(),
               bad[i].want);
-    ebb_config_free(c);
+    pl_config_free(c);
   }
   /* an option the stage does not have: the pipeline check names it */
-  ebb_config *c = NULL;
-  ebb_registry *reg = NULL;
-  REQUIRE(ebb_config_load_string("{\"pipelines\": {\"p\": {\"allow_options\": [\"align.lyrix\"], "
+  pl_config *c = NULL;
+  pl_registry *reg = NULL;
+  REQUIRE(pl_config_load_string("{\"pipelines\": {\"p\": {\"allow_options\": [\"align.lyrix\"], "
                                  "\"stages\": [{\"stage\": \"align\"}]}}}",
                                  "cfg", &c) == 0);
-  REQUIRE(ebb_registry_create(&reg) == 0);
-  CHECK(ebb_pipeline_check(reg, ebb_config_pipeline(c, "p")) == EBB_ECONFIG);
+  REQUIRE(pl_registry_create(&reg) == 0);
+  CHECK(pl_check(reg, pl_config_pipeline(c, "p")) == EBB_ECONFIG);
   CHECK_MSG(has(ebb_errmsg(), "has no option 'lyrix'"), "message '%s'", ebb_errmsg());
-  ebb_registry_destroy(reg);
-  ebb_config_free(c);
+  pl_registry_destroy(reg);
+  pl_config_free(c);
 }
 
 /* A plugin-style stage with a bad trust value is refused by the schema check. */
 static void test_schema_check(void) {
   ebb_stage st = {.abi_version = EBB_STAGE_ABI_VERSION, .size = sizeof st, .name = "plug",
                   .options_schema = "{\"n\": {\"type\": \"integer\", \"trust\": \"everyone\"}}"};
-  CHECK(ebb_schema_check_trust(&st, "plug.so") == EBB_EABI);
+  CHECK(pl_schema_check_trust(&st, "plug.so") == EBB_EABI);
   CHECK_MSG(has(ebb_errmsg(), "plug.so") && has(ebb_errmsg(), "'n'"), "message '%s'",
             ebb_errmsg());
   st.options_schema = "{\"n\": {\"type\": \"integer\"}, \"dir\": {\"type\": \"string\"}}";
-  CHECK(ebb_schema_check_trust(&st, "plug.so") == 0);
+  CHECK(pl_schema_check_trust(&st, "plug.so") == 0);
 }
 
 int main(void) {

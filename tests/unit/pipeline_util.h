@@ -24,22 +24,22 @@
 #include "pipeline/registry.h"
 #include "test.h"
 
-static ebb_device *dev;
-static ebb_allocator *alloc;
-static ebb_registry *reg;
+static dev_device *dev;
+static mem_allocator *alloc;
+static pl_registry *reg;
 
 static inline void pt_open(const char *spec, const char *mib) {
   if (mib)
     setenv("FAKEGPU_MEMORY_MIB", mib, 1);
-  REQUIRE(ebb_device_open(spec, &dev) == 0);
-  REQUIRE(ebb_allocator_create(dev, NULL, &alloc) == 0);
-  REQUIRE(ebb_registry_create(&reg) == 0);
+  REQUIRE(dev_open(spec, &dev) == 0);
+  REQUIRE(mem_allocator_create(dev, NULL, &alloc) == 0);
+  REQUIRE(pl_registry_create(&reg) == 0);
 }
 
 static inline void pt_close(void) {
-  ebb_registry_destroy(reg);
-  ebb_allocator_destroy(alloc);
-  ebb_device_close(dev);
+  pl_registry_destroy(reg);
+  mem_allocator_destroy(alloc);
+  dev_close(dev);
 }
 
 static FILE *pt_cap_;
@@ -47,11 +47,11 @@ static FILE *pt_cap_;
 static inline void capture(void) {
   pt_cap_ = tmpfile();
   REQUIRE(pt_cap_);
-  ebb_log_set_stream(pt_cap_);
+  base_log_set_stream(pt_cap_);
 }
 
 static inline char *captured(void) {
-  ebb_log_set_stream(NULL);
+  base_log_set_stream(NULL);
   long n = ftell(pt_cap_);
   char *s = calloc(1, (size_t)n + 1);
   rewind(pt_cap_);
@@ -67,14 +67,14 @@ static inline int has(const char *hay, const char *needle) {
 }
 
 static inline uint64_t reserved(void) {
-  ebb_alloc_stats st = {.size = sizeof st};
-  ebb_allocator_get_stats(alloc, &st);
+  mem_alloc_stats st = {.size = sizeof st};
+  mem_allocator_get_stats(alloc, &st);
   return st.reserved.current;
 }
 
 static inline uint64_t allocated(void) {
-  ebb_alloc_stats st = {.size = sizeof st};
-  ebb_allocator_get_stats(alloc, &st);
+  mem_alloc_stats st = {.size = sizeof st};
+  mem_allocator_get_stats(alloc, &st);
   return st.allocated.current;
 }
 

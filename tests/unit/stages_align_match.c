@@ -12,14 +12,14 @@
 
 static void test_normalise_distance(void) {
   char b[64];
-  ebb_align_normalise("Don't!", b, sizeof b);
+  stg_align_normalise("Don't!", b, sizeof b);
   CHECK_EQ_STR(b, "dont");
-  ebb_align_normalise("  HeLLo,", b, sizeof b);
+  stg_align_normalise("  HeLLo,", b, sizeof b);
   CHECK_EQ_STR(b, "hello");
-  CHECK_NEAR(ebb_align_word_distance("Light", "light."), 0.0, 1e-12);
-  CHECK_NEAR(ebb_align_word_distance("colour", "color"), 1.0 / 6.0, 1e-12);
-  CHECK_NEAR(ebb_align_word_distance("sun", "moon"), 3.0 / 4.0, 1e-12);
-  CHECK_NEAR(ebb_align_word_distance("", "a"), 1.0, 1e-12);
+  CHECK_NEAR(stg_align_word_distance("Light", "light."), 0.0, 1e-12);
+  CHECK_NEAR(stg_align_word_distance("colour", "color"), 1.0 / 6.0, 1e-12);
+  CHECK_NEAR(stg_align_word_distance("sun", "moon"), 3.0 / 4.0, 1e-12);
+  CHECK_NEAR(stg_align_word_distance("", "a"), 1.0, 1e-12);
 }
 
 static void test_alignment(void) {
@@ -32,7 +32,7 @@ static void test_alignment(void) {
   const char *tr[] = {"the", "son", "will", "rise", "over", "a", "the",
                       "hill", "and", "my", "face", "today"};
   int map[12];
-  REQUIRE(ebb_align_words(lyr, 12, tr, 12, map) == 0);
+  REQUIRE(stg_align_words(lyr, 12, tr, 12, map) == 0);
   const int want[12] = {0, 1, 2, 3, 4, 6, -1, 7, 8, -1, 9, 10};
   for (int i = 0; i < 12; i++)
     CHECK_MSG(map[i] == want[i], "lyric word %d (%s): matched %d, expected %d", i, lyr[i], map[i],
@@ -40,13 +40,13 @@ static void test_alignment(void) {
   /* a real substitution (distance > 0.5) is not a match */
   const char *l2[] = {"we", "walk", "through", "fields"};
   const char *t2[] = {"we", "talked", "through", "fields"};
-  REQUIRE(ebb_align_words(l2, 4, t2, 4, map) == 0);
+  REQUIRE(stg_align_words(l2, 4, t2, 4, map) == 0);
   CHECK_EQ_INT(map[0], 0);
   CHECK_EQ_INT(map[1], -1);
   CHECK_EQ_INT(map[2], 2);
   CHECK_EQ_INT(map[3], 3);
   /* nothing to align against */
-  REQUIRE(ebb_align_words(l2, 4, t2, 0, map) == 0);
+  REQUIRE(stg_align_words(l2, 4, t2, 0, map) == 0);
   CHECK_EQ_INT(map[0], -1);
 }
 
@@ -95,7 +95,7 @@ static void test_stage_transcript_lyrics(void) {
   char opts[800];
   /* the text method (method acoustic, the default, has its own tests) */
   snprintf(opts, sizeof opts, "{\"lyrics\":\"%s\",\"method\":\"text\"}", path);
-  int rc = th_run_stage(&t, &ebb_stage_align, opts, &in, &out);
+  int rc = th_run_stage(&t, &stg_stage_align, opts, &in, &out);
   CHECK_MSG(rc == 0, "align failed: %s", t.err);
   ebb_item_info info;
   REQUIRE(th_item_find(&out, "lyrics", &info) == 0);
@@ -137,7 +137,7 @@ static void test_stage_transcript_lyrics(void) {
   ebb_items in2 = {0}, out2 = {0};
   th_add_audio(&in2, "vocals", x, 6 * RATE, 1, RATE);
   th_add_json(&in2, "transcript", tr);
-  CHECK_EQ_INT(th_run_stage(&t, &ebb_stage_align, "{\"method\":\"text\"}", &in2, &out2), 0);
+  CHECK_EQ_INT(th_run_stage(&t, &stg_stage_align, "{\"method\":\"text\"}", &in2, &out2), 0);
   REQUIRE(th_item_find(&out2, "lyrics", &info) == 0);
   j = json_loads(info.text, 0, NULL);
   CHECK_EQ_STR(json_string_value(json_object_get(j, "source")), "transcript");
@@ -149,7 +149,7 @@ static void test_stage_transcript_lyrics(void) {
   /* a lyrics file that does not exist is an input error naming it */
   ebb_items in3 = {0}, out3 = {0};
   th_add_json(&in3, "transcript", tr);
-  CHECK_EQ_INT(th_run_stage(&t, &ebb_stage_align, "{\"lyrics\":\"/nonexistent/l.txt\"}", &in3,
+  CHECK_EQ_INT(th_run_stage(&t, &stg_stage_align, "{\"lyrics\":\"/nonexistent/l.txt\"}", &in3,
                             &out3),
                EBB_EINPUT);
   CHECK(strstr(t.err, "/nonexistent/l.txt") != NULL);

@@ -12,20 +12,20 @@
 #include "test.h"
 
 /* words "w" x counts[l] per line l (each word 4 letters) */
-static ebb_aco_word *lines(const int *counts, size_t nl, size_t *nw) {
+static stg_aco_word *lines(const int *counts, size_t nl, size_t *nw) {
   size_t n = 0;
   for (size_t l = 0; l < nl; l++)
     n += (size_t)counts[l];
-  ebb_aco_word *w = calloc(n, sizeof *w);
+  stg_aco_word *w = calloc(n, sizeof *w);
   size_t k = 0;
   for (size_t l = 0; l < nl; l++)
     for (int i = 0; i < counts[l]; i++)
-      w[k++] = (ebb_aco_word){.word = "sing", .line = (int)l};
+      w[k++] = (stg_aco_word){.word = "sing", .line = (int)l};
   *nw = n;
   return w;
 }
 
-static void expect(const ebb_aco_chunk *c, size_t first, size_t count, double t0, double t1) {
+static void expect(const stg_aco_chunk *c, size_t first, size_t count, double t0, double t1) {
   CHECK_EQ_U64(c->first, first);
   CHECK_EQ_U64(c->count, count);
   CHECK_NEAR(c->t0, t0, 1e-9);
@@ -34,11 +34,11 @@ static void expect(const ebb_aco_chunk *c, size_t first, size_t count, double t0
 
 static void test_one_line_per_phrase(void) {
   const int counts[3] = {6, 4, 6};
-  const ebb_span ph[3] = {{2, 5}, {6, 8}, {10, 13}};
+  const stg_span ph[3] = {{2, 5}, {6, 8}, {10, 13}};
   size_t nw = 0, nc = 0;
-  ebb_aco_word *w = lines(counts, 3, &nw);
-  ebb_aco_chunk *c = NULL;
-  REQUIRE(ebb_aco_plan_lines(w, nw, ph, 3, 14, &c, &nc) == 0);
+  stg_aco_word *w = lines(counts, 3, &nw);
+  stg_aco_chunk *c = NULL;
+  REQUIRE(stg_aco_plan_lines(w, nw, ph, 3, 14, &c, &nc) == 0);
   REQUIRE(nc == 3);
   expect(&c[0], 0, 6, 2, 5);
   expect(&c[1], 6, 4, 6, 8);
@@ -49,11 +49,11 @@ static void test_one_line_per_phrase(void) {
 
 static void test_short_phrase_joins_the_line(void) {
   const int counts[2] = {6, 6};
-  const ebb_span ph[3] = {{2, 5}, {5.8, 6.1}, {7, 10}}; /* a 0.3 s blip between */
+  const stg_span ph[3] = {{2, 5}, {5.8, 6.1}, {7, 10}}; /* a 0.3 s blip between */
   size_t nw = 0, nc = 0;
-  ebb_aco_word *w = lines(counts, 2, &nw);
-  ebb_aco_chunk *c = NULL;
-  REQUIRE(ebb_aco_plan_lines(w, nw, ph, 3, 12, &c, &nc) == 0);
+  stg_aco_word *w = lines(counts, 2, &nw);
+  stg_aco_chunk *c = NULL;
+  REQUIRE(stg_aco_plan_lines(w, nw, ph, 3, 12, &c, &nc) == 0);
   REQUIRE(nc == 2);
   expect(&c[0], 0, 6, 2, 5);
   expect(&c[1], 6, 6, 5.8, 10);
@@ -65,11 +65,11 @@ static void test_line_over_two_phrases_and_two_lines_in_one(void) {
   /* line 0 is long (12 words) and sung over phrases 0-1 (a breath between);
    * lines 1 and 2 are short and share phrase 2; line 3 has phrase 3 */
   const int counts[4] = {12, 3, 3, 6};
-  const ebb_span ph[4] = {{1, 4}, {4.5, 7.5}, {9, 12}, {13, 16}};
+  const stg_span ph[4] = {{1, 4}, {4.5, 7.5}, {9, 12}, {13, 16}};
   size_t nw = 0, nc = 0;
-  ebb_aco_word *w = lines(counts, 4, &nw);
-  ebb_aco_chunk *c = NULL;
-  REQUIRE(ebb_aco_plan_lines(w, nw, ph, 4, 17, &c, &nc) == 0);
+  stg_aco_word *w = lines(counts, 4, &nw);
+  stg_aco_chunk *c = NULL;
+  REQUIRE(stg_aco_plan_lines(w, nw, ph, 4, 17, &c, &nc) == 0);
   REQUIRE(nc == 3);
   expect(&c[0], 0, 12, 1, 7.5);
   expect(&c[1], 12, 6, 9, 12);
@@ -81,9 +81,9 @@ static void test_line_over_two_phrases_and_two_lines_in_one(void) {
 static void test_no_phrases(void) {
   const int counts[2] = {3, 3};
   size_t nw = 0, nc = 0;
-  ebb_aco_word *w = lines(counts, 2, &nw);
-  ebb_aco_chunk *c = NULL;
-  REQUIRE(ebb_aco_plan_lines(w, nw, NULL, 0, 9, &c, &nc) == 0);
+  stg_aco_word *w = lines(counts, 2, &nw);
+  stg_aco_chunk *c = NULL;
+  REQUIRE(stg_aco_plan_lines(w, nw, NULL, 0, 9, &c, &nc) == 0);
   REQUIRE(nc == 2);
   size_t covered = 0;
   for (size_t i = 0; i < nc; i++) {
@@ -97,14 +97,14 @@ static void test_no_phrases(void) {
 
 static void test_rough_times(void) {
   /* transcript words spread evenly over 0..8 s; phrases 1-3 and 5-7 */
-  ebb_aco_word w[4];
+  stg_aco_word w[4];
   for (int i = 0; i < 4; i++)
-    w[i] = (ebb_aco_word){.word = "sing", .line = -1, .start = 2.0 * i, .end = 2.0 * i + 2,
+    w[i] = (stg_aco_word){.word = "sing", .line = -1, .start = 2.0 * i, .end = 2.0 * i + 2,
                           .has_rough = 1};
-  const ebb_span ph[2] = {{1, 3}, {5, 7}};
-  ebb_aco_chunk *c = NULL;
+  const stg_span ph[2] = {{1, 3}, {5, 7}};
+  stg_aco_chunk *c = NULL;
   size_t nc = 0;
-  REQUIRE(ebb_aco_plan_times(w, 4, ph, 2, 8, &c, &nc) == 0);
+  REQUIRE(stg_aco_plan_times(w, 4, ph, 2, 8, &c, &nc) == 0);
   REQUIRE(nc == 2);
   expect(&c[0], 0, 2, 1, 3); /* middles 1 and 3: phrase 0 */
   expect(&c[1], 2, 2, 5, 7); /* middles 5 and 7: phrase 1 */

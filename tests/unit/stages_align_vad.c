@@ -25,10 +25,10 @@ static void test_bursts(void) {
     r = r * 1664525u + 1013904223u;
     x[i] += (float)(((double)(r >> 8) / 16777216.0 - 0.5) * 0.0016);
   }
-  ebb_vad_params p = ebb_vad_defaults();
-  ebb_span *seg = NULL, *ph = NULL;
+  stg_vad_params p = stg_vad_defaults();
+  stg_span *seg = NULL, *ph = NULL;
   size_t ns = 0, np = 0;
-  REQUIRE(ebb_vad(x, n, rate, &p, &seg, &ns, &ph, &np) == 0);
+  REQUIRE(stg_vad(x, n, rate, &p, &seg, &ns, &ph, &np) == 0);
   CHECK_EQ_INT(ns, 4);
   REQUIRE(np == 3);
   const double want[3][2] = {{0.50, 1.50}, {2.20, 3.60}, {4.40, 5.10}};
@@ -40,7 +40,7 @@ static void test_bursts(void) {
   free(ph);
   /* silence: nothing */
   memset(x, 0, n * sizeof *x);
-  REQUIRE(ebb_vad(x, n, rate, &p, &seg, &ns, &ph, &np) == 0);
+  REQUIRE(stg_vad(x, n, rate, &p, &seg, &ns, &ph, &np) == 0);
   CHECK_EQ_INT(ns, 0);
   CHECK_EQ_INT(np, 0);
   free(x);
@@ -66,10 +66,10 @@ static void test_noisy_rests(void) {
         v += sin(2 * M_PI * 220.0 * h * t) / h;
       x[i] = (float)(0.2 * v); /* RMS ~0.18: 10 dB above the noise */
     }
-  ebb_vad_params p = ebb_vad_defaults();
-  ebb_span *seg = NULL, *ph = NULL;
+  stg_vad_params p = stg_vad_defaults();
+  stg_span *seg = NULL, *ph = NULL;
   size_t ns = 0, np = 0;
-  REQUIRE(ebb_vad(x, n, rate, &p, &seg, &ns, &ph, &np) == 0);
+  REQUIRE(stg_vad(x, n, rate, &p, &seg, &ns, &ph, &np) == 0);
   CHECK_EQ_INT(np, 3);
   for (size_t i = 0; i < np && i < 3; i++) {
     CHECK_NEAR(ph[i].start, spans[i][0], 0.04);
@@ -78,16 +78,16 @@ static void test_noisy_rests(void) {
   free(seg);
   free(ph);
   p.max_aperiodicity = 1.0; /* energy only */
-  REQUIRE(ebb_vad(x, n, rate, &p, &seg, &ns, &ph, &np) == 0);
+  REQUIRE(stg_vad(x, n, rate, &p, &seg, &ns, &ph, &np) == 0);
   CHECK_EQ_INT(np, 1);
   free(seg);
   free(ph);
   /* the cue also works at another input rate (resampled to 16 kHz) */
   float *y = NULL;
   uint64_t ny = 0;
-  REQUIRE(ebb_audio_resample(x, n, rate, 44100, &y, &ny) == 0);
-  p = ebb_vad_defaults();
-  REQUIRE(ebb_vad(y, ny, 44100, &p, &seg, &ns, &ph, &np) == 0);
+  REQUIRE(stg_audio_resample(x, n, rate, 44100, &y, &ny) == 0);
+  p = stg_vad_defaults();
+  REQUIRE(stg_vad(y, ny, 44100, &p, &seg, &ns, &ph, &np) == 0);
   CHECK_EQ_INT(np, 3);
   free(seg);
   free(ph);
@@ -96,16 +96,16 @@ static void test_noisy_rests(void) {
 }
 
 static void test_song_phrases(void) {
-  ebb_songgen_params sp = ebb_songgen_defaults();
+  stg_songgen_params sp = stg_songgen_defaults();
   sp.seconds = 18.0;
   sp.seed = 11;
-  ebb_song *s = NULL;
-  REQUIRE(ebb_songgen_create(&sp, &s) == 0);
+  stg_song *s = NULL;
+  REQUIRE(stg_songgen_create(&sp, &s) == 0);
   th_ctx t;
   th_init(&t, EBB_DEV_KIND_CPU);
   ebb_items in = {0}, out = {0};
   REQUIRE(th_add_audio(&in, "vocals", s->vocals, s->frames, 1, s->rate) == 0);
-  CHECK_EQ_INT(th_run_stage(&t, &ebb_stage_align, "{}", &in, &out), 0);
+  CHECK_EQ_INT(th_run_stage(&t, &stg_stage_align, "{}", &in, &out), 0);
   ebb_item_info info;
   REQUIRE(th_item_find(&out, "lyrics", &info) == 0);
   json_t *j = json_loads(info.text, 0, NULL);
@@ -128,7 +128,7 @@ static void test_song_phrases(void) {
   json_decref(j);
   th_items_free(&in);
   th_items_free(&out);
-  ebb_song_destroy(s);
+  stg_song_destroy(s);
 }
 
 int main(void) {

@@ -63,7 +63,7 @@ static void write_sine(const char *path, int rate, double seconds) {
 static void expect_refused(const char *path, double max_seconds, const char *why) {
   float *pcm = (float *)1;
   uint64_t n = 99;
-  int rc = ebb_audio_decode(path, 16000, max_seconds, &pcm, &n, NULL);
+  int rc = stg_audio_decode(path, 16000, max_seconds, &pcm, &n, NULL);
   const char *msg = ebb_errmsg();
   fprintf(stderr, "  %s\n", msg);
   CHECK_MSG(rc == EBB_EINPUT, "%s: rc %d (%s), want EBB_EINPUT", path, rc, ebb_errname(rc));
@@ -155,7 +155,7 @@ static void test_too_long(void) {
   /* exactly at the limit is fine */
   float *pcm = NULL;
   uint64_t n = 0;
-  CHECK_MSG(ebb_audio_decode(p, 16000, 3.0, &pcm, &n, NULL) == 0, "3 s at max_seconds 3: %s",
+  CHECK_MSG(stg_audio_decode(p, 16000, 3.0, &pcm, &n, NULL) == 0, "3 s at max_seconds 3: %s",
             ebb_errmsg());
   CHECK_EQ_U64(n, 48000);
   free(pcm);
@@ -173,7 +173,7 @@ static void test_broken_mp3(void) {
   expect_refused(p, 900, "MP3");
   float *pcm = NULL;
   uint64_t n = 0;
-  CHECK_EQ_INT(ebb_audio_decode_mpg123(p, 16000, 900, &pcm, &n, NULL), EBB_EINPUT);
+  CHECK_EQ_INT(stg_audio_decode_mpg123(p, 16000, 900, &pcm, &n, NULL), EBB_EINPUT);
   CHECK(strstr(ebb_errmsg(), p) != NULL);
 }
 
@@ -183,9 +183,9 @@ static void test_bad_arguments(void) {
   write_sine(p, 16000, 0.5);
   float *pcm = NULL;
   uint64_t n = 0;
-  CHECK_EQ_INT(ebb_audio_decode(p, 0, 900, &pcm, &n, NULL), EBB_EINVAL);
-  CHECK_EQ_INT(ebb_audio_decode(p, 16000, 0, &pcm, &n, NULL), EBB_EINVAL);
-  CHECK_EQ_INT(ebb_audio_decode(p, 16000, 900, &pcm, &n, NULL), 0);
+  CHECK_EQ_INT(stg_audio_decode(p, 0, 900, &pcm, &n, NULL), EBB_EINVAL);
+  CHECK_EQ_INT(stg_audio_decode(p, 16000, 0, &pcm, &n, NULL), EBB_EINVAL);
+  CHECK_EQ_INT(stg_audio_decode(p, 16000, 900, &pcm, &n, NULL), 0);
   CHECK_EQ_U64(n, 8000);
   free(pcm);
 }

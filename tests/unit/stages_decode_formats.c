@@ -10,7 +10,7 @@
 #include "stages_separate_shim.h"
 #include "test.h"
 
-extern const ebb_stage ebb_stage_decode;
+extern const ebb_stage stg_stage_decode;
 
 static char dir[512];
 #define SRC_RATE 44100
@@ -65,9 +65,9 @@ static void check_file(const char *name, int format, int lossless, int via_mpg12
   REQUIRE(write_tone(path, format, 2) == 0);
   float *pcm = NULL;
   uint64_t n = 0;
-  ebb_decode_info info = {0};
-  int rc = via_mpg123 ? ebb_audio_decode_mpg123(path, 16000, 900, &pcm, &n, &info)
-                      : ebb_audio_decode(path, 16000, 900, &pcm, &n, &info);
+  stg_decode_info info = {0};
+  int rc = via_mpg123 ? stg_audio_decode_mpg123(path, 16000, 900, &pcm, &n, &info)
+                      : stg_audio_decode(path, 16000, 900, &pcm, &n, &info);
   CHECK_MSG(rc == 0, "%s: decode failed: %s", name, ebb_errmsg());
   if (rc)
     return;
@@ -115,7 +115,7 @@ static void test_same_rate_is_exact(void) {
   sf_close(f);
   float *pcm = NULL;
   uint64_t n = 0;
-  REQUIRE(ebb_audio_decode(path, 16000, 900, &pcm, &n, NULL) == 0);
+  REQUIRE(stg_audio_decode(path, 16000, 900, &pcm, &n, NULL) == 0);
   CHECK_EQ_U64(n, 1000);
   CHECK(memcmp(pcm, x, sizeof x) == 0);
   free(pcm);
@@ -130,8 +130,8 @@ static void test_stage(void) {
   ebb_items in = {0}, out = {0};
   REQUIRE(shim_add_file(&in, "input", path) == 0);
   void *state = NULL;
-  REQUIRE(ebb_stage_decode.load(&sh.base, "{\"rate\": 22050, \"max_seconds\": 10}", &state) == 0);
-  int rc = ebb_stage_decode.run(&sh.base, state, &in, &out);
+  REQUIRE(stg_stage_decode.load(&sh.base, "{\"rate\": 22050, \"max_seconds\": 10}", &state) == 0);
+  int rc = stg_stage_decode.run(&sh.base, state, &in, &out);
   CHECK_MSG(rc == 0, "decode stage failed: %s", sh.err);
   ebb_item_info it = {0};
   CHECK(shim_item_find(&out, "audio", &it) == 0);
@@ -140,26 +140,26 @@ static void test_stage(void) {
   CHECK_EQ_INT(it.rate, 22050);
   CHECK_MSG(fabs((double)it.frames - SECONDS * 22050) <= 1, "frames %" PRIu64, it.frames);
   CHECK(strstr(sh.log, "44100 Hz x 2 ch") != NULL);
-  ebb_stage_decode.unload(&sh.base, state);
+  stg_stage_decode.unload(&sh.base, state);
   /* the same file with max_seconds 1: refused, with the reason */
-  REQUIRE(ebb_stage_decode.load(&sh.base, "{\"max_seconds\": 1}", &state) == 0);
+  REQUIRE(stg_stage_decode.load(&sh.base, "{\"max_seconds\": 1}", &state) == 0);
   shim_items_free(&out);
-  rc = ebb_stage_decode.run(&sh.base, state, &in, &out);
+  rc = stg_stage_decode.run(&sh.base, state, &in, &out);
   CHECK_EQ_INT(rc, EBB_EINPUT);
   CHECK_MSG(strstr(sh.err, "max_seconds") && strstr(sh.err, path), "error: %s", sh.err);
   CHECK_EQ_INT(out.n, 0);
-  ebb_stage_decode.unload(&sh.base, state);
+  stg_stage_decode.unload(&sh.base, state);
   /* bad options are refused at load */
   state = NULL;
-  CHECK_EQ_INT(ebb_stage_decode.load(&sh.base, "{\"rate\": 0}", &state), EBB_ECONFIG);
+  CHECK_EQ_INT(stg_stage_decode.load(&sh.base, "{\"rate\": 0}", &state), EBB_ECONFIG);
   CHECK(strstr(sh.err, "rate") != NULL);
   CHECK(state == NULL);
   /* no input item */
   ebb_items none = {0};
-  REQUIRE(ebb_stage_decode.load(&sh.base, "{}", &state) == 0);
-  CHECK_EQ_INT(ebb_stage_decode.run(&sh.base, state, &none, &out), EBB_EINPUT);
+  REQUIRE(stg_stage_decode.load(&sh.base, "{}", &state) == 0);
+  CHECK_EQ_INT(stg_stage_decode.run(&sh.base, state, &none, &out), EBB_EINPUT);
   CHECK(strstr(sh.err, "input") != NULL);
-  ebb_stage_decode.unload(&sh.base, state);
+  stg_stage_decode.unload(&sh.base, state);
   shim_items_free(&in);
   shim_items_free(&out);
 }

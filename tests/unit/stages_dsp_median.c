@@ -1,13 +1,13 @@
-/* separate's harmonic/percussive medians: ebb_dsp_sliding_median gives, bit
- * for bit, what ebb_dsp_median gives over each clipped window, on random
+/* separate's harmonic/percussive medians: stg_dsp_sliding_median gives, bit
+ * for bit, what stg_dsp_median gives over each clipped window, on random
  * magnitudes with ties and zeros, along a contiguous run and along a strided
  * column, with even windows at the edges, a window wider than the run, and
  * runs of 1 and 2 elements.
- * The repeating model's quantile (ebb_dsp_quantile): at 0.5 bit for bit
- * ebb_dsp_median, at 0 the least and at 1 the greatest value, in between
+ * The repeating model's quantile (stg_dsp_quantile): at 0.5 bit for bit
+ * stg_dsp_median, at 0 the least and at 1 the greatest value, in between
  * the linear interpolation between the order statistics around q (n - 1)
  * (within float rounding of the same in double on a sorted copy), and bit
- * for bit the kernels' ebb_k_quantile (sorting, where the host selects),
+ * for bit the kernels' stg_k_quantile (sorting, where the host selects),
  * on random magnitudes with ties and zeros; 8 values 1..8 at 0.3 give 3.1. */
 #include <math.h>
 #include <stdlib.h>
@@ -17,21 +17,21 @@
 #include "stages/kernels/sep_kernels.h"
 #include "test.h"
 
-/* the reference: ebb_dsp_median of each clipped window, gathered */
+/* the reference: stg_dsp_median of each clipped window, gathered */
 static float ref_median(const float *x, long long stride, int n, int half, int i) {
   float w[512];
   int m = 0;
   for (int j = i - half; j <= i + half; j++)
     if (j >= 0 && j < n)
       w[m++] = x[(long long)j * stride];
-  return ebb_dsp_median(w, m);
+  return stg_dsp_median(w, m);
 }
 
 static int check_case(const float *x, long long stride, int n, int half) {
   float *out = malloc(sizeof(float) * (size_t)n * (size_t)stride);
   float *win = malloc(sizeof(float) * (size_t)(2 * half + 2));
   REQUIRE(out && win);
-  ebb_dsp_sliding_median(x, stride, n, half, out, stride, win);
+  stg_dsp_sliding_median(x, stride, n, half, out, stride, win);
   int bad = 0;
   for (int i = 0; i < n && !bad; i++) {
     float want = ref_median(x, stride, n, half, i), got = out[(long long)i * stride];
@@ -94,14 +94,14 @@ static void test_quantile(void) {
         float q = qs[k];
         memcpy(a, x, sizeof(float) * (size_t)n);
         memcpy(b, x, sizeof(float) * (size_t)n);
-        float host = ebb_dsp_quantile(a, n, q), dev = ebb_k_quantile(b, n, q);
+        float host = stg_dsp_quantile(a, n, q), dev = stg_k_quantile(b, n, q);
         double pos = (double)q * (n - 1), lo = s[(int)floor(pos)];
         double hi = s[(int)ceil(pos) < n ? (int)ceil(pos) : n - 1];
         double want = lo + (pos - floor(pos)) * (hi - lo);
         int ok = !memcmp(&host, &dev, sizeof host) && fabs(host - want) <= 1e-6 * (1 + fabs(want));
         if (q == 0.5f) {
           memcpy(a, x, sizeof(float) * (size_t)n);
-          float med = ebb_dsp_median(a, n);
+          float med = stg_dsp_median(a, n);
           ok = ok && !memcmp(&med, &host, sizeof med);
         }
         if (q == 0.0f || q == 1.0f)
@@ -115,7 +115,7 @@ static void test_quantile(void) {
   printf("  %d of %d quantiles as they should be\n", cases - bad, cases);
   CHECK_MSG(bad == 0, "%d of %d quantiles wrong (see above)", bad, cases);
   float v[8] = {5, 2, 8, 1, 7, 3, 6, 4};
-  float got = ebb_dsp_quantile(v, 8, 0.3f);
+  float got = stg_dsp_quantile(v, 8, 0.3f);
   CHECK_MSG(fabsf(got - 3.1f) < 1e-5f, "0.3-quantile of 1..8: %g, expected 3.1", (double)got);
 }
 

@@ -120,7 +120,7 @@ static void test_all_formats(void) {
   ebb_items in = {0}, out = {0};
   float f0[3 * 500];
   setup(&in, f0, 500);
-  int rc = th_run_stage(&t, &ebb_stage_export, "{}", &in, &out);
+  int rc = th_run_stage(&t, &stg_stage_export, "{}", &in, &out);
   REQUIRE(rc == 0);
   CHECK_EQ_INT(out.n, 5);
   ebb_item_info mid, lrc, wlrc, csv, js;
@@ -194,13 +194,13 @@ static void test_formats_option(void) {
   ebb_items in = {0}, out = {0};
   /* only notes: csv asked for but no f0 -> skipped; lrc: no words -> skipped */
   th_add_json(&in, "notes", notes_json);
-  CHECK_EQ_INT(th_run_stage(&t, &ebb_stage_export, "{\"formats\":\"midi,csv,lrc\"}", &in, &out), 0);
+  CHECK_EQ_INT(th_run_stage(&t, &stg_stage_export, "{\"formats\":\"midi,csv,lrc\"}", &in, &out), 0);
   CHECK_EQ_INT(out.n, 1);
   CHECK_EQ_STR(out.name[0], "melody.mid");
   CHECK(strstr(t.log, "pitch.csv not written") != NULL);
   th_items_free(&out);
   void *s = NULL;
-  CHECK_EQ_INT(ebb_stage_export.load(&t.base, "{\"formats\":\"json,wav\"}", &s), EBB_ECONFIG);
+  CHECK_EQ_INT(stg_stage_export.load(&t.base, "{\"formats\":\"json,wav\"}", &s), EBB_ECONFIG);
   CHECK(strstr(t.err, "wav") != NULL);
   th_items_free(&in);
 }
@@ -242,7 +242,7 @@ static void test_stems(void) {
   th_add_audio(&in, "vocals", v, N, 1, 16000);
   th_add_audio(&in, "accompaniment", a, N, 1, 16000);
   /* default: FLAC stems, each a FILE item */
-  CHECK_EQ_INT(th_run_stage(&t, &ebb_stage_export, "{\"formats\":\"json\"}", &in, &out), 0);
+  CHECK_EQ_INT(th_run_stage(&t, &stg_stage_export, "{\"formats\":\"json\"}", &in, &out), 0);
   char p1[4200], p2[4200];
   snprintf(p1, sizeof p1, "%s/vocals.flac", t.outdir);
   snprintf(p2, sizeof p2, "%s/accompaniment.flac", t.outdir);
@@ -254,19 +254,19 @@ static void test_stems(void) {
   CHECK(strstr(t.log, "vocals.flac (0.5 s, 16000 Hz, 1 channel)") != NULL);
   th_items_free(&out);
   /* WAV on request */
-  CHECK_EQ_INT(th_run_stage(&t, &ebb_stage_export, "{\"formats\":\"json\",\"stems\":\"wav\"}",
+  CHECK_EQ_INT(th_run_stage(&t, &stg_stage_export, "{\"formats\":\"json\",\"stems\":\"wav\"}",
                             &in, &out), 0);
   snprintf(p1, sizeof p1, "%s/vocals.wav", t.outdir);
   check_stem(p1, SF_FORMAT_WAV, v, N);
   th_items_free(&out);
   /* off: no stem files; without the items, a stale stem is removed */
-  CHECK_EQ_INT(th_run_stage(&t, &ebb_stage_export, "{\"formats\":\"json\",\"stems\":\"none\"}",
+  CHECK_EQ_INT(th_run_stage(&t, &stg_stage_export, "{\"formats\":\"json\",\"stems\":\"none\"}",
                             &in, &out), 0);
   CHECK_EQ_INT(out.n, 1);
   th_items_free(&out);
   th_items_free(&in);
   th_add_json(&in, "notes", notes_json);
-  CHECK_EQ_INT(th_run_stage(&t, &ebb_stage_export, "{\"formats\":\"json\"}", &in, &out), 0);
+  CHECK_EQ_INT(th_run_stage(&t, &stg_stage_export, "{\"formats\":\"json\"}", &in, &out), 0);
   snprintf(p2, sizeof p2, "%s/vocals.flac", t.outdir);
   struct stat st;
   CHECK(stat(p2, &st) != 0);
@@ -274,17 +274,17 @@ static void test_stems(void) {
   th_items_free(&out);
   th_items_free(&in);
   void *s = NULL;
-  CHECK_EQ_INT(ebb_stage_export.load(&t.base, "{\"stems\":\"mp3\"}", &s), EBB_ECONFIG);
+  CHECK_EQ_INT(stg_stage_export.load(&t.base, "{\"stems\":\"mp3\"}", &s), EBB_ECONFIG);
   CHECK(strstr(t.err, "option stems: \"mp3\"") != NULL);
 }
 
 static void test_lrc_timestamp(void) {
   char b[32];
-  ebb_lrc_timestamp(0.0, b, sizeof b);
+  stg_lrc_timestamp(0.0, b, sizeof b);
   CHECK_EQ_STR(b, "[00:00.00]");
-  ebb_lrc_timestamp(59.996, b, sizeof b);
+  stg_lrc_timestamp(59.996, b, sizeof b);
   CHECK_EQ_STR(b, "[01:00.00]");
-  ebb_lrc_timestamp(754.321, b, sizeof b);
+  stg_lrc_timestamp(754.321, b, sizeof b);
   CHECK_EQ_STR(b, "[12:34.32]");
 }
 
@@ -294,11 +294,11 @@ static void test_midi_edge(void) {
   size_t n = 0;
   rnote r[4];
   long tempo = 0;
-  REQUIRE(ebb_midi_encode(NULL, 0, &d, &n) == 0);
+  REQUIRE(stg_midi_encode(NULL, 0, &d, &n) == 0);
   CHECK_EQ_INT(read_smf(d, n, r, 4, &tempo), 0);
   free(d);
-  ebb_midi_note one = {.onset = 1.0, .offset = 1.0, .key = 200, .velocity = 0};
-  REQUIRE(ebb_midi_encode(&one, 1, &d, &n) == 0);
+  stg_midi_note one = {.onset = 1.0, .offset = 1.0, .key = 200, .velocity = 0};
+  REQUIRE(stg_midi_encode(&one, 1, &d, &n) == 0);
   CHECK_EQ_INT(read_smf(d, n, r, 4, &tempo), 1);
   CHECK_EQ_INT(r[0].key, 127);
   CHECK_EQ_INT(r[0].off - r[0].on, 1);

@@ -32,7 +32,7 @@ static int check_cu_file(const char *path, int is_separate) {
     CHECK_MSG(dlsym(RTLD_DEFAULT, sym) != NULL, "%s: kernel %s has no exported twin %s", path,
               name, sym);
     if (is_separate)
-      CHECK_MSG(ebb_sep_kernel_has_twin(name), "kernel %s is not in the twin table", name);
+      CHECK_MSG(stg_sep_kernel_has_twin(name), "kernel %s is not in the twin table", name);
     kernels++;
   }
   fclose(f);
@@ -44,7 +44,7 @@ static int check_cu_file(const char *path, int is_separate) {
  * stages, as `ebb` does. */
 static void test_every_kernel_has_a_twin(void) {
   size_t nstages = 0;
-  CHECK(ebb_builtin_stages(&nstages) != NULL && nstages >= 2);
+  CHECK(stg_builtin_stages(&nstages) != NULL && nstages >= 2);
   const char *src = getenv("EBB_SOURCE_DIR");
   REQUIRE(src);
   char dirpath[1024];
@@ -83,7 +83,7 @@ static void test_fft_matches_dft(void) {
       seed = seed * 6364136223846793005ULL + 1;
       orig[i] = data[i] = (float)((double)(seed >> 11) / 9007199254740992.0 - 0.5);
     }
-    ebb_stft_twiddles(n, tw);
+    stg_stft_twiddles(n, tw);
     shim_ctx sh;
     shim_init(&sh, EBB_DEV_KIND_CUDA);
     uint64_t d_data = (uint64_t)(uintptr_t)data, d_tw = (uint64_t)(uintptr_t)tw;
@@ -130,7 +130,7 @@ static void test_block_size_does_not_matter(void) {
   float *tw = malloc(sizeof(float) * n);
   for (int i = 0; i < 2 * n * frames; i++)
     a[i] = b[i] = (float)sin(0.37 * i) + (float)(i % 7) * 0.1f;
-  ebb_stft_twiddles(n, tw);
+  stg_stft_twiddles(n, tw);
   shim_ctx sh;
   shim_init(&sh, EBB_DEV_KIND_CUDA);
   uint64_t da = (uint64_t)(uintptr_t)a, db = (uint64_t)(uintptr_t)b, dt = (uint64_t)(uintptr_t)tw;
@@ -146,25 +146,25 @@ static void test_block_size_does_not_matter(void) {
 }
 
 static void test_embedded_image(void) {
-  fprintf(stderr, "  embedded kernel image: %zu bytes\n", ebb_kernels_fatbin_size);
-  if (ebb_kernels_fatbin_size == 0) {
-    CHECK(ebb_kernels_image() == NULL);
+  fprintf(stderr, "  embedded kernel image: %zu bytes\n", stg_kernels_fatbin_size);
+  if (stg_kernels_fatbin_size == 0) {
+    CHECK(stg_kernels_image() == NULL);
     return;
   }
   /* fatbin container magic 0xBA55ED50, little-endian */
-  CHECK(ebb_kernels_image() == (const void *)ebb_kernels_fatbin);
-  CHECK_MSG(ebb_kernels_fatbin[0] == 0x50 && ebb_kernels_fatbin[1] == 0xed &&
-                ebb_kernels_fatbin[2] == 0x55 && ebb_kernels_fatbin[3] == 0xba,
+  CHECK(stg_kernels_image() == (const void *)stg_kernels_fatbin);
+  CHECK_MSG(stg_kernels_fatbin[0] == 0x50 && stg_kernels_fatbin[1] == 0xed &&
+                stg_kernels_fatbin[2] == 0x55 && stg_kernels_fatbin[3] == 0xba,
             "the embedded image is not a fatbin (starts %02x %02x %02x %02x)",
-            ebb_kernels_fatbin[0], ebb_kernels_fatbin[1], ebb_kernels_fatbin[2],
-            ebb_kernels_fatbin[3]);
-  CHECK(((uintptr_t)ebb_kernels_fatbin & 7) == 0);
+            stg_kernels_fatbin[0], stg_kernels_fatbin[1], stg_kernels_fatbin[2],
+            stg_kernels_fatbin[3]);
+  CHECK(((uintptr_t)stg_kernels_fatbin & 7) == 0);
   /* every kernel's name is in the image */
   const char *names[] = {"ebb_stft_window", "ebb_fft_radix2", "ebb_stft_magnitude",
                          "ebb_sep_apply_mask", "ebb_istft_overlap_add", "ebb_repet_mask",
                          "ebb_hpss_harmonic", "ebb_mask_finish"};
   for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
-    CHECK_MSG(memmem(ebb_kernels_fatbin, ebb_kernels_fatbin_size, names[i], strlen(names[i])),
+    CHECK_MSG(memmem(stg_kernels_fatbin, stg_kernels_fatbin_size, names[i], strlen(names[i])),
               "kernel %s is not in the embedded image", names[i]);
 }
 

@@ -101,7 +101,7 @@ static void test_refused(void) {
 
 static void test_builtin_schemas_bounded(void) {
   size_t n;
-  const ebb_stage *const *st = ebb_builtin_stages(&n);
+  const ebb_stage *const *st = stg_builtin_stages(&n);
   int numeric = 0;
   for (size_t i = 0; i < n; i++) {
     json_error_t je;

@@ -1,5 +1,5 @@
 /* pitch: where `separate` took the melody out of the vocals whole, the
- * salience takes the mix's (option salience_mix, ebb_pitch_salience_fill).
+ * salience takes the mix's (option salience_mix, stg_pitch_salience_fill).
  *
  * - The rule itself: only unvoiced frames in a hole of at most gap_frames
  *   between voiced frames, and only where the vocals are between ratio_db
@@ -56,9 +56,9 @@ static void check_fill(const char *v, const char *quiet, size_t gap, double db, 
   char got[65], flags[65];
   unsigned char fl[64];
   setup(v, quiet, sal, msal, x, mix, nf);
-  ebb_pitch_fill fp = {.weight = 0.3, .ratio_db = db, .silent_db = 20.0, .gap_frames = gap,
+  stg_pitch_fill fp = {.weight = 0.3, .ratio_db = db, .silent_db = 20.0, .gap_frames = gap,
                        .min_frames = min_run, .hop = HOP, .win = WIN};
-  size_t k = ebb_pitch_salience_fill(sal, msal, nf, NB, x, mix, nf * HOP, &fp, fl);
+  size_t k = stg_pitch_salience_fill(sal, msal, nf, NB, x, mix, nf * HOP, &fp, fl);
   filled(sal, nf, got);
   for (size_t f = 0; f < nf; f++)
     flags[f] = fl[f] ? 'F' : '-';
@@ -101,7 +101,7 @@ typedef struct hole_result {
   char log[16384];
 } hole_result;
 
-static hole_result run_hole(const ebb_song *s, double a, double b, const char *opts, int with_mix) {
+static hole_result run_hole(const stg_song *s, double a, double b, const char *opts, int with_mix) {
   hole_result r = {0};
   float *v = malloc(s->frames * sizeof *v);
   memcpy(v, s->vocals, s->frames * sizeof *v);
@@ -113,7 +113,7 @@ static hole_result run_hole(const ebb_song *s, double a, double b, const char *o
   REQUIRE(th_add_audio(&in, "vocals", v, s->frames, 1, s->rate) == 0);
   if (with_mix)
     REQUIRE(th_add_audio(&in, "audio", s->mix, s->frames, 1, s->rate) == 0);
-  int rc = th_run_stage(&t, &ebb_stage_pitch, opts, &in, &out);
+  int rc = th_run_stage(&t, &stg_stage_pitch, opts, &in, &out);
   CHECK_MSG(rc == 0, "pitch %s: %d (%s)", opts, rc, t.err);
   ebb_item_info f0;
   if (rc == 0 && th_item_find(&out, "f0", &f0) == 0) {
@@ -136,12 +136,12 @@ static hole_result run_hole(const ebb_song *s, double a, double b, const char *o
 }
 
 static void test_fill_stage(void) {
-  ebb_songgen_params sp = ebb_songgen_defaults();
+  stg_songgen_params sp = stg_songgen_defaults();
   sp.seed = 1;
   sp.seconds = 12.0;
   sp.accomp_gain = 0.5;
-  ebb_song *s = NULL;
-  REQUIRE(ebb_songgen_create(&sp, &s) == 0);
+  stg_song *s = NULL;
+  REQUIRE(stg_songgen_create(&sp, &s) == 0);
   /* 0.8 s inside the first phrase that has that much left after 0.3 s */
   double a = -1.0;
   for (size_t i = 0; i + 1 < s->n_notes && a < 0; i++) {
@@ -171,35 +171,35 @@ static void test_fill_stage(void) {
             "tracked: RPA %.2f", rest.rpa);
   CHECK_MSG(strstr(on.log, "take the mix's salience") != NULL, "no log line says how many frames "
             "took the mix's salience:\n%s", on.log);
-  ebb_song_destroy(s);
+  stg_song_destroy(s);
 }
 
 static void test_fill_options(void) {
   th_ctx t;
   th_init(&t, EBB_DEV_KIND_CPU);
   void *st = NULL;
-  CHECK_EQ_INT(ebb_stage_pitch.load(&t.base, "{\"salience_mix\": 1.5}", &st), EBB_ECONFIG);
+  CHECK_EQ_INT(stg_stage_pitch.load(&t.base, "{\"salience_mix\": 1.5}", &st), EBB_ECONFIG);
   CHECK_MSG(strstr(t.err, "salience_mix") != NULL, "error does not name the option: %s", t.err);
   th_init(&t, EBB_DEV_KIND_CPU);
-  CHECK_EQ_INT(ebb_stage_pitch.load(&t.base, "{\"salience_mix_gap_ms\": -1}", &st), EBB_ECONFIG);
+  CHECK_EQ_INT(stg_stage_pitch.load(&t.base, "{\"salience_mix_gap_ms\": -1}", &st), EBB_ECONFIG);
   CHECK_MSG(strstr(t.err, "salience_mix_gap_ms") != NULL, "error does not name the option: %s",
             t.err);
   th_init(&t, EBB_DEV_KIND_CPU);
-  CHECK_EQ_INT(ebb_stage_pitch.load(&t.base, "{\"salience_mix_silent_db\": 300}", &st),
+  CHECK_EQ_INT(stg_stage_pitch.load(&t.base, "{\"salience_mix_silent_db\": 300}", &st),
                EBB_ECONFIG);
   CHECK_MSG(strstr(t.err, "salience_mix_silent_db") != NULL, "error does not name the option: %s",
             t.err);
   /* a range with nothing in it */
   th_init(&t, EBB_DEV_KIND_CPU);
-  CHECK_EQ_INT(ebb_stage_pitch.load(&t.base, "{\"salience_mix_db\": 25}", &st), EBB_ECONFIG);
+  CHECK_EQ_INT(stg_stage_pitch.load(&t.base, "{\"salience_mix_db\": 25}", &st), EBB_ECONFIG);
   CHECK_MSG(strstr(t.err, "salience_mix_db 25") && strstr(t.err, "salience_mix_silent_db 20"),
             "error does not name both options: %s", t.err);
   th_init(&t, EBB_DEV_KIND_CPU);
   st = NULL;
-  CHECK_EQ_INT(ebb_stage_pitch.load(&t.base, "{\"salience_mix_db\": 25, \"salience_mix\": 0}", &st),
+  CHECK_EQ_INT(stg_stage_pitch.load(&t.base, "{\"salience_mix_db\": 25, \"salience_mix\": 0}", &st),
                0);
   if (st)
-    ebb_stage_pitch.unload(&t.base, st);
+    stg_stage_pitch.unload(&t.base, st);
 }
 
 int main(void) {

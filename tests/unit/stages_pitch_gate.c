@@ -1,4 +1,4 @@
-/* pitch: the note gate (ebb_pitch_gate) drops voiced runs with a low mean
+/* pitch: the note gate (stg_pitch_gate) drops voiced runs with a low mean
  * voicing probability or a level far below the track's loud level, keeps the
  * others, and does nothing when both gates are off. */
 #include <math.h>
@@ -45,17 +45,17 @@ static int voiced(const float *fr, int a, int b) {
 static void test_gate(void) {
   float fr[3 * NF], db[NF];
   fill(fr, db);
-  ebb_pitch_params p = ebb_pitch_defaults();
+  stg_pitch_params p = stg_pitch_defaults();
   CHECK(p.gate_voicing > 0.0 && p.gate_range_db > 0.0);
-  REQUIRE(ebb_pitch_gate(fr, NF, db, &p) == 0);
+  REQUIRE(stg_pitch_gate(fr, NF, db, &p) == 0);
   CHECK_EQ_INT(voiced(fr, 20, 100), 80);  /* kept */
   CHECK_EQ_INT(voiced(fr, 120, 180), 0);  /* low voicing probability */
   CHECK_EQ_INT(voiced(fr, 200, 260), 0);  /* 30 dB below the loud level */
   CHECK_EQ_INT(voiced(fr, 280, 390), 110); /* 4 dB below, vp 0.6: kept */
   CHECK_NEAR(fr[3 * 150 + 2], 0.05, 1e-6);  /* probabilities are left as they are */
-  ebb_pitch_note *notes = NULL;
+  stg_pitch_note *notes = NULL;
   size_t n = 0;
-  REQUIRE(ebb_pitch_notes(fr, NF, &p, &notes, &n) == 0);
+  REQUIRE(stg_pitch_notes(fr, NF, &p, &notes, &n) == 0);
   CHECK_EQ_INT(n, 2);
   if (n == 2) {
     CHECK_EQ_INT(notes[0].midi, 57);
@@ -65,7 +65,7 @@ static void test_gate(void) {
   /* only the voicing gate: C stays */
   fill(fr, db);
   p.gate_range_db = 0.0;
-  REQUIRE(ebb_pitch_gate(fr, NF, db, &p) == 0);
+  REQUIRE(stg_pitch_gate(fr, NF, db, &p) == 0);
   CHECK_EQ_INT(voiced(fr, 120, 180), 0);
   CHECK_EQ_INT(voiced(fr, 200, 260), 60);
   /* both off: nothing changes */
@@ -73,10 +73,10 @@ static void test_gate(void) {
   float ref[3 * NF];
   memcpy(ref, fr, sizeof ref);
   p.gate_voicing = 0.0;
-  REQUIRE(ebb_pitch_gate(fr, NF, db, &p) == 0);
+  REQUIRE(stg_pitch_gate(fr, NF, db, &p) == 0);
   CHECK(memcmp(ref, fr, sizeof ref) == 0);
   /* no frames */
-  CHECK_EQ_INT(ebb_pitch_gate(fr, 0, db, &p), 0);
+  CHECK_EQ_INT(stg_pitch_gate(fr, 0, db, &p), 0);
 }
 
 int main(void) {

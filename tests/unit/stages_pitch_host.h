@@ -79,10 +79,10 @@ static int th_launch(ebb_stage_ctx *c, const void *image, const char *name, cons
                      const unsigned b[3], unsigned shared, void **params) {
   char sym[256];
   snprintf(sym, sizeof sym, "%s%s", EBB_TWIN_PREFIX, name);
-  ebb_kernel_twin_fn fn = (ebb_kernel_twin_fn)dlsym(RTLD_DEFAULT, sym);
+  dev_kernel_twin_fn fn = (dev_kernel_twin_fn)dlsym(RTLD_DEFAULT, sym);
   if (!fn)
     return EBB_EDRIVER;
-  ebb_launch_dims d = {{g[0], g[1], g[2]}, {b[0], b[1], b[2]}, shared};
+  dev_launch_dims d = {{g[0], g[1], g[2]}, {b[0], b[1], b[2]}, shared};
   fn(&d, params);
   th_of(c)->launches++;
   return 0;

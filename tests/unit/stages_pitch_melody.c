@@ -9,16 +9,16 @@
 #include "test.h"
 
 static void check_song(uint64_t seed, double accomp, double min_notes, double min_rpa) {
-  ebb_songgen_params sp = ebb_songgen_defaults();
+  stg_songgen_params sp = stg_songgen_defaults();
   sp.seed = seed;
   sp.seconds = 14.0;
   sp.accomp_gain = accomp;
-  ebb_song *s = NULL;
-  REQUIRE(ebb_songgen_create(&sp, &s) == 0);
-  ebb_pitch_params p = ebb_pitch_defaults();
+  stg_song *s = NULL;
+  REQUIRE(stg_songgen_create(&sp, &s) == 0);
+  stg_pitch_params p = stg_pitch_defaults();
   float *fr = NULL;
   size_t nf = 0;
-  REQUIRE(ebb_pitch_analyze(accomp > 0 ? s->mix : s->vocals, s->frames, s->rate, &p, EBB_PITCH_BACKEND_CPU, &fr, &nf) ==
+  REQUIRE(stg_pitch_analyze(accomp > 0 ? s->mix : s->vocals, s->frames, s->rate, &p, EBB_PITCH_BACKEND_CPU, &fr, &nf) ==
           0);
   size_t tv = 0, ok = 0;
   for (size_t i = 0; i < s->n_f0 && i < nf; i++)
@@ -29,9 +29,9 @@ static void check_song(uint64_t seed, double accomp, double min_notes, double mi
   double rpa = (double)ok / (double)tv;
   CHECK_MSG(rpa >= min_rpa, "seed %llu: raw pitch accuracy %.3f < %.2f",
             (unsigned long long)seed, rpa, min_rpa);
-  ebb_pitch_note *notes = NULL;
+  stg_pitch_note *notes = NULL;
   size_t nn = 0;
-  REQUIRE(ebb_pitch_notes(fr, nf, &p, &notes, &nn) == 0);
+  REQUIRE(stg_pitch_notes(fr, nf, &p, &notes, &nn) == 0);
   size_t hit = 0;
   for (size_t i = 0; i < s->n_notes; i++) {
     int found = 0;
@@ -57,7 +57,7 @@ static void check_song(uint64_t seed, double accomp, double min_notes, double mi
 out:
   free(notes);
   free(fr);
-  ebb_song_destroy(s);
+  stg_song_destroy(s);
 }
 
 static void test_melody_seed1(void) { check_song(1, 0.0, 0.9, 0.95); }

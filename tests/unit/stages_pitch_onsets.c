@@ -71,24 +71,24 @@ static void add_note(float *x, uint64_t n, double hz, double t0, double t1, doub
 }
 
 typedef struct result {
-  ebb_pitch_note *notes;
+  stg_pitch_note *notes;
   size_t n_pitch; /* notes by pitch alone */
   size_t n;       /* after the onsets */
 } result;
 
 static result analyse_shift(const float *x, uint64_t n, int default_shift) {
-  ebb_pitch_params p = ebb_pitch_defaults();
+  stg_pitch_params p = stg_pitch_defaults();
   if (!default_shift)
     p.onset_shift_s = 0.0;
   float *fr = NULL;
   size_t nf = 0;
   result r = {0};
-  REQUIRE(ebb_pitch_analyze(x, n, RATE, &p, EBB_PITCH_BACKEND_CPU, &fr, &nf) == 0);
-  REQUIRE(ebb_pitch_notes(fr, nf, &p, &r.notes, &r.n) == 0);
+  REQUIRE(stg_pitch_analyze(x, n, RATE, &p, EBB_PITCH_BACKEND_CPU, &fr, &nf) == 0);
+  REQUIRE(stg_pitch_notes(fr, nf, &p, &r.notes, &r.n) == 0);
   r.n_pitch = r.n;
   float *odf = malloc(nf * sizeof *odf), *db = malloc(nf * sizeof *db);
-  REQUIRE(ebb_pitch_onset_strength(x, n, RATE, p.hop, nf, odf, db) == 0);
-  REQUIRE(ebb_pitch_notes_onsets(fr, nf, odf, db, &p, &r.notes, &r.n) == 0);
+  REQUIRE(stg_pitch_onset_strength(x, n, RATE, p.hop, nf, odf, db) == 0);
+  REQUIRE(stg_pitch_notes_onsets(fr, nf, odf, db, &p, &r.notes, &r.n) == 0);
   for (size_t i = 0; i < r.n; i++)
     printf("  note %zu: %.3f-%.3f s MIDI %d\n", i, r.notes[i].onset, r.notes[i].offset,
            r.notes[i].midi);
@@ -114,7 +114,7 @@ static void test_repeated_note(void) {
     CHECK_MSG(fabs(r.notes[1].onset - 0.86) <= 0.03, "second onset %.3f s, attack at 0.86 s",
               r.notes[1].onset);
     CHECK(fabs(r.notes[0].onset - 0.30) <= 0.03);
-    ebb_pitch_params d = ebb_pitch_defaults();
+    stg_pitch_params d = stg_pitch_defaults();
     CHECK_MSG(d.onset_shift_s > 0.0, "default onset shift %.3f s", d.onset_shift_s);
     result s = analyse_shift(x, n, 1);
     CHECK_MSG(s.n == 2, "%zu notes with the default shift, expected 2", s.n);
@@ -129,14 +129,14 @@ static void test_repeated_note(void) {
 }
 
 /* notes of the f0 track of mel, refined on mix by the stage's refinement */
-static size_t refined_count(const float *mel, const float *mix, uint64_t n, ebb_pitch_params p,
+static size_t refined_count(const float *mel, const float *mix, uint64_t n, stg_pitch_params p,
                             double *second_onset) {
   float *fr = NULL;
   size_t nf = 0, nn = 0;
-  ebb_pitch_note *notes = NULL;
-  REQUIRE(ebb_pitch_analyze(mel, n, RATE, &p, EBB_PITCH_BACKEND_CPU, &fr, &nf) == 0);
-  REQUIRE(ebb_pitch_notes(fr, nf, &p, &notes, &nn) == 0);
-  REQUIRE(ebb_pitch_refine_notes(mix, n, RATE, &p, fr, nf, &notes, &nn) == 0);
+  stg_pitch_note *notes = NULL;
+  REQUIRE(stg_pitch_analyze(mel, n, RATE, &p, EBB_PITCH_BACKEND_CPU, &fr, &nf) == 0);
+  REQUIRE(stg_pitch_notes(fr, nf, &p, &notes, &nn) == 0);
+  REQUIRE(stg_pitch_refine_notes(mix, n, RATE, &p, fr, nf, &notes, &nn) == 0);
   for (size_t i = 0; i < nn; i++)
     printf("  harmonics %d: note %zu: %.3f-%.3f s MIDI %d\n", p.onset_harmonics, i,
            notes[i].onset, notes[i].offset, notes[i].midi);
@@ -157,7 +157,7 @@ static double gap_rise(const float *x, uint64_t n, int harmonics) {
   float *db = calloc(nf, sizeof *db), *ref = calloc(nf, sizeof *ref);
   for (size_t f = 0; f < nf; f++) /* 0 Hz: the whole spectrum */
     ref[f] = harmonics ? 440.0f : 0.0f;
-  REQUIRE(ebb_pitch_harmonic_level(x, n, RATE, HOP, nf, ref, harmonics ? harmonics : 1, db) == 0);
+  REQUIRE(stg_pitch_harmonic_level(x, n, RATE, HOP, nf, ref, harmonics ? harmonics : 1, db) == 0);
   size_t dip = 80;
   for (size_t f = 80; f <= 88; f++)
     if (db[f] < db[dip])
@@ -182,7 +182,7 @@ static void test_reattack_under_chord(void) {
   memcpy(mix, mel, n * sizeof *mix);
   add_note(mix, n, 311.13, 0.80, 1.50, 0.05, 0.4); /* D#4 and F#4 struck in the gap */
   add_note(mix, n, 369.99, 0.80, 1.50, 0.05, 0.4);
-  ebb_pitch_params p = ebb_pitch_defaults();
+  stg_pitch_params p = stg_pitch_defaults();
   p.onset_shift_s = 0.0;
   double on = 0.0;
   CHECK_MSG(p.onset_harmonics > 0, "onset_harmonics defaults to %d", p.onset_harmonics);
@@ -201,7 +201,7 @@ static void test_reattack_under_chord(void) {
   memset(mel, 0, n * sizeof *mel);
   add_note(mel, n, 220.0, 0.30, 0.36, 0.02, 0.3);
   add_note(mel, n, 220.0, 0.40, 1.20, 0.05, 0.3);
-  p = ebb_pitch_defaults();
+  p = stg_pitch_defaults();
   CHECK_MSG(p.reattack_min_s >= 0.1, "reattack_min_s defaults to %.3f s", p.reattack_min_s);
   k = refined_count(mel, mel, n, p, &on);
   CHECK_MSG(k == 1, "%zu notes from a re-attack 100 ms after the start, expected 1", k);
@@ -226,8 +226,8 @@ static void test_track_to_notes(void) {
     fr[3 * f + 1] = f < 55 ? 220.0f : f == 60 ? 0.0f : 262.0f;
     fr[3 * f + 2] = 0.9f;
   }
-  ebb_pitch_note notes[3] = {{0.0, 0.5, 220.0, 57}, {0.5, 0.8, 261.63, 60}, {0.8, 1.0, 262.0, 60}};
-  ebb_pitch_track_to_notes(fr, NF, notes, 3);
+  stg_pitch_note notes[3] = {{0.0, 0.5, 220.0, 57}, {0.5, 0.8, 261.63, 60}, {0.8, 1.0, 262.0, 60}};
+  stg_pitch_track_to_notes(fr, NF, notes, 3);
   int bad = 0;
   for (int f = 0; f < NF; f++) {
     float want = f < 50 ? 220.0f : f == 60 ? 0.0f : f < 55 ? 261.63f : 262.0f;
@@ -240,22 +240,22 @@ static void test_track_to_notes(void) {
   /* a frame off both notes stops the correction */
   for (int f = 0; f < NF; f++)
     fr[3 * f + 1] = f < 50 ? 220.0f : f < 52 ? 300.0f : f < 55 ? 220.0f : 262.0f;
-  ebb_pitch_track_to_notes(fr, NF, notes, 2);
+  stg_pitch_track_to_notes(fr, NF, notes, 2);
   CHECK_MSG(fr[3 * 53 + 1] == 220.0f, "frame 53 after a frame off both notes: %.2f Hz",
             fr[3 * 53 + 1]);
 }
 
 /* The notes in[0..n_in) refined by their onsets on nf frames of fr / odf /
- * db (ebb_pitch_notes_onsets), printed after `label`. Returns how many
+ * db (stg_pitch_notes_onsets), printed after `label`. Returns how many
  * (in *out, malloc'd). */
 static size_t refine(const float *fr, size_t nf, const float *odf, const float *db,
-                     const ebb_pitch_params *p, const ebb_pitch_note *in, size_t n_in,
-                     const char *label, ebb_pitch_note **out) {
-  ebb_pitch_note *notes = malloc(n_in * sizeof *notes);
+                     const stg_pitch_params *p, const stg_pitch_note *in, size_t n_in,
+                     const char *label, stg_pitch_note **out) {
+  stg_pitch_note *notes = malloc(n_in * sizeof *notes);
   REQUIRE(notes);
   memcpy(notes, in, n_in * sizeof *notes);
   size_t n = n_in;
-  REQUIRE(ebb_pitch_notes_onsets(fr, nf, odf, db, p, &notes, &n) == 0);
+  REQUIRE(stg_pitch_notes_onsets(fr, nf, odf, db, p, &notes, &n) == 0);
   for (size_t k = 0; k < n; k++)
     printf("  %s: note %zu: %.2f-%.2f s, midi %d\n", label, k, notes[k].onset, notes[k].offset,
            notes[k].midi);
@@ -265,9 +265,9 @@ static size_t refine(const float *fr, size_t nf, const float *odf, const float *
 
 /* One 1.5 s note at 220 Hz (MIDI 57) split by its onsets (refine). */
 static size_t split_one_note(const float *fr, size_t nf, const float *odf, const float *db,
-                             const ebb_pitch_params *p, const char *label,
-                             ebb_pitch_note **out) {
-  ebb_pitch_note one = {.onset = 0.0, .offset = 1.5, .hz = 220.0, .midi = 57};
+                             const stg_pitch_params *p, const char *label,
+                             stg_pitch_note **out) {
+  stg_pitch_note one = {.onset = 0.0, .offset = 1.5, .hz = 220.0, .midi = 57};
   return refine(fr, nf, odf, db, p, &one, 1, label, out);
 }
 
@@ -287,7 +287,7 @@ static void test_reattack_best_peak(void) {
     odf[f] = f == 72 ? 0.5f : f == 80 ? 2.0f : 0.0f;
     db[f] = f < 70 || f >= 80 ? -20.0f : f < 75 ? -20.0f - 3.0f * (float)(f - 70) : -35.0f;
   }
-  ebb_pitch_params p = ebb_pitch_defaults();
+  stg_pitch_params p = stg_pitch_defaults();
   p.onset_shift_s = 0.0;
   p.reattack_model = 0; /* the linear score's order (the model's is the same code) */
   double want[] = {0.80, -1.0};       /* by default: the split at frame 80 */
@@ -296,7 +296,7 @@ static void test_reattack_best_peak(void) {
     p.reattack_score = scores[i];
     char label[64];
     snprintf(label, sizeof label, "reattack_score %.0f", scores[i]);
-    ebb_pitch_note *notes;
+    stg_pitch_note *notes;
     size_t n = split_one_note(fr, NF, odf, db, &p, label, &notes);
     if (want[i] < 0)
       CHECK_MSG(n == 1, "%zu notes with reattack_score %.0f (no peak scores that high)", n,
@@ -336,14 +336,14 @@ static void test_reattack_then_turn(void) {
       odf[f] = f == 50 ? 2.0f : 0.0f;
       db[f] = f >= 47 && f < 50 ? -35.0f : -20.0f;
     }
-    ebb_pitch_params p = ebb_pitch_defaults();
+    stg_pitch_params p = stg_pitch_defaults();
     p.onset_shift_s = 0.0;
     double turn = turns[i] * 0.01;
-    ebb_pitch_note in[] = {{.onset = 0.0, .offset = turn, .hz = 220.0, .midi = 57},
+    stg_pitch_note in[] = {{.onset = 0.0, .offset = turn, .hz = 220.0, .midi = 57},
                            {.onset = turn, .offset = 1.5, .hz = 246.94, .midi = 59}};
     char label[64];
     snprintf(label, sizeof label, "turn at %.2f s", turn);
-    ebb_pitch_note *notes;
+    stg_pitch_note *notes;
     size_t n = refine(fr, NF, odf, db, &p, in, 2, label, &notes);
     CHECK_MSG(n == want[i], "turn %.2f s after the re-attack at 0.50 s: %zu notes, expected %zu",
               turn - 0.5, n, want[i]);
@@ -375,12 +375,12 @@ static void test_reattack_slow_attack(void) {
                                      : fminf(-35.0f + 2.0f * (float)(f - 44), -20.0f);
   }
   for (int i = 0; i < 2; i++) {
-    ebb_pitch_params p = ebb_pitch_defaults();
+    stg_pitch_params p = stg_pitch_defaults();
     p.onset_shift_s = 0.0;
     p.reattack_rise_db = rise[i];
     char label[64];
     snprintf(label, sizeof label, "reattack_rise_db %.0f", rise[i]);
-    ebb_pitch_note *notes;
+    stg_pitch_note *notes;
     size_t n = split_one_note(fr, NF, odf, db, &p, label, &notes);
     CHECK_MSG(n == 2 && fabs(notes[1].onset - want[i]) < 0.005 &&
                   fabs(notes[0].offset - want[i]) < 0.005,
@@ -407,14 +407,14 @@ static void test_scoop_joins(void) {
       odf[f] = f == 50 ? 2.0f : f == 58 ? turn_odf[i] : 0.0f;
       db[f] = -20.0f;
     }
-    ebb_pitch_params p = ebb_pitch_defaults();
+    stg_pitch_params p = stg_pitch_defaults();
     p.onset_shift_s = 0.0;
-    ebb_pitch_note in[] = {{.onset = 0.0, .offset = 0.50, .hz = 220.0, .midi = 57},
+    stg_pitch_note in[] = {{.onset = 0.0, .offset = 0.50, .hz = 220.0, .midi = 57},
                            {.onset = 0.50, .offset = 0.58, .hz = 233.08, .midi = 58},
                            {.onset = 0.58, .offset = 1.5, .hz = 246.94, .midi = 59}};
     char label[64];
     snprintf(label, sizeof label, "onset %.0f at the turn", turn_odf[i]);
-    ebb_pitch_note *notes;
+    stg_pitch_note *notes;
     size_t n = refine(fr, NF, odf, db, &p, in, 3, label, &notes);
     CHECK_MSG(n == want[i], "onset %.0f at the turn: %zu notes, expected %zu", turn_odf[i], n,
               want[i]);
@@ -433,7 +433,7 @@ static void test_scoop_joins(void) {
 static void test_frame_counts(void) {
   enum { NF = 100 };
   float fr[3 * NF], odf[NF], db[NF];
-  ebb_pitch_params p = ebb_pitch_defaults();
+  stg_pitch_params p = stg_pitch_defaults();
   double mins[] = {0.07, 0.08};
   size_t want[] = {1, 0};
   for (int i = 0; i < 2; i++) {
@@ -443,9 +443,9 @@ static void test_frame_counts(void) {
       fr[3 * f + 2] = 0.9f;
     }
     p.min_note_s = mins[i];
-    ebb_pitch_note *notes = NULL;
+    stg_pitch_note *notes = NULL;
     size_t n = 0;
-    REQUIRE(ebb_pitch_notes(fr, NF, &p, &notes, &n) == 0);
+    REQUIRE(stg_pitch_notes(fr, NF, &p, &notes, &n) == 0);
     CHECK_MSG(n == want[i], "a 7-frame run gave %zu notes with min_note_s %.2f, expected %zu", n,
               mins[i], want[i]);
     free(notes);
@@ -458,14 +458,14 @@ static void test_frame_counts(void) {
     odf[f] = f == 13 ? 2.0f : 0.0f;
     db[f] = f >= 10 && f < 13 ? -35.0f : -20.0f;
   }
-  p = ebb_pitch_defaults();
+  p = stg_pitch_defaults();
   p.onset_shift_s = 0.0;
   p.reattack_min_s = 0.13;
-  ebb_pitch_note *notes = malloc(sizeof *notes);
+  stg_pitch_note *notes = malloc(sizeof *notes);
   REQUIRE(notes);
-  notes[0] = (ebb_pitch_note){.onset = 0.0, .offset = 1.0, .hz = 220.0, .midi = 57};
+  notes[0] = (stg_pitch_note){.onset = 0.0, .offset = 1.0, .hz = 220.0, .midi = 57};
   size_t n = 1;
-  REQUIRE(ebb_pitch_notes_onsets(fr, NF, odf, db, &p, &notes, &n) == 0);
+  REQUIRE(stg_pitch_notes_onsets(fr, NF, odf, db, &p, &notes, &n) == 0);
   CHECK_MSG(n == 2 && fabs(notes[1].onset - 0.13) < 0.005,
             "%zu notes, second at %.3f s: a re-attack 130 ms in, with reattack_min_s 0.13, "
             "should split the note there", n, n > 1 ? notes[1].onset : -1.0);
@@ -485,17 +485,17 @@ static void test_tremolo_not_split(void) {
 }
 
 /* notes of x with params p (no shift), by pitch and the onsets */
-static size_t notes_with(const float *x, uint64_t n, ebb_pitch_params p, ebb_pitch_note **out,
+static size_t notes_with(const float *x, uint64_t n, stg_pitch_params p, stg_pitch_note **out,
                          int *rc) {
   float *fr = NULL;
   size_t nf = 0, nn = 0;
   p.onset_shift_s = 0.0;
-  REQUIRE(ebb_pitch_analyze(x, n, RATE, &p, EBB_PITCH_BACKEND_CPU, &fr, &nf) == 0);
-  REQUIRE(ebb_pitch_notes(fr, nf, &p, out, &nn) == 0);
+  REQUIRE(stg_pitch_analyze(x, n, RATE, &p, EBB_PITCH_BACKEND_CPU, &fr, &nf) == 0);
+  REQUIRE(stg_pitch_notes(fr, nf, &p, out, &nn) == 0);
   float *odf = malloc(nf * sizeof *odf), *db = malloc(nf * sizeof *db);
   REQUIRE(odf && db);
-  REQUIRE(ebb_pitch_onset_strength(x, n, RATE, p.hop, nf, odf, db) == 0);
-  *rc = ebb_pitch_notes_onsets(fr, nf, odf, db, &p, out, &nn);
+  REQUIRE(stg_pitch_onset_strength(x, n, RATE, p.hop, nf, odf, db) == 0);
+  *rc = stg_pitch_notes_onsets(fr, nf, odf, db, &p, out, &nn);
   free(odf);
   free(db);
   free(fr);
@@ -508,7 +508,7 @@ static size_t notes_with(const float *x, uint64_t n, ebb_pitch_params p, ebb_pit
  * for the trainer is written (or its bad path named). */
 static void test_reattack_model(void) {
   double got, want;
-  ebb_pitch_reattack_check(&got, &want);
+  stg_pitch_reattack_check(&got, &want);
   printf("  the model's check vector: %.9f log-odds, the trainer's %.9f\n", got, want);
   CHECK_MSG(fabs(got - want) <= 1e-6 * fmax(1.0, fabs(want)),
             "the model gives %.9f for its check vector, bench/train_reattack.py %.9f: the "
@@ -518,7 +518,7 @@ static void test_reattack_model(void) {
   REQUIRE(x);
   add_note(x, n, 220.0, 0.30, 0.80, 0.06, 0.3); /* released under the next attack */
   add_note(x, n, 220.0, 0.86, 1.50, 0.05, 0.3);
-  ebb_pitch_params d = ebb_pitch_defaults();
+  stg_pitch_params d = stg_pitch_defaults();
   CHECK_MSG(d.reattack_model == 1 && d.reattack_logit > 0.0 && d.reattack_score_min > 0.0,
             "defaults: reattack_model %d, reattack_logit %.2f, reattack_score_min %.2f",
             d.reattack_model, d.reattack_logit, d.reattack_score_min);
@@ -532,11 +532,11 @@ static void test_reattack_model(void) {
                {"reattack_score_min 100", 1, d.reattack_logit, 100.0, 1},
                {"reattack_model false", 0, 50.0, 100.0, 2}};
   for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
-    ebb_pitch_params p = d;
+    stg_pitch_params p = d;
     p.reattack_model = cases[i].model;
     p.reattack_logit = cases[i].logit;
     p.reattack_score_min = cases[i].score_min;
-    ebb_pitch_note *notes = NULL;
+    stg_pitch_note *notes = NULL;
     int rc = 0;
     size_t k = notes_with(x, n, p, &notes, &rc);
     CHECK_MSG(rc == 0 && k == cases[i].want,
@@ -553,7 +553,7 @@ static void test_reattack_model(void) {
   REQUIRE(fd >= 0);
   close(fd);
   REQUIRE(setenv(EBB_PITCH_REATTACK_FEATURES_ENV, path, 1) == 0);
-  ebb_pitch_note *notes = NULL;
+  stg_pitch_note *notes = NULL;
   int rc = 0;
   notes_with(x, n, d, &notes, &rc);
   free(notes);
@@ -606,12 +606,12 @@ static void test_pitch_change_onset(void) {
 }
 
 /* the salience at b_sub over the salience at b_f0, frames 0.4-0.8 s */
-static double sub_ratio(const float *x, uint64_t n, ebb_pitch_params p, double f0) {
+static double sub_ratio(const float *x, uint64_t n, stg_pitch_params p, double f0) {
   size_t nf = n / (uint64_t)p.hop + 1;
   int nb = (int)floor(1200.0 * log2(p.fmax / p.fmin) / 10.0) + 1;
   int b0 = (int)lround(120.0 * log2(f0 / p.fmin)), bs = b0 - 120;
   float *sal = NULL;
-  REQUIRE(ebb_pitch_salience(x, n, RATE, &p, nf, &sal) == 0);
+  REQUIRE(stg_pitch_salience(x, n, RATE, &p, nf, &sal) == 0);
   double top = 0, sub = 0;
   for (size_t f = 40; f < 80 && f < nf; f++) {
     top += sal[f * (size_t)nb + (size_t)b0];
@@ -625,7 +625,7 @@ static void test_salience_height(void) {
   uint64_t n = RATE;
   float *x = calloc(n, sizeof *x);
   add_note(x, n, 440.0, 0.30, 0.90, 0.02, 0.3);
-  ebb_pitch_params p = ebb_pitch_defaults();
+  stg_pitch_params p = stg_pitch_defaults();
   CHECK_MSG(p.salience_height > 0.0, "salience_height defaults to %g", p.salience_height);
   p.salience_height = 0.0;
   double flat = sub_ratio(x, n, p, 440.0);
@@ -645,11 +645,11 @@ static void test_salience(void) {
   uint64_t n = RATE;
   float *x = calloc(n, sizeof *x);
   add_note(x, n, 196.0, 0.30, 0.90, 0.02, 0.3);
-  ebb_pitch_params p = ebb_pitch_defaults();
+  stg_pitch_params p = stg_pitch_defaults();
   size_t nf = n / (uint64_t)p.hop + 1;
   int nb = (int)floor(1200.0 * log2(p.fmax / p.fmin) / 10.0) + 1;
   float *sal = NULL;
-  REQUIRE(ebb_pitch_salience(x, n, RATE, &p, nf, &sal) == 0);
+  REQUIRE(stg_pitch_salience(x, n, RATE, &p, nf, &sal) == 0);
   int bad = 0;
   for (size_t f = 0; f < nf; f++) {
     const float *row = sal + f * (size_t)nb;
@@ -672,14 +672,14 @@ static void test_salience(void) {
   /* the mixture keeps pYIN's voicing where the salience agrees */
   double obs[4] = {0.5, 0.0, 0.0, 0.0};
   float row[4] = {0.9f, 0.1f, 0.0f, 0.0f};
-  CHECK_NEAR(ebb_pitch_salience_mix(row, 4, 0.5, 0.5, obs), 0.75, 1e-6);
+  CHECK_NEAR(stg_pitch_salience_mix(row, 4, 0.5, 0.5, obs), 0.75, 1e-6);
   CHECK_NEAR(obs[0], 0.7, 1e-6);
   CHECK_NEAR(obs[1], 0.05, 1e-6);
   /* blending with the melody pass: a voiced vocals row over an empty melody
    * row stays; a weakly voiced one, or one the melody row holds, is mixed */
   float v3[3 * 2] = {0.8f, 0.1f, 0.3f, 0.1f, 0.8f, 0.1f};
   float m3[3 * 2] = {0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.6f};
-  ebb_pitch_salience_blend(v3, m3, 3, 2, 0.75, 0.6);
+  stg_pitch_salience_blend(v3, m3, 3, 2, 0.75, 0.6);
   CHECK_MSG(v3[0] == 0.8f && v3[1] == 0.1f, "a voiced row over an empty melody row changed: %g %g",
             v3[0], v3[1]);
   CHECK_NEAR(v3[2], 0.075, 1e-6); /* sum 0.4: not voiced enough to stand alone */
@@ -698,12 +698,12 @@ static size_t frames_at(const float *fr, size_t a, size_t b, double hz) {
 }
 
 static void test_register(void) {
-  ebb_pitch_params p = ebb_pitch_defaults();
+  stg_pitch_params p = stg_pitch_defaults();
   CHECK_MSG(p.register_semitones > 0.0, "register_semitones defaults to %g", p.register_semitones);
   p.gate_voicing = p.gate_range_db = 0.0; /* the test's signal is silence: only the salience */
   uint64_t n = 7 * RATE;
-  ebb_pitch_geom g;
-  REQUIRE(ebb_pitch_geometry(&p, RATE, n, &g) == 0);
+  stg_pitch_geom g;
+  REQUIRE(stg_pitch_geometry(&p, RATE, n, &g) == 0);
   size_t nf = g.n_frames, row = (size_t)g.tau_max + 1;
   int nb = (int)floor(1200.0 * log2(p.fmax / p.fmin) / 10.0) + 1;
   int b440 = (int)lround(120.0 * log2(440.0 / p.fmin)), b220 = b440 - 120;
@@ -720,10 +720,10 @@ static void test_register(void) {
   double hz440 = p.fmin * pow(2.0, b440 / 120.0), hz220 = p.fmin * pow(2.0, b220 / 120.0);
   double reg = p.register_semitones;
   p.register_semitones = 0.0;
-  REQUIRE(ebb_pitch_track_salience(cm, padded, &g, &p, sal, NULL, fr) == 0);
+  REQUIRE(stg_pitch_track_salience(cm, padded, &g, &p, sal, NULL, fr) == 0);
   size_t off_low = frames_at(fr, 300, 400, hz220), off_out = frames_at(fr, 0, 300, hz440);
   p.register_semitones = reg;
-  REQUIRE(ebb_pitch_track_salience(cm, padded, &g, &p, sal, NULL, fr) == 0);
+  REQUIRE(stg_pitch_track_salience(cm, padded, &g, &p, sal, NULL, fr) == 0);
   size_t on_high = frames_at(fr, 300, 400, hz440), on_out = frames_at(fr, 0, 300, hz440);
   printf("  the louder octave below, 100 frames: %zu at 220 Hz without the register, %zu at "
          "440 Hz with it\n", off_low, on_high);

@@ -19,12 +19,12 @@ static float *tone(double hz, double seconds, double lead_silence) {
 
 static double cents(double a, double b) { return 1200.0 * log2(a / b); }
 
-static void check_tone(double hz, ebb_pitch_method m) {
-  ebb_pitch_params p = ebb_pitch_defaults();
+static void check_tone(double hz, stg_pitch_method m) {
+  stg_pitch_params p = stg_pitch_defaults();
   p.method = m;
   float *x = tone(hz, 1.0, 0.3), *fr = NULL;
   size_t nf = 0;
-  REQUIRE(ebb_pitch_analyze(x, RATE, RATE, &p, EBB_PITCH_BACKEND_CPU, &fr, &nf) == 0);
+  REQUIRE(stg_pitch_analyze(x, RATE, RATE, &p, EBB_PITCH_BACKEND_CPU, &fr, &nf) == 0);
   CHECK_EQ_U64(nf, RATE / 160 + 1);
   int voiced = 0, off = 0, early = 0;
   double worst = 0;
@@ -73,7 +73,7 @@ static void test_stage_items(void) {
   for (uint32_t i = 0; i < RATE; i++)
     st[2 * i] = st[2 * i + 1] = x[i];
   REQUIRE(th_add_audio(&in, "audio", st, RATE, 2, RATE) == 0);
-  int rc = th_run_stage(&t, &ebb_stage_pitch, "{}", &in, &out);
+  int rc = th_run_stage(&t, &stg_stage_pitch, "{}", &in, &out);
   CHECK_MSG(rc == 0, "pitch run failed: %d %s", rc, t.err);
   ebb_item_info f0, notes;
   REQUIRE(th_item_find(&out, "f0", &f0) == 0);
@@ -111,7 +111,7 @@ static void test_other_rates(void) {
   th_init(&t, EBB_DEV_KIND_CPU);
   ebb_items in = {0}, out = {0};
   REQUIRE(th_add_audio(&in, "vocals", x, r, 1, r) == 0);
-  int rc = th_run_stage(&t, &ebb_stage_pitch, "{}", &in, &out);
+  int rc = th_run_stage(&t, &stg_stage_pitch, "{}", &in, &out);
   CHECK_MSG(rc == 0, "pitch at 44.1 kHz failed: %s", t.err);
   ebb_item_info f0;
   REQUIRE(th_item_find(&out, "f0", &f0) == 0);
@@ -127,9 +127,9 @@ static void test_other_rates(void) {
   }
   CHECK_MSG(off == 0 && voiced == 90, "44.1 kHz B3: %d of 90 frames off or unvoiced", off);
   th_items_free(&out);
-  CHECK_EQ_INT(th_run_stage(&t, &ebb_stage_pitch, "{\"rate\":0}", &in, &out), EBB_EINVAL);
+  CHECK_EQ_INT(th_run_stage(&t, &stg_stage_pitch, "{\"rate\":0}", &in, &out), EBB_EINVAL);
   CHECK(strstr(t.err, "frame 1024") != NULL);
-  CHECK_EQ_INT(th_run_stage(&t, &ebb_stage_pitch, "{\"rate\":0,\"frame\":2048,\"hop\":441}", &in,
+  CHECK_EQ_INT(th_run_stage(&t, &stg_stage_pitch, "{\"rate\":0,\"frame\":2048,\"hop\":441}", &in,
                             &out),
                0);
   REQUIRE(th_item_find(&out, "f0", &f0) == 0);
@@ -144,23 +144,23 @@ static void test_bad_options(void) {
   th_ctx t;
   th_init(&t, EBB_DEV_KIND_CPU);
   void *s = NULL;
-  CHECK_EQ_INT(ebb_stage_pitch.load(&t.base, "{\"method\":\"crepe\"}", &s), EBB_ECONFIG);
+  CHECK_EQ_INT(stg_stage_pitch.load(&t.base, "{\"method\":\"crepe\"}", &s), EBB_ECONFIG);
   CHECK(strstr(t.err, "method") != NULL);
-  CHECK_EQ_INT(ebb_stage_pitch.load(&t.base, "{\"fmin\":500,\"fmax\":400}", &s), EBB_ECONFIG);
+  CHECK_EQ_INT(stg_stage_pitch.load(&t.base, "{\"fmin\":500,\"fmax\":400}", &s), EBB_ECONFIG);
   CHECK(strstr(t.err, "fmin") != NULL);
   /* fmin too low for the frame: caught at run time with the numbers */
-  REQUIRE(ebb_stage_pitch.load(&t.base, "{\"fmin\":20,\"frame\":512}", &s) == 0);
+  REQUIRE(stg_stage_pitch.load(&t.base, "{\"fmin\":20,\"frame\":512}", &s) == 0);
   ebb_items in = {0}, out = {0};
   float *x = tone(220.0, 0.5, 0.0);
   th_add_audio(&in, "vocals", x, RATE / 2, 1, RATE);
-  CHECK_EQ_INT(ebb_stage_pitch.run(&t.base, s, &in, &out), EBB_EINVAL);
+  CHECK_EQ_INT(stg_stage_pitch.run(&t.base, s, &in, &out), EBB_EINVAL);
   CHECK(strstr(t.err, "frame") != NULL);
-  ebb_stage_pitch.unload(&t.base, s);
+  stg_stage_pitch.unload(&t.base, s);
   /* no audio at all */
   ebb_items empty = {0};
-  REQUIRE(ebb_stage_pitch.load(&t.base, NULL, &s) == 0);
-  CHECK_EQ_INT(ebb_stage_pitch.run(&t.base, s, &empty, &out), EBB_EINPUT);
-  ebb_stage_pitch.unload(&t.base, s);
+  REQUIRE(stg_stage_pitch.load(&t.base, NULL, &s) == 0);
+  CHECK_EQ_INT(stg_stage_pitch.run(&t.base, s, &empty, &out), EBB_EINPUT);
+  stg_stage_pitch.unload(&t.base, s);
   th_items_free(&in);
   th_items_free(&out);
   free(x);

@@ -20,16 +20,16 @@ static double max_rel(const float *a, const float *b, size_t n) {
 }
 
 static void compare(const char *what, const float *x, uint64_t n, uint32_t rate) {
-  ebb_pitch_params p = ebb_pitch_defaults();
-  ebb_pitch_geom g;
+  stg_pitch_params p = stg_pitch_defaults();
+  stg_pitch_geom g;
   float *pad = NULL;
-  REQUIRE(ebb_pitch_geometry(&p, rate, n, &g) == 0);
-  REQUIRE(ebb_pitch_pad(x, n, &g, &pad) == 0);
+  REQUIRE(stg_pitch_geometry(&p, rate, n, &g) == 0);
+  REQUIRE(stg_pitch_pad(x, n, &g, &pad) == 0);
   size_t cells = g.n_frames * (size_t)(g.tau_max + 1);
   float *a = malloc(cells * sizeof *a), *b = malloc(cells * sizeof *b);
   REQUIRE(a && b);
-  ebb_pitch_cmndf_cpu(pad, &g, a);
-  ebb_pitch_cmndf_twin(pad, &g, b);
+  stg_pitch_cmndf_cpu(pad, &g, a);
+  stg_pitch_cmndf_twin(pad, &g, b);
   double rel = max_rel(a, b, cells);
   fprintf(stderr, "  %s: %zu frames x %d lags, max relative difference %.3g\n", what, g.n_frames,
           g.tau_max + 1, rel);
@@ -42,15 +42,15 @@ static void compare(const char *what, const float *x, uint64_t n, uint32_t rate)
 }
 
 static void test_twin_matches_cpu(void) {
-  ebb_songgen_params sp = ebb_songgen_defaults();
+  stg_songgen_params sp = stg_songgen_defaults();
   sp.seconds = 8.0;
   sp.seed = 5;
-  ebb_song *s = NULL;
-  REQUIRE(ebb_songgen_create(&sp, &s) == 0);
+  stg_song *s = NULL;
+  REQUIRE(stg_songgen_create(&sp, &s) == 0);
   compare("songgen vocals", s->vocals, s->frames, s->rate);
   compare("songgen mix", s->mix, s->frames, s->rate);
   float *emph = NULL; /* what the stage feeds the kernel: the pre-emphasised signal */
-  REQUIRE(ebb_pitch_preemphasis(s->mix, s->frames, 0.97, &emph) == 0);
+  REQUIRE(stg_pitch_preemphasis(s->mix, s->frames, 0.97, &emph) == 0);
   compare("songgen mix, pre-emphasised", emph, s->frames, s->rate);
   free(emph);
   float *tone = malloc(16000 * sizeof *tone);
@@ -58,7 +58,7 @@ static void test_twin_matches_cpu(void) {
     tone[i] = (float)(0.3 * sin(2 * M_PI * 196.0 * i / 16000.0));
   compare("196 Hz tone", tone, 16000, 16000);
   free(tone);
-  ebb_song_destroy(s);
+  stg_song_destroy(s);
 }
 
 static void run_stage(ebb_dev_kind kind, const char *opts, const float *x, uint64_t n,
@@ -66,7 +66,7 @@ static void run_stage(ebb_dev_kind kind, const char *opts, const float *x, uint6
   th_init(t, kind);
   ebb_items in = {0}, out = {0};
   REQUIRE(th_add_audio(&in, "vocals", x, n, 1, 16000) == 0);
-  int rc = th_run_stage(t, &ebb_stage_pitch, opts, &in, &out);
+  int rc = th_run_stage(t, &stg_stage_pitch, opts, &in, &out);
   CHECK_MSG(rc == 0, "pitch (%s) failed: %s", opts, t->err);
   ebb_item_info info;
   REQUIRE(th_item_find(&out, "f0", &info) == 0);
@@ -78,10 +78,10 @@ static void run_stage(ebb_dev_kind kind, const char *opts, const float *x, uint6
 }
 
 static void test_stage_device_path(void) {
-  ebb_songgen_params sp = ebb_songgen_defaults();
+  stg_songgen_params sp = stg_songgen_defaults();
   sp.seconds = 6.0;
-  ebb_song *s = NULL;
-  REQUIRE(ebb_songgen_create(&sp, &s) == 0);
+  stg_song *s = NULL;
+  REQUIRE(stg_songgen_create(&sp, &s) == 0);
   th_ctx tc, tg, tk;
   float *cpu = NULL, *gpu = NULL, *twin = NULL;
   uint64_t n1 = 0, n2 = 0, n3 = 0;
@@ -92,12 +92,12 @@ static void test_stage_device_path(void) {
   CHECK_EQ_U64(n1, n3);
   CHECK_EQ_INT(tc.launches, 0);
   /* the difference function in bounded launches (a cancellation is seen
-   * between them): as many as ebb_pitch_launch_frames says, more than one
+   * between them): as many as stg_pitch_launch_frames says, more than one
    * for 6 s at the defaults */
-  ebb_pitch_params pp = ebb_pitch_defaults();
-  ebb_pitch_geom g;
-  REQUIRE(ebb_pitch_geometry(&pp, s->rate, s->frames, &g) == 0);
-  size_t step = ebb_pitch_launch_frames(&g);
+  stg_pitch_params pp = stg_pitch_defaults();
+  stg_pitch_geom g;
+  REQUIRE(stg_pitch_geometry(&pp, s->rate, s->frames, &g) == 0);
+  size_t step = stg_pitch_launch_frames(&g);
   CHECK_EQ_INT(tg.launches, (int)((g.n_frames + step - 1) / step));
   CHECK(tg.launches > 1);
   CHECK_EQ_INT(tg.allocs, 2);
@@ -117,7 +117,7 @@ static void test_stage_device_path(void) {
   free(cpu);
   free(gpu);
   free(twin);
-  ebb_song_destroy(s);
+  stg_song_destroy(s);
 }
 
 int main(void) {

@@ -9,11 +9,11 @@
 static void check_seed(uint64_t seed) {
   sep_mix m;
   REQUIRE(sep_mix_make(&m, seed, 16000, 12.0) == 0);
-  ebb_sep_options o;
-  ebb_sep_options_default(&o);
+  stg_sep_options o;
+  stg_sep_options_default(&o);
   float *v = malloc(sizeof(float) * m.n), *a = malloc(sizeof(float) * m.n);
   REQUIRE(v && a);
-  int rc = ebb_separate_cpu(&o, m.rate, m.mix, m.n, v, a, NULL);
+  int rc = stg_separate_cpu(&o, m.rate, m.mix, m.n, v, a, NULL);
   REQUIRE(rc == 0);
   double base_v = sep_sdr(m.voice, m.mix, m.n), est_v = sep_sdr(m.voice, v, m.n);
   double base_a = sep_sdr(m.accomp, m.mix, m.n), est_a = sep_sdr(m.accomp, a, m.n);

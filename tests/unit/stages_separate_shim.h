@@ -123,8 +123,8 @@ static inline int shim_launch(ebb_stage_ctx *c, const void *image, const char *n
   void *fn = dlsym(RTLD_DEFAULT, sym);
   if (!fn)
     return ebb_seterr(EBB_ENOTFOUND, "shim: no twin %s exported", sym);
-  ebb_launch_dims d = {{grid[0], grid[1], grid[2]}, {block[0], block[1], block[2]}, shared_bytes};
-  ebb_kernel_twin_fn twin;
+  dev_launch_dims d = {{grid[0], grid[1], grid[2]}, {block[0], block[1], block[2]}, shared_bytes};
+  dev_kernel_twin_fn twin;
   memcpy(&twin, &fn, sizeof twin);
   twin(&d, params);
   s->launches++;

@@ -8,7 +8,7 @@
 #include "stages_separate_shim.h"
 #include "test.h"
 
-extern const ebb_stage ebb_stage_separate;
+extern const ebb_stage stg_stage_separate;
 
 static sep_mix clip;
 
@@ -19,8 +19,8 @@ static void run_stage(ebb_dev_kind kind, int no_twins, float **voc_out) {
   ebb_items in = {0}, out = {0};
   REQUIRE(shim_add_audio(&in, "audio", clip.mix, (uint64_t)clip.n, 1, clip.rate) == 0);
   void *state = NULL;
-  REQUIRE(ebb_stage_separate.load(&sh.base, "{\"n_fft\": 1024, \"hop\": 256, \"hpss\": true, \"melody_repeats\": 0}", &state) == 0);
-  int rc = ebb_stage_separate.run(&sh.base, state, &in, &out);
+  REQUIRE(stg_stage_separate.load(&sh.base, "{\"n_fft\": 1024, \"hop\": 256, \"hpss\": true, \"melody_repeats\": 0}", &state) == 0);
+  int rc = stg_stage_separate.run(&sh.base, state, &in, &out);
   CHECK_MSG(rc == 0, "separate failed: %s", sh.err);
   ebb_item_info v = {0}, a = {0}, m = {0};
   CHECK_MSG(shim_item_find(&out, "melody", &m) != 0, "melody_repeats 0 still added \"melody\"");
@@ -51,7 +51,7 @@ static void run_stage(ebb_dev_kind kind, int no_twins, float **voc_out) {
   }
   if (no_twins)
     CHECK_MSG(strstr(sh.log, "running separation on the CPU") != NULL, "log: %s", sh.log);
-  ebb_stage_separate.unload(&sh.base, state);
+  stg_stage_separate.unload(&sh.base, state);
   shim_items_free(&in);
   shim_items_free(&out);
 }
@@ -82,8 +82,8 @@ static void test_melody_item(void) {
     ebb_items in = {0}, out = {0};
     REQUIRE(shim_add_audio(&in, "audio", clip.mix, (uint64_t)clip.n, 1, clip.rate) == 0);
     void *state = NULL;
-    REQUIRE(ebb_stage_separate.load(&sh.base, "{}", &state) == 0);
-    CHECK_MSG(ebb_stage_separate.run(&sh.base, state, &in, &out) == 0, "separate failed: %s",
+    REQUIRE(stg_stage_separate.load(&sh.base, "{}", &state) == 0);
+    CHECK_MSG(stg_stage_separate.run(&sh.base, state, &in, &out) == 0, "separate failed: %s",
               sh.err);
     ebb_item_info v = {0}, m = {0};
     CHECK(shim_item_find(&out, "vocals", &v) == 0);
@@ -103,14 +103,14 @@ static void test_melody_item(void) {
     if (d)
       CHECK_MSG(sh.launches > 20 && sh.live_bytes == 0, "launches %d, live %llu", sh.launches,
                 (unsigned long long)sh.live_bytes);
-    ebb_stage_separate.unload(&sh.base, state);
+    stg_stage_separate.unload(&sh.base, state);
     shim_items_free(&in);
     shim_items_free(&out);
   }
   shim_ctx sh;
   shim_init(&sh, EBB_DEV_KIND_CPU);
   void *state = NULL;
-  CHECK_EQ_INT(ebb_stage_separate.load(&sh.base, "{\"melody_repeats\": 101}", &state),
+  CHECK_EQ_INT(stg_stage_separate.load(&sh.base, "{\"melody_repeats\": 101}", &state),
                EBB_ECONFIG);
   CHECK_MSG(strstr(sh.err, "melody_repeats") != NULL, "error: %s", sh.err);
   CHECK(state == NULL);
@@ -120,16 +120,16 @@ static void test_bad_options(void) {
   shim_ctx sh;
   shim_init(&sh, EBB_DEV_KIND_CPU);
   void *state = NULL;
-  CHECK_EQ_INT(ebb_stage_separate.load(&sh.base, "{\"n_fft\": 1000}", &state), EBB_ECONFIG);
+  CHECK_EQ_INT(stg_stage_separate.load(&sh.base, "{\"n_fft\": 1000}", &state), EBB_ECONFIG);
   CHECK_MSG(strstr(sh.err, "n_fft=1000") != NULL, "error: %s", sh.err);
-  CHECK_EQ_INT(ebb_stage_separate.load(&sh.base, "{\"hop\": 0}", &state), EBB_ECONFIG);
+  CHECK_EQ_INT(stg_stage_separate.load(&sh.base, "{\"hop\": 0}", &state), EBB_ECONFIG);
   CHECK_MSG(strstr(sh.err, "hop=0") != NULL, "error: %s", sh.err);
-  CHECK_EQ_INT(ebb_stage_separate.load(&sh.base, "{\"outside_gain\": 2}", &state), EBB_ECONFIG);
+  CHECK_EQ_INT(stg_stage_separate.load(&sh.base, "{\"outside_gain\": 2}", &state), EBB_ECONFIG);
   CHECK_MSG(strstr(sh.err, "outside_gain") != NULL, "error: %s", sh.err);
-  CHECK_EQ_INT(ebb_stage_separate.load(&sh.base, "{\"repeat_quantile\": 1.5}", &state),
+  CHECK_EQ_INT(stg_stage_separate.load(&sh.base, "{\"repeat_quantile\": 1.5}", &state),
                EBB_ECONFIG);
   CHECK_MSG(strstr(sh.err, "repeat_quantile") != NULL, "error: %s", sh.err);
-  CHECK_EQ_INT(ebb_stage_separate.load(&sh.base, "{\"melody_quantile\": -0.1}", &state),
+  CHECK_EQ_INT(stg_stage_separate.load(&sh.base, "{\"melody_quantile\": -0.1}", &state),
                EBB_ECONFIG);
   CHECK_MSG(strstr(sh.err, "melody_quantile") != NULL, "error: %s", sh.err);
   CHECK(state == NULL);
@@ -139,12 +139,12 @@ static void test_missing_audio(void) {
   shim_ctx sh;
   shim_init(&sh, EBB_DEV_KIND_CPU);
   void *state = NULL;
-  REQUIRE(ebb_stage_separate.load(&sh.base, "{}", &state) == 0);
+  REQUIRE(stg_stage_separate.load(&sh.base, "{}", &state) == 0);
   ebb_items in = {0}, out = {0};
-  CHECK_EQ_INT(ebb_stage_separate.run(&sh.base, state, &in, &out), EBB_EINPUT);
+  CHECK_EQ_INT(stg_stage_separate.run(&sh.base, state, &in, &out), EBB_EINPUT);
   CHECK_MSG(strstr(sh.err, "\"audio\"") != NULL, "error: %s", sh.err);
   CHECK_EQ_INT(out.n, 0);
-  ebb_stage_separate.unload(&sh.base, state);
+  stg_stage_separate.unload(&sh.base, state);
 }
 
 static void test_cancel(void) {
@@ -155,12 +155,12 @@ static void test_cancel(void) {
     ebb_items in = {0}, out = {0};
     REQUIRE(shim_add_audio(&in, "audio", clip.mix, (uint64_t)clip.n, 1, clip.rate) == 0);
     void *state = NULL;
-    REQUIRE(ebb_stage_separate.load(&sh.base, "{}", &state) == 0);
-    CHECK_EQ_INT(ebb_stage_separate.run(&sh.base, state, &in, &out), EBB_ECANCELED);
+    REQUIRE(stg_stage_separate.load(&sh.base, "{}", &state) == 0);
+    CHECK_EQ_INT(stg_stage_separate.run(&sh.base, state, &in, &out), EBB_ECANCELED);
     CHECK_MSG(strstr(sh.err, "cancelled") != NULL, "error: %s", sh.err);
     CHECK_EQ_INT(out.n, 0);
     CHECK_EQ_INT(sh.live_blocks, 0);
-    ebb_stage_separate.unload(&sh.base, state);
+    stg_stage_separate.unload(&sh.base, state);
     shim_items_free(&in);
   }
 }
@@ -169,16 +169,16 @@ static void test_short_and_silent_inputs(void) {
   /* shorter than one frame, and all zeros: outputs of the same length, no NaN */
   float x[100] = {0};
   float v[100], a[100];
-  ebb_sep_options o;
-  ebb_sep_options_default(&o);
-  CHECK_EQ_INT(ebb_separate_cpu(&o, 16000, x, 100, v, a, NULL), 0);
+  stg_sep_options o;
+  stg_sep_options_default(&o);
+  CHECK_EQ_INT(stg_separate_cpu(&o, 16000, x, 100, v, a, NULL), 0);
   int finite = 1;
   for (int i = 0; i < 100; i++)
     finite &= isfinite(v[i]) && isfinite(a[i]) && v[i] == 0 && a[i] == 0;
   CHECK(finite);
   shim_ctx sh;
   shim_init(&sh, EBB_DEV_KIND_CUDA);
-  CHECK_EQ_INT(ebb_separate_gpu(&sh.base, NULL, &o, 16000, x, 100, v, a, NULL), 0);
+  CHECK_EQ_INT(stg_separate_gpu(&sh.base, NULL, &o, 16000, x, 100, v, a, NULL), 0);
   finite = 1;
   for (int i = 0; i < 100; i++)
     finite &= isfinite(v[i]) && isfinite(a[i]) && v[i] == 0 && a[i] == 0;

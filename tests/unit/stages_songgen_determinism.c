@@ -10,44 +10,44 @@
 #include "stages/audio/songgen.h"
 #include "test.h"
 
-static ebb_song *gen(uint64_t seed, uint32_t rate) {
-  ebb_songgen_params p = ebb_songgen_defaults();
+static stg_song *gen(uint64_t seed, uint32_t rate) {
+  stg_songgen_params p = stg_songgen_defaults();
   p.seed = seed;
   p.rate = rate;
   p.seconds = 12.0;
-  ebb_song *s = NULL;
-  REQUIRE(ebb_songgen_create(&p, &s) == 0);
+  stg_song *s = NULL;
+  REQUIRE(stg_songgen_create(&p, &s) == 0);
   return s;
 }
 
 static void test_same_seed_same_song(void) {
-  ebb_song *a = gen(42, 16000), *b = gen(42, 16000), *c = gen(43, 16000);
+  stg_song *a = gen(42, 16000), *b = gen(42, 16000), *c = gen(43, 16000);
   REQUIRE(a->frames == b->frames);
   CHECK(memcmp(a->mix, b->mix, a->frames * sizeof(float)) == 0);
   CHECK(memcmp(a->vocals, b->vocals, a->frames * sizeof(float)) == 0);
   CHECK(memcmp(a->f0_hz, b->f0_hz, a->n_f0 * sizeof(float)) == 0);
   CHECK_EQ_U64(a->n_notes, b->n_notes);
   char *ja = NULL, *jb = NULL, *jc = NULL;
-  REQUIRE(ebb_song_truth_json(a, &ja) == 0 && ebb_song_truth_json(b, &jb) == 0 &&
-          ebb_song_truth_json(c, &jc) == 0);
+  REQUIRE(stg_song_truth_json(a, &ja) == 0 && stg_song_truth_json(b, &jb) == 0 &&
+          stg_song_truth_json(c, &jc) == 0);
   CHECK_EQ_STR(ja, jb);
   CHECK(strcmp(ja, jc) != 0);
   CHECK(memcmp(a->mix, c->mix, a->frames * sizeof(float)) != 0);
   free(ja);
   free(jb);
   free(jc);
-  ebb_song_destroy(a);
-  ebb_song_destroy(b);
-  ebb_song_destroy(c);
+  stg_song_destroy(a);
+  stg_song_destroy(b);
+  stg_song_destroy(c);
 }
 
 static void test_truth_consistent(void) {
-  ebb_song *s = gen(3, 44100);
+  stg_song *s = gen(3, 44100);
   CHECK_EQ_U64(s->frames, 12 * 44100);
   CHECK(s->n_notes >= 8);
   double prev = 0;
   for (size_t i = 0; i < s->n_notes; i++) {
-    const ebb_song_note *n = &s->notes[i];
+    const stg_song_note *n = &s->notes[i];
     CHECK(n->onset >= prev - 1e-9 && n->offset > n->onset + 0.1);
     CHECK(n->offset <= 12.0);
     CHECK(n->midi >= 40 && n->midi <= 90);
@@ -85,7 +85,7 @@ static void test_truth_consistent(void) {
     }
   }
   CHECK(voiced > s->n_f0 / 3);
-  ebb_song_destroy(s);
+  stg_song_destroy(s);
 }
 
 static void test_files(void) {
@@ -93,8 +93,8 @@ static void test_files(void) {
   char dir[512], path[700];
   snprintf(dir, sizeof dir, "%s", tmp ? tmp : "/tmp/stages_songgen_determinism");
   mkdir(dir, 0777);
-  ebb_song *s = gen(9, 16000);
-  REQUIRE(ebb_song_write(s, dir, "clip") == 0);
+  stg_song *s = gen(9, 16000);
+  REQUIRE(stg_song_write(s, dir, "clip") == 0);
   const char *wavs[] = {"clip.wav", "clip.vocals.wav", "clip.accompaniment.wav"};
   const float *tracks[] = {s->mix, s->vocals, s->accomp};
   for (int i = 0; i < 3; i++) {
@@ -133,7 +133,7 @@ static void test_files(void) {
   fclose(f);
   CHECK_EQ_INT(lines, s->n_lines);
   CHECK_EQ_U64(words, s->n_notes);
-  ebb_song_destroy(s);
+  stg_song_destroy(s);
 }
 
 /* The worded voice: the same notes and f0 truth as the vowel voice (only
@@ -141,25 +141,25 @@ static void test_files(void) {
  * every note (the vocal stem carries energy inside each note and none in the
  * rests), and the truth's words are the notes' words at the notes' onsets. */
 static void test_words_voice(void) {
-  ebb_songgen_params p = ebb_songgen_defaults();
+  stg_songgen_params p = stg_songgen_defaults();
   p.seed = 7;
   p.seconds = 12.0;
-  ebb_song *v = NULL, *a = NULL, *b = NULL;
-  REQUIRE(ebb_songgen_create(&p, &v) == 0);
+  stg_song *v = NULL, *a = NULL, *b = NULL;
+  REQUIRE(stg_songgen_create(&p, &v) == 0);
   p.voice = EBB_SONG_VOICE_WORDS;
-  int rc = ebb_songgen_create(&p, &a);
+  int rc = stg_songgen_create(&p, &a);
   CHECK_MSG(rc == 0, "words voice: %s (libespeak-ng installed?)", ebb_errmsg());
   if (rc) {
-    ebb_song_destroy(v);
+    stg_song_destroy(v);
     return;
   }
-  REQUIRE(ebb_songgen_create(&p, &b) == 0);
+  REQUIRE(stg_songgen_create(&p, &b) == 0);
   CHECK(memcmp(a->vocals, b->vocals, a->frames * sizeof(float)) == 0);
   CHECK(memcmp(a->vocals, v->vocals, a->frames * sizeof(float)) != 0);
   REQUIRE(a->n_notes == v->n_notes);
   CHECK(memcmp(a->f0_hz, v->f0_hz, a->n_f0 * sizeof(float)) == 0);
   for (size_t i = 0; i < a->n_notes; i++) {
-    const ebb_song_note *n = &a->notes[i];
+    const stg_song_note *n = &a->notes[i];
     CHECK(n->onset == v->notes[i].onset && n->midi == v->notes[i].midi);
     CHECK_EQ_STR(n->word, v->notes[i].word);
     uint64_t s0 = (uint64_t)(n->onset * a->rate), s1 = (uint64_t)(n->offset * a->rate);
@@ -177,7 +177,7 @@ static void test_words_voice(void) {
       }
   }
   char *j = NULL;
-  REQUIRE(ebb_song_truth_json(a, &j) == 0);
+  REQUIRE(stg_song_truth_json(a, &j) == 0);
   json_t *t = json_loads(j, 0, NULL);
   REQUIRE(t != NULL);
   CHECK_EQ_STR(json_string_value(json_object_get(t, "voice")), "words");
@@ -190,20 +190,20 @@ static void test_words_voice(void) {
   }
   json_decref(t);
   free(j);
-  ebb_song_destroy(v);
-  ebb_song_destroy(a);
-  ebb_song_destroy(b);
+  stg_song_destroy(v);
+  stg_song_destroy(a);
+  stg_song_destroy(b);
 }
 
 static void test_bad_params(void) {
-  ebb_songgen_params p = ebb_songgen_defaults();
-  ebb_song *s = NULL;
+  stg_songgen_params p = stg_songgen_defaults();
+  stg_song *s = NULL;
   p.rate = 4000;
-  CHECK_EQ_INT(ebb_songgen_create(&p, &s), EBB_EINVAL);
+  CHECK_EQ_INT(stg_songgen_create(&p, &s), EBB_EINVAL);
   CHECK(strstr(ebb_errmsg(), "4000") != NULL);
-  p = ebb_songgen_defaults();
+  p = stg_songgen_defaults();
   p.seconds = 2;
-  CHECK_EQ_INT(ebb_songgen_create(&p, &s), EBB_EINVAL);
+  CHECK_EQ_INT(stg_songgen_create(&p, &s), EBB_EINVAL);
   CHECK(s == NULL);
 }
 

@@ -54,8 +54,8 @@ static const char *url(const char *path, const char *query) {
   return url_buf;
 }
 
-static ebb_transcribe_opts opts_for(const char *u) {
-  ebb_transcribe_opts o = {.url = u,
+static stg_transcribe_opts opts_for(const char *u) {
+  stg_transcribe_opts o = {.url = u,
                            .timeout_s = 10,
                            .connect_timeout_s = 2,
                            .retries = 2,
@@ -67,13 +67,13 @@ static ebb_transcribe_opts opts_for(const char *u) {
 
 /* Runs one request on `secs` of tone at `rate`; returns rc, *out the parsed
  * transcript (or NULL). */
-static int request(const ebb_transcribe_opts *o, double secs, unsigned rate, json_t **out,
-                   ebb_transcribe_stats *st) {
+static int request(const stg_transcribe_opts *o, double secs, unsigned rate, json_t **out,
+                   stg_transcribe_stats *st) {
   uint64_t n;
   float *pcm = tone(secs, rate, &n);
   char *js = NULL;
   logs[0] = 0;
-  int rc = ebb_transcribe_request(o, pcm, n, rate, &js, st);
+  int rc = stg_transcribe_request(o, pcm, n, rate, &js, st);
   free(pcm);
   *out = NULL;
   if (!rc) {
@@ -104,11 +104,11 @@ static const char *word_text(json_t *t, size_t i) {
 }
 
 static void test_openai_normal(void) {
-  ebb_transcribe_opts o = opts_for(url("/v1/audio/transcriptions", "key=oa"));
+  stg_transcribe_opts o = opts_for(url("/v1/audio/transcriptions", "key=oa"));
   o.language = "en";
   o.prompt = "lyrics";
   json_t *t;
-  ebb_transcribe_stats st;
+  stg_transcribe_stats st;
   int rc = request(&o, 2.0, 16000, &t, &st);
   REQUIRE(rc == 0);
   CHECK_EQ_INT(st.attempts, 1);
@@ -129,9 +129,9 @@ static void test_openai_normal(void) {
 static void test_whispercpp_resampled(void) {
   const char *shapes[] = {"key=cw&shape=words", "key=ct&shape=tokens"};
   for (int i = 0; i < 2; i++) {
-    ebb_transcribe_opts o = opts_for(url("/inference", shapes[i]));
+    stg_transcribe_opts o = opts_for(url("/inference", shapes[i]));
     json_t *t;
-    ebb_transcribe_stats st;
+    stg_transcribe_stats st;
     int rc = request(&o, 3.0, 44100, &t, &st);
     CHECK_MSG(rc == 0, "%s: %s", shapes[i], ebb_errmsg());
     if (rc)
@@ -158,9 +158,9 @@ static void test_malformed_and_missing(void) {
       {"/inference", "mode=cpperror", "answered an error: failed to read WAV file"},
   };
   for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
-    ebb_transcribe_opts o = opts_for(url(cases[i].path, cases[i].q));
+    stg_transcribe_opts o = opts_for(url(cases[i].path, cases[i].q));
     json_t *t;
-    ebb_transcribe_stats st;
+    stg_transcribe_stats st;
     CHECK_EQ_INT(request(&o, 1.0, 16000, &t, &st), EBB_EPROTO);
     check_msg(cases[i].needle);
     check_msg(url_buf);
@@ -169,9 +169,9 @@ static void test_malformed_and_missing(void) {
 }
 
 static void test_retry_then_ok(void) {
-  ebb_transcribe_opts o = opts_for(url("/v1/audio/transcriptions", "mode=flaky&fails=2&key=fl"));
+  stg_transcribe_opts o = opts_for(url("/v1/audio/transcriptions", "mode=flaky&fails=2&key=fl"));
   json_t *t;
-  ebb_transcribe_stats st;
+  stg_transcribe_stats st;
   int rc = request(&o, 1.0, 16000, &t, &st);
   CHECK_MSG(rc == 0, "flaky: %s", ebb_errmsg());
   CHECK_EQ_INT(st.attempts, 3);
@@ -190,9 +190,9 @@ static void test_retry_then_ok(void) {
 }
 
 static void test_always_500(void) {
-  ebb_transcribe_opts o = opts_for(url("/v1/audio/transcriptions", "mode=fail&key=f500"));
+  stg_transcribe_opts o = opts_for(url("/v1/audio/transcriptions", "mode=fail&key=f500"));
   json_t *t;
-  ebb_transcribe_stats st;
+  stg_transcribe_stats st;
   CHECK_EQ_INT(request(&o, 1.0, 16000, &t, &st), EBB_EPROTO);
   CHECK_EQ_INT(st.attempts, 3);
   CHECK_EQ_INT(st.http_status, 500);
@@ -203,9 +203,9 @@ static void test_always_500(void) {
 }
 
 static void test_no_retry_on_400(void) {
-  ebb_transcribe_opts o = opts_for(url("/v1/audio/transcriptions", "mode=error400&key=e400"));
+  stg_transcribe_opts o = opts_for(url("/v1/audio/transcriptions", "mode=error400&key=e400"));
   json_t *t;
-  ebb_transcribe_stats st;
+  stg_transcribe_stats st;
   CHECK_EQ_INT(request(&o, 1.0, 16000, &t, &st), EBB_EPROTO);
   CHECK_EQ_INT(st.attempts, 1);
   CHECK_EQ_INT(whisper_server_requests(srv, "e400"), 1);
@@ -223,11 +223,11 @@ static void test_no_retry_on_400(void) {
 }
 
 static void test_timeout(void) {
-  ebb_transcribe_opts o = opts_for(url("/v1/audio/transcriptions", "mode=slow&sleep=10&key=slow"));
+  stg_transcribe_opts o = opts_for(url("/v1/audio/transcriptions", "mode=slow&sleep=10&key=slow"));
   o.timeout_s = 0.5;
   o.retries = 1;
   json_t *t;
-  ebb_transcribe_stats st;
+  stg_transcribe_stats st;
   double t0 = now_s();
   CHECK_EQ_INT(request(&o, 1.0, 16000, &t, &st), EBB_ETIMEDOUT);
   double el = now_s() - t0;
@@ -239,10 +239,10 @@ static void test_timeout(void) {
 }
 
 static void test_hangup(void) {
-  ebb_transcribe_opts o = opts_for(url("/v1/audio/transcriptions", "mode=hangup&key=hang"));
+  stg_transcribe_opts o = opts_for(url("/v1/audio/transcriptions", "mode=hangup&key=hang"));
   o.retries = 1;
   json_t *t;
-  ebb_transcribe_stats st;
+  stg_transcribe_stats st;
   CHECK_EQ_INT(request(&o, 1.0, 16000, &t, &st), EBB_EIO);
   CHECK_EQ_INT(st.attempts, 2);
   CHECK_EQ_INT(whisper_server_requests(srv, "hang"), 2);
@@ -259,10 +259,10 @@ static void test_connection_refused(void) {
   REQUIRE(getsockname(fd, (struct sockaddr *)&sa, &len) == 0);
   char u[128];
   snprintf(u, sizeof u, "http://127.0.0.1:%u/v1/audio/transcriptions", ntohs(sa.sin_port));
-  ebb_transcribe_opts o = opts_for(u);
+  stg_transcribe_opts o = opts_for(u);
   o.retries = 1;
   json_t *t;
-  ebb_transcribe_stats st;
+  stg_transcribe_stats st;
   CHECK_EQ_INT(request(&o, 1.0, 16000, &t, &st), EBB_EIO);
   CHECK_EQ_INT(st.attempts, 2);
   check_msg("cannot connect to ");
@@ -279,13 +279,13 @@ static void *cancel_later(void *arg) {
 }
 
 static void test_cancel(void) {
-  ebb_transcribe_opts o = opts_for(url("/v1/audio/transcriptions", "mode=slow&sleep=20&key=cx"));
+  stg_transcribe_opts o = opts_for(url("/v1/audio/transcriptions", "mode=slow&sleep=20&key=cx"));
   o.timeout_s = 30;
   pthread_t th;
   atomic_store(&cancel_flag, 0);
   REQUIRE(pthread_create(&th, NULL, cancel_later, NULL) == 0);
   json_t *t;
-  ebb_transcribe_stats st;
+  stg_transcribe_stats st;
   double t0 = now_s();
   CHECK_EQ_INT(request(&o, 1.0, 16000, &t, &st), EBB_ECANCELED);
   double el = now_s() - t0;
@@ -309,9 +309,9 @@ static void test_cancel(void) {
 }
 
 static void test_bad_times(void) {
-  ebb_transcribe_opts o = opts_for(url("/v1/audio/transcriptions", "mode=badtimes"));
+  stg_transcribe_opts o = opts_for(url("/v1/audio/transcriptions", "mode=badtimes"));
   json_t *t;
-  ebb_transcribe_stats st;
+  stg_transcribe_stats st;
   REQUIRE(request(&o, 2.0, 16000, &t, &st) == 0);
   CHECK_EQ_INT(st.words_dropped, 2);
   CHECK_EQ_INT(json_array_size(json_object_get(t, "words")), 3);
@@ -327,9 +327,9 @@ static void test_api_key(void) {
   snprintf(u, sizeof u, "http://127.0.0.1:%u/v1/audio/transcriptions", whisper_server_port(keyed));
   snprintf(ucred, sizeof ucred, "http://bob:pa55word@127.0.0.1:%u/v1/audio/transcriptions",
            whisper_server_port(keyed));
-  ebb_transcribe_opts o = opts_for(u);
+  stg_transcribe_opts o = opts_for(u);
   json_t *t;
-  ebb_transcribe_stats st;
+  stg_transcribe_stats st;
   CHECK_EQ_INT(request(&o, 1.0, 16000, &t, &st), EBB_ECONFIG);
   CHECK_EQ_INT(st.attempts, 1);
   check_msg("answered HTTP 401");
@@ -348,7 +348,7 @@ static void test_api_key(void) {
 }
 
 static void test_bad_url(void) {
-  ebb_transcribe_opts o = opts_for("ftp://example/x");
+  stg_transcribe_opts o = opts_for("ftp://example/x");
   json_t *t;
   CHECK_EQ_INT(request(&o, 1.0, 16000, &t, NULL), EBB_ECONFIG);
   check_msg("is not an http:// or https:// URL");

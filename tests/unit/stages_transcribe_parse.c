@@ -17,11 +17,11 @@ static void cap_log(void *arg, int level, const char *msg) {
 }
 
 /* Parses body; returns the transcript object (caller decrefs) or NULL. */
-static json_t *parse(const char *body, ebb_whisper_protocol p, int *rc_out, int *dropped) {
+static json_t *parse(const char *body, stg_whisper_protocol p, int *rc_out, int *dropped) {
   char *out = NULL;
   nlogs = 0;
   logbuf[0] = 0;
-  int rc = ebb_transcribe_parse(body, strlen(body), p, "http://srv/x", &out, dropped, cap_log, NULL);
+  int rc = stg_transcribe_parse(body, strlen(body), p, "http://srv/x", &out, dropped, cap_log, NULL);
   *rc_out = rc;
   if (rc)
     return NULL;
@@ -198,24 +198,24 @@ static void test_errors(void) {
 }
 
 static void test_protocol_helpers(void) {
-  CHECK_EQ_INT(ebb_whisper_protocol_resolve(EBB_WHISPER_AUTO, "http://h:8080/inference"),
+  CHECK_EQ_INT(stg_whisper_protocol_resolve(EBB_WHISPER_AUTO, "http://h:8080/inference"),
                EBB_WHISPER_WHISPERCPP);
-  CHECK_EQ_INT(ebb_whisper_protocol_resolve(EBB_WHISPER_AUTO, "http://h/inference/?mode=x"),
+  CHECK_EQ_INT(stg_whisper_protocol_resolve(EBB_WHISPER_AUTO, "http://h/inference/?mode=x"),
                EBB_WHISPER_WHISPERCPP);
-  CHECK_EQ_INT(ebb_whisper_protocol_resolve(EBB_WHISPER_AUTO, "http://h/v1/audio/transcriptions"),
+  CHECK_EQ_INT(stg_whisper_protocol_resolve(EBB_WHISPER_AUTO, "http://h/v1/audio/transcriptions"),
                EBB_WHISPER_OPENAI);
-  CHECK_EQ_INT(ebb_whisper_protocol_resolve(EBB_WHISPER_AUTO, "http://h/x?p=/inference"),
+  CHECK_EQ_INT(stg_whisper_protocol_resolve(EBB_WHISPER_AUTO, "http://h/x?p=/inference"),
                EBB_WHISPER_OPENAI);
-  CHECK_EQ_INT(ebb_whisper_protocol_resolve(EBB_WHISPER_OPENAI, "http://h/inference"),
+  CHECK_EQ_INT(stg_whisper_protocol_resolve(EBB_WHISPER_OPENAI, "http://h/inference"),
                EBB_WHISPER_OPENAI);
-  ebb_whisper_protocol p;
-  CHECK_EQ_INT(ebb_whisper_protocol_parse("whispercpp", &p), 0);
+  stg_whisper_protocol p;
+  CHECK_EQ_INT(stg_whisper_protocol_parse("whispercpp", &p), 0);
   CHECK_EQ_INT(p, EBB_WHISPER_WHISPERCPP);
-  CHECK_EQ_INT(ebb_whisper_protocol_parse("grpc", &p), EBB_ECONFIG);
+  CHECK_EQ_INT(stg_whisper_protocol_parse("grpc", &p), EBB_ECONFIG);
   CHECK(strstr(ebb_errmsg(), "\"grpc\"") != NULL);
-  CHECK_EQ_STR(ebb_whisper_language_code("English"), "en");
-  CHECK_EQ_STR(ebb_whisper_language_code("ja"), "ja");
-  CHECK_EQ_STR(ebb_whisper_language_code("klingon"), "klingon");
+  CHECK_EQ_STR(stg_whisper_language_code("English"), "en");
+  CHECK_EQ_STR(stg_whisper_language_code("ja"), "ja");
+  CHECK_EQ_STR(stg_whisper_language_code("klingon"), "klingon");
 }
 
 /* Every truncation and single-byte corruption of a valid answer either
@@ -231,7 +231,7 @@ static void test_truncated_and_corrupted(void) {
   REQUIRE(buf != NULL);
   for (size_t len = 0; len <= n; len++) {
     char *out = NULL;
-    int rc = ebb_transcribe_parse(body, len, EBB_WHISPER_WHISPERCPP, "u", &out, NULL, NULL, NULL);
+    int rc = stg_transcribe_parse(body, len, EBB_WHISPER_WHISPERCPP, "u", &out, NULL, NULL, NULL);
     if (rc != 0 && rc != EBB_EPROTO)
       bad++;
     ok += rc == 0;
@@ -244,7 +244,7 @@ static void test_truncated_and_corrupted(void) {
       memcpy(buf, body, n + 1);
       buf[i] = subst[k];
       char *out = NULL;
-      int rc = ebb_transcribe_parse(buf, n, EBB_WHISPER_WHISPERCPP, "u", &out, NULL, NULL, NULL);
+      int rc = stg_transcribe_parse(buf, n, EBB_WHISPER_WHISPERCPP, "u", &out, NULL, NULL, NULL);
       if (rc != 0 && rc != EBB_EPROTO)
         bad++;
       free(out);

@@ -1,4 +1,4 @@
-/* The transcribe stage through its vtable (ebb_stage_transcribe) with a
+/* The transcribe stage through its vtable (stg_stage_transcribe) with a
  * minimal host table: options and environment, the skip without a server,
  * the "vocals" -> "audio" fallback, stereo 44.1 kHz input, errors passed to
  * the host, cancellation and the job's deadline. */
@@ -12,7 +12,7 @@
 #include "support/whisper_server.h"
 #include "test.h"
 
-extern const ebb_stage ebb_stage_transcribe;
+extern const ebb_stage stg_stage_transcribe;
 
 /* ---- a minimal host ------------------------------------------------------- */
 typedef struct item {
@@ -152,11 +152,11 @@ static void reset(void) {
 /* load + run + unload; returns run's (or load's) code. */
 static int run_stage(const char *options, ebb_items *in, ebb_items *out) {
   void *st = NULL;
-  int rc = ebb_stage_transcribe.load(&ctx, options, &st);
+  int rc = stg_stage_transcribe.load(&ctx, options, &st);
   if (rc)
     return rc;
-  rc = ebb_stage_transcribe.run(&ctx, st, in, out);
-  ebb_stage_transcribe.unload(&ctx, st);
+  rc = stg_stage_transcribe.run(&ctx, st, in, out);
+  stg_stage_transcribe.unload(&ctx, st);
   return rc;
 }
 
@@ -170,12 +170,12 @@ static const char *opts(const char *path_query, const char *extra) {
 
 /* ---- tests ---------------------------------------------------------------- */
 static void test_vtable(void) {
-  CHECK_EQ_INT(ebb_stage_transcribe.abi_version, EBB_STAGE_ABI_VERSION);
-  CHECK_EQ_INT(ebb_stage_transcribe.size, sizeof(ebb_stage));
-  CHECK_EQ_STR(ebb_stage_transcribe.name, "transcribe");
-  CHECK_EQ_INT(ebb_stage_transcribe.needs_gpu, 0);
+  CHECK_EQ_INT(stg_stage_transcribe.abi_version, EBB_STAGE_ABI_VERSION);
+  CHECK_EQ_INT(stg_stage_transcribe.size, sizeof(ebb_stage));
+  CHECK_EQ_STR(stg_stage_transcribe.name, "transcribe");
+  CHECK_EQ_INT(stg_stage_transcribe.needs_gpu, 0);
   json_error_t e;
-  json_t *schema = json_loads(ebb_stage_transcribe.options_schema, 0, &e);
+  json_t *schema = json_loads(stg_stage_transcribe.options_schema, 0, &e);
   CHECK_MSG(json_is_object(schema), "options_schema is not a JSON object: %s (line %d col %d)",
             e.text, e.line, e.column);
   const char *keys[] = {"url", "protocol", "model", "language", "prompt", "api_key",

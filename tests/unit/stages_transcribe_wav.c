@@ -17,7 +17,7 @@ static void test_header_and_samples(void) {
   const float pcm[] = {0.0f, 0.5f, -0.5f, 1.0f, -1.0f, 2.0f, -3.0f, NAN};
   unsigned char *w = NULL;
   size_t n = 0;
-  REQUIRE(ebb_wav_encode_s16(pcm, 4, 2, 22050, &w, &n) == 0);
+  REQUIRE(stg_wav_encode_s16(pcm, 4, 2, 22050, &w, &n) == 0);
   CHECK_EQ_U64(n, 44 + 8 * 2);
   CHECK(!memcmp(w, "RIFF", 4) && !memcmp(w + 8, "WAVE", 4) && !memcmp(w + 12, "fmt ", 4) &&
         !memcmp(w + 36, "data", 4));
@@ -40,14 +40,14 @@ static void test_header_and_samples(void) {
 static void test_empty_and_bad(void) {
   unsigned char *w = NULL;
   size_t n = 0;
-  REQUIRE(ebb_wav_encode_s16(NULL, 0, 1, 16000, &w, &n) == 0);
+  REQUIRE(stg_wav_encode_s16(NULL, 0, 1, 16000, &w, &n) == 0);
   CHECK_EQ_U64(n, 44);
   CHECK_EQ_INT(rd32(w + 40), 0);
   free(w);
-  CHECK_EQ_INT(ebb_wav_encode_s16(NULL, 0, 0, 16000, &w, &n), EBB_EINVAL);
-  CHECK_EQ_INT(ebb_wav_encode_s16(NULL, 0, 1, 0, &w, &n), EBB_EINVAL);
+  CHECK_EQ_INT(stg_wav_encode_s16(NULL, 0, 0, 16000, &w, &n), EBB_EINVAL);
+  CHECK_EQ_INT(stg_wav_encode_s16(NULL, 0, 1, 0, &w, &n), EBB_EINVAL);
   float x = 0;
-  CHECK_EQ_INT(ebb_wav_encode_s16(&x, (uint64_t)1 << 32, 1, 16000, &w, &n), EBB_EINVAL);
+  CHECK_EQ_INT(stg_wav_encode_s16(&x, (uint64_t)1 << 32, 1, 16000, &w, &n), EBB_EINVAL);
   CHECK(strstr(ebb_errmsg(), "do not fit a WAV") != NULL);
 }
 
@@ -55,7 +55,7 @@ static void test_downmix_and_resample(void) {
   float st[] = {1.0f, 0.0f, 0.5f, 0.5f, -1.0f, 1.0f};
   float *m = NULL;
   uint64_t n = 0;
-  REQUIRE(ebb_pcm_to_mono_rate(st, 3, 2, 16000, 16000, &m, &n) == 0);
+  REQUIRE(stg_pcm_to_mono_rate(st, 3, 2, 16000, 16000, &m, &n) == 0);
   CHECK_EQ_U64(n, 3);
   CHECK_NEAR(m[0], 0.5, 1e-7);
   CHECK_NEAR(m[1], 0.5, 1e-7);
@@ -67,7 +67,7 @@ static void test_downmix_and_resample(void) {
   REQUIRE(in != NULL);
   for (uint64_t i = 0; i < frames; i++)
     in[i] = 0.5f * (float)sin(2 * M_PI * 440.0 * (double)i / 44100.0);
-  REQUIRE(ebb_pcm_to_mono_rate(in, frames, 1, 44100, 16000, &m, &n) == 0);
+  REQUIRE(stg_pcm_to_mono_rate(in, frames, 1, 44100, 16000, &m, &n) == 0);
   CHECK_MSG(n >= 31990 && n <= 32010, "2 s at 44.1 kHz -> %llu frames at 16 kHz",
             (unsigned long long)n);
   double peak = 0;

@@ -16,23 +16,23 @@
 static int has(const char *s, const char *sub) { return s && strstr(s, sub) != NULL; }
 
 static void expect_error(const char *text, const char *what) {
-  ebb_config *c = NULL;
-  int rc = ebb_config_load_string(text, "t.json", &c);
+  pl_config *c = NULL;
+  int rc = pl_config_load_string(text, "t.json", &c);
   CHECK_MSG(rc == EBB_ECONFIG, "'%s': rc %d, expected EBB_ECONFIG", text, rc);
   CHECK_MSG(has(ebb_errmsg(), what), "'%s': message '%s' lacks '%s'", text, ebb_errmsg(), what);
-  ebb_config_free(c);
+  pl_config_free(c);
 }
 
 static void test_keys(void) {
-  ebb_config *c = NULL;
-  REQUIRE(ebb_config_load_string(
+  pl_config *c = NULL;
+  REQUIRE(pl_config_load_string(
               "{\"pipelines\": {\"p\": {\"stages\": ["
               "{\"stage\": \"synthetic\", \"name\": \"a\", \"isolate\": true},"
               "{\"stage\": \"gain\", \"worker\": \"python3\", \"worker_args\": [\"w.py\", \"-v\"]},"
               "{\"stage\": \"x\", \"worker\": \"/abs/w\", \"isolate\": true},"
               "{\"stage\": \"synthetic\", \"name\": \"b\"}]}}}",
               "t.json", &c) == 0);
-  const ebb_pipeline_def *p = ebb_config_pipeline(c, "p");
+  const pl_def *p = pl_config_pipeline(c, "p");
   REQUIRE(p && p->nstages == 4);
   CHECK(p->stages[0].isolate && !p->stages[0].worker && !p->stages[0].worker_args);
   CHECK(p->stages[1].isolate); /* worker implies isolate */
@@ -45,25 +45,25 @@ static void test_keys(void) {
 
   /* the runner's check: a's options are checked against synthetic's schema,
    * gain and x need no registry entry */
-  ebb_registry *reg = NULL;
-  REQUIRE(ebb_registry_create(&reg) == 0);
-  CHECK_MSG(ebb_pipeline_check(reg, p) == 0, "check: %s", ebb_errmsg());
-  ebb_config_free(c);
-  REQUIRE(ebb_config_load_string(
+  pl_registry *reg = NULL;
+  REQUIRE(pl_registry_create(&reg) == 0);
+  CHECK_MSG(pl_check(reg, p) == 0, "check: %s", ebb_errmsg());
+  pl_config_free(c);
+  REQUIRE(pl_config_load_string(
               "{\"pipelines\": {\"p\": {\"stages\": [{\"stage\": \"synthetic\", \"isolate\": "
               "true, \"options\": {\"weights_mb\": 1}}]}}}",
               "t.json", &c) == 0);
-  CHECK_EQ_INT(ebb_pipeline_check(reg, ebb_config_pipeline(c, "p")), EBB_ECONFIG);
+  CHECK_EQ_INT(pl_check(reg, pl_config_pipeline(c, "p")), EBB_ECONFIG);
   CHECK(has(ebb_errmsg(), "no option 'weights_mb'"));
-  ebb_config_free(c);
-  REQUIRE(ebb_config_load_string(
+  pl_config_free(c);
+  REQUIRE(pl_config_load_string(
               "{\"pipelines\": {\"p\": {\"stages\": [{\"stage\": \"nonesuch\", \"isolate\": "
               "true}]}}}",
               "t.json", &c) == 0);
-  CHECK_EQ_INT(ebb_pipeline_check(reg, ebb_config_pipeline(c, "p")), EBB_ENOTFOUND);
+  CHECK_EQ_INT(pl_check(reg, pl_config_pipeline(c, "p")), EBB_ENOTFOUND);
   CHECK(has(ebb_errmsg(), "unknown stage 'nonesuch'"));
-  ebb_config_free(c);
-  ebb_registry_destroy(reg);
+  pl_config_free(c);
+  pl_registry_destroy(reg);
 }
 
 static void test_relative_to_config(void) {
@@ -79,16 +79,16 @@ static void test_relative_to_config(void) {
         "{\"stage\": \"h\", \"worker\": \"bin/h\"}, {\"stage\": \"i\", \"worker\": \"i\"}]}}}",
         f);
   fclose(f);
-  ebb_config *c = NULL;
-  REQUIRE(ebb_config_load(path, &c) == 0);
-  const ebb_pipeline_def *p = ebb_config_pipeline(c, "p");
+  pl_config *c = NULL;
+  REQUIRE(pl_config_load(path, &c) == 0);
+  const pl_def *p = pl_config_pipeline(c, "p");
   char want[700];
   snprintf(want, sizeof want, "%s/w/g.py", dir);
   CHECK_EQ_STR(p->stages[0].worker, want);
   snprintf(want, sizeof want, "%s/bin/h", dir);
   CHECK_EQ_STR(p->stages[1].worker, want);
   CHECK_EQ_STR(p->stages[2].worker, "i"); /* bare: PATH */
-  ebb_config_free(c);
+  pl_config_free(c);
   unlink(path);
 }
 

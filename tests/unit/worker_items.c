@@ -27,17 +27,17 @@ static double now(void) {
 static char prefix[64];
 
 /* Decodes the item written as JSON text with the test's shm prefix. */
-static int decode_text(const char *text, ebb_wire_item *it, json_t **keep) {
+static int decode_text(const char *text, wrk_wire_item *it, json_t **keep) {
   json_error_t je;
   json_t *o = json_loads(text, 0, &je);
   REQUIRE(o);
-  int rc = ebb_wire_item_decode(o, 2, prefix, it);
+  int rc = wrk_wire_item_decode(o, 2, prefix, it);
   *keep = o; /* the item borrows its strings */
   return rc;
 }
 
 static void test_round_trip(void) {
-  ebb_wire_item in[4] = {
+  wrk_wire_item in[4] = {
       {.kind = EBB_ITEM_AUDIO, .name = "mix", .frames = 44100, .channels = 2, .rate = 44100},
       {.kind = EBB_ITEM_TENSOR, .name = "t", .ndim = 3, .shape = {2, 3, 4}},
       {.kind = EBB_ITEM_JSON, .name = "j", .text = "{\"a\": [1, 2]}"},
@@ -45,14 +45,14 @@ static void test_round_trip(void) {
   };
   size_t bytes[4] = {44100 * 2 * 4, 24 * 4, 0, 0};
   for (int k = 0; k < 4; k++) {
-    json_t *o = ebb_wire_item_encode(&in[k]);
+    json_t *o = wrk_wire_item_encode(&in[k]);
     REQUIRE(o);
     char shm[96];
     snprintf(shm, sizeof shm, "%si%d", prefix, k);
     if (bytes[k])
-      REQUIRE(ebb_wire_item_set_payload(o, shm, bytes[k]) == 0);
-    ebb_wire_item out;
-    int rc = ebb_wire_item_decode(o, 0, prefix, &out);
+      REQUIRE(wrk_wire_item_set_payload(o, shm, bytes[k]) == 0);
+    wrk_wire_item out;
+    int rc = wrk_wire_item_decode(o, 0, prefix, &out);
     CHECK_MSG(rc == 0, "kind %d: %s", (int)in[k].kind, ebb_errmsg());
     CHECK_EQ_INT(out.kind, in[k].kind);
     CHECK_EQ_STR(out.name, in[k].name);
@@ -69,7 +69,7 @@ static void test_round_trip(void) {
     json_decref(o);
   }
   /* an empty tensor needs no payload; a 0-d tensor is one element */
-  ebb_wire_item it;
+  wrk_wire_item it;
   json_t *o;
   CHECK_EQ_INT(decode_text("{\"kind\":\"tensor\",\"name\":\"e\",\"shape\":[0,5]}", &it, &o), 0);
   CHECK(it.bytes == 0 && it.shm == NULL);
@@ -136,7 +136,7 @@ static void test_refused(void) {
        "\"bytes\" that do not match"},
   };
   for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
-    ebb_wire_item it;
+    wrk_wire_item it;
     json_t *o;
     int rc = decode_text(cases[k].json, &it, &o);
     CHECK_MSG(rc == EBB_EPROTO, "%s: rc %d, expected EBB_EPROTO", cases[k].json, rc);
@@ -146,12 +146,12 @@ static void test_refused(void) {
     json_decref(o);
   }
   /* the same item with the right prefix passes; without a prefix any valid name does */
-  ebb_wire_item it;
+  wrk_wire_item it;
   json_t *o;
   CHECK_MSG(decode_text(audio_ok, &it, &o) == 0, "%s", ebb_errmsg());
   json_decref(o);
   o = json_loads(wrong_prefix, 0, NULL);
-  CHECK_MSG(ebb_wire_item_decode(o, 0, NULL, &it) == 0, "%s", ebb_errmsg());
+  CHECK_MSG(wrk_wire_item_decode(o, 0, NULL, &it) == 0, "%s", ebb_errmsg());
   json_decref(o);
 }
 
@@ -159,43 +159,43 @@ static void test_map(void) {
   char name[96], text[256];
   snprintf(name, sizeof name, "%sm", prefix);
   float data[6] = {1, 2, 3, 4, 5, 6};
-  REQUIRE(ebb_shm_put(name, data, sizeof data) == 0);
+  REQUIRE(wrk_shm_put(name, data, sizeof data) == 0);
   snprintf(text, sizeof text,
            "{\"kind\":\"tensor\",\"name\":\"t\",\"shape\":[2,3],\"shm\":\"%s\",\"bytes\":24}", name);
-  ebb_wire_item it;
+  wrk_wire_item it;
   json_t *o;
   REQUIRE(decode_text(text, &it, &o) == 0);
-  REQUIRE(ebb_wire_item_map(&it) == 0 && it.data);
+  REQUIRE(wrk_wire_item_map(&it) == 0 && it.data);
   CHECK(memcmp(it.data, data, sizeof data) == 0);
-  ebb_wire_item_unmap(&it);
+  wrk_wire_item_unmap(&it);
   CHECK(it.data == NULL);
   json_decref(o);
   /* the file holds less than the shape says */
   snprintf(text, sizeof text,
            "{\"kind\":\"tensor\",\"name\":\"t\",\"shape\":[2,4],\"shm\":\"%s\",\"bytes\":32}", name);
   REQUIRE(decode_text(text, &it, &o) == 0);
-  CHECK_EQ_INT(ebb_wire_item_map(&it), EBB_EPROTO);
+  CHECK_EQ_INT(wrk_wire_item_map(&it), EBB_EPROTO);
   CHECK_MSG(has(ebb_errmsg(), "item #3 ('t')") && has(ebb_errmsg(), "holds 24 bytes"), "got '%s'",
             ebb_errmsg());
-  ebb_wire_item_unmap(&it); /* safe on an unmapped item */
+  wrk_wire_item_unmap(&it); /* safe on an unmapped item */
   json_decref(o);
   /* into a collection, as the host takes a result: the payload is the file
    * itself, taken over under ebb's own name (the worker's name is gone) */
   ebb_items *items = NULL;
-  REQUIRE(ebb_items_create(NULL, NULL, &items) == 0);
+  REQUIRE(pl_items_create(NULL, NULL, &items) == 0);
   snprintf(text, sizeof text,
            "{\"kind\":\"tensor\",\"name\":\"t\",\"shape\":[6],\"shm\":\"%s\",\"bytes\":24}", name);
   o = json_loads(text, 0, NULL);
-  CHECK_MSG(ebb_item_from_wire(items, o, 0, prefix, 1) == 0, "%s", ebb_errmsg());
+  CHECK_MSG(pl_item_from_wire(items, o, 0, prefix, 1) == 0, "%s", ebb_errmsg());
   json_decref(o);
-  REQUIRE(ebb_items_count(items) == 1);
-  const ebb_item_rec *r = ebb_items_rec(items, 0);
+  REQUIRE(pl_items_count(items) == 1);
+  const pl_item_rec *r = pl_items_rec(items, 0);
   CHECK(r->kind == EBB_ITEM_TENSOR && r->ndim == 1 && r->shape[0] == 6 &&
         !memcmp(r->data, data, sizeof data));
   const void *p;
-  CHECK_MSG(ebb_shm_map(name, 4, &p) == EBB_EPROTO, "%s was not unlinked", name);
-  ebb_items_destroy(items);
-  ebb_shm_unlink_prefix(prefix);
+  CHECK_MSG(wrk_shm_map(name, 4, &p) == EBB_EPROTO, "%s was not unlinked", name);
+  pl_items_destroy(items);
+  wrk_shm_unlink_prefix(prefix);
 }
 
 /* A put that records what it was asked: the file it was handed (no copy)
@@ -209,7 +209,7 @@ typedef struct rec_put {
 static int test_put(void *arg, const char *shm, size_t n, json_t *obj, void **dst) {
   rec_put *rp = arg;
   rp->shm = shm;
-  int rc = ebb_item_put_shm(rp->name, shm, n, obj, dst);
+  int rc = pl_item_put_shm(rp->name, shm, n, obj, dst);
   rp->made = *dst != NULL;
   return rc;
 }
@@ -230,17 +230,17 @@ static void test_no_copy(void) {
   char out[96], text[256];
   snprintf(out, sizeof out, "%so1", prefix);
   float *wp = NULL;
-  REQUIRE(ebb_shm_create(out, 6 * sizeof(float), (void **)&wp) == 0);
+  REQUIRE(wrk_shm_create(out, 6 * sizeof(float), (void **)&wp) == 0);
   for (int i = 0; i < 6; i++)
     wp[i] = (float)i;
   ebb_items *items = NULL;
-  REQUIRE(ebb_items_create(NULL, NULL, &items) == 0);
+  REQUIRE(pl_items_create(NULL, NULL, &items) == 0);
   snprintf(text, sizeof text,
            "{\"kind\":\"tensor\",\"name\":\"t\",\"shape\":[6],\"shm\":\"%s\",\"bytes\":24}", out);
   json_t *o = json_loads(text, 0, NULL);
-  CHECK_MSG(ebb_item_from_wire(items, o, 0, prefix, 1) == 0, "%s", ebb_errmsg());
+  CHECK_MSG(pl_item_from_wire(items, o, 0, prefix, 1) == 0, "%s", ebb_errmsg());
   json_decref(o);
-  const ebb_item_rec *r = ebb_items_rec(items, 0);
+  const pl_item_rec *r = pl_items_rec(items, 0);
   REQUIRE(r && r->shm && r->map_bytes == 24);
   char mine[64];
   snprintf(mine, sizeof mine, "ebb-h%ld-", (long)getpid());
@@ -252,41 +252,41 @@ static void test_no_copy(void) {
   rec_put rp = {.made = -1};
   snprintf(rp.name, sizeof rp.name, "%snext-i0", prefix);
   json_t *arr = json_array();
-  CHECK_MSG(ebb_item_to_wire(r, NULL, test_put, &rp, arr) == 0, "%s", ebb_errmsg());
+  CHECK_MSG(pl_item_to_wire(r, NULL, test_put, &rp, arr) == 0, "%s", ebb_errmsg());
   CHECK(rp.shm && !strcmp(rp.shm, r->shm) && rp.made == 0);
   CHECK(inode_of(rp.name) != 0 && inode_of(rp.name) == inode_of(r->shm));
   CHECK(!strcmp(json_string_value(json_object_get(json_array_get(arr, 0), "shm")), rp.name));
   /* the next worker maps it (take 0): the sender keeps the file */
   ebb_items *in = NULL;
-  REQUIRE(ebb_items_create(NULL, NULL, &in) == 0);
-  CHECK_MSG(ebb_item_from_wire(in, json_array_get(arr, 0), 0, prefix, 0) == 0, "%s",
+  REQUIRE(pl_items_create(NULL, NULL, &in) == 0);
+  CHECK_MSG(pl_item_from_wire(in, json_array_get(arr, 0), 0, prefix, 0) == 0, "%s",
             ebb_errmsg());
-  const ebb_item_rec *r2 = ebb_items_rec(in, 0);
+  const pl_item_rec *r2 = pl_items_rec(in, 0);
   CHECK(r2 && !r2->shm && r2->map_bytes == 24 && r2->data[5] == 42);
-  ebb_items_destroy(in);
+  pl_items_destroy(in);
   CHECK(inode_of(rp.name) != 0);
-  ebb_shm_unlink(rp.name);
+  wrk_shm_unlink(rp.name);
   json_decref(arr);
   /* a heap item: one copy, into the file the put made */
   float h[3] = {7, 8, 9};
   uint64_t shape[1] = {3};
-  REQUIRE(ebb_items_add_tensor(items, "h", h, 1, shape) == 0);
+  REQUIRE(pl_items_add_tensor(items, "h", h, 1, shape) == 0);
   rec_put hp = {.made = -1};
   snprintf(hp.name, sizeof hp.name, "%snext-i1", prefix);
   arr = json_array();
-  CHECK_MSG(ebb_item_to_wire(ebb_items_rec(items, 1), NULL, test_put, &hp, arr) == 0, "%s",
+  CHECK_MSG(pl_item_to_wire(pl_items_rec(items, 1), NULL, test_put, &hp, arr) == 0, "%s",
             ebb_errmsg());
   CHECK(hp.shm == NULL && hp.made == 1);
   const void *p = NULL;
-  CHECK(ebb_shm_map(hp.name, sizeof h, &p) == 0 && p && !memcmp(p, h, sizeof h));
-  ebb_shm_unmap(p, sizeof h);
-  ebb_shm_unlink(hp.name);
+  CHECK(wrk_shm_map(hp.name, sizeof h, &p) == 0 && p && !memcmp(p, h, sizeof h));
+  wrk_shm_unmap(p, sizeof h);
+  wrk_shm_unlink(hp.name);
   json_decref(arr);
   char taken[64];
   snprintf(taken, sizeof taken, "%s", r->shm);
-  ebb_items_destroy(items); /* the taken file goes with its item */
+  pl_items_destroy(items); /* the taken file goes with its item */
   CHECK(inode_of(taken) == 0);
-  ebb_shm_unmap(wp, 6 * sizeof(float));
+  wrk_shm_unmap(wp, 6 * sizeof(float));
 }
 
 /* Seeded mutations of encoded items: decode answers a valid item or
@@ -315,12 +315,12 @@ static void test_mutations(void) {
     json_t *o = json_loads(buf, 0, NULL);
     if (!o)
       continue; /* not JSON: the frame decoder's business */
-    ebb_wire_item it;
-    int rc = ebb_wire_item_decode(o, 0, prefix, &it);
+    wrk_wire_item it;
+    int rc = wrk_wire_item_decode(o, 0, prefix, &it);
     if (rc == 0) {
       ok++;
       uint64_t elems = it.kind == EBB_ITEM_AUDIO ? it.frames * it.channels
-                       : it.kind == EBB_ITEM_TENSOR ? ebb_wire_tensor_elems(it.ndim, it.shape)
+                       : it.kind == EBB_ITEM_TENSOR ? wrk_wire_tensor_elems(it.ndim, it.shape)
                                                     : 0;
       CHECK_MSG(it.name && *it.name, "iteration %d: accepted an item without a name", iter);
       if (it.kind == EBB_ITEM_AUDIO)
@@ -348,33 +348,33 @@ static void test_worker_refuses_bad_input(void) {
   REQUIRE(dir);
   char exe[1024];
   snprintf(exe, sizeof exe, "%s/ebb-worker", dir);
-  ebb_wproc *w = NULL;
-  REQUIRE(ebb_wproc_spawn(exe, NULL, 0, "ebb-worker", &w) == 0);
+  wrk_wproc *w = NULL;
+  REQUIRE(wrk_wproc_spawn(exe, NULL, 0, "ebb-worker", &w) == 0);
   json_t *m = json_pack("{s:s, s:i, s:s, s:s, s:s}", "type", "hello", "protocol", 1, "stage",
-                        "synthetic", "name", "s", "shm_prefix", ebb_wproc_shm_prefix(w));
+                        "synthetic", "name", "s", "shm_prefix", wrk_wproc_shm_prefix(w));
   json_t *r = NULL;
-  REQUIRE(ebb_wproc_call(w, m, now() + 20, NULL, &r) == 0);
+  REQUIRE(wrk_wproc_call(w, m, now() + 20, NULL, &r) == 0);
   json_decref(m);
   json_decref(r);
   m = json_pack("{s:s, s:s, s:{}, s:s}", "type", "load", "stage", "synthetic", "options",
                 "device", "cpu");
   r = NULL;
-  int rc = ebb_wproc_call(w, m, now() + 20, NULL, &r);
+  int rc = wrk_wproc_call(w, m, now() + 20, NULL, &r);
   CHECK_MSG(rc == 0, "load: %s", ebb_errmsg());
   json_decref(m);
   json_decref(r);
   m = json_pack("{s:s, s:[{s:s, s:s, s:i, s:i, s:i}]}", "type", "run", "items", "kind", "audio",
                 "name", "mix", "frames", 0, "channels", 0, "rate", 8000);
   r = NULL;
-  rc = ebb_wproc_call(w, m, now() + 20, NULL, &r);
+  rc = wrk_wproc_call(w, m, now() + 20, NULL, &r);
   CHECK_EQ_INT(rc, EBB_EPROTO);
   CHECK_MSG(has(ebb_errmsg(), "input item #1 ('mix')") && has(ebb_errmsg(), "channels 1..64"),
             "got '%s'", ebb_errmsg());
   CHECK(r != NULL); /* an answer, not a broken connection */
   json_decref(m);
   json_decref(r);
-  CHECK_MSG(ebb_wproc_alive(w), "ebb-worker died on a bad item");
-  ebb_wproc_stop(w, 5, NULL);
+  CHECK_MSG(wrk_wproc_alive(w), "ebb-worker died on a bad item");
+  wrk_wproc_stop(w, 5, NULL);
 }
 
 int main(void) {
@@ -386,6 +386,6 @@ int main(void) {
   RUN(test_no_copy);
   RUN(test_mutations);
   RUN(test_worker_refuses_bad_input);
-  ebb_shm_unlink_prefix(prefix);
+  wrk_shm_unlink_prefix(prefix);
   return TEST_END();
 }

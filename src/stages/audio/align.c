@@ -18,7 +18,7 @@
 typedef struct align_state {
   char *lyrics_path; /* NULL: none */
   double snap_s;
-  ebb_vad_params vad;
+  stg_vad_params vad;
   int acoustic;       /* method acoustic (else text) */
   char *model, *dict; /* pocketsphinx's acoustic model directory and dictionary */
 } align_state;
@@ -33,7 +33,7 @@ typedef struct align_state {
 #define AL_FIT_CHUNKS 0.5
 #define AL_FIT_MEDIAN 0.55
 
-/* The options, each written once (stages/options.h); ebb_vad_defaults takes
+/* The options, each written once (stages/options.h); stg_vad_defaults takes
  * its defaults from here too. */
 #define ALIGN_OPTIONS(NUM, INT, STR, BOOL, SEP, OP_NUM, OP_INT, PATH, URL, SECRET)                                                   \
   PATH(lyrics, "",                                                                                 \
@@ -56,7 +56,7 @@ typedef struct align_state {
   NUM(phrase_gap_ms, 350, 0, 60000, "activity closer than this is one phrase")
 EBB_STAGE_OPTIONS(ALIGN_OPTIONS)
 
-static void set_vad(const stage_opts *v, ebb_vad_params *vad) {
+static void set_vad(const stage_opts *v, stg_vad_params *vad) {
   vad->range_db = v->vad_range_db;
   vad->floor_db = v->vad_floor_db;
   vad->max_aperiodicity = v->vad_max_aperiodicity;
@@ -64,8 +64,8 @@ static void set_vad(const stage_opts *v, ebb_vad_params *vad) {
   vad->phrase_gap_s = v->phrase_gap_ms / 1000.0;
 }
 
-ebb_vad_params ebb_vad_defaults(void) {
-  ebb_vad_params p = {.win_s = 0.02, .hop_s = 0.01, .fill_s = 0.03, .min_active_s = 0.05};
+stg_vad_params stg_vad_defaults(void) {
+  stg_vad_params p = {.win_s = 0.02, .hop_s = 0.01, .fill_s = 0.03, .min_active_s = 0.05};
   stage_opts v; /* the rest are align options: the table's defaults */
   stage_opts_read("align", NULL, &v); /* no JSON: the defaults, cannot fail */
   set_vad(&v, &p);
@@ -78,26 +78,26 @@ static int align_load(ebb_stage_ctx *ctx, const char *options_json, void **state
   int rc = stage_opts_parse("align", options_json, &o, &v);
   align_state *s = NULL;
   if (rc) {
-    rc = ebb_st_fail(ctx, rc, "%s", ebb_errmsg());
+    rc = stg_st_fail(ctx, rc, "%s", ebb_errmsg());
     goto done;
   }
   const char *lyr = v.lyrics;
   if (!(s = calloc(1, sizeof *s))) {
-    rc = ebb_st_fail(ctx, EBB_ENOMEM, "out of memory");
+    rc = stg_st_fail(ctx, EBB_ENOMEM, "out of memory");
     goto done;
   }
-  s->vad = ebb_vad_defaults();
+  s->vad = stg_vad_defaults();
   set_vad(&v, &s->vad);
   s->snap_s = v.snap_ms / 1000.0;
   if (strcmp(v.method, "acoustic") && strcmp(v.method, "text")) {
-    rc = ebb_st_fail(ctx, EBB_ECONFIG, "align: option method=\"%s\" must be acoustic or text",
+    rc = stg_st_fail(ctx, EBB_ECONFIG, "align: option method=\"%s\" must be acoustic or text",
                      v.method);
     goto done;
   }
   s->acoustic = !strcmp(v.method, "acoustic");
   if (!(s->model = strdup(v.acoustic_model)) || !(s->dict = strdup(v.dictionary)) ||
       (*lyr && !(s->lyrics_path = strdup(lyr)))) {
-    rc = ebb_st_fail(ctx, EBB_ENOMEM, "out of memory");
+    rc = stg_st_fail(ctx, EBB_ENOMEM, "out of memory");
     goto done;
   }
   *state = s;
@@ -203,16 +203,16 @@ static FILE *open_lyrics(ebb_stage_ctx *ctx, const char *path, int *rc) {
   struct stat st;
   *rc = 0;
   if (fd < 0)
-    *rc = ebb_st_fail(ctx, EBB_EINPUT, "option lyrics: cannot open %s: %s", path,
+    *rc = stg_st_fail(ctx, EBB_EINPUT, "option lyrics: cannot open %s: %s", path,
                       strerror(errno));
   else if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode))
-    *rc = ebb_st_fail(ctx, EBB_EINPUT, "option lyrics: %s is not a regular file", path);
+    *rc = stg_st_fail(ctx, EBB_EINPUT, "option lyrics: %s is not a regular file", path);
   else if ((uint64_t)st.st_size > ALIGN_MAX_LYRICS_BYTES)
-    *rc = ebb_st_fail(ctx, EBB_EINPUT, "option lyrics: %s is %lld bytes, more than the %u a "
+    *rc = stg_st_fail(ctx, EBB_EINPUT, "option lyrics: %s is %lld bytes, more than the %u a "
                       "lyrics file may have", path, (long long)st.st_size, ALIGN_MAX_LYRICS_BYTES);
   FILE *f = *rc ? NULL : fdopen(fd, "r");
   if (!*rc && !f)
-    *rc = ebb_st_fail(ctx, EBB_ENOMEM, "option lyrics: %s: %s", path, strerror(errno));
+    *rc = stg_st_fail(ctx, EBB_ENOMEM, "option lyrics: %s: %s", path, strerror(errno));
   if (!f && fd >= 0)
     close(fd);
   return f;
@@ -230,7 +230,7 @@ static int read_lyrics(ebb_stage_ctx *ctx, const char *path, wlist *w) {
   int lineno = 0;
   for (ssize_t got; (got = getline(&line, &cap, f)) >= 0;) {
     if ((total += (size_t)got) > ALIGN_MAX_LYRICS_BYTES) { /* it grew while read */
-      rc = ebb_st_fail(ctx, EBB_EINPUT, "option lyrics: %s is more than %u bytes", path,
+      rc = stg_st_fail(ctx, EBB_EINPUT, "option lyrics: %s is more than %u bytes", path,
                        ALIGN_MAX_LYRICS_BYTES);
       goto done;
     }
@@ -248,7 +248,7 @@ static int read_lyrics(ebb_stage_ctx *ctx, const char *path, wlist *w) {
       while (j < len && p[j] != ' ' && p[j] != '\t')
         j++;
       if (j > i && (rc = wlist_add(w, p + i, j - i, 0, 0, lineno))) {
-        rc = ebb_st_fail(ctx, rc, "%s", ebb_errmsg());
+        rc = stg_st_fail(ctx, rc, "%s", ebb_errmsg());
         goto done;
       }
       i = j;
@@ -256,7 +256,7 @@ static int read_lyrics(ebb_stage_ctx *ctx, const char *path, wlist *w) {
     lineno++;
   }
   if (ferror(f))
-    rc = ebb_st_fail(ctx, EBB_EIO, "option lyrics: reading %s failed", path);
+    rc = stg_st_fail(ctx, EBB_EIO, "option lyrics: reading %s failed", path);
 done:
   free(line);
   fclose(f);
@@ -283,7 +283,7 @@ static int transcript_words(ebb_stage_ctx *ctx, json_t *tr, wlist *w) {
       if (len)
         rc = wlist_add(w, t, len, json_number_value(a), json_number_value(b), -1);
     }
-    return rc ? ebb_st_fail(ctx, rc, "%s", ebb_errmsg()) : 0;
+    return rc ? stg_st_fail(ctx, rc, "%s", ebb_errmsg()) : 0;
   }
   json_t *segs = json_object_get(tr, "segments");
   for (size_t i = 0; i < json_array_size(segs) && !rc; i++) {
@@ -311,7 +311,7 @@ static int transcript_words(ebb_stage_ctx *ctx, json_t *tr, wlist *w) {
       k = j;
     }
   }
-  return rc ? ebb_st_fail(ctx, rc, "%s", ebb_errmsg()) : 0;
+  return rc ? stg_st_fail(ctx, rc, "%s", ebb_errmsg()) : 0;
 }
 
 /* --- timing ----------------------------------------------------------------- */
@@ -331,7 +331,7 @@ static void interpolate(wlist *w, size_t a, size_t b, double lo, double hi) {
 }
 
 /* The nearest boundary to t within snap; t when none. */
-static double snap(double t, const ebb_span *s, size_t n, int use_end, double win) {
+static double snap(double t, const stg_span *s, size_t n, int use_end, double win) {
   double best = t, bd = win;
   for (size_t i = 0; i < n; i++) {
     double b = use_end ? s[i].end : s[i].start, d = fabs(b - t);
@@ -343,7 +343,7 @@ static double snap(double t, const ebb_span *s, size_t n, int use_end, double wi
   return best;
 }
 
-static void snap_words(wlist *w, const ebb_span *segs, size_t nseg, double win) {
+static void snap_words(wlist *w, const stg_span *segs, size_t nseg, double win) {
   double prev_end = 0;
   for (size_t i = 0; i < w->n; i++) {
     if (!w->matched[i])
@@ -361,7 +361,7 @@ static void snap_words(wlist *w, const ebb_span *segs, size_t nseg, double win) 
 
 static double r3(double x) { return round(x * 1000.0) / 1000.0; }
 
-static char *lyrics_json(const wlist *w, int with_lines, const ebb_span *ph, size_t nph,
+static char *lyrics_json(const wlist *w, int with_lines, const stg_span *ph, size_t nph,
                          const char *source) {
   json_t *root = json_object(), *words = json_array(), *phrases = json_array();
   for (size_t i = 0; i < w->n; i++) {
@@ -390,7 +390,7 @@ static json_t *find_transcript(ebb_stage_ctx *ctx, const ebb_items *in) {
     return NULL;
   json_t *j = json_loads(info.text, 0, NULL);
   if (!j || !json_is_object(j)) {
-    ebb_st_log(ctx, 2, "item \"transcript\" is not a JSON object; ignored");
+    stg_st_log(ctx, 2, "item \"transcript\" is not a JSON object; ignored");
     json_decref(j);
     return NULL;
   }
@@ -401,25 +401,25 @@ static json_t *find_transcript(ebb_stage_ctx *ctx, const ebb_items *in) {
  * lines; *mono (malloc'd, caller frees) and *rate are the audio, for the acoustic
  * alignment. No audio item is not an error: then nothing snaps, *mono is NULL and *dur
  * stays 0. */
-static int voice_activity(ebb_stage_ctx *ctx, align_state *s, const ebb_items *in, ebb_span **segs,
-                          size_t *nseg, ebb_span **ph, size_t *nph, double *dur, float **mono,
+static int voice_activity(ebb_stage_ctx *ctx, align_state *s, const ebb_items *in, stg_span **segs,
+                          size_t *nseg, stg_span **ph, size_t *nph, double *dur, float **mono,
                           uint64_t *n, uint32_t *rate) {
   static const char *const names[] = {"vocals", "audio", NULL};
   const char *used = NULL;
-  int rc = ebb_st_find_mono(ctx, in, names, mono, n, rate, &used);
+  int rc = stg_st_find_mono(ctx, in, names, mono, n, rate, &used);
   if (rc == EBB_ENOTFOUND) {
-    ebb_st_log(ctx, 2, "no AUDIO item \"vocals\" or \"audio\": no voice activity, no snapping");
+    stg_st_log(ctx, 2, "no AUDIO item \"vocals\" or \"audio\": no voice activity, no snapping");
     *mono = NULL;
     return 0;
   }
   if (rc)
     return rc;
   *dur = (double)*n / *rate;
-  rc = ebb_vad(*mono, *n, *rate, &s->vad, segs, nseg, ph, nph);
+  rc = stg_vad(*mono, *n, *rate, &s->vad, segs, nseg, ph, nph);
   if (rc) {
     free(*mono);
     *mono = NULL;
-    return ebb_st_fail(ctx, rc, "%s", ebb_errmsg());
+    return stg_st_fail(ctx, rc, "%s", ebb_errmsg());
   }
   return 0;
 }
@@ -427,16 +427,16 @@ static int voice_activity(ebb_stage_ctx *ctx, align_state *s, const ebb_items *i
 /* Lyric words take the times of the transcript words they match; the unmatched runs
  * between are spread evenly between their matched neighbours (or the vocal phrases). */
 static int lyrics_onto_transcript(ebb_stage_ctx *ctx, const align_state *s, wlist *lyr,
-                                  const wlist *tr, const ebb_span *segs, size_t nseg,
-                                  const ebb_span *ph, size_t nph, double dur) {
+                                  const wlist *tr, const stg_span *segs, size_t nseg,
+                                  const stg_span *ph, size_t nph, double dur) {
   int *map = malloc(lyr->n * sizeof *map);
   if (!map)
-    return ebb_st_fail(ctx, EBB_ENOMEM, "out of memory");
-  int rc = ebb_align_words((const char *const *)lyr->word, lyr->n, (const char *const *)tr->word,
+    return stg_st_fail(ctx, EBB_ENOMEM, "out of memory");
+  int rc = stg_align_words((const char *const *)lyr->word, lyr->n, (const char *const *)tr->word,
                            tr->n, map);
   if (rc) {
     free(map);
-    return ebb_st_fail(ctx, rc, "%s", ebb_errmsg());
+    return stg_st_fail(ctx, rc, "%s", ebb_errmsg());
   }
   size_t matched = 0;
   for (size_t i = 0; i < lyr->n; i++)
@@ -463,14 +463,14 @@ static int lyrics_onto_transcript(ebb_stage_ctx *ctx, const align_state *s, wlis
     interpolate(lyr, i, j, lo, hi);
     i = j + 1;
   }
-  ebb_st_log(ctx, 1, "%zu of %zu lyric words matched to %zu transcript words", matched, lyr->n,
+  stg_st_log(ctx, 1, "%zu of %zu lyric words matched to %zu transcript words", matched, lyr->n,
              tr->n);
   return 0;
 }
 
 /* --- the acoustic method ------------------------------------------------------ */
 
-static const char *placed_name(ebb_placed p) {
+static const char *placed_name(stg_placed p) {
   switch (p) {
   case EBB_PLACED_ACOUSTIC:
     return "acoustic";
@@ -487,7 +487,7 @@ static const char *placed_name(ebb_placed p) {
   }
 }
 
-static char *acoustic_json(const ebb_aco_word *w, size_t nw, int with_lines, const ebb_span *ph,
+static char *acoustic_json(const stg_aco_word *w, size_t nw, int with_lines, const stg_span *ph,
                            size_t nph, const char *source, const char *note) {
   json_t *root = json_object(), *words = json_array(), *phrases = json_array();
   for (size_t i = 0; i < nw; i++) {
@@ -519,7 +519,7 @@ static int to_pcm16k(const float *x, uint64_t n, uint32_t rate, int16_t **pcm, u
   const float *y = x;
   int rc;
   if (rate != 16000) {
-    if ((rc = ebb_audio_resample(x, n, rate, 16000, &r, m)))
+    if ((rc = stg_audio_resample(x, n, rate, 16000, &r, m)))
       return rc;
     y = r;
   } else {
@@ -545,7 +545,7 @@ static int ctx_cancelled(void *u) { return ebb_cancelled(u); }
 
 /* A chunk that did not align: the rough (text) times when there are, else
  * spread evenly over the chunk's stretch by length. */
-static void fallback(ebb_aco_word *w, const ebb_aco_chunk *c) {
+static void fallback(stg_aco_word *w, const stg_aco_chunk *c) {
   double total = 0, pos = 0;
   for (size_t i = c->first; i < c->first + c->count; i++)
     total += (double)strlen(w[i].word) + 1.0;
@@ -570,7 +570,7 @@ static int cmp_conf(const void *a, const void *b) {
 /* Whether the lyrics fit the voice: enough chunks aligned and the words'
  * median confidence high enough. Otherwise every word is unmatched, its
  * confidence at most what was measured. */
-static double check_fit(ebb_stage_ctx *ctx, ebb_aco_word *w, size_t nw, size_t aligned,
+static double check_fit(ebb_stage_ctx *ctx, stg_aco_word *w, size_t nw, size_t aligned,
                         size_t nchunks) {
   double *c = malloc((nw ? nw : 1) * sizeof *c), med = 0;
   size_t k = 0;
@@ -584,7 +584,7 @@ static double check_fit(ebb_stage_ctx *ctx, ebb_aco_word *w, size_t nw, size_t a
   free(c);
   if ((double)aligned >= AL_FIT_CHUNKS * (double)nchunks && med >= AL_FIT_MEDIAN)
     return med;
-  ebb_st_log(ctx, 2,
+  stg_st_log(ctx, 2,
              "the lyrics do not fit the voice: %zu of %zu lines aligned, median word confidence "
              "%.2f (under %.2f); every word is marked matched false",
              aligned, nchunks, med, AL_FIT_MEDIAN);
@@ -593,32 +593,32 @@ static double check_fit(ebb_stage_ctx *ctx, ebb_aco_word *w, size_t nw, size_t a
   return med;
 }
 
-static void log_fallback(ebb_stage_ctx *ctx, const ebb_aco_word *w, const ebb_aco_chunk *c) {
-  const ebb_aco_word *f = &w[c->first];
-  ebb_st_log(ctx, 2, "%s %d (\"%s%s\", %.2f-%.2f s) did not align acoustically; placed by %s",
+static void log_fallback(ebb_stage_ctx *ctx, const stg_aco_word *w, const stg_aco_chunk *c) {
+  const stg_aco_word *f = &w[c->first];
+  stg_st_log(ctx, 2, "%s %d (\"%s%s\", %.2f-%.2f s) did not align acoustically; placed by %s",
              f->line >= 0 ? "line" : "phrase", f->line >= 0 ? f->line + 1 : 0, f->word,
              c->count > 1 ? " ..." : "", c->t0, c->t1,
              f->has_rough ? "the text method's times" : "spreading its words evenly");
 }
 
 /* Aligns words (rough times when have_rough) to the vocals, chunk by chunk. */
-static int align_acoustic(ebb_stage_ctx *ctx, align_state *s, ebb_aco_word *w, size_t nw,
+static int align_acoustic(ebb_stage_ctx *ctx, align_state *s, stg_aco_word *w, size_t nw,
                           int by_lines, const float *mono, uint64_t n, uint32_t rate,
-                          const ebb_span *ph, size_t nph, double dur) {
-  ebb_aco *a = NULL;
-  ebb_aco_chunk *ch = NULL;
+                          const stg_span *ph, size_t nph, double dur) {
+  stg_aco *a = NULL;
+  stg_aco_chunk *ch = NULL;
   size_t nch = 0, aligned = 0, oov = 0;
   int16_t *pcm = NULL;
   uint64_t m = 0;
-  int rc = ebb_aco_open(s->model, s->dict, &a);
+  int rc = stg_aco_open(s->model, s->dict, &a);
   if (rc)
     return rc;
-  rc = by_lines ? ebb_aco_plan_lines(w, nw, ph, nph, dur, &ch, &nch)
-                : ebb_aco_plan_times(w, nw, ph, nph, dur, &ch, &nch);
+  rc = by_lines ? stg_aco_plan_lines(w, nw, ph, nph, dur, &ch, &nch)
+                : stg_aco_plan_times(w, nw, ph, nph, dur, &ch, &nch);
   if (rc || (rc = to_pcm16k(mono, n, rate, &pcm, &m)))
     goto done;
   for (size_t i = 0; i < nch; i++) {
-    rc = ebb_aco_align(a, pcm, m, w, &ch[i], ctx_cancelled, ctx);
+    rc = stg_aco_align(a, pcm, m, w, &ch[i], ctx_cancelled, ctx);
     if (rc == EBB_ECANCELED || rc == EBB_ENOMEM)
       goto done;
     if (rc) {
@@ -635,26 +635,26 @@ static int align_acoustic(ebb_stage_ctx *ctx, align_state *s, ebb_aco_word *w, s
     lts += w[i].placed == EBB_PLACED_LTS;
   }
   if (lts)
-    ebb_st_log(ctx, 1,
+    stg_st_log(ctx, 1,
                "%zu words not in the dictionary %s: pronounced by espeak-ng's letter-to-sound "
                "rules",
                lts, s->dict);
   if (oov)
-    ebb_st_log(ctx, 1, "%zu words with no pronunciation (not in the dictionary, no letter-to-sound "
+    stg_st_log(ctx, 1, "%zu words with no pronunciation (not in the dictionary, no letter-to-sound "
                "rule): placed between their neighbours", oov);
   size_t placed = 0;
   for (size_t i = 0; i < nw; i++)
     placed += w[i].placed == EBB_PLACED_ACOUSTIC || w[i].placed == EBB_PLACED_LTS;
   double med = check_fit(ctx, w, nw, aligned, nch);
-  ebb_st_log(ctx, 1,
+  stg_st_log(ctx, 1,
              "%zu of %zu words aligned acoustically in %zu of %zu %s (median confidence %.2f)",
              placed, nw, aligned, nch, by_lines ? "line groups" : "phrases", med);
 done:
   if (rc == EBB_ECANCELED)
-    rc = ebb_st_fail(ctx, rc, "align: cancelled");
+    rc = stg_st_fail(ctx, rc, "align: cancelled");
   else if (rc)
-    rc = ebb_st_fail(ctx, rc, "%s", ebb_errmsg());
-  ebb_aco_close(a);
+    rc = stg_st_fail(ctx, rc, "%s", ebb_errmsg());
+  stg_aco_close(a);
   free(ch);
   free(pcm);
   return rc;
@@ -663,18 +663,18 @@ done:
 /* The acoustic method's words: the lyrics (rough times from the text method
  * when there is a transcript), else the transcript's words. */
 static int run_acoustic(ebb_stage_ctx *ctx, align_state *s, wlist *lyr, wlist *tr,
-                        const float *mono, uint64_t n, uint32_t rate, const ebb_span *segs,
-                        size_t nseg, const ebb_span *ph, size_t nph, double dur, char **text) {
+                        const float *mono, uint64_t n, uint32_t rate, const stg_span *segs,
+                        size_t nseg, const stg_span *ph, size_t nph, double dur, char **text) {
   const wlist *src = lyr->n ? lyr : tr;
   int rough = tr->n > 0, rc = 0;
   if (lyr->n && tr->n &&
       (rc = lyrics_onto_transcript(ctx, s, lyr, tr, segs, nseg, ph, nph, dur)))
     return rc;
-  ebb_aco_word *w = calloc(src->n, sizeof *w);
+  stg_aco_word *w = calloc(src->n, sizeof *w);
   if (!w)
-    return ebb_st_fail(ctx, EBB_ENOMEM, "out of memory for %zu words", src->n);
+    return stg_st_fail(ctx, EBB_ENOMEM, "out of memory for %zu words", src->n);
   for (size_t i = 0; i < src->n; i++)
-    w[i] = (ebb_aco_word){.word = src->word[i], .line = src->line[i], .start = src->start[i],
+    w[i] = (stg_aco_word){.word = src->word[i], .line = src->line[i], .start = src->start[i],
                           .end = src->end[i], .has_rough = rough};
   const char *source = "acoustic";
   char note[512] = "";
@@ -689,15 +689,15 @@ static int run_acoustic(ebb_stage_ctx *ctx, align_state *s, wlist *lyr, wlist *t
     /* no model (or no audio): the rest of the pipeline still runs, the words
      * placed as the text method places them, and the output says why */
     snprintf(note, sizeof note, "%s", ebb_errmsg());
-    ebb_st_log(ctx, 3, "acoustic alignment unavailable: %s; words placed by the text method",
+    stg_st_log(ctx, 3, "acoustic alignment unavailable: %s; words placed by the text method",
                note);
-    ebb_aco_chunk all = {0, src->n, nph ? ph[0].start : 0, nph ? ph[nph - 1].end : dur};
+    stg_aco_chunk all = {0, src->n, nph ? ph[0].start : 0, nph ? ph[nph - 1].end : dur};
     fallback(w, &all);
     source = rough ? "text" : "spread";
     rc = 0;
   }
   if (!(*text = acoustic_json(w, src->n, lyr->n > 0, ph, nph, source, *note ? note : NULL)))
-    rc = ebb_st_fail(ctx, EBB_ENOMEM, "out of memory for the lyrics JSON");
+    rc = stg_st_fail(ctx, EBB_ENOMEM, "out of memory for the lyrics JSON");
 done:
   free(w);
   return rc;
@@ -705,7 +705,7 @@ done:
 
 /* The text method (the lyrics matched to the transcript by spelling). */
 static int run_text(ebb_stage_ctx *ctx, align_state *s, wlist *lyr, wlist *tr,
-                    const ebb_span *segs, size_t nseg, const ebb_span *ph, size_t nph, double dur,
+                    const stg_span *segs, size_t nseg, const stg_span *ph, size_t nph, double dur,
                     char **text) {
   const char *source = "vad";
   const wlist *result = lyr;
@@ -721,21 +721,21 @@ static int run_text(ebb_stage_ctx *ctx, align_state *s, wlist *lyr, wlist *tr,
       tr->matched[i] = 1;
     snap_words(tr, segs, nseg, s->snap_s);
     result = tr;
-    ebb_st_log(ctx, 1, "%zu transcript words%s", tr->n, s->lyrics_path ? " (lyrics file empty)" : "");
+    stg_st_log(ctx, 1, "%zu transcript words%s", tr->n, s->lyrics_path ? " (lyrics file empty)" : "");
   } else {
     static const wlist none = {0};
     result = &none;
-    ebb_st_log(ctx, 1, "no transcript: %zu vocal phrases from voice activity only%s", nph,
+    stg_st_log(ctx, 1, "no transcript: %zu vocal phrases from voice activity only%s", nph,
                lyr->n ? "; lyrics not aligned" : "");
   }
   if (!(*text = lyrics_json(result, with_lines, ph, nph, source)))
-    return ebb_st_fail(ctx, EBB_ENOMEM, "out of memory for the lyrics JSON");
+    return stg_st_fail(ctx, EBB_ENOMEM, "out of memory for the lyrics JSON");
   return 0;
 }
 
 static int align_run(ebb_stage_ctx *ctx, void *state, const ebb_items *in, ebb_items *out) {
   align_state *s = state;
-  ebb_span *segs = NULL, *ph = NULL;
+  stg_span *segs = NULL, *ph = NULL;
   size_t nseg = 0, nph = 0;
   wlist lyr = {0}, tr = {0};
   char *text = NULL;
@@ -744,15 +744,15 @@ static int align_run(ebb_stage_ctx *ctx, void *state, const ebb_items *in, ebb_i
   float *mono = NULL;
   uint64_t n = 0;
   uint32_t rate = 0;
-  ebb_st_watch(ctx); /* the voice activity's loops see a cancellation */
+  stg_st_watch(ctx); /* the voice activity's loops see a cancellation */
   int rc = voice_activity(ctx, s, in, &segs, &nseg, &ph, &nph, &dur, &mono, &n, &rate);
-  ebb_st_unwatch();
+  stg_st_unwatch();
   if (rc)
     return rc;
   if (s->lyrics_path && (rc = read_lyrics(ctx, s->lyrics_path, &lyr)))
     goto done;
   if (s->lyrics_path && lyr.n == 0)
-    ebb_st_log(ctx, 2, "option lyrics: %s has no words; aligning without lyrics",
+    stg_st_log(ctx, 2, "option lyrics: %s has no words; aligning without lyrics",
                s->lyrics_path);
   transcript = find_transcript(ctx, in);
   if (transcript && (rc = transcript_words(ctx, transcript, &tr)))
@@ -765,7 +765,7 @@ static int align_run(ebb_stage_ctx *ctx, void *state, const ebb_items *in, ebb_i
     goto done;
   rc = ctx->host->add_json(out, "lyrics", text);
   if (rc)
-    rc = ebb_st_fail(ctx, rc, "cannot add the JSON item \"lyrics\"");
+    rc = stg_st_fail(ctx, rc, "cannot add the JSON item \"lyrics\"");
 done:
   free(text);
   free(segs);
@@ -777,7 +777,7 @@ done:
   return rc;
 }
 
-const ebb_stage ebb_stage_align = {
+const ebb_stage stg_stage_align = {
     .abi_version = EBB_STAGE_ABI_VERSION,
     .size = sizeof(ebb_stage),
     .name = "align",

@@ -26,25 +26,25 @@
 
 #include "ebb/stage.h"
 
-extern const ebb_stage ebb_stage_align;
+extern const ebb_stage stg_stage_align;
 
 /* Lowercase letters and digits of a word (UTF-8 bytes >= 0x80 kept as they
  * are; apostrophes and punctuation dropped) into out (NUL-terminated). */
-void ebb_align_normalise(const char *word, char *out, size_t n);
+void stg_align_normalise(const char *word, char *out, size_t n);
 /* Levenshtein distance of the normalised words / the longer length, in
  * [0, 1]; two words that normalise to empty have distance 0. */
-double ebb_align_word_distance(const char *a, const char *b);
+double stg_align_word_distance(const char *a, const char *b);
 
 /* Aligns lyric words a[0..na) to transcript words b[0..nb): map[i] is the
  * index in b matched to a[i], or -1. Matches are strictly increasing in b.
  * Returns 0 or EBB_ENOMEM. */
-int ebb_align_words(const char *const *a, size_t na, const char *const *b, size_t nb, int *map);
+int stg_align_words(const char *const *a, size_t na, const char *const *b, size_t nb, int *map);
 
-typedef struct ebb_span {
+typedef struct stg_span {
   double start, end;
-} ebb_span;
+} stg_span;
 
-typedef struct ebb_vad_params {
+typedef struct stg_vad_params {
   double win_s, hop_s;  /* analysis window/hop (0.02, 0.01) */
   double range_db;      /* active: within this much of the loud level (the 95th percentile) (20) */
   double floor_db;      /* ... and above this absolute level, dBFS (-55) */
@@ -54,17 +54,17 @@ typedef struct ebb_vad_params {
   double min_phrase_s;  /* shorter phrases are dropped (0.45) */
   double max_aperiodicity; /* ... and active only where YIN's aperiodicity (min d', 5-frame
                             * median) is at most this (0.2); >= 1 turns the cue off */
-} ebb_vad_params;
+} stg_vad_params;
 
 /* The VAD's fixed frame layout and, for the rest, the defaults of the align
  * stage's option table (align.c, beside the table). */
-ebb_vad_params ebb_vad_defaults(void);
+stg_vad_params stg_vad_defaults(void);
 
 /* Voice activity segments and phrases (segments joined across short gaps).
  * *segs and *phrases are malloc'd (caller frees; may be NULL when the count
  * is 0). */
-int ebb_vad(const float *x, uint64_t n, uint32_t rate, const ebb_vad_params *p, ebb_span **segs,
-            size_t *nseg, ebb_span **phrases, size_t *nphr);
+int stg_vad(const float *x, uint64_t n, uint32_t rate, const stg_vad_params *p, stg_span **segs,
+            size_t *nseg, stg_span **phrases, size_t *nphr);
 
 /* --- acoustic alignment (align_acoustic.c, align_plan.c) -------------------
  *
@@ -82,52 +82,52 @@ typedef enum {
   EBB_PLACED_BETWEEN,    /* no pronunciation (another script): between its aligned neighbours */
   EBB_PLACED_TEXT,       /* its chunk did not align: the text method's time */
   EBB_PLACED_SPREAD,     /* its chunk did not align: spread evenly over the chunk */
-} ebb_placed;
+} stg_placed;
 
-typedef struct ebb_aco_word {
+typedef struct stg_aco_word {
   const char *word;  /* as written (not owned) */
   int line;          /* lyric line, or -1 */
   double start, end; /* in: a rough time when has_rough; out: the placed times */
   int has_rough;
   double conf;       /* out: 0..1, how much better the words explain the audio than free phones */
-  ebb_placed placed; /* out */
-} ebb_aco_word;
+  stg_placed placed; /* out */
+} stg_aco_word;
 
-typedef struct ebb_aco_chunk {
+typedef struct stg_aco_chunk {
   size_t first, count; /* words [first, first + count) */
   double t0, t1;       /* sung inside [t0, t1] seconds */
-} ebb_aco_chunk;
+} stg_aco_chunk;
 
 /* Chunks from lyric lines and voice phrases (align_plan.c): a dynamic
  * programme pairs runs of consecutive lines with runs of consecutive phrases
  * so that each run's letters per second is close to the song's, and a phrase
  * may carry no line (a voice-like instrument). Words must carry their line
  * numbers (non-decreasing). *chunks is malloc'd (caller frees). */
-int ebb_aco_plan_lines(const ebb_aco_word *w, size_t nw, const ebb_span *ph, size_t nph,
-                       double dur, ebb_aco_chunk **chunks, size_t *nchunks);
+int stg_aco_plan_lines(const stg_aco_word *w, size_t nw, const stg_span *ph, size_t nph,
+                       double dur, stg_aco_chunk **chunks, size_t *nchunks);
 /* Chunks from rough word times: the words whose middle falls in (or is
  * nearest to) one voice phrase form a chunk over that phrase (without
  * phrases, over the words' rough times). */
-int ebb_aco_plan_times(const ebb_aco_word *w, size_t nw, const ebb_span *ph, size_t nph,
-                       double dur, ebb_aco_chunk **chunks, size_t *nchunks);
+int stg_aco_plan_times(const stg_aco_word *w, size_t nw, const stg_span *ph, size_t nph,
+                       double dur, stg_aco_chunk **chunks, size_t *nchunks);
 
-typedef struct ebb_aco ebb_aco; /* a loaded acoustic model + dictionary */
+typedef struct stg_aco stg_aco; /* a loaded acoustic model + dictionary */
 
 /* Loads the model directory `hmm` and dictionary `dict`. EBB_ENOLIB naming
  * the Debian package when they are missing or ebb was built without
- * pocketsphinx; EBB_ENOMEM. *out: ebb_aco_close. */
-int ebb_aco_open(const char *hmm, const char *dict, ebb_aco **out);
-void ebb_aco_close(ebb_aco *a); /* NULL: no-op */
+ * pocketsphinx; EBB_ENOMEM. *out: stg_aco_close. */
+int stg_aco_open(const char *hmm, const char *dict, stg_aco **out);
+void stg_aco_close(stg_aco *a); /* NULL: no-op */
 /* 1 when the dictionary has the word (normalised: lowercase, apostrophes
  * kept), or had it added from espeak-ng's letter-to-sound rules. */
-int ebb_aco_known(ebb_aco *a, const char *word);
+int stg_aco_known(stg_aco *a, const char *word);
 /* Aligns the words of one chunk to pcm (16 kHz mono, the whole song):
  * 0 and each word placed (EBB_PLACED_ACOUSTIC; EBB_PLACED_LTS for a word
  * the dictionary lacks, added with espeak-ng's pronunciation;
  * EBB_PLACED_BETWEEN for one with none, e.g. in another script), EBB_ENOTFOUND when the chunk has no dictionary
  * word or the alignment did not reach the chunk's end (words untouched),
  * EBB_ECANCELED when cancelled() said so, EBB_ENOMEM. */
-int ebb_aco_align(ebb_aco *a, const int16_t *pcm, uint64_t n, ebb_aco_word *w,
-                  const ebb_aco_chunk *c, int (*cancelled)(void *), void *user);
+int stg_aco_align(stg_aco *a, const int16_t *pcm, uint64_t n, stg_aco_word *w,
+                  const stg_aco_chunk *c, int (*cancelled)(void *), void *user);
 
 #endif

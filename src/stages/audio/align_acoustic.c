@@ -57,14 +57,14 @@ static int dict_form(const char *word, char *out, size_t n) {
   return out[0] != '\0';
 }
 
-struct ebb_aco {
+struct stg_aco {
   cmd_ln_t *config;
   ps_decoder_t *ps;
   char **lts; /* words added with espeak-ng's pronunciation */
   size_t nlts;
 };
 
-int ebb_aco_open(const char *hmm, const char *dict, ebb_aco **out) {
+int stg_aco_open(const char *hmm, const char *dict, stg_aco **out) {
   char mdef[4096];
   snprintf(mdef, sizeof mdef, "%s/mdef", hmm);
   if (access(mdef, R_OK))
@@ -77,7 +77,7 @@ int ebb_aco_open(const char *hmm, const char *dict, ebb_aco **out) {
                       "align: no pronunciation dictionary at %s (option dictionary; Debian "
                       "package pocketsphinx-en-us, installed by scripts/install-deps.sh)",
                       dict);
-  ebb_aco *a = calloc(1, sizeof *a);
+  stg_aco *a = calloc(1, sizeof *a);
   if (!a)
     return ebb_seterr(EBB_ENOMEM, "align: out of memory for the acoustic model");
   /* wide beams: the grammar is one path, so pruning only risks losing it;
@@ -88,7 +88,7 @@ int ebb_aco_open(const char *hmm, const char *dict, ebb_aco **out) {
   if (a->config)
     a->ps = ps_init(a->config);
   if (!a->ps) {
-    ebb_aco_close(a);
+    stg_aco_close(a);
     return ebb_seterr(EBB_ENOLIB,
                       "align: pocketsphinx could not load the model %s with dictionary %s "
                       "(Debian package pocketsphinx-en-us)",
@@ -98,7 +98,7 @@ int ebb_aco_open(const char *hmm, const char *dict, ebb_aco **out) {
   return 0;
 }
 
-void ebb_aco_close(ebb_aco *a) {
+void stg_aco_close(stg_aco *a) {
   if (!a)
     return;
   if (a->ps)
@@ -111,7 +111,7 @@ void ebb_aco_close(ebb_aco *a) {
   free(a);
 }
 
-int ebb_aco_known(ebb_aco *a, const char *word) {
+int stg_aco_known(stg_aco *a, const char *word) {
   char w[128];
   if (!dict_form(word, w, sizeof w))
     return 0;
@@ -122,7 +122,7 @@ int ebb_aco_known(ebb_aco *a, const char *word) {
 }
 
 /* Runs the search `name` over pcm; 0 when it found a hypothesis. */
-static int decode(ebb_aco *a, const char *name, const int16_t *pcm, size_t n) {
+static int decode(stg_aco *a, const char *name, const int16_t *pcm, size_t n) {
   if (ps_set_search(a->ps, name) < 0 || ps_start_utt(a->ps) < 0)
     return -1;
   int rc = ps_process_raw(a->ps, pcm, n, FALSE, TRUE) < 0;
@@ -133,7 +133,7 @@ static int decode(ebb_aco *a, const char *name, const int16_t *pcm, size_t n) {
 
 static int is_filler(const char *w) { return w[0] == '<' || w[0] == '[' || !strcmp(w, "SIL"); }
 
-static int is_lts(const ebb_aco *a, const char *d) {
+static int is_lts(const stg_aco *a, const char *d) {
   for (size_t i = 0; i < a->nlts; i++)
     if (!strcmp(a->lts[i], d))
       return 1;
@@ -142,13 +142,13 @@ static int is_lts(const ebb_aco *a, const char *d) {
 
 /* A word the dictionary lacks, added with espeak-ng's letter-to-sound
  * pronunciation mapped to CMU phones (speech.h): 1 when added. */
-static int add_lts(ebb_aco *a, const char *d) {
+static int add_lts(stg_aco *a, const char *d) {
   char ph[512];
   char **l = realloc(a->lts, (a->nlts + 1) * sizeof *l);
   if (!l)
     return 0;
   a->lts = l;
-  if (ebb_speech_phones(d, ph, sizeof ph) || !(a->lts[a->nlts] = strdup(d)))
+  if (stg_speech_phones(d, ph, sizeof ph) || !(a->lts[a->nlts] = strdup(d)))
     return 0;
   if (ps_add_word(a->ps, d, ph, FALSE) < 0) {
     free(a->lts[a->nlts]);
@@ -164,12 +164,12 @@ static int add_lts(ebb_aco *a, const char *d) {
  * rather than ps_set_jsgf_string, which leaks its parsed grammar (7 KB a
  * call, valgrind) in 0.8+5prealpha. known[i]: word i is in the grammar.
  * Returns 0, -1 when pocketsphinx refused it, EBB_ENOMEM. */
-static int set_grammar(ebb_aco *a, const ebb_aco_word *w, const ebb_aco_chunk *c, int *known,
+static int set_grammar(stg_aco *a, const stg_aco_word *w, const stg_aco_chunk *c, int *known,
                        size_t *nknown) {
   *nknown = 0;
   for (size_t i = 0; i < c->count; i++) {
     char d[128];
-    known[i] = ebb_aco_known(a, w[c->first + i].word);
+    known[i] = stg_aco_known(a, w[c->first + i].word);
     if (!known[i] && dict_form(w[c->first + i].word, d, sizeof d))
       known[i] = add_lts(a, d);
     *nknown += (size_t)known[i];
@@ -197,7 +197,7 @@ static int set_grammar(ebb_aco *a, const ebb_aco_word *w, const ebb_aco_chunk *c
 }
 
 /* Words the dictionary lacks sit between their aligned neighbours. */
-static void place_between(ebb_aco_word *w, const ebb_aco_chunk *c, const int *known) {
+static void place_between(stg_aco_word *w, const stg_aco_chunk *c, const int *known) {
   for (size_t i = 0; i < c->count;) {
     if (known[i]) {
       i++;
@@ -211,7 +211,7 @@ static void place_between(ebb_aco_word *w, const ebb_aco_chunk *c, const int *kn
     if (hi < lo + 0.08 * (double)(j - i))
       hi = lo + 0.08 * (double)(j - i);
     for (size_t k = i; k < j; k++) {
-      ebb_aco_word *x = &w[c->first + k];
+      stg_aco_word *x = &w[c->first + k];
       x->start = lo + (hi - lo) * (double)(k - i) / (double)(j - i);
       x->end = lo + (hi - lo) * (double)(k - i + 1) / (double)(j - i);
       x->conf = 0;
@@ -221,8 +221,8 @@ static void place_between(ebb_aco_word *w, const ebb_aco_chunk *c, const int *kn
   }
 }
 
-int ebb_aco_align(ebb_aco *a, const int16_t *pcm, uint64_t n, ebb_aco_word *w,
-                  const ebb_aco_chunk *c, int (*cancelled)(void *), void *user) {
+int stg_aco_align(stg_aco *a, const int16_t *pcm, uint64_t n, stg_aco_word *w,
+                  const stg_aco_chunk *c, int (*cancelled)(void *), void *user) {
   double t0 = fmax(0.0, c->t0 - ACO_PAD_S);
   uint64_t s0 = (uint64_t)(t0 * ACO_RATE), s1 = (uint64_t)((c->t1 + ACO_PAD_S) * ACO_RATE);
   if (s1 > n)
@@ -264,7 +264,7 @@ int ebb_aco_align(ebb_aco *a, const int16_t *pcm, uint64_t n, ebb_aco_word *w,
     int32 lscr, lback;
     ps_seg_frames(s, &sf, &ef);
     ps_seg_prob(s, &ascr[k], &lscr, &lback);
-    ebb_aco_word *x = &w[c->first + k];
+    stg_aco_word *x = &w[c->first + k];
     x->start = t0 + sf * ACO_FRAME_S;
     x->end = t0 + (ef + 1) * ACO_FRAME_S;
     char dw[128];
@@ -291,23 +291,23 @@ done:
   return rc;
 }
 #else
-struct ebb_aco {
+struct stg_aco {
   int unused;
 };
-int ebb_aco_open(const char *hmm, const char *dict, ebb_aco **out) {
+int stg_aco_open(const char *hmm, const char *dict, stg_aco **out) {
   (void)hmm, (void)dict, (void)out;
   return ebb_seterr(EBB_ENOLIB, "align: ebb was built without pocketsphinx, so the acoustic "
                                 "method is unavailable (Debian packages libpocketsphinx-dev "
                                 "pocketsphinx-en-us; scripts/install-deps.sh installs them, then "
                                 "rebuild; method text still works)");
 }
-void ebb_aco_close(ebb_aco *a) { free(a); }
-int ebb_aco_known(ebb_aco *a, const char *word) {
+void stg_aco_close(stg_aco *a) { free(a); }
+int stg_aco_known(stg_aco *a, const char *word) {
   (void)a, (void)word;
   return 0;
 }
-int ebb_aco_align(ebb_aco *a, const int16_t *pcm, uint64_t n, ebb_aco_word *w,
-                  const ebb_aco_chunk *c, int (*cancelled)(void *), void *user) {
+int stg_aco_align(stg_aco *a, const int16_t *pcm, uint64_t n, stg_aco_word *w,
+                  const stg_aco_chunk *c, int (*cancelled)(void *), void *user) {
   (void)a, (void)pcm, (void)n, (void)w, (void)c, (void)cancelled, (void)user;
   return EBB_ENOLIB;
 }

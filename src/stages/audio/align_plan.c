@@ -25,10 +25,10 @@ typedef struct pl_line {
   double weight;
 } pl_line;
 
-static int add_chunk(ebb_aco_chunk **c, size_t *n, size_t *cap, ebb_aco_chunk v) {
+static int add_chunk(stg_aco_chunk **c, size_t *n, size_t *cap, stg_aco_chunk v) {
   if (*n == *cap) {
     size_t nc = *cap ? *cap * 2 : 16;
-    ebb_aco_chunk *x = realloc(*c, nc * sizeof *x);
+    stg_aco_chunk *x = realloc(*c, nc * sizeof *x);
     if (!x)
       return ebb_seterr(EBB_ENOMEM, "align: out of memory for chunks");
     *c = x;
@@ -38,7 +38,7 @@ static int add_chunk(ebb_aco_chunk **c, size_t *n, size_t *cap, ebb_aco_chunk v)
   return 0;
 }
 
-static size_t count_lines(const ebb_aco_word *w, size_t nw, pl_line *out) {
+static size_t count_lines(const stg_aco_word *w, size_t nw, pl_line *out) {
   size_t nl = 0;
   for (size_t i = 0; i < nw; i++) {
     if (i == 0 || w[i].line != w[i - 1].line) {
@@ -55,7 +55,7 @@ static size_t count_lines(const ebb_aco_word *w, size_t nw, pl_line *out) {
 }
 
 /* The cost of singing lines [j, j+b) over phrases [i, i+a) at `rate` letters/s. */
-static double pair_cost(const pl_line *l, size_t j, size_t b, const ebb_span *ph, size_t i,
+static double pair_cost(const pl_line *l, size_t j, size_t b, const stg_span *ph, size_t i,
                         size_t a, double rate) {
   double wsum = 0, dsum = 0;
   for (size_t k = 0; k < b; k++)
@@ -65,8 +65,8 @@ static double pair_cost(const pl_line *l, size_t j, size_t b, const ebb_span *ph
   return fabs(log((dsum * rate + 1e-9) / wsum)) + PL_JOIN * (double)(a - 1 + b - 1);
 }
 
-int ebb_aco_plan_lines(const ebb_aco_word *w, size_t nw, const ebb_span *ph, size_t nph,
-                       double dur, ebb_aco_chunk **chunks, size_t *nchunks) {
+int stg_aco_plan_lines(const stg_aco_word *w, size_t nw, const stg_span *ph, size_t nph,
+                       double dur, stg_aco_chunk **chunks, size_t *nchunks) {
   *chunks = NULL;
   *nchunks = 0;
   size_t nl = count_lines(w, nw, NULL), cap = 0;
@@ -120,7 +120,7 @@ int ebb_aco_plan_lines(const ebb_aco_word *w, size_t nw, const ebb_span *ph, siz
     int f = from[i * W + j];
     size_t a = (size_t)f / 8, b = (size_t)f % 8;
     if (b > 0) {
-      ebb_aco_chunk c = {l[j - b].first, 0, 0, dur};
+      stg_aco_chunk c = {l[j - b].first, 0, 0, dur};
       for (size_t k = j - b; k < j; k++)
         c.count += l[k].count;
       if (a > 0) {
@@ -137,7 +137,7 @@ int ebb_aco_plan_lines(const ebb_aco_word *w, size_t nw, const ebb_span *ph, siz
     j -= b;
   }
   for (size_t k = 0; k < *nchunks / 2; k++) {
-    ebb_aco_chunk t = (*chunks)[k];
+    stg_aco_chunk t = (*chunks)[k];
     (*chunks)[k] = (*chunks)[*nchunks - 1 - k];
     (*chunks)[*nchunks - 1 - k] = t;
   }
@@ -154,7 +154,7 @@ done:
 }
 
 /* The phrase nearest to t (inside one: distance 0). */
-static size_t nearest_phrase(const ebb_span *ph, size_t nph, double t) {
+static size_t nearest_phrase(const stg_span *ph, size_t nph, double t) {
   size_t best = 0;
   double bd = INFINITY;
   for (size_t i = 0; i < nph; i++) {
@@ -167,8 +167,8 @@ static size_t nearest_phrase(const ebb_span *ph, size_t nph, double t) {
   return best;
 }
 
-int ebb_aco_plan_times(const ebb_aco_word *w, size_t nw, const ebb_span *ph, size_t nph,
-                       double dur, ebb_aco_chunk **chunks, size_t *nchunks) {
+int stg_aco_plan_times(const stg_aco_word *w, size_t nw, const stg_span *ph, size_t nph,
+                       double dur, stg_aco_chunk **chunks, size_t *nchunks) {
   size_t cap = 0;
   *chunks = NULL;
   *nchunks = 0;
@@ -183,13 +183,13 @@ int ebb_aco_plan_times(const ebb_aco_word *w, size_t nw, const ebb_span *ph, siz
     double lo = nph ? ph[p].start : w[i].start;
     double hi = nph ? ph[p].end : w[i].end;
     if (p == prev && *nchunks) {
-      ebb_aco_chunk *c = &(*chunks)[*nchunks - 1];
+      stg_aco_chunk *c = &(*chunks)[*nchunks - 1];
       c->count++;
       c->t0 = fmin(c->t0, lo);
       c->t1 = fmax(c->t1, hi);
       continue;
     }
-    int rc = add_chunk(chunks, nchunks, &cap, (ebb_aco_chunk){i, 1, lo, fmin(hi, dur > 0 ? dur : hi)});
+    int rc = add_chunk(chunks, nchunks, &cap, (stg_aco_chunk){i, 1, lo, fmin(hi, dur > 0 ? dur : hi)});
     if (rc) {
       free(*chunks);
       *chunks = NULL;

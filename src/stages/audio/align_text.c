@@ -9,7 +9,7 @@
 
 #define AL_MATCH_MAX 0.4 /* word distance at or below which an aligned pair matches */
 
-void ebb_align_normalise(const char *word, char *out, size_t n) {
+void stg_align_normalise(const char *word, char *out, size_t n) {
   size_t k = 0;
   for (const unsigned char *p = (const unsigned char *)word; *p && k + 1 < n; p++) {
     if (*p >= 0x80)
@@ -47,17 +47,17 @@ static size_t levenshtein(const char *a, size_t la, const char *b, size_t lb) {
   return d;
 }
 
-double ebb_align_word_distance(const char *a, const char *b) {
+double stg_align_word_distance(const char *a, const char *b) {
   char na[128], nb[128];
-  ebb_align_normalise(a, na, sizeof na);
-  ebb_align_normalise(b, nb, sizeof nb);
+  stg_align_normalise(a, na, sizeof na);
+  stg_align_normalise(b, nb, sizeof nb);
   size_t la = strlen(na), lb = strlen(nb), m = la > lb ? la : lb;
   if (m == 0)
     return 0.0;
   return (double)levenshtein(na, la, nb, lb) / (double)m;
 }
 
-int ebb_align_words(const char *const *a, size_t na, const char *const *b, size_t nb, int *map) {
+int stg_align_words(const char *const *a, size_t na, const char *const *b, size_t nb, int *map) {
   for (size_t i = 0; i < na; i++)
     map[i] = -1;
   if (na == 0 || nb == 0)
@@ -72,7 +72,7 @@ int ebb_align_words(const char *const *a, size_t na, const char *const *b, size_
   }
   for (size_t i = 0; i < na; i++)
     for (size_t j = 0; j < nb; j++)
-      sub[i * nb + j] = (float)(2.0 * ebb_align_word_distance(a[i], b[j]));
+      sub[i * nb + j] = (float)(2.0 * stg_align_word_distance(a[i], b[j]));
   for (size_t j = 0; j <= nb; j++)
     D[j] = (float)j;
   for (size_t i = 1; i <= na; i++) {

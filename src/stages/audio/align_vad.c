@@ -39,17 +39,17 @@ static int aperiodicity(const float *x, uint64_t n, uint32_t rate, double hop_s,
   uint64_t ny = n;
   int rc;
   if (rate != AP_RATE) {
-    if ((rc = ebb_audio_resample(x, n, rate, AP_RATE, &res, &ny)))
+    if ((rc = stg_audio_resample(x, n, rate, AP_RATE, &res, &ny)))
       return rc;
     y = res;
   }
-  ebb_pitch_params pp = ebb_pitch_defaults();
+  stg_pitch_params pp = stg_pitch_defaults();
   pp.hop = (int)lround(hop_s * AP_RATE);
   if (pp.hop < 1)
     pp.hop = 1;
-  ebb_pitch_geom g;
-  if ((rc = ebb_pitch_geometry(&pp, AP_RATE, ny, &g)) || (rc = ebb_pitch_pad(y, ny, &g, &pad)) ||
-      (rc = ebb_pitch_preemphasis(pad, g.padded_len, pp.preemphasis, &emph)))
+  stg_pitch_geom g;
+  if ((rc = stg_pitch_geometry(&pp, AP_RATE, ny, &g)) || (rc = stg_pitch_pad(y, ny, &g, &pad)) ||
+      (rc = stg_pitch_preemphasis(pad, g.padded_len, pp.preemphasis, &emph)))
     goto done;
   size_t row = (size_t)g.tau_max + 1;
   cm = malloc(g.n_frames * row * sizeof *cm);
@@ -59,7 +59,7 @@ static int aperiodicity(const float *x, uint64_t n, uint32_t rate, double hop_s,
                     g.n_frames);
     goto done;
   }
-  ebb_pitch_cmndf_cpu(emph, &g, cm);
+  stg_pitch_cmndf_cpu(emph, &g, cm);
   for (size_t f = 0; f < g.n_frames; f++) {
     const float *d = cm + f * row;
     double m = 1.0;
@@ -98,7 +98,7 @@ done:
 }
 
 /* Joins spans closer than gap, drops those shorter than min; in place. */
-static size_t join_spans(ebb_span *s, size_t n, double gap, double min) {
+static size_t join_spans(stg_span *s, size_t n, double gap, double min) {
   size_t k = 0;
   for (size_t i = 0; i < n; i++) {
     if (k > 0 && s[i].start - s[k - 1].end < gap)
@@ -129,7 +129,7 @@ static void frame_levels(const float *x, uint64_t n, size_t hop, size_t win, siz
 /* The frames loud enough (and periodic enough, when ap is given) as spans of time, adjacent
  * frames merged; answers how many spans went into s. */
 static size_t active_frames(const double *db, const double *ap, size_t nf, double thr, size_t hop,
-                            uint32_t rate, const ebb_vad_params *p, ebb_span *s) {
+                            uint32_t rate, const stg_vad_params *p, stg_span *s) {
   size_t k = 0;
   for (size_t f = 0; f < nf; f++) {
     if (db[f] < thr || (ap && ap[f] > p->max_aperiodicity))
@@ -140,13 +140,13 @@ static size_t active_frames(const double *db, const double *ap, size_t nf, doubl
     if (k > 0 && t0 - s[k - 1].end < 1e-9)
       s[k - 1].end = t1;
     else
-      s[k++] = (ebb_span){t0, t1};
+      s[k++] = (stg_span){t0, t1};
   }
   return k;
 }
 
-int ebb_vad(const float *x, uint64_t n, uint32_t rate, const ebb_vad_params *p, ebb_span **segs,
-            size_t *nseg, ebb_span **phrases, size_t *nphr) {
+int stg_vad(const float *x, uint64_t n, uint32_t rate, const stg_vad_params *p, stg_span **segs,
+            size_t *nseg, stg_span **phrases, size_t *nphr) {
   *segs = *phrases = NULL;
   *nseg = *nphr = 0;
   if (rate == 0 || !(p->hop_s > 0.0) || !(p->win_s > 0.0))
@@ -159,7 +159,7 @@ int ebb_vad(const float *x, uint64_t n, uint32_t rate, const ebb_vad_params *p, 
     win = 1;
   size_t nf = (size_t)(n / hop) + 1;
   double *db = malloc(nf * sizeof *db), *sorted = malloc(nf * sizeof *sorted), *ap = NULL;
-  ebb_span *s = malloc(nf * sizeof *s), *ph = NULL;
+  stg_span *s = malloc(nf * sizeof *s), *ph = NULL;
   if (!db || !sorted || !s) {
     free(db);
     free(sorted);
@@ -172,7 +172,7 @@ int ebb_vad(const float *x, uint64_t n, uint32_t rate, const ebb_vad_params *p, 
       rc = ebb_seterr(EBB_ENOMEM, "vad: out of memory for %zu frames", nf);
     else
       rc = aperiodicity(x, n, rate, p->hop_s, nf, ap);
-    if (!rc && ebb_st_stop()) /* its difference function broke off (st_util.h) */
+    if (!rc && stg_st_stop()) /* its difference function broke off (st_util.h) */
       rc = ebb_seterr(EBB_ECANCELED, "vad: cancelled");
     if (rc) {
       free(db);

@@ -39,7 +39,7 @@ static int resample_blocks(const float *in, uint64_t n, double ratio, float *out
   uint64_t pos = 0;
   *got = 0;
   for (;;) {
-    if (ebb_st_stop()) {
+    if (stg_st_stop()) {
       err = EBB_ECANCELED;
       break;
     }
@@ -58,7 +58,7 @@ static int resample_blocks(const float *in, uint64_t n, double ratio, float *out
   return err;
 }
 
-int ebb_audio_resample(const float *in, uint64_t n, uint32_t from, uint32_t to, float **out,
+int stg_audio_resample(const float *in, uint64_t n, uint32_t from, uint32_t to, float **out,
                        uint64_t *nout) {
   *out = NULL;
   *nout = 0;
@@ -214,7 +214,7 @@ static int finish(const char *path, float *mono, uint64_t n, uint32_t src_rate, 
     free(mono);
     return ebb_seterr(EBB_EINPUT, "%s: empty: the file holds no audio frames", path);
   }
-  int rc = ebb_audio_resample(mono, n, src_rate, rate, out, frames);
+  int rc = stg_audio_resample(mono, n, src_rate, rate, out, frames);
   free(mono);
   if (rc < 0)
     return ebb_errctx(rc, "%s: ", path);
@@ -247,7 +247,7 @@ static int mpg123_read_all(mpg123_handle *mh, const char *path, long src_rate, i
     return ebb_seterr(EBB_ENOMEM, "%s: out of host memory", path);
   uint64_t limit = (uint64_t)(max_seconds * (double)src_rate) + 1;
   for (;;) {
-    if (ebb_st_stop()) {
+    if (stg_st_stop()) {
       rc = ebb_seterr(EBB_ECANCELED, "%s: cancelled after %" PRIu64 " frames", path, *n);
       break;
     }
@@ -283,8 +283,8 @@ static int mpg123_read_all(mpg123_handle *mh, const char *path, long src_rate, i
   return rc;
 }
 
-int ebb_audio_decode_mpg123(const char *path, uint32_t rate, double max_seconds, float **out,
-                            uint64_t *frames, ebb_decode_info *info) {
+int stg_audio_decode_mpg123(const char *path, uint32_t rate, double max_seconds, float **out,
+                            uint64_t *frames, stg_decode_info *info) {
   *out = NULL;
   *frames = 0;
   long long fsize;
@@ -357,8 +357,8 @@ static int looks_like_mp3(const char *path) {
   return got == 3 && (memcmp(b, "ID3", 3) == 0 || (b[0] == 0xFF && (b[1] & 0xE0) == 0xE0));
 }
 
-int ebb_audio_decode(const char *path, uint32_t rate, double max_seconds, float **out,
-                     uint64_t *frames, ebb_decode_info *info) {
+int stg_audio_decode(const char *path, uint32_t rate, double max_seconds, float **out,
+                     uint64_t *frames, stg_decode_info *info) {
   *out = NULL;
   *frames = 0;
   if (rate < 1000 || rate > EBB_DECODE_MAX_RATE)
@@ -378,7 +378,7 @@ int ebb_audio_decode(const char *path, uint32_t rate, double max_seconds, float 
   if (!sf) {
     const char *why = sf_strerror(NULL);
     if (looks_like_mp3(path))
-      return ebb_audio_decode_mpg123(path, rate, max_seconds, out, frames, info);
+      return stg_audio_decode_mpg123(path, rate, max_seconds, out, frames, info);
     return ebb_seterr(EBB_EINPUT, "%s: unreadable audio file: %s", path, why);
   }
   float *mono = NULL, *buf = NULL;
@@ -397,7 +397,7 @@ int ebb_audio_decode(const char *path, uint32_t rate, double max_seconds, float 
     goto done;
   }
   for (;;) {
-    if (ebb_st_stop()) {
+    if (stg_st_stop()) {
       rc = ebb_seterr(EBB_ECANCELED, "%s: cancelled after %" PRIu64 " frames", path, n);
       goto done;
     }
@@ -439,7 +439,7 @@ done:
   return rc;
 }
 
-int ebb_audio_probe_seconds(const char *path, double *seconds, uint32_t *rate) {
+int stg_audio_probe_seconds(const char *path, double *seconds, uint32_t *rate) {
   SF_INFO sfi;
   memset(&sfi, 0, sizeof sfi);
   SNDFILE *sf = sf_open(path, SFM_READ, &sfi);
@@ -501,11 +501,11 @@ static int dec_run(ebb_stage_ctx *ctx, void *state, const ebb_items *in, ebb_ite
     return ebb_set_error(ctx, EBB_EINPUT, "decode: the job has no FILE item \"input\"");
   float *pcm = NULL;
   uint64_t n = 0;
-  ebb_decode_info info;
+  stg_decode_info info;
   memset(&info, 0, sizeof info);
-  ebb_st_watch(ctx); /* its read and resampling loops see a cancellation */
-  int rc = ebb_audio_decode(it.text, st->rate, st->max_seconds, &pcm, &n, &info);
-  ebb_st_unwatch();
+  stg_st_watch(ctx); /* its read and resampling loops see a cancellation */
+  int rc = stg_audio_decode(it.text, st->rate, st->max_seconds, &pcm, &n, &info);
+  stg_st_unwatch();
   if (rc < 0)
     return dec_fail(ctx, rc);
   rc = ctx->host->add_audio(out, "audio", pcm, n, 1, st->rate);
@@ -534,7 +534,7 @@ static int dec_run(ebb_stage_ctx *ctx, void *state, const ebb_items *in, ebb_ite
  * max_seconds. */
 #define DEC_READ_S 0.0015
 #define DEC_RESAMPLE_S 0.00075
-double ebb_decode_work_s(double input_s, uint32_t src_rate, uint32_t rate, double max_seconds) {
+double stg_decode_work_s(double input_s, uint32_t src_rate, uint32_t rate, double max_seconds) {
   double s = input_s < max_seconds ? input_s : max_seconds;
   double src = src_rate ? src_rate : 48000.0, hi = src > rate ? src : rate;
   return s * (DEC_READ_S + (src_rate == rate ? 0.0 : DEC_RESAMPLE_S * hi / 1000.0));
@@ -549,7 +549,7 @@ static int dec_work(const ebb_host_api *host, const char *options_json, double i
   json_decref(root);
   if (rc)
     return rc;
-  out->cpu_s = ebb_decode_work_s(input_s, out->input_rate, (uint32_t)v.rate, v.max_seconds);
+  out->cpu_s = stg_decode_work_s(input_s, out->input_rate, (uint32_t)v.rate, v.max_seconds);
   snprintf(out->drivers, sizeof out->drivers, "rate %d", v.rate);
   return 0;
 }
@@ -559,7 +559,7 @@ static void dec_unload(ebb_stage_ctx *ctx, void *state) {
   free(state);
 }
 
-const ebb_stage ebb_stage_decode = {
+const ebb_stage stg_stage_decode = {
     .abi_version = EBB_STAGE_ABI_VERSION,
     .size = sizeof(ebb_stage),
     .name = "decode",

@@ -14,40 +14,40 @@
 #include <stdint.h>
 
 /* What the file held before mixdown and resampling. */
-typedef struct ebb_decode_info {
+typedef struct stg_decode_info {
   uint32_t rate;     /* source sample rate */
   uint32_t channels; /* source channels */
   uint64_t frames;   /* source frames read */
   const char *via;   /* "libsndfile" or "libmpg123" (static string) */
-} ebb_decode_info;
+} stg_decode_info;
 
 #define EBB_DECODE_MAX_RATE 768000u
 
 /* Decodes path to mono at `rate` Hz (1000..768000). On success *out is a
  * malloc'd buffer of *frames samples that the caller frees with free();
  * info (may be NULL) describes the source. max_seconds > 0. */
-int ebb_audio_decode(const char *path, uint32_t rate, double max_seconds, float **out,
-                     uint64_t *frames, ebb_decode_info *info);
+int stg_audio_decode(const char *path, uint32_t rate, double max_seconds, float **out,
+                     uint64_t *frames, stg_decode_info *info);
 
 /* The length of path in seconds from its header alone (libsndfile: frames
  * / rate), without decoding: 0, *seconds and *rate (the file's), or EBB_EINPUT when libsndfile
  * cannot read its header (an MP3 it does not open, not audio). */
-int ebb_audio_probe_seconds(const char *path, double *seconds, uint32_t *rate);
+int stg_audio_probe_seconds(const char *path, double *seconds, uint32_t *rate);
 
 /* The stage's work estimate (its `work` hook): CPU seconds on the
  * reference core to decode input_s seconds (at most max_seconds) of a file
  * at src_rate Hz (0: unknown) to rate. */
-double ebb_decode_work_s(double input_s, uint32_t src_rate, uint32_t rate, double max_seconds);
+double stg_decode_work_s(double input_s, uint32_t src_rate, uint32_t rate, double max_seconds);
 
-/* The libmpg123 path alone (what ebb_audio_decode falls back to for an MP3
+/* The libmpg123 path alone (what stg_audio_decode falls back to for an MP3
  * libsndfile cannot open); same contract. */
-int ebb_audio_decode_mpg123(const char *path, uint32_t rate, double max_seconds, float **out,
-                            uint64_t *frames, ebb_decode_info *info);
+int stg_audio_decode_mpg123(const char *path, uint32_t rate, double max_seconds, float **out,
+                            uint64_t *frames, stg_decode_info *info);
 
 /* Resamples n mono samples from `from` Hz to `to` Hz with libsamplerate
  * (SRC_SINC_MEDIUM_QUALITY); the result has round(n * to / from) samples,
  * malloc'd into *out (caller frees). */
-int ebb_audio_resample(const float *in, uint64_t n, uint32_t from, uint32_t to, float **out,
+int stg_audio_resample(const float *in, uint64_t n, uint32_t from, uint32_t to, float **out,
                        uint64_t *nout);
 
 #endif

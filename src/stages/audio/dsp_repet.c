@@ -49,9 +49,9 @@ static float select_kth(float *v, int n, int k) {
   return v[k];
 }
 
-float ebb_dsp_quantile(float *v, int n, float q) {
+float stg_dsp_quantile(float *v, int n, float q) {
   float frac;
-  int i = ebb_k_quantile_index(q, n, &frac);
+  int i = stg_k_quantile_index(q, n, &frac);
   float lo = select_kth(v, n, i), hi = lo;
   if (frac > 0.0f) {
     /* after selection everything above i is >= lo: the next order
@@ -61,10 +61,10 @@ float ebb_dsp_quantile(float *v, int n, float q) {
       if (v[j] < hi)
         hi = v[j];
   }
-  return ebb_k_quantile_mix(lo, hi, frac);
+  return stg_k_quantile_mix(lo, hi, frac);
 }
 
-float ebb_dsp_median(float *v, int n) { return ebb_dsp_quantile(v, n, 0.5f); }
+float stg_dsp_median(float *v, int n) { return stg_dsp_quantile(v, n, 0.5f); }
 
 /* Unit-norm similarity features: sums over `pool` adjacent bins, stored
  * feature-major (feat[b * nframes + f]) so that a similarity row is a run of
@@ -110,7 +110,7 @@ static void similarity_row(const float *feat, int nfeat, int nframes, int j, int
   int len = hi - lo + 1;
   for (int i = 0; i < len; i++)
     row[i] = 0.0f;
-  for (int b = 0; b < nfeat && !((b & 15) == 0 && ebb_st_stop()); b++) {
+  for (int b = 0; b < nfeat && !((b & 15) == 0 && stg_st_stop()); b++) {
     const float *fb = feat + (long long)b * nframes;
     float fj = fb[j];
     const float *fi = fb + lo;
@@ -125,7 +125,7 @@ static void similarity_row(const float *feat, int nfeat, int nframes, int j, int
  * itself, then the highest local maxima of the row (similarity > 0),
  * greedily, each at least min_dist from every frame already chosen. Returns
  * how many (<= k) went into picks. */
-static int pick_similar(const float *row, int lo, int hi, int j, const ebb_repet_params *p,
+static int pick_similar(const float *row, int lo, int hi, int j, const stg_repet_params *p,
                         cand *cands, int *picks) {
   int ncand = 0;
   for (int i = lo; i <= hi; i++) {
@@ -182,7 +182,7 @@ static void sorted_remove(float *v, int n, float x) {
 
 /* One insertion and one removal a step instead of a selection over the
  * whole window (dsp_repet.h). */
-void ebb_dsp_sliding_median(const float *x, long long stride, int n, int half, float *out,
+void stg_dsp_sliding_median(const float *x, long long stride, int n, int half, float *out,
                            long long ostride, float *win) {
   int m = 0;
   for (int j = 0; j < half && j < n; j++)
@@ -198,34 +198,34 @@ void ebb_dsp_sliding_median(const float *x, long long stride, int n, int half, f
 
 /* H (median along time) and P (median along frequency) -> the factor
  * H^2/(H^2+P^2) of every cell into fac (nframes * nbins; it holds H first). */
-static int hpss_factor(const float *mag, int nframes, int nbins, const ebb_repet_params *p,
+static int hpss_factor(const float *mag, int nframes, int nbins, const stg_repet_params *p,
                        float *fac) {
   int ht = p->hpss_time / 2, hf = p->hpss_freq / 2;
-  float *win = ebb_st_malloc(sizeof(float) * (size_t)(2 * (ht > hf ? ht : hf) + 2 + nbins));
+  float *win = stg_st_malloc(sizeof(float) * (size_t)(2 * (ht > hf ? ht : hf) + 2 + nbins));
   if (!win)
     return ebb_seterr(EBB_ENOMEM, "separate: out of host memory for the harmonic mask (%d x %d)",
                       nframes, nbins);
   float *perc = win + 2 * (ht > hf ? ht : hf) + 2;
   for (int k = 0; k < nbins; k++)
-    ebb_dsp_sliding_median(mag + k, nbins, nframes, ht, fac + k, nbins, win);
+    stg_dsp_sliding_median(mag + k, nbins, nframes, ht, fac + k, nbins, win);
   for (int f = 0; f < nframes; f++) {
-    ebb_dsp_sliding_median(mag + (long long)f * nbins, 1, nbins, hf, perc, 1, win);
+    stg_dsp_sliding_median(mag + (long long)f * nbins, 1, nbins, hf, perc, 1, win);
     for (int k = 0; k < nbins; k++) {
       float h = fac[(long long)f * nbins + k];
       float h2 = h * h, p2 = perc[k] * perc[k];
       fac[(long long)f * nbins + k] = h2 + p2 > 0 ? h2 / (h2 + p2) : 0.0f;
     }
   }
-  ebb_st_free(win);
+  stg_st_free(win);
   return 0;
 }
 
 /* vocal *= the harmonic factor: computed into hpss unless *ready (a scratch
  * buffer when hpss is NULL) */
-static int apply_hpss(const float *mag, int nframes, int nbins, const ebb_repet_params *p,
+static int apply_hpss(const float *mag, int nframes, int nbins, const stg_repet_params *p,
                       float *hpss, int *ready, float *mask) {
   size_t cells = (size_t)nframes * (size_t)nbins;
-  float *fac = hpss ? hpss : ebb_st_malloc(sizeof(float) * cells);
+  float *fac = hpss ? hpss : stg_st_malloc(sizeof(float) * cells);
   if (!fac)
     return ebb_seterr(EBB_ENOMEM, "separate: out of host memory for the harmonic mask (%d x %d)",
                       nframes, nbins);
@@ -235,11 +235,11 @@ static int apply_hpss(const float *mag, int nframes, int nbins, const ebb_repet_
   for (size_t c = 0; !rc && c < cells; c++)
     mask[c] *= fac[c];
   if (!hpss)
-    ebb_st_free(fac);
+    stg_st_free(fac);
   return rc;
 }
 
-static int check_params(int nframes, int nbins, const ebb_repet_params *p) {
+static int check_params(int nframes, int nbins, const stg_repet_params *p) {
   if (nframes < 1 || nbins < 2 || p->k < 1 || p->k > EBB_REPET_MAX_K || p->min_dist < 1 ||
       p->max_lag < 1 || p->pool < 1 || !(p->quantile >= 0.0f && p->quantile <= 1.0f) ||
       (p->hpss && (p->hpss_time < 1 || p->hpss_time > EBB_REPET_MAX_MEDIAN || p->hpss_freq < 1 ||
@@ -256,14 +256,14 @@ static int check_params(int nframes, int nbins, const ebb_repet_params *p) {
 /* The picks of p into picks/npicks and, when p2 is not NULL, those of p2
  * (same pool and max_lag) into picks2/npicks2, from one similarity row per
  * frame. */
-static int picks_of(const float *mag, int nframes, int nbins, const ebb_repet_params *p,
-                    int *picks, int *npicks, const ebb_repet_params *p2, int *picks2,
+static int picks_of(const float *mag, int nframes, int nbins, const stg_repet_params *p,
+                    int *picks, int *npicks, const stg_repet_params *p2, int *picks2,
                     int *npicks2) {
   int nfeat = (nbins + p->pool - 1) / p->pool;
   int wlen = 2 * p->max_lag + 1;
-  float *feat = ebb_st_malloc(sizeof(float) * (size_t)nframes * (size_t)nfeat);
-  float *row = ebb_st_malloc(sizeof(float) * (size_t)wlen);
-  cand *cands = ebb_st_malloc(sizeof(cand) * (size_t)wlen);
+  float *feat = stg_st_malloc(sizeof(float) * (size_t)nframes * (size_t)nfeat);
+  float *row = stg_st_malloc(sizeof(float) * (size_t)wlen);
+  cand *cands = stg_st_malloc(sizeof(cand) * (size_t)wlen);
   int rc = 0;
   if (!feat || !row || !cands) {
     rc = ebb_seterr(EBB_ENOMEM, "separate: out of host memory for the similarity of %d frames",
@@ -276,14 +276,14 @@ static int picks_of(const float *mag, int nframes, int nbins, const ebb_repet_pa
   long long every = ((long long)1 << 22) / ((long long)nfeat * wlen);
   for (int j = 0; j < nframes; j++) {
     if ((p->cancelled && j % (every > 1 ? every : 1) == 0 && p->cancelled(p->cancel_arg)) ||
-        ebb_st_stop()) {
+        stg_st_stop()) {
       rc = ebb_seterr(EBB_ECANCELED, "separate: cancelled at frame %d of %d", j, nframes);
       goto done;
     }
     int lo, hi;
     similarity_row(feat, nfeat, nframes, j, p->max_lag, row, &lo, &hi);
     for (int pass = 0; pass < (p2 ? 2 : 1); pass++) {
-      const ebb_repet_params *q = pass ? p2 : p;
+      const stg_repet_params *q = pass ? p2 : p;
       int *pj = (pass ? picks2 : picks) + (long long)j * q->k;
       int *np = (pass ? npicks2 : npicks) + j;
       *np = pick_similar(row, lo, hi, j, q, cands, pj);
@@ -292,14 +292,14 @@ static int picks_of(const float *mag, int nframes, int nbins, const ebb_repet_pa
     }
   }
 done:
-  ebb_st_free(cands);
-  ebb_st_free(row);
-  ebb_st_free(feat);
+  stg_st_free(cands);
+  stg_st_free(row);
+  stg_st_free(feat);
   return rc;
 }
 
 /* Whether sh shares picks with p, and checks that it can. */
-static int shares_picks(const ebb_repet_share *sh, const ebb_repet_params *p) {
+static int shares_picks(const stg_repet_share *sh, const stg_repet_params *p) {
   if (!sh || !sh->next || !sh->picks || !sh->npicks)
     return 0;
   if (sh->next->pool != p->pool || sh->next->max_lag != p->max_lag ||
@@ -311,8 +311,8 @@ static int shares_picks(const ebb_repet_share *sh, const ebb_repet_params *p) {
   return check_params(1, 2, sh->next) < 0 ? EBB_EINVAL : 1;
 }
 
-int ebb_repet_picks_shared(const float *mag, int nframes, int nbins, const ebb_repet_params *p,
-                           int *picks, int *npicks, ebb_repet_share *sh) {
+int stg_repet_picks_shared(const float *mag, int nframes, int nbins, const stg_repet_params *p,
+                           int *picks, int *npicks, stg_repet_share *sh) {
   int rc = check_params(nframes, nbins, p), share = rc < 0 ? rc : shares_picks(sh, p);
   if (share < 0)
     return share;
@@ -328,31 +328,31 @@ int ebb_repet_picks_shared(const float *mag, int nframes, int nbins, const ebb_r
   return rc;
 }
 
-int ebb_repet_picks(const float *mag, int nframes, int nbins, const ebb_repet_params *p,
+int stg_repet_picks(const float *mag, int nframes, int nbins, const stg_repet_params *p,
                     int *picks, int *npicks) {
   int rc = check_params(nframes, nbins, p);
   return rc < 0 ? rc : picks_of(mag, nframes, nbins, p, picks, npicks, NULL, NULL, NULL);
 }
 
-int ebb_repet_vocal_mask(const float *mag, int nframes, int nbins, const ebb_repet_params *p,
+int stg_repet_vocal_mask(const float *mag, int nframes, int nbins, const stg_repet_params *p,
                          float *mask) {
-  return ebb_repet_vocal_mask_shared(mag, nframes, nbins, p, NULL, mask);
+  return stg_repet_vocal_mask_shared(mag, nframes, nbins, p, NULL, mask);
 }
 
-int ebb_repet_vocal_mask_shared(const float *mag, int nframes, int nbins,
-                                const ebb_repet_params *p, ebb_repet_share *sh, float *mask) {
+int stg_repet_vocal_mask_shared(const float *mag, int nframes, int nbins,
+                                const stg_repet_params *p, stg_repet_share *sh, float *mask) {
   int rc = check_params(nframes, nbins, p);
   if (rc < 0)
     return rc;
-  int *picks = ebb_st_malloc(sizeof(int) * (size_t)nframes * (size_t)p->k);
-  int *npicks = ebb_st_malloc(sizeof(int) * (size_t)nframes);
-  float *vals = ebb_st_malloc(sizeof(float) * (size_t)p->k);
+  int *picks = stg_st_malloc(sizeof(int) * (size_t)nframes * (size_t)p->k);
+  int *npicks = stg_st_malloc(sizeof(int) * (size_t)nframes);
+  float *vals = stg_st_malloc(sizeof(float) * (size_t)p->k);
   if (!picks || !npicks || !vals) {
     rc = ebb_seterr(EBB_ENOMEM, "separate: out of host memory for the picks of %d frames",
                     nframes);
     goto done;
   }
-  if ((rc = ebb_repet_picks_shared(mag, nframes, nbins, p, picks, npicks, sh)) < 0)
+  if ((rc = stg_repet_picks_shared(mag, nframes, nbins, p, picks, npicks, sh)) < 0)
     goto done;
   for (int j = 0; j < nframes; j++) {
     const int *pj = picks + (long long)j * p->k;
@@ -362,7 +362,7 @@ int ebb_repet_vocal_mask_shared(const float *mag, int nframes, int nbins,
     for (int k = 0; k < nbins; k++) {
       for (int q = 0; q < np; q++)
         vals[q] = mag[(long long)pj[q] * nbins + k];
-      float w = ebb_dsp_quantile(vals, np, p->quantile);
+      float w = stg_dsp_quantile(vals, np, p->quantile);
       if (w > v[k])
         w = v[k];
       m[k] = v[k] > 0 ? 1.0f - w / v[k] : 0.0f;
@@ -376,8 +376,8 @@ int ebb_repet_vocal_mask_shared(const float *mag, int nframes, int nbins,
       if (k < p->band_lo || k > p->band_hi)
         mask[(long long)f * nbins + k] *= p->outside_gain;
 done:
-  ebb_st_free(vals);
-  ebb_st_free(npicks);
-  ebb_st_free(picks);
+  stg_st_free(vals);
+  stg_st_free(npicks);
+  stg_st_free(picks);
   return rc;
 }

@@ -24,11 +24,11 @@ static int odd_at_least_1(double v) {
   return n > EBB_REPET_MAX_MEDIAN ? EBB_REPET_MAX_MEDIAN : n;
 }
 
-int ebb_sep_plan(const ebb_sep_options *o, uint32_t rate, long long nx, ebb_stft_shape *shape,
-                 ebb_repet_params *rp) {
+int stg_sep_plan(const stg_sep_options *o, uint32_t rate, long long nx, stg_stft_shape *shape,
+                 stg_repet_params *rp) {
   if (rate == 0)
     return ebb_seterr(EBB_EINVAL, "separate: sample rate 0");
-  int rc = ebb_stft_shape_init(shape, o->n_fft, o->hop, nx);
+  int rc = stg_stft_shape_init(shape, o->n_fft, o->hop, nx);
   if (rc < 0)
     return rc;
   if (o->repeats < 1 || o->repeats > 100)
@@ -76,32 +76,32 @@ int ebb_sep_plan(const ebb_sep_options *o, uint32_t rate, long long nx, ebb_stft
 
 /* --- CPU path ------------------------------------------------------------ */
 
-int ebb_separate_cpu(const ebb_sep_options *o, uint32_t rate, const float *x, long long nx,
+int stg_separate_cpu(const stg_sep_options *o, uint32_t rate, const float *x, long long nx,
                      float *voc, float *acc, float *mag_out) {
-  return ebb_separate_cpu_shared(o, rate, x, nx, voc, acc, mag_out, NULL);
+  return stg_separate_cpu_shared(o, rate, x, nx, voc, acc, mag_out, NULL);
 }
 
-int ebb_separate_cpu_shared(const ebb_sep_options *o, uint32_t rate, const float *x,
+int stg_separate_cpu_shared(const stg_sep_options *o, uint32_t rate, const float *x,
                             long long nx, float *voc, float *acc, float *mag_out,
-                            ebb_repet_share *sh) {
-  ebb_stft_shape s;
-  ebb_repet_params rp;
-  int rc = ebb_sep_plan(o, rate, nx, &s, &rp);
+                            stg_repet_share *sh) {
+  stg_stft_shape s;
+  stg_repet_params rp;
+  int rc = stg_sep_plan(o, rate, nx, &s, &rp);
   if (rc < 0)
     return rc;
   size_t cells = (size_t)s.nframes * (size_t)s.nbins;
-  float *spec = ebb_st_malloc(sizeof(float) * 2 * cells);
-  float *vspec = ebb_st_malloc(sizeof(float) * 2 * cells);
-  float *mag = mag_out ? mag_out : ebb_st_malloc(sizeof(float) * cells);
-  float *mask = ebb_st_malloc(sizeof(float) * cells);
+  float *spec = stg_st_malloc(sizeof(float) * 2 * cells);
+  float *vspec = stg_st_malloc(sizeof(float) * 2 * cells);
+  float *mag = mag_out ? mag_out : stg_st_malloc(sizeof(float) * cells);
+  float *mask = stg_st_malloc(sizeof(float) * cells);
   if (!spec || !vspec || !mag || !mask) {
     rc = ebb_seterr(EBB_ENOMEM, "separate: out of host memory for a %d x %d spectrogram",
                     s.nframes, s.nbins);
     goto done;
   }
-  if ((rc = ebb_stft_forward_cpu(&s, x, spec, mag)) < 0)
+  if ((rc = stg_stft_forward_cpu(&s, x, spec, mag)) < 0)
     goto done;
-  if ((rc = ebb_repet_vocal_mask_shared(mag, s.nframes, s.nbins, &rp, sh, mask)) < 0)
+  if ((rc = stg_repet_vocal_mask_shared(mag, s.nframes, s.nbins, &rp, sh, mask)) < 0)
     goto done;
   for (size_t c = 0; c < cells; c++) {
     float m = mask[c], am = 1.0f - m;
@@ -111,15 +111,15 @@ int ebb_separate_cpu_shared(const ebb_sep_options *o, uint32_t rate, const float
     spec[2 * c] = re * am;
     spec[2 * c + 1] = im * am;
   }
-  if ((rc = ebb_stft_inverse_cpu(&s, vspec, voc)) < 0 || !acc)
+  if ((rc = stg_stft_inverse_cpu(&s, vspec, voc)) < 0 || !acc)
     goto done;
-  rc = ebb_stft_inverse_cpu(&s, spec, acc);
+  rc = stg_stft_inverse_cpu(&s, spec, acc);
 done:
-  ebb_st_free(mask);
+  stg_st_free(mask);
   if (mag != mag_out)
-    ebb_st_free(mag);
-  ebb_st_free(vspec);
-  ebb_st_free(spec);
+    stg_st_free(mag);
+  stg_st_free(vspec);
+  stg_st_free(spec);
   return rc;
 }
 
@@ -144,7 +144,7 @@ static int launch(gpu_run *g, const char *name, unsigned grid, unsigned block, u
   const unsigned gr[3] = {grid, 1, 1}, bl[3] = {block, 1, 1};
   /* Launching by name runs the host twin on the fake GPU: every kernel must
    * have one (this reference also keeps the twins linked in). */
-  if (!g->image && !ebb_sep_kernel_has_twin(name))
+  if (!g->image && !stg_sep_kernel_has_twin(name))
     return ebb_seterr(EBB_EINVAL, "separate: kernel %s has no host twin", name);
   int rc = g->ctx->host->launch(g->ctx, g->image, name, gr, bl, shmem, params);
   if (rc < 0) {
@@ -204,7 +204,7 @@ static int alloc(gpu_run *g, size_t bytes, uint64_t *d) {
   return 0;
 }
 
-static int inverse_to_host(gpu_run *g, const ebb_stft_shape *s, uint64_t d_frames, float *out) {
+static int inverse_to_host(gpu_run *g, const stg_stft_shape *s, uint64_t d_frames, float *out) {
   int n = s->n, log2n = s->log2n, hop = s->hop, pad = s->pad, nf = s->nframes;
   unsigned bs = (unsigned)(n / 2 < EBB_KERNEL_MAX_THREADS ? n / 2 : EBB_KERNEL_MAX_THREADS);
   float sign = -1.0f, scale = 1.0f / (float)n;
@@ -225,10 +225,10 @@ static int inverse_to_host(gpu_run *g, const ebb_stft_shape *s, uint64_t d_frame
                   "copying the output to the host");
 }
 
-uint64_t ebb_separate_gpu_bytes(const ebb_sep_options *o, uint32_t rate, long long nx) {
-  ebb_stft_shape s;
-  ebb_repet_params rp;
-  if (ebb_sep_plan(o, rate, nx, &s, &rp) < 0)
+uint64_t stg_separate_gpu_bytes(const stg_sep_options *o, uint32_t rate, long long nx) {
+  stg_stft_shape s;
+  stg_repet_params rp;
+  if (stg_sep_plan(o, rate, nx, &s, &rp) < 0)
     return 0;
   uint64_t cells = (uint64_t)s.nframes * (uint64_t)s.nbins;
   uint64_t frames = (uint64_t)s.nframes * (uint64_t)s.n * 2;
@@ -239,7 +239,7 @@ uint64_t ebb_separate_gpu_bytes(const ebb_sep_options *o, uint32_t rate, long lo
 
 /* Every device buffer of the run, then the signal, window and twiddles on
  * the device. tables: the window (n floats) then the twiddles (n floats). */
-static int gpu_setup(gpu_run *g, const ebb_stft_shape *s, const ebb_repet_params *rp,
+static int gpu_setup(gpu_run *g, const stg_stft_shape *s, const stg_repet_params *rp,
                      const float *x, long long nx, const float *tables) {
   ebb_stage_ctx *ctx = g->ctx;
   int n = s->n, nf = s->nframes, rc;
@@ -266,7 +266,7 @@ static int gpu_setup(gpu_run *g, const ebb_stft_shape *s, const ebb_repet_params
 }
 
 /* Forward STFT of d_x into d_mix and its magnitudes into d_mag and mag. */
-static int gpu_forward(gpu_run *g, const ebb_stft_shape *s, long long nx, float *mag) {
+static int gpu_forward(gpu_run *g, const stg_stft_shape *s, long long nx, float *mag) {
   int n = s->n, nbins = s->nbins, hop = s->hop, pad = s->pad, log2n = s->log2n, nf = s->nframes;
   unsigned bs = (unsigned)(n / 2 < EBB_KERNEL_MAX_THREADS ? n / 2 : EBB_KERNEL_MAX_THREADS);
   long long nxl = nx;
@@ -296,7 +296,7 @@ static int gpu_forward(gpu_run *g, const ebb_stft_shape *s, long long nx, float 
 /* The repeating frames (picks, npicks: host buffers of the search's result)
  * to the device, then the mask kernels and its application: vocals into
  * d_voc, accompaniment in place of the mixture. */
-static int gpu_mask(gpu_run *g, const ebb_stft_shape *s, const ebb_repet_params *rp,
+static int gpu_mask(gpu_run *g, const stg_stft_shape *s, const stg_repet_params *rp,
                     const int *picks, const int *npicks) {
   ebb_stage_ctx *ctx = g->ctx;
   int n = s->n, nbins = s->nbins, nf = s->nframes, rc;
@@ -306,14 +306,14 @@ static int gpu_mask(gpu_run *g, const ebb_stft_shape *s, const ebb_repet_params 
    * pointer is moved to each launch's first frame, so the picks it reads
    * go to the device relative to that frame. */
   int step = frames_per_launch((double)nbins * (rp->k * 8.0 + 4.0));
-  int *rel = ebb_st_malloc(sizeof(int) * (pick_cells ? pick_cells : 1));
+  int *rel = stg_st_malloc(sizeof(int) * (pick_cells ? pick_cells : 1));
   if (!rel)
     return ebb_seterr(EBB_ENOMEM, "separate: out of host memory for %zu picks", pick_cells);
   for (size_t c = 0; c < pick_cells; c++)
     rel[c] = picks[c] - (int)((c / (size_t)rp->k) / (size_t)step) * step;
   rc = host_err(g, ctx->host->copy_htod(ctx, g->d_picks, rel, sizeof(int) * pick_cells),
                 "copying the repeating frames");
-  ebb_st_free(rel);
+  stg_st_free(rel);
   if (rc < 0 ||
       (rc = host_err(g, ctx->host->copy_htod(ctx, g->d_npicks, npicks, sizeof(int) * (size_t)nf),
                      "copying the repeating frame counts")) < 0)
@@ -368,40 +368,40 @@ static int gpu_checkpoint(ebb_stage_ctx *ctx, double progress, const char *after
   return 0;
 }
 
-int ebb_separate_gpu(ebb_stage_ctx *ctx, const void *image, const ebb_sep_options *o,
+int stg_separate_gpu(ebb_stage_ctx *ctx, const void *image, const stg_sep_options *o,
                      uint32_t rate, const float *x, long long nx, float *voc, float *acc,
                      float *mag_out) {
-  return ebb_separate_gpu_shared(ctx, image, o, rate, x, nx, voc, acc, mag_out, NULL);
+  return stg_separate_gpu_shared(ctx, image, o, rate, x, nx, voc, acc, mag_out, NULL);
 }
 
-int ebb_separate_gpu_shared(ebb_stage_ctx *ctx, const void *image, const ebb_sep_options *o,
+int stg_separate_gpu_shared(ebb_stage_ctx *ctx, const void *image, const stg_sep_options *o,
                             uint32_t rate, const float *x, long long nx, float *voc,
-                            float *acc, float *mag_out, ebb_repet_share *sh) {
-  ebb_stft_shape s;
-  ebb_repet_params rp;
-  int rc = ebb_sep_plan(o, rate, nx, &s, &rp);
+                            float *acc, float *mag_out, stg_repet_share *sh) {
+  stg_stft_shape s;
+  stg_repet_params rp;
+  int rc = stg_sep_plan(o, rate, nx, &s, &rp);
   if (rc < 0)
     return rc;
   gpu_run g = {.ctx = ctx, .image = image};
   int n = s.n, nf = s.nframes;
   size_t cells = (size_t)nf * (size_t)s.nbins;
-  float *tables = ebb_st_malloc(sizeof(float) * 2 * (size_t)n);
-  float *mag = mag_out ? mag_out : ebb_st_malloc(sizeof(float) * cells);
-  int *picks = ebb_st_malloc(sizeof(int) * (size_t)nf * (size_t)rp.k);
-  int *npicks = ebb_st_malloc(sizeof(int) * (size_t)nf);
+  float *tables = stg_st_malloc(sizeof(float) * 2 * (size_t)n);
+  float *mag = mag_out ? mag_out : stg_st_malloc(sizeof(float) * cells);
+  int *picks = stg_st_malloc(sizeof(int) * (size_t)nf * (size_t)rp.k);
+  int *npicks = stg_st_malloc(sizeof(int) * (size_t)nf);
   if (!tables || !mag || !picks || !npicks) {
     rc = ebb_seterr(EBB_ENOMEM, "separate: out of host memory for a %d x %d spectrogram", nf,
                     s.nbins);
     goto done;
   }
-  ebb_stft_hann(n, tables);
-  ebb_stft_twiddles(n, tables + n);
+  stg_stft_hann(n, tables);
+  stg_stft_twiddles(n, tables + n);
   /* the similarity search (which frames repeat which) runs on the host
    * between the forward STFT and the mask kernels */
   if ((rc = gpu_setup(&g, &s, &rp, x, nx, tables)) < 0 ||
       (rc = gpu_forward(&g, &s, nx, mag)) < 0 ||
       (rc = gpu_checkpoint(ctx, 0.2, "the forward STFT")) < 0 ||
-      (rc = ebb_repet_picks_shared(mag, nf, s.nbins, &rp, picks, npicks, sh)) < 0 ||
+      (rc = stg_repet_picks_shared(mag, nf, s.nbins, &rp, picks, npicks, sh)) < 0 ||
       (rc = gpu_checkpoint(ctx, 0.7, "the similarity search")) < 0 ||
       (rc = gpu_mask(&g, &s, &rp, picks, npicks)) < 0 ||
       (rc = inverse_to_host(&g, &s, g.d_voc, voc)) < 0 || !acc)
@@ -409,10 +409,10 @@ int ebb_separate_gpu_shared(ebb_stage_ctx *ctx, const void *image, const ebb_sep
   rc = inverse_to_host(&g, &s, g.d_mix, acc);
 done:
   gpu_release(&g);
-  ebb_st_free(npicks);
-  ebb_st_free(picks);
+  stg_st_free(npicks);
+  stg_st_free(picks);
   if (mag != mag_out)
-    ebb_st_free(mag);
-  ebb_st_free(tables);
+    stg_st_free(mag);
+  stg_st_free(tables);
   return rc;
 }

@@ -52,7 +52,7 @@ static int parse_formats(ebb_stage_ctx *ctx, const char *s, unsigned *out) {
     else if (n == 3 && !strncmp(p, "csv", 3))
       f |= FMT_CSV;
     else
-      return ebb_st_fail(ctx, EBB_ECONFIG,
+      return stg_st_fail(ctx, EBB_ECONFIG,
                          "option formats: \"%.*s\" is not one of json, midi, lrc, csv", (int)n, p);
     p += n;
   }
@@ -66,11 +66,11 @@ static int export_load(ebb_stage_ctx *ctx, const char *options_json, void **stat
   int rc = stage_opts_parse("export", options_json, &o, &v);
   export_state *s = rc ? NULL : calloc(1, sizeof *s);
   if (rc)
-    rc = ebb_st_fail(ctx, rc, "%s", ebb_errmsg());
+    rc = stg_st_fail(ctx, rc, "%s", ebb_errmsg());
   else if (!s)
-    rc = ebb_st_fail(ctx, EBB_ENOMEM, "out of memory");
+    rc = stg_st_fail(ctx, EBB_ENOMEM, "out of memory");
   else if (!(rc = parse_formats(ctx, v.formats, &s->formats)))
-    rc = ebb_export_stems_parse(ctx, v.stems, &s->stems);
+    rc = stg_export_stems_parse(ctx, v.stems, &s->stems);
   json_decref(o);
   if (rc) {
     free(s);
@@ -109,7 +109,7 @@ static void export_unload(ebb_stage_ctx *ctx, void *state) {
   free(state);
 }
 
-void ebb_lrc_timestamp(double t, char *buf, size_t n) {
+void stg_lrc_timestamp(double t, char *buf, size_t n) {
   long cs = t > 0 ? lround(t * 100.0) : 0;
   snprintf(buf, n, "[%02ld:%02ld.%02ld]", cs / 6000, (cs % 6000) / 100, cs % 100);
 }
@@ -123,7 +123,7 @@ static json_t *item_json(ebb_stage_ctx *ctx, const ebb_items *in, const char *na
     return NULL;
   json_t *j = json_loads(info.text, 0, NULL);
   if (!j)
-    ebb_st_log(ctx, 2, "item \"%s\" is not valid JSON; left out", name);
+    stg_st_log(ctx, 2, "item \"%s\" is not valid JSON; left out", name);
   return j;
 }
 
@@ -141,7 +141,7 @@ static int find_f0(ebb_stage_ctx *ctx, const ebb_items *in, f0_track *t) {
   if (ctx->host->item_find(in, "f0", &info))
     return 0;
   if (info.kind != EBB_ITEM_TENSOR || info.ndim != 2 || info.shape[1] != 3 || !info.data)
-    return ebb_st_fail(ctx, EBB_EINPUT, "item \"f0\" is not a host TENSOR of shape [frames, 3]");
+    return stg_st_fail(ctx, EBB_EINPUT, "item \"f0\" is not a host TENSOR of shape [frames, 3]");
   t->data = info.data;
   t->n = (size_t)info.shape[0];
   return 0;
@@ -178,13 +178,13 @@ static json_t *f0_summary(const f0_track *t) {
 
 static int join_path(ebb_stage_ctx *ctx, const char *dir, const char *file, char *out, size_t n) {
   if ((size_t)snprintf(out, n, "%s/%s", dir, file) >= n)
-    return ebb_st_fail(ctx, EBB_EINVAL, "output path %s/%s is too long", dir, file);
+    return stg_st_fail(ctx, EBB_EINVAL, "output path %s/%s is too long", dir, file);
   return 0;
 }
 
 static int add_file(ebb_stage_ctx *ctx, ebb_items *out, const char *name, const char *path) {
   int rc = ctx->host->add_file(out, name, path);
-  return rc ? ebb_st_fail(ctx, rc, "cannot add FILE item %s", name) : 0;
+  return rc ? stg_st_fail(ctx, rc, "cannot add FILE item %s", name) : 0;
 }
 
 static const char *kind_name(ebb_item_kind k) {
@@ -227,34 +227,34 @@ static int write_json(ebb_stage_ctx *ctx, const ebb_items *in, const char *path,
   json_object_set_new(root, "transcript", transcript ? json_incref(transcript) : json_null());
   json_object_set_new(root, "items", items);
   json_object_set_new(root, "stage", json_pack("{s:s,s:i,s:o}", "name", stage ? stage : "export",
-                                               "version", (int)ebb_stage_export.version,
+                                               "version", (int)stg_stage_export.version,
                                                "formats", fmts));
   int rc = json_dump_file(root, path, JSON_INDENT(2) | JSON_REAL_PRECISION(10));
   json_decref(root);
-  return rc ? ebb_st_fail(ctx, EBB_EIO, "%s: cannot write", path) : 0;
+  return rc ? stg_st_fail(ctx, EBB_EIO, "%s: cannot write", path) : 0;
 }
 
 static int write_midi(ebb_stage_ctx *ctx, const char *path, json_t *notes, size_t *count) {
   json_t *arr = notes ? json_object_get(notes, "notes") : NULL;
   size_t n = json_is_array(arr) ? json_array_size(arr) : 0, k = 0;
-  ebb_midi_note *v = malloc((n ? n : 1) * sizeof *v);
+  stg_midi_note *v = malloc((n ? n : 1) * sizeof *v);
   if (!v)
-    return ebb_st_fail(ctx, EBB_ENOMEM, "out of memory");
+    return stg_st_fail(ctx, EBB_ENOMEM, "out of memory");
   for (size_t i = 0; i < n; i++) {
     json_t *e = json_array_get(arr, i);
     json_t *on = json_object_get(e, "onset"), *off = json_object_get(e, "offset");
     json_t *m = json_object_get(e, "midi");
     if (!json_is_number(on) || !json_is_number(off) || !json_is_integer(m))
       continue;
-    v[k++] = (ebb_midi_note){.onset = json_number_value(on),
+    v[k++] = (stg_midi_note){.onset = json_number_value(on),
                              .offset = json_number_value(off),
                              .key = (int)json_integer_value(m),
                              .velocity = 96};
   }
-  int rc = ebb_midi_write(path, v, k);
+  int rc = stg_midi_write(path, v, k);
   free(v);
   *count = k;
-  return rc ? ebb_st_fail(ctx, rc, "%s", ebb_errmsg()) : 0;
+  return rc ? stg_st_fail(ctx, rc, "%s", ebb_errmsg()) : 0;
 }
 
 /* The line a word belongs to: its "line" key, else the phrase holding its
@@ -279,7 +279,7 @@ static int write_lrc(ebb_stage_ctx *ctx, const char *path, json_t *words, json_t
                      int enhanced, size_t *lines) {
   FILE *f = fopen(path, "w");
   if (!f)
-    return ebb_st_fail(ctx, EBB_EIO, "%s: cannot write: %s", path, strerror(errno));
+    return stg_st_fail(ctx, EBB_EIO, "%s: cannot write: %s", path, strerror(errno));
   long cur = -2;
   double prev_end = -1e9;
   *lines = 0;
@@ -293,7 +293,7 @@ static int write_lrc(ebb_stage_ctx *ctx, const char *path, json_t *words, json_t
     int brk = line != cur || (line == -1 && start - prev_end > 1.0);
     if (brk) {
       char ts[32];
-      ebb_lrc_timestamp(start, ts, sizeof ts);
+      stg_lrc_timestamp(start, ts, sizeof ts);
       fprintf(f, "%s%s", *lines ? "\n" : "", ts);
       (*lines)++;
       cur = line;
@@ -302,7 +302,7 @@ static int write_lrc(ebb_stage_ctx *ctx, const char *path, json_t *words, json_t
     }
     if (enhanced) {
       char ts[32];
-      ebb_lrc_timestamp(start, ts, sizeof ts);
+      stg_lrc_timestamp(start, ts, sizeof ts);
       ts[0] = '<';
       ts[strlen(ts) - 1] = '>';
       fputs(ts, f);
@@ -312,26 +312,26 @@ static int write_lrc(ebb_stage_ctx *ctx, const char *path, json_t *words, json_t
   }
   if (*lines)
     fputc('\n', f);
-  return fclose(f) ? ebb_st_fail(ctx, EBB_EIO, "%s: write failed", path) : 0;
+  return fclose(f) ? stg_st_fail(ctx, EBB_EIO, "%s: write failed", path) : 0;
 }
 
 static int write_csv(ebb_stage_ctx *ctx, const char *path, const f0_track *t) {
   FILE *f = fopen(path, "w");
   if (!f)
-    return ebb_st_fail(ctx, EBB_EIO, "%s: cannot write: %s", path, strerror(errno));
+    return stg_st_fail(ctx, EBB_EIO, "%s: cannot write: %s", path, strerror(errno));
   fputs("time,f0_hz,voicing\n", f);
   for (size_t i = 0; i < t->n; i++)
     fprintf(f, "%.3f,%.2f,%.3f\n", t->data[3 * i], t->data[3 * i + 1], t->data[3 * i + 2]);
-  return fclose(f) ? ebb_st_fail(ctx, EBB_EIO, "%s: write failed", path) : 0;
+  return fclose(f) ? stg_st_fail(ctx, EBB_EIO, "%s: write failed", path) : 0;
 }
 
 static int export_run(ebb_stage_ctx *ctx, void *state, const ebb_items *in, ebb_items *out) {
   export_state *s = state;
   const char *dir = ctx->host->output_dir ? ctx->host->output_dir(ctx) : NULL;
   if (!dir || !*dir)
-    return ebb_st_fail(ctx, EBB_ESTATE, "the job has no output directory");
+    return stg_st_fail(ctx, EBB_ESTATE, "the job has no output directory");
   if (mkdir(dir, 0777) && errno != EEXIST)
-    return ebb_st_fail(ctx, EBB_EIO, "output directory %s: %s", dir, strerror(errno));
+    return stg_st_fail(ctx, EBB_EIO, "output directory %s: %s", dir, strerror(errno));
   f0_track f0;
   int rc = find_f0(ctx, in, &f0);
   if (rc)
@@ -345,7 +345,7 @@ static int export_run(ebb_stage_ctx *ctx, void *state, const ebb_items *in, ebb_
     if ((rc = join_path(ctx, dir, "melody.mid", path, sizeof path)) ||
         (rc = write_midi(ctx, path, notes, &k)) || (rc = add_file(ctx, out, "melody.mid", path)))
       goto done;
-    ebb_st_log(ctx, 1, "wrote %s (%zu notes)", path, k);
+    stg_st_log(ctx, 1, "wrote %s (%zu notes)", path, k);
   }
   if (s->formats & FMT_LRC) {
     static const char *const lrc[2] = {"lyrics.lrc", "lyrics.words.lrc"};
@@ -355,7 +355,7 @@ static int export_run(ebb_stage_ctx *ctx, void *state, const ebb_items *in, ebb_
          * song's */
         int stale = join_path(ctx, dir, lrc[e], path, sizeof path) == 0 && unlink(path) == 0;
         if (e == 0 || stale)
-          ebb_st_log(ctx, 1, "no lyric words: %s not written%s", lrc[e],
+          stg_st_log(ctx, 1, "no lyric words: %s not written%s", lrc[e],
                      stale ? " (removed the one an earlier run left in the output directory)"
                            : "");
         continue;
@@ -365,27 +365,27 @@ static int export_run(ebb_stage_ctx *ctx, void *state, const ebb_items *in, ebb_
           (rc = write_lrc(ctx, path, words, json_object_get(lyrics, "phrases"), e, &lines)) ||
           (rc = add_file(ctx, out, lrc[e], path)))
         goto done;
-      ebb_st_log(ctx, 1, "wrote %s (%zu lines%s)", path, lines, e ? ", word times" : "");
+      stg_st_log(ctx, 1, "wrote %s (%zu lines%s)", path, lines, e ? ", word times" : "");
     }
   }
   if (s->formats & FMT_CSV) {
     if (!f0.data) {
-      ebb_st_log(ctx, 1, "no f0 item: pitch.csv not written");
+      stg_st_log(ctx, 1, "no f0 item: pitch.csv not written");
     } else {
       if ((rc = join_path(ctx, dir, "pitch.csv", path, sizeof path)) ||
           (rc = write_csv(ctx, path, &f0)) || (rc = add_file(ctx, out, "pitch.csv", path)))
         goto done;
-      ebb_st_log(ctx, 1, "wrote %s (%zu frames)", path, f0.n);
+      stg_st_log(ctx, 1, "wrote %s (%zu frames)", path, f0.n);
     }
   }
-  if (s->stems != EBB_STEMS_NONE && (rc = ebb_export_stems(ctx, in, out, dir, s->stems)))
+  if (s->stems != EBB_STEMS_NONE && (rc = stg_export_stems(ctx, in, out, dir, s->stems)))
     goto done;
   if (s->formats & FMT_JSON) {
     if ((rc = join_path(ctx, dir, "songtrace.json", path, sizeof path)) ||
         (rc = write_json(ctx, in, path, notes, lyrics, transcript, &f0, s->formats)) ||
         (rc = add_file(ctx, out, "songtrace.json", path)))
       goto done;
-    ebb_st_log(ctx, 1, "wrote %s", path);
+    stg_st_log(ctx, 1, "wrote %s", path);
   }
 done:
   json_decref(notes);
@@ -394,7 +394,7 @@ done:
   return rc;
 }
 
-const ebb_stage ebb_stage_export = {
+const ebb_stage stg_stage_export = {
     .abi_version = EBB_STAGE_ABI_VERSION,
     .size = sizeof(ebb_stage),
     .name = "export",

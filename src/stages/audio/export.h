@@ -18,20 +18,20 @@
 
 #include "ebb/stage.h"
 
-extern const ebb_stage ebb_stage_export;
+extern const ebb_stage stg_stage_export;
 
 /* "[mm:ss.xx]" for t seconds (rounded to centiseconds) into buf (>= 16). */
-void ebb_lrc_timestamp(double t, char *buf, size_t n);
+void stg_lrc_timestamp(double t, char *buf, size_t n);
 
 /* export_stems.c */
 enum { EBB_STEMS_NONE = 0, EBB_STEMS_FLAC = 1, EBB_STEMS_WAV = 2 };
 /* "flac" | "wav" | "none" -> *out; EBB_ECONFIG names anything else. */
-int ebb_export_stems_parse(ebb_stage_ctx *ctx, const char *s, int *out);
+int stg_export_stems_parse(ebb_stage_ctx *ctx, const char *s, int *out);
 /* Writes the AUDIO items "vocals" and "accompaniment" as DIR/vocals.EXT and
  * DIR/accompaniment.EXT (mode: FLAC or WAV, 16-bit) and adds each as a FILE
  * item; an absent item is logged and skipped (a stale file of that name is
  * removed). */
-int ebb_export_stems(ebb_stage_ctx *ctx, const ebb_items *in, ebb_items *out, const char *dir,
+int stg_export_stems(ebb_stage_ctx *ctx, const ebb_items *in, ebb_items *out, const char *dir,
                      int mode);
 
 #endif

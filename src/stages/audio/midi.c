@@ -9,7 +9,7 @@
 
 #include "ebb/error.h"
 
-long ebb_midi_ticks(double seconds) {
+long stg_midi_ticks(double seconds) {
   return lround(seconds * 1e6 / EBB_MIDI_TEMPO_US * EBB_MIDI_TPQ);
 }
 
@@ -72,13 +72,13 @@ static void put_vlq(buf *b, uint32_t v) {
 
 static int clampi(int v, int lo, int hi) { return v < lo ? lo : v > hi ? hi : v; }
 
-int ebb_midi_encode(const ebb_midi_note *notes, size_t n, unsigned char **out, size_t *len) {
+int stg_midi_encode(const stg_midi_note *notes, size_t n, unsigned char **out, size_t *len) {
   ev *evs = malloc((2 * n + 1) * sizeof *evs);
   if (!evs)
     return ebb_seterr(EBB_ENOMEM, "midi: out of memory for %zu notes", n);
   for (size_t i = 0; i < n; i++) {
-    long on = ebb_midi_ticks(notes[i].onset < 0 ? 0 : notes[i].onset);
-    long off = ebb_midi_ticks(notes[i].offset);
+    long on = stg_midi_ticks(notes[i].onset < 0 ? 0 : notes[i].onset);
+    long off = stg_midi_ticks(notes[i].offset);
     if (off <= on)
       off = on + 1;
     int key = clampi(notes[i].key, 0, 127), vel = clampi(notes[i].velocity, 1, 127);
@@ -124,10 +124,10 @@ int ebb_midi_encode(const ebb_midi_note *notes, size_t n, unsigned char **out, s
   return 0;
 }
 
-int ebb_midi_write(const char *path, const ebb_midi_note *notes, size_t n) {
+int stg_midi_write(const char *path, const stg_midi_note *notes, size_t n) {
   unsigned char *p = NULL;
   size_t len = 0;
-  int rc = ebb_midi_encode(notes, n, &p, &len);
+  int rc = stg_midi_encode(notes, n, &p, &len);
   if (rc)
     return rc;
   FILE *f = fopen(path, "wb");

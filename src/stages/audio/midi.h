@@ -12,27 +12,27 @@
 
 /* The MIDI key of a frequency, fractional (equal temperament, A4 = 440 Hz
  * = key 69, 12 keys an octave); hz > 0. */
-static inline double ebb_midi_from_hz(double hz) { return 69.0 + 12.0 * log2(hz / 440.0); }
+static inline double stg_midi_from_hz(double hz) { return 69.0 + 12.0 * log2(hz / 440.0); }
 /* The frequency of a (fractional) MIDI key: the inverse. */
-static inline double ebb_midi_to_hz(double key) { return 440.0 * pow(2.0, (key - 69.0) / 12.0); }
+static inline double stg_midi_to_hz(double key) { return 440.0 * pow(2.0, (key - 69.0) / 12.0); }
 
-typedef struct ebb_midi_note {
+typedef struct stg_midi_note {
   double onset, offset; /* seconds, offset > onset */
   int key;              /* 0..127 */
   int velocity;         /* 1..127 */
-} ebb_midi_note;
+} stg_midi_note;
 
 /* Seconds to ticks at the fixed tempo (rounded to the nearest tick). */
-long ebb_midi_ticks(double seconds);
+long stg_midi_ticks(double seconds);
 
 /* Encodes the notes (any order; each is clamped to keys 0..127, a note
  * shorter than one tick lasts one tick) as an SMF: header MThd (format 0,
  * 1 track, division 480), track MTrk with a track name, tempo and time
  * signature meta events, note on/off on channel 1, end of track. Note offs
  * sort before note ons at the same tick. *out is malloc'd (caller frees). */
-int ebb_midi_encode(const ebb_midi_note *notes, size_t n, unsigned char **out, size_t *len);
+int stg_midi_encode(const stg_midi_note *notes, size_t n, unsigned char **out, size_t *len);
 
-/* ebb_midi_encode to a file; EBB_EIO names the path. */
-int ebb_midi_write(const char *path, const ebb_midi_note *notes, size_t n);
+/* stg_midi_encode to a file; EBB_EIO names the path. */
+int stg_midi_write(const char *path, const stg_midi_note *notes, size_t n);
 
 #endif

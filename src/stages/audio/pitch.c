@@ -18,7 +18,7 @@
 typedef enum { BK_AUTO, BK_CPU, BK_KERNEL } pitch_backend_opt;
 
 typedef struct pitch_state {
-  ebb_pitch_params p;
+  stg_pitch_params p;
   double salience_melody, salience_vocals_only;
   double salience_mix, salience_mix_db, salience_mix_silent_db, salience_mix_min_s;
   double salience_mix_gap_s;
@@ -26,7 +26,7 @@ typedef struct pitch_state {
   pitch_backend_opt backend;
 } pitch_state;
 
-/* The options, each written once (stages/options.h); ebb_pitch_defaults
+/* The options, each written once (stages/options.h); stg_pitch_defaults
  * takes its defaults from here too. */
 #define PITCH_OPTIONS(NUM, INT, STR, BOOL, SEP, ...)                                                   \
   NUM(fmin, 65, 20, 4000, "lowest f0 searched, Hz") SEP                                           \
@@ -123,7 +123,7 @@ typedef struct pitch_state {
 EBB_STAGE_OPTIONS(PITCH_OPTIONS)
 
 /* The analysis parameters of the table's values (the method is set apart). */
-static void set_params(const stage_opts *v, ebb_pitch_params *p) {
+static void set_params(const stage_opts *v, stg_pitch_params *p) {
   p->fmin = v->fmin;
   p->fmax = v->fmax;
   p->hop = v->hop;
@@ -152,8 +152,8 @@ static void set_params(const stage_opts *v, ebb_pitch_params *p) {
   p->register_window_s = v->register_window_ms / 1000.0;
 }
 
-ebb_pitch_params ebb_pitch_defaults(void) {
-  ebb_pitch_params p = {0}; /* every field is an option: the table's defaults */
+stg_pitch_params stg_pitch_defaults(void) {
+  stg_pitch_params p = {0}; /* every field is an option: the table's defaults */
   stage_opts v;
   stage_opts_read("pitch", NULL, &v); /* no JSON: the defaults, cannot fail */
   set_params(&v, &p);
@@ -167,15 +167,15 @@ static int pitch_load(ebb_stage_ctx *ctx, const char *options_json, void **state
   int rc = stage_opts_parse("pitch", options_json, &o, &v);
   pitch_state *s = NULL;
   if (rc) {
-    rc = ebb_st_fail(ctx, rc, "%s", ebb_errmsg());
+    rc = stg_st_fail(ctx, rc, "%s", ebb_errmsg());
     goto done;
   }
   const char *method = v.method, *backend = v.backend;
-  if (!(s = ebb_st_calloc(1, sizeof *s))) {
-    rc = ebb_st_fail(ctx, EBB_ENOMEM, "out of memory");
+  if (!(s = stg_st_calloc(1, sizeof *s))) {
+    rc = stg_st_fail(ctx, EBB_ENOMEM, "out of memory");
     goto done;
   }
-  s->p = ebb_pitch_defaults();
+  s->p = stg_pitch_defaults();
   set_params(&v, &s->p);
   s->rate = v.rate;
   s->salience_melody = v.salience_melody;
@@ -190,7 +190,7 @@ static int pitch_load(ebb_stage_ctx *ctx, const char *options_json, void **state
   else if (!strcmp(method, "yin"))
     s->p.method = EBB_PITCH_YIN;
   else {
-    rc = ebb_st_fail(ctx, EBB_ECONFIG, "option method: \"%s\" is not pyin or yin", method);
+    rc = stg_st_fail(ctx, EBB_ECONFIG, "option method: \"%s\" is not pyin or yin", method);
     goto done;
   }
   if (!strcmp(backend, "auto"))
@@ -200,42 +200,42 @@ static int pitch_load(ebb_stage_ctx *ctx, const char *options_json, void **state
   else if (!strcmp(backend, "kernel"))
     s->backend = BK_KERNEL;
   else {
-    rc = ebb_st_fail(ctx, EBB_ECONFIG, "option backend: \"%s\" is not auto, cpu or kernel",
+    rc = stg_st_fail(ctx, EBB_ECONFIG, "option backend: \"%s\" is not auto, cpu or kernel",
                      backend);
     goto done;
   }
   if (s->rate != 0 && s->rate < 1000) {
-    rc = ebb_st_fail(ctx, EBB_ECONFIG, "option rate: %d Hz is too low (0 or >= 1000)", s->rate);
+    rc = stg_st_fail(ctx, EBB_ECONFIG, "option rate: %d Hz is too low (0 or >= 1000)", s->rate);
     goto done;
   }
   if (s->salience_mix > 0.0 && s->salience_mix_db >= s->salience_mix_silent_db) {
-    rc = ebb_st_fail(ctx, EBB_ECONFIG,
+    rc = stg_st_fail(ctx, EBB_ECONFIG,
                      "options salience_mix_db %g and salience_mix_silent_db %g: salience_mix_db "
                      "must be below salience_mix_silent_db (else no frame takes the mix's salience)",
                      s->salience_mix_db, s->salience_mix_silent_db);
     goto done;
   }
   if (s->p.fmin >= s->p.fmax) {
-    rc = ebb_st_fail(ctx, EBB_ECONFIG, "options fmin %g and fmax %g: fmin must be below fmax",
+    rc = stg_st_fail(ctx, EBB_ECONFIG, "options fmin %g and fmax %g: fmin must be below fmax",
                      s->p.fmin, s->p.fmax);
     goto done;
   }
   *state = s;
   s = NULL;
 done:
-  ebb_st_free(s);
+  stg_st_free(s);
   json_decref(o);
   return rc;
 }
 
 static void pitch_unload(ebb_stage_ctx *ctx, void *state) {
   (void)ctx;
-  ebb_st_free(state);
+  stg_st_free(state);
 }
 
 /* d' on the device: x and out in stage-owned device memory, one block per
  * frame. Returns 0, or an error after which the caller may fall back. */
-static int cmndf_device(ebb_stage_ctx *ctx, const float *padded, const ebb_pitch_geom *g,
+static int cmndf_device(ebb_stage_ctx *ctx, const float *padded, const stg_pitch_geom *g,
                         float *out) {
   uint64_t dx = 0, dout = 0;
   size_t nx = g->padded_len * sizeof(float);
@@ -248,10 +248,10 @@ static int cmndf_device(ebb_stage_ctx *ctx, const float *padded, const ebb_pitch
   /* in launches of a bounded size: the job's cancellation is checked
    * between them (a kernel cannot be stopped midway) */
   int hop = g->hop, w = g->w, tm = g->tau_max;
-  size_t step = ebb_pitch_launch_frames(g);
+  size_t step = stg_pitch_launch_frames(g);
   for (size_t f0 = 0; f0 < g->n_frames; f0 += step) {
     if (ebb_cancelled(ctx)) {
-      rc = ebb_st_fail(ctx, EBB_ECANCELED, "cancelled at frame %zu of %zu", f0, g->n_frames);
+      rc = stg_st_fail(ctx, EBB_ECANCELED, "cancelled at frame %zu of %zu", f0, g->n_frames);
       goto done;
     }
     int nf = (int)(g->n_frames - f0 < step ? g->n_frames - f0 : step);
@@ -259,7 +259,7 @@ static int cmndf_device(ebb_stage_ctx *ctx, const float *padded, const ebb_pitch
     uint64_t o = dout + f0 * (uint64_t)(tm + 1) * sizeof(float);
     void *params[] = {&x, &o, &nf, &hop, &w, &tm};
     const unsigned grid[3] = {(unsigned)nf, 1, 1}, block[3] = {EBB_PITCH_BLOCK, 1, 1};
-    if ((rc = ctx->host->launch(ctx, ebb_kernels_image(), EBB_PITCH_KERNEL, grid, block, 0,
+    if ((rc = ctx->host->launch(ctx, stg_kernels_image(), EBB_PITCH_KERNEL, grid, block, 0,
                                 params)))
       goto done;
   }
@@ -279,11 +279,11 @@ static int to_analysis_rate(ebb_stage_ctx *ctx, const pitch_state *s, const char
     return 0;
   float *res = NULL;
   uint64_t nres = 0;
-  int rc = ebb_pcm_to_mono_rate(*mono, *n, 1, *rate, (uint32_t)s->rate, &res, &nres);
+  int rc = stg_pcm_to_mono_rate(*mono, *n, 1, *rate, (uint32_t)s->rate, &res, &nres);
   if (rc)
-    return ebb_st_fail(ctx, rc, "resampling \"%s\" from %u to %d Hz: %s", used, *rate, s->rate,
+    return stg_st_fail(ctx, rc, "resampling \"%s\" from %u to %d Hz: %s", used, *rate, s->rate,
                        ebb_errmsg());
-  ebb_st_free(*mono);
+  stg_st_free(*mono);
   *mono = res;
   *n = nres;
   *rate = (uint32_t)s->rate;
@@ -297,12 +297,12 @@ static double mix_power(ebb_stage_ctx *ctx, const ebb_items *in) {
   uint64_t na = 0;
   uint32_t ra = 0;
   const char *used = NULL;
-  if (ebb_st_find_mono(ctx, in, names, &a, &na, &ra, &used) != 0)
+  if (stg_st_find_mono(ctx, in, names, &a, &na, &ra, &used) != 0)
     return 0.0;
   double e = 0.0;
   for (uint64_t i = 0; i < na; i++)
     e += (double)a[i] * a[i];
-  ebb_st_free(a);
+  stg_st_free(a);
   return na ? e / (double)na : 0.0;
 }
 
@@ -333,23 +333,23 @@ static int aligned_item(ebb_stage_ctx *ctx, const pitch_state *s, const ebb_item
   uint32_t mrate = 0;
   const char *used = NULL;
   *sig = NULL;
-  int rc = ebb_st_find_mono(ctx, in, names, &m, &mn, &mrate, &used);
+  int rc = stg_st_find_mono(ctx, in, names, &m, &mn, &mrate, &used);
   if (rc)
     return rc;
   pitch_state at = *s;
   at.rate = (int)rate; /* the analysed signal's rate, whatever the option */
   if ((rc = to_analysis_rate(ctx, &at, used, &m, &mn, &mrate))) {
-    ebb_st_free(m);
+    stg_st_free(m);
     return rc;
   }
-  float *out = ebb_st_calloc(n ? n : 1, sizeof *out);
+  float *out = stg_st_calloc(n ? n : 1, sizeof *out);
   if (!out) {
-    ebb_st_free(m);
-    return ebb_st_fail(ctx, EBB_ENOMEM, "out of memory for %llu samples of \"%s\"",
+    stg_st_free(m);
+    return stg_st_fail(ctx, EBB_ENOMEM, "out of memory for %llu samples of \"%s\"",
                        (unsigned long long)n, name);
   }
   memcpy(out, m, (size_t)(mn < n ? mn : n) * sizeof *out);
-  ebb_st_free(m);
+  stg_st_free(m);
   *sig = out;
   return 0;
 }
@@ -374,14 +374,14 @@ static int salience_signal(ebb_stage_ctx *ctx, const pitch_state *s, const ebb_i
 
 /* Where separate took the melody out of the analysed signal whole (the
  * salience_mix option), the salience rows take the mix's
- * (ebb_pitch_salience_fill), and the note gate judges those frames by the
+ * (stg_pitch_salience_fill), and the note gate judges those frames by the
  * mix's level, the signal they now follow: *gate_db (malloc'd; NULL when no
  * row was replaced) is the analysed signal's frame levels with the mix's in
  * the replaced frames. Nothing without a mix ("audio") apart from the
  * analysed signal. */
 static int mix_fill(ebb_stage_ctx *ctx, const pitch_state *s, const ebb_items *in,
                     const char *used, const float *mono, const float *padded, uint64_t n,
-                    uint32_t rate, const ebb_pitch_geom *g, float *sal, float **gate_db) {
+                    uint32_t rate, const stg_pitch_geom *g, float *sal, float **gate_db) {
   *gate_db = NULL;
   if (!(s->salience_mix > 0.0) || !sal || !strcmp(used, "audio"))
     return 0;
@@ -391,47 +391,47 @@ static int mix_fill(ebb_stage_ctx *ctx, const pitch_state *s, const ebb_items *i
   int rc = aligned_item(ctx, s, in, "audio", n, rate, &mix);
   if (rc)
     return rc == EBB_ENOTFOUND ? 0 : rc;
-  if (!(filled = ebb_st_malloc(nf ? nf : 1))) {
+  if (!(filled = stg_st_malloc(nf ? nf : 1))) {
     rc = ebb_seterr(EBB_ENOMEM, "pitch: out of memory for %zu frames", nf);
     goto done;
   }
-  int nb = ebb_pitch_salience_bins(&s->p);
+  int nb = stg_pitch_salience_bins(&s->p);
   double hop_s = (double)s->p.hop / rate;
-  ebb_pitch_fill fp = {.weight = s->salience_mix,
+  stg_pitch_fill fp = {.weight = s->salience_mix,
                        .ratio_db = s->salience_mix_db,
                        .silent_db = s->salience_mix_silent_db,
                        .gap_frames = (size_t)floor(s->salience_mix_gap_s / hop_s + 1e-6),
-                       .min_frames = ebb_pitch_frames_for(s->salience_mix_min_s, hop_s),
+                       .min_frames = stg_pitch_frames_for(s->salience_mix_min_s, hop_s),
                        .hop = s->p.hop,
                        .win = s->p.frame / 2};
   /* the mix's salience only when some frame takes it */
-  k = ebb_pitch_salience_fill_mark(sal, nf, nb, mono, mix, n, &fp, filled);
-  ebb_st_log(ctx, 0, "%zu of %zu frames take the mix's salience (salience_mix)", k, nf);
-  if (k == 0 || (rc = ebb_pitch_salience(mix, n, rate, &s->p, nf, &msal)))
+  k = stg_pitch_salience_fill_mark(sal, nf, nb, mono, mix, n, &fp, filled);
+  stg_st_log(ctx, 0, "%zu of %zu frames take the mix's salience (salience_mix)", k, nf);
+  if (k == 0 || (rc = stg_pitch_salience(mix, n, rate, &s->p, nf, &msal)))
     goto done;
-  ebb_pitch_salience_fill_apply(sal, msal, nf, nb, fp.weight, filled);
-  if ((rc = ebb_pitch_pad(mix, n, g, &mpad)))
+  stg_pitch_salience_fill_apply(sal, msal, nf, nb, fp.weight, filled);
+  if ((rc = stg_pitch_pad(mix, n, g, &mpad)))
     goto done;
-  mdb = ebb_st_malloc((nf ? nf : 1) * sizeof *mdb);
-  db = ebb_st_malloc((nf ? nf : 1) * sizeof *db);
+  mdb = stg_st_malloc((nf ? nf : 1) * sizeof *mdb);
+  db = stg_st_malloc((nf ? nf : 1) * sizeof *db);
   if (!mdb || !db) {
     rc = ebb_seterr(EBB_ENOMEM, "pitch: out of memory for %zu frame levels", nf);
     goto done;
   }
-  ebb_pitch_frame_levels(padded, g, db);
-  ebb_pitch_frame_levels(mpad, g, mdb);
+  stg_pitch_frame_levels(padded, g, db);
+  stg_pitch_frame_levels(mpad, g, mdb);
   for (size_t f = 0; f < nf; f++)
     if (filled[f])
       db[f] = mdb[f];
   *gate_db = db;
   db = NULL;
 done:
-  ebb_st_free(msal);
-  ebb_st_free(mix);
-  ebb_st_free(mpad);
-  ebb_st_free(mdb);
-  ebb_st_free(db);
-  ebb_st_free(filled);
+  stg_st_free(msal);
+  stg_st_free(mix);
+  stg_st_free(mpad);
+  stg_st_free(mdb);
+  stg_st_free(db);
+  stg_st_free(filled);
   return rc;
 }
 
@@ -446,22 +446,22 @@ done:
  * lowers the voicing and lets a chord tone or the octave below win. */
 static int melody_salience(const pitch_state *s, const float *mono, const float *sig,
                            double share, uint64_t n, uint32_t rate, size_t nf, float **sal) {
-  int rc = ebb_pitch_salience(mono, n, rate, &s->p, nf, sal);
+  int rc = stg_pitch_salience(mono, n, rate, &s->p, nf, sal);
   if (rc || !sig)
     return rc;
   float *b = NULL;
-  if ((rc = ebb_pitch_salience(sig, n, rate, &s->p, nf, &b)))
+  if ((rc = stg_pitch_salience(sig, n, rate, &s->p, nf, &b)))
     return rc;
-  int nb = ebb_pitch_salience_bins(&s->p);
-  ebb_pitch_salience_blend(*sal, b, nf, nb, share, s->salience_vocals_only);
-  ebb_st_free(b);
+  int nb = stg_pitch_salience_bins(&s->p);
+  stg_pitch_salience_blend(*sal, b, nf, nb, share, s->salience_vocals_only);
+  stg_st_free(b);
   return 0;
 }
 
 /* d' by the chosen backend into cm; *how names it for the log. A kernel
  * that fails for any reason but memory or cancellation falls back to the CPU. */
 static int cmndf_any(ebb_stage_ctx *ctx, const pitch_state *s, const float *emph,
-                     const ebb_pitch_geom *g, float *cm, const char **how) {
+                     const stg_pitch_geom *g, float *cm, const char **how) {
   int on_gpu = ebb_device_kind(ctx) == EBB_DEV_KIND_CUDA;
   if (s->backend != BK_CPU && on_gpu) {
     int rc = cmndf_device(ctx, emph, g, cm);
@@ -471,13 +471,13 @@ static int cmndf_any(ebb_stage_ctx *ctx, const pitch_state *s, const float *emph
     }
     if (rc == EBB_EOOM || rc == EBB_ECANCELED)
       return rc;
-    ebb_st_log(ctx, 2, "pitch kernel failed (%s); computing on the CPU", ebb_strerror(rc));
+    stg_st_log(ctx, 2, "pitch kernel failed (%s); computing on the CPU", ebb_strerror(rc));
   }
   if (s->backend == BK_KERNEL && !on_gpu) {
-    ebb_pitch_cmndf_twin(emph, g, cm);
+    stg_pitch_cmndf_twin(emph, g, cm);
     *how = "kernel host twin";
   } else {
-    ebb_pitch_cmndf_cpu(emph, g, cm);
+    stg_pitch_cmndf_cpu(emph, g, cm);
     *how = "cpu";
   }
   return 0;
@@ -496,41 +496,41 @@ static int pitch_run_counted(ebb_stage_ctx *ctx, void *state, const ebb_items *i
   float *mono = NULL, *padded = NULL, *emph = NULL, *cm = NULL, *frames = NULL, *sal = NULL;
   float *salsig = NULL, *gate_db = NULL;
   double share = 0.0;
-  ebb_pitch_note *notes = NULL;
+  stg_pitch_note *notes = NULL;
   char *notes_json = NULL;
   size_t n_notes = 0;
   uint64_t n = 0;
   uint32_t rate = 0;
   const char *used = NULL;
-  int rc = ebb_st_find_mono(ctx, in, names, &mono, &n, &rate, &used);
+  int rc = stg_st_find_mono(ctx, in, names, &mono, &n, &rate, &used);
   if (rc == EBB_ENOTFOUND)
-    return ebb_st_fail(ctx, EBB_EINPUT, "no AUDIO item \"vocals\" or \"audio\" in the job");
+    return stg_st_fail(ctx, EBB_EINPUT, "no AUDIO item \"vocals\" or \"audio\" in the job");
   if (rc)
     return rc;
   if ((rc = to_analysis_rate(ctx, s, used, &mono, &n, &rate)) ||
       (rc = salience_signal(ctx, s, in, mono, n, rate, &salsig, &share)))
     goto done;
-  ebb_pitch_geom g;
-  if ((rc = ebb_pitch_geometry(&s->p, rate, n, &g))) {
-    rc = ebb_st_fail(ctx, rc, "%s", ebb_errmsg());
+  stg_pitch_geom g;
+  if ((rc = stg_pitch_geometry(&s->p, rate, n, &g))) {
+    rc = stg_st_fail(ctx, rc, "%s", ebb_errmsg());
     goto done;
   }
   size_t ncm = g.n_frames * (size_t)(g.tau_max + 1);
-  if ((rc = ebb_pitch_pad(mono, n, &g, &padded)) ||
-      (rc = ebb_pitch_preemphasis(padded, g.padded_len, s->p.preemphasis, &emph)))
+  if ((rc = stg_pitch_pad(mono, n, &g, &padded)) ||
+      (rc = stg_pitch_preemphasis(padded, g.padded_len, s->p.preemphasis, &emph)))
     goto oom;
-  cm = ebb_st_malloc(ncm * sizeof *cm);
-  frames = ebb_st_malloc(g.n_frames * 3 * sizeof *frames);
+  cm = stg_st_malloc(ncm * sizeof *cm);
+  frames = stg_st_malloc(g.n_frames * 3 * sizeof *frames);
   if (!cm || !frames)
     goto oom;
   const char *how = NULL;
   if ((rc = cmndf_any(ctx, s, emph, &g, cm, &how)) ||
-      (rc = ebb_st_stopped(ctx, "the difference function")))
+      (rc = stg_st_stopped(ctx, "the difference function")))
     goto done;
   if (ctx->host->progress)
     ctx->host->progress(ctx, 0.6);
   if (ebb_cancelled(ctx)) {
-    rc = ebb_st_fail(ctx, EBB_ECANCELED, "cancelled");
+    rc = stg_st_fail(ctx, EBB_ECANCELED, "cancelled");
     goto done;
   }
   /* the salience of the same signal (on the separated vocals the repeating
@@ -539,35 +539,35 @@ static int pitch_run_counted(ebb_stage_ctx *ctx, void *state, const ebb_items *i
   if ((s->p.method == EBB_PITCH_PYIN && s->p.salience_weight > 0.0 &&
        ((rc = melody_salience(s, mono, salsig, share, n, rate, g.n_frames, &sal)) ||
         (rc = mix_fill(ctx, s, in, used, mono, padded, n, rate, &g, sal, &gate_db)))) ||
-      (rc = ebb_pitch_track_salience(cm, padded, &g, &s->p, sal, gate_db, frames)) ||
-      (rc = ebb_pitch_notes(frames, g.n_frames, &s->p, &notes, &n_notes)) ||
-      (rc = ebb_pitch_refine_notes(mono, n, rate, &s->p, frames, g.n_frames, &notes, &n_notes)) ||
-      (rc = ebb_pitch_notes_json(notes, n_notes, &notes_json))) {
-    rc = ebb_st_fail(ctx, rc, "%s", ebb_errmsg());
+      (rc = stg_pitch_track_salience(cm, padded, &g, &s->p, sal, gate_db, frames)) ||
+      (rc = stg_pitch_notes(frames, g.n_frames, &s->p, &notes, &n_notes)) ||
+      (rc = stg_pitch_refine_notes(mono, n, rate, &s->p, frames, g.n_frames, &notes, &n_notes)) ||
+      (rc = stg_pitch_notes_json(notes, n_notes, &notes_json))) {
+    rc = stg_st_fail(ctx, rc, "%s", ebb_errmsg());
     goto done;
   }
-  ebb_pitch_track_to_notes(frames, g.n_frames, notes, n_notes);
+  stg_pitch_track_to_notes(frames, g.n_frames, notes, n_notes);
   uint64_t shape[2] = {g.n_frames, 3};
   if ((rc = ctx->host->add_tensor(out, "f0", frames, 2, shape)) ||
       (rc = ctx->host->add_json(out, "notes", notes_json)))
     goto done;
-  ebb_st_log(ctx, 1, "%s: %zu frames (%zu voiced), %zu notes, d' by %s, %s", used, g.n_frames,
+  stg_st_log(ctx, 1, "%s: %zu frames (%zu voiced), %zu notes, d' by %s, %s", used, g.n_frames,
              voiced_frames(frames, g.n_frames), n_notes, how, s->p.method == EBB_PITCH_YIN ? "yin" : "pyin");
   goto done;
 oom:
-  rc = ebb_st_fail(ctx, EBB_ENOMEM, "out of memory for the pitch analysis of %llu samples",
+  rc = stg_st_fail(ctx, EBB_ENOMEM, "out of memory for the pitch analysis of %llu samples",
                    (unsigned long long)n);
 done:
-  ebb_st_free(mono);
-  ebb_st_free(padded);
-  ebb_st_free(emph);
-  ebb_st_free(cm);
-  ebb_st_free(frames);
-  ebb_st_free(sal);
-  ebb_st_free(salsig);
-  ebb_st_free(gate_db);
-  ebb_st_free(notes);
-  ebb_st_free(notes_json);
+  stg_st_free(mono);
+  stg_st_free(padded);
+  stg_st_free(emph);
+  stg_st_free(cm);
+  stg_st_free(frames);
+  stg_st_free(sal);
+  stg_st_free(salsig);
+  stg_st_free(gate_db);
+  stg_st_free(notes);
+  stg_st_free(notes_json);
   return rc;
 }
 
@@ -588,7 +588,7 @@ static int pitch_estimate(const ebb_host_api *host, const char *options_json, co
   json_decref(o);
   if (rc)
     return rc;
-  ebb_pitch_params p = ebb_pitch_defaults();
+  stg_pitch_params p = stg_pitch_defaults();
   set_params(&v, &p);
   ebb_item_info it = {.size = sizeof it};
   uint64_t n = 0;
@@ -599,8 +599,8 @@ static int pitch_estimate(const ebb_host_api *host, const char *options_json, co
     n = (uint64_t)((double)it.frames * r / it.rate);
     rate = r;
   }
-  ebb_pitch_geom g, g1;
-  if (ebb_pitch_geometry(&p, rate, n, &g) || ebb_pitch_geometry(&p, rate, rate, &g1))
+  stg_pitch_geom g, g1;
+  if (stg_pitch_geometry(&p, rate, n, &g) || stg_pitch_geometry(&p, rate, rate, &g1))
     return EBB_ECONFIG;
   uint64_t ncm = (uint64_t)g.n_frames * (uint64_t)(g.tau_max + 1) * sizeof(float);
   out->device_bytes = n ? round512(g.padded_len * sizeof(float)) + round512(ncm) : 0;
@@ -614,7 +614,7 @@ static int pitch_estimate(const ebb_host_api *host, const char *options_json, co
   uint64_t signals =
       3 + (sal && v.salience_melody > 0.0) + 2 * (uint64_t)(sal && v.salience_mix > 0.0);
   uint64_t per_frame_host = (uint64_t)(g.tau_max + 1) * sizeof(float) + 3 * sizeof(float) +
-                            (uint64_t)(sal ? 2 : pyin) * (uint64_t)ebb_pitch_salience_bins(&p) *
+                            (uint64_t)(sal ? 2 : pyin) * (uint64_t)stg_pitch_salience_bins(&p) *
                                 sizeof(float);
   out->host_bytes = n ? signals * g.padded_len * sizeof(float) + g.n_frames * per_frame_host : 0;
   double per_frame_dev = (double)(g1.tau_max + 1) * sizeof(float);
@@ -642,7 +642,7 @@ static int pitch_estimate(const ebb_host_api *host, const char *options_json, co
 #define PITCH_POINT_S 3.8e-8
 #define PITCH_INPUT_S 0.015
 #define PITCH_INPUT_YIN_S 0.002
-double ebb_pitch_work_s(int pyin, int hop, int frame, uint32_t rate, double input_s) {
+double stg_pitch_work_s(int pyin, int hop, int frame, uint32_t rate, double input_s) {
   double frames = input_s * (rate ? rate : 16000) / (hop > 0 ? hop : 1) + 1.0;
   return input_s * (pyin ? PITCH_INPUT_S : PITCH_INPUT_YIN_S) +
          frames * ((pyin ? PITCH_FRAME_S : 0.0) + PITCH_POINT_S * frame);
@@ -658,24 +658,24 @@ static int pitch_work(const ebb_host_api *host, const char *options_json, double
   json_decref(o);
   if (rc)
     return rc;
-  ebb_pitch_params p = ebb_pitch_defaults();
+  stg_pitch_params p = stg_pitch_defaults();
   set_params(&v, &p);
-  out->cpu_s = ebb_pitch_work_s(pyin, p.hop, p.frame, (uint32_t)v.rate, input_s);
+  out->cpu_s = stg_pitch_work_s(pyin, p.hop, p.frame, (uint32_t)v.rate, input_s);
   snprintf(out->drivers, sizeof out->drivers, "hop %d, frame %d", p.hop, p.frame);
   return 0;
 }
 
-/* Its host working buffers are the stage's (ebb_st_malloc: host_alloc). */
+/* Its host working buffers are the stage's (stg_st_malloc: host_alloc). */
 static int pitch_run(ebb_stage_ctx *ctx, void *state, const ebb_items *in, ebb_items *out) {
-  ebb_st_host_begin(ctx);
-  ebb_st_watch(ctx);
+  stg_st_host_begin(ctx);
+  stg_st_watch(ctx);
   int rc = pitch_run_counted(ctx, state, in, out);
-  ebb_st_unwatch();
-  ebb_st_host_end();
+  stg_st_unwatch();
+  stg_st_host_end();
   return rc;
 }
 
-const ebb_stage ebb_stage_pitch = {
+const ebb_stage stg_stage_pitch = {
     .abi_version = EBB_STAGE_ABI_VERSION,
     .size = sizeof(ebb_stage),
     .name = "pitch",

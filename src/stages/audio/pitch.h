@@ -19,16 +19,16 @@
 
 #include "ebb/stage.h"
 
-extern const ebb_stage ebb_stage_pitch;
+extern const ebb_stage stg_stage_pitch;
 
-typedef enum { EBB_PITCH_PYIN = 0, EBB_PITCH_YIN = 1 } ebb_pitch_method;
+typedef enum { EBB_PITCH_PYIN = 0, EBB_PITCH_YIN = 1 } stg_pitch_method;
 
-typedef struct ebb_pitch_params {
+typedef struct stg_pitch_params {
   double fmin, fmax;      /* Hz search range (65, 1000) */
   int hop;                /* samples between frames (160) */
   int frame;              /* analysis frame in samples (1024): window = frame/2 */
   double threshold;       /* YIN: the absolute threshold; pYIN: mean of the Beta prior (0.1) */
-  ebb_pitch_method method;
+  stg_pitch_method method;
   double silence_db;      /* frames quieter than this (dBFS RMS) are unvoiced (-60) */
   double preemphasis;     /* d' is computed on y[n] = x[n] - a x[n-1] (0.97; 0 = off) */
   double min_note_s;      /* shorter notes are dropped (0.07) */
@@ -63,7 +63,7 @@ typedef struct ebb_pitch_params {
    * attack. 0: at the peak. */
   double reattack_rise_db;
   /* When reattack_model is set, a peak splits the note by the re-attack
-   * model's log-odds instead (ebb_pitch_reattack_logit on the peak's
+   * model's log-odds instead (stg_pitch_reattack_logit on the peak's
    * features, pitch_onsets.c): at least reattack_logit, best first, and
    * only where its score above also reaches reattack_score_min. */
   int reattack_model;
@@ -79,43 +79,43 @@ typedef struct ebb_pitch_params {
    * first pass's voiced track over +-register_window_s) - register_semitones,
    * in semitones, where d > 0. */
   double register_semitones, register_window_s;
-} ebb_pitch_params;
+} stg_pitch_params;
 
 /* The defaults of the stage's option table (pitch.c, beside the table). */
-ebb_pitch_params ebb_pitch_defaults(void);
+stg_pitch_params stg_pitch_defaults(void);
 
 /* Frame layout. Frame f is centred on sample f*hop of the input; the kernels
  * read padded[f*hop .. f*hop + w + tau_max) of the zero-padded signal. */
-typedef struct ebb_pitch_geom {
+typedef struct stg_pitch_geom {
   uint32_t rate;
   int hop, w, tau_min, tau_max;
   size_t n_frames;
   size_t pad_left, padded_len;
-} ebb_pitch_geom;
+} stg_pitch_geom;
 
 /* The stage's work estimate (its `work` hook, pitch.c): CPU seconds on the
  * reference core for input_s seconds analysed at rate (0: 16 kHz) with pYIN
  * (pyin 1) or YIN, hop and frame. */
-double ebb_pitch_work_s(int pyin, int hop, int frame, uint32_t rate, double input_s);
+double stg_pitch_work_s(int pyin, int hop, int frame, uint32_t rate, double input_s);
 /* Checks params against the rate and fills *g. EBB_EINVAL names the value. */
-int ebb_pitch_geometry(const ebb_pitch_params *p, uint32_t rate, uint64_t n_samples,
-                       ebb_pitch_geom *g);
+int stg_pitch_geometry(const stg_pitch_params *p, uint32_t rate, uint64_t n_samples,
+                       stg_pitch_geom *g);
 /* *padded: malloc'd g->padded_len floats (caller frees). */
-int ebb_pitch_pad(const float *x, uint64_t n, const ebb_pitch_geom *g, float **padded);
+int stg_pitch_pad(const float *x, uint64_t n, const stg_pitch_geom *g, float **padded);
 /* The first-order pre-emphasis y[n] = x[n] - a x[n-1] of a padded signal, the
  * input of d'. It tilts the spectrum towards the voice's formant region and
  * away from bass, kick and pad fundamentals (like the spectral weighting of
  * aubio's yinfft); the silence gate still uses the unfiltered signal.
  * *out: malloc'd len floats (caller frees). */
-int ebb_pitch_preemphasis(const float *padded, size_t len, double a, float **out);
+int stg_pitch_preemphasis(const float *padded, size_t len, double a, float **out);
 
 /* d'(tau) for every frame into out[f * (tau_max + 1) + tau], tau 0..tau_max
  * (d'(0) = 1). cpu: an 8-lane loop; twin: the GPU kernel's host twin. */
-void ebb_pitch_cmndf_cpu(const float *padded, const ebb_pitch_geom *g, float *out);
-void ebb_pitch_cmndf_twin(const float *padded, const ebb_pitch_geom *g, float *out);
+void stg_pitch_cmndf_cpu(const float *padded, const stg_pitch_geom *g, float *out);
+void stg_pitch_cmndf_twin(const float *padded, const stg_pitch_geom *g, float *out);
 /* Frames per launch of the difference function (pitch_yin.c): small enough
  * that a cancellation is seen between launches within 100 ms. */
-size_t ebb_pitch_launch_frames(const ebb_pitch_geom *g);
+size_t stg_pitch_launch_frames(const stg_pitch_geom *g);
 /* onset peaks weaker than this (1 = the 90th percentile) are no re-attacks */
 #define EBB_PITCH_REATTACK_MIN_ODF 0.15
 /* The re-attack model (pitch_reattack.c): a multilayer perceptron, one
@@ -124,11 +124,11 @@ size_t ebb_pitch_launch_frames(const ebb_pitch_geom *g);
  * EBB_PITCH_REATTACK_NFEAT features in the order pitch_onsets.c builds
  * them; the result is the log-odds that the peak is a note's attack. */
 #define EBB_PITCH_REATTACK_NFEAT 70
-double ebb_pitch_reattack_logit(const float *x);
+double stg_pitch_reattack_logit(const float *x);
 /* The model's log-odds for the check vector stored with its weights (a
  * training peak's features; rounded to float as the stage's are) in *got,
  * and what the trainer computed for it in *want. */
-void ebb_pitch_reattack_check(double *got, double *want);
+void stg_pitch_reattack_check(double *got, double *want);
 /* Developers: when this environment variable names a file, the pitch stage
  * appends a line for every candidate re-attack peak (time s, the onset the
  * split would give before onset_shift_ms, the linear score, the features);
@@ -144,11 +144,11 @@ void ebb_pitch_reattack_check(double *got, double *want);
  * 0.0099999998 s, and 0.12 s of it must be 12 frames, not 13). */
 /* The frame step of a track (frames[3 * f] = time s), 0.01 s when it has
  * fewer than two frames or no positive step. */
-static inline double ebb_pitch_frame_step(const float *frames, size_t nf) {
+static inline double stg_pitch_frame_step(const float *frames, size_t nf) {
   double h = nf > 1 ? (double)(frames[3] - frames[0]) : 0.0;
   return h > 0.0 ? h : 0.01;
 }
-static inline size_t ebb_pitch_frames_for(double s, double hop_s) {
+static inline size_t stg_pitch_frames_for(double s, double hop_s) {
   double r = s / hop_s;
   return r <= 0.0 ? 0 : (size_t)ceil(r - 1e-6);
 }
@@ -156,37 +156,37 @@ static inline size_t ebb_pitch_frames_for(double s, double hop_s) {
 /* From d' to the f0 track: frames[3*f + 0..2] = time s, f0 Hz (0 unvoiced),
  * voicing probability. frames holds g->n_frames * 3 floats. padded is the
  * unfiltered padded signal (for the silence gate). */
-int ebb_pitch_track(const float *cmndf, const float *padded, const ebb_pitch_geom *g,
-                    const ebb_pitch_params *p, float *frames);
+int stg_pitch_track(const float *cmndf, const float *padded, const stg_pitch_geom *g,
+                    const stg_pitch_params *p, float *frames);
 
-/* As ebb_pitch_track, with an optional melody salience (pYIN only; NULL:
- * none) from ebb_pitch_salience over the same frames. */
-int ebb_pitch_track_salience(const float *cmndf, const float *padded, const ebb_pitch_geom *g,
-                             const ebb_pitch_params *p, const float *sal, const float *gate_db,
+/* As stg_pitch_track, with an optional melody salience (pYIN only; NULL:
+ * none) from stg_pitch_salience over the same frames. */
+int stg_pitch_track_salience(const float *cmndf, const float *padded, const stg_pitch_geom *g,
+                             const stg_pitch_params *p, const float *sal, const float *gate_db,
                              float *frames);
 /* Each frame's level in dBFS over its analysis window (g->w + g->tau_max
  * samples of padded from f * hop): what the note gate compares. db has
- * g->n_frames entries. gate_db in ebb_pitch_track_salience: these levels as
+ * g->n_frames entries. gate_db in stg_pitch_track_salience: these levels as
  * the gate is to see them (NULL: padded's own). */
-void ebb_pitch_frame_levels(const float *padded, const ebb_pitch_geom *g, float *db);
+void stg_pitch_frame_levels(const float *padded, const stg_pitch_geom *g, float *db);
 
 /* pitch_salience.c: the harmonic-summation salience of x (typically the mix,
  * while pYIN runs on the separated vocals) on pYIN's grid: *sal is malloc'd
  * n_frames x B floats (B = 10-cent bins from fmin to fmax), each row a
  * distribution over the bins whose sum is the frame's salience voicing. */
-int ebb_pitch_salience(const float *x, uint64_t n, uint32_t rate, const ebb_pitch_params *p,
+int stg_pitch_salience(const float *x, uint64_t n, uint32_t rate, const stg_pitch_params *p,
                        size_t n_frames, float **sal);
 /* B, the salience's bins (10 cents each) from fmin to fmax. */
-int ebb_pitch_salience_bins(const ebb_pitch_params *p);
+int stg_pitch_salience_bins(const stg_pitch_params *p);
 /* obs[b] = (1 - w) obs[b] + w row[b] for the voiced bins; returns the mixed
  * voicing probability (1 - w) vp + w sum(row). */
-double ebb_pitch_salience_mix(const float *row, int nb, double w, double vp, double *obs);
+double stg_pitch_salience_mix(const float *row, int nb, double w, double vp, double *obs);
 
 /* sal = (1 - share) sal + share mel, row by row (nf rows of nb bins), but
  * for a row of sal whose sum (its voicing) is above vocals_only while mel's
  * row sums to under 5 % of it: that row of sal stays as it is (the melody
  * pass removed a melody note there; its empty row would only dilute it). */
-void ebb_pitch_salience_blend(float *sal, const float *mel, size_t nf, int nb, double share,
+void stg_pitch_salience_blend(float *sal, const float *mel, size_t nf, int nb, double share,
                               double vocals_only);
 
 /* Where `separate` took (nearly) everything out of the analysed signal x:
@@ -201,81 +201,81 @@ void ebb_pitch_salience_blend(float *sal, const float *mel, size_t nf, int nb, d
  * x and mix are n samples at the same rate. filled (nf flags) is set to 1
  * at the rows replaced, 0 elsewhere. Returns the number of rows replaced. */
 #define EBB_PITCH_FILL_VOICED 0.5
-typedef struct ebb_pitch_fill {
+typedef struct stg_pitch_fill {
   double weight, ratio_db, silent_db;
   size_t gap_frames, min_frames;
   int hop, win;
-} ebb_pitch_fill;
-size_t ebb_pitch_salience_fill(float *sal, const float *mixsal, size_t nf, int nb, const float *x,
-                               const float *mix, uint64_t n, const ebb_pitch_fill *fp,
+} stg_pitch_fill;
+size_t stg_pitch_salience_fill(float *sal, const float *mixsal, size_t nf, int nb, const float *x,
+                               const float *mix, uint64_t n, const stg_pitch_fill *fp,
                                unsigned char *filled);
-/* The two halves of ebb_pitch_salience_fill, so the mix's salience need
+/* The two halves of stg_pitch_salience_fill, so the mix's salience need
  * only be computed when a frame is to take it: _mark sets filled (nf
  * flags) at the frames the rule picks and returns their number; _apply
  * replaces those rows by weight x mixsal's. */
-size_t ebb_pitch_salience_fill_mark(const float *sal, size_t nf, int nb, const float *x,
-                                    const float *mix, uint64_t n, const ebb_pitch_fill *fp,
+size_t stg_pitch_salience_fill_mark(const float *sal, size_t nf, int nb, const float *x,
+                                    const float *mix, uint64_t n, const stg_pitch_fill *fp,
                                     unsigned char *filled);
-void ebb_pitch_salience_fill_apply(float *sal, const float *mixsal, size_t nf, int nb,
+void stg_pitch_salience_fill_apply(float *sal, const float *mixsal, size_t nf, int nb,
                                    double weight, const unsigned char *filled);
 
-typedef struct ebb_pitch_note {
+typedef struct stg_pitch_note {
   double onset, offset; /* seconds */
   double hz;            /* median f0 of the note */
   int midi;             /* round(69 + 12 log2(hz / 440)) */
-} ebb_pitch_note;
+} stg_pitch_note;
 
 /* The gate above, in place on an f0 track (frames[3 f + 1] set to 0 for the
  * runs it drops). level_db[f]: frame f's RMS level, dBFS. Returns 0 or
  * EBB_ENOMEM. */
-int ebb_pitch_gate(float *frames, size_t n_frames, const float *level_db,
-                   const ebb_pitch_params *p);
+int stg_pitch_gate(float *frames, size_t n_frames, const float *level_db,
+                   const stg_pitch_params *p);
 
 /* Segments an f0 track (layout as above) into notes. *notes is malloc'd
  * (caller frees; NULL when *n == 0). */
-int ebb_pitch_notes(const float *frames, size_t n_frames, const ebb_pitch_params *p,
-                    ebb_pitch_note **notes, size_t *n);
+int stg_pitch_notes(const float *frames, size_t n_frames, const stg_pitch_params *p,
+                    stg_pitch_note **notes, size_t *n);
 /* The onset detection function of x (SuperFlux, normalised to the 90th
  * percentile of its sounding frames) and each frame's level (dBFS) at the
  * pitch frames (frame f centred on sample f*hop): odf and level_db hold
  * n_frames floats each. */
-int ebb_pitch_onset_strength(const float *x, uint64_t n, uint32_t rate, int hop, size_t n_frames,
+int stg_pitch_onset_strength(const float *x, uint64_t n, uint32_t rate, int hop, size_t n_frames,
                              float *odf, float *level_db);
 /* The level (dBFS) of x's energy at the harmonics of ref_hz[f] (the
  * bins nearest the first `harmonics` multiples up to 6 kHz and their
  * neighbours; the whole spectrum where ref_hz[f] is 0) on the same frames
- * as ebb_pitch_onset_strength: harm_db holds n_frames floats. */
-int ebb_pitch_harmonic_level(const float *x, uint64_t n, uint32_t rate, int hop, size_t n_frames,
+ * as stg_pitch_onset_strength: harm_db holds n_frames floats. */
+int stg_pitch_harmonic_level(const float *x, uint64_t n, uint32_t rate, int hop, size_t n_frames,
                              const float *ref_hz, int harmonics, float *harm_db);
-/* Refines notes from ebb_pitch_notes with the onsets (see the params): may
+/* Refines notes from stg_pitch_notes with the onsets (see the params): may
  * split notes and move onsets earlier; *notes is replaced (realloc'd). */
-int ebb_pitch_notes_onsets(const float *frames, size_t n_frames, const float *odf,
-                           const float *level_db, const ebb_pitch_params *p,
-                           ebb_pitch_note **notes, size_t *n);
+int stg_pitch_notes_onsets(const float *frames, size_t n_frames, const float *odf,
+                           const float *level_db, const stg_pitch_params *p,
+                           stg_pitch_note **notes, size_t *n);
 
 /* The whole refinement the stage runs: the onset function of mono, the
  * level at the harmonics of each frame's reference pitch (the note it lies
  * in, else one that ended or starts within 0.3 s; option onset_harmonics, 0:
- * the whole spectrum's level), then ebb_pitch_notes_onsets. Nothing to do
+ * the whole spectrum's level), then stg_pitch_notes_onsets. Nothing to do
  * when onset_threshold is 0. */
-int ebb_pitch_refine_notes(const float *mono, uint64_t n, uint32_t rate,
-                           const ebb_pitch_params *p, const float *frames, size_t nf,
-                           ebb_pitch_note **notes, size_t *n_notes);
+int stg_pitch_refine_notes(const float *mono, uint64_t n, uint32_t rate,
+                           const stg_pitch_params *p, const float *frames, size_t nf,
+                           stg_pitch_note **notes, size_t *n_notes);
 
 /* After the refinement a note may start before the track turns to its
  * pitch: the frames from its onset that still hold the previous note's
  * pitch (within half a semitone; its release) take this note's pitch, up to
  * the first frame that does not. */
-void ebb_pitch_track_to_notes(float *frames, size_t nf, const ebb_pitch_note *notes, size_t n);
+void stg_pitch_track_to_notes(float *frames, size_t nf, const stg_pitch_note *notes, size_t n);
 
 /* {"notes":[{"onset","offset","midi","hz","name"}],"count":N}; *out malloc'd. */
-int ebb_pitch_notes_json(const ebb_pitch_note *notes, size_t n, char **out);
+int stg_pitch_notes_json(const stg_pitch_note *notes, size_t n, char **out);
 
-typedef enum { EBB_PITCH_BACKEND_CPU = 0, EBB_PITCH_BACKEND_TWIN = 1 } ebb_pitch_backend;
+typedef enum { EBB_PITCH_BACKEND_CPU = 0, EBB_PITCH_BACKEND_TWIN = 1 } stg_pitch_backend;
 
 /* The whole analysis on the host: mono samples -> f0 track. *frames is
  * malloc'd (*n_frames * 3 floats; caller frees). */
-int ebb_pitch_analyze(const float *mono, uint64_t n, uint32_t rate, const ebb_pitch_params *p,
-                      ebb_pitch_backend backend, float **frames, size_t *n_frames);
+int stg_pitch_analyze(const float *mono, uint64_t n, uint32_t rate, const stg_pitch_params *p,
+                      stg_pitch_backend backend, float **frames, size_t *n_frames);
 
 #endif

@@ -27,14 +27,14 @@ static double median(const double *v, size_t n, double *tmp) {
 }
 
 typedef struct note_list {
-  ebb_pitch_note *v;
+  stg_pitch_note *v;
   size_t n, cap;
 } note_list;
 
-static int push(note_list *l, ebb_pitch_note n) {
+static int push(note_list *l, stg_pitch_note n) {
   if (l->n == l->cap) {
     size_t cap = l->cap ? 2 * l->cap : 32;
-    ebb_pitch_note *v = realloc(l->v, cap * sizeof *v);
+    stg_pitch_note *v = realloc(l->v, cap * sizeof *v);
     if (!v)
       return ebb_seterr(EBB_ENOMEM, "pitch: out of memory for notes");
     l->v = v;
@@ -46,11 +46,11 @@ static int push(note_list *l, ebb_pitch_note n) {
 
 /* The next run of voiced frames from *i: [*start, *end), its frames' MIDI
  * values in vals[0..*nv). *i moves past it; returns 0 at the end. */
-static int next_run(const float *frames, size_t nf, size_t sustain, const ebb_pitch_params *p,
+static int next_run(const float *frames, size_t nf, size_t sustain, const stg_pitch_params *p,
                     size_t *i, size_t *start, size_t *end, double *vals, double *tmp,
                     size_t *nv) {
 #define VOICED(k) (frames[3 * (k) + 1] > 0.0f)
-#define MIDI(k) ebb_midi_from_hz(frames[3 * (k) + 1])
+#define MIDI(k) stg_midi_from_hz(frames[3 * (k) + 1])
   while (*i < nf && !VOICED(*i))
     (*i)++;
   if (*i >= nf)
@@ -87,23 +87,23 @@ static int next_run(const float *frames, size_t nf, size_t sustain, const ebb_pi
   return 1;
 }
 
-static size_t sustain_frames(const float *frames, size_t nf, const ebb_pitch_params *p,
+static size_t sustain_frames(const float *frames, size_t nf, const stg_pitch_params *p,
                              double *hop_s) {
-  double h = ebb_pitch_frame_step(frames, nf);
+  double h = stg_pitch_frame_step(frames, nf);
   *hop_s = h;
-  size_t sustain = ebb_pitch_frames_for(p->split_s, h);
+  size_t sustain = stg_pitch_frames_for(p->split_s, h);
   return sustain < 1 ? 1 : sustain;
 }
 
-int ebb_pitch_gate(float *frames, size_t nf, const float *level_db, const ebb_pitch_params *p) {
+int stg_pitch_gate(float *frames, size_t nf, const float *level_db, const stg_pitch_params *p) {
   if (nf == 0 || !(p->gate_voicing > 0.0 || p->gate_range_db > 0.0))
     return 0;
   double hop_s;
   size_t sustain = sustain_frames(frames, nf, p, &hop_s);
-  double *vals = ebb_st_malloc(nf * sizeof *vals), *tmp = ebb_st_malloc(nf * sizeof *tmp);
+  double *vals = stg_st_malloc(nf * sizeof *vals), *tmp = stg_st_malloc(nf * sizeof *tmp);
   if (!vals || !tmp) {
-    ebb_st_free(vals);
-    ebb_st_free(tmp);
+    stg_st_free(vals);
+    stg_st_free(tmp);
     return ebb_seterr(EBB_ENOMEM, "pitch: out of memory for %zu frames", nf);
   }
   for (size_t f = 0; f < nf; f++)
@@ -124,20 +124,20 @@ int ebb_pitch_gate(float *frames, size_t nf, const float *level_db, const ebb_pi
       for (size_t f = start; f < end; f++)
         frames[3 * f + 1] = 0.0f;
   }
-  ebb_st_free(vals);
-  ebb_st_free(tmp);
+  stg_st_free(vals);
+  stg_st_free(tmp);
   return 0;
 }
 
-int ebb_pitch_notes(const float *frames, size_t nf, const ebb_pitch_params *p,
-                    ebb_pitch_note **notes, size_t *n_notes) {
+int stg_pitch_notes(const float *frames, size_t nf, const stg_pitch_params *p,
+                    stg_pitch_note **notes, size_t *n_notes) {
   *notes = NULL;
   *n_notes = 0;
   if (nf == 0)
     return 0;
   double hop_s;
   size_t sustain = sustain_frames(frames, nf, p, &hop_s);
-  double *vals = ebb_st_malloc(nf * sizeof *vals), *tmp = ebb_st_malloc(nf * sizeof *tmp);
+  double *vals = stg_st_malloc(nf * sizeof *vals), *tmp = stg_st_malloc(nf * sizeof *tmp);
   note_list l = {0};
   int rc = 0;
   if (!vals || !tmp) {
@@ -147,11 +147,11 @@ int ebb_pitch_notes(const float *frames, size_t nf, const ebb_pitch_params *p,
   size_t i = 0, start, end, nv;
   while (next_run(frames, nf, sustain, p, &i, &start, &end, vals, tmp, &nv)) {
     double dur = (double)(end - start) * hop_s;
-    if (end - start >= ebb_pitch_frames_for(p->min_note_s, hop_s)) {
+    if (end - start >= stg_pitch_frames_for(p->min_note_s, hop_s)) {
       double m = median(vals, nv, tmp);
-      ebb_pitch_note n = {.onset = frames[3 * start],
+      stg_pitch_note n = {.onset = frames[3 * start],
                           .offset = frames[3 * start] + dur,
-                          .hz = ebb_midi_to_hz(m),
+                          .hz = stg_midi_to_hz(m),
                           .midi = (int)lround(m)};
       if ((rc = push(&l, n)))
         goto done;
@@ -161,9 +161,9 @@ int ebb_pitch_notes(const float *frames, size_t nf, const ebb_pitch_params *p,
   *n_notes = l.n;
   l.v = NULL;
 done:
-  ebb_st_free(l.v);
-  ebb_st_free(vals);
-  ebb_st_free(tmp);
+  stg_st_free(l.v);
+  stg_st_free(vals);
+  stg_st_free(tmp);
   return rc;
 }
 
@@ -174,7 +174,7 @@ static void note_name(int midi, char *buf, size_t n) {
   snprintf(buf, n, "%s%d", names[pc], oct);
 }
 
-int ebb_pitch_notes_json(const ebb_pitch_note *notes, size_t n, char **out) {
+int stg_pitch_notes_json(const stg_pitch_note *notes, size_t n, char **out) {
   json_t *root = json_object(), *arr = json_array();
   for (size_t i = 0; i < n; i++) {
     char name[16];

@@ -17,14 +17,14 @@
  * frames (frame f on sample f*hop).
  *
  * A re-attack is scored (reattack_score) on the rise of the energy at the
- * harmonics of the note's pitch (ebb_pitch_harmonic_level), where a chord
+ * harmonics of the note's pitch (stg_pitch_harmonic_level), where a chord
  * struck in the gap between two equal notes does not fill the dip; by
  * default the re-attack model (pitch_reattack.c) rates each peak that scores
  * at least reattack_score_min on 70 features of the level, the onset
  * strength, the voicing and the pitch around it (reattack_features), and
  * the best-rated peaks split the note first; once the notes are refined, the f0
  * track's frames that still hold the previous note's release take the new
- * note's pitch (ebb_pitch_track_to_notes). */
+ * note's pitch (stg_pitch_track_to_notes). */
 #include <errno.h>
 #include <math.h>
 #include <stdio.h>
@@ -66,7 +66,7 @@ static void flux_from_mag(const float *mag, int nframes, int nb, int klo, int kh
 
 /* odf /= its 90th percentile over frames within 40 dB of the loud level */
 static int normalise_odf(float *odf, const float *level_db, size_t n) {
-  float *tmp = ebb_st_malloc((n ? n : 1) * sizeof *tmp);
+  float *tmp = stg_st_malloc((n ? n : 1) * sizeof *tmp);
   if (!tmp)
     return ebb_seterr(EBB_ENOMEM, "pitch: out of memory for %zu onset frames", n);
   memcpy(tmp, level_db, n * sizeof *tmp);
@@ -80,26 +80,26 @@ static int normalise_odf(float *odf, const float *level_db, size_t n) {
   float scale = k ? tmp[(size_t)(0.9 * (double)(k - 1))] : 0.0f;
   for (size_t f = 0; f < n; f++)
     odf[f] = scale > 0.0f ? odf[f] / scale : 0.0f;
-  ebb_st_free(tmp);
+  stg_st_free(tmp);
   return 0;
 }
 
 /* The onset spectrogram of x: a Hann STFT of about 32 ms at the pitch hop;
  * *mag malloc'd (s->nframes * s->nbins floats; caller frees). */
 static int onset_spectrogram(const float *x, uint64_t n, uint32_t rate, int hop,
-                             ebb_stft_shape *s, float **mag) {
+                             stg_stft_shape *s, float **mag) {
   int nfft = 64;
   while (nfft < 4096 && nfft < (int)(0.032 * rate))
     nfft *= 2;
   *mag = NULL;
-  int rc = ebb_stft_shape_init(s, nfft, hop < nfft ? hop : nfft, (long long)n);
+  int rc = stg_stft_shape_init(s, nfft, hop < nfft ? hop : nfft, (long long)n);
   if (rc)
     return rc;
-  if (!(*mag = ebb_st_malloc((size_t)s->nframes * s->nbins * sizeof **mag)))
+  if (!(*mag = stg_st_malloc((size_t)s->nframes * s->nbins * sizeof **mag)))
     return ebb_seterr(EBB_ENOMEM, "pitch: out of memory for the onset spectrogram (%d frames)",
                       s->nframes);
-  if ((rc = ebb_stft_forward_cpu(s, x, NULL, *mag))) {
-    ebb_st_free(*mag);
+  if ((rc = stg_stft_forward_cpu(s, x, NULL, *mag))) {
+    stg_st_free(*mag);
     *mag = NULL;
   }
   return rc;
@@ -108,15 +108,15 @@ static int onset_spectrogram(const float *x, uint64_t n, uint32_t rate, int hop,
 /* Hann-windowed energy to mean square: 1 / (sum w^2 * nfft / 2) ~ 8 / (3 nfft^2) */
 static double energy_norm(int nfft) { return 8.0 / (3.0 * (double)nfft * nfft); }
 
-int ebb_pitch_onset_strength(const float *x, uint64_t n, uint32_t rate, int hop, size_t n_frames,
+int stg_pitch_onset_strength(const float *x, uint64_t n, uint32_t rate, int hop, size_t n_frames,
                              float *odf, float *level_db) {
-  ebb_stft_shape s;
+  stg_stft_shape s;
   float *mag = NULL, *o = NULL, *l = NULL;
   int rc = onset_spectrogram(x, n, rate, hop, &s, &mag);
   if (rc)
     return rc;
-  o = ebb_st_malloc((size_t)s.nframes * sizeof *o);
-  l = ebb_st_malloc((size_t)s.nframes * sizeof *l);
+  o = stg_st_malloc((size_t)s.nframes * sizeof *o);
+  l = stg_st_malloc((size_t)s.nframes * sizeof *l);
   if (!o || !l) {
     rc = ebb_seterr(EBB_ENOMEM, "pitch: out of memory for %d onset frames", s.nframes);
     goto done;
@@ -134,9 +134,9 @@ int ebb_pitch_onset_strength(const float *x, uint64_t n, uint32_t rate, int hop,
   }
   rc = normalise_odf(odf, level_db, n_frames);
 done:
-  ebb_st_free(mag);
-  ebb_st_free(o);
-  ebb_st_free(l);
+  stg_st_free(mag);
+  stg_st_free(o);
+  stg_st_free(l);
   return rc;
 }
 
@@ -155,17 +155,17 @@ static double harmonic_energy(const float *m, int nb, double bin_hz, double hz, 
   return e;
 }
 
-int ebb_pitch_harmonic_level(const float *x, uint64_t n, uint32_t rate, int hop, size_t n_frames,
+int stg_pitch_harmonic_level(const float *x, uint64_t n, uint32_t rate, int hop, size_t n_frames,
                              const float *ref_hz, int harmonics, float *harm_db) {
-  ebb_stft_shape s;
+  stg_stft_shape s;
   float *mag = NULL;
   int rc = onset_spectrogram(x, n, rate, hop, &s, &mag);
   if (rc)
     return rc;
   double bin_hz = (double)rate / s.n, norm = energy_norm(s.n);
   for (size_t f = 0; f < n_frames; f++) {
-    if ((f & 1023) == 0 && ebb_st_stop()) {
-      ebb_st_free(mag);
+    if ((f & 1023) == 0 && stg_st_stop()) {
+      stg_st_free(mag);
       return ebb_seterr(EBB_ECANCELED, "pitch: cancelled at frame %zu of %zu", f, n_frames);
     }
     const float *m = mag + (f < (size_t)s.nframes ? f : (size_t)s.nframes - 1) * s.nbins;
@@ -177,7 +177,7 @@ int ebb_pitch_harmonic_level(const float *x, uint64_t n, uint32_t rate, int hop,
         e += (double)m[k] * m[k];
     harm_db[f] = (float)(10.0 * log10(e * norm + 1e-20));
   }
-  ebb_st_free(mag);
+  stg_st_free(mag);
   return 0;
 }
 
@@ -186,7 +186,7 @@ int ebb_pitch_harmonic_level(const float *x, uint64_t n, uint32_t rate, int hop,
 typedef struct seg_ctx {
   const float *frames, *odf, *level_db;
   size_t nf;
-  const ebb_pitch_params *p;
+  const stg_pitch_params *p;
   double hop_s;
   size_t minf; /* frames of the shortest note */
   size_t gapf; /* frames between a note's start and a re-attack of its pitch (>= minf) */
@@ -310,7 +310,7 @@ static void reattack_features(const seg_ctx *c, size_t a, size_t b, size_t t, do
     x[n++] = c->frames[3 * frame_at(c, t, -150 + 30 * i) + 2];
   for (int i = 0; i < RA_TRACK_N; i++) {
     float hz = c->frames[3 * frame_at(c, t, -150 + 30 * i) + 1];
-    double d = hz > 0.0f ? ebb_midi_from_hz(hz) - med : -3.0;
+    double d = hz > 0.0f ? stg_midi_from_hz(hz) - med : -3.0;
     x[n++] = (float)(d < -3.0 ? -3.0 : d > 3.0 ? 3.0 : d);
   }
   x[n++] = (float)log((double)(t - a) * c->hop_s);
@@ -338,19 +338,19 @@ static double median_midi(const seg_ctx *c, size_t a, size_t b, double hz0, doub
   size_t n = 0;
   for (size_t f = a; f < b; f++)
     if (c->frames[3 * f + 1] > 0.0f)
-      tmp[n++] = ebb_midi_from_hz(c->frames[3 * f + 1]);
+      tmp[n++] = stg_midi_from_hz(c->frames[3 * f + 1]);
   if (!n)
-    return ebb_midi_from_hz(hz0);
+    return stg_midi_from_hz(hz0);
   qsort(tmp, n, sizeof *tmp, cmp_double);
   return n % 2 ? tmp[n / 2] : 0.5 * (tmp[n / 2 - 1] + tmp[n / 2]);
 }
 
 /* The note over frames [a, b) at that median. */
-static ebb_pitch_note make_note(const seg_ctx *c, size_t a, size_t b, double hz0, double *tmp) {
+static stg_pitch_note make_note(const seg_ctx *c, size_t a, size_t b, double hz0, double *tmp) {
   double m = median_midi(c, a, b, hz0, tmp);
-  return (ebb_pitch_note){.onset = (double)a * c->hop_s,
+  return (stg_pitch_note){.onset = (double)a * c->hop_s,
                           .offset = (double)b * c->hop_s,
-                          .hz = ebb_midi_to_hz(m),
+                          .hz = stg_midi_to_hz(m),
                           .midi = (int)lround(m)};
 }
 
@@ -382,7 +382,7 @@ static size_t attack_start(const seg_ctx *c, size_t t) {
  * without reattack_model, the score down to reattack_score. A split lies at
  * least gapf from the note's start and minf from its end. With
  * EBB_PITCH_REATTACK_FEATURES set, every candidate's features go to c->dump. */
-static void split_note(const seg_ctx *c, size_t a, size_t b, double hz, ebb_pitch_note *out,
+static void split_note(const seg_ctx *c, size_t a, size_t b, double hz, stg_pitch_note *out,
                        size_t *k, double *tmp) {
   double *sc = c->score;
   size_t lo = a + c->gapf, hi = b >= c->minf ? b - c->minf : 0; /* splits in [lo, hi] */
@@ -406,7 +406,7 @@ static void split_note(const seg_ctx *c, size_t a, size_t b, double hz, ebb_pitc
     }
     if (c->p->reattack_model)
       sc[t] = lin >= c->p->reattack_score_min
-                  ? ebb_pitch_reattack_logit(x) - c->p->reattack_logit
+                  ? stg_pitch_reattack_logit(x) - c->p->reattack_logit
                   : -INFINITY;
   }
   for (;;) {
@@ -434,32 +434,32 @@ static void split_note(const seg_ctx *c, size_t a, size_t b, double hz, ebb_pitc
   out[(*k)++] = make_note(c, start, b, hz, tmp);
 }
 
-int ebb_pitch_notes_onsets(const float *frames, size_t nf, const float *odf,
-                           const float *level_db, const ebb_pitch_params *p,
-                           ebb_pitch_note **notes, size_t *n) {
+int stg_pitch_notes_onsets(const float *frames, size_t nf, const float *odf,
+                           const float *level_db, const stg_pitch_params *p,
+                           stg_pitch_note **notes, size_t *n) {
   if (*n == 0 || nf < 2 || !(p->onset_threshold > 0.0))
     return 0;
   seg_ctx c = {.frames = frames, .odf = odf, .level_db = level_db, .nf = nf, .p = p};
-  c.hop_s = ebb_pitch_frame_step(frames, nf);
-  c.minf = ebb_pitch_frames_for(fmax(p->min_note_s, 0.05), c.hop_s);
-  c.gapf = ebb_pitch_frames_for(p->reattack_min_s, c.hop_s);
+  c.hop_s = stg_pitch_frame_step(frames, nf);
+  c.minf = stg_pitch_frames_for(fmax(p->min_note_s, 0.05), c.hop_s);
+  c.gapf = stg_pitch_frames_for(p->reattack_min_s, c.hop_s);
   if (c.gapf < c.minf)
     c.gapf = c.minf;
   c.w20 = (size_t)lround(0.02 / c.hop_s);
   c.w60 = (size_t)lround(0.06 / c.hop_s);
   c.w150 = (size_t)lround(0.15 / c.hop_s);
-  size_t look = ebb_pitch_frames_for(p->onset_lookback_s, c.hop_s);
+  size_t look = stg_pitch_frames_for(p->onset_lookback_s, c.hop_s);
   /* at most one note per minf frames */
   size_t cap = *n + nf / (c.minf ? c.minf : 1) + 1, k = 0;
-  ebb_pitch_note *out = ebb_st_malloc(cap * sizeof *out);
-  double *tmp = ebb_st_malloc(nf * sizeof *tmp);
-  c.score = ebb_st_malloc(nf * sizeof *c.score);
-  c.reattack = ebb_st_malloc(cap);
+  stg_pitch_note *out = stg_st_malloc(cap * sizeof *out);
+  double *tmp = stg_st_malloc(nf * sizeof *tmp);
+  c.score = stg_st_malloc(nf * sizeof *c.score);
+  c.reattack = stg_st_malloc(cap);
   if (!out || !tmp || !c.score || !c.reattack) {
-    ebb_st_free(out);
-    ebb_st_free(tmp);
-    ebb_st_free(c.score);
-    ebb_st_free(c.reattack);
+    stg_st_free(out);
+    stg_st_free(tmp);
+    stg_st_free(c.score);
+    stg_st_free(c.reattack);
     return ebb_seterr(EBB_ENOMEM, "pitch: out of memory for %zu notes", cap);
   }
   const char *dump = getenv(EBB_PITCH_REATTACK_FEATURES_ENV);
@@ -472,13 +472,13 @@ int ebb_pitch_notes_onsets(const float *frames, size_t nf, const float *odf,
   if (dump && *dump && !(c.dump = fopen(dump, "a"))) {
     int rc = ebb_seterr(EBB_EIO, "pitch: %s=%s: cannot open it: %s",
                         EBB_PITCH_REATTACK_FEATURES_ENV, dump, strerror(errno));
-    ebb_st_free(out);
-    ebb_st_free(tmp);
-    ebb_st_free(c.score);
-    ebb_st_free(c.reattack);
+    stg_st_free(out);
+    stg_st_free(tmp);
+    stg_st_free(c.score);
+    stg_st_free(c.reattack);
     return rc;
   }
-  ebb_pitch_note *in = *notes;
+  stg_pitch_note *in = *notes;
   for (size_t i = 0; i < *n; i++) {
     size_t a = frame_of(&c, in[i].onset), b = frame_of(&c, in[i].offset);
     int joined = k > 0 && frame_of(&c, out[k - 1].offset) + 2 >= a;
@@ -518,10 +518,10 @@ int ebb_pitch_notes_onsets(const float *frames, size_t nf, const float *odf,
   }
   if (c.dump)
     fclose(c.dump);
-  ebb_st_free(tmp);
-  ebb_st_free(c.score);
-  ebb_st_free(c.reattack);
-  ebb_st_free(in);
+  stg_st_free(tmp);
+  stg_st_free(c.score);
+  stg_st_free(c.reattack);
+  stg_st_free(in);
   *notes = out;
   *n = k;
   return 0;
@@ -530,7 +530,7 @@ int ebb_pitch_notes_onsets(const float *frames, size_t nf, const float *odf,
 /* Each frame's reference pitch for the harmonic level: the pitch of the
  * note it lies in, else of the note that ended (or, failing that, starts)
  * within 0.3 s of it; 0 elsewhere. */
-static void reference_pitch(const ebb_pitch_note *notes, size_t n_notes, double hop_s, size_t nf,
+static void reference_pitch(const stg_pitch_note *notes, size_t n_notes, double hop_s, size_t nf,
                             float *ref) {
   memset(ref, 0, nf * sizeof *ref);
   long ext = (long)ceil(0.3 / hop_s);
@@ -547,35 +547,35 @@ static void reference_pitch(const ebb_pitch_note *notes, size_t n_notes, double 
     }
 }
 
-int ebb_pitch_refine_notes(const float *mono, uint64_t n, uint32_t rate,
-                            const ebb_pitch_params *p, const float *frames, size_t nf,
-                            ebb_pitch_note **notes, size_t *n_notes) {
+int stg_pitch_refine_notes(const float *mono, uint64_t n, uint32_t rate,
+                            const stg_pitch_params *p, const float *frames, size_t nf,
+                            stg_pitch_note **notes, size_t *n_notes) {
   if (!(p->onset_threshold > 0.0) || *n_notes == 0)
     return 0;
-  float *odf = ebb_st_malloc(nf * sizeof *odf), *db = ebb_st_malloc(nf * sizeof *db);
-  float *ref = ebb_st_malloc(nf * sizeof *ref);
+  float *odf = stg_st_malloc(nf * sizeof *odf), *db = stg_st_malloc(nf * sizeof *db);
+  float *ref = stg_st_malloc(nf * sizeof *ref);
   int rc = odf && db && ref ? 0 : ebb_seterr(EBB_ENOMEM, "pitch: out of memory for %zu onset frames", nf);
   if (!rc)
-    rc = ebb_pitch_onset_strength(mono, n, rate, p->hop, nf, odf, db);
+    rc = stg_pitch_onset_strength(mono, n, rate, p->hop, nf, odf, db);
   if (!rc && p->onset_harmonics > 0) {
     reference_pitch(*notes, *n_notes, (double)p->hop / rate, nf, ref);
-    rc = ebb_pitch_harmonic_level(mono, n, rate, p->hop, nf, ref, p->onset_harmonics, db);
+    rc = stg_pitch_harmonic_level(mono, n, rate, p->hop, nf, ref, p->onset_harmonics, db);
   }
   if (!rc)
-    rc = ebb_pitch_notes_onsets(frames, nf, odf, db, p, notes, n_notes);
-  ebb_st_free(odf);
-  ebb_st_free(db);
-  ebb_st_free(ref);
+    rc = stg_pitch_notes_onsets(frames, nf, odf, db, p, notes, n_notes);
+  stg_st_free(odf);
+  stg_st_free(db);
+  stg_st_free(ref);
   return rc;
 }
 
-void ebb_pitch_track_to_notes(float *frames, size_t nf, const ebb_pitch_note *notes, size_t n) {
+void stg_pitch_track_to_notes(float *frames, size_t nf, const stg_pitch_note *notes, size_t n) {
   if (nf < 2)
     return;
-  double hop_s = ebb_pitch_frame_step(frames, nf);
+  double hop_s = stg_pitch_frame_step(frames, nf);
   for (size_t i = 1; i < n; i++) {
-    double prev = ebb_midi_from_hz(notes[i - 1].hz);
-    double cur = ebb_midi_from_hz(notes[i].hz);
+    double prev = stg_midi_from_hz(notes[i - 1].hz);
+    double cur = stg_midi_from_hz(notes[i].hz);
     if (fabs(cur - prev) < 0.5)
       continue;
     double f = floor(notes[i].onset / hop_s + 0.5);
@@ -583,7 +583,7 @@ void ebb_pitch_track_to_notes(float *frames, size_t nf, const ebb_pitch_note *no
       float hz = frames[3 * k + 1];
       if (hz <= 0.0f)
         continue;
-      double m = ebb_midi_from_hz(hz);
+      double m = stg_midi_from_hz(hz);
       if (fabs(m - prev) >= 0.5 || fabs(m - cur) < 0.5)
         break; /* the track has turned (or left both notes) */
       frames[3 * k + 1] = (float)notes[i].hz;

@@ -43,14 +43,14 @@ typedef struct sal_fft {
 
 static void fft_free(sal_fft *s) {
   if (s->plan) {
-    ebb_fftw_plan_lock(1);
+    stg_fftw_plan_lock(1);
     fftwf_destroy_plan(s->plan);
-    ebb_fftw_plan_lock(0);
+    stg_fftw_plan_lock(0);
   }
   fftwf_free(s->in);
   fftwf_free(s->out);
-  ebb_st_free(s->w);
-  ebb_st_free(s->mag);
+  stg_st_free(s->w);
+  stg_st_free(s->mag);
   memset(s, 0, sizeof *s); /* a second call frees nothing */
 }
 
@@ -61,20 +61,20 @@ static int fft_init(sal_fft *s, uint32_t rate) {
     s->win *= 2;
   s->nfft = 4 * s->win;
   s->nbins = s->nfft / 2 + 1;
-  s->w = ebb_st_malloc((size_t)s->win * sizeof *s->w);
-  s->mag = ebb_st_malloc((size_t)s->nbins * sizeof *s->mag);
+  s->w = stg_st_malloc((size_t)s->win * sizeof *s->w);
+  s->mag = stg_st_malloc((size_t)s->nbins * sizeof *s->mag);
   s->in = fftwf_malloc((size_t)s->nfft * sizeof *s->in);
   s->out = fftwf_malloc((size_t)s->nbins * sizeof *s->out);
   if (s->w && s->mag && s->in && s->out) {
-    ebb_fftw_plan_lock(1);
+    stg_fftw_plan_lock(1);
     s->plan = fftwf_plan_dft_r2c_1d(s->nfft, s->in, s->out, FFTW_ESTIMATE);
-    ebb_fftw_plan_lock(0);
+    stg_fftw_plan_lock(0);
   }
   if (!s->plan) {
     fft_free(s);
     return ebb_seterr(EBB_ENOMEM, "pitch: out of memory for the salience FFT");
   }
-  ebb_stft_hann(s->win, s->w);
+  stg_stft_hann(s->win, s->w);
   return 0;
 }
 
@@ -152,10 +152,10 @@ static int cmp_float(const void *a, const void *b) {
  * voicing: 1 at the loud frames' salience (95th percentile), 0 at
  * SAL_VOICE_DB below. */
 static int normalise_rows(float *sal, size_t nf, int nb) {
-  float *top = ebb_st_malloc((nf ? nf : 1) * sizeof *top), *tmp = ebb_st_malloc((nf ? nf : 1) * sizeof *tmp);
+  float *top = stg_st_malloc((nf ? nf : 1) * sizeof *top), *tmp = stg_st_malloc((nf ? nf : 1) * sizeof *tmp);
   if (!top || !tmp) {
-    ebb_st_free(top);
-    ebb_st_free(tmp);
+    stg_st_free(top);
+    stg_st_free(tmp);
     return ebb_seterr(EBB_ENOMEM, "pitch: out of memory for %zu salience frames", nf);
   }
   for (size_t f = 0; f < nf; f++) {
@@ -178,23 +178,23 @@ static int normalise_rows(float *sal, size_t nf, int nb) {
     for (int b = 0; b < nb; b++)
       row[b] = sum > 0.0 ? (float)(row[b] * v / sum) : 0.0f;
   }
-  ebb_st_free(top);
-  ebb_st_free(tmp);
+  stg_st_free(top);
+  stg_st_free(tmp);
   return 0;
 }
 
-int ebb_pitch_salience(const float *x, uint64_t n, uint32_t rate, const ebb_pitch_params *p,
+int stg_pitch_salience(const float *x, uint64_t n, uint32_t rate, const stg_pitch_params *p,
                        size_t n_frames, float **out) {
-  int nb = ebb_pitch_salience_bins(p);
+  int nb = stg_pitch_salience_bins(p);
   sal_fft s;
   int rc = fft_init(&s, rate);
   if (rc)
     return rc;
-  float *sal = ebb_st_malloc((n_frames ? n_frames : 1) * (size_t)nb * sizeof *sal);
-  float *height = ebb_st_malloc((size_t)nb * sizeof *height);
+  float *sal = stg_st_malloc((n_frames ? n_frames : 1) * (size_t)nb * sizeof *sal);
+  float *height = stg_st_malloc((size_t)nb * sizeof *height);
   if (!sal || !height) {
-    ebb_st_free(sal);
-    ebb_st_free(height);
+    stg_st_free(sal);
+    stg_st_free(height);
     fft_free(&s);
     return ebb_seterr(EBB_ENOMEM, "pitch: out of memory for the salience of %zu frames",
                       n_frames);
@@ -202,24 +202,24 @@ int ebb_pitch_salience(const float *x, uint64_t n, uint32_t rate, const ebb_pitc
   for (int b = 0; b < nb; b++)
     height[b] = (float)pow(2.0, p->salience_height * b / 120.0); /* 120 bins an octave */
   peak pk[SAL_MAXPEAKS];
-  for (size_t f = 0; f < n_frames && !ebb_st_stop(); f++) {
+  for (size_t f = 0; f < n_frames && !stg_st_stop(); f++) {
     frame_mag(&s, x, n, (long long)f * p->hop);
     harmonic_sum(pk, find_peaks(&s, rate, pk), p->fmin, nb, height, sal + f * (size_t)nb);
   }
   fft_free(&s);
-  ebb_st_free(height);
-  if (ebb_st_stop())
+  stg_st_free(height);
+  if (stg_st_stop())
     rc = ebb_seterr(EBB_ECANCELED, "pitch: cancelled during the salience of %zu frames",
                     n_frames);
   if (rc || (rc = normalise_rows(sal, n_frames, nb))) {
-    ebb_st_free(sal);
+    stg_st_free(sal);
     return rc;
   }
   *out = sal;
   return 0;
 }
 
-double ebb_pitch_salience_mix(const float *row, int nb, double w, double vp, double *obs) {
+double stg_pitch_salience_mix(const float *row, int nb, double w, double vp, double *obs) {
   double vs = 0.0;
   for (int b = 0; b < nb; b++) {
     obs[b] = (1.0 - w) * obs[b] + w * row[b];
@@ -229,7 +229,7 @@ double ebb_pitch_salience_mix(const float *row, int nb, double w, double vp, dou
   return v > 1.0 ? 1.0 : v;
 }
 
-void ebb_pitch_salience_blend(float *sal, const float *mel, size_t nf, int nb, double share,
+void stg_pitch_salience_blend(float *sal, const float *mel, size_t nf, int nb, double share,
                               double vocals_only) {
   for (size_t f = 0; f < nf; f++) {
     float *r = sal + f * (size_t)nb;
@@ -269,8 +269,8 @@ static int quiet_under_mix(const float *x, const float *mix, uint64_t n, long lo
   return em > 0.0 && ex <= ratio * em && ex >= silent * em;
 }
 
-size_t ebb_pitch_salience_fill_mark(const float *sal, size_t nf, int nb, const float *x,
-                                    const float *mix, uint64_t n, const ebb_pitch_fill *fp,
+size_t stg_pitch_salience_fill_mark(const float *sal, size_t nf, int nb, const float *x,
+                                    const float *mix, uint64_t n, const stg_pitch_fill *fp,
                                     unsigned char *filled) {
   size_t k = 0, last = (size_t)-1; /* the last voiced frame so far */
   double ratio = pow(10.0, -fp->ratio_db / 10.0), silent = pow(10.0, -fp->silent_db / 10.0);
@@ -295,21 +295,21 @@ size_t ebb_pitch_salience_fill_mark(const float *sal, size_t nf, int nb, const f
   return k;
 }
 
-void ebb_pitch_salience_fill_apply(float *sal, const float *mixsal, size_t nf, int nb,
+void stg_pitch_salience_fill_apply(float *sal, const float *mixsal, size_t nf, int nb,
                                    double weight, const unsigned char *filled) {
   for (size_t f = 0; f < nf; f++)
     for (int j = 0; filled[f] && j < nb; j++)
       sal[f * (size_t)nb + j] = (float)(weight * mixsal[f * (size_t)nb + j]);
 }
 
-size_t ebb_pitch_salience_fill(float *sal, const float *mixsal, size_t nf, int nb, const float *x,
-                               const float *mix, uint64_t n, const ebb_pitch_fill *fp,
+size_t stg_pitch_salience_fill(float *sal, const float *mixsal, size_t nf, int nb, const float *x,
+                               const float *mix, uint64_t n, const stg_pitch_fill *fp,
                                unsigned char *filled) {
-  size_t k = ebb_pitch_salience_fill_mark(sal, nf, nb, x, mix, n, fp, filled);
-  ebb_pitch_salience_fill_apply(sal, mixsal, nf, nb, fp->weight, filled);
+  size_t k = stg_pitch_salience_fill_mark(sal, nf, nb, x, mix, n, fp, filled);
+  stg_pitch_salience_fill_apply(sal, mixsal, nf, nb, fp->weight, filled);
   return k;
 }
 
-int ebb_pitch_salience_bins(const ebb_pitch_params *p) {
+int stg_pitch_salience_bins(const stg_pitch_params *p) {
   return (int)floor(1200.0 * log2(p->fmax / p->fmin) / 10.0) + 1;
 }

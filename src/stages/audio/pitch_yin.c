@@ -34,8 +34,8 @@
 #define PY_REG_SOFT 2.0 /* semitones: the register prior's fall-off (its sigma) */
 #define PY_REG_MIN 20   /* voiced frames a window needs for a register centre */
 
-int ebb_pitch_geometry(const ebb_pitch_params *p, uint32_t rate, uint64_t n_samples,
-                       ebb_pitch_geom *g) {
+int stg_pitch_geometry(const stg_pitch_params *p, uint32_t rate, uint64_t n_samples,
+                       stg_pitch_geom *g) {
   if (rate < 1000)
     return ebb_seterr(EBB_EINVAL, "pitch: sample rate %u Hz is too low", rate);
   if (p->hop < 1 || p->hop > 1 << 16)
@@ -70,8 +70,8 @@ int ebb_pitch_geometry(const ebb_pitch_params *p, uint32_t rate, uint64_t n_samp
   return 0;
 }
 
-int ebb_pitch_pad(const float *x, uint64_t n, const ebb_pitch_geom *g, float **padded) {
-  float *p = ebb_st_calloc(g->padded_len, sizeof *p);
+int stg_pitch_pad(const float *x, uint64_t n, const stg_pitch_geom *g, float **padded) {
+  float *p = stg_st_calloc(g->padded_len, sizeof *p);
   if (!p)
     return ebb_seterr(EBB_ENOMEM, "pitch: out of memory for %zu padded samples", g->padded_len);
   size_t take = n;
@@ -82,8 +82,8 @@ int ebb_pitch_pad(const float *x, uint64_t n, const ebb_pitch_geom *g, float **p
   return 0;
 }
 
-int ebb_pitch_preemphasis(const float *padded, size_t len, double a, float **out) {
-  float *y = ebb_st_malloc((len ? len : 1) * sizeof *y);
+int stg_pitch_preemphasis(const float *padded, size_t len, double a, float **out) {
+  float *y = stg_st_malloc((len ? len : 1) * sizeof *y);
   if (!y)
     return ebb_seterr(EBB_ENOMEM, "pitch: out of memory for %zu samples", len);
   float prev = 0.0f, fa = (float)a;
@@ -107,9 +107,9 @@ static void normalise_row(float *o, int tau_max) {
 /* Eight independent partial sums per lag so the compiler can vectorise
  * without reassociating (a different order from the kernel's: results agree
  * to float rounding, which the tests bound). */
-void ebb_pitch_cmndf_cpu(const float *padded, const ebb_pitch_geom *g, float *out) {
+void stg_pitch_cmndf_cpu(const float *padded, const stg_pitch_geom *g, float *out) {
   int w = g->w, tm = g->tau_max;
-  for (size_t f = 0; f < g->n_frames && !ebb_st_stop(); f++) {
+  for (size_t f = 0; f < g->n_frames && !stg_st_stop(); f++) {
     const float *fr = padded + f * (size_t)g->hop;
     float *o = out + f * (size_t)(tm + 1);
     for (int tau = 1; tau <= tm; tau++) {
@@ -132,16 +132,16 @@ void ebb_pitch_cmndf_cpu(const float *padded, const ebb_pitch_geom *g, float *ou
   }
 }
 
-/* In launches of ebb_pitch_launch_frames(g) frames, cancellable between them. */
-void ebb_pitch_cmndf_twin(const float *padded, const ebb_pitch_geom *g, float *out) {
+/* In launches of stg_pitch_launch_frames(g) frames, cancellable between them. */
+void stg_pitch_cmndf_twin(const float *padded, const stg_pitch_geom *g, float *out) {
   int hop = g->hop, w = g->w, tm = g->tau_max;
-  size_t step = ebb_pitch_launch_frames(g);
-  for (size_t f0 = 0; f0 < g->n_frames && !ebb_st_stop(); f0 += step) {
+  size_t step = stg_pitch_launch_frames(g);
+  for (size_t f0 = 0; f0 < g->n_frames && !stg_st_stop(); f0 += step) {
     int nf = (int)(g->n_frames - f0 < step ? g->n_frames - f0 : step);
     const float *x = padded + f0 * (size_t)hop;
     float *o = out + f0 * (size_t)(tm + 1);
     void *params[] = {&x, &o, &nf, &hop, &w, &tm};
-    ebb_launch_dims dims = {.grid = {(unsigned)nf, 1, 1}, .block = {EBB_PITCH_BLOCK, 1, 1}};
+    dev_launch_dims dims = {.grid = {(unsigned)nf, 1, 1}, .block = {EBB_PITCH_BLOCK, 1, 1}};
     fakegpu_twin_pitch_cmndf(&dims, params);
   }
 }
@@ -150,7 +150,7 @@ void ebb_pitch_cmndf_twin(const float *padded, const ebb_pitch_geom *g, float *o
  * (a few ms on one CPU core, the fake's host twin; far less on a GPU), so a
  * cancellation is seen between launches within 100 ms whatever hop and frame
  * are; at least one frame. */
-size_t ebb_pitch_launch_frames(const ebb_pitch_geom *g) {
+size_t stg_pitch_launch_frames(const stg_pitch_geom *g) {
   uint64_t per = (uint64_t)g->w * (uint64_t)(g->tau_max + 1);
   uint64_t k = per ? ((uint64_t)1 << 22) / per : g->n_frames;
   return k ? (size_t)k : 1;
@@ -203,7 +203,7 @@ static double refine(const float *d, int tau, int tau_max) {
 }
 
 /* Troughs of d' within [tau_min, tau_max): returns how many. */
-static int troughs(const float *d, const ebb_pitch_geom *g, int *tau) {
+static int troughs(const float *d, const stg_pitch_geom *g, int *tau) {
   int n = 0;
   for (int t = g->tau_min; t < g->tau_max; t++) {
     int left = t == g->tau_min ? 1 : d[t] < d[t - 1];
@@ -213,7 +213,7 @@ static int troughs(const float *d, const ebb_pitch_geom *g, int *tau) {
   return n;
 }
 
-static int pyin_frame(const pyin_ctx *pc, const float *d, const ebb_pitch_geom *g, int *tbuf,
+static int pyin_frame(const pyin_ctx *pc, const float *d, const stg_pitch_geom *g, int *tbuf,
                       double *pbuf, cand *out) {
   int nt = troughs(d, g, tbuf);
   if (nt == 0)
@@ -247,7 +247,7 @@ static int hz_bin(const pyin_ctx *pc, double hz) {
   return b < 0 ? 0 : b >= pc->nb ? pc->nb - 1 : b;
 }
 
-static double frame_db(const float *padded, const ebb_pitch_geom *g, size_t f) {
+static double frame_db(const float *padded, const stg_pitch_geom *g, size_t f) {
   const float *x = padded + f * (size_t)g->hop;
   int n = g->w + g->tau_max;
   double e = 0.0;
@@ -276,16 +276,16 @@ typedef struct pyin_model {
 } pyin_model;
 
 static void model_free(pyin_model *m) {
-  ebb_st_free(m->tbuf);
-  ebb_st_free(m->pbuf);
-  ebb_st_free(m->cands);
-  ebb_st_free(m->ncand);
-  ebb_st_free(m->all);
-  ebb_st_free(m->logt);
-  ebb_st_free(m->obs);
-  ebb_st_free(m->delta);
-  ebb_st_free(m->next);
-  ebb_st_free(m->back);
+  stg_st_free(m->tbuf);
+  stg_st_free(m->pbuf);
+  stg_st_free(m->cands);
+  stg_st_free(m->ncand);
+  stg_st_free(m->all);
+  stg_st_free(m->logt);
+  stg_st_free(m->obs);
+  stg_st_free(m->delta);
+  stg_st_free(m->next);
+  stg_st_free(m->back);
 }
 
 /* log transition weights per source bin (rows renormalised at the edges) */
@@ -301,7 +301,7 @@ static void transition_table(pyin_model *m) {
   }
 }
 
-static int model_init(pyin_model *m, const ebb_pitch_geom *g, const ebb_pitch_params *p) {
+static int model_init(pyin_model *m, const stg_pitch_geom *g, const stg_pitch_params *p) {
   memset(m, 0, sizeof *m);
   m->pc.fmin = p->fmin;
   beta_prior(p->threshold, m->pc.prior);
@@ -310,16 +310,16 @@ static int model_init(pyin_model *m, const ebb_pitch_geom *g, const ebb_pitch_pa
   m->row = g->tau_max + 1;
   m->width = 2 * PY_MAX_STEP + 1;
   m->nf = g->n_frames;
-  m->tbuf = ebb_st_malloc((size_t)m->row * sizeof *m->tbuf);
-  m->pbuf = ebb_st_malloc((size_t)m->row * sizeof *m->pbuf);
-  m->cands = ebb_st_malloc((size_t)m->row * sizeof *m->cands);
-  m->ncand = ebb_st_calloc(m->nf ? m->nf : 1, sizeof *m->ncand);
-  m->all = ebb_st_malloc((m->nf ? m->nf : 1) * 8 * sizeof *m->all);
-  m->logt = ebb_st_malloc((size_t)m->nb * m->width * sizeof *m->logt);
-  m->obs = ebb_st_malloc((size_t)m->ns * sizeof *m->obs);
-  m->delta = ebb_st_malloc((size_t)m->ns * sizeof *m->delta);
-  m->next = ebb_st_malloc((size_t)m->ns * sizeof *m->next);
-  m->back = ebb_st_malloc((m->nf ? m->nf : 1) * (size_t)m->ns * sizeof *m->back);
+  m->tbuf = stg_st_malloc((size_t)m->row * sizeof *m->tbuf);
+  m->pbuf = stg_st_malloc((size_t)m->row * sizeof *m->pbuf);
+  m->cands = stg_st_malloc((size_t)m->row * sizeof *m->cands);
+  m->ncand = stg_st_calloc(m->nf ? m->nf : 1, sizeof *m->ncand);
+  m->all = stg_st_malloc((m->nf ? m->nf : 1) * 8 * sizeof *m->all);
+  m->logt = stg_st_malloc((size_t)m->nb * m->width * sizeof *m->logt);
+  m->obs = stg_st_malloc((size_t)m->ns * sizeof *m->obs);
+  m->delta = stg_st_malloc((size_t)m->ns * sizeof *m->delta);
+  m->next = stg_st_malloc((size_t)m->ns * sizeof *m->next);
+  m->back = stg_st_malloc((m->nf ? m->nf : 1) * (size_t)m->ns * sizeof *m->back);
   if (!m->tbuf || !m->pbuf || !m->cands || !m->ncand || !m->all || !m->logt || !m->obs ||
       !m->delta || !m->next || !m->back) {
     model_free(m);
@@ -335,7 +335,7 @@ static int model_init(pyin_model *m, const ebb_pitch_geom *g, const ebb_pitch_pa
  * the salience's share of the frame (see pitch_salience.c). A replay (the
  * register's second pass) reuses the candidates the first pass kept. */
 static double frame_observation(pyin_model *m, const float *cmndf, const float *padded,
-                                const ebb_pitch_geom *g, const ebb_pitch_params *p, size_t f,
+                                const stg_pitch_geom *g, const stg_pitch_params *p, size_t f,
                                 int replay) {
   int n = m->ncand[f];
   if (!replay) {
@@ -366,7 +366,7 @@ static double frame_observation(pyin_model *m, const float *cmndf, const float *
   if (vp > 1.0)
     vp = 1.0;
   if (m->sal)
-    vp = ebb_pitch_salience_mix(m->sal + f * (size_t)m->nb, m->nb, m->sal_weight, vp, m->obs);
+    vp = stg_pitch_salience_mix(m->sal + f * (size_t)m->nb, m->nb, m->sal_weight, vp, m->obs);
   if (m->center && m->center[f] >= 0.0f)
     for (int s = 0; s < m->nb; s++) {
       double d = (fabs(s - m->center[f]) - m->reg_bins) / (PY_REG_SOFT * 100.0 / PY_CENTS_PER_BIN);
@@ -414,7 +414,7 @@ static void viterbi_step(pyin_model *m, size_t f) {
 
 /* The best path back from the end: a voiced frame reports the strongest
  * candidate within 2 bins of its state, else the bin centre. */
-static void backtrack(const pyin_model *m, const ebb_pitch_params *p, float *frames) {
+static void backtrack(const pyin_model *m, const stg_pitch_params *p, float *frames) {
   int s = 0;
   for (int k = 1; k < m->ns; k++)
     if (m->delta[k] > m->delta[s])
@@ -440,11 +440,11 @@ static void backtrack(const pyin_model *m, const ebb_pitch_params *p, float *fra
 /* One Viterbi pass over the model's frames into frames (replay: see
  * frame_observation). */
 static void pyin_pass(pyin_model *m, const float *cmndf, const float *padded,
-                      const ebb_pitch_geom *g, const ebb_pitch_params *p, int replay,
+                      const stg_pitch_geom *g, const stg_pitch_params *p, int replay,
                       float *frames) {
   for (size_t f = 0; f < m->nf; f++) {
-    if (ebb_st_stop())
-      return; /* the caller sees ebb_st_stop() too */
+    if (stg_st_stop())
+      return; /* the caller sees stg_st_stop() too */
     double vp = frame_observation(m, cmndf, padded, g, p, f, replay);
     frames[3 * f + 0] = (float)((double)f * g->hop / g->rate);
     frames[3 * f + 2] = (float)vp;
@@ -504,8 +504,8 @@ static int register_centre(const float *frames, size_t nf, const pyin_ctx *pc, s
 /* pYIN, and with register_semitones a second pass held to the register of
  * the first pass's track (a melody contour's pitch mean in Salamon and
  * Gomez's contour selection, which drops contours an octave or more from it). */
-static int pyin_track(const float *cmndf, const float *padded, const ebb_pitch_geom *g,
-                      const ebb_pitch_params *p, const float *sal, float *frames) {
+static int pyin_track(const float *cmndf, const float *padded, const stg_pitch_geom *g,
+                      const stg_pitch_params *p, const float *sal, float *frames) {
   pyin_model m;
   int rc = model_init(&m, g, p);
   if (rc)
@@ -513,10 +513,10 @@ static int pyin_track(const float *cmndf, const float *padded, const ebb_pitch_g
   m.sal = sal;
   m.sal_weight = p->salience_weight;
   pyin_pass(&m, cmndf, padded, g, p, 0, frames);
-  if (p->register_semitones > 0.0 && m.nf && !ebb_st_stop()) {
+  if (p->register_semitones > 0.0 && m.nf && !stg_st_stop()) {
     size_t w = (size_t)ceil(p->register_window_s * g->rate / g->hop);
-    int *hist = ebb_st_malloc((size_t)m.nb * sizeof *hist), *bin = ebb_st_malloc(m.nf * sizeof *bin);
-    float *center = ebb_st_malloc(m.nf * sizeof *center);
+    int *hist = stg_st_malloc((size_t)m.nb * sizeof *hist), *bin = stg_st_malloc(m.nf * sizeof *bin);
+    float *center = stg_st_malloc(m.nf * sizeof *center);
     m.reg_bins = p->register_semitones * 100.0 / PY_CENTS_PER_BIN;
     if (!hist || !bin || !center)
       rc = ebb_seterr(EBB_ENOMEM, "pitch: out of memory for the register of %zu frames", m.nf);
@@ -524,9 +524,9 @@ static int pyin_track(const float *cmndf, const float *padded, const ebb_pitch_g
       m.center = center;
       pyin_pass(&m, cmndf, padded, g, p, 1, frames);
     }
-    ebb_st_free(hist);
-    ebb_st_free(bin);
-    ebb_st_free(center);
+    stg_st_free(hist);
+    stg_st_free(bin);
+    stg_st_free(center);
   }
   model_free(&m);
   return rc;
@@ -534,13 +534,13 @@ static int pyin_track(const float *cmndf, const float *padded, const ebb_pitch_g
 
 /* Plain YIN (steps 4-5 of the paper): the first trough below the threshold,
  * else unvoiced; voicing probability 1 - d'. */
-static int yin_track(const float *cmndf, const float *padded, const ebb_pitch_geom *g,
-                     const ebb_pitch_params *p, float *frames) {
+static int yin_track(const float *cmndf, const float *padded, const stg_pitch_geom *g,
+                     const stg_pitch_params *p, float *frames) {
   int row = g->tau_max + 1;
-  int *tbuf = ebb_st_malloc((size_t)row * sizeof *tbuf);
+  int *tbuf = stg_st_malloc((size_t)row * sizeof *tbuf);
   if (!tbuf)
     return ebb_seterr(EBB_ENOMEM, "pitch: out of memory");
-  for (size_t f = 0; f < g->n_frames && !ebb_st_stop(); f++) {
+  for (size_t f = 0; f < g->n_frames && !stg_st_stop(); f++) {
     const float *d = cmndf + f * (size_t)row;
     frames[3 * f + 0] = (float)((double)f * g->hop / g->rate);
     frames[3 * f + 1] = 0.0f;
@@ -555,37 +555,37 @@ static int yin_track(const float *cmndf, const float *padded, const ebb_pitch_ge
         break;
       }
   }
-  ebb_st_free(tbuf);
+  stg_st_free(tbuf);
   return 0;
 }
 
-int ebb_pitch_track(const float *cmndf, const float *padded, const ebb_pitch_geom *g,
-                    const ebb_pitch_params *p, float *frames) {
-  return ebb_pitch_track_salience(cmndf, padded, g, p, NULL, NULL, frames);
+int stg_pitch_track(const float *cmndf, const float *padded, const stg_pitch_geom *g,
+                    const stg_pitch_params *p, float *frames) {
+  return stg_pitch_track_salience(cmndf, padded, g, p, NULL, NULL, frames);
 }
 
-void ebb_pitch_frame_levels(const float *padded, const ebb_pitch_geom *g, float *db) {
+void stg_pitch_frame_levels(const float *padded, const stg_pitch_geom *g, float *db) {
   for (size_t f = 0; f < g->n_frames; f++)
-    db[f] = ebb_st_stop() ? 0.0f : (float)frame_db(padded, g, f);
+    db[f] = stg_st_stop() ? 0.0f : (float)frame_db(padded, g, f);
 }
 
 /* The note gate (pitch_notes.c) with each frame's level (gate_db, else
  * padded's). */
-static int gate_track(const float *padded, const ebb_pitch_geom *g, const ebb_pitch_params *p,
+static int gate_track(const float *padded, const stg_pitch_geom *g, const stg_pitch_params *p,
                       const float *gate_db, float *frames) {
   if (gate_db)
-    return ebb_pitch_gate(frames, g->n_frames, gate_db, p);
-  float *db = ebb_st_malloc((g->n_frames ? g->n_frames : 1) * sizeof *db);
+    return stg_pitch_gate(frames, g->n_frames, gate_db, p);
+  float *db = stg_st_malloc((g->n_frames ? g->n_frames : 1) * sizeof *db);
   if (!db)
     return ebb_seterr(EBB_ENOMEM, "pitch: out of memory for %zu frame levels", g->n_frames);
-  ebb_pitch_frame_levels(padded, g, db);
-  int rc = ebb_pitch_gate(frames, g->n_frames, db, p);
-  ebb_st_free(db);
+  stg_pitch_frame_levels(padded, g, db);
+  int rc = stg_pitch_gate(frames, g->n_frames, db, p);
+  stg_st_free(db);
   return rc;
 }
 
-int ebb_pitch_track_salience(const float *cmndf, const float *padded, const ebb_pitch_geom *g,
-                             const ebb_pitch_params *p, const float *sal, const float *gate_db,
+int stg_pitch_track_salience(const float *cmndf, const float *padded, const stg_pitch_geom *g,
+                             const stg_pitch_params *p, const float *sal, const float *gate_db,
                              float *frames) {
   int rc;
   if (p->method == EBB_PITCH_YIN) {
@@ -595,46 +595,46 @@ int ebb_pitch_track_salience(const float *cmndf, const float *padded, const ebb_
   if (2 * (1200.0 * log2(p->fmax / p->fmin) / PY_CENTS_PER_BIN + 1) > 65535)
     return ebb_seterr(EBB_EINVAL, "pitch: fmin..fmax spans too many octaves for pYIN");
   rc = pyin_track(cmndf, padded, g, p, sal, frames);
-  if (!rc && !ebb_st_stop() && (p->gate_voicing > 0.0 || p->gate_range_db > 0.0))
+  if (!rc && !stg_st_stop() && (p->gate_voicing > 0.0 || p->gate_range_db > 0.0))
     rc = gate_track(padded, g, p, gate_db, frames);
 done:
-  if (!rc && ebb_st_stop()) /* a loop broke out (st_util.h) */
+  if (!rc && stg_st_stop()) /* a loop broke out (st_util.h) */
     rc = ebb_seterr(EBB_ECANCELED, "pitch: cancelled while tracking %zu frames", g->n_frames);
   return rc;
 }
 
-int ebb_pitch_analyze(const float *mono, uint64_t n, uint32_t rate, const ebb_pitch_params *p,
-                      ebb_pitch_backend backend, float **frames, size_t *n_frames) {
-  ebb_pitch_geom g;
+int stg_pitch_analyze(const float *mono, uint64_t n, uint32_t rate, const stg_pitch_params *p,
+                      stg_pitch_backend backend, float **frames, size_t *n_frames) {
+  stg_pitch_geom g;
   float *padded = NULL, *emph = NULL, *cm = NULL, *fr = NULL;
-  int rc = ebb_pitch_geometry(p, rate, n, &g);
+  int rc = stg_pitch_geometry(p, rate, n, &g);
   if (rc)
     return rc;
-  if ((rc = ebb_pitch_pad(mono, n, &g, &padded)) ||
-      (rc = ebb_pitch_preemphasis(padded, g.padded_len, p->preemphasis, &emph)))
+  if ((rc = stg_pitch_pad(mono, n, &g, &padded)) ||
+      (rc = stg_pitch_preemphasis(padded, g.padded_len, p->preemphasis, &emph)))
     goto fail;
-  cm = ebb_st_malloc(g.n_frames * (size_t)(g.tau_max + 1) * sizeof *cm);
-  fr = ebb_st_malloc(g.n_frames * 3 * sizeof *fr);
+  cm = stg_st_malloc(g.n_frames * (size_t)(g.tau_max + 1) * sizeof *cm);
+  fr = stg_st_malloc(g.n_frames * 3 * sizeof *fr);
   if (!cm || !fr) {
     rc = ebb_seterr(EBB_ENOMEM, "pitch: out of memory for %zu frames", g.n_frames);
     goto fail;
   }
   if (backend == EBB_PITCH_BACKEND_TWIN)
-    ebb_pitch_cmndf_twin(emph, &g, cm);
+    stg_pitch_cmndf_twin(emph, &g, cm);
   else
-    ebb_pitch_cmndf_cpu(emph, &g, cm);
-  if ((rc = ebb_pitch_track(cm, padded, &g, p, fr)))
+    stg_pitch_cmndf_cpu(emph, &g, cm);
+  if ((rc = stg_pitch_track(cm, padded, &g, p, fr)))
     goto fail;
-  ebb_st_free(padded);
-  ebb_st_free(emph);
-  ebb_st_free(cm);
+  stg_st_free(padded);
+  stg_st_free(emph);
+  stg_st_free(cm);
   *frames = fr;
   *n_frames = g.n_frames;
   return 0;
 fail:
-  ebb_st_free(padded);
-  ebb_st_free(emph);
-  ebb_st_free(cm);
-  ebb_st_free(fr);
+  stg_st_free(padded);
+  stg_st_free(emph);
+  stg_st_free(cm);
+  stg_st_free(fr);
   return rc;
 }

@@ -14,12 +14,12 @@
 #include "stages/kernels/kernels.h"
 
 typedef struct sep_state {
-  ebb_sep_options o;
-  ebb_sep_options melody; /* the stricter pass; repeats 0: none */
+  stg_sep_options o;
+  stg_sep_options melody; /* the stricter pass; repeats 0: none */
 } sep_state;
 
-/* The options, each written once (stages/options.h); ebb_sep_options_default
- * takes its defaults from here too. Finer checks: ebb_sep_plan. */
+/* The options, each written once (stages/options.h); stg_sep_options_default
+ * takes its defaults from here too. Finer checks: stg_sep_plan. */
 #define SEP_OPTIONS(NUM, INT, STR, BOOL, SEP, ...)                                                     \
   INT(n_fft, 1024, 64, 4096, "STFT size (power of two, 64..4096)") SEP                            \
   INT(hop, 256, 1, 4096, "STFT hop in samples") SEP                                               \
@@ -42,7 +42,7 @@ typedef struct sep_state {
   NUM(melody_quantile, 0.3, 0, 1, "see melody_repeats: its repeat_quantile")
 EBB_STAGE_OPTIONS(SEP_OPTIONS)
 
-static void set_options(const stage_opts *v, ebb_sep_options *o) {
+static void set_options(const stage_opts *v, stg_sep_options *o) {
   o->n_fft = v->n_fft;
   o->hop = v->hop;
   o->repeats = v->repeats;
@@ -56,7 +56,7 @@ static void set_options(const stage_opts *v, ebb_sep_options *o) {
   o->outside_gain = v->outside_gain;
 }
 
-void ebb_sep_options_default(ebb_sep_options *o) {
+void stg_sep_options_default(stg_sep_options *o) {
   stage_opts v; /* the option table's defaults, then the fields that are not options */
   stage_opts_read("separate", NULL, &v); /* no JSON: the defaults, cannot fail */
   set_options(&v, o);
@@ -68,8 +68,8 @@ void ebb_sep_options_default(ebb_sep_options *o) {
 
 /* o from the options; *melody (may be NULL) gets the "melody" pass's
  * options (repeats 0: no such pass). */
-static int read_options(const char *json, ebb_sep_options *o, ebb_sep_options *melody) {
-  ebb_sep_options_default(o);
+static int read_options(const char *json, stg_sep_options *o, stg_sep_options *melody) {
+  stg_sep_options_default(o);
   json_t *root;
   stage_opts v;
   int rc = stage_opts_parse("separate", json, &root, &v);
@@ -78,9 +78,9 @@ static int read_options(const char *json, ebb_sep_options *o, ebb_sep_options *m
     return rc;
   set_options(&v, o);
   /* Check the ranges now, at load, against the default working rate. */
-  ebb_stft_shape s;
-  ebb_repet_params rp;
-  rc = ebb_sep_plan(o, 16000, 0, &s, &rp);
+  stg_stft_shape s;
+  stg_repet_params rp;
+  rc = stg_sep_plan(o, 16000, 0, &s, &rp);
   if (rc < 0)
     return ebb_errctx(EBB_ECONFIG, "bad options: ");
   if (melody) {
@@ -88,7 +88,7 @@ static int read_options(const char *json, ebb_sep_options *o, ebb_sep_options *m
     melody->repeats = v.melody_repeats;
     melody->min_distance_s = v.melody_min_distance;
     melody->quantile = v.melody_quantile;
-    if (v.melody_repeats > 0 && ebb_sep_plan(melody, 16000, 0, &s, &rp) < 0)
+    if (v.melody_repeats > 0 && stg_sep_plan(melody, 16000, 0, &s, &rp) < 0)
       return ebb_errctx(EBB_ECONFIG,
                         "bad options (melody_repeats, melody_min_distance, melody_quantile): ");
   }
@@ -96,17 +96,17 @@ static int read_options(const char *json, ebb_sep_options *o, ebb_sep_options *m
 }
 
 static int sep_load(ebb_stage_ctx *ctx, const char *options_json, void **state) {
-  sep_state *st = ebb_st_calloc(1, sizeof *st);
+  sep_state *st = stg_st_calloc(1, sizeof *st);
   if (!st)
     return ebb_set_error(ctx, EBB_ENOMEM, "separate: out of host memory");
   int rc = read_options(options_json, &st->o, &st->melody);
   if (rc < 0) {
-    ebb_st_free(st);
-    return ebb_st_fail(ctx, rc, "%s", ebb_errmsg());
+    stg_st_free(st);
+    return stg_st_fail(ctx, rc, "%s", ebb_errmsg());
   }
   /* The twins are the kernels' definition on the fake GPU; referencing their
    * table here also keeps them linked into every program with this stage. */
-  if (!ebb_sep_kernel_has_twin("ebb_fft_radix2"))
+  if (!stg_sep_kernel_has_twin("ebb_fft_radix2"))
     ebb_stage_log(ctx, 2, "kernel host twins are missing: the fake GPU cannot run separate");
   *state = st;
   return 0;
@@ -116,15 +116,15 @@ static int sep_cancelled(void *arg) { return ebb_cancelled((ebb_stage_ctx *)arg)
 
 /* The GPU path on a CUDA device (the CPU when it cannot run there), else the CPU. */
 /* sh (may be NULL): what the CPU path's two passes share */
-static int separate_any(ebb_stage_ctx *ctx, const ebb_sep_options *o, uint32_t rate,
+static int separate_any(ebb_stage_ctx *ctx, const stg_sep_options *o, uint32_t rate,
                         const float *x, long long nx, float *voc, float *acc,
-                        ebb_repet_share *sh) {
+                        stg_repet_share *sh) {
   if (ebb_device_kind(ctx) != EBB_DEV_KIND_CUDA)
-    return ebb_separate_cpu_shared(o, rate, x, nx, voc, acc, NULL, sh);
-  int rc = ebb_separate_gpu_shared(ctx, ebb_kernels_image(), o, rate, x, nx, voc, acc, NULL, sh);
+    return stg_separate_cpu_shared(o, rate, x, nx, voc, acc, NULL, sh);
+  int rc = stg_separate_gpu_shared(ctx, stg_kernels_image(), o, rate, x, nx, voc, acc, NULL, sh);
   if (rc == EBB_EUNSUPPORTED) {
-    ebb_st_log(ctx, 2, "%s; running separation on the CPU (FFTW) instead", ebb_errmsg());
-    rc = ebb_separate_cpu_shared(o, rate, x, nx, voc, acc, NULL, sh);
+    stg_st_log(ctx, 2, "%s; running separation on the CPU (FFTW) instead", ebb_errmsg());
+    rc = stg_separate_cpu_shared(o, rate, x, nx, voc, acc, NULL, sh);
   }
   return rc;
 }
@@ -135,40 +135,40 @@ static int separate_any(ebb_stage_ctx *ctx, const ebb_sep_options *o, uint32_t r
  * device): what the passes can share, in s (nothing without a melody pass
  * or where the plans differ; a buffer that cannot be had is not shared). */
 typedef struct sep_share {
-  ebb_repet_share sh;
-  ebb_repet_params next; /* the melody pass's; sh.next points here */
+  stg_repet_share sh;
+  stg_repet_params next; /* the melody pass's; sh.next points here */
 } sep_share;
 
-static void sep_share_init(ebb_stage_ctx *ctx, const ebb_sep_options *o,
-                           const ebb_sep_options *m, uint32_t rate, long long nx, sep_share *s) {
-  ebb_stft_shape s1, s2;
-  ebb_repet_params r1;
+static void sep_share_init(ebb_stage_ctx *ctx, const stg_sep_options *o,
+                           const stg_sep_options *m, uint32_t rate, long long nx, sep_share *s) {
+  stg_stft_shape s1, s2;
+  stg_repet_params r1;
   memset(s, 0, sizeof *s);
-  if (m->repeats <= 0 || ebb_sep_plan(o, rate, nx, &s1, &r1) < 0 ||
-      ebb_sep_plan(m, rate, nx, &s2, &s->next) < 0 || s1.nframes != s2.nframes ||
+  if (m->repeats <= 0 || stg_sep_plan(o, rate, nx, &s1, &r1) < 0 ||
+      stg_sep_plan(m, rate, nx, &s2, &s->next) < 0 || s1.nframes != s2.nframes ||
       s1.nbins != s2.nbins)
     return;
   size_t cells = (size_t)s1.nframes * (size_t)s1.nbins;
   if (ebb_device_kind(ctx) != EBB_DEV_KIND_CUDA && r1.hpss && s->next.hpss &&
       r1.hpss_time == s->next.hpss_time && r1.hpss_freq == s->next.hpss_freq)
-    s->sh.hpss = ebb_st_malloc(sizeof(float) * cells);
+    s->sh.hpss = stg_st_malloc(sizeof(float) * cells);
   if (r1.pool == s->next.pool && r1.max_lag == s->next.max_lag) {
-    s->sh.picks = ebb_st_malloc(sizeof(int) * (size_t)s1.nframes * (size_t)s->next.k);
-    s->sh.npicks = ebb_st_malloc(sizeof(int) * (size_t)s1.nframes);
+    s->sh.picks = stg_st_malloc(sizeof(int) * (size_t)s1.nframes * (size_t)s->next.k);
+    s->sh.npicks = stg_st_malloc(sizeof(int) * (size_t)s1.nframes);
     if (s->sh.picks && s->sh.npicks)
       s->sh.next = &s->next;
   }
 }
 
 static void sep_share_free(sep_share *s) {
-  ebb_st_free(s->sh.hpss);
-  ebb_st_free(s->sh.picks);
-  ebb_st_free(s->sh.npicks);
+  stg_st_free(s->sh.hpss);
+  stg_st_free(s->sh.picks);
+  stg_st_free(s->sh.npicks);
 }
 
 static int sep_run_counted(ebb_stage_ctx *ctx, void *state, const ebb_items *in, ebb_items *out) {
   sep_state *st = state;
-  ebb_sep_options o = st->o;
+  stg_sep_options o = st->o;
   o.cancelled = sep_cancelled;
   o.cancel_arg = ctx;
   ebb_item_info info;
@@ -182,16 +182,16 @@ static int sep_run_counted(ebb_stage_ctx *ctx, void *state, const ebb_items *in,
   int rc = 0;
   float *mono = NULL, *mel = NULL;
   sep_share share = {.sh = {.hpss = NULL}};
-  ebb_st_watch(ctx); /* the DSP's inner loops see a cancellation (st_util.h) */
-  float *voc = ebb_st_malloc(sizeof(float) * (size_t)(nx ? nx : 1));
-  float *acc = ebb_st_malloc(sizeof(float) * (size_t)(nx ? nx : 1));
+  stg_st_watch(ctx); /* the DSP's inner loops see a cancellation (st_util.h) */
+  float *voc = stg_st_malloc(sizeof(float) * (size_t)(nx ? nx : 1));
+  float *acc = stg_st_malloc(sizeof(float) * (size_t)(nx ? nx : 1));
   const float *x = info.samples;
   if (!voc || !acc) {
     rc = ebb_seterr(EBB_ENOMEM, "separate: out of host memory for %lld samples", nx);
     goto done;
   }
   if (info.channels > 1) { /* decode gives mono; mix down anything else */
-    if (!(mono = ebb_st_malloc(sizeof(float) * (size_t)(nx ? nx : 1)))) {
+    if (!(mono = stg_st_malloc(sizeof(float) * (size_t)(nx ? nx : 1)))) {
       rc = ebb_seterr(EBB_ENOMEM, "separate: out of host memory for %lld samples", nx);
       goto done;
     }
@@ -209,10 +209,10 @@ static int sep_run_counted(ebb_stage_ctx *ctx, void *state, const ebb_items *in,
   if ((rc = separate_any(ctx, &o, info.rate, x, nx, voc, acc, &share.sh)) < 0)
     goto done;
   if (st->melody.repeats > 0) {
-    ebb_sep_options m = st->melody;
+    stg_sep_options m = st->melody;
     m.cancelled = o.cancelled;
     m.cancel_arg = o.cancel_arg;
-    if (!(mel = ebb_st_malloc(sizeof(float) * (size_t)(nx ? nx : 1)))) {
+    if (!(mel = stg_st_malloc(sizeof(float) * (size_t)(nx ? nx : 1)))) {
       rc = ebb_seterr(EBB_ENOMEM, "separate: out of host memory for %lld samples", nx);
       goto done;
     }
@@ -225,31 +225,31 @@ static int sep_run_counted(ebb_stage_ctx *ctx, void *state, const ebb_items *in,
     ebb_errctx(rc, "separate: adding outputs: ");
     goto done;
   }
-  ebb_st_log(ctx, 0, "separated %.1f s of audio", (double)nx / info.rate);
+  stg_st_log(ctx, 0, "separated %.1f s of audio", (double)nx / info.rate);
 done:
-  ebb_st_unwatch();
+  stg_st_unwatch();
   sep_share_free(&share);
-  ebb_st_free(mel);
-  ebb_st_free(mono);
-  ebb_st_free(acc);
-  ebb_st_free(voc);
-  return rc < 0 ? ebb_st_fail(ctx, rc, "%s", ebb_errmsg()) : 0;
+  stg_st_free(mel);
+  stg_st_free(mono);
+  stg_st_free(acc);
+  stg_st_free(voc);
+  return rc < 0 ? stg_st_fail(ctx, rc, "%s", ebb_errmsg()) : 0;
 }
 
 static void sep_unload(ebb_stage_ctx *ctx, void *state) {
   (void)ctx;
-  ebb_st_free(state);
+  stg_st_free(state);
 }
 
 /* Declared needs (issue 17): the GPU path's device buffers for the job's
- * "audio" item (ebb_separate_gpu_bytes, exact but for the allocator's
+ * "audio" item (stg_separate_gpu_bytes, exact but for the allocator's
  * 512-byte rounding: about 1.47 MiB per second of 16 kHz audio at the
  * default options; the "melody" pass reuses as much with fewer picks); host:
  * the outputs (one more with the "melody" pass), the signal and the host
  * spectrogram, roughly. No input: 0 bytes plus the per-second figures. */
 static int sep_estimate(const ebb_host_api *host, const char *options_json, const ebb_items *in,
                         ebb_estimate *out) {
-  ebb_sep_options o, m;
+  stg_sep_options o, m;
   int rc = read_options(options_json, &o, &m);
   if (rc < 0)
     return EBB_ECONFIG;
@@ -263,8 +263,8 @@ static int sep_estimate(const ebb_host_api *host, const char *options_json, cons
     nx = (long long)info.frames;
     rate = info.rate;
   }
-  uint64_t minute = ebb_separate_gpu_bytes(&o, rate, 60LL * rate);
-  out->device_bytes = nx ? ebb_separate_gpu_bytes(&o, rate, nx) : 0;
+  uint64_t minute = stg_separate_gpu_bytes(&o, rate, 60LL * rate);
+  out->device_bytes = nx ? stg_separate_gpu_bytes(&o, rate, nx) : 0;
   out->host_bytes = nx ? out->device_bytes / 2 + outputs * sizeof(float) * (uint64_t)nx : 0;
   out->device_bytes_per_s = (double)minute / 60.0;
   out->host_bytes_per_s = (double)minute / 120.0 + (double)outputs * sizeof(float) * rate;
@@ -287,7 +287,7 @@ static int sep_estimate(const ebb_host_api *host, const char *options_json, cons
  * at most 100) and are not in it. */
 #define SEP_FRAME_S 5.0e-7
 #define SEP_SIM_S 1.39e-9
-double ebb_separate_work_s(const ebb_sep_options *o, double input_s) {
+double stg_separate_work_s(const stg_sep_options *o, double input_s) {
   double frames = input_s * 16000.0 / o->hop;
   double around = 2.0 * o->max_lag_s * 16000.0 / o->hop + 1.0;
   if (around > frames)
@@ -299,24 +299,24 @@ double ebb_separate_work_s(const ebb_sep_options *o, double input_s) {
 static int sep_work(const ebb_host_api *host, const char *options_json, double input_s,
                     ebb_work *out) {
   (void)host;
-  ebb_sep_options o, m;
+  stg_sep_options o, m;
   if (read_options(options_json, &o, &m) < 0)
     return EBB_ECONFIG;
-  out->cpu_s = ebb_separate_work_s(&o, input_s);
+  out->cpu_s = stg_separate_work_s(&o, input_s);
   snprintf(out->drivers, sizeof out->drivers, "n_fft %d, hop %d, max_lag %g, similarity_pool %d",
            o.n_fft, o.hop, o.max_lag_s, o.pool);
   return 0;
 }
 
-/* Its host working buffers are the stage's (ebb_st_malloc: host_alloc). */
+/* Its host working buffers are the stage's (stg_st_malloc: host_alloc). */
 static int sep_run(ebb_stage_ctx *ctx, void *state, const ebb_items *in, ebb_items *out) {
-  ebb_st_host_begin(ctx);
+  stg_st_host_begin(ctx);
   int rc = sep_run_counted(ctx, state, in, out);
-  ebb_st_host_end();
+  stg_st_host_end();
   return rc;
 }
 
-const ebb_stage ebb_stage_separate = {
+const ebb_stage stg_stage_separate = {
     .abi_version = EBB_STAGE_ABI_VERSION,
     .size = sizeof(ebb_stage),
     .name = "separate",

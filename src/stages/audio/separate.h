@@ -22,7 +22,7 @@
 #include "stages/audio/stft.h"
 
 /* Options in natural units (the stage's option names in brackets). */
-typedef struct ebb_sep_options {
+typedef struct stg_sep_options {
   int n_fft;             /* [n_fft] 1024 */
   int hop;               /* [hop] 256 */
   int repeats;           /* [repeats] k of REPET-SIM, 30 */
@@ -40,54 +40,54 @@ typedef struct ebb_sep_options {
    * EBB_ECANCELED. NULL (the default): never. */
   int (*cancelled)(void *arg);
   void *cancel_arg;
-} ebb_sep_options;
+} stg_sep_options;
 
 /* The defaults of the stage's option table (separate.c, beside the table)
  * and of the fields that are not options. */
-void ebb_sep_options_default(ebb_sep_options *o);
+void stg_sep_options_default(stg_sep_options *o);
 /* The stage's work estimate (its `work` hook): CPU seconds on the reference
  * core for input_s seconds at 16 kHz with options o (separate.c). */
-double ebb_separate_work_s(const ebb_sep_options *o, double input_s);
+double stg_separate_work_s(const stg_sep_options *o, double input_s);
 
 /* The STFT shape and mask parameters for a signal of nx samples at rate.
  * EBB_EINVAL naming the option when one is out of range. */
-int ebb_sep_plan(const ebb_sep_options *o, uint32_t rate, long long nx, ebb_stft_shape *shape,
-                 ebb_repet_params *rp);
+int stg_sep_plan(const stg_sep_options *o, uint32_t rate, long long nx, stg_stft_shape *shape,
+                 stg_repet_params *rp);
 
 /* CPU path (FFTW). x, voc, acc: nx samples each, caller-owned (acc may be
  * NULL: the accompaniment is not computed); mag (optional, may be NULL): receives the mixture's magnitude spectrogram
  * (shape.nframes * shape.nbins). */
-int ebb_separate_cpu(const ebb_sep_options *o, uint32_t rate, const float *x, long long nx,
+int stg_separate_cpu(const stg_sep_options *o, uint32_t rate, const float *x, long long nx,
                      float *voc, float *acc, float *mag);
 /* The same, sharing with another pass over the same signal whose options
  * differ only in the REPET picks (separate's "melody" pass) what sh holds:
  * the harmonic mask's factor (shape.nframes * shape.nbins floats) and the
  * other pass's picks, made from this pass's similarity rows (see
- * ebb_repet_share in dsp_repet.h; every *_ready 0 the first time). NULL:
- * nothing shared. Outputs are bit for bit those of ebb_separate_cpu. */
-int ebb_separate_cpu_shared(const ebb_sep_options *o, uint32_t rate, const float *x,
+ * stg_repet_share in dsp_repet.h; every *_ready 0 the first time). NULL:
+ * nothing shared. Outputs are bit for bit those of stg_separate_cpu. */
+int stg_separate_cpu_shared(const stg_sep_options *o, uint32_t rate, const float *x,
                             long long nx, float *voc, float *acc, float *mag,
-                            ebb_repet_share *sh);
+                            stg_repet_share *sh);
 
 /* GPU path: the same (acc may be NULL too) through ctx's device (ctx->host dev_alloc, copies,
- * launch). image: the kernel image (ebb_kernels_image()), NULL to launch by
+ * launch). image: the kernel image (stg_kernels_image()), NULL to launch by
  * name. Every device buffer (signal, the whole song's complex spectrogram
  * twice, magnitudes, mask, output) is allocated through ctx, so the stage
  * instance owns it, and freed before return on every path. When the first
  * launch fails (a real GPU and no image built, or an image without code for
  * this GPU), returns EBB_EUNSUPPORTED so the caller can run the CPU path. */
-int ebb_separate_gpu(ebb_stage_ctx *ctx, const void *image, const ebb_sep_options *o,
+int stg_separate_gpu(ebb_stage_ctx *ctx, const void *image, const stg_sep_options *o,
                      uint32_t rate, const float *x, long long nx, float *voc, float *acc,
                      float *mag);
 /* The same, sharing the repeating frames' picks with another pass through
  * sh (its picks and npicks; the harmonic factor is on the device and not
- * shared here), as ebb_separate_cpu_shared. NULL: nothing shared. */
-int ebb_separate_gpu_shared(ebb_stage_ctx *ctx, const void *image, const ebb_sep_options *o,
+ * shared here), as stg_separate_cpu_shared. NULL: nothing shared. */
+int stg_separate_gpu_shared(ebb_stage_ctx *ctx, const void *image, const stg_sep_options *o,
                             uint32_t rate, const float *x, long long nx, float *voc,
-                            float *acc, float *mag, ebb_repet_share *sh);
+                            float *acc, float *mag, stg_repet_share *sh);
 
-/* Bytes of device memory ebb_separate_gpu takes for nx samples (0 when the
+/* Bytes of device memory stg_separate_gpu takes for nx samples (0 when the
  * options are invalid). */
-uint64_t ebb_separate_gpu_bytes(const ebb_sep_options *o, uint32_t rate, long long nx);
+uint64_t stg_separate_gpu_bytes(const stg_sep_options *o, uint32_t rate, long long nx);
 
 #endif

@@ -33,8 +33,8 @@ static double rng_unit(rng *r) { return (double)(rng_next(r) >> 11) * (1.0 / 900
 static int rng_int(rng *r, int n) { return (int)(rng_unit(r) * n); }
 static double rng_noise(rng *r) { return 2.0 * rng_unit(r) - 1.0; }
 
-ebb_songgen_params ebb_songgen_defaults(void) {
-  return (ebb_songgen_params){.seed = 1, .rate = 16000, .seconds = 26.0, .accomp_gain = 0.5};
+stg_songgen_params stg_songgen_defaults(void) {
+  return (stg_songgen_params){.seed = 1, .rate = 16000, .seconds = 26.0, .accomp_gain = 0.5};
 }
 
 static const char *const sg_words[] = {
@@ -60,7 +60,7 @@ static int degree_midi(int tonic, int deg) {
 }
 
 typedef struct sg_build {
-  ebb_song *s;
+  stg_song *s;
   rng r;
   size_t cap;
 } sg_build;
@@ -93,9 +93,9 @@ static int said(size_t wi, uint32_t rate, const float **x, uint64_t *n) {
       rc = ebb_seterr(EBB_ENOMEM, "songgen: more than %d spoken words kept", SG_SAID_MAX);
       goto done;
     }
-    if ((rc = ebb_speech_say(sg_words[wi], rate, &s, &ns, NULL, NULL, NULL)))
+    if ((rc = stg_speech_say(sg_words[wi], rate, &s, &ns, NULL, NULL, NULL)))
       goto done;
-    ebb_speech_trim(s, ns, rate, &first, &count);
+    stg_speech_trim(s, ns, rate, &first, &count);
     if (count == 0)
       count = ns, first = 0;
     memmove(s, s + first, count * sizeof *s);
@@ -110,16 +110,16 @@ done:
 }
 
 static int add_note(sg_build *b, double onset, double offset, int midi, int line) {
-  ebb_song *s = b->s;
+  stg_song *s = b->s;
   if (s->n_notes == b->cap) {
     size_t cap = b->cap ? b->cap * 2 : 64;
-    ebb_song_note *n = realloc(s->notes, cap * sizeof *n);
+    stg_song_note *n = realloc(s->notes, cap * sizeof *n);
     if (!n)
       return ebb_seterr(EBB_ENOMEM, "songgen: out of memory for notes");
     s->notes = n;
     b->cap = cap;
   }
-  s->notes[s->n_notes++] = (ebb_song_note){.onset = onset,
+  s->notes[s->n_notes++] = (stg_song_note){.onset = onset,
                                            .offset = offset,
                                            .midi = midi,
                                            .line = line,
@@ -181,7 +181,7 @@ static double formant_gain(const double fm[3], double hz) {
 }
 
 /* One note's vowel: harmonics at the sung frequency shaped by the formants. */
-static void sing_vowel(ebb_song *s, const ebb_song_note *n, const double *fm, double vphase,
+static void sing_vowel(stg_song *s, const stg_song_note *n, const double *fm, double vphase,
                        double level) {
   double rate = s->rate, nyq = rate / 2.0;
   double f = midi_hz(n->midi), phase = 0.0, len = n->offset - n->onset;
@@ -219,9 +219,9 @@ static double sg_f0(double t, void *u) {
 
 /* One note's word: espeak-ng's speech of it (trimmed of silence), stretched
  * over the note and re-sung on the note's pitch (speech.h's vocoder). */
-static int sing_word(sg_build *b, const ebb_song_note *n, size_t wi, double vphase, double level,
+static int sing_word(sg_build *b, const stg_song_note *n, size_t wi, double vphase, double level,
                      uint64_t noise_seed, float *tmp) {
-  ebb_song *s = b->s;
+  stg_song *s = b->s;
   uint32_t rate = s->rate;
   const float *speech = NULL;
   uint64_t nspeech = 0;
@@ -236,7 +236,7 @@ static int sing_word(sg_build *b, const ebb_song_note *n, size_t wi, double vpha
   uint64_t len = e - a;
   memset(tmp, 0, len * sizeof *tmp);
   sg_pitch pitch = {midi_hz(n->midi), vphase};
-  if ((rc = ebb_vocode(speech, nspeech, rate, sg_f0, &pitch, noise_seed, 1.0, 1, tmp,
+  if ((rc = stg_vocode(speech, nspeech, rate, sg_f0, &pitch, noise_seed, 1.0, 1, tmp,
                        len)))
     return rc;
   double ss = 0;
@@ -257,13 +257,13 @@ static int sing_word(sg_build *b, const ebb_song_note *n, size_t wi, double vpha
 /* The voice: per note the same draws (vowel, vibrato phase, level) in both
  * voices, so the truth f0 replays them whatever the voice. */
 static int sing(sg_build *b) {
-  ebb_song *s = b->s;
+  stg_song *s = b->s;
   float *tmp = NULL;
   if (s->voice == EBB_SONG_VOICE_WORDS && !(tmp = malloc((size_t)s->rate * 8 * sizeof *tmp)))
     return ebb_seterr(EBB_ENOMEM, "songgen: out of memory for a word");
   int rc = 0;
   for (size_t i = 0; i < s->n_notes && !rc; i++) {
-    const ebb_song_note *n = &s->notes[i];
+    const stg_song_note *n = &s->notes[i];
     const double *fm = sg_formants[rng_int(&b->r, 5)];
     double vphase = 2.0 * SG_PI * rng_unit(&b->r);
     double level = 0.22 + 0.08 * rng_unit(&b->r);
@@ -323,7 +323,7 @@ static void add_noise_hit(sg_build *b, float *x, double start, double decay, dou
 /* I-V-vi-IV per bar: pad (3 chord tones, soft saw), bass on beats 1 and 3,
  * kick 1 and 3, snare 2 and 4, hi-hat on eighths. */
 static void accompany(sg_build *b, int tonic) {
-  ebb_song *s = b->s;
+  stg_song *s = b->s;
   double rate = s->rate, dur = (double)s->frames / rate;
   static const int roots[4] = {0, 4, 5, 3}; /* scale degrees */
   for (int bar = 0; bar * SG_BAR_S < dur; bar++) {
@@ -350,8 +350,8 @@ static void accompany(sg_build *b, int tonic) {
   }
 }
 
-int ebb_songgen_create(const ebb_songgen_params *p, ebb_song **out) {
-  ebb_songgen_params d = p ? *p : ebb_songgen_defaults();
+int stg_songgen_create(const stg_songgen_params *p, stg_song **out) {
+  stg_songgen_params d = p ? *p : stg_songgen_defaults();
   if (d.rate < 8000 || d.rate > 96000)
     return ebb_seterr(EBB_EINVAL, "songgen: rate %u Hz is outside 8000..96000", d.rate);
   if (!(d.seconds >= 6.0 && d.seconds <= 3600.0))
@@ -361,7 +361,7 @@ int ebb_songgen_create(const ebb_songgen_params *p, ebb_song **out) {
   if (d.voice != EBB_SONG_VOICE_VOWELS && d.voice != EBB_SONG_VOICE_WORDS)
     return ebb_seterr(EBB_EINVAL, "songgen: voice %d is not vowels (0) or words (1)", d.voice);
   sg_build b = {.r = {d.seed}};
-  ebb_song *s = calloc(1, sizeof *s);
+  stg_song *s = calloc(1, sizeof *s);
   if (!s)
     return ebb_seterr(EBB_ENOMEM, "songgen: out of memory");
   b.s = s;
@@ -393,7 +393,7 @@ int ebb_songgen_create(const ebb_songgen_params *p, ebb_song **out) {
     goto fail;
   b.r.s = sing_seed; /* replay the draws of sing() for the truth f0 */
   for (size_t i = 0; i < s->n_notes; i++) {
-    const ebb_song_note *n = &s->notes[i];
+    const stg_song_note *n = &s->notes[i];
     (void)rng_int(&b.r, 5); /* formant choice, as in sing() */
     double vphase = 2.0 * SG_PI * rng_unit(&b.r);
     (void)rng_unit(&b.r); /* level */
@@ -424,12 +424,12 @@ int ebb_songgen_create(const ebb_songgen_params *p, ebb_song **out) {
   rc = 0;
   goto done;
 fail:
-  ebb_song_destroy(s);
+  stg_song_destroy(s);
 done:
   return rc;
 }
 
-void ebb_song_destroy(ebb_song *s) {
+void stg_song_destroy(stg_song *s) {
   if (!s)
     return;
   free(s->mix);
@@ -442,7 +442,7 @@ void ebb_song_destroy(ebb_song *s) {
 
 static double r3(double x) { return round(x * 1000.0) / 1000.0; }
 
-int ebb_song_truth_json(const ebb_song *s, char **out) {
+int stg_song_truth_json(const stg_song *s, char **out) {
   json_t *root = json_object(), *notes = json_array(), *phrases = json_array();
   json_t *f0 = json_object(), *hz = json_array(), *voiced = json_array();
   json_object_set_new(root, "rate", json_integer(s->rate));
@@ -450,7 +450,7 @@ int ebb_song_truth_json(const ebb_song *s, char **out) {
   json_object_set_new(root, "seed", json_integer((json_int_t)s->seed));
   json_object_set_new(root, "tempo_bpm", json_integer(120));
   for (size_t i = 0; i < s->n_notes; i++) {
-    const ebb_song_note *n = &s->notes[i];
+    const stg_song_note *n = &s->notes[i];
     json_array_append_new(notes, json_pack("{s:f,s:f,s:i,s:s,s:i}", "onset", r3(n->onset),
                                            "offset", r3(n->offset), "midi", n->midi, "word",
                                            n->word, "line", n->line));
@@ -476,7 +476,7 @@ int ebb_song_truth_json(const ebb_song *s, char **out) {
   if (s->voice == EBB_SONG_VOICE_WORDS) {
     json_t *words = json_array();
     for (size_t i = 0; i < s->n_notes; i++) {
-      const ebb_song_note *n = &s->notes[i];
+      const stg_song_note *n = &s->notes[i];
       json_array_append_new(words, json_pack("{s:s,s:f,s:f,s:i}", "word", n->word, "start",
                                              r3(n->onset), "end", r3(n->offset), "line", n->line));
     }
@@ -488,7 +488,7 @@ int ebb_song_truth_json(const ebb_song *s, char **out) {
   return *out ? 0 : ebb_seterr(EBB_ENOMEM, "songgen: out of memory for the truth JSON");
 }
 
-int ebb_song_lyrics_text(const ebb_song *s, char **out) {
+int stg_song_lyrics_text(const stg_song *s, char **out) {
   size_t cap = 2, len = 0;
   for (size_t i = 0; i < s->n_notes; i++)
     cap += strlen(s->notes[i].word) + 1;
@@ -507,7 +507,7 @@ int ebb_song_lyrics_text(const ebb_song *s, char **out) {
   return 0;
 }
 
-int ebb_wav_write_mono(const char *path, const float *x, uint64_t frames, uint32_t rate) {
+int stg_wav_write_mono(const char *path, const float *x, uint64_t frames, uint32_t rate) {
   SF_INFO info = {.samplerate = (int)rate, .channels = 1, .format = SF_FORMAT_WAV | SF_FORMAT_PCM_16};
   SNDFILE *f = sf_open(path, SFM_WRITE, &info);
   if (!f)
@@ -530,27 +530,27 @@ static int write_text(const char *path, const char *text) {
   return bad ? ebb_seterr(EBB_EIO, "%s: short write", path) : 0;
 }
 
-int ebb_song_write(const ebb_song *s, const char *dir, const char *base) {
+int stg_song_write(const stg_song *s, const char *dir, const char *base) {
   char path[4096];
   int rc;
   snprintf(path, sizeof path, "%s/%s.wav", dir, base);
-  if ((rc = ebb_wav_write_mono(path, s->mix, s->frames, s->rate)))
+  if ((rc = stg_wav_write_mono(path, s->mix, s->frames, s->rate)))
     return rc;
   snprintf(path, sizeof path, "%s/%s.vocals.wav", dir, base);
-  if ((rc = ebb_wav_write_mono(path, s->vocals, s->frames, s->rate)))
+  if ((rc = stg_wav_write_mono(path, s->vocals, s->frames, s->rate)))
     return rc;
   snprintf(path, sizeof path, "%s/%s.accompaniment.wav", dir, base);
-  if ((rc = ebb_wav_write_mono(path, s->accomp, s->frames, s->rate)))
+  if ((rc = stg_wav_write_mono(path, s->accomp, s->frames, s->rate)))
     return rc;
   char *text = NULL;
-  if ((rc = ebb_song_truth_json(s, &text)))
+  if ((rc = stg_song_truth_json(s, &text)))
     return rc;
   snprintf(path, sizeof path, "%s/%s.truth.json", dir, base);
   rc = write_text(path, text);
   free(text);
   if (rc)
     return rc;
-  if ((rc = ebb_song_lyrics_text(s, &text)))
+  if ((rc = stg_song_lyrics_text(s, &text)))
     return rc;
   snprintf(path, sizeof path, "%s/%s.lyrics.txt", dir, base);
   rc = write_text(path, text);

@@ -15,67 +15,67 @@
  * spoken by espeak-ng and re-sung on the note's pitch (speech.h), so the
  * song has lyrics an acoustic model can hear. The melody (notes, f0 truth)
  * and the accompaniment are the same for both. */
-typedef enum { EBB_SONG_VOICE_VOWELS = 0, EBB_SONG_VOICE_WORDS = 1 } ebb_song_voice;
+typedef enum { EBB_SONG_VOICE_VOWELS = 0, EBB_SONG_VOICE_WORDS = 1 } stg_song_voice;
 
-typedef struct ebb_songgen_params {
+typedef struct stg_songgen_params {
   uint64_t seed;      /* any value; 0 is a valid seed */
   uint32_t rate;      /* samples per second; 8000..96000 (16000 default) */
   double seconds;     /* about this long: 1 bar intro + 4 s phrases; >= 6 */
   double accomp_gain; /* accompaniment level relative to its design level (0 = silent) */
-  ebb_song_voice voice;
-} ebb_songgen_params;
+  stg_song_voice voice;
+} stg_songgen_params;
 
 /* The defaults: seed 1, 16 kHz, 26 s, accompaniment 0.5, vowels (the songs
  * the pitch tests and benchmark were tuned on; the demo sings words). */
-ebb_songgen_params ebb_songgen_defaults(void);
+stg_songgen_params stg_songgen_defaults(void);
 
-typedef struct ebb_song_note {
+typedef struct stg_song_note {
   double onset, offset; /* seconds; offset is where the release has ended */
   int midi;             /* the nominal pitch (vibrato and scoop around it) */
   int line;             /* the phrase (lyrics line) index, 0-based */
   const char *word;     /* static storage */
-} ebb_song_note;
+} stg_song_note;
 
-typedef struct ebb_song {
+typedef struct stg_song {
   uint32_t rate;
   uint64_t frames;  /* samples per track (mono) */
   float *mix;       /* vocals + accompaniment, peak-normalised to 0.9 */
   float *vocals;    /* the vocal stem as it is in the mix */
   float *accomp;    /* the accompaniment stem as it is in the mix */
-  ebb_song_note *notes;
+  stg_song_note *notes;
   size_t n_notes;
   int n_lines;      /* phrases */
   double f0_hop_s;  /* 0.01: truth f0 frame spacing, frame i at i * f0_hop_s */
   size_t n_f0;
   float *f0_hz;     /* per frame: the sung frequency, 0 when no note sounds */
   uint64_t seed;
-  ebb_song_voice voice;
-} ebb_song;
+  stg_song_voice voice;
+} stg_song;
 
-/* Synthesises a song. On success *out is the caller's (ebb_song_destroy).
+/* Synthesises a song. On success *out is the caller's (stg_song_destroy).
  * Fails with EBB_EINVAL (a parameter out of range, named), EBB_ENOMEM, or
- * for the words voice what ebb_speech_say fails with (EBB_ENOLIB when ebb
+ * for the words voice what stg_speech_say fails with (EBB_ENOLIB when ebb
  * was built without espeak-ng). */
-int ebb_songgen_create(const ebb_songgen_params *p, ebb_song **out);
-void ebb_song_destroy(ebb_song *s); /* NULL: no-op */
+int stg_songgen_create(const stg_songgen_params *p, stg_song **out);
+void stg_song_destroy(stg_song *s); /* NULL: no-op */
 
 /* The ground truth as JSON text: {"rate","duration","seed","tempo_bpm",
  * "notes":[{"onset","offset","midi","word","line"}], "phrases":[{"start","end"}],
  * "voice":"vowels"|"words", with words: "words":[{"word","start","end","line"}]
  * (each word sung over its note: start is the note's onset),
  * "f0":{"hop_s","hz":[...],"voiced":[0|1...]}}. *out is malloc'd (caller frees). */
-int ebb_song_truth_json(const ebb_song *s, char **out);
+int stg_song_truth_json(const stg_song *s, char **out);
 
 /* The lyrics: one line per phrase, one word per note, '\n' after each line.
  * *out is malloc'd (caller frees). */
-int ebb_song_lyrics_text(const ebb_song *s, char **out);
+int stg_song_lyrics_text(const stg_song *s, char **out);
 
 /* Writes dir/base.wav (the mix), dir/base.vocals.wav, dir/base.accompaniment.wav
  * (16-bit PCM, mono), dir/base.truth.json and dir/base.lyrics.txt. dir must
  * exist. Fails with EBB_EIO naming the file. */
-int ebb_song_write(const ebb_song *s, const char *dir, const char *base);
+int stg_song_write(const stg_song *s, const char *dir, const char *base);
 
 /* Writes one mono float track as a 16-bit PCM WAV via libsndfile. */
-int ebb_wav_write_mono(const char *path, const float *x, uint64_t frames, uint32_t rate);
+int stg_wav_write_mono(const char *path, const float *x, uint64_t frames, uint32_t rate);
 
 #endif

@@ -12,7 +12,7 @@
 #ifdef EBB_HAVE_ESPEAK
 #include <espeak-ng/speak_lib.h>
 
-/* What espeak's callback collects for one ebb_speech_say. */
+/* What espeak's callback collects for one stg_speech_say. */
 typedef struct say_buf {
   short *pcm;
   size_t n, cap;
@@ -78,7 +78,7 @@ static int say_init(void) {
                                             "installed? scripts/install-deps.sh installs it)");
 }
 
-int ebb_speech_say(const char *text, uint32_t rate, float **x, uint64_t *n, double **word_s,
+int stg_speech_say(const char *text, uint32_t rate, float **x, uint64_t *n, double **word_s,
                    size_t **word_at, size_t *nwords) {
   say_buf b = {0};
   float *f = NULL;
@@ -102,7 +102,7 @@ int ebb_speech_say(const char *text, uint32_t rate, float **x, uint64_t *n, doub
   if ((uint32_t)say_rate != rate && b.n) {
     float *r = NULL;
     uint64_t m = 0;
-    if ((rc = ebb_audio_resample(f, b.n, (uint32_t)say_rate, rate, &r, &m)))
+    if ((rc = stg_audio_resample(f, b.n, (uint32_t)say_rate, rate, &r, &m)))
       goto done;
     free(f);
     f = r;
@@ -145,7 +145,7 @@ static const struct {
 /* marks with no phone of their own: stress, length, syllable, tie */
 static const char *const ipa_skip[] = {"ˈ", "ˌ", "ː", ".", "-", " ", "_", "͡", "ʲ", "̩"};
 
-int ebb_speech_phones(const char *word, char *out, size_t n) {
+int stg_speech_phones(const char *word, char *out, size_t n) {
   int rc = 0;
   pthread_mutex_lock(&say_lock);
   if ((rc = say_init()))
@@ -185,11 +185,11 @@ done:
   return rc;
 }
 #else
-int ebb_speech_phones(const char *word, char *out, size_t n) {
+int stg_speech_phones(const char *word, char *out, size_t n) {
   (void)word, (void)out, (void)n;
   return ebb_seterr(EBB_ENOLIB, "ebb was built without libespeak-ng");
 }
-int ebb_speech_say(const char *text, uint32_t rate, float **x, uint64_t *n, double **word_s,
+int stg_speech_say(const char *text, uint32_t rate, float **x, uint64_t *n, double **word_s,
                    size_t **word_at, size_t *nwords) {
   (void)text, (void)rate, (void)x, (void)n, (void)word_s, (void)word_at, (void)nwords;
   return ebb_seterr(EBB_ENOLIB, "ebb was built without libespeak-ng (Debian package "
@@ -197,7 +197,7 @@ int ebb_speech_say(const char *text, uint32_t rate, float **x, uint64_t *n, doub
 }
 #endif
 
-void ebb_speech_trim(const float *x, uint64_t n, uint32_t rate, uint64_t *first,
+void stg_speech_trim(const float *x, uint64_t n, uint32_t rate, uint64_t *first,
                      uint64_t *count) {
   uint64_t hop = rate / 200 ? rate / 200 : 1, nf = (n + hop - 1) / hop;
   double peak = 0;
@@ -321,7 +321,7 @@ static double vc_noise(uint64_t *s) {
   return ((double)(z >> 11) * (1.0 / 9007199254740992.0) * 2.0 - 1.0) * 1.7320508;
 }
 
-int ebb_vocode(const float *x, uint64_t nx, uint32_t rate, ebb_f0_fn f0, void *user,
+int stg_vocode(const float *x, uint64_t nx, uint32_t rate, stg_f0_fn f0, void *user,
                uint64_t noise_seed, double gain, int hold_vowels, float *y, uint64_t ny) {
   if (nx == 0 || ny == 0)
     return 0;

@@ -5,7 +5,7 @@
  * words are real phones an acoustic model can hear.
  *
  * espeak-ng is optional at build time (EBB_HAVE_ESPEAK): without it
- * ebb_speech_say fails with EBB_ENOLIB naming the package. */
+ * stg_speech_say fails with EBB_ENOLIB naming the package. */
 #ifndef EBB_STAGES_AUDIO_SPEECH_H
 #define EBB_STAGES_AUDIO_SPEECH_H
 
@@ -20,21 +20,21 @@
  * report an empty word at the end: match by offset). Serialised internally (espeak-ng has global state). Errors:
  * EBB_ENOLIB (built without libespeak-ng), EBB_EIO (espeak failed),
  * EBB_ENOMEM. */
-int ebb_speech_say(const char *text, uint32_t rate, float **x, uint64_t *n, double **word_s,
+int stg_speech_say(const char *text, uint32_t rate, float **x, uint64_t *n, double **word_s,
                    size_t **word_at, size_t *nwords);
 
 /* A pronunciation of word in CMU (ARPAbet) phones, "W IH S P ER Z", from
  * espeak-ng's letter-to-sound rules (its IPA, mapped phone by phone) into
  * out. EBB_ENOLIB without libespeak-ng; EBB_EINPUT when espeak gives a
  * sound with no CMU phone or out is too small. */
-int ebb_speech_phones(const char *word, char *out, size_t n);
+int stg_speech_phones(const char *word, char *out, size_t n);
 
 /* Trims leading and trailing near-silence (5 ms frames more than 40 dB under
  * the loudest): *first and *count delimit what is left (count 0: silent). */
-void ebb_speech_trim(const float *x, uint64_t n, uint32_t rate, uint64_t *first, uint64_t *count);
+void stg_speech_trim(const float *x, uint64_t n, uint32_t rate, uint64_t *first, uint64_t *count);
 
 /* The sung frequency at output time t seconds (0: unvoiced). */
-typedef double (*ebb_f0_fn)(double t, void *user);
+typedef double (*stg_f0_fn)(double t, void *user);
 
 /* Re-sings speech x[0..nx) at `rate` into y[0..ny) (added to y): linear
  * time stretch by ny/nx, LPC spectral envelope of the speech (order
@@ -42,7 +42,7 @@ typedef double (*ebb_f0_fn)(double t, void *user);
  * harmonic pulse train at f0(t) where the speech is periodic and by noise
  * where it is not. noise_seed makes the noise repeatable. gain scales the
  * result. Returns 0 or EBB_ENOMEM. */
-int ebb_vocode(const float *x, uint64_t nx, uint32_t rate, ebb_f0_fn f0, void *user,
+int stg_vocode(const float *x, uint64_t nx, uint32_t rate, stg_f0_fn f0, void *user,
                uint64_t noise_seed, double gain, int hold_vowels, float *y, uint64_t ny);
 
 #endif

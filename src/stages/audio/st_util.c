@@ -7,7 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-int ebb_st_fail(ebb_stage_ctx *ctx, int code, const char *fmt, ...) {
+int stg_st_fail(ebb_stage_ctx *ctx, int code, const char *fmt, ...) {
   char msg[1024];
   va_list ap;
   va_start(ap, fmt);
@@ -16,7 +16,7 @@ int ebb_st_fail(ebb_stage_ctx *ctx, int code, const char *fmt, ...) {
   return ebb_set_error(ctx, code, msg);
 }
 
-void ebb_st_log(ebb_stage_ctx *ctx, int level, const char *fmt, ...) {
+void stg_st_log(ebb_stage_ctx *ctx, int level, const char *fmt, ...) {
   char msg[1024];
   va_list ap;
   va_start(ap, fmt);
@@ -25,21 +25,21 @@ void ebb_st_log(ebb_stage_ctx *ctx, int level, const char *fmt, ...) {
   ebb_stage_log(ctx, level, msg);
 }
 
-int ebb_st_options(ebb_stage_ctx *ctx, const char *options_json, json_t **opts) {
+int stg_st_options(ebb_stage_ctx *ctx, const char *options_json, json_t **opts) {
   json_error_t jerr;
   json_t *o = options_json && *options_json ? json_loads(options_json, 0, &jerr) : json_object();
   if (!o)
-    return ebb_st_fail(ctx, EBB_ECONFIG, "options: malformed JSON at line %d column %d: %s",
+    return stg_st_fail(ctx, EBB_ECONFIG, "options: malformed JSON at line %d column %d: %s",
                        jerr.line, jerr.column, jerr.text);
   if (!json_is_object(o)) {
     json_decref(o);
-    return ebb_st_fail(ctx, EBB_ECONFIG, "options: expected a JSON object");
+    return stg_st_fail(ctx, EBB_ECONFIG, "options: expected a JSON object");
   }
   *opts = o;
   return 0;
 }
 
-int ebb_st_opt_number(ebb_stage_ctx *ctx, json_t *opts, const char *key, double def, double min,
+int stg_st_opt_number(ebb_stage_ctx *ctx, json_t *opts, const char *key, double def, double min,
                       double max, double *out) {
   json_t *v = json_object_get(opts, key);
   if (!v || json_is_null(v)) {
@@ -47,27 +47,27 @@ int ebb_st_opt_number(ebb_stage_ctx *ctx, json_t *opts, const char *key, double 
     return 0;
   }
   if (!json_is_number(v))
-    return ebb_st_fail(ctx, EBB_ECONFIG, "option %s: expected a number", key);
+    return stg_st_fail(ctx, EBB_ECONFIG, "option %s: expected a number", key);
   double d = json_number_value(v);
   if (!(d >= min && d <= max))
-    return ebb_st_fail(ctx, EBB_ECONFIG, "option %s: %g is outside [%g, %g]", key, d, min, max);
+    return stg_st_fail(ctx, EBB_ECONFIG, "option %s: %g is outside [%g, %g]", key, d, min, max);
   *out = d;
   return 0;
 }
 
-int ebb_st_opt_int(ebb_stage_ctx *ctx, json_t *opts, const char *key, int def, int min, int max,
+int stg_st_opt_int(ebb_stage_ctx *ctx, json_t *opts, const char *key, int def, int min, int max,
                    int *out) {
   double d;
-  int rc = ebb_st_opt_number(ctx, opts, key, def, min, max, &d);
+  int rc = stg_st_opt_number(ctx, opts, key, def, min, max, &d);
   if (rc)
     return rc;
   if (d != floor(d))
-    return ebb_st_fail(ctx, EBB_ECONFIG, "option %s: %g is not a whole number", key, d);
+    return stg_st_fail(ctx, EBB_ECONFIG, "option %s: %g is not a whole number", key, d);
   *out = (int)d;
   return 0;
 }
 
-int ebb_st_opt_string(ebb_stage_ctx *ctx, json_t *opts, const char *key, const char *def,
+int stg_st_opt_string(ebb_stage_ctx *ctx, json_t *opts, const char *key, const char *def,
                       const char **out) {
   json_t *v = json_object_get(opts, key);
   if (!v || json_is_null(v)) {
@@ -75,12 +75,12 @@ int ebb_st_opt_string(ebb_stage_ctx *ctx, json_t *opts, const char *key, const c
     return 0;
   }
   if (!json_is_string(v))
-    return ebb_st_fail(ctx, EBB_ECONFIG, "option %s: expected a string", key);
+    return stg_st_fail(ctx, EBB_ECONFIG, "option %s: expected a string", key);
   *out = json_string_value(v);
   return 0;
 }
 
-int ebb_st_find_mono(ebb_stage_ctx *ctx, const ebb_items *in, const char *const *names,
+int stg_st_find_mono(ebb_stage_ctx *ctx, const ebb_items *in, const char *const *names,
                      float **mono, uint64_t *frames, uint32_t *rate, const char **used) {
   for (; *names; names++) {
     ebb_item_info info;
@@ -90,12 +90,12 @@ int ebb_st_find_mono(ebb_stage_ctx *ctx, const ebb_items *in, const char *const 
       continue;
     if (info.kind != EBB_ITEM_AUDIO || !info.channels || !info.rate ||
         (info.frames && !info.samples))
-      return ebb_st_fail(ctx, EBB_EINPUT,
+      return stg_st_fail(ctx, EBB_EINPUT,
                          "item \"%s\" is not usable AUDIO (kind %d, %u channels, %u Hz)", *names,
                          (int)info.kind, info.channels, info.rate);
-    float *m = ebb_st_malloc((info.frames ? info.frames : 1) * sizeof *m);
+    float *m = stg_st_malloc((info.frames ? info.frames : 1) * sizeof *m);
     if (!m)
-      return ebb_st_fail(ctx, EBB_ENOMEM, "out of memory for %llu samples of \"%s\"",
+      return stg_st_fail(ctx, EBB_ENOMEM, "out of memory for %llu samples of \"%s\"",
                          (unsigned long long)info.frames, *names);
     for (uint64_t i = 0; i < info.frames; i++) {
       float s = 0.0f;
@@ -114,10 +114,10 @@ int ebb_st_find_mono(ebb_stage_ctx *ctx, const ebb_items *in, const char *const 
 
 /* --- host working buffers counted for the running stage ------------------------- */
 static __thread ebb_stage_ctx *st_host;
-void ebb_st_host_begin(ebb_stage_ctx *ctx) { st_host = ctx; }
-void ebb_st_host_end(void) { st_host = NULL; }
-ebb_stage_ctx *ebb_st_host_ctx(void) { return st_host; }
-void ebb_st_free(void *p) {
+void stg_st_host_begin(ebb_stage_ctx *ctx) { st_host = ctx; }
+void stg_st_host_end(void) { st_host = NULL; }
+ebb_stage_ctx *stg_st_host_ctx(void) { return st_host; }
+void stg_st_free(void *p) {
   if (!p)
     return;
   if (EBB_HOST_HAS_ALLOC_(st_host) && st_host->host->host_free(st_host, p) == 0)
@@ -128,21 +128,21 @@ void ebb_st_free(void *p) {
 /* --- cancellation below a stage's run ------------------------------------------- */
 static __thread ebb_stage_ctx *st_watch;
 static __thread int st_stopped;
-void ebb_st_watch(ebb_stage_ctx *ctx) {
+void stg_st_watch(ebb_stage_ctx *ctx) {
   st_watch = ctx;
   st_stopped = 0;
 }
-void ebb_st_unwatch(void) {
+void stg_st_unwatch(void) {
   st_watch = NULL;
   st_stopped = 0;
 }
-int ebb_st_stop(void) {
+int stg_st_stop(void) {
   if (!st_stopped && st_watch && st_watch->host->cancelled(st_watch))
     st_stopped = 1;
   return st_stopped;
 }
-int ebb_st_stopped(ebb_stage_ctx *ctx, const char *what) {
-  if (!ebb_st_stop())
+int stg_st_stopped(ebb_stage_ctx *ctx, const char *what) {
+  if (!stg_st_stop())
     return 0;
-  return ebb_st_fail(ctx, EBB_ECANCELED, "cancelled during %s", what);
+  return stg_st_fail(ctx, EBB_ECANCELED, "cancelled during %s", what);
 }

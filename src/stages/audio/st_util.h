@@ -10,55 +10,55 @@
 #include "ebb/stage.h"
 
 /* ebb_set_error with a formatted message; returns code. */
-int ebb_st_fail(ebb_stage_ctx *ctx, int code, const char *fmt, ...)
+int stg_st_fail(ebb_stage_ctx *ctx, int code, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 /* Logs a formatted line at level (0 debug .. 3 error). */
-void ebb_st_log(ebb_stage_ctx *ctx, int level, const char *fmt, ...)
+void stg_st_log(ebb_stage_ctx *ctx, int level, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 
 /* Parses options_json (NULL or "" = {}) into *opts (caller json_decref). */
-int ebb_st_options(ebb_stage_ctx *ctx, const char *options_json, json_t **opts);
+int stg_st_options(ebb_stage_ctx *ctx, const char *options_json, json_t **opts);
 /* Option `key` (absent or null: def), checked against [min, max]. */
-int ebb_st_opt_number(ebb_stage_ctx *ctx, json_t *opts, const char *key, double def, double min,
+int stg_st_opt_number(ebb_stage_ctx *ctx, json_t *opts, const char *key, double def, double min,
                       double max, double *out);
 /* An integer option (a number with no fraction). */
-int ebb_st_opt_int(ebb_stage_ctx *ctx, json_t *opts, const char *key, int def, int min, int max,
+int stg_st_opt_int(ebb_stage_ctx *ctx, json_t *opts, const char *key, int def, int min, int max,
                    int *out);
 /* A string option; *out points into opts (valid while opts lives) or is def. */
-int ebb_st_opt_string(ebb_stage_ctx *ctx, json_t *opts, const char *key, const char *def,
+int stg_st_opt_string(ebb_stage_ctx *ctx, json_t *opts, const char *key, const char *def,
                       const char **out);
 
 /* The first of `names` (NULL-terminated) present as an AUDIO item, mixed down
  * to mono: *mono is malloc'd (caller frees), *used is the name found. Returns
  * EBB_ENOTFOUND (with no error set) when none is present. */
-int ebb_st_find_mono(ebb_stage_ctx *ctx, const ebb_items *in, const char *const *names,
+int stg_st_find_mono(ebb_stage_ctx *ctx, const ebb_items *in, const char *const *names,
                      float **mono, uint64_t *frames, uint32_t *rate, const char **used);
 
 /* Host working buffers counted for the running stage (issue 17): between
- * ebb_st_host_begin(ctx) and ebb_st_host_end() on this thread (separate's and
- * pitch's run), ebb_st_malloc/ebb_st_calloc take pageable host memory
+ * stg_st_host_begin(ctx) and stg_st_host_end() on this thread (separate's and
+ * pitch's run), stg_st_malloc/stg_st_calloc take pageable host memory
  * through the stage's host_alloc (its owner's peak, leaks); outside, or
- * from another thread, plain malloc/calloc. ebb_st_free frees either kind
+ * from another thread, plain malloc/calloc. stg_st_free frees either kind
  * (a pointer that is not the stage's goes to free()). */
-void ebb_st_host_begin(ebb_stage_ctx *ctx);
-void ebb_st_host_end(void);
-ebb_stage_ctx *ebb_st_host_ctx(void);
-#define ebb_st_malloc(n) ebb_host_alloc_at_(ebb_st_host_ctx(), (n), 0, EBB_SITE)
-#define ebb_st_calloc(k, n) ebb_host_alloc_at_(ebb_st_host_ctx(), (size_t)(k) * (n), 1, EBB_SITE)
-void ebb_st_free(void *p);
+void stg_st_host_begin(ebb_stage_ctx *ctx);
+void stg_st_host_end(void);
+ebb_stage_ctx *stg_st_host_ctx(void);
+#define stg_st_malloc(n) ebb_host_alloc_at_(stg_st_host_ctx(), (n), 0, EBB_SITE)
+#define stg_st_calloc(k, n) ebb_host_alloc_at_(stg_st_host_ctx(), (size_t)(k) * (n), 1, EBB_SITE)
+void stg_st_free(void *p);
 
 /* Cancellation below a stage's run, in code that has no ctx (the DSP of
- * pitch, separate, align, decode): between ebb_st_watch(ctx) and
- * ebb_st_unwatch() on this thread, ebb_st_stop() answers 1 once the job was
+ * pitch, separate, align, decode): between stg_st_watch(ctx) and
+ * stg_st_unwatch() on this thread, stg_st_stop() answers 1 once the job was
  * cancelled or ran past its deadline (ebb_cancelled), and keeps answering 1
  * (sticky) so that a loop can break out and its caller, after it, return
  * EBB_ECANCELED. Loops call it about every 10 ms of their work (a frame, a
  * block); outside a watch it answers 0 (songgen, the unit tests). */
-void ebb_st_watch(ebb_stage_ctx *ctx);
-void ebb_st_unwatch(void);
-int ebb_st_stop(void);
+void stg_st_watch(ebb_stage_ctx *ctx);
+void stg_st_unwatch(void);
+int stg_st_stop(void);
 /* EBB_ECANCELED with the stage's error "cancelled during WHAT" when
- * ebb_st_stop() said so, else 0. */
-int ebb_st_stopped(ebb_stage_ctx *ctx, const char *what);
+ * stg_st_stop() said so, else 0. */
+int stg_st_stopped(ebb_stage_ctx *ctx, const char *what);
 
 #endif

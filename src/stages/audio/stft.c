@@ -14,14 +14,14 @@
  * parallel jobs, so planning and destroying plans is serialised. */
 static pthread_mutex_t plan_lock = PTHREAD_MUTEX_INITIALIZER;
 
-void ebb_fftw_plan_lock(int lock) {
+void stg_fftw_plan_lock(int lock) {
   if (lock)
     pthread_mutex_lock(&plan_lock);
   else
     pthread_mutex_unlock(&plan_lock);
 }
 
-int ebb_stft_shape_init(ebb_stft_shape *s, int n, int hop, long long nx) {
+int stg_stft_shape_init(stg_stft_shape *s, int n, int hop, long long nx) {
   memset(s, 0, sizeof *s);
   int log2n = 0;
   while ((1 << log2n) < n && log2n < 30)
@@ -46,12 +46,12 @@ int ebb_stft_shape_init(ebb_stft_shape *s, int n, int hop, long long nx) {
   return 0;
 }
 
-void ebb_stft_hann(int n, float *win) {
+void stg_stft_hann(int n, float *win) {
   for (int i = 0; i < n; i++)
     win[i] = (float)(0.5 - 0.5 * cos(2.0 * M_PI * (double)i / (double)n));
 }
 
-void ebb_stft_twiddles(int n, float *tw) {
+void stg_stft_twiddles(int n, float *tw) {
   for (int m = 0; m < n / 2; m++) {
     tw[2 * m] = (float)cos(2.0 * M_PI * (double)m / (double)n);
     tw[2 * m + 1] = (float)-sin(2.0 * M_PI * (double)m / (double)n);
@@ -79,9 +79,9 @@ static void destroy_plan(fftwf_plan plan) {
   pthread_mutex_unlock(&plan_lock);
 }
 
-int ebb_stft_forward_cpu(const ebb_stft_shape *s, const float *x, float *spec, float *mag) {
+int stg_stft_forward_cpu(const stg_stft_shape *s, const float *x, float *spec, float *mag) {
   int rc = 0, n = s->n, nb = s->nbins;
-  float *win = ebb_st_malloc(sizeof(float) * (size_t)n);
+  float *win = stg_st_malloc(sizeof(float) * (size_t)n);
   float *in = fftwf_malloc(sizeof(float) * (size_t)n);
   fftwf_complex *out = fftwf_malloc(sizeof(fftwf_complex) * (size_t)nb);
   fftwf_plan plan = NULL;
@@ -91,9 +91,9 @@ int ebb_stft_forward_cpu(const ebb_stft_shape *s, const float *x, float *spec, f
   }
   if ((rc = plan_1d(n, in, out, NULL, NULL, "STFT", &plan)))
     goto done;
-  ebb_stft_hann(n, win);
+  stg_stft_hann(n, win);
   for (int f = 0; f < s->nframes; f++) {
-    if ((f & 63) == 0 && ebb_st_stop()) {
+    if ((f & 63) == 0 && stg_st_stop()) {
       rc = ebb_seterr(EBB_ECANCELED, "STFT: cancelled at frame %d of %d", f, s->nframes);
       goto done;
     }
@@ -117,17 +117,17 @@ done:
   destroy_plan(plan);
   fftwf_free(out);
   fftwf_free(in);
-  ebb_st_free(win);
+  stg_st_free(win);
   return rc;
 }
 
-int ebb_stft_inverse_cpu(const ebb_stft_shape *s, const float *spec, float *y) {
+int stg_stft_inverse_cpu(const stg_stft_shape *s, const float *spec, float *y) {
   int rc = 0, n = s->n, nb = s->nbins;
-  float *win = ebb_st_malloc(sizeof(float) * (size_t)n);
+  float *win = stg_st_malloc(sizeof(float) * (size_t)n);
   /* Overlap-add by scatter, frame by frame in increasing order: per sample
    * the same additions in the same order as the kernels' gather
-   * (ebb_k_overlap_add), without holding every frame. */
-  float *wss = ebb_st_calloc((size_t)s->nx + 1, sizeof(float));
+   * (stg_k_overlap_add), without holding every frame. */
+  float *wss = stg_st_calloc((size_t)s->nx + 1, sizeof(float));
   fftwf_complex *in = fftwf_malloc(sizeof(fftwf_complex) * (size_t)nb);
   float *out = fftwf_malloc(sizeof(float) * (size_t)n);
   fftwf_plan plan = NULL;
@@ -137,7 +137,7 @@ int ebb_stft_inverse_cpu(const ebb_stft_shape *s, const float *spec, float *y) {
   }
   if ((rc = plan_1d(n, NULL, NULL, in, out, "inverse STFT", &plan)))
     goto done;
-  ebb_stft_hann(n, win);
+  stg_stft_hann(n, win);
   memset(y, 0, sizeof(float) * (size_t)s->nx);
   float scale = 1.0f / (float)n;
   for (int f = 0; f < s->nframes; f++) {
@@ -164,7 +164,7 @@ done:
   destroy_plan(plan);
   fftwf_free(out);
   fftwf_free(in);
-  ebb_st_free(wss);
-  ebb_st_free(win);
+  stg_st_free(wss);
+  stg_st_free(win);
   return rc;
 }

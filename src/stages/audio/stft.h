@@ -11,7 +11,7 @@
 
 #include <stdint.h>
 
-typedef struct ebb_stft_shape {
+typedef struct stg_stft_shape {
   int n;          /* FFT size, a power of two (64 .. 4096: the FFT kernel keeps a frame in shared memory) */
   int hop;        /* 1 .. n */
   int log2n;
@@ -19,29 +19,29 @@ typedef struct ebb_stft_shape {
   int pad;        /* n/2 */
   int nframes;
   long long nx;   /* signal length in samples */
-} ebb_stft_shape;
+} stg_stft_shape;
 
 /* Fills *s for a signal of nx samples. EBB_EINVAL (message names the value)
  * when n is not a power of two in range, hop is out of range, or the frame
  * count would not fit an int. */
-int ebb_stft_shape_init(ebb_stft_shape *s, int n, int hop, long long nx);
+int stg_stft_shape_init(stg_stft_shape *s, int n, int hop, long long nx);
 
 /* The periodic Hann window, n floats (computed in double). */
-void ebb_stft_hann(int n, float *win);
+void stg_stft_hann(int n, float *win);
 /* Forward twiddles for the radix-2 kernel: tw[2m], tw[2m+1] = cos, -sin of
  * 2*pi*m/n for m < n/2 (n floats). */
-void ebb_stft_twiddles(int n, float *tw);
+void stg_stft_twiddles(int n, float *tw);
 
 /* Forward STFT of x (s->nx samples): spec (complex, interleaved re/im,
  * nframes * nbins * 2 floats) and/or mag (nframes * nbins floats); either may
  * be NULL. Caller owns all buffers. */
-int ebb_stft_forward_cpu(const ebb_stft_shape *s, const float *x, float *spec, float *mag);
+int stg_stft_forward_cpu(const stg_stft_shape *s, const float *x, float *spec, float *mag);
 
 /* FFTW's planner is not thread-safe: whoever plans or destroys a plan holds
  * this lock (1: take it, 0: give it back). */
-void ebb_fftw_plan_lock(int lock);
+void stg_fftw_plan_lock(int lock);
 
 /* Inverse STFT of spec (nframes * nbins complex) into y (s->nx samples). */
-int ebb_stft_inverse_cpu(const ebb_stft_shape *s, const float *spec, float *y);
+int stg_stft_inverse_cpu(const stg_stft_shape *s, const float *spec, float *y);
 
 #endif

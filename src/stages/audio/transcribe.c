@@ -18,7 +18,7 @@
 typedef struct transcribe_state {
   char *url; /* NULL: no server configured, the stage is skipped */
   char *model, *language, *prompt, *api_key, *source;
-  ebb_whisper_protocol protocol;
+  stg_whisper_protocol protocol;
   double timeout_s, connect_timeout_s;
   int retries;
 } transcribe_state;
@@ -82,7 +82,7 @@ static int set_string(ebb_stage_ctx *ctx, const char *key, const char *value, co
     s = def;
   *out = NULL;
   if (s && !(*out = strdup(s)))
-    return ebb_st_fail(ctx, EBB_ENOMEM, "option %s: out of memory", key);
+    return stg_st_fail(ctx, EBB_ENOMEM, "option %s: out of memory", key);
   return 0;
 }
 
@@ -94,11 +94,11 @@ static int transcribe_load(ebb_stage_ctx *ctx, const char *options_json, void **
   int rc = stage_opts_parse("transcribe", options_json, &opts, &v);
   stage_opts_read("transcribe", NULL, &d); /* the defaults, for options given as "" */
   if (rc) {
-    rc = ebb_st_fail(ctx, rc, "%s", ebb_errmsg());
+    rc = stg_st_fail(ctx, rc, "%s", ebb_errmsg());
     goto done;
   }
   if (!(s = calloc(1, sizeof *s))) {
-    rc = ebb_st_fail(ctx, EBB_ENOMEM, "out of memory");
+    rc = stg_st_fail(ctx, EBB_ENOMEM, "out of memory");
     goto done;
   }
   if ((rc = set_string(ctx, "url", v.url, "EBB_WHISPER_URL", d.url, &s->url)) ||
@@ -113,21 +113,21 @@ static int transcribe_load(ebb_stage_ctx *ctx, const char *options_json, void **
   s->timeout_s = v.timeout_s;
   s->connect_timeout_s = v.connect_timeout_s;
   s->retries = v.retries;
-  if (ebb_whisper_protocol_parse(proto, &s->protocol)) {
-    rc = ebb_st_fail(ctx, EBB_ECONFIG, "%s", ebb_errmsg());
+  if (stg_whisper_protocol_parse(proto, &s->protocol)) {
+    rc = stg_st_fail(ctx, EBB_ECONFIG, "%s", ebb_errmsg());
     goto done;
   }
   /* the URL and the key go into the request line and a header: a CR or LF
    * there would add headers of the value's choosing */
   const char *ctl = has_control(s->url) ? "url" : has_control(s->api_key) ? "api_key" : NULL;
   if (ctl) {
-    rc = ebb_st_fail(ctx, EBB_ECONFIG, "option %s: the value holds a control character (from "
+    rc = stg_st_fail(ctx, EBB_ECONFIG, "option %s: the value holds a control character (from "
                      "the options or %s)", ctl, ctl[0] == 'u' ? "EBB_WHISPER_URL"
                                                               : "EBB_WHISPER_API_KEY");
     goto done;
   }
   if (s->url && strncmp(s->url, "http://", 7) && strncmp(s->url, "https://", 8)) {
-    rc = ebb_st_fail(ctx, EBB_ECONFIG, "option url: \"%s\" is not an http:// or https:// URL", s->url);
+    rc = stg_st_fail(ctx, EBB_ECONFIG, "option url: \"%s\" is not an http:// or https:// URL", s->url);
     goto done;
   }
   *state = s;
@@ -194,14 +194,14 @@ static int find_audio(ebb_stage_ctx *ctx, const transcribe_state *s, const ebb_i
     }
   }
   if (rc)
-    return ebb_st_fail(ctx, EBB_EINPUT, "no AUDIO item \"%s\"%s in the job", s->source,
+    return stg_st_fail(ctx, EBB_EINPUT, "no AUDIO item \"%s\"%s in the job", s->source,
                 strcmp(s->source, "audio") ? " (nor \"audio\")" : "");
   if (info->kind != EBB_ITEM_AUDIO || !info->channels || !info->rate ||
       (info->frames && !info->samples))
-    return ebb_st_fail(ctx, EBB_EINPUT, "item \"%s\" is not usable AUDIO (kind %d, %u channels, %u Hz)",
+    return stg_st_fail(ctx, EBB_EINPUT, "item \"%s\" is not usable AUDIO (kind %d, %u channels, %u Hz)",
                 name, (int)info->kind, info->channels, info->rate);
   if (info->frames == 0)
-    return ebb_st_fail(ctx, EBB_EINPUT, "item \"%s\" is empty (0 frames): nothing to transcribe", name);
+    return stg_st_fail(ctx, EBB_EINPUT, "item \"%s\" is empty (0 frames): nothing to transcribe", name);
   return 0;
 }
 
@@ -214,7 +214,7 @@ static int transcribe_run(ebb_stage_ctx *ctx, void *state, const ebb_items *in, 
     return 0;
   }
   if (ebb_cancelled(ctx))
-    return ebb_st_fail(ctx, EBB_ECANCELED, "cancelled before the request to %s", s->url);
+    return stg_st_fail(ctx, EBB_ECANCELED, "cancelled before the request to %s", s->url);
   ebb_item_info info;
   int rc = find_audio(ctx, s, in, &info);
   if (rc)
@@ -224,9 +224,9 @@ static int transcribe_run(ebb_stage_ctx *ctx, void *state, const ebb_items *in, 
   uint64_t frames = info.frames;
   const float *pcm = info.samples;
   if (info.channels > 1) {
-    if ((rc = ebb_pcm_to_mono_rate(info.samples, info.frames, info.channels, info.rate, info.rate,
+    if ((rc = stg_pcm_to_mono_rate(info.samples, info.frames, info.channels, info.rate, info.rate,
                                    &mono, &frames)))
-      return ebb_st_fail(ctx, rc, "%s", ebb_errmsg());
+      return stg_st_fail(ctx, rc, "%s", ebb_errmsg());
     pcm = mono;
   }
 
@@ -234,7 +234,7 @@ static int transcribe_run(ebb_stage_ctx *ctx, void *state, const ebb_items *in, 
   double left = ctx->host->seconds_left ? ctx->host->seconds_left(ctx) : -1;
   if (left >= 0 && left < timeout)
     timeout = left > 0.001 ? left : 0.001; /* the job's deadline comes first */
-  ebb_transcribe_opts o = {
+  stg_transcribe_opts o = {
       .url = s->url,
       .protocol = s->protocol,
       .model = s->model,
@@ -252,11 +252,11 @@ static int transcribe_run(ebb_stage_ctx *ctx, void *state, const ebb_items *in, 
       .progress_arg = ctx,
   };
   char *json = NULL;
-  ebb_transcribe_stats st;
-  rc = ebb_transcribe_request(&o, pcm, frames, info.rate, &json, &st);
+  stg_transcribe_stats st;
+  rc = stg_transcribe_request(&o, pcm, frames, info.rate, &json, &st);
   free(mono);
   if (rc)
-    return ebb_st_fail(ctx, rc, "%s", ebb_errmsg());
+    return stg_st_fail(ctx, rc, "%s", ebb_errmsg());
 
   json_t *t = json_loads(json, 0, NULL);
   json_t *lang = json_object_get(t, "language");
@@ -275,13 +275,13 @@ static int transcribe_run(ebb_stage_ctx *ctx, void *state, const ebb_items *in, 
   rc = ctx->host->add_json(out, "transcript", json);
   free(json);
   if (rc)
-    return ebb_st_fail(ctx, rc, "cannot add the transcript item");
+    return stg_st_fail(ctx, rc, "cannot add the transcript item");
   if (ctx->host->progress)
     ctx->host->progress(ctx, 1.0);
   return 0;
 }
 
-const ebb_stage ebb_stage_transcribe = {
+const ebb_stage stg_stage_transcribe = {
     .abi_version = EBB_STAGE_ABI_VERSION,
     .size = sizeof(ebb_stage),
     .name = "transcribe",

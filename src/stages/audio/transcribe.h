@@ -8,8 +8,8 @@
  *    "server": "<url>", "protocol": "openai"|"whispercpp"}
  * Times are seconds from the start of the audio, rounded to milliseconds.
  *
- * The stage (`ebb_stage_transcribe`, transcribe.c) is a thin wrapper around
- * ebb_transcribe_request; tests call the request and the parser directly.
+ * The stage (`stg_stage_transcribe`, transcribe.c) is a thin wrapper around
+ * stg_transcribe_request; tests call the request and the parser directly.
  * Nothing here touches device memory. */
 #ifndef EBB_STAGES_AUDIO_TRANSCRIBE_H
 #define EBB_STAGES_AUDIO_TRANSCRIBE_H
@@ -21,19 +21,19 @@ typedef enum {
   EBB_WHISPER_AUTO = 0,      /* by URL path: ".../inference" -> whispercpp, else openai */
   EBB_WHISPER_OPENAI = 1,    /* POST multipart to the URL, OpenAI's field names */
   EBB_WHISPER_WHISPERCPP = 2 /* whisper.cpp's examples/server */
-} ebb_whisper_protocol;
+} stg_whisper_protocol;
 
 /* "openai" / "whispercpp" / "auto". */
-const char *ebb_whisper_protocol_name(ebb_whisper_protocol p);
+const char *stg_whisper_protocol_name(stg_whisper_protocol p);
 /* Parses "auto" | "openai" | "whispercpp"; EBB_ECONFIG naming the value otherwise. */
-int ebb_whisper_protocol_parse(const char *s, ebb_whisper_protocol *out);
+int stg_whisper_protocol_parse(const char *s, stg_whisper_protocol *out);
 /* AUTO resolved against the URL's path (query and fragment ignored). */
-ebb_whisper_protocol ebb_whisper_protocol_resolve(ebb_whisper_protocol p, const char *url);
+stg_whisper_protocol stg_whisper_protocol_resolve(stg_whisper_protocol p, const char *url);
 
 /* Options of one request. All strings are borrowed for the call. */
-typedef struct ebb_transcribe_opts {
+typedef struct stg_transcribe_opts {
   const char *url;            /* full endpoint URL; required */
-  ebb_whisper_protocol protocol;
+  stg_whisper_protocol protocol;
   const char *model;          /* openai "model" field; NULL -> "whisper-1" */
   const char *language;       /* ISO code sent as "language"; NULL -> server detects */
   const char *prompt;         /* optional "prompt" */
@@ -53,15 +53,15 @@ typedef struct ebb_transcribe_opts {
   /* Upload progress in [0, 1]. May be NULL. */
   void (*progress)(void *arg, double fraction);
   void *progress_arg;
-} ebb_transcribe_opts;
+} stg_transcribe_opts;
 
 /* What a request did; filled also when it fails. */
-typedef struct ebb_transcribe_stats {
+typedef struct stg_transcribe_stats {
   int attempts;          /* HTTP requests made */
   long http_status;      /* of the last attempt; 0 when no response came */
   int words_dropped;     /* words/segments with bad times left out */
   size_t upload_bytes;   /* WAV bytes sent per attempt */
-} ebb_transcribe_stats;
+} stg_transcribe_stats;
 
 /* Sends mono float PCM at `rate` (converted to 16 kHz 16-bit WAV first) to the
  * server and parses its verbose_json answer. On success *transcript_json is a
@@ -70,8 +70,8 @@ typedef struct ebb_transcribe_stats {
  * EBB_ECONFIG (HTTP 401/403/404, bad options), EBB_EPROTO (other HTTP errors,
  * malformed or incomplete JSON) or EBB_EINVAL/EBB_ENOMEM, with a message that
  * names the URL and what was wrong. `stats` may be NULL. */
-int ebb_transcribe_request(const ebb_transcribe_opts *opts, const float *mono, uint64_t frames,
-                           uint32_t rate, char **transcript_json, ebb_transcribe_stats *stats);
+int stg_transcribe_request(const stg_transcribe_opts *opts, const float *mono, uint64_t frames,
+                           uint32_t rate, char **transcript_json, stg_transcribe_stats *stats);
 
 /* Parses a verbose_json body (`len` bytes, need not be NUL-terminated) from a
  * server speaking `protocol` (OPENAI or WHISPERCPP) into ebb's transcript JSON
@@ -88,13 +88,13 @@ int ebb_transcribe_request(const ebb_transcribe_opts *opts, const float *mono, u
  * warning. Fails with EBB_EPROTO naming `url` on malformed JSON (with line
  * and column), a server error object, or a missing "text" or missing both
  * "words" and "segments". */
-int ebb_transcribe_parse(const char *body, size_t len, ebb_whisper_protocol protocol,
+int stg_transcribe_parse(const char *body, size_t len, stg_whisper_protocol protocol,
                          const char *url, char **transcript_json, int *dropped,
                          void (*log)(void *arg, int level, const char *msg), void *log_arg);
 
 /* Maps Whisper's language names ("english", "English") to ISO 639-1 codes
  * ("en"); codes and unknown names pass through unchanged. Returns a static
  * string or `name` itself. */
-const char *ebb_whisper_language_code(const char *name);
+const char *stg_whisper_language_code(const char *name);
 
 #endif

@@ -26,7 +26,7 @@ typedef struct membuf {
 } membuf;
 
 typedef struct xfer {
-  const ebb_transcribe_opts *o;
+  const stg_transcribe_opts *o;
   int cancelled;
 } xfer;
 
@@ -57,7 +57,7 @@ static size_t on_write(char *ptr, size_t size, size_t nmemb, void *ud) {
   return n;
 }
 
-static int is_cancelled(const ebb_transcribe_opts *o) {
+static int is_cancelled(const stg_transcribe_opts *o) {
   return o->cancelled && o->cancelled(o->cancel_arg);
 }
 
@@ -75,9 +75,9 @@ static int on_xferinfo(void *ud, curl_off_t dltotal, curl_off_t dlnow, curl_off_
   return 0;
 }
 
-static void logf_(const ebb_transcribe_opts *o, int level, const char *fmt, ...)
+static void logf_(const stg_transcribe_opts *o, int level, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
-static void logf_(const ebb_transcribe_opts *o, int level, const char *fmt, ...) {
+static void logf_(const stg_transcribe_opts *o, int level, const char *fmt, ...) {
   if (!o->log)
     return;
   char msg[2048];
@@ -120,7 +120,7 @@ static int retryable_curl(CURLcode cc) {
 }
 
 /* Sleeps `s` seconds in small steps; 1 when cancelled meanwhile. */
-static int backoff_sleep(const ebb_transcribe_opts *o, double s) {
+static int backoff_sleep(const stg_transcribe_opts *o, double s) {
   struct timespec t0, now;
   clock_gettime(CLOCK_MONOTONIC, &t0);
   for (;;) {
@@ -144,7 +144,7 @@ static int add_field(curl_mime *m, const char *name, const char *value) {
   return 0;
 }
 
-static int build_form(CURL *h, const ebb_transcribe_opts *o, ebb_whisper_protocol proto,
+static int build_form(CURL *h, const stg_transcribe_opts *o, stg_whisper_protocol proto,
                       const unsigned char *wav, size_t wav_len, curl_mime **out) {
   curl_mime *m = curl_mime_init(h);
   if (!m)
@@ -200,9 +200,9 @@ static int apply_language_hint(char **json, const char *language) {
 
 /* One request's state: what the attempts share and what `done` frees. */
 typedef struct request {
-  const ebb_transcribe_opts *o;
+  const stg_transcribe_opts *o;
   char url[512]; /* redacted, for messages */
-  ebb_whisper_protocol proto;
+  stg_whisper_protocol proto;
   double timeout, ctimeout;
   CURL *h;
   curl_mime *form;
@@ -221,7 +221,7 @@ static void request_free(request *r) {
   curl_slist_free_all(r->hdrs);
 }
 
-static int check_request(const ebb_transcribe_opts *o, const float *mono, uint64_t frames,
+static int check_request(const stg_transcribe_opts *o, const float *mono, uint64_t frames,
                          uint32_t rate, char **transcript_json) {
   if (!o || !transcript_json || (frames && !mono) || rate == 0)
     return ebb_seterr(EBB_EINVAL, "transcribe: bad arguments");
@@ -238,15 +238,15 @@ static int encode_upload(const float *mono, uint64_t frames, uint32_t rate, unsi
                          size_t *wav_len) {
   float *pcm16k = NULL;
   uint64_t n16k = 0;
-  int rc = ebb_pcm_to_mono_rate(mono, frames, 1, rate, WHISPER_RATE, &pcm16k, &n16k);
+  int rc = stg_pcm_to_mono_rate(mono, frames, 1, rate, WHISPER_RATE, &pcm16k, &n16k);
   if (!rc)
-    rc = ebb_wav_encode_s16(pcm16k, n16k, 1, WHISPER_RATE, wav, wav_len);
+    rc = stg_wav_encode_s16(pcm16k, n16k, 1, WHISPER_RATE, wav, wav_len);
   free(pcm16k);
   return rc ? ebb_errctx(rc, "transcribe: ") : 0;
 }
 
 static int build_headers(request *r) {
-  const ebb_transcribe_opts *o = r->o;
+  const stg_transcribe_opts *o = r->o;
   struct curl_slist *hdrs = curl_slist_append(NULL, "Expect:"); /* no 1 s "100 Continue" wait */
   hdrs = hdrs ? curl_slist_append(hdrs, "Accept: application/json") : NULL;
   if (hdrs && o->api_key && *o->api_key) {
@@ -370,8 +370,8 @@ static CURLcode perform_watched(request *r) {
 
 /* Attempts until an answer parses, an error is final, or the retries are
  * spent (backoff doubling from backoff_s). */
-static int perform(request *r, char **transcript_json, ebb_transcribe_stats *st) {
-  const ebb_transcribe_opts *o = r->o;
+static int perform(request *r, char **transcript_json, stg_transcribe_stats *st) {
+  const stg_transcribe_opts *o = r->o;
   int retries = o->retries > 0 ? o->retries : 0;
   double backoff = o->backoff_s > 0 ? o->backoff_s : 0.5;
   for (int attempt = 1;; attempt++) {
@@ -390,7 +390,7 @@ static int perform(request *r, char **transcript_json, ebb_transcribe_stats *st)
       st->http_status = status;
     }
     if (cc == CURLE_OK && status >= 200 && status < 300) {
-      int rc = ebb_transcribe_parse(r->body.p, r->body.n, r->proto, r->url, transcript_json,
+      int rc = stg_transcribe_parse(r->body.p, r->body.n, r->proto, r->url, transcript_json,
                                     &st->words_dropped, o->log, o->log_arg);
       return rc ? rc : apply_language_hint(transcript_json, o->language);
     }
@@ -408,17 +408,17 @@ static int perform(request *r, char **transcript_json, ebb_transcribe_stats *st)
   }
 }
 
-int ebb_transcribe_request(const ebb_transcribe_opts *o, const float *mono, uint64_t frames,
-                           uint32_t rate, char **transcript_json, ebb_transcribe_stats *stats) {
-  ebb_transcribe_stats st_local;
-  ebb_transcribe_stats *st = stats ? stats : &st_local;
+int stg_transcribe_request(const stg_transcribe_opts *o, const float *mono, uint64_t frames,
+                           uint32_t rate, char **transcript_json, stg_transcribe_stats *stats) {
+  stg_transcribe_stats st_local;
+  stg_transcribe_stats *st = stats ? stats : &st_local;
   memset(st, 0, sizeof *st);
   int rc = check_request(o, mono, frames, rate, transcript_json);
   if (rc)
     return rc;
   request r = {.o = o, .x = {.o = o}};
   redact_url(o->url, r.url, sizeof r.url);
-  r.proto = ebb_whisper_protocol_resolve(o->protocol, o->url);
+  r.proto = stg_whisper_protocol_resolve(o->protocol, o->url);
   r.timeout = o->timeout_s > 0 ? o->timeout_s : 600.0;
   r.ctimeout = o->connect_timeout_s > 0 ? o->connect_timeout_s : 10.0;
   unsigned char *wav = NULL;

@@ -29,7 +29,7 @@ typedef struct word_buf { /* a word being merged from sub-word pieces */
   int open;
 } word_buf;
 
-const char *ebb_whisper_protocol_name(ebb_whisper_protocol p) {
+const char *stg_whisper_protocol_name(stg_whisper_protocol p) {
   switch (p) {
   case EBB_WHISPER_OPENAI:
     return "openai";
@@ -40,7 +40,7 @@ const char *ebb_whisper_protocol_name(ebb_whisper_protocol p) {
   }
 }
 
-int ebb_whisper_protocol_parse(const char *s, ebb_whisper_protocol *out) {
+int stg_whisper_protocol_parse(const char *s, stg_whisper_protocol *out) {
   if (!s || !strcmp(s, "auto"))
     *out = EBB_WHISPER_AUTO;
   else if (!strcmp(s, "openai"))
@@ -54,7 +54,7 @@ int ebb_whisper_protocol_parse(const char *s, ebb_whisper_protocol *out) {
   return 0;
 }
 
-ebb_whisper_protocol ebb_whisper_protocol_resolve(ebb_whisper_protocol p, const char *url) {
+stg_whisper_protocol stg_whisper_protocol_resolve(stg_whisper_protocol p, const char *url) {
   if (p != EBB_WHISPER_AUTO)
     return p;
   if (!url)
@@ -69,7 +69,7 @@ ebb_whisper_protocol ebb_whisper_protocol_resolve(ebb_whisper_protocol p, const 
   return EBB_WHISPER_OPENAI;
 }
 
-const char *ebb_whisper_language_code(const char *name) {
+const char *stg_whisper_language_code(const char *name) {
   static const char *const map[][2] = {
       {"english", "en"},    {"chinese", "zh"},   {"german", "de"},     {"spanish", "es"},
       {"russian", "ru"},    {"korean", "ko"},    {"french", "fr"},     {"japanese", "ja"},
@@ -310,7 +310,7 @@ static const char *error_text(json_t *root) {
 }
 
 /* Collects words per the rules in transcribe.h. */
-static int collect_words(parse_acc *acc, json_t *root, json_t *segs, ebb_whisper_protocol proto) {
+static int collect_words(parse_acc *acc, json_t *root, json_t *segs, stg_whisper_protocol proto) {
   json_t *top = json_object_get(root, "words");
   int merge = proto == EBB_WHISPER_WHISPERCPP;
   if (json_is_array(top) && (!merge || !json_is_array(segs)))
@@ -376,7 +376,7 @@ static int check_answer(json_t *root, const char *where, json_t **text, json_t *
   return 0;
 }
 
-int ebb_transcribe_parse(const char *body, size_t len, ebb_whisper_protocol protocol,
+int stg_transcribe_parse(const char *body, size_t len, stg_whisper_protocol protocol,
                          const char *url, char **transcript_json, int *dropped,
                          void (*log)(void *arg, int level, const char *msg), void *log_arg) {
   const char *where = url ? url : "the server";
@@ -385,7 +385,7 @@ int ebb_transcribe_parse(const char *body, size_t len, ebb_whisper_protocol prot
   if (!transcript_json || (!body && len))
     return ebb_seterr(EBB_EINVAL, "transcript parse: bad arguments");
   if (protocol == EBB_WHISPER_AUTO)
-    protocol = ebb_whisper_protocol_resolve(protocol, url);
+    protocol = stg_whisper_protocol_resolve(protocol, url);
 
   json_error_t jerr;
   json_t *root = json_loadb(body ? body : "", len, 0, &jerr);
@@ -416,12 +416,12 @@ int ebb_transcribe_parse(const char *body, size_t len, ebb_whisper_protocol prot
   }
 
   json_t *lang = json_object_get(root, "language");
-  const char *code = json_is_string(lang) ? ebb_whisper_language_code(json_string_value(lang)) : NULL;
+  const char *code = json_is_string(lang) ? stg_whisper_language_code(json_string_value(lang)) : NULL;
   if (json_object_set_new(out, "text", trimmed_string(json_string_value(text))) ||
       json_object_set_new(out, "language", code && *code ? json_string(code) : json_null()) ||
       json_object_set(out, "words", acc.words) || json_object_set(out, "segments", acc.segments) ||
       json_object_set_new(out, "server", json_string(url ? url : "")) ||
-      json_object_set_new(out, "protocol", json_string(ebb_whisper_protocol_name(protocol)))) {
+      json_object_set_new(out, "protocol", json_string(stg_whisper_protocol_name(protocol)))) {
     rc = ebb_seterr(EBB_ENOMEM, "transcript: out of memory");
     goto done;
   }

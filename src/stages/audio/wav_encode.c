@@ -31,7 +31,7 @@ static int16_t to_s16(float x) {
   return (int16_t)lrintf(x * 32767.0f);
 }
 
-int ebb_wav_encode_s16(const float *samples, uint64_t frames, uint32_t channels, uint32_t rate,
+int stg_wav_encode_s16(const float *samples, uint64_t frames, uint32_t channels, uint32_t rate,
                        unsigned char **out, size_t *out_len) {
   if (!out || !out_len || channels == 0 || channels > 65535 || rate == 0 ||
       (frames > 0 && !samples))
@@ -70,7 +70,7 @@ int ebb_wav_encode_s16(const float *samples, uint64_t frames, uint32_t channels,
   return 0;
 }
 
-int ebb_pcm_to_mono_rate(const float *samples, uint64_t frames, uint32_t channels, uint32_t rate,
+int stg_pcm_to_mono_rate(const float *samples, uint64_t frames, uint32_t channels, uint32_t rate,
                          uint32_t out_rate, float **out, uint64_t *out_frames) {
   if (!out || !out_frames || channels == 0 || rate == 0 || out_rate == 0 ||
       (frames > 0 && !samples))

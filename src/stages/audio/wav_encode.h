@@ -15,14 +15,14 @@
  * caller owns (free()) of *out_len bytes. Fails with EBB_EINVAL on a zero
  * channel count or rate or a size that does not fit a WAV (4 GiB), or
  * EBB_ENOMEM. */
-int ebb_wav_encode_s16(const float *samples, uint64_t frames, uint32_t channels, uint32_t rate,
+int stg_wav_encode_s16(const float *samples, uint64_t frames, uint32_t channels, uint32_t rate,
                        unsigned char **out, size_t *out_len);
 
 /* Converts interleaved float PCM to mono at `out_rate` (averaging channels,
  * then resampling with libsamplerate when the rates differ). On success
  * *out is a malloc'd buffer of *out_frames floats the caller owns (free()).
  * Fails with EBB_EINVAL, EBB_ENOMEM or EBB_EIO (libsamplerate's message). */
-int ebb_pcm_to_mono_rate(const float *samples, uint64_t frames, uint32_t channels, uint32_t rate,
+int stg_pcm_to_mono_rate(const float *samples, uint64_t frames, uint32_t channels, uint32_t rate,
                          uint32_t out_rate, float **out, uint64_t *out_frames);
 
 #endif

@@ -8,7 +8,7 @@
  * kernels extern "C" so they are launched by their plain names. Adding a
  * kernel file (e.g. pitch.cu) needs no CMake change: drop it in this folder.
  *
- * Without nvcc the image is empty (ebb_kernels_fatbin_size == 0): launch with
+ * Without nvcc the image is empty (stg_kernels_fatbin_size == 0): launch with
  * image NULL (by name); the fake GPU then runs each kernel's host twin
  * (`fakegpu_twin_<name>`, see src/device/kernel_twin.h), and on a real GPU the
  * launch fails, so a stage falls back to its CPU path and says so in its log.
@@ -22,16 +22,16 @@
 
 #include <stddef.h>
 
-extern const unsigned char ebb_kernels_fatbin[];
-extern const size_t ebb_kernels_fatbin_size;
+extern const unsigned char stg_kernels_fatbin[];
+extern const size_t stg_kernels_fatbin_size;
 
 /* The image to pass to ctx->host->launch: the fatbin, or NULL when the build
  * had no nvcc (launch by name; twins on the fake). */
-static inline const void *ebb_kernels_image(void) {
-  return ebb_kernels_fatbin_size ? (const void *)ebb_kernels_fatbin : NULL;
+static inline const void *stg_kernels_image(void) {
+  return stg_kernels_fatbin_size ? (const void *)stg_kernels_fatbin : NULL;
 }
 
 /* 1 when a host twin of separate.cu's kernel `name` is linked in. */
-int ebb_sep_kernel_has_twin(const char *name);
+int stg_sep_kernel_has_twin(const char *name);
 
 #endif

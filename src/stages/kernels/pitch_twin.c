@@ -6,7 +6,7 @@
 
 #include <stddef.h>
 
-void fakegpu_twin_pitch_cmndf(const ebb_launch_dims *dims, void **params) {
+void fakegpu_twin_pitch_cmndf(const dev_launch_dims *dims, void **params) {
   const float *x = *(const float **)params[0];
   float *out = *(float **)params[1];
   int n_frames = *(int *)params[2], hop = *(int *)params[3], w = *(int *)params[4];

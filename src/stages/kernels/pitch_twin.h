@@ -6,6 +6,6 @@
 #include "device/kernel_twin.h"
 
 /* params: {const float **x, float **out, int *n_frames, int *hop, int *w, int *tau_max} */
-void fakegpu_twin_pitch_cmndf(const ebb_launch_dims *dims, void **params);
+void fakegpu_twin_pitch_cmndf(const dev_launch_dims *dims, void **params);
 
 #endif

@@ -24,7 +24,7 @@
 #define EBB_KERNEL_OLA_THREADS 256 /* threads per block for overlap-add */
 
 /* Bit-reversal of the low `bits` bits of i. */
-EBB_KFN int ebb_k_bitrev(int i, int bits) {
+EBB_KFN int stg_k_bitrev(int i, int bits) {
   int r = 0;
   for (int b = 0; b < bits; b++)
     r = (r << 1) | ((i >> b) & 1);
@@ -33,7 +33,7 @@ EBB_KFN int ebb_k_bitrev(int i, int bits) {
 
 /* ebb_stft_window: frame f of the centred STFT: x[f*hop + i - pad] * win[i]
  * (0 outside the signal), imaginary part 0. */
-EBB_KFN void ebb_k_window(int tid, int nthreads, int f, const float *x, long long nx,
+EBB_KFN void stg_k_window(int tid, int nthreads, int f, const float *x, long long nx,
                           const float *win, float *frames, int n, int hop, int pad) {
   float *fr = frames + (long long)f * n * 2;
   for (int i = tid; i < n; i += nthreads) {
@@ -46,10 +46,10 @@ EBB_KFN void ebb_k_window(int tid, int nthreads, int f, const float *x, long lon
 
 /* ebb_fft_radix2, phase 1: load one frame into shared memory in bit-reversed
  * order. */
-EBB_KFN void ebb_k_fft_load(int tid, int nthreads, const float *fr, float *sh, int n,
+EBB_KFN void stg_k_fft_load(int tid, int nthreads, const float *fr, float *sh, int n,
                             int log2n) {
   for (int i = tid; i < n; i += nthreads) {
-    int j = ebb_k_bitrev(i, log2n);
+    int j = stg_k_bitrev(i, log2n);
     sh[2 * j] = fr[2 * i];
     sh[2 * j + 1] = fr[2 * i + 1];
   }
@@ -58,7 +58,7 @@ EBB_KFN void ebb_k_fft_load(int tid, int nthreads, const float *fr, float *sh, i
 /* Phase 2 (once per stage, half = 1, 2, 4, ... n/2): the stage's n/2
  * butterflies. tw[2m], tw[2m+1] = cos, -sin of 2*pi*m/n (m < n/2); sign -1
  * conjugates the twiddles (inverse transform). */
-EBB_KFN void ebb_k_fft_stage(int tid, int nthreads, float *sh, const float *tw, int n,
+EBB_KFN void stg_k_fft_stage(int tid, int nthreads, float *sh, const float *tw, int n,
                              int half, float sign) {
   int stride = n / (2 * half);
   for (int b = tid; b < n / 2; b += nthreads) {
@@ -80,7 +80,7 @@ EBB_KFN void ebb_k_fft_stage(int tid, int nthreads, float *sh, const float *tw, 
 }
 
 /* Phase 3: store the frame back, scaled (1 forward, 1/n inverse). */
-EBB_KFN void ebb_k_fft_store(int tid, int nthreads, float *fr, const float *sh, int n,
+EBB_KFN void stg_k_fft_store(int tid, int nthreads, float *fr, const float *sh, int n,
                              float scale) {
   for (int i = tid; i < n; i += nthreads) {
     fr[2 * i] = sh[2 * i] * scale;
@@ -89,7 +89,7 @@ EBB_KFN void ebb_k_fft_store(int tid, int nthreads, float *fr, const float *sh, 
 }
 
 /* ebb_stft_magnitude: |X(f, k)| for k <= n/2, frame-major (f * nbins + k). */
-EBB_KFN void ebb_k_magnitude(int tid, int nthreads, int f, const float *frames, float *mag,
+EBB_KFN void stg_k_magnitude(int tid, int nthreads, int f, const float *frames, float *mag,
                              int n, int nbins) {
   const float *fr = frames + (long long)f * n * 2;
   for (int k = tid; k < nbins; k += nthreads) {
@@ -100,7 +100,7 @@ EBB_KFN void ebb_k_magnitude(int tid, int nthreads, int f, const float *frames, 
 
 /* ebb_sep_apply_mask: vocals = X * m, accompaniment = X * (1 - m) over the
  * full (Hermitian) frame; bin i > n/2 uses the mask of bin n - i. */
-EBB_KFN void ebb_k_apply_mask(int tid, int nthreads, int f, const float *mix, const float *mask,
+EBB_KFN void stg_k_apply_mask(int tid, int nthreads, int f, const float *mix, const float *mask,
                               float *voc, float *acc, int n, int nbins) {
   long long base = (long long)f * n * 2;
   for (int i = tid; i < n; i += nthreads) {
@@ -119,7 +119,7 @@ EBB_KFN void ebb_k_apply_mask(int tid, int nthreads, int f, const float *mix, co
  * overlap-add of the real parts of the inverse-transformed frames covering it,
  * divided by the sum of squared windows (least-squares ISTFT, Griffin & Lim
  * 1984). A gather, so no atomics and the same summation order everywhere. */
-EBB_KFN void ebb_k_overlap_add(long long s, const float *frames, const float *win, float *y,
+EBB_KFN void stg_k_overlap_add(long long s, const float *frames, const float *win, float *y,
                                long long ny, int n, int hop, int pad, int nframes) {
   if (s >= ny)
     return;
@@ -146,7 +146,7 @@ EBB_KFN void ebb_k_overlap_add(long long s, const float *frames, const float *wi
 #define EBB_KERNEL_MAX_MEDIAN 128 /* >= EBB_REPET_MAX_K and EBB_REPET_MAX_MEDIAN */
 
 /* Sorts v[0..n-1] ascending (insertion sort: n <= EBB_KERNEL_MAX_MEDIAN). */
-EBB_KFN void ebb_k_sort(float *v, int n) {
+EBB_KFN void stg_k_sort(float *v, int n) {
   for (int i = 1; i < n; i++) {
     float x = v[i];
     int j = i - 1;
@@ -162,7 +162,7 @@ EBB_KFN void ebb_k_sort(float *v, int n) {
  * interpolation between the order statistics around q (n - 1): the index
  * of the one below, and in *frac how far towards the next (0: none). The
  * same float operations on the host (dsp_repet.c) and the device. */
-EBB_KFN int ebb_k_quantile_index(float q, int n, float *frac) {
+EBB_KFN int stg_k_quantile_index(float q, int n, float *frac) {
   float pos = q * (float)(n - 1);
   int i = (int)pos;
   if (i >= n - 1) {
@@ -175,28 +175,28 @@ EBB_KFN int ebb_k_quantile_index(float q, int n, float *frac) {
 
 /* Between the order statistics lo and hi at frac; at 0.5 exactly the
  * median's mean of the two middle values. */
-EBB_KFN float ebb_k_quantile_mix(float lo, float hi, float frac) {
+EBB_KFN float stg_k_quantile_mix(float lo, float hi, float frac) {
   if (frac == 0.5f)
     return 0.5f * (lo + hi);
   return frac > 0.0f ? (1.0f - frac) * lo + frac * hi : lo;
 }
 
 /* The q-quantile of v[0..n-1] (1 <= n <= EBB_KERNEL_MAX_MEDIAN); sorts v. */
-EBB_KFN float ebb_k_quantile(float *v, int n, float q) {
-  ebb_k_sort(v, n);
+EBB_KFN float stg_k_quantile(float *v, int n, float q) {
+  stg_k_sort(v, n);
   float frac;
-  int i = ebb_k_quantile_index(q, n, &frac);
-  return ebb_k_quantile_mix(v[i], frac > 0.0f ? v[i + 1] : v[i], frac);
+  int i = stg_k_quantile_index(q, n, &frac);
+  return stg_k_quantile_mix(v[i], frac > 0.0f ? v[i + 1] : v[i], frac);
 }
 
 /* Median of v[0..n-1] (1 <= n <= EBB_KERNEL_MAX_MEDIAN; the mean of the two
  * middle values when n is even): the quantile at 0.5. Sorts v. */
-EBB_KFN float ebb_k_median(float *v, int n) { return ebb_k_quantile(v, n, 0.5f); }
+EBB_KFN float stg_k_median(float *v, int n) { return stg_k_quantile(v, n, 0.5f); }
 
 /* ebb_repet_mask: vocal mask 1 - W/V of frame f, W = min(the q-quantile of
  * the frame's repeating frames, V). picks: k ints per frame, npicks[f]
  * used. */
-EBB_KFN void ebb_k_repet_mask(int tid, int nthreads, int f, const float *mag, const int *picks,
+EBB_KFN void stg_k_repet_mask(int tid, int nthreads, int f, const float *mag, const int *picks,
                               const int *npicks, int k, float *mask, int nbins, float q) {
   float vals[EBB_KERNEL_MAX_MEDIAN];
   const int *pf = picks + (long long)f * k;
@@ -204,7 +204,7 @@ EBB_KFN void ebb_k_repet_mask(int tid, int nthreads, int f, const float *mag, co
   for (int b = tid; b < nbins; b += nthreads) {
     for (int j = 0; j < np; j++)
       vals[j] = mag[(long long)pf[j] * nbins + b];
-    float w = ebb_k_quantile(vals, np, q);
+    float w = stg_k_quantile(vals, np, q);
     float v = mag[(long long)f * nbins + b];
     if (w > v)
       w = v;
@@ -213,7 +213,7 @@ EBB_KFN void ebb_k_repet_mask(int tid, int nthreads, int f, const float *mag, co
 }
 
 /* ebb_hpss_harmonic: H = |X| median-filtered along time (+-ht frames). */
-EBB_KFN void ebb_k_hpss_harm(int tid, int nthreads, int f, const float *mag, float *harm,
+EBB_KFN void stg_k_hpss_harm(int tid, int nthreads, int f, const float *mag, float *harm,
                              int nframes, int nbins, int ht) {
   float vals[EBB_KERNEL_MAX_MEDIAN];
   for (int b = tid; b < nbins; b += nthreads) {
@@ -221,13 +221,13 @@ EBB_KFN void ebb_k_hpss_harm(int tid, int nthreads, int f, const float *mag, flo
     for (int g = f - ht; g <= f + ht; g++)
       if (g >= 0 && g < nframes)
         vals[n++] = mag[(long long)g * nbins + b];
-    harm[(long long)f * nbins + b] = ebb_k_median(vals, n);
+    harm[(long long)f * nbins + b] = stg_k_median(vals, n);
   }
 }
 
 /* ebb_mask_finish: with hpss, P = |X| median-filtered along frequency
  * (+-hf bins) and mask *= H^2 / (H^2 + P^2); then the vocal band gain. */
-EBB_KFN void ebb_k_mask_finish(int tid, int nthreads, int f, const float *mag, const float *harm,
+EBB_KFN void stg_k_mask_finish(int tid, int nthreads, int f, const float *mag, const float *harm,
                                float *mask, int nbins, int hpss, int hf, int band_lo,
                                int band_hi, float gain) {
   float vals[EBB_KERNEL_MAX_MEDIAN];
@@ -239,7 +239,7 @@ EBB_KFN void ebb_k_mask_finish(int tid, int nthreads, int f, const float *mag, c
       for (int q = b - hf; q <= b + hf; q++)
         if (q >= 0 && q < nbins)
           vals[n++] = m[q];
-      float perc = ebb_k_median(vals, n);
+      float perc = stg_k_median(vals, n);
       float h = harm[c];
       float h2 = h * h, p2 = perc * perc;
       float mh = h2 + p2 > 0 ? h2 / (h2 + p2) : 0.0f;

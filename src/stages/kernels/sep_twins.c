@@ -20,16 +20,16 @@
 
 /* Twins are exported (test executables and ebb export their symbols) and
  * called only through dlsym, so they have no prototype elsewhere. */
-void fakegpu_twin_ebb_stft_window(const ebb_launch_dims *d, void **p);
-void fakegpu_twin_ebb_fft_radix2(const ebb_launch_dims *d, void **p);
-void fakegpu_twin_ebb_stft_magnitude(const ebb_launch_dims *d, void **p);
-void fakegpu_twin_ebb_sep_apply_mask(const ebb_launch_dims *d, void **p);
-void fakegpu_twin_ebb_istft_overlap_add(const ebb_launch_dims *d, void **p);
-void fakegpu_twin_ebb_repet_mask(const ebb_launch_dims *d, void **p);
-void fakegpu_twin_ebb_hpss_harmonic(const ebb_launch_dims *d, void **p);
-void fakegpu_twin_ebb_mask_finish(const ebb_launch_dims *d, void **p);
+void fakegpu_twin_ebb_stft_window(const dev_launch_dims *d, void **p);
+void fakegpu_twin_ebb_fft_radix2(const dev_launch_dims *d, void **p);
+void fakegpu_twin_ebb_stft_magnitude(const dev_launch_dims *d, void **p);
+void fakegpu_twin_ebb_sep_apply_mask(const dev_launch_dims *d, void **p);
+void fakegpu_twin_ebb_istft_overlap_add(const dev_launch_dims *d, void **p);
+void fakegpu_twin_ebb_repet_mask(const dev_launch_dims *d, void **p);
+void fakegpu_twin_ebb_hpss_harmonic(const dev_launch_dims *d, void **p);
+void fakegpu_twin_ebb_mask_finish(const dev_launch_dims *d, void **p);
 
-void fakegpu_twin_ebb_stft_window(const ebb_launch_dims *d, void **p) {
+void fakegpu_twin_ebb_stft_window(const dev_launch_dims *d, void **p) {
   const float *x = TW_PTR(p[0]);
   long long nx = TW_I64(p[1]);
   const float *win = TW_PTR(p[2]);
@@ -38,10 +38,10 @@ void fakegpu_twin_ebb_stft_window(const ebb_launch_dims *d, void **p) {
   int bs = (int)d->block[0];
   for (unsigned b = 0; b < d->grid[0]; b++)
     for (int t = 0; t < bs; t++)
-      ebb_k_window(t, bs, (int)b + f0, x, nx, win, frames, n, hop, pad);
+      stg_k_window(t, bs, (int)b + f0, x, nx, win, frames, n, hop, pad);
 }
 
-void fakegpu_twin_ebb_fft_radix2(const ebb_launch_dims *d, void **p) {
+void fakegpu_twin_ebb_fft_radix2(const dev_launch_dims *d, void **p) {
   float *frames = TW_PTR(p[0]);
   const float *tw = TW_PTR(p[1]);
   int n = TW_I32(p[2]), log2n = TW_I32(p[3]);
@@ -53,27 +53,27 @@ void fakegpu_twin_ebb_fft_radix2(const ebb_launch_dims *d, void **p) {
   for (unsigned b = 0; b < d->grid[0]; b++) {
     float *fr = frames + (long long)b * n * 2;
     for (int t = 0; t < bs; t++)
-      ebb_k_fft_load(t, bs, fr, sh, n, log2n);
+      stg_k_fft_load(t, bs, fr, sh, n, log2n);
     for (int half = 1; half < n; half <<= 1)
       for (int t = 0; t < bs; t++)
-        ebb_k_fft_stage(t, bs, sh, tw, n, half, sign);
+        stg_k_fft_stage(t, bs, sh, tw, n, half, sign);
     for (int t = 0; t < bs; t++)
-      ebb_k_fft_store(t, bs, fr, sh, n, scale);
+      stg_k_fft_store(t, bs, fr, sh, n, scale);
   }
   free(sh);
 }
 
-void fakegpu_twin_ebb_stft_magnitude(const ebb_launch_dims *d, void **p) {
+void fakegpu_twin_ebb_stft_magnitude(const dev_launch_dims *d, void **p) {
   const float *frames = TW_PTR(p[0]);
   float *mag = TW_PTR(p[1]);
   int n = TW_I32(p[2]), nbins = TW_I32(p[3]);
   int bs = (int)d->block[0];
   for (unsigned b = 0; b < d->grid[0]; b++)
     for (int t = 0; t < bs; t++)
-      ebb_k_magnitude(t, bs, (int)b, frames, mag, n, nbins);
+      stg_k_magnitude(t, bs, (int)b, frames, mag, n, nbins);
 }
 
-void fakegpu_twin_ebb_sep_apply_mask(const ebb_launch_dims *d, void **p) {
+void fakegpu_twin_ebb_sep_apply_mask(const dev_launch_dims *d, void **p) {
   const float *mix = TW_PTR(p[0]);
   const float *mask = TW_PTR(p[1]);
   float *voc = TW_PTR(p[2]), *acc = TW_PTR(p[3]);
@@ -81,10 +81,10 @@ void fakegpu_twin_ebb_sep_apply_mask(const ebb_launch_dims *d, void **p) {
   int bs = (int)d->block[0];
   for (unsigned b = 0; b < d->grid[0]; b++)
     for (int t = 0; t < bs; t++)
-      ebb_k_apply_mask(t, bs, (int)b, mix, mask, voc, acc, n, nbins);
+      stg_k_apply_mask(t, bs, (int)b, mix, mask, voc, acc, n, nbins);
 }
 
-void fakegpu_twin_ebb_istft_overlap_add(const ebb_launch_dims *d, void **p) {
+void fakegpu_twin_ebb_istft_overlap_add(const dev_launch_dims *d, void **p) {
   const float *frames = TW_PTR(p[0]);
   const float *win = TW_PTR(p[1]);
   float *y = TW_PTR(p[2]);
@@ -93,10 +93,10 @@ void fakegpu_twin_ebb_istft_overlap_add(const ebb_launch_dims *d, void **p) {
   int bs = (int)d->block[0];
   for (unsigned b = 0; b < d->grid[0]; b++)
     for (int t = 0; t < bs; t++)
-      ebb_k_overlap_add((long long)b * bs + t, frames, win, y, ny, n, hop, pad, nframes);
+      stg_k_overlap_add((long long)b * bs + t, frames, win, y, ny, n, hop, pad, nframes);
 }
 
-void fakegpu_twin_ebb_repet_mask(const ebb_launch_dims *d, void **p) {
+void fakegpu_twin_ebb_repet_mask(const dev_launch_dims *d, void **p) {
   const float *mag = TW_PTR(p[0]);
   const int *picks = (const int *)TW_PTR(p[1]);
   const int *npicks = (const int *)TW_PTR(p[2]);
@@ -107,20 +107,20 @@ void fakegpu_twin_ebb_repet_mask(const ebb_launch_dims *d, void **p) {
   int bs = (int)d->block[0];
   for (unsigned b = 0; b < d->grid[0]; b++)
     for (int t = 0; t < bs; t++)
-      ebb_k_repet_mask(t, bs, (int)b, mag, picks, npicks, k, mask, nbins, q);
+      stg_k_repet_mask(t, bs, (int)b, mag, picks, npicks, k, mask, nbins, q);
 }
 
-void fakegpu_twin_ebb_hpss_harmonic(const ebb_launch_dims *d, void **p) {
+void fakegpu_twin_ebb_hpss_harmonic(const dev_launch_dims *d, void **p) {
   const float *mag = TW_PTR(p[0]);
   float *harm = TW_PTR(p[1]);
   int nframes = TW_I32(p[2]), nbins = TW_I32(p[3]), ht = TW_I32(p[4]), f0 = TW_I32(p[5]);
   int bs = (int)d->block[0];
   for (unsigned b = 0; b < d->grid[0]; b++)
     for (int t = 0; t < bs; t++)
-      ebb_k_hpss_harm(t, bs, (int)b + f0, mag, harm, nframes, nbins, ht);
+      stg_k_hpss_harm(t, bs, (int)b + f0, mag, harm, nframes, nbins, ht);
 }
 
-void fakegpu_twin_ebb_mask_finish(const ebb_launch_dims *d, void **p) {
+void fakegpu_twin_ebb_mask_finish(const dev_launch_dims *d, void **p) {
   const float *mag = TW_PTR(p[0]);
   const float *harm = TW_PTR(p[1]);
   float *mask = TW_PTR(p[2]);
@@ -130,12 +130,12 @@ void fakegpu_twin_ebb_mask_finish(const ebb_launch_dims *d, void **p) {
   int bs = (int)d->block[0];
   for (unsigned b = 0; b < d->grid[0]; b++)
     for (int t = 0; t < bs; t++)
-      ebb_k_mask_finish(t, bs, (int)b, mag, harm, mask, nbins, hpss, hf, band_lo, band_hi, gain);
+      stg_k_mask_finish(t, bs, (int)b, mag, harm, mask, nbins, hpss, hf, band_lo, band_hi, gain);
 }
 
 static const struct {
   const char *name;
-  ebb_kernel_twin_fn fn;
+  dev_kernel_twin_fn fn;
 } sep_twins[] = {
     {"ebb_stft_window", fakegpu_twin_ebb_stft_window},
     {"ebb_fft_radix2", fakegpu_twin_ebb_fft_radix2},
@@ -147,7 +147,7 @@ static const struct {
     {"ebb_mask_finish", fakegpu_twin_ebb_mask_finish},
 };
 
-int ebb_sep_kernel_has_twin(const char *name) {
+int stg_sep_kernel_has_twin(const char *name) {
   for (size_t i = 0; i < sizeof sep_twins / sizeof sep_twins[0]; i++)
     if (strcmp(sep_twins[i].name, name) == 0 && sep_twins[i].fn)
       return 1;

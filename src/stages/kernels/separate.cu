@@ -8,7 +8,7 @@
 // f0: the first frame of this launch (frames go in bounded launches).
 extern "C" __global__ void ebb_stft_window(const float *x, long long nx, const float *win,
                                            float *frames, int n, int hop, int pad, int f0) {
-  ebb_k_window(threadIdx.x, blockDim.x, blockIdx.x + f0, x, nx, win, frames, n, hop, pad);
+  stg_k_window(threadIdx.x, blockDim.x, blockIdx.x + f0, x, nx, win, frames, n, hop, pad);
 }
 
 // In-place radix-2 complex FFT of n = 2^log2n points, one frame per block,
@@ -17,25 +17,25 @@ extern "C" __global__ void ebb_fft_radix2(float *frames, const float *tw, int n,
                                           float sign, float scale) {
   extern __shared__ float sh[];
   float *fr = frames + (long long)blockIdx.x * n * 2;
-  ebb_k_fft_load(threadIdx.x, blockDim.x, fr, sh, n, log2n);
+  stg_k_fft_load(threadIdx.x, blockDim.x, fr, sh, n, log2n);
   __syncthreads();
   for (int half = 1; half < n; half <<= 1) {
-    ebb_k_fft_stage(threadIdx.x, blockDim.x, sh, tw, n, half, sign);
+    stg_k_fft_stage(threadIdx.x, blockDim.x, sh, tw, n, half, sign);
     __syncthreads();
   }
-  ebb_k_fft_store(threadIdx.x, blockDim.x, fr, sh, n, scale);
+  stg_k_fft_store(threadIdx.x, blockDim.x, fr, sh, n, scale);
 }
 
 // grid.x = frames.
 extern "C" __global__ void ebb_stft_magnitude(const float *frames, float *mag, int n,
                                               int nbins) {
-  ebb_k_magnitude(threadIdx.x, blockDim.x, blockIdx.x, frames, mag, n, nbins);
+  stg_k_magnitude(threadIdx.x, blockDim.x, blockIdx.x, frames, mag, n, nbins);
 }
 
 // grid.x = frames.
 extern "C" __global__ void ebb_sep_apply_mask(const float *mix, const float *mask, float *voc,
                                               float *acc, int n, int nbins) {
-  ebb_k_apply_mask(threadIdx.x, blockDim.x, blockIdx.x, mix, mask, voc, acc, n, nbins);
+  stg_k_apply_mask(threadIdx.x, blockDim.x, blockIdx.x, mix, mask, voc, acc, n, nbins);
 }
 
 // grid.x = ceil(ny / blockDim.x), one thread per output sample.
@@ -43,26 +43,26 @@ extern "C" __global__ void ebb_istft_overlap_add(const float *frames, const floa
                                                  float *y, long long ny, int n, int hop,
                                                  int pad, int nframes) {
   long long s = (long long)blockIdx.x * blockDim.x + threadIdx.x;
-  ebb_k_overlap_add(s, frames, win, y, ny, n, hop, pad, nframes);
+  stg_k_overlap_add(s, frames, win, y, ny, n, hop, pad, nframes);
 }
 
 // grid.x = frames. The REPET-SIM quantile q of the host-chosen frames -> mask.
 extern "C" __global__ void ebb_repet_mask(const float *mag, const int *picks, const int *npicks,
                                           int k, float *mask, int nbins, float q) {
-  ebb_k_repet_mask(threadIdx.x, blockDim.x, blockIdx.x, mag, picks, npicks, k, mask, nbins, q);
+  stg_k_repet_mask(threadIdx.x, blockDim.x, blockIdx.x, mag, picks, npicks, k, mask, nbins, q);
 }
 
 // grid.x = frames. Harmonic spectrogram (median along time).
 // f0: the first frame of this launch (frames go in bounded launches).
 extern "C" __global__ void ebb_hpss_harmonic(const float *mag, float *harm, int nframes,
                                              int nbins, int ht, int f0) {
-  ebb_k_hpss_harm(threadIdx.x, blockDim.x, blockIdx.x + f0, mag, harm, nframes, nbins, ht);
+  stg_k_hpss_harm(threadIdx.x, blockDim.x, blockIdx.x + f0, mag, harm, nframes, nbins, ht);
 }
 
 // grid.x = frames. Harmonic mask (median along frequency) and vocal band.
 extern "C" __global__ void ebb_mask_finish(const float *mag, const float *harm, float *mask,
                                            int nbins, int hpss, int hf, int band_lo,
                                            int band_hi, float gain) {
-  ebb_k_mask_finish(threadIdx.x, blockDim.x, blockIdx.x, mag, harm, mask, nbins, hpss, hf,
+  stg_k_mask_finish(threadIdx.x, blockDim.x, blockIdx.x, mag, harm, mask, nbins, hpss, hf,
                     band_lo, band_hi, gain);
 }

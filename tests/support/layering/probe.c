@@ -5,8 +5,8 @@
 int probe_call(void);
 int probe_call(void) {
 #if PROBE_UP
-  ebb_allocator *a = NULL; /* upward: the memory room is above this one */
-  return ebb_allocator_create(NULL, NULL, &a);
+  mem_allocator *a = NULL; /* upward: the memory room is above this one */
+  return mem_allocator_create(NULL, NULL, &a);
 #else
   return ebb_seterr(EBB_EINVAL, "probe: a downward call"); /* the base room */
 #endif
