@@ -140,7 +140,7 @@ int main(int argc, char **argv) {
     double *ws = NULL;
     uint64_t nx = 0;
     size_t nws = 0, first = nw, *wat = NULL;
-    if ((rc = ebb_speech_say(argv[a + 2 + l], LG_RATE, &x, &nx, &ws, &wat, &nws)) ||
+    if ((rc = stg_speech_say(argv[a + 2 + l], LG_RATE, &x, &nx, &ws, &wat, &nws)) ||
         words_of(argv[a + 2 + l], l, &w, &nw, &cap)) {
       fprintf(stderr, "lyricgen: line %d: %s\n", l + 1, rc ? ebb_errmsg() : "out of memory");
       return 1;
@@ -190,7 +190,7 @@ int main(int argc, char **argv) {
         voice[off + k] = x[k];
     } else {
       lg_melody m = {w + first, nw - first, t0};
-      rc = ebb_vocode(x, nx, LG_RATE, lg_f0, &m, seed * 7919 + (uint64_t)l, 1.0, 0, voice + off,
+      rc = stg_vocode(x, nx, LG_RATE, lg_f0, &m, seed * 7919 + (uint64_t)l, 1.0, 0, voice + off,
                       ny);
     }
     free(x);
@@ -210,11 +210,11 @@ int main(int argc, char **argv) {
   for (uint64_t k = 0; k < total; k++)
     mix[k] = voice[k] = (float)(voice[k] * g);
   if (has_db) {
-    ebb_songgen_params p = ebb_songgen_defaults();
+    stg_songgen_params p = stg_songgen_defaults();
     p.seed = seed;
     p.seconds = fmax(6.0, (double)total / LG_RATE);
-    ebb_song *s = NULL;
-    if ((rc = ebb_songgen_create(&p, &s))) {
+    stg_song *s = NULL;
+    if ((rc = stg_songgen_create(&p, &s))) {
       fprintf(stderr, "lyricgen: %s\n", ebb_errmsg());
       return 1;
     }
@@ -224,7 +224,7 @@ int main(int argc, char **argv) {
     double ga = sa > 0 ? 0.1 * pow(10.0, db / 20.0) / sqrt(sa / (double)total) : 0;
     for (uint64_t k = 0; k < total && k < s->frames; k++)
       mix[k] += (float)(ga * s->accomp[k]);
-    ebb_song_destroy(s);
+    stg_song_destroy(s);
   }
   float peak = 0;
   for (uint64_t k = 0; k < total; k++)
@@ -234,10 +234,10 @@ int main(int argc, char **argv) {
       mix[k] *= 0.95f / peak, voice[k] *= 0.95f / peak;
   char path[4096];
   snprintf(path, sizeof path, "%s/%s.wav", dir, name);
-  rc = ebb_wav_write_mono(path, mix, total, LG_RATE);
+  rc = stg_wav_write_mono(path, mix, total, LG_RATE);
   snprintf(path, sizeof path, "%s/%s.vocals.wav", dir, name);
   if (!rc)
-    rc = ebb_wav_write_mono(path, voice, total, LG_RATE);
+    rc = stg_wav_write_mono(path, voice, total, LG_RATE);
   snprintf(path, sizeof path, "%s/%s.truth.json", dir, name);
   if (!rc && write_truth(path, w, nw, has_db, db))
     rc = ebb_seterr(EBB_EIO, "%s: cannot write", path);

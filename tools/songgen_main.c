@@ -31,7 +31,7 @@ static int number(const char *s, double *out) {
 }
 
 int main(int argc, char **argv) {
-  ebb_songgen_params p = ebb_songgen_defaults();
+  stg_songgen_params p = stg_songgen_defaults();
   p.voice = EBB_SONG_VOICE_WORDS;
   const char *dir = NULL, *name = "demo";
   for (int i = 1; i < argc; i++) {
@@ -77,18 +77,18 @@ int main(int argc, char **argv) {
     fprintf(stderr, "songgen: %s: %s\n", dir, strerror(errno));
     return 1;
   }
-  ebb_song *s = NULL;
-  int rc = ebb_songgen_create(&p, &s);
+  stg_song *s = NULL;
+  int rc = stg_songgen_create(&p, &s);
   if (!rc)
-    rc = ebb_song_write(s, dir, name);
+    rc = stg_song_write(s, dir, name);
   if (rc) {
     fprintf(stderr, "songgen: %s\n", ebb_errmsg());
-    ebb_song_destroy(s);
+    stg_song_destroy(s);
     return rc == EBB_EINVAL ? 2 : 1;
   }
   printf("songgen: %s/%s.wav: %.1f s at %u Hz, %zu notes in %d phrases (seed %llu, %s)\n", dir,
          name, (double)s->frames / s->rate, s->rate, s->n_notes, s->n_lines,
          (unsigned long long)s->seed, s->voice == EBB_SONG_VOICE_WORDS ? "words" : "vowels");
-  ebb_song_destroy(s);
+  stg_song_destroy(s);
   return 0;
 }
