@@ -70,19 +70,19 @@ int ebb_gpu_open(const char *spec, ebb_gpu **out);
 void ebb_gpu_close(ebb_gpu *g);
 
 typedef struct ebb_gpu_info {
-  uint32_t size;          /* sizeof(ebb_gpu_info), set by the caller */
-  char label[32];         /* "cuda:0" or "cpu" */
-  char name[128];         /* "NVIDIA H200", the fake's name, or the CPU model */
-  int ordinal;            /* CUDA device number; -1 for the CPU device */
+  uint32_t size;  /* sizeof(ebb_gpu_info), set by the caller */
+  char label[32]; /* "cuda:0" or "cpu" */
+  char name[128]; /* "NVIDIA H200", the fake's name, or the CPU model */
+  int ordinal;    /* CUDA device number; -1 for the CPU device */
   int is_cuda;
-  uint64_t total_bytes;   /* device memory */
-  uint64_t free_bytes;    /* the driver's free memory now (0 when it cannot
+  uint64_t total_bytes; /* device memory */
+  uint64_t free_bytes;  /* the driver's free memory now (0 when it cannot
                              say without creating a context) */
 } ebb_gpu_info;
 int ebb_gpu_get_info(ebb_gpu *g, ebb_gpu_info *out);
 
 typedef struct ebb_gpu_stats {
-  uint32_t size;               /* sizeof(ebb_gpu_stats), set by the caller */
+  uint32_t size;                      /* sizeof(ebb_gpu_stats), set by the caller */
   uint64_t reserved, reserved_peak;   /* bytes held from the driver (segments) */
   uint64_t allocated, allocated_peak; /* bytes in live blocks */
   uint64_t cached;                    /* reserved - allocated */
@@ -111,14 +111,14 @@ ebb_gpu *ebb_owner_gpu(const ebb_owner *o);
 int ebb_owner_quota(ebb_owner *o, uint64_t bytes);
 
 typedef struct ebb_owner_usage {
-  uint32_t size;                       /* sizeof(ebb_owner_usage), by caller */
-  uint64_t bytes, bytes_peak, bytes_total;  /* own device bytes: now, most,
+  uint32_t size;                           /* sizeof(ebb_owner_usage), by caller */
+  uint64_t bytes, bytes_peak, bytes_total; /* own device bytes: now, most,
                                                all ever allocated */
   uint64_t blocks, blocks_peak, blocks_total;
-  uint64_t tree_bytes;                 /* own + descendants' bytes now */
+  uint64_t tree_bytes; /* own + descendants' bytes now */
   uint64_t pinned_bytes, pinned_peak;
-  uint64_t quota;                      /* 0: none */
-  uint64_t refused;                    /* allocations refused */
+  uint64_t quota;   /* 0: none */
+  uint64_t refused; /* allocations refused */
 } ebb_owner_usage;
 int ebb_owner_get_usage(ebb_owner *o, ebb_owner_usage *out);
 
@@ -126,36 +126,36 @@ int ebb_owner_get_usage(ebb_owner *o, ebb_owner_usage *out);
  * closed. ebb frees it. */
 typedef struct ebb_leak_entry {
   uint64_t addr;
-  uint64_t size;           /* bytes asked for */
-  const char *owner;       /* the owner that allocated it (maybe a child) */
-  const char *site;        /* the site given to ebb_alloc ("app.py:12"), or "?" */
-  const char *backtrace;   /* symbolised frames, one per line, or NULL
+  uint64_t size;         /* bytes asked for */
+  const char *owner;     /* the owner that allocated it (maybe a child) */
+  const char *site;      /* the site given to ebb_alloc ("app.py:12"), or "?" */
+  const char *backtrace; /* symbolised frames, one per line, or NULL
                               (capture is on with EBB_MEM_BACKTRACE=1) */
-  int pinned;              /* 1: a pinned host buffer */
+  int pinned;            /* 1: a pinned host buffer */
 } ebb_leak_entry;
 typedef struct ebb_leak_list {
-  const char *owner;       /* the owner released or closed */
+  const char *owner; /* the owner released or closed */
   uint64_t count;
-  uint64_t bytes;          /* device bytes leaked (asked-for sizes) */
+  uint64_t bytes; /* device bytes leaked (asked-for sizes) */
   uint64_t pinned_bytes;
-  ebb_leak_entry *leaks;   /* count entries, largest first */
+  ebb_leak_entry *leaks; /* count entries, largest first */
 } ebb_leak_list;
 /* NULL: no-op. */
 void ebb_leak_list_free(ebb_leak_list *l);
 
 /* What a release handed back. */
 typedef struct ebb_released {
-  uint32_t size;             /* sizeof(ebb_released), set by the caller */
-  uint64_t released_bytes;   /* device bytes the driver got back: segments +
+  uint32_t size;           /* sizeof(ebb_released), set by the caller */
+  uint64_t released_bytes; /* device bytes the driver got back: segments +
                                 context; measured, not estimated, where the
                                 driver can say (NVML or free memory) */
-  uint64_t segment_bytes;    /* of which segments */
-  uint64_t context_bytes;    /* of which the context */
-  uint64_t pinned_bytes;     /* pinned host bytes freed */
-  uint64_t leaked_bytes;     /* owner release: live blocks reclaimed as leaks */
+  uint64_t segment_bytes;  /* of which segments */
+  uint64_t context_bytes;  /* of which the context */
+  uint64_t pinned_bytes;   /* pinned host bytes freed */
+  uint64_t leaked_bytes;   /* owner release: live blocks reclaimed as leaks */
   uint64_t leaked_blocks;
-  int context_released;      /* 1: the context went back */
-  int context_error;         /* 0, or why the context could not go (EBB_EBUSY:
+  int context_released; /* 1: the context went back */
+  int context_error;    /* 0, or why the context could not go (EBB_EBUSY:
                                 something still holds memory) */
   int callbacks_run, callbacks_failed;
 } ebb_released;
@@ -218,7 +218,7 @@ int ebb_pinned_free_for(ebb_gpu *g, void *p);
 
 /* --- release ----------------------------------------------------------------- */
 enum {
-  EBB_GPU_RELEASE_CONTEXT = 1u << 0, /* also give the device context back
+  EBB_GPU_RELEASE_CONTEXT = 1u << 0,  /* also give the device context back
                                         when nothing is left on the device */
   EBB_GPU_RELEASE_NO_HOOKS = 1u << 1, /* skip the release callbacks (a caller
                                          that ran them in a first pass) */

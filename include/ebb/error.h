@@ -22,8 +22,7 @@ const char *ebb_strerror(int code);
 const char *ebb_errname(int code);
 /* Sets the calling thread's message (printf-style) and returns code, so a
  * failing path reads `return ebb_seterr(EBB_EINPUT, "%s: empty file", path);`. */
-int ebb_seterr(int code, const char *fmt, ...)
-    __attribute__((format(printf, 2, 3)));
+int ebb_seterr(int code, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 /* The calling thread's last message; ebb_strerror of the last code if it set
  * none. Valid until the next ebb call on this thread. */
 const char *ebb_errmsg(void);

@@ -46,33 +46,33 @@ typedef enum {
 typedef struct ebb_item_info {
   uint32_t size; /* sizeof(ebb_item_info): grows by appending */
   ebb_item_kind kind;
-  const char *name;  /* "vocals", "transcript", ... unique within a job */
+  const char *name; /* "vocals", "transcript", ... unique within a job */
   /* AUDIO */
   const float *samples;
   uint64_t frames;
   uint32_t channels;
   uint32_t rate;
   /* TENSOR */
-  const float *data;  /* host tensor or NULL */
-  uint64_t dptr;      /* device tensor or 0 */
+  const float *data; /* host tensor or NULL */
+  uint64_t dptr;     /* device tensor or 0 */
   uint32_t ndim;
   uint64_t shape[8];
   /* JSON / FILE */
-  const char *text;   /* JSON text or file path */
+  const char *text; /* JSON text or file path */
 } ebb_item_info;
 
 /* --- the stage vtable ------------------------------------------------------ */
 typedef struct ebb_stage {
-  uint32_t abi_version;       /* EBB_STAGE_ABI_VERSION, always first */
-  uint32_t size;              /* sizeof(ebb_stage) */
-  const char *name;           /* registry name ("synthetic", "separate") */
-  uint32_t version;           /* bump when outputs change: keys the result cache */
+  uint32_t abi_version; /* EBB_STAGE_ABI_VERSION, always first */
+  uint32_t size;        /* sizeof(ebb_stage) */
+  const char *name;     /* registry name ("synthetic", "separate") */
+  uint32_t version;     /* bump when outputs change: keys the result cache */
   const char *description;
   /* JSON object: option name -> {"type": "number"|"integer"|"string"|"boolean",
    * "default": ..., "description": "..."}. Unknown options and wrong types are
    * rejected by ebb before load. */
   const char *options_schema;
-  int needs_gpu;              /* 1: prefers the GPU; still runs on the CPU device */
+  int needs_gpu; /* 1: prefers the GPU; still runs on the CPU device */
 
   /* Builds the stage's loaded state (weights). options_json is validated.
    * *state is the stage's own. Return 0 or an EBB_E... code with
@@ -111,13 +111,13 @@ typedef struct ebb_stage {
 
 /* What work answers. Grows by appending (size first). */
 typedef struct ebb_work {
-  uint32_t size;  /* sizeof(ebb_work), set by ebb */
+  uint32_t size;       /* sizeof(ebb_work), set by ebb */
   uint32_t input_rate; /* set by ebb: the input file's sample rate from its header
                         * (0: unknown) */
-  double cpu_s;   /* estimated CPU seconds on one reference core (docs/stage-abi.md) */
-  double wait_s;  /* the longest it may wait on something else (a remote), bounded
+  double cpu_s;        /* estimated CPU seconds on one reference core (docs/stage-abi.md) */
+  double wait_s;       /* the longest it may wait on something else (a remote), bounded
                    * by its own options; not counted in cpu_s (0: none) */
-  char drivers[128]; /* the options that drive the cost, as the refusal shows them:
+  char drivers[128];   /* the options that drive the cost, as the refusal shows them:
                       * "hop 1, frame 65536" (NUL-terminated; may be empty) */
 } ebb_work;
 
@@ -134,8 +134,7 @@ typedef struct ebb_estimate {
 /* The struct that ends with estimate (before work was appended). */
 #define EBB_STAGE_SIZE_V2 ((uint32_t)offsetof(ebb_stage, work))
 /* 1 when stage st is new enough to have field (and it may still be NULL). */
-#define EBB_STAGE_HAS(st, field)                                                                   \
-  ((st)->size >= offsetof(ebb_stage, field) + sizeof((st)->field))
+#define EBB_STAGE_HAS(st, field) ((st)->size >= offsetof(ebb_stage, field) + sizeof((st)->field))
 
 /* A plugin .so exports this one symbol. It checks host->abi_version, keeps the
  * host table and returns its stages (static storage) in *stages / *n. */
@@ -154,8 +153,8 @@ struct ebb_host_api {
   /* messages and control */
   void (*log)(ebb_stage_ctx *ctx, int level, const char *msg); /* 0 debug .. 3 error */
   int (*set_error)(ebb_stage_ctx *ctx, int code, const char *msg);
-  int (*cancelled)(ebb_stage_ctx *ctx);          /* 1 when the job was cancelled or ran out of time */
-  double (*seconds_left)(ebb_stage_ctx *ctx);    /* before the stage's deadline; <0 none */
+  int (*cancelled)(ebb_stage_ctx *ctx);       /* 1 when the job was cancelled or ran out of time */
+  double (*seconds_left)(ebb_stage_ctx *ctx); /* before the stage's deadline; <0 none */
   void (*progress)(ebb_stage_ctx *ctx, double fraction);
 
   /* device */
@@ -228,8 +227,8 @@ static inline int ebb_dev_free(ebb_stage_ctx *c, uint64_t p) { return c->host->d
  * the stage (the caller's file:line recorded); NULL ctx or a host table
  * older than host_alloc (or without it): plain malloc/calloc, uncounted. ebb_host_free
  * likewise. */
-#define EBB_HOST_HAS_ALLOC_(c)                                                                     \
-  ((c) && (c)->host->size >= offsetof(ebb_host_api, host_free) + sizeof(void *) &&                \
+#define EBB_HOST_HAS_ALLOC_(c)                                                     \
+  ((c) && (c)->host->size >= offsetof(ebb_host_api, host_free) + sizeof(void *) && \
    (c)->host->host_alloc && (c)->host->host_free)
 static inline void *ebb_host_alloc_at_(ebb_stage_ctx *c, size_t n, int zero, const char *site) {
   void *p = NULL;

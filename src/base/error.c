@@ -82,9 +82,7 @@ int ebb_errctx(int code, const char *fmt, ...) {
   return code;
 }
 
-const char *ebb_errmsg(void) {
-  return err_msg[0] ? err_msg : ebb_strerror(err_code);
-}
+const char *ebb_errmsg(void) { return err_msg[0] ? err_msg : ebb_strerror(err_code); }
 
 void ebb_clearerr(void) {
   err_msg[0] = '\0';

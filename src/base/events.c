@@ -153,7 +153,7 @@ void base_event_publish(ebb_event *ev) {
 }
 
 void base_event_publish_grant(const char *state, int pid, const char *what, const char *device,
-                             uint64_t asked, uint64_t given, double ms, const char *reason) {
+                              uint64_t asked, uint64_t given, double ms, const char *reason) {
   ebb_event ev = {.kind = EBB_EVENT_GRANT,
                   .state = state,
                   .pid = pid,
@@ -167,7 +167,7 @@ void base_event_publish_grant(const char *state, int pid, const char *what, cons
 }
 
 void base_event_publish_ask(const char *device, uint64_t need, uint64_t free_after, size_t npeers,
-                           int satisfied) {
+                            int satisfied) {
   ebb_event ev = {.kind = EBB_EVENT_GRANT,
                   .state = "asked",
                   .pid = (int)getpid(),

@@ -21,13 +21,13 @@ void base_event_publish(ebb_event *ev);
  * as the fixed line `[broker] pid P (WHAT) gave back N MiB on cuda:K in T
  * ms: REASON`. Strings borrowed. */
 void base_event_publish_grant(const char *state, int pid, const char *what, const char *device,
-                             uint64_t asked, uint64_t given, double ms, const char *reason);
+                              uint64_t asked, uint64_t given, double ms, const char *reason);
 /* This process asked its peers on device for `need` bytes (npeers of them
  * answered or were tried); the driver then had free_after free. Publishes
  * EBB_EVENT_GRANT with state "asked"; the log writes `[broker] cuda:K: N MiB
  * free of M MiB needed after asking P peers`. */
 void base_event_publish_ask(const char *device, uint64_t need, uint64_t free_after, size_t npeers,
-                           int satisfied);
+                            int satisfied);
 
 /* --- "events_log.c" */
 /* The log lines of an event (DESIGN.md's fixed lines: the release line, the

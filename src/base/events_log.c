@@ -25,13 +25,13 @@ static void fmt_bytes(char *buf, size_t n, uint64_t b) {
 /* The process-wide owner's line (runner.c release_process). */
 static void log_process_release(const ebb_event *ev) {
   base_log_field f[] = {EBB_LF_S("event", "released"),
-                       EBB_LF_S("stage", ev->owner),
-                       EBB_LF_U("released_bytes", ev->bytes),
-                       EBB_LF_U("released_mib", ev->bytes >> 20),
-                       EBB_LF_U("driver_free_before", ev->driver_free_before),
-                       EBB_LF_U("driver_free_after", ev->driver_free_after),
-                       EBB_LF_I("callbacks_run", ev->callbacks_run),
-                       EBB_LF_I("callbacks_failed", ev->callbacks_failed)};
+                        EBB_LF_S("stage", ev->owner),
+                        EBB_LF_U("released_bytes", ev->bytes),
+                        EBB_LF_U("released_mib", ev->bytes >> 20),
+                        EBB_LF_U("driver_free_before", ev->driver_free_before),
+                        EBB_LF_U("driver_free_after", ev->driver_free_after),
+                        EBB_LF_I("callbacks_run", ev->callbacks_run),
+                        EBB_LF_I("callbacks_failed", ev->callbacks_failed)};
   if (ev->bytes >> 20)
     base_log_ev(EBB_LOG_INFO, ev->owner, f, 8, "released %llu MiB of %s", MIB(ev->bytes), ev->what);
 }
@@ -63,21 +63,21 @@ static void log_release(const ebb_event *ev) {
   };
   if (bytes >> 20)
     base_log_ev(EBB_LOG_INFO, name, f, note[0] ? 9 : 8, "released %llu MiB of %s%s%s%s", MIB(bytes),
-               ev->what, note[0] ? " (" : "", note, note[0] ? ")" : "");
+                ev->what, note[0] ? " (" : "", note, note[0] ? ")" : "");
   if (before || after)
     base_log(EBB_LOG_DEBUG, name,
-            "driver confirms: free memory %.2f GiB -> %.2f GiB (%+lld MiB; ebb handed back "
-            "%llu MiB)",
-            (double)before / (1 << 30), (double)after / (1 << 30), (long long)(delta / (1 << 20)),
-            MIB(bytes));
+             "driver confirms: free memory %.2f GiB -> %.2f GiB (%+lld MiB; ebb handed back "
+             "%llu MiB)",
+             (double)before / (1 << 30), (double)after / (1 << 30), (long long)(delta / (1 << 20)),
+             MIB(bytes));
 }
 
 static void log_site(const ebb_event *ev, const ebb_event_site *s, base_log_level lv) {
   char sz[32];
   fmt_bytes(sz, sizeof sz, s->bytes);
   base_log(lv, ev->owner, "  %s (%llu bytes) at %s%s%s%s", sz, (unsigned long long)s->bytes,
-          s->site ? s->site : "?", s->owner ? " (owner '" : "", s->owner ? s->owner : "",
-          s->owner ? "')" : "");
+           s->site ? s->site : "?", s->owner ? " (owner '" : "", s->owner ? s->owner : "",
+           s->owner ? "')" : "");
   for (const char *p = s->backtrace; p && *p;) {
     const char *e = strchr(p, '\n');
     int k = e ? (int)(e - p) : (int)strlen(p);
@@ -92,18 +92,18 @@ static void log_leak(const ebb_event *ev) {
   base_log_level lv = ev->flags & EBB_EVENT_QUIET ? EBB_LOG_DEBUG : EBB_LOG_WARN;
   if (ev->outside) {
     base_log(lv, ev->owner,
-            "%llu MiB taken from the driver directly were not given back; freed by ebb",
-            MIB(ev->bytes));
+             "%llu MiB taken from the driver directly were not given back; freed by ebb",
+             MIB(ev->bytes));
     return;
   }
   base_log_field f[3] = {EBB_LF_S("event", "leak"), EBB_LF_U("leaked_bytes", ev->bytes),
-                        EBB_LF_U("leaked_blocks", ev->blocks)};
+                         EBB_LF_U("leaked_blocks", ev->blocks)};
   if (ev->blocks || ev->bytes)
     base_log_ev(lv, ev->owner, f, 3, "leaked %llu MiB in %llu blocks; freed by ebb", MIB(ev->bytes),
-               (unsigned long long)ev->blocks);
+                (unsigned long long)ev->blocks);
   if (ev->pinned_bytes)
     base_log(lv, ev->owner, "leaked %llu MiB of pinned host memory in %llu buffers; freed by ebb",
-            MIB(ev->pinned_bytes), (unsigned long long)ev->pinned_blocks);
+             MIB(ev->pinned_bytes), (unsigned long long)ev->pinned_blocks);
   for (size_t i = 0; i < ev->nsites; i++)
     log_site(ev, &ev->sites[i], lv);
 }
@@ -111,14 +111,15 @@ static void log_leak(const ebb_event *ev) {
 /* `[broker] pid P (WHAT) gave back N MiB on cuda:K in T ms: REASON`. */
 static void log_grant(const ebb_event *ev) {
   if (ev->state && !strcmp(ev->state, "asked")) {
-    base_log(EBB_LOG_INFO, "broker", "%s: %llu MiB free of %llu MiB needed after asking %llu peer%s",
-            ev->device ? ev->device : "?", MIB(ev->driver_free_after), MIB(ev->bytes_asked),
-            (unsigned long long)ev->peers, ev->peers == 1 ? "" : "s");
+    base_log(EBB_LOG_INFO, "broker",
+             "%s: %llu MiB free of %llu MiB needed after asking %llu peer%s",
+             ev->device ? ev->device : "?", MIB(ev->driver_free_after), MIB(ev->bytes_asked),
+             (unsigned long long)ev->peers, ev->peers == 1 ? "" : "s");
     return;
   }
   base_log(EBB_LOG_INFO, "broker", "pid %ld (%s) gave back %llu MiB on %s in %.0f ms: %s",
-          (long)ev->pid, ev->owner ? ev->owner : "?", MIB(ev->bytes), ev->device ? ev->device : "?",
-          ev->ms, ev->message ? ev->message : "");
+           (long)ev->pid, ev->owner ? ev->owner : "?", MIB(ev->bytes),
+           ev->device ? ev->device : "?", ev->ms, ev->message ? ev->message : "");
 }
 
 void base_event_log(const ebb_event *ev) {

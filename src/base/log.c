@@ -17,8 +17,8 @@ void base_log_set_format(base_log_format f) { log_format = f; }
 base_log_format base_log_get_format(void) { return log_format; }
 void base_log_set_level(base_log_level min) { log_min = min; }
 void base_log_set_stream(FILE *f) { log_stream = f; }
-static void emit(base_log_level level, const char *scope, const base_log_field *fields,
-                 int nfields, const char *fmt, va_list ap) {
+static void emit(base_log_level level, const char *scope, const base_log_field *fields, int nfields,
+                 const char *fmt, va_list ap) {
   if (level < log_min)
     return;
   char msg[2048];
@@ -28,8 +28,8 @@ static void emit(base_log_level level, const char *scope, const base_log_field *
   if (log_format == EBB_LOG_JSON) {
     struct timespec ts;
     clock_gettime(CLOCK_REALTIME, &ts);
-    fprintf(f, "{\"ts\":%.3f,\"level\":\"%s\"",
-            (double)ts.tv_sec + (double)ts.tv_nsec / 1e9, level_names[level]);
+    fprintf(f, "{\"ts\":%.3f,\"level\":\"%s\"", (double)ts.tv_sec + (double)ts.tv_nsec / 1e9,
+            level_names[level]);
     if (scope) {
       fputs(",\"scope\":", f);
       base_write_json_str(f, scope);
@@ -64,8 +64,8 @@ void base_log(base_log_level level, const char *scope, const char *fmt, ...) {
   va_end(ap);
 }
 
-void base_log_ev(base_log_level level, const char *scope, const base_log_field *fields,
-                int nfields, const char *fmt, ...) {
+void base_log_ev(base_log_level level, const char *scope, const base_log_field *fields, int nfields,
+                 const char *fmt, ...) {
   va_list ap;
   va_start(ap, fmt);
   emit(level, scope, fields, nfields, fmt, ap);

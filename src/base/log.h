@@ -41,7 +41,7 @@ void base_log_set_stream(FILE *f);
 
 void base_log(base_log_level level, const char *scope, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
-void base_log_ev(base_log_level level, const char *scope, const base_log_field *fields,
-                int nfields, const char *fmt, ...) __attribute__((format(printf, 5, 6)));
+void base_log_ev(base_log_level level, const char *scope, const base_log_field *fields, int nfields,
+                 const char *fmt, ...) __attribute__((format(printf, 5, 6)));
 
 #endif

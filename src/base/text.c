@@ -1,11 +1,11 @@
 #include "base/text.h"
 
 int base_utf8_len(const unsigned char *p) {
-  int n = p[0] < 0x80                ? 1
-          : (p[0] & 0xE0) == 0xC0    ? 2
-          : (p[0] & 0xF0) == 0xE0    ? 3
-          : (p[0] & 0xF8) == 0xF0    ? 4
-                                     : 0;
+  int n = p[0] < 0x80             ? 1
+          : (p[0] & 0xE0) == 0xC0 ? 2
+          : (p[0] & 0xF0) == 0xE0 ? 3
+          : (p[0] & 0xF8) == 0xF0 ? 4
+                                  : 0;
   if (n == 2 && p[0] < 0xC2)
     return 0; /* overlong */
   for (int i = 1; i < n; i++)

@@ -37,23 +37,23 @@ typedef struct brk_kept {
 
 typedef struct brk_device_info {
   char uuid[64];
-  char label[32];        /* "cuda:0" */
-  uint64_t held_bytes;   /* what this process holds there, by the driver */
-  uint64_t givable_bytes;/* what it could give now by its rules (an estimate) */
-  double idle_s;         /* seconds since it last ran anything there */
+  char label[32];         /* "cuda:0" */
+  uint64_t held_bytes;    /* what this process holds there, by the driver */
+  uint64_t givable_bytes; /* what it could give now by its rules (an estimate) */
+  double idle_s;          /* seconds since it last ran anything there */
 } brk_device_info;
 
 typedef struct brk_answer {
   int64_t pid;
-  char what[96];          /* "ebb serve", "ebb serve, node b" */
+  char what[96]; /* "ebb serve", "ebb serve, node b" */
   /* info */
   size_t ndevices;
   brk_device_info devices[BRK_MAX_DEVICES];
   /* reclaim */
   char device[64], label[32];
-  uint64_t given_bytes;   /* driver-confirmed: the drop of this process's usage */
-  double ms;              /* the giving's time */
-  char reason[512];       /* what went: "pipeline P asleep; cache trimmed" */
+  uint64_t given_bytes; /* driver-confirmed: the drop of this process's usage */
+  double ms;            /* the giving's time */
+  char reason[512];     /* what went: "pipeline P asleep; cache trimmed" */
   size_t nkept;
   brk_kept kept[BRK_MAX_KEPT];
   /* error (any op): code "" when none */
@@ -108,8 +108,8 @@ typedef struct brk_claims_seen {
   brk_claim_seen claims[BRK_MAX_CLAIMS];
 } brk_claims_seen;
 typedef struct brk_claim_handle {
-  uint64_t seq;    /* 0: none */
-  char path[600];  /* "" once released */
+  uint64_t seq;   /* 0: none */
+  char path[600]; /* "" once released */
 } brk_claim_handle;
 /* Records o's claim (DIR/claim.SEQ, in order under DIR/claims.lock) and
  * answers the claims before it on o->uuid that have not landed yet. */
@@ -132,9 +132,9 @@ typedef int (*brk_give_fn)(void *arg, const brk_request *req, brk_answer *ans);
 typedef struct brk_peer brk_peer;
 typedef struct brk_peer_opts {
   uint32_t size;
-  const char *dir;   /* the broker directory (brk_dir_open's) */
-  const char *what;  /* "ebb serve": copied into every answer */
-  gid_t group;       /* a peer of another user must be in it; (gid_t)-1: none */
+  const char *dir;  /* the broker directory (brk_dir_open's) */
+  const char *what; /* "ebb serve": copied into every answer */
+  gid_t group;      /* a peer of another user must be in it; (gid_t)-1: none */
   brk_give_fn give;
   void *give_arg;
   /* An asker refused (credentials, malformed, another version): its pid (0
@@ -156,32 +156,31 @@ void brk_peer_stats_get(brk_peer *p, brk_peer_stats *out);
 /* One request to the peer with pid over DIR/PID.sock, waiting at most
  * timeout_s for the answer. EBB_ETIMEDOUT when it is silent; EBB_EIO when
  * the socket refuses (then the dead entry is removed). */
-int brk_ask(const char *dir, pid_t pid, const brk_request *req, double timeout_s,
-            brk_answer *out);
+int brk_ask(const char *dir, pid_t pid, const brk_request *req, double timeout_s, brk_answer *out);
 
 /* The driver's free bytes on the device (the caller's device room). */
 typedef int (*brk_free_fn)(void *arg, uint64_t *free_bytes);
 
 typedef struct brk_result_peer {
   pid_t pid;
-  int status;        /* 0 answered, else the EBB_E code (skipped) */
+  int status; /* 0 answered, else the EBB_E code (skipped) */
   brk_answer ans;
 } brk_result_peer;
 
 typedef struct brk_reclaim_opts {
   uint32_t size;
   const char *dir;
-  const char *uuid;     /* the device */
-  uint64_t bytes;       /* wanted free on it */
-  double timeout_s;     /* per peer (--broker-timeout); <= 0: 2 s */
-  double wait_s;        /* for the driver to show the bytes free; <= 0: 5 s */
-  brk_free_fn free_fn;  /* may be NULL: no driver figure, given bytes count */
+  const char *uuid;    /* the device */
+  uint64_t bytes;      /* wanted free on it */
+  double timeout_s;    /* per peer (--broker-timeout); <= 0: 2 s */
+  double wait_s;       /* for the driver to show the bytes free; <= 0: 5 s */
+  brk_free_fn free_fn; /* may be NULL: no driver figure, given bytes count */
   void *free_arg;
   /* The claim (claim.c): recorded before the free memory is read, so a later
    * asker counts these bytes as taken until holder's allocation lands. */
-  pid_t holder;         /* who will allocate; 0: this process */
-  double hold_s;        /* the claim ends after this at most; <= 0: 10 s */
-  brk_used_fn used_fn;  /* a process's driver usage; may be NULL */
+  pid_t holder;        /* who will allocate; 0: this process */
+  double hold_s;       /* the claim ends after this at most; <= 0: 10 s */
+  brk_used_fn used_fn; /* a process's driver usage; may be NULL */
   void *used_arg;
 } brk_reclaim_opts;
 

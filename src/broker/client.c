@@ -43,8 +43,8 @@ static int connect_peer(const char *path, pid_t pid) {
     close(fd);
     if (e == ECONNREFUSED || e == ENOENT)
       unlink(path);
-    return ebb_seterr(EBB_EIO, "broker: peer pid %ld refuses (%s): its entry is removed",
-                      (long)pid, strerror(e));
+    return ebb_seterr(EBB_EIO, "broker: peer pid %ld refuses (%s): its entry is removed", (long)pid,
+                      strerror(e));
   }
   return fd;
 }
@@ -66,9 +66,11 @@ static int peer_cred_ok(const char *dir, int fd, pid_t pid) {
   int shared = stat(dir, &st) == 0 && (st.st_mode & S_IWGRP);
   if (cr.uid == geteuid() || cr.uid == 0 || (shared && cr.gid == st.st_gid))
     return 0;
-  return ebb_seterr(EBB_EINVAL, "broker: peer pid %ld runs as uid %u (gid %u): not this user, "
-                    "root or the broker directory's group%s: not asked", (long)pid,
-                    (unsigned)cr.uid, (unsigned)cr.gid, shared ? "" : " (the directory is not shared)");
+  return ebb_seterr(EBB_EINVAL,
+                    "broker: peer pid %ld runs as uid %u (gid %u): not this user, "
+                    "root or the broker directory's group%s: not asked",
+                    (long)pid, (unsigned)cr.uid, (unsigned)cr.gid,
+                    shared ? "" : " (the directory is not shared)");
 }
 
 static int send_all(int fd, const char *s, size_t n, double deadline, pid_t pid) {
@@ -92,8 +94,10 @@ static int recv_line(int fd, char *buf, size_t cap, double deadline, pid_t pid, 
   while (n + 1 < cap) {
     struct pollfd pf = {fd, POLLIN, 0};
     if (poll(&pf, 1, ms_left(deadline)) <= 0)
-      return ebb_seterr(EBB_ETIMEDOUT, "broker: peer pid %ld did not answer within %.1f s "
-                        "(--broker-timeout): skipped", (long)pid, tmo);
+      return ebb_seterr(EBB_ETIMEDOUT,
+                        "broker: peer pid %ld did not answer within %.1f s "
+                        "(--broker-timeout): skipped",
+                        (long)pid, tmo);
     ssize_t r = recv(fd, buf + n, cap - 1 - n, MSG_DONTWAIT);
     if (r < 0 && (errno == EAGAIN || errno == EINTR))
       continue;
@@ -108,8 +112,7 @@ static int recv_line(int fd, char *buf, size_t cap, double deadline, pid_t pid, 
                     BRK_MAX_LINE);
 }
 
-int brk_ask(const char *dir, pid_t pid, const brk_request *req, double timeout_s,
-            brk_answer *out) {
+int brk_ask(const char *dir, pid_t pid, const brk_request *req, double timeout_s, brk_answer *out) {
   char path[600];
   memset(out, 0, sizeof *out);
   if (timeout_s <= 0)
@@ -136,8 +139,8 @@ int brk_ask(const char *dir, pid_t pid, const brk_request *req, double timeout_s
       (rc = brk_decode_answer(req->op, buf, out)))
     goto out;
   if (out->err_code[0])
-    rc = ebb_seterr(EBB_EPROTO, "broker: peer pid %ld refused: %s: %s", (long)pid,
-                    out->err_code, out->err_msg);
+    rc = ebb_seterr(EBB_EPROTO, "broker: peer pid %ld refused: %s: %s", (long)pid, out->err_code,
+                    out->err_msg);
 out:
   if (fd >= 0)
     close(fd);
@@ -205,9 +208,13 @@ static int on_device(const brk_reclaim_opts *o, brk_reclaim_result *r, cand *cs,
 }
 
 static brk_claims_opts claims_of(const brk_reclaim_opts *o) {
-  return (brk_claims_opts){.dir = o->dir, .uuid = o->uuid,
-                           .holder = o->holder > 0 ? o->holder : getpid(), .bytes = o->bytes,
-                           .hold_s = o->hold_s, .used_fn = o->used_fn, .used_arg = o->used_arg};
+  return (brk_claims_opts){.dir = o->dir,
+                           .uuid = o->uuid,
+                           .holder = o->holder > 0 ? o->holder : getpid(),
+                           .bytes = o->bytes,
+                           .hold_s = o->hold_s,
+                           .used_fn = o->used_fn,
+                           .used_arg = o->used_arg};
 }
 
 /* Free for this asker: the driver's free minus what earlier claims have
@@ -255,7 +262,7 @@ int brk_reclaim(const brk_reclaim_opts *o, brk_reclaim_result *out) {
   uint64_t missing = !o->free_fn ? o->bytes : mine >= o->bytes ? 0 : o->bytes - mine;
   cand *cs = calloc(MAX_PEERS, sizeof *cs);
   size_t nc = 0;
-  int rc = !cs ? ebb_seterr(EBB_ENOMEM, "broker: out of host memory")
+  int rc = !cs       ? ebb_seterr(EBB_ENOMEM, "broker: out of host memory")
            : missing ? on_device(o, out, cs, &nc)
                      : brk_dir_peers(o->dir, NULL, 0, &nc); /* nothing to ask: dead entries go */
   brk_request req = {.op = BRK_OP_RECLAIM, .asker = getpid()};

@@ -27,8 +27,8 @@ static int put_line(json_t *o, char *buf, size_t len) {
 }
 
 int brk_encode_request(const brk_request *r, char *buf, size_t len) {
-  json_t *o = json_pack("{s:i, s:s}", "v", BRK_VERSION, "op",
-                        r->op == BRK_OP_INFO ? "info" : "reclaim");
+  json_t *o =
+      json_pack("{s:i, s:s}", "v", BRK_VERSION, "op", r->op == BRK_OP_INFO ? "info" : "reclaim");
   if (o && r->op == BRK_OP_RECLAIM) {
     json_object_set_new(o, "device", json_string(r->device));
     json_object_set_new(o, "bytes", json_integer((json_int_t)r->bytes));
@@ -51,22 +51,22 @@ static json_t *devices_json(const brk_answer *a) {
   json_t *arr = json_array();
   for (size_t i = 0; arr && i < a->ndevices; i++) {
     const brk_device_info *d = &a->devices[i];
-    json_array_append_new(arr, json_pack("{s:s, s:s, s:I, s:I, s:f}", "uuid", d->uuid, "label",
-                                         d->label, "held_bytes", (json_int_t)d->held_bytes,
-                                         "givable_bytes", (json_int_t)d->givable_bytes, "idle_s",
-                                         d->idle_s));
+    json_array_append_new(arr,
+                          json_pack("{s:s, s:s, s:I, s:I, s:f}", "uuid", d->uuid, "label", d->label,
+                                    "held_bytes", (json_int_t)d->held_bytes, "givable_bytes",
+                                    (json_int_t)d->givable_bytes, "idle_s", d->idle_s));
   }
   return arr;
 }
 
 int brk_encode_answer(int op, const brk_answer *a, char *buf, size_t len) {
-  json_t *o = json_pack("{s:i, s:I, s:s}", "v", BRK_VERSION, "pid", (json_int_t)a->pid, "what",
-                        a->what);
+  json_t *o =
+      json_pack("{s:i, s:I, s:s}", "v", BRK_VERSION, "pid", (json_int_t)a->pid, "what", a->what);
   if (!o)
     return ebb_seterr(EBB_ENOMEM, "broker: out of host memory encoding a message");
   if (a->err_code[0])
-    json_object_set_new(o, "error", json_pack("{s:s, s:s}", "code", a->err_code, "message",
-                                              a->err_msg));
+    json_object_set_new(o, "error",
+                        json_pack("{s:s, s:s}", "code", a->err_code, "message", a->err_msg));
   else if (op == BRK_OP_INFO)
     json_object_set_new(o, "devices", devices_json(a));
   else {

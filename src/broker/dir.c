@@ -46,15 +46,15 @@ static int check_dir(const char *path, gid_t gid) {
   if (!S_ISDIR(st.st_mode))
     return ebb_seterr(EBB_EINVAL, "broker directory %s: not a directory", path);
   if (st.st_uid != geteuid() && st.st_uid != 0)
-    return ebb_seterr(EBB_EINVAL, "broker directory %s: owned by uid %u, not by this user",
-                      path, (unsigned)st.st_uid);
+    return ebb_seterr(EBB_EINVAL, "broker directory %s: owned by uid %u, not by this user", path,
+                      (unsigned)st.st_uid);
   if (st.st_mode & S_IWOTH)
-    return ebb_seterr(EBB_EINVAL, "broker directory %s: writable by every user (mode %04o)",
-                      path, (unsigned)(st.st_mode & 07777));
-  if ((st.st_mode & S_IWGRP) && (gid == (gid_t)-1 ? st.st_uid != geteuid() && !in_group(st.st_gid)
-                                       : st.st_gid != gid))
-    return ebb_seterr(EBB_EINVAL, "broker directory %s: group-writable (mode %04o) but %s",
-                      path, (unsigned)(st.st_mode & 07777),
+    return ebb_seterr(EBB_EINVAL, "broker directory %s: writable by every user (mode %04o)", path,
+                      (unsigned)(st.st_mode & 07777));
+  if ((st.st_mode & S_IWGRP) &&
+      (gid == (gid_t)-1 ? st.st_uid != geteuid() && !in_group(st.st_gid) : st.st_gid != gid))
+    return ebb_seterr(EBB_EINVAL, "broker directory %s: group-writable (mode %04o) but %s", path,
+                      (unsigned)(st.st_mode & 07777),
                       gid == (gid_t)-1 ? "neither this user nor its groups own it "
                                          "(--broker-group names the group to share with)"
                                        : "its group is not the --broker-group given");

@@ -71,8 +71,8 @@ static void write_all(int fd, const char *s, size_t n) {
 }
 
 static void set_error(brk_answer *a, int rc) {
-  snprintf(a->err_code, sizeof a->err_code, "%s", rc == EBB_EPROTO ? "bad_request"
-                                                  : base_wire_name(rc));
+  snprintf(a->err_code, sizeof a->err_code, "%s",
+           rc == EBB_EPROTO ? "bad_request" : base_wire_name(rc));
   snprintf(a->err_msg, sizeof a->err_msg, "%s", ebb_errmsg());
 }
 
@@ -93,13 +93,16 @@ static void serve_one(brk_peer *p, int fd, serve_buf *b) {
   int rc = 0;
   if (!cred_ok(p, fd, &cr)) {
     rc = p->o.group == (gid_t)-1
-             ? ebb_seterr(EBB_EINVAL, "broker: uid %u may not ask this process: not its user "
+             ? ebb_seterr(EBB_EINVAL,
+                          "broker: uid %u may not ask this process: not its user "
                           "or root, and it shares its broker directory with no group "
-                          "(--broker-group)", (unsigned)cr.uid)
-             : ebb_seterr(EBB_EINVAL, "broker: uid %u (primary gid %u) may not ask this "
+                          "(--broker-group)",
+                          (unsigned)cr.uid)
+             : ebb_seterr(EBB_EINVAL,
+                          "broker: uid %u (primary gid %u) may not ask this "
                           "process: not its user, root, or of its --broker-group (gid %u) "
-                          "as primary group", (unsigned)cr.uid, (unsigned)cr.gid,
-                          (unsigned)p->o.group);
+                          "as primary group",
+                          (unsigned)cr.uid, (unsigned)cr.gid, (unsigned)p->o.group);
     refused = 1;
   } else if ((rc = read_line(fd, line, sizeof b->line)) || (rc = brk_decode_request(line, &req)))
     refused = 1;

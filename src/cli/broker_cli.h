@@ -59,10 +59,10 @@ typedef enum {
 } cli_broker_fact_kind;
 typedef struct cli_broker_fact {
   int kind;
-  long pid;            /* the giver (GAVE: this process), the peer, or the asker */
-  const char *what;    /* "ebb serve", a kept item ("pipeline P") */
-  const char *device;  /* "cuda:0" */
-  uint64_t bytes;      /* given / received / kept / needed (ASKED) */
+  long pid;           /* the giver (GAVE: this process), the peer, or the asker */
+  const char *what;   /* "ebb serve", a kept item ("pipeline P") */
+  const char *device; /* "cuda:0" */
+  uint64_t bytes;     /* given / received / kept / needed (ASKED) */
   double ms;
   const char *reason;  /* what went, why skipped/refused/kept */
   long asker;          /* GAVE: the asker's pid as it said */

@@ -31,7 +31,7 @@ int cli_load(const char *config_path, pl_config **cfg, pl_registry **reg) {
 }
 
 static int cli_list_options(int argc, char **argv, void (*usage)(FILE *), const char **config,
-                         int *json) {
+                            int *json) {
   static const struct option longopts[] = {{"config", required_argument, NULL, 'c'},
                                            {"json", no_argument, NULL, 'j'},
                                            {"help", no_argument, NULL, 'h'},
@@ -63,7 +63,7 @@ static int cli_list_options(int argc, char **argv, void (*usage)(FILE *), const 
 }
 
 int cli_list_begin(int argc, char **argv, void (*usage)(FILE *), int *json, pl_config **cfg,
-                       pl_registry **reg) {
+                   pl_registry **reg) {
   const char *config;
   int stop = cli_list_options(argc, argv, usage, &config, json);
   if (stop >= 0)
@@ -72,8 +72,7 @@ int cli_list_begin(int argc, char **argv, void (*usage)(FILE *), int *json, pl_c
   return status ? status : -1;
 }
 
-int cli_list_end(json_t *arr, int json, size_t dump_flags, pl_config *cfg,
-                     pl_registry *reg) {
+int cli_list_end(json_t *arr, int json, size_t dump_flags, pl_config *cfg, pl_registry *reg) {
   if (json) {
     char *s = json_dumps(arr, dump_flags);
     printf("%s\n", s ? s : "[]");

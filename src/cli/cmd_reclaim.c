@@ -56,7 +56,8 @@ static int parse_secs(const char *flag, const char *v, double *out) {
 static int parse_pid(const char *v, long *out) {
   char *end = NULL;
   long x = strtol(v, &end, 10);
-  if (end && end != v && !*end && x > 0 && x < (1L << 22) && (kill((pid_t)x, 0) == 0 || errno == EPERM)) {
+  if (end && end != v && !*end && x > 0 && x < (1L << 22) &&
+      (kill((pid_t)x, 0) == 0 || errno == EPERM)) {
     *out = x;
     return 0;
   }
@@ -120,11 +121,10 @@ static void print_peer(const brk_result_peer *p) {
 static void print_claims(const reclaim_args *a, const brk_claims_seen *c) {
   if (!c->total)
     return;
-  printf("%s: %llu MiB claimed by %zu other asker%s, not yet allocated (", a->device,
-         MIB(c->bytes), c->total, c->total == 1 ? "" : "s");
+  printf("%s: %llu MiB claimed by %zu other asker%s, not yet allocated (", a->device, MIB(c->bytes),
+         c->total, c->total == 1 ? "" : "s");
   for (size_t i = 0; i < c->n; i++)
-    printf("%spid %ld %llu MiB", i ? ", " : "", (long)c->claims[i].holder,
-           MIB(c->claims[i].bytes));
+    printf("%spid %ld %llu MiB", i ? ", " : "", (long)c->claims[i].holder, MIB(c->claims[i].bytes));
   printf("%s): counted as taken\n", c->total > c->n ? ", ..." : "");
 }
 
@@ -170,11 +170,18 @@ int cli_cmd_reclaim(int argc, char **argv) {
     fprintf(stderr, "ebb reclaim: %s\n", ebb_errmsg());
     return EBB_EXIT_USAGE;
   }
-  brk_reclaim_opts o = {.size = sizeof o, .dir = dir, .uuid = dev.uuid, .bytes = want,
-                        .timeout_s = a.timeout_s, .wait_s = a.wait_s,
-                        .free_fn = cli_nvml_free, .free_arg = &dev,
-                        .holder = a.holder ? (pid_t)a.holder : getppid(), .hold_s = a.hold_s,
-                        .used_fn = cli_nvml_used, .used_arg = &dev};
+  brk_reclaim_opts o = {.size = sizeof o,
+                        .dir = dir,
+                        .uuid = dev.uuid,
+                        .bytes = want,
+                        .timeout_s = a.timeout_s,
+                        .wait_s = a.wait_s,
+                        .free_fn = cli_nvml_free,
+                        .free_arg = &dev,
+                        .holder = a.holder ? (pid_t)a.holder : getppid(),
+                        .hold_s = a.hold_s,
+                        .used_fn = cli_nvml_used,
+                        .used_arg = &dev};
   brk_reclaim_result r;
   if (brk_reclaim(&o, &r) != 0) {
     fprintf(stderr, "ebb reclaim: %s\n", ebb_errmsg());

@@ -37,43 +37,44 @@ static void on_signal(int sig) {
 }
 
 static void usage(FILE *f) {
-  fprintf(f,
-          "usage: ebb run --pipeline NAME [--config FILE] INPUT [-o OUTDIR]\n"
-          "               [--device auto|cpu|cuda|cuda:N]\n"
-          "               [--release after-stage|after-job|idle:SECONDS|never|sleep|sleep:SECONDS]\n"
-          "               [--timeline FILE.svg|FILE.json] [--log-format text|json]\n"
-          "               [--cache] [--cache-dir DIR] [--no-cache] [--verbose]\n"
-          "               [--set STAGE.OPTION=VALUE]... [--lyrics FILE]\n\n"
-          "Runs INPUT through the pipeline's stages in order and gives device memory\n"
-          "back to the driver after each stage (by default), logging\n"
-          "  [STAGE] released N MiB of GPU memory\n\n"
-          "  --pipeline NAME   a built-in pipeline (`ebb pipelines`) or one from --config\n"
-          "  --config FILE     a JSON config with \"pipelines\" and \"plugin_dirs\"\n"
-          "  -o, --output DIR  where outputs and result.json go (default: ebb-out)\n"
-          "  --device SPEC     auto (default: the GPU with the most free memory, else the CPU), cpu, cuda, cuda:N\n"
-          "  --release POLICY  overrides the pipeline's release policy\n"
-          "  --timeline FILE   write the memory timeline (.svg picture or .json events)\n"
-          "  --log-format F    text (default) or json (one object per line, on stdout)\n"
-          "  --cache           serve stages from the stage result cache when their\n"
-          "                    stage, version, options and inputs are the same (a cached\n"
-          "                    stage is neither run nor released); off by default, and\n"
-          "                    per stage with \"cache\": true|false in a config\n"
-          "  --cache-dir DIR   where the cache lives (default: $XDG_CACHE_HOME/ebb or\n"
-          "                    ~/.cache/ebb); implies --cache\n"
-          "  --no-cache        never read or write the cache, whatever the config says\n"
-          "  -v, --verbose     debug lines too (each release checked against the driver)\n"
-          "  --set STAGE.OPTION=VALUE\n"
-          "                    sets one option of the stage entry STAGE (repeatable; over\n"
-          "                    the config's); VALUE is JSON (1, 0.5, true, \"text\") or else\n"
-          "                    a string, checked like the config's options. On the command\n"
-          "                    line you are the operator: operator-only options (`ebb\n"
-          "                    stages`) may be set too\n"
-          "  --lyrics FILE     the lyrics for the align stage (--set align.lyrics=FILE)\n\n"
-          "Environment: EBB_PLUGIN_PATH (plugin directories, colon-separated),\n"
-          "EBB_STAGE_HOOK (a command run after each stage; see docs/stage-abi.md).\n"
-          "Exit status: 0 success, 1 the job failed (stage error, out of memory,\n"
-          "timeout, cancelled by SIGINT/SIGTERM: a second signal kills ebb at once),\n"
-          "2 bad usage or bad input.\n");
+  fprintf(f, "usage: ebb run --pipeline NAME [--config FILE] INPUT [-o OUTDIR]\n"
+             "               [--device auto|cpu|cuda|cuda:N]\n"
+             "               [--release "
+             "after-stage|after-job|idle:SECONDS|never|sleep|sleep:SECONDS]\n"
+             "               [--timeline FILE.svg|FILE.json] [--log-format text|json]\n"
+             "               [--cache] [--cache-dir DIR] [--no-cache] [--verbose]\n"
+             "               [--set STAGE.OPTION=VALUE]... [--lyrics FILE]\n\n"
+             "Runs INPUT through the pipeline's stages in order and gives device memory\n"
+             "back to the driver after each stage (by default), logging\n"
+             "  [STAGE] released N MiB of GPU memory\n\n"
+             "  --pipeline NAME   a built-in pipeline (`ebb pipelines`) or one from --config\n"
+             "  --config FILE     a JSON config with \"pipelines\" and \"plugin_dirs\"\n"
+             "  -o, --output DIR  where outputs and result.json go (default: ebb-out)\n"
+             "  --device SPEC     auto (default: the GPU with the most free memory, else the CPU), "
+             "cpu, cuda, cuda:N\n"
+             "  --release POLICY  overrides the pipeline's release policy\n"
+             "  --timeline FILE   write the memory timeline (.svg picture or .json events)\n"
+             "  --log-format F    text (default) or json (one object per line, on stdout)\n"
+             "  --cache           serve stages from the stage result cache when their\n"
+             "                    stage, version, options and inputs are the same (a cached\n"
+             "                    stage is neither run nor released); off by default, and\n"
+             "                    per stage with \"cache\": true|false in a config\n"
+             "  --cache-dir DIR   where the cache lives (default: $XDG_CACHE_HOME/ebb or\n"
+             "                    ~/.cache/ebb); implies --cache\n"
+             "  --no-cache        never read or write the cache, whatever the config says\n"
+             "  -v, --verbose     debug lines too (each release checked against the driver)\n"
+             "  --set STAGE.OPTION=VALUE\n"
+             "                    sets one option of the stage entry STAGE (repeatable; over\n"
+             "                    the config's); VALUE is JSON (1, 0.5, true, \"text\") or else\n"
+             "                    a string, checked like the config's options. On the command\n"
+             "                    line you are the operator: operator-only options (`ebb\n"
+             "                    stages`) may be set too\n"
+             "  --lyrics FILE     the lyrics for the align stage (--set align.lyrics=FILE)\n\n"
+             "Environment: EBB_PLUGIN_PATH (plugin directories, colon-separated),\n"
+             "EBB_STAGE_HOOK (a command run after each stage; see docs/stage-abi.md).\n"
+             "Exit status: 0 success, 1 the job failed (stage error, out of memory,\n"
+             "timeout, cancelled by SIGINT/SIGTERM: a second signal kills ebb at once),\n"
+             "2 bad usage or bad input.\n");
 }
 
 /* --- progress on stderr ------------------------------------------------------ */
@@ -167,22 +168,27 @@ typedef struct run_args {
   const char *sets[64]; /* --set STAGE.OPTION=VALUE */
   int nsets;
   int no_cache, use_cache, verbose;
-  pl_policy policy;          /* when release */
+  pl_policy policy; /* when release */
   char cachebuf[4096];
 } run_args;
 
 /* Reads argv into a. Returns -1 to go on, else the exit status (--help, bad usage). */
 static int parse_args(int argc, char **argv, run_args *a) {
-  static const struct option longopts[] = {
-      {"pipeline", required_argument, NULL, 'p'}, {"config", required_argument, NULL, 'c'},
-      {"output", required_argument, NULL, 'o'},   {"device", required_argument, NULL, 'd'},
-      {"release", required_argument, NULL, 'r'},  {"timeline", required_argument, NULL, 't'},
-      {"log-format", required_argument, NULL, 'l'}, {"cache-dir", required_argument, NULL, 'C'},
-      {"no-cache", no_argument, NULL, 'N'},       {"help", no_argument, NULL, 'h'},
-      {"cache", no_argument, NULL, 'K'},
-      {"verbose", no_argument, NULL, 'v'},
-      {"set", required_argument, NULL, 'S'},      {"lyrics", required_argument, NULL, 'L'},
-      {NULL, 0, NULL, 0}};
+  static const struct option longopts[] = {{"pipeline", required_argument, NULL, 'p'},
+                                           {"config", required_argument, NULL, 'c'},
+                                           {"output", required_argument, NULL, 'o'},
+                                           {"device", required_argument, NULL, 'd'},
+                                           {"release", required_argument, NULL, 'r'},
+                                           {"timeline", required_argument, NULL, 't'},
+                                           {"log-format", required_argument, NULL, 'l'},
+                                           {"cache-dir", required_argument, NULL, 'C'},
+                                           {"no-cache", no_argument, NULL, 'N'},
+                                           {"help", no_argument, NULL, 'h'},
+                                           {"cache", no_argument, NULL, 'K'},
+                                           {"verbose", no_argument, NULL, 'v'},
+                                           {"set", required_argument, NULL, 'S'},
+                                           {"lyrics", required_argument, NULL, 'L'},
+                                           {NULL, 0, NULL, 0}};
   int c;
   optind = 1;
   opterr = 0;
@@ -195,7 +201,10 @@ static int parse_args(int argc, char **argv, run_args *a) {
     case 'r': a->release = optarg; break;
     case 't': a->timeline = optarg; break;
     case 'l': a->logfmt = optarg; break;
-    case 'C': a->cache_dir = optarg; a->use_cache = 1; break;
+    case 'C':
+      a->cache_dir = optarg;
+      a->use_cache = 1;
+      break;
     case 'K': a->use_cache = 1; break;
     case 'N': a->no_cache = 1; break;
     case 'v': a->verbose = 1; break;
@@ -293,16 +302,18 @@ static void stage_names(const pl_def *p, char *buf, size_t n) {
 static int apply_set(pl_def *p, const char *set) {
   const char *dot = strchr(set, '.'), *eq = strchr(set, '=');
   if (!dot || !eq || dot > eq || dot == set || eq == dot + 1) {
-    fprintf(stderr, "ebb run: --set %s: expected STAGE.OPTION=VALUE (e.g. --set "
-            "align.snap_ms=100)\n", set);
+    fprintf(stderr,
+            "ebb run: --set %s: expected STAGE.OPTION=VALUE (e.g. --set "
+            "align.snap_ms=100)\n",
+            set);
     return EBB_EXIT_USAGE;
   }
   pl_stage_def *d = stage_entry(p, set, (size_t)(dot - set));
   if (!d) {
     char known[1024];
     stage_names(p, known, sizeof known);
-    fprintf(stderr, "ebb run: --set %s: pipeline '%s' has no stage '%.*s' (its stages: %s)\n",
-            set, p->name, (int)(dot - set), set, known);
+    fprintf(stderr, "ebb run: --set %s: pipeline '%s' has no stage '%.*s' (its stages: %s)\n", set,
+            p->name, (int)(dot - set), set, known);
     return EBB_EXIT_USAGE;
   }
   char opt[256];
@@ -390,9 +401,13 @@ static int open_device(const run_args *a, const pl_registry *reg, run_env *e) {
     fprintf(stderr, "ebb run: %s\n", ebb_errmsg());
     return EBB_EXIT_FAILED;
   }
-  pl_runner_opts ro = {.size = sizeof ro, .dev = e->dev, .alloc = e->alloc, .reg = reg,
-                        .cache_dir = a->cache_dir, .oneshot = 1,
-                        .cache_default = a->use_cache};
+  pl_runner_opts ro = {.size = sizeof ro,
+                       .dev = e->dev,
+                       .alloc = e->alloc,
+                       .reg = reg,
+                       .cache_dir = a->cache_dir,
+                       .oneshot = 1,
+                       .cache_default = a->use_cache};
   if ((rc = pl_runner_create(&ro, &e->runner))) {
     fprintf(stderr, "ebb run: %s\n", ebb_errmsg());
     return EBB_EXIT_FAILED;
@@ -451,9 +466,14 @@ static int run_job(const run_args *a, const pl_def *p, run_env *e) {
 
   progress_view v;
   progress_start(&v);
-  pl_job job = {.size = sizeof job, .pipeline = p, .input = a->input, .output_dir = a->outdir,
-                 .policy = a->release ? &a->policy : NULL, .cancel = &run_cancel,
-                 .progress = progress_cb, .progress_arg = &v.pr};
+  pl_job job = {.size = sizeof job,
+                .pipeline = p,
+                .input = a->input,
+                .output_dir = a->outdir,
+                .policy = a->release ? &a->policy : NULL,
+                .cancel = &run_cancel,
+                .progress = progress_cb,
+                .progress_arg = &v.pr};
   pl_job_result res;
   int rc = pl_runner_run(e->runner, &job, &res);
   progress_stop(&v);

@@ -31,7 +31,8 @@ static void usage(FILE *f) {
   fprintf(f,
           "usage: ebb serve [--config FILE] [--listen HOST:PORT] [--data-dir DIR]\n"
           "                 [--devices all|cuda:0,cuda:2|cpu] [--max-wait S] [--keep-resident S]\n"
-          "                 [--release after-stage|after-job|idle:SECONDS|never|sleep|sleep:SECONDS]\n"
+          "                 [--release "
+          "after-stage|after-job|idle:SECONDS|never|sleep|sleep:SECONDS]\n"
           "                 [--log-format text|json] [--cache-dir DIR | --no-cache]\n"
           "                 [--token-file FILE] [--metrics-public] [--allow-host NAME]...\n"
           "                 [--allow-origin ORIGIN]... [--max-queued N]\n"
@@ -155,7 +156,7 @@ typedef struct serve_args {
   srv_cluster_opts co;
   const char *pw_file;
   char pw[256];
-  double grace_s; /* --shutdown-grace; 0: the default */
+  double grace_s;           /* --shutdown-grace; 0: the default */
   serve_broker_opts broker; /* --broker-dir, --broker-group, --broker-timeout, --reserve */
 } serve_args;
 
@@ -207,11 +208,13 @@ static int server_config(const char *path, srv_opts *so, pl_manager_opts *mo) {
       fprintf(stderr, "ebb serve: %s: \"server\".\"%s\" must be a positive number\n", path, key);
       rc = -1;
     } else if (server_key(key, json_number_value(v), so, mo) != 0) {
-      fprintf(stderr, "ebb serve: %s: unknown key \"server\".\"%s\" (known: max_json_kib, "
-                      "max_upload_mib, max_field_kib, max_lyrics_kib, load_wait_s, "
-                      "max_connections, "
-                      "max_connections_per_ip, idle_timeout_s, header_timeout_s, "
-                      "min_body_rate)\n", path, key);
+      fprintf(stderr,
+              "ebb serve: %s: unknown key \"server\".\"%s\" (known: max_json_kib, "
+              "max_upload_mib, max_field_kib, max_lyrics_kib, load_wait_s, "
+              "max_connections, "
+              "max_connections_per_ip, idle_timeout_s, header_timeout_s, "
+              "min_body_rate)\n",
+              path, key);
       rc = -1;
     }
   }
@@ -227,8 +230,12 @@ static int parse_keep(const char *v, srv_opts *so) {
   double n = strtod(v, &end);
   if (end == v || errno || n <= 0 || n > 1e12)
     return -1;
-  double mul = !*end ? 0 : !strcmp(end, "s") ? 1 : !strcmp(end, "m") ? 60
-               : !strcmp(end, "h") ? 3600 : !strcmp(end, "d") ? 86400 : -1;
+  double mul = !*end               ? 0
+               : !strcmp(end, "s") ? 1
+               : !strcmp(end, "m") ? 60
+               : !strcmp(end, "h") ? 3600
+               : !strcmp(end, "d") ? 86400
+                                   : -1;
   if (mul < 0)
     return -1;
   if (mul == 0) {
@@ -266,28 +273,56 @@ static int parse_size(const char *v, uint64_t *out) {
   double n = strtod(v, &end);
   if (end == v || errno || n < 0 || n > 1e9)
     return -1;
-  double mul = !*end || !strcmp(end, "MiB") ? 1048576.0 : !strcmp(end, "GiB") ? 1073741824.0
-               : !strcmp(end, "TiB") ? 1099511627776.0 : -1;
+  double mul = !*end || !strcmp(end, "MiB") ? 1048576.0
+               : !strcmp(end, "GiB")        ? 1073741824.0
+               : !strcmp(end, "TiB")        ? 1099511627776.0
+                                            : -1;
   if (mul < 0)
     return -1;
   *out = (uint64_t)(n * mul);
   return 0;
 }
 
-enum { O_TOKEN = 256, O_METRICS, O_ALLOW, O_INPUT, O_JOBTO, O_KEEP, O_DEVICES, O_MAXWAIT, O_SLEEPB, O_RESIDENT,
-       O_QUEUE, O_QPREFIX, O_QPASS, O_SHARED, O_NODE, O_INLINE, O_LEASE, O_ATTEMPTS, O_ORIGIN,
-       O_MAXQ, O_GRACE, O_MAXJOB,
-       O_BROKER_DIR, O_BROKER_GROUP, O_BROKER_TIMEOUT, O_RESERVE }; /* last 4: the broker */
+enum {
+  O_TOKEN = 256,
+  O_METRICS,
+  O_ALLOW,
+  O_INPUT,
+  O_JOBTO,
+  O_KEEP,
+  O_DEVICES,
+  O_MAXWAIT,
+  O_SLEEPB,
+  O_RESIDENT,
+  O_QUEUE,
+  O_QPREFIX,
+  O_QPASS,
+  O_SHARED,
+  O_NODE,
+  O_INLINE,
+  O_LEASE,
+  O_ATTEMPTS,
+  O_ORIGIN,
+  O_MAXQ,
+  O_GRACE,
+  O_MAXJOB,
+  O_BROKER_DIR,
+  O_BROKER_GROUP,
+  O_BROKER_TIMEOUT,
+  O_RESERVE
+}; /* last 4: the broker */
 
 static int cluster_number(serve_args *a, int c, const char *v) {
   double n;
-  const char *flag = c == O_INLINE ? "--inline-max-mib" : c == O_LEASE ? "--lease"
-                                                                        : "--max-attempts";
+  const char *flag = c == O_INLINE  ? "--inline-max-mib"
+                     : c == O_LEASE ? "--lease"
+                                    : "--max-attempts";
   if (parse_seconds(v, &n) != 0 || (c == O_ATTEMPTS && (n != (int)n || n > 100)) ||
       (c == O_INLINE && n > 512)) {
     fprintf(stderr, "ebb serve: %s %s: expected a number > 0%s\n", flag, v,
             c == O_ATTEMPTS ? " (a whole number up to 100)"
-            : c == O_INLINE ? " (MiB, up to 512: Redis strings stop there)" : "");
+            : c == O_INLINE ? " (MiB, up to 512: Redis strings stop there)"
+                            : "");
     return EBB_EXIT_USAGE;
   }
   if (c == O_INLINE)
@@ -320,8 +355,7 @@ static int cluster_args(serve_args *a) {
   }
   for (const char *p = co->node_id; p && *p; p++)
     if (!strchr("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._-", *p)) {
-      fprintf(stderr, "ebb serve: --node-id %s: use letters, digits, '.', '_', '-'\n",
-              co->node_id);
+      fprintf(stderr, "ebb serve: --node-id %s: use letters, digits, '.', '_', '-'\n", co->node_id);
       return EBB_EXIT_USAGE;
     }
   const char *env = getenv("EBB_QUEUE_PASSWORD");
@@ -412,14 +446,15 @@ static int take_opt(serve_args *a, int c, char **argv) {
     }
     if (parse_seconds(optarg, &a->so.max_job_s) == 0)
       return 0;
-    fprintf(stderr, "ebb serve: --max-job-seconds %s: expected seconds > 0 (at most a year), "
-            "or 0 for no refusal by estimate\n", optarg);
+    fprintf(stderr,
+            "ebb serve: --max-job-seconds %s: expected seconds > 0 (at most a year), "
+            "or 0 for no refusal by estimate\n",
+            optarg);
     return EBB_EXIT_USAGE;
   case O_JOBTO:
     if (parse_seconds(optarg, &a->so.job_timeout_s) == 0)
       return 0;
-    fprintf(stderr, "ebb serve: --job-timeout %s: expected seconds > 0 (at most a year)\n",
-            optarg);
+    fprintf(stderr, "ebb serve: --job-timeout %s: expected seconds > 0 (at most a year)\n", optarg);
     return EBB_EXIT_USAGE;
   case O_GRACE:
     if (parse_seconds(optarg, &a->grace_s) == 0)
@@ -430,8 +465,10 @@ static int take_opt(serve_args *a, int c, char **argv) {
   case O_KEEP:
     if (parse_keep(optarg, &a->so) == 0)
       return 0;
-    fprintf(stderr, "ebb serve: --keep-jobs %s: expected a count (100) or a duration (30s, "
-                    "90m, 12h, 7d)\n", optarg);
+    fprintf(stderr,
+            "ebb serve: --keep-jobs %s: expected a count (100) or a duration (30s, "
+            "90m, 12h, 7d)\n",
+            optarg);
     return EBB_EXIT_USAGE;
   case O_DEVICES: a->devices = optarg; return 0;
   case O_MAXWAIT:
@@ -451,17 +488,23 @@ static int take_opt(serve_args *a, int c, char **argv) {
   case O_SLEEPB:
     if (parse_size(optarg, &a->sleep_budget) == 0)
       return 0;
-    fprintf(stderr, "ebb serve: --sleep-host-budget %s: expected a size (512MiB, 16GiB; a plain "
-                    "number is MiB)\n", optarg);
+    fprintf(stderr,
+            "ebb serve: --sleep-host-budget %s: expected a size (512MiB, 16GiB; a plain "
+            "number is MiB)\n",
+            optarg);
     return EBB_EXIT_USAGE;
   case O_QUEUE: a->co.url = optarg; return 0;
   case O_QPREFIX: a->co.prefix = optarg; return 0;
   case O_QPASS: a->pw_file = optarg; return 0;
   case O_SHARED: a->co.shared_dir = optarg; return 0;
   case O_NODE: a->co.node_id = optarg; return 0;
-  case O_INLINE: case O_LEASE: case O_ATTEMPTS: return cluster_number(a, c, optarg);
-  case O_BROKER_DIR: case O_BROKER_GROUP: case O_BROKER_TIMEOUT: case O_RESERVE:
-    return broker_opt(a, c, optarg);
+  case O_INLINE:
+  case O_LEASE:
+  case O_ATTEMPTS: return cluster_number(a, c, optarg);
+  case O_BROKER_DIR:
+  case O_BROKER_GROUP:
+  case O_BROKER_TIMEOUT:
+  case O_RESERVE: return broker_opt(a, c, optarg);
   case 'h': usage(stdout); return -1;
   case ':':
     fprintf(stderr, "ebb serve: %s needs a value (see ebb serve --help)\n", argv[optind - 1]);
@@ -473,39 +516,44 @@ static int take_opt(serve_args *a, int c, char **argv) {
 }
 
 static int parse_args(int argc, char **argv, serve_args *a) {
-  static const struct option longopts[] = {
-      {"config", required_argument, NULL, 'c'},     {"listen", required_argument, NULL, 'L'},
-      {"data-dir", required_argument, NULL, 'D'},   {"device", required_argument, NULL, 'd'},
-      {"release", required_argument, NULL, 'r'},    {"log-format", required_argument, NULL, 'l'},
-      {"cache-dir", required_argument, NULL, 'C'},  {"no-cache", no_argument, NULL, 'N'},
-      {"help", no_argument, NULL, 'h'},             {"verbose", no_argument, NULL, 'v'},
-      {"token-file", required_argument, NULL, O_TOKEN},
-      {"metrics-public", no_argument, NULL, O_METRICS},
-      {"allow-host", required_argument, NULL, O_ALLOW},
-      {"allow-origin", required_argument, NULL, O_ORIGIN},
-      {"max-queued", required_argument, NULL, O_MAXQ},
-      {"input-dir", required_argument, NULL, O_INPUT},
-      {"job-timeout", required_argument, NULL, O_JOBTO},
-      {"max-job-seconds", required_argument, NULL, O_MAXJOB},
-      {"keep-jobs", required_argument, NULL, O_KEEP},
-      {"devices", required_argument, NULL, O_DEVICES},
-      {"max-wait", required_argument, NULL, O_MAXWAIT},
-      {"keep-resident", required_argument, NULL, O_RESIDENT},
-      {"sleep-host-budget", required_argument, NULL, O_SLEEPB},
-      {"queue", required_argument, NULL, O_QUEUE},
-      {"queue-prefix", required_argument, NULL, O_QPREFIX},
-      {"queue-password-file", required_argument, NULL, O_QPASS},
-      {"shared-dir", required_argument, NULL, O_SHARED},
-      {"node-id", required_argument, NULL, O_NODE},
-      {"inline-max-mib", required_argument, NULL, O_INLINE},
-      {"lease", required_argument, NULL, O_LEASE},
-      {"max-attempts", required_argument, NULL, O_ATTEMPTS},
-      {"shutdown-grace", required_argument, NULL, O_GRACE},
-      {"broker-dir", required_argument, NULL, O_BROKER_DIR},
-      {"broker-group", required_argument, NULL, O_BROKER_GROUP},
-      {"broker-timeout", required_argument, NULL, O_BROKER_TIMEOUT},
-      {"reserve", required_argument, NULL, O_RESERVE},
-      {NULL, 0, NULL, 0}};
+  static const struct option longopts[] =
+      {{"config", required_argument, NULL, 'c'},
+       {"listen", required_argument, NULL, 'L'},
+       {"data-dir", required_argument, NULL, 'D'},
+       {"device", required_argument, NULL, 'd'},
+       {"release", required_argument, NULL, 'r'},
+       {"log-format", required_argument, NULL, 'l'},
+       {"cache-dir", required_argument, NULL, 'C'},
+       {"no-cache", no_argument, NULL, 'N'},
+       {"help", no_argument, NULL, 'h'},
+       {"verbose", no_argument, NULL, 'v'},
+       {"token-file", required_argument, NULL, O_TOKEN},
+       {"metrics-public", no_argument, NULL, O_METRICS},
+       {"allow-host", required_argument, NULL, O_ALLOW},
+       {"allow-origin", required_argument, NULL, O_ORIGIN},
+       {"max-queued", required_argument, NULL, O_MAXQ},
+       {"input-dir", required_argument, NULL, O_INPUT},
+       {"job-timeout", required_argument, NULL, O_JOBTO},
+       {"max-job-seconds", required_argument, NULL, O_MAXJOB},
+       {"keep-jobs", required_argument, NULL, O_KEEP},
+       {"devices", required_argument, NULL, O_DEVICES},
+       {"max-wait", required_argument, NULL, O_MAXWAIT},
+       {"keep-resident", required_argument, NULL, O_RESIDENT},
+       {"sleep-host-budget", required_argument, NULL, O_SLEEPB},
+       {"queue", required_argument, NULL, O_QUEUE},
+       {"queue-prefix", required_argument, NULL, O_QPREFIX},
+       {"queue-password-file", required_argument, NULL, O_QPASS},
+       {"shared-dir", required_argument, NULL, O_SHARED},
+       {"node-id", required_argument, NULL, O_NODE},
+       {"inline-max-mib", required_argument, NULL, O_INLINE},
+       {"lease", required_argument, NULL, O_LEASE},
+       {"max-attempts", required_argument, NULL, O_ATTEMPTS},
+       {"shutdown-grace", required_argument, NULL, O_GRACE},
+       {"broker-dir", required_argument, NULL, O_BROKER_DIR},
+       {"broker-group", required_argument, NULL, O_BROKER_GROUP},
+       {"broker-timeout", required_argument, NULL, O_BROKER_TIMEOUT},
+       {"reserve", required_argument, NULL, O_RESERVE},
+       {NULL, 0, NULL, 0}};
   int c, st;
   optind = 1;
   opterr = 0;
@@ -695,8 +743,10 @@ static void *grace_watch(void *arg) {
   double grace = *(const double *)arg, t0 = mono_now();
   while (!atomic_load(&grace_done)) {
     if (mono_now() - t0 >= grace) {
-      base_log(EBB_LOG_ERROR, "server", "the stop took longer than the shutdown grace of %g s (a "
-              "stage that ignores its cancellation?); exiting without waiting for it", grace);
+      base_log(EBB_LOG_ERROR, "server",
+               "the stop took longer than the shutdown grace of %g s (a "
+               "stage that ignores its cancellation?); exiting without waiting for it",
+               grace);
       _exit(EBB_EXIT_FAILED);
     }
     struct timespec ts = {0, 20 * 1000000L};
@@ -717,8 +767,10 @@ static void serve_loop(serve_state *st, const sigset_t *set, double grace_s) {
       pl_manager_tick(st->ms[i]); /* idle:S stages whose time is up, then the context */
     srv_tick(st->srv);
   }
-  base_log(EBB_LOG_INFO, "server", "%s: stopping (the running job goes back to the queue, "
-                                  "releasing all)", sig == SIGINT ? "SIGINT" : "SIGTERM");
+  base_log(EBB_LOG_INFO, "server",
+           "%s: stopping (the running job goes back to the queue, "
+           "releasing all)",
+           sig == SIGINT ? "SIGINT" : "SIGTERM");
   static double grace;
   grace = grace_s > 0 ? grace_s : GRACE_DEFAULT_S;
   pthread_t gw;
@@ -733,8 +785,8 @@ static void serve_loop(serve_state *st, const sigset_t *set, double grace_s) {
     mem_alloc_stats as = {.size = sizeof as};
     mem_allocator_get_stats(st->allocs[i], &as);
     base_log(EBB_LOG_INFO, "server", "stopped%s%s: %llu MiB reserved, context %s",
-            st->n > 1 ? " " : "", st->n > 1 ? dev_device_label(st->devs[i]) : "",
-            (unsigned long long)(as.reserved.current >> 20), as.ctx_active ? "held" : "released");
+             st->n > 1 ? " " : "", st->n > 1 ? dev_device_label(st->devs[i]) : "",
+             (unsigned long long)(as.reserved.current >> 20), as.ctx_active ? "held" : "released");
   }
   atomic_store(&grace_done, 1);
   if (watching)
@@ -764,11 +816,11 @@ static int start_and_serve(serve_args *a, serve_state *st, pl_manager_opts *mo) 
     fprintf(stderr, "ebb serve: %s\n", ebb_errmsg());
     /* a second server on a held data directory is bad usage too */
     return rc == EBB_EBUSY || base_exit_status(rc) == EBB_EXIT_USAGE ? EBB_EXIT_USAGE
-                                                                    : EBB_EXIT_FAILED;
+                                                                     : EBB_EXIT_FAILED;
   }
   for (size_t i = 0; i < st->n; i++)
     base_log(EBB_LOG_INFO, "server", "device %s (%s), data in %s", dev_device_label(st->devs[i]),
-            dev_name(st->devs[i]), a->data_dir);
+             dev_name(st->devs[i]), a->data_dir);
   cli_serve_broker_start(&a->broker, st->ms, st->devs, st->n, &st->peer);
   serve_loop(st, &set, a->grace_s);
   return EBB_EXIT_OK;
@@ -779,31 +831,44 @@ static int serve(serve_args *a) {
   int status = cli_load(a->config, &st.cfg, &st.reg);
   if (status)
     return status;
-  a->so = (srv_opts){.size = sizeof a->so, .listen = a->listen, .data_dir = a->data_dir,
-                            .on_listen = print_listen, .token_file = a->so.token_file,
-                            .token = getenv("EBB_TOKEN"), .metrics_public = a->so.metrics_public,
-                            .allow_hosts = a->allow, .nallow_hosts = a->nallow,
-                            .allow_origins = a->origins, .nallow_origins = a->norigins,
-                            .max_queued = a->so.max_queued,
-                            .input_dirs = a->inputs, .ninput_dirs = a->ninputs,
-                            .job_timeout_s = a->so.job_timeout_s,
-                            .max_job_s = a->so.max_job_s, .keep_jobs = a->so.keep_jobs,
-                            .keep_jobs_s = a->so.keep_jobs_s, .max_wait_s = a->so.max_wait_s,
-                            .keep_resident_s = a->so.keep_resident_s,
-                            .cluster = a->so.cluster,
-                            .broker_reclaim = cli_serve_broker_reclaim, /* docs/broker.md */
-                            .broker_metrics = cli_serve_broker_metrics};
-  pl_manager_opts mo = {.size = sizeof mo, .cfg = st.cfg, .reg = st.reg, .work_dir = a->data_dir,
-                         .cache_dir = a->cache_dir, .scratch_dir = a->sd,
-                         .policy = a->release ? &a->policy : NULL,
-                         .ask_peers = cli_serve_broker_ask, /* docs/broker.md */
-                         .ask_done = cli_serve_broker_ask_done};
+  a->so = (srv_opts){.size = sizeof a->so,
+                     .listen = a->listen,
+                     .data_dir = a->data_dir,
+                     .on_listen = print_listen,
+                     .token_file = a->so.token_file,
+                     .token = getenv("EBB_TOKEN"),
+                     .metrics_public = a->so.metrics_public,
+                     .allow_hosts = a->allow,
+                     .nallow_hosts = a->nallow,
+                     .allow_origins = a->origins,
+                     .nallow_origins = a->norigins,
+                     .max_queued = a->so.max_queued,
+                     .input_dirs = a->inputs,
+                     .ninput_dirs = a->ninputs,
+                     .job_timeout_s = a->so.job_timeout_s,
+                     .max_job_s = a->so.max_job_s,
+                     .keep_jobs = a->so.keep_jobs,
+                     .keep_jobs_s = a->so.keep_jobs_s,
+                     .max_wait_s = a->so.max_wait_s,
+                     .keep_resident_s = a->so.keep_resident_s,
+                     .cluster = a->so.cluster,
+                     .broker_reclaim = cli_serve_broker_reclaim, /* docs/broker.md */
+                     .broker_metrics = cli_serve_broker_metrics};
+  pl_manager_opts mo = {.size = sizeof mo,
+                        .cfg = st.cfg,
+                        .reg = st.reg,
+                        .work_dir = a->data_dir,
+                        .cache_dir = a->cache_dir,
+                        .scratch_dir = a->sd,
+                        .policy = a->release ? &a->policy : NULL,
+                        .ask_peers = cli_serve_broker_ask, /* docs/broker.md */
+                        .ask_done = cli_serve_broker_ask_done};
   status = EBB_EXIT_USAGE;
   if (server_config(a->config, &a->so, &mo) == 0) {
     for (size_t i = 0; i < st.cfg->npipelines; i++)
       if (pl_check(st.reg, &st.cfg->pipelines[i]) != 0)
-        base_log(EBB_LOG_WARN, "server", "pipeline '%s' cannot run: %s",
-                st.cfg->pipelines[i].name, ebb_errmsg());
+        base_log(EBB_LOG_WARN, "server", "pipeline '%s' cannot run: %s", st.cfg->pipelines[i].name,
+                 ebb_errmsg());
     status = start_and_serve(a, &st, &mo);
   }
   flush_early(); /* when the server never listened */

@@ -46,15 +46,18 @@ void cli_serve_broker_fact(const cli_broker_fact *f) {
   case EBB_BROKER_REFUSED: n_refused++; break;
   case EBB_BROKER_RECEIVED: received_bytes += f->bytes; break;
   case EBB_BROKER_SKIPPED: n_skipped++; break;
-  case EBB_BROKER_ASKED: n_asks++; n_satisfied += (uint64_t)(f->satisfied != 0); break;
+  case EBB_BROKER_ASKED:
+    n_asks++;
+    n_satisfied += (uint64_t)(f->satisfied != 0);
+    break;
   default: break;
   }
   pthread_mutex_unlock(&stat_lock);
   switch (f->kind) {
   case EBB_BROKER_GAVE:
   case EBB_BROKER_RECEIVED: /* the line, on both sides: the log subscribes */
-    base_event_publish_grant(f->kind == EBB_BROKER_GAVE ? "gave" : "received", (int)f->pid,
-                            f->what, f->device, 0, f->bytes, f->ms, f->reason);
+    base_event_publish_grant(f->kind == EBB_BROKER_GAVE ? "gave" : "received", (int)f->pid, f->what,
+                             f->device, 0, f->bytes, f->ms, f->reason);
     break;
   case EBB_BROKER_REFUSED:
     base_log(EBB_LOG_WARN, "broker", "refused an asker (pid %ld): %s", f->pid, f->reason);
@@ -64,7 +67,7 @@ void cli_serve_broker_fact(const cli_broker_fact *f) {
     break;
   case EBB_BROKER_KEPT:
     base_log(EBB_LOG_INFO, "broker", "pid %ld keeps %s (%llu MiB): %s", f->pid, f->what, mib,
-            f->reason);
+             f->reason);
     break;
   case EBB_BROKER_ASKED:
     base_event_publish_ask(f->device, f->bytes, f->free_after, f->npeers, f->satisfied);
@@ -78,22 +81,32 @@ static void ask_facts(const brk_reclaim_result *r, const char *label, uint64_t n
   for (size_t i = 0; i < r->npeers; i++) {
     const brk_result_peer *p = &r->peers[i];
     cli_broker_fact f = {.kind = p->status ? EBB_BROKER_SKIPPED : EBB_BROKER_RECEIVED,
-                         .pid = (long)p->pid, .what = p->ans.what, .device = label,
-                         .bytes = p->ans.given_bytes, .ms = p->ans.ms,
+                         .pid = (long)p->pid,
+                         .what = p->ans.what,
+                         .device = label,
+                         .bytes = p->ans.given_bytes,
+                         .ms = p->ans.ms,
                          .reason = p->status ? p->ans.err_msg : p->ans.reason};
     cli_serve_broker_fact(&f);
     for (size_t k = 0; !r->satisfied && !p->status && k < p->ans.nkept; k++)
-      cli_serve_broker_fact(&(cli_broker_fact){.kind = EBB_BROKER_KEPT, .pid = (long)p->pid,
-                                               .what = p->ans.kept[k].what, .device = label,
+      cli_serve_broker_fact(&(cli_broker_fact){.kind = EBB_BROKER_KEPT,
+                                               .pid = (long)p->pid,
+                                               .what = p->ans.kept[k].what,
+                                               .device = label,
                                                .bytes = p->ans.kept[k].bytes,
                                                .reason = p->ans.kept[k].why});
   }
   if (!r->npeers && !r->earlier.total && r->satisfied)
     return; /* enough was free and unclaimed: nobody was asked */
-  cli_serve_broker_fact(&(cli_broker_fact){.kind = EBB_BROKER_ASKED, .pid = (long)getpid(),
-                                           .what = "ebb serve", .device = label, .bytes = need,
-                                           .free_after = r->free_after, .npeers = r->npeers,
-                                           .satisfied = r->satisfied, .reason = ""});
+  cli_serve_broker_fact(&(cli_broker_fact){.kind = EBB_BROKER_ASKED,
+                                           .pid = (long)getpid(),
+                                           .what = "ebb serve",
+                                           .device = label,
+                                           .bytes = need,
+                                           .free_after = r->free_after,
+                                           .npeers = r->npeers,
+                                           .satisfied = r->satisfied,
+                                           .reason = ""});
 }
 
 int cli_cuda_uuid(int ordinal, char *uuid, size_t len) {
@@ -139,10 +152,22 @@ int cli_parse_bytes(const char *v, uint64_t *out) {
     end++;
   double mul = 1;
   switch (toupper((unsigned char)*end)) {
-  case 'K': mul = 1024.0; end++; break;
-  case 'M': mul = 1048576.0; end++; break;
-  case 'G': mul = 1073741824.0; end++; break;
-  case 'T': mul = 1099511627776.0; end++; break;
+  case 'K':
+    mul = 1024.0;
+    end++;
+    break;
+  case 'M':
+    mul = 1048576.0;
+    end++;
+    break;
+  case 'G':
+    mul = 1073741824.0;
+    end++;
+    break;
+  case 'T':
+    mul = 1099511627776.0;
+    end++;
+    break;
   case '\0': break;
   default: return -1;
   }
@@ -197,9 +222,13 @@ static int give(void *arg, const brk_request *req, brk_answer *a) {
   a->given_bytes = g.given;
   snprintf(a->reason, sizeof a->reason, "%s", g.reason[0] ? g.reason : "nothing could go");
   copy_kept(&g, a);
-  cli_serve_broker_fact(&(cli_broker_fact){.kind = EBB_BROKER_GAVE, .pid = (long)getpid(),
-                                           .what = a->what, .device = s->label[i],
-                                           .bytes = g.given, .ms = a->ms, .reason = a->reason,
+  cli_serve_broker_fact(&(cli_broker_fact){.kind = EBB_BROKER_GAVE,
+                                           .pid = (long)getpid(),
+                                           .what = a->what,
+                                           .device = s->label[i],
+                                           .bytes = g.given,
+                                           .ms = a->ms,
+                                           .reason = a->reason,
                                            .asker = (long)req->asker});
   return 0;
 }
@@ -207,8 +236,11 @@ static int give(void *arg, const brk_request *req, brk_answer *a) {
 /* brk_peer_opts.refused: an asker this server would not answer. */
 static void refused_fact(void *arg, long pid, const char *why) {
   (void)arg;
-  cli_serve_broker_fact(&(cli_broker_fact){.kind = EBB_BROKER_REFUSED, .pid = pid,
-                                           .what = "", .device = "", .reason = why});
+  cli_serve_broker_fact(&(cli_broker_fact){.kind = EBB_BROKER_REFUSED,
+                                           .pid = pid,
+                                           .what = "",
+                                           .device = "",
+                                           .reason = why});
 }
 
 void cli_serve_broker_start(const serve_broker_opts *o, pl_manager **ms, dev_device **devs,
@@ -228,8 +260,13 @@ void cli_serve_broker_start(const serve_broker_opts *o, pl_manager **ms, dev_dev
   if (!s->n)
     return; /* the CPU only: nothing to give */
   char dir[512] = "";
-  brk_peer_opts po = {.size = sizeof po, .dir = dir, .what = "ebb serve", .give = give,
-                      .give_arg = s, .group = (gid_t)-1, .refused = refused_fact};
+  brk_peer_opts po = {.size = sizeof po,
+                      .dir = dir,
+                      .what = "ebb serve",
+                      .give = give,
+                      .give_arg = s,
+                      .group = (gid_t)-1,
+                      .refused = refused_fact};
   int rc = brk_dir_open(o->dir, o->group, dir, sizeof dir);
   if (!rc) {
     snprintf(ask_dir, sizeof ask_dir, "%s", dir);
@@ -242,7 +279,7 @@ void cli_serve_broker_start(const serve_broker_opts *o, pl_manager **ms, dev_dev
   registered = *out;
   if (rc)
     base_log(EBB_LOG_WARN, "broker", "not registered (peers cannot ask this server for memory): %s",
-            ebb_errmsg());
+             ebb_errmsg());
   else
     base_log(EBB_LOG_DEBUG, "broker", "registered in %s (pid %ld)", dir, (long)getpid());
 }
@@ -288,24 +325,32 @@ int cli_serve_broker_ask(void *arg, dev_device *dev, uint64_t need) {
   if (!ask_dir[0] || dev_kind_of(dev) != EBB_DEVICE_CUDA ||
       cli_cuda_uuid(d.ordinal, d.uuid, sizeof d.uuid) != 0)
     return 0;
-  brk_reclaim_opts o = {.size = sizeof o, .dir = ask_dir, .uuid = d.uuid, .bytes = need,
-                        .timeout_s = ask_timeout_s, .wait_s = 2, .free_fn = cli_nvml_free,
-                        .free_arg = &d, .hold_s = 60, .used_fn = cli_nvml_used,
+  brk_reclaim_opts o = {.size = sizeof o,
+                        .dir = ask_dir,
+                        .uuid = d.uuid,
+                        .bytes = need,
+                        .timeout_s = ask_timeout_s,
+                        .wait_s = 2,
+                        .free_fn = cli_nvml_free,
+                        .free_arg = &d,
+                        .hold_s = 60,
+                        .used_fn = cli_nvml_used,
                         .used_arg = &d};
   brk_reclaim_result r;
   int rc = brk_reclaim(&o, &r);
   keep_claim(d.ordinal, &r.claim);
   if (rc) {
     base_log(EBB_LOG_WARN, "broker", "asking the peers on %s: %s", dev_device_label(dev),
-            ebb_errmsg());
+             ebb_errmsg());
     brk_reclaim_free(&r);
     return rc;
   }
   if (r.earlier.total)
-    base_log(EBB_LOG_INFO, "broker", "%s: %llu MiB claimed by %zu earlier asker%s, not yet "
-            "allocated (first: pid %ld): counted as taken", dev_device_label(dev),
-            (unsigned long long)(r.earlier.bytes >> 20), r.earlier.total,
-            r.earlier.total == 1 ? "" : "s", (long)r.earlier.claims[0].holder);
+    base_log(EBB_LOG_INFO, "broker",
+             "%s: %llu MiB claimed by %zu earlier asker%s, not yet "
+             "allocated (first: pid %ld): counted as taken",
+             dev_device_label(dev), (unsigned long long)(r.earlier.bytes >> 20), r.earlier.total,
+             r.earlier.total == 1 ? "" : "s", (long)r.earlier.claims[0].holder);
   ask_facts(&r, dev_device_label(dev), need);
   brk_reclaim_free(&r);
   return 0;
@@ -317,12 +362,12 @@ static json_t *peer_json(const brk_result_peer *p) {
     return json_pack("{s:I, s:s}", "pid", (json_int_t)p->pid, "skipped", p->ans.err_msg);
   json_t *kept = json_array();
   for (size_t k = 0; kept && k < p->ans.nkept; k++)
-    json_array_append_new(kept, json_pack("{s:s, s:I, s:s}", "what", p->ans.kept[k].what,
-                                          "bytes", (json_int_t)p->ans.kept[k].bytes, "why",
-                                          p->ans.kept[k].why));
-  return json_pack("{s:I, s:s, s:I, s:f, s:s, s:o}", "pid", (json_int_t)p->pid, "what",
-                   p->ans.what, "given_bytes", (json_int_t)p->ans.given_bytes, "ms", p->ans.ms,
-                   "reason", p->ans.reason, "kept", kept ? kept : json_array());
+    json_array_append_new(kept,
+                          json_pack("{s:s, s:I, s:s}", "what", p->ans.kept[k].what, "bytes",
+                                    (json_int_t)p->ans.kept[k].bytes, "why", p->ans.kept[k].why));
+  return json_pack("{s:I, s:s, s:I, s:f, s:s, s:o}", "pid", (json_int_t)p->pid, "what", p->ans.what,
+                   "given_bytes", (json_int_t)p->ans.given_bytes, "ms", p->ans.ms, "reason",
+                   p->ans.reason, "kept", kept ? kept : json_array());
 }
 
 int cli_serve_broker_reclaim(void *arg, const char *device, uint64_t bytes, json_t **answer) {
@@ -331,7 +376,8 @@ int cli_serve_broker_reclaim(void *arg, const char *device, uint64_t bytes, json
   char *end = NULL;
   *answer = NULL;
   long v = strncmp(device, "cuda:", 5) || !isdigit((unsigned char)device[5])
-               ? -1 : strtol(device + 5, &end, 10);
+               ? -1
+               : strtol(device + 5, &end, 10);
   if (v < 0 || !end || *end)
     return ebb_seterr(EBB_EINPUT, "\"device\": '%s' is not cuda:N", device);
   if (v > 1024) /* cuda:N, but no driver has that many */
@@ -341,9 +387,16 @@ int cli_serve_broker_reclaim(void *arg, const char *device, uint64_t bytes, json
     return ebb_seterr(EBB_EUNSUPPORTED, "this server has no broker directory (see its log)");
   if (cli_cuda_uuid(d.ordinal, d.uuid, sizeof d.uuid) != 0)
     return ebb_errctx(EBB_ENOTFOUND, "\"device\": ");
-  brk_reclaim_opts o = {.size = sizeof o, .dir = ask_dir, .uuid = d.uuid, .bytes = bytes,
-                        .timeout_s = ask_timeout_s, .wait_s = 5, .free_fn = cli_nvml_free,
-                        .free_arg = &d, .used_fn = cli_nvml_used, .used_arg = &d};
+  brk_reclaim_opts o = {.size = sizeof o,
+                        .dir = ask_dir,
+                        .uuid = d.uuid,
+                        .bytes = bytes,
+                        .timeout_s = ask_timeout_s,
+                        .wait_s = 5,
+                        .free_fn = cli_nvml_free,
+                        .free_arg = &d,
+                        .used_fn = cli_nvml_used,
+                        .used_arg = &d};
   brk_reclaim_result r;
   int rc = brk_reclaim(&o, &r);
   brk_claim_release(&r.claim); /* the HTTP caller allocates nothing through this server */
@@ -377,18 +430,17 @@ void cli_serve_broker_metrics(void *arg, FILE *f) {
   uint64_t asks = n_asks, sat = n_satisfied, skipped = n_skipped, recv = received_bytes;
   uint64_t given = given_bytes, refused = n_refused;
   pthread_mutex_unlock(&stat_lock);
-  fprintf(f, "# HELP ebb_broker_registered 1 when peers can ask this server for memory\n"
-             "# TYPE ebb_broker_registered gauge\nebb_broker_registered %d\n",
+  fprintf(f,
+          "# HELP ebb_broker_registered 1 when peers can ask this server for memory\n"
+          "# TYPE ebb_broker_registered gauge\nebb_broker_registered %d\n",
           registered != NULL);
   counter(f, "ebb_broker_requests_answered_total", "requests from peers answered", st.requests);
   counter(f, "ebb_broker_requests_refused_total",
           "requests from peers refused (credentials, malformed)", refused);
-  counter(f, "ebb_broker_given_bytes_total", "bytes given back to peers, driver-confirmed",
-          given);
+  counter(f, "ebb_broker_given_bytes_total", "bytes given back to peers, driver-confirmed", given);
   counter(f, "ebb_broker_asks_total", "times this server asked its peers for memory", asks);
   counter(f, "ebb_broker_asks_satisfied_total", "asks after which the bytes were free", sat);
-  counter(f, "ebb_broker_peers_skipped_total", "peers skipped (silent, refusing, dead)",
-          skipped);
+  counter(f, "ebb_broker_peers_skipped_total", "peers skipped (silent, refusing, dead)", skipped);
   counter(f, "ebb_broker_received_bytes_total", "bytes peers gave back to this server's asks",
           recv);
 }

@@ -57,9 +57,9 @@ static json_t *estimate_of(const ebb_stage *st) {
   ebb_estimate e = {.size = sizeof e};
   if (pl_stage_estimate(st, NULL, NULL, &e) != 0)
     return NULL;
-  return json_pack("{s:I, s:I, s:f, s:f}", "device_bytes", (json_int_t)e.device_bytes,
-                   "host_bytes", (json_int_t)e.host_bytes, "device_bytes_per_s",
-                   e.device_bytes_per_s, "host_bytes_per_s", e.host_bytes_per_s);
+  return json_pack("{s:I, s:I, s:f, s:f}", "device_bytes", (json_int_t)e.device_bytes, "host_bytes",
+                   (json_int_t)e.host_bytes, "device_bytes_per_s", e.device_bytes_per_s,
+                   "host_bytes_per_s", e.host_bytes_per_s);
 }
 
 static void print_estimate(const json_t *e) {

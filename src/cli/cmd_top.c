@@ -50,11 +50,11 @@ typedef struct top {
   atomic_int quit;
   /* from the server (under mu) */
   int connected;
-  char why[300];         /* why not connected */
-  json_t *devices;       /* label -> last memory event */
-  json_t *info;          /* hello's devices */
+  char why[300];   /* why not connected */
+  json_t *devices; /* label -> last memory event */
+  json_t *info;    /* hello's devices */
   json_t *pipelines, *jobs, *releases, *leaks;
-  char sse[1 << 16];     /* partial event */
+  char sse[1 << 16]; /* partial event */
   size_t ssen;
 } top;
 
@@ -127,9 +127,7 @@ static void frame_device(top *t, frame_buf *f, const char *label, json_t *m) {
   const char *name = "";
   size_t i;
   json_t *x;
-  json_array_foreach(t->info, i, x)
-    if (!strcmp(str(x, "device"), label))
-      name = str(x, "name");
+  json_array_foreach(t->info, i, x) if (!strcmp(str(x, "device"), label)) name = str(x, "name");
   double used = num(m, "driver_used_bytes"), total = num(m, "driver_total_bytes");
   double ctx = num(m, "context_bytes"), others = num(m, "others_bytes");
   add(f, L_HEAD, "%s  %s", label, name);
@@ -189,8 +187,14 @@ static void frame_pipelines(top *t, frame_buf *f) {
     }
     int loaded = json_is_true(json_object_get(x, "loaded"));
     int asleep = json_is_true(json_object_get(x, "asleep"));
-    add(f, asleep ? L_DIM : loaded ? L_GOOD : L_PLAIN, " %-16s %-9s sessions %-3d %s%s",
-        str(x, "name"), asleep ? "asleep" : loaded ? "loaded" : "unloaded",
+    add(f,
+        asleep   ? L_DIM
+        : loaded ? L_GOOD
+                 : L_PLAIN,
+        " %-16s %-9s sessions %-3d %s%s", str(x, "name"),
+        asleep   ? "asleep"
+        : loaded ? "loaded"
+                 : "unloaded",
         (int)json_integer_value(json_object_get(x, "sessions")), stages, where);
   }
   add(f, L_PLAIN, "%s", "");
@@ -235,14 +239,14 @@ static void frame_jobs(top *t, frame_buf *f) {
       size_t n = strlen(stages);
       fmt_bytes(a, sizeof a, num(s, "peak_bytes"));
       fmt_bytes(b, sizeof b, num(s, "released_bytes"));
-      snprintf(stages + n, sizeof stages - n, "%s%s peak %s rel %s", j ? ", " : "",
-               str(s, "name"), a, b);
+      snprintf(stages + n, sizeof stages - n, "%s%s peak %s rel %s", j ? ", " : "", str(s, "name"),
+               a, b);
     }
     const char *state = str(x, "state");
-    double secs = num(x, "started") > 0
-                      ? (num(x, "finished") > 0 ? num(x, "finished") : (double)time(NULL)) -
-                            num(x, "started")
-                      : 0;
+    double secs =
+        num(x, "started") > 0
+            ? (num(x, "finished") > 0 ? num(x, "finished") : (double)time(NULL)) - num(x, "started")
+            : 0;
     fmt_bytes(a, sizeof a, num(x, "released_bytes"));
     add(f, !strcmp(state, "failed") || !strcmp(state, "cancelled") ? L_BAD : L_PLAIN,
         " %-8.8s %-12s %-10s %6.1f s  released %-9s %s", str(x, "id"), str(x, "pipeline"), state,
@@ -262,8 +266,8 @@ static void frame_leaks(top *t, frame_buf *f) {
     fmt_bytes(a, sizeof a, num(x, "bytes"));
     json_t *s0 = json_array_get(json_object_get(x, "sites"), 0);
     const char *p = str(x, "pipeline");
-    add(f, L_BAD, " %s  %s%s%s  %s  at %s", str(x, "device"), p, *p ? " ▸ " : "",
-        str(x, "owner"), a, s0 ? str(s0, "site") : "?");
+    add(f, L_BAD, " %s  %s%s%s  %s  at %s", str(x, "device"), p, *p ? " ▸ " : "", str(x, "owner"),
+        a, s0 ? str(s0, "site") : "?");
   }
 }
 
@@ -359,8 +363,8 @@ static void frame(top *t, frame_buf *f, int cols) {
     if (t->local_only)
       add(f, L_HEAD, "ebb top · local: the driver's view of every process   (q quits)");
     else
-      add(f, L_HEAD, "ebb top · no ebb server at %s (%s): the driver's view   (q quits)",
-          t->url, t->why[0] ? t->why : "connecting");
+      add(f, L_HEAD, "ebb top · no ebb server at %s (%s): the driver's view   (q quits)", t->url,
+          t->why[0] ? t->why : "connecting");
     add(f, L_PLAIN, "%s", "");
   }
   pthread_mutex_unlock(&t->mu);
@@ -397,11 +401,10 @@ static void on_event(top *t, const char *name, json_t *d) {
   } else if (!strcmp(name, "job")) {
     size_t i;
     json_t *x;
-    json_array_foreach(t->jobs, i, x)
-      if (!strcmp(str(x, "id"), str(d, "id"))) {
-        json_array_remove(t->jobs, i);
-        break;
-      }
+    json_array_foreach(t->jobs, i, x) if (!strcmp(str(x, "id"), str(d, "id"))) {
+      json_array_remove(t->jobs, i);
+      break;
+    }
     push_keep(t->jobs, d);
   } else if (!strcmp(name, "pipelines")) {
     json_decref(t->pipelines);
@@ -417,7 +420,8 @@ static void on_event(top *t, const char *name, json_t *d) {
 static void parse_block(top *t, char *block) {
   char name[32] = "message";
   const char *data = NULL;
-  for (char *save = NULL, *ln = strtok_r(block, "\n", &save); ln; ln = strtok_r(NULL, "\n", &save)) {
+  for (char *save = NULL, *ln = strtok_r(block, "\n", &save); ln;
+       ln = strtok_r(NULL, "\n", &save)) {
     if (!strncmp(ln, "event: ", 7))
       snprintf(name, sizeof name, "%s", ln + 7);
     else if (!strncmp(ln, "data: ", 6))
@@ -519,8 +523,8 @@ static void draw(const frame_buf *f) {
   getmaxyx(stdscr, rows, cols);
   erase();
   for (int i = 0; i < f->n && i < rows; i++) {
-    int a = f->l[i].attr == L_HEAD  ? A_BOLD
-            : f->l[i].attr == L_BAD ? (COLOR_PAIR(1) | A_BOLD)
+    int a = f->l[i].attr == L_HEAD   ? A_BOLD
+            : f->l[i].attr == L_BAD  ? (COLOR_PAIR(1) | A_BOLD)
             : f->l[i].attr == L_GOOD ? COLOR_PAIR(2)
             : f->l[i].attr == L_DIM  ? A_DIM
                                      : A_NORMAL;

@@ -35,12 +35,12 @@ int cli_load(const char *config_path, struct pl_config **cfg, struct pl_registry
  * Returns -1 to go on (the caller ends with cli_list_end), else the exit
  * status to return with nothing to free (0 after --help, EBB_EXIT_USAGE with
  * a message). (cmd_common.c) */
-int cli_list_begin(int argc, char **argv, void (*usage)(FILE *), int *json,
-                       struct pl_config **cfg, struct pl_registry **reg);
+int cli_list_begin(int argc, char **argv, void (*usage)(FILE *), int *json, struct pl_config **cfg,
+                   struct pl_registry **reg);
 /* Their end: prints arr with json_dumps(dump_flags) when json is set, then
  * frees arr, reg and cfg; returns EBB_EXIT_OK. (cmd_common.c) */
 int cli_list_end(json_t *arr, int json, size_t dump_flags, struct pl_config *cfg,
-                     struct pl_registry *reg);
+                 struct pl_registry *reg);
 
 #define EBB_EXIT_OK 0
 #define EBB_EXIT_FAILED 1

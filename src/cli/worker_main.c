@@ -29,14 +29,14 @@
 typedef struct wk {
   int fd;
   wrk_wire_reader rd; /* on fd: a request costs one recv */
-  char prefix[128]; /* shm names of our outputs */
-  char name[128];   /* instance name (log scope) */
+  char prefix[128];   /* shm names of our outputs */
+  char name[128];     /* instance name (log scope) */
   unsigned seq;
   pl_registry *reg;
   dev_device *dev;
   mem_allocator *alloc;
   const ebb_stage *st;
-  pl_instance *inst; /* the stage: its load, run and release (instance.h) */
+  pl_instance *inst;  /* the stage: its load, run and release (instance.h) */
   char outdir[4096];  /* the directory the instance is bound to */
   char loaddir[4096]; /* load's (a private one under ebb): between runs, at release and exit */
 } wk;
@@ -81,7 +81,7 @@ static void bind(wk *w, json_t *msg) {
   const char *dir = json_string_value(json_object_get(msg, "output_dir"));
   snprintf(w->outdir, sizeof w->outdir, "%s", dir ? dir : w->loaddir);
   pl_instance_bind(w->inst, NULL, w->outdir,
-                    json_is_number(left) ? base_now() + json_number_value(left) : 0);
+                   json_is_number(left) ? base_now() + json_number_value(left) : 0);
 }
 
 /* --- load --------------------------------------------------------------------- */
@@ -93,9 +93,14 @@ static int open_instance(wk *w, const char *device, const char *opts) {
     rc = mem_allocator_create(w->dev, &ao, &w->alloc);
   if (rc)
     return rc;
-  pl_instance_spec spec = {.size = sizeof spec, .dev = w->dev, .alloc = w->alloc,
-                            .stage = w->st, .pipeline = "ebb-worker", .name = w->name,
-                            .options = opts, .output_dir = w->outdir};
+  pl_instance_spec spec = {.size = sizeof spec,
+                           .dev = w->dev,
+                           .alloc = w->alloc,
+                           .stage = w->st,
+                           .pipeline = "ebb-worker",
+                           .name = w->name,
+                           .options = opts,
+                           .output_dir = w->outdir};
   return pl_instance_create(&spec, &w->inst);
 }
 
@@ -238,8 +243,7 @@ static int on_exit_msg(wk *w) {
   if (rep.unload_error)
     return send_error(w, rep.unload_error, rep.unload_message);
   return send_msg(w, json_pack("{s:s, s:I, s:I}", "type", "bye", "released_bytes",
-                               (json_int_t)released, "leaked_bytes",
-                               (json_int_t)rep.leaked_bytes));
+                               (json_int_t)released, "leaked_bytes", (json_int_t)rep.leaked_bytes));
 }
 
 static void teardown(wk *w) {
@@ -253,14 +257,13 @@ static int on_hello(wk *w, json_t *msg) {
   const char *prefix = json_string_value(json_object_get(msg, "shm_prefix"));
   const char *name = json_string_value(json_object_get(msg, "name"));
   const char *stage = json_string_value(json_object_get(msg, "stage"));
-  snprintf(w->prefix, sizeof w->prefix, "%s", prefix && wrk_shm_name_ok(prefix) ? prefix
-                                                                                : "ebb-worker-");
+  snprintf(w->prefix, sizeof w->prefix, "%s",
+           prefix && wrk_shm_name_ok(prefix) ? prefix : "ebb-worker-");
   snprintf(w->name, sizeof w->name, "%s", name ? name : stage ? stage : "worker");
-  return send_msg(w, json_pack("{s:s, s:i, s:s, s:s, s:I, s:{s:[ssss], s:[ss]}}", "type",
-                               "hello", "protocol", EBB_WORKER_PROTOCOL, "worker", "ebb-worker",
-                               "version", EBB_VERSION, "pid", (json_int_t)getpid(),
-                               "capabilities", "items", "audio", "tensor", "json", "file",
-                               "devices", "cpu", "cuda"));
+  return send_msg(w, json_pack("{s:s, s:i, s:s, s:s, s:I, s:{s:[ssss], s:[ss]}}", "type", "hello",
+                               "protocol", EBB_WORKER_PROTOCOL, "worker", "ebb-worker", "version",
+                               EBB_VERSION, "pid", (json_int_t)getpid(), "capabilities", "items",
+                               "audio", "tensor", "json", "file", "devices", "cpu", "cuda"));
 }
 
 static void usage(FILE *f) {

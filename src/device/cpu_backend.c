@@ -200,8 +200,7 @@ static int cpu_stream_create(dev_device *dev, void **out) {
 }
 static void cpu_stream_destroy(dev_device *dev, void *s) {}
 static int cpu_stream_sync(dev_device *dev, void *s) { return 0; }
-static int cpu_copy_htod_async(dev_device *dev, uint64_t dst, const void *src, size_t n,
-                               void *s) {
+static int cpu_copy_htod_async(dev_device *dev, uint64_t dst, const void *src, size_t n, void *s) {
   return cpu_copy_htod(dev, dst, src, n);
 }
 static int cpu_copy_dtoh_async(dev_device *dev, void *dst, uint64_t src, size_t n, void *s) {

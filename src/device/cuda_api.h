@@ -126,99 +126,90 @@ typedef struct CUmemAccessDesc_st {
 } CUmemAccessDesc;
 
 /* X(base, versioned symbol, pinned ABI version, (params)) */
-#define EBB_CUDA_ENTRY_POINTS(X)                                                \
-  X(cuInit, "cuInit", 2000, (unsigned int flags))                              \
-  X(cuDriverGetVersion, "cuDriverGetVersion", 2020, (int *version))            \
-  X(cuDeviceGet, "cuDeviceGet", 2000, (CUdevice *dev, int ordinal))            \
-  X(cuDeviceGetCount, "cuDeviceGetCount", 2000, (int *count))                  \
-  X(cuDeviceGetName, "cuDeviceGetName", 2000, (char *name, int len, CUdevice dev)) \
-  X(cuDeviceTotalMem, "cuDeviceTotalMem_v2", 3020, (size_t *bytes, CUdevice dev)) \
-  X(cuDeviceGetAttribute, "cuDeviceGetAttribute", 2000,                        \
-    (int *value, CUdevice_attribute attrib, CUdevice dev))                     \
-  X(cuDeviceGetUuid, "cuDeviceGetUuid_v2", 11040, (CUuuid *uuid, CUdevice dev)) \
-  X(cuGetErrorName, "cuGetErrorName", 6000, (CUresult error, const char **str)) \
-  X(cuGetErrorString, "cuGetErrorString", 6000, (CUresult error, const char **str)) \
-  X(cuDevicePrimaryCtxRetain, "cuDevicePrimaryCtxRetain", 7000,                \
-    (CUcontext *ctx, CUdevice dev))                                            \
-  X(cuDevicePrimaryCtxRelease, "cuDevicePrimaryCtxRelease_v2", 11000, (CUdevice dev)) \
-  X(cuDevicePrimaryCtxReset, "cuDevicePrimaryCtxReset_v2", 11000, (CUdevice dev)) \
-  X(cuDevicePrimaryCtxGetState, "cuDevicePrimaryCtxGetState", 7000,            \
-    (CUdevice dev, unsigned int *flags, int *active))                          \
-  X(cuCtxSetCurrent, "cuCtxSetCurrent", 4000, (CUcontext ctx))                 \
-  X(cuCtxGetCurrent, "cuCtxGetCurrent", 4000, (CUcontext *ctx))                \
-  X(cuCtxSynchronize, "cuCtxSynchronize", 2000, (void))                        \
-  X(cuCtxCreate, "cuCtxCreate_v2", 3020,                                       \
-    (CUcontext *ctx, unsigned int flags, CUdevice dev))                        \
-  X(cuCtxDestroy, "cuCtxDestroy_v2", 4000, (CUcontext ctx))                    \
-  X(cuCtxPushCurrent, "cuCtxPushCurrent_v2", 4000, (CUcontext ctx))            \
-  X(cuCtxPopCurrent, "cuCtxPopCurrent_v2", 4000, (CUcontext *ctx))             \
-  X(cuMemAlloc, "cuMemAlloc_v2", 3020, (CUdeviceptr *dptr, size_t bytes))      \
-  X(cuMemFree, "cuMemFree_v2", 3020, (CUdeviceptr dptr))                       \
-  X(cuMemGetInfo, "cuMemGetInfo_v2", 3020, (size_t *free_bytes, size_t *total_bytes)) \
-  X(cuMemHostAlloc, "cuMemHostAlloc", 2020, (void **p, size_t bytes, unsigned int flags)) \
-  X(cuMemFreeHost, "cuMemFreeHost", 2000, (void *p))                           \
-  X(cuMemcpyHtoD, "cuMemcpyHtoD_v2", 3020,                                     \
-    (CUdeviceptr dst, const void *src, size_t bytes))                          \
-  X(cuMemcpyDtoH, "cuMemcpyDtoH_v2", 3020,                                     \
-    (void *dst, CUdeviceptr src, size_t bytes))                                \
-  X(cuMemcpyDtoD, "cuMemcpyDtoD_v2", 3020,                                     \
-    (CUdeviceptr dst, CUdeviceptr src, size_t bytes))                          \
-  X(cuMemcpyHtoDAsync, "cuMemcpyHtoDAsync_v2", 3020,                           \
-    (CUdeviceptr dst, const void *src, size_t bytes, CUstream s))              \
-  X(cuMemcpyDtoHAsync, "cuMemcpyDtoHAsync_v2", 3020,                           \
-    (void *dst, CUdeviceptr src, size_t bytes, CUstream s))                    \
-  X(cuMemcpyDtoDAsync, "cuMemcpyDtoDAsync_v2", 3020,                           \
-    (CUdeviceptr dst, CUdeviceptr src, size_t bytes, CUstream s))              \
-  X(cuMemsetD8, "cuMemsetD8_v2", 3020, (CUdeviceptr dst, unsigned char v, size_t n)) \
-  X(cuStreamCreate, "cuStreamCreate", 2000, (CUstream *s, unsigned int flags)) \
-  X(cuStreamDestroy, "cuStreamDestroy_v2", 4000, (CUstream s))                 \
-  X(cuStreamSynchronize, "cuStreamSynchronize", 2000, (CUstream s))            \
-  X(cuEventCreate, "cuEventCreate", 2000, (CUevent *e, unsigned int flags))    \
-  X(cuEventRecord, "cuEventRecord", 2000, (CUevent e, CUstream s))             \
-  X(cuEventSynchronize, "cuEventSynchronize", 2000, (CUevent e))               \
-  X(cuEventDestroy, "cuEventDestroy_v2", 4000, (CUevent e))                    \
-  X(cuEventElapsedTime, "cuEventElapsedTime", 2000, (float *ms, CUevent a, CUevent b)) \
-  X(cuModuleLoadData, "cuModuleLoadData", 2000, (CUmodule *m, const void *image)) \
-  X(cuModuleGetFunction, "cuModuleGetFunction", 2000,                          \
-    (CUfunction *f, CUmodule m, const char *name))                             \
-  X(cuModuleUnload, "cuModuleUnload", 2000, (CUmodule m))                      \
-  X(cuLaunchKernel, "cuLaunchKernel", 4000,                                    \
-    (CUfunction f, unsigned int gx, unsigned int gy, unsigned int gz,          \
-     unsigned int bx, unsigned int by, unsigned int bz, unsigned int shmem,    \
-     CUstream s, void **params, void **extra))                                 \
-  X(cuMemAddressReserve, "cuMemAddressReserve", 10020,                         \
-    (CUdeviceptr *ptr, size_t size, size_t align, CUdeviceptr addr,            \
-     unsigned long long flags))                                                \
-  X(cuMemCreate, "cuMemCreate", 10020,                                         \
-    (CUmemGenericAllocationHandle *h, size_t size,                             \
-     const CUmemAllocationProp *prop, unsigned long long flags))               \
-  X(cuMemMap, "cuMemMap", 10020,                                               \
-    (CUdeviceptr ptr, size_t size, size_t offset,                              \
-     CUmemGenericAllocationHandle h, unsigned long long flags))                \
-  X(cuMemSetAccess, "cuMemSetAccess", 10020,                                   \
-    (CUdeviceptr ptr, size_t size, const CUmemAccessDesc *desc, size_t count)) \
-  X(cuMemUnmap, "cuMemUnmap", 10020, (CUdeviceptr ptr, size_t size))           \
-  X(cuMemRelease, "cuMemRelease", 10020, (CUmemGenericAllocationHandle h))     \
-  X(cuMemAddressFree, "cuMemAddressFree", 10020, (CUdeviceptr ptr, size_t size)) \
-  X(cuMemGetAllocationGranularity, "cuMemGetAllocationGranularity", 10020,     \
-    (size_t *gran, const CUmemAllocationProp *prop,                            \
-     CUmemAllocationGranularity_flags option))                                 \
-  X(cuMemExportToShareableHandle, "cuMemExportToShareableHandle", 10020,       \
-    (void *shareable, CUmemGenericAllocationHandle h,                          \
-     CUmemAllocationHandleType type, unsigned long long flags))                \
-  X(cuMemImportFromShareableHandle, "cuMemImportFromShareableHandle", 10020,   \
-    (CUmemGenericAllocationHandle *h, void *os_handle,                         \
-     CUmemAllocationHandleType type))                                          \
-  X(cuIpcGetMemHandle, "cuIpcGetMemHandle", 4010,                              \
-    (CUipcMemHandle *h, CUdeviceptr dptr))                                     \
-  X(cuIpcOpenMemHandle, "cuIpcOpenMemHandle_v2", 11000,                        \
-    (CUdeviceptr *dptr, CUipcMemHandle h, unsigned int flags))                 \
+#define EBB_CUDA_ENTRY_POINTS(X)                                                                 \
+  X(cuInit, "cuInit", 2000, (unsigned int flags))                                                \
+  X(cuDriverGetVersion, "cuDriverGetVersion", 2020, (int *version))                              \
+  X(cuDeviceGet, "cuDeviceGet", 2000, (CUdevice * dev, int ordinal))                             \
+  X(cuDeviceGetCount, "cuDeviceGetCount", 2000, (int *count))                                    \
+  X(cuDeviceGetName, "cuDeviceGetName", 2000, (char *name, int len, CUdevice dev))               \
+  X(cuDeviceTotalMem, "cuDeviceTotalMem_v2", 3020, (size_t * bytes, CUdevice dev))               \
+  X(cuDeviceGetAttribute, "cuDeviceGetAttribute", 2000,                                          \
+    (int *value, CUdevice_attribute attrib, CUdevice dev))                                       \
+  X(cuDeviceGetUuid, "cuDeviceGetUuid_v2", 11040, (CUuuid * uuid, CUdevice dev))                 \
+  X(cuGetErrorName, "cuGetErrorName", 6000, (CUresult error, const char **str))                  \
+  X(cuGetErrorString, "cuGetErrorString", 6000, (CUresult error, const char **str))              \
+  X(cuDevicePrimaryCtxRetain, "cuDevicePrimaryCtxRetain", 7000, (CUcontext * ctx, CUdevice dev)) \
+  X(cuDevicePrimaryCtxRelease, "cuDevicePrimaryCtxRelease_v2", 11000, (CUdevice dev))            \
+  X(cuDevicePrimaryCtxReset, "cuDevicePrimaryCtxReset_v2", 11000, (CUdevice dev))                \
+  X(cuDevicePrimaryCtxGetState, "cuDevicePrimaryCtxGetState", 7000,                              \
+    (CUdevice dev, unsigned int *flags, int *active))                                            \
+  X(cuCtxSetCurrent, "cuCtxSetCurrent", 4000, (CUcontext ctx))                                   \
+  X(cuCtxGetCurrent, "cuCtxGetCurrent", 4000, (CUcontext * ctx))                                 \
+  X(cuCtxSynchronize, "cuCtxSynchronize", 2000, (void))                                          \
+  X(cuCtxCreate, "cuCtxCreate_v2", 3020, (CUcontext * ctx, unsigned int flags, CUdevice dev))    \
+  X(cuCtxDestroy, "cuCtxDestroy_v2", 4000, (CUcontext ctx))                                      \
+  X(cuCtxPushCurrent, "cuCtxPushCurrent_v2", 4000, (CUcontext ctx))                              \
+  X(cuCtxPopCurrent, "cuCtxPopCurrent_v2", 4000, (CUcontext * ctx))                              \
+  X(cuMemAlloc, "cuMemAlloc_v2", 3020, (CUdeviceptr * dptr, size_t bytes))                       \
+  X(cuMemFree, "cuMemFree_v2", 3020, (CUdeviceptr dptr))                                         \
+  X(cuMemGetInfo, "cuMemGetInfo_v2", 3020, (size_t * free_bytes, size_t * total_bytes))          \
+  X(cuMemHostAlloc, "cuMemHostAlloc", 2020, (void **p, size_t bytes, unsigned int flags))        \
+  X(cuMemFreeHost, "cuMemFreeHost", 2000, (void *p))                                             \
+  X(cuMemcpyHtoD, "cuMemcpyHtoD_v2", 3020, (CUdeviceptr dst, const void *src, size_t bytes))     \
+  X(cuMemcpyDtoH, "cuMemcpyDtoH_v2", 3020, (void *dst, CUdeviceptr src, size_t bytes))           \
+  X(cuMemcpyDtoD, "cuMemcpyDtoD_v2", 3020, (CUdeviceptr dst, CUdeviceptr src, size_t bytes))     \
+  X(cuMemcpyHtoDAsync, "cuMemcpyHtoDAsync_v2", 3020,                                             \
+    (CUdeviceptr dst, const void *src, size_t bytes, CUstream s))                                \
+  X(cuMemcpyDtoHAsync, "cuMemcpyDtoHAsync_v2", 3020,                                             \
+    (void *dst, CUdeviceptr src, size_t bytes, CUstream s))                                      \
+  X(cuMemcpyDtoDAsync, "cuMemcpyDtoDAsync_v2", 3020,                                             \
+    (CUdeviceptr dst, CUdeviceptr src, size_t bytes, CUstream s))                                \
+  X(cuMemsetD8, "cuMemsetD8_v2", 3020, (CUdeviceptr dst, unsigned char v, size_t n))             \
+  X(cuStreamCreate, "cuStreamCreate", 2000, (CUstream * s, unsigned int flags))                  \
+  X(cuStreamDestroy, "cuStreamDestroy_v2", 4000, (CUstream s))                                   \
+  X(cuStreamSynchronize, "cuStreamSynchronize", 2000, (CUstream s))                              \
+  X(cuEventCreate, "cuEventCreate", 2000, (CUevent * e, unsigned int flags))                     \
+  X(cuEventRecord, "cuEventRecord", 2000, (CUevent e, CUstream s))                               \
+  X(cuEventSynchronize, "cuEventSynchronize", 2000, (CUevent e))                                 \
+  X(cuEventDestroy, "cuEventDestroy_v2", 4000, (CUevent e))                                      \
+  X(cuEventElapsedTime, "cuEventElapsedTime", 2000, (float *ms, CUevent a, CUevent b))           \
+  X(cuModuleLoadData, "cuModuleLoadData", 2000, (CUmodule * m, const void *image))               \
+  X(cuModuleGetFunction, "cuModuleGetFunction", 2000,                                            \
+    (CUfunction * f, CUmodule m, const char *name))                                              \
+  X(cuModuleUnload, "cuModuleUnload", 2000, (CUmodule m))                                        \
+  X(cuLaunchKernel, "cuLaunchKernel", 4000,                                                      \
+    (CUfunction f, unsigned int gx, unsigned int gy, unsigned int gz, unsigned int bx,           \
+     unsigned int by, unsigned int bz, unsigned int shmem, CUstream s, void **params,            \
+     void **extra))                                                                              \
+  X(cuMemAddressReserve, "cuMemAddressReserve", 10020,                                           \
+    (CUdeviceptr * ptr, size_t size, size_t align, CUdeviceptr addr, unsigned long long flags))  \
+  X(cuMemCreate, "cuMemCreate", 10020,                                                           \
+    (CUmemGenericAllocationHandle * h, size_t size, const CUmemAllocationProp *prop,             \
+     unsigned long long flags))                                                                  \
+  X(cuMemMap, "cuMemMap", 10020,                                                                 \
+    (CUdeviceptr ptr, size_t size, size_t offset, CUmemGenericAllocationHandle h,                \
+     unsigned long long flags))                                                                  \
+  X(cuMemSetAccess, "cuMemSetAccess", 10020,                                                     \
+    (CUdeviceptr ptr, size_t size, const CUmemAccessDesc *desc, size_t count))                   \
+  X(cuMemUnmap, "cuMemUnmap", 10020, (CUdeviceptr ptr, size_t size))                             \
+  X(cuMemRelease, "cuMemRelease", 10020, (CUmemGenericAllocationHandle h))                       \
+  X(cuMemAddressFree, "cuMemAddressFree", 10020, (CUdeviceptr ptr, size_t size))                 \
+  X(cuMemGetAllocationGranularity, "cuMemGetAllocationGranularity", 10020,                       \
+    (size_t * gran, const CUmemAllocationProp *prop, CUmemAllocationGranularity_flags option))   \
+  X(cuMemExportToShareableHandle, "cuMemExportToShareableHandle", 10020,                         \
+    (void *shareable, CUmemGenericAllocationHandle h, CUmemAllocationHandleType type,            \
+     unsigned long long flags))                                                                  \
+  X(cuMemImportFromShareableHandle, "cuMemImportFromShareableHandle", 10020,                     \
+    (CUmemGenericAllocationHandle * h, void *os_handle, CUmemAllocationHandleType type))         \
+  X(cuIpcGetMemHandle, "cuIpcGetMemHandle", 4010, (CUipcMemHandle * h, CUdeviceptr dptr))        \
+  X(cuIpcOpenMemHandle, "cuIpcOpenMemHandle_v2", 11000,                                          \
+    (CUdeviceptr * dptr, CUipcMemHandle h, unsigned int flags))                                  \
   X(cuIpcCloseMemHandle, "cuIpcCloseMemHandle", 4010, (CUdeviceptr dptr))
 
 /* cuGetProcAddress_v2 is resolved by dlsym itself; it is the way in. */
-typedef CUresult (*dev_pfn_cuGetProcAddress_v2)(const char *symbol, void **pfn,
-                                                 int cuda_version, cuuint64_t flags,
-                                                 CUdriverProcAddressQueryResult *status);
+typedef CUresult (*dev_pfn_cuGetProcAddress_v2)(const char *symbol, void **pfn, int cuda_version,
+                                                cuuint64_t flags,
+                                                CUdriverProcAddressQueryResult *status);
 
 /* Kernel host twins: device/kernel_twin.h (dev_launch_dims, EBB_TWIN_PREFIX). */
 
@@ -258,17 +249,17 @@ typedef struct nvmlProcessInfo_st {
 } nvmlProcessInfo_t;
 
 /* X(symbol, return type, (params)) */
-#define EBB_NVML_ENTRY_POINTS(X)                                                \
-  X(nvmlInit_v2, nvmlReturn_t, (void))                                                       \
-  X(nvmlShutdown, nvmlReturn_t, (void))                                                      \
-  X(nvmlErrorString, const char *, (nvmlReturn_t r))                                         \
-  X(nvmlDeviceGetCount_v2, nvmlReturn_t, (unsigned int *count))                              \
-  X(nvmlDeviceGetHandleByIndex_v2, nvmlReturn_t, (unsigned int index, nvmlDevice_t *dev))    \
-  X(nvmlDeviceGetName, nvmlReturn_t, (nvmlDevice_t dev, char *name, unsigned int len))       \
-  X(nvmlDeviceGetMemoryInfo, nvmlReturn_t, (nvmlDevice_t dev, nvmlMemory_t *mem))            \
-  X(nvmlDeviceGetMemoryInfo_v2, nvmlReturn_t, (nvmlDevice_t dev, nvmlMemory_v2_t *mem))      \
+#define EBB_NVML_ENTRY_POINTS(X)                                                          \
+  X(nvmlInit_v2, nvmlReturn_t, (void))                                                    \
+  X(nvmlShutdown, nvmlReturn_t, (void))                                                   \
+  X(nvmlErrorString, const char *, (nvmlReturn_t r))                                      \
+  X(nvmlDeviceGetCount_v2, nvmlReturn_t, (unsigned int *count))                           \
+  X(nvmlDeviceGetHandleByIndex_v2, nvmlReturn_t, (unsigned int index, nvmlDevice_t *dev)) \
+  X(nvmlDeviceGetName, nvmlReturn_t, (nvmlDevice_t dev, char *name, unsigned int len))    \
+  X(nvmlDeviceGetMemoryInfo, nvmlReturn_t, (nvmlDevice_t dev, nvmlMemory_t * mem))        \
+  X(nvmlDeviceGetMemoryInfo_v2, nvmlReturn_t, (nvmlDevice_t dev, nvmlMemory_v2_t * mem))  \
   X(nvmlDeviceGetComputeRunningProcesses_v3, nvmlReturn_t,                                \
-    (nvmlDevice_t dev, unsigned int *count, nvmlProcessInfo_t *infos))         \
+    (nvmlDevice_t dev, unsigned int *count, nvmlProcessInfo_t *infos))                    \
   X(nvmlSystemGetDriverVersion, nvmlReturn_t, (char *version, unsigned int len))
 
 #endif

@@ -35,7 +35,7 @@ static int retains[64];
 #define CI(dev) ((cuda_impl *)(dev)->impl)
 /* Calls a driver entry point; an entry the driver lacks answers
  * CUDA_ERROR_NOT_SUPPORTED. */
-#define CU(ci, name, ...)                                                      \
+#define CU(ci, name, ...) \
   ((ci)->drv->fn.name ? (ci)->drv->fn.name(__VA_ARGS__) : CUDA_ERROR_NOT_SUPPORTED)
 
 static int fail(dev_device *dev, CUresult r, const char *fn, const char *extra) {
@@ -103,9 +103,9 @@ static int cuda_ctx_release_locked(dev_device *dev) {
     int still = 0;
     if (CU(ci, cuDevicePrimaryCtxGetState, ci->cudev, &flags, &still) == CUDA_SUCCESS && still)
       base_log(EBB_LOG_WARN, "device",
-              "%s: ebb released its context but the primary context is still active: "
-              "something else in this process retained it",
-              dev->label);
+               "%s: ebb released its context but the primary context is still active: "
+               "something else in this process retained it",
+               dev->label);
   }
   base_log(EBB_LOG_DEBUG, "device", "%s: primary context released", dev->label);
   return 0;
@@ -295,7 +295,7 @@ static int cuda_seg_free_locked(dev_device *dev, dev_dseg *seg, int quiet) {
     CUresult r = CU(ci, cuMemAddressFree, (CUdeviceptr)seg->addr, seg->size);
     if (r != CUDA_SUCCESS && !quiet)
       base_log(EBB_LOG_DEBUG, "device", "%s: cuMemAddressFree without a context: %s (%d)",
-              dev->label, dev_cuda_errname(ci->drv, r), r);
+               dev->label, dev_cuda_errname(ci->drv, r), r);
     return 0;
   }
   int rc = cuda_activate_locked(dev);
@@ -424,14 +424,12 @@ static int cuda_stream_sync(dev_device *dev, void *s) {
   return r == CUDA_SUCCESS ? 0 : fail(dev, r, "cuStreamSynchronize", NULL);
 }
 
-static int cuda_copy_htod_async(dev_device *dev, uint64_t dst, const void *src, size_t n,
-                                void *s) {
+static int cuda_copy_htod_async(dev_device *dev, uint64_t dst, const void *src, size_t n, void *s) {
   int rc = enter(dev);
   if (rc)
     return rc;
   CUresult r = CU(CI(dev), cuMemcpyHtoDAsync, dst, src, n, (CUstream)s);
-  return r == CUDA_SUCCESS ? 0
-                           : copy_fail(dev, r, "cuMemcpyHtoDAsync_v2", dst, (uintptr_t)src, n);
+  return r == CUDA_SUCCESS ? 0 : copy_fail(dev, r, "cuMemcpyHtoDAsync_v2", dst, (uintptr_t)src, n);
 }
 
 static int cuda_copy_dtoh_async(dev_device *dev, void *dst, uint64_t src, size_t n, void *s) {
@@ -439,8 +437,7 @@ static int cuda_copy_dtoh_async(dev_device *dev, void *dst, uint64_t src, size_t
   if (rc)
     return rc;
   CUresult r = CU(CI(dev), cuMemcpyDtoHAsync, dst, src, n, (CUstream)s);
-  return r == CUDA_SUCCESS ? 0
-                           : copy_fail(dev, r, "cuMemcpyDtoHAsync_v2", (uintptr_t)dst, src, n);
+  return r == CUDA_SUCCESS ? 0 : copy_fail(dev, r, "cuMemcpyDtoHAsync_v2", (uintptr_t)dst, src, n);
 }
 
 static int cuda_module_load_locked(dev_device *dev, const void *image, void **out) {
@@ -530,10 +527,9 @@ static const dev_ops cuda_ops = {
 
 void dev_cuda_format_uuid(const CUuuid *u, char *buf, size_t len) {
   const unsigned char *b = (const unsigned char *)u->bytes;
-  snprintf(buf, len,
-           "GPU-%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-%02x%02x%02x%02x%02x%02x", b[0], b[1],
-           b[2], b[3], b[4], b[5], b[6], b[7], b[8], b[9], b[10], b[11], b[12], b[13], b[14],
-           b[15]);
+  snprintf(buf, len, "GPU-%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-%02x%02x%02x%02x%02x%02x",
+           b[0], b[1], b[2], b[3], b[4], b[5], b[6], b[7], b[8], b[9], b[10], b[11], b[12], b[13],
+           b[14], b[15]);
 }
 
 int dev_cuda_backend_open(dev_device *dev, int ordinal) {

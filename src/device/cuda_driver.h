@@ -11,7 +11,7 @@
 #include "ebb/error.h"
 
 typedef struct dev_cuda_fns {
-#define EBB_CUDA_FN_FIELD_(name, sym, ver, params) CUresult (*name) params;
+#define EBB_CUDA_FN_FIELD_(name, sym, ver, params) CUresult(*name) params;
   EBB_CUDA_ENTRY_POINTS(EBB_CUDA_FN_FIELD_)
 #undef EBB_CUDA_FN_FIELD_
 } dev_cuda_fns;
@@ -21,16 +21,20 @@ enum { EBB_CUDA_NENTRIES = 0 EBB_CUDA_ENTRY_POINTS(EBB_CUDA_COUNT_) };
 #undef EBB_CUDA_COUNT_
 
 /* How one entry point was found. */
-typedef enum { EBB_CUDA_RES_MISSING = 0, EBB_CUDA_RES_PROCADDR = 1, EBB_CUDA_RES_DLSYM = 2 } dev_cuda_res;
+typedef enum {
+  EBB_CUDA_RES_MISSING = 0,
+  EBB_CUDA_RES_PROCADDR = 1,
+  EBB_CUDA_RES_DLSYM = 2
+} dev_cuda_res;
 
 typedef struct dev_cuda_driver {
-  void *lib;               /* dlopen handle; never closed once loaded */
-  char path[512];          /* what was dlopen'ed (EBB_LIBCUDA or the default) */
-  char found_at[512];      /* the file it resolved to (dladdr), when known */
-  int has_get_proc;        /* cuGetProcAddress_v2 was exported */
+  void *lib;          /* dlopen handle; never closed once loaded */
+  char path[512];     /* what was dlopen'ed (EBB_LIBCUDA or the default) */
+  char found_at[512]; /* the file it resolved to (dladdr), when known */
+  int has_get_proc;   /* cuGetProcAddress_v2 was exported */
   int n_procaddr, n_dlsym, n_missing;
-  int version;             /* cuDriverGetVersion */
-  int ndevices;            /* cuDeviceGetCount */
+  int version;  /* cuDriverGetVersion */
+  int ndevices; /* cuDeviceGetCount */
   dev_cuda_fns fn;
   dev_cuda_res how[EBB_CUDA_NENTRIES]; /* per entry, in table order */
 } dev_cuda_driver;

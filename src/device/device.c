@@ -93,9 +93,10 @@ static int auto_ordinal(void) {
       if (p->devices[i].free_bytes > p->devices[best].free_bytes)
         best = i;
     char fb[32], tb[32];
-    base_log(EBB_LOG_INFO, "device", "auto: cuda:%d has the most free memory (%s of %s; %d devices)",
-            best, base_fmt_bytes(p->devices[best].free_bytes, fb, sizeof fb),
-            base_fmt_bytes(p->devices[best].total_bytes, tb, sizeof tb), p->ndevices);
+    base_log(EBB_LOG_INFO, "device",
+             "auto: cuda:%d has the most free memory (%s of %s; %d devices)", best,
+             base_fmt_bytes(p->devices[best].free_bytes, fb, sizeof fb),
+             base_fmt_bytes(p->devices[best].total_bytes, tb, sizeof tb), p->ndevices);
   }
   free(p);
   return best;
@@ -116,7 +117,7 @@ int dev_open(const char *spec, dev_device **out) {
     rc = open_cpu(out);
     if (rc)
       return rc;
-    snprintf((*out)->note, sizeof (*out)->note, "%s", why);
+    snprintf((*out)->note, sizeof(*out)->note, "%s", why);
     base_log(EBB_LOG_INFO, "device", "auto: no usable CUDA device (%s); using the CPU device", why);
     ebb_clearerr();
     return 0;
@@ -140,12 +141,12 @@ void dev_close(dev_device *dev) {
   for (size_t i = dev->nsegs; i-- > 0;) {
     if (dev->ops->seg_free(dev, &dev->segs[i], 1))
       base_log(EBB_LOG_WARN, "device", "%s: freeing a segment at close: %s", dev->label,
-              ebb_errmsg());
+               ebb_errmsg());
   }
   dev->nsegs = 0;
   if (dev->ops->ctx_release(dev))
     base_log(EBB_LOG_WARN, "device", "%s: releasing the context at close: %s", dev->label,
-            ebb_errmsg());
+             ebb_errmsg());
   pthread_mutex_unlock(&dev->mu);
   dev->ops->destroy(dev);
   dev_free(dev);
@@ -249,8 +250,7 @@ out:
 static int known_seg(dev_device *dev, uint64_t addr, dev_dseg **out) {
   *out = find_seg(dev, addr);
   if (!*out)
-    return ebb_seterr(EBB_EINVAL, "%s: no segment at 0x%llx", dev->label,
-                      (unsigned long long)addr);
+    return ebb_seterr(EBB_EINVAL, "%s: no segment at 0x%llx", dev->label, (unsigned long long)addr);
   return 0;
 }
 
@@ -275,8 +275,10 @@ static int park_or_wake(dev_device *dev, dev_dseg *seg, int park) {
   dev_dseg *s;
   int rc = known_seg(dev, seg->addr, &s);
   if (rc == 0 && s->kind != EBB_SEG_VMM)
-    rc = ebb_seterr(EBB_EINVAL, "%s: the segment at 0x%llx is not a VMM segment; only VMM "
-                    "segments can be parked", dev->label, (unsigned long long)s->addr);
+    rc = ebb_seterr(EBB_EINVAL,
+                    "%s: the segment at 0x%llx is not a VMM segment; only VMM "
+                    "segments can be parked",
+                    dev->label, (unsigned long long)s->addr);
   else if (rc == 0 && s->parked != park) /* else already so */
     rc = park ? dev->ops->seg_park(dev, s) : dev->ops->seg_wake(dev, s);
   if (s)
@@ -356,15 +358,13 @@ int dev_stream_sync(dev_device *dev, dev_stream *s) {
   return dev->ops->stream_sync(dev, s->h);
 }
 
-int dev_copy_htod_async(dev_device *dev, uint64_t dst, const void *src, size_t n,
-                               dev_stream *s) {
+int dev_copy_htod_async(dev_device *dev, uint64_t dst, const void *src, size_t n, dev_stream *s) {
   if (!s)
     return ebb_seterr(EBB_EINVAL, "%s: async copy without a stream", dev->label);
   return n ? dev->ops->copy_htod_async(dev, dst, src, n, s->h) : 0;
 }
 
-int dev_copy_dtoh_async(dev_device *dev, void *dst, uint64_t src, size_t n,
-                               dev_stream *s) {
+int dev_copy_dtoh_async(dev_device *dev, void *dst, uint64_t src, size_t n, dev_stream *s) {
   if (!s)
     return ebb_seterr(EBB_EINVAL, "%s: async copy without a stream", dev->label);
   return n ? dev->ops->copy_dtoh_async(dev, dst, src, n, s->h) : 0;
@@ -430,8 +430,8 @@ int dev_device_kernel(dev_device *dev, dev_module *m, const char *name, dev_kern
   return 0;
 }
 
-int dev_launch(dev_device *dev, dev_kernel *k, const unsigned grid[3],
-                      const unsigned block[3], unsigned shared_bytes, void **params) {
+int dev_launch(dev_device *dev, dev_kernel *k, const unsigned grid[3], const unsigned block[3],
+               unsigned shared_bytes, void **params) {
   if (!k)
     return ebb_seterr(EBB_EINVAL, "%s: launch of a NULL kernel", dev->label);
   dev_launch_dims d = {{grid[0], grid[1], grid[2]}, {block[0], block[1], block[2]}, shared_bytes};

@@ -63,7 +63,12 @@ int dev_ctx_active(const dev_device *dev);
 int dev_ctx_release(dev_device *dev);
 
 /* --- memory information (never initialises anything) --------------------- */
-typedef enum { EBB_MEMINFO_NONE, EBB_MEMINFO_DRIVER, EBB_MEMINFO_NVML, EBB_MEMINFO_HOST } dev_meminfo_source;
+typedef enum {
+  EBB_MEMINFO_NONE,
+  EBB_MEMINFO_DRIVER,
+  EBB_MEMINFO_NVML,
+  EBB_MEMINFO_HOST
+} dev_meminfo_source;
 typedef struct dev_meminfo {
   uint64_t free_bytes, total_bytes;
   dev_meminfo_source source;
@@ -78,8 +83,8 @@ int dev_process_used(dev_device *dev, pid_t pid, uint64_t *bytes);
 /* --- segments: memory taken from the driver -------------------------------- */
 typedef enum { EBB_SEG_PLAIN = 0, EBB_SEG_VMM = 1 } dev_seg_kind;
 typedef struct dev_dseg {
-  uint64_t addr;   /* device address (CPU device: host address) */
-  size_t size;     /* a multiple of the granularity */
+  uint64_t addr; /* device address (CPU device: host address) */
+  size_t size;   /* a multiple of the granularity */
   dev_seg_kind kind;
   uint64_t handle; /* VMM physical allocation handle; 0 while parked */
   int parked;      /* VMM: physical memory released, address range kept */
@@ -128,10 +133,8 @@ void dev_stream_destroy(dev_device *dev, dev_stream *s);
 /* Returns once every copy queued on s is done; a failed copy's error shows
  * here at the latest. */
 int dev_stream_sync(dev_device *dev, dev_stream *s);
-int dev_copy_htod_async(dev_device *dev, uint64_t dst, const void *src, size_t n,
-                               dev_stream *s);
-int dev_copy_dtoh_async(dev_device *dev, void *dst, uint64_t src, size_t n,
-                               dev_stream *s);
+int dev_copy_htod_async(dev_device *dev, uint64_t dst, const void *src, size_t n, dev_stream *s);
+int dev_copy_dtoh_async(dev_device *dev, void *dst, uint64_t src, size_t n, dev_stream *s);
 
 typedef struct dev_module dev_module;
 typedef struct dev_kernel dev_kernel;
@@ -143,8 +146,8 @@ void dev_module_unload(dev_device *dev, dev_module *m);
 /* *out is owned by the module: valid until dev_module_unload(m). Look
  * kernels up from one thread per module (launching them is thread-safe). */
 int dev_device_kernel(dev_device *dev, dev_module *m, const char *name, dev_kernel **out);
-int dev_launch(dev_device *dev, dev_kernel *k, const unsigned grid[3],
-                      const unsigned block[3], unsigned shared_bytes, void **params);
+int dev_launch(dev_device *dev, dev_kernel *k, const unsigned grid[3], const unsigned block[3],
+               unsigned shared_bytes, void **params);
 
 /* --- probing (for `ebb devices` / `ebb version`) --------------------------- */
 typedef struct dev_probe_device {
@@ -156,12 +159,12 @@ typedef struct dev_probe_device {
   int vmm;
 } dev_probe_device;
 typedef struct dev_probe {
-  int driver_loaded;       /* libcuda was found and cuInit succeeded */
-  char driver_path[512];   /* where it came from (EBB_LIBCUDA or the default) */
-  int driver_version;      /* cuDriverGetVersion, e.g. 13000 */
+  int driver_loaded;     /* libcuda was found and cuInit succeeded */
+  char driver_path[512]; /* where it came from (EBB_LIBCUDA or the default) */
+  int driver_version;    /* cuDriverGetVersion, e.g. 13000 */
   int nvml_loaded;
-  char nvml_driver[64];    /* nvmlSystemGetDriverVersion */
-  char why[512];           /* when no driver: why (missing, stub, no device) */
+  char nvml_driver[64]; /* nvmlSystemGetDriverVersion */
+  char why[512];        /* when no driver: why (missing, stub, no device) */
   int ndevices;
   dev_probe_device devices[16];
 } dev_probe;

@@ -48,18 +48,18 @@ typedef struct dev_ops {
 struct dev_device {
   const dev_ops *ops;
   dev_type kind;
-  int ordinal;          /* CUDA device number; -1 for the CPU */
-  char label[16];       /* "cpu" / "cuda:N" */
+  int ordinal;    /* CUDA device number; -1 for the CPU */
+  char label[16]; /* "cpu" / "cuda:N" */
   char name[128];
-  char note[512];       /* why auto fell back to the CPU, else "" */
+  char note[512]; /* why auto fell back to the CPU, else "" */
   uint64_t total;
-  pthread_mutex_t mu;   /* guards the registry and the backend's state */
-  dev_dseg *segs;       /* every segment held, parked ones too */
+  pthread_mutex_t mu; /* guards the registry and the backend's state */
+  dev_dseg *segs;     /* every segment held, parked ones too */
   size_t nsegs, capsegs;
-  size_t nhost;         /* live pinned host buffers */
-  size_t nmodules;      /* loaded modules */
-  size_t nstreams;      /* live streams */
-  void *impl;           /* backend state */
+  size_t nhost;    /* live pinned host buffers */
+  size_t nmodules; /* loaded modules */
+  size_t nstreams; /* live streams */
+  void *impl;      /* backend state */
 };
 
 /* Number of registered segments that hold physical memory (not parked). */

@@ -52,12 +52,12 @@ static dev_cuda_res resolve_one(void *lib, dev_pfn_cuGetProcAddress_v2 gpa, cons
 static void resolve_all(dev_cuda_driver *d, dev_pfn_cuGetProcAddress_v2 gpa) {
   int i = 0;
   void *p;
-#define RESOLVE_(name, sym, ver, params)                                       \
-  d->how[i] = resolve_one(d->lib, gpa, #name, sym, ver, &p);                  \
-  memcpy(&d->fn.name, &p, sizeof p);                                           \
-  d->n_procaddr += d->how[i] == EBB_CUDA_RES_PROCADDR;                         \
-  d->n_dlsym += d->how[i] == EBB_CUDA_RES_DLSYM;                               \
-  d->n_missing += d->how[i] == EBB_CUDA_RES_MISSING;                           \
+#define RESOLVE_(name, sym, ver, params)                     \
+  d->how[i] = resolve_one(d->lib, gpa, #name, sym, ver, &p); \
+  memcpy(&d->fn.name, &p, sizeof p);                         \
+  d->n_procaddr += d->how[i] == EBB_CUDA_RES_PROCADDR;       \
+  d->n_dlsym += d->how[i] == EBB_CUDA_RES_DLSYM;             \
+  d->n_missing += d->how[i] == EBB_CUDA_RES_MISSING;         \
   i++;
   EBB_CUDA_ENTRY_POINTS(RESOLVE_)
 #undef RESOLVE_
@@ -139,8 +139,7 @@ int dev_cuda_code(CUresult r) {
 int dev_cuda_fail(const dev_cuda_driver *drv, CUresult r, const char *fn, const char *label,
                   const char *extra) {
   return ebb_seterr(dev_cuda_code(r), "%s failed on %s: %s (%d)%s%s", fn, label,
-                    dev_cuda_errname(drv, r), r, extra && *extra ? "; " : "",
-                    extra ? extra : "");
+                    dev_cuda_errname(drv, r), r, extra && *extra ? "; " : "", extra ? extra : "");
 }
 
 static void fill_found_at(dev_cuda_driver *d) {
@@ -173,8 +172,7 @@ int dev_cuda_driver_load(const char *path, dev_cuda_driver *out) {
     missing_list(out, miss, sizeof miss);
     dlclose(out->lib);
     out->lib = NULL;
-    return ebb_seterr(EBB_ENOLIB, "%s is not a CUDA driver library (missing %s)",
-                      out->path, miss);
+    return ebb_seterr(EBB_ENOLIB, "%s is not a CUDA driver library (missing %s)", out->path, miss);
   }
   /* From here on the library stays loaded even on failure: a driver that ran
    * cuInit may have started threads, and unloading it is not safe. */
@@ -199,13 +197,12 @@ int dev_cuda_driver_load(const char *path, dev_cuda_driver *out) {
     return ebb_seterr(EBB_EDRIVER, "CUDA driver at %s: cuDeviceGetCount: %s (%d)", out->found_at,
                       dev_cuda_errname(out, r), r);
   if (out->ndevices <= 0)
-    return ebb_seterr(EBB_ENODEV, "the CUDA driver at %s reports 0 devices",
-                      out->found_at);
+    return ebb_seterr(EBB_ENODEV, "the CUDA driver at %s reports 0 devices", out->found_at);
   if (out->n_missing) {
     char miss[1024];
     missing_list(out, miss, sizeof miss);
-    base_log(EBB_LOG_DEBUG, "device", "driver at %s lacks %s; those calls will fail",
-            out->found_at, miss);
+    base_log(EBB_LOG_DEBUG, "device", "driver at %s lacks %s; those calls will fail", out->found_at,
+             miss);
   }
   return 0;
 }

@@ -43,8 +43,8 @@ static void load_once(void) {
     return;
   }
   void *s;
-#define NVML_RESOLVE_(name, ret, params)                                       \
-  s = dlsym(lib, #name);                                                       \
+#define NVML_RESOLVE_(name, ret, params) \
+  s = dlsym(lib, #name);                 \
   memcpy(&fn.name, &s, sizeof s);
   EBB_NVML_ENTRY_POINTS(NVML_RESOLVE_)
 #undef NVML_RESOLVE_
@@ -189,8 +189,7 @@ int dev_nvml_count(unsigned *count) {
   return 0;
 }
 
-int dev_nvml_processes(nvmlDevice_t d, unsigned *pids, uint64_t *bytes, unsigned cap,
-                       unsigned *n) {
+int dev_nvml_processes(nvmlDevice_t d, unsigned *pids, uint64_t *bytes, unsigned cap, unsigned *n) {
   *n = 0;
   if (!fn.nvmlDeviceGetComputeRunningProcesses_v3)
     return ebb_seterr(EBB_EUNSUPPORTED, "%s lacks nvmlDeviceGetComputeRunningProcesses_v3", path);
@@ -202,8 +201,8 @@ int dev_nvml_processes(nvmlDevice_t d, unsigned *pids, uint64_t *bytes, unsigned
   nvmlReturn_t r = fn.nvmlDeviceGetComputeRunningProcesses_v3(d, &got, infos);
   if (r != NVML_SUCCESS && r != NVML_ERROR_INSUFFICIENT_SIZE) {
     free(infos);
-    return ebb_seterr(EBB_EDRIVER, "nvmlDeviceGetComputeRunningProcesses_v3: %s (%d)",
-                      nvml_err(r), r);
+    return ebb_seterr(EBB_EDRIVER, "nvmlDeviceGetComputeRunningProcesses_v3: %s (%d)", nvml_err(r),
+                      r);
   }
   for (unsigned i = 0; r == NVML_SUCCESS && i < got && *n < cap; i++) {
     pids[*n] = infos[i].pid;

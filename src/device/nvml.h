@@ -27,8 +27,7 @@ int dev_nvml_process_used(nvmlDevice_t d, pid_t pid, uint64_t *bytes);
 /* Every process with a context on d (compute processes): up to cap of them
  * into pids/bytes (bytes ~0ull when NVML cannot say), *n = how many were
  * written. For `ebb top --local`. */
-int dev_nvml_processes(nvmlDevice_t d, unsigned *pids, uint64_t *bytes, unsigned cap,
-                       unsigned *n);
+int dev_nvml_processes(nvmlDevice_t d, unsigned *pids, uint64_t *bytes, unsigned cap, unsigned *n);
 /* Devices NVML sees. */
 int dev_nvml_count(unsigned *count);
 

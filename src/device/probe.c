@@ -7,8 +7,7 @@
 #include "device/device.h"
 #include "device/nvml.h"
 
-#define CU(drv, name, ...)                                                     \
-  ((drv)->fn.name ? (drv)->fn.name(__VA_ARGS__) : CUDA_ERROR_NOT_SUPPORTED)
+#define CU(drv, name, ...) ((drv)->fn.name ? (drv)->fn.name(__VA_ARGS__) : CUDA_ERROR_NOT_SUPPORTED)
 
 static void probe_one(const dev_cuda_driver *drv, int i, dev_probe_device *d) {
   CUdevice dev = 0;

@@ -18,12 +18,12 @@
 #include "memory/memory.h"
 
 struct ebb_gpu {
-  ebb_gpu *next;       /* all open devices (g_devs) */
-  int refs;            /* ebb_gpu_open calls not yet closed */
+  ebb_gpu *next; /* all open devices (g_devs) */
+  int refs;      /* ebb_gpu_open calls not yet closed */
   dev_device *dev;
   mem_allocator *a;
-  ebb_owner *def;      /* "default": memory allocated with no owner current */
-  int ordinal_ref;     /* ebb_gpu_for_ordinal holds one of refs (never let go) */
+  ebb_owner *def;  /* "default": memory allocated with no owner current */
+  int ordinal_ref; /* ebb_gpu_for_ordinal holds one of refs (never let go) */
 };
 
 static pthread_mutex_t g_mu = PTHREAD_MUTEX_INITIALIZER;
@@ -113,7 +113,7 @@ void ebb_gpu_close(ebb_gpu *g) {
     }
   pthread_mutex_unlock(&g_mu);
   mem_allocator_destroy(g->a); /* leaks reported, segments back */
-  dev_close(g->dev);    /* the context back */
+  dev_close(g->dev);           /* the context back */
   lib_torch_forget(g);
   free(g);
 }
@@ -335,8 +335,8 @@ int ebb_owner_release(ebb_owner *o, unsigned flags, ebb_leak_list **leaks, ebb_r
   if (!o)
     return ebb_seterr(EBB_EINVAL, "ebb_owner_release: no owner");
   if (flags & ~(unsigned)EBB_OWNER_RELEASE_KEEP)
-    return ebb_seterr(EBB_EINVAL, "ebb_owner_release('%s'): unknown flags 0x%x",
-                      mem_owner_name(o), flags);
+    return ebb_seterr(EBB_EINVAL, "ebb_owner_release('%s'): unknown flags 0x%x", mem_owner_name(o),
+                      flags);
   ebb_released res = {.size = sizeof res};
   if (!(flags & EBB_OWNER_RELEASE_KEEP)) {
     mem_leak_report *r = NULL;
@@ -357,10 +357,14 @@ int ebb_owner_release(ebb_owner *o, unsigned flags, ebb_leak_list **leaks, ebb_r
   released_from(&rr, &res);
   /* the fact for subscribers (include/ebb/events.h); no log line: the
    * caller reads the figures from out (QUIET) */
-  ebb_event ev = {.kind = EBB_EVENT_RELEASED, .flags = EBB_EVENT_QUIET,
+  ebb_event ev = {.kind = EBB_EVENT_RELEASED,
+                  .flags = EBB_EVENT_QUIET,
                   .device = dev_device_label(mem_allocator_device(mem_owner_allocator(o))),
-                  .owner = mem_owner_name(o), .what = "GPU memory", .bytes = res.released_bytes,
-                  .context_bytes = res.context_bytes, .callbacks_run = res.callbacks_run,
+                  .owner = mem_owner_name(o),
+                  .what = "GPU memory",
+                  .bytes = res.released_bytes,
+                  .context_bytes = res.context_bytes,
+                  .callbacks_run = res.callbacks_run,
                   .callbacks_failed = res.callbacks_failed};
   base_event_publish(&ev);
   return out ? copy_sized(out, &res, sizeof res) : 0;
@@ -392,8 +396,10 @@ int ebb_push(ebb_owner *o) {
   if (!o)
     return ebb_seterr(EBB_EINVAL, "ebb_push: no owner");
   if (t_depth == STACK_MAX)
-    return ebb_seterr(EBB_ESTATE, "ebb_push('%s'): %d owners already pushed on this thread "
-                                  "(a missing ebb_pop?)", mem_owner_name(o), STACK_MAX);
+    return ebb_seterr(EBB_ESTATE,
+                      "ebb_push('%s'): %d owners already pushed on this thread "
+                      "(a missing ebb_pop?)",
+                      mem_owner_name(o), STACK_MAX);
   t_stack[t_depth++] = o;
   return 0;
 }

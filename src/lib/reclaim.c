@@ -42,8 +42,8 @@ static int find_device(const char *device, lib_dev *d) {
   if (dev_device_probe(p) != 0 || !p->driver_loaded)
     rc = ebb_seterr(EBB_ENODEV, "ebb_reclaim: %s: no CUDA driver (%s)", device, p->why);
   else if (d->ordinal >= p->ndevices || !p->devices[d->ordinal].uuid[0])
-    rc = ebb_seterr(EBB_ENODEV, "ebb_reclaim: %s: no such device (the driver reports %d)",
-                    device, p->ndevices);
+    rc = ebb_seterr(EBB_ENODEV, "ebb_reclaim: %s: no such device (the driver reports %d)", device,
+                    p->ndevices);
   else
     snprintf(d->uuid, sizeof d->uuid, "%s", p->devices[d->ordinal].uuid);
   free(p);
@@ -56,12 +56,11 @@ static void kept_message(const brk_reclaim_result *r, char *msg, size_t len) {
   for (size_t i = 0; i < r->npeers && n + 1 < len; i++) {
     const brk_result_peer *p = &r->peers[i];
     if (p->status)
-      n += (size_t)snprintf(msg + n, len - n, "; pid %ld skipped: %s", (long)p->pid,
-                            p->ans.err_msg);
+      n +=
+          (size_t)snprintf(msg + n, len - n, "; pid %ld skipped: %s", (long)p->pid, p->ans.err_msg);
     for (size_t k = 0; !p->status && k < p->ans.nkept && n + 1 < len; k++)
       n += (size_t)snprintf(msg + n, len - n, "; pid %ld keeps %s (%llu MiB): %s", (long)p->pid,
-                            p->ans.kept[k].what,
-                            (unsigned long long)(p->ans.kept[k].bytes >> 20),
+                            p->ans.kept[k].what, (unsigned long long)(p->ans.kept[k].bytes >> 20),
                             p->ans.kept[k].why);
   }
 }
@@ -69,8 +68,10 @@ static void kept_message(const brk_reclaim_result *r, char *msg, size_t len) {
 static void fill(const brk_reclaim_result *r, ebb_reclaim_result *out) {
   if (!out || out->size < sizeof(uint32_t))
     return;
-  ebb_reclaim_result full = {.size = out->size, .free_before = r->free_before,
-                             .free_after = r->free_after, .given_bytes = r->given_bytes};
+  ebb_reclaim_result full = {.size = out->size,
+                             .free_before = r->free_before,
+                             .free_after = r->free_after,
+                             .given_bytes = r->given_bytes};
   for (size_t i = 0; i < r->npeers; i++) {
     full.peers_asked += r->peers[i].status == 0;
     full.peers_skipped += r->peers[i].status != 0;
@@ -88,9 +89,16 @@ int ebb_reclaim(const char *device, uint64_t bytes, const char *broker_dir, doub
     rc = brk_dir_open(broker_dir, NULL, dir, sizeof dir);
   if (rc)
     return rc;
-  brk_reclaim_opts o = {.size = sizeof o, .dir = dir, .uuid = d.uuid, .bytes = bytes,
-                        .timeout_s = timeout_s, .wait_s = 5, .free_fn = nvml_free,
-                        .free_arg = &d, .used_fn = nvml_used, .used_arg = &d};
+  brk_reclaim_opts o = {.size = sizeof o,
+                        .dir = dir,
+                        .uuid = d.uuid,
+                        .bytes = bytes,
+                        .timeout_s = timeout_s,
+                        .wait_s = 5,
+                        .free_fn = nvml_free,
+                        .free_arg = &d,
+                        .used_fn = nvml_used,
+                        .used_arg = &d};
   brk_reclaim_result r;
   if ((rc = brk_reclaim(&o, &r)) != 0) {
     brk_reclaim_free(&r);
@@ -103,11 +111,12 @@ int ebb_reclaim(const char *device, uint64_t bytes, const char *broker_dir, doub
     char *msg = calloc(1, 4096);
     if (msg)
       kept_message(&r, msg, 4096);
-    rc = ebb_seterr(EBB_EOOM, "ebb_reclaim: %s: %llu MiB free of %llu MiB wanted after asking "
-                    "%zu peer%s (they gave %llu MiB)%s", device,
-                    (unsigned long long)(r.free_after >> 20), (unsigned long long)(bytes >> 20),
-                    r.npeers, r.npeers == 1 ? "" : "s", (unsigned long long)(r.given_bytes >> 20),
-                    msg ? msg : "");
+    rc = ebb_seterr(EBB_EOOM,
+                    "ebb_reclaim: %s: %llu MiB free of %llu MiB wanted after asking "
+                    "%zu peer%s (they gave %llu MiB)%s",
+                    device, (unsigned long long)(r.free_after >> 20),
+                    (unsigned long long)(bytes >> 20), r.npeers, r.npeers == 1 ? "" : "s",
+                    (unsigned long long)(r.given_bytes >> 20), msg ? msg : "");
     free(msg);
   }
   brk_reclaim_free(&r);

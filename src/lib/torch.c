@@ -93,8 +93,10 @@ static int claim(const ebb_gpu *g, uint64_t addr, size_t size) {
     (*p)->addr = addr;
     (*p)->live = size;
   } else if (fresh) {
-    base_log(EBB_LOG_WARN, "ebb", "torch: no host memory to track the block at 0x%" PRIx64
-                                 "; a late free there may free a newer block", addr);
+    base_log(EBB_LOG_WARN, "ebb",
+             "torch: no host memory to track the block at 0x%" PRIx64
+             "; a late free there may free a newer block",
+             addr);
   } else if ((*p)->live) {
     /* ebb handed out an address PyTorch still holds live: its block was
      * freed by a path that told nothing here; its PyTorch free is to come */
@@ -121,9 +123,11 @@ static int alloc_at(ssize_t size, int device, const char *site, void **ptr) {
     /* a tensor ebb freed as a leak still holds this address in PyTorch */
     if (nheld == HOLD_MAX) {
       ebb_free(g, addr);
-      rc = ebb_seterr(EBB_EOOM, "ebb_torch_alloc(%zd bytes, cuda:%d): %d blocks in a row lie "
+      rc = ebb_seterr(EBB_EOOM,
+                      "ebb_torch_alloc(%zd bytes, cuda:%d): %d blocks in a row lie "
                       "at addresses that tensors ebb freed as leaks still hold; drop those "
-                      "tensors", size, device, HOLD_MAX);
+                      "tensors",
+                      size, device, HOLD_MAX);
       break;
     }
     held[nheld++] = addr;
@@ -150,7 +154,7 @@ void *ebb_torch_alloc(ssize_t size, int device, void *stream) {
     return NULL; /* an empty tensor needs no memory */
   if (alloc_at(size, device, NULL, &p) != 0)
     base_log(EBB_LOG_ERROR, "ebb", "ebb_torch_alloc(%zd bytes, cuda:%d): %s", size, device,
-            ebb_errmsg());
+             ebb_errmsg());
   return p;
 }
 
@@ -189,6 +193,6 @@ void ebb_torch_free(void *ptr, ssize_t size, int device, void *stream) {
    * through another entry point) comes back as EBB_ENOTFOUND: not an
    * error. */
   if (rc && rc != EBB_ENOTFOUND)
-    base_log(EBB_LOG_ERROR, "ebb", "ebb_torch_free(%p, %zd bytes, cuda:%d): %s", ptr, size,
-            device, ebb_errmsg());
+    base_log(EBB_LOG_ERROR, "ebb", "ebb_torch_free(%p, %zd bytes, cuda:%d): %s", ptr, size, device,
+             ebb_errmsg());
 }

@@ -48,8 +48,8 @@ void mem__ctx_release(mem_allocator *a, mem_release_result *r) {
   if (holds_device_memory(a)) {
     r->context_error = EBB_EBUSY;
     base_log(EBB_LOG_DEBUG, "release",
-            "%s: context kept: ebb still holds live device blocks or pinned buffers",
-            dev_device_label(dev));
+             "%s: context kept: ebb still holds live device blocks or pinned buffers",
+             dev_device_label(dev));
     return;
   }
   uint64_t before = 0, after = 0;
@@ -57,8 +57,8 @@ void mem__ctx_release(mem_allocator *a, mem_release_result *r) {
   int rc = dev_ctx_release(dev);
   if (rc) {
     r->context_error = rc;
-    base_log(EBB_LOG_WARN, "release", "%s: releasing the context failed: %s",
-            dev_device_label(dev), ebb_errmsg());
+    base_log(EBB_LOG_WARN, "release", "%s: releasing the context failed: %s", dev_device_label(dev),
+             ebb_errmsg());
     return;
   }
   r->context_released = 1;

@@ -42,23 +42,23 @@
  * pinned buffers, the free bins, owner trees): push n at the front of the
  * list whose first node is head, or unlink n from it (its links cleared),
  * through the fields named prev and next. */
-#define MEM_DLIST_PUSH(head, n, prev, next)                                    \
-  do {                                                                         \
-    (n)->prev = NULL;                                                          \
-    (n)->next = (head);                                                        \
-    if ((n)->next)                                                             \
-      (n)->next->prev = (n);                                                   \
-    (head) = (n);                                                              \
+#define MEM_DLIST_PUSH(head, n, prev, next) \
+  do {                                      \
+    (n)->prev = NULL;                       \
+    (n)->next = (head);                     \
+    if ((n)->next)                          \
+      (n)->next->prev = (n);                \
+    (head) = (n);                           \
   } while (0)
-#define MEM_DLIST_UNLINK(head, n, prev, next)                                  \
-  do {                                                                         \
-    if ((n)->prev)                                                             \
-      (n)->prev->next = (n)->next;                                             \
-    else                                                                       \
-      (head) = (n)->next;                                                      \
-    if ((n)->next)                                                             \
-      (n)->next->prev = (n)->prev;                                             \
-    (n)->prev = (n)->next = NULL;                                              \
+#define MEM_DLIST_UNLINK(head, n, prev, next) \
+  do {                                        \
+    if ((n)->prev)                            \
+      (n)->prev->next = (n)->next;            \
+    else                                      \
+      (head) = (n)->next;                     \
+    if ((n)->next)                            \
+      (n)->next->prev = (n)->prev;            \
+    (n)->prev = (n)->next = NULL;             \
   } while (0)
 
 typedef struct mem_seg mem_seg;
@@ -66,8 +66,8 @@ typedef struct mem_block mem_block;
 
 struct mem_block {
   uint64_t addr;
-  size_t size;       /* carved size (multiple of EBB_MEM_ALIGN) */
-  size_t req;        /* bytes the caller asked for (0 when free) */
+  size_t size; /* carved size (multiple of EBB_MEM_ALIGN) */
+  size_t req;  /* bytes the caller asked for (0 when free) */
   mem_seg *seg;
   mem_block *prev, *next;   /* address order within the segment */
   mem_block *fprev, *fnext; /* free bin list (free blocks) */
@@ -80,7 +80,7 @@ struct mem_block {
   int nbt;
   int weights; /* allocated while its owner was marked (mem_owner_mark_weights):
                   backed up by a sleep; other blocks' bytes are dropped */
-  int backed;    /* parked with its bytes in seg->park_copy, at bk_off */
+  int backed;  /* parked with its bytes in seg->park_copy, at bk_off */
   size_t bk_off;
 };
 
@@ -118,7 +118,7 @@ typedef struct mem_map {
 typedef struct pin_buf pin_buf;
 struct pin_buf {
   void *p;
-  size_t size;   /* rounded size (what the driver gave) */
+  size_t size; /* rounded size (what the driver gave) */
   size_t req;
   ebb_owner *owner; /* NULL while idle */
   pin_buf *next;    /* idle list or owner list */
@@ -140,9 +140,9 @@ struct ebb_owner {
   uint64_t tree_bytes;
   uint64_t quota;
   uint64_t refused;
-  int weights_on;   /* mem_owner_mark_weights: new blocks are weights */
-  mem_block *live;  /* live blocks */
-  pin_buf *pins;    /* live pinned buffers */
+  int weights_on;  /* mem_owner_mark_weights: new blocks are weights */
+  mem_block *live; /* live blocks */
+  pin_buf *pins;   /* live pinned buffers */
   /* free blocks of the segments that hold this owner's blocks: an owner's
    * blocks never share a segment with another owner's */
   mem_pool small, large;
@@ -155,7 +155,7 @@ struct mem_allocator {
   dev_device *dev;
   pthread_mutex_t mu;
   mem_alloc_opts opts;
-  int ready;       /* granularity and kind resolved */
+  int ready; /* granularity and kind resolved */
   size_t gran;
   dev_seg_kind kind;
   mem_seg *segs;
@@ -206,8 +206,7 @@ int mem__ledger_create(size_t cap, const char *device, mem_ledger **out);
 void mem__ledger_destroy(mem_ledger *l);
 void mem__ledger_owner_name(mem_ledger *l, uint32_t id, const char *name);
 void mem__ledger_add(mem_ledger *l, mem_ledger_kind k, uint32_t owner_id, uint64_t addr,
-                     uint64_t bytes, uint64_t owner_bytes, uint64_t reserved,
-                     uint64_t allocated);
+                     uint64_t bytes, uint64_t owner_bytes, uint64_t reserved, uint64_t allocated);
 
 /* --- "bins.c": free blocks in power-of-two bins (a->mu held by callers) --- */
 /* Best fit in the request's bin, else the smallest of the next non-empty
@@ -266,8 +265,7 @@ int mem__seg_ready_locked(mem_allocator *a);
 /* Bytes of the segment a request of `size` grows the pool by. */
 size_t mem__seg_size_for(const mem_allocator *a, size_t size, int small);
 /* A new segment whose one free block is o's (the segment is affine to o). */
-int mem__seg_new_locked(mem_allocator *a, size_t size, int small, ebb_owner *o,
-                        mem_seg **out);
+int mem__seg_new_locked(mem_allocator *a, size_t size, int small, ebb_owner *o, mem_seg **out);
 /* Gives an empty segment back; the physical bytes returned (0 on failure). */
 uint64_t mem__seg_drop_locked(mem_allocator *a, mem_seg *s);
 void mem__seg_unlink_locked(mem_allocator *a, mem_seg *s);

@@ -105,8 +105,7 @@ static int reclaim(ebb_owner *o, mem_leak_report **res) {
   reclaim_tree_locked(a, o, r ? r : &dummy, r && r->leaks ? n : 0);
   mem__unlock(a);
   if (!r)
-    return ebb_seterr(EBB_ENOMEM, "owner '%s': leaks freed but no memory to report them",
-                      o->name);
+    return ebb_seterr(EBB_ENOMEM, "owner '%s': leaks freed but no memory to report them", o->name);
   qsort(r->leaks, r->nleaks, sizeof *r->leaks, leak_cmp);
   *res = r;
   return 0;
@@ -145,8 +144,10 @@ static ebb_event_site *event_sites(const mem_leak_report *r) {
   for (size_t i = 0; s && i < r->nleaks; i++) {
     const mem_leak *l = &r->leaks[i];
     int child = l->owner && r->owner && strcmp(l->owner, r->owner) != 0;
-    s[i] = (ebb_event_site){.bytes = l->size, .site = l->site ? l->site : "?",
-                            .owner = child ? l->owner : NULL, .backtrace = l->backtrace,
+    s[i] = (ebb_event_site){.bytes = l->size,
+                            .site = l->site ? l->site : "?",
+                            .owner = child ? l->owner : NULL,
+                            .backtrace = l->backtrace,
                             .pinned = l->pinned};
   }
   return s;
@@ -159,10 +160,16 @@ void mem_leak_report_publish(const mem_leak_report *r, unsigned flags) {
   for (size_t i = 0; i < r->nleaks; i++)
     ndev += !r->leaks[i].pinned;
   ebb_event_site *sites = event_sites(r);
-  ebb_event ev = {.kind = EBB_EVENT_LEAK, .flags = flags, .device = r->device,
-                  .owner = r->owner, .message = "GPU memory", .bytes = r->bytes,
-                  .pinned_bytes = r->pinned_bytes, .blocks = ndev,
-                  .pinned_blocks = r->nleaks - ndev, .sites = sites,
+  ebb_event ev = {.kind = EBB_EVENT_LEAK,
+                  .flags = flags,
+                  .device = r->device,
+                  .owner = r->owner,
+                  .message = "GPU memory",
+                  .bytes = r->bytes,
+                  .pinned_bytes = r->pinned_bytes,
+                  .blocks = ndev,
+                  .pinned_blocks = r->nleaks - ndev,
+                  .sites = sites,
                   .nsites = sites ? r->nleaks : 0};
   base_event_publish(&ev);
   free(sites);

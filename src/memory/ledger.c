@@ -79,10 +79,14 @@ static inline void push_ledger_locked(mem_ledger *l, const mem_ledger_event *e) 
 }
 
 void mem__ledger_add(mem_ledger *l, mem_ledger_kind k, uint32_t owner_id, uint64_t addr,
-                     uint64_t bytes, uint64_t owner_bytes, uint64_t reserved,
-                     uint64_t allocated) {
-  mem_ledger_event e = {.t_ns = base_mono_ns(), .kind = k, .owner_id = owner_id, .addr = addr,
-                        .bytes = bytes, .owner_bytes = owner_bytes, .reserved = reserved,
+                     uint64_t bytes, uint64_t owner_bytes, uint64_t reserved, uint64_t allocated) {
+  mem_ledger_event e = {.t_ns = base_mono_ns(),
+                        .kind = k,
+                        .owner_id = owner_id,
+                        .addr = addr,
+                        .bytes = bytes,
+                        .owner_bytes = owner_bytes,
+                        .reserved = reserved,
                         .allocated = allocated};
   pthread_mutex_lock(&l->mu);
   e.label = name_ledger_locked(l, owner_id);
@@ -116,8 +120,11 @@ void mem_ledger_mark(mem_ledger *l, const char *label) {
   pthread_mutex_lock(&l->mu);
   const char *text = mark_text_ledger_locked(l, label ? label : "");
   if (text) {
-    mem_ledger_event e = {.t_ns = base_mono_ns(), .kind = EBB_EV_MARK, .label = text,
-                          .reserved = l->last_reserved, .allocated = l->last_allocated};
+    mem_ledger_event e = {.t_ns = base_mono_ns(),
+                          .kind = EBB_EV_MARK,
+                          .label = text,
+                          .reserved = l->last_reserved,
+                          .allocated = l->last_allocated};
     push_ledger_locked(l, &e);
   }
   pthread_mutex_unlock(&l->mu);

@@ -45,21 +45,21 @@ void mem__ledger_snap_free(ledger_snap *s);
  * ledger_svg.c; nothing in it is locked. */
 typedef struct svg_model {
   const ledger_snap *s;
-  size_t stride;     /* s->nnames + 1: owners' slots per column in colv */
-  size_t nown;       /* owners with device events in the window */
-  int *slot;         /* owner id -> 1-based slot (0: none) */
-  uint32_t *ids;     /* slot - 1 -> owner id */
-  double *cur;       /* slot - 1 -> bytes now (during the replay) */
-  double *peak;      /* slot - 1 -> most bytes held */
+  size_t stride; /* s->nnames + 1: owners' slots per column in colv */
+  size_t nown;   /* owners with device events in the window */
+  int *slot;     /* owner id -> 1-based slot (0: none) */
+  uint32_t *ids; /* slot - 1 -> owner id */
+  double *cur;   /* slot - 1 -> bytes now (during the replay) */
+  double *peak;  /* slot - 1 -> most bytes held */
   int ncols;
-  double *colv;      /* [column * stride + slot - 1]: owner bytes */
-  double *coltot;    /* owners + context */
-  double *colres;    /* reserved */
-  double *colctx;    /* context bytes drawn */
-  int *colctxon;     /* context alive */
-  int *colset;       /* an event (or a carried state) is in the column */
-  int ctx_seen;      /* a context event is in the window */
-  int ctx_known;     /* one of them has a size */
+  double *colv;   /* [column * stride + slot - 1]: owner bytes */
+  double *coltot; /* owners + context */
+  double *colres; /* reserved */
+  double *colctx; /* context bytes drawn */
+  int *colctxon;  /* context alive */
+  int *colset;    /* an event (or a carried state) is in the column */
+  int ctx_seen;   /* a context event is in the window */
+  int ctx_known;  /* one of them has a size */
   double ctx_peak, rel_max, ymax;
   uint64_t t_first;
   double span_ns;

@@ -17,14 +17,14 @@
 
 #define W 1000
 #define H 520
-#define ML 80  /* margins */
+#define ML 80 /* margins */
 #define MR 230
 #define MT 56
 #define MB 56
 #define PW (W - ML - MR)
 #define PH (H - MT - MB)
-#define REL_ROWS 3    /* rows of release labels at the top of the plot */
-#define MARK_GAP 13.0 /* px between two drawn (rotated) mark labels */
+#define REL_ROWS 3       /* rows of release labels at the top of the plot */
+#define MARK_GAP 13.0    /* px between two drawn (rotated) mark labels */
 #define LEGEND_OWNERS 24 /* owners listed by name in the legend */
 
 /* Tableau-like, without green: green is kept for the release marks */
@@ -37,12 +37,12 @@ typedef struct plot {
   FILE *f;
   const ledger_snap *s;
   const svg_model *m;
-  double unit;       /* bytes per y unit (MiB or GiB) */
+  double unit; /* bytes per y unit (MiB or GiB) */
   const char *uname;
-  double ytop, ystep; /* y axis top and tick step, in units */
-  int ms;            /* time in ms (else s) */
+  double ytop, ystep;  /* y axis top and tick step, in units */
+  int ms;              /* time in ms (else s) */
   double tspan, tstep; /* time span and tick step, in ms or s */
-  double ctx_strip;  /* > 0: context size unknown, drawn as a strip this high */
+  double ctx_strip;    /* > 0: context size unknown, drawn as a strip this high */
 } plot;
 
 /* Pixel x of a column, of a time; pixel y of a byte count. */
@@ -126,9 +126,10 @@ static void set_scales(plot *p) {
 
 static void draw_head(const plot *p, const char *title) {
   FILE *f = p->f;
-  fprintf(f, "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n"
-             "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"%d\" height=\"%d\" "
-             "viewBox=\"0 0 %d %d\" font-family=\"DejaVu Sans, Helvetica, Arial, sans-serif\">\n",
+  fprintf(f,
+          "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n"
+          "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"%d\" height=\"%d\" "
+          "viewBox=\"0 0 %d %d\" font-family=\"DejaVu Sans, Helvetica, Arial, sans-serif\">\n",
           W, H, W, H);
   fprintf(f, "<rect width=\"%d\" height=\"%d\" fill=\"#ffffff\"/>\n", W, H);
   fprintf(f, "<text x=\"%d\" y=\"26\" font-size=\"17\" font-weight=\"bold\" fill=\"#222\">", ML);
@@ -138,9 +139,10 @@ static void draw_head(const plot *p, const char *title) {
     fputs("Device memory on ", f);
     base_write_xml_text(f, p->s->device);
   }
-  fprintf(f, "</text>\n<text x=\"%d\" y=\"44\" font-size=\"11\" fill=\"#666\">"
-             "%scoloured: live blocks by owner; dashed: reserved segments; "
-             "green: handed back to the driver%s</text>\n",
+  fprintf(f,
+          "</text>\n<text x=\"%d\" y=\"44\" font-size=\"11\" fill=\"#666\">"
+          "%scoloured: live blocks by owner; dashed: reserved segments; "
+          "green: handed back to the driver%s</text>\n",
           ML, p->m->ctx_seen ? "grey: driver context; " : "",
           p->s->dropped ? " (oldest events dropped by the ring)" : "");
 }
@@ -153,14 +155,16 @@ static void draw_axes(const plot *p) {
   for (int i = 0; i <= nyt; i++) {
     double v = i * p->ystep;
     double y = MT + PH - v / p->ytop * PH;
-    fprintf(f, "<line x1=\"%d\" y1=\"%.1f\" x2=\"%d\" y2=\"%.1f\" stroke=\"#e6e6e6\"/>\n", ML,
-            y, ML + PW, y);
-    fprintf(f, "<text class=\"ytick\" x=\"%d\" y=\"%.1f\" font-size=\"11\" text-anchor=\"end\" "
-               "fill=\"#444\">%g</text>\n",
+    fprintf(f, "<line x1=\"%d\" y1=\"%.1f\" x2=\"%d\" y2=\"%.1f\" stroke=\"#e6e6e6\"/>\n", ML, y,
+            ML + PW, y);
+    fprintf(f,
+            "<text class=\"ytick\" x=\"%d\" y=\"%.1f\" font-size=\"11\" text-anchor=\"end\" "
+            "fill=\"#444\">%g</text>\n",
             ML - 6, y + 4, v);
   }
-  fprintf(f, "<text transform=\"translate(18 %d) rotate(-90)\" font-size=\"12\" "
-             "text-anchor=\"middle\" fill=\"#333\">device memory (%s)</text>\n",
+  fprintf(f,
+          "<text transform=\"translate(18 %d) rotate(-90)\" font-size=\"12\" "
+          "text-anchor=\"middle\" fill=\"#333\">device memory (%s)</text>\n",
           MT + PH / 2, p->uname);
   for (int i = 0;; i++) {
     double t = i * p->tstep;
@@ -169,13 +173,16 @@ static void draw_axes(const plot *p) {
     double x = ML + t / (p->tspan > 0 ? p->tspan : 1) * PW;
     if (x > ML + PW + 0.5)
       break;
-    fprintf(f, "<line x1=\"%.1f\" y1=\"%d\" x2=\"%.1f\" y2=\"%d\" stroke=\"#999\"/>\n", x,
-            MT + PH, x, MT + PH + 5);
-    fprintf(f, "<text x=\"%.1f\" y=\"%d\" font-size=\"11\" text-anchor=\"middle\" fill=\"#444\">%g</text>\n",
+    fprintf(f, "<line x1=\"%.1f\" y1=\"%d\" x2=\"%.1f\" y2=\"%d\" stroke=\"#999\"/>\n", x, MT + PH,
+            x, MT + PH + 5);
+    fprintf(f,
+            "<text x=\"%.1f\" y=\"%d\" font-size=\"11\" text-anchor=\"middle\" "
+            "fill=\"#444\">%g</text>\n",
             x, MT + PH + 18, t);
   }
-  fprintf(f, "<text x=\"%d\" y=\"%d\" font-size=\"12\" text-anchor=\"middle\" fill=\"#333\">"
-             "time (%s)</text>\n",
+  fprintf(f,
+          "<text x=\"%d\" y=\"%d\" font-size=\"12\" text-anchor=\"middle\" fill=\"#333\">"
+          "time (%s)</text>\n",
           ML + PW / 2, H - 12, p->ms ? "ms" : "s");
 }
 
@@ -196,8 +203,9 @@ static void draw_context_band(const plot *p, int c0, int c) {
   double wpx = x_col(p, c - 1) - x_col(p, c0);
   if (wpx >= text_w(lab, 11, 0) + 8) {
     double ly = bh >= 16 ? MT + PH - bh / 2 + 4 : MT + PH - bh - 4;
-    fprintf(f, "<text x=\"%.1f\" y=\"%.1f\" font-size=\"11\" fill=\"#333\" stroke=\"#fff\" "
-               "stroke-width=\"%s\" paint-order=\"stroke\">%s</text>\n",
+    fprintf(f,
+            "<text x=\"%.1f\" y=\"%.1f\" font-size=\"11\" fill=\"#333\" stroke=\"#fff\" "
+            "stroke-width=\"%s\" paint-order=\"stroke\">%s</text>\n",
             x_col(p, c0) + 16, ly, bh >= 16 ? "0" : "3", lab);
   }
 }
@@ -232,8 +240,7 @@ static void draw_owners(const plot *p) {
   FILE *f = p->f;
   const svg_model *m = p->m;
   for (size_t k = 0; k < m->nown; k++) {
-    fprintf(f, "<path fill=\"%s\" fill-opacity=\"0.85\" stroke=\"none\" d=\"",
-            palette[k % NPAL]);
+    fprintf(f, "<path fill=\"%s\" fill-opacity=\"0.85\" stroke=\"none\" d=\"", palette[k % NPAL]);
     for (int c = 0; c < m->ncols; c++) {
       double hi = below_owner(m, c, k) + m->colv[(size_t)c * m->stride + k];
       fprintf(f, "%s%.1f %.1f", c ? " L" : "M", x_col(p, c), y_bytes(p, hi));
@@ -250,7 +257,8 @@ static void draw_reserved(const plot *p) {
   const svg_model *m = p->m;
   if (!p->s->n)
     return;
-  fprintf(f, "<path fill=\"none\" stroke=\"#222\" stroke-width=\"1.4\" stroke-dasharray=\"5 3\" d=\"");
+  fprintf(f,
+          "<path fill=\"none\" stroke=\"#222\" stroke-width=\"1.4\" stroke-dasharray=\"5 3\" d=\"");
   for (int c = 0; c < m->ncols; c++)
     fprintf(f, "%s%.1f %.1f", c ? " L" : "M", x_col(p, c), y_bytes(p, m->colres[c] + m->colctx[c]));
   fprintf(f, "\"/>\n");
@@ -265,11 +273,12 @@ static int draw_release(const plot *p, double x, uint64_t bytes, double *row_end
   char b[32], lab[48];
   mem__fmt_bytes(b, sizeof b, bytes);
   snprintf(lab, sizeof lab, "released %s", b);
-  fprintf(f, "<line x1=\"%.1f\" y1=\"%d\" x2=\"%.1f\" y2=\"%d\" stroke=\"#1b7a1b\" "
-             "stroke-width=\"1.5\"/>\n",
+  fprintf(f,
+          "<line x1=\"%.1f\" y1=\"%d\" x2=\"%.1f\" y2=\"%d\" stroke=\"#1b7a1b\" "
+          "stroke-width=\"1.5\"/>\n",
           x, MT, x, MT + PH);
-  fprintf(f, "<polygon points=\"%.1f,%d %.1f,%d %.1f,%d\" fill=\"#1b7a1b\"/>\n", x - 5,
-          MT + PH, x + 5, MT + PH, x, MT + PH - 8);
+  fprintf(f, "<polygon points=\"%.1f,%d %.1f,%d %.1f,%d\" fill=\"#1b7a1b\"/>\n", x - 5, MT + PH,
+          x + 5, MT + PH, x, MT + PH - 8);
   double w = text_w(lab, 11, 1);
   double x0 = x + 4; /* left end of the label */
   if (x0 + w > ML + PW - 2)
@@ -283,8 +292,9 @@ static int draw_release(const plot *p, double x, uint64_t bytes, double *row_end
   if (row < 0)
     return -1;
   row_end[row] = x0 + w;
-  fprintf(f, "<text x=\"%.1f\" y=\"%d\" font-size=\"11\" fill=\"#1b7a1b\" font-weight=\"bold\" "
-             "stroke=\"#fff\" stroke-width=\"3\" paint-order=\"stroke\">%s</text>\n",
+  fprintf(f,
+          "<text x=\"%.1f\" y=\"%d\" font-size=\"11\" fill=\"#1b7a1b\" font-weight=\"bold\" "
+          "stroke=\"#fff\" stroke-width=\"3\" paint-order=\"stroke\">%s</text>\n",
           x0, MT + 14 + 14 * row, lab);
   return row;
 }
@@ -314,16 +324,18 @@ static void draw_mark_cluster(const plot *p, size_t i, size_t j, int mtop) {
   const mem_ledger_event *ev = p->s->ev;
   for (size_t k = i; k < j; k++)
     if (ev[k].kind == EBB_EV_MARK)
-      fprintf(f, "<line x1=\"%.1f\" y1=\"%d\" x2=\"%.1f\" y2=\"%d\" stroke=\"#777\" "
-                 "stroke-dasharray=\"2 3\"/>\n",
+      fprintf(f,
+              "<line x1=\"%.1f\" y1=\"%d\" x2=\"%.1f\" y2=\"%d\" stroke=\"#777\" "
+              "stroke-dasharray=\"2 3\"/>\n",
               x_time(p, ev[k].t_ns), MT, x_time(p, ev[k].t_ns), MT + PH);
   char lab[512];
   mark_label(lab, sizeof lab, ev, i, j, (double)(MT + PH - mtop - 6));
   double x = x_time(p, ev[i].t_ns);
   double lx = x + 11 > ML + PW - 2 ? x - 3 : x + 11;
-  fprintf(f, "<text class=\"mark\" transform=\"translate(%.1f %d) rotate(-90)\" "
-             "font-size=\"10\" text-anchor=\"end\" fill=\"#555\" stroke=\"#fff\" "
-             "stroke-width=\"3\" paint-order=\"stroke\">",
+  fprintf(f,
+          "<text class=\"mark\" transform=\"translate(%.1f %d) rotate(-90)\" "
+          "font-size=\"10\" text-anchor=\"end\" fill=\"#555\" stroke=\"#fff\" "
+          "stroke-width=\"3\" paint-order=\"stroke\">",
           lx, mtop);
   base_write_xml_text(f, lab);
   fprintf(f, "</text>\n");
@@ -356,7 +368,9 @@ static void draw_marks(const plot *p, int rows_used) {
 static void draw_legend_owners(const plot *p, int lx, int ly) {
   FILE *f = p->f;
   const svg_model *m = p->m;
-  fprintf(f, "<text x=\"%d\" y=\"%d\" font-size=\"12\" font-weight=\"bold\" fill=\"#333\">owner (peak)</text>\n",
+  fprintf(f,
+          "<text x=\"%d\" y=\"%d\" font-size=\"12\" font-weight=\"bold\" fill=\"#333\">owner "
+          "(peak)</text>\n",
           lx, ly + 4);
   for (size_t k = 0; k < m->nown && k < LEGEND_OWNERS; k++) {
     int y = ly + 20 + (int)k * 19;
@@ -382,15 +396,17 @@ static void draw_legend_keys(const plot *p, int lx, int y) {
     char b[32] = "size unknown";
     if (p->m->ctx_known)
       mem__fmt_bytes(b, sizeof b, (uint64_t)p->m->ctx_peak);
-    fprintf(f, "<rect x=\"%d\" y=\"%d\" width=\"13\" height=\"13\" fill=\"#b4b4b4\" "
-               "stroke=\"#8c8c8c\" stroke-width=\"0.6\"/>\n",
+    fprintf(f,
+            "<rect x=\"%d\" y=\"%d\" width=\"13\" height=\"13\" fill=\"#b4b4b4\" "
+            "stroke=\"#8c8c8c\" stroke-width=\"0.6\"/>\n",
             lx, y - 10);
     fprintf(f, "<text x=\"%d\" y=\"%d\" font-size=\"11\" fill=\"#222\">context (%s)</text>\n",
             lx + 19, y, b);
     y += 19;
   }
-  fprintf(f, "<line x1=\"%d\" y1=\"%d\" x2=\"%d\" y2=\"%d\" stroke=\"#222\" stroke-width=\"1.4\" "
-             "stroke-dasharray=\"5 3\"/>\n",
+  fprintf(f,
+          "<line x1=\"%d\" y1=\"%d\" x2=\"%d\" y2=\"%d\" stroke=\"#222\" stroke-width=\"1.4\" "
+          "stroke-dasharray=\"5 3\"/>\n",
           lx, y - 4, lx + 13, y - 4);
   fprintf(f, "<text x=\"%d\" y=\"%d\" font-size=\"11\" fill=\"#222\">reserved</text>\n", lx + 19,
           y);
@@ -398,8 +414,9 @@ static void draw_legend_keys(const plot *p, int lx, int y) {
           y + 9);
   fprintf(f, "<text x=\"%d\" y=\"%d\" font-size=\"11\" fill=\"#222\">release</text>\n", lx + 19,
           y + 19);
-  fprintf(f, "<line x1=\"%d\" y1=\"%d\" x2=\"%d\" y2=\"%d\" stroke=\"#777\" "
-             "stroke-dasharray=\"2 3\"/>\n",
+  fprintf(f,
+          "<line x1=\"%d\" y1=\"%d\" x2=\"%d\" y2=\"%d\" stroke=\"#777\" "
+          "stroke-dasharray=\"2 3\"/>\n",
           lx + 6, y + 28, lx + 6, y + 41);
   fprintf(f, "<text x=\"%d\" y=\"%d\" font-size=\"11\" fill=\"#222\">mark</text>\n", lx + 19,
           y + 38);
@@ -413,10 +430,12 @@ static void draw_frame_and_legend(const plot *p) {
   int lx = ML + PW + 18, ly = MT + 6;
   size_t nown = p->m->nown;
   draw_legend_owners(p, lx, ly);
-  draw_legend_keys(p, lx, ly + 20 + (int)(nown < LEGEND_OWNERS ? nown : LEGEND_OWNERS + 1) * 19 + 10);
+  draw_legend_keys(p, lx,
+                   ly + 20 + (int)(nown < LEGEND_OWNERS ? nown : LEGEND_OWNERS + 1) * 19 + 10);
   if (!p->s->n)
-    fprintf(f, "<text x=\"%d\" y=\"%d\" font-size=\"14\" text-anchor=\"middle\" fill=\"#888\">no "
-               "events recorded</text>\n",
+    fprintf(f,
+            "<text x=\"%d\" y=\"%d\" font-size=\"14\" text-anchor=\"middle\" fill=\"#888\">no "
+            "events recorded</text>\n",
             ML + PW / 2, MT + PH / 2);
 }
 

@@ -52,8 +52,8 @@ static int model_alloc(svg_model *m, const ledger_snap *s, int ncols) {
   m->colctx = calloc((size_t)ncols, sizeof *m->colctx);
   m->colctxon = calloc((size_t)ncols, sizeof *m->colctxon);
   m->colset = calloc((size_t)ncols, sizeof *m->colset);
-  if (m->slot && m->ids && m->cur && m->peak && m->colv && m->coltot && m->colres &&
-      m->colctx && m->colctxon && m->colset)
+  if (m->slot && m->ids && m->cur && m->peak && m->colv && m->coltot && m->colres && m->colctx &&
+      m->colctxon && m->colset)
     return 0;
   mem__svg_model_free(m);
   return ebb_seterr(EBB_ENOMEM, "ledger: no host memory to draw the timeline");
@@ -90,8 +90,8 @@ static void scan(const ledger_snap *s, svg_model *m) {
       m->ids[m->nown] = e->owner_id;
       m->slot[e->owner_id] = (int)++m->nown;
       /* value before the first event seen (the ring may have dropped older) */
-      double before = (double)e->owner_bytes +
-                      (e->kind == EBB_EV_ALLOC ? -(double)e->bytes : (double)e->bytes);
+      double before =
+          (double)e->owner_bytes + (e->kind == EBB_EV_ALLOC ? -(double)e->bytes : (double)e->bytes);
       m->cur[m->nown - 1] = before > 0 ? before : 0;
     }
   }

@@ -53,9 +53,9 @@
 #include "ebb/error.h"
 
 #define EBB_MEM_ALIGN 512u
-#define EBB_MEM_SMALL_LIMIT (1u << 20)      /* requests below: small segments */
-#define EBB_MEM_SMALL_SEG (2u << 20)        /* small segment size */
-#define EBB_MEM_LARGE_SEG_MIN (20u << 20)   /* smallest large segment */
+#define EBB_MEM_SMALL_LIMIT (1u << 20)    /* requests below: small segments */
+#define EBB_MEM_SMALL_SEG (2u << 20)      /* small segment size */
+#define EBB_MEM_LARGE_SEG_MIN (20u << 20) /* smallest large segment */
 #define EBB_MEM_STATS_VERSION 1u
 
 typedef struct mem_allocator mem_allocator;
@@ -71,10 +71,10 @@ typedef struct mem_stat_count {
 
 /* Per-owner counters; X(name, description). Counted for the owner's own
  * blocks (not its children's). */
-#define EBB_OWNER_STAT_FIELDS(X)                                               \
-  X(bytes, "device bytes in live blocks (rounded to 512)")                     \
-  X(blocks, "live device blocks")                                              \
-  X(pinned_bytes, "pinned host bytes in live buffers")                         \
+#define EBB_OWNER_STAT_FIELDS(X)                           \
+  X(bytes, "device bytes in live blocks (rounded to 512)") \
+  X(blocks, "live device blocks")                          \
+  X(pinned_bytes, "pinned host bytes in live buffers")     \
   X(pinned_blocks, "live pinned host buffers")
 
 typedef struct mem_owner_stats {
@@ -83,19 +83,19 @@ typedef struct mem_owner_stats {
 #define EBB_X_(name, doc) mem_stat_count name;
   EBB_OWNER_STAT_FIELDS(EBB_X_)
 #undef EBB_X_
-  uint64_t tree_bytes;  /* current device bytes of this owner and all descendants */
-  uint64_t quota;       /* 0: none */
-  uint64_t refused;     /* allocations refused (quota or out of memory) */
+  uint64_t tree_bytes; /* current device bytes of this owner and all descendants */
+  uint64_t quota;      /* 0: none */
+  uint64_t refused;    /* allocations refused (quota or out of memory) */
 } mem_owner_stats;
 
 /* Per-device counters of one allocator. */
-#define EBB_ALLOC_STAT_FIELDS(X)                                               \
-  X(reserved, "device bytes held from the driver (segments)")                  \
-  X(allocated, "device bytes in live blocks")                                  \
-  X(cached, "reserved - allocated: held but not in use")                       \
-  X(segments, "segments held")                                                 \
-  X(blocks, "live blocks")                                                     \
-  X(pinned_reserved, "pinned host bytes held from the driver (pool)")          \
+#define EBB_ALLOC_STAT_FIELDS(X)                                      \
+  X(reserved, "device bytes held from the driver (segments)")         \
+  X(allocated, "device bytes in live blocks")                         \
+  X(cached, "reserved - allocated: held but not in use")              \
+  X(segments, "segments held")                                        \
+  X(blocks, "live blocks")                                            \
+  X(pinned_reserved, "pinned host bytes held from the driver (pool)") \
   X(pinned_allocated, "pinned host bytes in live buffers")
 
 typedef struct mem_alloc_stats {
@@ -107,11 +107,11 @@ typedef struct mem_alloc_stats {
   /* the driver's view (dev_mem_info: never initialises a context) */
   uint64_t driver_free, driver_total;
   dev_meminfo_source driver_source;
-  int ctx_active;              /* this process holds the device context */
-  uint64_t context_estimate;   /* bytes the context costs (measured or assumed) */
-  uint64_t seg_allocs, seg_frees;  /* driver calls made */
-  uint64_t oom_retries;        /* driver OOMs answered by trim + retry */
-  uint64_t trimmed_bytes;      /* bytes returned by trim, all time */
+  int ctx_active;                 /* this process holds the device context */
+  uint64_t context_estimate;      /* bytes the context costs (measured or assumed) */
+  uint64_t seg_allocs, seg_frees; /* driver calls made */
+  uint64_t oom_retries;           /* driver OOMs answered by trim + retry */
+  uint64_t trimmed_bytes;         /* bytes returned by trim, all time */
 } mem_alloc_stats;
 
 /* --- allocator ------------------------------------------------------------ */
@@ -120,13 +120,13 @@ typedef enum {
 } mem_seg_kind_auto;
 
 typedef struct mem_alloc_opts {
-  uint32_t size;            /* sizeof(mem_alloc_opts) */
-  int seg_kind;             /* EBB_SEG_AUTO (default), EBB_SEG_PLAIN, EBB_SEG_VMM */
-  size_t ledger_events;     /* ring capacity; 0: 65536 */
-  int backtraces;           /* 1: capture a backtrace at every alloc (leak
+  uint32_t size;             /* sizeof(mem_alloc_opts) */
+  int seg_kind;              /* EBB_SEG_AUTO (default), EBB_SEG_PLAIN, EBB_SEG_VMM */
+  size_t ledger_events;      /* ring capacity; 0: 65536 */
+  int backtraces;            /* 1: capture a backtrace at every alloc (leak
                                reports show it); -1: from env EBB_MEM_BACKTRACE
                                (default); 0: never */
-  uint64_t context_estimate;/* bytes a context costs when it cannot be
+  uint64_t context_estimate; /* bytes a context costs when it cannot be
                                measured; 0: 300 MiB on CUDA, 0 on CPU */
 } mem_alloc_opts;
 
@@ -163,20 +163,20 @@ void mem_owner_set_kind(ebb_owner *o, const char *kind);
 /* A leaked block: what an owner did not free itself. */
 typedef struct mem_leak {
   uint64_t addr;
-  size_t size;              /* bytes the caller asked for */
-  const char *owner;        /* the owner that allocated it (maybe a child) */
-  const char *site;         /* "file.c:123" given at alloc, or "?" */
-  const char *backtrace;    /* symbolised frames, one per line, or NULL when
+  size_t size;           /* bytes the caller asked for */
+  const char *owner;     /* the owner that allocated it (maybe a child) */
+  const char *site;      /* "file.c:123" given at alloc, or "?" */
+  const char *backtrace; /* symbolised frames, one per line, or NULL when
                                capture was off */
-  int pinned;               /* 1: a pinned host buffer */
+  int pinned;            /* 1: a pinned host buffer */
 } mem_leak;
 typedef struct mem_leak_report {
-  const char *owner;        /* the owner reclaimed/destroyed */
-  const char *device;       /* its allocator's device label (the device's string) */
+  const char *owner;  /* the owner reclaimed/destroyed */
+  const char *device; /* its allocator's device label (the device's string) */
   size_t nleaks;
-  uint64_t bytes;           /* total leaked device bytes (requested sizes) */
+  uint64_t bytes; /* total leaked device bytes (requested sizes) */
   uint64_t pinned_bytes;
-  mem_leak *leaks;          /* nleaks entries, largest first */
+  mem_leak *leaks; /* nleaks entries, largest first */
 } mem_leak_report;
 /* Publishes the report as one EBB_EVENT_LEAK (src/base/events.h; flags:
  * EBB_EVENT_QUIET or 0). Its subscribers write what it says: the log the
@@ -233,12 +233,12 @@ int ebb_owner_wake(ebb_owner *o);
  * stage's owner around its load). */
 void mem_owner_mark_weights(ebb_owner *o, int on);
 typedef struct mem_sleep_stats {
-  uint32_t size;            /* sizeof(mem_sleep_stats), set by the caller */
-  uint64_t device_bytes;    /* sleep: physical bytes given back; wake: mapped again */
-  uint64_t backup_bytes;    /* weights' bytes copied to host (sleep) or back (wake) */
-  uint64_t dropped_bytes;   /* sleep: live bytes not backed up (not weights) */
-  uint32_t segments;        /* segments parked / woken */
-  double seconds;           /* the copies and driver calls */
+  uint32_t size;          /* sizeof(mem_sleep_stats), set by the caller */
+  uint64_t device_bytes;  /* sleep: physical bytes given back; wake: mapped again */
+  uint64_t backup_bytes;  /* weights' bytes copied to host (sleep) or back (wake) */
+  uint64_t dropped_bytes; /* sleep: live bytes not backed up (not weights) */
+  uint32_t segments;      /* segments parked / woken */
+  double seconds;         /* the copies and driver calls */
 } mem_sleep_stats;
 /* Like ebb_owner_park, but only the weights blocks (mem_owner_mark_weights)
  * are copied to host memory; other live blocks keep their addresses and come
@@ -305,16 +305,16 @@ enum {
   EBB_RELEASE_DEFAULT = EBB_RELEASE_CALLBACKS | EBB_RELEASE_TRIM | EBB_RELEASE_PINNED,
 };
 typedef struct mem_release_result {
-  uint32_t size;              /* sizeof(mem_release_result), set by caller */
-  uint64_t released_bytes;    /* device bytes handed back to the driver:
+  uint32_t size;           /* sizeof(mem_release_result), set by caller */
+  uint64_t released_bytes; /* device bytes handed back to the driver:
                                  segments + the context (if released) */
-  uint64_t segment_bytes;     /* of which: segments trimmed */
-  uint64_t context_bytes;     /* of which: the context (measured via the
+  uint64_t segment_bytes;  /* of which: segments trimmed */
+  uint64_t context_bytes;  /* of which: the context (measured via the
                                  driver/NVML when possible, else estimate) */
-  uint64_t pinned_bytes;      /* pinned host bytes freed */
+  uint64_t pinned_bytes;   /* pinned host bytes freed */
   int callbacks_run, callbacks_failed;
-  int context_released;       /* 1: the context was released by this call */
-  int context_error;          /* 0 or the EBB_E... code of ctx release */
+  int context_released; /* 1: the context was released by this call */
+  int context_error;    /* 0 or the EBB_E... code of ctx release */
 } mem_release_result;
 /* Runs what flags say, in this order: callbacks, trim, pinned, context. a
  * may be NULL (callbacks only). Never initialises a device whose context is
@@ -325,36 +325,36 @@ int mem_release(mem_allocator *a, unsigned flags, mem_release_result *out);
 
 /* --- unattributed memory ---------------------------------------------------- */
 typedef struct mem_unattributed {
-  uint32_t size;            /* sizeof(mem_unattributed), set by caller */
-  int per_process;          /* 1: driver_used is this process's own (NVML);
+  uint32_t size;             /* sizeof(mem_unattributed), set by caller */
+  int per_process;           /* 1: driver_used is this process's own (NVML);
                                0: whole-device used (total - free) */
-  int known;                /* 0: the driver could not say (no NVML, no ctx;
+  int known;                 /* 0: the driver could not say (no NVML, no ctx;
                                always 0 on the CPU device, which has no
                                memory of its own to compare) */
-  uint64_t driver_used;     /* what the driver says we (or the device) hold */
-  uint64_t ebb_reserved;    /* segments ebb holds */
-  uint64_t context_estimate;/* 0 when the context is not active */
-  int64_t unattributed;     /* driver_used - ebb_reserved - context_estimate:
+  uint64_t driver_used;      /* what the driver says we (or the device) hold */
+  uint64_t ebb_reserved;     /* segments ebb holds */
+  uint64_t context_estimate; /* 0 when the context is not active */
+  int64_t unattributed;      /* driver_used - ebb_reserved - context_estimate:
                                memory taken from the driver behind ebb's back */
 } mem_unattributed;
 int mem_allocator_unattributed(mem_allocator *a, mem_unattributed *out);
 
 /* --- ledger ----------------------------------------------------------------- */
-#define EBB_LEDGER_KINDS(X)                                                    \
-  X(SEG_MAP, "seg_map")                                                        \
-  X(SEG_UNMAP, "seg_unmap")                                                    \
-  X(ALLOC, "alloc")                                                            \
-  X(FREE, "free")                                                              \
-  X(LEAK_FREE, "leak_free")                                                    \
-  X(PIN_ALLOC, "pinned_alloc")                                                 \
-  X(PIN_FREE, "pinned_free")                                                   \
-  X(TRIM, "trim")                                                              \
-  X(RELEASE, "release")                                                        \
-  X(CTX_CREATE, "ctx_create")                                                  \
-  X(CTX_RELEASE, "ctx_release")                                                \
-  X(OOM, "oom")                                                                \
-  X(PARK, "park")                                                              \
-  X(WAKE, "wake")                                                              \
+#define EBB_LEDGER_KINDS(X)     \
+  X(SEG_MAP, "seg_map")         \
+  X(SEG_UNMAP, "seg_unmap")     \
+  X(ALLOC, "alloc")             \
+  X(FREE, "free")               \
+  X(LEAK_FREE, "leak_free")     \
+  X(PIN_ALLOC, "pinned_alloc")  \
+  X(PIN_FREE, "pinned_free")    \
+  X(TRIM, "trim")               \
+  X(RELEASE, "release")         \
+  X(CTX_CREATE, "ctx_create")   \
+  X(CTX_RELEASE, "ctx_release") \
+  X(OOM, "oom")                 \
+  X(PARK, "park")               \
+  X(WAKE, "wake")               \
   X(MARK, "mark")
 
 typedef enum {
@@ -365,15 +365,15 @@ typedef enum {
 const char *mem_ledger_kind_name(mem_ledger_kind k);
 
 typedef struct mem_ledger_event {
-  uint64_t t_ns;            /* CLOCK_MONOTONIC */
+  uint64_t t_ns; /* CLOCK_MONOTONIC */
   mem_ledger_kind kind;
-  uint32_t owner_id;        /* 0: none (segment, release...) */
+  uint32_t owner_id; /* 0: none (segment, release...) */
   uint64_t addr;
-  uint64_t bytes;           /* the event's size (bytes returned for TRIM/RELEASE) */
-  uint64_t owner_bytes;     /* the owner's current bytes after the event */
-  uint64_t reserved;        /* allocator reserved after the event */
-  uint64_t allocated;       /* allocator allocated after the event */
-  const char *label;        /* owner name or mark text (interned, lives as
+  uint64_t bytes;       /* the event's size (bytes returned for TRIM/RELEASE) */
+  uint64_t owner_bytes; /* the owner's current bytes after the event */
+  uint64_t reserved;    /* allocator reserved after the event */
+  uint64_t allocated;   /* allocator allocated after the event */
+  const char *label;    /* owner name or mark text (interned, lives as
                                long as the ledger) */
 } mem_ledger_event;
 

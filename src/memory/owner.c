@@ -128,7 +128,7 @@ void mem__owner_free_tree_locked(mem_allocator *a, ebb_owner *o) {
    * left o's pools (block.c); a free block still here is a segment lost */
   if (o->small.nonempty || o->large.nonempty) {
     base_log(EBB_LOG_ERROR, "memory", "owner '%s' destroyed with free blocks in its pools",
-            o->name);
+             o->name);
     abort();
   }
 #endif

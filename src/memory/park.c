@@ -141,8 +141,7 @@ static int put_away(ebb_owner *o, int sleep, mem_sleep_stats *st) {
         s->picked = 0;
         drop_backup(s);
       }
-    rc = ebb_errctx(rc, "owner '%s': backing up %llu bytes: ", o->name,
-                    (unsigned long long)total);
+    rc = ebb_errctx(rc, "owner '%s': backing up %llu bytes: ", o->name, (unsigned long long)total);
   } else {
     rc = park_picked_locked(a, o, sleep, st);
   }
@@ -219,16 +218,18 @@ static void unwind_locked(mem_allocator *a) {
   for (mem_seg *s = a->segs; s; s = s->next)
     if (s->waking) {
       if (dev_seg_park(a->dev, &s->d) != 0)
-        base_log(EBB_LOG_WARN, "memory", "a failed wake could not park a segment of %zu bytes "
-                "again: %s", s->d.size, ebb_errmsg());
+        base_log(EBB_LOG_WARN, "memory",
+                 "a failed wake could not park a segment of %zu bytes "
+                 "again: %s",
+                 s->d.size, ebb_errmsg());
       s->waking = 0;
     }
 }
 
 /* Maps every wakeable segment of o's again; the bytes mapped and the bytes
  * their backups hold. */
-static int map_again_locked(mem_allocator *a, ebb_owner *o, mem_sleep_stats *st,
-                            uint64_t *want, uint64_t *copy) {
+static int map_again_locked(mem_allocator *a, ebb_owner *o, mem_sleep_stats *st, uint64_t *want,
+                            uint64_t *copy) {
   int rc = 0;
   for (mem_seg *s = a->segs; s; s = s->next)
     if (seg_wakeable(s, o))
@@ -267,8 +268,9 @@ int mem_owner_wake_stats(ebb_owner *o, mem_sleep_stats *out) {
     char need[32], got[32];
     mem__fmt_bytes(need, sizeof need, want);
     mem__fmt_bytes(got, sizeof got, st.device_bytes);
-    rc = ebb_errctx(rc, "owner '%s': wake failed after mapping %s of %s (parked again; its "
-                        "backup is kept, so the wake can be retried): ",
+    rc = ebb_errctx(rc,
+                    "owner '%s': wake failed after mapping %s of %s (parked again; its "
+                    "backup is kept, so the wake can be retried): ",
                     o->name, got, need);
     unwind_locked(a);
     st.device_bytes = 0;

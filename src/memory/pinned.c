@@ -36,8 +36,8 @@ static int driver_take_locked(mem_allocator *a, ebb_owner *o, size_t size, size_
   }
   if (rc) {
     free(b);
-    return ebb_errctx(rc, "%s '%s' asked for %zu bytes of pinned host memory: ", o->kind,
-                      o->name, bytes);
+    return ebb_errctx(rc, "%s '%s' asked for %zu bytes of pinned host memory: ", o->kind, o->name,
+                      bytes);
   }
   b->size = size;
   mem__stat_add(&a->pinned_reserved, size);
@@ -74,8 +74,8 @@ int mem_pinned_alloc(ebb_owner *o, size_t bytes, void **out) {
   mem__check_owner(o);
   *out = NULL;
   if (bytes > SIZE_MAX - (1u << 20))
-    return ebb_seterr(EBB_ENOMEM, "%s '%s' asked for %zu pinned bytes: too large", o->kind,
-                      o->name, bytes);
+    return ebb_seterr(EBB_ENOMEM, "%s '%s' asked for %zu pinned bytes: too large", o->kind, o->name,
+                      bytes);
   mem_allocator *a = o->a;
   mem__lock(a);
   int rc = alloc_locked(a, o, bytes, out);

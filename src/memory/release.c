@@ -31,8 +31,10 @@ static uint64_t reg_next = 1;
 static int reg_add(const ebb_owner *owner, const char *name, mem_release_fn fn,
                    mem_release_fn_int fn_int, void *arg, uint64_t *handle) {
   if ((!fn && !fn_int) || !handle)
-    return ebb_seterr(EBB_EINVAL, "ebb_on_release('%s'): a function and a handle out-param are "
-                                  "required", name ? name : "?");
+    return ebb_seterr(EBB_EINVAL,
+                      "ebb_on_release('%s'): a function and a handle out-param are "
+                      "required",
+                      name ? name : "?");
   char *nm = strdup(name && *name ? name : "anonymous");
   if (!nm)
     return ebb_seterr(EBB_ENOMEM, "ebb_on_release: no host memory");
@@ -141,8 +143,9 @@ static void run_callbacks(int only_owner, const ebb_owner *owner, int *run, int 
     int rc = c.fn_int(c.arg);
     if (rc) {
       (*failed)++;
-      base_log(EBB_LOG_ERROR, "release", "release callback '%s' failed: %s (%s); the others still run",
-              name, ebb_errmsg(), ebb_errname(rc < 0 ? rc : EBB_ESTAGE));
+      base_log(EBB_LOG_ERROR, "release",
+               "release callback '%s' failed: %s (%s); the others still run", name, ebb_errmsg(),
+               ebb_errname(rc < 0 ? rc : EBB_ESTAGE));
     }
   }
   free(handles);

@@ -38,8 +38,7 @@ size_t mem__seg_size_for(const mem_allocator *a, size_t size, int small) {
   return mem__round_up(EBB_MEM_LARGE_SEG_MIN > size ? EBB_MEM_LARGE_SEG_MIN : size, a->gran);
 }
 
-int mem__seg_new_locked(mem_allocator *a, size_t size, int small, ebb_owner *o,
-                        mem_seg **out) {
+int mem__seg_new_locked(mem_allocator *a, size_t size, int small, ebb_owner *o, mem_seg **out) {
   mem_seg *s = calloc(1, sizeof *s);
   mem_block *b = calloc(1, sizeof *b);
   if (!s || !b) {
@@ -84,7 +83,7 @@ uint64_t mem__seg_drop_locked(mem_allocator *a, mem_seg *s) {
   int rc = dev_seg_free(a->dev, &d);
   if (rc) {
     base_log(EBB_LOG_WARN, "memory", "%s: giving a segment of %zu bytes back failed: %s",
-            dev_device_label(a->dev), s->d.size, ebb_errmsg());
+             dev_device_label(a->dev), s->d.size, ebb_errmsg());
     if (!parked)
       mem__bin_insert(mem__pool_of(a, s), b);
     return 0;

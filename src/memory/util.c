@@ -31,7 +31,7 @@ void mem__check_alloc(const mem_allocator *a) {
 #ifdef EBB_DEBUG
   if (a->sig != EBB_SIG_ALLOC) {
     base_log(EBB_LOG_ERROR, "memory", "bad allocator handle %p (signature %08x)", (const void *)a,
-            a->sig);
+             a->sig);
     abort();
   }
 #else
@@ -43,7 +43,7 @@ void mem__check_owner(const ebb_owner *o) {
 #ifdef EBB_DEBUG
   if (o->sig != EBB_SIG_OWNER) {
     base_log(EBB_LOG_ERROR, "memory", "bad owner handle %p (signature %08x%s)", (const void *)o,
-            o->sig, o->sig == EBB_SIG_DEAD ? ": used after ebb_owner_destroy" : "");
+             o->sig, o->sig == EBB_SIG_DEAD ? ": used after ebb_owner_destroy" : "");
     abort();
   }
 #else

@@ -42,8 +42,10 @@ int mem__xfer_open_locked(mem_allocator *a, uint64_t total, mem_xfer *x) {
   }
   if (rc) {
     /* Still correct without them, only slower: plain synchronous copies. */
-    base_log(EBB_LOG_DEBUG, "memory", "%s: no pinned staging for a %llu-byte copy (%s); copying "
-            "synchronously", dev_device_label(a->dev), (unsigned long long)total, ebb_errmsg());
+    base_log(EBB_LOG_DEBUG, "memory",
+             "%s: no pinned staging for a %llu-byte copy (%s); copying "
+             "synchronously",
+             dev_device_label(a->dev), (unsigned long long)total, ebb_errmsg());
     fallback(x);
     return 0;
   }

@@ -51,8 +51,7 @@ static int hash_file(const char *path, uint8_t out[32]) {
   return 0;
 }
 
-int pl_cache_key(const ebb_stage *st, const json_t *options, const ebb_items *in,
-                  uint8_t key[32]) {
+int pl_cache_key(const ebb_stage *st, const json_t *options, const ebb_items *in, uint8_t key[32]) {
   pl_sha256 s;
   pl_sha256_init(&s);
   h_str(&s, "ebb-stage-cache-v1");
@@ -156,7 +155,7 @@ static int write_file_item(wbuf *b, const pl_item_rec *r) {
 }
 
 int pl_cache_store(const char *dir, const uint8_t key[32], const ebb_items *items,
-                    dev_device *dev) {
+                   dev_device *dev) {
   int rc = base_mkdirs(dir, 0755, "cache directory");
   if (rc)
     return rc;
@@ -240,8 +239,7 @@ static const void *r_take(rbuf *b, uint64_t n) {
 }
 static uint32_t r32(rbuf *b) {
   const uint8_t *x = r_take(b, 4);
-  return x ? (uint32_t)x[0] | (uint32_t)x[1] << 8 | (uint32_t)x[2] << 16 | (uint32_t)x[3] << 24
-           : 0;
+  return x ? (uint32_t)x[0] | (uint32_t)x[1] << 8 | (uint32_t)x[2] << 16 | (uint32_t)x[3] << 24 : 0;
 }
 static uint64_t r64(rbuf *b) {
   uint64_t lo = r32(b);
@@ -337,7 +335,7 @@ static int parse_entry(rbuf *b, ebb_items *out, const char *output_dir, const ch
 }
 
 int pl_cache_load(const char *dir, const uint8_t key[32], ebb_items *out, const char *output_dir,
-                   int *hit, int *corrupt) {
+                  int *hit, int *corrupt) {
   char path[4200];
   entry_path(dir, key, path, sizeof path);
   *hit = 0;

@@ -31,17 +31,15 @@
  * into buf; NULL if neither variable is set. */
 const char *pl_cache_default_dir(char *buf, size_t n);
 
-int pl_cache_key(const ebb_stage *st, const json_t *options, const ebb_items *in,
-                  uint8_t key[32]);
+int pl_cache_key(const ebb_stage *st, const json_t *options, const ebb_items *in, uint8_t key[32]);
 
 /* Looks the key up. *hit = 1: the entry's items were added to out. *hit = 0
  * with *corrupt = 1: the entry existed but failed its checks and was
  * removed (message in ebb_errmsg()). */
 int pl_cache_load(const char *dir, const uint8_t key[32], ebb_items *out, const char *output_dir,
-                   int *hit, int *corrupt);
+                  int *hit, int *corrupt);
 /* Stores items (dev: to read device tensors back; may be NULL if none).
  * Creates dir (and parents) as needed. */
-int pl_cache_store(const char *dir, const uint8_t key[32], const ebb_items *items,
-                    dev_device *dev);
+int pl_cache_store(const char *dir, const uint8_t key[32], const ebb_items *items, dev_device *dev);
 
 #endif

@@ -220,8 +220,8 @@ static int check_name(const char *s, const char *what, const char *where) {
 }
 
 static int parse_stage(json_t *js, const char *where, const char *base_dir, pl_stage_def *out) {
-  static const char *const keys[] = {"stage", "name", "options", "isolate", "timeout_s", "cache",
-                                     "worker", "worker_args", NULL};
+  static const char *const keys[] = {"stage", "name",   "options",     "isolate", "timeout_s",
+                                     "cache", "worker", "worker_args", NULL};
   if (!json_is_object(js))
     return ebb_seterr(EBB_ECONFIG, "%s: a stage entry must be an object", where);
   int rc = only_keys(js, keys, where);
@@ -253,8 +253,10 @@ static int parse_stage(json_t *js, const char *where, const char *base_dir, pl_s
   if (!out->stage || !out->name || !out->options)
     return ebb_seterr(EBB_ENOMEM, "%s: out of host memory", where);
   if (iso && !json_is_true(iso) && json_object_get(js, "worker"))
-    return ebb_seterr(EBB_ECONFIG, "%s: a \"worker\" stage always runs isolated (\"isolate\": "
-                      "false contradicts it)", where);
+    return ebb_seterr(EBB_ECONFIG,
+                      "%s: a \"worker\" stage always runs isolated (\"isolate\": "
+                      "false contradicts it)",
+                      where);
   return parse_worker(js, where, base_dir, out);
 }
 
@@ -262,30 +264,36 @@ static int parse_stage(json_t *js, const char *where, const char *base_dir, pl_s
  * non-empty, N < 32). */
 static int parse_placement(json_t *jp, const char *where, pl_def *p) {
   json_t *ex = json_object_get(jp, "expected_mib"), *devs = json_object_get(jp, "devices");
-  if (ex && (!json_is_number(ex) || json_number_value(ex) <= 0 ||
-             json_number_value(ex) > 16777216.0))
-    return ebb_seterr(EBB_ECONFIG, "%s: \"expected_mib\" must be a number of MiB in "
-                                   "(0, 16777216]", where);
+  if (ex &&
+      (!json_is_number(ex) || json_number_value(ex) <= 0 || json_number_value(ex) > 16777216.0))
+    return ebb_seterr(EBB_ECONFIG,
+                      "%s: \"expected_mib\" must be a number of MiB in "
+                      "(0, 16777216]",
+                      where);
   p->expected_bytes = ex ? (uint64_t)(json_number_value(ex) * 1048576.0) : 0;
   if (!devs)
     return 0;
   if (!json_is_array(devs) || json_array_size(devs) == 0)
-    return ebb_seterr(EBB_ECONFIG, "%s: \"devices\" must be a non-empty array of \"cuda:N\" "
-                                   "or \"cpu\"", where);
+    return ebb_seterr(EBB_ECONFIG,
+                      "%s: \"devices\" must be a non-empty array of \"cuda:N\" "
+                      "or \"cpu\"",
+                      where);
   size_t i;
   json_t *d;
   json_array_foreach(devs, i, d) {
     const char *v = json_string_value(d);
     char *end = NULL;
     long n = v && !strncmp(v, "cuda:", 5) && v[5] >= '0' && v[5] <= '9' ? strtol(v + 5, &end, 10)
-                                                                         : -1;
+                                                                        : -1;
     if (v && !strcmp(v, "cpu"))
       p->pin_cpu = 1;
     else if (n >= 0 && n < 32 && end && !*end)
       p->pin_cuda |= 1u << n;
     else
-      return ebb_seterr(EBB_ECONFIG, "%s: \"devices\" #%zu: expected \"cuda:N\" (N < 32) or "
-                                     "\"cpu\"", where, i + 1);
+      return ebb_seterr(EBB_ECONFIG,
+                        "%s: \"devices\" #%zu: expected \"cuda:N\" (N < 32) or "
+                        "\"cpu\"",
+                        where, i + 1);
   }
   return 0;
 }
@@ -293,8 +301,7 @@ static int parse_placement(json_t *jp, const char *where, pl_def *p) {
 /* An array of strings under key, each checked by ok (which names what is
  * wrong in the message), copied into *v (lower-cased when lower). */
 static int parse_strv(json_t *jp, const char *key, const char *where, int lower,
-                      int (*ok)(const char *s, const char *where, size_t i), char ***v,
-                      size_t *n) {
+                      int (*ok)(const char *s, const char *where, size_t i), char ***v, size_t *n) {
   json_t *a = json_object_get(jp, key);
   if (!a)
     return 0;
@@ -326,8 +333,10 @@ static int allow_option_ok(const char *s, const char *where, size_t i) {
     ok = isalnum((unsigned char)*q) || *q == '_' || *q == '-' || *q == '.';
   if (ok)
     return 0;
-  return ebb_seterr(EBB_ECONFIG, "%s: \"allow_options\" #%zu: expected \"STAGE.OPTION\" (a stage "
-                    "entry's name and one of its options, e.g. \"align.lyrics\")", where, i + 1);
+  return ebb_seterr(EBB_ECONFIG,
+                    "%s: \"allow_options\" #%zu: expected \"STAGE.OPTION\" (a stage "
+                    "entry's name and one of its options, e.g. \"align.lyrics\")",
+                    where, i + 1);
 }
 
 /* "HOST" or "HOST:PORT" (a DNS name or an IPv4 address; [v6] in brackets). */
@@ -338,8 +347,10 @@ static int url_host_ok(const char *s, const char *where, size_t i) {
     ok = isalnum((unsigned char)s[k]) || strchr(".-_:[]", s[k]);
   if (ok)
     return 0;
-  return ebb_seterr(EBB_ECONFIG, "%s: \"allow_url_hosts\" #%zu: expected \"HOST\" or "
-                    "\"HOST:PORT\" (no scheme, no path), got '%.80s'", where, i + 1, s);
+  return ebb_seterr(EBB_ECONFIG,
+                    "%s: \"allow_url_hosts\" #%zu: expected \"HOST\" or "
+                    "\"HOST:PORT\" (no scheme, no path), got '%.80s'",
+                    where, i + 1, s);
 }
 
 static int parse_trust(json_t *jp, const char *where, pl_def *p) {
@@ -351,9 +362,9 @@ static int parse_trust(json_t *jp, const char *where, pl_def *p) {
   for (size_t i = 0; !rc && i < p->nallow_options; i++) {
     const char *dot = strchr(p->allow_options[i], '.');
     size_t k = 0;
-    while (k < p->nstages && (strncmp(p->stages[k].name, p->allow_options[i],
-                                      (size_t)(dot - p->allow_options[i])) ||
-                              p->stages[k].name[dot - p->allow_options[i]]))
+    while (k < p->nstages &&
+           (strncmp(p->stages[k].name, p->allow_options[i], (size_t)(dot - p->allow_options[i])) ||
+            p->stages[k].name[dot - p->allow_options[i]]))
       k++;
     if (k == p->nstages)
       rc = ebb_seterr(EBB_ECONFIG, "%s: \"allow_options\": '%s' names no stage of the pipeline",
@@ -364,9 +375,9 @@ static int parse_trust(json_t *jp, const char *where, pl_def *p) {
 
 static int parse_pipeline(const char *name, json_t *jp, const char *origin, const char *base_dir,
                           pl_def *p) {
-  static const char *const keys[] = {"stages",        "release",         "description",
-                                     "timeout_s",     "expected_mib",    "devices",
-                                     "allow_options", "allow_url_hosts", "evictable", NULL};
+  static const char *const keys[] = {"stages",       "release", "description",   "timeout_s",
+                                     "expected_mib", "devices", "allow_options", "allow_url_hosts",
+                                     "evictable",    NULL};
   char where[768];
   snprintf(where, sizeof where, "%s: pipeline '%s'", origin, name);
   int brc = check_name(name, "pipeline", origin);
@@ -390,10 +401,12 @@ static int parse_pipeline(const char *name, json_t *jp, const char *origin, cons
   if (desc && !(p->description = strdup(json_string_value(desc))))
     return ebb_seterr(EBB_ENOMEM, "%s: out of host memory", where);
   json_t *to = json_object_get(jp, "timeout_s");
-  if (to && (!json_is_number(to) || json_number_value(to) <= 0 ||
-             json_number_value(to) > 31536000.0))
-    return ebb_seterr(EBB_ECONFIG, "%s: \"timeout_s\" must be a number of seconds in "
-                                   "(0, 31536000]", where);
+  if (to &&
+      (!json_is_number(to) || json_number_value(to) <= 0 || json_number_value(to) > 31536000.0))
+    return ebb_seterr(EBB_ECONFIG,
+                      "%s: \"timeout_s\" must be a number of seconds in "
+                      "(0, 31536000]",
+                      where);
   p->timeout_s = to ? json_number_value(to) : 0;
   if ((rc = parse_placement(jp, where, p)))
     return rc;

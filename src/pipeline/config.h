@@ -58,14 +58,14 @@ pl_leave_how pl_policy_leave(const pl_policy *p, double idle_s, double keep_defa
 
 /* --- definitions ------------------------------------------------------------------ */
 typedef struct pl_stage_def {
-  char *stage;      /* registry name */
-  char *name;       /* instance name (log scope), unique in the pipeline */
-  json_t *options;  /* object (owned reference), never NULL */
-  int isolate;      /* run in a worker process */
-  char *worker;     /* NULL: ebb-worker; else the executable (implies isolate) */
+  char *stage;         /* registry name */
+  char *name;          /* instance name (log scope), unique in the pipeline */
+  json_t *options;     /* object (owned reference), never NULL */
+  int isolate;         /* run in a worker process */
+  char *worker;        /* NULL: ebb-worker; else the executable (implies isolate) */
   json_t *worker_args; /* array of strings (owned) when worker is set, else NULL */
-  double timeout_s; /* 0: none */
-  int cache;        /* 1: the result cache may serve it; 0: never; -1: unset,
+  double timeout_s;    /* 0: none */
+  int cache;           /* 1: the result cache may serve it; 0: never; -1: unset,
                        the run decides (ebb run --cache) */
 } pl_stage_def;
 
@@ -83,7 +83,7 @@ typedef struct pl_def {
   int pin_cpu;             /* "devices" names "cpu" */
   int evictable;           /* "evictable" (default true): another process's broker
                               request may unload or sleep it (docs/broker.md) */
-  char *origin; /* "built-in" or the config path */
+  char *origin;            /* "built-in" or the config path */
   /* Trust (pipeline/trust.h): "allow_options" ("STAGE.OPTION" each) and
    * "allow_url_hosts" ("host" or "host:port", lower case). */
   char **allow_options;

@@ -59,8 +59,7 @@ static double h_seconds_left(ebb_stage_ctx *ctx) {
 static void h_progress(ebb_stage_ctx *ctx, double f) { C(ctx)->progress = f; }
 
 static ebb_dev_kind h_device_kind(ebb_stage_ctx *ctx) {
-  return dev_kind_of(C(ctx)->dev) == EBB_DEVICE_CUDA ? EBB_DEV_KIND_CUDA
-                                                             : EBB_DEV_KIND_CPU;
+  return dev_kind_of(C(ctx)->dev) == EBB_DEVICE_CUDA ? EBB_DEV_KIND_CUDA : EBB_DEV_KIND_CPU;
 }
 
 static int h_dev_alloc(ebb_stage_ctx *ctx, size_t bytes, const char *site, uint64_t *dptr) {
@@ -96,9 +95,8 @@ static int h_memset8(ebb_stage_ctx *ctx, uint64_t dst, unsigned char v, size_t n
   return dev_memset8(C(ctx)->dev, dst, v, n);
 }
 
-static int h_launch(ebb_stage_ctx *ctx, const void *image, const char *name,
-                    const unsigned grid[3], const unsigned block[3], unsigned shared_bytes,
-                    void **params) {
+static int h_launch(ebb_stage_ctx *ctx, const void *image, const char *name, const unsigned grid[3],
+                    const unsigned block[3], unsigned shared_bytes, void **params) {
   pl_sctx *c = C(ctx);
   dev_module *m = NULL;
   for (size_t i = 0; i < c->nmods; i++)
@@ -124,9 +122,7 @@ static int h_launch(ebb_stage_ctx *ctx, const void *image, const char *name,
 static int h_pinned_alloc(ebb_stage_ctx *ctx, size_t bytes, void **p) {
   return mem_pinned_alloc(C(ctx)->owner, bytes, p);
 }
-static int h_pinned_free(ebb_stage_ctx *ctx, void *p) {
-  return mem_pinned_free(C(ctx)->alloc, p);
-}
+static int h_pinned_free(ebb_stage_ctx *ctx, void *p) { return mem_pinned_free(C(ctx)->alloc, p); }
 
 /* The context's array v (n used of *cap, elem bytes each), grown so one
  * more fits: the array to keep, or NULL (EBB_ENOMEM set, naming the stage;
@@ -175,8 +171,8 @@ static int h_raw_free(ebb_stage_ctx *ctx, uint64_t dptr) {
   for (size_t i = 0; i < c->nraw; i++)
     if (c->raw[i].addr == dptr)
       return raw_free_at(c, i);
-  return ebb_seterr(EBB_EINVAL, "%s: raw_driver_free(0x%llx): not from raw_driver_alloc",
-                    c->name, (unsigned long long)dptr);
+  return ebb_seterr(EBB_EINVAL, "%s: raw_driver_free(0x%llx): not from raw_driver_alloc", c->name,
+                    (unsigned long long)dptr);
 }
 
 static int h_on_release(ebb_stage_ctx *ctx, const char *name, ebb_release_fn fn, void *arg,
@@ -212,8 +208,8 @@ static int h_off_release(ebb_stage_ctx *ctx, uint64_t handle) {
 /* --- pageable host memory, owned by the stage instance ---------------------------- */
 typedef struct pl_hblock { /* 32 bytes before the stage's bytes: they stay 16-aligned */
   struct pl_hblock *prev, *next;
-  size_t size;              /* the stage's bytes; top bit: the block is its own mapping */
-  const char *site;         /* static storage (EBB_SITE) */
+  size_t size;      /* the stage's bytes; top bit: the block is its own mapping */
+  const char *site; /* static storage (EBB_SITE) */
 } pl_hblock;
 
 /* Blocks this large get a mapping of their own: freeing one gives its pages
@@ -307,7 +303,7 @@ uint64_t pl_sctx_host_reclaim(pl_sctx *c, int quiet, uint32_t *blocks) {
   uint32_t n = c->host_nblocks;
   if (n && !quiet) {
     base_log(EBB_LOG_WARN, c->name, "leaked %llu MiB of host memory in %u blocks; freed by ebb",
-            (unsigned long long)(bytes >> 20), n);
+             (unsigned long long)(bytes >> 20), n);
     int shown = 0;
     for (pl_hblock *b = c->host_blocks; b && shown < 5; b = b->next, shown++)
       base_log(EBB_LOG_WARN, c->name, "  %zu bytes at %s", HSIZE(b), b->site ? b->site : "?");
@@ -372,7 +368,7 @@ static const ebb_host_api host_table = {
 const ebb_host_api *pl_host_table(void) { return &host_table; }
 
 void pl_sctx_init(pl_sctx *c, dev_device *dev, ebb_owner *owner, const char *name,
-                   const char *output_dir) {
+                  const char *output_dir) {
   memset(c, 0, sizeof *c);
   c->pub.host = &host_table;
   c->dev = dev;

@@ -32,8 +32,8 @@ struct pl_sctx {
   ebb_stage_ctx pub; /* first: what the stage sees (pub.host) */
   dev_device *dev;   /* borrowed */
   mem_allocator *alloc;
-  ebb_owner *owner;  /* borrowed: the runner creates and destroys it */
-  char name[128];    /* instance name (log scope) */
+  ebb_owner *owner; /* borrowed: the runner creates and destroys it */
+  char name[128];   /* instance name (log scope) */
   const char *output_dir;
   /* Where the isolated proxy makes a worker's private load directory
    * (isolated.h); NULL: $TMPDIR, else /tmp. Borrowed from the runner. */
@@ -44,19 +44,19 @@ struct pl_sctx {
   atomic_int timed_out;     /* set when cancelled() saw the deadline pass */
   double progress;
 
-  int err_code;             /* last set_error of the stage */
+  int err_code; /* last set_error of the stage */
   char err_msg[1024];
 
-  uint64_t *handles;        /* release-registry handles it registered */
+  uint64_t *handles; /* release-registry handles it registered */
   size_t nhandles, caphandles;
-  dev_dseg *raw;            /* raw_driver_alloc segments still held */
+  dev_dseg *raw; /* raw_driver_alloc segments still held */
   size_t nraw, capraw;
-  uint64_t raw_bytes;       /* held now */
-  uint64_t raw_freed;       /* given back (by the stage or ebb), all time */
+  uint64_t raw_bytes; /* held now */
+  uint64_t raw_freed; /* given back (by the stage or ebb), all time */
   pl_sctx_mod *mods;
   size_t nmods;
 
-  struct pl_hblock *host_blocks; /* host_alloc's live blocks (a list) */
+  struct pl_hblock *host_blocks;              /* host_alloc's live blocks (a list) */
   uint64_t host_bytes, host_peak, host_total; /* pageable host bytes: now, peak, all time */
   uint32_t host_nblocks;
 
@@ -74,7 +74,7 @@ static inline pl_sctx *pl_sctx_of(ebb_stage_ctx *c) { return (pl_sctx *)c; }
 
 /* Fills c for a stage instance; name is copied, the rest borrowed. */
 void pl_sctx_init(pl_sctx *c, dev_device *dev, ebb_owner *owner, const char *name,
-                   const char *output_dir);
+                  const char *output_dir);
 /* Drops what the stage left registered or held outside the allocator:
  * removes its release callbacks, frees raw driver segments (counted in
  * raw_freed), unloads kernel modules, frees the context's own storage. The

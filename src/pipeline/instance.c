@@ -13,17 +13,17 @@
 #define MIB(x) ((unsigned long long)((x) >> 20))
 
 struct pl_instance {
-  pl_instance_state state;  /* changed only by pl_instance_enter */
-  int loaded;          /* the stage's load succeeded and its unload has not run */
-  dev_device *dev;     /* borrowed */
-  mem_allocator *alloc;/* borrowed */
-  const ebb_stage *st; /* borrowed */
+  pl_instance_state state; /* changed only by pl_instance_enter */
+  int loaded;              /* the stage's load succeeded and its unload has not run */
+  dev_device *dev;         /* borrowed */
+  mem_allocator *alloc;    /* borrowed */
+  const ebb_stage *st;     /* borrowed */
   char pipeline[128];
-  char *opts;          /* canonical merged options (load's argument, reuse key) */
-  ebb_owner *owner;    /* the stage's device memory; destroyed by the release */
+  char *opts;         /* canonical merged options (load's argument, reuse key) */
+  ebb_owner *owner;   /* the stage's device memory; destroyed by the release */
   pl_sctx ctx;        /* what the stage sees; ctx.name is the instance name */
-  void *stage_state;   /* the stage's loaded state (its load's *state) */
-  int worker_stopped;  /* isolated and asleep: its worker exited (no stage state) */
+  void *stage_state;  /* the stage's loaded state (its load's *state) */
+  int worker_stopped; /* isolated and asleep: its worker exited (no stage state) */
 };
 
 /* --- states ------------------------------------------------------------------ */
@@ -41,10 +41,14 @@ const char *pl_instance_state_name(pl_instance_state s) {
 static const unsigned char allowed[N_][N_] = {
     [EBB_INSTANCE_NEW] = {[EBB_INSTANCE_RUNNING] = 1, [EBB_INSTANCE_RELEASED] = 1},
     [EBB_INSTANCE_RUNNING] = {[EBB_INSTANCE_NEW] = 1, [EBB_INSTANCE_LOADED] = 1},
-    [EBB_INSTANCE_LOADED] = {[EBB_INSTANCE_RUNNING] = 1, [EBB_INSTANCE_IDLE] = 1,
-                             [EBB_INSTANCE_PARKED] = 1, [EBB_INSTANCE_RELEASED] = 1},
-    [EBB_INSTANCE_IDLE] = {[EBB_INSTANCE_LOADED] = 1, [EBB_INSTANCE_RUNNING] = 1,
-                           [EBB_INSTANCE_PARKED] = 1, [EBB_INSTANCE_RELEASED] = 1},
+    [EBB_INSTANCE_LOADED] = {[EBB_INSTANCE_RUNNING] = 1,
+                             [EBB_INSTANCE_IDLE] = 1,
+                             [EBB_INSTANCE_PARKED] = 1,
+                             [EBB_INSTANCE_RELEASED] = 1},
+    [EBB_INSTANCE_IDLE] = {[EBB_INSTANCE_LOADED] = 1,
+                           [EBB_INSTANCE_RUNNING] = 1,
+                           [EBB_INSTANCE_PARKED] = 1,
+                           [EBB_INSTANCE_RELEASED] = 1},
     [EBB_INSTANCE_PARKED] = {[EBB_INSTANCE_LOADED] = 1, [EBB_INSTANCE_RELEASED] = 1},
 };
 
@@ -156,7 +160,7 @@ int pl_instance_run(pl_instance *in, const ebb_items *inputs, ebb_items *outputs
 int pl_instance_idle(pl_instance *in) { return pl_instance_enter(in, EBB_INSTANCE_IDLE); }
 
 void pl_instance_bind(pl_instance *in, const atomic_int *cancel, const char *output_dir,
-                       double deadline) {
+                      double deadline) {
   in->ctx.cancel = cancel;
   in->ctx.output_dir = output_dir;
   in->ctx.deadline = deadline;
@@ -179,7 +183,7 @@ static void drop(pl_instance *in, pl_instance_report *rep) {
     rep->drop_error = in->st->release(&in->ctx.pub, in->stage_state);
     if (rep->drop_error)
       base_log(EBB_LOG_WARN, in->ctx.name, "the stage's release failed: %s",
-              in->ctx.err_msg[0] ? in->ctx.err_msg : ebb_strerror(rep->drop_error));
+               in->ctx.err_msg[0] ? in->ctx.err_msg : ebb_strerror(rep->drop_error));
     pl_sctx_clear_error(&in->ctx);
   }
   mem_release_callbacks_of(in->owner, &rep->callbacks_run, &rep->callbacks_failed);
@@ -207,9 +211,12 @@ static void cleanup_context(pl_instance *in, const pl_instance_plan *plan, uint6
                             pl_instance_report *rep) {
   rep->unattributed_bytes = in->ctx.raw_bytes;
   if (rep->unattributed_bytes) {
-    ebb_event ev = {.kind = EBB_EVENT_LEAK, .flags = plan->quiet ? EBB_EVENT_QUIET : 0,
-                    .device = dev_device_label(in->dev), .owner = in->ctx.name,
-                    .bytes = rep->unattributed_bytes, .outside = 1};
+    ebb_event ev = {.kind = EBB_EVENT_LEAK,
+                    .flags = plan->quiet ? EBB_EVENT_QUIET : 0,
+                    .device = dev_device_label(in->dev),
+                    .owner = in->ctx.name,
+                    .bytes = rep->unattributed_bytes,
+                    .outside = 1};
     base_event_publish(&ev);
   }
   rep->leaked_host_bytes = pl_sctx_host_reclaim(&in->ctx, plan->quiet, NULL);
@@ -218,8 +225,7 @@ static void cleanup_context(pl_instance *in, const pl_instance_plan *plan, uint6
 }
 
 /* 4. the owner goes: what is still in it is a leak, reported and freed. */
-static void teardown_owner(pl_instance *in, const pl_instance_plan *plan,
-                           pl_instance_report *rep) {
+static void teardown_owner(pl_instance *in, const pl_instance_plan *plan, pl_instance_report *rep) {
   mem_leak_report *leaks = NULL;
   mem_owner_destroy(in->owner, &leaks);
   in->owner = NULL;
@@ -242,7 +248,7 @@ static void hand_back(pl_instance *in, const pl_instance_plan *plan, pl_instance
   if ((flags & EBB_RELEASE_CONTEXT) && rr.context_error) {
     rep->context_error = rr.context_error;
     base_log(EBB_LOG_DEBUG, in->ctx.name, "device context kept: %s",
-            ebb_strerror(rr.context_error));
+             ebb_strerror(rr.context_error));
   }
   rep->released_bytes += rr.released_bytes;
   rep->context_bytes = rr.context_bytes;
@@ -259,18 +265,21 @@ static void publish_released(pl_instance *in, const pl_instance_plan *plan,
   ebb_event ev = {.kind = EBB_EVENT_RELEASED,
                   .flags = plan->quiet || plan->no_line ? EBB_EVENT_QUIET : 0,
                   .device = dev_device_label(in->dev),
-                  .owner = in->ctx.name, .message = in->ctx.release_note, .what = mem_word(in),
-                  .bytes = rep->released_bytes, .context_bytes = rep->context_bytes,
+                  .owner = in->ctx.name,
+                  .message = in->ctx.release_note,
+                  .what = mem_word(in),
+                  .bytes = rep->released_bytes,
+                  .context_bytes = rep->context_bytes,
                   .driver_free_before = rep->driver_free_before,
                   .driver_free_after = rep->driver_free_after,
-                  .callbacks_run = rep->callbacks_run, .callbacks_failed = rep->callbacks_failed};
+                  .callbacks_run = rep->callbacks_run,
+                  .callbacks_failed = rep->callbacks_failed};
   base_event_publish(&ev);
 }
 
 static void report_out(const pl_instance_report *rep, pl_instance_report *out);
 
-int pl_instance_release(pl_instance *in, const pl_instance_plan *plan,
-                         pl_instance_report *out) {
+int pl_instance_release(pl_instance *in, const pl_instance_plan *plan, pl_instance_report *out) {
   static const pl_instance_plan plain = {0};
   if (!in)
     return ebb_seterr(EBB_EINVAL, "stage instance: none given to release");
@@ -284,13 +293,13 @@ int pl_instance_release(pl_instance *in, const pl_instance_plan *plan,
   pl_sctx_clear_error(&in->ctx);
   mark(in, "release");
 
-  drop(in, &rep);                         /* 1. caches: the stage's, the registry's */
-  unload(in, &rep);                       /* 2. the loaded state */
-  cleanup_context(in, plan, raw0, &rep);  /* 3. raw segments, callbacks, modules */
-  teardown_owner(in, plan, &rep);         /* 4. leaks reported and freed */
-  hand_back(in, plan, &rep);              /* 5. trim, pinned, maybe the context */
-  rep.driver_free_after = driver_free(in);/* 6. the driver's view */
-  publish_released(in, plan, &rep);       /* 7. [name] released N MiB of GPU memory */
+  drop(in, &rep);                          /* 1. caches: the stage's, the registry's */
+  unload(in, &rep);                        /* 2. the loaded state */
+  cleanup_context(in, plan, raw0, &rep);   /* 3. raw segments, callbacks, modules */
+  teardown_owner(in, plan, &rep);          /* 4. leaks reported and freed */
+  hand_back(in, plan, &rep);               /* 5. trim, pinned, maybe the context */
+  rep.driver_free_after = driver_free(in); /* 6. the driver's view */
+  publish_released(in, plan, &rep);        /* 7. [name] released N MiB of GPU memory */
 
   in->ctx.release_note[0] = '\0';
   pl_instance_enter(in, EBB_INSTANCE_RELEASED);
@@ -310,9 +319,10 @@ int pl_instance_drop(pl_instance *in, pl_instance_report *out) {
   if (!in)
     return ebb_seterr(EBB_EINVAL, "stage instance: none given to drop");
   if (in->state != EBB_INSTANCE_LOADED && in->state != EBB_INSTANCE_IDLE)
-    return ebb_seterr(EBB_ESTATE, "stage '%s' of pipeline '%s': cannot drop its caches: it is "
-                      "%s, not loaded", in->ctx.name, in->pipeline,
-                      pl_instance_state_name(in->state));
+    return ebb_seterr(EBB_ESTATE,
+                      "stage '%s' of pipeline '%s': cannot drop its caches: it is "
+                      "%s, not loaded",
+                      in->ctx.name, in->pipeline, pl_instance_state_name(in->state));
   pl_instance_report rep = {.size = sizeof rep};
   rep.driver_free_before = driver_free(in);
   mark(in, "drop");
@@ -353,17 +363,17 @@ static int sleep_isolated(pl_instance *in, mem_sleep_stats *st) {
   st->device_bytes = in->ctx.raw_freed - raw0;
   int rc = in->ctx.err_code;
   if (rc)
-    ebb_seterr(rc, "stage '%s' of pipeline '%s': stopping its worker to sleep: %s",
-               in->ctx.name, in->pipeline, in->ctx.err_msg);
+    ebb_seterr(rc, "stage '%s' of pipeline '%s': stopping its worker to sleep: %s", in->ctx.name,
+               in->pipeline, in->ctx.err_msg);
   pl_sctx_clear_error(&in->ctx);
   pl_instance_enter(in, EBB_INSTANCE_PARKED);
   base_log_field f[] = {EBB_LF_S("event", "asleep"), EBB_LF_S("stage", in->ctx.name),
-                       EBB_LF_U("released_bytes", st->device_bytes),
-                       EBB_LF_U("backup_bytes", 0), EBB_LF_S("isolated", "worker stopped")};
+                        EBB_LF_U("released_bytes", st->device_bytes), EBB_LF_U("backup_bytes", 0),
+                        EBB_LF_S("isolated", "worker stopped")};
   base_log_ev(EBB_LOG_INFO, in->ctx.name, f, 5,
-             "asleep: isolated, its worker (pid %ld) stopped: %llu MiB of %s released, no "
-             "weights kept (the wake loads it again in a new worker)",
-             pid, MIB(st->device_bytes), mem_word(in));
+              "asleep: isolated, its worker (pid %ld) stopped: %llu MiB of %s released, no "
+              "weights kept (the wake loads it again in a new worker)",
+              pid, MIB(st->device_bytes), mem_word(in));
   return rc;
 }
 
@@ -391,9 +401,9 @@ int pl_instance_sleep(pl_instance *in, mem_sleep_stats *out) {
   if (in->state == EBB_INSTANCE_PARKED)
     return not_for_sleep(in, "sleep", "it is asleep already");
   if (in->state != EBB_INSTANCE_LOADED && in->state != EBB_INSTANCE_IDLE)
-    return not_for_sleep(in, "sleep", in->state == EBB_INSTANCE_RUNNING
-                                          ? "it is inside its load or run"
-                                          : "it is not loaded");
+    return not_for_sleep(in, "sleep",
+                         in->state == EBB_INSTANCE_RUNNING ? "it is inside its load or run"
+                                                           : "it is not loaded");
   pl_instance_report rep = {.size = sizeof rep};
   mem_sleep_stats st = {.size = sizeof st};
   mark(in, "sleep");
@@ -411,14 +421,15 @@ int pl_instance_sleep(pl_instance *in, mem_sleep_stats *out) {
   pl_instance_enter(in, EBB_INSTANCE_PARKED); /* even on failure: wake restores it */
   if (rc)
     ebb_errctx(rc, "stage '%s' of pipeline '%s': sleep: ", in->ctx.name, in->pipeline);
-  base_log_field f[] = {EBB_LF_S("event", "asleep"), EBB_LF_S("stage", in->ctx.name),
-                       EBB_LF_U("released_bytes", st.device_bytes),
-                       EBB_LF_U("backup_bytes", st.backup_bytes),
-                       EBB_LF_U("dropped_bytes", st.dropped_bytes),
-                       EBB_LF_F("seconds", st.seconds)};
+  base_log_field f[] = {EBB_LF_S("event", "asleep"),
+                        EBB_LF_S("stage", in->ctx.name),
+                        EBB_LF_U("released_bytes", st.device_bytes),
+                        EBB_LF_U("backup_bytes", st.backup_bytes),
+                        EBB_LF_U("dropped_bytes", st.dropped_bytes),
+                        EBB_LF_F("seconds", st.seconds)};
   base_log_ev(EBB_LOG_INFO, in->ctx.name, f, 6,
-             "asleep: %llu MiB of %s released, %llu MiB of weights kept in host memory",
-             MIB(st.device_bytes), mem_word(in), MIB(st.backup_bytes));
+              "asleep: %llu MiB of %s released, %llu MiB of weights kept in host memory",
+              MIB(st.device_bytes), mem_word(in), MIB(st.backup_bytes));
   if (out)
     *out = st;
   return rc;
@@ -436,23 +447,20 @@ int pl_instance_wake(pl_instance *in, mem_sleep_stats *out) {
   if (out)
     *out = st;
   if (rc)
-    return ebb_errctx(rc, "stage '%s' of pipeline '%s' stays asleep: ", in->ctx.name,
-                      in->pipeline);
+    return ebb_errctx(rc, "stage '%s' of pipeline '%s' stays asleep: ", in->ctx.name, in->pipeline);
   pl_instance_enter(in, EBB_INSTANCE_LOADED);
   base_log_field f[] = {EBB_LF_S("event", "awake"), EBB_LF_S("stage", in->ctx.name),
-                       EBB_LF_U("restored_bytes", st.device_bytes),
-                       EBB_LF_U("backup_bytes", st.backup_bytes),
-                       EBB_LF_F("seconds", st.seconds)};
+                        EBB_LF_U("restored_bytes", st.device_bytes),
+                        EBB_LF_U("backup_bytes", st.backup_bytes), EBB_LF_F("seconds", st.seconds)};
   if (iso)
     base_log_ev(EBB_LOG_INFO, in->ctx.name, f, 5,
-               "awake: isolated, loaded again in a new worker (pid %ld, %llu MiB of %s) in "
-               "%.3f s",
-               pl_isolated_pid(in->stage_state), MIB(st.device_bytes), mem_word(in),
-               st.seconds);
+                "awake: isolated, loaded again in a new worker (pid %ld, %llu MiB of %s) in "
+                "%.3f s",
+                pl_isolated_pid(in->stage_state), MIB(st.device_bytes), mem_word(in), st.seconds);
   else
     base_log_ev(EBB_LOG_INFO, in->ctx.name, f, 5,
-               "awake: %llu MiB of %s restored (%llu MiB of weights) in %.3f s",
-               MIB(st.device_bytes), mem_word(in), MIB(st.backup_bytes), st.seconds);
+                "awake: %llu MiB of %s restored (%llu MiB of weights) in %.3f s",
+                MIB(st.device_bytes), mem_word(in), MIB(st.backup_bytes), st.seconds);
   return 0;
 }
 

@@ -64,12 +64,12 @@
 
 typedef struct pl_instance pl_instance;
 
-#define EBB_INSTANCE_STATES(X)                                                 \
-  X(NEW, "new")                                                                \
-  X(LOADED, "loaded")                                                          \
-  X(RUNNING, "running")                                                        \
-  X(IDLE, "idle")                                                              \
-  X(PARKED, "parked")                                                          \
+#define EBB_INSTANCE_STATES(X) \
+  X(NEW, "new")                \
+  X(LOADED, "loaded")          \
+  X(RUNNING, "running")        \
+  X(IDLE, "idle")              \
+  X(PARKED, "parked")          \
   X(RELEASED, "released")
 
 typedef enum {
@@ -81,18 +81,18 @@ typedef enum {
 const char *pl_instance_state_name(pl_instance_state s);
 
 typedef struct pl_instance_spec {
-  uint32_t size;              /* sizeof(pl_instance_spec) */
-  dev_device *dev;            /* borrowed; outlives the instance */
-  mem_allocator *alloc;       /* borrowed, on dev: the instance's owner lives here */
-  const ebb_stage *stage;     /* borrowed (built-in, plugin, or the isolated proxy) */
-  const char *pipeline;       /* copied */
-  const char *name;           /* instance name: owner name and log scope. Copied */
-  const char *options;        /* canonical merged options JSON: what load gets, and
+  uint32_t size;           /* sizeof(pl_instance_spec) */
+  dev_device *dev;         /* borrowed; outlives the instance */
+  mem_allocator *alloc;    /* borrowed, on dev: the instance's owner lives here */
+  const ebb_stage *stage;  /* borrowed (built-in, plugin, or the isolated proxy) */
+  const char *pipeline;    /* copied */
+  const char *name;        /* instance name: owner name and log scope. Copied */
+  const char *options;     /* canonical merged options JSON: what load gets, and
                                  the reuse key (pl_instance_options). Copied */
-  const char *output_dir;     /* borrowed; pl_instance_bind replaces it */
-  const char *scratch_dir;    /* borrowed, outlives the instance: an isolated stage's
+  const char *output_dir;  /* borrowed; pl_instance_bind replaces it */
+  const char *scratch_dir; /* borrowed, outlives the instance: an isolated stage's
                                  private load directory goes under it (NULL: $TMPDIR) */
-  pl_sctx_oom_fn on_oom;     /* out of device memory in this stage: may evict others */
+  pl_sctx_oom_fn on_oom;   /* out of device memory in this stage: may evict others */
   void *on_oom_arg;
 } pl_instance_spec;
 
@@ -110,24 +110,24 @@ typedef struct pl_instance_plan {
 
 /* What a release did. Every field is filled (0 when nothing happened). */
 typedef struct pl_instance_report {
-  uint32_t size;                 /* sizeof(pl_instance_report): set by the caller */
-  uint64_t released_bytes;       /* handed back to the driver: the line's N (segments
+  uint32_t size;                /* sizeof(pl_instance_report): set by the caller */
+  uint64_t released_bytes;      /* handed back to the driver: the line's N (segments
                                     trimmed after the drop and after the owner's
                                     teardown, raw segments, a worker's exit, the context) */
-  uint64_t context_bytes;        /* of which: the device context */
-  uint64_t unattributed_bytes;   /* taken from the driver directly (raw_driver_alloc)
+  uint64_t context_bytes;       /* of which: the device context */
+  uint64_t unattributed_bytes;  /* taken from the driver directly (raw_driver_alloc)
                                     and not given back by the stage: freed by ebb */
-  uint64_t leaked_bytes;         /* device blocks the stage did not free: reported, freed */
-  uint64_t leaked_pinned_bytes;  /* pinned host buffers likewise */
+  uint64_t leaked_bytes;        /* device blocks the stage did not free: reported, freed */
+  uint64_t leaked_pinned_bytes; /* pinned host buffers likewise */
   uint32_t leaked_blocks;
-  uint64_t driver_free_before;   /* the driver's free memory around the release */
-  uint64_t driver_free_after;    /* (both 0: the driver could not say) */
+  uint64_t driver_free_before;         /* the driver's free memory around the release */
+  uint64_t driver_free_after;          /* (both 0: the driver could not say) */
   int callbacks_run, callbacks_failed; /* the release registry's, during the drop */
-  int drop_error;                /* the stage's own release failed (logged; not fatal) */
-  int unload_error;              /* the stage's unload set an error: */
-  char unload_message[1024];     /* its message */
-  int context_error;             /* with_context, and the context was kept: why */
-  uint64_t leaked_host_bytes;    /* pageable host_alloc blocks not freed: reported, freed */
+  int drop_error;                      /* the stage's own release failed (logged; not fatal) */
+  int unload_error;                    /* the stage's unload set an error: */
+  char unload_message[1024];           /* its message */
+  int context_error;                   /* with_context, and the context was kept: why */
+  uint64_t leaked_host_bytes;          /* pageable host_alloc blocks not freed: reported, freed */
 } pl_instance_report;
 
 /* NEW. The owner (named spec->name, kind "stage") and the stage context are
@@ -154,7 +154,7 @@ int pl_instance_idle(pl_instance *in);
  * NULL), output directory (borrowed until the next bind) and deadline
  * (CLOCK_MONOTONIC seconds, 0 none). Clears a previous timeout and error. */
 void pl_instance_bind(pl_instance *in, const atomic_int *cancel, const char *output_dir,
-                       double deadline);
+                      double deadline);
 
 /* Releases the instance: NEW, LOADED, IDLE or PARKED -> RELEASED. In order:
  *   1. drop: the stage's own release (if loaded), then its own callbacks;
@@ -172,8 +172,7 @@ void pl_instance_bind(pl_instance *in, const atomic_int *cancel, const char *out
  * the sequence ran (even when the stage's release or unload failed: the
  * report says so), or EBB_ESTATE without doing anything when the instance is
  * RUNNING or already RELEASED. */
-int pl_instance_release(pl_instance *in, const pl_instance_plan *plan,
-                         pl_instance_report *rep);
+int pl_instance_release(pl_instance *in, const pl_instance_plan *plan, pl_instance_report *rep);
 
 /* Drops what the instance cached and keeps it loaded (the worker
  * protocol's "release"): step 1 of pl_instance_release (the stage's own

@@ -30,20 +30,20 @@ typedef struct iso {
   long pid;
   char exe[PATH_MAX];
   char label[128];
-  uint64_t peak;          /* as the worker reported it */
-  uint64_t host_peak;     /* likewise, host (pageable + pinned) */
-  int measured;           /* usage taken before the release began */
+  uint64_t peak;      /* as the worker reported it */
+  uint64_t host_peak; /* likewise, host (pageable + pinned) */
+  int measured;       /* usage taken before the release began */
   int used_known;
-  uint64_t used;          /* the worker process's usage then (NVML) */
-  uint64_t free_before;   /* the driver's free memory then (0: unknown) */
-  uint64_t reported;      /* bytes the worker says it handed back */
-  unsigned seq;           /* shm names */
+  uint64_t used;        /* the worker process's usage then (NVML) */
+  uint64_t free_before; /* the driver's free memory then (0: unknown) */
+  uint64_t reported;    /* bytes the worker says it handed back */
+  unsigned seq;         /* shm names */
   /* while a request is in flight, a sampler thread notes what the worker
    * holds (NVML per-process usage), so that what a worker's death gives back
    * can be said: the driver frees it as the process dies, before any reap */
   pthread_mutex_t mu;
-  uint64_t last_used;     /* the last sample (guarded by mu) */
-  uint64_t last_free;     /* the driver's free memory at that sample */
+  uint64_t last_used; /* the last sample (guarded by mu) */
+  uint64_t last_free; /* the driver's free memory at that sample */
   int last_known;
   int died;               /* the worker ended without being asked */
   uint64_t death_bytes;   /* what its death gave back */
@@ -178,10 +178,10 @@ static void note_death(pl_sctx *c, iso *s) {
   wrk_wait_status_short(status, how, sizeof how);
   snprintf(c->release_note, sizeof c->release_note, "worker exited: %s", how);
   base_log(EBB_LOG_DEBUG, c->name,
-          "worker pid %ld %s; it held %llu MiB (NVML, last sample%s); the driver's free memory "
-          "rose %llu MiB since",
-          s->pid, how, (unsigned long long)(used >> 20), known ? "" : ": none",
-          (unsigned long long)(delta >> 20));
+           "worker pid %ld %s; it held %llu MiB (NVML, last sample%s); the driver's free memory "
+           "rose %llu MiB since",
+           s->pid, how, (unsigned long long)(used >> 20), known ? "" : ": none",
+           (unsigned long long)(delta >> 20));
 }
 
 /* wrk_wproc_call with the sampler running; notes the worker's death. */
@@ -214,12 +214,12 @@ static void finish(pl_sctx *c, iso *s, int ask, int log_line) {
     c->raw_freed += s->death_bytes;
     if (log_line && s->death_bytes >> 20)
       base_log_ev(EBB_LOG_INFO, c->name,
-                 (base_log_field[]){EBB_LF_S("event", "released"), EBB_LF_S("stage", c->name),
-                                   EBB_LF_U("released_bytes", s->death_bytes),
-                                   EBB_LF_U("released_mib", s->death_bytes >> 20),
-                                   EBB_LF_S("note", c->release_note)},
-                 5, "released %llu MiB of GPU memory (%s)",
-                 (unsigned long long)(s->death_bytes >> 20), c->release_note);
+                  (base_log_field[]){EBB_LF_S("event", "released"), EBB_LF_S("stage", c->name),
+                                     EBB_LF_U("released_bytes", s->death_bytes),
+                                     EBB_LF_U("released_mib", s->death_bytes >> 20),
+                                     EBB_LF_S("note", c->release_note)},
+                  5, "released %llu MiB of GPU memory (%s)",
+                  (unsigned long long)(s->death_bytes >> 20), c->release_note);
     if (log_line) /* said here: the instance's own release has nothing of it */
       c->release_note[0] = '\0';
     return;
@@ -260,11 +260,11 @@ static void finish(pl_sctx *c, iso *s, int ask, int log_line) {
   c->raw_freed += back;
   if (log_line && back >> 20) /* a failed load: the runner has no instance to log */
     base_log_ev(EBB_LOG_INFO, c->name,
-               (base_log_field[]){EBB_LF_S("event", "released"), EBB_LF_S("stage", c->name),
-                                 EBB_LF_U("released_bytes", back),
-                                 EBB_LF_U("released_mib", back >> 20)},
-               4, "released %llu MiB of %s", (unsigned long long)(back >> 20),
-               cuda(c) ? "GPU memory" : "device memory (cpu)");
+                (base_log_field[]){EBB_LF_S("event", "released"), EBB_LF_S("stage", c->name),
+                                   EBB_LF_U("released_bytes", back),
+                                   EBB_LF_U("released_mib", back >> 20)},
+                4, "released %llu MiB of %s", (unsigned long long)(back >> 20),
+                cuda(c) ? "GPU memory" : "device memory (cpu)");
 }
 
 /* --- the private load directory ------------------------------------------ */
@@ -289,9 +289,11 @@ static int make_load_dir(ebb_stage_ctx *ctx, iso *s) {
   if (n < 0 || (size_t)n >= sizeof s->loaddir || base_mkdirs(root, 0700, "mkdir") != 0 ||
       !mkdtemp(s->loaddir)) {
     char msg[PATH_MAX + 200];
-    snprintf(msg, sizeof msg, "isolated stage '%s': cannot make its private load directory "
-             "under %s: %s", c->name, root, n < 0 || (size_t)n >= sizeof s->loaddir
-             ? "path too long" : strerror(errno));
+    snprintf(msg, sizeof msg,
+             "isolated stage '%s': cannot make its private load directory "
+             "under %s: %s",
+             c->name, root,
+             n < 0 || (size_t)n >= sizeof s->loaddir ? "path too long" : strerror(errno));
     s->loaddir[0] = '\0';
     return ebb_set_error(ctx, EBB_EIO, msg);
   }
@@ -370,8 +372,8 @@ static int send_load(ebb_stage_ctx *ctx, iso *s, const json_t *spec, const char 
   pl_sctx *c = pl_sctx_of(ctx);
   json_t *r = NULL;
   json_t *opts = json_object_get(spec, "options");
-  json_t *m = json_pack("{s:s, s:s, s:o, s:s, s:s, s:s}", "type", "load", "stage", stage,
-                        "options", opts ? json_incref(opts) : json_object(), "device",
+  json_t *m = json_pack("{s:s, s:s, s:o, s:s, s:s, s:s}", "type", "load", "stage", stage, "options",
+                        opts ? json_incref(opts) : json_object(), "device",
                         dev_device_label(c->dev), "output_dir", s->loaddir, "log_format",
                         base_log_get_format() == EBB_LOG_JSON ? "json" : "text");
   if (!m)
@@ -457,8 +459,7 @@ static int put_input(void *arg, const char *shm, size_t n, json_t *item, void **
 static int decode_item(iso *s, json_t *o, size_t i, ebb_items *out) {
   int rc = pl_item_from_wire(out, o, i, wrk_wproc_shm_prefix(s->w), 1);
   if (rc == EBB_EPROTO)
-    return ebb_errctx(EBB_EPROTO, "worker pid %ld (%s): protocol error: result ", s->pid,
-                      s->label);
+    return ebb_errctx(EBB_EPROTO, "worker pid %ld (%s): protocol error: result ", s->pid, s->label);
   return rc;
 }
 
@@ -498,9 +499,10 @@ static int iso_run(ebb_stage_ctx *ctx, void *state, const ebb_items *in, ebb_ite
   if (strcmp(json_string_value(json_object_get(r, "type")), "result") ||
       (outs && !json_is_array(outs))) {
     char msg[1024];
-    snprintf(msg, sizeof msg, "worker pid %ld (%s): protocol error: expected a result with an "
-             "\"items\" array, got type '%s'", s->pid, s->label,
-             json_string_value(json_object_get(r, "type")));
+    snprintf(msg, sizeof msg,
+             "worker pid %ld (%s): protocol error: expected a result with an "
+             "\"items\" array, got type '%s'",
+             s->pid, s->label, json_string_value(json_object_get(r, "type")));
     rc = ebb_set_error(ctx, EBB_EPROTO, msg);
     goto out;
   }

@@ -29,8 +29,7 @@ int pl_items_create(ebb_owner *job_owner, const ebb_items *parent, ebb_items **o
 static void rec_free(ebb_items *items, pl_item_rec *r) {
   free(r->name);
   if (r->map_bytes) { /* a shared-memory payload: unmapped, and unlinked if ours */
-    wrk_shm_unmap(r->kind == EBB_ITEM_AUDIO ? (void *)r->samples : (void *)r->data,
-                  r->map_bytes);
+    wrk_shm_unmap(r->kind == EBB_ITEM_AUDIO ? (void *)r->samples : (void *)r->data, r->map_bytes);
     if (r->shm)
       wrk_shm_unlink(r->shm);
   } else {
@@ -131,15 +130,16 @@ static int drop_last(ebb_items *items, int rc) {
 }
 
 int pl_items_add_audio(ebb_items *out, const char *name, const float *samples, uint64_t frames,
-                        uint32_t channels, uint32_t rate) {
+                       uint32_t channels, uint32_t rate) {
   pl_item_rec *r;
   int rc = add_rec(out, name, EBB_ITEM_AUDIO, &r);
   if (rc)
     return rc;
   if (channels == 0 || rate == 0 || (frames && !samples) || frames > (UINT64_MAX / 4) / channels)
-    return drop_last(out, ebb_seterr(EBB_EINVAL, "item '%s': bad audio (frames %llu, channels "
-                                                 "%u, rate %u)", name,
-                                     (unsigned long long)frames, channels, rate));
+    return drop_last(out, ebb_seterr(EBB_EINVAL,
+                                     "item '%s': bad audio (frames %llu, channels "
+                                     "%u, rate %u)",
+                                     name, (unsigned long long)frames, channels, rate));
   size_t n = (size_t)(frames * channels);
   r->samples = malloc(n ? n * sizeof(float) : 1);
   if (!r->samples)
@@ -158,15 +158,15 @@ uint64_t pl_tensor_elems(uint32_t ndim, const uint64_t *shape) {
 }
 
 int pl_items_add_tensor(ebb_items *out, const char *name, const float *data, uint32_t ndim,
-                         const uint64_t *shape) {
+                        const uint64_t *shape) {
   pl_item_rec *r;
   int rc = add_rec(out, name, EBB_ITEM_TENSOR, &r);
   if (rc)
     return rc;
   uint64_t n = pl_tensor_elems(ndim, shape);
   if (ndim > 8 || (ndim && !shape) || n == UINT64_MAX || (n && !data))
-    return drop_last(out, ebb_seterr(EBB_EINVAL, "item '%s': bad tensor (ndim %u, at most 8)",
-                                     name, ndim));
+    return drop_last(out, ebb_seterr(EBB_EINVAL, "item '%s': bad tensor (ndim %u, at most 8)", name,
+                                     ndim));
   r->data = malloc(n ? (size_t)n * sizeof(float) : 1);
   if (!r->data)
     return drop_last(out, ebb_seterr(EBB_ENOMEM, "item '%s': out of host memory", name));
@@ -202,7 +202,7 @@ int pl_items_add_file(ebb_items *out, const char *name, const char *path) {
 }
 
 int pl_items_add_device_tensor(ebb_items *out, dev_device *dev, const char *name, uint64_t src,
-                                uint32_t ndim, const uint64_t *shape) {
+                               uint32_t ndim, const uint64_t *shape) {
   if (!out || !out->owner)
     return ebb_seterr(EBB_EINVAL, "item '%s': this collection takes no device tensors",
                       name ? name : "(null)");
@@ -252,8 +252,12 @@ int pl_items_take(ebb_items *dst, ebb_items *src) {
 }
 
 json_t *pl_item_describe(const pl_item_rec *it) {
-  wrk_wire_item w = {.kind = it->kind, .name = it->name, .text = it->text,
-                     .frames = it->frames, .channels = it->channels, .rate = it->rate,
+  wrk_wire_item w = {.kind = it->kind,
+                     .name = it->name,
+                     .text = it->text,
+                     .frames = it->frames,
+                     .channels = it->channels,
+                     .rate = it->rate,
                      .ndim = it->ndim};
   memcpy(w.shape, it->shape, sizeof w.shape);
   return wrk_wire_item_encode(&w);
@@ -271,7 +275,7 @@ static int fill_payload(const pl_item_rec *it, dev_device *dev, void *dst, size_
 }
 
 int pl_item_to_wire(const pl_item_rec *it, dev_device *dev, pl_item_put_fn put, void *arg,
-                     json_t *arr) {
+                    json_t *arr) {
   json_t *o = pl_item_describe(it);
   if (!o || json_array_append_new(arr, o))
     return ebb_seterr(EBB_ENOMEM, "item '%s': out of host memory", it->name);
@@ -293,8 +297,9 @@ int pl_item_to_wire(const pl_item_rec *it, dev_device *dev, pl_item_put_fn put, 
 
 int pl_item_put_shm(const char *name, const char *shm, size_t n, json_t *obj, void **dst) {
   *dst = NULL;
-  int rc = shm ? wrk_shm_link(shm, name) : n ? wrk_shm_create(name, n, dst)
-                                             : wrk_shm_put(name, NULL, 0);
+  int rc = shm ? wrk_shm_link(shm, name)
+           : n ? wrk_shm_create(name, n, dst)
+               : wrk_shm_put(name, NULL, 0);
   if (!rc && (rc = wrk_wire_item_set_payload(obj, name, n)) && *dst) {
     wrk_shm_unmap(*dst, n);
     *dst = NULL;
@@ -353,7 +358,7 @@ static int add_payload(ebb_items *out, wrk_wire_item *w, int take) {
 }
 
 int pl_item_from_wire(ebb_items *out, const json_t *o, size_t index, const char *shm_prefix,
-                       int take) {
+                      int take) {
   wrk_wire_item w;
   int rc = wrk_wire_item_decode(o, index, shm_prefix, &w);
   if (rc)
@@ -367,10 +372,8 @@ int pl_item_from_wire(ebb_items *out, const json_t *o, size_t index, const char 
     if (w.bytes)
       return add_payload(out, &w, take);
     return pl_items_add_tensor(out, w.name, NULL, w.ndim, w.shape);
-  case EBB_ITEM_JSON:
-    return pl_items_add_json(out, w.name, w.text);
-  case EBB_ITEM_FILE:
-    return pl_items_add_file(out, w.name, w.text);
+  case EBB_ITEM_JSON: return pl_items_add_json(out, w.name, w.text);
+  case EBB_ITEM_FILE: return pl_items_add_file(out, w.name, w.text);
   }
   return 0;
 }

@@ -57,15 +57,15 @@ int pl_items_find(const ebb_items *items, const char *name, ebb_item_info *out);
 /* Copying adders (the host table's add_*). Names must be non-empty and
  * unique in the collection and its parent (EBB_EINVAL names the item). */
 int pl_items_add_audio(ebb_items *out, const char *name, const float *samples, uint64_t frames,
-                        uint32_t channels, uint32_t rate);
+                       uint32_t channels, uint32_t rate);
 int pl_items_add_tensor(ebb_items *out, const char *name, const float *data, uint32_t ndim,
-                         const uint64_t *shape);
+                        const uint64_t *shape);
 int pl_items_add_json(ebb_items *out, const char *name, const char *json);
 int pl_items_add_file(ebb_items *out, const char *name, const char *path);
 /* Copies the device tensor at src (on dev) into a block of the collection's
  * job owner. */
 int pl_items_add_device_tensor(ebb_items *out, dev_device *dev, const char *name, uint64_t src,
-                                uint32_t ndim, const uint64_t *shape);
+                               uint32_t ndim, const uint64_t *shape);
 /* Moves every item of src to the end of dst (src is left empty). Fails
  * without moving anything if a name is already in dst. */
 int pl_items_take(ebb_items *dst, ebb_items *src);
@@ -87,7 +87,7 @@ json_t *pl_item_describe(const pl_item_rec *it);
  * it) and unmaps. pl_item_put_shm is such a put. */
 typedef int (*pl_item_put_fn)(void *arg, const char *shm, size_t n, json_t *obj, void **dst);
 int pl_item_to_wire(const pl_item_rec *it, dev_device *dev, pl_item_put_fn put, void *arg,
-                     json_t *arr);
+                    json_t *arr);
 /* The put of both ends, for the file /dev/shm/NAME (the sender's prefix
  * and a sequence): a hard link to shm when given, else a new file of n
  * bytes (*dst mapped; NULL for n 0); adds "shm": name, "bytes": n to obj. */
@@ -101,7 +101,7 @@ int pl_item_put_shm(const char *name, const char *shm, size_t n, json_t *obj, vo
  * worker, for its inputs): the item maps the sender's file read-only and
  * leaves it to the sender. EBB_EPROTO "item #N ..." for a bad item. */
 int pl_item_from_wire(ebb_items *out, const json_t *o, size_t index, const char *shm_prefix,
-                       int take);
+                      int take);
 
 /* Elements of a tensor with this shape (1 for ndim 0); UINT64_MAX on
  * overflow or ndim > 8. */

@@ -20,13 +20,13 @@
 typedef struct mpipe {
   const pl_def *def; /* borrowed from the config */
   int loaded;
-  uint64_t need;  /* last measured peak, else "expected_mib"; 0: unknown */
-  int measured;   /* need is a measurement here (a load or a run) */
-  int need_ctx;   /* need counts the device context (measured while making one) */
-  char *outdir;   /* WORK/pipelines/NAME (kept while instances live) */
-  int asleep;     /* sleep (issue 12): loaded, its stages asleep */
-  double slept_at;/* when it fell asleep (the budget unloads the oldest) */
-  double used_at; /* last load or run (giving back takes the least recent first) */
+  uint64_t need;   /* last measured peak, else "expected_mib"; 0: unknown */
+  int measured;    /* need is a measurement here (a load or a run) */
+  int need_ctx;    /* need counts the device context (measured while making one) */
+  char *outdir;    /* WORK/pipelines/NAME (kept while instances live) */
+  int asleep;      /* sleep (issue 12): loaded, its stages asleep */
+  double slept_at; /* when it fell asleep (the budget unloads the oldest) */
+  double used_at;  /* last load or run (giving back takes the least recent first) */
 } mpipe;
 
 struct pl_manager {
@@ -56,15 +56,15 @@ struct pl_manager {
   size_t npipes;
   uint64_t released_total;
   /* sleep (issue 12), under lock */
-  uint64_t sleep_budget;      /* host bytes for backups; 0: no limit */
-  uint64_t wakes;             /* wakes done (by the API or by a job) */
-  double wake_seconds;        /* their time, summed */
-  uint64_t backup_bytes;      /* last seen (the read side never waits on the allocator) */
-  mpipe *running;             /* the pipeline of the job on the device thread, under lock */
+  uint64_t sleep_budget; /* host bytes for backups; 0: no limit */
+  uint64_t wakes;        /* wakes done (by the API or by a job) */
+  double wake_seconds;   /* their time, summed */
+  uint64_t backup_bytes; /* last seen (the read side never waits on the allocator) */
+  mpipe *running;        /* the pipeline of the job on the device thread, under lock */
   int (*ask_peers)(void *arg, dev_device *dev, uint64_t need); /* issue 35; may be NULL */
   void (*ask_done)(void *arg, dev_device *dev);
   void *ask_arg;
-  double used_at;             /* last load or run, under lock */
+  double used_at; /* last load or run, under lock */
 };
 
 /* --- helpers --------------------------------------------------------------- */
@@ -74,7 +74,7 @@ static void log_free(const char *name, const char *when, uint64_t bytes) {
   char scope[160];
   snprintf(scope, sizeof scope, "pipeline %s", name);
   base_log_field f[] = {EBB_LF_S("event", "pipeline_memory"), EBB_LF_S("pipeline", name),
-                       EBB_LF_S("when", when), EBB_LF_U("driver_free_bytes", bytes)};
+                        EBB_LF_S("when", when), EBB_LF_U("driver_free_bytes", bytes)};
   base_log_ev(EBB_LOG_INFO, scope, f, 4, "GPU memory free %s: %.2f GiB", when, GIB(bytes));
 }
 
@@ -82,8 +82,11 @@ static void log_free(const char *name, const char *when, uint64_t bytes) {
  * (include/ebb/events.h; the server's stream marks it on the chart). */
 static void publish_pipe(pl_manager *m, const char *name, const char *state, uint64_t before,
                          uint64_t after) {
-  ebb_event ev = {.kind = EBB_EVENT_PIPELINE, .device = dev_device_label(m->dev),
-                  .pipeline = name, .state = state, .driver_free_before = before,
+  ebb_event ev = {.kind = EBB_EVENT_PIPELINE,
+                  .device = dev_device_label(m->dev),
+                  .pipeline = name,
+                  .state = state,
+                  .driver_free_before = before,
                   .driver_free_after = after};
   base_event_publish(&ev);
 }
@@ -143,8 +146,7 @@ static int merge_def(const pl_def *def, json_t *options, pl_def *out) {
       return ebb_seterr(EBB_ECONFIG, "\"options\": pipeline '%s' has no stage named '%s'",
                         def->name, key);
     if (!json_is_object(val))
-      return ebb_seterr(EBB_ECONFIG, "\"options\".\"%s\" must be an object of stage options",
-                        key);
+      return ebb_seterr(EBB_ECONFIG, "\"options\".\"%s\" must be an object of stage options", key);
     json_object_update(out->stages[i].options, val);
   }
   return 0;
@@ -264,9 +266,13 @@ int pl_manager_create(const pl_manager_opts *o, pl_manager **out) {
   }
   if ((rc = pl_sessions_create(&m->sessions)) != 0)
     goto fail;
-  pl_runner_opts ro = {.size = sizeof ro, .dev = o->dev, .alloc = o->alloc, .reg = o->reg,
-                        .cache_dir = o->cache_dir, .scratch_dir = o->scratch_dir,
-                        .oneshot = 0};
+  pl_runner_opts ro = {.size = sizeof ro,
+                       .dev = o->dev,
+                       .alloc = o->alloc,
+                       .reg = o->reg,
+                       .cache_dir = o->cache_dir,
+                       .scratch_dir = o->scratch_dir,
+                       .oneshot = 0};
   if ((rc = pl_runner_create(&ro, &m->runner)) != 0)
     goto fail;
   if (pthread_create(&m->dev_thread, NULL, device_thread, m) != 0) {
@@ -359,8 +365,7 @@ uint64_t pl_manager_need(pl_manager *m, const char *name) {
   return n;
 }
 
-void pl_manager_place_figures(pl_manager *m, const char *name, uint64_t *measured,
-                               int *asleep) {
+void pl_manager_place_figures(pl_manager *m, const char *name, uint64_t *measured, int *asleep) {
   pthread_mutex_lock(&m->lock);
   mpipe *pp = find_pipe(m, name);
   *measured = pp && pp->measured ? pp->need : 0;
@@ -431,7 +436,7 @@ static int unload_in_switch(pl_manager *m, mpipe *pp, uint64_t *released) {
   pl_sessions_stop_pipeline(m->sessions, name, reason, &stopped);
   if (stopped)
     base_log(EBB_LOG_INFO, scope, "stopped %d session%s (drained)", stopped,
-            stopped == 1 ? "" : "s");
+             stopped == 1 ? "" : "s");
   unload_args a = {m, pp, 0};
   int rc = on_device(m, unload_on_dev, &a);
   add_released(m, a.rel);
@@ -486,11 +491,11 @@ static int unload_on_dev(void *arg) {
     int64_t seen = (int64_t)after - (int64_t)before;
     if (seen + (2 << 20) < (int64_t)rel)
       base_log(EBB_LOG_WARN, scope,
-              "the driver shows %lld MiB more free memory but ebb handed back %llu MiB",
-              (long long)(seen / (1 << 20)), MIB(rel));
+               "the driver shows %lld MiB more free memory but ebb handed back %llu MiB",
+               (long long)(seen / (1 << 20)), MIB(rel));
     else
       base_log(EBB_LOG_DEBUG, scope, "driver confirms: +%lld MiB free (ebb handed back %llu MiB)",
-              (long long)(seen / (1 << 20)), MIB(rel));
+               (long long)(seen / (1 << 20)), MIB(rel));
   }
   pl_hook_run(m->hook, "pipeline-unloaded", name, rel);
   note_backup(m); /* a sleeping pipeline's backup went with it */
@@ -626,8 +631,10 @@ static int ask_peers_for(pl_manager *m, const char *name, const char *what, uint
   char scope[160];
   snprintf(scope, sizeof scope, "pipeline %s", name);
   if (free_now < need)
-    base_log(EBB_LOG_INFO, scope, "%s about %llu MiB, %llu MiB free: asking the other "
-            "processes on %s", what, MIB(need), MIB(free_now), dev_device_label(m->dev));
+    base_log(EBB_LOG_INFO, scope,
+             "%s about %llu MiB, %llu MiB free: asking the other "
+             "processes on %s",
+             what, MIB(need), MIB(free_now), dev_device_label(m->dev));
   /* asked even when the driver shows enough: the bytes may be another
    * asker's claim (docs/broker.md, "Claims"), and this load claims its own */
   m->ask_peers(m->ask_arg, m->dev, need);
@@ -714,7 +721,7 @@ static int load_in_switch(pl_manager *m, mpipe *pp) {
 }
 
 int pl_manager_stage_need(pl_manager *m, const char *pipeline, const char *stage,
-                           pl_stage_need *out) {
+                          pl_stage_need *out) {
   mpipe *pp = m ? find_pipe(m, pipeline) : NULL;
   if (!pp)
     return m ? unknown_pipeline(m, pipeline) : ebb_seterr(EBB_EINVAL, "no manager");
@@ -722,7 +729,7 @@ int pl_manager_stage_need(pl_manager *m, const char *pipeline, const char *stage
 }
 
 int pl_manager_pipeline_need(pl_manager *m, const char *pipeline, uint64_t *device_bytes,
-                              int *complete) {
+                             int *complete) {
   mpipe *pp = m ? find_pipe(m, pipeline) : NULL;
   if (!pp)
     return m ? unknown_pipeline(m, pipeline) : ebb_seterr(EBB_EINVAL, "no manager");
@@ -754,7 +761,7 @@ int pl_manager_load(pl_manager *m, const char *name) {
 
 /* --- jobs and items ---------------------------------------------------------------- */
 int pl_manager_check_job(pl_manager *m, const char *pipeline, json_t *options,
-                          pl_trust_path_fn on_path, void *arg) {
+                         pl_trust_path_fn on_path, void *arg) {
   mpipe *pp = find_pipe(m, pipeline);
   if (!pp)
     return unknown_pipeline(m, pipeline);
@@ -769,7 +776,7 @@ int pl_manager_check_job(pl_manager *m, const char *pipeline, json_t *options,
 }
 
 int pl_manager_job_work(pl_manager *m, const char *pipeline, json_t *options, double input_s,
-                         uint32_t input_rate, pl_job_work *out) {
+                        uint32_t input_rate, pl_job_work *out) {
   mpipe *pp = find_pipe(m, pipeline);
   if (!pp)
     return unknown_pipeline(m, pipeline);
@@ -812,9 +819,14 @@ static int run_on_dev(void *arg) {
   pthread_mutex_unlock(&m->lock);
   pl_policy never = {EBB_POLICY_NEVER, 0};
   const pl_policy *pol = loaded ? &never : (pp->def->has_policy ? &pp->def->policy : &m->policy);
-  pl_job job = {.size = sizeof job, .pipeline = &d, .input = a->input, .output_dir = a->outdir,
-                 .policy = pol, .cancel = a->cancel,
-                 .progress = a->progress, .progress_arg = a->progress_arg};
+  pl_job job = {.size = sizeof job,
+                .pipeline = &d,
+                .input = a->input,
+                .output_dir = a->outdir,
+                .policy = pol,
+                .cancel = a->cancel,
+                .progress = a->progress,
+                .progress_arg = a->progress_arg};
   int was_asleep = pl_runner_pipeline_asleep(m->runner, pp->def->name);
   double tw = base_now();
   pthread_mutex_lock(&m->lock);
@@ -853,9 +865,9 @@ static int run_on_dev(void *arg) {
   return rc;
 }
 
-int pl_manager_run_job(pl_manager *m, const char *pipeline, const char *input,
-                        const char *outdir, json_t *options, const atomic_int *cancel,
-                        pl_progress_fn progress, void *progress_arg, pl_job_result *res) {
+int pl_manager_run_job(pl_manager *m, const char *pipeline, const char *input, const char *outdir,
+                       json_t *options, const atomic_int *cancel, pl_progress_fn progress,
+                       void *progress_arg, pl_job_result *res) {
   memset(res, 0, sizeof *res);
   mpipe *pp = find_pipe(m, pipeline);
   if (!pp) {
@@ -893,9 +905,8 @@ int pl_manager_session_open(pl_manager *m, const char *pipeline, char *id) {
   return rc;
 }
 
-int pl_manager_session_item(pl_manager *m, const char *id, const char *input,
-                             const char *outdir, json_t *options, const atomic_int *cancel,
-                             pl_job_result *res) {
+int pl_manager_session_item(pl_manager *m, const char *id, const char *input, const char *outdir,
+                            json_t *options, const atomic_int *cancel, pl_job_result *res) {
   memset(res, 0, sizeof *res);
   char pipeline[128];
   int rc = pl_sessions_item_begin(m->sessions, id, pipeline);
@@ -932,8 +943,10 @@ static int release_on_dev(void *arg) {
   mem_release_result rr = {.size = sizeof rr};
   mem_release(a->m->alloc, EBB_RELEASE_DEFAULT, &rr);
   /* the trim is no owner's (the evicted stages publish their own) */
-  ebb_event ev = {.kind = EBB_EVENT_RELEASED, .device = dev_device_label(a->m->dev),
-                  .what = "GPU memory", .bytes = rr.released_bytes,
+  ebb_event ev = {.kind = EBB_EVENT_RELEASED,
+                  .device = dev_device_label(a->m->dev),
+                  .what = "GPU memory",
+                  .bytes = rr.released_bytes,
                   .context_bytes = rr.context_bytes};
   base_event_publish(&ev);
   uint64_t more = 0;
@@ -971,7 +984,8 @@ json_t *pl_manager_pipelines_json(pl_manager *m) {
     uint64_t need = pp->need;
     pthread_mutex_unlock(&m->lock);
     json_object_set_new(o, "name", json_string(d->name));
-    json_object_set_new(o, "description", d->description ? json_string(d->description) : json_null());
+    json_object_set_new(o, "description",
+                        d->description ? json_string(d->description) : json_null());
     json_object_set_new(o, "origin", json_string(d->origin ? d->origin : ""));
     json_object_set_new(o, "release", json_string(pol));
     json_object_set_new(o, "stages", st);
@@ -995,7 +1009,11 @@ static json_t *owners_json(pl_manager *m) {
     free(ev);
     return arr;
   }
-  typedef struct { uint32_t id; const char *label; uint64_t bytes; } row;
+  typedef struct {
+    uint32_t id;
+    const char *label;
+    uint64_t bytes;
+  } row;
   row *rows = calloc(n + 1, sizeof *rows);
   size_t nr = 0;
   for (size_t i = 0; rows && i < n; i++) {
@@ -1030,18 +1048,16 @@ json_t *pl_manager_memory_json(pl_manager *m) {
   pthread_mutex_unlock(&m->lock);
   static const char *src[] = {"none", "driver", "nvml", "host"};
   json_t *dev = json_pack("{s:s,s:s,s:I,s:I,s:I,s:s}", "label", dev_device_label(m->dev), "name",
-                          dev_name(m->dev), "total_bytes",
-                          (json_int_t)dev_total_bytes(m->dev), "driver_free_bytes",
-                          (json_int_t)st.driver_free, "driver_total_bytes",
+                          dev_name(m->dev), "total_bytes", (json_int_t)dev_total_bytes(m->dev),
+                          "driver_free_bytes", (json_int_t)st.driver_free, "driver_total_bytes",
                           (json_int_t)st.driver_total, "driver_source",
                           src[st.driver_source <= EBB_MEMINFO_HOST ? st.driver_source : 0]);
-  json_t *al = json_pack("{s:I,s:I,s:I,s:I,s:I,s:I,s:I}", "reserved_bytes",
-                         (json_int_t)st.reserved.current, "allocated_bytes",
-                         (json_int_t)st.allocated.current, "cached_bytes",
-                         (json_int_t)st.cached.current, "reserved_peak_bytes",
-                         (json_int_t)st.reserved.peak, "segments", (json_int_t)st.segments.current,
-                         "blocks", (json_int_t)st.blocks.current, "trimmed_bytes",
-                         (json_int_t)st.trimmed_bytes);
+  json_t *al =
+      json_pack("{s:I,s:I,s:I,s:I,s:I,s:I,s:I}", "reserved_bytes", (json_int_t)st.reserved.current,
+                "allocated_bytes", (json_int_t)st.allocated.current, "cached_bytes",
+                (json_int_t)st.cached.current, "reserved_peak_bytes", (json_int_t)st.reserved.peak,
+                "segments", (json_int_t)st.segments.current, "blocks",
+                (json_int_t)st.blocks.current, "trimmed_bytes", (json_int_t)st.trimmed_bytes);
   json_t *ctx = json_pack("{s:b,s:I}", "held", st.ctx_active, "estimate_bytes",
                           (json_int_t)st.context_estimate);
   json_t *pin = json_pack("{s:I,s:I}", "reserved_bytes", (json_int_t)st.pinned_reserved.current,
@@ -1100,9 +1116,9 @@ static void enforce_budget(pl_manager *m) {
     if (!budget || held <= budget || !oldest)
       return;
     base_log(EBB_LOG_INFO, "server",
-            "sleep: backups hold %llu MiB of host memory, over the budget of %llu MiB: "
-            "unloading pipeline '%s' (the oldest asleep)",
-            MIB(held), MIB(budget), oldest->def->name);
+             "sleep: backups hold %llu MiB of host memory, over the budget of %llu MiB: "
+             "unloading pipeline '%s' (the oldest asleep)",
+             MIB(held), MIB(budget), oldest->def->name);
     unload_in_switch(m, oldest, NULL);
   }
 }
@@ -1202,8 +1218,7 @@ double pl_manager_idle_seconds(pl_manager *m) {
   return t > 0 ? base_now() - t : base_now(); /* never used: as idle as can be */
 }
 
-__attribute__((format(printf, 2, 3)))
-static void gb_reason(pl_giveback *g, const char *fmt, ...) {
+__attribute__((format(printf, 2, 3))) static void gb_reason(pl_giveback *g, const char *fmt, ...) {
   size_t n = strlen(g->reason);
   if (n + 4 >= sizeof g->reason)
     return;
@@ -1225,8 +1240,8 @@ static void gb_kept(pl_giveback *g, const char *what, uint64_t bytes, const char
 }
 
 /* Why pp may not be given (NULL: it may), under lock. */
-static const char *keep_why(pl_manager *m, mpipe *pp, uint64_t held, uint64_t reserve,
-                            char *buf, size_t len) {
+static const char *keep_why(pl_manager *m, mpipe *pp, uint64_t held, uint64_t reserve, char *buf,
+                            size_t len) {
   if (!pp->loaded)
     return "not loaded";
   if (pp->asleep)
@@ -1241,8 +1256,7 @@ static const char *keep_why(pl_manager *m, mpipe *pp, uint64_t held, uint64_t re
   if (!pp->def->evictable)
     return "\"evictable\": false in its config";
   if (reserve && (held < pp->need || held - pp->need < reserve)) {
-    snprintf(buf, len, "--reserve %llu MiB (this process holds %llu MiB)", MIB(reserve),
-             MIB(held));
+    snprintf(buf, len, "--reserve %llu MiB (this process holds %llu MiB)", MIB(reserve), MIB(held));
     return buf;
   }
   return NULL;

@@ -67,17 +67,17 @@ struct pl_job_work;
 typedef struct pl_manager pl_manager;
 
 typedef struct pl_manager_opts {
-  uint32_t size;              /* sizeof(pl_manager_opts) */
-  dev_device *dev;            /* borrowed; outlives the manager */
-  mem_allocator *alloc;       /* borrowed, on dev */
-  const pl_registry *reg;    /* borrowed */
-  const pl_config *cfg;      /* borrowed: the pipelines known */
-  const char *work_dir;       /* loaded pipelines write under WORK/pipelines/NAME. Copied. */
-  const char *cache_dir;      /* stage result cache; NULL: none. Copied. */
-  const char *scratch_dir;    /* isolated stages' private load directories (runner.h);
+  uint32_t size;           /* sizeof(pl_manager_opts) */
+  dev_device *dev;         /* borrowed; outlives the manager */
+  mem_allocator *alloc;    /* borrowed, on dev */
+  const pl_registry *reg;  /* borrowed */
+  const pl_config *cfg;    /* borrowed: the pipelines known */
+  const char *work_dir;    /* loaded pipelines write under WORK/pipelines/NAME. Copied. */
+  const char *cache_dir;   /* stage result cache; NULL: none. Copied. */
+  const char *scratch_dir; /* isolated stages' private load directories (runner.h);
                                  NULL: $TMPDIR. Copied. */
-  const pl_policy *policy;   /* default for pipelines without one; NULL: after-stage */
-  double load_wait_s;         /* how long a load waits for memory; <= 0: 10 s */
+  const pl_policy *policy; /* default for pipelines without one; NULL: after-stage */
+  double load_wait_s;      /* how long a load waits for memory; <= 0: 10 s */
   /* Asking other processes for memory (issue 35, docs/broker.md): a load, or
    * a wake, or a job of a pipeline not loaded or asleep, whose need is over the driver's free
    * memory (after the manager's own switch) calls ask_peers(ask_arg, dev,
@@ -116,9 +116,9 @@ int pl_manager_unload_all(pl_manager *m, uint64_t *released, int *count);
 /* Runs one job (synchronously, holding the run lock). outdir is created.
  * options: {stage name -> options object} merged over the pipeline's
  * (may be NULL). progress (may be NULL) as in pl_job. Returns res->code. */
-int pl_manager_run_job(pl_manager *m, const char *pipeline, const char *input,
-                        const char *outdir, json_t *options, const atomic_int *cancel,
-                        pl_progress_fn progress, void *progress_arg, pl_job_result *res);
+int pl_manager_run_job(pl_manager *m, const char *pipeline, const char *input, const char *outdir,
+                       json_t *options, const atomic_int *cancel, pl_progress_fn progress,
+                       void *progress_arg, pl_job_result *res);
 
 /* Checks a job before it is queued: the pipeline exists (EBB_ENOTFOUND),
  * options names only its stages, every merged option is valid (EBB_ECONFIG,
@@ -126,18 +126,17 @@ int pl_manager_run_job(pl_manager *m, const char *pipeline, const char *input,
  * set (pipeline/trust.h: operator-only ones only where "allow_options"
  * names them; on_path, may be NULL, takes an allowed path option). */
 int pl_manager_check_job(pl_manager *m, const char *pipeline, json_t *options,
-                          pl_trust_path_fn on_path, void *arg);
+                         pl_trust_path_fn on_path, void *arg);
 /* The work a job of pipeline with options (merged as for a run) would take
  * on input_s seconds of input: its stages' estimates (pipeline/work.h). */
 int pl_manager_job_work(pl_manager *m, const char *pipeline, json_t *options, double input_s,
-                         uint32_t input_rate, struct pl_job_work *out);
+                        uint32_t input_rate, struct pl_job_work *out);
 
 /* Sessions: open loads the pipeline if needed and takes a lease. */
 int pl_manager_session_open(pl_manager *m, const char *pipeline, char *id);
 /* Runs one item (the input file) through the session's loaded pipeline. */
-int pl_manager_session_item(pl_manager *m, const char *id, const char *input,
-                             const char *outdir, json_t *options, const atomic_int *cancel,
-                             pl_job_result *res);
+int pl_manager_session_item(pl_manager *m, const char *id, const char *input, const char *outdir,
+                            json_t *options, const atomic_int *cancel, pl_job_result *res);
 int pl_manager_session_close(pl_manager *m, const char *id);
 
 /* Releases idle stages whose time is up and, when nothing is loaded, the
@@ -156,12 +155,12 @@ int pl_manager_release(pl_manager *m, uint64_t *released);
  * EBB_ENOTFOUND unknown pipeline or stage; EBB_EUNSUPPORTED never run and
  * no estimate declared. */
 int pl_manager_stage_need(pl_manager *m, const char *pipeline, const char *stage,
-                           pl_stage_need *out);
+                          pl_stage_need *out);
 /* The sum over the pipeline's stages of pl_manager_stage_need's device
  * bytes (stages that declare nothing and never ran count 0; *complete (may
  * be NULL) is then 0). */
 int pl_manager_pipeline_need(pl_manager *m, const char *pipeline, uint64_t *device_bytes,
-                              int *complete);
+                             int *complete);
 
 /* [{"name","description","origin","stages":[..],"loaded":bool,"sessions":N,
  *   "need_bytes":N|null}] (new reference). */
@@ -176,8 +175,7 @@ uint64_t pl_manager_need(pl_manager *m, const char *name);
 /* *measured: the pipeline's need as last measured here (a load or a run),
  * 0 when it never was (unlike pl_manager_need, no "expected_mib");
  * *asleep: 1 when it is loaded here and asleep. */
-void pl_manager_place_figures(pl_manager *m, const char *name, uint64_t *measured,
-                               int *asleep);
+void pl_manager_place_figures(pl_manager *m, const char *name, uint64_t *measured, int *asleep);
 /* The summed need of the pipelines asleep here other than except (may be
  * NULL): room free now that their wake takes back. */
 uint64_t pl_manager_asleep_bytes(pl_manager *m, const char *except);
@@ -202,11 +200,11 @@ int pl_manager_wake(pl_manager *m, const char *name, mem_sleep_stats *out);
 /* Host bytes the backups may hold (ebb serve --sleep-host-budget); 0: none. */
 void pl_manager_set_sleep_budget(pl_manager *m, uint64_t bytes);
 typedef struct pl_manager_sleep_info {
-  int sleeping;            /* pipelines asleep */
-  uint64_t backup_bytes;   /* host bytes holding their weights */
-  uint64_t budget_bytes;   /* 0: no budget */
-  uint64_t wakes;          /* wakes so far (API and jobs) */
-  double wake_seconds;     /* their time, summed */
+  int sleeping;          /* pipelines asleep */
+  uint64_t backup_bytes; /* host bytes holding their weights */
+  uint64_t budget_bytes; /* 0: no budget */
+  uint64_t wakes;        /* wakes so far (API and jobs) */
+  double wake_seconds;   /* their time, summed */
 } pl_manager_sleep_info;
 void pl_manager_sleep_figures(pl_manager *m, pl_manager_sleep_info *out);
 
@@ -227,10 +225,10 @@ typedef struct pl_giveback_kept {
   char why[160];
 } pl_giveback_kept;
 typedef struct pl_giveback {
-  uint64_t given;     /* bytes back: this process's driver usage drop when the
+  uint64_t given; /* bytes back: this process's driver usage drop when the
                          driver can say (*confirmed 1), else ebb's own figure */
   int confirmed;
-  char reason[512];   /* "pipeline a asleep; pipeline b unloaded; cache trimmed" */
+  char reason[512]; /* "pipeline a asleep; pipeline b unloaded; cache trimmed" */
   size_t nkept;
   pl_giveback_kept kept[EBB_GIVEBACK_MAX_KEPT];
 } pl_giveback;

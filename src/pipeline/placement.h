@@ -28,16 +28,16 @@
 #include "pipeline/manager.h"
 
 typedef struct pl_place_dev {
-  int ordinal;          /* CUDA device number; -1 for the CPU device */
-  int idle;             /* runs no job, load or item now */
-  int failed;           /* taken out of placement */
-  int loaded;           /* the job's pipeline is loaded here */
-  int free_known;       /* free_bytes is the driver's (or NVML's) figure */
-  uint64_t free_bytes;  /* driver free memory now */
-  uint64_t other_bytes; /* predicted bytes of the other pipelines loaded here */
-  int others;           /* how many other pipelines are loaded here */
-  int asleep;           /* the job's pipeline is loaded here, asleep */
-  uint64_t asleep_bytes;/* predicted bytes of the other pipelines asleep here (in
+  int ordinal;           /* CUDA device number; -1 for the CPU device */
+  int idle;              /* runs no job, load or item now */
+  int failed;            /* taken out of placement */
+  int loaded;            /* the job's pipeline is loaded here */
+  int free_known;        /* free_bytes is the driver's (or NVML's) figure */
+  uint64_t free_bytes;   /* driver free memory now */
+  uint64_t other_bytes;  /* predicted bytes of the other pipelines loaded here */
+  int others;            /* how many other pipelines are loaded here */
+  int asleep;            /* the job's pipeline is loaded here, asleep */
+  uint64_t asleep_bytes; /* predicted bytes of the other pipelines asleep here (in
                            free_bytes now; theirs again when they wake) */
 } pl_place_dev;
 
@@ -45,7 +45,7 @@ typedef struct pl_place_job {
   uint64_t need;     /* predicted need (pl_place_need); 0: unknown */
   uint32_t pin_cuda; /* as in pl_def */
   int pin_cpu;
-  int overdue;       /* waited past --max-wait: may evict anywhere */
+  int overdue; /* waited past --max-wait: may evict anywhere */
 } pl_place_job;
 
 typedef enum {

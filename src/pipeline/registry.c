@@ -30,8 +30,8 @@ struct pl_registry {
 static int add_entry(pl_registry *r, const ebb_stage *st, const char *origin) {
   const char *prev;
   if (pl_registry_find(r, st->name, &prev))
-    return ebb_seterr(EBB_ECONFIG, "%s: stage '%s' is already registered by %s", origin,
-                      st->name, prev);
+    return ebb_seterr(EBB_ECONFIG, "%s: stage '%s' is already registered by %s", origin, st->name,
+                      prev);
   if (r->n == r->cap) {
     size_t cap = r->cap ? r->cap * 2 : 16;
     reg_entry *v = realloc(r->v, cap * sizeof *v);
@@ -57,14 +57,13 @@ static int check_stage(const ebb_stage *st, const char *origin, size_t index) {
   /* a stage built against an older, shorter struct still loads: the fields
    * appended since are read through EBB_STAGE_HAS */
   if (st->size < EBB_STAGE_SIZE_V1)
-    return ebb_seterr(EBB_EABI, "%s: stage #%zu has size %u, expected at least %u", origin,
-                      index, st->size, EBB_STAGE_SIZE_V1);
+    return ebb_seterr(EBB_EABI, "%s: stage #%zu has size %u, expected at least %u", origin, index,
+                      st->size, EBB_STAGE_SIZE_V1);
   if (!st->name || !*st->name)
     return ebb_seterr(EBB_EABI, "%s: stage #%zu has no name", origin, index);
   const char *missing = !st->load ? "load" : !st->run ? "run" : !st->unload ? "unload" : NULL;
   if (missing)
-    return ebb_seterr(EBB_EABI, "%s: stage '%s' has no %s entry point", origin, st->name,
-                      missing);
+    return ebb_seterr(EBB_EABI, "%s: stage '%s' has no %s entry point", origin, st->name, missing);
   if (st->options_schema) {
     json_error_t e;
     json_t *s = json_loads(st->options_schema, 0, &e);
@@ -132,8 +131,8 @@ int pl_registry_load_plugin(pl_registry *r, const char *path) {
   pl->handle = dlopen(path, RTLD_NOW | RTLD_LOCAL);
   if (!pl->handle)
     return ebb_seterr(EBB_ENOLIB, "plugin %s: cannot load: %s", path, dlerror());
-  ebb_plugin_init_fn init = (ebb_plugin_init_fn)(uintptr_t)dlsym(pl->handle,
-                                                                  EBB_PLUGIN_INIT_SYMBOL);
+  ebb_plugin_init_fn init =
+      (ebb_plugin_init_fn)(uintptr_t)dlsym(pl->handle, EBB_PLUGIN_INIT_SYMBOL);
   if (!init)
     return ebb_seterr(EBB_EABI,
                       "plugin %s: no %s symbol: not an ebb stage plugin (see docs/stage-abi.md)",
@@ -143,9 +142,8 @@ int pl_registry_load_plugin(pl_registry *r, const char *path) {
   ebb_clearerr();
   int rc = init(pl_host_table(), &stages, &n);
   if (rc)
-    return ebb_seterr(rc == EBB_EABI ? EBB_EABI : EBB_ECONFIG,
-                      "plugin %s: %s returned %s (%s)%s", path, EBB_PLUGIN_INIT_SYMBOL,
-                      ebb_errname(rc), ebb_strerror(rc),
+    return ebb_seterr(rc == EBB_EABI ? EBB_EABI : EBB_ECONFIG, "plugin %s: %s returned %s (%s)%s",
+                      path, EBB_PLUGIN_INIT_SYMBOL, ebb_errname(rc), ebb_strerror(rc),
                       rc == EBB_EABI ? ": it was built for another stage ABI version than "
                                        "this ebb's"
                                      : "");
@@ -296,14 +294,14 @@ static int bounds_ok(const ebb_stage *st, const char *key, const json_t *spec, c
       snprintf(range, sizeof range, "at least %g", json_number_value(lo));
     else
       snprintf(range, sizeof range, "at most %g", json_number_value(hi));
-    return ebb_seterr(EBB_ECONFIG, "%s: option '%s' of stage '%s' must be %s, got %g", where,
-                      key, st->name, range, x);
+    return ebb_seterr(EBB_ECONFIG, "%s: option '%s' of stage '%s' must be %s, got %g", where, key,
+                      st->name, range, x);
   }
   return 0;
 }
 
 int pl_stage_validate_options(const ebb_stage *st, const json_t *options, const char *where,
-                               json_t **merged) {
+                              json_t **merged) {
   const char *w = where ? where : "options";
   json_t *schema = NULL, *out = NULL;
   json_error_t e;
@@ -364,7 +362,7 @@ fail:
 }
 
 int pl_stage_estimate(const ebb_stage *st, const char *options, const ebb_items *in,
-                       ebb_estimate *out) {
+                      ebb_estimate *out) {
   if (!st || !out || out->size < sizeof(uint32_t))
     return ebb_seterr(EBB_EINVAL, "ebb_stage_estimate: a stage and out->size are required");
   uint32_t size = out->size < sizeof(ebb_estimate) ? out->size : (uint32_t)sizeof(ebb_estimate);
@@ -391,7 +389,7 @@ int pl_stage_estimate(const ebb_stage *st, const char *options, const ebb_items 
 }
 
 int pl_stage_work(const ebb_stage *st, const char *options, double input_s, uint32_t input_rate,
-                   ebb_work *out) {
+                  ebb_work *out) {
   if (!st || !out || out->size < sizeof(uint32_t))
     return ebb_seterr(EBB_EINVAL, "ebb_stage_work: a stage and out->size are required");
   uint32_t size = out->size < sizeof(ebb_work) ? out->size : (uint32_t)sizeof(ebb_work);
@@ -409,7 +407,10 @@ int pl_stage_work(const ebb_stage *st, const char *options, double input_s, uint
     json_decref(merged);
   }
   ebb_clearerr();
-  int rc = st->work(pl_host_table(), options ? options : defaults ? defaults : "{}",
+  int rc = st->work(pl_host_table(),
+                    options    ? options
+                    : defaults ? defaults
+                               : "{}",
                     input_s > 0.0 ? input_s : 0.0, &w);
   free(defaults);
   if (rc)

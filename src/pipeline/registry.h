@@ -44,7 +44,7 @@ const ebb_stage *pl_registry_at(const pl_registry *r, size_t i, const char **ori
  * with options. The message names the stage and the option; where is a
  * prefix for it ("config.json: pipeline 'p' stage 'a'"), may be NULL. */
 int pl_stage_validate_options(const ebb_stage *st, const json_t *options, const char *where,
-                               json_t **merged);
+                              json_t **merged);
 
 /* The stage's declared needs (its optional `estimate`) for options (the
  * merged options, JSON text; NULL: its defaults) and the job's items so far
@@ -52,7 +52,7 @@ int pl_stage_validate_options(const ebb_stage *st, const json_t *options, const 
  * EBB_EUNSUPPORTED when the stage declares none (an older struct, or no
  * estimate); the stage's error otherwise. */
 int pl_stage_estimate(const ebb_stage *st, const char *options, const ebb_items *in,
-                       ebb_estimate *out);
+                      ebb_estimate *out);
 
 /* The stage's work estimate (its optional `work`) for options (the merged
  * options, JSON text; NULL: its defaults) on input_s seconds of input (0:
@@ -60,6 +60,6 @@ int pl_stage_estimate(const ebb_stage *st, const char *options, const ebb_items 
  * when the stage gives none (an older struct, or no work); the stage's error
  * otherwise. */
 int pl_stage_work(const ebb_stage *st, const char *options, double input_s, uint32_t input_rate,
-                   ebb_work *out);
+                  ebb_work *out);
 
 #endif

@@ -73,7 +73,7 @@ void pl_residency_note(pl_residency *r, const char *name, int loaded_by_job) {
 }
 
 int pl_residency_due(pl_residency *r, int (*queued)(void *arg, const char *name), void *arg,
-                      pl_resident_due *due) {
+                     pl_resident_due *due) {
   double now = base_now();
   int found = 0;
   pthread_mutex_lock(&r->lock);
@@ -99,9 +99,9 @@ static int leave_asleep(pl_residency *r, const pl_resident_due *due, const char 
   int rc = pl_manager_sleep(r->m, due->name, &st);
   if (rc == 0)
     base_log(EBB_LOG_INFO, "server",
-            "pipeline %s on %s: idle %.0f s with no job of it "
-            "queued: asleep, %llu MiB released",
-            due->name, label, due->idle_s, (unsigned long long)(st.device_bytes >> 20));
+             "pipeline %s on %s: idle %.0f s with no job of it "
+             "queued: asleep, %llu MiB released",
+             due->name, label, due->idle_s, (unsigned long long)(st.device_bytes >> 20));
   return rc;
 }
 
@@ -109,14 +109,14 @@ static void leave_unloaded(pl_residency *r, const pl_resident_due *due, const ch
                            int sleep_rc) {
   uint64_t rel = 0;
   if (sleep_rc)
-    base_log(EBB_LOG_WARN, "server", "pipeline %s on %s: sleep failed (%s); unloading it", due->name,
-            label, ebb_errmsg());
+    base_log(EBB_LOG_WARN, "server", "pipeline %s on %s: sleep failed (%s); unloading it",
+             due->name, label, ebb_errmsg());
   int rc = pl_manager_unload(r->m, due->name, &rel);
   base_log(rc ? EBB_LOG_WARN : EBB_LOG_INFO, "server",
-          "pipeline %s on %s: idle %.0f s with "
-          "no job of it queued: unloaded, %llu MiB released%s%s",
-          due->name, label, due->idle_s, (unsigned long long)(rel >> 20), rc ? "; " : "",
-          rc ? ebb_errmsg() : "");
+           "pipeline %s on %s: idle %.0f s with "
+           "no job of it queued: unloaded, %llu MiB released%s%s",
+           due->name, label, due->idle_s, (unsigned long long)(rel >> 20), rc ? "; " : "",
+           rc ? ebb_errmsg() : "");
 }
 
 void pl_residency_leave(pl_residency *r, const pl_resident_due *due) {

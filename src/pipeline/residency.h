@@ -48,7 +48,7 @@ typedef struct pl_resident_due {
  * (the caller may hold its queue's lock over this call, which does not
  * wait on the device). */
 int pl_residency_due(pl_residency *r, int (*queued)(void *arg, const char *name), void *arg,
-                      pl_resident_due *due);
+                     pl_resident_due *due);
 /* Makes due leave its device (sleep or unload, logged "pipeline NAME on
  * DEV: idle S s with no job of it queued: asleep|unloaded, N MiB
  * released"); one with sessions stays for another keep time. Waits on the

@@ -28,9 +28,9 @@
 typedef struct slot {
   struct slot *next;
   pl_instance *inst;
-  pl_policy policy;   /* of the job that used it last */
-  double idle_since;   /* idle (policy idle, sleep) since: pl_policy_leave says when it goes */
-  int quiet;           /* policy never: its release lines go to debug */
+  pl_policy policy;  /* of the job that used it last */
+  double idle_since; /* idle (policy idle, sleep) since: pl_policy_leave says when it goes */
+  int quiet;         /* policy never: its release lines go to debug */
 } slot;
 
 /* What the runner learned of a stage entry: its last measured peaks. */
@@ -51,7 +51,7 @@ struct pl_runner {
   char *hook;
   int oneshot;
   int cache_default;
-  slot *pool;          /* newest first */
+  slot *pool; /* newest first */
 };
 
 /* --- helpers ------------------------------------------------------------------ */
@@ -97,7 +97,7 @@ static uint64_t release_slot(pl_runner *r, slot *s, int with_context, pl_instanc
   if (!rep)
     rep = &local;
   pl_instance_plan plan = {.quiet = s->quiet,
-                            .with_context = with_context && r->pool == s && !s->next};
+                           .with_context = with_context && r->pool == s && !s->next};
   char name[128];
   snprintf(name, sizeof name, "%s", pl_instance_name(s->inst));
   /* the hook measures the device around this one release (any path) */
@@ -124,12 +124,17 @@ static uint64_t release_process(pl_runner *r) {
   mem_release_result rr = {.size = sizeof rr};
   mem_release(r->alloc, EBB_RELEASE_TRIM | EBB_RELEASE_PINNED, &rr);
   uint64_t after = pl_driver_free(r->dev, NULL);
-  ebb_event ev = {.kind = EBB_EVENT_RELEASED, .flags = EBB_EVENT_PROCESS,
-                  .device = dev_device_label(r->dev), .owner = EBB_RELEASE_PROCESS_OWNER,
+  ebb_event ev = {.kind = EBB_EVENT_RELEASED,
+                  .flags = EBB_EVENT_PROCESS,
+                  .device = dev_device_label(r->dev),
+                  .owner = EBB_RELEASE_PROCESS_OWNER,
                   .what = dev_kind_of(r->dev) == EBB_DEVICE_CUDA ? "GPU memory"
-                                                                       : "device memory (cpu)",
-                  .bytes = rr.released_bytes, .driver_free_before = before,
-                  .driver_free_after = after, .callbacks_run = run, .callbacks_failed = failed};
+                                                                 : "device memory (cpu)",
+                  .bytes = rr.released_bytes,
+                  .driver_free_before = before,
+                  .driver_free_after = after,
+                  .callbacks_run = run,
+                  .callbacks_failed = failed};
   base_event_publish(&ev); /* the log writes "[process] released N MiB of GPU memory" */
   return rr.released_bytes;
 }
@@ -150,22 +155,27 @@ static uint64_t vacate(pl_runner *r, const char *scope) {
   mem_release(r->alloc, EBB_RELEASE_DEFAULT | EBB_RELEASE_CONTEXT, &rr);
   if (rr.context_error)
     base_log(EBB_LOG_WARN, scope, "could not release the device context: %s",
-            ebb_strerror(rr.context_error));
+             ebb_strerror(rr.context_error));
   uint64_t after = pl_driver_free(r->dev, NULL);
-  ebb_event ev = {.kind = EBB_EVENT_RELEASED, .device = dev_device_label(r->dev),
-                  .what = "GPU memory", .bytes = rr.released_bytes,
-                  .context_bytes = rr.context_bytes, .driver_free_before = before,
+  ebb_event ev = {.kind = EBB_EVENT_RELEASED,
+                  .device = dev_device_label(r->dev),
+                  .what = "GPU memory",
+                  .bytes = rr.released_bytes,
+                  .context_bytes = rr.context_bytes,
+                  .driver_free_before = before,
                   .driver_free_after = after};
   base_event_publish(&ev); /* no owner's: the context and the trim; the line below is its own */
-  base_log_field f[] = {
-      EBB_LF_S("event", "context_released"), EBB_LF_S("scope", scope),
-      EBB_LF_U("released_bytes", rr.released_bytes), EBB_LF_U("context_bytes", rr.context_bytes),
-      EBB_LF_U("driver_free_before", before), EBB_LF_U("driver_free_after", after)};
+  base_log_field f[] = {EBB_LF_S("event", "context_released"),
+                        EBB_LF_S("scope", scope),
+                        EBB_LF_U("released_bytes", rr.released_bytes),
+                        EBB_LF_U("context_bytes", rr.context_bytes),
+                        EBB_LF_U("driver_free_before", before),
+                        EBB_LF_U("driver_free_after", after)};
   if (rr.context_released)
     base_log_ev(EBB_LOG_INFO, scope, f, 6,
-               "idle: device context released, %llu MiB of GPU memory back to the driver; "
-               "ebb holds nothing on %s",
-               MIB(rr.released_bytes), dev_device_label(r->dev));
+                "idle: device context released, %llu MiB of GPU memory back to the driver; "
+                "ebb holds nothing on %s",
+                MIB(rr.released_bytes), dev_device_label(r->dev));
   return process + rr.released_bytes;
 }
 
@@ -181,11 +191,13 @@ static uint64_t vacate_asleep(pl_runner *r, const char *scope) {
   mem_release_result rr = {.size = sizeof rr};
   mem_release(r->alloc, EBB_RELEASE_TRIM | EBB_RELEASE_PINNED | EBB_RELEASE_CONTEXT, &rr);
   if (rr.context_released)
-    base_log(EBB_LOG_INFO, scope, "asleep: device context released, %llu MiB of GPU memory "
-            "back to the driver", MIB(rr.released_bytes));
+    base_log(EBB_LOG_INFO, scope,
+             "asleep: device context released, %llu MiB of GPU memory "
+             "back to the driver",
+             MIB(rr.released_bytes));
   else if (rr.context_error)
     base_log(EBB_LOG_DEBUG, scope, "asleep: device context kept: %s",
-            ebb_strerror(rr.context_error));
+             ebb_strerror(rr.context_error));
   return rr.released_bytes;
 }
 
@@ -216,9 +228,8 @@ static int on_oom(void *arg, pl_sctx *who) {
 /* The instance for stage d of pipeline p with these options: the one kept
  * loaded with the same definition, else a new one in the pool (one kept with
  * another definition is released first). NULL: res says why. */
-static slot *slot_for(pl_runner *r, const pl_def *p, const pl_stage_def *d,
-                      const ebb_stage *st, const char *opts, const char *outdir,
-                      pl_job_result *res) {
+static slot *slot_for(pl_runner *r, const pl_def *p, const pl_stage_def *d, const ebb_stage *st,
+                      const char *opts, const char *outdir, pl_job_result *res) {
   slot *s = find_slot(r, p->name, d->name);
   if (s && (pl_instance_stage(s->inst) != st || strcmp(pl_instance_options(s->inst), opts))) {
     res->released_bytes += release_slot(r, s, 0, NULL);
@@ -226,10 +237,17 @@ static slot *slot_for(pl_runner *r, const pl_def *p, const pl_stage_def *d,
   }
   if (s)
     return s;
-  pl_instance_spec spec = {.size = sizeof spec, .dev = r->dev, .alloc = r->alloc, .stage = st,
-                            .pipeline = p->name, .name = d->name, .options = opts,
-                            .output_dir = outdir, .scratch_dir = r->scratch_dir,
-                            .on_oom = on_oom, .on_oom_arg = r};
+  pl_instance_spec spec = {.size = sizeof spec,
+                           .dev = r->dev,
+                           .alloc = r->alloc,
+                           .stage = st,
+                           .pipeline = p->name,
+                           .name = d->name,
+                           .options = opts,
+                           .output_dir = outdir,
+                           .scratch_dir = r->scratch_dir,
+                           .on_oom = on_oom,
+                           .on_oom_arg = r};
   if (!(s = calloc(1, sizeof *s))) {
     fail(res, EBB_ENOMEM, d->name, "stage '%s': out of host memory", d->name);
     return NULL;
@@ -296,7 +314,7 @@ int pl_runner_evict_idle(pl_runner *r, double now, uint64_t *released) {
     if (pl_instance_state_of(s->inst) != EBB_INSTANCE_IDLE)
       continue;
     pl_leave_how how = now < 0 ? EBB_LEAVE_RELEASE
-                                : pl_policy_leave(&s->policy, now - s->idle_since, 0);
+                               : pl_policy_leave(&s->policy, now - s->idle_since, 0);
     if (how != EBB_LEAVE_STAY) /* evicting all (now < 0): asleep under sleep, as when due */
       total += s->policy.kind == EBB_POLICY_SLEEP ? sleep_slot(s) : release_slot(r, s, 0, NULL);
   }
@@ -310,8 +328,8 @@ int pl_runner_evict_idle(pl_runner *r, double now, uint64_t *released) {
 }
 
 /* --- checking ------------------------------------------------------------ */
-static int check_stage(const pl_registry *reg, const pl_def *p,
-                       const pl_stage_def *d, const ebb_stage **st, json_t **merged) {
+static int check_stage(const pl_registry *reg, const pl_def *p, const pl_stage_def *d,
+                       const ebb_stage **st, json_t **merged) {
   char where[768];
   snprintf(where, sizeof where, "%s: pipeline '%s' stage '%s'", p->origin, p->name, d->name);
   const char *origin = NULL;
@@ -336,9 +354,7 @@ static int check_stage(const pl_registry *reg, const pl_def *p,
   return spec ? 0 : ebb_seterr(EBB_ENOMEM, "%s: out of host memory", where);
 }
 
-int pl_runner_check(const pl_runner *r, const pl_def *p) {
-  return pl_check(r->reg, p);
-}
+int pl_runner_check(const pl_runner *r, const pl_def *p) { return pl_check(r->reg, p); }
 
 int pl_check(const pl_registry *reg, const pl_def *p) {
   for (size_t i = 0; i < p->nstages; i++) {
@@ -367,15 +383,15 @@ typedef struct job_state {
 typedef struct stage_run {
   int idx;
   const pl_stage_def *d;
-  const ebb_stage *st;       /* the stage, or the isolated proxy */
-  json_t *merged;            /* its options, merged over the schema's defaults */
-  char *opts;                /* the same, canonical: the instance's reuse key */
+  const ebb_stage *st; /* the stage, or the isolated proxy */
+  json_t *merged;      /* its options, merged over the schema's defaults */
+  char *opts;          /* the same, canonical: the instance's reuse key */
   int use_cache;
-  uint8_t key[32];           /* the result cache's key, when use_cache */
+  uint8_t key[32]; /* the result cache's key, when use_cache */
   slot *s;
   ebb_items *out;
   double t0, t_loaded, t1;
-  int64_t base;              /* memory held outside ebb before the stage */
+  int64_t base; /* memory held outside ebb before the stage */
   int base_known;
 } stage_run;
 
@@ -383,8 +399,8 @@ static int64_t outside_now(pl_runner *r, int *known) {
   mem_unattributed u = {.size = sizeof u};
   /* On the CPU device the "driver" figure is the whole host's memory: no use
    * for attributing; what ebb handed out through raw_driver_alloc is used. */
-  if (dev_kind_of(r->dev) != EBB_DEVICE_CUDA ||
-      mem_allocator_unattributed(r->alloc, &u) != 0 || !u.known) {
+  if (dev_kind_of(r->dev) != EBB_DEVICE_CUDA || mem_allocator_unattributed(r->alloc, &u) != 0 ||
+      !u.known) {
     *known = 0;
     return 0;
   }
@@ -408,11 +424,10 @@ static void report_outside(pl_runner *r, const stage_run *sr) {
   if (outside < (1 << 20))
     return;
   base_log_field f[] = {EBB_LF_S("event", "outside"), EBB_LF_S("stage", c->name),
-                       EBB_LF_I("outside_bytes", outside),
-                       EBB_LF_S("measured_by", known && sr->base_known ? "driver" : "ebb")};
+                        EBB_LF_I("outside_bytes", outside),
+                        EBB_LF_S("measured_by", known && sr->base_known ? "driver" : "ebb")};
   base_log_ev(EBB_LOG_WARN, c->name, f, 4,
-             "%llu MiB held outside ebb (taken from the driver directly)",
-             MIB((uint64_t)outside));
+              "%llu MiB held outside ebb (taken from the driver directly)", MIB((uint64_t)outside));
 }
 
 static int cancelled(const pl_job *job) { return job->cancel && atomic_load(job->cancel); }
@@ -523,7 +538,7 @@ static int stage_instance(job_state *js, stage_run *sr) {
   /* a kept instance writes where this job writes (bound before a wake: an
    * isolated stage's wake is a load in a new worker, this job's) */
   pl_instance_bind(sr->s->inst, js->job->cancel, js->outdir,
-                    d->timeout_s > 0 ? sr->t0 + d->timeout_s : 0);
+                   d->timeout_s > 0 ? sr->t0 + d->timeout_s : 0);
   int rc = pl_instance_state_of(sr->s->inst) == EBB_INSTANCE_PARKED
                ? pl_instance_wake(sr->s->inst, NULL) /* a job wakes a sleeping stage in place */
                : 0;
@@ -596,13 +611,12 @@ static uint64_t check_estimate(job_state *js, stage_run *sr, uint64_t peak) {
   double off = peak ? ((double)e.device_bytes - (double)peak) / (double)peak : 0;
   if (off > 0.10 || off < -0.10)
     base_log(EBB_LOG_DEBUG, sr->d->name,
-            "estimate %llu MiB, measured peak %llu MiB (off by %+.0f %%)", MIB(e.device_bytes),
-            MIB(peak), off * 100);
+             "estimate %llu MiB, measured peak %llu MiB (off by %+.0f %%)", MIB(e.device_bytes),
+             MIB(peak), off * 100);
   return e.device_bytes ? e.device_bytes : 1;
 }
 
-int pl_runner_stage_need(pl_runner *r, const pl_def *p, const char *stage,
-                          pl_stage_need *out) {
+int pl_runner_stage_need(pl_runner *r, const pl_def *p, const char *stage, pl_stage_need *out) {
   if (!r || !p || !stage || !out || out->size < sizeof(uint32_t))
     return ebb_seterr(EBB_EINVAL, "ebb_runner_stage_need: runner, pipeline, stage and out->size "
                                   "are required");
@@ -669,15 +683,16 @@ static int stage_done(job_state *js, stage_run *sr) {
   if (rc)
     return fail(js->res, rc, d->name, "stage '%s': %s", d->name, ebb_errmsg());
   js->res->stages_run++;
-  base_log_field f[] = {EBB_LF_S("event", "stage_done"), EBB_LF_S("stage", d->name),
-                       EBB_LF_F("seconds", sr->t1 - sr->t0),
-                       EBB_LF_F("load_seconds", sr->t_loaded - sr->t0),
-                       EBB_LF_F("run_seconds", sr->t1 - sr->t_loaded),
-                       EBB_LF_U("peak_bytes", os.bytes.peak),
-                       EBB_LF_U("host_peak_bytes", host_peak),
-                       EBB_LF_U("estimate_bytes", est > 1 ? est : 0)};
+  base_log_field f[] = {EBB_LF_S("event", "stage_done"),
+                        EBB_LF_S("stage", d->name),
+                        EBB_LF_F("seconds", sr->t1 - sr->t0),
+                        EBB_LF_F("load_seconds", sr->t_loaded - sr->t0),
+                        EBB_LF_F("run_seconds", sr->t1 - sr->t_loaded),
+                        EBB_LF_U("peak_bytes", os.bytes.peak),
+                        EBB_LF_U("host_peak_bytes", host_peak),
+                        EBB_LF_U("estimate_bytes", est > 1 ? est : 0)};
   base_log_ev(EBB_LOG_INFO, d->name, f, 8, "done in %.2f s, peak %llu MiB, host peak %llu MiB",
-             sr->t1 - sr->t0, MIB(os.bytes.peak), MIB(host_peak));
+              sr->t1 - sr->t0, MIB(os.bytes.peak), MIB(host_peak));
   if (!d->isolate) /* a worker's memory is its own, not held outside ebb */
     report_outside(r, sr);
   return 0;
@@ -692,7 +707,7 @@ static int load_and_run(job_state *js, stage_run *sr) {
     rc = pl_instance_load(in);
     sr->t_loaded = base_now();
     base_log(EBB_LOG_DEBUG, d->name, "load: %s in %.2f s", rc ? "failed" : "done",
-            sr->t_loaded - sr->t0);
+             sr->t_loaded - sr->t0);
   }
   if (!rc) {
     if ((rc = pl_items_create(js->job_owner, js->items, &sr->out)) != 0)
@@ -869,10 +884,10 @@ out:
   res->seconds = base_now() - t0;
   if (!res->code) {
     base_log_field f[] = {EBB_LF_S("event", "job_done"), EBB_LF_S("pipeline", p->name),
-                         EBB_LF_F("seconds", res->seconds),
-                         EBB_LF_U("released_bytes", res->released_bytes)};
+                          EBB_LF_F("seconds", res->seconds),
+                          EBB_LF_U("released_bytes", res->released_bytes)};
     base_log_ev(EBB_LOG_INFO, NULL, f, 4, "pipeline %s done in %.2f s (%d stages run, %d cached)",
-               p->name, res->seconds, res->stages_run, res->stages_cached);
+                p->name, res->seconds, res->stages_run, res->stages_cached);
   }
   return res->code;
 }
@@ -880,8 +895,8 @@ out:
 /* --- pipelines kept loaded (for the manager, src/pipeline/manager.c) --------- */
 /* Loads stage d of p and keeps it under policy never (no-op when an instance
  * with the same definition is loaded). A failure is left in res. */
-static void load_kept(pl_runner *r, const pl_def *p, const pl_stage_def *d,
-                      const char *outdir, pl_job_result *res) {
+static void load_kept(pl_runner *r, const pl_def *p, const pl_stage_def *d, const char *outdir,
+                      pl_job_result *res) {
   const ebb_stage *st;
   json_t *merged = NULL;
   int rc = check_stage(r->reg, p, d, &st, &merged);
@@ -911,8 +926,7 @@ static void load_kept(pl_runner *r, const pl_def *p, const pl_stage_def *d,
          pl_instance_error(s->inst));
 }
 
-int pl_runner_load_pipeline(pl_runner *r, const pl_def *p, const char *outdir,
-                             pl_job_result *res) {
+int pl_runner_load_pipeline(pl_runner *r, const pl_def *p, const char *outdir, pl_job_result *res) {
   memset(res, 0, sizeof *res);
   if (!r || !p || !outdir)
     return fail(res, EBB_EINVAL, NULL, "runner: no pipeline or output directory to load");
@@ -927,7 +941,7 @@ int pl_runner_load_pipeline(pl_runner *r, const pl_def *p, const char *outdir,
 }
 
 int pl_runner_unload_pipeline(pl_runner *r, const char *pipeline, int with_context,
-                               uint64_t *released) {
+                              uint64_t *released) {
   uint64_t total = 0;
   int err = 0;
   /* the pool is newest first: release from the tail so stages go in load order */
@@ -956,7 +970,7 @@ int pl_runner_unload_pipeline(pl_runner *r, const char *pipeline, int with_conte
 }
 
 int pl_runner_pipeline_bytes(pl_runner *r, const char *pipeline, uint64_t *current,
-                              uint64_t *peak) {
+                             uint64_t *peak) {
   uint64_t cur = 0, pk = 0;
   int n = 0;
   for (slot *s = r->pool; s; s = s->next) {
@@ -1051,8 +1065,10 @@ int pl_runner_wake_pipeline(pl_runner *r, const char *pipeline, mem_sleep_stats 
     snprintf(scope, sizeof scope, "pipeline %s", pipeline);
     vacate_asleep(r, scope);
     t = (mem_sleep_stats){.size = sizeof t};
-    ebb_seterr(rc, "pipeline '%s': wake failed, it stays asleep (retry the wake, or unload "
-                   "it): %s", pipeline, msg);
+    ebb_seterr(rc,
+               "pipeline '%s': wake failed, it stays asleep (retry the wake, or unload "
+               "it): %s",
+               pipeline, msg);
   }
   t.seconds = base_now() - t0;
   if (out)

@@ -57,16 +57,16 @@
 typedef struct pl_runner pl_runner;
 
 typedef struct pl_runner_opts {
-  uint32_t size;          /* sizeof(pl_runner_opts) */
-  dev_device *dev;        /* borrowed; must outlive the runner */
-  mem_allocator *alloc;   /* borrowed, on dev */
-  const pl_registry *reg;/* borrowed */
-  const char *cache_dir;  /* NULL: no result cache. Copied. */
-  const char *scratch_dir;/* isolated stages' private load directories go under it
+  uint32_t size;           /* sizeof(pl_runner_opts) */
+  dev_device *dev;         /* borrowed; must outlive the runner */
+  mem_allocator *alloc;    /* borrowed, on dev */
+  const pl_registry *reg;  /* borrowed */
+  const char *cache_dir;   /* NULL: no result cache. Copied. */
+  const char *scratch_dir; /* isolated stages' private load directories go under it
                              (made 0700 if absent); NULL: $TMPDIR, else /tmp. Copied. */
-  const char *hook;       /* NULL: $EBB_STAGE_HOOK (see hook.h). Copied. */
-  int oneshot;            /* 1: no other job will come (ebb run) */
-  int cache_default;      /* 1: stages whose entry says nothing about "cache"
+  const char *hook;        /* NULL: $EBB_STAGE_HOOK (see hook.h). Copied. */
+  int oneshot;             /* 1: no other job will come (ebb run) */
+  int cache_default;       /* 1: stages whose entry says nothing about "cache"
                              use the result cache; 0: only "cache": true ones */
 } pl_runner_opts;
 
@@ -87,21 +87,21 @@ int pl_check(const pl_registry *reg, const pl_def *p);
 typedef void (*pl_progress_fn)(void *arg, int index, int count, const char *stage, int done);
 
 typedef struct pl_job {
-  uint32_t size;                    /* sizeof(pl_job) */
-  const pl_def *pipeline; /* borrowed */
-  const char *input;                /* must exist (EBB_EINPUT) */
-  const char *output_dir;           /* created if absent; NULL: "ebb-out" */
-  const pl_policy *policy;         /* NULL: the pipeline's, else after-stage */
-  const atomic_int *cancel;         /* nonzero: cancel; may be NULL */
+  uint32_t size;            /* sizeof(pl_job) */
+  const pl_def *pipeline;   /* borrowed */
+  const char *input;        /* must exist (EBB_EINPUT) */
+  const char *output_dir;   /* created if absent; NULL: "ebb-out" */
+  const pl_policy *policy;  /* NULL: the pipeline's, else after-stage */
+  const atomic_int *cancel; /* nonzero: cancel; may be NULL */
   pl_progress_fn progress;
   void *progress_arg;
 } pl_job;
 
 typedef struct pl_job_result {
-  int code;                 /* 0 or the EBB_E... the job failed with */
-  char stage[128];          /* the failing stage instance, or "" */
-  char message[1024];       /* names the stage and what went wrong */
-  uint64_t released_bytes;  /* handed back to the driver during the job */
+  int code;                /* 0 or the EBB_E... the job failed with */
+  char stage[128];         /* the failing stage instance, or "" */
+  char message[1024];      /* names the stage and what went wrong */
+  uint64_t released_bytes; /* handed back to the driver during the job */
   double seconds;
   int stages_run, stages_cached;
 } pl_job_result;
@@ -127,35 +127,32 @@ int pl_runner_loaded(const pl_runner *r);
  * outdir (borrowed; must outlive the instances) is where the stages write.
  * On failure res says which stage; instances loaded so far stay loaded (call
  * pl_runner_unload_pipeline). */
-int pl_runner_load_pipeline(pl_runner *r, const pl_def *p, const char *outdir,
-                             pl_job_result *res);
+int pl_runner_load_pipeline(pl_runner *r, const pl_def *p, const char *outdir, pl_job_result *res);
 /* Releases every instance of the pipeline named (in load order; leaks are
  * reported and freed by ebb, whatever the policy), then, when with_context
  * and nothing remains loaded, vacates the device (its context). *released
  * (may be NULL): bytes handed back. Returns the first unload error (the
  * instances are released anyway). */
 int pl_runner_unload_pipeline(pl_runner *r, const char *pipeline, int with_context,
-                               uint64_t *released);
+                              uint64_t *released);
 /* What a stage needs, for placement and "will it fit" before it loads: the
  * last measured peak of that stage (pipeline, stage entry name) when it has
  * run in this runner, else its declared estimate (pl_stage_estimate with
  * its merged options and no input). */
 typedef struct pl_stage_need {
-  uint32_t size;         /* sizeof(pl_stage_need), set by the caller */
-  uint64_t device_bytes; /* peak device bytes of the stage's owner */
-  uint64_t host_bytes;   /* peak host bytes (pageable host_alloc + pinned) */
-  int measured;          /* 1: the last measured peak; 0: the estimate */
+  uint32_t size;                  /* sizeof(pl_stage_need), set by the caller */
+  uint64_t device_bytes;          /* peak device bytes of the stage's owner */
+  uint64_t host_bytes;            /* peak host bytes (pageable host_alloc + pinned) */
+  int measured;                   /* 1: the last measured peak; 0: the estimate */
   uint64_t estimate_device_bytes; /* the estimate for the last run's input (0: none) */
 } pl_stage_need;
 /* EBB_ENOTFOUND: no such stage in p; EBB_EUNSUPPORTED: never run and no
  * estimate declared. Any thread (the notes have a leaf lock of their own). */
-int pl_runner_stage_need(pl_runner *r, const pl_def *p, const char *stage,
-                          pl_stage_need *out);
+int pl_runner_stage_need(pl_runner *r, const pl_def *p, const char *stage, pl_stage_need *out);
 
 /* Device bytes held now (owners' trees) and the sum of the owners' peaks of
  * the pipeline's instances; returns how many are loaded. */
-int pl_runner_pipeline_bytes(pl_runner *r, const char *pipeline, uint64_t *current,
-                              uint64_t *peak);
+int pl_runner_pipeline_bytes(pl_runner *r, const char *pipeline, uint64_t *current, uint64_t *peak);
 
 /* --- sleep (issue 12) ----------------------------------------------------------
  * Puts every loaded instance of the pipeline to sleep (pl_instance_sleep:

@@ -157,7 +157,7 @@ static int busy_on(pl_sessions *s, const char *pipeline) {
 }
 
 int pl_sessions_stop_pipeline(pl_sessions *s, const char *pipeline, const char *reason,
-                               int *stopped) {
+                              int *stopped) {
   int n = 0;
   pthread_mutex_lock(&s->lock);
   for (sess *x = s->list; x; x = x->next)

@@ -28,7 +28,7 @@ typedef struct pl_session_info {
   char stop_reason[256]; /* why it stopped ("pipeline A was unloaded") */
   int inflight;          /* items running now (0 or 1) */
   uint64_t items_done, items_failed;
-  double created;        /* CLOCK_REALTIME seconds */
+  double created; /* CLOCK_REALTIME seconds */
 } pl_session_info;
 
 /* *out is owned by the caller. */
@@ -50,7 +50,7 @@ void pl_sessions_item_end(pl_sessions *s, const char *id, int failed);
  * waits until none of them has an item in flight. *stopped (may be NULL):
  * how many were stopped. Stopped sessions keep no lease. */
 int pl_sessions_stop_pipeline(pl_sessions *s, const char *pipeline, const char *reason,
-                               int *stopped);
+                              int *stopped);
 /* Open sessions (leases) on pipeline; NULL: on any pipeline. */
 int pl_sessions_leases(pl_sessions *s, const char *pipeline);
 int pl_sessions_info(pl_sessions *s, const char *id, pl_session_info *out);

@@ -8,7 +8,7 @@
 
 typedef struct pl_sha256 {
   uint32_t h[8];
-  uint64_t len;      /* bytes hashed so far */
+  uint64_t len; /* bytes hashed so far */
   uint8_t buf[64];
   size_t nbuf;
 } pl_sha256;

@@ -37,8 +37,8 @@ typedef enum {
  * EBB_EABI naming stage and option for a "trust" other than "job" or
  * "operator", or a "format" other than "path", "url" or "secret" (refused,
  * so that a typo cannot weaken a check). */
-int pl_option_trust(const char *stage, const char *option, const json_t *spec,
-                     pl_opt_trust *trust, pl_opt_format *fmt);
+int pl_option_trust(const char *stage, const char *option, const json_t *spec, pl_opt_trust *trust,
+                    pl_opt_format *fmt);
 /* "job" / "operator". */
 const char *pl_trust_name(pl_opt_trust t);
 
@@ -57,8 +57,8 @@ int pl_check_trust(const pl_registry *reg, const pl_def *p);
  * when the caller took it (it opens it under its confinement and may replace
  * the value: opts is the stage's options object), or an EBB_E... code with
  * the message set (the check fails with it). */
-typedef int (*pl_trust_path_fn)(void *arg, const char *stage, const char *option,
-                                 const char *value, json_t *opts);
+typedef int (*pl_trust_path_fn)(void *arg, const char *stage, const char *option, const char *value,
+                                json_t *opts);
 
 /* Checks a job's options ({stage entry name: {option: value}}) against the
  * trust levels of pipeline p's stages: EBB_ECONFIG (HTTP 400 bad_request)
@@ -69,6 +69,6 @@ typedef int (*pl_trust_path_fn)(void *arg, const char *stage, const char *option
  * with no hook (on_path NULL) is refused. Unknown stages and options are
  * left to the schema check (pl_stage_validate_options). */
 int pl_job_options_trust(const pl_registry *reg, const pl_def *p, json_t *options,
-                          pl_trust_path_fn on_path, void *arg);
+                         pl_trust_path_fn on_path, void *arg);
 
 #endif

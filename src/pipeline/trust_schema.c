@@ -53,8 +53,8 @@ static pl_opt_trust default_trust(const json_t *spec, pl_opt_format fmt) {
   return EBB_TRUST_OPERATOR;
 }
 
-int pl_option_trust(const char *stage, const char *option, const json_t *spec,
-                     pl_opt_trust *trust, pl_opt_format *fmt) {
+int pl_option_trust(const char *stage, const char *option, const json_t *spec, pl_opt_trust *trust,
+                    pl_opt_format *fmt) {
   *trust = EBB_TRUST_OPERATOR;
   *fmt = EBB_OPT_FMT_NONE;
   if (!json_is_object(spec))

@@ -31,8 +31,8 @@ static int stage_work(const pl_registry *reg, const pl_stage_def *sd, double inp
   return rc;
 }
 
-int pl_work(const pl_registry *reg, const pl_def *def, double input_s,
-                      uint32_t input_rate, pl_job_work *out) {
+int pl_work(const pl_registry *reg, const pl_def *def, double input_s, uint32_t input_rate,
+            pl_job_work *out) {
   memset(out, 0, sizeof *out);
   out->input_s = input_s;
   out->input_rate = input_rate;

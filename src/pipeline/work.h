@@ -28,8 +28,8 @@ typedef struct pl_job_work {
  * seconds of input. A stage the registry does not hold, or one that gives no
  * estimate, counts in out->unknown; a stage's error is returned (it names
  * the stage). */
-int pl_work(const pl_registry *reg, const pl_def *def, double input_s,
-                      uint32_t input_rate, pl_job_work *out);
+int pl_work(const pl_registry *reg, const pl_def *def, double input_s, uint32_t input_rate,
+            pl_job_work *out);
 
 /* The length in seconds of the audio file path, from its header only
  * (libsndfile: frames / rate; *rate its sample rate, else 0); *how = "header". A file whose header cannot

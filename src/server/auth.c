@@ -71,14 +71,19 @@ static int parse_line(srv_auth *a, const char *file, int line, char *s) {
   if (role && !strcmp(role, "submit"))
     r = SRV_ROLE_SUBMIT;
   else if (role && strcmp(role, "admin"))
-    return ebb_seterr(EBB_EINVAL, "--token-file %s, line %d: role '%s': expected admin or "
-                                  "submit", file, line, role);
+    return ebb_seterr(EBB_EINVAL,
+                      "--token-file %s, line %d: role '%s': expected admin or "
+                      "submit",
+                      file, line, role);
   if (more && more[0] != '#')
-    return ebb_seterr(EBB_EINVAL, "--token-file %s, line %d: expected TOKEN [ROLE], found "
-                                  "more", file, line);
+    return ebb_seterr(EBB_EINVAL,
+                      "--token-file %s, line %d: expected TOKEN [ROLE], found "
+                      "more",
+                      file, line);
   if (strlen(tok) < 16)
-    return ebb_seterr(EBB_EINVAL, "--token-file %s, line %d: a token needs at least 16 "
-                                  "characters (make one: head -c 24 /dev/urandom | base64)",
+    return ebb_seterr(EBB_EINVAL,
+                      "--token-file %s, line %d: a token needs at least 16 "
+                      "characters (make one: head -c 24 /dev/urandom | base64)",
                       file, line);
   return add_token(a, tok, strlen(tok), r);
 }
@@ -90,10 +95,10 @@ static void check_mode(FILE *f, const char *path) {
   if (fstat(fileno(f), &st) != 0 || !(st.st_mode & (S_IRWXG | S_IRWXO)))
     return;
   base_log(EBB_LOG_WARN, "server",
-          "--token-file %s has mode %04o: users other than its owner can %s it and so hold "
-          "its tokens; make it private: chmod 600 %s",
-          path, (unsigned)(st.st_mode & 07777),
-          st.st_mode & (S_IWGRP | S_IWOTH) ? "read or change" : "read", path);
+           "--token-file %s has mode %04o: users other than its owner can %s it and so hold "
+           "its tokens; make it private: chmod 600 %s",
+           path, (unsigned)(st.st_mode & 07777),
+           st.st_mode & (S_IWGRP | S_IWOTH) ? "read or change" : "read", path);
 }
 
 static int load_file(srv_auth *a, const char *path) {
@@ -107,8 +112,10 @@ static int load_file(srv_auth *a, const char *path) {
     rc = parse_line(a, path, ++no, line);
   fclose(f);
   if (!rc && !a->n)
-    rc = ebb_seterr(EBB_EINVAL, "--token-file %s: no token in the file (one per line: TOKEN "
-                                "[admin|submit])", path);
+    rc = ebb_seterr(EBB_EINVAL,
+                    "--token-file %s: no token in the file (one per line: TOKEN "
+                    "[admin|submit])",
+                    path);
   return rc;
 }
 
@@ -161,8 +168,9 @@ int srv_auth_add_host(srv_auth *a, const char *host) {
 /* "http://host[:port]" or "https://host[:port]" (no path, no user): what a
  * browser sends as Origin. */
 static int origin_form(const char *o) {
-  const char *p = !strncasecmp(o, "http://", 7) ? o + 7 : !strncasecmp(o, "https://", 8) ? o + 8
-                                                                                        : NULL;
+  const char *p = !strncasecmp(o, "http://", 7)    ? o + 7
+                  : !strncasecmp(o, "https://", 8) ? o + 8
+                                                   : NULL;
   if (!p || !*p || strlen(o) > 255)
     return 0;
   for (; *p; p++)
@@ -173,8 +181,9 @@ static int origin_form(const char *o) {
 
 int srv_auth_add_origin(srv_auth *a, const char *origin) {
   if (!origin_form(origin))
-    return ebb_seterr(EBB_EINVAL, "--allow-origin %s: expected SCHEME://HOST[:PORT] as a browser "
-                                  "sends it (e.g. https://ebb.example.com), no path",
+    return ebb_seterr(EBB_EINVAL,
+                      "--allow-origin %s: expected SCHEME://HOST[:PORT] as a browser "
+                      "sends it (e.g. https://ebb.example.com), no path",
                       origin);
   char **o = realloc(a->origins, (a->norigins + 1) * sizeof *o);
   if (!o)
@@ -290,14 +299,17 @@ int srv_host_ok(const srv_server *s, struct MHD_Connection *c, char *msg, size_t
   const char *origin = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Origin");
   char h[256];
   if (host && (host_part(host, h, sizeof h) != 0 || !name_ok(s, h))) {
-    snprintf(msg, n, "Host '%.200s' does not name this server (start it with --allow-host NAME "
-                     "to accept that name)", host);
+    snprintf(msg, n,
+             "Host '%.200s' does not name this server (start it with --allow-host NAME "
+             "to accept that name)",
+             host);
     return 0;
   }
   if (origin && !own_origin(s, origin, host)) {
-    snprintf(msg, n, "Origin '%.200s' is not this server (http://%.200s with port %d): requests "
-                     "from other web pages are refused (start it with --allow-origin ORIGIN to "
-                     "accept that one)",
+    snprintf(msg, n,
+             "Origin '%.200s' is not this server (http://%.200s with port %d): requests "
+             "from other web pages are refused (start it with --allow-origin ORIGIN to "
+             "accept that one)",
              origin, host ? h : s->host, s->port);
     return 0;
   }

@@ -75,7 +75,7 @@ static enum MHD_Result post_iter(void *cls, enum MHD_ValueKind kind, const char 
     key = "";
   if (filename)
     return file_part(r, key, filename, content_type, data, size);
-  srv_text *t = !strcmp(key, "pipeline") ? &r->field_pipeline
+  srv_text *t = !strcmp(key, "pipeline")  ? &r->field_pipeline
                 : !strcmp(key, "options") ? &r->field_options
                 : !strcmp(key, "input")   ? &r->field_input
                 : !strcmp(key, "lyrics")  ? &r->field_lyrics
@@ -209,14 +209,15 @@ static int open_input(srv_server *s, struct MHD_Connection *c, srv_req *r, srv_i
 }
 
 /* Lyrics sent with the job: text, at most s->max_lyrics bytes (413). */
-static int check_lyrics(const srv_server *s, struct MHD_Connection *c, srv_req *r,
-                        srv_input *in, enum MHD_Result *ret) {
+static int check_lyrics(const srv_server *s, struct MHD_Connection *c, srv_req *r, srv_input *in,
+                        enum MHD_Result *ret) {
   if (!in->lyrics)
     return 0;
   if (in->lyrics_len > s->max_lyrics) {
     *ret = srv_send_err(c, r, MHD_HTTP_CONTENT_TOO_LARGE, "lyrics_too_large",
                         "\"lyrics\" is %zu bytes; this server takes at most %zu bytes of lyrics "
-                        "with a job (max_lyrics_kib)", in->lyrics_len, s->max_lyrics);
+                        "with a job (max_lyrics_kib)",
+                        in->lyrics_len, s->max_lyrics);
     return 1;
   }
   if (memchr(in->lyrics, '\0', in->lyrics_len))
@@ -237,8 +238,8 @@ const char *srv_unknown_key(json_t *o, const char *const known[]) {
   return NULL;
 }
 
-static int check_json_keys(json_t *body, int want_pipeline, struct MHD_Connection *c,
-                           srv_req *r, enum MHD_Result *ret) {
+static int check_json_keys(json_t *body, int want_pipeline, struct MHD_Connection *c, srv_req *r,
+                           enum MHD_Result *ret) {
   static const char *const job[] = {"pipeline", "input", "options", "lyrics", NULL};
   const char *key = srv_unknown_key(body, want_pipeline ? job : job + 1);
   if (key) {
@@ -250,8 +251,8 @@ static int check_json_keys(json_t *body, int want_pipeline, struct MHD_Connectio
   return 0;
 }
 
-static int parse_json_input(struct MHD_Connection *c, srv_req *r, int want_pipeline,
-                            srv_input *in, enum MHD_Result *ret) {
+static int parse_json_input(struct MHD_Connection *c, srv_req *r, int want_pipeline, srv_input *in,
+                            enum MHD_Result *ret) {
   json_error_t je;
   if (!r->len) {
     *ret = srv_send_err(c, r, MHD_HTTP_BAD_REQUEST, "bad_request",
@@ -262,8 +263,8 @@ static int parse_json_input(struct MHD_Connection *c, srv_req *r, int want_pipel
   }
   if (!(in->body = json_loadb(r->buf, r->len, 0, &je))) {
     *ret = srv_send_err(c, r, MHD_HTTP_BAD_REQUEST, "bad_json",
-                        "the body is not valid JSON: %s at line %d, column %d (byte %d)",
-                        je.text, je.line, je.column, je.position);
+                        "the body is not valid JSON: %s at line %d, column %d (byte %d)", je.text,
+                        je.line, je.column, je.position);
     return 1;
   }
   if (!json_is_object(in->body))
@@ -302,8 +303,8 @@ static int parse_options_text(const char *opt_text, struct MHD_Connection *c, sr
   json_error_t je;
   if (!(in->options = json_loads(opt_text, 0, &je))) {
     *ret = srv_send_err(c, r, MHD_HTTP_BAD_REQUEST, "bad_json",
-                        "\"options\" is not valid JSON: %s at line %d, column %d", je.text,
-                        je.line, je.column);
+                        "\"options\" is not valid JSON: %s at line %d, column %d", je.text, je.line,
+                        je.column);
     return 1;
   }
   if (!json_is_object(in->options))
@@ -369,15 +370,16 @@ int srv_parse_input(srv_server *s, struct MHD_Connection *c, srv_req *r, int wan
   return in->path ? open_input(s, c, r, in, ret) : 0;
 }
 
-int srv_lyrics_stage(srv_server *s, const char *pipeline, json_t *options,
-                     const char **stage) {
+int srv_lyrics_stage(srv_server *s, const char *pipeline, json_t *options, const char **stage) {
   const pl_def *d = pl_manager_pipeline(s->m, pipeline);
   for (size_t i = 0; d && i < d->nstages; i++)
     if (!strcmp(d->stages[i].stage, "align")) {
       json_t *set = json_object_get(json_object_get(options, d->stages[i].name), "lyrics");
       if (set && !json_is_null(set))
-        return ebb_seterr(EBB_ECONFIG, "the job sends \"lyrics\" and sets option %s.lyrics; "
-                          "send one of them", d->stages[i].name);
+        return ebb_seterr(EBB_ECONFIG,
+                          "the job sends \"lyrics\" and sets option %s.lyrics; "
+                          "send one of them",
+                          d->stages[i].name);
       *stage = d->stages[i].name;
       return 0;
     }

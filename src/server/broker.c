@@ -24,8 +24,8 @@ enum MHD_Result srv_h_memory_reclaim(srv_server *s, struct MHD_Connection *c, sr
   json_t *b = json_loadb(r->buf, r->len, 0, &je);
   if (!b)
     return srv_send_err(c, r, MHD_HTTP_BAD_REQUEST, "bad_json",
-                        "the body is not valid JSON: %s at line %d, column %d", je.text,
-                        je.line, je.column);
+                        "the body is not valid JSON: %s at line %d, column %d", je.text, je.line,
+                        je.column);
   const char *key, *extra = NULL;
   json_t *v;
   json_object_foreach(b, key, v) if (strcmp(key, "device") && strcmp(key, "bytes")) extra = key;

@@ -30,8 +30,7 @@ static int set_pipes(srv_cluster *k) {
 
 static int set_opts(srv_cluster *k, const srv_cluster_opts *o) {
   char pw[256];
-  int rc = srv_cluster_parse_url(o->url, k->host, sizeof k->host, &k->port, &k->db, pw,
-                                 sizeof pw);
+  int rc = srv_cluster_parse_url(o->url, k->host, sizeof k->host, &k->port, &k->db, pw, sizeof pw);
   if (rc)
     return rc;
   snprintf(k->password, sizeof k->password, "%s", o->password ? o->password : pw);
@@ -90,7 +89,7 @@ int srv_cluster_start(srv_server *s, const srv_cluster_opts *o) {
    * reconnects (docs/scale-out.md). */
   if (!(k->api = srv_rconnect(k)))
     base_log(EBB_LOG_WARN, "cluster", "Redis at %s unreachable (%s); retrying", k->url,
-            k->last_err);
+             k->last_err);
   else
     srv_rgroups(k, &k->api);
   if ((rc = srv_cluster_threads_start(k)) != 0) {
@@ -100,8 +99,8 @@ int srv_cluster_start(srv_server *s, const srv_cluster_opts *o) {
   }
   s->cluster = k;
   base_log(EBB_LOG_INFO, "cluster", "node %s on %s (prefix '%s', lease %.1f s, %d attempts%s%s)",
-          k->node, k->url, k->prefix, k->lease_s, k->max_attempts,
-          k->shared[0] ? ", shared dir " : "", k->shared);
+           k->node, k->url, k->prefix, k->lease_s, k->max_attempts,
+           k->shared[0] ? ", shared dir " : "", k->shared);
   return 0;
 }
 
@@ -131,8 +130,8 @@ redisContext **srv_cluster_api(srv_cluster *k) {
 
 enum MHD_Result srv_cluster_unavailable(srv_cluster *k, struct MHD_Connection *c, srv_req *r) {
   return srv_send_err(c, r, MHD_HTTP_SERVICE_UNAVAILABLE, "queue_unavailable",
-                      "the job queue (Redis at %s) is unreachable: %s; try again shortly",
-                      k->url, k->last_err[0] ? k->last_err : "not connected");
+                      "the job queue (Redis at %s) is unreachable: %s; try again shortly", k->url,
+                      k->last_err[0] ? k->last_err : "not connected");
 }
 
 /* --- submit ---------------------------------------------------------------------- */
@@ -192,10 +191,10 @@ static const char *base_name(const char *p) {
 }
 
 typedef struct sub_input {
-  char kind[8];      /* "redis" or "shared" */
-  char ref[4400];    /* the shared path ("" for redis) */
+  char kind[8];   /* "redis" or "shared" */
+  char ref[4400]; /* the shared path ("" for redis) */
   char name[256];
-  char *data;        /* kind redis: the bytes */
+  char *data; /* kind redis: the bytes */
   size_t n;
 } sub_input;
 
@@ -216,8 +215,9 @@ static int take_input(srv_cluster *k, srv_req *r, const srv_input *in, sub_input
   }
   if (!k->shared[0]) {
     *status = MHD_HTTP_CONTENT_TOO_LARGE;
-    return ebb_seterr(EBB_EINPUT, "the input is %lld bytes, more than the %zu that travel in "
-                                  "Redis; start the nodes with --shared-dir for larger inputs",
+    return ebb_seterr(EBB_EINPUT,
+                      "the input is %lld bytes, more than the %zu that travel in "
+                      "Redis; start the nodes with --shared-dir for larger inputs",
                       (long long)st.st_size, k->inline_max);
   }
   snprintf(si->kind, sizeof si->kind, "shared");
@@ -226,8 +226,8 @@ static int take_input(srv_cluster *k, srv_req *r, const srv_input *in, sub_input
 
 /* The extras' hash (cluster_extras.c) and their list in the job's hash;
  * the number of commands appended. */
-static int append_extras(redisContext *c, const char *jkey, const char *uid,
-                         const srv_cluster *k, const srv_extras *x) {
+static int append_extras(redisContext *c, const char *jkey, const char *uid, const srv_cluster *k,
+                         const srv_extras *x) {
   if (!x->n)
     return 0;
   char xkey[512], *list = srv_extras_list(x);
@@ -301,11 +301,12 @@ SRV_HANDLER(srv_cluster_jobs_post) {
   srv_extras x = {0};
   unsigned status = MHD_HTTP_BAD_REQUEST;
   char uid[33];
-  if ((rc = srv_random_id(uid)) == 0 && ((rc = take_input(k, r, &in, &si, &status)) != 0 ||
-                                         (rc = srv_cluster_extras_take(k, &in, &x, &status)) != 0)) {
-    ret = srv_send_err(c, r, status, status == MHD_HTTP_BAD_REQUEST ? "bad_request"
-                                                                    : "input_too_large",
-                       "%s", ebb_errmsg());
+  if ((rc = srv_random_id(uid)) == 0 &&
+      ((rc = take_input(k, r, &in, &si, &status)) != 0 ||
+       (rc = srv_cluster_extras_take(k, &in, &x, &status)) != 0)) {
+    ret = srv_send_err(c, r, status,
+                       status == MHD_HTTP_BAD_REQUEST ? "bad_request" : "input_too_large", "%s",
+                       ebb_errmsg());
     goto out;
   }
   if (rc) {
@@ -324,7 +325,7 @@ SRV_HANDLER(srv_cluster_jobs_post) {
     char url[64];
     snprintf(url, sizeof url, "/v1/jobs/%s", uid);
     base_log(EBB_LOG_INFO, "cluster", "job %s: queued (pipeline '%s', input in %s%s)", uid,
-            in.pipeline, si.kind, x.n ? ", lyrics/option files in redis" : "");
+             in.pipeline, si.kind, x.n ? ", lyrics/option files in redis" : "");
     ret = srv_send_json(c, r, MHD_HTTP_ACCEPTED,
                         json_pack("{s:s,s:s,s:s}", "id", uid, "state", "queued", "url", url));
   }
@@ -354,8 +355,8 @@ static json_t *job_json(const char *uid, redisReply *h) {
   for (size_t i = 0; i + 1 < h->elements; i += 2) {
     const char *name = h->element[i]->str, *v = h->element[i + 1]->str;
     if (!strncmp(name, "cause:", 6))
-      json_array_append_new(attempts, json_pack("{s:i,s:s}", "attempt", atoi(name + 6),
-                                                "cause", v));
+      json_array_append_new(attempts,
+                            json_pack("{s:i,s:s}", "attempt", atoi(name + 6), "cause", v));
     else if (strncmp(name, "out:", 4))
       json_object_set_new(f, name, json_string(v));
   }
@@ -363,20 +364,21 @@ static json_t *job_json(const char *uid, redisReply *h) {
   const char *code = F("error_code");
   json_t *res = F("result") ? json_loads(F("result"), 0, NULL) : NULL;
   json_t *opts = F("options") && *F("options") ? json_loads(F("options"), 0, NULL) : NULL;
-  json_t *o = json_pack(
-      "{s:s,s:s,s:s,s:o,s:o,s:o,s:o,s:s?,s:i,s:o,s:o,s:o,s:o,s:o,s:{s:s,s:s?}}", "id", uid,
-      "pipeline", F("pipeline") ? F("pipeline") : "", "state", F("state") ? F("state") : "?",
-      "created", num_or_null(F("created")), "started", num_or_null(F("started")), "finished",
-      num_or_null(F("finished")), "error",
-      code ? json_pack("{s:s,s:s}", "code", code, "message",
-                       F("error_message") ? F("error_message") : "")
-           : json_null(),
-      "node", F("node"), "attempt", F("attempt") ? atoi(F("attempt")) : 0, "attempts", attempts,
-      "result", res ? res : json_null(), "options", opts ? opts : json_null(), "released_bytes",
-      F("released_bytes") ? json_integer(atoll(F("released_bytes"))) : json_null(),
-      "released_stages",
-      F("released_stages") ? json_loads(F("released_stages"), 0, NULL) : json_array(), "input",
-      "where", F("input_kind") ? F("input_kind") : "?", "ref", F("input_ref"));
+  json_t *o =
+      json_pack("{s:s,s:s,s:s,s:o,s:o,s:o,s:o,s:s?,s:i,s:o,s:o,s:o,s:o,s:o,s:{s:s,s:s?}}", "id",
+                uid, "pipeline", F("pipeline") ? F("pipeline") : "", "state",
+                F("state") ? F("state") : "?", "created", num_or_null(F("created")), "started",
+                num_or_null(F("started")), "finished", num_or_null(F("finished")), "error",
+                code ? json_pack("{s:s,s:s}", "code", code, "message",
+                                 F("error_message") ? F("error_message") : "")
+                     : json_null(),
+                "node", F("node"), "attempt", F("attempt") ? atoi(F("attempt")) : 0, "attempts",
+                attempts, "result", res ? res : json_null(), "options", opts ? opts : json_null(),
+                "released_bytes",
+                F("released_bytes") ? json_integer(atoll(F("released_bytes"))) : json_null(),
+                "released_stages",
+                F("released_stages") ? json_loads(F("released_stages"), 0, NULL) : json_array(),
+                "input", "where", F("input_kind") ? F("input_kind") : "?", "ref", F("input_ref"));
   if (o)
     json_object_set_new(o, "result_writes",
                         json_integer(F("result_writes") ? atoll(F("result_writes")) : 0));
@@ -467,22 +469,24 @@ SRV_HANDLER(srv_cluster_job_result) {
   const char *uid = r->parts[2], *state = json_string_value(json_object_get(o, "state"));
   if (!strcmp(state, "succeeded")) {
     json_t *res = json_object_get(o, "result");
-    ret = srv_send_json(
-        c, r, MHD_HTTP_OK,
-        json_pack("{s:s,s:s,s:O,s:O,s:O,s:O}", "id", uid, "state", state, "result",
-                  json_object_get(res, "result") ? json_object_get(res, "result") : json_null(),
-                  "files", json_object_get(res, "files") ? json_object_get(res, "files")
-                                                         : json_array(),
-                  "where", json_object_get(res, "where") ? json_object_get(res, "where")
-                                                         : json_null(),
-                  "node", json_object_get(o, "node")));
+    ret = srv_send_json(c, r, MHD_HTTP_OK,
+                        json_pack("{s:s,s:s,s:O,s:O,s:O,s:O}", "id", uid, "state", state, "result",
+                                  json_object_get(res, "result") ? json_object_get(res, "result")
+                                                                 : json_null(),
+                                  "files",
+                                  json_object_get(res, "files") ? json_object_get(res, "files")
+                                                                : json_array(),
+                                  "where",
+                                  json_object_get(res, "where") ? json_object_get(res, "where")
+                                                                : json_null(),
+                                  "node", json_object_get(o, "node")));
   } else if (!strcmp(state, "queued") || !strcmp(state, "running"))
     ret = srv_send_err(c, r, MHD_HTTP_CONFLICT, "not_finished",
                        "job %s is %s; its result is there once it has succeeded", uid, state);
   else {
     const char *msg = json_string_value(json_object_get(json_object_get(o, "error"), "message"));
-    ret = srv_send_err(c, r, MHD_HTTP_CONFLICT, "no_result", "job %s %s and has no result: %s",
-                       uid, state, msg ? msg : "(no message)");
+    ret = srv_send_err(c, r, MHD_HTTP_CONFLICT, "no_result", "job %s %s and has no result: %s", uid,
+                       state, msg ? msg : "(no message)");
   }
   json_decref(o);
   return ret;
@@ -494,9 +498,9 @@ SRV_HANDLER(srv_h_cluster) {
   srv_cluster *k = s->cluster;
   if (!k) {
     json_t *snap = srv_snapshot(s);
-    json_t *body = json_pack("{s:n,s:[{s:s,s:s,s:O,s:O}]}", "queue", "nodes", "id", "local",
-                             "url", s->url, "memory", json_object_get(snap, "memory"),
-                             "pipelines", json_object_get(snap, "pipelines"));
+    json_t *body = json_pack("{s:n,s:[{s:s,s:s,s:O,s:O}]}", "queue", "nodes", "id", "local", "url",
+                             s->url, "memory", json_object_get(snap, "memory"), "pipelines",
+                             json_object_get(snap, "pipelines"));
     json_decref(snap);
     return srv_send_json(c, r, MHD_HTTP_OK, body);
   }
@@ -523,8 +527,8 @@ SRV_HANDLER(srv_h_cluster) {
   }
   freeReplyObject(ids);
   return srv_send_json(c, r, MHD_HTTP_OK,
-                       json_pack("{s:s,s:s,s:s,s:o}", "queue", k->url, "prefix", k->prefix,
-                                 "node", k->node, "nodes", nodes));
+                       json_pack("{s:s,s:s,s:s,s:o}", "queue", k->url, "prefix", k->prefix, "node",
+                                 k->node, "nodes", nodes));
 }
 
 /* Every series of a node's /metrics carries node="ID" (first label), so one
@@ -564,11 +568,14 @@ void srv_cluster_metrics(srv_server *s, FILE *f) {
   srv_cluster *k = s->cluster;
   if (!k)
     return;
-  fprintf(f, "# HELP ebb_node_info This node's id in the cluster (--queue).\n"
-             "# TYPE ebb_node_info gauge\nebb_node_info{node=\"%s\"} 1\n", k->node);
-  fprintf(f, "# HELP ebb_queue_up 1 while this node reaches the queue (Redis).\n"
-             "# TYPE ebb_queue_up gauge\nebb_queue_up{node=\"%s\"} %d\n", k->node,
-          atomic_load(&k->up));
+  fprintf(f,
+          "# HELP ebb_node_info This node's id in the cluster (--queue).\n"
+          "# TYPE ebb_node_info gauge\nebb_node_info{node=\"%s\"} 1\n",
+          k->node);
+  fprintf(f,
+          "# HELP ebb_queue_up 1 while this node reaches the queue (Redis).\n"
+          "# TYPE ebb_queue_up gauge\nebb_queue_up{node=\"%s\"} %d\n",
+          k->node, atomic_load(&k->up));
   fprintf(f, "# HELP ebb_cluster_jobs_total Jobs this node submitted, ran and finished, "
              "by outcome.\n# TYPE ebb_cluster_jobs_total counter\n");
   const char *names[] = {"submitted", "succeeded", "failed", "stale", "reclaimed"};
@@ -576,6 +583,5 @@ void srv_cluster_metrics(srv_server *s, FILE *f) {
                        atomic_load(&k->n_failed), atomic_load(&k->n_stale),
                        atomic_load(&k->n_reclaimed)};
   for (int i = 0; i < 5; i++)
-    fprintf(f, "ebb_cluster_jobs_total{node=\"%s\",outcome=\"%s\"} %lu\n", k->node, names[i],
-            v[i]);
+    fprintf(f, "ebb_cluster_jobs_total{node=\"%s\",outcome=\"%s\"} %lu\n", k->node, names[i], v[i]);
 }

@@ -87,8 +87,10 @@ int srv_cluster_extras_take(srv_cluster *k, srv_input *in, srv_extras *x, unsign
     if ((total += n) > k->inline_max) {
       free(buf);
       *status = MHD_HTTP_CONTENT_TOO_LARGE;
-      return ebb_seterr(EBB_EINPUT, "the files this job's options name come to more than the "
-                        "%zu bytes that travel in Redis (--inline-max-mib)", k->inline_max);
+      return ebb_seterr(EBB_EINPUT,
+                        "the files this job's options name come to more than the "
+                        "%zu bytes that travel in Redis (--inline-max-mib)",
+                        k->inline_max);
     }
     snprintf(name, sizeof name, "opt:%s.%s", f->stage, f->option);
     rc = add_field(x, name, buf, n);
@@ -141,8 +143,7 @@ static int write_bytes(const char *path, const char *data, size_t n) {
   return ok ? 0 : ebb_seterr(EBB_EIO, "cannot write %s: %s", path, strerror(errno));
 }
 
-static int set_path(json_t **options, const char *stage, const char *option,
-                    const char *path) {
+static int set_path(json_t **options, const char *stage, const char *option, const char *path) {
   if (!*options && !(*options = json_object()))
     return ebb_seterr(EBB_ENOMEM, "out of host memory");
   json_t *so = json_object_get(*options, stage);
@@ -151,8 +152,8 @@ static int set_path(json_t **options, const char *stage, const char *option,
   if (!json_is_object(so))
     return ebb_seterr(EBB_EINPUT, "options for stage %s are not an object", stage);
   if (json_object_get(so, option))
-    return ebb_seterr(EBB_EINPUT, "option %s.%s is set in the options and sent as a file",
-                      stage, option);
+    return ebb_seterr(EBB_EINPUT, "option %s.%s is set in the options and sent as a file", stage,
+                      option);
   return json_object_set_new(so, option, json_string(path))
              ? ebb_seterr(EBB_ENOMEM, "out of host memory")
              : 0;
@@ -188,8 +189,10 @@ static int place_file(srv_cluster *k, const char *pipe, const char *field, const
   if (rc) {
     char msg[1024];
     snprintf(msg, sizeof msg, "%s", ebb_errmsg());
-    return ebb_seterr(EBB_EINPUT, "a file sent for option %s.%s, which a job of pipeline '%s' "
-                      "may not set to a path: %s", stage, option, pipe, msg);
+    return ebb_seterr(EBB_EINPUT,
+                      "a file sent for option %s.%s, which a job of pipeline '%s' "
+                      "may not set to a path: %s",
+                      stage, option, pipe, msg);
   }
   snprintf(path, sizeof path, "%s/option-%s.%s", dir, stage, option);
   rc = write_bytes(path, data, n);
@@ -232,8 +235,8 @@ static int listed_fields(srv_cluster *k, redisContext **c, const char *jkey, jso
   return rc;
 }
 
-int srv_cluster_extras_place(srv_cluster *k, redisContext **c, const char *uid,
-                             const char *pipe, const char *dir, json_t **options, int *bad) {
+int srv_cluster_extras_place(srv_cluster *k, redisContext **c, const char *uid, const char *pipe,
+                             const char *dir, json_t **options, int *bad) {
   char jkey[512], xkey[512];
   srv_rkey(k, jkey, sizeof jkey, "job", uid);
   srv_rkey(k, xkey, sizeof xkey, "extras", uid);

@@ -49,7 +49,8 @@ static enum MHD_Result from_disk(struct MHD_Connection *c, srv_req *r, const cha
   if (!f && node)
     return srv_send_err(c, r, MHD_HTTP_NOT_FOUND, "not_here",
                         "%s is on node %s's disk (too large for Redis; start the nodes with "
-                        "--shared-dir to share outputs)", base_of(path), node);
+                        "--shared-dir to share outputs)",
+                        base_of(path), node);
   if (!f)
     return srv_send_err(c, r, MHD_HTTP_NOT_FOUND, "not_found", "output %s: %s", base_of(path),
                         strerror(errno));
@@ -125,15 +126,14 @@ SRV_HANDLER(srv_h_job_file) {
                        state ? state : "unknown");
   else if (!path)
     ret = srv_send_err(c, r, MHD_HTTP_NOT_FOUND, "not_found",
-                       "job %s has no output '%s' (GET /v1/jobs/%s/result lists them)", uid,
-                       name, uid);
+                       "job %s has no output '%s' (GET /v1/jobs/%s/result lists them)", uid, name,
+                       uid);
   else if (!strncmp(path, "redis:", 6))
     ret = from_redis(s, c, r, name);
   else
     ret = from_disk(c, r, path,
-                    where && !strcmp(where, "node")
-                        ? json_string_value(json_object_get(o, "node"))
-                        : NULL);
+                    where && !strcmp(where, "node") ? json_string_value(json_object_get(o, "node"))
+                                                    : NULL);
   json_decref(o);
   return ret;
 }

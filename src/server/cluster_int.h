@@ -24,8 +24,8 @@ struct srv_cluster {
   size_t npipes;
   pthread_mutex_t api_lock; /* api: the HTTP handlers' connection */
   redisContext *api;
-  double api_retry_at;      /* no reconnect before (monotonic s) */
-  atomic_int up;            /* the worker's last command reached Redis */
+  double api_retry_at; /* no reconnect before (monotonic s) */
+  atomic_int up;       /* the worker's last command reached Redis */
   atomic_int stop;
   pthread_t worker, beat;
   int started_worker, started_beat;
@@ -84,8 +84,8 @@ typedef struct srv_extras {
 int srv_cluster_extras_take(srv_cluster *k, srv_input *in, srv_extras *x, unsigned *status);
 void srv_extras_free(srv_extras *x);
 char *srv_extras_list(const srv_extras *x); /* the field names as JSON (malloc'd) */
-int srv_cluster_extras_place(srv_cluster *k, redisContext **c, const char *uid,
-                             const char *pipe, const char *dir, json_t **options, int *bad);
+int srv_cluster_extras_place(srv_cluster *k, redisContext **c, const char *uid, const char *pipe,
+                             const char *dir, json_t **options, int *bad);
 
 /* "cluster_keep.c": --keep-jobs prunes the jobs this node ended; the number
  * pruned. */

@@ -69,6 +69,6 @@ int srv_cluster_prune(srv_cluster *k, redisContext **c) {
   freeReplyObject(r);
   if (n > 0)
     base_log(EBB_LOG_INFO, "cluster", "--keep-jobs: removed %d old job%s that node %s ended", n,
-            n == 1 ? "" : "s", k->node);
+             n == 1 ? "" : "s", k->node);
   return n;
 }

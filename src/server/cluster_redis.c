@@ -68,7 +68,7 @@ static redisReply *checked(srv_cluster *k, redisContext **c, redisReply *r) {
     snprintf(k->last_err, sizeof k->last_err, "%s", (*c)->errstr[0] ? (*c)->errstr : "no reply");
     if (atomic_exchange(&k->up, 0))
       base_log(EBB_LOG_WARN, "cluster", "lost the queue at %s (%s); reconnecting with backoff",
-              k->url, k->last_err);
+               k->url, k->last_err);
     redisFree(*c);
     *c = NULL;
     return NULL;

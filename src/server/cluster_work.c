@@ -36,10 +36,10 @@ static int can_place(json_t *pipes, json_t *mem, const char *name, int *loaded) 
     json_t *need = json_object_get(p, "need_bytes");
     if (!json_is_integer(need))
       return 1; /* never measured: the manager finds out (and waits or fails) */
-    json_int_t fr = json_integer_value(
-        json_object_get(json_object_get(mem, "device"), "driver_free_bytes"));
-    json_int_t held = json_integer_value(
-        json_object_get(json_object_get(mem, "allocator"), "reserved_bytes"));
+    json_int_t fr =
+        json_integer_value(json_object_get(json_object_get(mem, "device"), "driver_free_bytes"));
+    json_int_t held =
+        json_integer_value(json_object_get(json_object_get(mem, "allocator"), "reserved_bytes"));
     /* what is free plus what unloading this node's other pipelines gives back */
     return json_integer_value(need) <= fr + held;
   }
@@ -93,15 +93,15 @@ static void dead_letter(srv_cluster *k, redisContext **c, const char *skey, cons
   srv_rkey(k, dkey, sizeof dkey, "deadletter", "");
   dkey[strlen(dkey) - 1] = '\0'; /* PREFIX:deadletter */
   snprintf(now, sizeof now, "%.3f", base_wall_s());
-  const char *argv[] = {"EVAL", SRV_LUA_DEAD, "2", skey, dkey, SRV_GROUP, entry,
-                        uid ? uid : "", why, k->node, now};
+  const char *argv[] = {"EVAL", SRV_LUA_DEAD,   "2", skey,    dkey, SRV_GROUP,
+                        entry,  uid ? uid : "", why, k->node, now};
   size_t lens[sizeof argv / sizeof argv[0]];
   for (size_t i = 0; i < sizeof argv / sizeof argv[0]; i++)
     lens[i] = strlen(argv[i]);
   redisReply *r = srv_rargv(k, c, (int)(sizeof argv / sizeof argv[0]), argv, lens);
   base_log(EBB_LOG_WARN, "cluster", "entry %s of %s (uid '%.64s'): %s; %s %s", entry, skey,
-          uid ? uid : "(none)", why, r ? "acknowledged and moved to" : "could not be moved to",
-          dkey);
+           uid ? uid : "(none)", why, r ? "acknowledged and moved to" : "could not be moved to",
+           dkey);
   freeReplyObject(r);
 }
 
@@ -111,8 +111,7 @@ static void dead_letter(srv_cluster *k, redisContext **c, const char *skey, cons
 /* name under the directory dfd, no symlink on the way, no escape. */
 static int open_beneath(int dfd, const char *name) {
   struct open_how how = {.flags = O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY,
-                         .resolve = RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS |
-                                    RESOLVE_NO_MAGICLINKS};
+                         .resolve = RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS};
   long fd = syscall(SYS_openat2, dfd, name, &how, sizeof how);
   if (fd < 0 && errno == ENOSYS) /* before Linux 5.6: each component checked by hand */
     fd = strchr(name, '/') && strncmp(name, "inputs/", 7)
@@ -168,8 +167,10 @@ static int take_shared(srv_cluster *k, const char *ref, const char *dst) {
   int rc = copy_hashed(fd, dst, hex);
   close(fd);
   if (!rc && strcmp(hex, ref + strlen(prefix)))
-    rc = ebb_seterr(EBB_EINPUT, "the shared input %s does not hold what its name says (its "
-                                "SHA-256 is %s)", ref, hex);
+    rc = ebb_seterr(EBB_EINPUT,
+                    "the shared input %s does not hold what its name says (its "
+                    "SHA-256 is %s)",
+                    ref, hex);
   return rc;
 }
 
@@ -214,8 +215,8 @@ static int materialize(srv_cluster *k, redisContext **c, attempt *a) {
   redisReply *h = srv_rcmd(k, c, "HMGET %s input_kind input_ref input_name options", a->jkey);
   if (!h)
     return ebb_seterr(EBB_EIO, "queue: %s", k->last_err);
-  const char *kind = h->element[0]->str, *ref = h->element[1]->str,
-             *name = h->element[2]->str, *opts = h->element[3]->str;
+  const char *kind = h->element[0]->str, *ref = h->element[1]->str, *name = h->element[2]->str,
+             *opts = h->element[3]->str;
   snprintf(a->dir, sizeof a->dir, "%s/jobs/%s/a%d", k->s->data_dir, a->uid, a->n);
   snprintf(a->out, sizeof a->out, "%s/out", a->dir);
   int rc = check_job(a, kind, name, opts);
@@ -343,8 +344,7 @@ static int finish(srv_cluster *k, redisContext **c, attempt *a, outs *o) {
       return v;
     }
     if (*c) { /* an error reply: not a connection problem */
-      base_log(EBB_LOG_WARN, "cluster", "job %s: the result write failed: %s", a->uid,
-              k->last_err);
+      base_log(EBB_LOG_WARN, "cluster", "job %s: the result write failed: %s", a->uid, k->last_err);
       return 0;
     }
   }
@@ -395,13 +395,14 @@ static void record(srv_cluster *k, redisContext **c, attempt *a, int rc, pl_job_
   if (w == 1) {
     atomic_fetch_add(rc ? &k->n_failed : &k->n_done, 1);
     base_log(rc ? EBB_LOG_WARN : EBB_LOG_INFO, "cluster",
-            "job %s: %s on node %s (attempt %d); result written%s%s", a->uid, state, k->node,
-            a->n, rc ? ": " : "", rc ? res->message : "");
+             "job %s: %s on node %s (attempt %d); result written%s%s", a->uid, state, k->node, a->n,
+             rc ? ": " : "", rc ? res->message : "");
   } else if (w == 0) {
     atomic_fetch_add(&k->n_stale, 1);
-    base_log(EBB_LOG_WARN, "cluster", "job %s: attempt %d is no longer the job's (its lease "
-                                     "lapsed and another node took it); result discarded",
-            a->uid, a->n);
+    base_log(EBB_LOG_WARN, "cluster",
+             "job %s: attempt %d is no longer the job's (its lease "
+             "lapsed and another node took it); result discarded",
+             a->uid, a->n);
   }
   outs_free(&o);
 }
@@ -410,11 +411,12 @@ static void record(srv_cluster *k, redisContext **c, attempt *a, int rc, pl_job_
 static void give_back(srv_cluster *k, redisContext **c, attempt *a) {
   char att[16];
   snprintf(att, sizeof att, "%d", a->n);
-  redisReply *r = srv_rcmd(k, c, "EVAL %s 2 %s %s %s %s %s %s", SRV_LUA_GIVEBACK, a->jkey,
-                           a->skey, SRV_GROUP, a->entry, att, a->uid);
+  redisReply *r = srv_rcmd(k, c, "EVAL %s 2 %s %s %s %s %s %s", SRV_LUA_GIVEBACK, a->jkey, a->skey,
+                           SRV_GROUP, a->entry, att, a->uid);
   base_log(EBB_LOG_INFO, "cluster", "job %s: node stopping; %s", a->uid,
-          r ? "handed back to the queue" : "left pending (another node claims it after the "
-                                           "lease)");
+           r ? "handed back to the queue"
+             : "left pending (another node claims it after the "
+               "lease)");
   freeReplyObject(r);
 }
 
@@ -466,8 +468,10 @@ static void run_entry(srv_cluster *k, redisContext **c, const char *pipe, const 
   }
   if (reclaimed) {
     atomic_fetch_add(&k->n_reclaimed, 1);
-    base_log(EBB_LOG_INFO, "cluster", "job %s: claimed from a node whose lease lapsed "
-                                     "(attempt %d)", uid, a.n);
+    base_log(EBB_LOG_INFO, "cluster",
+             "job %s: claimed from a node whose lease lapsed "
+             "(attempt %d)",
+             uid, a.n);
   }
   set_running(k, &a);
   pl_job_result res = {0};
@@ -481,19 +485,21 @@ static void run_entry(srv_cluster *k, redisContext **c, const char *pipe, const 
     if (a.bad) /* then recorded failed with the reason, below */
       dead_letter(k, c, a.skey, a.entry, a.uid, res.message);
   } else {
-    base_log(EBB_LOG_INFO, "cluster", "job %s: running pipeline '%s' on node %s (attempt %d)",
-            uid, pipe, k->node, a.n);
+    base_log(EBB_LOG_INFO, "cluster", "job %s: running pipeline '%s' on node %s (attempt %d)", uid,
+             pipe, k->node, a.n);
     srv_snapshot_dirty(k->s);
-    rc = pl_manager_run_job(k->s->m, pipe, a.input, a.out, a.options, &k->run_cancel, NULL,
-                             NULL, &res);
+    rc = pl_manager_run_job(k->s->m, pipe, a.input, a.out, a.options, &k->run_cancel, NULL, NULL,
+                            &res);
     srv_snapshot_dirty(k->s);
   }
   if (rc == EBB_ECANCELED && atomic_load(&k->stop) && !atomic_load(&k->run_by_client))
     give_back(k, c, &a);
   else if (atomic_load(&k->run_lost) && !atomic_load(&k->run_by_client)) {
     atomic_fetch_add(&k->n_stale, 1);
-    base_log(EBB_LOG_WARN, "cluster", "job %s: attempt %d lost its lease; stopped, result "
-                                     "discarded", uid, a.n);
+    base_log(EBB_LOG_WARN, "cluster",
+             "job %s: attempt %d lost its lease; stopped, result "
+             "discarded",
+             uid, a.n);
   } else
     record(k, c, &a, rc, &res);
   set_running(k, NULL);
@@ -520,8 +526,8 @@ static int entry_of(redisReply *e, const char **id, const char **uid) {
 
 /* An entry whose node stopped renewing: XAUTOCLAIM past the lease. */
 static int reclaim(srv_cluster *k, redisContext **c, const char *pipe, const char *skey) {
-  redisReply *r = srv_rcmd(k, c, "XAUTOCLAIM %s %s %s %lld 0-0 COUNT 1", skey, SRV_GROUP,
-                           k->node, (long long)(k->lease_s * 1000));
+  redisReply *r = srv_rcmd(k, c, "XAUTOCLAIM %s %s %s %lld 0-0 COUNT 1", skey, SRV_GROUP, k->node,
+                           (long long)(k->lease_s * 1000));
   const char *id, *uid;
   int got = r && r->type == REDIS_REPLY_ARRAY && r->elements >= 2 &&
             r->element[1]->type == REDIS_REPLY_ARRAY && r->element[1]->elements &&
@@ -533,11 +539,11 @@ static int reclaim(srv_cluster *k, redisContext **c, const char *pipe, const cha
 }
 
 static int take_new(srv_cluster *k, redisContext **c, const char *pipe, const char *skey) {
-  redisReply *r = srv_rcmd(k, c, "XREADGROUP GROUP %s %s COUNT 1 STREAMS %s >", SRV_GROUP,
-                           k->node, skey);
+  redisReply *r =
+      srv_rcmd(k, c, "XREADGROUP GROUP %s %s COUNT 1 STREAMS %s >", SRV_GROUP, k->node, skey);
   const char *id, *uid;
-  int got = r && r->type == REDIS_REPLY_ARRAY && r->elements &&
-            r->element[0]->elements >= 2 && r->element[0]->element[1]->elements &&
+  int got = r && r->type == REDIS_REPLY_ARRAY && r->elements && r->element[0]->elements >= 2 &&
+            r->element[0]->element[1]->elements &&
             entry_of(r->element[0]->element[1]->element[0], &id, &uid);
   if (got)
     run_entry(k, c, pipe, id, uid, 0);
@@ -575,8 +581,8 @@ static void *worker(void *arg) {
     if (!c) {
       if (!(c = srv_rconnect(k))) {
         if (atomic_exchange(&k->up, 0))
-          base_log(EBB_LOG_WARN, "cluster", "cannot reach the queue at %s (%s); retrying",
-                  k->url, k->last_err);
+          base_log(EBB_LOG_WARN, "cluster", "cannot reach the queue at %s (%s); retrying", k->url,
+                   k->last_err);
         srv_cluster_nap(k, backoff);
         backoff = backoff < 2 ? backoff * 2 : 2;
         continue;

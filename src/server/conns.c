@@ -51,10 +51,10 @@ typedef struct conn {
   int fd;
   double phase_start; /* accept, headers complete, or the last answer */
   int phase;
-  int served;         /* answered a request: idle in PH_HEADERS means kept alive */
+  int served; /* answered a request: idle in PH_HEADERS means kept alive */
   uint64_t body_bytes;
   int shut;
-  peer *from;         /* NULL: unknown (out of memory) */
+  peer *from; /* NULL: unknown (out of memory) */
 } conn;
 
 struct srv_conns {
@@ -62,7 +62,7 @@ struct srv_conns {
   pthread_mutex_t lock;
   pthread_cond_t cond;
   conn *newest, *oldest;
-  unsigned live;      /* in the list and not shut */
+  unsigned live; /* in the list and not shut */
   peer *peers;
   uint64_t evicted, refused, idle_closed, reaped;
   int stop;
@@ -109,16 +109,16 @@ static void shut(srv_conns *cs, conn *k) {
 
 /* The oldest connection in phase ph, not shut, not `not`, from `from`
  * (NULL: any address). */
-static conn *oldest_in(srv_conns *cs, int ph, const conn *not, const peer *from) {
+static conn *oldest_in(srv_conns *cs, int ph, const conn * not, const peer *from) {
   for (conn *k = cs->oldest; k; k = k->newer)
-    if (!k->shut && k->phase == ph && k != not && (!from || k->from == from))
+    if (!k->shut && k->phase == ph && k != not &&(!from || k->from == from))
       return k;
   return NULL;
 }
 
 /* The oldest connection without a whole request: one that has sent nothing
  * of its current request, else one still sending its body. */
-static conn *victim(srv_conns *cs, const conn *not, const peer *from) {
+static conn *victim(srv_conns *cs, const conn * not, const peer *from) {
   conn *v = oldest_in(cs, PH_HEADERS, not, from);
   return v ? v : oldest_in(cs, PH_BODY, not, from);
 }
@@ -167,8 +167,7 @@ static void make_room(srv_conns *cs, conn *newcomer) {
 static int late(const srv_conns *cs, const conn *k, double now, int pressure) {
   double t = now - k->phase_start;
   if (k->phase == PH_HEADERS)
-    return t > cs->l.header_timeout_s ||
-           (pressure && k->served && t > cs->l.idle_pressure_s);
+    return t > cs->l.header_timeout_s || (pressure && k->served && t > cs->l.idle_pressure_s);
   if (k->phase == PH_BODY)
     return t > cs->l.header_timeout_s &&
            (double)k->body_bytes < cs->l.min_body_rate * (t - cs->l.header_timeout_s);
@@ -236,8 +235,11 @@ void srv_conns_destroy(srv_conns *cs) {
 
 void srv_conns_stats(srv_conns *cs, srv_conn_stats *st) {
   pthread_mutex_lock(&cs->lock);
-  *st = (srv_conn_stats){.open = cs->live, .evicted = cs->evicted, .refused = cs->refused,
-                         .idle_closed = cs->idle_closed, .timed_out = cs->reaped};
+  *st = (srv_conn_stats){.open = cs->live,
+                         .evicted = cs->evicted,
+                         .refused = cs->refused,
+                         .idle_closed = cs->idle_closed,
+                         .timed_out = cs->reaped};
   pthread_mutex_unlock(&cs->lock);
 }
 
@@ -347,6 +349,4 @@ void srv_conn_body_bytes(srv_conns *cs, struct MHD_Connection *c, size_t n) {
 void srv_conn_handling(srv_conns *cs, struct MHD_Connection *c) {
   set_phase(cs, c, PH_HANDLING, 0);
 }
-void srv_conn_answered(srv_conns *cs, struct MHD_Connection *c) {
-  set_phase(cs, c, PH_HEADERS, 0);
-}
+void srv_conn_answered(srv_conns *cs, struct MHD_Connection *c) { set_phase(cs, c, PH_HEADERS, 0); }

@@ -49,9 +49,10 @@ int srv_datadir_lock(const char *dir, int *fd) {
     char pid[32];
     read_holder(d, pid, sizeof pid);
     close(d);
-    return ebb_seterr(EBB_EBUSY, "--data-dir %s is in use by another ebb server (pid %s); "
-                                 "stop it or give this one another --data-dir", dir,
-                      pid[0] ? pid : "unknown");
+    return ebb_seterr(EBB_EBUSY,
+                      "--data-dir %s is in use by another ebb server (pid %s); "
+                      "stop it or give this one another --data-dir",
+                      dir, pid[0] ? pid : "unknown");
   }
   write_holder(d, dir);
   *fd = d;
@@ -82,7 +83,7 @@ void srv_datadir_clean_uploads(const char *dir) {
   int n = remove_entries(path, "tmp-");
   if (n)
     base_log(EBB_LOG_INFO, "server", "removed %d partial upload%s left by the last server", n,
-            n == 1 ? "" : "s");
+             n == 1 ? "" : "s");
 }
 
 void srv_datadir_clean_scratch(const char *dir) {
@@ -91,8 +92,8 @@ void srv_datadir_clean_scratch(const char *dir) {
   mkdir(path, 0700);
   int n = remove_entries(path, "");
   if (n)
-    base_log(EBB_LOG_INFO, "server", "removed %d worker load director%s left by the last server",
-            n, n == 1 ? "y" : "ies");
+    base_log(EBB_LOG_INFO, "server", "removed %d worker load director%s left by the last server", n,
+             n == 1 ? "y" : "ies");
 }
 
 /* A pruned job's directory: the parent of its output directory, when that

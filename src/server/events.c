@@ -141,7 +141,8 @@ static void on_grant(srv_events *e, const ev_fact *f) {
   if (asked) {
     json_object_set_new(o, "peers", json_integer((json_int_t)f->peers));
     json_object_set_new(o, "free_after", json_integer((json_int_t)f->free_after));
-    json_object_set_new(o, "satisfied", json_boolean(f->message && !strcmp(f->message, "satisfied")));
+    json_object_set_new(o, "satisfied",
+                        json_boolean(f->message && !strcmp(f->message, "satisfied")));
   } else {
     json_object_set_new(o, "what", json_string(f->owner ? f->owner : "?"));
     json_object_set_new(o, "ms", json_real(f->ms));

@@ -28,9 +28,9 @@ typedef struct srv_events srv_events;
 
 typedef struct srv_events_opts {
   uint32_t size;          /* sizeof(srv_events_opts) */
-  pl_manager *manager;   /* borrowed: device 0's (pipelines' definitions) */
+  pl_manager *manager;    /* borrowed: device 0's (pipelines' definitions) */
   mem_allocator *alloc;   /* borrowed (the manager's) */
-  pl_manager **managers; /* borrowed: one per device (ebb serve --devices); NULL:
+  pl_manager **managers;  /* borrowed: one per device (ebb serve --devices); NULL:
                              manager and alloc are the only device */
   mem_allocator **allocs; /* borrowed: managers[i]'s allocator */
   size_t ndevices;        /* entries of managers and allocs */

@@ -29,9 +29,7 @@ void srv_req_free(srv_req *r) {
   free(r);
 }
 
-int srv_starts_with(const char *s, const char *p) {
-  return s && !strncasecmp(s, p, strlen(p));
-}
+int srv_starts_with(const char *s, const char *p) { return s && !strncasecmp(s, p, strlen(p)); }
 
 /* The Allow header of a 405: the methods of the route. */
 static const char *allow_of(unsigned status, const srv_req *r) {

@@ -33,17 +33,17 @@ struct srv_server {
   int (*broker_reclaim)(void *, const char *, uint64_t, json_t **); /* "broker.c" */
   void (*broker_metrics)(void *, FILE *);
   void *broker_arg;
-  pl_manager *m;       /* devices[0]'s: pipelines, sessions, loads */
+  pl_manager *m; /* devices[0]'s: pipelines, sessions, loads */
   mem_allocator *alloc;
-  pl_manager **ms;     /* one per device (ndev; ms[0] == m) */
+  pl_manager **ms; /* one per device (ndev; ms[0] == m) */
   mem_allocator **allocs;
   size_t ndev;
   srv_store *store;
   srv_queue *queue;
-  pthread_mutex_t queue_lock; /* the snapshot's reads of queue vs. its destroy */
+  pthread_mutex_t queue_lock;  /* the snapshot's reads of queue vs. its destroy */
   pthread_mutex_t submit_lock; /* --max-queued: the count and the push as one */
   size_t max_queued;
-  srv_events *events; /* GET /v1/events (events.h) */
+  srv_events *events;            /* GET /v1/events (events.h) */
   struct srv_fact_counts *facts; /* /metrics' counters of the bus's facts */
   srv_auth *auth;
   srv_conns *conns;
@@ -53,10 +53,10 @@ struct srv_server {
   struct srv_owner *session_owners;
   char *data_dir;
   char url[320];
-  char host[256];   /* the listen host, as given */
-  int port;         /* the port bound */
-  int loopback;     /* the listen address is a loopback one */
-  int lock_fd;      /* the data directory's descriptor, holding its flock; -1 none */
+  char host[256]; /* the listen host, as given */
+  int port;       /* the port bound */
+  int loopback;   /* the listen address is a loopback one */
+  int lock_fd;    /* the data directory's descriptor, holding its flock; -1 none */
   size_t max_json, max_upload, max_field, max_lyrics;
   char **input_dirs; /* realpath()s */
   size_t ninput_dirs;
@@ -85,17 +85,17 @@ typedef struct srv_text {
 typedef struct srv_req {
   const srv_route *route;
   const char *allow; /* "GET, HEAD, ..." of the route found (a 405's Allow); NULL: none */
-  char *parts[6]; /* the path's segments (in path_buf) */
+  char *parts[6];    /* the path's segments (in path_buf) */
   int np;
   char path_buf[1024];
   srv_role role;
   char owner[24]; /* the token's owner tag ("" without tokens) */
   int kind;
-  char *buf;      /* BODY_BUFFER: the body (NUL-terminated) */
+  char *buf; /* BODY_BUFFER: the body (NUL-terminated) */
   size_t len, cap, limit;
   size_t field_limit; /* a multipart field that is not the file */
-  size_t total;   /* every body byte received, files and fields */
-  int too_large;  /* 1 the whole body, 2 a field */
+  size_t total;       /* every body byte received, files and fields */
+  int too_large;      /* 1 the whole body, 2 a field */
   char big_field[64];
   int io_error;
   FILE *f;        /* BODY_FILE / the multipart file field */
@@ -273,7 +273,7 @@ enum MHD_Result srv_route_run(srv_server *s, struct MHD_Connection *c, srv_req *
                               const char *method);
 
 /* --- "jobs.c": jobs and sessions -------------------------------------------------- */
-#define SRV_HANDLER(name)                                                                  \
+#define SRV_HANDLER(name) \
   enum MHD_Result name(srv_server *s, struct MHD_Connection *c, srv_req *r, const char *method)
 SRV_HANDLER(srv_h_jobs_post);
 SRV_HANDLER(srv_h_job);
@@ -323,8 +323,8 @@ void srv_snapshot_stop(srv_server *s);
 
 /* --- "metrics_facts.c": counters of the event bus's facts, for /metrics ---------- */
 typedef struct srv_fact_counts srv_fact_counts;
-int srv_fact_counts_create(srv_fact_counts **out); /* subscribes; *out the caller's */
-void srv_fact_counts_destroy(srv_fact_counts *c); /* unsubscribes; NULL: no-op */
+int srv_fact_counts_create(srv_fact_counts **out);         /* subscribes; *out the caller's */
+void srv_fact_counts_destroy(srv_fact_counts *c);          /* unsubscribes; NULL: no-op */
 void srv_fact_counts_metrics(srv_fact_counts *c, FILE *f); /* NULL: nothing */
 
 /* --- "metrics.c" ------------------------------------------------------------- */

@@ -36,8 +36,8 @@ static int open_walk(int dirfd, const char *rel) {
     if (!strcmp(part, ".."))
       errno = EXDEV;
     else
-      fd = openat(cur, part, next ? O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC
-                                  : OPEN_FLAGS | O_NOFOLLOW);
+      fd = openat(cur, part,
+                  next ? O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC : OPEN_FLAGS | O_NOFOLLOW);
     close(cur);
     cur = fd;
     part = next;
@@ -50,8 +50,7 @@ static int open_beneath(const char *dir, const char *rel) {
   if (dirfd < 0)
     return -1;
   struct open_how how = {.flags = OPEN_FLAGS,
-                         .resolve = RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS |
-                                    RESOLVE_NO_MAGICLINKS};
+                         .resolve = RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS};
   int fd = (int)syscall(SYS_openat2, dirfd, rel, &how, sizeof how);
   if (fd < 0 && errno == ENOSYS)
     fd = open_walk(dirfd, rel);
@@ -78,9 +77,9 @@ int srv_open_confined(srv_server *s, const char *path, size_t cap, int *fd, int6
     return SRV_CONFINE_REFUSED;
   struct stat st;
   int rc = fstat(*fd, &st) != 0 || !S_ISREG(st.st_mode) ? SRV_CONFINE_REFUSED
-           : st.st_nlink != 1                            ? SRV_CONFINE_LINKED
-           : (uint64_t)st.st_size > cap                  ? SRV_CONFINE_TOO_BIG
-                                                         : 0;
+           : st.st_nlink != 1                           ? SRV_CONFINE_LINKED
+           : (uint64_t)st.st_size > cap                 ? SRV_CONFINE_TOO_BIG
+                                                        : 0;
   *size = st.st_size;
   if (rc) {
     close(*fd);
@@ -92,19 +91,24 @@ int srv_open_confined(srv_server *s, const char *path, size_t cap, int *fd, int6
 const char *srv_confine_message(srv_server *s, int why, const char *what, const char *path,
                                 int64_t size, size_t cap, char *buf, size_t n) {
   if (!s->ninput_dirs)
-    snprintf(buf, n, "%s %s: this server reads no paths named in a request (it was started "
+    snprintf(buf, n,
+             "%s %s: this server reads no paths named in a request (it was started "
              "without --input-dir); upload the file instead (multipart/form-data field "
-             "\"file\", or Content-Type audio/*)", what, path);
+             "\"file\", or Content-Type audio/*)",
+             what, path);
   else if (why == SRV_CONFINE_TOO_BIG)
     snprintf(buf, n, "%s %s: %lld bytes, more than the %zu this server takes", what, path,
              (long long)size, cap);
   else if (why == SRV_CONFINE_LINKED)
-    snprintf(buf, n, "%s %s: the file has more than one hard link; the server reads only "
-             "files with one link under its --input-dir directories (copy it there)", what,
-             path);
+    snprintf(buf, n,
+             "%s %s: the file has more than one hard link; the server reads only "
+             "files with one link under its --input-dir directories (copy it there)",
+             what, path);
   else
-    snprintf(buf, n, "%s %s: not a readable regular file under the server's --input-dir "
-             "directories (no symbolic links); upload the file instead", what, path);
+    snprintf(buf, n,
+             "%s %s: not a readable regular file under the server's --input-dir "
+             "directories (no symbolic links); upload the file instead",
+             what, path);
   return buf;
 }
 
@@ -162,7 +166,7 @@ static int set_option(srv_input *in, const char *stage, const char *option, cons
       return ebb_seterr(EBB_ENOMEM, "out of host memory");
   }
   return json_object_set_new(so, option, json_string(path)) ? ebb_seterr(EBB_ENOMEM, "out of "
-                                                                         "host memory")
+                                                                                     "host memory")
                                                             : 0;
 }
 
@@ -172,7 +176,7 @@ static void safe_part(const char *s, int dots, char *out, size_t cap) {
   size_t k = 0;
   for (; *s && k + 1 < cap; s++)
     out[k++] = isalnum((unsigned char)*s) || *s == '-' || *s == '_' || (dots && *s == '.') ? *s
-                                                                                          : '_';
+                                                                                           : '_';
   out[k] = '\0';
 }
 

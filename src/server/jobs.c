@@ -71,14 +71,13 @@ enum MHD_Result srv_h_jobs_post(srv_server *s, struct MHD_Connection *c, srv_req
   pthread_mutex_unlock(&s->submit_lock);
   if (rc) {
     if (id)
-      srv_store_finish(s->store, id, EBB_JOB_FAILED, ebb_errname(rc), ebb_errmsg(), NULL, 0,
-                       "[]");
+      srv_store_finish(s->store, id, EBB_JOB_FAILED, ebb_errname(rc), ebb_errmsg(), NULL, 0, "[]");
     ret = srv_send_ebb_err(c, r, EBB_EIO, ebb_errmsg());
   } else {
     char url[64];
     snprintf(url, sizeof url, "/v1/jobs/%s", uid);
-    base_log(EBB_LOG_INFO, "server", "job %s: queued (pipeline '%s', input %s)", uid,
-            in.pipeline, path);
+    base_log(EBB_LOG_INFO, "server", "job %s: queued (pipeline '%s', input %s)", uid, in.pipeline,
+             path);
     ret = srv_send_json(c, r, MHD_HTTP_ACCEPTED,
                         json_pack("{s:s,s:s,s:s}", "id", uid, "state", "queued", "url", url));
   }
@@ -96,8 +95,7 @@ static int find_job(srv_server *s, srv_req *r, int64_t *id) {
   return 0;
 }
 
-static enum MHD_Result result_of(struct MHD_Connection *c, srv_req *r, const char *uid,
-                                 json_t *o) {
+static enum MHD_Result result_of(struct MHD_Connection *c, srv_req *r, const char *uid, json_t *o) {
   const char *state = json_string_value(json_object_get(o, "state"));
   if (state && !strcmp(state, "succeeded")) {
     json_t *res = json_object_get(o, "result");
@@ -110,8 +108,8 @@ static enum MHD_Result result_of(struct MHD_Connection *c, srv_req *r, const cha
     return srv_send_err(c, r, MHD_HTTP_CONFLICT, "not_finished",
                         "job %s is %s; its result is there once it has succeeded", uid, state);
   const char *msg = json_string_value(json_object_get(json_object_get(o, "error"), "message"));
-  return srv_send_err(c, r, MHD_HTTP_CONFLICT, "no_result", "job %s %s and has no result: %s",
-                      uid, state ? state : "ended", msg ? msg : "(no message)");
+  return srv_send_err(c, r, MHD_HTTP_CONFLICT, "no_result", "job %s %s and has no result: %s", uid,
+                      state ? state : "ended", msg ? msg : "(no message)");
 }
 
 enum MHD_Result srv_h_job_result(srv_server *s, struct MHD_Connection *c, srv_req *r,
@@ -130,8 +128,7 @@ enum MHD_Result srv_h_job_result(srv_server *s, struct MHD_Connection *c, srv_re
   return ret;
 }
 
-static enum MHD_Result cancel_job(srv_server *s, struct MHD_Connection *c, srv_req *r,
-                                  int64_t id) {
+static enum MHD_Result cancel_job(srv_server *s, struct MHD_Connection *c, srv_req *r, int64_t id) {
   const char *uid = r->parts[2];
   srv_job_state st;
   int rc = srv_store_state(s->store, id, &st);
@@ -147,14 +144,13 @@ static enum MHD_Result cancel_job(srv_server *s, struct MHD_Connection *c, srv_r
                         srv_job_state_name(st));
   }
   base_log(EBB_LOG_INFO, "server", "job %s: %s", uid,
-          running ? "cancelling (the running stage stops, ebb releases)" : "cancelled");
+           running ? "cancelling (the running stage stops, ebb releases)" : "cancelled");
   return srv_send_json(c, r, MHD_HTTP_ACCEPTED,
                        json_pack("{s:s,s:s}", "id", uid, "state",
                                  running ? "cancelling" : "cancelled"));
 }
 
-enum MHD_Result srv_h_job(srv_server *s, struct MHD_Connection *c, srv_req *r,
-                          const char *method) {
+enum MHD_Result srv_h_job(srv_server *s, struct MHD_Connection *c, srv_req *r, const char *method) {
   if (s->cluster)
     return srv_cluster_job(s, c, r, method);
   int64_t id;
@@ -264,12 +260,13 @@ enum MHD_Result srv_h_sessions_post(srv_server *s, struct MHD_Connection *c, srv
     return ret;
   }
   if (!may_open_session(s, r, json_string_value(p))) {
-    enum MHD_Result ret = srv_send_err(
-        c, r, MHD_HTTP_FORBIDDEN, "forbidden",
-        "pipeline '%s' is not loaded (or is asleep): opening a session on it would load it, "
-        "which needs an admin token; this token's role is submit (an admin may POST "
-        "/v1/pipelines/%s/load first)",
-        json_string_value(p), json_string_value(p));
+    enum MHD_Result ret =
+        srv_send_err(c, r, MHD_HTTP_FORBIDDEN, "forbidden",
+                     "pipeline '%s' is not loaded (or is asleep): opening a session on it would "
+                     "load it, "
+                     "which needs an admin token; this token's role is submit (an admin may POST "
+                     "/v1/pipelines/%s/load first)",
+                     json_string_value(p), json_string_value(p));
     json_decref(b);
     return ret;
   }
@@ -285,7 +282,7 @@ enum MHD_Result srv_h_sessions_post(srv_server *s, struct MHD_Connection *c, srv
   else {
     owner_add(s, id, r->owner);
     base_log(EBB_LOG_INFO, "server", "session %s: opened on pipeline '%s'", id,
-            json_string_value(p));
+             json_string_value(p));
     ret = srv_send_json(c, r, MHD_HTTP_CREATED,
                         json_pack("{s:s,s:s,s:s}", "id", id, "pipeline", json_string_value(p),
                                   "device", dev_device_label(pl_manager_device(s->ms[at]))));
@@ -333,8 +330,7 @@ enum MHD_Result srv_h_session(srv_server *s, struct MHD_Connection *c, srv_req *
 }
 
 static enum MHD_Result item_done(struct MHD_Connection *c, srv_req *r, const char *id,
-                                 const char *pipeline, const char *dir,
-                                 const pl_job_result *res) {
+                                 const char *pipeline, const char *dir, const pl_job_result *res) {
   char rp[4500];
   snprintf(rp, sizeof rp, "%s/result.json", dir);
   json_t *result = json_load_file(rp, 0, NULL);

@@ -21,8 +21,7 @@ static void jobs_and_release(srv_server *s, FILE *f, json_t *snap) {
   for (int i = 0; i < EBB_JOB_NSTATES; i++)
     fprintf(f, "ebb_jobs{state=\"%s\"} %llu\n", srv_job_state_name(i),
             (unsigned long long)counts[i]);
-  family(f, "ebb_released_bytes_total", "counter",
-         "Device bytes ebb handed back to the driver.");
+  family(f, "ebb_released_bytes_total", "counter", "Device bytes ebb handed back to the driver.");
   fprintf(f, "ebb_released_bytes_total %lld\n",
           (long long)json_integer_value(json_object_get(snap, "released_total")));
 }
@@ -75,7 +74,8 @@ static void devices(FILE *f, json_t *devs) {
   json_array_foreach(devs, d, mem) {
     fprintf(f, "ebb_device_busy{");
     dev_label(f, mem);
-    fprintf(f, "} %d\n", !strcmp(json_string_value(json_object_get(mem, "state")) ?: "", "running"));
+    fprintf(f, "} %d\n",
+            !strcmp(json_string_value(json_object_get(mem, "state")) ?: "", "running"));
   }
   family(f, "ebb_owner_bytes", "gauge", "Device bytes each owner holds now.");
   json_array_foreach(devs, d, mem) {
@@ -141,7 +141,7 @@ enum MHD_Result srv_metrics(srv_server *s, struct MHD_Connection *c, srv_req *r)
   srv_sleep_metrics(s, f);
   if (s->broker_metrics)
     s->broker_metrics(s->broker_arg, f); /* ebb_broker_* (docs/broker.md) */
-  srv_cluster_metrics(s, f); /* the node's id and queue counters (--queue) */
+  srv_cluster_metrics(s, f);             /* the node's id and queue counters (--queue) */
   json_decref(snap);
   fclose(f);
   buf = srv_cluster_label_metrics(s, buf); /* node="ID" on every series (--queue) */

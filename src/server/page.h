@@ -9,7 +9,7 @@
 #include <stddef.h>
 
 typedef struct srv_page_asset {
-  const char *name;            /* file name under src/server/page/ */
+  const char *name; /* file name under src/server/page/ */
   const unsigned char *data;
   size_t size;
 } srv_page_asset;

@@ -31,8 +31,8 @@ typedef struct qjob {
   atomic_int cancel;
   atomic_int timed_out;
   atomic_int by_client; /* DELETE /v1/jobs/ID: cancelled for good */
-  double deadline; /* monotonic seconds; 0: none */
-  double queued_at; /* monotonic seconds */
+  double deadline;      /* monotonic seconds; 0: none */
+  double queued_at;     /* monotonic seconds */
 } qjob;
 
 /* One device the queue runs jobs on: its manager, its worker thread, the
@@ -42,9 +42,9 @@ typedef struct qdev {
   pl_manager *m;
   mem_allocator *alloc;
   qjob *running;
-  int failed;      /* taken out of placement */
+  int failed;     /* taken out of placement */
   char why[1100]; /* the error that failed it */
-  uint64_t jobs;   /* jobs started here */
+  uint64_t jobs;  /* jobs started here */
   pthread_t worker;
   int started;
   pl_residency *res; /* several devices: the pipelines jobs loaded here */
@@ -135,8 +135,10 @@ static int ended_early(srv_queue *q, qjob *j, const char *device, int rc, double
   }
   if (rc && atomic_load(&j->timed_out)) {
     char msg[160];
-    snprintf(msg, sizeof msg, "the job ran past its %.0f s deadline; it was cancelled and its "
-                              "memory released", timeout);
+    snprintf(msg, sizeof msg,
+             "the job ran past its %.0f s deadline; it was cancelled and its "
+             "memory released",
+             timeout);
     srv_job_publish(j->id, j->uid, j->pipeline, device, EBB_JOB_FAILED, "EBB_ETIMEDOUT", msg, 0,
                     "[]");
     srv_record_finish(q->rec, j->id, EBB_JOB_FAILED, "EBB_ETIMEDOUT", msg, NULL, 0, NULL);
@@ -164,24 +166,23 @@ static void mark_failed(qdev *d, const char *msg) {
   pthread_cond_broadcast(&q->cond);
   pthread_mutex_unlock(&q->lock);
   base_log(EBB_LOG_ERROR, "server", "device %s failed and is taken out of placement: %s", label,
-          msg);
+           msg);
   ebb_event lost = {.kind = EBB_EVENT_DEVICE_LOST, .device = label, .message = msg};
   base_event_publish(&lost);
   uint64_t rel = 0;
   int n = 0;
   int rc = pl_manager_unload_all(d->m, &rel, &n);
   base_log(rc ? EBB_LOG_WARN : EBB_LOG_INFO, "server",
-          "device %s failed: %d pipeline%s unloaded there, %llu MiB released%s%s", label, n,
-          n == 1 ? "" : "s", (unsigned long long)(rel >> 20), rc ? "; " : "",
-          rc ? ebb_errmsg() : "");
+           "device %s failed: %d pipeline%s unloaded there, %llu MiB released%s%s", label, n,
+           n == 1 ? "" : "s", (unsigned long long)(rel >> 20), rc ? "; " : "",
+           rc ? ebb_errmsg() : "");
   if (q->on_state)
     q->on_state(q->arg);
 }
 
 /* With placement the pipeline stays loaded on its device (a later job of it
  * runs there without a load); EBB_PLACE_FITS / EVICT load it first. */
-static int run_on(qdev *d, qjob *j, pl_place_how how, srv_stage_bytes *t,
-                  pl_job_result *res) {
+static int run_on(qdev *d, qjob *j, pl_place_how how, srv_stage_bytes *t, pl_job_result *res) {
   if (d->q->place && how != EBB_PLACE_LOADED) {
     memset(res, 0, sizeof *res);
     int rc = pl_manager_load(d->m, j->pipeline);
@@ -192,7 +193,7 @@ static int run_on(qdev *d, qjob *j, pl_place_how how, srv_stage_bytes *t,
     }
   }
   return pl_manager_run_job(d->m, j->pipeline, j->input, j->outdir, j->options, &j->cancel,
-                             t ? srv_stage_bytes_progress : NULL, t, res);
+                            t ? srv_stage_bytes_progress : NULL, t, res);
 }
 
 /* Whether a job of name waits (q->lock held): residency keeps it then. */
@@ -243,15 +244,14 @@ static void run_one(qdev *d, qjob *j, pl_place_how how) {
     }
     mark_failed(d, res.message);
   }
-  srv_job_state st = rc == 0                   ? EBB_JOB_SUCCEEDED
-                     : rc == EBB_ECANCELED &&
-                               atomic_load(&j->cancel) ? EBB_JOB_CANCELLED
-                                                       : EBB_JOB_FAILED;
+  srv_job_state st = rc == 0                                          ? EBB_JOB_SUCCEEDED
+                     : rc == EBB_ECANCELED && atomic_load(&j->cancel) ? EBB_JOB_CANCELLED
+                                                                      : EBB_JOB_FAILED;
   char *result = rc == 0 ? result_text(j->outdir) : NULL;
   srv_job_publish(j->id, j->uid, j->pipeline, label, st, rc ? ebb_errname(rc) : NULL,
                   rc ? res.message : NULL, res.released_bytes, stages ? stages : "[]");
-  srv_record_finish(q->rec, j->id, st, rc ? ebb_errname(rc) : NULL, rc ? res.message : NULL,
-                    result, res.released_bytes, stages);
+  srv_record_finish(q->rec, j->id, st, rc ? ebb_errname(rc) : NULL, rc ? res.message : NULL, result,
+                    res.released_bytes, stages);
   free(result);
   free(stages);
 }
@@ -274,12 +274,12 @@ static void picture(srv_queue *q, const char *name, const uint64_t *free_b, cons
     qdev *d = &q->devs[i];
     uint64_t meas;
     pd[i] = (pl_place_dev){.ordinal = dev_ordinal(pl_manager_device(d->m)),
-                            .idle = !d->running && !d->failed,
-                            .failed = d->failed,
-                            .loaded = pl_manager_is_loaded(d->m, name),
-                            .free_known = known[i],
-                            .free_bytes = free_b[i],
-                            .asleep_bytes = pl_manager_asleep_bytes(d->m, name)};
+                           .idle = !d->running && !d->failed,
+                           .failed = d->failed,
+                           .loaded = pl_manager_is_loaded(d->m, name),
+                           .free_known = known[i],
+                           .free_bytes = free_b[i],
+                           .asleep_bytes = pl_manager_asleep_bytes(d->m, name)};
     pl_manager_place_figures(d->m, name, &meas, &pd[i].asleep);
     pd[i].other_bytes = pl_manager_loaded_bytes(d->m, name, &pd[i].others);
   }
@@ -298,9 +298,9 @@ static void job_place(srv_queue *q, const qjob *j, double now, pl_place_job *pj)
   }
   uint64_t est = def && !measured ? pl_place_estimate_hook(q->devs[0].m, def) : 0;
   *pj = (pl_place_job){.need = def ? pl_place_need(def, measured, est) : 0,
-                        .pin_cuda = def ? def->pin_cuda : 0,
-                        .pin_cpu = def ? def->pin_cpu : 0,
-                        .overdue = q->max_wait_s > 0 && now - j->queued_at > q->max_wait_s};
+                       .pin_cuda = def ? def->pin_cuda : 0,
+                       .pin_cpu = def ? def->pin_cpu : 0,
+                       .overdue = q->max_wait_s > 0 && now - j->queued_at > q->max_wait_s};
 }
 
 static void fail_unplaceable(srv_queue *q, qjob *j) {
@@ -310,8 +310,10 @@ static void fail_unplaceable(srv_queue *q, qjob *j) {
       snprintf(msg + strlen(msg), sizeof msg - strlen(msg), "; %s failed",
                dev_device_label(pl_manager_device(q->devs[i].m)));
   char full[900];
-  snprintf(full, sizeof full, "no device this server drives can run pipeline '%s' (its "
-                              "\"devices\", its need)%s", j->pipeline, msg);
+  snprintf(full, sizeof full,
+           "no device this server drives can run pipeline '%s' (its "
+           "\"devices\", its need)%s",
+           j->pipeline, msg);
   srv_job_publish(j->id, j->uid, j->pipeline, NULL, EBB_JOB_FAILED, "EBB_ENODEV", full, 0, "[]");
   srv_store_finish(q->store, j->id, EBB_JOB_FAILED, "EBB_ENODEV", full, NULL, 0, "[]");
   base_log(EBB_LOG_WARN, "server", "job %lld: failed: %s", (long long)j->id, full);
@@ -330,7 +332,7 @@ static qjob *pick(srv_queue *q, qdev *d, pl_place_how *how) {
     return j;
   }
   if (!q->head || d->running) /* a failed device takes nothing but still fails the */
-    return NULL;                 /* jobs no device can run (when all have failed) */
+    return NULL;              /* jobs no device can run (when all have failed) */
   size_t n = q->ndevs, me = (size_t)(d - q->devs);
   uint64_t free_b[16] = {0};
   int known[16] = {0};
@@ -420,8 +422,7 @@ static int place_after_asking(srv_queue *q, const char *pipeline, const pl_place
     pthread_mutex_unlock(&q->lock);
     size_t best = n;
     for (size_t i = 0; i < n; i++) /* the most free eligible device not asked yet */
-      if (pl_place_eligible(&pd[i], pj) && !tried[i] &&
-          (best == n || free_b[i] > free_b[best]))
+      if (pl_place_eligible(&pd[i], pj) && !tried[i] && (best == n || free_b[i] > free_b[best]))
         best = i;
     if (best == n)
       break;
@@ -483,10 +484,12 @@ json_t *srv_queue_devices_json(srv_queue *q) {
   pthread_mutex_lock(&q->lock);
   for (size_t i = 0; i < q->ndevs; i++) {
     qdev *d = &q->devs[i];
-    json_t *o = json_pack("{s:s,s:s,s:I}", "label",
-                          dev_device_label(pl_manager_device(d->m)), "state",
-                          d->failed ? "failed" : d->running ? "running" : "idle", "jobs_started",
-                          (json_int_t)d->jobs);
+    json_t *o = json_pack("{s:s,s:s,s:I}", "label", dev_device_label(pl_manager_device(d->m)),
+                          "state",
+                          d->failed    ? "failed"
+                          : d->running ? "running"
+                                       : "idle",
+                          "jobs_started", (json_int_t)d->jobs);
     json_object_set_new(o, "job", d->running ? json_integer(d->running->id) : json_null());
     json_object_set_new(o, "error", d->failed ? json_string(d->why) : json_null());
     json_array_append_new(a, o);
@@ -520,8 +523,8 @@ int srv_queue_create(srv_store *store, pl_manager *const *ms, mem_allocator *con
   }
   for (size_t i = 0; i < n; i++) {
     q->devs[i] = (qdev){.q = q, .m = ms[i], .alloc = allocs[i]};
-    if (q->place && (rc = pl_residency_create(ms[i], o ? o->keep_resident_s : 0,
-                                               &q->devs[i].res))) {
+    if (q->place &&
+        (rc = pl_residency_create(ms[i], o ? o->keep_resident_s : 0, &q->devs[i].res))) {
       srv_queue_destroy(q);
       return rc;
     }

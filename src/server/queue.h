@@ -20,10 +20,10 @@
 typedef struct srv_queue srv_queue;
 
 typedef struct srv_queue_opts {
-  double timeout_s; /* a job's deadline when its pipeline sets no timeout_s; 0: none */
-  double max_wait_s; /* several devices: a job queued longer reserves the next device that
+  double timeout_s;            /* a job's deadline when its pipeline sets no timeout_s; 0: none */
+  double max_wait_s;           /* several devices: a job queued longer reserves the next device that
                         can fit it; <= 0: 60 s */
-  double keep_resident_s; /* several devices: a pipeline a job loaded is released (by its
+  double keep_resident_s;      /* several devices: a pipeline a job loaded is released (by its
                              policy) once idle this long with no job of it queued, unless
                              its policy gives seconds; <= 0: 300 s (1e-9: at once) */
   void (*on_state)(void *arg); /* after a job starts and after it ends (may be NULL) */

@@ -21,7 +21,7 @@ struct srv_route {
   const char *pattern; /* segments; "*" matches one */
   int methods;
   const char *allow;
-  srv_role role;       /* at least; NONE: open */
+  srv_role role; /* at least; NONE: open */
   int body;
   handler_fn fn;
 };
@@ -89,8 +89,7 @@ static enum MHD_Result h_release(srv_server *s, struct MHD_Connection *c, srv_re
     rel += b;
   }
   srv_snapshot_changed(s);
-  return srv_send_json(c, r, MHD_HTTP_OK,
-                       json_pack("{s:I}", "released_bytes", (json_int_t)rel));
+  return srv_send_json(c, r, MHD_HTTP_OK, json_pack("{s:I}", "released_bytes", (json_int_t)rel));
 }
 
 static enum MHD_Result h_pipeline(srv_server *s, struct MHD_Connection *c, srv_req *r,
@@ -271,8 +270,7 @@ static int check_headers(struct MHD_Connection *c, srv_req *r, enum MHD_Result *
   const char *ct = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Content-Type");
   if (r->route->body == B_NONE || !type_ok(r->route, ct)) {
     *ret = srv_send_err(c, r, MHD_HTTP_UNSUPPORTED_MEDIA_TYPE, "unsupported_media_type",
-                        r->route->body == B_NONE
-                            ? "this route takes no body (Content-Type %s)"
+                        r->route->body == B_NONE ? "this route takes no body (Content-Type %s)"
                         : r->route->body == B_JSON
                             ? "Content-Type %s: send application/json"
                             : "Content-Type %s: send application/json, multipart/form-data, "
@@ -283,8 +281,7 @@ static int check_headers(struct MHD_Connection *c, srv_req *r, enum MHD_Result *
   return 0;
 }
 
-static int check_caller(srv_server *s, struct MHD_Connection *c, srv_req *r,
-                        enum MHD_Result *ret) {
+static int check_caller(srv_server *s, struct MHD_Connection *c, srv_req *r, enum MHD_Result *ret) {
   char msg[512];
   if (!srv_host_ok(s, c, msg, sizeof msg)) {
     *ret = srv_send_err(c, r, MHD_HTTP_FORBIDDEN, "forbidden", "%s", msg);

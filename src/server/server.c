@@ -33,7 +33,8 @@ static enum MHD_Result too_large(struct MHD_Connection *c, srv_req *r) {
   if (r->too_large == 2)
     return srv_send_err(c, r, MHD_HTTP_CONTENT_TOO_LARGE, "body_too_large",
                         "the multipart field \"%s\" is larger than the %zu bytes this server "
-                        "takes for a field other than the file", r->big_field, r->field_limit);
+                        "takes for a field other than the file",
+                        r->big_field, r->field_limit);
   return srv_send_err(c, r, MHD_HTTP_CONTENT_TOO_LARGE, "body_too_large",
                       "the body is larger than the %zu bytes this server takes for %s", r->limit,
                       r->kind == BODY_BUFFER ? "a JSON body" : "a request with an upload");
@@ -90,9 +91,8 @@ static int bad_framing(struct MHD_Connection *c, srv_req *r, enum MHD_Result *re
 }
 
 static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const char *url,
-                                  const char *method, const char *version,
-                                  const char *upload_data, size_t *upload_data_size,
-                                  void **con_cls) {
+                                  const char *method, const char *version, const char *upload_data,
+                                  size_t *upload_data_size, void **con_cls) {
   srv_server *s = cls;
   srv_req *r = *con_cls;
   if (!r) {
@@ -106,8 +106,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
         !MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Host")) {
       r->close = 1;
       return srv_send_err(c, r, MHD_HTTP_BAD_REQUEST, "bad_request",
-                          "an %s request needs a Host header (HTTP/1.0 may leave it out)",
-                          version);
+                          "an %s request needs a Host header (HTTP/1.0 may leave it out)", version);
     }
     enum MHD_Result ret;
     if (bad_framing(c, r, &ret))
@@ -167,8 +166,7 @@ static int is_loopback(const struct sockaddr_storage *ss) {
     return (ntohl(((const struct sockaddr_in *)ss)->sin_addr.s_addr) >> 24) == 127;
   if (ss->ss_family == AF_INET6) {
     const struct in6_addr *a = &((const struct sockaddr_in6 *)ss)->sin6_addr;
-    return IN6_IS_ADDR_LOOPBACK(a) ||
-           (IN6_IS_ADDR_V4MAPPED(a) && a->s6_addr[12] == 127);
+    return IN6_IS_ADDR_LOOPBACK(a) || (IN6_IS_ADDR_V4MAPPED(a) && a->s6_addr[12] == 127);
   }
   return 0;
 }
@@ -177,8 +175,7 @@ static int parse_listen(const char *listen, struct sockaddr_storage *ss, char *h
                         int *port) {
   const char *colon = strrchr(listen, ':');
   if (!colon)
-    return ebb_seterr(EBB_EINVAL, "--listen %s: expected HOST:PORT (e.g. 127.0.0.1:8470)",
-                      listen);
+    return ebb_seterr(EBB_EINVAL, "--listen %s: expected HOST:PORT (e.g. 127.0.0.1:8470)", listen);
   size_t n = (size_t)(colon - listen);
   if (n >= hn)
     return ebb_seterr(EBB_EINVAL, "--listen %s: host too long", listen);
@@ -221,10 +218,10 @@ static void requeue(srv_server *s) {
     const char *out = json_string_value(json_object_get(o, "output_dir"));
     const char *uid = json_string_value(json_object_get(o, "id"));
     json_t *opts = json_object_get(o, "options");
-    if (p && in && out && srv_queue_push(s->queue, ids[i], uid, p, in, out,
-                                         json_is_object(opts) ? opts : NULL) == 0)
+    if (p && in && out &&
+        srv_queue_push(s->queue, ids[i], uid, p, in, out, json_is_object(opts) ? opts : NULL) == 0)
       base_log(EBB_LOG_INFO, "server", "job %s: queued again (left queued by the last server)",
-              uid ? uid : "?");
+               uid ? uid : "?");
     else
       srv_store_finish(s->store, ids[i], EBB_JOB_FAILED, "EBB_ECANCELED",
                        "server restarted before the job was ready to run", NULL, 0, "[]");
@@ -305,26 +302,30 @@ static int open_data(srv_server *s, const srv_opts *o) {
     return rc;
   if (interrupted)
     base_log(EBB_LOG_INFO, "server", "%d job%s left running by the last server marked failed",
-            interrupted, interrupted == 1 ? "" : "s");
+             interrupted, interrupted == 1 ? "" : "s");
   /* every job has a deadline: a day unless told otherwise */
   srv_queue_opts qo = {.timeout_s = o->job_timeout_s > 0 ? o->job_timeout_s : 86400,
-                       .on_state = on_job_state, .arg = s};
+                       .on_state = on_job_state,
+                       .arg = s};
   qo.max_wait_s = o->max_wait_s;
   qo.keep_resident_s = o->keep_resident_s;
   if ((rc = srv_fact_counts_create(&s->facts)) != 0 ||
       (rc = srv_queue_create(s->store, s->ms, s->allocs, s->ndev, &qo, &s->queue)) != 0)
     return rc;
-  return srv_events_create(&(srv_events_opts){.size = sizeof(srv_events_opts), .manager = s->m,
-                                              .alloc = s->alloc, .managers = s->ms,
-                                              .allocs = s->allocs, .ndevices = s->ndev,
+  return srv_events_create(&(srv_events_opts){.size = sizeof(srv_events_opts),
+                                              .manager = s->m,
+                                              .alloc = s->alloc,
+                                              .managers = s->ms,
+                                              .allocs = s->allocs,
+                                              .ndevices = s->ndev,
                                               .store = s->store},
                            &s->events);
 }
 
-static int start_daemon(srv_server *s, const srv_opts *o, struct sockaddr_storage *ss,
-                        int port) {
+static int start_daemon(srv_server *s, const srv_opts *o, struct sockaddr_storage *ss, int port) {
   unsigned maxc = fit_connections(o->max_connections ? o->max_connections : 1024);
-  srv_conn_limits cl = {.max_connections = maxc, .max_per_ip = o->max_per_ip ? o->max_per_ip : 64,
+  srv_conn_limits cl = {.max_connections = maxc,
+                        .max_per_ip = o->max_per_ip ? o->max_per_ip : 64,
                         .header_timeout_s = o->header_timeout_s > 0 ? o->header_timeout_s : 10,
                         .min_body_rate = o->min_body_rate > 0 ? o->min_body_rate : 4096,
                         .idle_pressure_s = 2};
@@ -338,15 +339,16 @@ static int start_daemon(srv_server *s, const srv_opts *o, struct sockaddr_storag
   /* thread per connection with poll(): no FD_SETSIZE ceiling (select() stops
    * accepting past descriptor 1024); a load or a session item answers when
    * it is done without holding up other connections */
-  s->d = MHD_start_daemon(
-      MHD_USE_THREAD_PER_CONNECTION | MHD_USE_POLL_INTERNAL_THREAD | MHD_USE_ERROR_LOG |
-          MHD_USE_ITC | (ss->ss_family == AF_INET6 ? MHD_USE_IPv6 : 0),
-      (uint16_t)port, srv_conn_accept, s->conns, on_request, s, MHD_OPTION_SOCK_ADDR,
-      (struct sockaddr *)ss, MHD_OPTION_NOTIFY_COMPLETED, on_completed, s,
-      MHD_OPTION_NOTIFY_CONNECTION, srv_conn_notify, s->conns, MHD_OPTION_UNESCAPE_CALLBACK,
-      unescape, NULL, MHD_OPTION_CONNECTION_LIMIT, mhd_max, MHD_OPTION_CONNECTION_TIMEOUT, idle,
-      MHD_OPTION_LISTEN_BACKLOG_SIZE, 4096u, MHD_OPTION_CONNECTION_MEMORY_LIMIT,
-      (size_t)SRV_HEAD_KIB * 1024, MHD_OPTION_END);
+  s->d = MHD_start_daemon(MHD_USE_THREAD_PER_CONNECTION | MHD_USE_POLL_INTERNAL_THREAD |
+                              MHD_USE_ERROR_LOG | MHD_USE_ITC |
+                              (ss->ss_family == AF_INET6 ? MHD_USE_IPv6 : 0),
+                          (uint16_t)port, srv_conn_accept, s->conns, on_request, s,
+                          MHD_OPTION_SOCK_ADDR, (struct sockaddr *)ss, MHD_OPTION_NOTIFY_COMPLETED,
+                          on_completed, s, MHD_OPTION_NOTIFY_CONNECTION, srv_conn_notify, s->conns,
+                          MHD_OPTION_UNESCAPE_CALLBACK, unescape, NULL, MHD_OPTION_CONNECTION_LIMIT,
+                          mhd_max, MHD_OPTION_CONNECTION_TIMEOUT, idle,
+                          MHD_OPTION_LISTEN_BACKLOG_SIZE, 4096u, MHD_OPTION_CONNECTION_MEMORY_LIMIT,
+                          (size_t)SRV_HEAD_KIB * 1024, MHD_OPTION_END);
   if (!s->d)
     return ebb_seterr(EBB_EIO, "cannot listen on %s: %s", o->listen,
                       errno ? strerror(errno) : "libmicrohttpd refused");

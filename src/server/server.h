@@ -22,51 +22,51 @@ typedef struct srv_server srv_server;
 #define EBB_SERVER_SCRATCH "scratch"
 
 typedef struct srv_opts {
-  uint32_t size;          /* sizeof(srv_opts) */
-  const char *listen;     /* "HOST:PORT" (PORT 0: any free port) */
-  const char *data_dir;   /* jobs.db, jobs/ID/, sessions/ID/, uploads/, scratch/ (created) */
-  pl_manager *manager;   /* borrowed */
-  mem_allocator *alloc;   /* borrowed (the manager's) */
+  uint32_t size;        /* sizeof(srv_opts) */
+  const char *listen;   /* "HOST:PORT" (PORT 0: any free port) */
+  const char *data_dir; /* jobs.db, jobs/ID/, sessions/ID/, uploads/, scratch/ (created) */
+  pl_manager *manager;  /* borrowed */
+  mem_allocator *alloc; /* borrowed (the manager's) */
   /* Several devices (ebb serve --devices): one manager and allocator per
    * device, borrowed; managers[0] is manager. ndevices 0: manager alone. */
   pl_manager *const *managers;
   mem_allocator *const *allocs;
   size_t ndevices;
-  double max_wait_s;      /* a queued job waiting longer reserves a device: 60 */
-  double keep_resident_s; /* several devices: an idle job-loaded pipeline goes: 300 */
-  size_t max_json_bytes;  /* a JSON body larger than this is 413; 0: 1 MiB */
-  size_t max_upload_bytes;/* a request with an upload larger than this is 413; 0: 1 GiB */
+  double max_wait_s;       /* a queued job waiting longer reserves a device: 60 */
+  double keep_resident_s;  /* several devices: an idle job-loaded pipeline goes: 300 */
+  size_t max_json_bytes;   /* a JSON body larger than this is 413; 0: 1 MiB */
+  size_t max_upload_bytes; /* a request with an upload larger than this is 413; 0: 1 GiB */
   void (*on_listen)(const char *url); /* called once bound, before any log line */
   /* Who may call (docs/api.md, "Security"). A non-loopback listen address
    * without a token is refused (EBB_EINVAL). */
-  const char *token_file; /* lines `TOKEN [admin|submit]`; NULL: none */
-  const char *token;      /* EBB_TOKEN (admin); NULL or "": none */
-  int metrics_public;     /* /metrics without a token */
+  const char *token_file;         /* lines `TOKEN [admin|submit]`; NULL: none */
+  const char *token;              /* EBB_TOKEN (admin); NULL or "": none */
+  int metrics_public;             /* /metrics without a token */
   const char *const *allow_hosts; /* more names the Host header may give */
   size_t nallow_hosts;
   /* Origins a browser request may come from besides the server's own
    * (scheme http, the Host header's host, the bound port) */
   const char *const *allow_origins;
   size_t nallow_origins;
-  const char *const *input_dirs;  /* JSON jobs may name files under these */
+  const char *const *input_dirs; /* JSON jobs may name files under these */
   size_t ninput_dirs;
   /* Limits; 0 takes the default. */
-  size_t max_field_bytes;      /* a multipart field other than the file: 1 MiB */
-  size_t max_lyrics_bytes;     /* lyrics sent with a job or session item (413 beyond): 256 KiB */
-  unsigned max_connections;    /* in all: 1024 (capped by RLIMIT_NOFILE) */
-  unsigned max_per_ip;         /* from one address: 64 */
-  double idle_timeout_s;       /* a connection with no traffic: 60 */
-  double header_timeout_s;     /* headers complete after accept / the last answer: 10 */
-  double min_body_rate;        /* bytes/s a body averages after header_timeout_s: 4096 */
-  size_t max_queued;           /* jobs waiting to run; beyond it 429: 10000 */
-  double job_timeout_s;        /* a job's deadline (a pipeline's timeout_s wins): 1 day */
+  size_t max_field_bytes;   /* a multipart field other than the file: 1 MiB */
+  size_t max_lyrics_bytes;  /* lyrics sent with a job or session item (413 beyond): 256 KiB */
+  unsigned max_connections; /* in all: 1024 (capped by RLIMIT_NOFILE) */
+  unsigned max_per_ip;      /* from one address: 64 */
+  double idle_timeout_s;    /* a connection with no traffic: 60 */
+  double header_timeout_s;  /* headers complete after accept / the last answer: 10 */
+  double min_body_rate;     /* bytes/s a body averages after header_timeout_s: 4096 */
+  size_t max_queued;        /* jobs waiting to run; beyond it 429: 10000 */
+  double job_timeout_s;     /* a job's deadline (a pipeline's timeout_s wins): 1 day */
   /* A job whose stages' estimated work (CPU seconds, pipeline/work.h) is
    * over this is refused at submit: >0 this many seconds; 0 (the default)
    * the job's timeout (the pipeline's timeout_s, else job_timeout_s); <0 no
    * refusal by estimate. */
   double max_job_s;
-  uint64_t keep_jobs;          /* keep the newest N finished jobs: all */
-  double keep_jobs_s;          /* keep finished jobs this long: forever */
+  uint64_t keep_jobs;                     /* keep the newest N finished jobs: all */
+  double keep_jobs_s;                     /* keep finished jobs this long: forever */
   const struct srv_cluster_opts *cluster; /* --queue redis://...: NULL: SQLite, one node */
   /* The broker (docs/broker.md), given by ebb serve: POST /v1/memory/reclaim
    * calls broker_reclaim (device "cuda:N"; *answer a new reference; an EBB_E

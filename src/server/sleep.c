@@ -33,14 +33,14 @@ SRV_HANDLER(srv_h_pipeline_sleep) {
     return srv_send_ebb_err(c, r, rc, ebb_errmsg());
   dev_meminfo mi = {0};
   dev_mem_info(pl_manager_device(m), &mi);
-  return srv_send_json(
-      c, r, MHD_HTTP_OK,
-      json_pack("{s:s,s:s,s:b,s:I,s:I,s:I,s:f,s:I}", "pipeline", name, "device",
-                dev_device_label(pl_manager_device(m)), "asleep", !wake,
-                wake ? "restored_bytes" : "released_bytes", (json_int_t)st.device_bytes,
-                "backup_bytes", (json_int_t)st.backup_bytes, "dropped_bytes",
-                (json_int_t)st.dropped_bytes, "seconds", st.seconds, "driver_free_bytes",
-                (json_int_t)mi.free_bytes));
+  return srv_send_json(c, r, MHD_HTTP_OK,
+                       json_pack("{s:s,s:s,s:b,s:I,s:I,s:I,s:f,s:I}", "pipeline", name, "device",
+                                 dev_device_label(pl_manager_device(m)), "asleep", !wake,
+                                 wake ? "restored_bytes" : "released_bytes",
+                                 (json_int_t)st.device_bytes, "backup_bytes",
+                                 (json_int_t)st.backup_bytes, "dropped_bytes",
+                                 (json_int_t)st.dropped_bytes, "seconds", st.seconds,
+                                 "driver_free_bytes", (json_int_t)mi.free_bytes));
 }
 
 void srv_sleep_metrics(srv_server *s, FILE *f) {
@@ -55,19 +55,25 @@ void srv_sleep_metrics(srv_server *s, FILE *f) {
     si.wakes += d.wakes;
     si.wake_seconds += d.wake_seconds;
   }
-  fprintf(f, "# HELP ebb_pipelines_sleeping Pipelines asleep (weights in host memory).\n"
-             "# TYPE ebb_pipelines_sleeping gauge\nebb_pipelines_sleeping %d\n",
+  fprintf(f,
+          "# HELP ebb_pipelines_sleeping Pipelines asleep (weights in host memory).\n"
+          "# TYPE ebb_pipelines_sleeping gauge\nebb_pipelines_sleeping %d\n",
           si.sleeping);
-  fprintf(f, "# HELP ebb_sleep_backup_bytes Host bytes holding sleeping pipelines' weights.\n"
-             "# TYPE ebb_sleep_backup_bytes gauge\nebb_sleep_backup_bytes %llu\n",
+  fprintf(f,
+          "# HELP ebb_sleep_backup_bytes Host bytes holding sleeping pipelines' weights.\n"
+          "# TYPE ebb_sleep_backup_bytes gauge\nebb_sleep_backup_bytes %llu\n",
           (unsigned long long)si.backup_bytes);
-  fprintf(f, "# HELP ebb_sleep_host_budget_bytes Host bytes backups may hold, per device (0: no limit).\n"
-             "# TYPE ebb_sleep_host_budget_bytes gauge\nebb_sleep_host_budget_bytes %llu\n",
+  fprintf(f,
+          "# HELP ebb_sleep_host_budget_bytes Host bytes backups may hold, per device (0: no "
+          "limit).\n"
+          "# TYPE ebb_sleep_host_budget_bytes gauge\nebb_sleep_host_budget_bytes %llu\n",
           (unsigned long long)si.budget_bytes);
-  fprintf(f, "# HELP ebb_wakes_total Wakes of sleeping pipelines.\n"
-             "# TYPE ebb_wakes_total counter\nebb_wakes_total %llu\n",
+  fprintf(f,
+          "# HELP ebb_wakes_total Wakes of sleeping pipelines.\n"
+          "# TYPE ebb_wakes_total counter\nebb_wakes_total %llu\n",
           (unsigned long long)si.wakes);
-  fprintf(f, "# HELP ebb_wake_seconds_total Seconds spent waking pipelines.\n"
-             "# TYPE ebb_wake_seconds_total counter\nebb_wake_seconds_total %.6f\n",
+  fprintf(f,
+          "# HELP ebb_wake_seconds_total Seconds spent waking pipelines.\n"
+          "# TYPE ebb_wake_seconds_total counter\nebb_wake_seconds_total %.6f\n",
           si.wake_seconds);
 }

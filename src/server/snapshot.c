@@ -34,8 +34,7 @@ static json_t *devices(srv_server *s, uint64_t *released) {
   for (size_t i = 0; i < s->ndev; i++) {
     json_t *mem = pl_manager_memory_json(s->ms[i]);
     json_t *q = json_array_get(qs, i);
-    json_object_set_new(mem, "label",
-                        json_string(dev_device_label(pl_manager_device(s->ms[i]))));
+    json_object_set_new(mem, "label", json_string(dev_device_label(pl_manager_device(s->ms[i]))));
     /* no queue (it is gone while the server stops): idle, a new reference */
     json_object_set_new(mem, "state",
                         q ? json_incref(json_object_get(q, "state")) : json_string("idle"));
@@ -58,8 +57,7 @@ static json_t *pipelines(srv_server *s) {
     json_t *where = json_array();
     for (size_t d = 0; d < s->ndev; d++)
       if (name && pl_manager_is_loaded(s->ms[d], name))
-        json_array_append_new(where,
-                              json_string(dev_device_label(pl_manager_device(s->ms[d]))));
+        json_array_append_new(where, json_string(dev_device_label(pl_manager_device(s->ms[d]))));
     if (json_array_size(where))
       json_object_set_new(o, "loaded", json_true());
     json_object_set_new(o, "devices", where);
@@ -78,8 +76,8 @@ static json_t *take(srv_server *s) {
   for (size_t i = 0; i < s->ndev; i++)
     sessions += pl_sessions_leases(pl_manager_sessions(s->ms[i]), NULL);
   return json_pack("{s:o,s:o,s:o,s:i,s:I,s:f}", "memory", mem, "devices", devs, "pipelines",
-                   pipelines(s), "sessions", sessions, "released_total",
-                   (json_int_t)released, "taken", ts.tv_sec + ts.tv_nsec / 1e9);
+                   pipelines(s), "sessions", sessions, "released_total", (json_int_t)released,
+                   "taken", ts.tv_sec + ts.tv_nsec / 1e9);
 }
 
 static void deadline(struct timespec *ts, long ms) {

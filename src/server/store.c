@@ -32,27 +32,27 @@ static int dberr(srv_store *s, const char *what) {
   return ebb_seterr(EBB_EIO, "job store %s: %s: %s", s->path, what, sqlite3_errmsg(s->db));
 }
 
-static const char *schema =
-    "CREATE TABLE IF NOT EXISTS jobs ("
-    " id INTEGER PRIMARY KEY AUTOINCREMENT,"
-    " pipeline TEXT NOT NULL,"
-    " input TEXT,"
-    " options TEXT,"
-    " state TEXT NOT NULL,"
-    " created REAL NOT NULL, started REAL, finished REAL,"
-    " error_code TEXT, error_message TEXT,"
-    " result TEXT, output_dir TEXT,"
-    " released_bytes INTEGER NOT NULL DEFAULT 0,"
-    " released_stages TEXT);"
-    "CREATE INDEX IF NOT EXISTS jobs_state ON jobs(state);";
+static const char *schema = "CREATE TABLE IF NOT EXISTS jobs ("
+                            " id INTEGER PRIMARY KEY AUTOINCREMENT,"
+                            " pipeline TEXT NOT NULL,"
+                            " input TEXT,"
+                            " options TEXT,"
+                            " state TEXT NOT NULL,"
+                            " created REAL NOT NULL, started REAL, finished REAL,"
+                            " error_code TEXT, error_message TEXT,"
+                            " result TEXT, output_dir TEXT,"
+                            " released_bytes INTEGER NOT NULL DEFAULT 0,"
+                            " released_stages TEXT);"
+                            "CREATE INDEX IF NOT EXISTS jobs_state ON jobs(state);";
 
 /* Columns added since the first schema: a store made by an older server
  * gains them (its jobs keep their number as their public id). */
 static void migrate(sqlite3 *db) {
   sqlite3_exec(db, "ALTER TABLE jobs ADD COLUMN uid TEXT", NULL, NULL, NULL);
   sqlite3_exec(db, "ALTER TABLE jobs ADD COLUMN owner TEXT", NULL, NULL, NULL);
-  sqlite3_exec(db, "UPDATE jobs SET uid=CAST(id AS TEXT) WHERE uid IS NULL;"
-                   "CREATE UNIQUE INDEX IF NOT EXISTS jobs_uid ON jobs(uid);",
+  sqlite3_exec(db,
+               "UPDATE jobs SET uid=CAST(id AS TEXT) WHERE uid IS NULL;"
+               "CREATE UNIQUE INDEX IF NOT EXISTS jobs_uid ON jobs(uid);",
                NULL, NULL, NULL);
 }
 
@@ -65,8 +65,9 @@ int srv_store_open(const char *path, srv_store **out, int *interrupted) {
   snprintf(s->path, sizeof s->path, "%s", path);
   pthread_mutex_init(&s->lock, NULL);
   int rc;
-  if (sqlite3_open_v2(path, &s->db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE |
-                                        SQLITE_OPEN_FULLMUTEX, NULL) != SQLITE_OK) {
+  if (sqlite3_open_v2(path, &s->db,
+                      SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_FULLMUTEX,
+                      NULL) != SQLITE_OK) {
     rc = dberr(s, "open");
     goto fail;
   }
@@ -255,8 +256,7 @@ int srv_store_state(srv_store *s, int64_t id, srv_job_state *state) {
   pthread_mutex_lock(&s->lock);
   sqlite3_stmt *st = NULL;
   int rc = 0;
-  if (sqlite3_prepare_v2(s->db, "SELECT state FROM jobs WHERE id=?1", -1, &st, NULL) !=
-      SQLITE_OK) {
+  if (sqlite3_prepare_v2(s->db, "SELECT state FROM jobs WHERE id=?1", -1, &st, NULL) != SQLITE_OK) {
     rc = dberr(s, "state");
     goto out;
   }
@@ -278,8 +278,8 @@ int srv_store_counts(srv_store *s, uint64_t *counts) {
   pthread_mutex_lock(&s->lock);
   sqlite3_stmt *st = NULL;
   int rc = 0;
-  if (sqlite3_prepare_v2(s->db, "SELECT state, COUNT(*) FROM jobs GROUP BY state", -1, &st,
-                         NULL) != SQLITE_OK) {
+  if (sqlite3_prepare_v2(s->db, "SELECT state, COUNT(*) FROM jobs GROUP BY state", -1, &st, NULL) !=
+      SQLITE_OK) {
     rc = dberr(s, "counts");
     goto out;
   }
@@ -337,8 +337,9 @@ int srv_store_newest(srv_store *s, size_t max, int64_t **ids, size_t *n) {
     *n = 0;
     return 0;
   }
-  return ids_of(s, "newest", "SELECT id FROM (SELECT id FROM jobs ORDER BY id DESC LIMIT ?1) "
-                             "ORDER BY id",
+  return ids_of(s, "newest",
+                "SELECT id FROM (SELECT id FROM jobs ORDER BY id DESC LIMIT ?1) "
+                "ORDER BY id",
                 (int64_t)max, ids, n);
 }
 

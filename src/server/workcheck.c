@@ -72,7 +72,7 @@ int srv_check_work(srv_server *s, struct MHD_Connection *c, srv_req *r, srv_inpu
   pl_work_figure(limit, lim, sizeof lim);
   pl_work_figure(secs, len, sizeof len);
   base_log(EBB_LOG_INFO, "server", "job refused: %s estimated %s of work, limit %s (%s)",
-          w.top_stage, est, lim, from);
+           w.top_stage, est, lim, from);
   *ret = srv_send_err(c, r, MHD_HTTP_BAD_REQUEST, "bad_request",
                       "%s%s%s on %s%s of audio: estimated %s of work%s, over this server's "
                       "limit of %s (%s)",

@@ -16,8 +16,7 @@ static int read_number(const char *stage, const stg_opt_def *d, const json_t *v,
       return ebb_seterr(EBB_ECONFIG, "%s: option %s=%g must be in %g..%g", stage, d->name, x,
                         d->min, d->max);
     if (d->kind == EBB_OPT_INT && x != floor(x))
-      return ebb_seterr(EBB_ECONFIG, "%s: option %s=%g must be a whole number", stage, d->name,
-                        x);
+      return ebb_seterr(EBB_ECONFIG, "%s: option %s=%g must be a whole number", stage, d->name, x);
   }
   if (d->kind == EBB_OPT_INT)
     *(int *)field = (int)x;
@@ -39,9 +38,7 @@ int stg_stage_opts_read(const char *stage, const stg_opt_def *defs, size_t n, co
       v = NULL;
     switch (d->kind) {
     case EBB_OPT_NUM:
-    case EBB_OPT_INT:
-      rc = read_number(stage, d, v, field);
-      break;
+    case EBB_OPT_INT: rc = read_number(stage, d, v, field); break;
     case EBB_OPT_STR:
       if (v && !json_is_string(v))
         return ebb_seterr(EBB_ECONFIG, "%s: option '%s' must be a string", stage, d->name);

@@ -87,65 +87,68 @@ int stg_stage_opts_parse(const char *stage, const stg_opt_def *defs, size_t n,
 #define EBB_OPT_F_STR_(name, def, desc) const char *name;
 #define EBB_OPT_F_BOOL_(name, def, desc) int name;
 /* schema text */
-#define EBB_OPT_J_BOUNDED_(name, type, trust, def, lo, hi, desc)                                  \
-  "\"" #name "\": {\"type\": \"" type "\", \"default\": " EBB_OPT_STR_(def)                       \
-  ", \"minimum\": " EBB_OPT_STR_(lo) ", \"maximum\": " EBB_OPT_STR_(hi)                           \
-  ", \"trust\": \"" trust "\", \"description\": \"" desc "\"}"
-#define EBB_OPT_J_NUM_(name, def, lo, hi, desc)                                                   \
+#define EBB_OPT_J_BOUNDED_(name, type, trust, def, lo, hi, desc)        \
+  "\"" #name "\": {\"type\": \"" type                                   \
+  "\", \"default\": " EBB_OPT_STR_(def) ", \"minimum\": " EBB_OPT_STR_( \
+      lo) ", \"maximum\": " EBB_OPT_STR_(hi) ", \"trust\": \"" trust    \
+                                             "\", \"description\": \"" desc "\"}"
+#define EBB_OPT_J_NUM_(name, def, lo, hi, desc) \
   EBB_OPT_J_BOUNDED_(name, "number", "job", def, lo, hi, desc)
-#define EBB_OPT_J_INT_(name, def, lo, hi, desc)                                                   \
+#define EBB_OPT_J_INT_(name, def, lo, hi, desc) \
   EBB_OPT_J_BOUNDED_(name, "integer", "job", def, lo, hi, desc)
-#define EBB_OPT_J_OPNUM_(name, def, lo, hi, desc)                                                 \
+#define EBB_OPT_J_OPNUM_(name, def, lo, hi, desc) \
   EBB_OPT_J_BOUNDED_(name, "number", "operator", def, lo, hi, desc)
-#define EBB_OPT_J_OPINT_(name, def, lo, hi, desc)                                                 \
+#define EBB_OPT_J_OPINT_(name, def, lo, hi, desc) \
   EBB_OPT_J_BOUNDED_(name, "integer", "operator", def, lo, hi, desc)
-#define EBB_OPT_J_STR_(name, def, desc)                                                           \
-  "\"" #name "\": {\"type\": \"string\", \"default\": \"" def                                    \
+#define EBB_OPT_J_STR_(name, def, desc)                       \
+  "\"" #name "\": {\"type\": \"string\", \"default\": \"" def \
   "\", \"trust\": \"job\", \"description\": \"" desc "\"}"
-#define EBB_OPT_J_FMT_(name, fmt, def, desc)                                                      \
-  "\"" #name "\": {\"type\": \"string\", \"format\": \"" fmt "\", \"default\": \"" def               \
+#define EBB_OPT_J_FMT_(name, fmt, def, desc)                                           \
+  "\"" #name "\": {\"type\": \"string\", \"format\": \"" fmt "\", \"default\": \"" def \
   "\", \"trust\": \"operator\", \"description\": \"" desc "\"}"
 #define EBB_OPT_J_PATH_(name, def, desc) EBB_OPT_J_FMT_(name, "path", def, desc)
 #define EBB_OPT_J_URL_(name, def, desc) EBB_OPT_J_FMT_(name, "url", def, desc)
 #define EBB_OPT_J_SECRET_(name, def, desc) EBB_OPT_J_FMT_(name, "secret", def, desc)
-#define EBB_OPT_J_BOOL_(name, def, desc)                                                          \
-  "\"" #name "\": {\"type\": \"boolean\", \"default\": " EBB_OPT_BOOL_TEXT_(def)                  \
-  ", \"trust\": \"job\", \"description\": \"" desc "\"}"
+#define EBB_OPT_J_BOOL_(name, def, desc)                                     \
+  "\"" #name "\": {\"type\": \"boolean\", \"default\": " EBB_OPT_BOOL_TEXT_( \
+      def) ", \"trust\": \"job\", \"description\": \"" desc "\"}"
 #define EBB_OPT_BOOL_TEXT_(def) EBB_OPT_BOOL_TEXT_##def##_
 #define EBB_OPT_BOOL_TEXT_1_ "true"
 #define EBB_OPT_BOOL_TEXT_0_ "false"
 /* reader table */
-#define EBB_OPT_D_NUM_(name, def, lo, hi, desc)                                                   \
+#define EBB_OPT_D_NUM_(name, def, lo, hi, desc) \
   {#name, EBB_OPT_NUM, def, lo, hi, NULL, offsetof(stage_opts, name)},
-#define EBB_OPT_D_INT_(name, def, lo, hi, desc)                                                   \
+#define EBB_OPT_D_INT_(name, def, lo, hi, desc) \
   {#name, EBB_OPT_INT, def, lo, hi, NULL, offsetof(stage_opts, name)},
-#define EBB_OPT_D_STR_(name, def, desc) {#name, EBB_OPT_STR, 0, 0, 0, def, offsetof(stage_opts, name)},
-#define EBB_OPT_D_BOOL_(name, def, desc) {#name, EBB_OPT_BOOL, def, 0, 1, NULL, offsetof(stage_opts, name)},
+#define EBB_OPT_D_STR_(name, def, desc) \
+  {#name, EBB_OPT_STR, 0, 0, 0, def, offsetof(stage_opts, name)},
+#define EBB_OPT_D_BOOL_(name, def, desc) \
+  {#name, EBB_OPT_BOOL, def, 0, 1, NULL, offsetof(stage_opts, name)},
 #define EBB_OPT_D_OPNUM_ EBB_OPT_D_NUM_
 #define EBB_OPT_D_OPINT_ EBB_OPT_D_INT_
 #define EBB_OPT_D_FMT_ EBB_OPT_D_STR_
 
-#define EBB_STAGE_OPTIONS(LIST)                                                                   \
-  typedef struct stage_opts {                                                                     \
+#define EBB_STAGE_OPTIONS(LIST)                                                                    \
+  typedef struct stage_opts {                                                                      \
     LIST(EBB_OPT_F_NUM_, EBB_OPT_F_INT_, EBB_OPT_F_STR_, EBB_OPT_F_BOOL_, , EBB_OPT_F_OPNUM_,      \
-         EBB_OPT_F_OPINT_, EBB_OPT_F_FMT_, EBB_OPT_F_FMT_, EBB_OPT_F_FMT_)                        \
-  } stage_opts;                                                                                   \
-  static const char stage_opts_schema[] =                                                         \
-      "{" LIST(EBB_OPT_J_NUM_, EBB_OPT_J_INT_, EBB_OPT_J_STR_, EBB_OPT_J_BOOL_, ", ",             \
-               EBB_OPT_J_OPNUM_, EBB_OPT_J_OPINT_, EBB_OPT_J_PATH_, EBB_OPT_J_URL_,               \
-               EBB_OPT_J_SECRET_) "}";                                                            \
-  static const stg_opt_def stage_opts_defs[] = {                                                  \
-      LIST(EBB_OPT_D_NUM_, EBB_OPT_D_INT_, EBB_OPT_D_STR_, EBB_OPT_D_BOOL_, , EBB_OPT_D_OPNUM_,   \
-           EBB_OPT_D_OPINT_, EBB_OPT_D_FMT_, EBB_OPT_D_FMT_, EBB_OPT_D_FMT_)};                    \
-  static inline int stage_opts_read(const char *stage, const json_t *opts, stage_opts *out) {     \
-    return stg_stage_opts_read(stage, stage_opts_defs,                                            \
-                               sizeof stage_opts_defs / sizeof stage_opts_defs[0], opts, out);    \
-  }                                                                                               \
-  static inline int stage_opts_parse(const char *stage, const char *options_json, json_t **root,  \
-                                     stage_opts *out) {                                           \
-    return stg_stage_opts_parse(stage, stage_opts_defs,                                           \
-                                sizeof stage_opts_defs / sizeof stage_opts_defs[0], options_json, \
-                                root, out);                                                       \
+         EBB_OPT_F_OPINT_, EBB_OPT_F_FMT_, EBB_OPT_F_FMT_, EBB_OPT_F_FMT_)                         \
+  } stage_opts;                                                                                    \
+  static const char stage_opts_schema[] = "{" LIST(EBB_OPT_J_NUM_, EBB_OPT_J_INT_, EBB_OPT_J_STR_, \
+                                                   EBB_OPT_J_BOOL_, ", ", EBB_OPT_J_OPNUM_,        \
+                                                   EBB_OPT_J_OPINT_, EBB_OPT_J_PATH_,              \
+                                                   EBB_OPT_J_URL_, EBB_OPT_J_SECRET_) "}";         \
+  static const stg_opt_def stage_opts_defs[] = {                                                   \
+      LIST(EBB_OPT_D_NUM_, EBB_OPT_D_INT_, EBB_OPT_D_STR_, EBB_OPT_D_BOOL_, , EBB_OPT_D_OPNUM_,    \
+           EBB_OPT_D_OPINT_, EBB_OPT_D_FMT_, EBB_OPT_D_FMT_, EBB_OPT_D_FMT_)};                     \
+  static inline int stage_opts_read(const char *stage, const json_t *opts, stage_opts *out) {      \
+    return stg_stage_opts_read(stage, stage_opts_defs,                                             \
+                               sizeof stage_opts_defs / sizeof stage_opts_defs[0], opts, out);     \
+  }                                                                                                \
+  static inline int stage_opts_parse(const char *stage, const char *options_json, json_t **root,   \
+                                     stage_opts *out) {                                            \
+    return stg_stage_opts_parse(stage, stage_opts_defs,                                            \
+                                sizeof stage_opts_defs / sizeof stage_opts_defs[0], options_json,  \
+                                root, out);                                                        \
   }
 
 #endif

@@ -29,8 +29,8 @@
 #include "stages/audio/st_util.h"
 
 #define MIB_BYTES 1048576.0
-#define WINDOW (64u << 10)   /* patterned window written/read back */
-#define STRIDE (16u << 20)   /* one window every 16 MiB */
+#define WINDOW (64u << 10) /* patterned window written/read back */
+#define STRIDE (16u << 20) /* one window every 16 MiB */
 
 typedef struct syn {
   ebb_stage_ctx *ctx;
@@ -40,28 +40,28 @@ typedef struct syn {
   int sample; /* touch: "sample" */
   uint64_t weights, cache, outside;
   uint64_t cache_handle;
-  uint64_t leaked;   /* bytes leaked so far */
+  uint64_t leaked; /* bytes leaked so far */
   unsigned runs;
   uint32_t checksum; /* of everything read back */
 } syn;
 
 /* The options, each written once: the schema and the values load reads
  * both come from this table (stages/options.h). */
-#define SYN_OPTIONS(NUM, INT, STR, BOOL, SEP, ...)                                                     \
-  NUM(weights_mib, 256, 0, 1048576, "device memory allocated at load (the model's weights)") SEP  \
-  NUM(activations_mib, 64, 0, 1048576,                                                            \
-      "device memory allocated during each run and freed before it ends") SEP                     \
-  NUM(cache_mib, 0, 0, 1048576,                                                                   \
-      "device memory kept in a cache that only the release registry drops") SEP                   \
-  NUM(leak_mib, 0, 0, 1048576,                                                                    \
-      "device memory allocated on each run and never freed by the stage") SEP                     \
-  NUM(outside_mib, 0, 0, 1048576,                                                                 \
-      "device memory taken straight from the driver, bypassing ebb") SEP                          \
-  STR(fail, "", "fail at 'load', 'run' or 'unload'; empty: never") SEP                            \
-  NUM(run_ms, 0, 0, 86400000, "how long each run takes in milliseconds (cancellable)") SEP        \
-  STR(touch, "full",                                                                              \
-      "'full': write every byte and check windows; 'sample': write and check only a 64 KiB "      \
-      "window every 16 MiB")
+#define SYN_OPTIONS(NUM, INT, STR, BOOL, SEP, ...)                                               \
+  NUM(weights_mib, 256, 0, 1048576, "device memory allocated at load (the model's weights)")     \
+  SEP NUM(activations_mib, 64, 0, 1048576,                                                       \
+          "device memory allocated during each run and freed before it ends") SEP                \
+  NUM(cache_mib, 0, 0, 1048576,                                                                  \
+      "device memory kept in a cache that only the release registry drops") SEP                  \
+  NUM(leak_mib, 0, 0, 1048576,                                                                   \
+      "device memory allocated on each run and never freed by the stage") SEP                    \
+  NUM(outside_mib, 0, 0, 1048576, "device memory taken straight from the driver, bypassing ebb") \
+      SEP                                                                                        \
+      STR(fail, "", "fail at 'load', 'run' or 'unload'; empty: never") SEP                       \
+      NUM(run_ms, 0, 0, 86400000, "how long each run takes in milliseconds (cancellable)") SEP   \
+      STR(touch, "full",                                                                         \
+          "'full': write every byte and check windows; 'sample': write and check only a 64 KiB " \
+          "window every 16 MiB")
 EBB_STAGE_OPTIONS(SYN_OPTIONS)
 
 /* The pattern and the checksum work a 64-bit word at a time: on the fake GPU
@@ -133,12 +133,14 @@ static int touch(syn *s, const char *what, uint64_t dptr, size_t bytes, uint32_t
   void *buf = NULL;
   rc = h->pinned_alloc(ctx, 2 * WINDOW, &buf);
   if (rc)
-    return stg_st_fail(ctx, rc, "synthetic: %s: pinned buffer of %u KiB failed", what, 2 * WINDOW >> 10);
+    return stg_st_fail(ctx, rc, "synthetic: %s: pinned buffer of %u KiB failed", what,
+                       2 * WINDOW >> 10);
   uint8_t *wbuf = buf, *rbuf = wbuf + WINDOW;
   for (size_t off = 0; off < bytes && !rc; off += STRIDE) {
     if (h->cancelled(ctx)) { /* a SIGINT during a 4 GiB load should not wait for it */
       h->pinned_free(ctx, buf);
-      return stg_st_fail(ctx, EBB_ECANCELED, "synthetic: %s: cancelled while touching memory", what);
+      return stg_st_fail(ctx, EBB_ECANCELED, "synthetic: %s: cancelled while touching memory",
+                         what);
     }
     size_t n = bytes - off < WINDOW ? bytes - off : WINDOW;
     /* the first half of the window gets a pattern, the second keeps the fill */
@@ -153,9 +155,10 @@ static int touch(syn *s, const char *what, uint64_t dptr, size_t bytes, uint32_t
       uint8_t got = rbuf[bad], want = (size_t)bad < half ? wbuf[bad] : fill;
       h->pinned_free(ctx, buf);
       return stg_st_fail(ctx, EBB_ESTAGE,
-                 "synthetic: %s: read back 0x%02x at offset %zu, wrote 0x%02x: device memory "
-                 "does not hold what was written",
-                 what, got, off + (size_t)bad, want);
+                         "synthetic: %s: read back 0x%02x at offset %zu, wrote 0x%02x: device "
+                         "memory "
+                         "does not hold what was written",
+                         what, got, off + (size_t)bad, want);
     }
     s->checksum = fnv(s->checksum, rbuf, n);
   }
@@ -174,7 +177,7 @@ static int alloc_touched(syn *s, const char *what, size_t bytes, uint32_t seed, 
     *out = 0;
     /* the allocator's message names the owner, the request and the numbers */
     return stg_st_fail(s->ctx, rc, "synthetic: %s: allocating %.0f MiB failed: %s", what,
-               bytes / MIB_BYTES, ebb_errmsg());
+                       bytes / MIB_BYTES, ebb_errmsg());
   }
   return touch(s, what, *out, bytes, seed);
 }
@@ -226,14 +229,18 @@ static int syn_load(ebb_stage_ctx *ctx, const char *options_json, void **state) 
   s->run_ms = v.run_ms;
   if (*v.fail && strcmp(v.fail, "none") && strcmp(v.fail, "load") && strcmp(v.fail, "run") &&
       strcmp(v.fail, "unload")) {
-    rc = stg_st_fail(ctx, EBB_ECONFIG, "synthetic: option 'fail' must be \"load\", \"run\" or \"unload\", "
-                              "got \"%s\"", v.fail);
+    rc = stg_st_fail(ctx, EBB_ECONFIG,
+                     "synthetic: option 'fail' must be \"load\", \"run\" or \"unload\", "
+                     "got \"%s\"",
+                     v.fail);
     goto fail;
   }
   snprintf(s->fail, sizeof s->fail, "%s", v.fail);
   if (strcmp(v.touch, "full") && strcmp(v.touch, "sample")) {
-    rc = stg_st_fail(ctx, EBB_ECONFIG, "synthetic: option 'touch' must be \"full\" or \"sample\", got "
-                              "\"%s\"", v.touch);
+    rc = stg_st_fail(ctx, EBB_ECONFIG,
+                     "synthetic: option 'touch' must be \"full\" or \"sample\", got "
+                     "\"%s\"",
+                     v.touch);
     goto fail;
   }
   s->sample = !strcmp(v.touch, "sample");
@@ -246,7 +253,7 @@ static int syn_load(ebb_stage_ctx *ctx, const char *options_json, void **state) 
     if ((rc = ctx->host->raw_driver_alloc(ctx, s->outside_bytes, &s->outside))) {
       s->outside = 0;
       rc = stg_st_fail(ctx, rc, "synthetic: outside: taking %.0f MiB from the driver failed: %s",
-               s->outside_bytes / MIB_BYTES, ebb_strerror(rc));
+                       s->outside_bytes / MIB_BYTES, ebb_strerror(rc));
       goto fail;
     }
     if ((rc = touch(s, "outside", s->outside, s->outside_bytes, 2)))

@@ -68,13 +68,11 @@ static int decode_tensor(const json_t *o, wrk_wire_item *it, uint64_t *elems) {
 }
 
 /* The payload reference of an audio or tensor item of elems elements. */
-static int decode_payload(const json_t *o, const char *prefix, uint64_t elems,
-                          wrk_wire_item *it) {
+static int decode_payload(const json_t *o, const char *prefix, uint64_t elems, wrk_wire_item *it) {
   json_t *shm = json_object_get(o, "shm");
   uint64_t bytes;
   it->bytes = (size_t)elems * sizeof(float);
-  if (get_size(o, "bytes", &bytes) ||
-      (json_object_get(o, "bytes") && bytes != (uint64_t)it->bytes))
+  if (get_size(o, "bytes", &bytes) || (json_object_get(o, "bytes") && bytes != (uint64_t)it->bytes))
     return bad(it, "has \"bytes\" that do not match its shape (elements x 4)");
   if (!it->bytes && !shm)
     return 0;
@@ -88,8 +86,7 @@ static int decode_payload(const json_t *o, const char *prefix, uint64_t elems,
   return 0;
 }
 
-int wrk_wire_item_decode(const json_t *o, size_t index, const char *shm_prefix,
-                         wrk_wire_item *it) {
+int wrk_wire_item_decode(const json_t *o, size_t index, const char *shm_prefix, wrk_wire_item *it) {
   memset(it, 0, sizeof *it);
   it->index = index;
   const char *kind = json_string_value(json_object_get(o, "kind"));
@@ -143,8 +140,10 @@ static int set_shape(json_t *o, uint32_t ndim, const uint64_t *shape) {
 }
 
 json_t *wrk_wire_item_encode(const wrk_wire_item *it) {
-  static const char *const kinds[] = {[EBB_ITEM_AUDIO] = "audio", [EBB_ITEM_TENSOR] = "tensor",
-                                      [EBB_ITEM_JSON] = "json", [EBB_ITEM_FILE] = "file"};
+  static const char *const kinds[] = {[EBB_ITEM_AUDIO] = "audio",
+                                      [EBB_ITEM_TENSOR] = "tensor",
+                                      [EBB_ITEM_JSON] = "json",
+                                      [EBB_ITEM_FILE] = "file"};
   if (it->kind < EBB_ITEM_AUDIO || it->kind > EBB_ITEM_FILE)
     return NULL;
   json_t *o = json_object();
@@ -156,13 +155,11 @@ json_t *wrk_wire_item_encode(const wrk_wire_item *it) {
           json_object_set_new(o, "channels", json_integer(it->channels)) ||
           json_object_set_new(o, "rate", json_integer(it->rate));
     break;
-  case EBB_ITEM_TENSOR:
-    err = set_shape(o, it->ndim, it->shape);
-    break;
+  case EBB_ITEM_TENSOR: err = set_shape(o, it->ndim, it->shape); break;
   case EBB_ITEM_JSON:
   case EBB_ITEM_FILE:
-    err = json_object_set_new(o, it->kind == EBB_ITEM_JSON ? "text" : "path",
-                              json_string(it->text));
+    err =
+        json_object_set_new(o, it->kind == EBB_ITEM_JSON ? "text" : "path", json_string(it->text));
     break;
   }
   if (err) {

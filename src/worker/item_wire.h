@@ -23,10 +23,10 @@
 /* One item as it crosses the wire. Strings are borrowed: from the JSON
  * object it was decoded from, or from the caller's item when encoding. */
 typedef struct wrk_wire_item {
-  size_t index;            /* 0-based position in its message, for errors */
+  size_t index; /* 0-based position in its message, for errors */
   ebb_item_kind kind;
   const char *name;
-  const char *text;        /* JSON: the document; FILE: the path */
+  const char *text; /* JSON: the document; FILE: the path */
   /* AUDIO */
   uint64_t frames;
   uint32_t channels, rate;
@@ -34,9 +34,9 @@ typedef struct wrk_wire_item {
   uint32_t ndim;
   uint64_t shape[EBB_WIRE_ITEM_MAX_DIMS];
   /* AUDIO and TENSOR: the payload, elements x 4 bytes, in /dev/shm/shm */
-  const char *shm;         /* NULL: no payload (0 bytes) */
+  const char *shm; /* NULL: no payload (0 bytes) */
   size_t bytes;
-  const float *data;       /* after wrk_wire_item_map; NULL when bytes is 0 */
+  const float *data; /* after wrk_wire_item_map; NULL when bytes is 0 */
 } wrk_wire_item;
 
 /* Decodes and checks the item object o into *it (strings borrowed from o):
@@ -47,8 +47,7 @@ typedef struct wrk_wire_item {
  * payload's "shm" a valid name that starts with shm_prefix (NULL: any
  * valid name). Returns 0, or EBB_EPROTO with a message
  * "item #N ('NAME') ..." that says what was wrong. */
-int wrk_wire_item_decode(const json_t *o, size_t index, const char *shm_prefix,
-                         wrk_wire_item *it);
+int wrk_wire_item_decode(const json_t *o, size_t index, const char *shm_prefix, wrk_wire_item *it);
 
 /* Maps a decoded item's payload read-only into it->data (nothing when bytes
  * is 0). EBB_EPROTO "item #N 'NAME': ..." when the file is missing or

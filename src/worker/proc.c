@@ -22,9 +22,9 @@ extern char **environ;
 
 struct wrk_wproc {
   pid_t pid;
-  int fd;       /* our end of the socket; -1 once closed */
-  int alive;    /* not reaped yet */
-  int status;   /* wait status once reaped */
+  int fd;     /* our end of the socket; -1 once closed */
+  int alive;  /* not reaped yet */
+  int status; /* wait status once reaped */
   char label[128];
   char prefix[64];
   wrk_wire_reader rd; /* on fd: reads ahead, so an answer costs one recv */
@@ -111,8 +111,10 @@ static int spin_of(const char *exe, unsigned *spin) {
   const char *bad = NULL;
   *spin = wrk_wire_spin_us(&bad);
   if (bad)
-    return ebb_seterr(EBB_EINVAL, "worker %s: EBB_WORKER_SPIN_US='%s' is not a whole number of "
-                      "microseconds from 0 to %d", exe, bad, EBB_WIRE_SPIN_US_MAX);
+    return ebb_seterr(EBB_EINVAL,
+                      "worker %s: EBB_WORKER_SPIN_US='%s' is not a whole number of "
+                      "microseconds from 0 to %d",
+                      exe, bad, EBB_WIRE_SPIN_US_MAX);
   return 0;
 }
 
@@ -163,8 +165,8 @@ int wrk_wproc_spawn(const char *exe, const char *const *args, size_t nargs, cons
   posix_spawnattr_setsigmask(&at, &none);
   posix_spawnattr_setsigdefault(&at, &dflt);
   posix_spawnattr_setpgroup(&at, 0);
-  posix_spawnattr_setflags(&at, POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF |
-                                    POSIX_SPAWN_SETPGROUP);
+  posix_spawnattr_setflags(&at,
+                           POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF | POSIX_SPAWN_SETPGROUP);
   int e = strchr(exe, '/') ? posix_spawn(&w->pid, exe, &fa, &at, argv, env)
                            : posix_spawnp(&w->pid, exe, &fa, &at, argv, env);
   if (e) {
@@ -253,8 +255,10 @@ static int worker_failed(wrk_wproc *w, int rc, const char *during) {
   wrk_wait_status_describe(w->status, how, sizeof how);
   switch (rc) {
   case EBB_ETIMEDOUT:
-    return ebb_seterr(EBB_ETIMEDOUT, "worker pid %ld (%s) did not answer %s in time (timeout); "
-                      "killed", (long)w->pid, w->label, during);
+    return ebb_seterr(EBB_ETIMEDOUT,
+                      "worker pid %ld (%s) did not answer %s in time (timeout); "
+                      "killed",
+                      (long)w->pid, w->label, during);
   case EBB_ECANCELED:
     return ebb_seterr(EBB_ECANCELED, "worker pid %ld (%s) stopped: the job was cancelled during %s",
                       (long)w->pid, w->label, during);
@@ -263,11 +267,10 @@ static int worker_failed(wrk_wproc *w, int rc, const char *during) {
                       (long)w->pid, w->label, how, during);
   case EBB_EPROTO:
     return ebb_seterr(EBB_EPROTO, "worker pid %ld (%s): protocol error during %s: %s; worker %s",
-                      (long)w->pid, w->label, during, why, WIFSIGNALED(w->status) &&
-                      WTERMSIG(w->status) == SIGKILL ? "killed" : how);
+                      (long)w->pid, w->label, during, why,
+                      WIFSIGNALED(w->status) && WTERMSIG(w->status) == SIGKILL ? "killed" : how);
   default:
-    return ebb_seterr(rc, "worker pid %ld (%s) during %s: %s", (long)w->pid, w->label, during,
-                      why);
+    return ebb_seterr(rc, "worker pid %ld (%s) during %s: %s", (long)w->pid, w->label, during, why);
   }
 }
 
@@ -289,8 +292,10 @@ int wrk_wproc_recv(wrk_wproc *w, double deadline, const atomic_int *cancel, json
     if (!strcmp(type, "log")) {
       const char *text = json_string_value(json_object_get(m, "message"));
       json_int_t lvl = json_integer_value(json_object_get(m, "level"));
-      base_log(lvl <= 0 ? EBB_LOG_DEBUG : lvl >= 3 ? EBB_LOG_ERROR : (base_log_level)lvl,
-              json_string_value(json_object_get(m, "scope")), "%s", text ? text : "");
+      base_log(lvl <= 0   ? EBB_LOG_DEBUG
+               : lvl >= 3 ? EBB_LOG_ERROR
+                          : (base_log_level)lvl,
+               json_string_value(json_object_get(m, "scope")), "%s", text ? text : "");
       json_decref(m);
       continue;
     }

@@ -184,8 +184,10 @@ static int frame_error(int rc, size_t got, uint32_t body_len) {
   if (rc == 1 && !body_len && got == 0)
     return ebb_seterr(EBB_EIO, "the peer closed the connection");
   if (rc == 1 && !body_len)
-    return ebb_seterr(EBB_EPROTO, "truncated frame: the connection closed after %zu of 4 "
-                                  "length bytes", got);
+    return ebb_seterr(EBB_EPROTO,
+                      "truncated frame: the connection closed after %zu of 4 "
+                      "length bytes",
+                      got);
   if (rc == 1)
     return ebb_seterr(EBB_EPROTO, "truncated frame: the connection closed after %zu of %u bytes",
                       got, body_len);
@@ -419,8 +421,8 @@ int wrk_shm_create(const char *name, size_t n, void **p) {
 
 int wrk_shm_link(const char *from, const char *to) {
   if (!wrk_shm_name_ok(from) || !wrk_shm_name_ok(to))
-    return ebb_seterr(EBB_EINVAL, "shared memory names '%s' -> '%s': not valid",
-                      from ? from : "", to ? to : "");
+    return ebb_seterr(EBB_EINVAL, "shared memory names '%s' -> '%s': not valid", from ? from : "",
+                      to ? to : "");
   char a[256], b[256];
   shm_path(from, a, sizeof a);
   shm_path(to, b, sizeof b);

@@ -55,9 +55,9 @@ int wrk_wire_recv(int fd, double deadline, const atomic_int *cancel, json_t **ms
 #define EBB_WIRE_SPIN_US_MAX 10000
 typedef struct wrk_wire_reader {
   int fd;
-  int timed;                /* SO_RCVTIMEO is set on fd */
-  unsigned spin_us;         /* busy-poll this long before sleeping (0: never) */
-  size_t start, end;        /* unread bytes: buf[start..end) */
+  int timed;         /* SO_RCVTIMEO is set on fd */
+  unsigned spin_us;  /* busy-poll this long before sleeping (0: never) */
+  size_t start, end; /* unread bytes: buf[start..end) */
   unsigned char buf[EBB_WIRE_READER_BUF];
 } wrk_wire_reader;
 /* Starts a reader on fd (borrowed: the caller closes it), spin_us 0. */

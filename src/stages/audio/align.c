@@ -35,7 +35,7 @@ typedef struct align_state {
 
 /* The options, each written once (stages/options.h); stg_vad_defaults takes
  * its defaults from here too. */
-#define ALIGN_OPTIONS(NUM, INT, STR, BOOL, SEP, OP_NUM, OP_INT, PATH, URL, SECRET)                                                   \
+#define ALIGN_OPTIONS(NUM, INT, STR, BOOL, SEP, OP_NUM, OP_INT, PATH, URL, SECRET) \
   PATH(lyrics, "",                                                                                 \
       "path of a text file with the lyrics, one line per lyric line (relative to the current "    \
       "directory); empty: none") SEP                                                              \
@@ -66,7 +66,7 @@ static void set_vad(const stage_opts *v, stg_vad_params *vad) {
 
 stg_vad_params stg_vad_defaults(void) {
   stg_vad_params p = {.win_s = 0.02, .hop_s = 0.01, .fill_s = 0.03, .min_active_s = 0.05};
-  stage_opts v; /* the rest are align options: the table's defaults */
+  stage_opts v;                       /* the rest are align options: the table's defaults */
   stage_opts_read("align", NULL, &v); /* no JSON: the defaults, cannot fail */
   set_vad(&v, &p);
   return p;
@@ -203,13 +203,14 @@ static FILE *open_lyrics(ebb_stage_ctx *ctx, const char *path, int *rc) {
   struct stat st;
   *rc = 0;
   if (fd < 0)
-    *rc = stg_st_fail(ctx, EBB_EINPUT, "option lyrics: cannot open %s: %s", path,
-                      strerror(errno));
+    *rc = stg_st_fail(ctx, EBB_EINPUT, "option lyrics: cannot open %s: %s", path, strerror(errno));
   else if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode))
     *rc = stg_st_fail(ctx, EBB_EINPUT, "option lyrics: %s is not a regular file", path);
   else if ((uint64_t)st.st_size > ALIGN_MAX_LYRICS_BYTES)
-    *rc = stg_st_fail(ctx, EBB_EINPUT, "option lyrics: %s is %lld bytes, more than the %u a "
-                      "lyrics file may have", path, (long long)st.st_size, ALIGN_MAX_LYRICS_BYTES);
+    *rc = stg_st_fail(ctx, EBB_EINPUT,
+                      "option lyrics: %s is %lld bytes, more than the %u a "
+                      "lyrics file may have",
+                      path, (long long)st.st_size, ALIGN_MAX_LYRICS_BYTES);
   FILE *f = *rc ? NULL : fdopen(fd, "r");
   if (!*rc && !f)
     *rc = stg_st_fail(ctx, EBB_ENOMEM, "option lyrics: %s: %s", path, strerror(errno));
@@ -365,15 +366,15 @@ static char *lyrics_json(const wlist *w, int with_lines, const stg_span *ph, siz
                          const char *source) {
   json_t *root = json_object(), *words = json_array(), *phrases = json_array();
   for (size_t i = 0; i < w->n; i++) {
-    json_t *e = json_pack("{s:s,s:f,s:f,s:b}", "word", w->word[i], "start", r3(w->start[i]),
-                          "end", r3(w->end[i]), "matched", w->matched[i]);
+    json_t *e = json_pack("{s:s,s:f,s:f,s:b}", "word", w->word[i], "start", r3(w->start[i]), "end",
+                          r3(w->end[i]), "matched", w->matched[i]);
     if (with_lines)
       json_object_set_new(e, "line", json_integer(w->line[i]));
     json_array_append_new(words, e);
   }
   for (size_t i = 0; i < nph; i++)
-    json_array_append_new(phrases, json_pack("{s:f,s:f}", "start", r3(ph[i].start), "end",
-                                             r3(ph[i].end)));
+    json_array_append_new(phrases,
+                          json_pack("{s:f,s:f}", "start", r3(ph[i].start), "end", r3(ph[i].end)));
   json_object_set_new(root, "words", words);
   json_object_set_new(root, "phrases", phrases);
   json_object_set_new(root, "source", json_string(source));
@@ -472,18 +473,12 @@ static int lyrics_onto_transcript(ebb_stage_ctx *ctx, const align_state *s, wlis
 
 static const char *placed_name(stg_placed p) {
   switch (p) {
-  case EBB_PLACED_ACOUSTIC:
-    return "acoustic";
-  case EBB_PLACED_LTS:
-    return "acoustic-lts";
-  case EBB_PLACED_BETWEEN:
-    return "between";
-  case EBB_PLACED_TEXT:
-    return "text";
-  case EBB_PLACED_SPREAD:
-    return "spread";
-  default:
-    return "none";
+  case EBB_PLACED_ACOUSTIC: return "acoustic";
+  case EBB_PLACED_LTS: return "acoustic-lts";
+  case EBB_PLACED_BETWEEN: return "between";
+  case EBB_PLACED_TEXT: return "text";
+  case EBB_PLACED_SPREAD: return "spread";
+  default: return "none";
   }
 }
 
@@ -493,16 +488,16 @@ static char *acoustic_json(const stg_aco_word *w, size_t nw, int with_lines, con
   for (size_t i = 0; i < nw; i++) {
     int matched = (w[i].placed == EBB_PLACED_ACOUSTIC || w[i].placed == EBB_PLACED_LTS) &&
                   w[i].conf >= AL_CONF_MATCH;
-    json_t *e = json_pack("{s:s,s:f,s:f,s:b,s:f,s:s}", "word", w[i].word, "start",
-                          r3(w[i].start), "end", r3(w[i].end), "matched", matched, "confidence",
-                          r3(w[i].conf), "source", placed_name(w[i].placed));
+    json_t *e = json_pack("{s:s,s:f,s:f,s:b,s:f,s:s}", "word", w[i].word, "start", r3(w[i].start),
+                          "end", r3(w[i].end), "matched", matched, "confidence", r3(w[i].conf),
+                          "source", placed_name(w[i].placed));
     if (with_lines)
       json_object_set_new(e, "line", json_integer(w[i].line));
     json_array_append_new(words, e);
   }
   for (size_t i = 0; i < nph; i++)
-    json_array_append_new(phrases, json_pack("{s:f,s:f}", "start", r3(ph[i].start), "end",
-                                             r3(ph[i].end)));
+    json_array_append_new(phrases,
+                          json_pack("{s:f,s:f}", "start", r3(ph[i].start), "end", r3(ph[i].end)));
   json_object_set_new(root, "words", words);
   json_object_set_new(root, "phrases", phrases);
   json_object_set_new(root, "source", json_string(source));
@@ -640,8 +635,10 @@ static int align_acoustic(ebb_stage_ctx *ctx, align_state *s, stg_aco_word *w, s
                "rules",
                lts, s->dict);
   if (oov)
-    stg_st_log(ctx, 1, "%zu words with no pronunciation (not in the dictionary, no letter-to-sound "
-               "rule): placed between their neighbours", oov);
+    stg_st_log(ctx, 1,
+               "%zu words with no pronunciation (not in the dictionary, no letter-to-sound "
+               "rule): placed between their neighbours",
+               oov);
   size_t placed = 0;
   for (size_t i = 0; i < nw; i++)
     placed += w[i].placed == EBB_PLACED_ACOUSTIC || w[i].placed == EBB_PLACED_LTS;
@@ -667,15 +664,17 @@ static int run_acoustic(ebb_stage_ctx *ctx, align_state *s, wlist *lyr, wlist *t
                         size_t nseg, const stg_span *ph, size_t nph, double dur, char **text) {
   const wlist *src = lyr->n ? lyr : tr;
   int rough = tr->n > 0, rc = 0;
-  if (lyr->n && tr->n &&
-      (rc = lyrics_onto_transcript(ctx, s, lyr, tr, segs, nseg, ph, nph, dur)))
+  if (lyr->n && tr->n && (rc = lyrics_onto_transcript(ctx, s, lyr, tr, segs, nseg, ph, nph, dur)))
     return rc;
   stg_aco_word *w = calloc(src->n, sizeof *w);
   if (!w)
     return stg_st_fail(ctx, EBB_ENOMEM, "out of memory for %zu words", src->n);
   for (size_t i = 0; i < src->n; i++)
-    w[i] = (stg_aco_word){.word = src->word[i], .line = src->line[i], .start = src->start[i],
-                          .end = src->end[i], .has_rough = rough};
+    w[i] = (stg_aco_word){.word = src->word[i],
+                          .line = src->line[i],
+                          .start = src->start[i],
+                          .end = src->end[i],
+                          .has_rough = rough};
   const char *source = "acoustic";
   char note[512] = "";
   if (!mono) {
@@ -689,8 +688,7 @@ static int run_acoustic(ebb_stage_ctx *ctx, align_state *s, wlist *lyr, wlist *t
     /* no model (or no audio): the rest of the pipeline still runs, the words
      * placed as the text method places them, and the output says why */
     snprintf(note, sizeof note, "%s", ebb_errmsg());
-    stg_st_log(ctx, 3, "acoustic alignment unavailable: %s; words placed by the text method",
-               note);
+    stg_st_log(ctx, 3, "acoustic alignment unavailable: %s; words placed by the text method", note);
     stg_aco_chunk all = {0, src->n, nph ? ph[0].start : 0, nph ? ph[nph - 1].end : dur};
     fallback(w, &all);
     source = rough ? "text" : "spread";
@@ -704,9 +702,8 @@ done:
 }
 
 /* The text method (the lyrics matched to the transcript by spelling). */
-static int run_text(ebb_stage_ctx *ctx, align_state *s, wlist *lyr, wlist *tr,
-                    const stg_span *segs, size_t nseg, const stg_span *ph, size_t nph, double dur,
-                    char **text) {
+static int run_text(ebb_stage_ctx *ctx, align_state *s, wlist *lyr, wlist *tr, const stg_span *segs,
+                    size_t nseg, const stg_span *ph, size_t nph, double dur, char **text) {
   const char *source = "vad";
   const wlist *result = lyr;
   int with_lines = 0, rc;
@@ -721,7 +718,8 @@ static int run_text(ebb_stage_ctx *ctx, align_state *s, wlist *lyr, wlist *tr,
       tr->matched[i] = 1;
     snap_words(tr, segs, nseg, s->snap_s);
     result = tr;
-    stg_st_log(ctx, 1, "%zu transcript words%s", tr->n, s->lyrics_path ? " (lyrics file empty)" : "");
+    stg_st_log(ctx, 1, "%zu transcript words%s", tr->n,
+               s->lyrics_path ? " (lyrics file empty)" : "");
   } else {
     static const wlist none = {0};
     result = &none;
@@ -752,8 +750,7 @@ static int align_run(ebb_stage_ctx *ctx, void *state, const ebb_items *in, ebb_i
   if (s->lyrics_path && (rc = read_lyrics(ctx, s->lyrics_path, &lyr)))
     goto done;
   if (s->lyrics_path && lyr.n == 0)
-    stg_st_log(ctx, 2, "option lyrics: %s has no words; aligning without lyrics",
-               s->lyrics_path);
+    stg_st_log(ctx, 2, "option lyrics: %s has no words; aligning without lyrics", s->lyrics_path);
   transcript = find_transcript(ctx, in);
   if (transcript && (rc = transcript_words(ctx, transcript, &tr)))
     goto done;

@@ -45,13 +45,13 @@ typedef struct stg_span {
 } stg_span;
 
 typedef struct stg_vad_params {
-  double win_s, hop_s;  /* analysis window/hop (0.02, 0.01) */
-  double range_db;      /* active: within this much of the loud level (the 95th percentile) (20) */
-  double floor_db;      /* ... and above this absolute level, dBFS (-55) */
-  double fill_s;        /* gaps shorter than this inside activity are filled (0.03) */
-  double min_active_s;  /* shorter activity is dropped (0.05) */
-  double phrase_gap_s;  /* activity closer than this joins one phrase (0.35) */
-  double min_phrase_s;  /* shorter phrases are dropped (0.45) */
+  double win_s, hop_s; /* analysis window/hop (0.02, 0.01) */
+  double range_db;     /* active: within this much of the loud level (the 95th percentile) (20) */
+  double floor_db;     /* ... and above this absolute level, dBFS (-55) */
+  double fill_s;       /* gaps shorter than this inside activity are filled (0.03) */
+  double min_active_s; /* shorter activity is dropped (0.05) */
+  double phrase_gap_s; /* activity closer than this joins one phrase (0.35) */
+  double min_phrase_s; /* shorter phrases are dropped (0.45) */
   double max_aperiodicity; /* ... and active only where YIN's aperiodicity (min d', 5-frame
                             * median) is at most this (0.2); >= 1 turns the cue off */
 } stg_vad_params;
@@ -76,12 +76,12 @@ int stg_vad(const float *x, uint64_t n, uint32_t rate, const stg_vad_params *p, 
  * cannot move the others. */
 
 typedef enum {
-  EBB_PLACED_NONE = 0,   /* not placed yet */
-  EBB_PLACED_ACOUSTIC,   /* its own segment in the forced alignment */
-  EBB_PLACED_LTS,        /* the same, the dictionary lacking it: pronounced by espeak-ng */
-  EBB_PLACED_BETWEEN,    /* no pronunciation (another script): between its aligned neighbours */
-  EBB_PLACED_TEXT,       /* its chunk did not align: the text method's time */
-  EBB_PLACED_SPREAD,     /* its chunk did not align: spread evenly over the chunk */
+  EBB_PLACED_NONE = 0, /* not placed yet */
+  EBB_PLACED_ACOUSTIC, /* its own segment in the forced alignment */
+  EBB_PLACED_LTS,      /* the same, the dictionary lacking it: pronounced by espeak-ng */
+  EBB_PLACED_BETWEEN,  /* no pronunciation (another script): between its aligned neighbours */
+  EBB_PLACED_TEXT,     /* its chunk did not align: the text method's time */
+  EBB_PLACED_SPREAD,   /* its chunk did not align: spread evenly over the chunk */
 } stg_placed;
 
 typedef struct stg_aco_word {
@@ -103,13 +103,13 @@ typedef struct stg_aco_chunk {
  * so that each run's letters per second is close to the song's, and a phrase
  * may carry no line (a voice-like instrument). Words must carry their line
  * numbers (non-decreasing). *chunks is malloc'd (caller frees). */
-int stg_aco_plan_lines(const stg_aco_word *w, size_t nw, const stg_span *ph, size_t nph,
-                       double dur, stg_aco_chunk **chunks, size_t *nchunks);
+int stg_aco_plan_lines(const stg_aco_word *w, size_t nw, const stg_span *ph, size_t nph, double dur,
+                       stg_aco_chunk **chunks, size_t *nchunks);
 /* Chunks from rough word times: the words whose middle falls in (or is
  * nearest to) one voice phrase form a chunk over that phrase (without
  * phrases, over the words' rough times). */
-int stg_aco_plan_times(const stg_aco_word *w, size_t nw, const stg_span *ph, size_t nph,
-                       double dur, stg_aco_chunk **chunks, size_t *nchunks);
+int stg_aco_plan_times(const stg_aco_word *w, size_t nw, const stg_span *ph, size_t nph, double dur,
+                       stg_aco_chunk **chunks, size_t *nchunks);
 
 typedef struct stg_aco stg_aco; /* a loaded acoustic model + dictionary */
 

@@ -82,9 +82,9 @@ int stg_aco_open(const char *hmm, const char *dict, stg_aco **out) {
     return ebb_seterr(EBB_ENOMEM, "align: out of memory for the acoustic model");
   /* wide beams: the grammar is one path, so pruning only risks losing it;
    * no silence removal: the chunk's own times are wanted */
-  a->config = cmd_ln_init(NULL, ps_args(), TRUE, "-hmm", hmm, "-dict", dict, "-logfn",
-                          "/dev/null", "-remove_silence", "no", "-beam", "1e-80", "-pbeam",
-                          "1e-80", "-wbeam", "1e-60", NULL);
+  a->config = cmd_ln_init(NULL, ps_args(), TRUE, "-hmm", hmm, "-dict", dict, "-logfn", "/dev/null",
+                          "-remove_silence", "no", "-beam", "1e-80", "-pbeam", "1e-80", "-wbeam",
+                          "1e-60", NULL);
   if (a->config)
     a->ps = ps_init(a->config);
   if (!a->ps) {
@@ -269,7 +269,7 @@ int stg_aco_align(stg_aco *a, const int16_t *pcm, uint64_t n, stg_aco_word *w,
     x->end = t0 + (ef + 1) * ACO_FRAME_S;
     char dw[128];
     x->placed = dict_form(x->word, dw, sizeof dw) && is_lts(a, dw) ? EBB_PLACED_LTS
-                                                                    : EBB_PLACED_ACOUSTIC;
+                                                                   : EBB_PLACED_ACOUSTIC;
     double d = -(double)ascr[k] / (ef - sf + 1);
     x->conf = d <= ACO_CONF_FREE ? 1.0 : exp(-(d - ACO_CONF_FREE) / ACO_CONF_SCALE);
     k++;

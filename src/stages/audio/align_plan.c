@@ -7,10 +7,10 @@
 #include "ebb/error.h"
 #include "stages/audio/align.h"
 
-#define PL_MAX_RUN 4         /* lines or phrases in one pairing */
-#define PL_SKIP_PHRASE 1.5   /* cost of a phrase with no line */
-#define PL_SKIP_LINE 4.0     /* cost of a line with no phrase */
-#define PL_JOIN 0.35         /* cost of each extra line or phrase in a pairing */
+#define PL_MAX_RUN 4       /* lines or phrases in one pairing */
+#define PL_SKIP_PHRASE 1.5 /* cost of a phrase with no line */
+#define PL_SKIP_LINE 4.0   /* cost of a line with no phrase */
+#define PL_JOIN 0.35       /* cost of each extra line or phrase in a pairing */
 
 /* A line's weight: its letters plus one per word (about its sung length). */
 static double letters(const char *w) {
@@ -65,8 +65,8 @@ static double pair_cost(const pl_line *l, size_t j, size_t b, const stg_span *ph
   return fabs(log((dsum * rate + 1e-9) / wsum)) + PL_JOIN * (double)(a - 1 + b - 1);
 }
 
-int stg_aco_plan_lines(const stg_aco_word *w, size_t nw, const stg_span *ph, size_t nph,
-                       double dur, stg_aco_chunk **chunks, size_t *nchunks) {
+int stg_aco_plan_lines(const stg_aco_word *w, size_t nw, const stg_span *ph, size_t nph, double dur,
+                       stg_aco_chunk **chunks, size_t *nchunks) {
   *chunks = NULL;
   *nchunks = 0;
   size_t nl = count_lines(w, nw, NULL), cap = 0;
@@ -78,8 +78,8 @@ int stg_aco_plan_lines(const stg_aco_word *w, size_t nw, const stg_span *ph, siz
   int *from = malloc(np * W * sizeof *from); /* a * 8 + b of the step into (i, j) */
   int rc = 0;
   if (!l || !D || !from) {
-    rc = ebb_seterr(EBB_ENOMEM, "align: out of memory planning %zu lines over %zu phrases", nl,
-                    nph);
+    rc =
+        ebb_seterr(EBB_ENOMEM, "align: out of memory planning %zu lines over %zu phrases", nl, nph);
     goto done;
   }
   count_lines(w, nw, l);
@@ -167,8 +167,8 @@ static size_t nearest_phrase(const stg_span *ph, size_t nph, double t) {
   return best;
 }
 
-int stg_aco_plan_times(const stg_aco_word *w, size_t nw, const stg_span *ph, size_t nph,
-                       double dur, stg_aco_chunk **chunks, size_t *nchunks) {
+int stg_aco_plan_times(const stg_aco_word *w, size_t nw, const stg_span *ph, size_t nph, double dur,
+                       stg_aco_chunk **chunks, size_t *nchunks) {
   size_t cap = 0;
   *chunks = NULL;
   *nchunks = 0;
@@ -189,7 +189,8 @@ int stg_aco_plan_times(const stg_aco_word *w, size_t nw, const stg_span *ph, siz
       c->t1 = fmax(c->t1, hi);
       continue;
     }
-    int rc = add_chunk(chunks, nchunks, &cap, (stg_aco_chunk){i, 1, lo, fmin(hi, dur > 0 ? dur : hi)});
+    int rc =
+        add_chunk(chunks, nchunks, &cap, (stg_aco_chunk){i, 1, lo, fmin(hi, dur > 0 ? dur : hi)});
     if (rc) {
       free(*chunks);
       *chunks = NULL;

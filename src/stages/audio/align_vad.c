@@ -55,8 +55,8 @@ static int aperiodicity(const float *x, uint64_t n, uint32_t rate, double hop_s,
   cm = malloc(g.n_frames * row * sizeof *cm);
   raw = malloc(g.n_frames * sizeof *raw);
   if (!cm || !raw) {
-    rc = ebb_seterr(EBB_ENOMEM, "vad: out of memory for the aperiodicity of %zu frames",
-                    g.n_frames);
+    rc =
+        ebb_seterr(EBB_ENOMEM, "vad: out of memory for the aperiodicity of %zu frames", g.n_frames);
     goto done;
   }
   stg_pitch_cmndf_cpu(emph, &g, cm);

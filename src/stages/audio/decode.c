@@ -44,8 +44,11 @@ static int resample_blocks(const float *in, uint64_t n, double ratio, float *out
       break;
     }
     uint64_t take = n - pos < RESAMPLE_BLOCK ? n - pos : RESAMPLE_BLOCK;
-    SRC_DATA d = {.data_in = in + pos, .input_frames = (long)take, .data_out = out + *got,
-                  .output_frames = (long)(room - *got), .src_ratio = ratio,
+    SRC_DATA d = {.data_in = in + pos,
+                  .input_frames = (long)take,
+                  .data_out = out + *got,
+                  .output_frames = (long)(room - *got),
+                  .src_ratio = ratio,
                   .end_of_input = pos + take == n};
     if ((err = src_process(st, &d)) != 0)
       break;
@@ -131,8 +134,7 @@ static uint16_t le16(const unsigned char *b) { return (uint16_t)(b[0] | b[1] << 
  * file holds (libsndfile silently reads what is there). Unknown data sizes
  * (0 or 0xFFFFFFFF, written by streaming encoders) are accepted. Other
  * containers (RF64, RIFX, FLAC, ...) are left to libsndfile. */
-static int check_riff(const char *path, long long file_size, double max_seconds,
-                      uint32_t target) {
+static int check_riff(const char *path, long long file_size, double max_seconds, uint32_t target) {
   FILE *f = fopen(path, "rb");
   if (!f)
     return ebb_seterr(EBB_EINPUT, "%s: cannot open: %s", path, strerror(errno));
@@ -267,7 +269,8 @@ static int mpg123_read_all(mpg123_handle *mh, const char *path, long src_rate, i
       int c2, e2;
       mpg123_getformat(mh, &r2, &c2, &e2);
       if (r2 != src_rate || c2 != channels) {
-        rc = ebb_seterr(EBB_EINPUT, "%s: the MP3 changes format mid-stream (%ld Hz %d ch -> %ld Hz %d ch)",
+        rc = ebb_seterr(EBB_EINPUT,
+                        "%s: the MP3 changes format mid-stream (%ld Hz %d ch -> %ld Hz %d ch)",
                         path, src_rate, channels, r2, c2);
         break;
       }
@@ -319,8 +322,7 @@ int stg_audio_decode_mpg123(const char *path, uint32_t rate, double max_seconds,
     rc = ebb_seterr(EBB_EIO, "%s: libmpg123 did not give float samples (encoding 0x%x)", path, enc);
     goto done;
   }
-  if ((rc = check_header(path, (uint32_t)src_rate, (uint32_t)channels, max_seconds, -1, rate)) <
-      0)
+  if ((rc = check_header(path, (uint32_t)src_rate, (uint32_t)channels, max_seconds, -1, rate)) < 0)
     goto done;
   /* Fix the output format so a stream that changes it mid-way is refused. */
   mpg123_format_none(mh);
@@ -385,8 +387,8 @@ int stg_audio_decode(const char *path, uint32_t rate, double max_seconds, float 
   uint64_t n = 0, cap = 0;
   int major = sfi.format & SF_FORMAT_TYPEMASK;
   if ((rc = check_header(path, (uint32_t)(sfi.samplerate < 0 ? 0 : sfi.samplerate),
-                         (uint32_t)(sfi.channels < 0 ? 0 : sfi.channels), max_seconds,
-                         sfi.frames, rate)) < 0)
+                         (uint32_t)(sfi.channels < 0 ? 0 : sfi.channels), max_seconds, sfi.frames,
+                         rate)) < 0)
     goto done;
   if (sfi.frames == 0) {
     rc = ebb_seterr(EBB_EINPUT, "%s: empty: the file holds no audio frames", path);
@@ -415,8 +417,9 @@ int stg_audio_decode(const char *path, uint32_t rate, double max_seconds, float 
   /* Compressed formats whose length is only an estimate (MPEG) may differ;
    * anything else that delivers fewer frames than it declares is cut short. */
   if (major != SF_FORMAT_MPEG && sfi.frames > 0 && n < (uint64_t)sfi.frames) {
-    rc = ebb_seterr(EBB_EINPUT, "%s: truncated: the header declares %lld frames, the file holds %" PRIu64,
-                    path, (long long)sfi.frames, n);
+    rc = ebb_seterr(EBB_EINPUT,
+                    "%s: truncated: the header declares %lld frames, the file holds %" PRIu64, path,
+                    (long long)sfi.frames, n);
     goto done;
   }
   if ((double)n / sfi.samplerate > max_seconds) {
@@ -461,9 +464,9 @@ typedef struct dec_state {
 } dec_state;
 
 /* The options, each written once (stages/options.h). */
-#define DEC_OPTIONS(NUM, INT, STR, BOOL, SEP, OP_NUM, OP_INT, PATH, URL, SECRET)                                                     \
-  INT(rate, 16000, 1000, 768000, "working sample rate in Hz (mono)") SEP                          \
-  OP_NUM(max_seconds, 900, 0.001, 86400, "longest input accepted, seconds")
+#define DEC_OPTIONS(NUM, INT, STR, BOOL, SEP, OP_NUM, OP_INT, PATH, URL, SECRET) \
+  INT(rate, 16000, 1000, 768000, "working sample rate in Hz (mono)")             \
+  SEP OP_NUM(max_seconds, 900, 0.001, 86400, "longest input accepted, seconds")
 EBB_STAGE_OPTIONS(DEC_OPTIONS)
 _Static_assert(EBB_DECODE_MAX_RATE == 768000, "decode: the rate option's maximum");
 

@@ -183,7 +183,7 @@ static void sorted_remove(float *v, int n, float x) {
 /* One insertion and one removal a step instead of a selection over the
  * whole window (dsp_repet.h). */
 void stg_dsp_sliding_median(const float *x, long long stride, int n, int half, float *out,
-                           long long ostride, float *win) {
+                            long long ostride, float *win) {
   int m = 0;
   for (int j = 0; j < half && j < n; j++)
     sorted_insert(win, m++, x[j * stride]);
@@ -256,9 +256,8 @@ static int check_params(int nframes, int nbins, const stg_repet_params *p) {
 /* The picks of p into picks/npicks and, when p2 is not NULL, those of p2
  * (same pool and max_lag) into picks2/npicks2, from one similarity row per
  * frame. */
-static int picks_of(const float *mag, int nframes, int nbins, const stg_repet_params *p,
-                    int *picks, int *npicks, const stg_repet_params *p2, int *picks2,
-                    int *npicks2) {
+static int picks_of(const float *mag, int nframes, int nbins, const stg_repet_params *p, int *picks,
+                    int *npicks, const stg_repet_params *p2, int *picks2, int *npicks2) {
   int nfeat = (nbins + p->pool - 1) / p->pool;
   int wlen = 2 * p->max_lag + 1;
   float *feat = stg_st_malloc(sizeof(float) * (size_t)nframes * (size_t)nfeat);
@@ -328,8 +327,8 @@ int stg_repet_picks_shared(const float *mag, int nframes, int nbins, const stg_r
   return rc;
 }
 
-int stg_repet_picks(const float *mag, int nframes, int nbins, const stg_repet_params *p,
-                    int *picks, int *npicks) {
+int stg_repet_picks(const float *mag, int nframes, int nbins, const stg_repet_params *p, int *picks,
+                    int *npicks) {
   int rc = check_params(nframes, nbins, p);
   return rc < 0 ? rc : picks_of(mag, nframes, nbins, p, picks, npicks, NULL, NULL, NULL);
 }
@@ -339,8 +338,8 @@ int stg_repet_vocal_mask(const float *mag, int nframes, int nbins, const stg_rep
   return stg_repet_vocal_mask_shared(mag, nframes, nbins, p, NULL, mask);
 }
 
-int stg_repet_vocal_mask_shared(const float *mag, int nframes, int nbins,
-                                const stg_repet_params *p, stg_repet_share *sh, float *mask) {
+int stg_repet_vocal_mask_shared(const float *mag, int nframes, int nbins, const stg_repet_params *p,
+                                stg_repet_share *sh, float *mask) {
   int rc = check_params(nframes, nbins, p);
   if (rc < 0)
     return rc;
@@ -348,8 +347,7 @@ int stg_repet_vocal_mask_shared(const float *mag, int nframes, int nbins,
   int *npicks = stg_st_malloc(sizeof(int) * (size_t)nframes);
   float *vals = stg_st_malloc(sizeof(float) * (size_t)p->k);
   if (!picks || !npicks || !vals) {
-    rc = ebb_seterr(EBB_ENOMEM, "separate: out of host memory for the picks of %d frames",
-                    nframes);
+    rc = ebb_seterr(EBB_ENOMEM, "separate: out of host memory for the picks of %d frames", nframes);
     goto done;
   }
   if ((rc = stg_repet_picks_shared(mag, nframes, nbins, p, picks, npicks, sh)) < 0)

@@ -25,30 +25,30 @@
 #define EBB_STAGES_AUDIO_DSP_REPET_H
 
 typedef struct stg_repet_params {
-  int k;              /* repeating frames per frame, self included (1..EBB_REPET_MAX_K) */
-  int min_dist;       /* frames between two chosen frames (>= 1) */
-  int max_lag;        /* search window half-width in frames (>= 1) */
-  int pool;           /* bins per similarity band (>= 1) */
-  float quantile;     /* the repeating model's quantile of the picks, 0..1 (0.5: median) */
-  int hpss;           /* 1: apply the harmonic mask */
-  int hpss_time;      /* harmonic median length in frames (odd, <= EBB_REPET_MAX_MEDIAN) */
-  int hpss_freq;      /* percussive median length in bins (odd, <= EBB_REPET_MAX_MEDIAN) */
+  int k;                /* repeating frames per frame, self included (1..EBB_REPET_MAX_K) */
+  int min_dist;         /* frames between two chosen frames (>= 1) */
+  int max_lag;          /* search window half-width in frames (>= 1) */
+  int pool;             /* bins per similarity band (>= 1) */
+  float quantile;       /* the repeating model's quantile of the picks, 0..1 (0.5: median) */
+  int hpss;             /* 1: apply the harmonic mask */
+  int hpss_time;        /* harmonic median length in frames (odd, <= EBB_REPET_MAX_MEDIAN) */
+  int hpss_freq;        /* percussive median length in bins (odd, <= EBB_REPET_MAX_MEDIAN) */
   int band_lo, band_hi; /* vocal band, bins (inclusive) */
-  float outside_gain; /* vocal mask gain outside the band, 0..1 */
+  float outside_gain;   /* vocal mask gain outside the band, 0..1 */
   /* Optional: polled every few hundred frames; when it answers 1 the mask
    * stops with EBB_ECANCELED. NULL: never. */
   int (*cancelled)(void *arg);
   void *cancel_arg;
 } stg_repet_params;
 
-#define EBB_REPET_MAX_K 100       /* most repeating frames per frame */
-#define EBB_REPET_MAX_MEDIAN 127  /* longest harmonic/percussive median */
+#define EBB_REPET_MAX_K 100      /* most repeating frames per frame */
+#define EBB_REPET_MAX_MEDIAN 127 /* longest harmonic/percussive median */
 
 /* The REPET-SIM frame choice alone (the similarity part): for every frame j,
  * npicks[j] (1..k) frame indices in picks[j * k ...] (itself first); unused
  * slots hold j. Caller owns the buffers (nframes * k and nframes ints). */
-int stg_repet_picks(const float *mag, int nframes, int nbins, const stg_repet_params *p,
-                    int *picks, int *npicks);
+int stg_repet_picks(const float *mag, int nframes, int nbins, const stg_repet_params *p, int *picks,
+                    int *npicks);
 
 /* Writes the vocal soft mask (values in [0, 1], nframes * nbins floats) for
  * mag. Caller owns both buffers. EBB_EINVAL for bad parameters, EBB_ENOMEM. */
@@ -80,8 +80,8 @@ int stg_repet_picks_shared(const float *mag, int nframes, int nbins, const stg_r
  * stg_repet_vocal_mask). The mask is bit for bit the same either way.
  * EBB_EINVAL when sh->next differs from p in pool or max_lag, or (picks
  * ready) in k. */
-int stg_repet_vocal_mask_shared(const float *mag, int nframes, int nbins,
-                                const stg_repet_params *p, stg_repet_share *sh, float *mask);
+int stg_repet_vocal_mask_shared(const float *mag, int nframes, int nbins, const stg_repet_params *p,
+                                stg_repet_share *sh, float *mask);
 
 /* The median of v[0..n-1] (n >= 1; mean of the two middle values when n is
  * even): stg_dsp_quantile at 0.5. Reorders v. */

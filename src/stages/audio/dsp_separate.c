@@ -81,9 +81,8 @@ int stg_separate_cpu(const stg_sep_options *o, uint32_t rate, const float *x, lo
   return stg_separate_cpu_shared(o, rate, x, nx, voc, acc, mag_out, NULL);
 }
 
-int stg_separate_cpu_shared(const stg_sep_options *o, uint32_t rate, const float *x,
-                            long long nx, float *voc, float *acc, float *mag_out,
-                            stg_repet_share *sh) {
+int stg_separate_cpu_shared(const stg_sep_options *o, uint32_t rate, const float *x, long long nx,
+                            float *voc, float *acc, float *mag_out, stg_repet_share *sh) {
   stg_stft_shape s;
   stg_repet_params rp;
   int rc = stg_sep_plan(o, rate, nx, &s, &rp);
@@ -95,8 +94,8 @@ int stg_separate_cpu_shared(const stg_sep_options *o, uint32_t rate, const float
   float *mag = mag_out ? mag_out : stg_st_malloc(sizeof(float) * cells);
   float *mask = stg_st_malloc(sizeof(float) * cells);
   if (!spec || !vspec || !mag || !mask) {
-    rc = ebb_seterr(EBB_ENOMEM, "separate: out of host memory for a %d x %d spectrogram",
-                    s.nframes, s.nbins);
+    rc = ebb_seterr(EBB_ENOMEM, "separate: out of host memory for a %d x %d spectrogram", s.nframes,
+                    s.nbins);
     goto done;
   }
   if ((rc = stg_stft_forward_cpu(&s, x, spec, mag)) < 0)
@@ -149,8 +148,7 @@ static int launch(gpu_run *g, const char *name, unsigned grid, unsigned block, u
   int rc = g->ctx->host->launch(g->ctx, g->image, name, gr, bl, shmem, params);
   if (rc < 0) {
     if (!g->launched)
-      return ebb_errctx(EBB_EUNSUPPORTED, "separate: the device cannot run kernel %s (%s): ",
-                        name,
+      return ebb_errctx(EBB_EUNSUPPORTED, "separate: the device cannot run kernel %s (%s): ", name,
                         g->image ? "the embedded kernel image does not load here"
                                  : "no kernel image was built (nvcc absent)");
     return ebb_errctx(rc, "separate: kernel %s (grid %u, block %u): ", name, grid, block);
@@ -182,8 +180,8 @@ static int launch_frames(gpu_run *g, const char *name, int nf, int step, unsigne
     base[i] = *slot[i];
   for (int f = 0; f < nf && rc == 0; f += step) {
     if (ebb_cancelled(g->ctx)) {
-      rc = ebb_seterr(EBB_ECANCELED, "separate: cancelled before kernel %s at frame %d of %d",
-                      name, f, nf);
+      rc = ebb_seterr(EBB_ECANCELED, "separate: cancelled before kernel %s at frame %d of %d", name,
+                      f, nf);
       break;
     }
     for (int i = 0; i < nslot; i++)
@@ -368,15 +366,14 @@ static int gpu_checkpoint(ebb_stage_ctx *ctx, double progress, const char *after
   return 0;
 }
 
-int stg_separate_gpu(ebb_stage_ctx *ctx, const void *image, const stg_sep_options *o,
-                     uint32_t rate, const float *x, long long nx, float *voc, float *acc,
-                     float *mag_out) {
+int stg_separate_gpu(ebb_stage_ctx *ctx, const void *image, const stg_sep_options *o, uint32_t rate,
+                     const float *x, long long nx, float *voc, float *acc, float *mag_out) {
   return stg_separate_gpu_shared(ctx, image, o, rate, x, nx, voc, acc, mag_out, NULL);
 }
 
 int stg_separate_gpu_shared(ebb_stage_ctx *ctx, const void *image, const stg_sep_options *o,
-                            uint32_t rate, const float *x, long long nx, float *voc,
-                            float *acc, float *mag_out, stg_repet_share *sh) {
+                            uint32_t rate, const float *x, long long nx, float *voc, float *acc,
+                            float *mag_out, stg_repet_share *sh) {
   stg_stft_shape s;
   stg_repet_params rp;
   int rc = stg_sep_plan(o, rate, nx, &s, &rp);
@@ -398,8 +395,7 @@ int stg_separate_gpu_shared(ebb_stage_ctx *ctx, const void *image, const stg_sep
   stg_stft_twiddles(n, tables + n);
   /* the similarity search (which frames repeat which) runs on the host
    * between the forward STFT and the mask kernels */
-  if ((rc = gpu_setup(&g, &s, &rp, x, nx, tables)) < 0 ||
-      (rc = gpu_forward(&g, &s, nx, mag)) < 0 ||
+  if ((rc = gpu_setup(&g, &s, &rp, x, nx, tables)) < 0 || (rc = gpu_forward(&g, &s, nx, mag)) < 0 ||
       (rc = gpu_checkpoint(ctx, 0.2, "the forward STFT")) < 0 ||
       (rc = stg_repet_picks_shared(mag, nf, s.nbins, &rp, picks, npicks, sh)) < 0 ||
       (rc = gpu_checkpoint(ctx, 0.7, "the similarity search")) < 0 ||

@@ -25,7 +25,7 @@ typedef struct export_state {
 } export_state;
 
 /* The options, written once (stages/options.h). */
-#define EXPORT_OPTIONS(NUM, INT, STR, BOOL, SEP, ...)                                                  \
+#define EXPORT_OPTIONS(NUM, INT, STR, BOOL, SEP, ...) \
   STR(formats, "json,midi,lrc,csv",                                                               \
       "comma-separated: json (songtrace.json), midi (melody.mid), lrc (lyrics.lrc and "           \
       "lyrics.words.lrc), csv (pitch.csv)") SEP                                                   \
@@ -165,8 +165,8 @@ static json_t *f0_summary(const f0_track *t) {
   qsort(v, nv, sizeof *v, cmp_float);
   double hop = t->n > 1 ? t->data[3] - t->data[0] : 0.0;
   json_t *j = json_pack("{s:I,s:f,s:I,s:f}", "frames", (json_int_t)t->n, "hop_s",
-                        round(hop * 1e6) / 1e6, "voiced_frames", (json_int_t)nv,
-                        "voiced_fraction", t->n ? round(1000.0 * nv / t->n) / 1000.0 : 0.0);
+                        round(hop * 1e6) / 1e6, "voiced_frames", (json_int_t)nv, "voiced_fraction",
+                        t->n ? round(1000.0 * nv / t->n) / 1000.0 : 0.0);
   if (nv) {
     json_object_set_new(j, "median_hz", json_real(round(v[nv / 2] * 100.0) / 100.0));
     json_object_set_new(j, "min_hz", json_real(round(v[0] * 100.0) / 100.0));
@@ -189,14 +189,10 @@ static int add_file(ebb_stage_ctx *ctx, ebb_items *out, const char *name, const 
 
 static const char *kind_name(ebb_item_kind k) {
   switch (k) {
-  case EBB_ITEM_AUDIO:
-    return "audio";
-  case EBB_ITEM_TENSOR:
-    return "tensor";
-  case EBB_ITEM_JSON:
-    return "json";
-  case EBB_ITEM_FILE:
-    return "file";
+  case EBB_ITEM_AUDIO: return "audio";
+  case EBB_ITEM_TENSOR: return "tensor";
+  case EBB_ITEM_JSON: return "json";
+  case EBB_ITEM_FILE: return "file";
   }
   return "unknown";
 }
@@ -219,16 +215,17 @@ static int write_json(ebb_stage_ctx *ctx, const ebb_items *in, const char *path,
       json_array_append_new(fmts, json_string(names[b]));
   const char *stage = ctx->host->stage_name ? ctx->host->stage_name(ctx) : "export";
   json_object_set_new(root, "generator", json_string("ebb songtrace"));
-  json_object_set_new(root, "notes", notes ? json_incref(json_object_get(notes, "notes")) : json_array());
+  json_object_set_new(root, "notes",
+                      notes ? json_incref(json_object_get(notes, "notes")) : json_array());
   if (!json_object_get(root, "notes"))
     json_object_set_new(root, "notes", json_array());
   json_object_set_new(root, "f0", f0_summary(f0));
   json_object_set_new(root, "lyrics", lyrics ? json_incref(lyrics) : json_null());
   json_object_set_new(root, "transcript", transcript ? json_incref(transcript) : json_null());
   json_object_set_new(root, "items", items);
-  json_object_set_new(root, "stage", json_pack("{s:s,s:i,s:o}", "name", stage ? stage : "export",
-                                               "version", (int)stg_stage_export.version,
-                                               "formats", fmts));
+  json_object_set_new(root, "stage",
+                      json_pack("{s:s,s:i,s:o}", "name", stage ? stage : "export", "version",
+                                (int)stg_stage_export.version, "formats", fmts));
   int rc = json_dump_file(root, path, JSON_INDENT(2) | JSON_REAL_PRECISION(10));
   json_decref(root);
   return rc ? stg_st_fail(ctx, EBB_EIO, "%s: cannot write", path) : 0;
@@ -356,8 +353,7 @@ static int export_run(ebb_stage_ctx *ctx, void *state, const ebb_items *in, ebb_
         int stale = join_path(ctx, dir, lrc[e], path, sizeof path) == 0 && unlink(path) == 0;
         if (e == 0 || stale)
           stg_st_log(ctx, 1, "no lyric words: %s not written%s", lrc[e],
-                     stale ? " (removed the one an earlier run left in the output directory)"
-                           : "");
+                     stale ? " (removed the one an earlier run left in the output directory)" : "");
         continue;
       }
       size_t lines = 0;

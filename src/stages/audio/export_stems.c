@@ -78,8 +78,8 @@ int stg_export_stems(ebb_stage_ctx *ctx, const ebb_items *in, ebb_items *out, co
       rc = stg_st_fail(ctx, rc, "cannot add FILE item %s", file);
     if (rc)
       return rc;
-    stg_st_log(ctx, 1, "wrote %s (%.1f s, %u Hz, %u channel%s)", path,
-               (double)a.frames / a.rate, a.rate, a.channels, a.channels == 1 ? "" : "s");
+    stg_st_log(ctx, 1, "wrote %s (%.1f s, %u Hz, %u channel%s)", path, (double)a.frames / a.rate,
+               a.rate, a.channels, a.channels == 1 ? "" : "s");
   }
   return 0;
 }

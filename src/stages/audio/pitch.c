@@ -28,96 +28,96 @@ typedef struct pitch_state {
 
 /* The options, each written once (stages/options.h); stg_pitch_defaults
  * takes its defaults from here too. */
-#define PITCH_OPTIONS(NUM, INT, STR, BOOL, SEP, ...)                                                   \
-  NUM(fmin, 65, 20, 4000, "lowest f0 searched, Hz") SEP                                           \
-  NUM(fmax, 1000, 40, 20000, "highest f0 searched, Hz") SEP                                       \
-  INT(rate, 16000, 0, 384000,                                                                     \
-      "analysis sample rate: other input rates are resampled to it (hop and frame are samples "   \
-      "at this rate); 0: analyse at the input's rate") SEP                                        \
-  INT(hop, 160, 1, 65536, "samples between frames (10 ms at 16 kHz)") SEP                         \
-  INT(frame, 1024, 64, 65536, "analysis frame, samples; the YIN integration window is half of it") \
-  SEP                                                                                             \
-  NUM(threshold, 0.1, 0.01, 0.99,                                                                 \
-      "yin: absolute threshold on d'; pyin: mean of the Beta(2, b) threshold prior") SEP          \
-  STR(method, "pyin", "pyin (HMM-smoothed, Mauch & Dixon 2014) or yin (de Cheveigne & Kawahara 2002)") \
-  SEP                                                                                             \
-  NUM(preemphasis, 0.97, 0, 0.999,                                                                \
+#define PITCH_OPTIONS(NUM, INT, STR, BOOL, SEP, ...)                                               \
+  NUM(fmin, 65, 20, 4000, "lowest f0 searched, Hz")                                                \
+  SEP NUM(fmax, 1000, 40, 20000, "highest f0 searched, Hz") SEP                                    \
+  INT(rate, 16000, 0, 384000,                                                                      \
+      "analysis sample rate: other input rates are resampled to it (hop and frame are samples "    \
+      "at this rate); 0: analyse at the input's rate") SEP                                         \
+  INT(hop, 160, 1, 65536, "samples between frames (10 ms at 16 kHz)") SEP                          \
+  INT(frame, 1024, 64, 65536,                                                                      \
+      "analysis frame, samples; the YIN integration window is half of it") SEP                     \
+  NUM(threshold, 0.1, 0.01, 0.99,                                                                  \
+      "yin: absolute threshold on d'; pyin: mean of the Beta(2, b) threshold prior") SEP           \
+  STR(method, "pyin",                                                                              \
+      "pyin (HMM-smoothed, Mauch & Dixon 2014) or yin (de Cheveigne & Kawahara 2002)") SEP         \
+  NUM(preemphasis, 0.97, 0, 0.999,                                                                 \
       "d' is computed on x[n] - a x[n-1], which favours the voice over bass and drums in a mix; "  \
-      "0: off") SEP                                                                               \
-  NUM(silence_db, -60, -200, 0, "frames below this RMS level (dBFS) are unvoiced") SEP            \
-  NUM(gate_voicing, 0.1, 0, 1,                                                                    \
-      "pyin: a note-length voiced run whose mean voicing probability is below this becomes "      \
-      "unvoiced (separation residue in rests); 0: off") SEP                                       \
-  NUM(gate_range_db, 20, 0, 200,                                                                  \
-      "pyin: a note-length voiced run whose mean level is more than this many dB below the "      \
-      "track's loud level (95th percentile) becomes unvoiced; 0: off") SEP                        \
-  NUM(min_note_ms, 70, 0, 10000, "shortest note kept") SEP                                        \
-  NUM(split_semitones, 0.7, 0.05, 48, "a pitch jump this large, held for split_ms, starts a new note") \
-  SEP                                                                                             \
-  NUM(split_ms, 40, 0, 10000, "see split_semitones") SEP                                          \
-  STR(backend, "auto",                                                                            \
+      "0: off") SEP                                                                                \
+  NUM(silence_db, -60, -200, 0, "frames below this RMS level (dBFS) are unvoiced") SEP             \
+  NUM(gate_voicing, 0.1, 0, 1,                                                                     \
+      "pyin: a note-length voiced run whose mean voicing probability is below this becomes "       \
+      "unvoiced (separation residue in rests); 0: off") SEP                                        \
+  NUM(gate_range_db, 20, 0, 200,                                                                   \
+      "pyin: a note-length voiced run whose mean level is more than this many dB below the "       \
+      "track's loud level (95th percentile) becomes unvoiced; 0: off") SEP                         \
+  NUM(min_note_ms, 70, 0, 10000, "shortest note kept") SEP                                         \
+  NUM(split_semitones, 0.7, 0.05, 48,                                                              \
+      "a pitch jump this large, held for split_ms, starts a new note") SEP                         \
+  NUM(split_ms, 40, 0, 10000, "see split_semitones") SEP                                           \
+  STR(backend, "auto",                                                                             \
       "auto (the GPU kernel on a CUDA device, else CPU), cpu, or kernel (the kernel; its host "    \
-      "twin on the CPU device)") SEP                                                              \
-  /* note onsets (pitch_onsets.c) */                                                              \
-  NUM(onset_threshold, 0.4, 0, 100,                                                               \
-      "after a pitch change the note starts at the strongest onset (spectral flux, 1 = its 90th " \
-      "percentile) this strong up to onset_lookback_ms before the pitch turns; 0: no onsets, "    \
-      "no re-attacks") SEP                                                                        \
-  NUM(onset_lookback_ms, 90, 0, 1000, "see onset_threshold") SEP                                  \
-  BOOL(reattack_model, 1,                                                                         \
-      "a note is split at the onset peaks that the re-attack model (a small neural network "      \
-      "trained on rendered melodies) rates at reattack_logit or more; false: at those whose "     \
-      "score reaches reattack_score") SEP                                                         \
-  NUM(reattack_logit, 0.4, -50, 50,                                                               \
-      "reattack_model: the log-odds of a re-attack a peak must reach") SEP                        \
-  NUM(reattack_score_min, 5, -100, 100,                                                           \
-      "reattack_model: a peak must also score at least this (see reattack_score)") SEP           \
-  NUM(reattack_score, 10, -100, 100,                                                              \
-      "without reattack_model a note is split at a re-attack whose score reaches this: the rise " \
-      "of the level at the note's harmonics from its dip (dB) + 2.78 ln(onset strength) + 9.1 x " \
-      "the dip of the track's voicing probability") SEP                                           \
-  INT(onset_harmonics, 12, 0, 100,                                                                \
-      "a re-attack's rise is measured on the energy at this many harmonics of the "     \
-      "note's pitch, where a chord struck in the dip does not fill it; 0: the whole spectrum") SEP  \
-  NUM(reattack_min_ms, 130, 0, 10000,                                                             \
-      "a re-attack of the same pitch comes at least this long after the note's start") SEP       \
-  NUM(reattack_rise_db, 4, 0, 60,                                                                 \
-      "a re-attack's note starts where the level at its harmonics first rises this much above "  \
-      "its dip before the onset peak (a slow attack's flux peaks late); 0: at the peak") SEP     \
-  NUM(onset_shift_ms, 30, 0, 200,                                                                 \
-      "every note onset is moved this much earlier: the detectors' delay") SEP                    \
-  NUM(salience, 0.85, 0, 1,                                                                       \
-      "pyin: share of the observation taken from the harmonic-summation melody salience of the "  \
-      "analysed signal, which follows a melody that pYIN loses under the band; 0: off") SEP       \
-  NUM(salience_height, 0.3, 0, 2,                                                                 \
-      "the salience of each pitch is weighted by 2^(this x its octaves above fmin), so the "      \
-      "melody above the accompaniment beats its own octave-below and twelfth-below "              \
-      "subharmonics and the chords under it; 0: off") SEP                                         \
-  NUM(register_semitones, 8, 0, 48,                                                               \
-      "pyin: a second pass weighs down every pitch more than this many semitones from the "      \
-      "median of the first pass's track around it (the melody's register), so the track does "  \
-      "not stay on a subharmonic or a chord tone an octave or more away; 0: off") SEP            \
-  NUM(register_window_ms, 4000, 100, 60000,                                                       \
-      "see register_semitones: the median is taken over this long on each side") SEP             \
-  NUM(salience_melody, 0.75, 0, 1,                                                                \
-      "share of the salience computed on the AUDIO item melody (the stricter pass of separate) "  \
-      "when the job has one; the rest on the analysed signal") SEP                                \
-  NUM(salience_vocals_only, 0.6, 0, 1,                                                            \
-      "a frame whose salience voicing on the analysed signal is above this while the melody "     \
-      "item keeps under 5 % of it (a melody note doubling a chord tone, removed by the stricter " \
-      "pass) takes the analysed signal's salience alone; 1: never") SEP                           \
-  NUM(salience_mix, 0.3, 0, 1,                                                                    \
-      "pyin: where separate left the analysed signal salience_mix_db to salience_mix_silent_db " \
-      "under the mix (AUDIO item audio) for salience_mix_min_ms or longer, inside a gap in the "  \
-      "melody of at most salience_mix_gap_ms, the frame takes the mix's salience at this weight " \
-      "(a melody note that the repeating accompaniment took whole); 0: off") SEP                  \
-  NUM(salience_mix_db, 8, 0, 100, "salience_mix: the analysed signal at least this far under the mix") SEP \
-  NUM(salience_mix_silent_db, 20, 0, 200,                                                         \
-      "salience_mix: where the analysed signal is more than this under the mix, separate found "  \
-      "no voice there (a rest), and the frame keeps its own salience") SEP                        \
-  NUM(salience_mix_min_ms, 150, 0, 10000,                                                         \
-      "salience_mix: the analysed signal must stay that far under the mix this long; a shorter "  \
-      "quiet run is the gap between two notes") SEP                                               \
+      "twin on the CPU device)") SEP /* note onsets (pitch_onsets.c) */                            \
+  NUM(onset_threshold, 0.4, 0, 100,                                                                \
+      "after a pitch change the note starts at the strongest onset (spectral flux, 1 = its 90th "  \
+      "percentile) this strong up to onset_lookback_ms before the pitch turns; 0: no onsets, "     \
+      "no re-attacks") SEP                                                                         \
+  NUM(onset_lookback_ms, 90, 0, 1000, "see onset_threshold") SEP                                   \
+  BOOL(reattack_model, 1,                                                                          \
+       "a note is split at the onset peaks that the re-attack model (a small neural network "      \
+       "trained on rendered melodies) rates at reattack_logit or more; false: at those whose "     \
+       "score reaches reattack_score") SEP                                                         \
+  NUM(reattack_logit, 0.4, -50, 50,                                                                \
+      "reattack_model: the log-odds of a re-attack a peak must reach") SEP                         \
+  NUM(reattack_score_min, 5, -100, 100,                                                            \
+      "reattack_model: a peak must also score at least this (see reattack_score)") SEP             \
+  NUM(reattack_score, 10, -100, 100,                                                               \
+      "without reattack_model a note is split at a re-attack whose score reaches this: the rise "  \
+      "of the level at the note's harmonics from its dip (dB) + 2.78 ln(onset strength) + 9.1 x "  \
+      "the dip of the track's voicing probability") SEP                                            \
+  INT(onset_harmonics, 12, 0, 100,                                                                 \
+      "a re-attack's rise is measured on the energy at this many harmonics of the "                \
+      "note's pitch, where a chord struck in the dip does not fill it; 0: the whole spectrum") SEP \
+  NUM(reattack_min_ms, 130, 0, 10000,                                                              \
+      "a re-attack of the same pitch comes at least this long after the note's start") SEP         \
+  NUM(reattack_rise_db, 4, 0, 60,                                                                  \
+      "a re-attack's note starts where the level at its harmonics first rises this much above "    \
+      "its dip before the onset peak (a slow attack's flux peaks late); 0: at the peak") SEP       \
+  NUM(onset_shift_ms, 30, 0, 200,                                                                  \
+      "every note onset is moved this much earlier: the detectors' delay") SEP                     \
+  NUM(salience, 0.85, 0, 1,                                                                        \
+      "pyin: share of the observation taken from the harmonic-summation melody salience of the "   \
+      "analysed signal, which follows a melody that pYIN loses under the band; 0: off") SEP        \
+  NUM(salience_height, 0.3, 0, 2,                                                                  \
+      "the salience of each pitch is weighted by 2^(this x its octaves above fmin), so the "       \
+      "melody above the accompaniment beats its own octave-below and twelfth-below "               \
+      "subharmonics and the chords under it; 0: off") SEP                                          \
+  NUM(register_semitones, 8, 0, 48,                                                                \
+      "pyin: a second pass weighs down every pitch more than this many semitones from the "        \
+      "median of the first pass's track around it (the melody's register), so the track does "     \
+      "not stay on a subharmonic or a chord tone an octave or more away; 0: off") SEP              \
+  NUM(register_window_ms, 4000, 100, 60000,                                                        \
+      "see register_semitones: the median is taken over this long on each side") SEP               \
+  NUM(salience_melody, 0.75, 0, 1,                                                                 \
+      "share of the salience computed on the AUDIO item melody (the stricter pass of separate) "   \
+      "when the job has one; the rest on the analysed signal") SEP                                 \
+  NUM(salience_vocals_only, 0.6, 0, 1,                                                             \
+      "a frame whose salience voicing on the analysed signal is above this while the melody "      \
+      "item keeps under 5 % of it (a melody note doubling a chord tone, removed by the stricter "  \
+      "pass) takes the analysed signal's salience alone; 1: never") SEP                            \
+  NUM(salience_mix, 0.3, 0, 1,                                                                     \
+      "pyin: where separate left the analysed signal salience_mix_db to salience_mix_silent_db "   \
+      "under the mix (AUDIO item audio) for salience_mix_min_ms or longer, inside a gap in the "   \
+      "melody of at most salience_mix_gap_ms, the frame takes the mix's salience at this weight "  \
+      "(a melody note that the repeating accompaniment took whole); 0: off") SEP                   \
+  NUM(salience_mix_db, 8, 0, 100,                                                                  \
+      "salience_mix: the analysed signal at least this far under the mix") SEP                     \
+  NUM(salience_mix_silent_db, 20, 0, 200,                                                          \
+      "salience_mix: where the analysed signal is more than this under the mix, separate found "   \
+      "no voice there (a rest), and the frame keeps its own salience") SEP                         \
+  NUM(salience_mix_min_ms, 150, 0, 10000,                                                          \
+      "salience_mix: the analysed signal must stay that far under the mix this long; a shorter "   \
+      "quiet run is the gap between two notes") SEP                                                \
   NUM(salience_mix_gap_ms, 3000, 0, 60000, "see salience_mix")
 
 EBB_STAGE_OPTIONS(PITCH_OPTIONS)
@@ -200,8 +200,8 @@ static int pitch_load(ebb_stage_ctx *ctx, const char *options_json, void **state
   else if (!strcmp(backend, "kernel"))
     s->backend = BK_KERNEL;
   else {
-    rc = stg_st_fail(ctx, EBB_ECONFIG, "option backend: \"%s\" is not auto, cpu or kernel",
-                     backend);
+    rc =
+        stg_st_fail(ctx, EBB_ECONFIG, "option backend: \"%s\" is not auto, cpu or kernel", backend);
     goto done;
   }
   if (s->rate != 0 && s->rate < 1000) {
@@ -209,10 +209,11 @@ static int pitch_load(ebb_stage_ctx *ctx, const char *options_json, void **state
     goto done;
   }
   if (s->salience_mix > 0.0 && s->salience_mix_db >= s->salience_mix_silent_db) {
-    rc = stg_st_fail(ctx, EBB_ECONFIG,
-                     "options salience_mix_db %g and salience_mix_silent_db %g: salience_mix_db "
-                     "must be below salience_mix_silent_db (else no frame takes the mix's salience)",
-                     s->salience_mix_db, s->salience_mix_silent_db);
+    rc =
+        stg_st_fail(ctx, EBB_ECONFIG,
+                    "options salience_mix_db %g and salience_mix_silent_db %g: salience_mix_db "
+                    "must be below salience_mix_silent_db (else no frame takes the mix's salience)",
+                    s->salience_mix_db, s->salience_mix_silent_db);
     goto done;
   }
   if (s->p.fmin >= s->p.fmax) {
@@ -259,8 +260,8 @@ static int cmndf_device(ebb_stage_ctx *ctx, const float *padded, const stg_pitch
     uint64_t o = dout + f0 * (uint64_t)(tm + 1) * sizeof(float);
     void *params[] = {&x, &o, &nf, &hop, &w, &tm};
     const unsigned grid[3] = {(unsigned)nf, 1, 1}, block[3] = {EBB_PITCH_BLOCK, 1, 1};
-    if ((rc = ctx->host->launch(ctx, stg_kernels_image(), EBB_PITCH_KERNEL, grid, block, 0,
-                                params)))
+    if ((rc =
+             ctx->host->launch(ctx, stg_kernels_image(), EBB_PITCH_KERNEL, grid, block, 0, params)))
       goto done;
   }
   rc = ctx->host->copy_dtoh(ctx, out, dout, nout);
@@ -379,9 +380,9 @@ static int salience_signal(ebb_stage_ctx *ctx, const pitch_state *s, const ebb_i
  * row was replaced) is the analysed signal's frame levels with the mix's in
  * the replaced frames. Nothing without a mix ("audio") apart from the
  * analysed signal. */
-static int mix_fill(ebb_stage_ctx *ctx, const pitch_state *s, const ebb_items *in,
-                    const char *used, const float *mono, const float *padded, uint64_t n,
-                    uint32_t rate, const stg_pitch_geom *g, float *sal, float **gate_db) {
+static int mix_fill(ebb_stage_ctx *ctx, const pitch_state *s, const ebb_items *in, const char *used,
+                    const float *mono, const float *padded, uint64_t n, uint32_t rate,
+                    const stg_pitch_geom *g, float *sal, float **gate_db) {
   *gate_db = NULL;
   if (!(s->salience_mix > 0.0) || !sal || !strcmp(used, "audio"))
     return 0;
@@ -444,8 +445,8 @@ done:
  * of it, the vocals' row stands alone: there the stricter pass removed a
  * melody note that doubles a chord tone, and mixing its empty row in only
  * lowers the voicing and lets a chord tone or the octave below win. */
-static int melody_salience(const pitch_state *s, const float *mono, const float *sig,
-                           double share, uint64_t n, uint32_t rate, size_t nf, float **sal) {
+static int melody_salience(const pitch_state *s, const float *mono, const float *sig, double share,
+                           uint64_t n, uint32_t rate, size_t nf, float **sal) {
   int rc = stg_pitch_salience(mono, n, rate, &s->p, nf, sal);
   if (rc || !sig)
     return rc;
@@ -552,7 +553,8 @@ static int pitch_run_counted(ebb_stage_ctx *ctx, void *state, const ebb_items *i
       (rc = ctx->host->add_json(out, "notes", notes_json)))
     goto done;
   stg_st_log(ctx, 1, "%s: %zu frames (%zu voiced), %zu notes, d' by %s, %s", used, g.n_frames,
-             voiced_frames(frames, g.n_frames), n_notes, how, s->p.method == EBB_PITCH_YIN ? "yin" : "pyin");
+             voiced_frames(frames, g.n_frames), n_notes, how,
+             s->p.method == EBB_PITCH_YIN ? "yin" : "pyin");
   goto done;
 oom:
   rc = stg_st_fail(ctx, EBB_ENOMEM, "out of memory for the pitch analysis of %llu samples",
@@ -613,14 +615,14 @@ static int pitch_estimate(const ebb_host_api *host, const char *options_json, co
   int pyin = p.method == EBB_PITCH_PYIN, sal = pyin && p.salience_weight > 0.0;
   uint64_t signals =
       3 + (sal && v.salience_melody > 0.0) + 2 * (uint64_t)(sal && v.salience_mix > 0.0);
-  uint64_t per_frame_host = (uint64_t)(g.tau_max + 1) * sizeof(float) + 3 * sizeof(float) +
-                            (uint64_t)(sal ? 2 : pyin) * (uint64_t)stg_pitch_salience_bins(&p) *
-                                sizeof(float);
+  uint64_t per_frame_host =
+      (uint64_t)(g.tau_max + 1) * sizeof(float) + 3 * sizeof(float) +
+      (uint64_t)(sal ? 2 : pyin) * (uint64_t)stg_pitch_salience_bins(&p) * sizeof(float);
   out->host_bytes = n ? signals * g.padded_len * sizeof(float) + g.n_frames * per_frame_host : 0;
   double per_frame_dev = (double)(g1.tau_max + 1) * sizeof(float);
   out->device_bytes_per_s = (double)rate / p.hop * per_frame_dev + rate * sizeof(float);
-  out->host_bytes_per_s = (double)signals * rate * sizeof(float) +
-                          (double)rate / p.hop * (double)per_frame_host;
+  out->host_bytes_per_s =
+      (double)signals * rate * sizeof(float) + (double)rate / p.hop * (double)per_frame_host;
   return 0;
 }
 

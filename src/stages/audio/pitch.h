@@ -24,10 +24,10 @@ extern const ebb_stage stg_stage_pitch;
 typedef enum { EBB_PITCH_PYIN = 0, EBB_PITCH_YIN = 1 } stg_pitch_method;
 
 typedef struct stg_pitch_params {
-  double fmin, fmax;      /* Hz search range (65, 1000) */
-  int hop;                /* samples between frames (160) */
-  int frame;              /* analysis frame in samples (1024): window = frame/2 */
-  double threshold;       /* YIN: the absolute threshold; pYIN: mean of the Beta prior (0.1) */
+  double fmin, fmax; /* Hz search range (65, 1000) */
+  int hop;           /* samples between frames (160) */
+  int frame;         /* analysis frame in samples (1024): window = frame/2 */
+  double threshold;  /* YIN: the absolute threshold; pYIN: mean of the Beta prior (0.1) */
   stg_pitch_method method;
   double silence_db;      /* frames quieter than this (dBFS RMS) are unvoiced (-60) */
   double preemphasis;     /* d' is computed on y[n] = x[n] - a x[n-1] (0.97; 0 = off) */
@@ -250,17 +250,16 @@ int stg_pitch_harmonic_level(const float *x, uint64_t n, uint32_t rate, int hop,
 /* Refines notes from stg_pitch_notes with the onsets (see the params): may
  * split notes and move onsets earlier; *notes is replaced (realloc'd). */
 int stg_pitch_notes_onsets(const float *frames, size_t n_frames, const float *odf,
-                           const float *level_db, const stg_pitch_params *p,
-                           stg_pitch_note **notes, size_t *n);
+                           const float *level_db, const stg_pitch_params *p, stg_pitch_note **notes,
+                           size_t *n);
 
 /* The whole refinement the stage runs: the onset function of mono, the
  * level at the harmonics of each frame's reference pitch (the note it lies
  * in, else one that ended or starts within 0.3 s; option onset_harmonics, 0:
  * the whole spectrum's level), then stg_pitch_notes_onsets. Nothing to do
  * when onset_threshold is 0. */
-int stg_pitch_refine_notes(const float *mono, uint64_t n, uint32_t rate,
-                           const stg_pitch_params *p, const float *frames, size_t nf,
-                           stg_pitch_note **notes, size_t *n_notes);
+int stg_pitch_refine_notes(const float *mono, uint64_t n, uint32_t rate, const stg_pitch_params *p,
+                           const float *frames, size_t nf, stg_pitch_note **notes, size_t *n_notes);
 
 /* After the refinement a note may start before the track turns to its
  * pitch: the frames from its onset that still hold the previous note's

@@ -47,8 +47,7 @@ static int push(note_list *l, stg_pitch_note n) {
 /* The next run of voiced frames from *i: [*start, *end), its frames' MIDI
  * values in vals[0..*nv). *i moves past it; returns 0 at the end. */
 static int next_run(const float *frames, size_t nf, size_t sustain, const stg_pitch_params *p,
-                    size_t *i, size_t *start, size_t *end, double *vals, double *tmp,
-                    size_t *nv) {
+                    size_t *i, size_t *start, size_t *end, double *vals, double *tmp, size_t *nv) {
 #define VOICED(k) (frames[3 * (k) + 1] > 0.0f)
 #define MIDI(k) stg_midi_from_hz(frames[3 * (k) + 1])
   while (*i < nf && !VOICED(*i))
@@ -179,11 +178,11 @@ int stg_pitch_notes_json(const stg_pitch_note *notes, size_t n, char **out) {
   for (size_t i = 0; i < n; i++) {
     char name[16];
     note_name(notes[i].midi, name, sizeof name);
-    json_array_append_new(arr, json_pack("{s:f,s:f,s:i,s:f,s:s}", "onset",
-                                         round(notes[i].onset * 1000.0) / 1000.0, "offset",
-                                         round(notes[i].offset * 1000.0) / 1000.0, "midi",
-                                         notes[i].midi, "hz", round(notes[i].hz * 100.0) / 100.0,
-                                         "name", name));
+    json_array_append_new(arr,
+                          json_pack("{s:f,s:f,s:i,s:f,s:s}", "onset",
+                                    round(notes[i].onset * 1000.0) / 1000.0, "offset",
+                                    round(notes[i].offset * 1000.0) / 1000.0, "midi", notes[i].midi,
+                                    "hz", round(notes[i].hz * 100.0) / 100.0, "name", name));
   }
   json_object_set_new(root, "notes", arr);
   json_object_set_new(root, "count", json_integer((json_int_t)n));

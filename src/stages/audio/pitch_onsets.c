@@ -86,8 +86,8 @@ static int normalise_odf(float *odf, const float *level_db, size_t n) {
 
 /* The onset spectrogram of x: a Hann STFT of about 32 ms at the pitch hop;
  * *mag malloc'd (s->nframes * s->nbins floats; caller frees). */
-static int onset_spectrogram(const float *x, uint64_t n, uint32_t rate, int hop,
-                             stg_stft_shape *s, float **mag) {
+static int onset_spectrogram(const float *x, uint64_t n, uint32_t rate, int hop, stg_stft_shape *s,
+                             float **mag) {
   int nfft = 64;
   while (nfft < 4096 && nfft < (int)(0.032 * rate))
     nfft *= 2;
@@ -188,8 +188,8 @@ typedef struct seg_ctx {
   size_t nf;
   const stg_pitch_params *p;
   double hop_s;
-  size_t minf; /* frames of the shortest note */
-  size_t gapf; /* frames between a note's start and a re-attack of its pitch (>= minf) */
+  size_t minf;           /* frames of the shortest note */
+  size_t gapf;           /* frames between a note's start and a re-attack of its pitch (>= minf) */
   size_t w20, w60, w150; /* the re-attack score's windows in frames */
   double *score;         /* nf scratch scores */
   unsigned char *reattack; /* per note out: 1 where it starts at a re-attack */
@@ -405,9 +405,8 @@ static void split_note(const seg_ctx *c, size_t a, size_t b, double hz, stg_pitc
       fputc('\n', c->dump);
     }
     if (c->p->reattack_model)
-      sc[t] = lin >= c->p->reattack_score_min
-                  ? stg_pitch_reattack_logit(x) - c->p->reattack_logit
-                  : -INFINITY;
+      sc[t] = lin >= c->p->reattack_score_min ? stg_pitch_reattack_logit(x) - c->p->reattack_logit
+                                              : -INFINITY;
   }
   for (;;) {
     size_t best = (size_t)-1;
@@ -416,7 +415,8 @@ static void split_note(const seg_ctx *c, size_t a, size_t b, double hz, stg_pitc
         best = t;
     if (best == (size_t)-1)
       break;
-    for (size_t t = best > lo + c->gapf ? best - c->gapf + 1 : lo; t <= hi && t < best + c->gapf; t++)
+    for (size_t t = best > lo + c->gapf ? best - c->gapf + 1 : lo; t <= hi && t < best + c->gapf;
+         t++)
       sc[t] = -INFINITY;
     sc[best] = INFINITY; /* chosen */
   }
@@ -434,9 +434,8 @@ static void split_note(const seg_ctx *c, size_t a, size_t b, double hz, stg_pitc
   out[(*k)++] = make_note(c, start, b, hz, tmp);
 }
 
-int stg_pitch_notes_onsets(const float *frames, size_t nf, const float *odf,
-                           const float *level_db, const stg_pitch_params *p,
-                           stg_pitch_note **notes, size_t *n) {
+int stg_pitch_notes_onsets(const float *frames, size_t nf, const float *odf, const float *level_db,
+                           const stg_pitch_params *p, stg_pitch_note **notes, size_t *n) {
   if (*n == 0 || nf < 2 || !(p->onset_threshold > 0.0))
     return 0;
   seg_ctx c = {.frames = frames, .odf = odf, .level_db = level_db, .nf = nf, .p = p};
@@ -547,14 +546,16 @@ static void reference_pitch(const stg_pitch_note *notes, size_t n_notes, double 
     }
 }
 
-int stg_pitch_refine_notes(const float *mono, uint64_t n, uint32_t rate,
-                            const stg_pitch_params *p, const float *frames, size_t nf,
-                            stg_pitch_note **notes, size_t *n_notes) {
+int stg_pitch_refine_notes(const float *mono, uint64_t n, uint32_t rate, const stg_pitch_params *p,
+                           const float *frames, size_t nf, stg_pitch_note **notes,
+                           size_t *n_notes) {
   if (!(p->onset_threshold > 0.0) || *n_notes == 0)
     return 0;
   float *odf = stg_st_malloc(nf * sizeof *odf), *db = stg_st_malloc(nf * sizeof *db);
   float *ref = stg_st_malloc(nf * sizeof *ref);
-  int rc = odf && db && ref ? 0 : ebb_seterr(EBB_ENOMEM, "pitch: out of memory for %zu onset frames", nf);
+  int rc = odf && db && ref
+               ? 0
+               : ebb_seterr(EBB_ENOMEM, "pitch: out of memory for %zu onset frames", nf);
   if (!rc)
     rc = stg_pitch_onset_strength(mono, n, rate, p->hop, nf, odf, db);
   if (!rc && p->onset_harmonics > 0) {

@@ -152,7 +152,8 @@ static int cmp_float(const void *a, const void *b) {
  * voicing: 1 at the loud frames' salience (95th percentile), 0 at
  * SAL_VOICE_DB below. */
 static int normalise_rows(float *sal, size_t nf, int nb) {
-  float *top = stg_st_malloc((nf ? nf : 1) * sizeof *top), *tmp = stg_st_malloc((nf ? nf : 1) * sizeof *tmp);
+  float *top = stg_st_malloc((nf ? nf : 1) * sizeof *top),
+        *tmp = stg_st_malloc((nf ? nf : 1) * sizeof *tmp);
   if (!top || !tmp) {
     stg_st_free(top);
     stg_st_free(tmp);
@@ -196,8 +197,7 @@ int stg_pitch_salience(const float *x, uint64_t n, uint32_t rate, const stg_pitc
     stg_st_free(sal);
     stg_st_free(height);
     fft_free(&s);
-    return ebb_seterr(EBB_ENOMEM, "pitch: out of memory for the salience of %zu frames",
-                      n_frames);
+    return ebb_seterr(EBB_ENOMEM, "pitch: out of memory for the salience of %zu frames", n_frames);
   }
   for (int b = 0; b < nb; b++)
     height[b] = (float)pow(2.0, p->salience_height * b / 120.0); /* 120 bins an octave */
@@ -209,8 +209,7 @@ int stg_pitch_salience(const float *x, uint64_t n, uint32_t rate, const stg_pitc
   fft_free(&s);
   stg_st_free(height);
   if (stg_st_stop())
-    rc = ebb_seterr(EBB_ECANCELED, "pitch: cancelled during the salience of %zu frames",
-                    n_frames);
+    rc = ebb_seterr(EBB_ECANCELED, "pitch: cancelled during the salience of %zu frames", n_frames);
   if (rc || (rc = normalise_rows(sal, n_frames, nb))) {
     stg_st_free(sal);
     return rc;

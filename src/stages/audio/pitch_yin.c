@@ -46,8 +46,8 @@ int stg_pitch_geometry(const stg_pitch_params *p, uint32_t rate, uint64_t n_samp
     return ebb_seterr(EBB_EINVAL, "pitch: fmin %g / fmax %g: need 0 < fmin < fmax", p->fmin,
                       p->fmax);
   if (p->fmax >= rate / 2.0)
-    return ebb_seterr(EBB_EINVAL, "pitch: fmax %g Hz is not below half the sample rate %u",
-                      p->fmax, rate);
+    return ebb_seterr(EBB_EINVAL, "pitch: fmax %g Hz is not below half the sample rate %u", p->fmax,
+                      rate);
   if (!(p->preemphasis >= 0.0 && p->preemphasis < 1.0))
     return ebb_seterr(EBB_EINVAL, "pitch: preemphasis %g is outside [0, 1)", p->preemphasis);
   if (!(p->threshold > 0.0 && p->threshold < 1.0))
@@ -237,8 +237,8 @@ static int pyin_frame(const pyin_ctx *pc, const float *d, const stg_pitch_geom *
   int n = 0;
   for (int i = 0; i < nt; i++)
     if (pbuf[i] > 0.0)
-      out[n++] = (cand){.hz = (float)(g->rate / refine(d, tbuf[i], g->tau_max)),
-                        .prob = (float)pbuf[i]};
+      out[n++] =
+          (cand){.hz = (float)(g->rate / refine(d, tbuf[i], g->tau_max)), .prob = (float)pbuf[i]};
   return n;
 }
 
@@ -340,9 +340,9 @@ static double frame_observation(pyin_model *m, const float *cmndf, const float *
   int n = m->ncand[f];
   if (!replay) {
     const float *d = cmndf + f * (size_t)m->row;
-    n = frame_db(padded, g, f) < p->silence_db ? 0
-                                                : pyin_frame(&m->pc, d, g, m->tbuf, m->pbuf,
-                                                             m->cands);
+    n = frame_db(padded, g, f) < p->silence_db
+            ? 0
+            : pyin_frame(&m->pc, d, g, m->tbuf, m->pbuf, m->cands);
     for (int a = 0; a < n; a++)
       for (int b = a + 1; b < n; b++)
         if (m->cands[b].prob > m->cands[a].prob) {
@@ -515,7 +515,8 @@ static int pyin_track(const float *cmndf, const float *padded, const stg_pitch_g
   pyin_pass(&m, cmndf, padded, g, p, 0, frames);
   if (p->register_semitones > 0.0 && m.nf && !stg_st_stop()) {
     size_t w = (size_t)ceil(p->register_window_s * g->rate / g->hop);
-    int *hist = stg_st_malloc((size_t)m.nb * sizeof *hist), *bin = stg_st_malloc(m.nf * sizeof *bin);
+    int *hist = stg_st_malloc((size_t)m.nb * sizeof *hist),
+        *bin = stg_st_malloc(m.nf * sizeof *bin);
     float *center = stg_st_malloc(m.nf * sizeof *center);
     m.reg_bins = p->register_semitones * 100.0 / PY_CENTS_PER_BIN;
     if (!hist || !bin || !center)

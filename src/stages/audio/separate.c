@@ -20,24 +20,25 @@ typedef struct sep_state {
 
 /* The options, each written once (stages/options.h); stg_sep_options_default
  * takes its defaults from here too. Finer checks: stg_sep_plan. */
-#define SEP_OPTIONS(NUM, INT, STR, BOOL, SEP, ...)                                                     \
-  INT(n_fft, 1024, 64, 4096, "STFT size (power of two, 64..4096)") SEP                            \
-  INT(hop, 256, 1, 4096, "STFT hop in samples") SEP                                               \
-  INT(repeats, 30, 1, 100, "REPET-SIM k: most similar frames per frame") SEP                      \
-  NUM(min_distance, 1.0, 0, 60, "seconds between two repeating frames") SEP                       \
-  NUM(max_lag, 30.0, 0.001, 600, "similarity search radius in seconds") SEP                       \
-  INT(similarity_pool, 4, 1, 2049, "STFT bins per similarity band") SEP                           \
-  NUM(repeat_quantile, 0.4, 0, 1,                                                                 \
-      "the repeating model is this quantile of the similar frames (0.5: REPET-SIM's median); "    \
-      "lower keeps a melody that holds or repeats a chord tone for seconds") SEP                  \
-  BOOL(hpss, 1, "apply a median-filter harmonic mask (Fitzgerald 2010)") SEP                      \
-  NUM(vocal_low_hz, 80, 0, 100000, "vocal band low edge") SEP                                     \
-  NUM(vocal_high_hz, 6000, 0, 100000, "vocal band high edge") SEP                                 \
-  NUM(outside_gain, 0.3, 0, 1, "vocal mask gain outside the band") SEP                          \
-  INT(melody_repeats, 8, 0, 100,                                                                  \
-      "also add the AUDIO item melody: a stricter separation (this k, melody_min_distance) that the "   \
-      "pitch stage's salience reads; it removes chords struck on every beat that the default "    \
-      "keeps; 0: off") SEP                                                                        \
+#define SEP_OPTIONS(NUM, INT, STR, BOOL, SEP, ...)                                                 \
+  INT(n_fft, 1024, 64, 4096, "STFT size (power of two, 64..4096)")                                 \
+  SEP INT(hop, 256, 1, 4096, "STFT hop in samples") SEP                                            \
+  INT(repeats, 30, 1, 100, "REPET-SIM k: most similar frames per frame") SEP                       \
+  NUM(min_distance, 1.0, 0, 60, "seconds between two repeating frames") SEP                        \
+  NUM(max_lag, 30.0, 0.001, 600, "similarity search radius in seconds") SEP                        \
+  INT(similarity_pool, 4, 1, 2049, "STFT bins per similarity band") SEP                            \
+  NUM(repeat_quantile, 0.4, 0, 1,                                                                  \
+      "the repeating model is this quantile of the similar frames (0.5: REPET-SIM's median); "     \
+      "lower keeps a melody that holds or repeats a chord tone for seconds") SEP                   \
+  BOOL(hpss, 1, "apply a median-filter harmonic mask (Fitzgerald 2010)") SEP                       \
+  NUM(vocal_low_hz, 80, 0, 100000, "vocal band low edge") SEP                                      \
+  NUM(vocal_high_hz, 6000, 0, 100000, "vocal band high edge") SEP                                  \
+  NUM(outside_gain, 0.3, 0, 1, "vocal mask gain outside the band") SEP                             \
+  INT(melody_repeats, 8, 0, 100,                                                                   \
+      "also add the AUDIO item melody: a stricter separation (this k, melody_min_distance) that "  \
+      "the "                                                                                       \
+      "pitch stage's salience reads; it removes chords struck on every beat that the default "     \
+      "keeps; 0: off") SEP                                                                         \
   NUM(melody_min_distance, 0.5, 0, 60, "see melody_repeats: seconds between repeating frames") SEP \
   NUM(melody_quantile, 0.3, 0, 1, "see melody_repeats: its repeat_quantile")
 EBB_STAGE_OPTIONS(SEP_OPTIONS)
@@ -116,9 +117,8 @@ static int sep_cancelled(void *arg) { return ebb_cancelled((ebb_stage_ctx *)arg)
 
 /* The GPU path on a CUDA device (the CPU when it cannot run there), else the CPU. */
 /* sh (may be NULL): what the CPU path's two passes share */
-static int separate_any(ebb_stage_ctx *ctx, const stg_sep_options *o, uint32_t rate,
-                        const float *x, long long nx, float *voc, float *acc,
-                        stg_repet_share *sh) {
+static int separate_any(ebb_stage_ctx *ctx, const stg_sep_options *o, uint32_t rate, const float *x,
+                        long long nx, float *voc, float *acc, stg_repet_share *sh) {
   if (ebb_device_kind(ctx) != EBB_DEV_KIND_CUDA)
     return stg_separate_cpu_shared(o, rate, x, nx, voc, acc, NULL, sh);
   int rc = stg_separate_gpu_shared(ctx, stg_kernels_image(), o, rate, x, nx, voc, acc, NULL, sh);
@@ -139,8 +139,8 @@ typedef struct sep_share {
   stg_repet_params next; /* the melody pass's; sh.next points here */
 } sep_share;
 
-static void sep_share_init(ebb_stage_ctx *ctx, const stg_sep_options *o,
-                           const stg_sep_options *m, uint32_t rate, long long nx, sep_share *s) {
+static void sep_share_init(ebb_stage_ctx *ctx, const stg_sep_options *o, const stg_sep_options *m,
+                           uint32_t rate, long long nx, sep_share *s) {
   stg_stft_shape s1, s2;
   stg_repet_params r1;
   memset(s, 0, sizeof *s);

@@ -65,9 +65,8 @@ int stg_separate_cpu(const stg_sep_options *o, uint32_t rate, const float *x, lo
  * other pass's picks, made from this pass's similarity rows (see
  * stg_repet_share in dsp_repet.h; every *_ready 0 the first time). NULL:
  * nothing shared. Outputs are bit for bit those of stg_separate_cpu. */
-int stg_separate_cpu_shared(const stg_sep_options *o, uint32_t rate, const float *x,
-                            long long nx, float *voc, float *acc, float *mag,
-                            stg_repet_share *sh);
+int stg_separate_cpu_shared(const stg_sep_options *o, uint32_t rate, const float *x, long long nx,
+                            float *voc, float *acc, float *mag, stg_repet_share *sh);
 
 /* GPU path: the same (acc may be NULL too) through ctx's device (ctx->host dev_alloc, copies,
  * launch). image: the kernel image (stg_kernels_image()), NULL to launch by
@@ -76,15 +75,14 @@ int stg_separate_cpu_shared(const stg_sep_options *o, uint32_t rate, const float
  * instance owns it, and freed before return on every path. When the first
  * launch fails (a real GPU and no image built, or an image without code for
  * this GPU), returns EBB_EUNSUPPORTED so the caller can run the CPU path. */
-int stg_separate_gpu(ebb_stage_ctx *ctx, const void *image, const stg_sep_options *o,
-                     uint32_t rate, const float *x, long long nx, float *voc, float *acc,
-                     float *mag);
+int stg_separate_gpu(ebb_stage_ctx *ctx, const void *image, const stg_sep_options *o, uint32_t rate,
+                     const float *x, long long nx, float *voc, float *acc, float *mag);
 /* The same, sharing the repeating frames' picks with another pass through
  * sh (its picks and npicks; the harmonic factor is on the device and not
  * shared here), as stg_separate_cpu_shared. NULL: nothing shared. */
 int stg_separate_gpu_shared(ebb_stage_ctx *ctx, const void *image, const stg_sep_options *o,
-                            uint32_t rate, const float *x, long long nx, float *voc,
-                            float *acc, float *mag, stg_repet_share *sh);
+                            uint32_t rate, const float *x, long long nx, float *voc, float *acc,
+                            float *mag, stg_repet_share *sh);
 
 /* Bytes of device memory stg_separate_gpu takes for nx samples (0 when the
  * options are invalid). */

@@ -37,18 +37,24 @@ stg_songgen_params stg_songgen_defaults(void) {
   return (stg_songgen_params){.seed = 1, .rate = 16000, .seconds = 26.0, .accomp_gain = 0.5};
 }
 
-static const char *const sg_words[] = {
-    "sun",   "rise",  "over", "the",   "hill",  "light", "falls", "on",    "my",    "face",
-    "wind",  "sings", "a",    "song",  "of",    "home",  "rain",  "comes", "down",  "slow",
-    "we",    "walk",  "through", "fields", "gold", "and",  "green", "night", "will",  "fall",
-    "stars", "shine", "bright", "hold", "your",  "hand",  "near",  "dream", "away",  "sea",
-    "blue",  "sky",   "river", "runs",  "free",  "heart", "beats", "time",  "goes",  "by"};
+static const char *const sg_words[] = {"sun",   "rise",  "over",   "the",   "hill",    "light",
+                                       "falls", "on",    "my",     "face",  "wind",    "sings",
+                                       "a",     "song",  "of",     "home",  "rain",    "comes",
+                                       "down",  "slow",  "we",     "walk",  "through", "fields",
+                                       "gold",  "and",   "green",  "night", "will",    "fall",
+                                       "stars", "shine", "bright", "hold",  "your",    "hand",
+                                       "near",  "dream", "away",   "sea",   "blue",    "sky",
+                                       "river", "runs",  "free",   "heart", "beats",   "time",
+                                       "goes",  "by"};
 #define SG_NWORDS (sizeof sg_words / sizeof sg_words[0])
 
 static const int sg_major[7] = {0, 2, 4, 5, 7, 9, 11};
 /* Vowel formants (F1, F2, F3) in Hz: a, e, i, o, u. */
-static const double sg_formants[5][3] = {
-    {800, 1200, 2500}, {450, 1900, 2600}, {300, 2250, 3000}, {500, 900, 2400}, {350, 800, 2300}};
+static const double sg_formants[5][3] = {{800, 1200, 2500},
+                                         {450, 1900, 2600},
+                                         {300, 2250, 3000},
+                                         {500, 900, 2400},
+                                         {350, 800, 2300}};
 
 static double midi_hz(double m) { return 440.0 * pow(2.0, (m - 69.0) / 12.0); }
 
@@ -236,8 +242,7 @@ static int sing_word(sg_build *b, const stg_song_note *n, size_t wi, double vpha
   uint64_t len = e - a;
   memset(tmp, 0, len * sizeof *tmp);
   sg_pitch pitch = {midi_hz(n->midi), vphase};
-  if ((rc = stg_vocode(speech, nspeech, rate, sg_f0, &pitch, noise_seed, 1.0, 1, tmp,
-                       len)))
+  if ((rc = stg_vocode(speech, nspeech, rate, sg_f0, &pitch, noise_seed, 1.0, 1, tmp, len)))
     return rc;
   double ss = 0;
   for (uint64_t k = 0; k < len; k++)
@@ -451,15 +456,15 @@ int stg_song_truth_json(const stg_song *s, char **out) {
   json_object_set_new(root, "tempo_bpm", json_integer(120));
   for (size_t i = 0; i < s->n_notes; i++) {
     const stg_song_note *n = &s->notes[i];
-    json_array_append_new(notes, json_pack("{s:f,s:f,s:i,s:s,s:i}", "onset", r3(n->onset),
-                                           "offset", r3(n->offset), "midi", n->midi, "word",
-                                           n->word, "line", n->line));
+    json_array_append_new(notes, json_pack("{s:f,s:f,s:i,s:s,s:i}", "onset", r3(n->onset), "offset",
+                                           r3(n->offset), "midi", n->midi, "word", n->word, "line",
+                                           n->line));
     if (i + 1 == s->n_notes || s->notes[i + 1].line != n->line) {
       size_t f = i;
       while (f > 0 && s->notes[f - 1].line == n->line)
         f--;
-      json_array_append_new(phrases, json_pack("{s:f,s:f}", "start", r3(s->notes[f].onset),
-                                               "end", r3(n->offset)));
+      json_array_append_new(phrases, json_pack("{s:f,s:f}", "start", r3(s->notes[f].onset), "end",
+                                               r3(n->offset)));
     }
   }
   for (size_t i = 0; i < s->n_f0; i++) {
@@ -508,7 +513,9 @@ int stg_song_lyrics_text(const stg_song *s, char **out) {
 }
 
 int stg_wav_write_mono(const char *path, const float *x, uint64_t frames, uint32_t rate) {
-  SF_INFO info = {.samplerate = (int)rate, .channels = 1, .format = SF_FORMAT_WAV | SF_FORMAT_PCM_16};
+  SF_INFO info = {.samplerate = (int)rate,
+                  .channels = 1,
+                  .format = SF_FORMAT_WAV | SF_FORMAT_PCM_16};
   SNDFILE *f = sf_open(path, SFM_WRITE, &info);
   if (!f)
     return ebb_seterr(EBB_EIO, "%s: cannot write: %s", path, sf_strerror(NULL));

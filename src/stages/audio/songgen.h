@@ -38,16 +38,16 @@ typedef struct stg_song_note {
 
 typedef struct stg_song {
   uint32_t rate;
-  uint64_t frames;  /* samples per track (mono) */
-  float *mix;       /* vocals + accompaniment, peak-normalised to 0.9 */
-  float *vocals;    /* the vocal stem as it is in the mix */
-  float *accomp;    /* the accompaniment stem as it is in the mix */
+  uint64_t frames; /* samples per track (mono) */
+  float *mix;      /* vocals + accompaniment, peak-normalised to 0.9 */
+  float *vocals;   /* the vocal stem as it is in the mix */
+  float *accomp;   /* the accompaniment stem as it is in the mix */
   stg_song_note *notes;
   size_t n_notes;
-  int n_lines;      /* phrases */
-  double f0_hop_s;  /* 0.01: truth f0 frame spacing, frame i at i * f0_hop_s */
+  int n_lines;     /* phrases */
+  double f0_hop_s; /* 0.01: truth f0 frame spacing, frame i at i * f0_hop_s */
   size_t n_f0;
-  float *f0_hz;     /* per frame: the sung frequency, 0 when no note sounds */
+  float *f0_hz; /* per frame: the sung frequency, 0 when no note sounds */
   uint64_t seed;
   stg_song_voice voice;
 } stg_song;

@@ -86,8 +86,8 @@ int stg_speech_say(const char *text, uint32_t rate, float **x, uint64_t *n, doub
   pthread_mutex_lock(&say_lock);
   if ((rc = say_init()))
     goto done;
-  espeak_ERROR e = espeak_Synth(text, strlen(text) + 1, 0, POS_CHARACTER, 0, espeakCHARS_UTF8,
-                                NULL, &b);
+  espeak_ERROR e =
+      espeak_Synth(text, strlen(text) + 1, 0, POS_CHARACTER, 0, espeakCHARS_UTF8, NULL, &b);
   if (e != EE_OK || b.oom) {
     rc = b.oom ? ebb_seterr(EBB_ENOMEM, "espeak-ng: out of memory for the speech")
                : ebb_seterr(EBB_EIO, "espeak-ng: cannot speak \"%.40s\" (error %d)", text, e);
@@ -174,8 +174,8 @@ int stg_speech_phones(const char *word, char *out, size_t n) {
       if (!strncmp(q, ipa_skip[i], strlen(ipa_skip[i])))
         best = strlen(ipa_skip[i]);
     if (!best)
-      rc = ebb_seterr(EBB_EINPUT, "espeak-ng: \"%s\" has a sound with no CMU phone (%s)", word,
-                      ipa);
+      rc =
+          ebb_seterr(EBB_EINPUT, "espeak-ng: \"%s\" has a sound with no CMU phone (%s)", word, ipa);
     q += best;
   }
   if (!rc && k == 0)
@@ -197,8 +197,7 @@ int stg_speech_say(const char *text, uint32_t rate, float **x, uint64_t *n, doub
 }
 #endif
 
-void stg_speech_trim(const float *x, uint64_t n, uint32_t rate, uint64_t *first,
-                     uint64_t *count) {
+void stg_speech_trim(const float *x, uint64_t n, uint32_t rate, uint64_t *first, uint64_t *count) {
   uint64_t hop = rate / 200 ? rate / 200 : 1, nf = (n + hop - 1) / hop;
   double peak = 0;
   for (uint64_t f = 0; f < nf; f++) {

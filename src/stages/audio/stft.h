@@ -12,13 +12,13 @@
 #include <stdint.h>
 
 typedef struct stg_stft_shape {
-  int n;          /* FFT size, a power of two (64 .. 4096: the FFT kernel keeps a frame in shared memory) */
-  int hop;        /* 1 .. n */
+  int n; /* FFT size, a power of two (64 .. 4096: the FFT kernel keeps a frame in shared memory) */
+  int hop; /* 1 .. n */
   int log2n;
-  int nbins;      /* n/2 + 1 */
-  int pad;        /* n/2 */
+  int nbins; /* n/2 + 1 */
+  int pad;   /* n/2 */
   int nframes;
-  long long nx;   /* signal length in samples */
+  long long nx; /* signal length in samples */
 } stg_stft_shape;
 
 /* Fills *s for a signal of nx samples. EBB_EINVAL (message names the value)

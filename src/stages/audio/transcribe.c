@@ -24,7 +24,7 @@ typedef struct transcribe_state {
 } transcribe_state;
 
 /* The options, each written once (stages/options.h). */
-#define TRANSCRIBE_OPTIONS(NUM, INT, STR, BOOL, SEP, OP_NUM, OP_INT, PATH, URL, SECRET)                                              \
+#define TRANSCRIBE_OPTIONS(NUM, INT, STR, BOOL, SEP, OP_NUM, OP_INT, PATH, URL, SECRET) \
   URL(url, "",                                                                                    \
       "Whisper server endpoint, e.g. http://host:8080/inference (whisper.cpp) or "                \
       "https://api.openai.com/v1/audio/transcriptions; empty: the environment variable "          \
@@ -106,8 +106,7 @@ static int transcribe_load(ebb_stage_ctx *ctx, const char *options_json, void **
       (rc = set_string(ctx, "model", v.model, NULL, d.model, &s->model)) ||
       (rc = set_string(ctx, "language", v.language, NULL, d.language, &s->language)) ||
       (rc = set_string(ctx, "prompt", v.prompt, NULL, d.prompt, &s->prompt)) ||
-      (rc = set_string(ctx, "api_key", v.api_key, "EBB_WHISPER_API_KEY", d.api_key,
-                       &s->api_key)) ||
+      (rc = set_string(ctx, "api_key", v.api_key, "EBB_WHISPER_API_KEY", d.api_key, &s->api_key)) ||
       (rc = set_string(ctx, "source", v.source, NULL, d.source, &s->source)))
     goto done;
   s->timeout_s = v.timeout_s;
@@ -121,13 +120,15 @@ static int transcribe_load(ebb_stage_ctx *ctx, const char *options_json, void **
    * there would add headers of the value's choosing */
   const char *ctl = has_control(s->url) ? "url" : has_control(s->api_key) ? "api_key" : NULL;
   if (ctl) {
-    rc = stg_st_fail(ctx, EBB_ECONFIG, "option %s: the value holds a control character (from "
-                     "the options or %s)", ctl, ctl[0] == 'u' ? "EBB_WHISPER_URL"
-                                                              : "EBB_WHISPER_API_KEY");
+    rc = stg_st_fail(ctx, EBB_ECONFIG,
+                     "option %s: the value holds a control character (from "
+                     "the options or %s)",
+                     ctl, ctl[0] == 'u' ? "EBB_WHISPER_URL" : "EBB_WHISPER_API_KEY");
     goto done;
   }
   if (s->url && strncmp(s->url, "http://", 7) && strncmp(s->url, "https://", 8)) {
-    rc = stg_st_fail(ctx, EBB_ECONFIG, "option url: \"%s\" is not an http:// or https:// URL", s->url);
+    rc = stg_st_fail(ctx, EBB_ECONFIG, "option url: \"%s\" is not an http:// or https:// URL",
+                     s->url);
     goto done;
   }
   *state = s;
@@ -195,13 +196,15 @@ static int find_audio(ebb_stage_ctx *ctx, const transcribe_state *s, const ebb_i
   }
   if (rc)
     return stg_st_fail(ctx, EBB_EINPUT, "no AUDIO item \"%s\"%s in the job", s->source,
-                strcmp(s->source, "audio") ? " (nor \"audio\")" : "");
+                       strcmp(s->source, "audio") ? " (nor \"audio\")" : "");
   if (info->kind != EBB_ITEM_AUDIO || !info->channels || !info->rate ||
       (info->frames && !info->samples))
-    return stg_st_fail(ctx, EBB_EINPUT, "item \"%s\" is not usable AUDIO (kind %d, %u channels, %u Hz)",
-                name, (int)info->kind, info->channels, info->rate);
+    return stg_st_fail(ctx, EBB_EINPUT,
+                       "item \"%s\" is not usable AUDIO (kind %d, %u channels, %u Hz)", name,
+                       (int)info->kind, info->channels, info->rate);
   if (info->frames == 0)
-    return stg_st_fail(ctx, EBB_EINPUT, "item \"%s\" is empty (0 frames): nothing to transcribe", name);
+    return stg_st_fail(ctx, EBB_EINPUT, "item \"%s\" is empty (0 frames): nothing to transcribe",
+                       name);
   return 0;
 }
 

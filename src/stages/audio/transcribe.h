@@ -32,17 +32,17 @@ stg_whisper_protocol stg_whisper_protocol_resolve(stg_whisper_protocol p, const 
 
 /* Options of one request. All strings are borrowed for the call. */
 typedef struct stg_transcribe_opts {
-  const char *url;            /* full endpoint URL; required */
+  const char *url; /* full endpoint URL; required */
   stg_whisper_protocol protocol;
-  const char *model;          /* openai "model" field; NULL -> "whisper-1" */
-  const char *language;       /* ISO code sent as "language"; NULL -> server detects */
-  const char *prompt;         /* optional "prompt" */
-  const char *api_key;        /* "Authorization: Bearer ..." when non-empty */
-  double timeout_s;           /* whole transfer, per attempt; <=0 -> 600 */
-  double connect_timeout_s;   /* <=0 -> 10 */
-  int retries;                /* extra attempts after connection errors, timeouts,
+  const char *model;        /* openai "model" field; NULL -> "whisper-1" */
+  const char *language;     /* ISO code sent as "language"; NULL -> server detects */
+  const char *prompt;       /* optional "prompt" */
+  const char *api_key;      /* "Authorization: Bearer ..." when non-empty */
+  double timeout_s;         /* whole transfer, per attempt; <=0 -> 600 */
+  double connect_timeout_s; /* <=0 -> 10 */
+  int retries;              /* extra attempts after connection errors, timeouts,
                                  5xx and 429; never after another 4xx. <0 -> 0 */
-  double backoff_s;           /* first retry delay, doubled each time; <=0 -> 0.5 */
+  double backoff_s;         /* first retry delay, doubled each time; <=0 -> 0.5 */
   /* Polled during the transfer (at least once a second) and the backoff;
    * non-zero aborts with EBB_ECANCELED. May be NULL. */
   int (*cancelled)(void *arg);
@@ -57,10 +57,10 @@ typedef struct stg_transcribe_opts {
 
 /* What a request did; filled also when it fails. */
 typedef struct stg_transcribe_stats {
-  int attempts;          /* HTTP requests made */
-  long http_status;      /* of the last attempt; 0 when no response came */
-  int words_dropped;     /* words/segments with bad times left out */
-  size_t upload_bytes;   /* WAV bytes sent per attempt */
+  int attempts;        /* HTTP requests made */
+  long http_status;    /* of the last attempt; 0 when no response came */
+  int words_dropped;   /* words/segments with bad times left out */
+  size_t upload_bytes; /* WAV bytes sent per attempt */
 } stg_transcribe_stats;
 
 /* Sends mono float PCM at `rate` (converted to 16 kHz 16-bit WAV first) to the

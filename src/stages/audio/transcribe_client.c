@@ -112,10 +112,8 @@ static int retryable_curl(CURLcode cc) {
   case CURLE_GOT_NOTHING:
   case CURLE_PARTIAL_FILE:
   case CURLE_HTTP2:
-  case CURLE_HTTP2_STREAM:
-    return 1;
-  default:
-    return 0;
+  case CURLE_HTTP2_STREAM: return 1;
+  default: return 0;
   }
 }
 
@@ -153,7 +151,8 @@ static int build_form(CURL *h, const stg_transcribe_opts *o, stg_whisper_protoco
   int rc = 0;
   if (!p || curl_mime_name(p, "file") != CURLE_OK ||
       curl_mime_data(p, (const char *)wav, wav_len) != CURLE_OK ||
-      curl_mime_filename(p, "audio.wav") != CURLE_OK || curl_mime_type(p, "audio/wav") != CURLE_OK) {
+      curl_mime_filename(p, "audio.wav") != CURLE_OK ||
+      curl_mime_type(p, "audio/wav") != CURLE_OK) {
     rc = ebb_seterr(EBB_ENOMEM, "transcribe: cannot attach %zu bytes of WAV", wav_len);
     goto fail;
   }

@@ -31,12 +31,9 @@ typedef struct word_buf { /* a word being merged from sub-word pieces */
 
 const char *stg_whisper_protocol_name(stg_whisper_protocol p) {
   switch (p) {
-  case EBB_WHISPER_OPENAI:
-    return "openai";
-  case EBB_WHISPER_WHISPERCPP:
-    return "whispercpp";
-  default:
-    return "auto";
+  case EBB_WHISPER_OPENAI: return "openai";
+  case EBB_WHISPER_WHISPERCPP: return "whispercpp";
+  default: return "auto";
   }
 }
 
@@ -165,7 +162,8 @@ static int add_word(parse_acc *acc, const char *text, double start, double end) 
   json_t *t = trimmed_string(text);
   if (!w || !t || json_object_set_new(w, "word", t) ||
       json_object_set_new(w, "start", json_real(round_ms(start))) ||
-      json_object_set_new(w, "end", json_real(round_ms(end))) || json_array_append_new(acc->words, w)) {
+      json_object_set_new(w, "end", json_real(round_ms(end))) ||
+      json_array_append_new(acc->words, w)) {
     if (!w)
       json_decref(t);
     json_decref(w);
@@ -289,7 +287,8 @@ static int take_segment(parse_acc *acc, json_t *seg, size_t i) {
   json_t *o = json_object();
   if (!o || json_object_set_new(o, "start", json_real(round_ms(s))) ||
       json_object_set_new(o, "end", json_real(round_ms(e))) ||
-      json_object_set_new(o, "text", trimmed_string(json_is_string(t) ? json_string_value(t) : "")) ||
+      json_object_set_new(o, "text",
+                          trimmed_string(json_is_string(t) ? json_string_value(t) : "")) ||
       json_array_append_new(acc->segments, o)) {
     json_decref(o);
     return ebb_seterr(EBB_ENOMEM, "transcript: out of memory building segments");
@@ -337,13 +336,14 @@ static int collect_words(parse_acc *acc, json_t *root, json_t *segs, stg_whisper
   return rc;
 }
 
-static void log_drops(const parse_acc *acc, const char *url,
-                      void (*log)(void *, int, const char *), void *log_arg) {
+static void log_drops(const parse_acc *acc, const char *url, void (*log)(void *, int, const char *),
+                      void *log_arg) {
   if (!acc->dropped || !log)
     return;
   char msg[800];
-  int n = snprintf(msg, sizeof msg, "dropped %d word(s)/segment(s) with bad times from %s:",
-                   acc->dropped, url ? url : "the server");
+  int n = snprintf(msg, sizeof msg,
+                   "dropped %d word(s)/segment(s) with bad times from %s:", acc->dropped,
+                   url ? url : "the server");
   for (int i = 0; i < acc->nnotes && n > 0 && (size_t)n < sizeof msg; i++)
     n += snprintf(msg + n, sizeof msg - (size_t)n, "%s %s", i ? ";" : "", acc->notes[i]);
   if (acc->dropped > acc->nnotes && n > 0 && (size_t)n < sizeof msg)
@@ -416,7 +416,8 @@ int stg_transcribe_parse(const char *body, size_t len, stg_whisper_protocol prot
   }
 
   json_t *lang = json_object_get(root, "language");
-  const char *code = json_is_string(lang) ? stg_whisper_language_code(json_string_value(lang)) : NULL;
+  const char *code = json_is_string(lang) ? stg_whisper_language_code(json_string_value(lang))
+                                          : NULL;
   if (json_object_set_new(out, "text", trimmed_string(json_string_value(text))) ||
       json_object_set_new(out, "language", code && *code ? json_string(code) : json_null()) ||
       json_object_set(out, "words", acc.words) || json_object_set(out, "segments", acc.segments) ||

@@ -51,13 +51,13 @@ int stg_wav_encode_s16(const float *samples, uint64_t frames, uint32_t channels,
   put_u32(h + 4, (uint32_t)(total - 8));
   memcpy(h + 8, "WAVE", 4);
   memcpy(h + 12, "fmt ", 4);
-  put_u32(h + 16, 16);                         /* fmt chunk size */
-  put_u16(h + 20, 1);                          /* PCM */
+  put_u32(h + 16, 16); /* fmt chunk size */
+  put_u16(h + 20, 1);  /* PCM */
   put_u16(h + 22, (uint16_t)channels);
   put_u32(h + 24, rate);
-  put_u32(h + 28, rate * channels * 2u);       /* byte rate */
-  put_u16(h + 32, (uint16_t)(channels * 2u));  /* block align */
-  put_u16(h + 34, 16);                         /* bits per sample */
+  put_u32(h + 28, rate * channels * 2u);      /* byte rate */
+  put_u16(h + 32, (uint16_t)(channels * 2u)); /* block align */
+  put_u16(h + 34, 16);                        /* bits per sample */
   memcpy(h + 36, "data", 4);
   put_u32(h + 40, (uint32_t)data_bytes);
 
@@ -112,8 +112,8 @@ int stg_pcm_to_mono_rate(const float *samples, uint64_t frames, uint32_t channel
   free(mono);
   if (rc != 0) {
     free(res);
-    return ebb_seterr(EBB_EIO, "pcm convert: resampling %u Hz -> %u Hz failed: %s", rate,
-                      out_rate, src_strerror(rc));
+    return ebb_seterr(EBB_EIO, "pcm convert: resampling %u Hz -> %u Hz failed: %s", rate, out_rate,
+                      src_strerror(rc));
   }
   *out = res;
   *out_frames = (uint64_t)sd.output_frames_gen;

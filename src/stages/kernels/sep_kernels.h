@@ -46,8 +46,7 @@ EBB_KFN void stg_k_window(int tid, int nthreads, int f, const float *x, long lon
 
 /* ebb_fft_radix2, phase 1: load one frame into shared memory in bit-reversed
  * order. */
-EBB_KFN void stg_k_fft_load(int tid, int nthreads, const float *fr, float *sh, int n,
-                            int log2n) {
+EBB_KFN void stg_k_fft_load(int tid, int nthreads, const float *fr, float *sh, int n, int log2n) {
   for (int i = tid; i < n; i += nthreads) {
     int j = stg_k_bitrev(i, log2n);
     sh[2 * j] = fr[2 * i];
@@ -58,8 +57,8 @@ EBB_KFN void stg_k_fft_load(int tid, int nthreads, const float *fr, float *sh, i
 /* Phase 2 (once per stage, half = 1, 2, 4, ... n/2): the stage's n/2
  * butterflies. tw[2m], tw[2m+1] = cos, -sin of 2*pi*m/n (m < n/2); sign -1
  * conjugates the twiddles (inverse transform). */
-EBB_KFN void stg_k_fft_stage(int tid, int nthreads, float *sh, const float *tw, int n,
-                             int half, float sign) {
+EBB_KFN void stg_k_fft_stage(int tid, int nthreads, float *sh, const float *tw, int n, int half,
+                             float sign) {
   int stride = n / (2 * half);
   for (int b = tid; b < n / 2; b += nthreads) {
     int group = b / half;
@@ -89,8 +88,8 @@ EBB_KFN void stg_k_fft_store(int tid, int nthreads, float *fr, const float *sh, 
 }
 
 /* ebb_stft_magnitude: |X(f, k)| for k <= n/2, frame-major (f * nbins + k). */
-EBB_KFN void stg_k_magnitude(int tid, int nthreads, int f, const float *frames, float *mag,
-                             int n, int nbins) {
+EBB_KFN void stg_k_magnitude(int tid, int nthreads, int f, const float *frames, float *mag, int n,
+                             int nbins) {
   const float *fr = frames + (long long)f * n * 2;
   for (int k = tid; k < nbins; k += nthreads) {
     float re = fr[2 * k], im = fr[2 * k + 1];
@@ -228,8 +227,8 @@ EBB_KFN void stg_k_hpss_harm(int tid, int nthreads, int f, const float *mag, flo
 /* ebb_mask_finish: with hpss, P = |X| median-filtered along frequency
  * (+-hf bins) and mask *= H^2 / (H^2 + P^2); then the vocal band gain. */
 EBB_KFN void stg_k_mask_finish(int tid, int nthreads, int f, const float *mag, const float *harm,
-                               float *mask, int nbins, int hpss, int hf, int band_lo,
-                               int band_hi, float gain) {
+                               float *mask, int nbins, int hpss, int hf, int band_lo, int band_hi,
+                               float gain) {
   float vals[EBB_KERNEL_MAX_MEDIAN];
   const float *m = mag + (long long)f * nbins;
   for (int b = tid; b < nbins; b += nthreads) {
