@@ -46,7 +46,8 @@ extern "C" {
 #endif
 
 #define EBB_API_VERSION_MAJOR 1
-#define EBB_API_VERSION_MINOR 2 /* 1.1: ebb_reclaim; 1.2: ebb_torch_alloc_at, events.h */
+#define EBB_API_VERSION_MINOR \
+  2 /* 1.1: ebb_reclaim; 1.2: ebb_torch_alloc_at, ebb_broker_join, events.h */
 #define EBB_API_VERSION (EBB_API_VERSION_MAJOR * 1000 + EBB_API_VERSION_MINOR)
 
 /* EBB_API_VERSION of the loaded library (major * 1000 + minor). */
@@ -290,6 +291,24 @@ typedef struct ebb_reclaim_result {
  * NULL) is filled either way. Loads the driver; creates no context. */
 int ebb_reclaim(const char *device, uint64_t bytes, const char *broker_dir, double timeout_s,
                 ebb_reclaim_result *out);
+
+/* The giving side (API 1.2): registers this process in broker_dir (as
+ * ebb_reclaim; the directory is made mode 0700 when missing) so that other
+ * processes on its GPUs can ask it for memory. A request for device D runs
+ * ebb_gpu_release(D, EBB_GPU_RELEASE_CONTEXT) on a listener thread of its
+ * own: the release callbacks (a framework's cache, a model cache), the
+ * cached segments, and the context when nothing is live there; the answer
+ * is the bytes the driver got back, and what live blocks keep. It offers
+ * only the devices the program has open (ebb_gpu_open, ebb_gpu_for_ordinal)
+ * and never opens one. what: how it calls itself in the asker's log
+ * ("notebook"; NULL: "libebb"). *out for ebb_broker_leave. 0, EBB_ENODEV
+ * (no CUDA driver), EBB_EINVAL (the directory is another user's or too
+ * widely writable, named in ebb_errmsg()), EBB_EIO. */
+typedef struct ebb_broker ebb_broker;
+int ebb_broker_join(const char *broker_dir, const char *what, ebb_broker **out);
+/* Unregisters (the socket goes) and frees b; a request being answered
+ * finishes first. NULL: no-op. */
+void ebb_broker_leave(ebb_broker *b);
 
 #ifdef __cplusplus
 }

@@ -29,7 +29,8 @@ from . import _lib  # noqa: E402
 from ._lib import lib  # noqa: E402
 
 __all__ = ["Device", "Owner", "EbbError", "Leak", "LeakReport", "LeakWarning", "Released",
-           "device", "owner", "current", "release", "on_release", "api_version", "version"]
+           "device", "owner", "current", "release", "on_release", "api_version", "version",
+           "reclaim", "broker_join", "BrokerPeer"]
 
 MiB = 1 << 20
 
@@ -401,6 +402,42 @@ def reclaim(nbytes, device="cuda:0", broker_dir=None, timeout=2.0):
     else:
         _check(rc, "reclaim")
     return out
+
+
+class BrokerPeer:
+    """This process registered as a broker peer (broker_join); leave() (or
+    the end of a with block) unregisters it."""
+
+    def __init__(self, handle):
+        self._h = handle
+
+    def leave(self):
+        h, self._h = self._h, None
+        if h:
+            lib.ebb_broker_leave(h)
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.leave()
+
+    def __del__(self):
+        self.leave()
+
+
+def broker_join(broker_dir=None, what=None):
+    """Registers this process in the broker directory (docs/broker.md) so that
+    other processes on its GPUs (ebb serve, ebb reclaim, ebb.reclaim) can ask
+    it for memory: a request runs release(context=True) on that device (the
+    on_release hooks, e.g. a framework's cache; ebb's cached segments; the
+    context when nothing is live) on a thread of ebb's, and answers with the
+    bytes the driver got back. Offers only devices this process has open.
+    Returns a BrokerPeer."""
+    h = ctypes.c_void_p()
+    _check(lib.ebb_broker_join(broker_dir.encode() if broker_dir else None,
+                               what.encode() if what else None, ctypes.byref(h)), "broker_join")
+    return BrokerPeer(h.value)
 
 
 # --- owners ----------------------------------------------------------------------

@@ -79,6 +79,8 @@ _PROTOS = {
     "ebb_gpu_alloc": (c_int, [c_void_p, c_size_t, c_char_p, P(c_u64)]),
     "ebb_gpu_release": (c_int, [c_void_p, ctypes.c_uint, P(Released)]),
     "ebb_reclaim": (c_int, [c_char_p, c_u64, c_char_p, ctypes.c_double, P(ReclaimResult)]),
+    "ebb_broker_join": (c_int, [c_char_p, c_char_p, P(c_void_p)]),
+    "ebb_broker_leave": (None, [c_void_p]),
     "ebb_gpu_mark": (c_int, [c_void_p, c_char_p]),
     "ebb_gpu_write_timeline": (c_int, [c_void_p, c_char_p]),
     "ebb_owner_open": (c_int, [c_void_p, c_char_p, c_void_p, P(c_void_p)]),

@@ -118,6 +118,17 @@ void ebb_gpu_close(ebb_gpu *g) {
   free(g);
 }
 
+ebb_gpu *lib_gpu_open_ordinal(int ordinal) {
+  char label[32];
+  snprintf(label, sizeof label, "cuda:%d", ordinal);
+  pthread_mutex_lock(&g_mu);
+  ebb_gpu *g = find_label_locked(label);
+  if (g)
+    g->refs++;
+  pthread_mutex_unlock(&g_mu);
+  return g;
+}
+
 int ebb_gpu_for_ordinal(int ordinal, ebb_gpu **out) {
   if (!out || ordinal < 0)
     return ebb_seterr(EBB_EINVAL, "ebb_gpu_for_ordinal: bad device %d", ordinal);

@@ -16,4 +16,9 @@ void lib_torch_unlock(void);
 void lib_torch_leaked(const ebb_gpu *g, const mem_leak_report *r);
 void lib_torch_forget(const ebb_gpu *g);
 
+/* "lib.c": this process's open handle of CUDA device `ordinal` with one
+ * more reference (the caller drops it with ebb_gpu_close), or NULL when the
+ * program has not opened it: never opens a device. */
+ebb_gpu *lib_gpu_open_ordinal(int ordinal);
+
 #endif

@@ -18,6 +18,7 @@
 
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include "smi.h"
 #include "test.h"
@@ -270,6 +271,19 @@ static void test_reclaim(void) {
   CHECK_EQ_INT(ebb_reclaim("cuda:0", (uint64_t)1 << 50, dir, 1.0, &r), EBB_EOOM);
   CHECK_EQ_U64(r.given_bytes, 0);
   CHECK_EQ_INT(ebb_reclaim("cpu", 1 * MiB, dir, 1.0, NULL), EBB_EINVAL);
+  /* the giving side: a socket named by this pid while joined (an asker
+   * never asks itself: still nobody to ask), gone after leaving */
+  ebb_broker *b = NULL;
+  CHECK(ebb_broker_join(dir, "embed_app", NULL) == EBB_EINVAL);
+  OK(ebb_broker_join(dir, "embed_app", &b));
+  char sock[700];
+  snprintf(sock, sizeof sock, "%s/%ld.sock", dir, (long)getpid());
+  CHECK(access(sock, F_OK) == 0);
+  OK(ebb_reclaim("cuda:0", 1 * MiB, dir, 1.0, &r));
+  CHECK_EQ_INT(r.peers_asked, 0);
+  ebb_broker_leave(b);
+  CHECK(access(sock, F_OK) != 0);
+  ebb_broker_leave(NULL);
 }
 
 static void test_context_release(void) {
