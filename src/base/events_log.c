@@ -7,20 +7,9 @@
 
 #include "base/events.h"
 #include "base/log.h"
+#include "base/text.h"
 
 #define MIB(b) ((unsigned long long)((b) >> 20))
-
-/* "1.5 GiB", "64 MiB", "12 KiB", "100 B" (the leak report's sizes). */
-static void fmt_bytes(char *buf, size_t n, uint64_t b) {
-  if (b >= (1ull << 30))
-    snprintf(buf, n, "%.1f GiB", (double)b / (double)(1ull << 30));
-  else if (b >= (1ull << 20))
-    snprintf(buf, n, "%.0f MiB", (double)b / (double)(1ull << 20));
-  else if (b >= 1024)
-    snprintf(buf, n, "%.0f KiB", (double)b / 1024.0);
-  else
-    snprintf(buf, n, "%" PRIu64 " B", b);
-}
 
 /* The process-wide owner's line (runner.c release_process). */
 static void log_process_release(const ebb_event *ev) {
@@ -74,7 +63,7 @@ static void log_release(const ebb_event *ev) {
 
 static void log_site(const ebb_event *ev, const ebb_event_site *s, base_log_level lv) {
   char sz[32];
-  fmt_bytes(sz, sizeof sz, s->bytes);
+  base_fmt_size(sz, sizeof sz, s->bytes);
   base_log(lv, ev->owner, "  %s (%llu bytes) at %s%s%s%s", sz, (unsigned long long)s->bytes,
            s->site ? s->site : "?", s->owner ? " (owner '" : "", s->owner ? s->owner : "",
            s->owner ? "')" : "");

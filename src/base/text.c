@@ -1,5 +1,7 @@
 #include "base/text.h"
 
+#include <inttypes.h>
+
 int base_utf8_len(const unsigned char *p) {
   int n = p[0] < 0x80             ? 1
           : (p[0] & 0xE0) == 0xC0 ? 2
@@ -67,4 +69,15 @@ const char *base_fmt_bytes(uint64_t bytes, char *buf, size_t len) {
   else
     snprintf(buf, len, "%.1f MiB", (double)bytes / (double)(1ull << 20));
   return buf;
+}
+
+void base_fmt_size(char *buf, size_t n, uint64_t b) {
+  if (b >= (1ull << 30))
+    snprintf(buf, n, "%.1f GiB", (double)b / (double)(1ull << 30));
+  else if (b >= (1ull << 20))
+    snprintf(buf, n, "%.0f MiB", (double)b / (double)(1ull << 20));
+  else if (b >= 1024)
+    snprintf(buf, n, "%.0f KiB", (double)b / 1024.0);
+  else
+    snprintf(buf, n, "%" PRIu64 " B", b);
 }

@@ -18,5 +18,8 @@ void base_write_json_str(FILE *f, const char *s);
 void base_write_xml_text(FILE *f, const char *s);
 /* "1.50 GiB" / "300.0 MiB" for messages (written into buf, returned). */
 const char *base_fmt_bytes(uint64_t bytes, char *buf, size_t len);
+/* "1.5 GiB", "64 MiB", "12 KiB", "100 B": a size in the leak report, the
+ * allocator's messages and the timeline. */
+void base_fmt_size(char *buf, size_t n, uint64_t b);
 
 #endif

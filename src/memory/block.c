@@ -9,16 +9,17 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/text.h"
 #include "memory/internal.h"
 
 static int oom_message(mem_allocator *a, ebb_owner *o, size_t req, uint64_t trimmed) {
   char ask[32], fr[32], tr[32], res[32];
   dev_meminfo mi = {0};
   dev_mem_info(a->dev, &mi);
-  mem__fmt_bytes(ask, sizeof ask, req);
-  mem__fmt_bytes(fr, sizeof fr, mi.free_bytes);
-  mem__fmt_bytes(tr, sizeof tr, trimmed);
-  mem__fmt_bytes(res, sizeof res, a->reserved.current);
+  base_fmt_size(ask, sizeof ask, req);
+  base_fmt_size(fr, sizeof fr, mi.free_bytes);
+  base_fmt_size(tr, sizeof tr, trimmed);
+  base_fmt_size(res, sizeof res, a->reserved.current);
   return ebb_seterr(EBB_EOOM,
                     "out of device memory: %s '%s' asked for %s; %s free on %s after "
                     "trimming %s of cache "

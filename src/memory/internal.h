@@ -182,8 +182,6 @@ struct mem_allocator {
 };
 
 /* --- "util.c": byte text, sized copies, handles, the allocator lock */
-/* "2.0 GiB", "300 MiB", "512 B" */
-void mem__fmt_bytes(char *buf, size_t n, uint64_t bytes);
 /* Copies a stats/result struct whose first field is `uint32_t size` into the
  * caller's, which may be older and shorter: min(dst->size, n) bytes, and
  * dst->size keeps what the caller set. */

@@ -271,7 +271,7 @@ static void draw_reserved(const plot *p) {
 static int draw_release(const plot *p, double x, uint64_t bytes, double *row_end) {
   FILE *f = p->f;
   char b[32], lab[48];
-  mem__fmt_bytes(b, sizeof b, bytes);
+  base_fmt_size(b, sizeof b, bytes);
   snprintf(lab, sizeof lab, "released %s", b);
   fprintf(f,
           "<line x1=\"%.1f\" y1=\"%d\" x2=\"%.1f\" y2=\"%d\" stroke=\"#1b7a1b\" "
@@ -375,7 +375,7 @@ static void draw_legend_owners(const plot *p, int lx, int ly) {
   for (size_t k = 0; k < m->nown && k < LEGEND_OWNERS; k++) {
     int y = ly + 20 + (int)k * 19;
     char b[32];
-    mem__fmt_bytes(b, sizeof b, (uint64_t)m->peak[k]);
+    base_fmt_size(b, sizeof b, (uint64_t)m->peak[k]);
     fprintf(f, "<rect x=\"%d\" y=\"%d\" width=\"13\" height=\"13\" fill=\"%s\"/>\n", lx, y - 10,
             palette[k % NPAL]);
     fprintf(f, "<text x=\"%d\" y=\"%d\" font-size=\"11\" fill=\"#222\">", lx + 19, y);
@@ -395,7 +395,7 @@ static void draw_legend_keys(const plot *p, int lx, int y) {
   if (p->m->ctx_seen) {
     char b[32] = "size unknown";
     if (p->m->ctx_known)
-      mem__fmt_bytes(b, sizeof b, (uint64_t)p->m->ctx_peak);
+      base_fmt_size(b, sizeof b, (uint64_t)p->m->ctx_peak);
     fprintf(f,
             "<rect x=\"%d\" y=\"%d\" width=\"13\" height=\"13\" fill=\"#b4b4b4\" "
             "stroke=\"#8c8c8c\" stroke-width=\"0.6\"/>\n",

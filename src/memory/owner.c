@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "base/log.h"
+#include "base/text.h"
 #include "memory/internal.h"
 
 int mem_owner_create(mem_allocator *a, const char *name, ebb_owner *parent, ebb_owner **out) {
@@ -93,9 +94,9 @@ int mem_owner_get_stats(ebb_owner *o, mem_owner_stats *st) {
 
 static int quota_error(const ebb_owner *o, const ebb_owner *q, size_t req) {
   char ask[32], holds[32], quota[32];
-  mem__fmt_bytes(ask, sizeof ask, req);
-  mem__fmt_bytes(holds, sizeof holds, q->tree_bytes);
-  mem__fmt_bytes(quota, sizeof quota, q->quota);
+  base_fmt_size(ask, sizeof ask, req);
+  base_fmt_size(holds, sizeof holds, q->tree_bytes);
+  base_fmt_size(quota, sizeof quota, q->quota);
   if (q == o)
     return ebb_seterr(EBB_EQUOTA,
                       "%s '%s' asked for %s (%zu bytes) but holds %s of its %s quota "

@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "base/log.h"
+#include "base/text.h"
 #include "memory/internal.h"
 
 static int seg_parkable(const mem_seg *s, const ebb_owner *o) {
@@ -266,8 +267,8 @@ int mem_owner_wake_stats(ebb_owner *o, mem_sleep_stats *out) {
   mem__xfer_close(&x);
   if (rc) {
     char need[32], got[32];
-    mem__fmt_bytes(need, sizeof need, want);
-    mem__fmt_bytes(got, sizeof got, st.device_bytes);
+    base_fmt_size(need, sizeof need, want);
+    base_fmt_size(got, sizeof got, st.device_bytes);
     rc = ebb_errctx(rc,
                     "owner '%s': wake failed after mapping %s of %s (parked again; its "
                     "backup is kept, so the wake can be retried): ",

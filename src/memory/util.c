@@ -9,17 +9,6 @@
 #include "base/log.h"
 #include "memory/internal.h"
 
-void mem__fmt_bytes(char *buf, size_t n, uint64_t b) {
-  if (b >= (1ull << 30))
-    snprintf(buf, n, "%.1f GiB", (double)b / (double)(1ull << 30));
-  else if (b >= (1ull << 20))
-    snprintf(buf, n, "%.0f MiB", (double)b / (double)(1ull << 20));
-  else if (b >= 1024)
-    snprintf(buf, n, "%.0f KiB", (double)b / 1024.0);
-  else
-    snprintf(buf, n, "%" PRIu64 " B", b);
-}
-
 void mem__copy_sized(void *dst, const void *src, size_t n) {
   uint32_t keep;
   memcpy(&keep, dst, sizeof keep);
