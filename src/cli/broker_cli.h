@@ -16,14 +16,6 @@ typedef struct brk_peer brk_peer;
 /* The UUID ("GPU-...") of CUDA device ordinal (cuInit, no context); 0 or
  * an EBB_E code with a message. */
 int cli_cuda_uuid(int ordinal, char *uuid, size_t len);
-/* brk_free_fn over NVML: arg is a cli_nvml_dev. */
-typedef struct cli_nvml_dev {
-  int ordinal;
-  char uuid[64];
-} cli_nvml_dev;
-int cli_nvml_free(void *arg, uint64_t *free_bytes);
-/* brk_used_fn over NVML (a process's usage there): arg is a cli_nvml_dev. */
-int cli_nvml_used(void *arg, pid_t pid, uint64_t *bytes);
 /* "8G", "512MiB", "1048576" (bytes), "4 GiB"; 0 or -1. */
 int cli_parse_bytes(const char *v, uint64_t *out);
 

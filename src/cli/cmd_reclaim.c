@@ -11,6 +11,7 @@
 
 #include "broker/broker.h"
 #include "cli/broker_cli.h"
+#include "device/nvml.h"
 #include "cli/commands.h"
 #include "ebb/error.h"
 
@@ -152,7 +153,7 @@ int cli_cmd_reclaim(int argc, char **argv) {
   int st = parse_args(argc, argv, &a);
   if (st)
     return st < 0 ? EBB_EXIT_OK : st;
-  cli_nvml_dev dev = {0};
+  dev_nvml_ref dev = {0};
   uint64_t want;
   char *end = NULL, dir[512];
   dev.ordinal = strncmp(a.device, "cuda:", 5) ? -1 : (int)strtol(a.device + 5, &end, 10);
@@ -176,11 +177,11 @@ int cli_cmd_reclaim(int argc, char **argv) {
                         .bytes = want,
                         .timeout_s = a.timeout_s,
                         .wait_s = a.wait_s,
-                        .free_fn = cli_nvml_free,
+                        .free_fn = dev_nvml_ref_free,
                         .free_arg = &dev,
                         .holder = a.holder ? (pid_t)a.holder : getppid(),
                         .hold_s = a.hold_s,
-                        .used_fn = cli_nvml_used,
+                        .used_fn = dev_nvml_ref_used,
                         .used_arg = &dev};
   brk_reclaim_result r;
   if (brk_reclaim(&o, &r) != 0) {

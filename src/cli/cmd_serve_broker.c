@@ -128,21 +128,6 @@ int cli_cuda_uuid(int ordinal, char *uuid, size_t len) {
   return rc;
 }
 
-int cli_nvml_free(void *arg, uint64_t *free_bytes) {
-  cli_nvml_dev *d = arg;
-  nvmlDevice_t nd;
-  uint64_t total;
-  int rc = dev_nvml_device(d->ordinal, d->uuid, &nd);
-  return rc ? rc : dev_nvml_meminfo(nd, free_bytes, &total);
-}
-
-int cli_nvml_used(void *arg, pid_t pid, uint64_t *bytes) {
-  cli_nvml_dev *d = arg;
-  nvmlDevice_t nd;
-  int rc = dev_nvml_device(d->ordinal, d->uuid, &nd);
-  return rc ? rc : dev_nvml_process_used(nd, pid, bytes);
-}
-
 int cli_parse_bytes(const char *v, uint64_t *out) {
   char *end = NULL;
   double x = strtod(v, &end);
@@ -321,7 +306,7 @@ void cli_serve_broker_ask_done(void *arg, dev_device *dev) {
  * the peers on its device (most idle first) and logs who gave what. */
 int cli_serve_broker_ask(void *arg, dev_device *dev, uint64_t need) {
   (void)arg;
-  cli_nvml_dev d = {.ordinal = dev_ordinal(dev)};
+  dev_nvml_ref d = {.ordinal = dev_ordinal(dev)};
   if (!ask_dir[0] || dev_kind_of(dev) != EBB_DEVICE_CUDA ||
       cli_cuda_uuid(d.ordinal, d.uuid, sizeof d.uuid) != 0)
     return 0;
@@ -331,10 +316,10 @@ int cli_serve_broker_ask(void *arg, dev_device *dev, uint64_t need) {
                         .bytes = need,
                         .timeout_s = ask_timeout_s,
                         .wait_s = 2,
-                        .free_fn = cli_nvml_free,
+                        .free_fn = dev_nvml_ref_free,
                         .free_arg = &d,
                         .hold_s = 60,
-                        .used_fn = cli_nvml_used,
+                        .used_fn = dev_nvml_ref_used,
                         .used_arg = &d};
   brk_reclaim_result r;
   int rc = brk_reclaim(&o, &r);
@@ -372,7 +357,7 @@ static json_t *peer_json(const brk_result_peer *p) {
 
 int cli_serve_broker_reclaim(void *arg, const char *device, uint64_t bytes, json_t **answer) {
   (void)arg;
-  cli_nvml_dev d = {0};
+  dev_nvml_ref d = {0};
   char *end = NULL;
   *answer = NULL;
   long v = strncmp(device, "cuda:", 5) || !isdigit((unsigned char)device[5])
@@ -393,9 +378,9 @@ int cli_serve_broker_reclaim(void *arg, const char *device, uint64_t bytes, json
                         .bytes = bytes,
                         .timeout_s = ask_timeout_s,
                         .wait_s = 5,
-                        .free_fn = cli_nvml_free,
+                        .free_fn = dev_nvml_ref_free,
                         .free_arg = &d,
-                        .used_fn = cli_nvml_used,
+                        .used_fn = dev_nvml_ref_used,
                         .used_arg = &d};
   brk_reclaim_result r;
   int rc = brk_reclaim(&o, &r);

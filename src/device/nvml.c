@@ -212,3 +212,18 @@ int dev_nvml_processes(nvmlDevice_t d, unsigned *pids, uint64_t *bytes, unsigned
   free(infos);
   return 0;
 }
+
+int dev_nvml_ref_free(void *ref, uint64_t *free_bytes) {
+  dev_nvml_ref *d = ref;
+  nvmlDevice_t nd;
+  uint64_t total;
+  int rc = dev_nvml_device(d->ordinal, d->uuid, &nd);
+  return rc ? rc : dev_nvml_meminfo(nd, free_bytes, &total);
+}
+
+int dev_nvml_ref_used(void *ref, pid_t pid, uint64_t *bytes) {
+  dev_nvml_ref *d = ref;
+  nvmlDevice_t nd;
+  int rc = dev_nvml_device(d->ordinal, d->uuid, &nd);
+  return rc ? rc : dev_nvml_process_used(nd, pid, bytes);
+}

@@ -24,6 +24,14 @@ int dev_nvml_device(int cuda_ordinal, const char *uuid, nvmlDevice_t *out);
 int dev_nvml_meminfo(nvmlDevice_t d, uint64_t *free_bytes, uint64_t *total_bytes);
 /* Bytes pid holds on d (0 when it holds nothing). */
 int dev_nvml_process_used(nvmlDevice_t d, pid_t pid, uint64_t *bytes);
+/* A CUDA device as the broker's callbacks name it (brk_free_fn,
+ * brk_used_fn: arg is a dev_nvml_ref): its free bytes, a process's usage. */
+typedef struct dev_nvml_ref {
+  int ordinal;
+  char uuid[64];
+} dev_nvml_ref;
+int dev_nvml_ref_free(void *ref, uint64_t *free_bytes);
+int dev_nvml_ref_used(void *ref, pid_t pid, uint64_t *bytes);
 /* Every process with a context on d (compute processes): up to cap of them
  * into pids/bytes (bytes ~0ull when NVML cannot say), *n = how many were
  * written. For `ebb top --local`. */

@@ -9,27 +9,7 @@
 #include "device/nvml.h"
 #include "ebb/ebb.h"
 
-typedef struct lib_dev {
-  int ordinal;
-  char uuid[64];
-} lib_dev;
-
-static int nvml_free(void *arg, uint64_t *free_bytes) {
-  lib_dev *d = arg;
-  nvmlDevice_t nd;
-  uint64_t total;
-  int rc = dev_nvml_device(d->ordinal, d->uuid, &nd);
-  return rc ? rc : dev_nvml_meminfo(nd, free_bytes, &total);
-}
-
-static int nvml_used(void *arg, pid_t pid, uint64_t *bytes) {
-  lib_dev *d = arg;
-  nvmlDevice_t nd;
-  int rc = dev_nvml_device(d->ordinal, d->uuid, &nd);
-  return rc ? rc : dev_nvml_process_used(nd, pid, bytes);
-}
-
-static int find_device(const char *device, lib_dev *d) {
+static int find_device(const char *device, dev_nvml_ref *d) {
   char *end = NULL;
   d->ordinal = device && !strncmp(device, "cuda:", 5) ? (int)strtol(device + 5, &end, 10) : -1;
   if (d->ordinal < 0 || !end || end == device + 5 || *end)
@@ -82,7 +62,7 @@ static void fill(const brk_reclaim_result *r, ebb_reclaim_result *out) {
 
 int ebb_reclaim(const char *device, uint64_t bytes, const char *broker_dir, double timeout_s,
                 ebb_reclaim_result *out) {
-  lib_dev d = {0};
+  dev_nvml_ref d = {0};
   char dir[512];
   int rc = find_device(device, &d);
   if (!rc)
@@ -95,9 +75,9 @@ int ebb_reclaim(const char *device, uint64_t bytes, const char *broker_dir, doub
                         .bytes = bytes,
                         .timeout_s = timeout_s,
                         .wait_s = 5,
-                        .free_fn = nvml_free,
+                        .free_fn = dev_nvml_ref_free,
                         .free_arg = &d,
-                        .used_fn = nvml_used,
+                        .used_fn = dev_nvml_ref_used,
                         .used_arg = &d};
   brk_reclaim_result r;
   if ((rc = brk_reclaim(&o, &r)) != 0) {
