@@ -104,7 +104,7 @@ static int auto_ordinal(void) {
 
 int dev_open(const char *spec, dev_device **out) {
   if (!out)
-    return ebb_seterr(EBB_EINVAL, "ebb_device_open: out is NULL");
+    return ebb_seterr(EBB_EINVAL, "dev_open: out is NULL");
   *out = NULL;
   if (!spec || !*spec || !strcmp(spec, "auto")) {
     int rc = open_cuda(auto_ordinal(), out);

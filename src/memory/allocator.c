@@ -31,7 +31,7 @@ static void read_opts(mem_allocator *a, const mem_alloc_opts *opts) {
 
 int mem_allocator_create(dev_device *dev, const mem_alloc_opts *opts, mem_allocator **out) {
   if (!dev || !out)
-    return ebb_seterr(EBB_EINVAL, "ebb_allocator_create: device and out are required");
+    return ebb_seterr(EBB_EINVAL, "mem_allocator_create: device and out are required");
   *out = NULL;
   mem_allocator *a = calloc(1, sizeof *a);
   if (!a)
@@ -63,7 +63,7 @@ void mem_allocator_on_leak(mem_allocator *a, mem_leak_fn fn, void *ctx) {
 
 int mem_allocator_trim(mem_allocator *a, uint64_t *bytes) {
   if (!a)
-    return ebb_seterr(EBB_EINVAL, "ebb_allocator_trim: no allocator");
+    return ebb_seterr(EBB_EINVAL, "mem_allocator_trim: no allocator");
   mem__lock(a);
   uint64_t n = mem__trim_locked(a);
   mem__pin_trim_locked(a);
@@ -77,7 +77,7 @@ int mem_allocator_trim(mem_allocator *a, uint64_t *bytes) {
 
 int mem_allocator_get_stats(mem_allocator *a, mem_alloc_stats *st) {
   if (!a || !st || st->size < sizeof(uint32_t) * 2)
-    return ebb_seterr(EBB_EINVAL, "ebb_allocator_get_stats: st->size must be set");
+    return ebb_seterr(EBB_EINVAL, "mem_allocator_get_stats: st->size must be set");
   mem_alloc_stats s;
   memset(&s, 0, sizeof s);
   s.size = sizeof s;

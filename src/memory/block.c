@@ -181,7 +181,7 @@ static int alloc_locked(ebb_owner *o, size_t bytes, size_t size, const char *sit
 
 int mem_alloc(ebb_owner *o, size_t bytes, const char *site, uint64_t *addr) {
   if (!o || !addr || bytes == 0)
-    return ebb_seterr(EBB_EINVAL, "ebb_mem_alloc: owner, a size > 0 and addr are required");
+    return ebb_seterr(EBB_EINVAL, "mem_alloc: owner, a size > 0 and addr are required");
   mem__check_owner(o);
   *addr = 0;
   if (bytes > SIZE_MAX - EBB_MEM_ALIGN)
@@ -235,14 +235,14 @@ void mem__block_free_locked(mem_allocator *a, mem_block *b, mem_ledger_kind kind
 
 int mem_free(mem_allocator *a, uint64_t addr) {
   if (!a)
-    return ebb_seterr(EBB_EINVAL, "ebb_mem_free: no allocator");
+    return ebb_seterr(EBB_EINVAL, "mem_free: no allocator");
   mem__lock(a);
   mem_block *b = mem__map_del(&a->live, addr);
   if (!b) {
     mem__unlock(a);
     return ebb_seterr(EBB_ENOTFOUND,
-                      "ebb_mem_free: 0x%" PRIx64 " is not a live block on %s (double free or "
-                      "not from ebb_mem_alloc)",
+                      "mem_free: 0x%" PRIx64 " is not a live block on %s (double free or "
+                      "not from mem_alloc)",
                       addr, dev_device_label(a->dev));
   }
   mem__block_free_locked(a, b, EBB_EV_FREE);
@@ -252,7 +252,7 @@ int mem_free(mem_allocator *a, uint64_t addr) {
 
 int mem_lookup(mem_allocator *a, uint64_t addr, ebb_owner **owner, size_t *size) {
   if (!a)
-    return ebb_seterr(EBB_EINVAL, "ebb_mem_lookup: no allocator");
+    return ebb_seterr(EBB_EINVAL, "mem_lookup: no allocator");
   mem__lock(a);
   mem_block *b = mem__map_get(&a->live, addr);
   if (b) {

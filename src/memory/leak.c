@@ -115,7 +115,7 @@ int mem_owner_reclaim(ebb_owner *o, mem_leak_report **out) {
   if (out)
     *out = NULL;
   if (!o)
-    return ebb_seterr(EBB_EINVAL, "ebb_owner_reclaim: no owner");
+    return ebb_seterr(EBB_EINVAL, "mem_owner_reclaim: no owner");
   mem__check_owner(o);
   mem_leak_report *r = NULL;
   int rc = reclaim(o, &r);

@@ -142,7 +142,7 @@ size_t mem_ledger_count(mem_ledger *l) {
 int mem_ledger_events(mem_ledger *l, mem_ledger_event *out, size_t cap, size_t *n,
                       uint64_t *dropped) {
   if (!l || !n || (cap && !out))
-    return ebb_seterr(EBB_EINVAL, "ebb_ledger_events: ledger and n are required");
+    return ebb_seterr(EBB_EINVAL, "mem_ledger_events: ledger and n are required");
   pthread_mutex_lock(&l->mu);
   size_t take = l->n < cap ? l->n : cap;
   size_t start = (l->head + l->cap - take) % l->cap; /* the newest `take` events */

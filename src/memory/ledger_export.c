@@ -11,7 +11,7 @@
 
 int mem_ledger_write_json(mem_ledger *l, FILE *f) {
   if (!l || !f)
-    return ebb_seterr(EBB_EINVAL, "ebb_ledger_write_json: ledger and stream are required");
+    return ebb_seterr(EBB_EINVAL, "mem_ledger_write_json: ledger and stream are required");
   ledger_snap s;
   int rc = mem__ledger_snapshot(l, &s);
   if (rc)
@@ -51,7 +51,7 @@ int mem_ledger_write_json(mem_ledger *l, FILE *f) {
 
 int mem_ledger_write(mem_ledger *l, const char *path) {
   if (!l || !path)
-    return ebb_seterr(EBB_EINVAL, "ebb_ledger_write: ledger and path are required");
+    return ebb_seterr(EBB_EINVAL, "mem_ledger_write: ledger and path are required");
   size_t n = strlen(path);
   int svg = n >= 4 && strcmp(path + n - 4, ".svg") == 0;
   int json = n >= 5 && strcmp(path + n - 5, ".json") == 0;

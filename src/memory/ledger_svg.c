@@ -441,7 +441,7 @@ static void draw_frame_and_legend(const plot *p) {
 
 int mem_ledger_write_svg(mem_ledger *l, FILE *f, const char *title) {
   if (!l || !f)
-    return ebb_seterr(EBB_EINVAL, "ebb_ledger_write_svg: ledger and stream are required");
+    return ebb_seterr(EBB_EINVAL, "mem_ledger_write_svg: ledger and stream are required");
   ledger_snap s;
   int rc = mem__ledger_snapshot(l, &s);
   if (rc)

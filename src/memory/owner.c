@@ -12,7 +12,7 @@
 
 int mem_owner_create(mem_allocator *a, const char *name, ebb_owner *parent, ebb_owner **out) {
   if (!a || !out)
-    return ebb_seterr(EBB_EINVAL, "ebb_owner_create: allocator and out are required");
+    return ebb_seterr(EBB_EINVAL, "mem_owner_create: allocator and out are required");
   *out = NULL;
   if (parent) {
     mem__check_owner(parent);
@@ -64,7 +64,7 @@ void mem_owner_mark_weights(ebb_owner *o, int on) {
 
 int mem_owner_set_quota(ebb_owner *o, uint64_t bytes) {
   if (!o)
-    return ebb_seterr(EBB_EINVAL, "ebb_owner_set_quota: no owner");
+    return ebb_seterr(EBB_EINVAL, "mem_owner_set_quota: no owner");
   mem__check_owner(o);
   mem__lock(o->a);
   o->quota = bytes;
@@ -74,7 +74,7 @@ int mem_owner_set_quota(ebb_owner *o, uint64_t bytes) {
 
 int mem_owner_get_stats(ebb_owner *o, mem_owner_stats *st) {
   if (!o || !st || st->size < sizeof(uint32_t) * 2)
-    return ebb_seterr(EBB_EINVAL, "ebb_owner_get_stats: st->size must be set");
+    return ebb_seterr(EBB_EINVAL, "mem_owner_get_stats: st->size must be set");
   mem__check_owner(o);
   mem_owner_stats s;
   memset(&s, 0, sizeof s);

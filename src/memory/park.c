@@ -173,7 +173,7 @@ int mem_owner_sleep(ebb_owner *o, mem_sleep_stats *out) {
   mem_sleep_stats st = {.size = sizeof st};
   uint64_t t0 = base_mono_ns();
   if (!o)
-    return ebb_seterr(EBB_EINVAL, "ebb_owner_sleep: no owner");
+    return ebb_seterr(EBB_EINVAL, "mem_owner_sleep: no owner");
   mem__check_owner(o);
   int rc = put_away(o, 1, &st);
   stats_out(out, &st, t0);

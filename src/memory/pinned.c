@@ -70,7 +70,7 @@ static int alloc_locked(mem_allocator *a, ebb_owner *o, size_t bytes, void **out
 
 int mem_pinned_alloc(ebb_owner *o, size_t bytes, void **out) {
   if (!o || !out || !bytes)
-    return ebb_seterr(EBB_EINVAL, "ebb_pinned_alloc: owner, a size > 0 and out are required");
+    return ebb_seterr(EBB_EINVAL, "mem_pinned_alloc: owner, a size > 0 and out are required");
   mem__check_owner(o);
   *out = NULL;
   if (bytes > SIZE_MAX - (1u << 20))
@@ -99,12 +99,12 @@ void mem__pin_release_locked(mem_allocator *a, pin_buf *b) {
 
 int mem_pinned_free(mem_allocator *a, void *p) {
   if (!a || !p)
-    return ebb_seterr(EBB_EINVAL, "ebb_pinned_free: allocator and pointer are required");
+    return ebb_seterr(EBB_EINVAL, "mem_pinned_free: allocator and pointer are required");
   mem__lock(a);
   pin_buf *b = mem__map_get(&a->pin_live, (uint64_t)(uintptr_t)p);
   if (!b) {
     mem__unlock(a);
-    return ebb_seterr(EBB_ENOTFOUND, "ebb_pinned_free: %p is not a live pinned buffer", p);
+    return ebb_seterr(EBB_ENOTFOUND, "mem_pinned_free: %p is not a live pinned buffer", p);
   }
   mem__pin_release_locked(a, b);
   mem__unlock(a);

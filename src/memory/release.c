@@ -32,12 +32,12 @@ static int reg_add(const ebb_owner *owner, const char *name, mem_release_fn fn,
                    mem_release_fn_int fn_int, void *arg, uint64_t *handle) {
   if ((!fn && !fn_int) || !handle)
     return ebb_seterr(EBB_EINVAL,
-                      "ebb_on_release('%s'): a function and a handle out-param are "
+                      "mem_on_release('%s'): a function and a handle out-param are "
                       "required",
                       name ? name : "?");
   char *nm = strdup(name && *name ? name : "anonymous");
   if (!nm)
-    return ebb_seterr(EBB_ENOMEM, "ebb_on_release: no host memory");
+    return ebb_seterr(EBB_ENOMEM, "mem_on_release: no host memory");
   pthread_mutex_lock(&reg_mu);
   if (reg_n == reg_cap) {
     size_t ncap = reg_cap ? reg_cap * 2 : 16;
@@ -45,7 +45,7 @@ static int reg_add(const ebb_owner *owner, const char *name, mem_release_fn fn,
     if (!n) {
       pthread_mutex_unlock(&reg_mu);
       free(nm);
-      return ebb_seterr(EBB_ENOMEM, "ebb_on_release: no host memory");
+      return ebb_seterr(EBB_ENOMEM, "mem_on_release: no host memory");
     }
     reg = n;
     reg_cap = ncap;
@@ -96,7 +96,7 @@ int mem_off_release(uint64_t handle) {
       return 0;
     }
   pthread_mutex_unlock(&reg_mu);
-  return ebb_seterr(EBB_ENOTFOUND, "ebb_off_release: no release callback with handle %" PRIu64,
+  return ebb_seterr(EBB_ENOTFOUND, "mem_off_release: no release callback with handle %" PRIu64,
                     handle);
 }
 
@@ -156,7 +156,7 @@ int mem_release(mem_allocator *a, unsigned flags, mem_release_result *out) {
   memset(&r, 0, sizeof r);
   r.size = sizeof r;
   if (out && out->size < sizeof(uint32_t))
-    return ebb_seterr(EBB_EINVAL, "ebb_release: out->size must be set");
+    return ebb_seterr(EBB_EINVAL, "mem_release: out->size must be set");
   if (a)
     mem__check_alloc(a);
   if (flags & EBB_RELEASE_CALLBACKS)
@@ -203,7 +203,7 @@ size_t mem_release_count_of(ebb_owner *owner) {
 
 int mem_allocator_unattributed(mem_allocator *a, mem_unattributed *out) {
   if (!a || !out || out->size < sizeof(uint32_t))
-    return ebb_seterr(EBB_EINVAL, "ebb_allocator_unattributed: out->size must be set");
+    return ebb_seterr(EBB_EINVAL, "mem_allocator_unattributed: out->size must be set");
   mem_unattributed u;
   memset(&u, 0, sizeof u);
   u.size = sizeof u;

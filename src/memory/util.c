@@ -32,7 +32,7 @@ void mem__check_owner(const ebb_owner *o) {
 #ifdef EBB_DEBUG
   if (o->sig != EBB_SIG_OWNER) {
     base_log(EBB_LOG_ERROR, "memory", "bad owner handle %p (signature %08x%s)", (const void *)o,
-             o->sig, o->sig == EBB_SIG_DEAD ? ": used after ebb_owner_destroy" : "");
+             o->sig, o->sig == EBB_SIG_DEAD ? ": used after mem_owner_destroy" : "");
     abort();
   }
 #else

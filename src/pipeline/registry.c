@@ -364,7 +364,7 @@ fail:
 int pl_stage_estimate(const ebb_stage *st, const char *options, const ebb_items *in,
                       ebb_estimate *out) {
   if (!st || !out || out->size < sizeof(uint32_t))
-    return ebb_seterr(EBB_EINVAL, "ebb_stage_estimate: a stage and out->size are required");
+    return ebb_seterr(EBB_EINVAL, "pl_stage_estimate: a stage and out->size are required");
   uint32_t size = out->size < sizeof(ebb_estimate) ? out->size : (uint32_t)sizeof(ebb_estimate);
   if (!EBB_STAGE_HAS(st, estimate) || !st->estimate)
     return ebb_seterr(EBB_EUNSUPPORTED, "stage '%s' declares no memory needs", st->name);
@@ -391,7 +391,7 @@ int pl_stage_estimate(const ebb_stage *st, const char *options, const ebb_items 
 int pl_stage_work(const ebb_stage *st, const char *options, double input_s, uint32_t input_rate,
                   ebb_work *out) {
   if (!st || !out || out->size < sizeof(uint32_t))
-    return ebb_seterr(EBB_EINVAL, "ebb_stage_work: a stage and out->size are required");
+    return ebb_seterr(EBB_EINVAL, "pl_stage_work: a stage and out->size are required");
   uint32_t size = out->size < sizeof(ebb_work) ? out->size : (uint32_t)sizeof(ebb_work);
   if (!EBB_STAGE_HAS(st, work) || !st->work)
     return ebb_seterr(EBB_EUNSUPPORTED, "stage '%s' gives no work estimate", st->name);

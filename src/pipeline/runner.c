@@ -618,7 +618,7 @@ static uint64_t check_estimate(job_state *js, stage_run *sr, uint64_t peak) {
 
 int pl_runner_stage_need(pl_runner *r, const pl_def *p, const char *stage, pl_stage_need *out) {
   if (!r || !p || !stage || !out || out->size < sizeof(uint32_t))
-    return ebb_seterr(EBB_EINVAL, "ebb_runner_stage_need: runner, pipeline, stage and out->size "
+    return ebb_seterr(EBB_EINVAL, "pl_runner_stage_need: runner, pipeline, stage and out->size "
                                   "are required");
   const pl_stage_def *d = NULL;
   for (size_t i = 0; i < p->nstages && !d; i++)

@@ -197,7 +197,7 @@ int main(void) {
   SYM(pop, "ebb_pop");
   SYM(leak_free, "ebb_leak_list_free");
   SYM(errmsg, "ebb_errmsg");
-  CHECK(dlsym(lib, "ebb_mem_alloc") == NULL); /* internals are not exported */
+  CHECK(dlsym(lib, "mem_alloc") == NULL); /* internals are not exported */
 
   /* the program opens the device, the framework's allocator uses it, the
    * program closes its handle: the allocator's handle must stay valid */

@@ -205,7 +205,7 @@ static void test_signature(void) {
     buf[n] = 0;
     fclose(f);
   }
-  CHECK_MSG(strstr(buf, "used after ebb_owner_destroy") || strstr(buf, "heap-use-after-free"),
+  CHECK_MSG(strstr(buf, "used after mem_owner_destroy") || strstr(buf, "heap-use-after-free"),
             "no message naming the misuse; child output: %s", buf);
 #else
   fprintf(stderr, "test_signature: not run: release builds carry no handle signatures\n");
