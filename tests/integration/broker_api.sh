@@ -7,28 +7,15 @@
 # and the bytes received, A the request answered and the bytes given.
 set -u
 : "${EBB_BUILD_DIR:?}" "${EBB:?}"
-. "$(dirname "$0")/../lib/fakegpu.sh"
+. "$(dirname "$0")/../lib/broker.sh"
 export FAKEGPU_MEMORY_MIB=8192 FAKEGPU_CONTEXT_MIB=300
-BD=$T/broker
-PIDS=()
-trap 'for p in "${PIDS[@]}"; do kill -KILL "$p"; done 2>/dev/null; wait 2>/dev/null' EXIT
 cat > "$T/cfg.json" <<'JSON'
 {"pipelines": {"idle": {"stages": [{"stage": "synthetic", "name": "i", "cache": false,
                                     "options": {"weights_mib": 3072, "touch": "sample"}}]}}}
 JSON
 printf 'adm1n-0123456789abcdef admin\nsubm1t-0123456789abcdef submit\n' > "$T/tokens"
 chmod 600 "$T/tokens"
-start() { # NAME
-  "$EBB" serve --listen 127.0.0.1:0 --config "$T/cfg.json" --data-dir "$T/data$1" --no-cache \
-    --token-file "$T/tokens" --broker-dir "$BD" --broker-timeout 60 > "$T/log$1" 2>&1 &
-  PID=$!
-  PIDS+=($PID)
-  URL=
-  for _ in $(seq 100); do URL=$(head -1 "$T/log$1" 2>/dev/null | sed -n 's/^ebb: listening on //p'); [ -n "$URL" ] && break; sleep 0.1; done
-  [ -n "$URL" ] || { echo "FAIL: server $1 did not listen:"; cat "$T/log$1"; exit 1; }
-  for _ in $(seq 50); do [ -S "$BD/$PID.sock" ] && return 0; sleep 0.1; done
-  echo "FAIL: server $1 did not register"; exit 1
-}
+start() { broker_serve "$1" "$T/cfg.json" --token-file "$T/tokens" --broker-timeout 60; }
 call() { # TOKEN URL PATH [BODY|-]: CODE, BODY (a BODY or - is a POST)
   local out args=(-X GET)
   [ -n "${4:-}" ] && args=(-X POST)

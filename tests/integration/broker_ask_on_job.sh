@@ -9,11 +9,8 @@
 # out-of-memory error, X logs why A keeps it, and A keeps it.
 set -u
 : "${EBB_BUILD_DIR:?}" "${EBB:?}"
-. "$(dirname "$0")/../lib/fakegpu.sh"
+. "$(dirname "$0")/../lib/broker.sh"
 export FAKEGPU_MEMORY_MIB=16384 FAKEGPU_CONTEXT_MIB=300
-BD=$T/broker
-PIDS=()
-trap 'for p in "${PIDS[@]}"; do kill -KILL "$p"; done 2>/dev/null; wait 2>/dev/null' EXIT
 mkcfg() { # FILE EVICTABLE BIG-MIB
   cat > "$1" <<JSON
 {"pipelines": {
@@ -26,17 +23,7 @@ mkcfg() { # FILE EVICTABLE BIG-MIB
 JSON
 }
 echo "any input" > "$T/input.txt"
-start() { # NAME CONFIG: sets PID and URL
-  "$EBB" serve --listen 127.0.0.1:0 --config "$2" --data-dir "$T/data$1" --no-cache \
-    --input-dir "$T" --broker-dir "$BD" --broker-timeout 60 > "$T/log$1" 2>&1 &
-  PID=$!
-  PIDS+=($PID)
-  URL=
-  for _ in $(seq 100); do URL=$(head -1 "$T/log$1" 2>/dev/null | sed -n 's/^ebb: listening on //p'); [ -n "$URL" ] && break; sleep 0.1; done
-  [ -n "$URL" ] || { echo "FAIL: server $1 did not listen:"; cat "$T/log$1"; exit 1; }
-  for _ in $(seq 50); do [ -S "$BD/$PID.sock" ] && return 0; sleep 0.1; done
-  echo "FAIL: server $1 did not register"; exit 1
-}
+start() { broker_serve "$1" "$2" --input-dir "$T" --broker-timeout 60; } # NAME CONFIG
 job() { # URL -> final state in ST, job JSON in JB
   local id
   id=$(curl -s -X POST "$1/v1/jobs" -H 'Content-Type: application/json' \

@@ -9,12 +9,8 @@
 # nowhere".
 set -u
 : "${EBB_BUILD_DIR:?}" "${EBB:?}"
-. "$(dirname "$0")/../lib/fakegpu.sh"
+. "$(dirname "$0")/../lib/broker.sh"
 export FAKEGPU_DEVICES=2 FAKEGPU_MEMORY_MIB=4096,4096 FAKEGPU_CONTEXT_MIB=300
-HOLD="$(dirname "$FAKEGPU_SMI")/fakegpu-hold"
-BD=$T/broker
-PIDS=()
-trap 'for p in "${PIDS[@]}"; do kill -KILL "$p"; done 2>/dev/null; wait 2>/dev/null' EXIT
 cat > "$T/cfg.json" <<'JSON'
 {"pipelines": {
   "idle": {"stages": [{"stage": "synthetic", "name": "i", "cache": false,
@@ -22,18 +18,7 @@ cat > "$T/cfg.json" <<'JSON'
   "big": {"expected_mib": 2348, "stages": [{"stage": "synthetic", "name": "b", "cache": false,
                      "options": {"weights_mib": 2048, "touch": "sample"}}]}}}
 JSON
-start() { # NAME DEVICES: sets PID_NAME, URL_NAME
-  local url=
-  "$EBB" serve --listen 127.0.0.1:0 --config "$T/cfg.json" --data-dir "$T/data$1" --no-cache \
-    --devices "$2" --broker-dir "$BD" --broker-timeout 30 > "$T/log$1" 2>&1 &
-  PIDS+=($!)
-  eval "PID_$1=$!"
-  for _ in $(seq 100); do url=$(head -1 "$T/log$1" 2>/dev/null | sed -n 's/^ebb: listening on //p'); [ -n "$url" ] && break; sleep 0.1; done
-  [ -n "$url" ] || { echo "FAIL: server $1 did not listen:"; cat "$T/log$1"; exit 1; }
-  eval "URL_$1=$url"
-  for _ in $(seq 50); do [ -S "$BD/$!.sock" ] && return 0; sleep 0.1; done
-  echo "FAIL: server $1 did not register"; cat "$T/log$1"; exit 1
-}
+start() { broker_serve "$1" "$T/cfg.json" --devices "$2" --broker-timeout 30; } # NAME DEVICES
 post() { curl -s -o "$T/post.out" -w '%{http_code}' -X POST "$@"; }
 free_on() { "$FAKEGPU_SMI" --id="$1" --query-gpu=memory.free --format=csv,noheader,nounits | head -1; }
 

@@ -13,10 +13,8 @@
 # peer is skipped within --broker-timeout; a SIGKILLed one's entry is removed.
 set -u
 : "${EBB_BUILD_DIR:?}" "${EBB:?}"
-. "$(dirname "$0")/../lib/fakegpu.sh"
+. "$(dirname "$0")/../lib/broker.sh"
 export FAKEGPU_MEMORY_MIB=16384 FAKEGPU_CONTEXT_MIB=300
-BD=$T/broker
-PIDS=()
 cleanup() { for p in "${PIDS[@]}"; do kill -CONT "$p"; kill -KILL "$p"; done 2>/dev/null; wait 2>/dev/null; }
 trap cleanup EXIT
 cat > "$T/cfg.json" <<'JSON'
@@ -34,18 +32,7 @@ cat > "$T/cfg.json" <<'JSON'
 JSON
 echo "any input" > "$T/input.txt"
 
-start() { # NAME [flags...]: sets PID_NAME and URL_NAME
-  local n=$1 url=; shift
-  "$EBB" serve --listen 127.0.0.1:0 --config "$T/cfg.json" --data-dir "$T/data$n" --no-cache \
-    --input-dir "$T" --broker-dir "$BD" "$@" > "$T/log$n" 2>&1 &
-  PIDS+=($!)
-  eval "PID_$n=$!"
-  for _ in $(seq 100); do url=$(head -1 "$T/log$n" 2>/dev/null | sed -n 's/^ebb: listening on //p'); [ -n "$url" ] && break; sleep 0.1; done
-  [ -n "$url" ] || { echo "FAIL: server $n did not listen:"; cat "$T/log$n"; exit 1; }
-  eval "URL_$n=$url"
-  for _ in $(seq 50); do [ -S "$BD/$!.sock" ] && return 0; sleep 0.1; done
-  echo "FAIL: server $n did not register $BD/$!.sock:"; ls -la "$BD"; cat "$T/log$n"; exit 1
-}
+start() { broker_serve "$1" "$T/cfg.json" --input-dir "$T" "${@:2}"; } # NAME [flags...]
 post() { curl -s -o "$T/post.out" -w '%{http_code}' -X POST "$1" "${@:2}"; }
 load() { local c; c=$(post "$1/v1/pipelines/$2/load"); [ "$c" = 200 ] || fail "load $2: $c $(cat "$T/post.out")"; }
 free_mib() { "$FAKEGPU_SMI" --query-gpu=memory.free --format=csv,noheader,nounits | head -1; }

@@ -8,11 +8,8 @@
 # why; POST /v1/memory/reclaim of another server answers the same at once.
 set -u
 : "${EBB_BUILD_DIR:?}" "${EBB:?}"
-. "$(dirname "$0")/../lib/fakegpu.sh"
+. "$(dirname "$0")/../lib/broker.sh"
 export FAKEGPU_MEMORY_MIB=8192 FAKEGPU_CONTEXT_MIB=300
-BD=$T/broker
-PIDS=()
-trap 'for p in "${PIDS[@]}"; do kill -KILL "$p"; done 2>/dev/null; wait 2>/dev/null' EXIT
 cat > "$T/cfg.json" <<'JSON'
 {"pipelines": {
   "keep": {"evictable": false, "stages": [{"stage": "synthetic", "name": "k", "cache": false,
@@ -20,18 +17,7 @@ cat > "$T/cfg.json" <<'JSON'
   "small": {"stages": [{"stage": "synthetic", "name": "s", "cache": false,
                      "options": {"weights_mib": 256, "touch": "sample"}}]}}}
 JSON
-start() { # NAME [flags]: sets PID_NAME, URL_NAME
-  local n=$1 url=; shift
-  "$EBB" serve --listen 127.0.0.1:0 --config "$T/cfg.json" --data-dir "$T/data$n" --no-cache \
-    --broker-dir "$BD" "$@" > "$T/log$n" 2>&1 &
-  PIDS+=($!)
-  eval "PID_$n=$!"
-  for _ in $(seq 100); do url=$(head -1 "$T/log$n" 2>/dev/null | sed -n 's/^ebb: listening on //p'); [ -n "$url" ] && break; sleep 0.1; done
-  [ -n "$url" ] || { echo "FAIL: server $n did not listen:"; cat "$T/log$n"; exit 1; }
-  eval "URL_$n=$url"
-  for _ in $(seq 50); do [ -S "$BD/$!.sock" ] && return 0; sleep 0.1; done
-  echo "FAIL: server $n did not register"; exit 1
-}
+start() { broker_serve "$1" "$T/cfg.json" "${@:2}"; } # NAME [flags...]
 start A --reserve 2500
 for p in keep small; do
   c=$(curl -s -o /dev/null -w '%{http_code}' -X POST "$URL_A/v1/pipelines/$p/load")
