@@ -159,5 +159,5 @@ grep -q 'failed\|succeeded' "$T/serve2.log" && fail "$STAGE: the costly job ende
 at=$(sed '/job 1: failed/q' "$T/serve.log" | grep -o '^\[[a-z]*\] done in' | tr '\n' ' ')
 echo "deadline $STAGE: stages done before the deadline: ${at:-none}"
 echo "deadline $STAGE: $first $took s after its start ($sub s after submit); next job $next s; SIGTERM to exit $stop s"
-[ "$fails" = 0 ] || { echo "--- server logs"; tail -20 "$T/serve.log" "$T/serve2.log"; }
+[ "$fails" = 0 ] || { echo "--- server logs"; tail -n 20 "$T/serve.log" "$T/serve2.log"; }
 exit $((fails > 0))

@@ -121,11 +121,29 @@ int stg_aco_known(stg_aco *a, const char *word) {
   return ok;
 }
 
-/* Runs the search `name` over pcm; 0 when it found a hypothesis. */
-static int decode(stg_aco *a, const char *name, const int16_t *pcm, size_t n) {
+/* Runs the search `name` over pcm; 0 when it found a hypothesis,
+ * EBB_ECANCELED when cancelled, -1 otherwise. A chunk of up to
+ * ACO_WHOLE_S seconds goes in one call as a full utterance (batch CMN: the
+ * best alignment). A longer one (a phrase plan that left minutes in one
+ * chunk) is fed in blocks of ACO_BLOCK_S with a deadline check between
+ * them: one call over a minute of audio took over a second of CPU on a busy
+ * 2-core machine, past --job-timeout's grace; in blocks pocketsphinx
+ * normalises the features live, which aligns such chunks less well. */
+#define ACO_WHOLE_S 20.0
+#define ACO_BLOCK_S 0.25
+static int decode(stg_aco *a, const char *name, const int16_t *pcm, size_t n,
+                  int (*cancelled)(void *), void *user) {
   if (ps_set_search(a->ps, name) < 0 || ps_start_utt(a->ps) < 0)
     return -1;
-  int rc = ps_process_raw(a->ps, pcm, n, FALSE, TRUE) < 0;
+  int whole = n <= (size_t)(ACO_WHOLE_S * ACO_RATE), rc = 0;
+  size_t block = whole ? n : (size_t)(ACO_BLOCK_S * ACO_RATE);
+  for (size_t at = 0; at < n && !rc; at += block) {
+    if (!whole && cancelled && cancelled(user)) {
+      ps_end_utt(a->ps);
+      return EBB_ECANCELED;
+    }
+    rc = ps_process_raw(a->ps, pcm + at, n - at < block ? n - at : block, FALSE, whole) < 0;
+  }
   rc |= ps_end_utt(a->ps) < 0;
   int32 score;
   return rc || !ps_get_hyp(a->ps, &score) ? -1 : 0;
@@ -245,8 +263,9 @@ int stg_aco_align(stg_aco *a, const int16_t *pcm, uint64_t n, stg_aco_word *w,
   rc = set_grammar(a, w, c, known, &nknown);
   if (rc == EBB_ENOMEM)
     goto done;
-  if (rc || nknown == 0 || decode(a, "lyrics", pcm + s0, len)) {
-    rc = EBB_ENOTFOUND;
+  int drc = rc || nknown == 0 ? -1 : decode(a, "lyrics", pcm + s0, len, cancelled, user);
+  if (drc) {
+    rc = drc == EBB_ECANCELED ? EBB_ECANCELED : EBB_ENOTFOUND;
     goto done;
   }
   /* the segments: fillers skipped, the words in grammar order */
