@@ -206,6 +206,8 @@ def main():
         msg = json.dumps(b)
         if code == 409:  # its state changed under us (a peer's giving): not an error
             continue
+        if code == 404 and op == "sleep" and "is not loaded" in msg:
+            continue  # a peer's ask unloaded it between our look and the sleep (same race)
         if REFUSAL.search(msg):
             refusals[op if op in refusals else "load"] += 1
         elif OOM.search(msg):
