@@ -187,21 +187,37 @@ static void free_globals(struct fk_globals *g) {
   free(g);
 }
 
-/* Two passes over the variables of elf: with dst NULL, lists them in g and
- * lays them out; then copies each one's initial bytes into dst (the
- * module's memory, zeroed). 0 when the ELF is malformed or memory ran out. */
-static int walk_vars(const unsigned char *elf, size_t n, struct fk_globals *g,
-                     unsigned char *dst) {
+/* --- the symbols of an ELF64 image --------------------------------------------- */
+/* One symbol: its table entry, its name (NUL-terminated inside its string
+ * table), its section's header and that section's name (NULL when the
+ * image has no usable section-name table and none was required). */
+typedef struct elf_sym {
+  const unsigned char *st, *sec;
+  const char *name, *sec_name;
+  uint16_t shndx;
+} elf_sym;
+
+/* Calls fn(sym, arg) for each symbol of every SHT_SYMTAB of elf (n bytes)
+ * whose name and section lie inside the image; with need_shstr, an image
+ * without a valid section-name table is malformed. Answers -1 when the
+ * headers are malformed, 0 when fn answered 0 (it stops there), else 1. */
+static int each_symbol(const unsigned char *elf, size_t n, int need_shstr,
+                       int (*fn)(const elf_sym *, void *), void *arg) {
   uint64_t shoff = rd64(elf + 0x28);
   uint16_t shentsize = rd16(elf + 0x3a), shnum = rd16(elf + 0x3c), shstrndx = rd16(elf + 0x3e);
-  if (shentsize < 64 || shoff > n || (uint64_t)shentsize * shnum > n - shoff || shstrndx >= shnum)
-    return 0;
+  if (shentsize < 64 || shoff > n || (uint64_t)shentsize * shnum > n - shoff)
+    return -1;
 #define SH(i) (elf + shoff + (size_t)(i) * shentsize)
-  const unsigned char *shstr = SH(shstrndx);
-  uint64_t shstr_off = rd64(shstr + 24), shstr_n = rd64(shstr + 32);
-  if (shstr_off > n || shstr_n > n - shstr_off)
-    return 0;
-  size_t k = 0;
+  uint64_t shstr_off = 0, shstr_n = 0;
+  int shstr_ok = shstrndx < shnum;
+  if (shstr_ok) {
+    shstr_off = rd64(SH(shstrndx) + 24), shstr_n = rd64(SH(shstrndx) + 32);
+    shstr_ok = shstr_off <= n && shstr_n <= n - shstr_off;
+  }
+  if (!shstr_ok)
+    shstr_n = 0; /* no section has a name */
+  if (need_shstr && !shstr_ok)
+    return -1;
   for (unsigned s = 0; s < shnum; s++) {
     const unsigned char *sym = SH(s);
     if (rd32(sym + 4) != 2) /* SHT_SYMTAB */
@@ -215,86 +231,97 @@ static int walk_vars(const unsigned char *elf, size_t n, struct fk_globals *g,
     if (str_off > n || str_n > n - str_off)
       continue;
     for (uint64_t i = 24; i + 24 <= size; i += 24) {
-      const unsigned char *st = elf + off + i;
-      uint32_t name = rd32(st);
-      uint16_t shndx = rd16(st + 6);
-      uint64_t value = rd64(st + 8), vsize = rd64(st + 16);
-      if ((st[4] & 0xf) != 1 || vsize == 0 || shndx >= shnum || name >= str_n)
-        continue; /* STT_OBJECT only */
-      const unsigned char *sec = SH(shndx);
-      uint32_t sec_name = rd32(sec);
-      const char *nm = (const char *)elf + str_off + name;
-      if (sec_name >= shstr_n || !memchr(nm, 0, str_n - name) ||
-          !memchr(elf + shstr_off + sec_name, 0, shstr_n - sec_name) ||
-          !var_section((const char *)elf + shstr_off + sec_name))
+      elf_sym e = {.st = elf + off + i, .shndx = rd16(elf + off + i + 6)};
+      uint32_t name = rd32(e.st);
+      if (e.shndx >= shnum || name >= str_n)
         continue;
-      if (!dst) {
-        fk_var *v = realloc(g->vars, (g->nvars + 1) * sizeof *v);
-        if (!v)
-          return 0;
-        g->vars = v;
-        size_t at = 0;
-        if (g->nvars)
-          at = (v[g->nvars - 1].off + v[g->nvars - 1].size + FK_GLOBAL_ALIGN - 1) /
-               FK_GLOBAL_ALIGN * FK_GLOBAL_ALIGN;
-        v[g->nvars] = (fk_var){strdup(nm), at, (size_t)vsize};
-        if (!v[g->nvars].name)
-          return 0;
-        g->nvars++;
-      } else if (k < g->nvars) {
-        /* SHT_PROGBITS: initial bytes at the symbol's place in the section. */
-        uint64_t soff = rd64(sec + 24), ssize = rd64(sec + 32), saddr = rd64(sec + 16);
-        uint64_t at = value - saddr;
-        if (rd32(sec + 4) == 1 && value >= saddr && at <= ssize && vsize <= ssize - at &&
-            soff <= n && ssize <= n - soff)
-          memcpy(dst + g->vars[k].off, elf + soff + at, (size_t)vsize);
-        k++;
-      }
+      e.name = (const char *)elf + str_off + name;
+      if (!memchr(e.name, 0, str_n - name))
+        continue;
+      e.sec = SH(e.shndx);
+      uint32_t sec_name = rd32(e.sec);
+      if (sec_name < shstr_n && memchr(elf + shstr_off + sec_name, 0, shstr_n - sec_name))
+        e.sec_name = (const char *)elf + shstr_off + sec_name;
+      if (!fn(&e, arg))
+        return 0;
     }
   }
 #undef SH
   return 1;
 }
 
+/* --- the variables of a cubin ------------------------------------------------ */
+typedef struct var_walk {
+  const unsigned char *elf;
+  size_t n;
+  struct fk_globals *g;
+  unsigned char *dst;
+  size_t k;
+} var_walk;
+
+/* A `__device__`/`__constant__` variable (STT_OBJECT in a variable section):
+ * listed and laid out (first pass), or its initial bytes copied (second). */
+static int on_var(const elf_sym *e, void *arg) {
+  var_walk *w = arg;
+  struct fk_globals *g = w->g;
+  uint64_t value = rd64(e->st + 8), vsize = rd64(e->st + 16);
+  if ((e->st[4] & 0xf) != 1 || vsize == 0 || !e->sec_name || !var_section(e->sec_name))
+    return 1; /* STT_OBJECT only */
+  if (!w->dst) {
+    fk_var *v = realloc(g->vars, (g->nvars + 1) * sizeof *v);
+    if (!v)
+      return 0;
+    g->vars = v;
+    size_t at = 0;
+    if (g->nvars)
+      at = (v[g->nvars - 1].off + v[g->nvars - 1].size + FK_GLOBAL_ALIGN - 1) / FK_GLOBAL_ALIGN *
+           FK_GLOBAL_ALIGN;
+    v[g->nvars] = (fk_var){strdup(e->name), at, (size_t)vsize};
+    if (!v[g->nvars].name)
+      return 0;
+    g->nvars++;
+  } else if (w->k < g->nvars) {
+    /* SHT_PROGBITS: initial bytes at the symbol's place in the section. */
+    uint64_t soff = rd64(e->sec + 24), ssize = rd64(e->sec + 32), saddr = rd64(e->sec + 16);
+    uint64_t at = value - saddr;
+    if (rd32(e->sec + 4) == 1 && value >= saddr && at <= ssize && vsize <= ssize - at &&
+        soff <= w->n && ssize <= w->n - soff)
+      memcpy(w->dst + g->vars[w->k].off, w->elf + soff + at, (size_t)vsize);
+    w->k++;
+  }
+  return 1;
+}
+
+/* Two passes over the variables of elf: with dst NULL, lists them in g and
+ * lays them out; then copies each one's initial bytes into dst (the
+ * module's memory, zeroed). 0 when the ELF is malformed or memory ran out. */
+static int walk_vars(const unsigned char *elf, size_t n, struct fk_globals *g,
+                     unsigned char *dst) {
+  var_walk w = {elf, n, g, dst, 0};
+  return each_symbol(elf, n, 1, on_var, &w) == 1;
+}
+
 /* --- the kernels of a cubin ------------------------------------------------- */
+typedef struct kernel_walk {
+  int (*fn)(const char *, void *);
+  void *arg;
+} kernel_walk;
+
+/* STT_FUNC, STB_GLOBAL, defined, named */
+static int on_kernel(const elf_sym *e, void *arg) {
+  kernel_walk *w = arg;
+  if ((e->st[4] & 0xf) != 2 || (e->st[4] >> 4) != 1 || e->shndx == 0 || !*e->name)
+    return 1;
+  return w->fn(e->name, w->arg);
+}
+
 /* Calls fn(name, arg) for each kernel of elf: a global function symbol in its
  * own .text.<name> section, as nvcc and nvJitLink lay kernels out. Stops and
  * answers 0 when fn does; -1 when the ELF is malformed. */
 static int walk_kernels(const unsigned char *elf, size_t n, int (*fn)(const char *, void *),
                         void *arg) {
-  uint64_t shoff = rd64(elf + 0x28);
-  uint16_t shentsize = rd16(elf + 0x3a), shnum = rd16(elf + 0x3c);
-  if (shentsize < 64 || shoff > n || (uint64_t)shentsize * shnum > n - shoff)
-    return -1;
-#define SH(i) (elf + shoff + (size_t)(i) * shentsize)
-  for (unsigned s = 0; s < shnum; s++) {
-    const unsigned char *sym = SH(s);
-    if (rd32(sym + 4) != 2) /* SHT_SYMTAB */
-      continue;
-    uint64_t off = rd64(sym + 24), size = rd64(sym + 32);
-    uint32_t link = rd32(sym + 40);
-    if (off > n || size > n - off || link >= shnum)
-      continue;
-    const unsigned char *strh = SH(link);
-    uint64_t str_off = rd64(strh + 24), str_n = rd64(strh + 32);
-    if (str_off > n || str_n > n - str_off)
-      continue;
-    for (uint64_t i = 24; i + 24 <= size; i += 24) {
-      const unsigned char *st = elf + off + i;
-      uint32_t name = rd32(st);
-      /* STT_FUNC, STB_GLOBAL, defined */
-      if ((st[4] & 0xf) != 2 || (st[4] >> 4) != 1 || rd16(st + 6) == 0 ||
-          rd16(st + 6) >= shnum || name >= str_n)
-        continue;
-      const char *nm = (const char *)elf + str_off + name;
-      if (!memchr(nm, 0, str_n - name) || !*nm)
-        continue;
-      if (!fn(nm, arg))
-        return 0;
-    }
-  }
-#undef SH
-  return 1;
+  kernel_walk w = {fn, arg};
+  return each_symbol(elf, n, 0, on_kernel, &w);
 }
 
 /* The kernels of PTX text: the name after each ".entry". */
