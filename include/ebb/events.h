@@ -105,7 +105,8 @@ typedef void (*ebb_event_fn)(void *ctx, const ebb_event *ev);
 typedef struct ebb_subscription ebb_subscription;
 
 /* Calls fn(ctx, event) for every event published from now on, in this
- * process, until ebb_events_unsubscribe. *out owned by the caller. 0, or
+ * process, until ebb_events_unsubscribe. *out, owned by the caller, is set
+ * before the first call can start (fn may read it through ctx). 0, or
  * EBB_EINVAL (fn NULL), EBB_ENOMEM. Any thread. */
 int ebb_events_subscribe(ebb_event_fn fn, void *ctx, ebb_subscription **out);
 

@@ -4,9 +4,9 @@
  * while a callback runs. A publisher walks the list under the mutex, takes a
  * hold on the node it is about to call (inflight), and calls it unlocked;
  * a node is unlinked and freed only when no publisher holds it, so the walk
- * can always go on from the node it holds. Unsubscribing from another thread
- * waits for the holds to go; a callback that unsubscribes itself marks its
- * node dead and the last publisher holding it frees it. */
+ * can always go on from the node it holds. Unsubscribing waits for the
+ * other threads' holds to go; a callback that unsubscribes itself marks its
+ * node dead and its own last hold frees it. */
 #include "base/events.h"
 
 #include <pthread.h>
@@ -53,6 +53,8 @@ int ebb_events_subscribe(ebb_event_fn fn, void *ctx, ebb_subscription **out) {
     return ebb_seterr(EBB_ENOMEM, "events: out of host memory for a subscription");
   s->fn = fn;
   s->ctx = ctx;
+  /* before the first call can start: a callback may read it through ctx */
+  *out = s;
   pthread_mutex_lock(&bus_mu);
   s->prev = bus_tail;
   if (bus_tail)
@@ -61,7 +63,6 @@ int ebb_events_subscribe(ebb_event_fn fn, void *ctx, ebb_subscription **out) {
     bus_head = s;
   bus_tail = s;
   pthread_mutex_unlock(&bus_mu);
-  *out = s;
   return 0;
 }
 
@@ -91,13 +92,15 @@ void ebb_events_unsubscribe(ebb_subscription *s) {
   unsigned mine = own_holds(s);
   pthread_mutex_lock(&bus_mu);
   s->dead = 1;
-  if (mine) { /* from inside its own callback: the holder frees it */
+  /* other threads' calls of fn finish first, from inside too: the caller
+   * may free ctx once this returns */
+  while (s->inflight > mine)
+    pthread_cond_wait(&bus_idle, &bus_mu);
+  if (mine) { /* from inside its own callback: this thread's last hold frees it */
     s->orphan = 1;
     pthread_mutex_unlock(&bus_mu);
     return;
   }
-  while (s->inflight)
-    pthread_cond_wait(&bus_idle, &bus_mu);
   unlink_locked(s);
   pthread_mutex_unlock(&bus_mu);
   free(s);
@@ -116,12 +119,13 @@ static ebb_subscription *hold_from(ebb_subscription *s) {
 /* Drops the hold on s and answers the node after it, held. Under bus_mu. */
 static ebb_subscription *release_and_next(ebb_subscription *s) {
   ebb_subscription *next = hold_from(s->next);
-  if (--s->inflight == 0 && s->dead) {
-    if (s->orphan) {
+  --s->inflight;
+  if (s->dead) {
+    if (s->orphan && s->inflight == 0) {
       unlink_locked(s);
       free(s);
     } else {
-      pthread_cond_broadcast(&bus_idle);
+      pthread_cond_broadcast(&bus_idle); /* an unsubscribe waits for the count to drop */
     }
   }
   return next;

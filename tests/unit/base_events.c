@@ -177,6 +177,52 @@ static void test_unsubscribe_waits(void) {
   pthread_join(th, NULL);
 }
 
+/* --- unsubscribe from inside its callback waits for other threads' calls ----------------- */
+typedef struct twin {
+  ebb_subscription *me;
+  atomic_int slow_in, slow_done, unsub_saw_done;
+} twin;
+
+static _Thread_local int tl_slow;
+
+/* On the slow thread it lingers; on the other it unsubscribes itself while
+ * the slow call still runs, and notes whether that call had ended when the
+ * unsubscribe returned (the header's contract: it must have). */
+static void twin_cb(void *ctx, const ebb_event *ev) {
+  (void)ev;
+  twin *t = ctx;
+  if (tl_slow) {
+    atomic_store(&t->slow_in, 1);
+    usleep(150 * 1000);
+    atomic_store(&t->slow_done, 1);
+    return;
+  }
+  ebb_events_unsubscribe(t->me);
+  atomic_store(&t->unsub_saw_done, atomic_load(&t->slow_done) ? 1 : -1);
+}
+
+static void *slow_publisher(void *arg) {
+  (void)arg;
+  tl_slow = 1;
+  publish_one(0);
+  return NULL;
+}
+
+static void test_unsubscribe_inside_waits_others(void) {
+  twin t = {0};
+  CHECK_EQ_INT(ebb_events_subscribe(twin_cb, &t, &t.me), 0);
+  pthread_t th;
+  REQUIRE(pthread_create(&th, NULL, slow_publisher, NULL) == 0);
+  for (int i = 0; i < 2000 && !atomic_load(&t.slow_in); i++)
+    usleep(1000);
+  REQUIRE(atomic_load(&t.slow_in));
+  publish_one(0); /* this thread's call unsubscribes */
+  CHECK_MSG(atomic_load(&t.unsub_saw_done) == 1,
+            "an unsubscribe from inside the callback returned while another thread's call "
+            "still ran");
+  pthread_join(th, NULL);
+}
+
 /* --- many threads ---------------------------------------------------------------------- */
 #define PUBLISHERS 4
 #define PER_THREAD 5000
@@ -221,9 +267,12 @@ static void racer_cb(void *ctx, const ebb_event *ev) {
   (void)ev;
   racer *r = ctx;
   int zero = 0;
-  if (atomic_compare_exchange_strong(&r->claimed, &zero, 1))
-    ebb_events_unsubscribe(r->me); /* from inside: the bus frees the node */
-  atomic_store(&r->done, 1);       /* the last touch of r */
+  if (!atomic_compare_exchange_strong(&r->claimed, &zero, 1))
+    return; /* the claimer's unsubscribe waits for this call to return */
+  /* from inside: returns once no other thread's call of it runs (the bus
+   * frees the node); only then may the churner free r */
+  ebb_events_unsubscribe(r->me);
+  atomic_store(&r->done, 1); /* the last touch of r */
 }
 
 /* subscribes and unsubscribes over and over, half of them from inside */
@@ -330,6 +379,7 @@ int main(void) {
   RUN(test_subscribe_and_order);
   RUN(test_unsubscribe_during_publish);
   RUN(test_unsubscribe_waits);
+  RUN(test_unsubscribe_inside_waits_others);
   RUN(test_many_threads);
   return TEST_END();
 }
