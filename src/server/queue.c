@@ -33,6 +33,7 @@ typedef struct qjob {
   atomic_int by_client; /* DELETE /v1/jobs/ID: cancelled for good */
   double deadline;      /* monotonic seconds; 0: none */
   double queued_at;     /* monotonic seconds */
+  int asked;            /* fitting nowhere, the other processes were asked once */
 } qjob;
 
 /* One device the queue runs jobs on: its manager, its worker thread, the
@@ -48,6 +49,8 @@ typedef struct qdev {
   pthread_t worker;
   int started;
   pl_residency *res; /* several devices: the pipelines jobs loaded here */
+  char *ask;         /* pick: this worker asks the peers for a job's pipeline */
+  pl_place_job ask_pj;
 } qdev;
 
 struct srv_queue {
@@ -319,10 +322,22 @@ static void fail_unplaceable(srv_queue *q, qjob *j) {
   base_log(EBB_LOG_WARN, "server", "job %lld: failed: %s", (long long)j->id, full);
 }
 
+/* An eligible device runs a job now: waiting may make room. */
+static int eligible_busy(const pl_place_dev *pd, size_t n, const pl_place_job *pj) {
+  for (size_t i = 0; i < n; i++)
+    if (!pd[i].idle && !pd[i].failed && pl_place_eligible(&pd[i], pj))
+      return 1;
+  return 0;
+}
+
+static int place_after_asking(srv_queue *q, const char *pipeline, const pl_place_job *pj,
+                              pl_place_how *how);
+
 /* The next job for device d (q->lock held), unlinked, or NULL: the first
  * queued job that placement sends to d. A job past --max-wait that d could
  * take reserves d: no later job starts there before it. Jobs no device can
- * ever take fail. */
+ * ever take fail. A job that fits nowhere while no eligible device runs a
+ * job has the peers asked for it once (d->ask), as a load does. */
 static qjob *pick(srv_queue *q, qdev *d, pl_place_how *how) {
   *how = EBB_PLACE_LOADED;
   if (!q->place) {
@@ -357,6 +372,14 @@ static qjob *pick(srv_queue *q, qdev *d, pl_place_how *how) {
       unlink_job(q, j, prev);
       return j;
     }
+    if (at < 0 && !j->asked && !eligible_busy(pd, n, &pj)) {
+      /* fits nowhere, and no job here will end to make room: this worker
+       * asks the other processes (unlocked) before it waits */
+      j->asked = 1;
+      d->ask = strdup(j->pipeline);
+      d->ask_pj = pj;
+      return NULL;
+    }
     if (pj.overdue && pl_place_could_fit(&pd[me], &pj))
       return NULL; /* d is reserved for this job */
     prev = j;
@@ -372,6 +395,16 @@ static void *worker(void *arg) {
     qjob *j = NULL;
     pl_place_how how = EBB_PLACE_LOADED;
     while (!q->stop && !(j = pick(q, d, &how))) {
+      if (d->ask) { /* a job fits nowhere: ask the peers, then pick again */
+        char *name = d->ask;
+        d->ask = NULL;
+        pthread_mutex_unlock(&q->lock);
+        place_after_asking(q, name, &d->ask_pj, &how);
+        free(name);
+        pthread_mutex_lock(&q->lock);
+        pthread_cond_broadcast(&q->cond); /* room made elsewhere: that worker picks */
+        continue;
+      }
       if (q->place)
         vacate(d);
       /* placement also changes without a signal (another process's memory) */
