@@ -2,7 +2,8 @@
 
 #include <inttypes.h>
 
-int base_utf8_len(const unsigned char *p) {
+/* The length (1-4) of the valid UTF-8 sequence at p, or 0 if it is not one. */
+static int base_utf8_len(const unsigned char *p) {
   int n = p[0] < 0x80             ? 1
           : (p[0] & 0xE0) == 0xC0 ? 2
           : (p[0] & 0xF0) == 0xE0 ? 3

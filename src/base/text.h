@@ -9,8 +9,6 @@
 #include <stdint.h>
 #include <stdio.h>
 
-/* The length (1-4) of the valid UTF-8 sequence at p, or 0 if it is not one. */
-int base_utf8_len(const unsigned char *p);
 /* s as a quoted JSON string (NULL: ""). */
 void base_write_json_str(FILE *f, const char *s);
 /* s escaped for XML text and attribute values (NULL: nothing); control

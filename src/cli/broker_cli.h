@@ -62,7 +62,6 @@ typedef struct cli_broker_fact {
   size_t npeers;       /* ASKED */
   int satisfied;       /* ASKED */
 } cli_broker_fact;
-void cli_serve_broker_fact(const cli_broker_fact *f);
 
 /* srv_opts.broker_reclaim (POST /v1/memory/reclaim) and
  * .broker_metrics (the ebb_broker_* families). */

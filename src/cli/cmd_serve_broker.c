@@ -38,7 +38,7 @@ static brk_peer *registered; /* its stats for /metrics */
 static pthread_mutex_t stat_lock = PTHREAD_MUTEX_INITIALIZER;
 static uint64_t n_asks, n_satisfied, n_skipped, received_bytes, given_bytes, n_refused;
 
-void cli_serve_broker_fact(const cli_broker_fact *f) {
+static void cli_serve_broker_fact(const cli_broker_fact *f) {
   unsigned long long mib = (unsigned long long)(f->bytes >> 20);
   pthread_mutex_lock(&stat_lock);
   switch (f->kind) {

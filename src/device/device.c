@@ -168,7 +168,8 @@ int dev_activate(dev_device *dev) {
   return rc;
 }
 
-size_t dev_mapped_segments(const dev_device *dev) {
+/* Number of registered segments that hold physical memory (not parked). */
+static size_t dev_mapped_segments(const dev_device *dev) {
   size_t n = 0;
   for (size_t i = 0; i < dev->nsegs; i++)
     n += !dev->segs[i].parked;

@@ -62,8 +62,6 @@ struct dev_device {
   void *impl;      /* backend state */
 };
 
-/* Number of registered segments that hold physical memory (not parked). */
-size_t dev_mapped_segments(const dev_device *dev);
 
 /* Backend constructors: fill dev (ops, name, total, impl). */
 int dev_cpu_backend_open(dev_device *dev);

@@ -284,8 +284,6 @@ int mem_on_release_for(ebb_owner *owner, const char *name, mem_release_fn fn, vo
  * with ebb_errmsg() (the callback may ebb_seterr); the others still run. */
 typedef int (*mem_release_fn_int)(void *arg);
 int mem_on_release_int(const char *name, mem_release_fn_int fn, void *arg, uint64_t *handle);
-int mem_on_release_int_for(ebb_owner *owner, const char *name, mem_release_fn_int fn, void *arg,
-                           uint64_t *handle);
 /* EBB_ENOTFOUND for an unknown or already removed handle. */
 int mem_off_release(uint64_t handle);
 /* Runs owner's callbacks only (NULL: the process-wide ones), in

@@ -75,11 +75,6 @@ int mem_on_release_for(ebb_owner *owner, const char *name, mem_release_fn fn, vo
   return reg_add(owner, name, fn, NULL, arg, handle);
 }
 
-int mem_on_release_int_for(ebb_owner *owner, const char *name, mem_release_fn_int fn, void *arg,
-                           uint64_t *handle) {
-  return reg_add(owner, name, NULL, fn, arg, handle);
-}
-
 int mem_off_release(uint64_t handle) {
   pthread_mutex_lock(&reg_mu);
   for (size_t i = 0; i < reg_n; i++)

@@ -41,8 +41,6 @@ static const char builtin_json[] =
     "  }\n"
     "}}\n";
 
-const char *pl_builtin_pipelines_json(void) { return builtin_json; }
-
 int pl_policy_parse(const char *s, pl_policy *out) {
   if (!s)
     return ebb_seterr(EBB_EINVAL, "release policy: none given");

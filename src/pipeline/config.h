@@ -107,7 +107,5 @@ int pl_config_load_string(const char *text, const char *name, pl_config **out);
 void pl_config_free(pl_config *c);
 const pl_def *pl_config_pipeline(const pl_config *c, const char *name);
 
-/* The JSON text of the built-in pipelines (for docs and `ebb pipelines`). */
-const char *pl_builtin_pipelines_json(void);
 
 #endif

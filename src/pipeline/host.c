@@ -296,8 +296,6 @@ uint64_t pl_sctx_host_peak(pl_sctx *c) {
   return c->host_peak + pinned;
 }
 
-void pl_sctx_host_reset_peak(pl_sctx *c) { c->host_peak = c->host_bytes; }
-
 uint64_t pl_sctx_host_reclaim(pl_sctx *c, int quiet, uint32_t *blocks) {
   uint64_t bytes = c->host_bytes;
   uint32_t n = c->host_nblocks;

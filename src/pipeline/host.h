@@ -86,8 +86,6 @@ void pl_sctx_cleanup(pl_sctx *c);
 uint64_t pl_sctx_host_reclaim(pl_sctx *c, int quiet, uint32_t *blocks);
 /* Peak host bytes of the stage: pageable (host_alloc) + its owner's pinned peak. */
 uint64_t pl_sctx_host_peak(pl_sctx *c);
-/* Restarts the host peak at what is held now (before a run). */
-void pl_sctx_host_reset_peak(pl_sctx *c);
 /* Clears the error set by the stage. */
 void pl_sctx_clear_error(pl_sctx *c);
 /* The driver's free memory on dev (never initialises a context); 0 when it

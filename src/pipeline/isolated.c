@@ -53,7 +53,7 @@ typedef struct iso {
 #define SAMPLE_MS 50
 
 /* --- small helpers ------------------------------------------------------- */
-const char *pl_isolated_worker_path(char *buf, size_t n) {
+static const char *pl_isolated_worker_path(char *buf, size_t n) {
   const char *env = getenv("EBB_WORKER");
   if (env && *env) {
     snprintf(buf, n, "%s", env);
@@ -66,8 +66,8 @@ const char *pl_isolated_worker_path(char *buf, size_t n) {
     char *slash = strrchr(self, '/');
     if (slash) {
       *slash = '\0';
-      snprintf(buf, n, "%s/ebb-worker", self);
-      if (access(buf, X_OK) == 0)
+      int w = snprintf(buf, n, "%s/ebb-worker", self);
+      if (w > 0 && (size_t)w < n && access(buf, X_OK) == 0)
         return buf;
     }
   }

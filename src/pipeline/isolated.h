@@ -50,8 +50,5 @@ uint64_t pl_isolated_host_peak(const void *state);
 /* The worker's pid, 0 when none runs. */
 long pl_isolated_pid(const void *state);
 
-/* The executable for "isolate": true: $EBB_WORKER, else ebb-worker next to
- * the running program, else "ebb-worker" (PATH). Writes into buf. */
-const char *pl_isolated_worker_path(char *buf, size_t n);
 
 #endif

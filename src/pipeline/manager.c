@@ -357,14 +357,6 @@ int pl_manager_policy_of(pl_manager *m, const char *name, pl_policy *out) {
   return 0;
 }
 
-uint64_t pl_manager_need(pl_manager *m, const char *name) {
-  pthread_mutex_lock(&m->lock);
-  mpipe *pp = find_pipe(m, name);
-  uint64_t n = pp ? pp->need : 0;
-  pthread_mutex_unlock(&m->lock);
-  return n;
-}
-
 void pl_manager_place_figures(pl_manager *m, const char *name, uint64_t *measured, int *asleep) {
   pthread_mutex_lock(&m->lock);
   mpipe *pp = find_pipe(m, name);
@@ -718,14 +710,6 @@ static int load_in_switch(pl_manager *m, mpipe *pp) {
   ask_finished(m, asked);
   add_released(m, la.rel);
   return rc;
-}
-
-int pl_manager_stage_need(pl_manager *m, const char *pipeline, const char *stage,
-                          pl_stage_need *out) {
-  mpipe *pp = m ? find_pipe(m, pipeline) : NULL;
-  if (!pp)
-    return m ? unknown_pipeline(m, pipeline) : ebb_seterr(EBB_EINVAL, "no manager");
-  return pl_runner_stage_need(m->runner, pp->def, stage, out);
 }
 
 int pl_manager_pipeline_need(pl_manager *m, const char *pipeline, uint64_t *device_bytes,

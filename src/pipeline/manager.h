@@ -148,15 +148,7 @@ void pl_manager_tick(pl_manager *m);
  * bytes handed back to the driver. */
 int pl_manager_release(pl_manager *m, uint64_t *released);
 
-/* What stage `stage` of pipeline `pipeline` needs (placement, "will it fit",
- * the multi-GPU work): its last measured peak when it has run here, else
- * its declared estimate (the stage ABI's `estimate`, default input: none).
- * See pl_runner_stage_need. Any thread; never waits for a job.
- * EBB_ENOTFOUND unknown pipeline or stage; EBB_EUNSUPPORTED never run and
- * no estimate declared. */
-int pl_manager_stage_need(pl_manager *m, const char *pipeline, const char *stage,
-                          pl_stage_need *out);
-/* The sum over the pipeline's stages of pl_manager_stage_need's device
+/* The sum over the pipeline's stages of pl_runner_stage_need's device
  * bytes (stages that declare nothing and never ran count 0; *complete (may
  * be NULL) is then 0). */
 int pl_manager_pipeline_need(pl_manager *m, const char *pipeline, uint64_t *device_bytes,
@@ -169,11 +161,8 @@ json_t *pl_manager_pipelines_json(pl_manager *m);
  *  "pinned":{...},"unattributed":{...},"loaded":[names]} (new reference). */
 json_t *pl_manager_memory_json(pl_manager *m);
 /* Placement (placement.h) over several managers, one per device: */
-/* The pipeline's need here: its last measured peak, else its "expected_mib";
- * 0 when unknown or not a pipeline. */
-uint64_t pl_manager_need(pl_manager *m, const char *name);
 /* *measured: the pipeline's need as last measured here (a load or a run),
- * 0 when it never was (unlike pl_manager_need, no "expected_mib");
+ * 0 when it never was (no "expected_mib");
  * *asleep: 1 when it is loaded here and asleep. */
 void pl_manager_place_figures(pl_manager *m, const char *name, uint64_t *measured, int *asleep);
 /* The summed need of the pipelines asleep here other than except (may be

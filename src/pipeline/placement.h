@@ -70,7 +70,7 @@ int pl_place_could_fit(const pl_place_dev *d, const pl_place_job *job);
  * the config; 0 when nothing is known. */
 uint64_t pl_place_need(const pl_def *def, uint64_t measured, uint64_t estimate);
 /* The stages' estimate of def's need on m's device: the sum over its stages
- * of pl_manager_stage_need (each stage's last measured peak there, else
+ * of pl_runner_stage_need (each stage's last measured peak there, else
  * its declared estimate: the stage ABI's estimate()) plus a device context;
  * 0 when a stage declares nothing and never ran (the sum would be short). */
 uint64_t pl_place_estimate_hook(pl_manager *m, const pl_def *def);

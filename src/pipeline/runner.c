@@ -354,7 +354,11 @@ static int check_stage(const pl_registry *reg, const pl_def *p, const pl_stage_d
   return spec ? 0 : ebb_seterr(EBB_ENOMEM, "%s: out of host memory", where);
 }
 
-int pl_runner_check(const pl_runner *r, const pl_def *p) { return pl_check(r->reg, p); }
+/* Checks that p can run: every stage is registered, options are valid
+ * against the stage's schema ("worker" entries: checked by the worker). Errors are
+ * EBB_ECONFIG / EBB_ENOTFOUND / EBB_EUNSUPPORTED with a message naming the
+ * pipeline's origin, the stage and the option (`ebb run` exits 2). */
+static int pl_runner_check(const pl_runner *r, const pl_def *p) { return pl_check(r->reg, p); }
 
 int pl_check(const pl_registry *reg, const pl_def *p) {
   for (size_t i = 0; i < p->nstages; i++) {

@@ -75,11 +75,6 @@ int pl_runner_create(const pl_runner_opts *o, pl_runner **out);
  * context. NULL: no-op. */
 void pl_runner_destroy(pl_runner *r);
 
-/* Checks that p can run: every stage is registered, options are valid
- * against the stage's schema ("worker" entries: checked by the worker). Errors are
- * EBB_ECONFIG / EBB_ENOTFOUND / EBB_EUNSUPPORTED with a message naming the
- * pipeline's origin, the stage and the option (`ebb run` exits 2). */
-int pl_runner_check(const pl_runner *r, const pl_def *p);
 /* The same check against a registry alone (no device needed). */
 int pl_check(const pl_registry *reg, const pl_def *p);
 

@@ -94,8 +94,6 @@ const char *srv_ev_running_jobs(srv_events *e, char *running, size_t rn);
 json_t *srv_ev_hello_jobs(srv_events *e);
 
 /* --- "events_memory.c" */
-/* A ledger time (base_mono_ns) as Unix seconds. */
-double srv_ev_wall_of(uint64_t mono);
 /* A `mark` on device d's chart. */
 void srv_ev_mark(srv_events *e, const ev_dev *d, double t, const char *label);
 /* Reads a device's ledger events since the last tick: owner rows, parked

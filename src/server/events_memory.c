@@ -12,7 +12,8 @@
 
 #define LEDGER_BATCH 8192
 
-double srv_ev_wall_of(uint64_t mono) {
+/* A ledger time (base_mono_ns) as Unix seconds. */
+static double srv_ev_wall_of(uint64_t mono) {
   return base_wall_s() - ((double)base_mono_ns() - (double)mono) / 1e9;
 }
 

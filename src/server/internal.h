@@ -268,7 +268,6 @@ void srv_conn_answered(srv_conns *cs, struct MHD_Connection *c);
  * token and its role, the content type. 0 to go on; 1 with a response. */
 int srv_route_begin(srv_server *s, struct MHD_Connection *c, srv_req *r, const char *url,
                     const char *method, enum MHD_Result *ret);
-int srv_route_takes_body(const srv_req *r);
 enum MHD_Result srv_route_run(srv_server *s, struct MHD_Connection *c, srv_req *r,
                               const char *method);
 

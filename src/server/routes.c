@@ -197,8 +197,6 @@ static int method_bit(const char *method) {
   return 0;
 }
 
-int srv_route_takes_body(const srv_req *r) { return r->route && r->route->body != B_NONE; }
-
 static int find_route(struct MHD_Connection *c, srv_req *r, const char *url, const char *method,
                       enum MHD_Result *ret) {
   int bit = method_bit(method);

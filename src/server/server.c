@@ -431,8 +431,6 @@ int srv_start(const srv_opts *o, srv_server **out) {
   return 0;
 }
 
-const char *srv_url(const srv_server *s) { return s->url; }
-
 void srv_tick(srv_server *s) {
   if (!s)
     return;

@@ -83,8 +83,6 @@ typedef struct srv_opts {
  * the worker and the HTTP daemon. *out owned by the caller. Errors name the
  * address or the path. */
 int srv_start(const srv_opts *o, srv_server **out);
-/* "http://HOST:PORT" with the port actually bound. */
-const char *srv_url(const srv_server *s);
 /* Once a second from the serve loop: --keep-jobs retention. */
 void srv_tick(srv_server *s);
 /* Stops accepting connections, stops the running job and puts it back in

@@ -39,7 +39,7 @@ struct srv_sse {
   int stop;
   client *clients;
   int nclients;
-  uint64_t dropped, sent, seq; /* seq: the last id given */
+  uint64_t seq; /* the last id given */
   entry *ring;
   size_t cap, n, head; /* ring[head] is the oldest of n */
 };
@@ -110,14 +110,6 @@ void srv_sse_destroy(srv_sse *s) {
   free(s);
 }
 
-void srv_sse_stats(srv_sse *s, int *clients, uint64_t *dropped, uint64_t *sent) {
-  pthread_mutex_lock(&s->mu);
-  *clients = s->nclients;
-  *dropped = s->dropped;
-  *sent = s->sent;
-  pthread_mutex_unlock(&s->mu);
-}
-
 /* --- clients -------------------------------------------------------------------- */
 /* Appends n bytes; 0, or -1 when the client's limit would be passed. Under mu. */
 static int client_put(client *cl, const char *t, size_t n) {
@@ -159,7 +151,6 @@ static void client_drop(srv_sse *s, client *cl) {
   cl->limit = (size_t)n;
   client_put(cl, msg, (size_t)n);
   cl->dropped = 1;
-  s->dropped++;
   pthread_cond_signal(&cl->cv);
 }
 
@@ -209,7 +200,6 @@ void srv_sse_send(srv_sse *s, const char *name, json_t *o, int replay) {
     else
       pthread_cond_signal(&cl->cv);
   }
-  s->sent++;
   keep(s, (entry){id, base_mono_ns(), text, (size_t)n, replay});
   pthread_mutex_unlock(&s->mu);
 }

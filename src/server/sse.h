@@ -62,7 +62,5 @@ void srv_sse_send(srv_sse *s, const char *name, json_t *o, int replay);
 /* Answers GET /v1/events on c: a stream, or 503 too_many_clients. */
 enum MHD_Result srv_sse_serve(srv_sse *s, struct MHD_Connection *c);
 
-/* Clients now, clients dropped as too slow, events sent. */
-void srv_sse_stats(srv_sse *s, int *clients, uint64_t *dropped, uint64_t *sent);
 
 #endif

@@ -274,7 +274,8 @@ static int worker_failed(wrk_wproc *w, int rc, const char *during) {
   }
 }
 
-int wrk_wproc_recv(wrk_wproc *w, double deadline, const atomic_int *cancel, json_t **reply) {
+/* Waits for a message without sending one (the worker's hello). */
+static int wrk_wproc_recv(wrk_wproc *w, double deadline, const atomic_int *cancel, json_t **reply) {
   *reply = NULL;
   if (!wrk_wproc_alive(w))
     return ebb_seterr(EBB_ESTATE, "worker pid %ld (%s) is not running", (long)(w ? w->pid : 0),

@@ -43,8 +43,6 @@ const char *wrk_wproc_shm_prefix(const wrk_wproc *w);
  * the worker is dead (wrk_wproc_alive answers 0). */
 int wrk_wproc_call(wrk_wproc *w, const json_t *msg, double deadline, const atomic_int *cancel,
                    json_t **reply);
-/* Waits for a message without sending one (the worker's hello). */
-int wrk_wproc_recv(wrk_wproc *w, double deadline, const atomic_int *cancel, json_t **reply);
 int wrk_wproc_alive(const wrk_wproc *w);
 /* 1 and *status (a waitpid status) once the worker has been reaped (it died,
  * was killed or stopped), else 0. */

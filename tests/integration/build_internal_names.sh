@@ -50,6 +50,30 @@ done > "$T/internal"
 if [ -s "$T/internal" ]; then
   fail "$(wc -l < "$T/internal") internal global(s) named ebb_* as if public; give each its room's prefix (or make it static): $(head -20 "$T/internal" | tr '\n' ';')"
 fi
+
+# A cross-file internal is used across files: every global an object of src/
+# defines is referenced by another object (of src/, the tests, bench/ or
+# tools/), or is public; one used only where it is defined is static, and one
+# used nowhere goes. Allowed: main, and the separate stage's kernel twins
+# (fakegpu_twin_*), which the fake looks up by name with dlsym.
+find "$EBB_BUILD_DIR" \( -name '*.o' -o -name '*.a' \) ! -path '*_layering.dir/*' ! -path '*/fakegpu/*' \
+  -print0 | xargs -0 nm -P -g --undefined-only 2>/dev/null | awk '{print $1}' | sort -u > "$T/referenced"
+[ "$(wc -l < "$T/referenced")" -gt 500 ] || fail "only $(wc -l < "$T/referenced") referenced names found: is the tree built?"
+: > "$T/globals"
+for lib in "$EBB_BUILD_DIR"/src/*/libebb_*.a; do
+  [ -f "$lib" ] && nm -A -P --defined-only -g "$lib" 2>/dev/null |
+    awk '$3 ~ /^[TDBR]$/ { f = $1; sub(/:$/, "", f); sub(/.*\[/, "", f); sub(/\]$/, "", f); print $2, f }' >> "$T/globals"
+done
+sort -u "$T/globals" | while read -r sym file; do
+  case $sym in main | fakegpu_twin_*) continue ;; esac
+  grep -qxF "$sym" "$T/public" && continue
+  grep -qxF "$sym" "$T/referenced" || echo "$sym ($file)"
+done > "$T/lonely"
+if [ -s "$T/lonely" ]; then
+  fail "$(wc -l < "$T/lonely") global(s) of src/ referenced by no other object: make each static (or remove it when nothing calls it): $(head -20 "$T/lonely" | tr '\n' ';')"
+fi
+echo "--- $(sort -u "$T/globals" | wc -l) globals of the rooms' archives, each used by another object"
+
 # the check itself: the public names are defined (else it would pass on an
 # empty build)
 grep -q '^ebb_strerror ' "$T/defined" || fail "ebb_strerror (public) is not among the defined symbols: the scan is broken"

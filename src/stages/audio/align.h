@@ -118,9 +118,6 @@ typedef struct stg_aco stg_aco; /* a loaded acoustic model + dictionary */
  * pocketsphinx; EBB_ENOMEM. *out: stg_aco_close. */
 int stg_aco_open(const char *hmm, const char *dict, stg_aco **out);
 void stg_aco_close(stg_aco *a); /* NULL: no-op */
-/* 1 when the dictionary has the word (normalised: lowercase, apostrophes
- * kept), or had it added from espeak-ng's letter-to-sound rules. */
-int stg_aco_known(stg_aco *a, const char *word);
 /* Aligns the words of one chunk to pcm (16 kHz mono, the whole song):
  * 0 and each word placed (EBB_PLACED_ACOUSTIC; EBB_PLACED_LTS for a word
  * the dictionary lacks, added with espeak-ng's pronunciation;

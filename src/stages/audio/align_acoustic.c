@@ -111,7 +111,9 @@ void stg_aco_close(stg_aco *a) {
   free(a);
 }
 
-int stg_aco_known(stg_aco *a, const char *word) {
+/* 1 when the dictionary has the word (normalised: lowercase, apostrophes
+ * kept), or had it added from espeak-ng's letter-to-sound rules. */
+static int stg_aco_known(stg_aco *a, const char *word) {
   char w[128];
   if (!dict_form(word, w, sizeof w))
     return 0;
@@ -321,10 +323,6 @@ int stg_aco_open(const char *hmm, const char *dict, stg_aco **out) {
                                 "rebuild; method text still works)");
 }
 void stg_aco_close(stg_aco *a) { free(a); }
-int stg_aco_known(stg_aco *a, const char *word) {
-  (void)a, (void)word;
-  return 0;
-}
 int stg_aco_align(stg_aco *a, const int16_t *pcm, uint64_t n, stg_aco_word *w,
                   const stg_aco_chunk *c, int (*cancelled)(void *), void *user) {
   (void)a, (void)pcm, (void)n, (void)w, (void)c, (void)cancelled, (void)user;

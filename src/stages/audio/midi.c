@@ -9,7 +9,8 @@
 
 #include "ebb/error.h"
 
-long stg_midi_ticks(double seconds) {
+/* Seconds to ticks at the fixed tempo (rounded to the nearest tick). */
+static long stg_midi_ticks(double seconds) {
   return lround(seconds * 1e6 / EBB_MIDI_TEMPO_US * EBB_MIDI_TPQ);
 }
 

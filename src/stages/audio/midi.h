@@ -22,8 +22,6 @@ typedef struct stg_midi_note {
   int velocity;         /* 1..127 */
 } stg_midi_note;
 
-/* Seconds to ticks at the fixed tempo (rounded to the nearest tick). */
-long stg_midi_ticks(double seconds);
 
 /* Encodes the notes (any order; each is clamped to keys 0..127, a note
  * shorter than one tick lasts one tick) as an SMF: header MThd (format 0,

@@ -153,11 +153,6 @@ static inline size_t stg_pitch_frames_for(double s, double hop_s) {
   return r <= 0.0 ? 0 : (size_t)ceil(r - 1e-6);
 }
 
-/* From d' to the f0 track: frames[3*f + 0..2] = time s, f0 Hz (0 unvoiced),
- * voicing probability. frames holds g->n_frames * 3 floats. padded is the
- * unfiltered padded signal (for the silence gate). */
-int stg_pitch_track(const float *cmndf, const float *padded, const stg_pitch_geom *g,
-                    const stg_pitch_params *p, float *frames);
 
 /* As stg_pitch_track, with an optional melody salience (pYIN only; NULL:
  * none) from stg_pitch_salience over the same frames. */

@@ -560,8 +560,11 @@ static int yin_track(const float *cmndf, const float *padded, const stg_pitch_ge
   return 0;
 }
 
-int stg_pitch_track(const float *cmndf, const float *padded, const stg_pitch_geom *g,
-                    const stg_pitch_params *p, float *frames) {
+/* From d' to the f0 track: frames[3*f + 0..2] = time s, f0 Hz (0 unvoiced),
+ * voicing probability. frames holds g->n_frames * 3 floats. padded is the
+ * unfiltered padded signal (for the silence gate). */
+static int stg_pitch_track(const float *cmndf, const float *padded, const stg_pitch_geom *g,
+                           const stg_pitch_params *p, float *frames) {
   return stg_pitch_track_salience(cmndf, padded, g, p, NULL, NULL, frames);
 }
 

@@ -493,7 +493,9 @@ int stg_song_truth_json(const stg_song *s, char **out) {
   return *out ? 0 : ebb_seterr(EBB_ENOMEM, "songgen: out of memory for the truth JSON");
 }
 
-int stg_song_lyrics_text(const stg_song *s, char **out) {
+/* The lyrics: one line per phrase, one word per note, '\n' after each line.
+ * *out is malloc'd (caller frees). */
+static int stg_song_lyrics_text(const stg_song *s, char **out) {
   size_t cap = 2, len = 0;
   for (size_t i = 0; i < s->n_notes; i++)
     cap += strlen(s->notes[i].word) + 1;

@@ -66,9 +66,6 @@ void stg_song_destroy(stg_song *s); /* NULL: no-op */
  * "f0":{"hop_s","hz":[...],"voiced":[0|1...]}}. *out is malloc'd (caller frees). */
 int stg_song_truth_json(const stg_song *s, char **out);
 
-/* The lyrics: one line per phrase, one word per note, '\n' after each line.
- * *out is malloc'd (caller frees). */
-int stg_song_lyrics_text(const stg_song *s, char **out);
 
 /* Writes dir/base.wav (the mix), dir/base.vocals.wav, dir/base.accompaniment.wav
  * (16-bit PCM, mono), dir/base.truth.json and dir/base.lyrics.txt. dir must

@@ -25,61 +25,6 @@ void stg_st_log(ebb_stage_ctx *ctx, int level, const char *fmt, ...) {
   ebb_stage_log(ctx, level, msg);
 }
 
-int stg_st_options(ebb_stage_ctx *ctx, const char *options_json, json_t **opts) {
-  json_error_t jerr;
-  json_t *o = options_json && *options_json ? json_loads(options_json, 0, &jerr) : json_object();
-  if (!o)
-    return stg_st_fail(ctx, EBB_ECONFIG, "options: malformed JSON at line %d column %d: %s",
-                       jerr.line, jerr.column, jerr.text);
-  if (!json_is_object(o)) {
-    json_decref(o);
-    return stg_st_fail(ctx, EBB_ECONFIG, "options: expected a JSON object");
-  }
-  *opts = o;
-  return 0;
-}
-
-int stg_st_opt_number(ebb_stage_ctx *ctx, json_t *opts, const char *key, double def, double min,
-                      double max, double *out) {
-  json_t *v = json_object_get(opts, key);
-  if (!v || json_is_null(v)) {
-    *out = def;
-    return 0;
-  }
-  if (!json_is_number(v))
-    return stg_st_fail(ctx, EBB_ECONFIG, "option %s: expected a number", key);
-  double d = json_number_value(v);
-  if (!(d >= min && d <= max))
-    return stg_st_fail(ctx, EBB_ECONFIG, "option %s: %g is outside [%g, %g]", key, d, min, max);
-  *out = d;
-  return 0;
-}
-
-int stg_st_opt_int(ebb_stage_ctx *ctx, json_t *opts, const char *key, int def, int min, int max,
-                   int *out) {
-  double d;
-  int rc = stg_st_opt_number(ctx, opts, key, def, min, max, &d);
-  if (rc)
-    return rc;
-  if (d != floor(d))
-    return stg_st_fail(ctx, EBB_ECONFIG, "option %s: %g is not a whole number", key, d);
-  *out = (int)d;
-  return 0;
-}
-
-int stg_st_opt_string(ebb_stage_ctx *ctx, json_t *opts, const char *key, const char *def,
-                      const char **out) {
-  json_t *v = json_object_get(opts, key);
-  if (!v || json_is_null(v)) {
-    *out = def;
-    return 0;
-  }
-  if (!json_is_string(v))
-    return stg_st_fail(ctx, EBB_ECONFIG, "option %s: expected a string", key);
-  *out = json_string_value(v);
-  return 0;
-}
-
 int stg_st_find_mono(ebb_stage_ctx *ctx, const ebb_items *in, const char *const *names,
                      float **mono, uint64_t *frames, uint32_t *rate, const char **used) {
   for (; *names; names++) {

@@ -1,5 +1,6 @@
-/* Small helpers shared by the pitch, align and export stages: option
- * reading, printf-style stage errors and finding an AUDIO item as mono. */
+/* Small helpers shared by the built-in stages: printf-style stage errors,
+ * finding an AUDIO item as mono, host buffers and cancellation. (Options are
+ * read against each stage's schema: stages/options.c.) */
 #ifndef EBB_STAGES_AUDIO_ST_UTIL_H
 #define EBB_STAGES_AUDIO_ST_UTIL_H
 
@@ -15,18 +16,6 @@ int stg_st_fail(ebb_stage_ctx *ctx, int code, const char *fmt, ...)
 /* Logs a formatted line at level (0 debug .. 3 error). */
 void stg_st_log(ebb_stage_ctx *ctx, int level, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
-
-/* Parses options_json (NULL or "" = {}) into *opts (caller json_decref). */
-int stg_st_options(ebb_stage_ctx *ctx, const char *options_json, json_t **opts);
-/* Option `key` (absent or null: def), checked against [min, max]. */
-int stg_st_opt_number(ebb_stage_ctx *ctx, json_t *opts, const char *key, double def, double min,
-                      double max, double *out);
-/* An integer option (a number with no fraction). */
-int stg_st_opt_int(ebb_stage_ctx *ctx, json_t *opts, const char *key, int def, int min, int max,
-                   int *out);
-/* A string option; *out points into opts (valid while opts lives) or is def. */
-int stg_st_opt_string(ebb_stage_ctx *ctx, json_t *opts, const char *key, const char *def,
-                      const char **out);
 
 /* The first of `names` (NULL-terminated) present as an AUDIO item, mixed down
  * to mono: *mono is malloc'd (caller frees), *used is the name found. Returns

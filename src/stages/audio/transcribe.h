@@ -23,8 +23,6 @@ typedef enum {
   EBB_WHISPER_WHISPERCPP = 2 /* whisper.cpp's examples/server */
 } stg_whisper_protocol;
 
-/* "openai" / "whispercpp" / "auto". */
-const char *stg_whisper_protocol_name(stg_whisper_protocol p);
 /* Parses "auto" | "openai" | "whispercpp"; EBB_ECONFIG naming the value otherwise. */
 int stg_whisper_protocol_parse(const char *s, stg_whisper_protocol *out);
 /* AUTO resolved against the URL's path (query and fragment ignored). */

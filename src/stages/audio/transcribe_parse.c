@@ -29,7 +29,8 @@ typedef struct word_buf { /* a word being merged from sub-word pieces */
   int open;
 } word_buf;
 
-const char *stg_whisper_protocol_name(stg_whisper_protocol p) {
+/* "openai" / "whispercpp" / "auto". */
+static const char *stg_whisper_protocol_name(stg_whisper_protocol p) {
   switch (p) {
   case EBB_WHISPER_OPENAI: return "openai";
   case EBB_WHISPER_WHISPERCPP: return "whispercpp";
