@@ -54,8 +54,9 @@ fi
 # A cross-file internal is used across files: every global an object of src/
 # defines is referenced by another object (of src/, the tests, bench/ or
 # tools/), or is public; one used only where it is defined is static, and one
-# used nowhere goes. Allowed: main, and the separate stage's kernel twins
-# (fakegpu_twin_*), which the fake looks up by name with dlsym.
+# used nowhere goes. Allowed: main, the separate stage's kernel twins
+# (fakegpu_twin_*), which the fake looks up by name with dlsym, and the
+# compiler's own names (__*: a sanitizer build's __odr_asan.X).
 find "$EBB_BUILD_DIR" \( -name '*.o' -o -name '*.a' \) ! -path '*_layering.dir/*' ! -path '*/fakegpu/*' \
   -print0 | xargs -0 nm -P -g --undefined-only 2>/dev/null | awk '{print $1}' | sort -u > "$T/referenced"
 [ "$(wc -l < "$T/referenced")" -gt 500 ] || fail "only $(wc -l < "$T/referenced") referenced names found: is the tree built?"
@@ -65,7 +66,7 @@ for lib in "$EBB_BUILD_DIR"/src/*/libebb_*.a; do
     awk '$3 ~ /^[TDBR]$/ { f = $1; sub(/:$/, "", f); sub(/.*\[/, "", f); sub(/\]$/, "", f); print $2, f }' >> "$T/globals"
 done
 sort -u "$T/globals" | while read -r sym file; do
-  case $sym in main | fakegpu_twin_*) continue ;; esac
+  case $sym in main | fakegpu_twin_* | __*) continue ;; esac # __*: the compiler's (ASan's __odr_asan.X)
   grep -qxF "$sym" "$T/public" && continue
   grep -qxF "$sym" "$T/referenced" || echo "$sym ($file)"
 done > "$T/lonely"
