@@ -74,8 +74,9 @@ struct fk_alloc {
   unsigned flags; /* cuMemHostAlloc / cuMemHostRegister / cuMemAllocManaged flags */
   uint64_t id;    /* CU_POINTER_ATTRIBUTE_BUFFER_ID: unique in the process */
   struct CUctx_st *ctx;
-  struct fk_pool *pool; /* cuMemAllocAsync: the pool it came from */
-  int cached;           /* freed into its pool, kept for reuse (not usable) */
+  struct fk_pool *pool; /* cuMemAllocAsync: the pool it came from (NULL: its pool was destroyed) */
+  int chunk;            /* a pool's reserved memory, carved into blocks: no user pointer */
+  fk_alloc *parent;     /* a pool block: the chunk it lies in (its memory, charged there) */
   int module_owned;     /* a module's variables: cuMemFree does not take it */
   fk_alloc *next;
 };
@@ -184,6 +185,11 @@ fk_alloc *fk_alloc_containing(uint64_t addr, size_t n);
 /* A device allocation of bytes for ctx (a memfd, charged rounded up), listed.
  * Caller holds fk_lock. */
 CUresult fk_alloc_device(struct CUctx_st *c, size_t bytes, fk_alloc **out);
+/* Pools (fakecuda_pool.c), caller holds fk_lock: a block of a pool freed
+ * (cuMemFreeAsync, cuMemFree); a synchronisation (stream, event, context),
+ * when each pool gives back what is over its release threshold. */
+void fk_pool_block_free(fk_alloc *a);
+void fk_pools_sync(void);
 /* The device allocation starting at addr (any context), NULL if none. */
 fk_alloc *fk_alloc_at(uint64_t addr);
 /* A new record of kind for ctx (not yet listed), NULL without memory. */

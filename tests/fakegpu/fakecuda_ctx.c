@@ -324,6 +324,8 @@ FK_API CUresult cuCtxSynchronize(void) {
   fk_lock();
   struct CUctx_st *c;
   CUresult rc = fk_need_ctx(&c);
+  if (rc == CUDA_SUCCESS)
+    fk_pools_sync();
   fk_unlock();
   if (rc == CUDA_SUCCESS)
     fk_callbacks_drain();

@@ -155,6 +155,8 @@ FK_API CUresult cuStreamSynchronize(CUstream s) {
     rc = CUDA_ERROR_INVALID_HANDLE;
   if (rc == CUDA_SUCCESS)
     rc = fk_stream_work(s); /* waiting on a capturing stream: 900 */
+  if (rc == CUDA_SUCCESS)
+    fk_pools_sync(); /* pools give back what is over their threshold */
   fk_unlock();
   if (rc == CUDA_SUCCESS)
     fk_callbacks_drain(); /* its callbacks have run when it returns */
@@ -207,6 +209,8 @@ FK_API CUresult cuEventSynchronize(CUevent e) {
   CUresult rc = fk_need_ctx(&c);
   if (rc == CUDA_SUCCESS && !fk_obj_check(e, FK_OBJ_EVENT))
     rc = CUDA_ERROR_INVALID_HANDLE;
+  if (rc == CUDA_SUCCESS)
+    fk_pools_sync();
   fk_unlock();
   return rc;
 }

@@ -25,8 +25,8 @@ int fk_alloc_should_fail(void) {
 static void release_alloc(fk_alloc *a) {
   if ((a->kind == FK_ALLOC_DEVICE || a->kind == FK_ALLOC_MANAGED) && fk_cfg.poison)
     memset((void *)(uintptr_t)a->addr, FK_POISON_BYTE, a->mapped);
-  if (a->kind != FK_ALLOC_REGISTERED) /* the caller's memory stays theirs */
-    munmap((void *)(uintptr_t)a->addr, a->mapped);
+  if (a->kind != FK_ALLOC_REGISTERED && a->mapped) /* the caller's memory stays theirs; */
+    munmap((void *)(uintptr_t)a->addr, a->mapped);   /* a pool block's is its chunk's */
   if (a->fd >= 0)
     close(a->fd);
   if (a->charged)
@@ -57,7 +57,7 @@ void fk_mem_free_ctx(struct CUctx_st *ctx) {
 
 static fk_alloc *find_alloc(int kind, uint64_t addr, int containing) {
   for (fk_alloc *a = g_allocs; a; a = a->next) {
-    if (a->kind != kind || a->cached)
+    if (a->kind != kind || a->chunk)
       continue;
     if (a->addr == addr || (containing && addr > a->addr && addr < a->addr + a->size))
       return a;
@@ -74,14 +74,14 @@ static int alloc_contains(const fk_alloc *a, uint64_t addr, size_t n) {
  * range too. */
 int fk_mem_range_ok(uint64_t addr, size_t n) {
   for (fk_alloc *a = g_allocs; a; a = a->next)
-    if (!a->cached && alloc_contains(a, addr, n))
+    if (!a->chunk && alloc_contains(a, addr, n))
       return 1;
   return fk_vmm_range_ok(addr, n);
 }
 
 fk_alloc *fk_alloc_containing(uint64_t addr, size_t n) {
   for (fk_alloc *a = g_allocs; a; a = a->next)
-    if (!a->cached && alloc_contains(a, addr, n) && (n > 0 || addr < a->addr + a->size))
+    if (!a->chunk && alloc_contains(a, addr, n) && (n > 0 || addr < a->addr + a->size))
       return a;
   return NULL;
 }
@@ -171,7 +171,7 @@ fk_alloc *fk_alloc_first(void) { return g_allocs; }
 
 fk_alloc *fk_alloc_at(uint64_t addr) {
   fk_alloc *a = find_alloc(FK_ALLOC_DEVICE, addr, 0);
-  return a && !a->cached ? a : NULL;
+  return a;
 }
 
 FK_API CUresult cuMemAlloc_v2(CUdeviceptr *dptr, size_t bytes) {
@@ -225,6 +225,9 @@ FK_API CUresult cuMemFree_v2(CUdeviceptr dptr) {
       a = find_alloc(FK_ALLOC_MANAGED, dptr, 0);
     if (!a || a->module_owned) {
       rc = CUDA_ERROR_INVALID_VALUE;
+    } else if (a->parent) { /* from a pool: cuMemFree waits for the device */
+      fk_pool_block_free(a);
+      fk_pools_sync();
     } else {
       unlink_alloc(a);
       release_alloc(a);

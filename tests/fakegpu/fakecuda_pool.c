@@ -1,16 +1,20 @@
 /* Memory pools and stream-ordered allocation (cuMemAllocAsync/FreeAsync).
  *
  * Each device has a default pool (the current pool until cuDeviceSetMemPool
- * or cuMemSetMemPool); cuMemPoolCreate makes more. An allocation from a pool
- * is a device allocation like cuMemAlloc's (a memfd, counted on the device in
- * fakegpu-smi, rounded to the granularity) that remembers its pool. Freed
- * (cuMemFreeAsync) it stays mapped and counted, cached in the pool for reuse,
- * as long as the pool's reserved memory does not exceed its release threshold
- * (CU_MEMPOOL_ATTR_RELEASE_THRESHOLD, 0 by default): the real driver gives
- * the excess back at the next synchronisation; all work on the fake is done
- * by then, so the fake gives it back at the free. cuMemPoolTrimTo gives back
- * cached memory down to the bytes asked to keep. Pool memory belongs to the
- * context that allocated it and dies with it. */
+ * or cuMemSetMemPool); cuMemPoolCreate makes more. As on the driver, a pool
+ * reserves device memory in chunks (each a device allocation like
+ * cuMemAlloc's: a memfd, counted on the device in fakegpu-smi, rounded to the
+ * granularity, at least one granule) and carves its allocations (blocks,
+ * 512-byte aligned) out of them, first fit: small allocations share a chunk.
+ * A freed block goes back to its chunk at once; a chunk with no block stays
+ * reserved until the next synchronisation (cuStreamSynchronize,
+ * cuEventSynchronize, cuCtxSynchronize, cuMemFree), when the pool gives back
+ * empty chunks while its reserved memory is over its release threshold
+ * (CU_MEMPOOL_ATTR_RELEASE_THRESHOLD, 0 by default); cuMemPoolTrimTo gives
+ * them back at once, down to the bytes asked to keep, and so does an
+ * allocation that would otherwise run out of memory. Used memory is the
+ * bytes the blocks asked for. Pool memory belongs to the context that
+ * allocated it and dies with it. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -53,9 +57,11 @@ static struct fk_pool *pool_check(CUmemoryPool h) {
   return NULL;
 }
 
-/* Reserved (mapped, rounded to the granularity) and used (the bytes asked
- * for by allocations not yet freed, as the driver reports them) of a pool,
- * from the allocations that name it. Caller holds fk_lock. */
+#define FK_POOL_ALIGN 512
+
+/* Reserved (the chunks, mapped) and used (the bytes asked for by the blocks
+ * not yet freed, as the driver reports them) of a pool. Caller holds
+ * fk_lock. */
 typedef struct pool_usage {
   uint64_t reserved, used;
 } pool_usage;
@@ -65,14 +71,22 @@ static pool_usage usage_of(const struct fk_pool *p) {
   for (fk_alloc *a = fk_alloc_first(); a; a = a->next) {
     if (a->pool != p)
       continue;
-    u.reserved += a->mapped;
-    if (!a->cached)
+    if (a->chunk)
+      u.reserved += a->mapped;
+    else
       u.used += a->size;
   }
   return u;
 }
 
-/* Gives cached blocks back (largest first) until the pool's reserved memory
+static int chunk_empty(const fk_alloc *chunk) {
+  for (fk_alloc *a = fk_alloc_first(); a; a = a->next)
+    if (a->parent == chunk)
+      return 0;
+  return 1;
+}
+
+/* Gives empty chunks back (largest first) until the pool's reserved memory
  * is at most keep. Caller holds fk_lock. */
 static void trim(struct fk_pool *p, uint64_t keep) {
   for (;;) {
@@ -81,12 +95,20 @@ static void trim(struct fk_pool *p, uint64_t keep) {
       return;
     fk_alloc *big = NULL;
     for (fk_alloc *a = fk_alloc_first(); a; a = a->next)
-      if (a->pool == p && a->cached && (!big || a->mapped > big->mapped))
+      if (a->pool == p && a->chunk && (!big || a->mapped > big->mapped) && chunk_empty(a))
         big = a;
     if (!big)
       return;
     fk_alloc_unlink_free(big);
   }
+}
+
+void fk_pools_sync(void) {
+  for (int d = 0; d < FG_MAX_DEVICES; d++)
+    if (g_default[d].magic == FK_POOL_MAGIC)
+      trim(&g_default[d], g_default[d].release_threshold);
+  for (struct fk_pool *p = g_pools; p; p = p->next)
+    trim(p, p->release_threshold);
 }
 
 static void note_high(struct fk_pool *p) {
@@ -98,30 +120,68 @@ static void note_high(struct fk_pool *p) {
 }
 
 /* --- allocation ---------------------------------------------------------------------- */
+static uint64_t align_up(uint64_t n) { return (n + FK_POOL_ALIGN - 1) & ~(uint64_t)(FK_POOL_ALIGN - 1); }
+
+/* The lowest address in chunk where want bytes are free, or 0. Caller holds
+ * fk_lock. */
+static uint64_t gap_in(const fk_alloc *chunk, uint64_t want) {
+  uint64_t at = chunk->addr, end = chunk->addr + chunk->mapped;
+  for (;;) {
+    if (end - at < want)
+      return 0;
+    const fk_alloc *hit = NULL; /* the first block overlapping [at, at + want) */
+    for (fk_alloc *a = fk_alloc_first(); a; a = a->next)
+      if (a->parent == chunk && a->addr < at + want && at < a->addr + align_up(a->size) &&
+          (!hit || a->addr < hit->addr))
+        hit = a;
+    if (!hit)
+      return at;
+    at = hit->addr + align_up(hit->size);
+  }
+}
+
 static CUresult alloc_from(struct fk_pool *p, struct CUctx_st *c, size_t bytes, CUdeviceptr *dptr) {
-  uint64_t want = fk_round_up(bytes);
-  fk_alloc *best = NULL;
-  for (fk_alloc *a = fk_alloc_first(); a; a = a->next)
-    if (a->pool == p && a->cached && a->ctx == c && a->mapped >= want &&
-        (!best || a->mapped < best->mapped))
-      best = a;
-  if (best) {
-    best->cached = 0;
-    best->size = bytes;
-  } else {
-    CUresult rc = fk_alloc_device(c, bytes, &best);
+  uint64_t want = align_up(bytes), at = 0;
+  fk_alloc *chunk = NULL;
+  for (fk_alloc *a = fk_alloc_first(); a && !at; a = a->next)
+    if (a->pool == p && a->chunk && a->ctx == c && a->mapped >= want && (at = gap_in(a, want)))
+      chunk = a;
+  if (!chunk) {
+    CUresult rc = fk_alloc_device(c, want, &chunk);
     if (rc == CUDA_ERROR_OUT_OF_MEMORY) {
       /* What the pool holds in reserve goes back before the driver gives up. */
       trim(p, 0);
-      rc = fk_alloc_device(c, bytes, &best);
+      rc = fk_alloc_device(c, want, &chunk);
     }
     if (rc)
       return rc;
-    best->pool = p;
+    chunk->pool = p;
+    chunk->chunk = 1;
+    at = chunk->addr;
   }
+  fk_alloc *b = fk_alloc_new(FK_ALLOC_DEVICE, c);
+  if (!b) {
+    if (chunk_empty(chunk))
+      trim(p, p->release_threshold);
+    return CUDA_ERROR_OUT_OF_MEMORY;
+  }
+  b->addr = at;
+  b->size = bytes;
+  b->pool = p;
+  b->parent = chunk;
+  fk_alloc_link(b);
   note_high(p);
-  *dptr = best->addr;
+  *dptr = b->addr;
   return CUDA_SUCCESS;
+}
+
+void fk_pool_block_free(fk_alloc *b) {
+  fk_alloc *chunk = b->parent;
+  if (fk_cfg.poison)
+    memset((void *)(uintptr_t)b->addr, FK_POISON_BYTE, b->size);
+  fk_alloc_unlink_free(b);
+  if (!chunk->pool && chunk_empty(chunk)) /* its pool was destroyed */
+    fk_alloc_unlink_free(chunk);
 }
 
 static CUresult alloc_async(CUdeviceptr *dptr, size_t bytes, CUmemoryPool pool, CUstream s,
@@ -170,15 +230,10 @@ FK_API CUresult cuMemFreeAsync(CUdeviceptr dptr, CUstream s) {
   if (rc == CUDA_SUCCESS)
     rc = fk_stream_work(s);
   if (rc == CUDA_SUCCESS) {
-    struct fk_pool *p = a->pool;
-    if (!p) {
+    if (a->parent)
+      fk_pool_block_free(a); /* its chunk stays reserved until a synchronisation */
+    else
       fk_alloc_unlink_free(a);
-    } else {
-      if (fk_cfg.poison)
-        memset((void *)(uintptr_t)a->addr, FK_POISON_BYTE, a->mapped);
-      a->cached = 1;
-      trim(p, p->release_threshold);
-    }
   }
   fk_unlock();
   return rc;
@@ -282,8 +337,8 @@ FK_API CUresult cuMemPoolCreate(CUmemoryPool *pool, const CUmemPoolProps *props)
   return CUDA_SUCCESS;
 }
 
-/* Destroying a pool gives back what it caches; allocations still in use
- * stay valid until they are freed (then go straight back). */
+/* Destroying a pool gives back its empty chunks; allocations still in use
+ * stay valid until they are freed (a chunk goes back with its last block). */
 FK_API CUresult cuMemPoolDestroy(CUmemoryPool pool) {
   CUresult rc = fk_check_init();
   if (rc)
@@ -295,7 +350,7 @@ FK_API CUresult cuMemPoolDestroy(CUmemoryPool pool) {
   } else {
     trim(p, 0);
     for (fk_alloc *a = fk_alloc_first(); a; a = a->next)
-      if (a->pool == p)
+      if (a->pool == p) /* chunks with blocks, and the blocks: the last block's free frees its chunk */
         a->pool = NULL;
     for (int d = 0; d < FG_MAX_DEVICES; d++)
       if (g_current[d] == p)

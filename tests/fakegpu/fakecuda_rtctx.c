@@ -61,6 +61,8 @@ CUresult fk_ctx_synchronize_v2(CUcontext ctx) {
   fk_lock();
   struct CUctx_st *c;
   CUresult rc = ctx_arg(ctx, &c);
+  if (rc == CUDA_SUCCESS)
+    fk_pools_sync();
   fk_unlock();
   if (rc == CUDA_SUCCESS)
     fk_callbacks_drain();

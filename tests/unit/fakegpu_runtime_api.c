@@ -94,7 +94,9 @@ static void test_pools(void) {
   CHECK_EQ_U64(fgt_used() - base, 4 * MIB); /* rounded like cuMemAlloc */
   CHECK_EQ_INT(cu_cuMemsetD8(p, 7, 3 * MIB), CUDA_SUCCESS);
   CHECK_EQ_INT(free_async(p, NULL), CUDA_SUCCESS);
-  CHECK_EQ_U64(fgt_used(), base); /* threshold 0: back at once */
+  CHECK_EQ_U64(fgt_used() - base, 4 * MIB); /* reserved until a synchronisation */
+  CHECK_EQ_INT(cu_cuCtxSynchronize(), CUDA_SUCCESS);
+  CHECK_EQ_U64(fgt_used(), base); /* threshold 0: back at the synchronisation */
   CHECK_EQ_INT(free_async(p, NULL), CUDA_ERROR_INVALID_VALUE);
   v = 64 * MIB;
   CHECK_EQ_INT(set_attr(pool, 4 /* RELEASE_THRESHOLD */, &v), CUDA_SUCCESS);
@@ -114,6 +116,41 @@ static void test_pools(void) {
   CHECK_EQ_U64(fgt_used(), base);
   v = 0;
   CHECK_EQ_INT(set_attr(pool, 4, &v), CUDA_SUCCESS);
+
+  /* Small allocations share a chunk, as on the driver: reserved stays one
+   * granule, used counts the bytes asked for, the blocks do not overlap. */
+  CUdeviceptr s1, s2;
+  unsigned long long reserved = 0;
+  REQUIRE(alloc_async(&s1, 1024, NULL) == CUDA_SUCCESS);
+  CHECK_EQ_INT(get_attr(pool, 5, &reserved), CUDA_SUCCESS);
+  CHECK_EQ_U64(reserved, 2 * MIB);
+  REQUIRE(alloc_async(&s2, 2048, NULL) == CUDA_SUCCESS);
+  CHECK_EQ_INT(get_attr(pool, 5, &v), CUDA_SUCCESS);
+  CHECK_MSG(v == reserved, "a second small allocation reserved more: %llu -> %llu bytes", reserved, v);
+  CHECK_EQ_U64(fgt_used() - base, 2 * MIB);
+  CHECK_EQ_INT(get_attr(pool, 7, &v), CUDA_SUCCESS);
+  CHECK_EQ_U64(v, 3072);
+  CHECK_MSG(s2 >= s1 + 1024 || s1 >= s2 + 2048, "blocks overlap: %#llx (1024) and %#llx (2048)",
+            (unsigned long long)s1, (unsigned long long)s2);
+  unsigned char back[2048];
+  CHECK_EQ_INT(cu_cuMemsetD8(s1, 0x11, 1024), CUDA_SUCCESS);
+  CHECK_EQ_INT(cu_cuMemsetD8(s2, 0x22, 2048), CUDA_SUCCESS);
+  CHECK_EQ_INT(cu_cuMemcpyDtoH(back, s1, 1024), CUDA_SUCCESS);
+  CHECK_MSG(back[0] == 0x11 && back[1023] == 0x11, "block 1 was overwritten: %#x %#x", back[0],
+            back[1023]);
+  CHECK_EQ_INT(free_async(s1, NULL), CUDA_SUCCESS);
+  CHECK_EQ_INT(free_async(s1, NULL), CUDA_ERROR_INVALID_VALUE);
+  CHECK_EQ_INT(cu_cuMemcpyDtoH(back, s2, 2048), CUDA_SUCCESS);
+  CHECK_MSG(back[0] == 0x22 && back[2047] == 0x22, "block 2 changed when block 1 was freed");
+  CHECK_EQ_INT(free_async(s2, NULL), CUDA_SUCCESS);
+  CHECK_EQ_INT(get_attr(pool, 7, &v), CUDA_SUCCESS);
+  CHECK_EQ_U64(v, 0);
+  CHECK_EQ_U64(fgt_used() - base, 2 * MIB); /* the empty chunk: until a synchronisation */
+  CHECK_EQ_INT(cu_cuStreamSynchronize(NULL), CUDA_SUCCESS);
+  CHECK_EQ_U64(fgt_used(), base);
+  CHECK_EQ_INT(get_attr(pool, 5, &v), CUDA_SUCCESS);
+  CHECK_EQ_U64(v, 0);
+
   CHECK_EQ_INT(alloc_async(&p, 0, NULL), CUDA_ERROR_INVALID_VALUE);
   CHECK_EQ_INT(alloc_async(&p, MIB, (CUstream)&v), CUDA_ERROR_INVALID_HANDLE);
 }
