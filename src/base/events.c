@@ -29,9 +29,13 @@ static pthread_mutex_t bus_mu = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t bus_idle = PTHREAD_COND_INITIALIZER;
 static ebb_subscription *bus_head, *bus_tail;
 static uint64_t bus_seq;
-/* the subscriptions this thread is inside the callback of, innermost first */
-static _Thread_local const ebb_subscription *tl_in[8];
-static _Thread_local unsigned tl_depth;
+/* The callbacks this thread is inside, innermost first: one frame on the
+ * stack of each base_event_publish that is calling one (any depth). */
+typedef struct in_call {
+  const ebb_subscription *s;
+  const struct in_call *up;
+} in_call;
+static _Thread_local const in_call *tl_in;
 
 static const char *const kind_names[] = {
     [EBB_EVENT_RELEASED] = "released", [EBB_EVENT_LEAK] = "leak",
@@ -81,8 +85,8 @@ static void unlink_locked(ebb_subscription *s) {
  * several times over when its callbacks publish). */
 static unsigned own_holds(const ebb_subscription *s) {
   unsigned n = 0;
-  for (unsigned i = 0; i < tl_depth && i < 8; i++)
-    n += tl_in[i] == s;
+  for (const in_call *f = tl_in; f; f = f->up)
+    n += f->s == s;
   return n;
 }
 
@@ -145,11 +149,10 @@ void base_event_publish(ebb_event *ev) {
   ebb_subscription *s = hold_from(bus_head);
   while (s) {
     pthread_mutex_unlock(&bus_mu);
-    if (tl_depth < 8)
-      tl_in[tl_depth] = s;
-    tl_depth++;
+    in_call frame = {s, tl_in};
+    tl_in = &frame;
     s->fn(s->ctx, ev);
-    tl_depth--;
+    tl_in = frame.up;
     pthread_mutex_lock(&bus_mu);
     s = release_and_next(s);
   }

@@ -223,6 +223,50 @@ static void test_unsubscribe_inside_waits_others(void) {
   pthread_join(th, NULL);
 }
 
+/* --- unsubscribe from deep inside nested publishes ----------------------------------------- */
+#define NEST 12
+typedef struct nest {
+  ebb_subscription *me;
+  int depth, calls;
+  atomic_int done;
+} nest;
+
+/* Publishes from inside itself NEST deep; the innermost call unsubscribes
+ * its own subscription, which this thread then holds NEST times over. */
+static void nest_cb(void *ctx, const ebb_event *ev) {
+  (void)ev;
+  nest *n = ctx;
+  n->calls++;
+  if (++n->depth < NEST)
+    publish_one(0);
+  else
+    ebb_events_unsubscribe(n->me); /* must not wait for this thread's own calls */
+  n->depth--;
+}
+
+static void *nest_thread(void *arg) {
+  nest *n = arg;
+  publish_one(0);
+  publish_one(0); /* unsubscribed: no call */
+  atomic_store(&n->done, 1);
+  return NULL;
+}
+
+static void test_unsubscribe_deep_inside(void) {
+  static nest n; /* static: the thread may outlive a failed check */
+  CHECK_EQ_INT(ebb_events_subscribe(nest_cb, &n, &n.me), 0);
+  pthread_t th;
+  REQUIRE(pthread_create(&th, NULL, nest_thread, &n) == 0);
+  for (int i = 0; i < 500 && !atomic_load(&n.done); i++)
+    usleep(10 * 1000);
+  if (!atomic_load(&n.done)) {
+    CHECK_MSG(0, "an unsubscribe %d publishes deep inside its own callback never returned", NEST);
+    return; /* the thread is stuck; the process ends with the failure */
+  }
+  pthread_join(th, NULL);
+  CHECK_EQ_INT(n.calls, NEST);
+}
+
 /* --- many threads ---------------------------------------------------------------------- */
 #define PUBLISHERS 4
 #define PER_THREAD 5000
@@ -380,6 +424,7 @@ int main(void) {
   RUN(test_unsubscribe_during_publish);
   RUN(test_unsubscribe_waits);
   RUN(test_unsubscribe_inside_waits_others);
+  RUN(test_unsubscribe_deep_inside);
   RUN(test_many_threads);
   return TEST_END();
 }
