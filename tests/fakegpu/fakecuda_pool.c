@@ -122,22 +122,42 @@ static void note_high(struct fk_pool *p) {
 /* --- allocation ---------------------------------------------------------------------- */
 static uint64_t align_up(uint64_t n) { return (n + FK_POOL_ALIGN - 1) & ~(uint64_t)(FK_POOL_ALIGN - 1); }
 
-/* The lowest address in chunk where want bytes are free, or 0. Caller holds
- * fk_lock. */
+static int by_addr(const void *x, const void *y) {
+  uint64_t a = (*(const fk_alloc *const *)x)->addr, b = (*(const fk_alloc *const *)y)->addr;
+  return a < b ? -1 : a > b;
+}
+
+/* The lowest address in chunk where want bytes are free, or 0: one walk
+ * collects the chunk's blocks, one sweep in address order finds the gap.
+ * Caller holds fk_lock. */
 static uint64_t gap_in(const fk_alloc *chunk, uint64_t want) {
-  uint64_t at = chunk->addr, end = chunk->addr + chunk->mapped;
-  for (;;) {
-    if (end - at < want)
-      return 0;
-    const fk_alloc *hit = NULL; /* the first block overlapping [at, at + want) */
-    for (fk_alloc *a = fk_alloc_first(); a; a = a->next)
-      if (a->parent == chunk && a->addr < at + want && at < a->addr + align_up(a->size) &&
-          (!hit || a->addr < hit->addr))
-        hit = a;
-    if (!hit)
-      return at;
-    at = hit->addr + align_up(hit->size);
+  size_t n = 0, cap = 0;
+  const fk_alloc **blocks = NULL;
+  for (fk_alloc *a = fk_alloc_first(); a; a = a->next) {
+    if (a->parent != chunk)
+      continue;
+    if (n == cap) {
+      const fk_alloc **grown = realloc(blocks, (cap = cap ? 2 * cap : 16) * sizeof *blocks);
+      if (!grown) {
+        free(blocks);
+        return 0; /* no room found: the caller takes a new chunk */
+      }
+      blocks = grown;
+    }
+    blocks[n++] = a;
   }
+  if (n > 1)
+    qsort(blocks, n, sizeof *blocks, by_addr);
+  uint64_t at = chunk->addr, end = chunk->addr + chunk->mapped, found = 0;
+  for (size_t i = 0; i <= n && !found; i++) {
+    uint64_t next = i < n ? blocks[i]->addr : end; /* the free run [at, next) */
+    if (next >= at && next - at >= want)
+      found = at;
+    else if (i < n && blocks[i]->addr + align_up(blocks[i]->size) > at)
+      at = blocks[i]->addr + align_up(blocks[i]->size);
+  }
+  free(blocks);
+  return found;
 }
 
 static CUresult alloc_from(struct fk_pool *p, struct CUctx_st *c, size_t bytes, CUdeviceptr *dptr) {
