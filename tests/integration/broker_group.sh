@@ -23,15 +23,24 @@ fi
 GID=$(getent group users | cut -d: -f3)
 BD=/tmp/ebb-broker-group-$$
 W=/tmp/ebb-broker-group-$$-u  # the second user's data directory
+P=/tmp/ebb-broker-group-$$-pub # what the other users run and read
 PIDS=()
-trap 'for p in "${PIDS[@]}"; do kill -KILL "$p"; done 2>/dev/null; wait 2>/dev/null; rm -rf "$BD" "$W"' EXIT
-rm -rf "$BD" "$W"
+trap 'for p in "${PIDS[@]}"; do kill -KILL "$p"; done 2>/dev/null; wait 2>/dev/null; rm -rf "$BD" "$W" "$P"' EXIT
+rm -rf "$BD" "$W" "$P"
 mkdir -p "$W" && chown 4201:"$GID" "$W"
-cat > "$T/cfg.json" <<'JSON'
+# The other users cannot reach into a build tree under a private directory
+# (a clone in `mktemp -d`, mode 0700): ebb, the fake driver, its state file
+# and the config go to a directory open to all.
+mkdir -p "$P" && chmod 755 "$P" || { echo "FAIL: cannot make $P"; exit 1; }
+cp "$EBB" "$P/ebb" && cp "$EBB_LIBCUDA" "$P/libcuda.so.1" && cp "$EBB_LIBNVML" "$P/libnvidia-ml.so.1" ||
+  { echo "FAIL: cannot copy ebb and the fake driver to $P"; exit 1; }
+EBB=$P/ebb
+export EBB_LIBCUDA=$P/libcuda.so.1 EBB_LIBNVML=$P/libnvidia-ml.so.1 FAKEGPU_STATE=$P/fakegpu.state
+cat > "$P/cfg.json" <<'JSON'
 {"pipelines": {"p": {"stages": [{"stage": "synthetic", "name": "w", "cache": false,
                      "options": {"weights_mib": 1024, "touch": "sample"}}]}}}
 JSON
-chmod 644 "$T/cfg.json"
+chmod 644 "$P/cfg.json"
 "$FAKEGPU_SMI" > /dev/null 2>&1 # creates the device's state file
 chmod 666 "$FAKEGPU_STATE"
 as() { # UID GID [--groups G] -- CMD...: runs CMD as that user
@@ -53,7 +62,7 @@ wait_listen() { # LOG PID: sets URL
 load() { local c; c=$(curl -s -o /dev/null -w '%{http_code}' -X POST "$1/v1/pipelines/p/load"); [ "$c" = 200 ] || fail "load on $1: $c"; }
 
 # --- 1. root's server, asked by the second user
-"$EBB" serve --listen 127.0.0.1:0 --config "$T/cfg.json" --data-dir "$T/dataR" --no-cache \
+"$EBB" serve --listen 127.0.0.1:0 --config "$P/cfg.json" --data-dir "$T/dataR" --no-cache \
   --broker-dir "$BD" --broker-group users > "$T/logR" 2>&1 &
 R=$!; PIDS+=($R)
 wait_listen "$T/logR" "$R"; UR=$URL
@@ -66,7 +75,7 @@ grep -q "^\[broker\] pid $R (ebb serve) gave back 1324 MiB on cuda:0 .*pipeline 
   fail "uid 4201 (group users) was not given root's pipeline (exit $rc)"
 
 # --- 2. the second user's server, asked by root
-as_bg 4201 "$GID" -- "$EBB" serve --listen 127.0.0.1:0 --config "$T/cfg.json" --data-dir "$W/data" \
+as_bg 4201 "$GID" -- "$EBB" serve --listen 127.0.0.1:0 --config "$P/cfg.json" --data-dir "$W/data" \
   --no-cache --broker-dir "$BD" --broker-group users > "$T/logU" 2>&1 &
 U=$!; PIDS+=($U)
 wait_listen "$T/logU" "$U"; UU=$URL
