@@ -6,6 +6,9 @@ JOBS       ?= $(shell nproc 2>/dev/null || echo 2)
 CMAKE_ARGS ?=
 WERROR     ?= $(if $(CI),ON,OFF)
 
+# Recursive makes (cmake --build runs its own) print no "Entering directory" noise.
+MAKEFLAGS += --no-print-directory
+
 .PHONY: all deps build test test-frameworks test-long demo bench asan clean nocuda-build format-check format
 
 all: build

@@ -8,7 +8,7 @@
  * memory`, the leak report), `GET /v1/events`, the per-stage bytes in the
  * job store and `/metrics` are all written from these events; nothing in
  * ebb reads its own log back. An embedding program subscribes the same way
- * and sees the same facts (docs/libebb.md, "Events").
+ * and sees the same facts (docs/python.md, "C: libebb.so", "Events").
  *
  * Delivery is synchronous, on the thread that published the fact, after
  * every earlier subscriber and before the publishing function returns.

@@ -1,3 +1,5 @@
+/* ebb's one clock (clock.h): CLOCK_MONOTONIC for durations and deadlines,
+ * the wall clock for records. */
 #include "base/clock.h"
 
 #include <time.h>

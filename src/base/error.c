@@ -1,3 +1,5 @@
+/* The error table's columns for ebb's programs (error.h): exit status,
+ * HTTP status and wire name of each code. */
 #include "base/error.h"
 
 #include <stdarg.h>

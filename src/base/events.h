@@ -30,7 +30,7 @@ void base_event_publish_ask(const char *device, uint64_t need, uint64_t free_aft
                             int satisfied);
 
 /* --- "events_log.c" */
-/* The log lines of an event (DESIGN.md's fixed lines: the release line, the
+/* The log lines of an event (the fixed lines of docs/api.md, "Log lines": the release line, the
  * leak report, the broker's grant); nothing for the kinds that have no line. The bus calls it
  * first for every event. */
 void base_event_log(const ebb_event *ev);

@@ -1,4 +1,4 @@
-/* The log as the bus's first subscriber: the fixed lines of DESIGN.md
+/* The log as the bus's first subscriber: the fixed lines of docs/api.md
  * ("Log lines") written from the events, word for word as the publishers
  * once wrote them themselves. */
 #include <inttypes.h>

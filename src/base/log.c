@@ -1,3 +1,4 @@
+/* Logging (log.h): text and JSON lines, levels, one whole line per write. */
 #include "base/log.h"
 #include "base/text.h"
 

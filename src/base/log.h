@@ -1,5 +1,5 @@
 /* Logging. Text lines are "[scope] message" (scope omitted when NULL), which
- * is the format of the fixed log lines in DESIGN.md; the JSON format writes one
+ * is the format of the fixed log lines (docs/api.md, "Log lines"); the JSON format writes one
  * object per line with the same message plus structured fields:
  *   {"ts":..., "level":"info", "scope":"separate", "msg":"released 3704 MiB of GPU memory",
  *    "event":"released", "released_bytes":3884...}

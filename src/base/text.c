@@ -1,3 +1,5 @@
+/* Text other programs parse (text.h): JSON strings and XML text as valid
+ * UTF-8, and byte counts as people read them. */
 #include "base/text.h"
 
 #include <inttypes.h>

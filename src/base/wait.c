@@ -1,3 +1,4 @@
+/* Bounded waits on a condition variable (wait.h). */
 #include "base/wait.h"
 
 #include <time.h>

@@ -1,3 +1,5 @@
+/* The stage result cache on disk (cache.h): keys, lookups, stores and the
+ * checksum that detects a corrupt entry. */
 #include "pipeline/cache.h"
 
 #include <errno.h>

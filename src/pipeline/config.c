@@ -1,3 +1,5 @@
+/* Pipeline definitions (config.h): the built-in pipelines and the JSON
+ * config file, checked key by key with the file and key named in errors. */
 #include <ctype.h>
 #include "pipeline/config.h"
 

@@ -1,4 +1,4 @@
-/* Pipeline definitions: the built-in pipelines and config files (DESIGN.md):
+/* Pipeline definitions: the built-in pipelines and config files (docs/architecture.md, "pipeline"):
  *   {"pipelines": {"NAME": {"stages": [{"stage": "synthetic", "name": "a",
  *        "options": {...}, "isolate": false, "timeout_s": 30, "cache": true}],
  *      "release": "after-stage", "description": "..."}},

@@ -1,3 +1,5 @@
+/* The after-stage hook (hook.h): EBB_STAGE_HOOK run through posix_spawn
+ * with the stage's figures in its environment. */
 #include "pipeline/hook.h"
 
 #include <errno.h>

@@ -1,3 +1,5 @@
+/* The host side of the stage ABI (host.h): the ebb_host_api table and the
+ * per-instance context behind each ebb_stage_ctx. */
 #include "pipeline/host.h"
 
 #include <stdint.h>

@@ -1,3 +1,5 @@
+/* Typed items between stages (items.h): the collections, what each add
+ * copies, and how a stage's outputs pass to the job. */
 #include "pipeline/items.h"
 
 #include <stdatomic.h>

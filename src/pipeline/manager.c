@@ -1,3 +1,5 @@
+/* The pipeline manager (manager.h): load, unload, switch and run the
+ * pipelines a long-lived process keeps, give memory back, and ask peers. */
 #include "pipeline/manager.h"
 #include "pipeline/work.h"
 

@@ -1,3 +1,5 @@
+/* The stage registry (registry.h): built-in stages and plugin .so files
+ * loaded with dlopen and handed the host function table. */
 #include "pipeline/registry.h"
 
 #include <dirent.h>

@@ -1,3 +1,5 @@
+/* The runner (runner.h): a job through its pipeline's stages, with the
+ * cache, loads, runs and the release after every stage in every exit path. */
 #include "pipeline/runner.h"
 
 #include <errno.h>

@@ -1,3 +1,5 @@
+/* The session table (sessions.h): counted leases on loaded pipelines and
+ * the state of each session. */
 #include "pipeline/sessions.h"
 
 #include "base/events.h"

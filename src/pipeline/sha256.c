@@ -1,3 +1,4 @@
+/* SHA-256 (FIPS 180-4) for the stage result cache (sha256.h). */
 #include "pipeline/sha256.h"
 
 #include <string.h>

@@ -1,3 +1,5 @@
+/* A job's work before it is queued (work.h): each stage's estimate summed
+ * and the input's length read cheaply. */
 #include "pipeline/work.h"
 
 #include <stdio.h>

@@ -1,4 +1,4 @@
-/* The HTTP server behind `ebb serve`: the API of DESIGN.md ("HTTP API") over
+/* The HTTP server behind `ebb serve`: the HTTP API of docs/api.md over
  * libmicrohttpd (one thread per connection: a session item or a load answers
  * when it is done), the job store (store.h) and the job queue (queue.h). The
  * routes, bodies and errors are documented in docs/api.md. Every error is

@@ -1,3 +1,5 @@
+/* The job store's SQLite side (store.h): the schema, each job's row written
+ * and read back, the keep rule's deletions. */
 #include "server/store.h"
 
 #include <pthread.h>

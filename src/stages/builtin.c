@@ -1,3 +1,4 @@
+/* The list of built-in stages (builtin_list.h) as the registry reads it. */
 #include "stages/builtin.h"
 
 #define EBB_BUILTIN(id) extern const ebb_stage stg_stage_##id;

@@ -1,4 +1,4 @@
-/* The synthetic stage: a diagnostic for any GPU (DESIGN.md "Stages that ship").
+/* The synthetic stage: a diagnostic for any GPU (docs/stage-abi.md, "synthetic").
  * It takes device memory the way a model stage does and checks it is really
  * there: every block is written with a pattern (memset8 over the whole block,
  * copy_htod of patterned windows every 16 MiB) and read back (copy_dtoh) and

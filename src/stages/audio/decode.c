@@ -1,3 +1,5 @@
+/* The `decode` stage (decode.h): a file read through libsndfile or
+ * libmpg123, mixed to mono and resampled to the option rate. */
 #include "stages/audio/decode.h"
 
 #include <errno.h>

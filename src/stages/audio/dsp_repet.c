@@ -1,3 +1,5 @@
+/* REPET-SIM on the host (dsp_repet.h): the similarity of frames, the k most
+ * similar ones' median as the repeating model, the soft mask from it. */
 #include "stages/audio/dsp_repet.h"
 
 #include <math.h>

@@ -1,3 +1,5 @@
+/* The CPU short-time Fourier transform and its inverse (stft.h) with FFTW:
+ * the reference the GPU kernels are checked against. */
 #include "stages/audio/stft.h"
 
 #include <fftw3.h>
