@@ -11,6 +11,8 @@
  * submit). */
 #include <stdio.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
 
 #include "base/log.h"
 #include "device/device.h"
@@ -44,6 +46,37 @@ static double work_limit(srv_server *s, const char *pipeline, const char **from)
   return s->job_timeout_s;
 }
 
+static void set_opt(json_t *o, const char *stage, const char *option, const char *value) {
+  json_t *so = json_object_get(o, stage);
+  if (!json_is_object(so)) {
+    so = json_object();
+    json_object_set_new(o, stage, so);
+  }
+  json_object_set_new(so, option, json_string(value));
+}
+
+/* The options the estimate sees (new reference): the job's, with the files
+ * it sends (its lyrics, path options) named as the server holds them,
+ * /proc/self/fd/N, so that a stage's estimate counts what will run (align:
+ * the words of its lyrics) and never opens the caller's path again. *memfd:
+ * the lyrics' descriptor, the caller closes it (-1: none). */
+static json_t *work_options(const srv_input *in, int *memfd) {
+  json_t *o = in->options ? json_deep_copy(in->options) : json_object();
+  char path[64];
+  *memfd = -1;
+  for (size_t i = 0; o && i < in->nfiles; i++) {
+    snprintf(path, sizeof path, "/proc/self/fd/%d", in->files[i].fd);
+    set_opt(o, in->files[i].stage, in->files[i].option, path);
+  }
+  if (o && in->lyrics && in->lyrics_stage &&
+      (*memfd = memfd_create("ebb-lyrics", MFD_CLOEXEC)) >= 0 &&
+      write(*memfd, in->lyrics, in->lyrics_len) == (ssize_t)in->lyrics_len) {
+    snprintf(path, sizeof path, "/proc/self/fd/%d", *memfd);
+    set_opt(o, in->lyrics_stage, "lyrics", path);
+  }
+  return o;
+}
+
 int srv_check_work(srv_server *s, struct MHD_Connection *c, srv_req *r, srv_input *in,
                    enum MHD_Result *ret) {
   const char *from = NULL;
@@ -56,7 +89,12 @@ int srv_check_work(srv_server *s, struct MHD_Connection *c, srv_req *r, srv_inpu
   if (!file[0] || pl_input_seconds(file, &secs, &rate, &how) != 0)
     secs = 0.0; /* the decode stage will say what is wrong with it */
   pl_job_work w;
-  int rc = pl_manager_job_work(s->m, in->pipeline, in->options, secs, rate, &w);
+  int lfd;
+  json_t *opts = work_options(in, &lfd);
+  int rc = pl_manager_job_work(s->m, in->pipeline, opts, secs, rate, &w);
+  json_decref(opts);
+  if (lfd >= 0)
+    close(lfd);
   if (rc) {
     *ret = srv_send_ebb_err(c, r, rc, ebb_errmsg());
     return 1;

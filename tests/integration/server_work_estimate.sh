@@ -9,7 +9,9 @@
 # built against the old struct (no work hook) is accepted and runs.
 # --max-job-seconds sets the limit apart from the timeout (a default pitch
 # job, about 22 s of work, is taken under 60) and 0 turns the refusal off.
-# Session items are held to the same limit as jobs.
+# Session items are held to the same limit as jobs. The estimate counts the
+# lyrics (100,000 words, sent with the job or the operator's file: refused
+# under --max-job-seconds 10; 300 words taken).
 set -u
 : "${EBB:?}" "${EBB_BUILD_DIR:?}" "${EBB_TEST_PLUGIN_DIR:?}"
 . "$(dirname "$0")/../lib/server.sh"
@@ -22,8 +24,23 @@ import sys, wave
 r = wave.open(sys.argv[1]); p = r.getparams(); d = r.readframes(p.nframes)
 w = wave.open(sys.argv[2], "wb"); w.setparams(p); w.writeframes(d * 30); w.close()
 PY
+# lyrics of 100,000 words (songgen's, repeated) and of 300
+python3 - "$T/s.lyrics.txt" "$T/words100k.txt" "$T/words300.txt" <<'PY' || fail "cannot write the lyrics"
+import sys
+lines = [l for l in open(sys.argv[1]).read().splitlines() if l.strip()]
+for path, n in ((sys.argv[2], 100000), (sys.argv[3], 300)):
+    out, count, i = [], 0, 0
+    while count < n:
+        out.append(lines[i % len(lines)]); count += len(lines[i % len(lines)].split()); i += 1
+    open(path, "w").write("\n".join(out) + "\n")
+PY
 printf '%s\n' "{\"plugin_dirs\": [\"$EBB_TEST_PLUGIN_DIR/old_size\"],
+ \"server\": {\"max_lyrics_kib\": 2048},
  \"pipelines\": {
+  \"al\": {\"stages\": [{\"stage\": \"decode\"}, {\"stage\": \"align\"}]},
+  \"alop\": {\"stages\": [{\"stage\": \"decode\"},
+    {\"stage\": \"align\", \"options\": {\"lyrics\": \"$T/words100k.txt\"}}]},
+  \"p384\": {\"stages\": [{\"stage\": \"decode\"}, {\"stage\": \"pitch\", \"options\": {\"rate\": 384000}}]},
   \"pitch\": {\"stages\": [{\"stage\": \"decode\"}, {\"stage\": \"pitch\"}]},
   \"dec\": {\"stages\": [{\"stage\": \"decode\"}]},
   \"old\": {\"stages\": [{\"stage\": \"echo\"}]}}}" >"$T/cfg.json"
@@ -126,6 +143,34 @@ req DELETE "/v1/sessions/$SID"
 submit pitch
 [ "$CODE" = 202 ] || fail "the default pitch job under --max-job-seconds 60: $CODE $BODY"
 stop_server || fail "the second server did not stop cleanly"
+
+# 6. the estimate counts every input that scales the work (issue 45): the
+# job's lyrics (100,000 words sent with it, or the operator's file) and
+# pitch's resampling to 384 kHz, refused under --max-job-seconds 10 naming
+# the estimate; 300 words are taken
+serve "$T/serve4.log" --config "$T/cfg.json" --data-dir "$T/data4" --input-dir "$T" \
+  --max-job-seconds 10 --no-cache
+# lyrics_job FILE: the align job with FILE's text as its "lyrics"
+lyrics_job() {
+  python3 -c 'import json,sys; print(json.dumps({"pipeline": "al", "input": sys.argv[1],
+    "lyrics": open(sys.argv[2]).read()}))' "$T/input.wav" "$1" > "$T/job.json"
+  req POST /v1/jobs -d "@$T/job.json"
+}
+for how in "sent with the job" "the operator's file"; do
+  if [ "$how" = "sent with the job" ]; then lyrics_job "$T/words100k.txt"; else submit alop; fi
+  msg=$(jget "$BODY" '["error"]["message"]')
+  echo "--- align with 100,000 words ($how): $CODE $msg"
+  [ "$CODE" = 400 ] || fail "align with 100,000 words of lyrics ($how) under --max-job-seconds 10: $CODE $BODY"
+  case $msg in *"align with 1000"[0-9][0-9]" words of lyrics"*"estimated "*"(--max-job-seconds)"*) ;;
+  *) fail "the refusal ($how) does not name the words, the estimate and the flag: $msg" ;; esac
+done
+lyrics_job "$T/words300.txt"
+[ "$CODE" = 202 ] || fail "align with 300 words of lyrics under --max-job-seconds 10: $CODE $BODY"
+submit p384
+msg=$(jget "$BODY" '["error"]["message"]')
+echo "--- pitch at 384 kHz: $CODE $msg"
+[ "$CODE" = 400 ] || fail "pitch at 384 kHz on 300 s under --max-job-seconds 10: $CODE $BODY"
+stop_server || fail "the fourth server did not stop cleanly"
 
 # 5. --max-job-seconds 0: no refusal by estimate (--job-timeout ends it)
 serve "$T/serve3.log" --config "$T/cfg.json" --data-dir "$T/data3" --input-dir "$T" \

@@ -20,6 +20,7 @@
 #include "ebb/error.h"
 #include "stages/audio/align.h"
 #include "stages/audio/speech.h"
+#include "stages/audio/st_util.h"
 
 #define ACO_RATE 16000
 #define ACO_FRAME_S 0.01
@@ -183,12 +184,15 @@ static int add_lts(stg_aco *a, const char *d) {
  * at every state, and alternate pronunciations). Built with fsg_model
  * rather than ps_set_jsgf_string, which leaks its parsed grammar (7 KB a
  * call, valgrind) in 0.8+5prealpha. known[i]: word i is in the grammar.
- * Returns 0, -1 when pocketsphinx refused it, EBB_ENOMEM. */
+ * Returns 0, -1 when pocketsphinx refused it, EBB_ENOMEM, EBB_ECANCELED
+ * (stg_st_stop, st_util.h). */
 static int set_grammar(stg_aco *a, const stg_aco_word *w, const stg_aco_chunk *c, int *known,
                        size_t *nknown) {
   *nknown = 0;
   for (size_t i = 0; i < c->count; i++) {
     char d[128];
+    if ((i & 63) == 63 && stg_st_stop()) /* a chunk's words grow with the lyrics */
+      return EBB_ECANCELED;
     known[i] = stg_aco_known(a, w[c->first + i].word);
     if (!known[i] && dict_form(w[c->first + i].word, d, sizeof d))
       known[i] = add_lts(a, d);
@@ -263,7 +267,7 @@ int stg_aco_align(stg_aco *a, const int16_t *pcm, uint64_t n, stg_aco_word *w,
     goto done;
   }
   rc = set_grammar(a, w, c, known, &nknown);
-  if (rc == EBB_ENOMEM)
+  if (rc == EBB_ENOMEM || rc == EBB_ECANCELED)
     goto done;
   int drc = rc || nknown == 0 ? -1 : decode(a, "lyrics", pcm + s0, len, cancelled, user);
   if (drc) {

@@ -6,6 +6,7 @@
 
 #include "ebb/error.h"
 #include "stages/audio/align.h"
+#include "stages/audio/st_util.h"
 
 #define PL_MAX_RUN 4       /* lines or phrases in one pairing */
 #define PL_SKIP_PHRASE 1.5 /* cost of a phrase with no line */
@@ -92,7 +93,12 @@ int stg_aco_plan_lines(const stg_aco_word *w, size_t nw, const stg_span *ph, siz
   for (size_t k = 0; k < np * W; k++)
     D[k] = INFINITY;
   D[0] = 0;
-  for (size_t i = 0; i <= nph; i++)
+  for (size_t i = 0; i <= nph; i++) {
+    if (stg_st_stop()) { /* a row is nl lines: it grows with the lyrics */
+      rc = ebb_seterr(EBB_ECANCELED, "align: cancelled planning %zu lines over %zu phrases", nl,
+                      nph);
+      goto done;
+    }
     for (size_t j = 0; j <= nl; j++) {
       double here = D[i * W + j];
       if (!isfinite(here))
@@ -114,6 +120,7 @@ int stg_aco_plan_lines(const stg_aco_word *w, size_t nw, const stg_span *ph, siz
           }
         }
     }
+  }
   /* backtrack into chunks (in reverse), then reverse them */
   size_t i = nph, j = nl;
   while (i > 0 || j > 0) {

@@ -6,6 +6,7 @@
 
 #include "ebb/error.h"
 #include "stages/audio/align.h"
+#include "stages/audio/st_util.h"
 
 #define AL_MATCH_MAX 0.4 /* word distance at or below which an aligned pair matches */
 
@@ -70,12 +71,18 @@ int stg_align_words(const char *const *a, size_t na, const char *const *b, size_
     free(sub);
     return ebb_seterr(EBB_ENOMEM, "align: out of memory for %zu x %zu words", na, nb);
   }
-  for (size_t i = 0; i < na; i++)
+  /* na x nb grows with the lyrics: a look at the deadline every row */
+  for (size_t i = 0; i < na && !stg_st_stop(); i++)
     for (size_t j = 0; j < nb; j++)
       sub[i * nb + j] = (float)(2.0 * stg_align_word_distance(a[i], b[j]));
   for (size_t j = 0; j <= nb; j++)
     D[j] = (float)j;
   for (size_t i = 1; i <= na; i++) {
+    if (stg_st_stop()) {
+      free(D);
+      free(sub);
+      return ebb_seterr(EBB_ECANCELED, "align: cancelled matching %zu x %zu words", na, nb);
+    }
     D[i * w] = (float)i;
     for (size_t j = 1; j <= nb; j++) {
       float best = D[(i - 1) * w + j - 1] + sub[(i - 1) * nb + j - 1];

@@ -539,10 +539,14 @@ static int dec_run(ebb_stage_ctx *ctx, void *state, const ebb_items *in, ebb_ite
  * max_seconds. */
 #define DEC_READ_S 0.0015
 #define DEC_RESAMPLE_S 0.00075
+double stg_audio_resample_work_s(double input_s, uint32_t from, uint32_t to) {
+  double src = from ? from : 48000.0, hi = src > to ? src : to;
+  return from == to ? 0.0 : input_s * DEC_RESAMPLE_S * hi / 1000.0;
+}
+
 double stg_decode_work_s(double input_s, uint32_t src_rate, uint32_t rate, double max_seconds) {
   double s = input_s < max_seconds ? input_s : max_seconds;
-  double src = src_rate ? src_rate : 48000.0, hi = src > rate ? src : rate;
-  return s * (DEC_READ_S + (src_rate == rate ? 0.0 : DEC_RESAMPLE_S * hi / 1000.0));
+  return s * DEC_READ_S + stg_audio_resample_work_s(s, src_rate, rate);
 }
 
 static int dec_work(const ebb_host_api *host, const char *options_json, double input_s,

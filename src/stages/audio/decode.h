@@ -38,6 +38,10 @@ int stg_audio_probe_seconds(const char *path, double *seconds, uint32_t *rate);
  * reference core to decode input_s seconds (at most max_seconds) of a file
  * at src_rate Hz (0: unknown) to rate. */
 double stg_decode_work_s(double input_s, uint32_t src_rate, uint32_t rate, double max_seconds);
+/* Its resampling share, for any stage that resamples input_s seconds of
+ * audio from `from` Hz (0: unknown, counted as 48 kHz) to `to` Hz with
+ * stg_audio_resample: 0 when the rates are equal. */
+double stg_audio_resample_work_s(double input_s, uint32_t from, uint32_t to);
 
 /* The libmpg123 path alone (what stg_audio_decode falls back to for an MP3
  * libsndfile cannot open); same contract. */

@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "stages/audio/decode.h"
 #include "stages/audio/st_util.h"
 #include "stages/options.h"
 #include "stages/audio/wav_encode.h"
@@ -663,6 +664,8 @@ static int pitch_work(const ebb_host_api *host, const char *options_json, double
   stg_pitch_params p = stg_pitch_defaults();
   set_params(&v, &p);
   out->cpu_s = stg_pitch_work_s(pyin, p.hop, p.frame, (uint32_t)v.rate, input_s);
+  if (v.rate > 0) /* its input comes at decode's working rate (16 kHz unless set) */
+    out->cpu_s += stg_audio_resample_work_s(input_s, 16000, (uint32_t)v.rate);
   snprintf(out->drivers, sizeof out->drivers, "hop %d, frame %d", p.hop, p.frame);
   return 0;
 }

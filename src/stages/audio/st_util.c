@@ -1,11 +1,15 @@
 /* See st_util.h. */
 #include "stages/audio/st_util.h"
 
+#include <ctype.h>
+#include <fcntl.h>
 #include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 int stg_st_fail(ebb_stage_ctx *ctx, int code, const char *fmt, ...) {
   char msg[1024];
@@ -86,6 +90,30 @@ int stg_st_stop(void) {
     st_stopped = 1;
   return st_stopped;
 }
+uint64_t stg_st_file_words(const char *path, uint64_t max_bytes) {
+  int fd = path && *path ? open(path, O_RDONLY | O_NONBLOCK | O_NOCTTY | O_CLOEXEC) : -1;
+  struct stat st;
+  uint64_t words = 0;
+  if (fd < 0 || fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) || (uint64_t)st.st_size > max_bytes) {
+    if (fd >= 0)
+      close(fd);
+    return 0;
+  }
+  unsigned char buf[65536];
+  int in_word = 0;
+  uint64_t total = 0;
+  for (ssize_t got; total <= max_bytes && (got = read(fd, buf, sizeof buf)) > 0;) {
+    total += (uint64_t)got;
+    for (ssize_t i = 0; i < got; i++) {
+      int sp = isspace(buf[i]);
+      words += !sp && !in_word;
+      in_word = !sp;
+    }
+  }
+  close(fd);
+  return words;
+}
+
 int stg_st_stopped(ebb_stage_ctx *ctx, const char *what) {
   if (!stg_st_stop())
     return 0;

@@ -50,4 +50,9 @@ int stg_st_stop(void);
  * stg_st_stop() said so, else 0. */
 int stg_st_stopped(ebb_stage_ctx *ctx, const char *what);
 
+/* The whitespace-separated words of the text file at path, for a work
+ * estimate (the stage ABI's `work`): opened non-blocking, a regular file of
+ * at most max_bytes, else 0 words (the stage's run says what is wrong). */
+uint64_t stg_st_file_words(const char *path, uint64_t max_bytes);
+
 #endif

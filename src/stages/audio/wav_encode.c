@@ -3,11 +3,11 @@
 #include "stages/audio/wav_encode.h"
 
 #include <math.h>
-#include <samplerate.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "ebb/error.h"
+#include "stages/audio/decode.h"
 
 static void put_u32(unsigned char *p, uint32_t v) {
   p[0] = (unsigned char)(v & 0xff);
@@ -95,27 +95,17 @@ int stg_pcm_to_mono_rate(const float *samples, uint64_t frames, uint32_t channel
     return 0;
   }
 
-  double ratio = (double)out_rate / (double)rate;
-  uint64_t cap = (uint64_t)ceil((double)frames * ratio) + 16;
-  float *res = malloc(cap * sizeof *res);
-  if (!res) {
-    free(mono);
-    return ebb_seterr(EBB_ENOMEM, "pcm convert: cannot allocate %llu frames",
-                      (unsigned long long)cap);
-  }
-  SRC_DATA sd = {.data_in = mono,
-                 .data_out = res,
-                 .input_frames = (long)frames,
-                 .output_frames = (long)cap,
-                 .src_ratio = ratio};
-  int rc = src_simple(&sd, SRC_SINC_MEDIUM_QUALITY, 1);
+  /* decode's resampler: in blocks, each after a look at the stage's
+   * deadline (st_util.h), where one src_simple call over 884 s to 384 kHz
+   * ran 100 s past --job-timeout 3 */
+  float *res = NULL;
+  uint64_t got = 0;
+  int rc = stg_audio_resample(mono, frames, rate, out_rate, &res, &got);
   free(mono);
-  if (rc != 0) {
-    free(res);
-    return ebb_seterr(EBB_EIO, "pcm convert: resampling %u Hz -> %u Hz failed: %s", rate, out_rate,
-                      src_strerror(rc));
-  }
+  if (rc)
+    return ebb_seterr(rc == EBB_ECANCELED || rc == EBB_ENOMEM || rc == EBB_EINVAL ? rc : EBB_EIO,
+                      "pcm convert: %s", ebb_errmsg());
   *out = res;
-  *out_frames = (uint64_t)sd.output_frames_gen;
+  *out_frames = got;
   return 0;
 }

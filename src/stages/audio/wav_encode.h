@@ -19,9 +19,11 @@ int stg_wav_encode_s16(const float *samples, uint64_t frames, uint32_t channels,
                        unsigned char **out, size_t *out_len);
 
 /* Converts interleaved float PCM to mono at `out_rate` (averaging channels,
- * then resampling with libsamplerate when the rates differ). On success
- * *out is a malloc'd buffer of *out_frames floats the caller owns (free()).
- * Fails with EBB_EINVAL, EBB_ENOMEM or EBB_EIO (libsamplerate's message). */
+ * then resampling with decode's stg_audio_resample when the rates differ:
+ * libsamplerate in blocks, cancelled between them under a stage's watch,
+ * st_util.h). On success *out is a malloc'd buffer of *out_frames floats
+ * the caller owns (free()). Fails with EBB_EINVAL, EBB_ENOMEM, EBB_ECANCELED
+ * or EBB_EIO (libsamplerate's message). */
 int stg_pcm_to_mono_rate(const float *samples, uint64_t frames, uint32_t channels, uint32_t rate,
                          uint32_t out_rate, float **out, uint64_t *out_frames);
 
