@@ -9,7 +9,14 @@
  * so of two askers the second always sees the first. A claim ends when its
  * holder's driver usage has grown by its bytes (the allocation landed),
  * when it is released (its file removed), when `until` (wall clock) passes,
- * or when its holder's pid is gone. */
+ * or when its holder's pid is gone.
+ *
+ * The directory is hostile input: a claim is read only from a regular file
+ * of at most CLAIM_MAX bytes (brk_open_file), and believed only when its
+ * holder is alive and the same process (its start time, from /proc, as
+ * recorded), the file belongs to the holder's user, root or this user, and
+ * its `until` is within BRK_MAX_HOLD_S. Anything else is dropped (its file
+ * removed) with a log line. The lock is taken without blocking, bounded. */
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -23,8 +30,12 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "base/log.h"
 #include "broker/broker.h"
 #include "ebb/error.h"
+
+#define CLAIM_MAX 4096
+#define LOCK_WAIT_S 1.0 /* a lock held longer than this by another is not waited on */
 
 static double wall_s(void) {
   struct timespec ts;
@@ -46,22 +57,62 @@ static void share(int fd, const char *dir) {
     (void)fchmod(fd, file_mode(dir));
 }
 
+/* DIR/claims.lock, a regular file: junk in its place (a FIFO, a link) is
+ * removed and the lock made anew. */
+static int open_lock(const char *dir, const char *path) {
+  struct stat st;
+  int fd = brk_open_file(path, O_RDWR, 64, &st);
+  if (fd < 0 && errno == EINVAL)
+    unlink(path); /* junk, logged: a lock file is made anew */
+  if (fd < 0)
+    fd =
+        open(path, O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC, file_mode(dir));
+  if (fd < 0 && errno == EEXIST) /* another asker made it just now */
+    fd = brk_open_file(path, O_RDWR, 64, &st);
+  return fd;
+}
+
+static uint64_t name_seq(const char *name);
+
+/* The highest SEQ of the claim.SEQ names in dir. */
+static uint64_t top_seq(const char *dir) {
+  uint64_t top = 0;
+  DIR *d = opendir(dir);
+  struct dirent *e;
+  while (d && (e = readdir(d))) {
+    uint64_t s = name_seq(e->d_name);
+    top = s > top ? s : top;
+  }
+  if (d)
+    closedir(d);
+  return top;
+}
+
 /* The next sequence number, under an exclusive flock on DIR/claims.lock;
  * the lock stays held (its fd in *lockfd) until the claim is written. */
 static int next_seq(const char *dir, int *lockfd, uint64_t *seq) {
   char path[600], buf[32] = "";
   snprintf(path, sizeof path, "%s/claims.lock", dir);
-  int fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, file_mode(dir));
+  int fd = open_lock(dir, path);
   if (fd < 0)
     return ebb_seterr(EBB_EIO, "broker claims %s: %s", path, strerror(errno));
   share(fd, dir);
-  if (flock(fd, LOCK_EX) != 0) {
-    close(fd);
-    return ebb_seterr(EBB_EIO, "broker claims %s: lock: %s", path, strerror(errno));
+  double until = brk_now() + LOCK_WAIT_S;
+  while (flock(fd, LOCK_EX | LOCK_NB) != 0) {
+    if (errno != EWOULDBLOCK || brk_now() >= until) {
+      close(fd);
+      return ebb_seterr(EBB_EIO, "broker claims %s: lock: %s", path,
+                        errno == EWOULDBLOCK ? "held by another process for over 1 s"
+                                             : strerror(errno));
+    }
+    struct timespec ts = {0, 2 * 1000 * 1000};
+    nanosleep(&ts, NULL);
   }
   ssize_t n = pread(fd, buf, sizeof buf - 1, 0);
   buf[n > 0 ? n : 0] = '\0';
-  *seq = strtoull(buf, NULL, 10) + 1;
+  *seq = strtoull(buf, NULL, 10);
+  uint64_t top = top_seq(dir); /* a lock made anew must not start below a standing claim */
+  *seq = (top > *seq && top < UINT64_MAX / 2 ? top : *seq) + 1;
   int len = snprintf(buf, sizeof buf, "%llu\n", (unsigned long long)*seq);
   if (pwrite(fd, buf, (size_t)len, 0) != len || ftruncate(fd, len) != 0) {
     close(fd);
@@ -71,31 +122,72 @@ static int next_seq(const char *dir, int *lockfd, uint64_t *seq) {
   return 0;
 }
 
+/* The holder's start time (clock ticks since boot, /proc/PID/stat field 22)
+ * and its user; -1 when it is gone or /proc cannot say. */
+static int proc_of(pid_t pid, unsigned long long *start, uid_t *uid) {
+  char path[64], buf[1024];
+  struct stat st;
+  snprintf(path, sizeof path, "/proc/%ld", (long)pid);
+  if (pid <= 0 || stat(path, &st) != 0)
+    return -1;
+  *uid = st.st_uid;
+  snprintf(path, sizeof path, "/proc/%ld/stat", (long)pid);
+  int fd = open(path, O_RDONLY | O_CLOEXEC);
+  ssize_t n = fd >= 0 ? read(fd, buf, sizeof buf - 1) : -1;
+  if (fd >= 0)
+    close(fd);
+  if (n <= 0)
+    return -1;
+  buf[n] = '\0';
+  char *p = strrchr(buf, ')'); /* the name may hold spaces and parentheses */
+  for (int field = 2; p && field < 22; field++)
+    p = strchr(p + 1, ' ');
+  return p && sscanf(p, " %llu", start) == 1 ? 0 : -1;
+}
+
 typedef struct claim {
-  uint64_t seq, bytes, base;
+  uint64_t seq, bytes, base, start;
   int64_t holder;
   double until;
   char device[64];
+  uid_t owner; /* the file's */
 } claim;
 
+/* -1: not a claim yet (being written, gone); -2: junk (logged). */
 static int read_claim(const char *path, claim *c) {
+  struct stat st;
+  char buf[CLAIM_MAX + 1];
+  int fd = brk_open_file(path, O_RDONLY, CLAIM_MAX, &st);
+  if (fd < 0)
+    return errno == EINVAL ? -2 : -1;
+  ssize_t n = read(fd, buf, CLAIM_MAX);
+  close(fd);
   json_error_t je;
-  json_t *j = json_load_file(path, 0, &je);
-  if (!j)
-    return -1;
+  json_t *j = n > 0 ? json_loadb(buf, (size_t)n, 0, &je) : NULL;
   const char *dev = NULL;
-  json_int_t seq = 0, bytes = 0, base = 0, holder = 0;
-  int rc = json_unpack(j, "{s:I, s:I, s:s, s:I, s:I, s:f}", "seq", &seq, "holder", &holder,
-                       "device", &dev, "bytes", &bytes, "base", &base, "until", &c->until);
-  if (!rc) {
-    c->seq = (uint64_t)seq;
-    c->holder = holder;
-    c->bytes = (uint64_t)bytes;
-    c->base = (uint64_t)base;
-    snprintf(c->device, sizeof c->device, "%s", dev);
+  json_int_t seq = 0, bytes = 0, base = 0, holder = 0, start = 0, v = 0;
+  int rc = !j ? -1
+              : json_unpack(j, "{s:I, s:I, s:I, s:s, s:I, s:I, s:I, s:F}", "v", &v, "seq", &seq,
+                            "holder", &holder, "device", &dev, "bytes", &bytes, "base", &base,
+                            "start", &start, "until", &c->until);
+  if (!rc && (v != BRK_VERSION || seq <= 0 || holder <= 0 || bytes < 0 || base < 0 || start < 0))
+    rc = -1;
+  if (rc) {
+    brk_junk(path, &st,
+             "not a claim of this version (v, seq, holder, device, bytes, base, "
+             "start, until)");
+    json_decref(j);
+    return -2;
   }
+  c->owner = st.st_uid;
+  c->start = (uint64_t)start;
+  c->seq = (uint64_t)seq;
+  c->holder = holder;
+  c->bytes = (uint64_t)bytes;
+  c->base = (uint64_t)base;
+  snprintf(c->device, sizeof c->device, "%s", dev);
   json_decref(j);
-  return rc;
+  return 0;
 }
 
 /* What of c its holder has not allocated yet (0: it landed). */
@@ -115,6 +207,28 @@ static uint64_t name_seq(const char *name) {
   return end && !*end ? v : 0;
 }
 
+/* Why a claim is not believed (NULL: it is): its holder is gone or another
+ * process now has its pid, its file is not of the holder's user (nor root
+ * nor this user), or it would stand longer than any claim may. */
+static const char *unbelieved(const claim *c, double now, int *quiet) {
+  unsigned long long start = 0;
+  uid_t uid = 0;
+  int known = proc_of((pid_t)c->holder, &start, &uid) == 0; /* else /proc cannot say */
+  *quiet = 1;
+  if (!known && kill((pid_t)c->holder, 0) != 0 && errno == ESRCH)
+    return "its holder is gone";
+  if (known && start != c->start)
+    return "its holder's pid belongs to another process now";
+  if (c->until < now)
+    return "expired";
+  *quiet = 0;
+  if (known && c->owner != uid && c->owner != 0 && c->owner != geteuid())
+    return "its file belongs to another user than its holder";
+  if (c->until > now + BRK_MAX_HOLD_S + 60)
+    return "it would stand longer than any claim may (" BRK_MAX_HOLD_STR " s)";
+  return NULL;
+}
+
 int brk_claims_before(const brk_claims_opts *o, uint64_t seq, brk_claims_seen *out) {
   memset(out, 0, sizeof *out);
   DIR *d = opendir(o->dir);
@@ -125,14 +239,22 @@ int brk_claims_before(const brk_claims_opts *o, uint64_t seq, brk_claims_seen *o
   while ((e = readdir(d))) {
     uint64_t s = name_seq(e->d_name);
     char path[768];
-    claim c;
+    claim c = {0};
     if (!s || (seq && s >= seq))
       continue;
     snprintf(path, sizeof path, "%s/%s", o->dir, e->d_name);
-    if (read_claim(path, &c) != 0)
-      continue; /* being written (renamed in whole), or not a claim */
-    int dead = kill((pid_t)c.holder, 0) != 0 && errno == ESRCH;
-    if (dead || c.until < now) { /* it ended: whoever notices removes it */
+    if (read_claim(path, &c) == -2) {
+      unlink(path); /* junk (a FIFO, a link, garbage) is never a claim */
+      continue;
+    }
+    if (c.seq == 0)
+      continue; /* being written (renamed in whole), or gone */
+    int quiet;
+    const char *why = unbelieved(&c, now, &quiet);
+    if (why) { /* it ended, or was never a claim: whoever notices removes it */
+      if (!quiet)
+        base_log(EBB_LOG_WARN, "broker", "dropping claim %s (holder pid %lld, %llu MiB): %s", path,
+                 (long long)c.holder, (unsigned long long)(c.bytes >> 20), why);
       unlink(path);
       continue;
     }
@@ -159,15 +281,22 @@ int brk_claims_before(const brk_claims_opts *o, uint64_t seq, brk_claims_seen *o
 static int write_claim(const brk_claims_opts *o, uint64_t seq, char *path, size_t len) {
   char tmp[640];
   uint64_t base = 0;
+  unsigned long long start = 0;
+  uid_t uid;
   if (o->used_fn && o->used_fn(o->used_arg, o->holder, &base) != 0)
     base = 0;
-  json_t *j = json_pack("{s:i, s:I, s:I, s:s, s:I, s:I, s:f}", "v", BRK_VERSION, "seq",
+  if (proc_of(o->holder, &start, &uid) != 0)
+    return ebb_seterr(EBB_EINVAL, "broker claim: holder pid %ld: no such process", (long)o->holder);
+  double hold = o->hold_s > 0 ? o->hold_s : 10;
+  json_t *j = json_pack("{s:i, s:I, s:I, s:s, s:I, s:I, s:I, s:f}", "v", BRK_VERSION, "seq",
                         (json_int_t)seq, "holder", (json_int_t)o->holder, "device", o->uuid,
-                        "bytes", (json_int_t)o->bytes, "base", (json_int_t)base, "until",
-                        wall_s() + (o->hold_s > 0 ? o->hold_s : 10));
+                        "bytes", (json_int_t)o->bytes, "base", (json_int_t)base, "start",
+                        (json_int_t)start, "until",
+                        wall_s() + (hold < BRK_MAX_HOLD_S ? hold : BRK_MAX_HOLD_S));
   snprintf(path, len, "%s/claim.%llu", o->dir, (unsigned long long)seq);
   snprintf(tmp, sizeof tmp, "%s/.claim.%llu.tmp", o->dir, (unsigned long long)seq);
-  int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, file_mode(o->dir));
+  unlink(tmp); /* whatever was planted there: never written through */
+  int fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, file_mode(o->dir));
   if (fd >= 0)
     share(fd, o->dir);
   int rc = fd < 0 || !j || json_dumpfd(j, fd, JSON_COMPACT) != 0;

@@ -26,6 +26,12 @@ static int put_line(json_t *o, char *buf, size_t len) {
   return (int)n + 1;
 }
 
+static const char *const by_names[] = {"", "anyone", "token", "operator"};
+
+static const char *by_name(int by) {
+  return by >= BRK_BY_ANYONE && by <= BRK_BY_OPERATOR ? by_names[by] : "?";
+}
+
 int brk_encode_request(const brk_request *r, char *buf, size_t len) {
   json_t *o =
       json_pack("{s:i, s:s}", "v", BRK_VERSION, "op", r->op == BRK_OP_INFO ? "info" : "reclaim");
@@ -33,6 +39,7 @@ int brk_encode_request(const brk_request *r, char *buf, size_t len) {
     json_object_set_new(o, "device", json_string(r->device));
     json_object_set_new(o, "bytes", json_integer((json_int_t)r->bytes));
     json_object_set_new(o, "asker", json_integer((json_int_t)r->asker));
+    json_object_set_new(o, "by", json_string(by_name(r->by ? r->by : BRK_BY_OPERATOR)));
   }
   if (!o)
     return ebb_seterr(EBB_ENOMEM, "broker: out of host memory encoding a message");
@@ -77,6 +84,15 @@ int brk_encode_answer(int op, const brk_answer *a, char *buf, size_t len) {
     json_object_set_new(o, "reason", json_string(a->reason));
     json_object_set_new(o, "kept", kept_json(a));
   }
+  return put_line(o, buf, len);
+}
+
+int brk_encode_commit(const brk_answer *a, char *buf, size_t len) {
+  json_t *o = json_pack("{s:i, s:I, s:s, s:s, s:s, s:I, s:f}", "v", BRK_VERSION, "pid",
+                        (json_int_t)a->pid, "what", a->what, "device", a->device, "label", a->label,
+                        "commit_bytes", (json_int_t)a->commit_bytes, "eta_ms", a->eta_ms);
+  if (!o)
+    return ebb_seterr(EBB_ENOMEM, "broker: out of host memory encoding a message");
   return put_line(o, buf, len);
 }
 
@@ -129,6 +145,18 @@ static int get_u64(json_t *o, const char *key, const char *what, uint64_t *dst, 
   return 0;
 }
 
+/* "by" names whose authority a reclaim carries: required, one of three. */
+static int get_by(json_t *o, int *by) {
+  const char *v = json_string_value(json_object_get(o, "by"));
+  for (int i = BRK_BY_ANYONE; v && i <= BRK_BY_OPERATOR; i++)
+    if (!strcmp(v, by_names[i])) {
+      *by = i;
+      return 0;
+    }
+  return ebb_seterr(EBB_EPROTO,
+                    "broker request: \"by\" must be \"anyone\", \"token\" or \"operator\"");
+}
+
 int brk_decode_request(const char *line, brk_request *out) {
   memset(out, 0, sizeof *out);
   json_t *o;
@@ -142,8 +170,9 @@ int brk_decode_request(const char *line, brk_request *out) {
   else if (op && !strcmp(op, "reclaim")) {
     out->op = BRK_OP_RECLAIM;
     if (!(rc = get_str(o, "device", "request", out->device, sizeof out->device, 1)) &&
-        !(rc = get_u64(o, "bytes", "request", &out->bytes, 1)))
-      rc = get_u64(o, "asker", "request", &asker, 0);
+        !(rc = get_u64(o, "bytes", "request", &out->bytes, 1)) &&
+        !(rc = get_u64(o, "asker", "request", &asker, 0)))
+      rc = get_by(o, &out->by);
     out->asker = (int64_t)asker;
   } else
     rc = ebb_seterr(EBB_EPROTO, "broker request: \"op\" must be \"info\" or \"reclaim\"");
@@ -217,6 +246,16 @@ static int decode_body(int op, json_t *o, brk_answer *out) {
   return rc;
 }
 
+static int decode_commit(json_t *o, brk_answer *out) {
+  json_t *eta = json_object_get(o, "eta_ms");
+  out->commit = 1;
+  out->eta_ms = json_is_number(eta) ? json_number_value(eta) : 0;
+  int rc = get_str(o, "device", "commit", out->device, sizeof out->device, 1);
+  if (!rc)
+    rc = get_str(o, "label", "commit", out->label, sizeof out->label, 0);
+  return rc ? rc : get_u64(o, "commit_bytes", "commit", &out->commit_bytes, 1);
+}
+
 int brk_decode_answer(int op, const char *line, brk_answer *out) {
   memset(out, 0, sizeof *out);
   json_t *o;
@@ -229,7 +268,9 @@ int brk_decode_answer(int op, const char *line, brk_answer *out) {
   if (!rc)
     rc = get_str(o, "what", "answer", out->what, sizeof out->what, 0);
   if (!rc)
-    rc = decode_body(op, o, out);
+    rc = op == BRK_OP_RECLAIM && json_object_get(o, "commit_bytes") && !json_object_get(o, "error")
+             ? decode_commit(o, out)
+             : decode_body(op, o, out);
   json_decref(o);
   return rc;
 }

@@ -1,9 +1,15 @@
 /* The broker directory: one socket per process, DIR/PID.sock. No daemon:
  * a peer is its socket, and a dead peer's socket is removed by whoever
- * notices (its pid is gone, or its socket refuses). */
+ * notices (its pid is gone, or its socket refuses). The directory is
+ * hostile input (anyone who may write into it: this user, a group member):
+ * an entry is looked at without following a link, a file is opened only
+ * when it is a regular one, never blocking, and read bounded; anything
+ * else is junk, logged once and ignored. */
 #include <dirent.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <grp.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -12,6 +18,7 @@
 #include <unistd.h>
 
 #include "base/fs.h"
+#include "base/log.h"
 #include "broker/broker.h"
 #include "ebb/error.h"
 
@@ -108,6 +115,64 @@ void brk_sock_path(const char *dir, pid_t pid, char *out, size_t outlen) {
   snprintf(out, outlen, "%s/%ld.sock", dir, (long)pid);
 }
 
+/* Junk is logged once per file (by inode), then ignored quietly. */
+void brk_junk(const char *path, const struct stat *st, const char *why) {
+  static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
+  static struct {
+    dev_t dev;
+    ino_t ino;
+  } seen[64];
+  static size_t nseen;
+  int fresh = 1;
+  pthread_mutex_lock(&lock);
+  for (size_t i = 0; st && i < nseen && i < 64; i++)
+    if (seen[i].dev == st->st_dev && seen[i].ino == st->st_ino)
+      fresh = 0;
+  if (fresh && st) {
+    seen[nseen % 64].dev = st->st_dev;
+    seen[nseen % 64].ino = st->st_ino;
+    nseen++;
+  }
+  pthread_mutex_unlock(&lock);
+  if (fresh)
+    base_log(EBB_LOG_WARN, "broker", "ignoring %s in the broker directory: %s", path, why);
+}
+
+static const char *kind_of(mode_t m) {
+  return S_ISFIFO(m)   ? "a FIFO"
+         : S_ISLNK(m)  ? "a symbolic link"
+         : S_ISCHR(m)  ? "a character device"
+         : S_ISBLK(m)  ? "a block device"
+         : S_ISDIR(m)  ? "a directory"
+         : S_ISSOCK(m) ? "a socket"
+                       : "not a regular file";
+}
+
+int brk_open_file(const char *path, int flags, size_t max, struct stat *st) {
+  struct stat l;
+  if (lstat(path, &l) != 0)
+    return -1; /* gone: not junk */
+  if (!S_ISREG(l.st_mode)) {
+    brk_junk(path, &l, kind_of(l.st_mode));
+    errno = EINVAL;
+    return -1;
+  }
+  int fd = open(path, flags | O_NONBLOCK | O_NOFOLLOW | O_CLOEXEC, 0600);
+  if (fd < 0)
+    return -1;
+  if (fstat(fd, st) != 0 || !S_ISREG(st->st_mode) || (size_t)st->st_size > max) {
+    char why[96];
+    snprintf(why, sizeof why, "%s", !S_ISREG(st->st_mode) ? kind_of(st->st_mode) : "");
+    if (!why[0])
+      snprintf(why, sizeof why, "%lld bytes, over the %zu-byte limit", (long long)st->st_size, max);
+    brk_junk(path, st, why);
+    close(fd);
+    errno = EINVAL;
+    return -1;
+  }
+  return fd;
+}
+
 /* "PID.sock" -> PID, else 0. */
 static pid_t name_pid(const char *name) {
   char *end = NULL;
@@ -125,11 +190,18 @@ int brk_dir_peers(const char *dir, pid_t *pids, size_t cap, size_t *n) {
   struct dirent *e;
   while ((e = readdir(d))) {
     pid_t pid = name_pid(e->d_name);
+    char p[768];
+    struct stat st;
     if (!pid || pid == getpid())
       continue;
+    snprintf(p, sizeof p, "%s/%s", dir, e->d_name);
+    if (lstat(p, &st) != 0)
+      continue;
+    if (!S_ISSOCK(st.st_mode)) { /* a FIFO, a link, a file named like a peer */
+      brk_junk(p, &st, kind_of(st.st_mode));
+      continue;
+    }
     if (kill(pid, 0) != 0 && errno == ESRCH) { /* dead: its entry goes */
-      char p[768];
-      snprintf(p, sizeof p, "%s/%s", dir, e->d_name);
       unlink(p);
       continue;
     }

@@ -25,6 +25,10 @@ typedef struct serve_broker_opts {
   const char *dir, *group;
   double timeout_s;
   uint64_t reserve;
+  int token;     /* the server has a token: its asks carry BRK_BY_TOKEN, and it
+                    gives nothing to an ask made for anyone (docs/broker.md) */
+  double wait_s; /* how long an ask waits for what the peers committed:
+                    --job-timeout, else 60 s */
 } serve_broker_opts;
 /* Registers this server (when it serves a CUDA device) and answers peers
  * with pl_manager_give_back. *out NULL when nothing was registered (a

@@ -821,6 +821,9 @@ static int start_and_serve(serve_args *a, serve_state *st, pl_manager_opts *mo) 
   for (size_t i = 0; i < st->n; i++)
     base_log(EBB_LOG_INFO, "server", "device %s (%s), data in %s", dev_device_label(st->devs[i]),
              dev_name(st->devs[i]), a->data_dir);
+  const char *env_token = getenv("EBB_TOKEN");
+  a->broker.token = a->so.token_file || (env_token && *env_token);
+  a->broker.wait_s = a->so.job_timeout_s > 0 ? a->so.job_timeout_s : 60;
   cli_serve_broker_start(&a->broker, st->ms, st->devs, st->n, &st->peer);
   serve_loop(st, &set, a->grace_s);
   return EBB_EXIT_OK;

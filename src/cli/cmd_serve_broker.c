@@ -30,7 +30,8 @@ static serve_peer the_peer;
 /* Where and how this server asks (set once by cli_serve_broker_start,
  * before any job runs; read-only after). */
 static char ask_dir[512];
-static double ask_timeout_s;
+static double ask_timeout_s, ask_wait_s;
+static int ask_by;           /* whose authority its asks carry: BRK_BY_TOKEN with a token */
 static brk_peer *registered; /* its stats for /metrics */
 
 /* What this server gave, refused, asked and received, for /metrics
@@ -187,10 +188,29 @@ static void copy_kept(const pl_giveback *g, brk_answer *a) {
   }
 }
 
-static int give(void *arg, const brk_request *req, brk_answer *a) {
+/* Authority does not travel through a peer (docs/broker.md, "Who may
+ * ask"): a server protected by a token yields only to its operator (a
+ * process asking for itself: `ebb reclaim`, ebb_reclaim()) or to a server
+ * acting for a caller that proved a token, never to a tokenless server,
+ * which acts for anyone on the box. */
+static int authority_ok(const serve_peer *s, const brk_request *req, brk_answer *a) {
+  if (!s->o.token || req->by != BRK_BY_ANYONE)
+    return 0;
+  snprintf(a->err_code, sizeof a->err_code, "forbidden");
+  return ebb_seterr(EBB_EINVAL,
+                    "broker: pid %ld (uid %u) asks for anyone (a server without a token, "
+                    "acting for whoever called it): this server is token-protected and gives "
+                    "only to its operator or for a caller holding a token",
+                    (long)req->cred_pid, (unsigned)req->cred_uid);
+}
+
+static int give(void *arg, const brk_request *req, brk_answer *a, brk_giving *gv) {
   serve_peer *s = arg;
   if (req->op == BRK_OP_INFO)
     return give_info(s, a);
+  int rc = authority_ok(s, req, a);
+  if (rc)
+    return rc;
   size_t i = 0;
   while (i < s->n && strcmp(s->uuid[i], req->device))
     i++;
@@ -200,6 +220,10 @@ static int give(void *arg, const brk_request *req, brk_answer *a) {
     return 0;
   }
   snprintf(a->label, sizeof a->label, "%s", s->label[i]);
+  uint64_t plan;
+  double eta_ms;
+  pl_manager_give_plan(s->ms[i], req->bytes, s->o.reserve, &plan, &eta_ms);
+  brk_commit(gv, a, plan, eta_ms); /* the asker hears at once, then waits for the giving */
   pl_giveback g;
   double t0 = base_now();
   pl_manager_give_back(s->ms[i], req->bytes, s->o.reserve, &g);
@@ -256,6 +280,8 @@ void cli_serve_broker_start(const serve_broker_opts *o, pl_manager **ms, dev_dev
   if (!rc) {
     snprintf(ask_dir, sizeof ask_dir, "%s", dir);
     ask_timeout_s = o->timeout_s > 0 ? o->timeout_s : 2;
+    ask_wait_s = o->wait_s > 0 ? o->wait_s : 60;
+    ask_by = o->token ? BRK_BY_TOKEN : BRK_BY_ANYONE;
   }
   if (!rc && o->group)
     brk_dir_group(o->group, &po.group);
@@ -315,7 +341,8 @@ int cli_serve_broker_ask(void *arg, dev_device *dev, uint64_t need) {
                         .uuid = d.uuid,
                         .bytes = need,
                         .timeout_s = ask_timeout_s,
-                        .wait_s = 2,
+                        .wait_s = ask_wait_s,
+                        .by = ask_by,
                         .free_fn = dev_nvml_ref_free,
                         .free_arg = &d,
                         .hold_s = 60,
@@ -378,6 +405,7 @@ int cli_serve_broker_reclaim(void *arg, const char *device, uint64_t bytes, json
                         .bytes = bytes,
                         .timeout_s = ask_timeout_s,
                         .wait_s = 5,
+                        .by = ask_by,
                         .free_fn = dev_nvml_ref_free,
                         .free_arg = &d,
                         .used_fn = dev_nvml_ref_used,

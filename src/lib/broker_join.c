@@ -53,7 +53,7 @@ static int give_info(ebb_broker *b, brk_answer *a) {
   return 0;
 }
 
-static int give(void *arg, const brk_request *req, brk_answer *a) {
+static int give(void *arg, const brk_request *req, brk_answer *a, brk_giving *gv) {
   ebb_broker *b = arg;
   if (req->op == BRK_OP_INFO)
     return give_info(b, a);
@@ -67,6 +67,9 @@ static int give(void *arg, const brk_request *req, brk_answer *a) {
     return 0;
   }
   snprintf(a->label, sizeof a->label, "cuda:%d", i);
+  uint64_t held_b, givable;
+  held(g, &held_b, &givable);
+  brk_commit(gv, a, givable, 10); /* a release is quick: callbacks, the cache, the context */
   ebb_released rel = {.size = sizeof rel};
   double t0 = base_now();
   int rc = ebb_gpu_release(g, EBB_GPU_RELEASE_CONTEXT, &rel);

@@ -63,6 +63,7 @@ struct pl_manager {
   double wake_seconds;   /* their time, summed */
   uint64_t backup_bytes; /* last seen (the read side never waits on the allocator) */
   mpipe *running;        /* the pipeline of the job on the device thread, under lock */
+  double sleep_bps;      /* bytes a second the last sleep parked (a giving's estimate) */
   int (*ask_peers)(void *arg, dev_device *dev, uint64_t need); /* issue 35; may be NULL */
   void (*ask_done)(void *arg, dev_device *dev);
   void *ask_arg;
@@ -1270,6 +1271,8 @@ static int give_pipe(pl_manager *m, mpipe *pp, pl_giveback *g) {
     int rc = sleep_in_switch(m, pp, 1, &st);
     if (rc == 0)
       gb_reason(g, "pipeline %s asleep (%llu MiB)", pp->def->name, MIB(st.device_bytes));
+    if (rc == 0 && st.seconds > 0.01 && st.backup_bytes > (64u << 20))
+      m->sleep_bps = (double)st.backup_bytes / st.seconds; /* under switch_lock */
     return rc == 1 ? 1 : 0;
   }
   uint64_t rel = 0;
@@ -1293,6 +1296,46 @@ static void kept_list(pl_manager *m, uint64_t held, uint64_t reserve, pl_givebac
   if (held && dev_ctx_active(m->dev))
     gb_kept(g, "context", pl_manager_context_estimate(m),
             loaded_count(m) ? "kept while pipelines are loaded" : "held by this process");
+}
+
+/* pl_manager_give_back's rules run dry: the pipelines it would give, least
+ * recently used first, by their last measured need, until want; the
+ * context when all would go. The time: a sleep at the last measured rate
+ * (1 GiB/s before any), an unload at 50 ms. Nothing while the device runs
+ * a job or a switch is under way (give_back gives nothing then either). */
+void pl_manager_give_plan(pl_manager *m, uint64_t want, uint64_t reserve, uint64_t *bytes,
+                          double *eta_ms) {
+  char buf[160];
+  *bytes = 0;
+  *eta_ms = 0;
+  if (pthread_mutex_trylock(&m->switch_lock) != 0)
+    return;
+  uint64_t held = pl_manager_process_bytes(m);
+  double bps = m->sleep_bps > 0 ? m->sleep_bps : (double)(1u << 30);
+  int loaded = loaded_count(m), going = 0;
+  unsigned char taken[256] = {0};
+  pthread_mutex_lock(&m->lock);
+  while (!m->running && *bytes < want) {
+    mpipe *best = NULL;
+    for (size_t i = 0; i < m->npipes && i < 256; i++) {
+      mpipe *pp = &m->pipes[i];
+      if (!taken[i] && !keep_why(m, pp, held, reserve, buf, sizeof buf) &&
+          (!best || pp->used_at < best->used_at))
+        best = pp;
+    }
+    if (!best)
+      break;
+    taken[best - m->pipes] = 1;
+    const pl_policy *pol = best->def->has_policy ? &best->def->policy : &m->policy;
+    *bytes += best->need;
+    *eta_ms += pol->kind == EBB_POLICY_SLEEP ? 1000.0 * (double)best->need / bps : 50;
+    held = held > best->need ? held - best->need : 0;
+    going++;
+  }
+  pthread_mutex_unlock(&m->lock);
+  if (going && going == loaded && *bytes < want && dev_ctx_active(m->dev))
+    *bytes += pl_manager_context_estimate(m);
+  pthread_mutex_unlock(&m->switch_lock);
 }
 
 int pl_manager_give_back(pl_manager *m, uint64_t want, uint64_t reserve, pl_giveback *out) {

@@ -222,6 +222,11 @@ typedef struct pl_giveback {
   pl_giveback_kept kept[EBB_GIVEBACK_MAX_KEPT];
 } pl_giveback;
 int pl_manager_give_back(pl_manager *m, uint64_t want, uint64_t reserve, pl_giveback *out);
+/* What pl_manager_give_back would give for want now (an estimate by the
+ * pipelines' last measured needs) and how long it expects to take: a
+ * broker peer's commit (docs/broker.md). */
+void pl_manager_give_plan(pl_manager *m, uint64_t want, uint64_t reserve, uint64_t *bytes,
+                          double *eta_ms);
 /* Placement across devices (issue 35): when the pipeline's predicted need
  * is over the driver's free memory on m's device, asks the other processes
  * there for it (ask_peers); 1 when they were asked. The claim stays for the

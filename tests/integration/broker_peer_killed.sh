@@ -34,7 +34,7 @@ for _ in range(100):  # bounded: the test kills it long before
     c, _ = s.accept()
     req = json.loads(c.makefile().readline())
     if req.get("op") == "info":
-        c.sendall((json.dumps({"v": 1, "pid": os.getpid(), "what": "mute", "devices": [
+        c.sendall((json.dumps({"v": 2, "pid": os.getpid(), "what": "mute", "devices": [
             {"uuid": uuid, "label": "cuda:0", "held_bytes": 1 << 30, "givable_bytes": 1 << 30,
              "idle_s": 1e6}]}) + "\n").encode())
         c.close()
