@@ -12,6 +12,7 @@
  *   fakecuda_graph.c    stream capture and graphs (kernels, host functions)
  *   fakecuda_unsupported.c  exported names that answer 801 (stream memory ops,
  *                       graph node queries)
+ *   fakecuda_hash.c     hash maps for handle and name lookups
  * One process-wide mutex (fk_lock) guards every list here; the state file has
  * its own lock (fg_state.h). Exported functions are FK_API; everything else is
  * hidden (-fvisibility=hidden). */
@@ -110,6 +111,20 @@ struct fk_obj {
                      * set by cuFuncSetAttribute (0: the default 48 KiB) */
 };
 #define FK_OBJ_MAGIC 0x0b1ec700u
+
+/* Hash maps (fakecuda_hash.c), keyed by two words and an optional string
+ * that the map does not copy. get: the value or NULL; put replaces (-1
+ * without memory); del removes the key (only if it maps to val, unless val
+ * is NULL). Callers hold fk_lock. */
+typedef struct fk_hmap {
+  size_t cap, n, used;
+  struct fk_hmap_slot *slots;
+} fk_hmap;
+void *fk_hmap_get(const fk_hmap *m, uintptr_t k1, uintptr_t k2, const char *name);
+int fk_hmap_put(fk_hmap *m, uintptr_t k1, uintptr_t k2, const char *name, void *val);
+void fk_hmap_del(fk_hmap *m, uintptr_t k1, uintptr_t k2, const char *name, const void *val);
+void fk_hmap_clear(fk_hmap *m);
+uint64_t fk_hash_bytes(const void *p, size_t n);
 
 /* Global state. */
 extern fg_config fk_cfg;
@@ -228,6 +243,8 @@ void fk_capture_free(fk_obj *stream);
 int fk_image_kernels(const void *image, int (*fn)(const char *name, void *arg), void *arg);
 /* 1 when a binary image names kernel `name`, or may (compressed entries). */
 int fk_image_may_hold(const void *image, const char *name);
+/* Drops what fk_image_may_hold learnt of an image about to be freed. */
+void fk_image_forget(const void *image);
 /* The primary context's handle of dev (not retained). Holds fk_lock. */
 struct CUctx_st *fk_primary_handle(CUdevice dev);
 /* 1 when c is a context of this process (live or not). Holds no lock. */
@@ -247,6 +264,8 @@ struct fk_kernel *fk_kernel_check(void *h);
  * owned by owner (and the functions of such modules). Caller holds fk_lock. */
 fk_obj *fk_obj_find_owned(int kind, const void *owner, const struct CUctx_st *ctx);
 void fk_objs_drop_owner(const void *owner);
+/* Sets o's owner and lists it for fk_obj_find_owned (-1 without memory). */
+int fk_obj_set_owner(fk_obj *o, void *owner);
 /* Device variables of a module in ctx (fakecuda_globals.c): the address and
  * size of `name` (either may be NULL), 500 if the image has no such
  * variable. The first call lays out and allocates all of them. Caller holds

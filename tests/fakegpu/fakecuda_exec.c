@@ -21,6 +21,8 @@
 #define FK_EVENT_DISABLE_TIMING 0x2
 
 static fk_obj *g_objs;
+static fk_hmap g_obj_map;   /* handle -> object */
+static fk_hmap g_owned_map; /* (owner, ctx | kind) -> object */
 static long g_launches;
 static __thread int t_fault;
 
@@ -29,10 +31,19 @@ static __thread int t_fault;
 FK_API void fakegpu_kernel_fault(void) { t_fault = 1; }
 
 fk_obj *fk_obj_check(void *h, int kind) {
-  for (fk_obj *o = g_objs; o; o = o->next)
-    if (o == h && o->kind == kind && o->magic == FK_OBJ_MAGIC + (uint32_t)kind)
-      return o;
+  fk_obj *o = h ? fk_hmap_get(&g_obj_map, (uintptr_t)h, 0, NULL) : NULL;
+  if (o && o->kind == kind && o->magic == FK_OBJ_MAGIC + (uint32_t)kind)
+    return o;
   return NULL;
+}
+
+static uintptr_t owned_key(const struct CUctx_st *ctx, int kind) {
+  return (uintptr_t)ctx | (uintptr_t)kind; /* contexts are 8-byte aligned, kinds below 8 */
+}
+
+int fk_obj_set_owner(fk_obj *o, void *owner) {
+  o->owner = owner;
+  return fk_hmap_put(&g_owned_map, (uintptr_t)owner, owned_key(o->ctx, o->kind), NULL, o);
 }
 
 int fk_stream_ok(CUstream s) {
@@ -41,11 +52,16 @@ int fk_stream_ok(CUstream s) {
 }
 
 static void free_obj(fk_obj *o) {
+  fk_hmap_del(&g_obj_map, (uintptr_t)o, 0, NULL, o);
+  if (o->owner)
+    fk_hmap_del(&g_owned_map, (uintptr_t)o->owner, owned_key(o->ctx, o->kind), NULL, o);
   fk_module_globals_free(o);
   fk_capture_free(o);
   free(o->name);
-  if (o->image_owned)
+  if (o->image_owned) {
+    fk_image_forget(o->image);
     free((void *)o->image);
+  }
   o->magic = 0;
   free(o);
 }
@@ -64,10 +80,7 @@ void fk_exec_free_ctx(struct CUctx_st *ctx) {
 }
 
 fk_obj *fk_obj_find_owned(int kind, const void *owner, const struct CUctx_st *ctx) {
-  for (fk_obj *o = g_objs; o; o = o->next)
-    if (o->kind == kind && o->owner == owner && o->ctx == ctx)
-      return o;
-  return NULL;
+  return fk_hmap_get(&g_owned_map, (uintptr_t)owner, owned_key(ctx, kind), NULL);
 }
 
 void fk_objs_drop_owner(const void *owner) {
@@ -89,6 +102,10 @@ CUresult fk_new_obj(int kind, fk_obj **out) {
   if (rc)
     return rc;
   fk_obj *o = calloc(1, sizeof *o);
+  if (o && fk_hmap_put(&g_obj_map, (uintptr_t)o, 0, NULL, o)) {
+    free(o);
+    o = NULL;
+  }
   if (!o)
     return CUDA_ERROR_OUT_OF_MEMORY;
   o->magic = FK_OBJ_MAGIC + (uint32_t)kind;
@@ -342,6 +359,59 @@ static int ident_char(unsigned char c) {
   return c == '_' || c == '$' || (c >= '0' && c <= '9') || ((c | 0x20) >= 'a' && (c | 0x20) <= 'z');
 }
 
+/* The identifiers of a large image, read once: a library is asked for
+ * thousands of kernel names, and each scan read the whole image. Each
+ * maximal run of identifier characters (not at the image's first or last
+ * byte, as the scan had it) is listed by (hash, length) -> its first byte. */
+#define FK_INDEX_MIN ((size_t)256 << 10)
+static fk_hmap g_image_index; /* image -> fk_hmap of its identifiers */
+
+static fk_hmap *image_index(const void *image, const unsigned char *p, size_t size) {
+  fk_hmap *ix = fk_hmap_get(&g_image_index, (uintptr_t)image, 0, NULL);
+  if (ix)
+    return ix;
+  if (!(ix = calloc(1, sizeof *ix)))
+    return NULL;
+  for (size_t i = 1; i < size;) {
+    if (!ident_char(p[i]) || ident_char(p[i - 1])) {
+      i++;
+      continue;
+    }
+    size_t j = i;
+    while (j < size && ident_char(p[j]))
+      j++;
+    if (j < size && fk_hmap_put(ix, (uintptr_t)fk_hash_bytes(p + i, j - i), j - i, NULL,
+                               (void *)(p + i))) {
+      fk_hmap_clear(ix);
+      free(ix);
+      return NULL;
+    }
+    i = j;
+  }
+  if (fk_hmap_put(&g_image_index, (uintptr_t)image, 0, NULL, ix)) {
+    fk_hmap_clear(ix);
+    free(ix);
+    return NULL;
+  }
+  return ix;
+}
+
+void fk_image_forget(const void *image) {
+  fk_hmap *ix = image ? fk_hmap_get(&g_image_index, (uintptr_t)image, 0, NULL) : NULL;
+  if (ix) {
+    fk_hmap_del(&g_image_index, (uintptr_t)image, 0, NULL, ix);
+    fk_hmap_clear(ix);
+    free(ix);
+  }
+}
+
+static int all_ident(const char *name, size_t n) {
+  for (size_t i = 0; i < n; i++)
+    if (!ident_char((unsigned char)name[i]))
+      return 0;
+  return n > 0;
+}
+
 /* 1 when the binary image names kernel `name` (in an ELF string table or
  * PTX text), or may (compressed entries, an image that gives no size). */
 int fk_image_may_hold(const void *image, const char *name) {
@@ -350,6 +420,11 @@ int fk_image_may_hold(const void *image, const char *name) {
   const unsigned char *p = image ? image_extent(image, &size, &compressed) : NULL;
   if (!image || !p || !size || compressed)
     return 1;
+  fk_hmap *ix = size >= FK_INDEX_MIN && all_ident(name, n) ? image_index(image, p, size) : NULL;
+  if (ix) {
+    const unsigned char *at = fk_hmap_get(ix, (uintptr_t)fk_hash_bytes(name, n), n, NULL);
+    return at && !memcmp(at, name, n);
+  }
   for (size_t i = 1; i + n < size; i++)
     if (p[i] == (unsigned char)name[0] && !memcmp(p + i, name, n) && !ident_char(p[i - 1]) &&
         !ident_char(p[i + n]))

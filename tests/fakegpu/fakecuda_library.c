@@ -25,7 +25,7 @@ struct fk_library {
   int binary;
   const void *image; /* fk_image_keep's */
   int image_owned;
-  struct fk_library *next;
+  struct fk_kernel *kernels; /* its kernels, found so far */
 };
 
 struct fk_kernel {
@@ -34,24 +34,21 @@ struct fk_kernel {
   dev_kernel_twin_fn twin;
   int max_dyn_smem; /* cuKernelSetAttribute's dynamic shared memory limit (0: default) */
   char *name; /* owned: any length, as the driver's (cuRAND's reach 139) */
-  struct fk_kernel *next;
+  struct fk_kernel *next; /* the library's next kernel */
 };
 
-static struct fk_library *g_libs;
-static struct fk_kernel *g_kernels;
+
+static fk_hmap g_handles;      /* library or kernel handle -> itself */
+static fk_hmap g_kernel_names; /* (library, name) -> kernel */
 
 static struct fk_library *lib_check(CUlibrary h) {
-  for (struct fk_library *l = g_libs; l; l = l->next)
-    if (l == h && l->magic == FK_LIB_MAGIC)
-      return l;
-  return NULL;
+  struct fk_library *l = h ? fk_hmap_get(&g_handles, (uintptr_t)h, 0, NULL) : NULL;
+  return l && l->magic == FK_LIB_MAGIC ? l : NULL;
 }
 
 struct fk_kernel *fk_kernel_check(void *h) {
-  for (struct fk_kernel *k = g_kernels; k; k = k->next)
-    if ((void *)k == h && k->magic == FK_KERNEL_MAGIC)
-      return k;
-  return NULL;
+  struct fk_kernel *k = h ? fk_hmap_get(&g_handles, (uintptr_t)h, 0, NULL) : NULL;
+  return k && k->magic == FK_KERNEL_MAGIC ? k : NULL;
 }
 
 FK_API CUresult cuLibraryLoadData(CUlibrary *lib, const void *code, CUjit_option *jit_opts,
@@ -76,9 +73,14 @@ FK_API CUresult cuLibraryLoadData(CUlibrary *lib, const void *code, CUjit_option
   if (binary)
     l->image = fk_image_keep(code, &l->image_owned);
   fk_lock();
-  l->next = g_libs;
-  g_libs = l;
+  rc = fk_hmap_put(&g_handles, (uintptr_t)l, 0, NULL, l) ? CUDA_ERROR_OUT_OF_MEMORY : CUDA_SUCCESS;
   fk_unlock();
+  if (rc) {
+    if (l->image_owned)
+      free((void *)l->image);
+    free(l);
+    return rc;
+  }
   *lib = l;
   return CUDA_SUCCESS;
 }
@@ -94,23 +96,17 @@ FK_API CUresult cuLibraryUnload(CUlibrary lib) {
     fk_unlock();
     return CUDA_ERROR_INVALID_HANDLE;
   }
-  for (struct fk_library **pp = &g_libs; *pp; pp = &(*pp)->next)
-    if (*pp == l) {
-      *pp = l->next;
-      break;
-    }
-  for (struct fk_kernel **pp = &g_kernels; *pp;) {
-    struct fk_kernel *k = *pp;
-    if (k->lib == l) {
-      *pp = k->next;
-      k->magic = 0;
-      free(k->name);
-      free(k);
-    } else {
-      pp = &k->next;
-    }
+  for (struct fk_kernel *k = l->kernels, *next; k; k = next) {
+    next = k->next;
+    fk_hmap_del(&g_handles, (uintptr_t)k, 0, NULL, k);
+    fk_hmap_del(&g_kernel_names, (uintptr_t)l, 0, k->name, k);
+    k->magic = 0;
+    free(k->name);
+    free(k);
   }
   fk_objs_drop_owner(l);
+  fk_hmap_del(&g_handles, (uintptr_t)l, 0, NULL, l);
+  fk_image_forget(l->image);
   if (l->image_owned)
     free((void *)l->image);
   l->magic = 0;
@@ -132,9 +128,8 @@ FK_API CUresult cuLibraryGetKernel(CUkernel *out, CUlibrary lib, const char *nam
     rc = CUDA_ERROR_INVALID_HANDLE;
     goto out;
   }
-  for (k = g_kernels; k; k = k->next)
-    if (k->lib == l && !strcmp(k->name, name))
-      goto found;
+  if ((k = fk_hmap_get(&g_kernel_names, (uintptr_t)l, 0, name)) != NULL)
+    goto found;
   dev_kernel_twin_fn twin = fk_find_twin(name);
   if (!twin && (!l->binary || !fk_image_may_hold(l->image, name))) {
     rc = CUDA_ERROR_NOT_FOUND;
@@ -149,8 +144,17 @@ FK_API CUresult cuLibraryGetKernel(CUkernel *out, CUlibrary lib, const char *nam
   k->magic = FK_KERNEL_MAGIC;
   k->lib = l;
   k->twin = twin;
-  k->next = g_kernels;
-  g_kernels = k;
+  if (fk_hmap_put(&g_handles, (uintptr_t)k, 0, NULL, k) ||
+      fk_hmap_put(&g_kernel_names, (uintptr_t)l, 0, k->name, k)) {
+    fk_hmap_del(&g_handles, (uintptr_t)k, 0, NULL, k);
+    free(k->name);
+    free(k);
+    k = NULL;
+    rc = CUDA_ERROR_OUT_OF_MEMORY;
+    goto out;
+  }
+  k->next = l->kernels;
+  l->kernels = k;
 found:
   *out = k;
 out:
@@ -166,7 +170,8 @@ static CUresult module_in_ctx(struct fk_library *l, struct CUctx_st *c, fk_obj *
   if (!m && (rc = fk_new_obj(FK_OBJ_MODULE, &m)) == CUDA_SUCCESS) {
     m->binary = l->binary;
     m->image = l->image;
-    m->owner = l;
+    if (fk_obj_set_owner(m, l))
+      rc = CUDA_ERROR_OUT_OF_MEMORY;
   }
   if (rc == CUDA_SUCCESS)
     *out = m;
@@ -225,7 +230,8 @@ fk_obj *fk_launch_function(void *handle, struct CUctx_st *c) {
   }
   fn->name = copy;
   fn->module = m;
-  fn->owner = k;
+  if (fk_obj_set_owner(fn, k))
+    return NULL;
   fn->twin = k->twin;
   fn->noop = !k->twin;
   return fn;
