@@ -27,6 +27,9 @@ frames). Scores, as mir_eval computes them (mir_eval 0.8):
             0.3 s of its end, the share matched by the same rule
   RPA       mir_eval.melody.raw_pitch_accuracy on a 10 ms truth grid (the MIDI
             pitch inside each note, unvoiced elsewhere)
+  voicing   mir_eval.melody.voicing_measures on the same grid: recall (truth
+            voiced frames reported voiced) and false alarm (truth unvoiced
+            frames reported voiced), means over the clips
 
 usage: songtrace_real.py --ebb BUILD/ebb [--quick] [--only SUBSTR] [--keep DIR]
        (--keep: the renders stay in DIR, each clip as NAME.wav with its
@@ -271,7 +274,8 @@ def score(truth, est, et, ef, seconds):
         rf[(rt >= a) & (rt < b)] = midi_hz(k)
     rv, rc, ev, ec = mir_eval.melody.to_cent_voicing(rt, rf, np.asarray(et, float), np.asarray(ef, float))
     rpa = mir_eval.melody.raw_pitch_accuracy(rv, rc, ev, ec)
-    return f1, len(rep), rep_hit, rpa, [i for i in rep if i not in matched]
+    vr, vfa = mir_eval.melody.voicing_measures(rv, ev)
+    return f1, len(rep), rep_hit, rpa, [i for i in rep if i not in matched], vr, vfa
 
 
 # --- the misses --------------------------------------------------------------
@@ -349,11 +353,13 @@ def summarise(rows, label=""):
         summary[who] = dict(
             f1=mean([s[0] for s in r]), rep=hit / nrep if nrep else float("nan"), nrep=nrep, hit=hit,
             rpa_hi=mean([s[3] for x, s in zip(rows, r) if x[2] >= 0.0]),
-            rpa_lo=mean([s[3] for x, s in zip(rows, r) if x[2] < 0.0]))
+            rpa_lo=mean([s[3] for x, s in zip(rows, r) if x[2] < 0.0]),
+            rpa=mean([s[3] for s in r]), vr=mean([s[5] for s in r]), vfa=mean([s[6] for s in r]))
         s = summary[who]
         print(f"{label}{who:6s} mean note F1@50 {s['f1']:.3f}  repeated notes found {s['hit']}/{s['nrep']} "
               f"({s['rep']:.2f})  RPA melody at/above band {s['rpa_hi']:.3f}  at -6 dB "
-              f"{s['rpa_lo']:.3f}")
+              f"{s['rpa_lo']:.3f}  all {s['rpa']:.3f}  voicing recall {s['vr']:.3f}  "
+              f"false alarm {s['vfa']:.3f}")
     by = []
     for tname, _, _ in TIMBRES:
         cell = []

@@ -34,6 +34,11 @@ PKGS=(
   # (espeak-ng). The build works without them (align then says which package
   # is missing; songgen sings vowels only).
   libpocketsphinx-dev pocketsphinx-en-us libespeak-ng-dev
+  # the sung melody set (issue 44; bench/songtrace_sung.py): words and vowels
+  # spoken by several Debian synthesisers (espeak-ng male and female, flite's
+  # built-in voices, festival's kal), re-sung on written melodies by WORLD
+  # (pyworld, PyPI, below)
+  espeak-ng flite festival festvox-kallpc16k
 )
 
 # PyPI-only packages, each installed for the interpreter that uses it.
@@ -55,6 +60,18 @@ pip_steps() {
     { /usr/bin/python3 -m venv "$st_venv" &&
       "$st_venv/bin/pip" install -q "schemathesis==$st_version"; } ||
       echo "install-deps: could not install schemathesis; server_openapi will fail" >&2
+  fi
+  # pyworld (WORLD vocoder; no Debian package) re-sings the sung melody set's
+  # speech on written pitches with its formants kept (bench/songtrace_sung.py).
+  # A venv over Debian's python3 (numpy, scipy, mir_eval seen through
+  # --system-site-packages); the version is pinned so a render is repeatable.
+  local sg_venv=/opt/ebb-tools/sing sg_version=0.3.5
+  if ! "$sg_venv/bin/python" -c "import importlib.metadata as m, sys, pyworld
+sys.exit(m.version('pyworld') != '$sg_version')" 2>/dev/null; then
+    echo "install-deps: installing pyworld $sg_version in $sg_venv (pip)"
+    { /usr/bin/python3 -m venv --system-site-packages "$sg_venv" &&
+      "$sg_venv/bin/pip" install -q "pyworld==$sg_version"; } ||
+      echo "install-deps: could not install pyworld; bench/songtrace_sung will say so" >&2
   fi
   # `pip install ./python` (tests/integration/python_owners.sh) builds a
   # wheel: the python3 first on PATH needs the wheel package. Debian's

@@ -52,6 +52,14 @@ typedef struct pitch_state {
   NUM(gate_range_db, 20, 0, 200,                                                                   \
       "pyin: a note-length voiced run whose mean level is more than this many dB below the "       \
       "track's loud level (95th percentile) becomes unvoiced; 0: off") SEP                         \
+  NUM(consonant_ms, 150, 0, 2000,                                                                  \
+      "pyin: an unvoiced stretch up to this long next to a voiced run, within consonant_db of "    \
+      "its level and ending at a quiet frame or another run (a sung word's consonants, breath), "  \
+      "takes the run's pitch; 0: off") SEP                                                         \
+  NUM(consonant_db, 8, 0, 100, "see consonant_ms") SEP                                             \
+  NUM(consonant_tilt_db, -100, -100, 100,                                                          \
+      "consonant_ms: the stretch's spectral tilt (pre-emphasised minus plain level) must also be " \
+      "this far above its voiced run's (noise-like); -100: any") SEP                               \
   NUM(min_note_ms, 70, 0, 10000, "shortest note kept") SEP                                         \
   NUM(split_semitones, 0.7, 0.05, 48,                                                              \
       "a pitch jump this large, held for split_ms, starts a new note") SEP                         \
@@ -134,6 +142,9 @@ static void set_params(const stage_opts *v, stg_pitch_params *p) {
   p->preemphasis = v->preemphasis;
   p->gate_voicing = v->gate_voicing;
   p->gate_range_db = v->gate_range_db;
+  p->consonant_s = v->consonant_ms / 1000.0;
+  p->consonant_db = v->consonant_db;
+  p->consonant_tilt_db = v->consonant_tilt_db;
   p->min_note_s = v->min_note_ms / 1000.0;
   p->split_semitones = v->split_semitones;
   p->split_s = v->split_ms / 1000.0;
@@ -492,6 +503,25 @@ static size_t voiced_frames(const float *frames, size_t nf) {
   return v;
 }
 
+/* The consonant fill (pitch_voicing.c) on the track, pYIN only. */
+static int consonants(const pitch_state *s, const float *padded, const float *emph,
+                      const stg_pitch_geom *g, float *frames) {
+  if (s->p.method != EBB_PITCH_PYIN || !(s->p.consonant_s > 0.0) || g->n_frames == 0)
+    return 0;
+  float *e = stg_st_malloc(g->n_frames * sizeof *e), *d = stg_st_malloc(g->n_frames * sizeof *d);
+  size_t r = (size_t)-1;
+  if (e && d) {
+    stg_pitch_frame_levels(emph, g, e);
+    stg_pitch_frame_levels(padded, g, d);
+    r = stg_pitch_voicing_fill(frames, g->n_frames, e, d, &s->p, (double)g->hop / g->rate);
+  }
+  stg_st_free(e);
+  stg_st_free(d);
+  if (r == (size_t)-1)
+    return ebb_seterr(EBB_ENOMEM, "pitch: out of memory for %zu frame levels", g->n_frames);
+  return stg_st_stop() ? ebb_seterr(EBB_ECANCELED, "pitch: cancelled in the consonant fill") : 0;
+}
+
 static int pitch_run_counted(ebb_stage_ctx *ctx, void *state, const ebb_items *in, ebb_items *out) {
   pitch_state *s = state;
   static const char *const names[] = {"vocals", "audio", NULL};
@@ -542,6 +572,7 @@ static int pitch_run_counted(ebb_stage_ctx *ctx, void *state, const ebb_items *i
        ((rc = melody_salience(s, mono, salsig, share, n, rate, g.n_frames, &sal)) ||
         (rc = mix_fill(ctx, s, in, used, mono, padded, n, rate, &g, sal, &gate_db)))) ||
       (rc = stg_pitch_track_salience(cm, padded, &g, &s->p, sal, gate_db, frames)) ||
+      (rc = consonants(s, padded, emph, &g, frames)) ||
       (rc = stg_pitch_notes(frames, g.n_frames, &s->p, &notes, &n_notes)) ||
       (rc = stg_pitch_refine_notes(mono, n, rate, &s->p, frames, g.n_frames, &notes, &n_notes)) ||
       (rc = stg_pitch_notes_json(notes, n_notes, &notes_json))) {

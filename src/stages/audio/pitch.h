@@ -39,6 +39,14 @@ typedef struct stg_pitch_params {
    * (0.1) or its mean level is more than gate_range_db (20) below the track's
    * loud level (the 95th percentile of frame levels). 0 turns either off. */
   double gate_voicing, gate_range_db;
+  /* Consonants (pitch_voicing.c): an unvoiced stretch of at most
+   * consonant_s next to a voiced run, within consonant_db of
+   * the run's level on the pre-emphasised signal and ending at a quiet
+   * frame or another run, takes the run's pitch; with consonant_tilt_db
+   * above -100 it must also be noise-like: its tilt (pre-emphasised minus
+   * plain level) at least that far above the run's.
+   * consonant_s 0: off. */
+  double consonant_s, consonant_db, consonant_tilt_db;
   /* Onsets (pitch_onsets.c): a note is split at its re-attacks. Every onset
    * peak inside it (spectral flux, at least EBB_PITCH_REATTACK_MIN_ODF) gets
    * a score in dB, the rise of the level from its dip plus weighted terms
@@ -225,6 +233,13 @@ typedef struct stg_pitch_note {
  * EBB_ENOMEM. */
 int stg_pitch_gate(float *frames, size_t n_frames, const float *level_db,
                    const stg_pitch_params *p);
+
+/* The consonant fill (see consonant_s above) on an f0 track (layout as
+ * above) with each frame's level on the pre-emphasised (emph_db) and plain
+ * (plain_db) signal, frames hop_s apart. Returns the frames it voiced, or
+ * (size_t)-1 out of memory. */
+size_t stg_pitch_voicing_fill(float *frames, size_t nf, const float *emph_db, const float *plain_db,
+                              const stg_pitch_params *p, double hop_s);
 
 /* Segments an f0 track (layout as above) into notes. *notes is malloc'd
  * (caller frees; NULL when *n == 0). */
