@@ -46,8 +46,10 @@ extern "C" {
 #endif
 
 #define EBB_API_VERSION_MAJOR 1
-#define EBB_API_VERSION_MINOR \
-  2 /* 1.1: ebb_reclaim; 1.2: ebb_torch_alloc_at, ebb_broker_join, events.h */
+/* 1.1: ebb_reclaim; 1.2: ebb_torch_alloc_at, ebb_broker_join, events.h; 1.3:
+ * ebb_torch_python_sites, ebb_torch_site, ebb_torch_last_error,
+ * ebb_gpu_reset_peaks, the totals at the end of ebb_gpu_stats */
+#define EBB_API_VERSION_MINOR 3
 #define EBB_API_VERSION (EBB_API_VERSION_MAJOR * 1000 + EBB_API_VERSION_MINOR)
 
 /* EBB_API_VERSION of the loaded library (major * 1000 + minor). */
@@ -98,8 +100,18 @@ typedef struct ebb_gpu_stats {
   int64_t unattributed;               /* driver_used_by_process - reserved -
                                          context: memory taken behind ebb's
                                          back (0 when unknown) */
+  /* API 1.3: totals (all ever taken), the remaining peaks, driver calls */
+  uint64_t reserved_total, allocated_total;
+  uint64_t segments_peak, segments_total;
+  uint64_t blocks_peak, blocks_total;
+  uint64_t seg_allocs, seg_frees; /* segments taken from / given to the driver */
+  uint64_t oom_retries;           /* driver out-of-memory answered by trim + retry */
 } ebb_gpu_stats;
 int ebb_gpu_get_stats(ebb_gpu *g, ebb_gpu_stats *out);
+/* Sets every peak of g's counters (reserved, allocated, segments, blocks,
+ * pinned) to what is held now, as torch.cuda.reset_peak_memory_stats does
+ * for PyTorch's allocator; owners' peaks are their own. API 1.3. */
+int ebb_gpu_reset_peaks(ebb_gpu *g);
 
 /* --- owners -------------------------------------------------------------- */
 /* name is copied ("separate", "job 17"). parent may be NULL; it must belong
@@ -256,7 +268,9 @@ int ebb_gpu_write_timeline(ebb_gpu *g, const char *path);
  * A tensor still alive when its owner is released is freed by ebb as a
  * leak; until its late ebb_torch_free, its address is not handed to
  * PyTorch again (PyTorch keys its allocations by address), and that free
- * frees nothing (another block ebb placed there is left alone). */
+ * frees nothing (another block ebb placed there is left alone).
+ * The block's site is the Python line that made the tensor when
+ * ebb_torch_python_sites turned that on, else "torch". */
 void *ebb_torch_alloc(ssize_t size, int device, void *stream);
 void ebb_torch_free(void *ptr, ssize_t size, int device, void *stream);
 /* ebb_torch_alloc for an allocator that knows where the tensor was made
@@ -265,6 +279,29 @@ void ebb_torch_free(void *ptr, ssize_t size, int device, void *stream);
  * ebb_errmsg(), nothing logged. Its blocks go back with ebb_torch_free.
  * API 1.2. */
 int ebb_torch_alloc_at(ssize_t size, int device, const char *site, void **ptr);
+
+/* Sites with no callback (API 1.3): ebb_torch_alloc names each block with
+ * the "file.py:line" of the calling thread's innermost Python frame whose
+ * file lies under none of the skip directories, reading the thread's own
+ * frames from C (no GIL, no Python object made; docs/python.md). The
+ * layout of those frames is known for CPython 3.11 (EBB_EUNSUPPORTED for
+ * another hexversion). cfg NULL turns it off. */
+typedef struct ebb_python_sites {
+  uint32_t size;           /* sizeof(ebb_python_sites), set by the caller */
+  uint32_t hexversion;     /* sys.hexversion of the interpreter in this process */
+  void *this_thread_state; /* the address of its PyGILState_GetThisThreadState */
+  void *addr2line;         /* the address of its PyCode_Addr2Line */
+  const char *skip;        /* directories ending in '/', one a line (the
+                              frameworks' packages); copied */
+} ebb_python_sites;
+int ebb_torch_python_sites(const ebb_python_sites *cfg);
+/* The site ebb_torch_alloc would give a block allocated now on this thread
+ * ("torch" when there is none), into buf (cap bytes, NUL-terminated). */
+int ebb_torch_site(char *buf, size_t cap);
+/* How many allocations ebb_torch_alloc refused since the process started
+ * (*refused; may be NULL) and the reason of the last one (into buf, cap
+ * bytes; "" when none): PyTorch says only "out of memory". */
+int ebb_torch_last_error(char *buf, size_t cap, uint64_t *refused);
 
 /* The open handle of CUDA device `ordinal` that ebb_torch_alloc uses (opened
  * on first use; it holds a reference of its own until process exit, so an

@@ -24,7 +24,12 @@ class GpuStats(ctypes.Structure):
                 ("segments", c_u64), ("blocks", c_u64), ("pinned_reserved", c_u64),
                 ("pinned_allocated", c_u64), ("driver_free", c_u64), ("driver_total", c_u64),
                 ("ctx_active", c_int), ("context_bytes", c_u64),
-                ("driver_used_by_process", c_u64), ("unattributed", c_i64)]
+                ("driver_used_by_process", c_u64), ("unattributed", c_i64),
+                # API 1.3
+                ("reserved_total", c_u64), ("allocated_total", c_u64),
+                ("segments_peak", c_u64), ("segments_total", c_u64), ("blocks_peak", c_u64),
+                ("blocks_total", c_u64), ("seg_allocs", c_u64), ("seg_frees", c_u64),
+                ("oom_retries", c_u64)]
 
 
 class OwnerUsage(ctypes.Structure):
@@ -49,6 +54,11 @@ class Released(ctypes.Structure):
                 ("context_bytes", c_u64), ("pinned_bytes", c_u64), ("leaked_bytes", c_u64),
                 ("leaked_blocks", c_u64), ("context_released", c_int), ("context_error", c_int),
                 ("callbacks_run", c_int), ("callbacks_failed", c_int)]
+
+
+class PythonSites(ctypes.Structure):
+    _fields_ = [("size", c_u32), ("hexversion", c_u32), ("this_thread_state", c_void_p),
+                ("addr2line", c_void_p), ("skip", c_char_p)]
 
 
 class ReclaimResult(ctypes.Structure):
@@ -101,6 +111,10 @@ _PROTOS = {
     "ebb_release_hook_add": (c_int, [c_char_p, HOOK_FN, c_void_p, P(c_u64)]),
     "ebb_release_hook_remove": (c_int, [c_u64]),
     "ebb_torch_alloc_at": (c_int, [c_ssize_t, c_int, c_char_p, P(c_void_p)]),  # API 1.2
+    "ebb_torch_python_sites": (c_int, [P(PythonSites)]),  # API 1.3
+    "ebb_torch_site": (c_int, [c_char_p, c_size_t]),
+    "ebb_torch_last_error": (c_int, [c_char_p, c_size_t, P(c_u64)]),
+    "ebb_gpu_reset_peaks": (c_int, [c_void_p]),
 }
 
 

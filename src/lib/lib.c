@@ -211,6 +211,15 @@ int ebb_gpu_get_stats(ebb_gpu *g, ebb_gpu_stats *out) {
   s.driver_total = st.driver_total;
   s.ctx_active = st.ctx_active;
   s.context_bytes = st.ctx_active ? st.context_estimate : 0;
+  s.reserved_total = st.reserved.total;
+  s.allocated_total = st.allocated.total;
+  s.segments_peak = st.segments.peak;
+  s.segments_total = st.segments.total;
+  s.blocks_peak = st.blocks.peak;
+  s.blocks_total = st.blocks.total;
+  s.seg_allocs = st.seg_allocs;
+  s.seg_frees = st.seg_frees;
+  s.oom_retries = st.oom_retries;
   mem_unattributed u = {.size = sizeof u};
   if (!mem_allocator_unattributed(g->a, &u) && u.known && u.per_process) {
     s.driver_used_by_process = u.driver_used;
@@ -218,6 +227,13 @@ int ebb_gpu_get_stats(ebb_gpu *g, ebb_gpu_stats *out) {
   }
   ebb_clearerr();
   return copy_sized(out, &s, sizeof s);
+}
+
+int ebb_gpu_reset_peaks(ebb_gpu *g) {
+  if (!g)
+    return ebb_seterr(EBB_EINVAL, "ebb_gpu_reset_peaks: no device");
+  mem_allocator_reset_peaks(g->a);
+  return 0;
 }
 
 /* --- owners ----------------------------------------------------------------- */
@@ -462,7 +478,7 @@ static int intern_grow_locked(void) {
   return 0;
 }
 
-static const char *intern(const char *s) {
+const char *lib_intern(const char *s) {
   if (!s)
     return NULL;
   pthread_mutex_lock(&s_mu);
@@ -494,7 +510,7 @@ int ebb_alloc(ebb_owner *o, size_t bytes, const char *site, uint64_t *addr) {
   if (!bytes)
     return ebb_seterr(EBB_EINVAL, "ebb_alloc: owner '%s' asked for 0 bytes at %s",
                       mem_owner_name(o), site ? site : "?");
-  return mem_alloc(o, bytes, intern(site), addr);
+  return mem_alloc(o, bytes, lib_intern(site), addr);
 }
 
 int ebb_gpu_alloc(ebb_gpu *g, size_t bytes, const char *site, uint64_t *addr) {
@@ -502,6 +518,11 @@ int ebb_gpu_alloc(ebb_gpu *g, size_t bytes, const char *site, uint64_t *addr) {
     return ebb_seterr(EBB_EINVAL, "ebb_gpu_alloc: no device");
   ebb_owner *o = ebb_current(g);
   return ebb_alloc(o ? o : g->def, bytes, site, addr);
+}
+
+int lib_gpu_alloc_interned(ebb_gpu *g, size_t bytes, const char *site, uint64_t *addr) {
+  ebb_owner *o = ebb_current(g);
+  return mem_alloc(o ? o : g->def, bytes, site ? site : "torch", addr);
 }
 
 int ebb_free(ebb_gpu *g, uint64_t addr) {

@@ -20,5 +20,17 @@ void lib_torch_forget(const ebb_gpu *g);
  * more reference (the caller drops it with ebb_gpu_close), or NULL when the
  * program has not opened it: never opens a device. */
 ebb_gpu *lib_gpu_open_ordinal(int ordinal);
+/* "lib.c": s copied once for the life of the process (one copy per distinct
+ * text; "?" when there is no host memory), NULL for NULL. */
+const char *lib_intern(const char *s);
+/* "lib.c": ebb_gpu_alloc for a site lib_intern gave (or a static string;
+ * NULL: "torch"), with no checks: the fast path of ebb_torch_alloc. */
+int lib_gpu_alloc_interned(ebb_gpu *g, size_t bytes, const char *site, uint64_t *addr);
+
+/* "pysite.c": the interned "file.py:line" of the calling thread's innermost
+ * Python frame outside the frameworks, read from C with no callback into
+ * Python, or NULL (not turned on by ebb_torch_python_sites, not a Python
+ * thread, only framework frames). */
+const char *lib_pysite(void);
 
 #endif

@@ -20,6 +20,8 @@
  * allocator's (leak reclaim, free), never the other way round. */
 #include <inttypes.h>
 #include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -68,7 +70,18 @@ void lib_torch_leaked(const ebb_gpu *g, const mem_leak_report *r) {
   }
 }
 
+#define ORD_MAX 64
+static _Atomic(ebb_gpu *) t_ord[ORD_MAX];
+
+static void forget_ordinal(const ebb_gpu *g) {
+  for (int i = 0; i < ORD_MAX; i++) {
+    ebb_gpu *want = (ebb_gpu *)g;
+    atomic_compare_exchange_strong(&t_ord[i], &want, NULL);
+  }
+}
+
 void lib_torch_forget(const ebb_gpu *g) {
+  forget_ordinal(g);
   lib_torch_lock();
   for (size_t i = 0; i < NBUCKETS; i++)
     for (tblock **p = &t_tab[i]; *p;)
@@ -107,14 +120,53 @@ static int claim(const ebb_gpu *g, uint64_t addr, size_t size) {
   return fresh;
 }
 
-static int alloc_at(ssize_t size, int device, const char *site, void **ptr) {
+/* The handle of CUDA device `ordinal`, without ebb_gpu_for_ordinal's lock
+ * after the first call: that handle holds a reference until exit (its
+ * ordinal_ref), so it stays valid; lib_torch_forget clears it all the same. */
+static int gpu_of(int device, ebb_gpu **g) {
+  if (device >= 0 && device < ORD_MAX &&
+      (*g = atomic_load_explicit(&t_ord[device], memory_order_acquire)) != NULL)
+    return 0;
+  int rc = ebb_gpu_for_ordinal(device, g);
+  if (!rc && device < ORD_MAX)
+    atomic_store_explicit(&t_ord[device], *g, memory_order_release);
+  return rc;
+}
+
+/* Refused allocations: PyTorch turns NULL into "out of memory" and no
+ * more, so the reason is kept for ebb_torch_last_error. */
+static _Atomic uint64_t t_refused;
+static char t_last_error[512];
+
+static void refused(void) {
+  atomic_fetch_add(&t_refused, 1);
+  lib_torch_lock();
+  snprintf(t_last_error, sizeof t_last_error, "%s", ebb_errmsg());
+  lib_torch_unlock();
+}
+
+int ebb_torch_last_error(char *buf, size_t cap, uint64_t *n) {
+  if (n)
+    *n = atomic_load(&t_refused);
+  if (buf && cap) {
+    lib_torch_lock();
+    snprintf(buf, cap, "%s", t_last_error);
+    lib_torch_unlock();
+  }
+  return 0;
+}
+
+/* site: interned (lib_intern) or NULL. stream: PyTorch's, for the
+ * allocator's stream-ordered reuse. */
+static int alloc_at(ssize_t size, int device, const char *site, void *stream, void **ptr) {
   ebb_gpu *g = NULL;
   uint64_t addr = 0, held[HOLD_MAX];
   int nheld = 0;
+  (void)stream;
   *ptr = NULL;
-  int rc = ebb_gpu_for_ordinal(device, &g);
+  int rc = gpu_of(device, &g);
   while (!rc) {
-    if ((rc = ebb_gpu_alloc(g, (size_t)size, site ? site : "torch", &addr)) != 0)
+    if ((rc = lib_gpu_alloc_interned(g, (size_t)size, site, &addr)) != 0)
       break;
     if (claim(g, addr, (size_t)size)) {
       *ptr = (void *)(uintptr_t)addr;
@@ -134,6 +186,8 @@ static int alloc_at(ssize_t size, int device, const char *site, void **ptr) {
   }
   for (int i = 0; i < nheld; i++)
     ebb_free(g, held[i]);
+  if (rc)
+    refused();
   return rc;
 }
 
@@ -144,15 +198,14 @@ int ebb_torch_alloc_at(ssize_t size, int device, const char *site, void **ptr) {
   *ptr = NULL;
   if (size <= 0)
     return 0; /* an empty tensor needs no memory */
-  return alloc_at(size, device, site, ptr);
+  return alloc_at(size, device, lib_intern(site), NULL, ptr);
 }
 
 void *ebb_torch_alloc(ssize_t size, int device, void *stream) {
-  (void)stream;
   void *p = NULL;
   if (size <= 0)
     return NULL; /* an empty tensor needs no memory */
-  if (alloc_at(size, device, NULL, &p) != 0)
+  if (alloc_at(size, device, lib_pysite(), stream, &p) != 0)
     base_log(EBB_LOG_ERROR, "ebb", "ebb_torch_alloc(%zd bytes, cuda:%d): %s", size, device,
              ebb_errmsg());
   return p;
@@ -175,11 +228,11 @@ static int match_locked(tblock **p) {
 }
 
 void ebb_torch_free(void *ptr, ssize_t size, int device, void *stream) {
-  (void)stream;
+  (void)stream; /* the allocator's stream-ordered reuse will want it */
   if (!ptr)
     return;
   ebb_gpu *g = NULL;
-  int rc = ebb_gpu_for_ordinal(device, &g);
+  int rc = gpu_of(device, &g);
   if (!rc) {
     uint64_t addr = (uint64_t)(uintptr_t)ptr;
     /* the free under the lock: a leak reclaim and a new block at this

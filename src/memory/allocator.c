@@ -103,6 +103,16 @@ int mem_allocator_get_stats(mem_allocator *a, mem_alloc_stats *st) {
   return 0;
 }
 
+void mem_allocator_reset_peaks(mem_allocator *a) {
+  if (!a)
+    return;
+  mem__lock(a);
+#define EBB_X_(name, doc) a->name.peak = a->name.current;
+  EBB_ALLOC_STAT_FIELDS(EBB_X_)
+#undef EBB_X_
+  mem__unlock(a);
+}
+
 /* Every root owner destroyed (children go with them; leaks reported). */
 static void destroy_owners(mem_allocator *a) {
   for (;;) {

@@ -140,6 +140,9 @@ void mem_allocator_destroy(mem_allocator *a);
 dev_device *mem_allocator_device(const mem_allocator *a);
 /* st->size must be set. Queries the driver (mem_info) without initialising. */
 int mem_allocator_get_stats(mem_allocator *a, mem_alloc_stats *st);
+/* Sets the peak of every counter of a (EBB_ALLOC_STAT_FIELDS) to its
+ * current value; the owners' counters are untouched. */
+void mem_allocator_reset_peaks(mem_allocator *a);
 /* Returns every segment with no live block and every idle pinned buffer to
  * the driver; *bytes (may be NULL) = device bytes returned (segments). */
 int mem_allocator_trim(mem_allocator *a, uint64_t *bytes);

@@ -255,6 +255,37 @@ static void test_torch_entry_points(void) {
   CHECK_EQ_U64(sz, 2 * MiB);
   ebb_torch_free(q, 2 * MiB, 0, NULL);
   CHECK(ebb_lookup(t, (uint64_t)(uintptr_t)q, NULL, &sz) == EBB_ENOTFOUND);
+  /* API 1.3: a C program has no Python frames: the site is "torch"; a
+   * Python layout this library does not know is refused, naming it */
+  char site[64];
+  OK(ebb_torch_site(site, sizeof site));
+  CHECK_MSG(!strcmp(site, "torch"), "ebb_torch_site in C: '%s'", site);
+  ebb_python_sites ps = {.size = sizeof ps,
+                         .hexversion = 0x02070000,
+                         .this_thread_state = site,
+                         .addr2line = site};
+  CHECK(ebb_torch_python_sites(&ps) == EBB_EUNSUPPORTED);
+  CHECK_MSG(strstr(ebb_errmsg(), "CPython 2.7"), "message: %s", ebb_errmsg());
+  OK(ebb_torch_python_sites(NULL));
+  /* a refused allocation is counted and its reason kept */
+  uint64_t before = 0, after = 0;
+  OK(ebb_torch_last_error(NULL, 0, &before));
+  CHECK(ebb_torch_alloc((ssize_t)1 << 60, 0, NULL) == NULL);
+  char why[256];
+  OK(ebb_torch_last_error(why, sizeof why, &after));
+  CHECK_EQ_U64(after, before + 1);
+  CHECK_MSG(why[0] != 0, "no reason kept for the refused allocation");
+  /* peaks reset to what is held now */
+  void *big = ebb_torch_alloc(8 * MiB, 0, NULL);
+  REQUIRE(big != NULL);
+  ebb_torch_free(big, 8 * MiB, 0, NULL);
+  ebb_gpu_stats st = {.size = sizeof st};
+  OK(ebb_gpu_get_stats(t, &st));
+  CHECK(st.allocated_peak >= st.allocated + 8 * MiB && st.blocks_total > 0);
+  OK(ebb_gpu_reset_peaks(t));
+  OK(ebb_gpu_get_stats(t, &st));
+  CHECK_EQ_U64(st.allocated_peak, st.allocated);
+  CHECK_EQ_U64(st.reserved_peak, st.reserved);
 }
 
 /* ebb_reclaim with no peer in an empty broker directory: memory already

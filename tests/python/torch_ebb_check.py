@@ -20,6 +20,10 @@ MiB = 1 << 20
 c = Checks()
 ebb.torch.use()
 dev = ebb.device("cuda:0")
+# on this project's CPython (3.11) libebb reads the allocating line itself:
+# PyTorch calls C, no Python callback per tensor
+c.check(ebb.torch.sites == "c", "ebb.torch.sites is %r (%s), want 'c'"
+        % (ebb.torch.sites, ebb.torch.sites_why))
 
 # 1. allocations go to the current owner; its release is what the driver got
 for i, width in enumerate((1024, 4096)):
@@ -128,4 +132,53 @@ ptrs = (newer.data_ptr(), again.data_ptr())
 del newer, again
 torch.cuda.synchronize()
 c.check(not any(block_live(p) for p in ptrs), "the tensors' own frees did not free their blocks")
+
+# 5. torch.cuda's own memory questions answer from ebb's figures
+def agree(label):
+    st = dev.stats()
+    ms = torch.cuda.memory_stats()
+    pairs = (("memory_allocated()", torch.cuda.memory_allocated(), st["allocated"]),
+             ("memory_reserved()", torch.cuda.memory_reserved(), st["reserved"]),
+             ("max_memory_allocated()", torch.cuda.max_memory_allocated(), st["allocated_peak"]),
+             ("max_memory_reserved()", torch.cuda.max_memory_reserved(), st["reserved_peak"]),
+             ("memory_stats()['allocation.all.current']", ms["allocation.all.current"],
+              st["blocks"]),
+             ("memory_stats()['segment.all.current']", ms["segment.all.current"],
+              st["segments"]))
+    for what, theirs, ours in pairs:
+        c.check(theirs == ours, "%s: torch.cuda.%s = %d, ebb says %d" % (label, what, theirs, ours))
+    return st
+
+
+with ebb.owner("stats") as o:
+    a = torch.empty(24 * MiB, dtype=torch.uint8, device="cuda")
+    st = agree("a 24 MiB tensor")
+    c.check(st["allocated"] >= 24 * MiB, "ebb's allocated %d < the 24 MiB tensor" % st["allocated"])
+    b = torch.empty(40 * MiB, dtype=torch.uint8, device="cuda")
+    del b
+    peak = torch.cuda.max_memory_allocated()
+    torch.cuda.reset_peak_memory_stats()
+    st = agree("after reset_peak_memory_stats()")
+    c.check(torch.cuda.max_memory_allocated() == torch.cuda.memory_allocated() < peak,
+            "reset_peak_memory_stats(): max_memory_allocated() %d, memory_allocated() %d, "
+            "the peak before %d" % (torch.cuda.max_memory_allocated(),
+                                    torch.cuda.memory_allocated(), peak))
+    b = torch.empty(8 * MiB, dtype=torch.uint8, device="cuda")
+    del b
+    c.check(torch.cuda.max_memory_allocated() >= torch.cuda.memory_allocated() + 8 * MiB,
+            "an 8 MiB tensor after the reset is not in max_memory_allocated(): %d, now %d"
+            % (torch.cuda.max_memory_allocated(), torch.cuda.memory_allocated()))
+    agree("after the reset and an 8 MiB tensor")
+    summary = torch.cuda.memory_summary()
+    c.check("PyTorch CUDA memory summary" in summary and "Allocated memory" in summary,
+            "memory_summary() does not look like PyTorch's: %r" % summary[:200])
+    torch.cuda.reset_accumulated_memory_stats()
+    c.check(torch.cuda.memory_stats()["allocation.all.allocated"] == 0,
+            "reset_accumulated_memory_stats(): %d allocations still counted"
+            % torch.cuda.memory_stats()["allocation.all.allocated"])
+    del a
+torch.cuda.empty_cache()  # ebb's cached segments go to the driver
+c.check(dev.stats()["cached"] == 0, "empty_cache() left %d bytes cached in ebb"
+        % dev.stats()["cached"])
+o.release()
 sys.exit(c.end("torch_ebb_check"))
