@@ -97,10 +97,14 @@ class StageError(Exception):
 class Stage:
     """Subclass and override. name: the stage this worker runs (load's
     "stage" must match; None accepts any). uses_gpu: open ebb's device and
-    make an owner current around load/run/release."""
+    make an owner current around load/run/release. framework = "torch":
+    PyTorch allocates through ebb (ebb.torch.use() before load; implies
+    uses_gpu); ctx.torch(item) is an item as a tensor on the stage's
+    device, and the output makers take tensors."""
     name = None
     version = "1"
     uses_gpu = False
+    framework = None  # "torch"
 
     def load(self, options, ctx):
         pass
@@ -251,6 +255,8 @@ class Context:
                                 count)
 
     def _copy_in(self, out, data):
+        if hasattr(data, "detach"):  # a torch tensor, maybe on the device
+            data = data.detach().float().cpu().numpy()
         if _np is not None:
             out.data[...] = _np.asarray(data, dtype="<f4").reshape(out.data.shape)
         else:
@@ -261,13 +267,28 @@ class Context:
 
     def audio(self, name, data, rate, channels=1):
         """An audio output copied from data (a float32 array or buffer)."""
-        n = (data.size if hasattr(data, "size") else len(memoryview(data).cast("B")) // 4)
+        if hasattr(data, "numel"):  # a torch tensor
+            n = data.numel()
+        else:
+            n = data.size if hasattr(data, "size") else len(memoryview(data).cast("B")) // 4
         return self._copy_in(self.new_audio(name, n // channels, channels, rate), data)
 
     def tensor(self, name, data, shape=None):
         if shape is None:
-            shape = data.shape
+            shape = tuple(data.shape)
         return self._copy_in(self.new_tensor(name, shape), data)
+
+    def torch(self, item):
+        """An audio or tensor item as a float32 tensor on the stage's device
+        (ctx.device; copied once from shared memory to the device)."""
+        import torch
+        if item.data is None:
+            raise StageError("EBB_EINPUT", "item '%s' (%s) has no data" % (item.name, item.kind))
+        import warnings
+        with warnings.catch_warnings():  # read-only shared memory: copied to the device
+            warnings.simplefilter("ignore", UserWarning)
+            return torch.as_tensor(_np.asarray(item.data) if _np is not None else item.data,
+                                   device=self.device)
 
     def json(self, name, value):
         return Output({"kind": "json", "name": name, "text": _dumps(value)})
@@ -395,12 +416,14 @@ class _Runner:
     def hello(self, msg):
         self.ctx.shm_prefix = msg.get("shm_prefix", self.ctx.shm_prefix)
         self.ctx.stage_name = msg.get("name") or msg.get("stage")
-        devices = ["cpu", "cuda"] if self.cls.uses_gpu else ["cpu"]
+        gpu = self.cls.uses_gpu or self.cls.framework is not None
+        devices = ["cpu", "cuda"] if gpu else ["cpu"]
+        # a GPU stage's memory is its ebb owner's: it can sleep keeping it
         return {"type": "hello", "protocol": PROTOCOL,
                 "worker": os.path.basename(sys.argv[0]) or "python",
                 "version": str(self.cls.version), "pid": os.getpid(),
                 "capabilities": {"items": ["audio", "tensor", "json", "file"],
-                                 "devices": devices}}
+                                 "devices": devices, "sleep": gpu}}
 
     def load(self, msg):
         want = self.cls.name
@@ -410,8 +433,17 @@ class _Runner:
         self.ctx.device = msg.get("device", "cpu")
         # load's directory (a private one under ebb): between runs, at release and exit
         self.load_dir = self.ctx.output_dir = msg.get("output_dir", ".")
-        if self.cls.uses_gpu and self.ctx.device.startswith("cuda"):
+        fw = self.cls.framework
+        if fw not in (None, "torch"):
+            raise StageError("EBB_ECONFIG", "%s: framework %r: ebb.worker knows 'torch' (or None)"
+                             % (type(self.cls).__name__, fw))
+        if (self.cls.uses_gpu or fw) and self.ctx.device.startswith("cuda"):
             import ebb
+            if fw == "torch":  # before the stage's first CUDA tensor
+                import ebb.torch
+                import torch
+                ebb.torch.use()
+                torch.cuda.set_device(int(self.ctx.device.partition(":")[2] or 0))
             dev = ebb.Device(self.ctx.device)
             self.ctx.owner = dev.owner(self.ctx.stage_name or want or "stage")
         self.stage = self.cls()
@@ -444,6 +476,34 @@ class _Runner:
             got = int(ebb.release(device=self.ctx.owner.device))
         return {"type": "released", "released_bytes": got, "memory": self.ctx.memory()}
 
+    def sleep(self, msg):
+        """Caches dropped (the stage's release), then the owner's blocks
+        copied to host memory at their addresses and the device memory given
+        back; the process and its context stay (docs/worker-protocol.md)."""
+        if self.ctx.owner is None:
+            raise StageError("EBB_ESTATE", "sleep: this stage holds no ebb device memory")
+        import ebb
+        self._owned(self.stage.release, self.ctx)
+        self._sync()
+        kept = self.ctx.owner.stats()["bytes"]
+        parked = self.ctx.owner.park()
+        got = int(ebb.release(device=self.ctx.owner.device))
+        return {"type": "asleep", "released_bytes": parked + got, "backup_bytes": kept,
+                "memory": self.ctx.memory()}
+
+    def wake(self, msg):
+        if self.ctx.owner is None:
+            raise StageError("EBB_ESTATE", "wake: this stage holds no ebb device memory")
+        self.ctx.owner.wake()
+        return {"type": "awake", "restored_bytes": self.ctx.owner.stats()["bytes"],
+                "memory": self.ctx.memory()}
+
+    def _sync(self):
+        """Work still queued on the device finishes before its memory moves."""
+        if self.cls.framework == "torch":
+            import torch
+            torch.cuda.synchronize()
+
     def exit(self, msg):
         if self.stage is not None:
             self._owned(self.stage.unload, self.ctx)
@@ -463,7 +523,10 @@ class _Runner:
                     self.conn.send({"type": "log", "level": LOG_WARN, "scope": r.leaks.owner,
                                     "message": line[len(tag):] if line.startswith(tag) else line})
                 leaked = r.leaks.bytes
-            got = int(r) + int(ebb.release(context=True, device=o.device))
+            # PyTorch keeps its context for the life of the process: the
+            # exit gives it back, not ebb
+            ctx_too = self.cls.framework != "torch"
+            got = int(r) + int(ebb.release(context=ctx_too, device=o.device))
         return {"type": "bye", "released_bytes": got, "leaked_bytes": leaked}
 
 
@@ -490,7 +553,7 @@ def serve(stage_class, fd=None):
     conn = _Conn(fd)
     r = _Runner(stage_class, conn)
     handlers = {"hello": r.hello, "load": r.load, "run": r.run, "release": r.release,
-                "exit": r.exit}
+                "sleep": r.sleep, "wake": r.wake, "exit": r.exit}
     while True:
         msg = conn.recv()
         if msg is None:
@@ -504,4 +567,11 @@ def serve(stage_class, fd=None):
         except Exception as e:  # noqa: BLE001 - every failure is an answer
             conn.send(_error_answer(e, r.ctx.stage_name))
         if t == "exit":
+            if r.cls.framework == "torch":
+                # everything is given back (bye said so) and the process
+                # ends now: PyTorch's own teardown took longer than ebb's
+                # 5 s grace on a loaded machine, which then killed it
+                sys.stdout.flush()
+                sys.stderr.flush()
+                os._exit(0)
             return 0

@@ -377,6 +377,37 @@ static int sleep_isolated(pl_instance *in, mem_sleep_stats *st) {
   return rc;
 }
 
+/* A worker that offered "sleep" (the Python SDK's GPU stages) keeps running:
+ * it drops its caches, puts its device memory in host memory at the same
+ * addresses and gives the device memory back; its wake copies it back, with
+ * no load. */
+static int sleep_in_worker(pl_instance *in, mem_sleep_stats *st) {
+  long pid = pl_isolated_pid(in->stage_state);
+  pl_sctx_clear_error(&in->ctx);
+  double t0 = base_now();
+  int rc = pl_isolated_sleep(&in->ctx.pub, in->stage_state, &st->device_bytes, &st->backup_bytes);
+  st->seconds = base_now() - t0;
+  if (rc) {
+    rc = ebb_seterr(in->ctx.err_code ? in->ctx.err_code : rc,
+                    "stage '%s' of pipeline '%s': its worker could not sleep: %s", in->ctx.name,
+                    in->pipeline, in->ctx.err_msg);
+    pl_sctx_clear_error(&in->ctx);
+    return rc;
+  }
+  pl_instance_enter(in, EBB_INSTANCE_PARKED);
+  base_log_field f[] = {EBB_LF_S("event", "asleep"),
+                        EBB_LF_S("stage", in->ctx.name),
+                        EBB_LF_U("released_bytes", st->device_bytes),
+                        EBB_LF_U("backup_bytes", st->backup_bytes),
+                        EBB_LF_S("isolated", "worker asleep"),
+                        EBB_LF_F("seconds", st->seconds)};
+  base_log_ev(EBB_LOG_INFO, in->ctx.name, f, 6,
+              "asleep: isolated, its worker (pid %ld) keeps %llu MiB of weights in host memory: "
+              "%llu MiB of %s released",
+              pid, MIB(st->backup_bytes), MIB(st->device_bytes), mem_word(in));
+  return 0;
+}
+
 /* Its wake: the load again, in a new worker. */
 static int wake_isolated(pl_instance *in, mem_sleep_stats *st) {
   double t0 = base_now();
@@ -408,7 +439,8 @@ int pl_instance_sleep(pl_instance *in, mem_sleep_stats *out) {
   mem_sleep_stats st = {.size = sizeof st};
   mark(in, "sleep");
   if (in->st == pl_isolated_stage()) {
-    int rc = sleep_isolated(in, &st);
+    int rc = pl_isolated_can_sleep(in->stage_state) ? sleep_in_worker(in, &st)
+                                                    : sleep_isolated(in, &st);
     if (out)
       *out = st;
     return rc;
@@ -443,7 +475,22 @@ int pl_instance_wake(pl_instance *in, mem_sleep_stats *out) {
   mem_sleep_stats st = {.size = sizeof st};
   mark(in, "wake");
   int iso = in->worker_stopped;
-  int rc = iso ? wake_isolated(in, &st) : mem_owner_wake_stats(in->owner, &st);
+  int in_worker = !iso && in->st == pl_isolated_stage();
+  int rc;
+  if (iso) {
+    rc = wake_isolated(in, &st);
+  } else if (in_worker) { /* it slept keeping its weights: they come back, no load */
+    double t0 = base_now();
+    rc = pl_isolated_wake(&in->ctx.pub, in->stage_state, &st.device_bytes);
+    st.backup_bytes = st.device_bytes;
+    st.seconds = base_now() - t0;
+    if (rc) {
+      ebb_seterr(in->ctx.err_code ? in->ctx.err_code : rc, "%s", in->ctx.err_msg);
+      pl_sctx_clear_error(&in->ctx);
+    }
+  } else {
+    rc = mem_owner_wake_stats(in->owner, &st);
+  }
   if (out)
     *out = st;
   if (rc)
@@ -457,6 +504,11 @@ int pl_instance_wake(pl_instance *in, mem_sleep_stats *out) {
                 "awake: isolated, loaded again in a new worker (pid %ld, %llu MiB of %s) in "
                 "%.3f s",
                 pl_isolated_pid(in->stage_state), MIB(st.device_bytes), mem_word(in), st.seconds);
+  else if (in_worker)
+    base_log_ev(EBB_LOG_INFO, in->ctx.name, f, 5,
+                "awake: isolated, its worker (pid %ld) restored %llu MiB of weights from host "
+                "memory in %.3f s",
+                pl_isolated_pid(in->stage_state), MIB(st.device_bytes), st.seconds);
   else
     base_log_ev(EBB_LOG_INFO, in->ctx.name, f, 5,
                 "awake: %llu MiB of %s restored (%llu MiB of weights) in %.3f s",

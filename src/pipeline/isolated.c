@@ -48,6 +48,7 @@ typedef struct iso {
   int died;               /* the worker ended without being asked */
   uint64_t death_bytes;   /* what its death gave back */
   char loaddir[PATH_MAX]; /* the worker's private load directory ("" none): load_dir */
+  int can_sleep;          /* its hello offered "sleep" (keeps its weights in host memory) */
 } iso;
 
 #define SAMPLE_MS 50
@@ -363,6 +364,7 @@ static int say_hello(ebb_stage_ctx *ctx, iso *s, const char *stage) {
              (long long)json_integer_value(proto));
     rc = ebb_set_error(ctx, EBB_EPROTO, msg);
   }
+  s->can_sleep = json_is_true(json_object_get(json_object_get(r, "capabilities"), "sleep"));
   json_decref(r);
   return rc;
 }
@@ -548,6 +550,66 @@ static void iso_unload(ebb_stage_ctx *ctx, void *state) {
   drop_load_dir(pl_sctx_of(ctx), s); /* the worker is gone: nothing writes there now */
   pthread_mutex_destroy(&s->mu);
   free(s);
+}
+
+/* --- sleep and wake in the worker -------------------------------------------- */
+int pl_isolated_can_sleep(const void *state) {
+  const iso *s = state;
+  return s && s->w && s->can_sleep && wrk_wproc_alive(s->w);
+}
+
+/* One sleep or wake request; *answer is the reply (the caller's). */
+static int ask_worker(ebb_stage_ctx *ctx, iso *s, const char *type, const char *want,
+                      json_t **answer) {
+  pl_sctx *c = pl_sctx_of(ctx);
+  json_t *m = json_pack("{s:s}", "type", type), *r = NULL;
+  if (!m)
+    return ebb_set_error(ctx, EBB_ENOMEM, "isolated stage: out of host memory");
+  int rc = watched_call(c, s, m, base_now() + default_timeout(), NULL, &r);
+  json_decref(m);
+  if (!rc && strcmp(json_string_value(json_object_get(r, "type")), want))
+    rc = ebb_seterr(EBB_EPROTO, "worker pid %ld (%s): protocol error: expected '%s' after %s",
+                    s->pid, s->label, want, type);
+  if (rc) {
+    json_decref(r);
+    return fail_with(ctx, rc);
+  }
+  *answer = r;
+  s->measured = 0; /* what it holds changed: a later release measures again */
+  return 0;
+}
+
+static uint64_t worker_used(pl_sctx *c, iso *s, int *known) {
+  uint64_t used = 0;
+  *known = cuda(c) && dev_process_used(c->dev, (pid_t)s->pid, &used) == 0;
+  return used;
+}
+
+int pl_isolated_sleep(ebb_stage_ctx *ctx, void *state, uint64_t *released, uint64_t *backup) {
+  pl_sctx *c = pl_sctx_of(ctx);
+  iso *s = state;
+  int k0 = 0, k1 = 0;
+  uint64_t before = worker_used(c, s, &k0);
+  json_t *r = NULL;
+  int rc = ask_worker(ctx, s, "sleep", "asleep", &r);
+  if (rc)
+    return rc;
+  uint64_t after = worker_used(c, s, &k1);
+  *released = k0 && k1 ? (before > after ? before - after : 0) : u64_of(r, "released_bytes");
+  *backup = u64_of(r, "backup_bytes");
+  json_decref(r);
+  return 0;
+}
+
+int pl_isolated_wake(ebb_stage_ctx *ctx, void *state, uint64_t *restored) {
+  json_t *r = NULL;
+  int rc = ask_worker(ctx, state, "wake", "awake", &r);
+  if (rc)
+    return rc;
+  *restored = u64_of(r, "restored_bytes");
+  note_memory(state, r);
+  json_decref(r);
+  return 0;
 }
 
 uint64_t pl_isolated_peak(const void *state) { return state ? ((const iso *)state)->peak : 0; }

@@ -50,5 +50,16 @@ uint64_t pl_isolated_host_peak(const void *state);
 /* The worker's pid, 0 when none runs. */
 long pl_isolated_pid(const void *state);
 
+/* Sleep in the worker (docs/worker-protocol.md, "sleep"): 1 when its hello
+ * offered it and it runs. pl_isolated_sleep asks it to put its device
+ * memory in host memory, keeping the addresses, and give the device memory
+ * back (its context stays: the process lives on); *released is what the
+ * worker process's usage dropped (NVML; else what it reports), *backup the
+ * bytes it keeps in host memory. pl_isolated_wake asks it to map them back
+ * (*restored: the bytes it says it restored). Errors fail like a run's. */
+int pl_isolated_can_sleep(const void *state);
+int pl_isolated_sleep(ebb_stage_ctx *ctx, void *state, uint64_t *released, uint64_t *backup);
+int pl_isolated_wake(ebb_stage_ctx *ctx, void *state, uint64_t *restored);
+
 
 #endif
