@@ -1,5 +1,6 @@
 /* Waiting on a condition variable for a bounded time: the ticks of the
- * threads that poll (progress line, connection reaper, job watchdog). */
+ * threads that poll (progress line, connection reaper, a bounded wait for
+ * the device thread). */
 #ifndef EBB_BASE_WAIT_H
 #define EBB_BASE_WAIT_H
 

@@ -36,6 +36,8 @@ static void usage(FILE *f) {
           "                 [--log-format text|json] [--cache-dir DIR | --no-cache]\n"
           "                 [--token-file FILE] [--metrics-public] [--allow-host NAME]...\n"
           "                 [--allow-origin ORIGIN]... [--max-queued N]\n"
+          "                 [--max-queued-per-token N] [--queued-bytes SIZE]\n"
+          "                 [--queued-bytes-per-token SIZE]\n"
           "                 [--input-dir DIR]... [--job-timeout S] [--max-job-seconds S]\n"
           "                 [--keep-jobs N|DURATION]\n"
           "                 [--sleep-host-budget SIZE] [--shutdown-grace S]\n"
@@ -61,8 +63,11 @@ static void usage(FILE *f) {
           "                    its pipeline is loaded or fits (docs/architecture.md,\n"
           "                    \"Placement\"), jobs on different devices run side by side\n"
           "  --device SPEC     one device: auto (the most free memory), cpu, cuda, cuda:N\n"
-          "  --max-wait S      several devices: a job queued longer than S seconds\n"
-          "                    reserves the next device that can fit it (default 60)\n"
+          "  --max-wait S      a job or session item that waits longer than S seconds\n"
+          "                    for a device held by other work (a session item, a load)\n"
+          "                    fails unrun (EBB_EBUSY, naming --max-wait); with several\n"
+          "                    devices a job queued longer reserves the next device that\n"
+          "                    can fit it (default 60)\n"
           "  --keep-resident S several devices: a pipeline a job loaded stays while jobs use\n"
           "                    it; idle S seconds with none of its jobs queued, it is\n"
           "                    released by its policy (asleep under sleep, else unloaded;\n"
@@ -81,10 +86,17 @@ static void usage(FILE *f) {
           "                    other Origins get 403 (repeatable)\n"
           "  --max-queued N    jobs waiting to run at most (default 10000); beyond it\n"
           "                    POST /v1/jobs gets 429 with Retry-After\n"
+          "  --max-queued-per-token N  of them, one token's at most (default 1000; 429\n"
+          "                    beyond it, the other tokens still submit)\n"
+          "  --queued-bytes SIZE  files (inputs, lyrics, option files) the waiting jobs\n"
+          "                    keep on disk at most (default 32GiB); beyond it 507\n"
+          "  --queued-bytes-per-token SIZE  of them, one token's (default 8GiB; 429)\n"
           "  --input-dir DIR   JSON jobs may name files under DIR (repeatable); without it\n"
           "                    inputs are uploads\n"
-          "  --job-timeout S   cancel and release a job after S seconds (default 86400;\n"
-          "                    a pipeline's \"timeout_s\" wins); the built-in stages stop\n"
+          "  --job-timeout S   cancel and release a job or session item S seconds after\n"
+          "                    its run started, not counting its wait for the device\n"
+          "                    (default 86400; a pipeline's \"timeout_s\" wins, an item's\n"
+          "                    ?timeout_s= may be shorter); the built-in stages stop\n"
           "                    within 100 ms of it, an isolated stage's worker is killed\n"
           "  --max-job-seconds S  refuse at submit (400, with the figures) a job whose\n"
           "                    stages estimate more than S CPU seconds of work on its\n"
@@ -304,6 +316,9 @@ enum {
   O_ATTEMPTS,
   O_ORIGIN,
   O_MAXQ,
+  O_MAXQ_TOKEN,
+  O_QBYTES,
+  O_QBYTES_TOKEN,
   O_GRACE,
   O_MAXJOB,
   O_BROKER_DIR,
@@ -380,6 +395,31 @@ static int cluster_args(serve_args *a) {
   }
   a->so.cluster = co;
   return 0;
+}
+
+/* The queue's fair limits (src/server/fairness.c): --max-queued-per-token,
+ * --queued-bytes, --queued-bytes-per-token. */
+static int fair_opt(serve_args *a, int c, const char *v) {
+  char *end;
+  errno = 0;
+  unsigned long long n = strtoull(v, &end, 10);
+  if (c == O_MAXQ_TOKEN && v[0] >= '1' && v[0] <= '9' && !*end && !errno && n <= 100000000ull) {
+    a->so.max_queued_per_token = (size_t)n;
+    return 0;
+  }
+  uint64_t b = 0;
+  if (c != O_MAXQ_TOKEN && parse_size(v, &b) == 0 && b > 0) {
+    *(c == O_QBYTES ? &a->so.queued_bytes : &a->so.queued_bytes_per_token) = b;
+    return 0;
+  }
+  fprintf(stderr, "ebb serve: %s %s: expected %s\n",
+          c == O_MAXQ_TOKEN ? "--max-queued-per-token"
+          : c == O_QBYTES   ? "--queued-bytes"
+                            : "--queued-bytes-per-token",
+          v,
+          c == O_MAXQ_TOKEN ? "a whole number 1..100000000"
+                            : "a size > 0 (512MiB, 16GiB, 2TiB; a plain number is MiB)");
+  return EBB_EXIT_USAGE;
 }
 
 /* --broker-dir, --broker-group, --broker-timeout, --reserve (docs/broker.md). */
@@ -505,6 +545,9 @@ static int take_opt(serve_args *a, int c, char **argv) {
   case O_BROKER_GROUP:
   case O_BROKER_TIMEOUT:
   case O_RESERVE: return broker_opt(a, c, optarg);
+  case O_MAXQ_TOKEN:
+  case O_QBYTES:
+  case O_QBYTES_TOKEN: return fair_opt(a, c, optarg);
   case 'h': usage(stdout); return -1;
   case ':':
     fprintf(stderr, "ebb serve: %s needs a value (see ebb serve --help)\n", argv[optind - 1]);
@@ -532,6 +575,9 @@ static int parse_args(int argc, char **argv, serve_args *a) {
        {"allow-host", required_argument, NULL, O_ALLOW},
        {"allow-origin", required_argument, NULL, O_ORIGIN},
        {"max-queued", required_argument, NULL, O_MAXQ},
+       {"max-queued-per-token", required_argument, NULL, O_MAXQ_TOKEN},
+       {"queued-bytes", required_argument, NULL, O_QBYTES},
+       {"queued-bytes-per-token", required_argument, NULL, O_QBYTES_TOKEN},
        {"input-dir", required_argument, NULL, O_INPUT},
        {"job-timeout", required_argument, NULL, O_JOBTO},
        {"max-job-seconds", required_argument, NULL, O_MAXJOB},
@@ -846,6 +892,9 @@ static int serve(serve_args *a) {
                      .allow_origins = a->origins,
                      .nallow_origins = a->norigins,
                      .max_queued = a->so.max_queued,
+                     .max_queued_per_token = a->so.max_queued_per_token,
+                     .queued_bytes = a->so.queued_bytes,
+                     .queued_bytes_per_token = a->so.queued_bytes_per_token,
                      .input_dirs = a->inputs,
                      .ninput_dirs = a->ninputs,
                      .job_timeout_s = a->so.job_timeout_s,

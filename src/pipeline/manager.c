@@ -12,6 +12,8 @@
 #include <unistd.h>
 
 #include "base/events.h"
+#include "base/clock.h"
+#include "base/wait.h"
 #include "base/log.h"
 #include "pipeline/hook.h"
 #include "pipeline/host.h"
@@ -170,7 +172,7 @@ typedef struct task {
   struct task *next;
   int (*fn)(void *);
   void *arg;
-  int rc, done;
+  int rc, done, started;
   char err[1024];
 } task;
 
@@ -186,7 +188,7 @@ static void *device_thread(void *arg) {
     m->head = t->next;
     if (!m->head)
       m->tail = NULL;
-    m->dev_busy = 1;
+    m->dev_busy = t->started = 1;
     pthread_mutex_unlock(&m->dev_lock);
     ebb_clearerr();
     t->rc = t->fn(t->arg);
@@ -201,9 +203,34 @@ static void *device_thread(void *arg) {
   return NULL;
 }
 
+/* Takes t back out of the device thread's queue before it started
+ * (dev_lock held). */
+static void unqueue(pl_manager *m, task *t) {
+  task *prev = NULL;
+  for (task *x = m->head; x; prev = x, x = x->next)
+    if (x == t) {
+      if (prev)
+        prev->next = t->next;
+      else
+        m->head = t->next;
+      if (m->tail == t)
+        m->tail = prev;
+      return;
+    }
+}
+
+/* How long a caller waits for the device thread to start its task, and
+ * what makes it give up first (run_limits). */
+typedef struct dev_wait {
+  const atomic_int *cancel; /* set: EBB_ECANCELED; may be NULL */
+  double until;             /* monotonic; past it: EBB_EBUSY; 0: no bound */
+} dev_wait;
+
 /* Runs fn(arg) on the device thread and waits; the error message comes back
- * to the calling thread. try: do nothing (return 1) when the thread is busy. */
-static int on_device_(pl_manager *m, int (*fn)(void *), void *arg, int try) {
+ * to the calling thread. try: do nothing (return 1) when the thread is busy.
+ * w (may be NULL): a task that has not started when w->cancel is set or
+ * w->until passes is taken back unrun (the device is held by other work). */
+static int on_device_(pl_manager *m, int (*fn)(void *), void *arg, int try, const dev_wait *w) {
   if (!m->dev_started || pthread_equal(pthread_self(), m->dev_thread))
     return fn(arg);
   task t = {.fn = fn, .arg = arg};
@@ -218,14 +245,27 @@ static int on_device_(pl_manager *m, int (*fn)(void *), void *arg, int try) {
     m->head = &t;
   m->tail = &t;
   pthread_cond_signal(&m->dev_cond);
-  while (!t.done)
-    pthread_cond_wait(&m->dev_done, &m->dev_lock);
+  while (!t.done) {
+    if (!w) {
+      pthread_cond_wait(&m->dev_done, &m->dev_lock);
+      continue;
+    }
+    int stop = w->cancel && atomic_load(w->cancel), late = w->until > 0 && base_now() > w->until;
+    if (!t.started && (stop || late)) {
+      unqueue(m, &t);
+      pthread_mutex_unlock(&m->dev_lock);
+      return ebb_seterr(stop ? EBB_ECANCELED : EBB_EBUSY, "%s",
+                        stop ? "cancelled while it waited for the device"
+                             : "the device stayed busy with other work");
+    }
+    base_cond_wait_ms(&m->dev_done, &m->dev_lock, 20);
+  }
   pthread_mutex_unlock(&m->dev_lock);
   if (t.rc)
     ebb_seterr(t.rc, "%s", t.err);
   return t.rc;
 }
-#define on_device(m, fn, arg) on_device_((m), (fn), (arg), 0)
+#define on_device(m, fn, arg) on_device_((m), (fn), (arg), 0, NULL)
 
 /* --- create / destroy --------------------------------------------------------- */
 int pl_manager_create(const pl_manager_opts *o, pl_manager **out) {
@@ -784,6 +824,7 @@ typedef struct run_args {
   pl_progress_fn progress;
   void *progress_arg;
   pl_job_result *res;
+  double timeout_s; /* counted from the run's start on the device thread */
 } run_args;
 
 /* On the device thread: one job (or session item) through the runner. */
@@ -813,7 +854,8 @@ static int run_on_dev(void *arg) {
                 .policy = pol,
                 .cancel = a->cancel,
                 .progress = a->progress,
-                .progress_arg = a->progress_arg};
+                .progress_arg = a->progress_arg,
+                .deadline = a->timeout_s > 0 ? base_now() + a->timeout_s : 0};
   int was_asleep = pl_runner_pipeline_asleep(m->runner, pp->def->name);
   double tw = base_now();
   pthread_mutex_lock(&m->lock);
@@ -852,9 +894,24 @@ static int run_on_dev(void *arg) {
   return rc;
 }
 
+/* a on the device thread under lim (may be NULL): its run's deadline, and
+ * its wait for the device (held by a session item, a load, another job's
+ * run) bounded by lim->max_wait_s, past which it gives up unrun. */
+static int run_bounded(pl_manager *m, run_args *a, const pl_run_limits *lim) {
+  double t0 = base_now();
+  dev_wait w = {a->cancel, lim && lim->max_wait_s > 0 ? t0 + lim->max_wait_s : 0};
+  a->timeout_s = lim ? lim->timeout_s : 0;
+  int rc = on_device_(m, run_on_dev, a, 0, &w);
+  if (rc && !a->res->code) { /* taken back unrun */
+    a->res->over_wait = rc == EBB_EBUSY;
+    a->res->waited_s = base_now() - t0;
+  }
+  return rc;
+}
+
 int pl_manager_run_job(pl_manager *m, const char *pipeline, const char *input, const char *outdir,
                        json_t *options, const atomic_int *cancel, pl_progress_fn progress,
-                       void *progress_arg, pl_job_result *res) {
+                       void *progress_arg, const pl_run_limits *lim, pl_job_result *res) {
   memset(res, 0, sizeof *res);
   mpipe *pp = find_pipe(m, pipeline);
   if (!pp) {
@@ -870,8 +927,8 @@ int pl_manager_run_job(pl_manager *m, const char *pipeline, const char *input, c
     if (need)
       asked = ask_peers_for(m, pipeline, pipe_asleep(m, pp) ? "wakes into" : "needs", need);
   }
-  run_args a = {m, pp, input, outdir, options, cancel, progress, progress_arg, res};
-  int rc = on_device(m, run_on_dev, &a);
+  run_args a = {m, pp, input, outdir, options, cancel, progress, progress_arg, res, 0};
+  int rc = run_bounded(m, &a, lim);
   ask_finished(m, asked);
   if (rc && !res->code) { /* failed before the runner could say why */
     res->code = rc;
@@ -893,7 +950,8 @@ int pl_manager_session_open(pl_manager *m, const char *pipeline, char *id) {
 }
 
 int pl_manager_session_item(pl_manager *m, const char *id, const char *input, const char *outdir,
-                            json_t *options, const atomic_int *cancel, pl_job_result *res) {
+                            json_t *options, const atomic_int *cancel, const pl_run_limits *lim,
+                            pl_job_result *res) {
   memset(res, 0, sizeof *res);
   char pipeline[128];
   int rc = pl_sessions_item_begin(m->sessions, id, pipeline);
@@ -903,8 +961,8 @@ int pl_manager_session_item(pl_manager *m, const char *id, const char *input, co
     return rc;
   }
   mpipe *pp = find_pipe(m, pipeline);
-  run_args a = {m, pp, input, outdir, options, cancel, NULL, NULL, res};
-  rc = on_device(m, run_on_dev, &a);
+  run_args a = {m, pp, input, outdir, options, cancel, NULL, NULL, res, 0};
+  rc = run_bounded(m, &a, lim);
   pl_sessions_item_end(m->sessions, id, rc != 0);
   return rc;
 }
@@ -916,7 +974,7 @@ int pl_manager_session_close(pl_manager *m, const char *id) {
 /* --- release ---------------------------------------------------------------- */
 void pl_manager_tick(pl_manager *m) {
   evict_args ev = {m, base_now(), 0};
-  if (on_device_(m, evict_on_dev, &ev, 1) == 0) /* skipped while busy */
+  if (on_device_(m, evict_on_dev, &ev, 1, NULL) == 0) /* skipped while busy */
     add_released(m, ev.rel);
 }
 
@@ -1114,7 +1172,7 @@ static void enforce_budget(pl_manager *m) {
 static int sleep_in_switch(pl_manager *m, mpipe *pp, int try, mem_sleep_stats *out) {
   const char *name = pp->def->name;
   sleep_args a = {m, pp, 0, {.size = sizeof a.st}};
-  int rc = on_device_(m, sleep_on_dev, &a, try);
+  int rc = on_device_(m, sleep_on_dev, &a, try, NULL);
   if (rc == 1)
     return 1;
   if (!rc || pl_runner_pipeline_asleep(m->runner, name)) {
@@ -1347,7 +1405,7 @@ int pl_manager_give_back(pl_manager *m, uint64_t want, uint64_t reserve, pl_give
     return 0;
   }
   release_args ra = {m, 0};
-  int busy = on_device_(m, release_on_dev, &ra, 1) == 1;
+  int busy = on_device_(m, release_on_dev, &ra, 1, NULL) == 1;
   if (!busy && ra.rel >> 20) {
     add_released(m, ra.rel);
     gb_reason(out, "cache trimmed (%llu MiB)", MIB(ra.rel));

@@ -113,12 +113,24 @@ int pl_manager_policy_of(pl_manager *m, const char *name, pl_policy *out);
  * first unload error, after trying them all. */
 int pl_manager_unload_all(pl_manager *m, uint64_t *released, int *count);
 
-/* Runs one job (synchronously, holding the run lock). outdir is created.
+/* The time a job or session item may take (0: no bound). timeout_s counts
+ * its run, from the moment the device thread starts it, never its wait for
+ * the device: past it the running stage is cancelled and the result says
+ * res->over_deadline (EBB_ETIMEDOUT). max_wait_s bounds that wait (the
+ * device held by a session item, a load, a release): past it the work is
+ * taken back unrun, res->over_wait (EBB_EBUSY). */
+typedef struct pl_run_limits {
+  double timeout_s;
+  double max_wait_s;
+} pl_run_limits;
+
+/* Runs one job (synchronously, on the device thread). outdir is created.
  * options: {stage name -> options object} merged over the pipeline's
- * (may be NULL). progress (may be NULL) as in pl_job. Returns res->code. */
+ * (may be NULL). progress (may be NULL) as in pl_job. lim (may be NULL: no
+ * bounds) as above; cancel also ends its wait. Returns res->code. */
 int pl_manager_run_job(pl_manager *m, const char *pipeline, const char *input, const char *outdir,
                        json_t *options, const atomic_int *cancel, pl_progress_fn progress,
-                       void *progress_arg, pl_job_result *res);
+                       void *progress_arg, const pl_run_limits *lim, pl_job_result *res);
 
 /* Checks a job before it is queued: the pipeline exists (EBB_ENOTFOUND),
  * options names only its stages, every merged option is valid (EBB_ECONFIG,
@@ -134,9 +146,11 @@ int pl_manager_job_work(pl_manager *m, const char *pipeline, json_t *options, do
 
 /* Sessions: open loads the pipeline if needed and takes a lease. */
 int pl_manager_session_open(pl_manager *m, const char *pipeline, char *id);
-/* Runs one item (the input file) through the session's loaded pipeline. */
+/* Runs one item (the input file) through the session's loaded pipeline,
+ * under lim (may be NULL) as a job. */
 int pl_manager_session_item(pl_manager *m, const char *id, const char *input, const char *outdir,
-                            json_t *options, const atomic_int *cancel, pl_job_result *res);
+                            json_t *options, const atomic_int *cancel, const pl_run_limits *lim,
+                            pl_job_result *res);
 int pl_manager_session_close(pl_manager *m, const char *id);
 
 /* Releases idle stages whose time is up and, when nothing is loaded, the

@@ -543,8 +543,9 @@ static int stage_instance(job_state *js, stage_run *sr) {
   sr->t0 = sr->t_loaded = base_now();
   /* a kept instance writes where this job writes (bound before a wake: an
    * isolated stage's wake is a load in a new worker, this job's) */
+  double due = d->timeout_s > 0 ? sr->t0 + d->timeout_s : 0, job = js->job->deadline;
   pl_instance_bind(sr->s->inst, js->job->cancel, js->outdir,
-                   d->timeout_s > 0 ? sr->t0 + d->timeout_s : 0);
+                   job > 0 && (due <= 0 || job <= due) ? job : due);
   int rc = pl_instance_state_of(sr->s->inst) == EBB_INSTANCE_PARKED
                ? pl_instance_wake(sr->s->inst, NULL) /* a job wakes a sleeping stage in place */
                : 0;
@@ -565,7 +566,13 @@ static int stage_failed(job_state *js, stage_run *sr, int rc) {
   if (cancelled(js->job))
     return fail(js->res, EBB_ECANCELED, d->name, "stage '%s' was cancelled (job cancelled)",
                 d->name);
-  if (atomic_load(&c->timed_out) || (c->deadline > 0 && sr->t1 >= c->deadline))
+  int late = atomic_load(&c->timed_out) || (c->deadline > 0 && sr->t1 >= c->deadline);
+  if (late && c->deadline > 0 && c->deadline == js->job->deadline) { /* the job's, not its own */
+    js->res->over_deadline = 1;
+    return fail(js->res, EBB_ETIMEDOUT, d->name, "stage '%s' was running at the job's deadline",
+                d->name);
+  }
+  if (late)
     return fail(js->res, EBB_ETIMEDOUT, d->name,
                 "stage '%s' timed out: it ran past its timeout_s of %g s%s%s", d->name,
                 d->timeout_s, d->isolate && c->err_msg[0] ? ": " : "",
@@ -862,6 +869,12 @@ int pl_runner_run(pl_runner *r, const pl_job *job, pl_job_result *res) {
   for (size_t i = 0; i < p->nstages; i++) {
     if (cancelled(job)) {
       fail(res, EBB_ECANCELED, p->stages[i].name, "job cancelled before stage '%s'",
+           p->stages[i].name);
+      break;
+    }
+    if (job->deadline > 0 && base_now() >= job->deadline) {
+      res->over_deadline = 1;
+      fail(res, EBB_ETIMEDOUT, p->stages[i].name, "the job's deadline came before stage '%s'",
            p->stages[i].name);
       break;
     }

@@ -90,6 +90,8 @@ typedef struct pl_job {
   const atomic_int *cancel; /* nonzero: cancel; may be NULL */
   pl_progress_fn progress;
   void *progress_arg;
+  double deadline; /* the job's own (CLOCK_MONOTONIC seconds; 0: none): every stage
+                    * is bound to it (or to its timeout_s when sooner) */
 } pl_job;
 
 typedef struct pl_job_result {
@@ -99,6 +101,10 @@ typedef struct pl_job_result {
   uint64_t released_bytes; /* handed back to the driver during the job */
   double seconds;
   int stages_run, stages_cached;
+  int over_deadline; /* 1: the job's deadline ended it (EBB_ETIMEDOUT) */
+  int over_wait;     /* 1: it never ran, the device was held past its max_wait_s
+                      * (EBB_EBUSY, pl_manager_run_job) */
+  double waited_s;   /* how long it waited for the device before it ran (or gave up) */
 } pl_job_result;
 
 /* Runs one job. Returns 0 when every stage succeeded; otherwise the job's

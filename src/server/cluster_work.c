@@ -489,7 +489,7 @@ static void run_entry(srv_cluster *k, redisContext **c, const char *pipe, const 
              pipe, k->node, a.n);
     srv_snapshot_dirty(k->s);
     rc = pl_manager_run_job(k->s->m, pipe, a.input, a.out, a.options, &k->run_cancel, NULL, NULL,
-                            &res);
+                            NULL, &res);
     srv_snapshot_dirty(k->s);
   }
   if (rc == EBB_ECANCELED && atomic_load(&k->stop) && !atomic_load(&k->run_by_client))

@@ -99,18 +99,6 @@ enum MHD_Result srv_send_err(struct MHD_Connection *c, srv_req *r, unsigned stat
   return srv_send_json(c, r, status, o);
 }
 
-int srv_queue_full(srv_server *s, struct MHD_Connection *c, srv_req *r, enum MHD_Result *ret) {
-  size_t waiting = srv_queue_waiting(s->queue);
-  if (waiting < s->max_queued)
-    return 0;
-  r->retry_after_s = SRV_RETRY_AFTER_S;
-  *ret = srv_send_err(c, r, MHD_HTTP_TOO_MANY_REQUESTS, "queue_full",
-                      "%zu jobs are waiting to run, the most this server queues (--max-queued "
-                      "%zu); retry later",
-                      waiting, s->max_queued);
-  return 1;
-}
-
 enum MHD_Result srv_send_ebb_err(struct MHD_Connection *c, srv_req *r, int rc, const char *msg) {
   return srv_send_err(c, r, base_http_status(rc), base_wire_name(rc), "%s", msg);
 }

@@ -43,8 +43,10 @@ struct srv_server {
   pthread_mutex_t queue_lock;  /* the snapshot's reads of queue vs. its destroy */
   pthread_mutex_t submit_lock; /* --max-queued: the count and the push as one */
   size_t max_queued;
-  srv_events *events;            /* GET /v1/events (events.h) */
-  struct srv_fact_counts *facts; /* /metrics' counters of the bus's facts */
+  size_t max_queued_per_token;                   /* --max-queued-per-token */
+  uint64_t queued_bytes, queued_bytes_per_token; /* --queued-bytes[-per-token] */
+  srv_events *events;                            /* GET /v1/events (events.h) */
+  struct srv_fact_counts *facts;                 /* /metrics' counters of the bus's facts */
   srv_auth *auth;
   srv_conns *conns;
   struct srv_snap *snap;
@@ -64,6 +66,7 @@ struct srv_server {
   uint64_t keep_jobs;   /* --keep-jobs COUNT (0: no count limit) */
   double keep_jobs_s;   /* --keep-jobs DURATION (0: no age limit) */
   double job_timeout_s; /* --job-timeout (a pipeline's timeout_s wins) */
+  double max_wait_s;    /* --max-wait: a job's or item's wait for a busy device */
   double max_job_s;     /* --max-job-seconds: >0 the limit, <0 none, 0 the job's timeout */
   atomic_int stop;      /* session items see it as their cancel flag */
   atomic_ulong counter; /* upload temp files, session item numbers */
@@ -125,7 +128,11 @@ void srv_req_free(srv_req *r);
 /* --max-queued: 0 when a job may be queued, else 1 with 429 queue_full and
  * Retry-After queued (the caller holds s->submit_lock up to its push). */
 #define SRV_RETRY_AFTER_S 5
-int srv_queue_full(srv_server *s, struct MHD_Connection *c, srv_req *r, enum MHD_Result *ret);
+/* "fairness.c": the queue's fair limits for a POST /v1/jobs by r->owner
+ * (call under submit_lock; bytes: what the job keeps on disk, 0 before its
+ * body is read): 0, or 1 with 429 or 507 queued naming the limit. */
+int srv_queue_full(srv_server *s, struct MHD_Connection *c, srv_req *r, uint64_t bytes,
+                   enum MHD_Result *ret);
 int srv_starts_with(const char *s, const char *prefix);
 
 /* What a connection's head (request line and headers) may take: the
@@ -166,6 +173,9 @@ const char *srv_unknown_key(json_t *o, const char *const known[]);
 int srv_parse_input(srv_server *s, struct MHD_Connection *c, srv_req *r, int want_pipeline,
                     srv_input *in, enum MHD_Result *ret);
 void srv_input_free(srv_input *in);
+/* "fairness.c": the bytes a job's files keep on disk once placed: its input
+ * (the upload, or the file named), its lyrics and its option files. */
+uint64_t srv_job_bytes(const srv_req *r, const srv_input *in);
 /* The manager's check of a job's (or session item's) pipeline and options,
  * with the trust levels (pipeline/trust.h): an allowed path option is opened
  * into in->files; lyrics get their align stage. 0 or EBB_E... (400). */

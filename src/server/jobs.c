@@ -23,8 +23,8 @@ static int job_files(srv_server *s, srv_req *r, srv_input *in, const char *uid, 
   return rc;
 }
 
-static int enqueue(srv_server *s, srv_req *r, srv_input *in, const char *uid, int64_t *id,
-                   char *path, size_t pn) {
+static int enqueue(srv_server *s, srv_req *r, srv_input *in, const char *uid, uint64_t bytes,
+                   int64_t *id, char *path, size_t pn) {
   char out[4200];
   /* the files first: the options stored (and run again after a restart)
    * are the ones that name the job's copies, not what the caller named */
@@ -41,7 +41,7 @@ static int enqueue(srv_server *s, srv_req *r, srv_input *in, const char *uid, in
   if (!rc)
     rc = srv_store_set_input(s->store, *id, path, out);
   if (!rc)
-    rc = srv_queue_push(s->queue, *id, uid, in->pipeline, path, out, in->options);
+    rc = srv_queue_push(s->queue, *id, uid, r->owner, bytes, in->pipeline, path, out, in->options);
   return rc;
 }
 
@@ -59,15 +59,16 @@ enum MHD_Result srv_h_jobs_post(srv_server *s, struct MHD_Connection *c, srv_req
   }
   char uid[33], path[4400];
   int64_t id = 0;
-  pthread_mutex_lock(&s->submit_lock); /* the --max-queued check and the push as one */
-  if (srv_queue_full(s, c, r, &ret)) {
+  uint64_t bytes = srv_job_bytes(r, &in);
+  pthread_mutex_lock(&s->submit_lock); /* the fair limits' check and the push as one */
+  if (srv_queue_full(s, c, r, bytes, &ret)) {
     pthread_mutex_unlock(&s->submit_lock);
     srv_input_free(&in);
     return ret;
   }
   int rc = srv_random_id(uid);
   if (!rc)
-    rc = enqueue(s, r, &in, uid, &id, path, sizeof path);
+    rc = enqueue(s, r, &in, uid, bytes, &id, path, sizeof path);
   pthread_mutex_unlock(&s->submit_lock);
   if (rc) {
     if (id)
@@ -342,6 +343,44 @@ static enum MHD_Result item_done(struct MHD_Connection *c, srv_req *r, const cha
                                  "output_dir", dir));
 }
 
+/* An item's limits (pl_run_limits): its pipeline's deadline (timeout_s,
+ * else --job-timeout), or a shorter one the caller asks for with
+ * ?timeout_s=S; its wait for the device, --max-wait. Returns 0, or 1 with a
+ * 400 queued naming what was wrong. */
+static int item_limits(srv_server *s, struct MHD_Connection *c, srv_req *r, const char *pipeline,
+                       pl_run_limits *lim, const char **from, enum MHD_Result *ret) {
+  const pl_def *d = pl_manager_pipeline(s->m, pipeline);
+  *from = d && d->timeout_s > 0 ? "the pipeline's timeout_s" : "--job-timeout";
+  *lim = (pl_run_limits){d && d->timeout_s > 0 ? d->timeout_s : s->job_timeout_s, s->max_wait_s};
+  const char *ask = MHD_lookup_connection_value(c, MHD_GET_ARGUMENT_KIND, "timeout_s");
+  if (!ask)
+    return 0;
+  char *end = NULL;
+  double v = strtod(ask, &end);
+  if (end == ask || *end || !(v > 0) || v > lim->timeout_s) {
+    *ret = srv_send_err(c, r, MHD_HTTP_BAD_REQUEST, "bad_request",
+                        "timeout_s=%s: an item's deadline is seconds > 0 and at most this "
+                        "server's %g s (%s)",
+                        ask, lim->timeout_s, *from);
+    return 1;
+  }
+  lim->timeout_s = v;
+  *from = "the item's timeout_s";
+  return 0;
+}
+
+static enum MHD_Result item_failed(struct MHD_Connection *c, srv_req *r, const char *id, int rc,
+                                   const char *device, const pl_run_limits *lim, const char *from,
+                                   const pl_job_result *res) {
+  if (!res->over_deadline && !res->over_wait)
+    return srv_send_err(c, r, 422, "item_failed", "session %s: the item failed: %s", id,
+                        res->message);
+  char msg[1400];
+  srv_deadline_message("item", device, lim, from, res, msg, sizeof msg);
+  return res->over_wait ? srv_send_ebb_err(c, r, rc, msg)
+                        : srv_send_err(c, r, 504, "timed_out", "session %s: %s", id, msg);
+}
+
 enum MHD_Result srv_h_session_item(srv_server *s, struct MHD_Connection *c, srv_req *r,
                                    const char *method) {
   (void)method;
@@ -364,7 +403,9 @@ enum MHD_Result srv_h_session_item(srv_server *s, struct MHD_Connection *c, srv_
     return srv_send_ebb_err(c, r, rc, ebb_errmsg());
   }
   in.pipeline = si.pipeline; /* an item's work is held to the limit as a job's */
-  if (srv_check_work(s, c, r, &in, &ret)) {
+  pl_run_limits lim;
+  const char *from;
+  if (item_limits(s, c, r, si.pipeline, &lim, &from, &ret) || srv_check_work(s, c, r, &in, &ret)) {
     srv_input_free(&in);
     return ret;
   }
@@ -381,13 +422,12 @@ enum MHD_Result srv_h_session_item(srv_server *s, struct MHD_Connection *c, srv_
     return srv_send_ebb_err(c, r, EBB_EIO, ebb_errmsg());
   }
   pl_job_result res;
-  rc = pl_manager_session_item(sm, id, path, dir, in.options, &s->stop, &res);
+  rc = pl_manager_session_item(sm, id, path, dir, in.options, &s->stop, &lim, &res);
   srv_input_free(&in);
   srv_snapshot_changed(s);
-  if (rc == EBB_ENOTFOUND || rc == EBB_EBUSY || rc == EBB_ECONFIG)
+  if (!res.over_wait && (rc == EBB_ENOTFOUND || rc == EBB_EBUSY || rc == EBB_ECONFIG))
     return srv_send_ebb_err(c, r, rc, res.message);
   if (rc)
-    return srv_send_err(c, r, 422, "item_failed", "session %s: the item failed: %s", id,
-                        res.message);
+    return item_failed(c, r, id, rc, dev_device_label(pl_manager_device(sm)), &lim, from, &res);
   return item_done(c, r, id, si.pipeline, dir, &res);
 }

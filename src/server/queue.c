@@ -1,5 +1,6 @@
 /* The job queue (queue.h): the FIFO, one worker thread per device, pick
- * (placement over several devices), cancel and the watchdog. The store's
+ * (placement over several devices) and cancel; a job's deadline and its
+ * wait for the device are the manager's (pl_run_limits). The store's
  * writes for the jobs go through the recorder (recorder.c); a pipeline a
  * job loaded leaves its device by residency (pipeline/residency.h). */
 #include "server/queue.h"
@@ -20,18 +21,17 @@
 #include "pipeline/residency.h"
 #include "server/jobfacts.h"
 #include "server/recorder.h"
-#include "base/wait.h"
 
 typedef struct qjob {
   struct qjob *next;
   int64_t id;
-  char uid[40]; /* the public id, as the job's events name it */
+  char uid[40];   /* the public id, as the job's events name it */
+  char owner[24]; /* the token's owner tag that submitted it ("" without tokens) */
+  uint64_t bytes; /* the files it keeps on disk while queued (its input, lyrics, options) */
   char *pipeline, *input, *outdir;
   json_t *options;
   atomic_int cancel;
-  atomic_int timed_out;
   atomic_int by_client; /* DELETE /v1/jobs/ID: cancelled for good */
-  double deadline;      /* monotonic seconds; 0: none */
   double queued_at;     /* monotonic seconds */
   int asked;            /* fitting nowhere, the other processes were asked once */
 } qjob;
@@ -67,8 +67,6 @@ struct srv_queue {
   double timeout_s;
   void (*on_state)(void *arg);
   void *arg;
-  pthread_t watchdog;
-  int watching;
   srv_recorder *rec; /* the store's writes for the jobs, in order (recorder.h) */
 };
 
@@ -104,47 +102,45 @@ static char *result_text(const char *outdir) {
 }
 
 
-/* Cancels the running job once its deadline has passed. */
-static void *watchdog(void *arg) {
-  srv_queue *q = arg;
-  pthread_mutex_lock(&q->lock);
-  while (!q->stop) {
-    base_cond_wait_ms(&q->cond, &q->lock, 100);
-    for (size_t i = 0; i < q->ndevs; i++) {
-      qjob *j = q->devs[i].running;
-      if (j && j->deadline > 0 && base_now() > j->deadline && !atomic_load(&j->timed_out)) {
-        atomic_store(&j->timed_out, 1);
-        atomic_store(&j->cancel, 1);
-      }
-    }
-  }
-  pthread_mutex_unlock(&q->lock);
-  return NULL;
-}
-
-static double timeout_of(srv_queue *q, const char *pipeline) {
+/* The job's deadline (its run's, pl_run_limits) and where it comes from. */
+static double timeout_of(srv_queue *q, const char *pipeline, const char **from) {
   const pl_def *d = pl_manager_pipeline(q->devs[0].m, pipeline);
+  *from = d && d->timeout_s > 0 ? "the pipeline's timeout_s" : "--job-timeout";
   return d && d->timeout_s > 0 ? d->timeout_s : q->timeout_s;
 }
 
-/* Stopped by the server's stop: back to queued. Past its deadline: failed,
- * EBB_ETIMEDOUT. */
-static int ended_early(srv_queue *q, qjob *j, const char *device, int rc, double timeout) {
-  if (rc == EBB_ECANCELED && atomic_load(&q->stopping) && !atomic_load(&j->timed_out) &&
-      !atomic_load(&j->by_client)) {
+void srv_deadline_message(const char *what, const char *device, const pl_run_limits *lim,
+                          const char *from, const pl_job_result *res, char *buf, size_t n) {
+  if (res->over_wait)
+    snprintf(buf, n,
+             "the %s waited %.1f s for device %s, held by other work (a session item, a load), "
+             "and gave up unrun at this server's --max-wait of %g s",
+             what, res->waited_s, device ? device : "(none)", lim->max_wait_s);
+  else
+    snprintf(buf, n,
+             "the %s ran past its %g s deadline (%s; counted from its start on %s, not its "
+             "wait): %s; it was cancelled and its memory released",
+             what, lim->timeout_s, from, device ? device : "the device", res->message);
+}
+
+/* Stopped by the server's stop: back to queued. Past its deadline, or
+ * waiting for the device past --max-wait: failed, with a message that
+ * names which (srv_deadline_message). */
+static int ended_early(srv_queue *q, qjob *j, const char *device, int rc,
+                       const pl_job_result *res) {
+  if (rc == EBB_ECANCELED && atomic_load(&q->stopping) && !atomic_load(&j->by_client)) {
     srv_job_publish(j->id, j->uid, j->pipeline, device, EBB_JOB_QUEUED, NULL, NULL, 0, NULL);
     srv_record_requeue(q->rec, j->id);
     return 1;
   }
-  if (rc && atomic_load(&j->timed_out)) {
-    char msg[160];
-    snprintf(msg, sizeof msg,
-             "the job ran past its %.0f s deadline; it was cancelled and its "
-             "memory released",
-             timeout);
-    srv_job_publish(j->id, j->uid, j->pipeline, device, EBB_JOB_FAILED, "EBB_ETIMEDOUT", msg, 0,
-                    "[]");
-    srv_record_finish(q->rec, j->id, EBB_JOB_FAILED, "EBB_ETIMEDOUT", msg, NULL, 0, NULL);
+  if (rc && (res->over_deadline || res->over_wait)) {
+    const char *from;
+    pl_run_limits lim = {timeout_of(q, j->pipeline, &from), q->max_wait_s};
+    char msg[1400];
+    srv_deadline_message("job", device, &lim, from, res, msg, sizeof msg);
+    const char *code = ebb_errname(rc);
+    srv_job_publish(j->id, j->uid, j->pipeline, device, EBB_JOB_FAILED, code, msg, 0, "[]");
+    srv_record_finish(q->rec, j->id, EBB_JOB_FAILED, code, msg, NULL, res->released_bytes, NULL);
     return 1;
   }
   return 0;
@@ -186,6 +182,8 @@ static void mark_failed(qdev *d, const char *msg) {
 /* With placement the pipeline stays loaded on its device (a later job of it
  * runs there without a load); EBB_PLACE_FITS / EVICT load it first. */
 static int run_on(qdev *d, qjob *j, pl_place_how how, srv_stage_bytes *t, pl_job_result *res) {
+  const char *from;
+  pl_run_limits lim = {timeout_of(d->q, j->pipeline, &from), d->q->max_wait_s};
   if (d->q->place && how != EBB_PLACE_LOADED) {
     memset(res, 0, sizeof *res);
     int rc = pl_manager_load(d->m, j->pipeline);
@@ -196,7 +194,7 @@ static int run_on(qdev *d, qjob *j, pl_place_how how, srv_stage_bytes *t, pl_job
     }
   }
   return pl_manager_run_job(d->m, j->pipeline, j->input, j->outdir, j->options, &j->cancel,
-                            t ? srv_stage_bytes_progress : NULL, t, res);
+                            t ? srv_stage_bytes_progress : NULL, t, &lim, res);
 }
 
 /* Whether a job of name waits (q->lock held): residency keeps it then. */
@@ -234,7 +232,7 @@ static void run_one(qdev *d, qjob *j, pl_place_how how) {
   char *stages = tracked ? srv_stage_bytes_end(&t) : NULL;
   if (q->place)
     pl_residency_note(d->res, j->pipeline, how != EBB_PLACE_LOADED);
-  if (ended_early(q, j, label, rc, timeout_of(q, j->pipeline))) {
+  if (ended_early(q, j, label, rc, &res)) {
     free(stages);
     return;
   }
@@ -419,8 +417,6 @@ static void *worker(void *arg) {
     }
     if (q->stop)
       break;
-    double timeout = timeout_of(q, j->pipeline);
-    j->deadline = timeout > 0 ? base_now() + timeout : 0;
     d->running = j;
     d->jobs++;
     pthread_mutex_unlock(&q->lock);
@@ -567,11 +563,6 @@ int srv_queue_create(srv_store *store, pl_manager *const *ms, mem_allocator *con
     }
     q->devs[i].started = 1;
   }
-  if (pthread_create(&q->watchdog, NULL, watchdog, q) != 0) {
-    srv_queue_destroy(q);
-    return ebb_seterr(EBB_ENOMEM, "queue: cannot start the watchdog thread");
-  }
-  q->watching = 1;
   *out = q;
   return 0;
 }
@@ -590,8 +581,6 @@ void srv_queue_destroy(srv_queue *q) {
   for (size_t i = 0; i < q->ndevs; i++)
     if (q->devs[i].started)
       pthread_join(q->devs[i].worker, NULL);
-  if (q->watching)
-    pthread_join(q->watchdog, NULL);
   srv_recorder_stop(q->rec); /* the workers are gone: the recorder drains and ends */
   for (size_t i = 0; i < q->ndevs; i++)
     pl_residency_destroy(q->devs[i].res);
@@ -605,8 +594,8 @@ void srv_queue_destroy(srv_queue *q) {
   free(q);
 }
 
-int srv_queue_push(srv_queue *q, int64_t id, const char *uid, const char *pipeline,
-                   const char *input, const char *outdir, json_t *options) {
+int srv_queue_push(srv_queue *q, int64_t id, const char *uid, const char *owner, uint64_t bytes,
+                   const char *pipeline, const char *input, const char *outdir, json_t *options) {
   qjob *j = calloc(1, sizeof *j);
   if (!j || !(j->pipeline = strdup(pipeline)) || !(j->input = strdup(input)) ||
       !(j->outdir = strdup(outdir))) {
@@ -615,6 +604,8 @@ int srv_queue_push(srv_queue *q, int64_t id, const char *uid, const char *pipeli
   }
   j->id = id;
   snprintf(j->uid, sizeof j->uid, "%s", uid ? uid : "");
+  snprintf(j->owner, sizeof j->owner, "%s", owner ? owner : "");
+  j->bytes = bytes;
   j->options = options ? json_deep_copy(options) : NULL;
   j->queued_at = base_now();
   /* before a worker can take it: its "running" comes after this */
@@ -625,18 +616,28 @@ int srv_queue_push(srv_queue *q, int64_t id, const char *uid, const char *pipeli
   else
     q->head = j;
   q->tail = j;
-  pthread_cond_broadcast(&q->cond); /* the worker, not the watchdog */
+  pthread_cond_broadcast(&q->cond); /* the workers */
   pthread_mutex_unlock(&q->lock);
   return 0;
 }
 
 size_t srv_queue_waiting(srv_queue *q) {
-  size_t n = 0;
+  srv_queue_use u;
+  srv_queue_usage(q, NULL, &u);
+  return u.jobs;
+}
+
+void srv_queue_usage(srv_queue *q, const char *owner, srv_queue_use *out) {
+  memset(out, 0, sizeof *out);
   pthread_mutex_lock(&q->lock);
-  for (const qjob *j = q->head; j; j = j->next)
-    n++;
+  for (const qjob *j = q->head; j; j = j->next) {
+    int mine = owner && !strcmp(j->owner, owner);
+    out->jobs++;
+    out->bytes += j->bytes;
+    out->owner_jobs += (size_t)mine;
+    out->owner_bytes += mine ? j->bytes : 0;
+  }
   pthread_mutex_unlock(&q->lock);
-  return n;
 }
 
 int srv_queue_cancel(srv_queue *q, int64_t id, int *running) {

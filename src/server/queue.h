@@ -22,7 +22,8 @@ typedef struct srv_queue srv_queue;
 typedef struct srv_queue_opts {
   double timeout_s;            /* a job's deadline when its pipeline sets no timeout_s; 0: none */
   double max_wait_s;           /* several devices: a job queued longer reserves the next device that
-                        can fit it; <= 0: 60 s */
+                        can fit it; any job or item: its longest wait for a device held by
+                        other work; <= 0: 60 s */
   double keep_resident_s;      /* several devices: a pipeline a job loaded is released (by its
                              policy) once idle this long with no job of it queued, unless
                              its policy gives seconds; <= 0: 300 s (1e-9: at once) */
@@ -37,8 +38,11 @@ typedef struct srv_queue_opts {
  * jobs on different devices run side by side, one at a time per device; a
  * driver error (EBB_EDRIVER, EBB_ENODEV) takes its device out of placement,
  * fails that job naming the device, and the queued jobs go to the others.
- * A job past its deadline (its pipeline's timeout_s, else o->timeout_s) is
- * cancelled, released and ends failed with EBB_ETIMEDOUT. */
+ * A job's deadline (its pipeline's timeout_s, else o->timeout_s) counts its
+ * run on the device, not its wait: past it the job is cancelled, released
+ * and ends failed with EBB_ETIMEDOUT. Its wait for a device held by other
+ * work (a session item, a load) is bounded by o->max_wait_s: past it the
+ * job ends failed, unrun, with EBB_EBUSY naming --max-wait. */
 int srv_queue_create(srv_store *store, pl_manager *const *ms, mem_allocator *const *allocs,
                      size_t n, const srv_queue_opts *o, srv_queue **out);
 /* POST /v1/pipelines/NAME/load with several devices: the device index to
@@ -52,12 +56,28 @@ json_t *srv_queue_devices_json(srv_queue *q);
  * fail: a later server runs it, like the ones still queued), joins the
  * worker. NULL: no-op. */
 void srv_queue_destroy(srv_queue *q);
-/* id: the store's row id; uid: the job's public id (its events name it).
- * Strings and options: borrowed (copied). */
-int srv_queue_push(srv_queue *q, int64_t id, const char *uid, const char *pipeline,
-                   const char *input, const char *outdir, json_t *options);
+/* id: the store's row id; uid: the job's public id (its events name it);
+ * owner: the token's owner tag that submitted it (the per-token limits);
+ * bytes: what its files hold on disk while it waits. Strings and options:
+ * borrowed (copied). */
+int srv_queue_push(srv_queue *q, int64_t id, const char *uid, const char *owner, uint64_t bytes,
+                   const char *pipeline, const char *input, const char *outdir, json_t *options);
+/* The error of work (what: "job", "item") that a limit of lim ended
+ * (res->over_deadline: its run's deadline, from names where it comes from;
+ * res->over_wait: its wait for device, --max-wait), into buf. */
+void srv_deadline_message(const char *what, const char *device, const pl_run_limits *lim,
+                          const char *from, const pl_job_result *res, char *buf, size_t n);
+
 /* How many jobs wait to run (not the running ones): --max-queued. */
 size_t srv_queue_waiting(srv_queue *q);
+/* The jobs waiting to run and the bytes their files hold, in all and of
+ * owner (may be NULL): the fair limits (--max-queued-per-token,
+ * --queued-bytes, --queued-bytes-per-token). */
+typedef struct srv_queue_use {
+  size_t jobs, owner_jobs;
+  uint64_t bytes, owner_bytes;
+} srv_queue_use;
+void srv_queue_usage(srv_queue *q, const char *owner, srv_queue_use *out);
 /* EBB_ENOTFOUND when the job is neither queued nor running here. *running:
  * 1 when the job was running (it ends cancelled shortly). */
 int srv_queue_cancel(srv_queue *q, int64_t id, int *running);

@@ -311,7 +311,7 @@ int srv_route_begin(srv_server *s, struct MHD_Connection *c, srv_req *r, const c
     return 1;
   /* a full queue refuses a job before its body is read (checked again, with
    * the push, once it is) */
-  if (r->route->fn == srv_h_jobs_post && !s->cluster && srv_queue_full(s, c, r, ret)) {
+  if (r->route->fn == srv_h_jobs_post && !s->cluster && srv_queue_full(s, c, r, 0, ret)) {
     r->close = has_body(c); /* the unread body is not taken for a request */
     return 1;
   }

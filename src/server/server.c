@@ -13,6 +13,7 @@
 #include <string.h>
 #include <strings.h>
 #include <sys/resource.h>
+#include <sys/stat.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -205,6 +206,13 @@ static int parse_listen(const char *listen, struct sockaddr_storage *ss, char *h
   return 0;
 }
 
+static uint64_t input_bytes(const char *path) {
+  struct stat st;
+  return path && stat(path, &st) == 0 ? (uint64_t)st.st_size : 0;
+}
+
+/* The jobs the last server left queued, queued again (owner and bytes for
+ * the fair limits: fairness.c). */
 static void requeue(srv_server *s) {
   int64_t *ids = NULL;
   size_t n = 0;
@@ -218,8 +226,13 @@ static void requeue(srv_server *s) {
     const char *out = json_string_value(json_object_get(o, "output_dir"));
     const char *uid = json_string_value(json_object_get(o, "id"));
     json_t *opts = json_object_get(o, "options");
+    char owner[64] = "";
+    int64_t rid;
+    if (uid)
+      srv_store_find(s->store, uid, &rid, owner, sizeof owner);
     if (p && in && out &&
-        srv_queue_push(s->queue, ids[i], uid, p, in, out, json_is_object(opts) ? opts : NULL) == 0)
+        srv_queue_push(s->queue, ids[i], uid, owner, input_bytes(in), p, in, out,
+                       json_is_object(opts) ? opts : NULL) == 0)
       base_log(EBB_LOG_INFO, "server", "job %s: queued again (left queued by the last server)",
                uid ? uid : "?");
     else
@@ -414,9 +427,13 @@ int srv_start(const srv_opts *o, srv_server **out) {
   s->max_field = o->max_field_bytes ? o->max_field_bytes : (1u << 20);
   s->max_lyrics = o->max_lyrics_bytes ? o->max_lyrics_bytes : SRV_MAX_LYRICS;
   s->max_queued = o->max_queued ? o->max_queued : 10000;
+  s->max_queued_per_token = o->max_queued_per_token ? o->max_queued_per_token : 1000;
+  s->queued_bytes = o->queued_bytes ? o->queued_bytes : (32ull << 30);
+  s->queued_bytes_per_token = o->queued_bytes_per_token ? o->queued_bytes_per_token : (8ull << 30);
   s->keep_jobs = o->keep_jobs;
   s->keep_jobs_s = o->keep_jobs_s;
   s->job_timeout_s = o->job_timeout_s > 0 ? o->job_timeout_s : 86400;
+  s->max_wait_s = o->max_wait_s > 0 ? o->max_wait_s : 60;
   s->max_job_s = o->max_job_s;
   int rc = init(s, o);
   if (rc) {

@@ -51,15 +51,18 @@ typedef struct srv_opts {
   const char *const *input_dirs; /* JSON jobs may name files under these */
   size_t ninput_dirs;
   /* Limits; 0 takes the default. */
-  size_t max_field_bytes;   /* a multipart field other than the file: 1 MiB */
-  size_t max_lyrics_bytes;  /* lyrics sent with a job or session item (413 beyond): 256 KiB */
-  unsigned max_connections; /* in all: 1024 (capped by RLIMIT_NOFILE) */
-  unsigned max_per_ip;      /* from one address: 64 */
-  double idle_timeout_s;    /* a connection with no traffic: 60 */
-  double header_timeout_s;  /* headers complete after accept / the last answer: 10 */
-  double min_body_rate;     /* bytes/s a body averages after header_timeout_s: 4096 */
-  size_t max_queued;        /* jobs waiting to run; beyond it 429: 10000 */
-  double job_timeout_s;     /* a job's deadline (a pipeline's timeout_s wins): 1 day */
+  size_t max_field_bytes;      /* a multipart field other than the file: 1 MiB */
+  size_t max_lyrics_bytes;     /* lyrics sent with a job or session item (413 beyond): 256 KiB */
+  unsigned max_connections;    /* in all: 1024 (capped by RLIMIT_NOFILE) */
+  unsigned max_per_ip;         /* from one address: 64 */
+  double idle_timeout_s;       /* a connection with no traffic: 60 */
+  double header_timeout_s;     /* headers complete after accept / the last answer: 10 */
+  double min_body_rate;        /* bytes/s a body averages after header_timeout_s: 4096 */
+  size_t max_queued;           /* jobs waiting to run; beyond it 429: 10000 */
+  size_t max_queued_per_token; /* of them, one token's; beyond it 429: 1000 */
+  uint64_t queued_bytes;       /* files the waiting jobs keep on disk; beyond 507: 32 GiB */
+  uint64_t queued_bytes_per_token; /* of them, one token's; beyond it 429: 8 GiB */
+  double job_timeout_s;            /* a job's deadline (a pipeline's timeout_s wins): 1 day */
   /* A job whose stages' estimated work (CPU seconds, pipeline/work.h) is
    * over this is refused at submit: >0 this many seconds; 0 (the default)
    * the job's timeout (the pipeline's timeout_s, else job_timeout_s); <0 no

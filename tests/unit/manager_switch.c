@@ -46,7 +46,7 @@ static void test_switch(void) {
   uint64_t held_a = allocated();
   CHECK_MSG(held_a >= (900ull << 20), "A holds %llu MiB", (unsigned long long)(held_a >> 20));
   pl_job_result res;
-  CHECK_EQ_INT(pl_manager_session_item(m, sid, input, tmp, NULL, NULL, &res), 0);
+  CHECK_EQ_INT(pl_manager_session_item(m, sid, input, tmp, NULL, NULL, NULL, &res), 0);
   CHECK_EQ_U64(allocated(), held_a); /* kept loaded, not reloaded */
   CHECK_EQ_INT(pl_manager_load(m, "B"), 0);
   char *log = captured();
@@ -63,13 +63,13 @@ static void test_switch(void) {
   CHECK(!has(log, "out of device memory"));
   free(log);
   /* the session on A is stopped */
-  CHECK_EQ_INT(pl_manager_session_item(m, sid, input, tmp, NULL, NULL, &res), EBB_EBUSY);
+  CHECK_EQ_INT(pl_manager_session_item(m, sid, input, tmp, NULL, NULL, NULL, &res), EBB_EBUSY);
   CHECK(has(res.message, "pipeline 'A' was unloaded"));
   CHECK_EQ_INT(pl_manager_session_close(m, sid), 0);
   /* a job of the loaded B reuses its stage: nothing is loaded again */
   capture();
   uint64_t before = allocated();
-  CHECK_EQ_INT(pl_manager_run_job(m, "B", input, tmp, NULL, NULL, NULL, NULL, &res), 0);
+  CHECK_EQ_INT(pl_manager_run_job(m, "B", input, tmp, NULL, NULL, NULL, NULL, NULL, &res), 0);
   log = captured();
   CHECK_EQ_U64(allocated(), before);
   CHECK(pl_manager_is_loaded(m, "B"));
@@ -154,7 +154,7 @@ static void test_unload_reports_leaks(void) {
   char sid[40];
   REQUIRE(pl_manager_session_open(m, "L", sid) == 0);
   pl_job_result res;
-  CHECK_EQ_INT(pl_manager_session_item(m, sid, input, tmp, NULL, NULL, &res), 0);
+  CHECK_EQ_INT(pl_manager_session_item(m, sid, input, tmp, NULL, NULL, NULL, &res), 0);
   capture();
   uint64_t rel = 0;
   CHECK_EQ_INT(pl_manager_unload(m, "L", &rel), 0);
