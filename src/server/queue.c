@@ -621,12 +621,6 @@ int srv_queue_push(srv_queue *q, int64_t id, const char *uid, const char *owner,
   return 0;
 }
 
-size_t srv_queue_waiting(srv_queue *q) {
-  srv_queue_use u;
-  srv_queue_usage(q, NULL, &u);
-  return u.jobs;
-}
-
 void srv_queue_usage(srv_queue *q, const char *owner, srv_queue_use *out) {
   memset(out, 0, sizeof *out);
   pthread_mutex_lock(&q->lock);

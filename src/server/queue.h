@@ -68,9 +68,8 @@ int srv_queue_push(srv_queue *q, int64_t id, const char *uid, const char *owner,
 void srv_deadline_message(const char *what, const char *device, const pl_run_limits *lim,
                           const char *from, const pl_job_result *res, char *buf, size_t n);
 
-/* How many jobs wait to run (not the running ones): --max-queued. */
-size_t srv_queue_waiting(srv_queue *q);
-/* The jobs waiting to run and the bytes their files hold, in all and of
+/* The jobs waiting to run (not the running ones) and the bytes their files
+ * hold, in all and of
  * owner (may be NULL): the fair limits (--max-queued-per-token,
  * --queued-bytes, --queued-bytes-per-token). */
 typedef struct srv_queue_use {
