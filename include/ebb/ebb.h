@@ -48,7 +48,9 @@ extern "C" {
 #define EBB_API_VERSION_MAJOR 1
 /* 1.1: ebb_reclaim; 1.2: ebb_torch_alloc_at, ebb_broker_join, events.h; 1.3:
  * ebb_torch_python_sites, ebb_torch_site, ebb_torch_last_error,
- * ebb_gpu_reset_peaks, the totals at the end of ebb_gpu_stats */
+ * ebb_gpu_reset_peaks, the totals at the end of ebb_gpu_stats; streams
+ * (ebb_gpu_alloc_on, ebb_free_on, ebb_record_stream, ebb_torch_alloc_on),
+ * ebb_owner_blocks, ebb_keep */
 #define EBB_API_VERSION_MINOR 3
 #define EBB_API_VERSION (EBB_API_VERSION_MAJOR * 1000 + EBB_API_VERSION_MINOR)
 
@@ -155,6 +157,17 @@ typedef struct ebb_leak_list {
 } ebb_leak_list;
 /* NULL: no-op. */
 void ebb_leak_list_free(ebb_leak_list *l);
+/* The blocks and pinned buffers o and its descendants hold now, as a list
+ * of the same kind (what a release would reclaim as leaks; nothing is
+ * freed): *out NULL when they hold none, else the caller frees it with
+ * ebb_leak_list_free. API 1.3. */
+int ebb_owner_blocks(ebb_owner *o, ebb_leak_list **out);
+/* The live block at addr survives its owner's releases: not reclaimed, not
+ * reported, still its owner's, until it is freed (something the program
+ * cannot change still uses it: ebb.py's leak policy "keep").
+ * ebb_owner_close frees it all the same. EBB_ENOTFOUND: not a live block.
+ * API 1.3. */
+int ebb_keep(ebb_gpu *g, uint64_t addr);
 
 /* What a release handed back. */
 typedef struct ebb_released {
@@ -222,6 +235,22 @@ int ebb_gpu_alloc(ebb_gpu *g, size_t bytes, const char *site, uint64_t *addr);
 /* EBB_ENOTFOUND when addr is not a live block of g (double free included,
  * and a block ebb already freed as a leak). */
 int ebb_free(ebb_gpu *g, uint64_t addr);
+/* Streams (API 1.3). A framework's memory is used in the order of its
+ * streams: stream is the driver's handle (CUstream, cudaStream_t) of the
+ * device's primary context as an integer, 0 the legacy default stream.
+ * A block freed on stream S goes at once to a request on S; a request on
+ * another stream (or on none) gets it only once the work queued on S
+ * before the free has completed (an event recorded at the free), and the
+ * work of every stream ebb_record_stream named for it. EBB_STREAM_NONE:
+ * no stream (ebb_alloc / ebb_free: the caller's work on the block is
+ * over at the free). */
+#define EBB_STREAM_NONE UINT64_MAX
+int ebb_gpu_alloc_on(ebb_gpu *g, size_t bytes, const char *site, uint64_t stream, uint64_t *addr);
+int ebb_free_on(ebb_gpu *g, uint64_t addr, uint64_t stream);
+/* The live block at addr is used on stream too (PyTorch's
+ * Tensor.record_stream): no request takes it after its free before that
+ * stream's work queued by then is done. EBB_ENOTFOUND: not a live block. */
+int ebb_record_stream(ebb_gpu *g, uint64_t addr, uint64_t stream);
 /* Who owns the block at addr (may be NULL) and its size (may be NULL). */
 int ebb_lookup(ebb_gpu *g, uint64_t addr, ebb_owner **owner, uint64_t *size);
 
@@ -262,8 +291,10 @@ int ebb_gpu_write_timeline(ebb_gpu *g, const char *path);
  *                                            "ebb_torch_free")
  * device is the CUDA ordinal (opened on first use); the block goes to the
  * calling thread's current owner of that device, else its default owner.
- * stream is ignored: ebb's blocks are stream-agnostic (PyTorch orders frees
- * on its own streams before it hands them back). Returns NULL on failure,
+ * stream is the tensor's: the block is allocated and freed on it (PyTorch
+ * hands its free the stream of the allocation), so it is reused at once on
+ * that stream and on another only after the work queued before the free
+ * has completed (ebb_gpu_alloc_on). Returns NULL on failure,
  * with the reason in ebb_errmsg() and logged.
  * A tensor still alive when its owner is released is freed by ebb as a
  * leak; until its late ebb_torch_free, its address is not handed to
@@ -279,6 +310,9 @@ void ebb_torch_free(void *ptr, ssize_t size, int device, void *stream);
  * ebb_errmsg(), nothing logged. Its blocks go back with ebb_torch_free.
  * API 1.2. */
 int ebb_torch_alloc_at(ssize_t size, int device, const char *site, void **ptr);
+/* ebb_torch_alloc_at on stream (the one PyTorch's allocator callback is
+ * given). API 1.3. */
+int ebb_torch_alloc_on(ssize_t size, int device, void *stream, const char *site, void **ptr);
 
 /* Sites with no callback (API 1.3): ebb_torch_alloc names each block with
  * the "file.py:line" of the calling thread's innermost Python frame whose

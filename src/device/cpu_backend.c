@@ -207,6 +207,16 @@ static int cpu_copy_dtoh_async(dev_device *dev, void *dst, uint64_t src, size_t 
   return cpu_copy_dtoh(dev, dst, src, n);
 }
 
+/* Events: work on the CPU device is done at the call, so every event is
+ * complete as soon as it is recorded. */
+static int cpu_event_record(dev_device *dev, uint64_t stream, void **ev) {
+  *ev = &cpu_stream_tag;
+  return 0;
+}
+static int cpu_event_query(dev_device *dev, void *ev) { return 1; }
+static int cpu_event_wait(dev_device *dev, void *ev) { return 0; }
+static void cpu_event_destroy(dev_device *dev, void *ev) {}
+
 /* A module on the CPU is a namespace for host twins; the image is unused. */
 static char cpu_module_tag;
 static int cpu_module_load(dev_device *dev, const void *image, void **out) {
@@ -259,6 +269,10 @@ static const dev_ops cpu_ops = {
     .stream_sync = cpu_stream_sync,
     .copy_htod_async = cpu_copy_htod_async,
     .copy_dtoh_async = cpu_copy_dtoh_async,
+    .event_record = cpu_event_record,
+    .event_query = cpu_event_query,
+    .event_wait = cpu_event_wait,
+    .event_destroy = cpu_event_destroy,
     .module_load = cpu_module_load,
     .module_unload = cpu_module_unload,
     .kernel = cpu_kernel,

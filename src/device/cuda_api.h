@@ -171,6 +171,7 @@ typedef struct CUmemAccessDesc_st {
   X(cuEventCreate, "cuEventCreate", 2000, (CUevent * e, unsigned int flags))                     \
   X(cuEventRecord, "cuEventRecord", 2000, (CUevent e, CUstream s))                               \
   X(cuEventSynchronize, "cuEventSynchronize", 2000, (CUevent e))                                 \
+  X(cuEventQuery, "cuEventQuery", 2000, (CUevent e))                                             \
   X(cuEventDestroy, "cuEventDestroy_v2", 4000, (CUevent e))                                      \
   X(cuEventElapsedTime, "cuEventElapsedTime", 2000, (float *ms, CUevent a, CUevent b))           \
   X(cuModuleLoadData, "cuModuleLoadData", 2000, (CUmodule * m, const void *image))               \

@@ -440,6 +440,47 @@ static int cuda_copy_dtoh_async(dev_device *dev, void *dst, uint64_t src, size_t
   return r == CUDA_SUCCESS ? 0 : copy_fail(dev, r, "cuMemcpyDtoHAsync_v2", (uintptr_t)dst, src, n);
 }
 
+/* Events for stream-ordered reuse (memory room): made without timing (the
+ * cheap kind PyTorch's allocator uses), recorded on a stream of the
+ * primary context (the handle a framework gave, 0 the legacy stream). */
+#define EBB_CU_EVENT_DISABLE_TIMING 0x2u
+static int cuda_event_record(dev_device *dev, uint64_t stream, void **ev) {
+  int rc = enter(dev);
+  if (rc)
+    return rc;
+  CUevent e = *ev;
+  CUresult r = CUDA_SUCCESS;
+  if (!e && (r = CU(CI(dev), cuEventCreate, &e, EBB_CU_EVENT_DISABLE_TIMING)) != CUDA_SUCCESS)
+    return fail(dev, r, "cuEventCreate", NULL);
+  *ev = e;
+  r = CU(CI(dev), cuEventRecord, e, (CUstream)(uintptr_t)stream);
+  return r == CUDA_SUCCESS ? 0 : fail(dev, r, "cuEventRecord", "recording a block's free");
+}
+
+static int cuda_event_query(dev_device *dev, void *ev) {
+  int rc = enter(dev);
+  if (rc)
+    return rc;
+  CUresult r = CU(CI(dev), cuEventQuery, (CUevent)ev);
+  if (r == CUDA_ERROR_NOT_READY)
+    return 0;
+  return r == CUDA_SUCCESS ? 1 : fail(dev, r, "cuEventQuery", NULL);
+}
+
+static int cuda_event_wait(dev_device *dev, void *ev) {
+  int rc = enter(dev);
+  if (rc)
+    return rc;
+  CUresult r = CU(CI(dev), cuEventSynchronize, (CUevent)ev);
+  return r == CUDA_SUCCESS ? 0 : fail(dev, r, "cuEventSynchronize", NULL);
+}
+
+static void cuda_event_destroy(dev_device *dev, void *ev) {
+  if (!cuda_ctx_active(dev) || enter(dev))
+    return; /* it went with the context */
+  CU(CI(dev), cuEventDestroy, (CUevent)ev);
+}
+
 static int cuda_module_load_locked(dev_device *dev, const void *image, void **out) {
   int rc = cuda_activate_locked(dev);
   if (rc)
@@ -519,6 +560,10 @@ static const dev_ops cuda_ops = {
     .stream_sync = cuda_stream_sync,
     .copy_htod_async = cuda_copy_htod_async,
     .copy_dtoh_async = cuda_copy_dtoh_async,
+    .event_record = cuda_event_record,
+    .event_query = cuda_event_query,
+    .event_wait = cuda_event_wait,
+    .event_destroy = cuda_event_destroy,
     .module_load = cuda_module_load_locked,
     .module_unload = cuda_module_unload_locked,
     .kernel = cuda_kernel,

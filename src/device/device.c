@@ -371,6 +371,16 @@ int dev_copy_dtoh_async(dev_device *dev, void *dst, uint64_t src, size_t n, dev_
   return n ? dev->ops->copy_dtoh_async(dev, dst, src, n, s->h) : 0;
 }
 
+int dev_event_record(dev_device *dev, uint64_t stream, void **ev) {
+  return dev->ops->event_record(dev, stream, ev);
+}
+int dev_event_query(dev_device *dev, void *ev) { return dev->ops->event_query(dev, ev); }
+int dev_event_wait(dev_device *dev, void *ev) { return dev->ops->event_wait(dev, ev); }
+void dev_event_destroy(dev_device *dev, void *ev) {
+  if (ev)
+    dev->ops->event_destroy(dev, ev);
+}
+
 int dev_module_load(dev_device *dev, const void *image, dev_module **out) {
   *out = NULL;
   dev_module *m = calloc(1, sizeof *m);

@@ -136,6 +136,20 @@ int dev_stream_sync(dev_device *dev, dev_stream *s);
 int dev_copy_htod_async(dev_device *dev, uint64_t dst, const void *src, size_t n, dev_stream *s);
 int dev_copy_dtoh_async(dev_device *dev, void *dst, uint64_t src, size_t n, dev_stream *s);
 
+/* --- events: how far a stream's work has come ------------------------------ */
+/* For stream-ordered reuse in the memory room. stream is a framework's raw
+ * stream handle (CUstream / cudaStream_t of the primary context) as an
+ * integer, 0 the legacy default stream. Records an event on it: *ev NULL
+ * makes a new one (no timing), else *ev is recorded again. Query: 1 when
+ * everything queued on the stream before the record has completed, 0 when
+ * not yet, < 0 on an error. Wait: blocks until then. The CPU device's
+ * events are complete at once. Destroy every event before the context goes
+ * (NULL: no-op). */
+int dev_event_record(dev_device *dev, uint64_t stream, void **ev);
+int dev_event_query(dev_device *dev, void *ev);
+int dev_event_wait(dev_device *dev, void *ev);
+void dev_event_destroy(dev_device *dev, void *ev);
+
 typedef struct dev_module dev_module;
 typedef struct dev_kernel dev_kernel;
 /* image: a fatbin/PTX that nvcc built (may be NULL on the fake or when no

@@ -39,6 +39,11 @@ typedef struct dev_ops {
   int (*stream_sync)(dev_device *dev, void *s);
   int (*copy_htod_async)(dev_device *dev, uint64_t dst, const void *src, size_t n, void *s);
   int (*copy_dtoh_async)(dev_device *dev, void *dst, uint64_t src, size_t n, void *s);
+  /* events (a stream's point of progress): stream is the raw handle */
+  int (*event_record)(dev_device *dev, uint64_t stream, void **ev); /* *ev NULL: new */
+  int (*event_query)(dev_device *dev, void *ev);                    /* 1 done, 0 not yet */
+  int (*event_wait)(dev_device *dev, void *ev);
+  void (*event_destroy)(dev_device *dev, void *ev);
   int (*module_load)(dev_device *dev, const void *image, void **out);
   void (*module_unload)(dev_device *dev, void *mod);
   int (*kernel)(dev_device *dev, void *mod, const char *name, void **out);

@@ -411,6 +411,21 @@ void ebb_owner_close(ebb_owner *o, ebb_leak_list **leaks) {
   hand_over(r, leaks, NULL);
 }
 
+int ebb_owner_blocks(ebb_owner *o, ebb_leak_list **out) {
+  if (!o || !out)
+    return ebb_seterr(EBB_EINVAL, "ebb_owner_blocks: %s is NULL", o ? "out" : "the owner");
+  *out = NULL;
+  mem_leak_report *r = NULL;
+  int rc = mem_owner_live(o, &r);
+  if (rc || !r)
+    return rc;
+  *out = leak_list_from(r);
+  mem_leak_report_free(r);
+  return *out ? 0
+              : ebb_seterr(EBB_ENOMEM, "ebb_owner_blocks('%s'): no host memory for the list",
+                           mem_owner_name(o));
+}
+
 /* ebb_owner_park and ebb_owner_wake are the memory room's own (same names,
  * same meaning): exported as they are. */
 
@@ -520,15 +535,43 @@ int ebb_gpu_alloc(ebb_gpu *g, size_t bytes, const char *site, uint64_t *addr) {
   return ebb_alloc(o ? o : g->def, bytes, site, addr);
 }
 
-int lib_gpu_alloc_interned(ebb_gpu *g, size_t bytes, const char *site, uint64_t *addr) {
+int lib_gpu_alloc_interned(ebb_gpu *g, size_t bytes, const char *site, uint64_t stream,
+                           uint64_t *addr) {
   ebb_owner *o = ebb_current(g);
-  return mem_alloc(o ? o : g->def, bytes, site ? site : "torch", addr);
+  return mem_alloc_on(o ? o : g->def, bytes, site ? site : "torch", stream, addr);
 }
 
-int ebb_free(ebb_gpu *g, uint64_t addr) {
+int ebb_free(ebb_gpu *g, uint64_t addr) { return ebb_free_on(g, addr, EBB_STREAM_NONE); }
+
+int ebb_gpu_alloc_on(ebb_gpu *g, size_t bytes, const char *site, uint64_t stream, uint64_t *addr) {
+  if (!g || !addr)
+    return ebb_seterr(EBB_EINVAL, "ebb_gpu_alloc_on(%zu bytes at %s): %s is NULL", bytes,
+                      site ? site : "?", g ? "addr" : "the device");
+  ebb_owner *o = ebb_current(g);
+  if (!o)
+    o = g->def;
+  if (!bytes)
+    return ebb_seterr(EBB_EINVAL, "ebb_gpu_alloc_on: owner '%s' asked for 0 bytes at %s",
+                      mem_owner_name(o), site ? site : "?");
+  return mem_alloc_on(o, bytes, lib_intern(site), stream, addr);
+}
+
+int ebb_free_on(ebb_gpu *g, uint64_t addr, uint64_t stream) {
   if (!g)
     return ebb_seterr(EBB_EINVAL, "ebb_free(0x%" PRIx64 "): no device", addr);
-  return mem_free(g->a, addr);
+  return mem_free_on(g->a, addr, stream);
+}
+
+int ebb_keep(ebb_gpu *g, uint64_t addr) {
+  if (!g)
+    return ebb_seterr(EBB_EINVAL, "ebb_keep(0x%" PRIx64 "): no device", addr);
+  return mem_keep(g->a, addr);
+}
+
+int ebb_record_stream(ebb_gpu *g, uint64_t addr, uint64_t stream) {
+  if (!g)
+    return ebb_seterr(EBB_EINVAL, "ebb_record_stream(0x%" PRIx64 "): no device", addr);
+  return mem_record_stream(g->a, addr, stream);
 }
 
 int ebb_lookup(ebb_gpu *g, uint64_t addr, ebb_owner **owner, uint64_t *size) {

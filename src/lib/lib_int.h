@@ -25,7 +25,8 @@ ebb_gpu *lib_gpu_open_ordinal(int ordinal);
 const char *lib_intern(const char *s);
 /* "lib.c": ebb_gpu_alloc for a site lib_intern gave (or a static string;
  * NULL: "torch"), with no checks: the fast path of ebb_torch_alloc. */
-int lib_gpu_alloc_interned(ebb_gpu *g, size_t bytes, const char *site, uint64_t *addr);
+int lib_gpu_alloc_interned(ebb_gpu *g, size_t bytes, const char *site, uint64_t stream,
+                           uint64_t *addr);
 
 /* "pysite.c": the interned "file.py:line" of the calling thread's innermost
  * Python frame outside the frameworks, read from C with no callback into

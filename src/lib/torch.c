@@ -162,11 +162,11 @@ static int alloc_at(ssize_t size, int device, const char *site, void *stream, vo
   ebb_gpu *g = NULL;
   uint64_t addr = 0, held[HOLD_MAX];
   int nheld = 0;
-  (void)stream;
+  uint64_t st = (uint64_t)(uintptr_t)stream;
   *ptr = NULL;
   int rc = gpu_of(device, &g);
   while (!rc) {
-    if ((rc = lib_gpu_alloc_interned(g, (size_t)size, site, &addr)) != 0)
+    if ((rc = lib_gpu_alloc_interned(g, (size_t)size, site, st, &addr)) != 0)
       break;
     if (claim(g, addr, (size_t)size)) {
       *ptr = (void *)(uintptr_t)addr;
@@ -174,7 +174,7 @@ static int alloc_at(ssize_t size, int device, const char *site, void *stream, vo
     }
     /* a tensor ebb freed as a leak still holds this address in PyTorch */
     if (nheld == HOLD_MAX) {
-      ebb_free(g, addr);
+      ebb_free_on(g, addr, st);
       rc = ebb_seterr(EBB_EOOM,
                       "ebb_torch_alloc(%zd bytes, cuda:%d): %d blocks in a row lie "
                       "at addresses that tensors ebb freed as leaks still hold; drop those "
@@ -185,20 +185,24 @@ static int alloc_at(ssize_t size, int device, const char *site, void *stream, vo
     held[nheld++] = addr;
   }
   for (int i = 0; i < nheld; i++)
-    ebb_free(g, held[i]);
+    ebb_free_on(g, held[i], st);
   if (rc)
     refused();
   return rc;
 }
 
-int ebb_torch_alloc_at(ssize_t size, int device, const char *site, void **ptr) {
+int ebb_torch_alloc_on(ssize_t size, int device, void *stream, const char *site, void **ptr) {
   if (!ptr)
     return ebb_seterr(EBB_EINVAL, "ebb_torch_alloc_at(%zd bytes, cuda:%d): ptr is NULL", size,
                       device);
   *ptr = NULL;
   if (size <= 0)
     return 0; /* an empty tensor needs no memory */
-  return alloc_at(size, device, lib_intern(site), NULL, ptr);
+  return alloc_at(size, device, lib_intern(site), stream, ptr);
+}
+
+int ebb_torch_alloc_at(ssize_t size, int device, const char *site, void **ptr) {
+  return ebb_torch_alloc_on(size, device, NULL, site, ptr);
 }
 
 void *ebb_torch_alloc(ssize_t size, int device, void *stream) {
@@ -228,7 +232,6 @@ static int match_locked(tblock **p) {
 }
 
 void ebb_torch_free(void *ptr, ssize_t size, int device, void *stream) {
-  (void)stream; /* the allocator's stream-ordered reuse will want it */
   if (!ptr)
     return;
   ebb_gpu *g = NULL;
@@ -239,7 +242,7 @@ void ebb_torch_free(void *ptr, ssize_t size, int device, void *stream) {
      * address cannot come between the match and the free */
     lib_torch_lock();
     if (match_locked(slot_locked(g, addr)) != 0)
-      rc = ebb_free(g, addr);
+      rc = ebb_free_on(g, addr, (uint64_t)(uintptr_t)stream);
     lib_torch_unlock();
   }
   /* A block ebb freed with no record here (allocated before the guard, or

@@ -150,7 +150,9 @@ void mem_allocator_destroy(mem_allocator *a) {
   mem__lock(a);
   drop_segments_locked(a);
   mem__pin_trim_locked(a);
+  mem__events_trim_locked(a);
   mem__unlock(a);
+  free(a->ev_idle);
   mem__map_free(&a->live);
   mem__map_free(&a->pin_live);
   mem__sites_free(a);

@@ -1,6 +1,8 @@
 /* Blocks: requests rounded to 512 bytes, carved best fit out of the owner's
  * own free blocks or an empty segment (a new segment when none fits), split,
- * and on free coalesced with free neighbours. Owner-affine: a segment holds
+ * and on free coalesced with free neighbours. Reuse is stream-ordered
+ * (stream.c): a free block carries the events of its frees (its gate) into
+ * the blocks split from it and merged with it. Owner-affine: a segment holds
  * the blocks of one owner only, from its first live block to its last, so
  * releasing or parking an owner is exact to the segment. Out of memory from the driver: trim,
  * retry once, then an error naming the owner and the numbers. Functions
@@ -72,6 +74,8 @@ static int split_locked(mem_pool *pool, mem_block *b, size_t size) {
   rest->size = b->size - size;
   rest->seg = b->seg;
   rest->free = 1;
+  rest->stream = MEM_STREAM_NONE;
+  mem__gate_copy_locked(rest, b);
   rest->prev = b;
   rest->next = b->next;
   if (b->next)
@@ -82,8 +86,10 @@ static int split_locked(mem_pool *pool, mem_block *b, size_t size) {
   return 0;
 }
 
-/* Merges q, a free block, into p, the free block just before it. */
-static void merge_into(mem_block *p, mem_block *q) {
+/* Merges q, a free block, into p, the free block just before it (p waits
+ * for q's events too). */
+static void merge_into(mem_allocator *a, mem_block *p, mem_block *q) {
+  mem__gate_merge_locked(a, p, q);
   p->size += q->size;
   p->next = q->next;
   if (q->next)
@@ -103,13 +109,13 @@ static void coalesce_locked(mem_allocator *a, mem_block *b) {
   if (n && n->free) {
     if (in_bins)
       mem__bin_remove(pool, n);
-    merge_into(b, n);
+    merge_into(a, b, n);
   }
   mem_block *p = b->prev;
   if (p && p->free) {
     if (in_bins)
       mem__bin_remove(pool, p);
-    merge_into(p, b);
+    merge_into(a, p, b);
     b = p;
   }
   if (!s->nlive)
@@ -118,9 +124,14 @@ static void coalesce_locked(mem_allocator *a, mem_block *b) {
     mem__bin_insert(mem__pool_of(a, s), b);
 }
 
-/* b becomes o's live block: its record, the counters, the ledger. */
+/* b becomes o's live block on stream: its record, the counters, the ledger. */
 static void take_locked(mem_allocator *a, ebb_owner *o, mem_block *b, size_t bytes,
-                        const char *site, void **bt, int nbt) {
+                        const char *site, uint64_t stream, void **bt, int nbt) {
+  mem__gate_clear_locked(a, b);
+  b->stream = stream;
+  b->nuses = 0;
+  b->sync_free = 0;
+  b->kept = 0;
   b->free = 0;
   b->req = bytes;
   b->owner = o;
@@ -141,10 +152,12 @@ static void take_locked(mem_allocator *a, ebb_owner *o, mem_block *b, size_t byt
 }
 
 /* The best fit for size among o's own free blocks and the empty segments
- * any owner may take (the smaller of the two candidates; o's on a tie). */
-static mem_block *find_locked(mem_allocator *a, ebb_owner *o, size_t size, int small) {
-  mem_block *mine = mem__pool_find(small ? &o->small : &o->large, size);
-  mem_block *empty = mem__pool_find(small ? &a->small : &a->large, size);
+ * any owner may take (the smaller of the two candidates; o's on a tie),
+ * of the blocks a request on stream may take. */
+static mem_block *find_locked(mem_allocator *a, ebb_owner *o, size_t size, int small,
+                              uint64_t stream) {
+  mem_block *mine = mem__pool_find(a, small ? &o->small : &o->large, size, stream);
+  mem_block *empty = mem__pool_find(a, small ? &a->small : &a->large, size, stream);
   if (!mine || !empty)
     return mine ? mine : empty;
   return empty->size < mine->size ? empty : mine;
@@ -152,8 +165,14 @@ static mem_block *find_locked(mem_allocator *a, ebb_owner *o, size_t size, int s
 
 /* The allocation with a->mu held; bt (captured before the lock) becomes the
  * block's on success. The block's segment becomes o's if it was empty. */
-static int alloc_locked(ebb_owner *o, size_t bytes, size_t size, const char *site, void **bt,
-                        int nbt, uint64_t *addr) {
+typedef struct alloc_req {
+  size_t bytes, size;
+  const char *site;
+  uint64_t stream;
+} alloc_req;
+
+static int alloc_locked(ebb_owner *o, const alloc_req *q, void **bt, int nbt, uint64_t *addr) {
+  size_t bytes = q->bytes, size = q->size;
   mem_allocator *a = o->a;
   int rc = mem__owner_check_quota_locked(o, size, bytes);
   if (!rc)
@@ -161,46 +180,50 @@ static int alloc_locked(ebb_owner *o, size_t bytes, size_t size, const char *sit
   if (rc)
     return rc;
   int small = size < EBB_MEM_SMALL_LIMIT;
-  mem_block *b = find_locked(a, o, size, small);
+  mem_block *b = find_locked(a, o, size, small, q->stream);
   if (!b && (rc = grow_locked(a, o, size, bytes, small, &b)))
     return rc;
   mem__bin_remove(mem__pool_of(a, b->seg), b);
   b->seg->affine = o;
   rc = split_locked(mem__pool_of(a, b->seg), b, size);
-  const char *st = rc ? NULL : mem__site_intern_locked(a, site);
+  const char *st = rc ? NULL : mem__site_intern_locked(a, q->site);
   if (!rc && mem__map_put(&a->live, b->addr, b))
     rc = ebb_seterr(EBB_ENOMEM, "memory: no host memory for the block table");
   if (rc) {
     coalesce_locked(a, b); /* a free block again, its segment as it was */
     return rc;
   }
-  take_locked(a, o, b, bytes, st, bt, nbt);
+  take_locked(a, o, b, bytes, st, q->stream, bt, nbt);
   *addr = b->addr;
   return 0;
 }
 
 int mem_alloc(ebb_owner *o, size_t bytes, const char *site, uint64_t *addr) {
+  return mem_alloc_on(o, bytes, site, MEM_STREAM_NONE, addr);
+}
+
+int mem_alloc_on(ebb_owner *o, size_t bytes, const char *site, uint64_t stream, uint64_t *addr) {
   if (!o || !addr || bytes == 0)
     return ebb_seterr(EBB_EINVAL, "mem_alloc: owner, a size > 0 and addr are required");
   mem__check_owner(o);
   *addr = 0;
   if (bytes > SIZE_MAX - EBB_MEM_ALIGN)
     return ebb_seterr(EBB_EOOM, "%s '%s' asked for %zu bytes: too large", o->kind, o->name, bytes);
-  size_t size = mem__round_up(bytes, EBB_MEM_ALIGN);
+  alloc_req q = {bytes, mem__round_up(bytes, EBB_MEM_ALIGN), site, stream};
   mem_allocator *a = o->a;
   void **bt = NULL;
   int nbt = 0;
   if (a->opts.backtraces)
     nbt = mem__bt_capture(&bt);
   mem__lock(a);
-  int rc = alloc_locked(o, bytes, size, site, bt, nbt, addr);
+  int rc = alloc_locked(o, &q, bt, nbt, addr);
   mem__unlock(a);
   if (rc)
     free(bt);
   return rc;
 }
 
-void mem__block_free_locked(mem_allocator *a, mem_block *b, mem_ledger_kind kind) {
+void mem__block_free_locked(mem_allocator *a, mem_block *b, mem_ledger_kind kind, uint64_t stream) {
   ebb_owner *o = b->owner;
   mem_seg *s = b->seg;
   mem__owner_unlink_locked(o, b);
@@ -228,12 +251,15 @@ void mem__block_free_locked(mem_allocator *a, mem_block *b, mem_ledger_kind kind
   b->site = NULL;
   b->req = 0;
   b->free = 1;
+  mem__gate_at_free_locked(a, b, stream);
   s->nlive--;
   coalesce_locked(a, b);
   mem__update_cached_locked(a);
 }
 
-int mem_free(mem_allocator *a, uint64_t addr) {
+int mem_free(mem_allocator *a, uint64_t addr) { return mem_free_on(a, addr, MEM_STREAM_NONE); }
+
+int mem_free_on(mem_allocator *a, uint64_t addr, uint64_t stream) {
   if (!a)
     return ebb_seterr(EBB_EINVAL, "mem_free: no allocator");
   mem__lock(a);
@@ -245,7 +271,7 @@ int mem_free(mem_allocator *a, uint64_t addr) {
                       "not from mem_alloc)",
                       addr, dev_device_label(a->dev));
   }
-  mem__block_free_locked(a, b, EBB_EV_FREE);
+  mem__block_free_locked(a, b, EBB_EV_FREE, stream);
   mem__unlock(a);
   return 0;
 }

@@ -52,6 +52,9 @@ void mem__ctx_release(mem_allocator *a, mem_release_result *r) {
              dev_device_label(dev));
     return;
   }
+  mem__lock(a);
+  mem__events_trim_locked(a); /* events belong to the context */
+  mem__unlock(a);
   uint64_t before = 0, after = 0;
   int measured = dev_process_used(dev, getpid(), &before) == 0;
   int rc = dev_ctx_release(dev);

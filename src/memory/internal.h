@@ -16,7 +16,8 @@
  *   xfer.c
  *   context.c  owner.c  ledger_svg.c
  *   ledger.c  site.c
- *   util.c  map.c  bins.c  backtrace.c  ledger_svg_replay.c
+ *   bins.c
+ *   util.c  map.c  stream.c  backtrace.c  ledger_svg_replay.c
  *
  * Locks. `_locked` (and only that suffix) means: the caller holds the
  * allocator's mutex, a->mu (mem__lock). The ledger's own mutex, a leaf taken
@@ -64,6 +65,21 @@
 typedef struct mem_seg mem_seg;
 typedef struct mem_block mem_block;
 
+/* Stream-ordered reuse (stream.c). An event recorded on a stream when a
+ * block was freed there (or on a stream the block's uses were recorded
+ * for): the free blocks cut from or merged with that block share it
+ * (counted references). A free block's gate is the events it waits for:
+ * a request on stream T may take it when every event of its gate on
+ * another stream than T has completed. */
+#define MEM_GATE_MAX 4
+typedef struct mem_event {
+  void *h;         /* the device's event (dev_event_record) */
+  uint64_t stream; /* where it was recorded */
+  uint64_t seq;    /* record order: on one stream a later event covers earlier ones */
+  int refs;
+  int done; /* seen complete */
+} mem_event;
+
 struct mem_block {
   uint64_t addr;
   size_t size; /* carved size (multiple of EBB_MEM_ALIGN) */
@@ -82,6 +98,16 @@ struct mem_block {
                   backed up by a sleep; other blocks' bytes are dropped */
   int backed;  /* parked with its bytes in seg->park_copy, at bk_off */
   size_t bk_off;
+  /* live: the stream it was allocated on (MEM_STREAM_NONE: none) and the
+   * others its uses were recorded on (mem_record_stream); sync_free: more
+   * uses than fit, its free waits for the device */
+  uint64_t stream;
+  uint64_t uses[MEM_GATE_MAX - 1];
+  int nuses, sync_free;
+  int kept; /* mem_keep: an owner's release leaves it live */
+  /* free: the events a request on another stream waits for */
+  mem_event *gate[MEM_GATE_MAX];
+  int ngate;
 };
 
 struct mem_seg {
@@ -179,6 +205,12 @@ struct mem_allocator {
   mem_leak_fn leak_fn;
   void *leak_ctx;
   mem_ledger *ledger;
+  /* stream-ordered reuse: idle device events for the next record, the
+   * record counter, blocks passed over for another stream's pending work */
+  void **ev_idle;
+  size_t nev_idle, cap_ev_idle;
+  uint64_t ev_seq;
+  uint64_t stream_waits;
 };
 
 /* --- "util.c": byte text, sized copies, handles, the allocator lock */
@@ -207,9 +239,33 @@ void mem__ledger_add(mem_ledger *l, mem_ledger_kind k, uint32_t owner_id, uint64
                      uint64_t bytes, uint64_t owner_bytes, uint64_t reserved, uint64_t allocated);
 
 /* --- "bins.c": free blocks in power-of-two bins (a->mu held by callers) --- */
-/* Best fit in the request's bin, else the smallest of the next non-empty
- * (insert and remove are inline, below). */
-mem_block *mem__pool_find(mem_pool *p, size_t size);
+/* Best fit among the blocks a request on `stream` may take (their gate is
+ * open to it) in the request's bin, else the smallest such block of the
+ * next bin that has one (insert and remove are inline, below). */
+mem_block *mem__pool_find(mem_allocator *a, mem_pool *p, size_t size, uint64_t stream);
+
+/* --- "stream.c": stream-ordered reuse (a->mu held by callers) ----------- */
+/* 1 when a request on stream may take the free block b: every event of its
+ * gate on another stream has completed (those found complete leave it). */
+int mem__gate_open_locked(mem_allocator *a, mem_block *b, uint64_t stream);
+/* The live block b is being freed on stream (MEM_STREAM_NONE: the caller's
+ * work on it is complete; ordered on the stream it was taken on, if any): its gate becomes an event on that stream and
+ * one on each stream its uses were recorded on. A record that fails waits
+ * for the device instead (logged). */
+void mem__gate_at_free_locked(mem_allocator *a, mem_block *b, uint64_t stream);
+/* dst (a free block) takes src's events too (src's gate is emptied): one
+ * per stream, the later one; beyond MEM_GATE_MAX the oldest is waited for. */
+void mem__gate_merge_locked(mem_allocator *a, mem_block *dst, mem_block *src);
+/* dst shares src's events (a free block split in two). */
+void mem__gate_copy_locked(mem_block *dst, const mem_block *src);
+/* Drops b's gate without waiting (the block is taken by a request the
+ * gate is open to). */
+void mem__gate_clear_locked(mem_allocator *a, mem_block *b);
+/* Waits for every event of b's gate and drops it (the block's memory goes
+ * back to the driver). */
+void mem__gate_settle_locked(mem_allocator *a, mem_block *b);
+/* Destroys the idle device events (trim: the context may go next). */
+void mem__events_trim_locked(mem_allocator *a);
 
 /* --- "backtrace.c": capture at alloc, symbolise for leak reports --------- */
 int mem__bt_capture(void ***frames);
@@ -289,9 +345,10 @@ void mem__owner_free_tree_locked(mem_allocator *a, ebb_owner *o);
 int mem__owner_in_tree(const ebb_owner *x, const ebb_owner *root);
 
 /* --- "block.c": carving and freeing blocks ------------------------------- */
-/* Frees a live block already taken out of a->live: accounting, the ledger
- * event `kind`, poison (debug), coalescing. Expects a->mu. */
-void mem__block_free_locked(mem_allocator *a, mem_block *b, mem_ledger_kind kind);
+/* Frees a live block already taken out of a->live on stream (its gate,
+ * stream.c): accounting, the ledger event `kind`, poison (debug),
+ * coalescing. Expects a->mu. */
+void mem__block_free_locked(mem_allocator *a, mem_block *b, mem_ledger_kind kind, uint64_t stream);
 
 /* --- "pinned.c": the pinned host pool (a->mu held) ----------------------- */
 /* Frees one live pinned buffer of an owner back to the idle list. */

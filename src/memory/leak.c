@@ -32,38 +32,56 @@ static mem_leak *next_leak(mem_leak_report *r, size_t cap) {
   return r->leaks && r->nleaks < cap ? &r->leaks[r->nleaks++] : NULL;
 }
 
-/* Frees everything of o's subtree into r (a->mu held). strdup failures leave
- * NULL strings; the memory is freed regardless. */
-static void reclaim_tree_locked(mem_allocator *a, ebb_owner *o, mem_leak_report *r, size_t cap) {
-  while (o->live) {
-    mem_block *b = o->live;
+static void describe_block(mem_leak *l, const ebb_owner *o, const mem_block *b) {
+  l->addr = b->addr;
+  l->size = b->req;
+  l->owner = strdup(o->name);
+  l->site = strdup(b->site ? b->site : "?");
+  l->backtrace = b->nbt ? mem__bt_symbolise(b->bt, b->nbt) : NULL;
+}
+
+static void describe_pin(mem_leak *l, const ebb_owner *o, const pin_buf *p) {
+  l->addr = (uint64_t)(uintptr_t)p->p;
+  l->size = p->req;
+  l->owner = strdup(o->name);
+  l->site = strdup("pinned host buffer");
+  l->pinned = 1;
+}
+
+/* What a reclaim does: a release frees what the owner holds but the blocks
+ * mem_keep marked, a teardown frees all, a listing frees nothing. */
+enum { RECLAIM_RELEASE, RECLAIM_ALL, RECLAIM_LIST };
+
+/* Frees o's subtree into r as mode says (a->mu held). strdup failures
+ * leave NULL strings; the memory is freed regardless. */
+static void reclaim_tree_locked(mem_allocator *a, ebb_owner *o, mem_leak_report *r, size_t cap,
+                                int mode) {
+  int keep = mode == RECLAIM_LIST;
+  for (mem_block *b = o->live, *next; b; b = next) {
+    next = b->onext;
+    if (mode == RECLAIM_RELEASE && b->kept)
+      continue;
     mem_leak *l = next_leak(r, cap);
-    if (l) {
-      l->addr = b->addr;
-      l->size = b->req;
-      l->owner = strdup(o->name);
-      l->site = strdup(b->site ? b->site : "?");
-      l->backtrace = b->nbt ? mem__bt_symbolise(b->bt, b->nbt) : NULL;
-    }
+    if (l)
+      describe_block(l, o, b);
     r->bytes += b->req;
+    if (keep)
+      continue;
     mem__map_del(&a->live, b->addr);
-    mem__block_free_locked(a, b, EBB_EV_LEAK_FREE);
+    /* its framework's work on it may still be queued: ordered on its stream */
+    mem__block_free_locked(a, b, EBB_EV_LEAK_FREE, b->stream);
   }
-  while (o->pins) {
-    pin_buf *p = o->pins;
+  for (pin_buf *p = o->pins, *next; p; p = next) {
+    next = p->onext;
     mem_leak *l = next_leak(r, cap);
-    if (l) {
-      l->addr = (uint64_t)(uintptr_t)p->p;
-      l->size = p->req;
-      l->owner = strdup(o->name);
-      l->site = strdup("pinned host buffer");
-      l->pinned = 1;
-    }
+    if (l)
+      describe_pin(l, o, p);
     r->pinned_bytes += p->req;
-    mem__pin_release_locked(a, p);
+    if (!keep)
+      mem__pin_release_locked(a, p);
   }
   for (ebb_owner *c = o->child; c; c = c->sib_next)
-    reclaim_tree_locked(a, c, r, cap);
+    reclaim_tree_locked(a, c, r, cap, mode);
 }
 
 /* The report to the caller (out), else to the allocator's leak handler, else
@@ -86,7 +104,7 @@ static void deliver(mem_allocator *a, mem_leak_report *r, mem_leak_report **out)
   mem_leak_report_free(r);
 }
 
-static int reclaim(ebb_owner *o, mem_leak_report **res) {
+static int reclaim(ebb_owner *o, mem_leak_report **res, int mode) {
   mem_allocator *a = o->a;
   *res = NULL;
   mem__lock(a);
@@ -102,8 +120,12 @@ static int reclaim(ebb_owner *o, mem_leak_report **res) {
     r->leaks = calloc(n, sizeof *r->leaks);
   }
   mem_leak_report dummy = {0};
-  reclaim_tree_locked(a, o, r ? r : &dummy, r && r->leaks ? n : 0);
+  reclaim_tree_locked(a, o, r ? r : &dummy, r && r->leaks ? n : 0, mode);
   mem__unlock(a);
+  if (r && !r->nleaks && !r->bytes && !r->pinned_bytes) { /* only kept blocks */
+    mem_leak_report_free(r);
+    return 0;
+  }
   if (!r)
     return ebb_seterr(EBB_ENOMEM, "owner '%s': leaks freed but no memory to report them", o->name);
   qsort(r->leaks, r->nleaks, sizeof *r->leaks, leak_cmp);
@@ -118,9 +140,30 @@ int mem_owner_reclaim(ebb_owner *o, mem_leak_report **out) {
     return ebb_seterr(EBB_EINVAL, "mem_owner_reclaim: no owner");
   mem__check_owner(o);
   mem_leak_report *r = NULL;
-  int rc = reclaim(o, &r);
+  int rc = reclaim(o, &r, RECLAIM_RELEASE);
   deliver(o->a, r, out);
   return rc;
+}
+
+int mem_keep(mem_allocator *a, uint64_t addr) {
+  if (!a)
+    return ebb_seterr(EBB_EINVAL, "mem_keep: no allocator");
+  mem__lock(a);
+  mem_block *b = mem__map_get(&a->live, addr);
+  if (b)
+    b->kept = 1;
+  mem__unlock(a);
+  return b ? 0
+           : ebb_seterr(EBB_ENOTFOUND, "mem_keep: 0x%llx is not a live block on %s",
+                        (unsigned long long)addr, dev_device_label(a->dev));
+}
+
+int mem_owner_live(ebb_owner *o, mem_leak_report **out) {
+  if (!o || !out)
+    return ebb_seterr(EBB_EINVAL, "mem_owner_live: owner and out are required");
+  *out = NULL;
+  mem__check_owner(o);
+  return reclaim(o, out, RECLAIM_LIST);
 }
 
 void mem_owner_destroy(ebb_owner *o, mem_leak_report **out) {
@@ -131,7 +174,7 @@ void mem_owner_destroy(ebb_owner *o, mem_leak_report **out) {
   mem__check_owner(o);
   mem_allocator *a = o->a;
   mem_leak_report *r = NULL;
-  reclaim(o, &r);
+  reclaim(o, &r, RECLAIM_ALL);
   mem__lock(a);
   mem__owner_free_tree_locked(a, o);
   mem__unlock(a);

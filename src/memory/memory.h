@@ -200,11 +200,36 @@ void mem_allocator_on_leak(mem_allocator *a, mem_leak_fn fn, void *ctx);
  * caller frees with mem_leak_report_free (and the leak handler is not called);
  * else the leak handler runs. *out is NULL when nothing leaked. */
 int mem_owner_reclaim(ebb_owner *o, mem_leak_report **out);
+/* The live block at addr stays live through its owner's reclaims (it is
+ * neither freed nor reported: something still uses it, and the caller
+ * keeps it on purpose); mem_owner_destroy still frees it. Until the block
+ * is freed. EBB_ENOTFOUND when addr is not a live block. */
+int mem_keep(mem_allocator *a, uint64_t addr);
+/* What mem_owner_reclaim would free, freeing nothing: the live blocks and
+ * pinned buffers of o's tree as a report (largest first) the caller frees
+ * with mem_leak_report_free; *out NULL when there are none. */
+int mem_owner_live(ebb_owner *o, mem_leak_report **out);
 /* Destroys the owner's children first, reclaims (as above), frees the handle.
  * NULL: no-op. */
 void mem_owner_destroy(ebb_owner *o, mem_leak_report **out);
 
 /* --- device blocks -------------------------------------------------------- */
+/* Streams. A framework's allocations and frees come with the stream they
+ * are ordered on: the driver's stream handle (CUstream, cudaStream_t) as an
+ * integer, 0 the legacy default stream. MEM_STREAM_NONE is no stream: the
+ * caller's work on the block is over when it frees it (mem_alloc /
+ * mem_free, ebb_alloc / ebb_free, stages). Reuse is stream-ordered, as in
+ * PyTorch's caching allocator and the driver's cuMemFreeAsync: a block
+ * freed on stream S is handed at once to a request on S (S's later work
+ * runs after the work before the free); a request on another stream (or
+ * on none) gets it only once an event recorded on S at the free has
+ * completed, and, when the block's uses on other streams were recorded
+ * (mem_record_stream), an event recorded on each of those at the free.
+ * Blocks freed with no stream and no recorded uses go to any request (a
+ * block taken on a stream and freed with none is ordered on that stream). A
+ * segment goes back to the driver (trim) only after its blocks' events
+ * have completed. */
+#define MEM_STREAM_NONE UINT64_MAX
 /* bytes > 0. site: "file.c:123" (copied once per distinct pointer and kept
  * until the allocator goes, so a plugin's string literals may go away with
  * the plugin; pass literals, not strings built per call; NULL = "?"). *addr: device address, 512-aligned;
@@ -214,6 +239,19 @@ int mem_alloc(ebb_owner *o, size_t bytes, const char *site, uint64_t *addr);
 /* Frees a block from mem_alloc. EBB_ENOTFOUND if addr is not a live
  * block of this allocator (double free included). */
 int mem_free(mem_allocator *a, uint64_t addr);
+/* mem_alloc / mem_free ordered on stream (above). A block may be freed on
+ * another stream than it was allocated on. */
+int mem_alloc_on(ebb_owner *o, size_t bytes, const char *site, uint64_t stream, uint64_t *addr);
+int mem_free_on(mem_allocator *a, uint64_t addr, uint64_t stream);
+/* The live block at addr is used on stream too (PyTorch's
+ * Tensor.record_stream): its free records an event there as well, and no
+ * request takes it before that work is done. Beyond MEM_GATE_MAX - 1
+ * streams per block, its free waits for the whole device. EBB_ENOTFOUND
+ * when addr is not a live block. */
+int mem_record_stream(mem_allocator *a, uint64_t addr, uint64_t stream);
+/* Requests that passed over a free block because another stream's work on
+ * it was still pending (since the allocator was made). */
+uint64_t mem_allocator_stream_waits(mem_allocator *a);
 /* Who owns addr (the block's start) and its requested size. */
 int mem_lookup(mem_allocator *a, uint64_t addr, ebb_owner **owner, size_t *size);
 

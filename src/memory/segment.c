@@ -59,6 +59,7 @@ int mem__seg_new_locked(mem_allocator *a, size_t size, int small, ebb_owner *o, 
   b->size = s->d.size;
   b->seg = s;
   b->free = 1;
+  b->stream = MEM_STREAM_NONE;
   s->first = b;
   MEM_DLIST_PUSH(a->segs, s, prev, next);
   mem__bin_insert(mem__pool_of(a, s), b);
@@ -78,8 +79,10 @@ uint64_t mem__seg_drop_locked(mem_allocator *a, mem_seg *s) {
   mem_block *b = s->first;
   int parked = s->d.parked;
   dev_dseg d = s->d; /* seg_free clears what it is given */
-  if (!parked)
+  if (!parked) {
     mem__bin_remove(mem__pool_of(a, s), b);
+    mem__gate_settle_locked(a, b); /* no stream may still use it */
+  }
   int rc = dev_seg_free(a->dev, &d);
   if (rc) {
     base_log(EBB_LOG_WARN, "memory", "%s: giving a segment of %zu bytes back failed: %s",
@@ -128,5 +131,6 @@ uint64_t mem__trim_locked(mem_allocator *a) {
       bytes += mem__seg_drop_locked(a, s);
   }
   a->trimmed_bytes += bytes;
+  mem__events_trim_locked(a);
   return bytes;
 }

@@ -286,6 +286,44 @@ static void test_torch_entry_points(void) {
   OK(ebb_gpu_get_stats(t, &st));
   CHECK_EQ_U64(st.allocated_peak, st.allocated);
   CHECK_EQ_U64(st.reserved_peak, st.reserved);
+  /* on a stream (API 1.3): the legacy stream, 0 */
+  OK(ebb_torch_alloc_on(2 * MiB, 0, NULL, "embed_app.py:8", &q));
+  REQUIRE(q != NULL);
+  OK(ebb_record_stream(t, (uint64_t)(uintptr_t)q, 0));
+  ebb_torch_free(q, 2 * MiB, 0, NULL);
+  CHECK(ebb_lookup(t, (uint64_t)(uintptr_t)q, NULL, &sz) == EBB_ENOTFOUND);
+}
+
+/* API 1.3: streams, an owner's live blocks, a block kept through its
+ * owner's release. */
+static void test_streams_and_keep(void) {
+  ebb_gpu *g = NULL;
+  OK(ebb_gpu_open("cuda:0", &g));
+  ebb_owner *o = NULL;
+  OK(ebb_owner_open(g, "keeper", NULL, &o));
+  OK(ebb_push(o));
+  uint64_t a = 0, b = 0;
+  OK(ebb_gpu_alloc_on(g, 3 * MiB, "embed_app.c:keep", 0, &a));
+  OK(ebb_gpu_alloc_on(g, 1 * MiB, "embed_app.c:leak", EBB_STREAM_NONE, &b));
+  OK(ebb_pop());
+  ebb_leak_list *l = NULL;
+  OK(ebb_owner_blocks(o, &l));
+  REQUIRE(l != NULL);
+  CHECK_EQ_U64(l->count, 2);
+  CHECK_EQ_U64(l->bytes, 4 * MiB);
+  ebb_leak_list_free(l);
+  OK(ebb_keep(g, a));
+  ebb_released r = {.size = sizeof r};
+  OK(ebb_owner_release(o, 0, &l, &r));
+  REQUIRE(l != NULL);
+  CHECK_EQ_U64(l->count, 1); /* b; a is kept */
+  CHECK_EQ_U64(l->leaks[0].addr, b);
+  ebb_leak_list_free(l);
+  OK(ebb_free_on(g, a, 0));
+  OK(ebb_owner_blocks(o, &l));
+  CHECK(l == NULL);
+  ebb_owner_close(o, NULL);
+  ebb_gpu_close(g);
 }
 
 /* ebb_reclaim with no peer in an empty broker directory: memory already
@@ -412,6 +450,7 @@ int main(int argc, char **argv) {
   RUN(test_release_hook);
   RUN(test_timeline);
   RUN(test_torch_entry_points);
+  RUN(test_streams_and_keep);
   RUN(test_reclaim);
   RUN(test_context_release);
   ebb_gpu_close(g);

@@ -159,8 +159,58 @@ static void test_no_site(void) {
   dev_close(d);
 }
 
+/* mem_owner_live lists what a reclaim would free and frees nothing; a
+ * block mem_keep marked survives a reclaim (still its owner's, not
+ * reported) and goes with the owner's teardown. */
+static void test_live_and_keep(void) {
+  dev_device *d = mt_open("cuda:0");
+  mem_allocator *a = NULL;
+  REQUIRE(mem_allocator_create(d, NULL, &a) == 0);
+  ebb_owner *o = NULL;
+  REQUIRE(mem_owner_create(a, "holder", NULL, &o) == 0);
+  uint64_t x = 0, y = 0;
+  CHECK_EQ_INT(mem_alloc(o, 3 * MiB, "held.py:1", &x), 0);
+  CHECK_EQ_INT(mem_alloc(o, 1 * MiB, "held.py:2", &y), 0);
+  mem_leak_report *r = NULL;
+  CHECK_EQ_INT(mem_owner_live(o, &r), 0);
+  REQUIRE(r != NULL && r->nleaks == 2);
+  CHECK_EQ_U64(r->leaks[0].addr, x);
+  CHECK_EQ_STR(r->leaks[0].site, "held.py:1");
+  CHECK_EQ_U64(r->bytes, 4 * MiB);
+  mem_leak_report_free(r);
+  mem_owner_stats st = {.size = sizeof st};
+  mem_owner_get_stats(o, &st);
+  CHECK_EQ_U64(st.bytes.current, 4 * MiB); /* nothing was freed */
+  CHECK_EQ_INT(mem_keep(a, x), 0);
+  CHECK_EQ_INT(mem_keep(a, 12345), EBB_ENOTFOUND);
+  CHECK_EQ_INT(mem_owner_reclaim(o, &r), 0);
+  REQUIRE(r != NULL && r->nleaks == 1);
+  CHECK_EQ_U64(r->leaks[0].addr, y);
+  mem_leak_report_free(r);
+  mem_owner_get_stats(o, &st);
+  CHECK_EQ_U64(st.bytes.current, 3 * MiB); /* the kept block is still the owner's */
+  CHECK_EQ_INT(mem_owner_reclaim(o, &r), 0);
+  CHECK(r == NULL); /* only a kept block left: nothing to report */
+  CHECK_EQ_INT(mem_free(a, x), 0); /* its holder lets go: an ordinary free */
+  uint64_t z = 0;
+  CHECK_EQ_INT(mem_alloc(o, 3 * MiB, "held.py:3", &z), 0);
+  CHECK_EQ_INT(mem_owner_reclaim(o, &r), 0); /* a new block at x is not kept */
+  REQUIRE(r != NULL && r->nleaks == 1);
+  mem_leak_report_free(r);
+  CHECK_EQ_INT(mem_owner_live(o, &r), 0);
+  CHECK(r == NULL);
+  CHECK_EQ_INT(mem_alloc(o, 3 * MiB, "held.py:4", &z), 0);
+  CHECK_EQ_INT(mem_keep(a, z), 0);
+  mem_owner_destroy(o, &r); /* a teardown frees a kept block too */
+  REQUIRE(r != NULL && r->nleaks == 1);
+  mem_leak_report_free(r);
+  mem_allocator_destroy(a);
+  dev_close(d);
+}
+
 int main(void) {
   RUN(test_report);
+  RUN(test_live_and_keep);
   RUN(test_sites_copied);
   RUN(test_no_site);
   RUN(test_handler_children_and_reclaim);
