@@ -30,7 +30,8 @@ from ._lib import lib  # noqa: E402
 
 __all__ = ["Device", "Owner", "EbbError", "Leak", "LeakReport", "LeakWarning", "Released",
            "device", "owner", "current", "release", "on_release", "api_version", "version",
-           "reclaim", "broker_join", "BrokerPeer"]
+           "reclaim", "broker_join", "BrokerPeer", "ReleasedError", "set_leak_policy",
+           "leak_policy"]
 
 MiB = 1 << 20
 
@@ -62,7 +63,13 @@ def _check(rc, what=None):
 
 class Leak:
     """A block its owner did not free: ebb freed it. site is "file.py:line"
-    where it was allocated (the first frame outside the framework)."""
+    where it was allocated (the first frame outside the framework). holder:
+    what still used it at the release (an attribute path such as
+    "torchcrepe.infer.model.conv1.weight", or a description), None when
+    nothing was found; action: what the leak policy did to the holder."""
+
+    holder = None
+    action = None
 
     def __init__(self, e):
         self.addr = e.addr
@@ -75,7 +82,8 @@ class Leak:
         self.file, self.line = (f, int(line)) if line.isdigit() else (self.site, None)
 
     def __repr__(self):
-        return "<Leak %d bytes of %r at %s>" % (self.size, self.owner, self.site)
+        held = ", held by %s" % self.holder if self.holder else ""
+        return "<Leak %d bytes of %r at %s%s>" % (self.size, self.owner, self.site, held)
 
 
 class LeakReport:
@@ -87,19 +95,30 @@ class LeakReport:
         self.bytes = ll.bytes
         self.pinned_bytes = ll.pinned_bytes
         self.leaks = [Leak(ll.leaks[i]) for i in range(ll.count)]
+        self.holders = []  # (root path or description, blocks, bytes, action): _holders
+        self.kept = []  # Leak objects of blocks kept live for their holders (policy "keep")
 
     def __len__(self):
-        return len(self.leaks)
+        return len(self.leaks) + len(self.kept)
 
     def __iter__(self):
         return iter(self.leaks)
 
     def lines(self):
-        """The fixed log lines (docs/memory.md)."""
+        """The fixed log lines (docs/memory.md), then the holders found
+        (docs/python.md)."""
         out = ["[%s] leaked %d MiB in %d blocks; freed by ebb"
-               % (self.owner, self.bytes // MiB, len(self.leaks))]
-        for k in self.leaks:
-            out.append("[%s]   %d MiB (%d bytes) at %s" % (self.owner, k.size // MiB, k.size, k.site))
+               % (self.owner, self.bytes // MiB, len(self.leaks))] if self.leaks else []
+        if self.kept:
+            out.append("[%s] kept %d MiB in %d blocks that live objects still use"
+                       % (self.owner, sum(k.size for k in self.kept) // MiB, len(self.kept)))
+        for root, n, nbytes, action in self.holders:
+            out.append("[%s]   %d MiB in %d blocks held by %s: %s"
+                       % (self.owner, nbytes // MiB, n, root, action))
+        for k in self.leaks + self.kept:
+            held = ", held by %s (%s)" % (k.holder, k.action) if k.holder else ""
+            out.append("[%s]   %d MiB (%d bytes) at %s%s"
+                       % (self.owner, k.size // MiB, k.size, k.site, held))
         return out
 
     def __str__(self):
@@ -117,13 +136,15 @@ class LeakWarning(UserWarning):
         self.report = report
 
 
-def _take_leaks(pp, device):
-    if not pp:
+def _take_leaks(pp, device, rescued=None):
+    rep = _holders_mod.merge(LeakReport(pp) if pp else None, rescued)
+    if pp:
+        lib.ebb_leak_list_free(pp)
+    if rep is None:
         return None
-    rep = LeakReport(pp)
-    lib.ebb_leak_list_free(pp)
     for k in rep.leaks:  # ebb freed them: a framework's late free must not free a successor
-        _framework_blocks.pop((device.label, k.addr), None)
+        if k.action is None or k.action.startswith("freed"):
+            _framework_blocks.pop((device.label, k.addr), None)
     warnings.warn(LeakWarning(rep), stacklevel=3)
     return rep
 
@@ -278,6 +299,11 @@ class Device:
             return False
         _check(rc, "free(0x%x)" % addr)
         return True
+
+    def keep(self, addr):
+        """The live block at addr stays allocated through its owner's
+        releases (still the owner's) until it is freed."""
+        _check(lib.ebb_keep(self.handle, int(addr)), "keep(0x%x)" % addr)
 
     def lookup(self, addr):
         """(owner name, size) of the live block at addr."""
@@ -521,18 +547,35 @@ class Owner:
     def quota(self, nbytes):
         _check(lib.ebb_owner_quota(self._handle, int(nbytes)), "owner %r" % self.name)
 
-    def release(self, keep=False):
+    def live_blocks(self):
+        """The blocks this owner and its children hold now: a LeakReport of
+        what a release would reclaim (nothing is freed), or None."""
+        pp = ctypes.POINTER(_lib.LeakList)()
+        _check(lib.ebb_owner_blocks(self._handle, ctypes.byref(pp)), "owner %r" % self.name)
+        if not pp:
+            return None
+        try:
+            return LeakReport(pp)
+        finally:
+            lib.ebb_leak_list_free(pp)
+
+    def release(self, keep=False, policy=None):
         """The end of this owner's work: blocks it still holds are freed and
         reported as leaks (a LeakWarning; also .last_leaks), release hooks
-        run, cached memory goes back to the driver. keep=True frees nothing
-        live. Returns the bytes the driver got back (a Released int)."""
+        run, cached memory goes back to the driver. Live PyTorch tensors,
+        CuPy and Numba arrays still on those blocks are named in the report
+        and made safe first, as the leak policy says (policy, else
+        ebb.leak_policy(): "host", "error", "keep" or "none"; docs/python.md).
+        keep=True frees nothing live. Returns the bytes the driver got back
+        (a Released int)."""
+        rescued = None if keep else _holders_mod.rescue(self, policy)
         pp = ctypes.POINTER(_lib.LeakList)()
         r = _lib.sized(_lib.Released)
         handles = [self.device.handle]
         before = _process_used(handles)
         _check(lib.ebb_owner_release(self._handle, 1 if keep else 0, ctypes.byref(pp),
                                      ctypes.byref(r)), "owner %r: release" % self.name)
-        self.last_leaks = _take_leaks(pp, self.device)
+        self.last_leaks = _take_leaks(pp, self.device, rescued)
         return Released(r, self.last_leaks, _outside(handles, before, r))
 
     def park(self):
@@ -545,15 +588,18 @@ class Owner:
     def wake(self):
         _check(lib.ebb_owner_wake(self._handle), "owner %r: wake" % self.name)
 
-    def close(self):
-        """Closes the owner (and its children); what they hold is a leak."""
+    def close(self, policy=None):
+        """Closes the owner (and its children); what they hold is a leak,
+        and its holders are made safe as release() does (a block kept by
+        policy "keep" is freed all the same: close a kept owner last)."""
         if not self._h:
             return None
+        rescued = _holders_mod.rescue(self, policy)
         pp = ctypes.POINTER(_lib.LeakList)()
         lib.ebb_owner_close(self._h, ctypes.byref(pp))
         _by_handle.pop(self._h, None)
         self._h = None
-        self.last_leaks = _take_leaks(pp, self.device)
+        self.last_leaks = _take_leaks(pp, self.device, rescued)
         return self.last_leaks
 
 
@@ -567,3 +613,18 @@ def current():
     """The calling thread's current owner (innermost `with`), or None."""
     stack = getattr(_tls, "stack", None)
     return stack[-1] if stack else None
+
+
+from . import _holders as _holders_mod  # noqa: E402  (uses the names above)
+from ._holders import ReleasedError  # noqa: E402,F401
+
+
+def set_leak_policy(policy):
+    """What ebb does with live tensors and arrays on the memory of an owner
+    being released: "host" (default; $EBB_LEAK_POLICY), "error", "keep" or
+    "none" (docs/python.md, "Holders of released memory")."""
+    _holders_mod.set_policy(policy)
+
+
+def leak_policy():
+    return _holders_mod.get_policy()

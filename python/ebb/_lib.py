@@ -115,6 +115,13 @@ _PROTOS = {
     "ebb_torch_site": (c_int, [c_char_p, c_size_t]),
     "ebb_torch_last_error": (c_int, [c_char_p, c_size_t, P(c_u64)]),
     "ebb_gpu_reset_peaks": (c_int, [c_void_p]),
+    # API 1.3: streams, the live blocks of an owner, blocks kept through releases
+    "ebb_gpu_alloc_on": (c_int, [c_void_p, c_size_t, c_char_p, c_u64, P(c_u64)]),
+    "ebb_free_on": (c_int, [c_void_p, c_u64, c_u64]),
+    "ebb_record_stream": (c_int, [c_void_p, c_u64, c_u64]),
+    "ebb_torch_alloc_on": (c_int, [c_ssize_t, c_int, c_void_p, c_char_p, P(c_void_p)]),
+    "ebb_owner_blocks": (c_int, [c_void_p, P(P(LeakList))]),
+    "ebb_keep": (c_int, [c_void_p, c_u64]),
 }
 
 

@@ -68,12 +68,13 @@ def refused():
 _ALLOC_FN = ctypes.CFUNCTYPE(ctypes.c_void_p, ctypes.c_ssize_t, ctypes.c_int, ctypes.c_void_p)
 
 
-def _py_alloc(size, device, _stream):
+def _py_alloc(size, device, stream):
     if size <= 0:
         return None  # an empty tensor needs no memory
     try:
         p = ctypes.c_void_p()
-        rc = _lib.lib.ebb_torch_alloc_at(size, device, caller_site().encode(), ctypes.byref(p))
+        rc = _lib.lib.ebb_torch_alloc_on(size, device, stream, caller_site().encode(),
+                                         ctypes.byref(p))
         if rc:
             raise EbbError(rc, "cuda:%d: alloc(%d bytes): %s"
                            % (device, size, _lib.lib.ebb_errmsg().decode(errors="replace")))
@@ -276,6 +277,8 @@ def use(sites=None):
         raise RuntimeError("ebb.torch.use() must run before PyTorch's first CUDA allocation: %s"
                            % e) from e
     _wrap_statistics(torch)
+    from . import _streams
+    _streams.hook_torch_record_stream()
     _installed = alloc
     globals()["sites"] = mode
     globals()["sites_why"] = why

@@ -29,9 +29,13 @@ for i, gib in enumerate((1, 2, 3)):
     print("stage%d: %d GiB of Numba arrays" % (i, gib))
     c.release(o, "stage%d" % i, gib * 1024)
 
+# A forgotten array under leak policy "none": ebb frees its block under it
+# (as for an array ebb cannot reach), and its late free must be harmless.
+ebb.set_leak_policy("none")
 with ebb.owner("forgetful") as o:
     kept = cuda.device_array(256 * MiB, dtype=np.uint8); LINE = sys._getframe().f_lineno  # noqa
 leaks = c.one_leak(o)
+ebb.set_leak_policy("host")
 if leaks:
     k = leaks.leaks[0]
     print("leak reported:", k, "->", str(leaks).splitlines()[1].strip())
@@ -53,6 +57,28 @@ c.check(st["bytes"] == 256 * MiB, "the late free of a leaked array freed its suc
         "the successor holds %d bytes" % st["bytes"])
 del succ
 c.release(o2, "successor", 256)
+
+# An array kept past its owner's release under the default policy ("host"):
+# the report names it and its site, its block goes back, and its next use
+# raises ebb.ReleasedError naming the owner instead of reading freed memory.
+with ebb.owner("held") as o3:
+    held = cuda.to_device(np.arange(1 << 20, dtype=np.float32)); HLINE = sys._getframe().f_lineno  # noqa
+before = used_mib()
+leaks = c.one_leak(o3)
+if leaks:
+    k = leaks.leaks[0]
+    print("held array:", str(leaks).splitlines()[-1].strip())
+    c.check(k.holder == "__main__.held" and k.line == HLINE and "unusable" in k.action,
+            "holder %r, site %s, action %r" % (k.holder, k.site, k.action))
+c.check(before - used_mib() >= 2, "the held array's block did not go back (%d -> %d MiB)"
+        % (before, used_mib()))
+try:
+    held.copy_to_host()
+    c.check(False, "a Numba array on a released owner's memory was used without an error")
+except ebb.ReleasedError as e:
+    print("its next use:", e)
+    c.check("'held'" in str(e), "the error does not name the owner: %s" % e)
+del held
 
 ctx = used_mib()
 r = ebb.release(context=True)
