@@ -116,9 +116,9 @@ class LeakReport:
             out.append("[%s]   %d MiB in %d blocks held by %s: %s"
                        % (self.owner, nbytes // MiB, n, root, action))
         for k in self.leaks + self.kept:
-            held = ", held by %s (%s)" % (k.holder, k.action) if k.holder else ""
-            out.append("[%s]   %d MiB (%d bytes) at %s%s"
-                       % (self.owner, k.size // MiB, k.size, k.site, held))
+            out.append("[%s]   %d MiB (%d bytes) at %s" % (self.owner, k.size // MiB, k.size, k.site))
+            if k.holder:
+                out.append("[%s]     held by %s (%s)" % (self.owner, k.holder, k.action))
         return out
 
     def __str__(self):
