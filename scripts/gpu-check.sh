@@ -194,6 +194,17 @@ if "$TORCH_PY" -c 'import torch, sys; sys.exit(0 if torch.cuda.is_available() el
     "${PYENV[@]}" "$TORCH_PY" "$ROOT/examples/torch/three_leaks.py" "$mode" --mib 1024 ||
       fail "examples/torch/three_leaks.py $mode: ebb's figure is not nvidia-smi's drop"
   done
+  # issue 40: torchcrepe three times in released owners (no tensor left on
+  # freed memory; the pitch of calls 2 and 3 equals call 1's), and
+  # stream-ordered reuse against a kernel that really runs (torch.cuda._sleep)
+  if "$TORCH_PY" -c 'import torchcrepe' 2>/dev/null; then
+    "${PYENV[@]}" EBB_REAL_GPU=1 "$TORCH_PY" "$ROOT/tests/python/torch_holders_check.py" ||
+      fail "torchcrepe three times in released owners (tests/python/torch_holders_check.py)"
+  else
+    echo "torchcrepe is not installed for $TORCH_PY (scripts/install-deps.sh): its step is skipped"
+  fi
+  "${PYENV[@]}" "$TORCH_PY" "$ROOT/tests/python/torch_streams_check.py" ||
+    fail "stream-ordered reuse under PyTorch (tests/python/torch_streams_check.py)"
 else
   echo "PyTorch with CUDA is not installed for $TORCH_PY: the PyTorch steps are skipped"
 fi

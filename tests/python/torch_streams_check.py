@@ -22,8 +22,16 @@ c = Checks()
 ebb.torch.use()
 N = 16 << 20  # bytes: a segment of its own
 side = torch.cuda.Stream()
+
+
+def pending_work():
+    """Work that keeps the current stream busy: about a second of spinning
+    on a GPU (torch.cuda._sleep), one simulated kernel on the fake."""
+    torch.cuda._sleep(2 * 10 ** 9)
+
+
 with torch.cuda.stream(side):
-    torch.empty(1, device="cuda").fill_(0)
+    pending_work()
 if side.query():
     print("skipped: this fake completes every launch at the call (no FAKEGPU_KERNEL_US)")
     sys.exit(77)
@@ -32,7 +40,8 @@ side.synchronize()
 with ebb.owner("streams"):
     with torch.cuda.stream(side):
         x = torch.empty(N, dtype=torch.uint8, device="cuda")
-        x.fill_(1)  # pending on the side stream
+        x.fill_(1)
+        pending_work()  # the side stream is busy past the free
     xp = x.data_ptr()
     del x  # freed on the side stream, its fill still queued
     y = torch.empty(N, dtype=torch.uint8, device="cuda")
@@ -50,7 +59,8 @@ with ebb.owner("streams"):
     ap = a.data_ptr()
     with torch.cuda.stream(side):
         a.record_stream(side)
-        a.fill_(2)  # pending on the side stream
+        a.fill_(2)
+        pending_work()
     del a  # freed on the default stream, where nothing is pending
     b = torch.empty(N, dtype=torch.uint8, device="cuda")
     busy = not side.query()
