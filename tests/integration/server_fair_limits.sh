@@ -12,6 +12,7 @@
 #      (1.2 MiB queued); C's then gets 507 insufficient_storage naming
 #      --queued-bytes; nothing of the refused ones is stored;
 #   4. a bad value of each flag exits 2 naming it; --help lists them.
+# (At the defaults, one token submitting 10,000 jobs: server_fair_flood, long.)
 set -u
 : "${EBB:?}" "${EBB_BUILD_DIR:?}"
 . "$(dirname "${BASH_SOURCE[0]}")/../lib/server.sh"
