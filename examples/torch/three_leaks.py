@@ -22,8 +22,9 @@ release line and the drop nvidia-smi saw:
     [separate] nvidia-smi: 1324 -> 300 MiB (-1024)
 
 In `owners` mode a cache that still holds tensors when its owner is released
-is reported as a leak naming the line that made them (ebb frees them; the
-hooks then drop the cache's dangling references). Sizes: --mib N scales
+is reported as a leak naming the line that made them and the cache holding
+them (ebb's default leak policy moves them to host memory and frees their
+GPU blocks; the hooks then drop the cache). Sizes: --mib N scales
 the models (default 256 MiB each). Exit 0 when every release figure equals
 nvidia-smi's drop within 2 MiB."""
 import argparse
