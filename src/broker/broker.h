@@ -73,6 +73,7 @@ typedef struct brk_answer {
   int commit;
   uint64_t commit_bytes;
   double eta_ms;
+  int busy; /* reclaim: the peer could not look now (a load, another giving): ask again */
   /* error (any op): code "" when none */
   char err_code[32];
   char err_msg[256];
@@ -224,11 +225,12 @@ typedef struct brk_conv brk_conv;
 brk_conv *brk_conv_new(const char *dir, pid_t pid, const brk_request *req, double first_s,
                        brk_result_peer *out);
 void brk_conv_free(brk_conv *c);
-/* Runs until no conversation waits for its first line (firsts_only), or
- * every one is done, or until passed (then the open ones are cut: a
- * committed one "had not finished"), or stop(arg) answers 1 (checked every
- * 50 ms; the open ones are left to the caller). */
-void brk_convs_run(brk_conv **cs, size_t n, int firsts_only, double until, int (*stop)(void *),
+/* Runs until every conversation is done, or (firsts_by > 0) none waits for
+ * its first line or firsts_by passed, or until passed (then the open ones
+ * are cut: a committed one "had not given"), or stop(arg) answers 1
+ * (checked every 50 ms; the open ones are left to the caller). Times are
+ * brk_now()'s. */
+void brk_convs_run(brk_conv **cs, size_t n, double firsts_by, double until, int (*stop)(void *),
                    void *arg);
 /* 1 while the conversation is open; its result is in the brk_result_peer. */
 int brk_conv_open(const brk_conv *c);

@@ -242,12 +242,15 @@ static int waiting(brk_conv **cs, size_t n, int firsts_only) {
   return 0;
 }
 
-void brk_convs_run(brk_conv **cs, size_t n, int firsts_only, double until, int (*stop)(void *),
+void brk_convs_run(brk_conv **cs, size_t n, double firsts_by, double until, int (*stop)(void *),
                    void *arg) {
   struct pollfd *pf = calloc(n ? n : 1, sizeof *pf);
   double next_stop = 0;
+  int firsts_only = firsts_by > 0;
   while (pf && waiting(cs, n, firsts_only)) {
     double now = brk_now();
+    if (firsts_only && now >= firsts_by)
+      break;
     if (stop && now >= next_stop) {
       if (stop(arg))
         break;

@@ -83,6 +83,8 @@ int brk_encode_answer(int op, const brk_answer *a, char *buf, size_t len) {
     json_object_set_new(o, "ms", json_real(a->ms));
     json_object_set_new(o, "reason", json_string(a->reason));
     json_object_set_new(o, "kept", kept_json(a));
+    if (a->busy)
+      json_object_set_new(o, "busy", json_true());
   }
   return put_line(o, buf, len);
 }
@@ -243,6 +245,7 @@ static int decode_body(int op, json_t *o, brk_answer *out) {
     rc = get_str(o, "reason", "answer", out->reason, sizeof out->reason, 0);
   if (!rc && json_object_get(o, "kept"))
     rc = decode_kept(json_object_get(o, "kept"), out);
+  out->busy = json_is_true(json_object_get(o, "busy"));
   return rc;
 }
 

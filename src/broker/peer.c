@@ -142,6 +142,7 @@ static int give_one(brk_peer *p, const brk_request *req, brk_answer *a, brk_givi
   if (pthread_mutex_trylock(&p->give_lock) != 0) {
     snprintf(a->device, sizeof a->device, "%s", req->device);
     snprintf(a->reason, sizeof a->reason, "nothing: giving to another asker already");
+    a->busy = 1;
     return 0;
   }
   int rc = p->o.give(p->o.give_arg, req, a, g);

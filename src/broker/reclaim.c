@@ -18,11 +18,13 @@
 
 #define MAX_PEERS 256
 #define FINAL_GRACE_S 0.5 /* for the final answers once the memory is free */
+#define HEDGE_S 0.2       /* a commit later than this: the next peers are asked */
+#define BUSY_RETRY_S 0.1  /* a busy peer is asked again this often */
 
 typedef struct cand {
   pid_t pid;
   double idle_s;
-  uint64_t givable;
+  uint64_t givable, bytes; /* what it said it could give; what it was asked */
   int asked;
 } cand;
 
@@ -31,6 +33,7 @@ typedef struct asking {
   brk_reclaim_result *r;
   brk_conv *convs[MAX_PEERS];
   brk_result_peer *outs[MAX_PEERS]; /* each conversation's result (in r->peers) */
+  cand *cands[MAX_PEERS];           /* each conversation's peer */
   size_t nconvs;
   double until; /* the asker's own deadline */
   uint64_t missing;
@@ -84,7 +87,7 @@ static int on_device(const brk_reclaim_opts *o, brk_reclaim_result *r, cand *cs,
     if (infos[i].status)
       *add_peer(r, pids[i]) = infos[i];
     else if (d)
-      cs[(*nc)++] = (cand){pids[i], d->idle_s, d->givable_bytes, 0};
+      cs[(*nc)++] = (cand){.pid = pids[i], .idle_s = d->idle_s, .givable = d->givable_bytes};
   }
   for (size_t i = 0; cv && i < n; i++)
     brk_conv_free(cv[i]);
@@ -118,6 +121,7 @@ static int ask_one(asking *k, cand *c, uint64_t bytes) {
   req.by = k->o->by ? k->o->by : BRK_BY_OPERATOR;
   snprintf(req.device, sizeof req.device, "%s", k->o->uuid);
   c->asked = 1;
+  c->bytes = bytes;
   brk_result_peer *p = add_peer(k->r, c->pid);
   brk_conv *cv = brk_conv_new(k->o->dir, c->pid, &req, k->o->timeout_s, p);
   if (!cv) {
@@ -125,18 +129,26 @@ static int ask_one(asking *k, cand *c, uint64_t bytes) {
     return ebb_seterr(EBB_ENOMEM, "broker: out of host memory");
   }
   k->outs[k->nconvs] = p;
+  k->cands[k->nconvs] = c;
   k->convs[k->nconvs++] = cv;
   return 0;
 }
 
 /* One round: the peers not asked yet, most idle first, each for its share
  * of what the commits so far leave missing by what it said it could give;
- * when none of them said it could give, all of them for the rest. 1 when
- * someone was asked. */
+ * when none of them said it could give, or some asked before are late to
+ * commit, all of them for the rest. 1 when someone was asked. */
 static int ask_round(asking *k, cand *cs, size_t nc) {
   uint64_t have = promised(k);
   uint64_t rest = have >= k->missing ? 0 : k->missing - have;
-  int asked = 0;
+  int asked = 0, late = 0;
+  for (size_t i = 0; i < k->nconvs; i++)
+    late += brk_conv_open(k->convs[i]) && !k->outs[i]->committed;
+  /* some have not committed within HEDGE_S (stuck, silent): the others are
+   * asked all at once for the rest, so silent peers cost one timeout */
+  for (size_t i = 0; late && rest && i < nc; i++)
+    if (!cs[i].asked && ask_one(k, &cs[i], rest) == 0)
+      asked = 1;
   for (size_t i = 0; rest && i < nc; i++) {
     if (cs[i].asked || !cs[i].givable)
       continue;
@@ -189,12 +201,49 @@ static int enough(void *arg) {
   return free_for_me(r->free_after, r->claimed_after) >= o->bytes;
 }
 
+/* A peer that answered busy (a load or unload of its own under way, or
+ * another asker's giving) is asked again every BUSY_RETRY_S while the
+ * memory is short, for --broker-timeout from the first ask at most (two
+ * servers in a switch asking each other would otherwise wait each other out). */
+static void ask_busy_again(asking *k, double t0) {
+  double until = t0 + (k->o->timeout_s > 0 ? k->o->timeout_s : 2);
+  until = until < k->until ? until : k->until;
+  for (;;) {
+    size_t again = 0;
+    for (size_t i = 0; i < k->nconvs; i++)
+      again += !brk_conv_open(k->convs[i]) && !k->outs[i]->status && k->outs[i]->ans.busy;
+    if (!again || enough(k) || brk_now() + BUSY_RETRY_S >= until)
+      return;
+    struct timespec ts = {0, (long)(BUSY_RETRY_S * 1e9)};
+    nanosleep(&ts, NULL);
+    brk_request req = {.op = BRK_OP_RECLAIM, .asker = getpid()};
+    req.by = k->o->by ? k->o->by : BRK_BY_OPERATOR;
+    snprintf(req.device, sizeof req.device, "%s", k->o->uuid);
+    for (size_t i = 0; i < k->nconvs; i++) {
+      if (brk_conv_open(k->convs[i]) || k->outs[i]->status || !k->outs[i]->ans.busy)
+        continue;
+      req.bytes = k->cands[i]->bytes;
+      brk_conv *c = brk_conv_new(k->o->dir, k->cands[i]->pid, &req, k->o->timeout_s, k->outs[i]);
+      if (c) {
+        brk_conv_free(k->convs[i]);
+        k->convs[i] = c;
+      }
+    }
+    brk_convs_run(k->convs, k->nconvs, 0, k->until, enough, k);
+  }
+}
+
 /* The rounds, then the wait for the committed gives; conversations still
  * open when enough is free are let go (the peer finishes on its own). */
 static void converse(asking *k, cand *cs, size_t nc) {
+  double t0 = brk_now();
+  /* a peer commits at once (its rules run dry): one that has not within
+   * HEDGE_S is not waited for before the next are asked, so silent peers
+   * cost --broker-timeout side by side, not round after round */
   while (!enough(k) && ask_round(k, cs, nc))
-    brk_convs_run(k->convs, k->nconvs, 1, k->until, enough, k);
+    brk_convs_run(k->convs, k->nconvs, brk_now() + HEDGE_S, k->until, enough, k);
   brk_convs_run(k->convs, k->nconvs, 0, k->until, enough, k);
+  ask_busy_again(k, t0);
   /* the memory is free: the answers on their way (the driver often shows
    * the bytes a moment before the giver writes its figure) get a moment */
   double grace = brk_now() + FINAL_GRACE_S;

@@ -229,6 +229,7 @@ static int give(void *arg, const brk_request *req, brk_answer *a, brk_giving *gv
   pl_manager_give_back(s->ms[i], req->bytes, s->o.reserve, &g);
   a->ms = (base_now() - t0) * 1000.0;
   a->given_bytes = g.given;
+  a->busy = g.busy;
   snprintf(a->reason, sizeof a->reason, "%s", g.reason[0] ? g.reason : "nothing could go");
   copy_kept(&g, a);
   cli_serve_broker_fact(&(cli_broker_fact){.kind = EBB_BROKER_GAVE,

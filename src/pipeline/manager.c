@@ -1402,6 +1402,7 @@ int pl_manager_give_back(pl_manager *m, uint64_t want, uint64_t reserve, pl_give
   out->confirmed = before > 0;
   if (pthread_mutex_trylock(&m->switch_lock) != 0) {
     gb_kept(out, "pipelines", 0, "a load or unload is under way here");
+    out->busy = 1;
     return 0;
   }
   release_args ra = {m, 0};

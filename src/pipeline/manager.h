@@ -231,6 +231,7 @@ typedef struct pl_giveback {
   uint64_t given; /* bytes back: this process's driver usage drop when the
                          driver can say (*confirmed 1), else ebb's own figure */
   int confirmed;
+  int busy;         /* a load or unload was under way: nothing was looked at */
   char reason[512]; /* "pipeline a asleep; pipeline b unloaded; cache trimmed" */
   size_t nkept;
   pl_giveback_kept kept[EBB_GIVEBACK_MAX_KEPT];

@@ -8,6 +8,9 @@
 #      hears the close at once (well before its 5 s timeout) and goes on;
 #   3. a real `ebb serve` stopped (SIGSTOP: the kernel still queues the
 #      connection) and SIGKILLed while the asker waits on it: the same;
+#   4. four mute peers at once cost what one does (issue 45: they are asked
+#      side by side): `ebb reclaim --broker-timeout 2` names all four
+#      skipped and ends within the same bound as step 1;
 # and the dead peers' entries are gone afterwards.
 set -u
 : "${EBB_BUILD_DIR:?}" "${EBB:?}"
@@ -105,6 +108,20 @@ echo "--- ebb serve SIGKILLed mid-request: the asker took $took s (--broker-time
 [ $rc = 1 ] || fail "reclaim with a killed ebb serve exited $rc, expected 1"
 grep -q "pid $S skipped" "$T/r3.out" || fail "the killed ebb serve is not named as skipped"
 [ "$(echo "$took < 4" | bc)" = 1 ] || fail "an ebb serve killed mid-request held the asker $took s"
+
+# --- 4. four silent peers: one timeout, not four
+MUTES=()
+for i in 1 2 3 4; do mute "$T/flag4.$i"; MUTES+=($MUTE); done
+t0=$(secs)
+"$EBB" reclaim --device cuda:0 --bytes 5G --broker-dir "$BD" --broker-timeout 2 --wait 1 > "$T/r4.out" 2>&1
+rc=$? took=$(echo "$(secs) - $t0" | bc)
+cat "$T/r4.out"
+echo "--- four silent peers: the asker took $took s (--broker-timeout 2; in turn they would cost 8 s)"
+[ $rc = 1 ] || fail "reclaim with four silent peers exited $rc, expected 1"
+for m in "${MUTES[@]}"; do
+  grep -q "pid $m skipped: .*did not answer within 2.0 s" "$T/r4.out" || fail "silent peer $m is not named as skipped"
+done
+[ "$(echo "$took < 4.5" | bc)" = 1 ] || fail "four silent peers held the asker $took s (--broker-timeout 2)"
 
 [ $fails -eq 0 ] && echo "broker_peer_killed: ok"
 exit $((fails > 0))
