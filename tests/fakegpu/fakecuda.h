@@ -9,6 +9,9 @@
  *   fakecuda_stream.c   stream callbacks, waits and queries, the profiler
  *   fakecuda_module.c   JIT images (PTX check), the linker, function queries
  *   fakecuda_globals.c  device variables of binary images
+ *   fakecuda_params.c   kernel parameter layouts, the launch argument check
+ *   fakecuda_freed.c    freed device ranges, their quarantine
+ *   fakecuda_simtime.c  simulated kernel time per stream (FAKEGPU_KERNEL_US)
  *   fakecuda_graph.c    stream capture and graphs (kernels, host functions)
  *   fakecuda_unsupported.c  exported names that answer 801 (stream memory ops,
  *                       graph node queries)
@@ -241,6 +244,53 @@ void fk_capture_free(fk_obj *stream);
  * has no cubin the fake can read (none for sm_90 or below, or compressed
  * without the system's decompressor). */
 int fk_image_kernels(const void *image, int (*fn)(const char *name, void *arg), void *arg);
+/* The entry of a binary image of kind (2: ELF cubin, 1: PTX text) for the
+ * fake's architecture, else the newest one below it: 1 and *elf, its size,
+ * and *owned (free it) when it was decompressed; 0 when there is none. */
+int fk_image_entry(const void *image, unsigned kind, const unsigned char **elf, size_t *elf_n,
+                   unsigned char **owned);
+/* Kernel parameters (fakecuda_params.c), caller holds fk_lock.
+ * fk_params_check: a launch's arguments, given as kernelParams or as
+ * `extra`'s packed buffer (CU_LAUNCH_PARAM_BUFFER_POINTER/SIZE), read by
+ * fn's parameter layout from its image (every 8-byte aligned word of a
+ * buffer whose layout is unknown; nothing of a kernelParams array whose
+ * layout is unknown). CUDA_ERROR_INVALID_VALUE for both forms at once or a
+ * malformed `extra`; else 0, and *fault = 1 (the reason on stderr) when a
+ * value points into device memory that is freed or not mapped with access.
+ * FAKEGPU_CHECK_ARGS=0: no value is judged. fk_params_unpack: a twin's
+ * kernelParams array pointing into `extra`'s buffer (free it), NULL with
+ * CUDA_ERROR_INVALID_VALUE when the layout is unknown. fk_params_forget:
+ * an image is freed, its layouts go. */
+CUresult fk_params_check(const fk_obj *fn, void **params, void **extra, int *fault);
+CUresult fk_params_unpack(const fk_obj *fn, void **extra, void ***out);
+void fk_params_forget(const void *image);
+/* Freed device memory (fakecuda_freed.c), caller holds fk_lock:
+ * fk_freed_unmap records [addr, addr+n) as freed and unmaps it (kept
+ * reserved while in quarantine); fk_freed_note records a range whose memory
+ * stays mapped (a pool block); fk_freed_holds: v lies in a freed range. */
+void fk_freed_unmap(uint64_t addr, uint64_t n);
+void fk_freed_note(uint64_t addr, uint64_t n);
+int fk_freed_holds(uint64_t v);
+/* Simulated time (fakecuda_simtime.c, FAKEGPU_KERNEL_US), caller holds
+ * fk_lock except for fk_sim_sleep_until. Times are CLOCK_MONOTONIC ms.
+ * fk_sim_launch: a kernel launched on s takes its time there;
+ * fk_sim_record: when an event recorded on s now completes;
+ * fk_sim_stream_done / fk_sim_ctx_done: when the work on s / on every
+ * stream of c completes; fk_sim_wait_event: s's later work starts after an
+ * event that completes at event_ms. */
+int fk_sim_on(void);
+double fk_sim_now(void);
+void fk_sim_launch(const struct CUctx_st *c, CUstream s);
+double fk_sim_record(const struct CUctx_st *c, CUstream s);
+double fk_sim_stream_done(const struct CUctx_st *c, CUstream s);
+double fk_sim_ctx_done(const struct CUctx_st *c);
+void fk_sim_wait_event(const struct CUctx_st *c, CUstream s, double event_ms);
+void fk_sim_sleep_until(double ms);
+/* The first live stream, event, module or function (the list goes on with
+ * ->next). Caller holds fk_lock. */
+fk_obj *fk_obj_first(void);
+/* 1 when addr lies in a live VMM reservation (mapped or not). */
+int fk_vmm_reserved(uint64_t addr);
 /* 1 when a binary image names kernel `name`, or may (compressed entries). */
 int fk_image_may_hold(const void *image, const char *name);
 /* Drops what fk_image_may_hold learnt of an image about to be freed. */
@@ -282,6 +332,9 @@ CUresult fk_func_attribute_settable(CUfunction_attribute attr, int value);
  * cuKernelSetAttribute set (its kernel's, for a library kernel's function),
  * else 48 KiB. Caller holds fk_lock. */
 int fk_func_max_dyn_smem(const fk_obj *fn);
+/* A library kernel's image and name (*name NULL: not a kernel). Caller
+ * holds fk_lock. */
+const void *fk_kernel_image(void *kernel, const char **name);
 /* A library kernel's limit as cuKernelSetAttribute set it (0: default). */
 int fk_kernel_max_dyn_smem(const void *kernel);
 

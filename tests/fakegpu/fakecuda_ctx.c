@@ -326,7 +326,9 @@ FK_API CUresult cuCtxSynchronize(void) {
   CUresult rc = fk_need_ctx(&c);
   if (rc == CUDA_SUCCESS)
     fk_pools_sync();
+  double done = rc == CUDA_SUCCESS && fk_sim_on() ? fk_sim_ctx_done(c) : 0;
   fk_unlock();
+  fk_sim_sleep_until(done); /* every stream's simulated work has ended */
   if (rc == CUDA_SUCCESS)
     fk_callbacks_drain();
   return rc;

@@ -30,6 +30,8 @@ static __thread int t_fault;
  * touched memory it must not: the launch faults with 700. */
 FK_API void fakegpu_kernel_fault(void) { t_fault = 1; }
 
+fk_obj *fk_obj_first(void) { return g_objs; }
+
 fk_obj *fk_obj_check(void *h, int kind) {
   fk_obj *o = h ? fk_hmap_get(&g_obj_map, (uintptr_t)h, 0, NULL) : NULL;
   if (o && o->kind == kind && o->magic == FK_OBJ_MAGIC + (uint32_t)kind)
@@ -60,6 +62,7 @@ static void free_obj(fk_obj *o) {
   free(o->name);
   if (o->image_owned) {
     fk_image_forget(o->image);
+    fk_params_forget(o->image);
     free((void *)o->image);
   }
   o->magic = 0;
@@ -174,7 +177,9 @@ FK_API CUresult cuStreamSynchronize(CUstream s) {
     rc = fk_stream_work(s); /* waiting on a capturing stream: 900 */
   if (rc == CUDA_SUCCESS)
     fk_pools_sync(); /* pools give back what is over their threshold */
+  double done = rc == CUDA_SUCCESS && fk_sim_on() ? fk_sim_stream_done(c, s) : 0;
   fk_unlock();
+  fk_sim_sleep_until(done); /* its simulated work has ended when it returns */
   if (rc == CUDA_SUCCESS)
     fk_callbacks_drain(); /* its callbacks have run when it returns */
   return rc;
@@ -214,7 +219,7 @@ FK_API CUresult cuEventRecord(CUevent e, CUstream s) {
     rc = fk_stream_work(s);
   if (rc == CUDA_SUCCESS) {
     o->recorded = 1;
-    o->t_ms = now_ms();
+    o->t_ms = fk_sim_on() ? fk_sim_record(c, s) : now_ms(); /* when the work before it ends */
   }
   fk_unlock();
   return rc;
@@ -224,11 +229,14 @@ FK_API CUresult cuEventSynchronize(CUevent e) {
   fk_lock();
   struct CUctx_st *c;
   CUresult rc = fk_need_ctx(&c);
-  if (rc == CUDA_SUCCESS && !fk_obj_check(e, FK_OBJ_EVENT))
+  fk_obj *o = rc ? NULL : fk_obj_check(e, FK_OBJ_EVENT);
+  if (rc == CUDA_SUCCESS && !o)
     rc = CUDA_ERROR_INVALID_HANDLE;
   if (rc == CUDA_SUCCESS)
     fk_pools_sync();
+  double done = o && o->recorded && fk_sim_on() ? o->t_ms : 0;
   fk_unlock();
+  fk_sim_sleep_until(done);
   return rc;
 }
 
@@ -542,7 +550,7 @@ FK_API CUresult cuLaunchKernel(CUfunction f, unsigned int gx, unsigned int gy, u
     goto out_locked;
   }
   if (!gx || !gy || !gz || !bx || !by || !bz || gy > 65535 || gz > 65535 || bx > 1024 ||
-      by > 1024 || bz > 64 || (uint64_t)bx * by * bz > 1024 || extra) {
+      by > 1024 || bz > 64 || (uint64_t)bx * by * bz > 1024) {
     rc = CUDA_ERROR_INVALID_VALUE;
     goto out_locked;
   }
@@ -555,7 +563,12 @@ FK_API CUresult cuLaunchKernel(CUfunction f, unsigned int gx, unsigned int gy, u
   const unsigned dims6[6] = {gx, gy, gz, bx, by, bz};
   if (fk_capture_kernel(s, f, dims6, shmem, noop, &rc))
     goto out_locked; /* recorded into the stream's capture (or refused): run at graph launch */
+  int bad_args; /* arguments pointing into freed or unmapped memory fault */
+  if ((rc = fk_params_check(fn, params, extra, &bad_args)) != CUDA_SUCCESS ||
+      (twin && extra && (rc = fk_params_unpack(fn, extra, &params)) != CUDA_SUCCESS))
+    goto out_locked; /* a twin takes kernelParams: `extra` needs the layout */
   int injected = fk_cfg.fault_launch_at > 0 && ++g_launches == fk_cfg.fault_launch_at;
+  injected |= bad_args;
   fg_state_count_launch(fk_device_of(c->device));
   if (noop && !injected)
     noop_notice(fn->name);
@@ -566,12 +579,16 @@ FK_API CUresult cuLaunchKernel(CUfunction f, unsigned int gx, unsigned int gy, u
     dev_launch_dims dims = {{gx, gy, gz}, {bx, by, bz}, shmem};
     twin(&dims, params);
   }
+  if (twin && extra)
+    free(params); /* fk_params_unpack's */
   int fault = (!twin && !noop) || injected || t_fault;
 
   fk_lock();
   /* The error shows up on the next call, like an asynchronous kernel fault. */
   if (fault)
     fk_ctx_raise(c, CUDA_ERROR_ILLEGAL_ADDRESS);
+  if (fk_sim_on() && fk_stream_ok(s))
+    fk_sim_launch(c, s); /* the kernel takes its simulated time on s */
 out_locked:
   fk_unlock();
   return rc;

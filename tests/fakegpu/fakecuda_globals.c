@@ -174,6 +174,11 @@ static int pick_entry(const void *image, unsigned kind, const unsigned char **el
   return kind != 2 || (*elf_n >= 64 && !memcmp(*elf, k_elf64le, 6));
 }
 
+int fk_image_entry(const void *image, unsigned kind, const unsigned char **elf, size_t *elf_n,
+                   unsigned char **owned) {
+  return pick_entry(image, kind, elf, elf_n, owned);
+}
+
 /* --- the variables of a cubin ---------------------------------------------- */
 static int var_section(const char *name) {
   return !strncmp(name, ".nv.global", 10) ||

@@ -107,6 +107,7 @@ FK_API CUresult cuLibraryUnload(CUlibrary lib) {
   fk_objs_drop_owner(l);
   fk_hmap_del(&g_handles, (uintptr_t)l, 0, NULL, l);
   fk_image_forget(l->image);
+  fk_params_forget(l->image);
   if (l->image_owned)
     free((void *)l->image);
   l->magic = 0;
@@ -284,6 +285,12 @@ FK_API CUresult cuKernelGetLibrary(CUlibrary *lib, CUkernel kernel) {
     rc = CUDA_ERROR_INVALID_HANDLE;
   fk_unlock();
   return rc;
+}
+
+const void *fk_kernel_image(void *kernel, const char **name) {
+  const struct fk_kernel *k = fk_kernel_check(kernel);
+  *name = k ? k->name : NULL;
+  return k ? k->lib->image : NULL;
 }
 
 /* Kernel attributes are the fake's function attributes (cuFuncGetAttribute),

@@ -25,8 +25,12 @@ int fk_alloc_should_fail(void) {
 static void release_alloc(fk_alloc *a) {
   if ((a->kind == FK_ALLOC_DEVICE || a->kind == FK_ALLOC_MANAGED) && fk_cfg.poison)
     memset((void *)(uintptr_t)a->addr, FK_POISON_BYTE, a->mapped);
-  if (a->kind != FK_ALLOC_REGISTERED && a->mapped) /* the caller's memory stays theirs; */
-    munmap((void *)(uintptr_t)a->addr, a->mapped);   /* a pool block's is its chunk's */
+  if (a->kind == FK_ALLOC_HOST)
+    munmap((void *)(uintptr_t)a->addr, a->mapped);
+  else if (a->kind != FK_ALLOC_REGISTERED && a->mapped) /* the caller's memory stays theirs */
+    fk_freed_unmap(a->addr, a->mapped); /* device memory: a launch on it faults */
+  else if (a->kind != FK_ALLOC_REGISTERED && !a->chunk)
+    fk_freed_note(a->addr, a->size); /* a pool block: its memory is its chunk's */
   if (a->fd >= 0)
     close(a->fd);
   if (a->charged)

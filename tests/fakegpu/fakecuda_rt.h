@@ -217,6 +217,10 @@ CUresult fk_ctx_synchronize_v2(CUcontext ctx);
     (CUfunction_attribute attr, int value, CUkernel k, CUdevice dev))          \
   X(cuKernelSetCacheConfig, "cuKernelSetCacheConfig", 12000,                   \
     (CUkernel k, CUfunc_cache config, CUdevice dev))                           \
+  X(cuFuncGetParamInfo, "cuFuncGetParamInfo", 12040,                           \
+    (CUfunction f, size_t index, size_t *offset, size_t *size))                \
+  X(cuKernelGetParamInfo, "cuKernelGetParamInfo", 12040,                       \
+    (CUkernel k, size_t index, size_t *offset, size_t *size))                  \
   X(cuDeviceGetDefaultMemPool, "cuDeviceGetDefaultMemPool", 11020,             \
     (CUmemoryPool *pool, CUdevice dev))                                        \
   X(cuDeviceGetMemPool, "cuDeviceGetMemPool", 11020, (CUmemoryPool *pool, CUdevice dev)) \

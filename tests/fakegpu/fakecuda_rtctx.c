@@ -63,7 +63,9 @@ CUresult fk_ctx_synchronize_v2(CUcontext ctx) {
   CUresult rc = ctx_arg(ctx, &c);
   if (rc == CUDA_SUCCESS)
     fk_pools_sync();
+  double done = rc == CUDA_SUCCESS && fk_sim_on() ? fk_sim_ctx_done(c) : 0;
   fk_unlock();
+  fk_sim_sleep_until(done);
   if (rc == CUDA_SUCCESS)
     fk_callbacks_drain();
   return rc;

@@ -116,6 +116,8 @@ FK_API CUresult cuStreamQuery(CUstream s) {
     rc = CUDA_ERROR_INVALID_HANDLE;
   if (rc == CUDA_SUCCESS)
     rc = fk_stream_work(s); /* querying a capturing stream: 900 */
+  if (rc == CUDA_SUCCESS && fk_sim_on() && fk_sim_now() < fk_sim_stream_done(c, s))
+    rc = CUDA_ERROR_NOT_READY; /* its simulated work still runs */
   fk_unlock();
   if (rc)
     return rc;
@@ -127,29 +129,37 @@ FK_API CUresult cuStreamQuery(CUstream s) {
   return rc;
 }
 
-/* Nothing on the fake is ever left to wait for; the handles are checked. */
+/* The handles are checked; with simulated time (FAKEGPU_KERNEL_US) the
+ * stream's later work starts after the event. */
 FK_API CUresult cuStreamWaitEvent(CUstream s, CUevent e, unsigned int flags) {
   fk_lock();
   struct CUctx_st *c;
   CUresult rc = fk_need_ctx(&c);
   if (rc == CUDA_SUCCESS && (flags & ~1u))
     rc = CUDA_ERROR_INVALID_VALUE;
-  if (rc == CUDA_SUCCESS && (!fk_stream_ok(s) || !fk_obj_check(e, FK_OBJ_EVENT)))
+  fk_obj *ev = rc ? NULL : fk_obj_check(e, FK_OBJ_EVENT);
+  if (rc == CUDA_SUCCESS && (!fk_stream_ok(s) || !ev))
     rc = CUDA_ERROR_INVALID_HANDLE;
   if (rc == CUDA_SUCCESS)
     rc = fk_stream_work(s);
+  if (rc == CUDA_SUCCESS && fk_sim_on() && ev->recorded)
+    fk_sim_wait_event(c, s, ev->t_ms); /* s's later work starts after the event */
   fk_unlock();
   return rc;
 }
 
-/* Complete once recorded (work is synchronous); an event never recorded is
+/* Complete once recorded (work is synchronous; with simulated time, once the
+ * work before it has ended); an event never recorded is
  * complete too, as the driver documents. */
 FK_API CUresult cuEventQuery(CUevent e) {
   fk_lock();
   struct CUctx_st *c;
   CUresult rc = fk_need_ctx(&c);
-  if (rc == CUDA_SUCCESS && !fk_obj_check(e, FK_OBJ_EVENT))
+  fk_obj *o = rc ? NULL : fk_obj_check(e, FK_OBJ_EVENT);
+  if (rc == CUDA_SUCCESS && !o)
     rc = CUDA_ERROR_INVALID_HANDLE;
+  if (rc == CUDA_SUCCESS && o->recorded && fk_sim_on() && fk_sim_now() < o->t_ms)
+    rc = CUDA_ERROR_NOT_READY; /* the work before it still runs */
   fk_unlock();
   return rc;
 }

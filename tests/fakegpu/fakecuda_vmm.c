@@ -176,7 +176,7 @@ FK_API CUresult cuMemAddressFree(CUdeviceptr ptr, size_t size) {
       if (m->addr >= r->addr && m->addr < r->addr + r->size)
         goto out; /* still mapped: unmap first */
     *pp = r->next;
-    munmap((void *)(uintptr_t)r->addr, r->size);
+    fk_freed_unmap(r->addr, r->size); /* a launch on it faults */
     free(r);
     rc = CUDA_SUCCESS;
     break;
@@ -303,6 +303,8 @@ static fk_resv *resv_containing(uint64_t addr, uint64_t size) {
       return r;
   return NULL;
 }
+
+int fk_vmm_reserved(uint64_t addr) { return resv_containing(addr, 1) != NULL; }
 
 FK_API CUresult cuMemMap(CUdeviceptr ptr, size_t size, size_t offset,
                          CUmemGenericAllocationHandle h, unsigned long long flags) {

@@ -123,6 +123,24 @@ static void parse_fail_device(fg_config *cfg) {
   cfg->fail_lost = lost;
 }
 
+/* A setting that must be a whole number (def when unset); anything else is
+ * named in cfg->error. */
+static long env_number(fg_config *cfg, const char *name, long def, long max) {
+  const char *v = getenv(name);
+  if (!v || !*v)
+    return def;
+  char *end;
+  errno = 0;
+  long x = strtol(v, &end, 10);
+  if (errno || *end || x < 0 || x > max) {
+    if (!cfg->error[0])
+      snprintf(cfg->error, sizeof cfg->error, "%s='%.100s' is not a number from 0 to %ld", name,
+               v, max);
+    return def;
+  }
+  return x;
+}
+
 void fg_config_from_env(fg_config *cfg) {
   memset(cfg, 0, sizeof *cfg);
   cfg->ndevices = (unsigned)env_u64("FAKEGPU_DEVICES", 1);
@@ -139,6 +157,9 @@ void fg_config_from_env(fg_config *cfg) {
   cfg->fault_launch_at = (long)env_u64("FAKEGPU_FAULT_LAUNCH_AT", 0);
   cfg->stub = env_u64("FAKEGPU_STUB", 0) != 0;
   cfg->poison = env_u64("FAKEGPU_POISON", 0) != 0;
+  cfg->check_args = (int)env_number(cfg, "FAKEGPU_CHECK_ARGS", 1, 2);
+  cfg->quarantine = env_number(cfg, "FAKEGPU_QUARANTINE", 4096, 1L << 20);
+  cfg->kernel_us = env_number(cfg, "FAKEGPU_KERNEL_US", 0, 60000000);
   const char *p = getenv("FAKEGPU_STATE");
   if (p && *p)
     snprintf(cfg->state_path, sizeof cfg->state_path, "%s", p);
