@@ -20,6 +20,7 @@ typedef struct align_state {
   double snap_s;
   stg_vad_params vad;
   int acoustic;       /* method acoustic (else text) */
+  int song;           /* scope song: lyrics aligned over the whole song (else by phrases) */
   char *model, *dict; /* pocketsphinx's acoustic model directory and dictionary */
 } align_state;
 
@@ -42,6 +43,10 @@ typedef struct align_state {
   STR(method, "acoustic",                                                                         \
       "acoustic: the words (lyrics, else the transcript's) aligned to the vocals with "           \
       "pocketsphinx; text: lyrics matched to the transcript's words by spelling") SEP             \
+  STR(scope, "phrases",                                                                            \
+      "acoustic with lyrics alone: phrases (each run of lines force-aligned inside the voice "   \
+      "phrases a plan pairs it with) or song (all the lyrics over the whole song in "            \
+      "overlapping windows, no phrase plan)") SEP                                                 \
   PATH(acoustic_model, "/usr/share/pocketsphinx/model/en-us/en-us",                                \
       "pocketsphinx acoustic model directory (Debian package pocketsphinx-en-us)") SEP            \
   PATH(dictionary, "/usr/share/pocketsphinx/model/en-us/cmudict-en-us.dict",                       \
@@ -95,6 +100,12 @@ static int align_load(ebb_stage_ctx *ctx, const char *options_json, void **state
     goto done;
   }
   s->acoustic = !strcmp(v.method, "acoustic");
+  if (strcmp(v.scope, "phrases") && strcmp(v.scope, "song")) {
+    rc = stg_st_fail(ctx, EBB_ECONFIG, "align: option scope=\"%s\" must be phrases or song",
+                     v.scope);
+    goto done;
+  }
+  s->song = !strcmp(v.scope, "song");
   if (!(s->model = strdup(v.acoustic_model)) || !(s->dict = strdup(v.dictionary)) ||
       (*lyr && !(s->lyrics_path = strdup(lyr)))) {
     rc = stg_st_fail(ctx, EBB_ENOMEM, "out of memory");
@@ -539,9 +550,15 @@ static int to_pcm16k(const float *x, uint64_t n, uint32_t rate, int16_t **pcm, u
     return ebb_seterr(EBB_ENOMEM, "align: out of memory for %llu samples at 16 kHz",
                       (unsigned long long)*m);
   }
+  /* plus a deterministic dither of +-1 LSB: on digital silence the features
+   * are degenerate and every phone scores as well as any other there (a word
+   * was placed in the silent start of a song with confidence 1) */
   double g = peak > 0 ? 16384.0 / peak : 0;
-  for (uint64_t k = 0; k < *m; k++)
-    (*pcm)[k] = (int16_t)lrint(y[k] * g);
+  uint32_t lcg = 12345;
+  for (uint64_t k = 0; k < *m; k++) {
+    lcg = lcg * 1664525u + 1013904223u;
+    (*pcm)[k] = (int16_t)(lrint(y[k] * g) + (int)(lcg >> 30) - 1);
+  }
   free(r);
   return 0;
 }
@@ -606,6 +623,92 @@ static void log_fallback(ebb_stage_ctx *ctx, const stg_aco_word *w, const stg_ac
              f->has_rough ? "the text method's times" : "spreading its words evenly");
 }
 
+/* Words no window placed (lyrics longer than the song, or left where no
+ * voice was heard) share the stretch between their placed neighbours (the
+ * audio's start / end at the ends), within [0, dur]: unmatched, confidence 0,
+ * source "spread". Returns how many. */
+static size_t place_unbacked(stg_aco_word *w, size_t nw, double dur) {
+  size_t left = 0;
+  for (size_t i = 0; i < nw;) {
+    if (w[i].placed != EBB_PLACED_NONE) {
+      i++;
+      continue;
+    }
+    size_t j = i;
+    while (j < nw && w[j].placed == EBB_PLACED_NONE)
+      j++;
+    stg_aco_chunk c = {i, j - i, i > 0 ? w[i - 1].end : 0, j < nw ? w[j].start : dur, 0};
+    c.t0 = fmin(fmax(c.t0, 0), dur);
+    c.t1 = fmin(fmax(c.t1, c.t0), dur);
+    for (size_t k = i; k < j; k++)
+      w[k].has_rough = 0;
+    fallback(w, &c);
+    left += j - i;
+    i = j;
+  }
+  return left;
+}
+
+/* A word placed acoustically where the vocals hold no sound (its loudest
+ * 20 ms more than AL_BACKED_DB under the vocals' loud level, the 95th
+ * percentile of 20 ms levels) is not backed by any audio: not aligned. */
+#define AL_BACKED_DB 50.0
+static double frame_rms(const float *x, uint64_t n, uint64_t at, uint64_t len) {
+  double e = 0;
+  uint64_t k = at;
+  for (; k < at + len && k < n; k++)
+    e += (double)x[k] * x[k];
+  return k > at ? sqrt(e / (double)(k - at)) : 0;
+}
+
+static size_t unbacked(stg_aco_word *w, size_t nw, const float *x, uint64_t n, uint32_t rate) {
+  uint64_t fr = rate / 50, nf = n / (fr ? fr : 1);
+  double *lv = malloc((nf ? nf : 1) * sizeof *lv), loud = 0;
+  size_t moved = 0;
+  if (!lv || !nf) {
+    free(lv);
+    return 0;
+  }
+  for (uint64_t f = 0; f < nf; f++)
+    lv[f] = frame_rms(x, n, f * fr, fr);
+  qsort(lv, nf, sizeof *lv, cmp_conf);
+  loud = lv[(size_t)(0.95 * (double)(nf - 1))];
+  free(lv);
+  double floor = loud * pow(10, -AL_BACKED_DB / 20);
+  for (size_t i = 0; i < nw; i++) {
+    if (w[i].placed != EBB_PLACED_ACOUSTIC && w[i].placed != EBB_PLACED_LTS)
+      continue;
+    double best = 0;
+    for (double t = w[i].start; t < w[i].end; t += 0.02)
+      best = fmax(best, frame_rms(x, n, (uint64_t)(t * rate), fr));
+    if (best <= floor) {
+      w[i].placed = EBB_PLACED_SPREAD;
+      w[i].conf = 0;
+      moved++;
+    }
+  }
+  return moved;
+}
+
+/* The whole song (lyrics alone): stg_aco_align_song, then the words it did
+ * not reach. *aligned / *nunits: words placed acoustically / all words. */
+static int align_song(ebb_stage_ctx *ctx, stg_aco *a, const int16_t *pcm, uint64_t m,
+                      stg_aco_word *w, size_t nw, double dur, size_t *aligned, size_t *nunits) {
+  size_t nwin = 0;
+  int rc = stg_aco_align_song(a, pcm, m, w, nw, ctx_cancelled, ctx, &nwin);
+  if (rc)
+    return rc;
+  size_t left = place_unbacked(w, nw, dur);
+  if (left)
+    stg_st_log(ctx, 2,
+               "%zu of %zu words were not heard in the vocals (%zu windows); placed evenly where "
+               "their neighbours leave room, unmatched",
+               left, nw, nwin);
+  *aligned = nw - left;
+  *nunits = nw;
+  return 0;
+}
+
 /* Aligns words (rough times when have_rough) to the vocals, chunk by chunk. */
 static int align_acoustic(ebb_stage_ctx *ctx, align_state *s, stg_aco_word *w, size_t nw,
                           int by_lines, const float *mono, uint64_t n, uint32_t rate,
@@ -618,11 +721,17 @@ static int align_acoustic(ebb_stage_ctx *ctx, align_state *s, stg_aco_word *w, s
   int rc = stg_aco_open(s->model, s->dict, &a);
   if (rc)
     return rc;
-  rc = by_lines ? stg_aco_plan_lines(w, nw, ph, nph, dur, &ch, &nch)
-                : stg_aco_plan_times(w, nw, ph, nph, dur, &ch, &nch);
-  if (rc || (rc = to_pcm16k(mono, n, rate, &pcm, &m)))
+  if ((rc = to_pcm16k(mono, n, rate, &pcm, &m)))
     goto done;
-  for (size_t i = 0; i < nch; i++) {
+  int song = by_lines && s->song;
+  if (song) {
+    if ((rc = align_song(ctx, a, pcm, m, w, nw, dur, &aligned, &nch)))
+      goto done;
+  } else if ((rc = by_lines ? stg_aco_plan_lines(w, nw, ph, nph, dur, &ch, &nch)
+                            : stg_aco_plan_times(w, nw, ph, nph, dur, &ch, &nch))) {
+    goto done;
+  }
+  for (size_t i = 0; !song && i < nch; i++) {
     rc = stg_aco_align(a, pcm, m, w, &ch[i], ctx_cancelled, ctx);
     if (rc == EBB_ECANCELED || rc == EBB_ENOMEM)
       goto done;
@@ -634,6 +743,12 @@ static int align_acoustic(ebb_stage_ctx *ctx, align_state *s, stg_aco_word *w, s
     }
     aligned++;
   }
+  size_t silent = unbacked(w, nw, mono, n, rate);
+  if (silent)
+    stg_st_log(ctx, 2,
+               "%zu words were placed where the vocals are silent (more than %.0f dB under their "
+               "loud level): not aligned, unmatched",
+               silent, AL_BACKED_DB);
   size_t lts = 0;
   for (size_t i = 0; i < nw; i++) {
     oov += w[i].placed == EBB_PLACED_BETWEEN;
@@ -652,10 +767,16 @@ static int align_acoustic(ebb_stage_ctx *ctx, align_state *s, stg_aco_word *w, s
   size_t placed = 0;
   for (size_t i = 0; i < nw; i++)
     placed += w[i].placed == EBB_PLACED_ACOUSTIC || w[i].placed == EBB_PLACED_LTS;
+  if (song)
+    aligned = placed;
   double med = check_fit(ctx, w, nw, aligned, nch);
   stg_st_log(ctx, 1,
              "%zu of %zu words aligned acoustically in %zu of %zu %s (median confidence %.2f)",
-             placed, nw, aligned, nch, by_lines ? "line groups" : "phrases", med);
+             placed, nw, aligned, nch,
+             song       ? "words over the whole song"
+             : by_lines ? "line groups"
+                        : "phrases",
+             med);
 done:
   if (rc == EBB_ECANCELED)
     rc = stg_st_fail(ctx, rc, "align: cancelled");
@@ -665,6 +786,19 @@ done:
   free(ch);
   free(pcm);
   return rc;
+}
+
+/* No time outside the audio [0, dur], whatever placed it (a plan with no
+ * phrase, lyrics longer than the song); a word the clamp had to move was
+ * not heard there, so it is not trusted either. */
+static void clamp_words(stg_aco_word *w, size_t nw, double dur) {
+  for (size_t i = 0; i < nw; i++) {
+    double s0 = fmin(fmax(w[i].start, 0), dur), e0 = fmin(fmax(w[i].end, s0), dur);
+    if (s0 != w[i].start || e0 != w[i].end)
+      w[i].conf = 0;
+    w[i].start = s0;
+    w[i].end = e0;
+  }
 }
 
 /* The acoustic method's words: the lyrics (rough times from the text method
@@ -699,11 +833,13 @@ static int run_acoustic(ebb_stage_ctx *ctx, align_state *s, wlist *lyr, wlist *t
      * placed as the text method places them, and the output says why */
     snprintf(note, sizeof note, "%s", ebb_errmsg());
     stg_st_log(ctx, 3, "acoustic alignment unavailable: %s; words placed by the text method", note);
-    stg_aco_chunk all = {0, src->n, nph ? ph[0].start : 0, nph ? ph[nph - 1].end : dur};
+    stg_aco_chunk all = {0, src->n, nph ? ph[0].start : 0, nph ? ph[nph - 1].end : dur, 0};
     fallback(w, &all);
     source = rough ? "text" : "spread";
     rc = 0;
   }
+  if (mono)
+    clamp_words(w, src->n, dur);
   if (!(*text = acoustic_json(w, src->n, lyr->n > 0, ph, nph, source, *note ? note : NULL)))
     rc = stg_st_fail(ctx, EBB_ENOMEM, "out of memory for the lyrics JSON");
 done:

@@ -96,6 +96,8 @@ typedef struct stg_aco_word {
 typedef struct stg_aco_chunk {
   size_t first, count; /* words [first, first + count) */
   double t0, t1;       /* sung inside [t0, t1] seconds */
+  int prefix;          /* 1: exactly [t0, t1] (no padding), and the path may end after any
+                        * word: the words after the last one sung stay EBB_PLACED_NONE */
 } stg_aco_chunk;
 
 /* Chunks from lyric lines and voice phrases (align_plan.c): a dynamic
@@ -126,5 +128,19 @@ void stg_aco_close(stg_aco *a); /* NULL: no-op */
  * EBB_ECANCELED when cancelled() said so, EBB_ENOMEM. */
 int stg_aco_align(stg_aco *a, const int16_t *pcm, uint64_t n, stg_aco_word *w,
                   const stg_aco_chunk *c, int (*cancelled)(void *), void *user);
+
+/* The whole song at once (lyrics without rough times): overlapping windows
+ * of ACO_WIN_S seconds over all of pcm, each decoded with a grammar of the
+ * next words that may end after any of them, silence and fillers anywhere.
+ * The words a window places before its last ACO_WIN_MARGIN_S seconds are
+ * kept; the next window starts where the first word not kept starts (or
+ * where the kept part ends), with that word, so a line may span windows
+ * and rests, and nothing depends on voice-activity phrases. Cost: linear in
+ * the song's length (each window moves on by at least ACO_WIN_MIN_STEP_S).
+ * Words no window reached (lyrics longer than the song) stay
+ * EBB_PLACED_NONE. *nwin: windows decoded. Returns 0, EBB_ECANCELED,
+ * EBB_ENOMEM, EBB_ENOLIB. */
+int stg_aco_align_song(stg_aco *a, const int16_t *pcm, uint64_t n, stg_aco_word *w, size_t nw,
+                       int (*cancelled)(void *), void *user, size_t *nwin);
 
 #endif

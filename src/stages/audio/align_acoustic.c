@@ -25,6 +25,15 @@
 #define ACO_RATE 16000
 #define ACO_FRAME_S 0.01
 #define ACO_PAD_S 0.25 /* a chunk's audio starts and ends this far outside its phrases */
+/* The whole-song alignment's windows (align.h, stg_aco_align_song): their
+ * length (under ACO_WHOLE_S, so each is one full-utterance decode), the
+ * part at their end whose words wait for the next window, the least a
+ * window moves on, and the words in one window's grammar (more than
+ * ACO_WIN_S seconds of the fastest singing holds). */
+#define ACO_WIN_S 16.0
+#define ACO_WIN_MARGIN_S 4.0
+#define ACO_WIN_MIN_STEP_S 1.0
+#define ACO_WIN_WORDS 24
 /* conf = exp(-max(0, d - ACO_CONF_FREE) / ACO_CONF_SCALE), d = minus the
  * word's acoustic score per frame (pocketsphinx's scaled log units, 0 = the
  * best senone in every frame). On the demo song's sung words d is about
@@ -213,8 +222,12 @@ static int set_grammar(stg_aco *a, const stg_aco_word *w, const stg_aco_chunk *c
       continue;
     int32 wid = fsg_model_word_add(fsg, d);
     fsg_model_trans_add(fsg, st, st + 1, 0, wid);
+    if (c->prefix && st > 0) /* the path may end after any word */
+      fsg_model_null_trans_add(fsg, st, fsg->final_state, 0);
     st++;
   }
+  if (c->prefix) /* ... or before the first: a window of accompaniment alone */
+    fsg_model_null_trans_add(fsg, 0, fsg->final_state, 0);
   int rc = ps_set_fsg(a->ps, "lyrics", fsg) < 0 ? -1 : 0;
   fsg_model_free(fsg); /* the search holds its own reference */
   return rc;
@@ -247,8 +260,8 @@ static void place_between(stg_aco_word *w, const stg_aco_chunk *c, const int *kn
 
 int stg_aco_align(stg_aco *a, const int16_t *pcm, uint64_t n, stg_aco_word *w,
                   const stg_aco_chunk *c, int (*cancelled)(void *), void *user) {
-  double t0 = fmax(0.0, c->t0 - ACO_PAD_S);
-  uint64_t s0 = (uint64_t)(t0 * ACO_RATE), s1 = (uint64_t)((c->t1 + ACO_PAD_S) * ACO_RATE);
+  double pad = c->prefix ? 0 : ACO_PAD_S, t0 = fmax(0.0, c->t0 - pad);
+  uint64_t s0 = (uint64_t)(t0 * ACO_RATE), s1 = (uint64_t)((c->t1 + pad) * ACO_RATE);
   if (s1 > n)
     s1 = n;
   if (s1 <= s0 + ACO_RATE / 10 || c->count == 0)
@@ -299,10 +312,17 @@ int stg_aco_align(stg_aco *a, const int16_t *pcm, uint64_t n, stg_aco_word *w,
     x->conf = d <= ACO_CONF_FREE ? 1.0 : exp(-(d - ACO_CONF_FREE) / ACO_CONF_SCALE);
     k++;
   }
-  size_t got = 0;
+  size_t got = 0, upto = 0;
   for (size_t i = 0; i < c->count; i++)
-    got += known[i] && (w[c->first + i].placed == EBB_PLACED_ACOUSTIC ||
-                        w[c->first + i].placed == EBB_PLACED_LTS);
+    if (known[i] &&
+        (w[c->first + i].placed == EBB_PLACED_ACOUSTIC || w[c->first + i].placed == EBB_PLACED_LTS))
+      got++, upto = i + 1;
+  if (c->prefix) { /* the words sung: up to the last one placed */
+    stg_aco_chunk sung = *c;
+    sung.count = got == nknown ? c->count : upto; /* unknown words after the last: to t1 */
+    place_between(w, &sung, known);
+    goto done;
+  }
   if (got != nknown) {
     for (size_t i = 0; i < c->count; i++)
       w[c->first + i].placed = EBB_PLACED_NONE;
@@ -314,6 +334,60 @@ done:
   free(known);
   free(ascr);
   return rc;
+}
+
+/* One window of the whole-song alignment: words [k, k + m) over [t0, t1];
+ * keeps the placed words that end by `cut` (all of them at the song's
+ * end), un-places the rest. *kept: the words kept; *next: where the next
+ * window starts. */
+static int song_window(stg_aco *a, const int16_t *pcm, uint64_t n, stg_aco_word *w, size_t k,
+                       size_t m, double t0, double t1, int end, int (*cancelled)(void *),
+                       void *user, size_t *kept, double *next) {
+  stg_aco_chunk c = {k, m, t0, t1, 1};
+  for (size_t i = k; i < k + m; i++)
+    w[i].placed = EBB_PLACED_NONE;
+  int rc = stg_aco_align(a, pcm, n, w, &c, cancelled, user);
+  if (rc == EBB_ECANCELED || rc == EBB_ENOMEM)
+    return rc;
+  double cut = end ? t1 + 1 : t1 - ACO_WIN_MARGIN_S;
+  size_t j = 0;
+  while (j < m && w[k + j].placed != EBB_PLACED_NONE && w[k + j].end <= cut)
+    j++;
+  *next = end ? t1 : cut;
+  if (j < m && w[k + j].placed != EBB_PLACED_NONE && w[k + j].start < *next)
+    *next = w[k + j].start - 0.05; /* the word over the cut starts the next window */
+  if (j == m && !end)              /* the grammar ran out: the next words may follow at once */
+    *next = w[k + m - 1].end;
+  for (size_t i = k + j; i < k + m; i++)
+    w[i].placed = EBB_PLACED_NONE;
+  if (j > 0 && *next < w[k + j - 1].end)
+    *next = w[k + j - 1].end;
+  if (*next < t0 + ACO_WIN_MIN_STEP_S)
+    *next = t0 + ACO_WIN_MIN_STEP_S;
+  *kept = j;
+  return 0;
+}
+
+int stg_aco_align_song(stg_aco *a, const int16_t *pcm, uint64_t n, stg_aco_word *w, size_t nw,
+                       int (*cancelled)(void *), void *user, size_t *nwin) {
+  double dur = (double)n / ACO_RATE, t = 0;
+  size_t k = 0;
+  *nwin = 0;
+  for (size_t i = 0; i < nw; i++)
+    w[i].placed = EBB_PLACED_NONE;
+  while (k < nw && t < dur - 0.1) {
+    if (cancelled && cancelled(user))
+      return EBB_ECANCELED;
+    double t1 = fmin(dur, t + ACO_WIN_S), next;
+    size_t m = nw - k < ACO_WIN_WORDS ? nw - k : ACO_WIN_WORDS, kept = 0;
+    int rc = song_window(a, pcm, n, w, k, m, t, t1, t1 >= dur, cancelled, user, &kept, &next);
+    if (rc)
+      return rc;
+    (*nwin)++;
+    k += kept;
+    t = next;
+  }
+  return 0;
 }
 #else
 struct stg_aco {
@@ -330,6 +404,11 @@ void stg_aco_close(stg_aco *a) { free(a); }
 int stg_aco_align(stg_aco *a, const int16_t *pcm, uint64_t n, stg_aco_word *w,
                   const stg_aco_chunk *c, int (*cancelled)(void *), void *user) {
   (void)a, (void)pcm, (void)n, (void)w, (void)c, (void)cancelled, (void)user;
+  return EBB_ENOLIB;
+}
+int stg_aco_align_song(stg_aco *a, const int16_t *pcm, uint64_t n, stg_aco_word *w, size_t nw,
+                       int (*cancelled)(void *), void *user, size_t *nwin) {
+  (void)a, (void)pcm, (void)n, (void)w, (void)nw, (void)cancelled, (void)user, (void)nwin;
   return EBB_ENOLIB;
 }
 #endif

@@ -127,7 +127,7 @@ int stg_aco_plan_lines(const stg_aco_word *w, size_t nw, const stg_span *ph, siz
     int f = from[i * W + j];
     size_t a = (size_t)f / 8, b = (size_t)f % 8;
     if (b > 0) {
-      stg_aco_chunk c = {l[j - b].first, 0, 0, dur};
+      stg_aco_chunk c = {l[j - b].first, 0, 0, dur, 0};
       for (size_t k = j - b; k < j; k++)
         c.count += l[k].count;
       if (a > 0) {
@@ -196,8 +196,8 @@ int stg_aco_plan_times(const stg_aco_word *w, size_t nw, const stg_span *ph, siz
       c->t1 = fmax(c->t1, hi);
       continue;
     }
-    int rc =
-        add_chunk(chunks, nchunks, &cap, (stg_aco_chunk){i, 1, lo, fmin(hi, dur > 0 ? dur : hi)});
+    int rc = add_chunk(chunks, nchunks, &cap,
+                       (stg_aco_chunk){i, 1, lo, fmin(hi, dur > 0 ? dur : hi), 0});
     if (rc) {
       free(*chunks);
       *chunks = NULL;
