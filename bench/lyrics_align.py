@@ -42,10 +42,10 @@ def run(cmd, **kw):
     return subprocess.run(cmd, check=True, capture_output=True, text=True, **kw)
 
 
-def pipeline(ebb, wav, lyrics, out, method="acoustic", taskset=None):
+def pipeline(ebb, wav, lyrics, out, method="acoustic", taskset=None, scope="phrases"):
     cfg = {"pipelines": {"lyr": {"stages": [
         {"stage": "decode"}, {"stage": "separate"},
-        {"stage": "align", "options": {"lyrics": lyrics, "method": method}},
+        {"stage": "align", "options": {"lyrics": lyrics, "method": method, "scope": scope}},
         {"stage": "export", "options": {"formats": "json,lrc"}}]}}}
     cfg_path = out + ".cfg.json"
     with open(cfg_path, "w") as f:
@@ -110,26 +110,27 @@ def devset(ebb, build, tmp):
         return False
     names = r.stdout.split()
     print("dev set of many voices (held out while tuning: festival): word onsets against truth")
-    print(f"{'source, level':22s} {'words':>5s}  {'acoustic':34s}  {'spread (baseline)':34s}  not fitting")
+    print(f"{'source, level':22s} {'words':>5s}  {'acoustic, scope phrases (default)':34s}  "
+          f"{'acoustic, scope song':34s}  {'spread (baseline)':34s}  not fitting (phrases/song)")
     ok = True
     for src in ("espeak", "flite", "festival"):
         for tag, label in (("mix0", "0 dB"), ("mix6", "-6 dB"), ("voice", "voice alone")):
-            truth, est, base, unfit = [], [], [], 0
+            truth, est, base, unfit = [], {"phrases": [], "song": []}, [], {"phrases": 0, "song": 0}
             for nm in (n for n in names if n.startswith(src + "-")):
                 t = [w["start"] for w in json.load(open(os.path.join(cache, nm + ".truth.json")))["words"]]
                 lyr = os.path.join(cache, nm + ".lyrics.txt")
-                ly, _, log = pipeline(ebb, os.path.join(cache, f"{nm}.{tag}.wav"), lyr,
-                                      os.path.join(tmp, f"dev.{nm}.{tag}"))
-                e = [w["start"] for w in ly.get("words", [])]
-                unfit += "do not fit the voice" in log
-                if len(e) != len(t):
-                    e = [1e9] * len(t)
-                b = spread(open(lyr).read(), ly.get("phrases", [])) or [1e9] * len(t)
+                for scope in est:
+                    ly, _, log = pipeline(ebb, os.path.join(cache, f"{nm}.{tag}.wav"), lyr,
+                                          os.path.join(tmp, f"dev.{nm}.{tag}.{scope}"), scope=scope)
+                    e = [w["start"] for w in ly.get("words", [])]
+                    unfit[scope] += "do not fit the voice" in log
+                    est[scope] += e if len(e) == len(t) else [1e9] * len(t)
+                    if scope == "phrases":
+                        base += spread(open(lyr).read(), ly.get("phrases", [])) or [1e9] * len(t)
                 truth += t
-                est += e
-                base += b
-            ac, bs = score(truth, est), score(truth, base)
-            print(f"{src + ', ' + label:22s} {len(truth):5d}  {fmt(ac)}  {fmt(bs)}  {unfit}")
+            ac, so, bs = score(truth, est["phrases"]), score(truth, est["song"]), score(truth, base)
+            print(f"{src + ', ' + label:22s} {len(truth):5d}  {fmt(ac)}  {fmt(so)}  {fmt(bs)}  "
+                  f"{unfit['phrases']}/{unfit['song']}")
             if tag != "voice" and (ac is None or not ac[1] <= 0.15 or ac[2] < 0.85):
                 ok = False
     if not ok:

@@ -37,8 +37,10 @@ PKGS=(
   # the sung melody set (issue 44; bench/songtrace_sung.py): words and vowels
   # spoken by several Debian synthesisers (espeak-ng male and female, flite's
   # built-in voices, festival's kal), re-sung on written melodies by WORLD
-  # (pyworld, PyPI, below)
-  espeak-ng flite festival festvox-kallpc16k
+  # (pyworld, PyPI, below); the lyrics benchmark's dev set of many voices
+  # (issue 43, bench/lyrics_devset.py) uses the same and festival's female
+  # US voice
+  espeak-ng flite festival festvox-kallpc16k festvox-us-slt-hts
 )
 
 # PyPI-only packages, each installed for the interpreter that uses it.

@@ -661,16 +661,24 @@ static double frame_rms(const float *x, uint64_t n, uint64_t at, uint64_t len) {
   return k > at ? sqrt(e / (double)(k - at)) : 0;
 }
 
-static size_t unbacked(stg_aco_word *w, size_t nw, const float *x, uint64_t n, uint32_t rate) {
+static int unbacked(stg_aco_word *w, size_t nw, const float *x, uint64_t n, uint32_t rate,
+                    size_t *moved) {
   uint64_t fr = rate / 50, nf = n / (fr ? fr : 1);
   double *lv = malloc((nf ? nf : 1) * sizeof *lv), loud = 0;
-  size_t moved = 0;
-  if (!lv || !nf) {
+  *moved = 0;
+  if (!lv)
+    return ebb_seterr(EBB_ENOMEM, "align: out of memory for %llu levels", (unsigned long long)nf);
+  if (!nf) {
     free(lv);
     return 0;
   }
-  for (uint64_t f = 0; f < nf; f++)
+  for (uint64_t f = 0; f < nf; f++) {
+    if ((f & 4095) == 4095 && stg_st_stop()) { /* the frames grow with the song */
+      free(lv);
+      return EBB_ECANCELED;
+    }
     lv[f] = frame_rms(x, n, f * fr, fr);
+  }
   qsort(lv, nf, sizeof *lv, cmp_conf);
   loud = lv[(size_t)(0.95 * (double)(nf - 1))];
   free(lv);
@@ -684,10 +692,10 @@ static size_t unbacked(stg_aco_word *w, size_t nw, const float *x, uint64_t n, u
     if (best <= floor) {
       w[i].placed = EBB_PLACED_SPREAD;
       w[i].conf = 0;
-      moved++;
+      (*moved)++;
     }
   }
-  return moved;
+  return 0;
 }
 
 /* The whole song (lyrics alone): stg_aco_align_song, then the words it did
@@ -743,7 +751,9 @@ static int align_acoustic(ebb_stage_ctx *ctx, align_state *s, stg_aco_word *w, s
     }
     aligned++;
   }
-  size_t silent = unbacked(w, nw, mono, n, rate);
+  size_t silent = 0;
+  if ((rc = unbacked(w, nw, mono, n, rate, &silent)))
+    goto done;
   if (silent)
     stg_st_log(ctx, 2,
                "%zu words were placed where the vocals are silent (more than %.0f dB under their "

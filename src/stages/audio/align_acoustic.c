@@ -375,8 +375,8 @@ int stg_aco_align_song(stg_aco *a, const int16_t *pcm, uint64_t n, stg_aco_word 
   *nwin = 0;
   for (size_t i = 0; i < nw; i++)
     w[i].placed = EBB_PLACED_NONE;
-  while (k < nw && t < dur - 0.1) {
-    if (cancelled && cancelled(user))
+  while (k < nw && t < dur - 0.1) { /* windows: the song's length over ACO_WIN_MIN_STEP_S */
+    if ((cancelled && cancelled(user)) || stg_st_stop())
       return EBB_ECANCELED;
     double t1 = fmin(dur, t + ACO_WIN_S), next;
     size_t m = nw - k < ACO_WIN_WORDS ? nw - k : ACO_WIN_WORDS, kept = 0;
