@@ -53,7 +53,7 @@ echo "--- held before: A ${before[A]} B ${before[B]} C ${before[C]} MiB; free $(
 
 # --- 1. enough can be had: A unloads, B puts sl2 to sleep, C is not asked
 want=$(( $(free_mib) + 3372 + 100 ))
-"$EBB" reclaim --device cuda:0 --bytes "${want}MiB" --broker-dir "$BD" --broker-timeout 60 \
+"$EBB" reclaim --device cuda:0 --bytes "${want}MiB" --broker-dir "$BD" --broker-timeout 60 --wait 60 \
   > "$T/r1.out" 2>&1
 rc=$?
 cat "$T/r1.out"
