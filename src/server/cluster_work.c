@@ -407,6 +407,25 @@ static void record(srv_cluster *k, redisContext **c, attempt *a, int rc, pl_job_
   outs_free(&o);
 }
 
+/* The job on this node under the server's limits, as the one-node queue
+ * runs it: its deadline (the pipeline's timeout_s, else --job-timeout)
+ * counted from its start, its wait for the device bounded by --max-wait. */
+static int run_limited(srv_cluster *k, const char *pipe, attempt *a, pl_job_result *res) {
+  const pl_def *d = pl_manager_pipeline(k->s->m, pipe);
+  const char *from = d && d->timeout_s > 0 ? "the pipeline's timeout_s" : "--job-timeout";
+  pl_run_limits lim = {d && d->timeout_s > 0 ? d->timeout_s : k->s->job_timeout_s,
+                       k->s->max_wait_s};
+  int rc = pl_manager_run_job(k->s->m, pipe, a->input, a->out, a->options, &k->run_cancel, NULL,
+                              NULL, &lim, res);
+  if (rc && (res->over_deadline || res->over_wait)) {
+    char m[sizeof res->message];
+    srv_deadline_message("job", dev_device_label(pl_manager_device(k->s->m)), &lim, from, res, m,
+                         sizeof m);
+    memcpy(res->message, m, sizeof m);
+  }
+  return rc;
+}
+
 /* Node stopping mid-job: the job goes back to the queue, not failed. */
 static void give_back(srv_cluster *k, redisContext **c, attempt *a) {
   char att[16];
@@ -488,8 +507,7 @@ static void run_entry(srv_cluster *k, redisContext **c, const char *pipe, const 
     base_log(EBB_LOG_INFO, "cluster", "job %s: running pipeline '%s' on node %s (attempt %d)", uid,
              pipe, k->node, a.n);
     srv_snapshot_dirty(k->s);
-    rc = pl_manager_run_job(k->s->m, pipe, a.input, a.out, a.options, &k->run_cancel, NULL, NULL,
-                            NULL, &res);
+    rc = run_limited(k, pipe, &a, &res);
     srv_snapshot_dirty(k->s);
   }
   if (rc == EBB_ECANCELED && atomic_load(&k->stop) && !atomic_load(&k->run_by_client))
