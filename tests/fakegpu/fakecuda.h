@@ -307,6 +307,22 @@ struct CUctx_st *fk_stream_ctx(CUstream s);
  * the runtime passes to cuLaunchKernel as it is) resolved in ctx. Caller
  * holds fk_lock. NULL if neither. */
 fk_obj *fk_launch_function(void *handle, struct CUctx_st *ctx);
+/* One kernel launch, as every launch path (cuLaunchKernel, cuLaunchKernelEx,
+ * cooperative launches, graph replay) hands it to fk_launch: the function
+ * (CUfunction or CUkernel), grid and block (x, y, z each), dynamic shared
+ * memory, stream, and the arguments either as kernelParams (params) or
+ * packed in `extra` (CU_LAUNCH_PARAM_BUFFER_POINTER/SIZE/END), which
+ * fk_params_check reads (both at once, a malformed extra: 1). fk_launch
+ * takes fk_lock. */
+typedef struct fk_launch_args {
+  void *f;
+  unsigned dims[6];
+  unsigned shmem;
+  CUstream s;
+  void **params;
+  void **extra;
+} fk_launch_args;
+CUresult fk_launch(const fk_launch_args *a);
 /* The kernel a handle names, NULL if it is not one. */
 struct fk_kernel *fk_kernel_check(void *h);
 /* The object of kind owned by owner (a CUlibrary for modules, a CUkernel for

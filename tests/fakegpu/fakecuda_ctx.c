@@ -435,3 +435,9 @@ FK_API CUresult cuCtxDisablePeerAccess(CUcontext peer) {
   fk_unlock();
   return rc;
 }
+
+/* The CUDA 3.x names of push and pop, with the same parameters: cuDNN looks
+ * them up with dlsym by these names (not handed out by cuGetProcAddress,
+ * which answers the _v2 ABI as the driver does from 4000 on). */
+FK_API CUresult cuCtxPushCurrent(CUcontext ctx) { return cuCtxPushCurrent_v2(ctx); }
+FK_API CUresult cuCtxPopCurrent(CUcontext *ctx) { return cuCtxPopCurrent_v2(ctx); }

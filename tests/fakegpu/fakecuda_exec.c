@@ -536,32 +536,39 @@ static void noop_notice(const char *name) {
           name);
 }
 
-FK_API CUresult cuLaunchKernel(CUfunction f, unsigned int gx, unsigned int gy, unsigned int gz,
-                               unsigned int bx, unsigned int by, unsigned int bz,
-                               unsigned int shmem, CUstream s, void **params, void **extra) {
+/* The launch configuration as the driver checks it: every dimension at least
+ * 1, grid y and z up to 65,535, block x and y up to 1,024, z up to 64 and
+ * 1,024 threads in all, dynamic shared memory up to the SM's opt-in limit
+ * (227 KiB): CUDA_ERROR_INVALID_VALUE otherwise. */
+static CUresult check_dims(const unsigned d[6], unsigned shmem) {
+  if (!d[0] || !d[1] || !d[2] || !d[3] || !d[4] || !d[5] || d[1] > 65535 || d[2] > 65535 ||
+      d[3] > 1024 || d[4] > 1024 || d[5] > 64 || (uint64_t)d[3] * d[4] * d[5] > 1024 ||
+      shmem > 227 * 1024)
+    return CUDA_ERROR_INVALID_VALUE;
+  return CUDA_SUCCESS;
+}
+
+/* Every launch goes through here: cuLaunchKernel, cuLaunchKernelEx,
+ * cooperative launches and graph replay, with the arguments as kernelParams
+ * (a->params) or packed in `extra` (a->extra), which fk_params_check
+ * (fakecuda_params.c) reads and checks either way. */
+CUresult fk_launch(const fk_launch_args *a) {
+  void **params = a->params, **extra = a->extra;
   fk_lock();
   struct CUctx_st *c;
   CUresult rc = fk_need_ctx(&c);
   if (rc)
     goto out_locked;
-  fk_obj *fn = fk_launch_function(f, c);
-  if (!fn || fn->ctx != c || !fk_stream_ok(s)) {
+  fk_obj *fn = fk_launch_function(a->f, c);
+  if (!fn || fn->ctx != c || !fk_stream_ok(a->s)) {
     rc = CUDA_ERROR_INVALID_HANDLE;
     goto out_locked;
   }
-  if (!gx || !gy || !gz || !bx || !by || !bz || gy > 65535 || gz > 65535 || bx > 1024 ||
-      by > 1024 || bz > 64 || (uint64_t)bx * by * bz > 1024) {
-    rc = CUDA_ERROR_INVALID_VALUE;
+  if ((rc = check_dims(a->dims, a->shmem)) != CUDA_SUCCESS)
     goto out_locked;
-  }
-  if (shmem > 227 * 1024) { /* up to the SM's opt-in limit (cuFuncSetAttribute) */
-    rc = CUDA_ERROR_INVALID_VALUE;
-    goto out_locked;
-  }
   dev_kernel_twin_fn twin = fn->twin;
   int noop = fn->noop;
-  const unsigned dims6[6] = {gx, gy, gz, bx, by, bz};
-  if (fk_capture_kernel(s, f, dims6, shmem, noop, &rc))
+  if (fk_capture_kernel(a->s, a->f, a->dims, a->shmem, noop, &rc))
     goto out_locked; /* recorded into the stream's capture (or refused): run at graph launch */
   int bad_args; /* arguments pointing into freed or unmapped memory fault */
   if ((rc = fk_params_check(fn, params, extra, &bad_args)) != CUDA_SUCCESS ||
@@ -576,7 +583,8 @@ FK_API CUresult cuLaunchKernel(CUfunction f, unsigned int gx, unsigned int gy, u
 
   t_fault = 0;
   if (twin && !injected) {
-    dev_launch_dims dims = {{gx, gy, gz}, {bx, by, bz}, shmem};
+    const unsigned *d = a->dims;
+    dev_launch_dims dims = {{d[0], d[1], d[2]}, {d[3], d[4], d[5]}, a->shmem};
     twin(&dims, params);
   }
   if (twin && extra)
@@ -587,11 +595,23 @@ FK_API CUresult cuLaunchKernel(CUfunction f, unsigned int gx, unsigned int gy, u
   /* The error shows up on the next call, like an asynchronous kernel fault. */
   if (fault)
     fk_ctx_raise(c, CUDA_ERROR_ILLEGAL_ADDRESS);
-  if (fk_sim_on() && fk_stream_ok(s))
-    fk_sim_launch(c, s); /* the kernel takes its simulated time on s */
+  if (fk_sim_on() && fk_stream_ok(a->s))
+    fk_sim_launch(c, a->s); /* the kernel takes its simulated time on s */
 out_locked:
   fk_unlock();
   return rc;
+}
+
+FK_API CUresult cuLaunchKernel(CUfunction f, unsigned int gx, unsigned int gy, unsigned int gz,
+                               unsigned int bx, unsigned int by, unsigned int bz,
+                               unsigned int shmem, CUstream s, void **params, void **extra) {
+  fk_launch_args a = {.f = f,
+                      .dims = {gx, gy, gz, bx, by, bz},
+                      .shmem = shmem,
+                      .s = s,
+                      .params = params,
+                      .extra = extra};
+  return fk_launch(&a);
 }
 
 /* cuLaunchKernelEx: the launch attributes (clusters, priorities, ...) change
@@ -602,7 +622,12 @@ FK_API CUresult cuLaunchKernelEx(const CUlaunchConfig *config, CUfunction f, voi
     CUresult rc = fk_check_init();
     return rc ? rc : CUDA_ERROR_INVALID_VALUE;
   }
-  return cuLaunchKernel(f, config->gridDimX, config->gridDimY, config->gridDimZ,
-                        config->blockDimX, config->blockDimY, config->blockDimZ,
-                        config->sharedMemBytes, config->hStream, params, extra);
+  fk_launch_args a = {.f = f,
+                      .dims = {config->gridDimX, config->gridDimY, config->gridDimZ,
+                               config->blockDimX, config->blockDimY, config->blockDimZ},
+                      .shmem = config->sharedMemBytes,
+                      .s = config->hStream,
+                      .params = params,
+                      .extra = extra};
+  return fk_launch(&a);
 }

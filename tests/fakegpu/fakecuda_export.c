@@ -503,6 +503,21 @@ static const void *g_mod_iface[FK_MODI_SLOTS] = {
     [7] = (const void *)mod_functions,
 };
 
+static CUresult lt_slot4(void **a, void **b) {
+  fk_trace("cuBLASLt's table: slot 4 (%p, %p) -> 801", (void *)a, (void *)b);
+  if (a)
+    *a = NULL;
+  if (b)
+    *b = NULL;
+  return CUDA_ERROR_NOT_SUPPORTED;
+}
+
+#define FK_LT_SLOTS 16
+static const void *g_lt_iface[FK_LT_SLOTS] = {
+    [0] = (const void *)(FK_LT_SLOTS * sizeof(void *)),
+    [4] = (const void *)lt_slot4,
+};
+
 /* --- the lookup -------------------------------------------------------------------------- */
 typedef struct fk_export {
   uint8_t uuid[16];
@@ -527,6 +542,8 @@ static const fk_export g_exports[] = {
      g_ctx_iface, "context interface"},
     {{0x6e, 0x16, 0x3f, 0xbe, 0xb9, 0x58, 0x44, 0x4d, 0x83, 0x5c, 0xe1, 0x82, 0xaf, 0xf1, 0x99, 0x1e},
      g_mod_iface, "module interface"},
+    {{0x17, 0x34, 0xdc, 0x26, 0x80, 0x0d, 0x47, 0x45, 0x87, 0x26, 0xc0, 0xf1, 0xe7, 0xdd, 0x8b, 0xca},
+     g_lt_iface, "cuBLASLt's table"},
 };
 
 static void uuid_text(const CUuuid *id, char *out, size_t len) {

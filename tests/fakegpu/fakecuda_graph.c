@@ -348,8 +348,11 @@ FK_API CUresult cuGraphLaunch(CUgraphExec exec, CUstream s) {
     if (n->type == FK_NODE_HOST)
       rc = cuLaunchHostFunc(s, n->host, n->user);
     else
-      rc = cuLaunchKernel(n->fn, n->dims[0], n->dims[1], n->dims[2], n->dims[3], n->dims[4],
-                          n->dims[5], n->shmem, s, NULL, NULL);
+      rc = fk_launch(&(fk_launch_args){.f = n->fn,
+                                         .dims = {n->dims[0], n->dims[1], n->dims[2], n->dims[3],
+                                                  n->dims[4], n->dims[5]},
+                                         .shmem = n->shmem,
+                                         .s = s});
   }
   free(work.v);
   return rc;

@@ -19,6 +19,7 @@
 
 #define FK_LIB_MAGIC 0x11b7a7e5u
 #define FK_KERNEL_MAGIC 0x6e72e100u
+#define FK_FILE_NOT_FOUND 301 /* CUDA_ERROR_FILE_NOT_FOUND */
 
 struct fk_library {
   uint32_t magic;
@@ -83,6 +84,42 @@ FK_API CUresult cuLibraryLoadData(CUlibrary *lib, const void *code, CUjit_option
   }
   *lib = l;
   return CUDA_SUCCESS;
+}
+
+/* A library read from a file (cuDNN loads its kernels so): the file's bytes
+ * go to cuLibraryLoadData, which keeps what it needs of them. A file that
+ * cannot be read: CUDA_ERROR_FILE_NOT_FOUND. Exported by name for dlsym. */
+FK_API CUresult cuLibraryLoadFromFile(CUlibrary *lib, const char *path, CUjit_option *jit_opts,
+                                      void **jit_vals, unsigned int njit,
+                                      CUlibraryOption *lib_opts, void **lib_vals,
+                                      unsigned int nlib) {
+  CUresult rc = fk_check_init();
+  if (rc)
+    return rc;
+  if (!lib || !path)
+    return CUDA_ERROR_INVALID_VALUE;
+  FILE *f = fopen(path, "rb");
+  char *buf = NULL;
+  long n = -1;
+  if (f && fseek(f, 0, SEEK_END) == 0 && (n = ftell(f)) >= 0 && fseek(f, 0, SEEK_SET) == 0 &&
+      (buf = calloc(1, (size_t)n + 1)) != NULL && fread(buf, 1, (size_t)n, f) != (size_t)n) {
+    free(buf);
+    buf = NULL;
+  }
+  if (f)
+    fclose(f);
+  if (!buf)
+    return f ? CUDA_ERROR_OUT_OF_MEMORY : (CUresult)FK_FILE_NOT_FOUND;
+  rc = cuLibraryLoadData(lib, buf, jit_opts, jit_vals, njit, lib_opts, lib_vals, nlib);
+  fk_lock();
+  struct fk_library *l = rc ? NULL : lib_check(*lib);
+  int kept = l && l->image == buf;
+  if (kept)
+    l->image_owned = 1; /* kept as it is (wrapper-like images are not copied) */
+  fk_unlock();
+  if (!kept)
+    free(buf);
+  return rc;
 }
 
 /* Unloading ends the library's kernels and its module in every context. */

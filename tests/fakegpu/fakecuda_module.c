@@ -623,5 +623,6 @@ FK_API CUresult cuLaunchCooperativeKernel(CUfunction f, unsigned int gx, unsigne
   if (threads >= 1 && threads <= 1024 && blocks >= 1 &&
       blocks > (uint64_t)blocks_per_sm((int)threads, shmem, max_dyn) * FK_SMS)
     return CUDA_ERROR_COOPERATIVE_LAUNCH_TOO_LARGE;
-  return cuLaunchKernel(f, gx, gy, gz, bx, by, bz, shmem, s, params, NULL);
+  return fk_launch(&(fk_launch_args){
+      .f = f, .dims = {gx, gy, gz, bx, by, bz}, .shmem = shmem, .s = s, .params = params});
 }

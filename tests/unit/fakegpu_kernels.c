@@ -5,6 +5,11 @@
  * later call until the context is destroyed or reset. Also events. */
 #include "fakegpu/fg_test.h"
 
+/* cuLaunchKernel's `extra` keys (cuda.h's CU_LAUNCH_PARAM_*). */
+#define CU_LAUNCH_PARAM_END ((void *)0x00)
+#define CU_LAUNCH_PARAM_BUFFER_POINTER ((void *)0x01)
+#define CU_LAUNCH_PARAM_BUFFER_SIZE ((void *)0x02)
+
 static int g_calls;
 static dev_launch_dims g_dims;
 
@@ -191,12 +196,57 @@ static void test_events(void) {
   CHECK_EQ_INT(cu_cuEventDestroy(nt), CUDA_SUCCESS);
 }
 
+/* cuLaunchKernel with its arguments packed in `extra` (cuBLASLt's fp16
+ * kernels are launched so): taken as the driver takes it; both forms at once,
+ * an unknown key, a pointer without its size or no END: INVALID_VALUE. A twin
+ * reads kernelParams, unpacked by the kernel's layout: this image gives none,
+ * so a twin launched packed answers INVALID_VALUE and does not run. */
+static void test_arguments_in_extra(void) {
+  /* A fatbin that names one kernel: its header (magic, version, header
+   * size 16, size of the rest), an empty entry (header size 0 ends the walk),
+   * then the name as a string table would hold it. */
+  static const char name[] = "a_kernel_with_no_twin";
+  unsigned char image[16 + 48 + sizeof name + 1] = {0x50, 0xed, 0x55, 0xba, 1, 0, 16, 0};
+  uint64_t rest = sizeof image - 16;
+  memcpy(image + 8, &rest, sizeof rest);
+  memcpy(image + 16 + 48 + 1, name, sizeof name);
+  CUmodule m;
+  REQUIRE(cu_cuModuleLoadData(&m, image) == CUDA_SUCCESS);
+  CUfunction noop = get(m, name), twin = get(m, "scale");
+  REQUIRE(noop != NULL && twin != NULL);
+  struct {
+    CUdeviceptr p;
+    float s;
+    int n;
+  } args = {0, 1.0f, 0};
+  size_t size = sizeof args;
+  void *extra[] = {CU_LAUNCH_PARAM_BUFFER_POINTER, &args, CU_LAUNCH_PARAM_BUFFER_SIZE, &size,
+                   CU_LAUNCH_PARAM_END};
+  CHECK_EQ_INT(cu_cuLaunchKernel(noop, 1, 1, 1, 32, 1, 1, 0, NULL, NULL, extra), CUDA_SUCCESS);
+  void *params[] = {&args.p, &args.s, &args.n};
+  CHECK_EQ_INT(cu_cuLaunchKernel(noop, 1, 1, 1, 32, 1, 1, 0, NULL, params, extra),
+               CUDA_ERROR_INVALID_VALUE);
+  void *no_size[] = {CU_LAUNCH_PARAM_BUFFER_POINTER, &args, CU_LAUNCH_PARAM_END};
+  CHECK_EQ_INT(cu_cuLaunchKernel(noop, 1, 1, 1, 32, 1, 1, 0, NULL, NULL, no_size),
+               CUDA_ERROR_INVALID_VALUE);
+  void *unknown[] = {(void *)0x7, &args, CU_LAUNCH_PARAM_END};
+  CHECK_EQ_INT(cu_cuLaunchKernel(noop, 1, 1, 1, 32, 1, 1, 0, NULL, NULL, unknown),
+               CUDA_ERROR_INVALID_VALUE);
+  g_calls = 0;
+  CHECK_EQ_INT(cu_cuLaunchKernel(twin, 1, 1, 1, 32, 1, 1, 0, NULL, NULL, extra),
+               CUDA_ERROR_INVALID_VALUE);
+  CHECK_EQ_INT(g_calls, 0);
+  CHECK_EQ_INT(cu_cuCtxSynchronize(), CUDA_SUCCESS);
+  CHECK_EQ_INT(cu_cuModuleUnload(m), CUDA_SUCCESS);
+}
+
 int main(int argc, char **argv) {
   fgt_load_cuda();
   if (argc > 1)
     return !strcmp(argv[1], "fault_at") ? child_fault_at() : 99;
   fgt_init_ctx();
   RUN(test_twin_runs_on_device_memory);
+  RUN(test_arguments_in_extra);
   RUN(test_illegal_address_is_sticky_until_reset);
   RUN(test_twin_fault_is_sticky_until_destroy);
   RUN(test_events);

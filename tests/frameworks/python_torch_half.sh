@@ -1,0 +1,17 @@
+#!/usr/bin/env bash
+# fp16 and bf16 through cuBLAS and cuBLASLt on the fake GPU, natively and
+# under ebb.torch: a @ a, nn.Linear and an autocast forward of the three model
+# shapes without a crash or a CUDA error; under ebb.torch o.release() equals
+# fakegpu-smi's drop within 1 MiB (tests/python/torch_half_check.py).
+set -u
+: "${EBB_BUILD_DIR:?}" "${EBB_SOURCE_DIR:?}" "${FAKEGPU_SMI:?}" "${EBB_LIBCUDA:?}"
+. "$(dirname "$0")/../lib/common.sh"
+. "$(dirname "$0")/../lib/frameworks.sh"
+export FAKEGPU_MEMORY_MIB=8192 FAKEGPU_CONTEXT_MIB=300
+need_python "$TORCH_PY" torch
+fw_python "$TORCH_PY" "$EBB_SOURCE_DIR/tests/python/torch_half_check.py" ||
+  fail "torch_half_check.py (native)"
+fw_python "$TORCH_PY" "$EBB_SOURCE_DIR/tests/python/torch_half_check.py" ebb ||
+  fail "torch_half_check.py ebb"
+[ $fails -eq 0 ] && echo "python_torch_half: ok"
+exit $((fails > 0))
