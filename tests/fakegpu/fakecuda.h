@@ -14,7 +14,7 @@
  *   fakecuda_simtime.c  simulated kernel time per stream (FAKEGPU_KERNEL_US)
  *   fakecuda_graph.c    stream capture and graphs (kernels, host functions)
  *   fakecuda_unsupported.c  exported names that answer 801 (stream memory ops,
- *                       graph node queries)
+ *                       kernel node parameters)
  *   fakecuda_hash.c     hash maps for handle and name lookups
  * One process-wide mutex (fk_lock) guards every list here; the state file has
  * its own lock (fg_state.h). Exported functions are FK_API; everything else is

@@ -358,6 +358,57 @@ FK_API CUresult cuGraphLaunch(CUgraphExec exec, CUstream s) {
   return rc;
 }
 
+/* The nodes of a graph: a node's handle is its place in the graph's list
+ * (valid while the graph lives and is not changed, as nodes are only
+ * recorded by capture). With nodes NULL, *count gets how many there are;
+ * else up to *count handles are written and *count is the number written,
+ * the rest of the array NULL up to the count asked for, as the driver does. */
+#define FK_NODE_TYPE_KERNEL 0 /* CU_GRAPH_NODE_TYPE_KERNEL */
+#define FK_NODE_TYPE_HOST 3   /* CU_GRAPH_NODE_TYPE_HOST */
+
+FK_API CUresult cuGraphGetNodes(CUgraph graph, CUgraphNode *nodes, size_t *count) {
+  CUresult rc = fk_check_init();
+  if (rc)
+    return rc;
+  fk_lock();
+  struct CUgraph_st *g = graph_check(graph);
+  if (!g || !count) {
+    rc = CUDA_ERROR_INVALID_VALUE;
+  } else if (!nodes) {
+    *count = g->work.n;
+  } else {
+    size_t asked = *count, n = asked < g->work.n ? asked : g->work.n;
+    for (size_t i = 0; i < asked; i++)
+      nodes[i] = i < n ? (CUgraphNode)(void *)&g->work.v[i] : NULL;
+    *count = n;
+  }
+  fk_unlock();
+  return rc;
+}
+
+/* A node handle: a place in some graph's list (NULL if none). Holds fk_lock. */
+static fk_node *node_check(CUgraphNode node) {
+  for (struct CUgraph_st *g = g_graphs; g; g = g->next)
+    if ((fk_node *)(void *)node >= g->work.v && (fk_node *)(void *)node < g->work.v + g->work.n &&
+        ((uintptr_t)node - (uintptr_t)g->work.v) % sizeof(fk_node) == 0)
+      return (fk_node *)(void *)node;
+  return NULL;
+}
+
+FK_API CUresult cuGraphNodeGetType(CUgraphNode node, int *type) {
+  CUresult rc = fk_check_init();
+  if (rc)
+    return rc;
+  fk_lock();
+  fk_node *n = node_check(node);
+  if (!n || !type)
+    rc = CUDA_ERROR_INVALID_VALUE;
+  else
+    *type = n->type == FK_NODE_HOST ? FK_NODE_TYPE_HOST : FK_NODE_TYPE_KERNEL;
+  fk_unlock();
+  return rc;
+}
+
 /* Called by cuLaunchHostFunc: 1 when s captures (the function is recorded,
  * or refused in *rc), 0 otherwise. Takes fk_lock. */
 int fk_capture_host_fn(CUstream s, CUhostFn fn, void *user, CUresult *rc) {

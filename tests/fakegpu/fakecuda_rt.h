@@ -171,6 +171,9 @@ CUresult fk_ctx_synchronize_v2(CUcontext ctx);
     (CUgraphExec *exec, CUgraph graph, unsigned long long flags))              \
   X(cuGraphUpload, "cuGraphUpload", 11010, (CUgraphExec exec, CUstream s))     \
   X(cuGraphLaunch, "cuGraphLaunch", 10000, (CUgraphExec exec, CUstream s))     \
+  X(cuGraphGetNodes, "cuGraphGetNodes", 10000,                                 \
+    (CUgraph graph, CUgraphNode *nodes, size_t *count))                        \
+  X(cuGraphNodeGetType, "cuGraphNodeGetType", 10000, (CUgraphNode node, int *type)) \
   X(cuGraphExecDestroy, "cuGraphExecDestroy", 10000, (CUgraphExec exec))       \
   X(cuEventRecordWithFlags, "cuEventRecordWithFlags", 11010,                   \
     (CUevent e, CUstream s, unsigned int flags))                               \

@@ -31,16 +31,6 @@ FK_API CUresult cuStreamBatchMemOp(CUstream s, unsigned int count, fk_opaque *op
   return unsupported();
 }
 
-FK_API CUresult cuGraphGetNodes(fk_opaque *graph, fk_opaque **nodes, size_t *count) {
-  (void)graph, (void)nodes, (void)count;
-  return unsupported();
-}
-
-FK_API CUresult cuGraphNodeGetType(fk_opaque *node, int *type) {
-  (void)node, (void)type;
-  return unsupported();
-}
-
 FK_API CUresult cuGraphKernelNodeGetParams(fk_opaque *node, fk_opaque *params) {
   (void)node, (void)params;
   return unsupported();

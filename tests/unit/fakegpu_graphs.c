@@ -107,6 +107,27 @@ static void test_capture_and_replay(void) {
   REQUIRE(g != NULL);
   CHECK_EQ_INT(is_capturing(s, &status), CUDA_SUCCESS);
   CHECK_EQ_INT(status, 0);
+  /* Its nodes, as PyTorch counts them at the end of a capture: host, kernel,
+   * host (CU_GRAPH_NODE_TYPE_HOST 3, KERNEL 0). */
+  CUresult (*get_nodes)(CUgraph, void **, size_t *) =
+      PROC(CUresult(*)(CUgraph, void **, size_t *), "cuGraphGetNodes", 10000);
+  CUresult (*node_type)(void *, int *) =
+      PROC(CUresult(*)(void *, int *), "cuGraphNodeGetType", 10000);
+  REQUIRE(get_nodes && node_type);
+  size_t nn = 0;
+  CHECK_EQ_INT(get_nodes(g, NULL, &nn), CUDA_SUCCESS);
+  CHECK_EQ_INT((int)nn, 3);
+  void *nodes[4] = {0};
+  nn = 4;
+  CHECK_EQ_INT(get_nodes(g, nodes, &nn), CUDA_SUCCESS);
+  CHECK_EQ_INT((int)nn, 3);
+  CHECK(nodes[2] != NULL && nodes[3] == NULL);
+  int types[3] = {-1, -1, -1};
+  for (int i = 0; i < 3; i++)
+    CHECK_EQ_INT(node_type(nodes[i], &types[i]), CUDA_SUCCESS);
+  CHECK(types[0] == 3 && types[1] == 0 && types[2] == 3);
+  CHECK_EQ_INT(node_type((char *)nodes[0] + 1, &types[0]), CUDA_ERROR_INVALID_VALUE);
+  CHECK_EQ_INT(get_nodes((CUgraph)&nn, NULL, &nn), CUDA_ERROR_INVALID_VALUE);
   CUgraphExec x = NULL;
   CHECK_EQ_INT(instantiate(&x, g, 0), CUDA_SUCCESS);
   CHECK_EQ_INT(graph_destroy(g), CUDA_SUCCESS); /* the exec keeps its own copy */
