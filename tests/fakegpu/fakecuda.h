@@ -237,6 +237,9 @@ CUresult fk_stream_work(CUstream s);
 int fk_capture_kernel(CUstream s, CUfunction f, const unsigned dims[6], unsigned shmem, int noop,
                       CUresult *rc);
 int fk_capture_host_fn(CUstream s, CUhostFn fn, void *user, CUresult *rc);
+/* An event record on a capturing stream: 1 when recorded as a node (or
+ * refused, *rc), 0 when s does not capture. Caller holds fk_lock. */
+int fk_capture_event(CUstream s, CUevent e, CUresult *rc);
 int fk_capture_status(CUstream s, unsigned long long *id);
 void fk_capture_free(fk_obj *stream);
 /* Calls fn(name, arg) for each kernel (global function) of a binary image's

@@ -215,6 +215,10 @@ FK_API CUresult cuEventRecord(CUevent e, CUstream s) {
   fk_obj *o = rc ? NULL : fk_obj_check(e, FK_OBJ_EVENT);
   if (rc == CUDA_SUCCESS && (!o || !fk_stream_ok(s)))
     rc = CUDA_ERROR_INVALID_HANDLE;
+  if (rc == CUDA_SUCCESS && fk_capture_event(s, e, &rc)) {
+    fk_unlock(); /* recorded into the stream's capture: recorded at each replay */
+    return rc;
+  }
   if (rc == CUDA_SUCCESS)
     rc = fk_stream_work(s);
   if (rc == CUDA_SUCCESS) {

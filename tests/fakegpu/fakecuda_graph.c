@@ -30,7 +30,7 @@
 #define FK_GRAPH_MAGIC 0x67a9400u
 #define FK_EXEC_MAGIC 0x67a9e00u
 
-enum { FK_NODE_KERNEL = 1, FK_NODE_HOST };
+enum { FK_NODE_KERNEL = 1, FK_NODE_HOST, FK_NODE_EVENT };
 typedef struct fk_node {
   int type;
   CUfunction fn;
@@ -65,6 +65,7 @@ struct fk_graph_exec {
 };
 
 FK_API CUresult cuLaunchHostFunc(CUstream s, CUhostFn fn, void *user);
+FK_API CUresult cuEventRecord(CUevent e, CUstream s);
 FK_API CUresult cuLaunchKernel(CUfunction f, unsigned int gx, unsigned int gy, unsigned int gz,
                                unsigned int bx, unsigned int by, unsigned int bz,
                                unsigned int shmem, CUstream s, void **params, void **extra);
@@ -147,6 +148,14 @@ int fk_capture_kernel(CUstream s, CUfunction f, const unsigned dims[6], unsigned
   }
   fk_node n = {.type = FK_NODE_KERNEL, .fn = f, .shmem = shmem};
   memcpy(n.dims, dims, sizeof n.dims);
+  return capture_record(s, &n, rc);
+}
+
+/* An event recorded on a capturing stream becomes an event-record node, as
+ * on the driver (CU_GRAPH_NODE_TYPE_EVENT_RECORD): the event is recorded
+ * again at each replay. */
+int fk_capture_event(CUstream s, CUevent e, CUresult *rc) {
+  fk_node n = {.type = FK_NODE_EVENT, .user = e};
   return capture_record(s, &n, rc);
 }
 
@@ -347,6 +356,8 @@ FK_API CUresult cuGraphLaunch(CUgraphExec exec, CUstream s) {
     const fk_node *n = &work.v[i];
     if (n->type == FK_NODE_HOST)
       rc = cuLaunchHostFunc(s, n->host, n->user);
+    else if (n->type == FK_NODE_EVENT)
+      rc = cuEventRecord((CUevent)n->user, s);
     else
       rc = fk_launch(&(fk_launch_args){.f = n->fn,
                                          .dims = {n->dims[0], n->dims[1], n->dims[2], n->dims[3],
@@ -365,6 +376,7 @@ FK_API CUresult cuGraphLaunch(CUgraphExec exec, CUstream s) {
  * the rest of the array NULL up to the count asked for, as the driver does. */
 #define FK_NODE_TYPE_KERNEL 0 /* CU_GRAPH_NODE_TYPE_KERNEL */
 #define FK_NODE_TYPE_HOST 3   /* CU_GRAPH_NODE_TYPE_HOST */
+#define FK_NODE_TYPE_EVENT 7  /* CU_GRAPH_NODE_TYPE_EVENT_RECORD */
 
 FK_API CUresult cuGraphGetNodes(CUgraph graph, CUgraphNode *nodes, size_t *count) {
   CUresult rc = fk_check_init();
@@ -404,7 +416,9 @@ FK_API CUresult cuGraphNodeGetType(CUgraphNode node, int *type) {
   if (!n || !type)
     rc = CUDA_ERROR_INVALID_VALUE;
   else
-    *type = n->type == FK_NODE_HOST ? FK_NODE_TYPE_HOST : FK_NODE_TYPE_KERNEL;
+    *type = n->type == FK_NODE_HOST    ? FK_NODE_TYPE_HOST
+            : n->type == FK_NODE_EVENT ? FK_NODE_TYPE_EVENT
+                                       : FK_NODE_TYPE_KERNEL;
   fk_unlock();
   return rc;
 }

@@ -145,6 +145,44 @@ static void test_capture_and_replay(void) {
   CHECK_EQ_INT(cu_cuStreamDestroy(s), CUDA_SUCCESS);
 }
 
+/* An event recorded on a capturing stream is a node of the graph
+ * (EVENT_RECORD, 7), recorded again at each replay; the capture goes on. */
+static void test_event_record_is_captured(void) {
+  CUstream s;
+  CUevent e;
+  REQUIRE(cu_cuStreamCreate(&s, 1) == CUDA_SUCCESS);
+  REQUIRE(cu_cuEventCreate(&e, 0) == CUDA_SUCCESS);
+  CUresult (*get_nodes)(CUgraph, void **, size_t *) =
+      PROC(CUresult(*)(CUgraph, void **, size_t *), "cuGraphGetNodes", 10000);
+  CUresult (*node_type)(void *, int *) =
+      PROC(CUresult(*)(void *, int *), "cuGraphNodeGetType", 10000);
+  REQUIRE(get_nodes && node_type);
+  CHECK_EQ_INT(begin(s, 0), CUDA_SUCCESS);
+  CHECK_EQ_INT(cu_cuEventRecord(e, s), CUDA_SUCCESS);
+  int status = -1;
+  CHECK_EQ_INT(is_capturing(s, &status), CUDA_SUCCESS);
+  CHECK_EQ_INT(status, 1); /* still active */
+  CUgraph g = NULL;
+  CHECK_EQ_INT(end(s, &g), CUDA_SUCCESS);
+  REQUIRE(g != NULL);
+  void *node = NULL;
+  size_t n = 1;
+  int type = -1;
+  CHECK_EQ_INT(get_nodes(g, &node, &n), CUDA_SUCCESS);
+  CHECK_EQ_INT((int)n, 1);
+  CHECK_EQ_INT(node_type(node, &type), CUDA_SUCCESS);
+  CHECK_EQ_INT(type, 7);
+  CUgraphExec x = NULL;
+  CHECK_EQ_INT(instantiate(&x, g, 0), CUDA_SUCCESS);
+  CHECK_EQ_INT(launch(x, s), CUDA_SUCCESS);
+  CHECK_EQ_INT(cu_cuStreamSynchronize(s), CUDA_SUCCESS);
+  CHECK_EQ_INT(cu_cuEventQuery(e), CUDA_SUCCESS);
+  CHECK_EQ_INT(exec_destroy(x), CUDA_SUCCESS);
+  CHECK_EQ_INT(graph_destroy(g), CUDA_SUCCESS);
+  CHECK_EQ_INT(cu_cuEventDestroy(e), CUDA_SUCCESS);
+  CHECK_EQ_INT(cu_cuStreamDestroy(s), CUDA_SUCCESS);
+}
+
 /* What the driver refuses while capturing invalidates the capture. */
 static void invalidated_by(const char *what, int which) {
   CUstream s;
@@ -222,6 +260,7 @@ int main(int argc, char **argv) {
   make_fatbin();
   fgt_init_ctx();
   RUN(test_capture_and_replay);
+  RUN(test_event_record_is_captured);
   RUN(test_invalidation);
   RUN(test_refusals);
   CHECK_EQ_INT(fgt_run_self("uninit", NULL), 0);
