@@ -1,6 +1,8 @@
 """A PyTorch kernel on memory freed behind PyTorch's back faults as on a GPU:
-a tensor made in an ebb owner outlives o.release() (ebb frees its block as a
-leak and hands the memory back to the driver); the next kernel that reads it
+a tensor made in an ebb owner outlives o.release(policy="none") (ebb frees
+its block as a leak and hands the memory back to the driver, the old
+behaviour: the default policy "host" would move the tensor to host memory
+first, docs/python.md); the next kernel that reads it
 leaves the context with CUDA_ERROR_ILLEGAL_ADDRESS (700), which PyTorch
 raises as "an illegal memory access". The fake reads the kernel's parameter
 layout from PyTorch's own images (tests/fakegpu/fakecuda_params.c). With
@@ -20,7 +22,7 @@ with ebb.owner("forgetful") as o:
     torch.cuda.synchronize()
 with warnings.catch_warnings():
     warnings.simplefilter("ignore", ebb.LeakWarning)
-    got = o.release()
+    got = o.release(policy="none")
 print("released %d MiB, leaks: %s" % (got.mib, got.leaks is not None))
 try:
     live.add_(kept)  # kept's storage went back to the driver
