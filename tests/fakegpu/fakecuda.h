@@ -24,6 +24,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 
 #include "device/cuda_api.h"
 #include "device/kernel_twin.h"
@@ -252,6 +253,24 @@ int fk_image_kernels(const void *image, int (*fn)(const char *name, void *arg), 
  * and *owned (free it) when it was decompressed; 0 when there is none. */
 int fk_image_entry(const void *image, unsigned kind, const unsigned char **elf, size_t *elf_n,
                    unsigned char **owned);
+/* Little-endian fields of an image (fatbin headers, ELF, .nv.info), read
+ * without alignment assumptions; shared by fakecuda_globals.c and
+ * fakecuda_params.c. */
+static inline uint16_t fk_rd16(const unsigned char *p) {
+  uint16_t v;
+  memcpy(&v, p, 2);
+  return v;
+}
+static inline uint32_t fk_rd32(const unsigned char *p) {
+  uint32_t v;
+  memcpy(&v, p, 4);
+  return v;
+}
+static inline uint64_t fk_rd64(const unsigned char *p) {
+  uint64_t v;
+  memcpy(&v, p, 8);
+  return v;
+}
 /* Kernel parameters (fakecuda_params.c), caller holds fk_lock.
  * fk_params_check: a launch's arguments, given as kernelParams or as
  * `extra`'s packed buffer (CU_LAUNCH_PARAM_BUFFER_POINTER/SIZE), read by

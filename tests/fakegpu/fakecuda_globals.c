@@ -44,21 +44,6 @@ static const unsigned char k_fatbin[4] = {0x50, 0xed, 0x55, 0xba};
 static const unsigned char k_wrapper[4] = {0xb1, 0x43, 0x62, 0x46};
 static const unsigned char k_elf64le[6] = {0x7f, 'E', 'L', 'F', 2, 1};
 
-static uint16_t rd16(const unsigned char *p) {
-  uint16_t v;
-  memcpy(&v, p, 2);
-  return v;
-}
-static uint32_t rd32(const unsigned char *p) {
-  uint32_t v;
-  memcpy(&v, p, 4);
-  return v;
-}
-static uint64_t rd64(const unsigned char *p) {
-  uint64_t v;
-  memcpy(&v, p, 8);
-  return v;
-}
 
 /* --- decompression through the system's libraries ------------------------- */
 typedef size_t (*zstd_decompress_fn)(void *, size_t, const void *, size_t);
@@ -132,12 +117,12 @@ static int pick_entry(const void *image, unsigned kind, const unsigned char **el
     if (kind != 2)
       return 0;
     *elf = p;
-    *elf_n = (size_t)(rd64(p + 0x28) + (uint64_t)rd16(p + 0x3a) * rd16(p + 0x3c));
+    *elf_n = (size_t)(fk_rd64(p + 0x28) + (uint64_t)fk_rd16(p + 0x3a) * fk_rd16(p + 0x3c));
     return 1;
   }
   if (memcmp(p, k_fatbin, 4))
     return 0;
-  size_t hsize = rd16(p + 6), end = hsize + (size_t)rd64(p + 8);
+  size_t hsize = fk_rd16(p + 6), end = hsize + (size_t)fk_rd64(p + 8);
   const unsigned char *best = NULL;
   uint32_t best_arch = 0;
   /* Entry: kind 2 is an ELF cubin; header size at 4, payload size at 8,
@@ -145,11 +130,11 @@ static int pick_entry(const void *image, unsigned kind, const unsigned char **el
    * size at 56. */
   for (size_t off = hsize; off + 64 <= end;) {
     const unsigned char *e = p + off;
-    uint32_t ehsize = rd32(e + 4), arch = rd32(e + 28);
-    uint64_t payload = rd64(e + 8);
+    uint32_t ehsize = fk_rd32(e + 4), arch = fk_rd32(e + 28);
+    uint64_t payload = fk_rd64(e + 8);
     if (ehsize < 64 || payload > end - off - ehsize)
       break;
-    if (rd16(e) == kind && arch <= FK_SM_ARCH && (!best || arch > best_arch)) {
+    if (fk_rd16(e) == kind && arch <= FK_SM_ARCH && (!best || arch > best_arch)) {
       best = e;
       best_arch = arch;
     }
@@ -157,16 +142,16 @@ static int pick_entry(const void *image, unsigned kind, const unsigned char **el
   }
   if (!best)
     return 0;
-  const unsigned char *data = best + rd32(best + 4);
-  uint64_t payload = rd64(best + 8), flags = rd64(best + 40);
+  const unsigned char *data = best + fk_rd32(best + 4);
+  uint64_t payload = fk_rd64(best + 8), flags = fk_rd64(best + 40);
   if (flags & (0x2000u | 0x8000u)) {
     /* The compressed size is 32 bits (PTX entries keep other bits above it). */
-    uint64_t csize = rd32(best + 16);
-    *owned = inflate_entry(data, csize && csize <= payload ? csize : payload, rd64(best + 56), flags);
+    uint64_t csize = fk_rd32(best + 16);
+    *owned = inflate_entry(data, csize && csize <= payload ? csize : payload, fk_rd64(best + 56), flags);
     if (!*owned)
       return 0;
     *elf = *owned;
-    *elf_n = rd64(best + 56);
+    *elf_n = fk_rd64(best + 56);
   } else {
     *elf = data;
     *elf_n = payload;
@@ -208,15 +193,15 @@ typedef struct elf_sym {
  * headers are malformed, 0 when fn answered 0 (it stops there), else 1. */
 static int each_symbol(const unsigned char *elf, size_t n, int need_shstr,
                        int (*fn)(const elf_sym *, void *), void *arg) {
-  uint64_t shoff = rd64(elf + 0x28);
-  uint16_t shentsize = rd16(elf + 0x3a), shnum = rd16(elf + 0x3c), shstrndx = rd16(elf + 0x3e);
+  uint64_t shoff = fk_rd64(elf + 0x28);
+  uint16_t shentsize = fk_rd16(elf + 0x3a), shnum = fk_rd16(elf + 0x3c), shstrndx = fk_rd16(elf + 0x3e);
   if (shentsize < 64 || shoff > n || (uint64_t)shentsize * shnum > n - shoff)
     return -1;
 #define SH(i) (elf + shoff + (size_t)(i) * shentsize)
   uint64_t shstr_off = 0, shstr_n = 0;
   int shstr_ok = shstrndx < shnum;
   if (shstr_ok) {
-    shstr_off = rd64(SH(shstrndx) + 24), shstr_n = rd64(SH(shstrndx) + 32);
+    shstr_off = fk_rd64(SH(shstrndx) + 24), shstr_n = fk_rd64(SH(shstrndx) + 32);
     shstr_ok = shstr_off <= n && shstr_n <= n - shstr_off;
   }
   if (!shstr_ok)
@@ -225,26 +210,26 @@ static int each_symbol(const unsigned char *elf, size_t n, int need_shstr,
     return -1;
   for (unsigned s = 0; s < shnum; s++) {
     const unsigned char *sym = SH(s);
-    if (rd32(sym + 4) != 2) /* SHT_SYMTAB */
+    if (fk_rd32(sym + 4) != 2) /* SHT_SYMTAB */
       continue;
-    uint64_t off = rd64(sym + 24), size = rd64(sym + 32);
-    uint32_t link = rd32(sym + 40);
+    uint64_t off = fk_rd64(sym + 24), size = fk_rd64(sym + 32);
+    uint32_t link = fk_rd32(sym + 40);
     if (off > n || size > n - off || link >= shnum)
       continue;
     const unsigned char *strh = SH(link);
-    uint64_t str_off = rd64(strh + 24), str_n = rd64(strh + 32);
+    uint64_t str_off = fk_rd64(strh + 24), str_n = fk_rd64(strh + 32);
     if (str_off > n || str_n > n - str_off)
       continue;
     for (uint64_t i = 24; i + 24 <= size; i += 24) {
-      elf_sym e = {.st = elf + off + i, .shndx = rd16(elf + off + i + 6)};
-      uint32_t name = rd32(e.st);
+      elf_sym e = {.st = elf + off + i, .shndx = fk_rd16(elf + off + i + 6)};
+      uint32_t name = fk_rd32(e.st);
       if (e.shndx >= shnum || name >= str_n)
         continue;
       e.name = (const char *)elf + str_off + name;
       if (!memchr(e.name, 0, str_n - name))
         continue;
       e.sec = SH(e.shndx);
-      uint32_t sec_name = rd32(e.sec);
+      uint32_t sec_name = fk_rd32(e.sec);
       if (sec_name < shstr_n && memchr(elf + shstr_off + sec_name, 0, shstr_n - sec_name))
         e.sec_name = (const char *)elf + shstr_off + sec_name;
       if (!fn(&e, arg))
@@ -269,7 +254,7 @@ typedef struct var_walk {
 static int on_var(const elf_sym *e, void *arg) {
   var_walk *w = arg;
   struct fk_globals *g = w->g;
-  uint64_t value = rd64(e->st + 8), vsize = rd64(e->st + 16);
+  uint64_t value = fk_rd64(e->st + 8), vsize = fk_rd64(e->st + 16);
   if ((e->st[4] & 0xf) != 1 || vsize == 0 || !e->sec_name || !var_section(e->sec_name))
     return 1; /* STT_OBJECT only */
   if (!w->dst) {
@@ -287,9 +272,9 @@ static int on_var(const elf_sym *e, void *arg) {
     g->nvars++;
   } else if (w->k < g->nvars) {
     /* SHT_PROGBITS: initial bytes at the symbol's place in the section. */
-    uint64_t soff = rd64(e->sec + 24), ssize = rd64(e->sec + 32), saddr = rd64(e->sec + 16);
+    uint64_t soff = fk_rd64(e->sec + 24), ssize = fk_rd64(e->sec + 32), saddr = fk_rd64(e->sec + 16);
     uint64_t at = value - saddr;
-    if (rd32(e->sec + 4) == 1 && value >= saddr && at <= ssize && vsize <= ssize - at &&
+    if (fk_rd32(e->sec + 4) == 1 && value >= saddr && at <= ssize && vsize <= ssize - at &&
         soff <= w->n && ssize <= w->n - soff)
       memcpy(w->dst + g->vars[w->k].off, w->elf + soff + at, (size_t)vsize);
     w->k++;

@@ -56,21 +56,6 @@ typedef struct image_layouts {
 
 static image_layouts *g_images;
 
-static uint16_t rd16(const unsigned char *p) {
-  uint16_t v;
-  memcpy(&v, p, 2);
-  return v;
-}
-static uint32_t rd32(const unsigned char *p) {
-  uint32_t v;
-  memcpy(&v, p, 4);
-  return v;
-}
-static uint64_t rd64(const unsigned char *p) {
-  uint64_t v;
-  memcpy(&v, p, 8);
-  return v;
-}
 
 /* Adds a kernel's layout (name of len bytes; p, n taken over). */
 static int add_layout(image_layouts *il, const char *name, size_t len, fk_param *p, uint32_t n) {
@@ -99,11 +84,11 @@ static int parse_info(image_layouts *il, const char *kernel, const unsigned char
     if (pass && !p)
       return 0;
     for (size_t o = 0; o + 4 <= n;) {
-      size_t len = a[o] == EIFMT_SVAL ? rd16(a + o + 2) : 0;
+      size_t len = a[o] == EIFMT_SVAL ? fk_rd16(a + o + 2) : 0;
       if (len > n - o - 4)
         break;
       if (a[o] == EIFMT_SVAL && a[o + 1] == EIATTR_KPARAM_INFO && len >= 12) {
-        uint32_t ord = rd16(a + o + 8), off = rd16(a + o + 10), size = rd32(a + o + 12) >> 18;
+        uint32_t ord = fk_rd16(a + o + 8), off = fk_rd16(a + o + 10), size = fk_rd32(a + o + 12) >> 18;
         if (ord < FK_MAX_PARAMS && !pass && ord + 1 > count)
           count = ord + 1;
         else if (pass && ord < count)
@@ -120,20 +105,20 @@ static int parse_info(image_layouts *il, const char *kernel, const unsigned char
 static int parse_cubin(image_layouts *il, const unsigned char *elf, size_t n) {
   if (n < 64)
     return 0;
-  uint64_t shoff = rd64(elf + 0x28);
-  uint16_t shentsize = rd16(elf + 0x3a), shnum = rd16(elf + 0x3c), shstrndx = rd16(elf + 0x3e);
+  uint64_t shoff = fk_rd64(elf + 0x28);
+  uint16_t shentsize = fk_rd16(elf + 0x3a), shnum = fk_rd16(elf + 0x3c), shstrndx = fk_rd16(elf + 0x3e);
   if (shentsize < 64 || shoff > n || (uint64_t)shentsize * shnum > n - shoff || shstrndx >= shnum)
     return 0;
 #define SH(i) (elf + shoff + (size_t)(i) * shentsize)
-  uint64_t str_off = rd64(SH(shstrndx) + 24), str_n = rd64(SH(shstrndx) + 32);
+  uint64_t str_off = fk_rd64(SH(shstrndx) + 24), str_n = fk_rd64(SH(shstrndx) + 32);
   if (str_off > n || str_n > n - str_off)
     return 0;
   for (unsigned s = 0; s < shnum; s++) {
     const unsigned char *sh = SH(s);
-    uint32_t name = rd32(sh);
-    uint64_t off = rd64(sh + 24), size = rd64(sh + 32);
+    uint32_t name = fk_rd32(sh);
+    uint64_t off = fk_rd64(sh + 24), size = fk_rd64(sh + 32);
     const char *nm = (const char *)elf + str_off + name;
-    if (rd32(sh + 4) != 0x70000000u || name >= str_n || !memchr(nm, 0, str_n - name) ||
+    if (fk_rd32(sh + 4) != 0x70000000u || name >= str_n || !memchr(nm, 0, str_n - name) ||
         strncmp(nm, ".nv.info.", 9) || off > n || size > n - off)
       continue;
     if (!parse_info(il, nm + 9, elf + off, size))
@@ -332,7 +317,7 @@ typedef struct finding {
 static int scan(const unsigned char *val, uint32_t param, uint32_t off, uint32_t size,
                 finding *f) {
   for (uint32_t k = (8 - off % 8) % 8; k + 8 <= size; k += 8) {
-    uint64_t v = rd64(val + k);
+    uint64_t v = fk_rd64(val + k);
     const char *why = bad_value(v);
     if (why) {
       *f = (finding){why, v, param, off + k, val, size < 128 ? size : 128};
@@ -412,7 +397,7 @@ CUresult fk_params_check(const fk_obj *fn, void **params, void **extra, int *fau
     size_t at = 0;
     for (uint32_t k = 0; k + 8 <= f.size && at + 20 < sizeof hex; k += 8)
       at += (size_t)snprintf(hex + at, sizeof hex - at, " %016llx",
-                             (unsigned long long)rd64(f.val + k));
+                             (unsigned long long)fk_rd64(f.val + k));
     hex[at] = 0;
     fk_trace("kernel '%.200s' parameter %u, words:%s", fn->name ? fn->name : "?", f.param, hex);
   }

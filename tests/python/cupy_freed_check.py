@@ -1,4 +1,5 @@
-"""A CuPy array kept past its ebb owner's release: ebb frees its memory as a
+"""A CuPy array kept past its ebb owner's release with policy "none" (the
+default "host" keeps a CuPy array's block, docs/python.md): ebb frees its memory as a
 leak and gives it back to the driver; the next kernel that reads the array
 faults on the fake with CUDA_ERROR_ILLEGAL_ADDRESS (700), as on a GPU
 (tests/fakegpu/fakecuda_params.c reads the layout of CuPy's NVRTC cubins).
@@ -17,7 +18,7 @@ with ebb.owner("forgetful") as o:
     cupy.cuda.Device().synchronize()
 with warnings.catch_warnings():
     warnings.simplefilter("ignore", ebb.LeakWarning)
-    got = o.release()
+    got = o.release(policy="none")  # the old behaviour: freed under its holder
 print("released %d MiB, leaks: %s" % (got.mib, got.leaks is not None), flush=True)
 try:
     live += kept  # kept's memory went back to the driver

@@ -1,4 +1,4 @@
-"""A Numba device array kept past its ebb owner's release
+"""A Numba device array kept past its ebb owner's release with policy "none"
 (NUMBA_CUDA_MEMORY_MANAGER=ebb.numba): ebb frees its memory as a leak and
 gives it back to the driver; a kernel launched on it faults on the fake with
 CUDA_ERROR_ILLEGAL_ADDRESS (700), as on a GPU. Numba cannot compile kernels
@@ -43,7 +43,7 @@ with ebb.owner("forgetful") as o:
     launch(kept)  # all live: no fault
 with warnings.catch_warnings():
     warnings.simplefilter("ignore", ebb.LeakWarning)
-    got = o.release()
+    got = o.release(policy="none")  # the old behaviour: freed under its holder
 print("released %d MiB, leaks: %s" % (got.mib, got.leaks is not None), flush=True)
 try:
     launch(kept)  # kept's memory went back to the driver
