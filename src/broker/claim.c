@@ -312,13 +312,42 @@ static int write_claim(const brk_claims_opts *o, uint64_t seq, char *path, size_
   return 0;
 }
 
+/* What this process's own standing claims on the device have not
+ * allocated yet (read under the lock). A new claim of the same holder
+ * supersedes them (one claim a holder: its usage is one figure), so it
+ * carries their remainder: a second ask of a process (a load beside a
+ * job's working memory) must not free the first's bytes for others. */
+static uint64_t own_unlanded(const brk_claims_opts *o) {
+  uint64_t sum = 0;
+  DIR *d = o->holder == getpid() ? opendir(o->dir) : NULL;
+  struct dirent *e;
+  double now = wall_s();
+  while (d && (e = readdir(d))) {
+    char path[768];
+    claim c = {0};
+    int quiet;
+    if (!name_seq(e->d_name))
+      continue;
+    snprintf(path, sizeof path, "%s/%s", o->dir, e->d_name);
+    if (read_claim(path, &c) != 0 || c.holder != (int64_t)o->holder || strcmp(c.device, o->uuid) ||
+        unbelieved(&c, now, &quiet))
+      continue;
+    sum += unlanded(&c, o->used_fn, o->used_arg);
+  }
+  if (d)
+    closedir(d);
+  return sum;
+}
+
 int brk_claim_open(const brk_claims_opts *o, brk_claim_handle *h, brk_claims_seen *earlier) {
   memset(h, 0, sizeof *h);
   memset(earlier, 0, sizeof *earlier);
   int lockfd = -1, rc = next_seq(o->dir, &lockfd, &h->seq);
   if (rc)
     return rc;
-  rc = write_claim(o, h->seq, h->path, sizeof h->path);
+  brk_claims_opts mine = *o;
+  mine.bytes += own_unlanded(o);
+  rc = write_claim(&mine, h->seq, h->path, sizeof h->path);
   close(lockfd); /* the claim is visible: later askers see it */
   if (!rc)
     rc = brk_claims_before(o, h->seq, earlier);

@@ -307,15 +307,30 @@ void cli_serve_broker_stop(brk_peer *p) {
  * has taken its memory (ask_done). */
 static pthread_mutex_t claim_lock = PTHREAD_MUTEX_INITIALIZER;
 static brk_claim_handle claims[MAXDEV];
+static int asking[MAXDEV]; /* asks of this server not done yet (a job's beside a load's) */
 
+static void ask_begins(int ordinal) {
+  if (ordinal < 0 || ordinal >= MAXDEV)
+    return;
+  pthread_mutex_lock(&claim_lock);
+  asking[ordinal]++;
+  pthread_mutex_unlock(&claim_lock);
+}
+
+/* The newest claim stands for all this server's asks on the device (it
+ * carries the earlier ones' unallocated bytes: brk_claim_open): kept until
+ * the last of them is done. */
 static void keep_claim(int ordinal, brk_claim_handle *h) {
   if (ordinal < 0 || ordinal >= MAXDEV) {
     brk_claim_release(h);
     return;
   }
   pthread_mutex_lock(&claim_lock);
-  brk_claim_release(&claims[ordinal]); /* one asker a device at a time (its switch lock) */
-  claims[ordinal] = *h;
+  if (h->path[0]) {
+    if (strcmp(claims[ordinal].path, h->path))
+      brk_claim_release(&claims[ordinal]);
+    claims[ordinal] = *h;
+  }
   pthread_mutex_unlock(&claim_lock);
 }
 
@@ -325,7 +340,10 @@ void cli_serve_broker_ask_done(void *arg, dev_device *dev) {
   if (i < 0 || i >= MAXDEV)
     return;
   pthread_mutex_lock(&claim_lock);
-  brk_claim_release(&claims[i]);
+  if (asking[i] > 0)
+    asking[i]--;
+  if (!asking[i])
+    brk_claim_release(&claims[i]);
   pthread_mutex_unlock(&claim_lock);
 }
 
@@ -334,6 +352,7 @@ void cli_serve_broker_ask_done(void *arg, dev_device *dev) {
 int cli_serve_broker_ask(void *arg, dev_device *dev, uint64_t need) {
   (void)arg;
   dev_nvml_ref d = {.ordinal = dev_ordinal(dev)};
+  ask_begins(d.ordinal); /* ask_done follows every ask */
   if (!ask_dir[0] || dev_kind_of(dev) != EBB_DEVICE_CUDA ||
       cli_cuda_uuid(d.ordinal, d.uuid, sizeof d.uuid) != 0)
     return 0;

@@ -24,13 +24,16 @@
 typedef struct mpipe {
   const pl_def *def; /* borrowed from the config */
   int loaded;
-  uint64_t need;   /* last measured peak, else "expected_mib"; 0: unknown */
-  int measured;    /* need is a measurement here (a load or a run) */
-  int need_ctx;    /* need counts the device context (measured while making one) */
-  char *outdir;    /* WORK/pipelines/NAME (kept while instances live) */
-  int asleep;      /* sleep (issue 12): loaded, its stages asleep */
-  double slept_at; /* when it fell asleep (the budget unloads the oldest) */
-  double used_at;  /* last load or run (giving back takes the least recent first) */
+  uint64_t need;      /* last measured peak, else "expected_mib"; 0: unknown */
+  int measured;       /* need is a measurement here (a load or a run) */
+  int need_ctx;       /* need counts the device context (measured while making one) */
+  char *outdir;       /* WORK/pipelines/NAME (kept while instances live) */
+  int asleep;         /* sleep (issue 12): loaded, its stages asleep */
+  double slept_at;    /* when it fell asleep (the budget unloads the oldest) */
+  double used_at;     /* last load or run (giving back takes the least recent first) */
+  uint64_t work;      /* a run's working memory over what the loaded pipeline held, measured */
+  uint64_t load_peak; /* the owners' peak its last load measured (no context) */
+  int need_work;      /* need covers a run's working memory (a run measured it since the load) */
 } mpipe;
 
 struct pl_manager {
@@ -69,6 +72,7 @@ struct pl_manager {
   int (*ask_peers)(void *arg, dev_device *dev, uint64_t need); /* issue 35; may be NULL */
   void (*ask_done)(void *arg, dev_device *dev);
   void *ask_arg;
+  int room_asked; /* pl_manager_ask_room's claim stands for the load that follows */
   double used_at; /* last load or run, under lock */
 };
 
@@ -613,6 +617,8 @@ static int load_on_dev(void *arg) {
   pp->loaded = 1;
   pp->need = measured > owners ? measured : owners;
   pp->need_ctx = !had_ctx;
+  pp->load_peak = peak;
+  pp->need_work = 0;
   pp->measured = 1;
   pp->used_at = m->used_at = base_now();
   pthread_mutex_unlock(&m->lock);
@@ -672,6 +678,12 @@ static int ask_peers_for(pl_manager *m, const char *name, const char *what, uint
              what, MIB(need), MIB(free_now), dev_device_label(m->dev));
   /* asked even when the driver shows enough: the bytes may be another
    * asker's claim (docs/broker.md, "Claims"), and this load claims its own */
+  pthread_mutex_lock(&m->lock);
+  int room = m->room_asked;
+  m->room_asked = 0;
+  pthread_mutex_unlock(&m->lock);
+  if (room && m->ask_done) /* the placement's ask: this one stands for it */
+    m->ask_done(m->ask_arg, m->dev);
   m->ask_peers(m->ask_arg, m->dev, need);
   return 1;
 }
@@ -689,10 +701,20 @@ int pl_manager_ask_room(pl_manager *m, const char *name) {
   uint64_t free_now = driver_free(m, &known);
   if (!need || !known || free_now >= need)
     return 0;
-  return ask_peers_for(m, name, "needs", need);
+  int asked = ask_peers_for(m, name, "needs", need);
+  pthread_mutex_lock(&m->lock);
+  m->room_asked = asked;
+  pthread_mutex_unlock(&m->lock);
+  return asked;
 }
 
-void pl_manager_ask_done(pl_manager *m) { ask_finished(m, 1); }
+void pl_manager_ask_done(pl_manager *m) {
+  pthread_mutex_lock(&m->lock);
+  int room = m->room_asked;
+  m->room_asked = 0;
+  pthread_mutex_unlock(&m->lock);
+  ask_finished(m, room);
+}
 
 static int pipe_asleep(pl_manager *m, mpipe *pp) {
   pthread_mutex_lock(&m->lock);
@@ -857,6 +879,9 @@ static int run_on_dev(void *arg) {
                 .progress_arg = a->progress_arg,
                 .deadline = a->timeout_s > 0 ? base_now() + a->timeout_s : 0};
   int was_asleep = pl_runner_pipeline_asleep(m->runner, pp->def->name);
+  uint64_t held0 = 0; /* what the loaded pipeline holds before its run */
+  if (loaded && !was_asleep)
+    pl_runner_pipeline_bytes(m->runner, pp->def->name, &held0, NULL);
   double tw = base_now();
   pthread_mutex_lock(&m->lock);
   m->running = pp;
@@ -880,12 +905,15 @@ static int run_on_dev(void *arg) {
     pl_runner_pipeline_bytes(m->runner, pp->def->name, NULL, &peak);
     mem_alloc_stats st = {.size = sizeof st};
     mem_allocator_get_stats(m->alloc, &st);
-    peak += st.context_estimate;
     pthread_mutex_lock(&m->lock);
+    if (held0 && peak > held0)
+      pp->work = peak - held0; /* the run's working memory (asked before the next run) */
+    peak += st.context_estimate;
     if (peak > pp->need) {
       pp->need = peak;
       pp->need_ctx = st.context_estimate > 0;
     }
+    pp->need_work = 1;
     pp->measured = 1;
     pthread_mutex_unlock(&m->lock);
   }
@@ -909,6 +937,36 @@ static int run_bounded(pl_manager *m, run_args *a, const pl_run_limits *lim) {
   return rc;
 }
 
+/* A run's working memory over what its loaded pipeline holds: measured by
+ * an earlier run of the loaded pipeline, else what its stages declare over
+ * what its load measured; 0: unknown. */
+static uint64_t work_need(pl_manager *m, mpipe *pp) {
+  pthread_mutex_lock(&m->lock);
+  uint64_t work = pp->work, load_peak = pp->load_peak;
+  pthread_mutex_unlock(&m->lock);
+  uint64_t declared = 0;
+  int complete = 0;
+  if (!work && load_peak)
+    pl_manager_pipeline_need(m, pp->def->name, &declared, &complete);
+  return work ? work : complete && declared > load_peak ? declared - load_peak : 0;
+}
+
+/* What a job takes from the driver before it is done (claimed from the
+ * peers before it runs): a pipeline loaded and awake, its working memory
+ * (the run allocates it: another asker must not count it free); else its
+ * load or wake, with the working memory when the need measured by its load
+ * does not cover it. */
+static uint64_t job_need(pl_manager *m, mpipe *pp) {
+  const char *why;
+  if (pl_manager_is_loaded(m, pp->def->name) && !pipe_asleep(m, pp))
+    return work_need(m, pp);
+  uint64_t need = predicted_need(m, pp, &why);
+  pthread_mutex_lock(&m->lock);
+  int add = need && pp->measured && !pp->need_work;
+  pthread_mutex_unlock(&m->lock);
+  return need + (add ? work_need(m, pp) : 0);
+}
+
 int pl_manager_run_job(pl_manager *m, const char *pipeline, const char *input, const char *outdir,
                        json_t *options, const atomic_int *cancel, pl_progress_fn progress,
                        void *progress_arg, const pl_run_limits *lim, pl_job_result *res) {
@@ -919,14 +977,11 @@ int pl_manager_run_job(pl_manager *m, const char *pipeline, const char *input, c
     snprintf(res->message, sizeof res->message, "%s", ebb_errmsg());
     return res->code;
   }
-  int asked = 0;
-  if (!pl_manager_is_loaded(m, pipeline) || pipe_asleep(m, pp)) { /* the runner loads or
-                                                                     wakes it: room first */
-    const char *why;
-    uint64_t need = predicted_need(m, pp, &why);
-    if (need)
-      asked = ask_peers_for(m, pipeline, pipe_asleep(m, pp) ? "wakes into" : "needs", need);
-  }
+  uint64_t need = job_need(m, pp);
+  int asked = !need                                ? 0
+              : !pl_manager_is_loaded(m, pipeline) ? ask_peers_for(m, pipeline, "needs", need)
+              : pipe_asleep(m, pp)                 ? ask_peers_for(m, pipeline, "wakes into", need)
+                                                   : ask_peers_for(m, pipeline, "runs in", need);
   run_args a = {m, pp, input, outdir, options, cancel, progress, progress_arg, res, 0};
   int rc = run_bounded(m, &a, lim);
   ask_finished(m, asked);
