@@ -15,7 +15,12 @@
  * land on the same addresses and hide a stale pointer by making it valid
  * again -- a launch on a freed tensor then faults every time, not only when
  * nothing was allocated in between. The oldest range beyond the limit is
- * unmapped for real. FAKEGPU_QUARANTINE=0 unmaps at once, as before. */
+ * unmapped for real. FAKEGPU_QUARANTINE=0 unmaps at once, as before.
+ * A range unmapped for real leaves the freed set too: the process's own
+ * heap may map those addresses next (device memory is host address space
+ * here), and a host pointer there -- stale padding in a kernel's parameter
+ * struct, say -- is not a device pointer (CuPy's texture tests under ASan
+ * faulted on one after 4096 frees before this). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -78,6 +83,47 @@ static void freed_add(uint64_t lo, uint64_t hi) {
   g_freed[i] = (range){lo, hi};
 }
 
+/* Takes [lo, hi) out of the freed set (its addresses may be the host's now). */
+static void freed_remove(uint64_t lo, uint64_t hi) {
+  size_t i = first_reaching(lo + 1);
+  while (i < g_nfreed && g_freed[i].lo < hi) {
+    range r = g_freed[i];
+    if (r.lo < lo && r.hi > hi) { /* a hole in the middle: split in two */
+      if (g_nfreed == g_capfreed) {
+        size_t cap = g_capfreed * 2;
+        range *n = realloc(g_freed, cap * sizeof *n);
+        if (!n) { /* cannot split: forget the whole range, never judge it wrongly */
+          memmove(g_freed + i, g_freed + i + 1, (g_nfreed - i - 1) * sizeof *g_freed);
+          g_nfreed--;
+          return;
+        }
+        g_freed = n;
+        g_capfreed = cap;
+      }
+      memmove(g_freed + i + 1, g_freed + i, (g_nfreed - i) * sizeof *g_freed);
+      g_nfreed++;
+      g_freed[i] = (range){r.lo, lo};
+      g_freed[i + 1] = (range){hi, r.hi};
+      return;
+    }
+    if (r.lo < lo) { /* keep the head */
+      g_freed[i++].hi = lo;
+    } else if (r.hi > hi) { /* keep the tail */
+      g_freed[i].lo = hi;
+      return;
+    } else { /* wholly inside: drop it */
+      memmove(g_freed + i, g_freed + i + 1, (g_nfreed - i - 1) * sizeof *g_freed);
+      g_nfreed--;
+    }
+  }
+}
+
+/* Gives [addr, addr+n) back to the kernel: no longer the fake's to judge. */
+static void unmap_for_real(uint64_t addr, uint64_t n) {
+  munmap((void *)(uintptr_t)addr, n);
+  freed_remove(addr, addr + n);
+}
+
 int fk_freed_holds(uint64_t v) {
   size_t i = first_reaching(v + 1);
   return i < g_nfreed && g_freed[i].lo <= v && v < g_freed[i].hi;
@@ -89,14 +135,14 @@ static void quarantine(uint64_t addr, uint64_t n) {
   void *p = (void *)(uintptr_t)addr;
   if (limit <= 0 || mmap(p, n, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_FIXED,
                          -1, 0) == MAP_FAILED) {
-    munmap(p, n);
+    unmap_for_real(addr, n);
     return;
   }
   if (g_qlen == g_qcap) {
     size_t cap = g_qcap ? g_qcap * 2 : 64;
     range *r = malloc(cap * sizeof *r);
     if (!r) {
-      munmap(p, n);
+      unmap_for_real(addr, n);
       return;
     }
     for (size_t k = 0; k < g_qlen; k++)
@@ -107,7 +153,7 @@ static void quarantine(uint64_t addr, uint64_t n) {
   g_quar[(g_qhead + g_qlen++) % g_qcap] = (range){addr, addr + n};
   while ((long)g_qlen > limit) {
     range old = g_quar[g_qhead];
-    munmap((void *)(uintptr_t)old.lo, old.hi - old.lo);
+    unmap_for_real(old.lo, old.hi - old.lo);
     g_qhead = (g_qhead + 1) % g_qcap;
     g_qlen--;
   }

@@ -255,6 +255,10 @@ static int child_quarantine(void) {
             mapped(a[1], 2 * MIB), mapped(a[2], 2 * MIB));
     bad = 1;
   }
+  /* a[0] went back to the system: the host may map it next (held here from
+   * now on), and a pointer there is a host pointer, not a freed device one. */
+  void *host = mmap((void *)(uintptr_t)a[0], 4096, PROT_READ | PROT_WRITE,
+                    MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED_NOREPLACE, -1, 0);
   for (int i = 0; i < 8; i++) {
     CUdeviceptr d;
     REQUIRE(cu_cuMemAlloc(&d, 2 * MIB) == CUDA_SUCCESS);
@@ -262,6 +266,18 @@ static int child_quarantine(void) {
       fprintf(stderr, "quarantine: a quarantined address was handed out again\n");
       bad = 1;
     }
+  }
+  /* No false fault on the host's buffer; a[1] is still the fake's and faults. */
+  CUdeviceptr x, y, p, z;
+  alloc4(&x, &y, &p, &z);
+  CUfunction f = load("args.cubin", "args_add");
+  if (host == (void *)(uintptr_t)a[0] && launch(f, x, y, 32, p, a[0]) != CUDA_SUCCESS) {
+    fprintf(stderr, "quarantine: a host buffer where freed device memory was faulted\n");
+    bad = 1;
+  }
+  if (launch(f, x, y, 32, p, a[1]) != CUDA_ERROR_ILLEGAL_ADDRESS) {
+    fprintf(stderr, "quarantine: a launch on quarantined memory did not fault\n");
+    bad = 1;
   }
   return bad;
 }
