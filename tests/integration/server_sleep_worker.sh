@@ -9,6 +9,13 @@
 # second of two jobs wakes it likewise.
 set -u
 . "$(dirname "$0")/../lib/server.sh"
+# The worker's Python loads this build's libebb.so (an ASan build's needs
+# its runtime loaded first, as in python_owners.sh).
+export EBB_LIB=$EBB_BUILD_DIR/libebb.so PYTHONDONTWRITEBYTECODE=1
+if grep -q '^EBB_SANITIZE:BOOL=ON' "$EBB_BUILD_DIR/CMakeCache.txt" 2>/dev/null; then
+  export LD_PRELOAD="$(gcc -print-file-name=libasan.so) $(gcc -print-file-name=libubsan.so)"
+  export ASAN_OPTIONS=detect_leaks=0
+fi
 export FAKEGPU_MEMORY_MIB=8192 FAKEGPU_CONTEXT_MIB=300
 W=$EBB_SOURCE_DIR/tests/support/sleepy_worker.py
 cat > "$T/cfg.json" <<JSON
