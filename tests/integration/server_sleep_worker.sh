@@ -9,15 +9,18 @@
 # second of two jobs wakes it likewise.
 set -u
 . "$(dirname "$0")/../lib/server.sh"
-# The worker's Python loads this build's libebb.so (an ASan build's needs
-# its runtime loaded first, as in python_owners.sh).
-export EBB_LIB=$EBB_BUILD_DIR/libebb.so PYTHONDONTWRITEBYTECODE=1
-if grep -q '^EBB_SANITIZE:BOOL=ON' "$EBB_BUILD_DIR/CMakeCache.txt" 2>/dev/null; then
-  export LD_PRELOAD="$(gcc -print-file-name=libasan.so) $(gcc -print-file-name=libubsan.so)"
-  export ASAN_OPTIONS=detect_leaks=0
-fi
 export FAKEGPU_MEMORY_MIB=8192 FAKEGPU_CONTEXT_MIB=300
+# The worker's Python loads this build's libebb.so; an ASan build's needs its
+# runtime loaded first (as in python_owners.sh), in the worker alone: curl
+# with the runtime preloaded hangs in setlocale.
+export EBB_LIB=$EBB_BUILD_DIR/libebb.so PYTHONDONTWRITEBYTECODE=1
 W=$EBB_SOURCE_DIR/tests/support/sleepy_worker.py
+if grep -q '^EBB_SANITIZE:BOOL=ON' "$EBB_BUILD_DIR/CMakeCache.txt" 2>/dev/null; then
+  printf '#!/bin/sh\nLD_PRELOAD="%s %s" ASAN_OPTIONS=detect_leaks=0 exec python3 "%s" "$@"\n' \
+    "$(gcc -print-file-name=libasan.so)" "$(gcc -print-file-name=libubsan.so)" "$W" > "$T/sleepy.sh"
+  chmod +x "$T/sleepy.sh"
+  W=$T/sleepy.sh
+fi
 cat > "$T/cfg.json" <<JSON
 {"pipelines": {
   "p": {"stages": [{"stage": "sleepy", "worker": "$W"}]},
