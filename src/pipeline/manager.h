@@ -20,7 +20,9 @@
  *   [pipeline NAME] GPU memory free after load: X.XX GiB
  * The need is the last measured peak: the larger of the driver's free-memory
  * drop across the load and the stage owners' peak bytes (+ the context when
- * it had to be created). Stages declare no memory needs in the ABI yet.
+ * it had to be created); before a first measurement, the sum of what the
+ * stages declare (their `estimate`, pl_manager_pipeline_need), else the
+ * pipeline's "expected_mib".
  *
  * EBB_STAGE_HOOK (hook.h), when set, also runs after each unload (event
  * pipeline-unloaded, EBB_HOOK_STAGE = the pipeline, EBB_HOOK_RELEASED_BYTES)
@@ -40,7 +42,12 @@
  * calling thread, before the unload is handed over. Loads/unloads are also
  * serialised among themselves. Queries (list, memory) never wait for a job.
  *
- * Locks (manager.c): `lock` guards each pipeline's loaded flag and need and
+ * Files: manager.c (create, destroy, load, unload, switch, run),
+ * manager_state.c (lookups, figures, JSON views), manager_thread.c (the
+ * device thread), manager_ask.c (needs, asking peers), manager_sleep.c
+ * (sleep, wake, the sleep budget), manager_give.c (giving back to a peer).
+ *
+ * Locks (manager_int.h): `lock` guards each pipeline's loaded flag and need and
  * the released total; it is taken inside small helpers and never held across
  * a call. `switch_lock` serialises loads and unloads: the functions named
  * *_in_switch expect it held. `dev_lock` guards the device thread's task
