@@ -1,5 +1,8 @@
 /* The runner (runner.h): a job through its pipeline's stages, with the
- * cache, loads, runs and the release after every stage in every exit path. */
+ * cache, loads, runs and the release after every stage in every exit path,
+ * and the pool of stage instances it keeps between jobs. What it notes per
+ * stage (measured peaks, estimates) is in runner_notes.c; the pipelines it
+ * keeps loaded, asleep or awake for the manager in runner_kept.c. */
 #include "pipeline/runner.h"
 
 #include <errno.h>
@@ -22,44 +25,10 @@
 #include "pipeline/isolated.h"
 #include "pipeline/items.h"
 #include "pipeline/trust.h"
-
-#define MIB(x) ((unsigned long long)((x) >> 20))
-
-/* A stage instance in the runner's pool, with the runner's notes on it: the
- * runner decides when it is released, instance.c what a release is. */
-typedef struct slot {
-  struct slot *next;
-  pl_instance *inst;
-  pl_policy policy;  /* of the job that used it last */
-  double idle_since; /* idle (policy idle, sleep) since: pl_policy_leave says when it goes */
-  int quiet;         /* policy never: its release lines go to debug */
-} slot;
-
-/* What the runner learned of a stage entry: its last measured peaks. */
-typedef struct stage_note {
-  char pipeline[128], name[128];
-  uint64_t peak, host_peak, estimate;
-} stage_note;
-
-struct pl_runner {
-  pthread_mutex_t notes_mu; /* leaf: notes only (pl_runner_stage_need, any thread) */
-  stage_note *notes;
-  size_t nnotes;
-  dev_device *dev;
-  mem_allocator *alloc;
-  const pl_registry *reg;
-  char *cache_dir;
-  char *scratch_dir;
-  char *hook;
-  int oneshot;
-  int cache_default;
-  slot *pool; /* newest first */
-};
+#include "pipeline/runner_int.h"
 
 /* --- helpers ------------------------------------------------------------------ */
-static int fail(pl_job_result *res, int code, const char *stage, const char *fmt, ...)
-    __attribute__((format(printf, 4, 5)));
-static int fail(pl_job_result *res, int code, const char *stage, const char *fmt, ...) {
+int pl__run_fail(pl_job_result *res, int code, const char *stage, const char *fmt, ...) {
   if (res->code) /* keep the first failure */
     return res->code;
   va_list ap;
@@ -94,7 +63,7 @@ static void pool_unlink(pl_runner *r, slot *s) {
  * pl_instance_release (instance.c). with_context: the device context goes
  * too when this is the last instance in the pool. rep (may be NULL) gets the
  * report. Returns the bytes handed back to the driver. */
-static uint64_t release_slot(pl_runner *r, slot *s, int with_context, pl_instance_report *rep) {
+uint64_t pl__run_release_slot(pl_runner *r, slot *s, int with_context, pl_instance_report *rep) {
   pl_instance_report local = {.size = sizeof local};
   if (!rep)
     rep = &local;
@@ -146,7 +115,7 @@ static uint64_t release_process(pl_runner *r) {
  * back to the driver, so the process holds 0 bytes on the GPU. Not the
  * per-stage line's shape: this is a job's (or an unload's, or the idle
  * timer's) end, not a stage. */
-static uint64_t vacate(pl_runner *r, const char *scope) {
+uint64_t pl__run_vacate(pl_runner *r, const char *scope) {
   if (r->pool)
     return 0;
   uint64_t process = release_process(r);
@@ -184,7 +153,7 @@ static uint64_t vacate(pl_runner *r, const char *scope) {
 /* Sleep (issue 12): when every instance left is asleep, nothing else holds
  * the device context, so it goes back too (a wake re-creates it). Returns
  * the bytes handed back. */
-static uint64_t vacate_asleep(pl_runner *r, const char *scope) {
+uint64_t pl__run_vacate_asleep(pl_runner *r, const char *scope) {
   if (!r->pool || !dev_ctx_active(r->dev))
     return 0;
   for (slot *s = r->pool; s; s = s->next)
@@ -205,7 +174,7 @@ static uint64_t vacate_asleep(pl_runner *r, const char *scope) {
 
 /* Puts s to sleep (policy sleep); a failure is logged, the instance is
  * asleep anyway (instance.h). */
-static uint64_t sleep_slot(slot *s) {
+uint64_t pl__run_sleep_slot(slot *s) {
   mem_sleep_stats st = {.size = sizeof st};
   if (pl_instance_sleep(s->inst, &st) != 0)
     base_log(EBB_LOG_WARN, pl_instance_name(s->inst), "%s", ebb_errmsg());
@@ -220,7 +189,7 @@ static int on_oom(void *arg, pl_sctx *who) {
     next = s->next;
     if (pl_instance_state_of(s->inst) == EBB_INSTANCE_IDLE && pl_instance_ctx(s->inst) != who) {
       base_log(EBB_LOG_INFO, pl_instance_name(s->inst), "evicted: %s needs the memory", who->name);
-      release_slot(r, s, 0, NULL);
+      pl__run_release_slot(r, s, 0, NULL);
       freed = 1;
     }
   }
@@ -230,11 +199,11 @@ static int on_oom(void *arg, pl_sctx *who) {
 /* The instance for stage d of pipeline p with these options: the one kept
  * loaded with the same definition, else a new one in the pool (one kept with
  * another definition is released first). NULL: res says why. */
-static slot *slot_for(pl_runner *r, const pl_def *p, const pl_stage_def *d, const ebb_stage *st,
-                      const char *opts, const char *outdir, pl_job_result *res) {
+slot *pl__run_slot_for(pl_runner *r, const pl_def *p, const pl_stage_def *d, const ebb_stage *st,
+                       const char *opts, const char *outdir, pl_job_result *res) {
   slot *s = find_slot(r, p->name, d->name);
   if (s && (pl_instance_stage(s->inst) != st || strcmp(pl_instance_options(s->inst), opts))) {
-    res->released_bytes += release_slot(r, s, 0, NULL);
+    res->released_bytes += pl__run_release_slot(r, s, 0, NULL);
     s = NULL;
   }
   if (s)
@@ -251,13 +220,13 @@ static slot *slot_for(pl_runner *r, const pl_def *p, const pl_stage_def *d, cons
                            .on_oom = on_oom,
                            .on_oom_arg = r};
   if (!(s = calloc(1, sizeof *s))) {
-    fail(res, EBB_ENOMEM, d->name, "stage '%s': out of host memory", d->name);
+    pl__run_fail(res, EBB_ENOMEM, d->name, "stage '%s': out of host memory", d->name);
     return NULL;
   }
   int rc = pl_instance_create(&spec, &s->inst);
   if (rc) {
     free(s);
-    fail(res, rc, d->name, "%s", ebb_errmsg());
+    pl__run_fail(res, rc, d->name, "%s", ebb_errmsg());
     return NULL;
   }
   s->next = r->pool;
@@ -293,7 +262,7 @@ void pl_runner_destroy(pl_runner *r) {
   if (!r)
     return;
   while (r->pool)
-    release_slot(r, r->pool, 0, NULL);
+    pl__run_release_slot(r, r->pool, 0, NULL);
   free(r->cache_dir);
   free(r->scratch_dir);
   free(r->hook);
@@ -318,20 +287,21 @@ int pl_runner_evict_idle(pl_runner *r, double now, uint64_t *released) {
     pl_leave_how how = now < 0 ? EBB_LEAVE_RELEASE
                                : pl_policy_leave(&s->policy, now - s->idle_since, 0);
     if (how != EBB_LEAVE_STAY) /* evicting all (now < 0): asleep under sleep, as when due */
-      total += s->policy.kind == EBB_POLICY_SLEEP ? sleep_slot(s) : release_slot(r, s, 0, NULL);
+      total += s->policy.kind == EBB_POLICY_SLEEP ? pl__run_sleep_slot(s)
+                                                  : pl__run_release_slot(r, s, 0, NULL);
   }
   if (!r->pool)
-    total += vacate(r, "runner");
+    total += pl__run_vacate(r, "runner");
   else
-    total += vacate_asleep(r, "runner");
+    total += pl__run_vacate_asleep(r, "runner");
   if (released)
     *released = total;
   return 0;
 }
 
 /* --- checking ------------------------------------------------------------ */
-static int check_stage(const pl_registry *reg, const pl_def *p, const pl_stage_def *d,
-                       const ebb_stage **st, json_t **merged) {
+int pl__run_check_stage(const pl_registry *reg, const pl_def *p, const pl_stage_def *d,
+                        const ebb_stage **st, json_t **merged) {
   char where[768];
   snprintf(where, sizeof where, "%s: pipeline '%s' stage '%s'", p->origin, p->name, d->name);
   const char *origin = NULL;
@@ -366,7 +336,7 @@ int pl_check(const pl_registry *reg, const pl_def *p) {
   for (size_t i = 0; i < p->nstages; i++) {
     const ebb_stage *st;
     json_t *m = NULL;
-    int rc = check_stage(reg, p, &p->stages[i], &st, &m);
+    int rc = pl__run_check_stage(reg, p, &p->stages[i], &st, &m);
     json_decref(m);
     if (rc)
       return rc;
@@ -443,10 +413,10 @@ static uint64_t release_for_job(job_state *js, slot *s, int with_context) {
   char name[128];
   snprintf(name, sizeof name, "%s", pl_instance_name(s->inst));
   pl_instance_report rep = {.size = sizeof rep};
-  uint64_t released = release_slot(js->r, s, with_context, &rep);
+  uint64_t released = pl__run_release_slot(js->r, s, with_context, &rep);
   if (rep.unload_error)
-    fail(js->res, rep.unload_error, name, "stage '%s' failed to unload: %s", name,
-         rep.unload_message);
+    pl__run_fail(js->res, rep.unload_error, name, "stage '%s' failed to unload: %s", name,
+                 rep.unload_message);
   return released;
 }
 
@@ -485,7 +455,7 @@ static int next_uses_gpu(const pl_runner *r, const pl_def *p, int idx) {
 
 /* Takes s for a job (or a kept pipeline) under policy pol: an idle instance
  * is claimed (loaded again: no longer evictable). */
-static void claim(slot *s, pl_policy pol, int quiet) {
+void pl__run_claim(slot *s, pl_policy pol, int quiet) {
   if (pl_instance_state_of(s->inst) == EBB_INSTANCE_IDLE)
     pl_instance_enter(s->inst, EBB_INSTANCE_LOADED);
   s->policy = pol;
@@ -496,11 +466,11 @@ static void claim(slot *s, pl_policy pol, int quiet) {
  * canonical. */
 static int stage_options(job_state *js, stage_run *sr) {
   const pl_stage_def *d = sr->d;
-  int rc = check_stage(js->r->reg, js->job->pipeline, d, &sr->st, &sr->merged);
+  int rc = pl__run_check_stage(js->r->reg, js->job->pipeline, d, &sr->st, &sr->merged);
   if (rc)
-    return fail(js->res, rc, d->name, "%s", ebb_errmsg());
+    return pl__run_fail(js->res, rc, d->name, "%s", ebb_errmsg());
   if (!(sr->opts = json_dumps(sr->merged, JSON_COMPACT | JSON_SORT_KEYS)))
-    return fail(js->res, EBB_ENOMEM, d->name, "stage '%s': out of host memory", d->name);
+    return pl__run_fail(js->res, EBB_ENOMEM, d->name, "stage '%s': out of host memory", d->name);
   return 0;
 }
 
@@ -523,8 +493,8 @@ static int cache_lookup(job_state *js, stage_run *sr, int *hit) {
   if (corrupt)
     base_log(EBB_LOG_WARN, d->name, "%s; recomputing", ebb_errmsg());
   if (rc)
-    return fail(js->res, rc, d->name, "stage '%s': reading its cached result: %s", d->name,
-                ebb_errmsg());
+    return pl__run_fail(js->res, rc, d->name, "stage '%s': reading its cached result: %s", d->name,
+                        ebb_errmsg());
   if (*hit) {
     base_log_field f[] = {EBB_LF_S("event", "cached"), EBB_LF_S("stage", d->name)};
     base_log_ev(EBB_LOG_INFO, d->name, f, 2, "cached");
@@ -538,7 +508,7 @@ static int cache_lookup(job_state *js, stage_run *sr, int *hit) {
 static int stage_instance(job_state *js, stage_run *sr) {
   pl_runner *r = js->r;
   const pl_stage_def *d = sr->d;
-  if (!(sr->s = slot_for(r, js->job->pipeline, d, sr->st, sr->opts, js->outdir, js->res)))
+  if (!(sr->s = pl__run_slot_for(r, js->job->pipeline, d, sr->st, sr->opts, js->outdir, js->res)))
     return js->res->code;
   sr->t0 = sr->t_loaded = base_now();
   /* a kept instance writes where this job writes (bound before a wake: an
@@ -550,9 +520,9 @@ static int stage_instance(job_state *js, stage_run *sr) {
                ? pl_instance_wake(sr->s->inst, NULL) /* a job wakes a sleeping stage in place */
                : 0;
   if (rc)
-    return fail(js->res, rc, d->name, "%s", ebb_errmsg());
+    return pl__run_fail(js->res, rc, d->name, "%s", ebb_errmsg());
   outside_base(r, sr);
-  claim(sr->s, js->policy, js->policy.kind == EBB_POLICY_NEVER);
+  pl__run_claim(sr->s, js->policy, js->policy.kind == EBB_POLICY_NEVER);
   return 0;
 }
 
@@ -564,46 +534,21 @@ static int stage_failed(job_state *js, stage_run *sr, int rc) {
   const char *phase = pl_instance_is_loaded(in) ? "failed" : "failed to load";
   const char *why = pl_instance_error(in);
   if (cancelled(js->job))
-    return fail(js->res, EBB_ECANCELED, d->name, "stage '%s' was cancelled (job cancelled)",
-                d->name);
+    return pl__run_fail(js->res, EBB_ECANCELED, d->name, "stage '%s' was cancelled (job cancelled)",
+                        d->name);
   int late = atomic_load(&c->timed_out) || (c->deadline > 0 && sr->t1 >= c->deadline);
   if (late && c->deadline > 0 && c->deadline == js->job->deadline) { /* the job's, not its own */
     js->res->over_deadline = 1;
-    return fail(js->res, EBB_ETIMEDOUT, d->name, "stage '%s' was running at the job's deadline",
-                d->name);
+    return pl__run_fail(js->res, EBB_ETIMEDOUT, d->name,
+                        "stage '%s' was running at the job's deadline", d->name);
   }
   if (late)
-    return fail(js->res, EBB_ETIMEDOUT, d->name,
-                "stage '%s' timed out: it ran past its timeout_s of %g s%s%s", d->name,
-                d->timeout_s, d->isolate && c->err_msg[0] ? ": " : "",
-                d->isolate ? c->err_msg : "");
-  return fail(js->res, rc, d->name, "stage '%s' (%s) %s: %s", d->name, d->stage, phase, why);
-}
-
-/* --- declared needs and measured peaks ------------------------------------------ */
-static void note_peak(pl_runner *r, const char *pipeline, const char *name, uint64_t peak,
-                      uint64_t host_peak, uint64_t estimate) {
-  pthread_mutex_lock(&r->notes_mu);
-  stage_note *n = NULL;
-  for (size_t i = 0; i < r->nnotes && !n; i++)
-    if (!strcmp(r->notes[i].pipeline, pipeline) && !strcmp(r->notes[i].name, name))
-      n = &r->notes[i];
-  if (!n) {
-    stage_note *v = realloc(r->notes, (r->nnotes + 1) * sizeof *v);
-    if (v) {
-      r->notes = v;
-      n = &v[r->nnotes++];
-      memset(n, 0, sizeof *n);
-      snprintf(n->pipeline, sizeof n->pipeline, "%s", pipeline);
-      snprintf(n->name, sizeof n->name, "%s", name);
-    }
-  }
-  if (n) {
-    n->peak = peak;
-    n->host_peak = host_peak;
-    n->estimate = estimate;
-  }
-  pthread_mutex_unlock(&r->notes_mu);
+    return pl__run_fail(js->res, EBB_ETIMEDOUT, d->name,
+                        "stage '%s' timed out: it ran past its timeout_s of %g s%s%s", d->name,
+                        d->timeout_s, d->isolate && c->err_msg[0] ? ": " : "",
+                        d->isolate ? c->err_msg : "");
+  return pl__run_fail(js->res, rc, d->name, "stage '%s' (%s) %s: %s", d->name, d->stage, phase,
+                      why);
 }
 
 /* The stage's estimate for this job's items (0: it declares none); off from
@@ -629,50 +574,6 @@ static uint64_t check_estimate(job_state *js, stage_run *sr, uint64_t peak) {
   return e.device_bytes ? e.device_bytes : 1;
 }
 
-int pl_runner_stage_need(pl_runner *r, const pl_def *p, const char *stage, pl_stage_need *out) {
-  if (!r || !p || !stage || !out || out->size < sizeof(uint32_t))
-    return ebb_seterr(EBB_EINVAL, "pl_runner_stage_need: runner, pipeline, stage and out->size "
-                                  "are required");
-  const pl_stage_def *d = NULL;
-  for (size_t i = 0; i < p->nstages && !d; i++)
-    if (!strcmp(p->stages[i].name, stage))
-      d = &p->stages[i];
-  if (!d)
-    return ebb_seterr(EBB_ENOTFOUND, "pipeline '%s' has no stage '%s'", p->name, stage);
-  pl_stage_need n = {.size = sizeof n};
-  int found = 0;
-  pthread_mutex_lock(&r->notes_mu);
-  for (size_t i = 0; i < r->nnotes && !found; i++)
-    if (!strcmp(r->notes[i].pipeline, p->name) && !strcmp(r->notes[i].name, stage)) {
-      n.device_bytes = r->notes[i].peak;
-      n.host_bytes = r->notes[i].host_peak;
-      n.estimate_device_bytes = r->notes[i].estimate;
-      n.measured = found = 1;
-    }
-  pthread_mutex_unlock(&r->notes_mu);
-  if (!found) {
-    const ebb_stage *st = pl_registry_find(r->reg, d->stage, NULL);
-    json_t *merged = NULL;
-    int rc = st ? pl_stage_validate_options(st, d->options, NULL, &merged)
-                : ebb_seterr(EBB_ENOTFOUND, "unknown stage '%s'", d->stage);
-    char *o = rc ? NULL : json_dumps(merged, JSON_COMPACT | JSON_SORT_KEYS);
-    json_decref(merged);
-    ebb_estimate e = {.size = sizeof e};
-    if (!rc)
-      rc = o ? pl_stage_estimate(st, o, NULL, &e) : ebb_seterr(EBB_ENOMEM, "out of host memory");
-    free(o);
-    if (rc)
-      return rc;
-    n.device_bytes = n.estimate_device_bytes = e.device_bytes;
-    n.host_bytes = e.host_bytes;
-  }
-  uint32_t keep = out->size < sizeof n ? out->size : (uint32_t)sizeof n;
-  memcpy(out, &n, keep);
-  out->size = keep;
-  return 0;
-}
-
-/* A stage that succeeded: its result cached, its items the job's, its line. */
 static int stage_done(job_state *js, stage_run *sr) {
   pl_runner *r = js->r;
   const pl_stage_def *d = sr->d;
@@ -691,10 +592,10 @@ static int stage_done(job_state *js, stage_run *sr) {
   }
   /* the estimate is for the inputs the stage was given: before its outputs join */
   uint64_t est = check_estimate(js, sr, os.bytes.peak);
-  note_peak(r, js->job->pipeline->name, d->name, os.bytes.peak, host_peak, est);
+  pl__run_note_peak(r, js->job->pipeline->name, d->name, os.bytes.peak, host_peak, est);
   int rc = pl_items_take(js->items, sr->out);
   if (rc)
-    return fail(js->res, rc, d->name, "stage '%s': %s", d->name, ebb_errmsg());
+    return pl__run_fail(js->res, rc, d->name, "stage '%s': %s", d->name, ebb_errmsg());
   js->res->stages_run++;
   base_log_field f[] = {EBB_LF_S("event", "stage_done"),
                         EBB_LF_S("stage", d->name),
@@ -724,7 +625,7 @@ static int load_and_run(job_state *js, stage_run *sr) {
   }
   if (!rc) {
     if ((rc = pl_items_create(js->job_owner, js->items, &sr->out)) != 0)
-      return fail(js->res, rc, d->name, "stage '%s': %s", d->name, ebb_errmsg());
+      return pl__run_fail(js->res, rc, d->name, "stage '%s': %s", d->name, ebb_errmsg());
     rc = pl_instance_run(in, js->items, sr->out);
   }
   sr->t1 = base_now();
@@ -804,12 +705,12 @@ static void job_end(job_state *js) {
       if (js->policy.idle_s > 0 && !r->oneshot)
         pl_instance_idle(s->inst); /* sleeps when pl_runner_evict_idle finds it due */
       else
-        released += sleep_slot(s);
+        released += pl__run_sleep_slot(s);
     }
-    released += vacate_asleep(r, scope);
+    released += pl__run_vacate_asleep(r, scope);
   }
   if (js->policy.kind != EBB_POLICY_NEVER)
-    released += vacate(r, scope);
+    released += pl__run_vacate(r, scope);
   /* a stage kept loaded outlives the job: its cancel flag and output
    * directory are the caller's and may be freed once this returns */
   for (size_t i = 0; i < p->nstages; i++) {
@@ -826,25 +727,26 @@ static void job_end(job_state *js) {
 static int check_paths(const pl_job *job, const char *outdir, pl_job_result *res) {
   struct stat sb;
   if (!job->input || stat(job->input, &sb) != 0)
-    return fail(res, EBB_EINPUT, NULL, "input %s: %s", job->input ? job->input : "(none)",
-                job->input ? strerror(errno) : "no input given");
+    return pl__run_fail(res, EBB_EINPUT, NULL, "input %s: %s", job->input ? job->input : "(none)",
+                        job->input ? strerror(errno) : "no input given");
   if (S_ISDIR(sb.st_mode))
-    return fail(res, EBB_EINPUT, NULL, "input %s: is a directory, expected a file", job->input);
+    return pl__run_fail(res, EBB_EINPUT, NULL, "input %s: is a directory, expected a file",
+                        job->input);
   if (!S_ISREG(sb.st_mode))
-    return fail(res, EBB_EINPUT, NULL, "input %s: not a regular file (a pipe or device?)",
-                job->input);
+    return pl__run_fail(res, EBB_EINPUT, NULL, "input %s: not a regular file (a pipe or device?)",
+                        job->input);
   if (base_mkdirs(outdir, 0755, "mkdir") != 0)
-    return fail(res, EBB_EINPUT, NULL, "output directory %s: %s", outdir, strerror(errno));
+    return pl__run_fail(res, EBB_EINPUT, NULL, "output directory %s: %s", outdir, strerror(errno));
   if (stat(outdir, &sb) != 0 || !S_ISDIR(sb.st_mode) || access(outdir, W_OK) != 0)
-    return fail(res, EBB_EINPUT, NULL, "output directory %s: %s", outdir,
-                S_ISDIR(sb.st_mode) ? "not writable" : "exists and is not a directory");
+    return pl__run_fail(res, EBB_EINPUT, NULL, "output directory %s: %s", outdir,
+                        S_ISDIR(sb.st_mode) ? "not writable" : "exists and is not a directory");
   return 0;
 }
 
 int pl_runner_run(pl_runner *r, const pl_job *job, pl_job_result *res) {
   memset(res, 0, sizeof *res);
   if (!r || !job || !job->pipeline)
-    return fail(res, EBB_EINVAL, NULL, "runner: no job or pipeline");
+    return pl__run_fail(res, EBB_EINVAL, NULL, "runner: no job or pipeline");
   const pl_def *p = job->pipeline;
   job_state js = {.r = r, .job = job, .res = res};
   js.policy = job->policy ? *job->policy
@@ -853,7 +755,7 @@ int pl_runner_run(pl_runner *r, const pl_job *job, pl_job_result *res) {
   double t0 = base_now();
   int rc = pl_runner_check(r, p);
   if (rc)
-    return fail(res, rc, NULL, "%s", ebb_errmsg());
+    return pl__run_fail(res, rc, NULL, "%s", ebb_errmsg());
   if ((rc = check_paths(job, js.outdir, res)) != 0)
     return rc;
 
@@ -863,19 +765,19 @@ int pl_runner_run(pl_runner *r, const pl_job *job, pl_job_result *res) {
       (mem_owner_set_kind(js.job_owner, "job"), 0) ||
       (rc = pl_items_create(js.job_owner, NULL, &js.items)) ||
       (rc = pl_items_add_file(js.items, "input", job->input))) {
-    fail(res, rc, NULL, "job: %s", ebb_errmsg());
+    pl__run_fail(res, rc, NULL, "job: %s", ebb_errmsg());
     goto out;
   }
   for (size_t i = 0; i < p->nstages; i++) {
     if (cancelled(job)) {
-      fail(res, EBB_ECANCELED, p->stages[i].name, "job cancelled before stage '%s'",
-           p->stages[i].name);
+      pl__run_fail(res, EBB_ECANCELED, p->stages[i].name, "job cancelled before stage '%s'",
+                   p->stages[i].name);
       break;
     }
     if (job->deadline > 0 && base_now() >= job->deadline) {
       res->over_deadline = 1;
-      fail(res, EBB_ETIMEDOUT, p->stages[i].name, "the job's deadline came before stage '%s'",
-           p->stages[i].name);
+      pl__run_fail(res, EBB_ETIMEDOUT, p->stages[i].name,
+                   "the job's deadline came before stage '%s'", p->stages[i].name);
       break;
     }
     if (job->progress)
@@ -909,193 +811,4 @@ out:
                 p->name, res->seconds, res->stages_run, res->stages_cached);
   }
   return res->code;
-}
-
-/* --- pipelines kept loaded (for the manager, src/pipeline/manager.c) --------- */
-/* Loads stage d of p and keeps it under policy never (no-op when an instance
- * with the same definition is loaded). A failure is left in res. */
-static void load_kept(pl_runner *r, const pl_def *p, const pl_stage_def *d, const char *outdir,
-                      pl_job_result *res) {
-  const ebb_stage *st;
-  json_t *merged = NULL;
-  int rc = check_stage(r->reg, p, d, &st, &merged);
-  char *opts = rc ? NULL : json_dumps(merged, JSON_COMPACT | JSON_SORT_KEYS);
-  json_decref(merged);
-  if (rc || !opts) {
-    if (rc)
-      fail(res, rc, d->name, "%s", ebb_errmsg());
-    else
-      fail(res, EBB_ENOMEM, d->name, "stage '%s': out of host memory", d->name);
-    return;
-  }
-  slot *s = slot_for(r, p, d, st, opts, outdir, res);
-  free(opts);
-  if (!s)
-    return;
-  if (pl_instance_state_of(s->inst) == EBB_INSTANCE_PARKED &&
-      (rc = pl_instance_wake(s->inst, NULL)) != 0) {
-    fail(res, rc, d->name, "%s", ebb_errmsg());
-    return;
-  }
-  claim(s, (pl_policy){EBB_POLICY_NEVER, 0}, 0);
-  if (pl_instance_is_loaded(s->inst))
-    return;
-  if ((rc = pl_instance_load(s->inst)) != 0)
-    fail(res, rc, d->name, "stage '%s' (%s) failed to load: %s", d->name, d->stage,
-         pl_instance_error(s->inst));
-}
-
-int pl_runner_load_pipeline(pl_runner *r, const pl_def *p, const char *outdir, pl_job_result *res) {
-  memset(res, 0, sizeof *res);
-  if (!r || !p || !outdir)
-    return fail(res, EBB_EINVAL, NULL, "runner: no pipeline or output directory to load");
-  int rc = pl_runner_check(r, p);
-  if (rc)
-    return fail(res, rc, NULL, "%s", ebb_errmsg());
-  if (base_mkdirs(outdir, 0755, "mkdir") != 0)
-    return fail(res, EBB_EINPUT, NULL, "output directory %s: %s", outdir, strerror(errno));
-  for (size_t i = 0; i < p->nstages && !res->code; i++)
-    load_kept(r, p, &p->stages[i], outdir, res);
-  return res->code;
-}
-
-int pl_runner_unload_pipeline(pl_runner *r, const char *pipeline, int with_context,
-                              uint64_t *released) {
-  uint64_t total = 0;
-  int err = 0;
-  /* the pool is newest first: release from the tail so stages go in load order */
-  for (;;) {
-    slot *last = NULL;
-    for (slot *s = r->pool; s; s = s->next)
-      if (!strcmp(pl_instance_pipeline(s->inst), pipeline))
-        last = s;
-    if (!last)
-      break;
-    last->quiet = 0; /* leaks are reported whatever the policy was */
-    pl_instance_report rep = {.size = sizeof rep};
-    total += release_slot(r, last, 0, &rep);
-    if (rep.unload_error && !err)
-      err = ebb_seterr(rep.unload_error, "pipeline '%s': a stage failed to unload: %s", pipeline,
-                       rep.unload_message);
-  }
-  if (with_context && !r->pool) {
-    char scope[160];
-    snprintf(scope, sizeof scope, "pipeline %s", pipeline);
-    total += vacate(r, scope);
-  }
-  if (released)
-    *released = total;
-  return err;
-}
-
-int pl_runner_pipeline_bytes(pl_runner *r, const char *pipeline, uint64_t *current,
-                             uint64_t *peak) {
-  uint64_t cur = 0, pk = 0;
-  int n = 0;
-  for (slot *s = r->pool; s; s = s->next) {
-    if (strcmp(pl_instance_pipeline(s->inst), pipeline))
-      continue;
-    mem_owner_stats os = {.size = sizeof os};
-    if (mem_owner_get_stats(pl_instance_owner(s->inst), &os) == 0) {
-      cur += os.tree_bytes;
-      pk += os.bytes.peak;
-    }
-    n += pl_instance_is_loaded(s->inst);
-  }
-  if (current)
-    *current = cur;
-  if (peak)
-    *peak = pk;
-  return n;
-}
-
-/* --- sleep and wake a pipeline (issue 12) ---------------------------------- */
-static int count_states(pl_runner *r, const char *pipeline, int *asleep) {
-  int n = 0;
-  *asleep = 0;
-  for (slot *s = r->pool; s; s = s->next)
-    if (!strcmp(pl_instance_pipeline(s->inst), pipeline)) {
-      n++;
-      *asleep += pl_instance_state_of(s->inst) == EBB_INSTANCE_PARKED;
-    }
-  return n;
-}
-
-static void add_stats(mem_sleep_stats *t, const mem_sleep_stats *st) {
-  t->device_bytes += st->device_bytes;
-  t->backup_bytes += st->backup_bytes;
-  t->dropped_bytes += st->dropped_bytes;
-  t->segments += st->segments;
-}
-
-int pl_runner_sleep_pipeline(pl_runner *r, const char *pipeline, mem_sleep_stats *out) {
-  mem_sleep_stats t = {.size = sizeof t};
-  double t0 = base_now();
-  int asleep, n = count_states(r, pipeline, &asleep), err = 0;
-  if (!n)
-    return ebb_seterr(EBB_ENOTFOUND, "pipeline '%s' is not loaded; nothing to put to sleep",
-                      pipeline);
-  if (asleep == n)
-    return ebb_seterr(EBB_ESTATE, "pipeline '%s' is asleep already; wake it first", pipeline);
-  for (slot *s = r->pool; s; s = s->next) {
-    pl_instance_state st0 = pl_instance_state_of(s->inst);
-    if (strcmp(pl_instance_pipeline(s->inst), pipeline) ||
-        (st0 != EBB_INSTANCE_LOADED && st0 != EBB_INSTANCE_IDLE))
-      continue;
-    mem_sleep_stats st = {.size = sizeof st};
-    int rc = pl_instance_sleep(s->inst, &st);
-    if (rc && !err)
-      err = rc;
-    add_stats(&t, &st);
-  }
-  char scope[160];
-  snprintf(scope, sizeof scope, "pipeline %s", pipeline);
-  t.device_bytes += vacate_asleep(r, scope);
-  t.seconds = base_now() - t0;
-  if (out)
-    *out = t;
-  return err;
-}
-
-int pl_runner_wake_pipeline(pl_runner *r, const char *pipeline, mem_sleep_stats *out) {
-  mem_sleep_stats t = {.size = sizeof t};
-  double t0 = base_now();
-  int asleep, n = count_states(r, pipeline, &asleep), rc = 0;
-  if (!n)
-    return ebb_seterr(EBB_ENOTFOUND, "pipeline '%s' is not loaded; load it instead", pipeline);
-  if (!asleep)
-    return ebb_seterr(EBB_ESTATE, "pipeline '%s' is not asleep; nothing to wake", pipeline);
-  for (slot *s = r->pool; s && !rc; s = s->next) {
-    if (strcmp(pl_instance_pipeline(s->inst), pipeline) ||
-        pl_instance_state_of(s->inst) != EBB_INSTANCE_PARKED)
-      continue;
-    mem_sleep_stats st = {.size = sizeof st};
-    if ((rc = pl_instance_wake(s->inst, &st)) == 0)
-      add_stats(&t, &st);
-  }
-  if (rc) { /* all or nothing: the stages woken by this call sleep again */
-    char msg[1024];
-    snprintf(msg, sizeof msg, "%s", ebb_errmsg());
-    for (slot *s = r->pool; s; s = s->next)
-      if (!strcmp(pl_instance_pipeline(s->inst), pipeline) &&
-          pl_instance_state_of(s->inst) == EBB_INSTANCE_LOADED)
-        sleep_slot(s);
-    char scope[160];
-    snprintf(scope, sizeof scope, "pipeline %s", pipeline);
-    vacate_asleep(r, scope);
-    t = (mem_sleep_stats){.size = sizeof t};
-    ebb_seterr(rc,
-               "pipeline '%s': wake failed, it stays asleep (retry the wake, or unload "
-               "it): %s",
-               pipeline, msg);
-  }
-  t.seconds = base_now() - t0;
-  if (out)
-    *out = t;
-  return rc;
-}
-
-int pl_runner_pipeline_asleep(pl_runner *r, const char *pipeline) {
-  int asleep, n = count_states(r, pipeline, &asleep);
-  return n > 0 && asleep == n;
 }
