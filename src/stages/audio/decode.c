@@ -361,6 +361,33 @@ static int looks_like_mp3(const char *path) {
   return got == 3 && (memcmp(b, "ID3", 3) == 0 || (b[0] == 0xFF && (b[1] & 0xE0) == 0xE0));
 }
 
+/* Every frame of sf, mixed to mono, into *mono (*n frames; the caller
+ * frees it on any answer): 0, or an error naming path (cancelled, out of
+ * memory, a read that failed). */
+static int read_mono(SNDFILE *sf, const SF_INFO *sfi, const char *path, float **mono, uint64_t *n) {
+  uint64_t cap = 0;
+  float *buf = malloc(sizeof(float) * READ_BLOCK * (size_t)sfi->channels);
+  if (!buf)
+    return ebb_seterr(EBB_ENOMEM, "%s: out of host memory", path);
+  int rc = 0;
+  for (;;) {
+    if (stg_st_stop()) {
+      rc = ebb_seterr(EBB_ECANCELED, "%s: cancelled after %" PRIu64 " frames", path, *n);
+      break;
+    }
+    sf_count_t got = sf_readf_float(sf, buf, READ_BLOCK);
+    if (got <= 0)
+      break;
+    if ((rc = append_mono(mono, n, &cap, buf, (uint64_t)got, (uint32_t)sfi->channels, path)) < 0)
+      break;
+  }
+  free(buf);
+  if (rc == 0 && sf_error(sf) != SF_ERR_NO_ERROR)
+    rc = ebb_seterr(EBB_EINPUT, "%s: read failed after %" PRIu64 " frames: %s", path, *n,
+                    sf_strerror(sf));
+  return rc;
+}
+
 int stg_audio_decode(const char *path, uint32_t rate, double max_seconds, float **out,
                      uint64_t *frames, stg_decode_info *info) {
   *out = NULL;
@@ -385,8 +412,8 @@ int stg_audio_decode(const char *path, uint32_t rate, double max_seconds, float 
       return stg_audio_decode_mpg123(path, rate, max_seconds, out, frames, info);
     return ebb_seterr(EBB_EINPUT, "%s: unreadable audio file: %s", path, why);
   }
-  float *mono = NULL, *buf = NULL;
-  uint64_t n = 0, cap = 0;
+  float *mono = NULL;
+  uint64_t n = 0;
   int major = sfi.format & SF_FORMAT_TYPEMASK;
   if ((rc = check_header(path, (uint32_t)(sfi.samplerate < 0 ? 0 : sfi.samplerate),
                          (uint32_t)(sfi.channels < 0 ? 0 : sfi.channels), max_seconds, sfi.frames,
@@ -396,26 +423,8 @@ int stg_audio_decode(const char *path, uint32_t rate, double max_seconds, float 
     rc = ebb_seterr(EBB_EINPUT, "%s: empty: the file holds no audio frames", path);
     goto done;
   }
-  if (!(buf = malloc(sizeof(float) * READ_BLOCK * (size_t)sfi.channels))) {
-    rc = ebb_seterr(EBB_ENOMEM, "%s: out of host memory", path);
+  if ((rc = read_mono(sf, &sfi, path, &mono, &n)) < 0)
     goto done;
-  }
-  for (;;) {
-    if (stg_st_stop()) {
-      rc = ebb_seterr(EBB_ECANCELED, "%s: cancelled after %" PRIu64 " frames", path, n);
-      goto done;
-    }
-    sf_count_t got = sf_readf_float(sf, buf, READ_BLOCK);
-    if (got <= 0)
-      break;
-    if ((rc = append_mono(&mono, &n, &cap, buf, (uint64_t)got, (uint32_t)sfi.channels, path)) < 0)
-      goto done;
-  }
-  if (sf_error(sf) != SF_ERR_NO_ERROR) {
-    rc = ebb_seterr(EBB_EINPUT, "%s: read failed after %" PRIu64 " frames: %s", path, n,
-                    sf_strerror(sf));
-    goto done;
-  }
   /* Compressed formats whose length is only an estimate (MPEG) may differ;
    * anything else that delivers fewer frames than it declares is cut short. */
   if (major != SF_FORMAT_MPEG && sfi.frames > 0 && n < (uint64_t)sfi.frames) {
@@ -438,7 +447,6 @@ int stg_audio_decode(const char *path, uint32_t rate, double max_seconds, float 
   rc = finish(path, mono, n, (uint32_t)sfi.samplerate, rate, out, frames);
   mono = NULL;
 done:
-  free(buf);
   free(mono);
   sf_close(sf);
   return rc;

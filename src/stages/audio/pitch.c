@@ -522,6 +522,14 @@ static int consonants(const pitch_state *s, const float *padded, const float *em
   return stg_st_stop() ? ebb_seterr(EBB_ECANCELED, "pitch: cancelled in the consonant fill") : 0;
 }
 
+/* The difference function is done: progress 0.6, then a cancellation is
+ * answered (EBB_ECANCELED) before the tracking starts. */
+static int halfway(ebb_stage_ctx *ctx) {
+  if (ctx->host->progress)
+    ctx->host->progress(ctx, 0.6);
+  return ebb_cancelled(ctx) ? stg_st_fail(ctx, EBB_ECANCELED, "cancelled") : 0;
+}
+
 static int pitch_run_counted(ebb_stage_ctx *ctx, void *state, const ebb_items *in, ebb_items *out) {
   pitch_state *s = state;
   static const char *const names[] = {"vocals", "audio", NULL};
@@ -557,14 +565,8 @@ static int pitch_run_counted(ebb_stage_ctx *ctx, void *state, const ebb_items *i
     goto oom;
   const char *how = NULL;
   if ((rc = cmndf_any(ctx, s, emph, &g, cm, &how)) ||
-      (rc = stg_st_stopped(ctx, "the difference function")))
+      (rc = stg_st_stopped(ctx, "the difference function")) || (rc = halfway(ctx)))
     goto done;
-  if (ctx->host->progress)
-    ctx->host->progress(ctx, 0.6);
-  if (ebb_cancelled(ctx)) {
-    rc = stg_st_fail(ctx, EBB_ECANCELED, "cancelled");
-    goto done;
-  }
   /* the salience of the same signal (on the separated vocals the repeating
    * accompaniment is already weaker than in the mix; pitch_salience.c),
    * mixed with that of separate's stricter "melody" pass */

@@ -434,19 +434,39 @@ static void split_note(const seg_ctx *c, size_t a, size_t b, double hz, stg_pitc
   out[(*k)++] = make_note(c, start, b, hz, tmp);
 }
 
+/* c's frame counts (minimum note, re-attack gap, the 20/60/150 ms
+ * windows) from the frames' hop. */
+static void seg_scale(seg_ctx *c) {
+  const stg_pitch_params *p = c->p;
+  c->hop_s = stg_pitch_frame_step(c->frames, c->nf);
+  c->minf = stg_pitch_frames_for(fmax(p->min_note_s, 0.05), c->hop_s);
+  c->gapf = stg_pitch_frames_for(p->reattack_min_s, c->hop_s);
+  if (c->gapf < c->minf)
+    c->gapf = c->minf;
+  c->w20 = (size_t)lround(0.02 / c->hop_s);
+  c->w60 = (size_t)lround(0.06 / c->hop_s);
+  c->w150 = (size_t)lround(0.15 / c->hop_s);
+}
+
+/* The detectors' delay: every onset of out[0..k) shift_s earlier, never
+ * before the note before it starts (that note then ends where this one
+ * starts). */
+static void shift_onsets(stg_pitch_note *out, size_t k, double shift_s, double hop_s) {
+  for (size_t i = 0; i < k && shift_s > 0.0; i++) {
+    double on = out[i].onset - shift_s;
+    double floor_s = i ? out[i - 1].onset + hop_s : 0.0;
+    out[i].onset = on > floor_s ? on : floor_s > out[i].onset ? out[i].onset : floor_s;
+    if (i && out[i - 1].offset > out[i].onset)
+      out[i - 1].offset = out[i].onset;
+  }
+}
+
 int stg_pitch_notes_onsets(const float *frames, size_t nf, const float *odf, const float *level_db,
                            const stg_pitch_params *p, stg_pitch_note **notes, size_t *n) {
   if (*n == 0 || nf < 2 || !(p->onset_threshold > 0.0))
     return 0;
   seg_ctx c = {.frames = frames, .odf = odf, .level_db = level_db, .nf = nf, .p = p};
-  c.hop_s = stg_pitch_frame_step(frames, nf);
-  c.minf = stg_pitch_frames_for(fmax(p->min_note_s, 0.05), c.hop_s);
-  c.gapf = stg_pitch_frames_for(p->reattack_min_s, c.hop_s);
-  if (c.gapf < c.minf)
-    c.gapf = c.minf;
-  c.w20 = (size_t)lround(0.02 / c.hop_s);
-  c.w60 = (size_t)lround(0.06 / c.hop_s);
-  c.w150 = (size_t)lround(0.15 / c.hop_s);
+  seg_scale(&c);
   size_t look = stg_pitch_frames_for(p->onset_lookback_s, c.hop_s);
   /* at most one note per minf frames */
   size_t cap = *n + nf / (c.minf ? c.minf : 1) + 1, k = 0;
@@ -508,13 +528,7 @@ int stg_pitch_notes_onsets(const float *frames, size_t nf, const float *odf, con
   }
   /* the detectors' delay: every onset earlier, never before the note
    * before it starts (that note then ends where this one starts) */
-  for (size_t i = 0; i < k && p->onset_shift_s > 0.0; i++) {
-    double on = out[i].onset - p->onset_shift_s;
-    double floor_s = i ? out[i - 1].onset + c.hop_s : 0.0;
-    out[i].onset = on > floor_s ? on : floor_s > out[i].onset ? out[i].onset : floor_s;
-    if (i && out[i - 1].offset > out[i].onset)
-      out[i - 1].offset = out[i].onset;
-  }
+  shift_onsets(out, k, p->onset_shift_s, c.hop_s);
   if (c.dump)
     fclose(c.dump);
   stg_st_free(tmp);

@@ -320,6 +320,27 @@ static double vc_noise(uint64_t *s) {
   return ((double)(z >> 11) * (1.0 / 9007199254740992.0) * 2.0 - 1.0) * 1.7320508;
 }
 
+/* One sample of the excitation: harmonics of hz up to 7 kHz (below the
+ * Nyquist) weighted by the voicing v, and noise weighted by 1 - v. */
+static double vc_excite(double hz, double v, uint32_t rate, double *phase, uint64_t *seed) {
+  double ex = 0, nyq = rate / 2.0;
+  if (v > 0) {
+    *phase += 2.0 * VC_PI * hz / rate;
+    if (*phase > 2.0 * VC_PI)
+      *phase = fmod(*phase, 2.0 * VC_PI);
+    int nh = (int)((fmin(nyq - 200.0, 7000.0)) / hz);
+    if (nh < 1)
+      nh = 1;
+    double s = 0;
+    for (int h = 1; h <= nh; h++)
+      s += cos(h * *phase);
+    ex += sqrt(v) * s * sqrt(2.0 / nh);
+  }
+  if (v < 1)
+    ex += sqrt(1 - v) * vc_noise(seed);
+  return ex;
+}
+
 int stg_vocode(const float *x, uint64_t nx, uint32_t rate, stg_f0_fn f0, void *user,
                uint64_t noise_seed, double gain, int hold_vowels, float *y, uint64_t ny) {
   if (nx == 0 || ny == 0)
@@ -354,7 +375,7 @@ int stg_vocode(const float *x, uint64_t nx, uint32_t rate, stg_f0_fn f0, void *u
     nv += fr[i].voiced >= 0.5;
   double unv = ((double)nf - nv) * hop, hold = nv > 0 ? ((double)ny - unv) / (nv * hop) : 0;
   int even = !hold_vowels || hold < 1.0;
-  double mem[VC_MAXP] = {0}, phase = 0, nyq = rate / 2.0, deemph = 0;
+  double mem[VC_MAXP] = {0}, phase = 0, deemph = 0;
   double stretch = (double)nx / (double)ny, cum = 0; /* cum: output start of frame fi */
   size_t fi = 0;
   for (uint64_t n = 0; n < ny; n++) {
@@ -377,22 +398,8 @@ int stg_vocode(const float *x, uint64_t nx, uint32_t rate, stg_f0_fn f0, void *u
     const vc_frame *F = &fr[w >= 0.5 ? j : i];
     double g = fr[i].g * (1 - w) + fr[j].g * w;
     double hz = f0 ? f0(t, user) : 0;
-    double v = hz > 0 ? F->voiced : 0, ex = 0;
-    if (v > 0) {
-      phase += 2.0 * VC_PI * hz / rate;
-      if (phase > 2.0 * VC_PI)
-        phase = fmod(phase, 2.0 * VC_PI);
-      int nh = (int)((fmin(nyq - 200.0, 7000.0)) / hz);
-      if (nh < 1)
-        nh = 1;
-      double s = 0;
-      for (int h = 1; h <= nh; h++)
-        s += cos(h * phase);
-      ex += sqrt(v) * s * sqrt(2.0 / nh);
-    }
-    if (v < 1)
-      ex += sqrt(1 - v) * vc_noise(&noise_seed);
-    double out = g * ex;
+    double v = hz > 0 ? F->voiced : 0;
+    double out = g * vc_excite(hz, v, rate, &phase, &noise_seed);
     for (int k = 1; k <= p; k++)
       out -= F->a[k] * mem[k - 1];
     memmove(mem + 1, mem, (size_t)(p - 1) * sizeof *mem);
