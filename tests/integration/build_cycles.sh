@@ -5,7 +5,9 @@
 # of "file A needs file B" has no cycle (tests/support/objcycles.py names
 # each cycle with the symbols that make it). cmake/EbbRooms.cmake keeps the
 # rooms in order among themselves, this keeps the files in order inside a
-# room. Rooms checked: EBB_CYCLE_ROOMS, by default every room of src/.
+# room. Rooms checked: EBB_CYCLE_ROOMS, by default every room of src/; the
+# rooms built as programs rather than archives are read from their objects
+# (cli: `ebb`'s, build/src/cli/CMakeFiles/ebb.dir/*.o).
 #  - first the check itself: two objects that call each other (a.o -> b.o
 #    -> a.o) are refused with the cycle named, a third that only calls them
 #    is not part of it, and a chain without a circle passes.
@@ -14,7 +16,7 @@ set -u
 . "$(dirname "$0")/../lib/common.sh"
 CHECK=$EBB_SOURCE_DIR/tests/support/objcycles.py
 command -v nm > /dev/null || { echo "FAIL: nm (binutils) is not installed" >&2; exit 1; }
-ROOMS=${EBB_CYCLE_ROOMS:-base broker device memory stages worker pipeline server}
+ROOMS=${EBB_CYCLE_ROOMS:-base broker device memory stages worker pipeline server cli}
 
 # --- the check can fail ------------------------------------------------------
 cc=$(sed -n 's/^CMAKE_C_COMPILER:[A-Z]*=//p' "$EBB_BUILD_DIR/CMakeCache.txt")
@@ -37,10 +39,25 @@ python3 "$CHECK" --name chain "$T/c.o" "$T/a.o" "$T/d.o" > "$T/chain.out" 2>&1 |
   fail "a chain with no circle (c.o -> a.o) was refused: $(cat "$T/chain.out")"
 
 # --- the rooms -----------------------------------------------------------------
+# the objects of a room: its archive, else the objects of the program (or
+# library) its directory builds
+room_objects() {
+  case $1 in
+  cli) objs=("$EBB_BUILD_DIR"/src/cli/CMakeFiles/ebb.dir/*.o) ;;
+  lib) objs=("$EBB_BUILD_DIR"/src/lib/CMakeFiles/ebb_shared.dir/*.o) ;;
+  *) objs=("$EBB_BUILD_DIR/src/$1/libebb_$1.a") ;;
+  esac
+  local keep=() o
+  for o in "${objs[@]}"; do # an object whose source is gone is left out
+    case $o in *.c.o) [ -f "$EBB_SOURCE_DIR/src/$1/$(basename "${o%.o}")" ] || continue ;; esac
+    keep+=("$o")
+  done
+  objs=("${keep[@]}")
+  [ -f "${objs[0]:-}" ]
+}
 for room in $ROOMS; do
-  lib=$EBB_BUILD_DIR/src/$room/libebb_$room.a
-  [ -f "$lib" ] || { fail "room $room: $lib was not built"; continue; }
-  if python3 "$CHECK" --name "src/$room" "$lib" > "$T/$room.out" 2>&1; then
+  room_objects "$room" || { fail "room $room: its objects (or archive) under $EBB_BUILD_DIR/src/$room were not built"; continue; }
+  if python3 "$CHECK" --name "src/$room" "${objs[@]}" > "$T/$room.out" 2>&1; then
     cat "$T/$room.out"
   else
     fail "the files of src/$room call each other in a circle: $(cat "$T/$room.out")"
