@@ -12,10 +12,23 @@
  *   fakecuda_params.c   kernel parameter layouts, the launch argument check
  *   fakecuda_freed.c    freed device ranges, their quarantine
  *   fakecuda_simtime.c  simulated kernel time per stream (FAKEGPU_KERNEL_US)
- *   fakecuda_graph.c    stream capture and graphs (kernels, host functions)
+ *   fakecuda_graph.c    stream capture (fork/join across streams) and graphs
+ *                       (kernels, host functions, events, memsets, copies)
+ *   fakecuda_texture.c  texture and surface objects
  *   fakecuda_unsupported.c  exported names that answer 801 (stream memory ops,
  *                       kernel node parameters)
  *   fakecuda_hash.c     hash maps for handle and name lookups
+ *   fakecuda_rtctx.c    what the CUDA runtime asks of contexts, devices,
+ *                       streams and events beyond ebb's table (_v2 ABIs,
+ *                       flags, limits, capture queries, IPC event handles)
+ *   fakecuda_pool.c     memory pools, stream-ordered allocation
+ *   fakecuda_library.c  libraries and kernels (cuLibrary*, cuKernel*)
+ *   fakecuda_array.c    CUDA arrays, 2D/3D copies
+ *   fakecuda_export.c   cuGetExportTable: the runtime's private tables
+ * Headers: fakecuda_extra.h (FK_EXTRA_ENTRY_POINTS), fakecuda_rt.h
+ * (FK_RT_ENTRY_POINTS), fg_state.h/fg_state.c (the state file, shared with
+ * fakenvml.c, fakegpu_smi.c and fakegpu_hold.c); tests/fakegpu/README.md
+ * lists every file of the directory.
  * One process-wide mutex (fk_lock) guards every list here; the state file has
  * its own lock (fg_state.h). Exported functions are FK_API; everything else is
  * hidden (-fvisibility=hidden). */
@@ -111,6 +124,10 @@ struct fk_obj {
   dev_kernel_twin_fn twin; /* NULL and !noop: the built-in faulting kernel */
   char *name; /* functions: the kernel's name, owned (any length, as the driver's) */
   struct fk_capture *capture; /* streams: their stream capture, NULL if none */
+  /* events recorded into a stream capture: its id, the place in it and the
+   * stream it was recorded on (compared, never dereferenced) */
+  unsigned long long cap_id, cap_seq;
+  fk_obj *cap_stream;
   int max_dyn_smem; /* functions: CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES
                      * set by cuFuncSetAttribute (0: the default 48 KiB) */
 };
@@ -242,6 +259,20 @@ int fk_capture_host_fn(CUstream s, CUhostFn fn, void *user, CUresult *rc);
  * refused, *rc), 0 when s does not capture. Caller holds fk_lock. */
 int fk_capture_event(CUstream s, CUevent e, CUresult *rc);
 int fk_capture_status(CUstream s, unsigned long long *id);
+/* fk_capture_wait: cuStreamWaitEvent on a capture (s joins the capture
+ * the event was recorded in, or merges a joined stream back): 1 when handled
+ * (*rc), 0 when neither s captures nor e belongs to a live capture.
+ * fk_capture_memset/fk_capture_copy: 1 when s captures and the work was
+ * recorded as a node or refused (*rc). fk_capture_implicit: 1 when a
+ * blocking stream (not CU_STREAM_NON_BLOCKING) of c captures (the legacy
+ * stream would depend on it implicitly). fk_capture_live: 1 while the
+ * capture with this id goes on. Caller holds fk_lock. */
+int fk_capture_wait(CUstream s, fk_obj *ev, CUresult *rc);
+int fk_capture_memset(CUstream s, uint64_t dst, uint32_t v, size_t n, unsigned width, CUresult *rc);
+int fk_capture_copy(CUstream s, uint64_t dst, uint64_t src, size_t n, CUresult *rc);
+int fk_capture_implicit(struct CUctx_st *c);
+int fk_capture_live(unsigned long long id);
+#define FK_ERR_CAPTURED_EVENT ((CUresult)907) /* CUDA_ERROR_CAPTURED_EVENT */
 void fk_capture_free(fk_obj *stream);
 /* Calls fn(name, arg) for each kernel (global function) of a binary image's
  * cubin for the fake's architecture, until fn answers 0. -1 when the image
@@ -385,6 +416,12 @@ fk_alloc *fk_alloc_first(void);
  * fk_cls_run_due (without fk_lock) runs their destructors. */
 void fk_cls_teardown(struct CUctx_st *ctx);
 void fk_cls_run_due(void);
+
+/* Texture and surface objects (fakecuda_texture.c); fk_lock held: the
+ * objects of a context being torn down go. fk_array_flags (fakecuda_array.c,
+ * fk_lock held): 1 and the array's creation flags if h is a live array. */
+void fk_texobj_ctx_gone(struct CUctx_st *ctx);
+int fk_array_flags(CUarray h, unsigned *flags);
 #define FK_ATTR_PCI_DOMAIN_ID 50
 
 /* FAKEGPU_TRACE=1: one line on stderr per cuGetProcAddress and

@@ -2,8 +2,9 @@
  * reach them. An array is device memory like cuMemAlloc's (counted in
  * fakegpu-smi, rounded; it dies with its context) laid out row by row, so a
  * copy into it and out again returns the bytes; texture and surface objects
- * that would read it from a kernel are not there (kernels do no arithmetic on
- * the fake). Layered, cubemap and sparse arrays (any Flags) are refused
+ * (fakecuda_texture.c) name it but nothing samples it (kernels do no
+ * arithmetic on the fake). CUDA_ARRAY3D_SURFACE_LDST is the one flag taken
+ * (a surface object needs it); layered, cubemap, gather and sparse arrays are refused
  * (CUDA_ERROR_NOT_SUPPORTED), as are formats other than the eight plain
  * integer and float ones. */
 #include <stdlib.h>
@@ -13,6 +14,7 @@
 
 #define FK_ARRAY_MAGIC 0xa77a70e5u
 #define CU_MEMORYTYPE_ARRAY 3
+#define FK_ARRAY_SURFACE_LDST 0x02u /* CUDA_ARRAY3D_SURFACE_LDST */
 #define CU_MEMORYTYPE_UNIFIED 4
 
 struct fk_array {
@@ -45,6 +47,13 @@ static struct fk_array *array_check(CUarray h) {
   return NULL;
 }
 
+int fk_array_flags(CUarray h, unsigned *flags) {
+  struct fk_array *a = array_check(h);
+  if (a)
+    *flags = a->desc.Flags;
+  return a != NULL;
+}
+
 static CUresult array_create(CUarray *out, const CUDA_ARRAY3D_DESCRIPTOR *d) {
   fk_lock();
   struct CUctx_st *c;
@@ -57,7 +66,7 @@ static CUresult array_create(CUarray *out, const CUDA_ARRAY3D_DESCRIPTOR *d) {
     rc = CUDA_ERROR_INVALID_VALUE;
     goto out;
   }
-  if (d->Flags) {
+  if (d->Flags & ~FK_ARRAY_SURFACE_LDST) {
     rc = CUDA_ERROR_NOT_SUPPORTED;
     goto out;
   }

@@ -63,6 +63,7 @@ struct CUctx_st *fk_primary_handle(CUdevice dev) {
 void fk_ctx_teardown(struct CUctx_st *c) {
   drop_peers(c);
   fk_cls_teardown(c);
+  fk_texobj_ctx_gone(c);
   fk_exec_free_ctx(c);
   fk_mem_free_ctx(c);
   if (c->active)

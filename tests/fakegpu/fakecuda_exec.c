@@ -223,6 +223,7 @@ FK_API CUresult cuEventRecord(CUevent e, CUstream s) {
     rc = fk_stream_work(s);
   if (rc == CUDA_SUCCESS) {
     o->recorded = 1;
+    o->cap_id = 0; /* recorded outside any capture now */
     o->t_ms = fk_sim_on() ? fk_sim_record(c, s) : now_ms(); /* when the work before it ends */
   }
   fk_unlock();
@@ -236,6 +237,8 @@ FK_API CUresult cuEventSynchronize(CUevent e) {
   fk_obj *o = rc ? NULL : fk_obj_check(e, FK_OBJ_EVENT);
   if (rc == CUDA_SUCCESS && !o)
     rc = CUDA_ERROR_INVALID_HANDLE;
+  else if (rc == CUDA_SUCCESS && fk_capture_live(o->cap_id))
+    rc = FK_ERR_CAPTURED_EVENT; /* last recorded in a capture that goes on */
   if (rc == CUDA_SUCCESS)
     fk_pools_sync();
   double done = o && o->recorded && fk_sim_on() ? o->t_ms : 0;

@@ -17,6 +17,7 @@
  * (kernels launched as no-ops and counted, host functions run on the
  * driver's callback thread as cuLaunchHostFunc runs them). Graphs belong to
  * the process, as on the driver. */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -25,12 +26,15 @@
 #define FK_ERR_ILLEGAL_STATE ((CUresult)401)
 #define FK_ERR_CAPTURE_UNSUPPORTED ((CUresult)900)
 #define FK_ERR_CAPTURE_INVALIDATED ((CUresult)901)
+#define FK_ERR_CAPTURE_UNJOINED ((CUresult)904)
+#define FK_ERR_CAPTURE_ISOLATION ((CUresult)905)
+#define FK_ERR_CAPTURE_UNMATCHED ((CUresult)903)
 #define FK_CAPTURE_ACTIVE 1
 #define FK_CAPTURE_INVALIDATED 2
 #define FK_GRAPH_MAGIC 0x67a9400u
 #define FK_EXEC_MAGIC 0x67a9e00u
 
-enum { FK_NODE_KERNEL = 1, FK_NODE_HOST, FK_NODE_EVENT };
+enum { FK_NODE_KERNEL = 1, FK_NODE_HOST, FK_NODE_EVENT, FK_NODE_MEMSET, FK_NODE_MEMCPY };
 typedef struct fk_node {
   int type;
   CUfunction fn;
@@ -38,6 +42,10 @@ typedef struct fk_node {
   unsigned shmem;
   CUhostFn host;
   void *user;
+  uint64_t dst, src; /* memset and memcpy nodes */
+  size_t count;      /* memset: elements; memcpy: bytes */
+  unsigned width;    /* memset: bytes per element */
+  uint32_t value;
 } fk_node;
 
 typedef struct fk_nodes {
@@ -45,11 +53,24 @@ typedef struct fk_nodes {
   size_t n, cap;
 } fk_nodes;
 
+/* A stream taking part in a capture: the origin (index 0) or one that
+ * joined it by waiting on an event recorded in it. last: the place of its
+ * last work; merged: the place of its last event the origin waited on
+ * (directly, or through the stream `via` that the origin merged). */
+typedef struct fk_member {
+  fk_obj *s;
+  unsigned long long last, merged;
+  int via; /* -1: merged into the origin directly */
+} fk_member;
+
 struct fk_capture {
-  unsigned long long id;
+  unsigned long long id, seq;
   int mode;
   int invalidated;
   fk_nodes work;
+  fk_member *m; /* m[0] is the origin */
+  size_t nm;
+  struct fk_capture *next;
 };
 
 struct CUgraph_st {
@@ -65,6 +86,10 @@ struct fk_graph_exec {
 };
 
 FK_API CUresult cuLaunchHostFunc(CUstream s, CUhostFn fn, void *user);
+FK_API CUresult cuMemcpyAsync(CUdeviceptr dst, CUdeviceptr src, size_t n, CUstream s);
+FK_API CUresult cuMemsetD8Async(CUdeviceptr dst, unsigned char v, size_t n, CUstream s);
+FK_API CUresult cuMemsetD16Async(CUdeviceptr dst, unsigned short v, size_t n, CUstream s);
+FK_API CUresult cuMemsetD32Async(CUdeviceptr dst, unsigned int v, size_t n, CUstream s);
 FK_API CUresult cuEventRecord(CUevent e, CUstream s);
 FK_API CUresult cuLaunchKernel(CUfunction f, unsigned int gx, unsigned int gy, unsigned int gz,
                                unsigned int bx, unsigned int by, unsigned int bz,
@@ -72,6 +97,7 @@ FK_API CUresult cuLaunchKernel(CUfunction f, unsigned int gx, unsigned int gy, u
 
 static struct CUgraph_st *g_graphs;
 static struct fk_graph_exec *g_execs;
+static struct fk_capture *g_captures; /* live captures */
 static unsigned long long g_capture_ids;
 
 static int nodes_add(fk_nodes *l, const fk_node *n) {
@@ -105,12 +131,46 @@ static struct fk_capture *capture_of(CUstream s) {
   return o ? o->capture : NULL;
 }
 
+static struct fk_capture *capture_by_id(unsigned long long id) {
+  for (struct fk_capture *c = g_captures; c && id; c = c->next)
+    if (c->id == id)
+      return c;
+  return NULL;
+}
+
+static fk_member *member_of(struct fk_capture *cap, const fk_obj *s) {
+  for (size_t i = 0; i < cap->nm; i++)
+    if (cap->m[i].s == s)
+      return &cap->m[i];
+  return NULL;
+}
+
+/* Ends a capture for every stream in it and frees it. */
+static void capture_end(struct fk_capture *cap) {
+  for (struct fk_capture **pp = &g_captures; *pp; pp = &(*pp)->next)
+    if (*pp == cap) {
+      *pp = cap->next;
+      break;
+    }
+  for (size_t i = 0; i < cap->nm; i++)
+    cap->m[i].s->capture = NULL;
+  free(cap->m);
+  free(cap->work.v);
+  free(cap);
+}
+
+/* A stream being destroyed leaves its capture; the origin's ends it. */
 void fk_capture_free(fk_obj *stream) {
-  if (stream->capture) {
-    free(stream->capture->work.v);
-    free(stream->capture);
-    stream->capture = NULL;
+  struct fk_capture *cap = stream->capture;
+  if (!cap)
+    return;
+  fk_member *mb = member_of(cap, stream);
+  if (!mb || mb == &cap->m[0]) {
+    capture_end(cap);
+    return;
   }
+  *mb = cap->m[--cap->nm];
+  stream->capture = NULL;
 }
 
 CUresult fk_stream_work(CUstream s) {
@@ -124,17 +184,22 @@ CUresult fk_stream_work(CUstream s) {
   return FK_ERR_CAPTURE_UNSUPPORTED;
 }
 
-/* Records a kernel launch or host function on a capturing stream: 1 when
- * recorded (*rc 0), or when the capture refuses it (*rc 900/901); 0 when s
- * does not capture. */
+/* Records a node on a capturing stream: 1 when recorded (*rc 0), or when
+ * the capture refuses it (*rc 900/901); 0 when s does not capture. */
 static int capture_record(CUstream s, const fk_node *n, CUresult *rc) {
   struct fk_capture *cap = capture_of(s);
   if (!cap)
     return 0;
-  if (cap->invalidated)
+  if (cap->invalidated) {
     *rc = FK_ERR_CAPTURE_INVALIDATED;
-  else
-    *rc = nodes_add(&cap->work, n) ? CUDA_SUCCESS : CUDA_ERROR_OUT_OF_MEMORY;
+  } else if (!nodes_add(&cap->work, n)) {
+    *rc = CUDA_ERROR_OUT_OF_MEMORY;
+  } else {
+    fk_member *mb = member_of(cap, (fk_obj *)s);
+    if (mb)
+      mb->last = ++cap->seq;
+    *rc = CUDA_SUCCESS;
+  }
   return 1;
 }
 
@@ -153,11 +218,112 @@ int fk_capture_kernel(CUstream s, CUfunction f, const unsigned dims[6], unsigned
 
 /* An event recorded on a capturing stream becomes an event-record node, as
  * on the driver (CU_GRAPH_NODE_TYPE_EVENT_RECORD): the event is recorded
- * again at each replay. */
+ * again at each replay. It also marks the place in the capture that a
+ * stream waiting on it joins at (fk_capture_wait). */
 int fk_capture_event(CUstream s, CUevent e, CUresult *rc) {
   fk_node n = {.type = FK_NODE_EVENT, .user = e};
-  return capture_record(s, &n, rc);
+  struct fk_capture *cap = capture_of(s);
+  if (!capture_record(s, &n, rc))
+    return 0;
+  fk_obj *ev = fk_obj_check(e, FK_OBJ_EVENT);
+  if (*rc == CUDA_SUCCESS && ev) {
+    ev->cap_id = cap->id;
+    ev->cap_seq = cap->seq;
+    ev->cap_stream = (fk_obj *)s;
+  }
+  return 1;
 }
+
+/* A member merged into the origin: directly, or through members that are. */
+static int member_merged(const struct fk_capture *cap, const fk_member *mb) {
+  for (size_t hops = 0; hops <= cap->nm; hops++) {
+    if (mb == &cap->m[0])
+      return 1;
+    if (!mb->merged || mb->merged < mb->last)
+      return 0;
+    if (mb->via < 0)
+      return 1;
+    mb = &cap->m[mb->via];
+  }
+  return 0;
+}
+
+static int join_capture(struct fk_capture *cap, fk_obj *st, CUresult *rc) {
+  fk_member *m = realloc(cap->m, (cap->nm + 1) * sizeof *m);
+  if (!m) {
+    *rc = CUDA_ERROR_OUT_OF_MEMORY;
+    return 1;
+  }
+  cap->m = m;
+  cap->m[cap->nm++] = (fk_member){.s = st, .last = ++cap->seq, .merged = 0, .via = -1};
+  st->capture = cap;
+  *rc = cap->invalidated ? FK_ERR_CAPTURE_INVALIDATED : CUDA_SUCCESS;
+  return 1;
+}
+
+int fk_capture_wait(CUstream s, fk_obj *ev, CUresult *rc) {
+  struct fk_capture *mine = capture_of(s), *theirs = capture_by_id(ev->cap_id);
+  fk_obj *st = fk_obj_check(s, FK_OBJ_STREAM);
+  if (!theirs)
+    return 0; /* an event of no live capture: a capturing s cannot wait on it (900) */
+  if (!mine && !st) { /* the legacy or per-thread stream cannot join (900) */
+    *rc = FK_ERR_CAPTURE_UNSUPPORTED;
+    theirs->invalidated = 1;
+    return 1;
+  }
+  if (!mine)
+    return join_capture(theirs, st, rc);
+  if (mine != theirs) { /* the two captures would depend on each other */
+    mine->invalidated = theirs->invalidated = 1;
+    *rc = FK_ERR_CAPTURE_ISOLATION;
+    return 1;
+  }
+  fk_member *waiter = member_of(mine, st), *from = member_of(mine, ev->cap_stream);
+  if (from && waiter && from != waiter && ev->cap_seq > from->merged) {
+    from->merged = ev->cap_seq;
+    from->via = waiter == &mine->m[0] ? -1 : (int)(waiter - mine->m);
+  }
+  if (waiter)
+    waiter->last = ++mine->seq; /* the wait is work of the waiter */
+  *rc = mine->invalidated ? FK_ERR_CAPTURE_INVALIDATED : CUDA_SUCCESS;
+  return 1;
+}
+
+int fk_capture_memset(CUstream s, uint64_t dst, uint32_t v, size_t n, unsigned width,
+                      CUresult *rc) {
+  if (!capture_of(s))
+    return 0;
+  if (n && (dst % width || n > SIZE_MAX / width || !fk_mem_range_ok(dst, n * width))) {
+    *rc = CUDA_ERROR_INVALID_VALUE;
+    return 1;
+  }
+  fk_node node = {.type = FK_NODE_MEMSET, .dst = dst, .value = v, .count = n, .width = width};
+  return capture_record(s, &node, rc);
+}
+
+/* Copies between device, managed or page-locked memory are recorded; a copy
+ * from or to pageable host memory cannot be captured (900), as on the driver. */
+int fk_capture_copy(CUstream s, uint64_t dst, uint64_t src, size_t n, CUresult *rc) {
+  if (!capture_of(s))
+    return 0;
+  if (n && (!fk_mem_range_ok(dst, n) || !fk_mem_range_ok(src, n))) {
+    *rc = fk_stream_work(s);
+    return 1;
+  }
+  fk_node node = {.type = FK_NODE_MEMCPY, .dst = dst, .src = src, .count = n};
+  return capture_record(s, &node, rc);
+}
+
+int fk_capture_implicit(struct CUctx_st *c) {
+  for (struct fk_capture *cap = g_captures; cap; cap = cap->next) {
+    for (size_t i = 0; i < cap->nm; i++)
+      if (cap->m[i].s->ctx == c && !(cap->m[i].s->flags & CU_STREAM_NON_BLOCKING))
+        return 1;
+  }
+  return 0;
+}
+
+int fk_capture_live(unsigned long long id) { return capture_by_id(id) != NULL; }
 
 int fk_capture_status(CUstream s, unsigned long long *id) {
   struct fk_capture *cap = capture_of(s);
@@ -167,6 +333,22 @@ int fk_capture_status(CUstream s, unsigned long long *id) {
 }
 
 /* --- capture ----------------------------------------------------------------- */
+static CUresult capture_begin(fk_obj *o, CUstreamCaptureMode mode) {
+  struct fk_capture *cap = calloc(1, sizeof *cap);
+  if (!cap || !(cap->m = calloc(1, sizeof *cap->m))) {
+    free(cap);
+    return CUDA_ERROR_OUT_OF_MEMORY;
+  }
+  cap->id = ++g_capture_ids;
+  cap->mode = mode;
+  cap->nm = 1;
+  cap->m[0] = (fk_member){.s = o, .via = -1};
+  cap->next = g_captures;
+  g_captures = cap;
+  o->capture = cap;
+  return CUDA_SUCCESS;
+}
+
 FK_API CUresult cuStreamBeginCapture_v2(CUstream s, CUstreamCaptureMode mode) {
   fk_lock();
   struct CUctx_st *c;
@@ -178,22 +360,38 @@ FK_API CUresult cuStreamBeginCapture_v2(CUstream s, CUstreamCaptureMode mode) {
     rc = fk_stream_ok(s) ? FK_ERR_CAPTURE_UNSUPPORTED : CUDA_ERROR_INVALID_HANDLE;
   else if (rc == CUDA_SUCCESS && o->capture)
     rc = FK_ERR_ILLEGAL_STATE;
-  else if (rc == CUDA_SUCCESS && !(o->capture = calloc(1, sizeof *o->capture)))
-    rc = CUDA_ERROR_OUT_OF_MEMORY;
-  if (rc == CUDA_SUCCESS) {
-    o->capture->id = ++g_capture_ids;
-    o->capture->mode = mode;
-  }
+  if (rc == CUDA_SUCCESS)
+    rc = capture_begin(o, mode);
   fk_unlock();
   return rc;
 }
 
+/* The graph of an ended capture (its recorded work moves into it). */
+static CUresult capture_graph(struct fk_capture *cap, CUgraph *graph) {
+  for (size_t i = 1; i < cap->nm; i++)
+    if (!member_merged(cap, &cap->m[i]))
+      return FK_ERR_CAPTURE_UNJOINED;
+  struct CUgraph_st *g = calloc(1, sizeof *g);
+  if (!g)
+    return CUDA_ERROR_OUT_OF_MEMORY;
+  g->magic = FK_GRAPH_MAGIC;
+  g->work = cap->work;
+  cap->work = (fk_nodes){NULL, 0, 0};
+  g->next = g_graphs;
+  g_graphs = g;
+  *graph = g;
+  return CUDA_SUCCESS;
+}
+
+/* Ending on a stream that joined the capture (not its origin) is UNMATCHED
+ * invalidates the capture; on the origin it ends the capture for every
+ * stream in it: 901 if invalidated, 904 if a joined stream was not merged
+ * back, else the graph. */
 FK_API CUresult cuStreamEndCapture(CUstream s, CUgraph *graph) {
   fk_lock();
   struct CUctx_st *c;
   CUresult rc = fk_need_ctx(&c);
   fk_obj *o = rc ? NULL : fk_obj_check(s, FK_OBJ_STREAM);
-  struct CUgraph_st *g = NULL;
   if (rc == CUDA_SUCCESS && !graph)
     rc = CUDA_ERROR_INVALID_VALUE;
   else if (rc == CUDA_SUCCESS && !o && !fk_stream_ok(s))
@@ -203,19 +401,13 @@ FK_API CUresult cuStreamEndCapture(CUstream s, CUgraph *graph) {
   if (rc == CUDA_SUCCESS) {
     struct fk_capture *cap = o->capture;
     *graph = NULL;
-    if (cap->invalidated) {
-      rc = FK_ERR_CAPTURE_INVALIDATED;
-    } else if (!(g = calloc(1, sizeof *g))) {
-      rc = CUDA_ERROR_OUT_OF_MEMORY;
+    if (cap->m[0].s != o) {
+      cap->invalidated = 1;
+      rc = FK_ERR_CAPTURE_UNMATCHED;
     } else {
-      g->magic = FK_GRAPH_MAGIC;
-      g->work = cap->work; /* the graph takes the recorded work */
-      cap->work.v = NULL;
-      g->next = g_graphs;
-      g_graphs = g;
-      *graph = g;
+      rc = cap->invalidated ? FK_ERR_CAPTURE_INVALIDATED : capture_graph(cap, graph);
+      capture_end(cap); /* the capture ends either way */
     }
-    fk_capture_free(o); /* the capture ends either way */
   }
   fk_unlock();
   return rc;
@@ -358,6 +550,12 @@ FK_API CUresult cuGraphLaunch(CUgraphExec exec, CUstream s) {
       rc = cuLaunchHostFunc(s, n->host, n->user);
     else if (n->type == FK_NODE_EVENT)
       rc = cuEventRecord((CUevent)n->user, s);
+    else if (n->type == FK_NODE_MEMCPY)
+      rc = cuMemcpyAsync(n->dst, n->src, n->count, s);
+    else if (n->type == FK_NODE_MEMSET)
+      rc = n->width == 1   ? cuMemsetD8Async(n->dst, (unsigned char)n->value, n->count, s)
+           : n->width == 2 ? cuMemsetD16Async(n->dst, (unsigned short)n->value, n->count, s)
+                           : cuMemsetD32Async(n->dst, n->value, n->count, s);
     else
       rc = fk_launch(&(fk_launch_args){.f = n->fn,
                                          .dims = {n->dims[0], n->dims[1], n->dims[2], n->dims[3],
@@ -377,6 +575,18 @@ FK_API CUresult cuGraphLaunch(CUgraphExec exec, CUstream s) {
 #define FK_NODE_TYPE_KERNEL 0 /* CU_GRAPH_NODE_TYPE_KERNEL */
 #define FK_NODE_TYPE_HOST 3   /* CU_GRAPH_NODE_TYPE_HOST */
 #define FK_NODE_TYPE_EVENT 7  /* CU_GRAPH_NODE_TYPE_EVENT_RECORD */
+#define FK_NODE_TYPE_MEMCPY 1 /* CU_GRAPH_NODE_TYPE_MEMCPY */
+#define FK_NODE_TYPE_MEMSET 2 /* CU_GRAPH_NODE_TYPE_MEMSET */
+
+static int node_type(const fk_node *n) {
+  switch (n->type) {
+  case FK_NODE_HOST: return FK_NODE_TYPE_HOST;
+  case FK_NODE_EVENT: return FK_NODE_TYPE_EVENT;
+  case FK_NODE_MEMCPY: return FK_NODE_TYPE_MEMCPY;
+  case FK_NODE_MEMSET: return FK_NODE_TYPE_MEMSET;
+  default: return FK_NODE_TYPE_KERNEL;
+  }
+}
 
 FK_API CUresult cuGraphGetNodes(CUgraph graph, CUgraphNode *nodes, size_t *count) {
   CUresult rc = fk_check_init();
@@ -416,9 +626,7 @@ FK_API CUresult cuGraphNodeGetType(CUgraphNode node, int *type) {
   if (!n || !type)
     rc = CUDA_ERROR_INVALID_VALUE;
   else
-    *type = n->type == FK_NODE_HOST    ? FK_NODE_TYPE_HOST
-            : n->type == FK_NODE_EVENT ? FK_NODE_TYPE_EVENT
-                                       : FK_NODE_TYPE_KERNEL;
+    *type = node_type(n);
   fk_unlock();
   return rc;
 }
@@ -438,4 +646,49 @@ int fk_capture_host_fn(CUstream s, CUhostFn fn, void *user, CUresult *rc) {
 FK_API CUresult cuGraphInstantiate_v2(CUgraphExec *exec, CUgraph graph, void **err_node, char *log,
                                       size_t log_size) {
   return cuGraphInstantiate(exec, graph, err_node, log, log_size);
+}
+
+/* cuGraphDebugDotPrint: the graph in Graphviz's DOT language, one node per
+ * recorded piece of work in the order it runs (the fake keeps no other
+ * dependencies), each labelled with its kind and, for kernels, the kernel's
+ * name; CU_GRAPH_DEBUG_DOT_FLAGS_VERBOSE (1) adds each node's parameters. A
+ * path that cannot be written: 1 (the driver's OPERATING_SYSTEM, 304, is for
+ * a failing write after opening). */
+static void dot_node(FILE *f, size_t i, const fk_node *n, int verbose) {
+  static const char *kinds[] = {"?", "KERNEL", "HOST", "EVENT_RECORD", "MEMSET", "MEMCPY"};
+  fk_obj *fn = n->type == FK_NODE_KERNEL ? fk_obj_check(n->fn, FK_OBJ_FUNCTION) : NULL;
+  fprintf(f, "\"node%zu\" [shape=record, label=\"{%s", i, kinds[n->type]);
+  if (n->type == FK_NODE_KERNEL)
+    fprintf(f, "\\n%s", fn && fn->name ? fn->name : "(unloaded kernel)");
+  if (verbose && n->type == FK_NODE_KERNEL)
+    fprintf(f, "| grid (%u,%u,%u) block (%u,%u,%u) shared %u", n->dims[0], n->dims[1],
+            n->dims[2], n->dims[3], n->dims[4], n->dims[5], n->shmem);
+  else if (verbose && n->type == FK_NODE_MEMSET)
+    fprintf(f, "| dst 0x%llx value 0x%x width %u count %zu", (unsigned long long)n->dst,
+            n->value, n->width, n->count);
+  else if (verbose && n->type == FK_NODE_MEMCPY)
+    fprintf(f, "| dst 0x%llx src 0x%llx bytes %zu", (unsigned long long)n->dst,
+            (unsigned long long)n->src, n->count);
+  fprintf(f, "}\"];\n");
+  if (i)
+    fprintf(f, "\"node%zu\" -> \"node%zu\";\n", i - 1, i);
+}
+
+FK_API CUresult cuGraphDebugDotPrint(CUgraph graph, const char *path, unsigned int flags) {
+  CUresult rc = fk_check_init();
+  if (rc)
+    return rc;
+  fk_lock();
+  struct CUgraph_st *g = graph_check(graph);
+  FILE *f = g && path ? fopen(path, "w") : NULL;
+  if (!f) {
+    fk_unlock();
+    return CUDA_ERROR_INVALID_VALUE;
+  }
+  fprintf(f, "digraph dot {\n subgraph cluster_1 {\nlabel=\"graph_%p\";\n", (void *)g);
+  for (size_t i = 0; i < g->work.n; i++)
+    dot_node(f, i, &g->work.v[i], (flags & 1u) != 0);
+  fprintf(f, "}\n}\n");
+  fk_unlock();
+  return fclose(f) == 0 ? CUDA_SUCCESS : (CUresult)304;
 }

@@ -267,6 +267,7 @@ static int attribute_value(int attr, CUdevice dev, int *ok) {
   case 23: return 65536;         /* max 2D texture height */
   case 24: case 25: case 26: return 16384; /* max 3D texture */
   case 30: return 512;           /* surface alignment */
+  case 51: return 32;            /* texture pitch alignment */
   case 78: return 1;             /* stream priorities */
   case 79: case 80: return 1;    /* global and local L1 cache */
   case 81: return 233472;        /* shared memory per SM */

@@ -318,6 +318,8 @@ static CUresult copy(uint64_t dst, uint64_t src, size_t n, int dev_sides, CUstre
     rc = CUDA_ERROR_INVALID_HANDLE;
     goto out;
   }
+  if (check_stream && fk_capture_copy(s, dst, src, n, &rc))
+    goto out; /* recorded into the stream's capture, or refused */
   if (check_stream && (rc = fk_stream_work(s)) != CUDA_SUCCESS)
     goto out;
   if (n == 0)
@@ -401,6 +403,10 @@ static CUresult memset_n(CUdeviceptr dst, uint32_t v, size_t n, unsigned width, 
   CUresult rc = fk_need_ctx(&c);
   if (rc == CUDA_SUCCESS && check_stream && !fk_stream_ok(s))
     rc = CUDA_ERROR_INVALID_HANDLE;
+  if (rc == CUDA_SUCCESS && check_stream && fk_capture_memset(s, dst, v, n, width, &rc)) {
+    fk_unlock(); /* recorded into the stream's capture, or refused */
+    return rc;
+  }
   if (rc == CUDA_SUCCESS && check_stream)
     rc = fk_stream_work(s);
   if (rc == CUDA_SUCCESS && n > 0) {

@@ -44,6 +44,11 @@ typedef struct CUlaunchAttribute_st {
 } CUlaunchAttribute;
 
 typedef struct fk_array *CUarray;
+typedef unsigned long long CUtexObject;
+typedef unsigned long long CUsurfObject;
+typedef struct CUDA_RESOURCE_DESC_st CUDA_RESOURCE_DESC;
+typedef struct CUDA_TEXTURE_DESC_st CUDA_TEXTURE_DESC;
+typedef struct CUDA_RESOURCE_VIEW_DESC_st CUDA_RESOURCE_VIEW_DESC;
 typedef struct CUDA_ARRAY_DESCRIPTOR_st {
   size_t Width, Height;
   int Format;
@@ -266,6 +271,23 @@ CUresult fk_ctx_synchronize_v2(CUcontext ctx);
   X(cuMemcpy2DUnaligned, "cuMemcpy2DUnaligned_v2", 3020, (const CUDA_MEMCPY2D *p)) \
   X(cuMemcpy2DAsync, "cuMemcpy2DAsync_v2", 3020, (const CUDA_MEMCPY2D *p, CUstream s)) \
   X(cuMemcpy3D, "cuMemcpy3D_v2", 3020, (const CUDA_MEMCPY3D *p))               \
-  X(cuMemcpy3DAsync, "cuMemcpy3DAsync_v2", 3020, (const CUDA_MEMCPY3D *p, CUstream s))
+  X(cuMemcpy3DAsync, "cuMemcpy3DAsync_v2", 3020, (const CUDA_MEMCPY3D *p, CUstream s)) \
+  X(cuTexObjectCreate, "cuTexObjectCreate", 5000,                              \
+    (CUtexObject *t, const CUDA_RESOURCE_DESC *res, const CUDA_TEXTURE_DESC *tex, \
+     const CUDA_RESOURCE_VIEW_DESC *view))                                     \
+  X(cuTexObjectDestroy, "cuTexObjectDestroy", 5000, (CUtexObject t))           \
+  X(cuTexObjectGetResourceDesc, "cuTexObjectGetResourceDesc", 5000,            \
+    (CUDA_RESOURCE_DESC *res, CUtexObject t))                                  \
+  X(cuTexObjectGetTextureDesc, "cuTexObjectGetTextureDesc", 5000,              \
+    (CUDA_TEXTURE_DESC *tex, CUtexObject t))                                   \
+  X(cuTexObjectGetResourceViewDesc, "cuTexObjectGetResourceViewDesc", 5000,    \
+    (CUDA_RESOURCE_VIEW_DESC *view, CUtexObject t))                            \
+  X(cuSurfObjectCreate, "cuSurfObjectCreate", 5000,                            \
+    (CUsurfObject *sf, const CUDA_RESOURCE_DESC *res))                         \
+  X(cuSurfObjectDestroy, "cuSurfObjectDestroy", 5000, (CUsurfObject sf))       \
+  X(cuSurfObjectGetResourceDesc, "cuSurfObjectGetResourceDesc", 5000,          \
+    (CUDA_RESOURCE_DESC *res, CUsurfObject sf))                                \
+  X(cuGraphDebugDotPrint, "cuGraphDebugDotPrint", 11030,                       \
+    (CUgraph graph, const char *path, unsigned int flags))
 
 #endif

@@ -298,13 +298,20 @@ FK_API CUresult cuStreamGetId(CUstream s, unsigned long long *id) {
 }
 
 /* Capture status (fakecuda_graph.c): none, active or invalidated. */
+/* The legacy stream synchronizes with every blocking stream: asking it while
+ * one captures (not in relaxed mode) is 906 (STREAM_CAPTURE_IMPLICIT). */
+#define FK_ERR_CAPTURE_IMPLICIT ((CUresult)906)
+#define IS_LEGACY(s) ((s) == NULL || (uintptr_t)(s) == 1)
+
 FK_API CUresult cuStreamIsCapturing(CUstream s, CUstreamCaptureStatus *status) {
   WITH_STREAM(s, if (!status) rc = CUDA_ERROR_INVALID_VALUE;
+              else if (IS_LEGACY(s) && fk_capture_implicit(c)) rc = FK_ERR_CAPTURE_IMPLICIT;
               else *status = fk_capture_status(s, NULL));
 }
 
 FK_API CUresult cuStreamGetCaptureInfo(CUstream s, CUstreamCaptureStatus *status, cuuint64_t *id) {
   WITH_STREAM(s, if (!status) rc = CUDA_ERROR_INVALID_VALUE;
+              else if (IS_LEGACY(s) && fk_capture_implicit(c)) rc = FK_ERR_CAPTURE_IMPLICIT;
               else { unsigned long long cid; *status = fk_capture_status(s, &cid); if (id) *id = cid; });
 }
 

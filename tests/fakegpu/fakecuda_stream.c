@@ -140,6 +140,10 @@ FK_API CUresult cuStreamWaitEvent(CUstream s, CUevent e, unsigned int flags) {
   fk_obj *ev = rc ? NULL : fk_obj_check(e, FK_OBJ_EVENT);
   if (rc == CUDA_SUCCESS && (!fk_stream_ok(s) || !ev))
     rc = CUDA_ERROR_INVALID_HANDLE;
+  if (rc == CUDA_SUCCESS && fk_capture_wait(s, ev, &rc)) {
+    fk_unlock(); /* s joined the event's capture, or merged a stream back */
+    return rc;
+  }
   if (rc == CUDA_SUCCESS)
     rc = fk_stream_work(s);
   if (rc == CUDA_SUCCESS && fk_sim_on() && ev->recorded)
@@ -158,6 +162,8 @@ FK_API CUresult cuEventQuery(CUevent e) {
   fk_obj *o = rc ? NULL : fk_obj_check(e, FK_OBJ_EVENT);
   if (rc == CUDA_SUCCESS && !o)
     rc = CUDA_ERROR_INVALID_HANDLE;
+  else if (rc == CUDA_SUCCESS && fk_capture_live(o->cap_id))
+    rc = FK_ERR_CAPTURED_EVENT; /* last recorded in a capture that goes on */
   if (rc == CUDA_SUCCESS && o->recorded && fk_sim_on() && fk_sim_now() < o->t_ms)
     rc = CUDA_ERROR_NOT_READY; /* the work before it still runs */
   fk_unlock();

@@ -4,14 +4,25 @@
  * them, a graph replays them at each launch; waiting on or querying a
  * capturing stream, or work the fake cannot record, answers 900 and
  * invalidates the capture (end: 901, no graph); the legacy stream cannot
- * capture (900); begin twice or end without begin: 401. The fake's rules:
- * 3 before cuInit, 201 without a context. */
+ * capture (900); begin twice or end without begin: 401. Memsets and copies
+ * between device memory are recorded as nodes; a stream waiting on an event
+ * recorded in a capture joins it (fork), the origin waiting on the joined
+ * stream's event merges it back (join): 904 if not, 903 for an end on the
+ * joined stream, 905 across two captures, 907 querying a captured event;
+ * the legacy stream's capture status while a blocking stream captures: 906.
+ * cuGraphDebugDotPrint writes the nodes with the kernels' names. The fake's
+ * rules: 3 before cuInit, 201 without a context. */
 #include "fakegpu/fg_test.h"
 
 #define PROC(type, name, version) ((type)proc(name, version))
 #define ERR_ILLEGAL_STATE 401
 #define ERR_CAPTURE_UNSUPPORTED 900
 #define ERR_CAPTURE_INVALIDATED 901
+#define ERR_CAPTURE_UNMATCHED 903
+#define ERR_CAPTURE_UNJOINED 904
+#define ERR_CAPTURE_ISOLATION 905
+#define ERR_CAPTURE_IMPLICIT 906
+#define ERR_CAPTURED_EVENT 907
 
 typedef void *CUgraph;
 typedef void *CUgraphExec;
@@ -242,6 +253,214 @@ static void test_refusals(void) {
   CHECK_EQ_INT(graph_destroy(g), CUDA_SUCCESS);
 }
 
+
+static CUresult (*get_nodes_fn)(CUgraph, void **, size_t *);
+static CUresult (*wait_event)(CUstream, CUevent, unsigned);
+static CUresult (*node_type_fn)(void *, int *);
+
+/* The node types of a graph, in order, written into types (up to max). */
+static size_t graph_types(CUgraph g, int *types, size_t max) {
+  void *nodes[16] = {0};
+  size_t n = 16;
+  REQUIRE(max <= 16);
+  CHECK_EQ_INT(get_nodes_fn(g, nodes, &n), CUDA_SUCCESS);
+  for (size_t i = 0; i < n && i < max; i++)
+    CHECK_EQ_INT(node_type_fn(nodes[i], &types[i]), CUDA_SUCCESS);
+  return n;
+}
+
+/* Memsets and device-to-device copies on a capturing stream are nodes
+ * (MEMSET 2, MEMCPY 1) done at each replay, not at the call. */
+static void test_memset_and_copy_are_captured(void) {
+  CUresult (*memset32)(CUdeviceptr, unsigned, size_t, CUstream) =
+      PROC(CUresult(*)(CUdeviceptr, unsigned, size_t, CUstream), "cuMemsetD32Async", 3020);
+  CUresult (*copy)(CUdeviceptr, CUdeviceptr, size_t, CUstream) =
+      PROC(CUresult(*)(CUdeviceptr, CUdeviceptr, size_t, CUstream), "cuMemcpyAsync", 4000);
+  CUstream s;
+  CUdeviceptr a, b;
+  REQUIRE(cu_cuStreamCreate(&s, 1) == CUDA_SUCCESS);
+  REQUIRE(cu_cuMemAlloc(&a, 4096) == CUDA_SUCCESS && cu_cuMemAlloc(&b, 4096) == CUDA_SUCCESS);
+  REQUIRE(cu_cuMemsetD8(a, 0, 4096) == CUDA_SUCCESS && cu_cuMemsetD8(b, 0, 4096) == CUDA_SUCCESS);
+  CHECK_EQ_INT(begin(s, 0), CUDA_SUCCESS);
+  CHECK_EQ_INT(memset32(a, 0x11223344u, 1024, s), CUDA_SUCCESS);
+  CHECK_EQ_INT(copy(b, a, 4096, s), CUDA_SUCCESS);
+  CHECK_MSG(memset32(a, 1, 2048, s) == CUDA_ERROR_INVALID_VALUE,
+            "a captured memset past its allocation was not refused with 1");
+  int status = -1;
+  CHECK_EQ_INT(is_capturing(s, &status), CUDA_SUCCESS);
+  CHECK_MSG(status == 1, "a captured memset or copy ended the capture (status %d)", status);
+  uint32_t word = 0;
+  CHECK_EQ_INT(cu_cuMemcpyDtoH(&word, a, 4), CUDA_SUCCESS);
+  CHECK_MSG(word == 0, "a captured memset was done at the call (0x%x)", word);
+  CUgraph g = NULL;
+  CHECK_EQ_INT(end(s, &g), CUDA_SUCCESS);
+  REQUIRE(g != NULL);
+  int types[2] = {-1, -1};
+  CHECK_EQ_INT((int)graph_types(g, types, 2), 2);
+  CHECK_MSG(types[0] == 2 && types[1] == 1, "node types %d, %d; want MEMSET 2, MEMCPY 1",
+            types[0], types[1]);
+  CUgraphExec x = NULL;
+  CHECK_EQ_INT(instantiate(&x, g, 0), CUDA_SUCCESS);
+  CHECK_EQ_INT(launch(x, s), CUDA_SUCCESS);
+  CHECK_EQ_INT(cu_cuStreamSynchronize(s), CUDA_SUCCESS);
+  CHECK_EQ_INT(cu_cuMemcpyDtoH(&word, b + 4092, 4), CUDA_SUCCESS);
+  CHECK_MSG(word == 0x11223344u, "the replay did not memset then copy (b ends 0x%x)", word);
+  CHECK_EQ_INT(exec_destroy(x), CUDA_SUCCESS);
+  CHECK_EQ_INT(graph_destroy(g), CUDA_SUCCESS);
+  CHECK_EQ_INT(cu_cuMemFree(a), CUDA_SUCCESS);
+  CHECK_EQ_INT(cu_cuMemFree(b), CUDA_SUCCESS);
+  CHECK_EQ_INT(cu_cuStreamDestroy(s), CUDA_SUCCESS);
+}
+
+/* Fork and join across streams, as CuPy's and PyTorch's captures do. how:
+ * 0 joined back (a graph), 1 never joined back (904), 2 end on the joined
+ * stream (903, then 901 on the origin). Either way both streams leave it. */
+static void fork_join(int how) {
+  CUstream s1, s2;
+  CUevent e1, e2;
+  int count = 0, st = -1;
+  unsigned long long id1 = 0, id2 = 0;
+  REQUIRE(cu_cuStreamCreate(&s1, 1) == CUDA_SUCCESS && cu_cuStreamCreate(&s2, 1) == CUDA_SUCCESS);
+  REQUIRE(cu_cuEventCreate(&e1, 0) == CUDA_SUCCESS && cu_cuEventCreate(&e2, 0) == CUDA_SUCCESS);
+  CHECK_EQ_INT(begin(s1, 0), CUDA_SUCCESS);
+  CHECK_EQ_INT(cu_cuEventRecord(e1, s1), CUDA_SUCCESS);
+  CHECK_MSG(cu_cuEventQuery(e1) == ERR_CAPTURED_EVENT, "querying a captured event did not give 907");
+  CHECK_EQ_INT(wait_event(s2, e1, 0), CUDA_SUCCESS);
+  CHECK_EQ_INT(capture_info(s2, &st, &id2), CUDA_SUCCESS);
+  CHECK_EQ_INT(capture_info(s1, &st, &id1), CUDA_SUCCESS);
+  CHECK_MSG(st == 1 && id1 == id2, "the waiting stream did not join the capture (ids %llu, %llu)",
+            id1, id2);
+  CHECK_EQ_INT(host_func(s2, bump, &count), CUDA_SUCCESS);
+  CHECK_EQ_INT(cu_cuEventRecord(e2, s2), CUDA_SUCCESS);
+  CUgraph g = NULL;
+  CUresult rc;
+  if (how == 2) {
+    CHECK_MSG((rc = end(s2, &g)) == ERR_CAPTURE_UNMATCHED, "end on the joined stream: %d", (int)rc);
+    CHECK_MSG((rc = end(s1, &g)) == ERR_CAPTURE_INVALIDATED, "end after 903: %d", (int)rc);
+  } else {
+    if (how == 0)
+      CHECK_EQ_INT(wait_event(s1, e2, 0), CUDA_SUCCESS);
+    rc = end(s1, &g);
+    CHECK_MSG(rc == (how == 0 ? CUDA_SUCCESS : ERR_CAPTURE_UNJOINED), "end (%s): %d",
+              how == 0 ? "joined" : "unjoined", (int)rc);
+  }
+  CHECK_EQ_INT(is_capturing(s2, &st), CUDA_SUCCESS);
+  CHECK_MSG(st == 0, "the joined stream still captures after the end (%d)", st);
+  CHECK_EQ_INT(cu_cuEventQuery(e1), CUDA_SUCCESS); /* its capture is over */
+  if (how == 0) {
+    REQUIRE(g != NULL);
+    CUgraphExec x = NULL;
+    CHECK_EQ_INT(instantiate(&x, g, 0), CUDA_SUCCESS);
+    CHECK_EQ_INT(launch(x, s1), CUDA_SUCCESS);
+    CHECK_EQ_INT(cu_cuStreamSynchronize(s1), CUDA_SUCCESS);
+    CHECK_MSG(count == 1, "the joined stream's host function ran %d times in a replay", count);
+    CHECK_EQ_INT(exec_destroy(x), CUDA_SUCCESS);
+    CHECK_EQ_INT(graph_destroy(g), CUDA_SUCCESS);
+  } else {
+    CHECK(g == NULL);
+  }
+  CHECK_EQ_INT(cu_cuEventDestroy(e1), CUDA_SUCCESS);
+  CHECK_EQ_INT(cu_cuEventDestroy(e2), CUDA_SUCCESS);
+  CHECK_EQ_INT(cu_cuStreamDestroy(s1), CUDA_SUCCESS);
+  CHECK_EQ_INT(cu_cuStreamDestroy(s2), CUDA_SUCCESS);
+}
+
+static void test_fork_join(void) {
+  fork_join(0);
+  fork_join(1);
+  fork_join(2);
+}
+
+/* A stream of one capture waiting on an event of another: 905. */
+static void test_isolation(void) {
+  CUstream s1, s2;
+  CUevent e;
+  REQUIRE(cu_cuStreamCreate(&s1, 1) == CUDA_SUCCESS && cu_cuStreamCreate(&s2, 1) == CUDA_SUCCESS);
+  REQUIRE(cu_cuEventCreate(&e, 0) == CUDA_SUCCESS);
+  CHECK_EQ_INT(begin(s1, 2), CUDA_SUCCESS);
+  CHECK_EQ_INT(begin(s2, 2), CUDA_SUCCESS);
+  CHECK_EQ_INT(cu_cuEventRecord(e, s1), CUDA_SUCCESS);
+  CUresult rc = wait_event(s2, e, 0);
+  CHECK_MSG(rc == ERR_CAPTURE_ISOLATION, "waiting across two captures answered %d", (int)rc);
+  CUgraph g = NULL;
+  CHECK_EQ_INT(end(s2, &g), ERR_CAPTURE_INVALIDATED);
+  CHECK_EQ_INT(end(s1, &g), ERR_CAPTURE_INVALIDATED);
+  CHECK_EQ_INT(cu_cuEventDestroy(e), CUDA_SUCCESS);
+  CHECK_EQ_INT(cu_cuStreamDestroy(s1), CUDA_SUCCESS);
+  CHECK_EQ_INT(cu_cuStreamDestroy(s2), CUDA_SUCCESS);
+}
+
+/* The legacy stream's capture status while a blocking stream captures: 906
+ * (the capture goes on); a non-blocking one does not involve it. */
+static void test_legacy_implicit(void) {
+  CUstream blocking, nonblocking;
+  REQUIRE(cu_cuStreamCreate(&blocking, 0) == CUDA_SUCCESS);
+  REQUIRE(cu_cuStreamCreate(&nonblocking, 1) == CUDA_SUCCESS);
+  int st = -1;
+  CHECK_EQ_INT(begin(nonblocking, 0), CUDA_SUCCESS);
+  CHECK_EQ_INT(is_capturing(NULL, &st), CUDA_SUCCESS);
+  CHECK_EQ_INT(begin(blocking, 2), CUDA_SUCCESS);
+  CUresult rc = is_capturing(NULL, &st), rc1 = is_capturing((CUstream)1, &st);
+  CHECK_MSG(rc == ERR_CAPTURE_IMPLICIT && rc1 == ERR_CAPTURE_IMPLICIT,
+            "legacy stream's status while a blocking stream captures: %d, %d (want 906)", (int)rc,
+            (int)rc1);
+  CHECK_EQ_INT(is_capturing(blocking, &st), CUDA_SUCCESS);
+  CHECK_EQ_INT(st, 1);
+  CUgraph g1 = NULL, g2 = NULL;
+  CHECK_EQ_INT(end(blocking, &g1), CUDA_SUCCESS);
+  CHECK_EQ_INT(end(nonblocking, &g2), CUDA_SUCCESS);
+  CHECK_EQ_INT(is_capturing(NULL, &st), CUDA_SUCCESS);
+  CHECK_EQ_INT(graph_destroy(g1), CUDA_SUCCESS);
+  CHECK_EQ_INT(graph_destroy(g2), CUDA_SUCCESS);
+  CHECK_EQ_INT(cu_cuStreamDestroy(blocking), CUDA_SUCCESS);
+  CHECK_EQ_INT(cu_cuStreamDestroy(nonblocking), CUDA_SUCCESS);
+}
+
+static size_t read_file(const char *path, char *buf, size_t cap) {
+  FILE *f = fopen(path, "r");
+  size_t n = f ? fread(buf, 1, cap - 1, f) : 0;
+  if (f)
+    fclose(f);
+  buf[n] = 0;
+  return n;
+}
+
+/* cuGraphDebugDotPrint: the nodes with the kernel's name; verbose adds
+ * the launch dimensions; a path it cannot write: 1. */
+static void test_debug_dot_print(void) {
+  CUresult (*dot)(CUgraph, const char *, unsigned) =
+      PROC(CUresult(*)(CUgraph, const char *, unsigned), "cuGraphDebugDotPrint", 11030);
+  CUstream s;
+  CUmodule m;
+  CUfunction k;
+  REQUIRE(cu_cuStreamCreate(&s, 1) == CUDA_SUCCESS);
+  REQUIRE(cu_cuModuleLoadData(&m, g_fatbin) == CUDA_SUCCESS);
+  REQUIRE(cu_cuModuleGetFunction(&k, m, "graph_kernel") == CUDA_SUCCESS);
+  CHECK_EQ_INT(begin(s, 0), CUDA_SUCCESS);
+  CHECK_EQ_INT(cu_cuLaunchKernel(k, 3, 1, 1, 64, 1, 1, 0, s, NULL, NULL), CUDA_SUCCESS);
+  CUgraph g = NULL;
+  CHECK_EQ_INT(end(s, &g), CUDA_SUCCESS);
+  char path[] = "/tmp/fakegpu_dotXXXXXX", plain[4096], verbose[4096];
+  int fd = mkstemp(path);
+  REQUIRE(fd >= 0);
+  close(fd);
+  CHECK_EQ_INT(dot(g, path, 0), CUDA_SUCCESS);
+  read_file(path, plain, sizeof plain);
+  CHECK_EQ_INT(dot(g, path, 1), CUDA_SUCCESS);
+  read_file(path, verbose, sizeof verbose);
+  unlink(path);
+  CHECK_MSG(strstr(plain, "digraph") && strstr(plain, "graph_kernel"),
+            "the DOT output lacks the graph or the kernel's name:\n%s", plain);
+  CHECK_MSG(strstr(verbose, "graph_kernel") && strstr(verbose, "grid (3,1,1)") &&
+                strcmp(plain, verbose) != 0,
+            "the verbose DOT output lacks the launch dimensions:\n%s", verbose);
+  CHECK_EQ_INT(dot(g, "/nonexistent-dir/x.dot", 0), CUDA_ERROR_INVALID_VALUE);
+  CHECK_EQ_INT(dot((CUgraph)&fd, path, 0), CUDA_ERROR_INVALID_VALUE);
+  CHECK_EQ_INT(graph_destroy(g), CUDA_SUCCESS);
+  CHECK_EQ_INT(cu_cuModuleUnload(m), CUDA_SUCCESS);
+  CHECK_EQ_INT(cu_cuStreamDestroy(s), CUDA_SUCCESS);
+}
+
 static int child_uninit(void) {
   load();
   CUgraph g;
@@ -263,6 +482,14 @@ int main(int argc, char **argv) {
   RUN(test_event_record_is_captured);
   RUN(test_invalidation);
   RUN(test_refusals);
+  get_nodes_fn = PROC(CUresult(*)(CUgraph, void **, size_t *), "cuGraphGetNodes", 10000);
+  node_type_fn = PROC(CUresult(*)(void *, int *), "cuGraphNodeGetType", 10000);
+  wait_event = PROC(CUresult(*)(CUstream, CUevent, unsigned), "cuStreamWaitEvent", 3020);
+  RUN(test_memset_and_copy_are_captured);
+  RUN(test_fork_join);
+  RUN(test_isolation);
+  RUN(test_legacy_implicit);
+  RUN(test_debug_dot_print);
   CHECK_EQ_INT(fgt_run_self("uninit", NULL), 0);
   return TEST_END();
 }
