@@ -7,10 +7,18 @@ alternates), to time the same work, so both see the same machine load:
 
   op SIZE xT      torch.empty(SIZE bytes, uint8) and its free, T threads
                   (each in an ebb owner of its own in the ebb child), N ops
-                  per thread; the figure is wall time / ops
-  fwd MODEL       one forward pass of a model of examples/torch/models.py
+                  per thread; the figure is wall time / ops (the process's
+                  CPU time / ops is printed beside it)
+  fwd MODEL       forward passes of a model of examples/torch/models.py
                   (random weights, torch.no_grad, synchronised), the model
-                  loaded once in the child (in an ebb owner of its own)
+                  loaded once in the child (in an ebb owner of its own); as
+                  many passes a round as fill --fwd-ms (a pass's time
+                  measured once before the rounds, the faster child's; the
+                  same count for both), so a 1 ms forward is not timed over a 3 ms window
+                  that one descheduling doubles; the figure is wall time /
+                  passes, and the process's CPU time / passes is printed
+                  beside it (kernels are no-ops on the fake: both are the
+                  allocator's and the launch path's)
 
 and prints the medians, the median over rounds of the ratio ebb / PyTorch
 of the two figures a round took one after the other (the figure judged
@@ -18,8 +26,8 @@ against the targets: 1.2 for an op, 1.05 for a forward), and, for
 information, the ratio of the two best figures. At the end the ebb child drops each model
 and prints its owner's release against fakegpu-smi's drop.
 
-usage: torch_alloc.py [--rounds R] [--ops N] [--sites auto|c|python|off]
-       [--only op|fwd] (the environment says which device: bench.sh's fake)"""
+usage: torch_alloc.py [--rounds R] [--ops N] [--fwd N] [--fwd-ms MS]
+       [--sites auto|c|python|off] [--only op|fwd] (the environment says which device: bench.sh's fake)"""
 import argparse
 import json
 import os
@@ -65,6 +73,7 @@ def child(kind, sites):
     def run_ops(size, nthreads, n):
         start = threading.Barrier(nthreads)
         spans = [None] * nthreads
+        c0 = time.process_time()
 
         def body(i):
             with owned("ops%d" % i):
@@ -80,7 +89,8 @@ def child(kind, sites):
         for t in ths:
             t.join()
         wall = max(e for _, e in spans) - min(b for b, _ in spans)
-        return wall / (n * nthreads)
+        # the CPU time includes the 20 warm ops a thread and the threads' start
+        return [wall / (n * nthreads), (time.process_time() - c0) / ((n + 20) * nthreads)]
 
     def run_fwd(name, n):
         if name not in loaded:
@@ -90,11 +100,11 @@ def child(kind, sites):
         with owned(name), torch.no_grad():
             model(*args)  # warm: the first pass makes the workspaces
             torch.cuda.synchronize()
-            t0 = time.perf_counter()
+            c0, t0 = time.process_time(), time.perf_counter()
             for _ in range(n):
                 model(*args)
             torch.cuda.synchronize()
-            return (time.perf_counter() - t0) / n
+            return [(time.perf_counter() - t0) / n, (time.process_time() - c0) / n]
 
     def releases():
         from smi import used_mib
@@ -159,7 +169,9 @@ def main():
     ap.add_argument("--sites", default="auto", choices=("auto", "c", "python", "off"))
     ap.add_argument("--rounds", type=int, default=15)
     ap.add_argument("--ops", type=int, default=1000, help="ops per thread per round")
-    ap.add_argument("--fwd", type=int, default=3, help="forward passes per round")
+    ap.add_argument("--fwd", type=int, default=3, help="forward passes per round, at least")
+    ap.add_argument("--fwd-ms", type=float, default=60.0,
+                    help="a forward figure's window a round on PyTorch's side (ms)")
     ap.add_argument("--only", choices=("op", "fwd"))
     args = ap.parse_args()
     if args.child:
@@ -175,17 +187,29 @@ def main():
                 n = max(50, args.ops // (16 if size >= 64 << 20 else 1))
                 cases.append(("op %s x%d" % (label, t), OP_TARGET,
                               dict(do="op", size=size, threads=t, n=n)))
+    if args.fwd < 1 or args.fwd_ms < 0 or args.rounds < 1 or args.ops < 1:
+        raise SystemExit("torch_alloc: --rounds, --ops and --fwd must be >= 1, --fwd-ms >= 0")
     if args.only != "op":
         for name in ("demucs_like", "whisper_like", "crepe_like"):
-            cases.append(("fwd %s" % name, FWD_TARGET, dict(do="fwd", model=name, n=args.fwd)))
+            # the count of passes from a pass's time, the faster child's over
+            # --fwd passes, taken once here (each child loads and warms the
+            # model too)
+            one = min(k.ask(do="fwd", model=name, n=args.fwd)[0] for k in kids[::-1])
+            n = max(args.fwd, int(args.fwd_ms / 1e3 / max(one, 1e-6)) + 1)
+            cases.append(("fwd %s x%d" % (name, n), FWD_TARGET, dict(do="fwd", model=name, n=n)))
     times = {c[0]: {"native": [], "ebb": []} for c in cases}
+    cpu = {c[0]: {"native": [], "ebb": []} for c in cases}
     for r in range(args.rounds):
         order = kids if r % 2 == 0 else kids[::-1]
         for label, _, req in cases:
             for k in order:
-                times[label][k.kind].append(k.ask(**req))
+                ans = k.ask(**req)
+                if isinstance(ans, list):
+                    ans, c = ans
+                    cpu[label][k.kind].append(c)
+                times[label][k.kind].append(ans)
     missed = 0
-    print("%-22s %12s %12s %8s %8s %s" % ("", "PyTorch", "ebb", "ratio", "(best)", "target"))
+    print("%-26s %12s %12s %8s %8s %s" % ("", "PyTorch", "ebb", "ratio", "(best)", "target"))
     for label, target, _ in cases:
         nat, mine = times[label]["native"], times[label]["ebb"]
         # each round asked the two one after the other: the ratio of a pair
@@ -195,9 +219,13 @@ def main():
         unit, scale = ("us", 1e6) if label.startswith("op") else ("ms", 1e3)
         ok = ratio <= target
         missed += not ok
-        print("%-22s %9.2f %s %9.2f %s %8.2f %8.2f <= %.2f %s"
+        cpu_ratio = ""
+        if cpu[label]["native"]:
+            cpu_ratio = "  (CPU time %.2f)" % statistics.median(
+                m / n for m, n in zip(cpu[label]["ebb"], cpu[label]["native"]))
+        print("%-26s %9.2f %s %9.2f %s %8.2f %8.2f <= %.2f %s%s"
               % (label, statistics.median(nat) * scale, unit, statistics.median(mine) * scale,
-                 unit, ratio, best, target, "" if ok else "MISSED"))
+                 unit, ratio, best, target, "" if ok else "MISSED", cpu_ratio))
     if args.only != "op":
         for name, mib, drop, leaks in kids[1].ask(do="release"):
             print("release %-13s o.release() %5d MiB, fakegpu-smi drop %5d MiB%s%s"

@@ -174,7 +174,11 @@ static int is_framework(const char *file) {
 }
 
 /* --- the per-thread table ------------------------------------------------------------ */
-#define CACHE 64
+/* Entries per thread (32 bytes each): a model's forward walks through a
+ * few dozen framework code objects (nn.Module's call path, each layer's
+ * forward, torch.nn.functional); at 64 they evicted each other and every
+ * allocation re-read file names (bench/torch_alloc, crepe_like). */
+#define CACHE 512
 typedef struct centry {
   const void *code, *file;
   long lasti; /* -1: the code is a framework's, whatever the instruction */
@@ -183,8 +187,9 @@ typedef struct centry {
 static __thread centry t_cache[CACHE];
 
 static centry *slot(const void *code, long lasti) {
-  uintptr_t h = ((uintptr_t)code >> 4) * 31u + (uintptr_t)lasti;
-  return &t_cache[(h ^ (h >> 7)) & (CACHE - 1)];
+  uint64_t h = ((uint64_t)(uintptr_t)code >> 4) * 0x9e3779b97f4a7c15ull + (uint64_t)lasti;
+  h *= 0xff51afd7ed558ccdull;
+  return &t_cache[(h >> 40) & (CACHE - 1)];
 }
 
 /* The site of one frame: interned "file:line", SKIPPED, or NULL. */

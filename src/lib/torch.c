@@ -52,10 +52,32 @@ static tblock **slot_locked(const ebb_gpu *g, uint64_t addr) {
   return p;
 }
 
+/* Records of blocks PyTorch freed, kept for the next allocations (no host
+ * allocation per tensor), at most SPARE_MAX of them. */
+#define SPARE_MAX 1024
+static tblock *t_spare;
+static size_t t_nspare;
+
 static void drop_locked(tblock **p) {
   tblock *b = *p;
   *p = b->next;
-  free(b);
+  if (t_nspare == SPARE_MAX) {
+    free(b);
+    return;
+  }
+  b->next = t_spare;
+  t_spare = b;
+  t_nspare++;
+}
+
+static tblock *new_locked(void) {
+  tblock *b = t_spare;
+  if (!b)
+    return calloc(1, sizeof *b);
+  t_spare = b->next;
+  t_nspare--;
+  memset(b, 0, sizeof *b);
+  return b;
 }
 
 void lib_torch_leaked(const ebb_gpu *g, const mem_leak_report *r) {
@@ -101,7 +123,7 @@ static int claim(const ebb_gpu *g, uint64_t addr, size_t size) {
   lib_torch_lock();
   tblock **p = slot_locked(g, addr);
   int fresh = *p == NULL;
-  if (fresh && (*p = calloc(1, sizeof **p)) != NULL) {
+  if (fresh && (*p = new_locked()) != NULL) {
     (*p)->g = g;
     (*p)->addr = addr;
     (*p)->live = size;

@@ -207,7 +207,7 @@ struct mem_allocator {
   mem_ledger *ledger;
   /* stream-ordered reuse: idle device events for the next record, the
    * record counter, blocks passed over for another stream's pending work */
-  void **ev_idle;
+  mem_event **ev_idle; /* idle events, each with its device event */
   size_t nev_idle, cap_ev_idle;
   uint64_t ev_seq;
   uint64_t stream_waits;

@@ -4,9 +4,10 @@
  * cuMemFreeAsync order reuse. An event is recorded on the freeing stream
  * (and on each stream the block's uses were recorded on) at the free;
  * blocks cut from or merged with that block share it, with one event per
- * stream kept (the later one covers the earlier). Device events are
- * recycled through a->ev_idle (recording an event again is allowed while it
- * is pending) and destroyed at trim, before the context can go. Every
+ * stream kept (the later one covers the earlier). Events, with their device
+ * events, are recycled through a->ev_idle (recording an event again is
+ * allowed while it is pending) and destroyed at trim, before the context
+ * can go. Every
  * function expects a->mu: the driver calls (record, query) are made with it
  * held, as segment calls are. */
 #include <stdlib.h>
@@ -14,12 +15,14 @@
 #include "base/log.h"
 #include "memory/internal.h"
 
+/* An event no block refers to any more goes idle with its device event
+ * (record takes it again: no host allocation per free). */
 static void unref(mem_allocator *a, mem_event *e) {
   if (--e->refs > 0)
     return;
   if (a->nev_idle == a->cap_ev_idle) {
     size_t cap = a->cap_ev_idle ? a->cap_ev_idle * 2 : 16;
-    void **n = realloc(a->ev_idle, cap * sizeof *n);
+    mem_event **n = realloc(a->ev_idle, cap * sizeof *n);
     if (!n) {
       dev_event_destroy(a->dev, e->h);
       free(e);
@@ -28,16 +31,14 @@ static void unref(mem_allocator *a, mem_event *e) {
     a->ev_idle = n;
     a->cap_ev_idle = cap;
   }
-  a->ev_idle[a->nev_idle++] = e->h;
-  free(e);
+  a->ev_idle[a->nev_idle++] = e;
 }
 
 /* A new event recorded on stream, or NULL when none could be recorded. */
 static mem_event *record(mem_allocator *a, uint64_t stream) {
-  mem_event *e = calloc(1, sizeof *e);
+  mem_event *e = a->nev_idle ? a->ev_idle[--a->nev_idle] : calloc(1, sizeof *e);
   if (!e)
     return NULL;
-  e->h = a->nev_idle ? a->ev_idle[--a->nev_idle] : NULL;
   if (dev_event_record(a->dev, stream, &e->h) != 0) {
     dev_event_destroy(a->dev, e->h);
     free(e);
@@ -46,6 +47,7 @@ static mem_event *record(mem_allocator *a, uint64_t stream) {
   e->stream = stream;
   e->seq = ++a->ev_seq;
   e->refs = 1;
+  e->done = 0;
   return e;
 }
 
@@ -165,8 +167,11 @@ void mem__gate_settle_locked(mem_allocator *a, mem_block *b) {
 }
 
 void mem__events_trim_locked(mem_allocator *a) {
-  while (a->nev_idle)
-    dev_event_destroy(a->dev, a->ev_idle[--a->nev_idle]);
+  while (a->nev_idle) {
+    mem_event *e = a->ev_idle[--a->nev_idle];
+    dev_event_destroy(a->dev, e->h);
+    free(e);
+  }
 }
 
 int mem_record_stream(mem_allocator *a, uint64_t addr, uint64_t stream) {
