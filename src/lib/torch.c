@@ -1,5 +1,5 @@
-/* PyTorch's CUDAPluggableAllocator entry points (include/ebb/ebb.h) and
- * their late-free guard.
+/* PyTorch's CUDAPluggableAllocator entry points (include/ebb/ebb.h); their
+ * late-free guard's table is torch_guard.c's.
  *
  * PyTorch frees by address (and the size it asked for), with no token of
  * its own. When an owner is released with a tensor still alive, ebb frees
@@ -19,139 +19,25 @@
  * an orphan never share an address. The lock is taken before the
  * allocator's (leak reclaim, free), never the other way round. */
 #include <inttypes.h>
-#include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
 
 #include "base/log.h"
 #include "lib/lib_int.h"
-
-#define NBUCKETS 4096
-
-typedef struct tblock {
-  struct tblock *next;
-  const ebb_gpu *g;
-  uint64_t addr;
-  size_t live;  /* the live PyTorch block's size; 0: none */
-  size_t norph; /* orphans at this address (never with a live block) */
-} tblock;
-
-static pthread_mutex_t t_mu = PTHREAD_MUTEX_INITIALIZER;
-static tblock *t_tab[NBUCKETS];
-
-void lib_torch_lock(void) { pthread_mutex_lock(&t_mu); }
-void lib_torch_unlock(void) { pthread_mutex_unlock(&t_mu); }
-
-static tblock **slot_locked(const ebb_gpu *g, uint64_t addr) {
-  uint64_t h = (addr >> 8) ^ ((uint64_t)(uintptr_t)g * 0x9e3779b97f4a7c15ull);
-  tblock **p = &t_tab[(h ^ (h >> 29)) & (NBUCKETS - 1)];
-  while (*p && ((*p)->g != g || (*p)->addr != addr))
-    p = &(*p)->next;
-  return p;
-}
-
-/* Records of blocks PyTorch freed, kept for the next allocations (no host
- * allocation per tensor), at most SPARE_MAX of them. */
-#define SPARE_MAX 1024
-static tblock *t_spare;
-static size_t t_nspare;
-
-static void drop_locked(tblock **p) {
-  tblock *b = *p;
-  *p = b->next;
-  if (t_nspare == SPARE_MAX) {
-    free(b);
-    return;
-  }
-  b->next = t_spare;
-  t_spare = b;
-  t_nspare++;
-}
-
-static tblock *new_locked(void) {
-  tblock *b = t_spare;
-  if (!b)
-    return calloc(1, sizeof *b);
-  t_spare = b->next;
-  t_nspare--;
-  memset(b, 0, sizeof *b);
-  return b;
-}
-
-void lib_torch_leaked(const ebb_gpu *g, const mem_leak_report *r) {
-  for (size_t i = 0; g && r && i < r->nleaks; i++) {
-    if (r->leaks[i].pinned)
-      continue;
-    tblock **p = slot_locked(g, r->leaks[i].addr);
-    if (*p && (*p)->live) {
-      (*p)->live = 0;
-      (*p)->norph++;
-    }
-  }
-}
-
-#define ORD_MAX 64
-static _Atomic(ebb_gpu *) t_ord[ORD_MAX];
-
-static void forget_ordinal(const ebb_gpu *g) {
-  for (int i = 0; i < ORD_MAX; i++) {
-    ebb_gpu *want = (ebb_gpu *)g;
-    atomic_compare_exchange_strong(&t_ord[i], &want, NULL);
-  }
-}
-
-void lib_torch_forget(const ebb_gpu *g) {
-  forget_ordinal(g);
-  lib_torch_lock();
-  for (size_t i = 0; i < NBUCKETS; i++)
-    for (tblock **p = &t_tab[i]; *p;)
-      if ((*p)->g == g)
-        drop_locked(p);
-      else
-        p = &(*p)->next;
-  lib_torch_unlock();
-}
 
 /* How many blocks one allocation may set aside because their addresses are
  * still held by tensors ebb freed as leaks. */
 #define HOLD_MAX 256
 
-/* 1 when addr is new to PyTorch: then it is recorded as live (size). */
-static int claim(const ebb_gpu *g, uint64_t addr, size_t size) {
-  lib_torch_lock();
-  tblock **p = slot_locked(g, addr);
-  int fresh = *p == NULL;
-  if (fresh && (*p = new_locked()) != NULL) {
-    (*p)->g = g;
-    (*p)->addr = addr;
-    (*p)->live = size;
-  } else if (fresh) {
-    base_log(EBB_LOG_WARN, "ebb",
-             "torch: no host memory to track the block at 0x%" PRIx64
-             "; a late free there may free a newer block",
-             addr);
-  } else if ((*p)->live) {
-    /* ebb handed out an address PyTorch still holds live: its block was
-     * freed by a path that told nothing here; its PyTorch free is to come */
-    (*p)->live = 0;
-    (*p)->norph++;
-  }
-  lib_torch_unlock();
-  return fresh;
-}
-
 /* The handle of CUDA device `ordinal`, without ebb_gpu_for_ordinal's lock
  * after the first call: that handle holds a reference until exit (its
  * ordinal_ref), so it stays valid; lib_torch_forget clears it all the same. */
 static int gpu_of(int device, ebb_gpu **g) {
-  if (device >= 0 && device < ORD_MAX &&
-      (*g = atomic_load_explicit(&t_ord[device], memory_order_acquire)) != NULL)
+  if ((*g = lib_torch_ordinal(device)) != NULL)
     return 0;
   int rc = ebb_gpu_for_ordinal(device, g);
-  if (!rc && device < ORD_MAX)
-    atomic_store_explicit(&t_ord[device], *g, memory_order_release);
+  if (!rc)
+    lib_torch_set_ordinal(device, *g);
   return rc;
 }
 
@@ -190,7 +76,7 @@ static int alloc_at(ssize_t size, int device, const char *site, void *stream, vo
   while (!rc) {
     if ((rc = lib_gpu_alloc_interned(g, (size_t)size, site, st, &addr)) != 0)
       break;
-    if (claim(g, addr, (size_t)size)) {
+    if (lib_torch_claim(g, addr, (size_t)size)) {
       *ptr = (void *)(uintptr_t)addr;
       break;
     }
@@ -237,22 +123,6 @@ void *ebb_torch_alloc(ssize_t size, int device, void *stream) {
   return p;
 }
 
-/* Which block a PyTorch free of addr is: 1 the live one (free it), 0 an
- * orphan (retired here; nothing to free), -1 none known here. */
-static int match_locked(tblock **p) {
-  tblock *b = *p;
-  if (!b)
-    return -1;
-  if (b->norph) { /* then there is no live PyTorch block here (alloc_at) */
-    if (--b->norph == 0 && !b->live)
-      drop_locked(p);
-    return 0;
-  }
-  int live = b->live != 0;
-  drop_locked(p);
-  return live ? 1 : -1;
-}
-
 void ebb_torch_free(void *ptr, ssize_t size, int device, void *stream) {
   if (!ptr)
     return;
@@ -263,7 +133,7 @@ void ebb_torch_free(void *ptr, ssize_t size, int device, void *stream) {
     /* the free under the lock: a leak reclaim and a new block at this
      * address cannot come between the match and the free */
     lib_torch_lock();
-    if (match_locked(slot_locked(g, addr)) != 0)
+    if (lib_torch_match_locked(g, addr) != 0)
       rc = ebb_free_on(g, addr, (uint64_t)(uintptr_t)stream);
     lib_torch_unlock();
   }

@@ -6,8 +6,9 @@
 # each cycle with the symbols that make it). cmake/EbbRooms.cmake keeps the
 # rooms in order among themselves, this keeps the files in order inside a
 # room. Rooms checked: EBB_CYCLE_ROOMS, by default every room of src/; the
-# rooms built as programs rather than archives are read from their objects
-# (cli: `ebb`'s, build/src/cli/CMakeFiles/ebb.dir/*.o).
+# rooms built as programs or libraries rather than archives are read from
+# their objects (cli: `ebb`'s, build/src/cli/CMakeFiles/ebb.dir/*.o; lib:
+# libebb.so's, build/src/lib/CMakeFiles/ebb_shared.dir/*.o).
 #  - first the check itself: two objects that call each other (a.o -> b.o
 #    -> a.o) are refused with the cycle named, a third that only calls them
 #    is not part of it, and a chain without a circle passes.
@@ -16,7 +17,7 @@ set -u
 . "$(dirname "$0")/../lib/common.sh"
 CHECK=$EBB_SOURCE_DIR/tests/support/objcycles.py
 command -v nm > /dev/null || { echo "FAIL: nm (binutils) is not installed" >&2; exit 1; }
-ROOMS=${EBB_CYCLE_ROOMS:-base broker device memory stages worker pipeline server cli}
+ROOMS=${EBB_CYCLE_ROOMS:-base broker device memory stages worker pipeline server cli lib}
 
 # --- the check can fail ------------------------------------------------------
 cc=$(sed -n 's/^CMAKE_C_COMPILER:[A-Z]*=//p' "$EBB_BUILD_DIR/CMakeCache.txt")
