@@ -128,6 +128,7 @@ struct fk_obj {
    * stream it was recorded on (compared, never dereferenced) */
   unsigned long long cap_id, cap_seq;
   fk_obj *cap_stream;
+  unsigned char *attrs; /* streams: cuStreamSetAttribute's values (NULL: defaults) */
   int max_dyn_smem; /* functions: CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES
                      * set by cuFuncSetAttribute (0: the default 48 KiB) */
 };

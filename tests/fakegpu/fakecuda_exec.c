@@ -59,6 +59,8 @@ static void free_obj(fk_obj *o) {
     fk_hmap_del(&g_owned_map, (uintptr_t)o->owner, owned_key(o->ctx, o->kind), NULL, o);
   fk_module_globals_free(o);
   fk_capture_free(o);
+  free(o->attrs);
+  o->attrs = NULL;
   free(o->name);
   if (o->image_owned) {
     fk_image_forget(o->image);

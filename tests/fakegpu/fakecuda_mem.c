@@ -442,6 +442,73 @@ FK_API CUresult cuMemsetD32Async(CUdeviceptr dst, unsigned int v, size_t n, CUst
   return memset_n(dst, v, n, 4, s, 1);
 }
 
+/* 2D memset: height rows of width elements, pitch bytes apart; the pitch
+ * must hold a row (1). Each row is one memset (on a capturing stream, one
+ * memset node per row). */
+static CUresult memset_2d(CUdeviceptr dst, size_t pitch, uint32_t v, size_t w, size_t h,
+                          unsigned width, CUstream s, int check_stream) {
+  fk_lock();
+  struct CUctx_st *c;
+  CUresult rc = fk_need_ctx(&c);
+  if (rc == CUDA_SUCCESS && check_stream && !fk_stream_ok(s))
+    rc = CUDA_ERROR_INVALID_HANDLE;
+  else if (rc == CUDA_SUCCESS && w && h &&
+           (pitch / width < w || dst % width || h - 1 > (UINT64_MAX - dst - w * width) / pitch ||
+            !fk_mem_range_ok(dst, (h - 1) * pitch + w * width)))
+    rc = CUDA_ERROR_INVALID_VALUE; /* nothing is written unless the whole area is valid */
+  fk_unlock();
+  for (size_t r = 0; rc == CUDA_SUCCESS && w && r < h; r++)
+    rc = memset_n(dst + r * pitch, v, w, width, s, check_stream);
+  return rc;
+}
+
+FK_API CUresult cuMemsetD2D8_v2(CUdeviceptr dst, size_t pitch, unsigned char v, size_t w,
+                                size_t h) {
+  return memset_2d(dst, pitch, v, w, h, 1, NULL, 0);
+}
+FK_API CUresult cuMemsetD2D16_v2(CUdeviceptr dst, size_t pitch, unsigned short v, size_t w,
+                                 size_t h) {
+  return memset_2d(dst, pitch, v, w, h, 2, NULL, 0);
+}
+FK_API CUresult cuMemsetD2D32_v2(CUdeviceptr dst, size_t pitch, unsigned int v, size_t w,
+                                 size_t h) {
+  return memset_2d(dst, pitch, v, w, h, 4, NULL, 0);
+}
+FK_API CUresult cuMemsetD2D8Async(CUdeviceptr dst, size_t pitch, unsigned char v, size_t w,
+                                  size_t h, CUstream s) {
+  return memset_2d(dst, pitch, v, w, h, 1, s, 1);
+}
+FK_API CUresult cuMemsetD2D16Async(CUdeviceptr dst, size_t pitch, unsigned short v, size_t w,
+                                   size_t h, CUstream s) {
+  return memset_2d(dst, pitch, v, w, h, 2, s, 1);
+}
+FK_API CUresult cuMemsetD2D32Async(CUdeviceptr dst, size_t pitch, unsigned int v, size_t w,
+                                   size_t h, CUstream s) {
+  return memset_2d(dst, pitch, v, w, h, 4, s, 1);
+}
+
+/* Managed memory attached to a stream (GLOBAL 1, HOST 2, SINGLE 4; SINGLE
+ * not on the legacy stream): the range must lie in one managed allocation
+ * (length 0: all of it), else 1. The fake's managed memory is reachable from
+ * host and device at all times, so nothing moves. */
+FK_API CUresult cuStreamAttachMemAsync(CUstream s, CUdeviceptr p, size_t length,
+                                       unsigned int flags) {
+  fk_lock();
+  struct CUctx_st *c;
+  CUresult rc = fk_need_ctx(&c);
+  fk_alloc *a = rc ? NULL : find_alloc(FK_ALLOC_MANAGED, p, 1);
+  if (rc == CUDA_SUCCESS && !fk_stream_ok(s))
+    rc = CUDA_ERROR_INVALID_HANDLE;
+  else if (rc == CUDA_SUCCESS && ((flags != 1 && flags != 2 && flags != 4) || !a ||
+                                  (length && !alloc_contains(a, p, length)) ||
+                                  (!length && p != a->addr) || (flags == 4 && !fk_obj_check(s, FK_OBJ_STREAM))))
+    rc = CUDA_ERROR_INVALID_VALUE;
+  if (rc == CUDA_SUCCESS)
+    rc = fk_stream_work(s);
+  fk_unlock();
+  return rc;
+}
+
 /* --- IPC: the handle names the owner's memfd; the opener maps
  * /proc/<pid>/fd/<fd>, checked against pid reuse and fd reuse. ------------- */
 #define FK_IPC_MAGIC 0x46495043u

@@ -29,6 +29,7 @@ struct fk_pool {
   uint64_t release_threshold;
   uint64_t reserved_high, used_high;
   int reuse[4]; /* attributes 1..3, all on by default */
+  int access[FG_MAX_DEVICES]; /* other devices' access (cuMemPoolSetAccess); own: read-write */
   struct fk_pool *next;
 };
 
@@ -469,8 +470,11 @@ FK_API CUresult cuMemPoolSetAccess(CUmemoryPool pool, const CUmemAccessDesc *map
   for (size_t i = 0; rc == CUDA_SUCCESS && i < count; i++)
     if (map[i].location.type != CU_MEM_LOCATION_TYPE_DEVICE || map[i].location.id < 0 ||
         (unsigned)map[i].location.id >= fk_ndevices ||
-        (map[i].location.id == p->device && map[i].flags != CU_MEM_ACCESS_FLAGS_PROT_READWRITE))
+        (map[i].location.id == p->device && map[i].flags != CU_MEM_ACCESS_FLAGS_PROT_READWRITE) ||
+        map[i].flags < CU_MEM_ACCESS_FLAGS_PROT_NONE || map[i].flags > CU_MEM_ACCESS_FLAGS_PROT_READWRITE)
       rc = CUDA_ERROR_INVALID_VALUE;
+  for (size_t i = 0; rc == CUDA_SUCCESS && i < count; i++)
+    p->access[map[i].location.id] = map[i].flags; /* all checked first: all or nothing */
   fk_unlock();
   return rc;
 }
@@ -483,8 +487,11 @@ FK_API CUresult cuMemPoolGetAccess(CUmemAccess_flags *flags, CUmemoryPool pool, 
   struct fk_pool *p = pool_check(pool);
   if (!p || !flags || !loc || loc->type != CU_MEM_LOCATION_TYPE_DEVICE)
     rc = CUDA_ERROR_INVALID_VALUE;
+  else if (loc->id < 0 || (unsigned)loc->id >= fk_ndevices)
+    rc = CUDA_ERROR_INVALID_DEVICE;
   else
-    *flags = loc->id == p->device ? CU_MEM_ACCESS_FLAGS_PROT_READWRITE : CU_MEM_ACCESS_FLAGS_PROT_NONE;
+    *flags = loc->id == p->device ? CU_MEM_ACCESS_FLAGS_PROT_READWRITE
+                                  : (CUmemAccess_flags)p->access[loc->id];
   fk_unlock();
   return rc;
 }

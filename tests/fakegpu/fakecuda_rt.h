@@ -288,6 +288,25 @@ CUresult fk_ctx_synchronize_v2(CUcontext ctx);
   X(cuSurfObjectGetResourceDesc, "cuSurfObjectGetResourceDesc", 5000,          \
     (CUDA_RESOURCE_DESC *res, CUsurfObject sf))                                \
   X(cuGraphDebugDotPrint, "cuGraphDebugDotPrint", 11030,                       \
-    (CUgraph graph, const char *path, unsigned int flags))
+    (CUgraph graph, const char *path, unsigned int flags))                     \
+  X(cuMemsetD2D8, "cuMemsetD2D8_v2", 3020,                                     \
+    (CUdeviceptr dst, size_t pitch, unsigned char v, size_t w, size_t h))      \
+  X(cuMemsetD2D16, "cuMemsetD2D16_v2", 3020,                                   \
+    (CUdeviceptr dst, size_t pitch, unsigned short v, size_t w, size_t h))     \
+  X(cuMemsetD2D32, "cuMemsetD2D32_v2", 3020,                                   \
+    (CUdeviceptr dst, size_t pitch, unsigned int v, size_t w, size_t h))       \
+  X(cuMemsetD2D8Async, "cuMemsetD2D8Async", 3020,                              \
+    (CUdeviceptr dst, size_t pitch, unsigned char v, size_t w, size_t h, CUstream s)) \
+  X(cuMemsetD2D16Async, "cuMemsetD2D16Async", 3020,                            \
+    (CUdeviceptr dst, size_t pitch, unsigned short v, size_t w, size_t h, CUstream s)) \
+  X(cuMemsetD2D32Async, "cuMemsetD2D32Async", 3020,                            \
+    (CUdeviceptr dst, size_t pitch, unsigned int v, size_t w, size_t h, CUstream s)) \
+  X(cuStreamAttachMemAsync, "cuStreamAttachMemAsync", 6000,                    \
+    (CUstream s, CUdeviceptr dptr, size_t length, unsigned int flags))          \
+  X(cuStreamGetAttribute, "cuStreamGetAttribute", 11000,                       \
+    (CUstream s, int attr, void *value))                                       \
+  X(cuStreamSetAttribute, "cuStreamSetAttribute", 11000,                       \
+    (CUstream s, int attr, const void *value))                                 \
+  X(cuStreamCopyAttributes, "cuStreamCopyAttributes", 11000, (CUstream dst, CUstream src))
 
 #endif

@@ -180,3 +180,122 @@ static CUresult profiler(void) {
 
 FK_API CUresult cuProfilerStart(void) { return profiler(); }
 FK_API CUresult cuProfilerStop(void) { return profiler(); }
+
+/* --- stream attributes (cuStreamGet/SetAttribute, cuStreamCopyAttributes) --
+ * The ones the driver takes for a stream: ACCESS_POLICY_WINDOW (1; bytes up
+ * to the device's window, 134,213,632, hit ratio in [0, 1], properties
+ * NORMAL/STREAMING/PERSISTING), SYNCHRONIZATION_POLICY (3; AUTO..BLOCKING_SYNC
+ * = 1..4), PRIORITY (8; clamped into the stream priority range, as
+ * cuStreamCreateWithPriority does), MEM_SYNC_DOMAIN_MAP (9) and
+ * MEM_SYNC_DOMAIN (10; 0 or 1). Any other id or value: 1. Values are kept
+ * and given back (the fake has no cache or scheduler to steer); the legacy
+ * and per-thread streams answer the defaults and take no values (1). */
+#define FK_ATTR_VALUE_BYTES 64
+#define FK_ATTR_SLOTS 11
+
+typedef struct {
+  void *base;
+  size_t bytes;
+  float hit_ratio;
+  int hit_prop, miss_prop;
+} fk_apw;
+
+static int attr_ok(int id) { return id == 1 || id == 3 || id == 8 || id == 9 || id == 10; }
+
+static int attr_value_ok(int id, const unsigned char *v) {
+  fk_apw w;
+  int i;
+  switch (id) {
+  case 1:
+    memcpy(&w, v, sizeof w);
+    return w.bytes <= 134213632u && w.hit_ratio >= 0.0f && w.hit_ratio <= 1.0f &&
+           w.hit_prop >= 0 && w.hit_prop <= 2 && w.miss_prop >= 0 && w.miss_prop <= 2;
+  case 3: memcpy(&i, v, sizeof i); return i >= 1 && i <= 4;
+  case 10: memcpy(&i, v, sizeof i); return i == 0 || i == 1;
+  default: return 1;
+  }
+}
+
+FK_API CUresult cuStreamGetAttribute(CUstream s, int attr, void *value) {
+  fk_lock();
+  struct CUctx_st *c;
+  CUresult rc = fk_need_ctx(&c);
+  fk_obj *o = rc ? NULL : fk_obj_check(s, FK_OBJ_STREAM);
+  if (rc == CUDA_SUCCESS && !fk_stream_ok(s))
+    rc = CUDA_ERROR_INVALID_HANDLE;
+  else if (rc == CUDA_SUCCESS && (!value || !attr_ok(attr)))
+    rc = CUDA_ERROR_INVALID_VALUE;
+  if (rc == CUDA_SUCCESS) {
+    unsigned char *v = value;
+    memset(v, 0, FK_ATTR_VALUE_BYTES);
+    if (o && o->attrs)
+      memcpy(v, o->attrs + attr * FK_ATTR_VALUE_BYTES, FK_ATTR_VALUE_BYTES);
+    else if (attr == 3)
+      v[0] = 1; /* CU_SYNC_POLICY_AUTO */
+    if (attr == 8) {
+      int prio = o ? o->priority : 0;
+      memcpy(v, &prio, sizeof prio);
+    }
+  }
+  fk_unlock();
+  return rc;
+}
+
+/* Sets one attribute of stream o (fk_lock held). */
+static CUresult attr_set(fk_obj *o, int attr, const unsigned char *v) {
+  if (!o->attrs) {
+    if (!(o->attrs = calloc(FK_ATTR_SLOTS, FK_ATTR_VALUE_BYTES)))
+      return CUDA_ERROR_OUT_OF_MEMORY;
+    o->attrs[3 * FK_ATTR_VALUE_BYTES] = 1; /* CU_SYNC_POLICY_AUTO */
+  }
+  memcpy(o->attrs + attr * FK_ATTR_VALUE_BYTES, v, FK_ATTR_VALUE_BYTES);
+  if (attr == 8) {
+    int prio;
+    memcpy(&prio, v, sizeof prio);
+    o->priority = prio > FK_PRIO_LEAST ? FK_PRIO_LEAST : prio < FK_PRIO_GREATEST ? FK_PRIO_GREATEST : prio;
+  }
+  return CUDA_SUCCESS;
+}
+
+FK_API CUresult cuStreamSetAttribute(CUstream s, int attr, const void *value) {
+  fk_lock();
+  struct CUctx_st *c;
+  CUresult rc = fk_need_ctx(&c);
+  fk_obj *o = rc ? NULL : fk_obj_check(s, FK_OBJ_STREAM);
+  if (rc == CUDA_SUCCESS && !fk_stream_ok(s))
+    rc = CUDA_ERROR_INVALID_HANDLE;
+  else if (rc == CUDA_SUCCESS && (!o || !value || !attr_ok(attr) || !attr_value_ok(attr, value)))
+    rc = CUDA_ERROR_INVALID_VALUE;
+  if (rc == CUDA_SUCCESS)
+    rc = attr_set(o, attr, value);
+  fk_unlock();
+  return rc;
+}
+
+FK_API CUresult cuStreamCopyAttributes(CUstream dst, CUstream src) {
+  fk_lock();
+  struct CUctx_st *c;
+  CUresult rc = fk_need_ctx(&c);
+  fk_obj *d = rc ? NULL : fk_obj_check(dst, FK_OBJ_STREAM);
+  fk_obj *o = rc ? NULL : fk_obj_check(src, FK_OBJ_STREAM);
+  if (rc == CUDA_SUCCESS && (!fk_stream_ok(dst) || !fk_stream_ok(src)))
+    rc = CUDA_ERROR_INVALID_HANDLE;
+  else if (rc == CUDA_SUCCESS && !d)
+    rc = CUDA_ERROR_INVALID_VALUE;
+  for (int a = 1; rc == CUDA_SUCCESS && a < FK_ATTR_SLOTS; a++) {
+    unsigned char v[FK_ATTR_VALUE_BYTES] = {0};
+    if (!attr_ok(a))
+      continue;
+    if (o && o->attrs)
+      memcpy(v, o->attrs + a * FK_ATTR_VALUE_BYTES, FK_ATTR_VALUE_BYTES);
+    else if (a == 3)
+      v[0] = 1;
+    if (a == 8) {
+      int prio = o ? o->priority : 0;
+      memcpy(v, &prio, sizeof prio);
+    }
+    rc = attr_set(d, a, v);
+  }
+  fk_unlock();
+  return rc;
+}
