@@ -1,5 +1,6 @@
 /* What `ebb run`, `ebb pipelines` and `ebb stages` share: the config file and
  * the stage registry with its plugins. */
+#include <ctype.h>
 #include <getopt.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -82,4 +83,42 @@ int cli_list_end(json_t *arr, int json, size_t dump_flags, pl_config *cfg, pl_re
   pl_registry_destroy(reg);
   pl_config_free(cfg);
   return EBB_EXIT_OK;
+}
+
+int cli_parse_bytes(const char *v, uint64_t *out) {
+  char *end = NULL;
+  double x = strtod(v, &end);
+  if (!end || end == v || x < 0)
+    return -1;
+  while (*end == ' ')
+    end++;
+  double mul = 1;
+  switch (toupper((unsigned char)*end)) {
+  case 'K':
+    mul = 1024.0;
+    end++;
+    break;
+  case 'M':
+    mul = 1048576.0;
+    end++;
+    break;
+  case 'G':
+    mul = 1073741824.0;
+    end++;
+    break;
+  case 'T':
+    mul = 1099511627776.0;
+    end++;
+    break;
+  case '\0': break;
+  default: return -1;
+  }
+  if (mul > 1 && (*end == 'i' || *end == 'I'))
+    end++;
+  if (mul > 1 && (*end == 'B' || *end == 'b'))
+    end++;
+  if (*end || x * mul > 1.8e19)
+    return -1;
+  *out = (uint64_t)(x * mul);
+  return 0;
 }

@@ -10,7 +10,7 @@
 #include <unistd.h>
 
 #include "broker/broker.h"
-#include "cli/broker_cli.h"
+#include "server/server.h"
 #include "device/nvml.h"
 #include "cli/commands.h"
 #include "ebb/error.h"
@@ -169,7 +169,7 @@ int cli_cmd_reclaim(int argc, char **argv) {
             a.bytes);
     return EBB_EXIT_USAGE;
   }
-  if (cli_cuda_uuid(dev.ordinal, dev.uuid, sizeof dev.uuid) != 0 ||
+  if (srv_cuda_uuid(dev.ordinal, dev.uuid, sizeof dev.uuid) != 0 ||
       brk_dir_open(a.dir, NULL, dir, sizeof dir) != 0) {
     fprintf(stderr, "ebb reclaim: %s\n", ebb_errmsg());
     return EBB_EXIT_USAGE;

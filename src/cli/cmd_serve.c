@@ -21,10 +21,9 @@
 #include "cli/commands.h"
 #include "pipeline/config.h"
 #include "broker/broker.h"
-#include "cli/broker_cli.h"
 #include "pipeline/manager.h"
 #include "pipeline/registry.h"
-#include "server/cluster.h"
+#include "server/cluster/cluster.h"
 #include "server/server.h"
 #include "cli/cmd_serve.h"
 
@@ -255,7 +254,7 @@ static void serve_loop(serve_state *st, const sigset_t *set, double grace_s) {
   int watching = pthread_create(&gw, NULL, grace_watch, &grace) == 0;
   srv_stop(st->srv);
   st->srv = NULL;
-  cli_serve_broker_stop(st->peer); /* no peer asks a manager that is going */
+  srv_broker_stop(st->peer); /* no peer asks a manager that is going */
   st->peer = NULL;
   for (size_t i = 0; i < st->n; i++) {
     pl_manager_destroy(st->ms[i]);
@@ -302,7 +301,7 @@ static int start_and_serve(serve_args *a, serve_state *st, pl_manager_opts *mo) 
   const char *env_token = getenv("EBB_TOKEN");
   a->broker.token = a->so.token_file || (env_token && *env_token);
   a->broker.wait_s = a->so.job_timeout_s > 0 ? a->so.job_timeout_s : 60;
-  cli_serve_broker_start(&a->broker, st->ms, st->devs, st->n, &st->peer);
+  srv_broker_start(&a->broker, st->ms, st->devs, st->n, &st->peer);
   serve_loop(st, &set, a->grace_s);
   return EBB_EXIT_OK;
 }
@@ -336,8 +335,7 @@ static int serve(serve_args *a) {
                      .max_wait_s = a->so.max_wait_s,
                      .keep_resident_s = a->so.keep_resident_s,
                      .cluster = a->so.cluster,
-                     .broker_reclaim = cli_serve_broker_reclaim, /* docs/broker.md */
-                     .broker_metrics = cli_serve_broker_metrics};
+                     .broker = 1 /* docs/broker.md */};
   pl_manager_opts mo = {.size = sizeof mo,
                         .cfg = st.cfg,
                         .reg = st.reg,
@@ -345,8 +343,8 @@ static int serve(serve_args *a) {
                         .cache_dir = a->cache_dir,
                         .scratch_dir = a->sd,
                         .policy = a->release ? &a->policy : NULL,
-                        .ask_peers = cli_serve_broker_ask, /* docs/broker.md */
-                        .ask_done = cli_serve_broker_ask_done};
+                        .ask_peers = srv_broker_ask, /* docs/broker.md */
+                        .ask_done = srv_broker_ask_done};
   status = EBB_EXIT_USAGE;
   if (cli_serve_server_config(a->config, &a->so, &mo) == 0) {
     for (size_t i = 0; i < st.cfg->npipelines; i++)
@@ -357,7 +355,7 @@ static int serve(serve_args *a) {
   }
   flush_early(); /* when the server never listened */
   srv_stop(st.srv);
-  cli_serve_broker_stop(st.peer);
+  srv_broker_stop(st.peer);
   close_runtime(&st);
   pl_registry_destroy(st.reg);
   pl_config_free(st.cfg);

@@ -5,10 +5,9 @@
 
 #include <stdint.h>
 
-#include "cli/broker_cli.h"
 #include "pipeline/config.h"
 #include "pipeline/manager.h"
-#include "server/cluster.h"
+#include "server/cluster/cluster.h"
 #include "server/server.h"
 
 #define MAX_LIST 32
@@ -24,8 +23,8 @@ typedef struct serve_args {
   srv_cluster_opts co;
   const char *pw_file;
   char pw[256];
-  double grace_s;           /* --shutdown-grace; 0: the default */
-  serve_broker_opts broker; /* --broker-dir, --broker-group, --broker-timeout, --reserve */
+  double grace_s;         /* --shutdown-grace; 0: the default */
+  srv_broker_opts broker; /* --broker-dir, --broker-group, --broker-timeout, --reserve */
 } serve_args;
 
 /* "cmd_serve_args.c" */

@@ -5,6 +5,7 @@
 #define EBB_CLI_COMMANDS_H
 
 #include <jansson.h>
+#include <stdint.h>
 #include <stdio.h>
 
 typedef struct cli_command {
@@ -41,6 +42,9 @@ int cli_list_begin(int argc, char **argv, void (*usage)(FILE *), int *json, stru
  * frees arr, reg and cfg; returns EBB_EXIT_OK. (cmd_common.c) */
 int cli_list_end(json_t *arr, int json, size_t dump_flags, struct pl_config *cfg,
                  struct pl_registry *reg);
+
+/* "8G", "512MiB", "1048576" (bytes), "4 GiB"; 0 or -1. (cmd_common.c) */
+int cli_parse_bytes(const char *v, uint64_t *out);
 
 #define EBB_EXIT_OK 0
 #define EBB_EXIT_FAILED 1

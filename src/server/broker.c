@@ -1,6 +1,6 @@
 /* POST /v1/memory/reclaim {"device": "cuda:0", "bytes": N} (admin): asks
  * the other processes on the device for memory, as `ebb reclaim` does
- * (docs/broker.md). The asking itself is ebb serve's (broker_reclaim). */
+ * (docs/broker.md). The asking itself is broker_peer.c's (srv_broker_reclaim). */
 #include <string.h>
 
 #include "server/internal.h"
@@ -14,7 +14,7 @@ static int whole_bytes(json_t *v) {
 enum MHD_Result srv_h_memory_reclaim(srv_server *s, struct MHD_Connection *c, srv_req *r,
                                      const char *method) {
   (void)method;
-  if (!s->broker_reclaim)
+  if (!s->broker)
     return srv_send_err(c, r, MHD_HTTP_SERVICE_UNAVAILABLE, "unavailable",
                         "this server has no broker (docs/broker.md)");
   if (r->kind != BODY_BUFFER || !r->len)
@@ -39,8 +39,7 @@ enum MHD_Result srv_h_memory_reclaim(srv_server *s, struct MHD_Connection *c, sr
                        "expected {\"device\": \"cuda:N\", \"bytes\": N > 0}");
   else {
     json_t *ans = NULL;
-    int rc = s->broker_reclaim(s->broker_arg, json_string_value(dev),
-                               (uint64_t)json_number_value(bytes), &ans);
+    int rc = srv_broker_reclaim(json_string_value(dev), (uint64_t)json_number_value(bytes), &ans);
     res = rc ? srv_send_ebb_err(c, r, rc, ebb_errmsg()) : srv_send_json(c, r, MHD_HTTP_OK, ans);
   }
   json_decref(b);

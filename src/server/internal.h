@@ -16,7 +16,7 @@
 #include "base/clock.h"
 #include "base/error.h"
 #include "base/fs.h"
-#include "server/cluster.h"
+#include "server/cluster/cluster.h"
 #include "server/events.h"
 #include "server/queue.h"
 #include "server/server.h"
@@ -30,9 +30,7 @@ typedef struct srv_conns srv_conns;
 
 struct srv_server {
   struct MHD_Daemon *d;
-  int (*broker_reclaim)(void *, const char *, uint64_t, json_t **); /* "broker.c" */
-  void (*broker_metrics)(void *, FILE *);
-  void *broker_arg;
+  int broker;    /* srv_opts.broker: POST /v1/memory/reclaim and ebb_broker_* ("broker.c") */
   pl_manager *m; /* devices[0]'s: pipelines, sessions, loads */
   mem_allocator *alloc;
   pl_manager **ms; /* one per device (ndev; ms[0] == m) */
@@ -50,8 +48,9 @@ struct srv_server {
   srv_auth *auth;
   srv_conns *conns;
   struct srv_snap *snap;
-  struct srv_cluster *cluster; /* --queue redis://: jobs live in Redis (cluster.c) */
-  pthread_mutex_t owners_lock; /* guards session_owners */
+  struct srv_cluster *cluster;    /* --queue redis://: jobs live in Redis (cluster/) */
+  const struct srv_route *routes; /* the local or the cluster table (srv_routes_choose) */
+  pthread_mutex_t owners_lock;    /* guards session_owners */
   struct srv_owner *session_owners;
   char *data_dir;
   char url[320];
@@ -280,6 +279,8 @@ int srv_route_begin(srv_server *s, struct MHD_Connection *c, srv_req *r, const c
                     const char *method, enum MHD_Result *ret);
 enum MHD_Result srv_route_run(srv_server *s, struct MHD_Connection *c, srv_req *r,
                               const char *method);
+/* s->routes: the local table, or under --queue the cluster's (at start). */
+void srv_routes_choose(srv_server *s);
 
 /* --- "jobs.c": jobs and sessions -------------------------------------------------- */
 #define SRV_HANDLER(name) \
@@ -287,25 +288,35 @@ enum MHD_Result srv_route_run(srv_server *s, struct MHD_Connection *c, srv_req *
 SRV_HANDLER(srv_h_jobs_post);
 SRV_HANDLER(srv_h_job);
 SRV_HANDLER(srv_h_job_result);
-SRV_HANDLER(srv_h_job_file); /* GET /v1/jobs/ID/files/NAME ("cluster_files.c") */
 SRV_HANDLER(srv_h_sessions_post);
 SRV_HANDLER(srv_h_session);
 SRV_HANDLER(srv_h_session_item);
+/* --- "joboutputs.c": GET /v1/jobs/ID/files/NAME --------------------------------- */
+SRV_HANDLER(srv_h_job_file);
+/* buf (taken) sent as application/octet-stream, 200. */
+enum MHD_Result srv_send_octets(struct MHD_Connection *c, char *buf, size_t n);
+/* The entry of o's result "files" whose base name is name, or NULL. */
+const char *srv_output_listed(json_t *o, const char *name);
+/* Job o's output r->parts[4] from a disk: 409 before it succeeded, 404 when
+ * its result does not list it or the file is on another node's disk. */
+enum MHD_Result srv_send_output(struct MHD_Connection *c, srv_req *r, json_t *o);
 /* --- "sleep.c": POST /v1/pipelines/NAME/sleep|wake, the sleep metrics ------------- */
 SRV_HANDLER(srv_h_pipeline_sleep);
 void srv_sleep_metrics(srv_server *s, FILE *f);
 /* --- "broker.c": POST /v1/memory/reclaim (docs/broker.md) ------------------------- */
 SRV_HANDLER(srv_h_memory_reclaim);
 
-/* --- "cluster.c": scale-out on Redis (cluster.h); the job handlers above
- * hand over to these when s->cluster is set ------------------------------------ */
+/* --- "cluster/": scale-out on Redis (cluster/cluster.h); the job routes
+ * handlers when s->cluster is set (the route table is chosen once at start,
+ * srv_routes_choose) --------------------------------------------------------------- */
 typedef struct srv_cluster srv_cluster;
 int srv_cluster_start(srv_server *s, const srv_cluster_opts *o);
 void srv_cluster_stop(srv_server *s); /* no-op without a cluster */
 SRV_HANDLER(srv_cluster_jobs_post);
 SRV_HANDLER(srv_cluster_job);
 SRV_HANDLER(srv_cluster_job_result);
-SRV_HANDLER(srv_h_cluster); /* GET /v1/cluster (one node without --queue) */
+SRV_HANDLER(srv_cluster_job_file); /* "cluster_files.c" */
+SRV_HANDLER(srv_h_cluster);        /* GET /v1/cluster (one node without --queue) */
 void srv_cluster_metrics(srv_server *s, FILE *f);
 /* /metrics with node="ID" on every series under --queue; text is taken and
  * the answer is the caller's (text itself without a cluster). */

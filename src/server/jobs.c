@@ -47,8 +47,6 @@ static int enqueue(srv_server *s, srv_req *r, srv_input *in, const char *uid, ui
 
 enum MHD_Result srv_h_jobs_post(srv_server *s, struct MHD_Connection *c, srv_req *r,
                                 const char *method) {
-  if (s->cluster)
-    return srv_cluster_jobs_post(s, c, r, method);
   srv_input in;
   enum MHD_Result ret;
   if (srv_parse_job(s, c, r, &in, &ret))
@@ -115,8 +113,6 @@ static enum MHD_Result result_of(struct MHD_Connection *c, srv_req *r, const cha
 
 enum MHD_Result srv_h_job_result(srv_server *s, struct MHD_Connection *c, srv_req *r,
                                  const char *method) {
-  if (s->cluster)
-    return srv_cluster_job_result(s, c, r, method);
   int64_t id;
   json_t *o = NULL;
   int rc = find_job(s, r, &id);
@@ -152,8 +148,6 @@ static enum MHD_Result cancel_job(srv_server *s, struct MHD_Connection *c, srv_r
 }
 
 enum MHD_Result srv_h_job(srv_server *s, struct MHD_Connection *c, srv_req *r, const char *method) {
-  if (s->cluster)
-    return srv_cluster_job(s, c, r, method);
   int64_t id;
   int rc = find_job(s, r, &id);
   if (rc)

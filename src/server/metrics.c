@@ -139,9 +139,9 @@ enum MHD_Result srv_metrics(srv_server *s, struct MHD_Connection *c, srv_req *r)
   connections(s, f);
   srv_fact_counts_metrics(s->facts, f);
   srv_sleep_metrics(s, f);
-  if (s->broker_metrics)
-    s->broker_metrics(s->broker_arg, f); /* ebb_broker_* (docs/broker.md) */
-  srv_cluster_metrics(s, f);             /* the node's id and queue counters (--queue) */
+  if (s->broker)
+    srv_broker_metrics(f);   /* ebb_broker_* (docs/broker.md) */
+  srv_cluster_metrics(s, f); /* the node's id and queue counters (--queue) */
   json_decref(snap);
   fclose(f);
   buf = srv_cluster_label_metrics(s, buf); /* node="ID" on every series (--queue) */

@@ -2,6 +2,7 @@
  * route, Host/Origin, token and content type are checked on its first call,
  * before any of its body is read or stored. */
 #include <errno.h>
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
@@ -157,6 +158,34 @@ static const srv_route routes[] = {
     {"v1/memory/reclaim", M_POST, "POST", SRV_ROLE_ADMIN, B_JSON, srv_h_memory_reclaim},
 };
 
+/* Cluster mode (--queue redis://, cluster/): the same table with the job
+ * routes answered from Redis. Made once; a server takes one of the two at
+ * its start (srv_routes_choose), so no handler asks which mode it is in. */
+static const struct {
+  handler_fn local, cluster;
+} cluster_handlers[] = {{srv_h_jobs_post, srv_cluster_jobs_post},
+                        {srv_h_job, srv_cluster_job},
+                        {srv_h_job_result, srv_cluster_job_result},
+                        {srv_h_job_file, srv_cluster_job_file}};
+#define NROUTES (sizeof routes / sizeof routes[0])
+static srv_route cluster_routes[NROUTES];
+static pthread_once_t cluster_once = PTHREAD_ONCE_INIT;
+
+static void make_cluster_routes(void) {
+  for (size_t i = 0; i < NROUTES; i++) {
+    cluster_routes[i] = routes[i];
+    for (size_t k = 0; k < sizeof cluster_handlers / sizeof cluster_handlers[0]; k++)
+      if (routes[i].fn == cluster_handlers[k].local)
+        cluster_routes[i].fn = cluster_handlers[k].cluster;
+  }
+}
+
+void srv_routes_choose(srv_server *s) {
+  if (s->cluster)
+    pthread_once(&cluster_once, make_cluster_routes);
+  s->routes = s->cluster ? cluster_routes : routes;
+}
+
 /* --- matching ------------------------------------------------------------------- */
 static int split(srv_req *r, const char *url) {
   snprintf(r->path_buf, sizeof r->path_buf, "%s", url);
@@ -197,18 +226,19 @@ static int method_bit(const char *method) {
   return 0;
 }
 
-static int find_route(struct MHD_Connection *c, srv_req *r, const char *url, const char *method,
-                      enum MHD_Result *ret) {
+static int find_route(const srv_server *s, struct MHD_Connection *c, srv_req *r, const char *url,
+                      const char *method, enum MHD_Result *ret) {
   int bit = method_bit(method);
+  const srv_route *table = s->routes ? s->routes : routes;
   if (split(r, url) == 0)
-    for (size_t i = 0; i < sizeof routes / sizeof routes[0]; i++)
-      if (matches(r, routes[i].pattern)) {
-        r->route = &routes[i];
-        r->allow = routes[i].allow; /* the answers (http.c) say it without a call back here */
-        if (bit & routes[i].methods)
+    for (size_t i = 0; i < NROUTES; i++)
+      if (matches(r, table[i].pattern)) {
+        r->route = &table[i];
+        r->allow = table[i].allow; /* the answers (http.c) say it without a call back here */
+        if (bit & table[i].methods)
           return 0;
         *ret = srv_send_err(c, r, MHD_HTTP_METHOD_NOT_ALLOWED, "method_not_allowed",
-                            "%s %s: only %s", method, url, routes[i].allow);
+                            "%s %s: only %s", method, url, table[i].allow);
         return 1;
       }
   *ret = srv_send_err(c, r, MHD_HTTP_NOT_FOUND, "not_found",
@@ -303,7 +333,7 @@ static int check_caller(srv_server *s, struct MHD_Connection *c, srv_req *r, enu
 
 int srv_route_begin(srv_server *s, struct MHD_Connection *c, srv_req *r, const char *url,
                     const char *method, enum MHD_Result *ret) {
-  if (find_route(c, r, url, method, ret))
+  if (find_route(s, c, r, url, method, ret))
     return 1;
   if (r->route->fn != h_healthz && r->route->fn != h_page && check_caller(s, c, r, ret))
     return 1;
@@ -311,7 +341,7 @@ int srv_route_begin(srv_server *s, struct MHD_Connection *c, srv_req *r, const c
     return 1;
   /* a full queue refuses a job before its body is read (checked again, with
    * the push, once it is) */
-  if (r->route->fn == srv_h_jobs_post && !s->cluster && srv_queue_full(s, c, r, 0, ret)) {
+  if (r->route->fn == srv_h_jobs_post && srv_queue_full(s, c, r, 0, ret)) {
     r->close = has_body(c); /* the unread body is not taken for a request */
     return 1;
   }

@@ -380,6 +380,7 @@ static int init(srv_server *s, const srv_opts *o) {
     return rc;
   if (o->cluster && (rc = srv_cluster_start(s, o->cluster)) != 0)
     return rc;
+  srv_routes_choose(s);
   if ((rc = start_daemon(s, o, &ss, port)) != 0)
     return rc;
   const union MHD_DaemonInfo *di = MHD_get_daemon_info(s->d, MHD_DAEMON_INFO_BIND_PORT);
@@ -405,9 +406,7 @@ int srv_start(const srv_opts *o, srv_server **out) {
   pthread_mutex_init(&s->submit_lock, NULL);
   s->m = o->manager;
   s->alloc = o->alloc;
-  s->broker_reclaim = o->broker_reclaim; /* docs/broker.md */
-  s->broker_metrics = o->broker_metrics;
-  s->broker_arg = o->broker_arg;
+  s->broker = o->broker; /* docs/broker.md */
   s->ndev = o->ndevices ? o->ndevices : 1;
   s->ms = calloc(s->ndev, sizeof *s->ms);
   s->allocs = calloc(s->ndev, sizeof *s->allocs);

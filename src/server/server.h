@@ -71,13 +71,11 @@ typedef struct srv_opts {
   uint64_t keep_jobs;                     /* keep the newest N finished jobs: all */
   double keep_jobs_s;                     /* keep finished jobs this long: forever */
   const struct srv_cluster_opts *cluster; /* --queue redis://...: NULL: SQLite, one node */
-  /* The broker (docs/broker.md), given by ebb serve: POST /v1/memory/reclaim
-   * calls broker_reclaim (device "cuda:N"; *answer a new reference; an EBB_E
-   * code with a message on bad input), /metrics calls broker_metrics for the
-   * ebb_broker_* families. NULL: the endpoint answers 503, no families. */
-  int (*broker_reclaim)(void *arg, const char *device, uint64_t bytes, struct json_t **answer);
-  void (*broker_metrics)(void *arg, FILE *f);
-  void *broker_arg;
+  /* The broker (docs/broker.md, srv_broker_start below): set, POST
+   * /v1/memory/reclaim asks the peers (srv_broker_reclaim) and /metrics
+   * shows the ebb_broker_* families; 0: the endpoint answers 503, no
+   * families. */
+  int broker;
 } srv_opts;
 
 /* Locks the data directory (EBB_EBUSY naming the holder's pid when another
@@ -93,5 +91,38 @@ void srv_tick(srv_server *s);
  * connection threads and the worker, closes the store (the manager is the
  * caller's). NULL: no-op. */
 void srv_stop(srv_server *s);
+
+/* --- "broker_peer.c": ebb serve as a broker peer (docs/broker.md) ---------- */
+struct brk_peer;
+struct pl_manager;
+struct dev_device;
+typedef struct srv_broker_opts {
+  const char *dir, *group; /* --broker-dir (NULL: the default), --broker-group */
+  double timeout_s;        /* --broker-timeout: skip a peer silent that long; 0: 2 s */
+  uint64_t reserve;        /* --reserve: device bytes never given to a peer */
+  int token;               /* the server has a token: its asks carry BRK_BY_TOKEN, and it
+                    gives nothing to an ask made for anyone (docs/broker.md) */
+  double wait_s;           /* how long an ask waits for what the peers committed:
+                    --job-timeout, else 60 s */
+} srv_broker_opts;
+/* Registers this server (when it serves a CUDA device) and answers peers
+ * with pl_manager_give_back. *out NULL when nothing was registered (a
+ * warning says why). */
+void srv_broker_start(const srv_broker_opts *o, struct pl_manager **ms, struct dev_device **devs,
+                      size_t n, struct brk_peer **out);
+void srv_broker_stop(struct brk_peer *p); /* NULL: no-op */
+/* pl_manager_opts.ask_peers: asks the peers on dev until need bytes are
+ * free there (docs/broker.md), logging who gave what. */
+int srv_broker_ask(void *arg, struct dev_device *dev, uint64_t need);
+/* pl_manager_opts.ask_done: the ask's claim on dev goes. */
+void srv_broker_ask_done(void *arg, struct dev_device *dev);
+/* POST /v1/memory/reclaim: asks the peers on device ("cuda:N") for bytes;
+ * *answer a new reference, or an EBB_E code with a message on bad input. */
+int srv_broker_reclaim(const char *device, uint64_t bytes, struct json_t **answer);
+/* The ebb_broker_* families of /metrics. */
+void srv_broker_metrics(FILE *f);
+/* The UUID ("GPU-...") of CUDA device ordinal (cuInit, no context; probed
+ * once); 0 or an EBB_E code with a message. */
+int srv_cuda_uuid(int ordinal, char *uuid, size_t len);
 
 #endif

@@ -76,12 +76,12 @@ static void test_subscribe_and_order(void) {
   CHECK_EQ_INT(b.calls, 3);
   ebb_events_unsubscribe(sb);
   ebb_events_unsubscribe(NULL);
-  /* the broker's grant and ask, as cmd_serve_broker.c publishes them */
+  /* the broker's grant and ask, as server/broker_peer.c publishes them */
   rec g = {0};
   ebb_subscription *sg = NULL;
   CHECK_EQ_INT(ebb_events_subscribe(record, &g, &sg), 0);
   base_event_publish_grant("received", 4121, "ebb serve", "cuda:0", 8u << 20, 6u << 20, 13.5,
-                          "idle");
+                           "idle");
   CHECK(g.kind == EBB_EVENT_GRANT);
   CHECK_EQ_U64(g.bytes, 6u << 20);
   CHECK_EQ_STR(g.owner, "ebb serve");

@@ -12,7 +12,7 @@
 #include <time.h>
 
 #include "base/log.h"
-#include "server/cluster_int.h"
+#include "server/cluster/cluster_int.h"
 
 int srv_cluster_parse_url(const char *url, char *host, size_t hn, int *port, int *db,
                           char *password, size_t pn) {

@@ -18,7 +18,7 @@
 
 #include "base/log.h"
 #include "pipeline/sha256.h"
-#include "server/cluster_int.h"
+#include "server/cluster/cluster_int.h"
 
 /* --- placement: a pipeline this node can run now ------------------------------------- */
 static int can_place(json_t *pipes, json_t *mem, const char *name, int *loaded) {

@@ -7,7 +7,7 @@
 #include <string.h>
 
 #include "base/log.h"
-#include "server/cluster_int.h"
+#include "server/cluster/cluster_int.h"
 
 /* --- heartbeat, lease, hint ----------------------------------------------------------- */
 static void heartbeat(srv_cluster *k, redisContext **c, double every) {

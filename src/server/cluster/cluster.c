@@ -12,7 +12,7 @@
 
 #include "base/log.h"
 #include "pipeline/sha256.h"
-#include "server/cluster_int.h"
+#include "server/cluster/cluster_int.h"
 
 /* --- start / stop --------------------------------------------------------------- */
 static int set_pipes(srv_cluster *k) {

@@ -1,6 +1,9 @@
-/* `ebb serve` as a broker peer (docs/broker.md): it registers a socket in
- * the broker directory and gives memory back, by the pipeline manager's own
- * rules (pl_manager_give_back), to whoever asks for it. */
+/* `ebb serve` as a broker peer (docs/broker.md, server.h "The broker"): it
+ * registers a socket in the broker directory and gives memory back, by the
+ * pipeline manager's own rules (pl_manager_give_back), to whoever asks for
+ * it; it asks the peers when a load, wake or job needs room (the managers'
+ * ask_peers hook) and for POST /v1/memory/reclaim (broker.c); it counts
+ * what it gave and got for /metrics (ebb_broker_*). */
 #include <ctype.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -11,23 +14,49 @@
 #include "base/events.h"
 #include "base/log.h"
 #include "broker/broker.h"
-#include "cli/broker_cli.h"
 #include "device/device.h"
 #include "device/nvml.h"
 #include "pipeline/host.h"
 #include "pipeline/manager.h"
+#include "server/server.h"
 
 #define MAXDEV 16
 
 typedef struct serve_peer {
-  serve_broker_opts o;
+  srv_broker_opts o;
   size_t n;
   pl_manager *ms[MAXDEV];
   char uuid[MAXDEV][64], label[MAXDEV][32];
 } serve_peer;
 
+/* Every grant and refusal of the broker in ebb serve goes through
+ * publish_fact, which logs it (the `[broker] pid P (WHAT) gave back
+ * N MiB on cuda:K in T ms: REASON` line) and counts it for /metrics: the one
+ * place to publish broker facts from (the event bus, /v1/events). */
+typedef enum {
+  EBB_BROKER_GAVE = 1, /* this server gave bytes to an asker (asker: its pid) */
+  EBB_BROKER_REFUSED,  /* this server refused an asker (credentials, malformed) */
+  EBB_BROKER_RECEIVED, /* a peer gave bytes to this server's ask */
+  EBB_BROKER_SKIPPED,  /* a peer did not answer this server's ask, or refused it */
+  EBB_BROKER_KEPT,     /* what a peer keeps and why, when the ask fell short */
+  EBB_BROKER_ASKED,    /* an ask of this server ended (satisfied or not) */
+} broker_fact_kind;
+typedef struct broker_fact {
+  int kind;
+  long pid;           /* the giver (GAVE: this process), the peer, or the asker */
+  const char *what;   /* "ebb serve", a kept item ("pipeline P") */
+  const char *device; /* "cuda:0" */
+  uint64_t bytes;     /* given / received / kept / needed (ASKED) */
+  double ms;
+  const char *reason;  /* what went, why skipped/refused/kept */
+  long asker;          /* GAVE: the asker's pid as it said */
+  uint64_t free_after; /* ASKED */
+  size_t npeers;       /* ASKED */
+  int satisfied;       /* ASKED */
+} broker_fact;
+
 static serve_peer the_peer;
-/* Where and how this server asks (set once by cli_serve_broker_start,
+/* Where and how this server asks (set once by srv_broker_start,
  * before any job runs; read-only after). */
 static char ask_dir[512];
 static double ask_timeout_s, ask_wait_s;
@@ -35,11 +64,11 @@ static int ask_by;           /* whose authority its asks carry: BRK_BY_TOKEN wit
 static brk_peer *registered; /* its stats for /metrics */
 
 /* What this server gave, refused, asked and received, for /metrics
- * (ebb_broker_*): counted by cli_serve_broker_fact only. */
+ * (ebb_broker_*): counted by publish_fact only. */
 static pthread_mutex_t stat_lock = PTHREAD_MUTEX_INITIALIZER;
 static uint64_t n_asks, n_satisfied, n_skipped, received_bytes, given_bytes, n_refused;
 
-static void cli_serve_broker_fact(const cli_broker_fact *f) {
+static void publish_fact(const broker_fact *f) {
   unsigned long long mib = (unsigned long long)(f->bytes >> 20);
   pthread_mutex_lock(&stat_lock);
   switch (f->kind) {
@@ -81,36 +110,36 @@ static void cli_serve_broker_fact(const cli_broker_fact *f) {
 static void ask_facts(const brk_reclaim_result *r, const char *label, uint64_t need) {
   for (size_t i = 0; i < r->npeers; i++) {
     const brk_result_peer *p = &r->peers[i];
-    cli_broker_fact f = {.kind = p->status ? EBB_BROKER_SKIPPED : EBB_BROKER_RECEIVED,
-                         .pid = (long)p->pid,
-                         .what = p->ans.what,
-                         .device = label,
-                         .bytes = p->ans.given_bytes,
-                         .ms = p->ans.ms,
-                         .reason = p->status ? p->ans.err_msg : p->ans.reason};
-    cli_serve_broker_fact(&f);
+    broker_fact f = {.kind = p->status ? EBB_BROKER_SKIPPED : EBB_BROKER_RECEIVED,
+                     .pid = (long)p->pid,
+                     .what = p->ans.what,
+                     .device = label,
+                     .bytes = p->ans.given_bytes,
+                     .ms = p->ans.ms,
+                     .reason = p->status ? p->ans.err_msg : p->ans.reason};
+    publish_fact(&f);
     for (size_t k = 0; !r->satisfied && !p->status && k < p->ans.nkept; k++)
-      cli_serve_broker_fact(&(cli_broker_fact){.kind = EBB_BROKER_KEPT,
-                                               .pid = (long)p->pid,
-                                               .what = p->ans.kept[k].what,
-                                               .device = label,
-                                               .bytes = p->ans.kept[k].bytes,
-                                               .reason = p->ans.kept[k].why});
+      publish_fact(&(broker_fact){.kind = EBB_BROKER_KEPT,
+                                  .pid = (long)p->pid,
+                                  .what = p->ans.kept[k].what,
+                                  .device = label,
+                                  .bytes = p->ans.kept[k].bytes,
+                                  .reason = p->ans.kept[k].why});
   }
   if (!r->npeers && !r->earlier.total && r->satisfied)
     return; /* enough was free and unclaimed: nobody was asked */
-  cli_serve_broker_fact(&(cli_broker_fact){.kind = EBB_BROKER_ASKED,
-                                           .pid = (long)getpid(),
-                                           .what = "ebb serve",
-                                           .device = label,
-                                           .bytes = need,
-                                           .free_after = r->free_after,
-                                           .npeers = r->npeers,
-                                           .satisfied = r->satisfied,
-                                           .reason = ""});
+  publish_fact(&(broker_fact){.kind = EBB_BROKER_ASKED,
+                              .pid = (long)getpid(),
+                              .what = "ebb serve",
+                              .device = label,
+                              .bytes = need,
+                              .free_after = r->free_after,
+                              .npeers = r->npeers,
+                              .satisfied = r->satisfied,
+                              .reason = ""});
 }
 
-int cli_cuda_uuid(int ordinal, char *uuid, size_t len) {
+int srv_cuda_uuid(int ordinal, char *uuid, size_t len) {
   static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
   static dev_probe p; /* probing is slow: once (jobs, loads and the API ask from their threads) */
   static int probed;
@@ -127,44 +156,6 @@ int cli_cuda_uuid(int ordinal, char *uuid, size_t len) {
     snprintf(uuid, len, "%s", p.devices[ordinal].uuid);
   pthread_mutex_unlock(&lock);
   return rc;
-}
-
-int cli_parse_bytes(const char *v, uint64_t *out) {
-  char *end = NULL;
-  double x = strtod(v, &end);
-  if (!end || end == v || x < 0)
-    return -1;
-  while (*end == ' ')
-    end++;
-  double mul = 1;
-  switch (toupper((unsigned char)*end)) {
-  case 'K':
-    mul = 1024.0;
-    end++;
-    break;
-  case 'M':
-    mul = 1048576.0;
-    end++;
-    break;
-  case 'G':
-    mul = 1073741824.0;
-    end++;
-    break;
-  case 'T':
-    mul = 1099511627776.0;
-    end++;
-    break;
-  case '\0': break;
-  default: return -1;
-  }
-  if (mul > 1 && (*end == 'i' || *end == 'I'))
-    end++;
-  if (mul > 1 && (*end == 'B' || *end == 'b'))
-    end++;
-  if (*end || x * mul > 1.8e19)
-    return -1;
-  *out = (uint64_t)(x * mul);
-  return 0;
 }
 
 static int give_info(serve_peer *s, brk_answer *a) {
@@ -232,29 +223,29 @@ static int give(void *arg, const brk_request *req, brk_answer *a, brk_giving *gv
   a->busy = g.busy;
   snprintf(a->reason, sizeof a->reason, "%s", g.reason[0] ? g.reason : "nothing could go");
   copy_kept(&g, a);
-  cli_serve_broker_fact(&(cli_broker_fact){.kind = EBB_BROKER_GAVE,
-                                           .pid = (long)getpid(),
-                                           .what = a->what,
-                                           .device = s->label[i],
-                                           .bytes = g.given,
-                                           .ms = a->ms,
-                                           .reason = a->reason,
-                                           .asker = (long)req->asker});
+  publish_fact(&(broker_fact){.kind = EBB_BROKER_GAVE,
+                              .pid = (long)getpid(),
+                              .what = a->what,
+                              .device = s->label[i],
+                              .bytes = g.given,
+                              .ms = a->ms,
+                              .reason = a->reason,
+                              .asker = (long)req->asker});
   return 0;
 }
 
 /* brk_peer_opts.refused: an asker this server would not answer. */
 static void refused_fact(void *arg, long pid, const char *why) {
   (void)arg;
-  cli_serve_broker_fact(&(cli_broker_fact){.kind = EBB_BROKER_REFUSED,
-                                           .pid = pid,
-                                           .what = "",
-                                           .device = "",
-                                           .reason = why});
+  publish_fact(&(broker_fact){.kind = EBB_BROKER_REFUSED,
+                              .pid = pid,
+                              .what = "",
+                              .device = "",
+                              .reason = why});
 }
 
-void cli_serve_broker_start(const serve_broker_opts *o, pl_manager **ms, dev_device **devs,
-                            size_t n, brk_peer **out) {
+void srv_broker_start(const srv_broker_opts *o, pl_manager **ms, dev_device **devs, size_t n,
+                      brk_peer **out) {
   serve_peer *s = &the_peer;
   *out = NULL;
   memset(s, 0, sizeof *s);
@@ -262,7 +253,7 @@ void cli_serve_broker_start(const serve_broker_opts *o, pl_manager **ms, dev_dev
   for (size_t i = 0; i < n && s->n < MAXDEV; i++) {
     if (dev_kind_of(devs[i]) != EBB_DEVICE_CUDA)
       continue;
-    if (cli_cuda_uuid(dev_ordinal(devs[i]), s->uuid[s->n], sizeof s->uuid[0]) != 0)
+    if (srv_cuda_uuid(dev_ordinal(devs[i]), s->uuid[s->n], sizeof s->uuid[0]) != 0)
       continue;
     snprintf(s->label[s->n], sizeof s->label[0], "%s", dev_device_label(devs[i]));
     s->ms[s->n++] = ms[i];
@@ -296,10 +287,29 @@ void cli_serve_broker_start(const serve_broker_opts *o, pl_manager **ms, dev_dev
     base_log(EBB_LOG_DEBUG, "broker", "registered in %s (pid %ld)", dir, (long)getpid());
 }
 
-void cli_serve_broker_stop(brk_peer *p) {
+void srv_broker_stop(brk_peer *p) {
   if (p == registered)
     registered = NULL; /* /metrics stops reading it first */
   brk_peer_stop(p);
+}
+
+/* This server's ask of the peers on device d for bytes: its directory,
+ * timeout and authority, the driver's free and used memory through NVML;
+ * the claim held hold_s seconds (0: the broker's default). The one place
+ * ebb serve builds an ask. */
+static brk_reclaim_opts ask_opts(dev_nvml_ref *d, uint64_t bytes, double wait_s, double hold_s) {
+  return (brk_reclaim_opts){.size = sizeof(brk_reclaim_opts),
+                            .dir = ask_dir,
+                            .uuid = d->uuid,
+                            .bytes = bytes,
+                            .timeout_s = ask_timeout_s,
+                            .wait_s = wait_s,
+                            .by = ask_by,
+                            .free_fn = dev_nvml_ref_free,
+                            .free_arg = d,
+                            .hold_s = hold_s,
+                            .used_fn = dev_nvml_ref_used,
+                            .used_arg = d};
 }
 
 /* This server's claims on freed bytes (docs/broker.md, "Claims"), one per
@@ -334,7 +344,7 @@ static void keep_claim(int ordinal, brk_claim_handle *h) {
   pthread_mutex_unlock(&claim_lock);
 }
 
-void cli_serve_broker_ask_done(void *arg, dev_device *dev) {
+void srv_broker_ask_done(void *arg, dev_device *dev) {
   (void)arg;
   int i = dev_ordinal(dev);
   if (i < 0 || i >= MAXDEV)
@@ -349,25 +359,14 @@ void cli_serve_broker_ask_done(void *arg, dev_device *dev) {
 
 /* The manager's ask_peers: a load, wake or job over the free memory asks
  * the peers on its device (most idle first) and logs who gave what. */
-int cli_serve_broker_ask(void *arg, dev_device *dev, uint64_t need) {
+int srv_broker_ask(void *arg, dev_device *dev, uint64_t need) {
   (void)arg;
   dev_nvml_ref d = {.ordinal = dev_ordinal(dev)};
   ask_begins(d.ordinal); /* ask_done follows every ask */
   if (!ask_dir[0] || dev_kind_of(dev) != EBB_DEVICE_CUDA ||
-      cli_cuda_uuid(d.ordinal, d.uuid, sizeof d.uuid) != 0)
+      srv_cuda_uuid(d.ordinal, d.uuid, sizeof d.uuid) != 0)
     return 0;
-  brk_reclaim_opts o = {.size = sizeof o,
-                        .dir = ask_dir,
-                        .uuid = d.uuid,
-                        .bytes = need,
-                        .timeout_s = ask_timeout_s,
-                        .wait_s = ask_wait_s,
-                        .by = ask_by,
-                        .free_fn = dev_nvml_ref_free,
-                        .free_arg = &d,
-                        .hold_s = 60,
-                        .used_fn = dev_nvml_ref_used,
-                        .used_arg = &d};
+  brk_reclaim_opts o = ask_opts(&d, need, ask_wait_s, 60);
   brk_reclaim_result r;
   int rc = brk_reclaim(&o, &r);
   keep_claim(d.ordinal, &r.claim);
@@ -402,8 +401,7 @@ static json_t *peer_json(const brk_result_peer *p) {
                    p->ans.reason, "kept", kept ? kept : json_array());
 }
 
-int cli_serve_broker_reclaim(void *arg, const char *device, uint64_t bytes, json_t **answer) {
-  (void)arg;
+int srv_broker_reclaim(const char *device, uint64_t bytes, json_t **answer) {
   dev_nvml_ref d = {0};
   char *end = NULL;
   *answer = NULL;
@@ -417,19 +415,9 @@ int cli_serve_broker_reclaim(void *arg, const char *device, uint64_t bytes, json
   d.ordinal = (int)v;
   if (!ask_dir[0])
     return ebb_seterr(EBB_EUNSUPPORTED, "this server has no broker directory (see its log)");
-  if (cli_cuda_uuid(d.ordinal, d.uuid, sizeof d.uuid) != 0)
+  if (srv_cuda_uuid(d.ordinal, d.uuid, sizeof d.uuid) != 0)
     return ebb_errctx(EBB_ENOTFOUND, "\"device\": ");
-  brk_reclaim_opts o = {.size = sizeof o,
-                        .dir = ask_dir,
-                        .uuid = d.uuid,
-                        .bytes = bytes,
-                        .timeout_s = ask_timeout_s,
-                        .wait_s = 5,
-                        .by = ask_by,
-                        .free_fn = dev_nvml_ref_free,
-                        .free_arg = &d,
-                        .used_fn = dev_nvml_ref_used,
-                        .used_arg = &d};
+  brk_reclaim_opts o = ask_opts(&d, bytes, 5, 0);
   brk_reclaim_result r;
   int rc = brk_reclaim(&o, &r);
   brk_claim_release(&r.claim); /* the HTTP caller allocates nothing through this server */
@@ -455,8 +443,7 @@ static void counter(FILE *f, const char *name, const char *help, uint64_t v) {
           (unsigned long long)v);
 }
 
-void cli_serve_broker_metrics(void *arg, FILE *f) {
-  (void)arg;
+void srv_broker_metrics(FILE *f) {
   brk_peer_stats st;
   brk_peer_stats_get(registered, &st);
   pthread_mutex_lock(&stat_lock);

@@ -8,7 +8,7 @@
 #include <pthread.h>
 #include <stdatomic.h>
 
-#include "server/cluster.h"
+#include "server/cluster/cluster.h"
 #include "server/internal.h"
 
 #define SRV_GROUP "ebb-nodes"

@@ -10,7 +10,7 @@
 #include <string.h>
 
 #include "base/log.h"
-#include "server/cluster_int.h"
+#include "server/cluster/cluster_int.h"
 
 #define PRUNE_BATCH 256 /* per pass: the beat thread must come back to its lease */
 

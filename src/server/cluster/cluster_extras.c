@@ -19,7 +19,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "server/cluster_int.h"
+#include "server/cluster/cluster_int.h"
 
 /* --- the submitting node ----------------------------------------------------------- */
 static int read_all(int fd, size_t cap, char **buf, size_t *n) {

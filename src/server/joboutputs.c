@@ -1,17 +1,15 @@
 /* GET /v1/jobs/ID/files/NAME: one output of a job, by the name its result
- * lists. One node: the file under the job's directory. On the queue
- * (cluster.h) any node answers: an output kept in Redis (no --shared-dir,
- * small) comes from the job's hash (field out:NAME), one in the shared dir
- * from there; one too large for Redis without a shared dir stays on the
- * node that ran the job, and another node says so. Only names the result
- * lists are served, so NAME never reaches outside the job's outputs. */
+ * lists: the file under the job's directory (on the queue,
+ * cluster/cluster_files.c answers, from Redis or the shared directory
+ * through srv_send_output). Only names the result lists are served, so
+ * NAME never reaches outside the job's outputs. */
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "server/cluster_int.h"
+#include "server/internal.h"
 
-static enum MHD_Result send_bytes(struct MHD_Connection *c, char *buf /* taken */, size_t n) {
+enum MHD_Result srv_send_octets(struct MHD_Connection *c, char *buf /* taken */, size_t n) {
   struct MHD_Response *resp = MHD_create_response_from_buffer(n, buf, MHD_RESPMEM_MUST_FREE);
   if (!resp) {
     free(buf);
@@ -66,37 +64,34 @@ static enum MHD_Result from_disk(struct MHD_Connection *c, srv_req *r, const cha
   fclose(f);
   if (!buf)
     return srv_send_err(c, r, MHD_HTTP_INTERNAL_SERVER_ERROR, "internal", "out of host memory");
-  return send_bytes(c, buf, n);
+  return srv_send_octets(c, buf, n);
 }
 
-static enum MHD_Result from_redis(srv_server *s, struct MHD_Connection *c, srv_req *r,
-                                  const char *name) {
-  srv_cluster *k = s->cluster;
-  char key[512], field[300];
-  srv_rkey(k, key, sizeof key, "job", r->parts[2]);
-  snprintf(field, sizeof field, "out:%s", name);
-  pthread_mutex_lock(&k->api_lock);
-  redisReply *v = srv_rcmd(k, srv_cluster_api(k), "HGET %s %s", key, field);
-  pthread_mutex_unlock(&k->api_lock);
-  if (!v)
-    return srv_cluster_unavailable(k, c, r);
-  enum MHD_Result ret;
-  char *buf = v->type == REDIS_REPLY_STRING ? malloc(v->len + 1) : NULL;
-  if (buf) {
-    memcpy(buf, v->str, v->len);
-    ret = send_bytes(c, buf, v->len);
-  } else
-    ret = srv_send_err(c, r, MHD_HTTP_NOT_FOUND, "not_found",
-                       "job %s: output %s is gone from Redis", r->parts[2], name);
-  freeReplyObject(v);
-  return ret;
+const char *srv_output_listed(json_t *o, const char *name) {
+  return listed(json_object_get(json_object_get(o, "result"), "files"), name);
+}
+
+enum MHD_Result srv_send_output(struct MHD_Connection *c, srv_req *r, json_t *o) {
+  const char *uid = r->parts[2], *name = r->parts[4];
+  const char *state = json_string_value(json_object_get(o, "state"));
+  const char *path = srv_output_listed(o, name);
+  const char *where = json_string_value(json_object_get(json_object_get(o, "result"), "where"));
+  if (!state || strcmp(state, "succeeded"))
+    return srv_send_err(c, r, MHD_HTTP_CONFLICT, "no_result",
+                        "job %s is %s; its files are there once it has succeeded", uid,
+                        state ? state : "unknown");
+  if (!path)
+    return srv_send_err(c, r, MHD_HTTP_NOT_FOUND, "not_found",
+                        "job %s has no output '%s' (GET /v1/jobs/%s/result lists them)", uid, name,
+                        uid);
+  return from_disk(c, r, path,
+                   where && !strcmp(where, "node") ? json_string_value(json_object_get(o, "node"))
+                                                   : NULL);
 }
 
 /* The job as the API shows it (1 with a response sent). */
 static int job_of(srv_server *s, struct MHD_Connection *c, srv_req *r, json_t **o,
                   enum MHD_Result *ret) {
-  if (s->cluster)
-    return srv_cluster_get_job(s, c, r, o, ret);
   int64_t id;
   char owner[64];
   int rc = srv_store_find(s->store, r->parts[2], &id, owner, sizeof owner);
@@ -115,25 +110,7 @@ SRV_HANDLER(srv_h_job_file) {
   enum MHD_Result ret;
   if (job_of(s, c, r, &o, &ret))
     return ret;
-  const char *uid = r->parts[2], *name = r->parts[4];
-  const char *state = json_string_value(json_object_get(o, "state"));
-  json_t *res = json_object_get(o, "result");
-  const char *path = listed(json_object_get(res, "files"), name);
-  const char *where = json_string_value(json_object_get(res, "where"));
-  if (!state || strcmp(state, "succeeded"))
-    ret = srv_send_err(c, r, MHD_HTTP_CONFLICT, "no_result",
-                       "job %s is %s; its files are there once it has succeeded", uid,
-                       state ? state : "unknown");
-  else if (!path)
-    ret = srv_send_err(c, r, MHD_HTTP_NOT_FOUND, "not_found",
-                       "job %s has no output '%s' (GET /v1/jobs/%s/result lists them)", uid, name,
-                       uid);
-  else if (!strncmp(path, "redis:", 6))
-    ret = from_redis(s, c, r, name);
-  else
-    ret = from_disk(c, r, path,
-                    where && !strcmp(where, "node") ? json_string_value(json_object_get(o, "node"))
-                                                    : NULL);
+  ret = srv_send_output(c, r, o);
   json_decref(o);
   return ret;
 }
