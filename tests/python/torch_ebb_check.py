@@ -174,6 +174,19 @@ with ebb.owner("stats") as o:
     summary = torch.cuda.memory_summary()
     c.check("PyTorch CUDA memory summary" in summary and "Allocated memory" in summary,
             "memory_summary() does not look like PyTorch's: %r" % summary[:200])
+    # its rows' current usage ("| Allocated memory | 56 MiB | ..."; PyTorch
+    # floors to the unit it prints) is ebb's figure
+    st = dev.stats()
+    units = {"B": 1, "KiB": 1 << 10, "MiB": 1 << 20, "GiB": 1 << 30}
+    for row, ours in (("Allocated memory", st["allocated"]), ("GPU reserved memory", st["reserved"])):
+        line = next((ln for ln in summary.splitlines() if ln.startswith("| " + row)), None)
+        c.check(line is not None, "memory_summary() has no '%s' row: %r" % (row, summary[:400]))
+        if line is None:
+            continue
+        num, unit = line.split("|")[2].split()
+        lo = int(num) * units[unit]
+        c.check(lo <= ours < lo + units[unit], "memory_summary() '%s' now %s %s, ebb says %d "
+                "bytes" % (row, num, unit, ours))
     torch.cuda.reset_accumulated_memory_stats()
     c.check(torch.cuda.memory_stats()["allocation.all.allocated"] == 0,
             "reset_accumulated_memory_stats(): %d allocations still counted"
