@@ -21,8 +21,9 @@ device's "default" owner.
 While ebb is PyTorch's allocator, torch.cuda's memory statistics
 (memory_allocated, memory_reserved, their max_ forms, memory_stats,
 memory_summary, reset_peak_memory_stats, reset_accumulated_memory_stats)
-answer from ebb's figures for the device, and empty_cache() gives ebb's
-cached segments back; see docs/python.md for what they cannot say."""
+answer from ebb's figures for the device, memory_snapshot() lists ebb's
+live blocks by owner and site, and empty_cache() gives ebb's cached
+segments back; see docs/python.md for what they cannot say."""
 import ctypes
 import os
 import sys
@@ -215,10 +216,66 @@ def _empty_cache():
     _lib.lib.ebb_gpu_release(h, 2, ctypes.byref(r))  # EBB_GPU_RELEASE_NO_HOOKS
 
 
+def _owner_handles(h):
+    """The C handles of the owners on device handle h that this process's
+    Python knows (ebb.owner, ebb.current), and the device's default owner."""
+    from . import _by_handle
+    out = [lib_h for lib_h, o in list(_by_handle.items())
+           if lib_h and getattr(o.device, "_h", None) == h.value]
+    d = _lib.lib.ebb_gpu_default_owner(h)
+    return out + ([d] if d and d not in out else [])
+
+
+def _live_blocks(oh):
+    from . import LeakReport
+    pp = ctypes.POINTER(_lib.LeakList)()
+    if _lib.lib.ebb_owner_blocks(oh, ctypes.byref(pp)) != 0 or not pp:
+        return []
+    try:
+        return [b for b in LeakReport(pp).leaks if not b.pinned]
+    finally:
+        _lib.lib.ebb_leak_list_free(pp)
+
+
+def _block_row(ordinal, b):
+    """One live ebb block in the shape of a torch.cuda.memory_snapshot()
+    segment: a segment of its own (ebb does not list its segments' layout)
+    holding one active block whose frame is the block's site, named by its
+    owner."""
+    frame = {"filename": b.file, "line": b.line or 0, "name": b.owner}
+    block = {"address": b.addr, "size": b.size, "requested_size": b.size,
+             "state": "active_allocated", "frames": [frame]}
+    return {"device": ordinal, "address": b.addr, "total_size": b.size,
+            "allocated_size": b.size, "active_size": b.size, "requested_size": b.size,
+            "stream": 0, "segment_type": "large" if b.size > (1 << 20) else "small",
+            "segment_pool_id": (0, 0), "is_expandable": False, "frames": [frame],
+            "blocks": [block], "owner": b.owner, "site": b.site}
+
+
+def snapshot():
+    """torch.cuda.memory._snapshot()'s shape from ebb: every live block of
+    the owners this process's Python knows (and each device's default
+    owner), one row each, largest first, named by owner and site."""
+    import torch
+    segments, seen = [], set()
+    for ordinal in range(torch.cuda.device_count()):
+        try:
+            h, _ = _gpu_stats(ordinal)
+        except EbbError:
+            continue
+        h = ctypes.c_void_p(h.value)
+        for oh in _owner_handles(h):
+            for b in _live_blocks(oh):
+                if (ordinal, b.addr) not in seen:
+                    seen.add((ordinal, b.addr))
+                    segments.append(_block_row(ordinal, b))
+    segments.sort(key=lambda r: -r["total_size"])
+    return {"segments": segments,
+            "device_traces": [[] for _ in range(torch.cuda.device_count())]}
+
+
 def _snapshot(*_args, **_kw):
-    raise RuntimeError("ebb.torch: torch.cuda.memory_snapshot() is not answered while ebb is "
-                       "PyTorch's allocator (docs/python.md): ebb's owners and leak sites are "
-                       "in ebb.Owner.stats(), ebb.Device.stats() and Device.write_timeline()")
+    return snapshot()
 
 
 def _wrap_statistics(torch):

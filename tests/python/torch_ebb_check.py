@@ -153,8 +153,23 @@ def agree(label):
 
 
 with ebb.owner("stats") as o:
-    a = torch.empty(24 * MiB, dtype=torch.uint8, device="cuda")
+    a = torch.empty(24 * MiB, dtype=torch.uint8, device="cuda"); a_line = sys._getframe().f_lineno
     st = agree("a 24 MiB tensor")
+    # memory_snapshot(): ebb's live blocks, named by owner and site
+    snap = torch.cuda.memory_snapshot()
+    row = next((r for r in snap if r["address"] == a.data_ptr()), None)
+    c.check(row is not None, "memory_snapshot() has no row at the 24 MiB tensor's 0x%x (%d rows)"
+            % (a.data_ptr(), len(snap)))
+    if row is not None:
+        fr = row["blocks"][0]["frames"][0]
+        c.check(row["total_size"] == 24 * MiB and row["blocks"][0]["state"] == "active_allocated"
+                and fr["name"] == "stats" and fr["line"] == a_line
+                and fr["filename"].endswith("torch_ebb_check.py"),
+                "memory_snapshot()'s row of the 24 MiB tensor: %r, want 24 MiB, owner 'stats', "
+                "torch_ebb_check.py:%d" % (row, a_line))
+    c.check(sum(r["total_size"] for r in snap) <= st["allocated"] and len(snap) == st["blocks"],
+            "memory_snapshot(): %d rows, %d bytes; ebb has %d blocks, %d bytes allocated"
+            % (len(snap), sum(r["total_size"] for r in snap), st["blocks"], st["allocated"]))
     c.check(st["allocated"] >= 24 * MiB, "ebb's allocated %d < the 24 MiB tensor" % st["allocated"])
     b = torch.empty(40 * MiB, dtype=torch.uint8, device="cuda")
     del b
