@@ -24,16 +24,6 @@ typedef struct align_state {
   char *model, *dict; /* pocketsphinx's acoustic model directory and dictionary */
 } align_state;
 
-/* A word the acoustic alignment placed is "matched" at or above this
- * confidence; below it the word's time is kept but not trusted. */
-#define AL_CONF_MATCH 0.3
-/* The lyrics do not fit the voice when fewer than this share of the chunks
- * align, or the words' median confidence is under AL_FIT_MEDIAN: sung
- * lines with their own lyrics give medians of 0.75 to 1, the same lines
- * with another song's lyrics about 0.35 (bench/lyrics_align.py's lines). */
-#define AL_FIT_CHUNKS 0.5
-#define AL_FIT_MEDIAN 0.55
-
 /* The options, each written once (stages/options.h); stg_vad_defaults takes
  * its defaults from here too. */
 #define ALIGN_OPTIONS(NUM, INT, STR, BOOL, SEP, OP_NUM, OP_INT, PATH, URL, SECRET) \
@@ -513,7 +503,7 @@ static char *acoustic_json(const stg_aco_word *w, size_t nw, int with_lines, con
   json_t *root = json_object(), *words = json_array(), *phrases = json_array();
   for (size_t i = 0; i < nw; i++) {
     int matched = (w[i].placed == EBB_PLACED_ACOUSTIC || w[i].placed == EBB_PLACED_LTS) &&
-                  w[i].conf >= AL_CONF_MATCH;
+                  w[i].conf >= STG_ALIGN_CONF_MATCH;
     json_t *e = json_pack("{s:s,s:f,s:f,s:b,s:f,s:s}", "word", w[i].word, "start", r3(w[i].start),
                           "end", r3(w[i].end), "matched", matched, "confidence", r3(w[i].conf),
                           "source", placed_name(w[i].placed));
@@ -570,137 +560,12 @@ static int to_pcm16k(const float *x, uint64_t n, uint32_t rate, int16_t **pcm, u
 
 static int ctx_cancelled(void *u) { return ebb_cancelled(u); }
 
-/* A chunk that did not align: the rough (text) times when there are, else
- * spread evenly over the chunk's stretch by length. */
-static void fallback(stg_aco_word *w, const stg_aco_chunk *c) {
-  double total = 0, pos = 0;
-  for (size_t i = c->first; i < c->first + c->count; i++)
-    total += (double)strlen(w[i].word) + 1.0;
-  for (size_t i = c->first; i < c->first + c->count; i++) {
-    w[i].conf = 0;
-    if (w[i].has_rough) {
-      w[i].placed = EBB_PLACED_TEXT;
-      continue;
-    }
-    w[i].placed = EBB_PLACED_SPREAD;
-    w[i].start = c->t0 + (c->t1 - c->t0) * pos / total;
-    pos += (double)strlen(w[i].word) + 1.0;
-    w[i].end = c->t0 + (c->t1 - c->t0) * pos / total;
-  }
-}
-
-static int cmp_conf(const void *a, const void *b) {
-  double x = *(const double *)a, y = *(const double *)b;
-  return (x > y) - (x < y);
-}
-
-/* Whether the lyrics fit the voice: enough chunks aligned and the words'
- * median confidence high enough. Otherwise every word is unmatched, its
- * confidence at most what was measured. */
-static double check_fit(ebb_stage_ctx *ctx, stg_aco_word *w, size_t nw, size_t aligned,
-                        size_t nchunks) {
-  double *c = malloc((nw ? nw : 1) * sizeof *c), med = 0;
-  size_t k = 0;
-  for (size_t i = 0; c && i < nw; i++)
-    if (w[i].placed == EBB_PLACED_ACOUSTIC || w[i].placed == EBB_PLACED_LTS)
-      c[k++] = w[i].conf;
-  if (c && k) {
-    qsort(c, k, sizeof *c, cmp_conf);
-    med = c[k / 2];
-  }
-  free(c);
-  if ((double)aligned >= AL_FIT_CHUNKS * (double)nchunks && med >= AL_FIT_MEDIAN)
-    return med;
-  stg_st_log(ctx, 2,
-             "the lyrics do not fit the voice: %zu of %zu lines aligned, median word confidence "
-             "%.2f (under %.2f); every word is marked matched false",
-             aligned, nchunks, med, AL_FIT_MEDIAN);
-  for (size_t i = 0; i < nw; i++)
-    w[i].conf = fmin(w[i].conf, AL_CONF_MATCH * 0.5);
-  return med;
-}
-
 static void log_fallback(ebb_stage_ctx *ctx, const stg_aco_word *w, const stg_aco_chunk *c) {
   const stg_aco_word *f = &w[c->first];
   stg_st_log(ctx, 2, "%s %d (\"%s%s\", %.2f-%.2f s) did not align acoustically; placed by %s",
              f->line >= 0 ? "line" : "phrase", f->line >= 0 ? f->line + 1 : 0, f->word,
              c->count > 1 ? " ..." : "", c->t0, c->t1,
              f->has_rough ? "the text method's times" : "spreading its words evenly");
-}
-
-/* Words no window placed (lyrics longer than the song, or left where no
- * voice was heard) share the stretch between their placed neighbours (the
- * audio's start / end at the ends), within [0, dur]: unmatched, confidence 0,
- * source "spread". Returns how many. */
-static size_t place_unbacked(stg_aco_word *w, size_t nw, double dur) {
-  size_t left = 0;
-  for (size_t i = 0; i < nw;) {
-    if (w[i].placed != EBB_PLACED_NONE) {
-      i++;
-      continue;
-    }
-    size_t j = i;
-    while (j < nw && w[j].placed == EBB_PLACED_NONE)
-      j++;
-    stg_aco_chunk c = {i, j - i, i > 0 ? w[i - 1].end : 0, j < nw ? w[j].start : dur, 0};
-    c.t0 = fmin(fmax(c.t0, 0), dur);
-    c.t1 = fmin(fmax(c.t1, c.t0), dur);
-    for (size_t k = i; k < j; k++)
-      w[k].has_rough = 0;
-    fallback(w, &c);
-    left += j - i;
-    i = j;
-  }
-  return left;
-}
-
-/* A word placed acoustically where the vocals hold no sound (its loudest
- * 20 ms more than AL_BACKED_DB under the vocals' loud level, the 95th
- * percentile of 20 ms levels) is not backed by any audio: not aligned. */
-#define AL_BACKED_DB 50.0
-static double frame_rms(const float *x, uint64_t n, uint64_t at, uint64_t len) {
-  double e = 0;
-  uint64_t k = at;
-  for (; k < at + len && k < n; k++)
-    e += (double)x[k] * x[k];
-  return k > at ? sqrt(e / (double)(k - at)) : 0;
-}
-
-static int unbacked(stg_aco_word *w, size_t nw, const float *x, uint64_t n, uint32_t rate,
-                    size_t *moved) {
-  uint64_t fr = rate / 50, nf = n / (fr ? fr : 1);
-  double *lv = malloc((nf ? nf : 1) * sizeof *lv), loud = 0;
-  *moved = 0;
-  if (!lv)
-    return ebb_seterr(EBB_ENOMEM, "align: out of memory for %llu levels", (unsigned long long)nf);
-  if (!nf) {
-    free(lv);
-    return 0;
-  }
-  for (uint64_t f = 0; f < nf; f++) {
-    if ((f & 4095) == 4095 && stg_st_stop()) { /* the frames grow with the song */
-      free(lv);
-      return EBB_ECANCELED;
-    }
-    lv[f] = frame_rms(x, n, f * fr, fr);
-  }
-  qsort(lv, nf, sizeof *lv, cmp_conf);
-  loud = lv[(size_t)(0.95 * (double)(nf - 1))];
-  free(lv);
-  double floor = loud * pow(10, -AL_BACKED_DB / 20);
-  for (size_t i = 0; i < nw; i++) {
-    if (w[i].placed != EBB_PLACED_ACOUSTIC && w[i].placed != EBB_PLACED_LTS)
-      continue;
-    double best = 0;
-    for (double t = w[i].start; t < w[i].end; t += 0.02)
-      best = fmax(best, frame_rms(x, n, (uint64_t)(t * rate), fr));
-    if (best <= floor) {
-      w[i].placed = EBB_PLACED_SPREAD;
-      w[i].conf = 0;
-      (*moved)++;
-    }
-  }
-  return 0;
 }
 
 /* The whole song (lyrics alone): stg_aco_align_song, then the words it did
@@ -711,7 +576,7 @@ static int align_song(ebb_stage_ctx *ctx, stg_aco *a, const int16_t *pcm, uint64
   int rc = stg_aco_align_song(a, pcm, m, w, nw, ctx_cancelled, ctx, &nwin);
   if (rc)
     return rc;
-  size_t left = place_unbacked(w, nw, dur);
+  size_t left = stg_align_place_unbacked(w, nw, dur);
   if (left)
     stg_st_log(ctx, 2,
                "%zu of %zu words were not heard in the vocals (%zu windows); placed evenly where "
@@ -722,48 +587,10 @@ static int align_song(ebb_stage_ctx *ctx, stg_aco *a, const int16_t *pcm, uint64
   return 0;
 }
 
-/* Aligns words (rough times when have_rough) to the vocals, chunk by chunk. */
-static int align_acoustic(ebb_stage_ctx *ctx, align_state *s, stg_aco_word *w, size_t nw,
-                          int by_lines, const float *mono, uint64_t n, uint32_t rate,
-                          const stg_span *ph, size_t nph, double dur) {
-  stg_aco *a = NULL;
-  stg_aco_chunk *ch = NULL;
-  size_t nch = 0, aligned = 0, oov = 0;
-  int16_t *pcm = NULL;
-  uint64_t m = 0;
-  int rc = stg_aco_open(s->model, s->dict, &a);
-  if (rc)
-    return rc;
-  if ((rc = to_pcm16k(mono, n, rate, &pcm, &m)))
-    goto done;
-  int song = by_lines && s->song;
-  if (song) {
-    if ((rc = align_song(ctx, a, pcm, m, w, nw, dur, &aligned, &nch)))
-      goto done;
-  } else if ((rc = by_lines ? stg_aco_plan_lines(w, nw, ph, nph, dur, &ch, &nch)
-                            : stg_aco_plan_times(w, nw, ph, nph, dur, &ch, &nch))) {
-    goto done;
-  }
-  for (size_t i = 0; !song && i < nch; i++) {
-    rc = stg_aco_align(a, pcm, m, w, &ch[i], ctx_cancelled, ctx);
-    if (rc == EBB_ECANCELED || rc == EBB_ENOMEM)
-      goto done;
-    if (rc) {
-      log_fallback(ctx, w, &ch[i]);
-      fallback(w, &ch[i]);
-      rc = 0;
-      continue;
-    }
-    aligned++;
-  }
-  size_t silent = 0;
-  if ((rc = unbacked(w, nw, mono, n, rate, &silent)))
-    goto done;
-  if (silent)
-    stg_st_log(ctx, 2,
-               "%zu words were placed where the vocals are silent (more than %.0f dB under their "
-               "loud level): not aligned, unmatched",
-               silent, AL_BACKED_DB);
+/* Counts the words pronounced by letter-to-sound rules and those with no
+ * pronunciation, in the log. */
+static void log_unknown(ebb_stage_ctx *ctx, const char *dict, const stg_aco_word *w, size_t nw) {
+  size_t oov = 0;
   size_t lts = 0;
   for (size_t i = 0; i < nw; i++) {
     oov += w[i].placed == EBB_PLACED_BETWEEN;
@@ -773,25 +600,86 @@ static int align_acoustic(ebb_stage_ctx *ctx, align_state *s, stg_aco_word *w, s
     stg_st_log(ctx, 1,
                "%zu words not in the dictionary %s: pronounced by espeak-ng's letter-to-sound "
                "rules",
-               lts, s->dict);
+               lts, dict);
   if (oov)
     stg_st_log(ctx, 1,
                "%zu words with no pronunciation (not in the dictionary, no letter-to-sound "
                "rule): placed between their neighbours",
                oov);
+}
+
+/* The order contrast (stg_aco_contrast_every) is measured on about
+ * AL_CONTRAST_CHUNKS chunks spread over the song, each a second decode:
+ * the whole song's evidence for the fit check at a bounded cost. A song
+ * window moves on about AL_SONG_WINDOW_STEP_S seconds. */
+#define AL_CONTRAST_CHUNKS 8
+#define AL_SONG_WINDOW_STEP_S 12.0
+static size_t contrast_every(double units) {
+  return units <= AL_CONTRAST_CHUNKS ? 1 : (size_t)ceil(units / AL_CONTRAST_CHUNKS);
+}
+
+/* Aligns words (rough times when have_rough) to the vocals, chunk by chunk. */
+static int align_acoustic(ebb_stage_ctx *ctx, align_state *s, stg_aco_word *w, size_t nw,
+                          int by_lines, const float *mono, uint64_t n, uint32_t rate,
+                          const stg_span *ph, size_t nph, double dur) {
+  stg_aco *a = NULL;
+  stg_aco_chunk *ch = NULL;
+  size_t nch = 0, aligned = 0;
+  int16_t *pcm = NULL;
+  uint64_t m = 0;
+  int rc = stg_aco_open(s->model, s->dict, &a);
+  if (rc)
+    return rc;
+  if ((rc = to_pcm16k(mono, n, rate, &pcm, &m)))
+    goto done;
+  int song = by_lines && s->song;
+  if (song) {
+    stg_aco_contrast_every(a, contrast_every(dur / AL_SONG_WINDOW_STEP_S));
+    if ((rc = align_song(ctx, a, pcm, m, w, nw, dur, &aligned, &nch)))
+      goto done;
+  } else if ((rc = by_lines ? stg_aco_plan_lines(w, nw, ph, nph, dur, &ch, &nch)
+                            : stg_aco_plan_times(w, nw, ph, nph, dur, &ch, &nch))) {
+    goto done;
+  }
+  if (!song)
+    stg_aco_contrast_every(a, contrast_every((double)nch));
+  for (size_t i = 0; !song && i < nch; i++) {
+    rc = stg_aco_align(a, pcm, m, w, &ch[i], ctx_cancelled, ctx);
+    if (rc == EBB_ECANCELED || rc == EBB_ENOMEM)
+      goto done;
+    if (rc) {
+      log_fallback(ctx, w, &ch[i]);
+      stg_align_fallback(w, &ch[i]);
+      rc = 0;
+      continue;
+    }
+    aligned++;
+  }
+  size_t silent = 0;
+  if ((rc = stg_align_unbacked(w, nw, mono, n, rate, &silent)))
+    goto done;
+  if (silent)
+    stg_st_log(ctx, 2,
+               "%zu words were placed where the vocals are silent (more than %.0f dB under their "
+               "loud level): not aligned, unmatched",
+               silent, STG_ALIGN_BACKED_DB);
+  log_unknown(ctx, s->dict, w, nw);
   size_t placed = 0;
   for (size_t i = 0; i < nw; i++)
     placed += w[i].placed == EBB_PLACED_ACOUSTIC || w[i].placed == EBB_PLACED_LTS;
   if (song)
     aligned = placed;
-  double med = check_fit(ctx, w, nw, aligned, nch);
+  size_t ncontrast = 0;
+  double gain = stg_aco_order_gain(a, &ncontrast);
+  double med = stg_align_check_fit(ctx, w, nw, aligned, nch, gain, ncontrast);
   stg_st_log(ctx, 1,
-             "%zu of %zu words aligned acoustically in %zu of %zu %s (median confidence %.2f)",
+             "%zu of %zu words aligned acoustically in %zu of %zu %s (median confidence %.2f, "
+             "order contrast %.1f per frame over %zu words)",
              placed, nw, aligned, nch,
              song       ? "words over the whole song"
              : by_lines ? "line groups"
                         : "phrases",
-             med);
+             med, gain, ncontrast);
 done:
   if (rc == EBB_ECANCELED)
     rc = stg_st_fail(ctx, rc, "align: cancelled");
@@ -849,7 +737,7 @@ static int run_acoustic(ebb_stage_ctx *ctx, align_state *s, wlist *lyr, wlist *t
     snprintf(note, sizeof note, "%s", ebb_errmsg());
     stg_st_log(ctx, 3, "acoustic alignment unavailable: %s; words placed by the text method", note);
     stg_aco_chunk all = {0, src->n, nph ? ph[0].start : 0, nph ? ph[nph - 1].end : dur, 0};
-    fallback(w, &all);
+    stg_align_fallback(w, &all);
     source = rough ? "text" : "spread";
     rc = 0;
   }
@@ -944,8 +832,8 @@ const ebb_stage stg_stage_align = {
     .name = "align",
     /* keys the result cache: bump it whenever the outputs change (2: the VAD's
      * periodicity cue and phrase length; 3: acoustic alignment; 4: times clamped to the
-     * audio, the backing check, the dither, scope) */
-    .version = 4,
+     * audio, the backing check, the dither, scope; 5: the order contrast in the fit check) */
+    .version = 5,
     .description = "lyric words aligned to the vocals (pocketsphinx forced alignment), or matched "
                    "to a transcript by spelling",
     .options_schema = stage_opts_schema,

@@ -129,6 +129,17 @@ void stg_aco_close(stg_aco *a); /* NULL: no-op */
 int stg_aco_align(stg_aco *a, const int16_t *pcm, uint64_t n, stg_aco_word *w,
                   const stg_aco_chunk *c, int (*cancelled)(void *), void *user);
 
+/* The order contrast, evidence that the words are the ones sung: from now
+ * on every `every`-th chunk that aligns (0: none) is decoded a second time
+ * over the same samples with the words it placed in reverse order, and the
+ * forward path's score minus the reversed one's is summed with the frames
+ * (the sums start again here). */
+void stg_aco_contrast_every(stg_aco *a, size_t every);
+/* The summed contrast per 10 ms frame (pocketsphinx's scaled log units) and,
+ * in *nwords, the words of the chunks that gave one (a reversed path that
+ * does not reach its end gives none); 0 when none did. */
+double stg_aco_order_gain(const stg_aco *a, size_t *nwords);
+
 /* The whole song at once (lyrics without rough times): overlapping windows
  * of ACO_WIN_S seconds over all of pcm, each decoded with a grammar of the
  * next words that may end after any of them, silence and fillers anywhere.
@@ -142,5 +153,30 @@ int stg_aco_align(stg_aco *a, const int16_t *pcm, uint64_t n, stg_aco_word *w,
  * EBB_ENOMEM, EBB_ENOLIB. */
 int stg_aco_align_song(stg_aco *a, const int16_t *pcm, uint64_t n, stg_aco_word *w, size_t nw,
                        int (*cancelled)(void *), void *user, size_t *nwin);
+
+/* --- placing and judging the words (align_fit.c) ---------------------- */
+
+/* A word placed acoustically is "matched" at or above this confidence;
+ * below it the word's time is kept but not trusted. */
+#define STG_ALIGN_CONF_MATCH 0.3
+/* A word is backed by audio when its loudest 20 ms is within this many dB
+ * of the vocals' loud level (the 95th percentile of 20 ms levels). */
+#define STG_ALIGN_BACKED_DB 50.0
+
+/* A chunk that did not align: the rough (text) times when there are, else
+ * spread evenly over [t0, t1] by length; confidence 0. */
+void stg_align_fallback(stg_aco_word *w, const stg_aco_chunk *c);
+/* Words still EBB_PLACED_NONE spread between their neighbours within
+ * [0, dur], unmatched; returns how many. */
+size_t stg_align_place_unbacked(stg_aco_word *w, size_t nw, double dur);
+/* Words placed where the vocals x hold no sound become spread and
+ * unmatched (*moved of them). 0, EBB_ENOMEM, EBB_ECANCELED. */
+int stg_align_unbacked(stg_aco_word *w, size_t nw, const float *x, uint64_t n, uint32_t rate,
+                       size_t *moved);
+/* Whether the lyrics fit the voice (align_fit.c says how); when not, logs
+ * "the lyrics do not fit the voice: ..." and every word is unmatched.
+ * Returns the words' median confidence. */
+double stg_align_check_fit(ebb_stage_ctx *ctx, stg_aco_word *w, size_t nw, size_t aligned,
+                           size_t nchunks, double gain, size_t ncontrast_words);
 
 #endif
