@@ -27,7 +27,8 @@ Writes into OUT/ (a cache: a song is made only when its files are missing):
 The truth start of a word is the start of its first note, where the
 speech's first sound is placed. Nothing is downloaded; numpy and scipy come
 from Debian (python3-scipy).
-  lyrics_devset.py OUT [--songs N]  -> prints one line per file set
+  lyrics_devset.py OUT [--songs N] [--sources espeak,flite,festival]
+    -> prints one line per file set (--sources: only those synthesisers)
 """
 import json, os, subprocess, sys, tempfile
 import numpy as np
@@ -290,8 +291,14 @@ def song(out, source, gender, k, rng, tmp):
 def main():
     out = sys.argv[1]
     songs = int(sys.argv[sys.argv.index("--songs") + 1]) if "--songs" in sys.argv else 2
+    only = sys.argv[sys.argv.index("--sources") + 1].split(",") if "--sources" in sys.argv else list(SOURCES)
+    bad = [x for x in only if x not in SOURCES]
+    if bad:
+        sys.exit(f"lyrics_devset.py: unknown source {bad[0]!r} (known: {', '.join(SOURCES)})")
     os.makedirs(out, exist_ok=True)
     for si, source in enumerate(SOURCES):
+        if source not in only:
+            continue
         for gi, gender in enumerate("mf"):
             for k in range(songs):
                 name = f"{source}-{gender}-{k}"
