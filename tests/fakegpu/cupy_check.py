@@ -1,6 +1,6 @@
 """Judges a run of CuPy's own tests/cupy_tests/cuda_tests on the fake GPU
 (tests/integration/fakegpu_cupy.sh) from the results the cupy_launches
-plugin wrote: one line per test, "<nodeid>\\t<outcome>\\t<launches>".
+plugin wrote: one line per test, "<nodeid>\\t<outcome>\\t<launches>\\t<why>".
 
   cupy_check.py RESULTS EXPECTED FLOOR
 
@@ -53,8 +53,8 @@ def main(argv):
     with open(results, encoding="utf-8") as f:
         for line in f:
             parts = line.rstrip("\n").split("\t")
-            if len(parts) == 3:
-                tests[parts[0]] = (parts[1], int(parts[2]))
+            if len(parts) >= 3:
+                tests[parts[0]] = (parts[1], int(parts[2]), parts[3] if len(parts) > 3 else "")
     if not tests:
         print("FAIL: no test results in", results)
         return 1
@@ -65,10 +65,14 @@ def main(argv):
     failed = sorted(k for k, v in quiet.items() if v[0] in ("failed", "error"))
     skipped = [k for k, v in quiet.items() if v[0] == "skipped"]
     ok = True
+    unexpected = 0
     for k in failed:
         reason = reason_for(k, rules)
         if reason is None:
-            print(f"UNEXPECTED FAILURE {k}")
+            unexpected += 1
+            # The first ones say why; after a sticky fault the rest repeat it.
+            why = f": {quiet[k][2]}" if unexpected <= 5 and quiet[k][2] else ""
+            print(f"UNEXPECTED FAILURE {k}{why}")
             ok = False
         else:
             print(f"XFAIL {k}: {reason}")

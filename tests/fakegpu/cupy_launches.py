@@ -4,7 +4,10 @@ fake counted a kernel launch while it ran (fakegpu-smi's kernel_launches for
 this process, read before and after the test).
 
 Writes one line per test to $FAKEGPU_CUPY_RESULTS:
-    <nodeid>\t<passed|failed|skipped|error>\t<launches during the test>
+    <nodeid>\t<passed|failed|skipped|error>\t<launches during the test>\t<why>
+where why, for a test that failed, is its error's first line and what the
+fake printed on stderr meanwhile (a fault, an unsupported call), so a failure
+in a run whose log is gone (CI) still says what went wrong; empty otherwise.
 """
 import os
 import subprocess
@@ -35,11 +38,12 @@ def _launches():
 def pytest_runtest_protocol(item, nextitem):
     before = _launches()
     item._fakegpu_outcome = "passed"
+    item._fakegpu_why = ""
     yield
     after = _launches()
     launched = after - before if before >= 0 and after >= 0 else -1
     with open(_OUT, "a", encoding="utf-8") as f:
-        f.write(f"{item.nodeid}\t{item._fakegpu_outcome}\t{launched}\n")
+        f.write(f"{item.nodeid}\t{item._fakegpu_outcome}\t{launched}\t{item._fakegpu_why}\n")
 
 
 @pytest.hookimpl(hookwrapper=True)
@@ -51,3 +55,14 @@ def pytest_runtest_makereport(item, call):
             item._fakegpu_outcome = "skipped"
     elif rep.failed:
         item._fakegpu_outcome = "failed" if rep.when == "call" else "error"
+        if not item._fakegpu_why:
+            item._fakegpu_why = _why(rep)
+
+
+def _why(rep):
+    """The error's first line and the fake's own lines, on one line."""
+    crash = getattr(getattr(rep, "longrepr", None), "reprcrash", None)
+    parts = [crash.message.splitlines()[0] if crash and crash.message else str(rep.longrepr)[:200]]
+    parts += [line for line in (rep.capstderr or "").splitlines()
+              if line.startswith("fakegpu:") and "has no host twin" not in line][:3]
+    return " | ".join(p.replace("\t", " ")[:300] for p in parts)

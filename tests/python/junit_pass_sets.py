@@ -39,7 +39,7 @@ def launched(paths):
         with open(path, encoding="utf-8") as f:
             for line in f:
                 parts = line.rstrip("\n").split("\t")
-                if len(parts) != 3 or int(parts[2]) == 0:
+                if len(parts) < 3 or int(parts[2]) == 0:
                     continue
                 node = parts[0].split("::")
                 mod = node[0][:-3].replace("/", ".") if node[0].endswith(".py") else node[0]
