@@ -25,3 +25,26 @@ struct big {
 };
 
 extern "C" __global__ void args_big(big b) { b.p[threadIdx.x] = (float)b.rest[0]; }
+
+// CuPy's CIndexer<1>: the host writes size and shape and leaves index[] as
+// its heap had it (the kernel writes its own copy before reading): judged at
+// FAKEGPU_CHECK_ARGS=2 only.
+struct indexer {
+  long long size;
+  long long shape[1];
+  long long index[1];
+};
+
+extern "C" __global__ void args_index(indexer ix, float *out) {
+  ix.index[0] = threadIdx.x;
+  if (ix.index[0] < ix.size)
+    out[ix.index[0] % ix.shape[0]] = 1.0f;
+}
+
+// An array of data pointers by value (PyTorch's Array<char *, 3>): every
+// element judged.
+struct ptrs {
+  float *p[3];
+};
+
+extern "C" __global__ void args_ptrs(ptrs a) { a.p[0][threadIdx.x] = a.p[1][threadIdx.x] + a.p[2][threadIdx.x]; }

@@ -313,11 +313,29 @@ typedef struct finding {
   uint32_t size;
 } finding;
 
-/* The 8-byte aligned words of one parameter (at offset off, size bytes). */
+/* A word that may be a pointer: a user-space address whose low 32 bits are
+ * not an int's (see bad_value). Zero, sizes, counts, strides, floats and
+ * negative values are not. */
+static int pointer_like(uint64_t v) {
+  return v >> 32 && v >> 47 == 0 && (v & 0xffffffffu) >= 0x10000u;
+}
+
+/* The 8-byte aligned words of one parameter (at offset off, size bytes).
+ * At level 1 a structure is judged up to its second word that cannot be a
+ * pointer: structures lead with their pointers (an array of data pointers,
+ * a tensor's or CuPy array's data pointer before its sizes, a pointer after
+ * one int field), and what follows their sizes and counts is what hosts
+ * leave unwritten: CuPy's CIndexer {size, shape[n], index[n]} sends index[]
+ * as the heap had it, and a stale pointer there into memory freed since
+ * would fault where a GPU never reads (the kernel writes its copy first).
+ * Level 2 judges every word. */
 static int scan(const unsigned char *val, uint32_t param, uint32_t off, uint32_t size,
                 finding *f) {
+  int others = fk_cfg.check_args < 2 && size > 8 ? 0 : -1; /* -1: judge all */
   for (uint32_t k = (8 - off % 8) % 8; k + 8 <= size; k += 8) {
     uint64_t v = fk_rd64(val + k);
+    if (others >= 0 && !pointer_like(v) && ++others == 2)
+      return 0;
     const char *why = bad_value(v);
     if (why) {
       *f = (finding){why, v, param, off + k, val, size < 128 ? size : 128};

@@ -219,9 +219,51 @@ static void test_large_structure_level_1(void) {
   CHECK_MSG(launch_big() == CUDA_SUCCESS, "level 1 judged a 128-byte structure");
 }
 
+/* A launch of args_index(indexer {size, shape[1], index[1]}, out) whose
+ * unwritten index[0] holds a stale pointer into freed memory, as CuPy's
+ * CIndexer can; answers what cuCtxSynchronize answers. */
+static CUresult launch_stale_index(void) {
+  struct {
+    long long size, shape[1], index[1];
+  } ix = {32, {32}, {0}};
+  CUdeviceptr out, gone;
+  REQUIRE(cu_cuMemAlloc(&out, 4096) == CUDA_SUCCESS && cu_cuMemAlloc(&gone, 4096) == CUDA_SUCCESS);
+  REQUIRE(cu_cuMemFree(gone) == CUDA_SUCCESS);
+  ix.index[0] = (long long)gone;
+  CUfunction f = load("args.cubin", "args_index");
+  void *params[] = {&ix, &out};
+  CHECK_EQ_INT(cu_cuLaunchKernel(f, 1, 1, 1, 1, 1, 1, 0, NULL, params, NULL), CUDA_SUCCESS);
+  CUresult rc = cu_cuCtxSynchronize();
+  if (rc)
+    REQUIRE(cu_cuDevicePrimaryCtxReset(0) == CUDA_SUCCESS);
+  return rc;
+}
+
+/* Level 1 judges a structure's leading pointers, not what follows its sizes:
+ * the stale index[0] does not fault; a freed third element of an array of
+ * data pointers does. */
+static void test_structure_words(void) {
+  CHECK_MSG(launch_stale_index() == CUDA_SUCCESS,
+            "level 1 faulted on an indexer's unwritten index[] (a GPU never reads it)");
+  CUdeviceptr p[3];
+  for (int i = 0; i < 3; i++)
+    REQUIRE(cu_cuMemAlloc(&p[i], 4096) == CUDA_SUCCESS);
+  CUfunction f = load("args.cubin", "args_ptrs");
+  void *params[] = {p};
+  CHECK_EQ_INT(cu_cuLaunchKernel(f, 1, 1, 1, 1, 1, 1, 0, NULL, params, NULL), CUDA_SUCCESS);
+  CHECK_EQ_INT(cu_cuCtxSynchronize(), CUDA_SUCCESS);
+  REQUIRE(cu_cuMemFree(p[2]) == CUDA_SUCCESS);
+  CHECK_EQ_INT(cu_cuLaunchKernel(f, 1, 1, 1, 1, 1, 1, 0, NULL, params, NULL), CUDA_SUCCESS);
+  CHECK_MSG(cu_cuCtxSynchronize() == CUDA_ERROR_ILLEGAL_ADDRESS,
+            "a freed third pointer of an array of data pointers did not fault");
+  REQUIRE(cu_cuDevicePrimaryCtxReset(0) == CUDA_SUCCESS);
+}
+
 static int child_strict(void) {
   fgt_init_ctx();
-  return launch_big() == CUDA_ERROR_ILLEGAL_ADDRESS ? 0 : 1;
+  if (launch_big() != CUDA_ERROR_ILLEGAL_ADDRESS)
+    return 1;
+  return launch_stale_index() == CUDA_ERROR_ILLEGAL_ADDRESS ? 0 : 2;
 }
 
 /* FAKEGPU_CHECK_ARGS=0: the same launch on freed memory does not fault. */
@@ -287,7 +329,8 @@ static void test_settings(void) {
   snprintf(state, sizeof state, "FAKEGPU_STATE=%s.child", getenv("FAKEGPU_STATE"));
   CHECK_EQ_INT(fgt_run_self("unchecked", (const char *[]){"FAKEGPU_CHECK_ARGS=0", state, NULL}), 0);
   CHECK_MSG(fgt_run_self("strict", (const char *[]){"FAKEGPU_CHECK_ARGS=2", state, NULL}) == 0,
-            "FAKEGPU_CHECK_ARGS=2 did not judge a 128-byte structure");
+            "FAKEGPU_CHECK_ARGS=2 did not judge a 128-byte structure (exit 1) or an "
+            "indexer's index[] (exit 2)");
   CHECK_EQ_INT(fgt_run_self("quarantine", (const char *[]){"FAKEGPU_QUARANTINE=2", state, NULL}), 0);
   CHECK_EQ_INT(fgt_run_self("bad_setting", (const char *[]){"FAKEGPU_CHECK_ARGS=yes", state, NULL}), 0);
   unlink(state + strlen("FAKEGPU_STATE="));
@@ -309,6 +352,7 @@ int main(int argc, char **argv) {
   RUN(test_packed_buffer);
   RUN(test_vmm_and_pool);
   RUN(test_large_structure_level_1);
+  RUN(test_structure_words);
   RUN(test_settings);
   return TEST_END();
 }
