@@ -308,3 +308,65 @@ static CUresult copy_2d(const CUDA_MEMCPY2D *p2, CUstream s) {
 FK_API CUresult cuMemcpy2D_v2(const CUDA_MEMCPY2D *p) { return copy_2d(p, NULL); }
 FK_API CUresult cuMemcpy2DUnaligned_v2(const CUDA_MEMCPY2D *p) { return copy_2d(p, NULL); }
 FK_API CUresult cuMemcpy2DAsync_v2(const CUDA_MEMCPY2D *p, CUstream s) { return copy_2d(p, s); }
+
+/* --- copies to and from 1D arrays (cuMemcpyHtoA, AtoH, DtoA, AtoD, AtoA) ---
+ * A byte offset into the array and a byte count, the range inside the
+ * array's first row (1D arrays; 1 otherwise), through copy_3d's checks. */
+static CUresult copy_1d(int st, const void *sh, CUdeviceptr sd, CUarray sa, size_t so, int dt,
+                        void *dh, CUdeviceptr dd, CUarray da, size_t doff, size_t n, CUstream s) {
+  copy3d q = {0};
+  q.srcMemoryType = st;
+  q.srcHost = sh;
+  q.srcDevice = sd;
+  q.srcArray = sa;
+  q.srcXInBytes = so;
+  q.srcPitch = st == CU_MEMORYTYPE_ARRAY ? 0 : so + n;
+  q.dstMemoryType = dt;
+  q.dstHost = dh;
+  q.dstDevice = dd;
+  q.dstArray = da;
+  q.dstXInBytes = doff;
+  q.dstPitch = dt == CU_MEMORYTYPE_ARRAY ? 0 : doff + n;
+  q.WidthInBytes = n;
+  q.Height = q.Depth = 1;
+  fk_lock();
+  struct fk_array *a = st == CU_MEMORYTYPE_ARRAY ? array_check(sa) : NULL;
+  struct fk_array *b = dt == CU_MEMORYTYPE_ARRAY ? array_check(da) : NULL;
+  int fits = (!a || (so <= a->pitch && n <= a->pitch - so)) &&
+             (!b || (doff <= b->pitch && n <= b->pitch - doff));
+  fk_unlock();
+  if (!fits)
+    return fk_check_init() ? fk_check_init() : CUDA_ERROR_INVALID_VALUE;
+  /* host and device sides start at their pointer: the offset was the array's */
+  if (st != CU_MEMORYTYPE_ARRAY)
+    q.srcXInBytes = 0, q.srcPitch = n;
+  if (dt != CU_MEMORYTYPE_ARRAY)
+    q.dstXInBytes = 0, q.dstPitch = n;
+  return copy_3d(&q, s);
+}
+
+#define HOST_ CU_MEMORYTYPE_HOST
+#define DEV_ CU_MEMORYTYPE_DEVICE
+#define ARR_ CU_MEMORYTYPE_ARRAY
+FK_API CUresult cuMemcpyHtoA_v2(CUarray dst, size_t off, const void *src, size_t n) {
+  return copy_1d(HOST_, src, 0, NULL, 0, ARR_, NULL, 0, dst, off, n, NULL);
+}
+FK_API CUresult cuMemcpyHtoAAsync_v2(CUarray dst, size_t off, const void *src, size_t n,
+                                     CUstream s) {
+  return copy_1d(HOST_, src, 0, NULL, 0, ARR_, NULL, 0, dst, off, n, s);
+}
+FK_API CUresult cuMemcpyAtoH_v2(void *dst, CUarray src, size_t off, size_t n) {
+  return copy_1d(ARR_, NULL, 0, src, off, HOST_, dst, 0, NULL, 0, n, NULL);
+}
+FK_API CUresult cuMemcpyAtoHAsync_v2(void *dst, CUarray src, size_t off, size_t n, CUstream s) {
+  return copy_1d(ARR_, NULL, 0, src, off, HOST_, dst, 0, NULL, 0, n, s);
+}
+FK_API CUresult cuMemcpyDtoA_v2(CUarray dst, size_t off, CUdeviceptr src, size_t n) {
+  return copy_1d(DEV_, NULL, src, NULL, 0, ARR_, NULL, 0, dst, off, n, NULL);
+}
+FK_API CUresult cuMemcpyAtoD_v2(CUdeviceptr dst, CUarray src, size_t off, size_t n) {
+  return copy_1d(ARR_, NULL, 0, src, off, DEV_, NULL, dst, NULL, 0, n, NULL);
+}
+FK_API CUresult cuMemcpyAtoA_v2(CUarray dst, size_t doff, CUarray src, size_t soff, size_t n) {
+  return copy_1d(ARR_, NULL, 0, src, soff, ARR_, NULL, 0, dst, doff, n, NULL);
+}

@@ -46,6 +46,7 @@ typedef struct fk_node {
   size_t count;      /* memset: elements; memcpy: bytes */
   unsigned width;    /* memset: bytes per element */
   uint32_t value;
+  int disabled; /* in an exec: cuGraphNodeSetEnabled(0) */
 } fk_node;
 
 typedef struct fk_nodes {
@@ -76,12 +77,15 @@ struct fk_capture {
 struct CUgraph_st {
   uint32_t magic;
   fk_nodes work;
+  const struct CUgraph_st *origin; /* cuGraphClone: the graph cloned (compared only) */
   struct CUgraph_st *next;
 };
 
 struct fk_graph_exec {
   uint32_t magic;
   fk_nodes work;
+  const struct CUgraph_st *from; /* the graph instantiated (compared only) */
+  unsigned long long flags;
   struct fk_graph_exec *next;
 };
 
@@ -481,6 +485,8 @@ FK_API CUresult cuGraphInstantiateWithFlags(CUgraphExec *exec, CUgraph graph,
     rc = CUDA_ERROR_OUT_OF_MEMORY;
   if (rc == CUDA_SUCCESS) {
     e->magic = FK_EXEC_MAGIC;
+    e->from = g;
+    e->flags = flags;
     e->next = g_execs;
     g_execs = e;
     *exec = e;
@@ -546,6 +552,8 @@ FK_API CUresult cuGraphLaunch(CUgraphExec exec, CUstream s) {
   CUresult rc = exec_work(exec, s, &work);
   for (size_t i = 0; rc == CUDA_SUCCESS && i < work.n; i++) {
     const fk_node *n = &work.v[i];
+    if (n->disabled)
+      continue; /* cuGraphNodeSetEnabled(exec, node, 0) */
     if (n->type == FK_NODE_HOST)
       rc = cuLaunchHostFunc(s, n->host, n->user);
     else if (n->type == FK_NODE_EVENT)
@@ -691,4 +699,232 @@ FK_API CUresult cuGraphDebugDotPrint(CUgraph graph, const char *path, unsigned i
   fprintf(f, "}\n}\n");
   fk_unlock();
   return fclose(f) == 0 ? CUDA_SUCCESS : (CUresult)304;
+}
+
+/* --- graph and node queries ------------------------------------------------
+ * A graph on the fake is its recorded work in order, and a replay does it in
+ * that order: each node depends on the one before. So the root is the first
+ * node, the edges join each node to the next, and a node's dependency and
+ * dependent are its neighbours. Node handles stay valid while the graph
+ * lives (graphs only grow by capture, which hands the list over whole). */
+
+/* The graph holding a node handle and its place; NULL if none. fk_lock held. */
+static struct CUgraph_st *node_graph(CUgraphNode node, size_t *index) {
+  fk_node *n = node_check(node);
+  for (struct CUgraph_st *g = g_graphs; n && g; g = g->next)
+    if (n >= g->work.v && n < g->work.v + g->work.n) {
+      *index = (size_t)(n - g->work.v);
+      return g;
+    }
+  return NULL;
+}
+
+/* Writes up to *count of the handles first..first+n-1 of g (NULLs after), or
+ * with out NULL the number there is, as cuGraphGetNodes does. */
+static void node_list(const struct CUgraph_st *g, size_t first, size_t n, CUgraphNode *out,
+                      size_t *count) {
+  if (!out) {
+    *count = n;
+    return;
+  }
+  size_t asked = *count, got = asked < n ? asked : n;
+  for (size_t i = 0; i < asked; i++)
+    out[i] = i < got ? (CUgraphNode)(void *)&g->work.v[first + i] : NULL;
+  *count = got;
+}
+
+FK_API CUresult cuGraphGetRootNodes(CUgraph graph, CUgraphNode *nodes, size_t *count) {
+  CUresult rc = fk_check_init();
+  if (rc)
+    return rc;
+  fk_lock();
+  struct CUgraph_st *g = graph_check(graph);
+  if (!g || !count)
+    rc = CUDA_ERROR_INVALID_VALUE;
+  else
+    node_list(g, 0, g->work.n ? 1 : 0, nodes, count);
+  fk_unlock();
+  return rc;
+}
+
+FK_API CUresult cuGraphGetEdges(CUgraph graph, CUgraphNode *from, CUgraphNode *to, size_t *count) {
+  CUresult rc = fk_check_init();
+  if (rc)
+    return rc;
+  fk_lock();
+  struct CUgraph_st *g = graph_check(graph);
+  size_t edges = g && g->work.n ? g->work.n - 1 : 0;
+  if (!g || !count || (!from != !to)) {
+    rc = CUDA_ERROR_INVALID_VALUE;
+  } else if (from) {
+    size_t asked = *count;
+    node_list(g, 0, edges, from, count);
+    node_list(g, 1, edges, to, &asked);
+  } else {
+    *count = edges;
+  }
+  fk_unlock();
+  return rc;
+}
+
+/* dir -1: the node's dependencies (the one before), +1: its dependents. */
+static CUresult neighbours(CUgraphNode node, CUgraphNode *out, size_t *count, int dir) {
+  CUresult rc = fk_check_init();
+  if (rc)
+    return rc;
+  fk_lock();
+  size_t i = 0;
+  struct CUgraph_st *g = node_graph(node, &i);
+  if (!g || !count)
+    rc = CUDA_ERROR_INVALID_VALUE;
+  else if (dir < 0)
+    node_list(g, i ? i - 1 : 0, i ? 1 : 0, out, count);
+  else
+    node_list(g, i + 1, i + 1 < g->work.n ? 1 : 0, out, count);
+  fk_unlock();
+  return rc;
+}
+
+FK_API CUresult cuGraphNodeGetDependencies(CUgraphNode node, CUgraphNode *deps, size_t *count) {
+  return neighbours(node, deps, count, -1);
+}
+FK_API CUresult cuGraphNodeGetDependentNodes(CUgraphNode node, CUgraphNode *deps, size_t *count) {
+  return neighbours(node, deps, count, 1);
+}
+
+FK_API CUresult cuGraphClone(CUgraph *clone, CUgraph graph) {
+  CUresult rc = fk_check_init();
+  if (rc)
+    return rc;
+  fk_lock();
+  struct CUgraph_st *g = graph_check(graph), *c = NULL;
+  if (!g || !clone)
+    rc = CUDA_ERROR_INVALID_VALUE;
+  else if (!(c = calloc(1, sizeof *c)) || !nodes_copy(&c->work, &g->work))
+    rc = CUDA_ERROR_OUT_OF_MEMORY;
+  if (rc == CUDA_SUCCESS) {
+    c->magic = FK_GRAPH_MAGIC;
+    c->origin = g;
+    c->next = g_graphs;
+    g_graphs = c;
+    *clone = c;
+  } else {
+    free(c);
+  }
+  fk_unlock();
+  return rc;
+}
+
+FK_API CUresult cuGraphNodeFindInClone(CUgraphNode *out, CUgraphNode node, CUgraph clone) {
+  CUresult rc = fk_check_init();
+  if (rc)
+    return rc;
+  fk_lock();
+  size_t i = 0;
+  struct CUgraph_st *g = node_graph(node, &i), *c = graph_check(clone);
+  if (!out || !g || !c || c->origin != g || i >= c->work.n)
+    rc = CUDA_ERROR_INVALID_VALUE;
+  else
+    *out = (CUgraphNode)(void *)&c->work.v[i];
+  fk_unlock();
+  return rc;
+}
+
+FK_API CUresult cuGraphExecGetFlags(CUgraphExec exec, cuuint64_t *flags) {
+  CUresult rc = fk_check_init();
+  if (rc)
+    return rc;
+  fk_lock();
+  struct fk_graph_exec *e = exec_check(exec);
+  if (!e || !flags)
+    rc = CUDA_ERROR_INVALID_VALUE;
+  else
+    *flags = e->flags;
+  fk_unlock();
+  return rc;
+}
+
+/* The exec's copy of a node of the graph it was instantiated from, if the
+ * node is of a kind that can be turned off (kernel, memset, memcpy). */
+static fk_node *exec_node(CUgraphExec exec, CUgraphNode node) {
+  size_t i = 0;
+  struct fk_graph_exec *e = exec_check(exec);
+  struct CUgraph_st *g = node_graph(node, &i);
+  if (!e || !g || e->from != g || i >= e->work.n)
+    return NULL;
+  fk_node *n = &e->work.v[i];
+  return n->type == FK_NODE_KERNEL || n->type == FK_NODE_MEMSET || n->type == FK_NODE_MEMCPY ? n
+                                                                                           : NULL;
+}
+
+FK_API CUresult cuGraphNodeSetEnabled(CUgraphExec exec, CUgraphNode node, unsigned int on) {
+  CUresult rc = fk_check_init();
+  if (rc)
+    return rc;
+  fk_lock();
+  fk_node *n = exec_node(exec, node);
+  if (!n)
+    rc = CUDA_ERROR_INVALID_VALUE;
+  else
+    n->disabled = !on;
+  fk_unlock();
+  return rc;
+}
+
+FK_API CUresult cuGraphNodeGetEnabled(CUgraphExec exec, CUgraphNode node, unsigned int *on) {
+  CUresult rc = fk_check_init();
+  if (rc)
+    return rc;
+  fk_lock();
+  fk_node *n = exec_node(exec, node);
+  if (!n || !on)
+    rc = CUDA_ERROR_INVALID_VALUE;
+  else
+    *on = !n->disabled;
+  fk_unlock();
+  return rc;
+}
+
+typedef struct {
+  CUdeviceptr dst;
+  size_t pitch;
+  unsigned int value, elementSize;
+  size_t width, height;
+} fk_memset_params; /* CUDA_MEMSET_NODE_PARAMS */
+
+typedef struct {
+  CUhostFn fn;
+  void *userData;
+} fk_host_params; /* CUDA_HOST_NODE_PARAMS */
+
+/* A node's parameters by kind (want: its FK_NODE_*); 1 for another kind. */
+static CUresult node_params(CUgraphNode node, int want, void *out) {
+  CUresult rc = fk_check_init();
+  if (rc)
+    return rc;
+  fk_lock();
+  fk_node *n = node_check(node);
+  if (!n || !out || n->type != want) {
+    rc = CUDA_ERROR_INVALID_VALUE;
+  } else if (want == FK_NODE_MEMSET) {
+    fk_memset_params p = {n->dst, n->count * n->width, n->value, n->width, n->count, 1};
+    memcpy(out, &p, sizeof p);
+  } else if (want == FK_NODE_HOST) {
+    fk_host_params p = {n->host, n->user};
+    memcpy(out, &p, sizeof p);
+  } else {
+    *(CUevent *)out = (CUevent)n->user;
+  }
+  fk_unlock();
+  return rc;
+}
+
+FK_API CUresult cuGraphMemsetNodeGetParams(CUgraphNode node, void *params) {
+  return node_params(node, FK_NODE_MEMSET, params);
+}
+FK_API CUresult cuGraphHostNodeGetParams(CUgraphNode node, void *params) {
+  return node_params(node, FK_NODE_HOST, params);
+}
+FK_API CUresult cuGraphEventRecordNodeGetEvent(CUgraphNode node, CUevent *event) {
+  return node_params(node, FK_NODE_EVENT, event);
 }

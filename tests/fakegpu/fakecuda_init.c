@@ -387,3 +387,41 @@ FK_API CUresult cuGetErrorString(CUresult error, const char **str) {
   *str = NULL;
   return CUDA_ERROR_INVALID_VALUE;
 }
+
+/* cuDeviceGetProperties (CUdevprop, deprecated but exported): the same
+ * figures as the attributes. */
+typedef struct {
+  int maxThreadsPerBlock, maxThreadsDim[3], maxGridSize[3], sharedMemPerBlock;
+  int totalConstantMemory, SIMDWidth, memPitch, regsPerBlock, clockRate, textureAlign;
+} fk_devprop;
+
+FK_API CUresult cuDeviceGetProperties(fk_devprop *p, CUdevice dev) {
+  CUresult rc = fk_check_device(dev);
+  if (rc)
+    return rc;
+  if (!p)
+    return CUDA_ERROR_INVALID_VALUE;
+  static const int attrs[] = {1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14};
+  int v[14], ok;
+  for (int i = 0; i < 14; i++)
+    v[i] = attribute_value(attrs[i], dev, &ok);
+  *p = (fk_devprop){v[0], {v[1], v[2], v[3]}, {v[4], v[5], v[6]}, v[7], v[8], v[9], v[10], v[11],
+                    v[12], v[13]};
+  return CUDA_SUCCESS;
+}
+
+/* The widest 1D texture over linear memory of a format and channel count:
+ * 2^28 elements (Hopper's), as long as the format and count are ones a
+ * texture takes (1 otherwise). */
+FK_API CUresult cuDeviceGetTexture1DLinearMaxWidth(size_t *width, int format, unsigned channels,
+                                                   CUdevice dev) {
+  CUresult rc = fk_check_device(dev);
+  if (rc)
+    return rc;
+  int known = format == 0x01 || format == 0x02 || format == 0x03 || format == 0x08 ||
+              format == 0x09 || format == 0x0a || format == 0x10 || format == 0x20;
+  if (!width || !known || (channels != 1 && channels != 2 && channels != 4))
+    return CUDA_ERROR_INVALID_VALUE;
+  *width = (size_t)1 << 28;
+  return CUDA_SUCCESS;
+}

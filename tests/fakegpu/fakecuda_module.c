@@ -626,3 +626,40 @@ FK_API CUresult cuLaunchCooperativeKernel(CUfunction f, unsigned int gx, unsigne
   return fk_launch(&(fk_launch_args){
       .f = f, .dims = {gx, gy, gz, bx, by, bz}, .shmem = shmem, .s = s, .params = params});
 }
+
+/* A function's module (500 for a kernel of a library, which has none), and
+ * its loading state: the fake loads every function with its module
+ * (CU_FUNCTION_LOADING_STATE_LOADED, 1), so cuFuncLoad has nothing to do. */
+FK_API CUresult cuFuncGetModule(CUmodule *m, CUfunction f) {
+  fk_lock();
+  fk_obj *fn;
+  CUresult rc = need_function(f, &fn);
+  if (rc == CUDA_SUCCESS && !m)
+    rc = CUDA_ERROR_INVALID_VALUE;
+  else if (rc == CUDA_SUCCESS && !fn->module)
+    rc = CUDA_ERROR_NOT_FOUND;
+  if (rc == CUDA_SUCCESS)
+    *m = (CUmodule)fn->module;
+  fk_unlock();
+  return rc;
+}
+
+FK_API CUresult cuFuncIsLoaded(int *state, CUfunction f) {
+  fk_lock();
+  fk_obj *fn;
+  CUresult rc = need_function(f, &fn);
+  if (rc == CUDA_SUCCESS && !state)
+    rc = CUDA_ERROR_INVALID_VALUE;
+  if (rc == CUDA_SUCCESS)
+    *state = 1;
+  fk_unlock();
+  return rc;
+}
+
+FK_API CUresult cuFuncLoad(CUfunction f) {
+  fk_lock();
+  fk_obj *fn;
+  CUresult rc = need_function(f, &fn);
+  fk_unlock();
+  return rc;
+}

@@ -307,6 +307,32 @@ CUresult fk_ctx_synchronize_v2(CUcontext ctx);
     (CUstream s, int attr, void *value))                                       \
   X(cuStreamSetAttribute, "cuStreamSetAttribute", 11000,                       \
     (CUstream s, int attr, const void *value))                                 \
-  X(cuStreamCopyAttributes, "cuStreamCopyAttributes", 11000, (CUstream dst, CUstream src))
+  X(cuStreamCopyAttributes, "cuStreamCopyAttributes", 11000, (CUstream dst, CUstream src)) \
+  X(cuMemcpyHtoA, "cuMemcpyHtoA_v2", 3020, (void))                             \
+  X(cuMemcpyHtoAAsync, "cuMemcpyHtoAAsync_v2", 3020, (void))                   \
+  X(cuMemcpyAtoH, "cuMemcpyAtoH_v2", 3020, (void))                             \
+  X(cuMemcpyAtoHAsync, "cuMemcpyAtoHAsync_v2", 3020, (void))                   \
+  X(cuMemcpyDtoA, "cuMemcpyDtoA_v2", 3020, (void))                             \
+  X(cuMemcpyAtoD, "cuMemcpyAtoD_v2", 3020, (void))                             \
+  X(cuMemcpyAtoA, "cuMemcpyAtoA_v2", 3020, (void))                             \
+  X(cuGraphGetRootNodes, "cuGraphGetRootNodes", 10000, (void))                 \
+  X(cuGraphGetEdges, "cuGraphGetEdges", 10000, (void))                         \
+  X(cuGraphNodeGetDependencies, "cuGraphNodeGetDependencies", 10000, (void))   \
+  X(cuGraphNodeGetDependentNodes, "cuGraphNodeGetDependentNodes", 10000, (void)) \
+  X(cuGraphClone, "cuGraphClone", 10000, (void))                               \
+  X(cuGraphNodeFindInClone, "cuGraphNodeFindInClone", 10000, (void))           \
+  X(cuGraphExecGetFlags, "cuGraphExecGetFlags", 12000, (void))                 \
+  X(cuGraphNodeSetEnabled, "cuGraphNodeSetEnabled", 11060, (void))             \
+  X(cuGraphNodeGetEnabled, "cuGraphNodeGetEnabled", 11060, (void))             \
+  X(cuGraphMemsetNodeGetParams, "cuGraphMemsetNodeGetParams", 10000, (void))   \
+  X(cuGraphHostNodeGetParams, "cuGraphHostNodeGetParams", 10000, (void))       \
+  X(cuGraphEventRecordNodeGetEvent, "cuGraphEventRecordNodeGetEvent", 11010, (void)) \
+  X(cuFuncGetModule, "cuFuncGetModule", 11000, (void))                         \
+  X(cuFuncIsLoaded, "cuFuncIsLoaded", 12040, (void))                           \
+  X(cuFuncLoad, "cuFuncLoad", 12040, (void))                                   \
+  X(cuCtxRecordEvent, "cuCtxRecordEvent", 12050, (void))                       \
+  X(cuCtxWaitEvent, "cuCtxWaitEvent", 12050, (void))                           \
+  X(cuDeviceGetProperties, "cuDeviceGetProperties", 2000, (void))              \
+  X(cuDeviceGetTexture1DLinearMaxWidth, "cuDeviceGetTexture1DLinearMaxWidth", 11010, (void))
 
 #endif

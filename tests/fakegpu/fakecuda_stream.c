@@ -8,6 +8,7 @@
  * after the callbacks queued before them have run; cuStreamQuery answers 600
  * (NOT_READY) while one of its stream's callbacks is pending. */
 #include <pthread.h>
+#include <time.h>
 #include <stdlib.h>
 
 #include "fakecuda.h"
@@ -299,3 +300,37 @@ FK_API CUresult cuStreamCopyAttributes(CUstream dst, CUstream src) {
   fk_unlock();
   return rc;
 }
+
+/* --- context events (cuCtxRecordEvent, cuCtxWaitEvent) ----------------------
+ * Record: the event completes when all work of the context done so far has
+ * (at once, the fake's work being done at each call; with simulated time,
+ * when the legacy stream's work ends). Wait: the context's later work starts
+ * after the event (simulated time: on the legacy stream). The context must be
+ * usable (201, or its sticky error), the event one of that context (400); an
+ * event of a capture that goes on: 907. */
+static CUresult ctx_event(CUcontext ctx, CUevent e, int record) {
+  CUresult rc = fk_check_init();
+  if (rc)
+    return rc;
+  fk_lock();
+  fk_obj *ev = NULL;
+  rc = ctx ? fk_ctx_usable(ctx) : CUDA_ERROR_INVALID_CONTEXT;
+  if (rc == CUDA_SUCCESS && (!(ev = fk_obj_check(e, FK_OBJ_EVENT)) || ev->ctx != ctx))
+    rc = CUDA_ERROR_INVALID_HANDLE;
+  else if (rc == CUDA_SUCCESS && fk_capture_live(ev->cap_id))
+    rc = FK_ERR_CAPTURED_EVENT;
+  if (rc == CUDA_SUCCESS && record) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    ev->recorded = 1;
+    ev->t_ms = fk_sim_on() ? fk_sim_record(ctx, NULL)
+                           : (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
+  } else if (rc == CUDA_SUCCESS && fk_sim_on() && ev->recorded) {
+    fk_sim_wait_event(ctx, NULL, ev->t_ms);
+  }
+  fk_unlock();
+  return rc;
+}
+
+FK_API CUresult cuCtxRecordEvent(CUcontext ctx, CUevent e) { return ctx_event(ctx, e, 1); }
+FK_API CUresult cuCtxWaitEvent(CUcontext ctx, CUevent e) { return ctx_event(ctx, e, 0); }

@@ -461,6 +461,92 @@ static void test_debug_dot_print(void) {
   CHECK_EQ_INT(cu_cuStreamDestroy(s), CUDA_SUCCESS);
 }
 
+/* The fake's graphs are chains in recorded order: root, edges, neighbours;
+ * clone and find-in-clone; an exec's flags; a node turned off in an exec is
+ * skipped at replay; memset, host and event-record node parameters. */
+static void test_graph_queries(void) {
+  typedef CUresult (*list_fn)(void *, void **, size_t *);
+  list_fn roots = PROC(list_fn, "cuGraphGetRootNodes", 10000);
+  list_fn deps = PROC(list_fn, "cuGraphNodeGetDependencies", 10000);
+  list_fn dependents = PROC(list_fn, "cuGraphNodeGetDependentNodes", 10000);
+  CUresult (*edges)(CUgraph, void **, void **, size_t *) =
+      PROC(CUresult(*)(CUgraph, void **, void **, size_t *), "cuGraphGetEdges", 10000);
+  CUresult (*clone)(CUgraph *, CUgraph) = PROC(CUresult(*)(CUgraph *, CUgraph), "cuGraphClone", 10000);
+  CUresult (*find)(void **, void *, CUgraph) =
+      PROC(CUresult(*)(void **, void *, CUgraph), "cuGraphNodeFindInClone", 10000);
+  CUresult (*xflags)(CUgraphExec, unsigned long long *) =
+      PROC(CUresult(*)(CUgraphExec, unsigned long long *), "cuGraphExecGetFlags", 12000);
+  CUresult (*set_on)(CUgraphExec, void *, unsigned) =
+      PROC(CUresult(*)(CUgraphExec, void *, unsigned), "cuGraphNodeSetEnabled", 11060);
+  CUresult (*get_on)(CUgraphExec, void *, unsigned *) =
+      PROC(CUresult(*)(CUgraphExec, void *, unsigned *), "cuGraphNodeGetEnabled", 11060);
+  CUresult (*memset_params)(void *, void *) =
+      PROC(CUresult(*)(void *, void *), "cuGraphMemsetNodeGetParams", 10000);
+  CUresult (*host_params)(void *, void *) =
+      PROC(CUresult(*)(void *, void *), "cuGraphHostNodeGetParams", 10000);
+  CUresult (*memset32)(CUdeviceptr, unsigned, size_t, CUstream) =
+      PROC(CUresult(*)(CUdeviceptr, unsigned, size_t, CUstream), "cuMemsetD32Async", 3020);
+  CUstream s;
+  CUdeviceptr d;
+  int count = 0;
+  REQUIRE(cu_cuStreamCreate(&s, 1) == CUDA_SUCCESS && cu_cuMemAlloc(&d, 4096) == CUDA_SUCCESS);
+  REQUIRE(cu_cuMemsetD8(d, 0, 4096) == CUDA_SUCCESS);
+  CHECK_EQ_INT(begin(s, 0), CUDA_SUCCESS);
+  CHECK_EQ_INT(host_func(s, bump, &count), CUDA_SUCCESS);
+  CHECK_EQ_INT(memset32(d, 7, 16, s), CUDA_SUCCESS);
+  CUgraph g = NULL, c = NULL;
+  CHECK_EQ_INT(end(s, &g), CUDA_SUCCESS);
+  void *nodes[2] = {0}, *from[2] = {0}, *to[2] = {0}, *one[2] = {0};
+  size_t n = 2;
+  CHECK_EQ_INT(get_nodes_fn(g, nodes, &n), CUDA_SUCCESS);
+  n = 2;
+  CHECK_EQ_INT(roots(g, one, &n), CUDA_SUCCESS);
+  CHECK_MSG(n == 1 && one[0] == nodes[0], "roots: %zu, the first node? %d", n, one[0] == nodes[0]);
+  n = 2;
+  CHECK_EQ_INT(edges(g, from, to, &n), CUDA_SUCCESS);
+  CHECK_MSG(n == 1 && from[0] == nodes[0] && to[0] == nodes[1], "edges: %zu, not first->second", n);
+  n = 1;
+  CHECK_EQ_INT(deps(nodes[1], one, &n), CUDA_SUCCESS);
+  CHECK_MSG(n == 1 && one[0] == nodes[0], "the second node's dependency is not the first");
+  CHECK_EQ_INT(dependents(nodes[1], NULL, &n), CUDA_SUCCESS);
+  CHECK_MSG(n == 0, "the last node has %zu dependents", n);
+  struct { void (*fn)(void *); void *user; } hp = {0};
+  CHECK_EQ_INT(host_params(nodes[0], &hp), CUDA_SUCCESS);
+  CHECK_MSG(hp.fn == bump && hp.user == &count, "host node parameters not given back");
+  struct { CUdeviceptr dst; size_t pitch; unsigned value, elem; size_t width, height; } mp = {0};
+  CHECK_EQ_INT(memset_params(nodes[1], &mp), CUDA_SUCCESS);
+  CHECK_MSG(mp.dst == d && mp.value == 7 && mp.elem == 4 && mp.width == 16 && mp.height == 1,
+            "memset node parameters: dst ok %d value %u elem %u width %zu", mp.dst == d, mp.value,
+            mp.elem, mp.width);
+  CHECK_EQ_INT(memset_params(nodes[0], &mp), CUDA_ERROR_INVALID_VALUE); /* a host node */
+  CHECK_EQ_INT(clone(&c, g), CUDA_SUCCESS);
+  void *in_clone = NULL;
+  CHECK_EQ_INT(find(&in_clone, nodes[1], c), CUDA_SUCCESS);
+  CHECK_MSG(in_clone && in_clone != nodes[1], "the clone's node is the original's");
+  CHECK_EQ_INT(find(&in_clone, nodes[1], g), CUDA_ERROR_INVALID_VALUE); /* g is no clone */
+  CUgraphExec x = NULL;
+  unsigned long long fl = 99;
+  unsigned on = 9;
+  CHECK_EQ_INT(instantiate(&x, c, 1 /* AUTO_FREE_ON_LAUNCH */), CUDA_SUCCESS);
+  CHECK_EQ_INT(xflags(x, &fl), CUDA_SUCCESS);
+  CHECK_MSG(fl == 1, "exec flags %llu, want 1", fl);
+  CHECK_EQ_INT(set_on(x, nodes[1], 0), CUDA_ERROR_INVALID_VALUE); /* not of the clone */
+  CHECK_EQ_INT(set_on(x, in_clone, 0), CUDA_SUCCESS);
+  CHECK_EQ_INT(get_on(x, in_clone, &on), CUDA_SUCCESS);
+  CHECK_EQ_INT((int)on, 0);
+  CHECK_EQ_INT(launch(x, s), CUDA_SUCCESS);
+  CHECK_EQ_INT(cu_cuStreamSynchronize(s), CUDA_SUCCESS);
+  uint32_t word = 1;
+  CHECK_EQ_INT(cu_cuMemcpyDtoH(&word, d, 4), CUDA_SUCCESS);
+  CHECK_MSG(word == 0 && count == 1, "a disabled memset node ran (0x%x) or the host node did not (%d)",
+            word, count);
+  CHECK_EQ_INT(exec_destroy(x), CUDA_SUCCESS);
+  CHECK_EQ_INT(graph_destroy(c), CUDA_SUCCESS);
+  CHECK_EQ_INT(graph_destroy(g), CUDA_SUCCESS);
+  CHECK_EQ_INT(cu_cuMemFree(d), CUDA_SUCCESS);
+  CHECK_EQ_INT(cu_cuStreamDestroy(s), CUDA_SUCCESS);
+}
+
 static int child_uninit(void) {
   load();
   CUgraph g;
@@ -490,6 +576,7 @@ int main(int argc, char **argv) {
   RUN(test_isolation);
   RUN(test_legacy_implicit);
   RUN(test_debug_dot_print);
+  RUN(test_graph_queries);
   CHECK_EQ_INT(fgt_run_self("uninit", NULL), 0);
   return TEST_END();
 }

@@ -204,7 +204,7 @@ static int child_rules(void) {
 static int child_trace_stubs(void) {
   CUdriverProcAddressQueryResult st;
   CUresult (*a)(void) = (CUresult(*)(void))proc("cuGraphAddKernelNode", 10000, &st);
-  CUresult (*b)(void) = (CUresult(*)(void))proc("cuGraphClone", 10000, NULL);
+  CUresult (*b)(void) = (CUresult(*)(void))proc("cuGraphAddEmptyNode", 10000, NULL);
   if (!a || !b || a == b || st != CU_GET_PROC_ADDRESS_SYMBOL_NOT_FOUND)
     return 10;
   if (a() != CUDA_ERROR_NOT_SUPPORTED || b() != CUDA_ERROR_NOT_SUPPORTED)

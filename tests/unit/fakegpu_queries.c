@@ -1,0 +1,140 @@
+/* Driver calls of issue 41's coverage round, reached as clients reach them
+ * (cuGetProcAddress_v2): copies between host or device memory and 1D CUDA
+ * arrays (range inside the array's row, else 1), context events
+ * (cuCtxRecordEvent / cuCtxWaitEvent: the event must be the context's, 400),
+ * a function's module and loading state, cuDeviceGetProperties and the
+ * widest linear 1D texture. 3 before cuInit. */
+#include "fakegpu/fg_test.h"
+
+#define PROC(type, name, version) ((type)proc(name, version))
+
+static void *proc(const char *name, int version) {
+  void *pfn = NULL;
+  CUdriverProcAddressQueryResult s = -1;
+  CHECK_EQ_INT(cu_cuGetProcAddress_v2(name, &pfn, version, 0, &s), CUDA_SUCCESS);
+  CHECK_MSG(pfn != NULL, "cuGetProcAddress does not hand out %s at %d", name, version);
+  return pfn;
+}
+
+/* A host twin for the function queries (found with dlsym, as the fake does). */
+__attribute__((visibility("default"))) void fakegpu_twin_queries_k(const dev_launch_dims *d,
+                                                                   void **params) {
+  (void)d, (void)params;
+}
+
+typedef struct {
+  size_t Width, Height, Depth;
+  int Format;
+  unsigned NumChannels, Flags;
+} desc3d;
+
+static void test_array_1d_copies(void) {
+  CUresult (*create)(void **, const desc3d *) =
+      PROC(CUresult(*)(void **, const desc3d *), "cuArray3DCreate", 3020);
+  CUresult (*destroy)(void *) = PROC(CUresult(*)(void *), "cuArrayDestroy", 2000);
+  CUresult (*htoa)(void *, size_t, const void *, size_t) =
+      PROC(CUresult(*)(void *, size_t, const void *, size_t), "cuMemcpyHtoA", 3020);
+  CUresult (*atoh)(void *, void *, size_t, size_t) =
+      PROC(CUresult(*)(void *, void *, size_t, size_t), "cuMemcpyAtoH", 3020);
+  CUresult (*atod)(CUdeviceptr, void *, size_t, size_t) =
+      PROC(CUresult(*)(CUdeviceptr, void *, size_t, size_t), "cuMemcpyAtoD", 3020);
+  CUresult (*dtoa)(void *, size_t, CUdeviceptr, size_t) =
+      PROC(CUresult(*)(void *, size_t, CUdeviceptr, size_t), "cuMemcpyDtoA", 3020);
+  CUresult (*atoa)(void *, size_t, void *, size_t, size_t) =
+      PROC(CUresult(*)(void *, size_t, void *, size_t, size_t), "cuMemcpyAtoA", 3020);
+  void *a = NULL, *b = NULL;
+  desc3d d = {256, 0, 0, 0x03 /* int32 */, 1, 0}; /* 1 KiB */
+  REQUIRE(create(&a, &d) == CUDA_SUCCESS && create(&b, &d) == CUDA_SUCCESS);
+  unsigned char in[512], out[512];
+  for (int i = 0; i < 512; i++)
+    in[i] = (unsigned char)(i * 7 + 1);
+  CHECK_EQ_INT(htoa(a, 256, in, 512), CUDA_SUCCESS);
+  CHECK_EQ_INT(atoa(b, 0, a, 256, 512), CUDA_SUCCESS);
+  CUdeviceptr dp;
+  REQUIRE(cu_cuMemAlloc(&dp, 512) == CUDA_SUCCESS);
+  CHECK_EQ_INT(atod(dp, b, 0, 512), CUDA_SUCCESS);
+  CHECK_EQ_INT(dtoa(a, 512, dp, 512), CUDA_SUCCESS);
+  CHECK_EQ_INT(atoh(out, a, 512, 512), CUDA_SUCCESS);
+  CHECK_MSG(!memcmp(in, out, 512),
+            "host -> array -> array -> device -> array -> host changed bytes");
+  CHECK_MSG(htoa(a, 768, in, 512) == CUDA_ERROR_INVALID_VALUE,
+            "a copy past the array's end was not refused with 1");
+  CHECK_EQ_INT(atoh(out, (void *)&d, 0, 4), CUDA_ERROR_INVALID_HANDLE);
+  CHECK_EQ_INT(cu_cuMemFree(dp), CUDA_SUCCESS);
+  CHECK_EQ_INT(destroy(a), CUDA_SUCCESS);
+  CHECK_EQ_INT(destroy(b), CUDA_SUCCESS);
+}
+
+static void test_context_events(void) {
+  CUresult (*rec)(CUcontext, CUevent) =
+      PROC(CUresult(*)(CUcontext, CUevent), "cuCtxRecordEvent", 12050);
+  CUresult (*wait)(CUcontext, CUevent) =
+      PROC(CUresult(*)(CUcontext, CUevent), "cuCtxWaitEvent", 12050);
+  CUcontext cur = NULL, other = NULL;
+  REQUIRE(cu_cuCtxGetCurrent(&cur) == CUDA_SUCCESS);
+  CUevent e;
+  REQUIRE(cu_cuEventCreate(&e, 0) == CUDA_SUCCESS);
+  CHECK_EQ_INT(rec(cur, e), CUDA_SUCCESS);
+  CHECK_EQ_INT(cu_cuEventQuery(e), CUDA_SUCCESS);
+  CHECK_EQ_INT(wait(cur, e), CUDA_SUCCESS);
+  REQUIRE(cu_cuCtxCreate(&other, 0, 0) == CUDA_SUCCESS);
+  CUresult rc = rec(other, e);
+  CHECK_MSG(rc == CUDA_ERROR_INVALID_HANDLE, "recording another context's event answered %d",
+            (int)rc);
+  CHECK_EQ_INT(rec(NULL, e), CUDA_ERROR_INVALID_CONTEXT);
+  REQUIRE(cu_cuCtxDestroy(other) == CUDA_SUCCESS);
+  REQUIRE(cu_cuCtxSetCurrent(cur) == CUDA_SUCCESS);
+  CHECK_EQ_INT(cu_cuEventDestroy(e), CUDA_SUCCESS);
+}
+
+static void test_function_and_device(void) {
+  CUresult (*get_module)(CUmodule *, CUfunction) =
+      PROC(CUresult(*)(CUmodule *, CUfunction), "cuFuncGetModule", 11000);
+  CUresult (*is_loaded)(int *, CUfunction) =
+      PROC(CUresult(*)(int *, CUfunction), "cuFuncIsLoaded", 12040);
+  CUresult (*load)(CUfunction) = PROC(CUresult(*)(CUfunction), "cuFuncLoad", 12040);
+  CUresult (*props)(int *, CUdevice) =
+      PROC(CUresult(*)(int *, CUdevice), "cuDeviceGetProperties", 2000);
+  CUresult (*tex1d)(size_t *, int, unsigned, CUdevice) =
+      PROC(CUresult(*)(size_t *, int, unsigned, CUdevice), "cuDeviceGetTexture1DLinearMaxWidth",
+           11010);
+  CUmodule m = NULL, back = NULL;
+  CUfunction f = NULL;
+  REQUIRE(cu_cuModuleLoadData(&m, "") == CUDA_SUCCESS);
+  REQUIRE(cu_cuModuleGetFunction(&f, m, "queries_k") == CUDA_SUCCESS);
+  CHECK_EQ_INT(get_module(&back, f), CUDA_SUCCESS);
+  CHECK_MSG(back == m, "cuFuncGetModule gave another module");
+  int state = -1;
+  CHECK_EQ_INT(is_loaded(&state, f), CUDA_SUCCESS);
+  CHECK_EQ_INT(state, 1);
+  CHECK_EQ_INT(load(f), CUDA_SUCCESS);
+  CHECK_EQ_INT(load((CUfunction)&state), CUDA_ERROR_INVALID_HANDLE);
+  CHECK_EQ_INT(cu_cuModuleUnload(m), CUDA_SUCCESS);
+  int p[14] = {0};
+  CHECK_EQ_INT(props(p, 0), CUDA_SUCCESS);
+  CHECK_MSG(p[0] == 1024 && p[1] == 1024 && p[3] == 64 && p[8] == 65536 && p[9] == 32,
+            "properties: threads %d dims %d,%d constant %d warp %d", p[0], p[1], p[3], p[8], p[9]);
+  CHECK_EQ_INT(props(p, 9), CUDA_ERROR_INVALID_DEVICE);
+  size_t w = 0;
+  CHECK_EQ_INT(tex1d(&w, 0x20, 4, 0), CUDA_SUCCESS);
+  CHECK_MSG(w == (size_t)1 << 28, "widest linear 1D texture %zu", w);
+  CHECK_EQ_INT(tex1d(&w, 0x20, 3, 0), CUDA_ERROR_INVALID_VALUE);
+}
+
+static int child_uninit(void) {
+  CUresult (*rec)(CUcontext, CUevent) =
+      PROC(CUresult(*)(CUcontext, CUevent), "cuCtxRecordEvent", 12050);
+  return rec(NULL, NULL) == CUDA_ERROR_NOT_INITIALIZED ? 0 : 10;
+}
+
+int main(int argc, char **argv) {
+  fgt_load_cuda();
+  if (argc > 1)
+    return !strcmp(argv[1], "uninit") ? child_uninit() : 99;
+  fgt_init_ctx();
+  RUN(test_array_1d_copies);
+  RUN(test_context_events);
+  RUN(test_function_and_device);
+  CHECK_EQ_INT(fgt_run_self("uninit", NULL), 0);
+  return TEST_END();
+}
