@@ -592,6 +592,8 @@ int pl_manager_run_job(pl_manager *m, const char *pipeline, const char *input, c
   return rc;
 }
 
+uint64_t pl_manager_stage_released(pl_manager *m) { return pl_runner_stage_released(m->runner); }
+
 int pl_manager_session_open(pl_manager *m, const char *pipeline, char *id) {
   mpipe *pp = pl__mgr_find(m, pipeline);
   if (!pp)

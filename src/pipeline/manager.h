@@ -139,6 +139,10 @@ int pl_manager_run_job(pl_manager *m, const char *pipeline, const char *input, c
                        json_t *options, const atomic_int *cancel, pl_progress_fn progress,
                        void *progress_arg, const pl_run_limits *lim, pl_job_result *res);
 
+/* From run_job's progress callback at a stage's end: what that stage's own
+ * releases handed back (pl_runner_stage_released; device thread). */
+uint64_t pl_manager_stage_released(pl_manager *m);
+
 /* Checks a job before it is queued: the pipeline exists (EBB_ENOTFOUND),
  * options names only its stages, every merged option is valid (EBB_ECONFIG,
  * naming the stage and option) and every option the job set is one it may

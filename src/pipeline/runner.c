@@ -58,6 +58,15 @@ static void pool_unlink(pl_runner *r, slot *s) {
     }
 }
 
+uint64_t pl_runner_stage_released(const pl_runner *r) { return r ? r->cur_released : 0; }
+
+/* A release published with owner `owner` handed back bytes: counted for
+ * the stage running now when it is that stage's (pl_runner_stage_released). */
+static void note_release(pl_runner *r, const char *owner, uint64_t bytes) {
+  if (r->cur_stage[0] && owner && !strcmp(owner, r->cur_stage))
+    r->cur_released += bytes;
+}
+
 /* Every path that ends an instance comes here: after a stage, a job's end,
  * idle expiry, eviction, an unload, the runner's end. The release itself is
  * pl_instance_release (instance.c). with_context: the device context goes
@@ -76,6 +85,7 @@ uint64_t pl__run_release_slot(pl_runner *r, slot *s, int with_context, pl_instan
   if (pl_instance_release(s->inst, &plan, rep) != 0) /* running: a bug; destroy forces it */
     base_log(EBB_LOG_ERROR, name, "%s", ebb_errmsg());
   pl_hook_run(r->hook, "release-end", name, rep->released_bytes);
+  note_release(r, name, rep->released_bytes);
   pool_unlink(r, s);
   pl_instance_destroy(s->inst);
   free(s);
@@ -107,6 +117,7 @@ static uint64_t release_process(pl_runner *r) {
                   .callbacks_run = run,
                   .callbacks_failed = failed};
   base_event_publish(&ev); /* the log writes "[process] released N MiB of GPU memory" */
+  note_release(r, EBB_RELEASE_PROCESS_OWNER, rr.released_bytes);
   return rr.released_bytes;
 }
 
@@ -782,7 +793,10 @@ int pl_runner_run(pl_runner *r, const pl_job *job, pl_job_result *res) {
     }
     if (job->progress)
       job->progress(job->progress_arg, (int)i, (int)p->nstages, p->stages[i].name, 0);
+    snprintf(r->cur_stage, sizeof r->cur_stage, "%s", p->stages[i].name);
+    r->cur_released = 0;
     rc = run_stage(&js, (int)i);
+    r->cur_stage[0] = '\0';
     if (job->progress)
       job->progress(job->progress_arg, (int)i, (int)p->nstages, p->stages[i].name, 1);
     if (rc || res->code)

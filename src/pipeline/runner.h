@@ -78,7 +78,8 @@ void pl_runner_destroy(pl_runner *r);
 /* The same check against a registry alone (no device needed). */
 int pl_check(const pl_registry *reg, const pl_def *p);
 
-/* Called at each stage's start (done 0) and end (done 1). */
+/* Called at each stage's start (done 0) and end (done 1); at the end,
+ * pl_runner_stage_released answers what the stage's releases handed back. */
 typedef void (*pl_progress_fn)(void *arg, int index, int count, const char *stage, int done);
 
 typedef struct pl_job {
@@ -113,6 +114,13 @@ typedef struct pl_job_result {
  * res->stage empty and a configuration/input code. On success the job's
  * items are summarised in OUTDIR/result.json. */
 int pl_runner_run(pl_runner *r, const pl_job *job, pl_job_result *res);
+
+/* From a progress callback at a stage's end (done 1), on the runner's
+ * thread: what that stage's own releases handed back while it ran, the
+ * bytes of the `[STAGE] released N MiB` facts whose owner is the stage (its
+ * after-stage release, and any of an instance of the same name). The
+ * runner's figure per stage: the server stores it. */
+uint64_t pl_runner_stage_released(const pl_runner *r);
 
 /* Releases idle stages whose time is up at now (CLOCK_MONOTONIC seconds);
  * now < 0: every idle stage. Then, if nothing remains loaded, vacates the

@@ -42,6 +42,11 @@ struct pl_runner {
   int oneshot;
   int cache_default;
   slot *pool; /* newest first */
+  /* The stage a job runs now (pl_runner_run, between its progress calls)
+   * and the bytes its own releases handed back so far (note_release, runner.c;
+   * kept until the next stage starts: pl_runner_stage_released). */
+  char cur_stage[128];
+  uint64_t cur_released;
 };
 
 /* "runner_notes.c": stage `name` of `pipeline` measured these (any thread). */

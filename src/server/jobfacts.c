@@ -22,55 +22,27 @@ void srv_job_publish(int64_t id, const char *uid, const char *pipeline, const ch
   base_event_publish(&ev);
 }
 
-/* A stage's release on this job's device, while it runs: its bytes. */
-static void on_event(void *ctx, const ebb_event *ev) {
-  srv_stage_bytes *t = ctx;
-  if (ev->kind != EBB_EVENT_RELEASED || !ev->owner || !ev->device)
-    return;
-  pthread_mutex_lock(&t->mu);
-  if (t->stage[0] && !strcmp(ev->device, t->device) && !strcmp(ev->owner, t->stage))
-    t->bytes += ev->bytes;
-  pthread_mutex_unlock(&t->mu);
-}
-
-int srv_stage_bytes_begin(srv_stage_bytes *t, const char *device) {
-  memset(t, 0, sizeof *t);
-  snprintf(t->device, sizeof t->device, "%s", device ? device : "");
-  pthread_mutex_init(&t->mu, NULL);
+void srv_stage_bytes_begin(srv_stage_bytes *t, pl_manager *m) {
+  t->m = m;
   t->stages = json_array();
-  int rc = t->stages ? ebb_events_subscribe(on_event, t, &t->sub) : EBB_ENOMEM;
-  if (rc) {
-    json_decref(t->stages);
-    t->stages = NULL;
-    pthread_mutex_destroy(&t->mu);
-  }
-  return rc;
 }
 
-/* The runner releases a stage before it reports it done. */
+/* At each stage's end the runner answers what the stage's releases handed
+ * back (the device thread, where this is called). */
 void srv_stage_bytes_progress(void *arg, int index, int count, const char *stage, int done) {
   (void)index;
   (void)count;
   srv_stage_bytes *t = arg;
-  pthread_mutex_lock(&t->mu);
-  if (!done) {
-    snprintf(t->stage, sizeof t->stage, "%s", stage);
-    t->bytes = 0;
-  } else {
+  if (done && t->stages)
     json_array_append_new(t->stages, json_pack("{s:s,s:I}", "name", stage, "released_bytes",
-                                               (json_int_t)t->bytes));
-    t->stage[0] = '\0';
-  }
-  pthread_mutex_unlock(&t->mu);
+                                               (json_int_t)pl_manager_stage_released(t->m)));
 }
 
 char *srv_stage_bytes_end(srv_stage_bytes *t) {
   if (!t->stages)
     return NULL;
-  ebb_events_unsubscribe(t->sub);
   char *text = json_dumps(t->stages, JSON_COMPACT);
   json_decref(t->stages);
   t->stages = NULL;
-  pthread_mutex_destroy(&t->mu);
   return text;
 }

@@ -1,6 +1,6 @@
 /* A job's facts (include/ebb/events.h), from the queue that makes them:
  * its state changes published once, and the bytes each of its stages handed
- * back, counted from the stages' own release events for the store. */
+ * back, as the runner counts them, for the store. */
 #ifndef EBB_SERVER_JOBFACTS_H
 #define EBB_SERVER_JOBFACTS_H
 
@@ -9,6 +9,7 @@
 #include <stdint.h>
 
 #include "ebb/events.h"
+#include "pipeline/manager.h"
 #include "server/store.h"
 
 /* Publishes EBB_EVENT_JOB: job id (the store's row id; uid its public id) of
@@ -20,25 +21,19 @@ void srv_job_publish(int64_t id, const char *uid, const char *pipeline, const ch
                      srv_job_state st, const char *code, const char *msg, uint64_t released,
                      const char *stages);
 
-/* The bytes each stage of one running job released on one device: a
- * subscription while the job runs (srv_stage_bytes_begin .. _end). The
- * stage a release belongs to is the one the runner reports running
- * (srv_stage_bytes_progress, an pl_progress_fn) when the stage's own
- * release event names it. */
+/* The bytes each stage of one running job released, as the runner counts
+ * them (pl_manager_stage_released at each stage's end: the stage's own
+ * release facts), for the job's record and its last event. */
 typedef struct srv_stage_bytes {
-  pthread_mutex_t mu;
-  ebb_subscription *sub;
-  char device[64];
-  char stage[128]; /* running now; "" between stages */
-  uint64_t bytes;  /* the running stage's, so far */
-  json_t *stages;  /* [{"name":S,"released_bytes":N}] of the stages done */
+  pl_manager *m;  /* the job's device's */
+  json_t *stages; /* [{"name":S,"released_bytes":N}] of the stages done; NULL: out of memory */
 } srv_stage_bytes;
 
-/* 0, or EBB_ENOMEM / EBB_EINVAL. device: the label releases name. */
-int srv_stage_bytes_begin(srv_stage_bytes *t, const char *device);
+void srv_stage_bytes_begin(srv_stage_bytes *t, pl_manager *m);
+/* A pl_progress_fn (arg: the srv_stage_bytes), for pl_manager_run_job. */
 void srv_stage_bytes_progress(void *t, int index, int count, const char *stage, int done);
-/* Unsubscribes; answers the stages' JSON text (malloc'd; NULL when out of
- * memory) and frees what begin took. */
+/* The stages' JSON text (malloc'd; NULL when out of memory); frees what
+ * begin took. */
 char *srv_stage_bytes_end(srv_stage_bytes *t);
 
 #endif

@@ -225,11 +225,11 @@ static void run_one(qdev *d, qjob *j, pl_place_how how) {
   const char *label = dev_device_label(pl_manager_device(d->m));
   srv_record_running(q->rec, j->id, j->pipeline, label);
   srv_job_publish(j->id, j->uid, j->pipeline, label, EBB_JOB_RUNNING, NULL, NULL, 0, NULL);
-  srv_stage_bytes t; /* each stage's bytes, from its own release event */
-  int tracked = srv_stage_bytes_begin(&t, label) == 0;
+  srv_stage_bytes t; /* each stage's bytes, as the runner counts them */
+  srv_stage_bytes_begin(&t, d->m);
   pl_job_result res;
-  int rc = run_on(d, j, how, tracked ? &t : NULL, &res);
-  char *stages = tracked ? srv_stage_bytes_end(&t) : NULL;
+  int rc = run_on(d, j, how, t.stages ? &t : NULL, &res);
+  char *stages = srv_stage_bytes_end(&t);
   if (q->place)
     pl_residency_note(d->res, j->pipeline, how != EBB_PLACE_LOADED);
   if (ended_early(q, j, label, rc, &res)) {
