@@ -15,6 +15,7 @@
  *   fakecuda_graph.c    stream capture (fork/join across streams) and graphs
  *                       (kernels, host functions, events, memsets, copies)
  *   fakecuda_texture.c  texture and surface objects
+ *   fakecuda_device.c   graph memory, execution affinity, RDMA flush
  *   fakecuda_unsupported.c  exported names that answer 801 (stream memory ops,
  *                       kernel node parameters)
  *   fakecuda_hash.c     hash maps for handle and name lookups
@@ -213,6 +214,8 @@ CUresult fk_image_check(const void *image, char *msg, size_t msg_len);
 /* Waits until every stream callback queued before the call has run. Called
  * without fk_lock. */
 void fk_callbacks_drain(void);
+/* Queues fn on the driver's callback thread (fakecuda_stream.c); without fk_lock. */
+CUresult fk_callback_enqueue(CUstream s, CUstreamCallback fn, void *user);
 /* 1 on the driver thread that runs stream callbacks: a callback must not
  * call the driver (800, NOT_PERMITTED). */
 int fk_in_callback(void);

@@ -370,3 +370,25 @@ FK_API CUresult cuMemcpyAtoD_v2(CUdeviceptr dst, CUarray src, size_t off, size_t
 FK_API CUresult cuMemcpyAtoA_v2(CUarray dst, size_t doff, CUarray src, size_t soff, size_t n) {
   return copy_1d(ARR_, NULL, 0, src, soff, ARR_, NULL, 0, dst, doff, n, NULL);
 }
+
+/* cuMemcpy3DPeer: CUDA_MEMCPY3D_PEER is CUDA_MEMCPY3D with each side's
+ * context where the 3D form keeps a reserved word; both contexts must be
+ * usable (201 or their sticky error), then the copy is copy_3d's. */
+static CUresult copy_3d_peer(const copy3d *p, CUstream s) {
+  CUresult rc = fk_check_init();
+  if (rc)
+    return rc;
+  if (!p)
+    return CUDA_ERROR_INVALID_VALUE;
+  fk_lock();
+  rc = p->reserved0 ? fk_ctx_usable((struct CUctx_st *)p->reserved0) : CUDA_ERROR_INVALID_CONTEXT;
+  if (rc == CUDA_SUCCESS)
+    rc = p->reserved1 ? fk_ctx_usable((struct CUctx_st *)p->reserved1) : CUDA_ERROR_INVALID_CONTEXT;
+  fk_unlock();
+  return rc ? rc : copy_3d(p, s);
+}
+
+FK_API CUresult cuMemcpy3DPeer(const void *p) { return copy_3d_peer((const copy3d *)p, NULL); }
+FK_API CUresult cuMemcpy3DPeerAsync(const void *p, CUstream s) {
+  return copy_3d_peer((const copy3d *)p, s);
+}

@@ -333,6 +333,19 @@ CUresult fk_ctx_synchronize_v2(CUcontext ctx);
   X(cuCtxRecordEvent, "cuCtxRecordEvent", 12050, (void))                       \
   X(cuCtxWaitEvent, "cuCtxWaitEvent", 12050, (void))                           \
   X(cuDeviceGetProperties, "cuDeviceGetProperties", 2000, (void))              \
-  X(cuDeviceGetTexture1DLinearMaxWidth, "cuDeviceGetTexture1DLinearMaxWidth", 11010, (void))
+  X(cuDeviceGetTexture1DLinearMaxWidth, "cuDeviceGetTexture1DLinearMaxWidth", 11010, (void)) \
+  X(cuDeviceGetGraphMemAttribute, "cuDeviceGetGraphMemAttribute", 11040, (void)) \
+  X(cuDeviceSetGraphMemAttribute, "cuDeviceSetGraphMemAttribute", 11040, (void)) \
+  X(cuDeviceGraphMemTrim, "cuDeviceGraphMemTrim", 11040, (void))               \
+  X(cuDeviceGetExecAffinitySupport, "cuDeviceGetExecAffinitySupport", 11040, (void)) \
+  X(cuCtxGetExecAffinity, "cuCtxGetExecAffinity", 11040, (void))               \
+  X(cuFlushGPUDirectRDMAWrites, "cuFlushGPUDirectRDMAWrites", 11030, (void))   \
+  X(cuMemcpy3DPeer, "cuMemcpy3DPeer", 4000, (void))                            \
+  X(cuMemcpy3DPeerAsync, "cuMemcpy3DPeerAsync", 4000, (void))                  \
+  X(cuUserObjectCreate, "cuUserObjectCreate", 11030, (void))                   \
+  X(cuUserObjectRetain, "cuUserObjectRetain", 11030, (void))                   \
+  X(cuUserObjectRelease, "cuUserObjectRelease", 11030, (void))                 \
+  X(cuGraphRetainUserObject, "cuGraphRetainUserObject", 11030, (void))         \
+  X(cuGraphReleaseUserObject, "cuGraphReleaseUserObject", 11030, (void))
 
 #endif

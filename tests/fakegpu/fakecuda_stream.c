@@ -74,8 +74,13 @@ FK_API CUresult cuStreamAddCallback(CUstream s, CUstreamCallback fn, void *user,
   if (rc == CUDA_SUCCESS)
     rc = fk_stream_work(s);
   fk_unlock();
-  if (rc)
-    return rc;
+  return rc ? rc : fk_callback_enqueue(s, fn, user);
+}
+
+/* Queues fn for the callback thread (started on first use), after every
+ * callback queued before; call without fk_lock. */
+CUresult fk_callback_enqueue(CUstream s, CUstreamCallback fn, void *user) {
+  CUresult rc = CUDA_SUCCESS;
   fk_cb *cb = calloc(1, sizeof *cb);
   if (!cb)
     return CUDA_ERROR_OUT_OF_MEMORY;

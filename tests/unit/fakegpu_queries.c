@@ -121,6 +121,111 @@ static void test_function_and_device(void) {
   CHECK_EQ_INT(tex1d(&w, 0x20, 3, 0), CUDA_ERROR_INVALID_VALUE);
 }
 
+static int g_destroyed;
+static void count_destroy(void *arg) { __atomic_add_fetch((int *)arg, 1, __ATOMIC_SEQ_CST); }
+
+/* A user object's destructor runs once, when the last reference goes: the
+ * caller's, then the graph's (dropped with the graph). */
+static void test_user_objects(void) {
+  CUresult (*create)(void **, void *, void (*)(void *), unsigned, unsigned) =
+      PROC(CUresult(*)(void **, void *, void (*)(void *), unsigned, unsigned), "cuUserObjectCreate",
+           11030);
+  CUresult (*retain)(void *, unsigned) =
+      PROC(CUresult(*)(void *, unsigned), "cuUserObjectRetain", 11030);
+  CUresult (*release)(void *, unsigned) =
+      PROC(CUresult(*)(void *, unsigned), "cuUserObjectRelease", 11030);
+  CUresult (*g_retain)(void *, void *, unsigned, unsigned) =
+      PROC(CUresult(*)(void *, void *, unsigned, unsigned), "cuGraphRetainUserObject", 11030);
+  CUresult (*g_release)(void *, void *, unsigned) =
+      PROC(CUresult(*)(void *, void *, unsigned), "cuGraphReleaseUserObject", 11030);
+  CUresult (*g_create)(void **, unsigned) =
+      PROC(CUresult(*)(void **, unsigned), "cuGraphCreate", 10000);
+  CUresult (*g_destroy)(void *) = PROC(CUresult(*)(void *), "cuGraphDestroy", 10000);
+  void *o = NULL, *g = NULL;
+  CHECK_EQ_INT(create(&o, &g_destroyed, count_destroy, 1, 0), CUDA_ERROR_INVALID_VALUE); /* flags */
+  CHECK_EQ_INT(create(&o, &g_destroyed, count_destroy, 1, 1), CUDA_SUCCESS);
+  CHECK_EQ_INT(retain(o, 2), CUDA_SUCCESS); /* 3 */
+  REQUIRE(g_create(&g, 0) == CUDA_SUCCESS);
+  CHECK_EQ_INT(g_retain(g, o, 2, 1 /* MOVE */), CUDA_SUCCESS); /* caller 1, graph 2 */
+  CHECK_EQ_INT(g_release(g, o, 3), CUDA_ERROR_INVALID_VALUE);  /* the graph holds 2 */
+  CHECK_EQ_INT(g_release(g, o, 1), CUDA_SUCCESS);
+  CHECK_EQ_INT(release(o, 1), CUDA_SUCCESS); /* the graph's last reference keeps it */
+  CHECK_EQ_INT(cu_cuCtxSynchronize(), CUDA_SUCCESS);
+  CHECK_MSG(g_destroyed == 0, "the destructor ran while the graph held a reference");
+  CHECK_EQ_INT(g_destroy(g), CUDA_SUCCESS);
+  CHECK_EQ_INT(cu_cuCtxSynchronize(), CUDA_SUCCESS);
+  CHECK_MSG(g_destroyed == 1, "the destructor ran %d times after the graph went, want 1",
+            g_destroyed);
+  CHECK_EQ_INT(release(o, 1), CUDA_ERROR_INVALID_VALUE); /* gone */
+}
+
+/* Graph memory (none on the fake), execution affinity (not supported, all
+ * 132 SMs), RDMA flush arguments, 3D peer copies between live contexts. */
+static void test_device_settings(void) {
+  CUresult (*gm_get)(CUdevice, int, void *) =
+      PROC(CUresult(*)(CUdevice, int, void *), "cuDeviceGetGraphMemAttribute", 11040);
+  CUresult (*gm_set)(CUdevice, int, void *) =
+      PROC(CUresult(*)(CUdevice, int, void *), "cuDeviceSetGraphMemAttribute", 11040);
+  CUresult (*gm_trim)(CUdevice) = PROC(CUresult(*)(CUdevice), "cuDeviceGraphMemTrim", 11040);
+  CUresult (*aff_support)(int *, int, CUdevice) =
+      PROC(CUresult(*)(int *, int, CUdevice), "cuDeviceGetExecAffinitySupport", 11040);
+  CUresult (*aff)(int *, int) = PROC(CUresult(*)(int *, int), "cuCtxGetExecAffinity", 11040);
+  CUresult (*flush)(int, int) = PROC(CUresult(*)(int, int), "cuFlushGPUDirectRDMAWrites", 11030);
+  CUresult (*peer3d)(const void *) = PROC(CUresult(*)(const void *), "cuMemcpy3DPeer", 4000);
+  unsigned long long v = 7;
+  CHECK_EQ_INT(gm_get(0, 0, &v), CUDA_SUCCESS);
+  CHECK_MSG(v == 0, "graph memory in use %llu, want 0", v);
+  CHECK_EQ_INT(gm_get(0, 4, &v), CUDA_ERROR_INVALID_VALUE);
+  v = 0;
+  CHECK_EQ_INT(gm_set(0, 1, &v), CUDA_SUCCESS); /* reset a high watermark */
+  v = 5;
+  CHECK_EQ_INT(gm_set(0, 1, &v), CUDA_ERROR_INVALID_VALUE);
+  CHECK_EQ_INT(gm_trim(0), CUDA_SUCCESS);
+  int sup = 9, p[2] = {9, 9};
+  CHECK_EQ_INT(aff_support(&sup, 0, 0), CUDA_SUCCESS);
+  CHECK_EQ_INT(sup, 0);
+  CHECK_EQ_INT(aff(p, 0), CUDA_SUCCESS);
+  CHECK_MSG(p[0] == 0 && p[1] == 132, "context affinity: type %d, %d SMs", p[0], p[1]);
+  CHECK_EQ_INT(flush(0, 100), CUDA_SUCCESS);
+  CHECK_EQ_INT(flush(0, 7), CUDA_ERROR_INVALID_VALUE);
+  CUcontext cur = NULL;
+  REQUIRE(cu_cuCtxGetCurrent(&cur) == CUDA_SUCCESS);
+  CUdeviceptr a, b;
+  REQUIRE(cu_cuMemAlloc(&a, 4096) == CUDA_SUCCESS && cu_cuMemAlloc(&b, 4096) == CUDA_SUCCESS);
+  REQUIRE(cu_cuMemsetD8(a, 0x42, 4096) == CUDA_SUCCESS &&
+          cu_cuMemsetD8(b, 0, 4096) == CUDA_SUCCESS);
+  struct {
+    size_t sx, sy, sz, slod;
+    int stype;
+    const void *shost;
+    CUdeviceptr sdev;
+    void *sarr, *sctx;
+    size_t spitch, sheight;
+    size_t dx, dy, dz, dlod;
+    int dtype;
+    void *dhost;
+    CUdeviceptr ddev;
+    void *darr, *dctx;
+    size_t dpitch, dheight, w, h, d;
+  } q = {0};
+  q.stype = q.dtype = 2; /* device */
+  q.sdev = a;
+  q.ddev = b;
+  q.spitch = q.dpitch = 1024;
+  q.sheight = q.dheight = 4;
+  q.w = 1024;
+  q.h = 4;
+  q.d = 1;
+  CHECK_EQ_INT(peer3d(&q), CUDA_ERROR_INVALID_CONTEXT); /* no contexts named */
+  q.sctx = q.dctx = cur;
+  CHECK_EQ_INT(peer3d(&q), CUDA_SUCCESS);
+  unsigned char last = 0;
+  CHECK_EQ_INT(cu_cuMemcpyDtoH(&last, b + 4095, 1), CUDA_SUCCESS);
+  CHECK_MSG(last == 0x42, "the 3D peer copy left 0x%x", last);
+  CHECK_EQ_INT(cu_cuMemFree(a), CUDA_SUCCESS);
+  CHECK_EQ_INT(cu_cuMemFree(b), CUDA_SUCCESS);
+}
+
 static int child_uninit(void) {
   CUresult (*rec)(CUcontext, CUevent) =
       PROC(CUresult(*)(CUcontext, CUevent), "cuCtxRecordEvent", 12050);
@@ -135,6 +240,8 @@ int main(int argc, char **argv) {
   RUN(test_array_1d_copies);
   RUN(test_context_events);
   RUN(test_function_and_device);
+  RUN(test_user_objects);
+  RUN(test_device_settings);
   CHECK_EQ_INT(fgt_run_self("uninit", NULL), 0);
   return TEST_END();
 }
