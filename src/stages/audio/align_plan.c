@@ -66,11 +66,48 @@ static double pair_cost(const pl_line *l, size_t j, size_t b, const stg_span *ph
   return fabs(log((dsum * rate + 1e-9) / wsum)) + PL_JOIN * (double)(a - 1 + b - 1);
 }
 
+/* The plan's steps (from: a * 8 + b into each cell of the W-wide table)
+ * followed back from (nph, nl) into chunks: each run of lines with the
+ * phrases it is sung over (a line with none: between its neighbours'
+ * phrases), in order. 0 or EBB_ENOMEM (*chunks then partly filled; the
+ * caller frees it). */
+static int backtrack(const int *from, size_t W, const pl_line *l, size_t nl, const stg_span *ph,
+                     size_t nph, double dur, stg_aco_chunk **chunks, size_t *nchunks) {
+  size_t i = nph, j = nl, cap = 0;
+  int rc;
+  while (i > 0 || j > 0) { /* in reverse, then reversed */
+    int f = from[i * W + j];
+    size_t a = (size_t)f / 8, b = (size_t)f % 8;
+    if (b > 0) {
+      stg_aco_chunk c = {l[j - b].first, 0, 0, dur, 0};
+      for (size_t k = j - b; k < j; k++)
+        c.count += l[k].count;
+      if (a > 0) {
+        c.t0 = ph[i - a].start;
+        c.t1 = ph[i - 1].end;
+      } else { /* a line with no phrase: between the neighbours' phrases */
+        c.t0 = i > 0 ? ph[i - 1].end : 0;
+        c.t1 = i < nph ? ph[i].start : dur;
+      }
+      if ((rc = add_chunk(chunks, nchunks, &cap, c)))
+        return rc;
+    }
+    i -= a;
+    j -= b;
+  }
+  for (size_t k = 0; k < *nchunks / 2; k++) {
+    stg_aco_chunk t = (*chunks)[k];
+    (*chunks)[k] = (*chunks)[*nchunks - 1 - k];
+    (*chunks)[*nchunks - 1 - k] = t;
+  }
+  return 0;
+}
+
 int stg_aco_plan_lines(const stg_aco_word *w, size_t nw, const stg_span *ph, size_t nph, double dur,
                        stg_aco_chunk **chunks, size_t *nchunks) {
   *chunks = NULL;
   *nchunks = 0;
-  size_t nl = count_lines(w, nw, NULL), cap = 0;
+  size_t nl = count_lines(w, nw, NULL);
   if (nl == 0)
     return 0;
   pl_line *l = calloc(nl, sizeof *l);
@@ -121,33 +158,7 @@ int stg_aco_plan_lines(const stg_aco_word *w, size_t nw, const stg_span *ph, siz
         }
     }
   }
-  /* backtrack into chunks (in reverse), then reverse them */
-  size_t i = nph, j = nl;
-  while (i > 0 || j > 0) {
-    int f = from[i * W + j];
-    size_t a = (size_t)f / 8, b = (size_t)f % 8;
-    if (b > 0) {
-      stg_aco_chunk c = {l[j - b].first, 0, 0, dur, 0};
-      for (size_t k = j - b; k < j; k++)
-        c.count += l[k].count;
-      if (a > 0) {
-        c.t0 = ph[i - a].start;
-        c.t1 = ph[i - 1].end;
-      } else { /* a line with no phrase: between the neighbours' phrases */
-        c.t0 = i > 0 ? ph[i - 1].end : 0;
-        c.t1 = i < nph ? ph[i].start : dur;
-      }
-      if ((rc = add_chunk(chunks, nchunks, &cap, c)))
-        goto done;
-    }
-    i -= a;
-    j -= b;
-  }
-  for (size_t k = 0; k < *nchunks / 2; k++) {
-    stg_aco_chunk t = (*chunks)[k];
-    (*chunks)[k] = (*chunks)[*nchunks - 1 - k];
-    (*chunks)[*nchunks - 1 - k] = t;
-  }
+  rc = backtrack(from, W, l, nl, ph, nph, dur, chunks, nchunks);
 done:
   if (rc) {
     free(*chunks);
