@@ -16,6 +16,7 @@
  *                       (kernels, host functions, events, memsets, copies)
  *   fakecuda_texture.c  texture and surface objects
  *   fakecuda_device.c   graph memory, execution affinity, RDMA flush
+ *   fakecuda_legacy.c   the pre-CUDA-4.0 launch API (cuParamSet*, cuLaunchGrid)
  *   fakecuda_unsupported.c  exported names that answer 801 (stream memory ops,
  *                       kernel node parameters)
  *   fakecuda_hash.c     hash maps for handle and name lookups
@@ -130,6 +131,7 @@ struct fk_obj {
   unsigned long long cap_id, cap_seq;
   fk_obj *cap_stream;
   unsigned char *attrs; /* streams: cuStreamSetAttribute's values (NULL: defaults) */
+  struct fk_legacy *legacy; /* functions: the pre-4.0 launch state (fakecuda_legacy.c) */
   int max_dyn_smem; /* functions: CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES
                      * set by cuFuncSetAttribute (0: the default 48 KiB) */
 };
@@ -214,7 +216,8 @@ CUresult fk_image_check(const void *image, char *msg, size_t msg_len);
 /* Waits until every stream callback queued before the call has run. Called
  * without fk_lock. */
 void fk_callbacks_drain(void);
-/* Queues fn on the driver's callback thread (fakecuda_stream.c); without fk_lock. */
+/* Queues fn on the driver's callback thread after every callback queued
+ * before (fakecuda_stream.c); without fk_lock. */
 CUresult fk_callback_enqueue(CUstream s, CUstreamCallback fn, void *user);
 /* 1 on the driver thread that runs stream callbacks: a callback must not
  * call the driver (800, NOT_PERMITTED). */

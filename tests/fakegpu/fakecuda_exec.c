@@ -61,6 +61,8 @@ static void free_obj(fk_obj *o) {
   fk_capture_free(o);
   free(o->attrs);
   o->attrs = NULL;
+  free(o->legacy);
+  o->legacy = NULL;
   free(o->name);
   if (o->image_owned) {
     fk_image_forget(o->image);

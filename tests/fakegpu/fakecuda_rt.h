@@ -346,6 +346,15 @@ CUresult fk_ctx_synchronize_v2(CUcontext ctx);
   X(cuUserObjectRetain, "cuUserObjectRetain", 11030, (void))                   \
   X(cuUserObjectRelease, "cuUserObjectRelease", 11030, (void))                 \
   X(cuGraphRetainUserObject, "cuGraphRetainUserObject", 11030, (void))         \
-  X(cuGraphReleaseUserObject, "cuGraphReleaseUserObject", 11030, (void))
+  X(cuGraphReleaseUserObject, "cuGraphReleaseUserObject", 11030, (void))     \
+  X(cuFuncSetBlockShape, "cuFuncSetBlockShape", 2000, (void))                  \
+  X(cuFuncSetSharedSize, "cuFuncSetSharedSize", 2000, (void))                  \
+  X(cuParamSetSize, "cuParamSetSize", 2000, (void))                            \
+  X(cuParamSeti, "cuParamSeti", 2000, (void))                                  \
+  X(cuParamSetf, "cuParamSetf", 2000, (void))                                  \
+  X(cuParamSetv, "cuParamSetv", 2000, (void))                                  \
+  X(cuLaunch, "cuLaunch", 2000, (void))                                        \
+  X(cuLaunchGrid, "cuLaunchGrid", 2000, (void))                                \
+  X(cuLaunchGridAsync, "cuLaunchGridAsync", 2000, (void))
 
 #endif

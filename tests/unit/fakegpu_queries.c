@@ -17,9 +17,13 @@ static void *proc(const char *name, int version) {
 }
 
 /* A host twin for the function queries (found with dlsym, as the fake does). */
+static dev_launch_dims g_last_dims;
+static int g_twin_runs;
 __attribute__((visibility("default"))) void fakegpu_twin_queries_k(const dev_launch_dims *d,
                                                                    void **params) {
-  (void)d, (void)params;
+  (void)params;
+  g_last_dims = *d;
+  g_twin_runs++;
 }
 
 typedef struct {
@@ -226,6 +230,59 @@ static void test_device_settings(void) {
   CHECK_EQ_INT(cu_cuMemFree(b), CUDA_SUCCESS);
 }
 
+/* The pre-4.0 launch API: block shape, shared size and parameters kept per
+ * function, then cuLaunchGrid launches with them (the twin sees the dims). */
+static void test_legacy_launch(void) {
+  CUresult (*shape)(CUfunction, int, int, int) =
+      PROC(CUresult(*)(CUfunction, int, int, int), "cuFuncSetBlockShape", 2000);
+  CUresult (*shared)(CUfunction, unsigned) =
+      PROC(CUresult(*)(CUfunction, unsigned), "cuFuncSetSharedSize", 2000);
+  CUresult (*psize)(CUfunction, unsigned) =
+      PROC(CUresult(*)(CUfunction, unsigned), "cuParamSetSize", 2000);
+  CUresult (*seti)(CUfunction, int, unsigned) =
+      PROC(CUresult(*)(CUfunction, int, unsigned), "cuParamSeti", 2000);
+  CUresult (*setf)(CUfunction, int, float) =
+      PROC(CUresult(*)(CUfunction, int, float), "cuParamSetf", 2000);
+  CUresult (*setv)(CUfunction, int, void *, unsigned) =
+      PROC(CUresult(*)(CUfunction, int, void *, unsigned), "cuParamSetv", 2000);
+  CUresult (*launch1)(CUfunction) = PROC(CUresult(*)(CUfunction), "cuLaunch", 2000);
+  CUresult (*grid)(CUfunction, int, int) =
+      PROC(CUresult(*)(CUfunction, int, int), "cuLaunchGrid", 2000);
+  CUresult (*grid_async)(CUfunction, int, int, CUstream) =
+      PROC(CUresult(*)(CUfunction, int, int, CUstream), "cuLaunchGridAsync", 2000);
+  CUmodule m = NULL;
+  CUfunction f = NULL;
+  REQUIRE(cu_cuModuleLoadData(&m, "") == CUDA_SUCCESS);
+  REQUIRE(cu_cuModuleGetFunction(&f, m, "queries_k") == CUDA_SUCCESS);
+  CHECK_EQ_INT(shape(f, 32, 2, 1), CUDA_SUCCESS);
+  CHECK_EQ_INT(shape(f, 0, 1, 1), CUDA_ERROR_INVALID_VALUE);
+  CHECK_EQ_INT(shared(f, 128), CUDA_SUCCESS);
+  g_twin_runs = 0;
+  CHECK_EQ_INT(grid(f, 3, 2), CUDA_SUCCESS);
+  CHECK_MSG(g_twin_runs == 1 && g_last_dims.grid[0] == 3 && g_last_dims.grid[1] == 2 &&
+                g_last_dims.block[0] == 32 && g_last_dims.block[1] == 2 &&
+                g_last_dims.shared_bytes == 128,
+            "cuLaunchGrid ran %d times with grid %ux%u block %ux%u shared %u", g_twin_runs,
+            g_last_dims.grid[0], g_last_dims.grid[1], g_last_dims.block[0], g_last_dims.block[1],
+            g_last_dims.shared_bytes);
+  CHECK_EQ_INT(launch1(f), CUDA_SUCCESS);
+  CHECK_MSG(g_last_dims.grid[0] == 1 && g_last_dims.grid[1] == 1, "cuLaunch: grid %ux%u",
+            g_last_dims.grid[0], g_last_dims.grid[1]);
+  CHECK_EQ_INT(grid_async(f, 1, 1, NULL), CUDA_SUCCESS);
+  CHECK_EQ_INT(grid(f, 0, 1), CUDA_ERROR_INVALID_VALUE);
+  CHECK_EQ_INT(shape(f, 2048, 1, 1), CUDA_SUCCESS);
+  CHECK_MSG(grid(f, 1, 1) == CUDA_ERROR_INVALID_VALUE, "a 2048-thread block shape was launched");
+  char blob[8] = {0};
+  CHECK_EQ_INT(psize(f, 16), CUDA_SUCCESS);
+  CHECK_EQ_INT(seti(f, 0, 7), CUDA_SUCCESS);
+  CHECK_EQ_INT(setf(f, 4, 1.5f), CUDA_SUCCESS);
+  CHECK_EQ_INT(setv(f, 8, blob, 8), CUDA_SUCCESS);
+  CHECK_EQ_INT(setv(f, 4092, blob, 8), CUDA_ERROR_INVALID_VALUE); /* past 4 KiB */
+  CHECK_EQ_INT(psize(f, 4097), CUDA_ERROR_INVALID_VALUE);
+  CHECK_EQ_INT(seti((CUfunction)blob, 0, 1), CUDA_ERROR_INVALID_HANDLE);
+  CHECK_EQ_INT(cu_cuModuleUnload(m), CUDA_SUCCESS);
+}
+
 static int child_uninit(void) {
   CUresult (*rec)(CUcontext, CUevent) =
       PROC(CUresult(*)(CUcontext, CUevent), "cuCtxRecordEvent", 12050);
@@ -242,6 +299,7 @@ int main(int argc, char **argv) {
   RUN(test_function_and_device);
   RUN(test_user_objects);
   RUN(test_device_settings);
+  RUN(test_legacy_launch);
   CHECK_EQ_INT(fgt_run_self("uninit", NULL), 0);
   return TEST_END();
 }
