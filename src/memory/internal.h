@@ -78,6 +78,9 @@ typedef struct mem_event {
   uint64_t seq;    /* record order: on one stream a later event covers earlier ones */
   int refs;
   int done; /* seen complete */
+  /* not recorded yet (stream.c: a free on a stream that lives as long as
+   * the context); recorded when a request on another stream asks */
+  int lazy;
 } mem_event;
 
 struct mem_block {

@@ -34,12 +34,24 @@ static void unref(mem_allocator *a, mem_event *e) {
   a->ev_idle[a->nev_idle++] = e;
 }
 
-/* A new event recorded on stream, or NULL when none could be recorded. */
+/* The streams no one can destroy: the legacy default stream (0, or
+ * CU_STREAM_LEGACY 1) and the per-thread default stream (2), where PyTorch
+ * runs unless told otherwise. A free there records nothing: its event is
+ * recorded when a request on another stream (or none) first asks, and an
+ * event recorded later on the same stream covers all the work queued
+ * before it, the block's included. On a stream the program creates the
+ * event is recorded at the free: a handle destroyed and made again could
+ * otherwise name another stream by then. */
+static int lasting(uint64_t stream) { return stream <= 2; }
+
+/* A new event on stream (lazy there: lasting), or NULL when none could be
+ * recorded. */
 static mem_event *record(mem_allocator *a, uint64_t stream) {
   mem_event *e = a->nev_idle ? a->ev_idle[--a->nev_idle] : calloc(1, sizeof *e);
   if (!e)
     return NULL;
-  if (dev_event_record(a->dev, stream, &e->h) != 0) {
+  e->lazy = lasting(stream);
+  if (!e->lazy && dev_event_record(a->dev, stream, &e->h) != 0) {
     dev_event_destroy(a->dev, e->h);
     free(e);
     return NULL;
@@ -51,7 +63,24 @@ static mem_event *record(mem_allocator *a, uint64_t stream) {
   return e;
 }
 
+/* A lazy event recorded now; if it cannot be, the device is waited for
+ * (then nothing of the block's work can be pending). */
+static void materialize(mem_allocator *a, mem_event *e) {
+  if (!e->lazy)
+    return;
+  e->lazy = 0;
+  if (dev_event_record(a->dev, e->stream, &e->h) == 0)
+    return;
+  base_log(EBB_LOG_WARN, "memory",
+           "%s: no event could be recorded on stream 0x%llx for a freed block (%s); waiting "
+           "for the device instead",
+           dev_device_label(a->dev), (unsigned long long)e->stream, ebb_errmsg());
+  dev_synchronize(a->dev);
+  e->done = 1;
+}
+
 static int done(mem_allocator *a, mem_event *e) {
+  materialize(a, e);
   if (!e->done && dev_event_query(a->dev, e->h) == 1)
     e->done = 1;
   return e->done;
@@ -67,6 +96,10 @@ int mem__gate_open_locked(mem_allocator *a, mem_block *b, uint64_t stream) {
   int open = 1;
   for (int i = 0; i < b->ngate;) {
     mem_event *e = b->gate[i];
+    if (e->lazy && e->stream == stream) { /* the same stream: ordered, no call */
+      i++;
+      continue;
+    }
     if (done(a, e)) {
       drop_at(a, b, i);
       continue;
@@ -102,7 +135,8 @@ static void add(mem_allocator *a, mem_block *b, mem_event *e) {
     for (int i = 1; i < b->ngate; i++)
       if (b->gate[i]->seq < b->gate[old]->seq)
         old = i;
-    dev_event_wait(a->dev, b->gate[old]->h);
+    if (!done(a, b->gate[old]))
+      dev_event_wait(a->dev, b->gate[old]->h);
     drop_at(a, b, old);
   }
   b->gate[b->ngate++] = e;
@@ -161,7 +195,7 @@ void mem__gate_clear_locked(mem_allocator *a, mem_block *b) {
 
 void mem__gate_settle_locked(mem_allocator *a, mem_block *b) {
   for (int i = 0; i < b->ngate; i++)
-    if (!b->gate[i]->done && dev_event_wait(a->dev, b->gate[i]->h) == 0)
+    if (!done(a, b->gate[i]) && dev_event_wait(a->dev, b->gate[i]->h) == 0)
       b->gate[i]->done = 1;
   mem__gate_clear_locked(a, b);
 }

@@ -164,6 +164,38 @@ static void test_record_stream(void) {
   teardown(&f);
 }
 
+/* The default stream (0), where a free records no event until another
+ * stream asks (stream.c: lasting): the default stream itself takes the
+ * block back at once, another stream and a request with no stream only
+ * once the default stream's work on it is done. */
+static void test_default_stream(void) {
+  fixture f;
+  setup(&f);
+  uint64_t x = alloc_on(&f, NULL);
+  busy(NULL);
+  CHECK_EQ_INT(mem_free_on(f.a, x, 0), 0);
+  uint64_t y = alloc_on(&f, NULL);
+  CHECK_MSG(y == x, "a block freed on the default stream went elsewhere on it: 0x%" PRIx64
+                    " then 0x%" PRIx64, x, y);
+  busy(NULL); /* y's work, then freed again */
+  CHECK_EQ_INT(mem_free_on(f.a, y, 0), 0);
+  uint64_t t = alloc_on(&f, f.t), z = 0;
+  CHECK_EQ_INT(mem_alloc(f.o, BIG, "streams.c", &z), 0);
+  if (still_busy(NULL, "default stream")) {
+    CHECK_MSG(t != x, "the block at 0x%" PRIx64 " freed on the default stream with its work "
+                      "pending was handed to stream T at once", x);
+    CHECK_MSG(z != x, "a request with no stream got the block the default stream still uses");
+  }
+  CHECK_EQ_INT(cu.sync(NULL), 0);
+  uint64_t w = alloc_on(&f, f.t);
+  CHECK_MSG(w == x, "after the default stream's work completed, T did not get the block at "
+                    "0x%" PRIx64 " (got 0x%" PRIx64 ")", x, w);
+  mem_free_on(f.a, w, u(f.t));
+  mem_free_on(f.a, t, u(f.t));
+  mem_free(f.a, z);
+  teardown(&f);
+}
+
 /* A block taken on S and freed with no stream is ordered on S all the
  * same; and a trim waits for the work before the segment goes back. */
 static void test_free_without_stream_and_trim(void) {
@@ -224,6 +256,7 @@ int main(void) {
   RUN(test_same_stream_at_once);
   RUN(test_other_stream_waits_for_the_event);
   RUN(test_record_stream);
+  RUN(test_default_stream);
   RUN(test_free_without_stream_and_trim);
   RUN(test_cpu);
   return TEST_END();
