@@ -1127,3 +1127,77 @@ static void graph_release_all(struct CUgraph_st *g) {
     user_destroy_later(fn, arg);
   }
 }
+
+/* --- node parameters set (graph nodes and an exec's copies) ----------------
+ * Host nodes take a function and its argument, memset nodes a new
+ * destination, value, element size (1, 2, 4) and count (one row: height 1,
+ * the range inside one allocation), event-record nodes another event. In an
+ * exec the node must be of the graph it was instantiated from, of the same
+ * kind (1 otherwise). */
+static CUresult set_params(fk_node *n, int kind, const void *in) {
+  if (!n || !in || n->type != kind)
+    return CUDA_ERROR_INVALID_VALUE;
+  if (kind == FK_NODE_HOST) {
+    const fk_host_params *p = in;
+    if (!p->fn)
+      return CUDA_ERROR_INVALID_VALUE;
+    n->host = p->fn;
+    n->user = p->userData;
+  } else if (kind == FK_NODE_MEMSET) {
+    const fk_memset_params *p = in;
+    unsigned w = p->elementSize;
+    if ((w != 1 && w != 2 && w != 4) || p->height != 1 || p->dst % w ||
+        (p->width && !fk_mem_range_ok(p->dst, p->width * w)))
+      return CUDA_ERROR_INVALID_VALUE;
+    n->dst = p->dst;
+    n->value = p->value;
+    n->width = w;
+    n->count = p->width;
+  } else {
+    if (!fk_obj_check(*(CUevent const *)in, FK_OBJ_EVENT))
+      return CUDA_ERROR_INVALID_HANDLE;
+    n->user = *(CUevent const *)in;
+  }
+  return CUDA_SUCCESS;
+}
+
+/* exec NULL: the graph's node; else the exec's copy of it. */
+static CUresult node_set(CUgraphExec exec, CUgraphNode node, int kind, const void *in) {
+  CUresult rc = fk_check_init();
+  if (rc)
+    return rc;
+  fk_lock();
+  fk_node *n = node_check(node);
+  if (exec) {
+    size_t i = 0;
+    struct fk_graph_exec *e = exec_check(exec);
+    struct CUgraph_st *g = node_graph(node, &i);
+    n = e && g && e->from == g && i < e->work.n ? &e->work.v[i] : NULL;
+  }
+  rc = set_params(n, kind, in);
+  fk_unlock();
+  return rc;
+}
+
+FK_API CUresult cuGraphHostNodeSetParams(CUgraphNode node, const void *params) {
+  return node_set(NULL, node, FK_NODE_HOST, params);
+}
+FK_API CUresult cuGraphMemsetNodeSetParams(CUgraphNode node, const void *params) {
+  return node_set(NULL, node, FK_NODE_MEMSET, params);
+}
+FK_API CUresult cuGraphEventRecordNodeSetEvent(CUgraphNode node, CUevent event) {
+  return node_set(NULL, node, FK_NODE_EVENT, &event);
+}
+FK_API CUresult cuGraphExecHostNodeSetParams(CUgraphExec exec, CUgraphNode node,
+                                             const void *params) {
+  return exec ? node_set(exec, node, FK_NODE_HOST, params) : CUDA_ERROR_INVALID_VALUE;
+}
+FK_API CUresult cuGraphExecMemsetNodeSetParams(CUgraphExec exec, CUgraphNode node,
+                                               const void *params, CUcontext ctx) {
+  (void)ctx;
+  return exec ? node_set(exec, node, FK_NODE_MEMSET, params) : CUDA_ERROR_INVALID_VALUE;
+}
+FK_API CUresult cuGraphExecEventRecordNodeSetEvent(CUgraphExec exec, CUgraphNode node,
+                                                   CUevent event) {
+  return exec ? node_set(exec, node, FK_NODE_EVENT, &event) : CUDA_ERROR_INVALID_VALUE;
+}

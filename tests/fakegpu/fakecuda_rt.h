@@ -355,6 +355,12 @@ CUresult fk_ctx_synchronize_v2(CUcontext ctx);
   X(cuParamSetv, "cuParamSetv", 2000, (void))                                  \
   X(cuLaunch, "cuLaunch", 2000, (void))                                        \
   X(cuLaunchGrid, "cuLaunchGrid", 2000, (void))                                \
-  X(cuLaunchGridAsync, "cuLaunchGridAsync", 2000, (void))
+  X(cuLaunchGridAsync, "cuLaunchGridAsync", 2000, (void))                     \
+  X(cuGraphHostNodeSetParams, "cuGraphHostNodeSetParams", 10000, (void))       \
+  X(cuGraphMemsetNodeSetParams, "cuGraphMemsetNodeSetParams", 10000, (void))   \
+  X(cuGraphEventRecordNodeSetEvent, "cuGraphEventRecordNodeSetEvent", 11010, (void)) \
+  X(cuGraphExecHostNodeSetParams, "cuGraphExecHostNodeSetParams", 10020, (void)) \
+  X(cuGraphExecMemsetNodeSetParams, "cuGraphExecMemsetNodeSetParams", 10020, (void)) \
+  X(cuGraphExecEventRecordNodeSetEvent, "cuGraphExecEventRecordNodeSetEvent", 11010, (void))
 
 #endif

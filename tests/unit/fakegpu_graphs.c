@@ -547,6 +547,80 @@ static void test_graph_queries(void) {
   CHECK_EQ_INT(cu_cuStreamDestroy(s), CUDA_SUCCESS);
 }
 
+/* Node parameters changed in the graph and in an exec's copy: the replay
+ * does what was set last (memset value and size, host function argument,
+ * event recorded), and bad values are refused with 1. */
+static void test_node_set_params(void) {
+  typedef struct { CUdeviceptr dst; size_t pitch; unsigned value, elem; size_t width, height; } ms_t;
+  typedef struct { void (*fn)(void *); void *user; } host_t;
+  CUresult (*ms_set)(void *, const ms_t *) =
+      PROC(CUresult(*)(void *, const ms_t *), "cuGraphMemsetNodeSetParams", 10000);
+  CUresult (*host_set)(void *, const host_t *) =
+      PROC(CUresult(*)(void *, const host_t *), "cuGraphHostNodeSetParams", 10000);
+  CUresult (*x_ms_set)(CUgraphExec, void *, const ms_t *, CUcontext) =
+      PROC(CUresult(*)(CUgraphExec, void *, const ms_t *, CUcontext), "cuGraphExecMemsetNodeSetParams", 10020);
+  CUresult (*x_host_set)(CUgraphExec, void *, const host_t *) =
+      PROC(CUresult(*)(CUgraphExec, void *, const host_t *), "cuGraphExecHostNodeSetParams", 10020);
+  CUresult (*ev_set)(void *, CUevent) = PROC(CUresult(*)(void *, CUevent), "cuGraphEventRecordNodeSetEvent", 11010);
+  CUresult (*x_ev_set)(CUgraphExec, void *, CUevent) =
+      PROC(CUresult(*)(CUgraphExec, void *, CUevent), "cuGraphExecEventRecordNodeSetEvent", 11010);
+  CUresult (*memset32)(CUdeviceptr, unsigned, size_t, CUstream) =
+      PROC(CUresult(*)(CUdeviceptr, unsigned, size_t, CUstream), "cuMemsetD32Async", 3020);
+  CUstream s;
+  CUdeviceptr d;
+  CUevent e1, e2;
+  int a = 0, b = 0;
+  REQUIRE(cu_cuStreamCreate(&s, 1) == CUDA_SUCCESS && cu_cuMemAlloc(&d, 4096) == CUDA_SUCCESS);
+  REQUIRE(cu_cuEventCreate(&e1, 0) == CUDA_SUCCESS && cu_cuEventCreate(&e2, 0) == CUDA_SUCCESS);
+  REQUIRE(cu_cuMemsetD8(d, 0, 4096) == CUDA_SUCCESS);
+  CHECK_EQ_INT(begin(s, 0), CUDA_SUCCESS);
+  CHECK_EQ_INT(memset32(d, 1, 4, s), CUDA_SUCCESS);
+  CHECK_EQ_INT(host_func(s, bump, &a), CUDA_SUCCESS);
+  CHECK_EQ_INT(cu_cuEventRecord(e1, s), CUDA_SUCCESS);
+  CUgraph g = NULL;
+  CHECK_EQ_INT(end(s, &g), CUDA_SUCCESS);
+  void *nodes[3] = {0};
+  size_t n = 3;
+  CHECK_EQ_INT(get_nodes_fn(g, nodes, &n), CUDA_SUCCESS);
+  ms_t ms = {d, 64, 0x0a0b0c0du, 4, 16, 1};
+  CHECK_EQ_INT(ms_set(nodes[0], &ms), CUDA_SUCCESS);
+  ms_t bad = ms;
+  bad.elem = 3;
+  CHECK_EQ_INT(ms_set(nodes[0], &bad), CUDA_ERROR_INVALID_VALUE);
+  bad = ms;
+  bad.width = 2048; /* 8 KiB in a 4 KiB allocation */
+  CHECK_EQ_INT(ms_set(nodes[0], &bad), CUDA_ERROR_INVALID_VALUE);
+  CHECK_EQ_INT(ms_set(nodes[1], &ms), CUDA_ERROR_INVALID_VALUE); /* a host node */
+  host_t hp = {bump, &b};
+  CHECK_EQ_INT(host_set(nodes[1], &hp), CUDA_SUCCESS);
+  CHECK_EQ_INT(ev_set(nodes[2], e2), CUDA_SUCCESS);
+  CUgraphExec x = NULL;
+  CHECK_EQ_INT(instantiate(&x, g, 0), CUDA_SUCCESS);
+  CHECK_EQ_INT(launch(x, s), CUDA_SUCCESS);
+  CHECK_EQ_INT(cu_cuStreamSynchronize(s), CUDA_SUCCESS);
+  uint32_t w = 0;
+  CHECK_EQ_INT(cu_cuMemcpyDtoH(&w, d + 60, 4), CUDA_SUCCESS);
+  CHECK_MSG(w == 0x0a0b0c0du && a == 0 && b == 1,
+            "the replay did not use the new parameters (word 0x%x, old host fn %d, new %d)", w, a, b);
+  ms.value = 0x55u;
+  CHECK_EQ_INT(x_ms_set(x, nodes[0], &ms, NULL), CUDA_SUCCESS);
+  hp.user = &a;
+  CHECK_EQ_INT(x_host_set(x, nodes[1], &hp), CUDA_SUCCESS);
+  CHECK_EQ_INT(x_ev_set(x, nodes[2], e1), CUDA_SUCCESS);
+  CHECK_EQ_INT(x_ev_set(x, nodes[2], (CUevent)&w), CUDA_ERROR_INVALID_HANDLE);
+  CHECK_EQ_INT(launch(x, s), CUDA_SUCCESS);
+  CHECK_EQ_INT(cu_cuStreamSynchronize(s), CUDA_SUCCESS);
+  CHECK_EQ_INT(cu_cuMemcpyDtoH(&w, d, 4), CUDA_SUCCESS);
+  CHECK_MSG(w == 0x55u && a == 1 && b == 1, "the exec's new parameters were not used (0x%x, %d, %d)",
+            w, a, b);
+  CHECK_EQ_INT(exec_destroy(x), CUDA_SUCCESS);
+  CHECK_EQ_INT(graph_destroy(g), CUDA_SUCCESS);
+  CHECK_EQ_INT(cu_cuEventDestroy(e1), CUDA_SUCCESS);
+  CHECK_EQ_INT(cu_cuEventDestroy(e2), CUDA_SUCCESS);
+  CHECK_EQ_INT(cu_cuMemFree(d), CUDA_SUCCESS);
+  CHECK_EQ_INT(cu_cuStreamDestroy(s), CUDA_SUCCESS);
+}
+
 static int child_uninit(void) {
   load();
   CUgraph g;
@@ -577,6 +651,7 @@ int main(int argc, char **argv) {
   RUN(test_legacy_implicit);
   RUN(test_debug_dot_print);
   RUN(test_graph_queries);
+  RUN(test_node_set_params);
   CHECK_EQ_INT(fgt_run_self("uninit", NULL), 0);
   return TEST_END();
 }
