@@ -361,6 +361,7 @@ CUresult fk_ctx_synchronize_v2(CUcontext ctx);
   X(cuGraphEventRecordNodeSetEvent, "cuGraphEventRecordNodeSetEvent", 11010, (void)) \
   X(cuGraphExecHostNodeSetParams, "cuGraphExecHostNodeSetParams", 10020, (void)) \
   X(cuGraphExecMemsetNodeSetParams, "cuGraphExecMemsetNodeSetParams", 10020, (void)) \
-  X(cuGraphExecEventRecordNodeSetEvent, "cuGraphExecEventRecordNodeSetEvent", 11010, (void))
+  X(cuGraphExecEventRecordNodeSetEvent, "cuGraphExecEventRecordNodeSetEvent", 11010, (void)) \
+  X(cuMemGetAccess, "cuMemGetAccess", 10020, (void))
 
 #endif

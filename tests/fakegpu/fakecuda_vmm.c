@@ -472,3 +472,28 @@ FK_API CUresult cuMemImportFromShareableHandle(CUmemGenericAllocationHandle *h, 
   *h = (CUmemGenericAllocationHandle)(uintptr_t)p;
   return CUDA_SUCCESS;
 }
+
+/* cuMemGetAccess: the access of the mapping holding ptr (NONE until
+ * cuMemSetAccess, READ, READWRITE). The fake keeps one access per mapping
+ * for every device (host memory backs it), so any valid device location
+ * answers the same. No mapping at ptr, or a bad location: 1. */
+FK_API CUresult cuMemGetAccess(unsigned long long *flags, const CUmemLocation *loc,
+                               CUdeviceptr ptr) {
+  CUresult rc = fk_check_init();
+  if (rc)
+    return rc;
+  if (!flags || !loc || !valid_location(loc))
+    return CUDA_ERROR_INVALID_VALUE;
+  fk_lock();
+  fk_map *m = g_maps;
+  while (m && !(ptr >= m->addr && ptr < m->addr + m->size))
+    m = m->next;
+  if (!m)
+    rc = CUDA_ERROR_INVALID_VALUE;
+  else
+    *flags = m->prot == (PROT_READ | PROT_WRITE) ? CU_MEM_ACCESS_FLAGS_PROT_READWRITE
+             : m->prot == PROT_READ              ? CU_MEM_ACCESS_FLAGS_PROT_READ
+                                                 : CU_MEM_ACCESS_FLAGS_PROT_NONE;
+  fk_unlock();
+  return rc;
+}

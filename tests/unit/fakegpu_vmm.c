@@ -50,10 +50,21 @@ static void test_map_access_and_accounting(void) {
   CHECK_EQ_U64(fgt_used() - base, 8 * MIB);
   REQUIRE(cu_cuMemMap(va, 4 * MIB, 0, h1, 0) == CUDA_SUCCESS);
   REQUIRE(cu_cuMemMap(va + 4 * MIB, 4 * MIB, 0, h2, 0) == CUDA_SUCCESS);
-  /* Mapped but no access yet. */
+  /* Mapped but no access yet (cuMemGetAccess: NONE, then READWRITE). */
+  CUresult (*get_access)(unsigned long long *, const CUmemLocation *, CUdeviceptr) = NULL;
+  CUdriverProcAddressQueryResult qs;
+  REQUIRE(cu_cuGetProcAddress_v2("cuMemGetAccess", (void **)&get_access, 10020, 0, &qs) ==
+              CUDA_SUCCESS &&
+          get_access);
+  unsigned long long acc = 9;
+  CHECK_EQ_INT(get_access(&acc, &k_rw.location, va + 5 * MIB), CUDA_SUCCESS);
+  CHECK_MSG(acc == CU_MEM_ACCESS_FLAGS_PROT_NONE, "access before cuMemSetAccess: %llu", acc);
   unsigned char buf[64] = {0};
   CHECK_EQ_INT(cu_cuMemcpyHtoD(va, buf, 64), CUDA_ERROR_INVALID_VALUE);
   CHECK_EQ_INT(cu_cuMemSetAccess(va, 8 * MIB, &k_rw, 1), CUDA_SUCCESS);
+  CHECK_EQ_INT(get_access(&acc, &k_rw.location, va + 5 * MIB), CUDA_SUCCESS);
+  CHECK_MSG(acc == CU_MEM_ACCESS_FLAGS_PROT_READWRITE, "access after cuMemSetAccess: %llu", acc);
+  CHECK_EQ_INT(get_access(&acc, &k_rw.location, va + 9 * MIB), CUDA_ERROR_INVALID_VALUE);
   CHECK_EQ_INT(cu_cuMemsetD8(va, 7, 8 * MIB), CUDA_SUCCESS);
   CHECK(((unsigned char *)(uintptr_t)va)[8 * MIB - 1] == 7);
   /* A copy across the two mappings of one range works. */
