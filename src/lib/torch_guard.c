@@ -15,7 +15,8 @@
 #include "base/log.h"
 #include "lib/lib_int.h"
 
-#define NBUCKETS 4096
+#define NBUCKETS_LOG2 12
+#define NBUCKETS (1u << NBUCKETS_LOG2)
 
 typedef struct tblock {
   struct tblock *next;
@@ -31,9 +32,14 @@ static tblock *t_tab[NBUCKETS];
 void lib_torch_lock(void) { pthread_mutex_lock(&t_mu); }
 void lib_torch_unlock(void) { pthread_mutex_unlock(&t_mu); }
 
+/* Every bit of the address counts (multiplied, the high bits taken): tensors
+ * at the start of 2 MiB-aligned segments share their low 21 bits, and a
+ * hash of bits 8-19 put them all in one chain that every allocation and
+ * free walked (perf: lib_torch_claim and lib_torch_match_locked first
+ * among libebb's costs once a model's weights were live). */
 static tblock **slot_locked(const ebb_gpu *g, uint64_t addr) {
-  uint64_t h = (addr >> 8) ^ ((uint64_t)(uintptr_t)g * 0x9e3779b97f4a7c15ull);
-  tblock **p = &t_tab[(h ^ (h >> 29)) & (NBUCKETS - 1)];
+  uint64_t h = (addr ^ ((uint64_t)(uintptr_t)g << 1)) * 0x9e3779b97f4a7c15ull;
+  tblock **p = &t_tab[h >> (64 - NBUCKETS_LOG2)];
   while (*p && ((*p)->g != g || (*p)->addr != addr))
     p = &(*p)->next;
   return p;
