@@ -15,7 +15,8 @@
  *   fakecuda_graph.c    stream capture (fork/join across streams) and graphs
  *                       (kernels, host functions, events, memsets, copies)
  *   fakecuda_texture.c  texture and surface objects
- *   fakecuda_device.c   graph memory, execution affinity, RDMA flush
+ *   fakecuda_device.c   graph memory, execution affinity, RDMA flush, core
+ *                       dump settings
  *   fakecuda_legacy.c   the pre-CUDA-4.0 launch API (cuParamSet*, cuLaunchGrid)
  *   fakecuda_unsupported.c  exported names that answer 801 (stream memory ops,
  *                       kernel node parameters)
@@ -428,6 +429,8 @@ void fk_cls_run_due(void);
  * objects of a context being torn down go. fk_array_flags (fakecuda_array.c,
  * fk_lock held): 1 and the array's creation flags if h is a live array. */
 void fk_texobj_ctx_gone(struct CUctx_st *ctx);
+/* fakecuda_device.c, fk_lock held: a context's core dump settings go. */
+void fk_coredump_ctx_gone(struct CUctx_st *ctx);
 int fk_array_flags(CUarray h, unsigned *flags);
 #define FK_ATTR_PCI_DOMAIN_ID 50
 

@@ -362,6 +362,10 @@ CUresult fk_ctx_synchronize_v2(CUcontext ctx);
   X(cuGraphExecHostNodeSetParams, "cuGraphExecHostNodeSetParams", 10020, (void)) \
   X(cuGraphExecMemsetNodeSetParams, "cuGraphExecMemsetNodeSetParams", 10020, (void)) \
   X(cuGraphExecEventRecordNodeSetEvent, "cuGraphExecEventRecordNodeSetEvent", 11010, (void)) \
-  X(cuMemGetAccess, "cuMemGetAccess", 10020, (void))
+  X(cuMemGetAccess, "cuMemGetAccess", 10020, (void))                           \
+  X(cuCoredumpGetAttribute, "cuCoredumpGetAttribute", 12010, (void))           \
+  X(cuCoredumpGetAttributeGlobal, "cuCoredumpGetAttributeGlobal", 12010, (void)) \
+  X(cuCoredumpSetAttribute, "cuCoredumpSetAttribute", 12010, (void))           \
+  X(cuCoredumpSetAttributeGlobal, "cuCoredumpSetAttributeGlobal", 12010, (void))
 
 #endif

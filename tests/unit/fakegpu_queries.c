@@ -283,6 +283,47 @@ static void test_legacy_launch(void) {
   CHECK_EQ_INT(cu_cuModuleUnload(m), CUDA_SUCCESS);
 }
 
+/* Core dump settings: global ones and the current context's (which start
+ * as the global ones), checked sizes and values. */
+static void test_coredump_settings(void) {
+  typedef CUresult (*attr_fn)(int, void *, size_t *);
+  attr_fn get = PROC(attr_fn, "cuCoredumpGetAttribute", 12010);
+  attr_fn get_g = PROC(attr_fn, "cuCoredumpGetAttributeGlobal", 12010);
+  attr_fn set = PROC(attr_fn, "cuCoredumpSetAttribute", 12010);
+  attr_fn set_g = PROC(attr_fn, "cuCoredumpSetAttributeGlobal", 12010);
+  unsigned char on = 1, v = 0;
+  size_t n = 1;
+  CHECK_EQ_INT(set_g(1 /* ENABLE_ON_EXCEPTION */, &on, &n), CUDA_SUCCESS);
+  n = 1;
+  CHECK_EQ_INT(get(1, &v, &n), CUDA_SUCCESS);
+  CHECK_MSG(v == 1 && n == 1, "the context does not see the global setting (%d, %zu)", v, n);
+  char file[] = "/tmp/fake.nvcudmp", back[64];
+  n = sizeof file;
+  CHECK_EQ_INT(set(5 /* FILE */, file, &n), CUDA_SUCCESS);
+  n = sizeof back;
+  CHECK_EQ_INT(get(5, back, &n), CUDA_SUCCESS);
+  CHECK_MSG(!strcmp(back, file) && n == sizeof file, "context file %s (%zu bytes)", back, n);
+  n = sizeof back;
+  CHECK_EQ_INT(get_g(5, back, &n), CUDA_SUCCESS);
+  CHECK_MSG(strcmp(back, file) != 0, "setting the context's file changed the global one");
+  n = 4;
+  CHECK_EQ_INT(get(5, back, &n), CUDA_ERROR_INVALID_VALUE); /* no room */
+  int flags = 0x40;
+  n = sizeof flags;
+  CHECK_EQ_INT(set(7 /* GENERATION_FLAGS */, &flags, &n), CUDA_ERROR_INVALID_VALUE);
+  flags = 0x2;
+  CHECK_EQ_INT(set(7, &flags, &n), CUDA_SUCCESS);
+  CHECK_EQ_INT(get(8, &flags, &n), CUDA_ERROR_INVALID_VALUE);
+  n = 2;
+  CHECK_EQ_INT(set_g(2, &on, &n), CUDA_ERROR_INVALID_VALUE); /* a bool is 1 byte */
+  CUcontext cur = NULL;
+  REQUIRE(cu_cuCtxPopCurrent(&cur) == CUDA_SUCCESS);
+  n = 1;
+  CHECK_EQ_INT(get(1, &v, &n), CUDA_ERROR_INVALID_CONTEXT);
+  CHECK_EQ_INT(get_g(1, &v, &n), CUDA_SUCCESS);
+  REQUIRE(cu_cuCtxPushCurrent(cur) == CUDA_SUCCESS);
+}
+
 static int child_uninit(void) {
   CUresult (*rec)(CUcontext, CUevent) =
       PROC(CUresult(*)(CUcontext, CUevent), "cuCtxRecordEvent", 12050);
@@ -300,6 +341,7 @@ int main(int argc, char **argv) {
   RUN(test_user_objects);
   RUN(test_device_settings);
   RUN(test_legacy_launch);
+  RUN(test_coredump_settings);
   CHECK_EQ_INT(fgt_run_self("uninit", NULL), 0);
   return TEST_END();
 }
