@@ -15,6 +15,7 @@
  *   fakecuda_graph.c    stream capture (fork/join across streams) and graphs
  *                       (kernels, host functions, events, memsets, copies)
  *   fakecuda_texture.c  texture and surface objects
+ *   fakecuda_userobj.c  user objects and the references graphs hold
  *   fakecuda_device.c   graph memory, execution affinity, RDMA flush, core
  *                       dump settings
  *   fakecuda_legacy.c   the pre-CUDA-4.0 launch API (cuParamSet*, cuLaunchGrid)
@@ -280,6 +281,11 @@ int fk_capture_memset(CUstream s, uint64_t dst, uint32_t v, size_t n, unsigned w
 int fk_capture_copy(CUstream s, uint64_t dst, uint64_t src, size_t n, CUresult *rc);
 int fk_capture_implicit(struct CUctx_st *c);
 int fk_capture_live(unsigned long long id);
+/* fk_graph_live (fakecuda_graph.c, fk_lock held): graph is live.
+ * fk_graph_user_objects_gone (fakecuda_userobj.c, without fk_lock): a graph
+ * being destroyed drops its user objects' references. */
+int fk_graph_live(CUgraph graph);
+void fk_graph_user_objects_gone(struct CUgraph_st *g);
 #define FK_ERR_CAPTURED_EVENT ((CUresult)907) /* CUDA_ERROR_CAPTURED_EVENT */
 void fk_capture_free(fk_obj *stream);
 /* Calls fn(name, arg) for each kernel (global function) of a binary image's
