@@ -215,6 +215,25 @@ static int parse_seconds(const char *v, double *out) {
   return 0;
 }
 
+/* FLAG's seconds into *out; else the usage error "expected " EXPECT. */
+static int seconds_opt(const char *flag, const char *v, double *out, const char *expect) {
+  if (parse_seconds(v, out) == 0)
+    return 0;
+  fprintf(stderr, "ebb serve: %s %s: expected %s\n", flag, v, expect);
+  return EBB_EXIT_USAGE;
+}
+
+/* A queue count: a whole number 1..100000000, no sign, no suffix. */
+static int parse_count(const char *v, size_t *out) {
+  char *end;
+  errno = 0;
+  unsigned long long n = strtoull(v, &end, 10);
+  if (!(v[0] >= '1' && v[0] <= '9' && !*end && !errno && n <= 100000000ull))
+    return -1;
+  *out = (size_t)n;
+  return 0;
+}
+
 static int add_list(const char **list, size_t *n, const char *v, const char *flag) {
   if (*n == MAX_LIST) {
     fprintf(stderr, "ebb serve: at most %d %s\n", MAX_LIST, flag);
@@ -346,13 +365,8 @@ static int cluster_args(serve_args *a) {
 /* The queue's fair limits (src/server/fairness.c): --max-queued-per-token,
  * --queued-bytes, --queued-bytes-per-token. */
 static int fair_opt(serve_args *a, int c, const char *v) {
-  char *end;
-  errno = 0;
-  unsigned long long n = strtoull(v, &end, 10);
-  if (c == O_MAXQ_TOKEN && v[0] >= '1' && v[0] <= '9' && !*end && !errno && n <= 100000000ull) {
-    a->so.max_queued_per_token = (size_t)n;
+  if (c == O_MAXQ_TOKEN && parse_count(v, &a->so.max_queued_per_token) == 0)
     return 0;
-  }
   uint64_t b = 0;
   if (c != O_MAXQ_TOKEN && parse_size(v, &b) == 0 && b > 0) {
     *(c == O_QBYTES ? &a->so.queued_bytes : &a->so.queued_bytes_per_token) = b;
@@ -381,10 +395,7 @@ static int broker_opt(serve_args *a, int c, const char *v) {
     fprintf(stderr, "ebb serve: --broker-group %s: no such group\n", v);
     return EBB_EXIT_USAGE;
   case O_BROKER_TIMEOUT:
-    if (parse_seconds(v, &a->broker.timeout_s) == 0)
-      return 0;
-    fprintf(stderr, "ebb serve: --broker-timeout %s: expected seconds > 0\n", v);
-    return EBB_EXIT_USAGE;
+    return seconds_opt("--broker-timeout", v, &a->broker.timeout_s, "seconds > 0");
   default:
     if (cli_parse_bytes(v, &a->broker.reserve) == 0) {
       if (!strpbrk(v, "KkMmGgTt")) /* a plain number is MiB */
@@ -396,42 +407,25 @@ static int broker_opt(serve_args *a, int c, const char *v) {
   }
 }
 
+#define YEAR_S "seconds > 0 (at most a year)"
+
 /* The options that take a count, seconds or a size. */
 static int number_opt(serve_args *a, int c, const char *v) {
   switch (c) {
-  case O_MAXQ: {
-    char *end;
-    errno = 0;
-    unsigned long long n = strtoull(v, &end, 10);
-    if (v[0] >= '1' && v[0] <= '9' && !*end && !errno && n <= 100000000ull) {
-      a->so.max_queued = (size_t)n;
+  case O_MAXQ:
+    if (parse_count(v, &a->so.max_queued) == 0)
       return 0;
-    }
     fprintf(stderr, "ebb serve: --max-queued %s: expected a whole number 1..100000000\n", v);
     return EBB_EXIT_USAGE;
-  }
   case O_MAXJOB:
     if (!strcmp(v, "0")) {
       a->so.max_job_s = -1.0; /* never refuse by estimate */
       return 0;
     }
-    if (parse_seconds(v, &a->so.max_job_s) == 0)
-      return 0;
-    fprintf(stderr,
-            "ebb serve: --max-job-seconds %s: expected seconds > 0 (at most a year), "
-            "or 0 for no refusal by estimate\n",
-            v);
-    return EBB_EXIT_USAGE;
-  case O_JOBTO:
-    if (parse_seconds(v, &a->so.job_timeout_s) == 0)
-      return 0;
-    fprintf(stderr, "ebb serve: --job-timeout %s: expected seconds > 0 (at most a year)\n", v);
-    return EBB_EXIT_USAGE;
-  case O_GRACE:
-    if (parse_seconds(v, &a->grace_s) == 0)
-      return 0;
-    fprintf(stderr, "ebb serve: --shutdown-grace %s: expected seconds > 0 (at most a year)\n", v);
-    return EBB_EXIT_USAGE;
+    return seconds_opt("--max-job-seconds", v, &a->so.max_job_s,
+                       YEAR_S ", or 0 for no refusal by estimate");
+  case O_JOBTO: return seconds_opt("--job-timeout", v, &a->so.job_timeout_s, YEAR_S);
+  case O_GRACE: return seconds_opt("--shutdown-grace", v, &a->grace_s, YEAR_S);
   case O_KEEP:
     if (parse_keep(v, &a->so) == 0)
       return 0;
@@ -440,20 +434,13 @@ static int number_opt(serve_args *a, int c, const char *v) {
             "90m, 12h, 7d)\n",
             v);
     return EBB_EXIT_USAGE;
-  case O_MAXWAIT:
-    if (parse_seconds(v, &a->so.max_wait_s) == 0)
-      return 0;
-    fprintf(stderr, "ebb serve: --max-wait %s: expected seconds > 0\n", v);
-    return EBB_EXIT_USAGE;
+  case O_MAXWAIT: return seconds_opt("--max-wait", v, &a->so.max_wait_s, "seconds > 0");
   case O_RESIDENT:
     if (!strcmp(v, "0")) {
       a->so.keep_resident_s = 1e-9; /* at once */
       return 0;
     }
-    if (parse_seconds(v, &a->so.keep_resident_s) == 0)
-      return 0;
-    fprintf(stderr, "ebb serve: --keep-resident %s: expected seconds >= 0\n", v);
-    return EBB_EXIT_USAGE;
+    return seconds_opt("--keep-resident", v, &a->so.keep_resident_s, "seconds >= 0");
   default:
     if (parse_size(v, &a->sleep_budget) == 0)
       return 0;
