@@ -25,7 +25,6 @@ JSON
 echo "any input" > "$T/input.txt"
 start() { broker_serve "$1" "$T/cfg.json" --devices "$2" --broker-timeout 30 --input-dir "$T" \
   --max-wait 120; } # NAME DEVICES
-post() { curl -s -o "$T/post.out" -w '%{http_code}' -X POST "$@"; }
 free_on() { "$FAKEGPU_SMI" --id="$1" --query-gpu=memory.free --format=csv,noheader,nounits | head -1; }
 
 "$HOLD" --device 0 --alloc 3072 --wait < /dev/null > /dev/null &

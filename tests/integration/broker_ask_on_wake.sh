@@ -19,15 +19,6 @@ cat > "$T/cfg.json" <<'JSON'
 JSON
 echo "any input" > "$T/input.txt"
 start() { broker_serve "$1" "$T/cfg.json" --input-dir "$T" --broker-timeout 30; }
-post() { curl -s -o "$T/post.out" -w '%{http_code}' -X POST "$@"; }
-free_mib() { "$FAKEGPU_SMI" --query-gpu=memory.free --format=csv,noheader,nounits | head -1; }
-leave_free() { # MIB: a foreign filler takes the rest
-  local fill=$(( $(free_mib) - 300 - $1 ))
-  "$HOLD" --alloc "$fill" --wait < /dev/null > /dev/null &
-  FILLER=$!
-  PIDS+=($FILLER)
-  for _ in $(seq 50); do [ "$(free_mib)" -le $(( $1 + 50 )) ] && break; sleep 0.1; done
-}
 
 start X
 start A

@@ -19,7 +19,6 @@ cat > "$T/cfg.json" <<'JSON'
 JSON
 start() { broker_serve "$1" "$T/cfg.json" --broker-timeout 30; }
 load() { local c; c=$(curl -s -o "$T/post.out" -w '%{http_code}' -X POST "$1/v1/pipelines/p/load"); [ "$c" = 200 ] || fail "load on $1: $c $(cat "$T/post.out")"; }
-free_mib() { "$FAKEGPU_SMI" --query-gpu=memory.free --format=csv,noheader,nounits | head -1; }
 holder() { sleep 120 & PIDS+=($!); HP=$!; } # a process that will allocate (it never does)
 reclaim() { "$EBB" reclaim --device cuda:0 --broker-dir "$BD" --broker-timeout 30 --wait 3 "$@"; }
 

@@ -33,9 +33,7 @@ JSON
 echo "any input" > "$T/input.txt"
 
 start() { broker_serve "$1" "$T/cfg.json" --input-dir "$T" "${@:2}"; } # NAME [flags...]
-post() { curl -s -o "$T/post.out" -w '%{http_code}' -X POST "$1" "${@:2}"; }
 load() { local c; c=$(post "$1/v1/pipelines/$2/load"); [ "$c" = 200 ] || fail "load $2: $c $(cat "$T/post.out")"; }
-free_mib() { "$FAKEGPU_SMI" --query-gpu=memory.free --format=csv,noheader,nounits | head -1; }
 
 start A
 load "$URL_A" un

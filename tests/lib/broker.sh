@@ -8,6 +8,12 @@
 #            $T/dataNAME, log $T/logNAME, registered in $BD; sets PID, URL,
 #            PID_NAME and URL_NAME, and ends the test when it does not listen
 #            or register within 10 s / 5 s.
+#   post URL [curl flags...]
+#            a POST; prints the HTTP status, the body goes to $T/post.out
+#   free_mib the first fake device's free MiB (fakegpu-smi)
+#   leave_free MIB
+#            a foreign filler (fakegpu-hold, in PIDS, its pid in FILLER)
+#            takes all but MIB of the device's free memory; waits up to 5 s
 . "$(dirname "${BASH_SOURCE[0]}")/fakegpu.sh"
 HOLD="$(dirname "$FAKEGPU_SMI")/fakegpu-hold"
 BD=$T/broker
@@ -33,4 +39,14 @@ broker_serve() {
   for _ in $(seq 50); do [ -S "$BD/$PID.sock" ] && return 0; sleep 0.1; done
   echo "FAIL: server $n did not register $BD/$PID.sock:"; ls -la "$BD"; cat "$T/log$n"
   exit 1
+}
+
+post() { curl -s -o "$T/post.out" -w '%{http_code}' -X POST "$@"; }
+free_mib() { "$FAKEGPU_SMI" --query-gpu=memory.free --format=csv,noheader,nounits | head -1; }
+leave_free() { # MIB: a foreign filler takes the rest
+  local fill=$(( $(free_mib) - 300 - $1 ))
+  "$HOLD" --alloc "$fill" --wait < /dev/null > /dev/null &
+  FILLER=$!
+  PIDS+=($FILLER)
+  for _ in $(seq 50); do [ "$(free_mib)" -le $(( $1 + 50 )) ] && break; sleep 0.1; done
 }
