@@ -15,6 +15,7 @@
  *   fakecuda_graph.c    stream capture (fork/join across streams) and graphs
  *                       (kernels, host functions, events, memsets, copies)
  *   fakecuda_texture.c  texture and surface objects
+ *   fakecuda_texref.c   texture references (cuTexRef*, deprecated)
  *   fakecuda_userobj.c  user objects and the references graphs hold
  *   fakecuda_device.c   graph memory, execution affinity, RDMA flush, core
  *                       dump settings
@@ -435,6 +436,8 @@ void fk_cls_run_due(void);
  * objects of a context being torn down go. fk_array_flags (fakecuda_array.c,
  * fk_lock held): 1 and the array's creation flags if h is a live array. */
 void fk_texobj_ctx_gone(struct CUctx_st *ctx);
+/* fakecuda_texref.c, fk_lock held: a context's texture references go. */
+void fk_texref_ctx_gone(struct CUctx_st *ctx);
 /* fakecuda_device.c, fk_lock held: a context's core dump settings go. */
 void fk_coredump_ctx_gone(struct CUctx_st *ctx);
 int fk_array_flags(CUarray h, unsigned *flags);

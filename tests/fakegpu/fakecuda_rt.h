@@ -366,6 +366,31 @@ CUresult fk_ctx_synchronize_v2(CUcontext ctx);
   X(cuCoredumpGetAttribute, "cuCoredumpGetAttribute", 12010, (void))           \
   X(cuCoredumpGetAttributeGlobal, "cuCoredumpGetAttributeGlobal", 12010, (void)) \
   X(cuCoredumpSetAttribute, "cuCoredumpSetAttribute", 12010, (void))           \
-  X(cuCoredumpSetAttributeGlobal, "cuCoredumpSetAttributeGlobal", 12010, (void))
+  X(cuCoredumpSetAttributeGlobal, "cuCoredumpSetAttributeGlobal", 12010, (void)) \
+  X(cuTexRefCreate, "cuTexRefCreate", 2000, (void)) \
+  X(cuTexRefDestroy, "cuTexRefDestroy", 2000, (void)) \
+  X(cuTexRefSetArray, "cuTexRefSetArray", 2000, (void)) \
+  X(cuTexRefGetArray, "cuTexRefGetArray", 2000, (void)) \
+  X(cuTexRefSetAddress, "cuTexRefSetAddress_v2", 3020, (void)) \
+  X(cuTexRefSetAddress2D, "cuTexRefSetAddress2D_v3", 4010, (void)) \
+  X(cuTexRefGetAddress, "cuTexRefGetAddress_v2", 3020, (void)) \
+  X(cuTexRefSetFormat, "cuTexRefSetFormat", 2000, (void)) \
+  X(cuTexRefGetFormat, "cuTexRefGetFormat", 2000, (void)) \
+  X(cuTexRefSetAddressMode, "cuTexRefSetAddressMode", 2000, (void)) \
+  X(cuTexRefGetAddressMode, "cuTexRefGetAddressMode", 2000, (void)) \
+  X(cuTexRefSetFilterMode, "cuTexRefSetFilterMode", 2000, (void)) \
+  X(cuTexRefGetFilterMode, "cuTexRefGetFilterMode", 2000, (void)) \
+  X(cuTexRefSetMipmapFilterMode, "cuTexRefSetMipmapFilterMode", 5000, (void)) \
+  X(cuTexRefGetMipmapFilterMode, "cuTexRefGetMipmapFilterMode", 5000, (void)) \
+  X(cuTexRefSetMipmapLevelBias, "cuTexRefSetMipmapLevelBias", 5000, (void)) \
+  X(cuTexRefGetMipmapLevelBias, "cuTexRefGetMipmapLevelBias", 5000, (void)) \
+  X(cuTexRefSetMipmapLevelClamp, "cuTexRefSetMipmapLevelClamp", 5000, (void)) \
+  X(cuTexRefGetMipmapLevelClamp, "cuTexRefGetMipmapLevelClamp", 5000, (void)) \
+  X(cuTexRefSetMaxAnisotropy, "cuTexRefSetMaxAnisotropy", 5000, (void)) \
+  X(cuTexRefGetMaxAnisotropy, "cuTexRefGetMaxAnisotropy", 5000, (void)) \
+  X(cuTexRefSetBorderColor, "cuTexRefSetBorderColor", 8000, (void)) \
+  X(cuTexRefGetBorderColor, "cuTexRefGetBorderColor", 8000, (void)) \
+  X(cuTexRefSetFlags, "cuTexRefSetFlags", 2000, (void)) \
+  X(cuTexRefGetFlags, "cuTexRefGetFlags", 2000, (void))
 
 #endif
