@@ -7,7 +7,6 @@
 set -u
 : "${EBB:?}" "${EBB_TEST_PLUGIN_DIR:?}"
 . "$(dirname "$0")/../lib/server.sh"
-now() { date +%s.%N; }
 echo x >"$T/input.txt"
 cat >"$T/cfg.json" <<EOF
 {"plugin_dirs": ["$EBB_TEST_PLUGIN_DIR/good"],
@@ -19,17 +18,8 @@ req POST /v1/jobs -d "{\"pipeline\": \"deaf\", \"input\": \"$T/input.txt\"}"
 [ "$CODE" = 202 ] || fail "POST /v1/jobs: $CODE $BODY"
 wait_log "$T/serve.log" "running pipeline 'deaf'" || fail "the job never ran"
 sleep 0.3
-t0=$(now)
-kill -TERM "$SERVER"
-rc=124
-for _ in $(seq 1000); do # 10 s at most
-  kill -0 "$SERVER" 2>/dev/null || { wait "$SERVER"; rc=$?; break; }
-  sleep 0.01
-done
-t1=$(now)
-[ $rc = 124 ] && kill -KILL "$SERVER" 2>/dev/null
-SERVER=
-took=$(python3 -c 'import sys; print("%.2f" % (float(sys.argv[2]) - float(sys.argv[1])))' "$t0" "$t1")
+term_timed 10
+rc=$TERM_RC took=$TERM_S
 echo "SIGTERM to exit with a deaf stage and --shutdown-grace 1: $took s (status $rc)"
 [ $rc = 1 ] || fail "ebb serve exited $rc (124: still running after 10 s), expected 1 past the grace"
 python3 -c 'import sys; sys.exit(0 if float(sys.argv[1]) <= 3.0 else 1)' "$took" ||

@@ -105,16 +105,8 @@ wait "$IPID"
 # --- 5: SIGTERM during a long item -------------------------------------------
 item_bg "$T/item5"
 sleep 1
-t0=$(now)
-kill -TERM "$SERVER"
-rc=124
-for _ in $(seq 1500); do
-  kill -0 "$SERVER" 2>/dev/null || { wait "$SERVER"; rc=$?; break; }
-  sleep 0.01
-done
-stop=$(elapsed "$t0" "$(now)")
-[ $rc = 124 ] && kill -KILL "$SERVER" 2>/dev/null
-SERVER=
+term_timed 15
+rc=$TERM_RC stop=$TERM_S
 wait "$IPID" 2>/dev/null
 echo "SIGTERM during an item: exit $rc after $stop s"
 [ $rc = 0 ] || fail "5: ebb serve exited $rc after SIGTERM during an item"

@@ -153,17 +153,8 @@ for _ in $(seq 200); do
   sleep 0.02
 done
 sleep 0.3
-t0=$(now)
-kill -TERM "$SERVER"
-rc=124
-for _ in $(seq 1500); do # 15 s at most
-  kill -0 "$SERVER" 2>/dev/null || { wait "$SERVER"; rc=$?; break; }
-  sleep 0.01
-done
-t1=$(now)
-[ $rc = 124 ] && kill -KILL "$SERVER" 2>/dev/null
-SERVER=
-stop=$(elapsed "$t0" "$t1")
+term_timed 15
+rc=$TERM_RC stop=$TERM_S
 [ $rc = 0 ] || fail "$STAGE: ebb serve exited $rc after SIGTERM during the costly job (124: still running after 15 s)"
 le "$stop" 6.0 || fail "$STAGE: SIGTERM to exit took $stop s (--shutdown-grace 5: at most 6 s)"
 grep -q 'stopping' "$T/serve2.log" || fail "$STAGE: no stopping line in the server's log"

@@ -7,7 +7,7 @@
 #   stop_server        SIGTERM it and wait; answers its exit status
 #   req METHOD PATH [curl args...]  sets CODE and BODY (a -d body is JSON)
 #   wait_done ID, run_job NAME PIPELINE, drive LOG CMD...,
-#   wait_log FILE PATTERN [TRIES]  (below)
+#   wait_log FILE PATTERN [TRIES], term_timed SECONDS  (below)
 # The EXIT trap stops a server still running; a test that has more to clean
 # up sets its own trap and calls stop_server from it.
 : "${EBB:?}"
@@ -43,6 +43,24 @@ drive() {
   stop_server; src=$?
   [ $src -eq 0 ] || { echo "FAIL: ebb serve ($log) exited $src on SIGTERM"; rc=1; }
   [ $rc -eq 0 ] || { echo "--- server log $log"; cat "$log"; exit 1; }
+}
+# term_timed SECONDS: SIGTERM the server and wait up to SECONDS (whole) for
+# it to exit, then SIGKILL it; TERM_RC its exit status (124: still running
+# at SECONDS), TERM_S the seconds from the signal to the exit (two decimals).
+# Call it directly, not in $(...): the server is this shell's child.
+term_timed() {
+  local t0 t1 i
+  t0=$(date +%s.%N)
+  kill -TERM "$SERVER"
+  TERM_RC=124
+  for ((i = 0; i < $1 * 100; i++)); do
+    kill -0 "$SERVER" 2>/dev/null || { wait "$SERVER"; TERM_RC=$?; break; }
+    sleep 0.01
+  done
+  t1=$(date +%s.%N)
+  [ $TERM_RC = 124 ] && kill -KILL "$SERVER" 2>/dev/null
+  SERVER=
+  TERM_S=$(python3 -c 'import sys; print("%.2f" % (float(sys.argv[2]) - float(sys.argv[1])))' "$t0" "$t1")
 }
 # wait_done ID [TRIES]: polls GET /v1/jobs/ID (0.1 s apart, TRIES times, 300
 # by default) until the job has ended; its state in STATE, the job in BODY.
