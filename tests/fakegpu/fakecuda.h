@@ -16,6 +16,7 @@
  *                       (kernels, host functions, events, memsets, copies)
  *   fakecuda_texture.c  texture and surface objects
  *   fakecuda_texref.c   texture references (cuTexRef*, deprecated)
+ *   fakecuda_mipmap.c   mipmapped arrays
  *   fakecuda_userobj.c  user objects and the references graphs hold
  *   fakecuda_device.c   graph memory, execution affinity, RDMA flush, core
  *                       dump settings
@@ -438,6 +439,11 @@ void fk_cls_run_due(void);
 void fk_texobj_ctx_gone(struct CUctx_st *ctx);
 /* fakecuda_texref.c, fk_lock held: a context's texture references go. */
 void fk_texref_ctx_gone(struct CUctx_st *ctx);
+/* fakecuda_mipmap.c, fk_lock held: fk_mipmap_desc is 1 (and copies the
+ * descriptor to d unless NULL) if h is a live mipmapped array;
+ * fk_mipmap_ctx_gone: a context's mipmapped arrays go. */
+int fk_mipmap_desc(const void *h, CUDA_ARRAY3D_DESCRIPTOR *d);
+void fk_mipmap_ctx_gone(struct CUctx_st *ctx);
 /* fakecuda_device.c, fk_lock held: a context's core dump settings go. */
 void fk_coredump_ctx_gone(struct CUctx_st *ctx);
 int fk_array_flags(CUarray h, unsigned *flags);

@@ -65,6 +65,7 @@ void fk_ctx_teardown(struct CUctx_st *c) {
   fk_cls_teardown(c);
   fk_texobj_ctx_gone(c);
   fk_texref_ctx_gone(c);
+  fk_mipmap_ctx_gone(c);
   fk_coredump_ctx_gone(c);
   fk_exec_free_ctx(c);
   fk_mem_free_ctx(c);

@@ -391,6 +391,11 @@ CUresult fk_ctx_synchronize_v2(CUcontext ctx);
   X(cuTexRefSetBorderColor, "cuTexRefSetBorderColor", 8000, (void)) \
   X(cuTexRefGetBorderColor, "cuTexRefGetBorderColor", 8000, (void)) \
   X(cuTexRefSetFlags, "cuTexRefSetFlags", 2000, (void)) \
-  X(cuTexRefGetFlags, "cuTexRefGetFlags", 2000, (void))
+  X(cuTexRefGetFlags, "cuTexRefGetFlags", 2000, (void)) \
+  X(cuTexRefSetMipmappedArray, "cuTexRefSetMipmappedArray", 5000, (void)) \
+  X(cuTexRefGetMipmappedArray, "cuTexRefGetMipmappedArray", 5000, (void)) \
+  X(cuMipmappedArrayCreate, "cuMipmappedArrayCreate", 5000, (void)) \
+  X(cuMipmappedArrayGetLevel, "cuMipmappedArrayGetLevel", 5000, (void)) \
+  X(cuMipmappedArrayDestroy, "cuMipmappedArrayDestroy", 5000, (void))
 
 #endif

@@ -15,10 +15,10 @@
  * and holds a row, all inside one allocation; a format of the eight plain
  * ones with 1, 2 or 4 channels; address modes WRAP..BORDER for dimensions
  * 0-2; filter modes POINT or LINEAR; flags of the CU_TRSF_* bits. Binding
- * memory unbinds what was bound before (cuTexRefGetArray/GetAddress then
- * answer 1, as for a reference bound to nothing). Mipmapped arrays do not
- * exist on the fake: cuTexRefSetMipmappedArray/GetMipmappedArray are not
- * exported. A fresh reference has every field 0 (format unset, WRAP, POINT). */
+ * memory unbinds what was bound before (cuTexRefGetArray/GetAddress/
+ * GetMipmappedArray then answer 1, as for a reference bound to nothing).
+ * cuTexRefSetMipmappedArray takes a live mipmapped array (fakecuda_mipmap.c)
+ * with the same flag rule as cuTexRefSetArray. A fresh reference has every field 0 (format unset, WRAP, POINT). */
 #include <stdlib.h>
 #include <string.h>
 
@@ -33,6 +33,7 @@
 #define FK_BOUND_NONE 0
 #define FK_BOUND_ARRAY 1
 #define FK_BOUND_LINEAR 2
+#define FK_BOUND_MIPMAP 3
 
 typedef struct CUtexref_st *CUtexref;
 
@@ -41,6 +42,7 @@ struct CUtexref_st {
   struct CUctx_st *ctx;
   int bound; /* FK_BOUND_* */
   CUarray array;
+  void *mipmap;
   CUdeviceptr dptr;
   int format, channels;
   int address_mode[3];
@@ -165,6 +167,7 @@ FK_API CUresult cuTexRefSetArray(CUtexref h, CUarray a, unsigned int flags) {
     return rc;
   r->bound = FK_BOUND_ARRAY;
   r->array = a;
+  r->mipmap = NULL;
   r->dptr = 0;
   r->format = (int)d.Format;
   r->channels = (int)d.NumChannels;
@@ -196,6 +199,7 @@ FK_API CUresult cuTexRefSetAddress_v2(size_t *offset, CUtexref h, CUdeviceptr dp
   r->bound = dptr ? FK_BOUND_LINEAR : FK_BOUND_NONE;
   r->dptr = dptr;
   r->array = NULL;
+  r->mipmap = NULL;
   fk_unlock();
   if (offset)
     *offset = (size_t)(dptr % FK_TEX_ALIGN);
@@ -217,6 +221,7 @@ FK_API CUresult cuTexRefSetAddress2D_v3(CUtexref h, const CUDA_ARRAY_DESCRIPTOR 
     r->bound = FK_BOUND_LINEAR;
     r->dptr = dptr;
     r->array = NULL;
+    r->mipmap = NULL;
   }
   fk_unlock();
   return ok ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
@@ -391,3 +396,37 @@ static CUresult border(CUtexref h, int set, float *c) {
 
 FK_API CUresult cuTexRefSetBorderColor(CUtexref h, float *c) { return border(h, 1, c); }
 FK_API CUresult cuTexRefGetBorderColor(float *c, CUtexref h) { return border(h, 0, c); }
+
+FK_API CUresult cuTexRefSetMipmappedArray(CUtexref h, void *m, unsigned int flags) {
+  CUresult rc = fk_check_init();
+  if (rc)
+    return rc;
+  if (flags != FK_TRSA_OVERRIDE_FORMAT)
+    return CUDA_ERROR_INVALID_VALUE;
+  CUDA_ARRAY3D_DESCRIPTOR d;
+  fk_lock();
+  struct CUtexref_st *r = ref_find(h);
+  int live = fk_mipmap_desc(m, &d);
+  if (r && live) {
+    r->bound = FK_BOUND_MIPMAP;
+    r->mipmap = m;
+    r->array = NULL;
+    r->dptr = 0;
+    r->format = (int)d.Format;
+    r->channels = (int)d.NumChannels;
+  }
+  fk_unlock();
+  return r && live ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
+}
+
+FK_API CUresult cuTexRefGetMipmappedArray(void **out, CUtexref h) {
+  CUresult rc;
+  struct CUtexref_st *r = ref_begin(h, out != NULL, &rc);
+  if (!r)
+    return rc;
+  rc = r->bound == FK_BOUND_MIPMAP ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
+  if (!rc)
+    *out = r->mipmap;
+  fk_unlock();
+  return rc;
+}

@@ -10,8 +10,9 @@
  * one allocation, starts on the texture alignment (512, attribute 14) and
  * has a plain format and 1, 2 or 4 channels; a pitch-2D resource also has a
  * pitch that is a multiple of the pitch alignment (32, attribute 51) and
- * holds a row; mipmapped arrays do not exist on the fake (1). A resource
- * view is only accepted for an array, as documented. Objects belong to the
+ * holds a row; a mipmapped array must be live (fakecuda_mipmap.c; 1) and
+ * is no surface's resource. A resource view is only accepted for an array
+ * or a mipmapped array, as documented. Objects belong to the
  * context current at creation and die with it (a later use answers 1, as
  * for any unknown handle; the driver does not say what it does). */
 #include <stdlib.h>
@@ -137,8 +138,11 @@ static CUresult check_resource(const CUDA_RESOURCE_DESC *r, int surface) {
     return surface && !(aflags & FK_ARRAY_SURFACE_LDST) ? CUDA_ERROR_INVALID_VALUE : CUDA_SUCCESS;
   case FK_RES_LINEAR: return surface ? CUDA_ERROR_INVALID_VALUE : check_linear(r);
   case FK_RES_PITCH2D: return surface ? CUDA_ERROR_INVALID_VALUE : check_pitch2d(r);
-  default: /* mipmapped arrays are not made by the fake; unknown types */
-    return CUDA_ERROR_INVALID_VALUE;
+  case FK_RES_MIPMAP: /* a texture of a live mipmapped array; no surface */
+    return !surface && fk_mipmap_desc(r->res.mipmap.hMipmappedArray, NULL)
+               ? CUDA_SUCCESS
+               : CUDA_ERROR_INVALID_VALUE;
+  default: return CUDA_ERROR_INVALID_VALUE;
   }
 }
 
@@ -153,8 +157,8 @@ static CUresult obj_create(unsigned long long *out, const CUDA_RESOURCE_DESC *re
     rc = CUDA_ERROR_INVALID_VALUE;
   if (rc == CUDA_SUCCESS)
     rc = check_resource(res, surface);
-  if (rc == CUDA_SUCCESS && view && res->resType != FK_RES_ARRAY)
-    rc = CUDA_ERROR_INVALID_VALUE; /* a view is of an array only */
+  if (rc == CUDA_SUCCESS && view && res->resType != FK_RES_ARRAY && res->resType != FK_RES_MIPMAP)
+    rc = CUDA_ERROR_INVALID_VALUE; /* a view is of a (mipmapped) array only */
   if (rc == CUDA_SUCCESS && !(o = calloc(1, sizeof *o)))
     rc = CUDA_ERROR_OUT_OF_MEMORY;
   if (rc == CUDA_SUCCESS) {

@@ -5,7 +5,9 @@
  * replacing the one before), and answers the driver's codes: 1 for bad
  * arguments, an unknown or destroyed handle, a reference bound to nothing;
  * 201 without a context; 3 before cuInit; references die with their
- * context. */
+ * context. Mipmapped arrays (fakecuda_mipmap.c): levels halve, their count
+ * is clamped, they hold device memory until destroyed, and references and
+ * texture objects bind them. */
 #include "fakegpu/fg_test.h"
 
 #define FLOAT 0x20
@@ -45,6 +47,23 @@ static CUresult (*set_border)(tref, float *), (*get_border)(float *, tref);
 static CUresult (*set_flags)(tref, unsigned), (*get_flags)(unsigned *, tref);
 static CUresult (*array_create)(void **, const desc3d *);
 static CUresult (*array_destroy)(void *);
+static CUresult (*array_desc)(desc3d *, void *);
+static CUresult (*set_mipmap)(tref, void *, unsigned), (*get_mipmap)(void **, tref);
+static CUresult (*mip_create)(void **, const desc3d *, unsigned);
+static CUresult (*mip_level)(void **, void *, unsigned);
+static CUresult (*mip_destroy)(void *);
+static CUresult (*tex_create)(unsigned long long *, const void *, const void *, const void *);
+static CUresult (*tex_destroy)(unsigned long long);
+static CUresult (*surf_create)(unsigned long long *, const void *);
+
+typedef struct { /* CUDA_RESOURCE_DESC */
+  int resType;
+  union {
+    void *handle;
+    int reserved[32];
+  } res;
+  unsigned flags;
+} res_desc;
 
 static void *proc(const char *name, int version) {
   void *pfn = NULL;
@@ -84,6 +103,15 @@ static void load(void) {
   P(get_flags, "cuTexRefGetFlags");
   P(array_create, "cuArray3DCreate");
   P(array_destroy, "cuArrayDestroy");
+  P(array_desc, "cuArray3DGetDescriptor");
+  P(set_mipmap, "cuTexRefSetMipmappedArray");
+  P(get_mipmap, "cuTexRefGetMipmappedArray");
+  P(mip_create, "cuMipmappedArrayCreate");
+  P(mip_level, "cuMipmappedArrayGetLevel");
+  P(mip_destroy, "cuMipmappedArrayDestroy");
+  P(tex_create, "cuTexObjectCreate");
+  P(tex_destroy, "cuTexObjectDestroy");
+  P(surf_create, "cuSurfObjectCreate");
 }
 
 static void test_state_round_trip(void) {
@@ -183,6 +211,57 @@ static void test_bindings(void) {
   CHECK_EQ_INT(cu_cuMemFree(p), CUDA_SUCCESS);
 }
 
+static void test_mipmapped_levels(void) {
+  unsigned long long before = fgt_used();
+  void *m = NULL, *lv = NULL;
+  desc3d d = {64, 8, 0, U8, 4, 0}, back;
+  CHECK_EQ_INT(mip_create(&m, &d, 10), CUDA_SUCCESS); /* clamped to 1 + log2(64) = 7 */
+  CHECK_MSG(fgt_used() > before, "a mipmapped array took no device memory");
+  CHECK_EQ_INT(mip_level(&lv, m, 6), CUDA_SUCCESS);
+  CHECK_MSG(mip_level(&lv, m, 7) == CUDA_ERROR_INVALID_VALUE,
+            "level 7 of a 64-wide array (7 levels)");
+  CHECK_EQ_INT(mip_level(&lv, m, 3), CUDA_SUCCESS);
+  CHECK_EQ_INT(array_desc(&back, lv), CUDA_SUCCESS);
+  CHECK_MSG(back.Width == 8 && back.Height == 1 && back.Depth == 0 && back.Format == U8 &&
+                back.NumChannels == 4,
+            "level 3 of 64x8 is %zux%zux%zu fmt %#x x%u, want 8x1x0 u8 x4", back.Width, back.Height,
+            back.Depth, back.Format, back.NumChannels);
+  CHECK_MSG(mip_level(NULL, m, 0) == CUDA_ERROR_INVALID_VALUE, "NULL level pointer taken");
+  CHECK_MSG(mip_level(&lv, &d, 0) == CUDA_ERROR_INVALID_HANDLE, "a non-mipmap's level given");
+  void *one = NULL;
+  CHECK_EQ_INT(mip_create(&one, &d, 0), CUDA_SUCCESS); /* clamped up to 1 */
+  CHECK_MSG(mip_level(&lv, one, 1) == CUDA_ERROR_INVALID_VALUE, "0 levels gave more than 1");
+  desc3d bad = {0, 8, 0, U8, 4, 0}, layered = {64, 8, 2, U8, 4, 0x01};
+  CHECK_MSG(mip_create(&lv, &bad, 2) == CUDA_ERROR_INVALID_VALUE, "width 0 taken");
+  CHECK_MSG(mip_create(&lv, &layered, 2) == CUDA_ERROR_NOT_SUPPORTED, "a layered one made");
+  tref r = NULL;
+  REQUIRE(ref_create(&r) == CUDA_SUCCESS);
+  CHECK_MSG(get_mipmap(&lv, r) == CUDA_ERROR_INVALID_VALUE, "an unbound reference names a mipmap");
+  CHECK_MSG(set_mipmap(r, m, 0) == CUDA_ERROR_INVALID_VALUE, "flags 0 taken for a mipmap");
+  CHECK_MSG(set_mipmap(r, &d, 1) == CUDA_ERROR_INVALID_VALUE, "a non-mipmap bound");
+  CHECK_EQ_INT(set_format(r, FLOAT, 1), CUDA_SUCCESS);
+  CHECK_EQ_INT(set_mipmap(r, m, 1), CUDA_SUCCESS);
+  CHECK_EQ_INT(get_mipmap(&lv, r), CUDA_SUCCESS);
+  CHECK_MSG(lv == m, "bound mipmap read back as %p, not %p", lv, m);
+  int f = 0, ch = 0;
+  CHECK_EQ_INT(get_format(&f, &ch, r), CUDA_SUCCESS);
+  CHECK_MSG(f == U8 && ch == 4, "OVERRIDE_FORMAT left %#x x%d, mipmap is u8 x4", f, ch);
+  CHECK_MSG(get_array(&lv, r) == CUDA_ERROR_INVALID_VALUE, "a mipmap binding names an array");
+  res_desc rd = {1, {.handle = m}, 0};
+  float tex[32] = {0}; /* CUDA_TEXTURE_DESC, all zero */
+  unsigned long long t = 0, sf = 0;
+  CHECK_EQ_INT(tex_create(&t, &rd, tex, NULL), CUDA_SUCCESS);
+  CHECK_EQ_INT(tex_destroy(t), CUDA_SUCCESS);
+  CHECK_MSG(surf_create(&sf, &rd) == CUDA_ERROR_INVALID_VALUE, "a surface of a mipmap made");
+  CHECK_EQ_INT(ref_destroy(r), CUDA_SUCCESS);
+  CHECK_EQ_INT(mip_destroy(m), CUDA_SUCCESS);
+  CHECK_EQ_INT(mip_destroy(one), CUDA_SUCCESS);
+  CHECK_MSG(mip_destroy(m) == CUDA_ERROR_INVALID_HANDLE, "a mipmapped array destroyed twice");
+  CHECK_MSG(tex_create(&t, &rd, tex, NULL) == CUDA_ERROR_INVALID_VALUE,
+            "a texture of a destroyed mipmap made");
+  CHECK_MSG(fgt_used() == before, "mipmapped arrays left %llu bytes in use", fgt_used() - before);
+}
+
 static void test_context_rules(void) {
   CUcontext prev = NULL, mine = NULL;
   REQUIRE(cu_cuCtxPopCurrent(&prev) == CUDA_SUCCESS);
@@ -211,6 +290,7 @@ int main(int argc, char **argv) {
   fgt_init_ctx();
   RUN(test_state_round_trip);
   RUN(test_bindings);
+  RUN(test_mipmapped_levels);
   RUN(test_context_rules);
   CHECK_EQ_INT(fgt_run_self("uninit", NULL), 0);
   return TEST_END();
