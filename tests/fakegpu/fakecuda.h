@@ -102,6 +102,7 @@ struct fk_alloc {
   int chunk;            /* a pool's reserved memory, carved into blocks: no user pointer */
   fk_alloc *parent;     /* a pool block: the chunk it lies in (its memory, charged there) */
   int module_owned;     /* a module's variables: cuMemFree does not take it */
+  int sync_memops;      /* CU_POINTER_ATTRIBUTE_SYNC_MEMOPS, set by cuPointerSetAttribute */
   fk_alloc *next;
 };
 

@@ -463,6 +463,18 @@ FK_API CUresult cuFuncSetCacheConfig(CUfunction f, CUfunc_cache config) {
   return rc;
 }
 
+/* As cuCtxSetSharedMemConfig: banks are fixed, a valid setting (0-2) is
+ * taken and changes nothing; others 1; an unknown function 400. */
+FK_API CUresult cuFuncSetSharedMemConfig(CUfunction f, CUsharedconfig config) {
+  fk_lock();
+  fk_obj *fn;
+  CUresult rc = need_function(f, &fn);
+  if (rc == CUDA_SUCCESS && (config < 0 || config > 2))
+    rc = CUDA_ERROR_INVALID_VALUE;
+  fk_unlock();
+  return rc;
+}
+
 /* Blocks of block_size threads (and dyn bytes of dynamic shared memory, at
  * most the function's limit max_dyn) that fit on one SM of the fake
  * (Hopper's limits, 32 registers a thread). */

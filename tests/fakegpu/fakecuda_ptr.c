@@ -190,7 +190,7 @@ static CUresult pointer_attribute(const fk_alloc *a, int ordinal, CUpointer_attr
   }
   case CU_POINTER_ATTRIBUTE_SYNC_MEMOPS:
   case CU_POINTER_ATTRIBUTE_MAPPED: {
-    bool v = a && attr == CU_POINTER_ATTRIBUTE_MAPPED;
+    bool v = a && (attr == CU_POINTER_ATTRIBUTE_MAPPED || a->sync_memops);
     memcpy(data, &v, sizeof v);
     return CUDA_SUCCESS;
   }
@@ -287,6 +287,27 @@ FK_API CUresult cuPointerGetAttributes(unsigned int n, CUpointer_attribute *attr
       rc = CUDA_SUCCESS;
     }
   }
+  fk_unlock();
+  return rc;
+}
+
+/* Only CU_POINTER_ATTRIBUTE_SYNC_MEMOPS is settable, as documented (other
+ * attributes 1); value points to an unsigned int, 0 or 1 (else 1); ptr must
+ * lie in an allocation of a context (else 1). cuPointerGetAttribute then
+ * answers it for every pointer into that allocation. */
+FK_API CUresult cuPointerSetAttribute(const void *value, CUpointer_attribute attr,
+                                      CUdeviceptr ptr) {
+  fk_lock();
+  struct CUctx_st *c;
+  CUresult rc = fk_need_ctx(&c);
+  fk_alloc *a = rc ? NULL : fk_alloc_containing(ptr, 1);
+  unsigned v = 2;
+  if (value)
+    memcpy(&v, value, sizeof v);
+  if (rc == CUDA_SUCCESS && (attr != CU_POINTER_ATTRIBUTE_SYNC_MEMOPS || !a || v > 1))
+    rc = CUDA_ERROR_INVALID_VALUE;
+  if (rc == CUDA_SUCCESS)
+    a->sync_memops = (int)v;
   fk_unlock();
   return rc;
 }

@@ -396,6 +396,9 @@ CUresult fk_ctx_synchronize_v2(CUcontext ctx);
   X(cuTexRefGetMipmappedArray, "cuTexRefGetMipmappedArray", 5000, (void)) \
   X(cuMipmappedArrayCreate, "cuMipmappedArrayCreate", 5000, (void)) \
   X(cuMipmappedArrayGetLevel, "cuMipmappedArrayGetLevel", 5000, (void)) \
-  X(cuMipmappedArrayDestroy, "cuMipmappedArrayDestroy", 5000, (void))
+  X(cuMipmappedArrayDestroy, "cuMipmappedArrayDestroy", 5000, (void)) \
+  X(cuCtxSetSharedMemConfig, "cuCtxSetSharedMemConfig", 4020, (void)) \
+  X(cuFuncSetSharedMemConfig, "cuFuncSetSharedMemConfig", 4020, (void)) \
+  X(cuPointerSetAttribute, "cuPointerSetAttribute", 6000, (void))
 
 #endif

@@ -179,6 +179,13 @@ FK_API CUresult cuCtxGetSharedMemConfig(CUsharedconfig *config) {
   WITH_CTX(if (!config) rc = CUDA_ERROR_INVALID_VALUE; else *config = 1 /* 4-byte banks */);
 }
 
+/* Hopper's shared memory banks are 4 bytes wide and fixed: a valid setting
+ * (DEFAULT, FOUR_BYTE, EIGHT_BYTE: 0-2) is taken and changes nothing, as the
+ * driver documents for such devices; others 1. */
+FK_API CUresult cuCtxSetSharedMemConfig(CUsharedconfig config) {
+  WITH_CTX(if (config < 0 || config > 2) rc = CUDA_ERROR_INVALID_VALUE);
+}
+
 FK_API CUresult cuCtxGetStreamPriorityRange(int *least, int *greatest) {
   WITH_CTX(if (least) *least = FK_PRIO_LEAST; if (greatest) *greatest = FK_PRIO_GREATEST);
 }

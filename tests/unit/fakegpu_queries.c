@@ -4,6 +4,8 @@
  * (cuCtxRecordEvent / cuCtxWaitEvent: the event must be the context's, 400),
  * a function's module and loading state, cuDeviceGetProperties and the
  * widest linear 1D texture. 3 before cuInit. */
+#include <stdbool.h>
+
 #include "fakegpu/fg_test.h"
 
 #define PROC(type, name, version) ((type)proc(name, version))
@@ -324,6 +326,51 @@ static void test_coredump_settings(void) {
   REQUIRE(cu_cuCtxPushCurrent(cur) == CUDA_SUCCESS);
 }
 
+/* Shared memory bank settings are fixed on the fake's devices: valid ones are
+ * taken and cuCtxGetSharedMemConfig still answers 4-byte banks; others 1.
+ * SYNC_MEMOPS is the one settable pointer attribute and reads back. */
+static void test_shared_config_and_sync_memops(void) {
+  CUresult (*ctx_set)(int) = PROC(CUresult(*)(int), "cuCtxSetSharedMemConfig", 4020);
+  CUresult (*ctx_get)(int *) = PROC(CUresult(*)(int *), "cuCtxGetSharedMemConfig", 4020);
+  CUresult (*fn_set)(CUfunction, int) =
+      PROC(CUresult(*)(CUfunction, int), "cuFuncSetSharedMemConfig", 4020);
+  CUresult (*ptr_set)(const void *, int, CUdeviceptr) =
+      PROC(CUresult(*)(const void *, int, CUdeviceptr), "cuPointerSetAttribute", 6000);
+  CUresult (*ptr_get)(void *, int, CUdeviceptr) =
+      PROC(CUresult(*)(void *, int, CUdeviceptr), "cuPointerGetAttribute", 4000);
+  int cfg = -1;
+  CHECK_EQ_INT(ctx_set(2), CUDA_SUCCESS); /* EIGHT_BYTE_BANK_SIZE */
+  CHECK_EQ_INT(ctx_get(&cfg), CUDA_SUCCESS);
+  CHECK_MSG(cfg == 1, "banks read back as config %d after a set on fixed 4-byte banks", cfg);
+  CHECK_MSG(ctx_set(3) == CUDA_ERROR_INVALID_VALUE, "shared memory config 3 taken");
+  CUmodule m = NULL;
+  CUfunction f = NULL;
+  REQUIRE(cu_cuModuleLoadData(&m, "") == CUDA_SUCCESS);
+  REQUIRE(cu_cuModuleGetFunction(&f, m, "queries_k") == CUDA_SUCCESS);
+  CHECK_EQ_INT(fn_set(f, 1), CUDA_SUCCESS);
+  CHECK_MSG(fn_set(f, -1) == CUDA_ERROR_INVALID_VALUE, "function config -1 taken");
+  CHECK_MSG(fn_set((CUfunction)&cfg, 0) == CUDA_ERROR_INVALID_HANDLE, "a non-function taken");
+  CHECK_EQ_INT(cu_cuModuleUnload(m), CUDA_SUCCESS);
+  CUdeviceptr p = 0;
+  REQUIRE(cu_cuMemAlloc(&p, 4096) == CUDA_SUCCESS);
+  unsigned one = 1, two = 2;
+  bool sync = true;
+  CHECK_EQ_INT(ptr_get(&sync, 6, p), CUDA_SUCCESS);
+  CHECK_MSG(!sync, "SYNC_MEMOPS set on a fresh allocation");
+  CHECK_EQ_INT(ptr_set(&one, 6, p + 100), CUDA_SUCCESS);
+  CHECK_EQ_INT(ptr_get(&sync, 6, p), CUDA_SUCCESS);
+  CHECK_MSG(sync, "SYNC_MEMOPS set through p+100 does not read back at p");
+  CHECK_MSG(ptr_set(&two, 6, p) == CUDA_ERROR_INVALID_VALUE, "SYNC_MEMOPS value 2 taken");
+  CHECK_MSG(ptr_set(&one, 1, p) == CUDA_ERROR_INVALID_VALUE, "attribute CONTEXT set");
+  CHECK_MSG(ptr_set(NULL, 6, p) == CUDA_ERROR_INVALID_VALUE, "NULL value taken");
+  CHECK_MSG(ptr_set(&one, 6, p + 8192) == CUDA_ERROR_INVALID_VALUE, "a pointer past the end taken");
+  CHECK_EQ_INT(cu_cuMemFree(p), CUDA_SUCCESS);
+  CUcontext cur = NULL;
+  REQUIRE(cu_cuCtxPopCurrent(&cur) == CUDA_SUCCESS);
+  CHECK_EQ_INT(ctx_set(0), CUDA_ERROR_INVALID_CONTEXT);
+  REQUIRE(cu_cuCtxPushCurrent(cur) == CUDA_SUCCESS);
+}
+
 static int child_uninit(void) {
   CUresult (*rec)(CUcontext, CUevent) =
       PROC(CUresult(*)(CUcontext, CUevent), "cuCtxRecordEvent", 12050);
@@ -342,6 +389,7 @@ int main(int argc, char **argv) {
   RUN(test_device_settings);
   RUN(test_legacy_launch);
   RUN(test_coredump_settings);
+  RUN(test_shared_config_and_sync_memops);
   CHECK_EQ_INT(fgt_run_self("uninit", NULL), 0);
   return TEST_END();
 }
