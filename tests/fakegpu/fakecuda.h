@@ -17,6 +17,7 @@
  *   fakecuda_texture.c  texture and surface objects
  *   fakecuda_texref.c   texture references (cuTexRef*, deprecated)
  *   fakecuda_mipmap.c   mipmapped arrays
+ *   fakecuda_advise.c   managed-memory advice and range attributes
  *   fakecuda_userobj.c  user objects and the references graphs hold
  *   fakecuda_device.c   graph memory, execution affinity, RDMA flush, core
  *                       dump settings
@@ -445,6 +446,9 @@ void fk_texref_ctx_gone(struct CUctx_st *ctx);
  * fk_mipmap_ctx_gone: a context's mipmapped arrays go. */
 int fk_mipmap_desc(const void *h, CUDA_ARRAY3D_DESCRIPTOR *d);
 void fk_mipmap_ctx_gone(struct CUctx_st *ctx);
+/* fakecuda_advise.c, takes fk_lock: a prefetch of [p, p+n) to dev (-1: the
+ * host) is kept as the pages' last prefetch location if they are managed. */
+void fk_advise_prefetched(CUdeviceptr p, size_t n, int dev);
 /* fakecuda_device.c, fk_lock held: a context's core dump settings go. */
 void fk_coredump_ctx_gone(struct CUctx_st *ctx);
 int fk_array_flags(CUarray h, unsigned *flags);

@@ -399,6 +399,8 @@ CUresult fk_ctx_synchronize_v2(CUcontext ctx);
   X(cuMipmappedArrayDestroy, "cuMipmappedArrayDestroy", 5000, (void)) \
   X(cuCtxSetSharedMemConfig, "cuCtxSetSharedMemConfig", 4020, (void)) \
   X(cuFuncSetSharedMemConfig, "cuFuncSetSharedMemConfig", 4020, (void)) \
-  X(cuPointerSetAttribute, "cuPointerSetAttribute", 6000, (void))
+  X(cuPointerSetAttribute, "cuPointerSetAttribute", 6000, (void)) \
+  X(cuMemRangeGetAttribute, "cuMemRangeGetAttribute", 8000, (void)) \
+  X(cuMemRangeGetAttributes, "cuMemRangeGetAttributes", 8000, (void))
 
 #endif

@@ -460,8 +460,10 @@ FK_API CUresult cuMemAllocPitch_v2(CUdeviceptr *dptr, size_t *pitch, size_t widt
   return rc;
 }
 
-/* Advice and prefetching change where pages live, which the fake does not
- * model: the range must be managed (or device) memory of this process. */
+/* Prefetching changes where pages live, which the fake does not model: the
+ * range must be managed (or device) memory of this process; the destination
+ * is kept for cuMemRangeGetAttribute (fakecuda_advise.c, which also holds
+ * cuMemAdvise). */
 static CUresult managed_range(CUdeviceptr p, size_t n) {
   fk_lock();
   struct CUctx_st *c;
@@ -470,18 +472,6 @@ static CUresult managed_range(CUdeviceptr p, size_t n) {
     rc = CUDA_ERROR_INVALID_VALUE;
   fk_unlock();
   return rc;
-}
-
-FK_API CUresult cuMemAdvise(CUdeviceptr p, size_t n, CUmem_advise advice, CUdevice dev) {
-  if (advice < 1 || advice > 6)
-    return fk_check_init() ? fk_check_init() : CUDA_ERROR_INVALID_VALUE;
-  (void)dev;
-  return managed_range(p, n);
-}
-
-FK_API CUresult cuMemAdvise_v2(CUdeviceptr p, size_t n, CUmem_advise advice, CUmemLocation loc) {
-  (void)loc;
-  return cuMemAdvise(p, n, advice, 0);
 }
 
 #define FK_DEVICE_CPU (-1) /* CU_DEVICE_CPU */
@@ -498,6 +488,8 @@ FK_API CUresult cuMemPrefetchAsync(CUdeviceptr p, size_t n, CUdevice dev, CUstre
       rc = CUDA_ERROR_INVALID_HANDLE;
     fk_unlock();
   }
+  if (rc == CUDA_SUCCESS)
+    fk_advise_prefetched(p, n, dev);
   return rc;
 }
 
