@@ -74,6 +74,7 @@ struct CUctx_st {
   int active;        /* created, context memory charged */
   int dead;          /* created context destroyed (kept so stale handles are caught) */
   unsigned refcount; /* primary: retains */
+  unsigned attached; /* created: cuCtxAttach's not yet detached */
   CUresult sticky;   /* 700 etc. once raised, until destroy/reset */
   unsigned flags;    /* primary: cuDevicePrimaryCtxSetFlags */
   struct CUctx_st *peers[FK_MAX_PEERS]; /* cuCtxEnablePeerAccess */

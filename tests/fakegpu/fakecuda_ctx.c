@@ -445,3 +445,43 @@ FK_API CUresult cuCtxDisablePeerAccess(CUcontext peer) {
  * which answers the _v2 ABI as the driver does from 4000 on). */
 FK_API CUresult cuCtxPushCurrent(CUcontext ctx) { return cuCtxPushCurrent_v2(ctx); }
 FK_API CUresult cuCtxPopCurrent(CUcontext *ctx) { return cuCtxPopCurrent_v2(ctx); }
+
+/* --- cuCtxAttach / cuCtxDetach (deprecated usage counts) ------------------- */
+/* cuCtxAttach counts one more use of the current context (flags must be 0,
+ * 1; no current context 201) and passes it back; cuCtxDetach takes one use
+ * of a context that must be current to the calling thread (else 201) and
+ * destroys it as cuCtxDestroy does when none is left. On the primary
+ * context the uses are its retains: attach retains, detach releases. */
+FK_API CUresult cuCtxAttach(CUcontext *pctx, unsigned int flags) {
+  fk_lock();
+  struct CUctx_st *c;
+  CUresult rc = fk_need_ctx(&c);
+  if (rc == CUDA_SUCCESS && (!pctx || flags))
+    rc = CUDA_ERROR_INVALID_VALUE;
+  if (rc == CUDA_SUCCESS) {
+    if (c->primary)
+      c->refcount++;
+    else
+      c->attached++;
+    *pctx = c;
+  }
+  fk_unlock();
+  return rc;
+}
+
+FK_API CUresult cuCtxDetach(CUcontext ctx) {
+  CUresult rc = fk_check_init();
+  if (rc)
+    return rc;
+  fk_lock();
+  int current = ctx && fk_ctx_known(ctx) && !ctx->dead && fk_current() == ctx;
+  int primary = current && ctx->primary, last = current && !primary && !ctx->attached;
+  if (current && !primary && !last)
+    ctx->attached--;
+  fk_unlock();
+  if (!current)
+    return CUDA_ERROR_INVALID_CONTEXT;
+  if (primary)
+    return cuDevicePrimaryCtxRelease_v2(ctx->device);
+  return last ? cuCtxDestroy_v2(ctx) : CUDA_SUCCESS;
+}

@@ -401,6 +401,8 @@ CUresult fk_ctx_synchronize_v2(CUcontext ctx);
   X(cuFuncSetSharedMemConfig, "cuFuncSetSharedMemConfig", 4020, (void)) \
   X(cuPointerSetAttribute, "cuPointerSetAttribute", 6000, (void)) \
   X(cuMemRangeGetAttribute, "cuMemRangeGetAttribute", 8000, (void)) \
-  X(cuMemRangeGetAttributes, "cuMemRangeGetAttributes", 8000, (void))
+  X(cuMemRangeGetAttributes, "cuMemRangeGetAttributes", 8000, (void)) \
+  X(cuCtxAttach, "cuCtxAttach", 2000, (void)) \
+  X(cuCtxDetach, "cuCtxDetach", 2000, (void))
 
 #endif

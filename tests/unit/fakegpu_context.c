@@ -152,6 +152,45 @@ static void test_created_contexts_and_stack(void) {
   CHECK_EQ_U64(fgt_nvml_used_by(getpid()), 0);
 }
 
+/* cuCtxAttach/cuCtxDetach: usage counts. A created context lives until
+ * its last detach (its memory still charged); detach needs the context
+ * current; on the primary context attach retains and detach releases. */
+static void test_attach_detach(void) {
+  CUresult (*attach)(CUcontext *, unsigned) = NULL;
+  CUresult (*detach)(CUcontext) = NULL;
+  CUdriverProcAddressQueryResult st;
+  REQUIRE(cu_cuGetProcAddress_v2("cuCtxAttach", (void **)&attach, 2000, 0, &st) == CUDA_SUCCESS);
+  REQUIRE(cu_cuGetProcAddress_v2("cuCtxDetach", (void **)&detach, 2000, 0, &st) == CUDA_SUCCESS);
+  REQUIRE(attach && detach);
+  CUcontext a = NULL, back = NULL, cur = NULL;
+  CHECK_MSG(attach(&back, 0) == CUDA_ERROR_INVALID_CONTEXT, "attached with no current context");
+  REQUIRE(cu_cuCtxCreate(&a, 0, 0) == CUDA_SUCCESS);
+  CHECK_MSG(attach(&back, 1) == CUDA_ERROR_INVALID_VALUE, "cuCtxAttach flags 1 taken");
+  CHECK_MSG(attach(NULL, 0) == CUDA_ERROR_INVALID_VALUE, "cuCtxAttach NULL taken");
+  CHECK_EQ_INT(attach(&back, 0), CUDA_SUCCESS);
+  CHECK_MSG(back == a, "cuCtxAttach passed back another context");
+  CHECK_EQ_INT(detach(a), CUDA_SUCCESS);
+  CHECK_MSG(fgt_nvml_used_by(getpid()) == 300 * MIB,
+            "one detach of an attached context freed it (%llu MiB in use)",
+            (unsigned long long)(fgt_nvml_used_by(getpid()) / MIB));
+  CHECK_EQ_INT(cu_cuCtxPopCurrent(&cur), CUDA_SUCCESS);
+  CHECK_MSG(detach(a) == CUDA_ERROR_INVALID_CONTEXT, "detached a context not current");
+  CHECK_EQ_INT(cu_cuCtxPushCurrent(a), CUDA_SUCCESS);
+  CHECK_EQ_INT(detach(a), CUDA_SUCCESS); /* the creation's use: destroyed */
+  CHECK_MSG(fgt_nvml_used_by(getpid()) == 0, "the last detach left the context's memory");
+  CHECK_EQ_INT(cu_cuCtxGetCurrent(&cur), CUDA_SUCCESS);
+  CHECK_MSG(cur == NULL, "a detached-to-zero context is still current");
+  CHECK_MSG(detach(a) == CUDA_ERROR_INVALID_CONTEXT, "a destroyed context detached");
+  CUcontext prim = fgt_init_ctx(); /* retained once */
+  CHECK_EQ_INT(attach(&back, 0), CUDA_SUCCESS);
+  CHECK_MSG(back == prim, "attach on the primary passed back another context");
+  CHECK_EQ_INT(detach(prim), CUDA_SUCCESS);
+  CHECK_MSG(fgt_nvml_used_by(getpid()) == 300 * MIB, "a detach took the primary's last retain");
+  CHECK_EQ_INT(detach(prim), CUDA_SUCCESS); /* the retain of fgt_init_ctx */
+  CHECK_MSG(fgt_nvml_used_by(getpid()) == 0, "the primary outlived its last use");
+  CHECK_EQ_INT(cu_cuCtxSetCurrent(NULL), CUDA_SUCCESS);
+}
+
 static void test_context_per_thread(void);
 
 int main(void) {
@@ -164,6 +203,7 @@ int main(void) {
   RUN(test_release_to_zero_frees_everything);
   RUN(test_primary_handle_stable_across_reset);
   RUN(test_created_contexts_and_stack);
+  RUN(test_attach_detach);
   RUN(test_context_per_thread);
   nv_nvmlShutdown();
   return TEST_END();
