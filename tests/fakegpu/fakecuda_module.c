@@ -148,6 +148,45 @@ FK_API CUresult cuModuleLoadDataEx(CUmodule *m, const void *image, unsigned int 
   return rc;
 }
 
+/* A module from a file: the file's bytes (NUL-terminated, for PTX) go to
+ * cuModuleLoadData, which copies what it keeps. A file that cannot be read:
+ * 301 (FILE_NOT_FOUND); a fatbin wrapper (a struct of pointers, meaningless
+ * in a file): 200 (INVALID_IMAGE). */
+FK_API CUresult cuModuleLoadData(CUmodule *m, const void *image); /* fakecuda_exec.c */
+
+FK_API CUresult cuModuleLoad(CUmodule *m, const char *path) {
+  fk_lock();
+  struct CUctx_st *c;
+  CUresult rc = fk_need_ctx(&c);
+  fk_unlock();
+  if (rc)
+    return rc;
+  if (!m || !path)
+    return CUDA_ERROR_INVALID_VALUE;
+  FILE *f = fopen(path, "rb");
+  char *buf = NULL;
+  long n = -1;
+  if (f && fseek(f, 0, SEEK_END) == 0 && (n = ftell(f)) >= 0 && fseek(f, 0, SEEK_SET) == 0 &&
+      (buf = calloc(1, (size_t)n + 1)) != NULL && fread(buf, 1, (size_t)n, f) != (size_t)n) {
+    free(buf);
+    buf = NULL;
+  }
+  if (f)
+    fclose(f);
+  if (!buf)
+    return f ? CUDA_ERROR_OUT_OF_MEMORY : (CUresult)301;
+  static const unsigned char wrapper[4] = {0xb1, 0x43, 0x62, 0x46};
+  rc = n >= 4 && !memcmp(buf, wrapper, 4) ? (CUresult)200 : cuModuleLoadData(m, buf);
+  free(buf);
+  return rc;
+}
+
+/* A fat binary (or any image cuModuleLoadData takes: the driver's loader is
+ * the same). */
+FK_API CUresult cuModuleLoadFatBinary(CUmodule *m, const void *fat) {
+  return cuModuleLoadData(m, fat);
+}
+
 /* Device variables of a binary image (fakecuda_globals.c); PTX modules have none here. */
 FK_API CUresult cuModuleGetGlobal_v2(CUdeviceptr *dptr, size_t *bytes, CUmodule m,
                                      const char *name) {

@@ -403,6 +403,8 @@ CUresult fk_ctx_synchronize_v2(CUcontext ctx);
   X(cuMemRangeGetAttribute, "cuMemRangeGetAttribute", 8000, (void)) \
   X(cuMemRangeGetAttributes, "cuMemRangeGetAttributes", 8000, (void)) \
   X(cuCtxAttach, "cuCtxAttach", 2000, (void)) \
-  X(cuCtxDetach, "cuCtxDetach", 2000, (void))
+  X(cuCtxDetach, "cuCtxDetach", 2000, (void)) \
+  X(cuModuleLoad, "cuModuleLoad", 2000, (void)) \
+  X(cuModuleLoadFatBinary, "cuModuleLoadFatBinary", 2000, (void))
 
 #endif

@@ -4,7 +4,9 @@
  * (cuCtxRecordEvent / cuCtxWaitEvent: the event must be the context's, 400),
  * a function's module and loading state, cuDeviceGetProperties and the
  * widest linear 1D texture. 3 before cuInit. */
+#include <fcntl.h>
 #include <stdbool.h>
+#include <unistd.h>
 
 #include "fakegpu/fg_test.h"
 
@@ -371,6 +373,49 @@ static void test_shared_config_and_sync_memops(void) {
   REQUIRE(cu_cuCtxPushCurrent(cur) == CUDA_SUCCESS);
 }
 
+/* cuModuleLoad reads a module from a file (a PTX whose kernel has a host
+ * twin here loads, one without answers 218 as cuModuleLoadData does; a
+ * missing file 301); cuModuleLoadFatBinary takes an image as
+ * cuModuleLoadData does. */
+static void test_module_from_file(void) {
+  CUresult (*load_file)(CUmodule *, const char *) =
+      PROC(CUresult(*)(CUmodule *, const char *), "cuModuleLoad", 2000);
+  CUresult (*load_fat)(CUmodule *, const void *) =
+      PROC(CUresult(*)(CUmodule *, const void *), "cuModuleLoadFatBinary", 2000);
+  static const char ptx[] = "//\n.version 7.8\n.target sm_90\n.address_size 64\n"
+                            ".visible .entry queries_k(\n)\n{\n ret;\n}\n";
+  static const char ptx_none[] = "//\n.version 7.8\n.target sm_90\n.address_size 64\n"
+                                 ".visible .entry no_twin_in_file(\n)\n{\n ret;\n}\n";
+  char path[] = "/tmp/fakegpu_queries_ptx_XXXXXX";
+  int fd = mkstemp(path);
+  REQUIRE(fd >= 0);
+  REQUIRE(write(fd, ptx, strlen(ptx)) == (ssize_t)strlen(ptx));
+  close(fd);
+  CUmodule m = NULL;
+  CUfunction f = NULL;
+  CHECK_EQ_INT(load_file(&m, path), CUDA_SUCCESS);
+  CHECK_MSG(m && cu_cuModuleGetFunction(&f, m, "queries_k") == CUDA_SUCCESS,
+            "the kernel of a module loaded from a file is not found");
+  CHECK_EQ_INT(cu_cuModuleUnload(m), CUDA_SUCCESS);
+  fd = open(path, O_WRONLY | O_TRUNC);
+  REQUIRE(fd >= 0);
+  REQUIRE(write(fd, ptx_none, strlen(ptx_none)) == (ssize_t)strlen(ptx_none));
+  close(fd);
+  CHECK_MSG(load_file(&m, path) == CUDA_ERROR_INVALID_PTX,
+            "a file's PTX with a kernel the fake cannot run was taken");
+  unlink(path);
+  CHECK_MSG(load_file(&m, path) == 301, "a missing file did not answer 301");
+  CHECK_MSG(load_file(NULL, "/dev/null") == CUDA_ERROR_INVALID_VALUE, "NULL module pointer taken");
+  CHECK_EQ_INT(load_fat(&m, ptx), CUDA_SUCCESS);
+  CHECK_EQ_INT(cu_cuModuleUnload(m), CUDA_SUCCESS);
+  CHECK_MSG(load_fat(&m, ptx_none) == CUDA_ERROR_INVALID_PTX, "a fat binary load took a bad PTX");
+  CHECK_MSG(load_fat(&m, NULL) == CUDA_ERROR_INVALID_VALUE, "a NULL fat binary taken");
+  CUcontext cur = NULL;
+  REQUIRE(cu_cuCtxPopCurrent(&cur) == CUDA_SUCCESS);
+  CHECK_EQ_INT(load_file(&m, "/dev/null"), CUDA_ERROR_INVALID_CONTEXT);
+  REQUIRE(cu_cuCtxPushCurrent(cur) == CUDA_SUCCESS);
+}
+
 static int child_uninit(void) {
   CUresult (*rec)(CUcontext, CUevent) =
       PROC(CUresult(*)(CUcontext, CUevent), "cuCtxRecordEvent", 12050);
@@ -390,6 +435,7 @@ int main(int argc, char **argv) {
   RUN(test_legacy_launch);
   RUN(test_coredump_settings);
   RUN(test_shared_config_and_sync_memops);
+  RUN(test_module_from_file);
   CHECK_EQ_INT(fgt_run_self("uninit", NULL), 0);
   return TEST_END();
 }
