@@ -363,6 +363,17 @@ fail:
   return rc;
 }
 
+/* The stage's options schema's defaults as compact JSON (free it), NULL when
+ * they do not validate (the caller then passes "{}"). */
+static char *schema_defaults(const ebb_stage *st) {
+  json_t *merged = NULL;
+  char *s = NULL;
+  if (pl_stage_validate_options(st, NULL, NULL, &merged) == 0)
+    s = json_dumps(merged, JSON_COMPACT | JSON_SORT_KEYS);
+  json_decref(merged);
+  return s;
+}
+
 int pl_stage_estimate(const ebb_stage *st, const char *options, const ebb_items *in,
                       ebb_estimate *out) {
   if (!st || !out || out->size < sizeof(uint32_t))
@@ -373,13 +384,7 @@ int pl_stage_estimate(const ebb_stage *st, const char *options, const ebb_items 
   ebb_estimate e;
   memset(&e, 0, sizeof e);
   e.size = sizeof e;
-  char *defaults = NULL;
-  if (!options) { /* the schema's defaults */
-    json_t *merged = NULL;
-    if (pl_stage_validate_options(st, NULL, NULL, &merged) == 0)
-      defaults = json_dumps(merged, JSON_COMPACT | JSON_SORT_KEYS);
-    json_decref(merged);
-  }
+  char *defaults = options ? NULL : schema_defaults(st);
   ebb_clearerr();
   int rc = st->estimate(pl_host_table(), options ? options : defaults ? defaults : "{}", in, &e);
   free(defaults);
@@ -401,13 +406,7 @@ int pl_stage_work(const ebb_stage *st, const char *options, double input_s, uint
   memset(&w, 0, sizeof w);
   w.size = sizeof w;
   w.input_rate = input_rate;
-  char *defaults = NULL;
-  if (!options) { /* the schema's defaults */
-    json_t *merged = NULL;
-    if (pl_stage_validate_options(st, NULL, NULL, &merged) == 0)
-      defaults = json_dumps(merged, JSON_COMPACT | JSON_SORT_KEYS);
-    json_decref(merged);
-  }
+  char *defaults = options ? NULL : schema_defaults(st);
   ebb_clearerr();
   int rc = st->work(pl_host_table(),
                     options    ? options
