@@ -51,18 +51,6 @@ submit() {
   local o=${2:-"{}"}
   req POST /v1/jobs -d "{\"pipeline\": \"$1\", \"input\": \"$T/input.wav\", \"options\": $o}"
 }
-# ends ID: polls (50 ms apart, 30 s at most) until the job ended; sets STATE
-ends() {
-  STATE=
-  for _ in $(seq 600); do
-    req GET "/v1/jobs/$1"
-    STATE=$(jget "$BODY" '["state"]')
-    case $STATE in succeeded | failed | cancelled) return 0 ;; esac
-    sleep 0.05
-  done
-  fail "job $1 did not end in 30 s: $BODY"
-  return 1
-}
 # refused WHAT LIMIT FROM: the last answer is the refusal with the figures
 refused() {
   [ "$CODE" = 400 ] || { fail "$1: expected 400, got $CODE $BODY"; return 1; }
@@ -108,12 +96,12 @@ refused "upload" 8 --job-timeout
 submit dec
 [ "$CODE" = 202 ] || fail "the default decode job was not accepted: $CODE $BODY"
 ID=$(jget "$BODY" '["id"]')
-ends "$ID" && { [ "$STATE" = succeeded ] || fail "the default decode job ended $STATE: $BODY"; }
+wait_done "$ID" && { [ "$STATE" = succeeded ] || fail "the default decode job ended $STATE: $BODY"; }
 # 3. a plugin stage without the work hook (the old struct): accepted, runs
 submit old
 [ "$CODE" = 202 ] || fail "the old plugin stage's job was not accepted: $CODE $BODY"
 ID=$(jget "$BODY" '["id"]')
-ends "$ID" && { [ "$STATE" = succeeded ] || fail "the old plugin stage's job ended $STATE: $BODY"; }
+wait_done "$ID" && { [ "$STATE" = succeeded ] || fail "the old plugin stage's job ended $STATE: $BODY"; }
 grep -q "job refused: pitch estimated" "$T/serve.log" ||
   fail "the refusal is not in the log: $(tail -5 "$T/serve.log")"
 stop_server || fail "the server did not stop cleanly"
