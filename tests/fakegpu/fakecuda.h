@@ -453,6 +453,13 @@ void fk_advise_prefetched(CUdeviceptr p, size_t n, int dev);
 /* fakecuda_device.c, fk_lock held: a context's core dump settings go. */
 void fk_coredump_ctx_gone(struct CUctx_st *ctx);
 int fk_array_flags(CUarray h, unsigned *flags);
+/* fakecuda_array.c: bytes of one channel of a CUarray_format (plain 8-, 16-
+ * and 32-bit integers, half, float), 0 for any other. */
+size_t fk_format_bytes(int format);
+/* fakecuda_module.c: the whole file at path in *buf (NUL-terminated, the
+ * caller frees it) and its length in *n; CUDA_ERROR_FILE_NOT_FOUND (301)
+ * when it cannot be opened, CUDA_ERROR_OUT_OF_MEMORY when not read. */
+CUresult fk_read_file(const char *path, char **buf, long *n);
 #define FK_ATTR_PCI_DOMAIN_ID 50
 
 /* FAKEGPU_TRACE=1: one line on stderr per cuGetProcAddress and

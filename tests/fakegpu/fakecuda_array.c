@@ -29,7 +29,7 @@ struct fk_array {
 
 static struct fk_array *g_arrays;
 
-static size_t format_bytes(int format) {
+size_t fk_format_bytes(int format) {
   switch (format) {
   case 0x01: case 0x08: return 1;              /* (un)signed 8-bit */
   case 0x02: case 0x09: case 0x10: return 2;   /* 16-bit, half */
@@ -58,7 +58,7 @@ static CUresult array_create(CUarray *out, const CUDA_ARRAY3D_DESCRIPTOR *d) {
   fk_lock();
   struct CUctx_st *c;
   CUresult rc = fk_need_ctx(&c);
-  size_t fb = d ? format_bytes(d->Format) : 0;
+  size_t fb = d ? fk_format_bytes(d->Format) : 0;
   if (rc)
     goto out;
   if (!out || !d || !d->Width || (d->Depth && !d->Height) || !fb ||

@@ -19,7 +19,6 @@
 
 #define FK_LIB_MAGIC 0x11b7a7e5u
 #define FK_KERNEL_MAGIC 0x6e72e100u
-#define FK_FILE_NOT_FOUND 301 /* CUDA_ERROR_FILE_NOT_FOUND */
 
 struct fk_library {
   uint32_t magic;
@@ -98,18 +97,11 @@ FK_API CUresult cuLibraryLoadFromFile(CUlibrary *lib, const char *path, CUjit_op
     return rc;
   if (!lib || !path)
     return CUDA_ERROR_INVALID_VALUE;
-  FILE *f = fopen(path, "rb");
-  char *buf = NULL;
-  long n = -1;
-  if (f && fseek(f, 0, SEEK_END) == 0 && (n = ftell(f)) >= 0 && fseek(f, 0, SEEK_SET) == 0 &&
-      (buf = calloc(1, (size_t)n + 1)) != NULL && fread(buf, 1, (size_t)n, f) != (size_t)n) {
-    free(buf);
-    buf = NULL;
-  }
-  if (f)
-    fclose(f);
-  if (!buf)
-    return f ? CUDA_ERROR_OUT_OF_MEMORY : (CUresult)FK_FILE_NOT_FOUND;
+  char *buf;
+  long n;
+  rc = fk_read_file(path, &buf, &n);
+  if (rc)
+    return rc;
   rc = cuLibraryLoadData(lib, buf, jit_opts, jit_vals, njit, lib_opts, lib_vals, nlib);
   fk_lock();
   struct fk_library *l = rc ? NULL : lib_check(*lib);

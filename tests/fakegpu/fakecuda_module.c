@@ -154,6 +154,22 @@ FK_API CUresult cuModuleLoadDataEx(CUmodule *m, const void *image, unsigned int 
  * in a file): 200 (INVALID_IMAGE). */
 FK_API CUresult cuModuleLoadData(CUmodule *m, const void *image); /* fakecuda_exec.c */
 
+CUresult fk_read_file(const char *path, char **buf, long *n) {
+  FILE *f = fopen(path, "rb");
+  *buf = NULL;
+  *n = -1;
+  if (f && fseek(f, 0, SEEK_END) == 0 && (*n = ftell(f)) >= 0 && fseek(f, 0, SEEK_SET) == 0 &&
+      (*buf = calloc(1, (size_t)*n + 1)) != NULL && fread(*buf, 1, (size_t)*n, f) != (size_t)*n) {
+    free(*buf);
+    *buf = NULL;
+  }
+  if (f)
+    fclose(f);
+  if (!*buf)
+    return f ? CUDA_ERROR_OUT_OF_MEMORY : (CUresult)301;
+  return CUDA_SUCCESS;
+}
+
 FK_API CUresult cuModuleLoad(CUmodule *m, const char *path) {
   fk_lock();
   struct CUctx_st *c;
@@ -163,18 +179,11 @@ FK_API CUresult cuModuleLoad(CUmodule *m, const char *path) {
     return rc;
   if (!m || !path)
     return CUDA_ERROR_INVALID_VALUE;
-  FILE *f = fopen(path, "rb");
-  char *buf = NULL;
-  long n = -1;
-  if (f && fseek(f, 0, SEEK_END) == 0 && (n = ftell(f)) >= 0 && fseek(f, 0, SEEK_SET) == 0 &&
-      (buf = calloc(1, (size_t)n + 1)) != NULL && fread(buf, 1, (size_t)n, f) != (size_t)n) {
-    free(buf);
-    buf = NULL;
-  }
-  if (f)
-    fclose(f);
-  if (!buf)
-    return f ? CUDA_ERROR_OUT_OF_MEMORY : (CUresult)301;
+  char *buf;
+  long n;
+  rc = fk_read_file(path, &buf, &n);
+  if (rc)
+    return rc;
   static const unsigned char wrapper[4] = {0xb1, 0x43, 0x62, 0x46};
   rc = n >= 4 && !memcmp(buf, wrapper, 4) ? (CUresult)200 : cuModuleLoadData(m, buf);
   free(buf);

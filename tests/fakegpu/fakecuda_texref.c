@@ -57,20 +57,6 @@ static struct CUtexref_st *g_refs;
 /* fakecuda_array.c; takes fk_lock. */
 CUresult cuArray3DGetDescriptor_v2(CUDA_ARRAY3D_DESCRIPTOR *d, CUarray h);
 
-static size_t format_bytes(int f) {
-  switch (f) {
-  case 0x01:
-  case 0x08: return 1;
-  case 0x02:
-  case 0x09:
-  case 0x10: return 2;
-  case 0x03:
-  case 0x0a:
-  case 0x20: return 4;
-  default: return 0;
-  }
-}
-
 static int channels_ok(int n) { return n == 1 || n == 2 || n == 4; }
 
 /* The live reference h, NULL if none. Caller holds fk_lock. */
@@ -212,7 +198,7 @@ FK_API CUresult cuTexRefSetAddress2D_v3(CUtexref h, const CUDA_ARRAY_DESCRIPTOR 
   struct CUtexref_st *r = ref_begin(h, d != NULL, &rc);
   if (!r)
     return rc;
-  size_t eb = channels_ok((int)d->NumChannels) ? format_bytes((int)d->Format) * d->NumChannels : 0;
+  size_t eb = channels_ok((int)d->NumChannels) ? fk_format_bytes((int)d->Format) * d->NumChannels : 0;
   size_t w = d->Width, ht = d->Height;
   int ok = eb && dptr && dptr % FK_TEX_ALIGN == 0 && w && ht && pitch % FK_TEX_PITCH_ALIGN == 0 &&
            w <= pitch / eb && ht - 1 <= (SIZE_MAX - w * eb) / pitch &&
@@ -241,7 +227,7 @@ FK_API CUresult cuTexRefGetAddress_v2(CUdeviceptr *out, CUtexref h) {
 
 FK_API CUresult cuTexRefSetFormat(CUtexref h, int format, int channels) {
   CUresult rc;
-  struct CUtexref_st *r = ref_begin(h, format_bytes(format) && channels_ok(channels), &rc);
+  struct CUtexref_st *r = ref_begin(h, fk_format_bytes(format) && channels_ok(channels), &rc);
   if (!r)
     return rc;
   r->format = format;

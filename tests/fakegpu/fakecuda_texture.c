@@ -86,26 +86,12 @@ typedef struct fk_texobj {
 static fk_texobj *g_objs;
 static unsigned long long g_next_id;
 
-static size_t format_bytes(int f) {
-  switch (f) {
-  case 0x01:
-  case 0x08: return 1;
-  case 0x02:
-  case 0x09:
-  case 0x10: return 2;
-  case 0x03:
-  case 0x0a:
-  case 0x20: return 4;
-  default: return 0;
-  }
-}
-
 /* Bytes per element of a linear/pitch resource, 0 if format or channels are
  * not ones a texture takes. */
 static size_t elem_bytes(int format, unsigned channels) {
   if (channels != 1 && channels != 2 && channels != 4)
     return 0;
-  return format_bytes(format) * channels;
+  return fk_format_bytes(format) * channels;
 }
 
 static CUresult check_linear(const CUDA_RESOURCE_DESC *r) {
