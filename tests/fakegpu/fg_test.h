@@ -64,6 +64,16 @@ __attribute__((unused)) static void fgt_load_nvml(void) {
 #undef FGT_NVML_LOAD_
 }
 
+/* The driver entry point name at version, through cuGetProcAddress_v2; a
+ * check fails when it is not handed out. */
+__attribute__((unused)) static void *fgt_proc(const char *name, int version) {
+  void *pfn = NULL;
+  CUdriverProcAddressQueryResult s = -1;
+  CHECK_EQ_INT(cu_cuGetProcAddress_v2(name, &pfn, version, 0, &s), CUDA_SUCCESS);
+  CHECK_MSG(pfn != NULL, "cuGetProcAddress does not hand out %s at %d", name, version);
+  return pfn;
+}
+
 /* cuInit + retain the primary context of device 0 + make it current. */
 __attribute__((unused)) static CUcontext fgt_init_ctx(void) {
   CUcontext ctx = NULL;

@@ -22,21 +22,13 @@ static CUresult (*prefetch)(CUdeviceptr, size_t, int, CUstream);
 static CUresult (*range_attr)(void *, size_t, int, CUdeviceptr, size_t);
 static CUresult (*range_attrs)(void **, size_t *, int *, size_t, CUdeviceptr, size_t);
 
-static void *proc(const char *name, int version) {
-  void *pfn = NULL;
-  CUdriverProcAddressQueryResult s = -1;
-  CHECK_EQ_INT(cu_cuGetProcAddress_v2(name, &pfn, version, 0, &s), CUDA_SUCCESS);
-  CHECK_MSG(pfn != NULL, "cuGetProcAddress does not hand out %s at %d", name, version);
-  return pfn;
-}
-
 static void load(void) {
-  *(void **)&alloc_managed = proc("cuMemAllocManaged", 12080);
-  *(void **)&advise = proc("cuMemAdvise", 11000);
-  *(void **)&advise2 = proc("cuMemAdvise", 12080);
-  *(void **)&prefetch = proc("cuMemPrefetchAsync", 11000);
-  *(void **)&range_attr = proc("cuMemRangeGetAttribute", 12080);
-  *(void **)&range_attrs = proc("cuMemRangeGetAttributes", 12080);
+  *(void **)&alloc_managed = fgt_proc("cuMemAllocManaged", 12080);
+  *(void **)&advise = fgt_proc("cuMemAdvise", 11000);
+  *(void **)&advise2 = fgt_proc("cuMemAdvise", 12080);
+  *(void **)&prefetch = fgt_proc("cuMemPrefetchAsync", 11000);
+  *(void **)&range_attr = fgt_proc("cuMemRangeGetAttribute", 12080);
+  *(void **)&range_attrs = fgt_proc("cuMemRangeGetAttributes", 12080);
 }
 
 static int attr(int which, CUdeviceptr p, size_t n) {

@@ -14,7 +14,7 @@
  * rules: 3 before cuInit, 201 without a context. */
 #include "fakegpu/fg_test.h"
 
-#define PROC(type, name, version) ((type)proc(name, version))
+#define PROC(type, name, version) ((type)fgt_proc(name, version))
 #define ERR_ILLEGAL_STATE 401
 #define ERR_CAPTURE_UNSUPPORTED 900
 #define ERR_CAPTURE_INVALIDATED 901
@@ -27,14 +27,6 @@
 typedef void *CUgraph;
 typedef void *CUgraphExec;
 typedef void (*host_fn)(void *);
-
-static void *proc(const char *name, int version) {
-  void *pfn = NULL;
-  CUdriverProcAddressQueryResult s = -1;
-  CHECK_EQ_INT(cu_cuGetProcAddress_v2(name, &pfn, version, 0, &s), CUDA_SUCCESS);
-  CHECK_MSG(pfn != NULL, "cuGetProcAddress does not hand out %s at %d", name, version);
-  return pfn;
-}
 
 static CUresult (*begin)(CUstream, int);
 static CUresult (*end)(CUstream, CUgraph *);

@@ -26,14 +26,6 @@ struct holder {
   double d;
 };
 
-static void *proc(const char *name, int version) {
-  void *pfn = NULL;
-  CUdriverProcAddressQueryResult s = -1;
-  CHECK_EQ_INT(cu_cuGetProcAddress_v2(name, &pfn, version, 0, &s), CUDA_SUCCESS);
-  CHECK_MSG(pfn != NULL, "cuGetProcAddress has no %s at %d", name, version);
-  return pfn;
-}
-
 static void *read_image(const char *name) {
   char path[4096];
   snprintf(path, sizeof path, "%s/%s", FAKEGPU_ARGS_IMAGES, name);
@@ -72,10 +64,10 @@ static void check_layout(param_info_fn info, void *f, const char *what) {
 }
 
 static void test_layouts_from_every_image(void) {
-  param_info_fn func_info = (param_info_fn)proc("cuFuncGetParamInfo", 12040);
-  param_info_fn kernel_info = (param_info_fn)proc("cuKernelGetParamInfo", 12040);
-  lib_load_fn lib_load = (lib_load_fn)proc("cuLibraryLoadData", 12000);
-  lib_kernel_fn lib_kernel = (lib_kernel_fn)proc("cuLibraryGetKernel", 12000);
+  param_info_fn func_info = (param_info_fn)fgt_proc("cuFuncGetParamInfo", 12040);
+  param_info_fn kernel_info = (param_info_fn)fgt_proc("cuKernelGetParamInfo", 12040);
+  lib_load_fn lib_load = (lib_load_fn)fgt_proc("cuLibraryLoadData", 12000);
+  lib_kernel_fn lib_kernel = (lib_kernel_fn)fgt_proc("cuLibraryGetKernel", 12000);
   REQUIRE(func_info && kernel_info && lib_load && lib_kernel);
   check_layout(func_info, load("args.cubin", "args_add"), "cubin");
   check_layout(func_info, load("args.fatbin", "args_add"), "compressed fatbin");
@@ -182,8 +174,8 @@ static void test_vmm_and_pool(void) {
             "an unmapped part of a reservation did not fault");
   alloc4(&x, &y, &p, &z);
   f = load("args.cubin", "args_add");
-  alloc_async_fn alloc_async = (alloc_async_fn)proc("cuMemAllocAsync", 11020);
-  free_async_fn free_async = (free_async_fn)proc("cuMemFreeAsync", 11020);
+  alloc_async_fn alloc_async = (alloc_async_fn)fgt_proc("cuMemAllocAsync", 11020);
+  free_async_fn free_async = (free_async_fn)fgt_proc("cuMemFreeAsync", 11020);
   CUdeviceptr b1, b2;
   REQUIRE(alloc_async(&b1, 4096, NULL) == CUDA_SUCCESS && alloc_async(&b2, 4096, NULL) == CUDA_SUCCESS);
   CHECK_EQ_INT(launch(f, x, y, 32, p, b1), CUDA_SUCCESS);
@@ -204,7 +196,7 @@ static CUresult launch_big(void) {
   REQUIRE(cu_cuMemAlloc(&b.p, 4096) == CUDA_SUCCESS);
   CUfunction f = load("args.cubin", "args_big");
   size_t off = 9, size = 0;
-  CHECK_EQ_INT(((param_info_fn)proc("cuFuncGetParamInfo", 12040))(f, 0, &off, &size), CUDA_SUCCESS);
+  CHECK_EQ_INT(((param_info_fn)fgt_proc("cuFuncGetParamInfo", 12040))(f, 0, &off, &size), CUDA_SUCCESS);
   CHECK_MSG(off == 0 && size == 128, "args_big: parameter at %zu, %zu bytes", off, size);
   REQUIRE(cu_cuMemFree(b.p) == CUDA_SUCCESS);
   void *params[] = {&b};

@@ -10,15 +10,7 @@
 
 #include "fakegpu/fg_test.h"
 
-#define PROC(type, name, version) ((type)proc(name, version))
-
-static void *proc(const char *name, int version) {
-  void *pfn = NULL;
-  CUdriverProcAddressQueryResult s = -1;
-  CHECK_EQ_INT(cu_cuGetProcAddress_v2(name, &pfn, version, 0, &s), CUDA_SUCCESS);
-  CHECK_MSG(pfn != NULL, "cuGetProcAddress does not hand out %s at %d", name, version);
-  return pfn;
-}
+#define PROC(type, name, version) ((type)fgt_proc(name, version))
 
 /* A host twin for the function queries (found with dlsym, as the fake does). */
 static dev_launch_dims g_last_dims;

@@ -65,15 +65,7 @@ typedef struct { /* CUDA_RESOURCE_DESC */
   unsigned flags;
 } res_desc;
 
-static void *proc(const char *name, int version) {
-  void *pfn = NULL;
-  CUdriverProcAddressQueryResult s = -1;
-  CHECK_EQ_INT(cu_cuGetProcAddress_v2(name, &pfn, version, 0, &s), CUDA_SUCCESS);
-  CHECK_MSG(pfn != NULL, "cuGetProcAddress does not hand out %s at %d", name, version);
-  return pfn;
-}
-
-#define P(var, name) *(void **)&var = proc(name, 12080)
+#define P(var, name) *(void **)&var = fgt_proc(name, 12080)
 
 static void load(void) {
   P(ref_create, "cuTexRefCreate");

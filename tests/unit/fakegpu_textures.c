@@ -8,7 +8,7 @@
  * die with their context. */
 #include "fakegpu/fg_test.h"
 
-#define PROC(type, name, version) ((type)proc(name, version))
+#define PROC(type, name, version) ((type)fgt_proc(name, version))
 
 typedef struct {
   size_t Width, Height, Depth;
@@ -50,14 +50,6 @@ typedef struct { /* CUDA_RESOURCE_VIEW_DESC */
   size_t w, h, d;
   unsigned a, b, c, e, reserved[16];
 } view_desc;
-
-static void *proc(const char *name, int version) {
-  void *pfn = NULL;
-  CUdriverProcAddressQueryResult s = -1;
-  CHECK_EQ_INT(cu_cuGetProcAddress_v2(name, &pfn, version, 0, &s), CUDA_SUCCESS);
-  CHECK_MSG(pfn != NULL, "cuGetProcAddress does not hand out %s at %d", name, version);
-  return pfn;
-}
 
 static CUresult (*tex_create)(unsigned long long *, const res_desc *, const tex_desc *,
                               const view_desc *);
