@@ -20,21 +20,15 @@ JSON
 serve "$T/log" --config "$T/cfg.json" --data-dir "$T/data" --no-cache
 PORT=${URL##*:}
 
-timeout 90 python3 - "$PORT" > "$T/out" 2>&1 <<'PY'
+timeout 90 python3 - "$PORT" "$(cd "$(dirname "$0")/../support" && pwd)" > "$T/out" 2>&1 <<'PY'
 import socket, sys, time
 port = int(sys.argv[1])
 
-def conn(src):
-    s = socket.socket(); s.settimeout(5); s.bind((src, 0)); s.connect(("127.0.0.1", port)); return s
+sys.path.insert(0, sys.argv[2])
+from rawhttp import closed, conn as raw_conn
 
-def closed(s, wait=0.05):
-    s.settimeout(wait)
-    try:
-        return s.recv(1) == b""
-    except socket.timeout:
-        return False
-    except OSError:
-        return True
+def conn(src):
+    return raw_conn(port, src, timeout=5)
 
 def healthz(src="127.0.0.1", s=None, close=True):
     """(ms, ok, socket): one GET /healthz, on s or a fresh connection."""

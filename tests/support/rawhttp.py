@@ -17,12 +17,25 @@ import sys
 import time
 
 
-def conn(port, src="127.0.0.1"):
+def conn(port, src="127.0.0.1", timeout=10):
+    """A connection to the server on port from loopback address src."""
     s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-    s.settimeout(10)
+    s.settimeout(timeout)
     s.bind((src, 0))
     s.connect(("127.0.0.1", port))
     return s
+
+
+def closed(s, wait=0.05):
+    """Whether the server has closed s (end of stream or an error within wait
+    seconds); an open, silent connection is not closed."""
+    s.settimeout(wait)
+    try:
+        return s.recv(1) == b""
+    except socket.timeout:
+        return False
+    except OSError:
+        return True
 
 
 def read_all(s):
