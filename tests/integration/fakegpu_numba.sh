@@ -12,25 +12,12 @@ FLOOR=168 # passed on 2026-12-01: 217 ran, 8 skipped, 41 expected failures (need
 fail() { echo "FAIL: $*" >&2; exit 1; }
 . "$(dirname "$0")/../lib/numba.sh"
 
-rm -rf "$EBB_TEST_TMP" "$FAKEGPU_STATE"
-mkdir -p "$EBB_TEST_TMP/logs"
-export NUMBA_CACHE_DIR="$EBB_TEST_TMP/cache"
-# Numba's managed-memory test fills half the device: keep the devices small.
-# Two devices, so that its multi-GPU tests (context switches, CUDA_VISIBLE_DEVICES) run.
-export FAKEGPU_MEMORY_MIB=1024 FAKEGPU_DEVICES=2
-unset CUDA_VISIBLE_DEVICES
-dir=$(env "${PYENV[@]}" "$PY" -c 'import os, numba.cuda.tests.cudadrv as m; print(os.path.dirname(m.__file__))')
-modules=()
-for f in "$dir"/test_*.py; do
-  modules+=("numba.cuda.tests.cudadrv.$(basename "$f" .py)")
-done
-[ "${#modules[@]}" -gt 0 ] || fail "no test modules in $dir"
+numba_cudadrv_modules
 echo "running ${#modules[@]} modules of numba.cuda.tests.cudadrv"
 # Every module in one process, as Numba's own runner does: the driver's
 # state must survive one module's context resets into the next, and one
 # interpreter start instead of 27 keeps the test fast. A hang is cut off; its
 # log then has no "Ran" line, which fails the check.
-cd "$EBB_TEST_TMP"
 timeout 600 env "${PYENV[@]}" "$PY" -m unittest -v "${modules[@]}" >logs/cudadrv.log 2>&1 || true
 "$PY" "$EBB_SOURCE_DIR/tests/fakegpu/numba_cudadrv_check.py" logs \
   "$EBB_SOURCE_DIR/tests/fakegpu/numba_expected_failures.txt" "$FLOOR"

@@ -12,20 +12,7 @@ set -euo pipefail
 fail() { echo "FAIL: $*" >&2; exit 1; }
 . "$(dirname "$0")/../lib/numba.sh"
 
-rm -rf "$EBB_TEST_TMP" "$FAKEGPU_STATE"
-mkdir -p "$EBB_TEST_TMP/logs"
-export NUMBA_CACHE_DIR="$EBB_TEST_TMP/cache" PYTHONDONTWRITEBYTECODE=1
-# as tests/integration/fakegpu_numba.sh: small devices (the managed-memory
-# test fills half of one), two of them (the multi-GPU tests run)
-export FAKEGPU_MEMORY_MIB=1024 FAKEGPU_DEVICES=2
-unset CUDA_VISIBLE_DEVICES NUMBA_CUDA_MEMORY_MANAGER
-dir=$(env "${PYENV[@]}" "$PY" -c 'import os, numba.cuda.tests.cudadrv as m; print(os.path.dirname(m.__file__))')
-modules=()
-for f in "$dir"/test_*.py; do
-  modules+=("numba.cuda.tests.cudadrv.$(basename "$f" .py)")
-done
-[ "${#modules[@]}" -gt 0 ] || fail "no test modules in $dir"
-cd "$EBB_TEST_TMP"
+numba_cudadrv_modules
 # One process per run, every module in it, as Numba's own runner does. A
 # hang is cut off; its log then has no "Ran" line, which fails the check.
 echo "running ${#modules[@]} modules of numba.cuda.tests.cudadrv with Numba's own memory manager"
@@ -33,7 +20,7 @@ timeout 280 env "${PYENV[@]}" "$PY" -m unittest -v "${modules[@]}" >logs/numba.l
 echo "running them again with NUMBA_CUDA_MEMORY_MANAGER=ebb.numba"
 timeout 280 env "${PYENV[@]}" NUMBA_CUDA_MEMORY_MANAGER=ebb.numba EBB_LIB="$EBB_BUILD_DIR/libebb.so" \
   PYTHONPATH="$EBB_SOURCE_DIR/python" "$PY" -m unittest -v "${modules[@]}" >logs/ebb.log 2>&1 || true
-"$PY" "$EBB_SOURCE_DIR/tests/python/numba_pass_sets.py" logs/numba.log logs/ebb.log "$dir" ||
+"$PY" "$EBB_SOURCE_DIR/tests/python/numba_pass_sets.py" logs/numba.log logs/ebb.log "$NUMBA_TESTS_DIR" ||
   fail "ebb.numba loses tests that pass with Numba's own manager (logs: $EBB_TEST_TMP/logs)"
 
 # device_memory_size() of arrays ebb sub-allocated from one segment
