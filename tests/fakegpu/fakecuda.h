@@ -12,8 +12,11 @@
  *   fakecuda_params.c   kernel parameter layouts, the launch argument check
  *   fakecuda_freed.c    freed device ranges, their quarantine
  *   fakecuda_simtime.c  simulated kernel time per stream (FAKEGPU_KERNEL_US)
- *   fakecuda_graph.c    stream capture (fork/join across streams) and graphs
- *                       (kernels, host functions, events, memsets, copies)
+ *   fakecuda_graph.c    stream capture (fork/join across streams) into graphs
+ *   fakecuda_graphnode.c graphs built node by node, edges, node parameters
+ *   fakecuda_graphquery.c graph queries, clone, destroy node, DOT print
+ *   fakecuda_graphexec.c instantiate, launch (dependency order), exec node
+ *                       parameters, exec update
  *   fakecuda_texture.c  texture and surface objects
  *   fakecuda_texref.c   texture references (cuTexRef*, deprecated)
  *   fakecuda_mipmap.c   mipmapped arrays
@@ -22,8 +25,7 @@
  *   fakecuda_device.c   graph memory, execution affinity, RDMA flush, core
  *                       dump settings
  *   fakecuda_legacy.c   the pre-CUDA-4.0 launch API (cuParamSet*, cuLaunchGrid)
- *   fakecuda_unsupported.c  exported names that answer 801 (stream memory ops,
- *                       kernel node parameters)
+ *   fakecuda_unsupported.c  exported names that answer 801 (stream memory ops)
  *   fakecuda_hash.c     hash maps for handle and name lookups
  *   fakecuda_rtctx.c    what the CUDA runtime asks of contexts, devices,
  *                       streams and events beyond ebb's table (_v2 ABIs,
@@ -32,7 +34,8 @@
  *   fakecuda_library.c  libraries and kernels (cuLibrary*, cuKernel*)
  *   fakecuda_array.c    CUDA arrays, 2D/3D copies
  *   fakecuda_export.c   cuGetExportTable: the runtime's private tables
- * Headers: fakecuda_extra.h (FK_EXTRA_ENTRY_POINTS), fakecuda_rt.h
+ * Headers: fakecuda_extra.h (FK_EXTRA_ENTRY_POINTS), fakecuda_graph.h (what
+ * the graph files share), fakecuda_rt.h
  * (FK_RT_ENTRY_POINTS), fg_state.h/fg_state.c (the state file, shared with
  * fakenvml.c, fakegpu_smi.c and fakegpu_hold.c); tests/fakegpu/README.md
  * lists every file of the directory.
@@ -258,16 +261,17 @@ int fk_image_is_binary(const void *image);
  * image itself for the runtime's registered wrapper (static data), else a
  * copy (*owned = 1), or NULL when its names cannot be read. */
 const void *fk_image_keep(const void *image, int *owned);
+struct fk_launch_args;
 /* Stream capture (fakecuda_graph.c); callers hold fk_lock unless said.
  * fk_stream_work: 0 when work may be done on stream s at the call; when s
  * captures, invalidates the capture and answers 900 (901 once invalidated).
- * fk_capture_kernel: 1 when s captures and the launch was recorded or
- * refused (*rc). fk_capture_host_fn (takes fk_lock): the same for a host
+ * fk_capture_kernel: 1 when s captures and the launch was recorded (its
+ * arguments copied by fn's layout; a kernel with a host twin whose
+ * arguments cannot be copied: 900) or refused (*rc). fk_capture_host_fn (takes fk_lock): the same for a host
  * function, or 1 with the context's error in *rc. fk_capture_status: 0 not
  * capturing, 1 active, 2 invalidated, and the capture's id. */
 CUresult fk_stream_work(CUstream s);
-int fk_capture_kernel(CUstream s, CUfunction f, const unsigned dims[6], unsigned shmem, int noop,
-                      CUresult *rc);
+int fk_capture_kernel(CUstream s, const struct fk_launch_args *a, const fk_obj *fn, CUresult *rc);
 int fk_capture_host_fn(CUstream s, CUhostFn fn, void *user, CUresult *rc);
 /* An event record on a capturing stream: 1 when recorded as a node (or
  * refused, *rc), 0 when s does not capture. Caller holds fk_lock. */
@@ -335,6 +339,11 @@ static inline uint64_t fk_rd64(const unsigned char *p) {
  * an image is freed, its layouts go. */
 CUresult fk_params_check(const fk_obj *fn, void **params, void **extra, int *fault);
 CUresult fk_params_unpack(const fk_obj *fn, void **extra, void ***out);
+/* fk_params_pack: the arguments in either form as one packed buffer (owned
+ * by the caller, NULL for none), for graph nodes; CUDA_ERROR_NOT_FOUND for
+ * kernelParams of an unknown layout. */
+CUresult fk_params_pack(const fk_obj *fn, void **params, void **extra, unsigned char **buf,
+                        size_t *n);
 void fk_params_forget(const void *image);
 /* Freed device memory (fakecuda_freed.c), caller holds fk_lock:
  * fk_freed_unmap records [addr, addr+n) as freed and unmaps it (kept

@@ -579,7 +579,7 @@ CUresult fk_launch(const fk_launch_args *a) {
     goto out_locked;
   dev_kernel_twin_fn twin = fn->twin;
   int noop = fn->noop;
-  if (fk_capture_kernel(a->s, a->f, a->dims, a->shmem, noop, &rc))
+  if (fk_capture_kernel(a->s, a, fn, &rc))
     goto out_locked; /* recorded into the stream's capture (or refused): run at graph launch */
   int bad_args; /* arguments pointing into freed or unmapped memory fault */
   if ((rc = fk_params_check(fn, params, extra, &bad_args)) != CUDA_SUCCESS ||

@@ -1,27 +1,26 @@
-/* Stream capture and CUDA graphs, as far as the fake can keep them.
+/* Stream capture: work recorded on capturing streams becomes a graph.
  *
  * cuStreamBeginCapture_v2 puts a stream (not the legacy or per-thread one:
  * 900) into capture; a second begin is 401 (ILLEGAL_STATE). While a stream
- * captures, a kernel launch with no host twin and a host function
- * (cuLaunchHostFunc) are recorded, not done. Every other piece of work on it
- * is something the fake does at the call and cannot record (copies, memset,
- * stream-ordered allocation, event records and waits, callbacks, a kernel
- * with a host twin): it answers 900 (STREAM_CAPTURE_UNSUPPORTED) and
- * invalidates the capture, as the driver does for work it cannot capture;
- * so do cuStreamSynchronize and cuStreamQuery, as on the driver. Work on an
- * invalidated capture answers 901; cuStreamEndCapture ends the capture and
- * answers 901 with no graph, else the graph of the recorded work.
- *
- * A graph is its list of recorded work. cuGraphInstantiateWithFlags copies
- * it; cuGraphUpload checks; cuGraphLaunch replays it on a stream in order
- * (kernels launched as no-ops and counted, host functions run on the
- * driver's callback thread as cuLaunchHostFunc runs them). Graphs belong to
- * the process, as on the driver. */
+ * captures, kernel launches (their arguments copied; a kernel with a host
+ * twin only when its parameter layout is known), host functions
+ * (cuLaunchHostFunc), event records, memsets and copies between device,
+ * managed or page-locked memory are recorded, not done. Every other piece
+ * of work on it is something the fake does at the call and cannot record
+ * (copies from or to pageable memory, stream-ordered allocation, waits on
+ * events recorded outside the capture, callbacks): it answers 900
+ * (STREAM_CAPTURE_UNSUPPORTED) and invalidates the capture, as the driver
+ * does for work it cannot capture; so do cuStreamSynchronize and
+ * cuStreamQuery, as on the driver. Work on an invalidated capture answers
+ * 901; cuStreamEndCapture ends the capture and answers 901 with no graph,
+ * else the graph of the recorded work, each node depending on the one
+ * recorded before (fakecuda_graphnode.c holds graphs, fakecuda_graphexec.c
+ * their replay). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "fakecuda.h"
+#include "fakecuda_graph.h"
 
 #define FK_ERR_ILLEGAL_STATE ((CUresult)401)
 #define FK_ERR_CAPTURE_UNSUPPORTED ((CUresult)900)
@@ -31,28 +30,6 @@
 #define FK_ERR_CAPTURE_UNMATCHED ((CUresult)903)
 #define FK_CAPTURE_ACTIVE 1
 #define FK_CAPTURE_INVALIDATED 2
-#define FK_GRAPH_MAGIC 0x67a9400u
-#define FK_EXEC_MAGIC 0x67a9e00u
-
-enum { FK_NODE_KERNEL = 1, FK_NODE_HOST, FK_NODE_EVENT, FK_NODE_MEMSET, FK_NODE_MEMCPY };
-typedef struct fk_node {
-  int type;
-  CUfunction fn;
-  unsigned dims[6];
-  unsigned shmem;
-  CUhostFn host;
-  void *user;
-  uint64_t dst, src; /* memset and memcpy nodes */
-  size_t count;      /* memset: elements; memcpy: bytes */
-  unsigned width;    /* memset: bytes per element */
-  uint32_t value;
-  int disabled; /* in an exec: cuGraphNodeSetEnabled(0) */
-} fk_node;
-
-typedef struct fk_nodes {
-  fk_node *v;
-  size_t n, cap;
-} fk_nodes;
 
 /* A stream taking part in a capture: the origin (index 0) or one that
  * joined it by waiting on an event recorded in it. last: the place of its
@@ -74,60 +51,8 @@ struct fk_capture {
   struct fk_capture *next;
 };
 
-struct CUgraph_st {
-  uint32_t magic;
-  fk_nodes work;
-  const struct CUgraph_st *origin; /* cuGraphClone: the graph cloned (compared only) */
-  struct CUgraph_st *next;
-};
-
-struct fk_graph_exec {
-  uint32_t magic;
-  fk_nodes work;
-  const struct CUgraph_st *from; /* the graph instantiated (compared only) */
-  unsigned long long flags;
-  struct fk_graph_exec *next;
-};
-
-FK_API CUresult cuLaunchHostFunc(CUstream s, CUhostFn fn, void *user);
-FK_API CUresult cuMemcpyAsync(CUdeviceptr dst, CUdeviceptr src, size_t n, CUstream s);
-FK_API CUresult cuMemsetD8Async(CUdeviceptr dst, unsigned char v, size_t n, CUstream s);
-FK_API CUresult cuMemsetD16Async(CUdeviceptr dst, unsigned short v, size_t n, CUstream s);
-FK_API CUresult cuMemsetD32Async(CUdeviceptr dst, unsigned int v, size_t n, CUstream s);
-FK_API CUresult cuEventRecord(CUevent e, CUstream s);
-FK_API CUresult cuLaunchKernel(CUfunction f, unsigned int gx, unsigned int gy, unsigned int gz,
-                               unsigned int bx, unsigned int by, unsigned int bz,
-                               unsigned int shmem, CUstream s, void **params, void **extra);
-
-static struct CUgraph_st *g_graphs;
-static struct fk_graph_exec *g_execs;
 static struct fk_capture *g_captures; /* live captures */
 static unsigned long long g_capture_ids;
-
-static int nodes_add(fk_nodes *l, const fk_node *n) {
-  if (l->n == l->cap) {
-    size_t cap = l->cap ? 2 * l->cap : 8;
-    fk_node *v = realloc(l->v, cap * sizeof *v);
-    if (!v)
-      return 0;
-    l->v = v;
-    l->cap = cap;
-  }
-  l->v[l->n++] = *n;
-  return 1;
-}
-
-static int nodes_copy(fk_nodes *dst, const fk_nodes *src) {
-  dst->v = NULL;
-  dst->n = dst->cap = 0;
-  if (!src->n)
-    return 1;
-  if (!(dst->v = malloc(src->n * sizeof *dst->v)))
-    return 0;
-  memcpy(dst->v, src->v, src->n * sizeof *dst->v);
-  dst->n = dst->cap = src->n;
-  return 1;
-}
 
 /* --- capture state of a stream (caller holds fk_lock) --------------------- */
 static struct fk_capture *capture_of(CUstream s) {
@@ -159,6 +84,8 @@ static void capture_end(struct fk_capture *cap) {
   for (size_t i = 0; i < cap->nm; i++)
     cap->m[i].s->capture = NULL;
   free(cap->m);
+  for (size_t i = 0; i < cap->work.n; i++)
+    fk_node_clear(&cap->work.v[i]);
   free(cap->work.v);
   free(cap);
 }
@@ -196,7 +123,7 @@ static int capture_record(CUstream s, const fk_node *n, CUresult *rc) {
     return 0;
   if (cap->invalidated) {
     *rc = FK_ERR_CAPTURE_INVALIDATED;
-  } else if (!nodes_add(&cap->work, n)) {
+  } else if (!fk_nodes_add(&cap->work, n)) {
     *rc = CUDA_ERROR_OUT_OF_MEMORY;
   } else {
     fk_member *mb = member_of(cap, (fk_obj *)s);
@@ -207,17 +134,28 @@ static int capture_record(CUstream s, const fk_node *n, CUresult *rc) {
   return 1;
 }
 
-int fk_capture_kernel(CUstream s, CUfunction f, const unsigned dims[6], unsigned shmem, int noop,
-                      CUresult *rc) {
+/* A launch on a capturing stream becomes a kernel node holding a copy of
+ * its arguments (checked again at each replay, as a launch's are). A kernel
+ * with a host twin needs them to run at replay: one whose layout is unknown
+ * (a module of host twins only) cannot be recorded (900). */
+int fk_capture_kernel(CUstream s, const fk_launch_args *a, const fk_obj *fn, CUresult *rc) {
   if (!capture_of(s))
     return 0;
-  if (!noop) { /* a host twin reads its parameters now: nothing to replay */
+  fk_node n = {.type = FK_NODE_KERNEL, .fn = a->f, .shmem = a->shmem, .args_known = 1};
+  memcpy(n.dims, a->dims, sizeof n.dims);
+  CUresult pk = fk_params_pack(fn, a->params, a->extra, &n.args, &n.args_n);
+  if (pk == CUDA_ERROR_NOT_FOUND && fn->noop) {
+    n.args_known = 0; /* a no-op at replay: nothing reads them */
+  } else if (pk == CUDA_ERROR_NOT_FOUND) {
     *rc = fk_stream_work(s);
     return 1;
+  } else if (pk != CUDA_SUCCESS) {
+    *rc = pk;
+    return 1;
   }
-  fk_node n = {.type = FK_NODE_KERNEL, .fn = f, .shmem = shmem};
-  memcpy(n.dims, dims, sizeof n.dims);
-  return capture_record(s, &n, rc);
+  if (!capture_record(s, &n, rc) || *rc != CUDA_SUCCESS)
+    fk_node_clear(&n);
+  return 1;
 }
 
 /* An event recorded on a capturing stream becomes an event-record node, as
@@ -301,7 +239,13 @@ int fk_capture_memset(CUstream s, uint64_t dst, uint32_t v, size_t n, unsigned w
     *rc = CUDA_ERROR_INVALID_VALUE;
     return 1;
   }
-  fk_node node = {.type = FK_NODE_MEMSET, .dst = dst, .value = v, .count = n, .width = width};
+  fk_node node = {.type = FK_NODE_MEMSET,
+                  .dst = dst,
+                  .value = v,
+                  .count = n,
+                  .width = width,
+                  .pitch = n * width,
+                  .height = 1};
   return capture_record(s, &node, rc);
 }
 
@@ -314,7 +258,7 @@ int fk_capture_copy(CUstream s, uint64_t dst, uint64_t src, size_t n, CUresult *
     *rc = fk_stream_work(s);
     return 1;
   }
-  fk_node node = {.type = FK_NODE_MEMCPY, .dst = dst, .src = src, .count = n};
+  fk_node node = {.type = FK_NODE_MEMCPY, .dst = dst, .src = src, .count = n, .one1d = 1};
   return capture_record(s, &node, rc);
 }
 
@@ -370,19 +314,21 @@ FK_API CUresult cuStreamBeginCapture_v2(CUstream s, CUstreamCaptureMode mode) {
   return rc;
 }
 
-/* The graph of an ended capture (its recorded work moves into it). */
+/* The graph of an ended capture: its recorded work in order, each node
+ * depending on the one before. */
 static CUresult capture_graph(struct fk_capture *cap, CUgraph *graph) {
   for (size_t i = 1; i < cap->nm; i++)
     if (!member_merged(cap, &cap->m[i]))
       return FK_ERR_CAPTURE_UNJOINED;
-  struct CUgraph_st *g = calloc(1, sizeof *g);
+  struct CUgraph_st *g = fk_graph_new();
+  fk_gnode *prev = NULL;
+  for (size_t i = 0; g && i < cap->work.n; i++)
+    if (!(prev = fk_graph_append(g, &cap->work.v[i], &prev, prev ? 1 : 0))) {
+      fk_graph_free(g);
+      g = NULL;
+    }
   if (!g)
     return CUDA_ERROR_OUT_OF_MEMORY;
-  g->magic = FK_GRAPH_MAGIC;
-  g->work = cap->work;
-  cap->work = (fk_nodes){NULL, 0, 0};
-  g->next = g_graphs;
-  g_graphs = g;
   *graph = g;
   return CUDA_SUCCESS;
 }
@@ -417,229 +363,6 @@ FK_API CUresult cuStreamEndCapture(CUstream s, CUgraph *graph) {
   return rc;
 }
 
-/* --- graphs ------------------------------------------------------------------ */
-static struct CUgraph_st *graph_check(CUgraph g) {
-  for (struct CUgraph_st *x = g_graphs; x; x = x->next)
-    if (x == g && x->magic == FK_GRAPH_MAGIC)
-      return x;
-  return NULL;
-}
-
-static struct fk_graph_exec *exec_check(CUgraphExec e) {
-  for (struct fk_graph_exec *x = g_execs; x; x = x->next)
-    if (x == e && x->magic == FK_EXEC_MAGIC)
-      return x;
-  return NULL;
-}
-
-FK_API CUresult cuGraphCreate(CUgraph *graph, unsigned int flags) {
-  CUresult rc = fk_check_init();
-  if (rc)
-    return rc;
-  if (!graph || flags)
-    return CUDA_ERROR_INVALID_VALUE;
-  struct CUgraph_st *g = calloc(1, sizeof *g);
-  if (!g)
-    return CUDA_ERROR_OUT_OF_MEMORY;
-  g->magic = FK_GRAPH_MAGIC;
-  fk_lock();
-  g->next = g_graphs;
-  g_graphs = g;
-  fk_unlock();
-  *graph = g;
-  return CUDA_SUCCESS;
-}
-
-FK_API CUresult cuGraphDestroy(CUgraph graph) {
-  CUresult rc = fk_check_init();
-  if (rc)
-    return rc;
-  fk_lock();
-  struct CUgraph_st **pp = &g_graphs;
-  while (*pp && *pp != graph)
-    pp = &(*pp)->next;
-  struct CUgraph_st *g = *pp && (*pp)->magic == FK_GRAPH_MAGIC ? *pp : NULL;
-  if (g)
-    *pp = g->next;
-  fk_unlock();
-  if (!g)
-    return CUDA_ERROR_INVALID_VALUE;
-  fk_graph_user_objects_gone(g); /* its user objects' references */
-  g->magic = 0;
-  free(g->work.v);
-  free(g);
-  return CUDA_SUCCESS;
-}
-
-FK_API CUresult cuGraphInstantiateWithFlags(CUgraphExec *exec, CUgraph graph,
-                                            unsigned long long flags) {
-  fk_lock();
-  struct CUctx_st *c;
-  CUresult rc = fk_need_ctx(&c);
-  struct CUgraph_st *g = rc ? NULL : graph_check(graph);
-  struct fk_graph_exec *e = NULL;
-  if (rc == CUDA_SUCCESS && (!exec || !g || (flags & ~0xfull)))
-    rc = CUDA_ERROR_INVALID_VALUE;
-  else if (rc == CUDA_SUCCESS && !(e = calloc(1, sizeof *e)))
-    rc = CUDA_ERROR_OUT_OF_MEMORY;
-  else if (rc == CUDA_SUCCESS && !nodes_copy(&e->work, &g->work))
-    rc = CUDA_ERROR_OUT_OF_MEMORY;
-  if (rc == CUDA_SUCCESS) {
-    e->magic = FK_EXEC_MAGIC;
-    e->from = g;
-    e->flags = flags;
-    e->next = g_execs;
-    g_execs = e;
-    *exec = e;
-  } else {
-    free(e);
-  }
-  fk_unlock();
-  return rc;
-}
-
-/* CUDA 11's form, which cuBLASLt resolves with dlsym: no error node or log
- * to give (instantiating a recorded list cannot fail but for memory). */
-FK_API CUresult cuGraphInstantiate(CUgraphExec *exec, CUgraph graph, void **err_node, char *log,
-                                   size_t log_size) {
-  if (err_node)
-    *err_node = NULL;
-  if (log && log_size)
-    log[0] = 0;
-  return cuGraphInstantiateWithFlags(exec, graph, 0);
-}
-
-FK_API CUresult cuGraphExecDestroy(CUgraphExec exec) {
-  CUresult rc = fk_check_init();
-  if (rc)
-    return rc;
-  fk_lock();
-  struct fk_graph_exec **pp = &g_execs;
-  while (*pp && *pp != exec)
-    pp = &(*pp)->next;
-  struct fk_graph_exec *e = *pp && (*pp)->magic == FK_EXEC_MAGIC ? *pp : NULL;
-  if (e)
-    *pp = e->next;
-  fk_unlock();
-  if (!e)
-    return CUDA_ERROR_INVALID_VALUE;
-  e->magic = 0;
-  free(e->work.v);
-  free(e);
-  return CUDA_SUCCESS;
-}
-
-/* The exec's work, copied under the lock, for a launch on stream s. */
-static CUresult exec_work(CUgraphExec exec, CUstream s, fk_nodes *out) {
-  fk_lock();
-  struct CUctx_st *c;
-  CUresult rc = fk_need_ctx(&c);
-  struct fk_graph_exec *e = rc ? NULL : exec_check(exec);
-  if (rc == CUDA_SUCCESS && !e)
-    rc = CUDA_ERROR_INVALID_VALUE;
-  else if (rc == CUDA_SUCCESS && !fk_stream_ok(s))
-    rc = CUDA_ERROR_INVALID_HANDLE;
-  else if (rc == CUDA_SUCCESS && out && (rc = fk_stream_work(s)) == CUDA_SUCCESS &&
-           !nodes_copy(out, &e->work))
-    rc = CUDA_ERROR_OUT_OF_MEMORY;
-  fk_unlock();
-  return rc;
-}
-
-FK_API CUresult cuGraphUpload(CUgraphExec exec, CUstream s) { return exec_work(exec, s, NULL); }
-
-FK_API CUresult cuGraphLaunch(CUgraphExec exec, CUstream s) {
-  fk_nodes work = {NULL, 0, 0};
-  CUresult rc = exec_work(exec, s, &work);
-  for (size_t i = 0; rc == CUDA_SUCCESS && i < work.n; i++) {
-    const fk_node *n = &work.v[i];
-    if (n->disabled)
-      continue; /* cuGraphNodeSetEnabled(exec, node, 0) */
-    if (n->type == FK_NODE_HOST)
-      rc = cuLaunchHostFunc(s, n->host, n->user);
-    else if (n->type == FK_NODE_EVENT)
-      rc = cuEventRecord((CUevent)n->user, s);
-    else if (n->type == FK_NODE_MEMCPY)
-      rc = cuMemcpyAsync(n->dst, n->src, n->count, s);
-    else if (n->type == FK_NODE_MEMSET)
-      rc = n->width == 1   ? cuMemsetD8Async(n->dst, (unsigned char)n->value, n->count, s)
-           : n->width == 2 ? cuMemsetD16Async(n->dst, (unsigned short)n->value, n->count, s)
-                           : cuMemsetD32Async(n->dst, n->value, n->count, s);
-    else
-      rc = fk_launch(&(fk_launch_args){.f = n->fn,
-                                         .dims = {n->dims[0], n->dims[1], n->dims[2], n->dims[3],
-                                                  n->dims[4], n->dims[5]},
-                                         .shmem = n->shmem,
-                                         .s = s});
-  }
-  free(work.v);
-  return rc;
-}
-
-/* The nodes of a graph: a node's handle is its place in the graph's list
- * (valid while the graph lives and is not changed, as nodes are only
- * recorded by capture). With nodes NULL, *count gets how many there are;
- * else up to *count handles are written and *count is the number written,
- * the rest of the array NULL up to the count asked for, as the driver does. */
-#define FK_NODE_TYPE_KERNEL 0 /* CU_GRAPH_NODE_TYPE_KERNEL */
-#define FK_NODE_TYPE_HOST 3   /* CU_GRAPH_NODE_TYPE_HOST */
-#define FK_NODE_TYPE_EVENT 7  /* CU_GRAPH_NODE_TYPE_EVENT_RECORD */
-#define FK_NODE_TYPE_MEMCPY 1 /* CU_GRAPH_NODE_TYPE_MEMCPY */
-#define FK_NODE_TYPE_MEMSET 2 /* CU_GRAPH_NODE_TYPE_MEMSET */
-
-static int node_type(const fk_node *n) {
-  switch (n->type) {
-  case FK_NODE_HOST: return FK_NODE_TYPE_HOST;
-  case FK_NODE_EVENT: return FK_NODE_TYPE_EVENT;
-  case FK_NODE_MEMCPY: return FK_NODE_TYPE_MEMCPY;
-  case FK_NODE_MEMSET: return FK_NODE_TYPE_MEMSET;
-  default: return FK_NODE_TYPE_KERNEL;
-  }
-}
-
-FK_API CUresult cuGraphGetNodes(CUgraph graph, CUgraphNode *nodes, size_t *count) {
-  CUresult rc = fk_check_init();
-  if (rc)
-    return rc;
-  fk_lock();
-  struct CUgraph_st *g = graph_check(graph);
-  if (!g || !count) {
-    rc = CUDA_ERROR_INVALID_VALUE;
-  } else if (!nodes) {
-    *count = g->work.n;
-  } else {
-    size_t asked = *count, n = asked < g->work.n ? asked : g->work.n;
-    for (size_t i = 0; i < asked; i++)
-      nodes[i] = i < n ? (CUgraphNode)(void *)&g->work.v[i] : NULL;
-    *count = n;
-  }
-  fk_unlock();
-  return rc;
-}
-
-/* A node handle: a place in some graph's list (NULL if none). Holds fk_lock. */
-static fk_node *node_check(CUgraphNode node) {
-  for (struct CUgraph_st *g = g_graphs; g; g = g->next)
-    if ((fk_node *)(void *)node >= g->work.v && (fk_node *)(void *)node < g->work.v + g->work.n &&
-        ((uintptr_t)node - (uintptr_t)g->work.v) % sizeof(fk_node) == 0)
-      return (fk_node *)(void *)node;
-  return NULL;
-}
-
-FK_API CUresult cuGraphNodeGetType(CUgraphNode node, int *type) {
-  CUresult rc = fk_check_init();
-  if (rc)
-    return rc;
-  fk_lock();
-  fk_node *n = node_check(node);
-  if (!n || !type)
-    rc = CUDA_ERROR_INVALID_VALUE;
-  else
-    *type = node_type(n);
-  fk_unlock();
-  return rc;
-}
-
 /* Called by cuLaunchHostFunc: 1 when s captures (the function is recorded,
  * or refused in *rc), 0 otherwise. Takes fk_lock. */
 int fk_capture_host_fn(CUstream s, CUhostFn fn, void *user, CUresult *rc) {
@@ -650,360 +373,3 @@ int fk_capture_host_fn(CUstream s, CUhostFn fn, void *user, CUresult *rc) {
   fk_unlock();
   return captured;
 }
-
-/* CUDA 11's name of the same ABI. */
-FK_API CUresult cuGraphInstantiate_v2(CUgraphExec *exec, CUgraph graph, void **err_node, char *log,
-                                      size_t log_size) {
-  return cuGraphInstantiate(exec, graph, err_node, log, log_size);
-}
-
-/* cuGraphDebugDotPrint: the graph in Graphviz's DOT language, one node per
- * recorded piece of work in the order it runs (the fake keeps no other
- * dependencies), each labelled with its kind and, for kernels, the kernel's
- * name; CU_GRAPH_DEBUG_DOT_FLAGS_VERBOSE (1) adds each node's parameters. A
- * path that cannot be written: 1 (the driver's OPERATING_SYSTEM, 304, is for
- * a failing write after opening). */
-static void dot_node(FILE *f, size_t i, const fk_node *n, int verbose) {
-  static const char *kinds[] = {"?", "KERNEL", "HOST", "EVENT_RECORD", "MEMSET", "MEMCPY"};
-  fk_obj *fn = n->type == FK_NODE_KERNEL ? fk_obj_check(n->fn, FK_OBJ_FUNCTION) : NULL;
-  fprintf(f, "\"node%zu\" [shape=record, label=\"{%s", i, kinds[n->type]);
-  if (n->type == FK_NODE_KERNEL)
-    fprintf(f, "\\n%s", fn && fn->name ? fn->name : "(unloaded kernel)");
-  if (verbose && n->type == FK_NODE_KERNEL)
-    fprintf(f, "| grid (%u,%u,%u) block (%u,%u,%u) shared %u", n->dims[0], n->dims[1],
-            n->dims[2], n->dims[3], n->dims[4], n->dims[5], n->shmem);
-  else if (verbose && n->type == FK_NODE_MEMSET)
-    fprintf(f, "| dst 0x%llx value 0x%x width %u count %zu", (unsigned long long)n->dst,
-            n->value, n->width, n->count);
-  else if (verbose && n->type == FK_NODE_MEMCPY)
-    fprintf(f, "| dst 0x%llx src 0x%llx bytes %zu", (unsigned long long)n->dst,
-            (unsigned long long)n->src, n->count);
-  fprintf(f, "}\"];\n");
-  if (i)
-    fprintf(f, "\"node%zu\" -> \"node%zu\";\n", i - 1, i);
-}
-
-FK_API CUresult cuGraphDebugDotPrint(CUgraph graph, const char *path, unsigned int flags) {
-  CUresult rc = fk_check_init();
-  if (rc)
-    return rc;
-  fk_lock();
-  struct CUgraph_st *g = graph_check(graph);
-  FILE *f = g && path ? fopen(path, "w") : NULL;
-  if (!f) {
-    fk_unlock();
-    return CUDA_ERROR_INVALID_VALUE;
-  }
-  fprintf(f, "digraph dot {\n subgraph cluster_1 {\nlabel=\"graph_%p\";\n", (void *)g);
-  for (size_t i = 0; i < g->work.n; i++)
-    dot_node(f, i, &g->work.v[i], (flags & 1u) != 0);
-  fprintf(f, "}\n}\n");
-  fk_unlock();
-  return fclose(f) == 0 ? CUDA_SUCCESS : (CUresult)304;
-}
-
-/* --- graph and node queries ------------------------------------------------
- * A graph on the fake is its recorded work in order, and a replay does it in
- * that order: each node depends on the one before. So the root is the first
- * node, the edges join each node to the next, and a node's dependency and
- * dependent are its neighbours. Node handles stay valid while the graph
- * lives (graphs only grow by capture, which hands the list over whole). */
-
-/* The graph holding a node handle and its place; NULL if none. fk_lock held. */
-static struct CUgraph_st *node_graph(CUgraphNode node, size_t *index) {
-  fk_node *n = node_check(node);
-  for (struct CUgraph_st *g = g_graphs; n && g; g = g->next)
-    if (n >= g->work.v && n < g->work.v + g->work.n) {
-      *index = (size_t)(n - g->work.v);
-      return g;
-    }
-  return NULL;
-}
-
-/* Writes up to *count of the handles first..first+n-1 of g (NULLs after), or
- * with out NULL the number there is, as cuGraphGetNodes does. */
-static void node_list(const struct CUgraph_st *g, size_t first, size_t n, CUgraphNode *out,
-                      size_t *count) {
-  if (!out) {
-    *count = n;
-    return;
-  }
-  size_t asked = *count, got = asked < n ? asked : n;
-  for (size_t i = 0; i < asked; i++)
-    out[i] = i < got ? (CUgraphNode)(void *)&g->work.v[first + i] : NULL;
-  *count = got;
-}
-
-FK_API CUresult cuGraphGetRootNodes(CUgraph graph, CUgraphNode *nodes, size_t *count) {
-  CUresult rc = fk_check_init();
-  if (rc)
-    return rc;
-  fk_lock();
-  struct CUgraph_st *g = graph_check(graph);
-  if (!g || !count)
-    rc = CUDA_ERROR_INVALID_VALUE;
-  else
-    node_list(g, 0, g->work.n ? 1 : 0, nodes, count);
-  fk_unlock();
-  return rc;
-}
-
-FK_API CUresult cuGraphGetEdges(CUgraph graph, CUgraphNode *from, CUgraphNode *to, size_t *count) {
-  CUresult rc = fk_check_init();
-  if (rc)
-    return rc;
-  fk_lock();
-  struct CUgraph_st *g = graph_check(graph);
-  size_t edges = g && g->work.n ? g->work.n - 1 : 0;
-  if (!g || !count || (!from != !to)) {
-    rc = CUDA_ERROR_INVALID_VALUE;
-  } else if (from) {
-    size_t asked = *count;
-    node_list(g, 0, edges, from, count);
-    node_list(g, 1, edges, to, &asked);
-  } else {
-    *count = edges;
-  }
-  fk_unlock();
-  return rc;
-}
-
-/* dir -1: the node's dependencies (the one before), +1: its dependents. */
-static CUresult neighbours(CUgraphNode node, CUgraphNode *out, size_t *count, int dir) {
-  CUresult rc = fk_check_init();
-  if (rc)
-    return rc;
-  fk_lock();
-  size_t i = 0;
-  struct CUgraph_st *g = node_graph(node, &i);
-  if (!g || !count)
-    rc = CUDA_ERROR_INVALID_VALUE;
-  else if (dir < 0)
-    node_list(g, i ? i - 1 : 0, i ? 1 : 0, out, count);
-  else
-    node_list(g, i + 1, i + 1 < g->work.n ? 1 : 0, out, count);
-  fk_unlock();
-  return rc;
-}
-
-FK_API CUresult cuGraphNodeGetDependencies(CUgraphNode node, CUgraphNode *deps, size_t *count) {
-  return neighbours(node, deps, count, -1);
-}
-FK_API CUresult cuGraphNodeGetDependentNodes(CUgraphNode node, CUgraphNode *deps, size_t *count) {
-  return neighbours(node, deps, count, 1);
-}
-
-FK_API CUresult cuGraphClone(CUgraph *clone, CUgraph graph) {
-  CUresult rc = fk_check_init();
-  if (rc)
-    return rc;
-  fk_lock();
-  struct CUgraph_st *g = graph_check(graph), *c = NULL;
-  if (!g || !clone)
-    rc = CUDA_ERROR_INVALID_VALUE;
-  else if (!(c = calloc(1, sizeof *c)) || !nodes_copy(&c->work, &g->work))
-    rc = CUDA_ERROR_OUT_OF_MEMORY;
-  if (rc == CUDA_SUCCESS) {
-    c->magic = FK_GRAPH_MAGIC;
-    c->origin = g;
-    c->next = g_graphs;
-    g_graphs = c;
-    *clone = c;
-  } else {
-    free(c);
-  }
-  fk_unlock();
-  return rc;
-}
-
-FK_API CUresult cuGraphNodeFindInClone(CUgraphNode *out, CUgraphNode node, CUgraph clone) {
-  CUresult rc = fk_check_init();
-  if (rc)
-    return rc;
-  fk_lock();
-  size_t i = 0;
-  struct CUgraph_st *g = node_graph(node, &i), *c = graph_check(clone);
-  if (!out || !g || !c || c->origin != g || i >= c->work.n)
-    rc = CUDA_ERROR_INVALID_VALUE;
-  else
-    *out = (CUgraphNode)(void *)&c->work.v[i];
-  fk_unlock();
-  return rc;
-}
-
-FK_API CUresult cuGraphExecGetFlags(CUgraphExec exec, cuuint64_t *flags) {
-  CUresult rc = fk_check_init();
-  if (rc)
-    return rc;
-  fk_lock();
-  struct fk_graph_exec *e = exec_check(exec);
-  if (!e || !flags)
-    rc = CUDA_ERROR_INVALID_VALUE;
-  else
-    *flags = e->flags;
-  fk_unlock();
-  return rc;
-}
-
-/* The exec's copy of a node of the graph it was instantiated from, if the
- * node is of a kind that can be turned off (kernel, memset, memcpy). */
-static fk_node *exec_node(CUgraphExec exec, CUgraphNode node) {
-  size_t i = 0;
-  struct fk_graph_exec *e = exec_check(exec);
-  struct CUgraph_st *g = node_graph(node, &i);
-  if (!e || !g || e->from != g || i >= e->work.n)
-    return NULL;
-  fk_node *n = &e->work.v[i];
-  return n->type == FK_NODE_KERNEL || n->type == FK_NODE_MEMSET || n->type == FK_NODE_MEMCPY ? n
-                                                                                           : NULL;
-}
-
-FK_API CUresult cuGraphNodeSetEnabled(CUgraphExec exec, CUgraphNode node, unsigned int on) {
-  CUresult rc = fk_check_init();
-  if (rc)
-    return rc;
-  fk_lock();
-  fk_node *n = exec_node(exec, node);
-  if (!n)
-    rc = CUDA_ERROR_INVALID_VALUE;
-  else
-    n->disabled = !on;
-  fk_unlock();
-  return rc;
-}
-
-FK_API CUresult cuGraphNodeGetEnabled(CUgraphExec exec, CUgraphNode node, unsigned int *on) {
-  CUresult rc = fk_check_init();
-  if (rc)
-    return rc;
-  fk_lock();
-  fk_node *n = exec_node(exec, node);
-  if (!n || !on)
-    rc = CUDA_ERROR_INVALID_VALUE;
-  else
-    *on = !n->disabled;
-  fk_unlock();
-  return rc;
-}
-
-typedef struct {
-  CUdeviceptr dst;
-  size_t pitch;
-  unsigned int value, elementSize;
-  size_t width, height;
-} fk_memset_params; /* CUDA_MEMSET_NODE_PARAMS */
-
-typedef struct {
-  CUhostFn fn;
-  void *userData;
-} fk_host_params; /* CUDA_HOST_NODE_PARAMS */
-
-/* A node's parameters by kind (want: its FK_NODE_*); 1 for another kind. */
-static CUresult node_params(CUgraphNode node, int want, void *out) {
-  CUresult rc = fk_check_init();
-  if (rc)
-    return rc;
-  fk_lock();
-  fk_node *n = node_check(node);
-  if (!n || !out || n->type != want) {
-    rc = CUDA_ERROR_INVALID_VALUE;
-  } else if (want == FK_NODE_MEMSET) {
-    fk_memset_params p = {n->dst, n->count * n->width, n->value, n->width, n->count, 1};
-    memcpy(out, &p, sizeof p);
-  } else if (want == FK_NODE_HOST) {
-    fk_host_params p = {n->host, n->user};
-    memcpy(out, &p, sizeof p);
-  } else {
-    *(CUevent *)out = (CUevent)n->user;
-  }
-  fk_unlock();
-  return rc;
-}
-
-FK_API CUresult cuGraphMemsetNodeGetParams(CUgraphNode node, void *params) {
-  return node_params(node, FK_NODE_MEMSET, params);
-}
-FK_API CUresult cuGraphHostNodeGetParams(CUgraphNode node, void *params) {
-  return node_params(node, FK_NODE_HOST, params);
-}
-FK_API CUresult cuGraphEventRecordNodeGetEvent(CUgraphNode node, CUevent *event) {
-  return node_params(node, FK_NODE_EVENT, event);
-}
-
-/* --- node parameters set (graph nodes and an exec's copies) ----------------
- * Host nodes take a function and its argument, memset nodes a new
- * destination, value, element size (1, 2, 4) and count (one row: height 1,
- * the range inside one allocation), event-record nodes another event. In an
- * exec the node must be of the graph it was instantiated from, of the same
- * kind (1 otherwise). */
-static CUresult set_params(fk_node *n, int kind, const void *in) {
-  if (!n || !in || n->type != kind)
-    return CUDA_ERROR_INVALID_VALUE;
-  if (kind == FK_NODE_HOST) {
-    const fk_host_params *p = in;
-    if (!p->fn)
-      return CUDA_ERROR_INVALID_VALUE;
-    n->host = p->fn;
-    n->user = p->userData;
-  } else if (kind == FK_NODE_MEMSET) {
-    const fk_memset_params *p = in;
-    unsigned w = p->elementSize;
-    if ((w != 1 && w != 2 && w != 4) || p->height != 1 || p->dst % w ||
-        (p->width && !fk_mem_range_ok(p->dst, p->width * w)))
-      return CUDA_ERROR_INVALID_VALUE;
-    n->dst = p->dst;
-    n->value = p->value;
-    n->width = w;
-    n->count = p->width;
-  } else {
-    if (!fk_obj_check(*(CUevent const *)in, FK_OBJ_EVENT))
-      return CUDA_ERROR_INVALID_HANDLE;
-    n->user = *(CUevent const *)in;
-  }
-  return CUDA_SUCCESS;
-}
-
-/* exec NULL: the graph's node; else the exec's copy of it. */
-static CUresult node_set(CUgraphExec exec, CUgraphNode node, int kind, const void *in) {
-  CUresult rc = fk_check_init();
-  if (rc)
-    return rc;
-  fk_lock();
-  fk_node *n = node_check(node);
-  if (exec) {
-    size_t i = 0;
-    struct fk_graph_exec *e = exec_check(exec);
-    struct CUgraph_st *g = node_graph(node, &i);
-    n = e && g && e->from == g && i < e->work.n ? &e->work.v[i] : NULL;
-  }
-  rc = set_params(n, kind, in);
-  fk_unlock();
-  return rc;
-}
-
-FK_API CUresult cuGraphHostNodeSetParams(CUgraphNode node, const void *params) {
-  return node_set(NULL, node, FK_NODE_HOST, params);
-}
-FK_API CUresult cuGraphMemsetNodeSetParams(CUgraphNode node, const void *params) {
-  return node_set(NULL, node, FK_NODE_MEMSET, params);
-}
-FK_API CUresult cuGraphEventRecordNodeSetEvent(CUgraphNode node, CUevent event) {
-  return node_set(NULL, node, FK_NODE_EVENT, &event);
-}
-FK_API CUresult cuGraphExecHostNodeSetParams(CUgraphExec exec, CUgraphNode node,
-                                             const void *params) {
-  return exec ? node_set(exec, node, FK_NODE_HOST, params) : CUDA_ERROR_INVALID_VALUE;
-}
-FK_API CUresult cuGraphExecMemsetNodeSetParams(CUgraphExec exec, CUgraphNode node,
-                                               const void *params, CUcontext ctx) {
-  (void)ctx;
-  return exec ? node_set(exec, node, FK_NODE_MEMSET, params) : CUDA_ERROR_INVALID_VALUE;
-}
-FK_API CUresult cuGraphExecEventRecordNodeSetEvent(CUgraphExec exec, CUgraphNode node,
-                                                   CUevent event) {
-  return exec ? node_set(exec, node, FK_NODE_EVENT, &event) : CUDA_ERROR_INVALID_VALUE;
-}
-
-/* 1 if graph is a live graph of this process (fakecuda_userobj.c). Caller
- * holds fk_lock. */
-int fk_graph_live(CUgraph graph) { return graph_check(graph) != NULL; }

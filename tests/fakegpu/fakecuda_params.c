@@ -448,3 +448,46 @@ CUresult fk_params_unpack(const fk_obj *fn, void **extra, void ***out) {
   *out = p;
   return CUDA_SUCCESS;
 }
+
+/* A launch's arguments as one packed buffer (the `extra` form), for a graph
+ * node that must keep them: kernelParams copied by the layout (each value
+ * at its offset), or `extra`'s buffer copied as it is. *buf NULL with *n 0
+ * when there are no arguments (neither form, or a layout of no
+ * parameters). CUDA_ERROR_NOT_FOUND when kernelParams are given and the
+ * layout is unknown (their sizes cannot be read), 1 for both forms at once
+ * or a malformed `extra`. */
+CUresult fk_params_pack(const fk_obj *fn, void **params, void **extra, unsigned char **buf,
+                        size_t *n) {
+  const unsigned char *src = NULL;
+  const fk_layout *l = fn ? layout_of(fn) : NULL;
+  *buf = NULL;
+  *n = 0;
+  if (params && extra)
+    return CUDA_ERROR_INVALID_VALUE;
+  if (extra) {
+    CUresult rc = parse_extra(extra, &src, n);
+    if (rc == CUDA_SUCCESS && *n && !(*buf = malloc(*n)))
+      rc = CUDA_ERROR_OUT_OF_MEMORY;
+    if (rc == CUDA_SUCCESS && *n)
+      memcpy(*buf, src, *n);
+    return rc;
+  }
+  if (!params)
+    return CUDA_SUCCESS;
+  if (!l)
+    return CUDA_ERROR_NOT_FOUND;
+  for (uint32_t i = 0; i < l->n; i++)
+    if (l->p[i].off + (size_t)l->p[i].size > *n)
+      *n = l->p[i].off + (size_t)l->p[i].size;
+  if (*n && !(*buf = calloc(1, *n)))
+    return CUDA_ERROR_OUT_OF_MEMORY;
+  for (uint32_t i = 0; i < l->n; i++) {
+    if (!params[i]) {
+      free(*buf);
+      *buf = NULL;
+      return CUDA_ERROR_INVALID_VALUE;
+    }
+    memcpy(*buf + l->p[i].off, params[i], l->p[i].size);
+  }
+  return CUDA_SUCCESS;
+}

@@ -405,6 +405,37 @@ CUresult fk_ctx_synchronize_v2(CUcontext ctx);
   X(cuCtxAttach, "cuCtxAttach", 2000, (void)) \
   X(cuCtxDetach, "cuCtxDetach", 2000, (void)) \
   X(cuModuleLoad, "cuModuleLoad", 2000, (void)) \
-  X(cuModuleLoadFatBinary, "cuModuleLoadFatBinary", 2000, (void))
+  X(cuModuleLoadFatBinary, "cuModuleLoadFatBinary", 2000, (void)) \
+  X(cuGraphAddKernelNode, "cuGraphAddKernelNode", 10000, (void)) \
+  X(cuGraphAddKernelNode, "cuGraphAddKernelNode_v2", 12000, (void)) \
+  X(cuGraphKernelNodeGetParams, "cuGraphKernelNodeGetParams", 10000, (void)) \
+  X(cuGraphKernelNodeGetParams, "cuGraphKernelNodeGetParams_v2", 12000, (void)) \
+  X(cuGraphKernelNodeSetParams, "cuGraphKernelNodeSetParams", 10000, (void)) \
+  X(cuGraphKernelNodeSetParams, "cuGraphKernelNodeSetParams_v2", 12000, (void)) \
+  X(cuGraphExecKernelNodeSetParams, "cuGraphExecKernelNodeSetParams", 10010, (void)) \
+  X(cuGraphExecKernelNodeSetParams, "cuGraphExecKernelNodeSetParams_v2", 12000, (void)) \
+  X(cuGraphAddMemcpyNode, "cuGraphAddMemcpyNode", 10000, (void)) \
+  X(cuGraphAddMemsetNode, "cuGraphAddMemsetNode", 10000, (void)) \
+  X(cuGraphAddHostNode, "cuGraphAddHostNode", 10000, (void)) \
+  X(cuGraphAddEmptyNode, "cuGraphAddEmptyNode", 10000, (void)) \
+  X(cuGraphAddEventRecordNode, "cuGraphAddEventRecordNode", 11010, (void)) \
+  X(cuGraphAddEventWaitNode, "cuGraphAddEventWaitNode", 11010, (void)) \
+  X(cuGraphAddDependencies, "cuGraphAddDependencies", 10000, (void)) \
+  X(cuGraphAddDependencies, "cuGraphAddDependencies_v2", 12030, (void)) \
+  X(cuGraphRemoveDependencies, "cuGraphRemoveDependencies", 10000, (void)) \
+  X(cuGraphRemoveDependencies, "cuGraphRemoveDependencies_v2", 12030, (void)) \
+  X(cuGraphGetEdges, "cuGraphGetEdges_v2", 12030, (void)) \
+  X(cuGraphNodeGetDependencies, "cuGraphNodeGetDependencies_v2", 12030, (void)) \
+  X(cuGraphNodeGetDependentNodes, "cuGraphNodeGetDependentNodes_v2", 12030, (void)) \
+  X(cuGraphDestroyNode, "cuGraphDestroyNode", 10000, (void)) \
+  X(cuGraphMemcpyNodeGetParams, "cuGraphMemcpyNodeGetParams", 10000, (void)) \
+  X(cuGraphMemcpyNodeSetParams, "cuGraphMemcpyNodeSetParams", 10000, (void)) \
+  X(cuGraphExecMemcpyNodeSetParams, "cuGraphExecMemcpyNodeSetParams", 10020, (void)) \
+  X(cuGraphEventWaitNodeGetEvent, "cuGraphEventWaitNodeGetEvent", 11010, (void)) \
+  X(cuGraphEventWaitNodeSetEvent, "cuGraphEventWaitNodeSetEvent", 11010, (void)) \
+  X(cuGraphExecEventWaitNodeSetEvent, "cuGraphExecEventWaitNodeSetEvent", 11010, (void)) \
+  X(cuGraphExecUpdate, "cuGraphExecUpdate", 10020, (void)) \
+  X(cuGraphExecUpdate, "cuGraphExecUpdate_v2", 12000, (void)) \
+  X(cuGraphInstantiateWithParams, "cuGraphInstantiateWithParams", 12000, (void))
 
 #endif

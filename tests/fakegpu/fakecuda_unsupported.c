@@ -1,5 +1,4 @@
-/* Names the fake exports but does not implement: stream memory operations
- * and the parts of CUDA graphs beyond fakecuda_graph.c. cuBLASLt (cublasCreate, hence every cuBLAS
+/* Names the fake exports but does not implement: stream memory operations. cuBLASLt (cublasCreate, hence every cuBLAS
  * user: CuPy, PyTorch) opens libcuda.so.1 itself and looks up about 80 names
  * with dlsym; if one is missing it gives up with "Driver API initialization
  * failed" (CUBLAS_STATUS_INTERNAL_ERROR) before it uses any of them. These
@@ -28,16 +27,5 @@ FK_API CUresult cuStreamWaitValue32(CUstream s, CUdeviceptr addr, unsigned int v
 FK_API CUresult cuStreamBatchMemOp(CUstream s, unsigned int count, fk_opaque *ops,
                                    unsigned int flags) {
   (void)s, (void)count, (void)ops, (void)flags;
-  return unsupported();
-}
-
-FK_API CUresult cuGraphKernelNodeGetParams(fk_opaque *node, fk_opaque *params) {
-  (void)node, (void)params;
-  return unsupported();
-}
-
-FK_API CUresult cuGraphExecKernelNodeSetParams(fk_opaque *exec, fk_opaque *node,
-                                               const fk_opaque *params) {
-  (void)exec, (void)node, (void)params;
   return unsupported();
 }

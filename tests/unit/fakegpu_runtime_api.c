@@ -203,13 +203,13 @@ static int child_rules(void) {
  * 801 (and says on stderr which function was called); without it, NULL. */
 static int child_trace_stubs(void) {
   CUdriverProcAddressQueryResult st;
-  CUresult (*a)(void) = (CUresult(*)(void))proc("cuGraphAddKernelNode", 10000, &st);
-  CUresult (*b)(void) = (CUresult(*)(void))proc("cuGraphAddEmptyNode", 10000, NULL);
+  CUresult (*a)(void) = (CUresult(*)(void))proc("cuGraphAddExternalSemaphoresSignalNode", 11020, &st);
+  CUresult (*b)(void) = (CUresult(*)(void))proc("cuGraphAddExternalSemaphoresWaitNode", 11020, NULL);
   if (!a || !b || a == b || st != CU_GET_PROC_ADDRESS_SYMBOL_NOT_FOUND)
     return 10;
   if (a() != CUDA_ERROR_NOT_SUPPORTED || b() != CUDA_ERROR_NOT_SUPPORTED)
     return 11;
-  return proc("cuGraphAddKernelNode", 10000, NULL) == (void *)a ? 0 : 12;
+  return proc("cuGraphAddExternalSemaphoresSignalNode", 11020, NULL) == (void *)a ? 0 : 12;
 }
 
 /* cudaMemPrefetchAsync: to a device of the process or to the host; any
@@ -249,7 +249,7 @@ static void test_children(void) {
   CHECK_EQ_INT(fgt_run_self("rules", env), 0);
   const char *trace[] = {"FAKEGPU_TRACE=2", NULL};
   CHECK_EQ_INT(fgt_run_self("trace_stubs", trace), 0);
-  CHECK(proc("cuGraphAddKernelNode", 10000, NULL) == NULL); /* this process: no trace */
+  CHECK(proc("cuGraphAddExternalSemaphoresSignalNode", 11020, NULL) == NULL); /* this process: no trace */
 }
 
 int main(int argc, char **argv) {
