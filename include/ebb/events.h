@@ -2,8 +2,9 @@
  * makes them, delivered to every subscriber in the process.
  *
  * A stage's release, a leak, a job's state, a pipeline loaded, unloaded,
- * asleep or awake, a session opened or closed, a device lost and (later) a
- * memory grant to a peer process are each published as one `ebb_event`. ebb
+ * asleep or awake, a session opened or closed, a device lost, a memory
+ * grant to a peer process, an allocation refused for want of device memory
+ * and a mark on a device's timeline are each published as one `ebb_event`. ebb
  * itself is a subscriber: the log lines (`[STAGE] released N MiB of GPU
  * memory`, the leak report), `GET /v1/events`, the per-stage bytes in the
  * job store and `/metrics` are all written from these events; nothing in
@@ -39,6 +40,10 @@ typedef enum ebb_event_kind {
                                 gave this process `bytes`; "asked": this process asked its
                                 peers for `bytes_asked`, the driver then had
                                 `driver_free_after` free (`message`: "satisfied" or not) */
+  EBB_EVENT_OOM = 8,         /* `owner` asked `device`'s allocator for `bytes`; the driver had
+                                not enough free memory even after trimming the cache */
+  EBB_EVENT_MARK = 9,        /* a labelled point on `device`'s memory timeline (`message`:
+                                "separate load", "separate release", ...); the ledger's mark */
 } ebb_event_kind;
 
 /* Flags. QUIET: the fact has no line in ebb's log (a forced teardown, a
@@ -66,8 +71,8 @@ typedef struct ebb_event {
   double t;               /* when, Unix seconds */
   unsigned flags;         /* EBB_EVENT_QUIET */
   const char *device;     /* "cuda:0", "cpu"; NULL when the fact is no one device's */
-  const char *owner;      /* RELEASED, LEAK: the stage (or owner) name; GRANT: the peer's
-                           name for itself ("ebb serve") */
+  const char *owner;      /* RELEASED, LEAK, OOM: the stage (or owner) name; GRANT: the
+                           peer's name for itself ("ebb serve") */
   const char *pipeline;   /* JOB, PIPELINE, SESSION */
   const char *id;         /* SESSION: its id */
   int64_t job;            /* JOB: its id; RELEASED, LEAK: the job running then, or 0 */
@@ -77,14 +82,15 @@ typedef struct ebb_event {
                            session of `pipeline`, or of all when NULL);
                            GRANT: gave|received|asked */
   const char *message;    /* JOB: the error; DEVICE_LOST: why; RELEASED: the stage's note;
-                           GRANT: the peer's reason; LEAK: what leaked ("GPU memory") */
+                           GRANT: the peer's reason; LEAK: what leaked ("GPU memory");
+                           MARK: the label */
   const char *what;       /* RELEASED: the memory's name in the log line ("GPU memory") */
   const char *code;       /* JOB: the error's wire name (EBB_E...) or NULL */
   const char *detail;     /* JOB: a finished job's per-stage bytes, JSON
                            ([{"name":S,"released_bytes":N}]), or NULL */
   uint64_t bytes;         /* RELEASED: handed back; LEAK: device bytes leaked (or taken
                            from the driver directly when `outside`); JOB: released
-                           by the job; GRANT: given back */
+                           by the job; GRANT: given back; OOM: asked for */
   uint64_t bytes_asked;   /* GRANT: what the asker wanted */
   uint64_t context_bytes; /* RELEASED: of `bytes`, the device context's */
   uint64_t driver_free_before, driver_free_after; /* RELEASED, PIPELINE: the driver's
@@ -116,7 +122,7 @@ int ebb_events_subscribe(ebb_event_fn fn, void *ctx, ebb_subscription **out);
 void ebb_events_unsubscribe(ebb_subscription *s);
 
 /* A printable name of kind: "released", "leak", "job", "pipeline",
- * "session", "device_lost", "grant"; "?" for others. */
+ * "session", "device_lost", "grant", "oom", "mark"; "?" for others. */
 const char *ebb_event_kind_name(ebb_event_kind kind);
 
 #ifdef __cplusplus

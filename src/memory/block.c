@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/events.h"
 #include "base/text.h"
 #include "memory/internal.h"
 
@@ -169,9 +170,10 @@ typedef struct alloc_req {
   size_t bytes, size;
   const char *site;
   uint64_t stream;
+  int oom; /* out: the driver refused a new segment (the ledger's OOM) */
 } alloc_req;
 
-static int alloc_locked(ebb_owner *o, const alloc_req *q, void **bt, int nbt, uint64_t *addr) {
+static int alloc_locked(ebb_owner *o, alloc_req *q, void **bt, int nbt, uint64_t *addr) {
   size_t bytes = q->bytes, size = q->size;
   mem_allocator *a = o->a;
   int rc = mem__owner_check_quota_locked(o, size, bytes);
@@ -181,8 +183,10 @@ static int alloc_locked(ebb_owner *o, const alloc_req *q, void **bt, int nbt, ui
     return rc;
   int small = size < EBB_MEM_SMALL_LIMIT;
   mem_block *b = find_locked(a, o, size, small, q->stream);
-  if (!b && (rc = grow_locked(a, o, size, bytes, small, &b)))
+  if (!b && (rc = grow_locked(a, o, size, bytes, small, &b))) {
+    q->oom = rc == EBB_EOOM; /* grow_locked's only EOOM is the recorded one */
     return rc;
+  }
   mem__bin_remove(mem__pool_of(a, b->seg), b);
   b->seg->affine = o;
   rc = split_locked(mem__pool_of(a, b->seg), b, size);
@@ -198,6 +202,20 @@ static int alloc_locked(ebb_owner *o, const alloc_req *q, void **bt, int nbt, ui
   return 0;
 }
 
+/* EBB_EVENT_OOM: o's request for bytes found the driver out of memory (the
+ * ledger has its OOM event; the live picture shows a mark). The message
+ * stays the caller's: publishing keeps the thread's error text. */
+static void publish_oom(mem_allocator *a, const ebb_owner *o, size_t bytes) {
+  char msg[1024]; /* the size of error.c's message */
+  snprintf(msg, sizeof msg, "%s", ebb_errmsg());
+  ebb_event ev = {.kind = EBB_EVENT_OOM,
+                  .device = dev_device_label(a->dev),
+                  .owner = o->name,
+                  .bytes = bytes};
+  base_event_publish(&ev);
+  ebb_seterr(EBB_EOOM, "%s", msg);
+}
+
 int mem_alloc(ebb_owner *o, size_t bytes, const char *site, uint64_t *addr) {
   return mem_alloc_on(o, bytes, site, MEM_STREAM_NONE, addr);
 }
@@ -209,7 +227,7 @@ int mem_alloc_on(ebb_owner *o, size_t bytes, const char *site, uint64_t stream, 
   *addr = 0;
   if (bytes > SIZE_MAX - EBB_MEM_ALIGN)
     return ebb_seterr(EBB_EOOM, "%s '%s' asked for %zu bytes: too large", o->kind, o->name, bytes);
-  alloc_req q = {bytes, mem__round_up(bytes, EBB_MEM_ALIGN), site, stream};
+  alloc_req q = {bytes, mem__round_up(bytes, EBB_MEM_ALIGN), site, stream, 0};
   mem_allocator *a = o->a;
   void **bt = NULL;
   int nbt = 0;
@@ -220,6 +238,8 @@ int mem_alloc_on(ebb_owner *o, size_t bytes, const char *site, uint64_t stream, 
   mem__unlock(a);
   if (rc)
     free(bt);
+  if (q.oom) /* the fact, once the allocator is let go: a subscriber may read it */
+    publish_oom(a, o, bytes);
   return rc;
 }
 

@@ -1,6 +1,6 @@
 /* The ledger: a bounded ring of memory events with monotonic timestamps, the
  * names of the owners they refer to, and snapshots of both for the exporters
- * (ledger_export.c, ledger_svg.c). Its mutex is a leaf: it may be taken with
+ * (ledger_export.c, ledger_svg.c). A mark is also a fact on the bus. Its mutex is a leaf: it may be taken with
  * the allocator's held, never the other way; it is held only inside this
  * file (helpers that expect it end in _ledger_locked). */
 #include <inttypes.h>
@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/events.h"
 #include "memory/internal.h"
 #include "memory/ledger_internal.h"
 
@@ -114,11 +115,15 @@ static const char *mark_text_ledger_locked(mem_ledger *l, const char *label) {
   return s;
 }
 
+/* Recorded in the ring (the timeline's tick) and published on the bus
+ * (EBB_EVENT_MARK: the live picture's `mark`), after the ledger's mutex is
+ * let go: a subscriber may read the ledger. */
 void mem_ledger_mark(mem_ledger *l, const char *label) {
   if (!l)
     return;
+  label = label ? label : "";
   pthread_mutex_lock(&l->mu);
-  const char *text = mark_text_ledger_locked(l, label ? label : "");
+  const char *text = mark_text_ledger_locked(l, label);
   if (text) {
     mem_ledger_event e = {.t_ns = base_mono_ns(),
                           .kind = EBB_EV_MARK,
@@ -128,6 +133,8 @@ void mem_ledger_mark(mem_ledger *l, const char *label) {
     push_ledger_locked(l, &e);
   }
   pthread_mutex_unlock(&l->mu);
+  ebb_event ev = {.kind = EBB_EVENT_MARK, .device = l->device, .message = label};
+  base_event_publish(&ev);
 }
 
 size_t mem_ledger_count(mem_ledger *l) {

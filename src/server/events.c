@@ -1,5 +1,7 @@
-/* GET /v1/events (events.h): the bus's facts and the ledgers' memory turned
- * into the live picture's events; docs/api.md describes every event. */
+/* GET /v1/events (events.h): the bus's facts (releases, leaks, jobs,
+ * pipelines, sessions, grants, out-of-memory and marks, in the order they
+ * were published) and the ledgers' memory turned into the live picture's
+ * events; docs/api.md describes every event. */
 #include "server/events.h"
 
 #include <errno.h>
@@ -101,6 +103,12 @@ static void on_fact(void *ctx, const ebb_event *ev) {
   pthread_mutex_unlock(&e->mu);
 }
 
+/* A `mark` on device d's chart. */
+static void send_mark(srv_events *e, const ev_dev *d, double t, const char *label) {
+  srv_sse_send(e->sse, "mark",
+               json_pack("{s:f,s:s,s:s}", "t", t, "device", d->label, "label", label), 1);
+}
+
 static ev_dev *dev_named(srv_events *e, const char *label) {
   for (size_t d = 0; label && d < e->ndev; d++)
     if (!strcmp(e->dev[d].label, label))
@@ -158,7 +166,7 @@ static void on_pipeline(srv_events *e, const ev_fact *f) {
            f->state && !strcmp(f->state, "awake") ? "woke"
            : f->state                             ? f->state
                                                   : "?");
-  srv_ev_mark(e, dev_named(e, f->device), f->t, label);
+  send_mark(e, dev_named(e, f->device), f->t, label);
   e->pipes_dirty = 1;
 }
 
@@ -280,29 +288,33 @@ static ev_fact *take_facts(srv_events *e) {
   return f;
 }
 
-/* The facts in the order they came; the ledgers first, so that a release's
- * marks (stage load, run, release) come before it. */
+/* The facts in the order they were published: a stage's marks (load, run,
+ * release) come before its release because they were published before it. */
 static void handle_facts(srv_events *e, ev_fact *f, const char *running) {
   for (ev_fact *n; f; f = n) {
     n = f->next;
     switch (f->kind) {
+    case EBB_EVENT_MARK:
+      send_mark(e, dev_named(e, f->device), f->t, f->message ? f->message : "");
+      break;
+    case EBB_EVENT_OOM: send_mark(e, dev_named(e, f->device), f->t, "out of device memory"); break;
     case EBB_EVENT_RELEASED: on_release(e, f); break;
     case EBB_EVENT_LEAK: on_leak(e, f, running); break;
     case EBB_EVENT_JOB: srv_ev_on_job(e, f); break;
     case EBB_EVENT_PIPELINE: on_pipeline(e, f); break;
     case EBB_EVENT_SESSION: on_session(e, f); break;
     case EBB_EVENT_GRANT: on_grant(e, f); break;
-    case EBB_EVENT_DEVICE_LOST:
-      srv_ev_mark(e, dev_named(e, f->device), f->t, "device failed");
-      break;
+    case EBB_EVENT_DEVICE_LOST: send_mark(e, dev_named(e, f->device), f->t, "device failed"); break;
     default: break;
     }
     fact_free(f);
   }
 }
 
-/* The device samples go last: the only step that may wait on the device (a
- * segment being allocated); everything else is news already. */
+/* The ledgers are read before the facts are handled, so that a job's end
+ * (a fact) carries the peaks its owners reached (the ledgers'). The device
+ * samples go last: the only step that may wait on the device (a segment
+ * being allocated); everything else is news already. */
 static void tick(srv_events *e) {
   char running[128];
   ev_fact *f = take_facts(e);

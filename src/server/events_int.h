@@ -94,10 +94,8 @@ const char *srv_ev_running_jobs(srv_events *e, char *running, size_t rn);
 json_t *srv_ev_hello_jobs(srv_events *e);
 
 /* --- "events_memory.c" */
-/* A `mark` on device d's chart. */
-void srv_ev_mark(srv_events *e, const ev_dev *d, double t, const char *label);
 /* Reads a device's ledger events since the last tick: owner rows, parked
- * owners, marks. */
+ * owners (marks and out-of-memory are the bus's). */
 void srv_ev_read_ledger(srv_events *e, ev_dev *d);
 /* The `memory` sample of device di. running: the running job's pipeline. */
 void srv_ev_publish_memory(srv_events *e, size_t di, const char *running);

@@ -1,8 +1,9 @@
 /* The live picture's memory (events_int.h): each device's allocator ledger
  * read every interval into per-owner rows (allocations aggregated per
- * owner, with the device's driver numbers), parked owners (asleep) and the
- * chart's marks; the `memory` samples. Releases and leaks are facts from
- * the bus (events.c), not read here. */
+ * owner, with the device's driver numbers) and parked owners (asleep: the
+ * ledger alone has their segments' bytes); the `memory` samples. Releases,
+ * leaks, out-of-memory and marks are facts from the bus (events.c), not
+ * read here. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -15,11 +16,6 @@
 /* A ledger time (base_mono_ns) as Unix seconds. */
 static double srv_ev_wall_of(uint64_t mono) {
   return base_wall_s() - ((double)base_mono_ns() - (double)mono) / 1e9;
-}
-
-void srv_ev_mark(srv_events *e, const ev_dev *d, double t, const char *label) {
-  srv_sse_send(e->sse, "mark",
-               json_pack("{s:f,s:s,s:s}", "t", t, "device", d->label, "label", label), 1);
 }
 
 static owner_row *owner_get(ev_dev *d, uint32_t id, const char *name) {
@@ -131,8 +127,8 @@ static void on_owner_event(ev_dev *d, const mem_ledger_event *x) {
   }
 }
 
-/* Reads a device's ledger events since the last tick: owner rows, releases,
- * marks. */
+/* Reads a device's ledger events since the last tick: owner rows and the
+ * releases of owners put to sleep. */
 void srv_ev_read_ledger(srv_events *e, ev_dev *d) {
   mem_ledger *l = mem_allocator_ledger(d->alloc);
   size_t n = 0;
@@ -165,9 +161,7 @@ void srv_ev_read_ledger(srv_events *e, ev_dev *d) {
     case EBB_EV_LEAK_FREE:
     case EBB_EV_PARK:
     case EBB_EV_WAKE: on_owner_event(d, x); break;
-    case EBB_EV_MARK: srv_ev_mark(e, d, srv_ev_wall_of(x->t_ns), x->label ? x->label : ""); break;
-    case EBB_EV_OOM: srv_ev_mark(e, d, srv_ev_wall_of(x->t_ns), "out of device memory"); break;
-    default: break;
+    default: break; /* marks and out-of-memory come from the bus */
     }
   }
   flush_park(e, d, &pr);

@@ -17,6 +17,14 @@ server_events_keepjobs.sh; every wait is bounded.
   hello URL IDS...      the hello's jobs are exactly IDS (the store's), in order.
   submit URL INPUT N    N jobs of pipeline `tiny`; waits for the last; prints
                         their ids, oldest first.
+  order URL INPUT       one stream, in the order facts were made: the first
+                        job of `demo` (the server's first device allocation
+                        fails) shows `a load`, then the `out of device memory`
+                        mark, then its failure; the second shows each stage's
+                        marks and release in the order the runner made them
+                        (`a release` mark, a's release, `b load`, `b run`,
+                        `b release` mark, b's release), however the publisher's
+                        ticks fall.
 """
 import json
 import os
@@ -249,6 +257,66 @@ def submit(n):
     print(" ".join(ids))
 
 
+def position(evs, what, pred):
+    """The stream position of the first event pred accepts; fails naming what."""
+    for i, (_, n, d) in enumerate(evs):
+        if pred(n, d):
+            return i
+    fail("no %s in the stream: %s" % (what, [(n, d.get("label") or d.get("stage") or d.get("state"))
+                                               for _, n, d in evs if n != "memory"]))
+    sys.exit(1)
+
+
+def in_order(evs, jid, steps):
+    """steps: [(what, pred)] expected in this order among the job's events
+    (those after its `running` event)."""
+    start = position(evs, "job %s running" % jid,
+                     lambda n, d: n == "job" and d["id"] == jid and d["state"] == "running")
+    tail = evs[start:]
+    at = [(what, position(tail, what, pred)) for what, pred in steps]
+    if [p for _, p in at] != sorted(p for _, p in at):
+        fail("job %s: the stream's order is %s; expected %s" % (
+            jid, [w for w, _ in sorted(at, key=lambda x: x[1])], [w for w, _ in at]))
+
+
+def mark(label):
+    return ("mark '%s'" % label, lambda n, d: n == "mark" and d["label"] == label)
+
+
+def release(stage):
+    return ("release of %s" % stage,
+            lambda n, d: n == "release" and d["stage"] == stage and not d.get("asleep"))
+
+
+def order():
+    st = Stream()
+    st.read_for(0.3)
+    first = post_job()
+    job = wait_job(first)
+    if job["state"] != "failed" or "out of device memory" not in json.dumps(job):
+        fail("job %s (the first allocation fails): %s" % (first, job))
+    second = post_job()
+    job = wait_job(second)
+    if job["state"] != "succeeded":
+        fail("job %s: %s" % (second, job))
+    for _ in range(40):  # the last facts come within a few ticks
+        st.read_for(0.25)
+        if [1 for _, n, d in st.events() if n == "job" and d["id"] == second
+                and d["state"] == "succeeded"]:
+            break
+    st.close()
+    evs = st.events()
+    in_order(evs, first, [mark("a load"), mark("out of device memory"),
+                          ("job %s failed" % first,
+                           lambda n, d: n == "job" and d["id"] == first and d["state"] == "failed")])
+    in_order(evs, second, [mark("a release"), release("a"), mark("b load"), mark("b run"),
+                           mark("b release"), release("b")])
+    ids = [e[0] for e in evs]
+    if ids != sorted(ids):
+        fail("the event ids are not in order: %s" % ids)
+    print("ok: the out-of-memory mark and the stages' marks and releases in the order made")
+
+
 mode = sys.argv[1]
 INPUT = sys.argv[3] if len(sys.argv) > 3 else None
 if mode == "figures":
@@ -261,6 +329,8 @@ elif mode == "submit":
     submit(int(sys.argv[4]))
 elif mode == "hello":
     hello(sys.argv[3:])
+elif mode == "order":
+    order()
 else:
     fail("unknown mode %s" % mode)
 sys.exit(1 if fails else 0)
