@@ -176,7 +176,7 @@ static const char *mem_word(const pl_instance *in) {
 /* 1. drop: the stage's own release, then the callbacks this instance
  * registered (its owner's in the release registry): never a neighbour's,
  * never the process-wide ones (those are the runner's, released on a line of
- * their own: runner.c release_process). */
+ * their own: runner.c pl__run_vacate). */
 static void drop(pl_instance *in, pl_instance_report *rep) {
   /* asleep: its caches went when it fell asleep, and its memory is parked */
   if (in->loaded && in->st->release && in->state != EBB_INSTANCE_PARKED) {

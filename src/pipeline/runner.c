@@ -70,9 +70,11 @@ static void note_release(pl_runner *r, const char *owner, uint64_t bytes) {
 /* Every path that ends an instance comes here: after a stage, a job's end,
  * idle expiry, eviction, an unload, the runner's end. The release itself is
  * pl_instance_release (instance.c). with_context: the device context goes
- * too when this is the last instance in the pool. rep (may be NULL) gets the
- * report. Returns the bytes handed back to the driver. */
-uint64_t pl__run_release_slot(pl_runner *r, slot *s, int with_context, pl_instance_report *rep) {
+ * too when this is the last instance in the pool. job (may be NULL): the
+ * job the release is for, which a failed unload fails. rep (may be NULL)
+ * gets the report. Returns the bytes handed back to the driver. */
+uint64_t pl__run_release_slot(pl_runner *r, slot *s, int with_context, pl_job_result *job,
+                              pl_instance_report *rep) {
   pl_instance_report local = {.size = sizeof local};
   if (!rep)
     rep = &local;
@@ -86,67 +88,72 @@ uint64_t pl__run_release_slot(pl_runner *r, slot *s, int with_context, pl_instan
     base_log(EBB_LOG_ERROR, name, "%s", ebb_errmsg());
   pl_hook_run(r->hook, "release-end", name, rep->released_bytes);
   note_release(r, name, rep->released_bytes);
+  if (job && rep->unload_error)
+    pl__run_fail(job, rep->unload_error, name, "stage '%s' failed to unload: %s", name,
+                 rep->unload_message);
   pool_unlink(r, s);
   pl_instance_destroy(s->inst);
   free(s);
   return rep->released_bytes;
 }
 
-/* The process-wide owner: callbacks registered for nobody (a library's
- * cache, mem_on_release) are dropped and what they freed is trimmed, on a
- * line of their own ("[process] released N MiB of GPU memory"), never in a
- * stage's. Returns the bytes handed back. */
-static uint64_t release_process(pl_runner *r) {
-  if (!mem_release_count_of(NULL))
-    return 0;
-  uint64_t before = pl_driver_free(r->dev, NULL);
-  int run = 0, failed = 0;
-  mem_release_callbacks_of(NULL, &run, &failed);
-  mem_release_result rr = {.size = sizeof rr};
-  mem_release(r->alloc, EBB_RELEASE_TRIM | EBB_RELEASE_PINNED, &rr);
-  uint64_t after = pl_driver_free(r->dev, NULL);
+/* A release no owner of a stage made, published: the process-wide owner's
+ * (flags EBB_EVENT_PROCESS; the log writes "[process] released N MiB of GPU
+ * memory") or the trim and context of a vacate (owner NULL: its line is the
+ * vacate's own). */
+static void publish_vacated(pl_runner *r, unsigned flags, const char *owner,
+                            const mem_release_result *rr, uint64_t before, uint64_t after) {
   ebb_event ev = {.kind = EBB_EVENT_RELEASED,
-                  .flags = EBB_EVENT_PROCESS,
+                  .flags = flags,
                   .device = dev_device_label(r->dev),
-                  .owner = EBB_RELEASE_PROCESS_OWNER,
-                  .what = dev_kind_of(r->dev) == EBB_DEVICE_CUDA ? "GPU memory"
-                                                                 : "device memory (cpu)",
-                  .bytes = rr.released_bytes,
+                  .owner = owner,
+                  .what = !owner || dev_kind_of(r->dev) == EBB_DEVICE_CUDA ? "GPU memory"
+                                                                           : "device memory (cpu)",
+                  .bytes = rr->released_bytes,
+                  .context_bytes = owner ? 0 : rr->context_bytes,
                   .driver_free_before = before,
                   .driver_free_after = after,
-                  .callbacks_run = run,
-                  .callbacks_failed = failed};
-  base_event_publish(&ev); /* the log writes "[process] released N MiB of GPU memory" */
-  note_release(r, EBB_RELEASE_PROCESS_OWNER, rr.released_bytes);
-  return rr.released_bytes;
+                  .callbacks_run = rr->callbacks_run,
+                  .callbacks_failed = rr->callbacks_failed};
+  base_event_publish(&ev);
 }
 
-/* Vacates the device when no instance is left: the process-wide owner's
- * callbacks (release_process), trim, pinned pool and the device context go
- * back to the driver, so the process holds 0 bytes on the GPU. Not the
- * per-stage line's shape: this is a job's (or an unload's, or the idle
- * timer's) end, not a stage. */
+/* Vacates the device when no instance is left. First the process-wide
+ * owner: callbacks registered for nobody (a library's cache, mem_on_release)
+ * are dropped and what they freed is trimmed, on a line of their own
+ * ("[process] released N MiB of GPU memory"), never in a stage's. Then
+ * trim, pinned pool and the device context go back to the driver, so the
+ * process holds 0 bytes on the GPU. Not the per-stage line's shape: this is
+ * a job's (or an unload's, or the idle timer's) end, not a stage. Returns
+ * the bytes handed back. */
 uint64_t pl__run_vacate(pl_runner *r, const char *scope) {
   if (r->pool)
     return 0;
-  uint64_t process = release_process(r);
+  uint64_t process = 0, before, after;
+  mem_release_result rr = {.size = sizeof rr};
+  if (mem_release_count_of(NULL)) {
+    before = pl_driver_free(r->dev, NULL);
+    int run = 0, failed = 0;
+    mem_release_callbacks_of(NULL, &run, &failed);
+    mem_release(r->alloc, EBB_RELEASE_TRIM | EBB_RELEASE_PINNED, &rr);
+    rr.callbacks_run = run;
+    rr.callbacks_failed = failed;
+    publish_vacated(r, EBB_EVENT_PROCESS, EBB_RELEASE_PROCESS_OWNER, &rr, before,
+                    pl_driver_free(r->dev, NULL));
+    process = rr.released_bytes;
+    note_release(r, EBB_RELEASE_PROCESS_OWNER, process);
+  }
   if (!dev_ctx_active(r->dev))
     return process;
-  uint64_t before = pl_driver_free(r->dev, NULL);
-  mem_release_result rr = {.size = sizeof rr};
+  before = pl_driver_free(r->dev, NULL);
+  rr = (mem_release_result){.size = sizeof rr};
   mem_release(r->alloc, EBB_RELEASE_DEFAULT | EBB_RELEASE_CONTEXT, &rr);
   if (rr.context_error)
     base_log(EBB_LOG_WARN, scope, "could not release the device context: %s",
              ebb_strerror(rr.context_error));
-  uint64_t after = pl_driver_free(r->dev, NULL);
-  ebb_event ev = {.kind = EBB_EVENT_RELEASED,
-                  .device = dev_device_label(r->dev),
-                  .what = "GPU memory",
-                  .bytes = rr.released_bytes,
-                  .context_bytes = rr.context_bytes,
-                  .driver_free_before = before,
-                  .driver_free_after = after};
-  base_event_publish(&ev); /* no owner's: the context and the trim; the line below is its own */
+  after = pl_driver_free(r->dev, NULL);
+  rr.callbacks_run = rr.callbacks_failed = 0; /* every owner's: not this event's to count */
+  publish_vacated(r, 0, NULL, &rr, before, after);
   base_log_field f[] = {EBB_LF_S("event", "context_released"),
                         EBB_LF_S("scope", scope),
                         EBB_LF_U("released_bytes", rr.released_bytes),
@@ -200,7 +207,7 @@ static int on_oom(void *arg, pl_sctx *who) {
     next = s->next;
     if (pl_instance_state_of(s->inst) == EBB_INSTANCE_IDLE && pl_instance_ctx(s->inst) != who) {
       base_log(EBB_LOG_INFO, pl_instance_name(s->inst), "evicted: %s needs the memory", who->name);
-      pl__run_release_slot(r, s, 0, NULL);
+      pl__run_release_slot(r, s, 0, NULL, NULL);
       freed = 1;
     }
   }
@@ -214,7 +221,7 @@ slot *pl__run_slot_for(pl_runner *r, const pl_def *p, const pl_stage_def *d, con
                        const char *opts, const char *outdir, pl_job_result *res) {
   slot *s = find_slot(r, p->name, d->name);
   if (s && (pl_instance_stage(s->inst) != st || strcmp(pl_instance_options(s->inst), opts))) {
-    res->released_bytes += pl__run_release_slot(r, s, 0, NULL);
+    res->released_bytes += pl__run_release_slot(r, s, 0, NULL, NULL);
     s = NULL;
   }
   if (s)
@@ -273,7 +280,7 @@ void pl_runner_destroy(pl_runner *r) {
   if (!r)
     return;
   while (r->pool)
-    pl__run_release_slot(r, r->pool, 0, NULL);
+    pl__run_release_slot(r, r->pool, 0, NULL, NULL);
   free(r->cache_dir);
   free(r->scratch_dir);
   free(r->hook);
@@ -299,7 +306,7 @@ int pl_runner_evict_idle(pl_runner *r, double now, uint64_t *released) {
                                : pl_policy_leave(&s->policy, now - s->idle_since, 0);
     if (how != EBB_LEAVE_STAY) /* evicting all (now < 0): asleep under sleep, as when due */
       total += s->policy.kind == EBB_POLICY_SLEEP ? pl__run_sleep_slot(s)
-                                                  : pl__run_release_slot(r, s, 0, NULL);
+                                                  : pl__run_release_slot(r, s, 0, NULL, NULL);
   }
   if (!r->pool)
     total += pl__run_vacate(r, "runner");
@@ -419,18 +426,6 @@ static void report_outside(pl_runner *r, const stage_run *sr) {
 
 static int cancelled(const pl_job *job) { return job->cancel && atomic_load(job->cancel); }
 
-/* A release for the job: its bytes count for the job, a failed unload fails it. */
-static uint64_t release_for_job(job_state *js, slot *s, int with_context) {
-  char name[128];
-  snprintf(name, sizeof name, "%s", pl_instance_name(s->inst));
-  pl_instance_report rep = {.size = sizeof rep};
-  uint64_t released = pl__run_release_slot(js->r, s, with_context, &rep);
-  if (rep.unload_error)
-    pl__run_fail(js->res, rep.unload_error, name, "stage '%s' failed to unload: %s", name,
-                 rep.unload_message);
-  return released;
-}
-
 /* After a stage: the before-release hook, the release per policy (else the
  * instance is kept: idle under policy idle, loaded otherwise), the
  * after-stage hook. */
@@ -444,7 +439,7 @@ static void after_stage(job_state *js, slot *s, int failed, int next_uses_gpu) {
                     (failed && js->policy.kind != EBB_POLICY_NEVER);
   s->idle_since = base_now();
   if (release_now) {
-    released = release_for_job(js, s, !failed && !next_uses_gpu);
+    released = pl__run_release_slot(r, s, !failed && !next_uses_gpu, js->res, NULL);
     js->res->released_bytes += released;
   } else if (s->policy.kind == EBB_POLICY_IDLE &&
              pl_instance_state_of(s->inst) == EBB_INSTANCE_LOADED) {
@@ -704,7 +699,7 @@ static void job_end(job_state *js) {
     for (size_t i = 0; i < p->nstages; i++) {
       slot *s = find_slot(r, p->name, p->stages[i].name);
       if (s)
-        released += release_for_job(js, s, 0);
+        released += pl__run_release_slot(r, s, 0, js->res, NULL);
     }
   }
   if (js->policy.kind == EBB_POLICY_SLEEP) {

@@ -57,9 +57,12 @@ void pl__run_note_peak(pl_runner *r, const char *pipeline, const char *name, uin
 /* res gets the first failure (code, stage, message); answers its code. */
 int pl__run_fail(pl_job_result *res, int code, const char *stage, const char *fmt, ...)
     __attribute__((format(printf, 4, 5)));
-/* One instance's release (instance.c) with the runner's notes; its bytes. */
-uint64_t pl__run_release_slot(pl_runner *r, slot *s, int with_context, pl_instance_report *rep);
-/* The device context and process-wide callbacks, when no instance is left. */
+/* One instance's release (instance.c) with the runner's notes, for job
+ * (NULL: none; a failed unload fails it); its bytes. rep may be NULL. */
+uint64_t pl__run_release_slot(pl_runner *r, slot *s, int with_context, pl_job_result *job,
+                              pl_instance_report *rep);
+/* The process-wide callbacks and the device context, when no instance is
+ * left; the bytes. */
 uint64_t pl__run_vacate(pl_runner *r, const char *scope);
 /* The same when everything left is asleep. */
 uint64_t pl__run_vacate_asleep(pl_runner *r, const char *scope);

@@ -72,7 +72,7 @@ int pl_runner_unload_pipeline(pl_runner *r, const char *pipeline, int with_conte
       break;
     last->quiet = 0; /* leaks are reported whatever the policy was */
     pl_instance_report rep = {.size = sizeof rep};
-    total += pl__run_release_slot(r, last, 0, &rep);
+    total += pl__run_release_slot(r, last, 0, NULL, &rep);
     if (rep.unload_error && !err)
       err = ebb_seterr(rep.unload_error, "pipeline '%s': a stage failed to unload: %s", pipeline,
                        rep.unload_message);
