@@ -25,7 +25,7 @@
  *   fakecuda_device.c   graph memory, execution affinity, RDMA flush, core
  *                       dump settings
  *   fakecuda_legacy.c   the pre-CUDA-4.0 launch API (cuParamSet*, cuLaunchGrid)
- *   fakecuda_unsupported.c  exported names that answer 801 (stream memory ops)
+ *   fakecuda_memops.c   stream memory operations (write/wait value, batches)
  *   fakecuda_hash.c     hash maps for handle and name lookups
  *   fakecuda_rtctx.c    what the CUDA runtime asks of contexts, devices,
  *                       streams and events beyond ebb's table (_v2 ABIs,

@@ -277,14 +277,17 @@ static int attribute_value(int attr, CUdevice dev, int *ok) {
   case 89: return 1;             /* concurrent managed access */
   case 90: return 1;             /* compute preemption */
   case 91: return 1;             /* host pointer for registered memory */
+  case 92: case 93: case 94: return 1; /* stream memory operations (v1): 32, 64 bit, NOR */
   case 95: return 1;             /* cooperative launch */
   case 97: return 232448;        /* shared memory per block, opt-in */
+  case 98: return 1;             /* CU_STREAM_WAIT_VALUE_FLUSH and FLUSH_REMOTE_WRITES */
   case 99: return 1;             /* host register supported */
   case 106: return 32;           /* blocks per SM */
   case 108: return 82837504;     /* max persisting L2 */
   case 109: return 134213632;    /* max access policy window */
   case 111: return 1024;         /* reserved shared memory per block */
   case 115: return 1;            /* memory pools */
+  case 122: case 123: return 1;  /* 64-bit stream memory operations, wait NOR */
   case CU_DEVICE_ATTRIBUTE_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED: return 1;
   case CU_DEVICE_ATTRIBUTE_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR_SUPPORTED: return 1;
   default:

@@ -436,6 +436,16 @@ CUresult fk_ctx_synchronize_v2(CUcontext ctx);
   X(cuGraphExecEventWaitNodeSetEvent, "cuGraphExecEventWaitNodeSetEvent", 11010, (void)) \
   X(cuGraphExecUpdate, "cuGraphExecUpdate", 10020, (void)) \
   X(cuGraphExecUpdate, "cuGraphExecUpdate_v2", 12000, (void)) \
-  X(cuGraphInstantiateWithParams, "cuGraphInstantiateWithParams", 12000, (void))
+  X(cuGraphInstantiateWithParams, "cuGraphInstantiateWithParams", 12000, (void)) \
+  X(cuStreamWriteValue32, "cuStreamWriteValue32", 8000, (void)) \
+  X(cuStreamWriteValue32, "cuStreamWriteValue32_v2", 11070, (void)) \
+  X(cuStreamWriteValue64, "cuStreamWriteValue64", 9000, (void)) \
+  X(cuStreamWriteValue64, "cuStreamWriteValue64_v2", 11070, (void)) \
+  X(cuStreamWaitValue32, "cuStreamWaitValue32", 8000, (void)) \
+  X(cuStreamWaitValue32, "cuStreamWaitValue32_v2", 11070, (void)) \
+  X(cuStreamWaitValue64, "cuStreamWaitValue64", 9000, (void)) \
+  X(cuStreamWaitValue64, "cuStreamWaitValue64_v2", 11070, (void)) \
+  X(cuStreamBatchMemOp, "cuStreamBatchMemOp", 8000, (void)) \
+  X(cuStreamBatchMemOp, "cuStreamBatchMemOp_v2", 11070, (void))
 
 #endif

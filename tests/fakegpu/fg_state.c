@@ -160,6 +160,7 @@ void fg_config_from_env(fg_config *cfg) {
   cfg->check_args = (int)env_number(cfg, "FAKEGPU_CHECK_ARGS", 1, 2);
   cfg->quarantine = env_number(cfg, "FAKEGPU_QUARANTINE", 4096, 1L << 20);
   cfg->kernel_us = env_number(cfg, "FAKEGPU_KERNEL_US", 0, 60000000);
+  cfg->wait_value_ms = env_number(cfg, "FAKEGPU_WAIT_VALUE_MS", 10000, 3600000);
   const char *p = getenv("FAKEGPU_STATE");
   if (p && *p)
     snprintf(cfg->state_path, sizeof cfg->state_path, "%s", p);

@@ -31,8 +31,9 @@ typedef struct fg_config {
   int poison;
   int check_args;         /* FAKEGPU_CHECK_ARGS: a launch on freed memory faults (700);
                            * 1: pointers and small structures, 2: every parameter */
-  long quarantine;
-  long kernel_us;         /* FAKEGPU_KERNEL_US: simulated time per kernel launch (0: off) */        /* FAKEGPU_QUARANTINE: freed device ranges kept unmapped-but-reserved */
+  long quarantine;        /* FAKEGPU_QUARANTINE: freed device ranges kept unmapped-but-reserved */
+  long kernel_us;         /* FAKEGPU_KERNEL_US: simulated time per kernel launch (0: off) */
+  long wait_value_ms;     /* FAKEGPU_WAIT_VALUE_MS: how long cuStreamWaitValue* waits */
   /* FAKEGPU_FAIL_DEVICE=D[:after=N][:lost]: device D fails at this process's
    * (N+1)th call on it that needs a context. */
   int fail_device;        /* -1: none */

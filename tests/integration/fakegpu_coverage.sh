@@ -11,7 +11,7 @@
 # skipped (77), never passed. EBB_CUDA_STUB names another stub library.
 set -euo pipefail
 : "${FAKEGPU_SMI:?}" "${EBB_SOURCE_DIR:?}"
-FLOOR=332
+FLOOR=337
 fake="$(dirname "$FAKEGPU_SMI")/libcuda.so.1"
 stub=${EBB_CUDA_STUB:-}
 if [ -z "$stub" ]; then
@@ -32,8 +32,14 @@ trap 'rm -rf "$T"' EXIT
 names "$stub" | base > "$T/driver"
 nm -D --defined-only "$fake" | awk '{print $3}' | sort -u > "$T/fake.all"
 grep -E '^cu' "$T/fake.all" | base > "$T/fake"
-sed -nE 's/^FK_API CUresult (cu[A-Za-z0-9_]+)\(.*/\1/p' \
-  "$EBB_SOURCE_DIR/tests/fakegpu/fakecuda_unsupported.c" | base > "$T/stubs"
+# The fake's 801 stubs (none since stream memory operations were written;
+# a file of them is counted out again if one comes back).
+stubs_src="$EBB_SOURCE_DIR/tests/fakegpu/fakecuda_unsupported.c"
+if [ -f "$stubs_src" ]; then
+  sed -nE 's/^FK_API CUresult (cu[A-Za-z0-9_]+)\(.*/\1/p' "$stubs_src" | base > "$T/stubs"
+else
+  : > "$T/stubs"
+fi
 comm -23 "$T/fake" "$T/stubs" > "$T/implemented"
 total=$(wc -l < "$T/driver")
 have=$(comm -12 "$T/driver" "$T/implemented" | wc -l)
