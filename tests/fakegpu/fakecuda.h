@@ -81,10 +81,10 @@ struct CUctx_st {
   CUresult sticky;   /* 700 etc. once raised, until destroy/reset */
   unsigned flags;    /* primary: cuDevicePrimaryCtxSetFlags */
   struct CUctx_st *peers[FK_MAX_PEERS]; /* cuCtxEnablePeerAccess */
-  unsigned ctx_flags;     /* created: cuCtxCreate / cuCtxSetFlags */
-  size_t limits[10];      /* cuCtxSetLimit (0: the default) */
-  int cache_config;       /* cuCtxSetCacheConfig */
-  unsigned long long id;  /* cuCtxGetId */
+  unsigned ctx_flags;                   /* created: cuCtxCreate / cuCtxSetFlags */
+  size_t limits[10];                    /* cuCtxSetLimit (0: the default) */
+  int cache_config;                     /* cuCtxSetCacheConfig */
+  unsigned long long id;                /* cuCtxGetId */
   struct CUctx_st *next_created;
 };
 #define FK_CTX_MAGIC 0xc0de7c7u
@@ -119,30 +119,30 @@ struct fk_obj {
   fk_obj *next;
   /* streams and events */
   unsigned flags;
-  int priority;            /* streams */
-  unsigned long long id;   /* streams: cuStreamGetId */
+  int priority;          /* streams */
+  unsigned long long id; /* streams: cuStreamGetId */
   int recorded;
   double t_ms;
   /* modules: loaded from a real binary (fatbin or cubin), whose functions
    * are found by any name; functions: noop = of such a module, no twin */
   int binary;
   int noop;
-  void *owner; /* modules: their CUlibrary; functions: their CUkernel */
-  const void *image; /* binary modules: the image (NULL: names unknown) */
-  int image_owned;   /* image is this module's copy */
+  void *owner;                /* modules: their CUlibrary; functions: their CUkernel */
+  const void *image;          /* binary modules: the image (NULL: names unknown) */
+  int image_owned;            /* image is this module's copy */
   struct fk_globals *globals; /* modules: their device variables, once asked */
   /* functions */
   fk_obj *module;
   dev_kernel_twin_fn twin; /* NULL and !noop: the built-in faulting kernel */
-  char *name; /* functions: the kernel's name, owned (any length, as the driver's) */
+  char *name;              /* functions: the kernel's name, owned (any length, as the driver's) */
   struct fk_capture *capture; /* streams: their stream capture, NULL if none */
   /* events recorded into a stream capture: its id, the place in it and the
    * stream it was recorded on (compared, never dereferenced) */
   unsigned long long cap_id, cap_seq;
   fk_obj *cap_stream;
-  unsigned char *attrs; /* streams: cuStreamSetAttribute's values (NULL: defaults) */
+  unsigned char *attrs;     /* streams: cuStreamSetAttribute's values (NULL: defaults) */
   struct fk_legacy *legacy; /* functions: the pre-4.0 launch state (fakecuda_legacy.c) */
-  int max_dyn_smem; /* functions: CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES
+  int max_dyn_smem;         /* functions: CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES
                      * set by cuFuncSetAttribute (0: the default 48 KiB) */
 };
 #define FK_OBJ_MAGIC 0x0b1ec700u
@@ -163,8 +163,8 @@ uint64_t fk_hash_bytes(const void *p, size_t n);
 
 /* Global state. */
 extern fg_config fk_cfg;
-extern int fk_initialized; /* cuInit succeeded in this process */
-extern int fk_forked;      /* this is a child forked after cuInit */
+extern int fk_initialized;     /* cuInit succeeded in this process */
+extern int fk_forked;          /* this is a child forked after cuInit */
 extern CUresult fk_init_error; /* what cuInit answered if it failed */
 extern unsigned fk_ndevices;
 extern uint64_t fk_granularity;

@@ -31,9 +31,14 @@ static struct fk_array *g_arrays;
 
 size_t fk_format_bytes(int format) {
   switch (format) {
-  case 0x01: case 0x08: return 1;              /* (un)signed 8-bit */
-  case 0x02: case 0x09: case 0x10: return 2;   /* 16-bit, half */
-  case 0x03: case 0x0a: case 0x20: return 4;   /* 32-bit, float */
+  case 0x01:
+  case 0x08: return 1; /* (un)signed 8-bit */
+  case 0x02:
+  case 0x09:
+  case 0x10: return 2; /* 16-bit, half */
+  case 0x03:
+  case 0x0a:
+  case 0x20: return 4; /* 32-bit, float */
   default: return 0;
   }
 }
@@ -238,12 +243,12 @@ static CUresult copy_3d(const copy3d *p, CUstream s) {
   if (rc == CUDA_SUCCESS && !p)
     rc = CUDA_ERROR_INVALID_VALUE;
   if (rc == CUDA_SUCCESS)
-    rc = resolve(p->srcMemoryType, p->srcHost, p->srcDevice, p->srcArray, p->srcXInBytes,
-                 p->srcY, p->srcZ, p->srcPitch ? p->srcPitch : p->WidthInBytes,
+    rc = resolve(p->srcMemoryType, p->srcHost, p->srcDevice, p->srcArray, p->srcXInBytes, p->srcY,
+                 p->srcZ, p->srcPitch ? p->srcPitch : p->WidthInBytes,
                  p->srcHeight ? p->srcHeight : p->Height, &src);
   if (rc == CUDA_SUCCESS)
-    rc = resolve(p->dstMemoryType, p->dstHost, p->dstDevice, p->dstArray, p->dstXInBytes,
-                 p->dstY, p->dstZ, p->dstPitch ? p->dstPitch : p->WidthInBytes,
+    rc = resolve(p->dstMemoryType, p->dstHost, p->dstDevice, p->dstArray, p->dstXInBytes, p->dstY,
+                 p->dstZ, p->dstPitch ? p->dstPitch : p->WidthInBytes,
                  p->dstHeight ? p->dstHeight : p->Height, &dst);
   size_t w = p ? p->WidthInBytes : 0, h = p && p->Height ? p->Height : 1,
          d = p && p->Depth ? p->Depth : 1;
@@ -253,7 +258,8 @@ static CUresult copy_3d(const copy3d *p, CUstream s) {
   if (rc == CUDA_SUCCESS && w)
     for (size_t z = 0; z < d; z++)
       for (size_t y = 0; y < h; y++)
-        memmove(dst.base + z * dst.slice + y * dst.pitch, src.base + z * src.slice + y * src.pitch, w);
+        memmove(dst.base + z * dst.slice + y * dst.pitch, src.base + z * src.slice + y * src.pitch,
+                w);
   fk_unlock();
   return rc;
 }

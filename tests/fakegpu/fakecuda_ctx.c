@@ -15,7 +15,9 @@ static struct CUctx_st *g_created;
 static __thread struct CUctx_st *t_stack[FK_STACK_MAX];
 static __thread int t_depth;
 
-struct CUctx_st *fk_current(void) { return t_depth ? t_stack[t_depth - 1] : NULL; }
+struct CUctx_st *fk_current(void) {
+  return t_depth ? t_stack[t_depth - 1] : NULL;
+}
 
 int fk_ctx_known(const struct CUctx_st *c) {
   for (int i = 0; i < FG_MAX_DEVICES; i++)
@@ -87,7 +89,8 @@ static long g_fail_calls;
 static int g_fail_fired;
 
 static void maybe_fail_device(struct CUctx_st *c) {
-  if (fk_cfg.fail_device != (int)fk_device_of(c->device) || g_fail_fired || ++g_fail_calls <= fk_cfg.fail_after)
+  if (fk_cfg.fail_device != (int)fk_device_of(c->device) || g_fail_fired ||
+      ++g_fail_calls <= fk_cfg.fail_after)
     return;
   g_fail_fired = 1;
   if (fk_cfg.fail_lost)
@@ -239,8 +242,8 @@ FK_API CUresult cuCtxCreate_v3(CUcontext *ctx, CUexecAffinityParam *params, int 
   return ctx_create(ctx, dev);
 }
 
-FK_API CUresult cuCtxCreate_v4(CUcontext *ctx, CUctxCreateParams *params,
-                               unsigned int flags, CUdevice dev) {
+FK_API CUresult cuCtxCreate_v4(CUcontext *ctx, CUctxCreateParams *params, unsigned int flags,
+                               CUdevice dev) {
   return ctx_create(ctx, dev);
 }
 

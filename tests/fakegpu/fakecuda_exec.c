@@ -49,8 +49,7 @@ int fk_obj_set_owner(fk_obj *o, void *owner) {
 }
 
 int fk_stream_ok(CUstream s) {
-  return !s || s == CU_STREAM_LEGACY || s == CU_STREAM_PER_THREAD ||
-         fk_obj_check(s, FK_OBJ_STREAM);
+  return !s || s == CU_STREAM_LEGACY || s == CU_STREAM_PER_THREAD || fk_obj_check(s, FK_OBJ_STREAM);
 }
 
 static void free_obj(fk_obj *o) {
@@ -227,7 +226,7 @@ FK_API CUresult cuEventRecord(CUevent e, CUstream s) {
     rc = fk_stream_work(s);
   if (rc == CUDA_SUCCESS) {
     o->recorded = 1;
-    o->cap_id = 0; /* recorded outside any capture now */
+    o->cap_id = 0;                                          /* recorded outside any capture now */
     o->t_ms = fk_sim_on() ? fk_sim_record(c, s) : now_ms(); /* when the work before it ends */
   }
   fk_unlock();
@@ -399,8 +398,8 @@ static fk_hmap *image_index(const void *image, const unsigned char *p, size_t si
     size_t j = i;
     while (j < size && ident_char(p[j]))
       j++;
-    if (j < size && fk_hmap_put(ix, (uintptr_t)fk_hash_bytes(p + i, j - i), j - i, NULL,
-                               (void *)(p + i))) {
+    if (j < size &&
+        fk_hmap_put(ix, (uintptr_t)fk_hash_bytes(p + i, j - i), j - i, NULL, (void *)(p + i))) {
       fk_hmap_clear(ix);
       free(ix);
       return NULL;
@@ -581,7 +580,7 @@ CUresult fk_launch(const fk_launch_args *a) {
   int noop = fn->noop;
   if (fk_capture_kernel(a->s, a, fn, &rc))
     goto out_locked; /* recorded into the stream's capture (or refused): run at graph launch */
-  int bad_args; /* arguments pointing into freed or unmapped memory fault */
+  int bad_args;      /* arguments pointing into freed or unmapped memory fault */
   if ((rc = fk_params_check(fn, params, extra, &bad_args)) != CUDA_SUCCESS ||
       (twin && extra && (rc = fk_params_unpack(fn, extra, &params)) != CUDA_SUCCESS))
     goto out_locked; /* a twin takes kernelParams: `extra` needs the layout */

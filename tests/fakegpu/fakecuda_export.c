@@ -300,23 +300,21 @@ static const void *g_ctx_checks[4] = {
 
 /* --- integrity check ------------------------------------------------------------------- */
 /* MD2 (RFC 1319), the hash inside the runtime's HMAC. */
-static const uint8_t md2_s[256] = {
-    41,  46,  67,  201, 162, 216, 124, 1,   61,  54,  84,  161, 236, 240, 6,   19,
-    98,  167, 5,   243, 192, 199, 115, 140, 152, 147, 43,  217, 188, 76,  130, 202,
-    30,  155, 87,  60,  253, 212, 224, 22,  103, 66,  111, 24,  138, 23,  229, 18,
-    190, 78,  196, 214, 218, 158, 222, 73,  160, 251, 245, 142, 187, 47,  238, 122,
-    169, 104, 121, 145, 21,  178, 7,   63,  148, 194, 16,  137, 11,  34,  95,  33,
-    128, 127, 93,  154, 90,  144, 50,  39,  53,  62,  204, 231, 191, 247, 151, 3,
-    255, 25,  48,  179, 72,  165, 181, 209, 215, 94,  146, 42,  172, 86,  170, 198,
-    79,  184, 56,  210, 150, 164, 125, 182, 118, 252, 107, 226, 156, 116, 4,   241,
-    69,  157, 112, 89,  100, 113, 135, 32,  134, 91,  207, 101, 230, 45,  168, 2,
-    27,  96,  37,  173, 174, 176, 185, 246, 28,  70,  97,  105, 52,  64,  126, 15,
-    85,  71,  163, 35,  221, 81,  175, 58,  195, 92,  249, 206, 186, 197, 234, 38,
-    44,  83,  13,  110, 133, 40,  132, 9,   211, 223, 205, 244, 65,  129, 77,  82,
-    106, 220, 55,  200, 108, 193, 171, 250, 36,  225, 123, 8,   12,  189, 177, 74,
-    120, 136, 149, 139, 227, 99,  232, 109, 233, 203, 213, 254, 59,  0,   29,  57,
-    242, 239, 183, 14,  102, 88,  208, 228, 166, 119, 114, 248, 235, 117, 75,  10,
-    49,  68,  80,  180, 143, 237, 31,  26,  219, 153, 141, 51,  159, 17,  131, 20};
+static const uint8_t md2_s[256] =
+    {41,  46,  67,  201, 162, 216, 124, 1,   61,  54,  84,  161, 236, 240, 6,   19,  98,  167, 5,
+     243, 192, 199, 115, 140, 152, 147, 43,  217, 188, 76,  130, 202, 30,  155, 87,  60,  253, 212,
+     224, 22,  103, 66,  111, 24,  138, 23,  229, 18,  190, 78,  196, 214, 218, 158, 222, 73,  160,
+     251, 245, 142, 187, 47,  238, 122, 169, 104, 121, 145, 21,  178, 7,   63,  148, 194, 16,  137,
+     11,  34,  95,  33,  128, 127, 93,  154, 90,  144, 50,  39,  53,  62,  204, 231, 191, 247, 151,
+     3,   255, 25,  48,  179, 72,  165, 181, 209, 215, 94,  146, 42,  172, 86,  170, 198, 79,  184,
+     56,  210, 150, 164, 125, 182, 118, 252, 107, 226, 156, 116, 4,   241, 69,  157, 112, 89,  100,
+     113, 135, 32,  134, 91,  207, 101, 230, 45,  168, 2,   27,  96,  37,  173, 174, 176, 185, 246,
+     28,  70,  97,  105, 52,  64,  126, 15,  85,  71,  163, 35,  221, 81,  175, 58,  195, 92,  249,
+     206, 186, 197, 234, 38,  44,  83,  13,  110, 133, 40,  132, 9,   211, 223, 205, 244, 65,  129,
+     77,  82,  106, 220, 55,  200, 108, 193, 171, 250, 36,  225, 123, 8,   12,  189, 177, 74,  120,
+     136, 149, 139, 227, 99,  232, 109, 233, 203, 213, 254, 59,  0,   29,  57,  242, 239, 183, 14,
+     102, 88,  208, 228, 166, 119, 114, 248, 235, 117, 75,  10,  49,  68,  80,  180, 143, 237, 31,
+     26,  219, 153, 141, 51,  159, 17,  131, 20};
 
 typedef struct md2 {
   uint8_t x[48], sum[16], block[16];
@@ -399,9 +397,13 @@ static CUresult integrity_check(uint32_t version, uint64_t unix_seconds, uint64_
   CUresult rc = cuDeviceGetCount(&ndev);
   if (rc)
     return rc;
-  fk_integrity_msg msg = {FK_DRIVER_VERSION, version, (uint32_t)getpid(),
-                          (uint32_t)pthread_self(), g_rt_out ? g_rt_out : g_rt_iface,
-                          g_integrity_out ? g_integrity_out : g_integrity, g_integrity[1],
+  fk_integrity_msg msg = {FK_DRIVER_VERSION,
+                          version,
+                          (uint32_t)getpid(),
+                          (uint32_t)pthread_self(),
+                          g_rt_out ? g_rt_out : g_rt_iface,
+                          g_integrity_out ? g_integrity_out : g_integrity,
+                          g_integrity[1],
                           unix_seconds};
   md2 h = {0};
   md2_add(&h, g_hmac_key, 16, 0x36);
@@ -476,7 +478,8 @@ static int walk_one(const char *name, void *arg) {
   return 1;
 }
 
-static unsigned long long mod_functions(CUcontext ctx, CUmodule mod, fk_kernel_cb cb, void *opaque) {
+static unsigned long long mod_functions(CUcontext ctx, CUmodule mod, fk_kernel_cb cb,
+                                        void *opaque) {
   fk_lock();
   struct CUctx_st *c;
   CUresult rc = fk_need_ctx(&c);
@@ -485,7 +488,8 @@ static unsigned long long mod_functions(CUcontext ctx, CUmodule mod, fk_kernel_c
   fk_unlock();
   fk_kernel_walk w = {mod, NULL, 0, 0, CUDA_SUCCESS};
   if (!image || !cb || fk_image_kernels(image, walk_one, &w) < 0 || w.rc) {
-    fk_trace("module interface: kernels of module %p (image %p, first bytes %08x): none readable (%d)",
+    fk_trace("module interface: kernels of module %p (image %p, first bytes %08x): none readable "
+             "(%d)",
              (void *)mod, image, image ? *(const uint32_t *)image : 0u, (int)w.rc);
     free(w.fns);
     return 0;
@@ -525,6 +529,8 @@ typedef struct fk_export {
   const char *what;
 } fk_export;
 
+/* One table entry a line (laid out by hand). */
+/* clang-format off */
 static const fk_export g_exports[] = {
     {{0x6b, 0xd5, 0xfb, 0x6c, 0x5b, 0xf4, 0xe7, 0x4a, 0x89, 0x87, 0xd9, 0x39, 0x12, 0xfd, 0x9d, 0xf9},
      g_rt_iface, "runtime interface"},
@@ -545,12 +551,13 @@ static const fk_export g_exports[] = {
     {{0x17, 0x34, 0xdc, 0x26, 0x80, 0x0d, 0x47, 0x45, 0x87, 0x26, 0xc0, 0xf1, 0xe7, 0xdd, 0x8b, 0xca},
      g_lt_iface, "cuBLASLt's table"},
 };
+/* clang-format on */
 
 static void uuid_text(const CUuuid *id, char *out, size_t len) {
   const unsigned char *b = (const unsigned char *)id->bytes;
-  snprintf(out, len, "%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-%02x%02x%02x%02x%02x%02x",
-           b[0], b[1], b[2], b[3], b[4], b[5], b[6], b[7], b[8], b[9], b[10], b[11], b[12],
-           b[13], b[14], b[15]);
+  snprintf(out, len, "%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-%02x%02x%02x%02x%02x%02x", b[0],
+           b[1], b[2], b[3], b[4], b[5], b[6], b[7], b[8], b[9], b[10], b[11], b[12], b[13], b[14],
+           b[15]);
 }
 
 /* FAKEGPU_TRACE=2: the tables are handed out as copies whose empty slots
@@ -565,6 +572,8 @@ static CUresult slot_hit(int i) {
           (int)getpid(), g_slot_index[i], g_slot_table[i]);
   return CUDA_ERROR_NOT_SUPPORTED;
 }
+/* The stubs, eight to a macro (laid out by hand). */
+/* clang-format off */
 #define FK_SLOT1(i) static CUresult slot_##i(void) { return slot_hit(0##i); } /* octal digits */
 #define FK_SLOT8(i) FK_SLOT1(i##0) FK_SLOT1(i##1) FK_SLOT1(i##2) FK_SLOT1(i##3) \
   FK_SLOT1(i##4) FK_SLOT1(i##5) FK_SLOT1(i##6) FK_SLOT1(i##7)
@@ -576,6 +585,7 @@ FK_SLOT8(10) FK_SLOT8(11) FK_SLOT8(12) FK_SLOT8(13) FK_SLOT8(14) FK_SLOT8(15) FK
 static CUresult (*const g_slot_stubs[FK_SLOT_STUBS])(void) = {
     FK_SREF8(0) FK_SREF8(1) FK_SREF8(2) FK_SREF8(3) FK_SREF8(4) FK_SREF8(5) FK_SREF8(6) FK_SREF8(7)
     FK_SREF8(10) FK_SREF8(11) FK_SREF8(12) FK_SREF8(13) FK_SREF8(14) FK_SREF8(15) FK_SREF8(16) FK_SREF8(17)};
+/* clang-format on */
 
 static const void *stubbed_copy(const fk_export *e, size_t slots, int first) {
   const void **copy = calloc(slots, sizeof *copy);

@@ -81,91 +81,80 @@ typedef size_t (*CUoccupancyB2DSize)(int block_size);
 #define CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES 8
 #define CU_FUNC_CACHE_PREFER_EQUAL 3
 
-#define FK_EXTRA_ENTRY_POINTS(X)                                               \
-  X(cuCtxGetDevice, "cuCtxGetDevice", 2000, (CUdevice *dev))                   \
-  X(cuDeviceComputeCapability, "cuDeviceComputeCapability", 2000,              \
-    (int *major, int *minor, CUdevice dev))                                    \
-  X(cuDevicePrimaryCtxSetFlags, "cuDevicePrimaryCtxSetFlags_v2", 11000,        \
-    (CUdevice dev, unsigned int flags))                                        \
-  X(cuDeviceCanAccessPeer, "cuDeviceCanAccessPeer", 4000,                      \
-    (int *can, CUdevice dev, CUdevice peer))                                   \
-  X(cuCtxEnablePeerAccess, "cuCtxEnablePeerAccess", 4000,                      \
-    (CUcontext peer, unsigned int flags))                                      \
-  X(cuCtxDisablePeerAccess, "cuCtxDisablePeerAccess", 4000, (CUcontext peer))  \
-  X(cuMemGetAddressRange, "cuMemGetAddressRange_v2", 3020,                     \
-    (CUdeviceptr *base, size_t *size, CUdeviceptr dptr))                       \
-  X(cuPointerGetAttribute, "cuPointerGetAttribute", 4000,                      \
-    (void *data, CUpointer_attribute attr, CUdeviceptr ptr))                   \
-  X(cuPointerGetAttributes, "cuPointerGetAttributes", 7000,                    \
-    (unsigned int n, CUpointer_attribute *attrs, void **data, CUdeviceptr ptr)) \
-  X(cuMemHostRegister, "cuMemHostRegister_v2", 6050,                           \
-    (void *p, size_t bytes, unsigned int flags))                               \
-  X(cuMemHostUnregister, "cuMemHostUnregister", 4000, (void *p))               \
-  X(cuMemHostGetDevicePointer, "cuMemHostGetDevicePointer_v2", 3020,           \
-    (CUdeviceptr *dptr, void *p, unsigned int flags))                          \
-  X(cuMemHostGetFlags, "cuMemHostGetFlags", 2030, (unsigned int *flags, void *p)) \
-  X(cuMemAllocManaged, "cuMemAllocManaged", 6000,                              \
-    (CUdeviceptr *dptr, size_t bytes, unsigned int flags))                     \
-  X(cuMemcpy, "cuMemcpy", 4000, (CUdeviceptr dst, CUdeviceptr src, size_t n))  \
-  X(cuMemcpyAsync, "cuMemcpyAsync", 4000,                                      \
-    (CUdeviceptr dst, CUdeviceptr src, size_t n, CUstream s))                  \
-  X(cuMemcpyPeer, "cuMemcpyPeer", 4000,                                        \
-    (CUdeviceptr dst, CUcontext dctx, CUdeviceptr src, CUcontext sctx, size_t n)) \
-  X(cuMemcpyPeerAsync, "cuMemcpyPeerAsync", 4000,                              \
-    (CUdeviceptr dst, CUcontext dctx, CUdeviceptr src, CUcontext sctx, size_t n, \
-     CUstream s))                                                              \
-  X(cuMemsetD16, "cuMemsetD16_v2", 3020, (CUdeviceptr dst, unsigned short v, size_t n)) \
-  X(cuMemsetD32, "cuMemsetD32_v2", 3020, (CUdeviceptr dst, unsigned int v, size_t n)) \
-  X(cuMemsetD8Async, "cuMemsetD8Async", 3020,                                  \
-    (CUdeviceptr dst, unsigned char v, size_t n, CUstream s))                  \
-  X(cuMemsetD16Async, "cuMemsetD16Async", 3020,                                \
-    (CUdeviceptr dst, unsigned short v, size_t n, CUstream s))                 \
-  X(cuMemsetD32Async, "cuMemsetD32Async", 3020,                                \
-    (CUdeviceptr dst, unsigned int v, size_t n, CUstream s))                   \
-  X(cuStreamQuery, "cuStreamQuery", 2000, (CUstream s))                        \
-  X(cuStreamWaitEvent, "cuStreamWaitEvent", 3020,                              \
-    (CUstream s, CUevent e, unsigned int flags))                               \
-  X(cuStreamAddCallback, "cuStreamAddCallback", 5000,                          \
-    (CUstream s, CUstreamCallback cb, void *user, unsigned int flags))         \
-  X(cuEventQuery, "cuEventQuery", 2000, (CUevent e))                           \
-  X(cuProfilerStart, "cuProfilerStart", 4000, (void))                          \
-  X(cuProfilerStop, "cuProfilerStop", 4000, (void))                            \
-  X(cuModuleLoadDataEx, "cuModuleLoadDataEx", 2010,                            \
-    (CUmodule *m, const void *image, unsigned int n, CUjit_option *opts,       \
-     void **vals))                                                             \
-  X(cuModuleGetGlobal, "cuModuleGetGlobal_v2", 3020,                           \
-    (CUdeviceptr *dptr, size_t *bytes, CUmodule m, const char *name))          \
-  X(cuLinkCreate, "cuLinkCreate_v2", 6050,                                     \
-    (unsigned int n, CUjit_option *opts, void **vals, CUlinkState *state))     \
-  X(cuLinkAddData, "cuLinkAddData_v2", 6050,                                   \
-    (CUlinkState state, CUjitInputType type, void *data, size_t size,          \
-     const char *name, unsigned int n, CUjit_option *opts, void **vals))       \
-  X(cuLinkAddFile, "cuLinkAddFile_v2", 6050,                                   \
-    (CUlinkState state, CUjitInputType type, const char *path, unsigned int n, \
-     CUjit_option *opts, void **vals))                                         \
-  X(cuLinkComplete, "cuLinkComplete", 5050,                                    \
-    (CUlinkState state, void **cubin, size_t *size))                           \
-  X(cuLinkDestroy, "cuLinkDestroy", 5050, (CUlinkState state))                 \
-  X(cuFuncGetAttribute, "cuFuncGetAttribute", 2020,                            \
-    (int *value, CUfunction_attribute attr, CUfunction f))                     \
-  X(cuFuncSetCacheConfig, "cuFuncSetCacheConfig", 3000,                       \
-    (CUfunction f, CUfunc_cache config))                                       \
-  X(cuOccupancyMaxActiveBlocksPerMultiprocessor,                               \
-    "cuOccupancyMaxActiveBlocksPerMultiprocessor", 6050,                       \
-    (int *blocks, CUfunction f, int block_size, size_t dyn_smem))              \
-  X(cuOccupancyMaxActiveBlocksPerMultiprocessorWithFlags,                      \
-    "cuOccupancyMaxActiveBlocksPerMultiprocessorWithFlags", 7000,              \
-    (int *blocks, CUfunction f, int block_size, size_t dyn_smem, unsigned int flags)) \
-  X(cuOccupancyMaxPotentialBlockSize, "cuOccupancyMaxPotentialBlockSize", 6050, \
-    (int *min_grid, int *block_size, CUfunction f, CUoccupancyB2DSize b2d,     \
-     size_t dyn_smem, int limit))                                              \
-  X(cuOccupancyMaxPotentialBlockSizeWithFlags,                                 \
-    "cuOccupancyMaxPotentialBlockSizeWithFlags", 7000,                         \
-    (int *min_grid, int *block_size, CUfunction f, CUoccupancyB2DSize b2d,     \
-     size_t dyn_smem, int limit, unsigned int flags))                          \
-  X(cuLaunchCooperativeKernel, "cuLaunchCooperativeKernel", 9000,              \
-    (CUfunction f, unsigned int gx, unsigned int gy, unsigned int gz,          \
-     unsigned int bx, unsigned int by, unsigned int bz, unsigned int shmem,    \
-     CUstream s, void **params))
+#define FK_EXTRA_ENTRY_POINTS(X)                                                                   \
+  X(cuCtxGetDevice, "cuCtxGetDevice", 2000, (CUdevice * dev))                                      \
+  X(cuDeviceComputeCapability, "cuDeviceComputeCapability", 2000,                                  \
+    (int *major, int *minor, CUdevice dev))                                                        \
+  X(cuDevicePrimaryCtxSetFlags, "cuDevicePrimaryCtxSetFlags_v2", 11000,                            \
+    (CUdevice dev, unsigned int flags))                                                            \
+  X(cuDeviceCanAccessPeer, "cuDeviceCanAccessPeer", 4000, (int *can, CUdevice dev, CUdevice peer)) \
+  X(cuCtxEnablePeerAccess, "cuCtxEnablePeerAccess", 4000, (CUcontext peer, unsigned int flags))    \
+  X(cuCtxDisablePeerAccess, "cuCtxDisablePeerAccess", 4000, (CUcontext peer))                      \
+  X(cuMemGetAddressRange, "cuMemGetAddressRange_v2", 3020,                                         \
+    (CUdeviceptr * base, size_t * size, CUdeviceptr dptr))                                         \
+  X(cuPointerGetAttribute, "cuPointerGetAttribute", 4000,                                          \
+    (void *data, CUpointer_attribute attr, CUdeviceptr ptr))                                       \
+  X(cuPointerGetAttributes, "cuPointerGetAttributes", 7000,                                        \
+    (unsigned int n, CUpointer_attribute *attrs, void **data, CUdeviceptr ptr))                    \
+  X(cuMemHostRegister, "cuMemHostRegister_v2", 6050, (void *p, size_t bytes, unsigned int flags))  \
+  X(cuMemHostUnregister, "cuMemHostUnregister", 4000, (void *p))                                   \
+  X(cuMemHostGetDevicePointer, "cuMemHostGetDevicePointer_v2", 3020,                               \
+    (CUdeviceptr * dptr, void *p, unsigned int flags))                                             \
+  X(cuMemHostGetFlags, "cuMemHostGetFlags", 2030, (unsigned int *flags, void *p))                  \
+  X(cuMemAllocManaged, "cuMemAllocManaged", 6000,                                                  \
+    (CUdeviceptr * dptr, size_t bytes, unsigned int flags))                                        \
+  X(cuMemcpy, "cuMemcpy", 4000, (CUdeviceptr dst, CUdeviceptr src, size_t n))                      \
+  X(cuMemcpyAsync, "cuMemcpyAsync", 4000,                                                          \
+    (CUdeviceptr dst, CUdeviceptr src, size_t n, CUstream s))                                      \
+  X(cuMemcpyPeer, "cuMemcpyPeer", 4000,                                                            \
+    (CUdeviceptr dst, CUcontext dctx, CUdeviceptr src, CUcontext sctx, size_t n))                  \
+  X(cuMemcpyPeerAsync, "cuMemcpyPeerAsync", 4000,                                                  \
+    (CUdeviceptr dst, CUcontext dctx, CUdeviceptr src, CUcontext sctx, size_t n, CUstream s))      \
+  X(cuMemsetD16, "cuMemsetD16_v2", 3020, (CUdeviceptr dst, unsigned short v, size_t n))            \
+  X(cuMemsetD32, "cuMemsetD32_v2", 3020, (CUdeviceptr dst, unsigned int v, size_t n))              \
+  X(cuMemsetD8Async, "cuMemsetD8Async", 3020,                                                      \
+    (CUdeviceptr dst, unsigned char v, size_t n, CUstream s))                                      \
+  X(cuMemsetD16Async, "cuMemsetD16Async", 3020,                                                    \
+    (CUdeviceptr dst, unsigned short v, size_t n, CUstream s))                                     \
+  X(cuMemsetD32Async, "cuMemsetD32Async", 3020,                                                    \
+    (CUdeviceptr dst, unsigned int v, size_t n, CUstream s))                                       \
+  X(cuStreamQuery, "cuStreamQuery", 2000, (CUstream s))                                            \
+  X(cuStreamWaitEvent, "cuStreamWaitEvent", 3020, (CUstream s, CUevent e, unsigned int flags))     \
+  X(cuStreamAddCallback, "cuStreamAddCallback", 5000,                                              \
+    (CUstream s, CUstreamCallback cb, void *user, unsigned int flags))                             \
+  X(cuEventQuery, "cuEventQuery", 2000, (CUevent e))                                               \
+  X(cuProfilerStart, "cuProfilerStart", 4000, (void))                                              \
+  X(cuProfilerStop, "cuProfilerStop", 4000, (void))                                                \
+  X(cuModuleLoadDataEx, "cuModuleLoadDataEx", 2010,                                                \
+    (CUmodule * m, const void *image, unsigned int n, CUjit_option *opts, void **vals))            \
+  X(cuModuleGetGlobal, "cuModuleGetGlobal_v2", 3020,                                               \
+    (CUdeviceptr * dptr, size_t * bytes, CUmodule m, const char *name))                            \
+  X(cuLinkCreate, "cuLinkCreate_v2", 6050,                                                         \
+    (unsigned int n, CUjit_option *opts, void **vals, CUlinkState *state))                         \
+  X(cuLinkAddData, "cuLinkAddData_v2", 6050,                                                       \
+    (CUlinkState state, CUjitInputType type, void *data, size_t size, const char *name,            \
+     unsigned int n, CUjit_option *opts, void **vals))                                             \
+  X(cuLinkAddFile, "cuLinkAddFile_v2", 6050,                                                       \
+    (CUlinkState state, CUjitInputType type, const char *path, unsigned int n, CUjit_option *opts, \
+     void **vals))                                                                                 \
+  X(cuLinkComplete, "cuLinkComplete", 5050, (CUlinkState state, void **cubin, size_t *size))       \
+  X(cuLinkDestroy, "cuLinkDestroy", 5050, (CUlinkState state))                                     \
+  X(cuFuncGetAttribute, "cuFuncGetAttribute", 2020,                                                \
+    (int *value, CUfunction_attribute attr, CUfunction f))                                         \
+  X(cuFuncSetCacheConfig, "cuFuncSetCacheConfig", 3000, (CUfunction f, CUfunc_cache config))       \
+  X(cuOccupancyMaxActiveBlocksPerMultiprocessor, "cuOccupancyMaxActiveBlocksPerMultiprocessor",    \
+    6050, (int *blocks, CUfunction f, int block_size, size_t dyn_smem))                            \
+  X(cuOccupancyMaxActiveBlocksPerMultiprocessorWithFlags,                                          \
+    "cuOccupancyMaxActiveBlocksPerMultiprocessorWithFlags", 7000,                                  \
+    (int *blocks, CUfunction f, int block_size, size_t dyn_smem, unsigned int flags))              \
+  X(cuOccupancyMaxPotentialBlockSize, "cuOccupancyMaxPotentialBlockSize", 6050,                    \
+    (int *min_grid, int *block_size, CUfunction f, CUoccupancyB2DSize b2d, size_t dyn_smem,        \
+     int limit))                                                                                   \
+  X(cuOccupancyMaxPotentialBlockSizeWithFlags, "cuOccupancyMaxPotentialBlockSizeWithFlags", 7000,  \
+    (int *min_grid, int *block_size, CUfunction f, CUoccupancyB2DSize b2d, size_t dyn_smem,        \
+     int limit, unsigned int flags))                                                               \
+  X(cuLaunchCooperativeKernel, "cuLaunchCooperativeKernel", 9000,                                  \
+    (CUfunction f, unsigned int gx, unsigned int gy, unsigned int gz, unsigned int bx,             \
+     unsigned int by, unsigned int bz, unsigned int shmem, CUstream s, void **params))
 
 #endif

@@ -147,7 +147,8 @@ static int pick_entry(const void *image, unsigned kind, const unsigned char **el
   if (flags & (0x2000u | 0x8000u)) {
     /* The compressed size is 32 bits (PTX entries keep other bits above it). */
     uint64_t csize = fk_rd32(best + 16);
-    *owned = inflate_entry(data, csize && csize <= payload ? csize : payload, fk_rd64(best + 56), flags);
+    *owned =
+        inflate_entry(data, csize && csize <= payload ? csize : payload, fk_rd64(best + 56), flags);
     if (!*owned)
       return 0;
     *elf = *owned;
@@ -194,10 +195,11 @@ typedef struct elf_sym {
 static int each_symbol(const unsigned char *elf, size_t n, int need_shstr,
                        int (*fn)(const elf_sym *, void *), void *arg) {
   uint64_t shoff = fk_rd64(elf + 0x28);
-  uint16_t shentsize = fk_rd16(elf + 0x3a), shnum = fk_rd16(elf + 0x3c), shstrndx = fk_rd16(elf + 0x3e);
+  uint16_t shentsize = fk_rd16(elf + 0x3a), shnum = fk_rd16(elf + 0x3c),
+           shstrndx = fk_rd16(elf + 0x3e);
   if (shentsize < 64 || shoff > n || (uint64_t)shentsize * shnum > n - shoff)
     return -1;
-#define SH(i) (elf + shoff + (size_t)(i) * shentsize)
+#define SH(i) (elf + shoff + (size_t)(i)*shentsize)
   uint64_t shstr_off = 0, shstr_n = 0;
   int shstr_ok = shstrndx < shnum;
   if (shstr_ok) {
@@ -272,7 +274,8 @@ static int on_var(const elf_sym *e, void *arg) {
     g->nvars++;
   } else if (w->k < g->nvars) {
     /* SHT_PROGBITS: initial bytes at the symbol's place in the section. */
-    uint64_t soff = fk_rd64(e->sec + 24), ssize = fk_rd64(e->sec + 32), saddr = fk_rd64(e->sec + 16);
+    uint64_t soff = fk_rd64(e->sec + 24), ssize = fk_rd64(e->sec + 32),
+             saddr = fk_rd64(e->sec + 16);
     uint64_t at = value - saddr;
     if (fk_rd32(e->sec + 4) == 1 && value >= saddr && at <= ssize && vsize <= ssize - at &&
         soff <= w->n && ssize <= w->n - soff)
@@ -285,8 +288,7 @@ static int on_var(const elf_sym *e, void *arg) {
 /* Two passes over the variables of elf: with dst NULL, lists them in g and
  * lays them out; then copies each one's initial bytes into dst (the
  * module's memory, zeroed). 0 when the ELF is malformed or memory ran out. */
-static int walk_vars(const unsigned char *elf, size_t n, struct fk_globals *g,
-                     unsigned char *dst) {
+static int walk_vars(const unsigned char *elf, size_t n, struct fk_globals *g, unsigned char *dst) {
   var_walk w = {elf, n, g, dst, 0};
   return each_symbol(elf, n, 1, on_var, &w) == 1;
 }
@@ -529,8 +531,9 @@ static CUresult module_globals(fk_obj *m, struct fk_globals **out) {
   unsigned char *owned = NULL;
   CUresult rc = CUDA_SUCCESS;
   int ptx = 0; /* an image with PTX only: its variables are declared in the text */
-  if (m->image && (pick_cubin(m->image, &elf, &elf_n, &owned) ||
-                   (free(owned), owned = NULL, ptx = pick_entry(m->image, 1, &elf, &elf_n, &owned)))) {
+  if (m->image &&
+      (pick_cubin(m->image, &elf, &elf_n, &owned) ||
+       (free(owned), owned = NULL, ptx = pick_entry(m->image, 1, &elf, &elf_n, &owned)))) {
     int (*walk)(const unsigned char *, size_t, struct fk_globals *, unsigned char *) =
         ptx ? walk_ptx_vars : walk_vars;
     if (!walk(elf, elf_n, g, NULL)) {

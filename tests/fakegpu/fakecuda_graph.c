@@ -207,7 +207,7 @@ int fk_capture_wait(CUstream s, fk_obj *ev, CUresult *rc) {
   struct fk_capture *mine = capture_of(s), *theirs = capture_by_id(ev->cap_id);
   fk_obj *st = fk_obj_check(s, FK_OBJ_STREAM);
   if (!theirs)
-    return 0; /* an event of no live capture: a capturing s cannot wait on it (900) */
+    return 0;         /* an event of no live capture: a capturing s cannot wait on it (900) */
   if (!mine && !st) { /* the legacy or per-thread stream cannot join (900) */
     *rc = FK_ERR_CAPTURE_UNSUPPORTED;
     theirs->invalidated = 1;

@@ -73,9 +73,9 @@ typedef struct fk_node {
   CUhostFn host;
   void *user; /* host: its argument; event record and wait: the event */
   uint64_t dst, src;
-  size_t count;  /* memset: elements per row; memcpy (one1d): bytes */
-  size_t pitch;  /* memset: bytes between rows */
-  size_t height; /* memset: rows */
+  size_t count;   /* memset: elements per row; memcpy (one1d): bytes */
+  size_t pitch;   /* memset: bytes between rows */
+  size_t height;  /* memset: rows */
   unsigned width; /* memset: bytes per element */
   uint32_t value;
   int one1d;
@@ -111,7 +111,7 @@ struct CUgraph_st {
 #define FK_EXEC_MAGIC 0x67a9e00u
 struct fk_graph_exec {
   uint32_t magic;
-  fk_node *work; /* in an order that respects every dependency */
+  fk_node *work;        /* in an order that respects every dependency */
   const fk_gnode **src; /* the graph node of each (compared only) */
   size_t *gidx;         /* the place of each in that graph */
   size_t n;

@@ -292,8 +292,8 @@ FK_API CUresult cuGraphUpload(CUgraphExec exec, CUstream s) { return exec_work(e
 
 static CUresult run_memset(const fk_node *n, CUstream s) {
   if (n->height > 1)
-    return n->width == 1   ? cuMemsetD2D8Async(n->dst, n->pitch, (unsigned char)n->value,
-                                               n->count, n->height, s)
+    return n->width == 1   ? cuMemsetD2D8Async(n->dst, n->pitch, (unsigned char)n->value, n->count,
+                                               n->height, s)
            : n->width == 2 ? cuMemsetD2D16Async(n->dst, n->pitch, (unsigned short)n->value,
                                                 n->count, n->height, s)
                            : cuMemsetD2D32Async(n->dst, n->pitch, n->value, n->count, n->height, s);
@@ -343,8 +343,7 @@ FK_API CUresult cuGraphLaunch(CUgraphExec exec, CUstream s) {
 static fk_node *switchable(CUgraphExec exec, CUgraphNode node) {
   struct fk_graph_exec *e = fk_exec_check(exec);
   fk_node *n = e ? fk_exec_node(e, node) : NULL;
-  return n && (n->type == FK_NODE_KERNEL || n->type == FK_NODE_MEMSET ||
-               n->type == FK_NODE_MEMCPY)
+  return n && (n->type == FK_NODE_KERNEL || n->type == FK_NODE_MEMSET || n->type == FK_NODE_MEMCPY)
              ? n
              : NULL;
 }
@@ -395,8 +394,7 @@ FK_API CUresult cuGraphExecMemcpyNodeSetParams(CUgraphExec exec, CUgraphNode nod
 }
 FK_API CUresult cuGraphExecEventRecordNodeSetEvent(CUgraphExec exec, CUgraphNode node,
                                                    CUevent event) {
-  return exec ? fk_node_params_set(exec, node, FK_NODE_EVENT, &event, 0)
-              : CUDA_ERROR_INVALID_VALUE;
+  return exec ? fk_node_params_set(exec, node, FK_NODE_EVENT, &event, 0) : CUDA_ERROR_INVALID_VALUE;
 }
 FK_API CUresult cuGraphExecEventWaitNodeSetEvent(CUgraphExec exec, CUgraphNode node,
                                                  CUevent event) {

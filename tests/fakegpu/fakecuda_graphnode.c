@@ -332,8 +332,8 @@ FK_API CUresult cuGraphAddMemsetNode(CUgraphNode *out, CUgraph g, const CUgraphN
   (void)ctx;
   return add_simple(out, g, deps, nd, FK_NODE_MEMSET, params);
 }
-FK_API CUresult cuGraphAddHostNode(CUgraphNode *out, CUgraph g, const CUgraphNode *deps,
-                                   size_t nd, const void *params) {
+FK_API CUresult cuGraphAddHostNode(CUgraphNode *out, CUgraph g, const CUgraphNode *deps, size_t nd,
+                                   const void *params) {
   return add_simple(out, g, deps, nd, FK_NODE_HOST, params);
 }
 FK_API CUresult cuGraphAddEmptyNode(CUgraphNode *out, CUgraph g, const CUgraphNode *deps,
@@ -411,12 +411,12 @@ FK_API CUresult cuGraphAddDependencies(CUgraph g, const CUgraphNode *from, const
                                        size_t n) {
   return edges_change(g, from, to, NULL, n, 1);
 }
-FK_API CUresult cuGraphAddDependencies_v2(CUgraph g, const CUgraphNode *from,
-                                          const CUgraphNode *to, const void *edge_data, size_t n) {
+FK_API CUresult cuGraphAddDependencies_v2(CUgraph g, const CUgraphNode *from, const CUgraphNode *to,
+                                          const void *edge_data, size_t n) {
   return edges_change(g, from, to, edge_data, n, 1);
 }
-FK_API CUresult cuGraphRemoveDependencies(CUgraph g, const CUgraphNode *from,
-                                          const CUgraphNode *to, size_t n) {
+FK_API CUresult cuGraphRemoveDependencies(CUgraph g, const CUgraphNode *from, const CUgraphNode *to,
+                                          size_t n) {
   return edges_change(g, from, to, NULL, n, 0);
 }
 FK_API CUresult cuGraphRemoveDependencies_v2(CUgraph g, const CUgraphNode *from,
@@ -521,8 +521,8 @@ static CUresult node_get(CUgraphNode node, int want, void *out, int v2) {
   } else if (want == FK_NODE_MEMCPY) {
     copy_as_3d(n, out);
   } else if (want == FK_NODE_KERNEL) {
-    fk_kernel_params p = {n->fn, {0}, n->shmem, kernel_argv(n), NULL, n->kern,
-                          n->kctx ? n->kctx : fk_current()};
+    fk_kernel_params p =
+        {n->fn, {0}, n->shmem, kernel_argv(n), NULL, n->kern, n->kctx ? n->kctx : fk_current()};
     memcpy(p.dims, n->dims, sizeof p.dims);
     memcpy(out, &p, v2 ? sizeof p : offsetof(fk_kernel_params, kern));
   } else {

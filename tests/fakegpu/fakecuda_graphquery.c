@@ -30,8 +30,9 @@ static void list_out(fk_gnode *const *v, size_t n, CUgraphNode *out, void *data,
 }
 
 /* The nodes of g that pass keep(node, arg), in the order made. */
-static fk_gnode **nodes_where(const struct CUgraph_st *g, int (*keep)(const fk_gnode *, const void *),
-                              const void *arg, size_t *n) {
+static fk_gnode **nodes_where(const struct CUgraph_st *g,
+                              int (*keep)(const fk_gnode *, const void *), const void *arg,
+                              size_t *n) {
   fk_gnode **v = malloc((g->n ? g->n : 1) * sizeof *v);
   *n = 0;
   for (size_t i = 0; v && i < g->n; i++)

@@ -31,11 +31,10 @@ int fk_ordinal_of(unsigned d) {
 
 /* The uuid string of the fake's device d, as nvidia-smi prints it. */
 static void uuid_string(unsigned d, char *out, size_t len) {
-  static const unsigned char b[15] = {'f', 'a', 'k', 'e', 'g', 'p', 'u', '-',
+  static const unsigned char b[15] = {'f', 'a', 'k', 'e',  'g',  'p',  'u', '-',
                                       'e', 'b', 'b', 0x10, 0x42, 0x13, 0x37};
-  snprintf(out, len,
-           "GPU-%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-%02x%02x%02x%02x%02x%02x", b[0],
-           b[1], b[2], b[3], b[4], b[5], b[6], b[7], b[8], b[9], b[10], b[11], b[12], b[13],
+  snprintf(out, len, "GPU-%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-%02x%02x%02x%02x%02x%02x",
+           b[0], b[1], b[2], b[3], b[4], b[5], b[6], b[7], b[8], b[9], b[10], b[11], b[12], b[13],
            b[14], d);
 }
 
@@ -151,8 +150,7 @@ FK_API CUresult cuInit(unsigned int flags) {
   }
   int err = fg_state_attach(&fk_cfg, 1);
   if (err) {
-    fprintf(stderr, "fakegpu: cannot use state file %s: %s\n", fk_cfg.state_path,
-            strerror(-err));
+    fprintf(stderr, "fakegpu: cannot use state file %s: %s\n", fk_cfg.state_path, strerror(-err));
     rc = fk_init_error = CUDA_ERROR_UNKNOWN;
     goto out;
   }
@@ -236,58 +234,66 @@ static int attribute_value(int attr, CUdevice dev, int *ok) {
   *ok = 1;
   switch (attr) {
   case CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_BLOCK: return 1024;
-  case 2: case 3: return 1024;   /* max block dim x, y */
-  case 4: return 64;             /* max block dim z */
-  case 5: return 2147483647;     /* max grid dim x */
-  case 6: case 7: return 65535;  /* max grid dim y, z */
-  case 8: return 49152;          /* shared memory per block */
-  case 9: return 65536;          /* constant memory */
-  case 10: return 32;            /* warp size */
-  case 12: return 65536;         /* registers per block */
-  case 13: return 1980000;       /* clock rate, kHz */
+  case 2:
+  case 3: return 1024;       /* max block dim x, y */
+  case 4: return 64;         /* max block dim z */
+  case 5: return 2147483647; /* max grid dim x */
+  case 6:
+  case 7: return 65535;    /* max grid dim y, z */
+  case 8: return 49152;    /* shared memory per block */
+  case 9: return 65536;    /* constant memory */
+  case 10: return 32;      /* warp size */
+  case 12: return 65536;   /* registers per block */
+  case 13: return 1980000; /* clock rate, kHz */
   case CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT: return 132;
-  case 19: return 1;             /* can map host memory */
-  case 31: return 1;             /* concurrent kernels */
-  case 32: return 1;             /* ECC */
+  case 19: return 1; /* can map host memory */
+  case 31: return 1; /* concurrent kernels */
+  case 32: return 1; /* ECC */
   case CU_DEVICE_ATTRIBUTE_PCI_BUS_ID: return 0x18 + (int)fk_device_of(dev);
   case CU_DEVICE_ATTRIBUTE_PCI_DEVICE_ID: return 0;
-  case 36: return 2619000;       /* memory clock, kHz */
-  case 37: return 5120;          /* bus width */
-  case 38: return 52428800;      /* L2 */
-  case 39: return 2048;          /* threads per SM */
-  case 40: return 2;             /* async engines */
+  case 36: return 2619000;  /* memory clock, kHz */
+  case 37: return 5120;     /* bus width */
+  case 38: return 52428800; /* L2 */
+  case 39: return 2048;     /* threads per SM */
+  case 40: return 2;        /* async engines */
   case CU_DEVICE_ATTRIBUTE_UNIFIED_ADDRESSING: return 1;
   case CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR: return 9;
   case CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR: return 0;
-  case 11: return 2147483647;    /* max pitch */
-  case 14: return 512;           /* texture alignment */
-  case 15: return 1;             /* GPU overlap */
-  case 21: return 131072;        /* max 1D texture width */
-  case 22: return 131072;        /* max 2D texture width */
-  case 23: return 65536;         /* max 2D texture height */
-  case 24: case 25: case 26: return 16384; /* max 3D texture */
-  case 30: return 512;           /* surface alignment */
-  case 51: return 32;            /* texture pitch alignment */
-  case 78: return 1;             /* stream priorities */
-  case 79: case 80: return 1;    /* global and local L1 cache */
-  case 81: return 233472;        /* shared memory per SM */
-  case 82: return 65536;         /* registers per SM */
-  case 83: return 1;             /* managed memory */
-  case 87: return 2;             /* single to double precision ratio */
-  case 89: return 1;             /* concurrent managed access */
-  case 90: return 1;             /* compute preemption */
-  case 91: return 1;             /* host pointer for registered memory */
-  case 92: case 93: case 94: return 1; /* stream memory operations (v1): 32, 64 bit, NOR */
-  case 95: return 1;             /* cooperative launch */
-  case 97: return 232448;        /* shared memory per block, opt-in */
-  case 98: return 1;             /* CU_STREAM_WAIT_VALUE_FLUSH and FLUSH_REMOTE_WRITES */
-  case 99: return 1;             /* host register supported */
-  case 106: return 32;           /* blocks per SM */
-  case 108: return 82837504;     /* max persisting L2 */
-  case 109: return 134213632;    /* max access policy window */
-  case 111: return 1024;         /* reserved shared memory per block */
-  case 115: return 1;            /* memory pools */
-  case 122: case 123: return 1;  /* 64-bit stream memory operations, wait NOR */
+  case 11: return 2147483647; /* max pitch */
+  case 14: return 512;        /* texture alignment */
+  case 15: return 1;          /* GPU overlap */
+  case 21: return 131072;     /* max 1D texture width */
+  case 22: return 131072;     /* max 2D texture width */
+  case 23: return 65536;      /* max 2D texture height */
+  case 24:
+  case 25:
+  case 26: return 16384; /* max 3D texture */
+  case 30: return 512;   /* surface alignment */
+  case 51: return 32;    /* texture pitch alignment */
+  case 78: return 1;     /* stream priorities */
+  case 79:
+  case 80: return 1;      /* global and local L1 cache */
+  case 81: return 233472; /* shared memory per SM */
+  case 82: return 65536;  /* registers per SM */
+  case 83: return 1;      /* managed memory */
+  case 87: return 2;      /* single to double precision ratio */
+  case 89: return 1;      /* concurrent managed access */
+  case 90: return 1;      /* compute preemption */
+  case 91: return 1;      /* host pointer for registered memory */
+  case 92:
+  case 93:
+  case 94: return 1;          /* stream memory operations (v1): 32, 64 bit, NOR */
+  case 95: return 1;          /* cooperative launch */
+  case 97: return 232448;     /* shared memory per block, opt-in */
+  case 98: return 1;          /* CU_STREAM_WAIT_VALUE_FLUSH and FLUSH_REMOTE_WRITES */
+  case 99: return 1;          /* host register supported */
+  case 106: return 32;        /* blocks per SM */
+  case 108: return 82837504;  /* max persisting L2 */
+  case 109: return 134213632; /* max access policy window */
+  case 111: return 1024;      /* reserved shared memory per block */
+  case 115: return 1;         /* memory pools */
+  case 122:
+  case 123: return 1; /* 64-bit stream memory operations, wait NOR */
   case CU_DEVICE_ATTRIBUTE_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED: return 1;
   case CU_DEVICE_ATTRIBUTE_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR_SUPPORTED: return 1;
   default:
@@ -318,7 +324,7 @@ static CUresult device_uuid(CUuuid *uuid, CUdevice dev) {
     return rc;
   if (!uuid)
     return CUDA_ERROR_INVALID_VALUE;
-  static const char base[16] = {'f', 'a', 'k', 'e', 'g', 'p', 'u', '-',
+  static const char base[16] = {'f', 'a', 'k', 'e',  'g',  'p',  'u',  '-',
                                 'e', 'b', 'b', 0x10, 0x42, 0x13, 0x37, 0};
   memcpy(uuid->bytes, base, 16);
   uuid->bytes[15] = (char)fk_device_of(dev);
@@ -329,49 +335,54 @@ FK_API CUresult cuDeviceGetUuid(CUuuid *uuid, CUdevice dev) { return device_uuid
 FK_API CUresult cuDeviceGetUuid_v2(CUuuid *uuid, CUdevice dev) { return device_uuid(uuid, dev); }
 
 /* --- errors ---------------------------------------------------------------- */
-#define FK_ERRORS(X)                                                            \
-  X(CUDA_SUCCESS, 0, "no error")                                                \
-  X(CUDA_ERROR_INVALID_VALUE, 1, "invalid argument")                            \
-  X(CUDA_ERROR_OUT_OF_MEMORY, 2, "out of memory")                               \
-  X(CUDA_ERROR_NOT_INITIALIZED, 3, "initialization error")                      \
-  X(CUDA_ERROR_DEINITIALIZED, 4, "driver shutting down")                        \
-  X(CUDA_ERROR_STUB_LIBRARY, 34, "CUDA driver is a stub library")               \
-  X(CUDA_ERROR_NO_DEVICE, 100, "no CUDA-capable device is detected")            \
-  X(CUDA_ERROR_INVALID_DEVICE, 101, "invalid device ordinal")                   \
-  X(CUDA_ERROR_INVALID_IMAGE, 200, "device kernel image is invalid")            \
+#define FK_ERRORS(X)                                                                               \
+  X(CUDA_SUCCESS, 0, "no error")                                                                   \
+  X(CUDA_ERROR_INVALID_VALUE, 1, "invalid argument")                                               \
+  X(CUDA_ERROR_OUT_OF_MEMORY, 2, "out of memory")                                                  \
+  X(CUDA_ERROR_NOT_INITIALIZED, 3, "initialization error")                                         \
+  X(CUDA_ERROR_DEINITIALIZED, 4, "driver shutting down")                                           \
+  X(CUDA_ERROR_STUB_LIBRARY, 34, "CUDA driver is a stub library")                                  \
+  X(CUDA_ERROR_NO_DEVICE, 100, "no CUDA-capable device is detected")                               \
+  X(CUDA_ERROR_INVALID_DEVICE, 101, "invalid device ordinal")                                      \
+  X(CUDA_ERROR_INVALID_IMAGE, 200, "device kernel image is invalid")                               \
   X(CUDA_ERROR_NO_BINARY_FOR_GPU, 209, "no kernel image is available for execution on the device") \
-  X(CUDA_ERROR_INVALID_CONTEXT, 201, "invalid device context")                  \
-  X(CUDA_ERROR_CONTEXT_ALREADY_CURRENT, 202, "context already current")         \
-  X(CUDA_ERROR_ALREADY_MAPPED, 208, "resource already mapped")                  \
-  X(CUDA_ERROR_NOT_MAPPED, 211, "resource not mapped")                          \
-  X(CUDA_ERROR_INVALID_PTX, 218, "a PTX JIT compilation failed")                \
-  X(CUDA_ERROR_FILE_NOT_FOUND, 301, "file not found")                           \
-  X(CUDA_ERROR_INVALID_HANDLE, 400, "invalid resource handle")                  \
-  X(CUDA_ERROR_ILLEGAL_STATE, 401, "the operation cannot be performed in the present state") \
-  X(CUDA_ERROR_NOT_FOUND, 500, "named symbol not found")                        \
-  X(CUDA_ERROR_NOT_READY, 600, "device not ready")                              \
-  X(CUDA_ERROR_ILLEGAL_ADDRESS, 700, "an illegal memory access was encountered") \
-  X(CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES, 701, "too many resources requested for launch") \
-  X(CUDA_ERROR_PEER_ACCESS_ALREADY_ENABLED, 704, "peer access is already enabled") \
-  X(CUDA_ERROR_PEER_ACCESS_NOT_ENABLED, 705, "peer access has not been enabled") \
-  X(CUDA_ERROR_PRIMARY_CONTEXT_ACTIVE, 708, "primary context active")           \
-  X(CUDA_ERROR_CONTEXT_IS_DESTROYED, 709, "context is destroyed")               \
-  X(CUDA_ERROR_TOO_MANY_PEERS, 711, "peer mapping resources exhausted")         \
-  X(CUDA_ERROR_HOST_MEMORY_ALREADY_REGISTERED, 712, "part or all of the requested memory range is already mapped") \
-  X(CUDA_ERROR_HOST_MEMORY_NOT_REGISTERED, 713, "pointer does not correspond to a registered memory region") \
-  X(CUDA_ERROR_LAUNCH_FAILED, 719, "unspecified launch failure")                \
-  X(CUDA_ERROR_COOPERATIVE_LAUNCH_TOO_LARGE, 720, "too many blocks in cooperative launch") \
-  X(CUDA_ERROR_NOT_PERMITTED, 800, "operation not permitted")                   \
-  X(CUDA_ERROR_NOT_SUPPORTED, 801, "operation not supported")                   \
-  X(CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED, 900, "operation not permitted when stream is capturing") \
-  X(CUDA_ERROR_STREAM_CAPTURE_INVALIDATED, 901, "operation failed due to a previous error during capture") \
+  X(CUDA_ERROR_INVALID_CONTEXT, 201, "invalid device context")                                     \
+  X(CUDA_ERROR_CONTEXT_ALREADY_CURRENT, 202, "context already current")                            \
+  X(CUDA_ERROR_ALREADY_MAPPED, 208, "resource already mapped")                                     \
+  X(CUDA_ERROR_NOT_MAPPED, 211, "resource not mapped")                                             \
+  X(CUDA_ERROR_INVALID_PTX, 218, "a PTX JIT compilation failed")                                   \
+  X(CUDA_ERROR_FILE_NOT_FOUND, 301, "file not found")                                              \
+  X(CUDA_ERROR_INVALID_HANDLE, 400, "invalid resource handle")                                     \
+  X(CUDA_ERROR_ILLEGAL_STATE, 401, "the operation cannot be performed in the present state")       \
+  X(CUDA_ERROR_NOT_FOUND, 500, "named symbol not found")                                           \
+  X(CUDA_ERROR_NOT_READY, 600, "device not ready")                                                 \
+  X(CUDA_ERROR_ILLEGAL_ADDRESS, 700, "an illegal memory access was encountered")                   \
+  X(CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES, 701, "too many resources requested for launch")            \
+  X(CUDA_ERROR_PEER_ACCESS_ALREADY_ENABLED, 704, "peer access is already enabled")                 \
+  X(CUDA_ERROR_PEER_ACCESS_NOT_ENABLED, 705, "peer access has not been enabled")                   \
+  X(CUDA_ERROR_PRIMARY_CONTEXT_ACTIVE, 708, "primary context active")                              \
+  X(CUDA_ERROR_CONTEXT_IS_DESTROYED, 709, "context is destroyed")                                  \
+  X(CUDA_ERROR_TOO_MANY_PEERS, 711, "peer mapping resources exhausted")                            \
+  X(CUDA_ERROR_HOST_MEMORY_ALREADY_REGISTERED, 712,                                                \
+    "part or all of the requested memory range is already mapped")                                 \
+  X(CUDA_ERROR_HOST_MEMORY_NOT_REGISTERED, 713,                                                    \
+    "pointer does not correspond to a registered memory region")                                   \
+  X(CUDA_ERROR_LAUNCH_FAILED, 719, "unspecified launch failure")                                   \
+  X(CUDA_ERROR_COOPERATIVE_LAUNCH_TOO_LARGE, 720, "too many blocks in cooperative launch")         \
+  X(CUDA_ERROR_NOT_PERMITTED, 800, "operation not permitted")                                      \
+  X(CUDA_ERROR_NOT_SUPPORTED, 801, "operation not supported")                                      \
+  X(CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED, 900,                                                    \
+    "operation not permitted when stream is capturing")                                            \
+  X(CUDA_ERROR_STREAM_CAPTURE_INVALIDATED, 901,                                                    \
+    "operation failed due to a previous error during capture")                                     \
   X(CUDA_ERROR_UNKNOWN, 999, "unknown error")
 
 FK_API CUresult cuGetErrorName(CUresult error, const char **str) {
   if (!str)
     return CUDA_ERROR_INVALID_VALUE;
   switch (error) {
-#define FK_NAME_(name, v, s) case v: *str = #name; return CUDA_SUCCESS;
+#define FK_NAME_(name, v, s) \
+  case v: *str = #name; return CUDA_SUCCESS;
     FK_ERRORS(FK_NAME_)
 #undef FK_NAME_
   }
@@ -383,7 +394,8 @@ FK_API CUresult cuGetErrorString(CUresult error, const char **str) {
   if (!str)
     return CUDA_ERROR_INVALID_VALUE;
   switch (error) {
-#define FK_STR_(name, v, s) case v: *str = s; return CUDA_SUCCESS;
+#define FK_STR_(name, v, s) \
+  case v: *str = s; return CUDA_SUCCESS;
     FK_ERRORS(FK_STR_)
 #undef FK_STR_
   }
@@ -408,8 +420,16 @@ FK_API CUresult cuDeviceGetProperties(fk_devprop *p, CUdevice dev) {
   int v[14], ok;
   for (int i = 0; i < 14; i++)
     v[i] = attribute_value(attrs[i], dev, &ok);
-  *p = (fk_devprop){v[0], {v[1], v[2], v[3]}, {v[4], v[5], v[6]}, v[7], v[8], v[9], v[10], v[11],
-                    v[12], v[13]};
+  *p = (fk_devprop){v[0],
+                    {v[1], v[2], v[3]},
+                    {v[4], v[5], v[6]},
+                    v[7],
+                    v[8],
+                    v[9],
+                    v[10],
+                    v[11],
+                    v[12],
+                    v[13]};
   return CUDA_SUCCESS;
 }
 

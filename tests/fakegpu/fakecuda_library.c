@@ -32,8 +32,8 @@ struct fk_kernel {
   uint32_t magic;
   struct fk_library *lib;
   dev_kernel_twin_fn twin;
-  int max_dyn_smem; /* cuKernelSetAttribute's dynamic shared memory limit (0: default) */
-  char *name; /* owned: any length, as the driver's (cuRAND's reach 139) */
+  int max_dyn_smem;       /* cuKernelSetAttribute's dynamic shared memory limit (0: default) */
+  char *name;             /* owned: any length, as the driver's (cuRAND's reach 139) */
   struct fk_kernel *next; /* the library's next kernel */
 };
 
@@ -89,9 +89,8 @@ FK_API CUresult cuLibraryLoadData(CUlibrary *lib, const void *code, CUjit_option
  * go to cuLibraryLoadData, which keeps what it needs of them. A file that
  * cannot be read: CUDA_ERROR_FILE_NOT_FOUND. Exported by name for dlsym. */
 FK_API CUresult cuLibraryLoadFromFile(CUlibrary *lib, const char *path, CUjit_option *jit_opts,
-                                      void **jit_vals, unsigned int njit,
-                                      CUlibraryOption *lib_opts, void **lib_vals,
-                                      unsigned int nlib) {
+                                      void **jit_vals, unsigned int njit, CUlibraryOption *lib_opts,
+                                      void **lib_vals, unsigned int nlib) {
   CUresult rc = fk_check_init();
   if (rc)
     return rc;

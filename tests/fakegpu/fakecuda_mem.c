@@ -28,7 +28,7 @@ static void release_alloc(fk_alloc *a) {
   if (a->kind == FK_ALLOC_HOST)
     munmap((void *)(uintptr_t)a->addr, a->mapped);
   else if (a->kind != FK_ALLOC_REGISTERED && a->mapped) /* the caller's memory stays theirs */
-    fk_freed_unmap(a->addr, a->mapped); /* device memory: a launch on it faults */
+    fk_freed_unmap(a->addr, a->mapped);                 /* device memory: a launch on it faults */
   else if (a->kind != FK_ALLOC_REGISTERED && !a->chunk)
     fk_freed_note(a->addr, a->size); /* a pool block: its memory is its chunk's */
   if (a->fd >= 0)
@@ -132,7 +132,9 @@ static CUresult alloc_memfd(int kind, struct CUctx_st *c, size_t bytes, unsigned
     fg_device_usage u;
     if (kind != FK_ALLOC_MANAGED || fg_state_device(dev, &u) != 0)
       goto out;
-    charged = u.used_bytes < u.total_bytes ? (u.total_bytes - u.used_bytes) / fk_granularity * fk_granularity : 0;
+    charged = u.used_bytes < u.total_bytes
+                  ? (u.total_bytes - u.used_bytes) / fk_granularity * fk_granularity
+                  : 0;
     if (charged && fg_state_charge(dev, charged, 0) != 0)
       charged = 0;
   }
@@ -382,8 +384,8 @@ FK_API CUresult cuMemcpyPeer(CUdeviceptr dst, CUcontext dctx, CUdeviceptr src, C
                              size_t n) {
   return copy_peer(dst, dctx, src, sctx, n, NULL, 0);
 }
-FK_API CUresult cuMemcpyPeerAsync(CUdeviceptr dst, CUcontext dctx, CUdeviceptr src,
-                                  CUcontext sctx, size_t n, CUstream s) {
+FK_API CUresult cuMemcpyPeerAsync(CUdeviceptr dst, CUcontext dctx, CUdeviceptr src, CUcontext sctx,
+                                  size_t n, CUstream s) {
   return copy_peer(dst, dctx, src, sctx, n, s, 1);
 }
 
@@ -499,9 +501,10 @@ FK_API CUresult cuStreamAttachMemAsync(CUstream s, CUdeviceptr p, size_t length,
   fk_alloc *a = rc ? NULL : find_alloc(FK_ALLOC_MANAGED, p, 1);
   if (rc == CUDA_SUCCESS && !fk_stream_ok(s))
     rc = CUDA_ERROR_INVALID_HANDLE;
-  else if (rc == CUDA_SUCCESS && ((flags != 1 && flags != 2 && flags != 4) || !a ||
-                                  (length && !alloc_contains(a, p, length)) ||
-                                  (!length && p != a->addr) || (flags == 4 && !fk_obj_check(s, FK_OBJ_STREAM))))
+  else if (rc == CUDA_SUCCESS &&
+           ((flags != 1 && flags != 2 && flags != 4) || !a ||
+            (length && !alloc_contains(a, p, length)) || (!length && p != a->addr) ||
+            (flags == 4 && !fk_obj_check(s, FK_OBJ_STREAM))))
     rc = CUDA_ERROR_INVALID_VALUE;
   if (rc == CUDA_SUCCESS)
     rc = fk_stream_work(s);
@@ -536,8 +539,8 @@ FK_API CUresult cuIpcGetMemHandle(CUipcMemHandle *h, CUdeviceptr dptr) {
     rc = CUDA_ERROR_INVALID_VALUE;
     goto out;
   }
-  fk_ipc ipc = {FK_IPC_MAGIC, (int32_t)getpid(), fg_proc_start_time(getpid()), a->fd, 0,
-                a->mapped, (uint64_t)sb.st_dev, (uint64_t)sb.st_ino};
+  fk_ipc ipc = {FK_IPC_MAGIC, (int32_t)getpid(),   fg_proc_start_time(getpid()), a->fd, 0,
+                a->mapped,    (uint64_t)sb.st_dev, (uint64_t)sb.st_ino};
   memset(h, 0, sizeof *h);
   memcpy(h->reserved, &ipc, sizeof ipc);
 out:
@@ -571,8 +574,7 @@ FK_API CUresult cuIpcOpenMemHandle_v2(CUdeviceptr *dptr, CUipcMemHandle h, unsig
     goto out;
   struct stat sb;
   void *p = MAP_FAILED;
-  if (fstat(fd, &sb) == 0 && (uint64_t)sb.st_dev == ipc.st_dev &&
-      (uint64_t)sb.st_ino == ipc.st_ino)
+  if (fstat(fd, &sb) == 0 && (uint64_t)sb.st_dev == ipc.st_dev && (uint64_t)sb.st_ino == ipc.st_ino)
     p = mmap(NULL, ipc.size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
   close(fd);
   fk_alloc *a = p != MAP_FAILED ? new_alloc(FK_ALLOC_IPC, c) : NULL;

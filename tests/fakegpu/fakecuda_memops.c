@@ -100,7 +100,7 @@ static int holds(uint64_t have, uint64_t want, unsigned flags, int wide) {
   case 0: return wide ? (int64_t)(have - want) >= 0 : (int32_t)(uint32_t)(have - want) >= 0;
   case 1: return have == want;
   case 2: return (have & want) != 0;
-  default: return wide ? ~(have | want) != 0 : (uint32_t)~(have | want) != 0;
+  default: return wide ? ~(have | want) != 0 : (uint32_t) ~(have | want) != 0;
   }
 }
 

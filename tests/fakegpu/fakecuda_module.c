@@ -297,9 +297,9 @@ static CUresult link_add(fk_link *l, CUjitInputType type, const void *data, size
   return CUDA_SUCCESS;
 }
 
-FK_API CUresult cuLinkAddData_v2(CUlinkState state, CUjitInputType type, void *data,
-                                 size_t size, const char *name, unsigned int n,
-                                 CUjit_option *opts, void **vals) {
+FK_API CUresult cuLinkAddData_v2(CUlinkState state, CUjitInputType type, void *data, size_t size,
+                                 const char *name, unsigned int n, CUjit_option *opts,
+                                 void **vals) {
   (void)name;
   fk_lock();
   jit_logs unused;
@@ -540,8 +540,7 @@ static int blocks_per_sm(int block_size, size_t dyn, int max_dyn) {
   return b;
 }
 
-static CUresult max_active(int *blocks, CUfunction f, int block_size, size_t dyn,
-                           unsigned flags) {
+static CUresult max_active(int *blocks, CUfunction f, int block_size, size_t dyn, unsigned flags) {
   fk_lock();
   fk_obj *fn;
   CUresult rc = need_function(f, &fn);
@@ -596,8 +595,7 @@ static CUresult potential_block_size(int *min_grid, int *block_size, CUfunction 
 }
 
 FK_API CUresult cuOccupancyMaxPotentialBlockSize(int *min_grid, int *block_size, CUfunction f,
-                                                 CUoccupancyB2DSize b2d, size_t dyn,
-                                                 int limit) {
+                                                 CUoccupancyB2DSize b2d, size_t dyn, int limit) {
   return potential_block_size(min_grid, block_size, f, b2d, dyn, limit, 0);
 }
 
@@ -683,8 +681,11 @@ FK_API CUresult cuLaunchCooperativeKernel(CUfunction f, unsigned int gx, unsigne
   if (threads >= 1 && threads <= 1024 && blocks >= 1 &&
       blocks > (uint64_t)blocks_per_sm((int)threads, shmem, max_dyn) * FK_SMS)
     return CUDA_ERROR_COOPERATIVE_LAUNCH_TOO_LARGE;
-  return fk_launch(&(fk_launch_args){
-      .f = f, .dims = {gx, gy, gz, bx, by, bz}, .shmem = shmem, .s = s, .params = params});
+  return fk_launch(&(fk_launch_args){.f = f,
+                                     .dims = {gx, gy, gz, bx, by, bz},
+                                     .shmem = shmem,
+                                     .s = s,
+                                     .params = params});
 }
 
 /* A function's module (500 for a kernel of a library, which has none), and

@@ -88,7 +88,8 @@ static int parse_info(image_layouts *il, const char *kernel, const unsigned char
       if (len > n - o - 4)
         break;
       if (a[o] == EIFMT_SVAL && a[o + 1] == EIATTR_KPARAM_INFO && len >= 12) {
-        uint32_t ord = fk_rd16(a + o + 8), off = fk_rd16(a + o + 10), size = fk_rd32(a + o + 12) >> 18;
+        uint32_t ord = fk_rd16(a + o + 8), off = fk_rd16(a + o + 10),
+                 size = fk_rd32(a + o + 12) >> 18;
         if (ord < FK_MAX_PARAMS && !pass && ord + 1 > count)
           count = ord + 1;
         else if (pass && ord < count)
@@ -106,10 +107,11 @@ static int parse_cubin(image_layouts *il, const unsigned char *elf, size_t n) {
   if (n < 64)
     return 0;
   uint64_t shoff = fk_rd64(elf + 0x28);
-  uint16_t shentsize = fk_rd16(elf + 0x3a), shnum = fk_rd16(elf + 0x3c), shstrndx = fk_rd16(elf + 0x3e);
+  uint16_t shentsize = fk_rd16(elf + 0x3a), shnum = fk_rd16(elf + 0x3c),
+           shstrndx = fk_rd16(elf + 0x3e);
   if (shentsize < 64 || shoff > n || (uint64_t)shentsize * shnum > n - shoff || shstrndx >= shnum)
     return 0;
-#define SH(i) (elf + shoff + (size_t)(i) * shentsize)
+#define SH(i) (elf + shoff + (size_t)(i)*shentsize)
   uint64_t str_off = fk_rd64(SH(shstrndx) + 24), str_n = fk_rd64(SH(shstrndx) + 32);
   if (str_off > n || str_n > n - str_off)
     return 0;
@@ -329,8 +331,7 @@ static int pointer_like(uint64_t v) {
  * as the heap had it, and a stale pointer there into memory freed since
  * would fault where a GPU never reads (the kernel writes its copy first).
  * Level 2 judges every word. */
-static int scan(const unsigned char *val, uint32_t param, uint32_t off, uint32_t size,
-                finding *f) {
+static int scan(const unsigned char *val, uint32_t param, uint32_t off, uint32_t size, finding *f) {
   int others = fk_cfg.check_args < 2 && size > 8 ? 0 : -1; /* -1: judge all */
   for (uint32_t k = (8 - off % 8) % 8; k + 8 <= size; k += 8) {
     uint64_t v = fk_rd64(val + k);

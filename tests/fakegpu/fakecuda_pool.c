@@ -24,18 +24,18 @@
 
 struct fk_pool {
   uint32_t magic;
-  int device;  /* ordinal */
+  int device; /* ordinal */
   int is_default;
   uint64_t release_threshold;
   uint64_t reserved_high, used_high;
-  int reuse[4]; /* attributes 1..3, all on by default */
+  int reuse[4];               /* attributes 1..3, all on by default */
   int access[FG_MAX_DEVICES]; /* other devices' access (cuMemPoolSetAccess); own: read-write */
   struct fk_pool *next;
 };
 
 static struct fk_pool g_default[FG_MAX_DEVICES];
 static struct fk_pool *g_current[FG_MAX_DEVICES]; /* NULL: the default */
-static struct fk_pool *g_pools;                    /* created pools */
+static struct fk_pool *g_pools;                   /* created pools */
 
 static struct fk_pool *default_pool(int dev) {
   struct fk_pool *p = &g_default[dev];
@@ -121,7 +121,9 @@ static void note_high(struct fk_pool *p) {
 }
 
 /* --- allocation ---------------------------------------------------------------------- */
-static uint64_t align_up(uint64_t n) { return (n + FK_POOL_ALIGN - 1) & ~(uint64_t)(FK_POOL_ALIGN - 1); }
+static uint64_t align_up(uint64_t n) {
+  return (n + FK_POOL_ALIGN - 1) & ~(uint64_t)(FK_POOL_ALIGN - 1);
+}
 
 static int by_addr(const void *x, const void *y) {
   uint64_t a = (*(const fk_alloc *const *)x)->addr, b = (*(const fk_alloc *const *)y)->addr;
@@ -371,7 +373,8 @@ FK_API CUresult cuMemPoolDestroy(CUmemoryPool pool) {
   } else {
     trim(p, 0);
     for (fk_alloc *a = fk_alloc_first(); a; a = a->next)
-      if (a->pool == p) /* chunks with blocks, and the blocks: the last block's free frees its chunk */
+      if (a->pool ==
+          p) /* chunks with blocks, and the blocks: the last block's free frees its chunk */
         a->pool = NULL;
     for (int d = 0; d < FG_MAX_DEVICES; d++)
       if (g_current[d] == p)
@@ -471,7 +474,8 @@ FK_API CUresult cuMemPoolSetAccess(CUmemoryPool pool, const CUmemAccessDesc *map
     if (map[i].location.type != CU_MEM_LOCATION_TYPE_DEVICE || map[i].location.id < 0 ||
         (unsigned)map[i].location.id >= fk_ndevices ||
         (map[i].location.id == p->device && map[i].flags != CU_MEM_ACCESS_FLAGS_PROT_READWRITE) ||
-        map[i].flags < CU_MEM_ACCESS_FLAGS_PROT_NONE || map[i].flags > CU_MEM_ACCESS_FLAGS_PROT_READWRITE)
+        map[i].flags < CU_MEM_ACCESS_FLAGS_PROT_NONE ||
+        map[i].flags > CU_MEM_ACCESS_FLAGS_PROT_READWRITE)
       rc = CUDA_ERROR_INVALID_VALUE;
   for (size_t i = 0; rc == CUDA_SUCCESS && i < count; i++)
     p->access[map[i].location.id] = map[i].flags; /* all checked first: all or nothing */
@@ -479,7 +483,8 @@ FK_API CUresult cuMemPoolSetAccess(CUmemoryPool pool, const CUmemAccessDesc *map
   return rc;
 }
 
-FK_API CUresult cuMemPoolGetAccess(CUmemAccess_flags *flags, CUmemoryPool pool, CUmemLocation *loc) {
+FK_API CUresult cuMemPoolGetAccess(CUmemAccess_flags *flags, CUmemoryPool pool,
+                                   CUmemLocation *loc) {
   CUresult rc = fk_check_init();
   if (rc)
     return rc;

@@ -22,15 +22,16 @@ typedef struct fk_entry {
 
 FK_API CUresult cuCtxCreate_v3(CUcontext *ctx, CUexecAffinityParam *params, int n,
                                unsigned int flags, CUdevice dev);
-FK_API CUresult cuCtxCreate_v4(CUcontext *ctx, CUctxCreateParams *params,
-                               unsigned int flags, CUdevice dev);
+FK_API CUresult cuCtxCreate_v4(CUcontext *ctx, CUctxCreateParams *params, unsigned int flags,
+                               CUdevice dev);
 FK_API CUresult cuDeviceGetUuid(CUuuid *uuid, CUdevice dev);
 FK_API CUresult cuGetProcAddress(const char *symbol, void **pfn, int cuda_version,
                                  cuuint64_t flags);
 FK_API CUresult cuGetProcAddress_v2(const char *symbol, void **pfn, int cuda_version,
-                                    cuuint64_t flags,
-                                    CUdriverProcAddressQueryResult *status);
+                                    cuuint64_t flags, CUdriverProcAddressQueryResult *status);
 
+/* One table entry a line (laid out by hand). */
+/* clang-format off */
 #define FK_ENTRY_(base, sym, ver, params) {#base, ver, sym, NULL},
 static fk_entry g_table[] = {
     EBB_CUDA_ENTRY_POINTS(FK_ENTRY_)
@@ -47,6 +48,7 @@ static fk_entry g_table[] = {
 #undef FK_UNEXPORTED_
 };
 #undef FK_ENTRY_
+/* clang-format on */
 #define FK_NTABLE (sizeof g_table / sizeof g_table[0])
 
 static pthread_once_t g_once = PTHREAD_ONCE_INIT;
@@ -86,9 +88,9 @@ void fk_trace(const char *fmt, ...) {
 }
 
 static const char *status_name(CUdriverProcAddressQueryResult st) {
-  return st == CU_GET_PROC_ADDRESS_SUCCESS             ? "found"
+  return st == CU_GET_PROC_ADDRESS_SUCCESS                  ? "found"
          : st == CU_GET_PROC_ADDRESS_VERSION_NOT_SUFFICIENT ? "VERSION_NOT_SUFFICIENT"
-                                                           : "SYMBOL_NOT_FOUND";
+                                                            : "SYMBOL_NOT_FOUND";
 }
 
 /* FAKEGPU_TRACE=2: a name the fake does not have is answered with a stub
@@ -105,6 +107,8 @@ static CUresult stub_hit(int i) {
   return CUDA_ERROR_NOT_SUPPORTED;
 }
 
+/* The stubs, eight to a macro (laid out by hand). */
+/* clang-format off */
 #define FK_STUB1(i) static CUresult stub_##i(void) { return stub_hit(0##i); } /* octal digits */
 #define FK_STUB8(i) FK_STUB1(i##0) FK_STUB1(i##1) FK_STUB1(i##2) FK_STUB1(i##3) \
   FK_STUB1(i##4) FK_STUB1(i##5) FK_STUB1(i##6) FK_STUB1(i##7)
@@ -119,6 +123,7 @@ FK_STUB64(1) FK_STUB64(2) FK_STUB64(3) FK_STUB64(4) FK_STUB64(5) FK_STUB64(6) FK
   FK_REF8(i##5) FK_REF8(i##6) FK_REF8(i##7)
 static CUresult (*const g_stubs[FK_STUBS])(void) = {FK_REF64(0) FK_REF64(1) FK_REF64(2)
     FK_REF64(3) FK_REF64(4) FK_REF64(5) FK_REF64(6) FK_REF64(7)};
+/* clang-format on */
 
 static int trace_stubs(void) {
   const char *v = getenv("FAKEGPU_TRACE");
@@ -134,8 +139,8 @@ static void *stub_for(const char *symbol) {
   return (void *)g_stubs[g_nstubs++];
 }
 
-static CUresult get_proc(const char *symbol, void **pfn, int cuda_version,
-                         cuuint64_t flags, CUdriverProcAddressQueryResult *status) {
+static CUresult get_proc(const char *symbol, void **pfn, int cuda_version, cuuint64_t flags,
+                         CUdriverProcAddressQueryResult *status) {
   if (fk_cfg.stub)
     return CUDA_ERROR_STUB_LIBRARY;
   if (!symbol || !pfn || flags > 2)
@@ -164,8 +169,7 @@ static CUresult get_proc(const char *symbol, void **pfn, int cuda_version,
   if (status)
     *status = st;
   fk_trace("cuGetProcAddress %s %d flags %llu -> %s%s%s", symbol, cuda_version,
-           (unsigned long long)flags, status_name(st), best ? " " : "",
-           best ? best->symbol : "");
+           (unsigned long long)flags, status_name(st), best ? " " : "", best ? best->symbol : "");
   return CUDA_SUCCESS;
 }
 
@@ -175,7 +179,6 @@ FK_API CUresult cuGetProcAddress(const char *symbol, void **pfn, int cuda_versio
 }
 
 FK_API CUresult cuGetProcAddress_v2(const char *symbol, void **pfn, int cuda_version,
-                                    cuuint64_t flags,
-                                    CUdriverProcAddressQueryResult *status) {
+                                    cuuint64_t flags, CUdriverProcAddressQueryResult *status) {
   return get_proc(symbol, pfn, cuda_version, flags, status);
 }

@@ -242,8 +242,7 @@ static CUresult pointer_attribute(const fk_alloc *a, int ordinal, CUpointer_attr
     memcpy(data, &v, sizeof v);
     return CUDA_SUCCESS;
   }
-  default:
-    return CUDA_ERROR_INVALID_VALUE;
+  default: return CUDA_ERROR_INVALID_VALUE;
   }
 }
 
@@ -278,10 +277,10 @@ FK_API CUresult cuPointerGetAttributes(unsigned int n, CUpointer_attribute *attr
   int ordinal = -2;
   const fk_alloc *a = lookup(ptr, &tmp, &ordinal);
   for (unsigned i = 0; i < n && rc == CUDA_SUCCESS; i++) {
-    rc = data[i] ? pointer_attribute(a, ordinal, attrs[i], data[i], ptr)
-                 : CUDA_ERROR_INVALID_VALUE;
+    rc = data[i] ? pointer_attribute(a, ordinal, attrs[i], data[i], ptr) : CUDA_ERROR_INVALID_VALUE;
     /* Device memory has no host address: the batch form answers NULL. */
-    if (rc == CUDA_ERROR_INVALID_VALUE && data[i] && attrs[i] == CU_POINTER_ATTRIBUTE_HOST_POINTER) {
+    if (rc == CUDA_ERROR_INVALID_VALUE && data[i] &&
+        attrs[i] == CU_POINTER_ATTRIBUTE_HOST_POINTER) {
       void *none = NULL;
       memcpy(data[i], &none, sizeof none);
       rc = CUDA_SUCCESS;

@@ -15,9 +15,8 @@ FK_API CUresult cuDevicePrimaryCtxRelease_v2(CUdevice dev);
 FK_API CUresult cuDevicePrimaryCtxReset_v2(CUdevice dev);
 FK_API CUresult cuLinkCreate_v2(unsigned int n, CUjit_option *opts, void **vals,
                                 CUlinkState *state);
-FK_API CUresult cuLinkAddData_v2(CUlinkState state, CUjitInputType type, void *data,
-                                 size_t size, const char *name, unsigned int n,
-                                 CUjit_option *opts, void **vals);
+FK_API CUresult cuLinkAddData_v2(CUlinkState state, CUjitInputType type, void *data, size_t size,
+                                 const char *name, unsigned int n, CUjit_option *opts, void **vals);
 FK_API CUresult cuLinkAddFile_v2(CUlinkState state, CUjitInputType type, const char *path,
                                  unsigned int n, CUjit_option *opts, void **vals);
 FK_API CUresult cuIpcOpenMemHandle_v2(CUdeviceptr *dptr, CUipcMemHandle h, unsigned int flags);
@@ -72,15 +71,15 @@ CUresult fk_ctx_synchronize_v2(CUcontext ctx) {
 }
 
 /* --- old ABIs with the same parameters as the current ones ------------------- */
-FK_API CUresult cuDevicePrimaryCtxRelease(CUdevice dev) { return cuDevicePrimaryCtxRelease_v2(dev); }
+FK_API CUresult cuDevicePrimaryCtxRelease(CUdevice dev) {
+  return cuDevicePrimaryCtxRelease_v2(dev);
+}
 FK_API CUresult cuDevicePrimaryCtxReset(CUdevice dev) { return cuDevicePrimaryCtxReset_v2(dev); }
-FK_API CUresult cuLinkCreate(unsigned int n, CUjit_option *opts, void **vals,
-                             CUlinkState *state) {
+FK_API CUresult cuLinkCreate(unsigned int n, CUjit_option *opts, void **vals, CUlinkState *state) {
   return cuLinkCreate_v2(n, opts, vals, state);
 }
 FK_API CUresult cuLinkAddData(CUlinkState state, CUjitInputType type, void *data, size_t size,
-                              const char *name, unsigned int n, CUjit_option *opts,
-                              void **vals) {
+                              const char *name, unsigned int n, CUjit_option *opts, void **vals) {
   return cuLinkAddData_v2(state, type, data, size, name, n, opts, vals);
 }
 FK_API CUresult cuLinkAddFile(CUlinkState state, CUjitInputType type, const char *path,
@@ -96,16 +95,16 @@ FK_API CUresult cuEventElapsedTime_v2(float *ms, CUevent a, CUevent b) {
 
 /* --- context flags, limits, cache configuration ------------------------------- */
 /* Runs body with c, the current context, under fk_lock. */
-#define WITH_CTX(body)                                                         \
-  do {                                                                         \
-    fk_lock();                                                                 \
-    struct CUctx_st *c;                                                        \
-    CUresult rc = fk_need_ctx(&c);                                             \
-    if (rc == CUDA_SUCCESS) {                                                  \
-      body;                                                                    \
-    }                                                                          \
-    fk_unlock();                                                               \
-    return rc;                                                                 \
+#define WITH_CTX(body)             \
+  do {                             \
+    fk_lock();                     \
+    struct CUctx_st *c;            \
+    CUresult rc = fk_need_ctx(&c); \
+    if (rc == CUDA_SUCCESS) {      \
+      body;                        \
+    }                              \
+    fk_unlock();                   \
+    return rc;                     \
   } while (0)
 
 #define FK_CTX_FLAGS_MASK 0xffu
@@ -199,7 +198,8 @@ FK_API CUresult cuDeviceGetPCIBusId(char *id, int len, CUdevice dev) {
     return rc;
   if (!id || len <= 0)
     return CUDA_ERROR_INVALID_VALUE;
-  snprintf(id, (size_t)len, "0000:%02x:00.0", 0x18 + fk_device_of(dev)); /* as the driver: 4-digit domain */
+  snprintf(id, (size_t)len, "0000:%02x:00.0",
+           0x18 + fk_device_of(dev)); /* as the driver: 4-digit domain */
   return CUDA_SUCCESS;
 }
 
@@ -263,20 +263,20 @@ FK_API CUresult cuStreamCreateWithPriority(CUstream *s, unsigned int flags, int 
 
 /* Runs body with o, the stream object (NULL for the special handles), under
  * fk_lock, after the context and handle checks. */
-#define WITH_STREAM(s, body)                                                   \
-  do {                                                                         \
-    fk_lock();                                                                 \
-    struct CUctx_st *c;                                                        \
-    CUresult rc = fk_need_ctx(&c);                                             \
-    fk_obj *o = rc ? NULL : fk_obj_check(s, FK_OBJ_STREAM);                    \
-    if (rc == CUDA_SUCCESS && !fk_stream_ok(s))                                \
-      rc = CUDA_ERROR_INVALID_HANDLE;                                          \
-    if (rc == CUDA_SUCCESS) {                                                  \
-      (void)o;                                                                 \
-      body;                                                                    \
-    }                                                                          \
-    fk_unlock();                                                               \
-    return rc;                                                                 \
+#define WITH_STREAM(s, body)                                \
+  do {                                                      \
+    fk_lock();                                              \
+    struct CUctx_st *c;                                     \
+    CUresult rc = fk_need_ctx(&c);                          \
+    fk_obj *o = rc ? NULL : fk_obj_check(s, FK_OBJ_STREAM); \
+    if (rc == CUDA_SUCCESS && !fk_stream_ok(s))             \
+      rc = CUDA_ERROR_INVALID_HANDLE;                       \
+    if (rc == CUDA_SUCCESS) {                               \
+      (void)o;                                              \
+      body;                                                 \
+    }                                                       \
+    fk_unlock();                                            \
+    return rc;                                              \
   } while (0)
 
 FK_API CUresult cuStreamGetPriority(CUstream s, int *priority) {
@@ -293,15 +293,18 @@ FK_API CUresult cuStreamGetCtx(CUstream s, CUcontext *ctx) {
 }
 
 FK_API CUresult cuStreamGetDevice(CUstream s, CUdevice *dev) {
-  WITH_STREAM(s, if (!dev) rc = CUDA_ERROR_INVALID_VALUE;
-              else *dev = (o ? o->ctx : c)->device);
+  WITH_STREAM(s, if (!dev) rc = CUDA_ERROR_INVALID_VALUE; else *dev = (o ? o->ctx : c)->device);
 }
 
 FK_API CUresult cuStreamGetId(CUstream s, unsigned long long *id) {
   static unsigned long long next_id = 16; /* below: the special streams */
-  WITH_STREAM(s, if (!id) rc = CUDA_ERROR_INVALID_VALUE;
-              else if (!o) *id = (unsigned long long)(uintptr_t)s;
-              else { if (!o->id) o->id = ++next_id; *id = o->id; });
+  WITH_STREAM(
+      s, if (!id) rc = CUDA_ERROR_INVALID_VALUE;
+      else if (!o) *id = (unsigned long long)(uintptr_t)s; else {
+        if (!o->id)
+          o->id = ++next_id;
+        *id = o->id;
+      });
 }
 
 /* Capture status (fakecuda_graph.c): none, active or invalidated. */
@@ -317,14 +320,18 @@ FK_API CUresult cuStreamIsCapturing(CUstream s, CUstreamCaptureStatus *status) {
 }
 
 FK_API CUresult cuStreamGetCaptureInfo(CUstream s, CUstreamCaptureStatus *status, cuuint64_t *id) {
-  WITH_STREAM(s, if (!status) rc = CUDA_ERROR_INVALID_VALUE;
-              else if (IS_LEGACY(s) && fk_capture_implicit(c)) rc = FK_ERR_CAPTURE_IMPLICIT;
-              else { unsigned long long cid; *status = fk_capture_status(s, &cid); if (id) *id = cid; });
+  WITH_STREAM(
+      s, if (!status) rc = CUDA_ERROR_INVALID_VALUE;
+      else if (IS_LEGACY(s) && fk_capture_implicit(c)) rc = FK_ERR_CAPTURE_IMPLICIT; else {
+        unsigned long long cid;
+        *status = fk_capture_status(s, &cid);
+        if (id)
+          *id = cid;
+      });
 }
 
-FK_API CUresult cuStreamGetCaptureInfo_v2(CUstream s, CUstreamCaptureStatus *status,
-                                          cuuint64_t *id, CUgraph *graph,
-                                          const CUgraphNode **deps, size_t *ndeps) {
+FK_API CUresult cuStreamGetCaptureInfo_v2(CUstream s, CUstreamCaptureStatus *status, cuuint64_t *id,
+                                          CUgraph *graph, const CUgraphNode **deps, size_t *ndeps) {
   if (graph)
     *graph = NULL;
   if (deps)
@@ -334,9 +341,8 @@ FK_API CUresult cuStreamGetCaptureInfo_v2(CUstream s, CUstreamCaptureStatus *sta
   return cuStreamGetCaptureInfo(s, status, id);
 }
 
-FK_API CUresult cuStreamGetCaptureInfo_v3(CUstream s, CUstreamCaptureStatus *status,
-                                          cuuint64_t *id, CUgraph *graph,
-                                          const CUgraphNode **deps,
+FK_API CUresult cuStreamGetCaptureInfo_v3(CUstream s, CUstreamCaptureStatus *status, cuuint64_t *id,
+                                          CUgraph *graph, const CUgraphNode **deps,
                                           const CUgraphEdgeData **edges, size_t *ndeps) {
   if (edges)
     *edges = NULL;
@@ -445,8 +451,8 @@ FK_API CUresult cuIpcOpenEventHandle(CUevent *e, CUipcEventHandle h) {
 FK_API CUresult cuMemAllocHost_v2(void **p, size_t bytes) { return cuMemHostAlloc(p, bytes, 0); }
 
 #define FK_PITCH_ALIGN 512
-FK_API CUresult cuMemAllocPitch_v2(CUdeviceptr *dptr, size_t *pitch, size_t width,
-                                   size_t height, unsigned int elem) {
+FK_API CUresult cuMemAllocPitch_v2(CUdeviceptr *dptr, size_t *pitch, size_t width, size_t height,
+                                   unsigned int elem) {
   if (!pitch || !width || !height || (elem != 4 && elem != 8 && elem != 16)) {
     CUresult rc = fk_check_init();
     return rc ? rc : CUDA_ERROR_INVALID_VALUE;

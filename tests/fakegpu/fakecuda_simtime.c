@@ -110,7 +110,8 @@ void fk_sim_sleep_until(double ms) {
   double left = ms - fk_sim_now();
   if (left <= 0)
     return;
-  struct timespec ts = {(time_t)(left / 1e3), (long)((left - (double)(time_t)(left / 1e3) * 1e3) * 1e6)};
+  struct timespec ts = {(time_t)(left / 1e3),
+                        (long)((left - (double)(time_t)(left / 1e3) * 1e3) * 1e6)};
   while (nanosleep(&ts, &ts) != 0 && errno == EINTR) {
   }
 }

@@ -214,8 +214,8 @@ static int attr_value_ok(int id, const unsigned char *v) {
   switch (id) {
   case 1:
     memcpy(&w, v, sizeof w);
-    return w.bytes <= 134213632u && w.hit_ratio >= 0.0f && w.hit_ratio <= 1.0f &&
-           w.hit_prop >= 0 && w.hit_prop <= 2 && w.miss_prop >= 0 && w.miss_prop <= 2;
+    return w.bytes <= 134213632u && w.hit_ratio >= 0.0f && w.hit_ratio <= 1.0f && w.hit_prop >= 0 &&
+           w.hit_prop <= 2 && w.miss_prop >= 0 && w.miss_prop <= 2;
   case 3: memcpy(&i, v, sizeof i); return i >= 1 && i <= 4;
   case 10: memcpy(&i, v, sizeof i); return i == 0 || i == 1;
   default: return 1;
@@ -258,7 +258,9 @@ static CUresult attr_set(fk_obj *o, int attr, const unsigned char *v) {
   if (attr == 8) {
     int prio;
     memcpy(&prio, v, sizeof prio);
-    o->priority = prio > FK_PRIO_LEAST ? FK_PRIO_LEAST : prio < FK_PRIO_GREATEST ? FK_PRIO_GREATEST : prio;
+    o->priority = prio > FK_PRIO_LEAST      ? FK_PRIO_LEAST
+                  : prio < FK_PRIO_GREATEST ? FK_PRIO_GREATEST
+                                            : prio;
   }
   return CUDA_SUCCESS;
 }

@@ -198,7 +198,8 @@ FK_API CUresult cuTexRefSetAddress2D_v3(CUtexref h, const CUDA_ARRAY_DESCRIPTOR 
   struct CUtexref_st *r = ref_begin(h, d != NULL, &rc);
   if (!r)
     return rc;
-  size_t eb = channels_ok((int)d->NumChannels) ? fk_format_bytes((int)d->Format) * d->NumChannels : 0;
+  size_t eb = channels_ok((int)d->NumChannels) ? fk_format_bytes((int)d->Format) * d->NumChannels
+                                               : 0;
   size_t w = d->Width, ht = d->Height;
   int ok = eb && dptr && dptr % FK_TEX_ALIGN == 0 && w && ht && pitch % FK_TEX_PITCH_ALIGN == 0 &&
            w <= pitch / eb && ht - 1 <= (SIZE_MAX - w * eb) / pitch &&

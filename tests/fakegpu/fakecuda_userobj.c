@@ -201,4 +201,3 @@ void fk_graph_user_objects_gone(struct CUgraph_st *g) {
     user_destroy_later(fn, arg);
   }
 }
-

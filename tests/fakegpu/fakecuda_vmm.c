@@ -24,10 +24,10 @@ typedef struct fk_phys {
   int fd;
   uint64_t size;
   int device;
-  uint64_t charged;   /* 0 for an imported handle: its owner pays */
-  unsigned refs;      /* the handle's references + one per mapping */
-  unsigned handles;   /* references to the handle: creation + retains */
-  int released;       /* every handle reference released */
+  uint64_t charged; /* 0 for an imported handle: its owner pays */
+  unsigned refs;    /* the handle's references + one per mapping */
+  unsigned handles; /* references to the handle: creation + retains */
+  int released;     /* every handle reference released */
   int exportable;
   struct fk_phys *next;
 } fk_phys;
@@ -119,8 +119,9 @@ FK_API CUresult cuMemGetAllocationGranularity(size_t *gran, const CUmemAllocatio
   if (rc)
     return rc;
   if (!gran || !prop || prop->type != CU_MEM_ALLOCATION_TYPE_PINNED ||
-      !valid_location(&prop->location) || (option != CU_MEM_ALLOC_GRANULARITY_MINIMUM &&
-                                           option != CU_MEM_ALLOC_GRANULARITY_RECOMMENDED))
+      !valid_location(&prop->location) ||
+      (option != CU_MEM_ALLOC_GRANULARITY_MINIMUM &&
+       option != CU_MEM_ALLOC_GRANULARITY_RECOMMENDED))
     return CUDA_ERROR_INVALID_VALUE;
   *gran = fk_granularity;
   return CUDA_SUCCESS;
@@ -327,8 +328,8 @@ FK_API CUresult cuMemMap(CUdeviceptr ptr, size_t size, size_t offset,
     goto out;
   }
   /* No access until cuMemSetAccess, as on the device. */
-  void *r = mmap((void *)(uintptr_t)ptr, size, PROT_NONE, MAP_SHARED | MAP_FIXED, p->fd,
-                 (off_t)offset);
+  void *r =
+      mmap((void *)(uintptr_t)ptr, size, PROT_NONE, MAP_SHARED | MAP_FIXED, p->fd, (off_t)offset);
   if (r == MAP_FAILED) {
     free(m);
     rc = CUDA_ERROR_OUT_OF_MEMORY;
@@ -450,8 +451,8 @@ FK_API CUresult cuMemImportFromShareableHandle(CUmemGenericAllocationHandle *h, 
     return rc;
   int src = (int)(intptr_t)os_handle;
   struct stat sb;
-  if (!h || type != CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR || src < 0 ||
-      fstat(src, &sb) != 0 || sb.st_size <= 0 || !is_multiple((uint64_t)sb.st_size))
+  if (!h || type != CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR || src < 0 || fstat(src, &sb) != 0 ||
+      sb.st_size <= 0 || !is_multiple((uint64_t)sb.st_size))
     return CUDA_ERROR_INVALID_VALUE;
   fk_phys *p = calloc(1, sizeof *p);
   int fd = p ? fcntl(src, F_DUPFD_CLOEXEC, 0) : -1;

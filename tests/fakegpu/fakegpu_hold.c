@@ -59,11 +59,11 @@ static void load(void) {
     fprintf(stderr, "fakegpu-hold: %s\n", dlerror());
     exit(3);
   }
-#define LOAD_(base, sym, ver, params)                                          \
-  *(void **)&p_##base = dlsym(h, sym);                                         \
-  if (!p_##base) {                                                             \
-    fprintf(stderr, "fakegpu-hold: %s lacks %s\n", path, sym);                 \
-    exit(3);                                                                   \
+#define LOAD_(base, sym, ver, params)                          \
+  *(void **)&p_##base = dlsym(h, sym);                         \
+  if (!p_##base) {                                             \
+    fprintf(stderr, "fakegpu-hold: %s lacks %s\n", path, sym); \
+    exit(3);                                                   \
   }
   EBB_CUDA_ENTRY_POINTS(LOAD_)
 #undef LOAD_

@@ -82,14 +82,13 @@ static int parse_query(const char *list, const field *set, size_t nset, const fi
 }
 
 static void uuid_of(unsigned dev, char *out, size_t len) {
-  static const unsigned char base[16] = {'f', 'a', 'k', 'e', 'g', 'p', 'u', '-',
+  static const unsigned char base[16] = {'f', 'a', 'k', 'e',  'g',  'p',  'u',  '-',
                                          'e', 'b', 'b', 0x10, 0x42, 0x13, 0x37, 0};
   unsigned char b[16];
   memcpy(b, base, 16);
   b[15] = (unsigned char)dev;
-  snprintf(out, len,
-           "GPU-%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-%02x%02x%02x%02x%02x%02x", b[0],
-           b[1], b[2], b[3], b[4], b[5], b[6], b[7], b[8], b[9], b[10], b[11], b[12], b[13],
+  snprintf(out, len, "GPU-%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-%02x%02x%02x%02x%02x%02x",
+           b[0], b[1], b[2], b[3], b[4], b[5], b[6], b[7], b[8], b[9], b[10], b[11], b[12], b[13],
            b[14], b[15]);
 }
 
@@ -175,8 +174,10 @@ static void app_row(unsigned dev, const fg_proc_usage *p, const field **q, int n
 
 static int usage(void) {
   fprintf(stderr,
-          "usage: fakegpu-smi [-i ID[,ID...]] --query-gpu=FIELDS --format=csv[,noheader][,nounits]\n"
-          "       fakegpu-smi [-i ID[,ID...]] --query-compute-apps=FIELDS --format=csv[,noheader][,nounits]\n"
+          "usage: fakegpu-smi [-i ID[,ID...]] --query-gpu=FIELDS "
+          "--format=csv[,noheader][,nounits]\n"
+          "       fakegpu-smi [-i ID[,ID...]] --query-compute-apps=FIELDS "
+          "--format=csv[,noheader][,nounits]\n"
           "       fakegpu-smi [-i ID] -L\n"
           "       fakegpu-smi --fake-lose-device=ID   (the fake only: device ID is lost now)\n"
           "ID: a device index (--id=ID is the same).\n"
@@ -276,7 +277,9 @@ int main(int argc, char **argv) {
     return 0;
   }
   unsigned first = 0, last = ndev;
-#define SKIP_(d) if (!(mask & (1u << (d)))) continue
+#define SKIP_(d)             \
+  if (!(mask & (1u << (d)))) \
+  continue
 
   if (list) {
     for (unsigned d = first; d < last; d++) {

@@ -124,8 +124,7 @@ NV_API nvmlReturn_t nvmlDeviceGetCudaComputeCapability(nvmlDevice_t dev, int *ma
 /* What else NCCL asks while it maps the topology: every pair of devices can
  * be peers (as cuDeviceCanAccessPeer says), there is no NVLink, no fabric,
  * no platform information and no confidential computing. */
-NV_API nvmlReturn_t nvmlDeviceGetP2PStatus(nvmlDevice_t a, nvmlDevice_t b, int caps,
-                                           int *status) {
+NV_API nvmlReturn_t nvmlDeviceGetP2PStatus(nvmlDevice_t a, nvmlDevice_t b, int caps, int *status) {
   nvmlReturn_t r = check_dev(a);
   if (r == NVML_SUCCESS)
     r = check_dev(b);
@@ -241,7 +240,7 @@ NV_API nvmlReturn_t nvmlDeviceGetUUID(nvmlDevice_t dev, char *uuid, unsigned int
     return r;
   if (!uuid)
     return NVML_ERROR_INVALID_ARGUMENT;
-  static const unsigned char b[15] = {'f', 'a', 'k', 'e', 'g', 'p', 'u', '-',
+  static const unsigned char b[15] = {'f', 'a', 'k', 'e',  'g',  'p',  'u', '-',
                                       'e', 'b', 'b', 0x10, 0x42, 0x13, 0x37};
   char buf[64];
   snprintf(buf, sizeof buf,

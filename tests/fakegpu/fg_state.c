@@ -69,7 +69,8 @@ static void parse_memory(fg_config *cfg, int devices_set) {
       if (end == p || errno || x == 0 || n == FG_MAX_DEVICES || (*end && *end != ',')) {
         snprintf(cfg->error, sizeof cfg->error,
                  "FAKEGPU_MEMORY_MIB='%.100s' is not a list of at most %d positive MiB "
-                 "figures, one per device", v, FG_MAX_DEVICES);
+                 "figures, one per device",
+                 v, FG_MAX_DEVICES);
         n = 0;
         break;
       }
@@ -134,8 +135,8 @@ static long env_number(fg_config *cfg, const char *name, long def, long max) {
   long x = strtol(v, &end, 10);
   if (errno || *end || x < 0 || x > max) {
     if (!cfg->error[0])
-      snprintf(cfg->error, sizeof cfg->error, "%s='%.100s' is not a number from 0 to %ld", name,
-               v, max);
+      snprintf(cfg->error, sizeof cfg->error, "%s='%.100s' is not a number from 0 to %ld", name, v,
+               max);
     return def;
   }
   return x;
@@ -165,8 +166,7 @@ void fg_config_from_env(fg_config *cfg) {
   if (p && *p)
     snprintf(cfg->state_path, sizeof cfg->state_path, "%s", p);
   else
-    snprintf(cfg->state_path, sizeof cfg->state_path, "/tmp/fakegpu-%u.state",
-             (unsigned)getuid());
+    snprintf(cfg->state_path, sizeof cfg->state_path, "/tmp/fakegpu-%u.state", (unsigned)getuid());
 }
 
 uint64_t fg_proc_start_time(pid_t pid) {
@@ -276,8 +276,8 @@ static int open_locked(void) {
     }
   }
   struct stat sb;
-  if (fstat(fd, &sb) != 0 || (sb.st_size < (off_t)sizeof(fg_file) &&
-                              ftruncate(fd, sizeof(fg_file)) != 0)) {
+  if (fstat(fd, &sb) != 0 ||
+      (sb.st_size < (off_t)sizeof(fg_file) && ftruncate(fd, sizeof(fg_file)) != 0)) {
     int e = -errno;
     close(fd);
     return e;

@@ -23,23 +23,23 @@
 typedef struct fg_config {
   unsigned ndevices;
   uint64_t total_bytes[FG_MAX_DEVICES]; /* memory of each device */
-  uint64_t granularity;   /* bytes */
-  uint64_t context_bytes; /* this process's cost of one context */
-  long fail_alloc_at;     /* 0: never */
-  long fault_launch_at;   /* 0: never */
+  uint64_t granularity;                 /* bytes */
+  uint64_t context_bytes;               /* this process's cost of one context */
+  long fail_alloc_at;                   /* 0: never */
+  long fault_launch_at;                 /* 0: never */
   int stub;
   int poison;
-  int check_args;         /* FAKEGPU_CHECK_ARGS: a launch on freed memory faults (700);
+  int check_args;     /* FAKEGPU_CHECK_ARGS: a launch on freed memory faults (700);
                            * 1: pointers and small structures, 2: every parameter */
-  long quarantine;        /* FAKEGPU_QUARANTINE: freed device ranges kept unmapped-but-reserved */
-  long kernel_us;         /* FAKEGPU_KERNEL_US: simulated time per kernel launch (0: off) */
-  long wait_value_ms;     /* FAKEGPU_WAIT_VALUE_MS: how long cuStreamWaitValue* waits */
+  long quarantine;    /* FAKEGPU_QUARANTINE: freed device ranges kept unmapped-but-reserved */
+  long kernel_us;     /* FAKEGPU_KERNEL_US: simulated time per kernel launch (0: off) */
+  long wait_value_ms; /* FAKEGPU_WAIT_VALUE_MS: how long cuStreamWaitValue* waits */
   /* FAKEGPU_FAIL_DEVICE=D[:after=N][:lost]: device D fails at this process's
    * (N+1)th call on it that needs a context. */
-  int fail_device;        /* -1: none */
+  int fail_device; /* -1: none */
   long fail_after;
-  int fail_lost;          /* 1: the device is lost for everyone; 0: sticky 700 */
-  char error[256];        /* a bad setting, named; "" when the environment is fine */
+  int fail_lost;   /* 1: the device is lost for everyone; 0: sticky 700 */
+  char error[256]; /* a bad setting, named; "" when the environment is fine */
   char state_path[4096];
 } fg_config;
 

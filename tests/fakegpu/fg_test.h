@@ -43,8 +43,8 @@ __attribute__((unused)) static void fgt_load_cuda(void) {
   if (!fgt_cuda)
     fprintf(stderr, "dlopen %s: %s\n", path, dlerror());
   REQUIRE(fgt_cuda != NULL);
-#define FGT_LOAD_(base, sym, ver, params)                                      \
-  *(void **)&cu_##base = dlsym(fgt_cuda, sym);                                 \
+#define FGT_LOAD_(base, sym, ver, params)      \
+  *(void **)&cu_##base = dlsym(fgt_cuda, sym); \
   CHECK_MSG(cu_##base != NULL, "fake libcuda does not export %s", sym);
   EBB_CUDA_ENTRY_POINTS(FGT_LOAD_)
 #undef FGT_LOAD_
@@ -57,8 +57,8 @@ __attribute__((unused)) static void fgt_load_nvml(void) {
   REQUIRE(path && *path);
   fgt_nvml = dlopen(path, RTLD_NOW | RTLD_LOCAL);
   REQUIRE(fgt_nvml != NULL);
-#define FGT_NVML_LOAD_(sym, ret, params)                                       \
-  *(void **)&nv_##sym = dlsym(fgt_nvml, #sym);                                 \
+#define FGT_NVML_LOAD_(sym, ret, params)       \
+  *(void **)&nv_##sym = dlsym(fgt_nvml, #sym); \
   CHECK_MSG(nv_##sym != NULL, "fake NVML does not export %s", #sym);
   EBB_NVML_ENTRY_POINTS(FGT_NVML_LOAD_)
 #undef FGT_NVML_LOAD_
@@ -160,7 +160,8 @@ __attribute__((unused)) static void fgt_hold_start(fgt_hold *h) {
 }
 
 /* Sends one command; answers its reply line (without newline) in buf. */
-__attribute__((unused)) static const char *fgt_hold_cmd(fgt_hold *h, const char *cmd, char *buf, size_t len) {
+__attribute__((unused)) static const char *fgt_hold_cmd(fgt_hold *h, const char *cmd, char *buf,
+                                                        size_t len) {
   fprintf(h->in, "%s\n", cmd);
   fflush(h->in);
   if (!fgets(buf, (int)len, h->out))
@@ -169,10 +170,10 @@ __attribute__((unused)) static const char *fgt_hold_cmd(fgt_hold *h, const char 
   return buf;
 }
 
-#define HOLD_OK(h, cmd)                                                        \
-  do {                                                                         \
-    char r_[256];                                                              \
-    fgt_hold_cmd(h, cmd, r_, sizeof r_);                                       \
+#define HOLD_OK(h, cmd)                                                           \
+  do {                                                                            \
+    char r_[256];                                                                 \
+    fgt_hold_cmd(h, cmd, r_, sizeof r_);                                          \
     CHECK_MSG(!strncmp(r_, "ok", 2), "fakegpu-hold '%s' answered '%s'", cmd, r_); \
   } while (0)
 

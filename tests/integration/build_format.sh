@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# src/ and include/ are laid out as the committed .clang-format says (issue 34):
+# src/, include/ and the fake GPU's C (tests/fakegpu/*.c, *.h) are laid out
+# as the committed .clang-format says (issues 34, 41):
 # scripts/format-check.sh names each file clang-format would change and how
 # many places; `make format` fixes them. clang-format is installed by
 # scripts/install-deps.sh, so a missing one fails the test too.
