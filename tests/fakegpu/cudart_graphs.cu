@@ -4,8 +4,9 @@
 // (fakegpu_twin_rg_axpy, exported with -rdynamic), so replays compute real
 // values; rg_poke has none and replays as a no-op. Checks the values after
 // replays in dependency order, parameters set in the graph and in an exec,
-// exec update, clone, queries, the debug print, refusals, and a capture of
-// the kernel. Prints "graphs: N distinct runtime calls, M checks passed" or
+// exec update, clone, queries, the debug print, refusals, a capture of
+// the kernel, and the generic form (cudaGraphAddNode, NodeSetParams).
+// Prints "graphs: N distinct runtime calls, M checks passed" or
 // "FAIL line L: ..." and exits 1.
 #include <cuda_runtime.h>
 
@@ -303,6 +304,49 @@ static void capture(cudaStream_t s) {
   OK(cudaFree(x));
 }
 
+// The generic form: cudaGraphAddNode, cudaGraphNodeSetParams,
+// cudaGraphExecNodeSetParams with cudaGraphNodeParams.
+static void generic(cudaStream_t s) {
+  float *x, host[N];
+  unsigned n = N;
+  float a = 3.0f;
+  void *argv[3] = {&x, &n, &a};
+  OK(cudaMalloc(&x, N * sizeof(float)));
+  cudaGraph_t g;
+  OK(cudaGraphCreate(&g, 0));
+  cudaGraphNodeParams ms = {};
+  ms.type = cudaGraphNodeTypeMemset;
+  ms.memset.dst = x;
+  ms.memset.value = 0x3f800000u; // 1.0f
+  ms.memset.elementSize = 4;
+  ms.memset.width = N;
+  ms.memset.height = 1;
+  cudaGraphNode_t m, k;
+  OK(cudaGraphAddNode(&m, g, NULL, NULL, 0, &ms));
+  cudaGraphNodeParams kp = {};
+  kp.type = cudaGraphNodeTypeKernel;
+  kp.kernel.func = (void *)rg_axpy;
+  kp.kernel.gridDim = dim3(2);
+  kp.kernel.blockDim = dim3(32);
+  kp.kernel.kernelParams = argv;
+  OK(cudaGraphAddNode(&k, g, &m, NULL, 1, &kp));
+  a = 4.0f;
+  OK(cudaGraphNodeSetParams(k, &kp));
+  cudaGraphExec_t e;
+  OK(cudaGraphInstantiate(&e, g, 0));
+  replay(e, s, 1);
+  OK(cudaMemcpy(host, x, sizeof host, cudaMemcpyDeviceToHost));
+  expect_all(host, 5.0f, __LINE__); // 1 * 4 + 1
+  a = 6.0f;
+  OK(cudaGraphExecNodeSetParams(e, k, &kp));
+  replay(e, s, 1);
+  OK(cudaMemcpy(host, x, sizeof host, cudaMemcpyDeviceToHost));
+  expect_all(host, 7.0f, __LINE__); // 1 * 6 + 1
+  OK(cudaGraphExecDestroy(e));
+  OK(cudaGraphDestroy(g));
+  OK(cudaFree(x));
+}
+
 int main(void) {
   cudaStream_t s;
   OK(cudaSetDevice(0));
@@ -314,6 +358,7 @@ int main(void) {
   refusals(&b);
   unbuild(&b);
   capture(s);
+  generic(s);
   OK(cudaStreamDestroy(s));
   OK(cudaDeviceReset());
   printf("graphs: %d distinct runtime calls, %d checks passed\n", g_nnames, g_checks);

@@ -597,3 +597,99 @@ FK_API CUresult cuGraphKernelNodeSetParams(CUgraphNode node, const void *params)
 FK_API CUresult cuGraphKernelNodeSetParams_v2(CUgraphNode node, const void *params) {
   return fk_node_params_set(NULL, node, FK_NODE_KERNEL, params, 1);
 }
+
+/* --- the generic form: cuGraphAddNode(_v2), cuGraphNodeSetParams,
+ * cuGraphExecNodeSetParams -----------------------------------------------------
+ * CUgraphNodeParams: the node type, 12 reserved bytes, then the kind's
+ * parameters (kernel: CUDA_KERNEL_NODE_PARAMS_v3, the _v2 layout; memcpy:
+ * flags 0, a context, a CUDA_MEMCPY3D; memset: CUDA_MEMSET_NODE_PARAMS and a
+ * context; host; event record and wait: the event). The kinds the fake has
+ * (kernel, memcpy, memset, host, empty, event wait, event record) are
+ * taken by the rules of their own calls; child graphs, external
+ * semaphores, memory allocation and free, batch memory operations and
+ * conditional nodes are not there: 801. Setting parameters of another
+ * kind than the node's, or a type the driver does not know: 1. */
+#define FK_GENERIC_UNION 16 /* offset of the kind's parameters */
+
+static int kind_of_type(int type) {
+  static const int kinds[] = {FK_NODE_KERNEL, FK_NODE_MEMCPY, FK_NODE_MEMSET, FK_NODE_HOST, 0,
+                              FK_NODE_EMPTY,  FK_NODE_WAIT,   FK_NODE_EVENT};
+  return type >= 0 && type < 8 ? kinds[type] : 0;
+}
+
+/* The generic parameters into n, whose kind they must be. fk_lock held. */
+static CUresult generic_set(fk_node *n, const void *params) {
+  const unsigned char *u = (const unsigned char *)params + FK_GENERIC_UNION;
+  int type = *(const int *)params, kind = kind_of_type(type);
+  struct CUctx_st *c;
+  if (type < 0 || type > 13) /* past CU_GRAPH_NODE_TYPE_CONDITIONAL */
+    return CUDA_ERROR_INVALID_VALUE;
+  if (!kind)
+    return CUDA_ERROR_NOT_SUPPORTED;
+  if (!n || n->type != kind)
+    return CUDA_ERROR_INVALID_VALUE;
+  if (kind == FK_NODE_KERNEL)
+    return kernel_from(n, (const fk_kernel_params *)(const void *)u, 1);
+  if (kind == FK_NODE_EMPTY)
+    return CUDA_SUCCESS;
+  if (kind == FK_NODE_MEMCPY || kind == FK_NODE_MEMSET) {
+    CUresult rc = fk_need_ctx(&c);
+    if (rc)
+      return rc;
+  }
+  if (kind == FK_NODE_MEMCPY) /* flags and reserved must be 0; then a context */
+    return *(const int *)u || *(const int *)(u + 4) ? CUDA_ERROR_INVALID_VALUE
+                                                    : fk_node_set(n, kind, u + 16);
+  return fk_node_set(n, kind, u);
+}
+
+static CUresult add_generic(CUgraphNode *out, CUgraph g, const CUgraphNode *deps,
+                            const void *edge_data, size_t nd, const void *params) {
+  CUresult rc = fk_check_init();
+  if (rc)
+    return rc;
+  if (!params || !edges_default(edge_data, nd))
+    return CUDA_ERROR_INVALID_VALUE;
+  fk_node n = {.type = kind_of_type(*(const int *)params)};
+  fk_lock();
+  rc = generic_set(&n, params);
+  if (rc == CUDA_SUCCESS)
+    rc = add_node(out, g, deps, nd, &n);
+  fk_unlock();
+  return rc;
+}
+
+FK_API CUresult cuGraphAddNode(CUgraphNode *out, CUgraph g, const CUgraphNode *deps, size_t nd,
+                               void *params) {
+  return add_generic(out, g, deps, NULL, nd, params);
+}
+FK_API CUresult cuGraphAddNode_v2(CUgraphNode *out, CUgraph g, const CUgraphNode *deps,
+                                  const void *edge_data, size_t nd, void *params) {
+  return add_generic(out, g, deps, edge_data, nd, params);
+}
+
+/* exec NULL: the graph's node; else the exec's copy of it. */
+static CUresult generic_node_set(CUgraphExec exec, CUgraphNode node, const void *params) {
+  CUresult rc = fk_check_init();
+  if (rc)
+    return rc;
+  if (!params)
+    return CUDA_ERROR_INVALID_VALUE;
+  fk_lock();
+  fk_gnode *gn = fk_gnode_check(node);
+  fk_node *n = exec ? NULL : gn ? &gn->n : NULL;
+  if (exec) {
+    struct fk_graph_exec *e = fk_exec_check(exec);
+    n = e ? fk_exec_node(e, node) : NULL;
+  }
+  rc = generic_set(n, params);
+  fk_unlock();
+  return rc;
+}
+
+FK_API CUresult cuGraphNodeSetParams(CUgraphNode node, void *params) {
+  return generic_node_set(NULL, node, params);
+}
+FK_API CUresult cuGraphExecNodeSetParams(CUgraphExec exec, CUgraphNode node, void *params) {
+  return exec ? generic_node_set(exec, node, params) : CUDA_ERROR_INVALID_VALUE;
+}

@@ -440,6 +440,10 @@ CUresult fk_ctx_synchronize_v2(CUcontext ctx);
   X(cuStreamWaitValue64, "cuStreamWaitValue64", 9000, (void))                                      \
   X(cuStreamWaitValue64, "cuStreamWaitValue64_v2", 11070, (void))                                  \
   X(cuStreamBatchMemOp, "cuStreamBatchMemOp", 8000, (void))                                        \
-  X(cuStreamBatchMemOp, "cuStreamBatchMemOp_v2", 11070, (void))
+  X(cuStreamBatchMemOp, "cuStreamBatchMemOp_v2", 11070, (void))                                    \
+  X(cuGraphAddNode, "cuGraphAddNode", 12020, (void))                                               \
+  X(cuGraphAddNode, "cuGraphAddNode_v2", 12030, (void))                                            \
+  X(cuGraphNodeSetParams, "cuGraphNodeSetParams", 12020, (void))                                   \
+  X(cuGraphExecNodeSetParams, "cuGraphExecNodeSetParams", 12020, (void))
 
 #endif

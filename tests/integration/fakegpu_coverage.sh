@@ -11,7 +11,7 @@
 # skipped (77), never passed. EBB_CUDA_STUB names another stub library.
 set -euo pipefail
 : "${FAKEGPU_SMI:?}" "${EBB_SOURCE_DIR:?}"
-FLOOR=337
+FLOOR=340
 fake="$(dirname "$FAKEGPU_SMI")/libcuda.so.1"
 stub=${EBB_CUDA_STUB:-}
 if [ -z "$stub" ]; then

@@ -8,7 +8,9 @@
  * (parameters taken; a changed shape refused with 910 and the driver's
  * result code); queries; cycles, foreign and duplicate dependencies
  * refused; a replayed kernel whose copied argument points into memory
- * freed since faults (700) as a direct launch does (FAKEGPU_CHECK_ARGS). */
+ * freed since faults (700) as a direct launch does (FAKEGPU_CHECK_ARGS);
+ * the generic form (cuGraphAddNode, cuGraphNodeSetParams,
+ * cuGraphExecNodeSetParams). */
 #include <stdint.h>
 
 #include "fakegpu/fg_test.h"
@@ -52,6 +54,17 @@ typedef struct {
   size_t dstPitch, dstHeight;
   size_t width, height, depth;
 } copy3d_t; /* CUDA_MEMCPY3D */
+
+typedef struct {
+  int type, reserved0[3];
+  union {
+    long long pad[29];
+    kparams_t kernel;
+    msparams_t memset;
+    hparams_t host;
+  } u;
+  long long reserved2;
+} gparams_t; /* CUgraphNodeParams */
 
 static CUresult (*graph_create)(CUgraph *, unsigned);
 static CUresult (*graph_destroy)(CUgraph);
@@ -422,6 +435,64 @@ static void test_twin_without_layout(void) {
   CHECK_EQ_INT(cu_cuModuleUnload(m), CUDA_SUCCESS);
 }
 
+/* The generic form: nodes added and set through CUgraphNodeParams. */
+static void test_generic_nodes(void) {
+  CUresult (*add)(node_t *, CUgraph, const node_t *, const void *, size_t, gparams_t *) =
+      PROC(CUresult(*)(node_t *, CUgraph, const node_t *, const void *, size_t, gparams_t *),
+           "cuGraphAddNode", 12030);
+  CUresult (*set)(node_t, gparams_t *) =
+      PROC(CUresult(*)(node_t, gparams_t *), "cuGraphNodeSetParams", 12020);
+  CUresult (*x_set)(CUgraphExec, node_t, gparams_t *) =
+      PROC(CUresult(*)(CUgraphExec, node_t, gparams_t *), "cuGraphExecNodeSetParams", 12020);
+  CUstream s;
+  CUdeviceptr x;
+  CUgraph g;
+  REQUIRE(cu_cuStreamCreate(&s, 1) == CUDA_SUCCESS && cu_cuMemAlloc(&x, 256) == CUDA_SUCCESS);
+  REQUIRE(graph_create(&g, 0) == CUDA_SUCCESS);
+  gparams_t ms, k, h, bad;
+  memset(&ms, 0, sizeof ms);
+  ms.type = 2; /* memset */
+  ms.u.memset = (msparams_t){x, 0, 0x3f800000u, 4, 64, 1};
+  node_t m = NULL, kn = NULL, hn = NULL;
+  CHECK_EQ_INT(add(&m, g, NULL, NULL, 0, &ms), CUDA_SUCCESS);
+  unsigned n = 4;
+  float a = 3.0f;
+  void *argv[3];
+  memset(&k, 0, sizeof k);
+  k.type = 0; /* kernel */
+  k.u.kernel = axpy(&x, &n, &a, argv);
+  CHECK_EQ_INT(add(&kn, g, &m, NULL, 1, &k), CUDA_SUCCESS);
+  int hits = 0;
+  memset(&h, 0, sizeof h);
+  h.type = 3; /* host */
+  h.u.host = (hparams_t){host_note, &hits};
+  CHECK_EQ_INT(add(&hn, g, &kn, NULL, 1, &h), CUDA_SUCCESS);
+  unsigned char edge[8] = {0, 0, 1}; /* a programmatic edge */
+  node_t o = NULL;
+  CHECK_EQ_INT(add(&o, g, &kn, edge, 1, &h), CUDA_ERROR_INVALID_VALUE);
+  memset(&bad, 0, sizeof bad);
+  bad.type = 4; /* a child graph: not on the fake */
+  CHECK_EQ_INT(add(&o, g, NULL, NULL, 0, &bad), CUDA_ERROR_NOT_SUPPORTED);
+  bad.type = 14; /* no such type */
+  CHECK_EQ_INT(add(&o, g, NULL, NULL, 0, &bad), CUDA_ERROR_INVALID_VALUE);
+  CHECK_EQ_INT(set(kn, &ms), CUDA_ERROR_INVALID_VALUE); /* memset parameters for a kernel */
+  a = 4.0f;
+  CHECK_EQ_INT(set(kn, &k), CUDA_SUCCESS);
+  CUgraphExec e = NULL;
+  CHECK_EQ_INT(instantiate(&e, g, 0), CUDA_SUCCESS);
+  run(e, s);
+  CHECK_MSG(first_float(x) == 5.0f && hits == 1, "generic graph: x = %g (want 1 * 4 + 1), %d hits",
+            first_float(x), hits);
+  a = 6.0f;
+  CHECK_EQ_INT(x_set(e, kn, &k), CUDA_SUCCESS);
+  run(e, s);
+  CHECK_MSG(first_float(x) == 7.0f, "exec generic set: x = %g, want 7", first_float(x));
+  CHECK_EQ_INT(exec_destroy(e), CUDA_SUCCESS);
+  CHECK_EQ_INT(graph_destroy(g), CUDA_SUCCESS);
+  CHECK_EQ_INT(cu_cuMemFree(x), CUDA_SUCCESS);
+  CHECK_EQ_INT(cu_cuStreamDestroy(s), CUDA_SUCCESS);
+}
+
 /* A child: a kernel node whose argument points into memory freed after the
  * node was made: the replay faults (700, sticky) unless FAKEGPU_CHECK_ARGS=0. */
 static int child_freed(void) {
@@ -472,6 +543,7 @@ int main(int argc, char **argv) {
   RUN(test_set_and_update);
   RUN(test_captured_twin);
   RUN(test_twin_without_layout);
+  RUN(test_generic_nodes);
   RUN(test_replay_checks_arguments);
   CHECK_EQ_INT(cu_cuModuleUnload(g_mod), CUDA_SUCCESS);
   return TEST_END();
