@@ -3,13 +3,14 @@
  *
  * A stage's release, a leak, a job's state, a pipeline loaded, unloaded,
  * asleep or awake, a session opened or closed, a device lost, a memory
- * grant to a peer process, an allocation refused for want of device memory
- * and a mark on a device's timeline are each published as one `ebb_event`. ebb
- * itself is a subscriber: the log lines (`[STAGE] released N MiB of GPU
- * memory`, the leak report), `GET /v1/events`, the per-stage bytes in the
- * job store and `/metrics` are all written from these events; nothing in
- * ebb reads its own log back. An embedding program subscribes the same way
- * and sees the same facts (docs/python.md, "C: libebb.so", "Events").
+ * grant to a peer process, an allocation refused for want of device memory,
+ * an owner's memory parked in host memory and a mark on a device's timeline
+ * are each published as one `ebb_event`. ebb itself is a subscriber: the
+ * log lines (`[STAGE] released N MiB of GPU memory`, the leak report),
+ * `GET /v1/events`, the per-stage bytes in the job store and `/metrics` are
+ * all written from these events; nothing in ebb reads its own log back.
+ * An embedding program subscribes the same way and sees the same facts
+ * (docs/python.md, "C: libebb.so", "Events").
  *
  * Delivery is synchronous, on the thread that published the fact, after
  * every earlier subscriber and before the publishing function returns.
@@ -44,6 +45,9 @@ typedef enum ebb_event_kind {
                                 not enough free memory even after trimming the cache */
   EBB_EVENT_MARK = 9,        /* a labelled point on `device`'s memory timeline (`message`:
                                 "separate load", "separate release", ...); the ledger's mark */
+  EBB_EVENT_PARKED = 10,     /* `owner`'s segments on `device` went to host memory and their
+                                `bytes` of device memory back to the driver, addresses kept:
+                                `state` "asleep" (a sleep) or "parked" (every live byte kept) */
 } ebb_event_kind;
 
 /* Flags. QUIET: the fact has no line in ebb's log (a forced teardown, a
@@ -71,8 +75,8 @@ typedef struct ebb_event {
   double t;               /* when, Unix seconds */
   unsigned flags;         /* EBB_EVENT_QUIET */
   const char *device;     /* "cuda:0", "cpu"; NULL when the fact is no one device's */
-  const char *owner;      /* RELEASED, LEAK, OOM: the stage (or owner) name; GRANT: the
-                           peer's name for itself ("ebb serve") */
+  const char *owner;      /* RELEASED, LEAK, OOM, PARKED: the stage (or owner) name; GRANT:
+                           the peer's name for itself ("ebb serve") */
   const char *pipeline;   /* JOB, PIPELINE, SESSION */
   const char *id;         /* SESSION: its id */
   int64_t job;            /* JOB: its id; RELEASED, LEAK: the job running then, or 0 */
@@ -80,7 +84,7 @@ typedef struct ebb_event {
                            PIPELINE: loaded|unloaded|asleep|awake;
                            SESSION: open|stopped|closed (stopped: id NULL, every
                            session of `pipeline`, or of all when NULL);
-                           GRANT: gave|received|asked */
+                           GRANT: gave|received|asked; PARKED: asleep|parked */
   const char *message;    /* JOB: the error; DEVICE_LOST: why; RELEASED: the stage's note;
                            GRANT: the peer's reason; LEAK: what leaked ("GPU memory");
                            MARK: the label */
@@ -90,7 +94,8 @@ typedef struct ebb_event {
                            ([{"name":S,"released_bytes":N}]), or NULL */
   uint64_t bytes;         /* RELEASED: handed back; LEAK: device bytes leaked (or taken
                            from the driver directly when `outside`); JOB: released
-                           by the job; GRANT: given back; OOM: asked for */
+                           by the job; GRANT: given back; OOM: asked for; PARKED: device
+                           bytes given back */
   uint64_t bytes_asked;   /* GRANT: what the asker wanted */
   uint64_t context_bytes; /* RELEASED: of `bytes`, the device context's */
   uint64_t driver_free_before, driver_free_after; /* RELEASED, PIPELINE: the driver's
@@ -122,7 +127,8 @@ int ebb_events_subscribe(ebb_event_fn fn, void *ctx, ebb_subscription **out);
 void ebb_events_unsubscribe(ebb_subscription *s);
 
 /* A printable name of kind: "released", "leak", "job", "pipeline",
- * "session", "device_lost", "grant", "oom", "mark"; "?" for others. */
+ * "session", "device_lost", "grant", "oom", "mark", "parked"; "?" for
+ * others. */
 const char *ebb_event_kind_name(ebb_event_kind kind);
 
 #ifdef __cplusplus

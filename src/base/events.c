@@ -42,7 +42,7 @@ static const char *const kind_names[] = {
     [EBB_EVENT_JOB] = "job",           [EBB_EVENT_PIPELINE] = "pipeline",
     [EBB_EVENT_SESSION] = "session",   [EBB_EVENT_DEVICE_LOST] = "device_lost",
     [EBB_EVENT_GRANT] = "grant",       [EBB_EVENT_OOM] = "oom",
-    [EBB_EVENT_MARK] = "mark",
+    [EBB_EVENT_MARK] = "mark",         [EBB_EVENT_PARKED] = "parked",
 };
 
 const char *ebb_event_kind_name(ebb_event_kind kind) {

@@ -11,7 +11,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "base/events.h"
 #include "base/text.h"
 #include "memory/internal.h"
 
@@ -203,17 +202,13 @@ static int alloc_locked(ebb_owner *o, alloc_req *q, void **bt, int nbt, uint64_t
 }
 
 /* EBB_EVENT_OOM: o's request for bytes found the driver out of memory (the
- * ledger has its OOM event; the live picture shows a mark). The message
- * stays the caller's: publishing keeps the thread's error text. */
+ * ledger has its OOM event; the live picture shows a mark). */
 static void publish_oom(mem_allocator *a, const ebb_owner *o, size_t bytes) {
-  char msg[1024]; /* the size of error.c's message */
-  snprintf(msg, sizeof msg, "%s", ebb_errmsg());
   ebb_event ev = {.kind = EBB_EVENT_OOM,
                   .device = dev_device_label(a->dev),
                   .owner = o->name,
                   .bytes = bytes};
-  base_event_publish(&ev);
-  ebb_seterr(EBB_EOOM, "%s", msg);
+  mem__publish(&ev, EBB_EOOM);
 }
 
 int mem_alloc(ebb_owner *o, size_t bytes, const char *site, uint64_t *addr) {

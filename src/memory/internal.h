@@ -30,6 +30,7 @@
 #include <pthread.h>
 
 #include "base/clock.h" /* base_mono_ns: ledger and park times */
+#include "ebb/events.h" /* mem__publish */
 #include "memory/memory.h"
 
 #define EBB_SIG_ALLOC 0xEBBA110Cu
@@ -227,6 +228,9 @@ void mem__check_owner(const ebb_owner *o);
 /* Takes / drops a->mu (checks the handle first). */
 void mem__lock(mem_allocator *a);
 void mem__unlock(mem_allocator *a);
+/* Publishes ev on the bus (never with a->mu held). rc: the caller's result;
+ * when an error, its message is kept (a subscriber's calls may set one). */
+void mem__publish(ebb_event *ev, int rc);
 
 /* --- "map.c": address -> pointer hash map (no lock of its own) ----------- */
 int mem__map_put(mem_map *m, uint64_t k, void *v);

@@ -8,7 +8,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "base/events.h"
 #include "memory/internal.h"
 #include "memory/ledger_internal.h"
 
@@ -134,7 +133,7 @@ void mem_ledger_mark(mem_ledger *l, const char *label) {
   }
   pthread_mutex_unlock(&l->mu);
   ebb_event ev = {.kind = EBB_EVENT_MARK, .device = l->device, .message = label};
-  base_event_publish(&ev);
+  mem__publish(&ev, 0);
 }
 
 size_t mem_ledger_count(mem_ledger *l) {

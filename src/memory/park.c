@@ -120,7 +120,8 @@ static int park_picked_locked(mem_allocator *a, ebb_owner *o, int sleep, mem_sle
 
 /* Park (all live bytes kept) or sleep (weights only) every segment of o's:
  * first every backup is copied (chunks through pinned staging, the DMA of
- * one overlapping the host copy of the other), then the memory goes. */
+ * one overlapping the host copy of the other), then the memory goes, and
+ * the fact is published (EBB_EVENT_PARKED). st starts at zero. */
 static int put_away(ebb_owner *o, int sleep, mem_sleep_stats *st) {
   mem_allocator *a = o->a;
   uint64_t total = 0;
@@ -147,6 +148,14 @@ static int put_away(ebb_owner *o, int sleep, mem_sleep_stats *st) {
     rc = park_picked_locked(a, o, sleep, st);
   }
   mem__unlock(a);
+  if (st->device_bytes) { /* those parked stay parked, even when a later one failed */
+    ebb_event ev = {.kind = EBB_EVENT_PARKED,
+                    .device = dev_device_label(a->dev),
+                    .owner = o->name,
+                    .state = sleep ? "asleep" : "parked",
+                    .bytes = st->device_bytes};
+    mem__publish(&ev, rc);
+  }
   return rc;
 }
 

@@ -1,13 +1,23 @@
 /* The memory room's lowest file: the clock, bytes as text, sized struct
- * copies, handle checks and the allocator lock (the counters' helpers are
- * inline in internal.h). Calls nothing else in
- * the room, so every other file may call it. */
+ * copies, handle checks, the allocator lock and publishing a fact (the
+ * counters' helpers are inline in internal.h). Calls nothing else in the
+ * room, so every other file may call it. */
 #include <inttypes.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/events.h"
 #include "base/log.h"
 #include "memory/internal.h"
+
+void mem__publish(ebb_event *ev, int rc) {
+  char msg[1024]; /* the size of error.c's message */
+  if (rc)
+    snprintf(msg, sizeof msg, "%s", ebb_errmsg());
+  base_event_publish(ev);
+  if (rc)
+    ebb_seterr(rc, "%s", msg);
+}
 
 void mem__copy_sized(void *dst, const void *src, size_t n) {
   uint32_t keep;

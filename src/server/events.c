@@ -1,7 +1,7 @@
-/* GET /v1/events (events.h): the bus's facts (releases, leaks, jobs,
- * pipelines, sessions, grants, out-of-memory and marks, in the order they
- * were published) and the ledgers' memory turned into the live picture's
- * events; docs/api.md describes every event. */
+/* GET /v1/events (events.h): the bus's facts (releases, owners put to
+ * sleep, leaks, jobs, pipelines, sessions, grants, out-of-memory and marks,
+ * in the order they were published) and the ledgers' memory samples turned
+ * into the live picture's events; docs/api.md describes every event. */
 #include "server/events.h"
 
 #include <errno.h>
@@ -65,7 +65,7 @@ static json_t *leak_sites(const ebb_event *ev) {
  * (the publishing thread, often a device's, never waits on the stream). */
 static void on_fact(void *ctx, const ebb_event *ev) {
   srv_events *e = ctx;
-  if (ev->kind == EBB_EVENT_RELEASED && !ev->bytes)
+  if ((ev->kind == EBB_EVENT_RELEASED || ev->kind == EBB_EVENT_PARKED) && !ev->bytes)
     return;
   if (ev->kind == EBB_EVENT_LEAK && !ev->outside && !ev->bytes && !ev->blocks)
     return; /* pinned host buffers only: not the device's */
@@ -137,6 +137,18 @@ static void on_leak(srv_events *e, ev_fact *f, const char *running) {
     json_array_remove(e->leaks, 0);
   pthread_mutex_unlock(&e->mu);
   srv_sse_send(e->sse, "leak", o, 0);
+}
+
+/* An owner put to sleep (or parked): its segments' physical memory went back
+ * to the driver; a `release` with "asleep": true (the bytes are parked in
+ * host memory, not gone). */
+static void on_parked(srv_events *e, const ev_fact *f) {
+  srv_sse_send(e->sse, "release",
+               json_pack("{s:f,s:s,s:I,s:I,s:s,s:b}", "t", f->t, "device",
+                         dev_named(e, f->device)->label, "bytes", (json_int_t)f->bytes,
+                         "context_bytes", (json_int_t)0, "stage", f->owner ? f->owner : "?",
+                         "asleep", 1),
+               1);
 }
 
 /* The broker (docs/broker.md): memory this server gave a peer, got from
@@ -299,6 +311,7 @@ static void handle_facts(srv_events *e, ev_fact *f, const char *running) {
       break;
     case EBB_EVENT_OOM: send_mark(e, dev_named(e, f->device), f->t, "out of device memory"); break;
     case EBB_EVENT_RELEASED: on_release(e, f); break;
+    case EBB_EVENT_PARKED: on_parked(e, f); break;
     case EBB_EVENT_LEAK: on_leak(e, f, running); break;
     case EBB_EVENT_JOB: srv_ev_on_job(e, f); break;
     case EBB_EVENT_PIPELINE: on_pipeline(e, f); break;
@@ -319,7 +332,7 @@ static void tick(srv_events *e) {
   char running[128];
   ev_fact *f = take_facts(e);
   for (size_t d = 0; d < e->ndev; d++)
-    srv_ev_read_ledger(e, &e->dev[d]);
+    srv_ev_read_ledger(&e->dev[d]);
   const char *run = srv_ev_running_jobs(e, running, sizeof running);
   handle_facts(e, f, run);
   if (e->pipes_dirty) {

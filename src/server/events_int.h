@@ -94,9 +94,9 @@ const char *srv_ev_running_jobs(srv_events *e, char *running, size_t rn);
 json_t *srv_ev_hello_jobs(srv_events *e);
 
 /* --- "events_memory.c" */
-/* Reads a device's ledger events since the last tick: owner rows, parked
- * owners (marks and out-of-memory are the bus's). */
-void srv_ev_read_ledger(srv_events *e, ev_dev *d);
+/* Reads a device's ledger events since the last tick into its owner rows
+ * (bytes, peaks, parked bytes). */
+void srv_ev_read_ledger(ev_dev *d);
 /* The `memory` sample of device di. running: the running job's pipeline. */
 void srv_ev_publish_memory(srv_events *e, size_t di, const char *running);
 /* The pipeline an owner of device label belongs to (NULL when none). */

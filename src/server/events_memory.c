@@ -1,9 +1,9 @@
 /* The live picture's memory (events_int.h): each device's allocator ledger
  * read every interval into per-owner rows (allocations aggregated per
- * owner, with the device's driver numbers) and parked owners (asleep: the
- * ledger alone has their segments' bytes); the `memory` samples. Releases,
- * leaks, out-of-memory and marks are facts from the bus (events.c), not
- * read here. */
+ * owner: bytes, peaks, parked bytes, which only the ledger has), with the
+ * device's driver numbers: the `memory` samples and the running jobs'
+ * peaks. Every other event (releases, owners put to sleep, leaks,
+ * out-of-memory, marks) is a fact from the bus (events.c), not read here. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -12,11 +12,6 @@
 #include "server/events_int.h"
 
 #define LEDGER_BATCH 8192
-
-/* A ledger time (base_mono_ns) as Unix seconds. */
-static double srv_ev_wall_of(uint64_t mono) {
-  return base_wall_s() - ((double)base_mono_ns() - (double)mono) / 1e9;
-}
 
 static owner_row *owner_get(ev_dev *d, uint32_t id, const char *name) {
   for (size_t i = 0; i < d->nowners; i++)
@@ -79,28 +74,6 @@ const char *srv_ev_pipeline_of(srv_events *e, const char *label, const char *own
   return here ? here : run ? run : loaded ? loaded : any;
 }
 
-/* An owner put to sleep: its segments' physical memory went back to the
- * driver (a `release` with "asleep": true; the bytes are parked in host
- * memory, not gone). One per run of PARK events of one owner. */
-typedef struct park_run {
-  const mem_ledger_event *first;
-  uint64_t bytes;
-} park_run;
-
-static void flush_park(srv_events *e, ev_dev *d, park_run *pr) {
-  if (!pr->first || !pr->bytes) {
-    *pr = (park_run){0};
-    return;
-  }
-  srv_sse_send(e->sse, "release",
-               json_pack("{s:f,s:s,s:I,s:I,s:s,s:b}", "t", srv_ev_wall_of(pr->first->t_ns),
-                         "device", d->label, "bytes", (json_int_t)pr->bytes, "context_bytes",
-                         (json_int_t)0, "stage", pr->first->label ? pr->first->label : "?",
-                         "asleep", 1),
-               1);
-  *pr = (park_run){0};
-}
-
 /* An owner's allocation, free, park or wake. */
 static void on_owner_event(ev_dev *d, const mem_ledger_event *x) {
   owner_row *r = owner_get(d, x->owner_id, x->label);
@@ -127,9 +100,8 @@ static void on_owner_event(ev_dev *d, const mem_ledger_event *x) {
   }
 }
 
-/* Reads a device's ledger events since the last tick: owner rows and the
- * releases of owners put to sleep. */
-void srv_ev_read_ledger(srv_events *e, ev_dev *d) {
+/* Reads a device's ledger events since the last tick into its owner rows. */
+void srv_ev_read_ledger(ev_dev *d) {
   mem_ledger *l = mem_allocator_ledger(d->alloc);
   size_t n = 0;
   uint64_t before = 0;
@@ -144,27 +116,18 @@ void srv_ev_read_ledger(srv_events *e, ev_dev *d) {
     return;
   }
   uint64_t total = rest + n, first = total - n; /* ev[0] is event number `first` */
-  park_run pr = {0};
   for (size_t i = 0; i < n; i++) {
     if (first + i < d->ledger_seen)
       continue;
-    const mem_ledger_event *x = &ev[i];
-    if (pr.first && (x->kind != EBB_EV_PARK || x->owner_id != pr.first->owner_id))
-      flush_park(e, d, &pr);
-    if (x->kind == EBB_EV_PARK) {
-      pr.first = pr.first ? pr.first : x;
-      pr.bytes += x->bytes;
-    }
-    switch (x->kind) {
+    switch (ev[i].kind) {
     case EBB_EV_ALLOC:
     case EBB_EV_FREE:
     case EBB_EV_LEAK_FREE:
     case EBB_EV_PARK:
-    case EBB_EV_WAKE: on_owner_event(d, x); break;
-    default: break; /* marks and out-of-memory come from the bus */
+    case EBB_EV_WAKE: on_owner_event(d, &ev[i]); break;
+    default: break; /* the rest are the bus's facts or not the picture's */
     }
   }
-  flush_park(e, d, &pr);
   d->ledger_seen = total;
   free(ev);
 }
@@ -209,7 +172,7 @@ void srv_ev_publish_memory(srv_events *e, size_t di, const char *running) {
   int un_ok = mem_allocator_unattributed(d->alloc, &un) == 0 && un.known;
   /* the figures above may have waited for the device (a wake, a load):
    * the owners catch up with the ledger so that both tell the same moment */
-  srv_ev_read_ledger(e, d);
+  srv_ev_read_ledger(d);
   uint64_t asleep = 0;
   json_t *owners = owners_sample(e, di, running, &asleep);
   uint64_t used = st.driver_total > st.driver_free ? st.driver_total - st.driver_free : 0;

@@ -24,7 +24,10 @@ server_events_keepjobs.sh; every wait is bounded.
                         marks and release in the order the runner made them
                         (`a release` mark, a's release, `b load`, `b run`,
                         `b release` mark, b's release), however the publisher's
-                        ticks fall.
+                        ticks fall; `demo` loaded and put to sleep (three
+                        times, woken between) shows stage a's `sleep` mark
+                        before its asleep release, and the `pipeline demo
+                        asleep` mark after them, each time.
 """
 import json
 import os
@@ -288,6 +291,9 @@ def release(stage):
             lambda n, d: n == "release" and d["stage"] == stage and not d.get("asleep"))
 
 
+SLEEPS = 3  # order(): times demo is put to sleep
+
+
 def order():
     st = Stream()
     st.read_for(0.3)
@@ -299,10 +305,16 @@ def order():
     job = wait_job(second)
     if job["state"] != "succeeded":
         fail("job %s: %s" % (second, job))
+    naps = ["/v1/pipelines/demo/load", "/v1/pipelines/demo/sleep"]
+    naps += ["/v1/pipelines/demo/wake", "/v1/pipelines/demo/sleep"] * (SLEEPS - 1)
+    for path in naps:
+        code, body = api("POST", path)
+        if code != 200:
+            fail("POST %s: HTTP %d %s" % (path, code, body))
     for _ in range(40):  # the last facts come within a few ticks
         st.read_for(0.25)
-        if [1 for _, n, d in st.events() if n == "job" and d["id"] == second
-                and d["state"] == "succeeded"]:
+        if len([1 for _, n, d in st.events()
+                if n == "mark" and d["label"] == "pipeline demo asleep"]) >= SLEEPS:
             break
     st.close()
     evs = st.events()
@@ -311,10 +323,18 @@ def order():
                            lambda n, d: n == "job" and d["id"] == first and d["state"] == "failed")])
     in_order(evs, second, [mark("a release"), release("a"), mark("b load"), mark("b run"),
                            mark("b release"), release("b")])
-    ids = [e[0] for e in evs]
+    # each sleep: stage a's `sleep` mark, its asleep release, then the
+    # pipeline's; SLEEPS of them so that no lucky tick passes the old order
+    steps = [mark("a sleep"), ("asleep release of a", lambda n, d: n == "release" and d.get(
+        "asleep") and d["stage"] == "a"), mark("pipeline demo asleep")]
+    seen = [w for _, n, d in evs for w, pred in steps if pred(n, d)]
+    if seen != [w for w, _ in steps] * SLEEPS:
+        fail("sleeping demo %d times: the stream's order is %s; expected %s each time" % (
+            SLEEPS, seen, [w for w, _ in steps]))
+    ids = [e[0] for e in evs[1:]]  # the hello's id is its snapshot's: replays follow it
     if ids != sorted(ids):
         fail("the event ids are not in order: %s" % ids)
-    print("ok: the out-of-memory mark and the stages' marks and releases in the order made")
+    print("ok: the out-of-memory mark, the stages' marks and releases, asleep too, in the order made")
 
 
 mode = sys.argv[1]

@@ -3,7 +3,8 @@
  * trim and retry) an EBB_EVENT_OOM, each published once, naming the device
  * (and the owner, the bytes asked), in the order they happened among the
  * other facts of the process; the ledger still records both for the
- * timeline, and the allocation's error message is still the allocator's. */
+ * timeline, and the allocation's error message is still the allocator's.
+ * An owner parked or put to sleep is an EBB_EVENT_PARKED. */
 #include "base/events.h"
 #include "memory_util.h"
 #include "test.h"
@@ -13,7 +14,7 @@
 typedef struct seen {
   ebb_event_kind kind;
   uint64_t seq, bytes;
-  char device[32], owner[64], message[64];
+  char device[32], owner[64], message[64], state[16];
 } seen;
 
 static seen got[MAXSEEN];
@@ -32,6 +33,7 @@ static void on_event(void *ctx, const ebb_event *ev) {
   cp(s->device, sizeof s->device, ev->device);
   cp(s->owner, sizeof s->owner, ev->owner);
   cp(s->message, sizeof s->message, ev->message);
+  cp(s->state, sizeof s->state, ev->state);
 }
 
 /* A fact of another room, published between the allocator's. */
@@ -104,6 +106,41 @@ static void test_marks_and_oom_in_order(void) {
   dev_close(d);
 }
 
+/* Parking and sleeping an owner are facts (EBB_EVENT_PARKED): the owner,
+ * the device, the device bytes given back, "parked" or "asleep". */
+static void test_parked_is_a_fact(void) {
+  dev_device *d = mt_open("cuda:0");
+  REQUIRE(dev_supports_vmm(d));
+  mem_allocator *a = NULL;
+  REQUIRE(mem_allocator_create(d, NULL, &a) == 0);
+  ebb_owner *o = NULL;
+  REQUIRE(mem_owner_create(a, "whisper", NULL, &o) == 0);
+  uint64_t x = 0, parked = 0;
+  REQUIRE(mem_alloc(o, 64 * MiB, "w.c:1", &x) == 0);
+  ebb_subscription *sub = NULL;
+  ngot = 0;
+  REQUIRE(ebb_events_subscribe(on_event, NULL, &sub) == 0);
+  CHECK_EQ_INT(ebb_owner_park(o, &parked), 0);
+  CHECK_EQ_INT(ebb_owner_wake(o), 0);
+  mem_sleep_stats st = {.size = sizeof st};
+  CHECK_EQ_INT(mem_owner_sleep(o, &st), 0);
+  ebb_events_unsubscribe(sub);
+  CHECK_MSG(ngot == 2, "the subscriber saw %d facts, not 2 (parked, asleep)", ngot);
+  for (int i = 0; i < ngot && i < 2; i++) {
+    CHECK_MSG(got[i].kind == EBB_EVENT_PARKED, "fact %d is %s, expected parked", i,
+              ebb_event_kind_name(got[i].kind));
+    CHECK_EQ_STR(got[i].device, "cuda:0");
+    CHECK_EQ_STR(got[i].owner, "whisper");
+    CHECK_EQ_STR(got[i].state, i ? "asleep" : "parked");
+    CHECK_EQ_U64(got[i].bytes, i ? st.device_bytes : parked);
+  }
+  CHECK(parked >= 64 * MiB);
+  CHECK_EQ_STR(ebb_event_kind_name(EBB_EVENT_PARKED), "parked");
+  mem_owner_destroy(o, NULL);
+  mem_allocator_destroy(a);
+  dev_close(d);
+}
+
 /* A refusal that is not the driver's (the owner's quota) is no OOM fact. */
 static void test_quota_is_no_oom(void) {
   dev_device *d = mt_open("cpu");
@@ -127,6 +164,7 @@ static void test_quota_is_no_oom(void) {
 
 int main(void) {
   RUN(test_marks_and_oom_in_order);
+  RUN(test_parked_is_a_fact);
   RUN(test_quota_is_no_oom);
   return TEST_END();
 }
