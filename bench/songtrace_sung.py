@@ -339,7 +339,65 @@ def score(notes, grid, truth, est, et, ef):
                                                      np.asarray(ef, float))
     rpa = mir_eval.melody.raw_pitch_accuracy(rv, rc, ev, ec)
     vr, vfa = mir_eval.melody.voicing_measures(rv, ev)
-    return dict(f1=f1, rpa=rpa, vr=vr, vfa=vfa, n=len(notes), est=len(est))
+    out = dict(f1=f1, rpa=rpa, vr=vr, vfa=vfa, n=len(notes), est=len(est))
+    out.update(frame_causes(notes, grid, rv, rc, ev, ec))
+    out.update(note_causes(notes, est, ref_i, ref_p, est_i, est_p))
+    return out
+
+
+def frame_causes(notes, grid, rv, rc, ev, ec):
+    """Where the frames go. Of the truth-voiced frames: the right pitch
+    (within 50 cents, as RPA), an octave or more off (a whole number of
+    octaves within 50 cents), another pitch, unvoiced; of the truth-unvoiced
+    frames, voiced within 200 ms after a note's end (its release or the
+    gap before the next note) or elsewhere (rests)."""
+    tv, eh = rv > 0, ev > 0
+    both = tv & eh
+    dc = np.abs(rc - ec)
+    ok = both & (dc <= 50)
+    k = np.round(dc / 1200)
+    octave = both & ~ok & (k >= 1) & (np.abs(dc - 1200 * k) <= 50)
+    t = np.asarray(grid, float)[:len(rv)]
+    tail = np.zeros(len(rv), bool)
+    for _, off, _ in notes:
+        tail |= (t >= off) & (t < off + 0.2)
+    nv, nu = max(int(tv.sum()), 1), max(int((~tv).sum()), 1)
+    return dict(fr_ok=ok.sum() / nv, fr_oct=octave.sum() / nv,
+                fr_other=(both & ~ok & ~octave).sum() / nv, fr_unv=(tv & ~eh).sum() / nv,
+                fa_tail=(~tv & eh & tail).sum() / nu, fa_rest=(~tv & eh & ~tail).sum() / nu)
+
+
+def note_causes(notes, est, ref_i, ref_p, est_i, est_p):
+    """Each missed truth note's cause (songtrace_real.miss_cause's rules,
+    first that holds: other pitch, onset 50-150 ms off, merged, no note,
+    other), and each extra estimated note's: a split (it starts inside a
+    truth note, at its pitch, more than 50 ms after its onset) or not."""
+    m = mir_eval.transcription.match_notes(ref_i, ref_p, est_i, est_p, onset_tolerance=0.05,
+                                           pitch_tolerance=50.0, offset_ratio=None)
+    hit_r, hit_e = {r for r, _ in m}, {e for _, e in m}
+    causes = {c: 0 for c in sr.MISS_CAUSES}
+    for i in range(len(notes)):
+        if i not in hit_r:
+            causes[sr.miss_cause(notes, est, i)] += 1
+    split = 0
+    for j, (a, _, hz) in enumerate(est):
+        if j not in hit_e and any(on + 0.05 < a < off and
+                                  abs(69 + 12 * np.log2(hz / 440.0) - k) <= 0.5
+                                  for on, off, k in notes):
+            split += 1
+    return dict(miss=causes, extra=len(est) - len(hit_e), split=split)
+
+
+def causes_line(label, rows):
+    """The frame and note causes of rows (frame shares: means over the clips)."""
+    m = lambda k: float(np.mean([r[k] for r in rows]))
+    miss = {c: sum(r["miss"][c] for r in rows) for c in sr.MISS_CAUSES}
+    print(f"{label:34s} voiced frames: pitch {m('fr_ok'):.3f} octave {m('fr_oct'):.3f} other "
+          f"{m('fr_other'):.3f} unvoiced {m('fr_unv'):.3f} | unvoiced frames voiced: after a "
+          f"note's end {m('fa_tail'):.3f} elsewhere {m('fa_rest'):.3f} | missed notes " +
+          ", ".join(f"{c} {n}" for c, n in miss.items()) +
+          f" | extra notes {sum(r['extra'] for r in rows)} (splits "
+          f"{sum(r['split'] for r in rows)})", flush=True)
 
 
 def line(label, rows, audio_s, cpu_s):
@@ -417,6 +475,21 @@ def main():
         if rs:
             line(f"  {bname}", rs, *tot(rs))
     line("sung set (all)", rows, *tot(rows))
+    print("where the sung set loses (frames on the 10 ms truth grid; notes as note F1 counts "
+          "them):")
+    for v in VOICES:
+        rs = [r for r in rows if r["voice"] == v[0]]
+        if rs:
+            causes_line(f"  {v[0]}", rs)
+    for st in STYLES:
+        rs = [r for r in rows if r["style"] == st]
+        if rs:
+            causes_line(f"  {st}", rs)
+    for bname, _, _ in sr.BACKGROUNDS:
+        rs = [r for r in rows if r["bg"] == bname]
+        if rs:
+            causes_line(f"  {bname}", rs)
+    causes_line("  sung set (all)", rows)
     worst = min(rows, key=lambda r: r["rpa"])
     print(f"lowest RPA: {worst['voice']} {worst['style']} {worst['bg']} {worst['rpa']:.3f}")
     if not a.keep:

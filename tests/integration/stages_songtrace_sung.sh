@@ -5,8 +5,8 @@
 # drums, espeak-ng's male voice 6 dB under piano), re-sung by pyworld, run
 # through `ebb run --pipeline songtrace --device cpu` and scored with
 # mir_eval. Checks that the set is made (truth notes and f0 kept, the f0
-# voiced only inside notes), that every clip and summary line is printed,
-# that the worded voice alone is tracked at all (RPA >= 0.35: it measured
+# voiced only inside notes), that every clip and summary line is printed
+# (and where the set loses), that the worded voice alone is tracked at all (RPA >= 0.35: it measured
 # 0.47 on 2026-12-07, issue 44 asks 0.85; the floor catches a broken set or
 # tracker, it is no quality target), and that a bad --only is refused by
 # name. Label long:
@@ -26,6 +26,8 @@ out="$EBB_TEST_TMP/bench.txt"
 cat "$out"
 [ "$(grep -c '^  [a-z-]* \(words\|vowels\) ' "$out")" = 4 ] || { echo "FAIL: not 4 clip lines" >&2; exit 1; }
 grep -q '^sung set (all) *4 clips' "$out" || { echo "FAIL: no summary line over the 4 clips" >&2; exit 1; }
+grep -q '^  sung set (all) *voiced frames: pitch [0-9.]* octave [0-9.]* other [0-9.]* unvoiced [0-9.]* .*missed notes merged [0-9]*, .*extra notes [0-9]* (splits [0-9]*)' "$out" ||
+  { echo "FAIL: no 'where the sung set loses' line over the 4 clips" >&2; exit 1; }
 "$PY" - "$EBB_TEST_TMP/clips" "$out" <<'PY' || exit 1
 import re, sys
 import numpy as np
