@@ -22,7 +22,9 @@ spectral envelope (formants) and aperiodicity kept:
               and drums at 0 and -6 dB), rendered by fluidsynth
 
 Truth: the written notes and an f0 track on a 10 ms grid that is the sung
-contour (vibrato, glides) over each note's span, unvoiced elsewhere. As in
+contour (vibrato, glides) over each note's span and, inside a legato run
+sung on one word or vowel, over the gaps between its notes (the voice holds
+the note before until the next starts), unvoiced elsewhere. As in
 songgen's worded demo, a word sounds from its note's onset (its first
 consonant) to its offset (its last), so consonants count as the note's
 voiced frames. The speech is time-warped with its consonants at their own
@@ -253,12 +255,14 @@ def sing(voice, notes, style, rng, seconds, work):
     f0 = np.zeros(nf)
     sp = np.full((nf, 513), 1e-12)
     ap = np.ones((nf, 513))
+    spans = []
     for gi, gj, text in groups(notes, legato, style, rng):
         sf0, ssp, sap = speak(voice, text, work)
         a = int(round(notes[gi][0] * 1000 / FP))
         b = min(int(round(notes[gj][1] * 1000 / FP)), nf)
         if b - a < 4:
             continue
+        spans.append((notes[gi][0], notes[gj][1]))
         v = sf0 > 0
         lead = min(int(np.argmax(v)) if v.any() else 0, int(120 / FP))
         tail = min(int(np.argmax(v[::-1])) if v.any() else 0, int(100 / FP))
@@ -279,7 +283,10 @@ def sing(voice, notes, style, rng, seconds, work):
     y = np.pad(y, (0, max(0, n - len(y))))[:n]
     grid = np.arange(0.0, seconds, 0.01)
     truth = np.zeros(len(grid))
-    for on, off, _ in notes:
+    # voiced over each sung group: its notes and, inside a legato run sung
+    # on one word or vowel, the gaps between them, where the voice holds
+    # the note before until the next starts (contour's hz there)
+    for on, off in spans + [(on, off) for on, off, _ in notes]:
         m = (grid >= on) & (grid < off)
         truth[m] = hz[np.clip(np.round(grid[m] * 1000 / FP).astype(int), 0, nf - 1)]
     return y, grid, truth
