@@ -1,5 +1,6 @@
-/* Placement: which device a job (or a load) of a pipeline goes to, when a
- * server drives several devices (ebb serve --devices). A pure function over
+/* Placement: which device a job (or a load) of a pipeline goes to, on a
+ * server's devices (ebb serve --devices; one device is n = 1, not a case of
+ * its own). A pure function over
  * a picture of the devices taken by the caller (src/server/queue.c), so the
  * rules can be read and tested in one place:
  *

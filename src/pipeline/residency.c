@@ -14,6 +14,7 @@
 struct pl_residency {
   pl_manager *m;
   double keep_default_s;
+  int on; /* created with a keep time (not < 0) */
   pthread_mutex_t lock;
   struct {
     char name[128];
@@ -28,6 +29,7 @@ int pl_residency_create(pl_manager *m, double keep_default_s, pl_residency **out
   if (!r)
     return ebb_seterr(EBB_ENOMEM, "residency: out of host memory");
   r->m = m;
+  r->on = keep_default_s >= 0;
   r->keep_default_s = keep_default_s > 0 ? keep_default_s : 300;
   pthread_mutex_init(&r->lock, NULL);
   *out = r;
@@ -40,6 +42,8 @@ void pl_residency_destroy(pl_residency *r) {
   pthread_mutex_destroy(&r->lock);
   free(r);
 }
+
+int pl_residency_keeps(const pl_residency *r) { return r && r->on; }
 
 static int res_find(const pl_residency *r, const char *name) {
   for (size_t i = 0; i < r->nres; i++)
@@ -56,7 +60,7 @@ static void res_drop(pl_residency *r, const char *name) {
 
 void pl_residency_note(pl_residency *r, const char *name, int loaded_by_job) {
   pl_policy pol;
-  if (pl_manager_policy_of(r->m, name, &pol) || pol.kind == EBB_POLICY_NEVER)
+  if (!r->on || pl_manager_policy_of(r->m, name, &pol) || pol.kind == EBB_POLICY_NEVER)
     return;
   pthread_mutex_lock(&r->lock);
   int i = res_find(r, name);

@@ -1,14 +1,14 @@
 /* Residency: a pipeline a job loaded stays on its device while jobs use it,
- * so the next job of it runs without a load. Once no job of it is queued and
- * it has been idle for its keep time, it goes the way its release policy
- * says (pl_policy_leave, pipeline/config.h, the rule the runner's idle
- * stages follow too): asleep under sleep / sleep:S (a later job wakes it in
- * place), unloaded otherwise; "never" keeps it. Keep time: the policy's
+ * so the next job of it runs without a load (when the residency is on:
+ * pl_residency_keeps; the same for one device as for several). Once no
+ * job of it is queued and it has been idle for its keep time, it goes the
+ * way its release policy says (pl_policy_leave, pipeline/config.h, the
+ * rule the runner's idle stages follow too): asleep under sleep / sleep:S
+ * (a later job wakes it in place), unloaded otherwise; "never" keeps it. Keep time: the policy's
  * seconds (idle:S, sleep:S; plain sleep: none), else the residency's
  * default (ebb serve --keep-resident, 300 s). A pipeline with open sessions
  * stays. One loaded through the API (POST .../load) is not tracked: whoever
- * loaded it unloads it. So an idle server with several devices comes back to
- * 0 bytes too.
+ * loaded it unloads it. So an idle server comes back to 0 bytes too.
  *
  * How a pipeline leaves a device, and the only places it does:
  *   - idle (time): here, for a job-loaded pipeline (the queue's device
@@ -28,10 +28,17 @@
 
 typedef struct pl_residency pl_residency;
 
-/* Over m (borrowed); keep_default_s <= 0: 300 s (1e-9: at once). */
+/* Over m (borrowed); keep_default_s 0: 300 s (1e-9: at once); < 0: off,
+ * a job's pipeline does not stay (pl_residency_keeps) and nothing is
+ * tracked. */
 int pl_residency_create(pl_manager *m, double keep_default_s, pl_residency **out);
 /* NULL: no-op. Leaves the pipelines where they are. */
 void pl_residency_destroy(pl_residency *r);
+/* Whether a job loads its pipeline to stay on the device after the job
+ * (the residency is on); else the job runs it under its release policy and
+ * leaves nothing loaded (after-stage: each stage's memory goes back as the
+ * stage ends). */
+int pl_residency_keeps(const pl_residency *r);
 /* After a job of name ended here: a load by the job (loaded_by_job) starts
  * its residency, a job of a resident pipeline renews it (and wakes it, if it
  * slept). Pipelines under "never" are not tracked. */

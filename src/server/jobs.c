@@ -266,7 +266,7 @@ enum MHD_Result srv_h_sessions_post(srv_server *s, struct MHD_Connection *c, srv
     return ret;
   }
   char id[40];
-  size_t at = 0; /* several devices: where the pipeline is loaded, else placed */
+  size_t at = 0; /* where the pipeline is loaded, else placed */
   int rc = srv_queue_place_load(s->queue, json_string_value(p), &at);
   if (!rc)
     rc = pl_manager_session_open(s->ms[at], json_string_value(p), id);

@@ -1,6 +1,7 @@
 /* The job queue (queue.h): the FIFO, one worker thread per device, pick
- * (placement over several devices) and cancel; a job's deadline and its
- * wait for the device are the manager's (pl_run_limits). The store's
+ * (placement over the devices, one or several: one path) and cancel; a
+ * job's deadline and its wait for the device are the manager's
+ * (pl_run_limits). The store's
  * writes for the jobs go through the recorder (recorder.c); a pipeline a
  * job loaded leaves its device by residency (pipeline/residency.h). */
 #include "server/queue.h"
@@ -48,7 +49,7 @@ typedef struct qdev {
   uint64_t jobs;  /* jobs started here */
   pthread_t worker;
   int started;
-  pl_residency *res; /* several devices: the pipelines jobs loaded here */
+  pl_residency *res; /* the pipelines jobs loaded here (off: none stay) */
   char *ask;         /* pick: this worker asks the peers for a job's pipeline */
   pl_place_job ask_pj;
 } qdev;
@@ -60,7 +61,7 @@ struct srv_queue {
   qjob *head, *tail;
   qdev *devs;
   size_t ndevs;
-  int place; /* several devices: placement, resident pipelines, failures */
+  int asking; /* workers asking the peers for a job now (d->ask) */
   double max_wait_s;
   int stop;
   atomic_int stopping; /* the server is stopping: a cancelled running job is requeued */
@@ -146,11 +147,9 @@ static int ended_early(srv_queue *q, qjob *j, const char *device, int rc,
   return 0;
 }
 
-/* A driver error on a device with others beside it: the device is taken out
- * of placement (a sticky error, a lost device). */
-static int device_fault(srv_queue *q, int rc) {
-  return q->place && (rc == EBB_EDRIVER || rc == EBB_ENODEV);
-}
+/* A driver error: the device is taken out of placement (a sticky error, a
+ * lost device). */
+static int device_fault(int rc) { return rc == EBB_EDRIVER || rc == EBB_ENODEV; }
 
 /* The device is taken out of placement (its queued jobs go to the others:
  * placement never sends a job to a failed device), then its pipelines are
@@ -179,12 +178,14 @@ static void mark_failed(qdev *d, const char *msg) {
     q->on_state(q->arg);
 }
 
-/* With placement the pipeline stays loaded on its device (a later job of it
- * runs there without a load); EBB_PLACE_FITS / EVICT load it first. */
+/* With residency on the pipeline stays loaded on its device (a later job of
+ * it runs there without a load): a job not placed where it is loaded
+ * (EBB_PLACE_FITS, EVICT, or WAIT when sent to the manager to wait) loads
+ * it first. With residency off the job runs it under its release policy. */
 static int run_on(qdev *d, qjob *j, pl_place_how how, srv_stage_bytes *t, pl_job_result *res) {
   const char *from;
   pl_run_limits lim = {timeout_of(d->q, j->pipeline, &from), d->q->max_wait_s};
-  if (d->q->place && how != EBB_PLACE_LOADED) {
+  if (how != EBB_PLACE_LOADED && pl_residency_keeps(d->res)) {
     memset(res, 0, sizeof *res);
     int rc = pl_manager_load(d->m, j->pipeline);
     if (rc) {
@@ -230,13 +231,12 @@ static void run_one(qdev *d, qjob *j, pl_place_how how) {
   pl_job_result res;
   int rc = run_on(d, j, how, t.stages ? &t : NULL, &res);
   char *stages = srv_stage_bytes_end(&t);
-  if (q->place)
-    pl_residency_note(d->res, j->pipeline, how != EBB_PLACE_LOADED);
+  pl_residency_note(d->res, j->pipeline, how != EBB_PLACE_LOADED);
   if (ended_early(q, j, label, rc, &res)) {
     free(stages);
     return;
   }
-  if (rc && device_fault(q, rc)) {
+  if (rc && device_fault(rc)) {
     if (!strstr(res.message, label)) { /* the job's error names the device */
       char m[sizeof res.message + 64];
       snprintf(m, sizeof m, "%s: %s", label, res.message);
@@ -328,6 +328,20 @@ static int eligible_busy(const pl_place_dev *pd, size_t n, const pl_place_job *p
   return 0;
 }
 
+/* Fits nowhere even after asking, and nothing of this server will make
+ * room (no eligible device runs a job): the eligible device with the most
+ * free memory, whose manager decides, as for any load: it asks the other
+ * processes, waits for memory (bounded by --max-wait) and fails with its
+ * own clear error; it never starts a load it predicts will not fit. -1:
+ * none eligible. */
+static int to_manager(const pl_place_dev *pd, size_t n, const pl_place_job *pj) {
+  int best = -1;
+  for (size_t i = 0; i < n; i++)
+    if (pl_place_eligible(&pd[i], pj) && (best < 0 || pd[i].free_bytes > pd[best].free_bytes))
+      best = (int)i;
+  return best;
+}
+
 static int place_after_asking(srv_queue *q, const char *pipeline, const pl_place_job *pj,
                               pl_place_how *how);
 
@@ -335,15 +349,11 @@ static int place_after_asking(srv_queue *q, const char *pipeline, const pl_place
  * queued job that placement sends to d. A job past --max-wait that d could
  * take reserves d: no later job starts there before it. Jobs no device can
  * ever take fail. A job that fits nowhere while no eligible device runs a
- * job has the peers asked for it once (d->ask), as a load does. */
+ * job has the peers asked for it once (d->ask), as a load does; still
+ * fitting nowhere, it goes to a manager (to_manager). With one device this
+ * is the queue's order: the first job goes, now or after the asking. */
 static qjob *pick(srv_queue *q, qdev *d, pl_place_how *how) {
   *how = EBB_PLACE_LOADED;
-  if (!q->place) {
-    qjob *j = q->head;
-    if (j)
-      unlink_job(q, j, NULL);
-    return j;
-  }
   if (!q->head || d->running) /* a failed device takes nothing but still fails the */
     return NULL;              /* jobs no device can run (when all have failed) */
   size_t n = q->ndevs, me = (size_t)(d - q->devs);
@@ -366,17 +376,22 @@ static qjob *pick(srv_queue *q, qdev *d, pl_place_how *how) {
       qjob_free(j);
       continue;
     }
+    if (at < 0 && !eligible_busy(pd, n, &pj)) {
+      /* fits nowhere, and no job here will end to make room: this worker
+       * asks the other processes (unlocked) first; then its manager decides */
+      int ask = !j->asked;
+      j->asked = 1;
+      if (ask && (d->ask = strdup(j->pipeline))) {
+        d->ask_pj = pj;
+        q->asking++;
+        return NULL;
+      }
+      if (!q->asking)
+        at = to_manager(pd, n, &pj);
+    }
     if (at == (int)me) {
       unlink_job(q, j, prev);
       return j;
-    }
-    if (at < 0 && !j->asked && !eligible_busy(pd, n, &pj)) {
-      /* fits nowhere, and no job here will end to make room: this worker
-       * asks the other processes (unlocked) before it waits */
-      j->asked = 1;
-      d->ask = strdup(j->pipeline);
-      d->ask_pj = pj;
-      return NULL;
     }
     if (pj.overdue && pl_place_could_fit(&pd[me], &pj))
       return NULL; /* d is reserved for this job */
@@ -400,11 +415,11 @@ static void *worker(void *arg) {
         place_after_asking(q, name, &d->ask_pj, &how);
         free(name);
         pthread_mutex_lock(&q->lock);
+        q->asking--;
         pthread_cond_broadcast(&q->cond); /* room made elsewhere: that worker picks */
         continue;
       }
-      if (q->place)
-        vacate(d);
+      vacate(d);
       /* placement also changes without a signal (another process's memory) */
       struct timespec ts;
       clock_gettime(CLOCK_REALTIME, &ts);
@@ -470,7 +485,7 @@ static int place_after_asking(srv_queue *q, const char *pipeline, const pl_place
 
 int srv_queue_place_load(srv_queue *q, const char *pipeline, size_t *index) {
   *index = 0;
-  if (!q || !q->place)
+  if (!q)
     return 0;
   pthread_mutex_lock(&q->lock);
   size_t n = q->ndevs;
@@ -499,11 +514,11 @@ int srv_queue_place_load(srv_queue *q, const char *pipeline, size_t *index) {
   pthread_mutex_unlock(&q->lock);
   if (at < 0 && how != EBB_PLACE_NEVER)
     at = place_after_asking(q, pipeline, &pj, &how);
+  if (at < 0 && how != EBB_PLACE_NEVER)
+    at = to_manager(pd, n, &pj); /* its manager waits for memory or fails it */
   if (at < 0)
-    return ebb_seterr(how == EBB_PLACE_NEVER ? EBB_ENODEV : EBB_EOOM,
-                      "no device can take pipeline '%s' now (%s)", pipeline,
-                      how == EBB_PLACE_NEVER ? "its \"devices\" are failed or not served"
-                                             : "its predicted need fits nowhere");
+    return ebb_seterr(EBB_ENODEV, "no device can take pipeline '%s' now (%s)", pipeline,
+                      "its \"devices\" are failed or not served");
   *index = (size_t)at;
   return 0;
 }
@@ -538,7 +553,6 @@ int srv_queue_create(srv_store *store, pl_manager *const *ms, mem_allocator *con
   }
   q->store = store;
   q->ndevs = n;
-  q->place = n > 1;
   q->timeout_s = o ? o->timeout_s : 0;
   q->max_wait_s = o && o->max_wait_s > 0 ? o->max_wait_s : 60;
   q->on_state = o ? o->on_state : NULL;
@@ -552,8 +566,7 @@ int srv_queue_create(srv_store *store, pl_manager *const *ms, mem_allocator *con
   }
   for (size_t i = 0; i < n; i++) {
     q->devs[i] = (qdev){.q = q, .m = ms[i], .alloc = allocs[i]};
-    if (q->place &&
-        (rc = pl_residency_create(ms[i], o ? o->keep_resident_s : 0, &q->devs[i].res))) {
+    if ((rc = pl_residency_create(ms[i], o ? o->keep_resident_s : 0, &q->devs[i].res))) {
       srv_queue_destroy(q);
       return rc;
     }

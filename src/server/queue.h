@@ -24,20 +24,24 @@ typedef struct srv_queue_opts {
   double max_wait_s;           /* several devices: a job queued longer reserves the next device that
                         can fit it; any job or item: its longest wait for a device held by
                         other work; <= 0: 60 s */
-  double keep_resident_s;      /* several devices: a pipeline a job loaded is released (by its
-                             policy) once idle this long with no job of it queued, unless
-                             its policy gives seconds; <= 0: 300 s (1e-9: at once) */
+  double keep_resident_s;      /* a pipeline a job loaded is released (by its policy) once
+                             idle this long with no job of it queued, unless its policy
+                             gives seconds; 0: 300 s (1e-9: at once); < 0: off, a job
+                             runs its pipeline under its release policy and leaves it
+                             unloaded */
   void (*on_state)(void *arg); /* after a job starts and after it ends (may be NULL) */
   void *arg;
 } srv_queue_opts;
 
 /* Starts one worker per device (ms[i] and allocs[i], borrowed, n of them, at
- * most 16); o may be NULL. One device: jobs run in order (FIFO) with the
- * pipeline's release policy. Several: each job goes where placement
- * (pipeline/placement.h) sends it, is loaded there first and stays resident;
- * jobs on different devices run side by side, one at a time per device; a
- * driver error (EBB_EDRIVER, EBB_ENODEV) takes its device out of placement,
- * fails that job naming the device, and the queued jobs go to the others.
+ * most 16); o may be NULL. One path for any n: each job goes where
+ * placement (pipeline/placement.h) sends it (with one device: in the
+ * order queued); with residency on (o->keep_resident_s not < 0) it is
+ * loaded there first and stays resident, with it off it runs under its
+ * release policy and leaves nothing loaded; jobs on different devices run
+ * side by side, one at a time per device; a driver error (EBB_EDRIVER,
+ * EBB_ENODEV) takes its device out of placement, fails that job naming the
+ * device, and the queued jobs go to the others (none left: they fail).
  * A job's deadline (its pipeline's timeout_s, else o->timeout_s) counts its
  * run on the device, not its wait: past it the job is cancelled, released
  * and ends failed with EBB_ETIMEDOUT. Its wait for a device held by other
@@ -45,9 +49,11 @@ typedef struct srv_queue_opts {
  * job ends failed, unrun, with EBB_EBUSY naming --max-wait. */
 int srv_queue_create(srv_store *store, pl_manager *const *ms, mem_allocator *const *allocs,
                      size_t n, const srv_queue_opts *o, srv_queue **out);
-/* POST /v1/pipelines/NAME/load with several devices: the device index to
+/* POST /v1/pipelines/NAME/load (and a session's open): the device index to
  * load on (where it is loaded already, else placement as for a job, waiting
- * for no busy device). One device: 0. EBB_EOOM / EBB_ENODEV when none can. */
+ * for no busy device; fitting nowhere even after asking the other
+ * processes, the eligible device with the most free memory, whose manager
+ * waits for memory or fails the load). EBB_ENODEV when no device may. */
 int srv_queue_place_load(srv_queue *q, const char *pipeline, size_t *index);
 /* [{"label","state":"idle"|"running"|"failed","job":ID|null,"error":MSG|null,
  *   "jobs_started":N}] one per device (new reference). */

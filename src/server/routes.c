@@ -104,7 +104,7 @@ static enum MHD_Result h_pipeline(srv_server *s, struct MHD_Connection *c, srv_r
   dev_meminfo mi = {0};
   uint64_t rel = 0;
   int load = !strcmp(action, "load");
-  size_t at = 0; /* several devices: load where placement says, unload everywhere */
+  size_t at = 0; /* load where placement says, unload everywhere */
   int rc = load ? srv_queue_place_load(s->queue, name, &at) : 0;
   if (!rc && load)
     rc = pl_manager_load(s->ms[at], name);

@@ -321,7 +321,11 @@ static int open_data(srv_server *s, const srv_opts *o) {
                        .on_state = on_job_state,
                        .arg = s};
   qo.max_wait_s = o->max_wait_s;
-  qo.keep_resident_s = o->keep_resident_s;
+  /* --keep-resident's default, the one place the device count enters the
+   * queue: with several devices a job's pipeline stays where it ran (300 s)
+   * so that placement sends its next jobs there; with one there is no
+   * choice to make and the memory goes back after every job (off) */
+  qo.keep_resident_s = o->keep_resident_s ? o->keep_resident_s : s->ndev > 1 ? 300 : -1;
   if ((rc = srv_fact_counts_create(&s->facts)) != 0 ||
       (rc = srv_queue_create(s->store, s->ms, s->allocs, s->ndev, &qo, &s->queue)) != 0)
     return rc;

@@ -33,7 +33,8 @@ typedef struct srv_opts {
   mem_allocator *const *allocs;
   size_t ndevices;
   double max_wait_s;       /* a queued job waiting longer reserves a device: 60 */
-  double keep_resident_s;  /* several devices: an idle job-loaded pipeline goes: 300 */
+  double keep_resident_s;  /* an idle job-loaded pipeline goes; 0: 300 with several
+                              devices, off with one (jobs leave nothing loaded) */
   size_t max_json_bytes;   /* a JSON body larger than this is 413; 0: 1 MiB */
   size_t max_upload_bytes; /* a request with an upload larger than this is 413; 0: 1 GiB */
   void (*on_listen)(const char *url); /* called once bound, before any log line */
