@@ -9,9 +9,12 @@
 #      goes asleep again afterwards;
 #   3. a pipeline loaded through the API (POST .../load) is left alone;
 #   4. a bad --keep-resident exits 2 naming it.
+# One path for any number of devices: EBB_TEST_DEVICES (default 2) fake
+# devices of 2 GiB; ctest runs it with 1, 2 and 4 (tests/CMakeLists.txt).
 set -u
 . "$(dirname "$0")/../lib/server.sh"
-export FAKEGPU_MEMORY_MIB=2048,2048 FAKEGPU_CONTEXT_MIB=300
+NDEV=${EBB_TEST_DEVICES:-2}
+export FAKEGPU_DEVICES=$NDEV FAKEGPU_MEMORY_MIB=$(printf '2048%.0s,' $(seq "$NDEV") | sed 's/,$//') FAKEGPU_CONTEXT_MIB=300
 cat > "$T/cfg.json" <<'JSON'
 {"pipelines": {
   "A": {"stages": [{"stage": "synthetic", "name": "a", "cache": false,
@@ -58,9 +61,9 @@ wait_state() { # PIPELINE STATE: bounded 20 s
   for _ in $(seq 200); do [ "$(state "$1")" = "$2" ] && return 0; sleep 0.1; done
   return 1
 }
-smi_total() { # MiB the server holds over both devices per fakegpu-smi
+smi_total() { # MiB the server holds over all its devices per fakegpu-smi
   local s=0 d m
-  for d in 0 1; do
+  for d in $(seq 0 $((NDEV - 1))); do
     m=$("$FAKEGPU_SMI" --id="$d" --query-compute-apps=pid,used_memory --format=csv,noheader,nounits |
       awk -F', *' -v p="$SERVER" '$1 == p {s += $2} END {print s + 0}')
     s=$((s + m))
