@@ -173,7 +173,7 @@ int pl_manager_give_back(pl_manager *m, uint64_t want, uint64_t reserve, pl_give
     return 0;
   }
   pl__mgr_release_args ra = {m, 0};
-  int busy = pl__mgr_on_device_(m, pl__mgr_release_on_dev, &ra, 1, NULL) == 1;
+  int busy = pl__mgr_on_device_unless_job(m, pl__mgr_release_on_dev, &ra) == 1;
   if (!busy && ra.rel >> 20) {
     pl__mgr_add_released(m, ra.rel);
     gb_reason(out, "cache trimmed (%llu MiB)", MIB(ra.rel));

@@ -87,6 +87,11 @@ void *pl__mgr_device_thread(void *arg);
  * when w->cancel is set or w->until passes is taken back unrun. */
 int pl__mgr_on_device_(pl_manager *m, int (*fn)(void *), void *arg, int try, const mgr_wait *w);
 #define pl__mgr_on_device(m, fn, arg) pl__mgr_on_device_((m), (fn), (arg), 0, NULL)
+/* As pl__mgr_on_device_ with try, for a peer's ask: 1 while a job holds
+ * the device; the device thread's own housekeeping (the once-a-second idle
+ * tick) is waited for, at most 2 s, so that an ask then is not told a job
+ * runs when none does. */
+int pl__mgr_on_device_unless_job(pl_manager *m, int (*fn)(void *), void *arg);
 
 /* "manager_state.c" */
 uint64_t pl__mgr_driver_free(pl_manager *m, int *known);

@@ -52,11 +52,13 @@ static void enforce_budget(pl_manager *m) {
   }
 }
 
-/* switch_lock held. try: do nothing (return 1) while the device is busy. */
+/* switch_lock held. try: do nothing (return 1) while a job holds the
+ * device (pl__mgr_on_device_unless_job). */
 int pl__mgr_sleep_in_switch(pl_manager *m, mpipe *pp, int try, mem_sleep_stats *out) {
   const char *name = pp->def->name;
   sleep_args a = {m, pp, 0, {.size = sizeof a.st}};
-  int rc = pl__mgr_on_device_(m, sleep_on_dev, &a, try, NULL);
+  int rc = try ? pl__mgr_on_device_unless_job(m, sleep_on_dev, &a)
+               : pl__mgr_on_device(m, sleep_on_dev, &a);
   if (rc == 1)
     return 1;
   if (!rc || pl_runner_pipeline_asleep(m->runner, name)) {

@@ -99,3 +99,17 @@ int pl__mgr_on_device_(pl_manager *m, int (*fn)(void *), void *arg, int try, con
     ebb_seterr(t.rc, "%s", t.err);
   return t.rc;
 }
+
+int pl__mgr_on_device_unless_job(pl_manager *m, int (*fn)(void *), void *arg) {
+  int rc = pl__mgr_on_device_(m, fn, arg, 1, NULL);
+  if (rc != 1)
+    return rc;
+  pthread_mutex_lock(&m->lock);
+  int job = m->running != NULL;
+  pthread_mutex_unlock(&m->lock);
+  if (job)
+    return 1;
+  mgr_wait w = {.until = base_now() + 2};
+  rc = pl__mgr_on_device_(m, fn, arg, 0, &w);
+  return rc == EBB_EBUSY ? 1 : rc; /* still busy after the wait: as with a job */
+}

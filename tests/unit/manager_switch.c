@@ -7,7 +7,10 @@
  *     then fails with EBB_EOOM naming the numbers, without starting the load;
  *     a wait that sees the memory come back succeeds.
  *   - a job of a loaded pipeline reuses its stages (no reload); unload of
- *     everything leaves 0 reserved and no context. */
+ *     everything leaves 0 reserved and no context.
+ *   - a peer's give-back while the device thread does its own housekeeping
+ *     (the idle tick, here a 300 ms task) waits for it and gives A back,
+ *     instead of saying a job runs when none does. */
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -16,6 +19,7 @@
 #include <time.h>
 
 #include "pipeline/manager.h"
+#include "pipeline/manager_int.h" /* pl__mgr_on_device: the housekeeping stand-in */
 #include "pipeline_util.h"
 
 static pl_config *cfg;
@@ -30,8 +34,13 @@ static double gib(const char *log, const char *p, const char *when) {
 }
 
 static pl_manager *manager(double wait_s) {
-  pl_manager_opts o = {.size = sizeof o, .dev = dev, .alloc = alloc, .reg = reg, .cfg = cfg,
-                        .work_dir = tmp, .load_wait_s = wait_s};
+  pl_manager_opts o = {.size = sizeof o,
+                       .dev = dev,
+                       .alloc = alloc,
+                       .reg = reg,
+                       .cfg = cfg,
+                       .work_dir = tmp,
+                       .load_wait_s = wait_s};
   pl_manager *m = NULL;
   REQUIRE(pl_manager_create(&o, &m) == 0);
   return m;
@@ -88,7 +97,11 @@ static void test_switch(void) {
   pl_manager_destroy(m);
 }
 
-typedef struct { pl_manager *m; int rc; char msg[1024]; } load_arg;
+typedef struct {
+  pl_manager *m;
+  int rc;
+  char msg[1024];
+} load_arg;
 static void *loader(void *p) {
   load_arg *a = p;
   a->rc = pl_manager_load(a->m, "A");
@@ -112,8 +125,8 @@ static void test_wait_or_fail(void) {
   int rc = pl_manager_load(m, "A");
   char *log = captured();
   CHECK_EQ_INT(rc, EBB_EOOM);
-  CHECK_MSG(has(ebb_errmsg(), "needs about") && has(ebb_errmsg(), "MiB free"),
-            "message: %s", ebb_errmsg());
+  CHECK_MSG(has(ebb_errmsg(), "needs about") && has(ebb_errmsg(), "MiB free"), "message: %s",
+            ebb_errmsg());
   mem_allocator_get_stats(alloc, &st);
   CHECK_MSG(st.seg_allocs == seg_allocs, "a load predicted not to fit was started");
   CHECK(!has(log, "after load"));
@@ -168,6 +181,35 @@ static void test_unload_reports_leaks(void) {
   pl_manager_destroy(m);
 }
 
+static int housekeeping(void *arg) {
+  (void)arg;
+  struct timespec ts = {0, 300 * 1000000L};
+  nanosleep(&ts, NULL);
+  return 0;
+}
+
+static void *occupy(void *arg) {
+  pl__mgr_on_device(arg, housekeeping, NULL);
+  return NULL;
+}
+
+static void test_give_back_past_housekeeping(void) {
+  pl_manager *m = manager(1);
+  CHECK_EQ_INT(pl_manager_load(m, "A"), 0);
+  pthread_t th;
+  REQUIRE(pthread_create(&th, NULL, occupy, m) == 0);
+  struct timespec ts = {0, 50 * 1000000L};
+  nanosleep(&ts, NULL); /* the device thread is in the task now */
+  pl_giveback g;
+  CHECK_EQ_INT(pl_manager_give_back(m, 800ull << 20, 0, &g), 0);
+  pthread_join(th, NULL);
+  for (size_t i = 0; i < g.nkept; i++)
+    CHECK_MSG(strcmp(g.kept[i].what, "device") != 0, "kept the device: %s", g.kept[i].why);
+  CHECK_MSG(!pl_manager_is_loaded(m, "A"), "A was not given back: %s", g.reason);
+  CHECK_MSG(g.given >= (800ull << 20), "gave %llu MiB", (unsigned long long)(g.given >> 20));
+  pl_manager_destroy(m);
+}
+
 int main(void) {
   const char *t = getenv("EBB_TEST_TMP");
   REQUIRE(t);
@@ -192,6 +234,7 @@ int main(void) {
   RUN(test_switch);
   RUN(test_wait_or_fail);
   RUN(test_unload_reports_leaks);
+  RUN(test_give_back_past_housekeeping);
   pl_config_free(cfg);
   pt_close();
   return TEST_END();
