@@ -27,6 +27,7 @@
  *   fakecuda_legacy.c   the pre-CUDA-4.0 launch API (cuParamSet*, cuLaunchGrid)
  *   fakecuda_memops.c   stream memory operations (write/wait value, batches)
  *   fakecuda_hash.c     hash maps for handle and name lookups
+ *   fakecuda_spans.c    sorted address ranges (VMM reservations, mappings)
  *   fakecuda_rtctx.c    what the CUDA runtime asks of contexts, devices,
  *                       streams and events beyond ebb's table (_v2 ABIs,
  *                       flags, limits, capture queries, IPC event handles)
@@ -160,6 +161,26 @@ int fk_hmap_put(fk_hmap *m, uintptr_t k1, uintptr_t k2, const char *name, void *
 void fk_hmap_del(fk_hmap *m, uintptr_t k1, uintptr_t k2, const char *name, const void *val);
 void fk_hmap_clear(fk_hmap *m);
 uint64_t fk_hash_bytes(const void *p, size_t n);
+
+/* Sorted sets of address ranges that do not overlap (fakecuda_spans.c):
+ * room makes space for one more (-1 without memory), and add then cannot
+ * fail; from is the index of the first range ending after addr (n when
+ * none), so the ranges meeting [a, b) are those from fk_spans_from(a) while
+ * their addr < b; at is the object of the range holding addr, or NULL; cut
+ * removes the entries [from, to). Callers hold fk_lock. */
+typedef struct fk_span {
+  uint64_t addr, end;
+  void *obj;
+} fk_span;
+typedef struct fk_spans {
+  fk_span *v;
+  size_t n, cap;
+} fk_spans;
+int fk_spans_room(fk_spans *s);
+void fk_spans_add(fk_spans *s, uint64_t addr, uint64_t size, void *obj);
+size_t fk_spans_from(const fk_spans *s, uint64_t addr);
+void *fk_spans_at(const fk_spans *s, uint64_t addr);
+void fk_spans_cut(fk_spans *s, size_t from, size_t to);
 
 /* Global state. */
 extern fg_config fk_cfg;

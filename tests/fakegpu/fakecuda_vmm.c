@@ -34,19 +34,21 @@ typedef struct fk_phys {
 
 typedef struct fk_resv {
   uint64_t addr, size;
-  struct fk_resv *next;
 } fk_resv;
 
 typedef struct fk_map {
   uint64_t addr, size, offset;
   fk_phys *phys;
   int prot;
-  struct fk_map *next;
 } fk_map;
 
 static fk_phys *g_phys;
-static fk_resv *g_resv;
-static fk_map *g_maps;
+/* Reservations and mappings by address (fakecuda_spans.c): neither overlaps
+ * another of its kind (a reservation is an mmap of its own, cuMemMap refuses
+ * an overlap), and every mapping lies in one reservation. */
+static fk_spans g_resv, g_maps;
+
+#define MAP_AT(i) ((fk_map *)g_maps.v[i].obj)
 
 static int is_multiple(uint64_t x) { return x % fk_granularity == 0; }
 
@@ -84,13 +86,8 @@ int fk_vmm_range_ok(uint64_t addr, size_t n) {
   /* Mappings next to each other in one reservation form one range. */
   uint64_t end = addr + n;
   while (addr < end) {
-    fk_map *hit = NULL;
-    for (fk_map *m = g_maps; m; m = m->next)
-      if (addr >= m->addr && addr < m->addr + m->size && (m->prot & PROT_WRITE)) {
-        hit = m;
-        break;
-      }
-    if (!hit)
+    fk_map *hit = fk_spans_at(&g_maps, addr);
+    if (!hit || !(hit->prot & PROT_WRITE))
       return 0;
     addr = hit->addr + hit->size;
   }
@@ -98,14 +95,23 @@ int fk_vmm_range_ok(uint64_t addr, size_t n) {
 }
 
 int fk_vmm_find(uint64_t addr, uint64_t *start, uint64_t *size, unsigned *device) {
-  for (fk_map *m = g_maps; m; m = m->next)
-    if (addr >= m->addr && addr < m->addr + m->size) {
-      *start = m->addr;
-      *size = m->size;
-      *device = (unsigned)m->phys->device;
-      return 1;
-    }
-  return 0;
+  fk_map *m = fk_spans_at(&g_maps, addr);
+  if (!m)
+    return 0;
+  *start = m->addr;
+  *size = m->size;
+  *device = (unsigned)m->phys->device;
+  return 1;
+}
+
+/* The index of the first mapping meeting [ptr, ptr+size) and one past the
+ * last. */
+static size_t maps_meeting(uint64_t ptr, uint64_t size, size_t *to) {
+  size_t from = fk_spans_from(&g_maps, ptr), i = from;
+  while (i < g_maps.n && g_maps.v[i].addr < ptr + size)
+    i++;
+  *to = i;
+  return from;
 }
 
 static int valid_location(const CUmemLocation *loc) {
@@ -156,9 +162,15 @@ FK_API CUresult cuMemAddressReserve(CUdeviceptr *ptr, size_t size, size_t align,
   r->addr = aligned;
   r->size = size;
   fk_lock();
-  r->next = g_resv;
-  g_resv = r;
+  int full = fk_spans_room(&g_resv);
+  if (!full)
+    fk_spans_add(&g_resv, aligned, size, r);
   fk_unlock();
+  if (full) {
+    munmap((void *)(uintptr_t)aligned, size);
+    free(r);
+    return CUDA_ERROR_OUT_OF_MEMORY;
+  }
   *ptr = aligned;
   return CUDA_SUCCESS;
 }
@@ -169,20 +181,15 @@ FK_API CUresult cuMemAddressFree(CUdeviceptr ptr, size_t size) {
     return rc;
   fk_lock();
   rc = CUDA_ERROR_INVALID_VALUE;
-  for (fk_resv **pp = &g_resv; *pp; pp = &(*pp)->next) {
-    fk_resv *r = *pp;
-    if (r->addr != ptr || r->size != size)
-      continue;
-    for (fk_map *m = g_maps; m; m = m->next)
-      if (m->addr >= r->addr && m->addr < r->addr + r->size)
-        goto out; /* still mapped: unmap first */
-    *pp = r->next;
+  size_t i = fk_spans_from(&g_resv, ptr), to;
+  fk_resv *r = i < g_resv.n ? g_resv.v[i].obj : NULL;
+  if (r && r->addr == ptr && r->size == size && /* still mapped: unmap first */
+      maps_meeting(r->addr, r->size, &to) == to) {
+    fk_spans_cut(&g_resv, i, i + 1);
     fk_freed_unmap(r->addr, r->size); /* a launch on it faults */
     free(r);
     rc = CUDA_SUCCESS;
-    break;
   }
-out:
   fk_unlock();
   return rc;
 }
@@ -258,10 +265,7 @@ FK_API CUresult cuMemRetainAllocationHandle(CUmemGenericAllocationHandle *h, voi
   if (!h)
     return CUDA_ERROR_INVALID_VALUE;
   fk_lock();
-  uint64_t a = (uint64_t)(uintptr_t)addr;
-  fk_map *m = g_maps;
-  while (m && !(a >= m->addr && a < m->addr + m->size))
-    m = m->next;
+  fk_map *m = fk_spans_at(&g_maps, (uint64_t)(uintptr_t)addr);
   if (!m) {
     rc = CUDA_ERROR_INVALID_VALUE;
   } else {
@@ -299,10 +303,10 @@ FK_API CUresult cuMemGetAllocationPropertiesFromHandle(CUmemAllocationProp *prop
 }
 
 static fk_resv *resv_containing(uint64_t addr, uint64_t size) {
-  for (fk_resv *r = g_resv; r; r = r->next)
-    if (addr >= r->addr && addr + size <= r->addr + r->size && addr + size > addr)
-      return r;
-  return NULL;
+  if (addr + size <= addr) /* empty, or past the end of the address space */
+    return NULL;
+  fk_resv *r = fk_spans_at(&g_resv, addr);
+  return r && addr + size <= r->addr + r->size ? r : NULL;
 }
 
 int fk_vmm_reserved(uint64_t addr) { return resv_containing(addr, 1) != NULL; }
@@ -319,10 +323,10 @@ FK_API CUresult cuMemMap(CUdeviceptr ptr, size_t size, size_t offset,
       flags != 0 || offset + size > p->size || offset + size < offset ||
       !resv_containing(ptr, size))
     goto out;
-  for (fk_map *m = g_maps; m; m = m->next)
-    if (ptr < m->addr + m->size && m->addr < ptr + size)
-      goto out; /* overlaps an existing mapping */
-  fk_map *m = calloc(1, sizeof *m);
+  size_t to;
+  if (maps_meeting(ptr, size, &to) != to)
+    goto out; /* overlaps an existing mapping */
+  fk_map *m = fk_spans_room(&g_maps) ? NULL : calloc(1, sizeof *m);
   if (!m) {
     rc = CUDA_ERROR_OUT_OF_MEMORY;
     goto out;
@@ -340,8 +344,7 @@ FK_API CUresult cuMemMap(CUdeviceptr ptr, size_t size, size_t offset,
   m->offset = offset;
   m->phys = p;
   m->prot = PROT_NONE;
-  m->next = g_maps;
-  g_maps = m;
+  fk_spans_add(&g_maps, ptr, size, m);
   p->refs++;
   rc = CUDA_SUCCESS;
 out:
@@ -352,9 +355,9 @@ out:
 /* Every byte of [ptr, ptr+size) is mapped and no mapping sticks out of it. */
 static int covers_whole_mappings(uint64_t ptr, uint64_t size) {
   uint64_t covered = 0;
-  for (fk_map *m = g_maps; m; m = m->next) {
-    if (m->addr >= ptr + size || m->addr + m->size <= ptr)
-      continue;
+  size_t to;
+  for (size_t i = maps_meeting(ptr, size, &to); i < to; i++) {
+    fk_map *m = MAP_AT(i);
     if (m->addr < ptr || m->addr + m->size > ptr + size)
       return 0;
     covered += m->size;
@@ -371,20 +374,16 @@ FK_API CUresult cuMemUnmap(CUdeviceptr ptr, size_t size) {
     rc = CUDA_ERROR_INVALID_VALUE;
     goto out;
   }
-  fk_map **pp = &g_maps;
-  while (*pp) {
-    fk_map *m = *pp;
-    if (m->addr >= ptr && m->addr < ptr + size) {
-      *pp = m->next;
-      /* Back to a bare reservation at the same addresses. */
-      mmap((void *)(uintptr_t)m->addr, m->size, PROT_NONE,
-           MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_FIXED, -1, 0);
-      phys_unref(m->phys);
-      free(m);
-    } else {
-      pp = &m->next;
-    }
+  size_t to, from = maps_meeting(ptr, size, &to);
+  for (size_t i = from; i < to; i++) {
+    fk_map *m = MAP_AT(i);
+    /* Back to a bare reservation at the same addresses. */
+    mmap((void *)(uintptr_t)m->addr, m->size, PROT_NONE,
+         MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_FIXED, -1, 0);
+    phys_unref(m->phys);
+    free(m);
   }
+  fk_spans_cut(&g_maps, from, to);
 out:
   fk_unlock();
   return rc;
@@ -412,11 +411,11 @@ FK_API CUresult cuMemSetAccess(CUdeviceptr ptr, size_t size, const CUmemAccessDe
   if (!covers_whole_mappings(ptr, size)) {
     rc = CUDA_ERROR_INVALID_VALUE;
   } else {
-    for (fk_map *m = g_maps; m; m = m->next)
-      if (m->addr >= ptr && m->addr < ptr + size) {
-        mprotect((void *)(uintptr_t)m->addr, m->size, prot);
-        m->prot = prot;
-      }
+    size_t to;
+    for (size_t i = maps_meeting(ptr, size, &to); i < to; i++) {
+      mprotect((void *)(uintptr_t)MAP_AT(i)->addr, MAP_AT(i)->size, prot);
+      MAP_AT(i)->prot = prot;
+    }
   }
   fk_unlock();
   return rc;
@@ -486,9 +485,7 @@ FK_API CUresult cuMemGetAccess(unsigned long long *flags, const CUmemLocation *l
   if (!flags || !loc || !valid_location(loc))
     return CUDA_ERROR_INVALID_VALUE;
   fk_lock();
-  fk_map *m = g_maps;
-  while (m && !(ptr >= m->addr && ptr < m->addr + m->size))
-    m = m->next;
+  fk_map *m = fk_spans_at(&g_maps, ptr);
   if (!m)
     rc = CUDA_ERROR_INVALID_VALUE;
   else

@@ -1,7 +1,8 @@
 /* Virtual memory management: sizes must be multiples of the granularity (1
  * otherwise), memory is mapped with no access until cuMemSetAccess, physical
- * memory is counted from cuMemCreate until it is released and unmapped, and
- * VMM memory survives the context it was made under. */
+ * memory is counted from cuMemCreate until it is released and unmapped,
+ * VMM memory survives the context it was made under, and many ranges made
+ * and freed out of address order each answer for themselves. */
 #include <sys/mman.h>
 
 #include "fakegpu/fg_test.h"
@@ -185,6 +186,71 @@ static int child_poison(void) {
   return m[5] == 0xdb ? 0 : 13;
 }
 
+/* Many reservations, mapped and freed out of address order (the fake finds
+ * them by address in sorted sets, fakecuda_spans.c): each range answers for
+ * itself after its neighbours came and went. Range i of NR is 4 MiB; an even
+ * one has a 2 MiB mapping in its upper half (read-write when i % 4 == 0). */
+#define NR 48
+static CUresult (*g_get_access)(unsigned long long *, const CUmemLocation *, CUdeviceptr);
+
+static void check_range(const CUdeviceptr *va, const int *live, int i) {
+  unsigned long long acc = 9;
+  int mapped = live[i] && i % 2 == 0, rw = mapped && i % 4 == 0;
+  CUdeviceptr up = va[i] + 2 * MIB;
+  CHECK_MSG(cu_cuMemsetD8(up, 1, 2 * MIB) == (rw ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE),
+            "range %d (live %d, mapped %d, rw %d): memset of its upper half", i, live[i], mapped,
+            rw);
+  CHECK_MSG(cu_cuMemsetD8(up - 1, 1, 2) == CUDA_ERROR_INVALID_VALUE,
+            "range %d: a memset across its unmapped lower half was taken", i);
+  CHECK_MSG(g_get_access(&acc, &k_rw.location, up + MIB) ==
+                (mapped ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE),
+            "range %d: cuMemGetAccess of its mapping", i);
+  if (mapped)
+    CHECK_MSG(acc == (rw ? CU_MEM_ACCESS_FLAGS_PROT_READWRITE : CU_MEM_ACCESS_FLAGS_PROT_NONE),
+              "range %d: access %llu", i, acc);
+}
+
+static void test_many_ranges(void) {
+  CUdriverProcAddressQueryResult qs;
+  REQUIRE(cu_cuGetProcAddress_v2("cuMemGetAccess", (void **)&g_get_access, 10020, 0, &qs) ==
+              CUDA_SUCCESS &&
+          g_get_access);
+  CUdeviceptr va[NR];
+  int live[NR];
+  CUmemGenericAllocationHandle h;
+  REQUIRE(cu_cuMemCreate(&h, 2 * MIB, &k_prop, 0) == CUDA_SUCCESS);
+  for (int i = 0; i < NR; i++) {
+    REQUIRE(cu_cuMemAddressReserve(&va[i], 4 * MIB, 0, 0, 0) == CUDA_SUCCESS);
+    live[i] = 1;
+  }
+  for (int k = 0; k < NR; k++) { /* mapped in an order unlike the addresses' */
+    int i = (k * 7) % NR;
+    if (i % 2)
+      continue;
+    CHECK_EQ_INT(cu_cuMemMap(va[i] + 2 * MIB, 2 * MIB, 0, h, 0), CUDA_SUCCESS);
+    CHECK_EQ_INT(cu_cuMemMap(va[i], 4 * MIB, 0, h, 0), CUDA_ERROR_INVALID_VALUE); /* overlap */
+    if (i % 4 == 0)
+      CHECK_EQ_INT(cu_cuMemSetAccess(va[i] + 2 * MIB, 2 * MIB, &k_rw, 1), CUDA_SUCCESS);
+  }
+  for (int i = 0; i < NR; i++)
+    check_range(va, live, i);
+  for (int k = 0; k < NR; k++) { /* freed in yet another order */
+    int i = (k * 11 + 5) % NR;
+    if (i % 2 == 0) {
+      CHECK_EQ_INT(cu_cuMemAddressFree(va[i], 4 * MIB), CUDA_ERROR_INVALID_VALUE); /* mapped */
+      CHECK_EQ_INT(cu_cuMemUnmap(va[i], 4 * MIB), CUDA_ERROR_INVALID_VALUE); /* half unmapped */
+      CHECK_EQ_INT(cu_cuMemUnmap(va[i] + 2 * MIB, 2 * MIB), CUDA_SUCCESS);
+    }
+    CHECK_EQ_INT(cu_cuMemAddressFree(va[i], 4 * MIB), CUDA_SUCCESS);
+    live[i] = 0;
+    if (k == NR / 2)
+      for (int j = 0; j < NR; j++)
+        if (live[j])
+          check_range(va, live, j);
+  }
+  CHECK_EQ_INT(cu_cuMemRelease(h), CUDA_SUCCESS);
+}
+
 int main(int argc, char **argv) {
   fgt_load_cuda();
   fgt_load_nvml();
@@ -195,6 +261,7 @@ int main(int argc, char **argv) {
   RUN(test_sizes_must_be_multiples);
   RUN(test_map_access_and_accounting);
   RUN(test_export_import);
+  RUN(test_many_ranges);
   RUN(test_vmm_survives_context_destroy);
   CHECK_EQ_INT(cu_cuDevicePrimaryCtxRelease(0), CUDA_SUCCESS);
   RUN(test_vmm_survives_primary_release);
