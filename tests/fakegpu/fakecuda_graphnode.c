@@ -554,6 +554,17 @@ FK_API CUresult cuGraphKernelNodeGetParams_v2(CUgraphNode node, void *params) {
   return node_get(node, FK_NODE_KERNEL, params, 1);
 }
 
+/* A graph's node (exec NULL) or an exec's copy of it; NULL when either is
+ * not one (fk_lock held). */
+static fk_node *node_of(CUgraphExec exec, CUgraphNode node) {
+  if (!exec) {
+    fk_gnode *gn = fk_gnode_check(node);
+    return gn ? &gn->n : NULL;
+  }
+  struct fk_graph_exec *e = fk_exec_check(exec);
+  return e ? fk_exec_node(e, node) : NULL;
+}
+
 /* Sets parameters of a graph's node (exec NULL) or of an exec's copy of it
  * (fakecuda_graphexec.c: the node must be of the graph the exec was made
  * from). kind FK_NODE_KERNEL: v2 tells the struct's version. */
@@ -562,12 +573,7 @@ CUresult fk_node_params_set(CUgraphExec exec, CUgraphNode node, int kind, const 
   if (rc)
     return rc;
   fk_lock();
-  fk_gnode *gn = fk_gnode_check(node);
-  fk_node *n = exec ? NULL : gn ? &gn->n : NULL;
-  if (exec) {
-    struct fk_graph_exec *e = fk_exec_check(exec);
-    n = e ? fk_exec_node(e, node) : NULL;
-  }
+  fk_node *n = node_of(exec, node);
   if (n && kind == FK_NODE_KERNEL && n->type == FK_NODE_KERNEL)
     rc = kernel_from(n, in, v2);
   else
@@ -676,12 +682,7 @@ static CUresult generic_node_set(CUgraphExec exec, CUgraphNode node, const void 
   if (!params)
     return CUDA_ERROR_INVALID_VALUE;
   fk_lock();
-  fk_gnode *gn = fk_gnode_check(node);
-  fk_node *n = exec ? NULL : gn ? &gn->n : NULL;
-  if (exec) {
-    struct fk_graph_exec *e = fk_exec_check(exec);
-    n = e ? fk_exec_node(e, node) : NULL;
-  }
+  fk_node *n = node_of(exec, node);
   rc = generic_set(n, params);
   fk_unlock();
   return rc;
