@@ -560,14 +560,6 @@ static int to_pcm16k(const float *x, uint64_t n, uint32_t rate, int16_t **pcm, u
 
 static int ctx_cancelled(void *u) { return ebb_cancelled(u); }
 
-static void log_fallback(ebb_stage_ctx *ctx, const stg_aco_word *w, const stg_aco_chunk *c) {
-  const stg_aco_word *f = &w[c->first];
-  stg_st_log(ctx, 2, "%s %d (\"%s%s\", %.2f-%.2f s) did not align acoustically; placed by %s",
-             f->line >= 0 ? "line" : "phrase", f->line >= 0 ? f->line + 1 : 0, f->word,
-             c->count > 1 ? " ..." : "", c->t0, c->t1,
-             f->has_rough ? "the text method's times" : "spreading its words evenly");
-}
-
 /* The whole song (lyrics alone): stg_aco_align_song, then the words it did
  * not reach. *aligned / *nunits: words placed acoustically / all words. */
 static int align_song(ebb_stage_ctx *ctx, stg_aco *a, const int16_t *pcm, uint64_t m,
@@ -618,13 +610,23 @@ static size_t contrast_every(double units) {
   return units <= AL_CONTRAST_CHUNKS ? 1 : (size_t)ceil(units / AL_CONTRAST_CHUNKS);
 }
 
-/* Aligns words (rough times when have_rough) to the vocals, chunk by chunk. */
+static size_t count_placed(const stg_aco_word *w, size_t nw) {
+  size_t placed = 0;
+  for (size_t i = 0; i < nw; i++)
+    placed += w[i].placed == EBB_PLACED_ACOUSTIC || w[i].placed == EBB_PLACED_LTS;
+  return placed;
+}
+
+/* Aligns words (rough times when have_rough) to the vocals, chunk by chunk:
+ * the chunks on their phrases, the fit check on those, then a second try
+ * for the chunks that did not align (stg_align_again). */
 static int align_acoustic(ebb_stage_ctx *ctx, align_state *s, stg_aco_word *w, size_t nw,
                           int by_lines, const float *mono, uint64_t n, uint32_t rate,
                           const stg_span *ph, size_t nph, double dur) {
   stg_aco *a = NULL;
   stg_aco_chunk *ch = NULL;
   size_t nch = 0, aligned = 0;
+  char *fit = NULL; /* fit[i]: chunk i aligned on its own phrases */
   int16_t *pcm = NULL;
   uint64_t m = 0;
   int rc = stg_aco_open(s->model, s->dict, &a);
@@ -643,35 +645,36 @@ static int align_acoustic(ebb_stage_ctx *ctx, align_state *s, stg_aco_word *w, s
   }
   if (!song)
     stg_aco_contrast_every(a, contrast_every((double)nch));
+  if (!(fit = calloc(nch ? nch : 1, 1))) {
+    rc = ebb_seterr(EBB_ENOMEM, "align: out of memory for %zu chunks", nch);
+    goto done;
+  }
   for (size_t i = 0; !song && i < nch; i++) {
     rc = stg_aco_align(a, pcm, m, w, &ch[i], ctx_cancelled, ctx);
     if (rc == EBB_ECANCELED || rc == EBB_ENOMEM)
       goto done;
-    if (rc) {
-      log_fallback(ctx, w, &ch[i]);
-      stg_align_fallback(w, &ch[i]);
-      rc = 0;
-      continue;
-    }
-    aligned++;
+    fit[i] = rc == 0;
+    aligned += rc == 0;
+    rc = 0;
   }
-  size_t silent = 0;
+  size_t ncontrast = 0, silent = 0, more = 0;
+  double gain = stg_aco_order_gain(a, &ncontrast);
   if ((rc = stg_align_unbacked(w, nw, mono, n, rate, &silent)))
     goto done;
-  if (silent)
+  if (song)
+    aligned = count_placed(w, nw);
+  double med = stg_align_check_fit(ctx, w, nw, aligned, nch, gain, ncontrast);
+  if (!song && (rc = stg_align_again(ctx, a, pcm, m, w, ch, nch, fit, dur)))
+    goto done;
+  if ((rc = stg_align_unbacked(w, nw, mono, n, rate, &more)))
+    goto done;
+  if (silent + more)
     stg_st_log(ctx, 2,
                "%zu words were placed where the vocals are silent (more than %.0f dB under their "
                "loud level): not aligned, unmatched",
-               silent, STG_ALIGN_BACKED_DB);
+               silent + more, STG_ALIGN_BACKED_DB);
   log_unknown(ctx, s->dict, w, nw);
-  size_t placed = 0;
-  for (size_t i = 0; i < nw; i++)
-    placed += w[i].placed == EBB_PLACED_ACOUSTIC || w[i].placed == EBB_PLACED_LTS;
-  if (song)
-    aligned = placed;
-  size_t ncontrast = 0;
-  double gain = stg_aco_order_gain(a, &ncontrast);
-  double med = stg_align_check_fit(ctx, w, nw, aligned, nch, gain, ncontrast);
+  size_t placed = count_placed(w, nw);
   stg_st_log(ctx, 1,
              "%zu of %zu words aligned acoustically in %zu of %zu %s (median confidence %.2f, "
              "order contrast %.1f per frame over %zu words)",
@@ -686,6 +689,7 @@ done:
   else if (rc)
     rc = stg_st_fail(ctx, rc, "%s", ebb_errmsg());
   stg_aco_close(a);
+  free(fit);
   free(ch);
   free(pcm);
   return rc;

@@ -166,6 +166,15 @@ int stg_aco_align_song(stg_aco *a, const int16_t *pcm, uint64_t n, stg_aco_word 
 /* A chunk that did not align: the rough (text) times when there are, else
  * spread evenly over [t0, t1] by length; confidence 0. */
 void stg_align_fallback(stg_aco_word *w, const stg_aco_chunk *c);
+/* The chunks ch[i] that did not align on their own phrases (fit[i] == 0),
+ * once more each over the whole stretch between their neighbours (the end
+ * of the last word placed before, the next chunk's start); those that
+ * still do not are placed by stg_align_fallback and logged. The words of a
+ * second try keep their times, unmatched (confidence under
+ * STG_ALIGN_CONF_MATCH). Turns the order contrast off (read it first).
+ * 0, EBB_ECANCELED, EBB_ENOMEM. */
+int stg_align_again(ebb_stage_ctx *ctx, stg_aco *a, const int16_t *pcm, uint64_t m, stg_aco_word *w,
+                    const stg_aco_chunk *ch, size_t nch, const char *fit, double dur);
 /* Words still EBB_PLACED_NONE spread between their neighbours within
  * [0, dur], unmatched; returns how many. */
 size_t stg_align_place_unbacked(stg_aco_word *w, size_t nw, double dur);

@@ -1,6 +1,7 @@
 /* Placing and judging the acoustic method's words (align.h): the fallback
- * spread, the words no window reached or no audio backs, and whether the
- * lyrics fit the voice at all. */
+ * spread, a second try for the chunks that did not align on their phrases,
+ * the words no window reached or no audio backs, and whether the lyrics fit
+ * the voice at all. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -45,6 +46,74 @@ void stg_align_fallback(stg_aco_word *w, const stg_aco_chunk *c) {
     pos += (double)strlen(w[i].word) + 1.0;
     w[i].end = c->t0 + (c->t1 - c->t0) * pos / total;
   }
+}
+
+static int cancelled(void *u) { return ebb_cancelled(u); }
+
+static void log_fallback(ebb_stage_ctx *ctx, const stg_aco_word *w, const stg_aco_chunk *c) {
+  const stg_aco_word *f = &w[c->first];
+  stg_st_log(ctx, 2, "%s %d (\"%s%s\", %.2f-%.2f s) did not align acoustically; placed by %s",
+             f->line >= 0 ? "line" : "phrase", f->line >= 0 ? f->line + 1 : 0, f->word,
+             c->count > 1 ? " ..." : "", c->t0, c->t1,
+             f->has_rough ? "the text method's times" : "spreading its words evenly");
+}
+
+/* A chunk whose words did not fit its phrases (the plan paired it with a
+ * phrase cut too short, or with the wrong one: issue 43), tried once more
+ * over the whole stretch between its neighbours: from the end of the last
+ * word placed before it (else the previous chunk's end, the song's start)
+ * to where the next chunk's phrases start (the song's end). 0 when it
+ * aligned there; EBB_ENOTFOUND when not, or when there is no wider
+ * stretch. */
+static int align_wider(stg_aco *a, const int16_t *pcm, uint64_t m, stg_aco_word *w,
+                       const stg_aco_chunk *ch, size_t nch, size_t i, double dur,
+                       ebb_stage_ctx *ctx) {
+  stg_aco_chunk c = ch[i];
+  c.t0 = i > 0 ? ch[i - 1].t1 : 0;
+  if (c.first > 0 &&
+      (w[c.first - 1].placed == EBB_PLACED_ACOUSTIC || w[c.first - 1].placed == EBB_PLACED_LTS))
+    c.t0 = fmax(c.t0, w[c.first - 1].end);
+  c.t1 = i + 1 < nch ? ch[i + 1].t0 : dur;
+  if (c.t0 >= ch[i].t0 && c.t1 <= ch[i].t1)
+    return EBB_ENOTFOUND;
+  c.t0 = fmin(c.t0, ch[i].t0);
+  c.t1 = fmax(c.t1, ch[i].t1);
+  return stg_aco_align(a, pcm, m, w, &c, cancelled, ctx);
+}
+
+/* The chunks that did not align on their phrases (fit[i] == 0), a second
+ * time each over the stretch between their neighbours (align_wider); those
+ * that still do not are placed by the fallback and logged. The fit check
+ * has judged the chunks that aligned on their own phrases before this
+ * runs: a line forced into a wider stretch finds a place there whatever
+ * its words, so its words get their times but are not matched (confidence
+ * under STG_ALIGN_CONF_MATCH), and the order contrast is not measured
+ * here. */
+int stg_align_again(ebb_stage_ctx *ctx, stg_aco *a, const int16_t *pcm, uint64_t m, stg_aco_word *w,
+                    const stg_aco_chunk *ch, size_t nch, const char *fit, double dur) {
+  size_t again = 0;
+  stg_aco_contrast_every(a, 0);
+  for (size_t i = 0; i < nch; i++) {
+    if (fit[i])
+      continue;
+    int rc = align_wider(a, pcm, m, w, ch, nch, i, dur, ctx);
+    if (rc == EBB_ECANCELED || rc == EBB_ENOMEM)
+      return rc;
+    if (rc) {
+      log_fallback(ctx, w, &ch[i]);
+      stg_align_fallback(w, &ch[i]);
+      continue;
+    }
+    for (size_t k = ch[i].first; k < ch[i].first + ch[i].count; k++)
+      w[k].conf = fmin(w[k].conf, STG_ALIGN_CONF_MATCH * 0.5);
+    again++;
+  }
+  if (again)
+    stg_st_log(ctx, 1,
+               "%zu line groups aligned on a second try, over the whole stretch between their "
+               "neighbours (the voice phrases paired with them were too short for their words)",
+               again);
+  return 0;
 }
 
 static int cmp_conf(const void *a, const void *b) {
