@@ -90,8 +90,10 @@ typedef struct ebb_event {
                            MARK: the label */
   const char *what;       /* RELEASED: the memory's name in the log line ("GPU memory") */
   const char *code;       /* JOB: the error's wire name (EBB_E...) or NULL */
-  const char *detail;     /* JOB: a finished job's per-stage bytes, JSON
-                           ([{"name":S,"released_bytes":N}]), or NULL */
+  const char *detail;     /* JOB: a finished job's per-stage figures, JSON
+                           ([{"name":S,"released_bytes":N,"peak_bytes":N|null}]: the
+                           stage's own releases, its peak; null: not measured, a
+                           cached stage), or NULL */
   uint64_t bytes;         /* RELEASED: handed back; LEAK: device bytes leaked (or taken
                            from the driver directly when `outside`); JOB: released
                            by the job; GRANT: given back; OOM: asked for; PARKED: device

@@ -443,8 +443,6 @@ typedef struct run_args {
   const char *input, *outdir;
   json_t *options;
   const atomic_int *cancel;
-  pl_progress_fn progress;
-  void *progress_arg;
   pl_job_result *res;
   double timeout_s; /* counted from the run's start on the device thread */
 } run_args;
@@ -475,8 +473,6 @@ static int run_on_dev(void *arg) {
                 .output_dir = a->outdir,
                 .policy = pol,
                 .cancel = a->cancel,
-                .progress = a->progress,
-                .progress_arg = a->progress_arg,
                 .deadline = a->timeout_s > 0 ? base_now() + a->timeout_s : 0};
   int was_asleep = pl_runner_pipeline_asleep(m->runner, pp->def->name);
   uint64_t held0 = 0; /* what the loaded pipeline holds before its run */
@@ -568,8 +564,8 @@ static uint64_t job_need(pl_manager *m, mpipe *pp) {
 }
 
 int pl_manager_run_job(pl_manager *m, const char *pipeline, const char *input, const char *outdir,
-                       json_t *options, const atomic_int *cancel, pl_progress_fn progress,
-                       void *progress_arg, const pl_run_limits *lim, pl_job_result *res) {
+                       json_t *options, const atomic_int *cancel, const pl_run_limits *lim,
+                       pl_job_result *res) {
   memset(res, 0, sizeof *res);
   mpipe *pp = pl__mgr_find(m, pipeline);
   if (!pp) {
@@ -582,7 +578,7 @@ int pl_manager_run_job(pl_manager *m, const char *pipeline, const char *input, c
               : !pl_manager_is_loaded(m, pipeline) ? pl__mgr_ask_peers(m, pipeline, "needs", need)
               : pl__mgr_asleep(m, pp) ? pl__mgr_ask_peers(m, pipeline, "wakes into", need)
                                       : pl__mgr_ask_peers(m, pipeline, "runs in", need);
-  run_args a = {m, pp, input, outdir, options, cancel, progress, progress_arg, res, 0};
+  run_args a = {m, pp, input, outdir, options, cancel, res, 0};
   int rc = run_bounded(m, &a, lim);
   pl__mgr_ask_finished(m, asked);
   if (rc && !res->code) { /* failed before the runner could say why */
@@ -591,8 +587,6 @@ int pl_manager_run_job(pl_manager *m, const char *pipeline, const char *input, c
   }
   return rc;
 }
-
-uint64_t pl_manager_stage_released(pl_manager *m) { return pl_runner_stage_released(m->runner); }
 
 int pl_manager_session_open(pl_manager *m, const char *pipeline, char *id) {
   mpipe *pp = pl__mgr_find(m, pipeline);
@@ -618,7 +612,7 @@ int pl_manager_session_item(pl_manager *m, const char *id, const char *input, co
     return rc;
   }
   mpipe *pp = pl__mgr_find(m, pipeline);
-  run_args a = {m, pp, input, outdir, options, cancel, NULL, NULL, res, 0};
+  run_args a = {m, pp, input, outdir, options, cancel, res, 0};
   rc = run_bounded(m, &a, lim);
   pl_sessions_item_end(m->sessions, id, rc != 0);
   return rc;

@@ -133,15 +133,12 @@ typedef struct pl_run_limits {
 
 /* Runs one job (synchronously, on the device thread). outdir is created.
  * options: {stage name -> options object} merged over the pipeline's
- * (may be NULL). progress (may be NULL) as in pl_job. lim (may be NULL: no
- * bounds) as above; cancel also ends its wait. Returns res->code. */
+ * (may be NULL). lim (may be NULL: no bounds) as above; cancel also ends
+ * its wait. Returns res->code; res has the runner's figures (each stage's
+ * released bytes and peak: pl_job_result.stages). */
 int pl_manager_run_job(pl_manager *m, const char *pipeline, const char *input, const char *outdir,
-                       json_t *options, const atomic_int *cancel, pl_progress_fn progress,
-                       void *progress_arg, const pl_run_limits *lim, pl_job_result *res);
-
-/* From run_job's progress callback at a stage's end: what that stage's own
- * releases handed back (pl_runner_stage_released; device thread). */
-uint64_t pl_manager_stage_released(pl_manager *m);
+                       json_t *options, const atomic_int *cancel, const pl_run_limits *lim,
+                       pl_job_result *res);
 
 /* Checks a job before it is queued: the pipeline exists (EBB_ENOTFOUND),
  * options names only its stages, every merged option is valid (EBB_ECONFIG,

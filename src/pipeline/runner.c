@@ -58,13 +58,11 @@ static void pool_unlink(pl_runner *r, slot *s) {
     }
 }
 
-uint64_t pl_runner_stage_released(const pl_runner *r) { return r ? r->cur_released : 0; }
-
 /* A release published with owner `owner` handed back bytes: counted for
- * the stage running now when it is that stage's (pl_runner_stage_released). */
+ * the stage running now when it is that stage's (pl_stage_figures). */
 static void note_release(pl_runner *r, const char *owner, uint64_t bytes) {
-  if (r->cur_stage[0] && owner && !strcmp(owner, r->cur_stage))
-    r->cur_released += bytes;
+  if (r->cur && owner && !strcmp(owner, r->cur->name))
+    r->cur->released_bytes += bytes;
 }
 
 /* Every path that ends an instance comes here: after a stage, a job's end,
@@ -599,6 +597,10 @@ static int stage_done(job_state *js, stage_run *sr) {
   /* the estimate is for the inputs the stage was given: before its outputs join */
   uint64_t est = check_estimate(js, sr, os.bytes.peak);
   pl__run_note_peak(r, js->job->pipeline->name, d->name, os.bytes.peak, host_peak, est);
+  if (r->cur) {
+    r->cur->peak_bytes = os.bytes.peak;
+    r->cur->measured = 1;
+  }
   int rc = pl_items_take(js->items, sr->out);
   if (rc)
     return pl__run_fail(js->res, rc, d->name, "stage '%s': %s", d->name, ebb_errmsg());
@@ -728,6 +730,19 @@ static void job_end(job_state *js) {
   pl_hook_run(r->hook, "after-job", p->name, released);
 }
 
+/* The entry of a stage the job starts now: the next in res, or the
+ * runner's spare one past PL_JOB_STAGES (counted in stages_over). */
+static pl_stage_figures *stage_figures(pl_runner *r, pl_job_result *res, const char *name) {
+  pl_stage_figures *f = &r->over;
+  if (res->nstages < PL_JOB_STAGES)
+    f = &res->stages[res->nstages++];
+  else
+    res->stages_over++;
+  *f = (pl_stage_figures){.released_bytes = 0};
+  snprintf(f->name, sizeof f->name, "%s", name);
+  return f;
+}
+
 /* The job's input is a regular file; its output directory exists (made if
  * absent) and is writable. */
 static int check_paths(const pl_job *job, const char *outdir, pl_job_result *res) {
@@ -788,10 +803,9 @@ int pl_runner_run(pl_runner *r, const pl_job *job, pl_job_result *res) {
     }
     if (job->progress)
       job->progress(job->progress_arg, (int)i, (int)p->nstages, p->stages[i].name, 0);
-    snprintf(r->cur_stage, sizeof r->cur_stage, "%s", p->stages[i].name);
-    r->cur_released = 0;
+    r->cur = stage_figures(r, res, p->stages[i].name);
     rc = run_stage(&js, (int)i);
-    r->cur_stage[0] = '\0';
+    r->cur = NULL;
     if (job->progress)
       job->progress(job->progress_arg, (int)i, (int)p->nstages, p->stages[i].name, 1);
     if (rc || res->code)

@@ -78,8 +78,7 @@ void pl_runner_destroy(pl_runner *r);
 /* The same check against a registry alone (no device needed). */
 int pl_check(const pl_registry *reg, const pl_def *p);
 
-/* Called at each stage's start (done 0) and end (done 1); at the end,
- * pl_runner_stage_released answers what the stage's releases handed back. */
+/* Called at each stage's start (done 0) and end (done 1). */
 typedef void (*pl_progress_fn)(void *arg, int index, int count, const char *stage, int done);
 
 typedef struct pl_job {
@@ -95,6 +94,24 @@ typedef struct pl_job {
                     * is bound to it (or to its timeout_s when sooner) */
 } pl_job;
 
+/* The runner's figures for one stage of a job (pl_job_result.stages). */
+typedef struct pl_stage_figures {
+  char name[128]; /* the stage instance's name */
+  /* what the stage's own releases handed back while it ran: the bytes of the
+   * `[STAGE] released N MiB` facts whose owner is the stage (its after-stage
+   * release, and any of an instance of the same name); 0 when none */
+  uint64_t released_bytes;
+  uint64_t peak_bytes; /* its owner's peak device bytes at its end, as its `done ... peak`
+                        * line says (a worker's own for an isolated stage) */
+  int measured;        /* 1: it ran to its end and peak_bytes was read; 0: cached,
+                        * failed or cancelled (peak_bytes 0) */
+} pl_stage_figures;
+
+/* The most stages a pl_job_result has figures for: a longer pipeline's
+ * later stages still run and count in released_bytes, but have no entry
+ * (stages_over counts them). */
+#define PL_JOB_STAGES 64
+
 typedef struct pl_job_result {
   int code;                /* 0 or the EBB_E... the job failed with */
   char stage[128];         /* the failing stage instance, or "" */
@@ -106,6 +123,11 @@ typedef struct pl_job_result {
   int over_wait;     /* 1: it never ran, the device was held past its max_wait_s
                       * (EBB_EBUSY, pl_manager_run_job) */
   double waited_s;   /* how long it waited for the device before it ran (or gave up) */
+  /* each stage the job started (cached ones too), in pipeline order: the
+   * first PL_JOB_STAGES of them */
+  pl_stage_figures stages[PL_JOB_STAGES];
+  int nstages;     /* entries in stages */
+  int stages_over; /* stages started beyond PL_JOB_STAGES (no entry) */
 } pl_job_result;
 
 /* Runs one job. Returns 0 when every stage succeeded; otherwise the job's
@@ -114,13 +136,6 @@ typedef struct pl_job_result {
  * res->stage empty and a configuration/input code. On success the job's
  * items are summarised in OUTDIR/result.json. */
 int pl_runner_run(pl_runner *r, const pl_job *job, pl_job_result *res);
-
-/* From a progress callback at a stage's end (done 1), on the runner's
- * thread: what that stage's own releases handed back while it ran, the
- * bytes of the `[STAGE] released N MiB` facts whose owner is the stage (its
- * after-stage release, and any of an instance of the same name). The
- * runner's figure per stage: the server stores it. */
-uint64_t pl_runner_stage_released(const pl_runner *r);
 
 /* Releases idle stages whose time is up at now (CLOCK_MONOTONIC seconds);
  * now < 0: every idle stage. Then, if nothing remains loaded, vacates the

@@ -42,11 +42,12 @@ struct pl_runner {
   int oneshot;
   int cache_default;
   slot *pool; /* newest first */
-  /* The stage a job runs now (pl_runner_run, between its progress calls)
-   * and the bytes its own releases handed back so far (note_release, runner.c;
-   * kept until the next stage starts: pl_runner_stage_released). */
-  char cur_stage[128];
-  uint64_t cur_released;
+  /* The figures of the stage a job runs now (pl_runner_run, between its
+   * progress calls; NULL between stages): its entry in the job's result, or
+   * `over` past PL_JOB_STAGES. note_release (runner.c) adds its releases,
+   * stage_done its peak. */
+  pl_stage_figures *cur;
+  pl_stage_figures over;
 };
 
 /* "runner_notes.c": stage `name` of `pipeline` measured these (any thread). */

@@ -18,14 +18,19 @@ static int state_of(const char *s) {
   return -1;
 }
 
-/* The stages: each one's released bytes (a finished job's, from its fact)
- * with the peak it reached, then the ones that ran but have no bytes yet. */
+/* The stages: each one's released bytes (a finished job's, from its fact:
+ * the runner's figures) with the peak it reached (its owner's in this
+ * process's ledger while the job ran; else the runner's, as the fact has it:
+ * an isolated stage's worker), then the ones that ran but have no bytes
+ * yet. */
 static json_t *stages_json(json_t *released, json_t *peaks) {
   json_t *stages = json_array(), *s;
   size_t i;
   json_array_foreach(released, i, s) {
     const char *name = json_string_value(json_object_get(s, "name"));
     json_t *pk = name && peaks ? json_object_get(peaks, name) : NULL;
+    if (!pk)
+      pk = json_object_get(s, "peak_bytes");
     json_array_append_new(stages, json_pack("{s:O,s:O,s:O}", "name", json_object_get(s, "name"),
                                             "released_bytes",
                                             json_object_get(s, "released_bytes") ?: json_null(),

@@ -1,8 +1,8 @@
-/* A job's facts (jobfacts.h). */
+/* A job's facts (jobfacts.h): its state published on the bus, its stages
+ * as the runner counted them turned into JSON. */
 #include "server/jobfacts.h"
 
-#include <stdio.h>
-#include <string.h>
+#include <jansson.h>
 
 #include "base/events.h"
 
@@ -22,27 +22,21 @@ void srv_job_publish(int64_t id, const char *uid, const char *pipeline, const ch
   base_event_publish(&ev);
 }
 
-void srv_stage_bytes_begin(srv_stage_bytes *t, pl_manager *m) {
-  t->m = m;
-  t->stages = json_array();
-}
-
-/* At each stage's end the runner answers what the stage's releases handed
- * back (the device thread, where this is called). */
-void srv_stage_bytes_progress(void *arg, int index, int count, const char *stage, int done) {
-  (void)index;
-  (void)count;
-  srv_stage_bytes *t = arg;
-  if (done && t->stages)
-    json_array_append_new(t->stages, json_pack("{s:s,s:I}", "name", stage, "released_bytes",
-                                               (json_int_t)pl_manager_stage_released(t->m)));
-}
-
-char *srv_stage_bytes_end(srv_stage_bytes *t) {
-  if (!t->stages)
-    return NULL;
-  char *text = json_dumps(t->stages, JSON_COMPACT);
-  json_decref(t->stages);
-  t->stages = NULL;
+char *srv_job_stages_json(const pl_job_result *res, int peaks) {
+  json_t *a = json_array();
+  for (int i = 0; a && i < res->nstages; i++) {
+    const pl_stage_figures *f = &res->stages[i];
+    json_t *o =
+        json_pack("{s:s,s:I}", "name", f->name, "released_bytes", (json_int_t)f->released_bytes);
+    if (o && peaks)
+      json_object_set_new(o, "peak_bytes",
+                          f->measured ? json_integer((json_int_t)f->peak_bytes) : json_null());
+    if (!o || json_array_append_new(a, o) != 0) {
+      json_decref(a);
+      return NULL;
+    }
+  }
+  char *text = a ? json_dumps(a, JSON_COMPACT) : NULL;
+  json_decref(a);
   return text;
 }

@@ -182,7 +182,7 @@ static void mark_failed(qdev *d, const char *msg) {
  * it runs there without a load): a job not placed where it is loaded
  * (EBB_PLACE_FITS, EVICT, or WAIT when sent to the manager to wait) loads
  * it first. With residency off the job runs it under its release policy. */
-static int run_on(qdev *d, qjob *j, pl_place_how how, srv_stage_bytes *t, pl_job_result *res) {
+static int run_on(qdev *d, qjob *j, pl_place_how how, pl_job_result *res) {
   const char *from;
   pl_run_limits lim = {timeout_of(d->q, j->pipeline, &from), d->q->max_wait_s};
   if (how != EBB_PLACE_LOADED && pl_residency_keeps(d->res)) {
@@ -194,8 +194,8 @@ static int run_on(qdev *d, qjob *j, pl_place_how how, srv_stage_bytes *t, pl_job
       return rc;
     }
   }
-  return pl_manager_run_job(d->m, j->pipeline, j->input, j->outdir, j->options, &j->cancel,
-                            t ? srv_stage_bytes_progress : NULL, t, &lim, res);
+  return pl_manager_run_job(d->m, j->pipeline, j->input, j->outdir, j->options, &j->cancel, &lim,
+                            res);
 }
 
 /* Whether a job of name waits (q->lock held): residency keeps it then. */
@@ -226,16 +226,11 @@ static void run_one(qdev *d, qjob *j, pl_place_how how) {
   const char *label = dev_device_label(pl_manager_device(d->m));
   srv_record_running(q->rec, j->id, j->pipeline, label);
   srv_job_publish(j->id, j->uid, j->pipeline, label, EBB_JOB_RUNNING, NULL, NULL, 0, NULL);
-  srv_stage_bytes t; /* each stage's bytes, as the runner counts them */
-  srv_stage_bytes_begin(&t, d->m);
   pl_job_result res;
-  int rc = run_on(d, j, how, t.stages ? &t : NULL, &res);
-  char *stages = srv_stage_bytes_end(&t);
+  int rc = run_on(d, j, how, &res);
   pl_residency_note(d->res, j->pipeline, how != EBB_PLACE_LOADED);
-  if (ended_early(q, j, label, rc, &res)) {
-    free(stages);
+  if (ended_early(q, j, label, rc, &res))
     return;
-  }
   if (rc && device_fault(rc)) {
     if (!strstr(res.message, label)) { /* the job's error names the device */
       char m[sizeof res.message + 64];
@@ -249,12 +244,16 @@ static void run_one(qdev *d, qjob *j, pl_place_how how) {
                      : rc == EBB_ECANCELED && atomic_load(&j->cancel) ? EBB_JOB_CANCELLED
                                                                       : EBB_JOB_FAILED;
   char *result = rc == 0 ? result_text(j->outdir) : NULL;
+  /* each stage's bytes and peak, as the runner counted them: the store keeps
+   * the bytes (its API's fields), the fact has the peaks too */
+  char *stored = srv_job_stages_json(&res, 0), *fact = srv_job_stages_json(&res, 1);
   srv_job_publish(j->id, j->uid, j->pipeline, label, st, rc ? ebb_errname(rc) : NULL,
-                  rc ? res.message : NULL, res.released_bytes, stages ? stages : "[]");
+                  rc ? res.message : NULL, res.released_bytes, fact ? fact : "[]");
   srv_record_finish(q->rec, j->id, st, rc ? ebb_errname(rc) : NULL, rc ? res.message : NULL, result,
-                    res.released_bytes, stages);
+                    res.released_bytes, stored);
   free(result);
-  free(stages);
+  free(stored);
+  free(fact);
 }
 
 /* --- placement (pipeline/placement.h) over the queue's devices ---------------- */

@@ -78,7 +78,7 @@ static void test_switch(void) {
   /* a job of the loaded B reuses its stage: nothing is loaded again */
   capture();
   uint64_t before = allocated();
-  CHECK_EQ_INT(pl_manager_run_job(m, "B", input, tmp, NULL, NULL, NULL, NULL, NULL, &res), 0);
+  CHECK_EQ_INT(pl_manager_run_job(m, "B", input, tmp, NULL, NULL, NULL, &res), 0);
   log = captured();
   CHECK_EQ_U64(allocated(), before);
   CHECK(pl_manager_is_loaded(m, "B"));

@@ -3,13 +3,16 @@
  * failures at load/run/unload, cancellation, timeouts, leaks, memory outside
  * ebb, the result cache, and errors found before any stage runs. After every
  * job under a releasing policy the allocator holds nothing and the context is
- * released. */
+ * released. The result carries each stage's figures (name, the bytes of its
+ * own release facts, the peak of its `done` line), for at most
+ * PL_JOB_STAGES stages. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "ebb/events.h"
 #include "pipeline/host.h"
 #include "pipeline/runner.h"
 #include "pipeline_util.h"
@@ -77,6 +80,120 @@ static void test_after_stage(void) {
   CHECK_MSG(j != NULL, "result.json written");
   json_decref(j);
   free(log);
+  pl_runner_destroy(r);
+  pl_config_free(c);
+}
+
+/* The bus's releases while a job runs: bytes per owner (stage) name. */
+typedef struct rel_sum {
+  char owner[8][32];
+  uint64_t bytes[8];
+  int n;
+} rel_sum;
+
+static void on_release(void *ctx, const ebb_event *ev) {
+  rel_sum *t = ctx;
+  if (ev->kind != EBB_EVENT_RELEASED || !ev->owner)
+    return;
+  int i = 0;
+  while (i < t->n && strcmp(t->owner[i], ev->owner))
+    i++;
+  if (i == t->n && t->n < 8)
+    snprintf(t->owner[t->n++], sizeof t->owner[0], "%s", ev->owner);
+  if (i < t->n)
+    t->bytes[i] += ev->bytes;
+}
+
+static uint64_t released_by(const rel_sum *t, const char *owner) {
+  for (int i = 0; i < t->n; i++)
+    if (!strcmp(t->owner[i], owner))
+      return t->bytes[i];
+  return 0;
+}
+
+/* The MiB of stage's `[STAGE] done in S s, peak N MiB` line in log; -1: none. */
+static long done_peak_mib(const char *log, const char *stage) {
+  char at[64];
+  snprintf(at, sizeof at, "[%s] done in ", stage);
+  const char *l = log ? strstr(log, at) : NULL;
+  const char *pk = l ? strstr(l, ", peak ") : NULL;
+  long mib = -1;
+  if (!pk || sscanf(pk, ", peak %ld MiB", &mib) != 1)
+    return -1;
+  return mib;
+}
+
+/* Each stage's figures in the result: its name, the bytes of its own
+ * release facts (after-stage: each stage's; after-job: none, the releases
+ * come at the job's end) and the peak its `done` line says. */
+static void test_stage_figures(void) {
+  pl_config *c = cfg_of(two);
+  pl_runner *r = runner(1, NULL);
+  const char *policies[] = {"after-stage", "after-job"};
+  for (int k = 0; k < 2; k++) {
+    pl_job_result res;
+    rel_sum t = {0};
+    ebb_subscription *sub = NULL;
+    REQUIRE(ebb_events_subscribe(on_release, &t, &sub) == 0);
+    capture();
+    CHECK_EQ_INT(run_job(r, c, "two", policies[k], NULL, &res), 0);
+    char *log = captured();
+    ebb_events_unsubscribe(sub);
+    CHECK_MSG(res.nstages == 2 && res.stages_over == 0, "%s: %d stages' figures (%d over), not 2",
+              policies[k], res.nstages, res.stages_over);
+    for (int i = 0; i < res.nstages && i < 2; i++) {
+      const pl_stage_figures *f = &res.stages[i];
+      CHECK_EQ_STR(f->name, i ? "b" : "a");
+      uint64_t bus = k ? 0 : released_by(&t, f->name);
+      CHECK_MSG(f->released_bytes == bus, "%s: stage %s released %llu bytes in the result, %llu "
+                "in its release facts while it ran", policies[k], f->name,
+                (unsigned long long)f->released_bytes, (unsigned long long)bus);
+      CHECK_MSG(f->measured && (long)(f->peak_bytes >> 20) == done_peak_mib(log, f->name),
+                "%s: stage %s peak %llu MiB (measured %d); its done line says %ld MiB",
+                policies[k], f->name, (unsigned long long)(f->peak_bytes >> 20), f->measured,
+                done_peak_mib(log, f->name));
+    }
+    /* after-stage: a's weights, activations and cache went back after it */
+    CHECK(k || res.stages[0].released_bytes >= (uint64_t)96 << 20);
+    CHECK(!k || released_by(&t, "a") >= (uint64_t)96 << 20); /* at the job's end */
+    free(log);
+  }
+  pl_runner_destroy(r);
+  pl_config_free(c);
+}
+
+/* A pipeline longer than PL_JOB_STAGES runs every stage; the result has the
+ * first PL_JOB_STAGES stages' figures and counts the rest. */
+static void test_stage_figures_bound(void) {
+  enum { N = PL_JOB_STAGES + 2 };
+  size_t cap = 64 + (size_t)N * 160, len = 0;
+  char *json = malloc(cap);
+  REQUIRE(json);
+  len += (size_t)snprintf(json + len, cap - len, "{\"pipelines\": {\"long\": {\"stages\": [");
+  for (int i = 0; i < N; i++)
+    len += (size_t)snprintf(json + len, cap - len,
+                            "%s{\"stage\": \"synthetic\", \"name\": \"s%d\", \"cache\": false, "
+                            "\"options\": {\"weights_mib\": 1, \"activations_mib\": 0}}",
+                            i ? "," : "", i);
+  snprintf(json + len, cap - len, "]}}}");
+  pl_config *c = cfg_of(json);
+  free(json);
+  pl_runner *r = runner(1, NULL);
+  pl_job_result res;
+  capture();
+  CHECK_EQ_INT(run_job(r, c, "long", NULL, NULL, &res), 0);
+  free(captured());
+  CHECK_EQ_INT(res.stages_run, N);
+  CHECK_MSG(res.nstages == PL_JOB_STAGES && res.stages_over == N - PL_JOB_STAGES,
+            "%d stages' figures and %d over, expected %d and %d", res.nstages, res.stages_over,
+            PL_JOB_STAGES, N - PL_JOB_STAGES);
+  char last[16];
+  snprintf(last, sizeof last, "s%d", PL_JOB_STAGES - 1);
+  CHECK_EQ_STR(res.stages[PL_JOB_STAGES - 1].name, last);
+  for (int i = 0; i < PL_JOB_STAGES; i++)
+    CHECK_MSG(res.stages[i].measured && res.stages[i].released_bytes >= (uint64_t)1 << 20,
+              "stage s%d: measured %d, released %llu bytes", i, res.stages[i].measured,
+              (unsigned long long)res.stages[i].released_bytes);
   pl_runner_destroy(r);
   pl_config_free(c);
 }
@@ -393,6 +510,10 @@ static void test_result_cache(void) {
   char *log = captured();
   CHECK_EQ_INT(res.stages_run, 0);
   CHECK_EQ_INT(res.stages_cached, 1);
+  CHECK_MSG(res.nstages == 1 && !strcmp(res.stages[0].name, "a") && !res.stages[0].measured &&
+                !res.stages[0].released_bytes,
+            "a cached stage's figures: %d entries, measured %d, released %llu", res.nstages,
+            res.stages[0].measured, (unsigned long long)res.stages[0].released_bytes);
   CHECK(has(log, "[a] cached"));
   CHECK_MSG(!has(log, "[a] released") && !has(log, "[a] done"), "a cached stage is neither "
                                                                  "run nor released");
@@ -445,6 +566,8 @@ int main(void) {
   pt_open("cuda", "2048");
   RUN(test_after_stage);
   RUN(test_after_job);
+  RUN(test_stage_figures);
+  RUN(test_stage_figures_bound);
   RUN(test_idle_reuse_and_expiry);
   RUN(test_idle_evicted_on_oom);
   RUN(test_never);

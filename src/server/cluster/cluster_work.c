@@ -415,8 +415,8 @@ static int run_limited(srv_cluster *k, const char *pipe, attempt *a, pl_job_resu
   const char *from = d && d->timeout_s > 0 ? "the pipeline's timeout_s" : "--job-timeout";
   pl_run_limits lim = {d && d->timeout_s > 0 ? d->timeout_s : k->s->job_timeout_s,
                        k->s->max_wait_s};
-  int rc = pl_manager_run_job(k->s->m, pipe, a->input, a->out, a->options, &k->run_cancel, NULL,
-                              NULL, &lim, res);
+  int rc =
+      pl_manager_run_job(k->s->m, pipe, a->input, a->out, a->options, &k->run_cancel, &lim, res);
   if (rc && (res->over_deadline || res->over_wait)) {
     char m[sizeof res->message];
     srv_deadline_message("job", dev_device_label(pl_manager_device(k->s->m)), &lim, from, res, m,
