@@ -21,6 +21,9 @@
  *  - the frames from a note's onset that still hold the previous note's
  *    pitch take the note's pitch, up to the first frame that does not;
  *  - a steady note with a 3 dB tremolo is not split;
+ *  - a note after an unvoiced gap starts at an onset up to onset_lead_s
+ *    before its first voiced frame when the level holds from there, not
+ *    across a dip, not with the option 0 (test_lead_onset);
  *  - after a pitch change whose track turns late the note starts at the
  *    attack;
  *  - the salience's height weight: a tone's subharmonic an octave below
@@ -472,6 +475,59 @@ static void test_frame_counts(void) {
   free(notes);
 }
 
+/* The onset of a note after an unvoiced gap (onset_lead_s): frames 0-29
+ * unvoiced, 30-99 voiced at 220 Hz, an onset peak at frame `peak` with the
+ * level held from there on (or dipping 40 dB over frames 24-26). Returns
+ * the note's onset. */
+static double lead_onset_at(int peak, int dip, double lead_s) {
+  enum { NF = 100 };
+  float fr[3 * NF], odf[NF], db[NF];
+  fill_track(fr, NF);
+  for (int f = 0; f < NF; f++) {
+    fr[3 * f + 1] = f >= 30 ? 220.0f : 0.0f;
+    fr[3 * f + 2] = f >= 30 ? 0.9f : 0.0f;
+    odf[f] = f == peak ? 2.0f : 0.0f;
+    db[f] = f < peak - 2 || (dip && f >= 24 && f <= 26) ? -60.0f : -20.0f;
+  }
+  stg_pitch_params p = stg_pitch_defaults();
+  p.onset_lead_s = lead_s;
+  stg_pitch_note *notes = malloc(sizeof *notes);
+  REQUIRE(notes);
+  notes[0] = (stg_pitch_note){.onset = 0.30, .offset = 1.0, .hz = 220.0, .midi = 57};
+  size_t n = 1;
+  REQUIRE(stg_pitch_notes_onsets(fr, NF, odf, db, &p, &notes, &n) == 0);
+  REQUIRE(n == 1);
+  double on = notes[0].onset;
+  free(notes);
+  return on;
+}
+
+/* A sung word's first consonant: the note starts at the onset up to
+ * onset_lead_s before its first voiced frame when the sound goes on from
+ * there into the note; else, with the option 0, for a peak the onset
+ * shift already covers, or across a dip, onset_shift_s before the first
+ * voiced frame. */
+static void test_lead_onset(void) {
+  stg_pitch_params d = stg_pitch_defaults();
+  double shifted = 0.30 - d.onset_shift_s;
+  CHECK_MSG(d.onset_lead_s >= 0.1, "default onset_lead_s %.3f s", d.onset_lead_s);
+  struct {
+    const char *what;
+    int peak, dip;
+    double lead_s, want;
+  } cases[] = {{"a consonant 100 ms before the voice", 20, 0, d.onset_lead_s, 0.20},
+               {"the option 0", 20, 0, 0.0, shifted},
+               {"a dip between the peak and the voice", 20, 1, d.onset_lead_s, shifted},
+               {"a peak within the onset shift", 28, 0, d.onset_lead_s, shifted},
+               {"a peak before onset_lead_s", 20, 0, 0.05, shifted}};
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+    double on = lead_onset_at(cases[i].peak, cases[i].dip, cases[i].lead_s);
+    printf("  %s: onset %.3f s\n", cases[i].what, on);
+    CHECK_MSG(fabs(on - cases[i].want) < 0.005, "%s: the note starts at %.3f s, expected %.3f s",
+              cases[i].what, on, cases[i].want);
+  }
+}
+
 static void test_tremolo_not_split(void) {
   uint64_t n = RATE * 2;
   float *x = calloc(n, sizeof *x);
@@ -749,6 +805,7 @@ int main(void) {
   RUN(test_scoop_joins);
   RUN(test_track_to_notes);
   RUN(test_tremolo_not_split);
+  RUN(test_lead_onset);
   RUN(test_reattack_model);
   RUN(test_pitch_change_onset);
   RUN(test_salience);

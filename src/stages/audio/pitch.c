@@ -72,6 +72,10 @@ typedef struct pitch_state {
       "percentile) this strong up to onset_lookback_ms before the pitch turns; 0: no onsets, "     \
       "no re-attacks") SEP                                                                         \
   NUM(onset_lookback_ms, 90, 0, 1000, "see onset_threshold") SEP                                   \
+  NUM(onset_lead_ms, 150, 0, 1000,                                                                 \
+      "a note after an unvoiced gap starts at the strongest onset (onset_threshold) up to this "   \
+      "long before its first voiced frame, when that is earlier than onset_shift_ms puts it (a "   \
+      "sung word's first consonant, which pYIN does not voice); 0: off") SEP                       \
   BOOL(reattack_model, 1,                                                                          \
        "a note is split at the onset peaks that the re-attack model (a small neural network "      \
        "trained on rendered melodies) rates at reattack_logit or more; false: at those whose "     \
@@ -150,6 +154,7 @@ static void set_params(const stage_opts *v, stg_pitch_params *p) {
   p->split_s = v->split_ms / 1000.0;
   p->onset_threshold = v->onset_threshold;
   p->onset_lookback_s = v->onset_lookback_ms / 1000.0;
+  p->onset_lead_s = v->onset_lead_ms / 1000.0;
   p->reattack_score = v->reattack_score;
   p->reattack_model = v->reattack_model;
   p->reattack_logit = v->reattack_logit;
@@ -718,8 +723,9 @@ const ebb_stage stg_stage_pitch = {
     .size = sizeof(ebb_stage),
     .name = "pitch",
     /* keys the result cache: bump it whenever the outputs change (2: the
-     * re-attack model, issue 16, and the onset and salience steps before it) */
-    .version = 2,
+     * re-attack model, issue 16, and the onset and salience steps before it;
+     * 3: onset_lead_ms, issue 44) */
+    .version = 3,
     .description = "vocal f0 by pYIN/YIN (GPU difference function) and note segmentation",
     .options_schema = stage_opts_schema,
     .needs_gpu = 1,

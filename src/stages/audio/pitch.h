@@ -58,6 +58,10 @@ typedef struct stg_pitch_params {
    * note's onset is then moved onset_shift_s earlier, the detectors' delay
    * (pYIN voices a frame once the note fills its window). */
   double onset_threshold, onset_lookback_s, reattack_score, onset_shift_s;
+  /* A note after an unvoiced gap starts at the strongest onset up to
+   * onset_lead_s before its first voiced frame, when that lies earlier than
+   * onset_shift_s would put it (a sung word's first consonant); 0: off. */
+  double onset_lead_s;
   /* The rise is measured on the energy at the first
    * onset_harmonics harmonics of the note's pitch (0: the whole spectrum):
    * a chord struck in the dip fills it in the whole spectrum, not there. */

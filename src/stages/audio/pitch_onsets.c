@@ -448,6 +448,31 @@ static void seg_scale(seg_ctx *c) {
   c->w150 = (size_t)lround(0.15 / c->hop_s);
 }
 
+/* A note whose first voiced frame a follows an unvoiced gap (from frame
+ * floor, the note before's end): its start, the strongest onset peak up to
+ * onset_lead_s before a when the onset shift would leave the note after it
+ * (a + shift is returned, so that the shift puts the note on the peak),
+ * else a. pYIN voices a sung word from its vowel; its first consonant is
+ * the onset. */
+#define LEAD_DIP_DB 6.0
+static size_t lead_onset(const seg_ctx *c, size_t a, size_t floor) {
+  const stg_pitch_params *p = c->p;
+  if (!(p->onset_lead_s > 0.0))
+    return a;
+  size_t lead = stg_pitch_frames_for(p->onset_lead_s, c->hop_s);
+  size_t shift = stg_pitch_frames_for(p->onset_shift_s, c->hop_s);
+  size_t lo = a > lead ? a - lead : 0;
+  if (lo < floor)
+    lo = floor;
+  size_t t = lo < a ? best_onset(c, lo, a - 1, p->onset_threshold) : (size_t)-1;
+  if (t == (size_t)-1 || t + shift >= a)
+    return a;
+  for (size_t f = t + 1; f < a; f++) /* the sound goes on from the onset into the note */
+    if (c->level_db[f] < c->level_db[t] - LEAD_DIP_DB)
+      return a;
+  return t + shift;
+}
+
 /* The detectors' delay: every onset of out[0..k) shift_s earlier, never
  * before the note before it starts (that note then ends where this one
  * starts). */
@@ -522,6 +547,8 @@ int stg_pitch_notes_onsets(const float *frames, size_t nf, const float *odf, con
         a = t;
         out[k - 1].offset = (double)t * c.hop_s;
       }
+    } else { /* after an unvoiced gap: its first consonant may come first */
+      a = lead_onset(&c, a, k ? frame_of(&c, out[k - 1].offset) : 0);
     }
     if (b > a)
       split_note(&c, a, b, in[i].hz, out, &k, tmp);
