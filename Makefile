@@ -52,7 +52,7 @@ nocuda-build: deps
 	cmake --build build-nocuda -j $(JOBS)
 	cd build-nocuda && ctest --output-on-failure -j $(JOBS) --timeout 300 -LE 'frameworks|long'
 
-# The layout of src/, include/ and tests/fakegpu's C against .clang-format (Debian's clang-format
+# The layout of the C of src/, include/ and tests/ (the fake GPU's included) against .clang-format (Debian's clang-format
 # 14): format-check lists the files it would change (exit 1 when any),
 # format rewrites them.
 format-check: deps

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# Lists the files of src/, include/ and the fake GPU's C (tests/fakegpu/*.c,
-# *.h; not its .cu programs) whose layout clang-format would change
+# Lists the C files (*.c, *.h; not the fake's .cu programs) of src/,
+# include/ and tests/ (the fake GPU, unit tests, fuzzers and test support
+# alike) whose layout clang-format would change
 # (the committed .clang-format; Debian 12's clang-format is 14) and exits 1
 # when there are any, 0 when there are none, 2 when clang-format is missing.
 #   scripts/format-check.sh            check
@@ -17,7 +18,7 @@ fi
 [ -n "$CF" ] || { echo "format-check: clang-format is not installed (apt-get install clang-format)" >&2; exit 2; }
 ver=$("$CF" --version | grep -oE 'version [0-9]+' | grep -oE '[0-9]+')
 [ "$ver" = 14 ] || echo "format-check: $CF is version $ver; .clang-format was tuned on 14 and others may lay out differently" >&2
-mapfile -t files < <(find src include tests/fakegpu -name '*.[ch]' | LC_ALL=C sort)
+mapfile -t files < <(find src include tests -name '*.[ch]' | LC_ALL=C sort)
 if [ "${1:-}" = --fix ]; then
   "$CF" -i --style=file "${files[@]}"
   exit $?

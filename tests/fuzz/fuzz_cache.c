@@ -21,8 +21,8 @@ static void same_items(const ebb_items *a, const ebb_items *b) {
              pl_items_count(a), pl_items_count(b));
   for (int i = 0; i < pl_items_count(a); i++) {
     const pl_item_rec *x = pl_items_rec(a, i), *y = pl_items_rec(b, i);
-    FUZZ_CHECK(x->kind == y->kind && !strcmp(x->name, y->name), "item %d: '%s' vs '%s'", i,
-               x->name, y->name);
+    FUZZ_CHECK(x->kind == y->kind && !strcmp(x->name, y->name), "item %d: '%s' vs '%s'", i, x->name,
+               y->name);
     switch (x->kind) {
     case EBB_ITEM_AUDIO:
       FUZZ_CHECK(x->frames == y->frames && x->channels == y->channels && x->rate == y->rate &&
@@ -86,8 +86,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   FUZZ_CHECK(hit + corrupt == 1, "hit %d corrupt %d for an entry that exists", hit, corrupt);
   if (corrupt) {
     FUZZ_CHECK(!file_exists(path), "a corrupt entry was not deleted");
-    FUZZ_CHECK(pl_items_count(out) == 1, "a corrupt entry added %d items",
-               pl_items_count(out) - 1);
+    FUZZ_CHECK(pl_items_count(out) == 1, "a corrupt entry added %d items", pl_items_count(out) - 1);
   } else {
     FUZZ_CHECK(file_exists(path), "a hit deleted its entry");
     FUZZ_CHECK(n >= 48, "a %zu-byte file was a hit", n);
@@ -123,8 +122,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     snprintf(outdir2, sizeof outdir2, "%s", fuzz_scratch("out2"));
     rc = pl_cache_load(dir2, key, back, outdir2, &hit, &corrupt);
     FUZZ_CHECK(rc == 0 && hit == 1 && corrupt == 0,
-               "an entry ebb_cache_store wrote does not load: rc %d hit %d corrupt %d: %s", rc,
-               hit, corrupt, ebb_errmsg());
+               "an entry ebb_cache_store wrote does not load: rc %d hit %d corrupt %d: %s", rc, hit,
+               corrupt, ebb_errmsg());
     same_items(mine, back);
     pl_items_destroy(mine);
     pl_items_destroy(back);

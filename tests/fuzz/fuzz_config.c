@@ -22,10 +22,8 @@ static void check_config(const pl_config *c) {
   for (size_t i = 0; i < c->npipelines; i++) {
     const pl_def *p = &c->pipelines[i];
     FUZZ_CHECK(p->name && p->origin, "pipeline #%zu without name/origin", i);
-    FUZZ_CHECK(pl_config_pipeline(c, p->name) == p, "lookup of '%s' finds another entry",
-               p->name);
-    FUZZ_CHECK(p->nstages >= 1 && p->stages, "pipeline '%s' with %zu stages", p->name,
-               p->nstages);
+    FUZZ_CHECK(pl_config_pipeline(c, p->name) == p, "lookup of '%s' finds another entry", p->name);
+    FUZZ_CHECK(p->nstages >= 1 && p->stages, "pipeline '%s' with %zu stages", p->name, p->nstages);
     if (p->has_policy)
       FUZZ_CHECK(p->policy.kind != EBB_POLICY_IDLE ||
                      (isfinite(p->policy.idle_s) && p->policy.idle_s >= 0),
@@ -36,8 +34,8 @@ static void check_config(const pl_config *c) {
                  p->name, j);
       FUZZ_CHECK(json_is_object(s->options), "pipeline '%s' stage '%s': options not an object",
                  p->name, s->name);
-      FUZZ_CHECK(isfinite(s->timeout_s) && s->timeout_s >= 0, "stage '%s': timeout_s %g",
-                 s->name, s->timeout_s);
+      FUZZ_CHECK(isfinite(s->timeout_s) && s->timeout_s >= 0, "stage '%s': timeout_s %g", s->name,
+                 s->timeout_s);
       for (size_t k = 0; k < j; k++)
         FUZZ_CHECK(strcmp(p->stages[k].name, s->name), "pipeline '%s': two stages named '%s'",
                    p->name, s->name);
@@ -46,16 +44,16 @@ static void check_config(const pl_config *c) {
         continue;
       json_t *merged = NULL;
       int rc = pl_stage_validate_options(st, s->options, "fuzz", &merged);
-      FUZZ_CHECK(rc == 0 || rc == EBB_ECONFIG, "validate options of '%s': rc %d (%s)", s->stage,
-                 rc, ebb_errmsg());
+      FUZZ_CHECK(rc == 0 || rc == EBB_ECONFIG, "validate options of '%s': rc %d (%s)", s->stage, rc,
+                 ebb_errmsg());
       if (!rc) {
         FUZZ_CHECK(json_is_object(merged), "validate options of '%s': merged not an object",
                    s->stage);
         const char *k;
         json_t *v;
         json_object_foreach(s->options, k, v)
-          FUZZ_CHECK(json_object_get(merged, k) == v, "option '%s' of '%s' lost in the merge", k,
-                     s->stage);
+            FUZZ_CHECK(json_object_get(merged, k) == v, "option '%s' of '%s' lost in the merge", k,
+                       s->stage);
         json_decref(merged);
       }
     }

@@ -22,8 +22,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   stg_decode_info info = {0};
   int rc = stg_audio_decode(path, RATE, MAX_SECONDS, &pcm, &frames, &info);
   if (rc) {
-    FUZZ_CHECK(rc == EBB_EINPUT, "refused with %s (%d), expected EBB_EINPUT: %s",
-               ebb_errname(rc), rc, ebb_errmsg());
+    FUZZ_CHECK(rc == EBB_EINPUT, "refused with %s (%d), expected EBB_EINPUT: %s", ebb_errname(rc),
+               rc, ebb_errmsg());
     FUZZ_CHECK(strstr(ebb_errmsg(), path), "message does not name the file: %s", ebb_errmsg());
     FUZZ_CHECK(!pcm && frames == 0, "output set on failure");
   } else {

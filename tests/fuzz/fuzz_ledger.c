@@ -140,11 +140,10 @@ static void check_stats(mem_allocator *a) {
   FUZZ_CHECK(st.allocated.current <= st.reserved.current, "allocated %llu > reserved %llu",
              (unsigned long long)st.allocated.current, (unsigned long long)st.reserved.current);
   FUZZ_CHECK(st.cached.current == st.reserved.current - st.allocated.current,
-             "cached %llu != reserved %llu - allocated %llu",
-             (unsigned long long)st.cached.current, (unsigned long long)st.reserved.current,
-             (unsigned long long)st.allocated.current);
-#define PEAK_OK(name, doc)                                                                  \
-  FUZZ_CHECK(st.name.peak >= st.name.current && st.name.total >= st.name.current,           \
+             "cached %llu != reserved %llu - allocated %llu", (unsigned long long)st.cached.current,
+             (unsigned long long)st.reserved.current, (unsigned long long)st.allocated.current);
+#define PEAK_OK(name, doc)                                                                     \
+  FUZZ_CHECK(st.name.peak >= st.name.current && st.name.total >= st.name.current,              \
              #name ": current %llu peak %llu total %llu", (unsigned long long)st.name.current, \
              (unsigned long long)st.name.peak, (unsigned long long)st.name.total);
   EBB_ALLOC_STAT_FIELDS(PEAK_OK)
@@ -202,8 +201,8 @@ static void owner_gone(int o, int destroy) {
   FUZZ_CHECK(dev_leaks == (size_t)want && bytes == want_bytes,
              "owner %d: leak report of %zu blocks / %llu bytes, model %d / %llu", o, dev_leaks,
              (unsigned long long)bytes, want, (unsigned long long)want_bytes);
-  FUZZ_CHECK((rep != NULL) == (want + wantpins > 0), "leak report %p with %d+%d leaks",
-             (void *)rep, want, wantpins);
+  FUZZ_CHECK((rep != NULL) == (want + wantpins > 0), "leak report %p with %d+%d leaks", (void *)rep,
+             want, wantpins);
   mem_leak_report_free(rep);
   for (int i = nblocks - 1; i >= 0; i--)
     if (in_tree(blocks[i].owner, o))
@@ -257,8 +256,7 @@ static void op_alloc(mem_allocator *a, reader *r) {
   for (int i = 0; i < nblocks; i++)
     FUZZ_CHECK(addr + size <= blocks[i].addr || blocks[i].addr + blocks[i].size <= addr,
                "new block [0x%llx, +%zu) overlaps live block [0x%llx, +%zu)",
-               (unsigned long long)addr, size, (unsigned long long)blocks[i].addr,
-               blocks[i].size);
+               (unsigned long long)addr, size, (unsigned long long)blocks[i].addr, blocks[i].size);
   /* CPU device: the block is host memory; touch both ends (ASan checks) */
   ((volatile uint8_t *)(uintptr_t)addr)[0] = 0xA5;
   ((volatile uint8_t *)(uintptr_t)addr)[req - 1] = 0x5A;
@@ -269,7 +267,8 @@ static void op_free_bad(mem_allocator *a, reader *r) {
   uint8_t how = (uint8_t)rd_u(r, 1);
   uint64_t addr;
   if (nblocks && how % 3 == 0)
-    addr = blocks[how % nblocks].addr + 1 + rd_u(r, 2) % (blocks[how % nblocks].size - 1 ? blocks[how % nblocks].size - 1 : 1);
+    addr = blocks[how % nblocks].addr + 1 +
+           rd_u(r, 2) % (blocks[how % nblocks].size - 1 ? blocks[how % nblocks].size - 1 : 1);
   else if (how % 3 == 1)
     addr = (uint64_t)rd_u(r, 4) << (rd_u(r, 1) % 32);
   else
@@ -278,8 +277,8 @@ static void op_free_bad(mem_allocator *a, reader *r) {
     if (blocks[i].addr == addr)
       return; /* it is a block after all */
   int rc = mem_free(a, addr);
-  FUZZ_CHECK(rc == EBB_ENOTFOUND, "free of non-block 0x%llx: rc %d (%s)",
-             (unsigned long long)addr, rc, ebb_errmsg());
+  FUZZ_CHECK(rc == EBB_ENOTFOUND, "free of non-block 0x%llx: rc %d (%s)", (unsigned long long)addr,
+             rc, ebb_errmsg());
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
@@ -287,7 +286,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     ascii_only = fuzz_known();
     FUZZ_CHECK(dev_open("cpu", &dev) == 0, "cpu device: %s", ebb_errmsg());
   }
-  mem_alloc_opts opts = {.size = sizeof opts, .seg_kind = EBB_SEG_AUTO, .ledger_events = 48,
+  mem_alloc_opts opts = {.size = sizeof opts,
+                         .seg_kind = EBB_SEG_AUTO,
+                         .ledger_events = 48,
                          .backtraces = 0};
   mem_allocator *a = NULL;
   FUZZ_CHECK(mem_allocator_create(dev, &opts, &a) == 0, "allocator: %s", ebb_errmsg());
@@ -342,9 +343,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
       FUZZ_CHECK(mem_allocator_trim(a, &got) == 0, "trim: %s", ebb_errmsg());
       mem_allocator_get_stats(a, &c);
       FUZZ_CHECK(c.reserved.current + got == b.reserved.current,
-                 "trim returned %llu bytes but reserved went %llu -> %llu",
-                 (unsigned long long)got, (unsigned long long)b.reserved.current,
-                 (unsigned long long)c.reserved.current);
+                 "trim returned %llu bytes but reserved went %llu -> %llu", (unsigned long long)got,
+                 (unsigned long long)b.reserved.current, (unsigned long long)c.reserved.current);
       FUZZ_CHECK(c.allocated.current == b.allocated.current, "trim changed allocated");
       break;
     }

@@ -42,18 +42,17 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     const char *k;
     json_t *v;
     json_object_foreach(opts, k, v)
-      FUZZ_CHECK(json_object_get(merged, k) == v, "stage '%s': option '%s' lost", st->name, k);
+        FUZZ_CHECK(json_object_get(merged, k) == v, "stage '%s': option '%s' lost", st->name, k);
     json_t *schema = st->options_schema ? json_loads(st->options_schema, 0, &e) : json_object();
     FUZZ_CHECK(json_is_object(schema), "stage '%s': schema does not parse", st->name);
     json_object_foreach(schema, k, v) {
       json_t *def = json_is_object(v) ? json_object_get(v, "default") : NULL;
       if (def)
-        FUZZ_CHECK(json_object_get(merged, k), "stage '%s': default of '%s' missing", st->name,
-                   k);
+        FUZZ_CHECK(json_object_get(merged, k), "stage '%s': default of '%s' missing", st->name, k);
     }
     json_object_foreach(merged, k, v)
-      FUZZ_CHECK(json_object_get(schema, k), "stage '%s': merged has '%s', not in the schema",
-                 st->name, k);
+        FUZZ_CHECK(json_object_get(schema, k), "stage '%s': merged has '%s', not in the schema",
+                   st->name, k);
     json_decref(schema);
     json_decref(merged);
   }

@@ -20,8 +20,8 @@ static void check_timed(json_t *arr, const char *what, const char *textkey) {
     json_t *s = json_object_get(o, "start"), *e = json_object_get(o, "end");
     FUZZ_CHECK(json_is_number(s) && json_is_number(e), "%s[%zu]: start/end not numbers", what, i);
     double a = json_number_value(s), b = json_number_value(e);
-    FUZZ_CHECK(isfinite(a) && isfinite(b) && a >= 0 && b >= a, "%s[%zu]: start %g end %g", what,
-               i, a, b);
+    FUZZ_CHECK(isfinite(a) && isfinite(b) && a >= 0 && b >= a, "%s[%zu]: start %g end %g", what, i,
+               a, b);
     FUZZ_CHECK(json_is_string(json_object_get(o, textkey)), "%s[%zu]: no \"%s\" string", what, i,
                textkey);
   }
@@ -52,13 +52,12 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   char *out = NULL;
   int dropped = -1;
   nlogs = 0;
-  int rc = stg_transcribe_parse(body, size - 1, protos[sel], urls[sel], &out, &dropped, on_log,
-                                NULL);
+  int rc =
+      stg_transcribe_parse(body, size - 1, protos[sel], urls[sel], &out, &dropped, on_log, NULL);
   if (rc) {
     FUZZ_CHECK(rc == EBB_EPROTO, "rc %d (%s), expected EBB_EPROTO: %s", rc, ebb_errname(rc),
                ebb_errmsg());
-    FUZZ_CHECK(strstr(ebb_errmsg(), urls[sel]), "message does not name the URL: %s",
-               ebb_errmsg());
+    FUZZ_CHECK(strstr(ebb_errmsg(), urls[sel]), "message does not name the URL: %s", ebb_errmsg());
     FUZZ_CHECK(!out, "output set on failure");
   } else {
     FUZZ_CHECK(out, "success without output");
@@ -69,10 +68,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     check_timed(json_object_get(t, "words"), "words", "word");
     check_timed(json_object_get(t, "segments"), "segments", "text");
     const char *proto = json_string_value(json_object_get(t, "protocol"));
-    FUZZ_CHECK(proto && (!strcmp(proto, "openai") || !strcmp(proto, "whispercpp")),
-               "protocol %s", proto ? proto : "(none)");
-    FUZZ_CHECK(dropped >= 0 && (dropped == 0) == (nlogs == 0),
-               "dropped %d but %d warnings logged", dropped, nlogs);
+    FUZZ_CHECK(proto && (!strcmp(proto, "openai") || !strcmp(proto, "whispercpp")), "protocol %s",
+               proto ? proto : "(none)");
+    FUZZ_CHECK(dropped >= 0 && (dropped == 0) == (nlogs == 0), "dropped %d but %d warnings logged",
+               dropped, nlogs);
     json_decref(t);
     free(out);
   }

@@ -14,15 +14,15 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#define FUZZ_CHECK(cond, ...)                                                  \
-  do {                                                                         \
-    if (!(cond)) {                                                             \
+#define FUZZ_CHECK(cond, ...)                                                           \
+  do {                                                                                  \
+    if (!(cond)) {                                                                      \
       fprintf(stderr, "%s:%d: fuzz invariant broken: %s: ", __FILE__, __LINE__, #cond); \
-      fprintf(stderr, __VA_ARGS__);                                            \
-      fputc('\n', stderr);                                                     \
-      fflush(stderr);                                                          \
-      abort();                                                                 \
-    }                                                                          \
+      fprintf(stderr, __VA_ARGS__);                                                     \
+      fputc('\n', stderr);                                                              \
+      fflush(stderr);                                                                   \
+      abort();                                                                          \
+    }                                                                                   \
   } while (0)
 
 /* EBB_FUZZ_KNOWN=1: tolerate the bugs already recorded as crash-* files

@@ -179,8 +179,10 @@ static int load_corpus(const char *dir) {
 }
 
 static int hexval(int c) {
-  return c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10
-         : c >= 'A' && c <= 'F' ? c - 'A' + 10 : -1;
+  return c >= '0' && c <= '9'   ? c - '0'
+         : c >= 'a' && c <= 'f' ? c - 'a' + 10
+         : c >= 'A' && c <= 'F' ? c - 'A' + 10
+                                : -1;
 }
 
 /* libFuzzer dictionary: lines `name="value"` or `"value"`, escapes \\ \" \xNN. */
@@ -228,11 +230,34 @@ static int load_dict(const char *path) {
 }
 
 /* --- mutation ------------------------------------------------------------------- */
-static const char *const numbers[] = {
-    "0", "-1", "1", "-0", "0.5", "1e308", "-1e308", "1e-400", "1e400", "255", "256", "65535",
-    "65536", "2147483647", "2147483648", "-2147483649", "4294967295", "4294967296",
-    "9223372036854775807", "9223372036854775808", "18446744073709551615", "1.7976931348623157e308",
-    "3.4e38", "NaN", "Infinity", "0x10", "1e19", "-9.3e18"};
+static const char *const numbers[] = {"0",
+                                      "-1",
+                                      "1",
+                                      "-0",
+                                      "0.5",
+                                      "1e308",
+                                      "-1e308",
+                                      "1e-400",
+                                      "1e400",
+                                      "255",
+                                      "256",
+                                      "65535",
+                                      "65536",
+                                      "2147483647",
+                                      "2147483648",
+                                      "-2147483649",
+                                      "4294967295",
+                                      "4294967296",
+                                      "9223372036854775807",
+                                      "9223372036854775808",
+                                      "18446744073709551615",
+                                      "1.7976931348623157e308",
+                                      "3.4e38",
+                                      "NaN",
+                                      "Infinity",
+                                      "0x10",
+                                      "1e19",
+                                      "-9.3e18"};
 
 static void insert(uint8_t *p, size_t *n, size_t at, const uint8_t *src, size_t k) {
   if (*n + k > FUZZ_MAX_INPUT)
@@ -310,9 +335,24 @@ static void mutate_once(uint8_t *p, size_t *n) {
     break;
   }
   case 10: { /* interesting binary value (little-endian u16/u32/u64) */
-    static const uint64_t v[] = {0, 1, 2, 0x7f, 0x80, 0xff, 0x100, 0x7fff, 0xffff, 0x10000,
-                                 0x7fffffff, 0x80000000u, 0xffffffffu, 0x100000000ull,
-                                 0x7fffffffffffffffull, 0xffffffffffffffffull, 44100, 16000};
+    static const uint64_t v[] = {0,
+                                 1,
+                                 2,
+                                 0x7f,
+                                 0x80,
+                                 0xff,
+                                 0x100,
+                                 0x7fff,
+                                 0xffff,
+                                 0x10000,
+                                 0x7fffffff,
+                                 0x80000000u,
+                                 0xffffffffu,
+                                 0x100000000ull,
+                                 0x7fffffffffffffffull,
+                                 0xffffffffffffffffull,
+                                 44100,
+                                 16000};
     uint64_t x = v[below(sizeof v / sizeof *v)];
     size_t w = (size_t)1 << (1 + below(3));
     if (len >= w) {

@@ -135,8 +135,10 @@ static void test_late_free(void) {
   void *old = leaked_tensor(4 * MiB, "model.py:12");
   void *t2 = E.alloc(4 * MiB, 0, fake_stream);
   REQUIRE(t2 != NULL);
-  CHECK_MSG(t2 != old, "a new tensor got the address 0x%llx that a live (leaked) tensor "
-                       "still holds in PyTorch", (unsigned long long)(uintptr_t)old);
+  CHECK_MSG(t2 != old,
+            "a new tensor got the address 0x%llx that a live (leaked) tensor "
+            "still holds in PyTorch",
+            (unsigned long long)(uintptr_t)old);
   CHECK(!live(old)); /* the block set aside there went back */
   /* memory that is not PyTorch's may take the address; the old tensor's
    * late free must leave that block alone */
@@ -144,9 +146,11 @@ static void test_late_free(void) {
   uint64_t other = 0;
   REQUIRE(E.gpu_alloc(g, 4 * MiB, "other.c:1", &other) == 0);
   REQUIRE(other == (uint64_t)(uintptr_t)old); /* else this proves nothing */
-  E.free(old, 4 * MiB, 0, fake_stream); /* the leaked tensor dies now */
-  CHECK_MSG(live((void *)(uintptr_t)other), "the late free of a leaked tensor freed the newer "
-                                            "block at 0x%llx", (unsigned long long)other);
+  E.free(old, 4 * MiB, 0, fake_stream);       /* the leaked tensor dies now */
+  CHECK_MSG(live((void *)(uintptr_t)other),
+            "the late free of a leaked tensor freed the newer "
+            "block at 0x%llx",
+            (unsigned long long)other);
   REQUIRE(E.ebb_free(g, other) == 0);
   /* once PyTorch has let go, the address is PyTorch's to have again */
   test_current_ = "late free: the address free again";
@@ -163,10 +167,10 @@ static void test_late_free(void) {
   CHECK(E.alloc_at(1, 0, "x.py:1", NULL) == EBB_EINVAL);
 }
 
-#define SYM(field, name)                                                       \
-  do {                                                                         \
-    *(void **)&E.field = dlsym(lib, name);                                     \
-    REQUIRE(E.field != NULL);                                                  \
+#define SYM(field, name)                   \
+  do {                                     \
+    *(void **)&E.field = dlsym(lib, name); \
+    REQUIRE(E.field != NULL);              \
   } while (0)
 
 int main(void) {

@@ -10,14 +10,14 @@
 
 #include "device/cuda_api.h"
 
-#define ABORT_CU_(name, sym, ver, params)                                      \
-  CUresult abortcuda_##name params __asm__(sym);                               \
+#define ABORT_CU_(name, sym, ver, params)        \
+  CUresult abortcuda_##name params __asm__(sym); \
   CUresult abortcuda_##name params { abort(); }
 EBB_CUDA_ENTRY_POINTS(ABORT_CU_)
 #undef ABORT_CU_
 
-#define ABORT_NVML_(name, ret, params)                                         \
-  ret name params;                                                             \
+#define ABORT_NVML_(name, ret, params) \
+  ret name params;                     \
   ret name params { abort(); }
 EBB_NVML_ENTRY_POINTS(ABORT_NVML_)
 #undef ABORT_NVML_

@@ -78,8 +78,7 @@ static const ebb_stage stage = {
 static const ebb_stage *const stages[] = {&stage};
 
 __attribute__((visibility("default"))) int ebb_plugin_init(const ebb_host_api *h,
-                                                           const ebb_stage *const **o,
-                                                           size_t *n) {
+                                                           const ebb_stage *const **o, size_t *n) {
   if (h->abi_version != EBB_STAGE_ABI_VERSION)
     return EBB_EABI;
   *o = stages;

@@ -107,8 +107,7 @@ static inline int dt_run(char *const argv[], char *const env_changes[], char *ou
 }
 
 /* Runs this executable again as `self MODE` with env changes. */
-static inline int dt_run_self(const char *mode, char *const env_changes[], char *out,
-                              size_t len) {
+static inline int dt_run_self(const char *mode, char *const env_changes[], char *out, size_t len) {
   static char self[4096];
   ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
   if (n <= 0)

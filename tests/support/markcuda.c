@@ -15,22 +15,52 @@
 
 /* Exported (found by dlsym). */
 API CUresult cuInit(unsigned flags) { return CUDA_SUCCESS; }
-API CUresult cuDriverGetVersion(int *v) { *v = 12345; return CUDA_SUCCESS; }
-API CUresult cuDeviceGetCount(int *n) { *n = 1; return CUDA_SUCCESS; }
-API CUresult cuDeviceGet(CUdevice *d, int ordinal) { *d = ordinal; return CUDA_SUCCESS; }
-API CUresult cuMemAlloc(CUdeviceptr *p, unsigned int bytes) { *p = 1; return CUDA_SUCCESS; }
-API CUresult cuMemAlloc_v2(CUdeviceptr *p, size_t bytes) { *p = 2; return CUDA_SUCCESS; }
+API CUresult cuDriverGetVersion(int *v) {
+  *v = 12345;
+  return CUDA_SUCCESS;
+}
+API CUresult cuDeviceGetCount(int *n) {
+  *n = 1;
+  return CUDA_SUCCESS;
+}
+API CUresult cuDeviceGet(CUdevice *d, int ordinal) {
+  *d = ordinal;
+  return CUDA_SUCCESS;
+}
+API CUresult cuMemAlloc(CUdeviceptr *p, unsigned int bytes) {
+  *p = 1;
+  return CUDA_SUCCESS;
+}
+API CUresult cuMemAlloc_v2(CUdeviceptr *p, size_t bytes) {
+  *p = 2;
+  return CUDA_SUCCESS;
+}
 API CUresult cuDevicePrimaryCtxRelease(CUdevice d) { return CUDA_SUCCESS; }
 API CUresult cuDevicePrimaryCtxRelease_v2(CUdevice d) { return CUDA_SUCCESS; }
 
 #ifdef MARKCUDA_GPA
 /* What cuGetProcAddress hands out: distinct functions. */
 static CUresult gpa_cuInit(unsigned flags) { return CUDA_SUCCESS; }
-static CUresult gpa_cuDriverGetVersion(int *v) { *v = 54321; return CUDA_SUCCESS; }
-static CUresult gpa_cuDeviceGetCount(int *n) { *n = 1; return CUDA_SUCCESS; }
-static CUresult gpa_cuDeviceGet(CUdevice *d, int ordinal) { *d = ordinal; return CUDA_SUCCESS; }
-static CUresult gpa_cuMemAlloc_v1(CUdeviceptr *p, unsigned int b) { *p = 3; return CUDA_SUCCESS; }
-static CUresult gpa_cuMemAlloc_v2(CUdeviceptr *p, size_t b) { *p = 4; return CUDA_SUCCESS; }
+static CUresult gpa_cuDriverGetVersion(int *v) {
+  *v = 54321;
+  return CUDA_SUCCESS;
+}
+static CUresult gpa_cuDeviceGetCount(int *n) {
+  *n = 1;
+  return CUDA_SUCCESS;
+}
+static CUresult gpa_cuDeviceGet(CUdevice *d, int ordinal) {
+  *d = ordinal;
+  return CUDA_SUCCESS;
+}
+static CUresult gpa_cuMemAlloc_v1(CUdeviceptr *p, unsigned int b) {
+  *p = 3;
+  return CUDA_SUCCESS;
+}
+static CUresult gpa_cuMemAlloc_v2(CUdeviceptr *p, size_t b) {
+  *p = 4;
+  return CUDA_SUCCESS;
+}
 static CUresult gpa_release_v1(CUdevice d) { return CUDA_SUCCESS; }
 static CUresult gpa_release_v2(CUdevice d) { return CUDA_SUCCESS; }
 
@@ -41,11 +71,16 @@ static struct {
 static int nasked;
 
 static void *gpa_lookup(const char *s, int v) {
-  if (!strcmp(s, "cuInit")) return (void *)gpa_cuInit;
-  if (!strcmp(s, "cuDriverGetVersion")) return (void *)gpa_cuDriverGetVersion;
-  if (!strcmp(s, "cuDeviceGetCount")) return (void *)gpa_cuDeviceGetCount;
-  if (!strcmp(s, "cuDeviceGet")) return (void *)gpa_cuDeviceGet;
-  if (!strcmp(s, "cuMemAlloc")) return v >= 3020 ? (void *)gpa_cuMemAlloc_v2 : (void *)gpa_cuMemAlloc_v1;
+  if (!strcmp(s, "cuInit"))
+    return (void *)gpa_cuInit;
+  if (!strcmp(s, "cuDriverGetVersion"))
+    return (void *)gpa_cuDriverGetVersion;
+  if (!strcmp(s, "cuDeviceGetCount"))
+    return (void *)gpa_cuDeviceGetCount;
+  if (!strcmp(s, "cuDeviceGet"))
+    return (void *)gpa_cuDeviceGet;
+  if (!strcmp(s, "cuMemAlloc"))
+    return v >= 3020 ? (void *)gpa_cuMemAlloc_v2 : (void *)gpa_cuMemAlloc_v1;
   if (!strcmp(s, "cuDevicePrimaryCtxRelease"))
     return v >= 11000 ? (void *)gpa_release_v2 : (void *)gpa_release_v1;
   return NULL;

@@ -26,7 +26,7 @@ static int load(ebb_stage_ctx *ctx, const char *o, void **s) {
   return 0;
 }
 __attribute__((unused)) static int run(ebb_stage_ctx *ctx, void *s, const ebb_items *in,
-                                      ebb_items *out) {
+                                       ebb_items *out) {
   const char *deaf = getenv("EBB_TEST_ECHO_DEAF_S");
   if (deaf) {
     struct timespec ts = {atoi(deaf), 0};
@@ -76,9 +76,8 @@ static const ebb_stage stage = {
 __attribute__((unused)) static const ebb_stage *const stages[] = {&stage};
 
 #ifndef PLUGIN_NO_INIT
-__attribute__((visibility("default"))) int ebb_plugin_init(const ebb_host_api *h,
-                                                           const ebb_stage *const **out,
-                                                           size_t *n) {
+__attribute__((visibility("default"))) int
+ebb_plugin_init(const ebb_host_api *h, const ebb_stage *const **out, size_t *n) {
 #ifdef PLUGIN_INIT_FAILS
   return EBB_EABI;
 #endif

@@ -143,8 +143,7 @@ static int wav_check(const char *data, size_t n, unsigned *ch, unsigned *rate, d
         return -1;
       }
       if (off + 8 + sz > n) {
-        snprintf(err, es, "WAV data chunk claims %u bytes but only %zu arrived", sz,
-                 n - off - 8);
+        snprintf(err, es, "WAV data chunk claims %u bytes but only %zu arrived", sz, n - off - 8);
         return -1;
       }
       *dur = (double)(sz / (2u * *ch)) / (double)*rate;
@@ -256,8 +255,8 @@ static const char *const kWords[5] = {"hello", "from", "whisper", "test", "serve
 static const struct {
   int w;
   const char *t;
-} kPieces[] = {{0, " hel"}, {0, "lo"}, {1, " from"}, {2, " whis"}, {2, "per"},
-               {3, " test"}, {4, " server"}, {4, "."}};
+} kPieces[] = {{0, " hel"}, {0, "lo"},    {1, " from"},   {2, " whis"},
+               {2, "per"},  {3, " test"}, {4, " server"}, {4, "."}};
 
 static double wstart(double d, int i) { return d * i / 5.0; }
 static double wend(double d, int i) { return d * (i + 0.8) / 5.0; }
@@ -290,13 +289,15 @@ static size_t openai_answer(char *b, size_t n, double d, int badtimes) {
 }
 
 static size_t cpp_answer(char *b, size_t n, double d, int tokens) {
-  size_t k = (size_t)snprintf(b, n,
-                              "{\"task\":\"transcribe\",\"language\":\"english\",\"duration\":%.4f,"
-                              "\"text\":\" hello from whisper test server.\",\"segments\":[{\"id\":0,"
-                              "\"text\":\" hello from whisper test server.\",\"start\":0.0,"
-                              "\"end\":%.4f,%s",
-                              d, d, tokens ? "\"tokens\":[{\"text\":\"[_BEG_]\",\"t0\":0,\"t1\":0}"
-                                           : "\"tokens\":[50364,1,2,3],\"words\":[");
+  size_t k =
+      (size_t)snprintf(b, n,
+                       "{\"task\":\"transcribe\",\"language\":\"english\",\"duration\":%.4f,"
+                       "\"text\":\" hello from whisper test server.\",\"segments\":[{\"id\":0,"
+                       "\"text\":\" hello from whisper test server.\",\"start\":0.0,"
+                       "\"end\":%.4f,%s",
+                       d, d,
+                       tokens ? "\"tokens\":[{\"text\":\"[_BEG_]\",\"t0\":0,\"t1\":0}"
+                              : "\"tokens\":[50364,1,2,3],\"words\":[");
   int nw = (int)(sizeof kPieces / sizeof kPieces[0]);
   for (int i = 0; i < nw && k < n; i++) {
     int w = kPieces[i].w;
@@ -374,8 +375,7 @@ static enum MHD_Result answer(whisper_server *s, struct MHD_Connection *c, const
   if (wav_check(file->data, file->len, &ch, &rate, &dur, err, sizeof err))
     return reply_error(c, 400, err);
   if (cpp && (rate != 16000 || ch != 1)) {
-    snprintf(err, sizeof err, "whisper.cpp wants 16 kHz mono WAV, got %u Hz %u channels", rate,
-             ch);
+    snprintf(err, sizeof err, "whisper.cpp wants 16 kHz mono WAV, got %u Hz %u channels", rate, ch);
     return reply_error(c, 400, err);
   }
   if (!find_part(parts, np, "response_format", "verbose_json"))
@@ -413,9 +413,8 @@ static enum MHD_Result answer(whisper_server *s, struct MHD_Connection *c, const
 }
 
 static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const char *url,
-                                  const char *method, const char *version,
-                                  const char *upload_data, size_t *upload_data_size,
-                                  void **con_cls) {
+                                  const char *method, const char *version, const char *upload_data,
+                                  size_t *upload_data_size, void **con_cls) {
   (void)version;
   whisper_server *s = cls;
   if (!*con_cls) {

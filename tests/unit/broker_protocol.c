@@ -148,8 +148,12 @@ static int fake_give(void *arg, const brk_request *req, brk_answer *a, brk_givin
 static void test_peer_answers(void) {
   fake_giver g = {.have = 100, .idle = 1};
   brk_peer *p;
-  brk_peer_opts o = {.size = sizeof o, .dir = dir, .what = "test", .group = (gid_t)-1,
-                     .give = fake_give, .give_arg = &g};
+  brk_peer_opts o = {.size = sizeof o,
+                     .dir = dir,
+                     .what = "test",
+                     .group = (gid_t)-1,
+                     .give = fake_give,
+                     .give_arg = &g};
   REQUIRE(brk_peer_start(&o, &p) == 0);
   char path[600];
   struct stat st;
@@ -257,8 +261,12 @@ static pid_t spawn_giver_slow(uint64_t have, double idle, int slow_ms) {
     static fake_giver g;
     g = (fake_giver){.have = have, .idle = idle, .slow_ms = slow_ms};
     brk_peer *p;
-    brk_peer_opts o = {.size = sizeof o, .dir = dir, .what = "child", .group = (gid_t)-1,
-                       .give = fake_give, .give_arg = &g};
+    brk_peer_opts o = {.size = sizeof o,
+                       .dir = dir,
+                       .what = "child",
+                       .group = (gid_t)-1,
+                       .give = fake_give,
+                       .give_arg = &g};
     if (brk_peer_start(&o, &p) != 0 || write(ready[1], "r", 1) != 1)
       _exit(1);
     sleep(30); /* killed by the test */
@@ -275,7 +283,10 @@ static pid_t spawn_giver(uint64_t have, double idle) { return spawn_giver_slow(h
 
 static void test_reclaim_order(void) {
   pid_t busy = spawn_giver(1000, 1.0), idle = spawn_giver(60, 50.0);
-  brk_reclaim_opts o = {.size = sizeof o, .dir = dir, .uuid = "GPU-T", .bytes = 100,
+  brk_reclaim_opts o = {.size = sizeof o,
+                        .dir = dir,
+                        .uuid = "GPU-T",
+                        .bytes = 100,
                         .timeout_s = 2};
   brk_reclaim_result r;
   CHECK_EQ_INT(brk_reclaim(&o, &r), 0);
@@ -340,8 +351,8 @@ static void test_silent_peers_at_once(void) {
   pid_t ps[4];
   for (int i = 0; i < 4; i++)
     ps[i] = spawn_silent();
-  brk_reclaim_opts o = {.size = sizeof o, .dir = dir, .uuid = "GPU-T", .bytes = 100,
-                        .timeout_s = 0.5, .wait_s = 5};
+  brk_reclaim_opts o =
+      {.size = sizeof o, .dir = dir, .uuid = "GPU-T", .bytes = 100, .timeout_s = 0.5, .wait_s = 5};
   brk_reclaim_result r;
   double t0 = now_s();
   CHECK_EQ_INT(brk_reclaim(&o, &r), 0);
@@ -351,8 +362,10 @@ static void test_silent_peers_at_once(void) {
   for (size_t i = 0; i < r.npeers; i++)
     CHECK_MSG(r.peers[i].status == EBB_ETIMEDOUT, "silent peer %zu: status %d '%s'", i,
               r.peers[i].status, r.peers[i].ans.err_msg);
-  CHECK_MSG(took < 1.5, "4 silent peers at --broker-timeout 0.5 held the asker %.2f s "
-                        "(asked in turn they would cost 2 s)", took);
+  CHECK_MSG(took < 1.5,
+            "4 silent peers at --broker-timeout 0.5 held the asker %.2f s "
+            "(asked in turn they would cost 2 s)",
+            took);
   brk_reclaim_free(&r);
   reap(ps, 4);
 }
@@ -362,8 +375,8 @@ static void test_silent_peers_at_once(void) {
  * deadline it is named as committed but unfinished. */
 static void test_slow_giver_waited(void) {
   pid_t p = spawn_giver_slow(100, 5, 1200);
-  brk_reclaim_opts o = {.size = sizeof o, .dir = dir, .uuid = "GPU-T", .bytes = 100,
-                        .timeout_s = 0.3, .wait_s = 5};
+  brk_reclaim_opts o =
+      {.size = sizeof o, .dir = dir, .uuid = "GPU-T", .bytes = 100, .timeout_s = 0.3, .wait_s = 5};
   brk_reclaim_result r;
   CHECK_EQ_INT(brk_reclaim(&o, &r), 0);
   CHECK_MSG(r.satisfied && r.given_bytes == 100 && r.npeers == 1 && r.peers[0].status == 0,
@@ -396,8 +409,12 @@ typedef struct ask_arg {
 static void test_trickler(void) {
   fake_giver g = {.have = 100, .idle = 1};
   brk_peer *p;
-  brk_peer_opts po = {.size = sizeof po, .dir = dir, .what = "test", .group = (gid_t)-1,
-                      .give = fake_give, .give_arg = &g};
+  brk_peer_opts po = {.size = sizeof po,
+                      .dir = dir,
+                      .what = "test",
+                      .group = (gid_t)-1,
+                      .give = fake_give,
+                      .give_arg = &g};
   REQUIRE(brk_peer_start(&po, &p) == 0);
   struct sockaddr_un sa = {.sun_family = AF_UNIX};
   brk_sock_path(dir, getpid(), sa.sun_path, sizeof sa.sun_path);
@@ -526,8 +543,8 @@ static void test_hostile_dir(void) {
   size_t n;
   CHECK_EQ_INT(brk_dir_peers(dir, pids, 8, &n), 0);
   CHECK_MSG(n == 0, "a FIFO named like a peer was listed as one (%zu)", n);
-  brk_reclaim_opts o = {.size = sizeof o, .dir = dir, .uuid = "GPU-T", .bytes = 100,
-                        .timeout_s = 0.5, .wait_s = 1};
+  brk_reclaim_opts o =
+      {.size = sizeof o, .dir = dir, .uuid = "GPU-T", .bytes = 100, .timeout_s = 0.5, .wait_s = 1};
   brk_reclaim_result r;
   CHECK_EQ_INT(brk_reclaim(&o, &r), 0);
   brk_reclaim_free(&r);

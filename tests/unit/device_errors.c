@@ -16,8 +16,7 @@ static int child_open(void) {
   int rc = dev_open(spec, &d);
   printf("rc=%s\nmsg=%s\n", ebb_errname(rc), rc ? ebb_errmsg() : "");
   if (d)
-    printf("label=%s\nnote=%s\n", dev_device_label(d),
-           dev_note(d) ? dev_note(d) : "");
+    printf("label=%s\nnote=%s\n", dev_device_label(d), dev_note(d) ? dev_note(d) : "");
   dev_close(d);
   return 0;
 }

@@ -17,8 +17,8 @@ static int entry(const char *name) {
 
 static void *fnptr(const dev_cuda_driver *d, const char *name) {
   void *p = NULL;
-#define GET_(n, sym, ver, params)                                              \
-  if (!strcmp(#n, name))                                                       \
+#define GET_(n, sym, ver, params) \
+  if (!strcmp(#n, name))          \
     memcpy(&p, &d->fn.n, sizeof p);
   EBB_CUDA_ENTRY_POINTS(GET_)
 #undef GET_
@@ -41,13 +41,13 @@ static void test_fake_all_through_procaddr(void) {
   dev_pfn_cuGetProcAddress_v2 gpa;
   memcpy(&gpa, &gsym, sizeof gpa);
   REQUIRE(gpa != NULL);
-#define SAME_(n, sym, ver, params)                                             \
-  {                                                                            \
-    void *want = NULL;                                                         \
-    CUdriverProcAddressQueryResult st;                                         \
-    gpa(#n, &want, ver, CU_GET_PROC_ADDRESS_DEFAULT, &st);                     \
-    CHECK_MSG(want && fnptr(&d, #n) == want, "%s: table %p, cuGetProcAddress %p", #n,     \
-              fnptr(&d, #n), want);                                            \
+#define SAME_(n, sym, ver, params)                                                   \
+  {                                                                                  \
+    void *want = NULL;                                                               \
+    CUdriverProcAddressQueryResult st;                                               \
+    gpa(#n, &want, ver, CU_GET_PROC_ADDRESS_DEFAULT, &st);                           \
+    CHECK_MSG(want &&fnptr(&d, #n) == want, "%s: table %p, cuGetProcAddress %p", #n, \
+              fnptr(&d, #n), want);                                                  \
   }
   EBB_CUDA_ENTRY_POINTS(SAME_)
 #undef SAME_

@@ -74,8 +74,7 @@ static void test_cuda_out_of_range(void) {
   int rc = dev_open(spec, &d);
   CHECK_EQ_INT(rc, EBB_ENODEV);
   CHECK(d == NULL);
-  CHECK_MSG(strstr(ebb_errmsg(), spec) != NULL, "message does not name %s: %s", spec,
-            ebb_errmsg());
+  CHECK_MSG(strstr(ebb_errmsg(), spec) != NULL, "message does not name %s: %s", spec, ebb_errmsg());
   CHECK_EQ_INT(dev_open("cuda:99", &d), EBB_ENODEV);
 }
 

@@ -39,8 +39,10 @@ static void run_release(dev_seg_kind kind) {
 
   long long held = dt_smi_proc_mib(me);
   long long gpu_held = dt_smi_used_mib();
-  fprintf(stderr, "%s: context %lld MiB; with 1 GiB: process %lld MiB, GPU used %lld MiB "
-                  "(was %lld)\n", kname, ctx_mib, held, gpu_held, gpu_before);
+  fprintf(stderr,
+          "%s: context %lld MiB; with 1 GiB: process %lld MiB, GPU used %lld MiB "
+          "(was %lld)\n",
+          kname, ctx_mib, held, gpu_held, gpu_before);
   if (!real) {
     CHECK_MSG(ctx_mib == 300, "the smi shows %lld MiB for the context alone, want 300", ctx_mib);
     CHECK_MSG(held == 1024 + 300, "the smi shows %lld MiB for A, want 1024 + 300 (context)", held);

@@ -299,8 +299,7 @@ static void *thread_body(void *p) {
   unsigned char buf[4096], back[4096];
   for (int i = 0; i < 40; i++) {
     dev_dseg s;
-    if (dev_seg_alloc(a->d, 4096 + (size_t)i * 1000, i % 2 ? EBB_SEG_VMM : EBB_SEG_PLAIN,
-                             &s)) {
+    if (dev_seg_alloc(a->d, 4096 + (size_t)i * 1000, i % 2 ? EBB_SEG_VMM : EBB_SEG_PLAIN, &s)) {
       a->errors++;
       snprintf(a->last, sizeof a->last, "%s", ebb_errmsg());
       continue;

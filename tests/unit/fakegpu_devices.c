@@ -210,9 +210,9 @@ static void test_cuda_visible_devices(void) {
     const char *value;
     int want;
   } cases[] = {
-      {"3,1", 23},   /* two devices; ordinal 0 is the fake's 3 */
-      {"2,x,0", 12}, /* the list ends at the first bad entry */
-      {"1,1", 11},   /* ... or at a repeated one */
+      {"3,1", 23},                                      /* two devices; ordinal 0 is the fake's 3 */
+      {"2,x,0", 12},                                    /* the list ends at the first bad entry */
+      {"1,1", 11},                                      /* ... or at a repeated one */
       {"GPU-66616b65-6770-752d-6562-621042133702", 12}, /* by uuid */
       {"GPU-66616b65-6770-752d-6562-62104213370", 10},  /* a uuid prefix: the first match */
       {"", 100 + CUDA_ERROR_NO_DEVICE % 100},           /* none visible */

@@ -17,13 +17,13 @@ FK_EXTRA_ENTRY_POINTS(FGX_DECL_)
 #undef FGX_DECL_
 
 static void load_extra(void) {
-#define FGX_LOAD_(base, sym, ver, params)                                      \
-  *(void **)&x_##base = dlsym(fgt_cuda, sym);                                  \
-  REQUIRE(x_##base != NULL);                                                   \
-  {                                                                            \
-    void *pfn = NULL;                                                          \
-    CUdriverProcAddressQueryResult st = -1;                                    \
-    CHECK_EQ_INT(cu_cuGetProcAddress_v2(#base, &pfn, ver, 0, &st), CUDA_SUCCESS); \
+#define FGX_LOAD_(base, sym, ver, params)                                                      \
+  *(void **)&x_##base = dlsym(fgt_cuda, sym);                                                  \
+  REQUIRE(x_##base != NULL);                                                                   \
+  {                                                                                            \
+    void *pfn = NULL;                                                                          \
+    CUdriverProcAddressQueryResult st = -1;                                                    \
+    CHECK_EQ_INT(cu_cuGetProcAddress_v2(#base, &pfn, ver, 0, &st), CUDA_SUCCESS);              \
     CHECK_MSG(pfn == (void *)x_##base, "cuGetProcAddress(%s, %d) is not %s", #base, ver, sym); \
   }
   FK_EXTRA_ENTRY_POINTS(FGX_LOAD_)
@@ -65,13 +65,13 @@ static int calls_needing_ctx(CUresult want, CUstream s, CUevent e, CUfunction f)
   CUmodule m;
   CUlinkState ls;
   char host[64];
-#define EXPECT_(call)                                                          \
-  do {                                                                         \
-    CUresult r_ = (call);                                                      \
-    if (r_ != want) {                                                          \
-      fprintf(stderr, "  %s answered %d, want %d\n", #call, r_, want);         \
-      bad++;                                                                   \
-    }                                                                          \
+#define EXPECT_(call)                                                  \
+  do {                                                                 \
+    CUresult r_ = (call);                                              \
+    if (r_ != want) {                                                  \
+      fprintf(stderr, "  %s answered %d, want %d\n", #call, r_, want); \
+      bad++;                                                           \
+    }                                                                  \
   } while (0)
   EXPECT_(x_cuCtxGetDevice(&dev));
   EXPECT_(x_cuCtxEnablePeerAccess(NULL, 0));
@@ -84,8 +84,8 @@ static int calls_needing_ctx(CUresult want, CUstream s, CUevent e, CUfunction f)
   EXPECT_(x_cuMemAllocManaged(&p, 4096, CU_MEM_ATTACH_GLOBAL));
   EXPECT_(x_cuMemcpy((CUdeviceptr)(uintptr_t)host, (CUdeviceptr)(uintptr_t)host, 8));
   EXPECT_(x_cuMemcpyAsync((CUdeviceptr)(uintptr_t)host, (CUdeviceptr)(uintptr_t)host, 8, s));
-  EXPECT_(x_cuMemcpyPeerAsync((CUdeviceptr)(uintptr_t)host, fk_cur(),
-                              (CUdeviceptr)(uintptr_t)host, fk_cur(), 8, s));
+  EXPECT_(x_cuMemcpyPeerAsync((CUdeviceptr)(uintptr_t)host, fk_cur(), (CUdeviceptr)(uintptr_t)host,
+                              fk_cur(), 8, s));
   EXPECT_(x_cuMemsetD16(0x1000, 0, 1));
   EXPECT_(x_cuMemsetD32(0x1000, 0, 1));
   EXPECT_(x_cuMemsetD8Async(0x1000, 0, 1, s));
@@ -123,8 +123,8 @@ static int calls_needing_init(CUresult want) {
   EXPECT_(x_cuDeviceCanAccessPeer(&a, 0, 0));
   EXPECT_(x_cuPointerGetAttribute(&u, CU_POINTER_ATTRIBUTE_MEMORY_TYPE, 0x1000));
   EXPECT_(x_cuPointerGetAttributes(1, &attr, data, 0x1000));
-  EXPECT_(x_cuLinkAddData(NULL, CU_JIT_INPUT_PTX, (void *)ptx_twin, sizeof ptx_twin, "x", 0,
-                          NULL, NULL));
+  EXPECT_(x_cuLinkAddData(NULL, CU_JIT_INPUT_PTX, (void *)ptx_twin, sizeof ptx_twin, "x", 0, NULL,
+                          NULL));
   EXPECT_(x_cuLinkAddFile(NULL, CU_JIT_INPUT_PTX, "/nonexistent", 0, NULL, NULL));
   EXPECT_(x_cuLinkComplete(NULL, &cubin, &sz));
   EXPECT_(x_cuLinkDestroy(NULL));
@@ -187,8 +187,8 @@ static void test_managed_memory_is_counted_and_host_visible(void) {
   CHECK_EQ_INT(x_cuMemAllocManaged(&p, 0, CU_MEM_ATTACH_GLOBAL), CUDA_ERROR_INVALID_VALUE);
   CHECK_EQ_INT(x_cuMemAllocManaged(&p, 4096, 3), CUDA_ERROR_INVALID_VALUE);
   REQUIRE(x_cuMemAllocManaged(&p, 3 * MIB, CU_MEM_ATTACH_GLOBAL) == CUDA_SUCCESS);
-  CHECK_EQ_U64(fgt_nvml_used_by(getpid()), base + 4 * MIB); /* rounded to 2 MiB */
-  memset((void *)(uintptr_t)p, 5, 3 * MIB); /* the host may touch it */
+  CHECK_EQ_U64(fgt_nvml_used_by(getpid()), base + 4 * MIB);           /* rounded to 2 MiB */
+  memset((void *)(uintptr_t)p, 5, 3 * MIB);                           /* the host may touch it */
   CHECK_EQ_INT(x_cuMemsetD32(p + 2, 1, 4), CUDA_ERROR_INVALID_VALUE); /* misaligned */
   CHECK_EQ_INT(x_cuMemsetD32(p, 0x01020304, 4), CUDA_SUCCESS);
   CHECK_EQ_INT(((unsigned *)(uintptr_t)p)[3], 0x01020304);
@@ -339,7 +339,8 @@ static void test_host_register(void) {
   static char buf[3 * 4096] __attribute__((aligned(4096)));
   CHECK_EQ_INT(x_cuMemHostRegister(buf, 0, 0), CUDA_ERROR_INVALID_VALUE);
   CHECK_EQ_INT(x_cuMemHostRegister(buf, sizeof buf, 0x100), CUDA_ERROR_INVALID_VALUE);
-  CHECK_EQ_INT(x_cuMemHostRegister((void *)0x1000, 4096, 0), CUDA_ERROR_INVALID_VALUE); /* unmapped */
+  CHECK_EQ_INT(x_cuMemHostRegister((void *)0x1000, 4096, 0),
+               CUDA_ERROR_INVALID_VALUE); /* unmapped */
   CHECK_EQ_INT(x_cuMemHostRegister(buf, sizeof buf, CU_MEMHOSTREGISTER_DEVICEMAP), CUDA_SUCCESS);
   CHECK_EQ_INT(x_cuMemHostRegister(buf + 4096, 100, 0), CUDA_ERROR_HOST_MEMORY_ALREADY_REGISTERED);
   CHECK_EQ_U64(fgt_nvml_used_by(getpid()), base); /* host memory: not on the device */

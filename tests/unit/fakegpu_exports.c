@@ -23,19 +23,19 @@ static void test_every_versioned_symbol_is_exported(void) {
 
 static void test_proc_address_matches_exports(void) {
   int checked = 0;
-#define CHECK_ENTRY_(base, sym, ver, params)                                   \
-  {                                                                            \
-    void *pfn = (void *)1;                                                     \
-    CUdriverProcAddressQueryResult st = -1;                                    \
-    CUresult rc = cu_cuGetProcAddress_v2(#base, &pfn, ver, 0, &st);            \
-    CHECK_EQ_INT(rc, CUDA_SUCCESS);                                            \
-    CHECK_EQ_INT(st, CU_GET_PROC_ADDRESS_SUCCESS);                             \
-    CHECK_MSG(pfn == dlsym(fgt_cuda, sym), "%s at %d is not %s", #base, ver, sym); \
-    /* The newest driver version gets the same ABI unless a newer exists. */  \
-    pfn = NULL;                                                                \
+#define CHECK_ENTRY_(base, sym, ver, params)                                        \
+  {                                                                                 \
+    void *pfn = (void *)1;                                                          \
+    CUdriverProcAddressQueryResult st = -1;                                         \
+    CUresult rc = cu_cuGetProcAddress_v2(#base, &pfn, ver, 0, &st);                 \
+    CHECK_EQ_INT(rc, CUDA_SUCCESS);                                                 \
+    CHECK_EQ_INT(st, CU_GET_PROC_ADDRESS_SUCCESS);                                  \
+    CHECK_MSG(pfn == dlsym(fgt_cuda, sym), "%s at %d is not %s", #base, ver, sym);  \
+    /* The newest driver version gets the same ABI unless a newer exists. */        \
+    pfn = NULL;                                                                     \
     CHECK_EQ_INT(cu_cuGetProcAddress_v2(#base, &pfn, 13000, 0, &st), CUDA_SUCCESS); \
-    CHECK_MSG(pfn != NULL, "%s at 13000 not found", #base);                    \
-    checked++;                                                                 \
+    CHECK_MSG(pfn != NULL, "%s at 13000 not found", #base);                         \
+    checked++;                                                                      \
   }
   EBB_CUDA_ENTRY_POINTS(CHECK_ENTRY_)
 #undef CHECK_ENTRY_
@@ -70,8 +70,7 @@ static void test_proc_address_versions(void) {
   CHECK(pfn == NULL);
   CHECK_EQ_INT(st, CU_GET_PROC_ADDRESS_VERSION_NOT_SUFFICIENT);
   /* Newer than the driver (13000). */
-  CHECK_EQ_INT(cu_cuGetProcAddress_v2("cuMemAlloc", &pfn, 13010, 0, &st),
-               CUDA_ERROR_INVALID_VALUE);
+  CHECK_EQ_INT(cu_cuGetProcAddress_v2("cuMemAlloc", &pfn, 13010, 0, &st), CUDA_ERROR_INVALID_VALUE);
   /* Bad arguments. */
   CHECK_EQ_INT(cu_cuGetProcAddress_v2(NULL, &pfn, 13000, 0, &st), CUDA_ERROR_INVALID_VALUE);
   CHECK_EQ_INT(cu_cuGetProcAddress_v2("cuInit", NULL, 13000, 0, &st), CUDA_ERROR_INVALID_VALUE);

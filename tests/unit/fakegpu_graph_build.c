@@ -69,8 +69,10 @@ typedef struct {
 static CUresult (*graph_create)(CUgraph *, unsigned);
 static CUresult (*graph_destroy)(CUgraph);
 static CUresult (*add_kernel)(node_t *, CUgraph, const node_t *, size_t, const kparams_t *);
-static CUresult (*add_memset)(node_t *, CUgraph, const node_t *, size_t, const msparams_t *, CUcontext);
-static CUresult (*add_memcpy)(node_t *, CUgraph, const node_t *, size_t, const copy3d_t *, CUcontext);
+static CUresult (*add_memset)(node_t *, CUgraph, const node_t *, size_t, const msparams_t *,
+                              CUcontext);
+static CUresult (*add_memcpy)(node_t *, CUgraph, const node_t *, size_t, const copy3d_t *,
+                              CUcontext);
 static CUresult (*add_host)(node_t *, CUgraph, const node_t *, size_t, const hparams_t *);
 static CUresult (*add_empty)(node_t *, CUgraph, const node_t *, size_t);
 static CUresult (*add_deps)(CUgraph, const node_t *, const node_t *, size_t);
@@ -129,7 +131,7 @@ static void load(void) {
 
 /* x[i] = x[i] * a + 1 for i < n: the host twin of the PTX kernel below. */
 __attribute__((visibility("default"))) void fakegpu_twin_gb_axpy(const dev_launch_dims *d,
-                                                                  void **p) {
+                                                                 void **p) {
   (void)d;
   float *x = *(float **)p[0];
   unsigned n = *(unsigned *)p[1];
@@ -243,8 +245,10 @@ static void test_dependency_order(void) {
   for (int i = 0; i < 3; i++)
     run(x, s);
   float y = first_float(b.y);
-  CHECK_MSG(y == 3.0f, "y[0] = %g after replay, want 3 (memset 1, then 1 * 2 + 1; 1 means the "
-                       "kernel ran before the memset, 101 that it read a changed argument)", y);
+  CHECK_MSG(y == 3.0f,
+            "y[0] = %g after replay, want 3 (memset 1, then 1 * 2 + 1; 1 means the "
+            "kernel ran before the memset, 101 that it read a changed argument)",
+            y);
   CHECK_MSG(b.hits == 3, "the host node ran %d times in 3 replays", b.hits);
   CHECK_EQ_INT(exec_destroy(x), CUDA_SUCCESS);
   CHECK_EQ_INT(cu_cuStreamDestroy(s), CUDA_SUCCESS);
@@ -258,7 +262,8 @@ static void test_queries(void) {
   unsigned char data[64];
   size_t n = 8;
   CHECK_EQ_INT(get_nodes(b.g, v, &n), CUDA_SUCCESS);
-  CHECK_MSG(n == 5 && v[0] == b.k && v[1] == b.m && v[4] == b.e, "nodes: %zu, not in the order made", n);
+  CHECK_MSG(n == 5 && v[0] == b.k && v[1] == b.m && v[4] == b.e,
+            "nodes: %zu, not in the order made", n);
   n = 8;
   CHECK_EQ_INT(get_roots(b.g, v, &n), CUDA_SUCCESS);
   CHECK_MSG(n == 1 && v[0] == b.m, "roots: %zu (want the memset node only)", n);
@@ -305,7 +310,7 @@ static void test_refusals(void) {
   CHECK_EQ_INT(add_empty(&o, other, &b.k, 1), CUDA_ERROR_INVALID_VALUE); /* b's node */
   CHECK_EQ_INT(add_empty(&o, b.g, twice, 2), CUDA_ERROR_INVALID_VALUE);  /* twice */
   CHECK_EQ_INT(add_empty(&o, b.g, NULL, 1), CUDA_ERROR_INVALID_VALUE);
-  CHECK_EQ_INT(add_deps(b.g, &b.m, &b.k, 1), CUDA_ERROR_INVALID_VALUE); /* already there */
+  CHECK_EQ_INT(add_deps(b.g, &b.m, &b.k, 1), CUDA_ERROR_INVALID_VALUE);    /* already there */
   CHECK_EQ_INT(remove_deps(b.g, &b.h, &b.k, 1), CUDA_ERROR_INVALID_VALUE); /* not there */
   CHECK_EQ_INT(add_deps(b.g, &b.k, &b.k, 1), CUDA_ERROR_INVALID_VALUE);
   msparams_t bad = {b.x, 0, 0, 3, 4, 1}; /* element size 3 */
@@ -382,7 +387,8 @@ static void test_set_and_update(void) {
 /* A kernel with a host twin launched on a capturing stream is recorded with
  * its arguments and runs at each replay. */
 static void test_captured_twin(void) {
-  CUresult (*begin)(CUstream, int) = PROC(CUresult(*)(CUstream, int), "cuStreamBeginCapture", 10010);
+  CUresult (*begin)(CUstream, int) =
+      PROC(CUresult(*)(CUstream, int), "cuStreamBeginCapture", 10010);
   CUresult (*end_capture)(CUstream, CUgraph *) =
       PROC(CUresult(*)(CUstream, CUgraph *), "cuStreamEndCapture", 10000);
   CUstream s;
@@ -525,7 +531,8 @@ static void test_replay_checks_arguments(void) {
   const char *on[] = {"FAKEGPU_CHECK_ARGS=1", NULL}, *off[] = {"FAKEGPU_CHECK_ARGS=0", NULL};
   CHECK_MSG(fgt_run_self("freed", on) == 0,
             "a replayed kernel on freed memory did not fault with 700 (the argument check)");
-  CHECK_MSG(fgt_run_self("freed", off) == 0, "FAKEGPU_CHECK_ARGS=0: the replay faulted all the same");
+  CHECK_MSG(fgt_run_self("freed", off) == 0,
+            "FAKEGPU_CHECK_ARGS=0: the replay faulted all the same");
 }
 
 int main(int argc, char **argv) {

@@ -226,7 +226,7 @@ static void test_refusals(void) {
   CUstream s;
   REQUIRE(cu_cuStreamCreate(&s, 1) == CUDA_SUCCESS);
   CHECK_EQ_INT(begin(s, 3), CUDA_ERROR_INVALID_VALUE); /* no such mode */
-  CHECK_EQ_INT(end(s, &g), ERR_ILLEGAL_STATE);          /* not capturing */
+  CHECK_EQ_INT(end(s, &g), ERR_ILLEGAL_STATE);         /* not capturing */
   CHECK_EQ_INT(end(NULL, &g), ERR_ILLEGAL_STATE);
   /* A stream destroyed while capturing takes its capture with it. */
   CHECK_EQ_INT(begin(s, 0), CUDA_SUCCESS);
@@ -289,8 +289,8 @@ static void test_memset_and_copy_are_captured(void) {
   REQUIRE(g != NULL);
   int types[2] = {-1, -1};
   CHECK_EQ_INT((int)graph_types(g, types, 2), 2);
-  CHECK_MSG(types[0] == 2 && types[1] == 1, "node types %d, %d; want MEMSET 2, MEMCPY 1",
-            types[0], types[1]);
+  CHECK_MSG(types[0] == 2 && types[1] == 1, "node types %d, %d; want MEMSET 2, MEMCPY 1", types[0],
+            types[1]);
   CUgraphExec x = NULL;
   CHECK_EQ_INT(instantiate(&x, g, 0), CUDA_SUCCESS);
   CHECK_EQ_INT(launch(x, s), CUDA_SUCCESS);
@@ -316,7 +316,8 @@ static void fork_join(int how) {
   REQUIRE(cu_cuEventCreate(&e1, 0) == CUDA_SUCCESS && cu_cuEventCreate(&e2, 0) == CUDA_SUCCESS);
   CHECK_EQ_INT(begin(s1, 0), CUDA_SUCCESS);
   CHECK_EQ_INT(cu_cuEventRecord(e1, s1), CUDA_SUCCESS);
-  CHECK_MSG(cu_cuEventQuery(e1) == ERR_CAPTURED_EVENT, "querying a captured event did not give 907");
+  CHECK_MSG(cu_cuEventQuery(e1) == ERR_CAPTURED_EVENT,
+            "querying a captured event did not give 907");
   CHECK_EQ_INT(wait_event(s2, e1, 0), CUDA_SUCCESS);
   CHECK_EQ_INT(capture_info(s2, &st, &id2), CUDA_SUCCESS);
   CHECK_EQ_INT(capture_info(s1, &st, &id1), CUDA_SUCCESS);
@@ -463,7 +464,8 @@ static void test_graph_queries(void) {
   list_fn dependents = PROC(list_fn, "cuGraphNodeGetDependentNodes", 10000);
   CUresult (*edges)(CUgraph, void **, void **, size_t *) =
       PROC(CUresult(*)(CUgraph, void **, void **, size_t *), "cuGraphGetEdges", 10000);
-  CUresult (*clone)(CUgraph *, CUgraph) = PROC(CUresult(*)(CUgraph *, CUgraph), "cuGraphClone", 10000);
+  CUresult (*clone)(CUgraph *, CUgraph) =
+      PROC(CUresult(*)(CUgraph *, CUgraph), "cuGraphClone", 10000);
   CUresult (*find)(void **, void *, CUgraph) =
       PROC(CUresult(*)(void **, void *, CUgraph), "cuGraphNodeFindInClone", 10000);
   CUresult (*xflags)(CUgraphExec, unsigned long long *) =
@@ -502,10 +504,18 @@ static void test_graph_queries(void) {
   CHECK_MSG(n == 1 && one[0] == nodes[0], "the second node's dependency is not the first");
   CHECK_EQ_INT(dependents(nodes[1], NULL, &n), CUDA_SUCCESS);
   CHECK_MSG(n == 0, "the last node has %zu dependents", n);
-  struct { void (*fn)(void *); void *user; } hp = {0};
+  struct {
+    void (*fn)(void *);
+    void *user;
+  } hp = {0};
   CHECK_EQ_INT(host_params(nodes[0], &hp), CUDA_SUCCESS);
   CHECK_MSG(hp.fn == bump && hp.user == &count, "host node parameters not given back");
-  struct { CUdeviceptr dst; size_t pitch; unsigned value, elem; size_t width, height; } mp = {0};
+  struct {
+    CUdeviceptr dst;
+    size_t pitch;
+    unsigned value, elem;
+    size_t width, height;
+  } mp = {0};
   CHECK_EQ_INT(memset_params(nodes[1], &mp), CUDA_SUCCESS);
   CHECK_MSG(mp.dst == d && mp.value == 7 && mp.elem == 4 && mp.width == 16 && mp.height == 1,
             "memset node parameters: dst ok %d value %u elem %u width %zu", mp.dst == d, mp.value,
@@ -530,8 +540,8 @@ static void test_graph_queries(void) {
   CHECK_EQ_INT(cu_cuStreamSynchronize(s), CUDA_SUCCESS);
   uint32_t word = 1;
   CHECK_EQ_INT(cu_cuMemcpyDtoH(&word, d, 4), CUDA_SUCCESS);
-  CHECK_MSG(word == 0 && count == 1, "a disabled memset node ran (0x%x) or the host node did not (%d)",
-            word, count);
+  CHECK_MSG(word == 0 && count == 1,
+            "a disabled memset node ran (0x%x) or the host node did not (%d)", word, count);
   CHECK_EQ_INT(exec_destroy(x), CUDA_SUCCESS);
   CHECK_EQ_INT(graph_destroy(c), CUDA_SUCCESS);
   CHECK_EQ_INT(graph_destroy(g), CUDA_SUCCESS);
@@ -543,17 +553,27 @@ static void test_graph_queries(void) {
  * does what was set last (memset value and size, host function argument,
  * event recorded), and bad values are refused with 1. */
 static void test_node_set_params(void) {
-  typedef struct { CUdeviceptr dst; size_t pitch; unsigned value, elem; size_t width, height; } ms_t;
-  typedef struct { void (*fn)(void *); void *user; } host_t;
+  typedef struct {
+    CUdeviceptr dst;
+    size_t pitch;
+    unsigned value, elem;
+    size_t width, height;
+  } ms_t;
+  typedef struct {
+    void (*fn)(void *);
+    void *user;
+  } host_t;
   CUresult (*ms_set)(void *, const ms_t *) =
       PROC(CUresult(*)(void *, const ms_t *), "cuGraphMemsetNodeSetParams", 10000);
   CUresult (*host_set)(void *, const host_t *) =
       PROC(CUresult(*)(void *, const host_t *), "cuGraphHostNodeSetParams", 10000);
   CUresult (*x_ms_set)(CUgraphExec, void *, const ms_t *, CUcontext) =
-      PROC(CUresult(*)(CUgraphExec, void *, const ms_t *, CUcontext), "cuGraphExecMemsetNodeSetParams", 10020);
+      PROC(CUresult(*)(CUgraphExec, void *, const ms_t *, CUcontext),
+           "cuGraphExecMemsetNodeSetParams", 10020);
   CUresult (*x_host_set)(CUgraphExec, void *, const host_t *) =
       PROC(CUresult(*)(CUgraphExec, void *, const host_t *), "cuGraphExecHostNodeSetParams", 10020);
-  CUresult (*ev_set)(void *, CUevent) = PROC(CUresult(*)(void *, CUevent), "cuGraphEventRecordNodeSetEvent", 11010);
+  CUresult (*ev_set)(void *, CUevent) =
+      PROC(CUresult(*)(void *, CUevent), "cuGraphEventRecordNodeSetEvent", 11010);
   CUresult (*x_ev_set)(CUgraphExec, void *, CUevent) =
       PROC(CUresult(*)(CUgraphExec, void *, CUevent), "cuGraphExecEventRecordNodeSetEvent", 11010);
   CUresult (*memset32)(CUdeviceptr, unsigned, size_t, CUstream) =
@@ -593,7 +613,8 @@ static void test_node_set_params(void) {
   uint32_t w = 0;
   CHECK_EQ_INT(cu_cuMemcpyDtoH(&w, d + 60, 4), CUDA_SUCCESS);
   CHECK_MSG(w == 0x0a0b0c0du && a == 0 && b == 1,
-            "the replay did not use the new parameters (word 0x%x, old host fn %d, new %d)", w, a, b);
+            "the replay did not use the new parameters (word 0x%x, old host fn %d, new %d)", w, a,
+            b);
   ms.value = 0x55u;
   CHECK_EQ_INT(x_ms_set(x, nodes[0], &ms, NULL), CUDA_SUCCESS);
   hp.user = &a;
@@ -603,8 +624,8 @@ static void test_node_set_params(void) {
   CHECK_EQ_INT(launch(x, s), CUDA_SUCCESS);
   CHECK_EQ_INT(cu_cuStreamSynchronize(s), CUDA_SUCCESS);
   CHECK_EQ_INT(cu_cuMemcpyDtoH(&w, d, 4), CUDA_SUCCESS);
-  CHECK_MSG(w == 0x55u && a == 1 && b == 1, "the exec's new parameters were not used (0x%x, %d, %d)",
-            w, a, b);
+  CHECK_MSG(w == 0x55u && a == 1 && b == 1,
+            "the exec's new parameters were not used (0x%x, %d, %d)", w, a, b);
   CHECK_EQ_INT(exec_destroy(x), CUDA_SUCCESS);
   CHECK_EQ_INT(graph_destroy(g), CUDA_SUCCESS);
   CHECK_EQ_INT(cu_cuEventDestroy(e1), CUDA_SUCCESS);

@@ -62,8 +62,8 @@ static void test_device_queries(void) {
   CHECK_EQ_INT(cu_cuDeviceGetAttribute(&v, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, 0),
                CUDA_SUCCESS);
   CHECK_EQ_INT(v, 0);
-  CHECK_EQ_INT(cu_cuDeviceGetAttribute(
-                   &v, CU_DEVICE_ATTRIBUTE_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED, 0),
+  CHECK_EQ_INT(cu_cuDeviceGetAttribute(&v, CU_DEVICE_ATTRIBUTE_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED,
+                                       0),
                CUDA_SUCCESS);
   CHECK_EQ_INT(v, 1);
   CHECK_EQ_INT(cu_cuDeviceGetAttribute(&v, CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_BLOCK, 0),

@@ -56,8 +56,9 @@ static void check_layout(param_info_fn info, void *f, const char *what) {
   for (size_t i = 0; i < 6; i++) {
     size_t off = 99, size = 99;
     CHECK_EQ_INT(info(f, i, &off, &size), CUDA_SUCCESS);
-    CHECK_MSG(off == k_off[i] && size == k_size[i], "%s: parameter %zu at %zu, %zu bytes; want %zu, %zu",
-              what, i, off, size, k_off[i], k_size[i]);
+    CHECK_MSG(off == k_off[i] && size == k_size[i],
+              "%s: parameter %zu at %zu, %zu bytes; want %zu, %zu", what, i, off, size, k_off[i],
+              k_size[i]);
   }
   size_t off, size;
   CHECK_EQ_INT(info(f, 6, &off, &size), CUDA_ERROR_INVALID_VALUE);
@@ -73,7 +74,8 @@ static void test_layouts_from_every_image(void) {
   check_layout(func_info, load("args.fatbin", "args_add"), "compressed fatbin");
   check_layout(func_info, load("args_ptx.fatbin", "args_add"), "PTX fatbin");
   size_t off, size;
-  CHECK_EQ_INT(func_info(load("args.cubin", "args_none"), 0, &off, &size), CUDA_ERROR_INVALID_VALUE);
+  CHECK_EQ_INT(func_info(load("args.cubin", "args_none"), 0, &off, &size),
+               CUDA_ERROR_INVALID_VALUE);
   CHECK_EQ_INT(func_info(NULL, 0, &off, &size), CUDA_ERROR_INVALID_HANDLE);
   void *lib, *k;
   REQUIRE(lib_load(&lib, read_image("args.fatbin"), NULL, NULL, 0, NULL, NULL, 0) == CUDA_SUCCESS);
@@ -89,7 +91,8 @@ static void test_layouts_from_every_image(void) {
 
 /* One launch of args_add with x, y, s.p, z; answers what cuCtxSynchronize
  * answers afterwards, and resets the context when it faulted. */
-static CUresult launch(CUfunction f, CUdeviceptr x, CUdeviceptr y, int n, uint64_t p, CUdeviceptr z) {
+static CUresult launch(CUfunction f, CUdeviceptr x, CUdeviceptr y, int n, uint64_t p,
+                       CUdeviceptr z) {
   struct holder s = {7, (float *)(uintptr_t)p, 1.5};
   char c = 3;
   void *params[] = {&x, &y, &n, &s, &c, &z};
@@ -139,19 +142,21 @@ static void test_packed_buffer(void) {
   CHECK_EQ_INT(cu_cuLaunchKernel(f, 1, 1, 1, 1, 1, 1, 0, NULL, NULL, extra), CUDA_SUCCESS);
   CHECK_EQ_INT(cu_cuCtxSynchronize(), CUDA_SUCCESS);
   void *params[] = {&x};
-  CHECK_EQ_INT(cu_cuLaunchKernel(f, 1, 1, 1, 1, 1, 1, 0, NULL, params, extra), CUDA_ERROR_INVALID_VALUE);
+  CHECK_EQ_INT(cu_cuLaunchKernel(f, 1, 1, 1, 1, 1, 1, 0, NULL, params, extra),
+               CUDA_ERROR_INVALID_VALUE);
   void *no_size[] = {(void *)1, buf, (void *)0};
-  CHECK_EQ_INT(cu_cuLaunchKernel(f, 1, 1, 1, 1, 1, 1, 0, NULL, NULL, no_size), CUDA_ERROR_INVALID_VALUE);
+  CHECK_EQ_INT(cu_cuLaunchKernel(f, 1, 1, 1, 1, 1, 1, 0, NULL, NULL, no_size),
+               CUDA_ERROR_INVALID_VALUE);
   CHECK_EQ_INT(cu_cuMemFree(z), CUDA_SUCCESS);
   CHECK_EQ_INT(cu_cuLaunchKernel(f, 1, 1, 1, 1, 1, 1, 0, NULL, NULL, extra), CUDA_SUCCESS);
   CHECK_EQ_INT(cu_cuCtxSynchronize(), CUDA_ERROR_ILLEGAL_ADDRESS);
   REQUIRE(cu_cuDevicePrimaryCtxReset(0) == CUDA_SUCCESS);
 }
 
-static const CUmemAllocationProp k_prop = {
-    .type = CU_MEM_ALLOCATION_TYPE_PINNED,
-    .requestedHandleTypes = CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR,
-    .location = {CU_MEM_LOCATION_TYPE_DEVICE, 0}};
+static const CUmemAllocationProp k_prop = {.type = CU_MEM_ALLOCATION_TYPE_PINNED,
+                                           .requestedHandleTypes =
+                                               CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR,
+                                           .location = {CU_MEM_LOCATION_TYPE_DEVICE, 0}};
 static const CUmemAccessDesc k_rw = {{CU_MEM_LOCATION_TYPE_DEVICE, 0},
                                      CU_MEM_ACCESS_FLAGS_PROT_READWRITE};
 
@@ -177,10 +182,12 @@ static void test_vmm_and_pool(void) {
   alloc_async_fn alloc_async = (alloc_async_fn)fgt_proc("cuMemAllocAsync", 11020);
   free_async_fn free_async = (free_async_fn)fgt_proc("cuMemFreeAsync", 11020);
   CUdeviceptr b1, b2;
-  REQUIRE(alloc_async(&b1, 4096, NULL) == CUDA_SUCCESS && alloc_async(&b2, 4096, NULL) == CUDA_SUCCESS);
+  REQUIRE(alloc_async(&b1, 4096, NULL) == CUDA_SUCCESS &&
+          alloc_async(&b2, 4096, NULL) == CUDA_SUCCESS);
   CHECK_EQ_INT(launch(f, x, y, 32, p, b1), CUDA_SUCCESS);
   CHECK_EQ_INT(free_async(b1, NULL), CUDA_SUCCESS);
-  CHECK_MSG(launch(f, x, y, 32, p, b1) == CUDA_ERROR_ILLEGAL_ADDRESS, "a freed pool block did not fault");
+  CHECK_MSG(launch(f, x, y, 32, p, b1) == CUDA_ERROR_ILLEGAL_ADDRESS,
+            "a freed pool block did not fault");
   REQUIRE(cu_cuMemUnmap(va, 2 * MIB) == CUDA_SUCCESS && cu_cuMemRelease(h) == CUDA_SUCCESS);
   REQUIRE(cu_cuMemAddressFree(va, 4 * MIB) == CUDA_SUCCESS);
 }
@@ -196,7 +203,8 @@ static CUresult launch_big(void) {
   REQUIRE(cu_cuMemAlloc(&b.p, 4096) == CUDA_SUCCESS);
   CUfunction f = load("args.cubin", "args_big");
   size_t off = 9, size = 0;
-  CHECK_EQ_INT(((param_info_fn)fgt_proc("cuFuncGetParamInfo", 12040))(f, 0, &off, &size), CUDA_SUCCESS);
+  CHECK_EQ_INT(((param_info_fn)fgt_proc("cuFuncGetParamInfo", 12040))(f, 0, &off, &size),
+               CUDA_SUCCESS);
   CHECK_MSG(off == 0 && size == 128, "args_big: parameter at %zu, %zu bytes", off, size);
   REQUIRE(cu_cuMemFree(b.p) == CUDA_SUCCESS);
   void *params[] = {&b};
@@ -323,8 +331,10 @@ static void test_settings(void) {
   CHECK_MSG(fgt_run_self("strict", (const char *[]){"FAKEGPU_CHECK_ARGS=2", state, NULL}) == 0,
             "FAKEGPU_CHECK_ARGS=2 did not judge a 128-byte structure (exit 1) or an "
             "indexer's index[] (exit 2)");
-  CHECK_EQ_INT(fgt_run_self("quarantine", (const char *[]){"FAKEGPU_QUARANTINE=2", state, NULL}), 0);
-  CHECK_EQ_INT(fgt_run_self("bad_setting", (const char *[]){"FAKEGPU_CHECK_ARGS=yes", state, NULL}), 0);
+  CHECK_EQ_INT(fgt_run_self("quarantine", (const char *[]){"FAKEGPU_QUARANTINE=2", state, NULL}),
+               0);
+  CHECK_EQ_INT(fgt_run_self("bad_setting", (const char *[]){"FAKEGPU_CHECK_ARGS=yes", state, NULL}),
+               0);
   unlink(state + strlen("FAKEGPU_STATE="));
 }
 

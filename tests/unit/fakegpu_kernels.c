@@ -45,7 +45,8 @@ static CUfunction get(CUmodule m, const char *name) {
 static void test_twin_runs_on_device_memory(void) {
   CUmodule m;
   CHECK_EQ_INT(cu_cuModuleLoadData(&m, NULL), CUDA_ERROR_INVALID_VALUE);
-  REQUIRE(cu_cuModuleLoadData(&m, "\x7f" "ELF any fatbin bytes") == CUDA_SUCCESS);
+  REQUIRE(cu_cuModuleLoadData(&m, "\x7f"
+                                  "ELF any fatbin bytes") == CUDA_SUCCESS);
   CUfunction f = get(m, "scale");
   REQUIRE(f != NULL);
   float host[100];

@@ -46,12 +46,13 @@ static void *proc(const char *name, int version) {
 
 /* --- a minimal ELF cubin: two variables, one kernel name ------------------ */
 enum { SEC_NULL, SEC_SHSTR, SEC_STR, SEC_SYM, SEC_INIT, SEC_BSS, SEC_TEXT, NSEC };
-static const char k_shstr[] = "\0.shstrtab\0.strtab\0.symtab\0.nv.global.init\0.nv.global\0.text.kern";
+static const char k_shstr[] =
+    "\0.shstrtab\0.strtab\0.symtab\0.nv.global.init\0.nv.global\0.text.kern";
 /* After the symbols' names, cuRAND's double-precision XORWOW kernel: kernel
  * names are not limited in length (this one has 139 characters; the fake
  * once kept 127 and answered 500, which cuRAND turned into
  * CURAND_STATUS_LAUNCH_FAILURE). */
-#define LONG_KERNEL                                                                                \
+#define LONG_KERNEL                                                                               \
   "_Z13gen_sequencedI17curandStateXORWOWdiXadL_Z28curand_uniform_double_noargsIS0_EdPT_iEE10rng_" \
   "configIS0_L14curandOrdering101EEEvS3_PT0_mmT1_"
 static const char k_str[] = "\0gv_init\0gv_zero\0kern\0" LONG_KERNEL;
@@ -85,8 +86,11 @@ static void symbol(unsigned char *st, uint32_t name, unsigned type, uint16_t shn
  * of .nv.global (no contents: zero); kern: a function. */
 static size_t make_cubin(unsigned char *img) {
   memset(img, 0, 1024);
-  memcpy(img, "\x7f" "ELF\x02\x01\x01", 7);
-  put16(img + 0x10, 2); /* ET_EXEC */
+  memcpy(img,
+         "\x7f"
+         "ELF\x02\x01\x01",
+         7);
+  put16(img + 0x10, 2);   /* ET_EXEC */
   put16(img + 0x12, 190); /* EM_CUDA */
   size_t off = 64;
   size_t shstr = off;
@@ -162,19 +166,23 @@ static void test_module_globals(void) {
 
 static void test_library(void) {
   CUresult (*load)(CUlibrary *, const void *, void *, void *, unsigned, void *, void *, unsigned) =
-      PROC(CUresult(*)(CUlibrary *, const void *, void *, void *, unsigned, void *, void *, unsigned),
+      PROC(CUresult(*)(CUlibrary *, const void *, void *, void *, unsigned, void *, void *,
+                       unsigned),
            "cuLibraryLoadData", 12000);
   CUresult (*get_kernel)(CUkernel *, CUlibrary, const char *) =
       PROC(CUresult(*)(CUkernel *, CUlibrary, const char *), "cuLibraryGetKernel", 12000);
   CUresult (*get_global)(CUdeviceptr *, size_t *, CUlibrary, const char *) =
-      PROC(CUresult(*)(CUdeviceptr *, size_t *, CUlibrary, const char *), "cuLibraryGetGlobal", 12000);
+      PROC(CUresult(*)(CUdeviceptr *, size_t *, CUlibrary, const char *), "cuLibraryGetGlobal",
+           12000);
   CUresult (*unload)(CUlibrary) = PROC(CUresult(*)(CUlibrary), "cuLibraryUnload", 12000);
   CUresult (*kernel_lib)(CUlibrary *, CUkernel) =
       (CUresult(*)(CUlibrary *, CUkernel))dlsym(fgt_cuda, "cuKernelGetLibrary");
   CUresult (*clusters)(int *, CUkernel, const CUlaunchConfig *) =
-      PROC(CUresult(*)(int *, CUkernel, const CUlaunchConfig *), "cuOccupancyMaxActiveClusters", 11070);
-  CUresult (*cluster_size)(int *, CUkernel, const CUlaunchConfig *) = PROC(
-      CUresult(*)(int *, CUkernel, const CUlaunchConfig *), "cuOccupancyMaxPotentialClusterSize", 11070);
+      PROC(CUresult(*)(int *, CUkernel, const CUlaunchConfig *), "cuOccupancyMaxActiveClusters",
+           11070);
+  CUresult (*cluster_size)(int *, CUkernel, const CUlaunchConfig *) =
+      PROC(CUresult(*)(int *, CUkernel, const CUlaunchConfig *),
+           "cuOccupancyMaxPotentialClusterSize", 11070);
   REQUIRE(load && get_kernel && get_global && unload && kernel_lib && clusters && cluster_size);
   unsigned long long used0 = fgt_used();
   CUlibrary lib;
@@ -226,7 +234,8 @@ static void test_library(void) {
   CUresult (*fset)(CUfunction, int, int) =
       PROC(CUresult(*)(CUfunction, int, int), "cuFuncSetAttribute", 9000);
   CUresult (*active)(int *, CUfunction, int, size_t) =
-      PROC(CUresult(*)(int *, CUfunction, int, size_t), "cuOccupancyMaxActiveBlocksPerMultiprocessor", 6050);
+      PROC(CUresult(*)(int *, CUfunction, int, size_t),
+           "cuOccupancyMaxActiveBlocksPerMultiprocessor", 6050);
   REQUIRE(kset && kget && fget && fset && active);
   enum { MAX_DYN = 8 };
   CHECK_EQ_INT(kget(&v, MAX_DYN, k, 0), CUDA_SUCCESS);
@@ -265,7 +274,8 @@ static void test_library(void) {
  * and named back whole, through a library and through a module. */
 static void test_long_kernel_name(void) {
   CUresult (*load)(CUlibrary *, const void *, void *, void *, unsigned, void *, void *, unsigned) =
-      PROC(CUresult(*)(CUlibrary *, const void *, void *, void *, unsigned, void *, void *, unsigned),
+      PROC(CUresult(*)(CUlibrary *, const void *, void *, void *, unsigned, void *, void *,
+                       unsigned),
            "cuLibraryLoadData", 12000);
   CUresult (*get_kernel)(CUkernel *, CUlibrary, const char *) =
       PROC(CUresult(*)(CUkernel *, CUlibrary, const char *), "cuLibraryGetKernel", 12000);
@@ -454,7 +464,8 @@ static void test_ptx_only_kernels(void) {
   for (int compress = 0; compress < 2; compress++) {
     static unsigned char img[1024];
     size_t n = make_ptx_fatbin(img, sizeof img, compress);
-    CHECK_MSG(n > 0, "could not build the %s PTX fatbin (liblz4.so.1?)", compress ? "LZ4" : "plain");
+    CHECK_MSG(n > 0, "could not build the %s PTX fatbin (liblz4.so.1?)",
+              compress ? "LZ4" : "plain");
     if (!n)
       continue;
     CUmodule m;
@@ -469,7 +480,8 @@ static void test_ptx_only_kernels(void) {
     /* Its variables are the PTX's module-scope .global / .const ones, with
      * their initial values (cuFFT's multi-GPU plans ask for lut_sp). */
     CUresult (*get_global)(CUdeviceptr *, size_t *, CUmodule, const char *) =
-        PROC(CUresult(*)(CUdeviceptr *, size_t *, CUmodule, const char *), "cuModuleGetGlobal", 3020);
+        PROC(CUresult(*)(CUdeviceptr *, size_t *, CUmodule, const char *), "cuModuleGetGlobal",
+             3020);
     CUdeviceptr d = 0;
     size_t vn = 0;
     unsigned u = 0;
@@ -500,7 +512,8 @@ static void test_ptx_only_kernels(void) {
 
 static void test_retain_handle(void) {
   CUresult (*retain)(CUmemGenericAllocationHandle *, void *) =
-      PROC(CUresult(*)(CUmemGenericAllocationHandle *, void *), "cuMemRetainAllocationHandle", 11000);
+      PROC(CUresult(*)(CUmemGenericAllocationHandle *, void *), "cuMemRetainAllocationHandle",
+           11000);
   REQUIRE(retain != NULL);
   unsigned long long used0 = fgt_used();
   size_t g = 2 * MIB;
@@ -568,15 +581,19 @@ static void test_tools_tls_context(void) {
 static void test_nvml_for_nccl(void) {
   fgt_load_nvml();
   nvmlReturn_t (*init)(void) = (nvmlReturn_t(*)(void))dlsym(fgt_nvml, "nvmlInit");
-  nvmlReturn_t (*count)(unsigned *) = (nvmlReturn_t(*)(unsigned *))dlsym(fgt_nvml, "nvmlDeviceGetCount");
+  nvmlReturn_t (*count)(unsigned *) =
+      (nvmlReturn_t(*)(unsigned *))dlsym(fgt_nvml, "nvmlDeviceGetCount");
   nvmlReturn_t (*by_bus)(const char *, nvmlDevice_t *) =
-      (nvmlReturn_t(*)(const char *, nvmlDevice_t *))dlsym(fgt_nvml, "nvmlDeviceGetHandleByPciBusId");
+      (nvmlReturn_t(*)(const char *, nvmlDevice_t *))dlsym(fgt_nvml,
+                                                           "nvmlDeviceGetHandleByPciBusId");
   nvmlReturn_t (*by_index)(unsigned, nvmlDevice_t *) =
       (nvmlReturn_t(*)(unsigned, nvmlDevice_t *))dlsym(fgt_nvml, "nvmlDeviceGetHandleByIndex");
   nvmlReturn_t (*cc)(nvmlDevice_t, int *, int *) =
-      (nvmlReturn_t(*)(nvmlDevice_t, int *, int *))dlsym(fgt_nvml, "nvmlDeviceGetCudaComputeCapability");
+      (nvmlReturn_t(*)(nvmlDevice_t, int *, int *))dlsym(fgt_nvml,
+                                                         "nvmlDeviceGetCudaComputeCapability");
   nvmlReturn_t (*p2p)(nvmlDevice_t, nvmlDevice_t, int, int *) =
-      (nvmlReturn_t(*)(nvmlDevice_t, nvmlDevice_t, int, int *))dlsym(fgt_nvml, "nvmlDeviceGetP2PStatus");
+      (nvmlReturn_t(*)(nvmlDevice_t, nvmlDevice_t, int, int *))dlsym(fgt_nvml,
+                                                                     "nvmlDeviceGetP2PStatus");
   nvmlReturn_t (*nvlink)(nvmlDevice_t, unsigned, int *) =
       (nvmlReturn_t(*)(nvmlDevice_t, unsigned, int *))dlsym(fgt_nvml, "nvmlDeviceGetNvLinkState");
   nvmlReturn_t (*cc_state)(unsigned *) =

@@ -22,24 +22,31 @@ static void *proc(const char *name, int version, CUdriverProcAddressQueryResult 
 
 static void test_versions(void) {
   /* The CUDA 13 ABIs are not the old ones; the old ones are still there. */
-  void *old_dev = proc("cuCtxGetDevice", 2000, NULL), *new_dev = proc("cuCtxGetDevice", 13000, NULL);
+  void *old_dev = proc("cuCtxGetDevice", 2000, NULL),
+       *new_dev = proc("cuCtxGetDevice", 13000, NULL);
   CHECK(old_dev != NULL && new_dev != NULL && old_dev != new_dev);
   CHECK(dlsym(fgt_cuda, "cuCtxGetDevice_v2") == NULL); /* see README: Numba 0.56 */
-  void *old_sync = proc("cuCtxSynchronize", 2000, NULL), *new_sync = proc("cuCtxSynchronize", 13000, NULL);
+  void *old_sync = proc("cuCtxSynchronize", 2000, NULL),
+       *new_sync = proc("cuCtxSynchronize", 13000, NULL);
   CHECK(old_sync != NULL && new_sync != NULL && old_sync != new_sync);
   static const struct {
     const char *name;
     int version;
-  } asked[] = {{"cuDevicePrimaryCtxRelease", 7000}, {"cuDevicePrimaryCtxReset", 7000},
-               {"cuLinkCreate", 5050},             {"cuLinkAddData", 5050},
-               {"cuLinkAddFile", 5050},            {"cuIpcOpenMemHandle", 4010},
-               {"cuGetExportTable", 3000},         {"cuMemAllocAsync", 11020},
-               {"cuLibraryLoadData", 12000},       {"cuMemGetDefaultMemPool", 13000}};
+  } asked[] = {{"cuDevicePrimaryCtxRelease", 7000},
+               {"cuDevicePrimaryCtxReset", 7000},
+               {"cuLinkCreate", 5050},
+               {"cuLinkAddData", 5050},
+               {"cuLinkAddFile", 5050},
+               {"cuIpcOpenMemHandle", 4010},
+               {"cuGetExportTable", 3000},
+               {"cuMemAllocAsync", 11020},
+               {"cuLibraryLoadData", 12000},
+               {"cuMemGetDefaultMemPool", 13000}};
   for (size_t i = 0; i < sizeof asked / sizeof asked[0]; i++) {
     CUdriverProcAddressQueryResult st;
     void *p = proc(asked[i].name, asked[i].version, &st);
-    CHECK_MSG(p != NULL && st == CU_GET_PROC_ADDRESS_SUCCESS, "%s at %d: status %d",
-              asked[i].name, asked[i].version, (int)st);
+    CHECK_MSG(p != NULL && st == CU_GET_PROC_ADDRESS_SUCCESS, "%s at %d: status %d", asked[i].name,
+              asked[i].version, (int)st);
   }
   CUdriverProcAddressQueryResult st;
   CHECK(proc("cuMemAllocAsync", 11010, &st) == NULL);
@@ -64,7 +71,8 @@ static void test_export_tables(void) {
   REQUIRE(table != NULL);
   CHECK_EQ_U64((unsigned long long)((const size_t *)table)[0], 13 * sizeof(void *));
   /* Slot 2: the primary context of a device, the handle cuDevicePrimaryCtxRetain gives. */
-  CUresult (*primary)(CUcontext *, CUdevice) = (CUresult(*)(CUcontext *, CUdevice))((void *const *)table)[2];
+  CUresult (*primary)(CUcontext *, CUdevice) =
+      (CUresult(*)(CUcontext *, CUdevice))((void *const *)table)[2];
   CUcontext c = NULL, r = NULL;
   CHECK_EQ_INT(primary(&c, 0), CUDA_SUCCESS);
   CHECK_EQ_INT(cu_cuDevicePrimaryCtxRetain(&r, 0), CUDA_SUCCESS);
@@ -82,8 +90,10 @@ static void test_pools(void) {
       PROC(CUresult(*)(CUdeviceptr, CUstream), "cuMemFreeAsync", 11020);
   CUresult (*default_pool)(void **, CUdevice) =
       PROC(CUresult(*)(void **, CUdevice), "cuDeviceGetDefaultMemPool", 11020);
-  CUresult (*set_attr)(void *, int, void *) = PROC(CUresult(*)(void *, int, void *), "cuMemPoolSetAttribute", 11020);
-  CUresult (*get_attr)(void *, int, void *) = PROC(CUresult(*)(void *, int, void *), "cuMemPoolGetAttribute", 11020);
+  CUresult (*set_attr)(void *, int, void *) =
+      PROC(CUresult(*)(void *, int, void *), "cuMemPoolSetAttribute", 11020);
+  CUresult (*get_attr)(void *, int, void *) =
+      PROC(CUresult(*)(void *, int, void *), "cuMemPoolGetAttribute", 11020);
   CUresult (*trim)(void *, size_t) = PROC(CUresult(*)(void *, size_t), "cuMemPoolTrimTo", 11020);
   REQUIRE(alloc_async && free_async && default_pool && set_attr && get_attr && trim);
   void *pool = NULL;
@@ -126,7 +136,8 @@ static void test_pools(void) {
   CHECK_EQ_U64(reserved, 2 * MIB);
   REQUIRE(alloc_async(&s2, 2048, NULL) == CUDA_SUCCESS);
   CHECK_EQ_INT(get_attr(pool, 5, &v), CUDA_SUCCESS);
-  CHECK_MSG(v == reserved, "a second small allocation reserved more: %llu -> %llu bytes", reserved, v);
+  CHECK_MSG(v == reserved, "a second small allocation reserved more: %llu -> %llu bytes", reserved,
+            v);
   CHECK_EQ_U64(fgt_used() - base, 2 * MIB);
   CHECK_EQ_INT(get_attr(pool, 7, &v), CUDA_SUCCESS);
   CHECK_EQ_U64(v, 3072);
@@ -203,8 +214,10 @@ static int child_rules(void) {
  * 801 (and says on stderr which function was called); without it, NULL. */
 static int child_trace_stubs(void) {
   CUdriverProcAddressQueryResult st;
-  CUresult (*a)(void) = (CUresult(*)(void))proc("cuGraphAddExternalSemaphoresSignalNode", 11020, &st);
-  CUresult (*b)(void) = (CUresult(*)(void))proc("cuGraphAddExternalSemaphoresWaitNode", 11020, NULL);
+  CUresult (*a)(void) =
+      (CUresult(*)(void))proc("cuGraphAddExternalSemaphoresSignalNode", 11020, &st);
+  CUresult (*b)(void) =
+      (CUresult(*)(void))proc("cuGraphAddExternalSemaphoresWaitNode", 11020, NULL);
   if (!a || !b || a == b || st != CU_GET_PROC_ADDRESS_SYMBOL_NOT_FOUND)
     return 10;
   if (a() != CUDA_ERROR_NOT_SUPPORTED || b() != CUDA_ERROR_NOT_SUPPORTED)
@@ -223,7 +236,8 @@ static void test_prefetch_destinations(void) {
   CUresult (*pf1)(CUdeviceptr, size_t, CUdevice, CUstream) =
       PROC(CUresult(*)(CUdeviceptr, size_t, CUdevice, CUstream), "cuMemPrefetchAsync", 8000);
   CUresult (*pf2)(CUdeviceptr, size_t, loc_t, unsigned, CUstream) =
-      PROC(CUresult(*)(CUdeviceptr, size_t, loc_t, unsigned, CUstream), "cuMemPrefetchAsync", 12020);
+      PROC(CUresult(*)(CUdeviceptr, size_t, loc_t, unsigned, CUstream), "cuMemPrefetchAsync",
+           12020);
   REQUIRE(managed && pf1 && pf2);
   CUdeviceptr p = 0;
   REQUIRE(managed(&p, 4096, 1) == CUDA_SUCCESS);
@@ -231,8 +245,8 @@ static void test_prefetch_destinations(void) {
   CHECK_EQ_INT(pf1(p, 4096, -1, NULL), CUDA_SUCCESS); /* CU_DEVICE_CPU */
   CHECK_EQ_INT(pf1(p, 4096, 100000000, NULL), CUDA_ERROR_INVALID_DEVICE);
   CHECK_EQ_INT(pf1(p, 4096, -2, NULL), CUDA_ERROR_INVALID_DEVICE);
-  CHECK_EQ_INT(pf2(p, 4096, (loc_t){1, 0}, 0, NULL), CUDA_SUCCESS);         /* device 0 */
-  CHECK_EQ_INT(pf2(p, 4096, (loc_t){2, 0}, 0, NULL), CUDA_SUCCESS);         /* host */
+  CHECK_EQ_INT(pf2(p, 4096, (loc_t){1, 0}, 0, NULL), CUDA_SUCCESS); /* device 0 */
+  CHECK_EQ_INT(pf2(p, 4096, (loc_t){2, 0}, 0, NULL), CUDA_SUCCESS); /* host */
   CHECK_EQ_INT(pf2(p, 4096, (loc_t){1, 100000000}, 0, NULL), CUDA_ERROR_INVALID_DEVICE);
   CHECK_EQ_INT(pf2(p, 4096, (loc_t){9, 0}, 0, NULL), CUDA_ERROR_INVALID_VALUE);
   CHECK_EQ_INT(pf1(p, 8192, 0, NULL), CUDA_ERROR_INVALID_VALUE); /* past its end */
@@ -249,7 +263,8 @@ static void test_children(void) {
   CHECK_EQ_INT(fgt_run_self("rules", env), 0);
   const char *trace[] = {"FAKEGPU_TRACE=2", NULL};
   CHECK_EQ_INT(fgt_run_self("trace_stubs", trace), 0);
-  CHECK(proc("cuGraphAddExternalSemaphoresSignalNode", 11020, NULL) == NULL); /* this process: no trace */
+  CHECK(proc("cuGraphAddExternalSemaphoresSignalNode", 11020, NULL) ==
+        NULL); /* this process: no trace */
 }
 
 int main(int argc, char **argv) {
@@ -257,7 +272,7 @@ int main(int argc, char **argv) {
   if (argc > 1)
     return !strcmp(argv[1], "rules")         ? child_rules()
            : !strcmp(argv[1], "trace_stubs") ? child_trace_stubs()
-                                              : 99;
+                                             : 99;
   fgt_init_ctx();
   RUN(test_versions);
   RUN(test_export_tables);

@@ -78,22 +78,29 @@ static int child_simulated(void) {
   launch(nb); /* a non-blocking stream waits for nothing */
   CUevent enb = record(nb);
   CHECK_EQ_INT(cu_cuStreamSynchronize(a), CUDA_SUCCESS);
-  CHECK_MSG(now_ms() - t0 >= K_MS - 1, "cuStreamSynchronize returned %.0f ms after a %.0f ms kernel",
-            now_ms() - t0, K_MS);
+  CHECK_MSG(now_ms() - t0 >= K_MS - 1,
+            "cuStreamSynchronize returned %.0f ms after a %.0f ms kernel", now_ms() - t0, K_MS);
   CHECK_EQ_INT(stream_query(a), CUDA_SUCCESS);
   CHECK_EQ_INT(event_query(ea), CUDA_SUCCESS);
-  CHECK_MSG(since(start, ea) >= K_MS - 1, "a's kernel ended %.1f ms after it began", since(start, ea));
-  CHECK_MSG(since(start, eb) >= 2 * K_MS - 1, "b's kernel, queued after a's event, ended %.1f ms "
-            "after the start; want two kernels' time", since(start, eb));
-  CHECK_MSG(since(start, enb) < 2 * K_MS - 1, "the non-blocking stream's kernel ended %.1f ms "
-            "after the start: it waited for other streams", since(start, enb));
+  CHECK_MSG(since(start, ea) >= K_MS - 1, "a's kernel ended %.1f ms after it began",
+            since(start, ea));
+  CHECK_MSG(since(start, eb) >= 2 * K_MS - 1,
+            "b's kernel, queued after a's event, ended %.1f ms "
+            "after the start; want two kernels' time",
+            since(start, eb));
+  CHECK_MSG(since(start, enb) < 2 * K_MS - 1,
+            "the non-blocking stream's kernel ended %.1f ms "
+            "after the start: it waited for other streams",
+            since(start, enb));
   /* The legacy stream waits for the blocking streams' work. */
   launch(a);
   CUevent ea2 = record(a);
   launch(NULL);
   CUevent el = record(NULL);
-  CHECK_MSG(since(ea2, el) >= K_MS - 1, "the legacy stream's kernel ended %.1f ms after a's: it "
-            "did not wait for a", since(ea2, el));
+  CHECK_MSG(since(ea2, el) >= K_MS - 1,
+            "the legacy stream's kernel ended %.1f ms after a's: it "
+            "did not wait for a",
+            since(ea2, el));
   CHECK_EQ_INT(cu_cuEventSynchronize(el), CUDA_SUCCESS);
   CHECK_EQ_INT(event_query(el), CUDA_SUCCESS);
   launch(b);

@@ -189,8 +189,10 @@ static void test_batch(void) {
 }
 
 static void test_capture_refused(void) {
-  CUresult (*begin)(CUstream, int) = PROC(CUresult(*)(CUstream, int), "cuStreamBeginCapture", 10010);
-  CUresult (*end)(CUstream, void **) = PROC(CUresult(*)(CUstream, void **), "cuStreamEndCapture", 10000);
+  CUresult (*begin)(CUstream, int) =
+      PROC(CUresult(*)(CUstream, int), "cuStreamBeginCapture", 10010);
+  CUresult (*end)(CUstream, void **) =
+      PROC(CUresult(*)(CUstream, void **), "cuStreamEndCapture", 10000);
   CUstream s;
   CUdeviceptr d;
   REQUIRE(cu_cuStreamCreate(&s, 1) == CUDA_SUCCESS && cu_cuMemAlloc(&d, 64) == CUDA_SUCCESS);

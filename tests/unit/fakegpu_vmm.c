@@ -7,10 +7,10 @@
 
 #include "fakegpu/fg_test.h"
 
-static const CUmemAllocationProp k_prop = {
-    .type = CU_MEM_ALLOCATION_TYPE_PINNED,
-    .requestedHandleTypes = CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR,
-    .location = {CU_MEM_LOCATION_TYPE_DEVICE, 0}};
+static const CUmemAllocationProp k_prop = {.type = CU_MEM_ALLOCATION_TYPE_PINNED,
+                                           .requestedHandleTypes =
+                                               CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR,
+                                           .location = {CU_MEM_LOCATION_TYPE_DEVICE, 0}};
 static const CUmemAccessDesc k_rw = {{CU_MEM_LOCATION_TYPE_DEVICE, 0},
                                      CU_MEM_ACCESS_FLAGS_PROT_READWRITE};
 

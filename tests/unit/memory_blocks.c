@@ -107,7 +107,7 @@ static void test_owner_counters(void) {
   CHECK_EQ_U64(st.blocks.peak, 2);
   CHECK_EQ_U64(st.blocks.total, 3);
   CHECK_EQ_INT(mem_owner_get_stats(p, &st), 0);
-  CHECK_EQ_U64(st.bytes.current, 0);          /* own blocks only */
+  CHECK_EQ_U64(st.bytes.current, 0);           /* own blocks only */
   CHECK_EQ_U64(st.tree_bytes, 3 * MiB + 1024); /* with its stages */
   ebb_owner *who = NULL;
   size_t sz = 0;

@@ -29,7 +29,7 @@ static void scenario(dev_device *d, int seg_kind) {
     exit(2);
   uint64_t x[12] = {0};
   /* small, large (shared 20 MiB segments) and own-segment (>= 10 MiB) sizes */
-  static const size_t sizes[12] = {1000, 3 << 20, 24 << 20, 5000, 512, 12 << 20,
+  static const size_t sizes[12] = {1000,    3 << 20,   24 << 20, 5000,    512, 12 << 20,
                                    1 << 20, 700 << 10, 11 << 20, 2 << 20, 100, 16 << 20};
   for (int i = 0; i < 12; i++)
     note(mem_alloc(i % 2 ? s1 : s2, sizes[i], "fi.c:1", &x[i]));
@@ -66,8 +66,8 @@ static void scenario(dev_device *d, int seg_kind) {
             "blocks %llu segments %llu pinned %llu ctx %d\n",
             (unsigned long long)st.reserved.current, (unsigned long long)st.allocated.current,
             (unsigned long long)st.cached.current, (unsigned long long)st.blocks.current,
-            (unsigned long long)st.segments.current,
-            (unsigned long long)st.pinned_reserved.current, dev_ctx_active(d));
+            (unsigned long long)st.segments.current, (unsigned long long)st.pinned_reserved.current,
+            dev_ctx_active(d));
     exit(2);
   }
   if (st.oom_retries)
@@ -115,8 +115,10 @@ static void test_every_allocation(void) {
               WIFSIGNALED(status) ? WTERMSIG(status) : 0);
     int code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
     CHECK_MSG(code == 0 || code == 3, "failing allocation %d: child exit status %d", n, code);
-    CHECK_MSG(mt_smi_used_mib(pid) == 0, "failing allocation %d: fakegpu-smi still lists %ld MiB "
-              "for the child", n, mt_smi_used_mib(pid));
+    CHECK_MSG(mt_smi_used_mib(pid) == 0,
+              "failing allocation %d: fakegpu-smi still lists %ld MiB "
+              "for the child",
+              n, mt_smi_used_mib(pid));
     if (code == 3)
       break;
     runs++;

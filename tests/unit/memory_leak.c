@@ -190,7 +190,7 @@ static void test_live_and_keep(void) {
   mem_owner_get_stats(o, &st);
   CHECK_EQ_U64(st.bytes.current, 3 * MiB); /* the kept block is still the owner's */
   CHECK_EQ_INT(mem_owner_reclaim(o, &r), 0);
-  CHECK(r == NULL); /* only a kept block left: nothing to report */
+  CHECK(r == NULL);                /* only a kept block left: nothing to report */
   CHECK_EQ_INT(mem_free(a, x), 0); /* its holder lets go: an ordinary free */
   uint64_t z = 0;
   CHECK_EQ_INT(mem_alloc(o, 3 * MiB, "held.py:3", &z), 0);

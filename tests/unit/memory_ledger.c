@@ -261,15 +261,16 @@ static void test_events_and_exports(void) {
    * release) is drawn as its own band, and the axis reaches what the
    * largest release handed back (that one includes the context) */
   CHECK_MSG(count(svg, "class=\"context-band\"") >= 1, "no context band in the timeline SVG");
-  CHECK_MSG(strstr(svg, ">context (300 MiB)<") != NULL, "legend does not name the context and its size");
+  CHECK_MSG(strstr(svg, ">context (300 MiB)<") != NULL,
+            "legend does not name the context and its size");
   uint64_t rel_max = 0;
   for (size_t i = 0; i < got; i++)
     if (ev[i].kind == EBB_EV_RELEASE && ev[i].bytes > rel_max)
       rel_max = ev[i].bytes;
   CHECK(rel_max >= 300 * MiB);
   double ytop = svg_ytop_bytes(svg);
-  CHECK_MSG(ytop >= (double)rel_max, "y axis tops out at %.0f bytes, below the %" PRIu64
-            " bytes released", ytop, rel_max);
+  CHECK_MSG(ytop >= (double)rel_max,
+            "y axis tops out at %.0f bytes, below the %" PRIu64 " bytes released", ytop, rel_max);
   CHECK_MSG(release_labels_inside(svg), "a release label is cut off at the picture's edge");
   free(svg);
   fprintf(stderr, "timeline written to %s\n", path);

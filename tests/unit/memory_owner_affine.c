@@ -27,7 +27,9 @@ static mem_alloc_stats stats(mem_allocator *a) {
   return st;
 }
 
-static unsigned char pattern(const side *s, int i) { return (unsigned char)(i * 7 + (s->size[0] & 0xff) + 1); }
+static unsigned char pattern(const side *s, int i) {
+  return (unsigned char)(i * 7 + (s->size[0] & 0xff) + 1);
+}
 
 /* Fills block i of s with its pattern (8 bytes at each end suffice to show
  * a block was moved or overwritten). */
@@ -46,9 +48,8 @@ static int damaged(dev_device *d, const side *s) {
       continue;
     unsigned char x[8], y[8], want[8];
     memset(want, pattern(s, i), sizeof want);
-    if (dev_copy_dtoh(d, x, s->addr[i], 8) ||
-        dev_copy_dtoh(d, y, s->addr[i] + s->size[i] - 8, 8) || memcmp(x, want, 8) ||
-        memcmp(y, want, 8))
+    if (dev_copy_dtoh(d, x, s->addr[i], 8) || dev_copy_dtoh(d, y, s->addr[i] + s->size[i] - 8, 8) ||
+        memcmp(x, want, 8) || memcmp(y, want, 8))
       bad++;
   }
   return bad;

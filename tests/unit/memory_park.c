@@ -43,7 +43,8 @@ static void run(const char *spec) {
   CHECK_EQ_INT(dev_copy_dtoh(d, back, big, 64 * MiB), 0);
   CHECK_MSG(memcmp(back, pat, 64 * MiB) == 0, "64 MiB block changed across park/wake on %s", spec);
   CHECK_EQ_INT(dev_copy_dtoh(d, back, mid, 3 * MiB), 0);
-  CHECK_MSG(memcmp(back, pat + 7, 3 * MiB) == 0, "3 MiB block changed across park/wake on %s", spec);
+  CHECK_MSG(memcmp(back, pat + 7, 3 * MiB) == 0, "3 MiB block changed across park/wake on %s",
+            spec);
   ebb_owner *who = NULL;
   CHECK_EQ_INT(mem_lookup(a, big, &who, NULL), 0); /* same address, same owner */
   CHECK(who == w);

@@ -10,7 +10,7 @@ static void run(const char *spec) {
   ebb_owner *o = NULL;
   REQUIRE(mem_owner_create(a, "decode", NULL, &o) == 0);
   void *p1 = NULL, *p2 = NULL, *p3 = NULL;
-  CHECK_EQ_INT(mem_pinned_alloc(o, 10000, &p1), 0);     /* 12 KiB */
+  CHECK_EQ_INT(mem_pinned_alloc(o, 10000, &p1), 0);       /* 12 KiB */
   CHECK_EQ_INT(mem_pinned_alloc(o, 3 * MiB + 1, &p2), 0); /* 4 MiB */
   REQUIRE(p1 && p2);
   memset(p1, 0x5a, 10000); /* host-addressable */

@@ -38,10 +38,10 @@ static void setup(scene *s, const char *spec) {
   REQUIRE(mem_owner_create(s->a, "model", NULL, &s->w) == 0);
   mem_owner_mark_weights(s->w, 1);
   CHECK_EQ_INT(mem_alloc(s->w, BIG * MiB, "w.c:1", &s->big), 0);
-  CHECK_EQ_INT(mem_alloc(s->w, 3 * MiB, "w.c:2", &s->mid), 0);  /* in a 20 MiB one */
+  CHECK_EQ_INT(mem_alloc(s->w, 3 * MiB, "w.c:2", &s->mid), 0); /* in a 20 MiB one */
   mem_owner_mark_weights(s->w, 0);
   CHECK_EQ_INT(mem_alloc(s->w, ACT * MiB, "w.c:3", &s->act), 0); /* not weights */
-  s->pat = malloc(ACT * MiB); /* ACT > BIG */
+  s->pat = malloc(ACT * MiB);                                    /* ACT > BIG */
   s->back = malloc(ACT * MiB);
   REQUIRE(s->pat && s->back);
   for (size_t i = 0; i < BIG * MiB; i++)

@@ -15,7 +15,7 @@
 #include "memory_util.h"
 #include "test.h"
 
-#define BIG (16 * MiB) /* a segment of its own: freed, it is one free block */
+#define BIG (16 * MiB)      /* a segment of its own: freed, it is one free block */
 #define KERNEL_US "1000000" /* each launch: 1 s of simulated work */
 #define NOT_READY 600
 
@@ -52,8 +52,8 @@ static void load_driver(void) {
   cu.module_load = (module_load_fn)dlsym(h, "cuModuleLoadData");
   cu.get_function = (get_function_fn)dlsym(h, "cuModuleGetFunction");
   cu.launch = (launch_fn)dlsym(h, "cuLaunchKernel");
-  REQUIRE(cu.create && cu.sync && cu.destroy && cu.query && cu.module_load &&
-          cu.get_function && cu.launch);
+  REQUIRE(cu.create && cu.sync && cu.destroy && cu.query && cu.module_load && cu.get_function &&
+          cu.launch);
 }
 
 typedef struct fixture {
@@ -70,7 +70,8 @@ static void setup(fixture *f) {
   REQUIRE(dev_activate(f->d) == 0); /* the context current on this thread */
   REQUIRE(cu.create(&f->s, 1) == 0 && cu.create(&f->t, 1) == 0); /* non-blocking */
   void *m = NULL;
-  REQUIRE(cu.module_load(&m, "\x7f" "ELF a host twin") == 0);
+  REQUIRE(cu.module_load(&m, "\x7f"
+                             "ELF a host twin") == 0);
   REQUIRE(cu.get_function(&cu.work, m, "ebb_streams_work") == 0);
 }
 
@@ -100,8 +101,10 @@ static void busy(void *stream) {
 static int still_busy(void *stream, const char *what) {
   if (cu.query(stream) == NOT_READY)
     return 1;
-  fprintf(stderr, "note: %s: the stream's work ended before the check (a slow machine); "
-                  "not checked\n", what);
+  fprintf(stderr,
+          "note: %s: the stream's work ended before the check (a slow machine); "
+          "not checked\n",
+          what);
   return 0;
 }
 
@@ -112,8 +115,10 @@ static void test_same_stream_at_once(void) {
   busy(f.s);
   CHECK_EQ_INT(mem_free_on(f.a, x, u(f.s)), 0);
   uint64_t y = alloc_on(&f, f.s); /* S's later work runs after its earlier work */
-  CHECK_MSG(y == x, "a block freed on S with work pending went elsewhere on S: 0x%" PRIx64
-                    " then 0x%" PRIx64, x, y);
+  CHECK_MSG(y == x,
+            "a block freed on S with work pending went elsewhere on S: 0x%" PRIx64
+            " then 0x%" PRIx64,
+            x, y);
   CHECK_EQ_INT(mem_free_on(f.a, y, u(f.s)), 0);
   cu.sync(f.s);
   teardown(&f);
@@ -130,15 +135,19 @@ static void test_other_stream_waits_for_the_event(void) {
   uint64_t z = 0; /* nor to a request with no stream */
   CHECK_EQ_INT(mem_alloc(f.o, BIG, "streams.c", &z), 0);
   if (still_busy(f.s, "other stream")) {
-    CHECK_MSG(y != x, "the block at 0x%" PRIx64 " freed on stream S with its work still pending "
-                      "was handed to stream T at once", x);
+    CHECK_MSG(y != x,
+              "the block at 0x%" PRIx64 " freed on stream S with its work still pending "
+              "was handed to stream T at once",
+              x);
     CHECK_MSG(mem_allocator_stream_waits(f.a) > waits, "no request passed over a pending block");
     CHECK_MSG(z != x, "a request with no stream got the block S still uses");
   }
   CHECK_EQ_INT(cu.sync(f.s), 0); /* S's work is done: the event has completed */
   uint64_t w = alloc_on(&f, f.t);
-  CHECK_MSG(w == x, "after S's work completed, T did not get the block at 0x%" PRIx64
-                    " (got 0x%" PRIx64 ")", x, w);
+  CHECK_MSG(w == x,
+            "after S's work completed, T did not get the block at 0x%" PRIx64 " (got 0x%" PRIx64
+            ")",
+            x, w);
   mem_free_on(f.a, w, u(f.t));
   mem_free_on(f.a, y, u(f.t));
   mem_free(f.a, z);
@@ -175,21 +184,27 @@ static void test_default_stream(void) {
   busy(NULL);
   CHECK_EQ_INT(mem_free_on(f.a, x, 0), 0);
   uint64_t y = alloc_on(&f, NULL);
-  CHECK_MSG(y == x, "a block freed on the default stream went elsewhere on it: 0x%" PRIx64
-                    " then 0x%" PRIx64, x, y);
+  CHECK_MSG(y == x,
+            "a block freed on the default stream went elsewhere on it: 0x%" PRIx64
+            " then 0x%" PRIx64,
+            x, y);
   busy(NULL); /* y's work, then freed again */
   CHECK_EQ_INT(mem_free_on(f.a, y, 0), 0);
   uint64_t t = alloc_on(&f, f.t), z = 0;
   CHECK_EQ_INT(mem_alloc(f.o, BIG, "streams.c", &z), 0);
   if (still_busy(NULL, "default stream")) {
-    CHECK_MSG(t != x, "the block at 0x%" PRIx64 " freed on the default stream with its work "
-                      "pending was handed to stream T at once", x);
+    CHECK_MSG(t != x,
+              "the block at 0x%" PRIx64 " freed on the default stream with its work "
+              "pending was handed to stream T at once",
+              x);
     CHECK_MSG(z != x, "a request with no stream got the block the default stream still uses");
   }
   CHECK_EQ_INT(cu.sync(NULL), 0);
   uint64_t w = alloc_on(&f, f.t);
-  CHECK_MSG(w == x, "after the default stream's work completed, T did not get the block at "
-                    "0x%" PRIx64 " (got 0x%" PRIx64 ")", x, w);
+  CHECK_MSG(w == x,
+            "after the default stream's work completed, T did not get the block at "
+            "0x%" PRIx64 " (got 0x%" PRIx64 ")",
+            x, w);
   mem_free_on(f.a, w, u(f.t));
   mem_free_on(f.a, t, u(f.t));
   mem_free(f.a, z);

@@ -27,8 +27,8 @@ static void set_time(mem_ledger *l, uint64_t t_ns) {
 
 static void ev(mem_ledger *l, uint64_t t_ns, mem_ledger_kind k, uint32_t owner, uint64_t bytes,
                uint64_t owner_bytes, uint64_t reserved, uint64_t allocated) {
-  mem__ledger_add(l, k, owner, 0x7f0000000000ull + owner * 0x1000000ull, bytes, owner_bytes, reserved,
-             allocated);
+  mem__ledger_add(l, k, owner, 0x7f0000000000ull + owner * 0x1000000ull, bytes, owner_bytes,
+                  reserved, allocated);
   set_time(l, t_ns);
 }
 
@@ -296,9 +296,7 @@ static void check_scene(const char *name, mem_ledger *l, const char *title, int 
 
 static void test_empty(void) { check_scene("empty", scene_empty(), NULL, 1); }
 static void test_stages(void) { check_scene("stages", scene_stages(), NULL, 1); }
-static void test_crowded(void) {
-  check_scene("crowded", scene_crowded(), "crowded <&> window", 1);
-}
+static void test_crowded(void) { check_scene("crowded", scene_crowded(), "crowded <&> window", 1); }
 static void test_unknown_context(void) {
   check_scene("unknown_context", scene_unknown_context(), "a context of unknown size", 1);
 }

@@ -19,11 +19,11 @@ static void test_trim_exact(void) {
   ebb_owner *o = NULL;
   REQUIRE(mem_owner_create(a, "trimmer", NULL, &o) == 0);
   uint64_t keep = 0, x[6];
-  CHECK_EQ_INT(mem_alloc(o, 1000, "t.c:1", &keep), 0); /* pins one small segment */
-  CHECK_EQ_INT(mem_alloc(o, 3 * MiB, "t.c:2", &x[0]), 0);     /* 20 MiB large seg */
-  CHECK_EQ_INT(mem_alloc(o, 64 * MiB, "t.c:3", &x[1]), 0);    /* own 64 MiB seg */
+  CHECK_EQ_INT(mem_alloc(o, 1000, "t.c:1", &keep), 0);          /* pins one small segment */
+  CHECK_EQ_INT(mem_alloc(o, 3 * MiB, "t.c:2", &x[0]), 0);       /* 20 MiB large seg */
+  CHECK_EQ_INT(mem_alloc(o, 64 * MiB, "t.c:3", &x[1]), 0);      /* own 64 MiB seg */
   CHECK_EQ_INT(mem_alloc(o, 100 * MiB + 1, "t.c:4", &x[2]), 0); /* own 102 MiB seg */
-  CHECK_EQ_INT(mem_alloc(o, 5000, "t.c:5", &x[3]), 0);        /* same small seg */
+  CHECK_EQ_INT(mem_alloc(o, 5000, "t.c:5", &x[3]), 0);          /* same small seg */
   uint64_t reserved = mt_reserved(a);
   CHECK_EQ_U64(reserved, (2 + 20 + 64 + 102) * MiB);
   CHECK_EQ_INT(mt_smi_used_mib(me), ctx_mib() + 188);
@@ -117,7 +117,7 @@ static void test_unattributed(void) {
   dev_seg_free(d, &raw);
   CHECK_EQ_INT(mem_allocator_unattributed(a, &u), 0);
   CHECK_EQ_INT(u.unattributed, 0);
-  mem_owner_destroy(o, NULL); /* x leaks: reported and freed */
+  mem_owner_destroy(o, NULL);             /* x leaks: reported and freed */
   CHECK_EQ_U64(mt_reserved(a), 30 * MiB); /* cached until trim */
   mem_allocator_destroy(a);
   CHECK_EQ_INT(mt_smi_used_mib(getpid()), ctx_mib());

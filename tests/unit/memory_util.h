@@ -37,13 +37,13 @@ static inline dev_device *mt_open(const char *spec) {
 
 /* main() of a test that runs all of fn(spec) on the CPU device and then on
  * the fake GPU, as the two tests test_cpu and test_fake (tests/test.h). */
-#define MT_MAIN_CPU_AND_FAKE(fn)                                               \
-  static void test_cpu(void) { fn("cpu"); }                                    \
-  static void test_fake(void) { fn("cuda:0"); }                                \
-  int main(void) {                                                             \
-    RUN(test_cpu);                                                             \
-    RUN(test_fake);                                                            \
-    return TEST_END();                                                         \
+#define MT_MAIN_CPU_AND_FAKE(fn)                \
+  static void test_cpu(void) { fn("cpu"); }     \
+  static void test_fake(void) { fn("cuda:0"); } \
+  int main(void) {                              \
+    RUN(test_cpu);                              \
+    RUN(test_fake);                             \
+    return TEST_END();                          \
   }
 
 static inline uint64_t mt_reserved(mem_allocator *a) {

@@ -15,8 +15,10 @@
 
 static char tmp[1024], cdir[1100], odir[1100];
 
-static ebb_stage stage = {.abi_version = EBB_STAGE_ABI_VERSION, .size = sizeof(ebb_stage),
-                          .name = "s", .version = 1};
+static ebb_stage stage = {.abi_version = EBB_STAGE_ABI_VERSION,
+                          .size = sizeof(ebb_stage),
+                          .name = "s",
+                          .version = 1};
 
 static void write_file(const char *path, const char *text) {
   FILE *f = fopen(path, "w");

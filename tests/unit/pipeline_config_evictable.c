@@ -16,15 +16,17 @@ static int load(const char *keys, pl_config **c) {
 }
 
 static void values(void) {
-  static const struct { const char *keys; int evictable; } cases[] = {
-      {"", 1}, {"\"evictable\": true", 1}, {"\"evictable\": false", 0}};
+  static const struct {
+    const char *keys;
+    int evictable;
+  } cases[] = {{"", 1}, {"\"evictable\": true", 1}, {"\"evictable\": false", 0}};
   for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
     pl_config *c = NULL;
     REQUIRE(load(cases[i].keys, &c) == 0);
     const pl_def *p = pl_config_pipeline(c, "p");
     REQUIRE(p);
-    CHECK_MSG(p->evictable == cases[i].evictable, "'%s': evictable %d, expected %d",
-              cases[i].keys, p->evictable, cases[i].evictable);
+    CHECK_MSG(p->evictable == cases[i].evictable, "'%s': evictable %d, expected %d", cases[i].keys,
+              p->evictable, cases[i].evictable);
     pl_config_free(c);
   }
   pl_config *c = NULL; /* the built-ins may be taken */
@@ -35,8 +37,7 @@ static void values(void) {
 }
 
 static void bad(void) {
-  static const char *cases[] = {"\"evictable\": \"no\"", "\"evictable\": 0",
-                                "\"evictable\": null"};
+  static const char *cases[] = {"\"evictable\": \"no\"", "\"evictable\": 0", "\"evictable\": null"};
   for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
     pl_config *c = NULL;
     int rc = load(cases[i], &c);

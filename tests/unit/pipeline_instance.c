@@ -45,10 +45,16 @@ static int probe_drop(ebb_stage_ctx *ctx, void *state) {
   (void)state;
   return ebb_set_error(ctx, EBB_ESTAGE, "probe: nothing to drop, failing as asked");
 }
-static const ebb_stage probe_stage = {
-    .abi_version = EBB_STAGE_ABI_VERSION, .size = sizeof(ebb_stage), .name = "probe",
-    .version = 1, .options_schema = "{}", .needs_gpu = 1, .load = probe_load,
-    .run = probe_run, .unload = probe_unload, .release = probe_drop};
+static const ebb_stage probe_stage = {.abi_version = EBB_STAGE_ABI_VERSION,
+                                      .size = sizeof(ebb_stage),
+                                      .name = "probe",
+                                      .version = 1,
+                                      .options_schema = "{}",
+                                      .needs_gpu = 1,
+                                      .load = probe_load,
+                                      .run = probe_run,
+                                      .unload = probe_unload,
+                                      .release = probe_drop};
 
 /* --- helpers ------------------------------------------------------------------ */
 /* A synthetic instance with these options (validated and merged as the runner does). */
@@ -59,9 +65,14 @@ static pl_instance *synthetic(const char *name, const char *options) {
   REQUIRE(o);
   REQUIRE(pl_stage_validate_options(st, o, "test", &merged) == 0);
   char *opts = json_dumps(merged, JSON_COMPACT | JSON_SORT_KEYS);
-  pl_instance_spec spec = {.size = sizeof spec, .dev = dev, .alloc = alloc, .stage = st,
-                            .pipeline = "p", .name = name, .options = opts,
-                            .output_dir = "."};
+  pl_instance_spec spec = {.size = sizeof spec,
+                           .dev = dev,
+                           .alloc = alloc,
+                           .stage = st,
+                           .pipeline = "p",
+                           .name = name,
+                           .options = opts,
+                           .output_dir = "."};
   pl_instance *in = NULL;
   REQUIRE(pl_instance_create(&spec, &in) == 0);
   free(opts);
@@ -82,14 +93,14 @@ static int run_once(pl_instance *in) {
 
 /* A refused change: EBB_ESTATE, the state unchanged, and a message that
  * names the instance and contains want. */
-#define CHECK_REFUSED(call, in, want)                                          \
-  do {                                                                         \
-    pl_instance_state before_ = pl_instance_state_of(in);                    \
-    int rc_ = (call);                                                          \
-    CHECK_EQ_INT(rc_, EBB_ESTATE);                                             \
-    CHECK_EQ_INT(pl_instance_state_of(in), before_);                          \
-    CHECK_MSG(has(ebb_errmsg(), "stage '") && has(ebb_errmsg(), want),         \
-              "%s: message '%s' lacks '%s'", #call, ebb_errmsg(), want);       \
+#define CHECK_REFUSED(call, in, want)                                    \
+  do {                                                                   \
+    pl_instance_state before_ = pl_instance_state_of(in);                \
+    int rc_ = (call);                                                    \
+    CHECK_EQ_INT(rc_, EBB_ESTATE);                                       \
+    CHECK_EQ_INT(pl_instance_state_of(in), before_);                     \
+    CHECK_MSG(has(ebb_errmsg(), "stage '") && has(ebb_errmsg(), want),   \
+              "%s: message '%s' lacks '%s'", #call, ebb_errmsg(), want); \
   } while (0)
 
 /* --- tests -------------------------------------------------------------------- */
@@ -167,8 +178,12 @@ static void test_illegal_refused(void) {
 
 /* Release while running (from inside the stage's own run): refused. */
 static void test_release_while_running(void) {
-  pl_instance_spec spec = {.size = sizeof spec, .dev = dev, .alloc = alloc,
-                            .stage = &probe_stage, .pipeline = "p", .name = "pr"};
+  pl_instance_spec spec = {.size = sizeof spec,
+                           .dev = dev,
+                           .alloc = alloc,
+                           .stage = &probe_stage,
+                           .pipeline = "p",
+                           .name = "pr"};
   REQUIRE(pl_instance_create(&spec, &probe_self) == 0);
   CHECK_EQ_INT(pl_instance_load(probe_self), 0);
   CHECK_EQ_INT(run_once(probe_self), 0);
@@ -199,7 +214,7 @@ static void test_release_while_running(void) {
 /* Release from each state that allows it: the memory all goes back. */
 static void test_release_from_every_state(void) {
   const pl_instance_state states[] = {EBB_INSTANCE_NEW, EBB_INSTANCE_LOADED, EBB_INSTANCE_IDLE,
-                                       EBB_INSTANCE_PARKED};
+                                      EBB_INSTANCE_PARKED};
   for (size_t i = 0; i < sizeof states / sizeof *states; i++) {
     pl_instance *in = synthetic("c", "{\"weights_mib\": 16, \"cache_mib\": 4}");
     if (states[i] != EBB_INSTANCE_NEW) {
@@ -238,7 +253,7 @@ static void test_release_from_every_state(void) {
 /* Every report field, against the fake driver's own figures. */
 static void test_report_fields(void) {
   pl_instance *in = synthetic("r", "{\"weights_mib\": 64, \"activations_mib\": 16, "
-                                    "\"cache_mib\": 16, \"leak_mib\": 8, \"outside_mib\": 4}");
+                                   "\"cache_mib\": 16, \"leak_mib\": 8, \"outside_mib\": 4}");
   REQUIRE(pl_instance_load(in) == 0);
   REQUIRE(run_once(in) == 0);
   REQUIRE(dev_ctx_active(dev));
@@ -248,8 +263,8 @@ static void test_report_fields(void) {
   char *log = captured();
   CHECK_EQ_INT(rep.size, sizeof rep);
   /* weights + activations (cached) + cache + leak + outside + the context */
-  CHECK_MSG(rep.released_bytes >= (64 + 16 + 16 + 8 + 4 + 300) * MIB_,
-            "released %llu MiB", (unsigned long long)(rep.released_bytes >> 20));
+  CHECK_MSG(rep.released_bytes >= (64 + 16 + 16 + 8 + 4 + 300) * MIB_, "released %llu MiB",
+            (unsigned long long)(rep.released_bytes >> 20));
   CHECK_EQ_U64(rep.context_bytes, 300 * MIB_);
   CHECK_EQ_U64(rep.unattributed_bytes, 0); /* synthetic gives its outside_mib back */
   CHECK_EQ_U64(rep.leaked_bytes, 8 * MIB_);
@@ -292,7 +307,9 @@ static void test_report_fields(void) {
   /* an older caller's smaller report gets only what fits */
   in = synthetic("s", "{\"weights_mib\": 2}");
   REQUIRE(pl_instance_load(in) == 0);
-  struct { pl_instance_report head; } big;
+  struct {
+    pl_instance_report head;
+  } big;
   memset(&big, 0xAB, sizeof big);
   big.head.size = (uint32_t)offsetof(pl_instance_report, context_bytes);
   CHECK_EQ_INT(pl_instance_release(in, &(pl_instance_plan){.quiet = 1}, &big.head), 0);
@@ -307,7 +324,7 @@ static void test_report_fields(void) {
  * the leak line still appears, the released line does not (ebb-worker). */
 static void test_drop_and_no_line(void) {
   pl_instance *in = synthetic("d", "{\"weights_mib\": 16, \"cache_mib\": 32, "
-                                    "\"leak_mib\": 4}");
+                                   "\"leak_mib\": 4}");
   CHECK_REFUSED(pl_instance_drop(in, NULL), in, "not loaded");
   REQUIRE(pl_instance_load(in) == 0);
   REQUIRE(run_once(in) == 0);

@@ -17,8 +17,10 @@
 #define MIB (1ull << 20)
 
 static pl_place_dev dev(int ordinal, int idle, uint64_t free_mib) {
-  return (pl_place_dev){.ordinal = ordinal, .idle = idle, .free_known = 1,
-                         .free_bytes = free_mib * MIB};
+  return (pl_place_dev){.ordinal = ordinal,
+                        .idle = idle,
+                        .free_known = 1,
+                        .free_bytes = free_mib * MIB};
 }
 
 static void loaded_and_idle_first(void) {
@@ -151,7 +153,7 @@ static void need(void) {
   CHECK_EQ_U64(pl_place_need(&def, 0, 0), 0);
   def.expected_bytes = 4915 * MIB;
   CHECK_EQ_U64(pl_place_need(&def, 0, 0), 4915 * MIB);
-  CHECK_EQ_U64(pl_place_need(&def, 0, 4700 * MIB), 4700 * MIB); /* the estimate next */
+  CHECK_EQ_U64(pl_place_need(&def, 0, 4700 * MIB), 4700 * MIB);          /* the estimate next */
   CHECK_EQ_U64(pl_place_need(&def, 4800 * MIB, 4700 * MIB), 4800 * MIB); /* measured wins */
   CHECK_EQ_U64(pl_place_estimate_hook(NULL, &def), 0);
 }
@@ -167,24 +169,25 @@ static void estimate_hook(void) {
   REQUIRE(mem_allocator_create(dev0, NULL, &alloc) == 0);
   REQUIRE(pl_registry_create(&reg) == 0);
   pl_config *c = NULL;
-  REQUIRE(pl_config_load_string(
-              "{\"pipelines\": {\"p\": {\"expected_mib\": 100, \"stages\": ["
-              "{\"stage\": \"synthetic\", \"name\": \"a\", \"options\": {\"weights_mib\": 8, "
-              "\"activations_mib\": 4}}, {\"stage\": \"synthetic\", \"name\": \"b\", "
-              "\"options\": {\"weights_mib\": 2, \"activations_mib\": 1}}]}}}",
-              "test.json", &c) == 0);
+  REQUIRE(
+      pl_config_load_string("{\"pipelines\": {\"p\": {\"expected_mib\": 100, \"stages\": ["
+                            "{\"stage\": \"synthetic\", \"name\": \"a\", \"options\": "
+                            "{\"weights_mib\": 8, "
+                            "\"activations_mib\": 4}}, {\"stage\": \"synthetic\", \"name\": \"b\", "
+                            "\"options\": {\"weights_mib\": 2, \"activations_mib\": 1}}]}}}",
+                            "test.json", &c) == 0);
   char work[] = "/tmp/ebb-place-XXXXXX";
   REQUIRE(mkdtemp(work));
-  pl_manager_opts o = {.size = sizeof o, .dev = dev0, .alloc = alloc, .reg = reg, .cfg = c,
-                        .work_dir = work};
+  pl_manager_opts o =
+      {.size = sizeof o, .dev = dev0, .alloc = alloc, .reg = reg, .cfg = c, .work_dir = work};
   pl_manager *m = NULL;
   REQUIRE(pl_manager_create(&o, &m) == 0);
   const pl_def *p = pl_manager_pipeline(m, "p");
   REQUIRE(p);
   uint64_t est = pl_place_estimate_hook(m, p);
   CHECK_MSG(est == 15 * MIB + pl_manager_context_estimate(m),
-            "estimate %llu bytes, expected 15 MiB + the context (%llu)",
-            (unsigned long long)est, (unsigned long long)pl_manager_context_estimate(m));
+            "estimate %llu bytes, expected 15 MiB + the context (%llu)", (unsigned long long)est,
+            (unsigned long long)pl_manager_context_estimate(m));
   /* before any load: the estimate, not expected_mib (100) */
   CHECK_EQ_U64(pl_place_need(p, 0, est), est);
   uint64_t meas = 1;

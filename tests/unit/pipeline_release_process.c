@@ -38,12 +38,13 @@ static void test_process_owner(void) {
   REQUIRE(pl_config_load_string(
               "{\"pipelines\": {\"p\": {\"stages\": ["
               "{\"stage\": \"synthetic\", \"name\": \"a\", \"cache\": false, \"options\": "
-              "{\"weights_mib\": 30, \"activations_mib\": 0, \"cache_mib\": 12, \"touch\": \"sample\"}},"
+              "{\"weights_mib\": 30, \"activations_mib\": 0, \"cache_mib\": 12, \"touch\": "
+              "\"sample\"}},"
               "{\"stage\": \"synthetic\", \"name\": \"b\", \"cache\": false, \"options\": "
               "{\"weights_mib\": 40, \"activations_mib\": 0, \"touch\": \"sample\"}}]}}}",
               "test.json", &c) == 0);
-  pl_runner_opts o = {.size = sizeof o, .dev = dev, .alloc = alloc, .reg = reg, .hook = "",
-                       .oneshot = 1};
+  pl_runner_opts o =
+      {.size = sizeof o, .dev = dev, .alloc = alloc, .reg = reg, .hook = "", .oneshot = 1};
   pl_runner *r = NULL;
   REQUIRE(pl_runner_create(&o, &r) == 0);
   char tmp[] = "/tmp/ebb-proc-XXXXXX";
@@ -54,8 +55,11 @@ static void test_process_owner(void) {
   pt_write(in, "x\n");
   pl_policy pol;
   REQUIRE(pl_policy_parse("after-job", &pol) == 0);
-  pl_job job = {.size = sizeof job, .pipeline = pl_config_pipeline(c, "p"), .input = in,
-                 .output_dir = out, .policy = &pol};
+  pl_job job = {.size = sizeof job,
+                .pipeline = pl_config_pipeline(c, "p"),
+                .input = in,
+                .output_dir = out,
+                .policy = &pol};
   capture();
   pl_job_result res;
   int rc = pl_runner_run(r, &job, &res);

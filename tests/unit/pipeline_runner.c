@@ -29,9 +29,14 @@ static pl_config *cfg_of(const char *json) {
 }
 
 static pl_runner *runner(int oneshot, const char *cache) {
-  pl_runner_opts o = {.size = sizeof o, .dev = dev, .alloc = alloc, .reg = reg,
-                       .cache_dir = cache, .hook = "", .oneshot = oneshot,
-                       .cache_default = cache != NULL};
+  pl_runner_opts o = {.size = sizeof o,
+                      .dev = dev,
+                      .alloc = alloc,
+                      .reg = reg,
+                      .cache_dir = cache,
+                      .hook = "",
+                      .oneshot = oneshot,
+                      .cache_default = cache != NULL};
   pl_runner *r = NULL;
   REQUIRE(pl_runner_create(&o, &r) == 0);
   return r;
@@ -44,8 +49,12 @@ static int run_job(pl_runner *r, pl_config *c, const char *pipe, const char *pol
     REQUIRE(pl_policy_parse(policy, &pol) == 0);
   const pl_def *p = pl_config_pipeline(c, pipe);
   REQUIRE(p);
-  pl_job job = {.size = sizeof job, .pipeline = p, .input = input, .output_dir = outdir,
-                 .policy = policy ? &pol : NULL, .cancel = cancel};
+  pl_job job = {.size = sizeof job,
+                .pipeline = p,
+                .input = input,
+                .output_dir = outdir,
+                .policy = policy ? &pol : NULL,
+                .cancel = cancel};
   return pl_runner_run(r, &job, res);
 }
 
@@ -72,7 +81,8 @@ static void test_after_stage(void) {
   CHECK(res.released_bytes >= (uint64_t)(96 + 32 + 64 + 32 + 300) << 20);
   CHECK(has(log, "[a] done in "));
   CHECK(has(log, "[a] released ") && has(log, "[b] released "));
-  CHECK(has(log, "[pipeline two] idle: device context released, 300 MiB of GPU memory back to the driver"));
+  CHECK(has(log, "[pipeline two] idle: device context released, 300 MiB of GPU memory back to the "
+                 "driver"));
   CHECK(!has(log, "[pipeline two] released")); /* not a stage line */
   char rj[1200];
   snprintf(rj, sizeof rj, "%s/result.json", outdir);
@@ -145,12 +155,14 @@ static void test_stage_figures(void) {
       const pl_stage_figures *f = &res.stages[i];
       CHECK_EQ_STR(f->name, i ? "b" : "a");
       uint64_t bus = k ? 0 : released_by(&t, f->name);
-      CHECK_MSG(f->released_bytes == bus, "%s: stage %s released %llu bytes in the result, %llu "
-                "in its release facts while it ran", policies[k], f->name,
-                (unsigned long long)f->released_bytes, (unsigned long long)bus);
+      CHECK_MSG(f->released_bytes == bus,
+                "%s: stage %s released %llu bytes in the result, %llu "
+                "in its release facts while it ran",
+                policies[k], f->name, (unsigned long long)f->released_bytes,
+                (unsigned long long)bus);
       CHECK_MSG(f->measured && (long)(f->peak_bytes >> 20) == done_peak_mib(log, f->name),
-                "%s: stage %s peak %llu MiB (measured %d); its done line says %ld MiB",
-                policies[k], f->name, (unsigned long long)(f->peak_bytes >> 20), f->measured,
+                "%s: stage %s peak %llu MiB (measured %d); its done line says %ld MiB", policies[k],
+                f->name, (unsigned long long)(f->peak_bytes >> 20), f->measured,
                 done_peak_mib(log, f->name));
     }
     /* after-stage: a's weights, activations and cache went back after it */
@@ -216,13 +228,18 @@ static void test_after_job(void) {
   pl_runner *r = runner(1, NULL);
   probe pr = {.r = r};
   pl_policy pol = {EBB_POLICY_AFTER_JOB, 0};
-  pl_job job = {.size = sizeof job, .pipeline = pl_config_pipeline(c, "two"), .input = input,
-                 .output_dir = outdir, .policy = &pol, .progress = probe_cb, .progress_arg = &pr};
+  pl_job job = {.size = sizeof job,
+                .pipeline = pl_config_pipeline(c, "two"),
+                .input = input,
+                .output_dir = outdir,
+                .policy = &pol,
+                .progress = probe_cb,
+                .progress_arg = &pr};
   pl_job_result res;
   capture();
   CHECK_EQ_INT(pl_runner_run(r, &job, &res), 0);
   char *log = captured();
-  CHECK_EQ_INT(pr.loaded_at_b, 1);            /* a stayed loaded while b ran */
+  CHECK_EQ_INT(pr.loaded_at_b, 1);               /* a stayed loaded while b ran */
   CHECK(pr.reserved_at_b >= (uint64_t)64 << 20); /* its weights at least */
   CHECK_EQ_INT(pl_runner_loaded(r), 0);
   CHECK_EQ_U64(reserved(), 0);
@@ -284,12 +301,12 @@ static void test_idle_reuse_and_expiry(void) {
 static void test_idle_evicted_on_oom(void) {
   /* the device has 2048 MiB: 300 context + 1200 + 1200 does not fit */
   pl_config *c = cfg_of("{\"pipelines\": {"
-                         "\"p1\": {\"release\": \"idle:1000\", \"stages\": [{\"stage\": "
-                         "\"synthetic\", \"name\": \"x\", \"cache\": false, \"options\": "
-                         "{\"weights_mib\": 1200, \"activations_mib\": 0, \"touch\": \"sample\"}}]},"
-                         "\"p2\": {\"stages\": [{\"stage\": \"synthetic\", \"name\": \"y\", "
-                         "\"cache\": false, \"options\": {\"weights_mib\": 1200, "
-                         "\"activations_mib\": 0, \"touch\": \"sample\"}}]}}}");
+                        "\"p1\": {\"release\": \"idle:1000\", \"stages\": [{\"stage\": "
+                        "\"synthetic\", \"name\": \"x\", \"cache\": false, \"options\": "
+                        "{\"weights_mib\": 1200, \"activations_mib\": 0, \"touch\": \"sample\"}}]},"
+                        "\"p2\": {\"stages\": [{\"stage\": \"synthetic\", \"name\": \"y\", "
+                        "\"cache\": false, \"options\": {\"weights_mib\": 1200, "
+                        "\"activations_mib\": 0, \"touch\": \"sample\"}}]}}}");
   pl_runner *r = runner(0, NULL);
   pl_job_result res;
   CHECK_EQ_INT(run_job(r, c, "p1", NULL, NULL, &res), 0);
@@ -316,7 +333,8 @@ static void test_kept_unbound(void) {
   char json[2048], logp[1200];
   snprintf(json, sizeof json,
            "{\"plugin_dirs\": [\"%s/good\"], \"pipelines\": {\"e\": {\"stages\": "
-           "[{\"stage\": \"echo\", \"cache\": false}]}}}", pdir);
+           "[{\"stage\": \"echo\", \"cache\": false}]}}}",
+           pdir);
   snprintf(logp, sizeof logp, "%s/unload.log", tmp);
   unlink(logp);
   setenv("EBB_TEST_ECHO_UNLOAD_LOG", logp, 1);
@@ -329,8 +347,12 @@ static void test_kept_unbound(void) {
   pl_policy pol = {EBB_POLICY_NEVER, 0};
   char *dir = strdup(outdir);
   atomic_int *cancel = calloc(1, sizeof *cancel);
-  pl_job job = {.size = sizeof job, .pipeline = pl_config_pipeline(c, "e"), .input = input,
-                 .output_dir = dir, .policy = &pol, .cancel = cancel};
+  pl_job job = {.size = sizeof job,
+                .pipeline = pl_config_pipeline(c, "e"),
+                .input = input,
+                .output_dir = dir,
+                .policy = &pol,
+                .cancel = cancel};
   pl_job_result res;
   CHECK_EQ_INT(pl_runner_run(r, &job, &res), 0);
   CHECK_EQ_INT(pl_runner_loaded(r), 1);
@@ -345,7 +367,8 @@ static void test_kept_unbound(void) {
   line[strcspn(line, "\n")] = 0;
   CHECK_MSG(!strcmp(line, "."),
             "after its job ended a kept stage's unload saw output directory '%s', expected "
-            "'.' (unbound)", line);
+            "'.' (unbound)",
+            line);
   unsetenv("EBB_TEST_ECHO_UNLOAD_LOG");
   pl_runner_destroy(r);
   pl_config_free(c);
@@ -409,8 +432,8 @@ static void fail_case(const char *where, int position) {
     int unload = !strcmp(where, "unload");
     CHECK_EQ_INT(res.stages_run, unload ? (k == 0 ? position + 1 : 3) : position);
     CHECK_EQ_INT(pl_runner_loaded(r), 0);
-    CHECK_MSG(reserved() == 0, "fail=%s at %s: %llu bytes still reserved", where,
-              names[position], (unsigned long long)reserved());
+    CHECK_MSG(reserved() == 0, "fail=%s at %s: %llu bytes still reserved", where, names[position],
+              (unsigned long long)reserved());
     CHECK(!dev_ctx_active(dev));
     if (!strcmp(where, "unload"))
       CHECK_MSG(has(log, "leaked 32") || has(log, "leaked 48") || has(log, "leaked 16"),
@@ -436,18 +459,22 @@ static void cancel_cb(void *arg, int index, int count, const char *stage, int do
 
 static void test_cancel_and_timeout(void) {
   pl_config *c = cfg_of("{\"pipelines\": {\"slow\": {\"stages\": ["
-                         "{\"stage\": \"synthetic\", \"name\": \"a\", \"cache\": false, "
-                         "\"options\": {\"weights_mib\": 8}},"
-                         "{\"stage\": \"synthetic\", \"name\": \"b\", \"cache\": false, "
-                         "\"options\": {\"weights_mib\": 8, \"run_ms\": 20000}}]},"
-                         "\"late\": {\"stages\": [{\"stage\": \"synthetic\", \"name\": \"t\", "
-                         "\"cache\": false, \"timeout_s\": 0.3, \"options\": "
-                         "{\"weights_mib\": 8, \"run_ms\": 20000}}]}}}");
+                        "{\"stage\": \"synthetic\", \"name\": \"a\", \"cache\": false, "
+                        "\"options\": {\"weights_mib\": 8}},"
+                        "{\"stage\": \"synthetic\", \"name\": \"b\", \"cache\": false, "
+                        "\"options\": {\"weights_mib\": 8, \"run_ms\": 20000}}]},"
+                        "\"late\": {\"stages\": [{\"stage\": \"synthetic\", \"name\": \"t\", "
+                        "\"cache\": false, \"timeout_s\": 0.3, \"options\": "
+                        "{\"weights_mib\": 8, \"run_ms\": 20000}}]}}}");
   pl_runner *r = runner(1, NULL);
   pl_job_result res;
   atomic_store(&cancel_flag, 0);
-  pl_job job = {.size = sizeof job, .pipeline = pl_config_pipeline(c, "slow"), .input = input,
-                 .output_dir = outdir, .cancel = &cancel_flag, .progress = cancel_cb};
+  pl_job job = {.size = sizeof job,
+                .pipeline = pl_config_pipeline(c, "slow"),
+                .input = input,
+                .output_dir = outdir,
+                .cancel = &cancel_flag,
+                .progress = cancel_cb};
   double t0 = base_now();
   CHECK_EQ_INT(pl_runner_run(r, &job, &res), EBB_ECANCELED);
   CHECK(base_now() - t0 < 5);
@@ -478,10 +505,10 @@ static void test_cancel_and_timeout(void) {
 
 static void test_leak_and_outside(void) {
   pl_config *c = cfg_of("{\"pipelines\": {\"l\": {\"stages\": ["
-                         "{\"stage\": \"synthetic\", \"name\": \"leaky\", \"cache\": false, "
-                         "\"options\": {\"weights_mib\": 8, \"leak_mib\": 24}},"
-                         "{\"stage\": \"synthetic\", \"name\": \"outsider\", \"cache\": false, "
-                         "\"options\": {\"weights_mib\": 8, \"outside_mib\": 64}}]}}}");
+                        "{\"stage\": \"synthetic\", \"name\": \"leaky\", \"cache\": false, "
+                        "\"options\": {\"weights_mib\": 8, \"leak_mib\": 24}},"
+                        "{\"stage\": \"synthetic\", \"name\": \"outsider\", \"cache\": false, "
+                        "\"options\": {\"weights_mib\": 8, \"outside_mib\": 64}}]}}}");
   pl_runner *r = runner(1, NULL);
   pl_job_result res;
   capture();
@@ -499,8 +526,8 @@ static void test_leak_and_outside(void) {
 
 static void test_result_cache(void) {
   pl_config *c = cfg_of("{\"pipelines\": {\"k\": {\"stages\": ["
-                         "{\"stage\": \"synthetic\", \"name\": \"a\", "
-                         "\"options\": {\"weights_mib\": 8}}]}}}");
+                        "{\"stage\": \"synthetic\", \"name\": \"a\", "
+                        "\"options\": {\"weights_mib\": 8}}]}}}");
   pl_runner *r = runner(1, cachedir);
   pl_job_result res;
   CHECK_EQ_INT(run_job(r, c, "k", NULL, NULL, &res), 0);
@@ -516,9 +543,9 @@ static void test_result_cache(void) {
             res.stages[0].measured, (unsigned long long)res.stages[0].released_bytes);
   CHECK(has(log, "[a] cached"));
   CHECK_MSG(!has(log, "[a] released") && !has(log, "[a] done"), "a cached stage is neither "
-                                                                 "run nor released");
-  CHECK(!dev_ctx_active(dev)); /* nothing touched the GPU */
-  CHECK_EQ_INT(runs_of("a"), 1);      /* its item came from the cache */
+                                                                "run nor released");
+  CHECK(!dev_ctx_active(dev));   /* nothing touched the GPU */
+  CHECK_EQ_INT(runs_of("a"), 1); /* its item came from the cache */
   free(log);
   pl_runner_destroy(r);
   pl_config_free(c);
@@ -526,11 +553,11 @@ static void test_result_cache(void) {
 
 static void test_errors_before_stages(void) {
   pl_config *c = cfg_of("{\"pipelines\": {"
-                         "\"u\": {\"stages\": [{\"stage\": \"nonesuch\"}]},"
-                         "\"i\": {\"stages\": [{\"stage\": \"synthetic\", \"isolate\": true,"
-                         " \"options\": {\"weight_mib\": 1}}]},"
-                         "\"o\": {\"stages\": [{\"stage\": \"synthetic\", \"options\": "
-                         "{\"weights_mb\": 1}}]}}}");
+                        "\"u\": {\"stages\": [{\"stage\": \"nonesuch\"}]},"
+                        "\"i\": {\"stages\": [{\"stage\": \"synthetic\", \"isolate\": true,"
+                        " \"options\": {\"weight_mib\": 1}}]},"
+                        "\"o\": {\"stages\": [{\"stage\": \"synthetic\", \"options\": "
+                        "{\"weights_mb\": 1}}]}}}");
   pl_runner *r = runner(1, NULL);
   pl_job_result res;
   CHECK_EQ_INT(run_job(r, c, "u", NULL, NULL, &res), EBB_ENOTFOUND);
@@ -541,8 +568,10 @@ static void test_errors_before_stages(void) {
   CHECK_EQ_INT(run_job(r, c, "o", NULL, NULL, &res), EBB_ECONFIG);
   CHECK(has(res.message, "no option 'weights_mb'"));
   const pl_def *p = pl_config_pipeline(c, "o");
-  pl_job job = {.size = sizeof job, .pipeline = pl_config_pipeline(c, "synthetic"),
-                 .input = "/no/such/input", .output_dir = outdir};
+  pl_job job = {.size = sizeof job,
+                .pipeline = pl_config_pipeline(c, "synthetic"),
+                .input = "/no/such/input",
+                .output_dir = outdir};
   (void)p;
   CHECK_EQ_INT(pl_runner_run(r, &job, &res), EBB_EINPUT);
   CHECK(has(res.message, "/no/such/input"));

@@ -50,8 +50,11 @@ static pl_runner *runner(void) {
 static int job(pl_runner *r, const pl_def *p, const char *policy) {
   pl_policy pol;
   REQUIRE(pl_policy_parse(policy, &pol) == 0);
-  pl_job j = {.size = sizeof j, .pipeline = p, .input = input, .output_dir = outdir,
-               .policy = &pol};
+  pl_job j = {.size = sizeof j,
+              .pipeline = p,
+              .input = input,
+              .output_dir = outdir,
+              .policy = &pol};
   pl_job_result res;
   int rc = pl_runner_run(r, &j, &res);
   CHECK_MSG(rc == 0, "job under %s failed: %s", policy, res.message);

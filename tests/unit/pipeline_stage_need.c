@@ -40,8 +40,11 @@ static void test_synthetic_exact(void) {
   const ebb_stage *st = pl_registry_find(r, "synthetic", NULL);
   REQUIRE(st && EBB_STAGE_HAS(st, estimate) && st->estimate);
   ebb_estimate e = {.size = sizeof e};
-  CHECK_EQ_INT(pl_stage_estimate(st, "{\"weights_mib\": 10, \"activations_mib\": 5, "
-                                      "\"cache_mib\": 2, \"leak_mib\": 1}", NULL, &e), 0);
+  CHECK_EQ_INT(pl_stage_estimate(st,
+                                 "{\"weights_mib\": 10, \"activations_mib\": 5, "
+                                 "\"cache_mib\": 2, \"leak_mib\": 1}",
+                                 NULL, &e),
+               0);
   CHECK_EQ_U64(e.device_bytes, 18 * MiB);
   CHECK_EQ_U64(e.host_bytes, 128u << 10);
   e.size = sizeof e;
@@ -67,8 +70,8 @@ static void test_runner_need(void) {
               "test.json", &c) == 0);
   const pl_def *p = pl_config_pipeline(c, "p");
   REQUIRE(p);
-  pl_runner_opts o = {.size = sizeof o, .dev = dev, .alloc = alloc, .reg = reg, .hook = "",
-                       .oneshot = 1};
+  pl_runner_opts o =
+      {.size = sizeof o, .dev = dev, .alloc = alloc, .reg = reg, .hook = "", .oneshot = 1};
   pl_runner *r = NULL;
   REQUIRE(pl_runner_create(&o, &r) == 0);
   pl_stage_need n = {.size = sizeof n};

@@ -48,8 +48,7 @@ static void test_declared_and_defaults(void) {
   for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
     pl_opt_trust t = 99;
     pl_opt_format f = 99;
-    CHECK_MSG(trust_of(cases[i].spec, &t, &f) == 0, "%s: refused: %s", cases[i].spec,
-              ebb_errmsg());
+    CHECK_MSG(trust_of(cases[i].spec, &t, &f) == 0, "%s: refused: %s", cases[i].spec, ebb_errmsg());
     CHECK_MSG(t == cases[i].want && f == cases[i].fmt, "%s: trust %s format %d, expected %s %d",
               cases[i].spec, pl_trust_name(t), (int)f, pl_trust_name(cases[i].want),
               (int)cases[i].fmt);
@@ -73,7 +72,7 @@ static void test_declared_and_defaults(void) {
 /* Every built-in option says its level; the ones the issue names are the operator's. */
 static void test_builtins(void) {
   static const char *const operator_only[] = {
-      "align.lyrics",     "transcribe.url",     "transcribe.api_key",
+      "align.lyrics",       "transcribe.url",       "transcribe.api_key",
       "transcribe.retries", "transcribe.timeout_s", "decode.max_seconds",
   };
   size_t n;
@@ -169,13 +168,13 @@ static void test_job_options(void) {
       {"{\"transcribe\": {\"retries\": 20}}", "option transcribe.retries is operator-only"},
   };
   for (size_t i = 0; i < sizeof refused / sizeof refused[0]; i++) {
-    CHECK_MSG(job_check(c, reg, "closed", refused[i].opts, &h, NULL) == EBB_ECONFIG,
-              "%s accepted", refused[i].opts);
+    CHECK_MSG(job_check(c, reg, "closed", refused[i].opts, &h, NULL) == EBB_ECONFIG, "%s accepted",
+              refused[i].opts);
     CHECK_MSG(has(ebb_errmsg(), refused[i].want) && has(ebb_errmsg(), "allow_options"),
               "%s: message '%s'", refused[i].opts, ebb_errmsg());
   }
-  CHECK(job_check(c, reg, "closed", "{\"align\": {\"snap_ms\": 10}, \"nosuch\": {\"a\": 1}}",
-                  &h, NULL) == 0);
+  CHECK(job_check(c, reg, "closed", "{\"align\": {\"snap_ms\": 10}, \"nosuch\": {\"a\": 1}}", &h,
+                  NULL) == 0);
   CHECK_EQ_INT(h.calls, 0);
   /* allowed: URLs to the listed hosts only, no control characters */
   static const struct {
@@ -200,8 +199,8 @@ static void test_job_options(void) {
     CHECK_MSG(allowed[i].ok ? rc == 0 : rc == EBB_ECONFIG, "%s: rc %d (%s)", allowed[i].opts, rc,
               rc ? ebb_errmsg() : "accepted");
     if (!allowed[i].ok)
-      CHECK_MSG(has(ebb_errmsg(), allowed[i].want), "%s: message '%s' lacks '%s'",
-                allowed[i].opts, ebb_errmsg(), allowed[i].want);
+      CHECK_MSG(has(ebb_errmsg(), allowed[i].want), "%s: message '%s' lacks '%s'", allowed[i].opts,
+                ebb_errmsg(), allowed[i].want);
   }
   /* an allowed path goes to the hook, which may replace it */
   json_t *o = NULL;
@@ -241,16 +240,15 @@ static void test_config_errors(void) {
     pl_config *c = NULL;
     CHECK_MSG(pl_config_load_string(bad[i].cfg, "cfg", &c) == EBB_ECONFIG, "accepted: %s",
               bad[i].cfg);
-    CHECK_MSG(has(ebb_errmsg(), bad[i].want), "message '%s' lacks '%s'", ebb_errmsg(),
-              bad[i].want);
+    CHECK_MSG(has(ebb_errmsg(), bad[i].want), "message '%s' lacks '%s'", ebb_errmsg(), bad[i].want);
     pl_config_free(c);
   }
   /* an option the stage does not have: the pipeline check names it */
   pl_config *c = NULL;
   pl_registry *reg = NULL;
   REQUIRE(pl_config_load_string("{\"pipelines\": {\"p\": {\"allow_options\": [\"align.lyrix\"], "
-                                 "\"stages\": [{\"stage\": \"align\"}]}}}",
-                                 "cfg", &c) == 0);
+                                "\"stages\": [{\"stage\": \"align\"}]}}}",
+                                "cfg", &c) == 0);
   REQUIRE(pl_registry_create(&reg) == 0);
   CHECK(pl_check(reg, pl_config_pipeline(c, "p")) == EBB_ECONFIG);
   CHECK_MSG(has(ebb_errmsg(), "has no option 'lyrix'"), "message '%s'", ebb_errmsg());
@@ -260,11 +258,12 @@ static void test_config_errors(void) {
 
 /* A plugin-style stage with a bad trust value is refused by the schema check. */
 static void test_schema_check(void) {
-  ebb_stage st = {.abi_version = EBB_STAGE_ABI_VERSION, .size = sizeof st, .name = "plug",
+  ebb_stage st = {.abi_version = EBB_STAGE_ABI_VERSION,
+                  .size = sizeof st,
+                  .name = "plug",
                   .options_schema = "{\"n\": {\"type\": \"integer\", \"trust\": \"everyone\"}}"};
   CHECK(pl_schema_check_trust(&st, "plug.so") == EBB_EABI);
-  CHECK_MSG(has(ebb_errmsg(), "plug.so") && has(ebb_errmsg(), "'n'"), "message '%s'",
-            ebb_errmsg());
+  CHECK_MSG(has(ebb_errmsg(), "plug.so") && has(ebb_errmsg(), "'n'"), "message '%s'", ebb_errmsg());
   st.options_schema = "{\"n\": {\"type\": \"integer\"}, \"dir\": {\"type\": \"string\"}}";
   CHECK(pl_schema_check_trust(&st, "plug.so") == 0);
 }

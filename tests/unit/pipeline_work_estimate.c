@@ -44,7 +44,7 @@ static void test_every_builtin_estimates(void) {
    * what drives it */
   ebb_work w = {.size = sizeof w};
   REQUIRE(pl_stage_work(pl_registry_find(r, "pitch", NULL), "{\"hop\": 1, \"frame\": 65536}", 300,
-                         16000, &w) == 0);
+                        16000, &w) == 0);
   CHECK_MSG(w.cpu_s > 1000, "pitch hop 1 frame 65536 on 300 s: only %g s", w.cpu_s);
   CHECK_EQ_STR(w.drivers, "hop 1, frame 65536");
   CHECK(work_of(r, "pitch", "{\"method\": \"yin\"}", 300) < work_of(r, "pitch", NULL, 300));
@@ -55,8 +55,8 @@ static void test_every_builtin_estimates(void) {
   memset(&w, 0, sizeof w);
   w.size = sizeof w;
   REQUIRE(pl_stage_work(pl_registry_find(r, "transcribe", NULL),
-                         "{\"timeout_s\": 10, \"connect_timeout_s\": 1, \"retries\": 2}", 300, 0,
-                         &w) == 0);
+                        "{\"timeout_s\": 10, \"connect_timeout_s\": 1, \"retries\": 2}", 300, 0,
+                        &w) == 0);
   CHECK_NEAR(w.wait_s, 33.0, 1e-9);
   CHECK(w.cpu_s < 1.0);
   pl_registry_destroy(r);
@@ -130,10 +130,10 @@ static void test_old_struct_and_sum(void) {
   /* a pipeline of decode, pitch (costly) and the old stage: the sum of the
    * two that estimate, pitch named, the old stage counted unknown */
   pl_stage_def sd[3] = {{.stage = "decode", .name = "decode", .options = json_object()},
-                         {.stage = "pitch",
-                          .name = "p",
-                          .options = json_pack("{s:i,s:i}", "hop", 1, "frame", 65536)},
-                         {.stage = "echo", .name = "echo", .options = json_object()}};
+                        {.stage = "pitch",
+                         .name = "p",
+                         .options = json_pack("{s:i,s:i}", "hop", 1, "frame", 65536)},
+                        {.stage = "echo", .name = "echo", .options = json_object()}};
   pl_def d = {.name = "t", .stages = sd, .nstages = 3};
   pl_job_work jw;
   REQUIRE(pl_work(r, &d, 300, 16000, &jw) == 0);

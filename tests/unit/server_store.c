@@ -15,7 +15,9 @@
 
 static char db[1200];
 
-static const char *sget(json_t *o, const char *k) { return json_string_value(json_object_get(o, k)); }
+static const char *sget(json_t *o, const char *k) {
+  return json_string_value(json_object_get(o, k));
+}
 
 static void test_lifecycle_and_restart(void) {
   srv_store *s = NULL;
@@ -39,12 +41,19 @@ static void test_lifecycle_and_restart(void) {
   CHECK_EQ_STR(sget(o, "state"), "succeeded");
   CHECK_EQ_STR(sget(o, "pipeline"), "syn");
   CHECK_EQ_STR(sget(o, "input"), "/in/a");
-  CHECK_EQ_INT(json_integer_value(json_object_get(json_object_get(json_object_get(o, "options"), "x"), "run_ms")), 5);
+  CHECK_EQ_INT(json_integer_value(
+                   json_object_get(json_object_get(json_object_get(o, "options"), "x"), "run_ms")),
+               5);
   CHECK_EQ_U64(json_integer_value(json_object_get(o, "released_bytes")), 123456789);
   CHECK(json_is_null(json_object_get(o, "error")));
-  CHECK(json_is_number(json_object_get(o, "started")) && json_is_number(json_object_get(o, "finished")));
-  CHECK_EQ_STR(json_string_value(json_array_get(json_object_get(json_object_get(o, "result"), "files"), 0)), "f");
-  CHECK_EQ_INT(json_integer_value(json_object_get(json_array_get(json_object_get(o, "stages"), 0), "released_bytes")), 7);
+  CHECK(json_is_number(json_object_get(o, "started")) &&
+        json_is_number(json_object_get(o, "finished")));
+  CHECK_EQ_STR(json_string_value(
+                   json_array_get(json_object_get(json_object_get(o, "result"), "files"), 0)),
+               "f");
+  CHECK_EQ_INT(json_integer_value(json_object_get(json_array_get(json_object_get(o, "stages"), 0),
+                                                  "released_bytes")),
+               7);
   json_decref(o);
   REQUIRE(srv_store_get(s, c, &o) == 0);
   CHECK_EQ_STR(sget(o, "output_dir"), "/data/jobs/3/out");
@@ -86,7 +95,8 @@ static void test_lifecycle_and_restart(void) {
                                 "[]"),
                0);
   REQUIRE(srv_store_get(s, d, &o) == 0);
-  CHECK_EQ_STR(json_string_value(json_object_get(json_object_get(o, "error"), "code")), "EBB_ESTAGE");
+  CHECK_EQ_STR(json_string_value(json_object_get(json_object_get(o, "error"), "code")),
+               "EBB_ESTAGE");
   json_decref(o);
   srv_store_close(s);
   srv_store_close(NULL);

@@ -27,10 +27,10 @@ static void test_alignment(void) {
    * transcript: the son will rise over a   the   hill  and      my face today
    * sun~son (0.33: match), "a" inserted, "quiet" deleted, "light" deleted,
    * "today" inserted. */
-  const char *lyr[] = {"The", "sun", "will", "rise", "over", "the",  "quiet",
-                       "hill", "and", "light", "my",  "face"};
-  const char *tr[] = {"the", "son", "will", "rise", "over", "a", "the",
-                      "hill", "and", "my", "face", "today"};
+  const char *lyr[] = {"The",   "sun",  "will", "rise",  "over", "the",
+                       "quiet", "hill", "and",  "light", "my",   "face"};
+  const char *tr[] = {"the", "son",  "will", "rise", "over", "a",
+                      "the", "hill", "and",  "my",   "face", "today"};
   int map[12];
   REQUIRE(stg_align_words(lyr, 12, tr, 12, map) == 0);
   const int want[12] = {0, 1, 2, 3, 4, 6, -1, 7, 8, -1, 9, 10};
@@ -83,8 +83,10 @@ static void test_stage_transcript_lyrics(void) {
   const char *tr =
       "{\"text\":\"sun rise over the hill light on my face\",\"language\":\"en\",\"words\":["
       "{\"word\":\"sun\",\"start\":1.1,\"end\":1.4},{\"word\":\" rise\",\"start\":1.4,\"end\":1.7},"
-      "{\"word\":\"over\",\"start\":1.7,\"end\":1.95},{\"word\":\"the\",\"start\":1.95,\"end\":2.1},"
-      "{\"word\":\"hill\",\"start\":2.1,\"end\":2.42},{\"word\":\"light\",\"start\":3.62,\"end\":3.9},"
+      "{\"word\":\"over\",\"start\":1.7,\"end\":1.95},{\"word\":\"the\",\"start\":1.95,\"end\":2.1}"
+      ","
+      "{\"word\":\"hill\",\"start\":2.1,\"end\":2.42},{\"word\":\"light\",\"start\":3.62,\"end\":3."
+      "9},"
       "{\"word\":\"on\",\"start\":4.3,\"end\":4.45},{\"word\":\"my\",\"start\":4.45,\"end\":4.7},"
       "{\"word\":\"face\",\"start\":4.7,\"end\":4.93}],\"segments\":[]}";
   th_ctx t;
@@ -104,8 +106,8 @@ static void test_stage_transcript_lyrics(void) {
   CHECK_EQ_STR(json_string_value(json_object_get(j, "source")), "transcript+lyrics");
   json_t *words = json_object_get(j, "words");
   REQUIRE(json_array_size(words) == 10);
-  static const char *const want[10] = {"Sun", "rise,", "over", "the", "hill",
-                                       "light", "falls", "on", "my", "face"};
+  static const char *const want[10] = {"Sun",   "rise,", "over", "the", "hill",
+                                       "light", "falls", "on",   "my",  "face"};
   static const int matched[10] = {1, 1, 1, 1, 1, 1, 0, 1, 1, 1};
   static const int line[10] = {0, 0, 0, 0, 0, 1, 1, 1, 1, 1};
   for (size_t i = 0; i < 10; i++) {

@@ -99,7 +99,10 @@ static void test_rough_times(void) {
   /* transcript words spread evenly over 0..8 s; phrases 1-3 and 5-7 */
   stg_aco_word w[4];
   for (int i = 0; i < 4; i++)
-    w[i] = (stg_aco_word){.word = "sing", .line = -1, .start = 2.0 * i, .end = 2.0 * i + 2,
+    w[i] = (stg_aco_word){.word = "sing",
+                          .line = -1,
+                          .start = 2.0 * i,
+                          .end = 2.0 * i + 2,
                           .has_rough = 1};
   const stg_span ph[2] = {{1, 3}, {5, 7}};
   stg_aco_chunk *c = NULL;

@@ -31,7 +31,8 @@ static int write_tone(const char *path, int format, int channels) {
   for (int i = 0; i < n; i++)
     for (int c = 0; c < channels; c++) /* the right channel in antiphase at half level:
                                           the mono mix (L+R)/2 is a 440 Hz tone of 0.125 */
-      buf[i * channels + c] = (float)((c == 0 ? 0.5 : -0.25) * sin(2 * M_PI * 440.0 * i / SRC_RATE));
+      buf[i * channels + c] =
+          (float)((c == 0 ? 0.5 : -0.25) * sin(2 * M_PI * 440.0 * i / SRC_RATE));
   sf_count_t w = sf_writef_float(f, buf, n);
   free(buf);
   sf_close(f);
@@ -78,9 +79,11 @@ static void check_file(const char *name, int format, int lossless, int via_mpg12
   CHECK_EQ_INT(info.channels, 2);
   CHECK_EQ_INT(info.rate, SRC_RATE);
   if (lossless)
-    CHECK_MSG(fabs((double)n - want) <= 1, "%s: %" PRIu64 " samples, want %.0f +- 1", name, n, want);
+    CHECK_MSG(fabs((double)n - want) <= 1, "%s: %" PRIu64 " samples, want %.0f +- 1", name, n,
+              want);
   else /* lossy codecs add encoder delay / padding: within 0.1 s */
-    CHECK_MSG(fabs((double)n - want) <= 1600, "%s: %" PRIu64 " samples, want %.0f +- 1600", name, n, want);
+    CHECK_MSG(fabs((double)n - want) <= 1600, "%s: %" PRIu64 " samples, want %.0f +- 1600", name, n,
+              want);
   CHECK_MSG(fabs(hz - 440.0) < 1.0, "%s: tone at %.2f Hz, want 440", name, hz);
   /* mono mixdown (0.5 - 0.25) / 2 = 0.125 amplitude, rms 0.0884 */
   CHECK_MSG(fabs(rms - 0.125 / sqrt(2)) < 0.005, "%s: rms %.4f, want %.4f", name, rms,

@@ -36,8 +36,8 @@ static int check_case(const float *x, long long stride, int n, int half) {
   for (int i = 0; i < n && !bad; i++) {
     float want = ref_median(x, stride, n, half, i), got = out[(long long)i * stride];
     if (memcmp(&want, &got, sizeof want)) {
-      printf("  n %d, half %d, stride %lld, i %d: sliding %.9g, median %.9g\n", n, half, stride,
-             i, got, want);
+      printf("  n %d, half %d, stride %lld, i %d: sliding %.9g, median %.9g\n", n, half, stride, i,
+             got, want);
       bad = 1;
     }
   }

@@ -95,7 +95,8 @@ static const char lyrics_json[] =
     "{\"word\":\"hill\",\"start\":64.126,\"end\":65.0,\"matched\":true,\"line\":1}],"
     "\"phrases\":[{\"start\":2.0,\"end\":3.9}],\"source\":\"transcript+lyrics\"}";
 
-#define WORDS_LRC "[00:02.00]<00:02.00>sun <00:02.50>rise <00:03.00>over\n[01:04.13]<01:04.13>hill\n"
+#define WORDS_LRC \
+  "[00:02.00]<00:02.00>sun <00:02.50>rise <00:03.00>over\n[01:04.13]<01:04.13>hill\n"
 
 static void setup(ebb_items *in, float *f0, size_t nf) {
   for (size_t i = 0; i < nf; i++) {
@@ -172,8 +173,7 @@ static void test_all_formats(void) {
   REQUIRE(j != NULL);
   CHECK_EQ_INT(json_array_size(json_object_get(j, "notes")), 4);
   CHECK_EQ_INT(json_integer_value(json_object_get(json_object_get(j, "f0"), "frames")), 500);
-  CHECK_EQ_INT(json_integer_value(json_object_get(json_object_get(j, "f0"), "voiced_frames")),
-               333);
+  CHECK_EQ_INT(json_integer_value(json_object_get(json_object_get(j, "f0"), "voiced_frames")), 333);
   CHECK_NEAR(json_number_value(json_object_get(json_object_get(j, "f0"), "median_hz")), 220.0,
              1e-9);
   CHECK_EQ_STR(json_string_value(json_object_get(json_object_get(j, "lyrics"), "source")),
@@ -254,14 +254,16 @@ static void test_stems(void) {
   CHECK(strstr(t.log, "vocals.flac (0.5 s, 16000 Hz, 1 channel)") != NULL);
   th_items_free(&out);
   /* WAV on request */
-  CHECK_EQ_INT(th_run_stage(&t, &stg_stage_export, "{\"formats\":\"json\",\"stems\":\"wav\"}",
-                            &in, &out), 0);
+  CHECK_EQ_INT(th_run_stage(&t, &stg_stage_export, "{\"formats\":\"json\",\"stems\":\"wav\"}", &in,
+                            &out),
+               0);
   snprintf(p1, sizeof p1, "%s/vocals.wav", t.outdir);
   check_stem(p1, SF_FORMAT_WAV, v, N);
   th_items_free(&out);
   /* off: no stem files; without the items, a stale stem is removed */
-  CHECK_EQ_INT(th_run_stage(&t, &stg_stage_export, "{\"formats\":\"json\",\"stems\":\"none\"}",
-                            &in, &out), 0);
+  CHECK_EQ_INT(th_run_stage(&t, &stg_stage_export, "{\"formats\":\"json\",\"stems\":\"none\"}", &in,
+                            &out),
+               0);
   CHECK_EQ_INT(out.n, 1);
   th_items_free(&out);
   th_items_free(&in);

@@ -29,8 +29,8 @@ static int check_cu_file(const char *path, int is_separate) {
     memcpy(name, k, n);
     name[n] = 0;
     snprintf(sym, sizeof sym, "%s%s", EBB_TWIN_PREFIX, name);
-    CHECK_MSG(dlsym(RTLD_DEFAULT, sym) != NULL, "%s: kernel %s has no exported twin %s", path,
-              name, sym);
+    CHECK_MSG(dlsym(RTLD_DEFAULT, sym) != NULL, "%s: kernel %s has no exported twin %s", path, name,
+              sym);
     if (is_separate)
       CHECK_MSG(stg_sep_kernel_has_twin(name), "kernel %s is not in the twin table", name);
     kernels++;
@@ -76,7 +76,8 @@ static void test_fft_matches_dft(void) {
     while ((1 << log2n) < n)
       log2n++;
     int frames = 3;
-    float *data = malloc(sizeof(float) * 2 * n * frames), *orig = malloc(sizeof(float) * 2 * n * frames);
+    float *data = malloc(sizeof(float) * 2 * n * frames),
+          *orig = malloc(sizeof(float) * 2 * n * frames);
     float *tw = malloc(sizeof(float) * n);
     uint64_t seed = 42;
     for (int i = 0; i < 2 * n * frames; i++) {
@@ -160,9 +161,9 @@ static void test_embedded_image(void) {
             stg_kernels_fatbin[3]);
   CHECK(((uintptr_t)stg_kernels_fatbin & 7) == 0);
   /* every kernel's name is in the image */
-  const char *names[] = {"ebb_stft_window", "ebb_fft_radix2", "ebb_stft_magnitude",
+  const char *names[] = {"ebb_stft_window",    "ebb_fft_radix2",        "ebb_stft_magnitude",
                          "ebb_sep_apply_mask", "ebb_istft_overlap_add", "ebb_repet_mask",
-                         "ebb_hpss_harmonic", "ebb_mask_finish"};
+                         "ebb_hpss_harmonic",  "ebb_mask_finish"};
   for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
     CHECK_MSG(memmem(stg_kernels_fatbin, stg_kernels_fatbin_size, names[i], strlen(names[i])),
               "kernel %s is not in the embedded image", names[i]);

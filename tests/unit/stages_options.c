@@ -12,12 +12,12 @@
 #include "stages/options.h"
 #include "test.h"
 
-#define T_OPTIONS(NUM, INT, STR, BOOL, SEP, ...)                                                       \
-  NUM(gain, 0.5, 0, 4, "linear gain") SEP                                                         \
-  INT(hop, 256, 1, 65536, "STFT hop in samples") SEP                                              \
-  NUM(floor_db, -55, -160, 0, "level floor") SEP                                                  \
-  STR(mode, "fast", "fast or exact") SEP                                                          \
-  BOOL(hpss, 1, "apply the harmonic mask") SEP                                                    \
+#define T_OPTIONS(NUM, INT, STR, BOOL, SEP, ...)                                     \
+  NUM(gain, 0.5, 0, 4, "linear gain")                                                \
+  SEP INT(hop, 256, 1, 65536, "STFT hop in samples") SEP NUM(floor_db, -55, -160, 0, \
+                                                             "level floor") SEP      \
+  STR(mode, "fast", "fast or exact") SEP                                             \
+  BOOL(hpss, 1, "apply the harmonic mask") SEP                                       \
   BOOL(quiet, 0, "say less")
 EBB_STAGE_OPTIONS(T_OPTIONS)
 
@@ -57,7 +57,8 @@ static void test_read(void) {
   CHECK_EQ_STR(v.mode, "fast");
   CHECK(v.hpss == 1 && v.quiet == 0);
   json_t *o = json_loads("{\"gain\": 4, \"hop\": 2.0, \"mode\": \"exact\", \"hpss\": false, "
-                         "\"floor_db\": null}", 0, NULL);
+                         "\"floor_db\": null}",
+                         0, NULL);
   REQUIRE(stage_opts_read("t", o, &v) == 0);
   CHECK_NEAR(v.gain, 4, 0);
   CHECK_EQ_INT(v.hop, 2);
@@ -106,8 +107,7 @@ static void test_builtin_schemas_bounded(void) {
   for (size_t i = 0; i < n; i++) {
     json_error_t je;
     json_t *s = json_loads(st[i]->options_schema, 0, &je);
-    CHECK_MSG(json_is_object(s), "stage %s: schema is not a JSON object: %s", st[i]->name,
-              je.text);
+    CHECK_MSG(json_is_object(s), "stage %s: schema is not a JSON object: %s", st[i]->name, je.text);
     const char *k;
     json_t *spec;
     json_object_foreach(s, k, spec) {

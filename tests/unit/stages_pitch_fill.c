@@ -56,15 +56,22 @@ static void check_fill(const char *v, const char *quiet, size_t gap, double db, 
   char got[65], flags[65];
   unsigned char fl[64];
   setup(v, quiet, sal, msal, x, mix, nf);
-  stg_pitch_fill fp = {.weight = 0.3, .ratio_db = db, .silent_db = 20.0, .gap_frames = gap,
-                       .min_frames = min_run, .hop = HOP, .win = WIN};
+  stg_pitch_fill fp = {.weight = 0.3,
+                       .ratio_db = db,
+                       .silent_db = 20.0,
+                       .gap_frames = gap,
+                       .min_frames = min_run,
+                       .hop = HOP,
+                       .win = WIN};
   size_t k = stg_pitch_salience_fill(sal, msal, nf, NB, x, mix, nf * HOP, &fp, fl);
   filled(sal, nf, got);
   for (size_t f = 0; f < nf; f++)
     flags[f] = fl[f] ? 'F' : '-';
   flags[nf] = 0;
-  CHECK_MSG(!strcmp(got, want), "voiced %s quiet %s gap %zu, %g dB, runs of %zu: filled %s, "
-            "want %s", v, quiet, gap, db, min_run, got, want);
+  CHECK_MSG(!strcmp(got, want),
+            "voiced %s quiet %s gap %zu, %g dB, runs of %zu: filled %s, "
+            "want %s",
+            v, quiet, gap, db, min_run, got, want);
   CHECK_MSG(!strcmp(flags, want), "the filled flags say %s, want %s", flags, want);
   size_t nwant = 0;
   for (const char *c = want; *c; c++)
@@ -96,8 +103,8 @@ static void test_fill_rule(void) {
 /* --- the stage on a song whose vocals lose 0.8 s of a phrase ------------------ */
 
 typedef struct hole_result {
-  double rpa;   /* of the truth-voiced frames in the hole, tracked within 50 cents */
-  size_t tv;    /* truth-voiced frames in the hole */
+  double rpa; /* of the truth-voiced frames in the hole, tracked within 50 cents */
+  size_t tv;  /* truth-voiced frames in the hole */
   char log[16384];
 } hole_result;
 
@@ -159,18 +166,25 @@ static void test_fill_stage(void) {
   hole_result off = run_hole(s, a, b, "{\"salience_mix\": 0}", 1);
   hole_result nomix = run_hole(s, a, b, on_opts, 0);
   hole_result rest = run_hole(s, a, b, "{}", 1);
-  fprintf(stderr, "  hole %.2f-%.2f s (%zu voiced frames): RPA %.2f with the mix's salience, "
+  fprintf(stderr,
+          "  hole %.2f-%.2f s (%zu voiced frames): RPA %.2f with the mix's salience, "
           "%.2f with salience_mix 0, %.2f without \"audio\", %.2f as a rest (silent_db 20)\n",
           a, b, on.tv, on.rpa, off.rpa, nomix.rpa, rest.rpa);
   CHECK_MSG(on.tv >= 50, "only %zu truth-voiced frames in the hole", on.tv);
-  CHECK_MSG(on.rpa >= 0.7, "the mix's salience did not carry the melody through the hole: "
-            "RPA %.2f < 0.7 (log:\n%s)", on.rpa, on.log);
+  CHECK_MSG(on.rpa >= 0.7,
+            "the mix's salience did not carry the melody through the hole: "
+            "RPA %.2f < 0.7 (log:\n%s)",
+            on.rpa, on.log);
   CHECK_MSG(off.rpa <= 0.3, "salience_mix 0 still tracked the hole: RPA %.2f", off.rpa);
   CHECK_MSG(nomix.rpa <= 0.3, "no \"audio\" item, yet the hole was tracked: RPA %.2f", nomix.rpa);
-  CHECK_MSG(rest.rpa <= 0.3, "23 dB under the mix is a rest by default, yet the hole was "
-            "tracked: RPA %.2f", rest.rpa);
-  CHECK_MSG(strstr(on.log, "take the mix's salience") != NULL, "no log line says how many frames "
-            "took the mix's salience:\n%s", on.log);
+  CHECK_MSG(rest.rpa <= 0.3,
+            "23 dB under the mix is a rest by default, yet the hole was "
+            "tracked: RPA %.2f",
+            rest.rpa);
+  CHECK_MSG(strstr(on.log, "take the mix's salience") != NULL,
+            "no log line says how many frames "
+            "took the mix's salience:\n%s",
+            on.log);
   stg_song_destroy(s);
 }
 

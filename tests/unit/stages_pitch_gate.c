@@ -48,11 +48,11 @@ static void test_gate(void) {
   stg_pitch_params p = stg_pitch_defaults();
   CHECK(p.gate_voicing > 0.0 && p.gate_range_db > 0.0);
   REQUIRE(stg_pitch_gate(fr, NF, db, &p) == 0);
-  CHECK_EQ_INT(voiced(fr, 20, 100), 80);  /* kept */
-  CHECK_EQ_INT(voiced(fr, 120, 180), 0);  /* low voicing probability */
-  CHECK_EQ_INT(voiced(fr, 200, 260), 0);  /* 30 dB below the loud level */
+  CHECK_EQ_INT(voiced(fr, 20, 100), 80);   /* kept */
+  CHECK_EQ_INT(voiced(fr, 120, 180), 0);   /* low voicing probability */
+  CHECK_EQ_INT(voiced(fr, 200, 260), 0);   /* 30 dB below the loud level */
   CHECK_EQ_INT(voiced(fr, 280, 390), 110); /* 4 dB below, vp 0.6: kept */
-  CHECK_NEAR(fr[3 * 150 + 2], 0.05, 1e-6);  /* probabilities are left as they are */
+  CHECK_NEAR(fr[3 * 150 + 2], 0.05, 1e-6); /* probabilities are left as they are */
   stg_pitch_note *notes = NULL;
   size_t n = 0;
   REQUIRE(stg_pitch_notes(fr, NF, &p, &notes, &n) == 0);

@@ -18,8 +18,8 @@ static void check_song(uint64_t seed, double accomp, double min_notes, double mi
   stg_pitch_params p = stg_pitch_defaults();
   float *fr = NULL;
   size_t nf = 0;
-  REQUIRE(stg_pitch_analyze(accomp > 0 ? s->mix : s->vocals, s->frames, s->rate, &p, EBB_PITCH_BACKEND_CPU, &fr, &nf) ==
-          0);
+  REQUIRE(stg_pitch_analyze(accomp > 0 ? s->mix : s->vocals, s->frames, s->rate, &p,
+                            EBB_PITCH_BACKEND_CPU, &fr, &nf) == 0);
   size_t tv = 0, ok = 0;
   for (size_t i = 0; i < s->n_f0 && i < nf; i++)
     if (s->f0_hz[i] > 0) {
@@ -27,8 +27,8 @@ static void check_song(uint64_t seed, double accomp, double min_notes, double mi
       ok += fr[3 * i + 1] > 0 && fabs(1200 * log2(fr[3 * i + 1] / s->f0_hz[i])) < 50;
     }
   double rpa = (double)ok / (double)tv;
-  CHECK_MSG(rpa >= min_rpa, "seed %llu: raw pitch accuracy %.3f < %.2f",
-            (unsigned long long)seed, rpa, min_rpa);
+  CHECK_MSG(rpa >= min_rpa, "seed %llu: raw pitch accuracy %.3f < %.2f", (unsigned long long)seed,
+            rpa, min_rpa);
   stg_pitch_note *notes = NULL;
   size_t nn = 0;
   REQUIRE(stg_pitch_notes(fr, nf, &p, &notes, &nn) == 0);

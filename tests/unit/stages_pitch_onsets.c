@@ -141,8 +141,8 @@ static size_t refined_count(const float *mel, const float *mix, uint64_t n, stg_
   REQUIRE(stg_pitch_notes(fr, nf, &p, &notes, &nn) == 0);
   REQUIRE(stg_pitch_refine_notes(mix, n, RATE, &p, fr, nf, &notes, &nn) == 0);
   for (size_t i = 0; i < nn; i++)
-    printf("  harmonics %d: note %zu: %.3f-%.3f s MIDI %d\n", p.onset_harmonics, i,
-           notes[i].onset, notes[i].offset, notes[i].midi);
+    printf("  harmonics %d: note %zu: %.3f-%.3f s MIDI %d\n", p.onset_harmonics, i, notes[i].onset,
+           notes[i].offset, notes[i].midi);
   *second_onset = nn > 1 ? notes[1].onset : -1.0;
   free(notes);
   free(fr);
@@ -199,7 +199,8 @@ static void test_reattack_under_chord(void) {
          rise_h, rise_all);
   CHECK_MSG(rise_h >= 6.0 && rise_all <= rise_h - 6.0,
             "a dip of %.1f dB at the harmonics, %.1f dB in the whole spectrum: the chord should "
-            "fill only the latter", rise_h, rise_all);
+            "fill only the latter",
+            rise_h, rise_all);
   /* a re-attack 100 ms into a note is not one with the default 130 ms */
   memset(mel, 0, n * sizeof *mel);
   add_note(mel, n, 220.0, 0.30, 0.36, 0.02, 0.3);
@@ -268,8 +269,7 @@ static size_t refine(const float *fr, size_t nf, const float *odf, const float *
 
 /* One 1.5 s note at 220 Hz (MIDI 57) split by its onsets (refine). */
 static size_t split_one_note(const float *fr, size_t nf, const float *odf, const float *db,
-                             const stg_pitch_params *p, const char *label,
-                             stg_pitch_note **out) {
+                             const stg_pitch_params *p, const char *label, stg_pitch_note **out) {
   stg_pitch_note one = {.onset = 0.0, .offset = 1.5, .hz = 220.0, .midi = 57};
   return refine(fr, nf, odf, db, p, &one, 1, label, out);
 }
@@ -292,8 +292,8 @@ static void test_reattack_best_peak(void) {
   }
   stg_pitch_params p = stg_pitch_defaults();
   p.onset_shift_s = 0.0;
-  p.reattack_model = 0; /* the linear score's order (the model's is the same code) */
-  double want[] = {0.80, -1.0};       /* by default: the split at frame 80 */
+  p.reattack_model = 0;         /* the linear score's order (the model's is the same code) */
+  double want[] = {0.80, -1.0}; /* by default: the split at frame 80 */
   double scores[] = {p.reattack_score, 40.0};
   for (int i = 0; i < 2; i++) {
     p.reattack_score = scores[i];
@@ -374,8 +374,9 @@ static void test_reattack_slow_attack(void) {
     fr[3 * f + 1] = 220.0f;
     fr[3 * f + 2] = f >= 42 && f < 47 ? 0.3f : 0.9f;
     odf[f] = f == 50 ? 2.0f : f == 49 || f == 51 ? 1.0f : 0.0f;
-    db[f] = f < 40 ? -20.0f : f <= 44 ? -20.0f - 3.75f * (float)(f - 40)
-                                     : fminf(-35.0f + 2.0f * (float)(f - 44), -20.0f);
+    db[f] = f < 40    ? -20.0f
+            : f <= 44 ? -20.0f - 3.75f * (float)(f - 40)
+                      : fminf(-35.0f + 2.0f * (float)(f - 44), -20.0f);
   }
   for (int i = 0; i < 2; i++) {
     stg_pitch_params p = stg_pitch_defaults();
@@ -471,7 +472,8 @@ static void test_frame_counts(void) {
   REQUIRE(stg_pitch_notes_onsets(fr, NF, odf, db, &p, &notes, &n) == 0);
   CHECK_MSG(n == 2 && fabs(notes[1].onset - 0.13) < 0.005,
             "%zu notes, second at %.3f s: a re-attack 130 ms in, with reattack_min_s 0.13, "
-            "should split the note there", n, n > 1 ? notes[1].onset : -1.0);
+            "should split the note there",
+            n, n > 1 ? notes[1].onset : -1.0);
   free(notes);
 }
 
@@ -568,7 +570,8 @@ static void test_reattack_model(void) {
   printf("  the model's check vector: %.9f log-odds, the trainer's %.9f\n", got, want);
   CHECK_MSG(fabs(got - want) <= 1e-6 * fmax(1.0, fabs(want)),
             "the model gives %.9f for its check vector, bench/train_reattack.py %.9f: the "
-            "weights or the evaluation disagree", got, want);
+            "weights or the evaluation disagree",
+            got, want);
   uint64_t n = RATE * 2;
   float *x = calloc(n, sizeof *x);
   REQUIRE(x);
@@ -599,8 +602,10 @@ static void test_reattack_model(void) {
               "two equal notes with %s: %zu notes (rc %d), expected %zu", cases[i].what, k, rc,
               cases[i].want);
     if (rc == 0 && k == 2)
-      CHECK_MSG(fabs(notes[1].onset - 0.86) <= 0.03, "with %s the second note at %.3f s, "
-                "its attack at 0.86 s", cases[i].what, notes[1].onset);
+      CHECK_MSG(fabs(notes[1].onset - 0.86) <= 0.03,
+                "with %s the second note at %.3f s, "
+                "its attack at 0.86 s",
+                cases[i].what, notes[1].onset);
     free(notes);
   }
   /* the features for the trainer: one line per candidate peak */
@@ -633,7 +638,8 @@ static void test_reattack_model(void) {
   unlink(path);
   CHECK_MSG(lines > 0 && bad == 0 && near > 0,
             "the feature file: %d lines, %d of the wrong width (want %d fields), %d at the "
-            "re-attack", lines, bad, 3 + EBB_PITCH_REATTACK_NFEAT, near);
+            "re-attack",
+            lines, bad, 3 + EBB_PITCH_REATTACK_NFEAT, near);
   REQUIRE(setenv(EBB_PITCH_REATTACK_FEATURES_ENV, "/nonexistent-ebb-dir/features", 1) == 0);
   notes_with(x, n, d, &notes, &rc);
   free(notes);
@@ -693,7 +699,8 @@ static void test_salience_height(void) {
   CHECK_MSG(flat > 0.0, "no salience an octave below a harmonic tone (%g): the test proves nothing",
             flat);
   CHECK_MSG(fabs(high / flat - want) < 0.05 * want,
-            "height 0.3 scaled the octave-below salience by %.3f, expected %.3f", high / flat, want);
+            "height 0.3 scaled the octave-below salience by %.3f, expected %.3f", high / flat,
+            want);
   free(x);
 }
 
@@ -782,13 +789,16 @@ static void test_register(void) {
   REQUIRE(stg_pitch_track_salience(cm, padded, &g, &p, sal, NULL, fr) == 0);
   size_t on_high = frames_at(fr, 300, 400, hz440), on_out = frames_at(fr, 0, 300, hz440);
   printf("  the louder octave below, 100 frames: %zu at 220 Hz without the register, %zu at "
-         "440 Hz with it\n", off_low, on_high);
-  CHECK_MSG(off_low >= 80, "without the register only %zu of 100 frames took the stronger 220 Hz: "
-            "the test proves nothing", off_low);
+         "440 Hz with it\n",
+         off_low, on_high);
+  CHECK_MSG(off_low >= 80,
+            "without the register only %zu of 100 frames took the stronger 220 Hz: "
+            "the test proves nothing",
+            off_low);
   CHECK_MSG(on_high >= 95, "with register_semitones %g only %zu of 100 frames stayed at 440 Hz",
             reg, on_high);
-  CHECK_MSG(off_out >= 295 && on_out >= 295, "frames outside the octave: %zu / %zu of 300 at 440 Hz",
-            off_out, on_out);
+  CHECK_MSG(off_out >= 295 && on_out >= 295,
+            "frames outside the octave: %zu / %zu of 300 at 440 Hz", off_out, on_out);
   free(cm);
   free(sal);
   free(padded);

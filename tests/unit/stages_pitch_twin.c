@@ -61,8 +61,8 @@ static void test_twin_matches_cpu(void) {
   stg_song_destroy(s);
 }
 
-static void run_stage(ebb_dev_kind kind, const char *opts, const float *x, uint64_t n,
-                      float **f0, uint64_t *nf, th_ctx *t) {
+static void run_stage(ebb_dev_kind kind, const char *opts, const float *x, uint64_t n, float **f0,
+                      uint64_t *nf, th_ctx *t) {
   th_init(t, kind);
   ebb_items in = {0}, out = {0};
   REQUIRE(th_add_audio(&in, "vocals", x, n, 1, 16000) == 0);

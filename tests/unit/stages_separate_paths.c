@@ -43,8 +43,9 @@ static void test_paths_agree(void) {
   CHECK_MSG(rc == 0, "GPU path failed: %s", ebb_errmsg());
   double em = rel_err(mag_g, mag_c, (long long)cells);
   double ev = rel_err(vg, vc, clip.n), ea = rel_err(ag, ac, clip.n);
-  fprintf(stderr, "  relative error twins vs FFTW: magnitudes %.3g, vocals %.3g, accompaniment %.3g\n",
-          em, ev, ea);
+  fprintf(stderr,
+          "  relative error twins vs FFTW: magnitudes %.3g, vocals %.3g, accompaniment %.3g\n", em,
+          ev, ea);
   CHECK_MSG(em < 1e-4, "magnitudes differ: relative error %g", em);
   CHECK_MSG(ev < 1e-4, "vocals differ: relative error %g", ev);
   CHECK_MSG(ea < 1e-4, "accompaniment differs: relative error %g", ea);
@@ -144,8 +145,10 @@ static void test_gpu_shared_picks_same_bits(void) {
   REQUIRE(stg_separate_gpu_shared(&sh.base, NULL, &m, clip.rate, clip.mix, clip.n, m2, NULL, NULL,
                                   &share) == 0);
   CHECK_MSG(!memcmp(v1, v2, sizeof(float) * n), "GPU path: vocals differ with shared picks");
-  CHECK_MSG(!memcmp(m1, m2, sizeof(float) * n), "GPU path: the melody pass differs with shared picks");
-  CHECK_MSG(memcmp(v1, m1, sizeof(float) * n) != 0, "GPU path: the two passes gave the same output");
+  CHECK_MSG(!memcmp(m1, m2, sizeof(float) * n),
+            "GPU path: the melody pass differs with shared picks");
+  CHECK_MSG(memcmp(v1, m1, sizeof(float) * n) != 0,
+            "GPU path: the two passes gave the same output");
   CHECK_EQ_INT(sh.live_blocks, 0);
   free(v1), free(m1), free(v2), free(m2), free(picks), free(npicks);
 }

@@ -30,7 +30,8 @@ static void check_seed(uint64_t seed) {
     err += d * d;
     e += (double)m.mix[i] * m.mix[i];
   }
-  CHECK_MSG(sqrt(err / e) < 1e-4, "vocals + accompaniment differ from the mix by %g", sqrt(err / e));
+  CHECK_MSG(sqrt(err / e) < 1e-4, "vocals + accompaniment differ from the mix by %g",
+            sqrt(err / e));
   free(v), free(a);
   sep_mix_free(&m);
 }

@@ -32,8 +32,8 @@ struct ebb_items {
 typedef struct shim_ctx {
   ebb_stage_ctx base; /* first: the stage sees only this */
   ebb_dev_kind kind;
-  int no_twins;     /* 1: launch fails like a real GPU without an image */
-  int cancel;       /* what cancelled() answers */
+  int no_twins;      /* 1: launch fails like a real GPU without an image */
+  int cancel;        /* what cancelled() answers */
   int fail_alloc_at; /* N > 0: the Nth dev_alloc fails with EBB_EOOM */
   int allocs, launches;
   uint64_t live_bytes, peak_bytes;
@@ -113,8 +113,9 @@ static int shim_memset8(ebb_stage_ctx *c, uint64_t dst, unsigned char v, size_t 
   memset((void *)(uintptr_t)dst, v, n);
   return 0;
 }
-static inline int shim_launch(ebb_stage_ctx *c, const void *image, const char *name, const unsigned grid[3],
-                       const unsigned block[3], unsigned shared_bytes, void **params) {
+static inline int shim_launch(ebb_stage_ctx *c, const void *image, const char *name,
+                              const unsigned grid[3], const unsigned block[3],
+                              unsigned shared_bytes, void **params) {
   shim_ctx *s = shim_of(c);
   if (s->no_twins)
     return ebb_seterr(EBB_EDRIVER, "shim: no kernel %s (no image, real GPU)", name);
@@ -138,9 +139,11 @@ static inline int shim_pinned_free(ebb_stage_ctx *c, void *p) {
   free(p);
   return 0;
 }
-static inline int shim_raw_alloc(ebb_stage_ctx *c, size_t bytes, uint64_t *dptr) { return EBB_EUNSUPPORTED; }
+static inline int shim_raw_alloc(ebb_stage_ctx *c, size_t bytes, uint64_t *dptr) {
+  return EBB_EUNSUPPORTED;
+}
 static inline int shim_on_release(ebb_stage_ctx *c, const char *name, ebb_release_fn fn, void *arg,
-                           uint64_t *handle) {
+                                  uint64_t *handle) {
   *handle = 1;
   return 0;
 }
@@ -172,8 +175,8 @@ static inline ebb_item_info *shim_item_new(ebb_items *it, const char *name, ebb_
   it->info[i].name = it->name[i];
   return &it->info[i];
 }
-static inline int shim_add_audio(ebb_items *it, const char *name, const float *samples, uint64_t frames,
-                          uint32_t channels, uint32_t rate) {
+static inline int shim_add_audio(ebb_items *it, const char *name, const float *samples,
+                                 uint64_t frames, uint32_t channels, uint32_t rate) {
   ebb_item_info *in = shim_item_new(it, name, EBB_ITEM_AUDIO);
   float *copy = malloc(sizeof(float) * (size_t)(frames * channels + 1));
   if (!in || !copy) {
@@ -188,7 +191,8 @@ static inline int shim_add_audio(ebb_items *it, const char *name, const float *s
   in->rate = rate;
   return 0;
 }
-static inline int shim_add_text(ebb_items *it, const char *name, const char *text, ebb_item_kind kind) {
+static inline int shim_add_text(ebb_items *it, const char *name, const char *text,
+                                ebb_item_kind kind) {
   ebb_item_info *in = shim_item_new(it, name, kind);
   char *copy = strdup(text);
   if (!in || !copy) {
@@ -200,7 +204,7 @@ static inline int shim_add_text(ebb_items *it, const char *name, const char *tex
   return 0;
 }
 static inline int shim_add_tensor(ebb_items *it, const char *name, const float *data, uint32_t ndim,
-                           const uint64_t *shape) {
+                                  const uint64_t *shape) {
   return EBB_EUNSUPPORTED;
 }
 static inline int shim_add_json(ebb_items *it, const char *name, const char *json) {

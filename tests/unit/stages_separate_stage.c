@@ -19,7 +19,10 @@ static void run_stage(ebb_dev_kind kind, int no_twins, float **voc_out) {
   ebb_items in = {0}, out = {0};
   REQUIRE(shim_add_audio(&in, "audio", clip.mix, (uint64_t)clip.n, 1, clip.rate) == 0);
   void *state = NULL;
-  REQUIRE(stg_stage_separate.load(&sh.base, "{\"n_fft\": 1024, \"hop\": 256, \"hpss\": true, \"melody_repeats\": 0}", &state) == 0);
+  REQUIRE(stg_stage_separate
+              .load(&sh.base,
+                    "{\"n_fft\": 1024, \"hop\": 256, \"hpss\": true, \"melody_repeats\": 0}",
+                    &state) == 0);
   int rc = stg_stage_separate.run(&sh.base, state, &in, &out);
   CHECK_MSG(rc == 0, "separate failed: %s", sh.err);
   ebb_item_info v = {0}, a = {0}, m = {0};
@@ -97,8 +100,8 @@ static void test_melody_item(void) {
         ev += (double)v.samples[i] * v.samples[i];
         ed += ((double)m.samples[i] - v.samples[i]) * ((double)m.samples[i] - v.samples[i]);
       }
-      CHECK_MSG(ev > 0.0 && ed > 1e-3 * ev, "melody differs from vocals by %g of %g: no second pass",
-                ed, ev);
+      CHECK_MSG(ev > 0.0 && ed > 1e-3 * ev,
+                "melody differs from vocals by %g of %g: no second pass", ed, ev);
     }
     if (d)
       CHECK_MSG(sh.launches > 20 && sh.live_bytes == 0, "launches %d, live %llu", sh.launches,
@@ -110,8 +113,7 @@ static void test_melody_item(void) {
   shim_ctx sh;
   shim_init(&sh, EBB_DEV_KIND_CPU);
   void *state = NULL;
-  CHECK_EQ_INT(stg_stage_separate.load(&sh.base, "{\"melody_repeats\": 101}", &state),
-               EBB_ECONFIG);
+  CHECK_EQ_INT(stg_stage_separate.load(&sh.base, "{\"melody_repeats\": 101}", &state), EBB_ECONFIG);
   CHECK_MSG(strstr(sh.err, "melody_repeats") != NULL, "error: %s", sh.err);
   CHECK(state == NULL);
 }

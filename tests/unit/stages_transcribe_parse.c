@@ -21,7 +21,8 @@ static json_t *parse(const char *body, stg_whisper_protocol p, int *rc_out, int 
   char *out = NULL;
   nlogs = 0;
   logbuf[0] = 0;
-  int rc = stg_transcribe_parse(body, strlen(body), p, "http://srv/x", &out, dropped, cap_log, NULL);
+  int rc =
+      stg_transcribe_parse(body, strlen(body), p, "http://srv/x", &out, dropped, cap_log, NULL);
   *rc_out = rc;
   if (rc)
     return NULL;
@@ -43,7 +44,8 @@ static void test_openai_words(void) {
       "{\"task\":\"transcribe\",\"language\":\"english\",\"duration\":3.0,"
       "\"text\":\" Hello world \",\"words\":[{\"word\":\"Hello\",\"start\":0.5,\"end\":0.9},"
       "{\"word\":\" world\",\"start\":1.0,\"end\":1.4567}],"
-      "\"segments\":[{\"id\":0,\"start\":0.0,\"end\":3.0,\"text\":\" Hello world\",\"tokens\":[1,2]}]}";
+      "\"segments\":[{\"id\":0,\"start\":0.0,\"end\":3.0,\"text\":\" Hello "
+      "world\",\"tokens\":[1,2]}]}";
   int rc, dropped = -1;
   json_t *t = parse(body, EBB_WHISPER_OPENAI, &rc, &dropped);
   REQUIRE(rc == 0 && t);
@@ -191,10 +193,12 @@ static void test_errors(void) {
   expect_error("[1,2]", EBB_EPROTO, "not an object");
   expect_error("{\"segments\": []}", EBB_EPROTO, "without a \"text\" string");
   expect_error("{\"text\": \"hi\"}", EBB_EPROTO, "neither \"words\" nor \"segments\"");
-  expect_error("{\"text\": \"hi\", \"segments\": 3}", EBB_EPROTO, "\"segments\" that is not an array");
+  expect_error("{\"text\": \"hi\", \"segments\": 3}", EBB_EPROTO,
+               "\"segments\" that is not an array");
   expect_error("{\"error\": \"failed to read WAV file\"}", EBB_EPROTO,
                "answered an error: failed to read WAV file");
-  expect_error("{\"error\": {\"message\": \"bad model\"}}", EBB_EPROTO, "answered an error: bad model");
+  expect_error("{\"error\": {\"message\": \"bad model\"}}", EBB_EPROTO,
+               "answered an error: bad model");
 }
 
 static void test_protocol_helpers(void) {
@@ -224,7 +228,8 @@ static void test_truncated_and_corrupted(void) {
   const char *body =
       "{\"text\":\" Hi there\",\"language\":\"english\",\"segments\":[{\"start\":0,\"end\":2.5,"
       "\"text\":\" Hi there\",\"words\":[{\"word\":\" Hi\",\"start\":0.12,\"end\":0.4},"
-      "{\"word\":\" the\",\"start\":0.5,\"end\":0.8},{\"word\":\"re\",\"start\":0.8,\"end\":1.2}]}]}";
+      "{\"word\":\" "
+      "the\",\"start\":0.5,\"end\":0.8},{\"word\":\"re\",\"start\":0.8,\"end\":1.2}]}]}";
   size_t n = strlen(body);
   int bad = 0, ok = 0;
   char *buf = malloc(n + 1);

@@ -178,8 +178,8 @@ static void test_vtable(void) {
   json_t *schema = json_loads(stg_stage_transcribe.options_schema, 0, &e);
   CHECK_MSG(json_is_object(schema), "options_schema is not a JSON object: %s (line %d col %d)",
             e.text, e.line, e.column);
-  const char *keys[] = {"url", "protocol", "model", "language", "prompt", "api_key",
-                        "source", "timeout_s", "connect_timeout_s", "retries"};
+  const char *keys[] = {"url",     "protocol", "model",     "language",          "prompt",
+                        "api_key", "source",   "timeout_s", "connect_timeout_s", "retries"};
   for (size_t i = 0; i < sizeof keys / sizeof keys[0]; i++) {
     json_t *o = json_object_get(schema, keys[i]);
     CHECK_MSG(json_is_string(json_object_get(o, "type")) && json_object_get(o, "default"),
@@ -266,8 +266,7 @@ static void test_errors_reach_host(void) {
                          &out),
                EBB_EPROTO);
   CHECK_EQ_INT(last_err, EBB_EPROTO);
-  CHECK_MSG(strstr(last_msg, "HTTP 500") && strstr(last_msg, "(after 2 attempts)"), "%s",
-            last_msg);
+  CHECK_MSG(strstr(last_msg, "HTTP 500") && strstr(last_msg, "(after 2 attempts)"), "%s", last_msg);
   CHECK_EQ_INT(whisper_server_requests(srv, "sf"), 2);
   CHECK_EQ_INT(out.n, 0);
 

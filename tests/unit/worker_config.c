@@ -25,13 +25,13 @@ static void expect_error(const char *text, const char *what) {
 
 static void test_keys(void) {
   pl_config *c = NULL;
-  REQUIRE(pl_config_load_string(
-              "{\"pipelines\": {\"p\": {\"stages\": ["
-              "{\"stage\": \"synthetic\", \"name\": \"a\", \"isolate\": true},"
-              "{\"stage\": \"gain\", \"worker\": \"python3\", \"worker_args\": [\"w.py\", \"-v\"]},"
-              "{\"stage\": \"x\", \"worker\": \"/abs/w\", \"isolate\": true},"
-              "{\"stage\": \"synthetic\", \"name\": \"b\"}]}}}",
-              "t.json", &c) == 0);
+  REQUIRE(pl_config_load_string("{\"pipelines\": {\"p\": {\"stages\": ["
+                                "{\"stage\": \"synthetic\", \"name\": \"a\", \"isolate\": true},"
+                                "{\"stage\": \"gain\", \"worker\": \"python3\", \"worker_args\": "
+                                "[\"w.py\", \"-v\"]},"
+                                "{\"stage\": \"x\", \"worker\": \"/abs/w\", \"isolate\": true},"
+                                "{\"stage\": \"synthetic\", \"name\": \"b\"}]}}}",
+                                "t.json", &c) == 0);
   const pl_def *p = pl_config_pipeline(c, "p");
   REQUIRE(p && p->nstages == 4);
   CHECK(p->stages[0].isolate && !p->stages[0].worker && !p->stages[0].worker_args);
@@ -49,17 +49,17 @@ static void test_keys(void) {
   REQUIRE(pl_registry_create(&reg) == 0);
   CHECK_MSG(pl_check(reg, p) == 0, "check: %s", ebb_errmsg());
   pl_config_free(c);
-  REQUIRE(pl_config_load_string(
-              "{\"pipelines\": {\"p\": {\"stages\": [{\"stage\": \"synthetic\", \"isolate\": "
-              "true, \"options\": {\"weights_mb\": 1}}]}}}",
-              "t.json", &c) == 0);
+  REQUIRE(pl_config_load_string("{\"pipelines\": {\"p\": {\"stages\": [{\"stage\": \"synthetic\", "
+                                "\"isolate\": "
+                                "true, \"options\": {\"weights_mb\": 1}}]}}}",
+                                "t.json", &c) == 0);
   CHECK_EQ_INT(pl_check(reg, pl_config_pipeline(c, "p")), EBB_ECONFIG);
   CHECK(has(ebb_errmsg(), "no option 'weights_mb'"));
   pl_config_free(c);
-  REQUIRE(pl_config_load_string(
-              "{\"pipelines\": {\"p\": {\"stages\": [{\"stage\": \"nonesuch\", \"isolate\": "
-              "true}]}}}",
-              "t.json", &c) == 0);
+  REQUIRE(pl_config_load_string("{\"pipelines\": {\"p\": {\"stages\": [{\"stage\": \"nonesuch\", "
+                                "\"isolate\": "
+                                "true}]}}}",
+                                "t.json", &c) == 0);
   CHECK_EQ_INT(pl_check(reg, pl_config_pipeline(c, "p")), EBB_ENOTFOUND);
   CHECK(has(ebb_errmsg(), "unknown stage 'nonesuch'"));
   pl_config_free(c);

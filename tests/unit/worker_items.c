@@ -91,7 +91,8 @@ static void test_refused(void) {
            "\"shm\":\"ebb-someone-else-o1\",\"bytes\":16}");
   snprintf(audio_ok, sizeof audio_ok,
            "{\"kind\":\"audio\",\"name\":\"a\",\"frames\":4,\"channels\":1,\"rate\":8000,"
-           "\"shm\":\"%so1\",\"bytes\":16}", prefix);
+           "\"shm\":\"%so1\",\"bytes\":16}",
+           prefix);
   const bad_case cases[] = {
       {"[1]", "needs a string \"kind\""},
       {"{\"kind\":\"audio\"}", "non-empty \"name\""},
@@ -118,8 +119,7 @@ static void test_refused(void) {
       {"{\"kind\":\"tensor\",\"name\":\"t\",\"shape\":3}", "at most 8 sizes"},
       {"{\"kind\":\"tensor\",\"name\":\"t\",\"shape\":[2,-1]}", "not a size"},
       {"{\"kind\":\"tensor\",\"name\":\"t\",\"shape\":[2,1.5]}", "not a size"},
-      {"{\"kind\":\"tensor\",\"name\":\"t\",\"shape\":[4294967296,4294967296]}",
-       "shape too large"},
+      {"{\"kind\":\"tensor\",\"name\":\"t\",\"shape\":[4294967296,4294967296]}", "shape too large"},
       {"{\"kind\":\"tensor\",\"name\":\"t\",\"shape\":[1099511627777]}", "shape too large"},
       {"{\"kind\":\"audio\",\"name\":\"a\",\"frames\":4,\"channels\":1,\"rate\":8000,"
        "\"bytes\":16}",
@@ -161,7 +161,8 @@ static void test_map(void) {
   float data[6] = {1, 2, 3, 4, 5, 6};
   REQUIRE(wrk_shm_put(name, data, sizeof data) == 0);
   snprintf(text, sizeof text,
-           "{\"kind\":\"tensor\",\"name\":\"t\",\"shape\":[2,3],\"shm\":\"%s\",\"bytes\":24}", name);
+           "{\"kind\":\"tensor\",\"name\":\"t\",\"shape\":[2,3],\"shm\":\"%s\",\"bytes\":24}",
+           name);
   wrk_wire_item it;
   json_t *o;
   REQUIRE(decode_text(text, &it, &o) == 0);
@@ -172,7 +173,8 @@ static void test_map(void) {
   json_decref(o);
   /* the file holds less than the shape says */
   snprintf(text, sizeof text,
-           "{\"kind\":\"tensor\",\"name\":\"t\",\"shape\":[2,4],\"shm\":\"%s\",\"bytes\":32}", name);
+           "{\"kind\":\"tensor\",\"name\":\"t\",\"shape\":[2,4],\"shm\":\"%s\",\"bytes\":32}",
+           name);
   REQUIRE(decode_text(text, &it, &o) == 0);
   CHECK_EQ_INT(wrk_wire_item_map(&it), EBB_EPROTO);
   CHECK_MSG(has(ebb_errmsg(), "item #3 ('t')") && has(ebb_errmsg(), "holds 24 bytes"), "got '%s'",
@@ -259,8 +261,7 @@ static void test_no_copy(void) {
   /* the next worker maps it (take 0): the sender keeps the file */
   ebb_items *in = NULL;
   REQUIRE(pl_items_create(NULL, NULL, &in) == 0);
-  CHECK_MSG(pl_item_from_wire(in, json_array_get(arr, 0), 0, prefix, 0) == 0, "%s",
-            ebb_errmsg());
+  CHECK_MSG(pl_item_from_wire(in, json_array_get(arr, 0), 0, prefix, 0) == 0, "%s", ebb_errmsg());
   const pl_item_rec *r2 = pl_items_rec(in, 0);
   CHECK(r2 && !r2->shm && r2->map_bytes == 24 && r2->data[5] == 42);
   pl_items_destroy(in);
@@ -295,7 +296,8 @@ static void test_mutations(void) {
   char seeds[3][256];
   snprintf(seeds[0], sizeof seeds[0],
            "{\"kind\":\"audio\",\"name\":\"a\",\"frames\":4,\"channels\":2,\"rate\":8000,"
-           "\"shm\":\"%s1\",\"bytes\":32}", prefix);
+           "\"shm\":\"%s1\",\"bytes\":32}",
+           prefix);
   snprintf(seeds[1], sizeof seeds[1],
            "{\"kind\":\"tensor\",\"name\":\"t\",\"shape\":[2,3,9],\"shm\":\"%s2\",\"bytes\":216}",
            prefix);
@@ -319,7 +321,7 @@ static void test_mutations(void) {
     int rc = wrk_wire_item_decode(o, 0, prefix, &it);
     if (rc == 0) {
       ok++;
-      uint64_t elems = it.kind == EBB_ITEM_AUDIO ? it.frames * it.channels
+      uint64_t elems = it.kind == EBB_ITEM_AUDIO    ? it.frames * it.channels
                        : it.kind == EBB_ITEM_TENSOR ? wrk_wire_tensor_elems(it.ndim, it.shape)
                                                     : 0;
       CHECK_MSG(it.name && *it.name, "iteration %d: accepted an item without a name", iter);
@@ -332,8 +334,8 @@ static void test_mutations(void) {
                 "iteration %d: accepted a payload outside the prefix: %s", iter, buf);
     } else {
       refused++;
-      CHECK_MSG(rc == EBB_EPROTO && has(ebb_errmsg(), "item #1"), "iteration %d: rc %d '%s'",
-                iter, rc, ebb_errmsg());
+      CHECK_MSG(rc == EBB_EPROTO && has(ebb_errmsg(), "item #1"), "iteration %d: rc %d '%s'", iter,
+                rc, ebb_errmsg());
     }
     json_decref(o);
   }
@@ -356,8 +358,8 @@ static void test_worker_refuses_bad_input(void) {
   REQUIRE(wrk_wproc_call(w, m, now() + 20, NULL, &r) == 0);
   json_decref(m);
   json_decref(r);
-  m = json_pack("{s:s, s:s, s:{}, s:s}", "type", "load", "stage", "synthetic", "options",
-                "device", "cpu");
+  m = json_pack("{s:s, s:s, s:{}, s:s}", "type", "load", "stage", "synthetic", "options", "device",
+                "cpu");
   r = NULL;
   int rc = wrk_wproc_call(w, m, now() + 20, NULL, &r);
   CHECK_MSG(rc == 0, "load: %s", ebb_errmsg());

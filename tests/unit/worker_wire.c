@@ -87,15 +87,15 @@ static void test_decode_partial(void) {
 
 static void test_decode_bad(void) {
   expect_bad("not json", 8, "invalid JSON");
-  expect_bad("{\"type\":", 8, "invalid JSON");                 /* truncated JSON */
+  expect_bad("{\"type\":", 8, "invalid JSON"); /* truncated JSON */
   expect_bad("[1,2]", 5, "must be an object");
-  expect_bad("42", 2, "invalid JSON");                         /* scalars are not decoded */
+  expect_bad("42", 2, "invalid JSON"); /* scalars are not decoded */
   expect_bad("{\"kind\":\"x\"}", 12, "no string \"type\"");
   expect_bad("{\"type\":7}", 10, "no string \"type\"");
   expect_bad("{\"type\":\"\"}", 11, "no string \"type\"");
-  expect_bad("{\"type\":\"\xff\xfe\"}", 13, "invalid JSON");  /* not UTF-8 */
+  expect_bad("{\"type\":\"\xff\xfe\"}", 13, "invalid JSON");         /* not UTF-8 */
   expect_bad("{\"type\":\"a\",\"type\":\"b\"}", 23, "invalid JSON"); /* duplicate keys */
-  expect_bad("{\"type\":\"a\"}\0junk", 17, "invalid JSON");     /* NUL inside */
+  expect_bad("{\"type\":\"a\"}\0junk", 17, "invalid JSON");          /* NUL inside */
   /* length 0 and oversized lengths, whatever follows */
   unsigned char buf[16];
   json_t *m;
@@ -353,7 +353,7 @@ static void test_shm(void) {
   wrk_shm_unmap(p, sizeof data);
   CHECK_EQ_INT(wrk_shm_map(name, sizeof data + 4, &p), EBB_EPROTO); /* shorter than claimed */
   CHECK(has(ebb_errmsg(), "holds 4000 bytes"));
-  CHECK_EQ_INT(wrk_shm_map("../etc/passwd", 4, &p), EBB_EPROTO);   /* names stay in /dev/shm */
+  CHECK_EQ_INT(wrk_shm_map("../etc/passwd", 4, &p), EBB_EPROTO); /* names stay in /dev/shm */
   CHECK_EQ_INT(wrk_shm_put("a/b", data, 4), EBB_EINVAL);
   /* a FIFO under the name must not block the reader */
   char fifo[160];
@@ -427,7 +427,7 @@ static void test_mutations(void) {
       switch ((seed >> 4) % 4) {
       case 0: buf[at] ^= (unsigned char)(1u << ((seed >> 20) % 8)); break;
       case 1: buf[at] = (unsigned char)(seed >> 24); break;
-      case 2: n = at ? at : 1; break;                       /* truncate */
+      case 2: n = at ? at : 1; break;                                     /* truncate */
       case 3: buf[(seed >> 12) % 4] = (unsigned char)(seed >> 16); break; /* length */
       }
     }
