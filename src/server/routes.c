@@ -118,14 +118,10 @@ static enum MHD_Result h_pipeline(srv_server *s, struct MHD_Connection *c, srv_r
   if (rc)
     return srv_send_ebb_err(c, r, rc, ebb_errmsg());
   dev_mem_info(pl_manager_device(s->ms[at]), &mi);
-  if (s->ndev > 1 && load)
+  if (load)
     return srv_send_json(c, r, MHD_HTTP_OK,
                          json_pack("{s:s,s:b,s:s,s:I}", "pipeline", name, "loaded", 1, "device",
                                    dev_device_label(pl_manager_device(s->ms[at])),
-                                   "driver_free_bytes", (json_int_t)mi.free_bytes));
-  if (load)
-    return srv_send_json(c, r, MHD_HTTP_OK,
-                         json_pack("{s:s,s:b,s:I}", "pipeline", name, "loaded", 1,
                                    "driver_free_bytes", (json_int_t)mi.free_bytes));
   return srv_send_json(c, r, MHD_HTTP_OK,
                        json_pack("{s:s,s:b,s:I,s:I}", "pipeline", name, "loaded", 0,

@@ -44,6 +44,8 @@ for p in /metrics /v1/memory; do
 done
 wait $LOAD
 grep -q '"loaded":true' "$T/load" || fail "load big: $(cat "$T/load")"
+# one device answers as several do: the device the pipeline was placed on
+grep -q '"device":"cuda:0"' "$T/load" || fail "load big on one device names no device: $(cat "$T/load")"
 m=$(curl -s "$URL/metrics")
 case $m in *'ebb_owner_bytes{owner="b",device="cuda:0"} 3221225472'*) ;; *) fail "/metrics right after the load does not show b's 3 GiB" ;; esac
 curl -s -o /dev/null -X POST "$URL/v1/pipelines/big/unload"
