@@ -2,6 +2,7 @@
 #ifndef EBB_BENCH_UTIL_H
 #define EBB_BENCH_UTIL_H
 
+#include <dlfcn.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -15,6 +16,24 @@ static inline double bench_now(void) {
   struct timespec ts;
   clock_gettime(CLOCK_MONOTONIC, &ts);
   return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+/* Opens the driver library at path and sets each *slots[i] to its entry
+ * point names[i] (n of them): 0, or -1 after saying which is missing (`who`
+ * names the bench). For the benches that call a libcuda.so.1 directly. */
+static inline int bench_dlsyms(const char *who, const char *path, void **const slots[],
+                               const char *const names[], size_t n) {
+  void *h = dlopen(path, RTLD_NOW | RTLD_LOCAL);
+  if (!h) {
+    fprintf(stderr, "%s: cannot open %s: %s\n", who, path, dlerror());
+    return -1;
+  }
+  for (size_t i = 0; i < n; i++)
+    if (!(*slots[i] = dlsym(h, names[i]))) {
+      fprintf(stderr, "%s: %s has no %s\n", who, path, names[i]);
+      return -1;
+    }
+  return 0;
 }
 
 /* Opens spec or says why it is skipped (returns NULL). */

@@ -21,6 +21,8 @@
 #include <string.h>
 #include <time.h>
 
+#include "bench_util.h"
+
 #define ROUNDS 3
 
 typedef int (*fn_init)(unsigned);
@@ -49,18 +51,7 @@ static struct {
   fn_memset memset;
 } cu;
 
-static double now(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
-
 static int load(const char *path) {
-  void *h = dlopen(path, RTLD_NOW | RTLD_LOCAL);
-  if (!h) {
-    fprintf(stderr, "fakegpu_copy: cannot open %s: %s\n", path, dlerror());
-    return -1;
-  }
   void **slots[] = {(void **)&cu.init,      (void **)&cu.devget,   (void **)&cu.retain,
                     (void **)&cu.set,       (void **)&cu.alloc,    (void **)&cu.free,
                     (void **)&cu.hostalloc, (void **)&cu.hostfree, (void **)&cu.dtoh,
@@ -69,12 +60,7 @@ static int load(const char *path) {
                          "cuCtxSetCurrent", "cuMemAlloc_v2", "cuMemFree_v2",
                          "cuMemHostAlloc",  "cuMemFreeHost", "cuMemcpyDtoH_v2",
                          "cuMemcpyHtoD_v2", "cuMemsetD8_v2"};
-  for (size_t i = 0; i < sizeof names / sizeof *names; i++)
-    if (!(*slots[i] = dlsym(h, names[i]))) {
-      fprintf(stderr, "fakegpu_copy: %s has no %s\n", path, names[i]);
-      return -1;
-    }
-  return 0;
+  return bench_dlsyms("fakegpu_copy", path, slots, names, sizeof names / sizeof *names);
 }
 
 static int start(void) {
@@ -107,13 +93,13 @@ static int warm(uint64_t dev, size_t n, double *plain, double *drv) {
   memset(host, 1, n);
   *plain = *drv = 1e30;
   for (int r = 0; r < ROUNDS; r++) {
-    double t0 = now();
+    double t0 = bench_now();
     plain_copy(host, (const void *)(uintptr_t)dev, n);
-    double t1 = now();
+    double t1 = bench_now();
     if (cu.dtoh(host, dev, n))
       return -1;
     keep_min(plain, t1 - t0);
-    keep_min(drv, now() - t1);
+    keep_min(drv, bench_now() - t1);
   }
   return cu.hostfree(host);
 }
@@ -122,18 +108,18 @@ static int warm(uint64_t dev, size_t n, double *plain, double *drv) {
 static int park(uint64_t dev, size_t n, double *plain, double *drv) {
   *plain = *drv = 1e30;
   for (int r = 0; r < ROUNDS; r++) {
-    double t0 = now();
+    double t0 = bench_now();
     char *m = malloc(n);
     if (!m)
       return -1;
     plain_copy(m, (const void *)(uintptr_t)dev, n);
-    double t1 = now();
+    double t1 = bench_now();
     free(m);
     void *host;
-    double t2 = now();
+    double t2 = bench_now();
     if (cu.hostalloc(&host, n, 0) || cu.dtoh(host, dev, n))
       return -1;
-    double t3 = now();
+    double t3 = bench_now();
     cu.hostfree(host);
     keep_min(plain, t1 - t0);
     keep_min(drv, t3 - t2);
@@ -145,18 +131,18 @@ static int park(uint64_t dev, size_t n, double *plain, double *drv) {
 static int upload(const void *src, size_t n, double *plain, double *drv) {
   *plain = *drv = 1e30;
   for (int r = 0; r < ROUNDS; r++) {
-    double t0 = now();
+    double t0 = bench_now();
     char *m = malloc(n);
     if (!m)
       return -1;
     plain_copy(m, src, n);
-    double t1 = now();
+    double t1 = bench_now();
     free(m);
     uint64_t dev;
-    double t2 = now();
+    double t2 = bench_now();
     if (cu.alloc(&dev, n) || cu.htod(dev, src, n))
       return -1;
-    double t3 = now();
+    double t3 = bench_now();
     cu.free(dev);
     keep_min(plain, t1 - t0);
     keep_min(drv, t3 - t2);

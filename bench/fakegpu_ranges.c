@@ -16,6 +16,8 @@
 #include <string.h>
 #include <time.h>
 
+#include "bench_util.h"
+
 #define FEW 100
 #define MANY 4000
 #define CALLS 200000
@@ -44,18 +46,7 @@ static struct {
   int (*memset)(uint64_t, unsigned char, size_t);
 } cu;
 
-static double now(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
-
 static int load(const char *path) {
-  void *h = dlopen(path, RTLD_NOW | RTLD_LOCAL);
-  if (!h) {
-    fprintf(stderr, "fakegpu_ranges: cannot open %s: %s\n", path, dlerror());
-    return -1;
-  }
   void **slots[] = {(void **)&cu.init,    (void **)&cu.retain, (void **)&cu.set,
                     (void **)&cu.reserve, (void **)&cu.create, (void **)&cu.map,
                     (void **)&cu.access,  (void **)&cu.unmap,  (void **)&cu.addrfree,
@@ -66,12 +57,7 @@ static int load(const char *path) {
                          "cuMemSetAccess",   "cuMemUnmap",
                          "cuMemAddressFree", "cuMemRelease",
                          "cuMemsetD8_v2"};
-  for (size_t i = 0; i < sizeof names / sizeof *names; i++)
-    if (!(*slots[i] = dlsym(h, names[i]))) {
-      fprintf(stderr, "fakegpu_ranges: %s has no %s\n", path, names[i]);
-      return -1;
-    }
-  return 0;
+  return bench_dlsyms("fakegpu_ranges", path, slots, names, sizeof names / sizeof *names);
 }
 
 /* Ranges [from, to) of va, each mapping the one physical allocation h. */
@@ -96,7 +82,7 @@ static double per_call(const uint64_t *va, int n, int plain) {
   for (int i = 0; i < n; i++)
     if (cu.memset(va[i], 1, 64))
       return -1;
-  double t0 = now();
+  double t0 = bench_now();
   for (int k = 0; k < CALLS; k++) {
     s = s * 1103515245u + 12345u;
     uint64_t at = va[(s >> 8) % (unsigned)n];
@@ -105,7 +91,7 @@ static double per_call(const uint64_t *va, int n, int plain) {
     else if (cu.memset(at, 1, 64))
       return -1;
   }
-  return (now() - t0) / CALLS;
+  return (bench_now() - t0) / CALLS;
 }
 
 int main(void) {
