@@ -8,7 +8,11 @@
  * the linear interpolation between the order statistics around q (n - 1)
  * (within float rounding of the same in double on a sorted copy), and bit
  * for bit the kernels' stg_k_quantile (sorting, where the host selects),
- * on random magnitudes with ties and zeros; 8 values 1..8 at 0.3 give 3.1. */
+ * on random magnitudes with ties and zeros; 8 values 1..8 at 0.3 give 3.1.
+ * The vocal mask (stg_repet_vocal_mask sorts 64 bins side by side through a
+ * comparator network) is bit for bit 1 - min(W, V) / V with W the
+ * stg_dsp_quantile of the picks' magnitudes in each bin, for 1 to 100
+ * picks a frame (more than 32 with k 100), a last block of bins shorter than 64, ties and zeros. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -119,8 +123,71 @@ static void test_quantile(void) {
   CHECK_MSG(fabsf(got - 3.1f) < 1e-5f, "0.3-quantile of 1..8: %g, expected 3.1", (double)got);
 }
 
+/* The mask the reference way: frame j's picks' magnitudes, bin by bin,
+ * through stg_dsp_quantile. */
+static int mask_case(int nframes, int nbins, int k, float q) {
+  stg_repet_params p = {.k = k,
+                        .min_dist = 1,
+                        .max_lag = nframes,
+                        .pool = 3,
+                        .quantile = q,
+                        .band_lo = 0,
+                        .band_hi = nbins - 1,
+                        .outside_gain = 1.0f};
+  size_t cells = (size_t)nframes * (size_t)nbins;
+  float *mag = malloc(sizeof(float) * cells), *mask = malloc(sizeof(float) * cells);
+  int *picks = malloc(sizeof(int) * (size_t)nframes * (size_t)k);
+  int *np = malloc(sizeof(int) * (size_t)nframes);
+  float vals[EBB_REPET_MAX_K];
+  REQUIRE(mag && mask && picks && np);
+  for (size_t c = 0; c < cells; c++) {
+    int r = rand() % 100;
+    mag[c] = r < 10 ? 0.0f : r < 30 ? (float)(r % 4) : (float)rand() / (float)RAND_MAX;
+  }
+  REQUIRE(stg_repet_vocal_mask(mag, nframes, nbins, &p, mask) == 0);
+  REQUIRE(stg_repet_picks(mag, nframes, nbins, &p, picks, np) == 0);
+  int bad = 0, most = 0;
+  for (int j = 0; j < nframes; j++) {
+    most = np[j] > most ? np[j] : most;
+    for (int b = 0; b < nbins && !bad; b++) {
+      for (int r = 0; r < np[j]; r++)
+        vals[r] = mag[(size_t)picks[(size_t)j * k + r] * nbins + b];
+      float v = mag[(size_t)j * nbins + b], w = stg_dsp_quantile(vals, np[j], q);
+      w = w > v ? v : w;
+      float want = v > 0 ? 1.0f - w / v : 0.0f;
+      if (memcmp(&want, &mask[(size_t)j * nbins + b], sizeof want)) {
+        printf("  %d frames, %d bins, k %d, q %g: frame %d (%d picks) bin %d: mask %.9g, want "
+               "%.9g\n",
+               nframes, nbins, k, (double)q, j, np[j], b, (double)mask[(size_t)j * nbins + b],
+               (double)want);
+        bad = 1;
+      }
+    }
+  }
+  free(mag);
+  free(mask);
+  free(picks);
+  free(np);
+  /* random frames are rarely local maxima of their rows: 100 picks give about 40 */
+  return !bad && most >= (k < 33 ? k : 33);
+}
+
+static void test_mask_equals_quantile(void) {
+  srand(5);
+  int ks[] = {1, 2, 8, 30, 33, 100};
+  int ok = 0, n = 0;
+  for (size_t i = 0; i < sizeof ks / sizeof *ks; i++) {
+    ok += mask_case(120, 150, ks[i], 0.4f);
+    ok += mask_case(120, 64, ks[i], 0.5f);
+    n += 2;
+  }
+  CHECK_MSG(ok == n, "%d of %d masks differ from the quantiles' (see above) or had too few picks",
+            n - ok, n);
+}
+
 int main(void) {
   RUN(test_sliding_equals_median);
   RUN(test_quantile);
+  RUN(test_mask_equals_quantile);
   return TEST_END();
 }

@@ -103,6 +103,18 @@ static int cand_cmp(const void *a, const void *b) {
   return (x->frame > y->frame) - (x->frame < y->frame);
 }
 
+/* row[i] += fj * fi[i]: eight lanes a step, which the compiler turns into
+ * vector multiplies and adds (each element's own mul and add, so exactly the
+ * scalar loop's result; the plain loop stayed scalar at -O2). */
+static void row_add(float *restrict row, const float *restrict fi, float fj, int len) {
+  int i = 0;
+  for (; i + 8 <= len; i += 8)
+    for (int l = 0; l < 8; l++)
+      row[i + l] += fj * fi[i + l];
+  for (; i < len; i++)
+    row[i] += fj * fi[i];
+}
+
 /* The similarity row of frame j over [lo, hi] (lo = j - max_lag, hi =
  * j + max_lag, clipped) into row[0 .. hi - lo]. */
 static void similarity_row(const float *feat, int nfeat, int nframes, int j, int max_lag,
@@ -112,13 +124,8 @@ static void similarity_row(const float *feat, int nfeat, int nframes, int j, int
   int len = hi - lo + 1;
   for (int i = 0; i < len; i++)
     row[i] = 0.0f;
-  for (int b = 0; b < nfeat && !((b & 15) == 0 && stg_st_stop()); b++) {
-    const float *fb = feat + (long long)b * nframes;
-    float fj = fb[j];
-    const float *fi = fb + lo;
-    for (int i = 0; i < len; i++)
-      row[i] += fj * fi[i];
-  }
+  for (int b = 0; b < nfeat && !((b & 15) == 0 && stg_st_stop()); b++)
+    row_add(row, feat + (long long)b * nframes + lo, feat[(long long)b * nframes + j], len);
   *lo_out = lo;
   *hi_out = hi;
 }
@@ -340,6 +347,70 @@ int stg_repet_vocal_mask(const float *mag, int nframes, int nbins, const stg_rep
   return stg_repet_vocal_mask_shared(mag, nframes, nbins, p, NULL, mask);
 }
 
+/* The comparators (a < b) of Batcher's odd-even merge sort for the next
+ * power of two >= n, less those whose b is n or more: with the missing
+ * values taken as +inf such a comparator never moves anything, so the rest
+ * sort n values. Returns how many went into cmp (at most BATCHER_MAX). */
+#define BATCHER_MAX 1471 /* n = 128 (EBB_KERNEL_MAX_MEDIAN) */
+#define QBLOCK 64        /* bins sorted side by side */
+static int batcher(int n, short (*cmp)[2]) {
+  int np2 = 1, c = 0;
+  while (np2 < n)
+    np2 <<= 1;
+  for (int p = 1; p < np2; p <<= 1)
+    for (int k = p; k >= 1; k >>= 1)
+      for (int j = k % p; j + k < np2; j += 2 * k)
+        for (int i = 0; i < k && i + j + k < np2; i++)
+          if ((i + j) / (2 * p) == (i + j + k) / (2 * p) && i + j + k < n) {
+            cmp[c][0] = (short)(i + j);
+            cmp[c][1] = (short)(i + j + k);
+            c++;
+          }
+  return c;
+}
+
+/* Rows a and b of QBLOCK lanes into (min, max) lane by lane, eight lanes a
+ * step: the compiler turns each step into vector compares and selects (a
+ * plain loop stayed scalar, with branches, at -O2). */
+static void compare_exchange(float *restrict a, float *restrict b) {
+  for (int l = 0; l < QBLOCK; l += 8)
+    for (int u = 0; u < 8; u++) {
+      float x = a[l + u], y = b[l + u];
+      float lo = y < x ? y : x, hi = y < x ? x : y;
+      a[l + u] = lo;
+      b[l + u] = hi;
+    }
+}
+
+/* The mask of frame j's bins k0 .. k0 + QBLOCK - 1 (fewer at the end): the
+ * q-quantile of the picks' magnitudes in each bin, all bins of the block
+ * sorted at once by the comparator network net (blk: np rows of QBLOCK).
+ * A sort gives the order statistics a selection gives, so the mask is the
+ * one stg_dsp_quantile gave, bit for bit. */
+static void mask_block(const float *mag, int nbins, int j, const int *pj, int np, short (*net)[2],
+                       int ncmp, float q, int k0, float *blk, float *mask) {
+  int nk = nbins - k0 < QBLOCK ? nbins - k0 : QBLOCK;
+  for (int r = 0; r < np; r++) {
+    float *row = blk + (size_t)r * QBLOCK;
+    memcpy(row, mag + (long long)pj[r] * nbins + k0, sizeof(float) * (size_t)nk);
+    for (int l = nk; l < QBLOCK; l++)
+      row[l] = 0.0f;
+  }
+  for (int c = 0; c < ncmp; c++)
+    compare_exchange(blk + (size_t)net[c][0] * QBLOCK, blk + (size_t)net[c][1] * QBLOCK);
+  float frac;
+  int i = stg_k_quantile_index(q, np, &frac);
+  const float *v = mag + (long long)j * nbins + k0;
+  float *m = mask + (long long)j * nbins + k0;
+  for (int l = 0; l < nk; l++) {
+    float lo = blk[(size_t)i * QBLOCK + l];
+    float w = stg_k_quantile_mix(lo, frac > 0.0f ? blk[(size_t)(i + 1) * QBLOCK + l] : lo, frac);
+    if (w > v[l])
+      w = v[l];
+    m[l] = v[l] > 0 ? 1.0f - w / v[l] : 0.0f;
+  }
+}
+
 int stg_repet_vocal_mask_shared(const float *mag, int nframes, int nbins, const stg_repet_params *p,
                                 stg_repet_share *sh, float *mask) {
   int rc = check_params(nframes, nbins, p);
@@ -347,8 +418,9 @@ int stg_repet_vocal_mask_shared(const float *mag, int nframes, int nbins, const 
     return rc;
   int *picks = stg_st_malloc(sizeof(int) * (size_t)nframes * (size_t)p->k);
   int *npicks = stg_st_malloc(sizeof(int) * (size_t)nframes);
-  float *vals = stg_st_malloc(sizeof(float) * (size_t)p->k);
-  if (!picks || !npicks || !vals) {
+  float *blk = stg_st_malloc(sizeof(float) * QBLOCK * (size_t)p->k);
+  short(*net)[2] = stg_st_malloc(sizeof *net * BATCHER_MAX);
+  if (!picks || !npicks || !blk || !net) {
     rc = ebb_seterr(EBB_ENOMEM, "separate: out of host memory for the picks of %d frames", nframes);
     goto done;
   }
@@ -356,17 +428,9 @@ int stg_repet_vocal_mask_shared(const float *mag, int nframes, int nbins, const 
     goto done;
   for (int j = 0; j < nframes; j++) {
     const int *pj = picks + (long long)j * p->k;
-    int np = npicks[j];
-    const float *v = mag + (long long)j * nbins;
-    float *m = mask + (long long)j * nbins;
-    for (int k = 0; k < nbins; k++) {
-      for (int q = 0; q < np; q++)
-        vals[q] = mag[(long long)pj[q] * nbins + k];
-      float w = stg_dsp_quantile(vals, np, p->quantile);
-      if (w > v[k])
-        w = v[k];
-      m[k] = v[k] > 0 ? 1.0f - w / v[k] : 0.0f;
-    }
+    int np = npicks[j], ncmp = batcher(np, net);
+    for (int k0 = 0; k0 < nbins; k0 += QBLOCK)
+      mask_block(mag, nbins, j, pj, np, net, ncmp, p->quantile, k0, blk, mask);
   }
   if (p->hpss && (rc = apply_hpss(mag, nframes, nbins, p, sh ? sh->hpss : NULL,
                                   sh ? &sh->hpss_ready : NULL, mask)) < 0)
@@ -376,7 +440,8 @@ int stg_repet_vocal_mask_shared(const float *mag, int nframes, int nbins, const 
       if (k < p->band_lo || k > p->band_hi)
         mask[(long long)f * nbins + k] *= p->outside_gain;
 done:
-  stg_st_free(vals);
+  stg_st_free(net);
+  stg_st_free(blk);
   stg_st_free(npicks);
   stg_st_free(picks);
   return rc;

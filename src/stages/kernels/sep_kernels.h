@@ -140,8 +140,8 @@ EBB_KFN void stg_k_overlap_add(long long s, const float *frames, const float *wi
 /* --- the REPET-SIM / HPSS mask (dsp_repet.h has the method) --------------
  * The host chooses each frame's repeating frames (similarity search); these
  * kernels do the per-bin medians and the mask arithmetic, with the same
- * formulas as the CPU path (a median is a selection, so the insertion sort
- * here and the host's quickselect give the same value). */
+ * formulas as the CPU path (a median is an order statistic, so the insertion
+ * sort here and the host's sorting network give the same value). */
 #define EBB_KERNEL_MAX_MEDIAN 128 /* >= EBB_REPET_MAX_K and EBB_REPET_MAX_MEDIAN */
 
 /* Sorts v[0..n-1] ascending (insertion sort: n <= EBB_KERNEL_MAX_MEDIAN). */
