@@ -29,6 +29,7 @@
 #define PY_CENTS_PER_BIN 10.0
 #define PY_MAX_STEP 25
 #define PY_SWITCH 0.01
+#define PY_PW 56 /* 2 * PY_MAX_STEP + 1 target bins, padded to a multiple of 8 */
 #define PY_PA 0.01
 #define PY_BETA_A 2.0
 #define PY_REG_SOFT 2.0 /* semitones: the register prior's fall-off (its sigma) */
@@ -262,14 +263,15 @@ static double frame_db(const float *padded, const stg_pitch_geom *g, size_t f) {
  * report the exact f0 near the chosen bin after backtracking. */
 typedef struct pyin_model {
   pyin_ctx pc;
-  int nb, ns, width, row;
+  int nb, ns, row;
   size_t nf;
   const float *sal; /* optional salience, nf x nb (pitch_salience.c) */
   double sal_weight;
   const float *center; /* optional register centre per frame, in bins (< 0: none) */
   double reg_bins;     /* pitches further than this from the centre are weighed down */
   int *tbuf;
-  double *pbuf, *logt, *obs, *delta, *next;
+  double *pbuf, *ltp, *obs, *delta, *next;
+  double *best, *arg; /* viterbi_step's 2 x (nb + PY_PW) best scores and sources */
   cand *cands, *all;
   int *ncand;
   uint16_t *back;
@@ -281,23 +283,30 @@ static void model_free(pyin_model *m) {
   stg_st_free(m->cands);
   stg_st_free(m->ncand);
   stg_st_free(m->all);
-  stg_st_free(m->logt);
+  stg_st_free(m->ltp);
+  stg_st_free(m->best);
+  stg_st_free(m->arg);
   stg_st_free(m->obs);
   stg_st_free(m->delta);
   stg_st_free(m->next);
   stg_st_free(m->back);
 }
 
-/* log transition weights per source bin (rows renormalised at the edges) */
+/* log transition weights per source bin j (rows renormalised at the
+ * edges), padded: ltp[j * PY_PW + i] is the move to bin j - PY_MAX_STEP + i,
+ * -inf beyond the step or the bins. */
 static void transition_table(pyin_model *m) {
   for (int j = 0; j < m->nb; j++) {
     double tot = 0.0;
     for (int k = -PY_MAX_STEP; k <= PY_MAX_STEP; k++)
       if (j + k >= 0 && j + k < m->nb)
         tot += PY_MAX_STEP + 1 - abs(k);
-    for (int k = -PY_MAX_STEP; k <= PY_MAX_STEP; k++)
-      m->logt[(size_t)j * m->width + k + PY_MAX_STEP] =
-          (j + k >= 0 && j + k < m->nb) ? log((PY_MAX_STEP + 1 - abs(k)) / tot) : -INFINITY;
+    for (int i = 0; i < PY_PW; i++) {
+      int k = i - PY_MAX_STEP;
+      m->ltp[(size_t)j * PY_PW + i] = (k <= PY_MAX_STEP && j + k >= 0 && j + k < m->nb)
+                                          ? log((PY_MAX_STEP + 1 - abs(k)) / tot)
+                                          : -INFINITY;
+    }
   }
 }
 
@@ -308,20 +317,21 @@ static int model_init(pyin_model *m, const stg_pitch_geom *g, const stg_pitch_pa
   m->pc.nb = m->nb = (int)floor(1200.0 * log2(p->fmax / p->fmin) / PY_CENTS_PER_BIN) + 1;
   m->ns = 2 * m->nb;
   m->row = g->tau_max + 1;
-  m->width = 2 * PY_MAX_STEP + 1;
   m->nf = g->n_frames;
   m->tbuf = stg_st_malloc((size_t)m->row * sizeof *m->tbuf);
   m->pbuf = stg_st_malloc((size_t)m->row * sizeof *m->pbuf);
   m->cands = stg_st_malloc((size_t)m->row * sizeof *m->cands);
   m->ncand = stg_st_calloc(m->nf ? m->nf : 1, sizeof *m->ncand);
   m->all = stg_st_malloc((m->nf ? m->nf : 1) * 8 * sizeof *m->all);
-  m->logt = stg_st_malloc((size_t)m->nb * m->width * sizeof *m->logt);
+  m->ltp = stg_st_malloc((size_t)m->nb * PY_PW * sizeof *m->ltp);
+  m->best = stg_st_malloc(2 * (size_t)(m->nb + PY_PW) * sizeof *m->best);
+  m->arg = stg_st_malloc(2 * (size_t)(m->nb + PY_PW) * sizeof *m->arg);
   m->obs = stg_st_malloc((size_t)m->ns * sizeof *m->obs);
   m->delta = stg_st_malloc((size_t)m->ns * sizeof *m->delta);
   m->next = stg_st_malloc((size_t)m->ns * sizeof *m->next);
   m->back = stg_st_malloc((m->nf ? m->nf : 1) * (size_t)m->ns * sizeof *m->back);
-  if (!m->tbuf || !m->pbuf || !m->cands || !m->ncand || !m->all || !m->logt || !m->obs ||
-      !m->delta || !m->next || !m->back) {
+  if (!m->tbuf || !m->pbuf || !m->cands || !m->ncand || !m->all || !m->ltp || !m->best || !m->arg ||
+      !m->obs || !m->delta || !m->next || !m->back) {
     model_free(m);
     return ebb_seterr(EBB_ENOMEM, "pitch: out of memory for the pYIN model of %zu frames", m->nf);
   }
@@ -380,33 +390,60 @@ static double frame_observation(pyin_model *m, const float *cmndf, const float *
   return vp;
 }
 
-/* delta(f) from delta(f - 1): the best predecessor of every state */
+/* One source bin's moves into the PY_PW target bins from j - PY_MAX_STEP
+ * (lt: its padded transition row): for each target, its candidates from
+ * source j (the same voicing, then the other) replace the best so far when
+ * strictly better, exactly as a scan of each target's sources in order
+ * would. Eight lanes a step: the compiler makes vector adds, compares and
+ * selects of it (the arguments are doubles so that every lane is 64-bit). */
+static void viterbi_relax(const double *restrict lt, double d0, double d1, double lstay,
+                          double lswitch, double j0, double j1, double *restrict b0,
+                          double *restrict b1, double *restrict a0, double *restrict a1) {
+  for (int l = 0; l < PY_PW; l += 8)
+    for (int u = 0; u < 8; u++) {
+      double t0 = d0 + lt[l + u], t1 = d1 + lt[l + u];
+      double s0 = t0 + lstay, o0 = t1 + lswitch, s1 = t1 + lstay, o1 = t0 + lswitch;
+      double b = b0[l + u], a = a0[l + u];
+      a = s0 > b ? j0 : a;
+      b = s0 > b ? s0 : b;
+      a = o0 > b ? j1 : a;
+      b = o0 > b ? o0 : b;
+      b0[l + u] = b;
+      a0[l + u] = a;
+      b = b1[l + u];
+      a = a1[l + u];
+      a = s1 > b ? j1 : a;
+      b = s1 > b ? s1 : b;
+      a = o1 > b ? j0 : a;
+      b = o1 > b ? o1 : b;
+      b1[l + u] = b;
+      a1[l + u] = a;
+    }
+}
+
+/* delta(f) from delta(f - 1): the best predecessor of every state. Source
+ * by source, each into its window of targets (viterbi_relax); padding
+ * targets and transitions are -inf, which never wins. */
 static void viterbi_step(pyin_model *m, size_t f) {
   const double lstay = log(1.0 - PY_SWITCH), lswitch = log(PY_SWITCH);
-  int nb = m->nb;
+  int nb = m->nb, len = nb + PY_PW;
   uint16_t *bk = m->back + f * (size_t)m->ns;
-  for (int v = 0; v < 2; v++)
-    for (int k = 0; k < nb; k++) {
-      double best = -INFINITY;
-      int arg = v * nb + k;
-      int lo = k - PY_MAX_STEP < 0 ? 0 : k - PY_MAX_STEP;
-      int hi = k + PY_MAX_STEP >= nb ? nb - 1 : k + PY_MAX_STEP;
-      for (int j = lo; j <= hi; j++) {
-        double lt = m->logt[(size_t)j * m->width + (k - j) + PY_MAX_STEP];
-        double same = m->delta[v * nb + j] + lt + lstay;
-        double other = m->delta[(1 - v) * nb + j] + lt + lswitch;
-        if (same > best) {
-          best = same;
-          arg = v * nb + j;
-        }
-        if (other > best) {
-          best = other;
-          arg = (1 - v) * nb + j;
-        }
-      }
-      m->next[v * nb + k] = best + m->obs[v * nb + k];
-      bk[v * nb + k] = (uint16_t)arg;
-    }
+  double *b0 = m->best, *b1 = b0 + len, *a0 = m->arg, *a1 = a0 + len;
+  for (int i = 0; i < len; i++) {
+    int k = i - PY_MAX_STEP;
+    b0[i] = b1[i] = -INFINITY;
+    a0[i] = k;
+    a1[i] = nb + k;
+  }
+  for (int j = 0; j < nb; j++)
+    viterbi_relax(m->ltp + (size_t)j * PY_PW, m->delta[j], m->delta[nb + j], lstay, lswitch, j,
+                  nb + j, b0 + j, b1 + j, a0 + j, a1 + j);
+  for (int k = 0; k < nb; k++) {
+    m->next[k] = b0[PY_MAX_STEP + k] + m->obs[k];
+    m->next[nb + k] = b1[PY_MAX_STEP + k] + m->obs[nb + k];
+    bk[k] = (uint16_t)a0[PY_MAX_STEP + k];
+    bk[nb + k] = (uint16_t)a1[PY_MAX_STEP + k];
+  }
   double *t = m->delta;
   m->delta = m->next;
   m->next = t;
