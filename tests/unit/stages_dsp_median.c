@@ -12,7 +12,10 @@
  * The vocal mask (stg_repet_vocal_mask sorts 64 bins side by side through a
  * comparator network) is bit for bit 1 - min(W, V) / V with W the
  * stg_dsp_quantile of the picks' magnitudes in each bin, for 1 to 100
- * picks a frame (more than 32 with k 100), a last block of bins shorter than 64, ties and zeros. */
+ * picks a frame (more than 32 with k 100), a last block of bins shorter than 64, ties and zeros.
+ * The picks (stg_repet_picks, whose candidates a radix sort orders) are a
+ * comparison sort's by (similarity, frame) on a spectrogram of repeated
+ * frames, whose similarities tie exactly. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -172,6 +175,85 @@ static int mask_case(int nframes, int nbins, int k, float q) {
   return !bad && most >= (k < 33 ? k : 33);
 }
 
+typedef struct ref_cand {
+  float sim;
+  int frame;
+} ref_cand;
+
+static int ref_cmp(const void *a, const void *b) {
+  const ref_cand *x = a, *y = b;
+  if (x->sim != y->sim)
+    return x->sim > y->sim ? -1 : 1;
+  return (x->frame > y->frame) - (x->frame < y->frame);
+}
+
+/* dsp_repet.c's picks the way it made them before its radix sort: features
+ * and rows with the same float operations, candidates through qsort. */
+static int ref_picks(const float *mag, int nf, int nbins, const stg_repet_params *p, int j,
+                     float *feat, ref_cand *c, int *picks) {
+  int nfeat = (nbins + p->pool - 1) / p->pool, n = 0, np = 0;
+  for (int f = 0; f < nf; f++) {
+    double norm = 0;
+    for (int b = 0; b < nfeat; b++) {
+      float s = 0;
+      for (int k = b * p->pool; k < (b + 1) * p->pool && k < nbins; k++)
+        s += mag[(size_t)f * nbins + k];
+      feat[(size_t)b * nf + f] = s;
+      norm += (double)s * s;
+    }
+    float inv = norm > 0 ? (float)(1.0 / sqrt(norm)) : 0.0f;
+    for (int b = 0; b < nfeat; b++)
+      feat[(size_t)b * nf + f] *= inv;
+  }
+  float row[256] = {0};
+  for (int b = 0; b < nfeat; b++)
+    for (int i = 0; i < nf; i++)
+      row[i] += feat[(size_t)b * nf + j] * feat[(size_t)b * nf + i];
+  for (int i = 0; i < nf; i++)
+    if (row[i] > 0 && abs(i - j) >= p->min_dist && !(i > 0 && row[i - 1] > row[i]) &&
+        !(i < nf - 1 && row[i + 1] >= row[i]))
+      c[n++] = (ref_cand){row[i], i};
+  qsort(c, (size_t)n, sizeof *c, ref_cmp);
+  picks[np++] = j;
+  for (int i = 0; i < n && np < p->k; i++) {
+    int near = 0;
+    for (int q = 1; q < np; q++)
+      near |= abs(picks[q] - c[i].frame) < p->min_dist;
+    if (!near)
+      picks[np++] = c[i].frame;
+  }
+  return np;
+}
+
+static void test_picks_tie_order(void) {
+  enum { NF = 200, NB = 40 };
+  stg_repet_params p = {.k = 30,
+                        .min_dist = 3,
+                        .max_lag = NF,
+                        .pool = 4,
+                        .quantile = 0.5f,
+                        .band_lo = 0,
+                        .band_hi = NB - 1,
+                        .outside_gain = 1.0f};
+  static float mag[NF * NB], feat[NF * NB];
+  static int picks[NF * 30], np[NF], want[30];
+  static ref_cand c[NF];
+  srand(3);
+  for (int f = 0; f < NF; f++) /* 7 distinct frames, repeated out of order: exact ties */
+    for (int b = 0; b < NB; b++)
+      mag[f * NB + b] = (float)(((f * 5 % 7) * 13 + b * 7) % 11);
+  REQUIRE(stg_repet_picks(mag, NF, NB, &p, picks, np) == 0);
+  int bad = 0;
+  for (int j = 0; j < NF && !bad; j++) {
+    int n = ref_picks(mag, NF, NB, &p, j, feat, c, want);
+    bad = n != np[j] || memcmp(want, picks + j * 30, sizeof(int) * (size_t)n);
+    if (bad)
+      printf("  frame %d: %d picks, want %d (first %d, want %d)\n", j, np[j], n, picks[j * 30 + 1],
+             want[1]);
+  }
+  CHECK_MSG(!bad, "the picks differ from a comparison sort's (see above)");
+}
+
 static void test_mask_equals_quantile(void) {
   srand(5);
   int ks[] = {1, 2, 8, 30, 33, 100};
@@ -189,5 +271,6 @@ int main(void) {
   RUN(test_sliding_equals_median);
   RUN(test_quantile);
   RUN(test_mask_equals_quantile);
+  RUN(test_picks_tie_order);
   return TEST_END();
 }

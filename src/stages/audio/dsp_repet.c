@@ -3,6 +3,7 @@
 #include "stages/audio/dsp_repet.h"
 
 #include <math.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -95,12 +96,39 @@ typedef struct cand {
   int frame;
 } cand;
 
-/* Highest similarity first; the earlier frame first among equals. */
-static int cand_cmp(const void *a, const void *b) {
-  const cand *x = a, *y = b;
-  if (x->sim != y->sim)
-    return x->sim > y->sim ? -1 : 1;
-  return (x->frame > y->frame) - (x->frame < y->frame);
+/* Highest similarity first, the earlier frame first among equals, for
+ * candidates in frame order with similarities > 0: a stable radix sort on
+ * the complement of the similarity's bits (a positive float's bits order as
+ * its value), a byte a pass (a pass where every key has the same byte is
+ * skipped). The order a comparison sort by (similarity, frame) gives, without
+ * a comparator call per comparison. tmp: n cands. */
+static void sort_cands(cand *c, cand *tmp, int n) {
+  cand *src = c, *dst = tmp;
+  for (int shift = 0; shift < 32; shift += 8) {
+    int count[257] = {0};
+    for (int i = 0; i < n; i++) {
+      uint32_t b;
+      memcpy(&b, &src[i].sim, sizeof b);
+      count[((~b >> shift) & 255u) + 1]++;
+    }
+    int skip = 0;
+    for (int d = 1; d <= 256 && !skip; d++)
+      skip = count[d] == n;
+    if (skip)
+      continue;
+    for (int d = 0; d < 256; d++)
+      count[d + 1] += count[d];
+    for (int i = 0; i < n; i++) {
+      uint32_t b;
+      memcpy(&b, &src[i].sim, sizeof b);
+      dst[count[(~b >> shift) & 255u]++] = src[i];
+    }
+    cand *t = src;
+    src = dst;
+    dst = t;
+  }
+  if (src != c)
+    memcpy(c, src, sizeof *c * (size_t)n);
 }
 
 /* row[i] += fj * fi[i]: eight lanes a step, which the compiler turns into
@@ -135,7 +163,7 @@ static void similarity_row(const float *feat, int nfeat, int nframes, int j, int
  * greedily, each at least min_dist from every frame already chosen. Returns
  * how many (<= k) went into picks. */
 static int pick_similar(const float *row, int lo, int hi, int j, const stg_repet_params *p,
-                        cand *cands, int *picks) {
+                        cand *cands, cand *tmp, int *picks) {
   int ncand = 0;
   for (int i = lo; i <= hi; i++) {
     float s = row[i - lo];
@@ -149,7 +177,7 @@ static int pick_similar(const float *row, int lo, int hi, int j, const stg_repet
     cands[ncand].frame = i;
     ncand++;
   }
-  qsort(cands, (size_t)ncand, sizeof *cands, cand_cmp);
+  sort_cands(cands, tmp, ncand);
   int npick = 0;
   picks[npick++] = j;
   for (int c = 0; c < ncand && npick < p->k; c++) {
@@ -172,7 +200,8 @@ static void sorted_insert(float *v, int n, float x) {
     else
       hi = mid;
   }
-  memmove(v + lo + 1, v + lo, sizeof *v * (size_t)(n - lo));
+  for (int i = n; i > lo; i--) /* short runs: a loop, not a memmove call */
+    v[i] = v[i - 1];
   v[lo] = x;
 }
 
@@ -186,7 +215,8 @@ static void sorted_remove(float *v, int n, float x) {
     else
       hi = mid;
   }
-  memmove(v + lo, v + lo + 1, sizeof *v * (size_t)(n - lo - 1));
+  for (int i = lo; i < n - 1; i++)
+    v[i] = v[i + 1];
 }
 
 /* One insertion and one removal a step instead of a selection over the
@@ -271,7 +301,7 @@ static int picks_of(const float *mag, int nframes, int nbins, const stg_repet_pa
   int wlen = 2 * p->max_lag + 1;
   float *feat = stg_st_malloc(sizeof(float) * (size_t)nframes * (size_t)nfeat);
   float *row = stg_st_malloc(sizeof(float) * (size_t)wlen);
-  cand *cands = stg_st_malloc(sizeof(cand) * (size_t)wlen);
+  cand *cands = stg_st_malloc(sizeof(cand) * 2 * (size_t)wlen); /* and a radix sort's copy */
   int rc = 0;
   if (!feat || !row || !cands) {
     rc = ebb_seterr(EBB_ENOMEM, "separate: out of host memory for the similarity of %d frames",
@@ -294,7 +324,7 @@ static int picks_of(const float *mag, int nframes, int nbins, const stg_repet_pa
       const stg_repet_params *q = pass ? p2 : p;
       int *pj = (pass ? picks2 : picks) + (long long)j * q->k;
       int *np = (pass ? npicks2 : npicks) + j;
-      *np = pick_similar(row, lo, hi, j, q, cands, pj);
+      *np = pick_similar(row, lo, hi, j, q, cands, cands + wlen, pj);
       for (int r = *np; r < q->k; r++)
         pj[r] = j; /* unused slots: defined values */
     }
