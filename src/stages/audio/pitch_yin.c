@@ -390,35 +390,56 @@ static double frame_observation(pyin_model *m, const float *cmndf, const float *
   return vp;
 }
 
-/* One source bin's moves into the PY_PW target bins from j - PY_MAX_STEP
- * (lt: its padded transition row): for each target, its candidates from
- * source j (the same voicing, then the other) replace the best so far when
- * strictly better, exactly as a scan of each target's sources in order
- * would. Eight lanes a step: the compiler makes vector adds, compares and
- * selects of it (the arguments are doubles so that every lane is 64-bit). */
-static void viterbi_relax(const double *restrict lt, double d0, double d1, double lstay,
-                          double lswitch, double j0, double j1, double *restrict b0,
-                          double *restrict b1, double *restrict a0, double *restrict a1) {
-  for (int l = 0; l < PY_PW; l += 8)
-    for (int u = 0; u < 8; u++) {
-      double t0 = d0 + lt[l + u], t1 = d1 + lt[l + u];
-      double s0 = t0 + lstay, o0 = t1 + lswitch, s1 = t1 + lstay, o1 = t0 + lswitch;
-      double b = b0[l + u], a = a0[l + u];
-      a = s0 > b ? j0 : a;
-      b = s0 > b ? s0 : b;
-      a = o0 > b ? j1 : a;
-      b = o0 > b ? o0 : b;
-      b0[l + u] = b;
-      a0[l + u] = a;
-      b = b1[l + u];
-      a = a1[l + u];
-      a = s1 > b ? j1 : a;
-      b = s1 > b ? s1 : b;
-      a = o1 > b ? j0 : a;
-      b = o1 > b ? o1 : b;
-      b1[l + u] = b;
-      a1[l + u] = a;
-    }
+/* Where the compiler can, the Viterbi's relaxation is built twice, for AVX2
+ * (four doubles a vector, one blend a select) and for the baseline, and the
+ * CPU picks one when the program loads. Both perform the same IEEE
+ * additions and comparisons (there is no multiply to fuse), so the path is
+ * the same bit for bit on either. */
+#if defined(__x86_64__) && defined(__has_attribute)
+#if __has_attribute(target_clones)
+#define PY_CLONES __attribute__((target_clones("avx2", "default")))
+#endif
+#endif
+#ifndef PY_CLONES
+#define PY_CLONES
+#endif
+
+/* Every source bin's moves into its PY_PW target bins from j - PY_MAX_STEP
+ * (ltp: the padded transition rows; b0/a0, b1/a1: the best scores and
+ * sources of the unvoiced-0/voiced-1 targets, offset by PY_MAX_STEP): for
+ * each target, its candidates from source j (the same voicing, then the
+ * other) replace the best so far when strictly better, exactly as a scan of
+ * each target's sources in order would. Eight lanes a step: the compiler
+ * makes vector adds, compares and selects of it (the sources are doubles so
+ * that every lane is 64-bit). */
+PY_CLONES static void viterbi_relax(const double *restrict ltp, const double *restrict delta,
+                                    int nb, double lstay, double lswitch, double *restrict b0,
+                                    double *restrict b1, double *restrict a0, double *restrict a1) {
+  for (int j = 0; j < nb; j++) {
+    const double *lt = ltp + (size_t)j * PY_PW;
+    double d0 = delta[j], d1 = delta[nb + j], j0 = j, j1 = nb + j;
+    double *p0 = b0 + j, *p1 = b1 + j, *q0 = a0 + j, *q1 = a1 + j;
+    for (int l = 0; l < PY_PW; l += 8)
+      for (int u = 0; u < 8; u++) {
+        double t0 = d0 + lt[l + u], t1 = d1 + lt[l + u];
+        double s0 = t0 + lstay, o0 = t1 + lswitch, s1 = t1 + lstay, o1 = t0 + lswitch;
+        double b = p0[l + u], a = q0[l + u];
+        a = s0 > b ? j0 : a;
+        b = s0 > b ? s0 : b;
+        a = o0 > b ? j1 : a;
+        b = o0 > b ? o0 : b;
+        p0[l + u] = b;
+        q0[l + u] = a;
+        b = p1[l + u];
+        a = q1[l + u];
+        a = s1 > b ? j1 : a;
+        b = s1 > b ? s1 : b;
+        a = o1 > b ? j0 : a;
+        b = o1 > b ? o1 : b;
+        p1[l + u] = b;
+        q1[l + u] = a;
+      }
+  }
 }
 
 /* delta(f) from delta(f - 1): the best predecessor of every state. Source
@@ -435,9 +456,7 @@ static void viterbi_step(pyin_model *m, size_t f) {
     a0[i] = k;
     a1[i] = nb + k;
   }
-  for (int j = 0; j < nb; j++)
-    viterbi_relax(m->ltp + (size_t)j * PY_PW, m->delta[j], m->delta[nb + j], lstay, lswitch, j,
-                  nb + j, b0 + j, b1 + j, a0 + j, a1 + j);
+  viterbi_relax(m->ltp, m->delta, nb, lstay, lswitch, b0, b1, a0, a1);
   for (int k = 0; k < nb; k++) {
     m->next[k] = b0[PY_MAX_STEP + k] + m->obs[k];
     m->next[nb + k] = b1[PY_MAX_STEP + k] + m->obs[nb + k];
