@@ -59,6 +59,7 @@
 #define FK_API __attribute__((visibility("default")))
 #define FK_DRIVER_VERSION 13000
 #define FK_DEVICE_NAME "fakegpu (ebb test device)"
+#define FK_DEVICE_SMS 132 /* streaming multiprocessors, as an H100 SXM */
 
 /* Types of the entry points that are not in EBB_CUDA_ENTRY_POINTS. */
 typedef struct CUexecAffinityParam_st CUexecAffinityParam;
@@ -131,6 +132,7 @@ struct fk_obj {
   void *owner;                /* modules: their CUlibrary; functions: their CUkernel */
   const void *image;          /* binary modules: the image (NULL: names unknown) */
   int image_owned;            /* image is this module's copy */
+  char *ptx;                  /* PTX modules: their text, owned (entries that do nothing) */
   struct fk_globals *globals; /* modules: their device variables, once asked */
   /* functions */
   fk_obj *module;
@@ -244,6 +246,9 @@ dev_kernel_twin_fn fk_find_twin(const char *name);
  * CUDA_ERROR_INVALID_PTX and says why in msg (also on stderr). Any other
  * image is accepted: its kernels are resolved by name at cuModuleGetFunction. */
 CUresult fk_image_check(const void *image, char *msg, size_t msg_len);
+/* 1 when the PTX text declares entry `name` with a body of `ret;` alone: a
+ * kernel that does nothing, run as a no-op without a twin. */
+int fk_ptx_entry_does_nothing(const char *ptx, const char *name);
 /* Waits until every stream callback queued before the call has run. Called
  * without fk_lock. */
 void fk_callbacks_drain(void);

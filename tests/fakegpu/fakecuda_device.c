@@ -1,12 +1,14 @@
 /* Device-wide queries and settings beyond the attributes (fakecuda_init.c):
  * graph memory (cuDeviceGet/SetGraphMemAttribute, cuDeviceGraphMemTrim),
- * execution affinity (cuDeviceGetExecAffinitySupport, cuCtxGetExecAffinity)
+ * execution affinity (cuDeviceGetExecAffinitySupport, cuCtxGetExecAffinity),
+ * SM resources (cuDeviceGetDevResource, cuCtxGetDevResource),
  * cuFlushGPUDirectRDMAWrites, and the GPU core dump settings.
  *
  * Graphs on the fake never allocate memory (no memory-allocation nodes), so
  * the graph memory figures are 0; the high watermarks may be reset to 0 and
  * nothing else may be set (1). The fake does not partition SMs: affinity
- * support answers 0 and a context's SM count is the device's 132. There is
+ * support answers 0 and a context's SM count (affinity, SM resource) is the
+ * device's 132. There is
  * no RDMA traffic to flush: the call checks its target (the current
  * context, 0) and scope (to owner 100, to all devices 200) and returns. */
 #include <stdio.h>
@@ -63,8 +65,52 @@ FK_API CUresult cuCtxGetExecAffinity(fk_affinity *param, int type) {
   if (!param || type != 0)
     return CUDA_ERROR_INVALID_VALUE;
   param->type = 0;
-  param->sm_count = 132;
+  param->sm_count = FK_DEVICE_SMS;
   return CUDA_SUCCESS;
+}
+
+/* CUdevResource (cuda.h, ABI version 1): a type, 92 bytes the driver keeps,
+ * then a 48-byte union whose SM member is what the fake fills in. */
+typedef struct {
+  int type; /* CU_DEV_RESOURCE_TYPE_SM = 1 */
+  unsigned char internal[92];
+  union {
+    struct {
+      unsigned sm_count, min_partition, coscheduled_alignment;
+    } sm;
+    unsigned char oversize[48];
+  };
+} fk_dev_resource;
+
+/* Every SM of the device (a context never holds fewer on the fake: there are
+ * no green contexts). Hopper partitions in groups of at least 8 SMs; 2 SMs of
+ * a TPC are scheduled together. cuDNN's persistent kernels size their grids
+ * from this count. Another type: 914 (INVALID_RESOURCE_TYPE). */
+static CUresult sm_resource(fk_dev_resource *r, int type) {
+  if (!r)
+    return CUDA_ERROR_INVALID_VALUE;
+  if (type != 1)
+    return CUDA_ERROR_INVALID_RESOURCE_TYPE;
+  memset(r, 0, sizeof *r);
+  r->type = 1;
+  r->sm.sm_count = FK_DEVICE_SMS;
+  r->sm.min_partition = 8;
+  r->sm.coscheduled_alignment = 2;
+  return CUDA_SUCCESS;
+}
+
+FK_API CUresult cuDeviceGetDevResource(CUdevice dev, fk_dev_resource *r, int type) {
+  CUresult rc = fk_check_device(dev);
+  return rc ? rc : sm_resource(r, type);
+}
+
+/* hCtx NULL: the current context (201 when there is none). */
+FK_API CUresult cuCtxGetDevResource(struct CUctx_st *hctx, fk_dev_resource *r, int type) {
+  fk_lock();
+  struct CUctx_st *c;
+  CUresult rc = hctx ? fk_ctx_usable(hctx) : fk_need_ctx(&c);
+  fk_unlock();
+  return rc ? rc : sm_resource(r, type);
 }
 
 FK_API CUresult cuFlushGPUDirectRDMAWrites(int target, int scope) {

@@ -63,6 +63,7 @@ static void free_obj(fk_obj *o) {
   free(o->legacy);
   o->legacy = NULL;
   free(o->name);
+  free(o->ptx);
   if (o->image_owned) {
     fk_image_forget(o->image);
     fk_params_forget(o->image);
@@ -481,8 +482,10 @@ FK_API CUresult cuModuleLoadData(CUmodule *m, const void *image) {
     rc = fk_image_check(image, NULL, 0);
   if (rc == CUDA_SUCCESS)
     rc = fk_new_obj(FK_OBJ_MODULE, &o);
-  if (rc == CUDA_SUCCESS)
+  if (rc == CUDA_SUCCESS) {
+    o->ptx = strdup(image);
     *m = (CUmodule)o;
+  }
   fk_unlock();
   return rc;
 }
@@ -505,9 +508,11 @@ FK_API CUresult cuModuleGetFunction(CUfunction *f, CUmodule m, const char *name)
     goto out;
   }
   dev_kernel_twin_fn twin = NULL;
+  int empty = 0; /* a PTX kernel that does nothing */
   if (strcmp(name, FK_FAULT_KERNEL) != 0) {
     twin = fk_find_twin(name);
-    if (!twin && (!mod->binary || !fk_image_may_hold(mod->image, name))) {
+    empty = !twin && mod->ptx && fk_ptx_entry_does_nothing(mod->ptx, name);
+    if (!twin && !empty && (!mod->binary || !fk_image_may_hold(mod->image, name))) {
       rc = CUDA_ERROR_NOT_FOUND;
       goto out;
     }
@@ -526,7 +531,7 @@ FK_API CUresult cuModuleGetFunction(CUfunction *f, CUmodule m, const char *name)
   fn->name = copy;
   fn->module = mod;
   fn->twin = twin;
-  fn->noop = !twin && mod->binary && strcmp(name, FK_FAULT_KERNEL) != 0;
+  fn->noop = !twin && (mod->binary || empty) && strcmp(name, FK_FAULT_KERNEL) != 0;
   *f = (CUfunction)fn;
 out:
   fk_unlock();
@@ -566,10 +571,11 @@ CUresult fk_launch(const fk_launch_args *a) {
   void **params = a->params, **extra = a->extra;
   fk_lock();
   struct CUctx_st *c;
+  fk_obj *fn = NULL;
   CUresult rc = fk_need_ctx(&c);
   if (rc)
     goto out_locked;
-  fk_obj *fn = fk_launch_function(a->f, c);
+  fn = fk_launch_function(a->f, c);
   if (!fn || fn->ctx != c || !fk_stream_ok(a->s)) {
     rc = CUDA_ERROR_INVALID_HANDLE;
     goto out_locked;
@@ -608,6 +614,12 @@ CUresult fk_launch(const fk_launch_args *a) {
   if (fk_sim_on() && fk_stream_ok(a->s))
     fk_sim_launch(c, a->s); /* the kernel takes its simulated time on s */
 out_locked:
+  if (rc) {
+    const unsigned *d = a->dims;
+    fk_trace("launch of %s refused: grid %u %u %u block %u %u %u shmem %u -> %d",
+             fn ? fn->name : "(no function)", d[0], d[1], d[2], d[3], d[4], d[5], a->shmem,
+             (int)rc);
+  }
   fk_unlock();
   return rc;
 }

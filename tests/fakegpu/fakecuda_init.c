@@ -245,7 +245,7 @@ static int attribute_value(int attr, CUdevice dev, int *ok) {
   case 10: return 32;      /* warp size */
   case 12: return 65536;   /* registers per block */
   case 13: return 1980000; /* clock rate, kHz */
-  case CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT: return 132;
+  case CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT: return FK_DEVICE_SMS;
   case 19: return 1; /* can map host memory */
   case 31: return 1; /* concurrent kernels */
   case 32: return 1; /* ECC */
@@ -282,16 +282,18 @@ static int attribute_value(int attr, CUdevice dev, int *ok) {
   case 91: return 1;      /* host pointer for registered memory */
   case 92:
   case 93:
-  case 94: return 1;          /* stream memory operations (v1): 32, 64 bit, NOR */
-  case 95: return 1;          /* cooperative launch */
-  case 97: return 232448;     /* shared memory per block, opt-in */
-  case 98: return 1;          /* CU_STREAM_WAIT_VALUE_FLUSH and FLUSH_REMOTE_WRITES */
-  case 99: return 1;          /* host register supported */
-  case 106: return 32;        /* blocks per SM */
-  case 108: return 82837504;  /* max persisting L2 */
-  case 109: return 134213632; /* max access policy window */
-  case 111: return 1024;      /* reserved shared memory per block */
-  case 115: return 1;         /* memory pools */
+  case 94: return 1;           /* stream memory operations (v1): 32, 64 bit, NOR */
+  case 95: return 1;           /* cooperative launch */
+  case 97: return 232448;      /* shared memory per block, opt-in */
+  case 98: return 1;           /* CU_STREAM_WAIT_VALUE_FLUSH and FLUSH_REMOTE_WRITES */
+  case 99: return 1;           /* host register supported */
+  case 106: return 32;         /* blocks per SM */
+  case 108: return 82837504;   /* max persisting L2 */
+  case 109: return 134213632;  /* max access policy window */
+  case 111: return 1024;       /* reserved shared memory per block */
+  case 115: return 1;          /* memory pools */
+  case 120: return 1;          /* thread block cluster launch (Hopper) */
+  case 139: return 0x233010de; /* PCI device and vendor id: H100 SXM5, NVIDIA */
   case 122:
   case 123: return 1; /* 64-bit stream memory operations, wait NOR */
   case CU_DEVICE_ATTRIBUTE_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED: return 1;

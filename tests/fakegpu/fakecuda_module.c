@@ -7,7 +7,8 @@
  * `.entry` names: if one of them has no host twin the image is refused with
  * CUDA_ERROR_INVALID_PTX (218, "a PTX JIT compilation failed", what a driver
  * answers for PTX it cannot turn into code for the device), the reason in the
- * JIT error log (CU_JIT_ERROR_LOG_BUFFER) and on stderr. */
+ * JIT error log (CU_JIT_ERROR_LOG_BUFFER) and on stderr. An entry whose body
+ * is `ret;` alone needs no twin: a no-op is what it does. */
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
@@ -18,7 +19,6 @@
 
 #include "fakecuda.h"
 
-#define FK_SMS 132
 #define FK_THREADS_PER_SM 2048
 #define FK_BLOCKS_PER_SM 32
 #define FK_REGS_PER_SM 65536
@@ -43,6 +43,54 @@ static int is_ptx(const char *t) {
   return strstr(t, ".version") && strstr(t, ".target");
 }
 
+/* Skips white space and PTX comments (// to the line's end, block comments). */
+static const char *skip_blank(const char *p) {
+  for (;;) {
+    while (*p == ' ' || *p == '\t' || *p == '\n' || *p == '\r')
+      p++;
+    if (p[0] == '/' && p[1] == '/')
+      p += strcspn(p, "\n");
+    else if (p[0] == '/' && p[1] == '*') {
+      const char *e = strstr(p + 2, "*/");
+      if (!e)
+        return p;
+      p = e + 2;
+    } else
+      return p;
+  }
+}
+
+/* An entry whose body is `ret;` alone (after its parameter list, at p) does
+ * nothing on any GPU, so running it as a no-op is exact: cuDNN's
+ * nopCudnnHardwareDetection is one, loaded before its first graph runs. */
+static int ptx_body_is_ret(const char *p) {
+  p = skip_blank(p);
+  if (*p == '(') {
+    const char *e = strchr(p, ')');
+    if (!e)
+      return 0;
+    p = skip_blank(e + 1);
+  }
+  if (*p != '{')
+    return 0;
+  p = skip_blank(p + 1);
+  if (strncmp(p, "ret;", 4))
+    return 0;
+  return *skip_blank(p + 4) == '}';
+}
+
+int fk_ptx_entry_does_nothing(const char *ptx, const char *name) {
+  size_t len = strlen(name);
+  for (const char *e = strstr(ptx, ".entry"); e; e = strstr(e + 6, ".entry")) {
+    const char *n = e + 6;
+    while (*n == ' ' || *n == '\t' || *n == '\n' || *n == '\r')
+      n++;
+    if (n > e + 6 && !strncmp(n, name, len) && strchr(" \t\r\n(", n[len]))
+      return ptx_body_is_ret(n + len);
+  }
+  return 0;
+}
+
 CUresult fk_image_check(const void *image, char *msg, size_t msg_len) {
   const char *t = image;
   if (!is_ptx(t))
@@ -59,7 +107,7 @@ CUresult fk_image_check(const void *image, char *msg, size_t msg_len) {
     char *name = strndup(n, len);
     if (!name)
       return CUDA_ERROR_OUT_OF_MEMORY;
-    if (fk_find_twin(name)) {
+    if (fk_find_twin(name) || ptx_body_is_ret(n + len)) {
       free(name);
       continue;
     }
@@ -142,6 +190,8 @@ FK_API CUresult cuModuleLoadDataEx(CUmodule *m, const void *image, unsigned int 
     o->binary = fk_image_is_binary(image);
     if (o->binary)
       o->image = fk_image_keep(image, &o->image_owned);
+    else
+      o->ptx = strdup(image);
     *m = (CUmodule)o;
   }
   fk_unlock();
@@ -590,7 +640,7 @@ static CUresult potential_block_size(int *min_grid, int *block_size, CUfunction 
     }
   }
   *block_size = best_bs;
-  *min_grid = best_blocks * FK_SMS;
+  *min_grid = best_blocks * FK_DEVICE_SMS;
   return CUDA_SUCCESS;
 }
 
@@ -658,7 +708,7 @@ FK_API CUresult cuOccupancyMaxActiveClusters(int *clusters, CUfunction f,
   if (rc == CUDA_SUCCESS && (cluster == 0 || cluster > FK_CLUSTER_MAX))
     rc = CUDA_ERROR_INVALID_CLUSTER_SIZE;
   if (rc == CUDA_SUCCESS)
-    *clusters = per_sm * FK_SMS / (int)cluster;
+    *clusters = per_sm * FK_DEVICE_SMS / (int)cluster;
   fk_unlock();
   return rc;
 }
@@ -679,7 +729,7 @@ FK_API CUresult cuLaunchCooperativeKernel(CUfunction f, unsigned int gx, unsigne
   if (rc)
     return rc;
   if (threads >= 1 && threads <= 1024 && blocks >= 1 &&
-      blocks > (uint64_t)blocks_per_sm((int)threads, shmem, max_dyn) * FK_SMS)
+      blocks > (uint64_t)blocks_per_sm((int)threads, shmem, max_dyn) * FK_DEVICE_SMS)
     return CUDA_ERROR_COOPERATIVE_LAUNCH_TOO_LARGE;
   return fk_launch(&(fk_launch_args){.f = f,
                                      .dims = {gx, gy, gz, bx, by, bz},

@@ -334,6 +334,8 @@ CUresult fk_ctx_synchronize_v2(CUcontext ctx);
   X(cuDeviceGetExecAffinitySupport, "cuDeviceGetExecAffinitySupport", 11040, (void))               \
   X(cuCtxGetExecAffinity, "cuCtxGetExecAffinity", 11040, (void))                                   \
   X(cuFlushGPUDirectRDMAWrites, "cuFlushGPUDirectRDMAWrites", 11030, (void))                       \
+  X(cuDeviceGetDevResource, "cuDeviceGetDevResource", 12040, (void))                               \
+  X(cuCtxGetDevResource, "cuCtxGetDevResource", 12040, (void))                                     \
   X(cuMemcpy3DPeer, "cuMemcpy3DPeer", 4000, (void))                                                \
   X(cuMemcpy3DPeerAsync, "cuMemcpy3DPeerAsync", 4000, (void))                                      \
   X(cuUserObjectCreate, "cuUserObjectCreate", 11030, (void))                                       \

@@ -5,11 +5,11 @@ error. With `ebb` as argument, under ebb.torch.use(): each model is built and
 run inside its own ebb owner, and o.release() equals fakegpu-smi's drop (a
 separate process) within 1 MiB. The kernels run as no-ops (the fake does no
 arithmetic): this checks the driver calls, not the numbers.
-Not covered: cuDNN's fused attention (SDPA), which on the fake launches a
-kernel with a grid of 0 blocks (the driver's answer, 1, comes back as
-CUDNN_BACKEND_API_FAILED; what it sized the grid from is not found yet): it
-is turned off here (torch.backends.cuda.enable_cudnn_sdp(False)), so the
-Whisper-sized encoder's attention takes PyTorch's other fused kernels.
+The Whisper-sized encoder's attention runs through cuDNN's fused attention
+(SDPA), as it does on a Hopper GPU: cuDNN loads a do-nothing PTX kernel
+(nopCudnnHardwareDetection) before its first graph, and its flash-attention
+launch is checked like any other; a step also runs it with cuDNN as the
+only attention backend.
 Run by tests/frameworks/python_torch_half.sh."""
 import sys
 
@@ -25,7 +25,6 @@ if under_ebb:
     import ebb
     import ebb.torch
     ebb.torch.use()
-torch.backends.cuda.enable_cudnn_sdp(False)  # see above
 DTYPES = {"fp16": torch.float16, "bf16": torch.bfloat16}
 
 
@@ -52,6 +51,15 @@ def linear(dt):
     assert y.dtype == dt, "Linear gave %s" % y.dtype
 
 
+def cudnn_attention(dt):
+    """Fused attention through cuDNN alone (no fallback to another kernel)."""
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+    q = torch.zeros(1, 8, 128, 64, device="cuda", dtype=dt)
+    with sdpa_kernel(SDPBackend.CUDNN_ATTENTION):
+        o = torch.nn.functional.scaled_dot_product_attention(q, q, q)
+    assert o.shape == q.shape, "attention gave %s" % (tuple(o.shape),)
+
+
 def autocast_forward(name, dt):
     model = fakegpu_models.make(name)
     x = fakegpu_models.example_input(name)
@@ -65,6 +73,7 @@ for tag, dt in DTYPES.items():
     # outside the owners below, so no owner holds it
     step("%s a @ a" % tag, lambda: matmul(dt))
     step("%s nn.Linear" % tag, lambda: linear(dt))
+    step("%s cuDNN attention" % tag, lambda: cudnn_attention(dt))
 
 for tag, dt in DTYPES.items():
     for name in fakegpu_models.SHAPES:

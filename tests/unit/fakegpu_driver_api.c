@@ -44,7 +44,13 @@ __attribute__((visibility("default"))) void fakegpu_twin_fgt_fill(const dev_laun
 static const char ptx_twin[] = "//\n.version 7.8\n.target sm_90\n.address_size 64\n"
                                ".visible .entry fgt_fill(\n .param .u64 p0\n)\n{\n ret;\n}\n";
 static const char ptx_none[] = "//\n.version 7.8\n.target sm_90\n.address_size 64\n"
-                               ".visible .entry no_twin_here(\n)\n{\n ret;\n}\n";
+                               ".visible .entry no_twin_here(\n)\n{\n .reg .b32 r;\n"
+                               " mov.u32 r, 1;\n ret;\n}\n";
+/* cuDNN's hardware probe, as it ships: a kernel that does nothing needs no
+ * twin (test_ptx_without_twin_is_refused_with_a_message). */
+static const char ptx_ret[] = ".version 5.0\n.target sm_50\n.address_size 64\n"
+                              "// .globl nopCudnnHardwareDetection\n"
+                              ".visible .entry nopCudnnHardwareDetection()\n{\n  ret;\n}\n";
 
 /* The current context, or a bogus handle where there is none (so that the
  * peer copy's context check answers 201 like the others). */
@@ -422,6 +428,14 @@ static void test_ptx_without_twin_is_refused_with_a_message(void) {
   CHECK_EQ_INT(cu_cuCtxSynchronize(), CUDA_SUCCESS);
   CUjit_option badopt = 99;
   CHECK_EQ_INT(x_cuModuleLoadDataEx(&m, ptx_twin, 1, &badopt, vals), CUDA_ERROR_INVALID_VALUE);
+  /* A kernel whose body is `ret;` alone loads and launches as the no-op it is. */
+  CUmodule mr;
+  CUfunction fr;
+  CHECK_EQ_INT(cu_cuModuleLoadData(&mr, ptx_ret), CUDA_SUCCESS);
+  CHECK_EQ_INT(cu_cuModuleGetFunction(&fr, mr, "nopCudnnHardwareDetection"), CUDA_SUCCESS);
+  CHECK_EQ_INT(cu_cuLaunchKernel(fr, 1, 1, 1, 1, 1, 1, 0, NULL, NULL, NULL), CUDA_SUCCESS);
+  CHECK_EQ_INT(cu_cuCtxSynchronize(), CUDA_SUCCESS);
+  CHECK_EQ_INT(cu_cuModuleUnload(mr), CUDA_SUCCESS);
   /* PTX whose kernels have twins loads and runs. */
   REQUIRE(x_cuModuleLoadDataEx(&m, ptx_twin, 4, opts, vals) == CUDA_SUCCESS);
   CHECK_EQ_STR(err, "");

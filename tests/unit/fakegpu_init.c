@@ -69,6 +69,10 @@ static void test_device_queries(void) {
   CHECK_EQ_INT(cu_cuDeviceGetAttribute(&v, CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_BLOCK, 0),
                CUDA_SUCCESS);
   CHECK_EQ_INT(v, 1024);
+  CHECK_EQ_INT(cu_cuDeviceGetAttribute(&v, 120 /* CLUSTER_LAUNCH */, 0), CUDA_SUCCESS);
+  CHECK_MSG(v == 1, "a Hopper device answers cluster launch %d", v);
+  CHECK_EQ_INT(cu_cuDeviceGetAttribute(&v, 139 /* GPU_PCI_DEVICE_ID */, 0), CUDA_SUCCESS);
+  CHECK_MSG((v & 0xffff) == 0x10de, "PCI vendor id %#x, want NVIDIA's 0x10de", v & 0xffff);
   CHECK_EQ_INT(cu_cuDeviceGetAttribute(&v, 100000, 0), CUDA_ERROR_INVALID_VALUE);
   CUuuid a, b;
   CHECK_EQ_INT(cu_cuDeviceGetUuid(&a, 0), CUDA_SUCCESS);

@@ -186,6 +186,31 @@ static void test_device_settings(void) {
   CHECK_EQ_INT(sup, 0);
   CHECK_EQ_INT(aff(p, 0), CUDA_SUCCESS);
   CHECK_MSG(p[0] == 0 && p[1] == 132, "context affinity: type %d, %d SMs", p[0], p[1]);
+  /* SM resources (green-context API): the device's and the context's, all
+   * 132 SMs; another resource type 914; no device 101. */
+  CUresult (*dev_res)(CUdevice, void *, int) =
+      PROC(CUresult(*)(CUdevice, void *, int), "cuDeviceGetDevResource", 12040);
+  CUresult (*ctx_res)(CUcontext, void *, int) =
+      PROC(CUresult(*)(CUcontext, void *, int), "cuCtxGetDevResource", 12040);
+  struct {
+    int type;
+    unsigned char internal[92];
+    unsigned sm_count, min_partition, alignment;
+    unsigned char rest[36];
+  } res;
+  memset(&res, 0xff, sizeof res);
+  CHECK_EQ_INT(dev_res(0, &res, 1), CUDA_SUCCESS);
+  CHECK_MSG(res.type == 1 && res.sm_count == 132 && res.min_partition == 8 &&
+                res.sm_count % res.alignment == 0,
+            "device SM resource: type %d, %u SMs, min %u, alignment %u", res.type, res.sm_count,
+            res.min_partition, res.alignment);
+  memset(&res, 0, sizeof res);
+  CHECK_EQ_INT(ctx_res(NULL, &res, 1), CUDA_SUCCESS);
+  CHECK_MSG(res.sm_count == 132, "context SM resource: %u SMs", res.sm_count);
+  CHECK_EQ_INT(dev_res(0, &res, 2), 914);
+  CHECK_EQ_INT(dev_res(0, NULL, 1), CUDA_ERROR_INVALID_VALUE);
+  CHECK_EQ_INT(dev_res(99, &res, 1), CUDA_ERROR_INVALID_DEVICE);
+  CHECK_EQ_INT(ctx_res((CUcontext)0x10, &res, 1), CUDA_ERROR_INVALID_CONTEXT);
   CHECK_EQ_INT(flush(0, 100), CUDA_SUCCESS);
   CHECK_EQ_INT(flush(0, 7), CUDA_ERROR_INVALID_VALUE);
   CUcontext cur = NULL;
@@ -376,8 +401,9 @@ static void test_module_from_file(void) {
       PROC(CUresult(*)(CUmodule *, const void *), "cuModuleLoadFatBinary", 2000);
   static const char ptx[] = "//\n.version 7.8\n.target sm_90\n.address_size 64\n"
                             ".visible .entry queries_k(\n)\n{\n ret;\n}\n";
-  static const char ptx_none[] = "//\n.version 7.8\n.target sm_90\n.address_size 64\n"
-                                 ".visible .entry no_twin_in_file(\n)\n{\n ret;\n}\n";
+  static const char ptx_none[] =
+      "//\n.version 7.8\n.target sm_90\n.address_size 64\n"
+      ".visible .entry no_twin_in_file(\n)\n{\n .reg .b32 r;\n mov.u32 r, 1;\n ret;\n}\n";
   char path[] = "/tmp/fakegpu_queries_ptx_XXXXXX";
   int fd = mkstemp(path);
   REQUIRE(fd >= 0);
