@@ -105,10 +105,25 @@ static void normalise_row(float *o, int tau_max) {
   }
 }
 
+/* Where the compiler can, the difference function and the Viterbi's
+ * relaxation are built twice, for AVX2 (twice the lanes a vector; for the
+ * Viterbi one blend a select) and for the baseline, and the CPU picks one
+ * when the program loads. Both perform the same IEEE operations in the same
+ * order per lane (AVX2 alone brings no fused multiply-add: the AVX2 builds
+ * hold no vfmadd), so the results are the same bit for bit on either. */
+#if defined(__x86_64__) && defined(__has_attribute)
+#if __has_attribute(target_clones)
+#define PY_CLONES __attribute__((target_clones("avx2", "default")))
+#endif
+#endif
+#ifndef PY_CLONES
+#define PY_CLONES
+#endif
+
 /* Eight independent partial sums per lag so the compiler can vectorise
  * without reassociating (a different order from the kernel's: results agree
  * to float rounding, which the tests bound). */
-void stg_pitch_cmndf_cpu(const float *padded, const stg_pitch_geom *g, float *out) {
+PY_CLONES static void cmndf_rows(const float *padded, const stg_pitch_geom *g, float *out) {
   int w = g->w, tm = g->tau_max;
   for (size_t f = 0; f < g->n_frames && !stg_st_stop(); f++) {
     const float *fr = padded + f * (size_t)g->hop;
@@ -131,6 +146,10 @@ void stg_pitch_cmndf_cpu(const float *padded, const stg_pitch_geom *g, float *ou
     }
     normalise_row(o, tm);
   }
+}
+
+void stg_pitch_cmndf_cpu(const float *padded, const stg_pitch_geom *g, float *out) {
+  cmndf_rows(padded, g, out);
 }
 
 /* In launches of stg_pitch_launch_frames(g) frames, cancellable between them. */
@@ -389,20 +408,6 @@ static double frame_observation(pyin_model *m, const float *cmndf, const float *
   }
   return vp;
 }
-
-/* Where the compiler can, the Viterbi's relaxation is built twice, for AVX2
- * (four doubles a vector, one blend a select) and for the baseline, and the
- * CPU picks one when the program loads. Both perform the same IEEE
- * additions and comparisons (there is no multiply to fuse), so the path is
- * the same bit for bit on either. */
-#if defined(__x86_64__) && defined(__has_attribute)
-#if __has_attribute(target_clones)
-#define PY_CLONES __attribute__((target_clones("avx2", "default")))
-#endif
-#endif
-#ifndef PY_CLONES
-#define PY_CLONES
-#endif
 
 /* Every source bin's moves into its PY_PW target bins from j - PY_MAX_STEP
  * (ltp: the padded transition rows; b0/a0, b1/a1: the best scores and
