@@ -37,6 +37,7 @@ typedef struct in_call {
 } in_call;
 static _Thread_local const in_call *tl_in;
 
+/* Every kind of fact, by number; /metrics counts the kinds named here. */
 static const char *const kind_names[] = {
     [EBB_EVENT_RELEASED] = "released", [EBB_EVENT_LEAK] = "leak",
     [EBB_EVENT_JOB] = "job",           [EBB_EVENT_PIPELINE] = "pipeline",

@@ -57,6 +57,12 @@ req GET /metrics
 printf '%s\n' "$BODY" > "$T/metrics.txt"
 grep -q '^ebb_pipelines_sleeping 1$' "$T/metrics.txt" || fail "metrics: ebb_pipelines_sleeping not 1"
 grep -q "^ebb_sleep_backup_bytes $G3\$" "$T/metrics.txt" || fail "metrics: ebb_sleep_backup_bytes not 3 GiB"
+# every kind of fact is counted: the sleep parked the pipeline's owners
+parked=$(sed -n 's/^ebb_events_total{kind="parked"} //p' "$T/metrics.txt")
+[ "${parked:-0}" -ge 1 ] || fail "metrics: ebb_events_total{kind=\"parked\"} is '${parked:-missing}' after a sleep"
+for k in oom mark; do
+  grep -q "^ebb_events_total{kind=\"$k\"} " "$T/metrics.txt" || fail "metrics: no ebb_events_total{kind=\"$k\"}"
+done
 if command -v promtool >/dev/null; then
   promtool check metrics < "$T/metrics.txt" > "$T/promtool.out" 2>&1 ||
     fail "promtool check metrics: $(cat "$T/promtool.out")"
