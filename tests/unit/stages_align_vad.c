@@ -2,6 +2,7 @@
  * stage's "vad" result when there is no transcript. */
 #include <jansson.h>
 #include <math.h>
+#include <string.h>
 
 #include "stages/audio/align.h"
 #include "stages/audio/decode.h"
@@ -77,9 +78,21 @@ static void test_noisy_rests(void) {
   }
   free(seg);
   free(ph);
-  p.max_aperiodicity = 1.0; /* energy only */
+  p.max_aperiodicity = 1.0; /* energy only, phrases from the segments: one */
+  p.level_phrases = 0;
   REQUIRE(stg_vad(x, n, rate, &p, &seg, &ns, &ph, &np) == 0);
   CHECK_EQ_INT(np, 1);
+  free(seg);
+  free(ph);
+  /* energy only, phrases from the level against the clip's own quiet level: the rests are
+   * 10 dB under the bursts, so three */
+  p.level_phrases = 1;
+  REQUIRE(stg_vad(x, n, rate, &p, &seg, &ns, &ph, &np) == 0);
+  CHECK_EQ_INT(np, 3);
+  for (size_t i = 0; i < np && i < 3; i++) {
+    CHECK_NEAR(ph[i].start, spans[i][0], 0.04);
+    CHECK_NEAR(ph[i].end, spans[i][1], 0.04);
+  }
   free(seg);
   free(ph);
   /* the cue also works at another input rate (resampled to 16 kHz) */
@@ -131,9 +144,71 @@ static void test_song_phrases(void) {
   stg_song_destroy(s);
 }
 
+/* Breathy sung lines (issue 43): a harmonic voice with vibrato, each 0.6 s note breathy (as
+ * much noise as voice) for its first 0.42 s, over a bed of noise 10 dB under the breath in the
+ * rests. The periodicity gate hears only the clear ends of the notes, 0.18 s each, 0.42 s
+ * apart, too short for phrases; the level phrases give the two lines. */
+static void test_breathy_lines(void) {
+  const uint32_t rate = 16000;
+  const double spans[][2] = {{1.0, 4.0}, {5.5, 8.5}};
+  uint64_t n = 10 * rate;
+  float *x = calloc(n, sizeof *x);
+  uint32_t r = 3;
+  double ph = 0;
+  for (uint64_t i = 0; i < n; i++) {
+    double t = (double)i / rate, v = 0, noise;
+    r = r * 1664525u + 1013904223u;
+    noise = ((double)(r >> 8) / 16777216.0 - 0.5) * 2.0; /* RMS ~0.58 */
+    int k = t >= spans[1][0] && t < spans[1][1] ? 1 : t >= spans[0][0] && t < spans[0][1] ? 0 : -1;
+    if (k >= 0) {
+      double in_note = fmod(t - spans[k][0], 0.6);
+      ph += 2 * M_PI * 196.0 * pow(2.0, 0.5 / 12 * sin(2 * M_PI * 5.5 * t)) / rate;
+      for (int h = 1; h <= 4; h++)
+        v += sin(h * ph) / h;
+      x[i] = (float)(0.1 * v + (in_note < 0.42 ? 0.03 : 0.002) * noise);
+    } else
+      x[i] = (float)(0.01 * noise);
+  }
+  stg_vad_params p = stg_vad_defaults();
+  stg_span *seg = NULL, *phr = NULL;
+  size_t ns = 0, np = 0;
+  p.level_phrases = 0;
+  REQUIRE(stg_vad(x, n, rate, &p, &seg, &ns, &phr, &np) == 0);
+  size_t gate = np;
+  free(seg);
+  free(phr);
+  CHECK(gate != 2); /* the case this is for: the gate alone gets the lines wrong */
+  p = stg_vad_defaults();
+  REQUIRE(stg_vad(x, n, rate, &p, &seg, &ns, &phr, &np) == 0);
+  CHECK_EQ_INT(np, 2);
+  for (size_t i = 0; i < np && i < 2; i++) {
+    CHECK_NEAR(phr[i].start, spans[i][0], 0.05);
+    CHECK_NEAR(phr[i].end, spans[i][1], 0.05);
+  }
+  free(seg);
+  free(phr);
+  free(x);
+}
+
+/* vad_phrases takes level or periodic and nothing else. */
+static void test_option(void) {
+  th_ctx t;
+  th_init(&t, EBB_DEV_KIND_CPU);
+  ebb_items in = {0}, out = {0};
+  float x[1600] = {0};
+  REQUIRE(th_add_audio(&in, "vocals", x, 1600, 1, 16000) == 0);
+  CHECK(th_run_stage(&t, &stg_stage_align, "{\"vad_phrases\":\"energy\"}", &in, &out) != 0);
+  CHECK(strstr(t.err, "vad_phrases=\"energy\" must be level or periodic") != NULL);
+  CHECK_EQ_INT(th_run_stage(&t, &stg_stage_align, "{\"vad_phrases\":\"periodic\"}", &in, &out), 0);
+  th_items_free(&in);
+  th_items_free(&out);
+}
+
 int main(void) {
   RUN(test_bursts);
   RUN(test_noisy_rests);
   RUN(test_song_phrases);
+  RUN(test_breathy_lines);
+  RUN(test_option);
   return TEST_END();
 }

@@ -43,6 +43,10 @@ typedef struct align_state {
       "pronunciation dictionary (Debian package pocketsphinx-en-us)") SEP                         \
   NUM(snap_ms, 150, 0, 5000, "word boundaries move to a voice-activity onset/offset this close")  \
   SEP                                                                                             \
+  STR(vad_phrases, "level",                                                                       \
+      "how the voice phrases are found: level (the vocals' level smoothed over 0.3 s against "    \
+      "the song's own quiet and loud levels) or periodic (the segments: energy and YIN "          \
+      "periodicity)") SEP                                                                         \
   NUM(vad_range_db, 20, 1, 120, "active: within this many dB of the vocals' loud level") SEP      \
   NUM(vad_floor_db, -55, -160, 0, "active: above this level, dBFS") SEP                           \
   NUM(vad_max_aperiodicity, 0.2, 0.01, 1,                                                         \
@@ -57,6 +61,7 @@ static void set_vad(const stage_opts *v, stg_vad_params *vad) {
   vad->max_aperiodicity = v->vad_max_aperiodicity;
   vad->min_phrase_s = v->min_phrase_ms / 1000.0;
   vad->phrase_gap_s = v->phrase_gap_ms / 1000.0;
+  vad->level_phrases = strcmp(v->vad_phrases, "periodic") != 0;
 }
 
 stg_vad_params stg_vad_defaults(void) {
@@ -96,6 +101,12 @@ static int align_load(ebb_stage_ctx *ctx, const char *options_json, void **state
     goto done;
   }
   s->song = !strcmp(v.scope, "song");
+  if (strcmp(v.vad_phrases, "level") && strcmp(v.vad_phrases, "periodic")) {
+    rc = stg_st_fail(ctx, EBB_ECONFIG, "align: option vad_phrases=\"%s\" must be level or periodic",
+                     v.vad_phrases);
+    goto done;
+  }
+  s->vad.level_phrases = !strcmp(v.vad_phrases, "level");
   if (!(s->model = strdup(v.acoustic_model)) || !(s->dict = strdup(v.dictionary)) ||
       (*lyr && !(s->lyrics_path = strdup(lyr)))) {
     rc = stg_st_fail(ctx, EBB_ENOMEM, "out of memory");
@@ -836,8 +847,9 @@ const ebb_stage stg_stage_align = {
     .name = "align",
     /* keys the result cache: bump it whenever the outputs change (2: the VAD's
      * periodicity cue and phrase length; 3: acoustic alignment; 4: times clamped to the
-     * audio, the backing check, the dither, scope; 5: the order contrast in the fit check) */
-    .version = 5,
+     * audio, the backing check, the dither, scope; 5: the order contrast in the fit check;
+     * 6: phrases from the level, the contrast's second order) */
+    .version = 6,
     .description = "lyric words aligned to the vocals (pocketsphinx forced alignment), or matched "
                    "to a transcript by spelling",
     .options_schema = stage_opts_schema,

@@ -44,6 +44,8 @@ typedef struct stg_span {
   double start, end;
 } stg_span;
 
+#define STG_VAD_SMOOTH_S 0.3 /* the level_phrases' smoothing window */
+
 typedef struct stg_vad_params {
   double win_s, hop_s; /* analysis window/hop (0.02, 0.01) */
   double range_db;     /* active: within this much of the loud level (the 95th percentile) (20) */
@@ -54,6 +56,8 @@ typedef struct stg_vad_params {
   double min_phrase_s; /* shorter phrases are dropped (0.45) */
   double max_aperiodicity; /* ... and active only where YIN's aperiodicity (min d', 5-frame
                             * median) is at most this (0.2); >= 1 turns the cue off */
+  int level_phrases;       /* 1: phrases from the level smoothed over STG_VAD_SMOOTH_S against the
+                      * song's own quiet and loud levels (align_vad.c); 0: from the segments */
 } stg_vad_params;
 
 /* The VAD's fixed frame layout and, for the rest, the defaults of the align

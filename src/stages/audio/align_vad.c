@@ -5,7 +5,16 @@
  * separator's residue (drums, smeared pad) in the rests of separated vocals
  * from joining all phrases into one: on those rests the RMS stays within
  * 10 dB of the singing. Short gaps are filled, short blips dropped, and
- * segments closer than phrase_gap_s form phrases. */
+ * segments closer than phrase_gap_s form phrases.
+ *
+ * The phrases (by default, level_phrases) come from the level alone, smoothed
+ * over STG_VAD_SMOOTH_S, against the song's own quiet and loud levels (the
+ * 10th and 95th percentiles of the smoothed level): a phrase starts where the
+ * smoothed level rises above VAD_HI of the way from quiet to loud and lasts
+ * while it stays above VAD_LO; its edges move to the first and last frame of
+ * raw level above VAD_LO within half a smoothing window. A sung note is
+ * loud for its whole length whether it is breathy, gliding or shifted; the
+ * periodicity gate cut such lines into fragments (issue 43). */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -22,6 +31,12 @@ static int cmp_double(const void *a, const void *b) {
 }
 
 #define AP_RATE 16000u
+#define VAD_Q_QUIET 0.10     /* the quiet level: this quantile of the smoothed level */
+#define VAD_Q_LOUD 0.95      /* the loud level */
+#define VAD_HI 0.5           /* a phrase starts above this share of the way from quiet to loud */
+#define VAD_LO 0.3           /* ... and lasts while above this share */
+#define VAD_AP_WEIGHT 3.0    /* the cue: level share minus this times the smoothed aperiodicity */
+#define VAD_MIN_PERIODIC 0.1 /* a phrase needs this share of periodic frames (ap cue on) */
 
 /* YIN's aperiodicity per VAD frame: the minimum of the cumulative mean
  * normalised difference d'(tau) over the lags of 65..1000 Hz (de Cheveigne &
@@ -145,6 +160,185 @@ static size_t active_frames(const double *db, const double *ap, size_t nf, doubl
   return k;
 }
 
+/* The mean of v over k frames centred on each frame, into sm. */
+static void smooth(const double *v, size_t nf, size_t k, double *sm) {
+  double sum = 0;
+  size_t a = 0, e = 0; /* the window [a, e) */
+  for (size_t f = 0; f < nf; f++) {
+    size_t na = f >= k / 2 ? f - k / 2 : 0, ne = f + (k + 1) / 2 < nf ? f + (k + 1) / 2 : nf;
+    for (; e < ne; e++)
+      sum += v[e];
+    for (; a < na; a++)
+      sum -= v[a];
+    sm[f] = sum / (double)(e - a);
+  }
+}
+
+/* The q-quantile of v[0..nf) (scratch: tmp). */
+static double quantile(const double *v, size_t nf, double q, double *tmp) {
+  memcpy(tmp, v, nf * sizeof *tmp);
+  qsort(tmp, nf, sizeof *tmp, cmp_double);
+  return tmp[(size_t)(q * (double)(nf - 1))];
+}
+
+/* One phrase's frames [*a, *b) with edges moved in to the first / last raw frame above lo dB
+ * within half a window of them (the smoothed cue rises before a sharp onset). */
+static void refine_edges(const double *db, size_t half, double lo, size_t *a, size_t *b) {
+  size_t s1 = *a + half < *b ? *a + half : *b;
+  for (size_t f = *a; f < s1; f++)
+    if (db[f] > lo) {
+      *a = f;
+      break;
+    }
+  size_t e0 = *b > *a + half ? *b - half : *a + 1;
+  for (size_t f = *b; f > e0; f--)
+    if (db[f - 1] > lo) {
+      *b = f;
+      break;
+    }
+}
+
+/* The voice cue per frame into c (see the top): the smoothed level as a share of the way from
+ * the song's quiet to its loud level, minus VAD_AP_WEIGHT times the smoothed aperiodicity (ap:
+ * NULL when that cue is off). *lvl_lo: the raw level (dB) at VAD_LO of the way, *floor: the
+ * least smoothed level a phrase may have. sm: the smoothed level; tmp, w: scratch; all nf. */
+static void voice_cue(const double *db, const double *ap, size_t nf, size_t k,
+                      const stg_vad_params *p, double *sm, double *tmp, double *w, double *c,
+                      double *lvl_lo, double *floor) {
+  for (size_t f = 0; f < nf; f++)    /* under the floor is as quiet as the floor: digital */
+    w[f] = fmax(db[f], p->floor_db); /* silence (-200 dB) would outweigh a note nearby */
+  smooth(w, nf, k, sm);
+  double quiet = quantile(sm, nf, VAD_Q_QUIET, tmp), loud = quantile(sm, nf, VAD_Q_LOUD, tmp);
+  double span = loud - quiet > 1e-9 ? loud - quiet : 1e-9;
+  *lvl_lo = quiet + VAD_LO * span;
+  *floor = fmax(p->floor_db, loud - p->range_db);
+  if (ap) { /* the aperiodicity weighted by power: a window's loud frames speak for it */
+    for (size_t f = 0; f < nf; f++)
+      tmp[f] = pow(10.0, db[f] / 10.0);
+    smooth(tmp, nf, k, c);
+    for (size_t f = 0; f < nf; f++)
+      w[f] = tmp[f] * ap[f];
+    smooth(w, nf, k, tmp);
+    for (size_t f = 0; f < nf; f++)
+      tmp[f] = c[f] > 0 ? tmp[f] / c[f] : 1.0;
+  }
+  for (size_t f = 0; f < nf; f++)
+    c[f] = (sm[f] - quiet) / span - (ap ? VAD_AP_WEIGHT * tmp[f] : 0);
+}
+
+/* Spans [a, b) of frames where the cue c rises above hi and stays above lo (and the smoothed
+ * level sm above floor), into fa/fb; their count. */
+static size_t cue_spans(const double *c, const double *sm, size_t nf, double lo, double hi,
+                        double floor, size_t *fa, size_t *fb) {
+  size_t n = 0, prev = 0;
+  for (size_t f = 0; f < nf;) {
+    if (c[f] <= hi || sm[f] <= floor) {
+      f++;
+      continue;
+    }
+    size_t a = f, b = f;
+    while (a > prev && c[a - 1] > lo && sm[a - 1] > floor)
+      a--;
+    while (b < nf && c[b] > lo && sm[b] > floor)
+      b++;
+    fa[n] = a;
+    fb[n++] = b;
+    prev = f = b;
+  }
+  return n;
+}
+
+/* Spans closer than gap frames joined; those with fewer than VAD_MIN_PERIODIC periodic frames
+ * (ap, when given) dropped; in place. Each then reaches out while the smoothed level stays
+ * above lvl_lo (at most half frames, never into a neighbour) and in to its first and last raw
+ * frame above edge_db. */
+static size_t shape_spans(size_t *fa, size_t *fb, size_t n, size_t gap, const double *ap,
+                          double max_ap, const double *sm, const double *db, size_t nf, size_t half,
+                          double lvl_lo, double edge_db) {
+  size_t m = 0;
+  for (size_t i = 0; i < n; i++) {
+    if (m > 0 && fa[i] < fb[m - 1] + gap)
+      fb[m - 1] = fb[i];
+    else
+      fa[m] = fa[i], fb[m++] = fb[i];
+  }
+  size_t k = 0;
+  for (size_t i = 0; i < m; i++) {
+    size_t per = 0;
+    for (size_t f = fa[i]; ap && f < fb[i]; f++)
+      per += ap[f] <= max_ap;
+    if (!ap || (double)per >= VAD_MIN_PERIODIC * (double)(fb[i] - fa[i]))
+      fa[k] = fa[i], fb[k++] = fb[i];
+  }
+  for (size_t i = 0; i < k; i++) {
+    size_t lo_lim = i > 0 ? fb[i - 1] : 0, hi_lim = i + 1 < k ? fa[i + 1] : nf;
+    size_t a = fa[i], b = fb[i];
+    while (a > lo_lim && fa[i] - a < half && sm[a - 1] > lvl_lo)
+      a--;
+    while (b < hi_lim && b - fb[i] < half && sm[b] > lvl_lo)
+      b++;
+    refine_edges(db, half, edge_db, &a, &b);
+    fa[i] = a, fb[i] = b;
+  }
+  return k;
+}
+
+/* The phrases from the voice cue (level_phrases; see the top): spans of time into s (room for
+ * nf), their count; (size_t)-1: out of memory. */
+static size_t level_spans(const double *db, const double *ap, size_t nf, size_t hop, uint32_t rate,
+                          const stg_vad_params *p, stg_span *s) {
+  size_t k = (size_t)lround(STG_VAD_SMOOTH_S / p->hop_s), n;
+  double *sm = malloc(nf * sizeof *sm), *tmp = malloc(nf * sizeof *tmp),
+         *w = malloc(nf * sizeof *w), *c = malloc(nf * sizeof *c);
+  size_t *fa = malloc(nf * sizeof *fa), *fb = malloc(nf * sizeof *fb);
+  if (!sm || !tmp || !w || !c || !fa || !fb) {
+    free(sm), free(tmp), free(w), free(c), free(fa), free(fb);
+    return (size_t)-1;
+  }
+  if (k < 1)
+    k = 1;
+  double lvl_lo, floor;
+  voice_cue(db, ap, nf, k, p, sm, tmp, w, c, &lvl_lo, &floor);
+  double cq = quantile(c, nf, VAD_Q_QUIET, tmp), cl = quantile(c, nf, VAD_Q_LOUD, tmp);
+  n = cue_spans(c, sm, nf, cq + VAD_LO * (cl - cq), cq + VAD_HI * (cl - cq), floor, fa, fb);
+  size_t gap = (size_t)lround(p->phrase_gap_s / p->hop_s);
+  n = shape_spans(fa, fb, n, gap, ap, p->max_aperiodicity, sm, db, nf, k / 2, lvl_lo,
+                  fmax(lvl_lo, p->floor_db));
+  for (size_t i = 0; i < n; i++)
+    s[i] = (stg_span){fmax(0.0, (double)fa[i] * hop / rate - p->hop_s / 2),
+                      (double)fb[i] * hop / rate};
+  free(sm), free(tmp), free(w), free(c), free(fa), free(fb);
+  return n;
+}
+
+/* The phrases: from the level (level_phrases) or the segments s[0..k) joined; those under
+ * min_phrase_s dropped. *ph malloc'd (NULL when *np is 0 or on error). */
+static int make_phrases(const double *db, const double *ap, size_t nf, size_t hop, uint32_t rate,
+                        const stg_vad_params *p, const stg_span *s, size_t k, stg_span **ph,
+                        size_t *np) {
+  size_t room = p->level_phrases ? nf : k;
+  *np = 0;
+  *ph = NULL;
+  if (room == 0)
+    return 0;
+  if (!(*ph = malloc(room * sizeof **ph)))
+    return ebb_seterr(EBB_ENOMEM, "vad: out of memory for %zu phrases", room);
+  if (p->level_phrases) {
+    if ((*np = level_spans(db, ap, nf, hop, rate, p, *ph)) == (size_t)-1) {
+      free(*ph);
+      *ph = NULL;
+      *np = 0;
+      return ebb_seterr(EBB_ENOMEM, "vad: out of memory for the level of %zu frames", nf);
+    }
+  } else {
+    memcpy(*ph, s, k * sizeof *s);
+    *np = k;
+  }
+  /* level phrases are joined across phrase_gap_s before their edges reach out */
+  *np = join_spans(*ph, *np, p->level_phrases ? 0 : p->phrase_gap_s, p->min_phrase_s);
+  return 0;
+}
+
 int stg_vad(const float *x, uint64_t n, uint32_t rate, const stg_vad_params *p, stg_span **segs,
             size_t *nseg, stg_span **phrases, size_t *nphr) {
   *segs = *phrases = NULL;
@@ -193,18 +387,15 @@ int stg_vad(const float *x, uint64_t n, uint32_t rate, const stg_vad_params *p, 
     if (s[i].end > dur)
       s[i].end = dur;
   k = join_spans(s, k, p->fill_s + 1e-9, p->min_active_s);
+  size_t np = 0;
+  int rc = make_phrases(db, ap, nf, hop, rate, p, s, k, &ph, &np);
   free(ap);
-  if (k) {
-    ph = malloc(k * sizeof *ph);
-    if (!ph) {
-      free(db);
-      free(sorted);
-      free(s);
-      return ebb_seterr(EBB_ENOMEM, "vad: out of memory");
-    }
-    memcpy(ph, s, k * sizeof *ph);
+  if (rc) {
+    free(db);
+    free(sorted);
+    free(s);
+    return rc;
   }
-  size_t np = join_spans(ph, k, p->phrase_gap_s, p->min_phrase_s);
   free(db);
   free(sorted);
   if (k == 0) {
