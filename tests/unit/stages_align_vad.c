@@ -47,6 +47,21 @@ static void test_bursts(void) {
   free(x);
 }
 
+/* stg_vad on x finds exactly the three phrases of spans (within 40 ms). */
+static void check_three_phrases(const float *x, uint64_t n, uint32_t rate, const stg_vad_params *p,
+                                const double spans[][2]) {
+  stg_span *seg = NULL, *ph = NULL;
+  size_t ns = 0, np = 0;
+  REQUIRE(stg_vad(x, n, rate, p, &seg, &ns, &ph, &np) == 0);
+  CHECK_EQ_INT(np, 3);
+  for (size_t i = 0; i < np && i < 3; i++) {
+    CHECK_NEAR(ph[i].start, spans[i][0], 0.04);
+    CHECK_NEAR(ph[i].end, spans[i][1], 0.04);
+  }
+  free(seg);
+  free(ph);
+}
+
 /* Harmonic bursts with loud noise (10 dB below them, like a separator's
  * residue of drums and smeared pad) in the gaps: the energy cue alone sees
  * one phrase; with the aperiodicity cue the three bursts are three phrases. */
@@ -70,14 +85,7 @@ static void test_noisy_rests(void) {
   stg_vad_params p = stg_vad_defaults();
   stg_span *seg = NULL, *ph = NULL;
   size_t ns = 0, np = 0;
-  REQUIRE(stg_vad(x, n, rate, &p, &seg, &ns, &ph, &np) == 0);
-  CHECK_EQ_INT(np, 3);
-  for (size_t i = 0; i < np && i < 3; i++) {
-    CHECK_NEAR(ph[i].start, spans[i][0], 0.04);
-    CHECK_NEAR(ph[i].end, spans[i][1], 0.04);
-  }
-  free(seg);
-  free(ph);
+  check_three_phrases(x, n, rate, &p, spans);
   p.max_aperiodicity = 1.0; /* energy only, phrases from the segments: one */
   p.level_phrases = 0;
   REQUIRE(stg_vad(x, n, rate, &p, &seg, &ns, &ph, &np) == 0);
@@ -87,23 +95,13 @@ static void test_noisy_rests(void) {
   /* energy only, phrases from the level against the clip's own quiet level: the rests are
    * 10 dB under the bursts, so three */
   p.level_phrases = 1;
-  REQUIRE(stg_vad(x, n, rate, &p, &seg, &ns, &ph, &np) == 0);
-  CHECK_EQ_INT(np, 3);
-  for (size_t i = 0; i < np && i < 3; i++) {
-    CHECK_NEAR(ph[i].start, spans[i][0], 0.04);
-    CHECK_NEAR(ph[i].end, spans[i][1], 0.04);
-  }
-  free(seg);
-  free(ph);
+  check_three_phrases(x, n, rate, &p, spans);
   /* the cue also works at another input rate (resampled to 16 kHz) */
   float *y = NULL;
   uint64_t ny = 0;
   REQUIRE(stg_audio_resample(x, n, rate, 44100, &y, &ny) == 0);
   p = stg_vad_defaults();
-  REQUIRE(stg_vad(y, ny, 44100, &p, &seg, &ns, &ph, &np) == 0);
-  CHECK_EQ_INT(np, 3);
-  free(seg);
-  free(ph);
+  check_three_phrases(y, ny, 44100, &p, spans);
   free(y);
   free(x);
 }
