@@ -28,7 +28,10 @@
  *    attack;
  *  - the salience's height weight: a tone's subharmonic an octave below
  *    holds less of its row with salience_height 0.3 than with 0, by about
- *    2^(-0.3 * 4) (the weight, then the row's 4th power);
+ *    2^(-0.3 * 3) (the weight, then the row's 3rd power, salience_sharpen);
+ *  - the sharpening (salience_sharpen, 3 by default): the subharmonic's
+ *    share of the f0's is the raw ratio to that power, so its logarithm at
+ *    4 is 4/3 of that at 3, and at 1 a third;
  *  - the salience of a harmonic tone peaks at its f0 (within 20 cents), its
  *    loud frames carry voicing near 1 and silent frames none; blending with
  *    the melody pass keeps a clearly voiced row where the melody row is
@@ -693,7 +696,7 @@ static void test_salience_height(void) {
   double flat = sub_ratio(x, n, p, 440.0);
   p.salience_height = 0.3;
   double high = sub_ratio(x, n, p, 440.0);
-  double want = pow(2.0, -0.3 * 4.0);
+  double want = pow(2.0, -0.3 * p.salience_sharpen);
   printf("  octave-below / f0 salience: %.4f flat, %.4f with height 0.3 (expected x%.3f)\n", flat,
          high, want);
   CHECK_MSG(flat > 0.0, "no salience an octave below a harmonic tone (%g): the test proves nothing",
@@ -701,6 +704,31 @@ static void test_salience_height(void) {
   CHECK_MSG(fabs(high / flat - want) < 0.05 * want,
             "height 0.3 scaled the octave-below salience by %.3f, expected %.3f", high / flat,
             want);
+  free(x);
+}
+
+static void test_salience_sharpen(void) {
+  uint64_t n = RATE;
+  float *x = calloc(n, sizeof *x);
+  add_note(x, n, 440.0, 0.30, 0.90, 0.02, 0.3);
+  stg_pitch_params p = stg_pitch_defaults();
+  CHECK_MSG(p.salience_sharpen == 3.0, "salience_sharpen defaults to %g, want 3",
+            p.salience_sharpen);
+  p.salience_height = 0.0;
+  double r3 = sub_ratio(x, n, p, 440.0);
+  p.salience_sharpen = 4.0;
+  double r4 = sub_ratio(x, n, p, 440.0);
+  p.salience_sharpen = 1.0;
+  double r1 = sub_ratio(x, n, p, 440.0);
+  printf("  octave-below / f0 salience: %.4f at the power 1, %.4f at 3, %.4f at 4\n", r1, r3, r4);
+  CHECK_MSG(r1 > 0.0 && r1 < 1.0,
+            "octave-below / f0 salience %g at the power 1: the test proves nothing", r1);
+  if (r1 > 0.0 && r1 < 1.0 && r3 > 0.0 && r4 > 0.0) {
+    CHECK_MSG(fabs(log(r4) / log(r3) - 4.0 / 3.0) < 0.05,
+              "log ratio at 4 / at 3 = %.3f, expected 4/3", log(r4) / log(r3));
+    CHECK_MSG(fabs(log(r1) / log(r3) - 1.0 / 3.0) < 0.05,
+              "log ratio at 1 / at 3 = %.3f, expected 1/3", log(r1) / log(r3));
+  }
   free(x);
 }
 
@@ -820,6 +848,7 @@ int main(void) {
   RUN(test_pitch_change_onset);
   RUN(test_salience);
   RUN(test_salience_height);
+  RUN(test_salience_sharpen);
   RUN(test_register);
   return TEST_END();
 }

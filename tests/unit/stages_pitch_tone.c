@@ -148,6 +148,11 @@ static void test_bad_options(void) {
   CHECK(strstr(t.err, "method") != NULL);
   CHECK_EQ_INT(stg_stage_pitch.load(&t.base, "{\"fmin\":500,\"fmax\":400}", &s), EBB_ECONFIG);
   CHECK(strstr(t.err, "fmin") != NULL);
+  /* the salience's power: 1 (none) to 8 */
+  CHECK_EQ_INT(stg_stage_pitch.load(&t.base, "{\"salience_sharpen\":0.5}", &s), EBB_ECONFIG);
+  CHECK(strstr(t.err, "salience_sharpen") != NULL);
+  CHECK_EQ_INT(stg_stage_pitch.load(&t.base, "{\"salience_sharpen\":\"high\"}", &s), EBB_ECONFIG);
+  CHECK(strstr(t.err, "salience_sharpen") != NULL);
   /* fmin too low for the frame: caught at run time with the numbers */
   REQUIRE(stg_stage_pitch.load(&t.base, "{\"fmin\":20,\"frame\":512}", &s) == 0);
   ebb_items in = {0}, out = {0};

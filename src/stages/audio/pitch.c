@@ -105,6 +105,9 @@ typedef struct pitch_state {
       "the salience of each pitch is weighted by 2^(this x its octaves above fmin), so the "       \
       "melody above the accompaniment beats its own octave-below and twelfth-below "               \
       "subharmonics and the chords under it; 0: off") SEP                                          \
+  NUM(salience_sharpen, 3, 1, 8,                                                                   \
+      "pyin: each salience row, divided by its maximum, is raised to this power (its mass goes "   \
+      "to its peaks; 1: the harmonic sums as they are)") SEP                                       \
   NUM(register_semitones, 8, 0, 48,                                                                \
       "pyin: a second pass weighs down every pitch more than this many semitones from the "        \
       "median of the first pass's track around it (the melody's register), so the track does "     \
@@ -165,6 +168,7 @@ static void set_params(const stage_opts *v, stg_pitch_params *p) {
   p->reattack_rise_db = v->reattack_rise_db;
   p->salience_weight = v->salience;
   p->salience_height = v->salience_height;
+  p->salience_sharpen = v->salience_sharpen;
   p->register_semitones = v->register_semitones;
   p->register_window_s = v->register_window_ms / 1000.0;
 }

@@ -86,6 +86,10 @@ typedef struct stg_pitch_params {
   /* The salience at a pitch o octaves above fmin is weighted by
    * 2^(salience_height * o) before its row is normalised (0: off). */
   double salience_height;
+  /* Each salience row is raised to this power after it is normalised to
+   * its maximum (its mass goes to its peaks): 3 (4 until issue 44's
+   * session 23). */
+  double salience_sharpen;
   /* pYIN only: when register_semitones > 0, a second Viterbi pass weighs
    * each pitch by exp(-d^2 / 2) for d = (its distance from the median of the
    * first pass's voiced track over +-register_window_s) - register_semitones,

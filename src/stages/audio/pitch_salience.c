@@ -30,7 +30,6 @@
 #define SAL_ALPHA 0.8
 #define SAL_RANGE_DB 40.0
 #define SAL_MAXPEAKS 48
-#define SAL_SHARPEN 4.0   /* row^4: the salience's share goes to its peaks */
 #define SAL_VOICE_DB 12.0 /* frames this far below the loud frames: no voicing */
 
 typedef struct sal_fft {
@@ -158,10 +157,10 @@ static int cmp_float(const void *a, const void *b) {
   return (x > y) - (x < y);
 }
 
-/* Each row becomes (row / its max)^SAL_SHARPEN scaled to sum to the frame's
+/* Each row becomes (row / its max)^sharpen scaled to sum to the frame's
  * voicing: 1 at the loud frames' salience (95th percentile), 0 at
  * SAL_VOICE_DB below. */
-static int normalise_rows(float *sal, size_t nf, int nb) {
+static int normalise_rows(float *sal, size_t nf, int nb, double sharpen) {
   float *top = stg_st_malloc((nf ? nf : 1) * sizeof *top),
         *tmp = stg_st_malloc((nf ? nf : 1) * sizeof *tmp);
   if (!top || !tmp) {
@@ -183,8 +182,8 @@ static int normalise_rows(float *sal, size_t nf, int nb) {
     v = v < 0.0 ? 0.0 : v > 1.0 ? 1.0 : v;
     double sum = 0.0;
     for (int b = 0; b < nb; b++) {
-      /* pow(0, 4) is 0: the empty bins skip the call */
-      row[b] = top[f] > 0.0f && row[b] != 0.0f ? (float)pow(row[b] / top[f], SAL_SHARPEN) : 0.0f;
+      /* pow(0, sharpen) is 0: the empty bins skip the call */
+      row[b] = top[f] > 0.0f && row[b] != 0.0f ? (float)pow(row[b] / top[f], sharpen) : 0.0f;
       sum += row[b];
     }
     for (int b = 0; b < nb; b++)
@@ -221,7 +220,7 @@ int stg_pitch_salience(const float *x, uint64_t n, uint32_t rate, const stg_pitc
   stg_st_free(height);
   if (stg_st_stop())
     rc = ebb_seterr(EBB_ECANCELED, "pitch: cancelled during the salience of %zu frames", n_frames);
-  if (rc || (rc = normalise_rows(sal, n_frames, nb))) {
+  if (rc || (rc = normalise_rows(sal, n_frames, nb, p->salience_sharpen))) {
     stg_st_free(sal);
     return rc;
   }
