@@ -188,6 +188,59 @@ static void test_breathy_lines(void) {
   free(x);
 }
 
+/* The voicing weight (stg_vad_voiced, option voicing_db): a pitched tone is voiced through,
+ * and 0.15 s before and 0.1 s after it; white noise as loud as the tone (a separator's residue
+ * in a rest) and near-silence are not. */
+static void test_voicing(void) {
+  const uint32_t rate = 16000;
+  uint64_t n = 6 * rate;
+  float *x = calloc(n, sizeof *x);
+  REQUIRE(x != NULL);
+  uint32_t r = 7;
+  for (uint64_t i = 0; i < n; i++) {
+    double t = (double)i / rate, noise;
+    r = r * 1664525u + 1013904223u;
+    noise = (double)(r >> 8) / 16777216.0 - 0.5;
+    if (t >= 1.0 && t < 2.5) /* a sung note: 220 Hz with harmonics */
+      x[i] = (float)(0.2 * (sin(2 * M_PI * 220.0 * t) + 0.5 * sin(2 * M_PI * 440.0 * t)));
+    else if (t >= 3.5 && t < 5.0) /* residue: noise of the same RMS */
+      x[i] = (float)(0.5 * noise);
+    else
+      x[i] = (float)(0.0005 * noise);
+  }
+  stg_vad_params p = stg_vad_defaults();
+  stg_span *seg = NULL, *ph = NULL;
+  double *v = NULL;
+  size_t ns = 0, np = 0, nv = 0;
+  REQUIRE(stg_vad_voiced(x, n, rate, &p, &seg, &ns, &ph, &np, &v, &nv) == 0);
+  REQUIRE(v != NULL);
+  CHECK_EQ_INT(nv, (size_t)(n / 160) + 1);
+  double in_note = 1, in_noise = 0, quiet = 0;
+  for (size_t f = 105; f < 245; f++) /* the note, its edges aside */
+    in_note = fmin(in_note, v[f]);
+  for (size_t f = 355; f < 495; f++)
+    in_noise = fmax(in_noise, v[f]);
+  for (size_t f = 290; f < 340; f++) /* after the note's tail, before the noise */
+    quiet = fmax(quiet, v[f]);
+  CHECK(in_note > 0.9);
+  CHECK(in_noise < 0.1);
+  CHECK(quiet < 0.1);
+  CHECK(v[88] > 0.9);  /* 0.12 s before the note: its consonants */
+  CHECK(v[258] > 0.9); /* 0.08 s after it: its release */
+  CHECK(v[80] < 0.1);  /* 0.2 s before: no voice near */
+  free(seg);
+  free(ph);
+  free(v);
+  /* without the out-parameter it is stg_vad: the same phrases */
+  stg_span *ph2 = NULL;
+  size_t np2 = 0;
+  REQUIRE(stg_vad(x, n, rate, &p, &seg, &ns, &ph2, &np2) == 0);
+  CHECK_EQ_INT(np2, np);
+  free(seg);
+  free(ph2);
+  free(x);
+}
+
 /* vad_phrases takes level or periodic and nothing else. */
 static void test_option(void) {
   th_ctx t;
@@ -198,6 +251,12 @@ static void test_option(void) {
   CHECK(th_run_stage(&t, &stg_stage_align, "{\"vad_phrases\":\"energy\"}", &in, &out) != 0);
   CHECK(strstr(t.err, "vad_phrases=\"energy\" must be level or periodic") != NULL);
   CHECK_EQ_INT(th_run_stage(&t, &stg_stage_align, "{\"vad_phrases\":\"periodic\"}", &in, &out), 0);
+  /* voicing_db: 0..60 dB, a number */
+  CHECK(th_run_stage(&t, &stg_stage_align, "{\"voicing_db\":61}", &in, &out) != 0);
+  CHECK(strstr(t.err, "voicing_db=61 must be in 0..60") != NULL);
+  CHECK(th_run_stage(&t, &stg_stage_align, "{\"voicing_db\":\"loud\"}", &in, &out) != 0);
+  CHECK(strstr(t.err, "option 'voicing_db' must be a number") != NULL);
+  CHECK_EQ_INT(th_run_stage(&t, &stg_stage_align, "{\"voicing_db\":0}", &in, &out), 0);
   th_items_free(&in);
   th_items_free(&out);
 }
@@ -207,6 +266,7 @@ int main(void) {
   RUN(test_noisy_rests);
   RUN(test_song_phrases);
   RUN(test_breathy_lines);
+  RUN(test_voicing);
   RUN(test_option);
   return TEST_END();
 }

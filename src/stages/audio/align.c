@@ -21,6 +21,8 @@ typedef struct align_state {
   stg_vad_params vad;
   int acoustic;       /* method acoustic (else text) */
   int song;           /* scope song: lyrics aligned over the whole song (else by phrases) */
+  double voice_db;    /* the acoustic alignment's audio: attenuated by up to this where no
+                       * pitched voice is near (voicing_db); 0: off */
   char *model, *dict; /* pocketsphinx's acoustic model directory and dictionary */
 } align_state;
 
@@ -52,7 +54,11 @@ typedef struct align_state {
   NUM(vad_max_aperiodicity, 0.2, 0.01, 1,                                                         \
       "active: YIN aperiodicity (min d', 5-frame median) at most this; 1: energy only") SEP       \
   NUM(min_phrase_ms, 450, 0, 60000, "shorter phrases are dropped") SEP                            \
-  NUM(phrase_gap_ms, 350, 0, 60000, "activity closer than this is one phrase")
+  NUM(phrase_gap_ms, 350, 0, 60000, "activity closer than this is one phrase") SEP              \
+  NUM(voicing_db, 0, 0, 60,                                                                     \
+      "acoustic: the vocals the words are aligned to are attenuated by up to this many dB where "\
+      "no loud periodic frame (a pitched voice) is near, so rests favour silence (30 was "      \
+      "measured, docs/songtrace.md); 0: off")
 EBB_STAGE_OPTIONS(ALIGN_OPTIONS)
 
 static void set_vad(const stage_opts *v, stg_vad_params *vad) {
@@ -89,6 +95,7 @@ static int align_load(ebb_stage_ctx *ctx, const char *options_json, void **state
   s->vad = stg_vad_defaults();
   set_vad(&v, &s->vad);
   s->snap_s = v.snap_ms / 1000.0;
+  s->voice_db = v.voicing_db;
   if (strcmp(v.method, "acoustic") && strcmp(v.method, "text")) {
     rc = stg_st_fail(ctx, EBB_ECONFIG, "align: option method=\"%s\" must be acoustic or text",
                      v.method);
@@ -431,7 +438,7 @@ static json_t *find_transcript(ebb_stage_ctx *ctx, const ebb_items *in) {
  * stays 0. */
 static int voice_activity(ebb_stage_ctx *ctx, align_state *s, const ebb_items *in, stg_span **segs,
                           size_t *nseg, stg_span **ph, size_t *nph, double *dur, float **mono,
-                          uint64_t *n, uint32_t *rate) {
+                          uint64_t *n, uint32_t *rate, double **voice, size_t *nvoice) {
   static const char *const names[] = {"vocals", "audio", NULL};
   const char *used = NULL;
   int rc = stg_st_find_mono(ctx, in, names, mono, n, rate, &used);
@@ -443,7 +450,8 @@ static int voice_activity(ebb_stage_ctx *ctx, align_state *s, const ebb_items *i
   if (rc)
     return rc;
   *dur = (double)*n / *rate;
-  rc = stg_vad(*mono, *n, *rate, &s->vad, segs, nseg, ph, nph);
+  int want = s->acoustic && s->voice_db > 0; /* the voicing weight: voice_gains */
+  rc = stg_vad_voiced(*mono, *n, *rate, &s->vad, segs, nseg, ph, nph, want ? voice : NULL, nvoice);
   if (rc) {
     free(*mono);
     *mono = NULL;
@@ -535,8 +543,33 @@ static char *acoustic_json(const stg_aco_word *w, size_t nw, int with_lines, con
   return s;
 }
 
-/* The vocals as pocketsphinx wants them: 16 kHz mono 16-bit, the peak at half scale. */
-static int to_pcm16k(const float *x, uint64_t n, uint32_t rate, int16_t **pcm, uint64_t *m) {
+/* The voicing weight (stg_vad_voiced) as a gain in place: 1 where a pitched voice is near
+ * (weight 1), depth_db under where none is (weight 0). Soft evidence for the forced alignment:
+ * where no voice is near, the silence model explains the frames better than a word's phones,
+ * but a word can still be placed there (issue 43: the decoder put words into the rests'
+ * residue). */
+static void voice_gains(double *v, size_t nv, double depth_db) {
+  for (size_t f = 0; f < nv; f++)
+    v[f] = pow(10.0, -depth_db * (1.0 - v[f]) / 20.0);
+}
+
+/* The gain of sample k at 16 kHz: the frames' gains interpolated between their centres (a
+ * step would click); 1 without gains. */
+static double sample_gain(const double *gain, size_t nv, double hop_s, uint64_t k) {
+  if (!gain || nv == 0)
+    return 1.0;
+  double pos = (double)k / (16000.0 * hop_s);
+  size_t f = (size_t)pos;
+  if (f + 1 >= nv)
+    return gain[nv - 1];
+  double a = pos - (double)f;
+  return gain[f] * (1 - a) + gain[f + 1] * a;
+}
+
+/* The vocals as pocketsphinx wants them: 16 kHz mono 16-bit, the peak at half scale, times the
+ * gain of each hop_s frame (gain NULL: none). */
+static int to_pcm16k(const float *x, uint64_t n, uint32_t rate, const double *gain, size_t nv,
+                     double hop_s, int16_t **pcm, uint64_t *m) {
   float *r = NULL;
   const float *y = x;
   int rc;
@@ -563,7 +596,8 @@ static int to_pcm16k(const float *x, uint64_t n, uint32_t rate, int16_t **pcm, u
   uint32_t lcg = 12345;
   for (uint64_t k = 0; k < *m; k++) {
     lcg = lcg * 1664525u + 1013904223u;
-    (*pcm)[k] = (int16_t)(lrint(y[k] * g) + (int)(lcg >> 30) - 1);
+    double gk = g * sample_gain(gain, nv, hop_s, k);
+    (*pcm)[k] = (int16_t)(lrint(y[k] * gk) + (int)(lcg >> 30) - 1);
   }
   free(r);
   return 0;
@@ -632,18 +666,23 @@ static size_t count_placed(const stg_aco_word *w, size_t nw) {
  * the chunks on their phrases, the fit check on those, then a second try
  * for the chunks that did not align (stg_align_again). */
 static int align_acoustic(ebb_stage_ctx *ctx, align_state *s, stg_aco_word *w, size_t nw,
-                          int by_lines, const float *mono, uint64_t n, uint32_t rate,
-                          const stg_span *ph, size_t nph, double dur) {
+                          int by_lines, const float *mono, uint64_t n, uint32_t rate, double *voice,
+                          size_t nvoice, const stg_span *ph, size_t nph, double dur) {
   stg_aco *a = NULL;
   stg_aco_chunk *ch = NULL;
   size_t nch = 0, aligned = 0;
-  char *fit = NULL; /* fit[i]: chunk i aligned on its own phrases */
-  int16_t *pcm = NULL;
-  uint64_t m = 0;
+  char *fit = NULL;                   /* fit[i]: chunk i aligned on its own phrases */
+  int16_t *pcm = NULL, *plain = NULL; /* plain: not shaped, for the order contrast */
+  uint64_t m = 0, mp = 0;
   int rc = stg_aco_open(s->model, s->dict, &a);
   if (rc)
     return rc;
-  if ((rc = to_pcm16k(mono, n, rate, &pcm, &m)))
+  if (voice && (rc = to_pcm16k(mono, n, rate, NULL, 0, s->vad.hop_s, &plain, &mp)))
+    goto done;
+  stg_aco_contrast_audio(a, plain);
+  if (voice)
+    voice_gains(voice, nvoice, s->voice_db);
+  if ((rc = to_pcm16k(mono, n, rate, voice, nvoice, s->vad.hop_s, &pcm, &m)))
     goto done;
   int song = by_lines && s->song;
   if (song) {
@@ -703,6 +742,7 @@ done:
   free(fit);
   free(ch);
   free(pcm);
+  free(plain);
   return rc;
 }
 
@@ -722,8 +762,9 @@ static void clamp_words(stg_aco_word *w, size_t nw, double dur) {
 /* The acoustic method's words: the lyrics (rough times from the text method
  * when there is a transcript), else the transcript's words. */
 static int run_acoustic(ebb_stage_ctx *ctx, align_state *s, wlist *lyr, wlist *tr,
-                        const float *mono, uint64_t n, uint32_t rate, const stg_span *segs,
-                        size_t nseg, const stg_span *ph, size_t nph, double dur, char **text) {
+                        const float *mono, uint64_t n, uint32_t rate, double *voice, size_t nvoice,
+                        const stg_span *segs, size_t nseg, const stg_span *ph, size_t nph,
+                        double dur, char **text) {
   const wlist *src = lyr->n ? lyr : tr;
   int rough = tr->n > 0, rc = 0;
   if (lyr->n && tr->n && (rc = lyrics_onto_transcript(ctx, s, lyr, tr, segs, nseg, ph, nph, dur)))
@@ -742,7 +783,8 @@ static int run_acoustic(ebb_stage_ctx *ctx, align_state *s, wlist *lyr, wlist *t
   if (!mono) {
     rc = ebb_seterr(EBB_EINPUT, "align: no vocals to align the words to");
   } else {
-    rc = align_acoustic(ctx, s, w, src->n, lyr->n && !rough, mono, n, rate, ph, nph, dur);
+    rc = align_acoustic(ctx, s, w, src->n, lyr->n && !rough, mono, n, rate, voice, nvoice, ph, nph,
+                        dur);
   }
   if (rc == EBB_ECANCELED || rc == EBB_ENOMEM)
     goto done;
@@ -804,11 +846,14 @@ static int align_run(ebb_stage_ctx *ctx, void *state, const ebb_items *in, ebb_i
   json_t *transcript = NULL;
   double dur = 0;
   float *mono = NULL;
+  double *voice = NULL; /* the voicing weight per VAD frame (acoustic with voicing_db) */
+  size_t nvoice = 0;
   uint64_t n = 0;
   uint32_t rate = 0;
   stg_st_watch(ctx); /* every loop below sees a cancellation (st_util.h), the plan's and
                       * the word matching's included (they scale with the lyrics) */
-  int rc = voice_activity(ctx, s, in, &segs, &nseg, &ph, &nph, &dur, &mono, &n, &rate);
+  int rc =
+      voice_activity(ctx, s, in, &segs, &nseg, &ph, &nph, &dur, &mono, &n, &rate, &voice, &nvoice);
   if (rc) {
     stg_st_unwatch();
     return rc;
@@ -821,7 +866,8 @@ static int align_run(ebb_stage_ctx *ctx, void *state, const ebb_items *in, ebb_i
   if (transcript && (rc = transcript_words(ctx, transcript, &tr)))
     goto done;
   if (s->acoustic && (lyr.n || tr.n))
-    rc = run_acoustic(ctx, s, &lyr, &tr, mono, n, rate, segs, nseg, ph, nph, dur, &text);
+    rc = run_acoustic(ctx, s, &lyr, &tr, mono, n, rate, voice, nvoice, segs, nseg, ph, nph, dur,
+                      &text);
   else
     rc = run_text(ctx, s, &lyr, &tr, segs, nseg, ph, nph, dur, &text);
   if (rc)
@@ -835,6 +881,7 @@ done:
   free(segs);
   free(ph);
   free(mono);
+  free(voice);
   wlist_free(&lyr);
   wlist_free(&tr);
   json_decref(transcript);

@@ -69,6 +69,12 @@ stg_vad_params stg_vad_defaults(void);
  * is 0). */
 int stg_vad(const float *x, uint64_t n, uint32_t rate, const stg_vad_params *p, stg_span **segs,
             size_t *nseg, stg_span **phrases, size_t *nphr);
+/* The same, and (voice not NULL) the voicing weight of each hop_s frame, 0..1: how near a
+ * loud periodic frame (a pitched voice) is; *voice malloc'd (caller frees), *nvoice frames,
+ * frame f centred on f * hop_s. */
+int stg_vad_voiced(const float *x, uint64_t n, uint32_t rate, const stg_vad_params *p,
+                   stg_span **segs, size_t *nseg, stg_span **phrases, size_t *nphr, double **voice,
+                   size_t *nvoice);
 
 /* --- acoustic alignment (align_acoustic.c, align_plan.c) -------------------
  *
@@ -143,6 +149,11 @@ void stg_aco_contrast_every(stg_aco *a, size_t every);
  * in *nwords, the words of the chunks that gave one (a reversed path that
  * does not reach its end gives none); 0 when none did. */
 double stg_aco_order_gain(const stg_aco *a, size_t *nwords);
+/* The samples the order contrast decodes, forward and in the other orders, instead of those
+ * aligned (the same length and rate; not owned, kept until the next call): the vocals not
+ * shaped by voicing_db, so the fit check judges the words on the voice as it is (issue 43:
+ * on the shaped samples another song's lyrics passed it). NULL: the aligned samples. */
+void stg_aco_contrast_audio(stg_aco *a, const int16_t *pcm);
 
 /* The whole song at once (lyrics without rough times): overlapping windows
  * of ACO_WIN_S seconds over all of pcm, each decoded with a grammar of the

@@ -86,7 +86,8 @@ struct stg_aco {
    * over the same frames, summed, and those frames */
   size_t contrast_every, nchunk, ncontrast; /* ncontrast: words */
   double gain, gain_frames;
-  char **lts; /* words added with espeak-ng's pronunciation */
+  const int16_t *contrast_pcm; /* what the contrast decodes (stg_aco_contrast_audio); NULL: pcm */
+  char **lts;                  /* words added with espeak-ng's pronunciation */
   size_t nlts;
 };
 
@@ -386,6 +387,8 @@ double stg_aco_order_gain(const stg_aco *a, size_t *nwords) {
   return a->gain_frames > 0 ? a->gain / a->gain_frames : 0;
 }
 
+void stg_aco_contrast_audio(stg_aco *a, const int16_t *pcm) { a->contrast_pcm = pcm; }
+
 /* The words placed, the sung part of a prefix chunk, the unknown words
  * between their neighbours. 0, or EBB_ENOTFOUND (all un-placed) when a
  * whole chunk did not align. */
@@ -443,8 +446,14 @@ int stg_aco_align(stg_aco *a, const int16_t *pcm, uint64_t n, stg_aco_word *w,
   read_words(a, w, c, known, t0, fr0, fr1, ascr);
   word_conf(w, c, fr0, fr1, ascr);
   if ((rc = finish_chunk(w, c, known, nknown)) == 0 && a->contrast_every &&
-      a->nchunk++ % a->contrast_every == 0)
-    rc = order_contrast(a, w, c, pcm + s0, len, fwd);
+      a->nchunk++ % a->contrast_every == 0) {
+    const int16_t *cp = a->contrast_pcm ? a->contrast_pcm + s0 : pcm + s0;
+    /* other samples: the forward path again over them (its grammar is still set); one that
+     * does not reach its end there adds nothing, as a reversed one */
+    if (a->contrast_pcm && (decode(a, "lyrics", cp, len, NULL, NULL) || !ps_get_hyp(a->ps, &fwd)))
+      goto done;
+    rc = order_contrast(a, w, c, cp, len, fwd);
+  }
 done:
   free(known);
   free(fr0);
@@ -519,6 +528,7 @@ int stg_aco_open(const char *hmm, const char *dict, stg_aco **out) {
 }
 void stg_aco_close(stg_aco *a) { free(a); }
 void stg_aco_contrast_every(stg_aco *a, size_t every) { (void)a, (void)every; }
+void stg_aco_contrast_audio(stg_aco *a, const int16_t *pcm) { (void)a, (void)pcm; }
 double stg_aco_order_gain(const stg_aco *a, size_t *nwords) {
   (void)a;
   *nwords = 0;
