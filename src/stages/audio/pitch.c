@@ -108,6 +108,15 @@ typedef struct pitch_state {
   NUM(salience_sharpen, 3, 1, 8,                                                                   \
       "pyin: each salience row, divided by its maximum, is raised to this power (its mass goes "   \
       "to its peaks; 1: the harmonic sums as they are)") SEP                                       \
+  NUM(salience_vibrato, 3, 0, 10,                                                                  \
+      "pyin: a salience peak whose pitch, followed from frame to frame, moves over "               \
+      "+-salience_vibrato_ms (a sung note's vibrato, scoop or glide; a piano partial holds "       \
+      "still) has its share of the frame's salience multiplied by up to 1 + this; 0: off") SEP     \
+  NUM(salience_vibrato_ms, 60, 10, 1000,                                                           \
+      "see salience_vibrato: the window on each side of the frame") SEP                            \
+  NUM(salience_vibrato_cents, 15, 0.1, 1200,                                                       \
+      "see salience_vibrato: the standard deviation of the peak's pitch (cents) over the window "  \
+      "that takes the whole bonus") SEP                                                            \
   NUM(register_semitones, 8, 0, 48,                                                                \
       "pyin: a second pass weighs down every pitch more than this many semitones from the "        \
       "median of the first pass's track around it (the melody's register), so the track does "     \
@@ -169,6 +178,9 @@ static void set_params(const stage_opts *v, stg_pitch_params *p) {
   p->salience_weight = v->salience;
   p->salience_height = v->salience_height;
   p->salience_sharpen = v->salience_sharpen;
+  p->salience_vibrato = v->salience_vibrato;
+  p->salience_vibrato_s = v->salience_vibrato_ms / 1000.0;
+  p->salience_vibrato_cents = v->salience_vibrato_cents;
   p->register_semitones = v->register_semitones;
   p->register_window_s = v->register_window_ms / 1000.0;
 }
@@ -581,7 +593,12 @@ static int pitch_run_counted(ebb_stage_ctx *ctx, void *state, const ebb_items *i
    * mixed with that of separate's stricter "melody" pass */
   if ((s->p.method == EBB_PITCH_PYIN && s->p.salience_weight > 0.0 &&
        ((rc = melody_salience(s, mono, salsig, share, n, rate, g.n_frames, &sal)) ||
-        (rc = mix_fill(ctx, s, in, used, mono, padded, n, rate, &g, sal, &gate_db)))) ||
+        (rc = mix_fill(ctx, s, in, used, mono, padded, n, rate, &g, sal, &gate_db)) ||
+        (rc = stg_pitch_salience_vibrato(sal, g.n_frames, stg_pitch_salience_bins(&s->p),
+                                         s->p.salience_vibrato,
+                                         stg_pitch_frames_for(s->p.salience_vibrato_s,
+                                                              (double)s->p.hop / rate),
+                                         s->p.salience_vibrato_cents)))) ||
       (rc = stg_pitch_track_salience(cm, padded, &g, &s->p, sal, gate_db, frames)) ||
       (rc = consonants(s, padded, emph, &g, frames)) ||
       (rc = stg_pitch_notes(frames, g.n_frames, &s->p, &notes, &n_notes)) ||

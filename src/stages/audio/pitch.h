@@ -95,6 +95,13 @@ typedef struct stg_pitch_params {
    * first pass's voiced track over +-register_window_s) - register_semitones,
    * in semitones, where d > 0. */
   double register_semitones, register_window_s;
+  /* pYIN only, when salience_vibrato > 0 (issue 44): a salience peak whose
+   * interpolated pitch, followed from frame to frame, moves over
+   * +-salience_vibrato_s (a sung pitch's vibrato, scoop or glide; a piano
+   * partial holds still) has its bins multiplied by 1 + salience_vibrato x
+   * min(1, its standard deviation / salience_vibrato_cents), the row's sum
+   * kept (stg_pitch_salience_vibrato). */
+  double salience_vibrato, salience_vibrato_s, salience_vibrato_cents;
 } stg_pitch_params;
 
 /* The defaults of the stage's option table (pitch.c, beside the table). */
@@ -187,6 +194,22 @@ void stg_pitch_frame_levels(const float *padded, const stg_pitch_geom *g, float 
  * distribution over the bins whose sum is the frame's salience voicing. */
 int stg_pitch_salience(const float *x, uint64_t n, uint32_t rate, const stg_pitch_params *p,
                        size_t n_frames, float **sal);
+/* Contour character (salience_vibrato; see stg_pitch_params): each
+ * row's peaks (at most 8, strongest first, at least EBB_PITCH_VIBRATO_PEAK
+ * of its maximum, their positions interpolated by a parabola through the
+ * log of three bins) are each linked to the nearest free peak of the row
+ * before within 50 cents; a peak's
+ * contour over +-half frames (at least half + 1 frames of it) gives the
+ * standard deviation s of its position in cents, and the bins of the peak's
+ * lobe (down to the minima on each side) are multiplied by 1 + gain x
+ * min(1, s / cents).
+ * Each row then sums to what it summed to before: the frame's voicing does
+ * not change, only which pitch holds it. sal: nf rows of nb bins, changed
+ * in place; the peaks are the function's own, freed before it returns
+ * (0, or EBB_ENOMEM with sal as it was). gain 0: nothing changes. */
+#define EBB_PITCH_VIBRATO_PEAK 0.05
+int stg_pitch_salience_vibrato(float *sal, size_t nf, int nb, double gain, size_t half,
+                               double cents);
 /* B, the salience's bins (10 cents each) from fmin to fmax. */
 int stg_pitch_salience_bins(const stg_pitch_params *p);
 /* obs[b] = (1 - w) obs[b] + w row[b] for the voiced bins; returns the mixed

@@ -322,3 +322,148 @@ size_t stg_pitch_salience_fill(float *sal, const float *mixsal, size_t nf, int n
 int stg_pitch_salience_bins(const stg_pitch_params *p) {
   return (int)floor(1200.0 * log2(p->fmax / p->fmin) / 10.0) + 1;
 }
+
+/* Contour character (pitch.h). At most VIB_PEAKS peaks a row, strongest
+ * first; prev/next link a peak to the one it continues in the row before
+ * and after (-1: none). */
+#define VIB_PEAKS 8
+#define VIB_LINK_BINS 5.0 /* 50 cents a frame: vibrato of 45 cents at 6.5 Hz moves 18 */
+
+typedef struct vib_peak {
+  float pos;       /* interpolated bin */
+  int bin, lo, hi; /* the peak's bin and its lobe [lo, hi] */
+  int prev, next;
+} vib_peak;
+
+static int row_peaks(const float *r, int nb, vib_peak *pk) {
+  float top = 0.0f;
+  for (int b = 0; b < nb; b++)
+    top = r[b] > top ? r[b] : top;
+  int n = 0;
+  if (!(top > 0.0f))
+    return 0;
+  float floor_v = (float)(EBB_PITCH_VIBRATO_PEAK * top);
+  vib_peak all[VIB_PEAKS + 1];
+  for (int b = 1; b + 1 < nb; b++) {
+    if (!(r[b] >= floor_v && r[b] > r[b - 1] && r[b] >= r[b + 1]))
+      continue;
+    double a = log(r[b - 1] + 1e-30), m = log(r[b]), c = log(r[b + 1] + 1e-30);
+    double den = a - 2.0 * m + c, off = den < 0.0 ? 0.5 * (a - c) / den : 0.0;
+    off = off < -0.5 ? -0.5 : off > 0.5 ? 0.5 : off;
+    vib_peak q = {.pos = (float)(b + off), .bin = b, .lo = b, .hi = b, .prev = -1, .next = -1};
+    while (q.lo > 0 && r[q.lo - 1] > 0.0f && r[q.lo - 1] < r[q.lo])
+      q.lo--;
+    while (q.hi + 1 < nb && r[q.hi + 1] > 0.0f && r[q.hi + 1] <= r[q.hi])
+      q.hi++;
+    /* insertion by strength, ties by bin (deterministic) */
+    int i = n < VIB_PEAKS ? n++ : VIB_PEAKS;
+    all[i] = q;
+    for (; i > 0 && r[all[i].bin] > r[all[i - 1].bin]; i--) {
+      vib_peak t = all[i];
+      all[i] = all[i - 1];
+      all[i - 1] = t;
+    }
+  }
+  memcpy(pk, all, (size_t)n * sizeof *pk);
+  return n;
+}
+
+/* Links each peak of row f to the nearest free peak of row f - 1 within
+ * VIB_LINK_BINS, strongest first. */
+static void link_rows(vib_peak *pre, int npre, vib_peak *cur, int ncur) {
+  for (int i = 0; i < ncur; i++) {
+    int best = -1;
+    double bd = VIB_LINK_BINS;
+    for (int j = 0; j < npre; j++) {
+      double d = fabs(cur[i].pos - pre[j].pos);
+      if (pre[j].next < 0 && d <= bd) {
+        best = j;
+        bd = d;
+      }
+    }
+    if (best >= 0) {
+      cur[i].prev = best;
+      pre[best].next = i;
+    }
+  }
+}
+
+/* The standard deviation in cents of peak i of frame f's contour over
+ * +-half frames, or -1 where the contour has fewer than half + 1 frames
+ * there. pk: VIB_PEAKS a frame. */
+static double contour_sd(const vib_peak *pk, size_t nf, size_t f, int i, size_t half) {
+  double s1 = 0.0, s2 = 0.0;
+  size_t k = 0, g = f;
+  for (int j = i; j >= 0 && k <= half; j = pk[g * VIB_PEAKS + j].prev, g--) {
+    s1 += pk[g * VIB_PEAKS + j].pos;
+    s2 += (double)pk[g * VIB_PEAKS + j].pos * pk[g * VIB_PEAKS + j].pos;
+    k++;
+    if (g == 0)
+      break;
+  }
+  g = f + 1;
+  for (int j = pk[f * VIB_PEAKS + i].next; j >= 0 && g < nf && g - f <= half;
+       j = pk[g * VIB_PEAKS + j].next, g++) {
+    s1 += pk[g * VIB_PEAKS + j].pos;
+    s2 += (double)pk[g * VIB_PEAKS + j].pos * pk[g * VIB_PEAKS + j].pos;
+    k++;
+  }
+  if (k < half + 1)
+    return -1.0;
+  double mean = s1 / (double)k, var = s2 / (double)k - mean * mean;
+  return 10.0 * sqrt(var > 0.0 ? var : 0.0); /* 10 cents a bin */
+}
+
+/* Weighs up the lobes of row r's moving peaks (frame f), keeping its sum;
+ * w: nb floats of scratch. */
+static void weigh_row(float *r, int nb, const vib_peak *pk, size_t nf, size_t f, int np,
+                      double gain, size_t half, double cents, float *w) {
+  int any = 0;
+  for (int b = 0; b < nb; b++)
+    w[b] = 1.0f;
+  for (int i = 0; i < np; i++) {
+    double sd = contour_sd(pk, nf, f, i, half);
+    if (sd < 0.0)
+      continue;
+    float m = (float)(1.0 + gain * (sd >= cents ? 1.0 : sd / cents));
+    const vib_peak *q = pk + f * VIB_PEAKS + i;
+    for (int b = q->lo; b <= q->hi; b++)
+      w[b] = m > w[b] ? m : w[b];
+    any = 1;
+  }
+  double before = 0.0, after = 0.0;
+  for (int b = 0; any && b < nb; b++) {
+    before += r[b];
+    after += (double)r[b] * w[b];
+  }
+  for (int b = 0; any && after > 0.0 && b < nb; b++)
+    r[b] = (float)(r[b] * w[b] * (before / after));
+}
+
+/* The peaks (VIB_PEAKS a frame, np[f] of them in frame f) stay allocated
+ * only while this runs: at 8 peaks a frame they are under one salience row. */
+int stg_pitch_salience_vibrato(float *sal, size_t nf, int nb, double gain, size_t half,
+                               double cents) {
+  if (!(gain > 0.0) || nf == 0 || nb < 3)
+    return 0;
+  int rc = 0;
+  vib_peak *pk = stg_st_malloc(nf * VIB_PEAKS * sizeof *pk);
+  int *np = stg_st_malloc(nf * sizeof *np);
+  float *w = stg_st_malloc((size_t)nb * sizeof *w);
+  if (!pk || !np || !w) {
+    rc = ebb_seterr(EBB_ENOMEM, "pitch: out of memory for the salience contours of %zu frames", nf);
+    goto done;
+  }
+  for (size_t f = 0; f < nf; f++) {
+    np[f] = row_peaks(sal + f * (size_t)nb, nb, pk + f * VIB_PEAKS);
+    if (f > 0)
+      link_rows(pk + (f - 1) * VIB_PEAKS, np[f - 1], pk + f * VIB_PEAKS, np[f]);
+  }
+  for (size_t f = 0; f < nf; f++)
+    weigh_row(sal + f * (size_t)nb, nb, pk, nf, f, np[f], gain, half, cents, w);
+done:
+  stg_st_free(w);
+  stg_st_free(np);
+  stg_st_free(pk);
+  return rc;
+}
