@@ -155,6 +155,16 @@ double stg_aco_order_gain(const stg_aco *a, size_t *nwords);
  * on the shaped samples another song's lyrics passed it). NULL: the aligned samples. */
 void stg_aco_contrast_audio(stg_aco *a, const int16_t *pcm);
 
+/* The vocals as pocketsphinx wants them: 16 kHz mono 16-bit, the peak at
+ * half scale, plus a deterministic dither of +-1 LSB, times the gain of
+ * each hop_s frame (gain NULL: none). *pcm: *m samples, the caller frees. */
+int stg_aco_pcm16k(const float *x, uint64_t n, uint32_t rate, const double *gain, size_t nv,
+                   double hop_s, int16_t **pcm, uint64_t *m);
+/* The voicing weight (stg_vad_voiced, nv frames) as a gain in place: 1
+ * where a pitched voice is near, depth_db under where none is
+ * (voicing_db). */
+void stg_aco_voice_gains(double *v, size_t nv, double depth_db);
+
 /* The whole song at once (lyrics without rough times): overlapping windows
  * of ACO_WIN_S seconds over all of pcm, each decoded with a grammar of the
  * next words that may end after any of them, silence and fillers anywhere.

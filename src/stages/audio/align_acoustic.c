@@ -25,6 +25,7 @@
 
 #include "ebb/error.h"
 #include "stages/audio/align.h"
+#include "stages/audio/decode.h"
 #include "stages/audio/speech.h"
 #include "stages/audio/st_util.h"
 
@@ -545,3 +546,63 @@ int stg_aco_align_song(stg_aco *a, const int16_t *pcm, uint64_t n, stg_aco_word 
   return EBB_ENOLIB;
 }
 #endif
+
+/* The voicing weight (stg_vad_voiced) as a gain in place: 1 where a pitched voice is near
+ * (weight 1), depth_db under where none is (weight 0). Soft evidence for the forced alignment:
+ * where no voice is near, the silence model explains the frames better than a word's phones,
+ * but a word can still be placed there (issue 43: the decoder put words into the rests'
+ * residue). */
+void stg_aco_voice_gains(double *v, size_t nv, double depth_db) {
+  for (size_t f = 0; f < nv; f++)
+    v[f] = pow(10.0, -depth_db * (1.0 - v[f]) / 20.0);
+}
+
+/* The gain of sample k at 16 kHz: the frames' gains interpolated between their centres (a
+ * step would click); 1 without gains. */
+static double sample_gain(const double *gain, size_t nv, double hop_s, uint64_t k) {
+  if (!gain || nv == 0)
+    return 1.0;
+  double pos = (double)k / (16000.0 * hop_s);
+  size_t f = (size_t)pos;
+  if (f + 1 >= nv)
+    return gain[nv - 1];
+  double a = pos - (double)f;
+  return gain[f] * (1 - a) + gain[f + 1] * a;
+}
+
+/* The vocals as pocketsphinx wants them: 16 kHz mono 16-bit, the peak at half scale, times the
+ * gain of each hop_s frame (gain NULL: none). */
+int stg_aco_pcm16k(const float *x, uint64_t n, uint32_t rate, const double *gain, size_t nv,
+                   double hop_s, int16_t **pcm, uint64_t *m) {
+  float *r = NULL;
+  const float *y = x;
+  int rc;
+  if (rate != 16000) {
+    if ((rc = stg_audio_resample(x, n, rate, 16000, &r, m)))
+      return rc;
+    y = r;
+  } else {
+    *m = n;
+  }
+  float peak = 0;
+  for (uint64_t k = 0; k < *m; k++)
+    peak = fmaxf(peak, fabsf(y[k]));
+  *pcm = malloc((*m ? *m : 1) * sizeof **pcm);
+  if (!*pcm) {
+    free(r);
+    return ebb_seterr(EBB_ENOMEM, "align: out of memory for %llu samples at 16 kHz",
+                      (unsigned long long)*m);
+  }
+  /* plus a deterministic dither of +-1 LSB: on digital silence the features
+   * are degenerate and every phone scores as well as any other there (a word
+   * was placed in the silent start of a song with confidence 1) */
+  double g = peak > 0 ? 16384.0 / peak : 0;
+  uint32_t lcg = 12345;
+  for (uint64_t k = 0; k < *m; k++) {
+    lcg = lcg * 1664525u + 1013904223u;
+    double gk = g * sample_gain(gain, nv, hop_s, k);
+    (*pcm)[k] = (int16_t)(lrint(y[k] * gk) + (int)(lcg >> 30) - 1);
+  }
+  free(r);
+  return 0;
+}

@@ -370,6 +370,38 @@ static void voicing_weight(const double *db, const double *ap, size_t nf, double
   }
 }
 
+/* The frames' YIN aperiodicity: nf doubles in *out (the caller frees). */
+static int frames_aperiodicity(const float *x, uint64_t n, uint32_t rate, double hop_s, size_t nf,
+                               double **out) {
+  double *ap = malloc(nf * sizeof *ap);
+  if (!ap)
+    return ebb_seterr(EBB_ENOMEM, "vad: out of memory for %zu frames", nf);
+  int rc = aperiodicity(x, n, rate, hop_s, nf, ap);
+  if (!rc && stg_st_stop()) /* its difference function broke off (st_util.h) */
+    rc = ebb_seterr(EBB_ECANCELED, "vad: cancelled");
+  if (rc) {
+    free(ap);
+    return rc;
+  }
+  *out = ap;
+  return 0;
+}
+
+/* The frames' voicing weight (voicing_weight): nf doubles in *out (the
+ * caller frees). */
+static int frames_voicing(const double *db, const double *ap, size_t nf, double loud,
+                          const stg_vad_params *p, double **out) {
+  double *q = malloc(nf * sizeof *q), *v = malloc(nf * sizeof *v);
+  if (!q || !v) {
+    free(q), free(v);
+    return ebb_seterr(EBB_ENOMEM, "vad: out of memory for %zu frames", nf);
+  }
+  voicing_weight(db, ap, nf, loud, p, q, v);
+  free(q);
+  *out = v;
+  return 0;
+}
+
 int stg_vad(const float *x, uint64_t n, uint32_t rate, const stg_vad_params *p, stg_span **segs,
             size_t *nseg, stg_span **phrases, size_t *nphr) {
   return stg_vad_voiced(x, n, rate, p, segs, nseg, phrases, nphr, NULL, NULL);
@@ -400,18 +432,11 @@ int stg_vad_voiced(const float *x, uint64_t n, uint32_t rate, const stg_vad_para
     return ebb_seterr(EBB_ENOMEM, "vad: out of memory for %zu frames", nf);
   }
   if ((p->max_aperiodicity < 1.0 || voice) && n > 0) {
-    int rc;
-    if (!(ap = malloc(nf * sizeof *ap)))
-      rc = ebb_seterr(EBB_ENOMEM, "vad: out of memory for %zu frames", nf);
-    else
-      rc = aperiodicity(x, n, rate, p->hop_s, nf, ap);
-    if (!rc && stg_st_stop()) /* its difference function broke off (st_util.h) */
-      rc = ebb_seterr(EBB_ECANCELED, "vad: cancelled");
+    int rc = frames_aperiodicity(x, n, rate, p->hop_s, nf, &ap);
     if (rc) {
       free(db);
       free(sorted);
       free(s);
-      free(ap);
       return rc;
     }
   }
@@ -421,14 +446,11 @@ int stg_vad_voiced(const float *x, uint64_t n, uint32_t rate, const stg_vad_para
   double loud = sorted[(size_t)(0.95 * (double)(nf - 1))];
   double thr = fmax(p->floor_db, loud - p->range_db);
   if (voice && ap) {
-    double *q = malloc(nf * sizeof *q), *v = malloc(nf * sizeof *v);
-    if (!q || !v) {
-      free(q), free(v), free(db), free(sorted), free(s), free(ap);
-      return ebb_seterr(EBB_ENOMEM, "vad: out of memory for %zu frames", nf);
+    int rc = frames_voicing(db, ap, nf, loud, p, voice);
+    if (rc) {
+      free(db), free(sorted), free(s), free(ap);
+      return rc;
     }
-    voicing_weight(db, ap, nf, loud, p, q, v);
-    free(q);
-    *voice = v;
     *nvoice = nf;
   }
   const double *gate = p->max_aperiodicity < 1.0 ? ap : NULL; /* ap may be for the voicing */

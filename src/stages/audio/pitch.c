@@ -551,6 +551,14 @@ static int halfway(ebb_stage_ctx *ctx) {
   return ebb_cancelled(ctx) ? stg_st_fail(ctx, EBB_ECANCELED, "cancelled") : 0;
 }
 
+/* Contour character (stg_pitch_salience_vibrato) with the stage's options. */
+static int salience_vibrato(const pitch_state *s, float *sal, const stg_pitch_geom *g,
+                            uint32_t rate) {
+  size_t half = stg_pitch_frames_for(s->p.salience_vibrato_s, (double)s->p.hop / rate);
+  return stg_pitch_salience_vibrato(sal, g->n_frames, stg_pitch_salience_bins(&s->p),
+                                    s->p.salience_vibrato, half, s->p.salience_vibrato_cents);
+}
+
 static int pitch_run_counted(ebb_stage_ctx *ctx, void *state, const ebb_items *in, ebb_items *out) {
   pitch_state *s = state;
   static const char *const names[] = {"vocals", "audio", NULL};
@@ -594,11 +602,7 @@ static int pitch_run_counted(ebb_stage_ctx *ctx, void *state, const ebb_items *i
   if ((s->p.method == EBB_PITCH_PYIN && s->p.salience_weight > 0.0 &&
        ((rc = melody_salience(s, mono, salsig, share, n, rate, g.n_frames, &sal)) ||
         (rc = mix_fill(ctx, s, in, used, mono, padded, n, rate, &g, sal, &gate_db)) ||
-        (rc = stg_pitch_salience_vibrato(sal, g.n_frames, stg_pitch_salience_bins(&s->p),
-                                         s->p.salience_vibrato,
-                                         stg_pitch_frames_for(s->p.salience_vibrato_s,
-                                                              (double)s->p.hop / rate),
-                                         s->p.salience_vibrato_cents)))) ||
+        (rc = salience_vibrato(s, sal, &g, rate)))) ||
       (rc = stg_pitch_track_salience(cm, padded, &g, &s->p, sal, gate_db, frames)) ||
       (rc = consonants(s, padded, emph, &g, frames)) ||
       (rc = stg_pitch_notes(frames, g.n_frames, &s->p, &notes, &n_notes)) ||
