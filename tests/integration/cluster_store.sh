@@ -41,11 +41,17 @@ submit() { # node pipeline -> the id, or ERR:CODE:body
   code=${out##*$'\n'}; out=${out%$'\n'*}
   if [ "$code" = 202 ]; then jget "$out" '["id"]'; else echo "ERR:$code:$out"; fi
 }
-wait_done() { # node id seconds -> the final state (or "timeout")
-  local st
+wait_done() { # node id seconds [field] -> the final state (or "timeout"), then
+  # the job's FIELD from the same answer: n2 keeps its ended jobs 2 s, so a
+  # second GET on a loaded machine can find the job pruned (an empty node)
+  local st j
   for _ in $(seq $(($3 * 10))); do
-    st=$(jget "$(curl -s "${URL[$1]}/v1/jobs/$2")" '["state"]')
-    case $st in succeeded|failed|cancelled) echo "$st"; return ;; esac
+    j=$(curl -s "${URL[$1]}/v1/jobs/$2")
+    st=$(jget "$j" '["state"]')
+    case $st in succeeded|failed|cancelled)
+      echo "$st${4:+ $(jget "$j" "[\"$4\"]")}"
+      return ;;
+    esac
     sleep 0.1
   done
   echo timeout
@@ -126,8 +132,7 @@ for i in 1 2 3 4; do
   id=$(submit n1 S)
   case $id in ERR:*) fail "submit S $i: $id"; continue ;; esac
   echo "$id" >> "$T/ids-s"
-  st=$(wait_done n1 "$id" 60)
-  node=$(jget "$(curl -s "${URL[n1]}/v1/jobs/$id")" '["node"]')
+  read -r st node <<< "$(wait_done n1 "$id" 60 node)"
   [ "$st" = succeeded ] && [ "$node" = n2 ] || fail "S job $i ($id): $st on $node, expected to run on n2 where S sleeps"
   n2_idle # (a fixed 1.2 s here could end before n2's next heartbeat + n1's refresh)
 done

@@ -62,6 +62,13 @@ done
 # 0.65, repeated notes 0.80, RPA 0.85 at/above the band and 0.65 at -6 dB.
 # It measured 0.747, 174/214 = 0.813, 0.928 and 0.814 with the re-attack
 # model (session 14), so the floors are 0.72, 0.79, 0.90 and 0.78.
+# Under the sanitizers (EBB_TEST_SLOWDOWN > 1) the 20 clips alone took more
+# than the 600 s limit on a loaded 2-core machine (2026-12-07); there the
+# quick set above is what runs, and `make test` measures the full set.
+if [ "${EBB_TEST_SLOWDOWN:-1}" -gt 1 ]; then
+  echo "PASS: songtrace_real (the quick set's floors, truth notes kept, misses by cause, bad options; the benchmark's 20 clips run in the plain build only)"
+  exit 0
+fi
 full="$EBB_TEST_TMP/bench-full.txt"
 /usr/bin/python3 "$ROOT/bench/songtrace_real.py" --ebb "$EBB" --floors 0.72,0.79,0.90,0.78 \
   >"$full" || { cat "$full"; echo "FAIL: songtrace on the benchmark's 20 clips below its floors (see above)" >&2; exit 1; }
