@@ -23,7 +23,8 @@ the voice alone.
 
 Writes into OUT/ (a cache: a song is made only when its files are missing):
   SOURCE-G-K.{mix0,mix6,voice}.wav, .lyrics.txt, .truth.json
-  {"words": [{"word", "start", "end", "line"}], "source", "voice"}
+  {"words": [{"word", "start", "end", "line", "notes": [[start, seconds, midi]]}],
+   "source", "voice"}
 The truth start of a word is the start of its first note, where the
 speech's first sound is placed. Nothing is downloaded; numpy and scipy come
 from Debian (python3-scipy).
@@ -260,7 +261,8 @@ def song(out, source, gender, k, rng, tmp):
                 s += d
             legato = rng.random() < 0.6
             dur = s - t
-            truth.append({"word": w, "start": round(t, 3), "end": round(t + dur, 3), "line": li})
+            truth.append({"word": w, "start": round(t, 3), "end": round(t + dur, 3), "line": li,
+                          "notes": [[round(a, 3), round(b, 3), m] for a, b, m in notes]})
             x = spoken[w.replace("'", "") if engine == "festival" else w]
             voc.append((t, psola(x, int(dur * RATE), melody_f0(notes, t), )))
             t = s + (0.0 if legato else float(rng.uniform(0.03, 0.15)))
