@@ -602,32 +602,71 @@ static size_t count_placed(const stg_aco_word *w, size_t nw) {
   return placed;
 }
 
+/* The acoustic method's log lines: the words no audio backs, the unknown words, the counts.
+ * unit: 0 the whole song, 1 line groups, 2 phrases (rough times). */
+static void log_acoustic(ebb_stage_ctx *ctx, const align_state *s, const stg_aco_word *w, size_t nw,
+                         size_t aligned, size_t nch, int unit, double med, double gain,
+                         size_t ncontrast, size_t unbacked, size_t moved) {
+  static const char *const units[] = {"words over the whole song", "line groups", "phrases"};
+  if (unbacked)
+    stg_st_log(ctx, 2,
+               "%zu words were placed where the vocals are silent (more than %.0f dB under their "
+               "loud level): not aligned, unmatched",
+               unbacked, STG_ALIGN_BACKED_DB);
+  log_unknown(ctx, s->dict, w, nw);
+  if (moved)
+    stg_st_log(ctx, 1,
+               "%zu of %zu %s took their times from the vocals shaped by their voicing (voicing_db "
+               "%.0f)",
+               moved, nch, units[unit], s->voice_db);
+  stg_st_log(ctx, 1,
+             "%zu of %zu words aligned acoustically in %zu of %zu %s (median confidence %.2f, "
+             "order contrast %.1f per frame over %zu words)",
+             count_placed(w, nw), nw, aligned, nch, units[unit], med, gain, ncontrast);
+}
+
+/* The 16 kHz samples pocketsphinx gets (stg_aco_pcm16k): *pcm plain and, with the voicing
+ * weight (voice, nvoice frames; voicing_db), *shaped by it (else NULL). Both malloc'd. */
+static int make_pcm(const align_state *s, const float *mono, uint64_t n, uint32_t rate,
+                    const double *voice, size_t nvoice, int16_t **pcm, int16_t **shaped,
+                    uint64_t *m) {
+  int rc = stg_aco_pcm16k(mono, n, rate, NULL, 0, s->vad.hop_s, pcm, m);
+  *shaped = NULL;
+  if (rc || !voice)
+    return rc;
+  double *gain = malloc((nvoice ? nvoice : 1) * sizeof *gain);
+  if (!gain)
+    return ebb_seterr(EBB_ENOMEM, "align: out of memory for %zu gains", nvoice);
+  memcpy(gain, voice, nvoice * sizeof *gain);
+  stg_aco_voice_gains(gain, nvoice, s->voice_db);
+  rc = stg_aco_pcm16k(mono, n, rate, gain, nvoice, s->vad.hop_s, shaped, m);
+  free(gain);
+  return rc;
+}
+
 /* Aligns words (rough times when have_rough) to the vocals, chunk by chunk:
- * the chunks on their phrases, the fit check on those, then a second try
- * for the chunks that did not align (stg_align_again). */
+ * the chunks on their phrases, the fit check on those, the times from the
+ * shaped samples (voicing_db: stg_align_shaped), then a second try for the
+ * chunks that did not align (stg_align_again). */
 static int align_acoustic(ebb_stage_ctx *ctx, align_state *s, stg_aco_word *w, size_t nw,
-                          int by_lines, const float *mono, uint64_t n, uint32_t rate, double *voice,
-                          size_t nvoice, const stg_span *ph, size_t nph, double dur) {
+                          int by_lines, const float *mono, uint64_t n, uint32_t rate,
+                          const double *voice, size_t nvoice, const stg_span *ph, size_t nph,
+                          double dur) {
   stg_aco *a = NULL;
   stg_aco_chunk *ch = NULL;
-  size_t nch = 0, aligned = 0;
-  char *fit = NULL;                   /* fit[i]: chunk i aligned on its own phrases */
-  int16_t *pcm = NULL, *plain = NULL; /* plain: not shaped, for the order contrast */
-  uint64_t m = 0, mp = 0;
-  int rc = stg_aco_open(s->model, s->dict, &a);
+  size_t nch = 0, aligned = 0, ncontrast = 0, silent = 0, more = 0, moved = 0;
+  char *fit = NULL;                    /* fit[i]: chunk i aligned on its own phrases */
+  int16_t *pcm = NULL, *shaped = NULL; /* shaped: by the voicing weight (voicing_db) */
+  uint64_t m = 0;
+  int song = by_lines && s->song, rc = stg_aco_open(s->model, s->dict, &a);
   if (rc)
     return rc;
-  if (voice && (rc = stg_aco_pcm16k(mono, n, rate, NULL, 0, s->vad.hop_s, &plain, &mp)))
+  if ((rc = make_pcm(s, mono, n, rate, voice, nvoice, &pcm, &shaped, &m)))
     goto done;
-  stg_aco_contrast_audio(a, plain);
-  if (voice)
-    stg_aco_voice_gains(voice, nvoice, s->voice_db);
-  if ((rc = stg_aco_pcm16k(mono, n, rate, voice, nvoice, s->vad.hop_s, &pcm, &m)))
-    goto done;
-  int song = by_lines && s->song;
-  if (song) {
+  if (song) { /* the whole song on the shaped samples; the contrast on the plain ones */
+    stg_aco_contrast_audio(a, shaped ? pcm : NULL);
     stg_aco_contrast_every(a, contrast_every(dur / AL_SONG_WINDOW_STEP_S));
-    if ((rc = align_song(ctx, a, pcm, m, w, nw, dur, &aligned, &nch)))
+    if ((rc = align_song(ctx, a, shaped ? shaped : pcm, m, w, nw, dur, &aligned, &nch)))
       goto done;
   } else if ((rc = by_lines ? stg_aco_plan_lines(w, nw, ph, nph, dur, &ch, &nch)
                             : stg_aco_plan_times(w, nw, ph, nph, dur, &ch, &nch))) {
@@ -639,40 +678,25 @@ static int align_acoustic(ebb_stage_ctx *ctx, align_state *s, stg_aco_word *w, s
     rc = ebb_seterr(EBB_ENOMEM, "align: out of memory for %zu chunks", nch);
     goto done;
   }
-  for (size_t i = 0; !song && i < nch; i++) {
-    rc = stg_aco_align(a, pcm, m, w, &ch[i], ctx_cancelled, ctx);
-    if (rc == EBB_ECANCELED || rc == EBB_ENOMEM)
-      goto done;
-    fit[i] = rc == 0;
-    aligned += rc == 0;
-    rc = 0;
-  }
-  size_t ncontrast = 0, silent = 0, more = 0;
+  if (!song && (rc = stg_align_chunks(ctx, a, pcm, m, w, ch, nch, fit, &aligned)))
+    goto done;
   double gain = stg_aco_order_gain(a, &ncontrast);
   if ((rc = stg_align_unbacked(w, nw, mono, n, rate, &silent)))
     goto done;
   if (song)
     aligned = count_placed(w, nw);
   double med = stg_align_check_fit(ctx, w, nw, aligned, nch, gain, ncontrast);
-  if (!song && (rc = stg_align_again(ctx, a, pcm, m, w, ch, nch, fit, dur)))
+  if (!song && shaped && (rc = stg_align_shaped(ctx, a, shaped, m, w, ch, nch, fit, &moved)))
+    goto done;
+  if (!song && (rc = stg_align_again(ctx, a, shaped ? shaped : pcm, m, w, ch, nch, fit, dur)))
     goto done;
   if ((rc = stg_align_unbacked(w, nw, mono, n, rate, &more)))
     goto done;
-  if (silent + more)
-    stg_st_log(ctx, 2,
-               "%zu words were placed where the vocals are silent (more than %.0f dB under their "
-               "loud level): not aligned, unmatched",
-               silent + more, STG_ALIGN_BACKED_DB);
-  log_unknown(ctx, s->dict, w, nw);
-  size_t placed = count_placed(w, nw);
-  stg_st_log(ctx, 1,
-             "%zu of %zu words aligned acoustically in %zu of %zu %s (median confidence %.2f, "
-             "order contrast %.1f per frame over %zu words)",
-             placed, nw, aligned, nch,
-             song       ? "words over the whole song"
-             : by_lines ? "line groups"
-                        : "phrases",
-             med, gain, ncontrast);
+  log_acoustic(ctx, s, w, nw, aligned, nch,
+               song       ? 0
+               : by_lines ? 1
+                          : 2,
+               med, gain, ncontrast, silent + more, moved);
 done:
   if (rc == EBB_ECANCELED)
     rc = stg_st_fail(ctx, rc, "align: cancelled");
@@ -682,7 +706,7 @@ done:
   free(fit);
   free(ch);
   free(pcm);
-  free(plain);
+  free(shaped);
   return rc;
 }
 
@@ -835,8 +859,9 @@ const ebb_stage stg_stage_align = {
     /* keys the result cache: bump it whenever the outputs change (2: the VAD's
      * periodicity cue and phrase length; 3: acoustic alignment; 4: times clamped to the
      * audio, the backing check, the dither, scope; 5: the order contrast in the fit check;
-     * 6: phrases from the level, the contrast's second order) */
-    .version = 6,
+     * 6: phrases from the level, the contrast's second order; 7: with voicing_db the chunks
+     * judged on the plain vocals, their times from the shaped ones) */
+    .version = 7,
     .description = "lyric words aligned to the vocals (pocketsphinx forced alignment), or matched "
                    "to a transcript by spelling",
     .options_schema = stage_opts_schema,

@@ -179,6 +179,23 @@ void stg_aco_voice_gains(double *v, size_t nv, double depth_db);
 int stg_aco_align_song(stg_aco *a, const int16_t *pcm, uint64_t n, stg_aco_word *w, size_t nw,
                        int (*cancelled)(void *), void *user, size_t *nwin);
 
+/* --- the chunks, plain and shaped (align_shape.c) --------------------- */
+
+/* Each chunk ch[i] aligned on its own phrases over pcm: fit[i] 1 when it aligned, *aligned of
+ * them. 0, EBB_ECANCELED, EBB_ENOMEM. */
+int stg_align_chunks(ebb_stage_ctx *ctx, stg_aco *a, const int16_t *pcm, uint64_t m,
+                     stg_aco_word *w, const stg_aco_chunk *ch, size_t nch, char *fit,
+                     size_t *aligned);
+/* The times from the vocals shaped by their voicing (voicing_db, issue 43), after the fit check
+ * judged the chunks aligned on the plain vocals: each chunk decoded once more over pcm (the
+ * shaped samples); a chunk that aligns there takes the shaped path's times, keeping the plain
+ * pass's confidence when it aligned there too (fit[i]), else unmatched, and fit[i] becomes 1
+ * (so stg_align_again leaves it). Turns the order contrast off. *moved: the chunks that took
+ * the shaped times. 0, EBB_ECANCELED, EBB_ENOMEM. */
+int stg_align_shaped(ebb_stage_ctx *ctx, stg_aco *a, const int16_t *pcm, uint64_t m,
+                     stg_aco_word *w, const stg_aco_chunk *ch, size_t nch, char *fit,
+                     size_t *moved);
+
 /* --- placing and judging the words (align_fit.c) ---------------------- */
 
 /* A word placed acoustically is "matched" at or above this confidence;
