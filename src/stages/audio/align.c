@@ -55,10 +55,10 @@ typedef struct align_state {
       "active: YIN aperiodicity (min d', 5-frame median) at most this; 1: energy only") SEP       \
   NUM(min_phrase_ms, 450, 0, 60000, "shorter phrases are dropped") SEP                            \
   NUM(phrase_gap_ms, 350, 0, 60000, "activity closer than this is one phrase") SEP              \
-  NUM(voicing_db, 0, 0, 60,                                                                     \
-      "acoustic: the vocals the words are aligned to are attenuated by up to this many dB where "\
-      "no loud periodic frame (a pitched voice) is near, so rests favour silence (30 was "      \
-      "measured, docs/songtrace.md); 0: off")
+  NUM(voicing_db, 30, 0, 60,                                                                    \
+      "acoustic: the vocals the words take their times from are attenuated by up to this many "  \
+      "dB where no loud periodic frame (a pitched voice) is near, so rests favour silence; the " \
+      "fit is judged on the vocals as they are (docs/songtrace.md); 0: off")
 EBB_STAGE_OPTIONS(ALIGN_OPTIONS)
 
 static void set_vad(const stage_opts *v, stg_vad_params *vad) {

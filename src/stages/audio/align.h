@@ -152,7 +152,8 @@ double stg_aco_order_gain(const stg_aco *a, size_t *nwords);
 /* The samples the order contrast decodes, forward and in the other orders, instead of those
  * aligned (the same length and rate; not owned, kept until the next call): the vocals not
  * shaped by voicing_db, so the fit check judges the words on the voice as it is (issue 43:
- * on the shaped samples another song's lyrics passed it). NULL: the aligned samples. */
+ * on the shaped samples another song's lyrics passed it). Scope song only: by phrases the
+ * chunks are aligned on the plain samples first (stg_align_shaped). NULL: the aligned samples. */
 void stg_aco_contrast_audio(stg_aco *a, const int16_t *pcm);
 
 /* The vocals as pocketsphinx wants them: 16 kHz mono 16-bit, the peak at
