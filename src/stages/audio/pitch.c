@@ -117,6 +117,10 @@ typedef struct pitch_state {
   NUM(salience_vibrato_cents, 15, 0.1, 1200,                                                       \
       "see salience_vibrato: the standard deviation of the peak's pitch (cents) over the window "  \
       "that takes the whole bonus") SEP                                                            \
+  NUM(salience_model, 4, 0, 100,                                                                   \
+      "pyin: each salience peak is multiplied by 1 + this x the voice model's probability that "   \
+      "it is the sung voice (its stems, contour, level trend and periodicity; "                    \
+      "bench/train_salience.py), the row's maximum kept; 0: off") SEP                              \
   NUM(register_semitones, 8, 0, 48,                                                                \
       "pyin: a second pass weighs down every pitch more than this many semitones from the "        \
       "median of the first pass's track around it (the melody's register), so the track does "     \
@@ -181,6 +185,7 @@ static void set_params(const stage_opts *v, stg_pitch_params *p) {
   p->salience_vibrato = v->salience_vibrato;
   p->salience_vibrato_s = v->salience_vibrato_ms / 1000.0;
   p->salience_vibrato_cents = v->salience_vibrato_cents;
+  p->salience_model = v->salience_model;
   p->register_semitones = v->register_semitones;
   p->register_window_s = v->register_window_ms / 1000.0;
 }
@@ -477,19 +482,30 @@ done:
  * clearly voiced (sum above salience_vocals_only) and sig's holds under 5 %
  * of it, the vocals' row stands alone: there the stricter pass removed a
  * melody note that doubles a chord tone, and mixing its empty row in only
- * lowers the voicing and lets a chord tone or the octave below win. */
+ * lowers the voicing and lets a chord tone or the octave below win. With
+ * salience_model the voice model then weighs each blended row's peaks
+ * (stg_pitch_voice_weigh, which does the blend; cm: the difference
+ * function, one of its features). */
 static int melody_salience(const pitch_state *s, const float *mono, const float *sig, double share,
-                           uint64_t n, uint32_t rate, size_t nf, float **sal) {
-  int rc = stg_pitch_salience(mono, n, rate, &s->p, nf, sal);
-  if (rc || !sig)
-    return rc;
+                           uint64_t n, const float *cm, const stg_pitch_geom *g, float **sal) {
+  size_t nf = g->n_frames;
+  int rc = stg_pitch_salience(mono, n, g->rate, &s->p, nf, sal);
   float *b = NULL;
-  if ((rc = stg_pitch_salience(sig, n, rate, &s->p, nf, &b)))
+  if (rc || (sig && (rc = stg_pitch_salience(sig, n, g->rate, &s->p, nf, &b))))
     return rc;
-  int nb = stg_pitch_salience_bins(&s->p);
-  stg_pitch_salience_blend(*sal, b, nf, nb, share, s->salience_vocals_only);
+  /* the voice model reads each stem's row before the blend (pitch_voice.c) */
+  stg_pitch_voice_in vin = {.mel = b,
+                            .cm = cm,
+                            .g = g,
+                            .share = share,
+                            .vocals_only = s->salience_vocals_only,
+                            .fmin = s->p.fmin,
+                            .gain = s->p.salience_model,
+                            .half = stg_pitch_frames_for(s->p.salience_vibrato_s,
+                                                         (double)s->p.hop / g->rate)};
+  rc = stg_pitch_voice_weigh(*sal, nf, stg_pitch_salience_bins(&s->p), &vin);
   stg_st_free(b);
-  return 0;
+  return rc;
 }
 
 /* d' by the chosen backend into cm; *how names it for the log. A kernel
@@ -600,7 +616,7 @@ static int pitch_run_counted(ebb_stage_ctx *ctx, void *state, const ebb_items *i
    * accompaniment is already weaker than in the mix; pitch_salience.c),
    * mixed with that of separate's stricter "melody" pass */
   if ((s->p.method == EBB_PITCH_PYIN && s->p.salience_weight > 0.0 &&
-       ((rc = melody_salience(s, mono, salsig, share, n, rate, g.n_frames, &sal)) ||
+       ((rc = melody_salience(s, mono, salsig, share, n, cm, &g, &sal)) ||
         (rc = mix_fill(ctx, s, in, used, mono, padded, n, rate, &g, sal, &gate_db)) ||
         (rc = salience_vibrato(s, sal, &g, rate)))) ||
       (rc = stg_pitch_track_salience(cm, padded, &g, &s->p, sal, gate_db, frames)) ||
@@ -675,7 +691,9 @@ static int pitch_estimate(const ebb_host_api *host, const char *options_json, co
    * salience_mix the mix and its padded copy), the difference function, the
    * track, and two salience-sized tables per frame (the analysed signal's
    * rows and the melody's or the mix's while they are mixed in; or the
-   * rows and pYIN's back pointers, the same size at the same 10 cents). */
+   * rows and pYIN's back pointers, the same size at the same 10 cents).
+   * salience_model's peaks (under 400 bytes a frame) live only beside the
+   * melody's rows, less than the mix's two copies that follow them. */
   int pyin = p.method == EBB_PITCH_PYIN, sal = pyin && p.salience_weight > 0.0;
   uint64_t signals =
       3 + (sal && v.salience_melody > 0.0) + 2 * (uint64_t)(sal && v.salience_mix > 0.0);

@@ -102,6 +102,11 @@ typedef struct stg_pitch_params {
    * min(1, its standard deviation / salience_vibrato_cents), the row's sum
    * kept (stg_pitch_salience_vibrato). */
   double salience_vibrato, salience_vibrato_s, salience_vibrato_cents;
+  /* pYIN only, when salience_model > 0 (issue 44): each peak of the
+   * blended salience row has its bins multiplied by 1 + salience_model x
+   * the voice model's probability that it is the sung voice, the row's
+   * maximum kept (stg_pitch_voice_weigh, pitch_voice.c). */
+  double salience_model;
 } stg_pitch_params;
 
 /* The defaults of the stage's option table (pitch.c, beside the table). */
@@ -210,6 +215,61 @@ int stg_pitch_salience(const float *x, uint64_t n, uint32_t rate, const stg_pitc
 #define EBB_PITCH_VIBRATO_PEAK 0.05
 int stg_pitch_salience_vibrato(float *sal, size_t nf, int nb, double gain, size_t half,
                                double cents);
+/* A salience row's peak, as the contour steps see it (pitch_salience.c):
+ * at most EBB_PITCH_ROW_PEAKS a row, strongest first (ties by bin), each at
+ * least EBB_PITCH_VIBRATO_PEAK of the row's maximum; pos is its bin
+ * interpolated by a parabola through the log of three bins, [lo, hi] its
+ * lobe down to the minima on each side; prev / next index the peak it
+ * continues in the row before / after (-1: none). */
+#define EBB_PITCH_ROW_PEAKS 8
+typedef struct stg_pitch_peak {
+  float pos;
+  int bin, lo, hi;
+  int prev, next;
+} stg_pitch_peak;
+/* The peaks of row r (nb bins) into pk (EBB_PITCH_ROW_PEAKS); their number. */
+int stg_pitch_row_peaks(const float *r, int nb, stg_pitch_peak *pk);
+/* Links each peak of cur (row f) to the nearest free peak of pre (row
+ * f - 1) within 50 cents, strongest first (sets cur[i].prev, pre[j].next). */
+void stg_pitch_link_rows(stg_pitch_peak *pre, int npre, stg_pitch_peak *cur, int ncur);
+
+/* Which salience peak is the voice (salience_model; pitch_voice.c, issue
+ * 44). On the rows of the analysed signal (voc, nf rows of nb bins) and of
+ * the melody item (mel, or NULL), before they are blended: each peak of the
+ * blended row gets EBB_PITCH_VOICE_NFEAT features (its pitch, its height
+ * and share in the blended, vocals and melody rows, its contour's movement
+ * and length, the level trend along it over 100 ms, d' (cm, the analysed
+ * signal's difference function on g's frames) at its period and half
+ * period, the row at its octaves), and the voice model (a perceptron
+ * trained by bench/train_salience.py) the probability that it is the sung
+ * voice. voc is then blended with mel (stg_pitch_salience_blend with share
+ * and vocals_only) and, when gain > 0, each peak's lobe multiplied by 1 +
+ * gain x its probability, the row scaled back to its maximum (its other
+ * peaks fall under the likely voice, and the row's sum with them). half: the
+ * contour window in frames on each side (salience_vibrato_ms). With
+ * EBB_PITCH_SALIENCE_FEATURES_ENV naming a file, a line per peak (frame,
+ * Hz, features) is appended to it whatever the gain. Returns 0, EBB_ENOMEM
+ * (voc blended, not weighed) or EBB_EIO (the dump file). */
+#define EBB_PITCH_VOICE_NFEAT 21
+typedef struct stg_pitch_voice_in {
+  const float *mel, *cm;
+  const stg_pitch_geom *g;
+  double share, vocals_only, fmin, gain;
+  size_t half;
+} stg_pitch_voice_in;
+int stg_pitch_voice_weigh(float *voc, size_t nf, int nb, const stg_pitch_voice_in *in);
+/* The voice model's log-odds for features x (EBB_PITCH_VOICE_NFEAT). */
+double stg_pitch_voice_logit(const float *x);
+/* Its log-odds for the check vector stored with its weights (*got) and what
+ * the trainer computed (*want). */
+void stg_pitch_voice_check(double *got, double *want);
+#define EBB_PITCH_SALIENCE_FEATURES_ENV "EBB_PITCH_SALIENCE_FEATURES"
+/* The blend of one row: dst = (1 - w) r + w q, w = share unless r's sum is
+ * above vocals_only while q's is under 5 % of it (then w = 0). dst may be
+ * r. */
+void stg_pitch_salience_blend_row(float *dst, const float *r, const float *q, int nb, double share,
+                                  double vocals_only);
+
 /* B, the salience's bins (10 cents each) from fmin to fmax. */
 int stg_pitch_salience_bins(const stg_pitch_params *p);
 /* obs[b] = (1 - w) obs[b] + w row[b] for the voiced bins; returns the mixed

@@ -238,20 +238,23 @@ double stg_pitch_salience_mix(const float *row, int nb, double w, double vp, dou
   return v > 1.0 ? 1.0 : v;
 }
 
+void stg_pitch_salience_blend_row(float *dst, const float *r, const float *q, int nb, double share,
+                                  double vocals_only) {
+  double sv = 0.0, sm = 0.0;
+  for (int k = 0; k < nb; k++) {
+    sv += r[k];
+    sm += q[k];
+  }
+  float w = sv > vocals_only && sm < 0.05 * sv ? 0.0f : (float)share;
+  for (int k = 0; k < nb; k++)
+    dst[k] = (1.0f - w) * r[k] + w * q[k];
+}
+
 void stg_pitch_salience_blend(float *sal, const float *mel, size_t nf, int nb, double share,
                               double vocals_only) {
-  for (size_t f = 0; f < nf; f++) {
-    float *r = sal + f * (size_t)nb;
-    const float *q = mel + f * (size_t)nb;
-    double sv = 0.0, sm = 0.0;
-    for (int k = 0; k < nb; k++) {
-      sv += r[k];
-      sm += q[k];
-    }
-    float w = sv > vocals_only && sm < 0.05 * sv ? 0.0f : (float)share;
-    for (int k = 0; k < nb; k++)
-      r[k] = (1.0f - w) * r[k] + w * q[k];
-  }
+  for (size_t f = 0; f < nf; f++)
+    stg_pitch_salience_blend_row(sal + f * (size_t)nb, sal + f * (size_t)nb, mel + f * (size_t)nb,
+                                 nb, share, vocals_only);
 }
 
 static double row_sum(const float *r, int nb) {
@@ -326,16 +329,12 @@ int stg_pitch_salience_bins(const stg_pitch_params *p) {
 /* Contour character (pitch.h). At most VIB_PEAKS peaks a row, strongest
  * first; prev/next link a peak to the one it continues in the row before
  * and after (-1: none). */
-#define VIB_PEAKS 8
+#define VIB_PEAKS EBB_PITCH_ROW_PEAKS
 #define VIB_LINK_BINS 5.0 /* 50 cents a frame: vibrato of 45 cents at 6.5 Hz moves 18 */
 
-typedef struct vib_peak {
-  float pos;       /* interpolated bin */
-  int bin, lo, hi; /* the peak's bin and its lobe [lo, hi] */
-  int prev, next;
-} vib_peak;
+typedef stg_pitch_peak vib_peak;
 
-static int row_peaks(const float *r, int nb, vib_peak *pk) {
+int stg_pitch_row_peaks(const float *r, int nb, vib_peak *pk) {
   float top = 0.0f;
   for (int b = 0; b < nb; b++)
     top = r[b] > top ? r[b] : top;
@@ -370,7 +369,7 @@ static int row_peaks(const float *r, int nb, vib_peak *pk) {
 
 /* Links each peak of row f to the nearest free peak of row f - 1 within
  * VIB_LINK_BINS, strongest first. */
-static void link_rows(vib_peak *pre, int npre, vib_peak *cur, int ncur) {
+void stg_pitch_link_rows(vib_peak *pre, int npre, vib_peak *cur, int ncur) {
   for (int i = 0; i < ncur; i++) {
     int best = -1;
     double bd = VIB_LINK_BINS;
@@ -455,9 +454,9 @@ int stg_pitch_salience_vibrato(float *sal, size_t nf, int nb, double gain, size_
     goto done;
   }
   for (size_t f = 0; f < nf; f++) {
-    np[f] = row_peaks(sal + f * (size_t)nb, nb, pk + f * VIB_PEAKS);
+    np[f] = stg_pitch_row_peaks(sal + f * (size_t)nb, nb, pk + f * VIB_PEAKS);
     if (f > 0)
-      link_rows(pk + (f - 1) * VIB_PEAKS, np[f - 1], pk + f * VIB_PEAKS, np[f]);
+      stg_pitch_link_rows(pk + (f - 1) * VIB_PEAKS, np[f - 1], pk + f * VIB_PEAKS, np[f]);
   }
   for (size_t f = 0; f < nf; f++)
     weigh_row(sal + f * (size_t)nb, nb, pk, nf, f, np[f], gain, half, cents, w);
