@@ -281,10 +281,12 @@ def main():
     if not a.no_write:
         write_header(a.out, model, sung, real, len(Y), int(Y.sum()),
                      (X[pos[0]] if len(pos) else X[0]).astype(np.float32).astype(float))
-        # laid out as scripts/format-check.sh wants it (clang-format 14)
+        # laid out as scripts/format-check.sh wants it (clang-format 14, the
+        # repository's .clang-format wherever --out is)
         cf = shutil.which("clang-format-14") or shutil.which("clang-format")
+        style = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", ".clang-format")
         if cf:
-            subprocess.run([cf, "-i", a.out], check=True)
+            subprocess.run([cf, "--style=file:" + os.path.normpath(style), "-i", a.out], check=True)
         print(f"train_salience: wrote {a.out}")
     for s in csung:
         report(model, res, "sung", s)
