@@ -179,6 +179,15 @@ static uint64_t free_for_me(uint64_t free_b, uint64_t claimed) {
   return free_b > claimed ? free_b - claimed : 0;
 }
 
+/* What is missing for this asker: bytes more than the free memory less
+ * the earlier claims, the part of those claims the free memory does not
+ * cover included (free_for_me's 0 would drop it, and the peers would be
+ * asked for too little). */
+static uint64_t missing_for_me(uint64_t free_b, uint64_t claimed, uint64_t bytes) {
+  uint64_t need = bytes + claimed;
+  return free_b >= need ? 0 : need - free_b;
+}
+
 /* Enough is free for this asker now (the driver, less the earlier claims
  * still standing); without a driver figure, enough was given. */
 static int enough(void *arg) {
@@ -262,7 +271,7 @@ static void converse(asking *k, cand *cs, size_t nc) {
 static void wait_free(asking *k) {
   const brk_reclaim_opts *o = k->o;
   brk_reclaim_result *r = k->r;
-  int hopeless = free_for_me(r->free_before, r->earlier.bytes) + r->given_bytes < o->bytes;
+  int hopeless = missing_for_me(r->free_before, r->earlier.bytes, o->bytes) > r->given_bytes;
   r->claimed_after = r->earlier.bytes;
   while (!enough(k) && !hopeless && brk_now() < k->until) {
     struct timespec ts = {0, 5 * 1000 * 1000};
@@ -287,12 +296,12 @@ int brk_reclaim(const brk_reclaim_opts *o, brk_reclaim_result *out) {
   }
   asking *k = calloc(1, sizeof *k);
   cand *cs = calloc(MAX_PEERS, sizeof *cs);
-  uint64_t mine = free_for_me(out->free_before, out->earlier.bytes);
   size_t nc = 0;
   int rc = !k || !cs ? ebb_seterr(EBB_ENOMEM, "broker: out of host memory") : 0;
   if (!rc) {
     *k = (asking){.o = o, .r = out, .until = brk_now() + (o->wait_s > 0 ? o->wait_s : 5)};
-    k->missing = !o->free_fn ? o->bytes : mine >= o->bytes ? 0 : o->bytes - mine;
+    k->missing = !o->free_fn ? o->bytes
+                             : missing_for_me(out->free_before, out->earlier.bytes, o->bytes);
     rc = k->missing ? on_device(o, out, cs, &nc)
                     : brk_dir_peers(o->dir, NULL, 0, &nc); /* nothing to ask: dead entries go */
   }
