@@ -10,23 +10,7 @@
 # X and Y ask at the same moment: both succeed and the driver shows the
 # bytes of both free.
 set -u
-: "${EBB_BUILD_DIR:?}" "${EBB:?}"
-. "$(dirname "$0")/../lib/broker.sh"
-export FAKEGPU_MEMORY_MIB=16384 FAKEGPU_CONTEXT_MIB=300
-cat > "$T/cfg.json" <<'JSON'
-{"pipelines": {"p": {"stages": [{"stage": "synthetic", "name": "w", "cache": false,
-                     "options": {"weights_mib": 3072, "touch": "sample"}}]}}}
-JSON
-start() { broker_serve "$1" "$T/cfg.json" --broker-timeout 30; }
-load() { local c; c=$(curl -s -o "$T/post.out" -w '%{http_code}' -X POST "$1/v1/pipelines/p/load"); [ "$c" = 200 ] || fail "load on $1: $c $(cat "$T/post.out")"; }
-holder() { sleep 120 & PIDS+=($!); HP=$!; } # a process that will allocate (it never does)
-reclaim() { "$EBB" reclaim --device cuda:0 --broker-dir "$BD" --broker-timeout 30 --wait 3 "$@"; }
-
-start A
-load "$URL_A"
-sleep 0.3 # A is the more idle
-start B
-load "$URL_B"
+. "$(dirname "$0")/../lib/broker_claims.sh"
 fill=$(( $(free_mib) - 300 - 1024 ))
 "$HOLD" --alloc "$fill" --wait < /dev/null > /dev/null &
 PIDS+=($!)

@@ -9,22 +9,7 @@
 # Y asked for 3000 MiB, A alone gave 3372, and Y failed with ~1600 MiB
 # missing; broker_claims hit it when X and Y asked at the same moment).
 set -u
-: "${EBB_BUILD_DIR:?}" "${EBB:?}"
-. "$(dirname "$0")/../lib/broker.sh"
-export FAKEGPU_MEMORY_MIB=16384 FAKEGPU_CONTEXT_MIB=300
-cat > "$T/cfg.json" <<'JSON'
-{"pipelines": {"p": {"stages": [{"stage": "synthetic", "name": "w", "cache": false,
-                     "options": {"weights_mib": 3072, "touch": "sample"}}]}}}
-JSON
-load() { local c; c=$(curl -s -o "$T/post.out" -w '%{http_code}' -X POST "$1/v1/pipelines/p/load"); [ "$c" = 200 ] || fail "load on $1: $c $(cat "$T/post.out")"; }
-holder() { sleep 120 & PIDS+=($!); HP=$!; } # a process that will allocate (it never does)
-reclaim() { "$EBB" reclaim --device cuda:0 --broker-dir "$BD" --broker-timeout 30 --wait 5 "$@"; }
-
-broker_serve A "$T/cfg.json" --broker-timeout 30
-load "$URL_A"
-sleep 0.3 # A is the more idle
-broker_serve B "$T/cfg.json" --broker-timeout 30
-load "$URL_B"
+. "$(dirname "$0")/../lib/broker_claims.sh"
 
 holder; HX=$HP
 reclaim --bytes 3000MiB --for "$HX" --hold 60 > "$T/x.out" 2>&1 || fail "X's reclaim exited $?: $(cat "$T/x.out")"
