@@ -23,12 +23,7 @@
 set -euo pipefail
 . "$(dirname "$0")/../lib/stages.sh"
 SRC="$(cd "$(dirname "$0")/../.." && pwd)"
-[ -r /usr/share/pocketsphinx/model/en-us/en-us/mdef ] ||
-  fail "pocketsphinx-en-us is not installed (scripts/install-deps.sh installs it)"
-command -v flite >/dev/null || fail "flite is not installed (scripts/install-deps.sh installs it)"
-cd "$TMP"
-/usr/bin/python3 "$SRC/bench/lyrics_devset.py" dev --songs 2 --sources flite >names.txt 2>gen.log ||
-  fail "the dev set was not generated: $(tail -3 gen.log)"
+flite_devset "$SRC"
 run() { # NAME WAV LYRICS [VAD_PHRASES]
   cat >"$1.cfg" <<CFG
 {"pipelines": {"st": {"stages": [{"stage": "decode"}, {"stage": "separate"},

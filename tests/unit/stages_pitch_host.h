@@ -14,7 +14,9 @@
 #include <string.h>
 
 #include "device/kernel_twin.h"
+#include "ebb/error.h"
 #include "ebb/stage.h"
+#include "test.h"
 
 #define TH_MAX_ITEMS 32
 
@@ -209,6 +211,15 @@ static inline int th_run_stage(th_ctx *t, const ebb_stage *st, const char *opts,
   rc = st->run(&t->base, state, in, out);
   st->unload(&t->base, state);
   return rc;
+}
+
+/* The stage refuses opts at load (EBB_ECONFIG) with an error naming name. */
+static inline void th_check_refused(const ebb_stage *st, const char *opts, const char *name) {
+  th_ctx t;
+  th_init(&t, EBB_DEV_KIND_CPU);
+  void *state = NULL;
+  CHECK_EQ_INT(st->load(&t.base, opts, &state), EBB_ECONFIG);
+  CHECK_MSG(strstr(t.err, name) != NULL, "%s: the error does not name the option: %s", opts, t.err);
 }
 
 #endif
