@@ -110,8 +110,10 @@ static void normalise_row(float *o, int tau_max) {
  * Viterbi one blend a select) and for the baseline, and the CPU picks one
  * when the program loads. Both perform the same IEEE operations in the same
  * order per lane (AVX2 alone brings no fused multiply-add: the AVX2 builds
- * hold no vfmadd), so the results are the same bit for bit on either. */
-#if defined(__x86_64__) && defined(__has_attribute)
+ * hold no vfmadd), so the results are the same bit for bit on either
+ * (tests/unit/stages_pitch_isa.c builds this file with -DPY_CLONES=, the
+ * baseline alone, and compares). */
+#if !defined(PY_CLONES) && defined(__x86_64__) && defined(__has_attribute)
 #if __has_attribute(target_clones)
 #define PY_CLONES __attribute__((target_clones("avx2", "default")))
 #endif
