@@ -38,9 +38,9 @@ usage: songtrace_real.py --ebb BUILD/ebb [--quick] [--only SUBSTR] [--keep DIR]
        [--seeds BASE[,BASE...]]  (clip seeds BASE + 10 * timbre + background;
                         1000 by default, on which the options were chosen;
                         7000 is the held-out set docs/songtrace.md reports
-                        (until session 14, when it became one of the sets
-                        the re-attack model is trained on: see
-                        bench/train_reattack.py);
+                        (from session 14 to issue 44's session 25 the
+                        re-attack model was trained on it; now it is
+                        refused as a training set: bench/train_reattack.py);
                         several sets: each set's lines, then the means over
                         all of them; --keep puts each set in DIR/seedsBASE)
        [--misses]       (ebb's missed repeated notes by cause and timbre)
@@ -388,8 +388,8 @@ def main():
     ap.add_argument("--seeds", default="1000",
                     help="first clip seed, or several sets' comma-separated (1000: the tuning "
                          "set; docs/songtrace.md also quotes 7000, 5000, 3000, 9000, 11000, "
-                         "13000 and 15000; the pitch stage's re-attack model was trained on "
-                         "3000, 5000, 7000 and 20000-27000 (bench/train_reattack.py))")
+                         "13000 and 15000; the pitch stage's re-attack model is trained on "
+                         "20000-30000, never on those (bench/train_reattack.py))")
     ap.add_argument("--misses", action="store_true",
                     help="also print ebb's missed repeated notes by cause and timbre")
     ap.add_argument("--config", default="", help="experiments: ebb run --config FILE --pipeline P")
