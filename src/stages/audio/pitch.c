@@ -767,8 +767,11 @@ const ebb_stage stg_stage_pitch = {
     .name = "pitch",
     /* keys the result cache: bump it whenever the outputs change (2: the
      * re-attack model, issue 16, and the onset and salience steps before it;
-     * 3: onset_lead_ms, issue 44) */
-    .version = 3,
+     * 3: onset_lead_ms, issue 44; 4: the re-attack model retrained on
+     * sets no benchmark reports, issue 44 session 25, and the salience's
+     * sharpening, contour character and voice model of sessions 23-24,
+     * which changed the outputs under 3) */
+    .version = 4,
     .description = "vocal f0 by pYIN/YIN (GPU difference function) and note segmentation",
     .options_schema = stage_opts_schema,
     .needs_gpu = 1,
