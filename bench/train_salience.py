@@ -55,7 +55,7 @@ import mlp_model as M  # noqa: E402
 import songtrace_real as R  # noqa: E402
 import songtrace_sung as S  # noqa: E402
 
-SUNG, REAL = [47000, 48000], [20000, 21000]
+SUNG, REAL = [47000], [20000]  # what pitch_voice_model.h was trained on
 FORBIDDEN = {44000, 45000, 46000, 1000, 7000}  # the benchmarks' and the held-out sets
 NFEAT = 21
 HIDDEN, L2, STEPS, ROWS = 16, 1e-3, 1000, 150000
