@@ -11,7 +11,8 @@ lyrics_align.py pairs them).
   lyrics_devset_stored.py BUILD run TAG [--set align.OPTION=VALUE ...]
       -> per source and level: words within 0.3 s, median onset error, own
          lyrics matched, another song's lyrics matched false (runs logging
-         "do not fit"); BUILD/lyrics-devset-stored/out/TAG.json
+         "do not fit"); BUILD/lyrics-devset-stored/out/TAG.json, and each
+         run's outputs and ebb's log in out/TAG/NAME.LEVEL[.wrong]/log.txt
 SRC=espeak (a comma list) runs only those sources. Runs under nice -n 10.
 """
 import json, os, re, statistics, subprocess, sys
@@ -66,6 +67,7 @@ def one(args):
                                           {"stage": "align", "options": {"lyrics": lyr}},
                                           {"stage": "export", "options": {"formats": "json", "stems": "none"}}]}}}
     log = ebb(cfg, f"{SEP}/{n}.{lv}/vocals.wav", out, sets)
+    open(out + "/log.txt", "w").write(log)
     doc = json.load(open(out + "/songtrace.json"))
     m = re.search(r"^\[align\] done in ([0-9.]+) s", log, re.M)
     return doc.get("lyrics", {}).get("words", []), "do not fit the voice" in log, float(m.group(1)) if m else 0.0
