@@ -860,8 +860,9 @@ const ebb_stage stg_stage_align = {
      * periodicity cue and phrase length; 3: acoustic alignment; 4: times clamped to the
      * audio, the backing check, the dither, scope; 5: the order contrast in the fit check;
      * 6: phrases from the level, the contrast's second order; 7: with voicing_db the chunks
-     * judged on the plain vocals, their times from the shaped ones) */
-    .version = 7,
+     * judged on the plain vocals, their times from the shaped ones; 8: the rests inside a
+     * pairing of lines with phrases cost in the plan) */
+    .version = 8,
     .description = "lyric words aligned to the vocals (pocketsphinx forced alignment), or matched "
                    "to a transcript by spelling",
     .options_schema = stage_opts_schema,

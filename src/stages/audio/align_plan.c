@@ -12,6 +12,12 @@
 #define PL_SKIP_PHRASE 1.5 /* cost of a phrase with no line */
 #define PL_SKIP_LINE 4.0   /* cost of a line with no phrase */
 #define PL_JOIN 0.35       /* cost of each extra line or phrase in a pairing */
+/* ... and of each second of rest between the phrases of one pairing (issue 43): a line is
+ * sung over phrases split by a breath, lines are parted by longer rests, so a pairing that
+ * joins phrases across a long rest is the less likely. Chosen on the dev set's espeak-ng songs
+ * (bench/lyrics_devset_stored.py; 0.5 and 1.0 gave the same mixes, 1.0 the better voice
+ * alone); docs/songtrace.md, align step 2. */
+#define PL_REST 1.0
 
 /* A line's weight: its letters plus one per word (about its sung length). */
 static double letters(const char *w) {
@@ -55,15 +61,20 @@ static size_t count_lines(const stg_aco_word *w, size_t nw, pl_line *out) {
   return nl;
 }
 
-/* The cost of singing lines [j, j+b) over phrases [i, i+a) at `rate` letters/s. */
+/* The cost of singing lines [j, j+b) over phrases [i, i+a) at `rate` letters/s: how far the
+ * phrases' length is from the lines' at that rate, the joins, the rests inside. */
 static double pair_cost(const pl_line *l, size_t j, size_t b, const stg_span *ph, size_t i,
                         size_t a, double rate) {
   double wsum = 0, dsum = 0;
   for (size_t k = 0; k < b; k++)
     wsum += l[j + k].weight;
+  double gaps = 0;
   for (size_t k = 0; k < a; k++)
     dsum += ph[i + k].end - ph[i + k].start;
-  return fabs(log((dsum * rate + 1e-9) / wsum)) + PL_JOIN * (double)(a - 1 + b - 1);
+  for (size_t k = 1; k < a; k++)
+    gaps += ph[i + k].start - ph[i + k - 1].end;
+  return fabs(log((dsum * rate + 1e-9) / wsum)) + PL_JOIN * (double)(a - 1 + b - 1) +
+         PL_REST * gaps;
 }
 
 /* The plan's steps (from: a * 8 + b into each cell of the W-wide table)
