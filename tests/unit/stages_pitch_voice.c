@@ -9,6 +9,9 @@
  *   against the other; the features written for
  *   the trainer (EBB_PITCH_SALIENCE_FEATURES) are the ones weighed, and a
  *   bad path is named.
+ * - The candidates and the weight (session 25): a peak at 3.5 % of the
+ *   row's maximum, under the contour step's 5 % floor, is a candidate; the
+ *   weight's power makes the two peaks' gains the cube of their ratio.
  * - The stage: a voice under a louder steady tone runs with the model on,
  *   the same f0 bytes twice; the option's range is checked, naming it, and
  *   it is on by default. */
@@ -46,16 +49,17 @@ static void add_lobe(float *row, double c, double h) {
 }
 
 /* vocals: a steady peak at bin 60 (h 1) and one at 200 with 30 cents of
- * vibrato (h 0.7); melody: the moving one alone; each row sums to 0.8 */
-static void make_rows(float *voc, float *mel) {
+ * vibrato (h hv); melody: the moving one (h hm) and the steady one at 0.2;
+ * each row sums to 0.8 */
+static void make_rows_h(float *voc, float *mel, double hv, double hm) {
   for (size_t f = 0; f < NF; f++) {
     float *v = voc + f * NB, *m = mel + f * NB;
     memset(v, 0, NB * sizeof *v);
     memset(m, 0, NB * sizeof *m);
     double c = 200.0 + 3.0 * sin(2.0 * M_PI * 6.0 * 0.01 * (double)f);
     add_lobe(v, 60.0, 1.0);
-    add_lobe(v, c, 0.7);
-    add_lobe(m, c, 1.0);
+    add_lobe(v, c, hv);
+    add_lobe(m, c, hm);
     add_lobe(m, 60.0, 0.2);
     double sv = 0.0, sm = 0.0;
     for (int b = 0; b < NB; b++) {
@@ -68,6 +72,8 @@ static void make_rows(float *voc, float *mel) {
     }
   }
 }
+
+static void make_rows(float *voc, float *mel) { make_rows_h(voc, mel, 0.7, 1.0); }
 
 static double peak_of(const float *row) {
   double m = 0.0;
@@ -109,7 +115,7 @@ static int read_dump(const char *path, size_t f, double *bin, double *lg) {
         fclose(fp);
         return -1;
       }
-    if (fr == f && n < EBB_PITCH_ROW_PEAKS) {
+    if (fr == f && n < EBB_PITCH_VOICE_PEAKS) {
       bin[n] = 120.0 * log2(hz / 65.0);
       lg[n++] = stg_pitch_voice_logit(x);
     }
@@ -141,7 +147,7 @@ static void test_voice_rule(void) {
   unsetenv(EBB_PITCH_SALIENCE_FEATURES_ENV);
   int checked = 0;
   for (size_t f = 10; f + 10 < NF; f += 7) {
-    double bin[EBB_PITCH_ROW_PEAKS], lg[EBB_PITCH_ROW_PEAKS];
+    double bin[EBB_PITCH_VOICE_PEAKS], lg[EBB_PITCH_VOICE_PEAKS];
     int n = read_dump(path, f, bin, lg);
     CHECK_MSG(n == 2, "frame %zu: %d peaks in the dump, want 2", f, n);
     const float *r = voc + f * NB, *p = plain + f * NB;
@@ -179,6 +185,61 @@ static void test_voice_rule(void) {
   CHECK_MSG(strstr(ebb_errmsg(), EBB_PITCH_SALIENCE_FEATURES_ENV) != NULL,
             "the error does not name the variable: %s", ebb_errmsg());
   unsetenv(EBB_PITCH_SALIENCE_FEATURES_ENV);
+}
+
+/* The candidates and the weight's power (session 25): a peak at 2 % of the
+ * blended row's maximum (under the contour step's 5 % floor) is still one
+ * of the model's candidates; and the weight 1 + gain x p is raised to
+ * in->power, so the two peaks' gains stand in the ratio of their weights
+ * to that power (power 3 against 1: the log of the ratio three times). */
+static double gain_ratio(double power) {
+  static float voc[NF * NB], mel[NF * NB], plain[NF * NB];
+  stg_pitch_geom g = {.rate = RATE, .hop = 160, .tau_min = 16, .tau_max = 246, .n_frames = NF};
+  make_rows(voc, mel);
+  memcpy(plain, voc, sizeof voc);
+  stg_pitch_salience_blend(plain, mel, NF, NB, 0.5, 0.6);
+  stg_pitch_voice_in in = voice_in(mel, &g, 4.0);
+  in.power = power;
+  REQUIRE(stg_pitch_voice_weigh(voc, NF, NB, &in) == 0);
+  size_t f = 40;
+  const float *r = voc + f * NB, *p = plain + f * NB;
+  return (mass(r, 52, 68) / mass(p, 52, 68)) / (mass(r, 192, 208) / mass(p, 192, 208));
+}
+
+static void test_voice_candidates_power(void) {
+  static float voc[NF * NB], mel[NF * NB], plain[NF * NB];
+  stg_pitch_geom g = {.rate = RATE, .hop = 160, .tau_min = 16, .tau_max = 246, .n_frames = NF};
+  make_rows_h(voc, mel, 0.012, 0.012);
+  memcpy(plain, voc, sizeof voc);
+  stg_pitch_salience_blend(plain, mel, NF, NB, 0.5, 0.6);
+  size_t f = 40;
+  double weak = 0.0;
+  for (int b = 150; b < NB; b++)
+    weak = plain[f * NB + b] > weak ? plain[f * NB + b] : weak;
+  weak /= peak_of(plain + f * NB);
+  REQUIRE(weak < EBB_PITCH_VIBRATO_PEAK && weak > EBB_PITCH_VOICE_FLOOR);
+  char path[] = "/tmp/ebb-voice-XXXXXX";
+  int fd = mkstemp(path);
+  REQUIRE(fd >= 0);
+  close(fd);
+  setenv(EBB_PITCH_SALIENCE_FEATURES_ENV, path, 1);
+  stg_pitch_voice_in in = voice_in(mel, &g, 4.0);
+  REQUIRE(stg_pitch_voice_weigh(voc, NF, NB, &in) == 0);
+  unsetenv(EBB_PITCH_SALIENCE_FEATURES_ENV);
+  double bin[EBB_PITCH_VOICE_PEAKS], lg[EBB_PITCH_VOICE_PEAKS];
+  int n = read_dump(path, f, bin, lg);
+  unlink(path);
+  printf("  a peak at %.3f of the row's maximum: %d candidates in frame %zu\n", weak, n, f);
+  CHECK_MSG(n == 2,
+            "frame %zu: %d candidates, want 2 (the weak peak at %.3f of the maximum "
+            "is one)",
+            f, n, weak);
+  double r1 = gain_ratio(1.0), r3 = gain_ratio(3.0);
+  printf("  gain ratio of the two peaks: %.4f at power 1, %.4f at power 3\n", r1, r3);
+  CHECK_MSG(fabs(r1 - 1.0) > 0.01, "the model gave both peaks the same weight (%.4f)", r1);
+  CHECK_MSG(fabs(log(r3) - 3.0 * log(r1)) < 1e-3,
+            "power 3: the gain ratio is %.5f, want %.5f (power 1's %.5f cubed)", r3, r1 * r1 * r1,
+            r1);
 }
 
 /* a 220 Hz voice with vibrato under a steady 330 Hz tone twice as loud */
@@ -249,6 +310,7 @@ static void test_voice_options(void) {
 int main(void) {
   RUN(test_voice_check);
   RUN(test_voice_rule);
+  RUN(test_voice_candidates_power);
   RUN(test_voice_stage);
   RUN(test_voice_options);
   return TEST_END();

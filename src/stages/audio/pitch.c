@@ -501,6 +501,7 @@ static int melody_salience(const pitch_state *s, const float *mono, const float 
                             .vocals_only = s->salience_vocals_only,
                             .fmin = s->p.fmin,
                             .gain = s->p.salience_model,
+                            .power = s->p.salience_sharpen,
                             .half = stg_pitch_frames_for(s->p.salience_vibrato_s,
                                                          (double)s->p.hop / g->rate)};
   rc = stg_pitch_voice_weigh(*sal, nf, stg_pitch_salience_bins(&s->p), &vin);
@@ -770,8 +771,9 @@ const ebb_stage stg_stage_pitch = {
      * 3: onset_lead_ms, issue 44; 4: the re-attack model retrained on
      * sets no benchmark reports, issue 44 session 25, and the salience's
      * sharpening, contour character and voice model of sessions 23-24,
-     * which changed the outputs under 3) */
-    .version = 4,
+     * which changed the outputs under 3; 5: the voice model's candidates,
+     * weight and retraining, session 25) */
+    .version = 5,
     .description = "vocal f0 by pYIN/YIN (GPU difference function) and note segmentation",
     .options_schema = stage_opts_schema,
     .needs_gpu = 1,

@@ -227,8 +227,17 @@ typedef struct stg_pitch_peak {
   int bin, lo, hi;
   int prev, next;
 } stg_pitch_peak;
-/* The peaks of row r (nb bins) into pk (EBB_PITCH_ROW_PEAKS); their number. */
-int stg_pitch_row_peaks(const float *r, int nb, stg_pitch_peak *pk);
+/* The peaks of row r (nb bins) into pk: at most maxn (<=
+ * EBB_PITCH_VOICE_PEAKS), each at least floor_share of the row's maximum;
+ * their number. The contour step takes EBB_PITCH_ROW_PEAKS at
+ * EBB_PITCH_VIBRATO_PEAK; the voice model (session 25) more and weaker
+ * ones, EBB_PITCH_VOICE_PEAKS at EBB_PITCH_VOICE_FLOOR (0.1 of the row
+ * before its 3rd power): a sung voice under a louder chord is often a peak
+ * under 5 % of the sharpened row's maximum. */
+#define EBB_PITCH_VOICE_PEAKS 16
+#define EBB_PITCH_VOICE_FLOOR 0.001
+int stg_pitch_row_peaks_at(const float *r, int nb, stg_pitch_peak *pk, int maxn,
+                           double floor_share);
 /* Links each peak of cur (row f) to the nearest free peak of pre (row
  * f - 1) within 50 cents, strongest first (sets cur[i].prev, pre[j].next). */
 void stg_pitch_link_rows(stg_pitch_peak *pre, int npre, stg_pitch_peak *cur, int ncur);
@@ -236,15 +245,19 @@ void stg_pitch_link_rows(stg_pitch_peak *pre, int npre, stg_pitch_peak *cur, int
 /* Which salience peak is the voice (salience_model; pitch_voice.c, issue
  * 44). On the rows of the analysed signal (voc, nf rows of nb bins) and of
  * the melody item (mel, or NULL), before they are blended: each peak of the
- * blended row gets EBB_PITCH_VOICE_NFEAT features (its pitch, its height
+ * blended row (at most EBB_PITCH_VOICE_PEAKS, each at least
+ * EBB_PITCH_VOICE_FLOOR of its maximum) gets EBB_PITCH_VOICE_NFEAT features (its pitch, its height
  * and share in the blended, vocals and melody rows, its contour's movement
  * and length, the level trend along it over 100 ms, d' (cm, the analysed
  * signal's difference function on g's frames) at its period and half
  * period, the row at its octaves), and the voice model (a perceptron
  * trained by bench/train_salience.py) the probability that it is the sung
  * voice. voc is then blended with mel (stg_pitch_salience_blend with share
- * and vocals_only) and, when gain > 0, each peak's lobe multiplied by 1 +
- * gain x its probability, the row scaled back to its maximum (its other
+ * and vocals_only) and, when gain > 0, each peak's lobe multiplied by (1 +
+ * gain x its probability) raised to power (the salience's sharpening, so
+ * the weight acts as on the row before it was sharpened; 0 counts as 1),
+ * every frame's probabilities taken before any row is weighed, each row
+ * then scaled back to its maximum (its other
  * peaks fall under the likely voice, and the row's sum with them). half: the
  * contour window in frames on each side (salience_vibrato_ms). With
  * EBB_PITCH_SALIENCE_FEATURES_ENV naming a file, a line per peak (frame,
@@ -255,6 +268,7 @@ typedef struct stg_pitch_voice_in {
   const float *mel, *cm;
   const stg_pitch_geom *g;
   double share, vocals_only, fmin, gain;
+  double power; /* the weight 1 + gain x p is raised to it (0: 1) */
   size_t half;
 } stg_pitch_voice_in;
 int stg_pitch_voice_weigh(float *voc, size_t nf, int nb, const stg_pitch_voice_in *in);

@@ -334,15 +334,16 @@ int stg_pitch_salience_bins(const stg_pitch_params *p) {
 
 typedef stg_pitch_peak vib_peak;
 
-int stg_pitch_row_peaks(const float *r, int nb, vib_peak *pk) {
+int stg_pitch_row_peaks_at(const float *r, int nb, vib_peak *pk, int maxn, double floor_share) {
   float top = 0.0f;
   for (int b = 0; b < nb; b++)
     top = r[b] > top ? r[b] : top;
   int n = 0;
   if (!(top > 0.0f))
     return 0;
-  float floor_v = (float)(EBB_PITCH_VIBRATO_PEAK * top);
-  vib_peak all[VIB_PEAKS + 1];
+  float floor_v = (float)(floor_share * top);
+  vib_peak all[EBB_PITCH_VOICE_PEAKS + 1];
+  maxn = maxn > EBB_PITCH_VOICE_PEAKS ? EBB_PITCH_VOICE_PEAKS : maxn;
   for (int b = 1; b + 1 < nb; b++) {
     if (!(r[b] >= floor_v && r[b] > r[b - 1] && r[b] >= r[b + 1]))
       continue;
@@ -355,7 +356,7 @@ int stg_pitch_row_peaks(const float *r, int nb, vib_peak *pk) {
     while (q.hi + 1 < nb && r[q.hi + 1] > 0.0f && r[q.hi + 1] <= r[q.hi])
       q.hi++;
     /* insertion by strength, ties by bin (deterministic) */
-    int i = n < VIB_PEAKS ? n++ : VIB_PEAKS;
+    int i = n < maxn ? n++ : maxn;
     all[i] = q;
     for (; i > 0 && r[all[i].bin] > r[all[i - 1].bin]; i--) {
       vib_peak t = all[i];
@@ -454,7 +455,8 @@ int stg_pitch_salience_vibrato(float *sal, size_t nf, int nb, double gain, size_
     goto done;
   }
   for (size_t f = 0; f < nf; f++) {
-    np[f] = stg_pitch_row_peaks(sal + f * (size_t)nb, nb, pk + f * VIB_PEAKS);
+    np[f] = stg_pitch_row_peaks_at(sal + f * (size_t)nb, nb, pk + f * VIB_PEAKS, VIB_PEAKS,
+                                   EBB_PITCH_VIBRATO_PEAK);
     if (f > 0)
       stg_pitch_link_rows(pk + (f - 1) * VIB_PEAKS, np[f - 1], pk + f * VIB_PEAKS, np[f]);
   }

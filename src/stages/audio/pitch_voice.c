@@ -25,7 +25,7 @@
 #include "stages/audio/st_util.h"
 
 #define NFEAT EBB_PITCH_VOICE_NFEAT
-#define NPK EBB_PITCH_ROW_PEAKS
+#define NPK EBB_PITCH_VOICE_PEAKS
 #define VOICE_TREND 10 /* frames along the contour: the level trend over 100 ms */
 #define VOICE_RUN 30   /* a contour's length is counted up to this on each side */
 
@@ -73,7 +73,7 @@ static int stem_features(const float *voc, const float *mel, int nb, const stg_p
     stg_pitch_salience_blend_row(row, voc, mel, nb, in->share, in->vocals_only);
   else
     memcpy(row, voc, (size_t)nb * sizeof *row);
-  int np = stg_pitch_row_peaks(row, nb, pk);
+  int np = stg_pitch_row_peaks_at(row, nb, pk, NPK, EBB_PITCH_VOICE_FLOOR);
   double vt, vs, mt = 0.0, ms = 0.0;
   row_stats(voc, nb, &vt, &vs);
   if (mel)
@@ -160,8 +160,15 @@ static void row_features(const float *sal, int nb, const stg_pitch_peak *pk, con
                          float *feat) {
   const float *r = sal + f * (size_t)nb;
   const float *c = in->cm ? in->cm + f * (size_t)(in->g->tau_max + 1) : NULL;
-  double top, sum, dmin = cm_min(c, in->g);
+  double top, sum, dmin = cm_min(c, in->g), soft = 0.0;
   row_stats(r, nb, &top, &sum);
+  /* the row's number of peaks, each counted up to 1 by its height against
+   * 5 % of the maximum: a peak that rounding puts either side of the
+   * candidates' floor (EBB_PITCH_VOICE_FLOOR) hardly moves it */
+  for (int i = 0; top > 0.0 && i < np[f]; i++) {
+    double h = r[pk[f * NPK + i].bin] / (top * EBB_PITCH_VIBRATO_PEAK);
+    soft += h < 1.0 ? h : 1.0;
+  }
   for (int i = 0; i < np[f]; i++) {
     const stg_pitch_peak *q = pk + f * NPK + i;
     float *x = feat + i * NFEAT;
@@ -175,7 +182,7 @@ static void row_features(const float *sal, int nb, const stg_pitch_peak *pk, con
     x[2] = (float)(sum > 0.0 ? lobe / sum : 0.0);
     x[3] = (float)sum;
     x[4] = (float)i / NPK;
-    x[5] = (float)np[f] / NPK;
+    x[5] = (float)(soft / NPK);
     memcpy(x + 6, stem + i * NSTEM, NSTEM * sizeof *x);
     x[10] = (float)k.sd;
     x[11] = (float)(k.back / VOICE_RUN);
@@ -198,11 +205,19 @@ static void row_features(const float *sal, int nb, const stg_pitch_peak *pk, con
  * voiced states gained on the unvoiced one: voicing false alarm 0.237 ->
  * 0.252 on the sung set, 0.447 -> 0.467 on the instruments.) */
 static void weigh_row(float *r, int nb, const stg_pitch_peak *pk, int np, const float *prob,
-                      double gain, float *w) {
-  for (int b = 0; b < nb; b++)
+                      double gain, double power, float *w) {
+  float top = 0.0f;
+  for (int b = 0; b < nb; b++) {
     w[b] = 1.0f;
+    top = r[b] > top ? r[b] : top;
+  }
   for (int i = 0; i < np; i++) {
-    float m = (float)(1.0 + gain * prob[i]);
+    /* the weight rises from 1 at the candidates' floor to its own at twice
+     * the floor, so a peak that rounding puts either side of the floor
+     * weighs (almost) the same either way */
+    double u = (r[pk[i].bin] / (double)top - EBB_PITCH_VOICE_FLOOR) / EBB_PITCH_VOICE_FLOOR;
+    u = u < 0.0 ? 0.0 : u > 1.0 ? 1.0 : u;
+    float m = (float)(1.0 + u * (pow(1.0 + gain * prob[i], power > 0.0 ? power : 1.0) - 1.0));
     for (int b = pk[i].lo; b <= pk[i].hi; b++)
       w[b] = m > w[b] ? m : w[b];
   }
@@ -236,21 +251,25 @@ static void dump_row(FILE *d, size_t f, const stg_pitch_voice_in *in, const stg_
   }
 }
 
-/* Features, probabilities and the weighing (the blend done; the peaks
- * linked, stem their NSTEM values each). */
+/* Features and probabilities of every frame (prob: NPK a frame), then the
+ * weighing (the blend done; the peaks linked, stem their NSTEM values each).
+ * All probabilities come first: a frame's features read the rows of the
+ * frames around it (the level trend), which must be the rows the trainer
+ * saw, not rows already weighed (until session 25 the frames before were). */
 static int voice_apply(float *sal, size_t nf, int nb, const stg_pitch_voice_in *in,
-                       const stg_pitch_peak *pk, const int *np, const float *stem, float *w,
-                       FILE *d) {
+                       const stg_pitch_peak *pk, const int *np, const float *stem, float *prob,
+                       float *w, FILE *d) {
   for (size_t f = 0; f < nf && !stg_st_stop(); f++) {
-    float prob[NPK], x[NPK * NFEAT];
+    float x[NPK * NFEAT];
     row_features(sal, nb, pk, np, nf, f, in, stem + (size_t)f * NPK * NSTEM, x);
     if (d)
       dump_row(d, f, in, pk + f * NPK, np[f], x);
     for (int i = 0; i < np[f]; i++)
-      prob[i] = (float)(1.0 / (1.0 + exp(-stg_pitch_voice_logit(x + i * NFEAT))));
-    if (in->gain > 0.0)
-      weigh_row(sal + f * (size_t)nb, nb, pk + f * NPK, np[f], prob, in->gain, w);
+      prob[f * NPK + i] = (float)(1.0 / (1.0 + exp(-stg_pitch_voice_logit(x + i * NFEAT))));
   }
+  for (size_t f = 0; in->gain > 0.0 && f < nf && !stg_st_stop(); f++)
+    weigh_row(sal + f * (size_t)nb, nb, pk + f * NPK, np[f], prob + f * NPK, in->gain, in->power,
+              w);
   return stg_st_stop() ? ebb_seterr(EBB_ECANCELED, "pitch: cancelled in the voice model") : 0;
 }
 
@@ -266,7 +285,8 @@ int stg_pitch_voice_weigh(float *voc, size_t nf, int nb, const stg_pitch_voice_i
   int *np = stg_st_malloc(nf * sizeof *np);
   float *stem = stg_st_calloc(nf * NPK * NSTEM, sizeof *stem);
   float *row = stg_st_malloc((size_t)nb * sizeof *row);
-  if (!pk || !np || !stem || !row) {
+  float *prob = stg_st_malloc(nf * NPK * sizeof *prob);
+  if (!pk || !np || !stem || !row || !prob) {
     rc = ebb_seterr(EBB_ENOMEM, "pitch: out of memory for the voice model of %zu frames", nf);
     if (in->mel)
       stg_pitch_salience_blend(voc, in->mel, nf, nb, in->share, in->vocals_only);
@@ -281,10 +301,11 @@ int stg_pitch_voice_weigh(float *voc, size_t nf, int nb, const stg_pitch_voice_i
   }
   if (in->mel)
     stg_pitch_salience_blend(voc, in->mel, nf, nb, in->share, in->vocals_only);
-  rc = voice_apply(voc, nf, nb, in, pk, np, stem, row, d);
+  rc = voice_apply(voc, nf, nb, in, pk, np, stem, prob, row, d);
 done:
   if (d)
     fclose(d);
+  stg_st_free(prob);
   stg_st_free(row);
   stg_st_free(stem);
   stg_st_free(np);
