@@ -34,19 +34,27 @@ static void expect(const stg_aco_chunk *c, size_t first, size_t count, double t0
   CHECK_NEAR(c->t1, t1, 1e-9);
 }
 
+/* The lines of counts (nl lines) planned over the phrases ph (nph) in a
+ * song of dur s; requires want chunks and returns them (the caller frees). */
+static stg_aco_chunk *plan(const int *counts, size_t nl, const stg_span *ph, size_t nph, double dur,
+                           size_t want) {
+  size_t nw = 0, nc = 0;
+  stg_aco_word *w = lines(counts, nl, &nw);
+  stg_aco_chunk *c = NULL;
+  REQUIRE(stg_aco_plan_lines(w, nw, ph, nph, dur, &c, &nc) == 0);
+  REQUIRE(nc == want);
+  free(w);
+  return c;
+}
+
 static void test_one_line_per_phrase(void) {
   const int counts[3] = {6, 4, 6};
   const stg_span ph[3] = {{2, 5}, {6, 8}, {10, 13}};
-  size_t nw = 0, nc = 0;
-  stg_aco_word *w = lines(counts, 3, &nw);
-  stg_aco_chunk *c = NULL;
-  REQUIRE(stg_aco_plan_lines(w, nw, ph, 3, 14, &c, &nc) == 0);
-  REQUIRE(nc == 3);
+  stg_aco_chunk *c = plan(counts, 3, ph, 3, 14, 3);
   expect(&c[0], 0, 6, 2, 5);
   expect(&c[1], 6, 4, 6, 8);
   expect(&c[2], 10, 6, 10, 13);
   free(c);
-  free(w);
 }
 
 static void test_short_phrase_joins_the_line(void) {
@@ -54,15 +62,10 @@ static void test_short_phrase_joins_the_line(void) {
   /* a 0.3 s blip just before line 1 (0.4 s before it, 1.3 s after line 0: since the rests
    * inside a pairing cost, issue 43, a blip as near one line as the other joins the nearer) */
   const stg_span ph[3] = {{2, 5}, {6.3, 6.6}, {7, 10}};
-  size_t nw = 0, nc = 0;
-  stg_aco_word *w = lines(counts, 2, &nw);
-  stg_aco_chunk *c = NULL;
-  REQUIRE(stg_aco_plan_lines(w, nw, ph, 3, 12, &c, &nc) == 0);
-  REQUIRE(nc == 2);
+  stg_aco_chunk *c = plan(counts, 2, ph, 3, 12, 2);
   expect(&c[0], 0, 6, 2, 5);
   expect(&c[1], 6, 6, 6.3, 10);
   free(c);
-  free(w);
 }
 
 static void test_line_over_two_phrases_and_two_lines_in_one(void) {
@@ -70,16 +73,11 @@ static void test_line_over_two_phrases_and_two_lines_in_one(void) {
    * lines 1 and 2 are short and share phrase 2; line 3 has phrase 3 */
   const int counts[4] = {12, 3, 3, 6};
   const stg_span ph[4] = {{1, 4}, {4.5, 7.5}, {9, 12}, {13, 16}};
-  size_t nw = 0, nc = 0;
-  stg_aco_word *w = lines(counts, 4, &nw);
-  stg_aco_chunk *c = NULL;
-  REQUIRE(stg_aco_plan_lines(w, nw, ph, 4, 17, &c, &nc) == 0);
-  REQUIRE(nc == 3);
+  stg_aco_chunk *c = plan(counts, 4, ph, 4, 17, 3);
   expect(&c[0], 0, 12, 1, 7.5);
   expect(&c[1], 12, 6, 9, 12);
   expect(&c[2], 18, 6, 13, 16);
   free(c);
-  free(w);
 }
 
 static void test_rests_between_lines(void) {
@@ -90,32 +88,22 @@ static void test_rests_between_lines(void) {
    * pairing tells them apart. */
   const int counts[2] = {7, 10};
   const stg_span ph[3] = {{4.0, 8.7}, {9.7, 11.8}, {13.9, 20.6}};
-  size_t nw = 0, nc = 0;
-  stg_aco_word *w = lines(counts, 2, &nw);
-  stg_aco_chunk *c = NULL;
-  REQUIRE(stg_aco_plan_lines(w, nw, ph, 3, 22, &c, &nc) == 0);
-  REQUIRE(nc == 2);
+  stg_aco_chunk *c = plan(counts, 2, ph, 3, 22, 2);
   expect(&c[0], 0, 7, 4.0, 11.8);
   expect(&c[1], 7, 10, 13.9, 20.6);
   free(c);
-  free(w);
 }
 
 static void test_no_phrases(void) {
   const int counts[2] = {3, 3};
-  size_t nw = 0, nc = 0;
-  stg_aco_word *w = lines(counts, 2, &nw);
-  stg_aco_chunk *c = NULL;
-  REQUIRE(stg_aco_plan_lines(w, nw, NULL, 0, 9, &c, &nc) == 0);
-  REQUIRE(nc == 2);
+  stg_aco_chunk *c = plan(counts, 2, NULL, 0, 9, 2);
   size_t covered = 0;
-  for (size_t i = 0; i < nc; i++) {
+  for (size_t i = 0; i < 2; i++) {
     covered += c[i].count;
     CHECK(c[i].t0 >= 0 && c[i].t1 <= 9 && c[i].t1 >= c[i].t0);
   }
   CHECK_EQ_U64(covered, 6);
   free(c);
-  free(w);
 }
 
 static void test_rough_times(void) {
